@@ -1,0 +1,1 @@
+"""fleet: deploy and tune sglang on fleets of GPU machines over SSH."""
