@@ -1,5 +1,112 @@
-"""fleet's command line: thin Invoke tasks. Logic lives in fleet/ (and sandbox/ for the sandbox fleet)."""
+"""fleet's command line: thin Invoke tasks. Logic lives in fleet/ (and sandbox/ for the sandbox fleet).
 
-from invoke import Collection, task  # noqa: F401
+Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed).
+"""
+
+import os
+
+from invoke import Collection, Exit, task
+
+from fleet import cli
+from fleet.cli import HOST_HELP, reports_errors
+
+
+def _opts(accept_new_host_keys=False):
+    from fleet.connect import ConnectOptions
+
+    return ConnectOptions(accept_new_host_keys=accept_new_host_keys)
+
+
+@task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP})
+@reports_errors
+def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+    """Run one shell command on the selected hosts in parallel over SSH."""
+    from fleet import execute
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=execute.report(execute.run_everywhere(hosts, cmd, _opts(accept_new_host_keys)), json))
+
+
+@task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
+            "profile": "hardware profile name or folder, repeatable; host i gets the i-th (cycling)"},
+      iterable=["profile"])
+@reports_errors
+def sandbox_up(c, hosts=4, profile=None):
+    """Bring up the sandbox fleet (same arguments again: no-op; others: replace it)."""
+    from sandbox import cli as sbx
+
+    _sandbox(lambda: sbx.up(int(hosts), profile or []))
+
+
+@task
+@reports_errors
+def sandbox_down(c):
+    """Stop the sandbox fleet and remove everything it made (mounts, namespaces, bridge, cgroups)."""
+    from sandbox import cli as sbx
+
+    _sandbox(sbx.down)
+
+
+@task
+@reports_errors
+def sandbox_status(c):
+    """Show the sandbox hosts: state, link, ssh readiness."""
+    from sandbox import cli as sbx
+
+    _sandbox(sbx.status)
+
+
+def _fault(action, doc):
+    @task(help={"name": "sandbox host, e.g. sbx0"})
+    @reports_errors
+    def fault(c, name):
+        from sandbox import cli as sbx
+
+        _sandbox(lambda: sbx.fault(action, name))
+
+    fault.__doc__ = doc
+    fault.body.__doc__ = doc
+    return fault
+
+
+def _sandbox(fn):
+    from sandbox.hosts import SandboxError
+
+    os.environ["FLEET_SANDBOX_ONLY"] = "1"
+    try:
+        fn()
+    except (SandboxError, ValueError) as exc:
+        cli.err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise Exit(code=2 if isinstance(exc, ValueError) else 1) from None
+
+
+@task(help={"hosts": "number of sandbox hosts", "profile": "profile(s) to use (default: all four shipped)"},
+      iterable=["profile"])
+@reports_errors
+def demo(c, hosts=4, profile=None):
+    """The sandbox demo: bring up simulated GPU hosts and run fleet against them over real SSH."""
+    from sandbox import cli as sbx
+    from sandbox.config import config
+
+    profiles = profile or ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
+    _sandbox(lambda: sbx.up(int(hosts), profiles))
+    hosts_ = cli.select_hosts(str(config().inventory_path), [], [])
+    from fleet import execute
+
+    cmd = "hostname; nvidia-smi -L | head -n 1; systemd-detect-virt || true"
+    raise Exit(code=execute.report(execute.run_everywhere(hosts_, cmd, _opts()), False))
+
+
+sandbox_ns = Collection("sandbox")
+sandbox_ns.add_task(sandbox_up, "up")
+sandbox_ns.add_task(sandbox_down, "down")
+sandbox_ns.add_task(sandbox_status, "status")
+sandbox_ns.add_task(_fault("cut", "Take a sandbox host's link down (network cut)."), "cut")
+sandbox_ns.add_task(_fault("heal", "Bring a cut sandbox host's link back up."), "heal")
+sandbox_ns.add_task(_fault("kill", "Hard-stop a sandbox host (SIGKILL, like a power cut)."), "kill")
+sandbox_ns.add_task(_fault("start", "Boot a stopped or killed sandbox host again."), "start")
 
 ns = Collection()
+ns.add_task(exec_, "exec")
+ns.add_task(demo)
+ns.add_collection(sandbox_ns)

@@ -1,0 +1,69 @@
+"""What every task shares: host selection, errors as one line with a meaningful exit code, JSON output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from fleet import inventory
+from fleet.errors import EXIT_BAD_INPUT, FleetError
+from fleet.inventory import Host
+
+EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
+HOST_HELP = {
+    "inventory": "inventory file whose hosts are used when no --host/--group is given (default inventory/hosts.yaml)",
+    "host": "host name or address (repeatable)",
+    "group": "inventory group (repeatable)",
+    "json": "print pure JSON on stdout, nothing else",
+    "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
+}
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
+    path = Path(inventory_file) if inventory_file else inventory.DEFAULT_INVENTORY
+    inv = inventory.load(path, directory=inventory.DEFAULT_INVENTORY.parent)
+    chosen = inv.select(hosts, groups, default_file=path)
+    if not chosen:
+        raise FleetError(f"{path}: no hosts selected")
+    from fleet.connect import check_guard
+
+    for host in chosen:  # refuse the whole run before any host is contacted
+        check_guard(host)
+    return chosen
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def reports_errors(fn: Callable) -> Callable:
+    """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FleetError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+            raise Exit(code=exc.exit_code) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            raise Exit(code=130) from None
+
+    return wrapper
+
+
+def bad_input(message: str) -> Exit:
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    return Exit(code=EXIT_BAD_INPUT)

@@ -1,0 +1,28 @@
+"""Errors fleet reports to people, and the exit codes they map to."""
+
+from __future__ import annotations
+
+# Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed).
+EXIT_OK = 0
+EXIT_HOST_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class FleetError(Exception):
+    """An error with a one-line message meant for the operator."""
+
+    exit_code = EXIT_HOST_FAILED
+
+
+class InputError(FleetError):
+    """Bad input (inventory, playbook, flag): reported before any host is touched."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class GuardError(InputError):
+    """FLEET_SANDBOX_ONLY refused an address: no packet was sent."""
+
+
+class ConnectError(FleetError):
+    """A host could not be reached or refused us; the message says which and why."""

@@ -1,0 +1,236 @@
+"""The inventory: hosts, groups and their variables, from every YAML file in inventory/.
+
+File layout (all keys optional except a host's address):
+
+    defaults: {user: root, venv: /root/ml-env}      # for every host of this file
+    groups:
+      blackwell-pcie: {description: ..., unit: sglang, hosts: [gpu-node-1]}
+    hosts:
+      gpu-node-1: {address: 10.1.230.174, groups: [blackwell-pcie], vars: {rack: a3}}
+
+A host's settings: defaults < its groups < the host itself. Two groups of one host that set the same
+key to different values are an error, not a silent precedence rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fleet import yamlfile
+from fleet.errors import InputError
+
+DEFAULT_INVENTORY = Path("inventory/hosts.yaml")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class HostSettings(BaseModel):
+    """Settings that defaults, groups and hosts may all carry."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    become: bool | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+    proxy_jump: str | None = None
+    venv: str | None = None
+    unit: str | None = None
+    vars: dict[str, Any] | None = None
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", v):
+            raise ValueError(f"not a valid user name: {v!r}")
+        return v
+
+    @field_validator("venv")
+    @classmethod
+    def _venv(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or "\n" in v):
+            raise ValueError(f"must be an absolute path: {v!r}")
+        return v
+
+
+class HostEntry(HostSettings):
+    address: str
+    groups: list[str] = []
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        try:
+            ipaddress.ip_address(v)
+        except ValueError:
+            if not _HOSTNAME.match(v) or v.replace(".", "").isdigit():
+                raise ValueError(f"not an IP address or host name: {v!r}") from None
+        return v
+
+
+class GroupEntry(HostSettings):
+    description: str | None = None
+    hosts: list[str] = []
+
+
+class InventoryFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    defaults: HostSettings = HostSettings()
+    groups: dict[str, GroupEntry] = {}
+    hosts: dict[str, HostEntry] = {}
+
+
+_SETTINGS = [f for f in HostSettings.model_fields if f != "vars"]
+# user and port stay None when unset, so ssh_config can supply them (connect.route).
+_FALLBACKS: dict[str, Any] = {"become": False, "venv": "/root/ml-env", "unit": "sglang"}
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    port: int | None
+    user: str | None
+    become: bool
+    identity_file: str | None
+    known_hosts: str | None
+    ssh_config: str | None
+    proxy_jump: str | None
+    venv: str
+    unit: str
+    groups: tuple[str, ...]
+    source: Path
+    vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass
+class Inventory:
+    hosts: dict[str, Host]
+    groups: dict[str, list[str]]
+    files: dict[Path, list[str]]  # host names each file defines
+
+    def select(self, names: Sequence[str] = (), groups: Sequence[str] = (),
+               default_file: Path | None = None) -> list[Host]:
+        """Hosts named (by name or address) or in the groups given; with neither, every host of default_file."""
+        chosen: dict[str, Host] = {}
+        for n in names:
+            host = self.find(n)
+            chosen[host.name] = host
+        for g in groups:
+            if g not in self.groups:
+                raise InputError(f"--group {g}: no such group (known: {', '.join(sorted(self.groups)) or 'none'})")
+            for n in self.groups[g]:
+                chosen[n] = self.hosts[n]
+        if names or groups:
+            return list(chosen.values())
+        if default_file is None:
+            return list(self.hosts.values())
+        key = default_file.resolve()
+        if key not in self.files:
+            raise InputError(f"--inventory {default_file}: no such inventory file")
+        return [self.hosts[n] for n in self.files[key]]
+
+    def find(self, name_or_address: str) -> Host:
+        if name_or_address in self.hosts:
+            return self.hosts[name_or_address]
+        matches = [h for h in self.hosts.values() if h.address == name_or_address]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise InputError(f"--host {name_or_address}: address shared by {', '.join(h.name for h in matches)}")
+        raise InputError(f"--host {name_or_address}: no such host in the inventory")
+
+
+def load(inventory: Path = DEFAULT_INVENTORY, directory: Path | None = None) -> Inventory:
+    """Load `inventory` and every other *.yaml of its folder (and of `directory`), names resolving across all."""
+    inventory = Path(inventory)
+    if not inventory.is_file():
+        raise InputError(f"--inventory {inventory}: no such file")
+    paths = {inventory.resolve()}
+    for d in {inventory.parent, *( [directory] if directory else [])}:
+        if d and d.is_dir():
+            paths |= {p.resolve() for p in d.glob("*.yaml")}
+    return load_files(sorted(paths))
+
+
+def load_files(paths: Iterable[Path]) -> Inventory:
+    inv = Inventory(hosts={}, groups={}, files={})
+    for path in paths:
+        _merge_file(inv, path)
+    return inv
+
+
+def _merge_file(inv: Inventory, path: Path) -> None:
+    doc = yamlfile.load(path)
+    if doc.data is None:
+        inv.files[path] = []
+        return
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "an inventory file must be a mapping with hosts/groups/defaults")
+    try:
+        model = InventoryFile.model_validate(doc.data)
+    except ValidationError as err:
+        raise doc.validation_error(err) from None
+    for kind, names in (("groups", model.groups), ("hosts", model.hosts)):
+        for name in names:
+            if not _NAME.match(str(name)):
+                raise doc.error((kind, name), "names may use letters, digits, '.', '_' and '-' only")
+    members: dict[str, list[str]] = {}
+    for gname, group in model.groups.items():
+        for h in group.hosts:
+            if h not in model.hosts:
+                raise doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file")
+            members.setdefault(h, []).append(gname)
+    inv.files[path] = []
+    for name, entry in model.hosts.items():
+        if name in inv.hosts:
+            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source}")
+        groups = list(dict.fromkeys([*entry.groups, *members.get(name, [])]))
+        for g in groups:
+            if g not in model.groups and g not in inv.groups:
+                model.groups[g] = GroupEntry()  # a group named only by its members is fine
+        settings = _resolve(doc, name, entry, model, groups)
+        inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path, **settings)
+        inv.files[path].append(name)
+        for g in groups:
+            inv.groups.setdefault(g, []).append(name)
+    for gname in model.groups:
+        inv.groups.setdefault(gname, [])
+
+
+def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,
+             groups: list[str]) -> dict[str, Any]:
+    merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
+    variables: dict[str, Any] = dict(model.defaults.vars or {})
+    from_group: dict[str, str] = {}
+    for g in groups:
+        group = model.groups[g]
+        for key in _SETTINGS:
+            value = getattr(group, key)
+            if value is None:
+                continue
+            if key in from_group and merged[key] != value and getattr(entry, key) is None:
+                raise doc.error(("hosts", name, "groups"),
+                                f"groups {from_group[key]} and {g} set {key} differently "
+                                f"({merged[key]!r} vs {value!r}); set it on the host to decide")
+            merged[key], from_group[key] = value, g
+        for key, value in (group.vars or {}).items():
+            if key in from_group and variables.get(key) != value and key not in (entry.vars or {}):
+                raise doc.error(("hosts", name, "groups"),
+                                f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host")
+            variables[key], from_group[key] = value, g
+    merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
+    variables.update(entry.vars or {})
+    result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
+    result["vars"] = variables
+    return result
