@@ -151,15 +151,12 @@ class Inventory:
         raise InputError(f"--host {name_or_address}: no such host in the inventory")
 
 
-def load(inventory: Path = DEFAULT_INVENTORY, directory: Path | None = None) -> Inventory:
-    """Load `inventory` and every other *.yaml of its folder (and of `directory`), names resolving across all."""
+def load(inventory: Path = DEFAULT_INVENTORY) -> Inventory:
+    """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them."""
     inventory = Path(inventory)
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
-    paths = {inventory.resolve()}
-    for d in {inventory.parent, *( [directory] if directory else [])}:
-        if d and d.is_dir():
-            paths |= {p.resolve() for p in d.glob("*.yaml")}
+    paths = {inventory.resolve(), *(p.resolve() for p in inventory.parent.glob("*.yaml"))}
     return load_files(sorted(paths))
 
 

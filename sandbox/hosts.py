@@ -325,9 +325,11 @@ class Sandbox:
         (d / "stopping").unlink(missing_ok=True)
         (d / "nspawn.pid").unlink(missing_ok=True)
         with open(d / "console.log", "ab") as out:
-            subprocess.Popen(
-                [str(BOOT_SCRIPT), r.name, str(rootfs), str(d), r.netns, *map(str, self.cfg.cgroups(r.name))],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            # setsid -f: the host outlives this process and is nobody's child to reap.
+            subprocess.run(
+                ["setsid", "-f", str(BOOT_SCRIPT), r.name, str(rootfs), str(d), r.netns,
+                 *map(str, self.cfg.cgroups(r.name))],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, check=True,
             )
 
     def _write_known_hosts(self, records: Sequence[HostRecord]) -> None:
@@ -400,12 +402,12 @@ class Sandbox:
     def _cgroup_pids(self, name: str) -> set[int]:
         pids: set[int] = set()
         for cg in self.cfg.cgroups(name):
-            if cg.exists():
-                for procs in cg.rglob("cgroup.procs"):
-                    try:
-                        pids |= {int(p) for p in procs.read_text().split()}
-                    except OSError:
-                        pass
+            # os.walk, not rglob: the container's systemd removes its cgroups while we look.
+            for folder, _, _ in os.walk(cg):
+                try:
+                    pids |= {int(p) for p in Path(folder, "cgroup.procs").read_text().split()}
+                except OSError:
+                    pass
         return pids
 
     def _kill_cgroups(self, name: str) -> None:
@@ -420,14 +422,9 @@ class Sandbox:
                     pass
             time.sleep(0.02)
         for cg in self.cfg.cgroups(name):
-            if cg.exists():
-                for sub in sorted((p for p in cg.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                    try:
-                        sub.rmdir()
-                    except OSError:
-                        pass
+            for folder, _, _ in sorted(os.walk(cg), key=lambda w: -len(w[0])):
                 try:
-                    cg.rmdir()
+                    os.rmdir(folder)
                 except OSError:
                     pass
         (self.cfg.host_dir(name) / "nspawn.pid").unlink(missing_ok=True)

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs everything fleet and its sandbox need on a fresh Debian 12 machine (as root), idempotently:
+# Debian packages for the sandbox hosts, then a virtualenv in .venv with fleet and its test tools.
+set -eu
+cd "$(dirname "$0")"
+
+missing=""
+for pair in systemd-nspawn:systemd-container mmdebstrap:mmdebstrap ssh-keygen:openssh-client ip:iproute2 \
+            cpp:cpp setsid:util-linux; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+done
+python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+    || missing="$missing python3 python3-venv"
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" != 0 ]; then echo "bootstrap: need root to install:$missing" >&2; exit 1; fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends $missing
+fi
+
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+echo "bootstrap: ok ($(.venv/bin/python --version), $(systemd-nspawn --version | head -n 1))"

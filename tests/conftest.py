@@ -1,0 +1,64 @@
+"""Test-wide setup: the sandbox guard is on, real inventory addresses are blackholed, and sandbox tests
+share one 'test' sandbox fleet that is always torn down."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ["FLEET_SANDBOX_ONLY"] = "1"
+os.environ["FLEET_SANDBOX_INSTANCE"] = "test"
+
+REPO = Path(__file__).resolve().parent.parent
+PROFILES = ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
+
+
+def pytest_sessionstart(session):
+    if os.geteuid() == 0:
+        from sandbox import blackhole
+
+        blackhole.install()
+
+
+@pytest.fixture(scope="session")
+def bare_profile(tmp_path_factory) -> Path:
+    """A profile folder made here, not shipped: no systemd-detect-virt, no DMI (any folder must work)."""
+    dest = tmp_path_factory.mktemp("profiles") / "bare-2gpu"
+    shutil.copytree(REPO / "sandbox/profiles/rtx5090-x2-workstation", dest)
+    (dest / "system/systemd-detect-virt.txt").unlink()
+    shutil.rmtree(dest / "system/dmi")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def _sandbox_session(bare_profile):
+    from sandbox.config import config
+    from sandbox.hosts import Sandbox
+
+    if os.geteuid() != 0:
+        pytest.fail("sandbox tests need root (CI runs as root); a sandbox that cannot start is a failure")
+    sb = Sandbox(config("test"), log=lambda m: None)
+    profiles = [*PROFILES, str(bare_profile)]
+    try:
+        sb.up(len(profiles), profiles)
+        yield sb, profiles
+    finally:
+        sb.down()
+
+
+@pytest.fixture
+def sandbox(_sandbox_session):
+    """The test fleet, brought back up if an earlier test took it down (a no-op when it runs)."""
+    sb, profiles = _sandbox_session
+    sb.up(len(profiles), profiles)
+    return sb
+
+
+@pytest.fixture
+def sandbox_inventory(sandbox):
+    from fleet import inventory
+
+    return inventory.load(sandbox.cfg.inventory_path)

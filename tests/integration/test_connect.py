@@ -1,0 +1,139 @@
+"""fleet's connections against real sshd hosts: parallel runs, strict host keys, ProxyJump, become, guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fleet import execute, inventory
+from fleet.connect import ConnectOptions, open_connection
+from fleet.errors import ConnectError, GuardError
+from fleet.remote import run
+
+REPO = Path(__file__).resolve().parents[2]
+_connects: list = []
+_recording = threading.local()
+
+
+def _audit(event, args):
+    if event == "socket.connect" and getattr(_recording, "on", False):
+        _connects.append(args[1])
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture
+def connect_attempts():
+    """Every socket.connect this thread makes while the test runs (Python's audit hook, not a mock)."""
+    _connects.clear()
+    _recording.on = True
+    yield _connects
+    _recording.on = False
+
+
+def _sh(host, command, opts=None):
+    conn = open_connection(host, opts)
+    try:
+        return run(conn, host, command)
+    finally:
+        conn.close()
+
+
+def test_a_command_runs_on_three_hosts_in_parallel(sandbox_inventory):
+    hosts = [sandbox_inventory.hosts[n] for n in ("sbx0", "sbx1", "sbx2")]
+    outcomes = execute.run_everywhere(hosts, "sleep 1; hostname", ConnectOptions())
+    assert [o.value.stdout.strip() for o in outcomes] == ["sbx0", "sbx1", "sbx2"]
+    assert all(o.ok and o.value.exited == 0 for o in outcomes)
+    # Run one after another these would take over 3 s; the slowest single host bounds a parallel run.
+    assert sum(o.seconds for o in outcomes) > 3.0 > max(o.seconds for o in outcomes) - 0.0
+
+
+def test_inv_exec_json_is_pure_json_with_per_host_results(sandbox):
+    proc = subprocess.run(
+        [str(REPO / ".venv/bin/inv"), "exec", "-i", str(sandbox.cfg.inventory_path), "--host", "sbx0",
+         "--host", "172.30.78.12", "--cmd", "hostname; exit 3", "--json"],
+        cwd=REPO, capture_output=True, text=True,
+    )
+    data = json.loads(proc.stdout)
+    assert [(h["host"], h["exit"], h["stdout"]) for h in data["hosts"]] == [("sbx0", 3, "sbx0\n"), ("sbx2", 3, "sbx2\n")]
+    assert proc.returncode == 1
+
+
+def test_unknown_host_key_is_refused_until_accepted(sandbox_inventory, tmp_path):
+    host = dataclasses.replace(sandbox_inventory.hosts["sbx1"], known_hosts=str(tmp_path / "kh"))
+    with pytest.raises(ConnectError, match="host key unknown.*--accept-new-host-keys"):
+        _sh(host, "true")
+    assert _sh(host, "hostname", ConnectOptions(accept_new_host_keys=True)).stdout == "sbx1\n"
+    assert (tmp_path / "kh").read_text().startswith("172.30.78.11 ssh-ed25519 ")
+    assert _sh(host, "hostname").stdout == "sbx1\n"  # recorded: strict checking now passes
+
+
+def test_a_changed_host_key_is_refused_even_with_accept_new(sandbox_inventory, tmp_path):
+    real = Path(sandbox_inventory.hosts["sbx0"].known_hosts).read_text().splitlines()
+    other = next(line for line in real if line.startswith("172.30.78.11 ")).split()[2]
+    forged = tmp_path / "kh"
+    forged.write_text(f"172.30.78.10 ssh-ed25519 {other}\n")  # what we'd see if sbx0's key had changed
+    host = dataclasses.replace(sandbox_inventory.hosts["sbx0"], known_hosts=str(forged))
+    for opts in (ConnectOptions(), ConnectOptions(accept_new_host_keys=True)):
+        with pytest.raises(ConnectError, match="host key CHANGED"):
+            _sh(host, "true", opts)
+    assert forged.read_text() == f"172.30.78.10 ssh-ed25519 {other}\n"
+
+
+def test_proxyjump_through_a_sandbox_host_from_ssh_config(sandbox_inventory, tmp_path):
+    sbx0 = sandbox_inventory.hosts["sbx0"]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host jumpbox\n  HostName {sbx0.address}\n  User root\n  IdentityFile {sbx0.identity_file}\n"
+                   f"Host gpu-vm\n  HostName 172.30.78.12\n  ProxyJump jumpbox\n")
+    host = dataclasses.replace(sandbox_inventory.hosts["sbx2"], address="gpu-vm", ssh_config=str(cfg))
+    # sbx2 sees the connection arrive from sbx0, not from the bridge: it went through the jump host.
+    out = _sh(host, "hostname; echo $SSH_CLIENT").stdout.split()
+    assert out[0] == "sbx2" and out[1] == sbx0.address
+
+
+def test_become_runs_as_root_through_sudo_for_a_non_root_login(sandbox_inventory):
+    host = dataclasses.replace(sandbox_inventory.hosts["sbx1"], user="fleet", become=True)
+    assert _sh(host, "id -un; echo $SUDO_USER").stdout.split() == ["root", "fleet"]
+    plain = dataclasses.replace(host, become=False)
+    assert _sh(plain, "id -un").stdout == "fleet\n"
+
+
+def test_guard_refuses_a_real_address_without_sending_a_packet(connect_attempts):
+    real = inventory.load(REPO / "inventory/hosts.yaml").hosts["gpu-node-1"]
+    with pytest.raises(GuardError, match=r"10\.1\.230\.174.*refused"):
+        open_connection(real)
+    assert connect_attempts == []
+
+
+def test_guard_refuses_a_real_proxyjump_hop_without_sending_a_packet(sandbox_inventory, tmp_path, connect_attempts):
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host proxmox\n  HostName 10.1.230.174\n")
+    for hop in ("proxmox", "root@10.1.230.174:22"):
+        host = dataclasses.replace(sandbox_inventory.hosts["sbx0"], ssh_config=str(cfg), proxy_jump=hop)
+        with pytest.raises(GuardError, match=r"ProxyJump hop 1 .*10\.1\.230\.174"):
+            open_connection(host)
+    assert connect_attempts == []
+
+
+def test_guard_applies_to_ssh_config_hostname_too(sandbox_inventory, tmp_path, connect_attempts):
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host 172.30.78.10\n  HostName 10.1.230.174\n")
+    host = dataclasses.replace(sandbox_inventory.hosts["sbx0"], ssh_config=str(cfg))
+    with pytest.raises(GuardError):
+        open_connection(host)
+    assert connect_attempts == []
+
+
+def test_inv_exec_refuses_the_real_inventory_with_exit_2_and_nothing_sent():
+    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "exec", "--cmd", "true"], cwd=REPO, capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "refused: FLEET_SANDBOX_ONLY=1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -1,0 +1,104 @@
+"""Inventory loading: merging, selection, and one-line errors that name file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet import inventory
+from fleet.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_example_inventory_loads():
+    inv = inventory.load(REPO / "inventory/hosts.yaml")
+    host = inv.hosts["gpu-node-1"]
+    assert (host.address, host.user, host.venv, host.groups) == ("10.1.230.174", "root", "/root/ml-env",
+                                                                 ("blackwell-pcie",))
+    assert inv.groups["blackwell-pcie"] == ["gpu-node-1"]
+
+
+def test_settings_merge_defaults_then_groups_then_host(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+defaults: {user: ops, venv: /opt/a, vars: {site: x}}
+groups:
+  g1: {venv: /opt/g1, unit: sgl, vars: {rack: r1}, hosts: [h1]}
+hosts:
+  h1: {address: 10.0.0.1, port: 2222, vars: {rack: r9}}
+  h2: {address: h2.example.org, groups: [g1], venv: /opt/h2}
+""")
+    inv = inventory.load(path)
+    h1, h2 = inv.hosts["h1"], inv.hosts["h2"]
+    assert (h1.user, h1.port, h1.venv, h1.unit, h1.vars) == ("ops", 2222, "/opt/g1", "sgl", {"site": "x", "rack": "r9"})
+    assert (h2.venv, h2.port, h2.groups) == ("/opt/h2", None, ("g1",))
+    assert sorted(inv.groups["g1"]) == ["h1", "h2"]
+
+
+def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(tmp_path):
+    a = write(tmp_path, "a.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, "b.yaml", "hosts: {b1: {address: 10.0.0.2, groups: [gb]}}\n")
+    inv = inventory.load(a)
+    assert [h.name for h in inv.select(default_file=a)] == ["a1"]
+    assert [h.name for h in inv.select(names=["b1"])] == ["b1"]
+    assert [h.name for h in inv.select(names=["10.0.0.2"])] == ["b1"]
+    assert [h.name for h in inv.select(groups=["gb"])] == ["b1"]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    colour: red\n", r"hosts.yaml:4: hosts.h1.colour: unknown key"),
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    port: '22'\n", r"hosts.yaml:4: hosts.h1.port: Input should be a valid integer"),
+    ("hosts:\n  h1:\n    port: 22\n", r"hosts.yaml:2: hosts.h1.address: required key is missing"),
+    ("hosts:\n  h1:\n    address: 999.1.1.1\n", r"hosts.yaml:3: hosts.h1.address: .*not an IP address or host name"),
+    ("hosts:\n  h1:\n    address: 'a b'\n", r"hosts.yaml:3: hosts.h1.address: .*not an IP address or host name"),
+    ("hosts:\n  h1: {address: 10.0.0.1}\n  h1: {address: 10.0.0.2}\n", r"hosts.yaml:3: hosts.h1: duplicate key"),
+    ("hosts:\n  h1: {address: 10.0.0.1\n", r"hosts.yaml:3: invalid YAML"),
+    ("- just\n- a list\n", r"hosts.yaml:1: an inventory file must be a mapping"),
+    ("hosts:\n  h1: {address: 10.0.0.1, venv: relative/path}\n", r"hosts.yaml:2: hosts.h1.venv: .*absolute path"),
+    ("hosts:\n  h1: {address: 10.0.0.1, user: 'root; rm -rf /'}\n", r"hosts.yaml:2: hosts.h1.user: .*not a valid user"),
+    ("groups:\n  g: {hosts: [ghost]}\n", r"hosts.yaml:2: groups.g.hosts: host 'ghost' is not defined"),
+    ("hosts:\n  'bad name': {address: 10.0.0.1}\n", r"hosts.yaml:2: hosts.bad name: names may use"),
+])
+def test_bad_inventory_gives_one_line_error_with_file_line_and_key(tmp_path, text, expected):
+    path = write(tmp_path, "hosts.yaml", text)
+    with pytest.raises(InputError, match=expected) as err:
+        inventory.load(path)
+    assert "\n" not in str(err.value)
+
+
+def test_conflicting_group_vars_are_an_error_unless_the_host_decides(tmp_path):
+    text = """
+groups:
+  a: {venv: /opt/a}
+  b: {venv: /opt/b}
+hosts:
+  h1: {address: 10.0.0.1, groups: [a, b]}
+"""
+    with pytest.raises(InputError, match=r"hosts.yaml:6: hosts.h1.groups: groups a and b set venv differently"):
+        inventory.load(write(tmp_path, "hosts.yaml", text))
+    fixed = text.replace("groups: [a, b]}", "groups: [a, b], venv: /opt/h}")
+    assert inventory.load(write(tmp_path, "hosts.yaml", fixed)).hosts["h1"].venv == "/opt/h"
+
+
+def test_a_host_defined_in_two_files_is_an_error(tmp_path):
+    a = write(tmp_path, "a.yaml", "hosts: {h: {address: 10.0.0.1}}\n")
+    write(tmp_path, "b.yaml", "hosts: {h: {address: 10.0.0.2}}\n")
+    with pytest.raises(InputError, match=r"b.yaml:1: hosts.h: host also defined in .*a.yaml"):
+        inventory.load(a)
+
+
+def test_selection_errors_name_the_flag(tmp_path):
+    inv = inventory.load(write(tmp_path, "hosts.yaml", "hosts: {h: {address: 10.0.0.1}}\n"))
+    with pytest.raises(InputError, match=r"--host nope: no such host"):
+        inv.select(names=["nope"])
+    with pytest.raises(InputError, match=r"--group g: no such group"):
+        inv.select(groups=["g"])
+    with pytest.raises(InputError, match=r"--inventory .*missing.yaml: no such file"):
+        inventory.load(tmp_path / "missing.yaml")
