@@ -7,7 +7,7 @@ import os
 
 from invoke import Collection, Exit, task
 
-from fleet import cli
+from fleet import classify_cmd, cli
 from fleet.cli import HOST_HELP, reports_errors
 
 
@@ -25,6 +25,20 @@ def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=execute.report(execute.run_everywhere(hosts, cmd, _opts(accept_new_host_keys)), json))
+
+
+@task(iterable=["host", "group"], help=HOST_HELP)
+@reports_errors
+def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+    """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
+    from fleet import probe_run, probe_view
+
+    facts = probe_run.probe_hosts(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys))
+    if json:
+        cli.print_json({"hosts": [f.model_dump() for f in facts]})
+    else:
+        probe_view.render(facts, cli.console)
+    raise Exit(code=0 if all(f.ok for f in facts) else 1)
 
 
 @task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
@@ -90,11 +104,16 @@ def demo(c, hosts=4, profile=None):
 
     profiles = profile or ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
     _sandbox(lambda: sbx.up(int(hosts), profiles))
-    hosts_ = cli.select_hosts(str(config().inventory_path), [], [])
-    from fleet import execute
+    probe(c, inventory=str(config().inventory_path))
 
-    cmd = "hostname; nvidia-smi -L | head -n 1; systemd-detect-virt || true"
-    raise Exit(code=execute.report(execute.run_everywhere(hosts_, cmd, _opts()), False))
+
+@task(help={"file": "log file to classify, or - to read stdin",
+            "json": "print pure JSON on stdout: {verdict, events: [{line, class, severity, text}]}",
+            "rules": "folder of rule files (default playbooks/rules)"})
+@reports_errors
+def classify(c, file, json=False, rules=None):
+    """Classify an sglang log: events and verdict; exit 0 ready/none, 1 fatal verdict, 2 bad input."""
+    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules))
 
 
 sandbox_ns = Collection("sandbox")
@@ -109,4 +128,6 @@ sandbox_ns.add_task(_fault("start", "Boot a stopped or killed sandbox host again
 ns = Collection()
 ns.add_task(exec_, "exec")
 ns.add_task(demo)
+ns.add_task(probe)
 ns.add_collection(sandbox_ns)
+ns.add_task(classify)

@@ -32,7 +32,7 @@ err_console = Console(stderr=True, highlight=False)
 def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
     path = Path(inventory_file) if inventory_file else inventory.DEFAULT_INVENTORY
     inv = inventory.load(path)
-    chosen = inv.select(hosts, groups, default_file=path)
+    chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
     from fleet.connect import check_guard
