@@ -20,7 +20,8 @@ SANDBOX_SUPERNET = ipaddress.ip_network("172.30.64.0/20")
 HOST_PROFILE_DIR = "/usr/share/fleet-sandbox/profile"
 HOST_VENV = "/root/ml-env"
 
-_INSTANCES = {"demo": 0, "test": 1}
+# A second test run (e.g. a colleague's) can use "dev" alongside "test" without tearing it down.
+_INSTANCES = {"demo": 0, "test": 1, "dev": 2}
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class SandboxConfig:
 def config(instance: str | None = None) -> SandboxConfig:
     instance = instance or os.environ.get("FLEET_SANDBOX_INSTANCE", "demo")
     if instance not in _INSTANCES:
-        raise ValueError(f"FLEET_SANDBOX_INSTANCE: unknown sandbox instance {instance!r} (demo or test)")
+        raise ValueError(f"FLEET_SANDBOX_INSTANCE: unknown sandbox instance {instance!r} ({', '.join(_INSTANCES)})")
     home = Path(os.environ.get("FLEET_SANDBOX_HOME", "/var/lib/fleet-sandbox")) / instance
     inventory = REPO / "inventory" / "sandbox.yaml" if instance == "demo" else home / "inventory.yaml"
     return SandboxConfig(instance=instance, index=_INSTANCES[instance], home=home, inventory_path=inventory)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
-os.environ["FLEET_SANDBOX_INSTANCE"] = "test"
+os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
@@ -40,7 +40,7 @@ def _sandbox_session(bare_profile):
 
     if os.geteuid() != 0:
         pytest.fail("sandbox tests need root (CI runs as root); a sandbox that cannot start is a failure")
-    sb = Sandbox(config("test"), log=lambda m: None)
+    sb = Sandbox(config(), log=lambda m: None)
     profiles = [*PROFILES, str(bare_profile)]
     try:
         sb.up(len(profiles), profiles)

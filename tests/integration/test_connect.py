@@ -58,7 +58,7 @@ def test_a_command_runs_on_three_hosts_in_parallel(sandbox_inventory):
 def test_inv_exec_json_is_pure_json_with_per_host_results(sandbox):
     proc = subprocess.run(
         [str(REPO / ".venv/bin/inv"), "exec", "-i", str(sandbox.cfg.inventory_path), "--host", "sbx0",
-         "--host", "172.30.78.12", "--cmd", "hostname; exit 3", "--json"],
+         "--host", sandbox.cfg.address(2), "--cmd", "hostname; exit 3", "--json"],
         cwd=REPO, capture_output=True, text=True,
     )
     data = json.loads(proc.stdout)
@@ -71,27 +71,28 @@ def test_unknown_host_key_is_refused_until_accepted(sandbox_inventory, tmp_path)
     with pytest.raises(ConnectError, match="host key unknown.*--accept-new-host-keys"):
         _sh(host, "true")
     assert _sh(host, "hostname", ConnectOptions(accept_new_host_keys=True)).stdout == "sbx1\n"
-    assert (tmp_path / "kh").read_text().startswith("172.30.78.11 ssh-ed25519 ")
+    assert (tmp_path / "kh").read_text().startswith(f"{host.address} ssh-ed25519 ")
     assert _sh(host, "hostname").stdout == "sbx1\n"  # recorded: strict checking now passes
 
 
 def test_a_changed_host_key_is_refused_even_with_accept_new(sandbox_inventory, tmp_path):
-    real = Path(sandbox_inventory.hosts["sbx0"].known_hosts).read_text().splitlines()
-    other = next(line for line in real if line.startswith("172.30.78.11 ")).split()[2]
+    sbx0, sbx1 = sandbox_inventory.hosts["sbx0"], sandbox_inventory.hosts["sbx1"]
+    real = Path(sbx0.known_hosts).read_text().splitlines()
+    other = next(line for line in real if line.startswith(f"{sbx1.address} ")).split()[2]
     forged = tmp_path / "kh"
-    forged.write_text(f"172.30.78.10 ssh-ed25519 {other}\n")  # what we'd see if sbx0's key had changed
-    host = dataclasses.replace(sandbox_inventory.hosts["sbx0"], known_hosts=str(forged))
+    forged.write_text(f"{sbx0.address} ssh-ed25519 {other}\n")  # what we'd see if sbx0's key had changed
+    host = dataclasses.replace(sbx0, known_hosts=str(forged))
     for opts in (ConnectOptions(), ConnectOptions(accept_new_host_keys=True)):
         with pytest.raises(ConnectError, match="host key CHANGED"):
             _sh(host, "true", opts)
-    assert forged.read_text() == f"172.30.78.10 ssh-ed25519 {other}\n"
+    assert forged.read_text() == f"{sbx0.address} ssh-ed25519 {other}\n"
 
 
 def test_proxyjump_through_a_sandbox_host_from_ssh_config(sandbox_inventory, tmp_path):
     sbx0 = sandbox_inventory.hosts["sbx0"]
     cfg = tmp_path / "ssh_config"
     cfg.write_text(f"Host jumpbox\n  HostName {sbx0.address}\n  User root\n  IdentityFile {sbx0.identity_file}\n"
-                   f"Host gpu-vm\n  HostName 172.30.78.12\n  ProxyJump jumpbox\n")
+                   f"Host gpu-vm\n  HostName {sandbox_inventory.hosts['sbx2'].address}\n  ProxyJump jumpbox\n")
     host = dataclasses.replace(sandbox_inventory.hosts["sbx2"], address="gpu-vm", ssh_config=str(cfg))
     # sbx2 sees the connection arrive from sbx0, not from the bridge: it went through the jump host.
     out = _sh(host, "hostname; echo $SSH_CLIENT").stdout.split()
@@ -124,7 +125,7 @@ def test_guard_refuses_a_real_proxyjump_hop_without_sending_a_packet(sandbox_inv
 
 def test_guard_applies_to_ssh_config_hostname_too(sandbox_inventory, tmp_path, connect_attempts):
     cfg = tmp_path / "ssh_config"
-    cfg.write_text("Host 172.30.78.10\n  HostName 10.1.230.174\n")
+    cfg.write_text(f"Host {sandbox_inventory.hosts['sbx0'].address}\n  HostName 10.1.230.174\n")
     host = dataclasses.replace(sandbox_inventory.hosts["sbx0"], ssh_config=str(cfg))
     with pytest.raises(GuardError):
         open_connection(host)
