@@ -116,6 +116,23 @@ def classify(c, file, json=False, rules=None):
     raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules))
 
 
+@task(iterable=["host", "group", "set"],
+      help={**HOST_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
+            "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 1 if not",
+            "revert": "restore the originals of the sets' latest patch run (refused if a file changed since)",
+            "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
+            "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM"})
+@reports_errors
+def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, json=False,
+          accept_new_host_keys=False, allow_prebuilt_jit=False, audit=False):
+    """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
+    from fleet import patches
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=patches.patch_command(hosts, set or [], check, revert, json, _opts(accept_new_host_keys),
+                                          allow_prebuilt_jit, audit=audit))
+
+
 sandbox_ns = Collection("sandbox")
 sandbox_ns.add_task(sandbox_up, "up")
 sandbox_ns.add_task(sandbox_down, "down")
@@ -131,3 +148,4 @@ ns.add_task(demo)
 ns.add_task(probe)
 ns.add_collection(sandbox_ns)
 ns.add_task(classify)
+ns.add_task(patch)

@@ -37,7 +37,7 @@ class Document:
         """The first problem pydantic found, as one line naming file, line and key."""
         first = err.errors()[0]
         loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = first["msg"]
+        msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             msg = "unknown key"
         elif first["type"] == "missing":

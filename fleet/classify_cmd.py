@@ -1,0 +1,70 @@
+"""`inv classify FILE|-`: classify a recorded log, print its events and verdict, exit on what it means."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from fleet import cli
+from fleet.errors import InputError
+from fleet.logclassify import Event, Verdict, classify_text
+from fleet.logrules import RULES_DIR, Severity, load_rules
+
+EXIT_NOT_FATAL = 0  # READY, a warning, or nothing at all
+EXIT_FATAL = 1  # the verdict is a fatal class
+_COLOURS = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
+_MAX_TEXT = 200  # evidence lines can be kilobytes (a dumped server_args); a glance is enough here
+
+
+def run(file: str, as_json: bool = False, rules_dir: str | None = None) -> int:
+    """Classify FILE (or stdin for '-'), print the result, return the exit code."""
+    rules = load_rules(Path(rules_dir) if rules_dir else RULES_DIR)
+    verdict = classify_text(_read(file), rules)
+    if as_json:
+        cli.print_json(verdict.to_json())
+    else:
+        _print_human(file, verdict)
+    return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
+
+
+def _read(file: str) -> str:
+    if file == "-":
+        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    path = Path(file)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")  # logs carry stray bytes; never refuse
+    except FileNotFoundError:
+        raise InputError(f"{file}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{file}: is a directory, not a log file") from None
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from None
+
+
+def _print_human(file: str, verdict: Verdict) -> None:
+    out = cli.console
+    name = "stdin" if file == "-" else file
+    if not verdict.events:
+        out.print(f"{escape(name)}: nothing to report (verdict NONE)")
+        return
+    for event in verdict.events:
+        out.print(_event_line(event), soft_wrap=True)
+        out.print(f"      [dim]{escape(_clip(event.text))}[/]", soft_wrap=True)
+    decided = verdict.event
+    assert decided is not None  # events exist, so something decided
+    colour = _COLOURS[decided.severity]
+    remedies = ", ".join(decided.remedies) or "none known"
+    out.print(f"{escape(name)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
+              f"{decided.line}): {escape(decided.explanation)}; remedies: {remedies}", soft_wrap=True)
+
+
+def _event_line(event: Event) -> str:
+    colour = _COLOURS[event.severity]
+    return (f"{event.line:>5} [{colour}]{event.log_class:<18} {event.severity:<7}[/] "
+            f"{escape(event.explanation)}")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT - 1] + "…"

@@ -1,0 +1,259 @@
+"""Playbooks: what to serve, how, and the ordered fallback ladder of rungs to try (playbooks/*.yaml).
+
+    name: glm5-nvfp4
+    model: {path: /models/GLM-5-NVFP4, architecture: Glm4MoeForCausalLM}
+    serve: {unit: sglang, port: 30000, env: {NCCL_P2P_DISABLE: "1"}, api_key: {env: SGLANG_API_KEY}}
+    flags: {tp-size: 8, quantization: modelopt_fp4}          # base sglang flags
+    ladder:
+      - name: fusion-sm120
+        when: {sm: [120, 121]}                                # conditions on probe facts
+        flags: {enable-flashinfer-allreduce-fusion: true}     # true: bare flag; null: drop a base flag
+        patches: [sm120-allreduce-fusion]
+      - name: no-fusion
+        after: [ARCH_UNSUPPORTED, TMA_FAILURE]               # worth trying after these failure classes
+
+A rung's flags and env are merged onto the base; patch sets it does not list are reverted.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fleet import yamlfile
+from fleet.errors import InputError
+from fleet.facts import HostFacts
+
+DEFAULT_DIR = Path("playbooks")
+_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+_RUNG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+# Outcomes deploy may record for an attempt besides the logwatch classes.
+DEPLOY_OUTCOMES = {"HANG", "WRONG_ANSWER", "PERF_REGRESSION", "EXITED", "PREFLIGHT", "HEALTH_FAILED"}
+
+FlagValue = bool | int | float | str | None
+
+
+def _check_text(value: str, what: str) -> str:
+    # A newline in a flag or env value could smuggle a second directive into a unit or env file.
+    if "\n" in value or "\r" in value or "\0" in value:
+        raise ValueError(f"{what} must not contain newlines or NUL")
+    return value
+
+
+def _check_flags(flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
+    for name, value in flags.items():
+        if not _FLAG.match(name):
+            raise ValueError(f"flag {name!r}: write it without leading dashes, lower-case words joined by '-'")
+        if isinstance(value, str):
+            _check_text(value, f"flag {name}")
+    return flags
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        if not _ENV.match(name):
+            raise ValueError(f"environment variable name {name!r} is not valid")
+        _check_text(str(value), f"env {name}")
+    return env
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SecretRef(Strict):
+    """A secret named, never written: read from fleet's own environment or a local file at deploy time."""
+
+    env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SecretRef:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env or file")
+        return self
+
+
+class Model(Strict):
+    path: str
+    architecture: str | None = None
+    served_name: str | None = None
+
+
+class Serve(Strict):
+    unit: str | None = None  # default: the inventory's unit
+    user: str = "root"
+    host: str = "127.0.0.1"
+    port: int = Field(default=30000, ge=1, le=65535)
+    venv: str | None = None  # default: the inventory's venv
+    env: dict[str, str] = {}
+    api_key: SecretRef | None = None
+
+    _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, v: str | None) -> str | None:
+        if v is not None and not _UNIT.match(v):
+            raise ValueError(f"not a valid unit name: {v!r}")
+        return v
+
+
+class Conditions(Strict):
+    """All given must hold for a rung to be eligible on a host."""
+
+    sm: list[int] | None = None
+    arch_family: list[str] | None = None
+    interconnect: list[str] | None = None
+    p2p: list[str] | None = None  # e.g. ["ok"], or ["refused"] (matches "refused (CNS)")
+    min_gpus: int | None = None
+
+    def failed(self, facts: HostFacts) -> str | None:
+        """Why the facts rule this rung out, or None when they allow it."""
+        sms = {g.sm for g in facts.gpus}
+        if self.sm is not None and not (sms and sms <= set(self.sm)):
+            return f"needs SM in {self.sm}, host has {sorted(s for s in sms if s) or 'unknown'}"
+        if self.arch_family is not None and facts.arch_family not in self.arch_family:
+            return f"needs arch family {self.arch_family}, host is {facts.arch_family}"
+        if self.interconnect is not None and facts.interconnect not in self.interconnect:
+            return f"needs interconnect {self.interconnect}, host has {facts.interconnect}"
+        if self.p2p is not None and not any(facts.p2p.startswith(p) for p in self.p2p):
+            return f"needs P2P {self.p2p}, host has {facts.p2p}"
+        if self.min_gpus is not None and len(facts.gpus) < self.min_gpus:
+            return f"needs at least {self.min_gpus} GPUs, host has {len(facts.gpus)}"
+        return None
+
+
+class Rung(Strict):
+    name: str
+    description: str = ""
+    when: Conditions = Conditions()
+    after: list[str] | None = None  # None: worth trying after any failure
+    flags: dict[str, FlagValue] = {}
+    env: dict[str, str] = {}
+    patches: list[str] = []
+
+    _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+    _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _RUNG.match(v):
+            raise ValueError(f"rung name {v!r}: lower-case letters, digits, '.', '_', '-'")
+        return v
+
+
+class Health(Strict):
+    prompt: str = "2+2="
+    expect: str = "4"
+    max_tokens: int = 8
+
+
+class Budgets(Strict):
+    """Seconds without progress before an attempt is a HANG, per startup phase."""
+
+    start: float = 120
+    weight_load: float = 1800
+    jit_compile: float = 1200
+    autotune: float = 1800
+    graph_capture: float = 900
+    ready: float = 300
+    stop: float = 120
+
+
+class Playbook(Strict):
+    name: str
+    description: str = ""
+    model: Model
+    serve: Serve = Serve()
+    flags: dict[str, FlagValue] = {}
+    ladder: list[Rung] = Field(min_length=1)
+    health: Health = Health()
+    budgets: Budgets = Budgets()
+    keep_releases: int = Field(default=5, ge=1)
+
+    _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+
+    @field_validator("ladder")
+    @classmethod
+    def _unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
+        seen: set[str] = set()
+        for rung in ladder:
+            if rung.name in seen:
+                raise ValueError(f"rung {rung.name!r} appears twice in the ladder")
+            seen.add(rung.name)
+        return ladder
+
+    def rung(self, name: str) -> Rung:
+        for r in self.ladder:
+            if r.name == name:
+                return r
+        raise InputError(f"playbook {self.name}: no rung named {name!r}")
+
+
+def merged_flags(base: dict[str, FlagValue], rung: Rung) -> dict[str, FlagValue]:
+    flags = dict(base)
+    for name, value in rung.flags.items():
+        if value is None or value is False:
+            flags.pop(name, None)
+        else:
+            flags[name] = value
+    return {k: v for k, v in flags.items() if v is not None and v is not False}
+
+
+def flag_args(flags: dict[str, FlagValue]) -> list[str]:
+    """sglang argv for the flags: true is a bare switch, others are `--name value`."""
+    args: list[str] = []
+    for name, value in flags.items():
+        args.append(f"--{name}")
+        if value is not True:
+            args.append(str(value))
+    return args
+
+
+def load(path: Path, known_classes: set[str] | None = None, known_patches: set[str] | None = None) -> Playbook:
+    doc = yamlfile.load(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a playbook must be a mapping")
+    try:
+        book = Playbook.model_validate(doc.data)
+    except ValidationError as err:
+        raise doc.validation_error(err) from None
+    for i, rung in enumerate(book.ladder):
+        if known_classes is not None:
+            for cls in rung.after or []:
+                if cls not in known_classes and cls not in DEPLOY_OUTCOMES:
+                    raise doc.error(("ladder", i, "after"), f"unknown failure class {cls!r}")
+        if known_patches is not None:
+            for p in rung.patches:
+                if p not in known_patches:
+                    raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
+    return book
+
+
+def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    candidate = directory / f"{name_or_path}.yaml"
+    if candidate.is_file():
+        return candidate
+    known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+    raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
+
+
+def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
+    """Per-host environment overrides from the inventory (vars.env), validated like a playbook's."""
+    env = host_vars.get("env") or {}
+    if not isinstance(env, dict):
+        raise InputError("inventory vars.env must be a mapping of NAME: value")
+    try:
+        return _check_env({str(k): str(v) for k, v in env.items()})
+    except ValueError as exc:
+        raise InputError(f"inventory vars.env: {exc}") from None

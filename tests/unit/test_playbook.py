@@ -1,0 +1,77 @@
+"""Playbook loading and validation: clear one-line errors; rung conditions against probe facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet import playbook
+from fleet.errors import InputError
+from fleet.facts import Gpu, HostFacts
+
+MINIMAL = """name: t
+model: {path: /models/m}
+flags: {tp-size: 8, enable-metrics: true}
+ladder:
+  - name: fusion
+    when: {sm: [120]}
+    flags: {enable-flashinfer-allreduce-fusion: true}
+    patches: [sm120-allreduce-fusion]
+  - name: plain
+    after: [ARCH_UNSUPPORTED]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "t.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_a_minimal_playbook_loads_with_defaults(tmp_path):
+    book = playbook.load(write(tmp_path, MINIMAL), known_classes={"ARCH_UNSUPPORTED"},
+                         known_patches={"sm120-allreduce-fusion"})
+    assert [r.name for r in book.ladder] == ["fusion", "plain"]
+    assert book.serve.host == "127.0.0.1" and book.health.expect == "4"
+
+
+@pytest.mark.parametrize("change,expected", [
+    (("tp-size: 8", "tp-size: 8, '--tp': 1"), r"t.yaml:3: flags: .*without leading dashes"),
+    (("after: [ARCH_UNSUPPORTED]", "after: [NOPE]"), r"t.yaml:10: ladder.1.after: unknown failure class 'NOPE'"),
+    (("patches: [sm120-allreduce-fusion]", "patches: [nope]"), r"t.yaml:8: ladder.0.patches: unknown patch set"),
+    (("model: {path: /models/m}", "model: {}"), r"t.yaml:2: model.path: required key is missing"),
+    (("  - name: plain", "  - name: fusion"), r"t.yaml:4: ladder: .*rung 'fusion' appears twice"),
+    (("name: t", "name: t\ncolour: red"), r"t.yaml:2: colour: unknown key"),
+    (("when: {sm: [120]}", "when: {sm: [120], gpu: x}"), r"t.yaml:6: ladder.0.when.gpu: unknown key"),
+])
+def test_bad_playbooks_fail_with_file_line_and_key(tmp_path, change, expected):
+    with pytest.raises(InputError, match=expected) as err:
+        playbook.load(write(tmp_path, MINIMAL.replace(*change)), known_classes={"ARCH_UNSUPPORTED"},
+                      known_patches={"sm120-allreduce-fusion"})
+    assert "\n" not in str(err.value)
+
+
+def test_injection_in_flag_or_env_values_is_refused(tmp_path):
+    text = MINIMAL.replace("tp-size: 8", 'tp-size: "8\\nExecStartPre=/bin/sh"')
+    with pytest.raises(InputError, match=r"t.yaml:3: flags: .*newlines"):
+        playbook.load(write(tmp_path, text))
+
+
+def test_merged_flags_add_override_and_drop():
+    rung = playbook.Rung(name="r", flags={"tp-size": 4, "pp-size": 2, "enable-metrics": None})
+    assert playbook.merged_flags({"tp-size": 8, "enable-metrics": True}, rung) == {"tp-size": 4, "pp-size": 2}
+    assert playbook.flag_args({"tp-size": 4, "enable-metrics": True}) == ["--tp-size", "4", "--enable-metrics"]
+
+
+def facts(sm: int, n: int = 8, p2p: str = "refused (CNS)", family: str = "blackwell-consumer") -> HostFacts:
+    gpus = [Gpu(index=i, name="g", uuid=None, compute_cap=f"{sm // 10}.{sm % 10}", sm=sm) for i in range(n)]
+    return HostFacts(host="h", address="a", gpus=gpus, p2p=p2p, arch_family=family, interconnect="pcie")
+
+
+def test_conditions_explain_why_a_rung_does_not_fit():
+    c = playbook.Conditions(sm=[120, 121], p2p=["refused"], min_gpus=8)
+    assert c.failed(facts(120)) is None
+    assert "needs SM in [120, 121]" in c.failed(facts(90, family="hopper"))
+    assert "needs P2P ['refused']" in c.failed(facts(120, p2p="ok"))
+    assert "at least 8 GPUs" in c.failed(facts(120, n=2))
