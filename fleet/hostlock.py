@@ -1,0 +1,146 @@
+"""The host lock: one fleet operation that changes a host (patch, deploy, rollback, tune) at a time.
+
+The lock is a directory, /var/lib/fleet/lock, made with `mkdir` (atomic: exactly one caller wins),
+holding owner.json: who (user@machine), pid, what for, when, and a token. A second caller fails fast
+with an error naming the holder. Release removes the lock only when the token is ours.
+
+A lock left by a crashed run is never broken silently: when its owner ran on this machine and that
+pid is gone, or it is older than STALE_AFTER_S, the error says it looks stale and how to remove it
+(`break_lock`, given the token the error shows).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shlex
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+from fabric import Connection
+
+from fleet import remote
+from fleet.errors import FleetError
+from fleet.inventory import Host
+
+LOCK_DIR = "/var/lib/fleet/lock"
+STALE_AFTER_S = 6 * 3600
+
+
+class HostLockError(FleetError):
+    """The host is locked by someone else (or the lock could not be taken)."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    host: str
+    token: str
+    owner: dict
+
+
+def whoami() -> str:
+    """user@machine of this fleet run, as locks and manifests record it."""
+    return _me("")["owner"]
+
+
+def _me(purpose: str) -> dict:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry (containers)
+        user = str(os.getuid())
+    return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(), "pid": os.getpid(),
+            "purpose": purpose, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "epoch": int(time.time()), "token": uuid.uuid4().hex}
+
+
+def describe(owner: dict | None, now: float | None = None) -> str:
+    """One phrase naming the holder, and why the lock looks stale if it does."""
+    if not owner:
+        return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
+    text = (f"held by {owner.get('owner', '?')} pid {owner.get('pid', '?')} for {owner.get('purpose', '?')} "
+            f"since {owner.get('time', '?')}")
+    now = time.time() if now is None else now
+    stale = []
+    if owner.get("machine") == socket.gethostname() and isinstance(owner.get("pid"), int):
+        try:
+            os.kill(owner["pid"], 0)
+        except ProcessLookupError:
+            stale.append(f"pid {owner['pid']} is no longer running on {owner['machine']}")
+        except PermissionError:
+            pass
+    if isinstance(owner.get("epoch"), int) and now - owner["epoch"] > STALE_AFTER_S:
+        stale.append(f"it is {(now - owner['epoch']) / 3600:.1f} h old")
+    if stale:
+        text += (f"; looks STALE ({', '.join(stale)}): if no fleet run is active, remove it with "
+                 f"break_lock(token={owner.get('token', '?')}) or `rm -r {LOCK_DIR}` on the host")
+    return text
+
+
+def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
+    """Take the host's lock or raise HostLockError naming the holder. One round trip."""
+    me = _me(purpose)
+    parent = os.path.dirname(LOCK_DIR)
+    d, o = shlex.quote(LOCK_DIR), shlex.quote(f"{LOCK_DIR}/owner.json")
+    cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
+           f"if mkdir {d} 2>/dev/null; then printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
+           f"&& mv {o}.tmp {o} && echo ACQUIRED; "
+           f"else echo HELD; cat {o} 2>/dev/null; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    out = res.stdout.strip()
+    if res.ok and out == "ACQUIRED":
+        return Lock(host.name, me["token"], me)
+    if res.ok and out.startswith("HELD"):
+        try:
+            owner = json.loads(out[4:].strip() or "null")
+        except ValueError:
+            owner = None
+        raise HostLockError(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}")
+    raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
+                        f"{(res.stderr or res.stdout).strip()[:300]}")
+
+
+def read_owner(conn: Connection, host: Host) -> dict | None:
+    res = remote.run(conn, host, f"cat {shlex.quote(LOCK_DIR + '/owner.json')} 2>/dev/null", timeout=30)
+    try:
+        return json.loads(res.stdout) if res.ok and res.stdout.strip() else None
+    except ValueError:
+        return None
+
+
+def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:
+    o = shlex.quote(f"{LOCK_DIR}/owner.json")
+    cmd = (f"if grep -q {shlex.quote(token)} {o} 2>/dev/null; then rm -rf {shlex.quote(LOCK_DIR)} && echo RELEASED; "
+           f"else echo NOTOURS; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    return res.ok and res.stdout.strip() == "RELEASED"
+
+
+def release(conn: Connection, host: Host, lock: Lock) -> None:
+    """Remove the lock if it is still ours; HostLockError if someone else's lock is there now."""
+    if not _remove_if_token(conn, host, lock.token):
+        raise HostLockError(f"{host.name}: lock {LOCK_DIR} is no longer ours at release; "
+                            f"now {describe(read_owner(conn, host))}")
+
+
+def break_lock(conn: Connection, host: Host, token: str) -> None:
+    """Remove a (stale) lock whose token the operator has read from the error: never someone else's new one."""
+    if not _remove_if_token(conn, host, token):
+        raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
+                            f"now {describe(read_owner(conn, host))}")
+
+
+@contextmanager
+def held(conn: Connection, host: Host, purpose: str) -> Iterator[Lock]:
+    lock = acquire(conn, host, purpose)
+    try:
+        yield lock
+    except BaseException:
+        with suppress(Exception):  # the body's error is the one to report
+            release(conn, host, lock)
+        raise
+    release(conn, host, lock)

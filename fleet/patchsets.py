@@ -1,0 +1,201 @@
+"""Patch sets as data: the schema of playbooks/patches/*.yaml and loading them with file:line errors.
+
+    name: sm120-allreduce-fusion          # must equal the file's stem
+    description: what the set is for
+    applies_to:                            # every key optional; all given must hold
+      sm: [120, 121]                       # or arch_families: [blackwell-consumer]
+      packages: {flashinfer-python: "<0.6.17"}   # distribution name -> version range
+    edits:
+      - package: flashinfer                # import name, resolved on the host by the venv's python
+        file: jit/comm.py                  # relative to the package folder
+        find: "supported_major_versions=[9, 10]"
+        replace: "supported_major_versions=[9, 10, 12]"
+        count: 1                           # expected occurrences of `find` in a pristine file
+    post:
+      clear_jit_cache: [trtllm_comm]       # flashinfer JIT cache modules to delete after writing
+
+`replace` must not contain `find` (applying twice must change nothing) and must not be empty (an
+applied edit is recognised by its replacement text).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fleet import yamlfile
+from fleet.errors import InputError
+
+DEFAULT_DIR = Path("playbooks/patches")
+_SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_MODULE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_CLAUSE = re.compile(r"^\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
+_PRE = re.compile(r"(a|b|rc|dev|alpha|beta|pre)\d*", re.I)
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """A comparable key: numeric release parts; a pre-release (rc, a, b, dev) sorts before its release."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)(.*)$", text.strip())
+    if not m:
+        raise ValueError(f"not a version: {text!r}")
+    parts = [int(p) for p in m.group(1).split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    rest = m.group(2).lstrip(".-_")
+    pre = bool(rest) and bool(_PRE.match(rest)) and not rest.startswith("post")
+    return (*parts, -1 if pre else 0)
+
+
+def parse_range(spec: str) -> list[tuple[str, tuple[int, ...]]]:
+    """'>=0.5.8,<0.6.17' -> [('>=', key), ('<', key)]; ValueError names the bad clause."""
+    clauses = []
+    for raw in spec.split(","):
+        m = _CLAUSE.match(raw)
+        if not m:
+            raise ValueError(f"bad version range clause {raw.strip()!r} (use e.g. '<0.6.17' or '>=0.5.8,<0.6')")
+        clauses.append((m.group(1), version_key(m.group(2))))
+    return clauses
+
+
+def in_range(version: str, spec: str) -> bool:
+    v = version_key(version)
+    ops = {"==": v.__eq__, "!=": v.__ne__, "<": v.__lt__, "<=": v.__le__, ">": v.__gt__, ">=": v.__ge__}
+    return all(ops[op](key) for op, key in parse_range(spec))
+
+
+class AppliesTo(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sm: list[int] | None = None
+    arch_families: list[str] | None = None
+    packages: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("sm")
+    @classmethod
+    def _sm(cls, v: list[int] | None) -> list[int] | None:
+        for s in v or []:
+            if not 10 <= s <= 999:
+                raise ValueError(f"SM {s} is not like 90, 100, 120")
+        return v
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, v: dict[str, str]) -> dict[str, str]:
+        for dist, spec in v.items():
+            if not _DIST_NAME.match(dist):
+                raise ValueError(f"{dist!r} is not a distribution name")
+            parse_range(spec)
+        return v
+
+
+class Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    package: str
+    file: str
+    find: str = Field(min_length=1)
+    replace: str = Field(min_length=1)
+    count: int = Field(ge=1)
+    name: str | None = None
+
+    @field_validator("package")
+    @classmethod
+    def _package(cls, v: str) -> str:
+        if not _IMPORT_NAME.match(v):
+            raise ValueError(f"{v!r} is not a Python import name")
+        return v
+
+    @field_validator("file")
+    @classmethod
+    def _file(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if not v or p.is_absolute() or ".." in p.parts or "\n" in v or "\\" in v:
+            raise ValueError(f"{v!r} must be a relative path inside the package (no '..')")
+        return str(p)
+
+    @model_validator(mode="after")
+    def _idempotent(self) -> Edit:
+        if self.find in self.replace:
+            raise ValueError("replace contains find: applying twice would edit again (not idempotent)")
+        return self
+
+
+class Post(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    clear_jit_cache: list[str] = Field(default_factory=list)
+
+    @field_validator("clear_jit_cache")
+    @classmethod
+    def _modules(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if not _MODULE.match(m) or m in (".", ".."):
+                raise ValueError(f"{m!r} is not a JIT module name")
+        return v
+
+
+class PatchSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    description: str
+    applies_to: AppliesTo = Field(default_factory=AppliesTo)
+    edits: list[Edit] = Field(min_length=1)
+    post: Post = Field(default_factory=Post)
+    source: str = Field(default="", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _SET_NAME.match(v):
+            raise ValueError("names use lower-case letters, digits, '.', '_' and '-'")
+        return v
+
+    def edit_label(self, i: int) -> str:
+        e = self.edits[i]
+        return e.name or f"edit {i + 1}"
+
+    def files(self) -> list[tuple[str, str]]:
+        return list(dict.fromkeys((e.package, e.file) for e in self.edits))
+
+
+def load_file(path: Path) -> PatchSet:
+    doc = yamlfile.load(path)
+    if not isinstance(doc.data, dict):
+        raise doc.error((), "a patch set must be a mapping with name, description, edits")
+    try:
+        ps = PatchSet.model_validate(doc.data)
+    except ValidationError as err:
+        raise doc.validation_error(err) from None
+    if ps.name != path.stem:
+        raise doc.error(("name",), f"must match the file name {path.stem!r}")
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, e in enumerate(ps.edits):
+        key = (e.package, e.file, e.find)
+        if key in seen:
+            raise doc.error(("edits", i, "find"), f"same find text as edits.{seen[key]} on the same file")
+        seen[key] = i
+    ps.source = str(path)
+    return ps
+
+
+def available(directory: Path = DEFAULT_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(directory).glob("*.yaml"))
+
+
+def load_sets(names: list[str], directory: Path = DEFAULT_DIR) -> list[PatchSet]:
+    """The named sets, in the order given (duplicates dropped); InputError for an unknown name."""
+    if not names:
+        raise InputError("--set: name at least one patch set")
+    out = []
+    for name in dict.fromkeys(names):
+        path = Path(directory) / f"{name}.yaml"
+        if not _SET_NAME.match(name) or not path.is_file():
+            known = ", ".join(available(directory)) or "none"
+            raise InputError(f"--set {name}: no such patch set in {directory} (known: {known})")
+        out.append(load_file(path))
+    return out

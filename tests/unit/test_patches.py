@@ -1,0 +1,264 @@
+"""Patch sets: schema errors with file:line, version ranges, and pure planning (apply and revert)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fleet import patches, patchsets
+from fleet.errors import InputError
+from fleet.patches import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, FileInfo, HostState
+
+REPO = Path(__file__).resolve().parents[2]
+SIM = REPO / "sandbox/sim/pkgs"
+SHIPPED = REPO / "playbooks/patches"
+
+
+def write(tmp_path: Path, name: str, body: str) -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+GOOD = """\
+name: demo
+description: test set
+applies_to:
+  sm: [120]
+  packages: {pkg-dist: "<2.0"}
+edits:
+  - package: pkg
+    file: a.py
+    find: "gate=[9, 10]"
+    replace: "gate=[9, 10, 12]"
+    count: 2
+post:
+  clear_jit_cache: [trtllm_comm]
+"""
+
+
+# --- schema -----------------------------------------------------------------------------------------
+
+
+def test_good_set_loads(tmp_path):
+    ps = patchsets.load_file(write(tmp_path, "demo", GOOD))
+    assert ps.name == "demo" and ps.edits[0].count == 2 and ps.post.clear_jit_cache == ["trtllm_comm"]
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("    count: 2\n", "    count: 2\n    colour: red\n", ":12: edits.0.colour: unknown key"),
+    ("    count: 2\n", "    count: 0\n", ":11: edits.0.count:"),
+    ("    file: a.py\n", "    file: ../../etc/passwd\n", ":8: edits.0.file:"),
+    ("    file: a.py\n", "    file: /etc/passwd\n", ":8: edits.0.file:"),
+    ("  - package: pkg\n", "  - package: 'not a name'\n", ":7: edits.0.package:"),
+    ('    replace: "gate=[9, 10, 12]"\n', '    replace: "x gate=[9, 10] y"\n',
+     r":7: edits.0: (Value error, )?replace contains find"),
+    ('  packages: {pkg-dist: "<2.0"}\n', '  packages: {pkg-dist: "about 2"}\n', ":5: applies_to.packages:"),
+    ("  clear_jit_cache: [trtllm_comm]\n", "  clear_jit_cache: [../x]\n", ":13: post.clear_jit_cache:"),
+    ("name: demo\n", "name: other\n", ":1: name: must match the file name"),
+    ("description: test set\n", "", ":1: description: required key is missing"),
+])
+def test_schema_errors_name_file_line_key(tmp_path, old, new, where):
+    assert old in GOOD
+    path = write(tmp_path, "demo", GOOD.replace(old, new))
+    with pytest.raises(InputError) as exc:
+        patchsets.load_file(path)
+    msg = str(exc.value)
+    assert msg.startswith(str(path)) and (where in msg or re.search(where, msg)), msg
+    assert "\n" not in msg
+
+
+def test_bad_yaml_and_duplicate_find(tmp_path):
+    with pytest.raises(InputError, match=r"demo.yaml:\d+: invalid YAML"):
+        patchsets.load_file(write(tmp_path, "demo", "name: [unclosed\n"))
+    dup = GOOD.replace("post:\n  clear_jit_cache: [trtllm_comm]\n", "") + """\
+  - package: pkg
+    file: a.py
+    find: "gate=[9, 10]"
+    replace: "gate=[12]"
+    count: 1
+"""
+    with pytest.raises(InputError, match=r"demo.yaml:\d+: edits.1.find: same find text"):
+        patchsets.load_file(write(tmp_path, "demo", dup))
+
+
+def test_unknown_set_is_input_error(tmp_path):
+    write(tmp_path, "demo", GOOD)
+    with pytest.raises(InputError, match=r"--set nope: no such patch set .* \(known: demo\)"):
+        patchsets.load_sets(["nope"], tmp_path)
+    with pytest.raises(InputError):
+        patchsets.load_sets([], tmp_path)
+
+
+def test_version_ranges():
+    assert patchsets.in_range("0.6.3", "<0.6.17")
+    assert not patchsets.in_range("0.6.17", "<0.6.17")
+    assert patchsets.in_range("0.6.17rc1", "<0.6.17")
+    assert patchsets.in_range("0.5.9", ">=0.5.8,<0.6")
+    assert not patchsets.in_range("0.5.7", ">=0.5.8")
+    assert patchsets.in_range("2.9.1+cu130", "==2.9.1")
+    assert patchsets.in_range("1.0", "==1.0.0")
+    with pytest.raises(ValueError):
+        patchsets.parse_range("~=1.0")
+
+
+# --- the shipped set against the simulated packages -------------------------------------------------
+
+
+def sim_state(sm: int = 120, versions: dict | None = None, overrides: dict | None = None) -> HostState:
+    ps = patchsets.load_file(SHIPPED / "sm120-allreduce-fusion.yaml")
+    st = HostState(sms=[sm] * 2, dists=versions or {"flashinfer-python": "0.6.3", "sglang": "0.5.9"})
+    for pkg, rel in ps.files():
+        st.packages[pkg] = {"path": f"/venv/site-packages/{pkg}", "dist": pkg, "version": "x"}
+        data = (overrides or {}).get(rel) or (SIM / pkg / rel).read_bytes()
+        st.files[(pkg, rel)] = FileInfo(pkg, rel, f"/venv/site-packages/{pkg}/{rel}", True, data,
+                                        patches.sha256(data), 0o644, 0, 0)
+    return st
+
+
+def shipped() -> list:
+    return [patchsets.load_file(SHIPPED / "sm120-allreduce-fusion.yaml")]
+
+
+def test_shipped_set_is_applicable_on_the_simulated_packages():
+    p = patches.plan(shipped(), sim_state())
+    assert p.ok and p.sets[0].state == APPLICABLE
+    assert [e.found for e in p.sets[0].edits] == [1, 13, 1, 1, 1]
+    assert {c.file for c in p.changes} == {"jit/comm.py", "data/include/flashinfer/comm/trtllm_allreduce.cuh",
+                                           "srt/server_args.py", "srt/layers/communicator.py"}
+    assert p.clear_jit_cache == ["trtllm_comm"]
+    cuh = next(c for c in p.changes if c.file.endswith(".cuh"))
+    assert b"__CUDA_ARCH__ < 1200" not in cuh.after and cuh.after.count(b"(__CUDA_ARCH__ >= 900))") == 13
+    comm = next(c for c in p.changes if c.file == "srt/layers/communicator.py")
+    compile(comm.after, "communicator.py", "exec")  # the edited module is still Python
+
+
+def test_planning_is_idempotent_and_detects_applied():
+    first = patches.plan(shipped(), sim_state())
+    after = {c.file: c.after for c in first.changes}
+    again = patches.plan(shipped(), sim_state(overrides=after))
+    assert again.ok and again.sets[0].state == APPLIED and again.changes == []
+    assert all(e.state == APPLIED for e in again.sets[0].edits)
+
+
+def test_partial_match_cannot_apply_and_nothing_planned():
+    rel = "data/include/flashinfer/comm/trtllm_allreduce.cuh"
+    data = (SIM / "flashinfer" / rel).read_bytes()
+    one = b"#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+    drifted = data.replace(one, b"#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))", 1)
+    p = patches.plan(shipped(), sim_state(overrides={rel: drifted}))
+    assert not p.ok and p.sets[0].state == CANNOT
+    bad = [e for e in p.sets[0].edits if e.state == CANNOT]
+    assert len(bad) == 1 and bad[0].found == 12 and "found 12 of 13" in bad[0].reason
+    assert "partly edited" in bad[0].reason
+    assert p.changes == []  # nothing of the set is written, not even the files that would apply
+
+
+def test_drifted_upstream_and_missing_file_or_package():
+    rel = "jit/comm.py"
+    p = patches.plan(shipped(), sim_state(overrides={rel: b"supported_major_versions=[9, 10, 11]\n"}))
+    e = p.sets[0].edits[0]
+    assert e.state == CANNOT and "found 0 of 1" in e.reason and "drifted" in e.reason
+    st = sim_state()
+    st.files[("flashinfer", rel)] = FileInfo("flashinfer", rel, "/x/flashinfer/jit/comm.py", False,
+                                             error="file missing")
+    st.packages["sglang"] = {"error": "not importable by /venv/bin/python"}
+    p = patches.plan(shipped(), st)
+    reasons = [e.reason for e in p.sets[0].edits if e.state == CANNOT]
+    assert any("file missing" in r for r in reasons) and any("not importable" in r for r in reasons)
+    assert p.changes == []
+
+
+def test_applies_to_sm_and_versions():
+    assert patches.plan(shipped(), sim_state(sm=90)).sets[0].state == NOT_APPLICABLE
+    p = patches.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.17", "sglang": "0.5.9"}))
+    assert p.sets[0].state == NOT_APPLICABLE and "0.6.17 is outside <0.6.17" in p.sets[0].reason
+    st = sim_state()
+    st.sms, st.sm_error = [], "nvidia-smi: not found"
+    p = patches.plan(shipped(), st)
+    assert p.sets[0].state == CANNOT and not p.ok
+
+
+def test_prebuilt_jit_cache_refuses_unless_allowed():
+    st = sim_state()
+    st.prebuilt = ["flashinfer-jit-cache package at /x"]
+    assert not patches.plan(shipped(), st).ok
+    assert "prebuilt" in patches.plan(shipped(), st).errors[0]
+    assert patches.plan(shipped(), st, allow_prebuilt=True).ok
+
+
+def test_sets_apply_in_order_on_the_same_file(tmp_path):
+    a = write(tmp_path, "a", """\
+        name: a
+        description: x
+        edits: [{package: pkg, file: f.py, find: "A=1", replace: "A=2", count: 1}]
+    """)
+    b = write(tmp_path, "b", """\
+        name: b
+        description: y
+        edits: [{package: pkg, file: f.py, find: "A=2", replace: "A=3", count: 1}]
+    """)
+    sets = [patchsets.load_file(a), patchsets.load_file(b)]
+    st = HostState(packages={"pkg": {"path": "/p"}},
+                   files={("pkg", "f.py"): FileInfo("pkg", "f.py", "/p/f.py", True, b"A=1\n", "h")})
+    p = patches.plan(sets, st)
+    assert p.ok and len(p.changes) == 1 and p.changes[0].after == b"A=3\n" and len(p.changes[0].edits) == 2
+
+
+# --- revert planning --------------------------------------------------------------------------------
+
+
+def _run(run_id: str, sets: list[str], path: str, before: str, after: str, status: str = "applied") -> dict:
+    return {"run": run_id, "sets": sets, "status": status, "clear_jit_cache": ["trtllm_comm"],
+            "files": [{"path": path, "sha_before": before, "sha_after": after, "dist": "flashinfer-python",
+                       "version": "0.6.3"}]}
+
+
+def _revert_state(now: str | None, runs: list[dict], version: str = "0.6.3", record: str | None = None) -> HostState:
+    info = FileInfo("flashinfer", "jit/comm.py", "/p/comm.py", now is not None, b"", now, 0o644, 0, 0,
+                    "flashinfer-python", version, record)
+    return HostState(files={("flashinfer", "jit/comm.py"): info}, runs=runs)
+
+
+def test_revert_plans():
+    sets = shipped()
+    name = sets[0].name
+    runs = [_run("20260101T000000Z-a", [name], "/p/comm.py", "B" * 64, "A" * 64)]
+    assert patches.plan_revert(sets, _revert_state("A" * 64, runs)).state == patches.REVERTIBLE
+    assert patches.plan_revert(sets, _revert_state("A" * 64, [])).state == patches.NOTHING
+    hand = patches.plan_revert(sets, _revert_state("C" * 64, runs))
+    assert hand.state == CANNOT and "edited by hand" in hand.reason
+    pip = patches.plan_revert(sets, _revert_state("C" * 64, runs, record="C" * 64))
+    assert pip.state == CANNOT and "package reinstall" in pip.reason
+    upgraded = patches.plan_revert(sets, _revert_state("C" * 64, runs, version="0.6.4"))
+    assert "package upgrade" in upgraded.reason and "0.6.3 -> 0.6.4" in upgraded.reason
+    later = runs + [_run("20260102T000000Z-b", ["other"], "/p/comm.py", "A" * 64, "D" * 64)]
+    assert "revert that first" in patches.plan_revert(sets, _revert_state("D" * 64, later)).reason
+    together = [_run("20260101T000000Z-a", [name, "other"], "/p/comm.py", "B" * 64, "A" * 64)]
+    assert "revert them together" in patches.plan_revert(sets, _revert_state("A" * 64, together)).reason
+    reverted = [_run("20260101T000000Z-a", [name], "/p/comm.py", "B" * 64, "A" * 64, status="reverted")]
+    assert patches.plan_revert(sets, _revert_state("B" * 64, reverted)).state == patches.NOTHING
+
+
+def test_host_script_is_valid_python():
+    import ast
+
+    ast.parse(patches.HOST_SCRIPT)
+
+
+def test_lock_owner_descriptions():
+    import socket
+
+    from fleet import hostlock
+
+    fresh = {"owner": "ann@ctl", "machine": "elsewhere", "pid": 1, "purpose": "deploy", "time": "T", "epoch": 100,
+             "token": "abc"}
+    assert hostlock.describe(fresh, now=200) == "held by ann@ctl pid 1 for deploy since T"
+    old = hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 3600)
+    assert "STALE" in old and "h old" in old and "token=abc" in old
+    gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7)
+    assert "no longer running" in hostlock.describe(gone, now=200)
+    assert "unknown owner" in hostlock.describe(None)
