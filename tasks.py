@@ -41,6 +41,60 @@ def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_
     raise Exit(code=0 if all(f.ok for f in facts) else 1)
 
 
+DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
+               "dry_run": "print the unit and patch diffs against what is installed; touch nothing",
+               "force": "deploy even when the current release already serves this playbook and is healthy"}
+
+
+@task(iterable=["host", "group"], help=DEPLOY_HELP)
+@reports_errors
+def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, dry_run=False,
+           force=False, accept_new_host_keys=False):
+    """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
+    from fleet import deploy_cmd
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=deploy_cmd.deploy(hosts, playbook, _opts(accept_new_host_keys), json, dry_run, force))
+
+
+@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
+                                        "to": "release id to restore (default: the newest known-good before the current)"})
+@reports_errors
+def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group=None, json=False,
+             accept_new_host_keys=False):
+    """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
+    from fleet import deploy_cmd
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, _opts(accept_new_host_keys), json))
+
+
+@task(iterable=["host", "group"], help=HOST_HELP)
+@reports_errors
+def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+    """List a host's releases with their outcome (the current one marked)."""
+    from fleet import deploy_cmd
+
+    raise Exit(code=deploy_cmd.history(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
+
+
+@task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
+            "inventory": HOST_HELP["inventory"]})
+@reports_errors
+def unlock(c, host, token, inventory=None):
+    """Remove a stale host lock left by a crashed run (only the lock carrying this token)."""
+    from fleet import hostlock
+    from fleet.connect import open_connection
+
+    (target,) = cli.select_hosts(inventory, [host], [])
+    conn = open_connection(target, _opts())
+    try:
+        hostlock.break_lock(conn, target, token)
+    finally:
+        conn.close()
+    cli.console.print(f"{target.name}: lock {hostlock.LOCK_DIR} removed")
+
+
 @task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
             "profile": "hardware profile name or folder, repeatable; host i gets the i-th (cycling)"},
       iterable=["profile"])
@@ -146,6 +200,10 @@ ns = Collection()
 ns.add_task(exec_, "exec")
 ns.add_task(demo)
 ns.add_task(probe)
+ns.add_task(deploy)
+ns.add_task(rollback)
+ns.add_task(history)
+ns.add_task(unlock)
 ns.add_collection(sandbox_ns)
 ns.add_task(classify)
 ns.add_task(patch)

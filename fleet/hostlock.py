@@ -77,7 +77,7 @@ def describe(owner: dict | None, now: float | None = None) -> str:
         stale.append(f"it is {(now - owner['epoch']) / 3600:.1f} h old")
     if stale:
         text += (f"; looks STALE ({', '.join(stale)}): if no fleet run is active, remove it with "
-                 f"break_lock(token={owner.get('token', '?')}) or `rm -r {LOCK_DIR}` on the host")
+                 f"`inv unlock --host <host> --token {owner.get('token', '?')}`")
     return text
 
 

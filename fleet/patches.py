@@ -697,10 +697,17 @@ def _plan_error(host: Host, p: Plan) -> str | None:
     return f"{host.name}: " + "; ".join(msgs) + "; nothing changed" if msgs else None
 
 
-def apply_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False) -> HostResult:
+def _locked(conn, host: Host, purpose: str, lock: bool):
+    from contextlib import nullcontext
+
     from fleet import hostlock
 
-    with hostlock.held(conn, host, "patch " + " ".join(s.name for s in sets)):
+    # A deploy already holds the host's lock and calls in with lock=False.
+    return hostlock.held(conn, host, purpose) if lock else nullcontext()
+
+
+def apply_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False, lock: bool = True) -> HostResult:
+    with _locked(conn, host, "patch " + " ".join(s.name for s in sets), lock):
         state = read_state(conn, host, sets)
         p = plan(sets, state, allow_prebuilt)
         result = HostResult(host.name, "apply", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p))
@@ -714,10 +721,8 @@ def apply_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = Fa
         return result
 
 
-def revert_host(conn, host: Host, sets: list[PatchSet]) -> HostResult:
-    from fleet import hostlock
-
-    with hostlock.held(conn, host, "patch --revert " + " ".join(s.name for s in sets)):
+def revert_host(conn, host: Host, sets: list[PatchSet], lock: bool = True) -> HostResult:
+    with _locked(conn, host, "patch --revert " + " ".join(s.name for s in sets), lock):
         state = read_state(conn, host, sets)
         rp = plan_revert(sets, state)
         result = HostResult(host.name, "revert", rp.ok, plan(sets, state, allow_prebuilt=True).sets, revert=rp,

@@ -25,10 +25,16 @@ def facts_dir() -> Path:
 def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
     conn = open_connection(host, opts)
     try:
-        res = run(conn, host, probe.invocation(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
+        return probe_on(conn, host)
     finally:
         conn.close()
+
+
+def probe_on(conn, host: Host) -> HostFacts:
+    """The probe over an open connection: one exec channel."""
+    res = run(conn, host, probe.invocation(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
     facts = probe.parse(res.stdout, host.name, host.address)
+    facts.probed_at = datetime.now(UTC).isoformat(timespec="seconds")
     if res.stderr.strip():
         facts.warn(f"probe script stderr: {res.stderr.strip().splitlines()[-1][:200]}")
     return facts

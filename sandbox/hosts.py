@@ -32,6 +32,8 @@ from sandbox.config import (
 )
 
 READY_TIMEOUT_S = 90.0
+# The simulated server's minutes become seconds; fleet passes it through like any per-host env var.
+TIME_SCALE = os.environ.get("FLEET_SANDBOX_TIME_SCALE", "0.02")
 STOP_TIMEOUT_S = 15.0
 
 
@@ -293,6 +295,8 @@ class Sandbox:
             shutil.copy2(STANDINS_DIR / tool, dest)
             dest.chmod(0o755)
         self._install_sim(up)
+        for model in MODELS:
+            _model_folder(up / "models", **model)
 
     def _install_sim(self, upper: Path) -> None:
         try:
@@ -364,7 +368,8 @@ class Sandbox:
             },
             "groups": {"sandbox": {"vars": {}}},
             "hosts": {
-                r.name: {"address": r.address, "groups": ["sandbox"], "vars": {"profile": Path(r.profile).name}}
+                r.name: {"address": r.address, "groups": ["sandbox"],
+                         "vars": {"profile": Path(r.profile).name, "env": {"SGLANG_SIM_TIME_SCALE": TIME_SCALE}}}
                 for r in records
             },
         }
@@ -449,6 +454,30 @@ class Sandbox:
                 self._kill_cgroups(name)
                 self._netns_down(HostRecord(name, -1, "", "", ns, ""))
         _run("ip", "link", "del", self.cfg.bridge, check=False)
+
+
+# Models "downloaded" on every sandbox host: real config and index, sparse shards (real sizes, no disk used).
+MODELS = [
+    {"name": "GLM-5-NVFP4", "total_bytes": 440 * 2**30, "layers": 78,
+     "config": {"architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa", "n_routed_experts": 256,
+                "kv_lora_rank": 512, "max_position_embeddings": 202752,
+                "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}},
+    {"name": "Llama-3.1-8B-Instruct", "total_bytes": 16 * 2**30, "layers": 32,
+     "config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 131072}},
+]
+
+
+def _model_folder(root: Path, name: str, total_bytes: int, layers: int, config: dict, shards: int = 4) -> None:
+    dest = root / name
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    names = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
+    weight_map = {f"model.layers.{layer}.mlp.weight": names[layer % shards] for layer in range(layers)}
+    (dest / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total_bytes}, "weight_map": weight_map}, indent=2))
+    for shard in names:
+        with open(dest / shard, "wb") as f:
+            f.truncate(total_bytes // shards)
 
 
 def _ssh_banner(address: str, timeout: float) -> bool:

@@ -25,11 +25,16 @@ def pytest_sessionstart(session):
 
 @pytest.fixture(scope="session")
 def bare_profile(tmp_path_factory) -> Path:
-    """A profile folder made here, not shipped: no systemd-detect-virt, no DMI (any folder must work)."""
+    """A profile folder made here, not shipped: no systemd-detect-virt, no DMI (any folder must work), and
+    P2P that nvidia-smi reports OK but that hangs, as VFIO clique grants do (nccl#2335)."""
     dest = tmp_path_factory.mktemp("profiles") / "bare-2gpu"
     shutil.copytree(REPO / "sandbox/profiles/rtx5090-x2-workstation", dest)
     (dest / "system/systemd-detect-virt.txt").unlink()
     shutil.rmtree(dest / "system/dmi")
+    p2p = dest / "nvidia-smi/topo-p2p-r.txt"
+    p2p.write_text(p2p.read_text().replace("GNS", "OK"))
+    with open(dest / "profile.yaml", "a") as f:
+        f.write("p2p_broken: true\n")
     return dest
 
 

@@ -1,0 +1,522 @@
+"""`inv deploy`: take a host to a healthy sglang on the best rung of the ladder that works there, or back.
+
+lock -> probe -> plan and preflight (nothing touched yet) -> open a release -> per rung: stop and empty
+the GPUs, apply/revert patch sets, install unit and env atomically, restart, follow the journal with the
+classifier under per-phase budgets, check health and a known answer -> release current, or roll back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fabric import Connection
+
+from fleet import hostlock, patches, patchsets, phases, probe_run
+from fleet.connect import ConnectOptions, open_connection
+from fleet.errors import FleetError
+from fleet.facts import HostFacts
+from fleet.inventory import Host
+from fleet.logclassify import LineClassifier
+from fleet.logrules import LogClass, Severity
+from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags
+from fleet.releases import Release, ReleaseStore, new_id
+from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
+from fleet.service import (
+    Follower,
+    daemon_reload,
+    journal_cursor,
+    read_file,
+    sh,
+    sha256,
+    stop_and_empty_gpus,
+    unit_state,
+    verify_unit,
+    write_atomic,
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Attempt:
+    rung: str
+    outcome: str  # READY, a logwatch class, HANG, WRONG_ANSWER, EXITED, HEALTH_FAILED or PREFLIGHT
+    evidence: str
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "seconds": round(self.seconds, 1)}
+
+
+@dataclass
+class DeployResult:
+    host: str
+    status: str  # ok | unchanged | rolled_back | failed | dry-run
+    release: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    attempts: list[Attempt] = field(default_factory=list)
+    error: str | None = None
+    diff: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
+               "attempts": [a.to_json() for a in self.attempts], "error": self.error}
+        if self.diff is not None:
+            out["diff"] = self.diff
+        return out
+
+
+@dataclass
+class Planned:
+    rung: Rung
+    argv: list[str]
+    env: dict[str, str]
+    config: dict[str, Any]
+    unit_text: str
+    env_text: str
+
+
+class Deployer:
+    def __init__(self, host: Host, book: Playbook, book_path: Path, opts: ConnectOptions,
+                 progress: Progress = lambda m: None, secrets: dict[str, str] | None = None):
+        self.host, self.book, self.opts, self.progress = host, book, opts, progress
+        self.book_sha = hashlib.sha256(book_path.read_bytes()).hexdigest()
+        self.unit = book.serve.unit or host.unit
+        self.venv = book.serve.venv or host.venv
+        self.unit_path = f"/etc/systemd/system/{self.unit}.service"
+        self.env_path = f"/etc/fleet/{self.unit}.env"
+        self.secrets = secrets or {}
+
+    # ------------------------------------------------------------------ planning (pure)
+    def plan(self, rung: Rung, release_id: str) -> Planned:
+        flags = merged_flags(self.book.flags, rung)
+        argv = [f"{self.venv}/bin/python", "-m", "sglang.launch_server", "--model-path", self.book.model.path,
+                "--host", self.book.serve.host, "--port", str(self.book.serve.port), *flag_args(flags)]
+        env = {**self.book.serve.env, **rung.env, **host_env(self.host.vars)}
+        secret_args = {}
+        if API_KEY_VAR in self.secrets:
+            argv += ["--api-key", "secret"]
+            secret_args = {len(argv) - 1: API_KEY_VAR}
+            env[API_KEY_VAR] = self.secrets[API_KEY_VAR]
+        spec = UnitSpec(playbook=self.book.name, rung=rung.name, release=release_id, user=self.book.serve.user,
+                        workdir="/" if self.book.serve.user == "root" else f"/home/{self.book.serve.user}",
+                        env_file=self.env_path, argv=argv, env=env, secret_args=secret_args,
+                        stop_timeout=int(self.book.budgets.stop))
+        config = {"playbook": self.book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
+                  "env": {k: ("<secret>" if k == API_KEY_VAR else v) for k, v in env.items()}}
+        return Planned(rung, argv, env, config, render_unit(spec), render_env(spec))
+
+    def eligible(self, facts: HostFacts) -> tuple[list[Rung], list[Attempt]]:
+        rungs, skipped = [], []
+        for rung in self.book.ladder:
+            why = rung.when.failed(facts)
+            if why:
+                self.progress(f"rung {rung.name}: not for this host ({why})")
+            else:
+                rungs.append(rung)
+        return rungs, skipped
+
+    # ------------------------------------------------------------------ the run
+    def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
+        conn = open_connection(self.host, self.opts)
+        try:
+            if dry_run:
+                return self._dry_run(conn)
+            with hostlock.held(conn, self.host, f"deploy {self.book.name}"):
+                return self._deploy(conn, force)
+        finally:
+            conn.close()
+
+    def _deploy(self, conn: Connection, force: bool) -> DeployResult:
+        result = DeployResult(host=self.host.name, status="failed")
+        self.progress("probing")
+        facts = probe_run.probe_on(conn, self.host)
+        store = ReleaseStore(conn, self.host)
+        previous = store.current()
+        if not force and previous and previous.playbook_sha256 == self.book_sha and self._healthy(conn):
+            result.status, result.release, result.config = "unchanged", previous.id, previous.config
+            self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
+            return result
+        rungs, _ = self.eligible(facts)
+        release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
+                          playbook_sha256=self.book_sha, created=_now(),
+                          facts={"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
+                                 "arch_family": facts.arch_family, "interconnect": facts.interconnect,
+                                 "p2p": facts.p2p, "driver": facts.driver_version})
+        rungs, preflight = self._preflight(conn, facts, rungs, release.id)
+        result.attempts += preflight
+        if not rungs:
+            result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
+            return result
+        store.open(release)
+        store.event(release, {"step": "opened", "rungs": [r.name for r in rungs]})
+        result.release = release.id
+        last_class: str | None = None
+        for i, rung in enumerate(rungs):
+            if i and rung.after is not None and last_class not in rung.after:
+                self.progress(f"rung {rung.name}: not worth trying after {last_class}")
+                continue
+            attempt, planned = self._attempt(conn, store, release, rung)
+            result.attempts.append(attempt)
+            release.attempts.append(attempt.to_json())
+            store.save(release)
+            if attempt.outcome == "READY":
+                release.status, release.rung, release.config = "ok", rung.name, planned.config
+                release.finished = _now()
+                store.save(release)
+                store.mark_current(release)
+                store.prune(self.book.keep_releases)
+                store.event(release, {"step": "current"})
+                result.status, result.config = "ok", planned.config
+                return result
+            last_class = attempt.outcome
+        release.status, release.finished = "failed", _now()
+        store.save(release)
+        stop_and_empty_gpus(conn, self.host, self.unit, self.book.budgets.stop, self.progress)
+        if previous is None:
+            result.error = f"{self.host.name}: every rung failed and there is no earlier release; the unit is stopped"
+            return result
+        self.progress(f"every rung failed: rolling back to {previous.id}")
+        rolled = restore(conn, self.host, store, previous, self.book, self.progress)
+        result.status = "rolled_back" if rolled.outcome == "READY" else "failed"
+        result.release = previous.id
+        result.config = previous.config
+        result.error = (f"{self.host.name}: every rung failed; back on release {previous.id}" if rolled.outcome
+                        == "READY" else f"{self.host.name}: every rung failed and the rollback failed too: "
+                        f"{rolled.outcome} {rolled.evidence}")
+        return result
+
+    def _healthy(self, conn: Connection) -> bool:
+        state = unit_state(conn, self.host, self.unit)
+        return state.get("ActiveState") == "active" and health_check(conn, self.host, self.book)[0] == "READY"
+
+    # ------------------------------------------------------------------ preflight
+    def _preflight(self, conn: Connection, facts: HostFacts, rungs: list[Rung],
+                   release_id: str) -> tuple[list[Rung], list[Attempt]]:
+        skipped: list[Attempt] = []
+        if not facts.ok:
+            return [], [Attempt("-", "PREFLIGHT", f"probe failed: {facts.error}", 0)]
+        known = known_flags(conn, self.host, self.venv)
+        missing_model = model_problem(conn, self.host, self.book.model.path)
+        if missing_model:
+            return [], [Attempt("-", "PREFLIGHT", missing_model, 0)]
+        port = port_problem(conn, self.host, self.book.serve.port, self.unit)
+        if port:
+            return [], [Attempt("-", "PREFLIGHT", port, 0)]
+        sets_cache: dict[str, str | None] = {}
+        kept = []
+        for rung in rungs:
+            flags = merged_flags(self.book.flags, rung)
+            why = None
+            unknown = sorted(f for f in flags if known is not None and f"--{f}" not in known)
+            if unknown:
+                why = f"flags not in the installed sglang: {', '.join('--' + f for f in unknown)}"
+            elif (need := _int(flags.get("tp-size", flags.get("tensor-parallel-size", 1)))
+                  * _int(flags.get("pp-size", flags.get("pipeline-parallel-size", 1)))
+                  * _int(flags.get("dp-size", flags.get("data-parallel-size", 1)))) > len(facts.gpus):
+                why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
+            else:
+                for s in rung.patches:
+                    if s not in sets_cache:
+                        sets_cache[s] = patch_problem(conn, self.host, s)
+                    if sets_cache[s]:
+                        why = sets_cache[s]
+                        break
+            if why:
+                self.progress(f"rung {rung.name}: preflight: {why}")
+                skipped.append(Attempt(rung.name, "PREFLIGHT", why, 0))
+            else:
+                kept.append(rung)
+        return kept, skipped
+
+    # ------------------------------------------------------------------ one attempt
+    def _attempt(self, conn: Connection, store: ReleaseStore, release: Release,
+                 rung: Rung) -> tuple[Attempt, Planned]:
+        start = time.monotonic()
+        planned = self.plan(rung, release.id)
+        say = lambda m: self.progress(f"[{rung.name}] {m}")  # noqa: E731
+        say("stopping the running server and emptying the GPUs")
+        store.event(release, {"step": "stop", "rung": rung.name})
+        stop_and_empty_gpus(conn, self.host, self.unit, self.book.budgets.stop, say)
+        problem = set_patches(conn, self.host, rung.patches, say)
+        if problem:
+            return Attempt(rung.name, "PREFLIGHT", problem, time.monotonic() - start), planned
+        install(conn, self.host, store, release, planned, self.unit_path, self.env_path)
+        store.event(release, {"step": "installed", "rung": rung.name, "files": release.files})
+        cursor = journal_cursor(conn, self.host)
+        sh(conn, self.host, f"systemctl reset-failed {shlex.quote(self.unit)} 2>/dev/null; "
+                            f"systemctl restart {shlex.quote(self.unit)}")
+        say("started; following the journal")
+        outcome, evidence = watch(conn, self.host, self.unit, cursor, self.book, say)
+        if outcome == "READY":
+            outcome, evidence = health_check(conn, self.host, self.book)
+        store.event(release, {"step": "attempt", "rung": rung.name, "outcome": outcome, "evidence": evidence})
+        say(f"{outcome}: {evidence}")
+        return Attempt(rung.name, outcome, evidence, time.monotonic() - start), planned
+
+    # ------------------------------------------------------------------ dry run
+    def _dry_run(self, conn: Connection) -> DeployResult:
+        facts = probe_run.probe_on(conn, self.host)
+        rungs, _ = self.eligible(facts)
+        if not rungs:
+            return DeployResult(self.host.name, "failed", error="no rung of the ladder fits this host")
+        planned = self.plan(rungs[0], "dry-run")
+        diffs = []
+        for path, new in ((self.unit_path, planned.unit_text), (self.env_path, _redact(planned.env_text))):
+            old = read_file(conn, path)
+            old_text = _redact(old.decode()) if old is not None else ""
+            diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
+                                          fromfile=f"{path} (installed)", tofile=f"{path} ({rungs[0].name})")
+        for name in rungs[0].patches:
+            res = patches.check_host(conn, self.host, patchsets.load_sets([name]))
+            for sp in res.sets:
+                diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
+        return DeployResult(self.host.name, "dry-run", config=planned.config, diff="".join(diffs))
+
+
+# ---------------------------------------------------------------------- steps shared with rollback
+
+
+def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Planned,
+            unit_path: str, env_path: str) -> None:
+    """Back up what is installed into the release, then write unit and env atomically and reload systemd."""
+    sh(conn, host, f"mkdir -p -m 0700 {shlex.quote(env_path.rsplit('/', 1)[0])}")
+    for path, text, mode in ((unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)):
+        old = read_file(conn, path)
+        if old is not None and f"before:{path}" not in release.files:
+            store.keep_file(release, "before" + path, old, 0o600)
+            release.files[f"before:{path}"] = {"sha256": sha256(old)}
+        data = text.encode()
+        write_atomic(conn, path, data, mode)
+        store.keep_file(release, path, data, mode)
+        release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
+    complaint = verify_unit(conn, host, unit_path)
+    if complaint:
+        raise FleetError(f"{host.name}: systemd-analyze verify {unit_path}: {complaint.splitlines()[0]}")
+    daemon_reload(conn, host)
+    store.save(release)
+
+
+def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) -> str | None:
+    """Apply the rung's patch sets and revert every other known set (a patched gate can enable fusion)."""
+    others = [s for s in patchsets.available() if s not in wanted]
+    if others:
+        res = patches.revert_host(conn, host, patchsets.load_sets(others), lock=False)
+        if res.written:
+            say(f"reverted patch sets {', '.join(others)}")
+        if not res.ok:
+            return res.error
+    if wanted:
+        res = patches.apply_host(conn, host, patchsets.load_sets(wanted), lock=False)
+        if res.written:
+            say(f"applied patch sets {', '.join(wanted)} ({len(res.written)} files)")
+        if not res.ok:
+            return res.error
+    return None
+
+
+def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, say: Progress) -> tuple[str, str]:
+    """Follow the journal until READY, a fatal class, the unit ending, or a phase outliving its budget."""
+    follower = Follower(conn, host, unit, cursor)
+    classifier = LineClassifier()
+    phase, phase_start, last_line, last_state_check = "start", time.monotonic(), "", time.monotonic()
+    warned: dict[str, int] = {}
+    try:
+        while True:
+            lines = follower.lines(timeout=0.5)
+            if lines is None:
+                return "EXITED", "the journal stream ended"
+            for line in lines:
+                last_line = line
+                new_phase = phases.advance(phase, line)
+                if new_phase != phase:
+                    say(f"phase {new_phase} (after {time.monotonic() - phase_start:.1f}s in {phase})")
+                    phase, phase_start = new_phase, time.monotonic()
+                for event in classifier.feed(line):
+                    if event.severity is Severity.FATAL:
+                        return event.log_class.value, event.text.splitlines()[-1][:300]
+                    if event.log_class is LogClass.READY:
+                        return "READY", event.text[:300]
+                    if event.severity is Severity.WARNING:
+                        seen = warned[event.log_class.value] = warned.get(event.log_class.value, 0) + 1
+                        if seen == 1:  # the first of each class; the count is in the release's event log
+                            say(f"warning {event.log_class.value}: {event.text.splitlines()[0][:160]}")
+            now = time.monotonic()
+            budget = getattr(book.budgets, phase)
+            if now - phase_start > budget:
+                return "HANG", f"no progress for {budget:.0f}s in phase {phase}; last line: {last_line[:200]}"
+            if now - last_state_check > 2:
+                last_state_check = now
+                state = unit_state(conn, host, unit)
+                if state.get("ActiveState") in ("failed", "inactive"):
+                    for event in classifier.flush():
+                        if event.severity is Severity.FATAL:
+                            return event.log_class.value, event.text.splitlines()[-1][:300]
+                    return "EXITED", (f"the server exited ({state.get('Result', '?')}, status "
+                                      f"{state.get('ExecMainStatus', '?')}); last line: {last_line[:200]}")
+    finally:
+        follower.close()
+
+
+def health_check(conn: Connection, host: Host, book: Playbook) -> tuple[str, str]:
+    """/health must answer 200 and the known-answer prompt must come back right."""
+    base = f"http://127.0.0.1:{book.serve.port}"
+    code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 {base}/health || true").strip()
+    if code != "200":
+        return "HEALTH_FAILED", f"GET /health answered {code or 'nothing'}"
+    body = json.dumps({"text": book.health.prompt,
+                       "sampling_params": {"max_new_tokens": book.health.max_tokens, "temperature": 0}})
+    out = sh(conn, host, f"curl -s -m 120 -H 'Content-Type: application/json' -d {shlex.quote(body)} "
+                         f"{base}/generate || true")
+    try:
+        text = json.loads(out)["text"]
+    except (ValueError, KeyError, TypeError):
+        return "HEALTH_FAILED", f"POST /generate gave no text: {out[:200]!r}"
+    if not text.strip().startswith(book.health.expect):
+        return "WRONG_ANSWER", f"{book.health.prompt!r} -> {text[:80]!r}, expected {book.health.expect!r}"
+    return "READY", f"healthy; {book.health.prompt!r} -> {text.strip()[:40]!r}"
+
+
+def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+            say: Progress) -> Attempt:
+    """Put a release's unit, env and patch sets back byte for byte, restart, and wait for READY + health."""
+    start = time.monotonic()
+    unit = Path(next(p for p in release.files if p.endswith(".service") and not p.startswith("before:"))).stem
+    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    problem = set_patches(conn, host, release.config.get("patches", []), say)
+    if problem:
+        return Attempt(release.rung or "-", "PREFLIGHT", problem, time.monotonic() - start)
+    for path, meta in release.files.items():
+        if path.startswith("before:"):
+            continue
+        data = store.file(release, path)
+        if data is None or sha256(data) != meta["sha256"]:
+            return Attempt(release.rung or "-", "PREFLIGHT", f"release {release.id} copy of {path} is missing or "
+                           "damaged (sha256 mismatch)", time.monotonic() - start)
+        write_atomic(conn, path, data, int(meta.get("mode", "0o600"), 8))
+        if sha256(read_file(conn, path) or b"") != meta["sha256"]:
+            return Attempt(release.rung or "-", "PREFLIGHT", f"{path} did not verify after writing",
+                           time.monotonic() - start)
+    daemon_reload(conn, host)
+    cursor = journal_cursor(conn, host)
+    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+    outcome, evidence = watch(conn, host, unit, cursor, book, say)
+    if outcome == "READY":
+        outcome, evidence = health_check(conn, host, book)
+    return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+
+
+# ---------------------------------------------------------------------- preflight probes (one command each)
+
+
+def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
+    res = sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+    import re
+
+    flags = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", res))
+    return flags or None
+
+
+def model_problem(conn: Connection, host: Host, path: str) -> str | None:
+    """The model folder must have config.json and every shard its index names."""
+    script = (
+        "import json,os,sys\n"
+        "p=sys.argv[1]\n"
+        "if not os.path.isfile(os.path.join(p,'config.json')): print('no config.json in '+p); sys.exit()\n"
+        "i=os.path.join(p,'model.safetensors.index.json')\n"
+        "if os.path.isfile(i):\n"
+        " m=sorted(set(json.load(open(i)).get('weight_map',{}).values()))\n"
+        " miss=[f for f in m if not os.path.isfile(os.path.join(p,f))]\n"
+        " if miss: print('%d of %d shards missing in %s, e.g. %s'%(len(miss),len(m),p,miss[0]))\n"
+    )
+    out = sh(conn, host, f"python3 -c {shlex.quote(script)} {shlex.quote(path)}").strip()
+    return f"model {out}" if out else None
+
+
+def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | None:
+    """The port must be free or held by our own unit."""
+    out = sh(conn, host, f"ss -Hltnp 'sport = :{int(port)}' 2>/dev/null || true").strip()
+    if not out:
+        return None
+    main = unit_state(conn, host, unit).get("MainPID", "0")
+    cgroup_pids = sh(conn, host, f"systemctl show -p ControlGroup --value {shlex.quote(unit)} | "
+                                 "xargs -r -I{} cat /sys/fs/cgroup{}/cgroup.procs /sys/fs/cgroup/systemd{}/cgroup.procs "
+                                 "2>/dev/null || true").split()
+    if main != "0" and (f"pid={main}," in out or any(f"pid={p}," in out for p in cgroup_pids)):
+        return None
+    return f"port {port} is in use by another process: {out.splitlines()[0][:160]}"
+
+
+def patch_problem(conn: Connection, host: Host, name: str) -> str | None:
+    res = patches.check_host(conn, host, patchsets.load_sets([name]))
+    return None if res.ok else (res.error or f"patch set {name} cannot apply")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _redact(env_text: str) -> str:
+    return "\n".join(f"{line.split('=', 1)[0]}=<secret>" if line.startswith(API_KEY_VAR + "=") else line
+                     for line in env_text.splitlines()) + ("\n" if env_text.endswith("\n") else "")
+
+
+# ---------------------------------------------------------------------- rollback and history
+
+
+def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,
+             progress: Progress = lambda m: None) -> DeployResult:
+    """Restore a release (default: the one before the current) byte for byte and make it current again."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback"):
+            store = ReleaseStore(conn, host)
+            good = [r for r in store.list() if r.status == "ok"]
+            current = store.current_id()
+            if to:
+                target = store.load(to)
+                if target is None:
+                    raise FleetError(f"{host.name}: no release {to} (see `inv history --host {host.name}`)")
+                if target.status != "ok":
+                    raise FleetError(f"{host.name}: release {to} never served ({target.status}); refusing")
+            else:
+                earlier = [r for r in good if r.id != current and (current is None or r.id < current)]
+                if not earlier:
+                    raise FleetError(f"{host.name}: no earlier known-good release to roll back to")
+                target = earlier[-1]
+            progress(f"rolling back to {target.id} ({target.rung})")
+            attempt = restore(conn, host, store, target, book, progress)
+            result = DeployResult(host.name, "failed", release=target.id, config=target.config, attempts=[attempt])
+            if attempt.outcome == "READY":
+                store.mark_current(target)
+                result.status = "ok"
+            else:
+                result.error = f"{host.name}: rollback to {target.id} did not come up: {attempt.outcome}"
+            return result
+    finally:
+        conn.close()
+
+
+def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:
+    conn = open_connection(host, opts)
+    try:
+        store = ReleaseStore(conn, host)
+        return store.list(), store.current_id()
+    finally:
+        conn.close()

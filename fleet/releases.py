@@ -1,0 +1,127 @@
+"""Releases on the host: every deploy is one, kept under /var/lib/fleet/releases/<id>/ so it can be rolled back.
+
+    /var/lib/fleet/releases/<id>/manifest.json   config, facts summary, sha256 of what was written, outcome
+    /var/lib/fleet/releases/<id>/files/...       the unit and env file exactly as installed (env 0600)
+    /var/lib/fleet/releases/<id>/events.jsonl    the deploy's event log, one JSON object per line
+    /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import secrets
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fabric import Connection
+
+from fleet.inventory import Host
+from fleet.service import read_file, sh, write_atomic
+
+ROOT = "/var/lib/fleet"
+RELEASES = f"{ROOT}/releases"
+CURRENT = f"{ROOT}/current"
+
+
+def new_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def file_key(path: str) -> str:
+    """Where an installed file's copy lives inside a release (its absolute path, flattened)."""
+    return path.strip("/").replace("/", "__")
+
+
+@dataclass
+class Release:
+    id: str
+    host: str
+    playbook: str
+    playbook_sha256: str
+    created: str
+    status: str = "in-progress"  # in-progress | ok | failed | rolled_back
+    rung: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {sha256, mode}
+    patches: dict[str, Any] = field(default_factory=dict)  # set names applied and file hashes after
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    finished: str | None = None
+
+    @property
+    def dir(self) -> str:
+        return f"{RELEASES}/{self.id}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Release:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class ReleaseStore:
+    def __init__(self, conn: Connection, host: Host):
+        self.conn, self.host = conn, host
+
+    def open(self, release: Release) -> None:
+        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(release.dir)}/files")
+        self.save(release)
+
+    def save(self, release: Release) -> None:
+        write_atomic(self.conn, f"{release.dir}/manifest.json",
+                     json.dumps(release.to_json(), indent=2).encode(), 0o600)
+
+    def keep_file(self, release: Release, path: str, data: bytes, mode: int) -> None:
+        write_atomic(self.conn, f"{release.dir}/files/{file_key(path)}", data, mode)
+
+    def file(self, release: Release, path: str) -> bytes | None:
+        return read_file(self.conn, f"{release.dir}/files/{file_key(path)}")
+
+    def event(self, release: Release, event: dict[str, Any]) -> None:
+        line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
+        sh(self.conn, self.host, f"printf %s {shlex.quote(line)} >> {shlex.quote(release.dir)}/events.jsonl")
+
+    def events(self, release_id: str) -> list[dict[str, Any]]:
+        data = read_file(self.conn, f"{RELEASES}/{release_id}/events.jsonl") or b""
+        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+
+    def load(self, release_id: str) -> Release | None:
+        data = read_file(self.conn, f"{RELEASES}/{release_id}/manifest.json")
+        return Release.from_json(json.loads(data)) if data else None
+
+    def current_id(self) -> str | None:
+        out = sh(self.conn, self.host, f"readlink {shlex.quote(CURRENT)} || true").strip()
+        return posixpath.basename(out) if out else None
+
+    def current(self) -> Release | None:
+        rid = self.current_id()
+        return self.load(rid) if rid else None
+
+    def mark_current(self, release: Release) -> None:
+        """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""
+        tmp = f"{ROOT}/.current.{secrets.token_hex(4)}"
+        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && mv -T {tmp} {CURRENT}")
+
+    def list(self) -> list[Release]:
+        out = sh(self.conn, self.host, f"ls -1 {RELEASES} 2>/dev/null || true")
+        found = []
+        for rid in sorted(out.split()):
+            release = self.load(rid)
+            if release:
+                found.append(release)
+        return found
+
+    def prune(self, keep: int) -> list[str]:
+        """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
+        releases = self.list()
+        current = self.current_id()
+        removable = [r for r in releases if r.id != current and r.status != "in-progress"]
+        doomed = removable[: max(0, len(releases) - keep)]
+        for r in doomed:
+            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(r.dir)}")
+        return [r.id for r in doomed]

@@ -1,0 +1,171 @@
+"""The sglang unit on a host: files written atomically, systemd driven, GPUs emptied, the journal followed.
+
+Everything here is I/O over one Fabric connection; what the output means is decided elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import select
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fabric import Connection
+
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.remote import run
+
+
+class ServiceError(FleetError):
+    pass
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_file(conn: Connection, path: str) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    sftp = conn.sftp()
+    try:
+        with sftp.open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 2:
+            return None
+        raise
+
+
+def write_atomic(conn: Connection, path: str, data: bytes, mode: int) -> None:
+    """Temp file in the same folder, fsync'd, mode set, then rename over the target: never half a file."""
+    sftp = conn.sftp()
+    folder = posixpath.dirname(path)
+    tmp = posixpath.join(folder, f".{posixpath.basename(path)}.fleet-{time.monotonic_ns()}")
+    try:
+        with sftp.open(tmp, "wb") as f:
+            f.chmod(mode)  # before the data: a secret never sits in a world-readable file
+            f.write(data)
+            f.flush()
+        sftp.posix_rename(tmp, path)
+    except OSError as exc:
+        try:
+            sftp.remove(tmp)
+        except OSError:
+            pass
+        raise ServiceError(f"writing {path}: {exc}") from None
+
+
+def sh(conn: Connection, host: Host, command: str, timeout: float | None = 120, check: bool = True) -> str:
+    res = run(conn, host, command, timeout=timeout)
+    if check and not res.ok:
+        detail = (res.stderr or res.stdout).strip().splitlines()
+        raise ServiceError(f"{host.name}: `{command[:80]}` failed (exit {res.exited}): "
+                           f"{detail[-1] if detail else 'no output'}")
+    return res.stdout
+
+
+@dataclass
+class GpuApp:
+    pid: int
+    name: str
+    used_mib: int | None
+
+
+def parse_compute_apps(text: str) -> list[GpuApp]:
+    """`nvidia-smi --query-compute-apps=pid,process_name,used_gpu_memory --format=csv,noheader,nounits`."""
+    apps = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3 or not parts[0].isdigit():
+            continue
+        used = parts[-1]
+        apps.append(GpuApp(pid=int(parts[0]), name=",".join(parts[1:-1]),
+                           used_mib=int(used) if used.isdigit() else None))
+    return apps
+
+
+def gpu_apps(conn: Connection, host: Host) -> list[GpuApp]:
+    out = sh(conn, host, "nvidia-smi --query-compute-apps=pid,process_name,used_gpu_memory "
+                         "--format=csv,noheader,nounits")
+    return parse_compute_apps(out)
+
+
+def stop_and_empty_gpus(conn: Connection, host: Host, unit: str, budget: float,
+                        log: Callable[[str], None]) -> list[GpuApp]:
+    """Stop the unit, wait for the GPUs to empty; kill (TERM, then KILL) what is left. Returns what was killed."""
+    sh(conn, host, f"systemctl stop {shlex.quote(unit)} || true", timeout=budget + 30)
+    deadline = time.monotonic() + budget
+    killed: list[GpuApp] = []
+    signal = "TERM"
+    while apps := gpu_apps(conn, host):
+        if time.monotonic() > deadline:
+            raise ServiceError(f"{host.name}: GPUs still busy after {budget:.0f}s: "
+                               + ", ".join(f"{a.pid} {a.name}" for a in apps))
+        log(f"GPU still held by {len(apps)} process(es) the unit left behind: "
+            + ", ".join(f"{a.pid} ({a.name}, {a.used_mib} MiB)" for a in apps) + f"; sending SIG{signal}")
+        killed += [a for a in apps if a.pid not in {k.pid for k in killed}]
+        sh(conn, host, "kill -" + signal + " " + " ".join(str(a.pid) for a in apps) + " 2>/dev/null; true")
+        signal = "KILL"
+        time.sleep(0.5)
+    return killed
+
+
+def daemon_reload(conn: Connection, host: Host) -> None:
+    sh(conn, host, "systemctl daemon-reload")
+
+
+def verify_unit(conn: Connection, host: Host, path: str) -> str | None:
+    """`systemd-analyze verify` where present: its complaint, or None."""
+    res = run(conn, host, f"command -v systemd-analyze >/dev/null || exit 0; "
+                          f"systemd-analyze verify {shlex.quote(path)} 2>&1")
+    out = res.stdout.strip()
+    return out if (res.exited != 0 and out) else None
+
+
+def journal_cursor(conn: Connection, host: Host) -> str:
+    """The journal's current end, so a follow starts exactly after it: no line missed or read twice."""
+    out = sh(conn, host, "journalctl --show-cursor -n 0 -q -o cat; true")
+    for line in out.splitlines():
+        if line.startswith("-- cursor: "):
+            return line[len("-- cursor: "):].strip()
+    return ""
+
+
+def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:
+    out = sh(conn, host, f"systemctl show {shlex.quote(unit)} -p ActiveState -p SubState -p MainPID "
+                         f"-p ExecMainStatus -p Result", check=False)
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+class Follower:
+    """`journalctl -u UNIT -f -o cat --after-cursor C` on its own channel, read line by line as it comes."""
+
+    def __init__(self, conn: Connection, host: Host, unit: str, cursor: str):
+        cmd = f"journalctl -u {shlex.quote(unit)} -f -o cat --no-pager"
+        cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
+        from fleet.connect import wrap
+
+        self.chan = conn.client.get_transport().open_session()
+        self.chan.exec_command(wrap(host, cmd))
+        self._buf = b""
+
+    def lines(self, timeout: float) -> list[str] | None:
+        """Complete lines that arrive within timeout ([] if none); None once the stream has ended."""
+        ready, _, _ = select.select([self.chan], [], [], timeout)
+        if not ready:
+            return []
+        data = self.chan.recv(65536)
+        if not data:
+            return None
+        self._buf += data
+        *complete, self._buf = self._buf.split(b"\n")
+        return [c.decode("utf-8", "replace") for c in complete]
+
+    def close(self) -> None:
+        self.chan.close()

@@ -1,0 +1,225 @@
+"""`inv deploy`, `inv rollback` and `inv history` on sandbox hosts running the simulated sglang stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.connect import open_connection
+from fleet.remote import run
+
+REPO = Path(__file__).resolve().parents[2]
+BUDGETS = {"start": 20, "weight_load": 30, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
+           "stop": 30}
+PATCHED = ["/root/ml-env/lib/python3.11/site-packages/sglang/srt/server_args.py",
+           "/root/ml-env/lib/python3.11/site-packages/flashinfer/jit/comm.py"]
+
+
+def playbook_file(tmp_path: Path, name: str, **changes) -> Path:
+    """The shipped glm5-nvfp4 playbook with test-sized budgets, or a variant of it."""
+    book = yaml.safe_load((REPO / "playbooks/glm5-nvfp4.yaml").read_text())
+    book["budgets"] = dict(BUDGETS)
+    book.update(changes)
+    book["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(book, sort_keys=False))
+    return path
+
+
+def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2") -> Path:
+    book = {"name": name, "model": {"path": "/models/Llama-3.1-8B-Instruct"}, "flags": {"tp-size": 2},
+            "ladder": ladder, "budgets": {**BUDGETS, "start": 12, "weight_load": 12}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(book, sort_keys=False))
+    return path
+
+
+def inv(sandbox, *args, wait=True):
+    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def deploy(sandbox, host, book: Path, *extra):
+    proc = inv(sandbox, "deploy", "--host", host, "--playbook", str(book), "--json", *extra)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"deploy printed no JSON (exit {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-2000:]}")
+    return proc.returncode, data, proc.stderr
+
+
+def sh(inventory, name, command) -> str:
+    host = inventory.hosts[name]
+    conn = open_connection(host)
+    try:
+        return run(conn, host, command).stdout
+    finally:
+        conn.close()
+
+
+def checksums(inventory, name) -> str:
+    files = " ".join(["/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env", *PATCHED])
+    return sh(inventory, name, f"sha256sum {files} 2>&1; readlink /var/lib/fleet/current; ls /var/lib/fleet/releases")
+
+
+@pytest.fixture(scope="module")
+def seed(_sandbox_session, tmp_path_factory):
+    """The seed's story on sbx0 (8x RTX PRO 6000, SM 12.0, Proxmox): one deploy, shared by the tests here."""
+    sandbox, profiles = _sandbox_session
+    sandbox.up(len(profiles), profiles)
+    book = playbook_file(tmp_path_factory.mktemp("books"), "glm5-nvfp4")
+    rc, data, err = deploy(sandbox, "sbx0", book)
+    return {"rc": rc, "data": data, "stderr": err, "book": book}
+
+
+def test_seed_story_falls_back_from_fusion_and_serves_without_it(seed, sandbox_inventory):
+    data = seed["data"]
+    assert seed["rc"] == 0, seed["stderr"][-3000:]
+    assert data["status"] == "ok" and data["config"]["rung"] == "no-fusion"
+    first, last = data["attempts"][0], data["attempts"][-1]
+    assert first["rung"] == "fusion-sm120"
+    assert first["outcome"] in {"TMA_FAILURE", "CUDA_GRAPH_FAILURE", "ARCH_UNSUPPORTED", "AUTOTUNE_FAILURE"}
+    assert first["evidence"]
+    assert (last["rung"], last["outcome"]) == ("no-fusion", "READY")
+    assert "--enable-flashinfer-allreduce-fusion" not in sh(sandbox_inventory, "sbx0",
+                                                            "cat /etc/systemd/system/sglang.service")
+    # no-fusion does not list the SM120 patch set, so it was reverted: the gates are pristine again.
+    assert "[9, 10, 12]" not in sh(sandbox_inventory, "sbx0", f"cat {PATCHED[1]}")
+    out = sh(sandbox_inventory, "sbx0", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
+    assert json.loads(out)["text"].strip().startswith("4")
+    assert "phase" in seed["stderr"] and "fusion-sm120" in seed["stderr"]  # live progress, on stderr
+    assert sh(sandbox_inventory, "sbx0", "stat -c %a /etc/fleet/sglang.env").strip() == "600"
+
+
+def test_a_deploy_that_changes_nothing_restarts_nothing(seed, sandbox, sandbox_inventory):
+    pid = sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip()
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"])
+    assert (rc, data["status"], data["release"]) == (0, "unchanged", seed["data"]["release"])
+    assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
+
+
+def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
+    before = checksums(sandbox_inventory, "sbx0")
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
+    assert rc == 0 and data["status"] == "dry-run"
+    assert "--enable-flashinfer-allreduce-fusion" in data["diff"] and "sm120-allreduce-fusion: applicable" in data["diff"]
+    assert checksums(sandbox_inventory, "sbx0") == before
+
+
+def test_every_rung_failing_ends_on_the_previous_release(seed, sandbox, sandbox_inventory, tmp_path):
+    doomed = playbook_file(tmp_path, "glm5-doomed", ladder=[
+        {"name": "too-greedy", "flags": {"mem-fraction-static": 0.99}},
+        {"name": "still-greedy", "flags": {"mem-fraction-static": 0.985}},
+    ])
+    rc, data, _ = deploy(sandbox, "sbx0", doomed)
+    assert rc == 1 and data["status"] == "rolled_back"
+    assert data["release"] == seed["data"]["release"]
+    assert [a["outcome"] for a in data["attempts"]] == ["CUDA_OOM", "CUDA_OOM"]
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(seed["data"]["release"])
+    assert "--mem-fraction-static" not in sh(sandbox_inventory, "sbx0", "cat /etc/systemd/system/sglang.service")
+    out = sh(sandbox_inventory, "sbx0", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
+    assert json.loads(out)["text"].strip().startswith("4")
+
+
+def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sandbox_inventory, tmp_path):
+    first = seed["data"]["release"]
+    unit_a = sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0]
+    triton = playbook_file(tmp_path, "glm5-triton", ladder=[{"name": "triton-moe",
+                                                             "flags": {"moe-runner-backend": "triton"}}])
+    rc, data, _ = deploy(sandbox, "sbx0", triton)
+    assert rc == 0 and data["config"]["rung"] == "triton-moe"
+    assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
+    proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
+    back = json.loads(proc.stdout)
+    assert proc.returncode == 0 and back["status"] == "ok" and back["release"] == first
+    assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(first)
+    hist = json.loads(inv(sandbox, "history", "--host", "sbx0", "--json").stdout)["hosts"][0]
+    assert hist["current"] == first
+    assert {r["status"] for r in hist["releases"]} >= {"ok"}
+
+
+def test_a_worker_left_on_the_gpu_is_cleaned_up_before_the_next_start(seed, sandbox, sandbox_inventory):
+    # Someone ran the server by hand, outside systemd, then killed only its main process: the TP workers
+    # stay on the GPUs with their memory, and a new server would die of CUDA OOM.
+    sh(sandbox_inventory, "sbx0", "systemctl stop sglang")
+    sh(sandbox_inventory, "sbx0", "cd / && rm -f /tmp/by-hand.pid && setsid -f sh -c 'echo $$ > /tmp/by-hand.pid; "
+                                  "exec env SGLANG_SIM_TIME_SCALE=0.02 /root/ml-env/bin/python -m sglang.launch_server "
+                                  "--model-path /models/GLM-5-NVFP4 --tp-size 8 --port 30001' "
+                                  ">/tmp/by-hand.log 2>&1 < /dev/null")
+    count = "nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l"
+    _wait_for(lambda: int(sh(sandbox_inventory, "sbx0", count)) >= 8)
+    main = sh(sandbox_inventory, "sbx0", "cat /tmp/by-hand.pid").strip()
+    sh(sandbox_inventory, "sbx0", f"kill -9 {main}")
+    assert int(sh(sandbox_inventory, "sbx0", count)) >= 8, "the simulated workers should outlive their parent"
+    rc, data, err = deploy(sandbox, "sbx0", seed["book"], "--force")
+    assert rc == 0 and data["status"] == "ok", err[-2000:]
+    assert "GPU still held" in err
+    assert data["attempts"][-1]["outcome"] == "READY"
+
+
+def test_a_hang_is_detected_and_the_next_rung_serves(sandbox, tmp_path):
+    book = llama_playbook(tmp_path, [
+        {"name": "nccl-p2p", "description": "P2P as nvidia-smi offers it (OK, but broken in this VM)"},
+        {"name": "no-p2p", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"disable-custom-all-reduce": True}},
+    ])
+    rc, data, err = deploy(sandbox, "sbx4", book)
+    assert rc == 0, err[-2000:]
+    assert [(a["rung"], a["outcome"]) for a in data["attempts"]] == [("nccl-p2p", "HANG"), ("no-p2p", "READY")]
+    assert "no progress for" in data["attempts"][0]["evidence"]
+
+
+def test_a_second_deploy_fails_fast_naming_the_lock_holder(sandbox, sandbox_inventory, tmp_path):
+    book = llama_playbook(tmp_path, [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}], name="llama-lock")
+    first = inv(sandbox, "deploy", "--host", "sbx1", "--playbook", str(book), "--json", wait=False)
+    try:
+        _wait_for(lambda: sh(sandbox_inventory, "sbx1", "cat /var/lib/fleet/lock/owner.json 2>/dev/null"))
+        rc, data, _ = deploy(sandbox, "sbx1", book)
+        assert rc == 1 and data["status"] == "failed"
+        assert re.search(r"host is locked .* held by .* pid \d+ for deploy llama-lock", data["error"])
+    finally:
+        out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err[-2000:]
+
+
+def test_a_killed_deploy_leaves_a_stale_lock_that_unlock_and_the_next_deploy_recover(sandbox, sandbox_inventory,
+                                                                                    tmp_path):
+    book = llama_playbook(tmp_path, [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}], name="llama-killed")
+    victim = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(book), "--json", wait=False)
+    _wait_for(lambda: "following the journal" in sh(sandbox_inventory, "sbx3",
+                                                     "cat /var/lib/fleet/releases/*/events.jsonl 2>/dev/null") or
+              "installed" in sh(sandbox_inventory, "sbx3", "cat /var/lib/fleet/releases/*/events.jsonl 2>/dev/null"))
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.communicate()
+    rc, data, _ = deploy(sandbox, "sbx3", book)
+    assert rc == 1 and "STALE" in data["error"]
+    token = re.search(r"--token (\S+)`", data["error"]).group(1)
+    assert inv(sandbox, "unlock", "--host", "sbx3", "--token", token).returncode == 0
+    rc, data, err = deploy(sandbox, "sbx3", book)
+    assert rc == 0 and data["status"] == "ok", err[-2000:]
+
+
+def test_bad_playbook_is_exit_2_before_any_host_is_touched(sandbox, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('name: bad\nmodel: {path: /m}\nladder:\n  - name: x\n    flags: {tp-size: "8\\nExecStartPre=/bin/sh"}\n')
+    proc = inv(sandbox, "deploy", "--host", "sbx2", "--playbook", str(bad), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "bad.yaml:5: ladder.0.flags" in proc.stderr
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not reached in time")
+        time.sleep(0.2)
