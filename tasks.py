@@ -78,6 +78,34 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
     raise Exit(code=deploy_cmd.history(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
 
 
+@task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health is checked on"})
+@reports_errors
+def status(c, inventory=None, host=None, group=None, json=False, port=30000, accept_new_host_keys=False):
+    """One row per host: unit state, current release and rung, health, drift of managed files."""
+    from fleet import status as status_
+
+    rows = status_.collect(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), int(port))
+    if json:
+        cli.print_json({"hosts": [r.to_json() for r in rows]})
+    else:
+        status_.render(rows, cli.console)
+    raise Exit(code=0 if all(r.ok for r in rows) else 1)
+
+
+@task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",
+                                        "since": "how far back to start, e.g. 10m, 2h (default: the whole journal)",
+                                        "only": "show only classified lines of this severity or worse: fatal or warning",
+                                        "json": "one JSON object per line: host, time, class, severity, text"})
+@reports_errors
+def logs(c, inventory=None, host=None, group=None, follow=False, since=None, only=None, json=False,
+         accept_new_host_keys=False):
+    """The sglang unit's journal from one or many hosts, each line classified live (fatal/warning/ready)."""
+    from fleet import logs as logs_
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=logs_.run(hosts, _opts(accept_new_host_keys), follow, since, only, json, cli.console))
+
+
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
             "inventory": HOST_HELP["inventory"]})
 @reports_errors
@@ -158,7 +186,21 @@ def demo(c, hosts=4, profile=None):
 
     profiles = profile or ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
     _sandbox(lambda: sbx.up(int(hosts), profiles))
-    probe(c, inventory=str(config().inventory_path))
+    inventory = str(config().inventory_path)
+    cli.console.rule("1. probe: what every host has")
+    try:
+        probe(c, inventory=inventory)
+    except Exit as done:
+        if done.code:
+            raise
+    cli.console.rule("2. deploy the seed's playbook on sbx0 (8x RTX PRO 6000, SM 12.0, Proxmox VM)")
+    try:
+        deploy(c, inventory=inventory, host=["sbx0"])
+    except Exit as done:
+        if done.code:
+            raise
+    cli.console.rule("3. status")
+    status(c, inventory=inventory)
 
 
 @task(help={"file": "log file to classify, or - to read stdin",
@@ -204,6 +246,8 @@ ns.add_task(deploy)
 ns.add_task(rollback)
 ns.add_task(history)
 ns.add_task(unlock)
+ns.add_task(status)
+ns.add_task(logs)
 ns.add_collection(sandbox_ns)
 ns.add_task(classify)
 ns.add_task(patch)

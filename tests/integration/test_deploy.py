@@ -223,3 +223,37 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail("condition not reached in time")
         time.sleep(0.2)
+
+
+def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandbox, sandbox_inventory):
+    proc = inv(sandbox, "status", "--host", "sbx0", "--json")
+    row = json.loads(proc.stdout)["hosts"][0]
+    assert proc.returncode == 0 and row["unit"]["ActiveState"] == "active" and row["health"] == "200"
+    assert row["release"] and row["playbook"] == "glm5-nvfp4" and row["drift"] == []
+    sh(sandbox_inventory, "sbx0", "echo '# edited by hand' >> /etc/systemd/system/sglang.service")
+    try:
+        row = json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]
+        assert row["drift"] == ["/etc/systemd/system/sglang.service (changed)"]
+    finally:
+        sh(sandbox_inventory, "sbx0", "sed -i '$d' /etc/systemd/system/sglang.service")
+    assert json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]["drift"] == []
+
+
+def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandbox):
+    proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "1h", "--only", "fatal", "--json")
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and events
+    assert all(e["severity"] == "fatal" and e["host"] == "sbx0" for e in events)
+    assert seed["data"]["attempts"][0]["outcome"] in {e["class"] for e in events}
+
+    follower = inv(sandbox, "logs", "--host", "sbx0", "-f", "--since", "1h", wait=False)
+    first = follower.stdout.readline()
+    assert first.startswith("sbx0 ")
+    follower.send_signal(signal.SIGINT)
+    _, err = follower.communicate(timeout=15)
+    assert follower.returncode == 130 and "Traceback" not in err
+
+
+def test_bad_since_is_bad_input(sandbox):
+    proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "yesterday; rm -rf /")
+    assert proc.returncode == 2 and "--since" in proc.stderr

@@ -137,6 +137,7 @@ def test_check_apply_reapply_audit_behaviour_revert(sbx0):
     sandbox, inv, host, conn = sbx0
     path = sandbox.cfg.inventory_path
     sets = patchsets.load_sets([SET])
+    runs_before = runs_on_host(conn, host)  # a deploy may have patched and reverted this host earlier
 
     # before: gates remain and the simulated flashinfer refuses SM12x
     before = archgate.audit_host(conn, host, sets=sets)
@@ -149,7 +150,7 @@ def test_check_apply_reapply_audit_behaviour_revert(sbx0):
     rc, check = run_json(path, "--host", "sbx0", "--set", SET, "--check")
     assert rc == 0 and check["ok"] and check["sets"][0]["state"] == APPLICABLE
     assert [e["found"] for e in check["sets"][0]["edits"]] == [1, 13, 1, 1, 1]
-    assert sha_map(conn, host) == pristine_sha() and runs_on_host(conn, host) == []  # --check wrote nothing
+    assert sha_map(conn, host) == pristine_sha() and runs_on_host(conn, host) == runs_before  # --check wrote nothing
 
     cache = "/root/.cache/flashinfer/0.6.3/120a/cached_ops"
     assert sh(conn, host, f"mkdir -p {cache}/trtllm_comm {cache}/other && touch {cache}/trtllm_comm/trtllm_comm.so").ok
@@ -220,6 +221,7 @@ def test_partial_match_changes_nothing(sbx0):
     sandbox, inv, host, conn = sbx0
     path = sandbox.cfg.inventory_path
     cuh = f"{SITE}/flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
+    runs_before = runs_on_host(conn, host)
     assert sh(conn, host, f"sed -i '417s/ \\&\\& (__CUDA_ARCH__ < 1200)//' {cuh}").ok
     drifted = sha_map(conn, host)
     rc, check = run_json(path, "--host", "sbx0", "--set", SET, "--check")
@@ -227,7 +229,7 @@ def test_partial_match_changes_nothing(sbx0):
     assert "found 12 of 13" in check["error"] and "sbx0" in check["error"] and "trtllm_allreduce.cuh" in check["error"]
     rc, applied = run_json(path, "--host", "sbx0", "--set", SET)
     assert rc == 1 and applied["written"] == [] and "nothing changed" in applied["error"]
-    assert sha_map(conn, host) == drifted and runs_on_host(conn, host) == []
+    assert sha_map(conn, host) == drifted and runs_on_host(conn, host) == runs_before
 
 
 def test_one_unwritable_file_changes_nothing(sbx0):

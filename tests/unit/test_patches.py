@@ -258,7 +258,7 @@ def test_lock_owner_descriptions():
              "token": "abc"}
     assert hostlock.describe(fresh, now=200) == "held by ann@ctl pid 1 for deploy since T"
     old = hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 3600)
-    assert "STALE" in old and "h old" in old and "token=abc" in old
+    assert "STALE" in old and "h old" in old and "--token abc" in old
     gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7)
     assert "no longer running" in hostlock.describe(gone, now=200)
     assert "unknown owner" in hostlock.describe(None)
