@@ -81,15 +81,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     sb = Sandbox(config("demo"), log=lambda m: None)
-    print(f"{'hosts':>5} {'probe s':>8} {'by hand s':>9} {'ratio':>6} {'host CPU s probe/hand':>22} {'channels/host':>13}")
+    print(f"{'hosts':>5} {'probe s':>8} {'by hand s':>9} {'ratio':>6} {'host CPU s probe/hand':>22} "
+          f"{'channels/host':>13}")
     for n in [int(s) for s in args.sizes.split(",")]:
         sb.up(n, PROFILES)
         hosts = inventory.load(sb.cfg.inventory_path).select(default_file=sb.cfg.inventory_path)
         global channels
         channels = 0
-        wall, cpu = measure(lambda: probe_run.probe_hosts(hosts, ConnectOptions(), save=False), sb, args.repeat)
+        wall, cpu = measure(lambda h=hosts: probe_run.probe_hosts(h, ConnectOptions(), save=False), sb, args.repeat)
         per_host = channels / (n * args.repeat)
-        hand_wall, hand_cpu = measure(lambda: by_hand(sb, hosts), sb, args.repeat)
+        hand_wall, hand_cpu = measure(lambda h=hosts: by_hand(sb, h), sb, args.repeat)
         print(f"{n:>5} {wall:>8.2f} {hand_wall:>9.2f} {hand_wall / wall:>5.1f}x {cpu:>10.2f} / {hand_cpu:<9.2f} "
               f"{per_host:>13.1f}")
 

@@ -24,7 +24,7 @@ from paramiko.ssh_exception import (
     NoValidConnectionsError,
     SSHException,
 )
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from fleet import guard
 from fleet.errors import ConnectError, InputError
@@ -87,12 +87,13 @@ def _ssh_config(host: Host) -> paramiko.SSHConfig:
 def _endpoint(alias: str, cfg: paramiko.SSHConfig, user: str | None, port: int | None,
               identity: str | None) -> Endpoint:
     found = cfg.lookup(alias)
+    files = [identity] if identity else found.get("identityfile", [])
     return Endpoint(
         alias=alias,
         hostname=found.get("hostname", alias),
         port=int(port or found.get("port", 22)),
         user=user or found.get("user") or "root",
-        identity_files=tuple(os.path.expanduser(p) for p in ([identity] if identity else found.get("identityfile", []))),
+        identity_files=tuple(os.path.expanduser(p) for p in files),
     )
 
 
@@ -206,8 +207,6 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
         ):
             with attempt:
                 conn.open()
-    except RetryError as exc:  # pragma: no cover - reraise=True returns the last error instead
-        raise ConnectError(_describe(host, ep, exc.last_attempt.exception(), known_hosts, opts.timeouts.connect))
     except Exception as exc:
         for hop_ep, hop in chain[:-1]:
             if not hop.is_connected:

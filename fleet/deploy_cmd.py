@@ -67,7 +67,8 @@ def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOpti
     out = _progress_console(as_json)
 
     def one(host: Host) -> deploying.DeployResult:
-        return deploying.rollback(host, book, opts, to, lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", soft_wrap=True))
+        say = lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", soft_wrap=True)  # noqa: E731
+        return deploying.rollback(host, book, opts, to, say)
 
     return _finish(_collect(parallel.run_all(hosts, one), "failed"), as_json, ok={"ok"})
 

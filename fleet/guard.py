@@ -36,7 +36,8 @@ def addresses(hostname: str) -> list[str]:
     try:
         infos = socket.getaddrinfo(hostname, None, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise GuardError(f"{hostname}: cannot resolve ({exc.strerror}); FLEET_SANDBOX_ONLY needs a known address")
+        raise GuardError(f"{hostname}: cannot resolve ({exc.strerror}); "
+                         "FLEET_SANDBOX_ONLY needs a known address") from None
     return sorted({str(info[4][0]) for info in infos})
 
 

@@ -352,7 +352,8 @@ class Sandbox:
                     del pending[name]
                 elif not self.is_running(name) and not (self.cfg.host_dir(name) / "nspawn.pid").exists() \
                         and time.monotonic() > deadline - READY_TIMEOUT_S + 5:
-                    raise SandboxError(f"{name}: container exited during boot; see {self.cfg.host_dir(name)}/console.log")
+                    log = self.cfg.host_dir(name) / "console.log"
+                    raise SandboxError(f"{name}: container exited during boot; see {log}")
             if pending and time.monotonic() > deadline:
                 raise SandboxError(f"not ssh-ready after {READY_TIMEOUT_S:.0f}s: {', '.join(sorted(pending))}")
             if pending:

@@ -10,11 +10,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from sshutil import sh
 
 from fleet import execute, inventory
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import ConnectError, GuardError
-from fleet.remote import run
 
 REPO = Path(__file__).resolve().parents[2]
 _connects: list = []
@@ -38,13 +38,6 @@ def connect_attempts():
     _recording.on = False
 
 
-def _sh(host, command, opts=None):
-    conn = open_connection(host, opts)
-    try:
-        return run(conn, host, command)
-    finally:
-        conn.close()
-
 
 def test_a_command_runs_on_three_hosts_in_parallel(sandbox_inventory):
     hosts = [sandbox_inventory.hosts[n] for n in ("sbx0", "sbx1", "sbx2")]
@@ -62,17 +55,18 @@ def test_inv_exec_json_is_pure_json_with_per_host_results(sandbox):
         cwd=REPO, capture_output=True, text=True,
     )
     data = json.loads(proc.stdout)
-    assert [(h["host"], h["exit"], h["stdout"]) for h in data["hosts"]] == [("sbx0", 3, "sbx0\n"), ("sbx2", 3, "sbx2\n")]
+    got = [(h["host"], h["exit"], h["stdout"]) for h in data["hosts"]]
+    assert got == [("sbx0", 3, "sbx0\n"), ("sbx2", 3, "sbx2\n")]
     assert proc.returncode == 1
 
 
 def test_unknown_host_key_is_refused_until_accepted(sandbox_inventory, tmp_path):
     host = dataclasses.replace(sandbox_inventory.hosts["sbx1"], known_hosts=str(tmp_path / "kh"))
     with pytest.raises(ConnectError, match="host key unknown.*--accept-new-host-keys"):
-        _sh(host, "true")
-    assert _sh(host, "hostname", ConnectOptions(accept_new_host_keys=True)).stdout == "sbx1\n"
+        sh(host, "true")
+    assert sh(host, "hostname", ConnectOptions(accept_new_host_keys=True)).stdout == "sbx1\n"
     assert (tmp_path / "kh").read_text().startswith(f"{host.address} ssh-ed25519 ")
-    assert _sh(host, "hostname").stdout == "sbx1\n"  # recorded: strict checking now passes
+    assert sh(host, "hostname").stdout == "sbx1\n"  # recorded: strict checking now passes
 
 
 def test_a_changed_host_key_is_refused_even_with_accept_new(sandbox_inventory, tmp_path):
@@ -84,7 +78,7 @@ def test_a_changed_host_key_is_refused_even_with_accept_new(sandbox_inventory, t
     host = dataclasses.replace(sbx0, known_hosts=str(forged))
     for opts in (ConnectOptions(), ConnectOptions(accept_new_host_keys=True)):
         with pytest.raises(ConnectError, match="host key CHANGED"):
-            _sh(host, "true", opts)
+            sh(host, "true", opts)
     assert forged.read_text() == f"{sbx0.address} ssh-ed25519 {other}\n"
 
 
@@ -95,15 +89,15 @@ def test_proxyjump_through_a_sandbox_host_from_ssh_config(sandbox_inventory, tmp
                    f"Host gpu-vm\n  HostName {sandbox_inventory.hosts['sbx2'].address}\n  ProxyJump jumpbox\n")
     host = dataclasses.replace(sandbox_inventory.hosts["sbx2"], address="gpu-vm", ssh_config=str(cfg))
     # sbx2 sees the connection arrive from sbx0, not from the bridge: it went through the jump host.
-    out = _sh(host, "hostname; echo $SSH_CLIENT").stdout.split()
+    out = sh(host, "hostname; echo $SSH_CLIENT").stdout.split()
     assert out[0] == "sbx2" and out[1] == sbx0.address
 
 
 def test_become_runs_as_root_through_sudo_for_a_non_root_login(sandbox_inventory):
     host = dataclasses.replace(sandbox_inventory.hosts["sbx1"], user="fleet", become=True)
-    assert _sh(host, "id -un; echo $SUDO_USER").stdout.split() == ["root", "fleet"]
+    assert sh(host, "id -un; echo $SUDO_USER").stdout.split() == ["root", "fleet"]
     plain = dataclasses.replace(host, become=False)
-    assert _sh(plain, "id -un").stdout == "fleet\n"
+    assert sh(plain, "id -un").stdout == "fleet\n"
 
 
 def test_guard_refuses_a_real_address_without_sending_a_packet(connect_attempts):

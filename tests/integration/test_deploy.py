@@ -11,10 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+import sshutil
 import yaml
-
-from fleet.connect import open_connection
-from fleet.remote import run
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGETS = {"start": 20, "weight_load": 30, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
@@ -59,12 +57,7 @@ def deploy(sandbox, host, book: Path, *extra):
 
 
 def sh(inventory, name, command) -> str:
-    host = inventory.hosts[name]
-    conn = open_connection(host)
-    try:
-        return run(conn, host, command).stdout
-    finally:
-        conn.close()
+    return sshutil.sh(inventory.hosts[name], command).stdout
 
 
 def checksums(inventory, name) -> str:
@@ -112,7 +105,8 @@ def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
     before = checksums(sandbox_inventory, "sbx0")
     rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
     assert rc == 0 and data["status"] == "dry-run"
-    assert "--enable-flashinfer-allreduce-fusion" in data["diff"] and "sm120-allreduce-fusion: applicable" in data["diff"]
+    assert "--enable-flashinfer-allreduce-fusion" in data["diff"]
+    assert "sm120-allreduce-fusion: applicable" in data["diff"]
     assert checksums(sandbox_inventory, "sbx0") == before
 
 
@@ -211,7 +205,8 @@ def test_a_killed_deploy_leaves_a_stale_lock_that_unlock_and_the_next_deploy_rec
 
 def test_bad_playbook_is_exit_2_before_any_host_is_touched(sandbox, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text('name: bad\nmodel: {path: /m}\nladder:\n  - name: x\n    flags: {tp-size: "8\\nExecStartPre=/bin/sh"}\n')
+    bad.write_text('name: bad\nmodel: {path: /m}\nladder:\n  - name: x\n'
+                   '    flags: {tp-size: "8\\nExecStartPre=/bin/sh"}\n')
     proc = inv(sandbox, "deploy", "--host", "sbx2", "--playbook", str(bad), "--json")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "bad.yaml:5: ladder.0.flags" in proc.stderr

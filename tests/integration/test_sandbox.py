@@ -6,20 +6,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sshutil import sh
 
-from fleet.connect import ConnectOptions, Timeouts, open_connection
+from fleet.connect import ConnectOptions, Timeouts
 from fleet.errors import ConnectError
-from fleet.remote import run
 
 QUICK = ConnectOptions(timeouts=Timeouts(connect=1, banner=2, auth=2), attempts=1)
 
-
-def _sh(host, command, opts=None):
-    conn = open_connection(host, opts)
-    try:
-        return run(conn, host, command)
-    finally:
-        conn.close()
 
 
 def test_up_with_the_same_arguments_is_a_no_op(sandbox, _sandbox_session):
@@ -33,7 +26,7 @@ def test_up_with_the_same_arguments_is_a_no_op(sandbox, _sandbox_session):
 def test_each_host_has_its_own_name_keys_and_address(sandbox_inventory, sandbox):
     keys = set()
     for host in sandbox_inventory.hosts.values():
-        out = _sh(host, "hostname; cat /etc/ssh/ssh_host_ed25519_key.pub; ip -4 -o addr show eth0").stdout.splitlines()
+        out = sh(host, "hostname; cat /etc/ssh/ssh_host_ed25519_key.pub; ip -4 -o addr show eth0").stdout.splitlines()
         assert out[0] == host.name
         keys.add(out[1].split()[1])
         assert f"inet {host.address}/24" in out[2]
@@ -41,7 +34,7 @@ def test_each_host_has_its_own_name_keys_and_address(sandbox_inventory, sandbox)
 
 
 def test_hosts_have_no_route_out(sandbox_inventory):
-    out = _sh(sandbox_inventory.hosts["sbx0"], "ip route; ip -6 route | grep -c default || true").stdout
+    out = sh(sandbox_inventory.hosts["sbx0"], "ip route; ip -6 route | grep -c default || true").stdout
     assert "default" not in out.splitlines()[0:-1]
     assert out.splitlines()[-1] == "0"
 
@@ -51,31 +44,32 @@ def test_cut_makes_the_host_unreachable_and_heal_restores_it(sandbox, sandbox_in
     sandbox.cut("sbx3")
     try:
         with pytest.raises(ConnectError, match="timed out"):
-            _sh(host, "true", QUICK)
+            sh(host, "true", QUICK)
     finally:
         sandbox.heal("sbx3")
-    assert _sh(host, "echo back").stdout == "back\n"
+    assert sh(host, "echo back").stdout == "back\n"
 
 
 def test_kill_is_a_hard_stop_and_start_boots_the_same_disk(sandbox, sandbox_inventory):
     host = sandbox_inventory.hosts["sbx3"]
-    _sh(host, "echo kept > /root/marker && sync")
+    sh(host, "echo kept > /root/marker && sync")
     sandbox.kill("sbx3")
     assert not sandbox.is_running("sbx3")
     with pytest.raises(ConnectError):
-        _sh(host, "true", QUICK)
+        sh(host, "true", QUICK)
     sandbox.start("sbx3")
-    assert _sh(host, "cat /root/marker; systemctl is-system-running --wait").stdout.split() == ["kept", "running"]
+    assert sh(host, "cat /root/marker; systemctl is-system-running --wait").stdout.split() == ["kept", "running"]
 
 
 def test_systemd_and_journald_work_inside(sandbox_inventory):
     script = (
-        "printf '[Service]\\nExecStart=/bin/sh -c \"echo hello-from-unit; sleep 30\"\\n' > /etc/systemd/system/t.service;"
+        "printf '[Service]\\nExecStart=/bin/sh -c \"echo hello-from-unit; sleep 30\"\\n'"
+        " > /etc/systemd/system/t.service;"
         " systemctl daemon-reload && systemctl start t && systemctl is-active t;"
         " for i in $(seq 50); do journalctl -u t -o cat | grep -q hello-from-unit && break; sleep 0.1; done;"
         " journalctl -u t -o cat | grep hello; systemctl stop t; systemctl is-active t; true"
     )
-    assert _sh(sandbox_inventory.hosts["sbx1"], script).stdout.split() == ["active", "hello-from-unit", "inactive"]
+    assert sh(sandbox_inventory.hosts["sbx1"], script).stdout.split() == ["active", "hello-from-unit", "inactive"]
 
 
 def test_down_leaves_nothing_behind(sandbox):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sshutil import sh
 
 from fleet.connect import open_connection
-from fleet.remote import run
 
 REPO = Path(__file__).resolve().parents[2]
 VERBATIM = {"topo-m.txt": "topo -m", "L.txt": "-L", "version.txt": "--version",
@@ -15,12 +15,7 @@ VERBATIM = {"topo-m.txt": "topo -m", "L.txt": "-L", "version.txt": "--version",
 
 
 def _sh(inv, name, command):
-    host = inv.hosts[name]
-    conn = open_connection(host)
-    try:
-        return run(conn, host, command)
-    finally:
-        conn.close()
+    return sh(inv.hosts[name], command)
 
 
 def _raw(inv, name, command) -> bytes:

@@ -70,8 +70,8 @@ def test_guard_is_off_unless_asked(monkeypatch, tmp_path):
 
 
 def test_guard_checks_every_hop_after_ssh_config(tmp_path):
-    host = with_config(tmp_path, "Host vm1\n  HostName 172.30.77.20\n  ProxyJump ok,bad\nHost ok\n  HostName 127.0.0.1\n"
-                                 "Host bad\n  HostName 10.1.230.174\n")
+    host = with_config(tmp_path, "Host vm1\n  HostName 172.30.77.20\n  ProxyJump ok,bad\n"
+                                 "Host ok\n  HostName 127.0.0.1\nHost bad\n  HostName 10.1.230.174\n")
     with pytest.raises(GuardError, match=r"ProxyJump hop 2 10.1.230.174"):
         check_guard(host)
 

@@ -54,7 +54,8 @@ def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(
 
 @pytest.mark.parametrize("text,expected", [
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    colour: red\n", r"hosts.yaml:4: hosts.h1.colour: unknown key"),
-    ("hosts:\n  h1:\n    address: 10.0.0.1\n    port: '22'\n", r"hosts.yaml:4: hosts.h1.port: Input should be a valid integer"),
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    port: '22'\n",
+     r"hosts.yaml:4: hosts.h1.port: Input should be a valid integer"),
     ("hosts:\n  h1:\n    port: 22\n", r"hosts.yaml:2: hosts.h1.address: required key is missing"),
     ("hosts:\n  h1:\n    address: 999.1.1.1\n", r"hosts.yaml:3: hosts.h1.address: .*not an IP address or host name"),
     ("hosts:\n  h1:\n    address: 'a b'\n", r"hosts.yaml:3: hosts.h1.address: .*not an IP address or host name"),
