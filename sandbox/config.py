@@ -20,8 +20,9 @@ SANDBOX_SUPERNET = ipaddress.ip_network("172.30.64.0/20")
 HOST_PROFILE_DIR = "/usr/share/fleet-sandbox/profile"
 HOST_VENV = "/root/ml-env"
 
-# A second test run (e.g. a colleague's) can use "dev" alongside "test" without tearing it down.
-_INSTANCES = {"demo": 0, "test": 1, "dev": 2}
+# Other test runs (e.g. colleagues') use "dev"/"dev2" alongside "test" without tearing it down.
+_INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3}
+_THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76}  # all inside SANDBOX_SUPERNET
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class SandboxConfig:
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:
-        return ipaddress.IPv4Network(f"172.30.{77 + self.index}.0/24")
+        return ipaddress.IPv4Network(f"172.30.{_THIRD_OCTET[self.index]}.0/24")
 
     @property
     def gateway(self) -> str:
