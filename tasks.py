@@ -58,7 +58,7 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
-                                        "to": "release id to restore (default: the newest known-good before the current)"})
+                                        "to": "release to restore (default: the newest known-good before the current)"})
 @reports_errors
 def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group=None, json=False,
              accept_new_host_keys=False):
@@ -94,7 +94,7 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, acc
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",
                                         "since": "how far back to start, e.g. 10m, 2h (default: the whole journal)",
-                                        "only": "show only classified lines of this severity or worse: fatal or warning",
+                                        "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
 def logs(c, inventory=None, host=None, group=None, follow=False, since=None, only=None, json=False,
@@ -104,6 +104,29 @@ def logs(c, inventory=None, host=None, group=None, follow=False, since=None, onl
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=logs_.run(hosts, _opts(accept_new_host_keys), follow, since, only, json, cli.console))
+
+
+@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": "playbook whose bench settings, port and "
+                                                                "venv are used (default glm5-nvfp4)"})
+@reports_errors
+def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+    """Benchmark the running server (bench_serving, offline), sample GPU power; store it in the current release."""
+    from fleet import tune as tuning
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=tuning.bench_command(hosts, playbook, _opts(accept_new_host_keys), json))
+
+
+@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
+                                        "yes": "do not ask before restarting a host that is serving"})
+@reports_errors
+def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, yes=False,
+         accept_new_host_keys=False):
+    """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
+    from fleet import tune as tuning
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=tuning.tune_command(hosts, playbook, _opts(accept_new_host_keys), json, yes))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
@@ -246,6 +269,8 @@ ns.add_task(deploy)
 ns.add_task(rollback)
 ns.add_task(history)
 ns.add_task(unlock)
+ns.add_task(bench)
+ns.add_task(tune)
 ns.add_task(status)
 ns.add_task(logs)
 ns.add_collection(sandbox_ns)

@@ -20,14 +20,15 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import hostlock, patches, patchsets, phases, probe_run
+from fleet import bench as benching
+from fleet import fingerprint, hostlock, patches, patchsets, phases, probe_run
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.inventory import Host
 from fleet.logclassify import LineClassifier
 from fleet.logrules import LogClass, Severity
-from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags
+from fleet.playbook import Bench, Playbook, Rung, flag_args, host_env, merged_flags
 from fleet.releases import Release, ReleaseStore, new_id
 from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
 from fleet.service import (
@@ -49,12 +50,17 @@ Progress = Callable[[str], None]
 @dataclass
 class Attempt:
     rung: str
-    outcome: str  # READY, a logwatch class, HANG, WRONG_ANSWER, EXITED, HEALTH_FAILED or PREFLIGHT
+    outcome: str  # READY, a logwatch class, HANG, WRONG_ANSWER, EXITED, HEALTH_FAILED, PREFLIGHT,
+    # PERF_REGRESSION or BENCH_FAILED
     evidence: str
     seconds: float
+    bench: dict[str, Any] | None = None  # the performance gate's record (fleet.bench.run + verdict)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": round(self.seconds, 1)}
+        out = {**asdict(self), "seconds": round(self.seconds, 1)}
+        if self.bench is None:
+            out.pop("bench")
+        return out
 
 
 @dataclass
@@ -95,6 +101,9 @@ class Deployer:
         self.unit_path = f"/etc/systemd/system/{self.unit}.service"
         self.env_path = f"/etc/fleet/{self.unit}.env"
         self.secrets = secrets or {}
+        self.measure: bool | None = None  # benchmark after health: None = as the playbook's bench.gate says
+        self.run_best: tuple[float, str] | None = None  # the fastest rung measured in this run
+        self._history: list[tuple[float, str] | None] | None = None  # known-good result, looked up once
 
     # ------------------------------------------------------------------ planning (pure)
     def plan(self, rung: Rung, release_id: str) -> Planned:
@@ -154,6 +163,8 @@ class Deployer:
                                  "p2p": facts.p2p, "driver": facts.driver_version})
         rungs, preflight = self._preflight(conn, facts, rungs, release.id)
         result.attempts += preflight
+        rungs, remembered = fingerprint.arrange(self.book, facts, rungs, self.progress)
+        result.attempts += [Attempt(name, "PREFLIGHT", why, 0) for name, why in remembered]
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
@@ -259,9 +270,47 @@ class Deployer:
         outcome, evidence = watch(conn, self.host, self.unit, cursor, self.book, say)
         if outcome == "READY":
             outcome, evidence = health_check(conn, self.host, self.book)
+        record = None
+        measure = self.measure if self.measure is not None else bool(self.book.bench and self.book.bench.gate)
+        if outcome == "READY" and measure:
+            outcome, evidence, record = self._perf_gate(conn, rung, evidence, say)
         store.event(release, {"step": "attempt", "rung": rung.name, "outcome": outcome, "evidence": evidence})
         say(f"{outcome}: {evidence}")
-        return Attempt(rung.name, outcome, evidence, time.monotonic() - start), planned
+        return Attempt(rung.name, outcome, evidence, time.monotonic() - start, record), planned
+
+    def _perf_gate(self, conn: Connection, rung: Rung, evidence: str,
+                   say: Progress) -> tuple[str, str, dict[str, Any] | None]:
+        """After health: a short benchmark, compared with the host's last known-good result on the same
+        settings, else the playbook's floor, else the best rung measured in this run."""
+        spec = self.book.bench or Bench()
+        say(f"benchmarking: {spec.num_prompts} prompts of {spec.input_len}+{spec.output_len} tokens, "
+            f"concurrency {spec.max_concurrency}")
+        try:
+            record = benching.run(conn, self.host, self.book, spec, self.venv, self.env_path)
+        except benching.BenchError as exc:
+            return "BENCH_FAILED", str(exc), None
+        if self._history is None:
+            found, current = benching.manifests(conn, self.host)
+            self._history = [benching.known_good(found, current, record["settings"])]
+        measured = record["result"]["output_throughput"]
+        verdict = benching.evaluate(measured, spec.fraction, self._history[0], spec.floor, self.run_best)
+        if not verdict.ok and verdict.required and measured >= 0.75 * verdict.required:
+            say(f"{benching.tok(measured)} tok/s is just short of {benching.tok(verdict.required)}: measuring again")
+            try:  # a near miss may be noise: the better of two runs counts
+                again = benching.run(conn, self.host, self.book, spec, self.venv, self.env_path)
+            except benching.BenchError as exc:
+                return "BENCH_FAILED", str(exc), None
+            if again["result"]["output_throughput"] > measured:
+                record, measured = again, again["result"]["output_throughput"]
+            verdict = benching.evaluate(measured, spec.fraction, self._history[0], spec.floor, self.run_best)
+            verdict.evidence += " (the better of 2 runs)"
+        record["verdict"] = verdict.to_json()
+        say(f"{benching.summary(record)}; {verdict.evidence}")
+        if not verdict.ok:
+            return "PERF_REGRESSION", verdict.evidence, record
+        if self.run_best is None or measured > self.run_best[0]:
+            self.run_best = (measured, f"rung {rung.name} in this run")
+        return "READY", f"{evidence}; {verdict.evidence}", record
 
     # ------------------------------------------------------------------ dry run
     def _dry_run(self, conn: Connection) -> DeployResult:
@@ -443,17 +492,13 @@ def model_problem(conn: Connection, host: Host, path: str) -> str | None:
 
 
 def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | None:
-    """The port must be free or held by our own unit."""
-    out = sh(conn, host, f"ss -Hltnp 'sport = :{int(port)}' 2>/dev/null || true").strip()
-    if not out:
-        return None
-    main = unit_state(conn, host, unit).get("MainPID", "0")
-    cgroup_pids = sh(conn, host, f"systemctl show -p ControlGroup --value {shlex.quote(unit)} | "
-                                 "xargs -r -I{} cat /sys/fs/cgroup{}/cgroup.procs /sys/fs/cgroup/systemd{}/cgroup.procs "
-                                 "2>/dev/null || true").split()
-    if main != "0" and (f"pid={main}," in out or any(f"pid={p}," in out for p in cgroup_pids)):
-        return None
-    return f"port {port} is in use by another process: {out.splitlines()[0][:160]}"
+    """The port must be free or held by our own unit's processes."""
+    script = (f"out=$(ss -Hltnp 'sport = :{int(port)}' 2>/dev/null); [ -z \"$out\" ] && exit 0; "
+              f"for p in $(echo \"$out\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
+              f"grep -q {shlex.quote('/' + unit + '.service')} /proc/$p/cgroup 2>/dev/null && exit 0; done; "
+              f"echo \"$out\" | head -n 1")
+    out = sh(conn, host, script).strip()
+    return f"port {port} is in use by another process: {out[:160]}" if out else None
 
 
 def patch_problem(conn: Connection, host: Host, name: str) -> str | None:

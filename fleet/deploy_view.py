@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from fleet.deploy import DeployResult
 from fleet.releases import Release
@@ -20,11 +24,13 @@ def render(result: DeployResult, console: Console) -> None:
         console.print(result.diff or "(no differences)", markup=False, highlight=False, soft_wrap=True)
     if result.attempts:
         table = Table(title=f"{result.host}: attempts")
-        for col in ("rung", "outcome", "evidence", "seconds"):
-            table.add_column(col, overflow="fold")
+        measured = any(a.bench for a in result.attempts)
+        for col in ("rung", "outcome", *(("tok/s",) if measured else ()), "evidence", "seconds"):
+            table.add_column(col, overflow="fold", justify="right" if col == "tok/s" else "left")
         for a in result.attempts:
             style = "green" if a.outcome == "READY" else ("dim" if a.outcome == "PREFLIGHT" else "red")
-            table.add_row(a.rung, f"[{style}]{a.outcome}[/]", a.evidence, f"{a.seconds:.1f}")
+            speed = (_tok((a.bench or {}).get("result", {}).get("output_throughput")),) if measured else ()
+            table.add_row(a.rung, f"[{style}]{a.outcome}[/]", *speed, escape(a.evidence), f"{a.seconds:.1f}")
         console.print(table)
     if result.error:
         console.print(f"[red]{result.error}[/]")
@@ -39,3 +45,90 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
         table.add_row(r.id, "current" if r.id == current else "", r.status, r.playbook, r.rung or "-",
                       outcomes, r.created)
     console.print(table)
+
+
+def _tok(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def _power(record: dict[str, Any] | None, short: bool = False) -> str:
+    p = (record or {}).get("power") or {}
+    if p.get("mean_w") is None:
+        return "-"
+    text = f"{p['mean_w']:.0f}" + (f"/{p['limit_w']:.0f} W" if p.get("limit_w") else " W")
+    return text + ((" [yellow]low[/]" if short else " [yellow]underutilised[/]") if p.get("underutilised") else "")
+
+
+def render_bench(host: str, release: str | None, rung: str | None, record: dict[str, Any] | None,
+                 error: str | None, console: Console) -> None:
+    """`inv bench`: throughput, latency percentiles, power per GPU against its limit."""
+    if record is None:
+        console.print(f"[bold]{host}[/]: [bold red]failed[/] {escape(error or '')}")
+        return
+    r, p, s = record["result"], record.get("power") or {}, record["settings"]
+    console.print(f"[bold]{host}[/]: release {release}, rung {rung}: [bold]{_tok(r['output_throughput'])} tok/s[/]"
+                  f" output ({s['num_prompts']} prompts of {s['input_len']}+{s['output_len']} tokens, concurrency "
+                  f"{s['max_concurrency']}, {r.get('duration_s') or 0:.1f}s)"
+                  + (" [bold yellow]UNDERUTILISED[/]: mean power "
+                     f"{p['mean_w']:.0f} W of {p['limit_w']:.0f} W per GPU" if p.get("underutilised") else ""))
+    lat = Table(title=f"{host}: latency (ms)")
+    stats = ("mean", "median", "p90", "p95", "p99", "max")
+    lat.add_column("")
+    for col in stats:
+        lat.add_column(col, justify="right")
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
+        row = (r.get("latency_ms") or {}).get(metric)
+        if row:
+            lat.add_row(label, *(f"{row[k]:.1f}" if k in row else "-" for k in stats))
+    console.print(lat)
+    if p.get("gpus"):
+        gpus = Table(title=f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} samples busy)")
+        for col in ("gpu", "mean W", "max W", "limit W", "% of limit", "util %"):
+            gpus.add_column(col, justify="right")
+        for g in p["gpus"]:
+            share = f"{100 * g['mean_w'] / g['limit_w']:.0f}" if g.get("limit_w") else "-"
+            gpus.add_row(str(g["index"]), f"{g['mean_w']:.0f}", f"{g['max_w']:.0f}",
+                         f"{g['limit_w']:.0f}" if g.get("limit_w") else "-", share,
+                         f"{g['mean_util']:.0f}" if g.get("mean_util") is not None else "-")
+        console.print(gpus)
+    if p.get("note"):
+        console.print(f"[yellow]{escape(p['note'])}[/]")
+
+
+def render_tune(result: Any, console: Console, width: int = 20) -> None:
+    """`inv tune`: one row per rung with a bar scaled to the fastest, then why the others lost."""
+    colour = _COLOURS.get(result.status, "white")
+    console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
+                  + (f", winner {result.winner} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
+                  + (f", release {result.release}" if result.release else ""))
+    speeds = [(a.bench or {}).get("result", {}).get("output_throughput") for a in result.attempts]
+    top = max((s for s in speeds if s), default=0.0)
+    rows = []
+    for a, speed in zip(result.attempts, speeds, strict=True):
+        ttft = ((a.bench or {}).get("result", {}).get("latency_ms") or {}).get("ttft", {}).get("median")
+        rows.append((a, speed, _tok(speed), f"{ttft:.0f}" if ttft is not None else "-", _power(a.bench, short=True)))
+    # what the other columns need (text, padding, borders); the bar gets the rest, 5 to `width` cells
+    others = (max(len(a.rung) for a, *_ in rows) + max(len(a.outcome) for a, *_ in rows)
+              + max(len(t) for *_, t, _, _ in rows) + 5 + max(len(Text.from_markup(p).plain) for *_, p in rows) + 19)
+    width = max(5, min(width, console.width - others - 1))
+    table = Table(title=f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)")
+    for col in ("rung", "outcome", "tok/s", "", "TTFT", "W/GPU"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("tok/s", "TTFT") else "left")
+    notes = []
+    for a, speed, speed_text, ttft, power in rows:
+        style = "green" if a.outcome == "READY" else ("dim" if a.outcome == "PREFLIGHT" else "red")
+        bar = "█" * max(1, round(width * speed / top)) if speed and top else ""
+        if a.rung == result.winner and a.outcome == "READY":
+            bar = f"[bold green]{bar}[/]◀"
+        table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, bar, ttft, power)
+        if a.outcome != "READY":
+            notes.append(f"  {a.rung}: {escape(a.evidence[:200])}")
+    console.print(table)
+    for note in notes:
+        console.print(note, soft_wrap=False)
+    if result.final is not None:
+        console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
+    if result.error:
+        console.print(f"[red]{escape(result.error)}[/]")

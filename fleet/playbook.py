@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -33,7 +33,8 @@ _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 _RUNG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 # Outcomes deploy may record for an attempt besides the logwatch classes.
-DEPLOY_OUTCOMES = {"HANG", "WRONG_ANSWER", "PERF_REGRESSION", "EXITED", "PREFLIGHT", "HEALTH_FAILED"}
+DEPLOY_OUTCOMES = {"HANG", "WRONG_ANSWER", "PERF_REGRESSION", "BENCH_FAILED", "EXITED", "PREFLIGHT",
+                   "HEALTH_FAILED"}
 
 FlagValue = bool | int | float | str | None
 
@@ -167,6 +168,33 @@ class Budgets(Strict):
     stop: float = 120
 
 
+class Bench(Strict):
+    """The short benchmark run after health (the performance gate) and by `inv bench` / `inv tune`.
+
+    `python -m sglang.bench_serving` with an offline dataset and fixed lengths. A rung whose output
+    throughput is below `fraction` of the host's last known-good result on the same settings (else below
+    `floor` tok/s, else below `fraction` of the best rung in this run) is a PERF_REGRESSION."""
+
+    gate: bool = True
+    dataset: Literal["random-ids"] = "random-ids"  # needs no download (hosts are often offline)
+    backend: str = "sglang"
+    input_len: int = Field(default=128, ge=1)
+    output_len: int = Field(default=64, ge=1)
+    num_prompts: int = Field(default=128, ge=1)
+    max_concurrency: int = Field(default=64, ge=1)
+    fraction: float = Field(default=0.9, gt=0, le=1)
+    floor: float | None = Field(default=None, ge=0)  # tok/s
+    timeout: float = Field(default=600, gt=0)  # seconds for one benchmark run
+    underutilised_below: float = Field(default=0.5, gt=0, le=1)  # mean power / limit
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        if not _FLAG.match(v):
+            raise ValueError(f"not a bench_serving backend name: {v!r}")
+        return v
+
+
 class Playbook(Strict):
     name: str
     description: str = ""
@@ -176,6 +204,7 @@ class Playbook(Strict):
     ladder: list[Rung] = Field(min_length=1)
     health: Health = Health()
     budgets: Budgets = Budgets()
+    bench: Bench | None = None
     keep_releases: int = Field(default=5, ge=1)
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))

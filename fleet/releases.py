@@ -51,6 +51,7 @@ class Release:
     patches: dict[str, Any] = field(default_factory=dict)  # set names applied and file hashes after
     attempts: list[dict[str, Any]] = field(default_factory=list)
     finished: str | None = None
+    bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
 
     @property
     def dir(self) -> str:

@@ -1,0 +1,106 @@
+"""Hardware fingerprints, and the known-good rung remembered per fingerprint and playbook.
+
+A fingerprint is what decides which rung serves best: GPU model, count, SM, interconnect, driver and the
+installed package versions. `inv tune` records the winner (and the rungs that failed) in
+`.fleet/known-good.json` (FLEET_STATE_DIR overrides `.fleet`); deploy on a host with the same fingerprint
+tries the winner first and skips rungs known to crash there (slow ones stay as fallbacks). A remembered
+rung counts only while its flags in the playbook are still the ones that were tuned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fleet.facts import HostFacts
+from fleet.playbook import Playbook, Rung, merged_flags
+
+# Outcomes that say something about the hardware and software, not about the moment: worth skipping.
+_TRANSIENT = {"HANG", "EXITED", "HEALTH_FAILED", "BENCH_FAILED", "PREFLIGHT", "READY"}
+# Recorded but never skipped: a slow rung is still a fallback should the winner stop serving.
+_KEEP = {"PERF_REGRESSION"}
+
+
+def of(facts: HostFacts) -> dict[str, Any]:
+    return {
+        "gpu": sorted({g.name or "?" for g in facts.gpus}),
+        "count": len(facts.gpus),
+        "sm": sorted({g.sm for g in facts.gpus if g.sm}),
+        "interconnect": facts.interconnect,
+        "driver": facts.driver_version,
+        "packages": {name: p.version for name, p in sorted(facts.packages.items()) if p.version},
+    }
+
+
+def key(fingerprint: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def path() -> Path:
+    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "known-good.json"
+
+
+def load() -> dict[str, Any]:
+    try:
+        data = json.loads(path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("entries", {}) if isinstance(data, dict) else {}
+
+
+def _flags(book: Playbook, rung: Rung) -> dict[str, Any]:
+    return json.loads(json.dumps(merged_flags(book.flags, rung)))
+
+
+def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
+             attempts: list[dict[str, Any]]) -> str:
+    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key."""
+    fp = of(facts)
+    k = key(fp)
+    entries = load()
+    by_name = {r.name: r for r in book.ladder}
+    failed = {a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]])}
+              for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT}
+    entries[f"{k}/{book.name}"] = {
+        "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner),
+        "tok_s": tok_s, "host": host, "release": release, "failed": failed,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    target = path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"entries": entries}, indent=2) + "\n")
+    os.replace(tmp, target)
+    return k
+
+
+def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
+            say: Callable[[str], None]) -> tuple[list[Rung], list[tuple[str, str]]]:
+    """The rungs with the remembered winner first and known failures left out ((rung, why) for each)."""
+    fp = of(facts)
+    entry = load().get(f"{key(fp)}/{book.name}")
+    if not entry:
+        return rungs, []
+    skipped: list[tuple[str, str]] = []
+    kept: list[Rung] = []
+    for rung in rungs:
+        bad = entry.get("failed", {}).get(rung.name)
+        if (rung.name != entry.get("rung") and bad and bad.get("outcome") not in _KEEP
+                and bad.get("flags") == _flags(book, rung)):
+            why = (f"known to fail on this hardware ({bad['outcome']} when tuned on {entry.get('host')}, "
+                   f"fingerprint {key(fp)})")
+            say(f"rung {rung.name}: {why}")
+            skipped.append((rung.name, why))
+        else:
+            kept.append(rung)
+    first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r)]
+    if first:
+        say(f"rung {first[0].name}: known-good on this hardware ({entry.get('tok_s', 0):,.0f} tok/s on "
+            f"{entry.get('host')}, fingerprint {key(fp)}): trying it first")
+        kept = first + [r for r in kept if r is not first[0]]
+    return kept, skipped

@@ -1,0 +1,252 @@
+"""`inv bench` and `inv tune`.
+
+bench: the benchmark against the running server, stored in the current release's manifest (`bench`).
+tune: every eligible rung in turn (stop, install, start, watch, health, benchmark), the fastest deployed
+again as a release of its own and remembered for the hardware fingerprint (fleet.fingerprint). Rungs
+slower than the gate's fraction of the winner are PERF_REGRESSION; the ones that crash keep their class.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from fleet import bench as benching
+from fleet import deploy_view, fingerprint, hostlock, parallel, probe_run
+from fleet.cli import console, print_json
+from fleet.connect import ConnectOptions, open_connection
+from fleet.deploy import Attempt, Deployer, _now, restore
+from fleet.deploy_cmd import _progress_console, load_playbook, secrets_for
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.inventory import Host
+from fleet.playbook import Bench, Playbook
+from fleet.releases import Release, ReleaseStore, new_id
+from fleet.service import stop_and_empty_gpus
+
+DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
+
+# ---------------------------------------------------------------------- inv bench
+
+
+@dataclass
+class BenchOutcome:
+    host: str
+    ok: bool
+    release: str | None = None
+    rung: str | None = None
+    record: dict[str, Any] | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
+                "bench": self.record, "error": self.error}
+
+
+def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
+    spec = book.bench or Bench()
+    d = Deployer(host, book, path, opts)
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "bench"):
+            store = ReleaseStore(conn, host)
+            current = store.current()
+            if current is None:
+                raise FleetError(f"{host.name}: no current release to measure (deploy first)")
+            record = benching.run(conn, host, book, spec, d.venv, d.env_path)
+            record.update(release=current.id, rung=current.rung)
+            benching.store_in_release(conn, current.dir, record)
+            return BenchOutcome(host.name, True, current.id, current.rung, record)
+    finally:
+        conn.close()
+
+
+def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
+    book, path = load_playbook(name or "glm5-nvfp4")
+    outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
+    results = [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            deploy_view.render_bench(r.host, r.release, r.rung, r.record, r.error, console)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
+
+
+# ---------------------------------------------------------------------- inv tune
+
+
+@dataclass
+class TuneResult:
+    host: str
+    status: str  # ok | rolled_back | failed
+    release: str | None = None
+    winner: str | None = None
+    winner_tok_s: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)  # one per rung tried (the final restart is apart)
+    final: Attempt | None = None  # the winner started again, when it was not the last rung tried
+    fingerprint: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
+                "winner_tok_s": self.winner_tok_s, "fingerprint": self.fingerprint,
+                "attempts": [a.to_json() for a in self.attempts],
+                "final": self.final.to_json() if self.final else None, "error": self.error}
+
+
+def tok_s(a: Attempt) -> float | None:
+    return (a.bench or {}).get("result", {}).get("output_throughput")
+
+
+def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:
+    """The fastest READY attempt; every other READY one below `fraction` of it becomes PERF_REGRESSION."""
+    served = [a for a in attempts if a.outcome == "READY" and tok_s(a) is not None]
+    if not served:
+        return None
+    best = max(served, key=lambda a: tok_s(a) or 0.0)
+    for a in served:
+        if a is best:
+            continue
+        verdict = benching.evaluate(tok_s(a) or 0.0, fraction, best=(tok_s(best) or 0.0, f"rung {best.rung}"))
+        if not verdict.ok:
+            a.outcome, a.evidence = "PERF_REGRESSION", verdict.evidence
+            a.bench = {**(a.bench or {}), "verdict": verdict.to_json()}
+    return best
+
+
+def restarts_estimate(conn, host: Host, rungs: int) -> tuple[int, float]:
+    """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
+    attempts that served (their median), else DEFAULT_RESTART_S each."""
+    found, _ = benching.manifests(conn, host)
+    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == "READY"]
+    each = statistics.median(past) if past else DEFAULT_RESTART_S
+    return rungs + 1, (rungs + 1) * each
+
+
+class Tuner:
+    def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
+                 progress: Callable[[str], None], secrets: dict[str, str], confirm: Callable[[str], bool]):
+        self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
+        self.d = Deployer(host, book, path, opts, progress, secrets)
+        self.d.measure = True
+        self.d._history = [None]  # tune compares rungs with each other (and the floor), not with history
+        self.spec = book.bench or Bench()
+
+    def run(self) -> TuneResult:
+        conn = open_connection(self.host, self.opts)
+        try:
+            facts = probe_run.probe_on(conn, self.host)
+            rungs, _ = self.d.eligible(facts)
+            if self.d._healthy(conn):
+                n, seconds = restarts_estimate(conn, self.host, len(rungs))
+                question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
+                            f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
+                if not self.confirm(question):
+                    raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
+            with hostlock.held(conn, self.host, f"tune {self.book.name}"):
+                return self._tune(conn, facts, rungs)
+        finally:
+            conn.close()
+
+    def _tune(self, conn, facts, rungs) -> TuneResult:
+        result = TuneResult(self.host.name, "failed", fingerprint=fingerprint.key(fingerprint.of(facts)))
+        store = ReleaseStore(conn, self.host)
+        previous = store.current()
+        release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
+                          playbook_sha256=self.d.book_sha, created=_now(),
+                          facts={"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
+                                 "arch_family": facts.arch_family, "interconnect": facts.interconnect,
+                                 "p2p": facts.p2p, "driver": facts.driver_version,
+                                 "fingerprint": result.fingerprint})
+        rungs, preflight = self.d._preflight(conn, facts, rungs, release.id)
+        result.attempts += preflight
+        if not rungs:
+            result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
+            return result
+        store.open(release)
+        store.event(release, {"step": "opened", "tune": True, "rungs": [r.name for r in rungs]})
+        result.release = release.id
+        planned = {}
+        for rung in rungs:
+            attempt, planned[rung.name] = self.d._attempt(conn, store, release, rung)
+            result.attempts.append(attempt)
+            release.attempts.append(attempt.to_json())
+            store.save(release)
+        best = relabel(result.attempts, self.spec.fraction)
+        release.attempts = [a.to_json() for a in result.attempts]
+        if best is not None:
+            result.winner, result.winner_tok_s = best.rung, tok_s(best)
+            self.progress(f"fastest: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
+            final_ok = True
+            if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
+                self.d.measure = False
+                self.progress(f"starting {best.rung} again")
+                result.final, _ = self.d._attempt(conn, store, release, self.book.rung(best.rung))
+                release.attempts.append({**result.final.to_json(), "final": True})
+                final_ok = result.final.outcome == "READY"
+            if final_ok:
+                release.status, release.rung, release.config = "ok", best.rung, planned[best.rung].config
+                release.finished = _now()
+                store.save(release)
+                store.mark_current(release)
+                store.prune(self.book.keep_releases)
+                store.event(release, {"step": "current", "tune": True})
+                if best.bench:
+                    benching.store_in_release(conn, release.dir, {**best.bench, "release": release.id,
+                                                                  "rung": best.rung})
+                fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
+                                     self.host.name, release.id, release.attempts)
+                result.status = "ok"
+                return result
+        release.status, release.finished = "failed", _now()
+        store.save(release)
+        stop_and_empty_gpus(conn, self.host, self.d.unit, self.book.budgets.stop, self.progress)
+        if previous is None:
+            result.error = f"{self.host.name}: no rung served; there is no earlier release; the unit is stopped"
+            return result
+        self.progress(f"no rung served: rolling back to {previous.id}")
+        rolled = restore(conn, self.host, store, previous, self.book, self.progress)
+        result.status = "rolled_back" if rolled.outcome == "READY" else "failed"
+        result.release = previous.id
+        result.error = f"{self.host.name}: no rung served; " + (
+            f"back on release {previous.id}" if rolled.outcome == "READY"
+            else f"the rollback failed too: {rolled.outcome} {rolled.evidence}")
+        return result
+
+
+def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool) -> int:
+    book, path = load_playbook(name)
+    secrets = secrets_for(book)
+    out = _progress_console(as_json)
+
+    def confirm(question: str) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Not asking without a terminal: "
+                             "pass --yes to go ahead")
+        return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
+
+    results = []
+    for host in hosts:  # one at a time: each may ask first
+        say = lambda m, h=host: out.print(f"[dim]{h.name}[/] {escape(m)}", highlight=False, soft_wrap=True)  # noqa: E731
+        try:
+            results.append(Tuner(host, book, path, opts, say, secrets, confirm).run())
+        except InputError:
+            raise
+        except FleetError as exc:
+            results.append(TuneResult(host.name, "failed", error=str(exc)))
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            deploy_view.render_tune(r, console)
+    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_HOST_FAILED
