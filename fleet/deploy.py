@@ -261,6 +261,7 @@ class Deployer:
         problem = set_patches(conn, self.host, rung.patches, say)
         if problem:
             return Attempt(rung.name, "PREFLIGHT", problem, time.monotonic() - start), planned
+        release.patches = {"sets": list(rung.patches), "files": patched_files(conn, self.host)}
         install(conn, self.host, store, release, planned, self.unit_path, self.env_path)
         store.event(release, {"step": "installed", "rung": rung.name, "files": release.files})
         cursor = journal_cursor(conn, self.host)
@@ -355,6 +356,12 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     store.save(release)
 
 
+def patched_files(conn: Connection, host: Host) -> dict[str, str]:
+    """sha256 of every file a known patch set manages, as it stands now: what a release records."""
+    state = patches.read_state(conn, host, patchsets.load_sets(patchsets.available()))
+    return {f.path: f.sha256 for f in state.files.values() if f.path and f.sha256}
+
+
 def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) -> str | None:
     """Apply the rung's patch sets and revert every other known set (a patched gate can enable fusion)."""
     others = [s for s in patchsets.available() if s not in wanted]
@@ -444,6 +451,13 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     problem = set_patches(conn, host, release.config.get("patches", []), say)
     if problem:
         return Attempt(release.rung or "-", "PREFLIGHT", problem, time.monotonic() - start)
+    expected = (release.patches or {}).get("files") or {}
+    now = patched_files(conn, host) if expected else {}
+    for path, sha in expected.items():
+        if now.get(path) != sha:
+            return Attempt(release.rung or "-", "PREFLIGHT", f"{path} is not as release {release.id} left it "
+                           f"(sha256 {str(now.get(path))[:12]} != {sha[:12]}) after re-applying its patch sets",
+                           time.monotonic() - start)
     for path, meta in release.files.items():
         if path.startswith("before:"):
             continue

@@ -21,7 +21,8 @@ from fleet.remote import run
 _MARK = "@@fleet-status@@"
 _HASHER = (
     "import hashlib,json,sys\n"
-    "for p in json.load(open(sys.argv[1])).get('files', {}):\n"
+    "m = json.load(open(sys.argv[1]))\n"
+    "for p in list(m.get('files', {})) + list((m.get('patches') or {}).get('files', {})):\n"
     "    if p.startswith('/'):\n"
     "        try: print(hashlib.sha256(open(p,'rb').read()).hexdigest(), p)\n"
     "        except OSError: pass\n"
@@ -75,10 +76,10 @@ def parse(host: Host, output: str) -> HostStatus:
         bits = line.split(None, 1)
         if len(bits) == 2 and len(bits[0]) == 64:
             actual[bits[1].strip()] = bits[0]
-    for path, meta in (manifest.get("files") or {}).items():
-        if path.startswith("before:"):
-            continue
-        if actual.get(path) != meta.get("sha256"):
+    expected = {p: m.get("sha256") for p, m in (manifest.get("files") or {}).items() if not p.startswith("before:")}
+    expected.update((manifest.get("patches") or {}).get("files") or {})
+    for path, sha in expected.items():
+        if actual.get(path) != sha:
             st.drift.append(path + (" (missing)" if path not in actual else " (changed)"))
     return st
 

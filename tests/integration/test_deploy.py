@@ -232,6 +232,13 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
     finally:
         sh(sandbox_inventory, "sbx0", "sed -i '$d' /etc/systemd/system/sglang.service")
     assert json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]["drift"] == []
+    # Files the patch engine manages are recorded by the release too: a hand edit there is drift as well.
+    sh(sandbox_inventory, "sbx0", f"cp -p {PATCHED[0]} /tmp/sa.bak && echo '# hand' >> {PATCHED[0]}")
+    try:
+        row = json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]
+        assert row["drift"] == [f"{PATCHED[0]} (changed)"]
+    finally:
+        sh(sandbox_inventory, "sbx0", f"cp -p /tmp/sa.bak {PATCHED[0]}")
 
 
 def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandbox):
