@@ -129,6 +129,25 @@ def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=F
     raise Exit(code=tuning.tune_command(hosts, playbook, _opts(accept_new_host_keys), json, yes))
 
 
+@task(iterable=["host", "group", "package", "set"],
+      help={**HOST_HELP, "package": "python package to scan (repeatable; default flashinfer and sglang's gates)",
+            "sm": "judge the gates for this SM (e.g. 120) instead of the host's GPUs",
+            "set": "patch set(s) whose edits would lift gates (shown per gate)",
+            "full": "scan every .cuh/.cu/.h/.py file of the packages, not only the known comm/gate files"})
+@reports_errors
+def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
+          accept_new_host_keys=False):
+    """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
+
+    Exit codes: 0 none exclude it, 1 some gates remain or a host failed, 2 bad input.
+    """
+    from fleet import audit_cmd
+
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=audit_cmd.run(hosts, _opts(accept_new_host_keys), package or [], int(sm) if sm else None,
+                                  set or [], full, json, cli.console))
+
+
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
             "inventory": HOST_HELP["inventory"]})
 @reports_errors
@@ -261,6 +280,10 @@ sandbox_ns.add_task(_fault("heal", "Bring a cut sandbox host's link back up."), 
 sandbox_ns.add_task(_fault("kill", "Hard-stop a sandbox host (SIGKILL, like a power cut)."), "kill")
 sandbox_ns.add_task(_fault("start", "Boot a stopped or killed sandbox host again."), "start")
 
+# `inv TASK --help` shows the whole docstring: every task that works on hosts documents its exit codes.
+for _t in (exec_, probe, deploy, rollback, history, status, logs, patch, bench, tune):
+    _t.__doc__ = (_t.__doc__ or "").rstrip() + "\n\n" + cli.EXIT_CODES_HELP
+
 ns = Collection()
 ns.add_task(exec_, "exec")
 ns.add_task(demo)
@@ -273,6 +296,7 @@ ns.add_task(bench)
 ns.add_task(tune)
 ns.add_task(status)
 ns.add_task(logs)
+ns.add_task(audit)
 ns.add_collection(sandbox_ns)
 ns.add_task(classify)
 ns.add_task(patch)

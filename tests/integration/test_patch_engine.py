@@ -292,3 +292,21 @@ def test_prebuilt_jit_module_refuses_unless_allowed(sbx0):
         assert rc == 0 and check["sets"][0]["state"] == APPLICABLE
     finally:
         sh(conn, host, f"rm -rf {aot}")
+
+
+def test_inv_audit_lists_the_gates_that_exclude_the_sm(sandbox):
+    def audit(*args):
+        proc = subprocess.run([str(REPO / ".venv/bin/inv"), "audit", "-i", str(sandbox.cfg.inventory_path),
+                               "--host", "sbx0", "--json", *args], cwd=REPO, capture_output=True, text=True)
+        return proc.returncode, (json.loads(proc.stdout)["hosts"][0] if proc.stdout else None), proc.stderr
+
+    rc, res, _ = audit("--set", SET)
+    assert rc == 1 and res["sm"] == 120 and len(res["excluding"]) == 16
+    assert all(g["lifted_by"] == [SET] for g in res["excluding"])
+    assert any(g["file"].endswith("trtllm_allreduce.cuh") and "< 1200" in g["condition"] for g in res["excluding"])
+    rc, res, _ = audit("--sm", "100")  # datacenter Blackwell: every gate lets it through
+    assert rc == 0 and res["excluding"] == []
+    rc, res, _ = audit("--sm", "90")  # Hopper misses only the SM100-only (>= 1000) fusion paths
+    assert rc == 1 and {g["condition"].split(">=")[-1].strip(" )") for g in res["excluding"]} == {"1000"}
+    rc, res, err = audit("--set", "no-such-set")
+    assert rc == 2 and res is None and "no-such-set" in err
