@@ -163,10 +163,6 @@ def test_parse_result_block_tolerates_an_older_layout():
 def test_the_sandbox_stand_in_nvidia_smi_reports_the_simulators_live_state(tmp_path, sim_site):
     from simhost import STANDIN_SMI, SimHost
 
-    if not STANDIN_SMI.exists():
-        import pytest
-
-        pytest.skip("sandbox/standins/nvidia-smi not there yet")
     host = SimHost(tmp_path / "standin-host", sim_site, "rtx5090-x2-workstation", STANDIN_SMI)
     try:
         server = host.start("--model-path", DENSE_MODEL, "--tp", "2")
