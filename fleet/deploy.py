@@ -356,6 +356,34 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     store.save(release)
 
 
+def record_patch_release(conn: Connection, host: Host, action: str, sets: list[str]) -> str | None:
+    """A standalone `inv patch` is a release of its own, so rollback covers it: the current release's unit
+    and env as they are, with the patch sets as they now stand. None when nothing was deployed yet."""
+    store = ReleaseStore(conn, host)
+    current = store.current()
+    if current is None:
+        return None
+    applied = list(current.config.get("patches", []))
+    applied = [*applied, *(s for s in sets if s not in applied)] if action == "apply" else \
+        [s for s in applied if s not in sets]
+    release = Release(id=new_id(), host=host.name, playbook=current.playbook,
+                      playbook_sha256=f"patched:{current.playbook_sha256}", created=_now(), status="ok",
+                      rung=current.rung, config={**current.config, "patches": applied}, facts=current.facts,
+                      finished=_now())
+    store.open(release)
+    for path, meta in current.files.items():
+        data = None if path.startswith("before:") else store.file(current, path)
+        if data is not None:
+            store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
+            release.files[path] = dict(meta)
+    release.patches = {"sets": applied, "files": patched_files(conn, host)}
+    release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
+    store.save(release)
+    store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
+    store.mark_current(release)
+    return release.id
+
+
 def patched_files(conn: Connection, host: Host) -> dict[str, str]:
     """sha256 of every file a known patch set manages, as it stands now: what a release records."""
     state = patches.read_state(conn, host, patchsets.load_sets(patchsets.available()))

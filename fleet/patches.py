@@ -668,6 +668,7 @@ class HostResult:
     error: str | None = None
     audit: Any = None  # archgate.AuditResult when asked for
     audit_error: str | None = None
+    release: str | None = None  # the release a standalone apply/revert was recorded as
 
     def to_json(self) -> dict:
         from dataclasses import asdict
@@ -760,10 +761,17 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts=None,
         try:
             if action == "check":
                 result = check_host(conn, host, sets, allow_prebuilt)
-            elif action == "apply":
-                result = apply_host(conn, host, sets, allow_prebuilt)
             else:
-                result = revert_host(conn, host, sets)
+                from fleet import hostlock
+                from fleet.deploy import record_patch_release
+
+                # One lock over the change and its release record, so no deploy slips in between.
+                with hostlock.held(conn, host, f"patch {'--revert ' if action == 'revert' else ''}"
+                                               + " ".join(s.name for s in sets)):
+                    result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
+                              else revert_host(conn, host, sets, lock=False))
+                    if result.ok and result.written:
+                        result.release = record_patch_release(conn, host, action, [s.name for s in sets])
             if audit:
                 from fleet import archgate
 
@@ -842,4 +850,7 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
         cli.print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
     else:
         render(results, cli.console)
+        for r in results:
+            if r.release:
+                cli.console.print(f"{r.host}: recorded as release {r.release} (`inv rollback` undoes it)")
     return 0 if all(r.ok for r in results) else 1

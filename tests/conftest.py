@@ -48,6 +48,7 @@ def _sandbox_session(bare_profile):
     sb = Sandbox(config(), log=lambda m: None)
     profiles = [*PROFILES, str(bare_profile)]
     try:
+        sb.down()  # fresh hosts every session, even after a run that died without tearing down
         sb.up(len(profiles), profiles)
         yield sb, profiles
     finally:

@@ -259,3 +259,18 @@ def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandb
 def test_bad_since_is_bad_input(sandbox):
     proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "yesterday; rm -rf /")
     assert proc.returncode == 2 and "--since" in proc.stderr
+
+
+def test_a_standalone_patch_is_a_release_that_rollback_undoes(seed, sandbox, sandbox_inventory):
+    before = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().rsplit("/", 1)[-1]
+    proc = inv(sandbox, "patch", "--host", "sbx0", "--set", "sm120-allreduce-fusion", "--json")
+    res = json.loads(proc.stdout)["hosts"][0]
+    assert proc.returncode == 0 and res["release"], proc.stderr
+    assert "[9, 10, 12]" in sh(sandbox_inventory, "sbx0", f"cat {PATCHED[1]}")
+    hist = json.loads(inv(sandbox, "history", "--host", "sbx0", "--json").stdout)["hosts"][0]
+    assert hist["current"] == res["release"]
+    assert hist["releases"][-1]["config"]["patches"] == ["sm120-allreduce-fusion"]
+    proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["release"] == before, proc.stderr[-2000:]
+    assert "[9, 10, 12]" not in sh(sandbox_inventory, "sbx0", f"cat {PATCHED[1]}")
+    assert json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]["drift"] == []
