@@ -451,6 +451,14 @@ def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, 
         follower.close()
 
 
+def _with_key(env_file: str, command: str) -> str:
+    """Run `command` with $KEY set from the unit's env file on the host: the API key never travels over
+    SSH nor shows in fleet's command lines."""
+    ef = shlex.quote(env_file)
+    return (f"KEY=$( [ -r {ef} ] && . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" ); "
+            f"{command}")
+
+
 def health_check(conn: Connection, host: Host, book: Playbook) -> tuple[str, str]:
     """/health must answer 200 and the known-answer prompt must come back right."""
     base = f"http://127.0.0.1:{book.serve.port}"
@@ -459,8 +467,10 @@ def health_check(conn: Connection, host: Host, book: Playbook) -> tuple[str, str
         return "HEALTH_FAILED", f"GET /health answered {code or 'nothing'}"
     body = json.dumps({"text": book.health.prompt,
                        "sampling_params": {"max_new_tokens": book.health.max_tokens, "temperature": 0}})
-    out = sh(conn, host, f"curl -s -m 120 -H 'Content-Type: application/json' -d {shlex.quote(body)} "
-                         f"{base}/generate || true")
+    auth = '-H "Authorization: Bearer $KEY" ' if book.serve.api_key else ""
+    env_file = f"/etc/fleet/{book.serve.unit or host.unit}.env"
+    out = sh(conn, host, _with_key(env_file, f"curl -s -m 120 {auth}-H 'Content-Type: application/json' "
+                                             f"-d {shlex.quote(body)} {base}/generate || true"))
     try:
         text = json.loads(out)["text"]
     except (ValueError, KeyError, TypeError):

@@ -28,6 +28,7 @@ from fleet.errors import InputError
 from fleet.facts import HostFacts
 
 DEFAULT_DIR = Path("playbooks")
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
@@ -96,6 +97,13 @@ class Serve(Strict):
     api_key: SecretRef | None = None
 
     _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @model_validator(mode="after")
+    def _exposure(self) -> Serve:
+        if self.host not in LOOPBACK and self.api_key is None:
+            raise ValueError(f"host {self.host} listens beyond loopback: give serve.api_key (a secret reference, "
+                             "env: or file:) or keep host 127.0.0.1")
+        return self
 
     @field_validator("unit")
     @classmethod

@@ -32,19 +32,20 @@ def playbook_file(tmp_path: Path, name: str, **changes) -> Path:
     return path
 
 
-def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2") -> Path:
+def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2", **extra) -> Path:
     book = {"name": name, "model": {"path": "/models/Llama-3.1-8B-Instruct"}, "flags": {"tp-size": 2},
-            "ladder": ladder, "budgets": {**BUDGETS, "start": 12, "weight_load": 12}}
+            "ladder": ladder, "budgets": {**BUDGETS, "start": 12, "weight_load": 12}, **extra}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(book, sort_keys=False))
     return path
 
 
-def inv(sandbox, *args, wait=True):
+def inv(sandbox, *args, wait=True, env=None):
     cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
+    env = {**os.environ, **(env or {})}
     if not wait:
-        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
 
 
 def deploy(sandbox, host, book: Path, *extra):
@@ -274,3 +275,22 @@ def test_a_standalone_patch_is_a_release_that_rollback_undoes(seed, sandbox, san
     assert proc.returncode == 0 and json.loads(proc.stdout)["release"] == before, proc.stderr[-2000:]
     assert "[9, 10, 12]" not in sh(sandbox_inventory, "sbx0", f"cat {PATCHED[1]}")
     assert json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]["drift"] == []
+
+
+def test_an_exposed_server_gets_its_api_key_by_reference_and_never_shows_it(sandbox, sandbox_inventory, tmp_path):
+    key = "sk-fleet-test-" + os.urandom(8).hex()
+    book = llama_playbook(tmp_path, [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}], name="llama-exposed",
+                          serve={"host": "0.0.0.0", "api_key": {"env": "FLEET_TEST_API_KEY"}})
+    proc = inv(sandbox, "deploy", "--host", "sbx2", "--playbook", str(book), "--json",
+               env={"FLEET_TEST_API_KEY": key})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert key not in proc.stdout and key not in proc.stderr
+    unit = sh(sandbox_inventory, "sbx2", "cat /etc/systemd/system/sglang.service")
+    assert key not in unit and "--api-key ${FLEET_SGLANG_API_KEY}" in unit and "--host 0.0.0.0" in unit
+    assert sh(sandbox_inventory, "sbx2", "stat -c %a /etc/fleet/sglang.env").strip() == "600"
+    url = "http://127.0.0.1:30000/generate"
+    assert sh(sandbox_inventory, "sbx2", f"curl -s -o /dev/null -w '%{{http_code}}' -d '{{}}' {url}") == "401"
+    out = sh(sandbox_inventory, "sbx2", f"curl -s -H 'Authorization: Bearer {key}' -d '{{\"text\": \"2+2=\"}}' {url}")
+    assert json.loads(out)["text"].strip().startswith("4")
+    missing = inv(sandbox, "deploy", "--host", "sbx2", "--playbook", str(book), "--json", "--force")
+    assert missing.returncode == 2 and "FLEET_TEST_API_KEY" in missing.stderr and missing.stdout == ""

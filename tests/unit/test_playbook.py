@@ -75,3 +75,14 @@ def test_conditions_explain_why_a_rung_does_not_fit():
     assert "needs SM in [120, 121]" in c.failed(facts(90, family="hopper"))
     assert "needs P2P ['refused']" in c.failed(facts(120, p2p="ok"))
     assert "at least 8 GPUs" in c.failed(facts(120, n=2))
+
+
+def test_listening_beyond_loopback_needs_an_api_key_reference(tmp_path):
+    exposed = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {host: 0.0.0.0}")
+    with pytest.raises(InputError, match=r"t.yaml:3: serve: host 0.0.0.0 listens beyond loopback"):
+        playbook.load(write(tmp_path, exposed))
+    keyed = exposed.replace("serve: {host: 0.0.0.0}", "serve: {host: 0.0.0.0, api_key: {env: SGL_KEY}}")
+    assert playbook.load(write(tmp_path, keyed)).serve.api_key.env == "SGL_KEY"
+    both = keyed.replace("{env: SGL_KEY}", "{env: SGL_KEY, file: /k}")
+    with pytest.raises(InputError, match=r"serve.api_key: .*exactly one of env or file"):
+        playbook.load(write(tmp_path, both))
