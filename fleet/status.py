@@ -41,6 +41,11 @@ class HostStatus:
     playbook: str | None = None
     health: str | None = None  # the HTTP code of /health, or None when nothing answered
     drift: list[str] = field(default_factory=list)
+    gpus: int = 0
+    power_w: float | None = None  # summed over the GPUs, now
+    power_limit_w: float | None = None
+    bench_tok_s: float | None = None  # the release's latest benchmark
+    last_failure: str | None = None  # the newest failure class among the release's attempts
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -55,6 +60,7 @@ def command(unit: str, port: int) -> str:
         f"echo; echo {_MARK}",
         # sha256 of every file the current release manages, paths taken from its manifest.
         f"python3 -c {shlex.quote(_HASHER)} {CURRENT}/manifest.json 2>/dev/null",
+        f"echo {_MARK}", "nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null",
     ])
 
 
@@ -81,7 +87,32 @@ def parse(host: Host, output: str) -> HostStatus:
     for path, sha in expected.items():
         if actual.get(path) != sha:
             st.drift.append(path + (" (missing)" if path not in actual else " (changed)"))
+    draws, limits = [], []
+    for line in (parts[4] if len(parts) > 4 else "").splitlines():
+        bits = [b.strip() for b in line.split(",")]
+        if len(bits) == 2:
+            draws.append(_float(bits[0]))
+            limits.append(_float(bits[1]))
+    st.gpus = len(draws)
+    if draws and None not in draws:
+        st.power_w = round(sum(draws), 1)  # type: ignore[arg-type]
+    if limits and None not in limits:
+        st.power_limit_w = round(sum(limits), 1)  # type: ignore[arg-type]
+    bench = manifest.get("bench") or next((a["bench"] for a in reversed(manifest.get("attempts") or [])
+                                           if isinstance(a.get("bench"), dict)), None)
+    if isinstance(bench, dict):
+        st.bench_tok_s = (bench.get("result") or {}).get("output_throughput")
+    failures = [a.get("outcome") for a in manifest.get("attempts") or []
+                if a.get("outcome") not in (None, "READY", "apply", "revert")]
+    st.last_failure = failures[-1] if failures else None
     return st
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None  # [N/A]
 
 
 def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
@@ -98,15 +129,19 @@ def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> l
 
 def render(rows: list[HostStatus], console: Console) -> None:
     table = Table(title="fleet status")
-    for col in ("host", "unit", "release", "rung", "health", "drift"):
+    for col in ("host", "GPUs", "unit", "release", "rung", "health", "tok/s", "power", "last failure", "drift"):
         table.add_column(col, overflow="fold")
     for r in rows:
         if not r.ok:
-            table.add_row(r.host, "[red]unreachable[/]", "-", "-", "-", f"[red]{r.error}[/]")
+            table.add_row(r.host, "-", "[red]unreachable[/]", "-", "-", "-", "-", "-", "-", f"[red]{r.error}[/]")
             continue
         state = r.unit.get("ActiveState", "?")
         colour = {"active": "green", "failed": "red"}.get(state, "yellow")
         health = "[green]ok[/]" if r.health == "200" else f"[red]{r.health or 'no answer'}[/]"
-        table.add_row(r.host, f"[{colour}]{state}[/] ({r.unit.get('SubState', '?')})", r.release or "-",
-                      r.rung or "-", health, "[red]" + ", ".join(r.drift) + "[/]" if r.drift else "none")
+        power = (f"{r.power_w:.0f}/{r.power_limit_w:.0f} W" if r.power_w is not None and r.power_limit_w
+                 else "-")
+        table.add_row(r.host, str(r.gpus), f"[{colour}]{state}[/] ({r.unit.get('SubState', '?')})",
+                      r.release or "-", r.rung or "-", health,
+                      f"{r.bench_tok_s:,.0f}" if r.bench_tok_s else "-", power, r.last_failure or "-",
+                      "[red]" + ", ".join(r.drift) + "[/]" if r.drift else "none")
     console.print(table)

@@ -226,6 +226,7 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
     row = json.loads(proc.stdout)["hosts"][0]
     assert proc.returncode == 0 and row["unit"]["ActiveState"] == "active" and row["health"] == "200"
     assert row["release"] and row["playbook"] == "glm5-nvfp4" and row["drift"] == []
+    assert row["gpus"] == 8 and row["power_limit_w"] == 4800.0 and row["power_w"] > 0
     sh(sandbox_inventory, "sbx0", "echo '# edited by hand' >> /etc/systemd/system/sglang.service")
     try:
         row = json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]
