@@ -43,18 +43,25 @@ def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
                "dry_run": "print the unit and patch diffs against what is installed; touch nothing",
-               "force": "deploy even when the current release already serves this playbook and is healthy"}
+               "force": "deploy even when the current release already serves this playbook and is healthy",
+               "serial": "rolling deploy: batch sizes in order, the last repeating, e.g. 1,2,25% (percent of the "
+                         "hosts, rounded down, at least 1); default: every host in one batch",
+               "max_fail": "stop the rollout once more than N hosts (or P% of all) failed, e.g. 1 or 10%; later "
+                           "batches are left untouched (skipped); default 0",
+               "host_timeout": "seconds a host's deploy may take before it counts as failed (its deploy goes on "
+                               "in the background to its own end); default none"}
 
 
 @task(iterable=["host", "group"], help=DEPLOY_HELP)
 @reports_errors
 def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, dry_run=False,
-           force=False, accept_new_host_keys=False):
+           force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
     from fleet import deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=deploy_cmd.deploy(hosts, playbook, _opts(accept_new_host_keys), json, dry_run, force))
+    raise Exit(code=deploy_cmd.deploy(hosts, playbook, _opts(accept_new_host_keys), json, dry_run, force,
+                                      serial, max_fail, host_timeout))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],

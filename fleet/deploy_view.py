@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -12,7 +15,8 @@ from rich.text import Text
 from fleet.deploy import DeployResult
 from fleet.releases import Release
 
-_COLOURS = {"ok": "green", "unchanged": "green", "rolled_back": "yellow", "failed": "bold red", "dry-run": "cyan"}
+_COLOURS = {"ok": "green", "unchanged": "green", "rolled_back": "yellow", "failed": "bold red", "dry-run": "cyan",
+            "skipped": "dim", "waiting": "dim", "deploying": "bold cyan"}
 
 
 def render(result: DeployResult, console: Console) -> None:
@@ -132,3 +136,76 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
         console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
+
+
+@dataclass
+class _Row:
+    host: str
+    batch: int
+    state: str = "waiting"  # waiting | deploying | then the deploy's status, or skipped
+    note: str = ""
+    started: float | None = None
+    ended: float | None = None
+
+    def elapsed(self) -> str:
+        if self.started is None:
+            return "-"
+        return f"{(self.ended or time.monotonic()) - self.started:.0f}s"
+
+
+class Board:
+    """The live per-host board of a rolling deploy: host, batch, state, the latest progress line, elapsed.
+    Updated from the deploy threads; rendered by rich's Live from the main thread."""
+
+    def __init__(self, hosts: list[tuple[str, int]], batches: int):
+        self.rows = {name: _Row(name, batch) for name, batch in hosts}
+        self.batches = batches
+        self.headline = ""
+        self._lock = threading.Lock()
+
+    def update(self, host: str, state: str | None = None, note: str | None = None) -> None:
+        with self._lock:
+            row = self.rows[host]
+            if state is not None:
+                if state == "deploying" and row.started is None:
+                    row.started = time.monotonic()
+                elif state not in ("waiting", "deploying") and row.started is not None and row.ended is None:
+                    row.ended = time.monotonic()
+                row.state = state
+            if note is not None:
+                row.note = note
+
+    def table(self) -> Table:
+        with self._lock:
+            table = Table(title=self.headline or None, title_justify="left")
+            for col in ("host", "batch", "state", "rung / phase / latest", "elapsed"):
+                table.add_column(col, overflow="ellipsis", no_wrap=col != "rung / phase / latest",
+                                 justify="right" if col == "elapsed" else "left")
+            for row in self.rows.values():
+                colour = _COLOURS.get(row.state, "white")
+                table.add_row(row.host, f"{row.batch}/{self.batches}", f"[{colour}]{row.state}[/]",
+                              escape(row.note[:160]), row.elapsed())
+            return table
+
+
+def render_rollout(results: list[DeployResult], batch_of: dict[str, int], seconds: dict[str, float],
+                   stopped: str | None, console: Console) -> None:
+    """The summary at the end of a rolling deploy: each deployed host's attempts, then one row per host."""
+    for r in results:
+        if r.status != "skipped":
+            render(r, console)
+    table = Table(title="rollout")
+    for col in ("host", "batch", "status", "release", "rung", "seconds", "error"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        colour = _COLOURS.get(r.status, "white")
+        table.add_row(r.host, str(batch_of.get(r.host, "-")), f"[{colour}]{r.status}[/]", r.release or "-",
+                      str(r.config.get("rung") or "-"),
+                      f"{seconds[r.host]:.0f}" if r.host in seconds else "-", escape(r.error or ""))
+    console.print(table)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    line = ", ".join(f"{n} {status}" for status, n in counts.items())
+    console.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]: {line}"
+                  + (f"; [bold red]stopped[/]: {escape(stopped)}" if stopped else ""))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,14 +59,16 @@ def _flags(book: Playbook, rung: Rung) -> dict[str, Any]:
 
 
 def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
-             attempts: list[dict[str, Any]]) -> str:
-    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key."""
+             attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None) -> str:
+    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key.
+    `known_failed`: failures recorded earlier, kept unless this run says otherwise."""
     fp = of(facts)
     k = key(fp)
     entries = load()
     by_name = {r.name: r for r in book.ladder}
-    failed = {a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]])}
-              for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT}
+    failed = {name: bad for name, bad in (known_failed or {}).items() if name != winner.name}
+    failed.update({a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]])}
+                   for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT})
     entries[f"{k}/{book.name}"] = {
         "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner),
         "tok_s": tok_s, "host": host, "release": release, "failed": failed,
@@ -73,10 +76,25 @@ def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host:
     }
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps({"entries": entries}, indent=2) + "\n")
     os.replace(tmp, target)
     return k
+
+
+_LEARNING = threading.Lock()
+
+
+def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
+          attempts: list[dict[str, Any]]) -> str:
+    """A deploy served on `rung` (a rolling deploy's host): remember it and the rungs that crashed before it
+    for this fingerprint, so the next host with the same hardware starts there. What was known stays: earlier
+    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads."""
+    with _LEARNING:
+        old = load().get(f"{key(of(facts))}/{book.name}") or {}
+        same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung)
+        return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
+                        attempts, known_failed=old.get("failed"))
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
@@ -100,7 +118,8 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
             kept.append(rung)
     first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r)]
     if first:
-        say(f"rung {first[0].name}: known-good on this hardware ({entry.get('tok_s', 0):,.0f} tok/s on "
+        speed = f"{entry['tok_s']:,.0f} tok/s on" if entry.get("tok_s") else "served on"
+        say(f"rung {first[0].name}: known-good on this hardware ({speed} "
             f"{entry.get('host')}, fingerprint {key(fp)}): trying it first")
         kept = first + [r for r in kept if r is not first[0]]
     return kept, skipped
