@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import select
 import shlex
 import time
 from collections.abc import Callable
@@ -157,10 +156,13 @@ class Follower:
 
     def lines(self, timeout: float) -> list[str] | None:
         """Complete lines that arrive within timeout ([] if none); None once the stream has ended."""
-        ready, _, _ = select.select([self.chan], [], [], timeout)
-        if not ready:
+        # A timed recv, never select(): select() gives the channel an OS pipe that paramiko's transport
+        # thread may still write to after close(), killing the whole connection with EBADF.
+        self.chan.settimeout(timeout)
+        try:
+            data = self.chan.recv(65536)
+        except TimeoutError:
             return []
-        data = self.chan.recv(65536)
         if not data:
             return None
         self._buf += data
