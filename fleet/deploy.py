@@ -190,20 +190,8 @@ class Deployer:
                 result.status, result.config = "ok", planned.config
                 return result
             last_class = attempt.outcome
-        release.status, release.finished = "failed", _now()
-        store.save(release)
-        stop_and_empty_gpus(conn, self.host, self.unit, self.book.budgets.stop, self.progress)
-        if previous is None:
-            result.error = f"{self.host.name}: every rung failed and there is no earlier release; the unit is stopped"
-            return result
-        self.progress(f"every rung failed: rolling back to {previous.id}")
-        rolled = restore(conn, self.host, store, previous, self.book, self.progress)
-        result.status = "rolled_back" if rolled.outcome == "READY" else "failed"
-        result.release = previous.id
-        result.config = previous.config
-        result.error = (f"{self.host.name}: every rung failed; back on release {previous.id}" if rolled.outcome
-                        == "READY" else f"{self.host.name}: every rung failed and the rollback failed too: "
-                        f"{rolled.outcome} {rolled.evidence}")
+        result.status, result.release, result.config, result.error = fall_back(
+            conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
 
     def _healthy(self, conn: Connection) -> bool:
@@ -382,6 +370,23 @@ def record_patch_release(conn: Connection, host: Host, action: str, sets: list[s
     store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
     store.mark_current(release)
     return release.id
+
+
+def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
+              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict[str, Any], str]:
+    """Nothing served: close the release as failed and go back to the previous known-good one, or leave the
+    unit stopped when there is none. Returns (status, release the host is on, its config, error)."""
+    release.status, release.finished = "failed", _now()
+    store.save(release)
+    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    if previous is None:
+        return "failed", release.id, {}, f"{host.name}: {why} and there is no earlier release; the unit is stopped"
+    say(f"{why}: rolling back to {previous.id}")
+    rolled = restore(conn, host, store, previous, book, say)
+    if rolled.outcome == "READY":
+        return "rolled_back", previous.id, previous.config, f"{host.name}: {why}; back on release {previous.id}"
+    return ("failed", previous.id, previous.config,
+            f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
 
 
 def patched_files(conn: Connection, host: Host) -> dict[str, str]:

@@ -21,13 +21,12 @@ from fleet import bench as benching
 from fleet import deploy_view, fingerprint, hostlock, parallel, probe_run
 from fleet.cli import console, print_json
 from fleet.connect import ConnectOptions, open_connection
-from fleet.deploy import Attempt, Deployer, _now, restore
+from fleet.deploy import Attempt, Deployer, _now, fall_back
 from fleet.deploy_cmd import _progress_console, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.inventory import Host
 from fleet.playbook import Bench, Playbook
 from fleet.releases import Release, ReleaseStore, new_id
-from fleet.service import stop_and_empty_gpus
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 
@@ -205,19 +204,8 @@ class Tuner:
                                      self.host.name, release.id, release.attempts)
                 result.status = "ok"
                 return result
-        release.status, release.finished = "failed", _now()
-        store.save(release)
-        stop_and_empty_gpus(conn, self.host, self.d.unit, self.book.budgets.stop, self.progress)
-        if previous is None:
-            result.error = f"{self.host.name}: no rung served; there is no earlier release; the unit is stopped"
-            return result
-        self.progress(f"no rung served: rolling back to {previous.id}")
-        rolled = restore(conn, self.host, store, previous, self.book, self.progress)
-        result.status = "rolled_back" if rolled.outcome == "READY" else "failed"
-        result.release = previous.id
-        result.error = f"{self.host.name}: no rung served; " + (
-            f"back on release {previous.id}" if rolled.outcome == "READY"
-            else f"the rollback failed too: {rolled.outcome} {rolled.evidence}")
+        result.status, result.release, _, result.error = fall_back(
+            conn, self.host, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
         return result
 
 
