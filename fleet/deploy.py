@@ -24,7 +24,7 @@ from fleet import bench as benching
 from fleet import fingerprint, hostlock, patches, patchsets, phases, probe_run
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError
-from fleet.facts import HostFacts
+from fleet.facts import HostFacts, known_bad
 from fleet.inventory import Host
 from fleet.logclassify import LineClassifier
 from fleet.logrules import LogClass, Severity
@@ -204,6 +204,11 @@ class Deployer:
         skipped: list[Attempt] = []
         if not facts.ok:
             return [], [Attempt("-", "PREFLIGHT", f"probe failed: {facts.error}", 0)]
+        blocking = host_problems(facts)
+        if blocking:
+            return [], [Attempt("-", "PREFLIGHT", "; ".join(blocking), 0)]
+        for warning in known_bad(facts):
+            self.progress(f"warning: {warning}")
         known = known_flags(conn, self.host, self.venv)
         missing_model = model_problem(conn, self.host, self.book.model.path)
         if missing_model:
@@ -522,6 +527,21 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
 
 
 # ---------------------------------------------------------------------- preflight probes (one command each)
+
+
+MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway
+
+
+def host_problems(facts: HostFacts) -> list[str]:
+    """What makes any start fail on this host, from the probe alone: a torch without the GPUs' arch, or
+    too little disk where the venv and the flashinfer cache live."""
+    problems = [w for w in known_bad(facts) if w.startswith("torch was not built for SM")]
+    for key in ("root", "venv", "flashinfer_cache"):
+        disk = facts.disk.get(key)
+        if disk and disk.avail_kib is not None and disk.avail_kib < MIN_FREE_KIB:
+            problems.append(f"only {disk.avail_kib // 1024} MiB free on {disk.mount or disk.path} ({key}); "
+                            f"need {MIN_FREE_KIB // 2**20} GiB")
+    return problems
 
 
 def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:

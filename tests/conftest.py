@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
 os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
+# fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/.
+os.environ.setdefault("FLEET_STATE_DIR", tempfile.mkdtemp(prefix="fleet-test-state-"))
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]

@@ -86,3 +86,4 @@ def test_listening_beyond_loopback_needs_an_api_key_reference(tmp_path):
     both = keyed.replace("{env: SGL_KEY}", "{env: SGL_KEY, file: /k}")
     with pytest.raises(InputError, match=r"serve.api_key: .*exactly one of env or file"):
         playbook.load(write(tmp_path, both))
+

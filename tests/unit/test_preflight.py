@@ -1,0 +1,28 @@
+"""Deploy preflight from probe facts alone (pure): what makes any start fail on the host."""
+
+from __future__ import annotations
+
+from fleet.deploy import host_problems
+from fleet.facts import DiskFree, Gpu, HostFacts
+
+
+def sm120_host() -> HostFacts:
+    gpus = [Gpu(index=i, name="NVIDIA RTX PRO 6000 Blackwell", uuid=None, compute_cap="12.0", sm=120)
+            for i in range(8)]
+    return HostFacts(host="h", address="a", gpus=gpus, arch_family="blackwell-consumer")
+
+
+def test_a_torch_without_the_gpu_arch_and_a_full_disk_block_the_deploy():
+    f = sm120_host()
+    f.torch_cuda_archs = ["sm_80", "sm_90", "sm_100"]
+    f.disk = {"venv": DiskFree(path="/root/ml-env", mount="/", avail_kib=512 * 1024)}
+    problems = host_problems(f)
+    assert any("torch was not built for SM 120" in p for p in problems)
+    assert any("only 512 MiB free on / (venv)" in p for p in problems)
+
+
+def test_a_fitting_torch_and_enough_disk_pass():
+    f = sm120_host()
+    f.torch_cuda_archs = ["sm_90", "sm_100", "sm_120"]
+    f.disk = {"venv": DiskFree(path="/root/ml-env", mount="/", avail_kib=50 * 2**20)}
+    assert host_problems(f) == []
