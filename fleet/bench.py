@@ -306,23 +306,17 @@ def evaluate(measured: float, fraction: float, history: tuple[float, str] | None
              floor: float | None = None, best: tuple[float, str] | None = None) -> Verdict:
     """Compare with the last known-good release's result, else the absolute floor, else the best rung
     measured in this run; with none of them the first measurement passes."""
-    pct = f"{fraction * 100:.0f}%"
-    if history is not None:
-        base, label = history
-        need = fraction * base
-        ok = measured >= need
-        return Verdict(ok, measured, need, "release", label,
-                       f"{tok(measured)} tok/s {'>=' if ok else '<'} {pct} of {tok(base)} tok/s ({label})")
-    if floor is not None:
+    if floor is not None and history is None:
         ok = measured >= floor
         return Verdict(ok, measured, floor, "floor", "playbook floor",
                        f"{tok(measured)} tok/s {'>=' if ok else '<'} the playbook's floor of {tok(floor)} tok/s")
-    if best is not None:
-        base, label = best
-        need = fraction * base
-        ok = measured >= need
-        return Verdict(ok, measured, need, "run", label,
-                       f"{tok(measured)} tok/s {'>=' if ok else '<'} {pct} of {tok(base)} tok/s ({label})")
+    for kind, baseline in (("release", history), ("run", best)):
+        if baseline is not None:
+            base, label = baseline
+            need = fraction * base
+            ok = measured >= need
+            return Verdict(ok, measured, need, kind, label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
+                           f"{fraction * 100:.0f}% of {tok(base)} tok/s ({label})")
     return Verdict(True, measured, None, "none", "",
                    f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
 

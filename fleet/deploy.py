@@ -403,16 +403,12 @@ def patched_files(conn: Connection, host: Host) -> dict[str, str]:
 def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) -> str | None:
     """Apply the rung's patch sets and revert every other known set (a patched gate can enable fusion)."""
     others = [s for s in patchsets.available() if s not in wanted]
-    if others:
-        res = patches.revert_host(conn, host, patchsets.load_sets(others), lock=False)
+    for verb, names, step in (("reverted", others, patches.revert_host), ("applied", wanted, patches.apply_host)):
+        if not names:
+            continue
+        res = step(conn, host, patchsets.load_sets(names), lock=False)
         if res.written:
-            say(f"reverted patch sets {', '.join(others)}")
-        if not res.ok:
-            return res.error
-    if wanted:
-        res = patches.apply_host(conn, host, patchsets.load_sets(wanted), lock=False)
-        if res.written:
-            say(f"applied patch sets {', '.join(wanted)} ({len(res.written)} files)")
+            say(f"{verb} patch sets {', '.join(names)} ({len(res.written)} files)")
         if not res.ok:
             return res.error
     return None

@@ -6,19 +6,13 @@ Benchmarks are kept small so each takes seconds (the slow fusion rung: about 13 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
+import fleetcli
 import pytest
 import yaml
+from fleetcli import REPO, glm5_playbook, sh
 
-from fleet.connect import open_connection
-from fleet.remote import run
-
-REPO = Path(__file__).resolve().parents[2]
-BUDGETS = {"start": 20, "weight_load": 30, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
-           "stop": 30}
 # fraction 0.75: runs of a fraction of a second on a busy 2-core box vary by 10%; fusion is at 2% anyway.
 SMALL_BENCH = {"gate": True, "input_len": 32, "output_len": 16, "num_prompts": 64, "max_concurrency": 64,
                "fraction": 0.75, "floor": 500, "timeout": 120}
@@ -27,37 +21,18 @@ FUSION_SERVES = {"name": "fusion-sm120", "when": {"sm": [120, 121]}, "patches": 
 
 
 def playbook_file(tmp_path: Path, name: str, **changes) -> Path:
-    book = yaml.safe_load((REPO / "playbooks/glm5-nvfp4.yaml").read_text())
-    book.update(budgets=dict(BUDGETS), bench=dict(SMALL_BENCH), name=name)
-    book["ladder"][0] = dict(FUSION_SERVES)
-    book.update(changes)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(book, sort_keys=False))
-    return path
+    """glm5-nvfp4 with a small gate benchmark and a fusion rung that serves (at 512 requests), slowly."""
+    ladder = yaml.safe_load((REPO / "playbooks/glm5-nvfp4.yaml").read_text())["ladder"]
+    ladder[0] = dict(FUSION_SERVES)
+    return glm5_playbook(tmp_path, name, **{"bench": dict(SMALL_BENCH), "ladder": ladder, **changes})
 
 
 def inv(sandbox, state: Path, *args):
-    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
-    env = {**os.environ, "FLEET_STATE_DIR": str(state)}
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env,
-                          stdin=subprocess.DEVNULL)
+    return fleetcli.inv(sandbox, *args, env={"FLEET_STATE_DIR": str(state)})
 
 
 def inv_json(sandbox, state: Path, *args):
-    proc = inv(sandbox, state, *args, "--json")
-    try:
-        return proc.returncode, json.loads(proc.stdout), proc.stderr
-    except ValueError:
-        pytest.fail(f"{args[0]} printed no JSON (exit {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-3000:]}")
-
-
-def sh(inventory, name, command) -> str:
-    host = inventory.hosts[name]
-    conn = open_connection(host)
-    try:
-        return run(conn, host, command).stdout
-    finally:
-        conn.close()
+    return fleetcli.inv_json(sandbox, *args, env={"FLEET_STATE_DIR": str(state)})
 
 
 def tok(attempt) -> float:

@@ -6,59 +6,18 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import sshutil
-import yaml
+from fleetcli import glm5_playbook, inv, inv_json, llama_playbook, sh
 
-REPO = Path(__file__).resolve().parents[2]
-BUDGETS = {"start": 20, "weight_load": 30, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
-           "stop": 30}
 PATCHED = ["/root/ml-env/lib/python3.11/site-packages/sglang/srt/server_args.py",
            "/root/ml-env/lib/python3.11/site-packages/flashinfer/jit/comm.py"]
 
 
-def playbook_file(tmp_path: Path, name: str, **changes) -> Path:
-    """The shipped glm5-nvfp4 playbook with test-sized budgets, or a variant of it."""
-    book = yaml.safe_load((REPO / "playbooks/glm5-nvfp4.yaml").read_text())
-    book["budgets"] = dict(BUDGETS)
-    book.update(changes)
-    book["name"] = name
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(book, sort_keys=False))
-    return path
-
-
-def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2", **extra) -> Path:
-    book = {"name": name, "model": {"path": "/models/Llama-3.1-8B-Instruct"}, "flags": {"tp-size": 2},
-            "ladder": ladder, "budgets": {**BUDGETS, "start": 12, "weight_load": 12}, **extra}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(book, sort_keys=False))
-    return path
-
-
-def inv(sandbox, *args, wait=True, env=None):
-    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
-    env = {**os.environ, **(env or {})}
-    if not wait:
-        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-
-
 def deploy(sandbox, host, book: Path, *extra):
-    proc = inv(sandbox, "deploy", "--host", host, "--playbook", str(book), "--json", *extra)
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"deploy printed no JSON (exit {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-2000:]}")
-    return proc.returncode, data, proc.stderr
-
-
-def sh(inventory, name, command) -> str:
-    return sshutil.sh(inventory.hosts[name], command).stdout
+    return inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), *extra)
 
 
 def checksums(inventory, name) -> str:
@@ -71,7 +30,7 @@ def seed(_sandbox_session, tmp_path_factory):
     """The seed's story on sbx0 (8x RTX PRO 6000, SM 12.0, Proxmox): one deploy, shared by the tests here."""
     sandbox, profiles = _sandbox_session
     sandbox.up(len(profiles), profiles)
-    book = playbook_file(tmp_path_factory.mktemp("books"), "glm5-nvfp4")
+    book = glm5_playbook(tmp_path_factory.mktemp("books"), "glm5-nvfp4")
     rc, data, err = deploy(sandbox, "sbx0", book)
     return {"rc": rc, "data": data, "stderr": err, "book": book}
 
@@ -112,7 +71,7 @@ def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
 
 
 def test_every_rung_failing_ends_on_the_previous_release(seed, sandbox, sandbox_inventory, tmp_path):
-    doomed = playbook_file(tmp_path, "glm5-doomed", ladder=[
+    doomed = glm5_playbook(tmp_path, "glm5-doomed", ladder=[
         {"name": "too-greedy", "flags": {"mem-fraction-static": 0.99}},
         {"name": "still-greedy", "flags": {"mem-fraction-static": 0.985}},
     ])
@@ -129,7 +88,7 @@ def test_every_rung_failing_ends_on_the_previous_release(seed, sandbox, sandbox_
 def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sandbox_inventory, tmp_path):
     first = seed["data"]["release"]
     unit_a = sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0]
-    triton = playbook_file(tmp_path, "glm5-triton", ladder=[{"name": "triton-moe",
+    triton = glm5_playbook(tmp_path, "glm5-triton", ladder=[{"name": "triton-moe",
                                                              "flags": {"moe-runner-backend": "triton"}}])
     rc, data, _ = deploy(sandbox, "sbx0", triton)
     assert rc == 0 and data["config"]["rung"] == "triton-moe"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_deploy import inv, llama_playbook, sh
+from fleetcli import inv, inv_json, llama_playbook, sh
 
 HOSTS = ["sbx1", "sbx2", "sbx3"]  # 8x H100, 2x RTX 5090, 8x B200
 P2P_OFF = {"env": {"NCCL_P2P_DISABLE": "1"}}
@@ -14,13 +14,7 @@ P2P_OFF = {"env": {"NCCL_P2P_DISABLE": "1"}}
 
 def rollout(sandbox, state: Path, book: Path, *args, hosts=HOSTS):
     picks = [a for h in hosts for a in ("--host", h)]
-    proc = inv(sandbox, "deploy", *picks, "--playbook", str(book), "--json", *args,
-               env={"FLEET_STATE_DIR": str(state)})
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"deploy printed no JSON (exit {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-3000:]}")
-    return proc.returncode, data, proc.stderr
+    return inv_json(sandbox, "deploy", *picks, "--playbook", str(book), *args, env={"FLEET_STATE_DIR": str(state)})
 
 
 def releases(inventory, name) -> list[str]:

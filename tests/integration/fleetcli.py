@@ -1,0 +1,62 @@
+"""Driving fleet's own CLI against the sandbox, as a user would (what the deploy-level tests share)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import sshutil
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+# Test-sized phase budgets: the sandbox runs the simulated startup 50x faster than real time.
+BUDGETS = {"start": 20, "weight_load": 30, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
+           "stop": 30}
+
+
+def write_book(tmp_path: Path, book: dict) -> Path:
+    path = tmp_path / f"{book['name']}.yaml"
+    path.write_text(yaml.safe_dump(book, sort_keys=False))
+    return path
+
+
+def glm5_playbook(tmp_path: Path, name: str, **changes) -> Path:
+    """The shipped glm5-nvfp4 playbook with test-sized budgets, or a variant of it."""
+    book = yaml.safe_load((REPO / "playbooks/glm5-nvfp4.yaml").read_text())
+    book["budgets"] = dict(BUDGETS)
+    book.update(changes)
+    book["name"] = name
+    return write_book(tmp_path, book)
+
+
+def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2", **extra) -> Path:
+    return write_book(tmp_path, {"name": name, "model": {"path": "/models/Llama-3.1-8B-Instruct"},
+                                 "flags": {"tp-size": 2}, "ladder": ladder,
+                                 "budgets": {**BUDGETS, "start": 12, "weight_load": 12}, **extra})
+
+
+def inv(sandbox, *args, wait=True, env=None):
+    """`inv TASK -i <the sandbox's inventory> ARGS...` in the repository, stdin closed."""
+    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
+    env = {**os.environ, **(env or {})}
+    if not wait:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                stdin=subprocess.DEVNULL)
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def inv_json(sandbox, *args, env=None):
+    """(exit code, parsed JSON, stderr) of `inv ... --json`; a failure names what was printed instead."""
+    proc = inv(sandbox, *args, "--json", env=env)
+    try:
+        return proc.returncode, json.loads(proc.stdout), proc.stderr
+    except ValueError:
+        pytest.fail(f"{args[0]} printed no JSON (exit {proc.returncode}): {proc.stdout[-500:]} {proc.stderr[-3000:]}")
+
+
+def sh(inventory, name, command) -> str:
+    return sshutil.sh(inventory.hosts[name], command).stdout
