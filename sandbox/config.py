@@ -20,9 +20,10 @@ SANDBOX_SUPERNET = ipaddress.ip_network("172.30.64.0/20")
 HOST_PROFILE_DIR = "/usr/share/fleet-sandbox/profile"
 HOST_VENV = "/root/ml-env"
 
-# Other test runs (e.g. colleagues') use "dev"/"dev2" alongside "test" without tearing it down.
-_INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3}
-_THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76}  # all inside SANDBOX_SUPERNET
+# Other test runs (e.g. colleagues') use "dev".."dev4" alongside "test" without tearing it down; "bench" is
+# the benchmarks' own fleet (up to 64 hosts), so a benchmark never replaces a fleet someone is using.
+_INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3, "dev3": 4, "dev4": 5, "bench": 6}
+_THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76, 4: 75, 5: 74, 6: 73}  # all inside SANDBOX_SUPERNET
 
 
 @dataclass(frozen=True)
