@@ -3,7 +3,7 @@ hosts spent, and SSH channels opened per host, against a baseline measured in th
 facts gathered the way an operator does by hand, one `ssh host <command>` per fact.
 
 usage (root): .venv/bin/python bench/bench_probe.py [--sizes 1,8,32] [--repeat 3]
-It replaces the demo sandbox fleet.
+It uses the "bench" sandbox instance, so it never replaces the demo or test fleets.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,8,32")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    sb = Sandbox(config("demo"), log=lambda m: None)
+    sb = Sandbox(config("bench"), log=lambda m: None)
     print(f"{'hosts':>5} {'probe s':>8} {'by hand s':>9} {'ratio':>6} {'host CPU s probe/hand':>22} "
           f"{'channels/host':>13}")
     for n in [int(s) for s in args.sizes.split(",")]:
