@@ -122,12 +122,25 @@ def fresh(work: Path) -> None:
         (work / sub).mkdir()
 
 
-def median_of(repeat: int, before, fn) -> tuple[float, float, float]:
-    walls = []
+def host_cpu_seconds(sb: Sandbox) -> float:
+    """CPU time every sandbox host has used so far (sshd, the shell, nvidia-smi...), from its cgroup."""
+    total = 0
+    for h in sb.hosts():
+        for line in (sb.cfg.cgroups(h.name)[1] / "cpu.stat").read_text().splitlines():
+            if line.startswith("usage_usec"):
+                total += int(line.split()[1])
+    return total / 1e6
+
+
+def median_of(sb: Sandbox, repeat: int, before, fn) -> tuple[float, float, float, float]:
+    """Median, min and max wall seconds, and the median CPU seconds the hosts spent on one run."""
+    walls, cpus = [], []
     for _ in range(repeat):
         before()
+        cpu0 = host_cpu_seconds(sb)
         walls.append(fn())
-    return statistics.median(walls), min(walls), max(walls)
+        cpus.append(host_cpu_seconds(sb) - cpu0)
+    return statistics.median(walls), min(walls), max(walls), statistics.median(cpus)
 
 
 def check_facts(out: str, n: int) -> None:
@@ -171,19 +184,20 @@ def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, state: Path) -> dic
         return wall
 
     results = {
-        "floor": median_of(repeat, nothing, floor),
-        "fleet": median_of(repeat, nothing, fleet_probe),
-        "ansible_shell": median_of(repeat, lambda: fresh(work), ansible_shell),
-        "ansible_setup": median_of(repeat, lambda: fresh(work), ansible_setup),
+        "floor": median_of(sb, repeat, nothing, floor),
+        "fleet": median_of(sb, repeat, nothing, fleet_probe),
+        "ansible_shell": median_of(sb, repeat, lambda: fresh(work), ansible_shell),
+        "ansible_setup": median_of(sb, repeat, lambda: fresh(work), ansible_setup),
     }
     rss = peak_rss_kib([INV, "probe", "-i", str(inv_path), "--json"], env) / 1024
     subprocess.run(["rm", "-rf", str(work)], check=True)
     base = results["fleet"][0]
-    print(f"\n{n} hosts ({PROFILE}), median of {repeat} (min-max):")
+    print(f"\n{n} hosts ({PROFILE}), median of {repeat} (min-max), and CPU the hosts spent (they share this "
+          f"machine's {os.cpu_count()} cores, where a real fleet has its own on every host):")
     for name, label in (("floor", "bare Paramiko fan-out of `true`"), ("fleet", "inv probe (full GPU facts)"),
                         ("ansible_shell", "ansible -m shell (same commands)"), ("ansible_setup", "ansible -m setup")):
-        med, lo, hi = results[name]
-        print(f"  {label:<36} {med:7.2f} s  ({lo:.2f}-{hi:.2f})   {med / base:5.2f}x fleet")
+        med, lo, hi, cpu = results[name]
+        print(f"  {label:<36} {med:7.2f} s  ({lo:.2f}-{hi:.2f})  {med / base:5.2f}x fleet   host CPU {cpu:6.2f} s")
     print(f"  fleet probe within {base / results['floor'][0]:.2f}x of the floor (goal <= 1.5x); "
           f"ansible -m setup is {results['ansible_setup'][0] / base:.1f}x slower (goal >= 15x); "
           f"peak RSS of inv probe {rss:.0f} MB (goal < 150 MB)")
