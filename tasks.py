@@ -65,15 +65,16 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
-                                        "to": "release to restore (default: the newest known-good before the current)"})
+                                        "to": "release to restore (default: the newest known-good before the current)",
+                                        "router": "roll back the playbook's router unit on its router.host instead"})
 @reports_errors
 def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group=None, json=False,
-             accept_new_host_keys=False):
+             accept_new_host_keys=False, router=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet import deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, _opts(accept_new_host_keys), json))
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, _opts(accept_new_host_keys), json, router))
 
 
 @task(iterable=["host", "group"], help=HOST_HELP)
@@ -85,12 +86,23 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
     raise Exit(code=deploy_cmd.history(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health is checked on"})
+@task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",
+                                        "watch": "refresh in place until Ctrl-C (with --json: one JSON row per "
+                                                 "host and refresh)",
+                                        "interval": "seconds between refreshes of --watch (default 5)"})
 @reports_errors
-def status(c, inventory=None, host=None, group=None, json=False, port=30000, accept_new_host_keys=False):
-    """One row per host: unit state, current release and rung, health, drift of managed files."""
+def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
+           accept_new_host_keys=False):
+    """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift."""
     from fleet import status as status_
 
+    if watch:
+        from fleet import status_watch
+
+        seconds = status_watch.check_interval(interval or 5)
+        hosts = cli.select_hosts(inventory, host, group)
+        raise Exit(code=status_watch.watch(hosts, _opts(accept_new_host_keys), int(port), seconds, json,
+                                           cli.console))
     rows = status_.collect(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), int(port))
     if json:
         cli.print_json({"hosts": [r.to_json() for r in rows]})

@@ -58,6 +58,8 @@ def _print_human(file: str, verdict: Verdict) -> None:
     remedies = ", ".join(decided.remedies) or "none known"
     out.print(f"{escape(name)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
               f"{decided.line}): {escape(decided.explanation)}; remedies: {remedies}", soft_wrap=True)
+    if decided.remedy:
+        out.print(f"{escape(name)}: next: {escape(decided.remedy)}", soft_wrap=True)
 
 
 def _event_line(event: Event) -> str:

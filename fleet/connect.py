@@ -2,8 +2,9 @@
 
 Fabric's defaults are not safe enough for machines that serve users, so every connection here gets:
 strict host-key checking against a known_hosts file (Fabric hard-codes AutoAddPolicy, fabric#2071),
-an explicit opt-in for first contact, a connect timeout, a keepalive (fabric#1807), retries with
-jittered backoff for connect errors only, ssh_config's HostName/User/Port/IdentityFile/ProxyJump,
+an explicit opt-in for first contact, a connect timeout, a keepalive that declares a silent link dead
+(fabric#1807; fleet.keepalive), retries with jittered backoff for connect errors only, ssh_config's
+HostName/User/Port/IdentityFile/ProxyJump,
 and the sandbox guard on the target and every jump hop before a packet leaves.
 """
 
@@ -26,7 +27,7 @@ from paramiko.ssh_exception import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleet import guard
+from fleet import guard, keepalive
 from fleet.errors import ConnectError, InputError
 from fleet.inventory import Host
 
@@ -40,6 +41,7 @@ class Timeouts:
     banner: float = 15.0
     auth: float = 15.0
     keepalive_interval: int = 2
+    keepalive_count_max: int = 3  # unanswered keepalives in a row before the link counts as dead
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,11 +179,14 @@ def _describe(host: Host, ep: Endpoint, exc: BaseException, known_hosts: Path, t
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return f"{where}: host key unknown (not in {known_hosts}); first contact? re-run with --accept-new-host-keys"
     if isinstance(exc, AuthenticationException):
-        return f"{where}: authentication failed for user {ep.user} ({exc})"
+        return (f"{where}: authentication failed for user {ep.user} ({exc}); check the key it offers "
+                f"(identity_file / ssh_config IdentityFile) is in that user's authorized_keys")
     if isinstance(exc, (socket.timeout, TimeoutError)):
-        return f"{where}: timed out connecting after {timeout:.0f}s"
+        return (f"{where}: timed out connecting after {timeout:.0f}s (no answer: host down, link cut or a "
+                f"firewall); check it is up and reachable (ping, its console), then retry")
     if isinstance(exc, NoValidConnectionsError):
-        return f"{where}: connection refused or unreachable ({exc.strerror or exc})"
+        return (f"{where}: connection refused or unreachable ({exc.strerror or exc}); check sshd runs there "
+                f"and the address and port are right")
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
@@ -213,7 +218,7 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
                 raise ConnectError(_describe(host, hop_ep, exc, known_hosts, opts.timeouts.connect)) from None
         raise ConnectError(_describe(host, ep, exc, known_hosts, opts.timeouts.connect)) from None
     for _, c in chain:
-        c.transport.set_keepalive(opts.timeouts.keepalive_interval)
+        keepalive.start(c.transport, opts.timeouts.keepalive_interval, opts.timeouts.keepalive_count_max)
     return conn
 
 

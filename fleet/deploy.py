@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import shlex
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from fabric import Connection
+from paramiko import SSHException
 
 from fleet import bench as benching
-from fleet import fingerprint, hostlock, patches, patchsets, phases, probe_run
+from fleet import faulthook, fingerprint, hostlock, patches, patchsets, phases, probe_run, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError
 from fleet.facts import HostFacts, known_bad
@@ -30,9 +32,11 @@ from fleet.logclassify import LineClassifier
 from fleet.logrules import LogClass, Severity
 from fleet.playbook import Bench, Playbook, Rung, flag_args, host_env, merged_flags
 from fleet.releases import Release, ReleaseStore, new_id
+from fleet.remote import lost_link
 from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
 from fleet.service import (
     Follower,
+    ServiceError,
     daemon_reload,
     journal_cursor,
     read_file,
@@ -72,12 +76,15 @@ class DeployResult:
     attempts: list[Attempt] = field(default_factory=list)
     error: str | None = None
     diff: str | None = None
+    recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
 
     def to_json(self) -> dict[str, Any]:
         out = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
                "attempts": [a.to_json() for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff
+        if self.recovered:
+            out["recovered"] = self.recovered
         return out
 
 
@@ -101,6 +108,7 @@ class Deployer:
         self.unit_path = f"/etc/systemd/system/{self.unit}.service"
         self.env_path = f"/etc/fleet/{self.unit}.env"
         self.secrets = secrets or {}
+        self.extra_args: list[str] = []  # per-node sglang flags of a multi-node deployment (fleet.multinode)
         self.measure: bool | None = None  # benchmark after health: None = as the playbook's bench.gate says
         self.run_best: tuple[float, str] | None = None  # the fastest rung measured in this run
         self._history: list[tuple[float, str] | None] | None = None  # known-good result, looked up once
@@ -109,7 +117,8 @@ class Deployer:
     def plan(self, rung: Rung, release_id: str) -> Planned:
         flags = merged_flags(self.book.flags, rung)
         argv = [f"{self.venv}/bin/python", "-m", "sglang.launch_server", "--model-path", self.book.model.path,
-                "--host", self.book.serve.host, "--port", str(self.book.serve.port), *flag_args(flags)]
+                "--host", self.book.serve.host, "--port", str(self.book.serve.port), *flag_args(flags),
+                *self.extra_args]
         env = {**self.book.serve.env, **rung.env, **host_env(self.host.vars)}
         secret_args = {}
         if API_KEY_VAR in self.secrets:
@@ -138,12 +147,21 @@ class Deployer:
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
         conn = open_connection(self.host, self.opts)
         try:
-            if dry_run:
-                return self._dry_run(conn)
-            with hostlock.held(conn, self.host, f"deploy {self.book.name}"):
-                return self._deploy(conn, force)
+            return self._run(conn, dry_run, force)
+        except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
+            lost_link(conn, self.host, "mid-deploy", exc)
+            raise
         finally:
             conn.close()
+
+    def _run(self, conn: Connection, dry_run: bool, force: bool) -> DeployResult:
+        if dry_run:
+            return self._dry_run(conn)
+        with hostlock.held(conn, self.host, f"deploy {self.book.name}") as lock:
+            recovered = recover_after_crash(conn, self.host, self.book, self.unit, lock, self.progress)
+            result = self._deploy(conn, force)
+            result.recovered = recovered
+            return result
 
     def _deploy(self, conn: Connection, force: bool) -> DeployResult:
         result = DeployResult(host=self.host.name, status="failed")
@@ -226,7 +244,8 @@ class Deployer:
                 why = f"flags not in the installed sglang: {', '.join('--' + f for f in unknown)}"
             elif (need := _int(flags.get("tp-size", flags.get("tensor-parallel-size", 1)))
                   * _int(flags.get("pp-size", flags.get("pipeline-parallel-size", 1)))
-                  * _int(flags.get("dp-size", flags.get("data-parallel-size", 1)))) > len(facts.gpus):
+                  * _int(flags.get("dp-size", flags.get("data-parallel-size", 1)))) > len(facts.gpus) * (
+                      self.book.nodes.count if self.book.nodes else 1):
                 why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
             else:
                 for s in rung.patches:
@@ -255,11 +274,15 @@ class Deployer:
         if problem:
             return Attempt(rung.name, "PREFLIGHT", problem, time.monotonic() - start), planned
         release.patches = {"sets": list(rung.patches), "files": patched_files(conn, self.host)}
-        install(conn, self.host, store, release, planned, self.unit_path, self.env_path)
+        try:
+            install(conn, self.host, store, release, planned, self.unit_path, self.env_path)
+        except ServiceError as exc:  # e.g. a full disk: the next rung or the fall-back puts a whole release back
+            return Attempt(rung.name, "INSTALL_FAILED", str(exc), time.monotonic() - start), planned
         store.event(release, {"step": "installed", "rung": rung.name, "files": release.files})
         cursor = journal_cursor(conn, self.host)
         sh(conn, self.host, f"systemctl reset-failed {shlex.quote(self.unit)} 2>/dev/null; "
                             f"systemctl restart {shlex.quote(self.unit)}")
+        store.event(release, {"step": "restarted", "rung": rung.name})
         say("started; following the journal")
         outcome, evidence = watch(conn, self.host, self.unit, cursor, self.book, say)
         if outcome == "READY":
@@ -394,6 +417,15 @@ def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Releas
             f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
 
 
+def recover_after_crash(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
+                        say: Progress) -> list[str]:
+    """First thing under the lock: the dead run's lock we took over, and what that run left (fleet.recovery)."""
+    notes = [lock.recovered] if lock.recovered else []
+    if lock.recovered:
+        say(lock.recovered)
+    return notes + recovery.recover(conn, host, book, unit, say)
+
+
 def patched_files(conn: Connection, host: Host) -> dict[str, str]:
     """sha256 of every file a known patch set manages, as it stands now: what a release records."""
     state = patches.read_state(conn, host, patchsets.load_sets(patchsets.available()))
@@ -414,8 +446,10 @@ def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) 
     return None
 
 
-def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, say: Progress) -> tuple[str, str]:
-    """Follow the journal until READY, a fatal class, the unit ending, or a phase outliving its budget."""
+def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, say: Progress,
+          stop: threading.Event | None = None) -> tuple[str, str]:
+    """Follow the journal until READY, a fatal class, the unit ending, or a phase outliving its budget (or
+    `stop` is set: another node of a multi-node server failed)."""
     follower = Follower(conn, host, unit, cursor)
     classifier = LineClassifier()
     phase, phase_start, last_line, last_state_check = "start", time.monotonic(), "", time.monotonic()
@@ -423,6 +457,8 @@ def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, 
     try:
         while True:
             lines = follower.lines(timeout=0.5)
+            if stop is not None and stop.is_set():
+                return "STOPPED", "another node of the deployment failed"
             if lines is None:
                 return "EXITED", "the journal stream ended"
             for line in lines:
@@ -430,6 +466,7 @@ def watch(conn: Connection, host: Host, unit: str, cursor: str, book: Playbook, 
                 new_phase = phases.advance(phase, line)
                 if new_phase != phase:
                     say(f"phase {new_phase} (after {time.monotonic() - phase_start:.1f}s in {phase})")
+                    faulthook.reached(f"phase:{new_phase}")
                     phase, phase_start = new_phase, time.monotonic()
                 for event in classifier.feed(line):
                     if event.severity is Severity.FATAL:
@@ -491,7 +528,24 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     """Put a release's unit, env and patch sets back byte for byte, restart, and wait for READY + health."""
     start = time.monotonic()
     unit = Path(next(p for p in release.files if p.endswith(".service") and not p.startswith("before:"))).stem
-    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    failed = put_back(conn, host, store, release, book, say)
+    if failed:
+        return failed
+    cursor = journal_cursor(conn, host)
+    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+    outcome, evidence = watch(conn, host, unit, cursor, book, say)
+    if outcome == "READY":
+        outcome, evidence = health_check(conn, host, book)
+    return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+
+
+def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+             say: Progress) -> Attempt | None:
+    """A release's patch sets, unit and env back byte for byte with the unit stopped (not started again);
+    the failed Attempt when that cannot be done."""
+    start = time.monotonic()
+    unit = Path(next(p for p in release.files if p.endswith(".service") and not p.startswith("before:"))).stem
+    # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
     problem = set_patches(conn, host, release.config.get("patches", []), say)
     if problem:
         return Attempt(release.rung or "-", "PREFLIGHT", problem, time.monotonic() - start)
@@ -502,6 +556,7 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
             return Attempt(release.rung or "-", "PREFLIGHT", f"{path} is not as release {release.id} left it "
                            f"(sha256 {str(now.get(path))[:12]} != {sha[:12]}) after re-applying its patch sets",
                            time.monotonic() - start)
+    copies = {}
     for path, meta in release.files.items():
         if path.startswith("before:"):
             continue
@@ -509,17 +564,17 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         if data is None or sha256(data) != meta["sha256"]:
             return Attempt(release.rung or "-", "PREFLIGHT", f"release {release.id} copy of {path} is missing or "
                            "damaged (sha256 mismatch)", time.monotonic() - start)
-        write_atomic(conn, path, data, int(meta.get("mode", "0o600"), 8))
+        copies[path] = data
+    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    for path, meta in release.files.items():
+        if path not in copies or sha256(read_file(conn, path) or b"") == meta["sha256"]:
+            continue  # already as the release has it: a write that is not needed cannot fail on a full disk
+        write_atomic(conn, path, copies[path], int(meta.get("mode", "0o600"), 8))
         if sha256(read_file(conn, path) or b"") != meta["sha256"]:
             return Attempt(release.rung or "-", "PREFLIGHT", f"{path} did not verify after writing",
                            time.monotonic() - start)
     daemon_reload(conn, host)
-    cursor = journal_cursor(conn, host)
-    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
-    outcome, evidence = watch(conn, host, unit, cursor, book, say)
-    if outcome == "READY":
-        outcome, evidence = health_check(conn, host, book)
-    return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+    return None
 
 
 # ---------------------------------------------------------------------- preflight probes (one command each)
@@ -603,7 +658,8 @@ def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,
     """Restore a release (default: the one before the current) byte for byte and make it current again."""
     conn = open_connection(host, opts)
     try:
-        with hostlock.held(conn, host, "rollback"):
+        with hostlock.held(conn, host, "rollback") as lock:
+            recovered = recover_after_crash(conn, host, book, book.serve.unit or host.unit, lock, progress)
             store = ReleaseStore(conn, host)
             good = [r for r in store.list() if r.status == "ok"]
             current = store.current_id()
@@ -620,7 +676,8 @@ def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,
                 target = earlier[-1]
             progress(f"rolling back to {target.id} ({target.rung})")
             attempt = restore(conn, host, store, target, book, progress)
-            result = DeployResult(host.name, "failed", release=target.id, config=target.config, attempts=[attempt])
+            result = DeployResult(host.name, "failed", release=target.id, config=target.config, attempts=[attempt],
+                                  recovered=recovered)
             if attempt.outcome == "READY":
                 store.mark_current(target)
                 result.status = "ok"

@@ -65,20 +65,44 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     book, path = load_playbook(name)
     secrets = secrets_for(book)
     out = _progress_console(as_json)
-    if not dry_run and (len(hosts) > 1 or sizes or max_fail is not None or timeout):
-        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout)
+    if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
+        from fleet import multinode
+
+        return multinode.deploy_command(hosts, book, path, opts, secrets, as_json, dry_run, force,
+                                        bool(sizes or max_fail is not None or timeout), out)
+    hooks = None
+    if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.router)
+        from fleet import router as routing
+
+        hooks = routing.prepare(list(hosts), book, path, opts, secrets, out)
+    if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
+        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
 
     def one(host: Host) -> deploying.DeployResult:
         say = lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)  # noqa: E731
         return deploying.Deployer(host, book, path, opts, say, secrets).run(dry_run=dry_run, force=force)
 
     results = _collect(parallel.run_all(hosts, one), "failed")
+    if hooks:
+        return routing.finish_dry_run(hooks, list(hosts), results, as_json)
     return _finish(results, as_json, ok={"ok", "unchanged", "dry-run"})
 
 
-def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOptions, as_json: bool) -> int:
-    book, _ = load_playbook(name)
+def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOptions, as_json: bool,
+             router: bool = False) -> int:
+    book, path = load_playbook(name)
     out = _progress_console(as_json)
+    if router:  # the playbook's router unit on router.host, not the replicas
+        from fleet import router as routing
+
+        if book.router is None:
+            raise InputError(f"--router: playbook {book.name} has no router section")
+        report = routing.rollback(routing.prepare(list(hosts), book, path, opts, {}, out), to)
+        if as_json:
+            print_json(report)
+        else:
+            routing.render(report, console)
+        return EXIT_OK if report["status"] == "ok" else EXIT_HOST_FAILED
 
     def one(host: Host) -> deploying.DeployResult:
         say = lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", soft_wrap=True)  # noqa: E731
@@ -136,9 +160,10 @@ class _Learning(deploying.Deployer):
 
 def _rollout(hosts: list[Host], book: playbook.Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
-             timeout: float | None) -> int:
+             timeout: float | None, hooks: Any = None) -> int:
     """Batches one after the other, each in parallel on a bounded pool; a batch ends before the next starts,
-    and the rollout stops once more hosts failed than --max-fail allows (the rest are `skipped`)."""
+    and the rollout stops once more hosts failed than --max-fail allows (the rest are `skipped`).
+    `hooks` (fleet.router.RouterHooks) make each host a replica behind sglang's router."""
     groups = rollout.batches(hosts, sizes)
     batch_of = {h.name: i for i, group in enumerate(groups, 1) for h in group}
     board = deploy_view.Board([(h.name, batch_of[h.name]) for h in hosts], len(groups))
@@ -158,7 +183,8 @@ def _rollout(hosts: list[Host], book: playbook.Playbook, path: Path, opts: Conne
             board.update(host.name, note=message)
             out.print(f"[dim]{host.name}[/] {escape(message)}", highlight=False, soft_wrap=True)
 
-        deployer = _Learning(host, book, path, opts, say, secrets)
+        make = hooks.deployer if hooks else _Learning
+        deployer = make(host, book, path, opts, say, secrets)
         try:
             result = deployer.run(force=force)
         except FleetError as exc:
@@ -176,12 +202,16 @@ def _rollout(hosts: list[Host], book: playbook.Playbook, path: Path, opts: Conne
         return result
 
     def finish(host: Host, result: deploying.DeployResult) -> None:
+        if hooks:  # back into the router once healthy, before the next batch starts
+            result = hooks.after(host, result)
         results[host.name] = result
         seconds[host.name] = time.monotonic() - began.get(host.name, time.monotonic())
         note = result.error or (f"rung {result.config.get('rung')}, release {result.release}"
                                 if result.config.get("rung") else "")
         board.update(host.name, result.status, note)
 
+    if hooks:
+        hooks.start()
     pool = ThreadPoolExecutor(max_workers=max(1, min(parallel.MAX_WORKERS, max(len(g) for g in groups))))
     live = (contextlib.nullcontext() if as_json else
             Live(get_renderable=board.table, console=console, refresh_per_second=4, transient=True))
@@ -223,16 +253,23 @@ def _rollout(hosts: list[Host], book: playbook.Playbook, path: Path, opts: Conne
     finally:
         pool.shutdown(wait=False)
     ordered = [results[h.name] for h in hosts]
+    router = hooks.finish(hosts, ordered) if hooks else None
     if as_json:
         print_json({"hosts": [r.to_json() for r in ordered], "batches": batches, "stopped": stopped,
-                    "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None})
+                    "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
+                    **({"router": router} if router else {})})
     else:
         deploy_view.render_rollout(ordered, batch_of, seconds, stopped, console)
+        if router:
+            from fleet import router as routing
+
+            routing.render(router, console)
     sys.stdout.flush()
     if background:
         err_console.print(f"still deploying after --host-timeout: {', '.join(background)}; fleet waits for "
                           "those deploys to end (each on its own budgets, rolling back on failure) before it exits")
-    return EXIT_OK if all(r.status in _OK for r in ordered) else EXIT_HOST_FAILED
+    router_ok = router is None or router["status"] in _OK
+    return EXIT_OK if router_ok and all(r.status in _OK for r in ordered) else EXIT_HOST_FAILED
 
 
 def _now() -> str:

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from fleet.deploy import DeployResult
 from fleet.releases import Release
+from fleet.remedies import remedy_for
 
 _COLOURS = {"ok": "green", "unchanged": "green", "rolled_back": "yellow", "failed": "bold red", "dry-run": "cyan",
             "skipped": "dim", "waiting": "dim", "deploying": "bold cyan"}
@@ -36,8 +37,27 @@ def render(result: DeployResult, console: Console) -> None:
             speed = (_tok((a.bench or {}).get("result", {}).get("output_throughput")),) if measured else ()
             table.add_row(a.rung, f"[{style}]{a.outcome}[/]", *speed, escape(a.evidence), f"{a.seconds:.1f}")
         console.print(table)
+        for line in next_steps(result):
+            console.print(line, soft_wrap=True, highlight=False)
     if result.error:
-        console.print(f"[red]{result.error}[/]")
+        console.print(f"[red]{escape(result.error)}[/]", soft_wrap=True)
+
+
+def next_steps(result: DeployResult) -> list[str]:
+    """One line per distinct failure of the attempts: the host, the rung (the step), the class found, the
+    remedy (what to try next); what was expected is each outcome's opposite: READY."""
+    lines, seen = [], set()
+    for a in result.attempts:
+        if a.outcome == "READY" or (a.outcome, a.rung) in seen:
+            continue
+        if a.outcome == "PREFLIGHT" and result.status != "failed":
+            continue  # a rung that did not fit this host, while another served: nothing to do
+        seen.add((a.outcome, a.rung))
+        remedy = remedy_for(a.outcome, a.evidence)
+        if remedy:
+            lines.append(f"[bold]{result.host}[/] rung {escape(a.rung)}: expected READY, got [red]{a.outcome}[/]; "
+                         f"next: {escape(remedy)}")
+    return lines
 
 
 def render_history(host: str, releases: list[Release], current: str | None, console: Console) -> None:
@@ -128,7 +148,8 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
             bar = f"[bold green]{bar}[/]◀"
         table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, bar, ttft, power)
         if a.outcome != "READY":
-            notes.append(f"  {a.rung}: {escape(a.evidence[:200])}")
+            remedy = remedy_for(a.outcome, a.evidence) if a.outcome != "PREFLIGHT" else None
+            notes.append(f"  {a.rung}: {escape(a.evidence[:200])}" + (f"; next: {escape(remedy)}" if remedy else ""))
     console.print(table)
     for note in notes:
         console.print(note, soft_wrap=False)

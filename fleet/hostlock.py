@@ -4,9 +4,10 @@ The lock is a directory, /var/lib/fleet/lock, made with `mkdir` (atomic: exactly
 holding owner.json: who (user@machine), pid, what for, when, and a token. A second caller fails fast
 with an error naming the holder. Release removes the lock only when the token is ours.
 
-A lock left by a crashed run is never broken silently: when its owner ran on this machine and that
-pid is gone, or it is older than STALE_AFTER_S, the error says it looks stale and how to remove it
-(`break_lock`, given the token the error shows).
+A lock whose owner is provably dead (it ran on this machine and its pid is gone, or now belongs to a
+process started later) is recovered: removed by its token and taken, and the Lock says so. Any other
+lock is never broken silently: when it is older than STALE_AFTER_S the error says it looks stale and
+how to remove it (`inv unlock`, given the token the error shows).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Lock:
     host: str
     token: str
     owner: dict
+    recovered: str | None = None  # the dead owner's lock this one replaced, described
 
 
 def whoami() -> str:
@@ -54,8 +56,35 @@ def _me(purpose: str) -> dict:
     except Exception:  # no passwd entry (containers)
         user = str(os.getuid())
     return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(), "pid": os.getpid(),
-            "purpose": purpose, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "epoch": int(time.time()), "token": uuid.uuid4().hex}
+            "pid_start": _started(os.getpid()), "purpose": purpose,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "epoch": int(time.time()),
+            "token": uuid.uuid4().hex}
+
+
+def _started(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def dead_owner(owner: dict | None) -> str | None:
+    """Why the lock's owner is provably gone, or None when it may still run (another machine, or alive)."""
+    if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return None
+    pid = owner["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"pid {pid} is no longer running on {owner['machine']}"
+    except PermissionError:
+        pass
+    started = owner.get("pid_start")
+    if isinstance(started, int) and _started(pid) not in (None, started):
+        return f"pid {pid} on {owner['machine']} is now another process"
+    return None
 
 
 def describe(owner: dict | None, now: float | None = None) -> str:
@@ -65,14 +94,8 @@ def describe(owner: dict | None, now: float | None = None) -> str:
     text = (f"held by {owner.get('owner', '?')} pid {owner.get('pid', '?')} for {owner.get('purpose', '?')} "
             f"since {owner.get('time', '?')}")
     now = time.time() if now is None else now
-    stale = []
-    if owner.get("machine") == socket.gethostname() and isinstance(owner.get("pid"), int):
-        try:
-            os.kill(owner["pid"], 0)
-        except ProcessLookupError:
-            stale.append(f"pid {owner['pid']} is no longer running on {owner['machine']}")
-        except PermissionError:
-            pass
+    dead = dead_owner(owner)
+    stale = [dead] if dead else []
     if isinstance(owner.get("epoch"), int) and now - owner["epoch"] > STALE_AFTER_S:
         stale.append(f"it is {(now - owner['epoch']) / 3600:.1f} h old")
     if stale:
@@ -82,13 +105,33 @@ def describe(owner: dict | None, now: float | None = None) -> str:
 
 
 def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
-    """Take the host's lock or raise HostLockError naming the holder. One round trip."""
+    """Take the host's lock, recovering it from a provably dead owner, or raise HostLockError naming the
+    holder. One round trip (three when a dead owner's lock is recovered)."""
+    try:
+        return _acquire(conn, host, purpose)
+    except _Held as held:
+        why, o = dead_owner(held.owner), held.owner or {}
+        if not why or not o.get("token") or not _remove_if_token(conn, host, o["token"]):
+            raise HostLockError(str(held)) from None
+        lock = _acquire(conn, host, purpose)  # a live rival that won the race in between still wins
+        return Lock(lock.host, lock.token, lock.owner,
+                    recovered=f"recovered the lock of a dead run: {o.get('owner', '?')} pid {o.get('pid')} for "
+                              f"{o.get('purpose', '?')} since {o.get('time', '?')} ({why})")
+
+
+class _Held(HostLockError):
+    def __init__(self, message: str, owner: dict | None):
+        super().__init__(message)
+        self.owner = owner
+
+
+def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     me = _me(purpose)
     parent = os.path.dirname(LOCK_DIR)
     d, o = shlex.quote(LOCK_DIR), shlex.quote(f"{LOCK_DIR}/owner.json")
     cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
-           f"if mkdir {d} 2>/dev/null; then printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
-           f"&& mv {o}.tmp {o} && echo ACQUIRED; "
+           f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
+           f"&& mv {o}.tmp {o}; then echo ACQUIRED; else rm -rf {d}; exit 4; fi; "  # never a lock without owner
            f"else echo HELD; cat {o} 2>/dev/null; fi")
     res = remote.run(conn, host, cmd, timeout=30)
     out = res.stdout.strip()
@@ -99,7 +142,7 @@ def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
             owner = json.loads(out[4:].strip() or "null")
         except ValueError:
             owner = None
-        raise HostLockError(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}")
+        raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}", owner)
     raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
                         f"{(res.stderr or res.stdout).strip()[:300]}")
 

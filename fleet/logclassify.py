@@ -36,6 +36,7 @@ class Event:
     priority: int
     explanation: str
     remedies: tuple[str, ...]
+    remedy: str | None = None  # the rule's next thing for a person to try
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "class": str(self.log_class), "severity": str(self.severity),
@@ -194,7 +195,7 @@ class LineClassifier:
         rule = hit.rule
         return Event(line=hit.line, first_line=first, log_class=rule.log_class, severity=severity,
                      text=hit.text.strip(), rule=rule.name, priority=rule.priority,
-                     explanation=rule.explanation, remedies=rule.remedies)
+                     explanation=rule.explanation, remedies=rule.remedies, remedy=rule.remedy)
 
 
 def _better(hit: _Hit, best: _Hit | None) -> bool:

@@ -9,6 +9,8 @@ A rule file:
         priority: 75                   # specificity: when several rules match, the highest wins
         regex: ['CUDA out of memory']  # one or more; any may match; case-insensitive unless case_sensitive
         explanation: GPU memory ran out
+        remedy: lower --mem-fraction-static  # what a person should try next, in one line (fatal and warning
+                                       #   rules must have one: `inv logs` and deploy's summary show it)
         remedies: [lower_mem_fraction] # fallback steps deploy may try, in order
         wraps: false                   # true: the message reports an error it caught (a traceback, the
                                        #   autotuner): a more specific rule on the same line or on the lines
@@ -97,6 +99,7 @@ class RuleSpec(BaseModel):
     priority: int = Field(ge=0, le=1000)
     regex: list[str] = Field(min_length=1)
     explanation: str = Field(min_length=1, max_length=200)
+    remedy: str | None = Field(default=None, min_length=1, max_length=300)
     remedies: list[str] = Field(default_factory=list)
     wraps: bool = False
     case_sensitive: bool = False
@@ -141,6 +144,12 @@ class RuleSpec(BaseModel):
         return remedies
 
     @model_validator(mode="after")
+    def _remedy_for_failures(self) -> RuleSpec:
+        if self.remedy is None and self.severity is not Severity.INFO:
+            raise ValueError(f"a {self.severity} rule needs a remedy: the next thing a person should try")
+        return self
+
+    @model_validator(mode="after")
     def _examples_match(self) -> RuleSpec:
         flags = 0 if self.case_sensitive else re.IGNORECASE
         for example in self.examples:
@@ -170,6 +179,7 @@ class Rule:
     patterns: tuple[re.Pattern[str], ...]
     source: str
     triggers: tuple[str, ...] | None = None  # lowercase fragments, one of which any match contains
+    remedy: str | None = None  # what a person should try next
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -305,7 +315,7 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
         rules.append(Rule(
             name=rule.name, log_class=rule.log_class, severity=rule.severity, priority=rule.priority,
             explanation=rule.explanation, remedies=tuple(rule.remedies), wraps=rule.wraps,
-            patterns=patterns, source=str(path), triggers=triggers(patterns),
+            patterns=patterns, source=str(path), triggers=triggers(patterns), remedy=rule.remedy,
         ))
     return rules
 

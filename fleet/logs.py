@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.markup import escape
 
+from fleet import redact
 from fleet.connect import ConnectOptions, open_connection, wrap
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
@@ -65,7 +66,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
                 break
             *lines, buf = (buf + data).split(b"\n")
             for raw in lines:
-                when, text = split_time(raw.decode("utf-8", "replace"))
+                when, text = split_time(redact.line(raw.decode("utf-8", "replace")))
                 emit(LogLine(host.name, when, text, None))
                 # An event may close on a later line (a traceback ends, a wrapper finds its cause): it is
                 # reported on its own, with its evidence line, not pinned on the line that closed it.
@@ -97,7 +98,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                     sys.stdout.write(json.dumps({
                         "host": line.host, "time": line.time, "text": line.text,
                         "class": str(line.event.log_class) if line.event else None,
-                        "severity": str(line.event.severity) if line.event else None}) + "\n")
+                        "severity": str(line.event.severity) if line.event else None,
+                        "remedy": line.event.remedy if line.event else None}) + "\n")
                     sys.stdout.flush()
                 except BrokenPipeError:  # the reader went away (| head): stop quietly
                     stop.set()
@@ -105,8 +107,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 style = _STYLE[line.event.severity]
                 console.print(f"[dim]{line.host:<{width}}[/] [{style}]>> {line.event.log_class} "
                               f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
-                              f"[dim]{'':<{width}}[/] [{style}]   {escape(line.text)}[/]", soft_wrap=True,
-                              highlight=False)
+                              f"[dim]{'':<{width}}[/] [{style}]   {escape(line.text)}[/]"
+                              + (f"\n[dim]{'':<{width}}[/]    next: {escape(line.event.remedy)}"
+                                 if line.event.remedy else ""), soft_wrap=True, highlight=False)
             else:
                 console.print(f"[dim]{line.host:<{width}}[/] {escape(line.text)}", soft_wrap=True, highlight=False)
 

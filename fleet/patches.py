@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from fleet import facts as factsmod
+from fleet import faulthook
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.patchsets import Edit, PatchSet, in_range
+from fleet.patchsets import Edit, PatchSet, available, in_range, load_sets
 
 BACKUP_ROOT = "/var/lib/fleet/backups"
 APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE = "applicable", "applied", "cannot-apply", "not-applicable"
@@ -396,6 +397,11 @@ def do_read(req):
             path = os.path.join(pkg["path"], rel)
             info["path"] = path
             info["dist"], info["version"] = pkg.get("dist"), pkg.get("version")
+            real, top = os.path.realpath(path), os.path.realpath(pkg["path"])
+            if os.path.commonpath([real, top]) != top:  # a symlink out of the package: never read or write there
+                info["exists"] = False; info["error"] = "resolves outside the package, to %s: refusing" % real
+                res["files"].append(info)
+                continue
             try:
                 data = open(path, "rb").read()
                 st = os.stat(path)
@@ -523,6 +529,8 @@ def do_apply(req):
     try:
         for rec in man["files"]:
             atomic_write(rec["path"], new[rec["path"]], rec["mode"], rec["uid"], rec["gid"]); done.append(rec)
+            if req.get("die_after") == len(done):
+                os._exit(137)  # test hook (fleet.faulthook): the writer dies between files
     except OSError as e:
         undo_err = []
         for rec in done:
@@ -584,9 +592,16 @@ def do_revert(req):
     man["cleared_on_revert"] = clear_cache(req["bases"], man.get("clear_jit_cache", []))
     write_manifest(mpath, man)
     out({"ok": True, "restored": done, "cleared": man["cleared_on_revert"], "manifest": mpath})
+def do_cleanup(req):
+    gone = []
+    for p in req["paths"]:
+        d, base = os.path.split(p)
+        for t in glob.glob(os.path.join(glob.escape(d), ".%s.fleet-*.tmp" % glob.escape(base))):
+            os.unlink(t); gone.append(t)
+    out({"ok": True, "removed": gone})
 mode = sys.argv[1]
 req = json.loads(base64.b64decode(sys.argv[2]))
-{"read": do_read, "apply": do_apply, "revert": do_revert}[mode](req)
+{"read": do_read, "apply": do_apply, "revert": do_revert, "cleanup": do_cleanup}[mode](req)
 '''
 
 
@@ -648,7 +663,37 @@ def write_changes(conn, host: Host, sets: list[PatchSet], p: Plan, state: HostSt
                    "version": c.info.version, "sha_before": c.sha_before, "sha_after": c.sha_after,
                    "edits": [[_b64(e.find), _b64(e.replace), e.count] for e in c.edits]} for c in p.changes],
     }
-    return _call(conn, host, "apply", req)
+    if faulthook.armed(faulthook.MID_PATCH):
+        req["die_after"] = 1
+    try:
+        return _call(conn, host, "apply", req)
+    finally:
+        faulthook.reached(faulthook.MID_PATCH)
+
+
+def undo_interrupted_runs(conn, host: Host) -> list[str]:
+    """Patch runs left "applying" by a writer that died between files: put back, from the run's backups, the
+    files it had written (and drop its temp files), and mark the run reverted. One line per run."""
+    from fleet import remote
+
+    found = remote.run(conn, host, f"grep -ls '\"status\": \"applying\"' {BACKUP_ROOT}/runs/*/manifest.json")
+    if not found.stdout.strip():
+        return []  # the common case costs one grep, and needs no venv on the host
+    state = read_state(conn, host, load_sets(available()))
+    notes = []
+    for run in (r for r in state.runs if r.get("status") == "applying"):
+        paths = [f["path"] for f in run.get("files", [])]
+        _call(conn, host, "cleanup", {"paths": paths})
+        req = {"root": BACKUP_ROOT, "run": run["run"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "by": _who(), "bases": state.cache_bases,
+               "files": [{k: f[k] for k in ("path", "sha_before", "sha_after")} for f in run.get("files", [])]}
+        res = _call(conn, host, "revert", req)
+        if not res.get("ok"):
+            raise FleetError(f"{host.name}: patch run {run['run']} ({', '.join(run['sets'])}) was interrupted "
+                             f"half-way and cannot be undone: {res.get('error')}")
+        notes.append(f"patch run {run['run']} ({', '.join(run['sets'])}) was interrupted half-way: put back "
+                     f"{len(res['restored'])} of its {len(paths)} files from backup")
+    return notes
 
 
 # --- per host ---------------------------------------------------------------------------------------

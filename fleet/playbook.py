@@ -203,6 +203,59 @@ class Bench(Strict):
         return v
 
 
+class Router(Strict):
+    """Data-parallel replicas behind sglang's router (`python -m sglang_router.launch_router`): every host the
+    playbook is deployed on is a replica; the router runs as its own unit on `host` with the healthy replicas'
+    URLs, and clients authenticate to it with serve.api_key (which it also passes to the replicas)."""
+
+    host: str  # an inventory host name; checked against the inventory at deploy time
+    port: int = Field(default=30080, ge=1, le=65535)
+    listen: str = "0.0.0.0"
+    policy: Literal["round_robin", "random", "cache_aware", "power_of_two"] = "round_robin"
+    unit: str = "sglang-router"
+    flags: dict[str, FlagValue] = {}  # more launch_router flags, e.g. health-check-interval-secs: 10
+
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
+        taken = sorted(set(v) & ROUTER_FLAGS_SET_BY_FLEET)
+        if taken:
+            raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
+        return _check_flags(v)
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, v: str) -> str:
+        if not _UNIT.match(v):
+            raise ValueError(f"not a valid unit name: {v!r}")
+        return v
+
+    def problem(self, serve: Serve) -> tuple[tuple, str] | None:
+        """Where and why the router section cannot work with the serve section, or None."""
+        if serve.host in LOOPBACK:
+            return ("serve", "host"), ("replicas behind a router must listen beyond loopback (the router calls "
+                                       "them over the network): set serve.host, e.g. 0.0.0.0, and serve.api_key")
+        if self.port == serve.port:
+            return ("router", "port"), f"{self.port} is serve.port too; the router's host may also be a replica"
+        if self.unit == serve.unit:
+            return ("router", "unit"), f"{self.unit} is serve.unit too"
+        return None
+
+
+ROUTER_FLAGS_SET_BY_FLEET = {"worker-urls", "host", "port", "policy", "api-key"}
+
+
+class Nodes(Strict):
+    """One server spanning hosts (sglang --nnodes): deploy takes exactly `count` hosts, rank 0 first."""
+
+    count: int = Field(ge=2, le=64)
+    dist_port: int = Field(default=5757, ge=1, le=65535)  # rank 0's torch.distributed store (--dist-init-addr)
+
+
+# fleet renders these per node from `nodes:`; a playbook setting them would contradict it
+NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")
+
+
 class Playbook(Strict):
     name: str
     description: str = ""
@@ -214,6 +267,8 @@ class Playbook(Strict):
     budgets: Budgets = Budgets()
     bench: Bench | None = None
     keep_releases: int = Field(default=5, ge=1)
+    nodes: Nodes | None = None
+    router: Router | None = None
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
 
@@ -234,8 +289,14 @@ class Playbook(Strict):
         raise InputError(f"playbook {self.name}: no rung named {name!r}")
 
 
+# On unless a playbook or rung says `false`: `inv status` reads the server's /metrics.
+DEFAULT_FLAGS: dict[str, FlagValue] = {"enable-metrics": True}
+
+
 def merged_flags(base: dict[str, FlagValue], rung: Rung) -> dict[str, FlagValue]:
     flags = dict(base)
+    for name, value in DEFAULT_FLAGS.items():
+        flags.setdefault(name, value)  # appended, so a playbook that names it keeps its argv order
     for name, value in rung.flags.items():
         if value is None or value is False:
             flags.pop(name, None)
@@ -262,6 +323,13 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
         raise doc.validation_error(err) from None
+    if book.router is not None and (problem := book.router.problem(book.serve)):
+        raise doc.error(*problem)
+    if book.router is not None and book.nodes is not None:
+        raise doc.error(("router",), "replicas behind a router are single-host servers; a playbook with nodes: "
+                                     "cannot have router: too")
+    if book.nodes:
+        _check_nodes(doc, book)
     for i, rung in enumerate(book.ladder):
         if known_classes is not None:
             for cls in rung.after or []:
@@ -272,6 +340,32 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
                 if p not in known_patches:
                     raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
     return book
+
+
+def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:
+    """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes."""
+    assert book.nodes is not None
+    if book.nodes.dist_port == book.serve.port:
+        raise doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
+    for where, flags in [(("flags",), book.flags), *((("ladder", i, "flags"), r.flags) for i, r in
+                                                     enumerate(book.ladder))]:
+        for name in NODE_FLAGS:
+            if name in flags:
+                raise doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")
+    for i, rung in enumerate(book.ladder):
+        flags = merged_flags(book.flags, rung)
+        tp, pp = (_as_int(flags.get(a, flags.get(b, 1))) for a, b in
+                  (("tp-size", "tensor-parallel-size"), ("pp-size", "pipeline-parallel-size")))
+        if tp is None or pp is None or (tp * pp) % book.nodes.count:
+            raise doc.error(("ladder", i), f"rung {rung.name}: TP x PP = {flags.get('tp-size', 1)} x "
+                            f"{flags.get('pp-size', 1)} does not split over {book.nodes.count} nodes")
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:

@@ -19,6 +19,7 @@ from typing import Any
 
 from fabric import Connection
 
+from fleet import faulthook
 from fleet.inventory import Host
 from fleet.service import read_file, sh, write_atomic
 
@@ -66,37 +67,46 @@ class Release:
 
 
 class ReleaseStore:
-    def __init__(self, conn: Connection, host: Host):
-        self.conn, self.host = conn, host
+    """The releases under `root` (default /var/lib/fleet; the router's unit keeps its own under
+    /var/lib/fleet/router, so one host can be a replica and the router's host at once)."""
+
+    def __init__(self, conn: Connection, host: Host, root: str = ROOT):
+        self.conn, self.host, self.root = conn, host, root
+        self.releases, self.current_link = f"{root}/releases", f"{root}/current"
+
+    def dir(self, release: Release) -> str:
+        return f"{self.releases}/{release.id}"
 
     def open(self, release: Release) -> None:
-        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(release.dir)}/files")
+        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.dir(release))}/files")
         self.save(release)
 
     def save(self, release: Release) -> None:
-        write_atomic(self.conn, f"{release.dir}/manifest.json",
+        write_atomic(self.conn, f"{self.dir(release)}/manifest.json",
                      json.dumps(release.to_json(), indent=2).encode(), 0o600)
 
     def keep_file(self, release: Release, path: str, data: bytes, mode: int) -> None:
-        write_atomic(self.conn, f"{release.dir}/files/{file_key(path)}", data, mode)
+        write_atomic(self.conn, f"{self.dir(release)}/files/{file_key(path)}", data, mode)
 
     def file(self, release: Release, path: str) -> bytes | None:
-        return read_file(self.conn, f"{release.dir}/files/{file_key(path)}")
+        return read_file(self.conn, f"{self.dir(release)}/files/{file_key(path)}")
 
     def event(self, release: Release, event: dict[str, Any]) -> None:
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
-        sh(self.conn, self.host, f"printf %s {shlex.quote(line)} >> {shlex.quote(release.dir)}/events.jsonl")
+        sh(self.conn, self.host,
+           f"printf %s {shlex.quote(line)} >> {shlex.quote(self.dir(release))}/events.jsonl")
+        faulthook.reached(str(event.get("step")))
 
     def events(self, release_id: str) -> list[dict[str, Any]]:
-        data = read_file(self.conn, f"{RELEASES}/{release_id}/events.jsonl") or b""
+        data = read_file(self.conn, f"{self.releases}/{release_id}/events.jsonl") or b""
         return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
     def load(self, release_id: str) -> Release | None:
-        data = read_file(self.conn, f"{RELEASES}/{release_id}/manifest.json")
+        data = read_file(self.conn, f"{self.releases}/{release_id}/manifest.json")
         return Release.from_json(json.loads(data)) if data else None
 
     def current_id(self) -> str | None:
-        out = sh(self.conn, self.host, f"readlink {shlex.quote(CURRENT)} || true").strip()
+        out = sh(self.conn, self.host, f"readlink {shlex.quote(self.current_link)} || true").strip()
         return posixpath.basename(out) if out else None
 
     def current(self) -> Release | None:
@@ -105,11 +115,12 @@ class ReleaseStore:
 
     def mark_current(self, release: Release) -> None:
         """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""
-        tmp = f"{ROOT}/.current.{secrets.token_hex(4)}"
-        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && mv -T {tmp} {CURRENT}")
+        tmp = f"{self.root}/.current.{secrets.token_hex(4)}"
+        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {shlex.quote(tmp)} && "
+                                 f"mv -T {shlex.quote(tmp)} {shlex.quote(self.current_link)}")
 
     def list(self) -> list[Release]:
-        out = sh(self.conn, self.host, f"ls -1 {RELEASES} 2>/dev/null || true")
+        out = sh(self.conn, self.host, f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
         found = []
         for rid in sorted(out.split()):
             release = self.load(rid)
@@ -124,5 +135,5 @@ class ReleaseStore:
         removable = [r for r in releases if r.id != current and r.status != "in-progress"]
         doomed = removable[: max(0, len(releases) - keep)]
         for r in doomed:
-            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(r.dir)}")
+            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")
         return [r.id for r in doomed]

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from fabric import Connection
 
+from fleet import keepalive, redact
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.remote import run
+from fleet.remote import ConnectionLost, run
 
 
 class ServiceError(FleetError):
@@ -57,7 +58,16 @@ def write_atomic(conn: Connection, path: str, data: bytes, mode: int) -> None:
             sftp.remove(tmp)
         except OSError:
             pass
-        raise ServiceError(f"writing {path}: {exc}") from None
+        raise ServiceError(f"writing {path}: {exc}{_space_left(conn, folder)}; the old file is untouched") from None
+
+
+def _space_left(conn: Connection, folder: str) -> str:
+    """SFTP reports a full disk as a bare "Failure": say so when the folder's filesystem is (nearly) full."""
+    res = conn.run(f"df -Pk {shlex.quote(folder)} | tail -n 1", hide=True, warn=True, in_stream=False, timeout=30)
+    bits = res.stdout.split()
+    if len(bits) >= 6 and bits[3].isdigit() and int(bits[3]) < 64:
+        return f" (no space left on device: {bits[3]} KiB free on {bits[5]})"
+    return ""
 
 
 def sh(conn: Connection, host: Host, command: str, timeout: float | None = 120, check: bool = True) -> str:
@@ -150,6 +160,7 @@ class Follower:
         cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
         from fleet.connect import wrap
 
+        self.host = host.name
         self.chan = conn.client.get_transport().open_session()
         self.chan.exec_command(wrap(host, cmd))
         self._buf = b""
@@ -164,10 +175,13 @@ class Follower:
         except TimeoutError:
             return []
         if not data:
+            why = keepalive.lost(self.chan.get_transport())
+            if why:
+                raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
             return None
         self._buf += data
         *complete, self._buf = self._buf.split(b"\n")
-        return [c.decode("utf-8", "replace") for c in complete]
+        return [redact.line(c.decode("utf-8", "replace")) for c in complete]
 
     def close(self) -> None:
         self.chan.close()

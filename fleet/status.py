@@ -3,22 +3,32 @@ files whose sha256 no longer matches what the release wrote)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from fleet import parallel
+from fleet import parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
 from fleet.releases import CURRENT
 from fleet.remote import run
 
 _MARK = "@@fleet-status@@"
+# sglang's own gauges (python/sglang/srt/metrics/collector.py); one series per DP rank, so they are summed.
+METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput", "sglang:token_usage")
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
+# A status board answers in seconds: one connect attempt, a short timeout; a host that does not answer
+# within them is shown as unreachable rather than holding up the others.
+CONNECT_S = 5.0
+COMMAND_S = 20.0
 _HASHER = (
     "import hashlib,json,sys\n"
     "m = json.load(open(sys.argv[1]))\n"
@@ -46,6 +56,8 @@ class HostStatus:
     power_limit_w: float | None = None
     bench_tok_s: float | None = None  # the release's latest benchmark
     last_failure: str | None = None  # the newest failure class among the release's attempts
+    interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.recovery), None if clean
+    metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -61,7 +73,27 @@ def command(unit: str, port: int) -> str:
         # sha256 of every file the current release manages, paths taken from its manifest.
         f"python3 -c {shlex.quote(_HASHER)} {CURRENT}/manifest.json 2>/dev/null",
         f"echo {_MARK}", "nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null",
+        # /metrics needs no API key in sglang (like /health); only the gauges shown travel back.
+        f"echo {_MARK}", f"curl -s -m 3 http://127.0.0.1:{int(port)}/metrics 2>/dev/null"
+        f" | grep -E {shlex.quote('^(' + '|'.join(METRICS) + ')[{ ]')}",
+        "true",
+        f"echo {_MARK}", recovery.STATUS_PROBE,  # what a dead run left (fleet.recovery)
     ])
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {name: value} for METRICS; series of one name (DP ranks) are summed."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m or m.group(1) not in METRICS:
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        found[m.group(1)] = found.get(m.group(1), 0.0) + value
+    return found
 
 
 def parse(host: Host, output: str) -> HostStatus:
@@ -105,6 +137,8 @@ def parse(host: Host, output: str) -> HostStatus:
     failures = [a.get("outcome") for a in manifest.get("attempts") or []
                 if a.get("outcome") not in (None, "READY", "apply", "revert")]
     st.last_failure = failures[-1] if failures else None
+    st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
+    st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
     return st
 
 
@@ -115,33 +149,70 @@ def _float(text: str) -> float | None:
         return None  # [N/A]
 
 
-def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
-    def one(host: Host) -> HostStatus:
-        conn = open_connection(host, opts)
-        try:
-            return parse(host, run(conn, host, command(host.unit, port), timeout=30).stdout)
-        finally:
-            conn.close()
+def bounded(opts: ConnectOptions) -> ConnectOptions:
+    """The caller's options (host keys) with status's own connect bounds."""
+    return dataclasses.replace(opts, attempts=1, timeouts=dataclasses.replace(
+        opts.timeouts, connect=min(opts.timeouts.connect, CONNECT_S), banner=min(opts.timeouts.banner, CONNECT_S),
+        auth=min(opts.timeouts.auth, CONNECT_S)))
 
-    return [o.value if o.ok and o.value else HostStatus(o.host.name, o.host.address, ok=False, error=o.error)
-            for o in parallel.run_all(hosts, one)]
+
+def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStatus:
+    """One host's row; never raises: a host that cannot be read is a row that says so."""
+    (outcome,) = parallel.run_all([host], lambda h: _read(h, bounded(opts), port))
+    return _row(outcome)
+
+
+def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
+    fast = bounded(opts)
+    return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+
+
+def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
+    conn = open_connection(host, opts)
+    try:
+        return parse(host, run(conn, host, command(host.unit, port), timeout=COMMAND_S).stdout)
+    finally:
+        conn.close()
+
+
+def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
+    if o.ok and o.value:
+        return o.value
+    error = o.error or "no answer"
+    if "CommandTimedOut" in error:  # connected, then silence: a link cut mid-read, or a hung host
+        error = (f"{o.host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, got "
+                 f"nothing; check the host is up and reachable (ping {o.host.address}, its console), then retry")
+    return HostStatus(o.host.name, o.host.address, ok=False, error=error)
 
 
 def render(rows: list[HostStatus], console: Console) -> None:
-    table = Table(title="fleet status")
-    for col in ("host", "GPUs", "unit", "release", "rung", "health", "tok/s", "power", "last failure", "drift"):
+    console.print(table_of(rows))
+
+
+def table_of(rows: list[HostStatus], title: str = "fleet status") -> Table:
+    table = Table(title=title)
+    for col in ("host", "GPUs", "unit", "release", "rung", "health", "reqs run/queue", "gen tok/s", "bench tok/s",
+                "power", "last failure", "drift"):
         table.add_column(col, overflow="fold")
     for r in rows:
         if not r.ok:
-            table.add_row(r.host, "-", "[red]unreachable[/]", "-", "-", "-", "-", "-", "-", f"[red]{r.error}[/]")
+            table.add_row(r.host, "-", "[red]unreachable[/]", *["-"] * 9)
             continue
         state = r.unit.get("ActiveState", "?")
         colour = {"active": "green", "failed": "red"}.get(state, "yellow")
         health = "[green]ok[/]" if r.health == "200" else f"[red]{r.health or 'no answer'}[/]"
         power = (f"{r.power_w:.0f}/{r.power_limit_w:.0f} W" if r.power_w is not None and r.power_limit_w
                  else "-")
+        m = r.metrics
+        reqs = (f"{m.get('sglang:num_running_reqs', 0):.0f}/{m.get('sglang:num_queue_reqs', 0):.0f}"
+                if m else "-")
+        gen = f"{m['sglang:gen_throughput']:,.0f}" if "sglang:gen_throughput" in m else "-"
         table.add_row(r.host, str(r.gpus), f"[{colour}]{state}[/] ({r.unit.get('SubState', '?')})",
-                      r.release or "-", r.rung or "-", health,
-                      f"{r.bench_tok_s:,.0f}" if r.bench_tok_s else "-", power, r.last_failure or "-",
-                      "[red]" + ", ".join(r.drift) + "[/]" if r.drift else "none")
-    console.print(table)
+                      r.release or "-", r.rung or "-", health, reqs, gen,
+                      f"{r.bench_tok_s:,.0f}" if r.bench_tok_s else "-", power, r.interrupted or r.last_failure or "-",
+                      "[red]" + escape(", ".join(r.drift)) + "[/]" if r.drift else "none")
+    # Whole sentences (host, what was expected, what happened, what to try) read better under the table.
+    errors = [f"[red]{escape(r.error)}[/]" for r in rows if not r.ok and r.error]
+    if errors:
+        table.caption, table.caption_justify = "\n".join(errors), "left"
+    return table

@@ -252,17 +252,24 @@ def test_lock_held_fails_fast_naming_the_owner(sbx0):
         assert sha_map(conn, host) == pristine_sha()
     finally:
         hostlock.release(conn, host, lock)
-    # a lock whose owner process is gone is reported as stale, not broken
-    dead = {"owner": "x@" + socket.gethostname(), "machine": socket.gethostname(), "pid": 2 ** 22 + 7,
-            "purpose": "crashed", "time": "2026-01-01T00:00:00Z", "epoch": 0, "token": "t0k"}
-    assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(dead))} "
+    # an old lock from another machine is reported as stale, never broken: its owner may still run
+    other = {"owner": "x@elsewhere", "machine": "elsewhere", "pid": 2 ** 22 + 7,
+             "purpose": "crashed", "time": "2026-01-01T00:00:00Z", "epoch": 0, "token": "t0k"}
+    assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(other))} "
                           f"> {hostlock.LOCK_DIR}/owner.json").ok
     with pytest.raises(hostlock.HostLockError, match="STALE") as exc:
         hostlock.acquire(conn, host, "patch")
-    assert "no longer running" in str(exc.value)
+    assert "h old" in str(exc.value)
     assert sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok  # not silently broken
     hostlock.break_lock(conn, host, "t0k")
     assert not sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok
+    # one whose owner ran here and is provably gone is recovered, and the new lock says so
+    dead = dict(other, owner="x@" + socket.gethostname(), machine=socket.gethostname())
+    assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(dead))} "
+                          f"> {hostlock.LOCK_DIR}/owner.json").ok
+    lock = hostlock.acquire(conn, host, "patch")
+    assert lock.recovered and "no longer running" in lock.recovered
+    hostlock.release(conn, host, lock)
 
 
 def test_exit_codes_and_other_hosts(sandbox, sandbox_inventory, tmp_path):

@@ -417,3 +417,61 @@ def test_the_readme_shows_every_row():
 def test_every_row_names_its_source_and_mechanism():
     for r in behaviour.ROWS:
         assert r["source"] and r["mechanism"] in ("code", "table") and r["phase"], r["id"]
+
+
+# ---------------------------------------------------------------------------------- multi-node
+def _two_nodes(make_host, *extra: str):
+    """Two simulated 2-GPU hosts on loopback forming one TP4 server (--nnodes 2), rank 0's store on a free port."""
+    from simhost import free_port
+
+    nodes = [make_host("rtx5090-x2-workstation"), make_host("rtx5090-x2-workstation")]
+    addr = f"127.0.0.1:{free_port()}"
+    args = ("--model-path", DENSE_MODEL, "--tp", "4", "--nnodes", "2", "--dist-init-addr", addr, *extra)
+    return nodes, args, addr
+
+
+@covers("multinode-rendezvous", "multinode-peer-lost")
+def test_two_nodes_serve_through_rank_0_and_a_lost_peer_fails_rank_0(make_host):
+    (host0, host1), args, _ = _two_nodes(make_host, "--dist-timeout", "100000")
+    worker = host1.start(*args, "--node-rank", "1")
+    head = host0.start(*args, "--node-rank", "0")
+    head.wait_ready(timeout=40)
+    assert head.generate("2+2=")["text"] == "4"
+    worker.wait_log("Starting dummy health check server at 127.0.0.1:")
+    assert worker.health() == 200
+    assert worker.request("POST", "/generate", {"text": "2+2="})[0] == 404  # no API on rank >= 1
+    assert "The server is fired up" not in worker.log()
+    for server in (head, worker):
+        assert server.log().count("Custom allreduce is disabled because this process group spans across nodes.") == 2
+    assert sorted(gpu for gpu, _, _ in host1.apps().values()) == [0, 1]  # TP2 and TP3 on node 1's GPUs
+    assert re.search(r"\bTP3\]", worker.log()) and not re.search(r"\bTP3\]", head.log())
+    os.kill(worker.proc.pid, signal.SIGKILL)  # a node gone (power cut): its ranks go with the process tree
+    for pid in host1.apps():
+        os.kill(pid, signal.SIGKILL)
+    assert head.wait_exit(timeout=30) == 1
+    log = head.log()
+    assert "remote process exited or there was a network error" in log, head.tail()
+    assert re.search(r"Rank \d scheduler is dead", log)
+
+
+@covers("multinode-rank-missing")
+def test_a_node_that_never_joins_times_out_with_torchs_store_error(make_host):
+    (host0, _), args, addr = _two_nodes(make_host, "--dist-timeout", "600")
+    head = host0.start(*args, "--node-rank", "0")
+    assert head.wait_exit(timeout=40) == 1
+    log = head.log()
+    assert ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 2/4 clients "
+            "joined.") in log, head.tail()
+    assert "The server is fired up" not in log
+
+
+@covers("multinode-rank-missing")
+def test_a_node_that_cannot_reach_rank_0_times_out_connecting(make_host):
+    (_, host1), args, addr = _two_nodes(make_host, "--dist-timeout", "600")
+    worker = host1.start(*args, "--node-rank", "1")
+    assert worker.wait_exit(timeout=40) == 1
+    host, port = addr.split(":")
+    message = f"The client socket has timed out after 600000ms while trying to connect to ({host}, {port})."
+    log = worker.log()
+    assert f"[c10d] {message}" in log and f"torch.distributed.DistNetworkError: {message}" in log, worker.tail()
+    assert "Starting dummy health check server" not in log

@@ -54,6 +54,7 @@ def test_human_output_lists_line_class_severity_and_explanation():
     first = done.stdout.splitlines()[0].split()
     assert first[:3] == ["11", "KV_CACHE_TOO_SMALL", "fatal"] and "mem-fraction-static" in done.stdout
     assert "verdict KV_CACHE_TOO_SMALL" in done.stdout and "remedies: raise_mem_fraction" in done.stdout
+    assert "next: RAISE --mem-fraction-static" in done.stdout  # what a person tries, from the rule
 
 
 @pytest.mark.parametrize("args", [("no/such.log",), ("no/such.log", "--json")])

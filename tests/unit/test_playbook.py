@@ -64,6 +64,13 @@ def test_merged_flags_add_override_and_drop():
     assert playbook.flag_args({"tp-size": 4, "enable-metrics": True}) == ["--tp-size", "4", "--enable-metrics"]
 
 
+def test_metrics_are_on_by_default_and_a_playbook_or_rung_can_turn_them_off():
+    plain = playbook.Rung(name="r")
+    assert playbook.merged_flags({"tp-size": 8}, plain) == {"tp-size": 8, "enable-metrics": True}
+    assert playbook.merged_flags({"enable-metrics": False}, plain) == {}
+    assert playbook.merged_flags({}, playbook.Rung(name="quiet", flags={"enable-metrics": False})) == {}
+
+
 def facts(sm: int, n: int = 8, p2p: str = "refused (CNS)", family: str = "blackwell-consumer") -> HostFacts:
     gpus = [Gpu(index=i, name="g", uuid=None, compute_cap=f"{sm // 10}.{sm % 10}", sm=sm) for i in range(n)]
     return HostFacts(host="h", address="a", gpus=gpus, p2p=p2p, arch_family=family, interconnect="pcie")

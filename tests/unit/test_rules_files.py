@@ -27,6 +27,12 @@ def test_shipped_rules_load_and_cover_every_class(rules):
     assert {r.log_class for r in rules.rules} == set(LogClass)
 
 
+def test_every_failure_class_has_a_remedy_for_people_and_every_failing_rule_one_of_its_own(rules):
+    failing = [r for r in rules.rules if r.severity != "info"]
+    assert all(r.remedy for r in failing), [r.name for r in failing if not r.remedy]
+    assert {r.log_class for r in failing if r.remedy} == set(LogClass) - {LogClass.READY}
+
+
 @pytest.mark.parametrize(("file", "spec"), SHIPPED, ids=[f"{f}:{r['name']}" for f, r in SHIPPED])
 def test_shipped_rule_has_examples_it_classifies_itself(rules, file, spec):
     assert spec.get("examples"), f"{file}: rule {spec['name']} has no examples"
@@ -78,6 +84,7 @@ severity: fatal
 priority: 75
 regex: ['CUDA out of memory']
 explanation: GPU memory ran out
+remedy: lower --mem-fraction-static
 """
 
 BAD_FILES = [
@@ -94,6 +101,8 @@ BAD_FILES = [
     ("example that does not match", GOOD.format(name="oom") + "examples: ['out of mem']\n",
      "rule 'oom': example 'out of mem' matches none of the regexes"),
     ("unnamed rule", GOOD.format(name="oom").replace("name: oom\n", ""), "rule #1: missing key 'name'"),
+    ("fatal rule without a remedy", GOOD.format(name="oom").replace("remedy: lower --mem-fraction-static\n", ""),
+     "rule 'oom': a fatal rule needs a remedy"),
 ]
 
 

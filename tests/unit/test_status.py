@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+
+import pytest
 
 from fleet import status
 from fleet.inventory import Host
@@ -50,3 +53,68 @@ def test_a_host_never_deployed_has_no_release_and_no_drift():
     st = status.parse(HOST, "ActiveState=inactive\n@@fleet-status@@\n\n@@fleet-status@@\n000\n@@fleet-status@@\n"
                             "@@fleet-status@@\n")
     assert (st.release, st.drift, st.bench_tok_s, st.last_failure, st.gpus) == (None, [], None, None, 0)
+
+
+# What sglang 0.5.9 serves on /metrics (python/sglang/srt/metrics/collector.py), two DP ranks, after the
+# host-side grep kept only the gauges status shows.
+METRICS = """sglang:num_running_reqs{dp="0",model_name="glm-5"} 12.0
+sglang:num_running_reqs{dp="1",model_name="glm-5"} 3.0
+sglang:num_queue_reqs{dp="0",model_name="glm-5"} 4.0
+sglang:gen_throughput{dp="0",model_name="glm-5"} 1830.5
+sglang:gen_throughput{dp="1",model_name="glm-5"} 1700.0
+sglang:token_usage{dp="0",model_name="glm-5"} 0.25
+"""
+
+
+def test_metrics_series_of_dp_ranks_are_summed_and_other_samples_ignored():
+    text = METRICS + "sglang:cache_hit_rate{model_name=\"glm-5\"} 0.5\n# HELP x\nsglang:num_queue_reqs 1e+01\n"
+    assert status.parse_metrics(text) == {"sglang:num_running_reqs": 15.0, "sglang:num_queue_reqs": 14.0,
+                                          "sglang:gen_throughput": 3530.5, "sglang:token_usage": 0.25}
+
+
+def test_the_metrics_section_of_the_round_trip_lands_in_the_row_and_the_table():
+    st = status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n") + "@@fleet-status@@\n" + METRICS)
+    assert st.metrics["sglang:num_running_reqs"] == 15.0 and st.metrics["sglang:gen_throughput"] == 3530.5
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(status.table_of([st, status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out")]))
+    text = console.export_text()
+    assert "15/4" in text and "3,530" in text and "unreachable" in text and "gone: timed out" in text
+
+
+def test_a_server_without_metrics_shows_none():
+    st = status.parse(HOST, output(MANIFEST, "000", [], "") + "@@fleet-status@@\n")
+    assert st.metrics == {} and st.health is None
+
+
+def test_the_host_side_filter_keeps_exactly_the_shown_gauges():
+    import re
+    import shlex
+
+    cmd = status.command("sglang", 30000)
+    pattern = shlex.split(cmd.split("grep -E ", 1)[1].split(";")[0])[0]
+    kept = [line for line in (METRICS + "sglang:num_running_reqs_total 1\nsglang:token_usage_x 2\n").splitlines()
+            if re.search(pattern, line)]
+    assert kept == METRICS.splitlines()
+
+
+def test_watch_intervals_are_seconds_within_bounds():
+    from fleet import status_watch
+    from fleet.errors import InputError
+
+    assert status_watch.check_interval("0.5") == 0.5 and status_watch.check_interval(5) == 5.0
+    for bad in ("soon", "0", "-1", "86400"):
+        with pytest.raises(InputError, match=f"--interval {bad}"):
+            status_watch.check_interval(bad)
+
+
+def test_the_watch_board_keeps_inventory_order_and_names_hosts_not_read_yet():
+    from fleet import status_watch
+
+    hosts = [dataclasses.replace(HOST, name=n) for n in ("a", "b", "c")]
+    board = status_watch.Board(hosts)
+    board.put(status.HostStatus("c", "x"))
+    board.put(status.HostStatus("a", "x", ok=False, error="a: timed out"))
+    rows, waiting = board.snapshot()
+    assert [r.host for r in rows] == ["a", "c"] and waiting == ["b"] and board.changed.is_set()

@@ -12,6 +12,7 @@ Each row: `id`, the startup `phase` it belongs to, `when` (conditions on the fac
 Facts (computed at start-up by sglang/srt/model_executor/model_runner.py, mostly by running code):
   sm, sm_major            device compute capability as nvidia-smi reports it (120, 12)
   tp, world               --tp-size, tp*pp
+  nnodes                  --nnodes (multi-node rows only document what the rendezvous code does)
   gpus_short              tp*pp*dp > GPUs visible to CUDA
   memory_balanced         free memory of the rank's GPU >= 0.9 x the others' (sglang's check)
   p2p                     "ok" | "refused" (nvidia-smi topo -p2p r: CNS, GNS, TNS, NS, ... = refused)
@@ -84,6 +85,48 @@ ROWS: list[dict[str, Any]] = [
         "then": {"hang": "first NCCL all-reduce (warm-up at the end of init_distributed_environment): "
                          "no further output, never ready"},
         "source": "issue 4; FACTS.md §6 (NVIDIA/nccl#2335: clique grant -> all NCCL P2P protocols hang)",
+    },
+    {
+        "id": "multinode-rendezvous",
+        "phase": "init",
+        "mechanism": "code",
+        "when": {"nnodes": (">", 1)},
+        "then": {"note": "each node starts its share of the tp*pp ranks (v0.5.9's split); global rank 0 hosts "
+                         "the TCPStore on --dist-init-addr's port (real TCP) and waits for every other rank, "
+                         "which connect and retry until the timeout; a TP group across nodes logs `Custom "
+                         "allreduce is disabled because this process group spans across nodes.`; only node 0 "
+                         "serves the API and says `The server is fired up`; a node of rank >= 1 logs `Starting "
+                         "dummy health check server at H:P` and answers only /health and /health_generate"},
+        "source": "sglang engine.py _launch_scheduler_processes / _launch_subprocesses (node_rank >= 1 path, "
+                  "launch_dummy_health_check_server in sglang/srt/utils); model_runner.init_torch_distributed "
+                  "uses tcp://dist_init_addr; custom allreduce line as logged in sglang#4978",
+    },
+    {
+        "id": "multinode-rank-missing",
+        "phase": "init",
+        "mechanism": "code",
+        "when": {"nnodes": (">", 1), "peer_joined": False},
+        "then": {"fail": "rank 0: `torch.distributed.DistStoreError: Timed out after <T+1> seconds waiting for "
+                         "clients. <n>/<world> clients joined.`; a rank that cannot reach rank 0: `[c10d] The "
+                         "client socket has timed out after <T*1000>ms while trying to connect to (host, port).` "
+                         "and `torch.distributed.DistNetworkError: <same>`; T = --dist-timeout, else torch's "
+                         "1800 s (scaled by SGLANG_SIM_TIME_SCALE); scheduler dead, exit 1"},
+        "source": "torch TCPStore.cpp waitForWorkers and socket.cpp (messages); sglang#2561 (the client side in "
+                  "an sglang multi-node start); default timeout torch default_pg_timeout",
+    },
+    {
+        "id": "multinode-peer-lost",
+        "phase": "init",
+        "mechanism": "code",
+        "when": {"nnodes": (">", 1), "peer_alive": False},
+        "then": {"fail": "a rank that had joined exits (any node): the others log `Scheduler hit an exception: "
+                         "torch.distributed.DistBackendError: NCCL error in: ...ProcessGroupNCCL.cpp:..., remote "
+                         "process exited or there was a network error` + `ncclRemoteError: ...`; node 0 exits 1 "
+                         "(`Rank N scheduler is dead`), a node >= 1 logs `Scheduler or DataParallelController "
+                         "<pid> terminated with 1` and exits 1"},
+        "source": "NCCL ncclGetErrorString(ncclRemoteError); sglang engine.py (node_rank >= 1 joins its "
+                  "schedulers and logs each that ends); as NCCL reports a remote rank exiting (modelled: the "
+                  "store connection closing stands for the NCCL socket)",
     },
     # ---------------------------------------------------------------- load (weights)
     {

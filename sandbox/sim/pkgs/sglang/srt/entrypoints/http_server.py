@@ -67,6 +67,8 @@ def _tp0_logger() -> logging.Logger:
 def _rank_layout(sa: ServerArgs) -> list[tuple[int, int, int, int]]:
     """(dp_rank, pp_rank, tp_rank, gpu_id) for every scheduler process."""
     dp = 1 if sa.enable_dp_attention else sa.dp_size
+    if sa.nnodes > 1:
+        return _node_layout(sa)
     layout = []
     for dp_rank in range(dp):
         for pp_rank in range(sa.pp_size):
@@ -74,6 +76,20 @@ def _rank_layout(sa: ServerArgs) -> list[tuple[int, int, int, int]]:
                 slot = (dp_rank * sa.pp_size + pp_rank) * sa.tp_size + tp_rank
                 layout.append((dp_rank, pp_rank, tp_rank, sa.base_gpu_id + slot * sa.gpu_id_step))
     return layout
+
+
+def _node_layout(sa: ServerArgs) -> list[tuple[int, int, int, int]]:
+    """This node's share of a multi-node server, as v0.5.9's _launch_scheduler_processes splits it: whole
+    pipeline stages per node when pp >= nnodes, else a slice of every TP group."""
+    pp_per_node = max(sa.pp_size // sa.nnodes, 1)
+    nodes_per_pp_rank = max(sa.nnodes // sa.pp_size, 1)
+    tp_per_node = sa.tp_size // nodes_per_pp_rank
+    first_pp = pp_per_node * (sa.node_rank // nodes_per_pp_rank)
+    first_tp = tp_per_node * (sa.node_rank % nodes_per_pp_rank)
+    return [(0, pp_rank, tp_rank,
+             sa.base_gpu_id + (pp_rank % pp_per_node) * tp_per_node + (tp_rank % tp_per_node) * sa.gpu_id_step)
+            for pp_rank in range(first_pp, first_pp + pp_per_node)
+            for tp_rank in range(first_tp, first_tp + tp_per_node)]
 
 
 def _launch_subprocesses(state: _State) -> list[multiprocessing.connection.Connection]:
@@ -100,6 +116,7 @@ def _launch_subprocesses(state: _State) -> list[multiprocessing.connection.Conne
             "sm_major": major,
             "tp": sa.tp_size,
             "world": sa.tp_size * sa.pp_size,
+            "nnodes": sa.nnodes,
             "gpus_short": max(g for *_, g in layout) >= len(visible),
             "p2p": p2p,
             "p2p_broken": bool(switches.get("p2p_broken", False)),
@@ -109,6 +126,7 @@ def _launch_subprocesses(state: _State) -> list[multiprocessing.connection.Conne
             "is_moe": sa._model.is_moe,
             "moe_backend": sa.moe_runner_backend,
             "cuda_graph": not sa.disable_cuda_graph,
+            "spans_nodes": sa.nnodes > 1 and len(group_ids) < sa.tp_size,
         }
         prefix = (f" DP{dp_rank}" if sa.dp_size > 1 else "") + (f" PP{pp_rank}" if sa.pp_size > 1 else "")
         name = f"sglang::scheduler{(prefix + f' TP{tp_rank}').replace(' ', '_')}"
@@ -603,6 +621,53 @@ def _warmup(state: _State) -> None:
     logger.info("The server is fired up and ready to roll!")
 
 
+# ---------------------------------------------------------------------------------- nodes of rank >= 1
+class _DummyHealth(BaseHTTPRequestHandler):
+    """launch_dummy_health_check_server: /health and /health_generate answer 200, nothing else is served."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - uvicorn runs at log_level warning
+        return None
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        code = 200 if path in ("/health", "/health_generate") else 404
+        body = b"" if code == 200 else b'{"detail":"Not Found"}'
+        self.send_response(code)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET  # noqa: N815 - any other path is FastAPI's 404, whatever the method
+
+
+def _serve_nonzero_node(state: _State) -> int:
+    """v0.5.9 on --node-rank >= 1: no tokenizer, no HTTP API; once its schedulers are ready, a dummy health
+    server on --host/--port, then it waits on the schedulers and logs each one that ends."""
+    sa = state.server_args
+    try:
+        httpd = _HTTPServer((sa.host, sa.port), _DummyHealth)
+    except OSError as e:
+        uvicorn_error(f"[Errno {e.errno}] error while attempting to bind on address "
+                      f"('{sa.host}', {sa.port}): {e.strerror.lower() if e.strerror else e}")
+        _stop_processes(state)
+        return 1
+    logger.info(f"Starting dummy health check server at {sa.host}:{sa.port}")
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    while not state.stop.wait(0.5):
+        dead = [p for p in state.procs if not p.is_alive()]
+        if dead and not state.stop.wait(0.2):  # not a stop of the whole unit
+            for proc in dead:
+                logger.error(f"Scheduler or DataParallelController {proc.pid} terminated with {proc.exitcode}")
+            state.exit_code = 1
+            break
+    httpd.shutdown()
+    httpd.server_close()
+    _stop_processes(state)
+    return state.exit_code
+
+
 # ---------------------------------------------------------------------------------- entry
 def launch_server(server_args: ServerArgs) -> int:
     state = _State(server_args)
@@ -618,6 +683,9 @@ def launch_server(server_args: ServerArgs) -> int:
     if not _wait_for_scheduler_ready(state, readers):
         _stop_processes(state)
         return state.exit_code
+
+    if server_args.node_rank >= 1:
+        return _serve_nonzero_node(state)
 
     tp0 = state.ready[0]
     profile = tp0["profile"]

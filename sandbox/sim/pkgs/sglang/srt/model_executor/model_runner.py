@@ -15,7 +15,7 @@ import sys
 import time
 
 import torch
-from sglang_sim_core import env
+from sglang_sim_core import env, rendezvous
 from sglang_sim_core.rank import RankContext
 
 from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
@@ -54,13 +54,16 @@ class ModelRunner:
         start = time.monotonic()
         torch.cuda.set_device(self.gpu_id)
         self.rank.allocate(CTX_GIB)
+        if self.server_args.nnodes > 1:
+            self.join_nodes()
         env.sleep(3.0 + 0.25 * self.tp_size * self.pp_size)
         for row in self.rank.decide("init"):
             if "hang" in row["then"]:
                 self.rank.hang()
         custom_ar = False
         if self.tp_size > 1 and not self.server_args.disable_custom_all_reduce:
-            ca = CustomAllreduce([g.index for g in self.rank.group], self.tp_rank)
+            ca = CustomAllreduce([g.index for g in self.rank.group], self.tp_rank,
+                                 spans_nodes=self.facts.get("spans_nodes", False))
             custom_ar = not ca.disabled
         self.facts["custom_ar"] = custom_ar
         self.facts["uses_p2p_kernels"] = custom_ar
@@ -82,6 +85,25 @@ class ModelRunner:
         logger.info(
             f"Init torch distributed ends. elapsed={time.monotonic() - start:.2f} s, mem usage={CTX_GIB:.2f} GB"
         )
+
+    def join_nodes(self) -> None:
+        """init_process_group over tcp://--dist-init-addr: global rank 0 hosts the store, the rest join."""
+        sa = self.server_args
+        host, port = rendezvous.parse_addr(sa.dist_init_addr)
+        timeout = float(sa.dist_timeout) if sa.dist_timeout else rendezvous.DEFAULT_TIMEOUT
+        world = self.tp_size * self.pp_size
+        global_rank = self.pp_rank * self.tp_size + self.tp_rank
+        if global_rank == 0:
+            link = rendezvous.serve(port, world, timeout)
+        else:
+            link = rendezvous.join(host, port, global_rank, timeout)
+        self._link = link  # kept open: a peer that dies closes it, as NCCL notices a remote rank exiting
+        link.watch(self._peer_lost)
+
+    def _peer_lost(self, peer: str) -> None:
+        logger.error(f"Scheduler hit an exception: {rendezvous.remote_error(peer)}")
+        self.rank.unpublish()
+        os._exit(1)
 
     def load_model(self) -> None:
         self.pre_load_avail = avail = self.rank.free_gib()

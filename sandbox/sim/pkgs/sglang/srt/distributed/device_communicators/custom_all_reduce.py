@@ -45,8 +45,11 @@ def gpu_p2p_access_check(src: int, tgt: int) -> bool:
 class CustomAllreduce:
     _SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]
 
-    def __init__(self, physical_device_ids: list[int], rank: int) -> None:
+    def __init__(self, physical_device_ids: list[int], rank: int, spans_nodes: bool = False) -> None:
         self.disabled = True
+        if spans_nodes:  # v0.5.9 checks in_the_same_node_as(group) first (log as in sglang#4978)
+            logger.warning("Custom allreduce is disabled because this process group spans across nodes.")
+            return
         world_size = len(physical_device_ids)
         if world_size == 1:
             return

@@ -1,0 +1,360 @@
+"""Multi-node deploys: one sglang server over N hosts (a playbook's `nodes:`), deployed and rolled back as one.
+
+Each host given is a node, its rank its place in the --host/--group order; `--dist-init-addr` is rank 0's
+inventory address and `nodes.dist_port`. Every node gets its own unit (`--nnodes N --node-rank r
+--dist-init-addr A:P` appended to the rung's flags) and its own release; the releases share one id, the
+deployment's. Per rung, on every node: stop and empty the GPUs, set patch sets, install unit and env; then
+start rank 0 first and the others right after (both sides of torch's rendezvous wait up to the dist timeout,
+so the order only decides who waits: with rank 0 first its store is there when the others connect), follow
+every node's journal together until each is READY (rank 0: "fired up"; the others: their dummy health
+server), one node failing stops the watch on all, then health through rank 0. A rung fails or serves on all
+nodes together. When every rung failed, every node goes back to its previous release and they are started
+together again (a node without one is left stopped).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabric import Connection
+
+from fleet import hostlock, probe_run
+from fleet.connect import ConnectOptions, open_connection
+from fleet.deploy import (
+    Attempt,
+    Deployer,
+    DeployResult,
+    Planned,
+    Progress,
+    _now,
+    health_check,
+    install,
+    patched_files,
+    port_problem,
+    put_back,
+    set_patches,
+    watch,
+)
+from fleet.errors import InputError
+from fleet.facts import HostFacts
+from fleet.inventory import Host
+from fleet.playbook import Playbook, Rung
+from fleet.releases import Release, ReleaseStore, new_id
+from fleet.service import journal_cursor, sh, stop_and_empty_gpus, unit_state
+
+
+def check_hosts(book: Playbook, hosts: Sequence[Host]) -> None:
+    """Bad input before any host is touched: exactly nodes.count distinct hosts."""
+    assert book.nodes is not None
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise InputError(f"playbook {book.name}: a host is given twice ({', '.join(names)}); each node is one host")
+    if len(hosts) != book.nodes.count:
+        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes (nodes.count): give exactly "
+                         f"{book.nodes.count} hosts with --host/--group, rank 0 first; got {len(hosts)}"
+                         + (f" ({', '.join(names)})" if names else ""))
+
+
+def dist_init_addr(book: Playbook, hosts: Sequence[Host]) -> str:
+    assert book.nodes is not None
+    address = hosts[0].address
+    try:
+        if ipaddress.ip_address(address).version == 6:
+            address = f"[{address}]"
+    except ValueError:
+        pass  # a host name
+    return f"{address}:{book.nodes.dist_port}"
+
+
+def node_args(book: Playbook, hosts: Sequence[Host], rank: int) -> list[str]:
+    """The sglang flags that make one host node `rank` of the server."""
+    assert book.nodes is not None
+    return ["--nnodes", str(book.nodes.count), "--node-rank", str(rank),
+            "--dist-init-addr", dist_init_addr(book, hosts)]
+
+
+@dataclass
+class Node:
+    rank: int
+    host: Host
+    deployer: Deployer
+    say: Progress
+    result: DeployResult
+    conn: Connection | None = None
+    store: ReleaseStore | None = None
+    previous: Release | None = None
+    release: Release | None = None
+    facts: HostFacts | None = None
+    planned: Planned | None = None
+    unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
+    serves_api: bool = False  # rank 0 of what runs now: health goes through its /generate
+
+
+class MultiNode:
+    def __init__(self, hosts: Sequence[Host], book: Playbook, book_path: Path, opts: ConnectOptions,
+                 progress_for: Callable[[Host], Progress], secrets: dict[str, str] | None = None):
+        check_hosts(book, hosts)
+        self.book, self.opts = book, opts
+        self.addr = dist_init_addr(book, hosts)
+        self.nodes: list[Node] = []
+        for rank, host in enumerate(hosts):
+            say = progress_for(host)
+            deployer = Deployer(host, book, book_path, opts, say, secrets)
+            deployer.extra_args = node_args(book, hosts, rank)
+            self.nodes.append(Node(rank, host, deployer, say, DeployResult(host.name, "failed")))
+        self.book_sha = self.nodes[0].deployer.book_sha
+
+    # ------------------------------------------------------------------ the run
+    def run(self, dry_run: bool = False, force: bool = False) -> list[DeployResult]:
+        if dry_run:  # each node's unit and env diff, as a single-node dry run shows it
+            return [n.deployer.run(dry_run=True) for n in self.nodes]
+        with ExitStack() as stack:
+            for n in self.nodes:
+                n.conn = open_connection(n.host, self.opts)
+                stack.callback(n.conn.close)
+            for n in self.nodes:
+                lock = hostlock.acquire(n.conn, n.host, f"deploy {self.book.name} (node {n.rank} of "
+                                                        f"{len(self.nodes)})")
+                stack.callback(self._unlock, n, lock)
+                if lock.recovered:
+                    n.say(lock.recovered)
+            self._deploy(force)
+        return [n.result for n in self.nodes]
+
+    @staticmethod
+    def _unlock(n: Node, lock: hostlock.Lock) -> None:
+        """A node lost mid-deploy keeps its lock (recovered by the next run): the others' results still count."""
+        try:
+            hostlock.release(n.conn, n.host, lock)
+        except Exception as exc:  # noqa: BLE001 - the lost node's reconnect may raise a plain OSError
+            n.result.status = "failed"
+            n.result.error = f"{n.result.error or n.host.name}; its lock could not be released: {exc}"
+
+    def _deploy(self, force: bool) -> None:
+        for n in self.nodes:
+            n.say("probing")
+            n.facts = probe_run.probe_on(n.conn, n.host)
+            n.store = ReleaseStore(n.conn, n.host)
+            n.previous = n.store.current()
+        if not force and self._unchanged():
+            for n in self.nodes:
+                n.result.status, n.result.release, n.result.config = "unchanged", n.previous.id, n.previous.config
+                n.say(f"deployment {n.previous.id} already serves this playbook and is healthy: nothing to do")
+            return
+        rid = new_id()
+        rungs = self._preflight(rid)
+        if not rungs:
+            for n in self.nodes:
+                n.result.error = (f"{n.host.name}: no rung of {self.book.name} can run on all "
+                                  f"{len(self.nodes)} nodes; nothing was changed")
+            return
+        for n in self.nodes:
+            n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
+                                created=_now(), facts={"gpus": len(n.facts.gpus),
+                                                       "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
+                                                       "node_rank": n.rank})
+            n.store.open(n.release)
+            n.store.event(n.release, {"step": "opened", "rungs": [r.name for r in rungs], "deployment": rid,
+                                      "nodes": [m.host.name for m in self.nodes], "rank": n.rank})
+            n.result.release = rid
+        last_class: str | None = None
+        for i, rung in enumerate(rungs):
+            if i and rung.after is not None and last_class not in rung.after:
+                self.nodes[0].say(f"rung {rung.name}: not worth trying after {last_class}")
+                continue
+            start = time.monotonic()
+            try:
+                outcome, evidence, record = self._attempt(rung, rid)
+                for n in self.nodes:  # in the results first: a node lost while writing its record is still told
+                    n.result.attempts.append(Attempt(rung.name, outcome, evidence, time.monotonic() - start,
+                                                     record if n.rank == 0 else None))
+                for n in self.nodes:
+                    n.release.attempts.append(n.result.attempts[-1].to_json())
+                    n.store.event(n.release, {"step": "attempt", "rung": rung.name, "outcome": outcome,
+                                              "evidence": evidence})
+                    n.store.save(n.release)
+                if outcome == "READY":
+                    for n in self.nodes:
+                        n.release.status, n.release.rung, n.release.config = "ok", rung.name, n.planned.config
+                        n.release.finished = _now()
+                        n.store.save(n.release)
+                        n.store.mark_current(n.release)
+                        n.store.prune(self.book.keep_releases)
+                        n.store.event(n.release, {"step": "current"})
+                        n.result.status, n.result.config = "ok", n.planned.config
+                    return
+            except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
+                self._fall_back(f"rung {rung.name} broke off ({exc or type(exc).__name__})")
+                return
+            last_class = outcome
+        self._fall_back("every rung failed")
+
+    def _unchanged(self) -> bool:
+        prev = [n.previous for n in self.nodes]
+        if any(p is None or p.playbook_sha256 != self.book_sha or p.id != prev[0].id for p in prev):
+            return False
+        if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
+            return False
+        return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == "READY"
+
+    def _preflight(self, rid: str) -> list[Rung]:
+        """Rungs every node can run (each node's own preflight), and rank 0's dist port free."""
+        kept = {r.name for r in self.book.ladder}
+        for n in self.nodes:
+            rungs, _ = n.deployer.eligible(n.facts)
+            rungs, skipped = n.deployer._preflight(n.conn, n.facts, rungs, rid)
+            n.result.attempts += skipped
+            kept &= {r.name for r in rungs}
+        head = self.nodes[0]
+        busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.unit)
+        if busy:
+            for n in self.nodes:
+                n.result.attempts.append(Attempt("-", "PREFLIGHT", f"{head.host.name} (rank 0): dist {busy}", 0))
+            return []
+        return [r for r in self.book.ladder if r.name in kept]
+
+    # ------------------------------------------------------------------ one rung on every node
+    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict | None]:
+        for n in self.nodes:
+            n.planned = n.deployer.plan(rung, rid)
+            n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,
+                                         "hosts": [m.host.name for m in self.nodes], "deployment": rid}
+        for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
+            n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
+            n.store.event(n.release, {"step": "stop", "rung": rung.name})
+            stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+        for n in self.nodes:
+            problem = set_patches(n.conn, n.host, rung.patches, n.say)
+            if problem:
+                return "PREFLIGHT", f"{n.host.name} (node {n.rank}): {problem}", None
+            n.release.patches = {"sets": list(rung.patches), "files": patched_files(n.conn, n.host)}
+            install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
+            n.store.event(n.release, {"step": "installed", "rung": rung.name, "files": n.release.files})
+            n.unit, n.serves_api = n.deployer.unit, n.rank == 0
+        outcome, evidence = self._start_together(self.nodes, rung.name)
+        record = None
+        head = self.nodes[0]
+        measure = head.deployer.measure if head.deployer.measure is not None else \
+            bool(self.book.bench and self.book.bench.gate)
+        if outcome == "READY" and measure:
+            outcome, evidence, record = head.deployer._perf_gate(head.conn, rung, evidence, head.say)
+        head.say(f"[{rung.name}] {outcome}: {evidence}")
+        return outcome, evidence, record
+
+    def _start_together(self, nodes: list[Node], label: str) -> tuple[str, str]:
+        """Start every node's unit (the API node first), follow all journals together, then check health."""
+        cursors = {n.rank: journal_cursor(n.conn, n.host) for n in nodes}
+        for n in sorted(nodes, key=lambda m: not m.serves_api):
+            sh(n.conn, n.host, f"systemctl reset-failed {shlex.quote(n.unit)} 2>/dev/null; "
+                               f"systemctl restart {shlex.quote(n.unit)}")
+            n.say(f"[{label}] started node {n.rank}; following the journal")
+        stop = threading.Event()
+        outcomes: dict[int, tuple[str, str]] = {}
+
+        def follow(n: Node) -> None:
+            try:
+                outcomes[n.rank] = watch(n.conn, n.host, n.unit, cursors[n.rank], self.book,
+                                         lambda m: n.say(f"[{label}] {m}"), stop)
+            except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
+                outcomes[n.rank] = ("EXITED", f"watching the journal failed: {type(exc).__name__}: {exc}")
+            if outcomes[n.rank][0] != "READY":
+                stop.set()
+
+        threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        failed = [(n, outcomes[n.rank]) for n in nodes if outcomes[n.rank][0] not in ("READY", "STOPPED")]
+        if failed:
+            n, (outcome, evidence) = failed[0]
+            return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
+        for n in nodes:
+            if n.serves_api:
+                outcome, evidence = health_check(n.conn, n.host, self.book)
+            else:
+                outcome, evidence = node_health(n.conn, n.host, self.book.serve.port)
+            if outcome != "READY":
+                return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
+        return "READY", f"all {len(nodes)} nodes up; {evidence if len(nodes) == 1 else 'healthy through rank 0'}"
+
+    # ------------------------------------------------------------------ every rung failed
+    def _fall_back(self, why: str) -> None:
+        """Close the releases as failed; every node back on its previous release, started together again."""
+        problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
+        for n in reversed(self.nodes):
+            try:
+                n.release.status, n.release.finished = "failed", _now()
+                n.store.save(n.release)
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+            except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
+                problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
+        back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]
+        for n in back:
+            n.say(f"{why}: rolling back to {n.previous.id}")
+            try:
+                failed = put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                if failed:
+                    problems[n.rank] = f"{failed.outcome} {failed.evidence}"
+                elif n.store.current_id() != n.previous.id:  # the new release was made current on some nodes only
+                    n.store.mark_current(n.previous)
+            except Exception as exc:  # noqa: BLE001 - as above
+                problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
+                continue
+            n.unit = Path(next(p for p in n.previous.files
+                               if p.endswith(".service") and not p.startswith("before:"))).stem
+            n.serves_api = n.previous.config.get("nodes", {}).get("rank", 0) == 0
+        restarted = [n for n in back if n.rank not in problems]
+        try:
+            outcome, evidence = self._start_together(restarted, "rollback") if restarted else ("READY", "")
+        except Exception as exc:  # noqa: BLE001 - as above
+            outcome, evidence = "EXITED", str(exc) or type(exc).__name__
+        for n in self.nodes:
+            r = n.result
+            if n.previous is None and n.rank in problems:
+                r.status, r.config = "failed", {}
+                r.error = f"{n.host.name}: {why}; stopping it failed too: {problems[n.rank]}"
+            elif n.previous is None:
+                r.status, r.config = "failed", {}
+                r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
+            elif n.rank in problems or outcome != "READY":
+                r.status, r.release, r.config = "failed", n.previous.id, n.previous.config
+                r.error = (f"{n.host.name}: {why} and the rollback failed too: "
+                           f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
+            else:
+                r.status, r.release, r.config = "rolled_back", n.previous.id, n.previous.config
+                r.error = f"{n.host.name}: {why}; back on release {n.previous.id}"
+
+
+def node_health(conn: Connection, host: Host, port: int) -> tuple[str, str]:
+    """A node of rank >= 1 serves only sglang's dummy /health (no API): it must answer 200."""
+    code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://127.0.0.1:{int(port)}/health "
+                          "|| true").strip()
+    if code != "200":
+        return "HEALTH_FAILED", f"GET /health answered {code or 'nothing'}"
+    return "READY", "node healthy"
+
+
+def deploy_command(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+                   as_json: bool, dry_run: bool, force: bool, rolling: bool, out) -> int:
+    """`inv deploy` of a playbook with `nodes:`: every flag and the host count checked before any host is touched."""
+    from rich.markup import escape
+
+    from fleet import deploy_cmd
+
+    if rolling:
+        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
+                         "--host-timeout do not apply (its nodes are deployed together)")
+
+    def progress_for(host: Host) -> Progress:
+        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+    results = MultiNode(hosts, book, path, opts, progress_for, secrets).run(dry_run=dry_run, force=force)
+    return deploy_cmd._finish(results, as_json, ok={"ok", "unchanged", "dry-run"})

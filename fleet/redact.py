@@ -1,0 +1,23 @@
+"""Secrets that servers print about themselves, masked before a journal line reaches fleet's output.
+
+sglang logs its whole ServerArgs at start, `api_key='...'` included; fleet relays journal lines (`inv logs`,
+deploy progress and evidence), so every journal line it reads passes through `line` first.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "<secret>"
+_PATTERNS = [
+    re.compile(r"""(\bapi_key\s*=\s*)(['"])(?:(?!\2).)+\2"""),  # ServerArgs(... api_key='sk-...')
+    re.compile(r"""(--api-key[=\s]+)(?!\$\{)[^\s'"]+"""),  # a command line echoed, not the unit's ${VAR}
+    re.compile(r"""(\bBearer\s+)[^\s'"]+""", re.IGNORECASE),
+    re.compile(r"""(\b[A-Z0-9_]*API_KEY=)[^\s'"]+"""),
+]
+
+
+def line(text: str) -> str:
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + (m.group(2) + MASK + m.group(2) if m.re.groups > 1 else MASK), text)
+    return text

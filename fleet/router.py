@@ -1,0 +1,564 @@
+"""Data-parallel replicas behind sglang's router (a playbook's `router:` section).
+
+Every host the playbook is deployed on is a replica (the usual per-host deploy, in rolling batches). The
+router (`python -m sglang_router.launch_router --worker-urls ...`) is its own systemd unit on `router.host`,
+a release of its own under /var/lib/fleet/router (so a replica's host can be the router's host too):
+
+- before a replica's server stops (its first attempt), the replica is taken out of the live router
+  (POST /remove_worker) and its running requests drain; once its deploy ends healthy it is put back
+  (POST /add_worker, the router checks its health first). A replica whose deploy fails stays out.
+- after the replicas, the router's unit is rendered with the healthy replicas' URLs; unchanged and
+  serving: only its worker list is reconciled; else installed atomically, restarted and checked with a
+  real generation through it (which a replica must answer), falling back to its previous release.
+
+The router calls replicas over the network, so replicas listen beyond loopback with serve.api_key; the
+router gets the same key (`--api-key`): clients need it, and the replicas it starts with inherit it.
+Replicas added later are given it explicitly (`/add_worker?api_key=`), as sgl-router requires.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabric import Connection
+from rich.console import Console
+from rich.markup import escape
+
+from fleet import deploy as deploying
+from fleet import deploy_cmd, hostlock, inventory, yamlfile
+from fleet.connect import ConnectOptions, check_guard, open_connection
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.playbook import Playbook, flag_args
+from fleet.releases import ROOT, Release, ReleaseStore, new_id
+from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
+from fleet.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
+
+ROUTER_ROOT = f"{ROOT}/router"
+TEMPLATE = "sglang-router.service.j2"
+SERVING = {"ok", "unchanged"}  # a replica in these states goes (back) into the router
+
+
+# ---------------------------------------------------------------------- planning (pure)
+
+
+def worker_url(host: Host, book: Playbook) -> str:
+    address = f"[{host.address}]" if ":" in host.address else host.address
+    return f"http://{address}:{book.serve.port}"
+
+
+@dataclass
+class RouterPlan:
+    argv: list[str]
+    workers: list[str]
+    config: dict[str, Any]
+    unit_text: str
+    env_text: str
+
+
+def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]) -> RouterPlan:
+    """The router's unit and env file for these worker URLs (in this order)."""
+    r = book.router
+    if r is None:
+        raise ValueError(f"playbook {book.name} has no router section")
+    venv = book.serve.venv or host.venv
+    argv = [f"{venv}/bin/python", "-m", "sglang_router.launch_router", "--host", r.listen, "--port", str(r.port),
+            "--policy", r.policy, *flag_args(r.flags)]
+    env: dict[str, str] = {}
+    secret_args = {}
+    if API_KEY_VAR in secrets:
+        argv += ["--api-key", "secret"]
+        secret_args = {len(argv) - 1: API_KEY_VAR}
+        env[API_KEY_VAR] = secrets[API_KEY_VAR]
+    argv += ["--worker-urls", *workers]
+    spec = UnitSpec(playbook=book.name, rung="router", release="-", user=book.serve.user,
+                    workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
+                    env_file=env_path(book), argv=argv, env=env, secret_args=secret_args,
+                    stop_timeout=int(book.budgets.stop))
+    unit_text = _env().get_template(TEMPLATE).render(
+        playbook=book.name, policy=r.policy, workers=workers, user=spec.user, workdir=spec.workdir,
+        env_file=spec.env_file, exec_start=exec_start(argv, secret_args), stop_timeout=spec.stop_timeout,
+        hardening=HARDENING)
+    config = {"playbook": book.name, "role": "router", "unit": r.unit, "listen": r.listen, "port": r.port,
+              "policy": r.policy, "flags": r.flags, "workers": workers}
+    return RouterPlan(argv, workers, config, unit_text, render_env(spec))
+
+
+def unit_path(book: Playbook) -> str:
+    return f"/etc/systemd/system/{book.router.unit}.service"  # type: ignore[union-attr]
+
+
+def env_path(book: Playbook) -> str:
+    return f"/etc/fleet/{book.router.unit}.env"  # type: ignore[union-attr]
+
+
+def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
+    """The inventory host router.host names (bad input: file:line of the playbook, exit 2)."""
+    r = book.router
+    assert r is not None
+    source = hosts[0].source
+    inv = inventory.load(source)
+    if r.host not in inv.hosts:
+        raise yamlfile.load(path).error(("router", "host"), f"no host named {r.host!r} in the inventory "
+                                        f"({source.name} and the other files of its folder)")
+    host = inv.hosts[r.host]
+    check_guard(host)
+    return host
+
+
+# ---------------------------------------------------------------------- the live router, over SSH on its host
+
+
+def _curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = None,
+          body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
+    """A shell command calling the router on its host; the key is read from the router's env file there and
+    handed to curl on stdin (`-K -`), never on a command line. Prints the body, then the status code.
+    key_in_query: also as `api_key=` (/add_worker: workers added at runtime do not inherit the router's key)."""
+    ef = shlex.quote(env_path(book))
+    url = f"http://127.0.0.1:{book.router.port}{path}"  # type: ignore[union-attr]
+    lines = ["printf 'header = \"Authorization: Bearer %s\"\\n' \"$K\""]
+    for name, value in (query or {}).items():
+        lines.append(f"printf 'data-urlencode = \"%s\"\\n' {shlex.quote(f'{name}={value}')}")
+    if key_in_query:
+        lines.append("printf 'data-urlencode = \"api_key=%s\"\\n' \"$K\"")
+    if query is not None or key_in_query:
+        lines.append("printf 'get\\n'")  # the data goes into the query string; -X keeps the method
+    data = ["-H", "Content-Type: application/json", "-d", json.dumps(body)] if body is not None else []
+    return (f"K=$( [ -r {ef} ] && . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" | "
+            f"sed 's/[\\\\\"]/\\\\&/g' ); "
+            f"{{ {'; '.join(lines)}; }} | curl -s -m {int(timeout)} -K - -X {method} "
+            f"-w '\\n%{{http_code}}' {' '.join(shlex.quote(d) for d in data)} {shlex.quote(url)} || true")
+
+
+def parse_answer(out: str) -> tuple[int | None, str]:
+    """(status code, body) from what `_curl` printed; None when nothing answered."""
+    body, _, code = out.rstrip("\n").rpartition("\n")
+    if not code.strip().isdigit() or code.strip() == "000":
+        return None, body
+    return int(code), body
+
+
+def generation_check(body_text: str, code: int | None, book: Playbook) -> tuple[str, str]:
+    """What a /generate through the router means: READY, WRONG_ANSWER or HEALTH_FAILED (pure)."""
+    if code != 200:
+        return "HEALTH_FAILED", f"POST /generate through the router answered {code or 'nothing'}: {body_text[:160]!r}"
+    try:
+        text = json.loads(body_text)["text"]
+    except (ValueError, KeyError, TypeError):
+        return "HEALTH_FAILED", f"POST /generate through the router gave no text: {body_text[:160]!r}"
+    if not text.strip().startswith(book.health.expect):
+        return "WRONG_ANSWER", f"{book.health.prompt!r} -> {text[:80]!r} through the router, expected " \
+                               f"{book.health.expect!r}"
+    return "READY", f"a generation through the router: {book.health.prompt!r} -> {text.strip()[:40]!r}"
+
+
+class LiveRouter:
+    """Calls to the running router, each over its own connection to the router's host (replicas of one batch
+    finish in parallel threads)."""
+
+    def __init__(self, host: Host, book: Playbook, opts: ConnectOptions):
+        self.host, self.book, self.opts = host, book, opts
+
+    def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
+        conn = open_connection(self.host, self.opts)
+        try:
+            return parse_answer(sh(conn, self.host, command, timeout=timeout + 30))
+        finally:
+            conn.close()
+
+    def workers(self) -> list[str] | None:
+        """The router's workers, or None when no router answers."""
+        code, body = self._run(_curl(self.book, "GET", "/list_workers"))
+        if code != 200:
+            return None
+        try:
+            return list(json.loads(body)["urls"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def remove(self, url: str) -> tuple[int | None, str]:
+        return self._run(_curl(self.book, "POST", "/remove_worker", query={"url": url}))
+
+    def add(self, url: str) -> tuple[int | None, str]:
+        timeout = self.book.budgets.ready
+        return self._run(_curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
+                               key_in_query=True), timeout=timeout)
+
+    def generate(self, conn: Connection) -> tuple[str, str]:
+        body = {"text": self.book.health.prompt,
+                "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
+        code, text = parse_answer(sh(conn, self.host, _curl(self.book, "POST", "/generate", body=body, timeout=120),
+                                     timeout=180))
+        return generation_check(text, code, self.book)
+
+
+# ---------------------------------------------------------------------- hooks around the rolling deploy
+
+
+class ReplicaDeployer(deploy_cmd._Learning):
+    """A replica's deploy: out of the router before its server first stops."""
+
+    hooks: RouterHooks
+
+    def _attempt(self, conn, store, release, rung):
+        self.hooks.take_out(self.host, conn, self.progress)
+        return super()._attempt(conn, store, release, rung)
+
+
+@dataclass
+class RouterHooks:
+    """What a rolling deploy of a router playbook does besides the per-host deploys (see deploy_cmd._rollout)."""
+
+    book: Playbook
+    book_path: Path
+    host: Host  # the router's
+    opts: ConnectOptions
+    secrets: dict[str, str]
+    out: Console
+    live: LiveRouter = field(init=False)
+    running: bool = False  # a router answered when the deploy began
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _taken_out: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.live = LiveRouter(self.host, self.book, self.opts)
+
+    def say(self, name: str, message: str) -> None:
+        self.out.print(f"[dim]{name}[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+    def _event(self, host: str, step: str, detail: str = "") -> None:
+        with self._lock:
+            self.events.append({"t": round(time.time(), 3), "host": host, "step": step, "detail": detail})
+
+    def start(self) -> None:
+        """Before any replica: is a router serving already (then replicas go out and back in one by one)?"""
+        try:
+            self.running = self.live.workers() is not None
+        except FleetError as exc:
+            self.say(self.host.name, f"router: cannot reach its host ({exc}); replicas are not taken out of it")
+            self.running = False
+
+    def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say, secrets) -> ReplicaDeployer:
+        d = ReplicaDeployer(host, book, path, opts, say, secrets)
+        d.hooks = self
+        return d
+
+    def take_out(self, host: Host, conn: Connection, say) -> None:
+        """Once per replica, before its server stops: out of the router, then its running requests drain."""
+        with self._lock:
+            if host.name in self._taken_out:
+                return
+            self._taken_out.add(host.name)
+        if not self.running:
+            return
+        url = worker_url(host, self.book)
+        try:
+            workers = self.live.workers()
+            if workers is None or url not in workers:
+                return
+            code, body = self.live.remove(url)
+        except FleetError as exc:
+            say(f"router: could not take {url} out: {exc}")
+            return
+        if code != 200:
+            say(f"router: /remove_worker {url} answered {code}: {body[:120]}")
+            return
+        self._event(host.name, "removed", url)
+        say(f"taken out of the router on {self.host.name} before its server stops")
+        if workers == [url]:
+            say("warning: the router has no other replica: it cannot serve until this one is back "
+                "(deploy more replicas, one batch at a time: --serial 1)")
+        drain(conn, host, self.book, say)
+
+    def after(self, host: Host, result: deploying.DeployResult) -> deploying.DeployResult:
+        """A replica that ended healthy goes (back) into a running router; one that failed stays out."""
+        url = worker_url(host, self.book)
+        if not self.running:
+            return result
+        if result.status not in SERVING:  # even one failed before its server stopped: out until a deploy serves
+            try:
+                workers = self.live.workers()
+                if workers is not None and url in workers:
+                    self.live.remove(url)
+            except FleetError:
+                pass
+            self._event(host.name, "left out", result.status)
+            self.say(host.name, f"stays out of the router: its deploy ended {result.status}")
+            return result
+        try:
+            workers = self.live.workers()
+            if workers is not None and url in workers:
+                self._event(host.name, "in router", url)
+                return result
+            code, body = self.live.add(url)
+        except FleetError as exc:
+            code, body = None, str(exc)
+        if code == 200:
+            self._event(host.name, "added", url)
+            self.say(host.name, f"back in the router on {self.host.name}: {body.strip()[:120]}")
+        else:
+            self._event(host.name, "add failed", f"{code}: {body.strip()[:200]}")
+            self.say(host.name, f"router: /add_worker {url} answered {code}: {body.strip()[:160]}")
+        return result
+
+    def finish(self, hosts: list[Host], results: list[deploying.DeployResult]) -> dict[str, Any]:
+        """After every batch: the router's own unit with the replicas that serve."""
+        healthy = [worker_url(h, self.book) for h, r in zip(hosts, results, strict=True) if r.status in SERVING]
+        report: dict[str, Any] = {"host": self.host.name, "unit": self.book.router.unit,  # type: ignore[union-attr]
+                                  "port": self.book.router.port, "policy": self.book.router.policy,  # type: ignore[union-attr]
+                                  "status": "failed", "release": None, "workers": healthy, "error": None,
+                                  "evidence": None, "events": self.events}
+        if not healthy:
+            report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
+            return report
+        say = lambda m: self.say(self.host.name, f"router: {m}")  # noqa: E731
+        try:
+            conn = open_connection(self.host, self.opts)
+            try:
+                with hostlock.held(conn, self.host, f"deploy router {self.book.name}"):
+                    report.update(self._deploy(conn, healthy, say))
+            finally:
+                conn.close()
+        except FleetError as exc:
+            report["error"] = str(exc)
+        return report
+
+    def _deploy(self, conn: Connection, workers: list[str], say) -> dict[str, Any]:
+        book, host = self.book, self.host
+        unit = book.router.unit  # type: ignore[union-attr]
+        store = ReleaseStore(conn, host, ROUTER_ROOT)
+        previous = store.current()
+        planned = plan(book, host, workers, self.secrets)
+        same = (read_file(conn, unit_path(book)) == planned.unit_text.encode()
+                and read_file(conn, env_path(book)) == planned.env_text.encode())
+        if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
+            outcome, evidence = self._ready(conn)
+            if outcome == "READY":
+                self._reconcile(workers, say)
+                say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
+                return {"status": "unchanged", "release": previous.id, "evidence": evidence}
+        problem = (deploying.port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
+                   or venv_problem(conn, host, planned.argv[0]))
+        if problem:
+            return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
+        release = Release(id=new_id(), host=host.name, playbook=book.name,
+                          playbook_sha256=hashlib.sha256(self.book_path.read_bytes()).hexdigest(),
+                          created=deploying._now(), rung="router", config=planned.config)
+        store.open(release)
+        store.event(release, {"step": "opened", "workers": workers})
+        deploying.install(conn, host, store, release, planned, unit_path(book), env_path(book))
+        sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+        store.event(release, {"step": "restarted"})
+        say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
+        outcome, evidence = self._ready(conn)
+        store.event(release, {"step": "attempt", "outcome": outcome, "evidence": evidence})
+        release.attempts.append({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+        if outcome == "READY":
+            release.status, release.finished = "ok", deploying._now()
+            store.save(release)
+            store.mark_current(release)
+            store.prune(book.keep_releases)
+            store.event(release, {"step": "current"})
+            say(evidence)
+            return {"status": "ok", "release": release.id, "evidence": evidence}
+        release.status, release.finished = "failed", deploying._now()
+        store.save(release)
+        say(f"{outcome}: {evidence}")
+        return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
+
+    def _ready(self, conn: Connection) -> tuple[str, str]:
+        """The router's port answers /health within budgets.ready, then a real generation passes through it."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        deadline = time.monotonic() + self.book.budgets.ready
+        while True:
+            code, _ = parse_answer(sh(conn, self.host, _curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            if code == 200:
+                return self.live.generate(conn)
+            state = unit_state(conn, self.host, unit)
+            if state.get("ActiveState") in ("failed", "inactive"):
+                tail = sh(conn, self.host, f"journalctl -u {shlex.quote(unit)} -n 3 -o cat --no-pager || true")
+                last = " | ".join(tail.splitlines())[:300]
+                return "EXITED", f"the router exited ({state.get('Result', '?')}): {last}"
+            if time.monotonic() > deadline:
+                return "HANG", f"the router's /health did not answer within {self.book.budgets.ready:.0f}s"
+            time.sleep(0.5)
+
+    def _reconcile(self, workers: list[str], say) -> None:
+        """An unchanged router keeps running: its live worker list is brought to the replicas that serve."""
+        live = self.live.workers() or []
+        for url in workers:
+            if url not in live:
+                code, body = self.live.add(url)
+                say(f"/add_worker {url}: {code} {body.strip()[:100]}")
+        for url in live:
+            if url not in workers:
+                code, body = self.live.remove(url)
+                say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
+
+    def _fall_back(self, conn: Connection, store: ReleaseStore, previous: Release | None, why: str,
+                   say) -> dict[str, Any]:
+        """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        if previous is None:
+            sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+            return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
+                             "stopped"}
+        outcome, evidence = self.restore(conn, store, previous)
+        say(f"back on release {previous.id}: {outcome} {evidence}")
+        if outcome == "READY":
+            return {"status": "rolled_back", "release": previous.id, "evidence": evidence,
+                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"}
+        return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
+                                                 f"{previous.id} did not serve either: {outcome} {evidence}"}
+
+
+    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> tuple[str, str]:
+        """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+        for path, meta in release.files.items():
+            if path.startswith("before:"):
+                continue
+            data = store.file(release, path)
+            if data is None or sha256(data) != meta["sha256"]:
+                return "PREFLIGHT", f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
+            write_atomic(conn, path, data, int(meta.get("mode", "0o600"), 8))
+        daemon_reload(conn, self.host)
+        sh(conn, self.host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; "
+                            f"systemctl restart {shlex.quote(unit)}")
+        return self._ready(conn)
+
+
+def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
+    """`inv rollback --router`: the router's unit back to an earlier known-good release (default: the newest
+    before the current one), verified by a generation through it; made current when it serves."""
+    host = hooks.host
+    report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
+                              "port": hooks.book.router.port, "status": "failed",  # type: ignore[union-attr]
+                              "release": None, "workers": [], "error": None, "evidence": None}
+    conn = open_connection(host, hooks.opts)
+    try:
+        with hostlock.held(conn, host, "rollback router"):
+            store = ReleaseStore(conn, host, ROUTER_ROOT)
+            current = store.current_id()
+            if to:
+                target = store.load(to)
+                if target is None or target.status != "ok":
+                    raise FleetError(f"{host.name}: no router release {to} that served "
+                                     f"(see {ROUTER_ROOT}/releases on {host.name})")
+            else:
+                earlier = [r for r in store.list() if r.status == "ok" and r.id != current
+                           and (current is None or r.id < current)]
+                if not earlier:
+                    raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
+                target = earlier[-1]
+            hooks.say(host.name, f"router: rolling back to {target.id}")
+            outcome, evidence = hooks.restore(conn, store, target)
+            report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
+            if outcome == "READY":
+                store.mark_current(target)
+                report["status"] = "ok"
+            else:
+                report["error"] = f"{host.name}: router release {target.id} did not serve: {outcome} {evidence}"
+    finally:
+        conn.close()
+    return report
+
+
+def drain(conn: Connection, host: Host, book: Playbook, say) -> None:
+    """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
+    deadline = time.monotonic() + book.budgets.stop
+    metrics = f"curl -s -m 5 http://127.0.0.1:{book.serve.port}/metrics || true"
+    while time.monotonic() < deadline:
+        running = running_requests(sh(conn, host, metrics))
+        if not running:
+            return
+        say(f"draining: {running:g} request(s) still running")
+        time.sleep(0.5)
+
+
+def running_requests(metrics_text: str) -> float:
+    """sglang:num_running_reqs summed over its label sets; 0 without metrics (pure)."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        if line.startswith("sglang:num_running_reqs"):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
+    return total
+
+
+def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
+    out = sh(conn, host, f"{shlex.quote(python)} -c 'import sglang_router' 2>&1 || echo FLEET-MISSING").strip()
+    return f"sglang_router is not importable by {python} (pip install sglang-router)" if "FLEET-MISSING" in out \
+        else None
+
+
+# ---------------------------------------------------------------------- entry points for deploy_cmd
+
+
+def prepare(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+            out: Console) -> RouterHooks:
+    """Bad input (an unknown router host) fails here, before any host is contacted."""
+    return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, out)
+
+
+def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
+    """What the router's unit and env file would become with every selected replica (none is contacted)."""
+    book = hooks.book
+    planned = plan(book, hooks.host, [worker_url(h, book) for h in hosts], hooks.secrets)
+    conn = open_connection(hooks.host, hooks.opts)
+    try:
+        diffs: list[str] = []
+        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), deploying._redact(planned.env_text))):
+            old = read_file(conn, path)
+            old_text = deploying._redact(old.decode()) if old is not None else ""
+            diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
+                                          fromfile=f"{path} (installed)", tofile=f"{path} (router)")
+    finally:
+        conn.close()
+    return {"host": hooks.host.name, "unit": book.router.unit, "status": "dry-run",  # type: ignore[union-attr]
+            "config": planned.config, "diff": "".join(diffs)}
+
+
+def finish_dry_run(hooks: RouterHooks, hosts: list[Host], results: list[deploying.DeployResult],
+                   as_json: bool) -> int:
+    from fleet import deploy_view
+    from fleet.cli import console, print_json
+    from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+
+    try:
+        report = dry_run(hooks, hosts)
+    except FleetError as exc:
+        report = {"host": hooks.host.name, "status": "failed", "error": str(exc)}
+    if as_json:
+        print_json({"hosts": [r.to_json() for r in results], "router": report})
+    else:
+        for r in results:
+            deploy_view.render(r, console)
+        render(report, console)
+    ok = all(r.status == "dry-run" for r in results) and report["status"] == "dry-run"
+    return EXIT_OK if ok else EXIT_HOST_FAILED
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    status = report["status"]
+    colour = "green" if status in ("ok", "unchanged", "dry-run") else "red"
+    console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"
+                  + (f" release {report['release']}" if report.get("release") else "")
+                  + f"  workers: {' '.join(report.get('workers') or report.get('config', {}).get('workers', []))}",
+                  highlight=False, soft_wrap=True)
+    if report.get("error"):
+        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=True)
+    if report.get("diff"):
+        console.print(escape(report["diff"]), highlight=False, soft_wrap=True)

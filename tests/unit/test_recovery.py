@@ -1,0 +1,46 @@
+"""What `inv status` says about a dead run's leftovers (fleet.recovery.parse_probe) and when a lock's owner is
+provably dead (fleet.hostlock.dead_owner): pure, no host."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+from fleet import hostlock, recovery
+
+
+def _owner(**changes) -> dict:
+    return {"owner": "me@" + socket.gethostname(), "machine": socket.gethostname(), "pid": os.getpid(),
+            "pid_start": hostlock._started(os.getpid()), "purpose": "deploy x", "time": "T", "epoch": 1,
+            "token": "t", **changes}
+
+
+def test_a_lock_is_provably_dead_only_on_this_machine_with_its_pid_gone_or_reused():
+    assert hostlock.dead_owner(_owner()) is None  # this very process
+    assert "no longer running" in hostlock.dead_owner(_owner(pid=2 ** 22 + 7))
+    assert "now another process" in hostlock.dead_owner(_owner(pid_start=1))
+    assert hostlock.dead_owner(_owner(machine="elsewhere", pid=2 ** 22 + 7)) is None
+    assert hostlock.dead_owner(None) is None and hostlock.dead_owner(_owner(pid="12")) is None
+
+
+def test_status_probe_output_names_an_interrupted_release_and_what_the_next_deploy_does():
+    dead = json.dumps(_owner(pid=2 ** 22 + 7))
+    text = (f'release 20261130T101010Z-abcd {{"t": 1, "step": "installed", "rung": "plain"}}\n'
+            f"lock {dead}\npatch-run 20261130T101011Z-ef0123\n")
+    line = recovery.parse_probe(text)
+    assert line.startswith("lock left by a dead run (pid 4194311 is no longer running")
+    assert "release 20261130T101010Z-abcd was interrupted after step installed" in line
+    assert "patch run 20261130T101011Z-ef0123 was interrupted half-way" in line
+
+
+def test_status_probe_output_while_a_live_run_holds_the_lock_says_in_progress():
+    text = f'release 20261130T101010Z-abcd {{"step": "stop"}}\nlock {json.dumps(_owner(epoch=int(time.time())))}\n'
+    line = recovery.parse_probe(text)
+    assert line.startswith(f"locked: held by me@{socket.gethostname()} pid {os.getpid()}")
+    assert "deploy 20261130T101010Z-abcd in progress (at step stop)" in line and "STALE" not in line
+
+
+def test_a_clean_host_has_nothing_to_say():
+    assert recovery.parse_probe("lock \n") is None and recovery.parse_probe("") is None
