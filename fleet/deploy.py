@@ -133,15 +133,16 @@ class Deployer:
                   "env": {k: ("<secret>" if k == API_KEY_VAR else v) for k, v in env.items()}}
         return Planned(rung, argv, env, config, render_unit(spec), render_env(spec))
 
-    def eligible(self, facts: HostFacts) -> tuple[list[Rung], list[Attempt]]:
-        rungs, skipped = [], []
+    def eligible(self, facts: HostFacts) -> list[Rung]:
+        """The ladder's rungs whose `when:` this host meets, in order."""
+        rungs = []
         for rung in self.book.ladder:
             why = rung.when.failed(facts)
             if why:
                 self.progress(f"rung {rung.name}: not for this host ({why})")
             else:
                 rungs.append(rung)
-        return rungs, skipped
+        return rungs
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
@@ -173,7 +174,7 @@ class Deployer:
             result.status, result.release, result.config = "unchanged", previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result
-        rungs, _ = self.eligible(facts)
+        rungs = self.eligible(facts)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.book_sha, created=_now(),
                           facts={"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
@@ -332,7 +333,7 @@ class Deployer:
     # ------------------------------------------------------------------ dry run
     def _dry_run(self, conn: Connection) -> DeployResult:
         facts = probe_run.probe_on(conn, self.host)
-        rungs, _ = self.eligible(facts)
+        rungs = self.eligible(facts)
         if not rungs:
             return DeployResult(self.host.name, "failed", error="no rung of the ladder fits this host")
         planned = self.plan(rungs[0], "dry-run")

@@ -39,6 +39,7 @@ from fleet.deploy import (
     patched_files,
     port_problem,
     put_back,
+    recover_after_crash,
     set_patches,
     watch,
 )
@@ -123,8 +124,7 @@ class MultiNode:
                 lock = hostlock.acquire(n.conn, n.host, f"deploy {self.book.name} (node {n.rank} of "
                                                         f"{len(self.nodes)})")
                 stack.callback(self._unlock, n, lock)
-                if lock.recovered:
-                    n.say(lock.recovered)
+                n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
             self._deploy(force)
         return [n.result for n in self.nodes]
 
@@ -208,7 +208,7 @@ class MultiNode:
         """Rungs every node can run (each node's own preflight), and rank 0's dist port free."""
         kept = {r.name for r in self.book.ladder}
         for n in self.nodes:
-            rungs, _ = n.deployer.eligible(n.facts)
+            rungs = n.deployer.eligible(n.facts)
             rungs, skipped = n.deployer._preflight(n.conn, n.facts, rungs, rid)
             n.result.attempts += skipped
             kept &= {r.name for r in rungs}

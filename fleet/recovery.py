@@ -85,6 +85,15 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
         if problem:
             raise FleetError(f"{host.name}: after an interrupted deploy, reverting fleet's patches failed: {problem}")
         notes.append("no earlier release: unit stopped and fleet's patches reverted")
+    elif current.config.get("nodes"):  # a node of a multi-node server cannot start (or be verified) alone
+        say(f"recovering: putting back the files of node release {current.id}; it starts with its peers")
+        failed = deploy.put_back(conn, host, store, current, book, say)
+        if failed:
+            raise FleetError(f"{host.name}: after an interrupted deploy, putting back release {current.id} failed: "
+                             f"{failed.outcome} {failed.evidence}")
+        nodes = current.config["nodes"]
+        notes.append(f"files of release {current.id} (node {nodes.get('rank')} of {nodes.get('count')}) put back, "
+                     "unit left stopped: deploy its playbook on all its nodes to start it")
     else:
         say(f"recovering: putting back the last known-good release {current.id}")
         attempt = deploy.restore(conn, host, store, current, book, say)

@@ -142,7 +142,7 @@ class Tuner:
         conn = open_connection(self.host, self.opts)
         try:
             facts = probe_run.probe_on(conn, self.host)
-            rungs, _ = self.d.eligible(facts)
+            rungs = self.d.eligible(facts)
             if self.d._healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "

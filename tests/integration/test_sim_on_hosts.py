@@ -686,6 +686,72 @@ def _sm100_tuned(rig: Rig) -> None:
                   DENSE_SPEED)
 
 
+# multi-node: sbx2 (rank 0) and sbx4 (rank 1), both 2x RTX 5090, one Llama TP 4 server over the bridge
+NODES = ("sbx2", "sbx4")
+DIST_PORT = 5758
+P2P_OFF = {"NCCL_P2P_DISABLE": "1"}  # sbx4's P2P reads OK but hangs: its intra-node check would never end
+
+
+def _node_args(rig: Rig, rank: int, timeout_s: int = 600) -> tuple[str, ...]:
+    # --dist-timeout is modelled time: 600 s -> 12 s here; nothing but the rendezvous crosses hosts
+    addr = f"{rig.rem.inventory.hosts[NODES[0]].address}:{DIST_PORT}"
+    return ("--model-path", LLAMA, "--tp", "4", "--nnodes", "2", "--node-rank", str(rank),
+            "--dist-init-addr", addr, "--dist-timeout", str(timeout_s))
+
+
+def _free_gpus(rig: Rig, *hosts: str) -> None:
+    """A server fleet deployed there earlier holds the GPUs: these cases need them (it stays stopped)."""
+    for host in hosts:
+        rig.use(host)
+        rig.rem.ok(host, "systemctl stop sglang 2>/dev/null; true")
+
+
+def _two_nodes(rig: Rig, row: str) -> tuple[Unit, Unit]:
+    _free_gpus(rig, *NODES)
+    rank0 = rig.unit(NODES[0], f"{row}-r0").start(*_node_args(rig, 0), env=P2P_OFF)
+    rank1 = rig.unit(NODES[1], f"{row}-r1").start(*_node_args(rig, 1), env=P2P_OFF)
+    rank0.wait_ready()
+    rank1.wait_log("Starting dummy health check server")
+    return rank0, rank1
+
+
+@case("multinode-rendezvous")
+def _multinode_rendezvous(rig: Rig) -> None:
+    rank0, rank1 = _two_nodes(rig, "mn-ok")
+    assert rank0.generate("2+2=") == "4"
+    assert "spans across nodes" in rank0.journal()
+    assert rank1.http("GET", "/health")[0] == 200
+    assert rank1.http("POST", "/generate", {"text": "2+2="})[0] == 404  # only node 0 serves the API
+    assert READY not in rank1.journal()
+    # each node holds its own 2 GPUs (TP 4 = 2 per node)
+    assert len(gpu_apps(rig.rem, NODES[0])) == 2 and len(gpu_apps(rig.rem, NODES[1])) == 2
+
+
+@case("multinode-rank-missing")
+def _multinode_rank_missing(rig: Rig) -> None:
+    _free_gpus(rig, *NODES)
+    rank0 = rig.unit(NODES[0], "mn-alone-r0").start(*_node_args(rig, 0, timeout_s=100))
+    assert rank0.wait_exit() != 0
+    log = rank0.journal()
+    assert "torch.distributed.DistStoreError: Timed out after" in log and "clients joined." in log, rank0.tail()
+    # a rank whose rank 0 never listens: torch's client-side timeout, naming the address it tried
+    rank1 = rig.unit(NODES[1], "mn-alone-r1").start(*_node_args(rig, 1, timeout_s=100))
+    assert rank1.wait_exit() != 0
+    log = rank1.journal()
+    assert "The client socket has timed out after" in log and f"{DIST_PORT})" in log, rank1.tail()
+    assert "DistNetworkError" in log and READY not in log
+
+
+@case("multinode-peer-lost")
+def _multinode_peer_lost(rig: Rig) -> None:
+    rank0, rank1 = _two_nodes(rig, "mn-lost")
+    rank1.sh(f"systemctl kill -s KILL {rank1.name}")
+    assert rank0.wait_exit() != 0
+    log = rank0.journal()
+    assert "remote process exited or there was a network error" in log, rank0.tail()
+    assert rank0.http("GET", "/health")[0] == 0  # nothing listens any more
+
+
 @case("sm100-untuned")
 def _sm100_untuned(rig: Rig) -> None:
     _serving_rung(rig, "sbx3", "sm100-untuned", ("--model-path", LLAMA, "--tp", "8"), DENSE_SPEED)
