@@ -65,6 +65,24 @@ class Endpoint:
 _known_hosts_lock = threading.Lock()
 
 
+_parsed: dict[Path, tuple[tuple[int, int], paramiko.HostKeys]] = {}
+
+
+def _known_hosts(path: Path) -> paramiko.HostKeys:
+    """The known_hosts file parsed once per content (mtime, size): a fleet of N hosts would otherwise parse
+    every key of the file N times, which costs more CPU than the SSH handshakes once the file is large."""
+    with _known_hosts_lock:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return paramiko.HostKeys()
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = _parsed.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = _parsed[path] = (stamp, paramiko.HostKeys(str(path)))
+        return cached[1]
+
+
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     """First contact only: record an unknown host's key. A changed key still fails (BadHostKeyException)."""
 
@@ -162,8 +180,9 @@ def _connection(ep: Endpoint, known_hosts: Path, opts: ConnectOptions, gateway: 
         },
     )
     client = conn.client
-    if known_hosts.is_file():
-        client.load_host_keys(str(known_hosts))
+    name = ep.hostname if ep.port == 22 else f"[{ep.hostname}]:{ep.port}"  # how paramiko looks the host up
+    for keytype, key in (_known_hosts(known_hosts).lookup(name) or {}).items():
+        client.get_host_keys().add(name, keytype, key)
     client.set_missing_host_key_policy(
         _AcceptNewPolicy(known_hosts) if opts.accept_new_host_keys else paramiko.RejectPolicy()
     )

@@ -27,14 +27,14 @@ class Watchdog:
     def _ping(self) -> None:
         # global_request(wait=True) returns on the answer or once the transport is closed, never by timeout:
         # the watch thread below is what gives up on it.
-        while self.transport.is_active() and not self._stop.is_set():
+        # like ServerAliveInterval, the first request goes out after `interval`: a short command costs nothing
+        while not self._stop.wait(self.interval) and self.transport.is_active():
             self.sent = time.monotonic()
             try:
                 self.transport.global_request(_KIND, wait=True)
             except (OSError, EOFError, paramiko.SSHException):
                 return  # the transport is going down: whoever uses it sees that on their own
             self.answered = time.monotonic()
-            self._stop.wait(self.interval)
 
     def _watch(self) -> None:
         limit = self.interval * self.count_max
