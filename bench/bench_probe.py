@@ -46,15 +46,6 @@ def _counting_open(self, *a, **kw):
 paramiko.Transport.open_channel = _counting_open
 
 
-def host_cpu_seconds(sb: Sandbox) -> float:
-    total = 0
-    for h in sb.hosts():
-        for line in (sb.cfg.cgroups(h.name)[1] / "cpu.stat").read_text().splitlines():
-            if line.startswith("usage_usec"):
-                total += int(line.split()[1])
-    return total / 1e6
-
-
 def by_hand(sb: Sandbox, hosts) -> None:
     def one(h):
         for cmd in BY_HAND:
@@ -68,10 +59,10 @@ def by_hand(sb: Sandbox, hosts) -> None:
 def measure(fn, sb, repeat):
     walls, cpus = [], []
     for _ in range(repeat):
-        cpu0, t0 = host_cpu_seconds(sb), time.monotonic()
+        cpu0, t0 = sb.cpu_seconds(), time.monotonic()
         fn()
         walls.append(time.monotonic() - t0)
-        cpus.append(host_cpu_seconds(sb) - cpu0)
+        cpus.append(sb.cpu_seconds() - cpu0)
     return statistics.median(walls), statistics.median(cpus)
 
 

@@ -122,24 +122,14 @@ def fresh(work: Path) -> None:
         (work / sub).mkdir()
 
 
-def host_cpu_seconds(sb: Sandbox) -> float:
-    """CPU time every sandbox host has used so far (sshd, the shell, nvidia-smi...), from its cgroup."""
-    total = 0
-    for h in sb.hosts():
-        for line in (sb.cfg.cgroups(h.name)[1] / "cpu.stat").read_text().splitlines():
-            if line.startswith("usage_usec"):
-                total += int(line.split()[1])
-    return total / 1e6
-
-
 def median_of(sb: Sandbox, repeat: int, before, fn) -> tuple[float, float, float, float]:
     """Median, min and max wall seconds, and the median CPU seconds the hosts spent on one run."""
     walls, cpus = [], []
     for _ in range(repeat):
         before()
-        cpu0 = host_cpu_seconds(sb)
+        cpu0 = sb.cpu_seconds()
         walls.append(fn())
-        cpus.append(host_cpu_seconds(sb) - cpu0)
+        cpus.append(sb.cpu_seconds() - cpu0)
     return statistics.median(walls), min(walls), max(walls), statistics.median(cpus)
 
 

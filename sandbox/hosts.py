@@ -124,6 +124,15 @@ class Sandbox:
         state = self.load_state()
         return [HostRecord(**h) for h in state["hosts"]] if state else []
 
+    def cpu_seconds(self) -> float:
+        """CPU time all hosts have used so far (sshd, shells, nvidia-smi, servers), from their cgroups."""
+        total = 0
+        for h in self.hosts():
+            for line in (self.cfg.cgroups(h.name)[1] / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec"):
+                    total += int(line.split()[1])
+        return total / 1e6
+
     def host(self, name: str) -> HostRecord:
         for h in self.hosts():
             if h.name == name:

@@ -119,22 +119,6 @@ def inventory_file(tmp_path: Path) -> Path:
     return folder / "hosts.yaml"
 
 
-def inv_at(inventory_path: Path, *args, wait: bool = True, env: dict | None = None):
-    """fleetcli.inv against another inventory file."""
-    import os
-    import subprocess
-
-    from fleetcli import REPO
-
-    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(inventory_path), *args[1:]]
-    full = {**os.environ, **(env or {})}
-    if not wait:
-        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full,
-                                stdin=subprocess.DEVNULL)
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=full,
-                          stdin=subprocess.DEVNULL)
-
-
 def wait_restarted(inventory, name: str, proc) -> None:
     """Until the deploy `proc` has restarted the unit on the host (its journal watch is on)."""
     def seen() -> bool:

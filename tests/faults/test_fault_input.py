@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from faultkit import PLAIN, fleet_digest_parallel, inv_at, inventory_file, rung, serving
-from fleetcli import inv, llama_playbook, sh, write_book
+from faultkit import PLAIN, fleet_digest_parallel, inventory_file, rung, serving
+from fleetcli import inv, inv_at, llama_playbook, sh, write_book
 
 RESULTS: list[tuple[str, str]] = []
 

@@ -6,44 +6,31 @@ cut) or rebooted goes the same way; a unit stopped by someone else mid-watch is 
 from __future__ import annotations
 
 import json
-import sys
-import threading
 import time
 
 import pytest
-from faultkit import PLAIN, current, deploy_ok, in_progress, inv_at, rung, serving, slow_inventory, wait_restarted
-from fleetcli import inv_json, llama_playbook, sh
+from faultkit import PLAIN, current, deploy_ok, in_progress, rung, serving, slow_inventory, wait_restarted
+from fleetcli import inv_at, inv_json, llama_playbook, sh
+from sshutil import recording_connects
 
 from fleet.connect import ConnectOptions, Timeouts, open_connection
 from fleet.errors import ConnectError
 from fleet.remote import ConnectionLost, run
 
 FIGURES: dict[str, float] = {}
-_connects: list = []
-_recording = threading.local()
-
-
-def _audit(event, args):
-    if event == "socket.connect" and getattr(_recording, "on", False):
-        _connects.append(args[1])
-
-
-sys.addaudithook(_audit)
 
 
 def test_connecting_to_a_cut_host_retries_with_backoff_then_fails_clearly(sandbox, sandbox_inventory):
     host = sandbox_inventory.hosts["sbx4"]
     sandbox.cut("sbx4")
-    _connects.clear()
-    _recording.on = True
     try:
-        with pytest.raises(ConnectError, match=r"sbx4 \(root@[\d.]+:22\): (timed out connecting after 1s|"
-                                                r"connection refused or unreachable)"):
+        with recording_connects() as connects, pytest.raises(
+                ConnectError, match=r"sbx4 \(root@[\d.]+:22\): (timed out connecting after 1s|"
+                                    r"connection refused or unreachable)"):
             open_connection(host, ConnectOptions(timeouts=Timeouts(connect=1), attempts=3))
     finally:
-        _recording.on = False
         sandbox.heal("sbx4")
-    assert [a[0] for a in _connects] == [host.address] * 3  # three tries, then a clear error
+    assert [a[0] for a in connects] == [host.address] * 3  # three tries, then a clear error
     assert sh(sandbox_inventory, "sbx4", "echo back").strip() == "back"
 
 

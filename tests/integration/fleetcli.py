@@ -40,7 +40,12 @@ def llama_playbook(tmp_path: Path, ladder: list[dict], name: str = "llama-tp2", 
 
 def inv(sandbox, *args, wait=True, env=None):
     """`inv TASK -i <the sandbox's inventory> ARGS...` in the repository, stdin closed."""
-    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(sandbox.cfg.inventory_path), *args[1:]]
+    return inv_at(sandbox.cfg.inventory_path, *args, wait=wait, env=env)
+
+
+def inv_at(inventory_path, *args, wait=True, env=None):
+    """`inv TASK -i INVENTORY ARGS...` in the repository, stdin closed; the process when not `wait`."""
+    cmd = [str(REPO / ".venv/bin/inv"), *args[:1], "-i", str(inventory_path), *args[1:]]
     env = {**os.environ, **(env or {})}
     if not wait:
         return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

@@ -5,37 +5,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
-from sshutil import sh
+from sshutil import recording_connects, sh
 
 from fleet import execute, inventory
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import ConnectError, GuardError
 
 REPO = Path(__file__).resolve().parents[2]
-_connects: list = []
-_recording = threading.local()
-
-
-def _audit(event, args):
-    if event == "socket.connect" and getattr(_recording, "on", False):
-        _connects.append(args[1])
-
-
-sys.addaudithook(_audit)
 
 
 @pytest.fixture
 def connect_attempts():
     """Every socket.connect this thread makes while the test runs (Python's audit hook, not a mock)."""
-    _connects.clear()
-    _recording.on = True
-    yield _connects
-    _recording.on = False
+    with recording_connects() as connects:
+        yield connects
 
 
 
