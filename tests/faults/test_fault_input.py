@@ -8,6 +8,7 @@ import json
 import re
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -209,7 +210,11 @@ def test_a_wrong_user_or_key_fails_once_without_a_retry_storm(who, sandbox, sand
     proc = inv_at(path, "deploy", "--host", "sbx2", "--playbook", str(llama_playbook(tmp_path, PLAIN)), "--json")
     err = json.loads(proc.stdout)["error"]
     assert proc.returncode == 1 and "authentication failed for user" in err
-    assert _sshd_lines(sandbox_inventory, pattern) - seen == 1  # one connection, no retries
+    # sshd logs the refusal as the client leaves, and journald stores it a moment later: wait for it to show
+    deadline = time.monotonic() + 30
+    while (new := _sshd_lines(sandbox_inventory, pattern) - seen) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert new == 1  # one connection, no retries
     RESULTS.append((f"ssh: {who}", err))
 
 
