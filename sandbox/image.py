@@ -33,6 +33,7 @@ PermitRootLogin prohibit-password
 UseDNS no
 MaxSessions 64
 MaxStartups 64:30:128
+LogLevel VERBOSE
 CONF
 chroot "$root" useradd --create-home --shell /bin/bash fleet
 echo 'fleet ALL=(ALL) NOPASSWD: ALL' > "$root/etc/sudoers.d/fleet"
