@@ -104,6 +104,11 @@ def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOpti
             routing.render(report, console)
         return EXIT_OK if report["status"] == "ok" else EXIT_HOST_FAILED
 
+    if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
+        from fleet import multinode
+
+        return multinode.rollback_command(list(hosts), book, path, opts, to, as_json, out)
+
     def one(host: Host) -> deploying.DeployResult:
         say = lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", soft_wrap=True)  # noqa: E731
         return deploying.rollback(host, book, opts, to, say)

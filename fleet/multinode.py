@@ -9,7 +9,8 @@ so the order only decides who waits: with rank 0 first its store is there when t
 every node's journal together until each is READY (rank 0: "fired up"; the others: their dummy health
 server), one node failing stops the watch on all, then health through rank 0. A rung fails or serves on all
 nodes together. When every rung failed, every node goes back to its previous release and they are started
-together again (a node without one is left stopped).
+together again (a node without one is left stopped). `inv rollback` of such a playbook does the same on
+purpose: every node back to one earlier deployment (the same release id on all), started together.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from fleet.deploy import (
     set_patches,
     watch,
 )
-from fleet.errors import InputError
+from fleet.errors import FleetError, InputError
 from fleet.facts import HostFacts
 from fleet.inventory import Host
 from fleet.playbook import Playbook, Rung
@@ -127,6 +128,109 @@ class MultiNode:
                 n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
             self._deploy(force)
         return [n.result for n in self.nodes]
+
+    def rollback(self, to: str | None) -> list[DeployResult]:
+        """Every node back to one earlier known-good deployment (default: the one before the current)."""
+        with ExitStack() as stack:
+            for n in self.nodes:
+                n.conn = open_connection(n.host, self.opts)
+                stack.callback(n.conn.close)
+            for n in self.nodes:
+                lock = hostlock.acquire(n.conn, n.host, f"rollback {self.book.name} (node {n.rank} of "
+                                                        f"{len(self.nodes)})")
+                stack.callback(self._unlock, n, lock)
+                n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
+            self._rollback(to)
+        return [n.result for n in self.nodes]
+
+    def _rollback(self, to: str | None) -> None:
+        for n in self.nodes:
+            n.store = ReleaseStore(n.conn, n.host)
+        try:
+            target = self._rollback_target(to)
+        except FleetError as exc:  # refused before anything changed: said for every node
+            for n in self.nodes:
+                n.result.error = str(exc)
+            return
+        running = {n.rank: n.store.current() for n in self.nodes}  # what to go back to if the target fails
+        for n in self.nodes:
+            n.result.release = target
+            n.previous = n.store.load(target)
+            n.say(f"rolling back to {target} ({n.previous.rung})")
+        start = time.monotonic()
+        outcome, evidence = self._put_back_and_start(self.nodes, "rollback")
+        for n in self.nodes:
+            n.result.config = n.previous.config
+            n.result.attempts.append(Attempt(n.previous.rung or "-", outcome, evidence, time.monotonic() - start))
+        if outcome == "READY":
+            for n in self.nodes:
+                n.store.mark_current(n.previous)
+                n.result.status = "ok"
+            return
+        note = self._back_to(running)
+        for n in self.nodes:
+            n.result.error = f"{n.host.name}: rollback to {target} did not come up: {outcome} {evidence}; {note}"
+            if note.startswith("back on"):
+                n.result.release, n.result.config = n.previous.id, n.previous.config
+
+    def _back_to(self, running: dict[int, Release | None]) -> str:
+        """After a failed rollback: every node on the release it ran before, started together again."""
+        if any(r is None for r in running.values()):
+            return "no node may go back (one had no current release): they are stopped"
+        for n in self.nodes:
+            n.previous = running[n.rank]
+            n.say(f"going back to {n.previous.id}")
+        outcome, evidence = self._put_back_and_start(self.nodes, "restore")
+        if outcome == "READY":
+            return f"back on {self.nodes[0].previous.id}"
+        return f"going back to {self.nodes[0].previous.id} failed too: {outcome} {evidence}"
+
+    def _put_back_and_start(self, nodes: list[Node], label: str) -> tuple[str, str]:
+        """Every node stopped, then each node's files as its `previous` release has them, then all started."""
+        try:
+            for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+            for n in nodes:
+                failed = put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                if failed:
+                    return failed.outcome, f"{n.host.name} (node {n.rank}): {failed.evidence}"
+                self._aim_at_previous(n)
+            return self._start_together(nodes, label)
+        except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
+            return "EXITED", f"a node was lost: {exc or type(exc).__name__}"
+
+    def _rollback_target(self, to: str | None) -> str:
+        """The deployment every node has as a release that served: `to`, or the latest before the current."""
+        good: dict[str, set[str]] = {}
+        current: dict[str, str | None] = {}
+        for n in self.nodes:
+            releases = n.store.list()
+            good[n.host.name] = {r.id for r in releases if r.status == "ok"}
+            current[n.host.name] = n.store.current_id()
+        names = [n.host.name for n in self.nodes]
+        if to:
+            missing = [name for name, ids in good.items() if to not in ids]
+            if missing:
+                raise FleetError(f"{', '.join(missing)}: no release {to} that served; every node of "
+                                 f"{self.book.name} must have it (see `inv history`)")
+            target = to
+        else:
+            newest = max((c for c in current.values() if c), default=None)
+            earlier = sorted(i for i in set.intersection(*good.values()) if newest is None or i < newest)
+            if not earlier:
+                raise FleetError(f"{self.book.name}: no earlier release that served on every node ({', '.join(names)})")
+            target = earlier[-1]
+        spans = (self.nodes[0].store.load(target).config.get("nodes") or {}).get("hosts")
+        if spans and spans != names:
+            raise FleetError(f"release {target} was deployed over {', '.join(spans)} (rank 0 first), not "
+                             f"{', '.join(names)}: give those hosts in that order")
+        return target
+
+    @staticmethod
+    def _aim_at_previous(n: Node) -> None:
+        n.unit = Path(next(p for p in n.previous.files
+                           if p.endswith(".service") and not p.startswith("before:"))).stem
+        n.serves_api = n.previous.config.get("nodes", {}).get("rank", 0) == 0
 
     @staticmethod
     def _unlock(n: Node, lock: hostlock.Lock) -> None:
@@ -308,9 +412,7 @@ class MultiNode:
             except Exception as exc:  # noqa: BLE001 - as above
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
                 continue
-            n.unit = Path(next(p for p in n.previous.files
-                               if p.endswith(".service") and not p.startswith("before:"))).stem
-            n.serves_api = n.previous.config.get("nodes", {}).get("rank", 0) == 0
+            self._aim_at_previous(n)
         restarted = [n for n in back if n.rank not in problems]
         try:
             outcome, evidence = self._start_together(restarted, "rollback") if restarted else ("READY", "")
@@ -358,3 +460,17 @@ def deploy_command(hosts: Sequence[Host], book: Playbook, path: Path, opts: Conn
 
     results = MultiNode(hosts, book, path, opts, progress_for, secrets).run(dry_run=dry_run, force=force)
     return deploy_cmd._finish(results, as_json, ok={"ok", "unchanged", "dry-run"})
+
+
+def rollback_command(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, to: str | None,
+                     as_json: bool, out) -> int:
+    """`inv rollback` of a playbook with `nodes:`: all its nodes together, given as for the deploy."""
+    from rich.markup import escape
+
+    from fleet import deploy_cmd
+
+    def progress_for(host: Host) -> Progress:
+        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+    results = MultiNode(hosts, book, path, opts, progress_for).rollback(to)
+    return deploy_cmd._finish(results, as_json, ok={"ok"})

@@ -246,3 +246,48 @@ def test_a_node_cut_off_mid_start_fails_the_deployment_and_the_next_deploy_recov
     assert "recovered the lock of a dead run" in err
     out = sh(sandbox_inventory, "sbx2", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
     assert json.loads(out)["text"].strip().startswith("4")
+
+
+def test_rollback_takes_every_node_back_to_one_earlier_deployment(served, sandbox_inventory, tmp_path):
+    """`inv rollback` of a multi-node playbook: both nodes back to the deployment before the current one (the
+    same release id, byte for byte), started together and serving through rank 0. Given one node, or the nodes
+    in another order, or a release one node lacks, it refuses before touching either."""
+    sandbox = served["sandbox"]
+    rc, data, err = deploy(sandbox, served["book"], *NODES)
+    assert rc == 0, err[-3000:]
+    earlier = data["hosts"][0]["release"]
+    before = {n: state(sandbox_inventory, n).splitlines()[:3] for n in NODES}
+    newer = two_node_book(tmp_path, "llama-2node", dist_port=5764)  # the same playbook, changed
+    rc, data, err = deploy(sandbox, newer, *NODES)
+    assert rc == 0 and {r["release"] for r in data["hosts"]} != {earlier}, err[-3000:]
+    latest = data["hosts"][0]["release"]
+    moved = {n: state(sandbox_inventory, n) for n in NODES}
+    for hosts, why in ((NODES[:1], "give exactly 2 hosts"), (NODES[::-1], "give those hosts in that order")):
+        proc = inv(sandbox, "rollback", *[a for h in hosts for a in ("--host", h)], "--playbook", str(newer))
+        assert proc.returncode in (1, 2) and why in proc.stderr + proc.stdout, proc.stderr[-2000:]
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer),
+                             "--to", "20000101T000000Z-nosuch")
+    assert rc == 1 and all("no release 20000101T000000Z-nosuch" in r["error"] for r in data["hosts"]), data
+    assert {n: state(sandbox_inventory, n) for n in NODES} == moved  # refused: nothing touched
+    # sbx4's copy of the earlier env file is damaged: found after sbx2's files went back, so both nodes go
+    # forward again to what they ran, and serve
+    copy = f"/var/lib/fleet/releases/{earlier}/files/etc__fleet__sglang.env"
+    sh(sandbox_inventory, "sbx4", f"cp -a {copy} /tmp/env.keep && echo TAMPERED=1 >> {copy}")
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer))
+    sh(sandbox_inventory, "sbx4", f"mv /tmp/env.keep {copy}")
+    assert rc == 1 and {r["release"] for r in data["hosts"]} == {latest}, (data, err[-3000:])
+    for r in data["hosts"]:
+        assert "sbx4 (node 1): release" in r["error"] and "damaged" in r["error"], r["error"]
+        assert f"; back on {latest}" in r["error"], r["error"]
+    assert {n: state(sandbox_inventory, n) for n in NODES} == moved
+    out = sh(sandbox_inventory, "sbx2", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
+    assert json.loads(out)["text"].strip().startswith("4")
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer))
+    assert rc == 0, err[-3000:]
+    assert [(r["host"], r["status"], r["release"]) for r in data["hosts"]] == [(n, "ok", earlier) for n in NODES]
+    assert {n: state(sandbox_inventory, n).splitlines()[:3] for n in NODES} == before
+    for name in NODES:
+        assert "--dist-init-addr" in sh(sandbox_inventory, name, "cat /etc/systemd/system/sglang.service")
+        assert ":5757" in sh(sandbox_inventory, name, "cat /etc/systemd/system/sglang.service")
+    out = sh(sandbox_inventory, "sbx2", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
+    assert json.loads(out)["text"].strip().startswith("4")
