@@ -93,7 +93,8 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
 @reports_errors
 def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
            accept_new_host_keys=False):
-    """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift."""
+    """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift, and
+    the sglang router where a router: playbook runs one."""
     from fleet import status as status_
 
     if watch:

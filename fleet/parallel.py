@@ -26,18 +26,19 @@ class Outcome(Generic[T]):
 
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS) -> list[Outcome[T]]:
     """Outcomes in the order of `hosts`."""
-
-    def one(host: Host) -> Outcome[T]:
-        start = time.monotonic()
-        try:
-            value = fn(host)
-        except FleetError as exc:
-            return Outcome(host, False, None, str(exc), time.monotonic() - start)
-        except Exception as exc:  # an unexpected failure on one host must not hide the others
-            return Outcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
-        return Outcome(host, True, value, None, time.monotonic() - start)
-
     if not hosts:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
-        return list(pool.map(one, hosts))
+        return list(pool.map(lambda h: outcome_of(h, fn), hosts))
+
+
+def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:
+    """`fn(host)` on this thread, its failure caught and named."""
+    start = time.monotonic()
+    try:
+        value = fn(host)
+    except FleetError as exc:
+        return Outcome(host, False, None, str(exc), time.monotonic() - start)
+    except Exception as exc:  # an unexpected failure on one host must not hide the others
+        return Outcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
+    return Outcome(host, True, value, None, time.monotonic() - start)

@@ -26,6 +26,7 @@ from fleet.service import read_file, sh, write_atomic
 ROOT = "/var/lib/fleet"
 RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
+ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.router), beside the host's own
 
 
 def new_id() -> str:

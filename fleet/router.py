@@ -38,11 +38,10 @@ from fleet.connect import ConnectOptions, check_guard, open_connection
 from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.playbook import Playbook, flag_args
-from fleet.releases import ROOT, Release, ReleaseStore, new_id
+from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id
 from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
 from fleet.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
 
-ROUTER_ROOT = f"{ROOT}/router"
 TEMPLATE = "sglang-router.service.j2"
 SERVING = {"ok", "unchanged"}  # a replica in these states goes (back) into the router
 

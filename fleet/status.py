@@ -18,7 +18,7 @@ from rich.table import Table
 from fleet import parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
-from fleet.releases import CURRENT
+from fleet.releases import CURRENT, ROUTER_ROOT
 from fleet.remote import run
 
 _MARK = "@@fleet-status@@"
@@ -36,6 +36,22 @@ _HASHER = (
     "    if p.startswith('/'):\n"
     "        try: print(hashlib.sha256(open(p,'rb').read()).hexdigest(), p)\n"
     "        except OSError: pass\n"
+)
+
+# The router a `router:` playbook put on this host (fleet.router's own release store): its unit, /health, and
+# how many workers its release names. Prints nothing where there is none.
+_ROUTER = (
+    "import json,subprocess,sys,urllib.request\n"
+    "try: m = json.load(open(sys.argv[1]))\n"
+    "except (OSError, ValueError): raise SystemExit\n"
+    "c = m.get('config') or {}; u = c.get('unit') or 'sglang-router'; a = c.get('listen') or '127.0.0.1'\n"
+    "a = '127.0.0.1' if a in ('0.0.0.0', '::') else a; a = '[%s]' % a if ':' in a else a\n"
+    "s = subprocess.run(['systemctl', 'show', u, '-p', 'ActiveState', '--value'], capture_output=True,"
+    " text=True).stdout.strip()\n"
+    "try: h = urllib.request.urlopen('http://%s:%d/health' % (a, int(c.get('port') or 0)), timeout=3).status\n"
+    "except Exception as e: h = getattr(e, 'code', None)\n"
+    "print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,"
+    " 'workers': len(c.get('workers') or [])}))\n"
 )
 
 
@@ -58,6 +74,7 @@ class HostStatus:
     last_failure: str | None = None  # the newest failure class among the release's attempts
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
+    router: dict[str, Any] | None = None  # the sglang router fleet runs here: release, unit, state, health, workers
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -78,6 +95,9 @@ def command(unit: str, port: int) -> str:
         f" | grep -E {shlex.quote('^(' + '|'.join(METRICS) + ')[{ ]')}",
         "true",
         f"echo {_MARK}", recovery.STATUS_PROBE,  # what a dead run left (fleet.recovery)
+        f"echo {_MARK}", f"python3 -c {shlex.quote(_ROUTER)} "
+                         f"{ROUTER_ROOT}/current/manifest.json 2>/dev/null",
+        "true",
     ])
 
 
@@ -139,7 +159,19 @@ def parse(host: Host, output: str) -> HostStatus:
     st.last_failure = failures[-1] if failures else None
     st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
     st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+    st.router = _json_line(parts[7] if len(parts) > 7 else "")
     return st
+
+
+def _json_line(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def _float(text: str) -> float | None:
@@ -158,8 +190,7 @@ def bounded(opts: ConnectOptions) -> ConnectOptions:
 
 def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStatus:
     """One host's row; never raises: a host that cannot be read is a row that says so."""
-    (outcome,) = parallel.run_all([host], lambda h: _read(h, bounded(opts), port))
-    return _row(outcome)
+    return _row(parallel.outcome_of(host, lambda h: _read(h, bounded(opts), port)))
 
 
 def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
@@ -189,14 +220,26 @@ def render(rows: list[HostStatus], console: Console) -> None:
     console.print(table_of(rows))
 
 
+def router_cell(router: dict[str, Any] | None) -> str:
+    """The router column: its unit's state, its /health, how many workers its release names."""
+    if not router:
+        return "-"
+    state, health = router.get("state") or "?", router.get("health")
+    colour = "green" if state == "active" and health == 200 else "red"
+    return (f"[{colour}]{escape(str(state))}, health {health or 'no answer'}[/], "
+            f"{router.get('workers', 0)} workers ({escape(str(router.get('release') or '-'))})")
+
+
 def table_of(rows: list[HostStatus], title: str = "fleet status") -> Table:
     table = Table(title=title)
-    for col in ("host", "GPUs", "unit", "release", "rung", "health", "reqs run/queue", "gen tok/s", "bench tok/s",
-                "power", "last failure", "drift"):
+    routers = any(r.router for r in rows)  # a column only where a router: playbook put one
+    columns = ["host", "GPUs", "unit", "release", "rung", "health", "reqs run/queue", "gen tok/s", "bench tok/s",
+               "power", "last failure", "drift", *(["router"] if routers else [])]
+    for col in columns:
         table.add_column(col, overflow="fold")
     for r in rows:
         if not r.ok:
-            table.add_row(r.host, "-", "[red]unreachable[/]", *["-"] * 9)
+            table.add_row(r.host, "-", "[red]unreachable[/]", *["-"] * (len(columns) - 3))
             continue
         state = r.unit.get("ActiveState", "?")
         colour = {"active": "green", "failed": "red"}.get(state, "yellow")
@@ -210,7 +253,8 @@ def table_of(rows: list[HostStatus], title: str = "fleet status") -> Table:
         table.add_row(r.host, str(r.gpus), f"[{colour}]{state}[/] ({r.unit.get('SubState', '?')})",
                       r.release or "-", r.rung or "-", health, reqs, gen,
                       f"{r.bench_tok_s:,.0f}" if r.bench_tok_s else "-", power, r.interrupted or r.last_failure or "-",
-                      "[red]" + escape(", ".join(r.drift)) + "[/]" if r.drift else "none")
+                      "[red]" + escape(", ".join(r.drift)) + "[/]" if r.drift else "none",
+                      *([router_cell(r.router)] if routers else []))
     # Whole sentences (host, what was expected, what happened, what to try) read better under the table.
     errors = [f"[red]{escape(r.error)}[/]" for r in rows if not r.ok and r.error]
     if errors:

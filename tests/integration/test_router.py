@@ -126,6 +126,17 @@ def test_the_router_serves_and_sends_generations_to_the_replicas_in_turn(first, 
     assert refused.value.code == 401
 
 
+def test_status_shows_the_router_on_its_host_and_nowhere_else(first, sandbox):
+    rc, data, err = inv_json(sandbox, "status", "--host", ROUTER, *[a for h in REPLICAS for a in ("--host", h)])
+    rows = {r["host"]: r for r in data["hosts"]}
+    router = rows[ROUTER]["router"]
+    assert router is not None, err[-2000:]
+    assert (router["unit"], router["state"], router["health"], router["workers"]) == \
+        ("sglang-router", "active", 200, len(REPLICAS)), router
+    assert router["release"] == first["data"]["router"]["release"]
+    assert all(rows[h]["router"] is None for h in REPLICAS)
+
+
 def test_a_rolling_deploy_keeps_the_router_serving_and_takes_each_replica_out_and_back(first, sandbox,
                                                                                     sandbox_inventory, state):
     assert first["rc"] == 0, first["stderr"][-3000:]

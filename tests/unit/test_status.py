@@ -118,3 +118,98 @@ def test_the_watch_board_keeps_inventory_order_and_names_hosts_not_read_yet():
     board.put(status.HostStatus("a", "x", ok=False, error="a: timed out"))
     rows, waiting = board.snapshot()
     assert [r.host for r in rows] == ["a", "c"] and waiting == ["b"] and board.changed.is_set()
+
+
+def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_worker(monkeypatch, capsys):
+    """70 hosts, one that never answers: reads run on at most MAX_WORKERS threads, never two at once for one
+    host, and every other host is read again after the interval while the stuck one still hangs."""
+    import threading
+    import time
+
+    from rich.console import Console
+
+    from fleet import parallel, status_watch
+
+    hosts = [dataclasses.replace(HOST, name=f"h{i:02}") for i in range(70)]
+    reads: dict[str, int] = {}
+    running: set[str] = set()
+    threads: set[int] = set()
+    peak, lock, release = [0], threading.Lock(), threading.Event()
+
+    def collect_one(host, opts, port):
+        with lock:
+            assert host.name not in running  # never read twice at once
+            running.add(host.name)
+            threads.add(threading.get_ident())
+            peak[0] = max(peak[0], len(running))
+        if host.name == "h07":
+            release.wait(30)  # a host that does not answer
+        time.sleep(0.01)
+        with lock:
+            running.discard(host.name)
+            reads[host.name] = reads.get(host.name, 0) + 1
+        return status.HostStatus(host.name, "x")
+
+    monkeypatch.setattr(status, "collect_one", collect_one)
+    stop = threading.Event()
+    done = []
+    watcher = threading.Thread(target=lambda: done.append(
+        status_watch.watch(hosts, None, 30000, 0.5, True, Console(), stop=stop)))
+    watcher.start()
+    deadline = time.monotonic() + 20
+    while min((reads.get(h.name, 0) for h in hosts if h.name != "h07"), default=0) < 3:
+        assert time.monotonic() < deadline, reads
+        time.sleep(0.05)
+    stop.set()
+    release.set()
+    watcher.join(10)
+    assert done == [0] and "h07" not in reads
+    assert peak[0] <= parallel.MAX_WORKERS and len(threads) <= parallel.MAX_WORKERS
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["host"] for r in lines} == {h.name for h in hosts} - {"h07"} and len(lines) >= 69 * 3
+
+
+def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_path):
+    """The host-side snippet, run here for real: the router release's manifest, a /health that answers 200 on
+    the port it names; its line lands in the row, and the table grows a router column."""
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        manifest = tmp_path / "manifest.json"
+        manifest.write_text(json.dumps({"id": "r7", "config": {
+            "role": "router", "unit": "sglang-router", "listen": "0.0.0.0", "port": server.server_port,
+            "workers": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}}))
+        line = subprocess.run([sys.executable, "-c", status._ROUTER, str(manifest)], capture_output=True,
+                              text=True, timeout=30).stdout
+        none = subprocess.run([sys.executable, "-c", status._ROUTER, str(tmp_path / "absent.json")],
+                              capture_output=True, text=True, timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert none.returncode == 0 and none.stdout == ""  # no router here: nothing said
+    tail = "@@fleet-status@@\n" + METRICS + "@@fleet-status@@\n\n@@fleet-status@@\n"
+    st = status.parse(HOST, output(MANIFEST, "200", [], "") + tail + line)
+    assert st.router is not None and (st.router["release"], st.router["health"], st.router["workers"]) == ("r7", 200, 2)
+    assert status.parse(HOST, output(MANIFEST, "200", [], "") + tail).router is None
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    console.print(status.table_of([st]))
+    text = console.export_text()
+    assert "router" in text and "health 200, 2 workers (r7)" in text
+    console = Console(width=300, record=True)
+    console.print(status.table_of([status.parse(HOST, output(MANIFEST, "200", [], ""))]))
+    assert "router" not in console.export_text()
