@@ -32,6 +32,7 @@ from fleet.logclassify import LineClassifier
 from fleet.logrules import LogClass, Severity
 from fleet.playbook import Bench, Playbook, Rung, flag_args, host_env, merged_flags
 from fleet.releases import Release, ReleaseStore, new_id
+from fleet.remedies import remedy_for
 from fleet.remote import lost_link
 from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
 from fleet.service import (
@@ -80,11 +81,19 @@ class DeployResult:
 
     def to_json(self) -> dict[str, Any]:
         out = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
-               "attempts": [a.to_json() for a in self.attempts], "error": self.error}
+               "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff
         if self.recovered:
             out["recovered"] = self.recovered
+        return out
+
+    def _attempt_json(self, a: Attempt) -> dict[str, Any]:
+        """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
+        out = a.to_json()
+        if a.outcome != "READY" and (a.outcome != "PREFLIGHT" or self.status == "failed"):
+            if remedy := remedy_for(a.outcome, a.evidence):
+                out["remedy"] = remedy
         return out
 
 

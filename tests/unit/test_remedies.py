@@ -63,6 +63,8 @@ def test_deploys_summary_names_host_rung_expected_found_and_next_for_each_failur
     text = _text(result)
     assert "sbx0 rung fusion-sm120: expected READY, got TMA_FAILURE; next: run MoE on triton" in text
     assert "got PREFLIGHT" not in text and "got READY" not in text  # a rung that did not fit is no failure
+    tma, skipped, ready = result.to_json()["attempts"]
+    assert tma["remedy"].startswith("run MoE on triton") and "remedy" not in skipped and "remedy" not in ready
 
 
 def test_a_failed_deploy_gives_the_next_step_for_its_hang_and_its_preflight():
@@ -74,6 +76,8 @@ def test_a_failed_deploy_gives_the_next_step_for_its_hang_and_its_preflight():
     assert "rung plain: expected READY, got [red]HANG[/]; next: read the last lines" in lines[0]
     assert "got [red]PREFLIGHT[/]; next: the evidence names the check" in lines[1]
     assert "every rung failed" in _text(result)
+    hang, preflight = result.to_json()["attempts"]
+    assert hang["remedy"].startswith("read the last lines") and preflight["remedy"].startswith("the evidence names")
 
 
 def test_tunes_notes_on_the_rungs_that_lost_carry_their_next_step():
