@@ -4,10 +4,11 @@ The lock is a directory, /var/lib/fleet/lock, made with `mkdir` (atomic: exactly
 holding owner.json: who (user@machine), pid, what for, when, and a token. A second caller fails fast
 with an error naming the holder. Release removes the lock only when the token is ours.
 
-A lock whose owner is provably dead (it ran on this machine and its pid is gone, or now belongs to a
-process started later) is recovered: removed by its token and taken, and the Lock says so. Any other
-lock is never broken silently: when it is older than STALE_AFTER_S the error says it looks stale and
-how to remove it (`inv unlock`, given the token the error shows).
+A lock whose owner is provably dead (it ran on this machine, by host name and machine-id, and the machine
+has rebooted since, or its pid is gone or now belongs to a process started later) is recovered: removed by
+its token and taken, and the Lock says so. Any other lock is never broken silently: when it is older than
+STALE_AFTER_S the error says it looks stale and how to remove it (`inv unlock`, given the token the error
+shows).
 """
 
 from __future__ import annotations
@@ -55,10 +56,20 @@ def _me(purpose: str) -> dict:
         user = getpass.getuser()
     except Exception:  # no passwd entry (containers)
         user = str(os.getuid())
-    return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(), "pid": os.getpid(),
-            "pid_start": _started(os.getpid()), "purpose": purpose,
+    return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(),
+            "machine_id": _read_id("/etc/machine-id"), "boot_id": _read_id("/proc/sys/kernel/random/boot_id"),
+            "pid": os.getpid(), "pid_start": _started(os.getpid()), "purpose": purpose,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "epoch": int(time.time()),
             "token": uuid.uuid4().hex}
+
+
+def _read_id(path: str) -> str | None:
+    """/etc/machine-id or the kernel's boot_id; None where the machine has none (some containers)."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _started(pid: int) -> int | None:
@@ -74,6 +85,12 @@ def dead_owner(owner: dict | None) -> str | None:
     """Why the lock's owner is provably gone, or None when it may still run (another machine, or alive)."""
     if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
         return None
+    machine_id = _read_id("/etc/machine-id")
+    if owner.get("machine_id") and machine_id and owner["machine_id"] != machine_id:
+        return None  # another machine that has the same host name
+    boot_id = _read_id("/proc/sys/kernel/random/boot_id")
+    if owner.get("boot_id") and boot_id and owner["boot_id"] != boot_id:
+        return f"{owner['machine']} has rebooted since it took the lock"
     pid = owner["pid"]
     try:
         os.kill(pid, 0)

@@ -12,9 +12,7 @@ from fleet import hostlock, recovery
 
 
 def _owner(**changes) -> dict:
-    return {"owner": "me@" + socket.gethostname(), "machine": socket.gethostname(), "pid": os.getpid(),
-            "pid_start": hostlock._started(os.getpid()), "purpose": "deploy x", "time": "T", "epoch": 1,
-            "token": "t", **changes}
+    return {**hostlock._me("deploy x"), "owner": "me@" + socket.gethostname(), **changes}
 
 
 def test_a_lock_is_provably_dead_only_on_this_machine_with_its_pid_gone_or_reused():
@@ -22,6 +20,11 @@ def test_a_lock_is_provably_dead_only_on_this_machine_with_its_pid_gone_or_reuse
     assert "no longer running" in hostlock.dead_owner(_owner(pid=2 ** 22 + 7))
     assert "now another process" in hostlock.dead_owner(_owner(pid_start=1))
     assert hostlock.dead_owner(_owner(machine="elsewhere", pid=2 ** 22 + 7)) is None
+    if hostlock._read_id("/etc/machine-id"):  # the same host name on another machine is not this machine
+        assert hostlock.dead_owner(_owner(machine_id="0" * 32, pid=2 ** 22 + 7)) is None
+    if hostlock._read_id("/proc/sys/kernel/random/boot_id"):  # no process outlives a reboot
+        assert "has rebooted since" in hostlock.dead_owner(_owner(boot_id="an-earlier-boot"))
+    assert "no longer running" in hostlock.dead_owner(_owner(machine_id=None, boot_id=None, pid=2 ** 22 + 7))
     assert hostlock.dead_owner(None) is None and hostlock.dead_owner(_owner(pid="12")) is None
 
 
