@@ -1,5 +1,5 @@
-"""A full disk (a small tmpfs mounted on the host, filled up) at each place fleet writes: the env file, the
-patch engine's backups, the lock and release store. Each: a clear error, no truncated file and no temp file
+"""A full disk (a small tmpfs mounted on the host, filled up) at each place fleet writes: the unit, the env
+file, the patch engine's backups, the lock and release store. Each: a clear error, no truncated file and no temp file
 left, the previous release still serving."""
 
 from __future__ import annotations
@@ -57,6 +57,22 @@ def test_a_full_disk_when_the_env_file_is_written(sandbox, sandbox_inventory, tm
     assert attempt["outcome"] == "INSTALL_FAILED" and "writing /etc/fleet/sglang.env" in attempt["evidence"]
     assert "no space left on device" in attempt["evidence"] and "the old file is untouched" in attempt["evidence"]
     assert after == before  # the unit written before the env was put back; the env was never touched
+    assert current(sandbox_inventory, HOST) == base and serving(sandbox_inventory, HOST)
+
+
+def test_a_full_disk_when_the_unit_is_written(sandbox, sandbox_inventory, tmp_path):
+    base = deploy_ok(sandbox, HOST, llama_playbook(tmp_path, PLAIN, name="llama-disk-base0"))
+    other = llama_playbook(tmp_path, rung("other-unit", UNIT_TOO="y" * 64), name="llama-disk-unit")
+    before = _watched(sandbox_inventory)
+    with full(sandbox_inventory, "/etc/systemd/system"):
+        rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(other))
+        assert temp_files(sandbox_inventory, HOST) == []
+        after = _watched(sandbox_inventory)
+    assert rc == 1 and data["status"] == "rolled_back", err[-3000:]
+    (attempt,) = data["attempts"]
+    assert attempt["outcome"] == "INSTALL_FAILED" and f"writing {UNIT}" in attempt["evidence"], attempt
+    assert "no space left on device" in attempt["evidence"] and "the old file is untouched" in attempt["evidence"]
+    assert after == before  # neither the unit nor the env file changed
     assert current(sandbox_inventory, HOST) == base and serving(sandbox_inventory, HOST)
 
 
