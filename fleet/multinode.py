@@ -19,8 +19,8 @@ import ipaddress
 import shlex
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,31 +117,29 @@ class MultiNode:
     def run(self, dry_run: bool = False, force: bool = False) -> list[DeployResult]:
         if dry_run:  # each node's unit and env diff, as a single-node dry run shows it
             return [n.deployer.run(dry_run=True) for n in self.nodes]
-        with ExitStack() as stack:
-            for n in self.nodes:
-                n.conn = open_connection(n.host, self.opts)
-                stack.callback(n.conn.close)
-            for n in self.nodes:
-                lock = hostlock.acquire(n.conn, n.host, f"deploy {self.book.name} (node {n.rank} of "
-                                                        f"{len(self.nodes)})")
-                stack.callback(self._unlock, n, lock)
-                n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
+        with self._locked("deploy"):
             self._deploy(force)
         return [n.result for n in self.nodes]
 
     def rollback(self, to: str | None) -> list[DeployResult]:
         """Every node back to one earlier known-good deployment (default: the one before the current)."""
+        with self._locked("rollback"):
+            self._rollback(to)
+        return [n.result for n in self.nodes]
+
+    @contextmanager
+    def _locked(self, action: str) -> Iterator[None]:
+        """Every node connected and locked, what a dead run left recovered; unlocked and closed after."""
         with ExitStack() as stack:
             for n in self.nodes:
                 n.conn = open_connection(n.host, self.opts)
                 stack.callback(n.conn.close)
             for n in self.nodes:
-                lock = hostlock.acquire(n.conn, n.host, f"rollback {self.book.name} (node {n.rank} of "
+                lock = hostlock.acquire(n.conn, n.host, f"{action} {self.book.name} (node {n.rank} of "
                                                         f"{len(self.nodes)})")
                 stack.callback(self._unlock, n, lock)
                 n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
-            self._rollback(to)
-        return [n.result for n in self.nodes]
+            yield
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:

@@ -61,8 +61,10 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
     work: queue.Queue[Host] = queue.Queue()
 
     def read(host: Host) -> None:
-        row = status.collect_one(host, opts, port)
-        due[host.name] = time.monotonic() + interval
+        try:
+            row = status.collect_one(host, opts, port)
+        finally:
+            due[host.name] = time.monotonic() + interval
         if stop.is_set():
             return
         board.put(row)
