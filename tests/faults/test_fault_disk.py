@@ -1,11 +1,12 @@
 """A full disk (a small tmpfs mounted on the host, filled up) at each place fleet writes: the unit, the env
-file, the patch engine's backups, the lock and release store. Each: a clear error, no truncated file and no temp file
-left, the previous release still serving."""
+file, the patch engine's backups, the lock and release store. Each: a clear error, no truncated file and no
+temp file left, the previous release still serving."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+import pytest
 from faultkit import (
     ENV,
     PATCHABLE,
@@ -43,36 +44,21 @@ def _watched(inventory) -> dict[str, str]:
     return {k: v for k, v in digest.items() if k in (UNIT, ENV, *PATCHABLE) or k.startswith("current")}
 
 
-def test_a_full_disk_when_the_env_file_is_written(sandbox, sandbox_inventory, tmp_path):
-    base = deploy_ok(sandbox, HOST, llama_playbook(tmp_path, PLAIN, name="llama-disk-base"))
-    other = llama_playbook(tmp_path, rung("other-env", NEW="x" * 64),
-                           name="llama-disk-env")
+@pytest.mark.parametrize("path", [UNIT, ENV], ids=["unit", "env file"])
+def test_a_full_disk_when_the_unit_or_env_file_is_written(path, sandbox, sandbox_inventory, tmp_path):
+    kind = "unit" if path == UNIT else "env"
+    base = deploy_ok(sandbox, HOST, llama_playbook(tmp_path, PLAIN, name=f"llama-disk-base-{kind}"))
+    other = llama_playbook(tmp_path, rung(f"other-{kind}", NEW="x" * 64), name=f"llama-disk-{kind}")
     before = _watched(sandbox_inventory)
-    with full(sandbox_inventory, "/etc/fleet"):
+    with full(sandbox_inventory, path.rsplit("/", 1)[0]):
         rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(other))
         assert temp_files(sandbox_inventory, HOST) == []
         after = _watched(sandbox_inventory)
     assert rc == 1 and data["status"] == "rolled_back", err[-3000:]
     (attempt,) = data["attempts"]
-    assert attempt["outcome"] == "INSTALL_FAILED" and "writing /etc/fleet/sglang.env" in attempt["evidence"]
+    assert attempt["outcome"] == "INSTALL_FAILED" and f"writing {path}" in attempt["evidence"], attempt
     assert "no space left on device" in attempt["evidence"] and "the old file is untouched" in attempt["evidence"]
-    assert after == before  # the unit written before the env was put back; the env was never touched
-    assert current(sandbox_inventory, HOST) == base and serving(sandbox_inventory, HOST)
-
-
-def test_a_full_disk_when_the_unit_is_written(sandbox, sandbox_inventory, tmp_path):
-    base = deploy_ok(sandbox, HOST, llama_playbook(tmp_path, PLAIN, name="llama-disk-base0"))
-    other = llama_playbook(tmp_path, rung("other-unit", UNIT_TOO="y" * 64), name="llama-disk-unit")
-    before = _watched(sandbox_inventory)
-    with full(sandbox_inventory, "/etc/systemd/system"):
-        rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(other))
-        assert temp_files(sandbox_inventory, HOST) == []
-        after = _watched(sandbox_inventory)
-    assert rc == 1 and data["status"] == "rolled_back", err[-3000:]
-    (attempt,) = data["attempts"]
-    assert attempt["outcome"] == "INSTALL_FAILED" and f"writing {UNIT}" in attempt["evidence"], attempt
-    assert "no space left on device" in attempt["evidence"] and "the old file is untouched" in attempt["evidence"]
-    assert after == before  # neither the unit nor the env file changed
+    assert after == before  # what was written before the failing file was put back; that file never changed
     assert current(sandbox_inventory, HOST) == base and serving(sandbox_inventory, HOST)
 
 
