@@ -7,38 +7,31 @@ import os
 
 from invoke import Collection, Exit, task
 
-from fleet import classify_cmd, cli
+from fleet import cli
 from fleet.cli import HOST_HELP, reports_errors
 
-
-def _opts(accept_new_host_keys=False):
-    from fleet.connect import ConnectOptions
-
-    return ConnectOptions(accept_new_host_keys=accept_new_host_keys)
+# Only the CLI layer (fleet.cli) is imported here; each task imports its own command module when it runs,
+# so `inv --list` loads none of them.
+_opts = cli.options
 
 
 @task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP})
 @reports_errors
 def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
     """Run one shell command on the selected hosts in parallel over SSH."""
-    from fleet import execute
+    from fleet.cli import execute
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=execute.report(execute.run_everywhere(hosts, cmd, _opts(accept_new_host_keys)), json))
+    raise Exit(code=execute.command(hosts, cmd, _opts(accept_new_host_keys), json))
 
 
 @task(iterable=["host", "group"], help=HOST_HELP)
 @reports_errors
 def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
-    from fleet import probe_run, probe_view
+    from fleet.cli import probe as probing
 
-    facts = probe_run.probe_hosts(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys))
-    if json:
-        cli.print_json({"hosts": [f.model_dump() for f in facts]})
-    else:
-        probe_view.render(facts, cli.console)
-    raise Exit(code=0 if all(f.ok for f in facts) else 1)
+    raise Exit(code=probing.command(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
 
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
@@ -57,7 +50,7 @@ DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (
 def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, dry_run=False,
            force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
-    from fleet import deploy_cmd
+    from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=deploy_cmd.deploy(hosts, playbook, _opts(accept_new_host_keys), json, dry_run, force,
@@ -71,7 +64,7 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
 def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group=None, json=False,
              accept_new_host_keys=False, router=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
-    from fleet import deploy_cmd
+    from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, _opts(accept_new_host_keys), json, router))
@@ -81,7 +74,7 @@ def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group
 @reports_errors
 def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
     """List a host's releases with their outcome (the current one marked)."""
-    from fleet import deploy_cmd
+    from fleet.cli import deploy as deploy_cmd
 
     raise Exit(code=deploy_cmd.history(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
 
@@ -95,21 +88,11 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
            accept_new_host_keys=False):
     """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift, and
     the sglang router where a router: playbook runs one."""
-    from fleet import status as status_
+    from fleet.cli import status as board
 
-    if watch:
-        from fleet import status_watch
-
-        seconds = status_watch.check_interval(interval or 5)
-        hosts = cli.select_hosts(inventory, host, group)
-        raise Exit(code=status_watch.watch(hosts, _opts(accept_new_host_keys), int(port), seconds, json,
-                                           cli.console))
-    rows = status_.collect(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), int(port))
-    if json:
-        cli.print_json({"hosts": [r.to_json() for r in rows]})
-    else:
-        status_.render(rows, cli.console)
-    raise Exit(code=0 if all(r.ok for r in rows) else 1)
+    hosts = cli.select_hosts(inventory, host, group)
+    raise Exit(code=board.command(hosts, _opts(accept_new_host_keys), int(port), json, watch, interval,
+                                  cli.console))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",
@@ -120,7 +103,7 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
 def logs(c, inventory=None, host=None, group=None, follow=False, since=None, only=None, json=False,
          accept_new_host_keys=False):
     """The sglang unit's journal from one or many hosts, each line classified live (fatal/warning/ready)."""
-    from fleet import logs as logs_
+    from fleet.cli import logs as logs_
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=logs_.run(hosts, _opts(accept_new_host_keys), follow, since, only, json, cli.console))
@@ -131,7 +114,7 @@ def logs(c, inventory=None, host=None, group=None, follow=False, since=None, onl
 @reports_errors
 def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
     """Benchmark the running server (bench_serving, offline), sample GPU power; store it in the current release."""
-    from fleet import tune as tuning
+    from fleet.cli import tune as tuning
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=tuning.bench_command(hosts, playbook, _opts(accept_new_host_keys), json))
@@ -143,7 +126,7 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, a
 def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, yes=False,
          accept_new_host_keys=False):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
-    from fleet import tune as tuning
+    from fleet.cli import tune as tuning
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=tuning.tune_command(hosts, playbook, _opts(accept_new_host_keys), json, yes))
@@ -161,7 +144,7 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
 
     Exit codes: 0 none exclude it, 1 some gates remain or a host failed, 2 bad input.
     """
-    from fleet import audit_cmd
+    from fleet.cli import audit as audit_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=audit_cmd.run(hosts, _opts(accept_new_host_keys), package or [], int(sm) if sm else None,
@@ -173,16 +156,10 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
 @reports_errors
 def unlock(c, host, token, inventory=None):
     """Remove a stale host lock left by a crashed run (only the lock carrying this token)."""
-    from fleet import hostlock
-    from fleet.connect import open_connection
+    from fleet.cli import probe as probing
 
     (target,) = cli.select_hosts(inventory, [host], [])
-    conn = open_connection(target, _opts())
-    try:
-        hostlock.break_lock(conn, target, token)
-    finally:
-        conn.close()
-    cli.console.print(f"{target.name}: lock {hostlock.LOCK_DIR} removed")
+    raise Exit(code=probing.unlock(target, token, _opts()))
 
 
 @task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
@@ -271,6 +248,8 @@ def demo(c, hosts=4, profile=None):
 @reports_errors
 def classify(c, file, json=False, rules=None):
     """Classify an sglang log: events and verdict; exit 0 ready/none, 1 fatal verdict, 2 bad input."""
+    from fleet.cli import classify as classify_cmd
+
     raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules))
 
 
@@ -284,10 +263,10 @@ def classify(c, file, json=False, rules=None):
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, json=False,
           accept_new_host_keys=False, allow_prebuilt_jit=False, audit=False):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
-    from fleet import patches
+    from fleet.cli import patch as patching
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=patches.patch_command(hosts, set or [], check, revert, json, _opts(accept_new_host_keys),
+    raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, _opts(accept_new_host_keys),
                                           allow_prebuilt_jit, audit=audit))
 
 

@@ -2,7 +2,7 @@
 
 A transient unit on the host prints normal startup lines, then a fatal one carrying the host's clock
 (the sandbox shares this machine's clock); fleet follows the unit's journal exactly as deploy does
-(service.Follower + LineClassifier) and notes when it classifies the line.
+(fleet.journal: its Follower and the LogWatcher deploy's watch uses) and notes when it classifies the line.
 
 usage (root, a demo sandbox up): .venv/bin/python bench/bench_journal_delay.py [--runs 10]
 """
@@ -17,12 +17,10 @@ import time
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
 
-from fleet import inventory  # noqa: E402
+from fleet import inventory, journal  # noqa: E402
 from fleet.connect import open_connection  # noqa: E402
-from fleet.logclassify import LineClassifier  # noqa: E402
-from fleet.logrules import Severity  # noqa: E402
+from fleet.logwatch import FatalLogLine, LogWatcher  # noqa: E402
 from fleet.remote import run  # noqa: E402
-from fleet.service import Follower, journal_cursor  # noqa: E402
 from sandbox.config import config  # noqa: E402
 
 SCRIPT = ("for i in 1 2 3 4 5; do echo \"Load weight begin. avail mem=90.1 GB\"; sleep 0.05; done; "
@@ -31,21 +29,18 @@ SCRIPT = ("for i in 1 2 3 4 5; do echo \"Load weight begin. avail mem=90.1 GB\";
 
 def one_run(conn, host, n: int) -> float:
     unit = f"fleet-bench-{n}"
-    cursor = journal_cursor(conn, host)
-    follower = Follower(conn, host, unit, cursor)
-    classifier = LineClassifier()
+    follower = journal.Follower(conn, host, journal.command(unit, journal.cursor(conn, host)))
+    watcher = LogWatcher()
     # Through a file: systemd would expand $(...) and $VAR in a command line itself.
     run(conn, host, f"printf '%s\\n' {shlex.quote(SCRIPT)} > /tmp/{unit}.sh && "
                     f"systemd-run --quiet --unit={unit} sh /tmp/{unit}.sh")
     try:
         deadline = time.time() + 30
-        while time.time() < deadline:
-            for line in follower.lines(timeout=0.5) or []:
-                for event in classifier.feed(line):
-                    if event.severity is Severity.FATAL:
-                        seen = time.time()
-                        stamp = float(line.split("t=", 1)[1].split()[0])
-                        return seen - stamp
+        try:
+            journal.follow(follower, watcher, lambda: ("HANG", "") if time.time() > deadline else None)
+        except FatalLogLine as exc:
+            seen = time.time()
+            return seen - float(exc.event.text.split("t=", 1)[1].split()[0])
         raise RuntimeError("fatal line never reported")
     finally:
         follower.close()

@@ -23,9 +23,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shlex
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from fabric import Connection
+
+from fleet import hostside, parallel, patchsets, remote
+from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
 
@@ -328,54 +333,6 @@ def cpp_directives_numbered(lines: list[tuple[int, str]]) -> list[tuple[int, str
 
 # --- on the host ------------------------------------------------------------------------------------
 
-SCAN_SCRIPT = r'''
-import base64, glob, importlib.util, json, os, re, subprocess, sys
-req = json.loads(base64.b64decode(sys.argv[1]))
-DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
-PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b")
-res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}
-for pkg, patterns in req["scope"].items():
-    spec = importlib.util.find_spec(pkg)
-    if spec is None or not spec.submodule_search_locations:
-        res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
-    root = list(spec.submodule_search_locations)[0]
-    res["packages"][pkg] = {"path": root}
-    paths = set()
-    for pat in patterns:
-        paths.update(glob.glob(os.path.join(root, pat), recursive=True))
-    for path in sorted(paths):
-        if not os.path.isfile(path):
-            continue
-        kind = "py" if path.endswith(".py") else "c"
-        try:
-            text = open(path, encoding="utf-8", errors="replace").read().split("\n")
-        except OSError:
-            continue
-        keep, i = [], 0
-        while i < len(text):
-            start, line = i + 1, text[i]
-            if kind == "c":
-                while line.endswith("\\") and i + 1 < len(text):
-                    i += 1; line = line[:-1] + " " + text[i]
-                if DIRECTIVE.match(line):
-                    keep.append([start, line])
-            elif PYGATE.search(line):
-                keep.append([start, line])
-            i += 1
-        if keep:
-            res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}
-try:
-    r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                       capture_output=True, text=True, timeout=30)
-    for line in r.stdout.split("\n"):
-        if line.strip():
-            a, b = line.strip().split("."); res["sms"].append(int(a) * 10 + int(b))
-    if not res["sms"]:
-        res["sm_error"] = "nvidia-smi exit %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[:200])
-except Exception as e:
-    res["sm_error"] = "nvidia-smi: %s" % e
-print("FLEET-JSON:" + json.dumps(res))
-'''
 
 
 @dataclass
@@ -406,12 +363,10 @@ def scope_for(packages: list[str] | None = None, full: bool = False) -> dict[str
     return out
 
 
-def scan_host(conn, host: Host, scope: dict[str, list[str]]) -> dict:
-    from fleet import remote
-
+def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict[str, Any]:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps({"scope": scope}).encode()).decode()
-    res = remote.run(conn, host, " ".join(shlex.quote(a) for a in (python, "-c", SCAN_SCRIPT, payload)), timeout=300)
+    res = remote.run(conn, host, hostside.python_command(python, "scan.py", payload), timeout=300)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
             return json.loads(line[len("FLEET-JSON:"):])
@@ -432,13 +387,16 @@ def audit_host(conn, host: Host, sm: int | None = None, packages: list[str] | No
     return AuditResult(host.name, sm, evaluate(scan["files"], sm, sets), scan["packages"])
 
 
-def render(results: list[AuditResult], console) -> None:
-    from rich.table import Table
+def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None,
+                sets: list[str], full: bool) -> list[parallel.Outcome[AuditResult]]:
+    """Every host audited in parallel; unknown set names fail first, before any host is contacted."""
+    loaded = patchsets.load_sets(sets) if sets else None
 
-    for r in results:
-        t = Table(title=f"{r.host} (SM{r.sm}): {len(r.excluding)} gate(s) exclude it", title_justify="left")
-        for col in ("file:line", "kind", "condition", "lifted by"):
-            t.add_column(col, overflow="fold")
-        for g in r.excluding:
-            t.add_row(f"{g.file}:{g.line}", g.kind, g.condition, ", ".join(g.lifted_by) or "-")
-        console.print(t)
+    def one(host: Host) -> AuditResult:
+        conn = open_connection(host, opts)
+        try:
+            return audit_host(conn, host, sm=sm, packages=packages or None, sets=loaded, full=full)
+        finally:
+            conn.close()
+
+    return parallel.run_all(hosts, one)

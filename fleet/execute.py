@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.table import Table
-
 from fleet import parallel, remote
-from fleet.cli import console, print_json
 from fleet.connect import ConnectOptions, open_connection
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.inventory import Host
 from fleet.parallel import Outcome
 from fleet.remote import CommandResult
@@ -24,26 +20,3 @@ def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions) ->
             conn.close()
 
     return parallel.run_all(hosts, one)
-
-
-def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
-    failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
-    if as_json:
-        print_json({"hosts": [
-            {"host": o.host.name, "address": o.host.address, "ok": bool(o.ok and o.value and o.value.ok),
-             "error": o.error, "exit": o.value.exited if o.value else None,
-             "stdout": o.value.stdout if o.value else None, "stderr": o.value.stderr if o.value else None,
-             "seconds": round(o.seconds, 3)}
-            for o in outcomes]})
-    else:
-        table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok")
-        for col in ("host", "address", "exit", "output"):
-            table.add_column(col, overflow="fold")
-        for o in outcomes:
-            if o.value is None:
-                table.add_row(o.host.name, o.host.address, "-", f"[red]{o.error}[/]")
-            else:
-                text = (o.value.stdout + (f"[red]{o.value.stderr}[/]" if o.value.stderr else "")).rstrip()
-                table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
-        console.print(table)
-    return EXIT_HOST_FAILED if failed else EXIT_OK

@@ -71,6 +71,8 @@ class _Shared:
     rules: RuleSet
     on_event: Callable[[Event], None] | None
     stop_on_ready: bool
+    on_line: Callable[[str], str] | None = None  # sees each complete line first; returns the text to classify
+    raise_on_fatal: bool = True  # False: a reader that only reports (inv logs) goes on past a fatal line
     lock: threading.RLock = field(default_factory=threading.RLock)  # a callback may read .events
     cursors: list[_Cursor] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -92,10 +94,12 @@ class LogWatcher(StreamWatcher):
     __slots__ = ("_shared",)
 
     def __init__(self, rules: RuleSet | None = None, on_event: Callable[[Event], None] | None = None,
-                 *, stop_on_ready: bool = False) -> None:
+                 *, stop_on_ready: bool = False, on_line: Callable[[str], str] | None = None,
+                 raise_on_fatal: bool = True) -> None:
         super().__init__()
         if not hasattr(self, "_shared"):  # an unset slot: the first thread, the one that built us
-            self._shared = _Shared(rules if rules is not None else default_rules(), on_event, stop_on_ready)
+            self._shared = _Shared(rules if rules is not None else default_rules(), on_event, stop_on_ready,
+                                   on_line, raise_on_fatal)
 
     def submit(self, stream: str) -> list[str]:
         """Invoke passes everything read so far; classify the complete lines not seen yet."""
@@ -107,7 +111,17 @@ class LogWatcher(StreamWatcher):
                 return []  # a partial last line waits for its newline
             line = stream[cursor.offset:end]
             cursor.offset = end + 1  # advance first: after a raise, the next submit starts at the next line
+            if self._shared.on_line is not None:
+                line = self._shared.on_line(line)
             self._record(cursor.classifier.feed(line))
+
+    def forget(self, chars: int) -> None:
+        """The caller dropped the first `chars` characters of the stream it submits (all of them read): a
+        follower that runs for days keeps only what is not classified yet."""
+        cursor = self._cursor()
+        if chars > cursor.offset:
+            raise ValueError(f"forget({chars}): only {cursor.offset} characters were read")
+        cursor.offset -= chars
 
     def _cursor(self) -> _Cursor:
         cursor: _Cursor | None = getattr(self, "_stream_cursor", None)  # thread-local, as all but slots
@@ -171,7 +185,7 @@ class LogWatcher(StreamWatcher):
                 if event.log_class is LogClass.READY:
                     ready = event
                     shared.ready.set()
-        if first_fatal is not None and raise_fatal:
+        if first_fatal is not None and raise_fatal and shared.raise_on_fatal:
             raise FatalLogLine(first_fatal)
         if ready is not None and shared.stop_on_ready and raise_fatal:
             raise ServerReady(ready)

@@ -16,7 +16,6 @@ purpose: every node back to one earlier deployment (the same release id on all),
 from __future__ import annotations
 
 import ipaddress
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,30 +25,20 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet import hostlock, probe_run
+from fleet import hostlock, journal, probe_run, recovery, restore
 from fleet.connect import ConnectOptions, open_connection
-from fleet.deploy import (
-    Attempt,
-    Deployer,
-    DeployResult,
-    Planned,
-    Progress,
-    _now,
-    health_check,
-    install,
-    patched_files,
-    port_problem,
-    put_back,
-    recover_after_crash,
-    set_patches,
-    watch,
-)
+from fleet.deploy import Deployer
 from fleet.errors import FleetError, InputError
 from fleet.facts import HostFacts
+from fleet.health import health_check, node_health
 from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung
-from fleet.releases import Release, ReleaseStore, new_id
-from fleet.service import journal_cursor, sh, stop_and_empty_gpus, unit_state
+from fleet.preflight import port_problem
+from fleet.release_run import ReleaseRun
+from fleet.releases import Release, ReleaseStore, new_id, now
+from fleet.results import Attempt, DeployResult, Planned, Progress
+from fleet.service import stop_and_empty_gpus, unit_state
 
 
 def check_hosts(book: Playbook, hosts: Sequence[Host]) -> None:
@@ -93,6 +82,7 @@ class Node:
     store: ReleaseStore | None = None
     previous: Release | None = None
     release: Release | None = None
+    run: ReleaseRun | None = None
     facts: HostFacts | None = None
     planned: Planned | None = None
     unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
@@ -110,7 +100,7 @@ class MultiNode:
             say = progress_for(host)
             deployer = Deployer(host, book, book_path, opts, say, secrets)
             deployer.extra_args = node_args(book, hosts, rank)
-            self.nodes.append(Node(rank, host, deployer, say, DeployResult(host.name, "failed")))
+            self.nodes.append(Node(rank, host, deployer, say, DeployResult(host.name)))
         self.book_sha = self.nodes[0].deployer.book_sha
 
     # ------------------------------------------------------------------ the run
@@ -138,7 +128,7 @@ class MultiNode:
                 lock = hostlock.acquire(n.conn, n.host, f"{action} {self.book.name} (node {n.rank} of "
                                                         f"{len(self.nodes)})")
                 stack.callback(self._unlock, n, lock)
-                n.result.recovered = recover_after_crash(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
+                n.result.recovered = recovery.after_lock(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
             yield
 
     def _rollback(self, to: str | None) -> None:
@@ -160,10 +150,10 @@ class MultiNode:
         for n in self.nodes:
             n.result.config = n.previous.config
             n.result.attempts.append(Attempt(n.previous.rung or "-", outcome, evidence, time.monotonic() - start))
-        if outcome == "READY":
+        if outcome == Outcome.READY:
             for n in self.nodes:
                 n.store.mark_current(n.previous)
-                n.result.status = "ok"
+                n.result.status = DeployStatus.OK
             return
         note = self._back_to(running)
         for n in self.nodes:
@@ -179,7 +169,7 @@ class MultiNode:
             n.previous = running[n.rank]
             n.say(f"going back to {n.previous.id}")
         outcome, evidence = self._put_back_and_start(self.nodes, "restore")
-        if outcome == "READY":
+        if outcome == Outcome.READY:
             return f"back on {self.nodes[0].previous.id}"
         return f"going back to {self.nodes[0].previous.id} failed too: {outcome} {evidence}"
 
@@ -189,13 +179,13 @@ class MultiNode:
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
             for n in nodes:
-                failed = put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                failed = restore.put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
                 if failed:
                     return failed.outcome, f"{n.host.name} (node {n.rank}): {failed.evidence}"
                 self._aim_at_previous(n)
             return self._start_together(nodes, label)
         except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
-            return "EXITED", f"a node was lost: {exc or type(exc).__name__}"
+            return Outcome.EXITED, f"a node was lost: {exc or type(exc).__name__}"
 
     def _rollback_target(self, to: str | None) -> str:
         """The deployment every node has as a release that served: `to`, or the latest before the current."""
@@ -203,7 +193,7 @@ class MultiNode:
         current: dict[str, str | None] = {}
         for n in self.nodes:
             releases = n.store.list()
-            good[n.host.name] = {r.id for r in releases if r.status == "ok"}
+            good[n.host.name] = {r.id for r in releases if r.status == ReleaseStatus.OK}
             current[n.host.name] = n.store.current_id()
         names = [n.host.name for n in self.nodes]
         if to:
@@ -226,8 +216,7 @@ class MultiNode:
 
     @staticmethod
     def _aim_at_previous(n: Node) -> None:
-        n.unit = Path(next(p for p in n.previous.files
-                           if p.endswith(".service") and not p.startswith("before:"))).stem
+        n.unit = restore.unit_of(n.previous)
         n.serves_api = n.previous.config.get("nodes", {}).get("rank", 0) == 0
 
     @staticmethod
@@ -236,7 +225,7 @@ class MultiNode:
         try:
             hostlock.release(n.conn, n.host, lock)
         except Exception as exc:  # noqa: BLE001 - the lost node's reconnect may raise a plain OSError
-            n.result.status = "failed"
+            n.result.status = DeployStatus.FAILED
             n.result.error = f"{n.result.error or n.host.name}; its lock could not be released: {exc}"
 
     def _deploy(self, force: bool) -> None:
@@ -247,7 +236,8 @@ class MultiNode:
             n.previous = n.store.current()
         if not force and self._unchanged():
             for n in self.nodes:
-                n.result.status, n.result.release, n.result.config = "unchanged", n.previous.id, n.previous.config
+                n.result.status, n.result.release, n.result.config = (DeployStatus.UNCHANGED, n.previous.id,
+                                                                      n.previous.config)
                 n.say(f"deployment {n.previous.id} already serves this playbook and is healthy: nothing to do")
             return
         rid = new_id()
@@ -259,16 +249,15 @@ class MultiNode:
             return
         for n in self.nodes:
             n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
-                                created=_now(), facts={"gpus": len(n.facts.gpus),
-                                                       "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
-                                                       "node_rank": n.rank})
-            n.store.open(n.release)
-            n.store.event(n.release, {"step": "opened", "rungs": [r.name for r in rungs], "deployment": rid,
-                                      "nodes": [m.host.name for m in self.nodes], "rank": n.rank})
+                                created=now(), facts={"gpus": len(n.facts.gpus),
+                                                      "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
+                                                      "node_rank": n.rank})
+            n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
+                                    nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid
         last_class: str | None = None
-        for i, rung in enumerate(rungs):
-            if i and rung.after is not None and last_class not in rung.after:
+        for rung in rungs:
+            if not rung.worth_trying_after(last_class):
                 self.nodes[0].say(f"rung {rung.name}: not worth trying after {last_class}")
                 continue
             start = time.monotonic()
@@ -278,19 +267,12 @@ class MultiNode:
                     n.result.attempts.append(Attempt(rung.name, outcome, evidence, time.monotonic() - start,
                                                      record if n.rank == 0 else None))
                 for n in self.nodes:
-                    n.release.attempts.append(n.result.attempts[-1].to_json())
-                    n.store.event(n.release, {"step": "attempt", "rung": rung.name, "outcome": outcome,
-                                              "evidence": evidence})
-                    n.store.save(n.release)
-                if outcome == "READY":
+                    n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
+                    n.run.record(n.result.attempts[-1].to_json())
+                if outcome == Outcome.READY:
                     for n in self.nodes:
-                        n.release.status, n.release.rung, n.release.config = "ok", rung.name, n.planned.config
-                        n.release.finished = _now()
-                        n.store.save(n.release)
-                        n.store.mark_current(n.release)
-                        n.store.prune(self.book.keep_releases)
-                        n.store.event(n.release, {"step": "current"})
-                        n.result.status, n.result.config = "ok", n.planned.config
+                        n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
+                        n.result.status, n.result.config = DeployStatus.OK, n.planned.config
                     return
             except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
                 self._fall_back(f"rung {rung.name} broke off ({exc or type(exc).__name__})")
@@ -304,21 +286,21 @@ class MultiNode:
             return False
         if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
-        return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == "READY"
+        return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
 
     def _preflight(self, rid: str) -> list[Rung]:
         """Rungs every node can run (each node's own preflight), and rank 0's dist port free."""
         kept = {r.name for r in self.book.ladder}
         for n in self.nodes:
             rungs = n.deployer.eligible(n.facts)
-            rungs, skipped = n.deployer._preflight(n.conn, n.facts, rungs, rid)
+            rungs, skipped = n.deployer.preflight(n.conn, n.facts, rungs)
             n.result.attempts += skipped
             kept &= {r.name for r in rungs}
         head = self.nodes[0]
         busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.unit)
         if busy:
             for n in self.nodes:
-                n.result.attempts.append(Attempt("-", "PREFLIGHT", f"{head.host.name} (rank 0): dist {busy}", 0))
+                n.result.attempts.append(Attempt("-", Outcome.PREFLIGHT, f"{head.host.name} (rank 0): dist {busy}", 0))
             return []
         return [r for r in self.book.ladder if r.name in kept]
 
@@ -330,43 +312,42 @@ class MultiNode:
                                          "hosts": [m.host.name for m in self.nodes], "deployment": rid}
         for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
             n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
-            n.store.event(n.release, {"step": "stop", "rung": rung.name})
+            n.run.event("stop", rung=rung.name)
             stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
         for n in self.nodes:
-            problem = set_patches(n.conn, n.host, rung.patches, n.say)
+            problem = restore.set_patches(n.conn, n.host, rung.patches, n.say)
             if problem:
-                return "PREFLIGHT", f"{n.host.name} (node {n.rank}): {problem}", None
-            n.release.patches = {"sets": list(rung.patches), "files": patched_files(n.conn, n.host)}
-            install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
-            n.store.event(n.release, {"step": "installed", "rung": rung.name, "files": n.release.files})
+                return Outcome.PREFLIGHT, f"{n.host.name} (node {n.rank}): {problem}", None
+            n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, n.host)}
+            restore.install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
+            n.run.event("installed", rung=rung.name, files=n.release.files)
             n.unit, n.serves_api = n.deployer.unit, n.rank == 0
         outcome, evidence = self._start_together(self.nodes, rung.name)
         record = None
         head = self.nodes[0]
         measure = head.deployer.measure if head.deployer.measure is not None else \
             bool(self.book.bench and self.book.bench.gate)
-        if outcome == "READY" and measure:
-            outcome, evidence, record = head.deployer._perf_gate(head.conn, rung, evidence, head.say)
+        if outcome == Outcome.READY and measure:
+            outcome, evidence, record = head.deployer.gate.check(head.conn, rung, evidence, head.say)
         head.say(f"[{rung.name}] {outcome}: {evidence}")
         return outcome, evidence, record
 
     def _start_together(self, nodes: list[Node], label: str) -> tuple[str, str]:
         """Start every node's unit (the API node first), follow all journals together, then check health."""
-        cursors = {n.rank: journal_cursor(n.conn, n.host) for n in nodes}
+        cursors = {n.rank: journal.cursor(n.conn, n.host) for n in nodes}
         for n in sorted(nodes, key=lambda m: not m.serves_api):
-            sh(n.conn, n.host, f"systemctl reset-failed {shlex.quote(n.unit)} 2>/dev/null; "
-                               f"systemctl restart {shlex.quote(n.unit)}")
+            restore.restart(n.conn, n.host, n.unit)
             n.say(f"[{label}] started node {n.rank}; following the journal")
         stop = threading.Event()
         outcomes: dict[int, tuple[str, str]] = {}
 
         def follow(n: Node) -> None:
             try:
-                outcomes[n.rank] = watch(n.conn, n.host, n.unit, cursors[n.rank], self.book,
-                                         lambda m: n.say(f"[{label}] {m}"), stop)
+                outcomes[n.rank] = journal.watch(n.conn, n.host, n.unit, cursors[n.rank], self.book.budgets,
+                                                 lambda m: n.say(f"[{label}] {m}"), stop)
             except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
-                outcomes[n.rank] = ("EXITED", f"watching the journal failed: {type(exc).__name__}: {exc}")
-            if outcomes[n.rank][0] != "READY":
+                outcomes[n.rank] = (Outcome.EXITED, f"watching the journal failed: {type(exc).__name__}: {exc}")
+            if outcomes[n.rank][0] != Outcome.READY:
                 stop.set()
 
         threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes]
@@ -374,7 +355,7 @@ class MultiNode:
             t.start()
         for t in threads:
             t.join()
-        failed = [(n, outcomes[n.rank]) for n in nodes if outcomes[n.rank][0] not in ("READY", "STOPPED")]
+        failed = [(n, outcomes[n.rank]) for n in nodes if outcomes[n.rank][0] not in (Outcome.READY, Outcome.STOPPED)]
         if failed:
             n, (outcome, evidence) = failed[0]
             return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
@@ -383,9 +364,9 @@ class MultiNode:
                 outcome, evidence = health_check(n.conn, n.host, self.book)
             else:
                 outcome, evidence = node_health(n.conn, n.host, self.book.serve.port)
-            if outcome != "READY":
+            if outcome != Outcome.READY:
                 return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
-        return "READY", f"all {len(nodes)} nodes up; {evidence if len(nodes) == 1 else 'healthy through rank 0'}"
+        return Outcome.READY, f"all {len(nodes)} nodes up; {evidence if len(nodes) == 1 else 'healthy through rank 0'}"
 
     # ------------------------------------------------------------------ every rung failed
     def _fall_back(self, why: str) -> None:
@@ -393,8 +374,7 @@ class MultiNode:
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
         for n in reversed(self.nodes):
             try:
-                n.release.status, n.release.finished = "failed", _now()
-                n.store.save(n.release)
+                n.run.fail()
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
@@ -402,7 +382,7 @@ class MultiNode:
         for n in back:
             n.say(f"{why}: rolling back to {n.previous.id}")
             try:
-                failed = put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                failed = restore.put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
                 if failed:
                     problems[n.rank] = f"{failed.outcome} {failed.evidence}"
                 elif n.store.current_id() != n.previous.id:  # the new release was made current on some nodes only
@@ -413,62 +393,21 @@ class MultiNode:
             self._aim_at_previous(n)
         restarted = [n for n in back if n.rank not in problems]
         try:
-            outcome, evidence = self._start_together(restarted, "rollback") if restarted else ("READY", "")
+            outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
         except Exception as exc:  # noqa: BLE001 - as above
-            outcome, evidence = "EXITED", str(exc) or type(exc).__name__
+            outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
         for n in self.nodes:
             r = n.result
             if n.previous is None and n.rank in problems:
-                r.status, r.config = "failed", {}
+                r.status, r.config = DeployStatus.FAILED, {}
                 r.error = f"{n.host.name}: {why}; stopping it failed too: {problems[n.rank]}"
             elif n.previous is None:
-                r.status, r.config = "failed", {}
+                r.status, r.config = DeployStatus.FAILED, {}
                 r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
-            elif n.rank in problems or outcome != "READY":
-                r.status, r.release, r.config = "failed", n.previous.id, n.previous.config
+            elif n.rank in problems or outcome != Outcome.READY:
+                r.status, r.release, r.config = DeployStatus.FAILED, n.previous.id, n.previous.config
                 r.error = (f"{n.host.name}: {why} and the rollback failed too: "
                            f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
             else:
-                r.status, r.release, r.config = "rolled_back", n.previous.id, n.previous.config
+                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.previous.id, n.previous.config
                 r.error = f"{n.host.name}: {why}; back on release {n.previous.id}"
-
-
-def node_health(conn: Connection, host: Host, port: int) -> tuple[str, str]:
-    """A node of rank >= 1 serves only sglang's dummy /health (no API): it must answer 200."""
-    code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://127.0.0.1:{int(port)}/health "
-                          "|| true").strip()
-    if code != "200":
-        return "HEALTH_FAILED", f"GET /health answered {code or 'nothing'}"
-    return "READY", "node healthy"
-
-
-def deploy_command(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-                   as_json: bool, dry_run: bool, force: bool, rolling: bool, out) -> int:
-    """`inv deploy` of a playbook with `nodes:`: every flag and the host count checked before any host is touched."""
-    from rich.markup import escape
-
-    from fleet import deploy_cmd
-
-    if rolling:
-        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
-                         "--host-timeout do not apply (its nodes are deployed together)")
-
-    def progress_for(host: Host) -> Progress:
-        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
-
-    results = MultiNode(hosts, book, path, opts, progress_for, secrets).run(dry_run=dry_run, force=force)
-    return deploy_cmd._finish(results, as_json, ok={"ok", "unchanged", "dry-run"})
-
-
-def rollback_command(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, to: str | None,
-                     as_json: bool, out) -> int:
-    """`inv rollback` of a playbook with `nodes:`: all its nodes together, given as for the deploy."""
-    from rich.markup import escape
-
-    from fleet import deploy_cmd
-
-    def progress_for(host: Host) -> Progress:
-        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
-
-    results = MultiNode(hosts, book, path, opts, progress_for).rollback(to)
-    return deploy_cmd._finish(results, as_json, ok={"ok"})

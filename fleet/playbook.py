@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.facts import HostFacts
+from fleet.outcomes import DEPLOY_OUTCOMES
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -33,9 +34,6 @@ _FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 _RUNG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-# Outcomes deploy may record for an attempt besides the logwatch classes.
-DEPLOY_OUTCOMES = {"HANG", "WRONG_ANSWER", "PERF_REGRESSION", "BENCH_FAILED", "EXITED", "PREFLIGHT",
-                   "HEALTH_FAILED"}
 
 FlagValue = bool | int | float | str | None
 
@@ -156,6 +154,10 @@ class Rung(Strict):
         if not _RUNG.match(v):
             raise ValueError(f"rung name {v!r}: lower-case letters, digits, '.', '_', '-'")
         return v
+
+    def worth_trying_after(self, last_outcome: str | None) -> bool:
+        """A rung with `after:` is tried only after one of those outcomes (the first rung always is)."""
+        return last_outcome is None or self.after is None or last_outcome in self.after
 
 
 class Health(Strict):

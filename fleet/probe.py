@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from fleet import facts as F
+from fleet import hostside
 from fleet.facts import DiskFree, Dmi, FlashinferCache, Gpu, HostFacts, OsInfo, Package, UnitState
 
 QUERY_FIELDS = (
@@ -27,123 +28,12 @@ PACKAGE_DIRS = {
     "flashinfer-cubin": "flashinfer_cubin", "torch": "torch", "nvidia-nccl-cu12": "nvidia/nccl",
     "nvidia-nccl-cu13": "nvidia/nccl",
 }
-UNIT_PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,MainPID"
-
-# Shell helpers: markers around each section; `dump` prints a file without starting a process.
-_PRELUDE = r"""
-T=; command -v timeout >/dev/null 2>&1 && T='timeout 30'
-b() { printf '@@fleet:begin %s@@\n' "$1"; }
-e() { printf '\n@@fleet:end %s rc=%s@@\n' "$1" "$2"; }
-run() { n=$1; shift; b "$n"; "$@" 2>&1; e "$n" $?; }
-dump() {
-  [ -r "$1" ] || { echo "cannot read $1"; return 1; }
-  while IFS= read -r l || [ -n "$l" ]; do printf '%s\n' "$l"; done < "$1"
-}
-cache=${FLASHINFER_WORKSPACE_BASE:-$HOME}/.cache/flashinfer
-"""
-
-# Old drivers reject unknown fields (compute_cap) with exit 2: drop the field named and ask again.
-_QUERY = r"""
-i=0
-while :; do
-  b query-gpu; o=$($T nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
-  printf '%s' "$o"; e query-gpu $rc
-  [ $rc -eq 2 ] && [ $i -lt 4 ] || break
-  case $o in *'Field "'*'" is not a valid field to query.'*) ;; *) break;; esac
-  x=${o#*Field \"}; x=${x%%\"*}
-  case ,$f, in *,"$x",*) ;; *) break;; esac
-  g=,$f,; g=${g%%,"$x",*},${g#*,"$x",}; g=${g#,}; f=${g%,}; i=$((i+1))
-  [ -n "$f" ] || break
-done
-run topo-m $T nvidia-smi topo -m
-run topo-p2p-r $T nvidia-smi topo -p2p r
-b smi-version; $T nvidia-smi --version 2>&1; rc=$?; e smi-version $rc
-[ $rc -eq 0 ] || run smi-plain $T nvidia-smi
-run proc-driver dump /proc/driver/nvidia/version
-"""
-
-# DMI: sysfs needs no root; dmidecode (root) and hostnamectl are the fallbacks sandboxes can answer.
-_SYSTEM = r"""
-run virt systemd-detect-virt
-b dmi; d=/sys/class/dmi/id; v=; p=
-[ -r $d/sys_vendor ] && read -r v < $d/sys_vendor
-[ -r $d/product_name ] && read -r p < $d/product_name
-if [ -n "$v$p" ]; then printf 'source=sysfs\nvendor=%s\nproduct=%s\n' "$v" "$p"
-elif command -v dmidecode >/dev/null 2>&1; then
-  printf 'source=dmidecode\nvendor=%s\n' "$(dmidecode -s system-manufacturer 2>&1)"
-  printf 'product=%s\n' "$(dmidecode -s system-product-name 2>&1)"
-elif command -v hostnamectl >/dev/null 2>&1; then echo source=hostnamectl; $T hostnamectl status 2>&1
-fi; e dmi 0
-o=/etc/os-release; [ -r $o ] || o=/usr/lib/os-release; run os-release dump $o
-run kernel uname -srm
-b unit; printf 'Unit=%s\n' "$unit"
-$T systemctl show "$unit" --property=""" + UNIT_PROPERTIES + r""" 2>&1; e unit $?
-b df; set --
-for kv in "root=/" "venv=$venv" "flashinfer_cache=$cache" "hf_cache=${HF_HOME:-$HOME/.cache/huggingface}"; do
-  k=${kv%%=*}; p=${kv#*=}
-  while [ -n "$p" ] && [ ! -e "$p" ]; do p=${p%/*}; done
-  [ -n "$p" ] || p=/
-  printf 'path %s %s\n' "$k" "$p"; set -- "$@" "$p"
-done
-$T df -Pk "$@" 2>&1; e df $?
-"""
-
-# Versions from dist-info METADATA headers: one awk for all packages, no interpreter start-up.
-_PACKAGES = r"""
-b packages; set --
-[ -d "$venv" ] || printf '@novenv %s\n' "$venv"
-for sp in "$venv"/lib/python3*/site-packages; do
-  [ -d "$sp" ] || continue
-  printf '@sp %s\n' "$sp"
-  for t in DIRS; do [ -d "$sp/$t" ] && printf '@dir %s\n' "$sp/$t"; done
-  for d in GLOBS; do
-    for x in METADATA direct_url.json; do [ -f "$d/$x" ] && set -- "$@" "$d/$x"; done
-  done
-done
-if [ $# -gt 0 ]; then
-  awk 'FNR==1 { h=1; print "@file " FILENAME }
-       FILENAME ~ /\/METADATA$/ { if (h && $0 == "") h=0; if (h && $0 ~ /^(Name|Version):/) print; next }
-       { print }' "$@" 2>&1
-fi; e packages $?
-b torch-version
-for sp in "$venv"/lib/python3*/site-packages; do
-  [ -r "$sp/torch/version.py" ] && dump "$sp/torch/version.py"
-done
-e torch-version 0
-b torch-archs
-for sp in "$venv"/lib/python3*/site-packages; do
-  l=$sp/torch/lib/libtorch_python.so
-  [ -r "$l" ] && grep -a -o -m1 -E '(sm|compute)_[0-9]+[a-z]?( (sm|compute)_[0-9]+[a-z]?)+' "$l"
-done; e torch-archs 0
-b flashinfer-cache; printf 'path %s\n' "$cache"
-if [ -d "$cache" ]; then echo exists
-  for w in "$cache"/*/*/; do
-    [ -d "$w" ] || continue; w=${w%/}; printf 'ws %s\n' "${w#"$cache"/}"
-    for m in "$w"/cached_ops/*/; do [ -d "$m" ] && { m=${m%/}; printf 'op %s\n' "${m#"$cache"/}"; }; done
-  done
-fi; e flashinfer-cache 0
-printf '@@fleet:done@@\n'
-"""
-
-
-def _sh_path(path: str) -> str:
-    # "~/x" must expand on the host, so only the part after "~/" is quoted.
-    if path == "~" or path.startswith("~/"):
-        return '"$HOME"' + (shlex.quote(path[1:]) if path != "~" else "")
-    return shlex.quote(path)
-
-
 def command(venv: str, unit: str) -> str:
-    """The probe script: run it as `sh -c <script>` over one exec channel (see `invocation`)."""
-    dirs = " ".join(sorted(set(PACKAGE_DIRS.values())))
-    globs = " ".join(f'"$sp"/{name.replace("-", "_")}-*.dist-info' for name in PACKAGE_DIRS)
-    head = f"venv={_sh_path(venv)}; unit={shlex.quote(unit)}; f={shlex.quote(','.join(QUERY_FIELDS))}\n"
-    return head + _PRELUDE + _QUERY + _SYSTEM + _PACKAGES.replace("DIRS", dirs).replace("GLOBS", globs)
+    """The exec-channel command line that runs the probe script (fleet/hostside/probe.sh) with its arguments."""
+    return hostside.sh_command("probe.sh", venv, unit, ",".join(QUERY_FIELDS))
 
 
-def invocation(venv: str, unit: str) -> str:
-    """The exec-channel command line that runs the probe script."""
-    return "sh -c " + shlex.quote(command(venv, unit))
+
 
 
 # --- sections ----------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
 
 def probe_on(conn, host: Host) -> HostFacts:
     """The probe over an open connection: one exec channel."""
-    res = run(conn, host, probe.invocation(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
+    res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
     facts = probe.parse(res.stdout, host.name, host.address)
     facts.probed_at = datetime.now(UTC).isoformat(timespec="seconds")
     if res.stderr.strip():

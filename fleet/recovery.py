@@ -13,16 +13,16 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from fabric import Connection
 
-from fleet import hostlock, patches
+from fleet import hostlock, patches, restore
 from fleet.errors import FleetError
 from fleet.inventory import Host
+from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Playbook
-from fleet.releases import RELEASES, Release, ReleaseStore
+from fleet.releases import RELEASES, Release, ReleaseStore, now
 from fleet.service import sh, stop_and_empty_gpus
 
 _FIND = f"grep -l '\"status\": \"in-progress\"' {RELEASES}/*/manifest.json 2>/dev/null || true"
@@ -51,7 +51,7 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
     found = []
     for path in sh(conn, host, _FIND).split():
         release = store.load(path.split("/")[-2])
-        if release is None or release.status != "in-progress":
+        if release is None or release.status != ReleaseStatus.IN_PROGRESS:
             continue
         events = store.events(release.id)
         last = events[-1] if events else {}
@@ -59,17 +59,24 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
     return found
 
 
+def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
+               say: Callable[[str], None]) -> list[str]:
+    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`)."""
+    notes = [lock.recovered] if lock.recovered else []
+    if lock.recovered:
+        say(lock.recovered)
+    return notes + recover(conn, host, book, unit, say)
+
+
 def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
-    from fleet import deploy  # deploy imports this module: its restore and set_patches are needed here only
-
     repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
     notes = list(repaired)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
     for it in found:
-        it.release.status, it.release.finished = "interrupted", _now()
-        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": "INTERRUPTED",
+        it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
+        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": Outcome.INTERRUPTED,
                                     "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
         store.save(it.release)
         store.event(it.release, {"step": "interrupted", "after": it.last_step})
@@ -81,13 +88,13 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
     current = store.current()
     if current is None:
         stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
-        problem = deploy.set_patches(conn, host, [], say)
+        problem = restore.set_patches(conn, host, [], say)
         if problem:
             raise FleetError(f"{host.name}: after an interrupted deploy, reverting fleet's patches failed: {problem}")
         notes.append("no earlier release: unit stopped and fleet's patches reverted")
     elif current.config.get("nodes"):  # a node of a multi-node server cannot start (or be verified) alone
         say(f"recovering: putting back the files of node release {current.id}; it starts with its peers")
-        failed = deploy.put_back(conn, host, store, current, book, say)
+        failed = restore.put_back(conn, host, store, current, book, say)
         if failed:
             raise FleetError(f"{host.name}: after an interrupted deploy, putting back release {current.id} failed: "
                              f"{failed.outcome} {failed.evidence}")
@@ -96,8 +103,8 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
                      "unit left stopped: deploy its playbook on all its nodes to start it")
     else:
         say(f"recovering: putting back the last known-good release {current.id}")
-        attempt = deploy.restore(conn, host, store, current, book, say)
-        if attempt.outcome != "READY":
+        attempt = restore.restore(conn, host, store, current, book, say)
+        if attempt.outcome != Outcome.READY:
             raise FleetError(f"{host.name}: after an interrupted deploy, restoring release {current.id} failed: "
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
@@ -113,26 +120,13 @@ def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:
     return [f"removed a temp file left half-written: {p}" for p in out.split()]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 
 # ---------------------------------------------------------------------- what `inv status` shows (read only)
 
-# One shell step for status's round trip: releases in progress with their last event, the lock's owner, and
-# patch runs left applying.
-STATUS_PROBE = (
-    f"for m in $(grep -l '\"status\": \"in-progress\"' {RELEASES}/*/manifest.json 2>/dev/null); do "
-    "d=${m%/manifest.json}; echo \"release ${d##*/} $(tail -n 1 $d/events.jsonl 2>/dev/null)\"; done; "
-    f"echo \"lock $(cat {hostlock.LOCK_DIR}/owner.json 2>/dev/null)\"; "
-    f"for m in $(grep -l '\"status\": \"applying\"' {patches.BACKUP_ROOT}/runs/*/manifest.json 2>/dev/null); do "
-    "d=${m%/manifest.json}; echo \"patch-run ${d##*/}\"; done; true"
-)
-
-
 def parse_probe(text: str) -> str | None:
-    """STATUS_PROBE's output -> one line saying what a dead run left and what the next deploy does, or what a
+    """status.sh's leftovers section -> one line saying what a dead run left and what the next deploy does, or what a
     live one is doing; None when the host is clean."""
     owner, releases, runs = None, [], []
     for line in text.splitlines():

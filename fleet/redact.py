@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from fleet.render import API_KEY_VAR
+
 MASK = "<secret>"
 _PATTERNS = [
     re.compile(r"""(\bapi_key\s*=\s*)(['"])(?:(?!\2).)+\2"""),  # ServerArgs(... api_key='sk-...')
@@ -21,3 +23,9 @@ def line(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + (m.group(2) + MASK + m.group(2) if m.re.groups > 1 else MASK), text)
     return text
+
+
+def env_text(text: str) -> str:
+    """An env file as fleet shows it (a dry run's diff): the API key's value masked."""
+    return "\n".join(f"{ln.split('=', 1)[0]}={MASK}" if ln.startswith(API_KEY_VAR + "=") else ln
+                     for ln in text.splitlines()) + ("\n" if text.endswith("\n") else "")

@@ -21,12 +21,18 @@ from fabric import Connection
 
 from fleet import faulthook
 from fleet.inventory import Host
+from fleet.outcomes import ReleaseStatus
 from fleet.service import read_file, sh, write_atomic
 
 ROOT = "/var/lib/fleet"
 RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.router), beside the host's own
+
+
+def now(timespec: str = "seconds") -> str:
+    """The time as releases and events record it (UTC, ISO 8601)."""
+    return datetime.now(UTC).isoformat(timespec=timespec)
 
 
 def new_id() -> str:
@@ -45,7 +51,7 @@ class Release:
     playbook: str
     playbook_sha256: str
     created: str
-    status: str = "in-progress"  # in-progress | ok | failed | rolled_back
+    status: str = ReleaseStatus.IN_PROGRESS
     rung: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)

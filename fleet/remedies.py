@@ -12,7 +12,7 @@ from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.logclassify import classify_line
 from fleet.logrules import LogClass, RuleSet, default_rules
-from fleet.playbook import DEPLOY_OUTCOMES
+from fleet.outcomes import DEPLOY_OUTCOMES
 
 OUTCOMES_FILE = Path(__file__).resolve().parent.parent / "playbooks" / "outcomes" / "deploy.yaml"
 

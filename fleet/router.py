@@ -24,26 +24,30 @@ import json
 import shlex
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fabric import Connection
-from rich.console import Console
-from rich.markup import escape
 
-from fleet import deploy as deploying
-from fleet import deploy_cmd, hostlock, inventory, yamlfile
+from fleet import hostlock, inventory, restore, yamlfile
 from fleet.connect import ConnectOptions, check_guard, open_connection
+from fleet.deploy import Deployer
 from fleet.errors import FleetError
 from fleet.inventory import Host
+from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, flag_args
-from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id
+from fleet.preflight import port_problem
+from fleet.redact import env_text as redact_env
+from fleet.release_run import ReleaseRun
+from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
 from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
+from fleet.results import DeployResult, Progress, Verdict
 from fleet.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
 
 TEMPLATE = "sglang-router.service.j2"
-SERVING = {"ok", "unchanged"}  # a replica in these states goes (back) into the router
+HostSay = Callable[[str, str], None]  # (host name, message)
 
 
 # ---------------------------------------------------------------------- planning (pure)
@@ -145,18 +149,19 @@ def parse_answer(out: str) -> tuple[int | None, str]:
     return int(code), body
 
 
-def generation_check(body_text: str, code: int | None, book: Playbook) -> tuple[str, str]:
+def generation_check(body_text: str, code: int | None, book: Playbook) -> Verdict:
     """What a /generate through the router means: READY, WRONG_ANSWER or HEALTH_FAILED (pure)."""
     if code != 200:
-        return "HEALTH_FAILED", f"POST /generate through the router answered {code or 'nothing'}: {body_text[:160]!r}"
+        return (Outcome.HEALTH_FAILED,
+                f"POST /generate through the router answered {code or 'nothing'}: {body_text[:160]!r}")
     try:
         text = json.loads(body_text)["text"]
     except (ValueError, KeyError, TypeError):
-        return "HEALTH_FAILED", f"POST /generate through the router gave no text: {body_text[:160]!r}"
+        return Outcome.HEALTH_FAILED, f"POST /generate through the router gave no text: {body_text[:160]!r}"
     if not text.strip().startswith(book.health.expect):
-        return "WRONG_ANSWER", f"{book.health.prompt!r} -> {text[:80]!r} through the router, expected " \
+        return Outcome.WRONG_ANSWER, f"{book.health.prompt!r} -> {text[:80]!r} through the router, expected " \
                                f"{book.health.expect!r}"
-    return "READY", f"a generation through the router: {book.health.prompt!r} -> {text.strip()[:40]!r}"
+    return Outcome.READY, f"a generation through the router: {book.health.prompt!r} -> {text.strip()[:40]!r}"
 
 
 class LiveRouter:
@@ -191,7 +196,7 @@ class LiveRouter:
         return self._run(_curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
                                key_in_query=True), timeout=timeout)
 
-    def generate(self, conn: Connection) -> tuple[str, str]:
+    def generate(self, conn: Connection) -> Verdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
         code, text = parse_answer(sh(conn, self.host, _curl(self.book, "POST", "/generate", body=body, timeout=120),
@@ -202,14 +207,14 @@ class LiveRouter:
 # ---------------------------------------------------------------------- hooks around the rolling deploy
 
 
-class ReplicaDeployer(deploy_cmd._Learning):
+class ReplicaDeployer(Deployer):
     """A replica's deploy: out of the router before its server first stops."""
 
     hooks: RouterHooks
 
-    def _attempt(self, conn, store, release, rung):
+    def attempt(self, conn, run, rung):  # type: ignore[no-untyped-def]
         self.hooks.take_out(self.host, conn, self.progress)
-        return super()._attempt(conn, store, release, rung)
+        return super().attempt(conn, run, rung)
 
 
 @dataclass
@@ -221,7 +226,7 @@ class RouterHooks:
     host: Host  # the router's
     opts: ConnectOptions
     secrets: dict[str, str]
-    out: Console
+    say: HostSay
     live: LiveRouter = field(init=False)
     running: bool = False  # a router answered when the deploy began
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -230,9 +235,6 @@ class RouterHooks:
 
     def __post_init__(self) -> None:
         self.live = LiveRouter(self.host, self.book, self.opts)
-
-    def say(self, name: str, message: str) -> None:
-        self.out.print(f"[dim]{name}[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     def _event(self, host: str, step: str, detail: str = "") -> None:
         with self._lock:
@@ -246,7 +248,8 @@ class RouterHooks:
             self.say(self.host.name, f"router: cannot reach its host ({exc}); replicas are not taken out of it")
             self.running = False
 
-    def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say, secrets) -> ReplicaDeployer:
+    def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
+                 secrets: dict[str, str]) -> ReplicaDeployer:
         d = ReplicaDeployer(host, book, path, opts, say, secrets)
         d.hooks = self
         return d
@@ -278,7 +281,7 @@ class RouterHooks:
                 "(deploy more replicas, one batch at a time: --serial 1)")
         drain(conn, host, self.book, say)
 
-    def after(self, host: Host, result: deploying.DeployResult) -> deploying.DeployResult:
+    def after(self, host: Host, result: DeployResult) -> DeployResult:
         """A replica that ended healthy goes (back) into a running router; one that failed stays out."""
         url = worker_url(host, self.book)
         if not self.running:
@@ -309,12 +312,12 @@ class RouterHooks:
             self.say(host.name, f"router: /add_worker {url} answered {code}: {body.strip()[:160]}")
         return result
 
-    def finish(self, hosts: list[Host], results: list[deploying.DeployResult]) -> dict[str, Any]:
+    def finish(self, hosts: list[Host], results: list[DeployResult]) -> dict[str, Any]:
         """After every batch: the router's own unit with the replicas that serve."""
         healthy = [worker_url(h, self.book) for h, r in zip(hosts, results, strict=True) if r.status in SERVING]
         report: dict[str, Any] = {"host": self.host.name, "unit": self.book.router.unit,  # type: ignore[union-attr]
                                   "port": self.book.router.port, "policy": self.book.router.policy,  # type: ignore[union-attr]
-                                  "status": "failed", "release": None, "workers": healthy, "error": None,
+                                  "status": DeployStatus.FAILED, "release": None, "workers": healthy, "error": None,
                                   "evidence": None, "events": self.events}
         if not healthy:
             report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
@@ -341,40 +344,34 @@ class RouterHooks:
                 and read_file(conn, env_path(book)) == planned.env_text.encode())
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
-            if outcome == "READY":
+            if outcome == Outcome.READY:
                 self._reconcile(workers, say)
                 say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
-                return {"status": "unchanged", "release": previous.id, "evidence": evidence}
-        problem = (deploying.port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
+                return {"status": DeployStatus.UNCHANGED, "release": previous.id, "evidence": evidence}
+        problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
                    or venv_problem(conn, host, planned.argv[0]))
         if problem:
             return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
         release = Release(id=new_id(), host=host.name, playbook=book.name,
                           playbook_sha256=hashlib.sha256(self.book_path.read_bytes()).hexdigest(),
-                          created=deploying._now(), rung="router", config=planned.config)
-        store.open(release)
-        store.event(release, {"step": "opened", "workers": workers})
-        deploying.install(conn, host, store, release, planned, unit_path(book), env_path(book))
-        sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
-        store.event(release, {"step": "restarted"})
+                          created=now(), rung="router", config=planned.config)
+        run = ReleaseRun.open(store, release, workers=workers)
+        restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
+        restore.restart(conn, host, unit)
+        run.event("restarted")
         say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
         outcome, evidence = self._ready(conn)
-        store.event(release, {"step": "attempt", "outcome": outcome, "evidence": evidence})
-        release.attempts.append({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
-        if outcome == "READY":
-            release.status, release.finished = "ok", deploying._now()
-            store.save(release)
-            store.mark_current(release)
-            store.prune(book.keep_releases)
-            store.event(release, {"step": "current"})
+        run.event("attempt", outcome=outcome, evidence=evidence)
+        run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+        if outcome == Outcome.READY:
+            run.succeed("router", planned.config, book.keep_releases)
             say(evidence)
-            return {"status": "ok", "release": release.id, "evidence": evidence}
-        release.status, release.finished = "failed", deploying._now()
-        store.save(release)
+            return {"status": DeployStatus.OK, "release": release.id, "evidence": evidence}
+        run.fail()
         say(f"{outcome}: {evidence}")
         return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
 
-    def _ready(self, conn: Connection) -> tuple[str, str]:
+    def _ready(self, conn: Connection) -> Verdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
@@ -386,9 +383,9 @@ class RouterHooks:
             if state.get("ActiveState") in ("failed", "inactive"):
                 tail = sh(conn, self.host, f"journalctl -u {shlex.quote(unit)} -n 3 -o cat --no-pager || true")
                 last = " | ".join(tail.splitlines())[:300]
-                return "EXITED", f"the router exited ({state.get('Result', '?')}): {last}"
+                return Outcome.EXITED, f"the router exited ({state.get('Result', '?')}): {last}"
             if time.monotonic() > deadline:
-                return "HANG", f"the router's /health did not answer within {self.book.budgets.ready:.0f}s"
+                return Outcome.HANG, f"the router's /health did not answer within {self.book.budgets.ready:.0f}s"
             time.sleep(0.5)
 
     def _reconcile(self, workers: list[str], say) -> None:
@@ -413,14 +410,14 @@ class RouterHooks:
                              "stopped"}
         outcome, evidence = self.restore(conn, store, previous)
         say(f"back on release {previous.id}: {outcome} {evidence}")
-        if outcome == "READY":
-            return {"status": "rolled_back", "release": previous.id, "evidence": evidence,
+        if outcome == Outcome.READY:
+            return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
                     "error": f"{self.host.name}: router: {why}; back on release {previous.id}"}
         return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
                                                  f"{previous.id} did not serve either: {outcome} {evidence}"}
 
 
-    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> tuple[str, str]:
+    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
         """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
@@ -429,11 +426,10 @@ class RouterHooks:
                 continue
             data = store.file(release, path)
             if data is None or sha256(data) != meta["sha256"]:
-                return "PREFLIGHT", f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
+                return Outcome.PREFLIGHT, f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
             write_atomic(conn, path, data, int(meta.get("mode", "0o600"), 8))
         daemon_reload(conn, self.host)
-        sh(conn, self.host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; "
-                            f"systemctl restart {shlex.quote(unit)}")
+        restore.restart(conn, self.host, unit)
         return self._ready(conn)
 
 
@@ -442,7 +438,7 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
     before the current one), verified by a generation through it; made current when it serves."""
     host = hooks.host
     report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
-                              "port": hooks.book.router.port, "status": "failed",  # type: ignore[union-attr]
+                              "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
                               "release": None, "workers": [], "error": None, "evidence": None}
     conn = open_connection(host, hooks.opts)
     try:
@@ -451,11 +447,11 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
             current = store.current_id()
             if to:
                 target = store.load(to)
-                if target is None or target.status != "ok":
+                if target is None or target.status != ReleaseStatus.OK:
                     raise FleetError(f"{host.name}: no router release {to} that served "
                                      f"(see {ROUTER_ROOT}/releases on {host.name})")
             else:
-                earlier = [r for r in store.list() if r.status == "ok" and r.id != current
+                earlier = [r for r in store.list() if r.status == ReleaseStatus.OK and r.id != current
                            and (current is None or r.id < current)]
                 if not earlier:
                     raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
@@ -463,9 +459,9 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
             hooks.say(host.name, f"router: rolling back to {target.id}")
             outcome, evidence = hooks.restore(conn, store, target)
             report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
-            if outcome == "READY":
+            if outcome == Outcome.READY:
                 store.mark_current(target)
-                report["status"] = "ok"
+                report["status"] = DeployStatus.OK
             else:
                 report["error"] = f"{host.name}: router release {target.id} did not serve: {outcome} {evidence}"
     finally:
@@ -503,13 +499,13 @@ def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
         else None
 
 
-# ---------------------------------------------------------------------- entry points for deploy_cmd
+# ---------------------------------------------------------------------- entry points for the deploy command
 
 
 def prepare(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-            out: Console) -> RouterHooks:
+            say: HostSay) -> RouterHooks:
     """Bad input (an unknown router host) fails here, before any host is contacted."""
-    return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, out)
+    return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, say)
 
 
 def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
@@ -519,45 +515,12 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
     conn = open_connection(hooks.host, hooks.opts)
     try:
         diffs: list[str] = []
-        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), deploying._redact(planned.env_text))):
+        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), redact_env(planned.env_text))):
             old = read_file(conn, path)
-            old_text = deploying._redact(old.decode()) if old is not None else ""
+            old_text = redact_env(old.decode()) if old is not None else ""
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} (router)")
     finally:
         conn.close()
-    return {"host": hooks.host.name, "unit": book.router.unit, "status": "dry-run",  # type: ignore[union-attr]
+    return {"host": hooks.host.name, "unit": book.router.unit, "status": DeployStatus.DRY_RUN,  # type: ignore[union-attr]
             "config": planned.config, "diff": "".join(diffs)}
-
-
-def finish_dry_run(hooks: RouterHooks, hosts: list[Host], results: list[deploying.DeployResult],
-                   as_json: bool) -> int:
-    from fleet import deploy_view
-    from fleet.cli import console, print_json
-    from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
-
-    try:
-        report = dry_run(hooks, hosts)
-    except FleetError as exc:
-        report = {"host": hooks.host.name, "status": "failed", "error": str(exc)}
-    if as_json:
-        print_json({"hosts": [r.to_json() for r in results], "router": report})
-    else:
-        for r in results:
-            deploy_view.render(r, console)
-        render(report, console)
-    ok = all(r.status == "dry-run" for r in results) and report["status"] == "dry-run"
-    return EXIT_OK if ok else EXIT_HOST_FAILED
-
-
-def render(report: dict[str, Any], console: Console) -> None:
-    status = report["status"]
-    colour = "green" if status in ("ok", "unchanged", "dry-run") else "red"
-    console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"
-                  + (f" release {report['release']}" if report.get("release") else "")
-                  + f"  workers: {' '.join(report.get('workers') or report.get('config', {}).get('workers', []))}",
-                  highlight=False, soft_wrap=True)
-    if report.get("error"):
-        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=True)
-    if report.get("diff"):
-        console.print(escape(report["diff"]), highlight=False, soft_wrap=True)

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from fabric import Connection
 
-from fleet import keepalive, redact
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.remote import ConnectionLost, run
+from fleet.remote import run
 
 
 class ServiceError(FleetError):
@@ -137,51 +136,7 @@ def verify_unit(conn: Connection, host: Host, path: str) -> str | None:
     return out if (res.exited != 0 and out) else None
 
 
-def journal_cursor(conn: Connection, host: Host) -> str:
-    """The journal's current end, so a follow starts exactly after it: no line missed or read twice."""
-    out = sh(conn, host, "journalctl --show-cursor -n 0 -q -o cat; true")
-    for line in out.splitlines():
-        if line.startswith("-- cursor: "):
-            return line[len("-- cursor: "):].strip()
-    return ""
-
-
 def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:
     out = sh(conn, host, f"systemctl show {shlex.quote(unit)} -p ActiveState -p SubState -p MainPID "
                          f"-p ExecMainStatus -p Result", check=False)
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-class Follower:
-    """`journalctl -u UNIT -f -o cat --after-cursor C` on its own channel, read line by line as it comes."""
-
-    def __init__(self, conn: Connection, host: Host, unit: str, cursor: str):
-        cmd = f"journalctl -u {shlex.quote(unit)} -f -o cat --no-pager"
-        cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
-        from fleet.connect import wrap
-
-        self.host = host.name
-        self.chan = conn.client.get_transport().open_session()
-        self.chan.exec_command(wrap(host, cmd))
-        self._buf = b""
-
-    def lines(self, timeout: float) -> list[str] | None:
-        """Complete lines that arrive within timeout ([] if none); None once the stream has ended."""
-        # A timed recv, never select(): select() gives the channel an OS pipe that paramiko's transport
-        # thread may still write to after close(), killing the whole connection with EBADF.
-        self.chan.settimeout(timeout)
-        try:
-            data = self.chan.recv(65536)
-        except TimeoutError:
-            return []
-        if not data:
-            why = keepalive.lost(self.chan.get_transport())
-            if why:
-                raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
-            return None
-        self._buf += data
-        *complete, self._buf = self._buf.split(b"\n")
-        return [redact.line(c.decode("utf-8", "replace")) for c in complete]
-
-    def close(self) -> None:
-        self.chan.close()

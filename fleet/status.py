@@ -6,19 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from fleet import parallel, recovery
+from fleet import hostside, parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
-from fleet.releases import CURRENT, ROUTER_ROOT
+from fleet.releases import ROOT
 from fleet.remote import run
 
 _MARK = "@@fleet-status@@"
@@ -29,30 +24,6 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
 # within them is shown as unreachable rather than holding up the others.
 CONNECT_S = 5.0
 COMMAND_S = 20.0
-_HASHER = (
-    "import hashlib,json,sys\n"
-    "m = json.load(open(sys.argv[1]))\n"
-    "for p in list(m.get('files', {})) + list((m.get('patches') or {}).get('files', {})):\n"
-    "    if p.startswith('/'):\n"
-    "        try: print(hashlib.sha256(open(p,'rb').read()).hexdigest(), p)\n"
-    "        except OSError: pass\n"
-)
-
-# The router a `router:` playbook put on this host (fleet.router's own release store): its unit, /health, and
-# how many workers its release names. Prints nothing where there is none.
-_ROUTER = (
-    "import json,subprocess,sys,urllib.request\n"
-    "try: m = json.load(open(sys.argv[1]))\n"
-    "except (OSError, ValueError): raise SystemExit\n"
-    "c = m.get('config') or {}; u = c.get('unit') or 'sglang-router'; a = c.get('listen') or '127.0.0.1'\n"
-    "a = '127.0.0.1' if a in ('0.0.0.0', '::') else a; a = '[%s]' % a if ':' in a else a\n"
-    "s = subprocess.run(['systemctl', 'show', u, '-p', 'ActiveState', '--value'], capture_output=True,"
-    " text=True).stdout.strip()\n"
-    "try: h = urllib.request.urlopen('http://%s:%d/health' % (a, int(c.get('port') or 0)), timeout=3).status\n"
-    "except Exception as e: h = getattr(e, 'code', None)\n"
-    "print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,"
-    " 'workers': len(c.get('workers') or [])}))\n"
-)
 
 
 @dataclass
@@ -81,24 +52,8 @@ class HostStatus:
 
 
 def command(unit: str, port: int) -> str:
-    u = shlex.quote(unit)
-    return "; ".join([
-        f"systemctl show {u} -p ActiveState -p SubState -p MainPID -p Result 2>/dev/null",
-        f"echo {_MARK}", f"cat {CURRENT}/manifest.json 2>/dev/null",
-        f"echo {_MARK}", f"curl -s -o /dev/null -w '%{{http_code}}' -m 3 http://127.0.0.1:{int(port)}/health",
-        f"echo; echo {_MARK}",
-        # sha256 of every file the current release manages, paths taken from its manifest.
-        f"python3 -c {shlex.quote(_HASHER)} {CURRENT}/manifest.json 2>/dev/null",
-        f"echo {_MARK}", "nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null",
-        # /metrics needs no API key in sglang (like /health); only the gauges shown travel back.
-        f"echo {_MARK}", f"curl -s -m 3 http://127.0.0.1:{int(port)}/metrics 2>/dev/null"
-        f" | grep -E {shlex.quote('^(' + '|'.join(METRICS) + ')[{ ]')}",
-        "true",
-        f"echo {_MARK}", recovery.STATUS_PROBE,  # what a dead run left (fleet.recovery)
-        f"echo {_MARK}", f"python3 -c {shlex.quote(_ROUTER)} "
-                         f"{ROUTER_ROOT}/current/manifest.json 2>/dev/null",
-        "true",
-    ])
+    """The status round trip: fleet/hostside/status.sh with the unit, the port and fleet's state folder."""
+    return hostside.sh_command("status.sh", unit, str(int(port)), ROOT)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -214,49 +169,3 @@ def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
         error = (f"{o.host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, got "
                  f"nothing; check the host is up and reachable (ping {o.host.address}, its console), then retry")
     return HostStatus(o.host.name, o.host.address, ok=False, error=error)
-
-
-def render(rows: list[HostStatus], console: Console) -> None:
-    console.print(table_of(rows))
-
-
-def router_cell(router: dict[str, Any] | None) -> str:
-    """The router column: its unit's state, its /health, how many workers its release names."""
-    if not router:
-        return "-"
-    state, health = router.get("state") or "?", router.get("health")
-    colour = "green" if state == "active" and health == 200 else "red"
-    return (f"[{colour}]{escape(str(state))}, health {health or 'no answer'}[/], "
-            f"{router.get('workers', 0)} workers ({escape(str(router.get('release') or '-'))})")
-
-
-def table_of(rows: list[HostStatus], title: str = "fleet status") -> Table:
-    table = Table(title=title)
-    routers = any(r.router for r in rows)  # a column only where a router: playbook put one
-    columns = ["host", "GPUs", "unit", "release", "rung", "health", "reqs run/queue", "gen tok/s", "bench tok/s",
-               "power", "last failure", "drift", *(["router"] if routers else [])]
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        if not r.ok:
-            table.add_row(r.host, "-", "[red]unreachable[/]", *["-"] * (len(columns) - 3))
-            continue
-        state = r.unit.get("ActiveState", "?")
-        colour = {"active": "green", "failed": "red"}.get(state, "yellow")
-        health = "[green]ok[/]" if r.health == "200" else f"[red]{r.health or 'no answer'}[/]"
-        power = (f"{r.power_w:.0f}/{r.power_limit_w:.0f} W" if r.power_w is not None and r.power_limit_w
-                 else "-")
-        m = r.metrics
-        reqs = (f"{m.get('sglang:num_running_reqs', 0):.0f}/{m.get('sglang:num_queue_reqs', 0):.0f}"
-                if m else "-")
-        gen = f"{m['sglang:gen_throughput']:,.0f}" if "sglang:gen_throughput" in m else "-"
-        table.add_row(r.host, str(r.gpus), f"[{colour}]{state}[/] ({r.unit.get('SubState', '?')})",
-                      r.release or "-", r.rung or "-", health, reqs, gen,
-                      f"{r.bench_tok_s:,.0f}" if r.bench_tok_s else "-", power, r.interrupted or r.last_failure or "-",
-                      "[red]" + escape(", ".join(r.drift)) + "[/]" if r.drift else "none",
-                      *([router_cell(r.router)] if routers else []))
-    # Whole sentences (host, what was expected, what happened, what to try) read better under the table.
-    errors = [f"[red]{escape(r.error)}[/]" for r in rows if not r.ok and r.error]
-    if errors:
-        table.caption, table.caption_justify = "\n".join(errors), "left"
-    return table

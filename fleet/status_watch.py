@@ -8,15 +8,10 @@ others keep refreshing.
 
 from __future__ import annotations
 
-import json
 import queue
-import sys
 import threading
 import time
-from collections.abc import Sequence
-
-from rich.console import Console
-from rich.live import Live
+from collections.abc import Callable, Sequence
 
 from fleet import parallel, status
 from fleet.connect import ConnectOptions
@@ -53,68 +48,45 @@ def check_interval(interval: float | str) -> float:
     return value
 
 
-def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: float, as_json: bool,
-          console: Console, stop: threading.Event | None = None) -> int:
-    """Refresh until Ctrl-C (exit 130, like `inv logs -f`), the reader of --json going away, or `stop`."""
-    board, stop, out = Board(hosts), stop or threading.Event(), threading.Lock()
-    due = {h.name: 0.0 for h in hosts}  # monotonic time each host is next read; inf while it is being read
-    work: queue.Queue[Host] = queue.Queue()
+class Poller:
+    """Reads every host again `interval` seconds after its last read ended, on a bounded pool of daemon
+    workers; each row goes to the board (and to `on_row`, which returns False to stop the watch)."""
 
-    def read(host: Host) -> None:
+    def __init__(self, hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: float,
+                 on_row: Callable[[status.HostStatus], bool] | None = None, stop: threading.Event | None = None):
+        self.hosts, self.opts, self.port, self.interval, self.on_row = hosts, opts, port, interval, on_row
+        self.board, self.stop = Board(hosts), stop or threading.Event()
+        self._due = {h.name: 0.0 for h in hosts}  # monotonic time each host is next read; inf while read
+        self._work: queue.Queue[Host] = queue.Queue()
+
+    def start(self) -> None:
+        for _ in range(max(1, min(parallel.MAX_WORKERS, len(self.hosts)))):
+            threading.Thread(target=self._worker, daemon=True).start()
+
+    def _read(self, host: Host) -> None:
         try:
-            row = status.collect_one(host, opts, port)
+            row = status.collect_one(host, self.opts, self.port)
         finally:
-            due[host.name] = time.monotonic() + interval
-        if stop.is_set():
+            self._due[host.name] = time.monotonic() + self.interval
+        if self.stop.is_set():
             return
-        board.put(row)
-        if as_json:
-            with out:
-                try:
-                    sys.stdout.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                                 **row.to_json()}, default=str) + "\n")
-                    sys.stdout.flush()
-                except BrokenPipeError:  # the reader went away (| head): stop quietly
-                    stop.set()
+        self.board.put(row)
+        if self.on_row is not None and not self.on_row(row):
+            self.stop.set()
 
-    def worker() -> None:
-        while not stop.is_set():
+    def _worker(self) -> None:
+        while not self.stop.is_set():
             try:
-                host = work.get(timeout=0.2)
+                host = self._work.get(timeout=0.2)
             except queue.Empty:
                 continue
-            read(host)
+            self._read(host)
 
-    def schedule() -> None:  # a host in flight is due at inf: until its read ends only its worker writes `due`
+    def schedule(self) -> None:
+        """Queue the hosts that are due; a host in flight is due at inf: until its read ends only its worker
+        writes its time."""
         now = time.monotonic()
-        for h in hosts:
-            if due[h.name] <= now:
-                due[h.name] = float("inf")
-                work.put(h)
-
-    for _ in range(max(1, min(parallel.MAX_WORKERS, len(hosts)))):
-        threading.Thread(target=worker, daemon=True).start()
-    try:
-        if as_json:
-            while not stop.is_set():
-                schedule()
-                stop.wait(0.1)
-            return 0
-        with Live(console=console, auto_refresh=False, transient=False) as live:
-            drawn = False
-            while not stop.is_set():
-                schedule()
-                if board.changed.wait(0.1) or not drawn:
-                    board.changed.clear()
-                    drawn = True
-                    rows, waiting = board.snapshot()
-                    table = status.table_of(rows, title=f"fleet status, every {interval:g}s (Ctrl-C ends)")
-                    if waiting:
-                        table.caption = "\n".join(filter(None, ["reading: " + ", ".join(waiting), table.caption]))
-                        table.caption_justify = "left"
-                    live.update(table, refresh=True)
-            return 0
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        stop.set()
+        for h in self.hosts:
+            if self._due[h.name] <= now:
+                self._due[h.name] = float("inf")
+                self._work.put(h)

@@ -9,24 +9,24 @@ slower than the gate's fraction of the winner are PERF_REGRESSION; the ones that
 from __future__ import annotations
 
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from fleet import bench as benching
-from fleet import deploy_view, fingerprint, hostlock, parallel, probe_run
-from fleet.cli import console, print_json
+from fleet import fingerprint, hostlock, parallel, probe_run, restore
 from fleet.connect import ConnectOptions, open_connection
-from fleet.deploy import Attempt, Deployer, _now, fall_back
-from fleet.deploy_cmd import _progress_console, load_playbook, secrets_for
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.deploy import Deployer, facts_summary
+from fleet.errors import FleetError, InputError
+from fleet.inputs import load_playbook
 from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.perfgate import PerfGate
 from fleet.playbook import Bench, Playbook
-from fleet.releases import Release, ReleaseStore, new_id
+from fleet.release_run import ReleaseRun
+from fleet.releases import Release, ReleaseStore, new_id, now
+from fleet.results import Attempt, Progress
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 
@@ -65,17 +65,10 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
         conn.close()
 
 
-def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
+def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions) -> list[BenchOutcome]:
     book, path = load_playbook(name or "glm5-nvfp4")
     outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
-    results = [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
-    if as_json:
-        data = [r.to_json() for r in results]
-        print_json(data[0] if len(data) == 1 else {"hosts": data})
-    else:
-        for r in results:
-            deploy_view.render_bench(r.host, r.release, r.rung, r.record, r.error, console)
-    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
+    return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
 
 
 # ---------------------------------------------------------------------- inv tune
@@ -84,7 +77,7 @@ def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
 @dataclass
 class TuneResult:
     host: str
-    status: str  # ok | rolled_back | failed
+    status: str  # DeployStatus: ok | rolled_back | failed
     release: str | None = None
     winner: str | None = None
     winner_tok_s: float | None = None
@@ -106,7 +99,7 @@ def tok_s(a: Attempt) -> float | None:
 
 def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:
     """The fastest READY attempt; every other READY one below `fraction` of it becomes PERF_REGRESSION."""
-    served = [a for a in attempts if a.outcome == "READY" and tok_s(a) is not None]
+    served = [a for a in attempts if a.outcome == Outcome.READY and tok_s(a) is not None]
     if not served:
         return None
     best = max(served, key=lambda a: tok_s(a) or 0.0)
@@ -115,7 +108,7 @@ def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:
             continue
         verdict = benching.evaluate(tok_s(a) or 0.0, fraction, best=(tok_s(best) or 0.0, f"rung {best.rung}"))
         if not verdict.ok:
-            a.outcome, a.evidence = "PERF_REGRESSION", verdict.evidence
+            a.outcome, a.evidence = Outcome.PERF_REGRESSION, verdict.evidence
             a.bench = {**(a.bench or {}), "verdict": verdict.to_json()}
     return best
 
@@ -124,18 +117,19 @@ def restarts_estimate(conn, host: Host, rungs: int) -> tuple[int, float]:
     """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
     attempts that served (their median), else DEFAULT_RESTART_S each."""
     found, _ = benching.manifests(conn, host)
-    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == "READY"]
+    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == Outcome.READY]
     each = statistics.median(past) if past else DEFAULT_RESTART_S
     return rungs + 1, (rungs + 1) * each
 
 
 class Tuner:
     def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
-                 progress: Callable[[str], None], secrets: dict[str, str], confirm: Callable[[str], bool]):
+                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool]):
         self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
         self.d = Deployer(host, book, path, opts, progress, secrets)
         self.d.measure = True
-        self.d._history = [None]  # tune compares rungs with each other (and the floor), not with history
+        # tune compares rungs with each other (and the floor), not with the host's history
+        self.d.gate = PerfGate(host, book, self.d.venv, self.d.env_path, compare_history=False)
         self.spec = book.bench or Bench()
 
     def run(self) -> TuneResult:
@@ -143,7 +137,7 @@ class Tuner:
         try:
             facts = probe_run.probe_on(conn, self.host)
             rungs = self.d.eligible(facts)
-            if self.d._healthy(conn):
+            if self.d.healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
                             f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
@@ -155,29 +149,24 @@ class Tuner:
             conn.close()
 
     def _tune(self, conn, facts, rungs) -> TuneResult:
-        result = TuneResult(self.host.name, "failed", fingerprint=fingerprint.key(fingerprint.of(facts)))
+        result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
-                          playbook_sha256=self.d.book_sha, created=_now(),
-                          facts={"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
-                                 "arch_family": facts.arch_family, "interconnect": facts.interconnect,
-                                 "p2p": facts.p2p, "driver": facts.driver_version,
-                                 "fingerprint": result.fingerprint})
-        rungs, preflight = self.d._preflight(conn, facts, rungs, release.id)
-        result.attempts += preflight
+                          playbook_sha256=self.d.book_sha, created=now(),
+                          facts={**facts_summary(facts), "fingerprint": result.fingerprint})
+        rungs, refused = self.d.preflight(conn, facts, rungs)
+        result.attempts += refused
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
-        store.open(release)
-        store.event(release, {"step": "opened", "tune": True, "rungs": [r.name for r in rungs]})
+        run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
         planned = {}
         for rung in rungs:
-            attempt, planned[rung.name] = self.d._attempt(conn, store, release, rung)
+            attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
             result.attempts.append(attempt)
-            release.attempts.append(attempt.to_json())
-            store.save(release)
+            run.record(attempt.to_json())
         best = relabel(result.attempts, self.spec.fraction)
         release.attempts = [a.to_json() for a in result.attempts]
         if best is not None:
@@ -187,54 +176,33 @@ class Tuner:
             if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
                 self.d.measure = False
                 self.progress(f"starting {best.rung} again")
-                result.final, _ = self.d._attempt(conn, store, release, self.book.rung(best.rung))
+                result.final, _ = self.d.attempt(conn, run, self.book.rung(best.rung))
                 release.attempts.append({**result.final.to_json(), "final": True})
-                final_ok = result.final.outcome == "READY"
+                final_ok = result.final.outcome == Outcome.READY
             if final_ok:
-                release.status, release.rung, release.config = "ok", best.rung, planned[best.rung].config
-                release.finished = _now()
-                store.save(release)
-                store.mark_current(release)
-                store.prune(self.book.keep_releases)
-                store.event(release, {"step": "current", "tune": True})
+                run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
                 if best.bench:
                     benching.store_in_release(conn, release.dir, {**best.bench, "release": release.id,
                                                                   "rung": best.rung})
                 fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
                                      self.host.name, release.id, release.attempts)
-                result.status = "ok"
+                result.status = DeployStatus.OK
                 return result
-        result.status, result.release, _, result.error = fall_back(
+        result.status, result.release, _, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
         return result
 
 
-def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool) -> int:
-    book, path = load_playbook(name)
-    secrets = secrets_for(book)
-    out = _progress_console(as_json)
-
-    def confirm(question: str) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Not asking without a terminal: "
-                             "pass --yes to go ahead")
-        return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
-
+def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+               progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool]) -> list[TuneResult]:
+    """One host at a time (each may ask first); a host that fails is a result with its error, bad input
+    (or a tune not confirmed) raises."""
     results = []
-    for host in hosts:  # one at a time: each may ask first
-        say = lambda m, h=host: out.print(f"[dim]{h.name}[/] {escape(m)}", highlight=False, soft_wrap=True)  # noqa: E731
+    for host in hosts:
         try:
-            results.append(Tuner(host, book, path, opts, say, secrets, confirm).run())
+            results.append(Tuner(host, book, path, opts, progress_for(host), secrets, confirm).run())
         except InputError:
             raise
         except FleetError as exc:
-            results.append(TuneResult(host.name, "failed", error=str(exc)))
-    if as_json:
-        data = [r.to_json() for r in results]
-        print_json(data[0] if len(data) == 1 else {"hosts": data})
-    else:
-        for r in results:
-            deploy_view.render_tune(r, console)
-    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_HOST_FAILED
+            results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
+    return results

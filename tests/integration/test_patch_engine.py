@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet import archgate, hostlock, patches, patchsets, remote
+from fleet import archgate, hostlock, patchplan, patchsets, remote
+from fleet.cli.patch import patch_command
 from fleet.connect import open_connection
-from fleet.patches import APPLICABLE, APPLIED, CANNOT, FileInfo, HostState
+from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, FileInfo, HostState
+from fleet.service import sha256
 
 pytestmark = pytest.mark.sandbox
 
@@ -69,12 +71,12 @@ def expected_after() -> dict[str, str]:
     for pkg, rel in ps.files():
         st.packages[pkg] = {"path": pkg}
         data = (SIM / pkg / rel).read_bytes()
-        st.files[(pkg, rel)] = FileInfo(pkg, rel, f"{pkg}/{rel}", True, data, patches.sha256(data))
-    return {f"{c.package}/{c.file}": c.sha_after for c in patches.plan([ps], st).changes}
+        st.files[(pkg, rel)] = FileInfo(pkg, rel, f"{pkg}/{rel}", True, data, sha256(data))
+    return {f"{c.package}/{c.file}": c.sha_after for c in patchplan.plan([ps], st).changes}
 
 
 def pristine_sha() -> dict[str, str]:
-    return {f: patches.sha256((SIM / f).read_bytes()) for f in FILES}
+    return {f: sha256((SIM / f).read_bytes()) for f in FILES}
 
 
 def inv_patch(inventory: Path, *args: str) -> subprocess.CompletedProcess:
@@ -99,7 +101,7 @@ def _q(s: str) -> str:
 
 
 def runs_on_host(conn, host) -> list[str]:
-    res = sh(conn, host, f"ls {patches.BACKUP_ROOT}/runs 2>/dev/null")
+    res = sh(conn, host, f"ls {patchplan.BACKUP_ROOT}/runs 2>/dev/null")
     return res.stdout.split()
 
 
@@ -172,7 +174,7 @@ def test_check_apply_reapply_audit_behaviour_revert(sbx0):
     pristine, after = pristine_sha(), expected_after()
     assert {f["path"]: (f["sha_before"], f["sha_after"]) for f in man["files"]} == {
         f"{SITE}/{f}": (pristine[f], after[f]) for f in FILES}
-    objs = sh(conn, host, f"cd {patches.BACKUP_ROOT}/objects && sha256sum *").stdout.split()
+    objs = sh(conn, host, f"cd {patchplan.BACKUP_ROOT}/objects && sha256sum *").stdout.split()
     assert sorted(objs[0::2]) == sorted(pristine.values()) and objs[0::2] == objs[1::2]
 
     # again: nothing changes, no new run
@@ -201,7 +203,7 @@ def test_check_apply_reapply_audit_behaviour_revert(sbx0):
     b = behaviour(conn, host)
     assert "No supported CUDA architectures" in b["error"] and b["runtime_gate"] is False
     rc, rev = run_json(path, "--host", "sbx0", "--set", SET, "--revert")
-    assert rc == 0 and rev["revert"]["state"] == patches.NOTHING
+    assert rc == 0 and rev["revert"]["state"] == patchplan.NOTHING
 
 
 def test_revert_refuses_after_a_hand_edit(sbx0):
@@ -277,12 +279,12 @@ def test_exit_codes_and_other_hosts(sandbox, sandbox_inventory, tmp_path):
     p = inv_patch(path, "--host", "sbx0", "--set", "no-such-set", "--check")
     assert p.returncode == 2 and "no such patch set" in p.stderr
     rc, h100 = run_json(path, "--host", "sbx1", "--set", SET, "--check")
-    assert rc == 0 and h100["sets"][0]["state"] == patches.NOT_APPLICABLE and "SM90" in h100["sets"][0]["reason"]
+    assert rc == 0 and h100["sets"][0]["state"] == patchplan.NOT_APPLICABLE and "SM90" in h100["sets"][0]["reason"]
     (tmp_path / "broken.yaml").write_text("name: broken\ndescription: x\nedits:\n  - package: p\n    file: f\n")
     from fleet.errors import InputError
 
     with pytest.raises(InputError, match=r"broken.yaml:4: edits.0.find: required key is missing"):
-        patches.patch_command([sandbox_inventory.hosts["sbx0"]], ["broken"], True, False, True, sets_dir=tmp_path)
+        patch_command([sandbox_inventory.hosts["sbx0"]], ["broken"], True, False, True, sets_dir=tmp_path)
 
 
 def test_prebuilt_jit_module_refuses_unless_allowed(sbx0):

@@ -156,7 +156,7 @@ def test_known_good_prefers_the_current_release_and_matching_settings():
 
 
 def test_settings_key_and_the_shipped_playbook_bench_section():
-    from fleet.deploy_cmd import load_playbook
+    from fleet.inputs import load_playbook
 
     shipped, _ = load_playbook(str(REPO / "playbooks/glm5-nvfp4.yaml"))
     assert shipped.bench and shipped.bench.gate and shipped.bench.dataset == "random-ids"

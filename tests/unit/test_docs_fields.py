@@ -12,8 +12,9 @@ import pytest
 from pydantic import BaseModel
 
 from fleet.logrules import LogClass, RuleFile, RuleSpec
+from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.patchsets import PatchSet
-from fleet.playbook import DEPLOY_OUTCOMES, Playbook
+from fleet.playbook import Playbook
 from fleet.remedies import OutcomesFile
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

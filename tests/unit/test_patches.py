@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet import patches, patchsets
+from fleet import hostside, patchplan, patchsets
 from fleet.errors import InputError
-from fleet.patches import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, FileInfo, HostState
+from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, FileInfo, HostState
+from fleet.service import sha256
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "sandbox/sim/pkgs"
@@ -115,7 +116,7 @@ def sim_state(sm: int = 120, versions: dict | None = None, overrides: dict | Non
         st.packages[pkg] = {"path": f"/venv/site-packages/{pkg}", "dist": pkg, "version": "x"}
         data = (overrides or {}).get(rel) or (SIM / pkg / rel).read_bytes()
         st.files[(pkg, rel)] = FileInfo(pkg, rel, f"/venv/site-packages/{pkg}/{rel}", True, data,
-                                        patches.sha256(data), 0o644, 0, 0)
+                                        sha256(data), 0o644, 0, 0)
     return st
 
 
@@ -124,7 +125,7 @@ def shipped() -> list:
 
 
 def test_shipped_set_is_applicable_on_the_simulated_packages():
-    p = patches.plan(shipped(), sim_state())
+    p = patchplan.plan(shipped(), sim_state())
     assert p.ok and p.sets[0].state == APPLICABLE
     assert [e.found for e in p.sets[0].edits] == [1, 13, 1, 1, 1]
     assert {c.file for c in p.changes} == {"jit/comm.py", "data/include/flashinfer/comm/trtllm_allreduce.cuh",
@@ -137,9 +138,9 @@ def test_shipped_set_is_applicable_on_the_simulated_packages():
 
 
 def test_planning_is_idempotent_and_detects_applied():
-    first = patches.plan(shipped(), sim_state())
+    first = patchplan.plan(shipped(), sim_state())
     after = {c.file: c.after for c in first.changes}
-    again = patches.plan(shipped(), sim_state(overrides=after))
+    again = patchplan.plan(shipped(), sim_state(overrides=after))
     assert again.ok and again.sets[0].state == APPLIED and again.changes == []
     assert all(e.state == APPLIED for e in again.sets[0].edits)
 
@@ -149,7 +150,7 @@ def test_partial_match_cannot_apply_and_nothing_planned():
     data = (SIM / "flashinfer" / rel).read_bytes()
     one = b"#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
     drifted = data.replace(one, b"#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))", 1)
-    p = patches.plan(shipped(), sim_state(overrides={rel: drifted}))
+    p = patchplan.plan(shipped(), sim_state(overrides={rel: drifted}))
     assert not p.ok and p.sets[0].state == CANNOT
     bad = [e for e in p.sets[0].edits if e.state == CANNOT]
     assert len(bad) == 1 and bad[0].found == 12 and "found 12 of 13" in bad[0].reason
@@ -159,35 +160,35 @@ def test_partial_match_cannot_apply_and_nothing_planned():
 
 def test_drifted_upstream_and_missing_file_or_package():
     rel = "jit/comm.py"
-    p = patches.plan(shipped(), sim_state(overrides={rel: b"supported_major_versions=[9, 10, 11]\n"}))
+    p = patchplan.plan(shipped(), sim_state(overrides={rel: b"supported_major_versions=[9, 10, 11]\n"}))
     e = p.sets[0].edits[0]
     assert e.state == CANNOT and "found 0 of 1" in e.reason and "drifted" in e.reason
     st = sim_state()
     st.files[("flashinfer", rel)] = FileInfo("flashinfer", rel, "/x/flashinfer/jit/comm.py", False,
                                              error="file missing")
     st.packages["sglang"] = {"error": "not importable by /venv/bin/python"}
-    p = patches.plan(shipped(), st)
+    p = patchplan.plan(shipped(), st)
     reasons = [e.reason for e in p.sets[0].edits if e.state == CANNOT]
     assert any("file missing" in r for r in reasons) and any("not importable" in r for r in reasons)
     assert p.changes == []
 
 
 def test_applies_to_sm_and_versions():
-    assert patches.plan(shipped(), sim_state(sm=90)).sets[0].state == NOT_APPLICABLE
-    p = patches.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.17", "sglang": "0.5.9"}))
+    assert patchplan.plan(shipped(), sim_state(sm=90)).sets[0].state == NOT_APPLICABLE
+    p = patchplan.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.17", "sglang": "0.5.9"}))
     assert p.sets[0].state == NOT_APPLICABLE and "0.6.17 is outside <0.6.17" in p.sets[0].reason
     st = sim_state()
     st.sms, st.sm_error = [], "nvidia-smi: not found"
-    p = patches.plan(shipped(), st)
+    p = patchplan.plan(shipped(), st)
     assert p.sets[0].state == CANNOT and not p.ok
 
 
 def test_prebuilt_jit_cache_refuses_unless_allowed():
     st = sim_state()
     st.prebuilt = ["flashinfer-jit-cache package at /x"]
-    assert not patches.plan(shipped(), st).ok
-    assert "prebuilt" in patches.plan(shipped(), st).errors[0]
-    assert patches.plan(shipped(), st, allow_prebuilt=True).ok
+    assert not patchplan.plan(shipped(), st).ok
+    assert "prebuilt" in patchplan.plan(shipped(), st).errors[0]
+    assert patchplan.plan(shipped(), st, allow_prebuilt=True).ok
 
 
 def test_sets_apply_in_order_on_the_same_file(tmp_path):
@@ -204,7 +205,7 @@ def test_sets_apply_in_order_on_the_same_file(tmp_path):
     sets = [patchsets.load_file(a), patchsets.load_file(b)]
     st = HostState(packages={"pkg": {"path": "/p"}},
                    files={("pkg", "f.py"): FileInfo("pkg", "f.py", "/p/f.py", True, b"A=1\n", "h")})
-    p = patches.plan(sets, st)
+    p = patchplan.plan(sets, st)
     assert p.ok and len(p.changes) == 1 and p.changes[0].after == b"A=3\n" and len(p.changes[0].edits) == 2
 
 
@@ -227,26 +228,26 @@ def test_revert_plans():
     sets = shipped()
     name = sets[0].name
     runs = [_run("20260101T000000Z-a", [name], "/p/comm.py", "B" * 64, "A" * 64)]
-    assert patches.plan_revert(sets, _revert_state("A" * 64, runs)).state == patches.REVERTIBLE
-    assert patches.plan_revert(sets, _revert_state("A" * 64, [])).state == patches.NOTHING
-    hand = patches.plan_revert(sets, _revert_state("C" * 64, runs))
+    assert patchplan.plan_revert(sets, _revert_state("A" * 64, runs)).state == patchplan.REVERTIBLE
+    assert patchplan.plan_revert(sets, _revert_state("A" * 64, [])).state == patchplan.NOTHING
+    hand = patchplan.plan_revert(sets, _revert_state("C" * 64, runs))
     assert hand.state == CANNOT and "edited by hand" in hand.reason
-    pip = patches.plan_revert(sets, _revert_state("C" * 64, runs, record="C" * 64))
+    pip = patchplan.plan_revert(sets, _revert_state("C" * 64, runs, record="C" * 64))
     assert pip.state == CANNOT and "package reinstall" in pip.reason
-    upgraded = patches.plan_revert(sets, _revert_state("C" * 64, runs, version="0.6.4"))
+    upgraded = patchplan.plan_revert(sets, _revert_state("C" * 64, runs, version="0.6.4"))
     assert "package upgrade" in upgraded.reason and "0.6.3 -> 0.6.4" in upgraded.reason
     later = runs + [_run("20260102T000000Z-b", ["other"], "/p/comm.py", "A" * 64, "D" * 64)]
-    assert "revert that first" in patches.plan_revert(sets, _revert_state("D" * 64, later)).reason
+    assert "revert that first" in patchplan.plan_revert(sets, _revert_state("D" * 64, later)).reason
     together = [_run("20260101T000000Z-a", [name, "other"], "/p/comm.py", "B" * 64, "A" * 64)]
-    assert "revert them together" in patches.plan_revert(sets, _revert_state("A" * 64, together)).reason
+    assert "revert them together" in patchplan.plan_revert(sets, _revert_state("A" * 64, together)).reason
     reverted = [_run("20260101T000000Z-a", [name], "/p/comm.py", "B" * 64, "A" * 64, status="reverted")]
-    assert patches.plan_revert(sets, _revert_state("B" * 64, reverted)).state == patches.NOTHING
+    assert patchplan.plan_revert(sets, _revert_state("B" * 64, reverted)).state == patchplan.NOTHING
 
 
 def test_host_script_is_valid_python():
     import ast
 
-    ast.parse(patches.HOST_SCRIPT)
+    ast.parse(hostside.text("patch_host.py"))
 
 
 def test_lock_owner_descriptions():

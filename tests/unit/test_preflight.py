@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fleet.deploy import host_problems
 from fleet.facts import DiskFree, Gpu, HostFacts
+from fleet.preflight import host_problems
 
 
 def sm120_host() -> HostFacts:

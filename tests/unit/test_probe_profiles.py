@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from rich.console import Console
 
 from fleet import facts as F
-from fleet import probe, probe_view
+from fleet import hostside, probe
+from fleet.cli import probe_view
 
 PROFILES = Path(__file__).resolve().parents[2] / "sandbox" / "profiles"
 VENV_PACKAGES = {  # what the fake venv holds: distribution -> version
@@ -234,14 +236,16 @@ def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False) -> str:
     sysfs = tmp / "sysfs-dmi"
     if sysfs_dmi:
         shutil.copytree(profile / "system/dmi", sysfs)
-    script = probe.command(str(fake_venv(tmp)), "sglang")
+    script = hostside.text("probe.sh")
     # the host's own /sys and /proc stand in for nothing: point the script at the profile's copies
     for real, fake in (("/sys/class/dmi/id", str(sysfs)),
                        ("/proc/driver/nvidia/version", p + "/system/proc-driver-nvidia-version.txt")):
         assert script.count(real) == 1
         script = script.replace(real, fake)
     env = {"PATH": f"{bin_dir}:{tools}", "HOME": str(home), "LC_ALL": "C"}
-    done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    args = [str(fake_venv(tmp)), "sglang", ",".join(probe.QUERY_FIELDS)]
+    done = subprocess.run(["/bin/sh", "-c", script, "fleet-probe", *args], env=env, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0 and done.stderr == ""
     return done.stdout
 
@@ -335,19 +339,26 @@ def test_old_driver_script_retries_without_compute_cap_and_parse_warns(old_drive
 
 
 def test_missing_venv_is_a_warning_and_no_packages(tmp_path):
-    script = probe.command(str(tmp_path / "nowhere"), "sglang")
-    done = subprocess.run(["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["/bin/sh", "-c", probe.command(str(tmp_path / "nowhere"), "sglang")],
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=60)
     f = probe.parse(done.stdout, "h", "a")
     assert f.packages == {} and f"venv {tmp_path}/nowhere not found: no package versions" in f.warnings
 
 
 def test_command_quotes_its_arguments_and_starts_no_interpreter():
-    script = probe.command("/opt/my venv; rm -rf /", "sglang@1.service")
-    assert script.startswith("venv='/opt/my venv; rm -rf /'; unit=sglang@1.service; ")
-    assert not re.search(r"\bpython[0-9.]*\s", script)  # versions come from METADATA, not `python -c`
-    assert probe.command("~/venvs/sg", "x").startswith('venv="$HOME"/venvs/sg;')
-    assert probe.invocation("/v", "u").startswith("sh -c 'venv=/v; unit=u;")
+    words = shlex.split(probe.command("/opt/my venv; rm -rf /", "sglang@1.service"))
+    assert words[:2] == ["sh", "-c"] and words[2] == hostside.text("probe.sh")
+    assert words[3:6] == ["fleet-probe", "/opt/my venv; rm -rf /", "sglang@1.service"]
+    assert not re.search(r"\bpython[0-9.]*\s", words[2])  # versions come from METADATA, not `python -c`
+
+
+def test_a_venv_under_the_home_folder_is_found_on_the_host(tmp_path):
+    (tmp_path / "venvs/sg/lib/python3.11/site-packages").mkdir(parents=True)
+    done = subprocess.run(["/bin/sh", "-c", probe.command("~/venvs/sg", "x")],
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=60)
+    assert f"@sp {tmp_path}/venvs/sg/lib/python3.11/site-packages" in done.stdout
 
 
 # --- the human view ----------------------------------------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from fleet import deploy_view, remedies
-from fleet.deploy import Attempt, DeployResult
+from fleet import remedies
+from fleet.cli import deploy_view
 from fleet.errors import InputError
 from fleet.logclassify import LineClassifier
-from fleet.playbook import DEPLOY_OUTCOMES
+from fleet.outcomes import DEPLOY_OUTCOMES
+from fleet.results import Attempt, DeployResult
 
 TMA = "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal"
 PEER_217 = "NCCL WARN Cuda failure 217 'peer access is not supported between these two devices'"

@@ -1,4 +1,4 @@
-"""Rolling deploys: fleet.rollout's planning, fingerprint.learn, and deploy_cmd's batch loop with a fake deployer."""
+"""Rolling deploys: fleet.rollout's planning, fingerprint.learn, and fleet.rolling's batch loop with a fake deployer."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fleet import deploy_cmd, deploy_view, fingerprint, rollout
+from fleet import fingerprint, rollout
+from fleet.cli import deploy as deploy_cmd
+from fleet.cli import deploy_view
 from fleet.connect import ConnectOptions
-from fleet.deploy import Attempt, DeployResult
+from fleet.deploy import Deployer
 from fleet.errors import InputError
 from fleet.facts import Gpu, HostFacts, Package
 from fleet.inventory import Host
 from fleet.playbook import Playbook
+from fleet.results import Attempt, DeployResult
 from fleet.rollout import Amount
 
 
@@ -177,7 +180,7 @@ def fake(monkeypatch, tmp_path, state):
 
     def install(outcomes=None, **kw):
         f = Fake(outcomes or {}, **kw)
-        monkeypatch.setattr(deploy_cmd._Learning, "run", lambda self, dry_run=False, force=False: f.run(self))
+        monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
         return f
 
     return install

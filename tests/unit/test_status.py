@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet import status
+from fleet.cli.status import table_of, watch
 from fleet.inventory import Host
 
 HOST = Host(name="h", address="a", port=None, user=None, become=False, identity_file=None, known_hosts=None,
@@ -78,7 +79,7 @@ def test_the_metrics_section_of_the_round_trip_lands_in_the_row_and_the_table():
     from rich.console import Console
 
     console = Console(width=250, record=True)
-    console.print(status.table_of([st, status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out")]))
+    console.print(table_of([st, status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out")]))
     text = console.export_text()
     assert "15/4" in text and "3,530" in text and "unreachable" in text and "gone: timed out" in text
 
@@ -92,8 +93,10 @@ def test_the_host_side_filter_keeps_exactly_the_shown_gauges():
     import re
     import shlex
 
-    cmd = status.command("sglang", 30000)
-    pattern = shlex.split(cmd.split("grep -E ", 1)[1].split(";")[0])[0]
+    from fleet import hostside
+
+    script = hostside.text("status.sh")
+    pattern = shlex.split(script.split("grep -E ", 1)[1].splitlines()[0])[0]
     kept = [line for line in (METRICS + "sglang:num_running_reqs_total 1\nsglang:token_usage_x 2\n").splitlines()
             if re.search(pattern, line)]
     assert kept == METRICS.splitlines()
@@ -128,7 +131,7 @@ def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_wor
 
     from rich.console import Console
 
-    from fleet import parallel, status_watch
+    from fleet import parallel
 
     hosts = [dataclasses.replace(HOST, name=f"h{i:02}") for i in range(70)]
     reads: dict[str, int] = {}
@@ -154,7 +157,7 @@ def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_wor
     stop = threading.Event()
     done = []
     watcher = threading.Thread(target=lambda: done.append(
-        status_watch.watch(hosts, None, 30000, 0.5, True, Console(), stop=stop)))
+        watch(hosts, None, 30000, 0.5, True, Console(), stop=stop)))
     watcher.start()
     deadline = time.monotonic() + 20
     while min((reads.get(h.name, 0) for h in hosts if h.name != "h07"), default=0) < 3:
@@ -174,8 +177,9 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
     the port it names; its line lands in the row, and the table grows a router column."""
     import http.server
     import subprocess
-    import sys
     import threading
+
+    from fleet import hostside
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
@@ -188,18 +192,21 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
     server = http.server.HTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps({"id": "r7", "config": {
+        (tmp_path / "router/current").mkdir(parents=True)
+        (tmp_path / "router/current/manifest.json").write_text(json.dumps({"id": "r7", "config": {
             "role": "router", "unit": "sglang-router", "listen": "0.0.0.0", "port": server.server_port,
             "workers": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}}))
-        line = subprocess.run([sys.executable, "-c", status._ROUTER, str(manifest)], capture_output=True,
-                              text=True, timeout=30).stdout
-        none = subprocess.run([sys.executable, "-c", status._ROUTER, str(tmp_path / "absent.json")],
+        script = hostside.text("status.sh")
+        # the whole status script, run here against a folder that stands in for /var/lib/fleet
+        here = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path)],
+                              capture_output=True, text=True, timeout=30).stdout
+        none = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path / "absent")],
                               capture_output=True, text=True, timeout=30)
     finally:
         server.shutdown()
         server.server_close()
-    assert none.returncode == 0 and none.stdout == ""  # no router here: nothing said
+    assert none.returncode == 0 and none.stdout.split("@@fleet-status@@\n")[7] == ""  # no router: nothing said
+    line = here.split("@@fleet-status@@\n")[7]
     tail = "@@fleet-status@@\n" + METRICS + "@@fleet-status@@\n\n@@fleet-status@@\n"
     st = status.parse(HOST, output(MANIFEST, "200", [], "") + tail + line)
     assert st.router is not None and (st.router["release"], st.router["health"], st.router["workers"]) == ("r7", 200, 2)
@@ -207,9 +214,9 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
     from rich.console import Console
 
     console = Console(width=300, record=True)
-    console.print(status.table_of([st]))
+    console.print(table_of([st]))
     text = console.export_text()
     assert "router" in text and "health 200, 2 workers (r7)" in text
     console = Console(width=300, record=True)
-    console.print(status.table_of([status.parse(HOST, output(MANIFEST, "200", [], ""))]))
+    console.print(table_of([status.parse(HOST, output(MANIFEST, "200", [], ""))]))
     assert "router" not in console.export_text()

@@ -7,10 +7,11 @@ import json
 import pytest
 from rich.console import Console
 
-from fleet import deploy_view, fingerprint
-from fleet.deploy import Attempt
+from fleet import fingerprint
+from fleet.cli import deploy_view
 from fleet.facts import Gpu, HostFacts, Package
 from fleet.playbook import Playbook
+from fleet.results import Attempt
 from fleet.tune import TuneResult, relabel
 
 

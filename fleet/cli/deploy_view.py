@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from fleet.deploy import DeployResult
 from fleet.releases import Release
 from fleet.remedies import remedy_for
+from fleet.results import DeployResult
 
 _COLOURS = {"ok": "green", "unchanged": "green", "rolled_back": "yellow", "failed": "bold red", "dry-run": "cyan",
             "skipped": "dim", "waiting": "dim", "deploying": "bold cyan"}

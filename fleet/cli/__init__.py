@@ -1,4 +1,6 @@
-"""What every task shares: host selection, errors as one line with a meaningful exit code, JSON output."""
+"""The command-line layer: every table, live board, `--json` view and exit code lives under fleet/cli/;
+the library (the rest of fleet/) returns typed results and never prints. This module holds what every task
+shares: host selection, errors as one line with a meaningful exit code, JSON output."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from fleet import inventory
+from fleet.connect import ConnectOptions, check_guard
 from fleet.errors import EXIT_BAD_INPUT, FleetError
 from fleet.inventory import Host
 
@@ -35,11 +38,13 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
-    from fleet.connect import check_guard
-
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
     return chosen
+
+
+def options(accept_new_host_keys: bool = False) -> ConnectOptions:
+    return ConnectOptions(accept_new_host_keys=accept_new_host_keys)
 
 
 def print_json(data: Any) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from fleet import cli
+from fleet.cli import console, print_json
 from fleet.errors import InputError
 from fleet.logclassify import Event, Verdict, classify_text
 from fleet.logrules import RULES_DIR, Severity, load_rules
@@ -23,7 +23,7 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None) -> int:
     rules = load_rules(Path(rules_dir) if rules_dir else RULES_DIR)
     verdict = classify_text(_read(file), rules)
     if as_json:
-        cli.print_json(verdict.to_json())
+        print_json(verdict.to_json())
     else:
         _print_human(file, verdict)
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
@@ -44,7 +44,7 @@ def _read(file: str) -> str:
 
 
 def _print_human(file: str, verdict: Verdict) -> None:
-    out = cli.console
+    out = console
     name = "stdin" if file == "-" else file
     if not verdict.events:
         out.print(f"{escape(name)}: nothing to report (verdict NONE)")

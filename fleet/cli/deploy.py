@@ -1,0 +1,171 @@
+"""The deploy, rollback and history commands: inputs checked before any host is touched (exit 2), the
+library run per host, progress and tables drawn, the exit code chosen."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+
+from fleet import multinode, parallel, rolling, rollout
+from fleet import rollback as rolling_back
+from fleet import router as routing
+from fleet.cli import console, err_console, print_json
+from fleet.cli.deploy_view import Board, render, render_history, render_rollout
+from fleet.connect import ConnectOptions
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.inputs import load_playbook, secrets_for
+from fleet.inventory import Host
+from fleet.outcomes import SERVING, DeployStatus
+from fleet.results import DeployResult, Progress
+
+
+def progress_console(as_json: bool) -> Console:
+    # With --json, stdout carries only the JSON document; live progress goes to stderr.
+    return Console(stderr=True, highlight=False) if as_json else console
+
+
+def progress_to(out: Console) -> Callable[[Host], Progress]:
+    """Each host's progress lines, prefixed with its name."""
+    def for_host(host: Host) -> Progress:
+        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+    return for_host
+
+
+def host_say(out: Console) -> routing.HostSay:
+    return lambda name, m: out.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+
+def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, dry_run: bool,
+           force: bool, serial: str | None = None, max_fail: str | None = None,
+           host_timeout: str | float | None = None) -> int:
+    # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
+    sizes = rollout.parse_serial(serial)
+    limit = rollout.parse_max_fail(max_fail)
+    timeout = rollout.parse_timeout(host_timeout)
+    book, path = load_playbook(name)
+    secrets = secrets_for(book)
+    out = progress_console(as_json)
+    if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
+        if sizes or max_fail is not None or timeout:
+            raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
+                             "--host-timeout do not apply (its nodes are deployed together)")
+        results = multinode.MultiNode(hosts, book, path, opts, progress_to(out), secrets).run(dry_run, force)
+        return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
+    hooks = None
+    if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.router)
+        hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(out))
+    if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
+        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
+    results = rolling.each(hosts, book, path, opts, secrets, progress_to(out), dry_run=dry_run, force=force)
+    if hooks:
+        return _router_dry_run(hooks, list(hosts), results, as_json)
+    return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
+
+
+def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOptions, as_json: bool,
+             router: bool = False) -> int:
+    book, path = load_playbook(name)
+    out = progress_console(as_json)
+    if router:  # the playbook's router unit on router.host, not the replicas
+        if book.router is None:
+            raise InputError(f"--router: playbook {book.name} has no router section")
+        report = routing.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(out)), to)
+        if as_json:
+            print_json(report)
+        else:
+            render_router(report, console)
+        return EXIT_OK if report["status"] == DeployStatus.OK else EXIT_HOST_FAILED
+    if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
+        results = multinode.MultiNode(hosts, book, path, opts, progress_to(out)).rollback(to)
+        return finish(results, as_json, ok={DeployStatus.OK})
+    say_for = progress_to(out)
+    outcomes = parallel.run_all(hosts, lambda h: rolling_back.rollback(h, book, opts, to, say_for(h)))
+    return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
+
+
+def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
+    outcomes = parallel.run_all(hosts, lambda h: rolling_back.history(h, opts))
+    if as_json:
+        print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
+                               "current": o.value[1] if o.value else None,
+                               "releases": [r.to_json() for r in o.value[0]] if o.value else []}
+                              for o in outcomes]})
+    else:
+        for o in outcomes:
+            if o.value:
+                render_history(o.host.name, o.value[0], o.value[1], console)
+            else:
+                console.print(f"[red]{o.error}[/]")
+    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
+
+
+def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus]) -> int:
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            render(r, console)
+    sys.stdout.flush()
+    return EXIT_OK if all(r.status in ok for r in results) else EXIT_HOST_FAILED
+
+
+def _rollout(hosts: list[Host], book: Any, path: Any, opts: ConnectOptions, secrets: dict[str, str],
+             as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
+             timeout: float | None, hooks: routing.RouterHooks | None) -> int:
+    plan = rolling.plan_batches(hosts, sizes)
+    board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(set(plan.batch_of.values())))
+    live = (contextlib.nullcontext() if as_json else
+            Live(get_renderable=board.table, console=console, refresh_per_second=4, transient=True))
+    with live:
+        done = rolling.roll_out(plan, book, path, opts, secrets, force, sizes, limit, timeout,
+                                progress_to(progress_console(as_json)), board, hooks)
+    if as_json:
+        print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
+                    "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
+                    **({"router": done.router} if done.router else {})})
+    else:
+        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console)
+        if done.router:
+            render_router(done.router, console)
+    sys.stdout.flush()
+    if done.background:
+        err_console.print(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits for "
+                          "those deploys to end (each on its own budgets, rolling back on failure) before it exits")
+    return EXIT_OK if done.ok else EXIT_HOST_FAILED
+
+
+def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list[DeployResult],
+                    as_json: bool) -> int:
+    try:
+        report = routing.dry_run(hooks, hosts)
+    except FleetError as exc:
+        report = {"host": hooks.host.name, "status": DeployStatus.FAILED, "error": str(exc)}
+    if as_json:
+        print_json({"hosts": [r.to_json() for r in results], "router": report})
+    else:
+        for r in results:
+            render(r, console)
+        render_router(report, console)
+    ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report["status"] == DeployStatus.DRY_RUN
+    return EXIT_OK if ok else EXIT_HOST_FAILED
+
+
+def render_router(report: dict[str, Any], console: Console) -> None:
+    status = report["status"]
+    colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
+    console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"
+                  + (f" release {report['release']}" if report.get("release") else "")
+                  + f"  workers: {' '.join(report.get('workers') or report.get('config', {}).get('workers', []))}",
+                  highlight=False, soft_wrap=True)
+    if report.get("error"):
+        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=True)
+    if report.get("diff"):
+        console.print(escape(report["diff"]), highlight=False, soft_wrap=True)

@@ -1,0 +1,84 @@
+"""`inv logs`: journals of one or many hosts at once, prefixed by host, classified lines coloured with their
+remedy; Ctrl-C ends it (exit 130)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from fleet.connect import ConnectOptions
+from fleet.errors import FleetError, InputError
+from fleet.inventory import Host
+from fleet.logrules import Severity
+from fleet.logs import LogLine, check_since, stream
+
+_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
+_STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
+
+
+def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
+        as_json: bool, console: Console) -> int:
+    if only not in (None, "fatal", "warning"):
+        raise InputError(f"--only {only}: use fatal or warning")
+    check_since(since)  # bad --since fails before any host is contacted
+    floor = {"fatal": 2, "warning": 1, None: -1}[only]
+    lock, stop = threading.Lock(), threading.Event()
+    width = max(len(h.name) for h in hosts)
+
+    def emit(line: LogLine) -> None:
+        rank = _RANK[line.event.severity] if line.event else -1
+        if rank < floor or (floor >= 0 and line.event is None):
+            return
+        with lock:
+            if as_json:
+                try:
+                    sys.stdout.write(json.dumps({
+                        "host": line.host, "time": line.time, "text": line.text,
+                        "class": str(line.event.log_class) if line.event else None,
+                        "severity": str(line.event.severity) if line.event else None,
+                        "remedy": line.event.remedy if line.event else None}) + "\n")
+                    sys.stdout.flush()
+                except BrokenPipeError:  # the reader went away (| head): stop quietly
+                    stop.set()
+            elif line.event:
+                style = _STYLE[line.event.severity]
+                console.print(f"[dim]{line.host:<{width}}[/] [{style}]>> {line.event.log_class} "
+                              f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
+                              f"[dim]{'':<{width}}[/] [{style}]   {escape(line.text)}[/]"
+                              + (f"\n[dim]{'':<{width}}[/]    next: {escape(line.event.remedy)}"
+                                 if line.event.remedy else ""), soft_wrap=True, highlight=False)
+            else:
+                console.print(f"[dim]{line.host:<{width}}[/] {escape(line.text)}", soft_wrap=True, highlight=False)
+
+    errors: dict[str, str] = {}
+
+    def one(host: Host) -> None:
+        try:
+            stream(host, opts, follow, since, emit, stop)
+        except Exception as exc:  # one host's failure must not end the others' streams
+            errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
+
+    # Plain threads, not a pool: Ctrl-C must set `stop` before anything waits for the streams to end.
+    threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.2)
+    except KeyboardInterrupt:
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+        return 130
+    for message in errors.values():
+        if as_json:
+            sys.stderr.write(f"error: {message}\n")
+        else:
+            console.print(f"[red]{escape(message)}[/]", soft_wrap=True)
+    return 1 if errors else 0

@@ -1,0 +1,75 @@
+"""`inv patch`: the tables of what each set's edits do on each host, and the exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from fleet import patch_run, patchsets
+from fleet.cli import console, print_json
+from fleet.cli.audit import render_audit
+from fleet.connect import ConnectOptions
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.inventory import Host
+from fleet.patches import HostResult
+from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOTHING, REVERTED, REVERTIBLE
+
+_STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLICABLE: "dim",
+          REVERTIBLE: "yellow", REVERTED: "green", NOTHING: "dim"}
+
+
+def render(results: list[HostResult], console: Console) -> None:
+    for r in results:
+        verdict = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
+        sms = ", ".join(f"SM{s}" for s in sorted(set(r.sms))) or "SM ?"
+        t = Table(title=f"{r.host} ({sms}): patch {r.action} {verdict}", title_justify="left")
+        for col in ("set", "file", "edit", "state", "occurrences", "note"):
+            t.add_column(col, overflow="fold")
+        for sp in r.sets:
+            if not sp.edits:
+                t.add_row(sp.name, "", "", f"[{_STYLE.get(sp.state, '')}]{sp.state}[/]", "", sp.reason or "")
+            for e in sp.edits:
+                t.add_row(sp.name, f"{e.package}/{e.file}", e.label, f"[{_STYLE.get(e.state, '')}]{e.state}[/]",
+                          e.occurrences, e.reason or "")
+        if r.revert is not None:
+            for f in r.revert.files:
+                t.add_row("revert " + (r.revert.run or ""), f.path, "", f"[{_STYLE.get(f.state, '')}]{f.state}[/]",
+                          "", f.reason or "")
+        console.print(t)
+        for w in r.written:
+            console.print(f"  {'restored' if r.action == 'revert' else 'wrote'} {w}")
+        for c in r.cleared:
+            console.print(f"  cleared JIT cache {c}")
+        if r.manifest:
+            console.print(f"  manifest {r.manifest}")
+        if r.action == "apply" and r.ok and not r.written:
+            console.print("  nothing to write (already applied, or not applicable)")
+        if r.revert is not None and r.revert.state == NOTHING:
+            console.print(f"  nothing to revert: {r.revert.reason}")
+        if r.error:
+            console.print(f"  [bold red]error:[/] {r.error}", soft_wrap=True)
+        if r.audit is not None:
+            render_audit([r.audit], console)
+        if r.audit_error:
+            console.print(f"  [bold red]audit:[/] {r.audit_error}", soft_wrap=True)
+
+
+def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: bool, as_json: bool,
+                  opts: ConnectOptions | None = None, allow_prebuilt: bool = False, sets_dir: Path | None = None,
+                  audit: bool = False) -> int:
+    """What `inv patch` does; returns the exit code (0 ok/already applied, 1 cannot apply / host failed)."""
+    if check and revert:
+        raise InputError("--check and --revert: pick one")
+    sets = patchsets.load_sets(set_names, sets_dir or patchsets.DEFAULT_DIR)
+    action = "check" if check else "revert" if revert else "apply"
+    results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit)
+    if as_json:
+        print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
+    else:
+        render(results, console)
+        for r in results:
+            if r.release:
+                console.print(f"{r.host}: recorded as release {r.release} (`inv rollback` undoes it)")
+    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED

@@ -1,0 +1,29 @@
+"""`inv probe` and `inv unlock`: facts per host as a table or JSON; a stale lock removed by its token."""
+
+from __future__ import annotations
+
+from fleet import hostlock, probe_run
+from fleet.cli import console, print_json
+from fleet.cli.probe_view import render
+from fleet.connect import ConnectOptions, open_connection
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.inventory import Host
+
+
+def command(hosts: list[Host], opts: ConnectOptions, as_json: bool) -> int:
+    facts = probe_run.probe_hosts(hosts, opts)
+    if as_json:
+        print_json({"hosts": [f.model_dump() for f in facts]})
+    else:
+        render(facts, console)
+    return EXIT_OK if all(f.ok for f in facts) else EXIT_HOST_FAILED
+
+
+def unlock(target: Host, token: str, opts: ConnectOptions) -> int:
+    conn = open_connection(target, opts)
+    try:
+        hostlock.break_lock(conn, target, token)
+    finally:
+        conn.close()
+    console.print(f"{target.name}: lock {hostlock.LOCK_DIR} removed")
+    return EXIT_OK

@@ -1,0 +1,52 @@
+"""`inv bench` and `inv tune`: questions asked at the terminal, progress, the results drawn, the exit code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rich.markup import escape
+
+from fleet import tune
+from fleet.cli import console, print_json
+from fleet.cli.deploy import progress_console, progress_to
+from fleet.cli.deploy_view import render_bench, render_tune
+from fleet.connect import ConnectOptions
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.inputs import load_playbook, secrets_for
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus
+
+
+def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
+    results = tune.bench_hosts(hosts, name, opts)
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            render_bench(r.host, r.release, r.rung, r.record, r.error, console)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
+
+
+def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool) -> int:
+    book, path = load_playbook(name)
+    secrets = secrets_for(book)
+    out = progress_console(as_json)
+
+    def confirm(question: str) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Not asking without a terminal: "
+                             "pass --yes to go ahead")
+        return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
+
+    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(out), confirm)
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            render_tune(r, console)
+    return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED

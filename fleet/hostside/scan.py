@@ -1,0 +1,51 @@
+"""inv audit's scan on the host (fleet/archgate.py ships this text as `python -c` over one round trip).
+
+usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}}; prints `FLEET-JSON:{packages, files, sms,
+sm_error}`: every preprocessor directive of C/CUDA files and every gate-looking line of Python files.
+"""
+import base64, glob, importlib.util, json, os, re, subprocess, sys
+req = json.loads(base64.b64decode(sys.argv[1]))
+DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
+PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b")
+res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}
+for pkg, patterns in req["scope"].items():
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
+    root = list(spec.submodule_search_locations)[0]
+    res["packages"][pkg] = {"path": root}
+    paths = set()
+    for pat in patterns:
+        paths.update(glob.glob(os.path.join(root, pat), recursive=True))
+    for path in sorted(paths):
+        if not os.path.isfile(path):
+            continue
+        kind = "py" if path.endswith(".py") else "c"
+        try:
+            text = open(path, encoding="utf-8", errors="replace").read().split("\n")
+        except OSError:
+            continue
+        keep, i = [], 0
+        while i < len(text):
+            start, line = i + 1, text[i]
+            if kind == "c":
+                while line.endswith("\\") and i + 1 < len(text):
+                    i += 1; line = line[:-1] + " " + text[i]
+                if DIRECTIVE.match(line):
+                    keep.append([start, line])
+            elif PYGATE.search(line):
+                keep.append([start, line])
+            i += 1
+        if keep:
+            res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}
+try:
+    r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                       capture_output=True, text=True, timeout=30)
+    for line in r.stdout.split("\n"):
+        if line.strip():
+            a, b = line.strip().split("."); res["sms"].append(int(a) * 10 + int(b))
+    if not res["sms"]:
+        res["sm_error"] = "nvidia-smi exit %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[:200])
+except Exception as e:
+    res["sm_error"] = "nvidia-smi: %s" % e
+print("FLEET-JSON:" + json.dumps(res))

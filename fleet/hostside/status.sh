@@ -1,0 +1,47 @@
+# inv status's one round trip (fleet/status.py parses it): sections split by lines @@fleet-status@@.
+# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT    (ROOT: fleet's state, /var/lib/fleet)
+#   1 the unit's state        2 the current release's manifest    3 /health's HTTP code
+#   4 sha256 of every file the release manages     5 GPU power draw,limit    6 sglang's /metrics gauges
+#   7 what a dead run left (releases in progress, the lock's owner, patch runs left applying)
+#   8 the sglang router a router: playbook runs here (one JSON line), or nothing
+unit=$1; port=$2; root=$3
+M=@@fleet-status@@
+systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result 2>/dev/null
+echo $M; cat "$root/current/manifest.json" 2>/dev/null
+echo $M; curl -s -o /dev/null -w '%{http_code}' -m 3 "http://127.0.0.1:$port/health"
+echo; echo $M
+python3 - "$root/current/manifest.json" 2>/dev/null <<'PY'
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+for p in list(m.get('files', {})) + list((m.get('patches') or {}).get('files', {})):
+    if p.startswith('/'):
+        try: print(hashlib.sha256(open(p, 'rb').read()).hexdigest(), p)
+        except OSError: pass
+PY
+echo $M; nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null
+# /metrics needs no API key in sglang (like /health); only the gauges shown travel back.
+echo $M; curl -s -m 3 "http://127.0.0.1:$port/metrics" 2>/dev/null \
+  | grep -E '^(sglang:num_running_reqs|sglang:num_queue_reqs|sglang:gen_throughput|sglang:token_usage)[{ ]'
+echo $M
+for m in $(grep -l '"status": "in-progress"' "$root"/releases/*/manifest.json 2>/dev/null); do
+  d=${m%/manifest.json}; echo "release ${d##*/} $(tail -n 1 "$d/events.jsonl" 2>/dev/null)"
+done
+echo "lock $(cat "$root/lock/owner.json" 2>/dev/null)"
+for m in $(grep -l '"status": "applying"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
+  d=${m%/manifest.json}; echo "patch-run ${d##*/}"
+done
+echo $M
+python3 - "$root/router/current/manifest.json" 2>/dev/null <<'PY'
+import json, subprocess, sys, urllib.request
+try: m = json.load(open(sys.argv[1]))
+except (OSError, ValueError): raise SystemExit
+c = m.get('config') or {}; u = c.get('unit') or 'sglang-router'; a = c.get('listen') or '127.0.0.1'
+a = '127.0.0.1' if a in ('0.0.0.0', '::') else a; a = '[%s]' % a if ':' in a else a
+s = subprocess.run(['systemctl', 'show', u, '-p', 'ActiveState', '--value'], capture_output=True,
+                   text=True).stdout.strip()
+try: h = urllib.request.urlopen('http://%s:%d/health' % (a, int(c.get('port') or 0)), timeout=3).status
+except Exception as e: h = getattr(e, 'code', None)
+print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,
+                  'workers': len(c.get('workers') or [])}))
+PY
+true

@@ -1,0 +1,123 @@
+"""Preflight: what fleet checks before it changes anything on a host, each check one command (pure where it
+can be). A rung that fails a check is a PREFLIGHT attempt; the host is left as it was."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from fabric import Connection
+
+from fleet import patches, patchsets
+from fleet.facts import HostFacts, known_bad
+from fleet.inventory import Host
+from fleet.outcomes import Outcome
+from fleet.playbook import Playbook, Rung, merged_flags
+from fleet.results import Attempt, Progress
+from fleet.service import sh
+
+MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway
+
+
+def host_problems(facts: HostFacts) -> list[str]:
+    """What makes any start fail on this host, from the probe alone: a torch without the GPUs' arch, or
+    too little disk where the venv and the flashinfer cache live."""
+    problems = [w for w in known_bad(facts) if w.startswith("torch was not built for SM")]
+    for key in ("root", "venv", "flashinfer_cache"):
+        disk = facts.disk.get(key)
+        if disk and disk.avail_kib is not None and disk.avail_kib < MIN_FREE_KIB:
+            problems.append(f"only {disk.avail_kib // 1024} MiB free on {disk.mount or disk.path} ({key}); "
+                            f"need {MIN_FREE_KIB // 2**20} GiB")
+    return problems
+
+
+def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
+    res = sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+    flags = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", res))
+    return flags or None
+
+
+def model_problem(conn: Connection, host: Host, path: str) -> str | None:
+    """The model folder must have config.json and every shard its index names."""
+    script = (
+        "import json,os,sys\n"
+        "p=sys.argv[1]\n"
+        "if not os.path.isfile(os.path.join(p,'config.json')): print('no config.json in '+p); sys.exit()\n"
+        "i=os.path.join(p,'model.safetensors.index.json')\n"
+        "if os.path.isfile(i):\n"
+        " m=sorted(set(json.load(open(i)).get('weight_map',{}).values()))\n"
+        " miss=[f for f in m if not os.path.isfile(os.path.join(p,f))]\n"
+        " if miss: print('%d of %d shards missing in %s, e.g. %s'%(len(miss),len(m),p,miss[0]))\n"
+    )
+    out = sh(conn, host, f"python3 -c {shlex.quote(script)} {shlex.quote(path)}").strip()
+    return f"model {out}" if out else None
+
+
+def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | None:
+    """The port must be free or held by our own unit's processes."""
+    script = (f"out=$(ss -Hltnp 'sport = :{int(port)}' 2>/dev/null); [ -z \"$out\" ] && exit 0; "
+              f"for p in $(echo \"$out\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
+              f"grep -q {shlex.quote('/' + unit + '.service')} /proc/$p/cgroup 2>/dev/null && exit 0; done; "
+              f"echo \"$out\" | head -n 1")
+    out = sh(conn, host, script).strip()
+    return f"port {port} is in use by another process: {out[:160]}" if out else None
+
+
+def patch_problem(conn: Connection, host: Host, name: str) -> str | None:
+    res = patches.check_host(conn, host, patchsets.load_sets([name]))
+    return None if res.ok else (res.error or f"patch set {name} cannot apply")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1
+
+
+def gpus_needed(flags: dict[str, Any]) -> int:
+    """TP x PP x DP, under either spelling of each flag (pure)."""
+    return (_int(flags.get("tp-size", flags.get("tensor-parallel-size", 1)))
+            * _int(flags.get("pp-size", flags.get("pipeline-parallel-size", 1)))
+            * _int(flags.get("dp-size", flags.get("data-parallel-size", 1))))
+
+
+def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, facts: HostFacts,
+          rungs: list[Rung], say: Progress) -> tuple[list[Rung], list[Attempt]]:
+    """The rungs that pass every check, and a PREFLIGHT attempt for each one (or the host) that does not."""
+    if not facts.ok:
+        return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
+    blocking = host_problems(facts)
+    if blocking:
+        return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
+    for warning in known_bad(facts):
+        say(f"warning: {warning}")
+    known = known_flags(conn, host, venv)
+    for problem in (model_problem(conn, host, book.model.path), port_problem(conn, host, book.serve.port, unit)):
+        if problem:
+            return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
+    gpus = len(facts.gpus) * (book.nodes.count if book.nodes else 1)
+    sets_cache: dict[str, str | None] = {}
+    kept, skipped = [], []
+    for rung in rungs:
+        flags = merged_flags(book.flags, rung)
+        why = None
+        unknown = sorted(f for f in flags if known is not None and f"--{f}" not in known)
+        if unknown:
+            why = f"flags not in the installed sglang: {', '.join('--' + f for f in unknown)}"
+        elif (need := gpus_needed(flags)) > gpus:
+            why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
+        else:
+            for s in rung.patches:
+                if s not in sets_cache:
+                    sets_cache[s] = patch_problem(conn, host, s)
+                if sets_cache[s]:
+                    why = sets_cache[s]
+                    break
+        if why:
+            say(f"rung {rung.name}: preflight: {why}")
+            skipped.append(Attempt(rung.name, Outcome.PREFLIGHT, why, 0))
+        else:
+            kept.append(rung)
+    return kept, skipped

@@ -1,0 +1,192 @@
+"""A release's files onto a host: install a planned unit and env file (backed up into the release first),
+set patch sets, put a recorded release back byte for byte, restart it and wait for it to serve, fall back
+when nothing served. Shared by deploy, rollback, multi-node, tune and recovery."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+from fabric import Connection
+
+from fleet import journal, patches, patchsets
+from fleet.errors import FleetError
+from fleet.health import health_check
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.playbook import Playbook
+from fleet.releases import Release, ReleaseStore, new_id, now
+from fleet.results import Attempt, Planned, Progress
+from fleet.service import (
+    ServiceError,
+    daemon_reload,
+    read_file,
+    sh,
+    sha256,
+    stop_and_empty_gpus,
+    verify_unit,
+    write_atomic,
+)
+
+
+class InstallError(ServiceError):
+    """The unit or env file could not be written: the attempt is INSTALL_FAILED."""
+
+
+def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Planned,
+            unit_path: str, env_path: str) -> None:
+    """Back up what is installed into the release, then write unit and env atomically and reload systemd."""
+    try:
+        sh(conn, host, f"mkdir -p -m 0700 {shlex.quote(env_path.rsplit('/', 1)[0])}")
+        for path, text, mode in ((unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)):
+            old = read_file(conn, path)
+            if old is not None and f"before:{path}" not in release.files:
+                store.keep_file(release, "before" + path, old, 0o600)
+                release.files[f"before:{path}"] = {"sha256": sha256(old)}
+            data = text.encode()
+            write_atomic(conn, path, data, mode)
+            store.keep_file(release, path, data, mode)
+            release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
+    except ServiceError as exc:
+        raise InstallError(str(exc)) from None
+    complaint = verify_unit(conn, host, unit_path)
+    if complaint:  # not routed to INSTALL_FAILED yet: the issue "Hostile input and secrets" owns that
+        raise FleetError(f"{host.name}: systemd-analyze verify {unit_path}: {complaint.splitlines()[0]}")
+    daemon_reload(conn, host)
+    store.save(release)
+
+
+def patched_files(conn: Connection, host: Host) -> dict[str, str]:
+    """sha256 of every file a known patch set manages, as it stands now: what a release records."""
+    state = patches.read_state(conn, host, patchsets.load_sets(patchsets.available()))
+    return {f.path: f.sha256 for f in state.files.values() if f.path and f.sha256}
+
+
+def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) -> str | None:
+    """Apply the rung's patch sets and revert every other known set (a patched gate can enable fusion)."""
+    others = [s for s in patchsets.available() if s not in wanted]
+    for verb, names, step in (("reverted", others, patches.revert_host), ("applied", wanted, patches.apply_host)):
+        if not names:
+            continue
+        res = step(conn, host, patchsets.load_sets(names), lock=False)
+        if res.written:
+            say(f"{verb} patch sets {', '.join(names)} ({len(res.written)} files)")
+        if not res.ok:
+            return res.error
+    return None
+
+
+def unit_of(release: Release) -> str:
+    """The systemd unit a release installed."""
+    return Path(next(p for p in release.files if p.endswith(".service") and not p.startswith("before:"))).stem
+
+
+def restart(conn: Connection, host: Host, unit: str) -> None:
+    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+
+
+def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress) -> tuple[str, str]:
+    """Restart the unit, follow its journal to READY (or not), then the health check."""
+    cursor = journal.cursor(conn, host)
+    restart(conn, host, unit)
+    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say)
+    if outcome == Outcome.READY:
+        outcome, evidence = health_check(conn, host, book)
+    return outcome, evidence
+
+
+def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+            say: Progress) -> Attempt:
+    """Put a release's unit, env and patch sets back byte for byte, restart, and wait for READY + health."""
+    start = time.monotonic()
+    failed = put_back(conn, host, store, release, book, say)
+    if failed:
+        return failed
+    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say)
+    return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+
+
+def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+             say: Progress) -> Attempt | None:
+    """A release's patch sets, unit and env back byte for byte with the unit stopped (not started again);
+    the failed Attempt when that cannot be done."""
+    start = time.monotonic()
+
+    def refused(why: str) -> Attempt:
+        return Attempt(release.rung or "-", Outcome.PREFLIGHT, why, time.monotonic() - start)
+
+    # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
+    problem = set_patches(conn, host, release.config.get("patches", []), say)
+    if problem:
+        return refused(problem)
+    expected = (release.patches or {}).get("files") or {}
+    current = patched_files(conn, host) if expected else {}
+    for path, sha in expected.items():
+        if current.get(path) != sha:
+            return refused(f"{path} is not as release {release.id} left it (sha256 {str(current.get(path))[:12]} "
+                           f"!= {sha[:12]}) after re-applying its patch sets")
+    copies = {}
+    for path, meta in release.files.items():
+        if path.startswith("before:"):
+            continue
+        data = store.file(release, path)
+        if data is None or sha256(data) != meta["sha256"]:
+            return refused(f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)")
+        copies[path] = data
+    stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    for path, meta in release.files.items():
+        if path not in copies or sha256(read_file(conn, path) or b"") == meta["sha256"]:
+            continue  # already as the release has it: a write that is not needed cannot fail on a full disk
+        write_atomic(conn, path, copies[path], int(meta.get("mode", "0o600"), 8))
+        if sha256(read_file(conn, path) or b"") != meta["sha256"]:
+            return refused(f"{path} did not verify after writing")
+    daemon_reload(conn, host)
+    return None
+
+
+def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
+              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict, str]:
+    """Nothing served: close the release as failed and go back to the previous known-good one, or leave the
+    unit stopped when there is none. Returns (status, release the host is on, its config, error)."""
+    release.status, release.finished = ReleaseStatus.FAILED, now()
+    store.save(release)
+    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    if previous is None:
+        return (DeployStatus.FAILED, release.id, {},
+                f"{host.name}: {why} and there is no earlier release; the unit is stopped")
+    say(f"{why}: rolling back to {previous.id}")
+    rolled = restore(conn, host, store, previous, book, say)
+    if rolled.outcome == Outcome.READY:
+        return (DeployStatus.ROLLED_BACK, previous.id, previous.config,
+                f"{host.name}: {why}; back on release {previous.id}")
+    return (DeployStatus.FAILED, previous.id, previous.config,
+            f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
+
+
+def record_patch_release(conn: Connection, host: Host, action: str, sets: list[str]) -> str | None:
+    """A standalone `inv patch` is a release of its own, so rollback covers it: the current release's unit
+    and env as they are, with the patch sets as they now stand. None when nothing was deployed yet."""
+    store = ReleaseStore(conn, host)
+    current = store.current()
+    if current is None:
+        return None
+    applied = list(current.config.get("patches", []))
+    applied = [*applied, *(s for s in sets if s not in applied)] if action == "apply" else \
+        [s for s in applied if s not in sets]
+    release = Release(id=new_id(), host=host.name, playbook=current.playbook,
+                      playbook_sha256=f"patched:{current.playbook_sha256}", created=now(), status=ReleaseStatus.OK,
+                      rung=current.rung, config={**current.config, "patches": applied}, facts=current.facts,
+                      finished=now())
+    store.open(release)
+    for path, meta in current.files.items():
+        data = None if path.startswith("before:") else store.file(current, path)
+        if data is not None:
+            store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
+            release.files[path] = dict(meta)
+    release.patches = {"sets": applied, "files": patched_files(conn, host)}
+    release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
+    store.save(release)
+    store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
+    store.mark_current(release)
+    return release.id

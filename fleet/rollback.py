@@ -1,0 +1,62 @@
+"""`inv rollback` and `inv history` on one host: an earlier known-good release back byte for byte and made
+current once it serves; the releases a host keeps."""
+
+from __future__ import annotations
+
+from fleet import hostlock, recovery, restore
+from fleet.connect import ConnectOptions, open_connection
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.playbook import Playbook
+from fleet.releases import Release, ReleaseStore
+from fleet.results import DeployResult, Progress, quiet
+
+
+def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
+    """`to` if it served, else the newest release that served before the current one."""
+    if to:
+        found = store.load(to)
+        if found is None:
+            raise FleetError(f"{host.name}: no release {to} (see `inv history --host {host.name}`)")
+        if found.status != ReleaseStatus.OK:
+            raise FleetError(f"{host.name}: release {to} never served ({found.status}); refusing")
+        return found
+    current = store.current_id()
+    earlier = [r for r in store.list() if r.status == ReleaseStatus.OK and r.id != current
+               and (current is None or r.id < current)]
+    if not earlier:
+        raise FleetError(f"{host.name}: no earlier known-good release to roll back to")
+    return earlier[-1]
+
+
+def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,
+             progress: Progress = quiet) -> DeployResult:
+    """Restore a release (default: the one before the current) byte for byte and make it current again."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback") as lock:
+            recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
+            store = ReleaseStore(conn, host)
+            back = target(store, host, to)
+            progress(f"rolling back to {back.id} ({back.rung})")
+            attempt = restore.restore(conn, host, store, back, book, progress)
+            result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
+                                  attempts=[attempt], recovered=recovered)
+            if attempt.outcome == Outcome.READY:
+                store.mark_current(back)
+                result.status = DeployStatus.OK
+            else:
+                result.error = f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome}"
+            return result
+    finally:
+        conn.close()
+
+
+def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:
+    conn = open_connection(host, opts)
+    try:
+        store = ReleaseStore(conn, host)
+        return store.list(), store.current_id()
+    finally:
+        conn.close()
