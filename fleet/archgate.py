@@ -21,9 +21,10 @@ pure and local.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -231,14 +232,18 @@ def cpp_gates(file: str, directives: list[tuple[int, str, str, str]], sm: int,
             continue
         g = Gate(file, line, "cpp", expr, raw.strip())
         try:
-            g.excludes = _excludes(lambda a, e=effective: eval_cpp(e, a), sm, reference)
+            g.excludes = _excludes(functools.partial(_holds, effective), sm, reference)
         except ExprError as exc:
             g.condition += f"  (not evaluated: {exc})"
         gates.append(g)
     return gates
 
 
-def _excludes(holds, sm: int, reference: tuple[int, ...]) -> bool:
+def _holds(expr: str, arch: int) -> bool:
+    return eval_cpp(expr, arch)
+
+
+def _excludes(holds: Callable[[int], bool], sm: int, reference: tuple[int, ...]) -> bool:
     arch = arch_of_sm(sm)
     return any(holds(r) for r in reference if r != arch) and not holds(arch)
 
@@ -273,16 +278,16 @@ def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = 
         return Gate(file, n, "py-majors", m.group(0).strip(), code.strip(), not holds(arch_of_sm(sm)))
     checks = list(_SM_CHECK.finditer(code))
     if len(checks) >= 2 and re.search(r"\bor\b", code):
-        majors: set[int] = set()
+        family: set[int] = set()
         for c in checks:
             if c.group(2):
-                majors.add(int(c.group(2)) // 10)
+                family.add(int(c.group(2)) // 10)
             elif c.group(1) and c.group(1).startswith("blackwell"):
-                majors |= _FAMILY_MAJORS["blackwell"]
+                family |= _FAMILY_MAJORS["blackwell"]
             else:
-                majors |= _FAMILY_MAJORS["hopper"]
+                family |= _FAMILY_MAJORS["hopper"]
         cond = " or ".join(dict.fromkeys(c.group(0) for c in checks))
-        return Gate(file, n, "py-sm-check", cond, code.strip(), (sm // 10) not in majors)
+        return Gate(file, n, "py-sm-check", cond, code.strip(), (sm // 10) not in family)
     return None
 
 
@@ -373,8 +378,8 @@ def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict
     raise FleetError(f"{host.name}: gate scan failed (exit {res.exited}): {(res.stderr or res.stdout).strip()[-300:]}")
 
 
-def audit_host(conn, host: Host, sm: int | None = None, packages: list[str] | None = None, sets: list | None = None,
-               full: bool = False) -> AuditResult:
+def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: list[str] | None = None,
+               sets: list | None = None, full: bool = False) -> AuditResult:
     """Scan the host's installed packages and say which gates exclude its SM (or `sm` if given)."""
     scan = scan_host(conn, host, scope_for(packages, full))
     if sm is None:

@@ -18,9 +18,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fabric import Connection
+
 from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook
+from fleet.releases import RELEASES, ReleaseStore
+from fleet.remote import run as remote_run
 from fleet.render import API_KEY_VAR
+from fleet.service import read_file, sh, write_atomic
 
 SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
 _MARK = "@@FLEET-BENCH"
@@ -251,9 +258,9 @@ def parse_power(text: str, threshold: float = 0.5) -> Power:
     out.busy_samples = len(busy)
     use = busy or samples
     for index in sorted({i for s in use for i in s}):
-        draws = [s[index][0] for s in use if index in s and s[index][0] is not None]
-        limits = [s[index][1] for s in use if index in s and s[index][1] is not None]
-        utils = [s[index][2] for s in use if index in s and s[index][2] is not None]
+        draws = [v for s in use if index in s if (v := s[index][0]) is not None]
+        limits = [v for s in use if index in s if (v := s[index][1]) is not None]
+        utils = [v for s in use if index in s if (v := s[index][2]) is not None]
         if not draws:
             continue
         out.gpus.append(GpuPower(index, round(statistics.fmean(draws), 1), round(max(draws), 1),
@@ -263,10 +270,10 @@ def parse_power(text: str, threshold: float = 0.5) -> Power:
         out.note = "nvidia-smi reported no power draw"
         return out
     out.mean_w = round(statistics.fmean(g.mean_w for g in out.gpus), 1)
-    limits = [g.limit_w for g in out.gpus if g.limit_w]
-    out.limit_w = round(statistics.fmean(limits), 1) if limits else None
-    utils = [g.mean_util for g in out.gpus if g.mean_util is not None]
-    out.mean_util = round(statistics.fmean(utils), 1) if utils else None
+    limit_ws = [g.limit_w for g in out.gpus if g.limit_w]
+    out.limit_w = round(statistics.fmean(limit_ws), 1) if limit_ws else None
+    mean_utils = [g.mean_util for g in out.gpus if g.mean_util is not None]
+    out.mean_util = round(statistics.fmean(mean_utils), 1) if mean_utils else None
     if out.limit_w:
         out.fraction = round(out.mean_w / out.limit_w, 3)
         out.underutilised = out.fraction < threshold
@@ -329,7 +336,7 @@ def result_of(manifest: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] |
         return top
     for attempt in reversed(manifest.get("attempts") or []):
         b = attempt.get("bench")
-        if (attempt.get("rung") == manifest.get("rung") and attempt.get("outcome") == "READY"
+        if (attempt.get("rung") == manifest.get("rung") and attempt.get("outcome") == Outcome.READY
                 and isinstance(b, dict) and b.get("settings") == key and b.get("result", {}).get("ok")):
             return b
     return None
@@ -339,7 +346,7 @@ def known_good(manifests: list[dict[str, Any]], current: str | None,
                key: dict[str, Any]) -> tuple[float, str] | None:
     """(tok/s, label) of the last known-good release with a result on these settings: the current release
     first, then the newest other one that served."""
-    ordered = sorted((m for m in manifests if m.get("status") == "ok"),
+    ordered = sorted((m for m in manifests if m.get("status") == ReleaseStatus.OK),
                      key=lambda m: (m.get("id") == current, m.get("id", "")), reverse=True)
     for m in ordered:
         found = result_of(m, key)
@@ -351,11 +358,10 @@ def known_good(manifests: list[dict[str, Any]], current: str | None,
 # ---------------------------------------------------------------------- running it (I/O)
 
 
-def run(conn, host, book: Playbook, bench: Bench, venv: str, env_file: str | None = None) -> dict[str, Any]:
+def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
+        env_file: str | None = None) -> dict[str, Any]:
     """Run the benchmark on the host; the record stored in releases: settings, result, power, when, how long.
     Raises BenchError when it fails."""
-    from fleet.remote import run as remote_run
-
     cmd = command(venv, book.serve.port, bench, model=book.model.served_name or book.model.path,
                   tokenizer=book.model.path)
     start = time.monotonic()
@@ -381,17 +387,13 @@ def run(conn, host, book: Playbook, bench: Bench, venv: str, env_file: str | Non
             "command": cmd, "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1)}
 
 
-def read_manifest(conn, release_dir: str) -> dict[str, Any] | None:
-    from fleet.service import read_file
-
+def read_manifest(conn: Connection, release_dir: str) -> dict[str, Any] | None:
     data = read_file(conn, f"{release_dir}/manifest.json")
     return json.loads(data) if data else None
 
 
-def store_in_release(conn, release_dir: str, record: dict[str, Any]) -> None:
+def store_in_release(conn: Connection, release_dir: str, record: dict[str, Any]) -> None:
     """Add the record to a release manifest as its `bench` field, keeping every other field as it is."""
-    from fleet.service import write_atomic
-
     manifest = read_manifest(conn, release_dir)
     if manifest is None:
         raise BenchError(f"no manifest in {release_dir}")
@@ -399,11 +401,8 @@ def store_in_release(conn, release_dir: str, record: dict[str, Any]) -> None:
     write_atomic(conn, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
 
 
-def manifests(conn, host) -> tuple[list[dict[str, Any]], str | None]:
+def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str | None]:
     """Every release manifest on the host (raw, so fields this fleet does not model survive) and the current id."""
-    from fleet.releases import RELEASES, ReleaseStore
-    from fleet.service import sh
-
     store = ReleaseStore(conn, host)
     out = sh(conn, host, f"ls -1 {RELEASES} 2>/dev/null || true")
     found = []

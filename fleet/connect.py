@@ -89,7 +89,7 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     def __init__(self, path: Path):
         self.path = path
 
-    def missing_host_key(self, client, hostname, key):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         with _known_hosts_lock:
             client.get_host_keys().add(hostname, key.get_name(), key)
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -111,7 +111,7 @@ def _endpoint(alias: str, cfg: paramiko.SSHConfig, user: str | None, port: int |
     return Endpoint(
         alias=alias,
         hostname=found.get("hostname", alias),
-        port=int(port or found.get("port", 22)),
+        port=int(port or str(found.get("port", 22))),
         user=user or found.get("user") or "root",
         identity_files=tuple(os.path.expanduser(p) for p in files),
     )

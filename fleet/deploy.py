@@ -9,7 +9,6 @@ current, or fall back to the previous release (fleet.restore). docs/architecture
 from __future__ import annotations
 
 import difflib
-import hashlib
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
 from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
 from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
-from fleet.service import read_file, stop_and_empty_gpus, unit_state
+from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
 
 
 def facts_summary(facts: HostFacts) -> dict:
@@ -44,7 +43,7 @@ class Deployer:
     def __init__(self, host: Host, book: Playbook, book_path: Path, opts: ConnectOptions,
                  progress: Progress = quiet, secrets: dict[str, str] | None = None):
         self.host, self.book, self.opts, self.progress = host, book, opts, progress
-        self.book_sha = hashlib.sha256(book_path.read_bytes()).hexdigest()
+        self.book_sha = sha256(book_path.read_bytes())
         self.unit = book.serve.unit or host.unit
         self.venv = book.serve.venv or host.venv
         self.unit_path = f"/etc/systemd/system/{self.unit}.service"
@@ -156,7 +155,9 @@ class Deployer:
         start = time.monotonic()
         release = run.release
         planned = self.plan(rung, release.id)
-        say = lambda m: self.progress(f"[{rung.name}] {m}")  # noqa: E731
+        def say(message: str) -> None:
+            self.progress(f"[{rung.name}] {message}")
+
         say("stopping the running server and emptying the GPUs")
         run.event("stop", rung=rung.name)
         stop_and_empty_gpus(conn, self.host, self.unit, self.book.budgets.stop, say)
@@ -191,7 +192,7 @@ class Deployer:
         if not rungs:
             return DeployResult(self.host.name, DeployStatus.FAILED, error="no rung of the ladder fits this host")
         planned = self.plan(rungs[0], "dry-run")
-        diffs = []
+        diffs: list[str] = []
         for path, new in ((self.unit_path, planned.unit_text), (self.env_path, redact_env(planned.env_text))):
             old = read_file(conn, path)
             old_text = redact_env(old.decode()) if old is not None else ""

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from fleet.facts import HostFacts
+from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags
 
 # Outcomes that say something about the hardware and software, not about the moment: worth skipping.
-_TRANSIENT = {"HANG", "EXITED", "HEALTH_FAILED", "BENCH_FAILED", "PREFLIGHT", "READY"}
+_TRANSIENT = {Outcome.HANG, Outcome.EXITED, Outcome.HEALTH_FAILED, Outcome.BENCH_FAILED, Outcome.PREFLIGHT,
+              Outcome.READY}
 # Recorded but never skipped: a slow rung is still a fallback should the winner stop serving.
-_KEEP = {"PERF_REGRESSION"}
+_KEEP = {Outcome.PERF_REGRESSION}
 
 
 def of(facts: HostFacts) -> dict[str, Any]:

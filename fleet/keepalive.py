@@ -41,8 +41,8 @@ class Watchdog:
         while self.transport.is_active() and not self._stop.wait(min(self.interval, 1.0)):
             silent = time.monotonic() - self.sent
             if self.sent > self.answered and silent > limit:
-                self.transport.fleet_lost = (f"the link went silent: {self.count_max} keepalives over "
-                                             f"{silent:.0f}s got no answer")
+                why = f"the link went silent: {self.count_max} keepalives over {silent:.0f}s got no answer"
+                setattr(self.transport, "fleet_lost", why)  # noqa: B010 - paramiko's Transport has no slot for it
                 self.transport.close()
                 return
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from re import _parser as sre_parse  # the stdlib's own regex parser: the one exact source of literals
+from re import _parser as sre_parse  # type: ignore[attr-defined]  # the stdlib's own regex parser: the one exact source of literals
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator

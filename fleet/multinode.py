@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric import Connection
@@ -78,13 +78,22 @@ class Node:
     deployer: Deployer
     say: Progress
     result: DeployResult
-    conn: Connection | None = None
-    store: ReleaseStore | None = None
-    previous: Release | None = None
-    release: Release | None = None
-    run: ReleaseRun | None = None
-    facts: HostFacts | None = None
-    planned: Planned | None = None
+    # Set as the deployment goes (connected, probed, planned, opened): read before it is set is a bug, and
+    # raises AttributeError rather than passing None along.
+    conn: Connection = field(init=False)
+    store: ReleaseStore = field(init=False)
+    facts: HostFacts = field(init=False)
+    planned: Planned = field(init=False)
+    release: Release = field(init=False)
+    run: ReleaseRun = field(init=False)
+    previous: Release | None = None  # what the node ran before (None: nothing yet)
+    @property
+    def prior(self) -> Release:
+        """`previous` where the step at hand has made sure there is one."""
+        if self.previous is None:
+            raise FleetError(f"{self.host.name}: node {self.rank} has no earlier release")
+        return self.previous
+
     unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
     serves_api: bool = False  # rank 0 of what runs now: health goes through its /generate
 
@@ -144,22 +153,22 @@ class MultiNode:
         for n in self.nodes:
             n.result.release = target
             n.previous = n.store.load(target)
-            n.say(f"rolling back to {target} ({n.previous.rung})")
+            n.say(f"rolling back to {target} ({n.prior.rung})")
         start = time.monotonic()
         outcome, evidence = self._put_back_and_start(self.nodes, "rollback")
         for n in self.nodes:
-            n.result.config = n.previous.config
-            n.result.attempts.append(Attempt(n.previous.rung or "-", outcome, evidence, time.monotonic() - start))
+            n.result.config = n.prior.config
+            n.result.attempts.append(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
         if outcome == Outcome.READY:
             for n in self.nodes:
-                n.store.mark_current(n.previous)
+                n.store.mark_current(n.prior)
                 n.result.status = DeployStatus.OK
             return
         note = self._back_to(running)
         for n in self.nodes:
             n.result.error = f"{n.host.name}: rollback to {target} did not come up: {outcome} {evidence}; {note}"
             if note.startswith("back on"):
-                n.result.release, n.result.config = n.previous.id, n.previous.config
+                n.result.release, n.result.config = n.prior.id, n.prior.config
 
     def _back_to(self, running: dict[int, Release | None]) -> str:
         """After a failed rollback: every node on the release it ran before, started together again."""
@@ -167,11 +176,11 @@ class MultiNode:
             return "no node may go back (one had no current release): they are stopped"
         for n in self.nodes:
             n.previous = running[n.rank]
-            n.say(f"going back to {n.previous.id}")
+            n.say(f"going back to {n.prior.id}")
         outcome, evidence = self._put_back_and_start(self.nodes, "restore")
         if outcome == Outcome.READY:
-            return f"back on {self.nodes[0].previous.id}"
-        return f"going back to {self.nodes[0].previous.id} failed too: {outcome} {evidence}"
+            return f"back on {self.nodes[0].prior.id}"
+        return f"going back to {self.nodes[0].prior.id} failed too: {outcome} {evidence}"
 
     def _put_back_and_start(self, nodes: list[Node], label: str) -> tuple[str, str]:
         """Every node stopped, then each node's files as its `previous` release has them, then all started."""
@@ -179,7 +188,7 @@ class MultiNode:
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
             for n in nodes:
-                failed = restore.put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
                 if failed:
                     return failed.outcome, f"{n.host.name} (node {n.rank}): {failed.evidence}"
                 self._aim_at_previous(n)
@@ -208,7 +217,8 @@ class MultiNode:
             if not earlier:
                 raise FleetError(f"{self.book.name}: no earlier release that served on every node ({', '.join(names)})")
             target = earlier[-1]
-        spans = (self.nodes[0].store.load(target).config.get("nodes") or {}).get("hosts")
+        head = self.nodes[0].store.load(target)
+        spans = ((head.config if head else {}).get("nodes") or {}).get("hosts")
         if spans and spans != names:
             raise FleetError(f"release {target} was deployed over {', '.join(spans)} (rank 0 first), not "
                              f"{', '.join(names)}: give those hosts in that order")
@@ -216,8 +226,8 @@ class MultiNode:
 
     @staticmethod
     def _aim_at_previous(n: Node) -> None:
-        n.unit = restore.unit_of(n.previous)
-        n.serves_api = n.previous.config.get("nodes", {}).get("rank", 0) == 0
+        n.unit = restore.unit_of(n.prior)
+        n.serves_api = n.prior.config.get("nodes", {}).get("rank", 0) == 0
 
     @staticmethod
     def _unlock(n: Node, lock: hostlock.Lock) -> None:
@@ -236,9 +246,9 @@ class MultiNode:
             n.previous = n.store.current()
         if not force and self._unchanged():
             for n in self.nodes:
-                n.result.status, n.result.release, n.result.config = (DeployStatus.UNCHANGED, n.previous.id,
-                                                                      n.previous.config)
-                n.say(f"deployment {n.previous.id} already serves this playbook and is healthy: nothing to do")
+                n.result.status, n.result.release, n.result.config = (DeployStatus.UNCHANGED, n.prior.id,
+                                                                      n.prior.config)
+                n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
             return
         rid = new_id()
         rungs = self._preflight(rid)
@@ -282,7 +292,8 @@ class MultiNode:
 
     def _unchanged(self) -> bool:
         prev = [n.previous for n in self.nodes]
-        if any(p is None or p.playbook_sha256 != self.book_sha or p.id != prev[0].id for p in prev):
+        first = prev[0]
+        if first is None or any(p is None or p.playbook_sha256 != self.book_sha or p.id != first.id for p in prev):
             return False
         if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
@@ -297,6 +308,7 @@ class MultiNode:
             n.result.attempts += skipped
             kept &= {r.name for r in rungs}
         head = self.nodes[0]
+        assert self.book.nodes is not None  # check_hosts made sure
         busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.unit)
         if busy:
             for n in self.nodes:
@@ -380,13 +392,13 @@ class MultiNode:
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
         back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]
         for n in back:
-            n.say(f"{why}: rolling back to {n.previous.id}")
+            n.say(f"{why}: rolling back to {n.prior.id}")
             try:
-                failed = restore.put_back(n.conn, n.host, n.store, n.previous, self.book, n.say)
+                failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
                 if failed:
                     problems[n.rank] = f"{failed.outcome} {failed.evidence}"
-                elif n.store.current_id() != n.previous.id:  # the new release was made current on some nodes only
-                    n.store.mark_current(n.previous)
+                elif n.store.current_id() != n.prior.id:  # the new release was made current on some nodes only
+                    n.store.mark_current(n.prior)
             except Exception as exc:  # noqa: BLE001 - as above
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
                 continue
@@ -405,9 +417,9 @@ class MultiNode:
                 r.status, r.config = DeployStatus.FAILED, {}
                 r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
             elif n.rank in problems or outcome != Outcome.READY:
-                r.status, r.release, r.config = DeployStatus.FAILED, n.previous.id, n.previous.config
+                r.status, r.release, r.config = DeployStatus.FAILED, n.prior.id, n.prior.config
                 r.error = (f"{n.host.name}: {why} and the rollback failed too: "
                            f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
             else:
-                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.previous.id, n.previous.config
-                r.error = f"{n.host.name}: {why}; back on release {n.previous.id}"
+                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.prior.id, n.prior.config
+                r.error = f"{n.host.name}: {why}; back on release {n.prior.id}"

@@ -64,7 +64,7 @@ def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout:
                      f"{detail[-1][:300] if detail else 'no output'}")
 
 
-def read_state(conn, host: Host, sets: list[PatchSet]) -> HostState:
+def read_state(conn: Connection, host: Host, sets: list[PatchSet]) -> HostState:
     """One round trip: packages, versions, target files with hashes, SMs, prebuilt modules, runs."""
     files = list(dict.fromkeys(f for s in sets for f in s.files()))
     req = {
@@ -95,9 +95,9 @@ def _b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
 
-def write_changes(conn, host: Host, sets: list[PatchSet], p: Plan, state: HostState) -> dict:
+def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, state: HostState) -> dict[str, Any]:
     run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    req = {
+    req: dict[str, Any] = {
         "root": BACKUP_ROOT, "run": run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "by": _who(),
         "sets": [s.name for s in sets if any(sp.name == s.name and sp.state == APPLICABLE for sp in p.sets)],
         "modules": p.clear_jit_cache, "bases": state.cache_bases,
@@ -113,7 +113,7 @@ def write_changes(conn, host: Host, sets: list[PatchSet], p: Plan, state: HostSt
         faulthook.reached(faulthook.MID_PATCH)
 
 
-def undo_interrupted_runs(conn, host: Host) -> list[str]:
+def undo_interrupted_runs(conn: Connection, host: Host) -> list[str]:
     """Patch runs left "applying" by a writer that died between files: put back, from the run's backups, the
     files it had written (and drop its temp files), and mark the run reverted. One line per run."""
     found = remote.run(conn, host, f"grep -ls '\"status\": \"applying\"' {BACKUP_ROOT}/runs/*/manifest.json")
@@ -165,7 +165,7 @@ class HostResult:
         return out
 
 
-def check_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False) -> HostResult:
+def check_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False) -> HostResult:
     state = read_state(conn, host, sets)
     p = plan(sets, state, allow_prebuilt)
     return HostResult(host.name, "check", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p))
@@ -186,7 +186,8 @@ def _locked(conn: Connection, host: Host, purpose: str, lock: bool) -> AbstractC
     return hostlock.held(conn, host, purpose) if lock else nullcontext()
 
 
-def apply_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False, lock: bool = True) -> HostResult:
+def apply_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False,
+               lock: bool = True) -> HostResult:
     with _locked(conn, host, "patch " + " ".join(s.name for s in sets), lock):
         state = read_state(conn, host, sets)
         p = plan(sets, state, allow_prebuilt)
@@ -201,7 +202,7 @@ def apply_host(conn, host: Host, sets: list[PatchSet], allow_prebuilt: bool = Fa
         return result
 
 
-def revert_host(conn, host: Host, sets: list[PatchSet], lock: bool = True) -> HostResult:
+def revert_host(conn: Connection, host: Host, sets: list[PatchSet], lock: bool = True) -> HostResult:
     with _locked(conn, host, "patch --revert " + " ".join(s.name for s in sets), lock):
         state = read_state(conn, host, sets)
         rp = plan_revert(sets, state)

@@ -2,32 +2,43 @@
 
 The script runs every fact-gathering command in one `sh -c` over a single exec channel and prints each
 command's output between `@@fleet:begin NAME@@` and `@@fleet:end NAME rc=N@@` (stderr folded in).
-Parsing is split into one small pure parser per command, so each can be tested on recorded output.
+Parsing is split into one small pure parser per command (fleet.nvsmi, fleet.hostinfo), so each can be
+tested on recorded output; `parse` assembles their results into HostFacts.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fleet import facts as F
 from fleet import hostside
-from fleet.facts import DiskFree, Dmi, FlashinferCache, Gpu, HostFacts, OsInfo, Package, UnitState
+from fleet.facts import Gpu, HostFacts, OsInfo
+from fleet.hostinfo import (
+    first_line,
+    parse_df,
+    parse_dmi,
+    parse_flashinfer_cache,
+    parse_os_release,
+    parse_packages,
+    parse_torch_archs,
+    parse_torch_version,
+    parse_unit,
+)
+from fleet.nvsmi import (
+    SmiVersion,
+    gpu_from_row,
+    parse_proc_driver_version,
+    parse_query_gpu,
+    parse_smi_version,
+    parse_topo_matrix,
+)
 
 QUERY_FIELDS = (
     "index", "name", "uuid", "compute_cap", "pci.bus_id", "memory.total", "power.draw", "power.limit",
     "driver_version", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
     "pcie.link.width.max",
 )
-# Distribution name -> import folder in site-packages; dist-info folders use the name with "_" for "-".
-PACKAGE_DIRS = {
-    "sglang": "sglang", "sgl-kernel": "sgl_kernel", "flashinfer-python": "flashinfer",
-    "flashinfer": "flashinfer", "flashinfer-jit-cache": "flashinfer_jit_cache",
-    "flashinfer-cubin": "flashinfer_cubin", "torch": "torch", "nvidia-nccl-cu12": "nvidia/nccl",
-    "nvidia-nccl-cu13": "nvidia/nccl",
-}
 def command(venv: str, unit: str) -> str:
     """The exec-channel command line that runs the probe script (fleet/hostside/probe.sh) with its arguments."""
     return hostside.sh_command("probe.sh", venv, unit, ",".join(QUERY_FIELDS))
@@ -70,341 +81,18 @@ def split_sections(output: str) -> list[Section]:
     return sections
 
 
-# --- per-command parsers (pure: text in, data out) ---------------------------------------------------
-
-_NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]",
-       "[insufficient permissions]", "[requested functionality has been deprecated]"}
-_FIELD_NAME = re.compile(r"^[a-z][a-z0-9_.]*(?: \[[^\]]*\])?$")
-_REJECTED = re.compile(r'Field "([^"]+)" is not a valid field to query')
-_FIELD_ALIASES = {"gpu_uuid": "uuid", "gpu_name": "name", "gpu_bus_id": "pci.bus_id"}
-
-
-def na(value: str | None) -> str | None:
-    """None for the ways nvidia-smi says 'no value' ([N/A], N/A, [Not Supported], ...)."""
-    if value is None or value.strip().lower() in _NA:
-        return None
-    return value.strip()
-
-
-def field_name(header_cell: str) -> str:
-    name = re.sub(r"\s*\[[^\]]*\]$", "", header_cell.strip())  # "memory.total [MiB]" -> "memory.total"
-    return _FIELD_ALIASES.get(name, name)
-
-
-@dataclass
-class QueryGpu:
-    rows: list[dict[str, str | None]] = field(default_factory=list)
-    fields: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)  # fields the driver did not know
-    skipped: list[str] = field(default_factory=list)  # lines that were not a row of the table
-
-
-def parse_query_gpu(text: str, fields: list[str] | tuple[str, ...] | None = None) -> QueryGpu:
-    """`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`; columns by header name when present."""
-    out = QueryGpu(fields=[field_name(f) for f in fields] if fields else [])
-    header_seen = False
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if m := _REJECTED.search(line):
-            out.rejected.append(m.group(1))
-            continue
-        cells = [c.strip() for c in line.split(",")]  # names contain spaces, never commas
-        if not header_seen and not out.rows and all(_FIELD_NAME.match(c) for c in cells):
-            out.fields, header_seen = [field_name(c) for c in cells], True
-            continue
-        if not out.fields or len(cells) != len(out.fields):
-            out.skipped.append(line)
-            continue
-        out.rows.append({k: na(v) for k, v in zip(out.fields, cells, strict=True)})
-    return out
-
-
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z%/]+)?$")  # "97887", "97887 MiB", "28.00 W"
-
-
-def number(value: str | None) -> float | None:
-    m = _NUMBER.match(value or "")
-    return float(m.group(1)) if m else None
-
-
-def _int(value: str | None) -> int | None:
-    n = number(value)
-    return int(n) if n is not None else None
-
-
-def gpu_from_row(row: dict[str, str | None]) -> Gpu:
-    cc = row.get("compute_cap")
-    cc = cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None
-    return Gpu(
-        index=_int(row.get("index")), name=row.get("name"), uuid=row.get("uuid"),
-        compute_cap=cc, sm=F.sm_of(cc), compute_cap_source="nvidia-smi" if cc else None,
-        memory_total_mib=_int(row.get("memory.total")), power_draw_w=number(row.get("power.draw")),
-        power_limit_w=number(row.get("power.limit")), pci_bus_id=row.get("pci.bus_id"),
-        pcie_gen=_int(row.get("pcie.link.gen.current")), pcie_gen_max=_int(row.get("pcie.link.gen.max")),
-        pcie_width=_int(row.get("pcie.link.width.current")),
-        pcie_width_max=_int(row.get("pcie.link.width.max")),
-    )
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d*_\d+|[a-z]+\d*_\d+)$")
-_GPU = re.compile(r"^GPU(\d+)$")
-
-
-@dataclass
-class TopoMatrix:
-    labels: list[str]  # every column label (GPUs, NICs)
-    rows: dict[str, list[str]]  # complete rows only, by row label
-    incomplete: list[str] = field(default_factory=list)  # row labels cut short (truncated output)
-
-    def gpu_labels(self) -> list[str]:
-        return [x for x in self.labels if _GPU.match(x)]
-
-    def gpu_matrix(self) -> list[list[str | None]]:
-        """GPU-to-GPU codes only (NIC rows and columns dropped); None for rows the output lacked."""
-        gpus = self.gpu_labels()
-        cols = [self.labels.index(g) for g in gpus]
-        return [[self.rows[g][c] for c in cols] if g in self.rows else [None] * len(gpus) for g in gpus]
-
-
-def parse_topo_matrices(text: str) -> list[TopoMatrix]:
-    """Every matrix in `nvidia-smi topo -m` / `topo -p2p <c>` output (escape codes, tabs or spaces)."""
-    found: list[TopoMatrix] = []
-    current: TopoMatrix | None = None
-    for raw in _ANSI.sub("", text).splitlines():
-        tokens = raw.split()
-        # a header starts GPU0 then another label or "CPU Affinity" (1 GPU); a row's 2nd token is a code
-        if tokens[:1] == ["GPU0"] and (len(tokens) == 1 or _DEVICE.match(tokens[1]) or tokens[1] == "CPU"):
-            labels = []
-            for t in tokens:  # device columns come first; "CPU Affinity", "NUMA Affinity"... follow
-                if not _DEVICE.match(t):
-                    break
-                labels.append(t)
-            current = TopoMatrix(labels=labels, rows={})
-            found.append(current)
-        elif current and tokens and _DEVICE.match(tokens[0]):
-            values = tokens[1:1 + len(current.labels)]
-            if len(values) == len(current.labels) and not any("[" in v for v in values):
-                current.rows[tokens[0]] = values
-            else:
-                current.incomplete.append(tokens[0])
-        elif current:
-            current = None  # a blank line or the legend ends the matrix
-    return found
-
-
-def parse_topo_matrix(text: str) -> TopoMatrix | None:
-    matrices = parse_topo_matrices(text)
-    return matrices[0] if matrices else None
-
-
-def parse_key_colon(text: str) -> dict[str, str]:
-    """`Key : value` lines (nvidia-smi --version, hostnamectl)."""
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() and value.strip():
-            out.setdefault(key.strip().lower(), value.strip())
-    return out
-
-
-@dataclass
-class SmiVersion:
-    driver: str | None = None
-    cuda: str | None = None
-
-
-def parse_smi_version(text: str) -> SmiVersion:
-    """`nvidia-smi --version` (newer drivers) or the banner of a bare `nvidia-smi` (any driver)."""
-    kv = parse_key_colon(text)
-    out = SmiVersion(driver=kv.get("driver version"), cuda=kv.get("cuda version"))
-    banner_driver = re.search(r"Driver Version:\s*(\d[\w.]*)", text)
-    banner_cuda = re.search(r"CUDA Version:\s*(\d[\d.]*)", text)
-    out.driver = out.driver if out.driver and out.driver[0].isdigit() else None
-    out.driver = out.driver or (banner_driver.group(1) if banner_driver else None)
-    out.cuda = out.cuda if out.cuda and out.cuda[0].isdigit() else None
-    out.cuda = out.cuda or (banner_cuda.group(1) if banner_cuda else None)
-    return out
-
-
-def parse_proc_driver_version(text: str) -> str | None:
-    """/proc/driver/nvidia/version: 'NVRM version: NVIDIA UNIX ... Kernel Module ...  580.95.05  ...'."""
-    m = re.search(r"NVRM version:.*?\s(\d{2,}\.\d+(?:\.\d+)?)\s", text + " ")
-    return m.group(1) if m else None
-
-
-def parse_os_release(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key.strip()):
-            try:
-                parts = shlex.split(value)
-            except ValueError:
-                parts = [value.strip("'\"")]
-            out[key.strip()] = " ".join(parts)
-    return out
-
-
-def parse_df(text: str) -> dict[str, DiskFree]:
-    """The df section: `path LABEL PATH` lines, then `df -Pk` rows in the same order."""
-    asked: list[tuple[str, str]] = []
-    rows: list[list[str]] = []
-    for line in text.splitlines():
-        if line.startswith("path "):
-            _, label, path = line.split(" ", 2)
-            asked.append((label, path))
-        elif (cols := line.split(None, 5)) and len(cols) == 6 and cols[1].isdigit():
-            rows.append(cols)
-    out = {label: DiskFree(path=path) for label, path in asked}
-    if len(rows) == len(asked):  # rows follow the arguments' order; a failed one would shift them
-        for (label, _), cols in zip(asked, rows, strict=True):
-            out[label] = DiskFree(path=out[label].path, mount=cols[5], total_kib=int(cols[1]),
-                                  avail_kib=int(cols[3]))
-    return out
-
-
-def parse_metadata(text: str) -> tuple[str | None, str | None]:
-    """(Name, Version) from a dist-info METADATA header."""
-    name = version = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        key, _, value = line.partition(":")
-        if key == "Name":
-            name = value.strip()
-        elif key == "Version":
-            version = value.strip()
-    return name, version
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def parse_packages(text: str) -> tuple[dict[str, Package], list[str]]:
-    """The packages section: `@sp`/`@dir`/`@file` lines and the METADATA / direct_url.json contents."""
-    dirs: set[str] = set()
-    files: dict[str, list[str]] = {}
-    warnings: list[str] = []
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("@novenv "):
-            warnings.append(f"venv {line[8:]} not found: no package versions")
-        elif line.startswith("@dir "):
-            dirs.add(line[5:])
-        elif line.startswith("@file "):
-            current = files.setdefault(line[6:], [])
-        elif current is not None and not line.startswith("@sp "):
-            current.append(line)
-    packages: dict[str, Package] = {}
-    for path, lines in files.items():
-        if not path.endswith("/METADATA"):
-            continue
-        name, version = parse_metadata("\n".join(lines))
-        if not name:
-            continue
-        dist_info = path.rsplit("/", 1)[0]
-        site = dist_info.rsplit("/", 1)[0]
-        key = normalize(name)
-        top = f"{site}/{PACKAGE_DIRS[key]}" if key in PACKAGE_DIRS else None
-        pkg = Package(version=version, path=top if top in dirs else None)
-        editable_src = _editable_source("\n".join(files.get(f"{dist_info}/direct_url.json", [])))
-        if editable_src:
-            pkg.editable, pkg.path = True, editable_src
-        elif pkg.path is None:
-            warnings.append(f"{key} {version}: metadata found but no package folder in {site}")
-        if key in packages:
-            warnings.append(f"{key} is installed twice ({packages[key].version} and {version})")
-        packages[key] = pkg
-    return packages, warnings
-
-
-def _editable_source(direct_url: str) -> str | None:
-    try:
-        info = json.loads(direct_url) if direct_url.strip() else {}
-    except ValueError:
-        return None
-    url = info.get("url", "") if isinstance(info, dict) else ""
-    if isinstance(info, dict) and info.get("dir_info", {}).get("editable") and url.startswith("file://"):
-        return url.removeprefix("file://")
-    return None
-
-
-def parse_torch_version(text: str) -> tuple[str | None, str | None]:
-    """(torch version, CUDA it was built for) from torch/version.py; cuda is None on CPU builds."""
-    version = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
-    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
-    return (version.group(1) if version else None), (cuda.group(1) if cuda else None)
-
-
-def parse_torch_archs(text: str) -> list[str] | None:
-    """The arch list torch.cuda.get_arch_list() returns, as compiled into libtorch_python.so."""
-    first = _first_line(text)
-    return first.split() if re.fullmatch(r"((sm|compute)_\d+[a-z]?\s*)+", first) else None
-
-
-def parse_dmi(text: str) -> Dmi:
-    """The dmi section: sysfs or dmidecode as key=value, or raw `hostnamectl status`."""
-    kv = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    source = kv.get("source")
-    if source == "hostnamectl":
-        hn = parse_key_colon(text)
-        return Dmi(vendor=hn.get("hardware vendor"), product=hn.get("hardware model"), source=source)
-
-    def clean(value: str | None) -> str | None:
-        # dmidecode errors ("/dev/mem: Permission denied") are not a vendor name
-        if not value or value.startswith("#") or re.search(r"denied|not found|No SMBIOS|/dev/mem", value):
-            return None
-        return value.strip() or None
-
-    return Dmi(vendor=clean(kv.get("vendor")), product=clean(kv.get("product")), source=source)
-
-
-def parse_unit(text: str) -> UnitState:
-    """The unit section: `Unit=NAME`, then `systemctl show -p ...` key=value lines."""
-    kv = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    pid = kv.get("MainPID", "")
-    return UnitState(
-        name=kv.get("Unit", ""), load_state=kv.get("LoadState") or None,
-        active_state=kv.get("ActiveState") or None, sub_state=kv.get("SubState") or None,
-        unit_file_state=kv.get("UnitFileState") or None,
-        main_pid=int(pid) if pid.isdigit() and pid != "0" else None,
-    )
-
-
-def parse_flashinfer_cache(text: str) -> FlashinferCache:
-    out = FlashinferCache()
-    for line in text.splitlines():
-        kind, _, value = line.partition(" ")
-        if kind == "path":
-            out.path = value
-        elif kind == "exists":
-            out.exists = True
-        elif kind == "ws" and value[:1].isdigit():  # <version>/<archs>; skips e.g. cubins/
-            out.workspaces.append(value)
-        elif kind == "op" and value[:1].isdigit():
-            out.modules.append(value.replace("/cached_ops/", "/"))
-    return out
-
-
 # --- assembly ----------------------------------------------------------------------------------------
-
-def _first_line(text: str) -> str:
-    return next((x.strip() for x in text.splitlines() if x.strip()), "")
-
 
 def _failure(what: str, s: Section) -> str | None:
     """A warning for a section whose command did not succeed, or None."""
     if s.rc is None:
         return f"{what}: output cut short"
-    if s.rc == 127 or (s.rc != 0 and "not found" in _first_line(s.text)):
+    if s.rc == 127 or (s.rc != 0 and "not found" in first_line(s.text)):
         return f"{what}: command not found"
     if s.rc == 124:
         return f"{what}: timed out"
     if s.rc != 0:
-        return f"{what} failed (rc={s.rc}): {_first_line(s.text) or 'no output'}"
+        return f"{what} failed (rc={s.rc}): {first_line(s.text) or 'no output'}"
     return None
 
 
@@ -412,7 +100,7 @@ def parse(output: str, host: str, address: str) -> HostFacts:
     """HostFacts from the probe script's output. Pure: the same output always gives the same facts."""
     sections = split_sections(output)
     if not sections:
-        return HostFacts.failed(host, address, f"probe printed no sections: {_first_line(output)[:200]!r}")
+        return HostFacts.failed(host, address, f"probe printed no sections: {first_line(output)[:200]!r}")
     by_name: dict[str, list[Section]] = {}
     for s in sections:
         by_name.setdefault(s.name, []).append(s)
@@ -539,7 +227,7 @@ def _system(f: HostFacts, by_name: dict[str, list[Section]]) -> None:
         return by_name.get(name, [None])[-1]
 
     if (virt := last("virt")) is not None:
-        word = _first_line(virt.text)
+        word = first_line(virt.text)
         if virt.rc in (0, 1) and re.fullmatch(r"[a-z0-9-]+", word):
             f.virtualization = word
         else:
@@ -553,7 +241,7 @@ def _system(f: HostFacts, by_name: dict[str, list[Section]]) -> None:
         kv = parse_os_release(osr.text)
         f.os = OsInfo(id=kv.get("ID"), version_id=kv.get("VERSION_ID"), pretty_name=kv.get("PRETTY_NAME"))
     if (kernel := last("kernel")) is not None and kernel.rc == 0:
-        parts = _first_line(kernel.text).split()
+        parts = first_line(kernel.text).split()
         f.os.kernel, f.os.machine = (parts[1], parts[-1]) if len(parts) >= 3 else (None, None)
     if (df := last("df")) is not None:
         f.disk = parse_df(df.text)

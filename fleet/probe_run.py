@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fabric import Connection
+
 from fleet import parallel, probe
 from fleet.connect import ConnectOptions, open_connection
 from fleet.facts import HostFacts
@@ -30,7 +32,7 @@ def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
         conn.close()
 
 
-def probe_on(conn, host: Host) -> HostFacts:
+def probe_on(conn: Connection, host: Host) -> HostFacts:
     """The probe over an open connection: one exec channel."""
     res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
     facts = probe.parse(res.stdout, host.name, host.address)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import posixpath
 import secrets
@@ -135,11 +136,11 @@ class ReleaseStore:
                 found.append(release)
         return found
 
-    def prune(self, keep: int) -> list[str]:
+    def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
         """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
         releases = self.list()
         current = self.current_id()
-        removable = [r for r in releases if r.id != current and r.status != "in-progress"]
+        removable = [r for r in releases if r.id != current and r.status != ReleaseStatus.IN_PROGRESS]
         doomed = removable[: max(0, len(releases) - keep)]
         for r in doomed:
             sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")

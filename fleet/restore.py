@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
+from typing import Protocol
 
 from fabric import Connection
 
@@ -17,7 +18,7 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.releases import Release, ReleaseStore, new_id, now
-from fleet.results import Attempt, Planned, Progress
+from fleet.results import Attempt, Progress
 from fleet.service import (
     ServiceError,
     daemon_reload,
@@ -30,11 +31,18 @@ from fleet.service import (
 )
 
 
+class Rendered(Protocol):
+    """A unit and env file rendered for a host (a rung's Planned, the router's RouterPlan)."""
+
+    unit_text: str
+    env_text: str
+
+
 class InstallError(ServiceError):
     """The unit or env file could not be written: the attempt is INSTALL_FAILED."""
 
 
-def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Planned,
+def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Rendered,
             unit_path: str, env_path: str) -> None:
     """Back up what is installed into the release, then write unit and env atomically and reload systemd."""
     try:

@@ -45,7 +45,7 @@ class DeployResult:
     recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
 
     def to_json(self) -> dict[str, Any]:
-        out = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
+        out: dict[str, Any] = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
                "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff

@@ -151,7 +151,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                             "budgets"))
             bad = [n for n in names if results[n].status not in SERVING]
             failed += len(bad)
-            plan.batches.append({"batch": i, "hosts": names, "status": "failed" if bad else "ok", "failed": bad,
+            plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.FAILED if bad else DeployStatus.OK,
+                                 "failed": bad,
                                  "started": started, "finished": now("milliseconds"),
                                  "seconds": round(time.monotonic() - start, 1)})
             if rollout.should_stop(failed, limit, len(hosts)):

@@ -19,7 +19,6 @@ Replicas added later are given it explicitly (`/add_worker?api_key=`), as sgl-ro
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import shlex
 import threading
@@ -31,137 +30,32 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import hostlock, inventory, restore, yamlfile
-from fleet.connect import ConnectOptions, check_guard, open_connection
+from fleet import hostlock, restore
+from fleet.connect import ConnectOptions, open_connection
 from fleet.deploy import Deployer
 from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus
-from fleet.playbook import Playbook, flag_args
+from fleet.playbook import Playbook, Rung
 from fleet.preflight import port_problem
 from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
-from fleet.results import DeployResult, Progress, Verdict
+from fleet.results import Attempt, DeployResult, Planned, Progress, Verdict
+from fleet.router_plan import (
+    curl,
+    env_path,
+    generation_check,
+    parse_answer,
+    plan,
+    router_host,
+    running_requests,
+    unit_path,
+    worker_url,
+)
 from fleet.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
 
-TEMPLATE = "sglang-router.service.j2"
 HostSay = Callable[[str, str], None]  # (host name, message)
-
-
-# ---------------------------------------------------------------------- planning (pure)
-
-
-def worker_url(host: Host, book: Playbook) -> str:
-    address = f"[{host.address}]" if ":" in host.address else host.address
-    return f"http://{address}:{book.serve.port}"
-
-
-@dataclass
-class RouterPlan:
-    argv: list[str]
-    workers: list[str]
-    config: dict[str, Any]
-    unit_text: str
-    env_text: str
-
-
-def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]) -> RouterPlan:
-    """The router's unit and env file for these worker URLs (in this order)."""
-    r = book.router
-    if r is None:
-        raise ValueError(f"playbook {book.name} has no router section")
-    venv = book.serve.venv or host.venv
-    argv = [f"{venv}/bin/python", "-m", "sglang_router.launch_router", "--host", r.listen, "--port", str(r.port),
-            "--policy", r.policy, *flag_args(r.flags)]
-    env: dict[str, str] = {}
-    secret_args = {}
-    if API_KEY_VAR in secrets:
-        argv += ["--api-key", "secret"]
-        secret_args = {len(argv) - 1: API_KEY_VAR}
-        env[API_KEY_VAR] = secrets[API_KEY_VAR]
-    argv += ["--worker-urls", *workers]
-    spec = UnitSpec(playbook=book.name, rung="router", release="-", user=book.serve.user,
-                    workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
-                    env_file=env_path(book), argv=argv, env=env, secret_args=secret_args,
-                    stop_timeout=int(book.budgets.stop))
-    unit_text = _env().get_template(TEMPLATE).render(
-        playbook=book.name, policy=r.policy, workers=workers, user=spec.user, workdir=spec.workdir,
-        env_file=spec.env_file, exec_start=exec_start(argv, secret_args), stop_timeout=spec.stop_timeout,
-        hardening=HARDENING)
-    config = {"playbook": book.name, "role": "router", "unit": r.unit, "listen": r.listen, "port": r.port,
-              "policy": r.policy, "flags": r.flags, "workers": workers}
-    return RouterPlan(argv, workers, config, unit_text, render_env(spec))
-
-
-def unit_path(book: Playbook) -> str:
-    return f"/etc/systemd/system/{book.router.unit}.service"  # type: ignore[union-attr]
-
-
-def env_path(book: Playbook) -> str:
-    return f"/etc/fleet/{book.router.unit}.env"  # type: ignore[union-attr]
-
-
-def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
-    """The inventory host router.host names (bad input: file:line of the playbook, exit 2)."""
-    r = book.router
-    assert r is not None
-    source = hosts[0].source
-    inv = inventory.load(source)
-    if r.host not in inv.hosts:
-        raise yamlfile.load(path).error(("router", "host"), f"no host named {r.host!r} in the inventory "
-                                        f"({source.name} and the other files of its folder)")
-    host = inv.hosts[r.host]
-    check_guard(host)
-    return host
-
-
-# ---------------------------------------------------------------------- the live router, over SSH on its host
-
-
-def _curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = None,
-          body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
-    """A shell command calling the router on its host; the key is read from the router's env file there and
-    handed to curl on stdin (`-K -`), never on a command line. Prints the body, then the status code.
-    key_in_query: also as `api_key=` (/add_worker: workers added at runtime do not inherit the router's key)."""
-    ef = shlex.quote(env_path(book))
-    url = f"http://127.0.0.1:{book.router.port}{path}"  # type: ignore[union-attr]
-    lines = ["printf 'header = \"Authorization: Bearer %s\"\\n' \"$K\""]
-    for name, value in (query or {}).items():
-        lines.append(f"printf 'data-urlencode = \"%s\"\\n' {shlex.quote(f'{name}={value}')}")
-    if key_in_query:
-        lines.append("printf 'data-urlencode = \"api_key=%s\"\\n' \"$K\"")
-    if query is not None or key_in_query:
-        lines.append("printf 'get\\n'")  # the data goes into the query string; -X keeps the method
-    data = ["-H", "Content-Type: application/json", "-d", json.dumps(body)] if body is not None else []
-    return (f"K=$( [ -r {ef} ] && . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" | "
-            f"sed 's/[\\\\\"]/\\\\&/g' ); "
-            f"{{ {'; '.join(lines)}; }} | curl -s -m {int(timeout)} -K - -X {method} "
-            f"-w '\\n%{{http_code}}' {' '.join(shlex.quote(d) for d in data)} {shlex.quote(url)} || true")
-
-
-def parse_answer(out: str) -> tuple[int | None, str]:
-    """(status code, body) from what `_curl` printed; None when nothing answered."""
-    body, _, code = out.rstrip("\n").rpartition("\n")
-    if not code.strip().isdigit() or code.strip() == "000":
-        return None, body
-    return int(code), body
-
-
-def generation_check(body_text: str, code: int | None, book: Playbook) -> Verdict:
-    """What a /generate through the router means: READY, WRONG_ANSWER or HEALTH_FAILED (pure)."""
-    if code != 200:
-        return (Outcome.HEALTH_FAILED,
-                f"POST /generate through the router answered {code or 'nothing'}: {body_text[:160]!r}")
-    try:
-        text = json.loads(body_text)["text"]
-    except (ValueError, KeyError, TypeError):
-        return Outcome.HEALTH_FAILED, f"POST /generate through the router gave no text: {body_text[:160]!r}"
-    if not text.strip().startswith(book.health.expect):
-        return Outcome.WRONG_ANSWER, f"{book.health.prompt!r} -> {text[:80]!r} through the router, expected " \
-                               f"{book.health.expect!r}"
-    return Outcome.READY, f"a generation through the router: {book.health.prompt!r} -> {text.strip()[:40]!r}"
 
 
 class LiveRouter:
@@ -180,7 +74,7 @@ class LiveRouter:
 
     def workers(self) -> list[str] | None:
         """The router's workers, or None when no router answers."""
-        code, body = self._run(_curl(self.book, "GET", "/list_workers"))
+        code, body = self._run(curl(self.book, "GET", "/list_workers"))
         if code != 200:
             return None
         try:
@@ -189,17 +83,17 @@ class LiveRouter:
             return None
 
     def remove(self, url: str) -> tuple[int | None, str]:
-        return self._run(_curl(self.book, "POST", "/remove_worker", query={"url": url}))
+        return self._run(curl(self.book, "POST", "/remove_worker", query={"url": url}))
 
     def add(self, url: str) -> tuple[int | None, str]:
         timeout = self.book.budgets.ready
-        return self._run(_curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
+        return self._run(curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
                                key_in_query=True), timeout=timeout)
 
     def generate(self, conn: Connection) -> Verdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
-        code, text = parse_answer(sh(conn, self.host, _curl(self.book, "POST", "/generate", body=body, timeout=120),
+        code, text = parse_answer(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
                                      timeout=180))
         return generation_check(text, code, self.book)
 
@@ -212,7 +106,7 @@ class ReplicaDeployer(Deployer):
 
     hooks: RouterHooks
 
-    def attempt(self, conn, run, rung):  # type: ignore[no-untyped-def]
+    def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:
         self.hooks.take_out(self.host, conn, self.progress)
         return super().attempt(conn, run, rung)
 
@@ -254,7 +148,7 @@ class RouterHooks:
         d.hooks = self
         return d
 
-    def take_out(self, host: Host, conn: Connection, say) -> None:
+    def take_out(self, host: Host, conn: Connection, say: Progress) -> None:
         """Once per replica, before its server stops: out of the router, then its running requests drain."""
         with self._lock:
             if host.name in self._taken_out:
@@ -334,7 +228,7 @@ class RouterHooks:
             report["error"] = str(exc)
         return report
 
-    def _deploy(self, conn: Connection, workers: list[str], say) -> dict[str, Any]:
+    def _deploy(self, conn: Connection, workers: list[str], say: Progress) -> dict[str, Any]:
         book, host = self.book, self.host
         unit = book.router.unit  # type: ignore[union-attr]
         store = ReleaseStore(conn, host, ROUTER_ROOT)
@@ -353,7 +247,7 @@ class RouterHooks:
         if problem:
             return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
         release = Release(id=new_id(), host=host.name, playbook=book.name,
-                          playbook_sha256=hashlib.sha256(self.book_path.read_bytes()).hexdigest(),
+                          playbook_sha256=sha256(self.book_path.read_bytes()),
                           created=now(), rung="router", config=planned.config)
         run = ReleaseRun.open(store, release, workers=workers)
         restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
@@ -376,7 +270,7 @@ class RouterHooks:
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
         while True:
-            code, _ = parse_answer(sh(conn, self.host, _curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            code, _ = parse_answer(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
             if code == 200:
                 return self.live.generate(conn)
             state = unit_state(conn, self.host, unit)
@@ -388,7 +282,7 @@ class RouterHooks:
                 return Outcome.HANG, f"the router's /health did not answer within {self.book.budgets.ready:.0f}s"
             time.sleep(0.5)
 
-    def _reconcile(self, workers: list[str], say) -> None:
+    def _reconcile(self, workers: list[str], say: Progress) -> None:
         """An unchanged router keeps running: its live worker list is brought to the replicas that serve."""
         live = self.live.workers() or []
         for url in workers:
@@ -401,7 +295,7 @@ class RouterHooks:
                 say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
 
     def _fall_back(self, conn: Connection, store: ReleaseStore, previous: Release | None, why: str,
-                   say) -> dict[str, Any]:
+                   say: Progress) -> dict[str, Any]:
         """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         if previous is None:
@@ -469,7 +363,7 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
     return report
 
 
-def drain(conn: Connection, host: Host, book: Playbook, say) -> None:
+def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
     """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
     deadline = time.monotonic() + book.budgets.stop
     metrics = f"curl -s -m 5 http://127.0.0.1:{book.serve.port}/metrics || true"
@@ -479,18 +373,6 @@ def drain(conn: Connection, host: Host, book: Playbook, say) -> None:
             return
         say(f"draining: {running:g} request(s) still running")
         time.sleep(0.5)
-
-
-def running_requests(metrics_text: str) -> float:
-    """sglang:num_running_reqs summed over its label sets; 0 without metrics (pure)."""
-    total = 0.0
-    for line in metrics_text.splitlines():
-        if line.startswith("sglang:num_running_reqs"):
-            try:
-                total += float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                continue
-    return total
 
 
 def venv_problem(conn: Connection, host: Host, python: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 from fleet import hostside, parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
+from fleet.outcomes import Outcome
 from fleet.releases import ROOT
 from fleet.remote import run
 
@@ -110,7 +111,7 @@ def parse(host: Host, output: str) -> HostStatus:
     if isinstance(bench, dict):
         st.bench_tok_s = (bench.get("result") or {}).get("output_throughput")
     failures = [a.get("outcome") for a in manifest.get("attempts") or []
-                if a.get("outcome") not in (None, "READY", "apply", "revert")]
+                if a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
     st.last_failure = failures[-1] if failures else None
     st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
     st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")

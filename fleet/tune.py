@@ -14,16 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabric import Connection
+
 from fleet import bench as benching
 from fleet import fingerprint, hostlock, parallel, probe_run, restore
 from fleet.connect import ConnectOptions, open_connection
 from fleet.deploy import Deployer, facts_summary
 from fleet.errors import FleetError, InputError
+from fleet.facts import HostFacts
 from fleet.inputs import load_playbook
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.perfgate import PerfGate
-from fleet.playbook import Bench, Playbook
+from fleet.playbook import Bench, Playbook, Rung
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.results import Attempt, Progress
@@ -113,7 +116,7 @@ def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:
     return best
 
 
-def restarts_estimate(conn, host: Host, rungs: int) -> tuple[int, float]:
+def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, float]:
     """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
     attempts that served (their median), else DEFAULT_RESTART_S each."""
     found, _ = benching.manifests(conn, host)
@@ -148,7 +151,7 @@ class Tuner:
         finally:
             conn.close()
 
-    def _tune(self, conn, facts, rungs) -> TuneResult:
+    def _tune(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
         result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
         store = ReleaseStore(conn, self.host)
         previous = store.current()

@@ -9,15 +9,17 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
 
 from fleet import inventory
-from fleet.connect import ConnectOptions, check_guard
 from fleet.errors import EXIT_BAD_INPUT, FleetError
 from fleet.inventory import Host
+
+if TYPE_CHECKING:
+    from fleet.connect import ConnectOptions
 
 EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
 HOST_HELP = {
@@ -38,12 +40,16 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
+    from fleet.connect import check_guard  # deferred: `inv --list` and `--help` load no SSH stack
+
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
     return chosen
 
 
 def options(accept_new_host_keys: bool = False) -> ConnectOptions:
+    from fleet.connect import ConnectOptions
+
     return ConnectOptions(accept_new_host_keys=accept_new_host_keys)
 
 
@@ -52,11 +58,22 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def reports_errors(fn: Callable) -> Callable:
+def print_results(results: Sequence[Any], as_json: bool, draw: Callable[[Any], None]) -> None:
+    """`--json`: one host's result as its object, several as {"hosts": [...]}; else each drawn in turn."""
+    if as_json:
+        data = [r.to_json() for r in results]
+        print_json(data[0] if len(data) == 1 else {"hosts": data})
+    else:
+        for r in results:
+            draw(r)
+    sys.stdout.flush()
+
+
+def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:

@@ -35,7 +35,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
         console.print(table)
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
-    return EXIT_OK if all(not o.value.excluding for o in outcomes) else EXIT_HOST_FAILED
+    return EXIT_OK if all(o.value is not None and not o.value.excluding for o in outcomes) else EXIT_HOST_FAILED
 
 
 def render_audit(results: list[archgate.AuditResult], console: Console) -> None:

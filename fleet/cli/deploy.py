@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,13 +16,14 @@ from rich.markup import escape
 from fleet import multinode, parallel, rolling, rollout
 from fleet import rollback as rolling_back
 from fleet import router as routing
-from fleet.cli import console, err_console, print_json
+from fleet.cli import console, err_console, print_json, print_results
 from fleet.cli.deploy_view import Board, render, render_history, render_rollout
 from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.inputs import load_playbook, secrets_for
 from fleet.inventory import Host
 from fleet.outcomes import SERVING, DeployStatus
+from fleet.playbook import Playbook
 from fleet.results import DeployResult, Progress
 
 
@@ -107,17 +109,11 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
 
 
 def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus]) -> int:
-    if as_json:
-        data = [r.to_json() for r in results]
-        print_json(data[0] if len(data) == 1 else {"hosts": data})
-    else:
-        for r in results:
-            render(r, console)
-    sys.stdout.flush()
+    print_results(results, as_json, lambda r: render(r, console))
     return EXIT_OK if all(r.status in ok for r in results) else EXIT_HOST_FAILED
 
 
-def _rollout(hosts: list[Host], book: Any, path: Any, opts: ConnectOptions, secrets: dict[str, str],
+def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
              timeout: float | None, hooks: routing.RouterHooks | None) -> int:
     plan = rolling.plan_batches(hosts, sizes)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from fleet.outcomes import DeployStatus, Outcome
 from fleet.releases import Release
 from fleet.remedies import remedy_for
 from fleet.results import DeployResult
@@ -33,7 +34,7 @@ def render(result: DeployResult, console: Console) -> None:
         for col in ("rung", "outcome", *(("tok/s",) if measured else ()), "evidence", "seconds"):
             table.add_column(col, overflow="fold", justify="right" if col == "tok/s" else "left")
         for a in result.attempts:
-            style = "green" if a.outcome == "READY" else ("dim" if a.outcome == "PREFLIGHT" else "red")
+            style = "green" if a.outcome == Outcome.READY else ("dim" if a.outcome == Outcome.PREFLIGHT else "red")
             speed = (_tok((a.bench or {}).get("result", {}).get("output_throughput")),) if measured else ()
             table.add_row(a.rung, f"[{style}]{a.outcome}[/]", *speed, escape(a.evidence), f"{a.seconds:.1f}")
         console.print(table)
@@ -48,9 +49,9 @@ def next_steps(result: DeployResult) -> list[str]:
     remedy (what to try next); what was expected is each outcome's opposite: READY."""
     lines, seen = [], set()
     for a in result.attempts:
-        if a.outcome == "READY" or (a.outcome, a.rung) in seen:
+        if a.outcome == Outcome.READY or (a.outcome, a.rung) in seen:
             continue
-        if a.outcome == "PREFLIGHT" and result.status != "failed":
+        if a.outcome == Outcome.PREFLIGHT and result.status != DeployStatus.FAILED:
             continue  # a rung that did not fit this host, while another served: nothing to do
         seen.add((a.outcome, a.rung))
         remedy = remedy_for(a.outcome, a.evidence)
@@ -142,13 +143,13 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
         table.add_column(col, no_wrap=True, justify="right" if col in ("tok/s", "TTFT") else "left")
     notes = []
     for a, speed, speed_text, ttft, power in rows:
-        style = "green" if a.outcome == "READY" else ("dim" if a.outcome == "PREFLIGHT" else "red")
+        style = "green" if a.outcome == Outcome.READY else ("dim" if a.outcome == Outcome.PREFLIGHT else "red")
         bar = "█" * max(1, round(width * speed / top)) if speed and top else ""
-        if a.rung == result.winner and a.outcome == "READY":
+        if a.rung == result.winner and a.outcome == Outcome.READY:
             bar = f"[bold green]{bar}[/]◀"
         table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, bar, ttft, power)
-        if a.outcome != "READY":
-            remedy = remedy_for(a.outcome, a.evidence) if a.outcome != "PREFLIGHT" else None
+        if a.outcome != Outcome.READY:
+            remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT else None
             notes.append(f"  {a.rung}: {escape(a.evidence[:200])}" + (f"; next: {escape(remedy)}" if remedy else ""))
     console.print(table)
     for note in notes:
@@ -213,7 +214,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
                    stopped: str | None, console: Console) -> None:
     """The summary at the end of a rolling deploy: each deployed host's attempts, then one row per host."""
     for r in results:
-        if r.status != "skipped":
+        if r.status != DeployStatus.SKIPPED:
             render(r, console)
     table = Table(title="rollout")
     for col in ("host", "batch", "status", "release", "rung", "seconds", "error"):

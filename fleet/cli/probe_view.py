@@ -107,7 +107,7 @@ def summary_table(facts: list[HostFacts]) -> Table:
     for col in ("host", "address", "verdict"):
         t.add_column(col)
     for f in facts:
-        verdict = Text(verdict_line(f), style=None if f.ok else "bold red")
+        verdict = Text(verdict_line(f), style="" if f.ok else "bold red")
         t.add_row(f.host, f.address, verdict)
     return t
 

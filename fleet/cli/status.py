@@ -101,7 +101,8 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
                     rows, waiting = poller.board.snapshot()
                     table = table_of(rows, title=f"fleet status, every {interval:g}s (Ctrl-C ends)")
                     if waiting:
-                        table.caption = "\n".join(filter(None, ["reading: " + ", ".join(waiting), table.caption]))
+                        caption = str(table.caption or "")
+                        table.caption = "\n".join(filter(None, ["reading: " + ", ".join(waiting), caption]))
                         table.caption_justify = "left"
                     live.update(table, refresh=True)
             return 0

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from fleet import tune
-from fleet.cli import console, print_json
+from fleet.cli import console, print_results
 from fleet.cli.deploy import progress_console, progress_to
 from fleet.cli.deploy_view import render_bench, render_tune
 from fleet.connect import ConnectOptions
@@ -20,12 +20,7 @@ from fleet.outcomes import DeployStatus
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
     results = tune.bench_hosts(hosts, name, opts)
-    if as_json:
-        data = [r.to_json() for r in results]
-        print_json(data[0] if len(data) == 1 else {"hosts": data})
-    else:
-        for r in results:
-            render_bench(r.host, r.release, r.rung, r.record, r.error, console)
+    print_results(results, as_json, lambda r: render_bench(r.host, r.release, r.rung, r.record, r.error, console))
     return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
 
 
@@ -43,10 +38,5 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
         return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
 
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(out), confirm)
-    if as_json:
-        data = [r.to_json() for r in results]
-        print_json(data[0] if len(data) == 1 else {"hosts": data})
-    else:
-        for r in results:
-            render_tune(r, console)
+    print_results(results, as_json, lambda r: render_tune(r, console))
     return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED

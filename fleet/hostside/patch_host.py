@@ -51,7 +51,7 @@ def cache_bases(unit):
 def do_read(req):
     import importlib.util
     import importlib.metadata as md
-    res = {"packages": {}, "dists": {}, "files": [], "sms": [], "sm_error": None, "prebuilt": [], "runs": []}
+    res = {"packages": {}, "dists": {}, "files": [], "sms": [], "sm_error": None, "prebuilt": [], "runs": []}  # type: dict
     dists = {}
     for p in req["packages"]:
         try:
@@ -73,7 +73,7 @@ def do_read(req):
         except Exception:
             res["dists"][name] = None
     for p, rel in req["files"]:
-        info = {"package": p, "file": rel}
+        info = {"package": p, "file": rel}  # type: dict
         pkg = res["packages"].get(p, {})
         if pkg.get("path"):
             path = os.path.join(pkg["path"], rel)
@@ -113,7 +113,7 @@ def do_read(req):
             res["prebuilt"].append(os.path.join(fi, "data", "aot", m, m + ".so"))
     jc = importlib.util.find_spec("flashinfer_jit_cache") if req["modules"] else None
     if jc is not None:
-        where = list(jc.submodule_search_locations or [jc.origin])[0]
+        where = list(jc.submodule_search_locations or [str(jc.origin)])[0]
         res["prebuilt"].append("flashinfer-jit-cache package at %s" % where)
     runs = os.path.join(req["root"], "runs")
     for m in sorted(glob.glob(os.path.join(runs, "*", "manifest.json"))):
@@ -195,7 +195,7 @@ def do_apply(req):
             return out({"ok": False, "error": "%s: not writable (%s); nothing written" % (p, e.strerror or e)})
         new[p] = data
     man = {"run": req["run"], "sets": req["sets"], "status": "applying", "created": req["time"], "by": req["by"],
-           "clear_jit_cache": req["modules"], "files": []}
+           "clear_jit_cache": req["modules"], "files": []}  # type: dict
     mpath = os.path.join(root, "runs", req["run"], "manifest.json")
     try:
         for f in files:

@@ -7,7 +7,7 @@ import base64, glob, importlib.util, json, os, re, subprocess, sys
 req = json.loads(base64.b64decode(sys.argv[1]))
 DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
 PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b")
-res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}
+res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}  # type: dict
 for pkg, patterns in req["scope"].items():
     spec = importlib.util.find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:

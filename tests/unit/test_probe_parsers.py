@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet import facts as F
-from fleet import probe
+from fleet import hostinfo, nvsmi, probe
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
 _COMMAND_LINE = re.compile(r"^\$ |\]\$ |^/\S*nvidia-smi ")
@@ -37,16 +37,16 @@ def square(n: int, code: str) -> list[list[str | None]]:
 # --- one test per fixture file; a new fixture without a case fails `test_every_fixture_has_a_case` --
 
 def case_topo_help(text: str) -> None:
-    assert probe.parse_topo_matrices(text) == []
-    assert probe.parse_query_gpu(text).rows == []
+    assert nvsmi.parse_topo_matrices(text) == []
+    assert nvsmi.parse_query_gpu(text).rows == []
     assert "r - p2p read" in text  # the probe's `topo -p2p r` asks for exactly this capability
 
 
 def case_gb10_memory_na(text: str) -> None:
-    q = probe.parse_query_gpu(text)
+    q = nvsmi.parse_query_gpu(text)
     assert q.fields == ["index", "name", "memory.total", "memory.free"]
     assert q.rows == [{"index": "0", "name": "NVIDIA GB10", "memory.total": None, "memory.free": None}]
-    gpu = probe.gpu_from_row(q.rows[0])
+    gpu = nvsmi.gpu_from_row(q.rows[0])
     assert (gpu.index, gpu.name, gpu.memory_total_mib, gpu.compute_cap) == (0, "NVIDIA GB10", None, None)
     assert F.cc_from_name(gpu.name) == "12.1"
 
@@ -54,15 +54,15 @@ def case_gb10_memory_na(text: str) -> None:
 def case_compute_cap_rejected(text: str) -> None:
     parts = segments("query_gpu_compute_cap_unsupported_old_driver.txt")
     old, new = parts[0][1], parts[1][1]
-    rejected = probe.parse_query_gpu(old)
+    rejected = nvsmi.parse_query_gpu(old)
     assert rejected.rejected == ["compute_cap"] and rejected.rows == []
-    assert probe.parse_query_gpu(new).rows == [{"compute_cap": "8.9"}]
+    assert nvsmi.parse_query_gpu(new).rows == [{"compute_cap": "8.9"}]
 
 
 def case_header_570(text: str) -> None:
-    q = probe.parse_query_gpu(text)
+    q = nvsmi.parse_query_gpu(text)
     assert q.fields == ["compute_cap", "compute_mode", "driver_version", "name", "index"]
-    gpus = [probe.gpu_from_row(r) for r in q.rows]
+    gpus = [nvsmi.gpu_from_row(r) for r in q.rows]
     assert [(g.index, g.name, g.compute_cap, g.sm) for g in gpus] == [
         (0, "NVIDIA TITAN V", "7.0", 70), (1, "NVIDIA RTX 5880 Ada Generation", "8.9", 89)]
     assert {r["driver_version"] for r in q.rows} == {"570.86.15"}
@@ -73,35 +73,35 @@ def case_header_570(text: str) -> None:
 def case_noheader_440(text: str) -> None:
     [(cmd, out)] = segments("query_gpu_csv_noheader_nounits_440.txt")
     fields = re.search(r"--query-gpu=(\S+)", cmd or "").group(1).split(",")
-    q = probe.parse_query_gpu(out, fields)
+    q = nvsmi.parse_query_gpu(out, fields)
     assert len(q.rows) == 1 and q.skipped == []
     r = q.rows[0]
     assert (r["name"], r["uuid"], r["driver_version"]) == (
         "GeForce RTX 2080", "GPU-22b2c6ac-2d49-4863-197c-9c469071178a", "440.64")
     assert r["temperature.memory"] is None  # "N/A"
-    gpu = probe.gpu_from_row(r)
+    gpu = nvsmi.gpu_from_row(r)
     got = (gpu.power_limit_w, gpu.power_draw_w, gpu.memory_total_mib, gpu.pcie_width)
     assert got == (200.0, 176.98, 7979, 8)
     assert gpu.compute_cap is None and gpu.index is None  # not asked for: unknown, not guessed
-    assert probe.parse_query_gpu(out).rows == []  # without the field list a header-less table means nothing
+    assert nvsmi.parse_query_gpu(out).rows == []  # without the field list a header-less table means nothing
 
 
 def case_all_phb(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.gpu_labels() == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert m.gpu_matrix() == square(4, "PHB")
     assert F.interconnect(m.gpu_matrix()) == ("pcie", "PHB", [])
 
 
 def case_pxb_pix_sys(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.gpu_matrix() == [["X", "PXB", "SYS", "SYS"], ["PXB", "X", "SYS", "SYS"],
                               ["SYS", "SYS", "X", "PIX"], ["SYS", "SYS", "PIX", "X"]]
     assert F.interconnect(m.gpu_matrix()) == ("pcie", "SYS", [])
 
 
 def case_a100_nics_truncated(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert len(m.labels) == 20 and m.labels[8:10] == ["NIC0", "NIC1"]
     matrix = m.gpu_matrix()
     assert len(matrix) == 8 and all(len(r) == 8 for r in matrix)  # NIC columns dropped
@@ -111,13 +111,13 @@ def case_a100_nics_truncated(text: str) -> None:
 
 
 def case_h100_nv18(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.gpu_matrix() == square(8, "NV18") and m.incomplete == []
     assert F.interconnect(m.gpu_matrix()) == ("nvlink", None, [])
 
 
 def case_l4_vm_truncated(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.incomplete == ["GPU5"]
     matrix = m.gpu_matrix()
     assert matrix[0] == ["X", "NODE", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"]
@@ -127,14 +127,14 @@ def case_l4_vm_truncated(text: str) -> None:
 
 
 def case_5090_phb_gns(text: str) -> None:
-    topo, p2p = probe.parse_topo_matrices(text)
+    topo, p2p = nvsmi.parse_topo_matrices(text)
     assert topo.gpu_matrix() == [["X", "PHB"], ["PHB", "X"]]
     assert p2p.gpu_matrix() == [["X", "GNS"], ["GNS", "X"]]  # rows start with a space, end with a tab
     assert F.p2p_status(p2p.gpu_matrix(), 2) == "refused (GNS)"
 
 
 def case_p2p_all_ok(text: str) -> None:
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.gpu_matrix() == square(8, "OK")
     assert F.p2p_status(m.gpu_matrix(), 8) == "ok"
 
@@ -182,14 +182,14 @@ H200_PROC = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.0
 
 
 def test_single_gpu_matrix_header_has_no_other_gpu_label():
-    topo, p2p = probe.parse_topo_matrix(H200_TOPO), probe.parse_topo_matrix(H200_P2P)
+    topo, p2p = nvsmi.parse_topo_matrix(H200_TOPO), nvsmi.parse_topo_matrix(H200_P2P)
     assert topo.gpu_matrix() == [["X"]] and p2p.gpu_matrix() == [["X"]]
     assert F.interconnect(topo.gpu_matrix()) == ("none", None, [])
     assert F.p2p_status(p2p.gpu_matrix(), 1) == "n/a"
 
 
 def test_query_with_units_in_header_maps_columns_by_name():
-    [gpu] = [probe.gpu_from_row(r) for r in probe.parse_query_gpu(H200_QUERY).rows]
+    [gpu] = [nvsmi.gpu_from_row(r) for r in nvsmi.parse_query_gpu(H200_QUERY).rows]
     assert gpu.model_dump() == {
         "index": 0, "name": "NVIDIA H200", "uuid": "GPU-34747df1-9587-cd05-21c3-1ab5677dc942",
         "compute_cap": "9.0", "sm": 90, "compute_cap_source": "nvidia-smi", "memory_total_mib": 143771,
@@ -198,14 +198,14 @@ def test_query_with_units_in_header_maps_columns_by_name():
 
 
 def test_query_values_keep_units_without_nounits():
-    q = probe.parse_query_gpu("index, memory.total [MiB], power.draw [W]\n0, 97887 MiB, 28.00 W\n")
-    gpu = probe.gpu_from_row(q.rows[0])
+    q = nvsmi.parse_query_gpu("index, memory.total [MiB], power.draw [W]\n0, 97887 MiB, 28.00 W\n")
+    gpu = nvsmi.gpu_from_row(q.rows[0])
     assert (gpu.memory_total_mib, gpu.power_draw_w) == (97887, 28.0)
 
 
 @pytest.mark.parametrize("value", ["[N/A]", "N/A", "[Not Supported]", "", " [Unknown Error] "])
 def test_not_available_values_are_none(value):
-    assert probe.na(value) is None
+    assert nvsmi.na(value) is None
 
 
 @pytest.mark.parametrize("text, driver, cuda", [
@@ -214,7 +214,7 @@ def test_not_available_values_are_none(value):
     ('Option "--version" is not recognized.', None, None),
 ])
 def test_smi_version_from_version_or_banner(text, driver, cuda):
-    got = probe.parse_smi_version(text)
+    got = nvsmi.parse_smi_version(text)
     assert (got.driver, got.cuda) == (driver, cuda)
 
 
@@ -224,12 +224,12 @@ def test_smi_version_from_version_or_banner(text, driver, cuda):
     ("cannot read /proc/driver/nvidia/version\n", None),
 ])
 def test_proc_driver_version(text, version):
-    assert probe.parse_proc_driver_version(text) == version
+    assert nvsmi.parse_proc_driver_version(text) == version
 
 
 def test_space_separated_old_format_with_legacy_soc_code():
     text = "        GPU0    GPU1    CPU Affinity\nGPU0     X      SOC     0-7\nGPU1    SOC      X      0-7\n"
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.gpu_matrix() == [["X", "SOC"], ["SOC", "X"]]
     assert F.interconnect(m.gpu_matrix()) == ("pcie", "SYS", [])
 
@@ -237,7 +237,7 @@ def test_space_separated_old_format_with_legacy_soc_code():
 def test_mlx_columns_and_rows_are_dropped():
     text = ("\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\nGPU0\t X \tNV4\tPXB\t0-9\nGPU1\tNV4\t X \tPXB\t0-9\n"
             "mlx5_0\tPXB\tPXB\t X \t\n")
-    m = probe.parse_topo_matrix(text)
+    m = nvsmi.parse_topo_matrix(text)
     assert m.labels == ["GPU0", "GPU1", "mlx5_0"] and m.gpu_matrix() == [["X", "NV4"], ["NV4", "X"]]
 
 
@@ -274,7 +274,7 @@ def test_name_table_for_drivers_without_compute_cap(name, cc):
 
 def test_os_release():
     text = 'PRETTY_NAME="Ubuntu 24.04.3 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\n'
-    assert probe.parse_os_release(text) == {"PRETTY_NAME": "Ubuntu 24.04.3 LTS", "NAME": "Ubuntu",
+    assert hostinfo.parse_os_release(text) == {"PRETTY_NAME": "Ubuntu 24.04.3 LTS", "NAME": "Ubuntu",
                                             "VERSION_ID": "24.04", "ID": "ubuntu"}
 
 
@@ -283,7 +283,7 @@ def test_df_rows_follow_the_paths_asked():
             "Filesystem     1024-blocks     Used Available Capacity Mounted on\n"
             "/dev/vda         264212084 16881944  67091628      21% /\n"
             "/dev/nvme0n1p1  1000 10  990      1% /mnt/with space\n")
-    got = probe.parse_df(text)
+    got = hostinfo.parse_df(text)
     assert got["root"].model_dump() == {"path": "/", "mount": "/", "total_kib": 264212084,
                                         "avail_kib": 67091628}
     venv = got["venv"]
@@ -291,14 +291,14 @@ def test_df_rows_follow_the_paths_asked():
 
 
 def test_df_that_lost_a_row_reports_nothing_rather_than_shifted_rows():
-    got = probe.parse_df("path root /\npath venv /x\n"
+    got = hostinfo.parse_df("path root /\npath venv /x\n"
                          "Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/vda 10 5 5 50% /\n")
     assert got["root"].avail_kib is None and got["venv"].avail_kib is None
 
 
 def test_metadata_header_only():
     text = "Metadata-Version: 2.4\nName: torch\nVersion: 2.11.0\nSummary: x\n\nName: not-this\n"
-    assert probe.parse_metadata(text) == ("torch", "2.11.0")
+    assert hostinfo.parse_metadata(text) == ("torch", "2.11.0")
 
 
 def test_packages_section_with_editable_install():
@@ -312,7 +312,7 @@ def test_packages_section_with_editable_install():
         '{"dir_info": {"editable": true}, "url": "file:///root/sglang/python"}',
         f"@file {sp}/flashinfer_python-0.6.3.dist-info/METADATA", "Name: flashinfer-python", "Version: 0.6.3",
     ])
-    packages, warnings = probe.parse_packages(text)
+    packages, warnings = hostinfo.parse_packages(text)
     assert {k: v.model_dump() for k, v in packages.items()} == {
         "torch": {"version": "2.11.0", "path": f"{sp}/torch", "editable": False},
         "nvidia-nccl-cu13": {"version": "2.28.9", "path": f"{sp}/nvidia/nccl", "editable": False},
@@ -325,17 +325,17 @@ def test_packages_section_with_editable_install():
 def test_torch_version_py():
     text = ("__version__ = '2.11.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\n"
             "git_version = '70d9'\nhip: Optional[str] = None\n")
-    assert probe.parse_torch_version(text) == ("2.11.0+cu130", "13.0")
-    assert probe.parse_torch_version("__version__ = '2.4.0+cpu'\ncuda: Optional[str] = None\n") == (
+    assert hostinfo.parse_torch_version(text) == ("2.11.0+cu130", "13.0")
+    assert hostinfo.parse_torch_version("__version__ = '2.4.0+cpu'\ncuda: Optional[str] = None\n") == (
         "2.4.0+cpu", None)
-    assert probe.parse_torch_version("__version__ = '2.1.0'\ncuda = '12.1'\n") == ("2.1.0", "12.1")
+    assert hostinfo.parse_torch_version("__version__ = '2.1.0'\ncuda = '12.1'\n") == ("2.1.0", "12.1")
 
 
 def test_torch_archs_as_found_in_libtorch_python():
     # exactly what grep found in torch 2.11.0+cu130 on the H200 device; torch.cuda.get_arch_list() agreed
-    assert probe.parse_torch_archs("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\n") == [
+    assert hostinfo.parse_torch_archs("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\n") == [
         "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-    assert probe.parse_torch_archs("") is None
+    assert hostinfo.parse_torch_archs("") is None
 
 
 @pytest.mark.parametrize("archs, sm, runs", [
@@ -359,14 +359,14 @@ def test_torch_runs_on(archs, sm, runs):
     ("", (None, None, None)),
 ])
 def test_dmi_sources(text, dmi):
-    got = probe.parse_dmi(text)
+    got = hostinfo.parse_dmi(text)
     assert (got.vendor, got.product, got.source) == dmi
 
 
 def test_unit_state():
     text = ("Unit=sglang.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
             "UnitFileState=enabled\nMainPID=0\n")
-    assert probe.parse_unit(text).model_dump() == {
+    assert hostinfo.parse_unit(text).model_dump() == {
         "name": "sglang.service", "load_state": "loaded", "active_state": "failed", "sub_state": "failed",
         "unit_file_state": "enabled", "main_pid": None}
 
@@ -374,7 +374,7 @@ def test_unit_state():
 def test_flashinfer_cache_listing():
     text = ("path /root/.cache/flashinfer\nexists\nws 0.6.3/120a\nop 0.6.3/120a/cached_ops/trtllm_comm\n"
             "ws cubins/abc\n")
-    got = probe.parse_flashinfer_cache(text)
+    got = hostinfo.parse_flashinfer_cache(text)
     assert got.model_dump() == {"path": "/root/.cache/flashinfer", "exists": True,
                                 "workspaces": ["0.6.3/120a"], "modules": ["0.6.3/120a/trtllm_comm"]}
 
@@ -495,7 +495,7 @@ def _blackwell_with(**versions: str) -> F.HostFacts:
     for name, version in versions.items():
         dist = name.replace("-", "_")
         lines += [f"@file {sp}/{dist}-{version}.dist-info/METADATA", f"Name: {name}", f"Version: {version}"]
-        lines += [f"@dir {sp}/{probe.PACKAGE_DIRS[name]}"]
+        lines += [f"@dir {sp}/{hostinfo.PACKAGE_DIRS[name]}"]
     query = "index, name, compute_cap\n0, NVIDIA GeForce RTX 5090, 12.0\n1, NVIDIA GeForce RTX 5090, 12.0"
     out = sections(query_gpu=(0, query), smi_version=(0, H200_VERSION.replace("13.0", "12.8")),
                    packages=(0, "\n".join(lines)), torch_version=(0, "cuda: Optional[str] = '12.6'\n"),

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from fleet import facts as F
-from fleet import hostside, probe
+from fleet import hostinfo, hostside, nvsmi, probe
 from fleet.cli import probe_view
 
 PROFILES = Path(__file__).resolve().parents[2] / "sandbox" / "profiles"
@@ -31,7 +31,7 @@ def standin_query(csv: str, fields: list[str]) -> tuple[int, str]:
     """`nvidia-smi --query-gpu=FIELDS --format=csv,nounits` as the profile's machine answered it."""
     lines = csv.splitlines()
     header = lines[0].split(", ")
-    names = [probe.field_name(h) for h in header]
+    names = [nvsmi.field_name(h) for h in header]
     for f in fields:
         if f not in names:
             return 2, f'Field "{f}" is not a valid field to query.\n'
@@ -55,7 +55,7 @@ def assemble(profile: Path, venv: str = "/opt/venv") -> str:
     while True:
         rc, text = standin_query((smi / "query-gpu.csv").read_text(), fields)
         out.append(("query-gpu", rc, text))
-        rejected = probe.parse_query_gpu(text).rejected
+        rejected = nvsmi.parse_query_gpu(text).rejected
         if rc != 2 or not rejected:
             break
         fields.remove(rejected[0])
@@ -79,7 +79,7 @@ def assemble(profile: Path, venv: str = "/opt/venv") -> str:
     out.append(("df", 0, "path root /\nFilesystem 1024-blocks Used Available Capacity Mounted on\n"
                          "/dev/vda 1000 400 600 40% /\n"))
     sp = f"{venv}/lib/python3.12/site-packages"
-    lines = [f"@sp {sp}"] + [f"@dir {sp}/{d}" for d in sorted({probe.PACKAGE_DIRS[n] for n in VENV_PACKAGES})]
+    lines = [f"@sp {sp}"] + [f"@dir {sp}/{d}" for d in sorted({hostinfo.PACKAGE_DIRS[n] for n in VENV_PACKAGES})]
     for name, version in VENV_PACKAGES.items():
         lines += [f"@file {sp}/{name.replace('-', '_')}-{version}.dist-info/METADATA",
                   f"Name: {name}", f"Version: {version}"]
@@ -211,7 +211,7 @@ def fake_venv(root: Path) -> Path:
         meta = sp / f"{name.replace('-', '_')}-{version}.dist-info/METADATA"
         meta.parent.mkdir(parents=True)
         meta.write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: decoy\n")
-        (sp / probe.PACKAGE_DIRS[name]).mkdir(parents=True, exist_ok=True)
+        (sp / hostinfo.PACKAGE_DIRS[name]).mkdir(parents=True, exist_ok=True)
     (sp / "torch/version.py").write_text(f"__version__ = '2.9.1'\ncuda: Optional[str] = '{TORCH_CUDA}'\n")
     (sp / "torch/lib").mkdir()
     elf = b"\x7fELF\x00junk sm_x\x00" + TORCH_ARCHS.encode() + b"\x00more"

@@ -91,3 +91,12 @@ def test_tunes_notes_on_the_rungs_that_lost_carry_their_next_step():
     text = console.export_text()
     assert f"fusion-sm120: {TMA}; next: run MoE on triton" in text
     assert "fusion-native: needs SM in [90, 100, 103], host has [120]\n" in text  # not a failure: no next step
+
+
+def test_every_outcome_but_ready_is_an_outcome_a_remedy_and_a_rung_can_name():
+    from fleet.outcomes import Outcome
+
+    assert {o.value for o in Outcome} - DEPLOY_OUTCOMES == {"READY"}
+    assert remedies.remedy_for(Outcome.INSTALL_FAILED, "writing /etc/fleet/sglang.env: Failure")
+    result = DeployResult("h", "failed", attempts=[Attempt("a", Outcome.INSTALL_FAILED, "disk full", 1.0)])
+    assert "free space" in result.to_json()["attempts"][0]["remedy"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import playbook, router
+from fleet import playbook, router_plan
 from fleet.errors import InputError
 from fleet.inventory import load as load_inventory
 from fleet.render import API_KEY_VAR, HARDENING, envfile_quote
@@ -79,18 +79,18 @@ def test_the_router_host_must_be_an_inventory_host(tmp_path):
     found = hosts(tmp_path)
     path = write(tmp_path, BOOK)
     book = playbook.load(path)
-    assert router.router_host(book, path, [found["sbx1"]]).name == "sbx0"
+    assert router_plan.router_host(book, path, [found["sbx1"]]).name == "sbx0"
     other = write(tmp_path, BOOK.replace("  host: sbx0", "  host: sbx9"))
     with pytest.raises(InputError, match=r"replicas.yaml:10: router.host: no host named 'sbx9' in the inventory"):
-        router.router_host(playbook.load(other), other, [found["sbx1"]])
+        router_plan.router_host(playbook.load(other), other, [found["sbx1"]])
 
 
 def test_the_unit_runs_the_launcher_with_the_replicas_and_the_key_by_reference(tmp_path):
     found = hosts(tmp_path)
     book = playbook.load(write(tmp_path, BOOK))
-    urls = [router.worker_url(found[n], book) for n in ("sbx1", "sbx3")]
+    urls = [router_plan.worker_url(found[n], book) for n in ("sbx1", "sbx3")]
     assert urls == ["http://172.30.78.11:30000", "http://172.30.78.13:30000"]
-    planned = router.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"})
+    planned = router_plan.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"})
     exec_line = next(line for line in planned.unit_text.splitlines() if line.startswith("ExecStart="))
     assert exec_line == ("ExecStart=/root/ml-env/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port 30080 "
                          "--policy round_robin --health-check-interval-secs 10 --api-key ${FLEET_SGLANG_API_KEY} "
@@ -102,7 +102,7 @@ def test_the_unit_runs_the_launcher_with_the_replicas_and_the_key_by_reference(t
     assert "EnvironmentFile=/etc/fleet/sglang-router.env" in planned.unit_text
     assert planned.config["workers"] == urls and "s3cret" not in str(planned.config)
     # the same replicas render the same text: an unchanged router is not restarted
-    assert router.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"}).unit_text == planned.unit_text
+    assert router_plan.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"}).unit_text == planned.unit_text
 
 
 @pytest.mark.parametrize("out,expected", [
@@ -112,24 +112,24 @@ def test_the_unit_runs_the_launcher_with_the_replicas_and_the_key_by_reference(t
     ("", (None, "")),
 ])
 def test_parse_answer_splits_body_and_status(out, expected):
-    assert router.parse_answer(out) == expected
+    assert router_plan.parse_answer(out) == expected
 
 
 def test_a_generation_through_the_router_must_come_back_right(tmp_path):
     book = playbook.load(write(tmp_path, BOOK))
-    assert router.generation_check('{"text": " 4"}', 200, book)[0] == "READY"
-    assert router.generation_check('{"text": "five"}', 200, book)[0] == "WRONG_ANSWER"
-    outcome, evidence = router.generation_check("No available workers (all circuits open or unhealthy)", 503, book)
+    assert router_plan.generation_check('{"text": " 4"}', 200, book)[0] == "READY"
+    assert router_plan.generation_check('{"text": "five"}', 200, book)[0] == "WRONG_ANSWER"
+    outcome, evidence = router_plan.generation_check("No available workers (all circuits open or unhealthy)", 503, book)
     assert outcome == "HEALTH_FAILED" and "503" in evidence
-    assert router.generation_check("", None, book)[0] == "HEALTH_FAILED"
+    assert router_plan.generation_check("", None, book)[0] == "HEALTH_FAILED"
 
 
 def test_running_requests_are_read_from_the_metrics():
     text = ('# HELP sglang:num_running_reqs The number of running requests.\n'
             'sglang:num_running_reqs{model_name="m",engine_type="unified"} 3.0\n'
             'sglang:num_queue_reqs{model_name="m"} 7.0\n')
-    assert router.running_requests(text) == 3.0
-    assert router.running_requests("") == 0
+    assert router_plan.running_requests(text) == 3.0
+    assert router_plan.running_requests("") == 0
 
 
 def test_the_router_commands_carry_the_key_from_the_env_file_never_on_a_command_line(tmp_path, monkeypatch):
@@ -164,16 +164,16 @@ def test_the_router_commands_carry_the_key_from_the_env_file_never_on_a_command_
     key = 'k"e\\y $x'
     env_file = tmp_path / "router.env"
     env_file.write_text(f"{API_KEY_VAR}={envfile_quote(key)}\n")  # as the router's env file has it
-    monkeypatch.setattr(router, "env_path", lambda book: str(env_file))
+    monkeypatch.setattr(router_plan, "env_path", lambda book: str(env_file))
     book = playbook.load(write(tmp_path, BOOK.replace("port: 30080", f"port: {server.server_address[1]}")))
     try:
-        add = router._curl(book, "POST", "/add_worker", query={"url": "http://172.30.78.11:30000"},
+        add = router_plan.curl(book, "POST", "/add_worker", query={"url": "http://172.30.78.11:30000"},
                            key_in_query=True)
-        listing = router._curl(book, "GET", "/list_workers")
+        listing = router_plan.curl(book, "GET", "/list_workers")
         assert "k\"e" not in add and "$x" not in add
         for command in (add, listing):
             out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
-            assert router.parse_answer(out) == (200, '{"urls": []}')
+            assert router_plan.parse_answer(out) == (200, '{"urls": []}')
     finally:
         server.shutdown()
         server.server_close()

@@ -1,0 +1,161 @@
+"""The programs fleet ships to hosts (fleet/hostside), linted and run here against temporary folders that
+stand in for a host: a venv's site-packages, /var/lib/fleet, a release's managed files."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import py_compile
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet import hostinfo, hostside, patchplan, status
+from fleet.inventory import Host
+
+HERE = Path(hostside.__file__).parent
+SCRIPTS = sorted(p.name for p in HERE.iterdir() if p.suffix in (".sh", ".py") and p.name != "__init__.py")
+
+
+def test_every_host_program_is_listed_and_shipped():
+    assert SCRIPTS == sorted(hostside.SCRIPTS)
+    for name in SCRIPTS:
+        assert hostside.text(name) == (HERE / name).read_text()
+    with pytest.raises(KeyError):
+        hostside.text("../tasks.py")
+
+
+@pytest.mark.parametrize("name", [n for n in SCRIPTS if n.endswith(".sh")])
+def test_shell_programs_parse_under_posix_sh(name):
+    for shell in ("sh", "dash", "bash"):
+        if shutil.which(shell):
+            done = subprocess.run([shell, "-n", str(HERE / name)], capture_output=True, text=True)
+            assert done.returncode == 0, f"{shell}: {done.stderr}"
+
+
+@pytest.mark.parametrize("name", [n for n in SCRIPTS if n.endswith(".py")])
+def test_python_programs_compile(name, tmp_path):
+    py_compile.compile(str(HERE / name), cfile=str(tmp_path / "x.pyc"), doraise=True)
+
+
+def _b64(obj) -> str:
+    return base64.b64encode(json.dumps(obj).encode()).decode()
+
+
+def _answer(out: str) -> dict:
+    line = [x for x in out.splitlines() if x.startswith("FLEET-JSON:")][-1]
+    return json.loads(line[len("FLEET-JSON:"):])
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    """A site-packages with one package whose comm.py gates on SM90/SM100, as flashinfer's does."""
+    pkg = tmp_path / "site" / "fakeinfer"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "comm.py").write_text("def gen():\n    return dict(supported_major_versions=[9, 10])\n")
+    return tmp_path / "site"
+
+
+def _patch_host(site: Path, mode: str, req: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", hostside.text("patch_host.py"), mode, _b64(req)],
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return _answer(done.stdout)
+
+
+def test_patch_host_reads_applies_and_reverts_a_file_with_its_backup(site, tmp_path):
+    root = tmp_path / "backups"
+    read = _patch_host(site, "read", {"packages": ["fakeinfer"], "dists": [], "files": [["fakeinfer", "comm.py"]],
+                                      "modules": [], "root": str(root), "unit": "sglang"})
+    assert read["packages"]["fakeinfer"]["path"] == str(site / "fakeinfer")
+    (info,) = read["files"]
+    before = base64.b64decode(info["b64"])
+    assert info["exists"] and info["sha256"] == hashlib.sha256(before).hexdigest()
+    find, replace = b"[9, 10]", b"[9, 10, 12]"
+    after = before.replace(find, replace)
+    target = str(site / "fakeinfer/comm.py")
+    change = {"path": target, "package": "fakeinfer", "file": "comm.py", "dist": None, "version": None,
+              "sha_before": info["sha256"], "sha_after": hashlib.sha256(after).hexdigest()}
+    applied = _patch_host(site, "apply", {
+        "root": str(root), "run": "r1", "time": "t", "by": "test", "sets": ["s"], "modules": [], "bases": [],
+        "files": [{**change, "edits": [[base64.b64encode(find).decode(), base64.b64encode(replace).decode(), 1]]}]})
+    assert applied["ok"] and applied["written"] == [target]
+    assert Path(target).read_bytes() == after
+    assert (root / "objects" / info["sha256"]).read_bytes() == before  # the original, content-addressed
+    assert json.loads((root / "runs/r1/manifest.json").read_text())["status"] == "applied"
+    again = _patch_host(site, "apply", {
+        "root": str(root), "run": "r2", "time": "t", "by": "test", "sets": ["s"], "modules": [], "bases": [],
+        "files": [{**change, "edits": []}]})
+    assert not again["ok"] and "changed since it was read" in again["error"]  # its sha_before is stale now
+    reverted = _patch_host(site, "revert", {"root": str(root), "run": "r1", "time": "t", "by": "test", "bases": [],
+                                            "files": [{k: change[k] for k in ("path", "sha_before", "sha_after")}]})
+    assert reverted["ok"] and Path(target).read_bytes() == before
+    assert json.loads((root / "runs/r1/manifest.json").read_text())["status"] == "reverted"
+
+
+def test_patch_host_refuses_a_file_that_resolves_outside_its_package(site, tmp_path):
+    outside = tmp_path / "passwd"
+    outside.write_text("root:x:0:0\n")
+    (site / "fakeinfer/evil.py").symlink_to(outside)
+    read = _patch_host(site, "read", {"packages": ["fakeinfer"], "dists": [], "files": [["fakeinfer", "evil.py"]],
+                                      "modules": [], "root": str(tmp_path / "b"), "unit": "sglang"})
+    (info,) = read["files"]
+    assert not info["exists"] and "resolves outside the package" in info["error"] and "b64" not in info
+
+
+def test_scan_reports_directives_and_python_gates_of_a_package(site):
+    (site / "fakeinfer/kernel.cuh").write_text("#if __CUDA_ARCH__ >= 900 && \\\n  __CUDA_ARCH__ < 1100\nx\n#endif\n")
+    done = subprocess.run([sys.executable, "-c", hostside.text("scan.py"),
+                           _b64({"scope": {"fakeinfer": ["**/*.py", "**/*.cuh"], "absent": ["*.py"]}})],
+                          env={"PYTHONPATH": str(site), "PATH": "/nowhere"}, capture_output=True, text=True, timeout=60)
+    res = _answer(done.stdout)
+    assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == [[1, "#if __CUDA_ARCH__ >= 900 &&    __CUDA_ARCH__ < 1100"],
+                                                               [4, "#endif"]]
+    assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])"]]
+    assert "not importable" in res["packages"]["absent"]["error"]
+    assert res["sms"] == [] and res["sm_error"].startswith("nvidia-smi")  # no GPU here, said so
+
+
+def test_status_script_sees_drift_and_leftovers_in_a_folder_that_mimics_var_lib_fleet(tmp_path):
+    root, etc = tmp_path / "fleet", tmp_path / "etc"
+    (root / "releases/r1").mkdir(parents=True)
+    etc.mkdir()
+    unit, env = etc / "sglang.service", etc / "sglang.env"
+    unit.write_text("[Service]\n")
+    env.write_text("A=1\n")
+    manifest = {"id": "r1", "rung": "no-fusion", "playbook": "p", "status": "ok",
+                "files": {str(unit): {"sha256": hashlib.sha256(b"[Service]\n").hexdigest()},
+                          str(env): {"sha256": hashlib.sha256(b"A=1\n").hexdigest()}}}
+    (root / "releases/r1/manifest.json").write_text(json.dumps(manifest))
+    (root / "current").symlink_to("releases/r1")
+    env.write_text("A=2\n")  # a hand edit
+    (root / "releases/r2").mkdir()
+    (root / "releases/r2/manifest.json").write_text(json.dumps({"id": "r2", "status": "in-progress"}))
+    (root / "releases/r2/events.jsonl").write_text('{"step": "stop", "rung": "x"}\n')
+    done = subprocess.run(["sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root)],
+                          capture_output=True, text=True, timeout=60)
+    host = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
+                source=Path("hosts.yaml"))
+    st = status.parse(host, done.stdout)
+    assert (st.release, st.rung, st.health) == ("r1", "no-fusion", None)
+    assert st.drift == [f"{env} (changed)"]
+    assert st.interrupted and "release r2 was interrupted after step stop" in st.interrupted
+
+
+def test_probe_script_lists_the_packages_the_parser_knows():
+    script = hostside.text("probe.sh")
+    names = {n.replace("-", "_") for n in hostinfo.PACKAGE_DIRS}
+    dirs = set(hostinfo.PACKAGE_DIRS.values())
+    assert all(f" {n}" in script for n in names) and all(f" {d}" in script for d in dirs)
+
+
+def test_the_patch_planner_and_the_host_agree_on_the_backup_folder():
+    assert patchplan.BACKUP_ROOT == "/var/lib/fleet/backups"
+    assert "backups/runs" in hostside.text("status.sh")  # status reads the runs where patch_host writes them
