@@ -33,6 +33,7 @@ _NORMAL = [
 
 
 def normalise(text: str) -> str:
+    text = text.replace(str(REPO), "<REPO>")
     for pattern, repl in _NORMAL:
         text = pattern.sub(repl, text)
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
