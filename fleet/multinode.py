@@ -251,7 +251,7 @@ class MultiNode:
                 n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
             return
         rid = new_id()
-        rungs = self._preflight(rid)
+        rungs = self._preflight()
         if not rungs:
             for n in self.nodes:
                 n.result.error = (f"{n.host.name}: no rung of {self.book.name} can run on all "
@@ -299,7 +299,7 @@ class MultiNode:
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
 
-    def _preflight(self, rid: str) -> list[Rung]:
+    def _preflight(self) -> list[Rung]:
         """Rungs every node can run (each node's own preflight), and rank 0's dist port free."""
         kept = {r.name for r in self.book.ladder}
         for n in self.nodes:

@@ -1,5 +1,5 @@
 """Rolling deploys, the pure part: parse `--serial` and `--max-fail`, cut hosts into batches, decide
-whether the rollout goes on. No I/O here; `fleet.deploy_cmd` runs the batches.
+whether the rollout goes on. No I/O here; `fleet.rolling` runs the batches.
 
 `--serial 1,2,25%` as Ansible users know it: batch sizes in order, the last one repeating; a percentage is
 of the number of hosts, rounded down, at least 1. No `--serial`: one batch of every host.

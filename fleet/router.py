@@ -113,7 +113,7 @@ class ReplicaDeployer(Deployer):
 
 @dataclass
 class RouterHooks:
-    """What a rolling deploy of a router playbook does besides the per-host deploys (see deploy_cmd._rollout)."""
+    """What a rolling deploy of a router playbook does besides the per-host deploys (see rolling.roll_out)."""
 
     book: Playbook
     book_path: Path

@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from fleet import multinode, parallel, rolling, rollout
-from fleet import rollback as rolling_back
+from fleet import rollback as rollbacks
 from fleet import router as routing
 from fleet.cli import console, err_console, print_json, print_results
 from fleet.cli.deploy_view import Board, render, render_history, render_rollout
@@ -88,12 +88,12 @@ def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOpti
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(out)).rollback(to)
         return finish(results, as_json, ok={DeployStatus.OK})
     say_for = progress_to(out)
-    outcomes = parallel.run_all(hosts, lambda h: rolling_back.rollback(h, book, opts, to, say_for(h)))
+    outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, book, opts, to, say_for(h)))
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
 
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
-    outcomes = parallel.run_all(hosts, lambda h: rolling_back.history(h, opts))
+    outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
                                "current": o.value[1] if o.value else None,
