@@ -34,6 +34,7 @@ from fleet import hostside, parallel, patchsets, remote
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
+from fleet.patchsets import PatchSet
 
 REFERENCE = (900, 1000)
 DEFAULT_SCOPE: dict[str, list[str]] = {
@@ -291,7 +292,7 @@ def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = 
     return None
 
 
-def lifted_by(gate: Gate, sets: list, sm: int, reference: tuple[int, ...] = REFERENCE) -> list[str]:
+def lifted_by(gate: Gate, sets: list[PatchSet], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[str]:
     """Names of the sets whose edits, applied to the gate's line, make it stop excluding `sm`."""
     names = []
     for ps in sets:
@@ -312,7 +313,8 @@ def lifted_by(gate: Gate, sets: list, sm: int, reference: tuple[int, ...] = REFE
     return list(dict.fromkeys(names))
 
 
-def evaluate(scan: dict, sm: int, sets: list | None = None, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+def evaluate(scan: dict[str, Any], sm: int, sets: list[PatchSet] | None = None,
+             reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
     """Every gate of a scan ({file: {"kind": "c"|"py", "lines": [[n, text], ...]}}) for `sm`."""
     gates: list[Gate] = []
     for file, item in sorted(scan.items()):
@@ -345,14 +347,14 @@ class AuditResult:
     host: str
     sm: int | None
     gates: list[Gate]
-    packages: dict
+    packages: dict[str, Any]
     error: str | None = None
 
     @property
     def excluding(self) -> list[Gate]:
         return [g for g in self.gates if g.excludes]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "sm": self.sm, "packages": self.packages, "error": self.error,
                 "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates)}
 
@@ -374,12 +376,13 @@ def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict
     res = remote.run(conn, host, hostside.python_command(python, "scan.py", payload), timeout=300)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
-            return json.loads(line[len("FLEET-JSON:"):])
+            scan: dict[str, Any] = json.loads(line[len("FLEET-JSON:"):])
+            return scan
     raise FleetError(f"{host.name}: gate scan failed (exit {res.exited}): {(res.stderr or res.stdout).strip()[-300:]}")
 
 
 def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: list[str] | None = None,
-               sets: list | None = None, full: bool = False) -> AuditResult:
+               sets: list[PatchSet] | None = None, full: bool = False) -> AuditResult:
     """Scan the host's installed packages and say which gates exclude its SM (or `sm` if given)."""
     scan = scan_host(conn, host, scope_for(packages, full))
     if sm is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import time
 from pathlib import Path
+from typing import Any
 
 from fabric import Connection
 from paramiko import SSHException
@@ -32,7 +33,7 @@ from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
 from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
 
 
-def facts_summary(facts: HostFacts) -> dict:
+def facts_summary(facts: HostFacts) -> dict[str, Any]:
     """What a release records of the host it was made on."""
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,

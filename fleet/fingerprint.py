@@ -57,7 +57,8 @@ def load() -> dict[str, Any]:
 
 
 def _flags(book: Playbook, rung: Rung) -> dict[str, Any]:
-    return json.loads(json.dumps(merged_flags(book.flags, rung)))
+    flags: dict[str, Any] = json.loads(json.dumps(merged_flags(book.flags, rung)))
+    return flags
 
 
 def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any
 
 from fabric import Connection
 
@@ -42,16 +43,16 @@ class HostLockError(FleetError):
 class Lock:
     host: str
     token: str
-    owner: dict
+    owner: dict[str, Any]
     recovered: str | None = None  # the dead owner's lock this one replaced, described
 
 
 def whoami() -> str:
     """user@machine of this fleet run, as locks and manifests record it."""
-    return _me("")["owner"]
+    return str(_me("")["owner"])
 
 
-def _me(purpose: str) -> dict:
+def _me(purpose: str) -> dict[str, Any]:
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry (containers)
@@ -81,7 +82,7 @@ def _started(pid: int) -> int | None:
         return None
 
 
-def dead_owner(owner: dict | None) -> str | None:
+def dead_owner(owner: dict[str, Any] | None) -> str | None:
     """Why the lock's owner is provably gone, or None when it may still run (another machine, or alive)."""
     if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
         return None
@@ -104,7 +105,7 @@ def dead_owner(owner: dict | None) -> str | None:
     return None
 
 
-def describe(owner: dict | None, now: float | None = None) -> str:
+def describe(owner: dict[str, Any] | None, now: float | None = None) -> str:
     """One phrase naming the holder, and why the lock looks stale if it does."""
     if not owner:
         return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
@@ -137,7 +138,7 @@ def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
 
 
 class _Held(HostLockError):
-    def __init__(self, message: str, owner: dict | None):
+    def __init__(self, message: str, owner: dict[str, Any] | None):
         super().__init__(message)
         self.owner = owner
 
@@ -164,7 +165,7 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
                         f"{(res.stderr or res.stdout).strip()[:300]}")
 
 
-def read_owner(conn: Connection, host: Host) -> dict | None:
+def read_owner(conn: Connection, host: Host) -> dict[str, Any] | None:
     res = remote.run(conn, host, f"cat {shlex.quote(LOCK_DIR + '/owner.json')} 2>/dev/null", timeout=30)
     try:
         return json.loads(res.stdout) if res.ok and res.stdout.strip() else None

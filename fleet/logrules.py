@@ -234,7 +234,7 @@ def triggers(patterns: Sequence[re.Pattern[str]]) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(found))
 
 
-def _required(seq: list) -> list[str] | None:
+def _required(seq: list[Any]) -> list[str] | None:
     """Fragments one of which every match of the parsed sequence `seq` contains (None: none known)."""
     candidates: list[list[str]] = []
     run = ""
@@ -320,12 +320,12 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
     return rules
 
 
-def _key(err: Any, depth: int) -> tuple:
+def _key(err: Any, depth: int) -> yamlfile.Loc:
     """The first `depth` parts of a pydantic error location: enough to find the line in the file."""
     return tuple(p for p in err["loc"] if isinstance(p, str | int))[:depth]
 
 
-def _where(doc: yamlfile.Document, loc: tuple) -> str:
+def _where(doc: yamlfile.Document, loc: yamlfile.Loc) -> str:
     line = doc.line_of(loc)
     return f"{doc.path}:{line}" if line else str(doc.path)
 

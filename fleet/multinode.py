@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fabric import Connection
 
@@ -317,7 +318,7 @@ class MultiNode:
         return [r for r in self.book.ladder if r.name in kept]
 
     # ------------------------------------------------------------------ one rung on every node
-    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict | None]:
+    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict[str, Any] | None]:
         for n in self.nodes:
             n.planned = n.deployer.plan(rung, rid)
             n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,

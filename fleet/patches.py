@@ -58,7 +58,8 @@ def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout:
     res = remote.run(conn, host, cmd, timeout=timeout)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(_MARK):
-            return json.loads(line[len(_MARK):])
+            answer: dict[str, Any] = json.loads(line[len(_MARK):])
+            return answer
     detail = (res.stderr or res.stdout).strip().splitlines()
     raise FleetError(f"{host.name}: patch {mode} on the host failed (exit {res.exited}) with {python}: "
                      f"{detail[-1][:300] if detail else 'no output'}")

@@ -230,7 +230,8 @@ class RevertPlan:
         return self.state != CANNOT
 
 
-def _why_changed(path: str, now: str | None, f: dict, run: dict, runs: list[dict], info: FileInfo | None) -> str:
+def _why_changed(path: str, now: str | None, f: dict[str, Any], run: dict[str, Any], runs: list[dict[str, Any]],
+                 info: FileInfo | None) -> str:
     if now is None:
         return f"{path}: file is gone since fleet wrote it"
     later = [r for r in runs if r["run"] > run["run"] and r.get("status") == "applied"

@@ -232,7 +232,7 @@ class Router(Strict):
             raise ValueError(f"not a valid unit name: {v!r}")
         return v
 
-    def problem(self, serve: Serve) -> tuple[tuple, str] | None:
+    def problem(self, serve: Serve) -> tuple[yamlfile.Loc, str] | None:
         """Where and why the router section cannot work with the serve section, or None."""
         if serve.host in LOOPBACK:
             return ("serve", "host"), ("replicas behind a router must listen beyond loopback (the router calls "

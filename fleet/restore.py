@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from fabric import Connection
 
@@ -154,7 +154,7 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
 
 
 def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
-              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict, str]:
+              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict[str, Any], str]:
     """Nothing served: close the release as failed and go back to the previous known-good one, or leave the
     unit stopped when there is none. Returns (status, release the host is on, its config, error)."""
     release.status, release.finished = ReleaseStatus.FAILED, now()

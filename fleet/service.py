@@ -32,7 +32,8 @@ def read_file(conn: Connection, path: str) -> bytes | None:
     sftp = conn.sftp()
     try:
         with sftp.open(path, "rb") as f:
-            return f.read()
+            data: bytes = f.read()
+            return data
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -97,7 +97,8 @@ class TuneResult:
 
 
 def tok_s(a: Attempt) -> float | None:
-    return (a.bench or {}).get("result", {}).get("output_throughput")
+    value = (a.bench or {}).get("result", {}).get("output_throughput")
+    return float(value) if value is not None else None
 
 
 def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:

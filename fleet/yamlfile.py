@@ -11,14 +11,16 @@ from pydantic import ValidationError
 
 from fleet.errors import InputError
 
+# Where a value sits in a YAML document: the keys and list indexes down to it, e.g. ("ladder", 0, "flags").
+Loc = tuple[str | int, ...]
 
 @dataclass
 class Document:
     path: Path
     data: Any
-    lines: dict[tuple, int] = field(default_factory=dict)
+    lines: dict[Loc, int] = field(default_factory=dict)
 
-    def line_of(self, loc: tuple) -> int | None:
+    def line_of(self, loc: Loc) -> int | None:
         """The line of the deepest key of `loc` that the file has."""
         loc = tuple(loc)
         while loc:
@@ -27,7 +29,7 @@ class Document:
             loc = loc[:-1]
         return self.lines.get(())
 
-    def error(self, loc: tuple, message: str) -> InputError:
+    def error(self, loc: Loc, message: str) -> InputError:
         line = self.line_of(loc)
         where = f"{self.path}:{line}" if line else str(self.path)
         key = ".".join(str(p) for p in loc)
@@ -67,9 +69,9 @@ def load(path: Path) -> Document:
     return doc
 
 
-def _walk(node: yaml.Node, loc: tuple, doc: Document) -> None:
+def _walk(node: yaml.Node, loc: Loc, doc: Document) -> None:
     if isinstance(node, yaml.MappingNode):
-        seen: set = set()
+        seen: set[object] = set()
         for key_node, value_node in node.value:
             key = key_node.value
             if key in seen:
