@@ -198,6 +198,7 @@ exit 1
 """
 FAKE_SYSTEMCTL = f"#!/bin/sh\ncat <<'EOF'\n{UNIT_SHOW}EOF\n"
 HOST_TOOLS = ("awk", "cat", "df", "grep", "timeout", "uname")  # what a minimal host has besides the stand-ins
+TEMP_TOOLS = ("mktemp", "rm")  # with them the probe runs its nvidia-smi calls at once; without, one by one
 
 
 def _exe(path: Path, text: str) -> None:
@@ -219,12 +220,13 @@ def fake_venv(root: Path) -> Path:
     return root / "venv"
 
 
-def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False) -> str:
-    """Run the real probe script with PATH holding only the stand-ins and a few host tools."""
+def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bool = True) -> str:
+    """Run the real probe script with PATH holding only the stand-ins and a few host tools (`concurrent`:
+    with mktemp and rm, so its nvidia-smi calls run at once)."""
     bin_dir, tools, home = tmp / "bin", tmp / "tools", tmp / "home"
     for d in (bin_dir, tools, home / ".cache/flashinfer/0.6.3/120a/cached_ops/trtllm_comm"):
         d.mkdir(parents=True)
-    for tool in HOST_TOOLS:
+    for tool in HOST_TOOLS + (TEMP_TOOLS if concurrent else ()):
         (tools / tool).symlink_to(shutil.which(tool))
     p = str(profile)
     _exe(bin_dir / "nvidia-smi", FAKE_SMI.replace("__PROFILE__", p))
@@ -242,11 +244,13 @@ def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False) -> str:
                        ("/proc/driver/nvidia/version", p + "/system/proc-driver-nvidia-version.txt")):
         assert script.count(real) == 1
         script = script.replace(real, fake)
-    env = {"PATH": f"{bin_dir}:{tools}", "HOME": str(home), "LC_ALL": "C"}
+    env = {"PATH": f"{bin_dir}:{tools}", "HOME": str(home), "LC_ALL": "C", "TMPDIR": str(tmp / "tmpdir")}
+    (tmp / "tmpdir").mkdir()
     args = [str(fake_venv(tmp)), "sglang", ",".join(probe.QUERY_FIELDS)]
     done = subprocess.run(["/bin/sh", "-c", script, "fleet-probe", *args], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stderr == ""
+    assert list((tmp / "tmpdir").iterdir()) == []  # the concurrent run's files are gone with it
     return done.stdout
 
 
@@ -254,6 +258,19 @@ def _comparable(f: F.HostFacts) -> dict:
     d = f.model_dump(exclude={"host", "address", "os", "disk", "flashinfer_cache"})
     d["packages"] = {k: v["version"] for k, v in d["packages"].items()}
     return d
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_the_concurrent_probe_prints_exactly_what_the_sequential_one_does(name, tmp_path):
+    """Its sections intact and in the same order, byte for byte, whether the nvidia-smi calls ran at once
+    (a temp dir) or one after the other (no mktemp on the host)."""
+    def same(text: str, tmp: Path) -> str:  # this machine's disk usage moves between the two runs
+        return re.sub(r"(?m)^(\S+ +)\d+ +\d+ +\d+ +\d+%", r"\1df", text.replace(str(tmp), "T"))
+
+    at_once = run_script(PROFILES / name, tmp_path / "a")
+    in_turn = run_script(PROFILES / name, tmp_path / "b", concurrent=False)
+    assert same(at_once, tmp_path / "a") == same(in_turn, tmp_path / "b")
+    assert at_once.endswith(probe.DONE + "\n")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECT))
