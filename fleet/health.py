@@ -9,12 +9,10 @@ import shlex
 from fabric import Connection
 
 from fleet.inventory import Host
-from fleet.outcomes import Outcome
+from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Playbook
 from fleet.render import API_KEY_VAR
 from fleet.service import sh
-
-Verdict = tuple[str, str]
 
 
 def with_key(env_file: str, command: str) -> str:

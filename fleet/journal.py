@@ -22,13 +22,12 @@ from fleet.inventory import Host
 from fleet.logclassify import Event
 from fleet.logrules import Severity
 from fleet.logwatch import FatalLogLine, LogWatcher, ServerReady
-from fleet.outcomes import Outcome
+from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Budgets
 from fleet.remote import ConnectionLost
+from fleet.results import Progress
 from fleet.service import sh, unit_state
 
-Progress = Callable[[str], None]
-Verdict = tuple[str, str]  # (outcome, evidence)
 READ_S = 0.5  # the longest a tick waits for a line
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
 

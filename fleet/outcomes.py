@@ -24,6 +24,9 @@ class Outcome(StrEnum):
     INTERRUPTED = "INTERRUPTED"  # the fleet run died mid-deploy (fleet.recovery closed its release)
 
 
+# What a check of a server says: (outcome, evidence), the evidence one line a person can read.
+Verdict = tuple[str, str]
+
 # The outcomes a remedy entry describes (every one but READY) and a rung's `after:` may name.
 DEPLOY_OUTCOMES: frozenset[str] = frozenset(o.value for o in Outcome if o is not Outcome.READY)
 

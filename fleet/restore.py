@@ -15,7 +15,7 @@ from fleet import journal, patches, patchsets
 from fleet.errors import FleetError
 from fleet.health import health_check
 from fleet.inventory import Host
-from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook
 from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.results import Attempt, Progress
@@ -94,7 +94,7 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
     sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
 
 
-def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress) -> tuple[str, str]:
+def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress) -> Verdict:
     """Restart the unit, follow its journal to READY (or not), then the health check."""
     cursor = journal.cursor(conn, host)
     restart(conn, host, unit)

@@ -11,7 +11,6 @@ from fleet.playbook import Rung
 from fleet.remedies import remedy_for
 
 Progress = Callable[[str], None]
-Verdict = tuple[str, str]  # (outcome, evidence)
 
 
 def quiet(message: str) -> None:

@@ -53,6 +53,7 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
 @dataclass
 class Rollout:
     hosts: list[Host]
+    groups: list[list[Host]]  # the batches, in order
     results: list[DeployResult] = field(default_factory=list)  # in the order of `hosts`
     batch_of: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -68,15 +69,16 @@ class Rollout:
 
 
 def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
+    """The batches --serial makes of the hosts (bad input was refused by rollout.parse_serial)."""
     groups = rollout.batches(hosts, sizes)
-    return Rollout(hosts, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group})
+    return Rollout(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group})
 
 
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-             force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount, timeout: float | None,
-             say_for: Callable[[Host], Progress], board: Board, hooks: RouterHooks | None = None) -> Rollout:
-    hosts = plan.hosts
-    groups = rollout.batches(hosts, sizes)
+             force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
+             board: Board, hooks: RouterHooks | None = None) -> Rollout:
+    """The batches of `plan` one after the other; `plan` filled in with the results and returned."""
+    hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
     failed = 0

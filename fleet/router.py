@@ -35,13 +35,13 @@ from fleet.connect import ConnectOptions, open_connection
 from fleet.deploy import Deployer
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus
+from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook, Rung
 from fleet.preflight import port_problem
 from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.results import Attempt, DeployResult, Planned, Progress, Verdict
+from fleet.results import Attempt, DeployResult, Planned, Progress
 from fleet.router_plan import (
     curl,
     env_path,

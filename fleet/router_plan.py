@@ -13,10 +13,9 @@ from typing import Any
 from fleet import inventory, yamlfile
 from fleet.connect import check_guard
 from fleet.inventory import Host
-from fleet.outcomes import Outcome
+from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Playbook, flag_args
 from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
-from fleet.results import Verdict
 
 TEMPLATE = "sglang-router.service.j2"
 

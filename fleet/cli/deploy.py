@@ -117,11 +117,11 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
              timeout: float | None, hooks: routing.RouterHooks | None) -> int:
     plan = rolling.plan_batches(hosts, sizes)
-    board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(set(plan.batch_of.values())))
+    board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
     live = (contextlib.nullcontext() if as_json else
             Live(get_renderable=board.table, console=console, refresh_per_second=4, transient=True))
     with live:
-        done = rolling.roll_out(plan, book, path, opts, secrets, force, sizes, limit, timeout,
+        done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
                                 progress_to(progress_console(as_json)), board, hooks)
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
