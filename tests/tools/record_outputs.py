@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,8 +51,10 @@ def main(out: Path) -> None:
     sb.down()
     sb.up(len(PROFILES), PROFILES)
     inv = str(cfg.inventory_path)
+    # fleet's local state (facts, known-good rungs) starts empty, as on a first run: remembered rungs would
+    # change the order deploys try them in
     env = {**os.environ, "COLUMNS": "120", "FLEET_SANDBOX_ONLY": "1", "SGLANG_API_KEY": "golden-key",
-           "TERM": "dumb"}
+           "TERM": "dumb", "FLEET_STATE_DIR": tempfile.mkdtemp(prefix="fleet-record-state-")}
     out.mkdir(parents=True, exist_ok=True)
     steps = [
         ("probe", ["probe"]),
