@@ -13,6 +13,7 @@ from fleet.errors import InputError
 from fleet.inventory import Host
 from fleet.logclassify import Event
 from fleet.logwatch import LogWatcher
+from fleet.outcomes import Outcome
 
 _SINCE = re.compile(r"^\d+(s|m|min|h|d)$")
 
@@ -58,7 +59,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
         watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, e)), on_line=line,
                              raise_on_fatal=False)
         journal.follow(journal.Follower(conn, host, journal_command(host.unit, follow, since)), watcher,
-                       lambda: ("stopped", "") if stop.is_set() else None)
+                       lambda: (Outcome.STOPPED, "stopped") if stop.is_set() else None)
         when = None
         watcher.finish()
     finally:

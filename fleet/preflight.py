@@ -94,9 +94,9 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     for warning in known_bad(facts):
         say(f"warning: {warning}")
     known = known_flags(conn, host, venv)
-    for problem in (model_problem(conn, host, book.model.path), port_problem(conn, host, book.serve.port, unit)):
-        if problem:
-            return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
+    problem = model_problem(conn, host, book.model.path) or port_problem(conn, host, book.serve.port, unit)
+    if problem:
+        return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
     gpus = len(facts.gpus) * (book.nodes.count if book.nodes else 1)
     sets_cache: dict[str, str | None] = {}
     kept, skipped = [], []

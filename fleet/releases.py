@@ -136,6 +136,13 @@ class ReleaseStore:
                 found.append(release)
         return found
 
+    def last_good_before_current(self) -> Release | None:
+        """The newest release that served and is older than the current one: where a rollback goes."""
+        current = self.current_id()
+        earlier = [r for r in self.list() if r.status == ReleaseStatus.OK and r.id != current
+                   and (current is None or r.id < current)]
+        return earlier[-1] if earlier else None
+
     def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
         """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
         releases = self.list()

@@ -115,6 +115,24 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
 
 
+def mode_of(release: Release, path: str) -> int:
+    return int(release.files[path].get("mode", "0o600"), 8)
+
+
+def verified_copies(store: ReleaseStore, release: Release) -> dict[str, bytes] | str:
+    """The release's own copies of the files it installed, each checked against its recorded sha256; what is
+    wrong when one is missing or damaged."""
+    copies = {}
+    for path, meta in release.files.items():
+        if path.startswith("before:"):
+            continue
+        data = store.file(release, path)
+        if data is None or sha256(data) != meta["sha256"]:
+            return f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
+        copies[path] = data
+    return copies
+
+
 def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
              say: Progress) -> Attempt | None:
     """A release's patch sets, unit and env back byte for byte with the unit stopped (not started again);
@@ -134,20 +152,16 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
         if current.get(path) != sha:
             return refused(f"{path} is not as release {release.id} left it (sha256 {str(current.get(path))[:12]} "
                            f"!= {sha[:12]}) after re-applying its patch sets")
-    copies = {}
-    for path, meta in release.files.items():
-        if path.startswith("before:"):
-            continue
-        data = store.file(release, path)
-        if data is None or sha256(data) != meta["sha256"]:
-            return refused(f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)")
-        copies[path] = data
+    copies = verified_copies(store, release)
+    if isinstance(copies, str):
+        return refused(copies)
     stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
-    for path, meta in release.files.items():
-        if path not in copies or sha256(read_file(conn, path) or b"") == meta["sha256"]:
+    for path, data in copies.items():
+        want = release.files[path]["sha256"]
+        if sha256(read_file(conn, path) or b"") == want:
             continue  # already as the release has it: a write that is not needed cannot fail on a full disk
-        write_atomic(conn, path, copies[path], int(meta.get("mode", "0o600"), 8))
-        if sha256(read_file(conn, path) or b"") != meta["sha256"]:
+        write_atomic(conn, path, data, mode_of(release, path))
+        if sha256(read_file(conn, path) or b"") != want:
             return refused(f"{path} did not verify after writing")
     daemon_reload(conn, host)
     return None

@@ -22,12 +22,10 @@ def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
         if found.status != ReleaseStatus.OK:
             raise FleetError(f"{host.name}: release {to} never served ({found.status}); refusing")
         return found
-    current = store.current_id()
-    earlier = [r for r in store.list() if r.status == ReleaseStatus.OK and r.id != current
-               and (current is None or r.id < current)]
-    if not earlier:
+    earlier = store.last_good_before_current()
+    if earlier is None:
         raise FleetError(f"{host.name}: no earlier known-good release to roll back to")
-    return earlier[-1]
+    return earlier
 
 
 def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,

@@ -314,14 +314,12 @@ class RouterHooks:
     def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
         """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
         unit = self.book.router.unit  # type: ignore[union-attr]
+        copies = restore.verified_copies(store, release)
+        if isinstance(copies, str):
+            return Outcome.PREFLIGHT, copies
         sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
-        for path, meta in release.files.items():
-            if path.startswith("before:"):
-                continue
-            data = store.file(release, path)
-            if data is None or sha256(data) != meta["sha256"]:
-                return Outcome.PREFLIGHT, f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
-            write_atomic(conn, path, data, int(meta.get("mode", "0o600"), 8))
+        for path, data in copies.items():
+            write_atomic(conn, path, data, restore.mode_of(release, path))
         daemon_reload(conn, self.host)
         restore.restart(conn, self.host, unit)
         return self._ready(conn)
@@ -338,18 +336,13 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
     try:
         with hostlock.held(conn, host, "rollback router"):
             store = ReleaseStore(conn, host, ROUTER_ROOT)
-            current = store.current_id()
-            if to:
-                target = store.load(to)
-                if target is None or target.status != ReleaseStatus.OK:
-                    raise FleetError(f"{host.name}: no router release {to} that served "
-                                     f"(see {ROUTER_ROOT}/releases on {host.name})")
-            else:
-                earlier = [r for r in store.list() if r.status == ReleaseStatus.OK and r.id != current
-                           and (current is None or r.id < current)]
-                if not earlier:
-                    raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
-                target = earlier[-1]
+            found = store.load(to) if to else store.last_good_before_current()
+            if to and (found is None or found.status != ReleaseStatus.OK):
+                raise FleetError(f"{host.name}: no router release {to} that served "
+                                 f"(see {ROUTER_ROOT}/releases on {host.name})")
+            if found is None:
+                raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
+            target = found
             hooks.say(host.name, f"router: rolling back to {target.id}")
             outcome, evidence = hooks.restore(conn, store, target)
             report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
