@@ -136,16 +136,26 @@ def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=F
       help={**HOST_HELP, "package": "python package to scan (repeatable; default flashinfer and sglang's gates)",
             "sm": "judge the gates for this SM (e.g. 120) instead of the host's GPUs",
             "set": "patch set(s) whose edits would lift gates (shown per gate)",
-            "full": "scan every .cuh/.cu/.h/.py file of the packages, not only the known comm/gate files"})
+            "full": "scan every .cuh/.cu/.h/.inl/.py file of the packages, not only the fusion path's files",
+            "sglang": "audit this sglang release's real files instead of hosts (no host contacted; needs --sm)",
+            "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)"})
 @reports_errors
 def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
-          accept_new_host_keys=False):
+          accept_new_host_keys=False, sglang=None, flashinfer=None):
     """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
+
+    With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
+    are audited (fetched once into ~/.cache/fleet/upstream), e.g. before an upgrade.
 
     Exit codes: 0 none exclude it, 1 some gates remain or a host failed, 2 bad input.
     """
     from fleet.cli import audit as audit_cmd
 
+    if sglang or flashinfer:
+        if host or group:
+            raise Exit("--sglang/--flashinfer audit releases, not hosts: drop --host/--group", code=2)
+        raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, int(sm) if sm else None, package or [], set or [],
+                                          full, json, cli.console))
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=audit_cmd.run(hosts, _opts(accept_new_host_keys), package or [], int(sm) if sm else None,
                                   set or [], full, json, cli.console))
@@ -258,16 +268,39 @@ def classify(c, file, json=False, rules=None):
             "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 1 if not",
             "revert": "restore the originals of the sets' latest patch run (refused if a file changed since)",
             "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
-            "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM"})
+            "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",
+            "against": "with --check and no host: the sets on these releases, e.g. "
+                       "sglang==0.5.23,flashinfer-python==0.7.4 (before an upgrade)",
+            "sm": "with --against: the SM to plan for (default 120)"})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, json=False,
-          accept_new_host_keys=False, allow_prebuilt_jit=False, audit=False):
+          accept_new_host_keys=False, allow_prebuilt_jit=False, audit=False, against=None, sm="120"):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
+    if against:
+        if not check or revert or host or group:
+            raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)
+        if not str(sm).isdigit():
+            raise Exit(f"--sm {sm!r}: give an SM like 120", code=2)
+        raise Exit(code=patching.against_command(set or [], against, int(sm), json))
     hosts = cli.select_hosts(inventory, host, group)
     raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, _opts(accept_new_host_keys),
                                           allow_prebuilt_jit, audit=audit))
+
+
+@task(help={"sglang": "only this sglang release (with --flashinfer: only that pair)",
+            "flashinfer": "only this flashinfer-python release", "json": "print what is cached as JSON"})
+@reports_errors
+def upstream(c, sglang=None, flashinfer=None, json=False):
+    """Fetch the real sglang / flashinfer-python wheels of playbooks/upstream/matrix.yaml (or the ones named)
+    into ~/.cache/fleet/upstream: pip download --no-deps, sha256 checked against the registry, text files kept.
+
+    Exit codes: 0 all cached, 1 a fetch failed (the registry unreachable, a hash mismatch), 2 bad input.
+    """
+    from fleet.cli import upstream as upstream_cmd
+
+    raise Exit(code=upstream_cmd.command(sglang, flashinfer, json))
 
 
 sandbox_ns = Collection("sandbox")
@@ -299,3 +332,4 @@ ns.add_task(audit)
 ns.add_collection(sandbox_ns)
 ns.add_task(classify)
 ns.add_task(patch)
+ns.add_task(upstream)

@@ -1,170 +1,61 @@
-"""Audit of architecture gates: which `#if __CUDA_ARCH__ ...` conditions and Python SM checks in the
-installed flashinfer / sglang still keep a host's SM off a code path that SM90 / SM100 get.
+"""Audit of architecture gates: which `#if __CUDA_ARCH__ ...` conditions and Python SM checks in flashinfer /
+sglang still keep a host's SM off a code path that its reference architecture gets.
 
-A `__CUDA_ARCH__` conditional "excludes" an SM when it holds for one of the reference archs
-(REFERENCE: SM90, SM100, the parts the kernels were written for) and not for that SM: `#if
-__CUDA_ARCH__ < 800` legacy branches, or `>= 1000` paths SM120 also gets, are not reported for
-SM120. A Python gate (a list of majors, an `or` of SM checks) excludes an SM whose major it lacks.
+The reference of an SM is the nearest of REFERENCE (SM90, SM100: the parts the kernels were written for) at or
+below it (SM120 -> SM100; below SM90 -> SM90). A preprocessor branch excludes the SM when the reference takes it,
+the SM does not, and what the SM takes instead in that #if chain is nothing, an empty branch or an `#error`:
+so `#if >= 1000 ... #elif >= 700` (SM120 takes the first branch), `#error` fallbacks and SM90-only branches
+(SM100 skips them too) are not reported. A Python gate (a list of majors, an `or` of SM checks:
+`is_sm100_supported()`, `_is_sm90_supported`, `get_platform().is_sm90`) excludes an SM whose major it lacks
+while it holds for the reference.
 
-Evaluated:
-- C preprocessor: #if / #elif / #ifdef / #ifndef on __CUDA_ARCH__ with defined(), !, &&, ||,
-  comparisons, arithmetic and parentheses; an #elif is taken with the conditions before it in its
-  chain negated; identifiers other than __CUDA_ARCH__ are 0 as in C. Verdicts agree with `cpp
-  -D__CUDA_ARCH__=N` (tests/unit/test_archgate.py checks every directive of the simulated headers).
-- Python: `supported_major_versions=[9, 10]`, `major in (9, 10)`, and lines chaining
-  `is_smXX_supported` / `_is_smXX_supported` / `is_blackwell_supported` / `is_hopper...` with `or`.
+Conditions are evaluated by fleet.cppexpr (checked against the real `cpp` in tests); a condition it cannot
+read (an unknown function-like macro) is reported as not evaluated, never guessed. "Lifted by" is computed by
+planning the named patch sets on the real file contents (their applies_to, variants, anchors and counts) and
+auditing the result again.
 
-The scan runs on the host in one round trip (only directive / gate lines come back); evaluation is
-pure and local.
+The scan runs on the host in one round trip (only directive / gate lines come back); evaluation is pure and
+local, and the same evaluation runs over the upstream corpus with no host (fleet.offline).
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fabric import Connection
 
-from fleet import hostside, parallel, patchsets, remote
+from fleet import hostside, parallel, patches, patchplan, patchsets, remote
 from fleet.connect import ConnectOptions, open_connection
+from fleet.cppexpr import ExprError, eval_cpp, strip_comments
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
 from fleet.patchsets import PatchSet
 
 REFERENCE = (900, 1000)
-DEFAULT_SCOPE: dict[str, list[str]] = {
-    "flashinfer": ["data/include/flashinfer/comm/*.cuh", "data/csrc/trtllm_*.cu", "jit/comm.py"],
-    "sglang": ["srt/server_args.py", "srt/layers/communicator.py"],
+FUSION_SCOPE: dict[str, list[str]] = {
+    "flashinfer": ["data/include/flashinfer/comm/trtllm_allreduce*.cuh", "data/csrc/trtllm_allreduce*.cu",
+                   "jit/comm.py"],
+    "sglang": ["srt/server_args.py", "srt/arg_groups/overrides.py", "srt/layers/communicator.py",
+               "srt/layers/flashinfer_comm_fusion.py", "srt/layers/layer_boundary/residual/add_norm.py"],
 }
-C_EXTS = (".cuh", ".cu", ".h", ".hpp", ".cc", ".cpp")
-
-
-# --- the C preprocessor expression evaluator -------------------------------------------------------
-
-_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%<>!()~?:]))")
-
-
-class ExprError(ValueError):
-    pass
-
-
-def _tokens(expr: str) -> list[str]:
-    out, pos = [], 0
-    expr = expr.strip()
-    while pos < len(expr):
-        m = _TOKEN.match(expr, pos)
-        if not m or m.end() == pos:
-            if expr[pos:].strip() == "":
-                break
-            raise ExprError(f"cannot read {expr[pos:]!r}")
-        out.append(m.group(1) or m.group(2) or m.group(3))
-        pos = m.end()
-    return out
-
-
-class _Parser:
-    # precedence climbing over C's binary operators (the ones #if conditions use)
-    BINARY = {"||": 1, "&&": 2, "==": 6, "!=": 6, "<": 7, ">": 7, "<=": 7, ">=": 7, "<<": 8, ">>": 8,
-              "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
-
-    def __init__(self, toks: list[str], macros: dict[str, int]):
-        self.toks, self.i, self.macros = toks, 0, macros
-
-    def peek(self) -> str | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take(self, want: str | None = None) -> str:
-        tok = self.peek()
-        if tok is None or (want is not None and tok != want):
-            raise ExprError(f"expected {want or 'more'}, got {tok!r}")
-        self.i += 1
-        return tok
-
-    def parse(self) -> int:
-        v = self.ternary()
-        if self.peek() is not None:
-            raise ExprError(f"unexpected {self.peek()!r}")
-        return v
-
-    def ternary(self) -> int:
-        cond = self.binary(1)
-        if self.peek() == "?":
-            self.take("?")
-            a = self.ternary()
-            self.take(":")
-            b = self.ternary()
-            return a if cond else b
-        return cond
-
-    def binary(self, min_prec: int) -> int:
-        left = self.unary()
-        while (op := self.peek()) in self.BINARY and self.BINARY[op] >= min_prec:
-            self.take()
-            right = self.binary(self.BINARY[op] + 1)
-            left = _apply(op, left, right)
-        return left
-
-    def unary(self) -> int:
-        tok = self.take()
-        if tok == "!":
-            return int(not self.unary())
-        if tok == "-":
-            return -self.unary()
-        if tok == "+":
-            return self.unary()
-        if tok == "~":
-            return ~self.unary()
-        if tok == "(":
-            v = self.ternary()
-            self.take(")")
-            return v
-        if tok == "defined":
-            paren = self.peek() == "("
-            if paren:
-                self.take("(")
-            name = self.take()
-            if paren:
-                self.take(")")
-            return int(name in self.macros)
-        if tok.isdigit():
-            return int(tok)
-        if re.match(r"[A-Za-z_]", tok):
-            return self.macros.get(tok, 0)
-        raise ExprError(f"unexpected {tok!r}")
-
-
-def _apply(op: str, a: int, b: int) -> int:
-    if op == "||":
-        return int(bool(a) or bool(b))
-    if op == "&&":
-        return int(bool(a) and bool(b))
-    if op in ("/", "%") and b == 0:
-        raise ExprError("division by zero")
-    return {"==": lambda: int(a == b), "!=": lambda: int(a != b), "<": lambda: int(a < b), ">": lambda: int(a > b),
-            "<=": lambda: int(a <= b), ">=": lambda: int(a >= b), "<<": lambda: a << b, ">>": lambda: a >> b,
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-            "/": lambda: int(a / b), "%": lambda: a - b * int(a / b)}[op]()
-
-
-def eval_cpp(expr: str, arch: int | None) -> bool:
-    """An #if condition for a device pass with __CUDA_ARCH__=arch (e.g. 1200), or the host pass (None)."""
-    macros = {} if arch is None else {"__CUDA_ARCH__": arch}
-    return bool(_Parser(_tokens(_strip_comments(expr)), macros).parse())
-
-
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//.*", "", text)
+DEFAULT_SCOPE = FUSION_SCOPE
+C_EXTS = (".cuh", ".cu", ".h", ".hpp", ".cc", ".cpp", ".inl")
 
 
 def arch_of_sm(sm: int) -> int:
     """SM 120 -> __CUDA_ARCH__ 1200."""
     return sm * 10
+
+
+def reference_for(sm: int, reference: tuple[int, ...] = REFERENCE) -> int:
+    arch = arch_of_sm(sm)
+    below = [r for r in reference if r <= arch]
+    return max(below) if below else min(reference)
 
 
 # --- gates -----------------------------------------------------------------------------------------
@@ -179,14 +70,29 @@ class Gate:
     text: str  # the source line as read
     excludes: bool = False
     lifted_by: list[str] = field(default_factory=list)
+    error: str | None = None  # why the condition could not be evaluated
 
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
+@dataclass
+class Directive:
+    line: int
+    kind: str  # if | ifdef | ifndef | elif | else | endif | error
+    cond: str
+    raw: str
+    code: int = 0  # code lines between this directive and the next one
 
 
-def cpp_directives(text: str) -> list[tuple[int, str, str, str]]:
-    """(line, directive, condition, raw) for each preprocessor conditional; continuation lines joined."""
-    out = []
+_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|error)\b(.*)$")
+
+
+def is_code(line: str) -> bool:
+    t = line.strip()
+    return bool(t) and not t.startswith(("//", "/*", "*"))
+
+
+def cpp_directives(text: str) -> list[Directive]:
+    """Each preprocessor conditional (and #error), continuation lines joined, with the code lines after it."""
+    out: list[Directive] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
@@ -196,7 +102,9 @@ def cpp_directives(text: str) -> list[tuple[int, str, str, str]]:
             line = line[:-1] + " " + lines[i]
         m = _DIRECTIVE.match(line)
         if m:
-            out.append((start, m.group(1), _strip_comments(m.group(2)).strip(), line))
+            out.append(Directive(start, m.group(1), strip_comments(m.group(2)).strip(), line))
+        elif out and is_code(line) and not line.lstrip().startswith("#"):
+            out[-1].code += 1
         i += 1
     return out
 
@@ -206,56 +114,74 @@ def _as_expr(kind: str, cond: str) -> str:
         return f"defined({cond.split()[0]})" if cond else "0"
     if kind == "ifndef":
         return f"!defined({cond.split()[0]})" if cond else "0"
+    if kind == "else":
+        return "1"
     return cond
 
 
-def cpp_gates(file: str, directives: list[tuple[int, str, str, str]], sm: int,
-              reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
-    """The __CUDA_ARCH__ conditionals of one file, each with whether it excludes `sm`."""
-    chains: list[list[str]] = []  # per open #if: the conditions of the branches so far
-    gates = []
-    for line, kind, cond, raw in directives:
-        if kind in ("if", "ifdef", "ifndef"):
-            expr = _as_expr(kind, cond)
-            chains.append([expr])
-            effective = expr
-        elif kind == "elif":
-            if not chains:
-                continue
-            effective = " && ".join([*(f"!({c})" for c in chains[-1]), f"({cond})"])
-            chains[-1].append(cond)
-            expr = cond
-        else:
-            if kind == "endif" and chains:
-                chains.pop()
-            continue
-        if "__CUDA_ARCH__" not in expr:
-            continue
-        g = Gate(file, line, "cpp", expr, raw.strip())
-        try:
-            g.excludes = _excludes(functools.partial(_holds, effective), sm, reference)
-        except ExprError as exc:
-            g.condition += f"  (not evaluated: {exc})"
-        gates.append(g)
+@dataclass
+class _Branch:
+    d: Directive
+    expr: str
+    code: bool = False
+    error: bool = False
+
+
+def _taken(branches: list[_Branch], arch: int) -> int | None:
+    for i, b in enumerate(branches):
+        if eval_cpp(b.expr, arch):
+            return i
+    return None
+
+
+def _chain_gates(file: str, branches: list[_Branch], sm: int, ref: int) -> list[Gate]:
+    gates = [Gate(file, b.d.line, "cpp", b.expr, b.d.raw.strip()) for b in branches
+             if b.d.kind != "else" and "__CUDA_ARCH" in b.expr]
+    if not gates:
+        return []
+    try:
+        mine, theirs = _taken(branches, arch_of_sm(sm)), _taken(branches, ref)
+    except ExprError as exc:
+        for g in gates:
+            g.error = str(exc)
+        return gates
+    lacks = mine is None or not branches[mine].code or branches[mine].error
+    for g in gates:
+        i = next(k for k, b in enumerate(branches) if b.d.line == g.line)
+        g.excludes = theirs == i and mine != i and lacks and not branches[i].error
     return gates
 
 
-def _holds(expr: str, arch: int) -> bool:
-    return eval_cpp(expr, arch)
-
-
-def _excludes(holds: Callable[[int], bool], sm: int, reference: tuple[int, ...]) -> bool:
-    arch = arch_of_sm(sm)
-    return any(holds(r) for r in reference if r != arch) and not holds(arch)
+def cpp_gates(file: str, directives: list[Directive], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+    """The __CUDA_ARCH__ conditionals of one file, each with whether it excludes `sm`."""
+    ref = reference_for(sm, reference)
+    chains: list[list[_Branch]] = []
+    gates: list[Gate] = []
+    for d in directives:
+        if d.kind in ("if", "ifdef", "ifndef"):
+            if chains:
+                chains[-1][-1].code = True  # a nested block counts as code of the branch around it
+            chains.append([_Branch(d, _as_expr(d.kind, d.cond), d.code > 0)])
+        elif d.kind in ("elif", "else") and chains:
+            chains[-1].append(_Branch(d, _as_expr(d.kind, d.cond), d.code > 0))
+        elif d.kind == "error" and chains:
+            chains[-1][-1].error = True
+        elif d.kind == "endif" and chains:
+            gates += _chain_gates(file, chains.pop(), sm, ref)
+            if chains and d.code:
+                chains[-1][-1].code = True
+    for left in chains:  # unterminated (a scan cut short): judge what was read
+        gates += _chain_gates(file, left, sm, ref)
+    return sorted(gates, key=lambda g: g.line)
 
 
 _MAJORS = re.compile(r"(supported_major_versions\s*=\s*|\bmajor\s+(?:not\s+)?in\s+)[\[(]([\d,\s]*)[\])]")
-_SM_CHECK = re.compile(r"\b_?is_(sm(\d+)|blackwell|hopper\w*)_supported\b|\bis_hopper_with_cuda_\w+\b")
+_SM_CHECK = re.compile(r"\b_?is_(sm(\d+)|blackwell|hopper\w*)_supported\b|\bis_hopper_with_cuda_\w+\b"
+                       r"|\bget_platform\(\)\.is_(sm(\d+)|blackwell|hopper)\b")
 _FAMILY_MAJORS = {"blackwell": {10, 11, 12}, "hopper": {9}}
 
 
-def py_gates(file: str, lines: list[tuple[int, str]], sm: int,
-             reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+def py_gates(file: str, lines: list[tuple[int, str]], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
     out = []
     for n, text in lines:
         code = text.split("#", 1)[0]
@@ -268,74 +194,95 @@ def py_gates(file: str, lines: list[tuple[int, str]], sm: int,
 
 def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = REFERENCE) -> Gate | None:
     """A Python gate on one line (comments stripped), or None."""
+    ref_major = reference_for(sm, reference) // 100
     m = _MAJORS.search(code)
     if m:
         majors = {int(x) for x in re.findall(r"\d+", m.group(2))}
         negated = "not in" in m.group(1)
 
-        def holds(arch: int) -> bool:
-            return ((arch // 100) in majors) != negated
+        def holds(major: int) -> bool:
+            return (major in majors) != negated
 
-        return Gate(file, n, "py-majors", m.group(0).strip(), code.strip(), not holds(arch_of_sm(sm)))
+        return Gate(file, n, "py-majors", m.group(0).strip(), code.strip(), holds(ref_major) and not holds(sm // 10))
     checks = list(_SM_CHECK.finditer(code))
     if len(checks) >= 2 and re.search(r"\bor\b", code):
         family: set[int] = set()
         for c in checks:
-            if c.group(2):
-                family.add(int(c.group(2)) // 10)
-            elif c.group(1) and c.group(1).startswith("blackwell"):
+            number, name = c.group(2) or c.group(4), c.group(1) or c.group(3)
+            if number:
+                family.add(int(number) // 10)
+            elif name.startswith("blackwell"):
                 family |= _FAMILY_MAJORS["blackwell"]
             else:
                 family |= _FAMILY_MAJORS["hopper"]
         cond = " or ".join(dict.fromkeys(c.group(0) for c in checks))
-        return Gate(file, n, "py-sm-check", cond, code.strip(), (sm // 10) not in family)
+        return Gate(file, n, "py-sm-check", cond, code.strip(), ref_major in family and (sm // 10) not in family)
     return None
 
 
-def lifted_by(gate: Gate, sets: list[PatchSet], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[str]:
-    """Names of the sets whose edits, applied to the gate's line, make it stop excluding `sm`."""
-    names = []
-    for ps in sets:
-        for e in ps.edits:
-            if f"{e.package}/{e.file}" != gate.file or "\n" in e.find.strip("\n") or e.find.strip() not in gate.text:
-                continue
-            new = gate.text.replace(e.find.strip(), e.replace.strip())
-            if gate.kind == "cpp":
-                d = cpp_directives(new)
-                if d and d[0][1] in ("if", "elif", "ifdef", "ifndef"):
-                    still = cpp_gates(gate.file, [(gate.line, d[0][1], d[0][2], new)], sm, reference)
-                    if not any(g.excludes for g in still):
-                        names.append(ps.name)
-            else:
-                g = py_gate(gate.file, gate.line, new.split("#", 1)[0], sm, reference)
-                if g is None or not g.excludes:
-                    names.append(ps.name)
-    return list(dict.fromkeys(names))
+def gate_lines(text: str) -> list[list[Any]]:
+    """What the host scan returns for one Python file: [line, text] of every gate-looking line."""
+    return [[i + 1, t] for i, t in enumerate(text.split("\n")) if _PYGATE.search(t)]
 
 
-def evaluate(scan: dict[str, Any], sm: int, sets: list[PatchSet] | None = None,
-             reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
-    """Every gate of a scan ({file: {"kind": "c"|"py", "lines": [[n, text], ...]}}) for `sm`."""
+_PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
+
+
+def file_gates(file: str, item: dict[str, Any], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+    """Gates of one scanned file ({"kind": "c"|"py", "lines": [[n, text(, code)], ...]})."""
+    if item["kind"] == "c":
+        ds = [Directive(int(x[0]), *_kind_cond(x[1]), x[1], int(x[2]) if len(x) > 2 else 1) for x in item["lines"]]
+        return cpp_gates(file, [d for d in ds if d.kind], sm, reference)
+    return py_gates(file, [(int(x[0]), x[1]) for x in item["lines"]], sm, reference)
+
+
+def _kind_cond(raw: str) -> tuple[str, str]:
+    m = _DIRECTIVE.match(raw)
+    return (m.group(1), strip_comments(m.group(2)).strip()) if m else ("", "")
+
+
+def scan_text(file: str, text: str) -> dict[str, Any]:
+    """The host scan of one file, done locally (the patched contents, the upstream corpus)."""
+    if file.endswith(".py"):
+        return {"kind": "py", "lines": gate_lines(text)}
+    return {"kind": "c", "lines": [[d.line, d.raw, d.code] for d in cpp_directives(text)]}
+
+
+def evaluate(scan: dict[str, Any], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+    """Every gate of a scan ({file: {"kind", "lines"}}) for `sm`."""
     gates: list[Gate] = []
     for file, item in sorted(scan.items()):
-        lines = [(int(n), t) for n, t in item["lines"]]
-        if item["kind"] == "c":
-            gates += cpp_gates(file, cpp_directives_numbered(lines), sm, reference)
-        else:
-            gates += py_gates(file, lines, sm, reference)
-    for g in gates:
-        if g.excludes and sets:
-            g.lifted_by = lifted_by(g, sets, sm, reference)
+        gates += file_gates(file, item, sm, reference)
     return gates
 
 
-def cpp_directives_numbered(lines: list[tuple[int, str]]) -> list[tuple[int, str, str, str]]:
-    """cpp_directives over (line number, directive text) pairs as the host scan returns them."""
-    out = []
-    for n, text in lines:
-        for _, kind, cond, raw in cpp_directives(text):
-            out.append((n, kind, cond, raw))
-    return out
+def _moved(line: int, content: bytes, steps: list[tuple[int, bytes, bytes]]) -> int:
+    """Where a line of the original file is after the edit steps."""
+    for off, find, repl in steps:
+        at = content.count(b"\n", 0, off) + 1
+        if line > at + find.count(b"\n"):
+            line += repl.count(b"\n") - find.count(b"\n")
+        content = content[:off] + repl + content[off + len(find):]
+    return line
+
+
+def lift(gates: list[Gate], state: patchplan.HostState, sets: list[PatchSet], sm: int,
+         reference: tuple[int, ...] = REFERENCE) -> None:
+    """Fill each excluding gate's lifted_by: the sets whose planned edits (on these very files) make it pass."""
+    excluding = [g for g in gates if g.excludes]
+    for ps in sets:
+        plan = patchplan.plan([ps], state, allow_prebuilt=True)
+        for change in plan.changes:
+            name = f"{change.package}/{change.file}"
+            mine = [g for g in excluding if g.file == name]
+            if not mine:
+                continue
+            after = {g.line: g for g in file_gates(name, scan_text(name, change.after.decode("utf-8", "replace")),
+                                                    sm, reference)}
+            for g in mine:
+                still = after.get(_moved(g.line, change.before, change.steps))
+                if still is None or not still.excludes:
+                    g.lifted_by.append(ps.name)
 
 
 # --- on the host ------------------------------------------------------------------------------------
@@ -356,7 +303,8 @@ class AuditResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "sm": self.sm, "packages": self.packages, "error": self.error,
-                "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates)}
+                "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates),
+                "not_evaluated": [asdict(g) for g in self.gates if g.error]}
 
 
 def scope_for(packages: list[str] | None = None, full: bool = False) -> dict[str, list[str]]:
@@ -392,7 +340,10 @@ def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: li
         if len(sms) > 1:
             raise InputError(f"{host.name}: GPUs of several SMs ({sms}); pass sm= to pick one")
         sm = sms[0]
-    return AuditResult(host.name, sm, evaluate(scan["files"], sm, sets), scan["packages"])
+    gates = evaluate(scan["files"], sm)
+    if sets and any(g.excludes for g in gates):
+        lift(gates, patches.read_state(conn, host, sets), sets, sm)
+    return AuditResult(host.name, sm, gates, scan["packages"])
 
 
 def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None,

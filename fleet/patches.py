@@ -92,8 +92,8 @@ def _who() -> str:
     return hostlock.whoami()
 
 
-def _b64(s: str) -> str:
-    return base64.b64encode(s.encode()).decode()
+def _b64b(b: bytes) -> str:
+    return base64.b64encode(b).decode()
 
 
 def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, state: HostState) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, s
         "modules": p.clear_jit_cache, "bases": state.cache_bases,
         "files": [{"path": c.path, "package": c.package, "file": c.file, "dist": c.info.dist,
                    "version": c.info.version, "sha_before": c.sha_before, "sha_after": c.sha_after,
-                   "edits": [[_b64(e.find), _b64(e.replace), e.count] for e in c.edits]} for c in p.changes],
+                   "steps": [[off, _b64b(f), _b64b(r)] for off, f, r in c.steps]} for c in p.changes],
     }
     if faulthook.armed(faulthook.MID_PATCH):
         req["die_after"] = 1

@@ -12,6 +12,7 @@ from fleet.service import sha256
 
 BACKUP_ROOT = "/var/lib/fleet/backups"
 APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE = "applicable", "applied", "cannot-apply", "not-applicable"
+NOT_NEEDED = "not-needed"  # meant for this host, but its installed upstream already has the fix
 REVERTIBLE, REVERTED, NOTHING = "revertible", "reverted", "nothing-to-revert"
 
 
@@ -76,6 +77,7 @@ class SetPlan:
     state: str
     reason: str | None = None
     edits: list[EditPlan] = field(default_factory=list)
+    not_needed: list[str] = field(default_factory=list)  # parts upstream already fixed
 
 
 @dataclass
@@ -85,7 +87,7 @@ class FileChange:
     path: str
     before: bytes
     after: bytes
-    edits: list[Edit]
+    steps: list[tuple[int, bytes, bytes]]  # (offset, find, replace), in order, each on the result of the last
     info: FileInfo
 
     @property
@@ -109,20 +111,78 @@ class Plan:
         return not self.errors and all(s.state != CANNOT for s in self.sets)
 
 
-def plan_edit(content: bytes, edit: Edit) -> tuple[str, int, int, str | None]:
-    """(state, occurrences of find, occurrences of replace, reason) for one edit on one file's bytes."""
+@dataclass
+class EditCheck:
+    state: str
+    found: int
+    replaced: int
+    reason: str | None = None
+    offsets: list[int] = field(default_factory=list)  # where `find` starts, when applicable
+
+    def apply(self, content: bytes, edit: Edit) -> tuple[bytes, list[tuple[int, bytes, bytes]]]:
+        """The content with every found occurrence replaced, and the steps that do it (last one first)."""
+        find, repl = edit.find.encode(), edit.replace.encode()
+        steps = [(off, find, repl) for off in sorted(self.offsets, reverse=True)]
+        for off, f, r in steps:
+            content = content[:off] + r + content[off + len(f):]
+        return content, steps
+
+
+def region(content: bytes, edit: Edit) -> tuple[int, int] | str:
+    """(start, end) byte offsets `find` is counted in (an occurrence must start there): the whole file, or
+    the lines around the anchor; a reason when the anchor does not occur exactly once."""
+    if edit.within is None:
+        return 0, len(content)
+    anchor = edit.within.anchor.encode()
+    n = content.count(anchor)
+    if n != 1:
+        return (f"anchor {edit.within.anchor!r} found {n} times, expected once "
+                f"({'upstream file drifted, or edited by hand' if n == 0 else 'ambiguous'})")
+    at = content.index(anchor)
+    start = content.rfind(b"\n", 0, at) + 1
+    for _ in range(edit.within.before):
+        if start == 0:
+            break
+        start = content.rfind(b"\n", 0, start - 1) + 1
+    end = at + len(anchor)
+    for _ in range(edit.within.after + 1):
+        nl = content.find(b"\n", end)
+        if nl < 0:
+            end = len(content)
+            break
+        end = nl + 1
+    return start, end
+
+
+def _offsets(content: bytes, needle: bytes, start: int, end: int) -> list[int]:
+    """Where `needle` starts within [start, end) (it may run past end)."""
+    out, i = [], content.find(needle, start)
+    while 0 <= i < end:
+        out.append(i)
+        i = content.find(needle, i + len(needle))
+    return out
+
+
+def plan_edit(content: bytes, edit: Edit) -> EditCheck:
+    """Whether one edit applies to one file's bytes: occurrences of find and replace in its region."""
+    span = region(content, edit)
+    if isinstance(span, str):
+        return EditCheck(CANNOT, 0, 0, span)
     find, repl = edit.find.encode(), edit.replace.encode()
-    n, r = content.count(find), content.count(repl)
+    found = _offsets(content, find, *span)
+    n, r = len(found), len(_offsets(content, repl, *span))
     if n == edit.count:
-        return APPLICABLE, n, r, None
+        return EditCheck(APPLICABLE, n, r, None, found)
     if n == 0 and r >= edit.count:
-        return APPLIED, n, r, None
+        return EditCheck(APPLIED, n, r)
     reason = f"found {n} of {edit.count} expected occurrences of find"
+    if edit.within is not None:
+        reason += f" near {edit.within.anchor!r}"
     if r:
         reason += f" (and {r} of replace: partly edited already?)"
     elif n == 0:
         reason += " (upstream file drifted, or edited by hand)"
-    return CANNOT, n, r, reason
+    return EditCheck(CANNOT, n, r, reason)
 
 
 def applies(ps: PatchSet, state: HostState) -> str | None:
@@ -150,7 +210,7 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
     """Check every edit of every set against the file contents read; sets apply in order, on the
     contents the sets before them left. Nothing here does I/O."""
     current: dict[tuple[str, str], bytes] = {}
-    edits_of: dict[tuple[str, str], list[Edit]] = {}
+    steps_of: dict[tuple[str, str], list[tuple[int, bytes, bytes]]] = {}
     set_plans: list[SetPlan] = []
     modules: list[str] = []
     for ps in sets:
@@ -158,11 +218,19 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
         if why_not:
             set_plans.append(SetPlan(ps.name, NOT_APPLICABLE if "cannot tell" not in why_not else CANNOT, why_not))
             continue
+        sel = ps.select(state.dists)
+        if sel.missing:
+            set_plans.append(SetPlan(ps.name, CANNOT, "; ".join(sel.missing), not_needed=sel.not_needed))
+            continue
+        if not sel.edits:
+            set_plans.append(SetPlan(ps.name, NOT_NEEDED, "; ".join(sel.not_needed), not_needed=sel.not_needed))
+            continue
         staged = dict(current)
+        staged_steps = {k: list(v) for k, v in steps_of.items()}
         plans: list[EditPlan] = []
-        for i, e in enumerate(ps.edits):
+        for i, e in enumerate(sel.edits):
             key = (e.package, e.file)
-            ep = EditPlan(ps.name, i, ps.edit_label(i), e.package, e.file, CANNOT, e.count)
+            ep = EditPlan(ps.name, i, e.name or f"edit {i + 1}", e.package, e.file, CANNOT, e.count)
             plans.append(ep)
             pkg = state.packages.get(e.package, {})
             info = state.files.get(key)
@@ -174,19 +242,20 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
                 ep.reason = f"{where}: {info.error if info and info.error else 'missing'}"
                 continue
             content = staged.get(key, info.content)
-            ep.state, ep.found, ep.replaced, ep.reason = plan_edit(content, e)
+            check = plan_edit(content, e)
+            ep.state, ep.found, ep.replaced, ep.reason = check.state, check.found, check.replaced, check.reason
             if ep.state == APPLICABLE:
-                staged[key] = content.replace(e.find.encode(), e.replace.encode())
-                edits_of.setdefault(key, []).append(e)
+                staged[key], steps = check.apply(content, e)
+                staged_steps.setdefault(key, []).extend(steps)
         states = {p.state for p in plans}
         if CANNOT in states:
             bad = [p for p in plans if p.state == CANNOT]
-            sp = SetPlan(ps.name, CANNOT, f"{len(bad)} of {len(plans)} edits cannot apply", plans)
+            sp = SetPlan(ps.name, CANNOT, f"{len(bad)} of {len(plans)} edits cannot apply", plans, sel.not_needed)
         elif states == {APPLIED}:
-            sp = SetPlan(ps.name, APPLIED, None, plans)
+            sp = SetPlan(ps.name, APPLIED, None, plans, sel.not_needed)
         else:
-            sp = SetPlan(ps.name, APPLICABLE, None, plans)
-            current = staged
+            sp = SetPlan(ps.name, APPLICABLE, None, plans, sel.not_needed)
+            current, steps_of = staged, staged_steps
             modules += [m for m in ps.post.clear_jit_cache if m not in modules]
         set_plans.append(sp)
     changes = []
@@ -194,7 +263,7 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
         info = state.files[key]
         if after != info.content:
             changes.append(FileChange(key[0], key[1], info.path or "", info.content or b"", after,
-                                      edits_of.get(key, []), info))
+                                      steps_of.get(key, []), info))
     errors = []
     touches_flashinfer = any(c.package.split(".")[0] == "flashinfer" for c in changes) or modules
     if state.prebuilt and touches_flashinfer and not allow_prebuilt:

@@ -11,16 +11,28 @@
         find: "supported_major_versions=[9, 10]"
         replace: "supported_major_versions=[9, 10, 12]"
         count: 1                           # expected occurrences of `find` in a pristine file
+        within: {anchor: "def gen_trtllm_comm_module(", after: 4}   # optional: count only there
+    variants:                              # optional: edits per upstream layout, picked by version
+      - dist: flashinfer-python
+        versions: "<0.6.17"
+        edits: [...]
+      - dist: flashinfer-python
+        versions: ">=0.6.17"
+        not_needed: "0.6.17 ships upstream's fix"   # instead of edits
     post:
       clear_jit_cache: [trtllm_comm]       # flashinfer JIT cache modules to delete after writing
 
 `replace` must not contain `find` (applying twice must change nothing) and must not be empty (an
-applied edit is recognised by its replacement text).
+applied edit is recognised by its replacement text). `within` anchors an edit on what identifies its
+gate: the anchor text must occur exactly once in the file, and `find` is counted only from `before`
+lines above the anchor's line to `after` lines below it, so text another gate shares is never touched.
+Each distribution named by a variant must match exactly one of its variants (by the installed version).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -92,6 +104,14 @@ class AppliesTo(BaseModel):
         return v
 
 
+class Within(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    anchor: str = Field(min_length=1)
+    before: int = Field(default=0, ge=0)
+    after: int = Field(default=0, ge=0)
+
+
 class Edit(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -101,6 +121,7 @@ class Edit(BaseModel):
     replace: str = Field(min_length=1)
     count: int = Field(ge=1)
     name: str | None = None
+    within: Within | None = None
 
     @field_validator("package")
     @classmethod
@@ -124,6 +145,36 @@ class Edit(BaseModel):
         return self
 
 
+class Variant(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    dist: str
+    versions: str
+    edits: list[Edit] = Field(default_factory=list)
+    not_needed: str | None = None
+
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, v: str) -> str:
+        parse_range(v)
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Variant:
+        if bool(self.edits) == bool(self.not_needed):
+            raise ValueError("a variant has either edits or not_needed (why no edit is needed), not both")
+        return self
+
+
+@dataclass
+class Selection:
+    """What a set does for one host's installed versions."""
+
+    edits: list[Edit]
+    not_needed: list[str]  # why a distribution needs no edit (upstream has the fix)
+    missing: list[str]  # why no variant fits (version outside every range, or not installed)
+
+
 class Post(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -144,9 +195,16 @@ class PatchSet(BaseModel):
     name: str
     description: str
     applies_to: AppliesTo = Field(default_factory=AppliesTo)
-    edits: list[Edit] = Field(min_length=1)
+    edits: list[Edit] = Field(default_factory=list)
+    variants: list[Variant] = Field(default_factory=list)
     post: Post = Field(default_factory=Post)
     source: str = Field(default="", exclude=True)
+
+    @model_validator(mode="after")
+    def _has_edits(self) -> PatchSet:
+        if not self.edits and not self.variants:
+            raise ValueError("a patch set needs edits or variants")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -155,12 +213,35 @@ class PatchSet(BaseModel):
             raise ValueError("names use lower-case letters, digits, '.', '_' and '-'")
         return v
 
-    def edit_label(self, i: int) -> str:
-        e = self.edits[i]
-        return e.name or f"edit {i + 1}"
+    def all_edits(self) -> list[Edit]:
+        return [*self.edits, *(e for v in self.variants for e in v.edits)]
 
     def files(self) -> list[tuple[str, str]]:
-        return list(dict.fromkeys((e.package, e.file) for e in self.edits))
+        """Every file any variant may edit (read before the versions are known)."""
+        return list(dict.fromkeys((e.package, e.file) for e in self.all_edits()))
+
+    def dists(self) -> list[str]:
+        return list(dict.fromkeys(v.dist for v in self.variants))
+
+    def select(self, versions: dict[str, str | None]) -> Selection:
+        """The edits for these installed versions (distribution -> version, None: not installed)."""
+        out = Selection(list(self.edits), [], [])
+        for dist in self.dists():
+            mine = [v for v in self.variants if v.dist == dist]
+            version = versions.get(dist)
+            if version is None:
+                out.missing.append(f"{dist} is not installed in the venv")
+                continue
+            hit = [v for v in mine if in_range(version, v.versions)]
+            if len(hit) != 1:
+                known = ", ".join(v.versions for v in mine)
+                out.missing.append(f"no variant for {dist} {version} (variants cover {known})" if not hit else
+                                   f"{dist} {version} matches {len(hit)} variants ({known})")
+                continue
+            if hit[0].not_needed:
+                out.not_needed.append(f"{dist} {version}: {hit[0].not_needed}")
+            out.edits += hit[0].edits
+        return out
 
 
 def load_file(path: Path) -> PatchSet:
@@ -173,12 +254,16 @@ def load_file(path: Path) -> PatchSet:
         raise doc.validation_error(err) from None
     if ps.name != path.stem:
         raise doc.error(("name",), f"must match the file name {path.stem!r}")
-    seen: dict[tuple[str, str, str], int] = {}
-    for i, e in enumerate(ps.edits):
-        key = (e.package, e.file, e.find)
-        if key in seen:
-            raise doc.error(("edits", i, "find"), f"same find text as edits.{seen[key]} on the same file")
-        seen[key] = i
+    groups: list[tuple[tuple[str | int, ...], list[Edit]]] = [(("edits",), ps.edits)]
+    groups += [(("variants", j, "edits"), [*ps.edits, *v.edits]) for j, v in enumerate(ps.variants)]
+    for where, edits in groups:
+        seen: dict[tuple[str, str, str, str], int] = {}
+        for i, e in enumerate(edits):
+            key = (e.package, e.file, e.find, e.within.anchor if e.within else "")
+            if key in seen:
+                raise doc.error((*where, i - len(ps.edits) if where[0] == "variants" else i, "find"),
+                                "same find text (and anchor) as another edit of the same file")
+            seen[key] = i
     ps.source = str(path)
     return ps
 

@@ -8,11 +8,43 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleet import archgate
+from fleet import archgate, offline, patchsets
 from fleet.cli import print_json
 from fleet.connect import ConnectOptions
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
+
+
+def _table(res: archgate.AuditResult, console: Console) -> None:
+    table = Table(title=f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}")
+    for col in ("file:line", "kind", "condition", "lifted by"):
+        table.add_column(col, overflow="fold")
+    for g in res.excluding:
+        table.add_row(f"{g.file}:{g.line}", g.kind, escape(g.condition), ", ".join(g.lifted_by) or "[red]-[/]")
+    console.print(table)
+    unread = [g for g in res.gates if g.error]
+    if unread:
+        console.print(f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
+                      f"{escape(unread[0].error or '')}", soft_wrap=True)
+
+
+def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages: list[str], sets: list[str],
+            full: bool, as_json: bool, console: Console) -> int:
+    """`inv audit --sglang X --flashinfer Y --sm N`: those releases' gates, no host. Exit 0 none exclude, 1 some."""
+    versions = {d: v for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v}
+    if sm is None:
+        raise InputError("--sm: name the SM to audit the releases for (e.g. 120)")
+    if packages:
+        raise InputError("--package: with --sglang/--flashinfer the releases name the packages")
+    for v in versions.values():
+        offline.parse_against(f"sglang=={v}")
+    loaded = patchsets.load_sets(sets) if sets else None
+    res = offline.audit(versions, sm, loaded, full).result
+    if as_json:
+        print_json({"hosts": [res.to_json()]})
+    else:
+        _table(res, console)
+    return EXIT_OK if not res.excluding else EXIT_HOST_FAILED
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None, sets: list[str],
@@ -26,13 +58,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
         if o.value is None:
             console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=True)
             continue
-        res = o.value
-        table = Table(title=f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}")
-        for col in ("file:line", "kind", "condition", "lifted by"):
-            table.add_column(col, overflow="fold")
-        for g in res.excluding:
-            table.add_row(f"{g.file}:{g.line}", g.kind, escape(g.condition), ", ".join(g.lifted_by) or "[red]-[/]")
-        console.print(table)
+        _table(o.value, console)
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
     return EXIT_OK if all(o.value is not None and not o.value.excluding for o in outcomes) else EXIT_HOST_FAILED

@@ -7,16 +7,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fleet import patch_run, patchsets
+from fleet import offline, patch_run, patchsets
 from fleet.cli import console, print_json
 from fleet.cli.audit import render_audit
 from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import HostResult
-from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOTHING, REVERTED, REVERTIBLE
+from fleet.patchplan import (APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED,
+                             REVERTIBLE)
 
-_STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLICABLE: "dim",
+_STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLICABLE: "dim", NOT_NEEDED: "green",
           REVERTIBLE: "yellow", REVERTED: "green", NOTHING: "dim"}
 
 
@@ -33,6 +34,8 @@ def render(results: list[HostResult], console: Console) -> None:
             for e in sp.edits:
                 t.add_row(sp.name, f"{e.package}/{e.file}", e.label, f"[{_STYLE.get(e.state, '')}]{e.state}[/]",
                           e.occurrences, e.reason or "")
+            for why in sp.not_needed if sp.edits else []:
+                t.add_row(sp.name, "", "", f"[green]{NOT_NEEDED}[/]", "", why)
         if r.revert is not None:
             for f in r.revert.files:
                 t.add_row("revert " + (r.revert.run or ""), f.path, "", f"[{_STYLE.get(f.state, '')}]{f.state}[/]",
@@ -54,6 +57,24 @@ def render(results: list[HostResult], console: Console) -> None:
             render_audit([r.audit], console)
         if r.audit_error:
             console.print(f"  [bold red]audit:[/] {r.audit_error}", soft_wrap=True)
+
+
+def against_command(set_names: list[str], against: str, sm: int, as_json: bool) -> int:
+    """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
+    versions = offline.parse_against(against)
+    sets = patchsets.load_sets(set_names)
+    plan = offline.check(sets, versions, sm)
+    label = ", ".join(f"{d}=={v}" for d, v in versions.items())
+    bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
+           for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets
+                                                       if sp.state == CANNOT and not sp.edits]
+    result = HostResult(label, "check", plan.ok, plan.sets, sms=[sm], error="; ".join(bad) or None)
+    if as_json:
+        print_json({"action": "check", "against": versions, "sets": [s.name for s in sets],
+                    "hosts": [result.to_json()]})
+    else:
+        render([result], console)
+    return EXIT_OK if plan.ok else EXIT_HOST_FAILED
 
 
 def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: bool, as_json: bool,

@@ -182,11 +182,11 @@ def do_apply(req):
         if sha(data) != f["sha_before"]:
             return out({"ok": False, "error": "%s: changed since it was read (sha256 %s, expected %s); nothing written"
                         % (p, sha(data)[:12], f["sha_before"][:12])})
-        for fd_, rp, n in f["edits"]:
+        for off, fd_, rp in f["steps"]:
             fd_, rp = base64.b64decode(fd_), base64.b64decode(rp)
-            if data.count(fd_) != n:
-                return out({"ok": False, "error": "%s: find text count changed; nothing written" % p})
-            data = data.replace(fd_, rp)
+            if data[off:off + len(fd_)] != fd_:
+                return out({"ok": False, "error": "%s: find text moved; nothing written" % p})
+            data = data[:off] + rp + data[off + len(fd_):]
         if sha(data) != f["sha_after"]:
             return out({"ok": False, "error": "%s: result differs from the planned one; nothing written" % p})
         try:

@@ -1,18 +1,27 @@
 """inv audit's scan on the host (fleet/archgate.py ships this text as `python -c` over one round trip).
 
-usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}}; prints `FLEET-JSON:{packages, files, sms,
-sm_error}`: every preprocessor directive of C/CUDA files and every gate-looking line of Python files.
+usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}, "roots": {package: folder} (optional: scan
+that folder instead of the importable package)}; prints `FLEET-JSON:{packages, files, sms, sm_error}`: every
+preprocessor conditional and #error of C/CUDA files as [line, text, code lines after it], and every gate-looking
+line of Python files as [line, text]. fleet.archgate.scan_text does the same locally (a test keeps them equal).
 """
 import base64, glob, importlib.util, json, os, re, subprocess, sys
 req = json.loads(base64.b64decode(sys.argv[1]))
-DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
-PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b")
+DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|error)\b")
+PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
+
+
+def is_code(line):
+    t = line.strip()
+    return bool(t) and not t.startswith(("//", "/*", "*", "#"))
 res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}  # type: dict
 for pkg, patterns in req["scope"].items():
-    spec = importlib.util.find_spec(pkg)
-    if spec is None or not spec.submodule_search_locations:
-        res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
-    root = list(spec.submodule_search_locations)[0]
+    root = req.get("roots", {}).get(pkg)
+    if root is None:
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
+        root = list(spec.submodule_search_locations)[0]
     res["packages"][pkg] = {"path": root}
     paths = set()
     for pat in patterns:
@@ -25,20 +34,24 @@ for pkg, patterns in req["scope"].items():
             text = open(path, encoding="utf-8", errors="replace").read().split("\n")
         except OSError:
             continue
-        keep, i = [], 0
+        keep, i = [], 0  # type: list, int
         while i < len(text):
             start, line = i + 1, text[i]
             if kind == "c":
                 while line.endswith("\\") and i + 1 < len(text):
                     i += 1; line = line[:-1] + " " + text[i]
                 if DIRECTIVE.match(line):
-                    keep.append([start, line])
+                    keep.append([start, line, 0])
+                elif keep and is_code(line):
+                    keep[-1][2] += 1
             elif PYGATE.search(line):
                 keep.append([start, line])
             i += 1
         if keep:
             res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}
 try:
+    if req.get("roots"):
+        raise RuntimeError("scanning folders, no GPU asked")
     r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                        capture_output=True, text=True, timeout=30)
     for line in r.stdout.split("\n"):

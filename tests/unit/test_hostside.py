@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import hostinfo, hostside, patchplan, status
+from fleet import archgate, hostinfo, hostside, patchplan, status
 from fleet.inventory import Host
 
 HERE = Path(hostside.__file__).parent
@@ -84,14 +84,15 @@ def test_patch_host_reads_applies_and_reverts_a_file_with_its_backup(site, tmp_p
               "sha_before": info["sha256"], "sha_after": hashlib.sha256(after).hexdigest()}
     applied = _patch_host(site, "apply", {
         "root": str(root), "run": "r1", "time": "t", "by": "test", "sets": ["s"], "modules": [], "bases": [],
-        "files": [{**change, "edits": [[base64.b64encode(find).decode(), base64.b64encode(replace).decode(), 1]]}]})
+        "files": [{**change, "steps": [[before.index(find), base64.b64encode(find).decode(),
+                                         base64.b64encode(replace).decode()]]}]})
     assert applied["ok"] and applied["written"] == [target]
     assert Path(target).read_bytes() == after
     assert (root / "objects" / info["sha256"]).read_bytes() == before  # the original, content-addressed
     assert json.loads((root / "runs/r1/manifest.json").read_text())["status"] == "applied"
     again = _patch_host(site, "apply", {
         "root": str(root), "run": "r2", "time": "t", "by": "test", "sets": ["s"], "modules": [], "bases": [],
-        "files": [{**change, "edits": []}]})
+        "files": [{**change, "steps": []}]})
     assert not again["ok"] and "changed since it was read" in again["error"]  # its sha_before is stale now
     reverted = _patch_host(site, "revert", {"root": str(root), "run": "r1", "time": "t", "by": "test", "bases": [],
                                             "files": [{k: change[k] for k in ("path", "sha_before", "sha_after")}]})
@@ -115,8 +116,11 @@ def test_scan_reports_directives_and_python_gates_of_a_package(site):
                            _b64({"scope": {"fakeinfer": ["**/*.py", "**/*.cuh"], "absent": ["*.py"]}})],
                           env={"PYTHONPATH": str(site), "PATH": "/nowhere"}, capture_output=True, text=True, timeout=60)
     res = _answer(done.stdout)
-    assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == [[1, "#if __CUDA_ARCH__ >= 900 &&    __CUDA_ARCH__ < 1100"],
-                                                               [4, "#endif"]]
+    # each directive with the code lines after it, as fleet.archgate.scan_text gives it locally
+    assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == [[1, "#if __CUDA_ARCH__ >= 900 &&    __CUDA_ARCH__ < 1100", 1],
+                                                               [4, "#endif", 0]]
+    local = archgate.scan_text("fakeinfer/kernel.cuh", (site / "fakeinfer/kernel.cuh").read_text())
+    assert local["lines"] == res["files"]["fakeinfer/kernel.cuh"]["lines"]
     assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])"]]
     assert "not importable" in res["packages"]["absent"]["error"]
     assert res["sms"] == [] and res["sm_error"].startswith("nvidia-smi")  # no GPU here, said so

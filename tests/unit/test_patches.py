@@ -114,7 +114,11 @@ def sim_state(sm: int = 120, versions: dict | None = None, overrides: dict | Non
     st = HostState(sms=[sm] * 2, dists=versions or {"flashinfer-python": "0.6.3", "sglang": "0.5.9"})
     for pkg, rel in ps.files():
         st.packages[pkg] = {"path": f"/venv/site-packages/{pkg}", "dist": pkg, "version": "x"}
-        data = (overrides or {}).get(rel) or (SIM / pkg / rel).read_bytes()
+        path = SIM / pkg / rel
+        if rel not in (overrides or {}) and not path.is_file():  # a file of another sglang layout
+            st.files[(pkg, rel)] = FileInfo(pkg, rel, f"/venv/site-packages/{pkg}/{rel}", False)
+            continue
+        data = (overrides or {}).get(rel) or path.read_bytes()
         st.files[(pkg, rel)] = FileInfo(pkg, rel, f"/venv/site-packages/{pkg}/{rel}", True, data,
                                         sha256(data), 0o644, 0, 0)
     return st
@@ -127,8 +131,9 @@ def shipped() -> list:
 def test_shipped_set_is_applicable_on_the_simulated_packages():
     p = patchplan.plan(shipped(), sim_state())
     assert p.ok and p.sets[0].state == APPLICABLE
-    assert [e.found for e in p.sets[0].edits] == [1, 13, 1, 1, 1]
+    assert [e.found for e in p.sets[0].edits] == [1, 13, 1, 1, 1, 1]
     assert {c.file for c in p.changes} == {"jit/comm.py", "data/include/flashinfer/comm/trtllm_allreduce.cuh",
+                                           "data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
                                            "srt/server_args.py", "srt/layers/communicator.py"}
     assert p.clear_jit_cache == ["trtllm_comm"]
     cuh = next(c for c in p.changes if c.file.endswith(".cuh"))
@@ -160,9 +165,14 @@ def test_partial_match_cannot_apply_and_nothing_planned():
 
 def test_drifted_upstream_and_missing_file_or_package():
     rel = "jit/comm.py"
-    p = patchplan.plan(shipped(), sim_state(overrides={rel: b"supported_major_versions=[9, 10, 11]\n"}))
+    drifted = b"def gen_trtllm_comm_module():\n    return dict(supported_major_versions=[9, 10, 11])\n"
+    p = patchplan.plan(shipped(), sim_state(overrides={rel: drifted}))
     e = p.sets[0].edits[0]
     assert e.state == CANNOT and "found 0 of 1" in e.reason and "drifted" in e.reason
+    assert "near 'def gen_trtllm_comm_module('" in e.reason
+    # the anchor gone (the function renamed upstream): named as such
+    p = patchplan.plan(shipped(), sim_state(overrides={rel: b"supported_major_versions=[9, 10]\n"}))
+    assert "anchor 'def gen_trtllm_comm_module(' found 0 times" in p.sets[0].edits[0].reason
     st = sim_state()
     st.files[("flashinfer", rel)] = FileInfo("flashinfer", rel, "/x/flashinfer/jit/comm.py", False,
                                              error="file missing")
@@ -175,8 +185,13 @@ def test_drifted_upstream_and_missing_file_or_package():
 
 def test_applies_to_sm_and_versions():
     assert patchplan.plan(shipped(), sim_state(sm=90)).sets[0].state == NOT_APPLICABLE
+    # flashinfer 0.6.17 has upstream's fix: only the sglang edits remain, and the plan says why
     p = patchplan.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.17", "sglang": "0.5.9"}))
-    assert p.sets[0].state == NOT_APPLICABLE and "0.6.17 is outside <0.6.17" in p.sets[0].reason
+    assert p.sets[0].state == APPLICABLE and {c.package for c in p.changes} == {"sglang"}
+    assert "flashinfer-python 0.6.17: flashinfer 0.6.17 ships upstream's fix" in p.sets[0].not_needed[0]
+    # a version no variant covers: cannot apply, named
+    p = patchplan.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.3", "sglang": "0.5.7"}))
+    assert p.sets[0].state == CANNOT and "no variant for sglang 0.5.7" in p.sets[0].reason
     st = sim_state()
     st.sms, st.sm_error = [], "nvidia-smi: not found"
     p = patchplan.plan(shipped(), st)
@@ -206,7 +221,7 @@ def test_sets_apply_in_order_on_the_same_file(tmp_path):
     st = HostState(packages={"pkg": {"path": "/p"}},
                    files={("pkg", "f.py"): FileInfo("pkg", "f.py", "/p/f.py", True, b"A=1\n", "h")})
     p = patchplan.plan(sets, st)
-    assert p.ok and len(p.changes) == 1 and p.changes[0].after == b"A=3\n" and len(p.changes[0].edits) == 2
+    assert p.ok and len(p.changes) == 1 and p.changes[0].after == b"A=3\n" and len(p.changes[0].steps) == 2
 
 
 # --- revert planning --------------------------------------------------------------------------------

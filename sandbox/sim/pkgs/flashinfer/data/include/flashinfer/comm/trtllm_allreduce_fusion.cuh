@@ -1372,6 +1372,7 @@ inline __device__ T add_bf16x2(T a, T b) {
 //
 //
 //
+cudaError_t allreduce_fusion_kernel_launcher(int SM) {  // sim: 0.6.3's, cut short
 //
 //
 //
@@ -1392,17 +1393,16 @@ inline __device__ T add_bf16x2(T a, T b) {
 //
 //
 //
-inline int launch_cluster_size(int SM, int token_num) {
-  int cluster_size = 1;
-  // clusters exist from sm_90 on
 //
+//
+  int cluster_size;
   if (SM >= 90) {
     cluster_size = 8;
+  } else {
+    cluster_size = 1;
   }
-  return cluster_size;
+  return cluster_size ? cudaSuccess : cudaErrorInvalidValue;
 }
-//
-//
 //
 //
 //

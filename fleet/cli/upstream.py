@@ -1,0 +1,43 @@
+"""`inv upstream`: fetch the upstream corpus and say what it holds."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+from rich.table import Table
+
+from fleet import upstream
+from fleet.cli import console, print_json
+from fleet.errors import EXIT_OK
+
+
+def command(sglang: str | None, flashinfer: str | None, as_json: bool) -> int:
+    matrix = upstream.load_matrix()
+    wanted = [(d, v) for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v] or None
+    start = time.monotonic()
+    with console.status("fetching upstream releases", spinner="dots") if not as_json else _Nothing():
+        rels = upstream.fetch_all(matrix, wanted)
+    took = time.monotonic() - start
+    if as_json:
+        print_json({"cache": str(upstream.cache_dir()), "seconds": round(took, 1),
+                    "releases": [asdict(r) for r in rels]})
+        return EXIT_OK
+    t = Table(title=f"upstream corpus in {upstream.cache_dir()}", title_justify="left")
+    for col in ("release", "wheel MB", "files kept", "MB kept", "fetched in s"):
+        t.add_column(col, justify="left" if col == "release" else "right")
+    for r in rels:
+        t.add_row(f"{r.dist} {r.version}", f"{r.wheel_bytes / 1e6:.1f}", str(r.files), f"{r.bytes / 1e6:.1f}",
+                  f"{r.fetched_s:.1f}")
+    console.print(t)
+    console.print(f"{len(rels)} releases, {sum(r.wheel_bytes for r in rels) / 1e6:.0f} MB of wheels, "
+                  f"{sum(r.bytes for r in rels) / 1e6:.0f} MB kept; {took:.1f} s this run")
+    return EXIT_OK
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

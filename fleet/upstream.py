@@ -1,0 +1,194 @@
+"""The upstream corpus: real sglang and flashinfer-python wheels, fetched once with pip and kept unpacked.
+
+The patch sets and the audit are checked against these files, never against the sandbox's look-alikes.
+Each release lives in `<cache>/<dist>/<version>/` (default cache `~/.cache/fleet/upstream`, or
+`$FLEET_UPSTREAM_CACHE`): only the text files the audit and the patch sets read (KEEP) and the wheel's
+METADATA, plus `release.json` with the wheel's name, size and sha256. A wheel is accepted only when its
+sha256 equals the one the registry's index (PEP 691 JSON) lists for that file name.
+
+Which releases: playbooks/upstream/matrix.yaml (`Matrix`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fleet import yamlfile
+from fleet.errors import FleetError, InputError
+
+MATRIX = Path("playbooks/upstream/matrix.yaml")
+KEEP = (".py", ".cu", ".cuh", ".h", ".hpp", ".inl", ".cc", ".cpp")
+DEFAULT_INDEX = "https://pypi.org/simple"
+IMPORT_NAME = {"sglang": "sglang", "flashinfer-python": "flashinfer"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("FLEET_UPSTREAM_CACHE") or "~/.cache/fleet/upstream").expanduser()
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    platform: str
+    python: str
+    sglang: dict[str, str]  # sglang version -> the flashinfer-python its wheel pins
+    flashinfer_extra: list[str]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(sglang, flashinfer-python) for each sglang release: its pin, then each extra flashinfer."""
+        out: list[tuple[str, str]] = []
+        for sg, pin in self.sglang.items():
+            for fi in dict.fromkeys([pin, *self.flashinfer_extra]):
+                out.append((sg, fi))
+        return out
+
+    def releases(self) -> list[tuple[str, str]]:
+        fis = dict.fromkeys([*self.sglang.values(), *self.flashinfer_extra])
+        return [("sglang", v) for v in self.sglang] + [("flashinfer-python", v) for v in fis]
+
+
+def load_matrix(path: Path = MATRIX) -> Matrix:
+    doc = yamlfile.load(path)
+    try:
+        return Matrix.model_validate(doc.data)
+    except ValidationError as err:
+        raise doc.validation_error(err) from None
+
+
+@dataclass(frozen=True)
+class Release:
+    dist: str
+    version: str
+    root: str  # the unpacked tree (site-packages layout)
+    wheel: str
+    sha256: str
+    wheel_bytes: int
+    files: int
+    bytes: int
+    fetched_s: float = 0.0
+
+    def package(self, import_name: str | None = None) -> Path:
+        """The package folder, as it would sit in site-packages (e.g. <root>/flashinfer)."""
+        return Path(self.root) / (import_name or IMPORT_NAME.get(self.dist, self.dist.replace("-", "_")))
+
+
+def _folder(cache: Path, dist: str, version: str) -> Path:
+    return cache / dist / version
+
+
+def cached(dist: str, version: str, cache: Path | None = None) -> Release | None:
+    meta = _folder(cache or cache_dir(), dist, version) / "release.json"
+    if not meta.is_file():
+        return None
+    return Release(**json.loads(meta.read_text()))
+
+
+def require(dist: str, version: str, cache: Path | None = None) -> Release:
+    """A release that must already be in the cache (tests and the offline audit read it)."""
+    rel = cached(dist, version, cache)
+    if rel is None:
+        raise InputError(f"{dist} {version} is not in the upstream cache {cache or cache_dir()}: "
+                         f"run `inv upstream` (or `inv upstream --sglang X --flashinfer Y`) first")
+    return rel
+
+
+def index_url() -> str:
+    return (os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX).rstrip("/")
+
+
+def registry_sha256(dist: str, filename: str, index: str | None = None) -> str:
+    """The sha256 the registry's simple index (PEP 691 JSON) lists for one file of `dist`."""
+    url = f"{index or index_url()}/{dist}/"
+    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            doc = json.load(resp)
+    except (OSError, ValueError) as exc:
+        raise FleetError(f"cannot read the registry index {url}: {exc}") from None
+    for f in doc.get("files", []):
+        if f.get("filename") == filename and f.get("hashes", {}).get("sha256"):
+            return str(f["hashes"]["sha256"])
+    raise FleetError(f"the registry index {url} lists no sha256 for {filename}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _pip_download(dist: str, version: str, dest: Path, python: str, platform: str) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+           python, "--platform", platform, "--disable-pip-version-check", "-q", "-d", str(dest), f"{dist}=={version}"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    wheels = sorted(dest.glob("*.whl"))
+    if res.returncode != 0 or len(wheels) != 1:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        raise FleetError(f"pip download {dist}=={version} failed (exit {res.returncode}): {tail[0]}")
+    return wheels[0]
+
+
+def _unpack(wheel: Path, into: Path) -> tuple[int, int]:
+    files = size = 0
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            name = info.filename
+            keep = name.endswith(KEEP) or (name.endswith(".dist-info/METADATA") and name.count("/") == 1)
+            if info.is_dir() or not keep or name.startswith("/") or ".." in name.split("/"):
+                continue
+            target = into / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with z.open(info) as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            files += 1
+            size += info.file_size
+    return files, size
+
+
+def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, index: str | None = None) -> Release:
+    """The release from the cache, else downloaded with pip, checked against the registry, unpacked."""
+    cache = cache or cache_dir()
+    have = cached(dist, version, cache)
+    if have is not None:
+        return have
+    folder = _folder(cache, dist, version)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{version}.") as tmp:
+        wheel = _pip_download(dist, version, Path(tmp) / "wheel", matrix.python, matrix.platform)
+        got, want = _sha256(wheel), registry_sha256(dist, wheel.name, index)
+        if got != want:
+            raise FleetError(f"{wheel.name}: sha256 {got} differs from the registry's {want}: refusing it")
+        tree = Path(tmp) / "tree"
+        files, size = _unpack(wheel, tree)
+        rel = Release(dist, version, str(folder), wheel.name, got, wheel.stat().st_size, files, size,
+                      round(time.monotonic() - start, 2))
+        (tree / "release.json").write_text(json.dumps(asdict(rel), indent=1))
+        if folder.exists():
+            shutil.rmtree(folder)
+        tree.rename(folder)
+    return rel
+
+
+def fetch_all(matrix: Matrix, wanted: list[tuple[str, str]] | None = None, cache: Path | None = None,
+              workers: int = 4) -> list[Release]:
+    """Every release of the matrix (or `wanted`), four downloads at a time; the first failure raises."""
+    todo = wanted or matrix.releases()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda dv: fetch(dv[0], dv[1], matrix, cache), todo))
