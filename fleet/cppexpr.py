@@ -43,8 +43,8 @@ def _tokens(expr: str) -> list[str]:
 
 class _Parser:
     # precedence climbing over C's binary operators (the ones #if conditions use)
-    BINARY = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, ">": 7, "<=": 7, ">=": 7, "<<": 8, ">>": 8,
-              "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
+    BINARY = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, ">": 7, "<=": 7, ">=": 7,
+              "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
 
     def __init__(self, toks: list[str], macros: dict[str, int]):
         self.toks, self.i, self.macros = toks, 0, macros

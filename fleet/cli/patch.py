@@ -14,8 +14,7 @@ from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import HostResult
-from fleet.patchplan import (APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED,
-                             REVERTIBLE)
+from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
 
 _STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLICABLE: "dim", NOT_NEEDED: "green",
           REVERTIBLE: "yellow", REVERTED: "green", NOTHING: "dim"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import archgate, patchsets
+from fleet import archgate
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "sandbox/sim/pkgs"

@@ -117,8 +117,8 @@ def test_scan_reports_directives_and_python_gates_of_a_package(site):
                           env={"PYTHONPATH": str(site), "PATH": "/nowhere"}, capture_output=True, text=True, timeout=60)
     res = _answer(done.stdout)
     # each directive with the code lines after it, as fleet.archgate.scan_text gives it locally
-    assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == [[1, "#if __CUDA_ARCH__ >= 900 &&    __CUDA_ARCH__ < 1100", 1],
-                                                               [4, "#endif", 0]]
+    want = [[1, "#if __CUDA_ARCH__ >= 900 &&    __CUDA_ARCH__ < 1100", 1], [4, "#endif", 0]]
+    assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == want
     local = archgate.scan_text("fakeinfer/kernel.cuh", (site / "fakeinfer/kernel.cuh").read_text())
     assert local["lines"] == res["files"]["fakeinfer/kernel.cuh"]["lines"]
     assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])"]]

@@ -5,13 +5,12 @@ byte for byte; patched Python compiles and defines what it uses; gates off the f
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
+import truth
 
 from fleet import archgate, offline, patchplan, patchsets, upstream
 from fleet.patchsets import version_key
-import truth
 
 SETS = patchsets.load_sets(["sm120-allreduce-fusion"])
 PAIRS = upstream.load_matrix().pairs()

@@ -206,8 +206,8 @@ def gen_fusion(moe: bool) -> str:
         # the one-shot launcher's cluster size, on 0.6.3's lines 1375 and 1398-1403 (the set's clamp edit anchors here)
         blocks.append((1375, ["cudaError_t allreduce_fusion_kernel_launcher(int SM) {  // sim: 0.6.3's, cut short"]))
         blocks.append((1398, ["  int cluster_size;", "  if (SM >= 90) {", "    cluster_size = 8;", "  } else {",
-                              "    cluster_size = 1;", "  }", "  return cluster_size ? cudaSuccess : cudaErrorInvalidValue;",
-                              "}"]))
+                              "    cluster_size = 1;", "  }",
+                              "  return cluster_size ? cudaSuccess : cudaErrorInvalidValue;", "}"]))
         blocks.append((1487, ["inline void fill_launch_attrs(int SM) {", "  struct { int numAttrs; } cfg;"]))
         blocks.append((1490, ["  cfg.numAttrs = SM >= 90 ? 2 : 0;", "}"]))
     w = Writer(banner(name, what))
