@@ -265,7 +265,8 @@ def classify(c, file, json=False, rules=None):
 
 @task(iterable=["host", "group", "set"],
       help={**HOST_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
-            "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 1 if not",
+            "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 2 if a file's text "
+                     "drifted from what a set expects (named), 1 if a host failed",
             "revert": "restore the originals of the sets' latest patch run (refused if a file changed since)",
             "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
             "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",

@@ -70,7 +70,7 @@ def read_state(conn: Connection, host: Host, sets: list[PatchSet]) -> HostState:
     files = list(dict.fromkeys(f for s in sets for f in s.files()))
     req = {
         "packages": list(dict.fromkeys(p for p, _ in files)),
-        "dists": list(dict.fromkeys(d for s in sets for d in s.applies_to.packages)),
+        "dists": list(dict.fromkeys(d for s in sets for d in [*s.applies_to.packages, *s.dists()])),
         "files": files,
         "modules": list(dict.fromkeys(m for s in sets for m in s.post.clear_jit_cache)),
         "root": BACKUP_ROOT,

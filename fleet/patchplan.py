@@ -331,7 +331,8 @@ def plan_revert(sets: list[PatchSet], state: HostState) -> RevertPlan:
         return RevertPlan(names, CANNOT, run["run"],
                           f"run {run['run']} applied {', '.join(run['sets'])} together: "
                           f"revert them together ({together})")
-    missing = [s for s in names if s not in run["sets"]]
+    applied_sets = {s for r in applied for s in r.get("sets", [])}
+    missing = [s for s in names if s not in run["sets"] and s in applied_sets]  # never applied: nothing to undo
     if missing and len(names) > 1:
         return RevertPlan(names, CANNOT, run["run"],
                           f"the latest run {run['run']} has {', '.join(run['sets'])} only; revert {', '.join(missing)} "

@@ -9,7 +9,7 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import patches, patchsets
+from fleet import patches, patchplan, patchsets
 from fleet.facts import HostFacts, known_bad
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
@@ -64,9 +64,17 @@ def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | No
     return f"port {port} is in use by another process: {out[:160]}" if out else None
 
 
-def patch_problem(conn: Connection, host: Host, name: str) -> str | None:
+def patch_problem(conn: Connection, host: Host, name: str) -> tuple[str | None, list[str]]:
+    """Why a rung's patch set cannot apply (None: it can), and the parts of it this host does not need
+    (upstream has the fix; the set is not meant for this host), each with its reason."""
     res = patches.check_host(conn, host, patchsets.load_sets([name]))
-    return None if res.ok else (res.error or f"patch set {name} cannot apply")
+    notes = []
+    for sp in res.sets:
+        if sp.state in (patchplan.NOT_NEEDED, patchplan.NOT_APPLICABLE):
+            notes.append(f"patch set {sp.name}: {sp.state}: {sp.reason}")
+        else:
+            notes += [f"patch set {sp.name}: part not needed: {why}" for why in sp.not_needed]
+    return (None if res.ok else (res.error or f"patch set {name} cannot apply")), notes
 
 
 def _int(value: Any) -> int:
@@ -111,7 +119,9 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
         else:
             for s in rung.patches:
                 if s not in sets_cache:
-                    sets_cache[s] = patch_problem(conn, host, s)
+                    sets_cache[s], notes = patch_problem(conn, host, s)
+                    for note in notes:
+                        say(note)
                 if sets_cache[s]:
                     why = sets_cache[s]
                     break

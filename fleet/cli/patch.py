@@ -11,7 +11,7 @@ from fleet import offline, patch_run, patchsets
 from fleet.cli import console, print_json
 from fleet.cli.audit import render_audit
 from fleet.connect import ConnectOptions
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import HostResult
 from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
@@ -73,7 +73,7 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool) 
                     "hosts": [result.to_json()]})
     else:
         render([result], console)
-    return EXIT_OK if plan.ok else EXIT_HOST_FAILED
+    return exit_code([result])
 
 
 def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: bool, as_json: bool,
@@ -92,4 +92,21 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
         for r in results:
             if r.release:
                 console.print(f"{r.host}: recorded as release {r.release} (`inv rollback` undoes it)")
-    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
+    return exit_code(results)
+
+
+def drifted(r: HostResult) -> bool:
+    """The host failed only because files' text is not what the sets expect (upstream drift, a hand edit,
+    a release no variant covers): nothing was changed."""
+    cannot = [e for sp in r.sets for e in sp.edits if e.state == CANNOT]
+    no_variant = [sp for sp in r.sets if sp.state == CANNOT and not sp.edits and "variant" in (sp.reason or "")]
+    return (not r.ok and r.revert is None and not r.written and (bool(cannot) or bool(no_variant))
+            and all("found" in (e.reason or "") for e in cannot) and "prebuilt" not in (r.error or ""))
+
+
+def exit_code(results: list[HostResult]) -> int:
+    """0 all ok; 2 when every failure is drift (nothing changed, as for bad input); 1 otherwise."""
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return EXIT_OK
+    return EXIT_BAD_INPUT if all(drifted(r) for r in failed) else EXIT_HOST_FAILED

@@ -13,6 +13,7 @@ from fleetcli import inv, llama_playbook, sh
 SITE = "/root/ml-env/lib/python3.11/site-packages"
 # Every file the shipped patch set may touch (what `nothing lost` hashes besides unit, env and releases).
 PATCHABLE = [f"{SITE}/flashinfer/jit/comm.py", f"{SITE}/flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh",
+             f"{SITE}/flashinfer/data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh",
              f"{SITE}/sglang/srt/server_args.py", f"{SITE}/sglang/srt/layers/communicator.py"]
 UNIT, ENV = "/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env"
 # P2P off and no custom all-reduce: the rung serves on every sandbox host, sbx4's broken P2P included.

@@ -66,7 +66,7 @@ def test_a_package_reinstall_shows_as_drift_deploy_reapplies_and_rollback_goes_b
     assert check.returncode == 0, check.stderr[-2000:]  # the files are already the originals: nothing to clobber
     rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(patched), "--force")
     assert rc == 0 and data["status"] == "ok", err[-3000:]
-    assert "applied patch sets sm120-allreduce-fusion (4 files)" in err  # re-applied
+    assert "applied patch sets sm120-allreduce-fusion (5 files)" in err  # re-applied
     assert _drift(sandbox) == []
     _reinstall_pristine(sandbox_inventory)
     proc = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(plain), "--to", base, "--json")

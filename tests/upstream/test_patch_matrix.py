@@ -5,6 +5,7 @@ byte for byte; patched Python compiles and defines what it uses; gates off the f
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 import truth
@@ -115,3 +116,38 @@ def test_precision_and_recall_over_the_matrix(matrix):
         per.append(f"{versions}: tp {t} fp {f} fn {n}")
     assert fn == 0, per
     assert tp / (tp + fp) >= 0.95, per
+
+
+FLASHINFERS = list(dict.fromkeys([*upstream.load_matrix().sglang.values(), *upstream.load_matrix().flashinfer_extra]))
+
+
+@pytest.mark.parametrize("flashinfer", FLASHINFERS)
+def test_custom_allreduce_fixes_on_every_flashinfer(matrix, flashinfer):
+    """The opt-in set: applies to every flashinfer before 0.6.17, is not needed from 0.6.17 on; on the real
+    0.6.16 text the stride lines it writes are the ones 0.6.17 ships."""
+    sets = patchsets.load_sets(["trtllm-custom-allreduce-fixes"])
+    plan = offline.check(sets, {"flashinfer-python": flashinfer}, 120, fetch=False)
+    (sp,) = plan.sets
+    if version_key(flashinfer) >= FIXED:
+        assert sp.state == patchplan.NOT_NEEDED and plan.changes == []
+        return
+    assert sp.state == patchplan.APPLICABLE, [e.reason for e in sp.edits if e.reason]
+    cu = next(c for c in plan.changes if c.file.endswith("trtllm_allreduce.cu"))
+    assert _replayed(cu) == cu.after and b"[i + tp_size" not in cu.after
+    fixed = (upstream.require("flashinfer-python", "0.6.17").package() / cu.file).read_bytes()
+    index = re.compile(rb"lamport_peer_comm_buffer_ptrs\[i[^\]]*\]")
+    assert index.findall(cu.after) == index.findall(fixed) == [
+        b"lamport_peer_comm_buffer_ptrs[i]", b"lamport_peer_comm_buffer_ptrs[i + MAX_RANKS_PER_NODE]",
+        b"lamport_peer_comm_buffer_ptrs[i + MAX_RANKS_PER_NODE * 2]"]
+
+
+def test_sm120_clamp_matches_upstream_semantics_on_0_6_16(matrix):
+    """The default set's cluster clamp on 0.6.16's launcher: min(8, what the device launches) for SM >= 90,
+    the kernel queried the one 0.6.17 queries."""
+    plan = offline.check(SETS, {"sglang": "0.5.9", "flashinfer-python": "0.6.16"}, 120, fetch=False)
+    cuh = next(c for c in plan.changes if c.file.endswith("trtllm_allreduce_fusion.cuh")).after.decode()
+    upstream_fix = (upstream.require("flashinfer-python", "0.6.17").package()
+                    / "data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh").read_text()
+    assert "allreduce_fusion_kernel_oneshot_lamport<Pattern, T, NRanks, Fp32Acc>" in upstream_fix
+    assert "allreduce_fusion_kernel_oneshot_lamport<Pattern, T, NRanks, Fp32Acc>),\n" in cuh
+    assert "cluster_size = std::min(8, fleet_max_cluster_size);" in cuh and "cluster_size = 8;" not in cuh
