@@ -200,10 +200,11 @@ def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = 
         majors = {int(x) for x in re.findall(r"\d+", m.group(2))}
         negated = "not in" in m.group(1)
 
-        def holds(major: int) -> bool:
-            return (major in majors) != negated
-
-        return Gate(file, n, "py-majors", m.group(0).strip(), code.strip(), holds(ref_major) and not holds(sm // 10))
+        if negated:  # `if major not in (9, 10): raise ...`: the guarded branch is the refusal
+            excludes = (sm // 10) not in majors and ref_major in majors
+        else:
+            excludes = ref_major in majors and (sm // 10) not in majors
+        return Gate(file, n, "py-majors", m.group(0).strip(), code.strip(), excludes)
     checks = list(_SM_CHECK.finditer(code))
     if len(checks) >= 2 and re.search(r"\bor\b", code):
         family: set[int] = set()

@@ -16,10 +16,14 @@ import re
 ALTERNATIVE = {"and": "&&", "or": "||", "not": "!", "not_eq": "!=", "bitand": "&", "bitor": "|", "xor": "^",
                "compl": "~"}
 # cutlass/detail/helper_macros.hpp (flashinfer 0.7.x ships it under data/cutlass/include)
-KNOWN_CALLS = {"CUDA_ARCH_FAMILY": "__CUDA_ARCH_FAMILY_SPECIFIC__", "CUDA_ARCH_CONDITIONAL": "__CUDA_ARCH_SPECIFIC__"}
+# name -> the macros whose value it compares its argument with (any of them equal: true)
+KNOWN_CALLS = {"CUDA_ARCH_FAMILY": ("__CUDA_ARCH_FAMILY_SPECIFIC__",),
+               "CUDA_ARCH_CONDITIONAL": ("__CUDA_ARCH_SPECIFIC__",),
+               "CUDA_ARCH_CONDITIONAL_OR_FAMILY": ("__CUDA_ARCH_SPECIFIC__", "__CUDA_ARCH_FAMILY_SPECIFIC__")}
 ARCH_MACROS = ("__CUDA_ARCH__", "__CUDA_ARCH_SPECIFIC__", "__CUDA_ARCH_FAMILY_SPECIFIC__")
 
-_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%<>!()~?:&|^,]))")
+_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|\d+)[uUlL]*|([A-Za-z_]\w*)"
+                    r"|(&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%<>!()~?:&|^,]))")
 
 
 class ExprError(ValueError):
@@ -89,7 +93,7 @@ class _Parser:
         self.take("(")
         arg = self.ternary()
         self.take(")")
-        return int(self.macros.get(KNOWN_CALLS[name], 0) == arg)
+        return int(any(self.macros.get(m, 0) == arg for m in KNOWN_CALLS[name]))
 
     def unary(self) -> int:
         tok = self.take()
@@ -113,8 +117,10 @@ class _Parser:
             if paren:
                 self.take(")")
             return int(name in self.macros)
-        if tok.isdigit():
-            return int(tok)
+        if tok[0].isdigit():
+            if tok[:2] in ("0x", "0X"):
+                return int(tok, 16)
+            return int(tok, 8) if tok[0] == "0" and len(tok) > 1 else int(tok)
         if tok in ("true", "false"):
             return int(tok == "true")
         if re.match(r"[A-Za-z_]", tok):

@@ -68,13 +68,18 @@ def patch_problem(conn: Connection, host: Host, name: str) -> tuple[str | None, 
     """Why a rung's patch set cannot apply (None: it can), and the parts of it this host does not need
     (upstream has the fix; the set is not meant for this host), each with its reason."""
     res = patches.check_host(conn, host, patchsets.load_sets([name]))
+    return (None if res.ok else (res.error or f"patch set {name} cannot apply")), not_needed_notes(res.sets)
+
+
+def not_needed_notes(sets: list[patchplan.SetPlan]) -> list[str]:
+    """What a host does not need of its rung's sets, and why (pure): a whole set, or parts upstream fixed."""
     notes = []
-    for sp in res.sets:
+    for sp in sets:
         if sp.state in (patchplan.NOT_NEEDED, patchplan.NOT_APPLICABLE):
             notes.append(f"patch set {sp.name}: {sp.state}: {sp.reason}")
         else:
             notes += [f"patch set {sp.name}: part not needed: {why}" for why in sp.not_needed]
-    return (None if res.ok else (res.error or f"patch set {name} cannot apply")), notes
+    return notes
 
 
 def _int(value: Any) -> int:

@@ -583,7 +583,7 @@ def _kernels_compiled_out(rig: Rig) -> None:
 @case("fusion-sm12x-slow")
 def _fusion_sm12x_slow(rig: Rig) -> None:
     applied = rig.inv_patch("sbx0")
-    assert len(applied["written"]) == 4, applied
+    assert len(applied["written"]) == 5, applied  # comm.py, the two headers, server_args.py, communicator.py
     rate, sat = behaviour.row("fusion-sm12x-slow")["then"]["rate"], 8
     scale, env = slow_tokens(rate, sat)
     u = rig.unit("sbx0", "fusion-sm12x-slow").start(*GLM, FUSION, "--moe-runner-backend", "flashinfer_cutlass",

@@ -95,7 +95,9 @@ def test_python_gates():
     assert g.kind == "py-majors" and g.excludes
     assert not archgate.py_gate("f", 1, "supported_major_versions=[9, 10, 12]", 120).excludes
     assert archgate.py_gate("f", 1, "if major in (9, 10):", 120).excludes
-    assert not archgate.py_gate("f", 1, "if major not in (9, 10):", 120).excludes
+    # a negated list guards the refusal: SM12x outside (9, 10) takes it, SM100 does not
+    assert archgate.py_gate("f", 1, "if major not in (9, 10):", 120).excludes
+    assert not archgate.py_gate("f", 1, "elif major not in (8, 12):", 120).excludes
     g = archgate.py_gate("f", 1, "(_is_sm90_supported or _is_sm100_supported or (_is_cuda and is_sm120_supported()))",
                          120)
     assert g.kind == "py-sm-check" and not g.excludes
@@ -160,4 +162,77 @@ def test_real_conditions_agree_with_cpp():
                     conds += [d.cond for d in archgate.cpp_directives(text)
                               if d.kind == "if" and "__CUDA_ARCH__" in d.cond]
     assert len(conds) > 200
+    _agrees(conds)
+
+
+@pytest.mark.parametrize("expr,arch,want", [
+    ("(defined(__CUDA_ARCH__) and (__CUDA_ARCH__ == 900))", 900, True),
+    ("(defined(__CUDA_ARCH__) and (__CUDA_ARCH__ >= 900)) or defined(__CLION_IDE__)", 1200, True),
+    ("not defined(__CUDA_ARCH__)", None, True),
+    ("__CUDA_ARCH__ >= 900 && true", 900, True),
+    ("CUDA_ARCH_FAMILY(1200)", 1200, True),
+    ("CUDA_ARCH_FAMILY(1000)", 1200, False),
+    ("(__CUDA_ARCH__ == 1000 && CUDA_ARCH_CONDITIONAL_OR_FAMILY(1000))", 1000, True),
+    ("defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && (__CUDA_ARCH_FAMILY_SPECIFIC__ == 1200)", 1200, True),
+    ("(__CUDA_ARCH__ & 0xF) == 0", 1200, True),
+])
+def test_eval_cpp_alternative_tokens_and_known_macros(expr, arch, want):
+    assert archgate.eval_cpp(expr, arch) is want
+
+
+def test_unknown_function_like_macros_are_reported_never_guessed():
+    with pytest.raises(archgate.ExprError, match=r"unknown function-like macro _CCCL_CUDA_COMPILER\(\)"):
+        archgate.eval_cpp("_CCCL_CUDA_COMPILER(NVCC, >=, 12, 8) && __CUDA_ARCH__ >= 900", 900)
+    text = "#if _CCCL_CUDA_COMPILER(CLANG) && __CUDA_ARCH__ >= 1000\nx\n#endif\n"
+    (g,) = archgate.cpp_gates("f.cuh", archgate.cpp_directives(text), 120)
+    assert not g.excludes and g.error and "_CCCL_CUDA_COMPILER" in g.error
+
+
+def _excludes(text: str, sm: int = 120) -> list[bool]:
+    return [g.excludes for g in archgate.cpp_gates("f.cuh", archgate.cpp_directives(text), sm)]
+
+
+def test_chains_judge_what_the_sm_takes_instead():
+    # SM100 (SM120's reference) has a body, SM120 none: excluded
+    assert _excludes("#if __CUDA_ARCH__ == 1000\ncode();\n#endif\n") == [True]
+    # SM120 takes a fallback with code: not excluded
+    assert _excludes("#if __CUDA_ARCH__ == 1000\nfast();\n#else\nslow();\n#endif\n") == [False]
+    # ... but an empty or #error fallback is no body
+    assert _excludes("#if __CUDA_ARCH__ == 1000\nfast();\n#else\n// nothing\n#endif\n") == [True]
+    assert _excludes('#if __CUDA_ARCH__ == 1000\nfast();\n#else\n#error "sm100 only"\n#endif\n') == [True]
+    # an #error branch is never itself excluding (not taking it is good)
+    assert _excludes('#if __CUDA_ARCH__ < 1000\n#error "needs sm100"\n#endif\n') == [False]
+    # SM90-only code: SM100 skips it too, so it is not SM120's to miss
+    assert _excludes("#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000\nwgmma();\n#endif\n") == [False]
+    # a nested block counts as the body of its branch
+    assert _excludes("#if __CUDA_ARCH__ >= 900\n#ifdef X\ny();\n#endif\n#endif\n") == [False]
+
+
+def test_reference_of_an_sm():
+    assert archgate.reference_for(120) == 1000 and archgate.reference_for(100) == 1000
+    assert archgate.reference_for(90) == 900 and archgate.reference_for(89) == 900
+
+
+def test_python_gates_of_sglang_0_5_2x():
+    g = archgate.py_gate("f", 1, "if not (get_platform().is_sm90 or get_platform().is_sm100):", 120)
+    assert g.kind == "py-sm-check" and g.excludes
+    assert not archgate.py_gate("f", 1, "(get_platform().is_sm90 or get_platform().is_sm100 or "
+                                        "get_platform().is_sm120)", 120).excludes
+    assert not archgate.py_gate("f", 1, "if get_platform().is_sm100 or get_platform().is_sm120:", 120).excludes
+
+
+def test_inl_files_are_in_the_full_scope():
+    assert "**/*.inl" in archgate.scope_for(["flashinfer"], full=True)["flashinfer"]
+
+
+def test_real_0_7_4_conditions_agree_with_cpp():
+    """Every __CUDA_ARCH__ condition of real flashinfer 0.7.4's comm headers, against the real cpp."""
+    from fleet import upstream
+    rel = upstream.cached("flashinfer-python", "0.7.4")
+    assert rel is not None, "run `inv upstream` (bootstrap.sh does)"
+    conds = []
+    for path in sorted((rel.package() / "data/include/flashinfer/comm").glob("*.cuh")):
+        conds += [d.cond for d in archgate.cpp_directives(path.read_text())
+                  if d.kind in ("if", "elif") and "__CUDA_ARCH__" in d.cond]
+    assert len(conds) > 30
     _agrees(conds)

@@ -26,3 +26,19 @@ def test_a_fitting_torch_and_enough_disk_pass():
     f.torch_cuda_archs = ["sm_90", "sm_100", "sm_120"]
     f.disk = {"venv": DiskFree(path="/root/ml-env", mount="/", avail_kib=50 * 2**20)}
     assert host_problems(f) == []
+
+
+def test_preflight_names_what_a_host_does_not_need_of_a_set():
+    from fleet import offline, patchsets
+    from fleet.preflight import not_needed_notes
+
+    sets = patchsets.load_sets(["sm120-allreduce-fusion"])
+    plan = offline.check(sets, {"sglang": "0.5.23", "flashinfer-python": "0.7.4"}, 120, fetch=False)
+    (note,) = not_needed_notes(plan.sets)
+    assert note.startswith("patch set sm120-allreduce-fusion: part not needed: flashinfer-python 0.7.4: flashinfer "
+                           "0.6.17 ships upstream's fix")
+    plan = offline.check(sets, {"sglang": "0.5.23", "flashinfer-python": "0.7.4"}, 100, fetch=False)
+    assert not_needed_notes(plan.sets) == ["patch set sm120-allreduce-fusion: not-applicable: SM100 is not in "
+                                           "applies_to.sm [120, 121]"]
+    plan = offline.check(sets, {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}, 120, fetch=False)
+    assert not_needed_notes(plan.sets) == []

@@ -52,12 +52,13 @@ class Label:
     excludes: bool
     path: str  # fusion | trtllm_comm | other
     why: str
+    seen_in: tuple[str, ...] = ()
 
 
 def labels(name: str = "fusion_path.yaml") -> dict[tuple[str, str, str], Label]:
     out = {}
     for item in yaml.safe_load((TRUTH / name).read_text()):
-        lab = Label(**item)
+        lab = Label(**{**item, "seen_in": tuple(item.get("seen_in", ()))})
         out[(lab.file, lab.where, lab.text)] = lab
     return out
 

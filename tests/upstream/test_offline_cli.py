@@ -1,0 +1,56 @@
+"""`inv audit --sglang/--flashinfer` and `inv patch --check --against`: what an upgrade does, no host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+INV = str(Path(sys.executable).parent / "inv")
+
+
+def inv(*args):
+    return subprocess.run([INV, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_audit_of_releases_names_the_gates_and_what_lifts_them(matrix):
+    p = inv("audit", "--sglang", "0.5.23", "--flashinfer", "0.7.4", "--sm", "120", "--set", "sm120-allreduce-fusion",
+            "--json")
+    assert p.returncode == 1, p.stderr
+    (res,) = json.loads(p.stdout)["hosts"]
+    lifted = {g["file"]: g["lifted_by"] for g in res["excluding"]}
+    assert lifted == {"flashinfer/jit/comm.py": [],  # mnnvl and mixed_comm: not the fusion path, left alone
+                      "sglang/srt/arg_groups/overrides.py": ["sm120-allreduce-fusion"],
+                      "sglang/srt/layers/flashinfer_comm_fusion.py": ["sm120-allreduce-fusion"],
+                      "sglang/srt/layers/layer_boundary/residual/add_norm.py": ["sm120-allreduce-fusion"]}
+    p = inv("audit", "--flashinfer", "0.7.4", "--sm", "100", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["hosts"][0]["excluding"] == []
+
+
+def test_patch_check_against_releases(matrix):
+    p = inv("patch", "--check", "--against", "sglang==0.5.23,flashinfer-python==0.7.4", "--set",
+            "sm120-allreduce-fusion", "--json")
+    assert p.returncode == 0, p.stderr
+    (res,) = json.loads(p.stdout)["hosts"]
+    (sp,) = res["sets"]
+    assert sp["state"] == "applicable" and "0.6.17 ships upstream's fix" in sp["not_needed"][0]
+    assert {e["file"] for e in sp["edits"]} == {"srt/arg_groups/overrides.py", "srt/layers/flashinfer_comm_fusion.py",
+                                                "srt/layers/layer_boundary/residual/add_norm.py"}
+    p = inv("patch", "--check", "--against", "sglang==0.5.9,flashinfer-python==0.6.16", "--set",
+            "trtllm-custom-allreduce-fixes", "--json")
+    (sp,) = json.loads(p.stdout)["hosts"][0]["sets"]
+    assert p.returncode == 0 and [e["label"] for e in sp["edits"]][:2] == ["lamport pointer stride (set 1)",
+                                                                           "lamport pointer stride (set 2)"]
+
+
+def test_bad_input_is_one_line_and_exit_2(matrix):
+    for args, want in [
+        (("patch", "--check", "--against", "sglang=0.5.23"), "--against 'sglang=0.5.23'"),
+        (("patch", "--against", "sglang==0.5.23"), "use it with --check"),
+        (("audit", "--sglang", "0.5.23"), "--sm: name the SM"),
+        (("audit", "--sglang", "0.5.23", "--sm", "120", "--host", "sbx0"), "drop --host/--group"),
+    ]:
+        p = inv(*args)
+        assert p.returncode == 2 and want in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
