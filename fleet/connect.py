@@ -172,7 +172,8 @@ def _connection(ep: Endpoint, known_hosts: Path, opts: ConnectOptions, gateway: 
         config=Config(overrides={"load_ssh_configs": False}),
         connect_timeout=int(t.connect),
         connect_kwargs={
-            "key_filename": list(ep.identity_files) or None,
+            # no identity named: ssh-agent, then ~/.ssh/id_* (Fabric cannot take key_filename=None)
+            **({"key_filename": list(ep.identity_files)} if ep.identity_files else {}),
             "look_for_keys": not ep.identity_files,
             "allow_agent": not ep.identity_files,
             "banner_timeout": t.banner,
@@ -197,6 +198,9 @@ def _describe(host: Host, ep: Endpoint, exc: BaseException, known_hosts: Path, t
                 f"old entry")
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return f"{where}: host key unknown (not in {known_hosts}); first contact? re-run with --accept-new-host-keys"
+    if isinstance(exc, SSHException) and "No authentication methods available" in str(exc):
+        return (f"{where}: no key to offer: no identity_file (inventory or ssh_config IdentityFile), no ssh-agent "
+                f"(SSH_AUTH_SOCK) and no default key (~/.ssh/id_rsa, id_ecdsa, id_ed25519)")
     if isinstance(exc, AuthenticationException):
         return (f"{where}: authentication failed for user {ep.user} ({exc}); check the key it offers "
                 f"(identity_file / ssh_config IdentityFile) is in that user's authorized_keys")

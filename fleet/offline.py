@@ -70,6 +70,11 @@ def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool =
 
 
 def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool = True) -> patchplan.Plan:
+    """The sets planned on these releases; InputError when a set picks its edits by a release not given."""
+    for ps in sets:
+        for dist in [*ps.dists(), *ps.applies_to.packages]:
+            if dist not in versions:
+                raise InputError(f"--against: set {ps.name} depends on the {dist} release: add {dist}==VERSION")
     return patchplan.plan(sets, state(versions, sets, sm, fetch), allow_prebuilt=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,12 @@ os.environ["FLEET_SANDBOX_ONLY"] = "1"
 os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
 # fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/.
 os.environ.setdefault("FLEET_STATE_DIR", tempfile.mkdtemp(prefix="fleet-test-state-"))
+
+# A suite started as a background job of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and so
+# would every `inv` it starts: Python then installs no KeyboardInterrupt, and the Ctrl-C tests would wait forever.
+# A handler here is reset to the default in each child, which Python then turns into KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]

@@ -122,3 +122,33 @@ def test_inv_exec_refuses_the_real_inventory_with_exit_2_and_nothing_sent():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "refused: FLEET_SANDBOX_ONLY=1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_host_with_no_identity_file_uses_the_default_keys_then_the_agent(sandbox_inventory, tmp_path, monkeypatch):
+    """The common setup: no identity_file in the inventory, the key in ~/.ssh or in ssh-agent."""
+    base = sandbox_inventory.hosts["sbx0"]
+    host = dataclasses.replace(base, identity_file=None)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    # 1. no key anywhere: one clear line, not a TypeError
+    with pytest.raises(ConnectError, match=r"no key to offer: no identity_file .* no ssh-agent"):
+        sh(host, "true")
+    # 2. the key as ~/.ssh/id_ed25519 (ssh's default IdentityFile)
+    key = home / ".ssh/id_ed25519"
+    key.write_bytes(Path(base.identity_file).read_bytes())
+    key.chmod(0o600)
+    assert sh(host, "hostname").stdout.strip() == "sbx0"
+    key.unlink()
+    # 3. the key in ssh-agent only
+    agent = subprocess.run(["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")], capture_output=True, text=True,
+                           check=True).stdout
+    pid = int(agent.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+        subprocess.run(["ssh-add", "-q", base.identity_file], check=True, capture_output=True,
+                       env={"SSH_AUTH_SOCK": str(tmp_path / "agent.sock"), "PATH": "/usr/bin:/bin"})
+        assert sh(host, "hostname").stdout.strip() == "sbx0"
+    finally:
+        subprocess.run(["kill", str(pid)], check=False)

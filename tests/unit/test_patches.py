@@ -278,3 +278,62 @@ def test_lock_owner_descriptions():
     gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7)
     assert "no longer running" in hostlock.describe(gone, now=200)
     assert "unknown owner" in hostlock.describe(None)
+
+
+VARIANTS = """\
+name: demo
+description: variants per layout
+variants:
+  - dist: pkg-dist
+    versions: "<2.0"
+    edits:
+      - package: pkg
+        file: a.py
+        within: {anchor: "def gate(", after: 1}
+        find: "[9, 10]"
+        replace: "[9, 10, 12]"
+        count: 1
+  - dist: pkg-dist
+    versions: ">=2.0"
+    not_needed: "2.0 has the fix"
+"""
+
+
+def test_variants_pick_by_version_and_anchor_on_the_gate(tmp_path):
+    ps = patchsets.load_file(write(tmp_path, "demo", VARIANTS))
+    text = b"def other():\n    return [9, 10]\ndef gate():\n    return [9, 10]\n"
+    st = HostState(packages={"pkg": {"path": "/p"}}, dists={"pkg-dist": "1.5"},
+                   files={("pkg", "a.py"): FileInfo("pkg", "a.py", "/p/a.py", True, text, sha256(text))})
+    p = patchplan.plan([ps], st)
+    want = text.replace(b"gate():\n    return [9, 10]", b"gate():\n    return [9, 10, 12]")
+    assert p.ok and p.changes[0].after == want
+    assert p.changes[0].steps == [(text.rindex(b"[9, 10]"), b"[9, 10]", b"[9, 10, 12]")]  # the other gate untouched
+    st.dists["pkg-dist"] = "2.1"
+    p = patchplan.plan([ps], st)
+    assert p.sets[0].state == patchplan.NOT_NEEDED and p.sets[0].reason == "pkg-dist 2.1: 2.0 has the fix"
+    st.dists["pkg-dist"] = None
+    assert "pkg-dist is not installed" in patchplan.plan([ps], st).sets[0].reason
+    # the anchor twice: ambiguous, named
+    st.dists["pkg-dist"] = "1.0"
+    st.files[("pkg", "a.py")].content = text + b"def gate():\n    pass\n"
+    (e,) = patchplan.plan([ps], st).sets[0].edits
+    assert e.state == CANNOT and "anchor 'def gate(' found 2 times, expected once (ambiguous)" in e.reason
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ('    not_needed: "2.0 has the fix"\n', "", r":13: variants.1: a variant has either edits or not_needed"),
+    ('    versions: "<2.0"\n', '    versions: "before 2"\n', r":5: variants.0.versions:"),
+    ('        within: {anchor: "def gate(", after: 1}\n', '        within: {anchor: "", after: 1}\n',
+     r":9: variants.0.edits.0.within.anchor:"),
+])
+def test_variant_schema_errors_name_file_line_key(tmp_path, old, new, where):
+    assert old in VARIANTS
+    with pytest.raises(InputError) as exc:
+        patchsets.load_file(write(tmp_path, "demo", VARIANTS.replace(old, new)))
+    assert re.search(where, str(exc.value)), str(exc.value)
+
+
+def test_overlapping_variants_cannot_apply(tmp_path):
+    ps = patchsets.load_file(write(tmp_path, "demo", VARIANTS.replace('versions: ">=2.0"', 'versions: ">=1.0"')))
+    sel = ps.select({"pkg-dist": "1.5"})
+    assert sel.missing == ["pkg-dist 1.5 matches 2 variants (<2.0, >=1.0)"]

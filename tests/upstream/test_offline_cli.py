@@ -50,6 +50,8 @@ def test_bad_input_is_one_line_and_exit_2(matrix):
         (("patch", "--check", "--against", "sglang=0.5.23"), "--against 'sglang=0.5.23'"),
         (("patch", "--against", "sglang==0.5.23"), "use it with --check"),
         (("audit", "--sglang", "0.5.23"), "--sm: name the SM"),
+        (("patch", "--check", "--against", "sglang==0.5.23", "--set", "sm120-allreduce-fusion"),
+         "set sm120-allreduce-fusion depends on the flashinfer-python release: add flashinfer-python==VERSION"),
         (("audit", "--sglang", "0.5.23", "--sm", "120", "--host", "sbx0"), "drop --host/--group"),
     ]:
         p = inv(*args)
