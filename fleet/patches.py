@@ -155,6 +155,7 @@ class HostResult:
     audit: Any = None  # archgate.AuditResult when asked for
     audit_error: str | None = None
     release: str | None = None  # the release a standalone apply/revert was recorded as
+    drift: bool = False  # refused only because files' text is not what the sets expect; nothing written
 
     def to_json(self) -> dict[str, Any]:
         audit, self.audit = self.audit, None
@@ -169,7 +170,7 @@ class HostResult:
 def check_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False) -> HostResult:
     state = read_state(conn, host, sets)
     p = plan(sets, state, allow_prebuilt)
-    return HostResult(host.name, "check", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p))
+    return HostResult(host.name, "check", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p), drift=p.drifted)
 
 
 def _plan_error(host: Host, p: Plan) -> str | None:
@@ -192,7 +193,8 @@ def apply_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuil
     with _locked(conn, host, "patch " + " ".join(s.name for s in sets), lock):
         state = read_state(conn, host, sets)
         p = plan(sets, state, allow_prebuilt)
-        result = HostResult(host.name, "apply", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p))
+        result = HostResult(host.name, "apply", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p),
+                            drift=p.drifted)
         if not p.ok or not p.changes:
             return result
         res = write_changes(conn, host, sets, p, state)

@@ -65,6 +65,7 @@ class EditPlan:
     found: int = 0
     replaced: int = 0
     reason: str | None = None
+    drift: bool = False  # the file is there but its text is not what the edit expects
 
     @property
     def occurrences(self) -> str:
@@ -78,6 +79,7 @@ class SetPlan:
     reason: str | None = None
     edits: list[EditPlan] = field(default_factory=list)
     not_needed: list[str] = field(default_factory=list)  # parts upstream already fixed
+    drift: bool = False  # cannot apply only because the files' text (or the version) is not what the set knows
 
 
 @dataclass
@@ -109,6 +111,12 @@ class Plan:
     @property
     def ok(self) -> bool:
         return not self.errors and all(s.state != CANNOT for s in self.sets)
+
+    @property
+    def drifted(self) -> bool:
+        """Not ok only because of drift: nothing else (a prebuilt cache, a missing file) stands in the way."""
+        bad = [s for s in self.sets if s.state == CANNOT]
+        return not self.errors and bool(bad) and all(s.drift for s in bad)
 
 
 @dataclass
@@ -220,7 +228,8 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
             continue
         sel = ps.select(state.dists)
         if sel.missing:
-            set_plans.append(SetPlan(ps.name, CANNOT, "; ".join(sel.missing), not_needed=sel.not_needed))
+            set_plans.append(SetPlan(ps.name, CANNOT, "; ".join(sel.missing), not_needed=sel.not_needed,
+                                     drift=sel.uncovered and len(sel.missing) == 1))
             continue
         if not sel.edits:
             set_plans.append(SetPlan(ps.name, NOT_NEEDED, "; ".join(sel.not_needed), not_needed=sel.not_needed))
@@ -244,13 +253,15 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
             content = staged.get(key, info.content)
             check = plan_edit(content, e)
             ep.state, ep.found, ep.replaced, ep.reason = check.state, check.found, check.replaced, check.reason
+            ep.drift = check.state == CANNOT
             if ep.state == APPLICABLE:
                 staged[key], steps = check.apply(content, e)
                 staged_steps.setdefault(key, []).extend(steps)
         states = {p.state for p in plans}
         if CANNOT in states:
             bad = [p for p in plans if p.state == CANNOT]
-            sp = SetPlan(ps.name, CANNOT, f"{len(bad)} of {len(plans)} edits cannot apply", plans, sel.not_needed)
+            sp = SetPlan(ps.name, CANNOT, f"{len(bad)} of {len(plans)} edits cannot apply", plans, sel.not_needed,
+                         drift=all(p.drift for p in bad))
         elif states == {APPLIED}:
             sp = SetPlan(ps.name, APPLIED, None, plans, sel.not_needed)
         else:

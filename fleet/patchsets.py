@@ -172,7 +172,8 @@ class Selection:
 
     edits: list[Edit]
     not_needed: list[str]  # why a distribution needs no edit (upstream has the fix)
-    missing: list[str]  # why no variant fits (version outside every range, or not installed)
+    missing: list[str]  # why no variant fits: a distribution not installed, or a version no variant covers
+    uncovered: bool = False  # a version no variant (or more than one) covers: the set has not caught up
 
 
 class Post(BaseModel):
@@ -237,6 +238,7 @@ class PatchSet(BaseModel):
                 known = ", ".join(v.versions for v in mine)
                 out.missing.append(f"no variant for {dist} {version} (variants cover {known})" if not hit else
                                    f"{dist} {version} matches {len(hit)} variants ({known})")
+                out.uncovered = True
                 continue
             if hit[0].not_needed:
                 out.not_needed.append(f"{dist} {version}: {hit[0].not_needed}")

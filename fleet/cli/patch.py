@@ -67,7 +67,8 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool) 
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
            for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets
                                                        if sp.state == CANNOT and not sp.edits]
-    result = HostResult(label, "check", plan.ok, plan.sets, sms=[sm], error="; ".join(bad) or None)
+    result = HostResult(label, "check", plan.ok, plan.sets, sms=[sm], error="; ".join(bad) or None,
+                        drift=plan.drifted)
     if as_json:
         print_json({"action": "check", "against": versions, "sets": [s.name for s in sets],
                     "hosts": [result.to_json()]})
@@ -95,18 +96,9 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
     return exit_code(results)
 
 
-def drifted(r: HostResult) -> bool:
-    """The host failed only because files' text is not what the sets expect (upstream drift, a hand edit,
-    a release no variant covers): nothing was changed."""
-    cannot = [e for sp in r.sets for e in sp.edits if e.state == CANNOT]
-    no_variant = [sp for sp in r.sets if sp.state == CANNOT and not sp.edits and "variant" in (sp.reason or "")]
-    return (not r.ok and r.revert is None and not r.written and (bool(cannot) or bool(no_variant))
-            and all("found" in (e.reason or "") for e in cannot) and "prebuilt" not in (r.error or ""))
-
-
 def exit_code(results: list[HostResult]) -> int:
     """0 all ok; 2 when every failure is drift (nothing changed, as for bad input); 1 otherwise."""
     failed = [r for r in results if not r.ok]
     if not failed:
         return EXIT_OK
-    return EXIT_BAD_INPUT if all(drifted(r) for r in failed) else EXIT_HOST_FAILED
+    return EXIT_BAD_INPUT if all(r.drift for r in failed) else EXIT_HOST_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 
 from rich.table import Table
@@ -16,7 +17,7 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool) -> int:
     matrix = upstream.load_matrix()
     wanted = [(d, v) for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v] or None
     start = time.monotonic()
-    with console.status("fetching upstream releases", spinner="dots") if not as_json else _Nothing():
+    with console.status("fetching upstream releases", spinner="dots") if not as_json else nullcontext():
         rels = upstream.fetch_all(matrix, wanted)
     took = time.monotonic() - start
     if as_json:
@@ -33,11 +34,3 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool) -> int:
     console.print(f"{len(rels)} releases, {sum(r.wheel_bytes for r in rels) / 1e6:.0f} MB of wheels, "
                   f"{sum(r.bytes for r in rels) / 1e6:.0f} MB kept; {took:.1f} s this run")
     return EXIT_OK
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -1,9 +1,9 @@
 """inv audit's scan on the host (fleet/archgate.py ships this text as `python -c` over one round trip).
 
-usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}, "roots": {package: folder} (optional: scan
-that folder instead of the importable package)}; prints `FLEET-JSON:{packages, files, sms, sm_error}`: every
-preprocessor conditional and #error of C/CUDA files as [line, text, code lines after it], and every gate-looking
-line of Python files as [line, text]. fleet.archgate.scan_text does the same locally (a test keeps them equal).
+usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}}; prints `FLEET-JSON:{packages, files, sms,
+sm_error}`: every preprocessor conditional and #error of C/CUDA files as [line, text, code lines after it], and
+every gate-looking line of Python files as [line, text]. fleet.archgate.scan_text does the same locally for text
+that is not on a host (patched contents, the upstream corpus); a test keeps the two equal.
 """
 import base64, glob, importlib.util, json, os, re, subprocess, sys
 req = json.loads(base64.b64decode(sys.argv[1]))
@@ -16,12 +16,10 @@ def is_code(line):
     return bool(t) and not t.startswith(("//", "/*", "*", "#"))
 res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}  # type: dict
 for pkg, patterns in req["scope"].items():
-    root = req.get("roots", {}).get(pkg)
-    if root is None:
-        spec = importlib.util.find_spec(pkg)
-        if spec is None or not spec.submodule_search_locations:
-            res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
-        root = list(spec.submodule_search_locations)[0]
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
+    root = list(spec.submodule_search_locations)[0]
     res["packages"][pkg] = {"path": root}
     paths = set()
     for pat in patterns:
@@ -50,8 +48,6 @@ for pkg, patterns in req["scope"].items():
         if keep:
             res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}
 try:
-    if req.get("roots"):
-        raise RuntimeError("scanning folders, no GPU asked")
     r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                        capture_output=True, text=True, timeout=30)
     for line in r.stdout.split("\n"):

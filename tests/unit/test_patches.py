@@ -337,3 +337,22 @@ def test_overlapping_variants_cannot_apply(tmp_path):
     ps = patchsets.load_file(write(tmp_path, "demo", VARIANTS.replace('versions: ">=2.0"', 'versions: ">=1.0"')))
     sel = ps.select({"pkg-dist": "1.5"})
     assert sel.missing == ["pkg-dist 1.5 matches 2 variants (<2.0, >=1.0)"]
+
+
+def test_drift_is_told_apart_from_other_refusals():
+    """Text that moved, or a version no variant covers, is drift (inv patch exits 2); a missing file, a package
+    that does not import or a prebuilt JIT cache is not."""
+    rel = "jit/comm.py"
+    moved = patchplan.plan(shipped(), sim_state(overrides={rel: b"def gen_trtllm_comm_module():\n    pass\n"}))
+    assert not moved.ok and moved.drifted and moved.sets[0].drift
+    assert patchplan.plan(shipped(), sim_state(versions={"flashinfer-python": "0.6.3", "sglang": "0.5.7"})).drifted
+    st = sim_state()
+    st.files[("flashinfer", rel)] = FileInfo("flashinfer", rel, "/x/flashinfer/jit/comm.py", False, error="missing")
+    gone = patchplan.plan(shipped(), st)
+    assert not gone.ok and not gone.drifted
+    st = sim_state(versions={"flashinfer-python": "0.6.3"})  # sglang not installed
+    assert not patchplan.plan(shipped(), st).drifted
+    st = sim_state()
+    st.prebuilt = ["trtllm_comm.so"]
+    refused = patchplan.plan(shipped(), st)
+    assert not refused.ok and refused.errors and not refused.drifted
