@@ -291,9 +291,11 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
 
 
 @task(help={"sglang": "only this sglang release (with --flashinfer: only that pair)",
-            "flashinfer": "only this flashinfer-python release", "json": "print what is cached as JSON"})
+            "flashinfer": "only this flashinfer-python release", "json": "print what is cached as JSON",
+            "write_flags": "after fetching, rewrite playbooks/upstream/sglang-flags.yaml from every sglang of the "
+                           "matrix (their launch_server flags, read with ast)"})
 @reports_errors
-def upstream(c, sglang=None, flashinfer=None, json=False):
+def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False):
     """Fetch the real sglang / flashinfer-python wheels of playbooks/upstream/matrix.yaml (or the ones named)
     into ~/.cache/fleet/upstream: pip download --no-deps, sha256 checked against the registry, text files kept.
 
@@ -301,7 +303,7 @@ def upstream(c, sglang=None, flashinfer=None, json=False):
     """
     from fleet.cli import upstream as upstream_cmd
 
-    raise Exit(code=upstream_cmd.command(sglang, flashinfer, json))
+    raise Exit(code=upstream_cmd.command(sglang, flashinfer, json, write_flags))
 
 
 sandbox_ns = Collection("sandbox")

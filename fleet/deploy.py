@@ -23,7 +23,7 @@ from fleet.health import health_check
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.perfgate import PerfGate
-from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags
+from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, sglang_version
 from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
@@ -57,7 +57,7 @@ class Deployer:
 
     # ------------------------------------------------------------------ planning (pure)
     def plan(self, rung: Rung, release_id: str) -> Planned:
-        flags = merged_flags(self.book.flags, rung)
+        flags = merged_flags(self.book.flags, rung, sglang_version(self.facts))
         argv = [f"{self.venv}/bin/python", "-m", "sglang.launch_server", "--model-path", self.book.model.path,
                 "--host", self.book.serve.host, "--port", str(self.book.serve.port), *flag_args(flags),
                 *self.extra_args]

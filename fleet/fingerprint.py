@@ -20,7 +20,7 @@ from typing import Any
 
 from fleet.facts import HostFacts
 from fleet.outcomes import Outcome
-from fleet.playbook import Playbook, Rung, merged_flags
+from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
 
 # Outcomes that say something about the hardware and software, not about the moment: worth skipping.
 _TRANSIENT = {Outcome.HANG, Outcome.EXITED, Outcome.HEALTH_FAILED, Outcome.BENCH_FAILED, Outcome.PREFLIGHT,
@@ -56,8 +56,8 @@ def load() -> dict[str, Any]:
     return data.get("entries", {}) if isinstance(data, dict) else {}
 
 
-def _flags(book: Playbook, rung: Rung) -> dict[str, Any]:
-    flags: dict[str, Any] = json.loads(json.dumps(merged_flags(book.flags, rung)))
+def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
+    flags: dict[str, Any] = json.loads(json.dumps(merged_flags(book.flags, rung, sglang_version(facts))))
     return flags
 
 
@@ -70,10 +70,10 @@ def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host:
     entries = load()
     by_name = {r.name: r for r in book.ladder}
     failed = {name: bad for name, bad in (known_failed or {}).items() if name != winner.name}
-    failed.update({a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]])}
+    failed.update({a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]], facts)}
                    for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT})
     entries[f"{k}/{book.name}"] = {
-        "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner),
+        "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner, facts),
         "tok_s": tok_s, "host": host, "release": release, "failed": failed,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -95,7 +95,7 @@ def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
     failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads."""
     with _LEARNING:
         old = load().get(f"{key(of(facts))}/{book.name}") or {}
-        same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung)
+        same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
         return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
                         attempts, known_failed=old.get("failed"))
 
@@ -112,14 +112,14 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
     for rung in rungs:
         bad = entry.get("failed", {}).get(rung.name)
         if (rung.name != entry.get("rung") and bad and bad.get("outcome") not in _KEEP
-                and bad.get("flags") == _flags(book, rung)):
+                and bad.get("flags") == _flags(book, rung, facts)):
             why = (f"known to fail on this hardware ({bad['outcome']} when tuned on {entry.get('host')}, "
                    f"fingerprint {key(fp)})")
             say(f"rung {rung.name}: {why}")
             skipped.append((rung.name, why))
         else:
             kept.append(rung)
-    first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r)]
+    first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r, facts)]
     if first:
         speed = f"{entry['tok_s']:,.0f} tok/s on" if entry.get("tok_s") else "served on"
         say(f"rung {first[0].name}: known-good on this hardware ({speed} "

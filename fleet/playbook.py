@@ -9,6 +9,11 @@
         when: {sm: [120, 121]}                                # conditions on probe facts
         flags: {enable-flashinfer-allreduce-fusion: true}     # true: bare flag; null: drop a base flag
         patches: [sm120-allreduce-fusion]
+      - name: lower-mem-fraction
+        flags: {mem-fraction-static: 0.8}
+        flags_by_sglang:                                      # merged too where the host's sglang is in range
+          "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
+          ">=0.5.14": {cuda-graph-max-bs-decode: 256}
       - name: no-fusion
         after: [ARCH_UNSUPPORTED, TMA_FAILURE]               # worth trying after these failure classes
 
@@ -23,10 +28,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fleet import yamlfile
+from fleet import sglang_cli, yamlfile
 from fleet.errors import InputError
 from fleet.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
+from fleet.patchsets import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -119,6 +125,9 @@ class Conditions(Strict):
     interconnect: list[str] | None = None
     p2p: list[str] | None = None  # e.g. ["ok"], or ["refused"] (matches "refused (CNS)")
     min_gpus: int | None = None
+    sglang: str | None = None  # a version range of the host's sglang, e.g. ">=0.5.20"
+
+    _sglang = field_validator("sglang")(classmethod(lambda cls, v: _check_range(v)))
 
     def failed(self, facts: HostFacts) -> str | None:
         """Why the facts rule this rung out, or None when they allow it."""
@@ -133,7 +142,22 @@ class Conditions(Strict):
             return f"needs P2P {self.p2p}, host has {facts.p2p}"
         if self.min_gpus is not None and len(facts.gpus) < self.min_gpus:
             return f"needs at least {self.min_gpus} GPUs, host has {len(facts.gpus)}"
+        if self.sglang is not None:
+            have = sglang_version(facts)
+            if have is None or not in_range(have, self.sglang):
+                return f"needs sglang {self.sglang}, host has {have or 'none found'}"
         return None
+
+
+def sglang_version(facts: HostFacts | None) -> str | None:
+    pkg = facts.packages.get("sglang") if facts else None
+    return pkg.version if pkg else None
+
+
+def _check_range(spec: str | None) -> str | None:
+    if spec is not None:
+        parse_range(spec)  # ValueError names the clause
+    return spec
 
 
 class Rung(Strict):
@@ -144,9 +168,18 @@ class Rung(Strict):
     flags: dict[str, FlagValue] = {}
     env: dict[str, str] = {}
     patches: list[str] = []
+    flags_by_sglang: dict[str, dict[str, FlagValue]] = {}  # version range -> flags, merged after `flags`
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
     _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @field_validator("flags_by_sglang")
+    @classmethod
+    def _by_version(cls, v: dict[str, dict[str, FlagValue]]) -> dict[str, dict[str, FlagValue]]:
+        for spec, flags in v.items():
+            parse_range(spec)
+            _check_flags(flags)
+        return v
 
     @field_validator("name")
     @classmethod
@@ -295,15 +328,19 @@ class Playbook(Strict):
 DEFAULT_FLAGS: dict[str, FlagValue] = {"enable-metrics": True}
 
 
-def merged_flags(base: dict[str, FlagValue], rung: Rung) -> dict[str, FlagValue]:
+def merged_flags(base: dict[str, FlagValue], rung: Rung, sglang: str | None = None) -> dict[str, FlagValue]:
+    """The base flags, then the rung's, then the rung's `flags_by_sglang` whose range holds the host's sglang
+    version (none when it is unknown)."""
     flags = dict(base)
     for name, value in DEFAULT_FLAGS.items():
         flags.setdefault(name, value)  # appended, so a playbook that names it keeps its argv order
-    for name, value in rung.flags.items():
-        if value is None or value is False:
-            flags.pop(name, None)
-        else:
-            flags[name] = value
+    layers = [rung.flags, *(f for spec, f in rung.flags_by_sglang.items() if sglang and in_range(sglang, spec))]
+    for layer in layers:
+        for name, value in layer.items():
+            if value is None or value is False:
+                flags.pop(name, None)
+            else:
+                flags[name] = value
     return {k: v for k, v in flags.items() if v is not None and v is not False}
 
 
@@ -341,7 +378,20 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
             for p in rung.patches:
                 if p not in known_patches:
                     raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
+        _check_versioned(doc, i, rung)
     return book
+
+
+def _check_versioned(doc: yamlfile.Document, i: int, rung: Rung) -> None:
+    """Each `flags_by_sglang` entry must name flags that every known sglang release in its range declares."""
+    table = sglang_cli.default_table()
+    for spec, flags in rung.flags_by_sglang.items():
+        releases = [v for v in table.versions if in_range(v, spec)]
+        for name in flags:
+            missing = [v for v in releases if not table.has(name, v)]
+            if missing:
+                problem = table.problem(name, missing[0]) or f"--{name} is not in sglang {missing[0]}"
+                raise doc.error(("ladder", i, "flags_by_sglang", spec, name), f"{problem} (range {spec!r})")
 
 
 def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import patches, patchplan, patchsets
+from fleet import patches, patchplan, patchsets, sglang_cli
 from fleet.facts import HostFacts, known_bad
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
-from fleet.playbook import Playbook, Rung, merged_flags
+from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
 from fleet.results import Attempt, Progress
 from fleet.service import sh
 
@@ -82,6 +82,23 @@ def not_needed_notes(sets: list[patchplan.SetPlan]) -> list[str]:
     return notes
 
 
+def flag_problems(flags: dict[str, Any], version: str | None, known: set[str] | None,
+                  table: sglang_cli.Table) -> tuple[list[str], list[str]]:
+    """Why these flags cannot start this host's sglang, and what upstream deprecated among them (pure).
+    `known`: the flags its `launch_server --help` lists (None: no answer, then the table judges alone); the
+    table words why a flag is missing: removed in which release, and what upstream says to use instead."""
+    blocking, deprecated = [], []
+    for name in flags:
+        missing = (known is not None and f"--{name}" not in known) or (
+            known is None and version is not None and table.problem(name, version) is not None)
+        if missing:
+            why = table.problem(name, version) if version else None
+            blocking.append(why or f"--{name} is not in the installed sglang {version or ''}".rstrip())
+        elif version and (note := table.deprecated(name, version)):
+            deprecated.append(note)
+    return blocking, deprecated
+
+
 def _int(value: Any) -> int:
     try:
         return int(value)
@@ -111,14 +128,19 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     if problem:
         return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
     gpus = len(facts.gpus) * (book.nodes.count if book.nodes else 1)
+    version, table = sglang_version(facts), sglang_cli.default_table()
     sets_cache: dict[str, str | None] = {}
-    kept, skipped = [], []
+    kept, skipped, told = [], [], set()
     for rung in rungs:
-        flags = merged_flags(book.flags, rung)
+        flags = merged_flags(book.flags, rung, version)
         why = None
-        unknown = sorted(f for f in flags if known is not None and f"--{f}" not in known)
+        unknown, deprecated = flag_problems(flags, version, known, table)
+        for note in deprecated:
+            if note not in told:
+                told.add(note)
+                say(f"warning: {note}")
         if unknown:
-            why = f"flags not in the installed sglang: {', '.join('--' + f for f in unknown)}"
+            why = "; ".join(unknown)
         elif (need := gpus_needed(flags)) > gpus:
             why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
         else:

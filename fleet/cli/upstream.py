@@ -5,21 +5,28 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
+from pathlib import Path
 
 from rich.table import Table
 
-from fleet import upstream
+from fleet import sglang_cli, upstream
 from fleet.cli import console, print_json
 from fleet.errors import EXIT_OK
 
 
-def command(sglang: str | None, flashinfer: str | None, as_json: bool) -> int:
+def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_flags: bool = False) -> int:
     matrix = upstream.load_matrix()
     wanted = [(d, v) for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v] or None
     start = time.monotonic()
     with console.status("fetching upstream releases", spinner="dots") if not as_json else nullcontext():
         rels = upstream.fetch_all(matrix, wanted)
     took = time.monotonic() - start
+    if write_flags:
+        table = sglang_cli.build((v, sglang_cli.flags_of(Path(upstream.require("sglang", v).root)))
+                                 for v in matrix.sglang)
+        sglang_cli.TABLE.write_text(sglang_cli.dump(table))
+        if not as_json:
+            console.print(f"wrote {sglang_cli.TABLE}: {len(table.flags)} flags over {len(table.versions)} releases")
     if as_json:
         print_json({"cache": str(upstream.cache_dir()), "seconds": round(took, 1),
                     "releases": [asdict(r) for r in rels]})

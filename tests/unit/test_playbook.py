@@ -8,7 +8,7 @@ import pytest
 
 from fleet import playbook
 from fleet.errors import InputError
-from fleet.facts import Gpu, HostFacts
+from fleet.facts import Gpu, HostFacts, Package
 
 MINIMAL = """name: t
 model: {path: /models/m}
@@ -94,3 +94,48 @@ def test_listening_beyond_loopback_needs_an_api_key_reference(tmp_path):
     with pytest.raises(InputError, match=r"serve.api_key: .*exactly one of env or file"):
         playbook.load(write(tmp_path, both))
 
+
+
+VERSIONED = MINIMAL.replace("""  - name: plain
+    after: [ARCH_UNSUPPORTED]
+""", """  - name: plain
+    after: [ARCH_UNSUPPORTED]
+    flags: {mem-fraction-static: 0.8}
+    flags_by_sglang:
+      "<0.5.14": {cuda-graph-max-bs: 256}
+      ">=0.5.14": {cuda-graph-max-bs-decode: 256}
+""")
+
+
+def test_flags_by_sglang_merge_the_entries_whose_range_holds_the_host_version(tmp_path):
+    book = playbook.load(write(tmp_path, VERSIONED))
+    plain = book.ladder[1]
+    assert playbook.merged_flags({}, plain, "0.5.9") == {"enable-metrics": True, "mem-fraction-static": 0.8,
+                                                         "cuda-graph-max-bs": 256}
+    assert playbook.merged_flags({}, plain, "0.5.23")["cuda-graph-max-bs-decode"] == 256
+    assert "cuda-graph-max-bs" not in playbook.merged_flags({}, plain, "0.5.23")
+    unknown = playbook.merged_flags({}, plain, None)  # no version known: only the unconditional flags
+    assert "cuda-graph-max-bs" not in unknown and "cuda-graph-max-bs-decode" not in unknown
+
+
+@pytest.mark.parametrize("change,expected", [
+    (('"<0.5.14": {cuda-graph-max-bs: 256}', '"<0.5.21": {cuda-graph-max-bs: 256}'),
+     r"t.yaml:13: ladder.1.flags_by_sglang.<0.5.21.cuda-graph-max-bs: --cuda-graph-max-bs was removed in sglang "
+     r"0.5.20 \(deprecated since 0.5.14\); use --cuda-graph-max-bs-decode \(range '<0.5.21'\)"),
+    (('">=0.5.14": {cuda-graph-max-bs-decode: 256}', '">=0.5.9": {cuda-graph-max-bs-decode: 256}'),
+     r"t.yaml:14: .*--cuda-graph-max-bs-decode needs sglang >= 0.5.14"),
+    (('"<0.5.14"', '"before 0.5.14"'), r"t.yaml:12: ladder.1.flags_by_sglang: .*bad version range clause"),
+])
+def test_flags_by_sglang_are_checked_against_every_known_release_in_their_range(tmp_path, change, expected):
+    with pytest.raises(InputError, match=expected):
+        playbook.load(write(tmp_path, VERSIONED.replace(*change)))
+
+
+def test_a_rung_can_require_an_sglang_range():
+    c = playbook.Conditions(sglang=">=0.5.20")
+    new, old = facts(120), facts(120)
+    new.packages["sglang"] = Package(version="0.5.23")
+    old.packages["sglang"] = Package(version="0.5.9")
+    assert c.failed(new) is None
+    assert c.failed(old) == "needs sglang >=0.5.20, host has 0.5.9"
+    assert c.failed(facts(120)) == "needs sglang >=0.5.20, host has none found"

@@ -42,3 +42,25 @@ def test_preflight_names_what_a_host_does_not_need_of_a_set():
                                            "applies_to.sm [120, 121]"]
     plan = offline.check(sets, {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}, 120, fetch=False)
     assert not_needed_notes(plan.sets) == []
+
+
+def test_flags_the_host_sglang_lacks_say_when_they_went_and_what_replaces_them():
+    from fleet import sglang_cli
+    from fleet.preflight import flag_problems
+
+    table = sglang_cli.default_table()
+    flags = {"tp-size": 8, "cuda-graph-max-bs": 256, "enable-flashinfer-allreduce-fusion": True}
+    # the host's own --help is the judge; the table says why a flag is missing
+    help_0523 = {f"--{f}" for f in table.flags if table.has(f, "0.5.23")}
+    blocking, deprecated = flag_problems(flags, "0.5.23", help_0523, table)
+    assert blocking == ["--cuda-graph-max-bs was removed in sglang 0.5.20 (deprecated since 0.5.14); "
+                        "use --cuda-graph-max-bs-decode"]
+    assert deprecated == ["--enable-flashinfer-allreduce-fusion is deprecated since sglang 0.5.14; "
+                          "use --flashinfer-allreduce-fusion-backend=auto"]
+    # no --help answer: the table alone judges; a flag no release has is named as such
+    blocking, _ = flag_problems({"tp-size": 8, "no-such-flag": 1}, "0.5.9", None, table)
+    assert blocking == ["--no-such-flag is in no sglang release from 0.5.8.post1 to 0.5.23"]
+    # a locally built sglang whose --help lacks a flag the table expects: still blocked, in plain words
+    blocking, _ = flag_problems({"tp-size": 8}, "0.5.9", {"--model-path"}, table)
+    assert blocking == ["--tp-size is not in the installed sglang 0.5.9"]
+    assert flag_problems(flags, "0.5.9", None, table) == ([], [])
