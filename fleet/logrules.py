@@ -16,6 +16,14 @@ A rule file:
                                        #   autotuner): a more specific rule on the same line or on the lines
                                        #   that continue it names the class; this rule keeps the severity
         examples: ['...']              # lines one of the regexes must match (checked on load)
+        sources:                       # where the text comes from; at least one (checked on load: each literal
+                                       #   occurs in an example; tests/upstream checks corpus ones per release)
+          - {package: sglang, versions: ">=0.5.10", file: sglang/srt/entrypoints/engine.py,
+             literal: "scheduler died during initialization"}      # sglang / flashinfer-python: in the corpus
+          - {project: torch, ref: "https://github.com/pytorch/pytorch/blob/v2.9.1/c10/cuda/CUDACachingAllocator.cpp",
+             literal: "CUDA out of memory"}                        # others: the project and a public reference
+
+`literal` is the text as the source writes it, `{}` where an f-string placeholder sits.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fleet import yamlfile
 from fleet.errors import InputError
+from fleet.patchsets import parse_range
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "playbooks" / "rules"
 
@@ -88,6 +97,49 @@ class RuleFileError(InputError):
         self.problems = problems
 
 
+CORPUS_PACKAGES = ("sglang", "flashinfer-python")  # what tests/upstream checks release by release
+PROJECTS = frozenset({"torch", "CUDA", "NCCL", "Triton", "cutlass", "TensorRT-LLM", "vLLM", "nvidia-driver",
+                      "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "sglang", "flashinfer"})
+
+
+class CorpusSource(BaseModel):
+    """A text of sglang or flashinfer-python: the releases that print it, the file, the literal."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    package: str = Field(pattern=r"^(sglang|flashinfer-python)$")
+    versions: str
+    file: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+    literal: str = Field(min_length=8)
+
+    @field_validator("versions")
+    @classmethod
+    def _range(cls, v: str) -> str:
+        parse_range(v)
+        return v
+
+
+class ProjectSource(BaseModel):
+    """A text of another project (CUDA, torch, NCCL, Triton, the kernel, systemd...): where it is written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    project: str
+    ref: str = Field(pattern=r"^https://\S+$")
+    literal: str | None = Field(default=None, min_length=4)
+
+    @field_validator("project")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in PROJECTS:
+            raise ValueError(f"unknown project {v!r} (known: {', '.join(sorted(PROJECTS))}; sglang and "
+                             "flashinfer-python texts name package, versions, file and literal instead)")
+        return v
+
+
+Source = CorpusSource | ProjectSource
+
+
 class RuleSpec(BaseModel):
     """One rule as written in a rule file."""
 
@@ -104,6 +156,22 @@ class RuleSpec(BaseModel):
     wraps: bool = False
     case_sensitive: bool = False
     examples: list[str] = Field(default_factory=list)
+    sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _source_kind(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        out = []
+        for item in value:
+            if isinstance(item, dict) and "package" in item:
+                out.append(CorpusSource.model_validate(item))
+            elif isinstance(item, dict) and "project" in item:
+                out.append(ProjectSource.model_validate(item))
+            else:
+                raise ValueError("each source names a package (sglang, flashinfer-python) or a project")
+        return out
 
     @field_validator("log_class", mode="before")
     @classmethod
@@ -150,12 +218,32 @@ class RuleSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _literals_in_examples(self) -> RuleSpec:
+        for src in self.sources:
+            if src.literal is None:
+                continue
+            pieces = [p for p in src.literal.split("{}") if p.strip()]
+            if not any(_in_order(pieces, ex) for ex in self.examples):
+                raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
+        return self
+
+    @model_validator(mode="after")
     def _examples_match(self) -> RuleSpec:
         flags = 0 if self.case_sensitive else re.IGNORECASE
         for example in self.examples:
             if not any(re.search(p, example, flags) for p in self.regex):
                 raise ValueError(f"example {example!r} matches none of the regexes")
         return self
+
+
+def _in_order(pieces: list[str], text: str) -> bool:
+    at = 0
+    for piece in pieces:
+        found = text.find(piece.strip(), at)
+        if found < 0:
+            return False
+        at = found + len(piece.strip())
+    return True
 
 
 class RuleFile(BaseModel):
@@ -180,6 +268,8 @@ class Rule:
     source: str
     triggers: tuple[str, ...] | None = None  # lowercase fragments, one of which any match contains
     remedy: str | None = None  # what a person should try next
+    sources: tuple[CorpusSource | ProjectSource, ...] = ()
+    examples: tuple[str, ...] = ()
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -316,6 +406,7 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
             name=rule.name, log_class=rule.log_class, severity=rule.severity, priority=rule.priority,
             explanation=rule.explanation, remedies=tuple(rule.remedies), wraps=rule.wraps,
             patterns=patterns, source=str(path), triggers=triggers(patterns), remedy=rule.remedy,
+            sources=tuple(rule.sources), examples=tuple(rule.examples),
         ))
     return rules
 

@@ -85,6 +85,7 @@ priority: 75
 regex: ['CUDA out of memory']
 explanation: GPU memory ran out
 remedy: lower --mem-fraction-static
+sources: [{{project: torch, ref: "https://github.com/pytorch/pytorch/blob/v2.9.1/c10/cuda/CUDACachingAllocator.cpp"}}]
 """
 
 BAD_FILES = [
@@ -101,6 +102,20 @@ BAD_FILES = [
     ("example that does not match", GOOD.format(name="oom") + "examples: ['out of mem']\n",
      "rule 'oom': example 'out of mem' matches none of the regexes"),
     ("unnamed rule", GOOD.format(name="oom").replace("name: oom\n", ""), "rule #1: missing key 'name'"),
+    ("no source", GOOD.format(name="oom").split("sources:")[0], "rule 'oom': missing key 'sources'"),
+    ("unknown project", GOOD.format(name="oom").replace("project: torch", "project: pytorch"),
+     "rule 'oom': sources.project: unknown project 'pytorch'"),
+    ("corpus source without a file", GOOD.format(name="oom").replace(
+        "project: torch, ref: \"https://github.com/pytorch/pytorch/blob/v2.9.1/c10/cuda/CUDACachingAllocator.cpp\"",
+        "package: sglang, versions: '>=0.5.9', literal: 'CUDA out of memory'"),
+     "rule 'oom': missing key 'sources.file'"),
+    ("literal in no example", GOOD.format(name="oom").replace("ref: ", "literal: 'Tried to allocate', ref: ")
+     + "examples: ['CUDA out of memory']\n",
+     "rule 'oom': source literal 'Tried to allocate' occurs in none of the examples"),
+    ("bad version range", GOOD.format(name="oom").replace(
+        "project: torch, ref: \"https://github.com/pytorch/pytorch/blob/v2.9.1/c10/cuda/CUDACachingAllocator.cpp\"",
+        "package: sglang, versions: 'since 0.5', file: a.py, literal: 'CUDA out of memory'")
+     + "examples: ['CUDA out of memory']\n", "bad version range clause 'since 0.5'"),
     ("fatal rule without a remedy", GOOD.format(name="oom").replace("remedy: lower --mem-fraction-static\n", ""),
      "rule 'oom': a fatal rule needs a remedy"),
 ]

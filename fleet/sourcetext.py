@@ -1,0 +1,113 @@
+"""The texts a real release can print, read from its source (pure: parsed with `ast`, never imported).
+
+A message in Python source is often an f-string or implicitly concatenated pieces; `templates()` renders each
+string expression the way it prints, with `{}` where an f-string placeholder sits, so that a rule's literal such
+as `Capture {} CUDA graph begin` can be found whatever the expression inside the braces is. `sites()` lists the
+messages a module raises, asserts or logs at error level: the population the log rules are measured on.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+PLACEHOLDER = "{}"
+_LOG_LEVELS = frozenset({"error", "exception", "critical", "fatal", "error_once"})
+
+
+def render(node: ast.expr) -> str | None:
+    """A string expression as it prints, placeholders as `{}`; None if it is not a string expression."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                parts.append(v.value)
+            else:
+                parts.append(PLACEHOLDER)
+        return "".join(parts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = render(node.left), render(node.right)
+        if left is None and right is None:
+            return None
+        return (left if left is not None else PLACEHOLDER) + (right if right is not None else PLACEHOLDER)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # "text %s" % args
+        return render(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return render(node.func.value)  # "text {}".format(...): its braces already read as placeholders
+    return None
+
+
+def templates(source: str) -> list[str]:
+    """Every string expression of a Python file, rendered (outermost only: an f-string's pieces are not
+    listed again on their own)."""
+    tree = ast.parse(source)
+    out: list[str] = []
+    inner: set[int] = set()
+    for node in ast.walk(tree):
+        if id(node) in inner or not isinstance(node, ast.expr):
+            continue
+        text = render(node)
+        if text is not None:
+            out.append(text)
+            inner.update(id(n) for n in ast.walk(node) if n is not node)
+    return out
+
+
+def contains(source: str, literal: str, python: bool) -> bool:
+    """Whether the file says `literal` (`{}` = any f-string placeholder in Python files; C++ is read as text)."""
+    if literal in source:
+        return True
+    return python and any(literal in t for t in templates(source))
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One place a module can stop or complain: what it raises, asserts or logs."""
+
+    line: int
+    kind: str  # raise | assert | log
+    exception: str | None  # the raised type's name, e.g. "RuntimeError" (None: a log line, or not a call)
+    text: str  # the message, placeholders as `{}`
+
+    def as_line(self, sample: str = "1") -> str:
+        """The line as a log would show it, each placeholder given `sample`."""
+        msg = self.text.replace(PLACEHOLDER, sample)
+        if self.kind == "assert":
+            return f"AssertionError: {msg}"
+        return f"{self.exception}: {msg}" if self.exception else msg
+
+
+def sites(source: str) -> list[Site]:
+    """Raise / assert / logger.error|exception|critical sites with a message we can read (pure)."""
+    tree = ast.parse(source)
+    out: list[Site] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            text = render(node.exc.args[0])
+            if text:
+                out.append(Site(node.lineno, "raise", _name(node.exc.func), text))
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            text = render(node.msg)
+            if text:
+                out.append(Site(node.lineno, "assert", "AssertionError", text))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _LOG_LEVELS and node.args and _is_logger(node.func.value)):
+            text = render(node.args[0])
+            if text:
+                out.append(Site(node.lineno, "log", None, text))
+    return sorted(out, key=lambda s: s.line)
+
+
+def _name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _is_logger(node: ast.expr) -> bool:
+    name = _name(node) or ""
+    return "log" in name.lower()

@@ -1,0 +1,60 @@
+"""Every log rule's sglang / flashinfer-python source against the real releases: the file holds the literal in
+each release of its range, and the real line, as that release prints it, gets the rule's class."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fleet import logrules, sourcetext, upstream
+from fleet.logclassify import classify_line
+from fleet.patchsets import in_range
+
+RULES = logrules.default_rules()
+CORPUS = [(rule, src) for rule in RULES.rules for src in rule.sources if isinstance(src, logrules.CorpusSource)]
+
+
+def releases(matrix: upstream.Matrix, dist: str) -> list[str]:
+    return list(dict.fromkeys(v for d, v in matrix.releases() if d == dist))
+
+
+def real_line(text: str, literal: str, examples: list[str]) -> str | None:
+    """The whole message around `literal` as the file writes it: the rule's example that is an instance of it
+    (the placeholders filled in), else the message with each placeholder given "1"."""
+    for template in sourcetext.templates(text):
+        if literal not in template:
+            continue
+        shape = ".+?".join(re.escape(p) for p in template.strip().split(sourcetext.PLACEHOLDER))
+        instance = next((ex for ex in examples if re.search(shape, ex, re.S)), None)
+        return instance or template.replace(sourcetext.PLACEHOLDER, "1").strip()
+    return None
+
+
+def test_every_rule_names_a_source():
+    assert all(rule.sources for rule in RULES.rules)
+    assert len(CORPUS) >= 25
+
+
+@pytest.mark.parametrize("rule,src", CORPUS, ids=[f"{r.name}:{s.literal[:40]}" for r, s in CORPUS])
+def test_the_literal_is_in_the_file_of_every_release_of_its_range(matrix, rule, src):
+    wanted = [v for v in releases(matrix, src.package) if in_range(v, src.versions)]
+    assert wanted, f"{rule.name}: no release of the matrix in {src.versions}"
+    problems = []
+    for version in wanted:
+        path = Path(upstream.require(src.package, version).root) / src.file
+        if not path.is_file():
+            problems.append(f"{version}: no {src.file}")
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not sourcetext.contains(text, src.literal, path.suffix == ".py"):
+            problems.append(f"{version}: {src.file} no longer says {src.literal!r}")
+            continue
+        line = real_line(text, src.literal, list(rule.examples)) if path.suffix == ".py" else None
+        if line is not None:
+            got = classify_line(line, RULES)
+            if got is None or got.rule.log_class != rule.log_class:
+                problems.append(f"{version}: the real line {line[:120]!r} gets "
+                                f"{got.rule.name if got else 'no rule'}, not {rule.log_class}")
+    assert problems == []
