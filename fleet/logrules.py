@@ -163,7 +163,7 @@ class RuleSpec(BaseModel):
     def _source_kind(cls, value: Any) -> Any:
         if not isinstance(value, list):
             return value
-        out = []
+        out: list[Source] = []
         for item in value:
             if isinstance(item, dict) and "package" in item:
                 out.append(CorpusSource.model_validate(item))
