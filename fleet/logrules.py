@@ -99,7 +99,7 @@ class RuleFileError(InputError):
 
 CORPUS_PACKAGES = ("sglang", "flashinfer-python")  # what tests/upstream checks release by release
 PROJECTS = frozenset({"torch", "CUDA", "NCCL", "Triton", "cutlass", "TensorRT-LLM", "vLLM", "nvidia-driver",
-                      "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "sglang", "flashinfer"})
+                      "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "ninja", "sglang", "flashinfer"})
 
 
 class CorpusSource(BaseModel):
@@ -222,8 +222,7 @@ class RuleSpec(BaseModel):
         for src in self.sources:
             if src.literal is None:
                 continue
-            pieces = [p for p in src.literal.split("{}") if p.strip()]
-            if not any(_in_order(pieces, ex) for ex in self.examples):
+            if not literal_in_examples(src.literal, self.examples):
                 raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
         return self
 
@@ -234,6 +233,12 @@ class RuleSpec(BaseModel):
             if not any(re.search(p, example, flags) for p in self.regex):
                 raise ValueError(f"example {example!r} matches none of the regexes")
         return self
+
+
+def literal_in_examples(literal: str, examples: Sequence[str]) -> bool:
+    """Whether some example says the literal: its fixed pieces (around `{}` placeholders), in order."""
+    pieces = [p for p in literal.split("{}") if p.strip()]
+    return any(_in_order(pieces, ex) for ex in examples)
 
 
 def _in_order(pieces: list[str], text: str) -> bool:

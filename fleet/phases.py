@@ -1,21 +1,78 @@
-"""Which startup phase an sglang log line says the server is in (pure), so each phase gets its own budget."""
+"""Which startup phase an sglang log line says the server is in, so each phase gets its own budget.
+
+The markers are data, playbooks/phases/startup.yaml: per phase a regex over the lines real releases print,
+examples, and the sources of those lines (checked against the corpus like the log rules' sources).
+"""
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
+from typing import Any
 
-# First match wins; lines that match nothing leave the phase as it was. Wording: FACTS.md §2 and §3.
-PHASE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("ready", re.compile(r"fired up and ready to roll|Capture cuda graph end|Uvicorn running on")),
-    ("graph_capture", re.compile(r"Capture cuda graph (begin|bs)")),
-    ("autotune", re.compile(r"autotun", re.I)),
-    ("jit_compile", re.compile(r"\bJIT\b|Compiling|ninja|nvcc", re.I)),
-    ("weight_load", re.compile(r"Load weight begin|Loading safetensors|Loading weights")),
-    ("start", re.compile(r"Load weight end|KV Cache is allocated|Memory pool end|Init torch distributed")),
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fleet import yamlfile
+from fleet.logrules import CorpusSource, ProjectSource, literal_in_examples
 
+PHASES_FILE = Path(__file__).resolve().parent.parent / "playbooks" / "phases" / "startup.yaml"
 ORDER = ("start", "weight_load", "jit_compile", "autotune", "graph_capture", "ready")
+
+
+class Marker(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    regex: str
+    examples: list[str] = Field(min_length=1)
+    sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in ORDER:
+            raise ValueError(f"unknown phase {v!r} (known: {', '.join(ORDER)})")
+        return v
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [CorpusSource.model_validate(s) if isinstance(s, dict) and "package" in s else s for s in value]
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Marker:
+        pattern = re.compile(self.regex)
+        for example in self.examples:
+            if not pattern.search(example):
+                raise ValueError(f"example {example!r} does not match the regex")
+        for src in self.sources:
+            if src.literal is not None and not literal_in_examples(src.literal, self.examples):
+                raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
+        return self
+
+
+class PhasesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    phases: list[Marker]
+
+
+def load(path: Path = PHASES_FILE) -> tuple[Marker, ...]:
+    """The markers, most advanced phase first (the order lines are tested in)."""
+    doc = yamlfile.load(path)
+    try:
+        spec = PhasesFile.model_validate(doc.data)
+    except ValidationError as err:
+        raise doc.validation_error(err) from None
+    return tuple(sorted(spec.phases, key=lambda m: -ORDER.index(m.name)))
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((m.name, re.compile(m.regex)) for m in load())
 
 
 def advance(current: str, line: str) -> str:
@@ -27,7 +84,7 @@ def advance(current: str, line: str) -> str:
 
 
 def phase_of(line: str) -> str | None:
-    for name, pattern in PHASE_MARKERS:
+    for name, pattern in _compiled():
         if pattern.search(line):
             return name
     return None

@@ -41,8 +41,11 @@ def render(node: ast.expr) -> str | None:
 
 def templates(source: str) -> list[str]:
     """Every string expression of a Python file, rendered (outermost only: an f-string's pieces are not
-    listed again on their own)."""
-    tree = ast.parse(source)
+    listed again on their own). A file this Python cannot parse gives none (`contains` still reads it as text)."""
+    try:
+        tree = _parse(source)
+    except SyntaxError:
+        return []
     out: list[str] = []
     inner: set[int] = set()
     for node in ast.walk(tree):
@@ -81,7 +84,7 @@ class Site:
 
 def sites(source: str) -> list[Site]:
     """Raise / assert / logger.error|exception|critical sites with a message we can read (pure)."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     out: list[Site] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
@@ -98,6 +101,10 @@ def sites(source: str) -> list[Site]:
             if text:
                 out.append(Site(node.lineno, "log", None, text))
     return sorted(out, key=lambda s: s.line)
+
+
+def _parse(source: str) -> ast.Module:
+    return ast.parse(source.removeprefix("\ufeff"))
 
 
 def _name(node: ast.expr) -> str | None:

@@ -110,7 +110,7 @@ def test_a_bench_that_fails_is_an_error_not_a_zero(first, sandbox, sandbox_inven
     try:
         rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0")
         assert rc == 1 and not data["ok"] and data["bench"] is None
-        assert "benchmark failed" in data["error"] and "Initial test run failed" in data["error"]
+        assert "benchmark failed" in data["error"] and "Warmup failed" in data["error"]
     finally:
         sh(sandbox_inventory, "sbx0", "systemctl start sglang")
 

@@ -103,7 +103,7 @@ def test_two_nodes_serve_one_model_through_rank_0(served, sandbox_inventory):
     assert sh(sandbox_inventory, "sbx4", "curl -s -o /dev/null -w '%{http_code}' -d '{}' "
                                          "http://127.0.0.1:30000/generate").strip() == "404"
     journal = sh(sandbox_inventory, "sbx4", "journalctl -u sglang -o cat --no-pager | tail -n 200")
-    assert "Starting dummy health check server at 127.0.0.1:30000" in journal
+    assert "Dummy health check server started in background thread at 127.0.0.1:30000" in journal
     assert "spans across nodes" in journal
 
 

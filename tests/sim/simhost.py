@@ -148,6 +148,8 @@ class SimHost:
             "SGLANG_SIM_TIME_SCALE": TIME_SCALE,
             "SGLANG_SIM_TOKEN_TIME_SCALE": TOKEN_TIME_SCALE,
             "LANG": "C.UTF-8",
+            # real flashinfer builds its JIT modules silently; verbose, ninja -v shows each build (JIT_BUILT)
+            "FLASHINFER_JIT_VERBOSE": "1",
         }
         env.update(extra or {})
         return env

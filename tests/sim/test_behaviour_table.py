@@ -42,6 +42,8 @@ def covers(*row_ids: str):
 SEED_ARGS = ("--model-path", SEED_MODEL, "--tp", "8")
 TUNED = ("--moe-runner-backend", "flashinfer_cutlass", "--max-running-requests", "1024")
 FAST_TOKENS = {"SGLANG_SIM_TOKEN_TIME_SCALE": "0.25"}
+# a JIT build of trtllm_comm, as `ninja -v` shows it under FLASHINFER_JIT_VERBOSE=1 (its link step)
+JIT_BUILT = "c++ -shared -o trtllm_comm.so"
 DENSE_SPEED = 4.0  # the dense 8B model runs 4x the seed model's speed (models.CATALOGUE)
 
 
@@ -87,7 +89,7 @@ def test_a_gpu_taken_by_another_process_makes_memory_unbalanced(make_host):
     # slower phases, so that rank 0 is still loading when rank 1's check fails (as on real hosts)
     second = host.start("--model-path", DENSE_MODEL, "--tp", "2", env={"SGLANG_SIM_TIME_SCALE": "0.02"})
     assert second.wait_exit() == 1
-    assert "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes." in (
+    assert "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes." in (
         second.log()
     )
     assert first.health() == 200
@@ -195,7 +197,7 @@ def test_fusion_asked_with_sglang_gates_unpatched_stays_off_silently(make_host):
     server.wait_ready()
     log = server.log()
     assert "FlashInfer workspace initialized" not in log
-    assert "Loading JIT ops" not in log
+    assert JIT_BUILT not in log
     assert not (host.home / ".cache/flashinfer").exists()
     assert server.generate("2+2=")["text"] == "4"
 
@@ -233,7 +235,7 @@ def test_jit_gate_patched_but_kernel_gates_not_serves_garbage(make_host):
     server = host.start(*SEED_ARGS, "--enable-flashinfer-allreduce-fusion", env=FAST_TOKENS)
     server.wait_ready()
     log = server.log()
-    assert "Loading JIT ops: trtllm_comm" in log
+    assert JIT_BUILT in log
     assert log.count("FlashInfer workspace initialized for rank") == 8
     answer = server.generate("2+2=")["text"]
     assert answer and not answer.startswith("4")
@@ -354,7 +356,7 @@ def test_fusion_works_natively_on_sm90_and_sm100_and_is_faster(make_host, profil
     host = make_host(profile)
     fused = host.start("--model-path", DENSE_MODEL, "--tp", "8", "--enable-flashinfer-allreduce-fusion", env=env)
     fused.wait_ready()
-    assert "Loading JIT ops: trtllm_comm" in fused.log()
+    assert JIT_BUILT in fused.log()
     assert fused.log().count("FlashInfer workspace initialized for rank") == 8
     assert fused.generate("2+2=")["text"] == "4"
     _, with_fusion, _ = bench(fused, prompts=32, concurrency=32, out_len=8)
@@ -437,7 +439,7 @@ def test_two_nodes_serve_through_rank_0_and_a_lost_peer_fails_rank_0(make_host):
     head = host0.start(*args, "--node-rank", "0")
     head.wait_ready(timeout=40)
     assert head.generate("2+2=")["text"] == "4"
-    worker.wait_log("Starting dummy health check server at 127.0.0.1:")
+    worker.wait_log("Dummy health check server started in background thread at 127.0.0.1:")
     assert worker.health() == 200
     assert worker.request("POST", "/generate", {"text": "2+2="})[0] == 404  # no API on rank >= 1
     assert "The server is fired up" not in worker.log()
@@ -474,4 +476,4 @@ def test_a_node_that_cannot_reach_rank_0_times_out_connecting(make_host):
     message = f"The client socket has timed out after 600000ms while trying to connect to ({host}, {port})."
     log = worker.log()
     assert f"[c10d] {message}" in log and f"torch.distributed.DistNetworkError: {message}" in log, worker.tail()
-    assert "Starting dummy health check server" not in log
+    assert "Dummy health check server started in background thread at" not in log

@@ -135,7 +135,7 @@ def test_bench_serving_fails_loudly_without_a_server_or_offline_data(make_host):
     proc = host.run("sglang.bench_serving", "--backend", "sglang", "--port", port, "--model", "m",
                     "--dataset-name", "random-ids", "--num-prompts", "2", "--host", "127.0.0.1")
     assert proc.returncode == 1
-    assert "ValueError: Initial test run failed - Please make sure benchmark arguments are correctly specified." \
+    assert "ValueError: Warmup failed - Please make sure benchmark arguments are correctly specified." \
         in proc.stderr
     proc = host.run("sglang.bench_serving", "--backend", "sglang", "--port", port, "--model", "m",
                     "--dataset-name", "sharegpt", "--num-prompts", "2")

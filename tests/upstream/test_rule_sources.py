@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import logrules, sourcetext, upstream
+from fleet import logrules, phases, sourcetext, upstream
 from fleet.logclassify import classify_line
 from fleet.patchsets import in_range
 
@@ -30,6 +30,34 @@ def real_line(text: str, literal: str, examples: list[str]) -> str | None:
         instance = next((ex for ex in examples if re.search(shape, ex, re.S)), None)
         return instance or template.replace(sourcetext.PLACEHOLDER, "1").strip()
     return None
+
+
+MARKERS = [(m, src) for m in phases.load() for src in m.sources if isinstance(src, logrules.CorpusSource)]
+
+
+@pytest.mark.parametrize("marker,src", MARKERS, ids=[f"{m.name}:{s.literal[:40]}" for m, s in MARKERS])
+def test_each_phase_marker_is_printed_by_every_release_of_its_range(matrix, marker, src):
+    wanted = [v for v in releases(matrix, src.package) if in_range(v, src.versions)]
+    assert wanted
+    problems = []
+    for version in wanted:
+        path = Path(upstream.require(src.package, version).root) / src.file
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        if not sourcetext.contains(text, src.literal, True):
+            problems.append(f"{version}: {src.file} does not say {src.literal!r}")
+            continue
+        line = real_line(text, src.literal, marker.examples)
+        if line is not None and phases.phase_of(line) != marker.name:
+            problems.append(f"{version}: the real line {line[:100]!r} is phase {phases.phase_of(line)}")
+    assert problems == []
+
+
+def test_every_sglang_release_marks_weight_load_and_graph_capture(matrix):
+    """Each phase with a budget that every start goes through has a marker in every release."""
+    for name in ("start", "weight_load", "graph_capture", "ready"):
+        covered = {v for m, s in MARKERS if m.name == name and s.package == "sglang"
+                   for v in matrix.sglang if in_range(v, s.versions)}
+        assert covered == set(matrix.sglang), f"{name}: no marker for {sorted(set(matrix.sglang) - covered)}"
 
 
 def test_every_rule_names_a_source():

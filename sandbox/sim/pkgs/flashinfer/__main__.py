@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -18,21 +19,24 @@ def cli(argv: list[str] | None = None) -> int:
         from flashinfer.jit import env as jit_env
 
         clear_cache_dir()
-        print(f"Cleared JIT cache: {jit_env.FLASHINFER_JIT_DIR}")
+        print("✅ Cache cleared successfully.")
         return 0
     if args.command == "clear-cubin":
-        print("No cubins to clear.")
+        print("✅ Cubin cleared successfully.")
         return 0
     if args.command == "show-config":
         import flashinfer
         from flashinfer.jit import env as jit_env
 
+        # the headings and names of flashinfer 0.6.3's __main__.py show_config_cmd (a subset of its variables)
         print("=== Version Info ===")
         print(f"FlashInfer version: {flashinfer.__version__}")
+        print("")
         print("=== Environment Variables ===")
         print(f"FLASHINFER_CACHE_DIR: {jit_env.FLASHINFER_CACHE_DIR}")
-        print(f"FLASHINFER_WORKSPACE_DIR: {jit_env.FLASHINFER_WORKSPACE_DIR}")
-        print(f"FLASHINFER_JIT_DIR: {jit_env.FLASHINFER_JIT_DIR}")
+        print(f"FLASHINFER_CUDA_ARCH_LIST: {os.environ.get('FLASHINFER_CUDA_ARCH_LIST', '')}")
+        print("CUDA_HOME: ")
+        print("NVCC found: No")
         return 0
     parser.print_help()
     return 0

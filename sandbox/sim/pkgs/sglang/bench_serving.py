@@ -372,8 +372,8 @@ def benchmark(args: argparse.Namespace, base_url: str, reqs: list[Request]) -> N
         test_output = send_request(args, base_url, warm)
         if not test_output.success:
             raise ValueError(
-                "Initial test run failed - Please make sure benchmark arguments are correctly specified. "
-                f"Error: {test_output.error}"
+                "Warmup failed - Please make sure benchmark arguments "
+                f"are correctly specified. Error: {test_output.error}"
             )
     print(f"Warmup completed with {args.warmup_requests} sequences. Starting main benchmark run...")
     if args.flush_cache:

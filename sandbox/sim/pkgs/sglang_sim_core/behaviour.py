@@ -64,9 +64,10 @@ ROWS: list[dict[str, Any]] = [
         "phase": "init",
         "mechanism": "code",
         "when": {"memory_balanced": False, "tp": (">", 1)},
-        "then": {"fail": "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by "
+        "then": {"fail": "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by "
                          "other processes."},
-        "source": "sglang model_runner.init_torch_distributed (from sglang source, not in FACTS.md)",
+        "source": "sglang v0.5.9 srt/model_executor/model_runner.py 839-847 (init_torch_distributed; "
+                  "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 makes it a warning)",
     },
     {
         "id": "p2p-refused-custom-allreduce-off",
@@ -95,8 +96,8 @@ ROWS: list[dict[str, Any]] = [
                          "the TCPStore on --dist-init-addr's port (real TCP) and waits for every other rank, "
                          "which connect and retry until the timeout; a TP group across nodes logs `Custom "
                          "allreduce is disabled because this process group spans across nodes.`; only node 0 "
-                         "serves the API and says `The server is fired up`; a node of rank >= 1 logs `Starting "
-                         "dummy health check server at H:P` and answers only /health and /health_generate"},
+                         "serves the API and says `The server is fired up`; a node of rank >= 1 logs `Dummy "
+                         "health check server started in background thread at H:P` and answers only /health and /health_generate"},
         "source": "sglang engine.py _launch_scheduler_processes / _launch_subprocesses (node_rank >= 1 path, "
                   "launch_dummy_health_check_server in sglang/srt/utils); model_runner.init_torch_distributed "
                   "uses tcp://dist_init_addr; custom allreduce line as logged in sglang#4978",

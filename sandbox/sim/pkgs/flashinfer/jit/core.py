@@ -187,12 +187,11 @@ class JitSpec:
             fcntl.flock(lock, fcntl.LOCK_EX)
             digest = self._deps_digest()
             if self._cached_digest() != digest:
+                # as flashinfer 0.6.3's build_and_load: silent unless FLASHINFER_JIT_VERBOSE=1 (ninja -v)
                 start = time.monotonic()
-                logger.info(f"Loading JIT ops: {self.name}")
                 result = self.build(verbose)
                 self._save(result, digest)
                 _jit_log(f"built {self.name} for {self.archs} in {time.monotonic() - start:.1f} s")
-                logger.info(f"Finished loading JIT ops: {self.name}")
             return self.load(self.jit_library_path)
 
 

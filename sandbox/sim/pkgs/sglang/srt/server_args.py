@@ -270,7 +270,7 @@ class ServerArgs:
 
     def _handle_gpu_memory_settings(self, gpu_mem: float | None) -> None:
         if gpu_mem is None:
-            raise RuntimeError("No CUDA GPU found. sglang needs an NVIDIA GPU (torch.cuda.is_available() is False).")
+            raise RuntimeError("No CUDA GPUs are available")  # torch's own words (torch/cuda/__init__.py _lazy_init)
         if gpu_mem < 20 * 1024:
             chunked, graph_bs = 2048, 8
         elif gpu_mem < 35 * 1024:  # A10, 4090, 5090
@@ -343,7 +343,7 @@ class ServerArgs:
             )
         if self.attention_backend == "trtllm_mla" and not is_blackwell_supported():
             raise ValueError(
-                "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+                "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend."
             )
 
     def _handle_moe_kernel_config(self) -> None:

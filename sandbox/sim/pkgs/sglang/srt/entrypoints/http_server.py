@@ -608,10 +608,10 @@ def _warmup(state: _State) -> None:
                            "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
         conn.request("POST", "/generate", body=body, headers=headers)
         resp = conn.getresponse()
-        resp.read()
+        text = resp.read().decode(errors="replace")
         conn.close()
-        if resp.status != 200:
-            raise RuntimeError(f"warmup /generate returned {resp.status}")
+        if resp.status != 200:  # v0.5.9 _execute_server_warmup: assert res.status_code == 200, f"{res=}, {res.text=}"
+            raise AssertionError(f"res=<Response [{resp.status}]>, res.text={text!r}")
     except Exception as e:  # noqa: BLE001 - any failure ends the launch, as in sglang
         logger.error(f"Initialization failed. warmup error: {e!r}")
         state.exit_code = 1
@@ -653,7 +653,7 @@ def _serve_nonzero_node(state: _State) -> int:
                       f"('{sa.host}', {sa.port}): {e.strerror.lower() if e.strerror else e}")
         _stop_processes(state)
         return 1
-    logger.info(f"Starting dummy health check server at {sa.host}:{sa.port}")
+    logger.info(f"Dummy health check server started in background thread at {sa.host}:{sa.port}")
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     while not state.stop.wait(0.5):
         dead = [p for p in state.procs if not p.is_alive()]

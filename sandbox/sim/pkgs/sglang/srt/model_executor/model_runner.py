@@ -72,16 +72,16 @@ class ModelRunner:
         min_per_gpu_memory = min(self.rank.free_gib(g) for g in self.rank.group)
         self.facts["memory_balanced"] = min_per_gpu_memory >= local_gpu_memory * 0.9
         if self.tp_size > 1 and min_per_gpu_memory < local_gpu_memory * 0.9:
-            if os.environ.get("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK", "").lower() in ("1", "true"):
-                logger.warning(
-                    "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-                    f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
-                )
-            else:
-                raise ValueError(
-                    "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-                    f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
-                )
+            # v0.5.9 model_runner.py 839-847 and environ.py: SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK (default
+            # true); the old SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK is copied into it as it is (upstream's own
+            # quirk: setting the old one to 1 keeps the check on)
+            msg = ("The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                   f"{min_per_gpu_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}")
+            flag = os.environ.get("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK",
+                                  os.environ.get("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "true"))
+            if flag.strip().lower() in ("1", "true", "yes", "y", "on"):
+                raise RuntimeError(msg)
+            logger.warning(msg)
         logger.info(
             f"Init torch distributed ends. elapsed={time.monotonic() - start:.2f} s, mem usage={CTX_GIB:.2f} GB"
         )
