@@ -86,11 +86,15 @@ def sites(source: str) -> list[Site]:
     """Raise / assert / logger.error|exception|critical sites with a message we can read (pure)."""
     tree = _parse(source)
     out: list[Site] = []
+    held = _held_strings(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-            text = render(node.exc.args[0])
+        if isinstance(node, ast.Call) and node.args and _is_exception(_name(node.func)):
+            # raised where it is built, or built to be raised later (`return RuntimeError(...)`, `err = ...`);
+            # `msg = "..."; msg += f"..."; raise RuntimeError(msg)` reads the text `msg` holds by then
+            arg = node.args[0]
+            text = _held(held, arg.id, node.lineno) if isinstance(arg, ast.Name) else render(arg)
             if text:
-                out.append(Site(node.lineno, "raise", _name(node.exc.func), text))
+                out.append(Site(node.lineno, "raise", _name(node.func), text))
         elif isinstance(node, ast.Assert) and node.msg is not None:
             text = render(node.msg)
             if text:
@@ -103,6 +107,34 @@ def sites(source: str) -> list[Site]:
     return sorted(out, key=lambda s: s.line)
 
 
+def _held_strings(tree: ast.Module) -> dict[str, list[tuple[int, str, bool]]]:
+    """Per variable name, the string assignments to it: (line, text, appended) in line order."""
+    out: dict[str, list[tuple[int, str, bool]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            text = render(node.value)
+            if text is not None:
+                out.setdefault(node.targets[0].id, []).append((node.lineno, text, False))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name):
+            text = render(node.value)
+            if text is not None:
+                out.setdefault(node.target.id, []).append((node.lineno, text, True))
+    for assigns in out.values():
+        assigns.sort()
+    return out
+
+
+def _held(held: dict[str, list[tuple[int, str, bool]]], name: str, line: int) -> str | None:
+    """The text `name` holds at `line`: its last plain assignment before it, plus the appends after that
+    (within 40 lines, so that a name reused in another function is not taken for this one)."""
+    text: str | None = None
+    for at, piece, appended in held.get(name, []):
+        if at >= line or at < line - 40:
+            continue
+        text = (text or "") + piece if appended else piece
+    return text
+
+
 def _parse(source: str) -> ast.Module:
     return ast.parse(source.removeprefix("\ufeff"))
 
@@ -113,6 +145,12 @@ def _name(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
     return None
+
+
+def _is_exception(name: str | None) -> bool:
+    if not name:
+        return False
+    return name == "Exception" or (name[0].isupper() and name.endswith(("Error", "Exception", "Exit")))
 
 
 def _is_logger(node: ast.expr) -> bool:
