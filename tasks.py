@@ -57,11 +57,13 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
                                       serial, max_fail, host_timeout))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
+@task(iterable=["host", "group"], help={**HOST_HELP,
+                                        "playbook": "the playbook the release was deployed with (default: the one "
+                                                    "the release records; needed for --router and multi-node)",
                                         "to": "release to restore (default: the newest known-good before the current)",
                                         "router": "roll back the playbook's router unit on its router.host instead"})
 @reports_errors
-def rollback(c, playbook="glm5-nvfp4", to=None, inventory=None, host=None, group=None, json=False,
+def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, json=False,
              accept_new_host_keys=False, router=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd

@@ -30,7 +30,7 @@ from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
 from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
 from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
-from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
+from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state, verify_unit_text
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -54,6 +54,7 @@ class Deployer:
         self.measure: bool | None = None  # benchmark after health: None = as the playbook's bench.gate says
         self.gate = PerfGate(host, book, self.venv, self.env_path)
         self.facts: HostFacts | None = None  # as probed by this run (a host that served teaches its fingerprint)
+        self.touched = False  # an attempt of this run stopped the server (before that, the host is as it was)
 
     # ------------------------------------------------------------------ planning (pure)
     def plan(self, rung: Rung, release_id: str) -> Planned:
@@ -147,6 +148,13 @@ class Deployer:
                 result.status, result.config = DeployStatus.OK, planned.config
                 return result
             last = attempt.outcome
+        if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
+            run.fail()
+            result.status = DeployStatus.FAILED
+            result.release, result.config = (previous.id, previous.config) if previous else (release.id, {})
+            result.error = (f"{self.host.name}: every rung failed before anything on the host changed; it stays "
+                            + (f"on release {previous.id}" if previous else "as it was"))
+            return result
         result.status, result.release, result.config, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
@@ -159,7 +167,13 @@ class Deployer:
         def say(message: str) -> None:
             self.progress(f"[{rung.name}] {message}")
 
+        complaint = verify_unit_text(conn, self.host, planned.unit_text, self.unit_path)
+        if complaint:  # e.g. a venv without bin/python: nothing stopped, nothing written; the ladder goes on
+            why = f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}"
+            say(f"{Outcome.INSTALL_FAILED}: {why}")
+            return Attempt(rung.name, Outcome.INSTALL_FAILED, why, time.monotonic() - start), planned
         say("stopping the running server and emptying the GPUs")
+        self.touched = True
         run.event("stop", rung=rung.name)
         stop_and_empty_gpus(conn, self.host, self.unit, self.book.budgets.stop, say)
         problem = restore.set_patches(conn, self.host, rung.patches, say)

@@ -129,7 +129,7 @@ def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
         return _acquire(conn, host, purpose)
     except _Held as held:
         why, o = dead_owner(held.owner), held.owner or {}
-        if not why or not o.get("token") or not _remove_if_token(conn, host, o["token"]):
+        if not why or not o.get("token") or not _take_over(conn, host, o["token"]):
             raise HostLockError(str(held)) from None
         lock = _acquire(conn, host, purpose)  # a live rival that won the race in between still wins
         return Lock(lock.host, lock.token, lock.owner,
@@ -179,6 +179,24 @@ def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:
            f"else echo NOTOURS; fi")
     res = remote.run(conn, host, cmd, timeout=30)
     return res.ok and res.stdout.strip() == "RELEASED"
+
+
+def _take_over(conn: Connection, host: Host, token: str) -> bool:
+    """Move a dead owner's lock aside in one rename, to a name made of its token, and keep it there.
+
+    rename(2) is atomic, and it cannot replace a non-empty folder: of several runs taking over the same dead
+    lock at once, one rename succeeds and the others fail, also after the winner has taken a new lock (the
+    moved-aside folder still holds the target name). A rename that caught a lock that is not the dead one
+    (taken in between) puts it back. Folders moved aside more than an hour ago are removed."""
+    d = shlex.quote(LOCK_DIR)
+    aside = shlex.quote(f"{LOCK_DIR}.dead-{token}")
+    parent, base = shlex.quote(os.path.dirname(LOCK_DIR)), shlex.quote(os.path.basename(LOCK_DIR) + ".dead-*")
+    cmd = (f"find {parent} -maxdepth 1 -name {base} -mmin +60 -exec rm -rf {{}} + 2>/dev/null; "
+           f"mv -T {d} {aside} 2>/dev/null || {{ echo LOST; exit 0; }}; "
+           f"if grep -qF {shlex.quote(token)} {aside}/owner.json 2>/dev/null; then echo TAKEN; "
+           f"else mv -T {aside} {d} 2>/dev/null; echo NOTDEAD; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    return res.ok and res.stdout.strip() == "TAKEN"
 
 
 def release(conn: Connection, host: Host, lock: Lock) -> None:

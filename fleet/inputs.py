@@ -23,12 +23,20 @@ def secrets_for(book: playbook.Playbook) -> dict[str, str]:
     if ref is None:
         return {}
     if ref.env:
-        value = os.environ.get(ref.env)
+        value = os.environ.get(ref.env, "").strip()
+        where = f"serve.api_key.env: ${ref.env}"
         if not value:
-            raise InputError(f"playbook {book.name}: serve.api_key.env: ${ref.env} is not set")
+            raise InputError(f"playbook {book.name}: {where} is not set or blank (an empty key turns auth off)")
     else:
+        where = f"serve.api_key.file: {ref.file}"
         try:
-            value = Path(str(ref.file)).expanduser().read_text().strip()
+            value = Path(str(ref.file)).expanduser().read_bytes().decode("utf-8").strip()
         except OSError as exc:
             raise InputError(f"playbook {book.name}: serve.api_key.file: {exc.strerror}: {ref.file}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"playbook {book.name}: {where}: not UTF-8 text") from None
+        if not value:
+            raise InputError(f"playbook {book.name}: {where}: the file holds no key (an empty key turns auth off)")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+        raise InputError(f"playbook {book.name}: {where}: the key has spaces or control characters")
     return {API_KEY_VAR: value}

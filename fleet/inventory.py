@@ -14,7 +14,6 @@ key to different values are an error, not a silent precedence rule.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fleet import yamlfile
+from fleet import fields, yamlfile
 from fleet.errors import InputError
 
 DEFAULT_INVENTORY = Path("inventory/hosts.yaml")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
 
 
 class HostSettings(BaseModel):
@@ -39,12 +37,12 @@ class HostSettings(BaseModel):
     user: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     become: bool | None = None
-    identity_file: str | None = None
-    known_hosts: str | None = None
-    ssh_config: str | None = None
-    proxy_jump: str | None = None
-    venv: str | None = None
-    unit: str | None = None
+    identity_file: fields.Text | None = None
+    known_hosts: fields.Text | None = None
+    ssh_config: fields.Text | None = None
+    proxy_jump: fields.Text | None = None
+    venv: fields.AbsPath | None = None
+    unit: fields.UnitName | None = None
     vars: dict[str, Any] | None = None
 
     @field_validator("user")
@@ -52,13 +50,6 @@ class HostSettings(BaseModel):
     def _user(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", v):
             raise ValueError(f"not a valid user name: {v!r}")
-        return v
-
-    @field_validator("venv")
-    @classmethod
-    def _venv(cls, v: str | None) -> str | None:
-        if v is not None and (not v.startswith("/") or "\n" in v):
-            raise ValueError(f"must be an absolute path: {v!r}")
         return v
 
 
@@ -69,12 +60,7 @@ class HostEntry(HostSettings):
     @field_validator("address")
     @classmethod
     def _address(cls, v: str) -> str:
-        try:
-            ipaddress.ip_address(v)
-        except ValueError:
-            if not _HOSTNAME.match(v) or v.replace(".", "").isdigit():
-                raise ValueError(f"not an IP address or host name: {v!r}") from None
-        return v
+        return fields.host_addr(v)
 
 
 class GroupEntry(HostSettings):
@@ -180,7 +166,7 @@ def _merge_file(inv: Inventory, path: Path) -> None:
         raise doc.validation_error(err) from None
     for kind, names in (("groups", model.groups), ("hosts", model.hosts)):
         for name in names:
-            if not _NAME.match(str(name)):
+            if not _NAME.fullmatch(str(name)):
                 raise doc.error((kind, name), "names may use letters, digits, '.', '_' and '-' only")
     members: dict[str, list[str]] = {}
     for gname, group in model.groups.items():

@@ -206,7 +206,7 @@ class RuleSpec(BaseModel):
     @classmethod
     def _known_remedies(cls, remedies: list[str]) -> list[str]:
         for remedy in remedies:
-            if remedy not in REMEDY_STEPS and not _PATCH_REMEDY.match(remedy):
+            if remedy not in REMEDY_STEPS and not _PATCH_REMEDY.fullmatch(remedy):
                 raise ValueError(f"unknown remedy {remedy!r} (known: {', '.join(sorted(REMEDY_STEPS))}, "
                                  "apply_patch:<set>)")
         return remedies

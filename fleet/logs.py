@@ -27,7 +27,7 @@ class LogLine:
 
 
 def check_since(since: str | None) -> None:
-    if since is not None and not _SINCE.match(since):
+    if since is not None and not _SINCE.fullmatch(since):
         raise InputError(f"--since {since}: use a span such as 30s, 10m, 2h or 1d")
 
 

@@ -98,7 +98,7 @@ class AppliesTo(BaseModel):
     @classmethod
     def _packages(cls, v: dict[str, str]) -> dict[str, str]:
         for dist, spec in v.items():
-            if not _DIST_NAME.match(dist):
+            if not _DIST_NAME.fullmatch(dist):
                 raise ValueError(f"{dist!r} is not a distribution name")
             parse_range(spec)
         return v
@@ -126,7 +126,7 @@ class Edit(BaseModel):
     @field_validator("package")
     @classmethod
     def _package(cls, v: str) -> str:
-        if not _IMPORT_NAME.match(v):
+        if not _IMPORT_NAME.fullmatch(v):
             raise ValueError(f"{v!r} is not a Python import name")
         return v
 
@@ -185,7 +185,7 @@ class Post(BaseModel):
     @classmethod
     def _modules(cls, v: list[str]) -> list[str]:
         for m in v:
-            if not _MODULE.match(m) or m in (".", ".."):
+            if not _MODULE.fullmatch(m) or m in (".", ".."):
                 raise ValueError(f"{m!r} is not a JIT module name")
         return v
 
@@ -210,7 +210,7 @@ class PatchSet(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _SET_NAME.match(v):
+        if not _SET_NAME.fullmatch(v):
             raise ValueError("names use lower-case letters, digits, '.', '_' and '-'")
         return v
 
@@ -281,7 +281,7 @@ def load_sets(names: list[str], directory: Path = DEFAULT_DIR) -> list[PatchSet]
     out = []
     for name in dict.fromkeys(names):
         path = Path(directory) / f"{name}.yaml"
-        if not _SET_NAME.match(name) or not path.is_file():
+        if not _SET_NAME.fullmatch(name) or not path.is_file():
             known = ", ".join(available(directory)) or "none"
             raise InputError(f"--set {name}: no such patch set in {directory} (known: {known})")
         out.append(load_file(path))

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fleet import sglang_cli, yamlfile
+from fleet import fields, sglang_cli, yamlfile
 from fleet.errors import InputError
 from fleet.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -36,24 +36,24 @@ from fleet.patchsets import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
-_RUNG = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 FlagValue = bool | int | float | str | None
 
 
 def _check_text(value: str, what: str) -> str:
     # A newline in a flag or env value could smuggle a second directive into a unit or env file.
-    if "\n" in value or "\r" in value or "\0" in value:
-        raise ValueError(f"{what} must not contain newlines or NUL")
+    try:
+        fields.text(value)
+    except ValueError:
+        raise ValueError(f"{what} must not contain newlines, NUL or other control characters") from None
     return value
 
 
 def _check_flags(flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
     for name, value in flags.items():
-        if not _FLAG.match(name):
+        if not _FLAG.fullmatch(name):
             raise ValueError(f"flag {name!r}: write it without leading dashes, lower-case words joined by '-'")
         if isinstance(value, str):
             _check_text(value, f"flag {name}")
@@ -62,7 +62,7 @@ def _check_flags(flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for name, value in env.items():
-        if not _ENV.match(name):
+        if not _ENV.fullmatch(name):
             raise ValueError(f"environment variable name {name!r} is not valid")
         _check_text(str(value), f"env {name}")
     return env
@@ -86,17 +86,17 @@ class SecretRef(Strict):
 
 
 class Model(Strict):
-    path: str
-    architecture: str | None = None
-    served_name: str | None = None
+    path: fields.Text  # a folder on the host or a Hugging Face repo id
+    architecture: fields.Text | None = None
+    served_name: fields.Text | None = None
 
 
 class Serve(Strict):
-    unit: str | None = None  # default: the inventory's unit
-    user: str = "root"
-    host: str = "127.0.0.1"
+    unit: fields.UnitName | None = None  # default: the inventory's unit
+    user: fields.UserName = "root"
+    host: fields.HostAddr = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
-    venv: str | None = None  # default: the inventory's venv
+    venv: fields.AbsPath | None = None  # default: the inventory's venv
     env: dict[str, str] = {}
     api_key: SecretRef | None = None
 
@@ -108,13 +108,6 @@ class Serve(Strict):
             raise ValueError(f"host {self.host} listens beyond loopback: give serve.api_key (a secret reference, "
                              "env: or file:) or keep host 127.0.0.1")
         return self
-
-    @field_validator("unit")
-    @classmethod
-    def _unit(cls, v: str | None) -> str | None:
-        if v is not None and not _UNIT.match(v):
-            raise ValueError(f"not a valid unit name: {v!r}")
-        return v
 
 
 class Conditions(Strict):
@@ -162,7 +155,7 @@ def _check_range(spec: str | None) -> str | None:
 
 class Rung(Strict):
     name: str
-    description: str = ""
+    description: fields.Text = ""
     when: Conditions = Conditions()
     after: list[str] | None = None  # None: worth trying after any failure
     flags: dict[str, FlagValue] = {}
@@ -184,9 +177,10 @@ class Rung(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _RUNG.match(v):
-            raise ValueError(f"rung name {v!r}: lower-case letters, digits, '.', '_', '-'")
-        return v
+        try:
+            return fields.name(v)
+        except ValueError as exc:
+            raise ValueError(f"rung name {exc}") from None
 
     def worth_trying_after(self, last_outcome: str | None) -> bool:
         """A rung with `after:` is tried only after one of those outcomes (the first rung always is)."""
@@ -233,7 +227,7 @@ class Bench(Strict):
     @field_validator("backend")
     @classmethod
     def _backend(cls, v: str) -> str:
-        if not _FLAG.match(v):
+        if not _FLAG.fullmatch(v):
             raise ValueError(f"not a bench_serving backend name: {v!r}")
         return v
 
@@ -243,11 +237,11 @@ class Router(Strict):
     playbook is deployed on is a replica; the router runs as its own unit on `host` with the healthy replicas'
     URLs, and clients authenticate to it with serve.api_key (which it also passes to the replicas)."""
 
-    host: str  # an inventory host name; checked against the inventory at deploy time
+    host: fields.Text  # an inventory host name; checked against the inventory at deploy time
     port: int = Field(default=30080, ge=1, le=65535)
-    listen: str = "0.0.0.0"
+    listen: fields.HostAddr = "0.0.0.0"
     policy: Literal["round_robin", "random", "cache_aware", "power_of_two"] = "round_robin"
-    unit: str = "sglang-router"
+    unit: fields.UnitName = "sglang-router"
     flags: dict[str, FlagValue] = {}  # more launch_router flags, e.g. health-check-interval-secs: 10
 
     @field_validator("flags")
@@ -257,13 +251,6 @@ class Router(Strict):
         if taken:
             raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
         return _check_flags(v)
-
-    @field_validator("unit")
-    @classmethod
-    def _unit(cls, v: str) -> str:
-        if not _UNIT.match(v):
-            raise ValueError(f"not a valid unit name: {v!r}")
-        return v
 
     def problem(self, serve: Serve) -> tuple[yamlfile.Loc, str] | None:
         """Where and why the router section cannot work with the serve section, or None."""
@@ -292,8 +279,8 @@ NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")
 
 
 class Playbook(Strict):
-    name: str
-    description: str = ""
+    name: fields.Name
+    description: fields.Text = ""
     model: Model
     serve: Serve = Serve()
     flags: dict[str, FlagValue] = {}

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 from fabric import Connection
 
 from fleet import journal, patches, patchsets
-from fleet.errors import FleetError
 from fleet.health import health_check
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
@@ -59,8 +58,8 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     except ServiceError as exc:
         raise InstallError(str(exc)) from None
     complaint = verify_unit(conn, host, unit_path)
-    if complaint:  # not routed to INSTALL_FAILED yet: the issue "Hostile input and secrets" owns that
-        raise FleetError(f"{host.name}: systemd-analyze verify {unit_path}: {complaint.splitlines()[0]}")
+    if complaint:  # deploy verified the text before it stopped anything; this is what the host's systemd says
+        raise InstallError(f"{host.name}: systemd-analyze verify {unit_path}: {complaint.splitlines()[0]}")
     daemon_reload(conn, host)
     store.save(release)
 

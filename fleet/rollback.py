@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fleet import hostlock, recovery, restore
 from fleet.connect import ConnectOptions, open_connection
-from fleet.errors import FleetError
+from fleet.errors import FleetError, InputError
+from fleet.inputs import load_playbook
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
@@ -28,15 +29,34 @@ def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
     return earlier
 
 
-def rollback(host: Host, book: Playbook, opts: ConnectOptions, to: str | None,
+def recorded_playbook(store: ReleaseStore, host: Host, to: str | None) -> Playbook:
+    """The playbook the release a rollback goes to was deployed with, from playbooks/ by the name it records."""
+    rel = store.load(to) if to else (store.last_good_before_current() or store.current())
+    if rel is None:
+        raise FleetError(f"{host.name}: no release to roll back to" + (f" named {to}" if to else ""))
+    try:
+        return load_playbook(rel.playbook)[0]
+    except InputError as exc:
+        raise InputError(f"{host.name}: release {rel.id} was deployed with playbook {rel.playbook!r}, which "
+                         f"cannot be loaded ({exc}); give --playbook PATH") from None
+
+
+def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | None,
              progress: Progress = quiet) -> DeployResult:
-    """Restore a release (default: the one before the current) byte for byte and make it current again."""
+    """Restore a release (default: the one before the current) byte for byte and make it current again.
+    `book`: the playbook it was deployed with (None: the one the release records); another one is refused,
+    since its port, API key and health check would judge the wrong server."""
     conn = open_connection(host, opts)
     try:
         with hostlock.held(conn, host, "rollback") as lock:
-            recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
             store = ReleaseStore(conn, host)
+            if book is None:
+                book = recorded_playbook(store, host, to)
+            recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
             back = target(store, host, to)
+            if back.playbook != book.name:
+                raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
+                                 f"roll back with --playbook {back.playbook}, or leave --playbook out")
             progress(f"rolling back to {back.id} ({back.rung})")
             attempt = restore.restore(conn, host, store, back, book, progress)
             result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,

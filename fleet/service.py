@@ -5,9 +5,11 @@ Everything here is I/O over one Fabric connection; what the output means is deci
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import posixpath
 import shlex
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,16 +45,35 @@ def read_file(conn: Connection, path: str) -> bytes | None:
 
 
 def write_atomic(conn: Connection, path: str, data: bytes, mode: int) -> None:
-    """Temp file in the same folder, fsync'd, mode set, then rename over the target: never half a file."""
+    """Never half a file, never a secret readable on the way, the owner kept:
+    - a symlink at `path` is refused (fleet replaces plain files only; it does not write through links);
+    - a temp file in the same folder, created exclusively (O_EXCL), its mode set before any data;
+    - the old file's owner and group given to it (root's when there was none);
+    - the data fsync'd, the temp renamed over the target, the folder fsync'd (`sync FILE`, one command)."""
     sftp = conn.sftp()
     folder = posixpath.dirname(path)
+    try:
+        old = sftp.lstat(path)
+    except OSError as exc:
+        if getattr(exc, "errno", None) != errno.ENOENT and not isinstance(exc, FileNotFoundError):
+            raise ServiceError(f"writing {path}: {exc}; the old file is untouched") from None
+        old = None
+    if old is not None and old.st_mode is not None and stat.S_ISLNK(old.st_mode):
+        raise ServiceError(f"writing {path}: it is a symlink; fleet replaces only plain files (remove the link "
+                           "or point the setting at the real file); nothing was written")
     tmp = posixpath.join(folder, f".{posixpath.basename(path)}.fleet-{time.monotonic_ns()}")
     try:
-        with sftp.open(tmp, "wb") as f:
+        with sftp.open(tmp, "wbx") as f:
             f.chmod(mode)  # before the data: a secret never sits in a world-readable file
+            if old is not None and old.st_uid is not None and old.st_gid is not None:
+                f.chown(old.st_uid, old.st_gid)
             f.write(data)
             f.flush()
-        sftp.posix_rename(tmp, path)
+        q = shlex.quote
+        res = conn.run(f"sync {q(tmp)} && mv -fT {q(tmp)} {q(path)} && sync {q(folder)}", hide=True, warn=True,
+                       in_stream=False, timeout=60)
+        if not res.ok:
+            raise OSError((res.stderr or res.stdout).strip() or f"exit {res.exited}")
     except OSError as exc:
         try:
             sftp.remove(tmp)
@@ -135,6 +156,22 @@ def verify_unit(conn: Connection, host: Host, path: str) -> str | None:
                           f"systemd-analyze verify {shlex.quote(path)} 2>&1")
     out = res.stdout.strip()
     return out if (res.exited != 0 and out) else None
+
+
+def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) -> str | None:
+    """`systemd-analyze verify` of a unit not installed yet, in a private temporary folder under the unit's
+    own name: its complaint, or None. Nothing else on the host changes."""
+    res = run(conn, host, "mktemp -d /tmp/fleet-verify.XXXXXXXX")
+    folder = res.stdout.strip()
+    if not res.ok or not folder.startswith("/tmp/fleet-verify."):
+        raise ServiceError(f"{host.name}: cannot make a temporary folder to verify the unit: {res.stderr.strip()}")
+    try:
+        path = posixpath.join(folder, posixpath.basename(unit_path))
+        with conn.sftp().open(path, "wb") as f:
+            f.write(text.encode())
+        return verify_unit(conn, host, path)
+    finally:
+        run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
 def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:

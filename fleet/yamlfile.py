@@ -50,9 +50,14 @@ class Document:
 def load(path: Path) -> Document:
     """Parse a YAML file, rejecting duplicate keys, and record the line of every mapping key."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -64,23 +69,42 @@ def load(path: Path) -> Document:
     if node is None:
         return doc
     doc.lines[()] = node.start_mark.line + 1
-    _walk(node, (), doc)
+    _walk(node, (), doc, set(), [0])
     doc.data = yaml.safe_load(text)
     return doc
 
 
-def _walk(node: yaml.Node, loc: Loc, doc: Document) -> None:
+MAX_NODES = 100_000  # after aliases are expanded: a few hundred bytes of nested aliases can mean billions
+
+
+def _walk(node: yaml.Node, loc: Loc, doc: Document, path: set[int], count: list[int]) -> None:
+    """Record key lines; refuse duplicate and non-scalar keys, an alias inside itself, and alias bombs."""
+    count[0] += 1
+    if count[0] > MAX_NODES:
+        raise InputError(f"{doc.path}:{node.start_mark.line + 1}: aliases expand to more than {MAX_NODES} "
+                         "values; write the data out instead")
+    if id(node) in path:
+        raise InputError(f"{doc.path}:{node.start_mark.line + 1}: {'.'.join(map(str, loc)) or 'document'}: "
+                         "an alias refers to the value that contains it")
+    if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        return
+    path.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[object] = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise InputError(f"{doc.path}:{key_node.start_mark.line + 1}: "
+                                 f"{'.'.join(map(str, loc)) or 'document'}: a key must be a plain value, "
+                                 "not a list or mapping")
             key = key_node.value
             if key in seen:
                 raise InputError(f"{doc.path}:{key_node.start_mark.line + 1}: "
                                  f"{'.'.join(map(str, (*loc, key)))}: duplicate key")
             seen.add(key)
             doc.lines[(*loc, key)] = key_node.start_mark.line + 1
-            _walk(value_node, (*loc, key), doc)
-    elif isinstance(node, yaml.SequenceNode):
+            _walk(value_node, (*loc, key), doc, path, count)
+    else:
         for i, item in enumerate(node.value):
             doc.lines[(*loc, i)] = item.start_mark.line + 1
-            _walk(item, (*loc, i), doc)
+            _walk(item, (*loc, i), doc, path, count)
+    path.discard(id(node))

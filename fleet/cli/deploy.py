@@ -71,10 +71,16 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
 
 
-def rollback(hosts: Sequence[Host], name: str, to: str | None, opts: ConnectOptions, as_json: bool,
+def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False) -> int:
-    book, path = load_playbook(name)
     out = progress_console(as_json)
+    if name is None:  # each host's release names its playbook: health, port and key come from that one
+        if router:
+            raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
+        say_for = progress_to(out)
+        outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, None, opts, to, say_for(h)))
+        return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
+    book, path = load_playbook(name)
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")

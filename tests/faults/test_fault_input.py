@@ -60,6 +60,8 @@ BAD_INVENTORIES = {
     "address that is not an address": (_set("address", "172.30.75.10; touch /tmp/pwned"),
                                        r"not an IP address or host name"),
     "user with a shell command": (_set("user", "root; rm -rf /"), r"not a valid user"),
+    "newline in the unit": (_set("unit", "sglang\nUser=root"), r"hosts\.sbx0\.unit: .*not a systemd unit name"),
+    "relative venv": (_set("venv", "ml-env/../.."), r"hosts\.sbx0\.venv: .*absolute path"),
 }
 
 
@@ -90,15 +92,26 @@ BAD_PLAYBOOKS = {
     "newline in an env value": ({"ladder": [{"name": "p", "env": {"A": "1\nB=2"}}]}, r"env.*newlines"),
     "shell in an env name": ({"ladder": [{"name": "p", "env": {"A;touch /tmp/pwned": "1"}}]}, r"env"),
     "path traversal as a patch set": ({"ladder": [{"name": "p", "patches": ["../../etc/passwd"]}]}, r"patches"),
+    "newline in serve.user": ({"serve": {"user": "root\nExecStartPre=/bin/touch /x"}}, r"serve\.user: .*user name"),
+    "newline in the name": ({"name": "llama\nExecStartPre=/bin/sh"}, r"name: "),
+    "newline in serve.unit": ({"serve": {"unit": "sglang\nUser=root"}}, r"serve\.unit: .*unit name"),
+    "newline in serve.host": ({"serve": {"host": "0.0.0.0\nx", "api_key": {"env": "K"}}},
+                              r"serve\.host: .*not an IP address"),
+    "not UTF-8": (b"name: llama-bad\nmodel: {path: /m\xff}\n", r"not UTF-8 text \(byte 0xff\)"),
+    "an alias inside itself": ("name: llama-bad\nmodel: {path: /m}\nladder: &a [*a]\n", r"alias refers to"),
+    "an alias bomb": ("name: llama-bad\nmodel: {path: /m}\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10) if i else 'x'}]\n" for i in range(7)),
+        r"aliases expand to more than"),
+    "a list as a key": ("name: llama-bad\nmodel: {path: /m}\n? [a, b]\n: 1\n", r"a key must be a plain value"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_PLAYBOOKS))
 def test_a_bad_playbook_is_refused_before_any_host_is_touched(case, sandbox, tmp_path, unchanged):
     change, expected = BAD_PLAYBOOKS[case]
-    if isinstance(change, str):
+    if isinstance(change, str | bytes):
         path = tmp_path / "llama-bad.yaml"
-        path.write_text(change)
+        path.write_bytes(change if isinstance(change, bytes) else change.encode())
     else:
         book = _book(tmp_path)
         book.update(change)
@@ -259,3 +272,44 @@ def test_a_secret_by_reference_lives_only_in_0600_files_on_the_host(sandbox, san
                                               "/var/lib/fleet/releases/*/events.jsonl")
     assert key not in manifests and "<secret>" in manifests
     RESULTS.append(("secret by reference", f"only in {len(holders)} 0600 files: " + ", ".join(sorted(holders))))
+
+
+@pytest.mark.parametrize("content,expected", [
+    (b"   \n", r"serve\.api_key\.file: .*holds no key"),
+    (b"\xff\xfe-key\n", r"serve\.api_key\.file: .*not UTF-8"),
+    (b"two words\n", r"serve\.api_key\.file: .*spaces or control characters"),
+])
+def test_a_blank_or_garbled_api_key_is_refused_before_any_host_is_touched(content, expected, sandbox, tmp_path,
+                                                                          unchanged):
+    key_file = tmp_path / "key"
+    key_file.write_bytes(content)
+    key_file.chmod(0o600)
+    book = llama_playbook(tmp_path, PLAIN, name="llama-blank-key",
+                          serve={"host": "0.0.0.0", "api_key": {"file": str(key_file)}})
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and re.search(expected, line), line
+    RESULTS.append((f"api key file: {content[:12]!r}", line))
+
+
+def test_a_unit_systemd_rejects_stops_nothing_and_the_ladder_goes_on(sandbox, sandbox_inventory, tmp_path):
+    """A mistyped serve.venv: systemd-analyze verify rejects the unit before anything is stopped; each rung is
+    INSTALL_FAILED and the server that was running keeps running, unit and env untouched."""
+    good = llama_playbook(tmp_path, PLAIN, name="llama-verify")
+    proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(good), "--json", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before = sh(sandbox_inventory, "sbx3", "sha256sum /etc/systemd/system/sglang.service /etc/fleet/sglang.env; "
+                                           "systemctl show sglang -p MainPID -p ActiveState")
+    typo = llama_playbook(tmp_path, [*rung("first"), *rung("second")], name="llama-verify-typo",
+                          serve={"venv": "/root/ml-envv"})
+    proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(typo), "--json", "--force")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and [a["outcome"] for a in data["attempts"]] == ["INSTALL_FAILED"] * 2, data
+    assert all("systemd-analyze verify rejects the unit" in a["evidence"] and "/root/ml-envv/bin/python" in
+               a["evidence"] for a in data["attempts"])
+    after = sh(sandbox_inventory, "sbx3", "sha256sum /etc/systemd/system/sglang.service /etc/fleet/sglang.env; "
+                                          "systemctl show sglang -p MainPID -p ActiveState")
+    assert after == before and "ActiveState=active" in after
+    assert serving(sandbox_inventory, "sbx3")
+    RESULTS.append(("serve.venv mistyped", data["attempts"][0]["evidence"][:160]))

@@ -34,7 +34,7 @@ def good(_sandbox_session, tmp_path_factory):
     return {"release": data["release"], "plain": plain, "patched": patched}
 
 
-STEPS = ["opened", "stop", "mid-patch", "installed", "restarted", "phase:autotune", "attempt", "current"]
+STEPS = ["opened", "stop", "mid-patch", "installed", "restarted", "phase:weight_load", "attempt", "current"]
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -8,10 +8,15 @@ import os
 import re
 import shlex
 import socket
+import subprocess
+import threading
 import time
 
 from faultkit import PLAIN, current, in_progress, rung, serving
 from fleetcli import inv, inv_json, llama_playbook, sh
+
+from fleet import hostlock
+from fleet.connect import open_connection
 
 
 def _plant_lock(inventory, host: str, owner: dict) -> None:
@@ -73,3 +78,45 @@ def test_two_fleet_deploys_overlapping_on_one_host(sandbox, sandbox_inventory, t
     for h in shared:
         assert h["status"] == "ok" or "host is locked" in h["error"]
     assert in_progress(sandbox_inventory, "sbx3") == [] and serving(sandbox_inventory, "sbx3")
+
+
+def _take(conn, host, purpose, start, got, lock) -> None:
+    start.wait()
+    try:
+        held = hostlock.acquire(conn, host, purpose)
+    except hostlock.HostLockError:
+        return
+    with lock:
+        got.append((conn, held))
+
+
+def test_eight_runs_taking_over_a_dead_lock_at_once_have_exactly_one_winner(sandbox, sandbox_inventory):
+    """50 rounds: a dead run's lock (this machine, a pid that has exited), then 8 takers at the same instant."""
+    host = sandbox_inventory.hosts["sbx2"]
+    conns = [open_connection(host) for _ in range(8)]
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is free now: provably not running
+    winners_per_round = []
+    try:
+        for round_no in range(50):
+            owner = {"owner": "gone@" + socket.gethostname(), "machine": socket.gethostname(), "pid": dead.pid,
+                     "purpose": "deploy (crashed)", "time": "2026-12-01T00:00:00Z", "epoch": int(time.time()),
+                     "token": f"dead-{round_no}"}
+            sh(sandbox_inventory, "sbx2", "rm -rf /var/lib/fleet/lock")
+            _plant_lock(sandbox_inventory, "sbx2", owner)
+            start, got, lock = threading.Barrier(8), [], threading.Lock()
+            threads = [threading.Thread(target=_take, args=(c, host, f"race {round_no}", start, got, lock))
+                       for c in conns]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            winners_per_round.append(len(got))
+            for conn, held in got:
+                assert held.recovered and f"dead-{round_no}" not in held.token
+                hostlock.release(conn, host, held)  # raises if another run's lock had replaced it
+    finally:
+        for c in conns:
+            c.close()
+        sh(sandbox_inventory, "sbx2", "rm -rf /var/lib/fleet/lock /var/lib/fleet/lock.dead-*")
+    assert winners_per_round == [1] * 50

@@ -98,6 +98,15 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     assert proc.returncode == 0 and back["status"] == "ok" and back["release"] == first
     assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(first)
+    # the wrong playbook's port, key and health check would judge another server: refused, nothing changed
+    proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(triton), "--to", first, "--json")
+    wrong = json.loads(proc.stdout)
+    assert proc.returncode == 1 and "served playbook glm5-nvfp4, not glm5-triton" in wrong["error"], wrong
+    assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
+    # without --playbook: the one the release records (glm5-nvfp4, from playbooks/)
+    proc = inv(sandbox, "rollback", "--host", "sbx0", "--to", first, "--json")
+    named = json.loads(proc.stdout)
+    assert proc.returncode == 0 and named["status"] == "ok" and named["release"] == first, named
     hist = json.loads(inv(sandbox, "history", "--host", "sbx0", "--json").stdout)["hosts"][0]
     assert hist["current"] == first
     assert {r["status"] for r in hist["releases"]} >= {"ok"}

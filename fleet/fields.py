@@ -1,0 +1,75 @@
+"""The strings that reach a systemd unit, an env file, a path or a shell command, checked once, at load.
+
+Each is a typed pydantic field (`Annotated[str, AfterValidator(...)]`) with a whole-string match (a `$` in a
+regex would let a trailing newline through: `re.match(r"^x$", "x\\n")` matches). Free text that is legal in a
+unit is escaped where it is written (fleet.render); here it only must not hold control characters.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+_UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]{0,200}(?:@[A-Za-z0-9:_.\\-]{0,50})?")  # systemd.unit(5)
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # useradd's default NAME_REGEX, without the trailing $
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, Unicode line breaks
+MAX_TEXT = 4096
+
+
+def text(v: str) -> str:
+    """Free text: no control characters (a newline would start a new directive or line), bounded."""
+    if _CONTROL.search(v):
+        raise ValueError(f"{v[:60]!r} contains a newline or another control character")
+    if len(v) > MAX_TEXT:
+        raise ValueError(f"longer than {MAX_TEXT} characters")
+    return v
+
+
+def unit_name(v: str) -> str:
+    if not _UNIT.fullmatch(v) or v.endswith(".service"):
+        raise ValueError(f"not a systemd unit name (letters, digits, ':_.-', one '@'; without .service): {v[:60]!r}")
+    return v
+
+
+def user_name(v: str) -> str:
+    if not _USER.fullmatch(v):
+        raise ValueError(f"not a user name (lower-case letters, digits, '_' and '-', 32 at most): {v[:60]!r}")
+    return v
+
+
+def name(v: str) -> str:
+    if not _NAME.fullmatch(v):
+        raise ValueError(f"{v[:60]!r}: lower-case letters, digits, '.', '_', '-' (63 at most)")
+    return v
+
+
+def abs_path(v: str) -> str:
+    """An absolute, normalised POSIX path (no '..', no '//', no trailing '/'), no control characters."""
+    text(v)
+    if not v.startswith("/") or posixpath.normpath(v) != v or v.startswith("//"):
+        raise ValueError(f"must be an absolute path, normalised (no '..', '//' or trailing '/'): {v[:60]!r}")
+    return v
+
+
+def host_addr(v: str) -> str:
+    """An IP address or a DNS name (what sglang's --host and a URL take)."""
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        if not _HOSTNAME.fullmatch(v) or v.replace(".", "").isdigit():
+            raise ValueError(f"not an IP address or host name: {v[:60]!r}") from None
+    return v
+
+
+Text = Annotated[str, AfterValidator(text)]
+UnitName = Annotated[str, AfterValidator(unit_name)]
+UserName = Annotated[str, AfterValidator(user_name)]
+Name = Annotated[str, AfterValidator(name)]
+AbsPath = Annotated[str, AfterValidator(abs_path)]
+HostAddr = Annotated[str, AfterValidator(host_addr)]
