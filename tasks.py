@@ -60,7 +60,9 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
 @task(iterable=["host", "group"], help={**HOST_HELP,
                                         "playbook": "the playbook the release was deployed with (default: the one "
                                                     "the release records; needed for --router and multi-node)",
-                                        "to": "release to restore (default: the newest known-good before the current)",
+                                        "to": "release to restore (default: the newest known-good before the "
+                                              "current); before-fleet: the unit and env file as fleet found "
+                                              "them, every patch set reverted",
                                         "router": "roll back the playbook's router unit on its router.host instead"})
 @reports_errors
 def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, json=False,

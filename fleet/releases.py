@@ -4,6 +4,8 @@
     /var/lib/fleet/releases/<id>/files/...       the unit and env file exactly as installed (env 0600)
     /var/lib/fleet/releases/<id>/events.jsonl    the deploy's event log, one JSON object per line
     /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
+    /var/lib/fleet/before-fleet/                 the unit and env file as fleet found them at its first write
+                                                 (or that there were none): `inv rollback --to before-fleet`
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from fleet import faulthook
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
 from fleet.service import read_file, sh, write_atomic
+from fleet.service import sha256 as sha256_of
 
 ROOT = "/var/lib/fleet"
 RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.router), beside the host's own
+BEFORE_FLEET = f"{ROOT}/before-fleet"
+MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
 
 
 def now(timespec: str = "seconds") -> str:
@@ -127,6 +132,10 @@ class ReleaseStore:
         sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {shlex.quote(tmp)} && "
                                  f"mv -T {shlex.quote(tmp)} {shlex.quote(self.current_link)}")
 
+    def clear_current(self) -> None:
+        """The host is on no fleet release any more (rolled back to before fleet)."""
+        sh(self.conn, self.host, f"rm -f -- {shlex.quote(self.current_link)}")
+
     def list(self) -> list[Release]:
         out = sh(self.conn, self.host, f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
         found = []
@@ -152,3 +161,37 @@ class ReleaseStore:
         for r in doomed:
             sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")
         return [r.id for r in doomed]
+
+
+class BeforeFleet:
+    """What stood at each path fleet manages before its first write there: a copy, or that nothing did. A file
+    that already carries fleet's header was written by a fleet that kept no record: unknown, never guessed."""
+
+    def __init__(self, conn: Connection, host: Host, root: str = BEFORE_FLEET):
+        self.conn, self.host, self.root = conn, host, root
+
+    def manifest(self) -> dict[str, dict[str, Any]]:
+        raw = read_file(self.conn, f"{self.root}/manifest.json")
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return data.get("files", {}) if isinstance(data, dict) else {}
+
+    def note(self, path: str, old: bytes | None) -> None:
+        """Record what fleet is about to replace at `path`, the first time only."""
+        files = self.manifest()
+        if path in files or (old is not None and old.startswith(MANAGED_MARK)):
+            return
+        mode = (self.conn.sftp().stat(path).st_mode or 0o600) & 0o7777 if old is not None else 0
+        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
+        if old is None:
+            files[path] = {"absent": True}
+        else:
+            write_atomic(self.conn, f"{self.root}/files/{file_key(path)}", old, 0o600)
+            files[path] = {"sha256": sha256_of(old), "mode": oct(mode)}
+        write_atomic(self.conn, f"{self.root}/manifest.json",
+                     json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
+
+    def copy(self, path: str) -> bytes | None:
+        return read_file(self.conn, f"{self.root}/files/{file_key(path)}")

@@ -16,7 +16,7 @@ from fleet.health import health_check
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook
-from fleet.releases import Release, ReleaseStore, new_id, now
+from fleet.releases import BeforeFleet, Release, ReleaseStore, new_id, now
 from fleet.results import Attempt, Progress
 from fleet.service import (
     ServiceError,
@@ -48,6 +48,7 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         sh(conn, host, f"mkdir -p -m 0700 {shlex.quote(env_path.rsplit('/', 1)[0])}")
         for path, text, mode in ((unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)):
             old = read_file(conn, path)
+            BeforeFleet(conn, host).note(path, old)
             if old is not None and f"before:{path}" not in release.files:
                 store.keep_file(release, "before" + path, old, 0o600)
                 release.files[f"before:{path}"] = {"sha256": sha256(old)}

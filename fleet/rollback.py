@@ -3,6 +3,8 @@ current once it serves; the releases a host keeps."""
 
 from __future__ import annotations
 
+import shlex
+
 from fleet import hostlock, recovery, restore
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import FleetError, InputError
@@ -10,8 +12,9 @@ from fleet.inputs import load_playbook
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
-from fleet.releases import Release, ReleaseStore
-from fleet.results import DeployResult, Progress, quiet
+from fleet.releases import BeforeFleet, Release, ReleaseStore
+from fleet.results import Attempt, DeployResult, Progress, quiet
+from fleet.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 
 
 def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
@@ -67,6 +70,52 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
             else:
                 result.error = f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome}"
             return result
+    finally:
+        conn.close()
+
+
+BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
+
+
+def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
+    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit and env file
+    as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
+    releases stay, so `inv rollback --to <id>` can come back."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback to before fleet"):
+            record = BeforeFleet(conn, host)
+            files = record.manifest()
+            unit_path = f"/etc/systemd/system/{unit}.service"
+            wanted = [unit_path, f"/etc/fleet/{unit}.env"]
+            unknown = [p for p in wanted if p not in files]
+            if unknown:
+                raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "
+                                 "(fleet wrote it before it kept such a record); nothing was changed")
+            copies = {p: record.copy(p) for p in wanted if not files[p].get("absent")}
+            damaged = [p for p, data in copies.items() if data is None or sha256(data) != files[p]["sha256"]]
+            if damaged:
+                raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
+                                 "nothing was changed")
+            problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
+            if problem:
+                raise FleetError(f"{host.name}: {problem}")
+            stop_and_empty_gpus(conn, host, unit, 120, progress)
+            for path in wanted:
+                data = copies.get(path)
+                if data is None:
+                    if path == unit_path:
+                        sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+                    sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+                    progress(f"removed {path} (there was none before fleet)")
+                else:
+                    write_atomic(conn, path, data, int(files[path]["mode"], 8))
+                    progress(f"put back {path} as fleet found it")
+            daemon_reload(conn, host)
+            ReleaseStore(conn, host).clear_current()
+            return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
+                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
+                                                  f"(start it with systemctl start {unit} if it should run)", 0)])
     finally:
         conn.close()
 

@@ -74,6 +74,13 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False) -> int:
     out = progress_console(as_json)
+    if to == rollbacks.BEFORE_FLEET:
+        if router:
+            raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
+        unit = load_playbook(name)[0].serve.unit if name else None
+        say_for = progress_to(out)
+        outcomes = parallel.run_all(hosts, lambda h: rollbacks.before_fleet(h, unit or h.unit, opts, say_for(h)))
+        return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")

@@ -1,0 +1,69 @@
+"""`inv rollback --to before-fleet`: the host as fleet found it, from the record fleet makes at its first write."""
+
+from __future__ import annotations
+
+import json
+
+from fleetcli import inv, llama_playbook, sh
+
+HOST = "sbx4"
+UNIT, ENV = "/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env"
+PLAIN = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"disable-custom-all-reduce": True}}]
+HAND = "[Unit]\nDescription=sglang by hand\n[Service]\nExecStart=/bin/sleep infinity\n"
+
+
+def _fresh(inventory) -> None:
+    sh(inventory, HOST, f"systemctl stop sglang 2>/dev/null; systemctl disable sglang 2>/dev/null; "
+                        f"rm -rf {UNIT} {ENV} /var/lib/fleet; systemctl daemon-reload; true")
+
+
+def test_a_host_without_a_unit_before_fleet_is_left_without_one(sandbox, sandbox_inventory, tmp_path):
+    _fresh(sandbox_inventory)
+    book = llama_playbook(tmp_path, PLAIN, name="llama-before")
+    try:
+        proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--json")
+        data = json.loads(proc.stdout)
+        assert proc.returncode == 0 and data["status"] == "ok" and data["release"] == "before-fleet", data
+        assert sh(sandbox_inventory, HOST, f"ls {UNIT} {ENV} /var/lib/fleet/current 2>&1 | grep -c 'No such'"
+                  ).strip() == "3"
+        assert sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip() in ("inactive", "unknown")
+        history = json.loads(inv(sandbox, "history", "--host", HOST, "--json").stdout)
+        assert len(history["hosts"][0]["releases"]) == 1 and history["hosts"][0]["current"] is None
+    finally:
+        _fresh(sandbox_inventory)
+
+
+def test_a_hand_written_unit_comes_back_byte_for_byte(sandbox, sandbox_inventory, tmp_path):
+    _fresh(sandbox_inventory)
+    sh(sandbox_inventory, HOST, f"printf %s '{HAND}' > {UNIT} && chmod 0640 {UNIT}")
+    book = llama_playbook(tmp_path, PLAIN, name="llama-before-hand")
+    try:
+        proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert sh(sandbox_inventory, HOST, f"head -n 1 {UNIT}").startswith("# Managed by fleet")
+        # a second deploy does not take fleet's own unit for what was there before
+        proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json", "--force")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+        assert sh(sandbox_inventory, HOST, f"cat {UNIT}") == HAND
+        assert sh(sandbox_inventory, HOST, f"stat -c %a {UNIT}").strip() == "640"
+        assert sh(sandbox_inventory, HOST, f"test -e {ENV} && echo env; true").strip() == ""
+    finally:
+        _fresh(sandbox_inventory)
+
+
+def test_a_host_fleet_deployed_without_a_record_is_refused_unchanged(sandbox, sandbox_inventory, tmp_path):
+    _fresh(sandbox_inventory)
+    book = llama_playbook(tmp_path, PLAIN, name="llama-before-none")
+    try:
+        assert inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json").returncode == 0
+        sh(sandbox_inventory, HOST, "rm -rf /var/lib/fleet/before-fleet")  # as a fleet that kept no record left it
+        before = sh(sandbox_inventory, HOST, f"sha256sum {UNIT} {ENV}")
+        proc = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--json")
+        assert proc.returncode == 1 and "was not recorded" in json.loads(proc.stdout)["error"]
+        assert sh(sandbox_inventory, HOST, f"sha256sum {UNIT} {ENV}") == before
+    finally:
+        _fresh(sandbox_inventory)
