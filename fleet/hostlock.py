@@ -150,7 +150,7 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
            f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
            f"&& mv {o}.tmp {o}; then echo ACQUIRED; else rm -rf {d}; exit 4; fi; "  # never a lock without owner
-           f"else echo HELD; cat {o} 2>/dev/null; fi")
+           f"else echo HELD; cat {o} 2>/dev/null || true; fi")  # no owner.json yet: a rival between mkdir and mv
     res = remote.run(conn, host, cmd, timeout=30)
     out = res.stdout.strip()
     if res.ok and out == "ACQUIRED":
