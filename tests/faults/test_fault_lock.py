@@ -80,23 +80,29 @@ def test_two_fleet_deploys_overlapping_on_one_host(sandbox, sandbox_inventory, t
     assert in_progress(sandbox_inventory, "sbx3") == [] and serving(sandbox_inventory, "sbx3")
 
 
-def _take(conn, host, purpose, start, got, lock) -> None:
+def _take(conn, host, purpose, start, got, lock, errors) -> None:
     start.wait()
     try:
         held = hostlock.acquire(conn, host, purpose)
-    except hostlock.HostLockError:
+    except hostlock.HostLockError as exc:
+        if "host is locked" not in str(exc):
+            errors.append(f"{purpose}: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - reported by the test, not swallowed
+        errors.append(f"{purpose}: {type(exc).__name__}: {exc}")
         return
     with lock:
         got.append((conn, held))
 
 
 def test_eight_runs_taking_over_a_dead_lock_at_once_have_exactly_one_winner(sandbox, sandbox_inventory):
-    """50 rounds: a dead run's lock (this machine, a pid that has exited), then 8 takers at the same instant."""
+    """50 rounds: a dead run's lock (this machine, a pid that has exited), then 8 takers at the same instant:
+    exactly one holds the lock after each round."""
     host = sandbox_inventory.hosts["sbx2"]
     conns = [open_connection(host) for _ in range(8)]
     dead = subprocess.Popen(["true"])
     dead.wait()  # its pid is free now: provably not running
-    winners_per_round = []
+    winners_per_round, errors = [], []
     try:
         for round_no in range(50):
             owner = {"owner": "gone@" + socket.gethostname(), "machine": socket.gethostname(), "pid": dead.pid,
@@ -105,18 +111,21 @@ def test_eight_runs_taking_over_a_dead_lock_at_once_have_exactly_one_winner(sand
             sh(sandbox_inventory, "sbx2", "rm -rf /var/lib/fleet/lock")
             _plant_lock(sandbox_inventory, "sbx2", owner)
             start, got, lock = threading.Barrier(8), [], threading.Lock()
-            threads = [threading.Thread(target=_take, args=(c, host, f"race {round_no}", start, got, lock))
+            threads = [threading.Thread(target=_take, args=(c, host, f"race {round_no}", start, got, lock, errors))
                        for c in conns]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join(60)
             winners_per_round.append(len(got))
+            # the dead lock was moved aside (by the run that recovered it); the winner is that run, or one that
+            # found the place free just after the move, before the recovering run's own mkdir
+            assert sh(sandbox_inventory, "sbx2", f"cat /var/lib/fleet/lock.dead-dead-{round_no}/owner.json")
             for conn, held in got:
-                assert held.recovered and f"dead-{round_no}" not in held.token
+                assert f"dead-{round_no}" not in held.token
                 hostlock.release(conn, host, held)  # raises if another run's lock had replaced it
     finally:
         for c in conns:
             c.close()
         sh(sandbox_inventory, "sbx2", "rm -rf /var/lib/fleet/lock /var/lib/fleet/lock.dead-*")
-    assert winners_per_round == [1] * 50
+    assert errors == [] and winners_per_round == [1] * 50, (errors[:5], winners_per_round)
