@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
@@ -160,10 +160,7 @@ def _merge_file(inv: Inventory, path: Path) -> None:
         return
     if not isinstance(doc.data, dict):
         raise doc.error((), "an inventory file must be a mapping with hosts/groups/defaults")
-    try:
-        model = InventoryFile.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    model = doc.parse(InventoryFile)
     for kind, names in (("groups", model.groups), ("hosts", model.hosts)):
         for name in names:
             if not _NAME.fullmatch(str(name)):

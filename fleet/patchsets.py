@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
 from fleet.errors import InputError
@@ -250,10 +250,7 @@ def load_file(path: Path) -> PatchSet:
     doc = yamlfile.load(path)
     if not isinstance(doc.data, dict):
         raise doc.error((), "a patch set must be a mapping with name, description, edits")
-    try:
-        ps = PatchSet.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    ps = doc.parse(PatchSet)
     if ps.name != path.stem:
         raise doc.error(("name",), f"must match the file name {path.stem!r}")
     groups: list[tuple[tuple[str | int, ...], list[Edit]]] = [(("edits",), ps.edits)]

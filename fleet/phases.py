@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
 from fleet.logrules import CorpusSource, ProjectSource, literal_in_examples
@@ -62,11 +62,7 @@ class PhasesFile(BaseModel):
 
 def load(path: Path = PHASES_FILE) -> tuple[Marker, ...]:
     """The markers, most advanced phase first (the order lines are tested in)."""
-    doc = yamlfile.load(path)
-    try:
-        spec = PhasesFile.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    spec = yamlfile.load(path).parse(PhasesFile)
     return tuple(sorted(spec.phases, key=lambda m: -ORDER.index(m.name)))
 
 

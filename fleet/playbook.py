@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import fields, sglang_cli, yamlfile
 from fleet.errors import InputError
@@ -345,10 +345,7 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
     doc = yamlfile.load(path)
     if not isinstance(doc.data, dict):
         raise doc.error((), "a playbook must be a mapping")
-    try:
-        book = Playbook.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    book = doc.parse(Playbook)
     if book.router is not None and (problem := book.router.problem(book.serve)):
         raise doc.error(*problem)
     if book.router is not None and book.nodes is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleet import yamlfile
 from fleet.errors import InputError
@@ -32,11 +32,7 @@ class OutcomesFile(BaseModel):
 
 def load_outcomes(path: Path = OUTCOMES_FILE) -> dict[str, OutcomeSpec]:
     """Every deploy outcome with its meaning and remedy; one missing or unknown is an error naming the file."""
-    doc = yamlfile.load(path)
-    try:
-        spec = OutcomesFile.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    spec = yamlfile.load(path).parse(OutcomesFile)
     unknown, missing = set(spec.outcomes) - DEPLOY_OUTCOMES, DEPLOY_OUTCOMES - set(spec.outcomes)
     if unknown or missing:
         raise InputError(f"{path}: outcomes must be exactly deploy's: unknown {sorted(unknown)}, "

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
 from fleet.patchsets import version_key
@@ -272,8 +272,4 @@ def default_table() -> Table:
 
 
 def load_table(path: Path = TABLE) -> Table:
-    doc = yamlfile.load(path)
-    try:
-        return Table.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    return yamlfile.load(path).parse(Table)

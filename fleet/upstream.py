@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
@@ -62,11 +62,7 @@ class Matrix(BaseModel):
 
 
 def load_matrix(path: Path = MATRIX) -> Matrix:
-    doc = yamlfile.load(path)
-    try:
-        return Matrix.model_validate(doc.data)
-    except ValidationError as err:
-        raise doc.validation_error(err) from None
+    return yamlfile.load(path).parse(Matrix)
 
 
 @dataclass(frozen=True)

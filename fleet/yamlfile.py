@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fleet.errors import InputError
 
 # Where a value sits in a YAML document: the keys and list indexes down to it, e.g. ("ladder", 0, "flags").
 Loc = tuple[str | int, ...]
+M = TypeVar("M", bound=BaseModel)
 
 @dataclass
 class Document:
@@ -34,6 +35,13 @@ class Document:
         where = f"{self.path}:{line}" if line else str(self.path)
         key = ".".join(str(p) for p in loc)
         return InputError(f"{where}: {key + ': ' if key else ''}{message}")
+
+    def parse(self, model: type[M]) -> M:
+        """The document as `model`; the first problem as one line naming file, line and key."""
+        try:
+            return model.model_validate(self.data)
+        except ValidationError as err:
+            raise self.validation_error(err) from None
 
     def validation_error(self, err: ValidationError) -> InputError:
         """The first problem pydantic found, as one line naming file, line and key."""
