@@ -140,6 +140,31 @@ class ProjectSource(BaseModel):
 Source = CorpusSource | ProjectSource
 
 
+def source_kinds(value: Any) -> Any:
+    """A `sources:` list as models: one naming a package is a CorpusSource, one naming a project a ProjectSource."""
+    if not isinstance(value, list):
+        return value
+    out: list[Source] = []
+    for item in value:
+        if isinstance(item, dict) and "package" in item:
+            out.append(CorpusSource.model_validate(item))
+        elif isinstance(item, dict) and "project" in item:
+            out.append(ProjectSource.model_validate(item))
+        else:
+            raise ValueError("each source names a package (sglang, flashinfer-python) or a project")
+    return out
+
+
+def literals_in_examples(sources: Sequence[Source], examples: Sequence[str]) -> None:
+    """ValueError unless each source's literal occurs in an example: its fixed pieces (around `{}`), in order."""
+    for src in sources:
+        if src.literal is None:
+            continue
+        pieces = [p for p in src.literal.split("{}") if p.strip()]
+        if not any(_in_order(pieces, ex) for ex in examples):
+            raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
+
+
 class RuleSpec(BaseModel):
     """One rule as written in a rule file."""
 
@@ -158,20 +183,7 @@ class RuleSpec(BaseModel):
     examples: list[str] = Field(default_factory=list)
     sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
 
-    @field_validator("sources", mode="before")
-    @classmethod
-    def _source_kind(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        out: list[Source] = []
-        for item in value:
-            if isinstance(item, dict) and "package" in item:
-                out.append(CorpusSource.model_validate(item))
-            elif isinstance(item, dict) and "project" in item:
-                out.append(ProjectSource.model_validate(item))
-            else:
-                raise ValueError("each source names a package (sglang, flashinfer-python) or a project")
-        return out
+    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
 
     @field_validator("log_class", mode="before")
     @classmethod
@@ -219,11 +231,7 @@ class RuleSpec(BaseModel):
 
     @model_validator(mode="after")
     def _literals_in_examples(self) -> RuleSpec:
-        for src in self.sources:
-            if src.literal is None:
-                continue
-            if not literal_in_examples(src.literal, self.examples):
-                raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
+        literals_in_examples(self.sources, self.examples)
         return self
 
     @model_validator(mode="after")
@@ -233,12 +241,6 @@ class RuleSpec(BaseModel):
             if not any(re.search(p, example, flags) for p in self.regex):
                 raise ValueError(f"example {example!r} matches none of the regexes")
         return self
-
-
-def literal_in_examples(literal: str, examples: Sequence[str]) -> bool:
-    """Whether some example says the literal: its fixed pieces (around `{}` placeholders), in order."""
-    pieces = [p for p in literal.split("{}") if p.strip()]
-    return any(_in_order(pieces, ex) for ex in examples)
 
 
 def _in_order(pieces: list[str], text: str) -> bool:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
-from fleet.logrules import CorpusSource, ProjectSource, literal_in_examples
+from fleet.logrules import CorpusSource, ProjectSource, literals_in_examples, source_kinds
 
 PHASES_FILE = Path(__file__).resolve().parent.parent / "playbooks" / "phases" / "startup.yaml"
 ORDER = ("start", "weight_load", "jit_compile", "autotune", "graph_capture", "ready")
@@ -35,12 +34,7 @@ class Marker(BaseModel):
             raise ValueError(f"unknown phase {v!r} (known: {', '.join(ORDER)})")
         return v
 
-    @field_validator("sources", mode="before")
-    @classmethod
-    def _kind(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [CorpusSource.model_validate(s) if isinstance(s, dict) and "package" in s else s for s in value]
-        return value
+    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
 
     @model_validator(mode="after")
     def _consistent(self) -> Marker:
@@ -48,9 +42,7 @@ class Marker(BaseModel):
         for example in self.examples:
             if not pattern.search(example):
                 raise ValueError(f"example {example!r} does not match the regex")
-        for src in self.sources:
-            if src.literal is not None and not literal_in_examples(src.literal, self.examples):
-                raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
+        literals_in_examples(self.sources, self.examples)
         return self
 
 
