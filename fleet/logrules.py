@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fleet import yamlfile
+from fleet import sourcetext, yamlfile
 from fleet.errors import InputError
 from fleet.patchsets import parse_range
 
@@ -160,8 +160,7 @@ def literals_in_examples(sources: Sequence[Source], examples: Sequence[str]) -> 
     for src in sources:
         if src.literal is None:
             continue
-        pieces = [p for p in src.literal.split("{}") if p.strip()]
-        if not any(_in_order(pieces, ex) for ex in examples):
+        if not any(sourcetext.shape(src.literal).search(ex) for ex in examples):
             raise ValueError(f"source literal {src.literal!r} occurs in none of the examples")
 
 
@@ -241,16 +240,6 @@ class RuleSpec(BaseModel):
             if not any(re.search(p, example, flags) for p in self.regex):
                 raise ValueError(f"example {example!r} matches none of the regexes")
         return self
-
-
-def _in_order(pieces: list[str], text: str) -> bool:
-    at = 0
-    for piece in pieces:
-        found = text.find(piece.strip(), at)
-        if found < 0:
-            return False
-        at = found + len(piece.strip())
-    return True
 
 
 class RuleFile(BaseModel):

@@ -9,6 +9,7 @@ messages a module raises, asserts or logs at error level: the population the log
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 PLACEHOLDER = "{}"
@@ -37,6 +38,13 @@ def render(node: ast.expr) -> str | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
         return render(node.func.value)  # "text {}".format(...): its braces already read as placeholders
     return None
+
+
+def shape(template: str) -> re.Pattern[str]:
+    """A regex a printed line matches when it is an instance of `template`: its fixed pieces, in order, with
+    anything where the placeholders (and the space around them) were."""
+    pieces = [p.strip() for p in template.split(PLACEHOLDER) if p.strip()]
+    return re.compile(".*?".join(map(re.escape, pieces)), re.S)
 
 
 def templates(source: str) -> list[str]:

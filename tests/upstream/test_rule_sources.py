@@ -3,7 +3,7 @@ each release of its range, and the real line, as that release prints it, gets th
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,16 +20,37 @@ def releases(matrix: upstream.Matrix, dist: str) -> list[str]:
     return list(dict.fromkeys(v for d, v in matrix.releases() if d == dist))
 
 
-def real_line(text: str, literal: str, examples: list[str]) -> str | None:
-    """The whole message around `literal` as the file writes it: the rule's example that is an instance of it
-    (the placeholders filled in), else the message with each placeholder given "1"."""
+def real_line(text: str, literal: str, examples: Sequence[str]) -> str | None:
+    """The whole message around `literal` as the file writes it: the example that is an instance of it (the
+    placeholders filled in), else the message with each placeholder given "1"."""
     for template in sourcetext.templates(text):
         if literal not in template:
             continue
-        shape = ".+?".join(re.escape(p) for p in template.strip().split(sourcetext.PLACEHOLDER))
-        instance = next((ex for ex in examples if re.search(shape, ex, re.S)), None)
+        instance = next((ex for ex in examples if sourcetext.shape(template).search(ex)), None)
         return instance or template.replace(sourcetext.PLACEHOLDER, "1").strip()
     return None
+
+
+def problems_of(matrix, src: logrules.CorpusSource, examples: Sequence[str], judge) -> list[str]:
+    """For every release of the source's range: the file holds the literal, and `judge(real line)` (None when
+    it is right, else what is wrong) accepts the real whole message."""
+    wanted = [v for v in releases(matrix, src.package) if in_range(v, src.versions)]
+    if not wanted:
+        return [f"no release of the matrix in {src.versions}"]
+    problems = []
+    for version in wanted:
+        path = Path(upstream.require(src.package, version).root) / src.file
+        if not path.is_file():
+            problems.append(f"{version}: no {src.file}")
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not sourcetext.contains(text, src.literal, path.suffix == ".py"):
+            problems.append(f"{version}: {src.file} no longer says {src.literal!r}")
+            continue
+        line = real_line(text, src.literal, examples) if path.suffix == ".py" else None
+        if line is not None and (wrong := judge(line)):
+            problems.append(f"{version}: the real line {line[:120]!r} {wrong}")
+    return problems
 
 
 MARKERS = [(m, src) for m in phases.load() for src in m.sources if isinstance(src, logrules.CorpusSource)]
@@ -37,19 +58,11 @@ MARKERS = [(m, src) for m in phases.load() for src in m.sources if isinstance(sr
 
 @pytest.mark.parametrize("marker,src", MARKERS, ids=[f"{m.name}:{s.literal[:40]}" for m, s in MARKERS])
 def test_each_phase_marker_is_printed_by_every_release_of_its_range(matrix, marker, src):
-    wanted = [v for v in releases(matrix, src.package) if in_range(v, src.versions)]
-    assert wanted
-    problems = []
-    for version in wanted:
-        path = Path(upstream.require(src.package, version).root) / src.file
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-        if not sourcetext.contains(text, src.literal, True):
-            problems.append(f"{version}: {src.file} does not say {src.literal!r}")
-            continue
-        line = real_line(text, src.literal, marker.examples)
-        if line is not None and phases.phase_of(line) != marker.name:
-            problems.append(f"{version}: the real line {line[:100]!r} is phase {phases.phase_of(line)}")
-    assert problems == []
+    def judge(line: str) -> str | None:
+        got = phases.phase_of(line)
+        return None if got == marker.name else f"is phase {got}"
+
+    assert problems_of(matrix, src, marker.examples, judge) == []
 
 
 def test_every_sglang_release_marks_weight_load_and_graph_capture(matrix):
@@ -67,22 +80,9 @@ def test_every_rule_names_a_source():
 
 @pytest.mark.parametrize("rule,src", CORPUS, ids=[f"{r.name}:{s.literal[:40]}" for r, s in CORPUS])
 def test_the_literal_is_in_the_file_of_every_release_of_its_range(matrix, rule, src):
-    wanted = [v for v in releases(matrix, src.package) if in_range(v, src.versions)]
-    assert wanted, f"{rule.name}: no release of the matrix in {src.versions}"
-    problems = []
-    for version in wanted:
-        path = Path(upstream.require(src.package, version).root) / src.file
-        if not path.is_file():
-            problems.append(f"{version}: no {src.file}")
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if not sourcetext.contains(text, src.literal, path.suffix == ".py"):
-            problems.append(f"{version}: {src.file} no longer says {src.literal!r}")
-            continue
-        line = real_line(text, src.literal, list(rule.examples)) if path.suffix == ".py" else None
-        if line is not None:
-            got = classify_line(line, RULES)
-            if got is None or got.rule.log_class != rule.log_class:
-                problems.append(f"{version}: the real line {line[:120]!r} gets "
-                                f"{got.rule.name if got else 'no rule'}, not {rule.log_class}")
-    assert problems == []
+    def judge(line: str) -> str | None:
+        got = classify_line(line, RULES)
+        ok = got is not None and got.rule.log_class == rule.log_class
+        return None if ok else f"gets {got.rule.name if got else 'no rule'}, not {rule.log_class}"
+
+    assert problems_of(matrix, src, rule.examples, judge) == []
