@@ -28,7 +28,7 @@ from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
-from fleet.render import API_KEY_VAR, UnitSpec, render_env, render_unit
+from fleet.render import API_KEY_VAR, UnitSpec, env_file, render_env, render_unit, unit_file
 from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
 from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state, verify_unit_text
 
@@ -47,8 +47,7 @@ class Deployer:
         self.book_sha = sha256(book_path.read_bytes())
         self.unit = book.serve.unit or host.unit
         self.venv = book.serve.venv or host.venv
-        self.unit_path = f"/etc/systemd/system/{self.unit}.service"
-        self.env_path = f"/etc/fleet/{self.unit}.env"
+        self.unit_path, self.env_path = unit_file(self.unit), env_file(self.unit)
         self.secrets = secrets or {}
         self.extra_args: list[str] = []  # per-node sglang flags of a multi-node deployment (fleet.multinode)
         self.measure: bool | None = None  # benchmark after health: None = as the playbook's bench.gate says

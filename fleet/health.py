@@ -11,14 +11,14 @@ from fabric import Connection
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Playbook
-from fleet.render import API_KEY_VAR
+from fleet.render import API_KEY_VAR, env_file
 from fleet.service import sh
 
 
-def with_key(env_file: str, command: str) -> str:
+def with_key(path: str, command: str) -> str:
     """Run `command` with $KEY set from the unit's env file on the host: the API key never travels over
     SSH nor shows in fleet's command lines."""
-    ef = shlex.quote(env_file)
+    ef = shlex.quote(path)
     return (f"KEY=$( [ -r {ef} ] && . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" ); "
             f"{command}")
 
@@ -32,9 +32,9 @@ def health_check(conn: Connection, host: Host, book: Playbook) -> Verdict:
     body = json.dumps({"text": book.health.prompt,
                        "sampling_params": {"max_new_tokens": book.health.max_tokens, "temperature": 0}})
     auth = '-H "Authorization: Bearer $KEY" ' if book.serve.api_key else ""
-    env_file = f"/etc/fleet/{book.serve.unit or host.unit}.env"
-    out = sh(conn, host, with_key(env_file, f"curl -s -m 120 {auth}-H 'Content-Type: application/json' "
-                                            f"-d {shlex.quote(body)} {base}/generate || true"))
+    out = sh(conn, host, with_key(env_file(book.serve.unit or host.unit),
+                                  f"curl -s -m 120 {auth}-H 'Content-Type: application/json' "
+                                  f"-d {shlex.quote(body)} {base}/generate || true"))
     try:
         text = json.loads(out)["text"]
     except (ValueError, KeyError, TypeError):

@@ -31,6 +31,16 @@ HARDENING = {
 FORBIDDEN_HARDENING = ("PrivateDevices", "DevicePolicy=closed", "MemoryDenyWriteExecute", "ProtectHome")
 
 
+def unit_file(unit: str) -> str:
+    """Where fleet installs a unit's file."""
+    return f"/etc/systemd/system/{unit}.service"
+
+
+def env_file(unit: str) -> str:
+    """Where fleet installs a unit's environment file (0600: it may hold the API key)."""
+    return f"/etc/fleet/{unit}.env"
+
+
 class RenderError(ValueError):
     pass
 

@@ -13,6 +13,7 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.releases import BeforeFleet, Release, ReleaseStore
+from fleet.render import env_file, unit_file
 from fleet.results import Attempt, DeployResult, Progress, quiet
 from fleet.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 
@@ -86,8 +87,8 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
         with hostlock.held(conn, host, "rollback to before fleet"):
             record = BeforeFleet(conn, host)
             files = record.manifest()
-            unit_path = f"/etc/systemd/system/{unit}.service"
-            wanted = [unit_path, f"/etc/fleet/{unit}.env"]
+            unit_path = unit_file(unit)
+            wanted = [unit_path, env_file(unit)]
             unknown = [p for p in wanted if p not in files]
             if unknown:
                 raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "

@@ -15,7 +15,7 @@ from fleet.connect import check_guard
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Playbook, flag_args
-from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, exec_start, render_env
+from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, env_file, exec_start, render_env, unit_file
 
 TEMPLATE = "sglang-router.service.j2"
 
@@ -63,11 +63,11 @@ def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]
 
 
 def unit_path(book: Playbook) -> str:
-    return f"/etc/systemd/system/{book.router.unit}.service"  # type: ignore[union-attr]
+    return unit_file(book.router.unit)  # type: ignore[union-attr]
 
 
 def env_path(book: Playbook) -> str:
-    return f"/etc/fleet/{book.router.unit}.env"  # type: ignore[union-attr]
+    return env_file(book.router.unit)  # type: ignore[union-attr]
 
 
 def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
