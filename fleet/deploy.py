@@ -30,7 +30,7 @@ from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
 from fleet.render import API_KEY_VAR, UnitSpec, env_file, render_env, render_unit, unit_file
 from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
-from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state, verify_unit_text
+from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -166,9 +166,8 @@ class Deployer:
         def say(message: str) -> None:
             self.progress(f"[{rung.name}] {message}")
 
-        complaint = verify_unit_text(conn, self.host, planned.unit_text, self.unit_path)
-        if complaint:  # e.g. a venv without bin/python: nothing stopped, nothing written; the ladder goes on
-            why = f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}"
+        why = restore.unit_problem(conn, self.host, planned, self.unit_path)
+        if why:  # e.g. a venv without bin/python: nothing stopped, nothing written; the ladder goes on
             say(f"{Outcome.INSTALL_FAILED}: {why}")
             return Attempt(rung.name, Outcome.INSTALL_FAILED, why, time.monotonic() - start), planned
         say("stopping the running server and emptying the GPUs")

@@ -323,6 +323,10 @@ class MultiNode:
             n.planned = n.deployer.plan(rung, rid)
             n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,
                                          "hosts": [m.host.name for m in self.nodes], "deployment": rid}
+        for n in self.nodes:
+            why = restore.unit_problem(n.conn, n.host, n.planned, n.deployer.unit_path)
+            if why:  # nothing stopped on any node yet
+                return Outcome.INSTALL_FAILED, f"{n.host.name} (node {n.rank}): {why}", None
         for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
             n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
             n.run.event("stop", rung=rung.name)

@@ -25,7 +25,7 @@ from fleet.service import (
     sh,
     sha256,
     stop_and_empty_gpus,
-    verify_unit,
+    verify_unit_text,
     write_atomic,
 )
 
@@ -58,11 +58,15 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
             release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
     except ServiceError as exc:
         raise InstallError(str(exc)) from None
-    complaint = verify_unit(conn, host, unit_path)
-    if complaint:  # deploy verified the text before it stopped anything; this is what the host's systemd says
-        raise InstallError(f"{host.name}: systemd-analyze verify {unit_path}: {complaint.splitlines()[0]}")
     daemon_reload(conn, host)
     store.save(release)
+
+
+def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str) -> str | None:
+    """Why the host's systemd would refuse the rendered unit (`systemd-analyze verify` of its text at a
+    temporary path): asked before anything on the host is stopped or written, by every path that installs."""
+    complaint = verify_unit_text(conn, host, planned.unit_text, unit_path)
+    return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}" if complaint else None
 
 
 def patched_files(conn: Connection, host: Host) -> dict[str, str]:

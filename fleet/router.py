@@ -243,7 +243,8 @@ class RouterHooks:
                 say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
                 return {"status": DeployStatus.UNCHANGED, "release": previous.id, "evidence": evidence}
         problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
-                   or venv_problem(conn, host, planned.argv[0]))
+                   or venv_problem(conn, host, planned.argv[0])
+                   or restore.unit_problem(conn, host, planned, unit_path(book)))
         if problem:
             return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
         release = Release(id=new_id(), host=host.name, playbook=book.name,
