@@ -10,6 +10,7 @@ A benchmark that fails is an error (BenchError), never a zero.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 import statistics
@@ -26,7 +27,7 @@ from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook
 from fleet.releases import RELEASES, ReleaseStore
 from fleet.remote import run as remote_run
-from fleet.render import API_KEY_VAR
+from fleet.render import LAUNCHER
 from fleet.service import read_file, sh, write_atomic
 
 SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
@@ -41,11 +42,17 @@ class BenchError(FleetError):
 
 
 def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: str | None = None,
-            tokenizer: str | None = None, output_file: str | None = None) -> str:
+            tokenizer: str | None = None, output_file: str | None = None, key_path: str | None = None) -> str:
     """The bench_serving invocation, shell-quoted: offline-safe dataset, fixed lengths, no progress bar.
     The tokenizer should be the local model folder: bench_serving otherwise loads it by the served model
-    name, from the Hub, which an offline host cannot reach."""
-    argv = [f"{venv}/bin/python", "-m", "sglang.bench_serving", "--backend", bench.backend,
+    name, from the Hub, which an offline host cannot reach. With key_path (the server's key file), fleet's
+    launcher sets $OPENAI_API_KEY inside bench_serving's process: the key shows in no command line or
+    environment block."""
+    python = f"{venv}/bin/python"
+    start = [python, "-m", "sglang.bench_serving"]
+    if key_path:
+        start = [python, LAUNCHER, posixpath.basename(key_path), "env:OPENAI_API_KEY", "sglang.bench_serving"]
+    argv = [*start, "--backend", bench.backend,
             "--host", host, "--port", str(port), "--dataset-name", bench.dataset,
             "--random-input-len", str(bench.input_len), "--random-output-len", str(bench.output_len),
             "--random-range-ratio", "1.0", "--num-prompts", str(bench.num_prompts),
@@ -56,23 +63,18 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
         argv += ["--tokenizer", tokenizer]
     if output_file:
         argv += ["--output-file", output_file]
+    if key_path:
+        return shlex.join(["env", f"CREDENTIALS_DIRECTORY={posixpath.dirname(key_path)}", *argv])
     return shlex.join(argv)
 
 
-def script(bench_cmd: str, timeout_s: float, env_file: str | None, interval_s: float = 0.25) -> str:
+def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25) -> str:
     """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
-    between markers. The API key, when the unit has one, is read from its env file on the host: it never
-    travels or shows in a process list."""
-    key = ""
-    if env_file:
-        ef = shlex.quote(env_file)
-        key = (f"if [ -r {ef} ]; then k=$( . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" ); "
-               "[ -n \"$k\" ] && export OPENAI_API_KEY=\"$k\"; fi; ")
+    between markers."""
     return (
         "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
         f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "
         f"--format=csv,noheader,nounits 2>&1; sleep {interval_s}; done ) > \"$d/smi\" 2>&1 & s=$!; "
-        + key
         + f"cd \"$d\" && timeout {int(timeout_s)} {bench_cmd} > \"$d/out\" 2> \"$d/err\"; rc=$?; "
         "kill $s 2>/dev/null; wait $s 2>/dev/null; "
         f"echo '{_MARK} rc='$rc; echo '{_MARK} out'; cat \"$d/out\"; "
@@ -359,14 +361,14 @@ def known_good(manifests: list[dict[str, Any]], current: str | None,
 
 
 def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
-        env_file: str | None = None) -> dict[str, Any]:
+        key_path: str | None = None) -> dict[str, Any]:
     """Run the benchmark on the host; the record stored in releases: settings, result, power, when, how long.
     Raises BenchError when it fails."""
     cmd = command(venv, book.serve.port, bench, model=book.model.served_name or book.model.path,
-                  tokenizer=book.model.path)
+                  tokenizer=book.model.path, key_path=key_path)
     start = time.monotonic()
     try:
-        res = remote_run(conn, host, script(cmd, bench.timeout, env_file), timeout=bench.timeout + 60)
+        res = remote_run(conn, host, script(cmd, bench.timeout), timeout=bench.timeout + 60)
     except Exception as exc:  # a dropped connection or fabric's own timeout
         raise BenchError(f"{host.name}: benchmark did not complete: {type(exc).__name__}: {exc}") from None
     rc, out, err, smi = split_output(res.stdout)

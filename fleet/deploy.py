@@ -28,7 +28,7 @@ from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
-from fleet.render import API_KEY_VAR, UnitSpec, env_file, render_env, render_unit, unit_file
+from fleet.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
 from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
 from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
 
@@ -47,33 +47,31 @@ class Deployer:
         self.book_sha = sha256(book_path.read_bytes())
         self.unit = book.serve.unit or host.unit
         self.venv = book.serve.venv or host.venv
-        self.unit_path, self.env_path = unit_file(self.unit), env_file(self.unit)
+        self.unit_path, self.env_path, self.key_path = unit_file(self.unit), env_file(self.unit), key_file(self.unit)
         self.secrets = secrets or {}
         self.extra_args: list[str] = []  # per-node sglang flags of a multi-node deployment (fleet.multinode)
         self.measure: bool | None = None  # benchmark after health: None = as the playbook's bench.gate says
-        self.gate = PerfGate(host, book, self.venv, self.env_path)
+        self.bench_key = self.key_path if book.serve.api_key else None  # the benchmark's key, read on the host
+        self.gate = PerfGate(host, book, self.venv, self.bench_key)
         self.facts: HostFacts | None = None  # as probed by this run (a host that served teaches its fingerprint)
         self.touched = False  # an attempt of this run stopped the server (before that, the host is as it was)
 
     # ------------------------------------------------------------------ planning (pure)
     def plan(self, rung: Rung, release_id: str) -> Planned:
         flags = merged_flags(self.book.flags, rung, sglang_version(self.facts))
-        argv = [f"{self.venv}/bin/python", "-m", "sglang.launch_server", "--model-path", self.book.model.path,
-                "--host", self.book.serve.host, "--port", str(self.book.serve.port), *flag_args(flags),
-                *self.extra_args]
+        key = self.secrets.get(API_KEY)
+        argv = server_argv(f"{self.venv}/bin/python", "sglang.launch_server",
+                           ["--model-path", self.book.model.path, "--host", self.book.serve.host,
+                            "--port", str(self.book.serve.port), *flag_args(flags), *self.extra_args],
+                           keyed=key is not None)
         env = {**self.book.serve.env, **rung.env, **host_env(self.host.vars)}
-        secret_args = {}
-        if API_KEY_VAR in self.secrets:
-            argv += ["--api-key", "secret"]
-            secret_args = {len(argv) - 1: API_KEY_VAR}
-            env[API_KEY_VAR] = self.secrets[API_KEY_VAR]
         spec = UnitSpec(playbook=self.book.name, rung=rung.name, release=release_id, user=self.book.serve.user,
                         workdir="/" if self.book.serve.user == "root" else f"/home/{self.book.serve.user}",
-                        env_file=self.env_path, argv=argv, env=env, secret_args=secret_args,
+                        env_file=self.env_path, argv=argv, env=env, key_file=self.key_path if key else None,
                         stop_timeout=int(self.book.budgets.stop))
         config = {"playbook": self.book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
-                  "env": {k: ("<secret>" if k == API_KEY_VAR else v) for k, v in env.items()}}
-        return Planned(rung, argv, env, config, render_unit(spec), render_env(spec))
+                  "env": env}
+        return Planned(rung, argv, env, config, render_unit(spec), render_env(spec), key, spec.key_file)
 
     def eligible(self, facts: HostFacts) -> list[Rung]:
         """The ladder's rungs whose `when:` this host meets, in order."""
@@ -107,6 +105,11 @@ class Deployer:
         finally:
             conn.close()
 
+    def key_unchanged(self, conn: Connection) -> bool:
+        """The host's key file holds the key this run was given (a new key is a new release)."""
+        key = self.secrets.get(API_KEY)
+        return key is None or read_file(conn, self.key_path) == key.encode()
+
     def healthy(self, conn: Connection) -> bool:
         state = unit_state(conn, self.host, self.unit)
         return (state.get("ActiveState") == "active"
@@ -118,7 +121,8 @@ class Deployer:
         facts = probe_run.probe_on(conn, self.host)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
-        if not force and previous and previous.playbook_sha256 == self.book_sha and self.healthy(conn):
+        if (not force and previous and previous.playbook_sha256 == self.book_sha and self.key_unchanged(conn)
+                and self.healthy(conn)):
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fleet import logrules, patchsets, playbook
 from fleet.errors import InputError
-from fleet.render import API_KEY_VAR
+from fleet.render import API_KEY
 
 
 def load_playbook(name: str) -> tuple[playbook.Playbook, Path]:
@@ -39,4 +39,4 @@ def secrets_for(book: playbook.Playbook) -> dict[str, str]:
             raise InputError(f"playbook {book.name}: {where}: the file holds no key (an empty key turns auth off)")
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
         raise InputError(f"playbook {book.name}: {where}: the key has spaces or control characters")
-    return {API_KEY_VAR: value}
+    return {API_KEY: value}

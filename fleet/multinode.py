@@ -296,6 +296,8 @@ class MultiNode:
         first = prev[0]
         if first is None or any(p is None or p.playbook_sha256 != self.book_sha or p.id != first.id for p in prev):
             return False
+        if not all(n.deployer.key_unchanged(n.conn) for n in self.nodes):
+            return False
         if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY

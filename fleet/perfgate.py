@@ -15,15 +15,15 @@ from fleet.results import Progress
 
 
 class PerfGate:
-    def __init__(self, host: Host, book: Playbook, venv: str, env_path: str, compare_history: bool = True):
-        self.host, self.book, self.venv, self.env_path = host, book, venv, env_path
+    def __init__(self, host: Host, book: Playbook, venv: str, key_path: str | None, compare_history: bool = True):
+        self.host, self.book, self.venv, self.key_path = host, book, venv, key_path
         self.spec = book.bench or Bench()
         self.run_best: tuple[float, str] | None = None  # the fastest rung measured in this run
         # the host's known-good result, looked up once; tune compares rungs with each other, not history
         self._history: list[tuple[float, str] | None] | None = None if compare_history else [None]
 
     def _bench(self, conn: Connection) -> dict[str, Any]:
-        return benching.run(conn, self.host, self.book, self.spec, self.venv, self.env_path)
+        return benching.run(conn, self.host, self.book, self.spec, self.venv, self.key_path)
 
     def check(self, conn: Connection, rung: Rung, evidence: str,
               say: Progress) -> tuple[str, str, dict[str, Any] | None]:

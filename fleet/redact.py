@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import re
 
-from fleet.render import API_KEY_VAR
-
 MASK = "<secret>"
+_ENV_KEY = re.compile(r"[A-Za-z0-9_]*API_KEY=")
 _PATTERNS = [
     re.compile(r"""(\bapi_key\s*=\s*)(['"])(?:(?!\2).)+\2"""),  # ServerArgs(... api_key='sk-...')
-    re.compile(r"""(--api-key[=\s]+)(?!\$\{)[^\s'"]+"""),  # a command line echoed, not the unit's ${VAR}
+    re.compile(r"""(--api-key[=\s]+)[^\s'"]+"""),  # a command line echoed
     re.compile(r"""(\bBearer\s+)[^\s'"]+""", re.IGNORECASE),
     re.compile(r"""(\b[A-Z0-9_]*API_KEY=)[^\s'"]+"""),
 ]
@@ -26,6 +25,7 @@ def line(text: str) -> str:
 
 
 def env_text(text: str) -> str:
-    """An env file as fleet shows it (a dry run's diff): the API key's value masked."""
-    return "\n".join(f"{ln.split('=', 1)[0]}={MASK}" if ln.startswith(API_KEY_VAR + "=") else ln
+    """An env file as fleet shows it (a dry run's diff): API keys' values masked (fleet itself keeps its key
+    in a file of its own; an env file an earlier fleet or a person wrote may hold one)."""
+    return "\n".join(f"{ln.split('=', 1)[0]}={MASK}" if _ENV_KEY.match(ln) else ln
                      for ln in text.splitlines()) + ("\n" if text.endswith("\n") else "")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
+from fleet import hostside
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-API_KEY_VAR = "FLEET_SGLANG_API_KEY"
+API_KEY = "api-key"  # the server's API key: fleet's name for the secret, and the systemd credential that holds it
+LAUNCHER = "/var/lib/fleet/bin/fleet-launch"  # templates/fleet-launch.py on the host: hands the key over in-process
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:=,+@%$-]+$")  # tested after % and $ are doubled
 
 # Emitted into every unit, and why. Never PrivateDevices / DevicePolicy=closed (GPU device nodes),
@@ -41,6 +44,25 @@ def env_file(unit: str) -> str:
     return f"/etc/fleet/{unit}.env"
 
 
+def key_file(unit: str) -> str:
+    """Where fleet installs a unit's API key (0600, root's): `LoadCredential=` hands it to the server."""
+    return f"/etc/fleet/{unit}.key"
+
+
+def launcher_text() -> str:
+    """The launcher fleet installs at LAUNCHER (fleet/hostside/launch.py)."""
+    return hostside.text("launch.py")
+
+
+def server_argv(python: str, module: str, args: list[str], keyed: bool) -> list[str]:
+    """How a unit starts a Python server module: `python -m MODULE ARGS`, or with `keyed` through fleet's
+    launcher, which reads the unit's API key credential and adds `--api-key KEY` inside the process, so the
+    key is in no command line, no environment and (masked) no journal line."""
+    if keyed:
+        return [python, LAUNCHER, API_KEY, "flag:api-key", module, *args]
+    return [python, "-m", module, *args]
+
+
 class RenderError(ValueError):
     pass
 
@@ -61,14 +83,20 @@ def envfile_quote(value: str) -> str:
     return '"' + re.sub(r'([\\"$`])', r"\\\1", value) + '"'
 
 
-def exec_start(argv: list[str], secret_args: dict[int, str] | None = None) -> str:
-    """argv quoted for ExecStart; secret_args maps positions to an env var systemd expands (${VAR})."""
+def exec_start(argv: list[str]) -> str:
+    """argv quoted for ExecStart, each word literal (no $VAR, no % specifier expands)."""
     if not argv or not argv[0].startswith("/"):
         raise RenderError(f"ExecStart must start with an absolute path, got {argv[:1]}")
-    words = []
-    for i, arg in enumerate(argv):
-        words.append("${" + secret_args[i] + "}" if secret_args and i in secret_args else systemd_quote(arg))
-    return " ".join(words)
+    return " ".join(systemd_quote(arg) for arg in argv)
+
+
+def load_credential(key_path: str | None) -> str | None:
+    """The unit's `LoadCredential=` value for its API key file, or None without a key."""
+    if key_path is None:
+        return None
+    if not key_path.startswith("/") or any(c.isspace() or c == ":" for c in key_path):
+        raise RenderError(f"key file path {key_path!r} cannot be named in LoadCredential=")
+    return f"{API_KEY}:{key_path.replace('%', '%%')}"  # specifiers expand there; backslashes are taken as they are
 
 
 @dataclass
@@ -81,7 +109,7 @@ class UnitSpec:
     env_file: str
     argv: list[str]
     env: dict[str, str]
-    secret_args: dict[int, str] = field(default_factory=dict)
+    key_file: str | None = None  # the API key's file, handed over by LoadCredential= (argv runs the launcher)
     stop_timeout: int = 120
 
 
@@ -95,7 +123,7 @@ def _env() -> jinja2.Environment:
 def render_unit(spec: UnitSpec) -> str:
     return _env().get_template("sglang.service.j2").render(
         playbook=spec.playbook, rung=spec.rung, release=spec.release, user=spec.user, workdir=spec.workdir,
-        env_file=spec.env_file, exec_start=exec_start(spec.argv, spec.secret_args),
+        env_file=spec.env_file, exec_start=exec_start(spec.argv), credential=load_credential(spec.key_file),
         stop_timeout=spec.stop_timeout, hardening=HARDENING,
     )
 

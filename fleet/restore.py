@@ -4,6 +4,7 @@ when nothing served. Shared by deploy, rollback, multi-node, tune and recovery."
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook
 from fleet.releases import BeforeFleet, Release, ReleaseStore, new_id, now
+from fleet.render import LAUNCHER, launcher_text
 from fleet.results import Attempt, Progress
 from fleet.service import (
     ServiceError,
@@ -31,10 +33,13 @@ from fleet.service import (
 
 
 class Rendered(Protocol):
-    """A unit and env file rendered for a host (a rung's Planned, the router's RouterPlan)."""
+    """A unit and env file rendered for a host (a rung's Planned, the router's RouterPlan), with the API key
+    and its file when the unit has one."""
 
     unit_text: str
     env_text: str
+    key: str | None
+    key_path: str | None
 
 
 class InstallError(ServiceError):
@@ -43,10 +48,17 @@ class InstallError(ServiceError):
 
 def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Rendered,
             unit_path: str, env_path: str) -> None:
-    """Back up what is installed into the release, then write unit and env atomically and reload systemd."""
+    """Back up what is installed into the release, then write unit and env atomically and reload systemd.
+    With an API key, also fleet's launcher (recorded like the unit) and the key's file (0600, root's; never
+    copied into the release store: a rollback keeps the key the host has)."""
+    files = [(unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)]
+    if planned.key is not None:
+        files.append((LAUNCHER, launcher_text(), 0o755))
     try:
-        sh(conn, host, f"mkdir -p -m 0700 {shlex.quote(env_path.rsplit('/', 1)[0])}")
-        for path, text, mode in ((unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)):
+        folders = dict.fromkeys(posixpath.dirname(p) for p in (env_path, planned.key_path) if p)
+        sh(conn, host, f"mkdir -p -m 0700 {' '.join(shlex.quote(f) for f in folders)}"
+                       + (f" && mkdir -p -m 0755 {shlex.quote(posixpath.dirname(LAUNCHER))}" if planned.key else ""))
+        for path, text, mode in files:
             old = read_file(conn, path)
             BeforeFleet(conn, host).note(path, old)
             if old is not None and f"before:{path}" not in release.files:
@@ -56,10 +68,20 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
             write_atomic(conn, path, data, mode)
             store.keep_file(release, path, data, mode)
             release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
+        if planned.key is not None and planned.key_path:
+            BeforeFleet(conn, host).note(planned.key_path, read_file(conn, planned.key_path))
+            write_atomic(conn, planned.key_path, planned.key.encode(), 0o600)
     except ServiceError as exc:
         raise InstallError(str(exc)) from None
     daemon_reload(conn, host)
     store.save(release)
+
+
+def key_installed(conn: Connection, planned: Rendered) -> bool:
+    """Whether the host's key file already holds the planned key (True without a key)."""
+    if planned.key is None or not planned.key_path:
+        return True
+    return read_file(conn, planned.key_path) == planned.key.encode()
 
 
 def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str) -> str | None:

@@ -71,3 +71,5 @@ class Planned:
     config: dict[str, Any]
     unit_text: str
     env_text: str
+    key: str | None = field(default=None, repr=False)  # the API key, for the key file; never recorded
+    key_path: str | None = None  # where the key file goes (LoadCredential= names it)

@@ -13,7 +13,7 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.releases import BeforeFleet, Release, ReleaseStore
-from fleet.render import env_file, unit_file
+from fleet.render import env_file, key_file, unit_file
 from fleet.results import Attempt, DeployResult, Progress, quiet
 from fleet.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 
@@ -79,9 +79,9 @@ BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
 
 
 def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
-    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit and env file
-    as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
-    releases stay, so `inv rollback --to <id>` can come back."""
+    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
+    file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
+    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
     conn = open_connection(host, opts)
     try:
         with hostlock.held(conn, host, "rollback to before fleet"):
@@ -90,6 +90,7 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
             unit_path = unit_file(unit)
             wanted = [unit_path, env_file(unit)]
             unknown = [p for p in wanted if p not in files]
+            wanted += [p for p in (key_file(unit),) if p in files]  # recorded where fleet wrote a key
             if unknown:
                 raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "
                                  "(fleet wrote it before it kept such a record); nothing was changed")

@@ -30,7 +30,7 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import hostlock, restore
+from fleet import hostcurl, hostlock, restore
 from fleet.connect import ConnectOptions, open_connection
 from fleet.deploy import Deployer
 from fleet.errors import FleetError
@@ -46,7 +46,6 @@ from fleet.router_plan import (
     curl,
     env_path,
     generation_check,
-    parse_answer,
     plan,
     router_host,
     running_requests,
@@ -68,7 +67,7 @@ class LiveRouter:
     def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
         conn = open_connection(self.host, self.opts)
         try:
-            return parse_answer(sh(conn, self.host, command, timeout=timeout + 30))
+            return hostcurl.parse(sh(conn, self.host, command, timeout=timeout + 30))
         finally:
             conn.close()
 
@@ -93,7 +92,7 @@ class LiveRouter:
     def generate(self, conn: Connection) -> Verdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
-        code, text = parse_answer(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
+        code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
                                      timeout=180))
         return generation_check(text, code, self.book)
 
@@ -235,7 +234,8 @@ class RouterHooks:
         previous = store.current()
         planned = plan(book, host, workers, self.secrets)
         same = (read_file(conn, unit_path(book)) == planned.unit_text.encode()
-                and read_file(conn, env_path(book)) == planned.env_text.encode())
+                and read_file(conn, env_path(book)) == planned.env_text.encode()
+                and restore.key_installed(conn, planned))
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
             if outcome == Outcome.READY:
@@ -271,7 +271,7 @@ class RouterHooks:
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
         while True:
-            code, _ = parse_answer(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            code, _ = hostcurl.parse(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
             if code == 200:
                 return self.live.generate(conn)
             state = unit_state(conn, self.host, unit)

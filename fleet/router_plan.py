@@ -5,17 +5,28 @@ and what its answers mean. fleet.router runs them."""
 from __future__ import annotations
 
 import json
-import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet import inventory, yamlfile
+from fleet import hostcurl, inventory, yamlfile
 from fleet.connect import check_guard
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Playbook, flag_args
-from fleet.render import API_KEY_VAR, HARDENING, UnitSpec, _env, env_file, exec_start, render_env, unit_file
+from fleet.render import (
+    API_KEY,
+    HARDENING,
+    UnitSpec,
+    _env,
+    env_file,
+    exec_start,
+    key_file,
+    load_credential,
+    render_env,
+    server_argv,
+    unit_file,
+)
 
 TEMPLATE = "sglang-router.service.j2"
 
@@ -32,6 +43,8 @@ class RouterPlan:
     config: dict[str, Any]
     unit_text: str
     env_text: str
+    key: str | None = field(default=None, repr=False)  # the API key, for the key file; never recorded
+    key_path: str | None = None
 
 
 def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]) -> RouterPlan:
@@ -40,26 +53,21 @@ def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]
     if r is None:
         raise ValueError(f"playbook {book.name} has no router section")
     venv = book.serve.venv or host.venv
-    argv = [f"{venv}/bin/python", "-m", "sglang_router.launch_router", "--host", r.listen, "--port", str(r.port),
-            "--policy", r.policy, *flag_args(r.flags)]
-    env: dict[str, str] = {}
-    secret_args = {}
-    if API_KEY_VAR in secrets:
-        argv += ["--api-key", "secret"]
-        secret_args = {len(argv) - 1: API_KEY_VAR}
-        env[API_KEY_VAR] = secrets[API_KEY_VAR]
-    argv += ["--worker-urls", *workers]
+    key = secrets.get(API_KEY)
+    argv = server_argv(f"{venv}/bin/python", "sglang_router.launch_router",
+                       ["--host", r.listen, "--port", str(r.port), "--policy", r.policy, *flag_args(r.flags),
+                        "--worker-urls", *workers], keyed=key is not None)
     spec = UnitSpec(playbook=book.name, rung="router", release="-", user=book.serve.user,
                     workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
-                    env_file=env_path(book), argv=argv, env=env, secret_args=secret_args,
+                    env_file=env_path(book), argv=argv, env={}, key_file=key_path(book) if key else None,
                     stop_timeout=int(book.budgets.stop))
     unit_text = _env().get_template(TEMPLATE).render(
         playbook=book.name, policy=r.policy, workers=workers, user=spec.user, workdir=spec.workdir,
-        env_file=spec.env_file, exec_start=exec_start(argv, secret_args), stop_timeout=spec.stop_timeout,
-        hardening=HARDENING)
+        env_file=spec.env_file, exec_start=exec_start(argv), credential=load_credential(spec.key_file),
+        stop_timeout=spec.stop_timeout, hardening=HARDENING)
     config = {"playbook": book.name, "role": "router", "unit": r.unit, "listen": r.listen, "port": r.port,
               "policy": r.policy, "flags": r.flags, "workers": workers}
-    return RouterPlan(argv, workers, config, unit_text, render_env(spec))
+    return RouterPlan(argv, workers, config, unit_text, render_env(spec), key, spec.key_file)
 
 
 def unit_path(book: Playbook) -> str:
@@ -68,6 +76,10 @@ def unit_path(book: Playbook) -> str:
 
 def env_path(book: Playbook) -> str:
     return env_file(book.router.unit)  # type: ignore[union-attr]
+
+
+def key_path(book: Playbook) -> str:
+    return key_file(book.router.unit)  # type: ignore[union-attr]
 
 
 def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
@@ -85,32 +97,13 @@ def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
 
 
 def curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = None,
-          body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
-    """A shell command calling the router on its host; the key is read from the router's env file there and
-    handed to curl on stdin (`-K -`), never on a command line. Prints the body, then the status code.
-    key_in_query: also as `api_key=` (/add_worker: workers added at runtime do not inherit the router's key)."""
-    ef = shlex.quote(env_path(book))
+         body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
+    """A shell command calling the router on its host, with the router's key read from its file there
+    (fleet.hostcurl). Prints the body, then the status code. key_in_query: also as `api_key=` (/add_worker:
+    workers added at runtime do not inherit the router's key)."""
     url = f"http://127.0.0.1:{book.router.port}{path}"  # type: ignore[union-attr]
-    lines = ["printf 'header = \"Authorization: Bearer %s\"\\n' \"$K\""]
-    for name, value in (query or {}).items():
-        lines.append(f"printf 'data-urlencode = \"%s\"\\n' {shlex.quote(f'{name}={value}')}")
-    if key_in_query:
-        lines.append("printf 'data-urlencode = \"api_key=%s\"\\n' \"$K\"")
-    if query is not None or key_in_query:
-        lines.append("printf 'get\\n'")  # the data goes into the query string; -X keeps the method
-    data = ["-H", "Content-Type: application/json", "-d", json.dumps(body)] if body is not None else []
-    return (f"K=$( [ -r {ef} ] && . {ef} >/dev/null 2>&1; printf %s \"${{{API_KEY_VAR}:-}}\" | "
-            f"sed 's/[\\\\\"]/\\\\&/g' ); "
-            f"{{ {'; '.join(lines)}; }} | curl -s -m {int(timeout)} -K - -X {method} "
-            f"-w '\\n%{{http_code}}' {' '.join(shlex.quote(d) for d in data)} {shlex.quote(url)} || true")
-
-
-def parse_answer(out: str) -> tuple[int | None, str]:
-    """(status code, body) from what `curl` printed; None when nothing answered."""
-    body, _, code = out.rstrip("\n").rpartition("\n")
-    if not code.strip().isdigit() or code.strip() == "000":
-        return None, body
-    return int(code), body
+    return hostcurl.command(url, method, key_path(book) if book.serve.api_key else None, query, body, timeout,
+                            key_in_query)
 
 
 def generation_check(body_text: str, code: int | None, book: Playbook) -> Verdict:

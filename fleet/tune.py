@@ -60,7 +60,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
             current = store.current()
             if current is None:
                 raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-            record = benching.run(conn, host, book, spec, d.venv, d.env_path)
+            record = benching.run(conn, host, book, spec, d.venv, d.bench_key)
             record.update(release=current.id, rung=current.rung)
             benching.store_in_release(conn, current.dir, record)
             return BenchOutcome(host.name, True, current.id, current.rung, record)
@@ -133,7 +133,7 @@ class Tuner:
         self.d = Deployer(host, book, path, opts, progress, secrets)
         self.d.measure = True
         # tune compares rungs with each other (and the floor), not with the host's history
-        self.d.gate = PerfGate(host, book, self.d.venv, self.d.env_path, compare_history=False)
+        self.d.gate = PerfGate(host, book, self.d.venv, self.d.bench_key, compare_history=False)
         self.spec = book.bench or Bench()
 
     def run(self) -> TuneResult:

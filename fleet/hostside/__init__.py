@@ -1,10 +1,13 @@
 """Everything fleet runs on a host, as real files: shell scripts and Python programs shipped as text over
-the one SSH round trip of their task (`sh -c TEXT ARGS...` or `python -c TEXT ARGS...`), never installed.
+the one SSH round trip of their task (`sh -c TEXT ARGS...` or `python -c TEXT ARGS...`), never installed;
+save the launcher, which a unit starts.
 
     probe.sh        the probe: GPUs, topology, driver, system, packages (fleet.probe parses it)
     status.sh       inv status: unit, release, health, drift hashes, power, metrics, leftovers, router
     patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches)
     scan.py         inv audit's scan of installed packages for arch gates (fleet.archgate)
+    launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
+                    key to the server inside its process and masks it in its output (fleet.render)
 
 Each is linted (`sh -n`, `py_compile`) and run against a temporary folder that mimics a host in
 tests/unit/test_hostside.py.
@@ -17,7 +20,7 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py")
 
 
 @functools.cache

@@ -7,14 +7,14 @@ import json
 from fleetcli import inv, llama_playbook, sh
 
 HOST = "sbx4"
-UNIT, ENV = "/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env"
+UNIT, ENV, KEY = "/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env", "/etc/fleet/sglang.key"
 PLAIN = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"disable-custom-all-reduce": True}}]
 HAND = "[Unit]\nDescription=sglang by hand\n[Service]\nExecStart=/bin/sleep infinity\n"
 
 
 def _fresh(inventory) -> None:
     sh(inventory, HOST, f"systemctl stop sglang 2>/dev/null; systemctl disable sglang 2>/dev/null; "
-                        f"rm -rf {UNIT} {ENV} /var/lib/fleet; systemctl daemon-reload; true")
+                        f"rm -rf {UNIT} {ENV} {KEY} /var/lib/fleet; systemctl daemon-reload; true")
 
 
 def test_a_host_without_a_unit_before_fleet_is_left_without_one(sandbox, sandbox_inventory, tmp_path):
@@ -65,5 +65,22 @@ def test_a_host_fleet_deployed_without_a_record_is_refused_unchanged(sandbox, sa
         proc = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--json")
         assert proc.returncode == 1 and "was not recorded" in json.loads(proc.stdout)["error"]
         assert sh(sandbox_inventory, HOST, f"sha256sum {UNIT} {ENV}") == before
+    finally:
+        _fresh(sandbox_inventory)
+
+
+def test_a_keyed_deploy_leaves_no_key_behind(sandbox, sandbox_inventory, tmp_path):
+    _fresh(sandbox_inventory)
+    book = llama_playbook(tmp_path, PLAIN, name="llama-before-key",
+                          serve={"host": "0.0.0.0", "api_key": {"env": "FLEET_TEST_API_KEY"}})
+    try:
+        proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json",
+                   env={"FLEET_TEST_API_KEY": "sk-before-fleet-1"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert sh(sandbox_inventory, HOST, f"cat {KEY}") == "sk-before-fleet-1"
+        proc = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+        assert sh(sandbox_inventory, HOST, f"ls {UNIT} {ENV} {KEY} 2>&1 | grep -c 'No such'").strip() == "3"
+        assert sh(sandbox_inventory, HOST, "test -x /var/lib/fleet/bin/fleet-launch && echo kept").strip() == "kept"
     finally:
         _fresh(sandbox_inventory)

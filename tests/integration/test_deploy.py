@@ -232,7 +232,7 @@ def test_a_standalone_patch_is_a_release_that_rollback_undoes(seed, sandbox, san
     assert json.loads(inv(sandbox, "status", "--host", "sbx0", "--json").stdout)["hosts"][0]["drift"] == []
 
 
-def test_an_exposed_server_gets_its_api_key_by_reference_and_never_shows_it(sandbox, sandbox_inventory, tmp_path):
+def test_an_exposed_server_gets_its_api_key_as_a_credential_and_never_shows_it(sandbox, sandbox_inventory, tmp_path):
     key = "sk-fleet-test-" + os.urandom(8).hex()
     book = llama_playbook(tmp_path, [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}], name="llama-exposed",
                           serve={"host": "0.0.0.0", "api_key": {"env": "FLEET_TEST_API_KEY"}})
@@ -241,9 +241,10 @@ def test_an_exposed_server_gets_its_api_key_by_reference_and_never_shows_it(sand
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert key not in proc.stdout and key not in proc.stderr
     unit = sh(sandbox_inventory, "sbx2", "cat /etc/systemd/system/sglang.service")
-    assert key not in unit and "--api-key ${FLEET_SGLANG_API_KEY}" in unit and "--host 0.0.0.0" in unit
+    assert key not in unit and "LoadCredential=api-key:/etc/fleet/sglang.key" in unit and "--host 0.0.0.0" in unit
     assert "--enable-metrics" in unit  # on by default: the playbook does not name it
-    assert sh(sandbox_inventory, "sbx2", "stat -c %a /etc/fleet/sglang.env").strip() == "600"
+    modes = sh(sandbox_inventory, "sbx2", "stat -c %a /etc/fleet/sglang.env /etc/fleet/sglang.key").split()
+    assert modes == ["600", "600"]
     url = "http://127.0.0.1:30000/generate"
     assert sh(sandbox_inventory, "sbx2", f"curl -s -o /dev/null -w '%{{http_code}}' -d '{{}}' {url}") == "401"
     out = sh(sandbox_inventory, "sbx2", f"curl -s -H 'Authorization: Bearer {key}' -d '{{\"text\": \"2+2=\"}}' {url}")

@@ -41,9 +41,17 @@ def test_command_is_offline_safe_with_fixed_lengths_and_quoted():
     assert pairs["--tokenizer"] == "/models/GLM 5"  # local: by the served name it would come from the Hub
 
 
-def test_script_reads_the_api_key_on_the_host_and_samples_in_the_background():
-    text = bench.script("python -m sglang.bench_serving", 120, "/etc/fleet/sglang.env")
-    assert "FLEET_SGLANG_API_KEY" in text and "OPENAI_API_KEY" in text
+def test_with_a_key_the_launcher_sets_it_inside_bench_serving():
+    cmd = bench.command("/opt/venv", 30001, Bench(), key_path="/etc/fleet/sglang.key")
+    assert shlex.split(cmd)[:7] == ["env", "CREDENTIALS_DIRECTORY=/etc/fleet", "/opt/venv/bin/python",
+                                    "/var/lib/fleet/bin/fleet-launch", "sglang.key", "env:OPENAI_API_KEY",
+                                    "sglang.bench_serving"]
+    assert "OPENAI_API_KEY=" not in cmd and shlex.split(bench.command("/v", 1, Bench()))[1:3] == [
+        "-m", "sglang.bench_serving"]
+
+
+def test_script_samples_in_the_background():
+    text = bench.script("python -m sglang.bench_serving", 120)
     assert "nvidia-smi --query-gpu=index,power.draw,power.limit,utilization.gpu" in text
     assert "timeout 120 python -m sglang.bench_serving" in text and ") > \"$d/smi\" 2>&1 &" in text
 

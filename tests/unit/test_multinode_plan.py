@@ -11,7 +11,7 @@ from fleet import multinode, playbook
 from fleet.connect import ConnectOptions
 from fleet.errors import InputError
 from fleet.inventory import Host
-from fleet.render import API_KEY_VAR
+from fleet.render import API_KEY
 
 BOOK = """name: two
 model: {path: /models/m}
@@ -89,7 +89,7 @@ def test_each_node_gets_its_rank_and_rank_0s_address_in_its_own_unit(tmp_path):
     book = playbook.load(path)
     nodes = hosts(2)
     made = multinode.MultiNode(nodes, book, path, ConnectOptions(), lambda h: lambda m: None,
-                               {API_KEY_VAR: "s3cret"})
+                               {API_KEY: "s3cret"})
     units = []
     for node in made.nodes:
         planned = node.deployer.plan(book.ladder[0], "r1")
@@ -98,7 +98,8 @@ def test_each_node_gets_its_rank_and_rank_0s_address_in_its_own_unit(tmp_path):
         assert "--tp-size" in planned.argv and planned.argv.index("--tp-size") < planned.argv.index("--nnodes")
         exec_start = next(ln for ln in planned.unit_text.splitlines() if ln.startswith("ExecStart="))
         assert f"--node-rank {node.rank} --dist-init-addr 10.0.0.1:5757" in exec_start
-        assert "s3cret" not in planned.unit_text  # the API key stays a ${VAR} reference on every node
+        assert "s3cret" not in planned.unit_text + planned.env_text  # on every node, the key is a credential
+        assert "LoadCredential=api-key:/etc/fleet/sglang.key" in planned.unit_text and planned.key == "s3cret"
         units.append(planned.unit_text)
     assert units[0] != units[1]
 

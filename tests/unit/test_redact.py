@@ -21,7 +21,7 @@ def test_secrets_are_masked(raw, masked):
 
 
 @pytest.mark.parametrize("kept", ["ServerArgs(api_key=None, port=30000)",
-                                  "ExecStart=... --api-key ${FLEET_SGLANG_API_KEY}",
+                                  "ExecStart=/v/bin/python /var/lib/fleet/bin/fleet-launch api-key flag:api-key m",
                                   "Load weight end. mem usage=1.00 GB"])
 def test_lines_without_a_secret_are_unchanged(kept):
     assert redact.line(kept) == kept

@@ -12,8 +12,10 @@ from fleet.render import (
     UnitSpec,
     envfile_quote,
     exec_start,
+    load_credential,
     render_env,
     render_unit,
+    server_argv,
     systemd_quote,
 )
 
@@ -51,12 +53,23 @@ def test_newlines_cannot_smuggle_directives(bad):
         envfile_quote(bad)
 
 
-def test_exec_start_needs_an_absolute_path_and_can_reference_a_secret_by_variable():
+def test_exec_start_needs_an_absolute_path_and_expands_nothing():
     with pytest.raises(RenderError, match="absolute path"):
         exec_start(["python", "-m", "x"])
-    line = exec_start(["/usr/bin/python3", "--api-key", "SECRET"], secret_args={2: "FLEET_SGLANG_API_KEY"})
-    assert line == "/usr/bin/python3 --api-key ${FLEET_SGLANG_API_KEY}"
-    assert "SECRET" not in line
+    assert exec_start(["/usr/bin/python3", "${KEY}", "100%"]) == "/usr/bin/python3 \"$${KEY}\" 100%%"
+
+
+def test_a_keyed_server_starts_through_the_launcher_with_its_credential():
+    argv = server_argv("/v/bin/python", "sglang.launch_server", ["--port", "1"], keyed=True)
+    assert argv == ["/v/bin/python", "/var/lib/fleet/bin/fleet-launch", "api-key", "flag:api-key",
+                    "sglang.launch_server", "--port", "1"]
+    assert server_argv("/v/bin/python", "m", [], keyed=False) == ["/v/bin/python", "-m", "m"]
+    assert load_credential("/etc/fleet/sglang.key") == "api-key:/etc/fleet/sglang.key"
+    assert load_credential(None) is None
+    assert load_credential("/etc/fleet/a\\x2db%.key") == "api-key:/etc/fleet/a\\x2db%%.key"  # tried on systemd 252
+    for bad in ("/etc/fleet/a b.key", "/etc/fleet/a:b.key", "relative.key"):
+        with pytest.raises(RenderError):
+            load_credential(bad)
 
 
 def test_envfile_values_are_double_quoted_with_escapes():

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet import playbook, router_plan
+from fleet import hostcurl, playbook, router_plan
 from fleet.errors import InputError
 from fleet.inventory import load as load_inventory
-from fleet.render import API_KEY_VAR, HARDENING, envfile_quote
+from fleet.render import API_KEY, HARDENING
 
 BOOK = """name: replicas
 model: {path: /models/Llama-3.1-8B-Instruct}
@@ -90,29 +90,21 @@ def test_the_unit_runs_the_launcher_with_the_replicas_and_the_key_by_reference(t
     book = playbook.load(write(tmp_path, BOOK))
     urls = [router_plan.worker_url(found[n], book) for n in ("sbx1", "sbx3")]
     assert urls == ["http://172.30.78.11:30000", "http://172.30.78.13:30000"]
-    planned = router_plan.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"})
+    planned = router_plan.plan(book, found["sbx0"], urls, {API_KEY: "s3cret-k$y"})
     exec_line = next(line for line in planned.unit_text.splitlines() if line.startswith("ExecStart="))
-    assert exec_line == ("ExecStart=/root/ml-env/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port 30080 "
-                         "--policy round_robin --health-check-interval-secs 10 --api-key ${FLEET_SGLANG_API_KEY} "
+    assert exec_line == ("ExecStart=/root/ml-env/bin/python /var/lib/fleet/bin/fleet-launch api-key flag:api-key "
+                         "sglang_router.launch_router --host 0.0.0.0 --port 30080 "
+                         "--policy round_robin --health-check-interval-secs 10 "
                          "--worker-urls http://172.30.78.11:30000 http://172.30.78.13:30000")
-    assert "s3cret" not in planned.unit_text
-    assert f'{API_KEY_VAR}="s3cret-k\\$y"' in planned.env_text
+    assert "s3cret" not in planned.unit_text + planned.env_text
+    assert "LoadCredential=api-key:/etc/fleet/sglang-router.key" in planned.unit_text.splitlines()
+    assert planned.key == "s3cret-k$y" and planned.key_path == "/etc/fleet/sglang-router.key"
     for line in HARDENING["unit"] + HARDENING["service"]:
         assert line in planned.unit_text.splitlines()
     assert "EnvironmentFile=/etc/fleet/sglang-router.env" in planned.unit_text
     assert planned.config["workers"] == urls and "s3cret" not in str(planned.config)
     # the same replicas render the same text: an unchanged router is not restarted
-    assert router_plan.plan(book, found["sbx0"], urls, {API_KEY_VAR: "s3cret-k$y"}).unit_text == planned.unit_text
-
-
-@pytest.mark.parametrize("out,expected", [
-    ('{"urls": []}\n200', (200, '{"urls": []}')),
-    ("Worker http://a:1 not found\n400", (400, "Worker http://a:1 not found")),
-    ("\n000", (None, "")),
-    ("", (None, "")),
-])
-def test_parse_answer_splits_body_and_status(out, expected):
-    assert router_plan.parse_answer(out) == expected
+    assert router_plan.plan(book, found["sbx0"], urls, {API_KEY: "s3cret-k$y"}).unit_text == planned.unit_text
 
 
 def test_a_generation_through_the_router_must_come_back_right(tmp_path):
@@ -132,7 +124,7 @@ def test_running_requests_are_read_from_the_metrics():
     assert router_plan.running_requests("") == 0
 
 
-def test_the_router_commands_carry_the_key_from_the_env_file_never_on_a_command_line(tmp_path, monkeypatch):
+def test_the_router_commands_carry_the_key_from_its_file_never_on_a_command_line(tmp_path, monkeypatch):
     """Run what fleet sends to the router's host, here, against a local server that records what arrives."""
     import http.server
     import subprocess
@@ -162,9 +154,9 @@ def test_the_router_commands_carry_the_key_from_the_env_file_never_on_a_command_
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     key = 'k"e\\y $x'
-    env_file = tmp_path / "router.env"
-    env_file.write_text(f"{API_KEY_VAR}={envfile_quote(key)}\n")  # as the router's env file has it
-    monkeypatch.setattr(router_plan, "env_path", lambda book: str(env_file))
+    key_file = tmp_path / "router.key"
+    key_file.write_text(key)  # as the router's key file has it
+    monkeypatch.setattr(router_plan, "key_path", lambda book: str(key_file))
     book = playbook.load(write(tmp_path, BOOK.replace("port: 30080", f"port: {server.server_address[1]}")))
     try:
         add = router_plan.curl(book, "POST", "/add_worker", query={"url": "http://172.30.78.11:30000"},
@@ -173,7 +165,7 @@ def test_the_router_commands_carry_the_key_from_the_env_file_never_on_a_command_
         assert "k\"e" not in add and "$x" not in add
         for command in (add, listing):
             out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
-            assert router_plan.parse_answer(out) == (200, '{"urls": []}')
+            assert hostcurl.parse(out) == (200, '{"urls": []}')
     finally:
         server.shutdown()
         server.server_close()
