@@ -266,12 +266,11 @@ def test_a_secret_by_reference_lives_only_in_0600_files_on_the_host(sandbox, san
     assert [line for s in said for line in s.splitlines() if key in line] == []
     holders = sh(sandbox_inventory, "sbx1", f"grep -rl {key} /etc /var/lib/fleet /tmp /root 2>/dev/null; true").split()
     modes = {p: sh(sandbox_inventory, "sbx1", f"stat -c %a {p}").strip() for p in holders}
-    assert "/etc/fleet/sglang.env" in holders and set(modes.values()) == {"600"}, modes
-    assert all(p == "/etc/fleet/sglang.env" or re.fullmatch(r"/var/lib/fleet/releases/[^/]+/files/"
-                                                           r"(before__)?etc__fleet__sglang\.env", p) for p in holders)
+    assert holders == ["/etc/fleet/sglang.key"] and modes == {"/etc/fleet/sglang.key": "600"}, modes  # no release
     manifests = sh(sandbox_inventory, "sbx1", "cat /var/lib/fleet/releases/*/manifest.json "
                                               "/var/lib/fleet/releases/*/events.jsonl")
-    assert key not in manifests and "<secret>" in manifests
+    assert key not in manifests and "LoadCredential=api-key:/etc/fleet/sglang.key" in sh(
+        sandbox_inventory, "sbx1", "cat /etc/systemd/system/sglang.service")
     RESULTS.append(("secret by reference", f"only in {len(holders)} 0600 files: " + ", ".join(sorted(holders))))
 
 
