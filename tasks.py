@@ -225,7 +225,7 @@ def _sandbox(fn):
     try:
         fn()
     except (SandboxError, ValueError) as exc:
-        cli.err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        cli.say_error(str(exc))
         raise Exit(code=2 if isinstance(exc, ValueError) else 1) from None
 
 

@@ -1,6 +1,9 @@
 """The command-line layer: every table, live board, `--json` view and exit code lives under fleet/cli/;
 the library (the rest of fleet/) returns typed results and never prints. This module holds what every task
-shares: host selection, errors as one line with a meaningful exit code, JSON output."""
+shares: host selection, errors as one line with a meaningful exit code, JSON output.
+
+rich is imported only where something is drawn: `--json` paths, `inv --list` and `--help` never load it
+(tests/unit/test_cli_imports.py), so the consoles below are made on their first use."""
 
 from __future__ import annotations
 
@@ -9,17 +12,17 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from invoke.exceptions import Exit
-from rich.console import Console
 
-from fleet import inventory
 from fleet.errors import EXIT_BAD_INPUT, FleetError
-from fleet.inventory import Host
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fleet.connect import ConnectOptions
+    from fleet.inventory import Host
 
 EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
 HOST_HELP = {
@@ -30,11 +33,36 @@ HOST_HELP = {
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
 }
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+class _Deferred:
+    """A rich Console made on first use (rich costs tens of milliseconds to import)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Console | None = None
+
+    def real(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+def real_console(out: Console) -> Console:
+    """The Console itself, for what uses it as more than an object with methods (Live, `with`)."""
+    return out.real() if isinstance(out, _Deferred) else out
+
+
+console = cast("Console", _Deferred(stderr=False, highlight=False))
+err_console = cast("Console", _Deferred(stderr=True, highlight=False))
 
 
 def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
+    from fleet import inventory  # deferred, as below: pydantic is most of what `inv --list` would load
+
     path = Path(inventory_file) if inventory_file else inventory.DEFAULT_INVENTORY
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path)
@@ -77,15 +105,26 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+            say_error(str(exc))
             raise Exit(code=exc.exit_code) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted")
+            say_error("interrupted", prefix="")
             raise Exit(code=130) from None
 
     return wrapper
 
 
+def say_error(message: str, prefix: str = "error: ") -> None:
+    """One line on stderr: coloured on a terminal, plain text (and no rich) otherwise."""
+    if sys.stderr.isatty():
+        from rich.markup import escape
+
+        err_console.print((f"[bold red]{prefix}[/]" if prefix else "") + escape(message), soft_wrap=True)
+    else:
+        sys.stderr.write(f"{prefix}{message}\n")
+        sys.stderr.flush()
+
+
 def bad_input(message: str) -> Exit:
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    say_error(message)
     return Exit(code=EXIT_BAD_INPUT)

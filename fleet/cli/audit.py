@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from fleet import archgate, offline, patchsets
 from fleet.cli import print_json
@@ -14,8 +11,14 @@ from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 def _table(res: archgate.AuditResult, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}")
     for col in ("file:line", "kind", "condition", "lifted by"):
         table.add_column(col, overflow="fold")
@@ -56,7 +59,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
                               for o in outcomes]})
     for o in outcomes if not as_json else []:
         if o.value is None:
-            console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=True)
+            console.print(o.error or "", style="red", markup=False, soft_wrap=True)
             continue
         _table(o.value, console)
     if any(not o.ok for o in outcomes):
@@ -65,6 +68,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
 
 
 def render_audit(results: list[archgate.AuditResult], console: Console) -> None:
+    from rich.table import Table
+
     for r in results:
         t = Table(title=f"{r.host} (SM{r.sm}): {len(r.excluding)} gate(s) exclude it", title_justify="left")
         for col in ("file:line", "kind", "condition", "lifted by"):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rich.markup import escape
-
 from fleet.cli import console, print_json
 from fleet.errors import InputError
 from fleet.logclassify import Event, Verdict, classify_text
@@ -44,6 +42,8 @@ def _read(file: str) -> str:
 
 
 def _print_human(file: str, verdict: Verdict) -> None:
+    from rich.markup import escape
+
     out = console
     name = "stdin" if file == "-" else file
     if not verdict.events:
@@ -63,6 +63,8 @@ def _print_human(file: str, verdict: Verdict) -> None:
 
 
 def _event_line(event: Event) -> str:
+    from rich.markup import escape
+
     colour = _COLOURS[event.severity]
     return (f"{event.line:>5} [{colour}]{event.log_class:<18} {event.severity:<7}[/] "
             f"{escape(event.explanation)}")

@@ -7,17 +7,13 @@ import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any
 
 from fleet import multinode, parallel, rolling, rollout
 from fleet import rollback as rollbacks
 from fleet import router as routing
-from fleet.cli import console, err_console, print_json, print_results
-from fleet.cli.deploy_view import Board, render, render_history, render_rollout
+from fleet.cli import console, print_json, print_results, real_console
+from fleet.cli.board import Board
 from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.inputs import load_playbook, secrets_for
@@ -26,22 +22,31 @@ from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.results import DeployResult, Progress
 
-
-def progress_console(as_json: bool) -> Console:
-    # With --json, stdout carries only the JSON document; live progress goes to stderr.
-    return Console(stderr=True, highlight=False) if as_json else console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def progress_to(out: Console) -> Callable[[Host], Progress]:
-    """Each host's progress lines, prefixed with its name."""
+def host_say(as_json: bool) -> routing.HostSay:
+    """Progress lines, each prefixed with its host's name: on the terminal, dimmed; with --json (stdout
+    carries only the JSON document), plain lines on stderr, without loading rich."""
+    if as_json:
+        def plain(name: str, m: str) -> None:
+            sys.stderr.write(f"{name} {m}\n")
+            sys.stderr.flush()
+        return plain
+    from rich.markup import escape
+
+    return lambda name, m: console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+
+def progress_to(as_json: bool) -> Callable[[Host], Progress]:
+    """Each host's progress lines (host_say), for the library's Progress of one host."""
+    say = host_say(as_json)
+
     def for_host(host: Host) -> Progress:
-        return lambda m: out.print(f"[dim]{host.name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+        return lambda m: say(host.name, m)
 
     return for_host
-
-
-def host_say(out: Console) -> routing.HostSay:
-    return lambda name, m: out.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
 
 
 def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, dry_run: bool,
@@ -53,19 +58,18 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     timeout = rollout.parse_timeout(host_timeout)
     book, path = load_playbook(name)
     secrets = secrets_for(book)
-    out = progress_console(as_json)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         if sizes or max_fail is not None or timeout:
             raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
                              "--host-timeout do not apply (its nodes are deployed together)")
-        results = multinode.MultiNode(hosts, book, path, opts, progress_to(out), secrets).run(dry_run, force)
+        results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
     hooks = None
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.router)
-        hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(out))
+        hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
-    results = rolling.each(hosts, book, path, opts, secrets, progress_to(out), dry_run=dry_run, force=force)
+    results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
@@ -73,34 +77,33 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False) -> int:
-    out = progress_console(as_json)
     if to == rollbacks.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name)[0].serve.unit if name else None
-        say_for = progress_to(out)
+        say_for = progress_to(as_json)
         outcomes = parallel.run_all(hosts, lambda h: rollbacks.before_fleet(h, unit or h.unit, opts, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
-        say_for = progress_to(out)
+        say_for = progress_to(as_json)
         outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, None, opts, to, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     book, path = load_playbook(name)
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")
-        report = routing.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(out)), to)
+        report = routing.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
         if as_json:
             print_json(report)
         else:
             render_router(report, console)
         return EXIT_OK if report["status"] == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
-        results = multinode.MultiNode(hosts, book, path, opts, progress_to(out)).rollback(to)
+        results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json)).rollback(to)
         return finish(results, as_json, ok={DeployStatus.OK})
-    say_for = progress_to(out)
+    say_for = progress_to(as_json)
     outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, book, opts, to, say_for(h)))
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
 
@@ -113,6 +116,8 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
                                "releases": [r.to_json() for r in o.value[0]] if o.value else []}
                               for o in outcomes]})
     else:
+        from fleet.cli.deploy_view import render_history
+
         for o in outcomes:
             if o.value:
                 render_history(o.host.name, o.value[0], o.value[1], console)
@@ -121,8 +126,14 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
+def draw(result: DeployResult) -> None:
+    from fleet.cli.deploy_view import render
+
+    render(result, console)
+
+
 def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus]) -> int:
-    print_results(results, as_json, lambda r: render(r, console))
+    print_results(results, as_json, draw)
     return EXIT_OK if all(r.status in ok for r in results) else EXIT_HOST_FAILED
 
 
@@ -131,23 +142,28 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
              timeout: float | None, hooks: routing.RouterHooks | None) -> int:
     plan = rolling.plan_batches(hosts, sizes)
     board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
-    live = (contextlib.nullcontext() if as_json else
-            Live(get_renderable=board.table, console=console, refresh_per_second=4, transient=True))
+    live: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if not as_json:
+        from rich.live import Live
+
+        live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(progress_console(as_json)), board, hooks)
+                                progress_to(as_json), board, hooks)
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router} if done.router else {})})
     else:
+        from fleet.cli.deploy_view import render_rollout
+
         render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console)
         if done.router:
             render_router(done.router, console)
     sys.stdout.flush()
     if done.background:
-        err_console.print(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits for "
-                          "those deploys to end (each on its own budgets, rolling back on failure) before it exits")
+        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits for "
+                         "those deploys to end (each on its own budgets, rolling back on failure) before it exits\n")
     return EXIT_OK if done.ok else EXIT_HOST_FAILED
 
 
@@ -161,13 +177,15 @@ def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list
         print_json({"hosts": [r.to_json() for r in results], "router": report})
     else:
         for r in results:
-            render(r, console)
+            draw(r)
         render_router(report, console)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report["status"] == DeployStatus.DRY_RUN
     return EXIT_OK if ok else EXIT_HOST_FAILED
 
 
 def render_router(report: dict[str, Any], console: Console) -> None:
+    from rich.markup import escape
+
     status = report["status"]
     colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
     console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -12,13 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli.board import COLOURS as _COLOURS
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.releases import Release
 from fleet.remedies import remedy_for
 from fleet.results import DeployResult
-
-_COLOURS = {"ok": "green", "unchanged": "green", "rolled_back": "yellow", "failed": "bold red", "dry-run": "cyan",
-            "skipped": "dim", "waiting": "dim", "deploying": "bold cyan"}
 
 
 def render(result: DeployResult, console: Console) -> None:
@@ -158,56 +153,6 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
         console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]")
-
-
-@dataclass
-class _Row:
-    host: str
-    batch: int
-    state: str = "waiting"  # waiting | deploying | then the deploy's status, or skipped
-    note: str = ""
-    started: float | None = None
-    ended: float | None = None
-
-    def elapsed(self) -> str:
-        if self.started is None:
-            return "-"
-        return f"{(self.ended or time.monotonic()) - self.started:.0f}s"
-
-
-class Board:
-    """The live per-host board of a rolling deploy: host, batch, state, the latest progress line, elapsed.
-    Updated from the deploy threads; rendered by rich's Live from the main thread."""
-
-    def __init__(self, hosts: list[tuple[str, int]], batches: int):
-        self.rows = {name: _Row(name, batch) for name, batch in hosts}
-        self.batches = batches
-        self.headline = ""
-        self._lock = threading.Lock()
-
-    def update(self, host: str, state: str | None = None, note: str | None = None) -> None:
-        with self._lock:
-            row = self.rows[host]
-            if state is not None:
-                if state == "deploying" and row.started is None:
-                    row.started = time.monotonic()
-                elif state not in ("waiting", "deploying") and row.started is not None and row.ended is None:
-                    row.ended = time.monotonic()
-                row.state = state
-            if note is not None:
-                row.note = note
-
-    def table(self) -> Table:
-        with self._lock:
-            table = Table(title=self.headline or None, title_justify="left")
-            for col in ("host", "batch", "state", "rung / phase / latest", "elapsed"):
-                table.add_column(col, overflow="ellipsis", no_wrap=col != "rung / phase / latest",
-                                 justify="right" if col == "elapsed" else "left")
-            for row in self.rows.values():
-                colour = _COLOURS.get(row.state, "white")
-                table.add_row(row.host, f"{row.batch}/{self.batches}", f"[{colour}]{row.state}[/]",
-                              escape(row.note[:160]), row.elapsed())
-            return table
 
 
 def render_rollout(results: list[DeployResult], batch_of: dict[str, int], seconds: dict[str, float],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from fleet import execute
 from fleet.cli import console, print_json
 from fleet.connect import ConnectOptions
@@ -23,6 +21,8 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
              "seconds": round(o.seconds, 3)}
             for o in outcomes]})
     else:
+        from rich.table import Table
+
         table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok")
         for col in ("host", "address", "exit", "output"):
             table.add_column(col, overflow="fold")

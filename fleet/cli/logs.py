@@ -7,15 +7,16 @@ import json
 import sys
 import threading
 from collections.abc import Sequence
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from fleet.connect import ConnectOptions
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
 from fleet.logrules import Severity
 from fleet.logs import LogLine, check_since, stream
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
@@ -26,6 +27,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     if only not in (None, "fatal", "warning"):
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since fails before any host is contacted
+    if not as_json:  # --json lines need no rich
+        from rich.markup import escape
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)

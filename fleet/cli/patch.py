@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from fleet import offline, patch_run, patchsets
 from fleet.cli import console, print_json
@@ -16,11 +14,16 @@ from fleet.inventory import Host
 from fleet.patches import HostResult
 from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 _STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLICABLE: "dim", NOT_NEEDED: "green",
           REVERTIBLE: "yellow", REVERTED: "green", NOTHING: "dim"}
 
 
 def render(results: list[HostResult], console: Console) -> None:
+    from rich.table import Table
+
     for r in results:
         verdict = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
         sms = ", ".join(f"SM{s}" for s in sorted(set(r.sms))) or "SM ?"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fleet import hostlock, probe_run
 from fleet.cli import console, print_json
-from fleet.cli.probe_view import render
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.inventory import Host
@@ -15,6 +14,8 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool) -> int:
     if as_json:
         print_json({"hosts": [f.model_dump() for f in facts]})
     else:
+        from fleet.cli.probe_view import render
+
         render(facts, console)
     return EXIT_OK if all(f.ok for f in facts) else EXIT_HOST_FAILED
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from rich.markup import escape
-
 from fleet import tune
-from fleet.cli import console, print_results
-from fleet.cli.deploy import progress_console, progress_to
-from fleet.cli.deploy_view import render_bench, render_tune
+from fleet.cli import console, err_console, print_results
+from fleet.cli.deploy import progress_to
 from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inputs import load_playbook, secrets_for
@@ -20,23 +17,34 @@ from fleet.outcomes import DeployStatus
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
     results = tune.bench_hosts(hosts, name, opts)
-    print_results(results, as_json, lambda r: render_bench(r.host, r.release, r.rung, r.record, r.error, console))
+    def draw(r: tune.BenchOutcome) -> None:
+        from fleet.cli.deploy_view import render_bench
+
+        render_bench(r.host, r.release, r.rung, r.record, r.error, console)
+
+    print_results(results, as_json, draw)
     return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
 
 
 def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool) -> int:
     book, path = load_playbook(name)
     secrets = secrets_for(book)
-    out = progress_console(as_json)
-
     def confirm(question: str) -> bool:
         if yes:
             return True
         if not sys.stdin.isatty():
             raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Not asking without a terminal: "
                              "pass --yes to go ahead")
+        from rich.markup import escape
+
+        out = err_console if as_json else console
         return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
 
-    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(out), confirm)
-    print_results(results, as_json, lambda r: render_tune(r, console))
+    def draw(r: tune.TuneResult) -> None:
+        from fleet.cli.deploy_view import render_tune
+
+        render_tune(r, console)
+
+    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm)
+    print_results(results, as_json, draw)
     return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED

@@ -7,8 +7,6 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.table import Table
-
 from fleet import sglang_cli, upstream
 from fleet.cli import console, print_json
 from fleet.errors import EXIT_OK
@@ -31,6 +29,8 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
         print_json({"cache": str(upstream.cache_dir()), "seconds": round(took, 1),
                     "releases": [asdict(r) for r in rels]})
         return EXIT_OK
+    from rich.table import Table
+
     t = Table(title=f"upstream corpus in {upstream.cache_dir()}", title_justify="left")
     for col in ("release", "wheel MB", "files kept", "MB kept", "fetched in s"):
         t.add_column(col, justify="left" if col == "release" else "right")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from fleet import fingerprint, rollout
 from fleet.cli import deploy as deploy_cmd
-from fleet.cli import deploy_view
+from fleet.cli.board import Board
 from fleet.connect import ConnectOptions
 from fleet.deploy import Deployer
 from fleet.errors import InputError
@@ -257,7 +257,7 @@ def test_summary_and_board_render(fake, capsys):
     rc = deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), False, False, False, serial="1,1")
     out = capsys.readouterr().out
     assert rc == 1 and "rollout" in out and "3 hosts in 3 batches" in out and "skipped" in out
-    board = deploy_view.Board([("h0", 1), ("h1", 2)], 2)
+    board = Board([("h0", 1), ("h1", 2)], 2)
     board.update("h0", "deploying", "[fast] phase weight_load (after 1.0s in start)")
     text = Console(record=True, width=120)
     text.print(board.table())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleet import status
-from fleet.cli.status import table_of, watch
+from fleet.cli.status import watch
+from fleet.cli.status_view import table_of
 from fleet.inventory import Host
 
 HOST = Host(name="h", address="a", port=None, user=None, become=False, identity_file=None, known_hosts=None,
