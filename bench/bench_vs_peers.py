@@ -1,21 +1,25 @@
 """fleet against the tools users would otherwise use, on one sandbox fleet (a benchmark, not a test).
 
 For 16 and 64 hosts of one profile, each measured as a separate command from a cold start (fresh
-interpreter, fresh SSH connections, no ControlMaster socket left over), medians of --repeat runs:
+interpreter, fresh SSH connections, no ControlMaster socket left over), medians of --repeat runs, with the
+client's CPU (user + system of the command and its children) beside the wall time:
 
-  floor       a bare Paramiko fan-out of `true` (one thread per host, strict host keys)
-  fleet       `inv probe --json`: every GPU fact, one SSH round trip per host
-  ansible sh  `ansible all -m shell -a <fleet's probe script>`: the same commands through Ansible
-  setup       `ansible all -m setup`: Ansible's own facts (no GPU facts at all)
+  floor         a bare Paramiko fan-out of `true` (one thread per host, strict host keys)
+  fleet         `inv probe --json`: every GPU fact, one SSH round trip per host
+  pyinfra exec  `pyinfra INVENTORY exec -- <fleet's probe script>`: the same commands through pyinfra
+  pyinfra fact  `pyinfra INVENTORY fact server.Os server.Kernel ...`: pyinfra's own fact gathering
+  ansible sh    `ansible all -m shell -a <fleet's probe script>`: the same commands through Ansible
+  setup         `ansible all -m setup`: Ansible's own facts (no GPU facts at all)
 
 plus fleet's peak RSS while probing, and a no-change `inv deploy` of 16 hosts (every host already serves
 the playbook's release, so each host only proves it and nothing restarts).
 
-Ansible runs with forks = number of hosts (its default is 5, which would only make it slower), strict
-host-key checking against the sandbox's known_hosts, everything else at its defaults. ansible-core is
-installed into the benchmark's own venv (bench/.venv-ansible), never into fleet's.
+Ansible runs with forks = number of hosts (its default is 5, which would only make it slower), pyinfra
+with --parallel = number of hosts; both with strict host-key checking against the sandbox's known_hosts,
+everything else at their defaults. ansible-core and pyinfra are installed into the benchmark's own venvs
+(bench/.venv-ansible, bench/.venv-pyinfra), never into fleet's.
 
-usage (root): .venv/bin/python bench/bench_vs_ansible.py [--sizes 16,64] [--repeat 3] [--deploy-hosts 16]
+usage (root): .venv/bin/python bench/bench_vs_peers.py [--sizes 16,64] [--repeat 3] [--deploy-hosts 16]
 It uses the "bench" sandbox instance (172.30.73.0/24), so it never replaces the demo or test fleets.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -43,6 +48,11 @@ REPO = Path(__file__).resolve().parent.parent
 PROFILE = "rtx-pro-6000-x8-proxmox"
 ANSIBLE_VENV = REPO / "bench" / ".venv-ansible"
 ANSIBLE_SPEC = "ansible-core>=2.17,<2.20"
+PYINFRA_VENV = REPO / "bench" / ".venv-pyinfra"
+PYINFRA_SPEC = "pyinfra>=3.1,<4"
+# Facts pyinfra gathers on its own that stand beside fleet's host section (it has no GPU facts).
+PYINFRA_FACTS = ["server.Os", "server.Arch", "server.Kernel", "server.Hostname", "server.LinuxDistribution",
+                 "hardware.Cpus", "hardware.Memory", "server.Mounts"]
 PYTHON = sys.executable
 INV = str(Path(PYTHON).with_name("inv"))
 
@@ -65,24 +75,35 @@ sys.exit(1 if any(codes) else 0)
 """
 
 
-def ensure_ansible() -> Path:
-    ansible = ANSIBLE_VENV / "bin" / "ansible"
-    if not ansible.exists():
-        print(f"installing {ANSIBLE_SPEC} into {ANSIBLE_VENV}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(ANSIBLE_VENV)], check=True)
-        subprocess.run([str(ANSIBLE_VENV / "bin" / "pip"), "install", "-q", ANSIBLE_SPEC], check=True)
-    return ansible
+def ensure_tool(venv: Path, spec: str, name: str) -> Path:
+    tool = venv / "bin" / name
+    if not tool.exists():
+        print(f"installing {spec} into {venv}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec], check=True)
+    return tool
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    """Wall seconds and stdout of one command; a failure aborts the run."""
+CLIENT_CPU: list[float] = []  # the client CPU seconds of each timed() command, in order
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None, merged: bool = False) -> tuple[float, str]:
+    """Wall seconds and stdout (with stderr where `merged`) of one command (its CPU, with its children's,
+    into CLIENT_CPU); a failure aborts the run."""
+    cpu0 = _children_cpu()
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or os.environ.copy(),
-                            cwd=REPO)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                            env=env or os.environ.copy(), cwd=REPO)
     out, err = proc.communicate()
     wall = time.monotonic() - t0
+    CLIENT_CPU.append(_children_cpu() - cpu0)
     if proc.returncode:
-        sys.exit(f"{shlex.join(argv[:4])} ... failed ({proc.returncode}): {err.decode()[-800:]}")
+        sys.exit(f"{shlex.join(argv[:4])} ... failed ({proc.returncode}): {(err or out).decode()[-800:]}")
     return wall, out.decode()
 
 
@@ -115,6 +136,15 @@ def ansible_inventory(work: Path, sb: Sandbox, hosts: list[inventory.Host]) -> P
     return path
 
 
+def pyinfra_inventory(work: Path, sb: Sandbox, hosts: list[inventory.Host]) -> Path:
+    """A pyinfra inventory module: every host by address, strict host keys against the sandbox's file."""
+    data = {"ssh_user": "root", "ssh_key": str(sb.cfg.identity_file), "ssh_known_hosts_file": str(sb.cfg.known_hosts),
+            "ssh_strict_host_key_checking": "yes"}
+    path = work / "pyinfra_inventory.py"
+    path.write_text("sandbox = " + repr([(h.name, {"ssh_hostname": h.address, **data}) for h in hosts]) + "\n")
+    return path
+
+
 def fresh(work: Path) -> None:
     """No ControlMaster sockets or caches from an earlier run: every run starts cold, as fleet's does."""
     subprocess.run(["rm", "-rf", str(work / "cp"), str(work / "tmp"), str(work / "home")], check=True)
@@ -122,15 +152,17 @@ def fresh(work: Path) -> None:
         (work / sub).mkdir()
 
 
-def median_of(sb: Sandbox, repeat: int, before, fn) -> tuple[float, float, float, float]:
-    """Median, min and max wall seconds, and the median CPU seconds the hosts spent on one run."""
-    walls, cpus = [], []
+def median_of(sb: Sandbox, repeat: int, before, fn) -> tuple[float, float, float, float, float]:
+    """Median, min and max wall seconds, the median CPU seconds the hosts spent on one run, and the
+    median client CPU seconds."""
+    walls, cpus, client = [], [], []
     for _ in range(repeat):
         before()
         cpu0 = sb.cpu_seconds()
         walls.append(fn())
         cpus.append(sb.cpu_seconds() - cpu0)
-    return statistics.median(walls), min(walls), max(walls), statistics.median(cpus)
+        client.append(CLIENT_CPU[-1])
+    return statistics.median(walls), min(walls), max(walls), statistics.median(cpus), statistics.median(client)
 
 
 def check_facts(out: str, n: int) -> None:
@@ -141,15 +173,17 @@ def check_facts(out: str, n: int) -> None:
         sys.exit(f"inv probe returned {len(ok)} hosts with GPU facts, expected {n}")
 
 
-def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, state: Path) -> dict[str, float]:
+def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, pyinfra: Path, state: Path) -> dict[str, float]:
     sb.up(n, [PROFILE])
     inv_path = sb.cfg.inventory_path
     hosts = inventory.load(inv_path).select(default_file=inv_path)
     env = {**os.environ, "FLEET_STATE_DIR": str(state)}
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-ansible-"))
     hosts_ini = ansible_inventory(work, sb, hosts)
+    pyinfra_inv = pyinfra_inventory(work, sb, hosts)
+    penv = {**os.environ, "PYINFRA_YES": "1", "HOME": str(work / "home")}
     aenv = ansible_env(work, sb, n)
-    script = probe.invocation(hosts[0].venv, hosts[0].unit)
+    script = probe.command(hosts[0].venv, hosts[0].unit)
     nothing = lambda: None  # noqa: E731
 
     def floor() -> float:
@@ -159,6 +193,24 @@ def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, state: Path) -> dic
     def fleet_probe() -> float:
         wall, out = timed([INV, "probe", "-i", str(inv_path), "--json"], env)
         check_facts(out, n)
+        return wall
+
+    def pyinfra_exec() -> float:
+        wall, out = timed([str(pyinfra), str(pyinfra_inv), "--parallel", str(n), "-y", "exec", "--", script], penv,
+                          merged=True)
+        if out.count("@@fleet:done@@") < n:
+            sys.exit(f"pyinfra exec: fewer than {n} hosts ran the probe script: {out[-500:]}")
+        return wall
+
+    def pyinfra_facts() -> float:
+        wall, out = timed([str(pyinfra), str(pyinfra_inv), "--parallel", str(n), "--json", "fact", *PYINFRA_FACTS],
+                          penv)
+        try:
+            answered = len(json.loads(out))
+        except ValueError:
+            answered = 0
+        if answered < n:
+            sys.exit(f"pyinfra fact: {answered} of {n} hosts answered: {out[-500:]}")
         return wall
 
     def ansible_shell() -> float:
@@ -176,6 +228,8 @@ def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, state: Path) -> dic
     results = {
         "floor": median_of(sb, repeat, nothing, floor),
         "fleet": median_of(sb, repeat, nothing, fleet_probe),
+        "pyinfra_exec": median_of(sb, repeat, lambda: fresh(work), pyinfra_exec),
+        "pyinfra_facts": median_of(sb, repeat, lambda: fresh(work), pyinfra_facts),
         "ansible_shell": median_of(sb, repeat, lambda: fresh(work), ansible_shell),
         "ansible_setup": median_of(sb, repeat, lambda: fresh(work), ansible_setup),
     }
@@ -185,13 +239,20 @@ def compare(sb: Sandbox, n: int, repeat: int, ansible: Path, state: Path) -> dic
     print(f"\n{n} hosts ({PROFILE}), median of {repeat} (min-max), and CPU the hosts spent (they share this "
           f"machine's {os.cpu_count()} cores, where a real fleet has its own on every host):")
     for name, label in (("floor", "bare Paramiko fan-out of `true`"), ("fleet", "inv probe (full GPU facts)"),
+                        ("pyinfra_exec", "pyinfra exec (same commands)"),
+                        ("pyinfra_facts", f"pyinfra fact ({len(PYINFRA_FACTS)} facts)"),
                         ("ansible_shell", "ansible -m shell (same commands)"), ("ansible_setup", "ansible -m setup")):
-        med, lo, hi, cpu = results[name]
-        print(f"  {label:<36} {med:7.2f} s  ({lo:.2f}-{hi:.2f})  {med / base:5.2f}x fleet   host CPU {cpu:6.2f} s")
+        med, lo, hi, cpu, client = results[name]
+        print(f"  {label:<36} {med:7.2f} s  ({lo:.2f}-{hi:.2f})  {med / base:5.2f}x fleet   host CPU {cpu:6.2f} s"
+              f"   client CPU {client:6.2f} s ({client / n * 1000:5.1f} ms/host)")
+    floor_cpu, fleet_cpu = results["floor"][4], results["fleet"][4]
+    print(f"  fleet's client CPU {fleet_cpu / floor_cpu:.2f}x the floor's (goal <= 1.5x); "
+          f"pyinfra exec {results['pyinfra_exec'][0] / base:.1f}x fleet's wall time")
     print(f"  fleet probe within {base / results['floor'][0]:.2f}x of the floor (goal <= 1.5x); "
           f"ansible -m setup is {results['ansible_setup'][0] / base:.1f}x slower (goal >= 15x); "
           f"peak RSS of inv probe {rss:.0f} MB (goal < 150 MB)")
-    return {name: r[0] for name, r in results.items()} | {"rss_mb": rss}
+    return ({name: r[0] for name, r in results.items()} | {f"{name}_client_cpu": r[4] for name, r in results.items()}
+            | {"rss_mb": rss})
 
 
 def no_change_deploy(sb: Sandbox, n: int, repeat: int, state: Path) -> None:
@@ -224,14 +285,16 @@ def main() -> None:
     ap.add_argument("--deploy-hosts", type=int, default=16, help="0 skips the no-change deploy")
     ap.add_argument("--keep", action="store_true", help="leave the bench fleet up afterwards")
     args = ap.parse_args()
-    ansible = ensure_ansible()
+    ansible = ensure_tool(ANSIBLE_VENV, ANSIBLE_SPEC, "ansible")
+    pyinfra = ensure_tool(PYINFRA_VENV, PYINFRA_SPEC, "pyinfra")
     version = subprocess.run([str(ansible), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    print(f"{version}; fleet from {REPO}; {os.cpu_count()} CPUs")
+    pversion = subprocess.run([str(pyinfra), "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"{version}; {pversion}; fleet from {REPO}; {os.cpu_count()} CPUs")
     sb = Sandbox(config("bench"), log=lambda m: None)
     state = Path(tempfile.mkdtemp(prefix="fleet-bench-state-"))
     try:
         for n in [int(s) for s in args.sizes.split(",")]:
-            compare(sb, n, args.repeat, ansible, state)
+            compare(sb, n, args.repeat, ansible, pyinfra, state)
         if args.deploy_hosts:
             no_change_deploy(sb, args.deploy_hosts, args.repeat, state)
     finally:
