@@ -13,6 +13,7 @@ def pytest_terminal_summary(terminalreporter):
     network timings measured."""
     inputs = getattr(sys.modules.get("test_fault_input"), "RESULTS", [])
     figures = getattr(sys.modules.get("test_fault_network"), "FIGURES", {})
+    inputs = [*inputs, *getattr(sys.modules.get("test_fault_secrets"), "RESULTS", [])]
     if not inputs and not figures:
         return
     terminalreporter.section("fault suite figures")
