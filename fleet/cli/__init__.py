@@ -3,7 +3,7 @@ the library (the rest of fleet/) returns typed results and never prints. This mo
 shares: host selection, errors as one line with a meaningful exit code, JSON output.
 
 rich is imported only where something is drawn: `--json` paths, `inv --list` and `--help` never load it
-(tests/unit/test_cli_imports.py), so the consoles below are made on their first use."""
+(tests/integration/test_cli_imports.py), so the consoles below are made on their first use."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ HOST_HELP = {
     "json": "print pure JSON on stdout, nothing else",
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
 }
+
 
 class _Deferred:
     """A rich Console made on first use (rich costs tens of milliseconds to import)."""
