@@ -12,7 +12,7 @@ from fleet import hostside
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 API_KEY = "api-key"  # the server's API key: fleet's name for the secret, and the systemd credential that holds it
-LAUNCHER = "/var/lib/fleet/bin/fleet-launch"  # templates/fleet-launch.py on the host: hands the key over in-process
+LAUNCHER = "/var/lib/fleet/bin/fleet-launch"  # fleet/hostside/launch.py on the host: hands the key over in-process
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:=,+@%$-]+$")  # tested after % and $ are doubled
 
 # Emitted into every unit, and why. Never PrivateDevices / DevicePolicy=closed (GPU device nodes),
