@@ -163,3 +163,57 @@ def test_probe_script_lists_the_packages_the_parser_knows():
 def test_the_patch_planner_and_the_host_agree_on_the_backup_folder():
     assert patchplan.BACKUP_ROOT == "/var/lib/fleet/backups"
     assert "backups/runs" in hostside.text("status.sh")  # status reads the runs where patch_host writes them
+
+
+# Stand-ins for the status script's slow calls: each writes when it started and ended, waits a little, answers.
+_SLOW = """#!/bin/sh
+echo "start $(date +%s%N) __NAME__" >> __LOG__
+sleep 0.3
+case __NAME__ in
+  curl) case "$*" in *metrics*) echo 'sglang:num_running_reqs{m="x"} 2.0';; *) printf 200;; esac;;
+  nvidia-smi) echo '250.5, 600.0';;
+esac
+echo "end $(date +%s%N) __NAME__" >> __LOG__
+"""
+
+
+def _status_run(tmp: Path, concurrent: bool) -> tuple[str, list[tuple[str, int, str]]]:
+    """The real status script with curl and nvidia-smi stand-ins (and mktemp only when `concurrent`)."""
+    bin_dir, log = tmp / "bin", tmp / "calls.log"
+    bin_dir.mkdir(parents=True)
+    for name in ("curl", "nvidia-smi"):
+        (bin_dir / name).write_text(_SLOW.replace("__NAME__", name).replace("__LOG__", str(log)))
+        (bin_dir / name).chmod(0o755)
+    for tool in ("cat", "grep", "tail", "date", "sleep", "python3", "systemctl", "rm",
+                 *(("mktemp",) if concurrent else ())):
+        if shutil.which(tool):
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    root = tmp / "fleet"
+    (root / "releases/r1").mkdir(parents=True)
+    (root / "releases/r1/manifest.json").write_text(json.dumps({"id": "r1", "rung": "x", "status": "ok"}) + "\n")
+    (root / "current").symlink_to("releases/r1")
+    done = subprocess.run(["/bin/sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root)],
+                          capture_output=True, text=True, timeout=60, env={"PATH": str(bin_dir), "TMPDIR": str(tmp)})
+    assert done.returncode == 0, done.stderr
+    calls = [(w, int(t), n) for w, t, n in (line.split() for line in log.read_text().splitlines())]
+    return done.stdout, calls
+
+
+def test_the_status_script_waits_on_its_slow_calls_at_once_and_prints_the_same(tmp_path):
+    at_once, calls = _status_run(tmp_path / "a", concurrent=True)
+    in_turn, serial = _status_run(tmp_path / "b", concurrent=False)
+    assert at_once == in_turn  # every section whole and in its place, however the calls ran
+    host = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
+                source=Path("hosts.yaml"))
+    st = status.parse(host, at_once)
+    assert (st.release, st.health, st.gpus, st.power_w, st.power_limit_w) == ("r1", "200", 1, 250.5, 600.0)
+    assert st.metrics.get("sglang:num_running_reqs") == 2.0
+
+    def overlapping(log: list[tuple[str, int, str]]) -> bool:
+        starts = [t for w, t, _ in log if w == "start"]
+        ends = [t for w, t, _ in log if w == "end"]
+        return max(starts) < min(ends)  # every call had started before the first one ended
+
+    assert len(calls) == len(serial) == 6  # /health, nvidia-smi, /metrics: a start and an end each
+    assert overlapping(calls) and not overlapping(serial)
