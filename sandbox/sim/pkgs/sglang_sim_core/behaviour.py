@@ -97,7 +97,8 @@ ROWS: list[dict[str, Any]] = [
                          "which connect and retry until the timeout; a TP group across nodes logs `Custom "
                          "allreduce is disabled because this process group spans across nodes.`; only node 0 "
                          "serves the API and says `The server is fired up`; a node of rank >= 1 logs `Dummy "
-                         "health check server started in background thread at H:P` and answers only /health and /health_generate"},
+                         "health check server started in background thread at H:P` and answers only /health "
+                         "and /health_generate"},
         "source": "sglang engine.py _launch_scheduler_processes / _launch_subprocesses (node_rank >= 1 path, "
                   "launch_dummy_health_check_server in sglang/srt/utils); model_runner.init_torch_distributed "
                   "uses tcp://dist_init_addr; custom allreduce line as logged in sglang#4978",
