@@ -27,7 +27,7 @@ from paramiko.ssh_exception import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleet import guard, keepalive
+from fleet import guard, keepalive, knownhosts
 from fleet.errors import ConnectError, InputError
 from fleet.inventory import Host
 
@@ -62,34 +62,37 @@ class Endpoint:
     identity_files: tuple[str, ...]
 
 
-_known_hosts_lock = threading.Lock()
+_known_hosts_lock = threading.Lock()  # appends to known_hosts (first contact) one at a time
 
 
-_parsed: dict[Path, tuple[tuple[int, int], paramiko.HostKeys]] = {}
+class RevokedHostKey(SSHException):
+    """The host offered a key that known_hosts marks @revoked."""
 
 
-def _known_hosts(path: Path) -> paramiko.HostKeys:
-    """The known_hosts file parsed once per content (mtime, size): a fleet of N hosts would otherwise parse
-    every key of the file N times, which costs more CPU than the SSH handshakes once the file is large."""
-    with _known_hosts_lock:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return paramiko.HostKeys()
-        stamp = (st.st_mtime_ns, st.st_size)
-        cached = _parsed.get(path)
-        if cached is None or cached[0] != stamp:
-            cached = _parsed[path] = (stamp, paramiko.HostKeys(str(path)))
-        return cached[1]
+class HostCertificatesUnsupported(SSHException):
+    """Only a @cert-authority line vouches for the host, and fleet does not verify host certificates."""
 
 
-class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """First contact only: record an unknown host's key. A changed key still fails (BadHostKeyException)."""
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Asked before authentication when the host's key is not among its known (unrevoked) keys: a revoked key
+    and a host only a @cert-authority line vouches for are refused; an unknown key is refused too, or on
+    first contact (--accept-new-host-keys) recorded. A changed key still fails (BadHostKeyException)."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool):
+        self.path, self.known, self.accept_new = path, known, accept_new
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        line = self.known.revoked(hostname, key)
+        if line is not None:
+            raise RevokedHostKey(f"host key {key.get_name()} is marked @revoked in {self.path}:{line}: refusing")
+        line = self.known.authority_for(hostname)
+        if line is not None and not self.accept_new:
+            raise HostCertificatesUnsupported(
+                f"only a @cert-authority line ({self.path}:{line}) vouches for this host, and fleet does not "
+                "verify host certificates: add the host's own key to known_hosts (ssh-keyscan, checked "
+                "against its console) or re-run with --accept-new-host-keys on first contact")
+        if not self.accept_new:
+            raise SSHException(f"Server {hostname!r} not found in known_hosts")
         with _known_hosts_lock:
             client.get_host_keys().add(hostname, key.get_name(), key)
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -182,11 +185,10 @@ def _connection(ep: Endpoint, known_hosts: Path, opts: ConnectOptions, gateway: 
     )
     client = conn.client
     name = ep.hostname if ep.port == 22 else f"[{ep.hostname}]:{ep.port}"  # how paramiko looks the host up
-    for keytype, key in (_known_hosts(known_hosts).lookup(name) or {}).items():
+    known = knownhosts.load(known_hosts)
+    for keytype, key in known.keys_for(name).items():
         client.get_host_keys().add(name, keytype, key)
-    client.set_missing_host_key_policy(
-        _AcceptNewPolicy(known_hosts) if opts.accept_new_host_keys else paramiko.RejectPolicy()
-    )
+    client.set_missing_host_key_policy(_HostKeyPolicy(known_hosts, known, opts.accept_new_host_keys))
     return conn
 
 
@@ -196,6 +198,8 @@ def _describe(host: Host, ep: Endpoint, exc: BaseException, known_hosts: Path, t
         return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.get_fingerprint().hex()}, "
                 f"known_hosts {known_hosts} has another): refusing; if the host was reinstalled, remove its "
                 f"old entry")
+    if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
+        return f"{where}: {exc}"
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return f"{where}: host key unknown (not in {known_hosts}); first contact? re-run with --accept-new-host-keys"
     if isinstance(exc, SSHException) and "No authentication methods available" in str(exc):

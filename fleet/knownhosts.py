@@ -1,0 +1,117 @@
+"""known_hosts as OpenSSH reads it (sshd(8) "SSH_KNOWN_HOSTS FILE FORMAT"): plain and hashed (`|1|salt|hash`)
+host entries, `[host]:port`, comma-separated patterns with `*`, `?` and `!` negation, and the two markers
+paramiko cannot read (its loader raises InvalidHostKey on them):
+
+    @revoked PATTERNS KEYTYPE BASE64          this key must never be accepted, for hosts matching PATTERNS
+    @cert-authority PATTERNS KEYTYPE BASE64   host certificates signed by this key are trusted
+
+fleet refuses a revoked key before it authenticates, and says in one line that host certificates are not
+supported where only a @cert-authority line would vouch for a host. Lines that cannot be read are skipped,
+as OpenSSH skips them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A @revoked or @cert-authority line."""
+
+    marker: str
+    patterns: tuple[str, ...]
+    key: str  # "KEYTYPE BASE64"
+    line: int
+
+
+@dataclass
+class KnownHosts:
+    keys: paramiko.HostKeys = field(default_factory=paramiko.HostKeys)
+    marked: list[Marked] = field(default_factory=list)
+
+    def revoked(self, hostname: str, key: paramiko.PKey) -> int | None:
+        """The line that revokes this key for this host, or None."""
+        kid = f"{key.get_name()} {key.get_base64()}"
+        return next((m.line for m in self.marked if m.marker == "revoked" and m.key == kid
+                     and matches(m.patterns, hostname)), None)
+
+    def authority_for(self, hostname: str) -> int | None:
+        """The line of a @cert-authority entry whose patterns cover this host, or None."""
+        return next((m.line for m in self.marked if m.marker == "cert-authority" and matches(m.patterns, hostname)),
+                    None)
+
+    def keys_for(self, hostname: str) -> dict[str, paramiko.PKey]:
+        """The host's known keys (its `[host]:port` name for a port other than 22), revoked ones left out."""
+        found: dict[str, paramiko.PKey] = dict(self.keys.lookup(hostname) or {})
+        return {kind: key for kind, key in found.items() if self.revoked(hostname, key) is None}
+
+
+def matches(patterns: tuple[str, ...], hostname: str) -> bool:
+    """OpenSSH's match of a host against a known_hosts hostnames field: any positive pattern (or hashed
+    name) matches and no negated one does."""
+    hit = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        pattern = pattern[1:] if negated else pattern
+        if pattern.startswith("|1|"):
+            salt = pattern.split("|")[2]
+            ok = paramiko.HostKeys.hash_host(hostname, salt) == pattern
+        else:
+            ok = _glob(pattern).fullmatch(hostname) is not None
+        if ok and negated:
+            return False
+        hit = hit or ok
+    return hit
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """OpenSSH's patterns: `*` and `?` only (brackets are literal, as in `[host]:port`)."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
+
+
+def parse(text: str) -> KnownHosts:
+    known = KnownHosts()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@"):
+            fields = line.split()
+            if len(fields) >= 4 and fields[0] in ("@revoked", "@cert-authority"):
+                known.marked.append(Marked(fields[0][1:], tuple(fields[1].split(",")), f"{fields[2]} {fields[3]}",
+                                           number))
+            continue  # an unknown marker: OpenSSH ignores the line too
+        try:
+            entry = HostKeyEntry.from_line(line, number)
+        except (InvalidHostKey, ValueError):
+            continue
+        if entry is not None and entry.key is not None:
+            for name in entry.hostnames:
+                known.keys.add(name, entry.key.get_name(), entry.key)
+    return known
+
+
+_lock = threading.Lock()
+_parsed: dict[Path, tuple[tuple[int, int], KnownHosts]] = {}
+
+
+def load(path: Path) -> KnownHosts:
+    """The file parsed once per content (mtime, size): a fleet of N hosts would otherwise parse every key of
+    the file N times, which costs more CPU than the SSH handshakes once the file is large."""
+    with _lock:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return KnownHosts()
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = _parsed.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace")))
+        return cached[1]
