@@ -1,6 +1,6 @@
 """The API key of a server exposed on 0.0.0.0 is looked for everywhere a local user or an operator could
 see it, on a sandbox host, while fleet deploys, health-checks and benchmarks: every process's command line
-and environment (sampled every 20 ms the whole time), the journal, the release store and every file, and
+and environment (scanned over and over, 20 ms apart, the whole time), the journal, the release store and every file, and
 fleet's own --json. It may be only in the 0600 key file and systemd's credential copy of it."""
 
 from __future__ import annotations
