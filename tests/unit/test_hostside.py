@@ -126,6 +126,12 @@ def test_scan_reports_directives_and_python_gates_of_a_package(site):
     assert res["sms"] == [] and res["sm_error"].startswith("nvidia-smi")  # no GPU here, said so
 
 
+def _host() -> Host:
+    return Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+        known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
+        source=Path("hosts.yaml"))
+
+
 def test_status_script_sees_drift_and_leftovers_in_a_folder_that_mimics_var_lib_fleet(tmp_path):
     root, etc = tmp_path / "fleet", tmp_path / "etc"
     (root / "releases/r1").mkdir(parents=True)
@@ -144,9 +150,7 @@ def test_status_script_sees_drift_and_leftovers_in_a_folder_that_mimics_var_lib_
     (root / "releases/r2/events.jsonl").write_text('{"step": "stop", "rung": "x"}\n')
     done = subprocess.run(["sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root)],
                           capture_output=True, text=True, timeout=60)
-    host = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
-                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
-                source=Path("hosts.yaml"))
+    host = _host()
     st = status.parse(host, done.stdout)
     assert (st.release, st.rung, st.health) == ("r1", "no-fusion", None)
     assert st.drift == [f"{env} (changed)"]
@@ -203,9 +207,7 @@ def test_the_status_script_waits_on_its_slow_calls_at_once_and_prints_the_same(t
     at_once, calls = _status_run(tmp_path / "a", concurrent=True)
     in_turn, serial = _status_run(tmp_path / "b", concurrent=False)
     assert at_once == in_turn  # every section whole and in its place, however the calls ran
-    host = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
-                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
-                source=Path("hosts.yaml"))
+    host = _host()
     st = status.parse(host, at_once)
     assert (st.release, st.health, st.gpus, st.power_w, st.power_limit_w) == ("r1", "200", 1, 250.5, 600.0)
     assert st.metrics.get("sglang:num_running_reqs") == 2.0
