@@ -17,21 +17,24 @@ _opts = cli.options
 
 @task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP})
 @reports_errors
-def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
     """Run one shell command on the selected hosts in parallel over SSH."""
     from fleet.cli import execute
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=execute.command(hosts, cmd, _opts(accept_new_host_keys), json))
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=execute.command(hosts, cmd, opts, json))
 
 
 @task(iterable=["host", "group"], help=HOST_HELP)
 @reports_errors
-def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
-    raise Exit(code=probing.command(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
+    hosts = cli.select_hosts(inventory, host, group)
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=probing.command(hosts, opts, json))
 
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
@@ -48,12 +51,14 @@ DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (
 @task(iterable=["host", "group"], help=DEPLOY_HELP)
 @reports_errors
 def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, dry_run=False,
-           force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False):
+           force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False,
+           ask_become_pass=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
     from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=deploy_cmd.deploy(hosts, playbook, _opts(accept_new_host_keys), json, dry_run, force,
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=deploy_cmd.deploy(hosts, playbook, opts, json, dry_run, force,
                                       serial, max_fail, host_timeout))
 
 
@@ -66,21 +71,24 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
                                         "router": "roll back the playbook's router unit on its router.host instead"})
 @reports_errors
 def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, json=False,
-             accept_new_host_keys=False, router=False):
+             accept_new_host_keys=False, ask_become_pass=False, router=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, _opts(accept_new_host_keys), json, router))
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router))
 
 
 @task(iterable=["host", "group"], help=HOST_HELP)
 @reports_errors
-def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
     """List a host's releases with their outcome (the current one marked)."""
     from fleet.cli import deploy as deploy_cmd
 
-    raise Exit(code=deploy_cmd.history(cli.select_hosts(inventory, host, group), _opts(accept_new_host_keys), json))
+    hosts = cli.select_hosts(inventory, host, group)
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=deploy_cmd.history(hosts, opts, json))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",
@@ -89,13 +97,14 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
                                         "interval": "seconds between refreshes of --watch (default 5)"})
 @reports_errors
 def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
-           accept_new_host_keys=False):
+           accept_new_host_keys=False, ask_become_pass=False):
     """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift, and
     the sglang router where a router: playbook runs one."""
     from fleet.cli import status as board
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=board.command(hosts, _opts(accept_new_host_keys), int(port), json, watch, interval,
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=board.command(hosts, opts, int(port), json, watch, interval,
                                   cli.console))
 
 
@@ -105,35 +114,39 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
 def logs(c, inventory=None, host=None, group=None, follow=False, since=None, only=None, json=False,
-         accept_new_host_keys=False):
+         accept_new_host_keys=False, ask_become_pass=False):
     """The sglang unit's journal from one or many hosts, each line classified live (fatal/warning/ready)."""
     from fleet.cli import logs as logs_
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=logs_.run(hosts, _opts(accept_new_host_keys), follow, since, only, json, cli.console))
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=logs_.run(hosts, opts, follow, since, only, json, cli.console))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": "playbook whose bench settings, port and "
                                                                 "venv are used (default glm5-nvfp4)"})
 @reports_errors
-def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False):
+def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False,
+          ask_become_pass=False):
     """Benchmark the running server (bench_serving, offline), sample GPU power; store it in the current release."""
     from fleet.cli import tune as tuning
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=tuning.bench_command(hosts, playbook, _opts(accept_new_host_keys), json))
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=tuning.bench_command(hosts, playbook, opts, json))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
                                         "yes": "do not ask before restarting a host that is serving"})
 @reports_errors
 def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, yes=False,
-         accept_new_host_keys=False):
+         accept_new_host_keys=False, ask_become_pass=False):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=tuning.tune_command(hosts, playbook, _opts(accept_new_host_keys), json, yes))
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes))
 
 
 @task(iterable=["host", "group", "package", "set"],
@@ -145,7 +158,7 @@ def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=F
             "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)"})
 @reports_errors
 def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
-          accept_new_host_keys=False, sglang=None, flashinfer=None):
+          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None):
     """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
 
     With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
@@ -161,7 +174,8 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
         raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, int(sm) if sm else None, package or [], set or [],
                                           full, json, cli.console))
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=audit_cmd.run(hosts, _opts(accept_new_host_keys), package or [], int(sm) if sm else None,
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=audit_cmd.run(hosts, opts, package or [], int(sm) if sm else None,
                                   set or [], full, json, cli.console))
 
 
@@ -173,7 +187,7 @@ def unlock(c, host, token, inventory=None):
     from fleet.cli import probe as probing
 
     (target,) = cli.select_hosts(inventory, [host], [])
-    raise Exit(code=probing.unlock(target, token, _opts()))
+    raise Exit(code=probing.unlock(target, token, _opts([target])))
 
 
 @task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
@@ -279,7 +293,8 @@ def classify(c, file, json=False, rules=None):
             "sm": "with --against: the SM to plan for (default 120)"})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, json=False,
-          accept_new_host_keys=False, allow_prebuilt_jit=False, audit=False, against=None, sm="120"):
+          accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False, against=None,
+          sm="120"):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
@@ -290,7 +305,8 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
             raise Exit(f"--sm {sm!r}: give an SM like 120", code=2)
         raise Exit(code=patching.against_command(set or [], against, int(sm), json))
     hosts = cli.select_hosts(inventory, host, group)
-    raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, _opts(accept_new_host_keys),
+    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, opts,
                                           allow_prebuilt_jit, audit=audit))
 
 

@@ -389,18 +389,18 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
             "command": cmd, "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1)}
 
 
-def read_manifest(conn: Connection, release_dir: str) -> dict[str, Any] | None:
-    data = read_file(conn, f"{release_dir}/manifest.json")
+def read_manifest(conn: Connection, host: Host, release_dir: str) -> dict[str, Any] | None:
+    data = read_file(conn, host, f"{release_dir}/manifest.json")
     return json.loads(data) if data else None
 
 
-def store_in_release(conn: Connection, release_dir: str, record: dict[str, Any]) -> None:
+def store_in_release(conn: Connection, host: Host, release_dir: str, record: dict[str, Any]) -> None:
     """Add the record to a release manifest as its `bench` field, keeping every other field as it is."""
-    manifest = read_manifest(conn, release_dir)
+    manifest = read_manifest(conn, host, release_dir)
     if manifest is None:
         raise BenchError(f"no manifest in {release_dir}")
     manifest["bench"] = record
-    write_atomic(conn, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
+    write_atomic(conn, host, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
 
 
 def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str | None]:
@@ -409,7 +409,7 @@ def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str |
     out = sh(conn, host, f"ls -1 {RELEASES} 2>/dev/null || true")
     found = []
     for rid in sorted(out.split()):
-        m = read_manifest(conn, f"{RELEASES}/{rid}")
+        m = read_manifest(conn, host, f"{RELEASES}/{rid}")
         if m:
             found.append(m)
     return found, store.current_id()

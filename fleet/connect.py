@@ -11,9 +11,9 @@ and the sandbox guard on the target and every jump hop before a packet leaves.
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from paramiko.ssh_exception import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleet import guard, keepalive, knownhosts
+from fleet import guard, keepalive, knownhosts, remote
 from fleet.errors import ConnectError, InputError
 from fleet.inventory import Host
 
@@ -49,6 +49,8 @@ class ConnectOptions:
     accept_new_host_keys: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)
     attempts: int = 3
+    # sudo passwords of become hosts, by host name (fleet.inputs.become_passwords), never printed
+    become_passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -246,11 +248,10 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
         raise ConnectError(_describe(host, ep, exc, known_hosts, opts.timeouts.connect)) from None
     for _, c in chain:
         keepalive.start(c.transport, opts.timeouts.keepalive_interval, opts.timeouts.keepalive_count_max)
+    try:
+        remote.establish_become(conn, host, opts.become_passwords.get(host.name))
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
-
-def wrap(host: Host, command: str) -> str:
-    """The command line to send: through `sudo -n` (never a password prompt) when the host says become."""
-    if host.become:
-        return f"sudo -n -- sh -c {shlex.quote(command)}"
-    return command

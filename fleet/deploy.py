@@ -108,7 +108,7 @@ class Deployer:
     def key_unchanged(self, conn: Connection) -> bool:
         """The host's key file holds the key this run was given (a new key is a new release)."""
         key = self.secrets.get(API_KEY)
-        return key is None or read_file(conn, self.key_path) == key.encode()
+        return key is None or read_file(conn, self.host, self.key_path) == key.encode()
 
     def healthy(self, conn: Connection) -> bool:
         state = unit_state(conn, self.host, self.unit)
@@ -211,7 +211,7 @@ class Deployer:
         planned = self.plan(rungs[0], "dry-run")
         diffs: list[str] = []
         for path, new in ((self.unit_path, planned.unit_text), (self.env_path, redact_env(planned.env_text))):
-            old = read_file(conn, path)
+            old = read_file(conn, self.host, path)
             old_text = redact_env(old.decode()) if old is not None else ""
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} ({rungs[0].name})")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
+from fleet.secretref import SecretRef
 
 DEFAULT_INVENTORY = Path("inventory/hosts.yaml")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
@@ -37,6 +38,7 @@ class HostSettings(BaseModel):
     user: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     become: bool | None = None
+    become_password: SecretRef | None = None  # sudo's password where a rule wants one
     identity_file: fields.Text | None = None
     known_hosts: fields.Text | None = None
     ssh_config: fields.Text | None = None
@@ -97,6 +99,7 @@ class Host:
     groups: tuple[str, ...]
     source: Path
     vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    become_password: SecretRef | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass
@@ -212,5 +215,7 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(entry.vars or {})
     result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
+    if isinstance(result["become_password"], dict):  # model_dump turned the reference into a dict
+        result["become_password"] = SecretRef(**result["become_password"])
     result["vars"] = variables
     return result

@@ -16,8 +16,7 @@ from typing import Protocol
 
 from fabric import Connection
 
-from fleet import faulthook, keepalive, phases, redact
-from fleet.connect import wrap
+from fleet import become, faulthook, keepalive, phases, redact
 from fleet.inventory import Host
 from fleet.logclassify import Event
 from fleet.logrules import Severity
@@ -66,8 +65,11 @@ class Follower:
         transport = conn.client.get_transport()
         if transport is None:
             raise ConnectionLost(f"{host.name}: not connected")
+        how = become.of(conn, host.become)
         self.chan = transport.open_session()
-        self.chan.exec_command(wrap(host, journal_command))
+        self.chan.exec_command(how.wrap(journal_command))
+        if how.stdin():
+            self.chan.sendall(how.stdin())  # sudo's password; journalctl reads nothing more
         self._buf = b""
 
     def read(self, timeout: float) -> str | None:

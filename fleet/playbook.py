@@ -33,6 +33,7 @@ from fleet.errors import InputError
 from fleet.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.patchsets import in_range, parse_range
+from fleet.secretref import SecretRef
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -70,19 +71,6 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class SecretRef(Strict):
-    """A secret named, never written: read from fleet's own environment or a local file at deploy time."""
-
-    env: str | None = None
-    file: str | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> SecretRef:
-        if (self.env is None) == (self.file is None):
-            raise ValueError("give exactly one of env or file")
-        return self
 
 
 class Model(Strict):

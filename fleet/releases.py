@@ -95,14 +95,14 @@ class ReleaseStore:
         self.save(release)
 
     def save(self, release: Release) -> None:
-        write_atomic(self.conn, f"{self.dir(release)}/manifest.json",
+        write_atomic(self.conn, self.host, f"{self.dir(release)}/manifest.json",
                      json.dumps(release.to_json(), indent=2).encode(), 0o600)
 
     def keep_file(self, release: Release, path: str, data: bytes, mode: int) -> None:
-        write_atomic(self.conn, f"{self.dir(release)}/files/{file_key(path)}", data, mode)
+        write_atomic(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}", data, mode)
 
     def file(self, release: Release, path: str) -> bytes | None:
-        return read_file(self.conn, f"{self.dir(release)}/files/{file_key(path)}")
+        return read_file(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}")
 
     def event(self, release: Release, event: dict[str, Any]) -> None:
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
@@ -111,11 +111,11 @@ class ReleaseStore:
         faulthook.reached(str(event.get("step")))
 
     def events(self, release_id: str) -> list[dict[str, Any]]:
-        data = read_file(self.conn, f"{self.releases}/{release_id}/events.jsonl") or b""
+        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/events.jsonl") or b""
         return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
     def load(self, release_id: str) -> Release | None:
-        data = read_file(self.conn, f"{self.releases}/{release_id}/manifest.json")
+        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/manifest.json")
         return Release.from_json(json.loads(data)) if data else None
 
     def current_id(self) -> str | None:
@@ -171,7 +171,7 @@ class BeforeFleet:
         self.conn, self.host, self.root = conn, host, root
 
     def manifest(self) -> dict[str, dict[str, Any]]:
-        raw = read_file(self.conn, f"{self.root}/manifest.json")
+        raw = read_file(self.conn, self.host, f"{self.root}/manifest.json")
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:
@@ -188,10 +188,10 @@ class BeforeFleet:
         if old is None:
             files[path] = {"absent": True}
         else:
-            write_atomic(self.conn, f"{self.root}/files/{file_key(path)}", old, 0o600)
+            write_atomic(self.conn, self.host, f"{self.root}/files/{file_key(path)}", old, 0o600)
             files[path] = {"sha256": sha256_of(old), "mode": oct(mode)}
-        write_atomic(self.conn, f"{self.root}/manifest.json",
+        write_atomic(self.conn, self.host, f"{self.root}/manifest.json",
                      json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
 
     def copy(self, path: str) -> bytes | None:
-        return read_file(self.conn, f"{self.root}/files/{file_key(path)}")
+        return read_file(self.conn, self.host, f"{self.root}/files/{file_key(path)}")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import time
 from dataclasses import dataclass
 
 from fabric import Connection
+from invoke.exceptions import CommandTimedOut
 from paramiko import SSHException
 
-from fleet import keepalive
-from fleet.connect import wrap
+from fleet import become, keepalive
 from fleet.errors import ConnectError
 from fleet.inventory import Host
 
@@ -40,12 +42,100 @@ class CommandResult:
 
 
 def run(conn: Connection, host: Host, command: str, timeout: float | None = None) -> CommandResult:
-    """One exec channel; never raises on a non-zero exit (the caller decides what it means)."""
+    """One exec channel; never raises on a non-zero exit (the caller decides what it means). On a become
+    host it runs as root (fleet.become), a sudo password going on stdin."""
     lost_link(conn, host, f"before `{command[:60]}`")  # never let Fabric silently reconnect a dead link
+    how = become.of(conn, host.become)
+    feed = how.stdin()
     try:
-        res = conn.run(wrap(host, command), hide=True, warn=True, in_stream=False, timeout=timeout)
+        res = conn.run(how.wrap(command), hide=True, warn=True, timeout=timeout,
+                       in_stream=io.StringIO(feed.decode()) if feed else False)
     except (EOFError, OSError, SSHException) as exc:
         lost_link(conn, host, f"during `{command[:60]}`", exc)
         raise
     lost_link(conn, host, f"during `{command[:60]}`")
+    _sudo_answer(host, how, res.exited, res.stderr)
     return CommandResult(command=command, exited=res.exited, stdout=res.stdout, stderr=res.stderr)
+
+
+def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> None:
+    """A `sudo -n` that wants a password fails every command the same way: say so once, with the fix."""
+    if how.mode is become.Mode.NOPASSWD and exited == 1 and become.needs_password(stderr):
+        raise ConnectError(f"{host.name}: sudo wants a password for user {host.user or 'the login user'} (no NOPASSWD "
+                           "rule): give the host a become_password (env: or file:) in the inventory, or run with "
+                           "--ask-become-pass")
+
+
+@dataclass(frozen=True)
+class BytesResult:
+    exited: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"", timeout: float = 120) -> BytesResult:
+    """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
+    never go in a command line. As root on a become host, like run(). Raises CommandTimedOut after timeout."""
+    lost_link(conn, host, f"before `{command[:60]}`")
+    how = become.of(conn, host.become)
+    transport = conn.client.get_transport()
+    if transport is None or not transport.is_active():
+        raise ConnectionLost(f"{host.name}: not connected")
+    chan = transport.open_session()
+    out, err = bytearray(), bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        chan.exec_command(how.wrap(command))
+        try:
+            chan.sendall(how.stdin() + data)
+            chan.shutdown_write()
+        except OSError:
+            pass  # the command ended without reading all its input: its status and output say why
+        chan.settimeout(0.2)
+        while True:
+            if time.monotonic() > deadline:
+                raise CommandTimedOut(None, timeout)  # type: ignore[arg-type]
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            try:
+                chunk = chan.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break  # stdout's end: the command is done
+            out += chunk
+        exited = chan.recv_exit_status()
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
+        return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
+    except (EOFError, OSError, SSHException) as exc:
+        lost_link(conn, host, f"during `{command[:60]}`", exc)
+        raise
+    finally:
+        chan.close()
+
+
+def establish_become(conn: Connection, host: Host, password: str | None) -> None:
+    """Decide once per connection how it reaches root (fleet.become) and keep that on it. Without a password,
+    `sudo -n` (nothing asked, no round trip here). With one: `sudo -n true` first, so a NOPASSWD rule never
+    receives the password; where it wants one, the password is tried once, and refused in one line."""
+    if not host.become or password is None:
+        return
+    user = host.user or "the login user"
+    become.attach(conn, become.NONE)  # the check runs sudo itself
+    res = run_bytes(conn, host, become.CHECK, timeout=30)
+    why = res.stderr.decode("utf-8", "replace").strip()
+    if res.exited == 0:
+        become.attach(conn, become.Become(become.Mode.NOPASSWD))
+        return
+    if not become.needs_password(why):
+        detail = why.splitlines()[-1] if why else f"exit {res.exited}"
+        raise ConnectError(f"{host.name}: sudo failed for {user}: {detail}")
+    become.attach(conn, become.Become(become.Mode.PASSWORD, password))
+    res = run_bytes(conn, host, "true", timeout=30)
+    if res.exited != 0:
+        become.attach(conn, become.NONE)
+        why = res.stderr.decode("utf-8", "replace").strip()
+        raise ConnectError(f"{host.name}: sudo refused the become password for {user}"
+                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"))

@@ -59,29 +59,29 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         sh(conn, host, f"mkdir -p -m 0700 {' '.join(shlex.quote(f) for f in folders)}"
                        + (f" && mkdir -p -m 0755 {shlex.quote(posixpath.dirname(LAUNCHER))}" if planned.key else ""))
         for path, text, mode in files:
-            old = read_file(conn, path)
+            old = read_file(conn, host, path)
             BeforeFleet(conn, host).note(path, old)
             if old is not None and f"before:{path}" not in release.files:
                 store.keep_file(release, "before" + path, old, 0o600)
                 release.files[f"before:{path}"] = {"sha256": sha256(old)}
             data = text.encode()
-            write_atomic(conn, path, data, mode)
+            write_atomic(conn, host, path, data, mode)
             store.keep_file(release, path, data, mode)
             release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
         if planned.key is not None and planned.key_path:
-            BeforeFleet(conn, host).note(planned.key_path, read_file(conn, planned.key_path))
-            write_atomic(conn, planned.key_path, planned.key.encode(), 0o600)
+            BeforeFleet(conn, host).note(planned.key_path, read_file(conn, host, planned.key_path))
+            write_atomic(conn, host, planned.key_path, planned.key.encode(), 0o600)
     except ServiceError as exc:
         raise InstallError(str(exc)) from None
     daemon_reload(conn, host)
     store.save(release)
 
 
-def key_installed(conn: Connection, planned: Rendered) -> bool:
+def key_installed(conn: Connection, host: Host, planned: Rendered) -> bool:
     """Whether the host's key file already holds the planned key (True without a key)."""
     if planned.key is None or not planned.key_path:
         return True
-    return read_file(conn, planned.key_path) == planned.key.encode()
+    return read_file(conn, host, planned.key_path) == planned.key.encode()
 
 
 def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str) -> str | None:
@@ -184,10 +184,10 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
     for path, data in copies.items():
         want = release.files[path]["sha256"]
-        if sha256(read_file(conn, path) or b"") == want:
+        if sha256(read_file(conn, host, path) or b"") == want:
             continue  # already as the release has it: a write that is not needed cannot fail on a full disk
-        write_atomic(conn, path, data, mode_of(release, path))
-        if sha256(read_file(conn, path) or b"") != want:
+        write_atomic(conn, host, path, data, mode_of(release, path))
+        if sha256(read_file(conn, host, path) or b"") != want:
             return refused(f"{path} did not verify after writing")
     daemon_reload(conn, host)
     return None

@@ -111,7 +111,7 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
                     sh(conn, host, f"rm -f -- {shlex.quote(path)}")
                     progress(f"removed {path} (there was none before fleet)")
                 else:
-                    write_atomic(conn, path, data, int(files[path]["mode"], 8))
+                    write_atomic(conn, host, path, data, int(files[path]["mode"], 8))
                     progress(f"put back {path} as fleet found it")
             daemon_reload(conn, host)
             ReleaseStore(conn, host).clear_current()

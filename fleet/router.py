@@ -233,9 +233,9 @@ class RouterHooks:
         store = ReleaseStore(conn, host, ROUTER_ROOT)
         previous = store.current()
         planned = plan(book, host, workers, self.secrets)
-        same = (read_file(conn, unit_path(book)) == planned.unit_text.encode()
-                and read_file(conn, env_path(book)) == planned.env_text.encode()
-                and restore.key_installed(conn, planned))
+        same = (read_file(conn, host, unit_path(book)) == planned.unit_text.encode()
+                and read_file(conn, host, env_path(book)) == planned.env_text.encode()
+                and restore.key_installed(conn, host, planned))
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
             if outcome == Outcome.READY:
@@ -320,7 +320,7 @@ class RouterHooks:
             return Outcome.PREFLIGHT, copies
         sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
         for path, data in copies.items():
-            write_atomic(conn, path, data, restore.mode_of(release, path))
+            write_atomic(conn, self.host, path, data, restore.mode_of(release, path))
         daemon_reload(conn, self.host)
         restore.restart(conn, self.host, unit)
         return self._ready(conn)
@@ -392,7 +392,7 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
     try:
         diffs: list[str] = []
         for path, new in ((unit_path(book), planned.unit_text), (env_path(book), redact_env(planned.env_text))):
-            old = read_file(conn, path)
+            old = read_file(conn, hooks.host, path)
             old_text = redact_env(old.decode()) if old is not None else ""
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} (router)")

@@ -5,20 +5,19 @@ Everything here is I/O over one Fabric connection; what the output means is deci
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import posixpath
 import shlex
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabric import Connection
 
+from fleet import hostside
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.remote import run
+from fleet.remote import run, run_bytes
 
 
 class ServiceError(FleetError):
@@ -29,62 +28,38 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_file(conn: Connection, path: str) -> bytes | None:
-    """The file's bytes, or None when it does not exist."""
-    sftp = conn.sftp()
-    try:
-        with sftp.open(path, "rb") as f:
-            data: bytes = f.read()
-            return data
-    except FileNotFoundError:
+MISSING = 44  # read_file's exit status for "no such file" (cat's own failures exit 1)
+
+
+def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
+    """The file's bytes, or None when it does not exist; read as root on a become host."""
+    q = shlex.quote(path)
+    res = run_bytes(conn, host, f"[ -e {q} ] || exit {MISSING}; exec cat -- {q}", timeout=120)
+    if res.exited == MISSING:
         return None
-    except OSError as exc:
-        if getattr(exc, "errno", None) == 2:
-            return None
-        raise
+    if res.exited != 0:
+        why = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
+    return res.stdout
 
 
-def write_atomic(conn: Connection, path: str, data: bytes, mode: int) -> None:
-    """Never half a file, never a secret readable on the way, the owner kept:
-    - a symlink at `path` is refused (fleet replaces plain files only; it does not write through links);
-    - a temp file in the same folder, created exclusively (O_EXCL), its mode set before any data;
-    - the old file's owner and group given to it (root's when there was none);
-    - the data fsync'd, the temp renamed over the target, the folder fsync'd (`sync FILE`, one command)."""
-    sftp = conn.sftp()
-    folder = posixpath.dirname(path)
-    try:
-        old = sftp.lstat(path)
-    except OSError as exc:
-        if getattr(exc, "errno", None) != errno.ENOENT and not isinstance(exc, FileNotFoundError):
-            raise ServiceError(f"writing {path}: {exc}; the old file is untouched") from None
-        old = None
-    if old is not None and old.st_mode is not None and stat.S_ISLNK(old.st_mode):
-        raise ServiceError(f"writing {path}: it is a symlink; fleet replaces only plain files (remove the link "
-                           "or point the setting at the real file); nothing was written")
-    tmp = posixpath.join(folder, f".{posixpath.basename(path)}.fleet-{time.monotonic_ns()}")
-    try:
-        with sftp.open(tmp, "wbx") as f:
-            f.chmod(mode)  # before the data: a secret never sits in a world-readable file
-            if old is not None and old.st_uid is not None and old.st_gid is not None:
-                f.chown(old.st_uid, old.st_gid)
-            f.write(data)
-            f.flush()
-        q = shlex.quote
-        res = conn.run(f"sync {q(tmp)} && mv -fT {q(tmp)} {q(path)} && sync {q(folder)}", hide=True, warn=True,
-                       in_stream=False, timeout=60)
-        if not res.ok:
-            raise OSError((res.stderr or res.stdout).strip() or f"exit {res.exited}")
-    except OSError as exc:
-        try:
-            sftp.remove(tmp)
-        except OSError:
-            pass
-        raise ServiceError(f"writing {path}: {exc}{_space_left(conn, folder)}; the old file is untouched") from None
+def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int) -> None:
+    """`path` becomes `data`, or stays as it was (fleet/hostside/write.sh: temp file in the same folder, mode
+    before data, owner kept, synced, renamed; symlinks refused). The data travels on stdin, never in a command
+    line; on a become host it is written as root."""
+    res = run_bytes(conn, host, hostside.sh_command("write.sh", path, f"{mode:04o}"), data, timeout=120)
+    if res.exited != 0:
+        why = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        detail = why[-1] if why else f"exit {res.exited}"
+        if res.exited == 65:
+            raise ServiceError(f"writing {path}: {detail}; nothing was written")
+        raise ServiceError(f"writing {path}: {detail}{_space_left(conn, host, posixpath.dirname(path))}; "
+                           "the old file is untouched")
 
 
-def _space_left(conn: Connection, folder: str) -> str:
-    """SFTP reports a full disk as a bare "Failure": say so when the folder's filesystem is (nearly) full."""
-    res = conn.run(f"df -Pk {shlex.quote(folder)} | tail -n 1", hide=True, warn=True, in_stream=False, timeout=30)
+def _space_left(conn: Connection, host: Host, folder: str) -> str:
+    """Say so when the folder's filesystem is (nearly) full: the likeliest reason a write failed."""
+    res = run(conn, host, f"df -Pk {shlex.quote(folder)} | tail -n 1", timeout=30)
     bits = res.stdout.split()
     if len(bits) >= 6 and bits[3].isdigit() and int(bits[3]) < 64:
         return f" (no space left on device: {bits[3]} KiB free on {bits[5]})"
@@ -167,8 +142,7 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         raise ServiceError(f"{host.name}: cannot make a temporary folder to verify the unit: {res.stderr.strip()}")
     try:
         path = posixpath.join(folder, posixpath.basename(unit_path))
-        with conn.sftp().open(path, "wb") as f:
-            f.write(text.encode())
+        write_atomic(conn, host, path, text.encode(), 0o644)
         return verify_unit(conn, host, path)
     finally:
         run(conn, host, f"rm -rf {shlex.quote(folder)}")

@@ -62,7 +62,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
                 raise FleetError(f"{host.name}: no current release to measure (deploy first)")
             record = benching.run(conn, host, book, spec, d.venv, d.bench_key)
             record.update(release=current.id, rung=current.rung)
-            benching.store_in_release(conn, current.dir, record)
+            benching.store_in_release(conn, host, current.dir, record)
             return BenchOutcome(host.name, True, current.id, current.rung, record)
     finally:
         conn.close()
@@ -186,7 +186,7 @@ class Tuner:
             if final_ok:
                 run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
                 if best.bench:
-                    benching.store_in_release(conn, release.dir, {**best.bench, "release": release.id,
+                    benching.store_in_release(conn, self.host, release.dir, {**best.bench, "release": release.id,
                                                                   "rung": best.rung})
                 fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
                                      self.host.name, release.id, release.attempts)

@@ -31,6 +31,8 @@ HOST_HELP = {
     "group": "inventory group (repeatable)",
     "json": "print pure JSON on stdout, nothing else",
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
+    "ask_become_pass": "prompt once for the sudo password of become hosts that name no become_password "
+                       "(it goes to sudo on stdin, never in a command line)",
 }
 
 
@@ -76,10 +78,22 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     return chosen
 
 
-def options(accept_new_host_keys: bool = False) -> ConnectOptions:
+def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:
+    """How to connect, with the become hosts' sudo passwords resolved (and prompted for) before any contact."""
+    from fleet import inputs
     from fleet.connect import ConnectOptions
 
-    return ConnectOptions(accept_new_host_keys=accept_new_host_keys)
+    passwords = inputs.become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
+    return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords)
+
+
+def _ask_become_pass() -> str:
+    import getpass
+
+    if not sys.stdin.isatty():
+        raise FleetError("--ask-become-pass needs a terminal to prompt on; give the hosts a become_password "
+                         "reference (env: or file:) instead")
+    return getpass.getpass("BECOME password: ")
 
 
 def print_json(data: Any) -> None:

@@ -6,6 +6,8 @@ save the launcher, which a unit starts.
     status.sh       inv status: unit, release, health, drift hashes, power, metrics, leftovers, router
     patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches)
     scan.py         inv audit's scan of installed packages for arch gates (fleet.archgate)
+    write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
+                    (fleet.service.write_atomic), as root through sudo on a become host
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.render)
 
@@ -20,7 +22,7 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh")
 
 
 @functools.cache

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet import guard
-from fleet.connect import check_guard, route, wrap
+from fleet.connect import check_guard, route
 from fleet.errors import GuardError, InputError
 from fleet.inventory import Host
 
@@ -74,10 +74,3 @@ def test_guard_checks_every_hop_after_ssh_config(tmp_path):
                                  "Host ok\n  HostName 127.0.0.1\nHost bad\n  HostName 10.1.230.174\n")
     with pytest.raises(GuardError, match=r"ProxyJump hop 2 10.1.230.174"):
         check_guard(host)
-
-
-def test_become_wraps_the_command_quoted_for_sudo():
-    cmd = "echo 'a b' $(id -u); rm x"
-    assert wrap(BASE, cmd) == cmd
-    wrapped = wrap(dataclasses.replace(BASE, become=True, user="ops"), cmd)
-    assert wrapped == "sudo -n -- sh -c 'echo '\"'\"'a b'\"'\"' $(id -u); rm x'"

@@ -1,0 +1,49 @@
+"""A secret named, never written: `{env: NAME}` (fleet's own environment) or `{file: PATH}` (a local file),
+resolved on the machine fleet runs on, before any host is contacted. The value never reaches the output."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from fleet.errors import InputError
+
+
+class SecretRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SecretRef:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env or file")
+        return self
+
+    def where(self, key: str) -> str:
+        return f"{key}.env: ${self.env}" if self.env else f"{key}.file: {self.file}"
+
+
+def resolve(ref: SecretRef, owner: str, key: str, what: str = "secret", blank: str = "") -> str:
+    """The value, stripped of surrounding whitespace; InputError naming `owner` and `key` when it is unset,
+    unreadable, not UTF-8, blank (`blank` says why that matters), or holds control characters."""
+    where = f"{owner}: {ref.where(key)}"
+    if ref.env:
+        value = os.environ.get(ref.env, "").strip()
+        if not value:
+            raise InputError(f"{where} is not set or blank{blank}")
+    else:
+        try:
+            value = Path(str(ref.file)).expanduser().read_bytes().decode("utf-8").strip()
+        except OSError as exc:
+            raise InputError(f"{owner}: {key}.file: {exc.strerror}: {ref.file}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{where}: not UTF-8 text") from None
+        if not value:
+            raise InputError(f"{where}: the file holds no {what}{blank}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise InputError(f"{where}: the {what} has control characters")
+    return value
