@@ -28,19 +28,16 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-MISSING = 44  # read_file's exit status for "no such file" (cat's own failures exit 1)
-
-
 def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
-    """The file's bytes, or None when it does not exist; read as root on a become host."""
-    q = shlex.quote(path)
-    res = run_bytes(conn, host, f"[ -e {q} ] || exit {MISSING}; exec cat -- {q}", timeout=120)
-    if res.exited == MISSING:
+    """The file's bytes, or None when it does not exist; read as root on a become host. A file the reader
+    may not see (a folder it cannot enter) is an error, not a missing file."""
+    res = run_bytes(conn, host, f"LC_ALL=C cat -- {shlex.quote(path)}", timeout=120)
+    if res.exited == 0:
+        return res.stdout
+    why = res.stderr.decode("utf-8", "replace").strip().splitlines()
+    if res.exited == 1 and why and why[-1].endswith(": No such file or directory"):
         return None
-    if res.exited != 0:
-        why = res.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
-    return res.stdout
+    raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
 
 
 def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int) -> None:
