@@ -150,7 +150,9 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
            f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
            f"&& mv {o}.tmp {o}; then echo ACQUIRED; else rm -rf {d}; exit 4; fi; "  # never a lock without owner
-           f"else echo HELD; cat {o} 2>/dev/null || true; fi")  # no owner.json yet: a rival between mkdir and mv
+           # no owner.json yet: a rival between its mkdir and mv; give it up to a second to name itself
+           f"else echo HELD; for i in 1 2 3 4 5 6 7 8 9 10; do cat {o} 2>/dev/null && break; sleep 0.1; done; "
+           "true; fi")
     res = remote.run(conn, host, cmd, timeout=30)
     out = res.stdout.strip()
     if res.ok and out == "ACQUIRED":
