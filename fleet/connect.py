@@ -10,29 +10,31 @@ and the sandbox guard on the target and every jump hop before a packet leaves.
 
 from __future__ import annotations
 
-import os
+import shlex
 import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import paramiko
 from fabric import Config, Connection
 from paramiko.ssh_exception import (
     AuthenticationException,
     BadHostKeyException,
+    ChannelException,
     NoValidConnectionsError,
     SSHException,
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleet import guard, keepalive, knownhosts, remote
+from fleet import guard, keepalive, knownhosts, remote, sshauth, sshconfig
 from fleet.errors import ConnectError, InputError
 from fleet.inventory import Host
+from fleet.sshconfig import Endpoint
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
-DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,17 +55,6 @@ class ConnectOptions:
     become_passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a hop really goes once ssh_config is applied."""
-
-    alias: str
-    hostname: str
-    port: int
-    user: str
-    identity_files: tuple[str, ...]
-
-
 _known_hosts_lock = threading.Lock()  # appends to known_hosts (first contact) one at a time
 
 
@@ -78,19 +69,21 @@ class HostCertificatesUnsupported(SSHException):
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Asked before authentication when the host's key is not among its known (unrevoked) keys: a revoked key
     and a host only a @cert-authority line vouches for are refused; an unknown key is refused too, or on
-    first contact (--accept-new-host-keys) recorded. A changed key still fails (BadHostKeyException)."""
+    first contact (--accept-new-host-keys) recorded in the first user known_hosts file. A changed key still
+    fails (BadHostKeyException)."""
 
     def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool):
         self.path, self.known, self.accept_new = path, known, accept_new
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        line = self.known.revoked(hostname, key)
-        if line is not None:
-            raise RevokedHostKey(f"host key {key.get_name()} is marked @revoked in {self.path}:{line}: refusing")
-        line = self.known.authority_for(hostname)
-        if line is not None and not self.accept_new:
+        where = self.known.revoked(hostname, key)
+        if where is not None:
+            raise RevokedHostKey(f"host key {key.get_name()} {key.fingerprint} is marked @revoked in {where}: "
+                                 "refusing")
+        where = self.known.authority_for(hostname)
+        if where is not None and not self.accept_new:
             raise HostCertificatesUnsupported(
-                f"only a @cert-authority line ({self.path}:{line}) vouches for this host, and fleet does not "
+                f"only a @cert-authority line ({where}) vouches for this host, and fleet does not "
                 "verify host certificates: add the host's own key to known_hosts (ssh-keyscan, checked "
                 "against its console) or re-run with --accept-new-host-keys on first contact")
         if not self.accept_new:
@@ -102,62 +95,39 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
-def _ssh_config(host: Host) -> paramiko.SSHConfig:
-    path = Path(host.ssh_config).expanduser() if host.ssh_config else DEFAULT_SSH_CONFIG.expanduser()
-    if host.ssh_config and not path.is_file():
-        raise InputError(f"{host.source}: hosts.{host.name}.ssh_config: no such file {path}")
-    return paramiko.SSHConfig.from_path(str(path)) if path.is_file() else paramiko.SSHConfig()
-
-
-def _endpoint(alias: str, cfg: paramiko.SSHConfig, user: str | None, port: int | None,
-              identity: str | None) -> Endpoint:
-    found = cfg.lookup(alias)
-    files = [identity] if identity else found.get("identityfile", [])
-    return Endpoint(
-        alias=alias,
-        hostname=found.get("hostname", alias),
-        port=int(port or str(found.get("port", 22))),
-        user=user or found.get("user") or "root",
-        identity_files=tuple(os.path.expanduser(p) for p in files),
-    )
-
-
-def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
-    user, _, rest = spec.rpartition("@")
-    host, port = rest, None
-    if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") else None
-    elif rest.count(":") == 1:
-        host, p = rest.split(":")
-        port = int(p)
-    return (user or None), host, port
-
-
 def route(host: Host) -> tuple[Endpoint, list[Endpoint]]:
-    """The target and the jump hops (first hop first), with ssh_config applied. No network I/O."""
-    cfg = _ssh_config(host)
-    found = cfg.lookup(host.address)
-    # The inventory's own settings win over ssh_config; ssh_config fills what the inventory leaves out.
-    target = _endpoint(host.address, cfg, host.user, host.port, host.identity_file)
-    jump = host.proxy_jump or found.get("proxyjump")
-    hops: list[Endpoint] = []
-    if jump and jump.lower() != "none":
-        for spec in jump.split(","):
-            try:
-                user, alias, port = _parse_jump(spec.strip())
-            except ValueError:
-                raise InputError(f"{host.source}: hosts.{host.name}: bad ProxyJump {spec!r}") from None
-            hops.append(_endpoint(alias, cfg, user, port, None))
-    return target, hops
+    """The target and the jump hops (first hop first), with ssh_config applied. No network I/O. Under
+    FLEET_SANDBOX_ONLY a config that would run a command (Match exec) or resolve names on lookup is refused
+    first, and a ProxyCommand is taken only as an `ssh -W` hop."""
+    where = f"{host.source}: hosts.{host.name}"
+    cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
+    sandbox = guard.enabled()
+    if sandbox:
+        cfg.refuse_risky(where)
+    try:
+        # The inventory's own settings win over ssh_config (as ssh's -l, -p, -i, -J do over the file).
+        target = sshconfig.endpoint(cfg, host.address, user=host.user, port=host.port, identity=host.identity_file,
+                                    jump=host.proxy_jump, sandbox=sandbox)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return target, list(target.hops)
 
 
-def check_guard(host: Host) -> None:
-    """Refuse (GuardError) before any packet if FLEET_SANDBOX_ONLY=1 and any hop leaves the sandbox."""
+def check_guard(host: Host) -> dict[Endpoint, str]:
+    """Refuse (GuardError) before any packet if FLEET_SANDBOX_ONLY=1 and any hop leaves the sandbox. Returns
+    the address each hop is pinned to (resolved once, here): connections go there, so a second DNS answer
+    cannot send them elsewhere. Without the guard, nothing is pinned and names resolve as OpenSSH does (a
+    jump host resolves the next hop by its own DNS)."""
     target, hops = route(host)
+    pins: dict[Endpoint, str] = {}
     for i, hop in enumerate(hops):
-        guard.check(hop.hostname, f"{host.name}: ProxyJump hop {i + 1}")
-    guard.check(target.hostname, f"{host.name}:")
+        pin = guard.pin(hop.hostname, f"{host.name}: ProxyJump hop {i + 1}")
+        if pin:
+            pins[hop] = pin
+    pin = guard.pin(target.hostname, f"{host.name}:")
+    if pin:
+        pins[target] = pin
+    return pins
 
 
 def _is_connect_error(exc: BaseException) -> bool:
@@ -170,68 +140,148 @@ def _is_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
-def _connection(ep: Endpoint, known_hosts: Path, opts: ConnectOptions, gateway: Connection | None) -> Connection:
+@dataclass
+class Trace:
+    """How a connection was made, hop by hop, for `-v` (like `ssh -v`, without secrets)."""
+
+    lines: list[str] = field(default_factory=list)
+
+
+class Hop(Connection):  # type: ignore[misc]
+    """A Fabric Connection that makes its own socket on every open: to the pinned address, through the hop
+    before it (a direct-tcpip channel), or through a ProxyCommand; and closes the hops behind it. Class
+    attributes, because a Fabric Connection turns unknown attributes into config keys."""
+
+    endpoint: Endpoint | None = None
+    role: str = "target"
+    pin: str | None = None
+    via: Hop | None = None
+    known: knownhosts.KnownHosts = knownhosts.KnownHosts()
+    strategy: sshauth.Strategy | None = None
+    timeouts: Timeouts = Timeouts()
+    trace: Trace | None = None
+
+    def _socket(self) -> Any:
+        ep = self.endpoint
+        assert ep is not None
+        where = (self.pin or ep.hostname, ep.port)
+        if self.via is not None:
+            self.via.open()
+            assert self.via.transport is not None
+            return self.via.transport.open_channel("direct-tcpip", where, ("", 0), timeout=self.timeouts.connect)
+        if ep.proxy_command:
+            return paramiko.ProxyCommand("sh -c " + shlex.quote(ep.proxy_command))
+        return socket.create_connection(where, timeout=self.timeouts.connect)
+
+    def open(self) -> Any:
+        if self.is_connected:
+            return None
+        self.connect_kwargs["sock"] = self._socket()
+        result = super().open()
+        self._record()
+        return result
+
+    def _record(self) -> None:
+        ep, trace = self.endpoint, self.trace
+        if ep is None or trace is None or self.transport is None:
+            return
+        how = (f"pinned to {self.pin}" if self.pin else "resolved by name") + (
+            f", through {self.via.endpoint.alias}" if self.via is not None and self.via.endpoint else "") + (
+            f", through ProxyCommand {ep.proxy_command!r}" if ep.proxy_command else "")
+        trace.lines.append(f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})")
+        key = self.transport.get_remote_server_key()
+        where = self.known.where(ep.key_name, key) or "recorded on first contact"
+        trace.lines.append(f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched "
+                           f"{where}")
+        if self.strategy is not None:
+            for note in self.strategy.notes:
+                trace.lines.append(f"{self.role}: identity {note.what}: {note.fate}")
+
+    def close(self) -> None:
+        super().close()
+        if self.via is not None:
+            self.via.close()
+
+
+def known_hosts_files(host: Host, ep: Endpoint) -> tuple[list[Path], Path]:
+    """The files a hop's host keys are read from (the inventory's known_hosts, else ssh_config's
+    UserKnownHostsFile, then GlobalKnownHostsFile) and the one a first contact is recorded in."""
+    users = [Path(host.known_hosts).expanduser()] if host.known_hosts else [Path(p) for p in ep.user_known_hosts]
+    files = users + [Path(p) for p in ep.global_known_hosts]
+    return files, users[0] if users else Path(DEFAULT_KNOWN_HOSTS).expanduser()
+
+
+def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: Hop | None, pin: str | None,
+                trace: Trace) -> Hop:
     t = opts.timeouts
-    conn = Connection(
-        host=ep.hostname, user=ep.user, port=ep.port, gateway=gateway or False,
+    strategy = sshauth.Strategy(ep)
+    # paramiko looks host keys up as HOST, or [HOST]:PORT off port 22; HostKeyAlias is taken as it is
+    name, port = (ep.host_key_alias, 22) if ep.host_key_alias else (ep.hostname, ep.port)
+    conn = Hop(
+        host=name, user=ep.user, port=port,
         config=Config(overrides={"load_ssh_configs": False}),
         connect_timeout=int(t.connect),
-        connect_kwargs={
-            # no identity named: ssh-agent, then ~/.ssh/id_* (Fabric cannot take key_filename=None)
-            **({"key_filename": list(ep.identity_files)} if ep.identity_files else {}),
-            "look_for_keys": not ep.identity_files,
-            "allow_agent": not ep.identity_files,
-            "banner_timeout": t.banner,
-            "auth_timeout": t.auth,
-        },
+        connect_kwargs={"auth_strategy": strategy, "banner_timeout": t.banner, "auth_timeout": t.auth},
     )
-    client = conn.client
-    name = ep.hostname if ep.port == 22 else f"[{ep.hostname}]:{ep.port}"  # how paramiko looks the host up
-    known = knownhosts.load(known_hosts)
-    for keytype, key in known.keys_for(name).items():
-        client.get_host_keys().add(name, keytype, key)
-    client.set_missing_host_key_policy(_HostKeyPolicy(known_hosts, known, opts.accept_new_host_keys))
+    files, record_in = known_hosts_files(host, ep)
+    known = knownhosts.load_all(files)
+    conn.endpoint, conn.role, conn.pin, conn.via, conn.known = ep, role, pin, via, known
+    conn.strategy, conn.timeouts, conn.trace = strategy, t, trace
+    for keytype, key in known.keys_for(ep.key_name).items():
+        conn.client.get_host_keys().add(ep.key_name, keytype, key)
+    conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys))
     return conn
 
 
-def _describe(host: Host, ep: Endpoint, exc: BaseException, known_hosts: Path, timeout: float) -> str:
-    where = f"{host.name} ({ep.user}@{ep.hostname}:{ep.port})"
+def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
+    ep = conn.endpoint
+    assert ep is not None
+    where = f"{host.name} ({ep.user}@{ep.hostname}:{ep.port}{'' if conn.role == 'target' else ', ' + conn.role})"
+    files = ", ".join(str(p) for p in known_hosts_files(host, ep)[0])
     if isinstance(exc, BadHostKeyException):
-        return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.get_fingerprint().hex()}, "
-                f"known_hosts {known_hosts} has another): refusing; if the host was reinstalled, remove its "
-                f"old entry")
+        return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.fingerprint}, known_hosts "
+                f"({files}) has another for {ep.key_name}): refusing; if the host was reinstalled, remove its old "
+                "entry")
     if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
         return f"{where}: {exc}"
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
-        return f"{where}: host key unknown (not in {known_hosts}); first contact? re-run with --accept-new-host-keys"
-    if isinstance(exc, SSHException) and "No authentication methods available" in str(exc):
-        return (f"{where}: no key to offer: no identity_file (inventory or ssh_config IdentityFile), no ssh-agent "
-                f"(SSH_AUTH_SOCK) and no default key (~/.ssh/id_rsa, id_ecdsa, id_ed25519)")
-    if isinstance(exc, AuthenticationException):
-        return (f"{where}: authentication failed for user {ep.user} ({exc}); check the key it offers "
-                f"(identity_file / ssh_config IdentityFile) is in that user's authorized_keys")
+        return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); first contact? re-run with "
+                "--accept-new-host-keys")
+    if isinstance(exc, AuthenticationException) and conn.strategy is not None:
+        return f"{where}: {conn.strategy.explain()}"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return (f"{where}: timed out connecting after {timeout:.0f}s (no answer: host down, link cut or a "
                 f"firewall); check it is up and reachable (ping, its console), then retry")
-    if isinstance(exc, NoValidConnectionsError):
-        return (f"{where}: connection refused or unreachable ({exc.strerror or exc}); check sshd runs there "
-                f"and the address and port are right")
+    if isinstance(exc, socket.gaierror):
+        return f"{where}: cannot resolve {ep.hostname} ({exc.strerror})"
+    if isinstance(exc, ChannelException):
+        via = conn.via.endpoint.alias if conn.via is not None and conn.via.endpoint else "the jump host"
+        return f"{where}: {via} could not open a connection to it ({exc.text}); check the address and port"
+    if isinstance(exc, (NoValidConnectionsError, ConnectionError, OSError)):
+        return (f"{where}: connection refused or unreachable ({getattr(exc, 'strerror', None) or exc}); check "
+                "sshd runs there and the address and port are right")
     return f"{where}: {type(exc).__name__}: {exc}"
+
+
+def trace_of(conn: Connection) -> list[str]:
+    """How conn was made (hops, host keys and the lines that vouched for them, identities offered)."""
+    trace = getattr(conn, "trace", None)
+    return list(trace.lines) if isinstance(trace, Trace) else []
 
 
 def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connection:
     """Open and return a connected Fabric Connection (guard, host keys, keepalive, retries)."""
     opts = opts or ConnectOptions()
-    check_guard(host)
+    pins = check_guard(host)
     target, hops = route(host)
-    known_hosts = Path(host.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-    gateway: Connection | None = None
-    chain: list[tuple[Endpoint, Connection]] = []
-    for ep in [*hops, target]:
-        conn = _connection(ep, known_hosts, opts, gateway)
-        chain.append((ep, conn))
-        gateway = conn
-    ep, conn = chain[-1]
+    trace = Trace()
+    via: Hop | None = None
+    chain: list[Hop] = []
+    for i, ep in enumerate([*hops, target]):
+        role = "target" if i == len(hops) else f"jump host {i + 1}"
+        via = _connection(host, ep, role, opts, via, pins.get(ep), trace)
+        chain.append(via)
+    conn = chain[-1]
     try:
         for attempt in Retrying(
             stop=stop_after_attempt(opts.attempts),
@@ -240,13 +290,13 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             reraise=True,
         ):
             with attempt:
+                trace.lines.clear()
                 conn.open()
     except Exception as exc:
-        for hop_ep, hop in chain[:-1]:
-            if not hop.is_connected:
-                raise ConnectError(_describe(host, hop_ep, exc, known_hosts, opts.timeouts.connect)) from None
-        raise ConnectError(_describe(host, ep, exc, known_hosts, opts.timeouts.connect)) from None
-    for _, c in chain:
+        failed = next((hop for hop in chain if not hop.is_connected), conn)
+        conn.close()
+        raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect)) from None
+    for c in chain:
         keepalive.start(c.transport, opts.timeouts.keepalive_interval, opts.timeouts.keepalive_count_max)
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))
@@ -254,4 +304,3 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
         conn.close()
         raise
     return conn
-

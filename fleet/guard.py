@@ -41,11 +41,15 @@ def addresses(hostname: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def check(hostname: str, role: str) -> None:
-    """Raise GuardError unless every address of hostname is allowed. role says which hop this is."""
+def pin(hostname: str, role: str) -> str | None:
+    """Under FLEET_SANDBOX_ONLY: the one address hostname is connected to, after every address it resolves to
+    was judged (GuardError otherwise); None when the guard is off. role says which hop this is."""
     if not enabled():
-        return
-    for ip in addresses(hostname):
+        return None
+    ips = addresses(hostname)
+    for ip in ips:
         if not allowed(ip):
             raise GuardError(f"{role} {hostname} ({ip}) refused: FLEET_SANDBOX_ONLY=1 allows only loopback and "
                              f"the sandbox subnets ({', '.join(map(str, SANDBOX_NETWORKS))}); nothing was sent")
+    return ips[0]
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,29 +29,50 @@ class Marked:
     marker: str
     patterns: tuple[str, ...]
     key: str  # "KEYTYPE BASE64"
-    line: int
+    where: str  # FILE:LINE
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A host key line: the hostnames field (names, patterns or hashes) and its key."""
+
+    patterns: tuple[str, ...]
+    key: paramiko.PKey
+    where: str  # FILE:LINE
 
 
 @dataclass
 class KnownHosts:
-    keys: paramiko.HostKeys = field(default_factory=paramiko.HostKeys)
+    entries: list[Entry] = field(default_factory=list)
     marked: list[Marked] = field(default_factory=list)
 
-    def revoked(self, hostname: str, key: paramiko.PKey) -> int | None:
-        """The line that revokes this key for this host, or None."""
+    def revoked(self, hostname: str, key: paramiko.PKey) -> str | None:
+        """Where the line that revokes this key for this host is, or None."""
         kid = f"{key.get_name()} {key.get_base64()}"
-        return next((m.line for m in self.marked if m.marker == "revoked" and m.key == kid
+        return next((m.where for m in self.marked if m.marker == "revoked" and m.key == kid
                      and matches(m.patterns, hostname)), None)
 
-    def authority_for(self, hostname: str) -> int | None:
-        """The line of a @cert-authority entry whose patterns cover this host, or None."""
-        return next((m.line for m in self.marked if m.marker == "cert-authority" and matches(m.patterns, hostname)),
+    def authority_for(self, hostname: str) -> str | None:
+        """Where a @cert-authority entry whose patterns cover this host is, or None."""
+        return next((m.where for m in self.marked if m.marker == "cert-authority" and matches(m.patterns, hostname)),
                     None)
 
     def keys_for(self, hostname: str) -> dict[str, paramiko.PKey]:
-        """The host's known keys (its `[host]:port` name for a port other than 22), revoked ones left out."""
-        found: dict[str, paramiko.PKey] = dict(self.keys.lookup(hostname) or {})
-        return {kind: key for kind, key in found.items() if self.revoked(hostname, key) is None}
+        """The host's known keys by type (the first line of each type wins, as in OpenSSH's file order), under
+        its `[host]:port` name for a port other than 22; revoked ones left out."""
+        found: dict[str, paramiko.PKey] = {}
+        for e in self.entries:
+            kind = e.key.get_name()
+            if kind not in found and matches(e.patterns, hostname) and self.revoked(hostname, e.key) is None:
+                found[kind] = e.key
+        return found
+
+    def where(self, hostname: str, key: paramiko.PKey) -> str | None:
+        """The line that vouches for this host's key, for `-v`."""
+        return next((e.where for e in self.entries if e.key == key and matches(e.patterns, hostname)), None)
+
+    def __add__(self, other: KnownHosts) -> KnownHosts:
+        return KnownHosts(self.entries + other.entries, self.marked + other.marked)
 
 
 def matches(patterns: tuple[str, ...], hostname: str) -> bool:
@@ -76,7 +98,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
 
 
-def parse(text: str) -> KnownHosts:
+def parse(text: str, path: str = "known_hosts") -> KnownHosts:
     known = KnownHosts()
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -86,15 +108,14 @@ def parse(text: str) -> KnownHosts:
             fields = line.split()
             if len(fields) >= 4 and fields[0] in ("@revoked", "@cert-authority"):
                 known.marked.append(Marked(fields[0][1:], tuple(fields[1].split(",")), f"{fields[2]} {fields[3]}",
-                                           number))
+                                           f"{path}:{number}"))
             continue  # an unknown marker: OpenSSH ignores the line too
         try:
             entry = HostKeyEntry.from_line(line, number)
         except (InvalidHostKey, ValueError):
             continue
         if entry is not None and entry.key is not None:
-            for name in entry.hostnames:
-                known.keys.add(name, entry.key.get_name(), entry.key)
+            known.entries.append(Entry(tuple(entry.hostnames), entry.key, f"{path}:{number}"))
     return known
 
 
@@ -113,5 +134,13 @@ def load(path: Path) -> KnownHosts:
         stamp = (st.st_mtime_ns, st.st_size)
         cached = _parsed.get(path)
         if cached is None or cached[0] != stamp:
-            cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace")))
+            cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace"), str(path)))
         return cached[1]
+
+
+def load_all(paths: Sequence[Path]) -> KnownHosts:
+    """Several files as OpenSSH reads them for one host (the user's files, then the global ones)."""
+    known = KnownHosts()
+    for path in paths:
+        known = known + load(path)
+    return known

@@ -35,8 +35,8 @@ def test_markers_plain_hashed_and_port_entries(keys):
     assert set(known.keys_for("10.0.0.1")) == {"ssh-ed25519"} and known.keys_for("web1")
     assert known.keys_for("10.0.0.7")  # the hashed name
     assert known.keys_for("[10.0.0.2]:2222") == {}  # b is revoked everywhere: it is never offered as known
-    assert known.revoked("[10.0.0.2]:2222", _pkey(b)) == 6 and known.revoked("10.0.0.1", _pkey(a)) is None
-    assert known.authority_for("gpu1.corp") == 7 and known.authority_for("bad.corp") is None
+    assert known.revoked("[10.0.0.2]:2222", _pkey(b)) == "known_hosts:6" and known.revoked("10.0.0.1", _pkey(a)) is None
+    assert known.authority_for("gpu1.corp") == "known_hosts:7" and known.authority_for("bad.corp") is None
     assert known.authority_for("10.0.0.1") is None
 
 
