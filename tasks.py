@@ -26,15 +26,18 @@ def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_
     raise Exit(code=execute.command(hosts, cmd, opts, json))
 
 
-@task(iterable=["host", "group"], help=HOST_HELP)
+@task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "
+                                                             "every hop and its address, the known_hosts line "
+                                                             "that vouched for each host key, each key offered"})
 @reports_errors
-def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
+def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
+          verbose=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=probing.command(hosts, opts, json))
+    raise Exit(code=probing.command(hosts, opts, json, verbose))
 
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",

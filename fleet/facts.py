@@ -104,6 +104,7 @@ class HostFacts(BaseModel):
     disk: dict[str, DiskFree] = Field(default_factory=dict)
     unit: UnitState | None = None
     warnings: list[str] = Field(default_factory=list)
+    connection: list[str] = Field(default_factory=list)  # how fleet reached it (fleet.connect.trace_of)
     probed_at: str | None = None  # ISO time, set by whoever runs the probe (parse is pure)
 
     @classmethod

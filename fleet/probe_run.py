@@ -12,7 +12,7 @@ from pathlib import Path
 from fabric import Connection
 
 from fleet import parallel, probe
-from fleet.connect import ConnectOptions, open_connection
+from fleet.connect import ConnectOptions, open_connection, trace_of
 from fleet.facts import HostFacts
 from fleet.inventory import Host
 from fleet.remote import run
@@ -27,7 +27,9 @@ def facts_dir() -> Path:
 def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
     conn = open_connection(host, opts)
     try:
-        return probe_on(conn, host)
+        facts = probe_on(conn, host)
+        facts.connection = trace_of(conn)
+        return facts
     finally:
         conn.close()
 

@@ -114,7 +114,10 @@ class Strategy(AuthStrategy):
             except FileNotFoundError:
                 note.fate = "no such file"
                 continue
-            except PasswordRequiredException:
+            except (PasswordRequiredException, TypeError) as exc:
+                # paramiko 4 says so with a TypeError for OpenSSH-format keys, older ones with its own exception
+                if isinstance(exc, TypeError) and "password" not in str(exc):
+                    raise
                 note.fate = "passphrase-protected and no ssh-agent holds it (run ssh-add on it)"
                 continue
             except (OSError, SSHException, ValueError) as exc:

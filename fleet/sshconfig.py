@@ -164,9 +164,9 @@ class Endpoint:
 
 
 def _files(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    if not value or value.lower() == "none":
-        return default if not value else ()
-    return tuple(os.path.expanduser(p) for p in _split_args(value))
+    if value and value.lower() == "none":
+        return ()
+    return tuple(os.path.expanduser(p) for p in (_split_args(value) if value else default))
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None]:

@@ -9,7 +9,7 @@ from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.inventory import Host
 
 
-def command(hosts: list[Host], opts: ConnectOptions, as_json: bool) -> int:
+def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: bool = False) -> int:
     facts = probe_run.probe_hosts(hosts, opts)
     if as_json:
         print_json({"hosts": [f.model_dump() for f in facts]})
@@ -17,6 +17,10 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool) -> int:
         from fleet.cli.probe_view import render
 
         render(facts, console)
+        if verbose:
+            for f in facts:
+                for line in f.connection or ([f"not reached: {f.error}"] if f.error else []):
+                    console.print(f"{f.host}: {line}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK if all(f.ok for f in facts) else EXIT_HOST_FAILED
 
 

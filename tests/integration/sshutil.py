@@ -22,12 +22,17 @@ def sh(host: Host, command: str, opts: ConnectOptions | None = None) -> CommandR
 
 
 _connects: list = []
+_lookups: list = []
 _recording = threading.local()
 
 
 def _audit(event, args):
-    if event == "socket.connect" and getattr(_recording, "on", False):
+    if not getattr(_recording, "on", False):
+        return
+    if event == "socket.connect":
         _connects.append(args[1])
+    elif event == "socket.getaddrinfo":
+        _lookups.append(args[0])
 
 
 sys.addaudithook(_audit)
@@ -37,8 +42,14 @@ sys.addaudithook(_audit)
 def recording_connects() -> Iterator[list]:
     """Every socket.connect this thread makes inside the block: its (address, port) list."""
     _connects.clear()
+    _lookups.clear()
     _recording.on = True
     try:
         yield _connects
     finally:
         _recording.on = False
+
+
+def lookups() -> list:
+    """The names getaddrinfo was asked for inside the last recording_connects block."""
+    return list(_lookups)
