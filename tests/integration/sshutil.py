@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
-from fleet.remote import CommandResult, run
+from fleet.remote import CommandResult, run, run_bytes
 
 
 def sh(host: Host, command: str, opts: ConnectOptions | None = None) -> CommandResult:
@@ -53,3 +53,18 @@ def recording_connects() -> Iterator[list]:
 def lookups() -> list:
     """The names getaddrinfo was asked for inside the last recording_connects block."""
     return list(_lookups)
+
+
+def make_sudo_user(root: Host, name: str, password: str) -> None:
+    """A login user on the host with root's authorized key and `ALL=(ALL:ALL) ALL` (sudo asks for the password),
+    made through root; the password goes to chpasswd on stdin, never in a command line."""
+    sh(root, f"id {name} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {name}; "
+             f"install -d -m 0700 -o {name} -g {name} ~{name}/.ssh && install -m 0600 -o {name} -g {name} "
+             f"/root/.ssh/authorized_keys ~{name}/.ssh/authorized_keys; "
+             f"echo '{name} ALL=(ALL:ALL) ALL' > /etc/sudoers.d/{name} && chmod 0440 /etc/sudoers.d/{name}")
+    conn = open_connection(root)
+    try:
+        res = run_bytes(conn, root, "chpasswd", f"{name}:{password}\n".encode(), 30)
+        assert res.exited == 0, res.stderr
+    finally:
+        conn.close()

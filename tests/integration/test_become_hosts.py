@@ -24,17 +24,8 @@ DIR = "/root/fleet-become-test"
 def ops(sandbox, sandbox_inventory):
     """User ops on the host, with a password and `ALL=(ALL:ALL) ALL` (sudo asks for the password)."""
     root = sandbox_inventory.hosts[HOST]
-    sshutil.sh(root, "id ops >/dev/null 2>&1 || useradd --create-home --shell /bin/bash ops; "
-                     "install -d -m 0700 -o ops -g ops ~ops/.ssh && install -m 0600 -o ops -g ops "
-                     "/root/.ssh/authorized_keys ~ops/.ssh/authorized_keys; "
-                     "echo 'ops ALL=(ALL:ALL) ALL' > /etc/sudoers.d/ops && chmod 0440 /etc/sudoers.d/ops; "
-                     f"rm -rf {DIR} && mkdir -m 0700 {DIR}")
-    conn = open_connection(root)
-    try:
-        res = run(conn, root, f"printf '%s\\n' 'ops:{PASSWORD}' | chpasswd")  # the test's own password
-        assert res.ok, res.stderr
-    finally:
-        conn.close()
+    sshutil.make_sudo_user(root, "ops", PASSWORD)
+    sshutil.sh(root, f"rm -rf {DIR} && mkdir -m 0700 {DIR}")
     yield dataclasses.replace(root, user="ops", become=True)
     sshutil.sh(root, f"rm -rf {DIR}")
 
