@@ -118,15 +118,16 @@ def check_guard(host: Host) -> dict[Endpoint, str]:
     the address each hop is pinned to (resolved once, here): connections go there, so a second DNS answer
     cannot send them elsewhere. Without the guard, nothing is pinned and names resolve as OpenSSH does (a
     jump host resolves the next hop by its own DNS)."""
-    target, hops = route(host)
+    return _pins(host, *route(host))
+
+
+def _pins(host: Host, target: Endpoint, hops: list[Endpoint]) -> dict[Endpoint, str]:
     pins: dict[Endpoint, str] = {}
-    for i, hop in enumerate(hops):
-        pin = guard.pin(hop.hostname, f"{host.name}: ProxyJump hop {i + 1}")
+    for ep, role in [*((hop, f"{host.name}: ProxyJump hop {i + 1}") for i, hop in enumerate(hops)),
+                     (target, f"{host.name}:")]:
+        pin = guard.pin(ep.hostname, role)
         if pin:
-            pins[hop] = pin
-    pin = guard.pin(target.hostname, f"{host.name}:")
-    if pin:
-        pins[target] = pin
+            pins[ep] = pin
     return pins
 
 
@@ -272,8 +273,8 @@ def trace_of(conn: Connection) -> list[str]:
 def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connection:
     """Open and return a connected Fabric Connection (guard, host keys, keepalive, retries)."""
     opts = opts or ConnectOptions()
-    pins = check_guard(host)
     target, hops = route(host)
+    pins = _pins(host, target, hops)
     trace = Trace()
     via: Hop | None = None
     chain: list[Hop] = []

@@ -112,6 +112,15 @@ def test_a_passphrase_protected_key_without_an_agent_is_one_line_naming_it_and_w
     assert [line.split("identity ", 1)[1].split(": ")[1] for line in trace if " identity " in line] == ["accepted"]
 
 
+def test_the_users_own_ssh_config_is_read_when_the_inventory_names_none(sandbox_inventory, home):
+    sbx1 = sandbox_inventory.hosts["sbx1"]
+    (home / ".ssh/config").write_text(f"Host gpu-box\n  HostName {sbx1.address}\n  User root\n"
+                                      f"  IdentityFile {sbx1.identity_file}\n")
+    host = dataclasses.replace(sbx1, address="gpu-box", ssh_config=None, identity_file=None, user=None)
+    name, trace = traced(host)
+    assert name == "sbx1" and f"target: identity {sbx1.identity_file}: accepted" in trace
+
+
 def test_known_hosts_files_from_ssh_config_hashed_and_global_and_the_line_that_matched(
         sandbox_inventory, tmp_path, home):
     sbx0 = sandbox_inventory.hosts["sbx0"]
