@@ -10,8 +10,8 @@ and the sandbox guard on the target and every jump hop before a packet leaves.
 
 from __future__ import annotations
 
-import shlex
 import socket
+import subprocess
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -107,7 +107,7 @@ def route(host: Host) -> tuple[Endpoint, list[Endpoint]]:
     try:
         # The inventory's own settings win over ssh_config (as ssh's -l, -p, -i, -J do over the file).
         target = sshconfig.endpoint(cfg, host.address, user=host.user, port=host.port, identity=host.identity_file,
-                                    jump=host.proxy_jump, sandbox=sandbox)
+                                    jump=host.proxy_jump, sandbox=sandbox, hop_identity=host.identity_file)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
     return target, list(target.hops)
@@ -141,17 +141,34 @@ def _is_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
-@dataclass
-class Trace:
-    """How a connection was made, hop by hop, for `-v` (like `ssh -v`, without secrets)."""
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand run through `sh -c` as OpenSSH runs it, its stderr to ours (as ssh leaves it,
+    and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
 
-    lines: list[str] = field(default_factory=list)
+    def __init__(self, command: str):  # not super().__init__: it splits the command and pipes its stderr
+        self.cmd = ["sh", "-c", command]
+        self.process = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.timeout = None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 class Hop(Connection):  # type: ignore[misc]
     """A Fabric Connection that makes its own socket on every open: to the pinned address, through the hop
-    before it (a direct-tcpip channel), or through a ProxyCommand; and closes the hops behind it. Class
-    attributes, because a Fabric Connection turns unknown attributes into config keys."""
+    before it (a direct-tcpip channel), or through a ProxyCommand. Jump hosts are shared: every target behind
+    the same chain in this process rides one authenticated connection to it (a bastion sees one handshake,
+    not one per target, so its sshd's MaxStartups never drops fleet's), which closes with its last user.
+    Class attributes, because a Fabric Connection turns unknown attributes into config keys."""
 
     endpoint: Endpoint | None = None
     role: str = "target"
@@ -160,7 +177,10 @@ class Hop(Connection):  # type: ignore[misc]
     known: knownhosts.KnownHosts = knownhosts.KnownHosts()
     strategy: sshauth.Strategy | None = None
     timeouts: Timeouts = Timeouts()
-    trace: Trace | None = None
+    lines: list[str] = []  # how it was reached, set on each open
+    users: int = 0  # targets and hops riding a shared jump host
+    shared_key: tuple[Any, ...] | None = None
+    opening: threading.Lock | None = None
 
     def _socket(self) -> Any:
         ep = self.endpoint
@@ -171,37 +191,77 @@ class Hop(Connection):  # type: ignore[misc]
             assert self.via.transport is not None
             return self.via.transport.open_channel("direct-tcpip", where, ("", 0), timeout=self.timeouts.connect)
         if ep.proxy_command:
-            return paramiko.ProxyCommand("sh -c " + shlex.quote(ep.proxy_command))
+            return _ProxyCommand(ep.proxy_command)
         return socket.create_connection(where, timeout=self.timeouts.connect)
 
     def open(self) -> Any:
+        if self.opening is None:
+            return self._open()
+        with self.opening:  # a shared jump host: one thread connects it, the others then find it connected
+            return self._open()
+
+    def _open(self) -> Any:
         if self.is_connected:
             return None
         self.connect_kwargs["sock"] = self._socket()
         result = super().open()
-        self._record()
+        self.lines = self._record()
+        t = self.timeouts
+        keepalive.start(self.transport, t.keepalive_interval, t.keepalive_count_max)
         return result
 
-    def _record(self) -> None:
-        ep, trace = self.endpoint, self.trace
-        if ep is None or trace is None or self.transport is None:
-            return
+    def _record(self) -> list[str]:
+        ep = self.endpoint
+        if ep is None or self.transport is None:
+            return []
         how = (f"pinned to {self.pin}" if self.pin else "resolved by name") + (
             f", through {self.via.endpoint.alias}" if self.via is not None and self.via.endpoint else "") + (
             f", through ProxyCommand {ep.proxy_command!r}" if ep.proxy_command else "")
-        trace.lines.append(f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})")
         key = self.transport.get_remote_server_key()
         where = self.known.where(ep.key_name, key) or "recorded on first contact"
-        trace.lines.append(f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched "
-                           f"{where}")
-        if self.strategy is not None:
-            for note in self.strategy.notes:
-                trace.lines.append(f"{self.role}: identity {note.what}: {note.fate}")
+        lines = [f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})",
+                 f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched {where}"]
+        notes = self.strategy.notes if self.strategy is not None else []
+        return lines + [f"{self.role}: identity {note.what}: {note.fate}" for note in notes]
 
     def close(self) -> None:
         super().close()
         if self.via is not None:
-            self.via.close()
+            _release(self.via)
+
+
+_shared_lock = threading.RLock()
+_shared: dict[tuple[Any, ...], Hop] = {}
+
+
+def _release(hop: Hop) -> None:
+    with _shared_lock:
+        hop.users -= 1
+        if hop.users > 0:
+            return
+        if hop.shared_key is not None and _shared.get(hop.shared_key) is hop:
+            del _shared[hop.shared_key]
+    hop.close()
+
+
+def _jump(host: Host, chain: list[Endpoint], opts: ConnectOptions, pins: dict[Endpoint, str]) -> Hop | None:
+    """The shared connection to the last jump host of chain (one per chain, pins and host-key files), taken
+    for one more user; None for no chain."""
+    if not chain:
+        return None
+    ep = chain[-1]
+    files, record_in = known_hosts_files(host, ep)
+    key = (tuple((e, pins.get(e)) for e in chain), tuple(files), record_in, opts.accept_new_host_keys,
+           opts.timeouts)
+    with _shared_lock:
+        hop = _shared.get(key)
+        if hop is None:
+            via = _jump(host, chain[:-1], opts, pins)
+            hop = _connection(host, ep, f"jump host {len(chain)}", opts, via, pins.get(ep))
+            hop.shared_key, hop.opening = key, threading.Lock()
+            _shared[key] = hop
+        hop.users += 1
+        return hop
 
 
 def known_hosts_files(host: Host, ep: Endpoint) -> tuple[list[Path], Path]:
@@ -212,8 +272,8 @@ def known_hosts_files(host: Host, ep: Endpoint) -> tuple[list[Path], Path]:
     return files, users[0] if users else Path(DEFAULT_KNOWN_HOSTS).expanduser()
 
 
-def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: Hop | None, pin: str | None,
-                trace: Trace) -> Hop:
+def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: Hop | None,
+                pin: str | None) -> Hop:
     t = opts.timeouts
     strategy = sshauth.Strategy(ep)
     # paramiko looks host keys up as HOST, or [HOST]:PORT off port 22; HostKeyAlias is taken as it is
@@ -227,7 +287,7 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     files, record_in = known_hosts_files(host, ep)
     known = knownhosts.load_all(files)
     conn.endpoint, conn.role, conn.pin, conn.via, conn.known = ep, role, pin, via, known
-    conn.strategy, conn.timeouts, conn.trace = strategy, t, trace
+    conn.strategy, conn.timeouts = strategy, t
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
     conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys))
@@ -265,9 +325,14 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
 
 
 def trace_of(conn: Connection) -> list[str]:
-    """How conn was made (hops, host keys and the lines that vouched for them, identities offered)."""
-    trace = getattr(conn, "trace", None)
-    return list(trace.lines) if isinstance(trace, Trace) else []
+    """How conn was made, first hop first: each hop's address, the known_hosts line that vouched for its host
+    key, and the identities offered."""
+    chain: list[Hop] = []
+    hop = conn if isinstance(conn, Hop) else None
+    while hop is not None:
+        chain.insert(0, hop)
+        hop = hop.via
+    return [line for h in chain for line in h.lines]
 
 
 def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connection:
@@ -275,14 +340,7 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
     opts = opts or ConnectOptions()
     target, hops = route(host)
     pins = _pins(host, target, hops)
-    trace = Trace()
-    via: Hop | None = None
-    chain: list[Hop] = []
-    for i, ep in enumerate([*hops, target]):
-        role = "target" if i == len(hops) else f"jump host {i + 1}"
-        via = _connection(host, ep, role, opts, via, pins.get(ep), trace)
-        chain.append(via)
-    conn = chain[-1]
+    conn = _connection(host, target, "target", opts, _jump(host, hops, opts, pins), pins.get(target))
     try:
         for attempt in Retrying(
             stop=stop_after_attempt(opts.attempts),
@@ -291,14 +349,14 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             reraise=True,
         ):
             with attempt:
-                trace.lines.clear()
                 conn.open()
     except Exception as exc:
-        failed = next((hop for hop in chain if not hop.is_connected), conn)
+        failed, hop = conn, conn.via
+        while hop is not None:  # the first hop of the chain that is not up is where it failed
+            failed = hop if not hop.is_connected else failed
+            hop = hop.via
         conn.close()
         raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect)) from None
-    for c in chain:
-        keepalive.start(c.transport, opts.timeouts.keepalive_interval, opts.timeouts.keepalive_count_max)
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))
     except BaseException:

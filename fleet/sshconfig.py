@@ -240,9 +240,11 @@ def parse_ssh_w(command: str, target: str) -> SshW | None:
 
 def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | None = None,
              identity: str | None = None, jump: str | None = None, sandbox: bool = False,
-             depth: int = 0) -> Endpoint:
+             hop_identity: str | None = None, depth: int = 0) -> Endpoint:
     """alias resolved as `ssh alias` would (the arguments are the command line's -l, -p, -i and -J, which win
-    over ssh_config), with the jump hosts before it. sandbox: ProxyCommand only in its `ssh -W` form."""
+    over ssh_config), with the jump hosts before it. sandbox: ProxyCommand only in its `ssh -W` form.
+    hop_identity: also offered to jump hosts that name no IdentityFile of their own, after the defaults (an
+    inventory's identity_file, which an operator expects to open the bastion too)."""
     if depth > MAX_HOPS:
         raise InputError(f"{alias}: more than {MAX_HOPS} ProxyJump hops (a loop in ssh_config?)")
     found = cfg.parsed.lookup(alias)
@@ -258,22 +260,23 @@ def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | No
                          "`ssh -W %h:%p HOST` form is accepted, whose hop the guard can check")
     if relay is not None and sandbox:
         hop = endpoint(cfg, relay.host, user=relay.user, port=relay.port, identity=relay.identity,
-                       jump=relay.jump, sandbox=sandbox, depth=depth + 1)
+                       jump=relay.jump, sandbox=sandbox, hop_identity=hop_identity, depth=depth + 1)
         hops, command = (*hop.hops, hop), None
     elif spec and spec.lower() != "none":
         parts = [p.strip() for p in spec.split(",") if p.strip()]
         last_user, last_host, last_port = parse_jump(parts[-1])
         last = endpoint(cfg, last_host, user=last_user, port=last_port, jump=",".join(parts[:-1]) or None,
-                        sandbox=sandbox, depth=depth + 1)
+                        sandbox=sandbox, hop_identity=hop_identity, depth=depth + 1)
         hops = (*last.hops, last)
     if command and command.lower() == "none":
         command = None
+    files = named or [*DEFAULT_IDENTITIES, *([hop_identity] if hop_identity and depth else [])]
     return Endpoint(
         alias=alias,
         hostname=hostname,
         port=the_port,
         user=user or found.get("user") or "root",
-        identity_files=tuple(os.path.expanduser(p) for p in (named or DEFAULT_IDENTITIES)),
+        identity_files=tuple(os.path.expanduser(p) for p in files),
         identities_only=bool(identity) or found.get("identitiesonly", "no").lower() == "yes",
         identities_named=bool(named),
         host_key_alias=found.get("hostkeyalias"),

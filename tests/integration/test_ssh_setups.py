@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fleetcli import inv, inv_json
+import yaml
+from fleetcli import inv, inv_at, inv_json
 from sshutil import lookups, recording_connects, sh
 
+from fleet import connect as connect_module
 from fleet.connect import open_connection, trace_of
 from fleet.errors import ConnectError, InputError
 from fleet.remote import run
@@ -242,3 +244,31 @@ def test_inv_probe_verbose_says_how_each_host_was_reached(sandbox, sandbox_inven
     _, data, _ = inv_json(sandbox, "probe", "--host", "sbx0")
     assert data["hosts"][0]["connection"] == [x.removeprefix("sbx0: ") for x in lines]
     assert os.environ.get("FLEET_SANDBOX_ONLY") == "1"
+
+
+def test_targets_behind_one_jump_host_share_one_connection_to_it(sandbox, sandbox_inventory, tmp_path, home):
+    sbx0 = sandbox_inventory.hosts["sbx0"]
+    targets = [dataclasses.replace(sandbox_inventory.hosts[n], proxy_jump=f"root@{sbx0.address}")
+               for n in ("sbx1", "sbx2", "sbx3")]
+    with recording_connects() as connects:
+        conns = [open_connection(t) for t in targets]
+        try:
+            assert [run(c, t, "hostname").stdout.strip() for c, t in zip(conns, targets, strict=True)] == [
+                "sbx1", "sbx2", "sbx3"]
+            conns.pop(0).close()  # the others keep the jump host
+            assert run(conns[0], targets[1], "echo $SSH_CLIENT").stdout.split()[0] == sbx0.address
+        finally:
+            for c in conns:
+                c.close()
+    assert [c[0] for c in connects] == [sbx0.address]  # one handshake with the jump host for three targets
+    assert not connect_module._shared  # closed with its last user
+    # the same through `inv exec`, in parallel: the jump host's sshd accepts fleet once
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"] = {t.name: {**doc["hosts"][t.name], "proxy_jump": f"root@{sbx0.address}"} for t in targets}
+    (tmp_path / "inv").mkdir()
+    (tmp_path / "inv/hosts.yaml").write_text(yaml.safe_dump(doc))
+    since = sh(sbx0, "date +%s.%N").stdout.strip()
+    proc = inv_at(tmp_path / "inv/hosts.yaml", "exec", "--cmd", "hostname", "--json")
+    assert proc.returncode == 0, proc.stderr
+    accepted = sh(sbx0, f"journalctl -q -o cat --since @{since} _COMM=sshd | grep -c '^Accepted publickey'").stdout
+    assert accepted.strip() == "2"  # fleet's shared jump connection, and this check's own
