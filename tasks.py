@@ -140,16 +140,19 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, a
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
-                                        "yes": "do not ask before restarting a host that is serving"})
+                                        "yes": "do not ask before restarting a host that is serving",
+                                        "runs": "benchmark runs counted per serving rung, after one warm-up "
+                                                "(default: the playbook's bench.runs, 3); a later rung wins only "
+                                                "beyond both rungs' spreads and bench.min_gain"})
 @reports_errors
 def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, yes=False,
-         accept_new_host_keys=False, ask_become_pass=False):
+         accept_new_host_keys=False, ask_become_pass=False, runs=None):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes))
+    raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes, runs))
 
 
 @task(iterable=["host", "group", "package", "set"],

@@ -17,12 +17,13 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.inventory import Host
+from fleet.noise import Runs
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook
 from fleet.releases import RELEASES, ReleaseStore
@@ -311,21 +312,30 @@ class Verdict:
         return asdict(self)
 
 
-def evaluate(measured: float, fraction: float, history: tuple[float, str] | None = None,
-             floor: float | None = None, best: tuple[float, str] | None = None) -> Verdict:
-    """Compare with the last known-good release's result, else the absolute floor, else the best rung
-    measured in this run; with none of them the first measurement passes."""
+class Baseline(NamedTuple):
+    """What a measurement is compared with: a result, where it comes from, and its spread (max - min of the
+    runs behind it, 0 for a single run). A regression smaller than the baseline's own noise is not one."""
+
+    tok_s: float
+    label: str
+    spread: float = 0.0
+
+
+def evaluate(measured: float, fraction: float, history: Baseline | None = None,
+             floor: float | None = None, best: Baseline | None = None) -> Verdict:
+    """Compare with the last known-good release's result (less its spread), else the absolute floor, else the
+    best rung measured in this run; with none of them the first measurement passes."""
     if floor is not None and history is None:
         ok = measured >= floor
         return Verdict(ok, measured, floor, "floor", "playbook floor",
                        f"{tok(measured)} tok/s {'>=' if ok else '<'} the playbook's floor of {tok(floor)} tok/s")
     for kind, baseline in (("release", history), ("run", best)):
         if baseline is not None:
-            base, label = baseline
-            need = fraction * base
+            need = max(0.0, fraction * baseline.tok_s - baseline.spread)
             ok = measured >= need
-            return Verdict(ok, measured, need, kind, label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
-                           f"{fraction * 100:.0f}% of {tok(base)} tok/s ({label})")
+            noise = f" less its spread of {baseline.spread:,.0f}" if baseline.spread else ""
+            return Verdict(ok, measured, need, kind, baseline.label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
+                           f"{fraction * 100:.0f}% of {tok(baseline.tok_s)} tok/s{noise} ({baseline.label})")
     return Verdict(True, measured, None, "none", "",
                    f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
 
@@ -345,15 +355,18 @@ def result_of(manifest: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] |
 
 
 def known_good(manifests: list[dict[str, Any]], current: str | None,
-               key: dict[str, Any]) -> tuple[float, str] | None:
-    """(tok/s, label) of the last known-good release with a result on these settings: the current release
-    first, then the newest other one that served."""
+               key: dict[str, Any]) -> Baseline | None:
+    """The last known-good release's result on these settings (the median and spread of its runs where the
+    tuner repeated them): the current release first, then the newest other one that served."""
     ordered = sorted((m for m in manifests if m.get("status") == ReleaseStatus.OK),
                      key=lambda m: (m.get("id") == current, m.get("id", "")), reverse=True)
     for m in ordered:
         found = result_of(m, key)
         if found:
-            return found["result"]["output_throughput"], f"release {m['id']}"
+            runs = Runs.from_json(found.get("runs"))
+            if runs is not None:
+                return Baseline(runs.median, f"release {m['id']}, median of {len(runs.tok_s)} runs", runs.spread)
+            return Baseline(found["result"]["output_throughput"], f"release {m['id']}")
     return None
 
 

@@ -62,7 +62,8 @@ def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
 
 
 def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
-             attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None) -> str:
+             attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None,
+             spread: float | None = None) -> str:
     """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key.
     `known_failed`: failures recorded earlier, kept unless this run says otherwise."""
     fp = of(facts)
@@ -74,7 +75,7 @@ def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host:
                    for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT})
     entries[f"{k}/{book.name}"] = {
         "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner, facts),
-        "tok_s": tok_s, "host": host, "release": release, "failed": failed,
+        "tok_s": tok_s, "spread": spread, "host": host, "release": release, "failed": failed,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     target = path()
@@ -97,7 +98,7 @@ def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
         old = load().get(f"{key(of(facts))}/{book.name}") or {}
         same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
         return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
-                        attempts, known_failed=old.get("failed"))
+                        attempts, known_failed=old.get("failed"), spread=old.get("spread") if same else None)
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],

@@ -18,9 +18,9 @@ class PerfGate:
     def __init__(self, host: Host, book: Playbook, venv: str, key_path: str | None, compare_history: bool = True):
         self.host, self.book, self.venv, self.key_path = host, book, venv, key_path
         self.spec = book.bench or Bench()
-        self.run_best: tuple[float, str] | None = None  # the fastest rung measured in this run
+        self.run_best: benching.Baseline | None = None  # the fastest rung measured in this run
         # the host's known-good result, looked up once; tune compares rungs with each other, not history
-        self._history: list[tuple[float, str] | None] | None = None if compare_history else [None]
+        self._history: list[benching.Baseline | None] | None = None if compare_history else [None]
 
     def _bench(self, conn: Connection) -> dict[str, Any]:
         return benching.run(conn, self.host, self.book, self.spec, self.venv, self.key_path)
@@ -53,6 +53,6 @@ class PerfGate:
         say(f"{benching.summary(record)}; {verdict.evidence}")
         if not verdict.ok:
             return Outcome.PERF_REGRESSION, verdict.evidence, record
-        if self.run_best is None or measured > self.run_best[0]:
-            self.run_best = (measured, f"rung {rung.name} in this run")
+        if self.run_best is None or measured > self.run_best.tok_s:
+            self.run_best = benching.Baseline(measured, f"rung {rung.name} in this run")
         return Outcome.READY, f"{evidence}; {verdict.evidence}", record

@@ -209,6 +209,10 @@ class Bench(Strict):
     max_concurrency: int = Field(default=64, ge=1)
     fraction: float = Field(default=0.9, gt=0, le=1)
     floor: float | None = Field(default=None, ge=0)  # tok/s
+    # inv tune: counted runs per serving rung after one warm-up (--runs), and the gain a later rung needs
+    # beyond both rungs' spreads to win (fleet.noise)
+    runs: int = Field(default=3, ge=1, le=20)
+    min_gain: float = Field(default=0.02, ge=0, lt=1)
     timeout: float = Field(default=600, gt=0)  # seconds for one benchmark run
     underutilised_below: float = Field(default=0.5, gt=0, le=1)  # mean power / limit
 

@@ -17,13 +17,14 @@ from typing import Any
 from fabric import Connection
 
 from fleet import bench as benching
-from fleet import fingerprint, hostlock, parallel, probe_run, restore
+from fleet import fingerprint, hostlock, noise, parallel, probe_run, restore
 from fleet.connect import ConnectOptions, open_connection
 from fleet.deploy import Deployer, facts_summary
 from fleet.errors import FleetError, InputError
 from fleet.facts import HostFacts
 from fleet.inputs import load_playbook
 from fleet.inventory import Host
+from fleet.noise import Runs
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.perfgate import PerfGate
 from fleet.playbook import Bench, Playbook, Rung
@@ -83,7 +84,9 @@ class TuneResult:
     status: str  # DeployStatus: ok | rolled_back | failed
     release: str | None = None
     winner: str | None = None
-    winner_tok_s: float | None = None
+    winner_tok_s: float | None = None  # the median of its runs
+    winner_spread: float | None = None
+    decisions: tuple[str, ...] = ()  # each later rung against the one chosen so far (fleet.noise)
     attempts: list[Attempt] = field(default_factory=list)  # one per rung tried (the final restart is apart)
     final: Attempt | None = None  # the winner started again, when it was not the last rung tried
     fingerprint: str | None = None
@@ -91,30 +94,43 @@ class TuneResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
-                "winner_tok_s": self.winner_tok_s, "fingerprint": self.fingerprint,
+                "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
+                "decisions": list(self.decisions), "fingerprint": self.fingerprint,
                 "attempts": [a.to_json() for a in self.attempts],
                 "final": self.final.to_json() if self.final else None, "error": self.error}
 
 
-def tok_s(a: Attempt) -> float | None:
+def runs_of(a: Attempt) -> Runs | None:
+    """The attempt's repeated runs, or its one measurement as a run of one."""
+    runs = Runs.from_json((a.bench or {}).get("runs"))
     value = (a.bench or {}).get("result", {}).get("output_throughput")
-    return float(value) if value is not None else None
+    return runs or (Runs((float(value),)) if value is not None else None)
 
 
-def relabel(attempts: list[Attempt], fraction: float) -> Attempt | None:
-    """The fastest READY attempt; every other READY one below `fraction` of it becomes PERF_REGRESSION."""
-    served = [a for a in attempts if a.outcome == Outcome.READY and tok_s(a) is not None]
-    if not served:
-        return None
-    best = max(served, key=lambda a: tok_s(a) or 0.0)
-    for a in served:
+def tok_s(a: Attempt) -> float | None:
+    """The attempt's result: the median of its runs."""
+    runs = runs_of(a)
+    return runs.median if runs else None
+
+
+def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Attempt | None, tuple[str, ...]]:
+    """The winner among the READY attempts in ladder order (fleet.noise.choose: a later rung must beat the
+    earlier beyond the noise), and the decisions; every other READY one below `fraction` of the winner
+    becomes PERF_REGRESSION."""
+    served = [(a, r) for a in attempts if a.outcome == Outcome.READY and (r := runs_of(a)) is not None]
+    choice = noise.choose([(a.rung, r) for a, r in served], min_gain)
+    if choice.winner is None:
+        return None, ()
+    best, best_runs = served[choice.winner]
+    for a, r in served:
         if a is best:
             continue
-        verdict = benching.evaluate(tok_s(a) or 0.0, fraction, best=(tok_s(best) or 0.0, f"rung {best.rung}"))
+        verdict = benching.evaluate(r.median, fraction, best=benching.Baseline(best_runs.median, f"rung {best.rung}",
+                                                                               best_runs.spread))
         if not verdict.ok:
             a.outcome, a.evidence = Outcome.PERF_REGRESSION, verdict.evidence
             a.bench = {**(a.bench or {}), "verdict": verdict.to_json()}
-    return best
+    return best, choice.decisions
 
 
 def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, float]:
@@ -128,13 +144,33 @@ def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, fl
 
 class Tuner:
     def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
-                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool]):
+                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None):
         self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
         self.d = Deployer(host, book, path, opts, progress, secrets)
         self.d.measure = True
         # tune compares rungs with each other (and the floor), not with the host's history
         self.d.gate = PerfGate(host, book, self.d.venv, self.d.bench_key, compare_history=False)
         self.spec = book.bench or Bench()
+        self.runs = self.spec.runs if runs is None else runs
+
+    def repeat(self, conn: Connection, attempt: Attempt) -> None:
+        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted."""
+        if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
+            return
+        warmup = attempt.bench["result"]["output_throughput"]
+        values, last = [], attempt.bench
+        for i in range(self.runs):
+            try:
+                last = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+            except benching.BenchError as exc:
+                attempt.outcome, attempt.evidence = Outcome.BENCH_FAILED, f"run {i + 1} of {self.runs}: {exc}"
+                return
+            values.append(last["result"]["output_throughput"])
+            self.progress(f"{attempt.rung}: run {i + 1} of {self.runs}: {benching.tok(values[-1])} tok/s")
+        runs = Runs(tuple(values), warmup)
+        attempt.bench = {**last, "verdict": attempt.bench.get("verdict"), "runs": runs.to_json()}
+        attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
+                             f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
 
     def run(self) -> TuneResult:
         conn = open_connection(self.host, self.opts)
@@ -169,13 +205,18 @@ class Tuner:
         planned = {}
         for rung in rungs:
             attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+            self.repeat(conn, attempt)
             result.attempts.append(attempt)
             run.record(attempt.to_json())
-        best = relabel(result.attempts, self.spec.fraction)
+        best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
+        for line in result.decisions:
+            self.progress(line)
         if best is not None:
+            best_runs = runs_of(best)
             result.winner, result.winner_tok_s = best.rung, tok_s(best)
-            self.progress(f"fastest: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
+            result.winner_spread = best_runs.spread if best_runs else None
+            self.progress(f"winner: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
             final_ok = True
             if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
                 self.d.measure = False
@@ -189,7 +230,7 @@ class Tuner:
                     benching.store_in_release(conn, self.host, release.dir, {**best.bench, "release": release.id,
                                                                   "rung": best.rung})
                 fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
-                                     self.host.name, release.id, release.attempts)
+                                     self.host.name, release.id, release.attempts, spread=result.winner_spread)
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(
@@ -198,13 +239,14 @@ class Tuner:
 
 
 def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-               progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool]) -> list[TuneResult]:
+               progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool],
+               runs: int | None = None) -> list[TuneResult]:
     """One host at a time (each may ask first); a host that fails is a result with its error, bad input
     (or a tune not confirmed) raises."""
     results = []
     for host in hosts:
         try:
-            results.append(Tuner(host, book, path, opts, progress_for(host), secrets, confirm).run())
+            results.append(Tuner(host, book, path, opts, progress_for(host), secrets, confirm, runs).run())
         except InputError:
             raise
         except FleetError as exc:

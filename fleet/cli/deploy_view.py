@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.board import COLOURS as _COLOURS
+from fleet.noise import Runs
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.releases import Release
 from fleet.remedies import remedy_for
@@ -118,37 +119,48 @@ def render_bench(host: str, release: str | None, rung: str | None, record: dict[
 
 
 def render_tune(result: Any, console: Console, width: int = 20) -> None:
-    """`inv tune`: one row per rung with a bar scaled to the fastest, then why the others lost."""
+    """`inv tune`: one row per rung, its median tok/s, spread and a bar scaled to the fastest; then the
+    decisions (which rung beat which, or stayed within noise) and why the others lost, below the table."""
     colour = _COLOURS.get(result.status, "white")
+    winner_runs = next((Runs.from_json((a.bench or {}).get("runs")) for a in result.attempts
+                        if a.rung == result.winner and a.outcome == Outcome.READY), None)
     console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
                   + (f", winner {result.winner} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
+                  + (f" ±{winner_runs.spread:,.0f} (median of {len(winner_runs.tok_s)} runs)" if winner_runs else "")
                   + (f", release {result.release}" if result.release else ""))
-    speeds = [(a.bench or {}).get("result", {}).get("output_throughput") for a in result.attempts]
-    top = max((s for s in speeds if s), default=0.0)
     rows = []
-    for a, speed in zip(result.attempts, speeds, strict=True):
+    for a in result.attempts:
+        runs = Runs.from_json((a.bench or {}).get("runs"))
+        speed = runs.median if runs else (a.bench or {}).get("result", {}).get("output_throughput")
         ttft = ((a.bench or {}).get("result", {}).get("latency_ms") or {}).get("ttft", {}).get("median")
-        rows.append((a, speed, _tok(speed), f"{ttft:.0f}" if ttft is not None else "-", _power(a.bench, short=True)))
-    # what the other columns need (text, padding, borders); the bar gets the rest, 5 to `width` cells
-    others = (max(len(a.rung) for a, *_ in rows) + max(len(a.outcome) for a, *_ in rows)
-              + max(len(t) for *_, t, _, _ in rows) + 5 + max(len(Text.from_markup(p).plain) for *_, p in rows) + 19)
-    width = max(5, min(width, console.width - others - 1))
+        rows.append((a, speed, _tok(speed), f"±{runs.spread:,.0f}" if runs else "",
+                     f"{ttft:.0f}" if ttft is not None else "-", _power(a.bench, short=True)))
+    top = max((speed for _, speed, *_ in rows if speed), default=0.0)
+    # what the other columns need (header or widest cell, padding, borders); the bar gets the rest, 5 to `width`
+    cells = [("rung", [a.rung for a, *_ in rows]), ("outcome", [a.outcome for a, *_ in rows]),
+             ("tok/s", [r[2] for r in rows]), ("spread", [r[3] for r in rows]), ("TTFT", [r[4] for r in rows]),
+             ("W/GPU", [Text.from_markup(r[5]).plain for r in rows])]
+    others = sum(max(len(head), *(len(c) for c in col)) for head, col in cells) + 7 * 3 + 1 + 1  # + the ◀
+    width = max(5, min(width, console.width - others))
+    bar_char = "█" if (console.encoding or "").lower().startswith("utf") else "#"
     table = Table(title=f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)")
-    for col in ("rung", "outcome", "tok/s", "", "TTFT", "W/GPU"):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("tok/s", "TTFT") else "left")
+    for col in ("rung", "outcome", "tok/s", "spread", "", "TTFT", "W/GPU"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("tok/s", "spread", "TTFT") else "left")
     notes = []
-    for a, speed, speed_text, ttft, power in rows:
+    for a, speed, speed_text, spread, ttft, power in rows:
         style = "green" if a.outcome == Outcome.READY else ("dim" if a.outcome == Outcome.PREFLIGHT else "red")
-        bar = "█" * max(1, round(width * speed / top)) if speed and top else ""
+        bar = bar_char * max(1, round(width * speed / top)) if speed and top else ""
         if a.rung == result.winner and a.outcome == Outcome.READY:
-            bar = f"[bold green]{bar}[/]◀"
-        table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, bar, ttft, power)
+            bar = f"[bold green]{bar}[/]" + ("◀" if bar_char == "█" else "<")
+        table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, spread, bar, ttft, power)
         if a.outcome != Outcome.READY:
             remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT else None
             notes.append(f"  {a.rung}: {escape(a.evidence[:200])}" + (f"; next: {escape(remedy)}" if remedy else ""))
     console.print(table)
+    for line in getattr(result, "decisions", ()):
+        console.print(escape(line), highlight=False)
     for note in notes:
-        console.print(note, soft_wrap=False)
+        console.print(note, highlight=False)
     if result.final is not None:
         console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
     if result.error:

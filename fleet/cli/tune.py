@@ -26,8 +26,15 @@ def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
     return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
 
 
-def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool) -> int:
+def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool,
+                 runs: str | int | None = None) -> int:
     book, path = load_playbook(name)
+    try:
+        count = None if runs is None else int(runs)
+    except ValueError:
+        count = 0
+    if count is not None and not 1 <= count <= 20:
+        raise InputError(f"--runs {runs}: a whole number of benchmark runs from 1 to 20")
     secrets = secrets_for(book)
     def confirm(question: str) -> bool:
         if yes:
@@ -45,6 +52,6 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
 
         render_tune(r, console)
 
-    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm)
+    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm, count)
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED

@@ -139,14 +139,20 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
     assert rows["triton-moe"]["outcome"] == "PERF_REGRESSION" and 600 < tok(rows["triton-moe"]) < 1000  # ~880
     assert rows["no-fusion"]["outcome"] == "READY" and tok(rows["no-fusion"]) > 2000
     assert data["winner"] == "no-fusion" and data["final"]["outcome"] == "READY"  # triton ran last: restarted
+    runs = rows["no-fusion"]["bench"]["runs"]  # the gate's run was the warm-up; 3 more were counted
+    assert len(runs["tok_s"]) == 3 and runs["warmup"] > 0 and runs["spread"] == max(runs["tok_s"]) - min(runs["tok_s"])
+    assert data["winner_tok_s"] == runs["median"] and data["winner_spread"] == runs["spread"]
+    assert "median of 3 runs" in rows["no-fusion"]["evidence"]
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(data["release"])
     manifest = json.loads(sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json"))
     assert manifest["rung"] == "no-fusion" and manifest["bench"]["rung"] == "no-fusion"
+    assert manifest["bench"]["runs"] == runs  # the spread travels with the release, for the gate
     unit = sh(sandbox_inventory, "sbx0", "cat /etc/systemd/system/sglang.service")
     assert "--enable-flashinfer-allreduce-fusion" not in unit and "triton" not in unit
     entries = json.loads((state / "known-good.json").read_text())["entries"]
     entry = entries[f"{data['fingerprint']}/glm5-tune"]
     assert entry["rung"] == "no-fusion" and entry["fingerprint"]["sm"] == [120] and entry["fingerprint"]["count"] == 8
+    assert (entry["tok_s"], entry["spread"]) == (runs["median"], runs["spread"])
     assert set(entry["failed"]) == {"fusion-crash", "fusion-sm120", "triton-moe"}
 
     # The next deploy of that playbook on this fingerprint starts from the winner and skips the crash.
@@ -155,6 +161,13 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
     assert [(a["rung"], a["outcome"]) for a in dep["attempts"]] == [("fusion-crash", "PREFLIGHT"),
                                                                     ("no-fusion", "READY")]
     assert "known to fail on this hardware" in dep["attempts"][0]["evidence"]
+
+
+@pytest.mark.parametrize("runs", ["0", "many", "21"])
+def test_a_bad_runs_count_is_refused_before_any_host_is_touched(runs, sandbox, state):
+    proc = inv(sandbox, state, "tune", "--host", "sbx0", "--runs", runs, "--yes")
+    assert proc.returncode == 2 and proc.stderr.strip() == (f"error: --runs {runs}: a whole number of benchmark "
+                                                            "runs from 1 to 20")
 
 
 def _wait_healthy(inventory, timeout: float = 60.0) -> None:

@@ -126,16 +126,16 @@ def test_power_without_samples_says_so():
 
 
 def test_gate_against_the_last_known_good_release():
-    v = bench.evaluate(78.6, 0.9, history=(3740.0, "release 20261130T120000Z-ab12"), floor=500)
+    v = bench.evaluate(78.6, 0.9, history=bench.Baseline(3740.0, "release 20261130T120000Z-ab12"), floor=500)
     assert not v.ok and v.basis == "release"
     assert v.evidence == "78.6 tok/s < 90% of 3,740 tok/s (release 20261130T120000Z-ab12)"
-    assert bench.evaluate(3400, 0.9, history=(3740.0, "release x")).ok
+    assert bench.evaluate(3400, 0.9, history=bench.Baseline(3740.0, "release x")).ok
 
 
 def test_gate_falls_back_to_the_floor_then_to_the_best_rung_of_the_run():
-    v = bench.evaluate(78.6, 0.9, floor=500.0, best=(3740.0, "rung no-fusion in this run"))
+    v = bench.evaluate(78.6, 0.9, floor=500.0, best=bench.Baseline(3740.0, "rung no-fusion in this run"))
     assert not v.ok and v.basis == "floor" and v.evidence == "78.6 tok/s < the playbook's floor of 500 tok/s"
-    v = bench.evaluate(880.0, 0.9, best=(3740.0, "rung no-fusion in this run"))
+    v = bench.evaluate(880.0, 0.9, best=bench.Baseline(3740.0, "rung no-fusion in this run"))
     assert not v.ok and v.basis == "run" and "< 90% of 3,740 tok/s (rung no-fusion in this run)" in v.evidence
     first = bench.evaluate(78.6, 0.9)
     assert first.ok and first.basis == "none"
@@ -157,10 +157,22 @@ def test_known_good_prefers_the_current_release_and_matching_settings():
     key = {"playbook": "glm5"}
     ms = [_manifest("r1", tok=3000.0), _manifest("r2", tok=3740.0, top=3600.0), _manifest("r3", status="failed"),
           _manifest("r4", tok=9999.0, key={"playbook": "other"})]
-    assert bench.known_good(ms, "r1", key) == (3000.0, "release r1")
-    assert bench.known_good(ms, None, key) == (3600.0, "release r2")  # newest ok; `inv bench`'s own record
-    assert bench.known_good(ms, "r3", key) == (3600.0, "release r2")  # a failed release is no baseline
+    assert bench.known_good(ms, "r1", key) == (3000.0, "release r1", 0.0)
+    assert bench.known_good(ms, None, key) == (3600.0, "release r2", 0.0)  # newest ok; `inv bench`'s own record
+    assert bench.known_good(ms, "r3", key) == (3600.0, "release r2", 0.0)  # a failed release is no baseline
     assert bench.known_good(ms, None, {"playbook": "new"}) is None
+
+
+def test_a_tuned_release_is_a_baseline_of_its_median_and_the_gate_allows_its_spread():
+    key = {"playbook": "glm5"}
+    m = _manifest("r9", tok=3611.0, key=key)
+    m["attempts"][-1]["bench"]["runs"] = {"warmup": 3300.0, "tok_s": [3521.0, 3553.0, 3611.0]}
+    base = bench.known_good([m], "r9", key)
+    assert base == (3553.0, "release r9, median of 3 runs", 90.0)
+    # 90% of 3,553 is 3,198; less the spread of 90: 3,108 passes, 3,100 does not
+    ok, short = bench.evaluate(3108.0, 0.9, history=base), bench.evaluate(3100.0, 0.9, history=base)
+    assert ok.ok and not short.ok and short.required == pytest.approx(0.9 * 3553.0 - 90.0)
+    assert short.evidence == "3,100 tok/s < 90% of 3,553 tok/s less its spread of 90 (release r9, median of 3 runs)"
 
 
 def test_settings_key_and_the_shipped_playbook_bench_section():

@@ -87,7 +87,8 @@ def test_tunes_notes_on_the_rungs_that_lost_carry_their_next_step():
     attempts = [Attempt("fusion-sm120", "TMA_FAILURE", TMA, 3.0), Attempt("no-fusion", "READY", "ready", 5.0),
                 Attempt("fusion-native", "PREFLIGHT", "needs SM in [90, 100, 103], host has [120]", 0)]
     console = Console(width=400, record=True)
-    deploy_view.render_tune(TuneResult("sbx0", "ok", "r1", "no-fusion", None, attempts, fingerprint="f"), console)
+    result = TuneResult("sbx0", "ok", "r1", "no-fusion", None, attempts=attempts, fingerprint="f")
+    deploy_view.render_tune(result, console)
     text = console.export_text()
     assert f"fusion-sm120: {TMA}; next: run MoE on triton" in text
     assert "fusion-native: needs SM in [90, 100, 103], host has [120]\n" in text  # not a failure: no next step

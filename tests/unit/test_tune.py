@@ -12,26 +12,57 @@ from fleet.cli import deploy_view
 from fleet.facts import Gpu, HostFacts, Package
 from fleet.playbook import Playbook
 from fleet.results import Attempt
-from fleet.tune import TuneResult, relabel
+from fleet.tune import TuneResult, pick
 
 
-def measured(rung: str, outcome: str, tok: float | None) -> Attempt:
+def measured(rung: str, outcome: str, tok: float | None, runs: list[float] | None = None) -> Attempt:
     record = None if tok is None else {"result": {"ok": True, "output_throughput": tok,
                                                   "latency_ms": {"ttft": {"median": 30.0}}},
                                        "power": {"mean_w": 250.0, "limit_w": 600.0, "underutilised": True}}
+    if record is not None and runs:
+        record["runs"] = {"warmup": runs[0] * 0.8, "tok_s": runs}
     return Attempt(rung, outcome, "evidence", 5.0, record)
 
 
-def test_relabel_keeps_the_fastest_and_marks_the_slow_ones():
+def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
     attempts = [measured("fusion-sm120", "READY", 78.6), measured("no-fusion", "READY", 3740.0),
                 measured("tp4-pp2", "READY", 3600.0), measured("lower-mem", "CUDA_OOM", None),
                 measured("triton-moe", "READY", 880.0)]
-    best = relabel(attempts, 0.9)
+    best, decisions = pick(attempts, 0.9, 0.02)
     assert best is attempts[1]
     assert [a.outcome for a in attempts] == ["PERF_REGRESSION", "READY", "READY", "CUDA_OOM", "PERF_REGRESSION"]
     assert attempts[0].evidence == "78.6 tok/s < 90% of 3,740 tok/s (rung no-fusion)"
     assert attempts[0].bench["verdict"]["basis"] == "run"
-    assert relabel([measured("x", "CUDA_OOM", None)], 0.9) is None
+    assert len(decisions) == 3 and decisions[1].startswith("tp4-pp2 against no-fusion: 3,600 against 3,740")
+    assert pick([measured("x", "CUDA_OOM", None)], 0.9, 0.02) == (None, ())
+
+
+def test_the_seeds_three_way_tie_is_within_noise_and_the_ladders_first_rung_stays():
+    """The issue's run: lower-mem-fraction 3,583, no-fusion 3,553, tp4-pp2 3,542 tok/s, each a median of
+    runs about 60 tok/s apart: no later rung beats the first beyond the noise."""
+    attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
+                measured("tp4-pp2", "READY", 3542.0, [3500.0, 3542.0, 3561.0]),
+                measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
+    best, decisions = pick(attempts, 0.9, 0.02)
+    assert best is attempts[0] and [a.outcome for a in attempts] == ["READY"] * 3
+    assert all("within noise" in d and d.endswith("no-fusion stays") for d in decisions)
+    assert "+30 is within noise (needs more than 71: spreads 62, 59; min gain 2%)" in decisions[1]
+
+
+def test_a_later_rung_wins_only_beyond_both_spreads_and_the_minimum_gain():
+    steady = measured("no-fusion", "READY", 3550.0, [3540.0, 3550.0, 3560.0])
+    # 5% faster but one of its runs swings by 400: within its own spread
+    noisy = measured("fusion", "READY", 3730.0, [3500.0, 3730.0, 3900.0])
+    assert pick([steady, noisy], 0.9, 0.02)[0] is steady
+    # 5% faster and steady: beyond both spreads and 2%
+    fast = measured("fusion", "READY", 3730.0, [3720.0, 3730.0, 3745.0])
+    best, decisions = pick([steady, fast], 0.9, 0.02)
+    assert best is fast and decisions[0].startswith("fusion beats no-fusion: 3,730 against 3,550 tok/s, +180 > 71")
+    # the same gain with a playbook asking for 10%
+    assert pick([steady, fast], 0.9, 0.10)[0] is steady
+    # the winner changes as the ladder goes on: each later rung is compared with the one chosen so far
+    faster = measured("greedy", "READY", 3900.0, [3890.0, 3900.0, 3910.0])
+    assert pick([steady, fast, faster], 0.9, 0.02)[0] is faster
 
 
 def test_attempt_json_carries_the_bench_only_when_measured():
@@ -101,7 +132,7 @@ def test_no_state_file_changes_nothing(state):
 def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
     attempts = [measured("fusion-sm120", "PERF_REGRESSION", 78.6), measured("no-fusion", "READY", 3740.0),
                 measured("triton-moe", "PERF_REGRESSION", 880.0), measured("greedy", "CUDA_OOM", None)]
-    result = TuneResult("sbx0", "ok", "r1", "no-fusion", 3740.0, attempts, fingerprint="abc")
+    result = TuneResult("sbx0", "ok", "r1", "no-fusion", 3740.0, attempts=attempts, fingerprint="abc")
     console = Console(record=True, width=160)
     deploy_view.render_tune(result, console)
     text = console.export_text()
@@ -110,3 +141,19 @@ def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
     assert rows["triton-moe"].count("█") == 5 and rows["fusion-sm120"].count("█") == 1
     assert "3,740" in rows["no-fusion"] and "78.6" in rows["fusion-sm120"] and "250/600 W" in rows["no-fusion"]
     assert "winner no-fusion at 3,740 tok/s" in text
+
+
+def test_tune_table_shows_each_rungs_median_and_spread_and_the_decisions_below():
+    attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
+                measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
+    best, decisions = pick(attempts, 0.9, 0.02)
+    result = TuneResult("sbx0", "ok", "r1", best.rung, 3553.0, 59.0, decisions, attempts, fingerprint="abc")
+    console = Console(record=True, width=80)
+    deploy_view.render_tune(result, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    row = next(line for line in text.splitlines() if line.startswith("│ no-fusion "))
+    assert "3,553" in row and "±59" in row and "◀" in row
+    assert "winner no-fusion at 3,553 tok/s ±59 (median of 3 runs)" in text
+    below = " ".join(text.split("\n", 1)[1].rsplit("┘", 1)[1].split())  # the text under the table, unwrapped
+    assert below.startswith("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise")
