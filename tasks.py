@@ -97,18 +97,21 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
 @task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",
                                         "watch": "refresh in place until Ctrl-C (with --json: one JSON row per "
                                                  "host and refresh)",
-                                        "interval": "seconds between refreshes of --watch (default 5)"})
+                                        "interval": "seconds between refreshes of --watch (default 5)",
+                                        "wide": "every column in full, however wide the terminal (for less -S)",
+                                        "detail": "one host in full: every fact, each drifted file and why, the "
+                                                  "last failure's evidence and what to try next"})
 @reports_errors
 def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
-           accept_new_host_keys=False, ask_become_pass=False):
-    """One row per host: unit state, release and rung, health, requests and gen tok/s (/metrics), drift, and
-    the sglang router where a router: playbook runs one."""
+           accept_new_host_keys=False, ask_become_pass=False, wide=False, detail=None):
+    """One line per host, the columns that fit the terminal: unit state, health, release and rung, gen tok/s
+    (/metrics), drift, last failure, then requests, bench tok/s, power, GPUs and the sglang router."""
     from fleet.cli import status as board
 
-    hosts = cli.select_hosts(inventory, host, group)
+    hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=board.command(hosts, opts, int(port), json, watch, interval,
-                                  cli.console))
+                                  cli.console, wide=wide, detail=bool(detail)))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",

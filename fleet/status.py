@@ -44,6 +44,7 @@ class HostStatus:
     power_limit_w: float | None = None
     bench_tok_s: float | None = None  # the release's latest benchmark
     last_failure: str | None = None  # the newest failure class among the release's attempts
+    last_failure_evidence: str | None = None  # and the log line or check that showed it
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
     router: dict[str, Any] | None = None  # the sglang router fleet runs here: release, unit, state, health, workers
@@ -110,9 +111,10 @@ def parse(host: Host, output: str) -> HostStatus:
                                            if isinstance(a.get("bench"), dict)), None)
     if isinstance(bench, dict):
         st.bench_tok_s = (bench.get("result") or {}).get("output_throughput")
-    failures = [a.get("outcome") for a in manifest.get("attempts") or []
+    failures = [a for a in manifest.get("attempts") or []
                 if a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
-    st.last_failure = failures[-1] if failures else None
+    if failures:
+        st.last_failure, st.last_failure_evidence = failures[-1].get("outcome"), failures[-1].get("evidence")
     st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
     st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
     st.router = _json_line(parts[7] if len(parts) > 7 else "")

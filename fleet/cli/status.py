@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 
 def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: float, as_json: bool,
-          console: Console, stop: threading.Event | None = None) -> int:
-    """Refresh until Ctrl-C (exit 130, like `inv logs -f`), the reader of --json going away, or `stop`."""
+          console: Console, stop: threading.Event | None = None, wide: bool = False) -> int:
+    """Refresh until Ctrl-C (exit 130, like `inv logs -f`), the reader of --json going away, or `stop`. On a
+    terminal the board is redrawn in place; elsewhere (a pipe, a CI log) a board is printed after each round
+    in which every host answered and something changed."""
     out = threading.Lock()
 
     def print_row(row: HostStatus) -> bool:
@@ -46,9 +48,13 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
             return 0
         from rich.live import Live
 
-        from fleet.cli.status_view import table_of
+        from fleet.cli.status_view import plain_terminal, table_of
 
-        with Live(console=real_console(console), auto_refresh=False, transient=False) as live:
+        title = f"fleet status, every {interval:g}s (Ctrl-C ends)"
+        screen = real_console(console)
+        if not screen.is_terminal:
+            return _snapshots(poller, screen, title, wide)
+        with Live(console=screen, auto_refresh=False, transient=False) as live:
             drawn = False
             while not poller.stop.is_set():
                 poller.schedule()
@@ -56,7 +62,8 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
                     poller.board.changed.clear()
                     drawn = True
                     rows, waiting = poller.board.snapshot()
-                    table = table_of(rows, title=f"fleet status, every {interval:g}s (Ctrl-C ends)")
+                    table = table_of(rows, title=title, width=screen.width, wide=wide,
+                                     ascii_only=plain_terminal(screen))
                     if waiting:
                         caption = str(table.caption or "")
                         table.caption = "\n".join(filter(None, ["reading: " + ", ".join(waiting), caption]))
@@ -69,15 +76,39 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
         poller.stop.set()
 
 
+def _snapshots(poller: Poller, out: Console, title: str, wide: bool) -> int:
+    from fleet.cli.status_view import plain_terminal, table_of
+
+    last: list[dict[str, object]] | None = None
+    while not poller.stop.is_set():
+        poller.schedule()
+        if not poller.board.changed.wait(0.1):
+            continue
+        poller.board.changed.clear()
+        rows, waiting = poller.board.snapshot()
+        now = [r.to_json() for r in rows]
+        if waiting or now == last:
+            continue
+        last = now
+        out.print(table_of(rows, title=f"{title} {time.strftime('%H:%M:%S')}", width=out.width, wide=wide,
+                           ascii_only=plain_terminal(out)))
+    return 0
+
+
 def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, watching: bool,
-            interval: float | str | None, console: Console) -> int:
+            interval: float | str | None, console: Console, wide: bool = False, detail: bool = False) -> int:
     if watching:
-        return watch(hosts, opts, port, check_interval(interval or 5), as_json, console)
+        return watch(hosts, opts, port, check_interval(interval or 5), as_json, console, wide=wide)
     rows = collect(hosts, opts, port)
     if as_json:
         print_json({"hosts": [r.to_json() for r in rows]})
+    elif detail:
+        from fleet.cli.status_view import render_detail
+
+        for row in rows:
+            render_detail(row, console)
     else:
         from fleet.cli.status_view import render
 
-        render(rows, console)
+        render(rows, console, wide=wide)
     return EXIT_OK if all(r.ok for r in rows) else EXIT_HOST_FAILED
