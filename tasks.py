@@ -83,15 +83,18 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, j
     raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router))
 
 
-@task(iterable=["host", "group"], help=HOST_HELP)
+@task(iterable=["host", "group"], help={**HOST_HELP, "bench": "also each release's benchmark (tok/s, its spread "
+                                                                 "where tuned) as a bar: a regression shows at a "
+                                                                 "glance"})
 @reports_errors
-def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
-    """List a host's releases with their outcome (the current one marked)."""
+def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
+            bench=False):
+    """List a host's releases with their outcome (the current one marked); ids in full, for --to."""
     from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.history(hosts, opts, json))
+    raise Exit(code=deploy_cmd.history(hosts, opts, json, bench))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",

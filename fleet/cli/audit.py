@@ -13,18 +13,30 @@ from fleet.inventory import Host
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
+
+
+def gates_table(title: str, gates: Sequence[archgate.Gate], console: Console) -> Table:
+    """One line per gate at any width: the file (shortened from the left, keeping its name), the line, which
+    set lifts it, and the condition, which folds in the rest of the line."""
+    from fleet.cli import fit, real_console
+
+    screen = real_console(console)
+    ascii_only = fit.plain_terminal(screen)
+    cols = [fit.Col("file", [(g.file, "") for g in gates], cap=30, keep_end=True),
+            fit.Col("line", [(str(g.line), "") for g in gates], right=True),
+            fit.Col("lifted by", [(", ".join(g.lifted_by) or "-", "" if g.lifted_by else "red") for g in gates],
+                    cap=14),
+            fit.Col("condition", [(g.condition, "") for g in gates], fold=True),
+            fit.Col("kind", [(g.kind, "") for g in gates], cap=10)]
+    return fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), title)
 
 
 def _table(res: archgate.AuditResult, console: Console) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    table = Table(title=f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}")
-    for col in ("file:line", "kind", "condition", "lifted by"):
-        table.add_column(col, overflow="fold")
-    for g in res.excluding:
-        table.add_row(f"{g.file}:{g.line}", g.kind, escape(g.condition), ", ".join(g.lifted_by) or "[red]-[/]")
-    console.print(table)
+    console.print(gates_table(f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}",
+                              res.excluding, console))
     unread = [g for g in res.gates if g.error]
     if unread:
         console.print(f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
@@ -68,12 +80,6 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
 
 
 def render_audit(results: list[archgate.AuditResult], console: Console) -> None:
-    from rich.table import Table
-
     for r in results:
-        t = Table(title=f"{r.host} (SM{r.sm}): {len(r.excluding)} gate(s) exclude it", title_justify="left")
-        for col in ("file:line", "kind", "condition", "lifted by"):
-            t.add_column(col, overflow="fold")
-        for g in r.excluding:
-            t.add_row(f"{g.file}:{g.line}", g.kind, g.condition, ", ".join(g.lifted_by) or "-")
-        console.print(t)
+        console.print(gates_table(f"{r.host} (SM{r.sm}): {len(r.excluding)} gate(s) exclude it", r.excluding,
+                                  console))

@@ -108,7 +108,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
 
 
-def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
+def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False) -> int:
     outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
@@ -120,7 +120,7 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool) -> int:
 
         for o in outcomes:
             if o.value:
-                render_history(o.host.name, o.value[0], o.value[1], console)
+                render_history(o.host.name, o.value[0], o.value[1], console, bench)
             else:
                 console.print(f"[red]{o.error}[/]")
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
 from fleet.noise import Runs
 from fleet.outcomes import DeployStatus, Outcome
@@ -25,19 +26,35 @@ def render(result: DeployResult, console: Console) -> None:
     if result.diff is not None:
         console.print(result.diff or "(no differences)", markup=False, highlight=False, soft_wrap=True)
     if result.attempts:
-        table = Table(title=f"{result.host}: attempts")
+        screen = real_console(console)
+        ascii_only = fit.plain_terminal(screen)
         measured = any(a.bench for a in result.attempts)
-        for col in ("rung", "outcome", *(("tok/s",) if measured else ()), "evidence", "seconds"):
-            table.add_column(col, overflow="fold", justify="right" if col == "tok/s" else "left")
-        for a in result.attempts:
-            style = "green" if a.outcome == Outcome.READY else ("dim" if a.outcome == Outcome.PREFLIGHT else "red")
-            speed = (_tok((a.bench or {}).get("result", {}).get("output_throughput")),) if measured else ()
-            table.add_row(a.rung, f"[{style}]{a.outcome}[/]", *speed, escape(a.evidence), f"{a.seconds:.1f}")
-        console.print(table)
-        for line in next_steps(result):
-            console.print(line, soft_wrap=True, highlight=False)
+        style: dict[str, str] = {Outcome.READY: "green", Outcome.PREFLIGHT: "dim"}
+        cols = [fit.Col("#", [(str(i), "") for i in range(1, len(result.attempts) + 1)], right=True),
+                fit.Col("rung", [(a.rung, "") for a in result.attempts], cap=24),
+                fit.Col("outcome", [(a.outcome, style.get(a.outcome, "red")) for a in result.attempts]),
+                *([fit.Col("tok/s", [(_tok((a.bench or {}).get("result", {}).get("output_throughput")), "")
+                                     for a in result.attempts], right=True)] if measured else []),
+                fit.Col("seconds", [(f"{a.seconds:.1f}", "") for a in result.attempts], right=True)]
+        console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), f"{result.host}: attempts"))
+        # the evidence is a log line or a sentence: below the table, numbered, folded to the terminal
+        console.print(notes([(f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}")
+                             for i, a in enumerate(result.attempts, 1)]))
+        steps = next_steps(result)
+        if steps:
+            console.print(notes([("-", line) for line in steps]))
     if result.error:
         console.print(f"[red]{escape(result.error)}[/]", soft_wrap=True)
+
+
+def notes(items: list[tuple[str, str]]) -> Table:
+    """Labelled paragraphs with a hanging indent: each folds to the terminal under its own first line."""
+    grid = Table.grid(padding=(0, 1), pad_edge=True)
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for label, text in items:
+        grid.add_row(label, text)
+    return grid
 
 
 def next_steps(result: DeployResult) -> list[str]:
@@ -57,15 +74,56 @@ def next_steps(result: DeployResult) -> list[str]:
     return lines
 
 
-def render_history(host: str, releases: list[Release], current: str | None, console: Console) -> None:
-    table = Table(title=f"{host}: releases (newest last)")
-    for col in ("release", "", "status", "playbook", "rung", "attempts", "created"):
-        table.add_column(col)
-    for r in releases:
-        outcomes = ", ".join(f"{a['rung']}:{a['outcome']}" for a in r.attempts)
-        table.add_row(r.id, "current" if r.id == current else "", r.status, r.playbook, r.rung or "-",
-                      outcomes, r.created)
-    console.print(table)
+def release_tok_s(r: Release) -> tuple[float | None, float | None]:
+    """(tok/s, spread) of a release: its own `inv bench`, else the measured attempt of the rung it serves
+    (the median of its runs where the tuner repeated them)."""
+    candidates = [r.bench] if r.bench else []
+    candidates += [a.get("bench") for a in reversed(r.attempts)
+                   if a.get("rung") == r.rung and a.get("outcome") == Outcome.READY and a.get("bench")]
+    for b in candidates:
+        if not isinstance(b, dict):
+            continue
+        runs = Runs.from_json(b.get("runs"))
+        if runs is not None:
+            return runs.median, runs.spread
+        value = (b.get("result") or {}).get("output_throughput")
+        if value is not None:
+            return float(value), None
+    return None, None
+
+
+def _when(created: str) -> str:
+    """2026-12-02T14:27:50+00:00 -> 12-02 14:27 (UTC, as fleet records it)."""
+    return f"{created[5:10]} {created[11:16]}" if len(created) >= 16 and created[10] == "T" else created
+
+
+def render_history(host: str, releases: list[Release], current: str | None, console: Console,
+                   bench: bool = False) -> None:
+    """One line per release, ids in full (`--to` needs them); with bench, its tok/s as a bar (a trend)."""
+    screen = real_console(console)
+    ascii_only = fit.plain_terminal(screen)
+    speeds = [release_tok_s(r) for r in releases]
+    failed = [next((str(a.get("outcome")) for a in r.attempts if a.get("outcome") not in (Outcome.READY, "apply",
+                                                                                         "revert")), "-")
+              for r in releases]
+    colour = {"ok": "green", "failed": "red", "rolled_back": "yellow"}
+    cols = [fit.Col("release", [(r.id, "bold" if r.id == current else "") for r in releases]),
+            fit.Col("", [("<" if ascii_only else "◀", "bold") if r.id == current else ("", "") for r in releases]),
+            fit.Col("status", [(r.status, colour.get(r.status, "")) for r in releases]),
+            fit.Col("rung", [(r.rung or "-", "") for r in releases], cap=16)]
+    if bench:
+        top = max((s for s, _ in speeds if s), default=0.0)
+        cols.append(fit.Col("tok/s", [(_tok(s), "") for s, _ in speeds], right=True))
+        if any(sp is not None for _, sp in speeds):
+            cols.append(fit.Col("±", [(f"{sp:,.0f}" if sp is not None else "", "") for _, sp in speeds], right=True))
+        cols.append(fit.Col("", [(fit.bar(s, top, 16, ascii_only), "green" if r.id == current else "")
+                                 for r, (s, _) in zip(releases, speeds, strict=True)]))
+    cols += [fit.Col("tries", [(str(len(r.attempts)), "") for r in releases], right=True),
+             fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=18),
+             fit.Col("created", [(_when(r.created), "") for r in releases]),
+             fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
+    screen.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
+                           f"{host}: releases (newest last)"))
 
 
 def _tok(value: float | None) -> str:
@@ -105,15 +163,23 @@ def render_bench(host: str, release: str | None, rung: str | None, record: dict[
             lat.add_row(label, *(f"{row[k]:.1f}" if k in row else "-" for k in stats))
     console.print(lat)
     if p.get("gpus"):
-        gpus = Table(title=f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} samples busy)")
-        for col in ("gpu", "mean W", "max W", "limit W", "% of limit", "util %"):
-            gpus.add_column(col, justify="right")
-        for g in p["gpus"]:
-            share = f"{100 * g['mean_w'] / g['limit_w']:.0f}" if g.get("limit_w") else "-"
-            gpus.add_row(str(g["index"]), f"{g['mean_w']:.0f}", f"{g['max_w']:.0f}",
-                         f"{g['limit_w']:.0f}" if g.get("limit_w") else "-", share,
-                         f"{g['mean_util']:.0f}" if g.get("mean_util") is not None else "-")
-        console.print(gpus)
+        screen = real_console(console)
+        ascii_only = fit.plain_terminal(screen)
+        rows = p["gpus"]
+        share = [100 * g["mean_w"] / g["limit_w"] if g.get("limit_w") else None for g in rows]
+        cols = [fit.Col("gpu", [(str(g["index"]), "") for g in rows], right=True),
+                fit.Col("mean W", [(f"{g['mean_w']:.0f}", "") for g in rows], right=True),
+                fit.Col("limit W", [(f"{g['limit_w']:.0f}" if g.get("limit_w") else "-", "") for g in rows],
+                        right=True),
+                fit.Col("% of limit", [(f"{v:.0f}" if v is not None else "-", "") for v in share], right=True),
+                fit.Col("", [(fit.bar(v, 100.0, 20, ascii_only), "yellow" if v is not None and v < 50 else "green")
+                             for v in share]),
+                fit.Col("util %", [(f"{g['mean_util']:.0f}" if g.get("mean_util") is not None else "-", "")
+                                   for g in rows], right=True),
+                fit.Col("max W", [(f"{g['max_w']:.0f}", "") for g in rows], right=True)]
+        console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
+                                f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} "
+                                "samples busy); bars: mean power, of the limit"))
     if p.get("note"):
         console.print(f"[yellow]{escape(p['note'])}[/]")
 

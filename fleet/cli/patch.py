@@ -22,27 +22,35 @@ _STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLIC
 
 
 def render(results: list[HostResult], console: Console) -> None:
-    from rich.table import Table
+    from fleet.cli import fit, real_console
 
+    screen = real_console(console)
+    ascii_only = fit.plain_terminal(screen)
     for r in results:
         verdict = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
         sms = ", ".join(f"SM{s}" for s in sorted(set(r.sms))) or "SM ?"
-        t = Table(title=f"{r.host} ({sms}): patch {r.action} {verdict}", title_justify="left")
-        for col in ("set", "file", "edit", "state", "occurrences", "note"):
-            t.add_column(col, overflow="fold")
+        rows: list[tuple[str, str, str, str, str, str]] = []  # set, file, edit, state, occurrences, note
         for sp in r.sets:
             if not sp.edits:
-                t.add_row(sp.name, "", "", f"[{_STYLE.get(sp.state, '')}]{sp.state}[/]", "", sp.reason or "")
+                rows.append((sp.name, "", "", sp.state, "", sp.reason or ""))
             for e in sp.edits:
-                t.add_row(sp.name, f"{e.package}/{e.file}", e.label, f"[{_STYLE.get(e.state, '')}]{e.state}[/]",
-                          e.occurrences, e.reason or "")
+                rows.append((sp.name, f"{e.package}/{e.file}", e.label, e.state, e.occurrences, e.reason or ""))
             for why in sp.not_needed if sp.edits else []:
-                t.add_row(sp.name, "", "", f"[green]{NOT_NEEDED}[/]", "", why)
+                rows.append((sp.name, "", "", NOT_NEEDED, "", why))
         if r.revert is not None:
             for f in r.revert.files:
-                t.add_row("revert " + (r.revert.run or ""), f.path, "", f"[{_STYLE.get(f.state, '')}]{f.state}[/]",
-                          "", f.reason or "")
-        console.print(t)
+                rows.append(("revert " + (r.revert.run or ""), f.path, "", f.state, "", f.reason or ""))
+        cols = [fit.Col("file", [(row[1], "") for row in rows], cap=34, keep_end=True),
+                fit.Col("edit", [(row[2], "") for row in rows], cap=26),
+                fit.Col("state", [(row[3], _STYLE.get(row[3], "")) for row in rows]),
+                fit.Col("occurrences", [(row[4], "") for row in rows]),
+                fit.Col("note", [(row[5], "") for row in rows], fold=True),
+                fit.Col("set", [(row[0], "") for row in rows], cap=24)]
+        names = sorted({row[0] for row in rows})
+        title = f"{r.host} ({sms}): patch {r.action} {verdict}" + (f" ({', '.join(names)})" if names else "")
+        table = fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), None)
+        console.print(title, highlight=False)
+        console.print(table)
         for w in r.written:
             console.print(f"  {'restored' if r.action == 'revert' else 'wrote'} {w}")
         for c in r.cleared:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli import fit, real_console
 from fleet.facts import HostFacts
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
@@ -63,21 +65,24 @@ def _num(value: float | int | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def gpu_table(f: HostFacts) -> Table:
-    t = Table(title=f"{f.host} GPUs", title_justify="left")
-    for col in ("GPU", "name", "SM", "memory", "power draw / limit", "PCIe gen / width"):
-        t.add_column(col)
-    for g in f.gpus:
-        sm = g.compute_cap or "?"
-        if g.compute_cap_source == "name-table":
-            sm += " (by name)"
-        mem = "-" if g.memory_total_mib is None else f"{g.memory_total_mib / 1024:.0f} GiB"
-        power = f"{_num(g.power_draw_w)} / {_num(g.power_limit_w)} W"
-        pcie = f"{_num(g.pcie_gen)} / x{_num(g.pcie_width)}"
+def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
+    rows = f.gpus
+    sm = [(g.compute_cap or "?") + (" (by name)" if g.compute_cap_source == "name-table" else "") for g in rows]
+    pcie = []
+    for g in rows:
+        text = f"{_num(g.pcie_gen)} / x{_num(g.pcie_width)}"
         if g.pcie_gen_max and g.pcie_gen and g.pcie_gen < g.pcie_gen_max:
-            pcie += f" (max gen {g.pcie_gen_max})"  # idle GPUs drop link speed; worth seeing at a glance
-        t.add_row(_num(g.index), g.name or "-", sm, mem, power, pcie)
-    return t
+            text += f" (max {g.pcie_gen_max})"  # idle GPUs drop link speed; worth seeing at a glance
+        pcie.append(text)
+    cols = [fit.Col("GPU", [(_num(g.index), "") for g in rows], right=True),
+            fit.Col("name", [(short_name(g.name), "") for g in rows], cap=28),
+            fit.Col("SM", [(t, "") for t in sm]),
+            fit.Col("memory", [("-" if g.memory_total_mib is None else f"{g.memory_total_mib / 1024:.0f} GiB", "")
+                               for g in rows], right=True),
+            fit.Col("power / limit", [(f"{_num(g.power_draw_w)} / {_num(g.power_limit_w)} W", "") for g in rows],
+                    right=True),
+            fit.Col("PCIe gen / width", [(t, "") for t in pcie])]
+    return fit.table(fit.choose(cols, width, ascii_only=ascii_only), f"{f.host} GPUs")
 
 
 def link_table(f: HostFacts) -> Table | None:
@@ -86,10 +91,10 @@ def link_table(f: HostFacts) -> Table | None:
         return None
     p2p = f.topology.p2p_read
     title = f"{f.host} links" + (" / P2P read" if p2p else "")
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
     t.add_column("")
     for j in range(len(links)):
-        t.add_column(f"GPU{j}", justify="center")
+        t.add_column(f"GPU{j}", justify="center", no_wrap=True)
     for i, row in enumerate(links):
         cells = []
         for j, code in enumerate(row):
@@ -102,25 +107,51 @@ def link_table(f: HostFacts) -> Table | None:
     return t
 
 
-def summary_table(facts: list[HostFacts]) -> Table:
-    t = Table(title="probe", title_justify="left")
-    for col in ("host", "address", "verdict"):
-        t.add_column(col)
-    for f in facts:
-        verdict = Text(verdict_line(f), style="" if f.ok else "bold red")
-        t.add_row(f.host, f.address, verdict)
-    return t
+def _gpus_cell(f: HostFacts) -> str:
+    if not f.gpus:
+        return "no GPUs"
+    counts = Counter(short_name(g.name) for g in f.gpus)
+    return " + ".join(f"{n}x {name}" for name, n in counts.items())
+
+
+def _link_cell(f: HostFacts) -> str:
+    if f.interconnect == "nvlink":
+        codes = sorted({c for row in f.topology.links or [] for c in row if c and c.startswith("NV")})
+        return f"NVLink {'/'.join(codes)}"
+    return {"pcie": f"PCIe {f.pcie_link or '?'}", "none": "single GPU"}.get(f.interconnect, "unknown")
+
+
+def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = False) -> Table:
+    """One line per host; the whole verdict sentence is under each host's heading below."""
+    def cell(fn: Callable[[HostFacts], str]) -> list[tuple[str, str]]:
+        return [(fn(f), "") if f.ok else ("-", "") for f in facts]
+
+    cols = [fit.Col("host", [(f.host, "bold" if f.ok else "bold red") for f in facts], cap=24),
+            fit.Col("GPUs", [(_gpus_cell(f), "") if f.ok else ("probe failed", "red") for f in facts], cap=30),
+            fit.Col("SM", cell(lambda f: ",".join(sorted({g.compute_cap or "?" for g in f.gpus})) or "-")),
+            fit.Col("link", cell(_link_cell)),
+            fit.Col("P2P", cell(lambda f: f.p2p.split(" ")[0])),
+            fit.Col("VM", cell(lambda f: f.virtualization or "?"), cap=10),
+            fit.Col("driver", cell(lambda f: f.driver_version or "-")),
+            fit.Col("address", [(f.address, "") for f in facts])]
+    table = fit.table(fit.choose(cols, width, ascii_only=ascii_only), "probe")
+    errors = [f"{f.host}: {f.error}" for f in facts if not f.ok and f.error]
+    if errors:
+        table.caption, table.caption_justify, table.caption_style = "\n".join(errors), "left", "red"
+    return table
 
 
 def render(facts: list[HostFacts], console: Console) -> None:
-    console.print(summary_table(facts))
+    screen = real_console(console)
+    ascii_only = fit.plain_terminal(screen)
+    console.print(summary_table(facts, screen.width, ascii_only))
     for f in facts:
         if not f.ok:
             continue
         console.print()
         console.print(Text(f"{f.host} ({f.address}): {verdict_line(f)}", style="bold"))
         if f.gpus:
-            console.print(gpu_table(f))
+            console.print(gpu_table(f, screen.width, ascii_only))
         if (links := link_table(f)) is not None:
             console.print(links)
         for w in f.warnings:

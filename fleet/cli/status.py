@@ -48,7 +48,8 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
             return 0
         from rich.live import Live
 
-        from fleet.cli.status_view import plain_terminal, table_of
+        from fleet.cli.fit import plain_terminal
+        from fleet.cli.status_view import table_of
 
         title = f"fleet status, every {interval:g}s (Ctrl-C ends)"
         screen = real_console(console)
@@ -77,7 +78,8 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
 
 
 def _snapshots(poller: Poller, out: Console, title: str, wide: bool) -> int:
-    from fleet.cli.status_view import plain_terminal, table_of
+    from fleet.cli.fit import plain_terminal
+    from fleet.cli.status_view import table_of
 
     last: list[dict[str, object]] | None = None
     while not poller.stop.is_set():

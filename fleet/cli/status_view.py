@@ -9,28 +9,17 @@ table, folded, never into a cell. `--wide` shows every column in full; `--detail
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
-from fleet.cli import real_console
+from fleet.cli import fit, real_console
+from fleet.cli.fit import Col, plain_terminal
 from fleet.remedies import remedy_for
 from fleet.status import HostStatus
-
-GAP = 2  # the space between two columns (one cell of padding each side)
-
-
-def plain_terminal(console: Console) -> bool:
-    """ASCII only: an encoding other than UTF-8, or the C/POSIX locale (whose terminals often lack the glyphs,
-    even where Python itself coerces the encoding to UTF-8)."""
-    locale = os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or ""
-    return not (console.encoding or "").lower().startswith("utf") or locale in ("C", "POSIX")
 
 
 def short_id(release: str | None) -> str:
@@ -72,38 +61,37 @@ def _num(value: float | None) -> str:
     return f"{value:,.0f}" if value is not None else "-"
 
 
-@dataclass(frozen=True)
-class Column:
-    header: str
-    cell: Callable[[HostStatus, bool], tuple[str, str]]  # (row, full) -> (text, style)
-    cap: int | None = None  # widest a cell gets on the board (not under --wide)
-    right: bool = False
+def columns(rows: list[HostStatus], wide: bool) -> list[Col]:
+    """Every column of the board in order of priority, with its cells (full values when wide)."""
+    def col(header: str, cell: Callable[[HostStatus], tuple[str, str]], cap: int | None = None,
+            right: bool = False) -> Col:
+        return Col(header, [cell(r) for r in rows], cap, right)
 
-
-COLUMNS = (
-    Column("host", lambda r, full: (r.host, "bold"), cap=24),
-    Column("unit", lambda r, full: _state(r) if not full or not r.ok else
-           (f"{_state(r)[0]} ({r.unit.get('SubState', '?')})", _state(r)[1])),
-    Column("health", lambda r, full: _health(r)),
-    Column("release", lambda r, full: ((r.release or "-") if full else short_id(r.release), "") if r.ok
-           else ("-", "")),
-    Column("rung", lambda r, full: (r.rung or "-", ""), cap=16),
-    Column("gen tok/s", lambda r, full: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
-    Column("drift", _drift, cap=12),
-    Column("failure", lambda r, full: (r.interrupted or r.last_failure or "-", "yellow" if r.interrupted else ""),
-           cap=18),
-    Column("run/queue", lambda r, full: (f"{_metric(r, 'sglang:num_running_reqs') or 0:.0f}/"
-                                         f"{_metric(r, 'sglang:num_queue_reqs') or 0:.0f}" if r.metrics else "-", ""),
-           right=True),
-    Column("bench tok/s", lambda r, full: (_num(r.bench_tok_s) if r.bench_tok_s else "-", ""), right=True),
-    Column("power", lambda r, full: (f"{r.power_w:,.0f}/{r.power_limit_w:,.0f} W"
-                                     if r.power_w is not None and r.power_limit_w else "-", ""), right=True),
-    Column("GPUs", lambda r, full: (str(r.gpus) if r.ok else "-", ""), right=True),
-)
+    out = [
+        col("host", lambda r: (r.host, "bold"), cap=24),
+        col("unit", lambda r: _state(r) if not wide or not r.ok else
+            (f"{_state(r)[0]} ({r.unit.get('SubState', '?')})", _state(r)[1])),
+        col("health", _health),
+        col("release", lambda r: (((r.release or "-") if wide else short_id(r.release)) if r.ok else "-", "")),
+        col("rung", lambda r: (r.rung or "-", ""), cap=16),
+        col("gen tok/s", lambda r: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
+        col("drift", lambda r: _drift(r, wide), cap=12),
+        col("failure", lambda r: (r.interrupted or r.last_failure or "-", "yellow" if r.interrupted else ""), cap=18),
+        col("run/queue", lambda r: (f"{_metric(r, 'sglang:num_running_reqs') or 0:.0f}/"
+                                    f"{_metric(r, 'sglang:num_queue_reqs') or 0:.0f}" if r.metrics else "-", ""),
+            right=True),
+        col("bench tok/s", lambda r: (_num(r.bench_tok_s) if r.bench_tok_s else "-", ""), right=True),
+        col("power", lambda r: (f"{r.power_w:,.0f}/{r.power_limit_w:,.0f} W"
+                                if r.power_w is not None and r.power_limit_w else "-", ""), right=True),
+        col("GPUs", lambda r: (str(r.gpus) if r.ok else "-", ""), right=True),
+    ]
+    if any(r.router for r in rows):
+        out.append(col("router", lambda r: router_cell(r.router, wide), cap=22))
+    return out
 
 
 def router_cell(router: dict[str, Any] | None, full: bool = False) -> tuple[str, str]:
-    """The router column: its unit's state, its /health, how many workers its release names."""
+    """The router column: its unit's state, how many workers its release names (and its /health, release)."""
     if not router:
         return "-", ""
     state, health = router.get("state") or "?", router.get("health")
@@ -114,67 +102,22 @@ def router_cell(router: dict[str, Any] | None, full: bool = False) -> tuple[str,
     return text, "green" if ok else "red"
 
 
-ROUTER = Column("router", lambda r, full: router_cell(r.router, full), cap=22)
-
-
-def _fit(text: str, cap: int | None, ascii_only: bool = False) -> str:
-    if cap is None or len(text) <= cap:
-        return text
-    return text[:cap - 1] + ("~" if ascii_only else "…")
-
-
-def layout(rows: list[HostStatus], width: int, wide: bool = False,
-           ascii_only: bool = False) -> list[tuple[Column, list[tuple[str, str]]]]:
-    """The columns that fit `width` (all of them when wide), in priority order, with their cells."""
-    columns = [*COLUMNS, *([ROUTER] if any(r.router for r in rows) else [])]
-    chosen: list[tuple[Column, list[tuple[str, str]]]] = []
-    used = 0
-    for col in columns:
-        cells = [col.cell(r, wide) for r in rows]
-        if not wide:
-            cells = [(_fit(text, col.cap, ascii_only), style) for text, style in cells]
-        need = max(len(col.header), *(len(t) for t, _ in cells)) if cells else len(col.header)
-        extra = need + (GAP if chosen else 0)
-        if not wide and chosen and used + extra > width:
-            continue  # a narrower column further down may still fit
-        chosen.append((col, cells))
-        used += extra
-    return chosen
-
-
 def table_of(rows: list[HostStatus], title: str = "fleet status", width: int = 80, wide: bool = False,
              ascii_only: bool = False) -> Table:
-    table = Table(title=title, box=None, show_edge=False, pad_edge=False, header_style="bold",
-                  title_justify="left", expand=False)
-    chosen = layout(rows, width, wide, ascii_only)
-    for col, _ in chosen:
-        table.add_column(col.header, justify="right" if col.right else "left", no_wrap=True,
-                         overflow="ellipsis" if not wide else "fold")
-    for i in range(len(rows)):
-        table.add_row(*(Text(cells[i][0], style=cells[i][1]) for _, cells in chosen))
+    table = fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only), title)
     errors = [escape(r.error) for r in rows if not r.ok and r.error]
     if errors:  # whole sentences read better under the table, folded to the terminal
-        table.caption, table.caption_justify = "\n".join(errors), "left"
-        table.caption_style = "red"
+        table.caption, table.caption_justify, table.caption_style = "\n".join(errors), "left", "red"
     return table
 
 
 def render(rows: list[HostStatus], console: Console, wide: bool = False) -> None:
-    table = table_of(rows, width=console.width, wide=wide, ascii_only=plain_terminal(console))
-    if not wide:
-        console.print(table)
-        return
     screen = real_console(console)
-    width = screen.width
-    screen.width = max(width, _natural_width(rows))  # every column in full: the terminal wraps, less -S does not
-    try:
-        screen.print(table, crop=False)
-    finally:
-        screen.width = width
-
-
-def _natural_width(rows: list[HostStatus]) -> int:
-    return sum(max(len(c.header), *(len(c.cell(r, True)[0]) for r in rows)) + GAP for c, _ in layout(rows, 0, True))
+    table = table_of(rows, width=screen.width, wide=wide, ascii_only=plain_terminal(screen))
+    if wide:
+        fit.print_wide(screen, table, fit.width_of(fit.choose(columns(rows, True), 0, True)))
+    else:
+        screen.print(table)
 
 
 def render_detail(r: HostStatus, console: Console) -> None:

@@ -388,11 +388,19 @@ def test_render_shows_gpus_links_verdict_and_failed_hosts():
     probe_view.render([seed, h100, down], console)
     text = console.export_text()
     assert EXPECT["rtx-pro-6000-x8-proxmox"]["verdict"] in text
-    assert "probe failed: 10.0.0.3:22: connection timed out after 5 s" in text
-    assert "NVIDIA RTX PRO 6000 Blackwell Workstation Edition" in text and "96 GiB" in text
+    assert "down: 10.0.0.3:22: connection timed out after 5 s" in text  # the reason, under the table
+    assert next(line for line in text.splitlines() if line.startswith("down ")).split()[1:3] == ["probe", "failed"]
+    assert "RTX PRO 6000 Blackwell " in text and "96 GiB" in text
     assert "28 / 600 W" in text and "5 / x16" in text
     assert "PHB CNS" in text and "NV18 OK" in text  # link / P2P read cells of the matrices
     assert "down GPUs" not in text  # a failed host is one row, no detail
+    narrow = Console(record=True, width=80, color_system=None)
+    probe_view.render([seed, h100, down], narrow)
+    lines = narrow.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    summary = lines[:lines.index("")]
+    assert [line.split()[0] for line in summary[2:5]] == ["seed", "h100", "down"]  # one line per host
+    assert all(len([x for x in lines if x.startswith(f"  {i}  RTX PRO 6000")]) == 1 for i in range(8))
 
 
 def test_verdict_for_mixed_and_cc_fallback_hosts():

@@ -1,0 +1,93 @@
+"""Tables that fit the terminal: columns in order of priority, each as wide as its widest cell (up to a cap,
+shortened with an ellipsis), added while they fit; a column that must stay whole (an id a user types) is never
+capped. No borders: two spaces between columns, as `ls -l` and `kubectl get` print them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+GAP = 2
+
+
+def plain_terminal(console: Console) -> bool:
+    """ASCII only: an encoding other than UTF-8, or the C/POSIX locale (whose terminals often lack the glyphs,
+    even where Python itself coerces the encoding to UTF-8)."""
+    locale = os.environ.get("LC_ALL") or os.environ.get("LC_CTYPE") or os.environ.get("LANG") or ""
+    return not (console.encoding or "").lower().startswith("utf") or locale in ("C", "POSIX")
+
+
+@dataclass
+class Col:
+    header: str
+    cells: list[tuple[str, str]] = field(default_factory=list)  # (text, style) per row
+    cap: int | None = None  # widest a cell gets unless wide
+    right: bool = False
+    keep_end: bool = False  # shorten from the left (a path keeps its file name)
+    fold: bool = False  # the last column of long text: takes the rest of the line and folds within it
+
+
+FOLD_MIN = 20  # the narrowest a folding column is given
+
+
+def shorten(text: str, cap: int | None, ascii_only: bool = False, keep_end: bool = False) -> str:
+    if cap is None or len(text) <= cap:
+        return text
+    mark = "~" if ascii_only else "…"
+    return mark + text[len(text) - cap + 1:] if keep_end else text[:cap - 1] + mark
+
+
+def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = False) -> list[Col]:
+    """The columns that fit width, in priority order (all of them when wide), their cells shortened to caps."""
+    chosen: list[Col] = []
+    used = 0
+    for col in cols:
+        cells = col.cells if wide else [(shorten(t, col.cap, ascii_only, col.keep_end), s) for t, s in col.cells]
+        if not wide and chosen and not any(t for t, _ in cells):
+            continue  # nothing to say in it
+        need = max([len(col.header), *(len(t) for t, _ in cells)])
+        if col.fold:
+            need = min(need, max(FOLD_MIN, len(col.header)))
+        extra = need + (GAP if chosen else 0)
+        if not wide and chosen and used + extra > width:
+            continue  # a narrower column further down may still fit
+        chosen.append(Col(col.header, cells, col.cap, col.right, col.keep_end, col.fold))
+        used += extra
+    return chosen
+
+
+def width_of(cols: list[Col]) -> int:
+    return sum(max([len(c.header), *(len(t) for t, _ in c.cells)]) for c in cols) + GAP * max(len(cols) - 1, 0)
+
+
+def table(cols: list[Col], title: str | None = None) -> Table:
+    out = Table(title=title, box=None, show_edge=False, pad_edge=False, header_style="bold", title_justify="left",
+                expand=False)
+    for col in cols:
+        out.add_column(col.header, justify="right" if col.right else "left", no_wrap=not col.fold,
+                       overflow="fold" if col.fold else "ellipsis")
+    rows = len(cols[0].cells) if cols else 0
+    for i in range(rows):
+        out.add_row(*(Text(c.cells[i][0], style=c.cells[i][1]) for c in cols))
+    return out
+
+
+def bar(value: float | None, top: float, cells: int, ascii_only: bool) -> str:
+    """value as a bar of up to `cells` characters, scaled to top."""
+    if not value or not top or cells < 1:
+        return ""
+    return ("#" if ascii_only else "█") * max(1, round(cells * value / top))
+
+
+def print_wide(console: Console, table_: Table, width: int) -> None:
+    """Print at width even where the terminal is narrower (the terminal wraps; `less -S` does not)."""
+    saved = console.width
+    console.width = max(saved, width)
+    try:
+        console.print(table_, crop=False)
+    finally:
+        console.width = saved
