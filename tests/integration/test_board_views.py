@@ -139,3 +139,24 @@ def test_inv_status_on_sandbox_hosts_at_80_columns(sandbox, sandbox_inventory, t
     assert "unreachable" in rows["sbx4"][0]
     assert rows["sbx1"][0].split()[1] in {"active", "inactive", "failed", "activating", "deactivating"}
     assert any(line.startswith("sbx4 (root@") for line in lines)
+
+
+def test_watch_without_a_terminal_prints_whole_boards_not_a_live_one(sandbox):
+    """A pipe or a CI log gets plain boards, one per round that changed something: no cursor movement, no
+    colour, each host on one line; Ctrl-C ends it with 130 as on a terminal."""
+    import signal
+
+    proc = subprocess.Popen([str(REPO / ".venv/bin/inv"), "status", "-i", str(sandbox.cfg.inventory_path),
+                             "--host", "sbx0", "--host", "sbx1", "--watch", "--interval", "1"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "80"})
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-2000:]
+    assert "\x1b[" not in out
+    boards = out.split("fleet status, every 1s (Ctrl-C ends)")
+    assert len(boards) >= 2, out
+    first = boards[1].splitlines()
+    assert len([line for line in first if line.split(" ", 1)[0] in ("sbx0", "sbx1")]) == 2
+    assert max(len(line) for line in out.splitlines()) <= 80
