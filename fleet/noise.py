@@ -68,9 +68,11 @@ def choose(candidates: Sequence[tuple[str, Runs]], min_gain: float) -> Choice:
                              f"> {_tok(need)} (spreads {_tok(b.spread)}, {_tok(a.spread)}; min gain "
                              f"{min_gain * 100:g}%)")
             chosen = i
+        elif gain <= 0:
+            decisions.append(f"{name} against {held}: {_tok(b.median)} against {_tok(a.median)} tok/s, slower: "
+                             f"{held} stays")
         else:
             decisions.append(f"{name} against {held}: {_tok(b.median)} against {_tok(a.median)} tok/s, "
-                             f"{'+' if gain >= 0 else '-'}{_tok(abs(gain))} is within noise (needs more than "
-                             f"{_tok(need)}: spreads {_tok(b.spread)}, {_tok(a.spread)}; min gain "
-                             f"{min_gain * 100:g}%): {held} stays")
+                             f"+{_tok(gain)} is within noise (needs more than {_tok(need)}: spreads "
+                             f"{_tok(b.spread)}, {_tok(a.spread)}; min gain {min_gain * 100:g}%): {held} stays")
     return Choice(chosen, tuple(decisions))

@@ -152,12 +152,19 @@ class Tuner:
         self.d.gate = PerfGate(host, book, self.d.venv, self.d.bench_key, compare_history=False)
         self.spec = book.bench or Bench()
         self.runs = self.spec.runs if runs is None else runs
+        self.fastest: Runs | None = None  # the best median so far in this run
 
     def repeat(self, conn: Connection, attempt: Attempt) -> None:
-        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted."""
+        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted. A rung whose
+        warm-up is already below `fraction` of the fastest so far (less its spread) is not repeated: it loses
+        to it whatever the noise."""
         if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
             return
         warmup = attempt.bench["result"]["output_throughput"]
+        if self.fastest is not None and warmup < self.spec.fraction * self.fastest.median - self.fastest.spread:
+            self.progress(f"{attempt.rung}: {benching.tok(warmup)} tok/s, far below the fastest so far "
+                          f"({benching.tok(self.fastest.median)}): not repeated")
+            return
         values, last = [], attempt.bench
         for i in range(self.runs):
             try:
@@ -168,6 +175,8 @@ class Tuner:
             values.append(last["result"]["output_throughput"])
             self.progress(f"{attempt.rung}: run {i + 1} of {self.runs}: {benching.tok(values[-1])} tok/s")
         runs = Runs(tuple(values), warmup)
+        if self.fastest is None or runs.median > self.fastest.median:
+            self.fastest = runs
         attempt.bench = {**last, "verdict": attempt.bench.get("verdict"), "runs": runs.to_json()}
         attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
                              f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")

@@ -194,39 +194,45 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
                   + (f", winner {result.winner} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
                   + (f" ±{winner_runs.spread:,.0f} (median of {len(winner_runs.tok_s)} runs)" if winner_runs else "")
                   + (f", release {result.release}" if result.release else ""))
-    rows = []
+    screen = real_console(console)
+    ascii_only = fit.plain_terminal(screen)
+    speeds, spreads, ttfts = [], [], []
     for a in result.attempts:
         runs = Runs.from_json((a.bench or {}).get("runs"))
-        speed = runs.median if runs else (a.bench or {}).get("result", {}).get("output_throughput")
+        speeds.append(runs.median if runs else (a.bench or {}).get("result", {}).get("output_throughput"))
+        spreads.append(f"±{runs.spread:,.0f}" if runs else "")
         ttft = ((a.bench or {}).get("result", {}).get("latency_ms") or {}).get("ttft", {}).get("median")
-        rows.append((a, speed, _tok(speed), f"±{runs.spread:,.0f}" if runs else "",
-                     f"{ttft:.0f}" if ttft is not None else "-", _power(a.bench, short=True)))
-    top = max((speed for _, speed, *_ in rows if speed), default=0.0)
-    # what the other columns need (header or widest cell, padding, borders); the bar gets the rest, 5 to `width`
-    cells = [("rung", [a.rung for a, *_ in rows]), ("outcome", [a.outcome for a, *_ in rows]),
-             ("tok/s", [r[2] for r in rows]), ("spread", [r[3] for r in rows]), ("TTFT", [r[4] for r in rows]),
-             ("W/GPU", [Text.from_markup(r[5]).plain for r in rows])]
-    others = sum(max(len(head), *(len(c) for c in col)) for head, col in cells) + 7 * 3 + 1 + 1  # + the ◀
-    width = max(5, min(width, console.width - others))
-    bar_char = "█" if (console.encoding or "").lower().startswith("utf") else "#"
-    table = Table(title=f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)")
-    for col in ("rung", "outcome", "tok/s", "spread", "", "TTFT", "W/GPU"):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("tok/s", "spread", "TTFT") else "left")
-    notes = []
-    for a, speed, speed_text, spread, ttft, power in rows:
-        style = "green" if a.outcome == Outcome.READY else ("dim" if a.outcome == Outcome.PREFLIGHT else "red")
-        bar = bar_char * max(1, round(width * speed / top)) if speed and top else ""
-        if a.rung == result.winner and a.outcome == Outcome.READY:
-            bar = f"[bold green]{bar}[/]" + ("◀" if bar_char == "█" else "<")
-        table.add_row(a.rung, f"[{style}]{a.outcome}[/]", speed_text, spread, bar, ttft, power)
-        if a.outcome != Outcome.READY:
-            remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT else None
-            notes.append(f"  {a.rung}: {escape(a.evidence[:200])}" + (f"; next: {escape(remedy)}" if remedy else ""))
-    console.print(table)
+        ttfts.append(f"{ttft:.0f}" if ttft is not None else "-")
+    top = max((s for s in speeds if s), default=0.0)
+    style: dict[str, str] = {Outcome.READY: "green", Outcome.PREFLIGHT: "dim"}
+    cols = [fit.Col("#", [(str(i), "") for i in range(1, len(result.attempts) + 1)], right=True),
+            fit.Col("rung", [(a.rung, "") for a in result.attempts], cap=20),
+            fit.Col("outcome", [(a.outcome, style.get(a.outcome, "red")) for a in result.attempts], cap=16),
+            fit.Col("tok/s", [(_tok(s), "") for s in speeds], right=True),
+            fit.Col("±", [(s, "") for s in spreads], right=True),
+            fit.Col("TTFT", [(t, "") for t in ttfts], right=True),
+            fit.Col("W/GPU", [(Text.from_markup(_power(a.bench, short=True)).plain, "") for a in result.attempts])]
+    # the bar (after ±) gets what the others leave: 5 to `width` cells, and 2 for the winner's mark
+    cells = max(5, min(width, screen.width - fit.width_of(fit.choose(cols, 10**6)) - fit.GAP - 2))
+    bars = []
+    for a, speed in zip(result.attempts, speeds, strict=True):
+        won = a.rung == result.winner and a.outcome == Outcome.READY
+        bars.append((fit.bar(speed, top, cells, ascii_only) + ((" <" if ascii_only else " ◀") if won else ""),
+                     "bold green" if won else ""))
+    cols.insert(5, fit.Col("", bars))
+    console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
+                            f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"))
     for line in getattr(result, "decisions", ()):
         console.print(escape(line), highlight=False)
-    for note in notes:
-        console.print(note, highlight=False)
+    items = []
+    for i, a in enumerate(result.attempts, 1):
+        if a.outcome == Outcome.READY:
+            continue
+        remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT else None
+        items.append((f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}" + (f"; next: {escape(remedy)}" if remedy
+                                                                             else "")))
+    if items:
+        console.print(notes(items))
     if result.final is not None:
         console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
     if result.error:
