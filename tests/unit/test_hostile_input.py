@@ -9,6 +9,7 @@ exactly the intended argv, the env file has exactly the intended variables, and 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -151,7 +152,8 @@ def systemd_complaints(units: list[tuple[str, str]], folder: Path) -> list[str]:
                               text=True, timeout=120)
         for line in (done.stdout + done.stderr).splitlines():
             m = re.match(r"(t\d+)\.service: Command (.+) is not executable: No such file or directory$", line)
-            if not (m and any(m.group(2) == python for _, python in batch)):
+            # systemd names the command by its normalised path (a venv of "/." runs /bin/python)
+            if not (m and any(os.path.normpath(m.group(2)) == os.path.normpath(python) for _, python in batch)):
                 complaints.append(line)
     return complaints
 
