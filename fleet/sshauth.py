@@ -60,7 +60,7 @@ def _public_base64(path: Path) -> str | None:
         pass
     try:
         return paramiko.PKey.from_path(path).get_base64()
-    except (OSError, SSHException, ValueError):
+    except (OSError, SSHException, ValueError, TypeError):  # TypeError: paramiko 4's "password-protected"
         return None
 
 
@@ -137,6 +137,8 @@ class Strategy(AuthStrategy):
         if locked and all(n.fate != "refused by the server" for n in self.notes):
             return (f"key {locked[0].what} is passphrase-protected and no ssh-agent holds it; fleet never prompts "
                     f"for key passphrases: run `ssh-add {locked[0].what}` (SSH_AUTH_SOCK) and retry")
-        return (f"authentication failed for user {self.ep.user}; offered: "
-                + "; ".join(f"{n.what}: {n.fate}" for n in self.notes)
-                + "; check the right key is in that user's authorized_keys")
+        listed = "; ".join(f"{n.what}: {n.fate}" for n in self.notes)
+        if not any(n.fate == "refused by the server" or n.fate.startswith("failed") for n in self.notes):
+            return f"no usable key for user {self.ep.user}: {listed}"
+        return (f"authentication failed for user {self.ep.user}; offered: {listed}; check the right key is in "
+                "that user's authorized_keys")
