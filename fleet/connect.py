@@ -1,11 +1,12 @@
 """The one place fleet opens SSH connections.
 
 Fabric's defaults are not safe enough for machines that serve users, so every connection here gets:
-strict host-key checking against a known_hosts file (Fabric hard-codes AutoAddPolicy, fabric#2071),
-an explicit opt-in for first contact, a connect timeout, a keepalive that declares a silent link dead
-(fabric#1807; fleet.keepalive), retries with jittered backoff for connect errors only, ssh_config's
-HostName/User/Port/IdentityFile/ProxyJump,
-and the sandbox guard on the target and every jump hop before a packet leaves.
+strict host-key checking against the known_hosts files ssh would read (Fabric hard-codes AutoAddPolicy,
+fabric#2071), an explicit opt-in for first contact, a connect timeout, a keepalive that declares a silent link
+dead (fabric#1807; fleet.keepalive), retries with jittered backoff for connect errors only, ssh_config as
+`ssh -G` resolves it (fleet.sshconfig), keys in OpenSSH's order (fleet.sshauth), jump hosts shared by every
+target behind them, and the sandbox guard on the target and every jump hop before a packet leaves, with each
+name resolved once and connected to at that address.
 """
 
 from __future__ import annotations
