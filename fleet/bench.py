@@ -340,18 +340,31 @@ def evaluate(measured: float, fraction: float, history: Baseline | None = None,
                    f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
 
 
-def result_of(manifest: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] | None:
-    """A release manifest's stored benchmark on these settings: its own `bench` (inv bench), else the
-    newest measured attempt of the rung it serves."""
-    top = manifest.get("bench")
-    if isinstance(top, dict) and top.get("settings") == key and top.get("result", {}).get("ok"):
-        return top
+def result_of(manifest: dict[str, Any], key: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A release manifest's stored benchmark (on these settings, when key is given): its own `bench`
+    (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost."""
+    def fits(b: Any) -> bool:
+        return isinstance(b, dict) and (key is None or b.get("settings") == key) and bool(b.get("result", {}).get("ok"))
+
+    if fits(manifest.get("bench")):
+        return dict(manifest["bench"])
     for attempt in reversed(manifest.get("attempts") or []):
-        b = attempt.get("bench")
         if (attempt.get("rung") == manifest.get("rung") and attempt.get("outcome") == Outcome.READY
-                and isinstance(b, dict) and b.get("settings") == key and b.get("result", {}).get("ok")):
-            return b
+                and fits(attempt.get("bench"))):
+            return dict(attempt["bench"])
     return None
+
+
+def measured(record: dict[str, Any] | None) -> tuple[float, float | None] | None:
+    """A benchmark record's (tok/s, spread): the median and spread of its runs where the tuner repeated it,
+    else its one result and no spread."""
+    if not record:
+        return None
+    runs = Runs.from_json(record.get("runs"))
+    if runs is not None:
+        return runs.median, runs.spread
+    value = (record.get("result") or {}).get("output_throughput")
+    return (float(value), None) if value is not None else None
 
 
 def known_good(manifests: list[dict[str, Any]], current: str | None,
@@ -362,11 +375,11 @@ def known_good(manifests: list[dict[str, Any]], current: str | None,
                      key=lambda m: (m.get("id") == current, m.get("id", "")), reverse=True)
     for m in ordered:
         found = result_of(m, key)
-        if found:
+        speed = measured(found)
+        if found and speed:
             runs = Runs.from_json(found.get("runs"))
-            if runs is not None:
-                return Baseline(runs.median, f"release {m['id']}, median of {len(runs.tok_s)} runs", runs.spread)
-            return Baseline(found["result"]["output_throughput"], f"release {m['id']}")
+            label = f"release {m['id']}" + (f", median of {len(runs.tok_s)} runs" if runs else "")
+            return Baseline(speed[0], label, speed[1] or 0.0)
     return None
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet import bench as benching
 from fleet import hostside, parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
@@ -107,10 +108,8 @@ def parse(host: Host, output: str) -> HostStatus:
         st.power_w = round(sum(draws), 1)  # type: ignore[arg-type]
     if limits and None not in limits:
         st.power_limit_w = round(sum(limits), 1)  # type: ignore[arg-type]
-    bench = manifest.get("bench") or next((a["bench"] for a in reversed(manifest.get("attempts") or [])
-                                           if isinstance(a.get("bench"), dict)), None)
-    if isinstance(bench, dict):
-        st.bench_tok_s = (bench.get("result") or {}).get("output_throughput")
+    speed = benching.measured(benching.result_of(manifest))  # the serving rung's, never a rung that lost
+    st.bench_tok_s = speed[0] if speed else None
     failures = [a for a in manifest.get("attempts") or []
                 if a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
     if failures:

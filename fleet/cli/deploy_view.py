@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from fleet import bench as benching
 from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
 from fleet.noise import Runs
@@ -74,24 +75,6 @@ def next_steps(result: DeployResult) -> list[str]:
     return lines
 
 
-def release_tok_s(r: Release) -> tuple[float | None, float | None]:
-    """(tok/s, spread) of a release: its own `inv bench`, else the measured attempt of the rung it serves
-    (the median of its runs where the tuner repeated them)."""
-    candidates = [r.bench] if r.bench else []
-    candidates += [a.get("bench") for a in reversed(r.attempts)
-                   if a.get("rung") == r.rung and a.get("outcome") == Outcome.READY and a.get("bench")]
-    for b in candidates:
-        if not isinstance(b, dict):
-            continue
-        runs = Runs.from_json(b.get("runs"))
-        if runs is not None:
-            return runs.median, runs.spread
-        value = (b.get("result") or {}).get("output_throughput")
-        if value is not None:
-            return float(value), None
-    return None, None
-
-
 def _when(created: str) -> str:
     """2026-12-02T14:27:50+00:00 -> 12-02 14:27 (UTC, as fleet records it)."""
     return f"{created[5:10]} {created[11:16]}" if len(created) >= 16 and created[10] == "T" else created
@@ -102,7 +85,7 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
     """One line per release, ids in full (`--to` needs them); with bench, its tok/s as a bar (a trend)."""
     screen = real_console(console)
     ascii_only = fit.plain_terminal(screen)
-    speeds = [release_tok_s(r) for r in releases]
+    speeds = [benching.measured(benching.result_of(r.to_json())) or (None, None) for r in releases]
     failed = [next((str(a.get("outcome")) for a in r.attempts if a.get("outcome") not in (Outcome.READY, "apply",
                                                                                          "revert")), "-")
               for r in releases]

@@ -30,7 +30,7 @@ MANIFEST = {
     "patches": {"sets": [], "files": {"/venv/sglang/srt/server_args.py": PATCHED_SHA}},
     "attempts": [{"rung": "fusion-sm120", "outcome": "TMA_FAILURE"},
                  {"rung": "no-fusion", "outcome": "READY",
-                  "bench": {"result": {"output_throughput": 3540.5}}}],
+                  "bench": {"result": {"ok": True, "output_throughput": 3540.5}}}],
 }
 
 
@@ -66,6 +66,17 @@ sglang:gen_throughput{dp="0",model_name="glm-5"} 1830.5
 sglang:gen_throughput{dp="1",model_name="glm-5"} 1700.0
 sglang:token_usage{dp="0",model_name="glm-5"} 0.25
 """
+
+
+def test_a_tuned_release_shows_its_winners_median_not_the_last_rung_measured():
+    """inv tune records every rung it tried, the losers after the winner; the board's bench tok/s is the
+    serving rung's median."""
+    tuned = {**MANIFEST, "attempts": [
+        {"rung": "no-fusion", "outcome": "READY", "bench": {"result": {"ok": True, "output_throughput": 3605.0},
+                                                            "runs": {"warmup": 3601.0, "tok_s": [3605, 3623, 3622]}}},
+        {"rung": "safe", "outcome": "PERF_REGRESSION", "bench": {"result": {"ok": True, "output_throughput": 872.0}}},
+        {"rung": "no-fusion", "outcome": "READY", "final": True}]}
+    assert status.parse(HOST, output(tuned, "200", [], "")).bench_tok_s == 3622.0
 
 
 def test_metrics_series_of_dp_ranks_are_summed_and_other_samples_ignored():

@@ -52,7 +52,7 @@ def _releases() -> list[Release]:
     tuned = Release(id="20261202T150000Z-9f3c", host="sbx0", playbook="glm5-nvfp4-sandbox-long-name",
                     playbook_sha256="x", created="2026-12-02T15:00:00+00:00", status="ok", rung="no-fusion",
                     attempts=[{"rung": "no-fusion", "outcome": "READY", "bench": {
-                        "result": {"output_throughput": 3611.0},
+                        "result": {"ok": True, "output_throughput": 3611.0},
                         "runs": {"warmup": 3300, "tok_s": [3521, 3553, 3611]}}}])
     older = Release(id=d["release"], host="sbx0", playbook="glm5-nvfp4", playbook_sha256="x",
                     created="2026-12-02T14:33:05+00:00", status="ok", rung="no-fusion", attempts=d["attempts"])
