@@ -161,10 +161,12 @@ class Tuner:
         if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
             return
         warmup = attempt.bench["result"]["output_throughput"]
-        if self.fastest is not None and warmup < self.spec.fraction * self.fastest.median - self.fastest.spread:
-            self.progress(f"{attempt.rung}: {benching.tok(warmup)} tok/s, far below the fastest so far "
-                          f"({benching.tok(self.fastest.median)}): not repeated")
-            return
+        if self.fastest is not None:
+            verdict = benching.evaluate(warmup, self.spec.fraction, best=benching.Baseline(
+                self.fastest.median, "the fastest so far", self.fastest.spread))
+            if not verdict.ok:
+                self.progress(f"{attempt.rung}: {verdict.evidence}: not repeated")
+                return
         values, last = [], attempt.bench
         for i in range(self.runs):
             try:
