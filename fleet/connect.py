@@ -52,7 +52,7 @@ class ConnectOptions:
     accept_new_host_keys: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)
     attempts: int = 3
-    # sudo passwords of become hosts, by host name (fleet.inputs.become_passwords), never printed
+    # sudo passwords of become hosts, by host name (fleet.becomepass), never printed
     become_passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 

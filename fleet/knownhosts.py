@@ -12,6 +12,7 @@ as OpenSSH skips them.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -41,10 +42,33 @@ class Entry:
     where: str  # FILE:LINE
 
 
+_LITERAL = re.compile(r"[^*?!|,\s]+")
+
+
 @dataclass
 class KnownHosts:
     entries: list[Entry] = field(default_factory=list)
     marked: list[Marked] = field(default_factory=list)
+    # Built on first lookup: entries whose names are all literal, by name, and the rest (patterns, hashed
+    # names) in file order. A fleet looks up every host once in the same files: without it each lookup
+    # scans every line, N hosts x N lines.
+    _index: tuple[dict[str, list[int]], list[int]] | None = field(default=None, init=False, repr=False,
+                                                                   compare=False)
+
+    def _candidates(self, hostname: str) -> list[Entry]:
+        """The entries that may match hostname, in file order (only they need the full match)."""
+        if self._index is None:
+            by_name: dict[str, list[int]] = {}
+            rest: list[int] = []
+            for i, e in enumerate(self.entries):
+                if all(_LITERAL.fullmatch(p) for p in e.patterns):
+                    for p in set(e.patterns):
+                        by_name.setdefault(p, []).append(i)
+                else:
+                    rest.append(i)
+            self._index = (by_name, rest)
+        by_name, rest = self._index
+        return [self.entries[i] for i in sorted(by_name.get(hostname, []) + rest)]
 
     def revoked(self, hostname: str, key: paramiko.PKey) -> str | None:
         """Where the line that revokes this key for this host is, or None."""
@@ -61,7 +85,7 @@ class KnownHosts:
         """The host's known keys by type (the first line of each type wins, as in OpenSSH's file order), under
         its `[host]:port` name for a port other than 22; revoked ones left out."""
         found: dict[str, paramiko.PKey] = {}
-        for e in self.entries:
+        for e in self._candidates(hostname):
             kind = e.key.get_name()
             if kind not in found and matches(e.patterns, hostname) and self.revoked(hostname, e.key) is None:
                 found[kind] = e.key
@@ -69,7 +93,8 @@ class KnownHosts:
 
     def where(self, hostname: str, key: paramiko.PKey) -> str | None:
         """The line that vouches for this host's key, for `-v`."""
-        return next((e.where for e in self.entries if e.key == key and matches(e.patterns, hostname)), None)
+        return next((e.where for e in self._candidates(hostname) if e.key == key and matches(e.patterns, hostname)),
+                    None)
 
     def __add__(self, other: KnownHosts) -> KnownHosts:
         return KnownHosts(self.entries + other.entries, self.marked + other.marked)
@@ -93,6 +118,7 @@ def matches(patterns: tuple[str, ...], hostname: str) -> bool:
     return hit
 
 
+@functools.lru_cache(maxsize=4096)
 def _glob(pattern: str) -> re.Pattern[str]:
     """OpenSSH's patterns: `*` and `?` only (brackets are literal, as in `[host]:port`)."""
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
@@ -121,26 +147,42 @@ def parse(text: str, path: str = "known_hosts") -> KnownHosts:
 
 _lock = threading.Lock()
 _parsed: dict[Path, tuple[tuple[int, int], KnownHosts]] = {}
+_combined: dict[tuple[tuple[Path, tuple[int, int]], ...], KnownHosts] = {}
+_MISSING = (-1, -1)
+
+
+def _stamped(path: Path) -> tuple[tuple[int, int], KnownHosts]:
+    """The file parsed once per content (mtime, size), with that stamp; call with _lock held."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return _MISSING, KnownHosts()
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _parsed.get(path)
+    if cached is None or cached[0] != stamp:
+        cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace"), str(path)))
+    return cached
 
 
 def load(path: Path) -> KnownHosts:
     """The file parsed once per content (mtime, size): a fleet of N hosts would otherwise parse every key of
     the file N times, which costs more CPU than the SSH handshakes once the file is large."""
     with _lock:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return KnownHosts()
-        stamp = (st.st_mtime_ns, st.st_size)
-        cached = _parsed.get(path)
-        if cached is None or cached[0] != stamp:
-            cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace"), str(path)))
-        return cached[1]
+        return _stamped(path)[1]
 
 
 def load_all(paths: Sequence[Path]) -> KnownHosts:
-    """Several files as OpenSSH reads them for one host (the user's files, then the global ones)."""
-    known = KnownHosts()
-    for path in paths:
-        known = known + load(path)
-    return known
+    """Several files as OpenSSH reads them for one host (the user's files, then the global ones). The same
+    files with the same contents give the same object, so its index is built once for a whole fleet."""
+    with _lock:
+        parts = [(path, *_stamped(path)) for path in paths]
+        key = tuple((path, stamp) for path, stamp, _ in parts)
+        known = _combined.get(key)
+        if known is None:
+            known = KnownHosts()
+            for _, _, part in parts:
+                known = known + part
+            if len(_combined) >= 64:  # a long-lived process (status --watch) whose files keep changing
+                _combined.clear()
+            _combined[key] = known
+        return known

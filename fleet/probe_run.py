@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -64,6 +63,6 @@ def save_facts(facts: HostFacts) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{facts.host}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    tmp.write_text(json.dumps(facts.model_dump(), indent=2))
+    tmp.write_text(facts.model_dump_json(indent=2))
     tmp.rename(path)
     return path

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import time
 from dataclasses import dataclass
 
 from fabric import Connection
-from invoke.exceptions import CommandTimedOut
 from paramiko import SSHException
 
 from fleet import become, keepalive
-from fleet.errors import ConnectError
+from fleet.errors import ConnectError, FleetError
 from fleet.inventory import Host
 
 
@@ -21,12 +19,16 @@ class ConnectionLost(ConnectError):
 
 def lost_link(conn: Connection, host: Host, where: str, exc: BaseException | None = None) -> None:
     """Raise ConnectionLost when the keepalive watchdog closed this connection, or `exc` came with the link
-    dropping under us (e.g. the host died: Fabric's silent reconnect then fails); else nothing."""
+    dropping under us (e.g. the host died); else nothing."""
     why = keepalive.lost(conn.transport)
     if why is None and exc is not None and not (conn.transport and conn.transport.is_active()):
         why = f"the link dropped ({type(exc).__name__}: {str(exc)[:160]})"
     if why:
         raise ConnectionLost(f"{host.name}: connection lost {where}: {why}") from None
+
+
+class CommandTimedOut(FleetError):
+    """A command gave no end within its timeout (the channel is closed, the command's outcome is unknown)."""
 
 
 @dataclass(frozen=True)
@@ -41,21 +43,20 @@ class CommandResult:
         return self.exited == 0
 
 
+@dataclass(frozen=True)
+class BytesResult:
+    exited: int
+    stdout: bytes
+    stderr: bytes
+
+
 def run(conn: Connection, host: Host, command: str, timeout: float | None = None) -> CommandResult:
     """One exec channel; never raises on a non-zero exit (the caller decides what it means). On a become
-    host it runs as root (fleet.become), a sudo password going on stdin."""
-    lost_link(conn, host, f"before `{command[:60]}`")  # never let Fabric silently reconnect a dead link
-    how = become.of(conn, host.become)
-    feed = how.stdin()
-    try:
-        res = conn.run(how.wrap(command), hide=True, warn=True, timeout=timeout,
-                       in_stream=io.StringIO(feed.decode()) if feed else False)
-    except (EOFError, OSError, SSHException) as exc:
-        lost_link(conn, host, f"during `{command[:60]}`", exc)
-        raise
-    lost_link(conn, host, f"during `{command[:60]}`")
-    _sudo_answer(host, how, res.exited, res.stderr)
-    return CommandResult(command=command, exited=res.exited, stdout=res.stdout, stderr=res.stderr)
+    host it runs as root (fleet.become), a sudo password going on stdin. Output is decoded as UTF-8 (bad
+    bytes replaced). Raises CommandTimedOut after `timeout` seconds (None: no limit)."""
+    res = run_bytes(conn, host, command, timeout=timeout)
+    return CommandResult(command=command, exited=res.exited, stdout=res.stdout.decode("utf-8", "replace"),
+                         stderr=res.stderr.decode("utf-8", "replace"))
 
 
 def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> None:
@@ -66,25 +67,24 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
                            "--ask-become-pass")
 
 
-@dataclass(frozen=True)
-class BytesResult:
-    exited: int
-    stdout: bytes
-    stderr: bytes
-
-
-def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"", timeout: float = 120) -> BytesResult:
+def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
+              timeout: float | None = 120) -> BytesResult:
     """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
-    never go in a command line. As root on a become host, like run(). Raises CommandTimedOut after timeout."""
-    lost_link(conn, host, f"before `{command[:60]}`")
+    never go in a command line. As root on a become host, like run(). Raises CommandTimedOut after timeout.
+
+    The channel is read on this thread (a blocking read that wakes on data, or every 0.2 s to drain stderr and
+    check the deadline): no reader threads and no polling loop per command, which is most of what a command
+    costs the client on a large fleet."""
+    lost_link(conn, host, f"before `{command[:60]}`")  # never let a dead link be silently reopened
     how = become.of(conn, host.become)
     transport = conn.client.get_transport()
     if transport is None or not transport.is_active():
-        raise ConnectionLost(f"{host.name}: not connected")
-    chan = transport.open_session()
+        raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: not connected")
     out, err = bytearray(), bytearray()
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    chan = None
     try:
+        chan = transport.open_session()
         chan.exec_command(how.wrap(command))
         try:
             chan.sendall(how.stdin() + data)
@@ -93,8 +93,8 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"", tim
             pass  # the command ended without reading all its input: its status and output say why
         chan.settimeout(0.2)
         while True:
-            if time.monotonic() > deadline:
-                raise CommandTimedOut(None, timeout)  # type: ignore[arg-type]
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s")
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(65536)
             try:
@@ -107,13 +107,16 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"", tim
         exited = chan.recv_exit_status()
         while chan.recv_stderr_ready():
             err += chan.recv_stderr(65536)
+        lost_link(conn, host, f"during `{command[:60]}`",
+                  EOFError("the channel closed without an exit status") if exited == -1 else None)
         _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
         return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
     except (EOFError, OSError, SSHException) as exc:
         lost_link(conn, host, f"during `{command[:60]}`", exc)
         raise
     finally:
-        chan.close()
+        if chan is not None:
+            chan.close()
 
 
 def establish_become(conn: Connection, host: Host, password: str | None) -> None:

@@ -20,6 +20,7 @@ import glob
 import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,18 +71,39 @@ def _split_args(value: str) -> list[str]:
         return value.split()
 
 
-def _include_paths(arg: str, base: Path) -> list[str]:
+# What a parsed config was read from, to tell whether it still holds: ("file", path, (mtime, size) or None)
+# for each file looked at, ("glob", pattern, matches) for each Include.
+Dep = tuple[str, str, object]
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _holds(dep: Dep) -> bool:
+    kind, arg, seen = dep
+    return (_stamp(arg) if kind == "file" else sorted(glob.glob(arg))) == seen
+
+
+def _include_paths(arg: str, base: Path, deps: list[Dep]) -> list[str]:
     path = os.path.expanduser(arg)
     if not os.path.isabs(path):
         path = str(base / path)
-    return sorted(glob.glob(path))
+    found = sorted(glob.glob(path))
+    deps.append(("glob", path, found))
+    return found
 
 
 def _expand(path: Path, base: Path, depth: int, header: str, out: list[str], risky: list[Directive],
-            files: list[str]) -> None:
+            files: list[str], deps: list[Dep]) -> None:
     """Append path's lines to out, Includes inlined in place; header is the Host/Match line in force."""
     if depth > MAX_INCLUDE_DEPTH:
         raise InputError(f"{path}: Include nested more than {MAX_INCLUDE_DEPTH} deep (a loop?)")
+    deps.append(("file", str(path), _stamp(str(path))))
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
@@ -104,17 +126,35 @@ def _expand(path: Path, base: Path, depth: int, header: str, out: list[str], ris
             risky.append(Directive(where, line))
         if key == "include":
             for arg in _split_args(value):
-                for found in _include_paths(arg, base):
+                for found in _include_paths(arg, base, deps):
                     if Path(found).is_file():
-                        _expand(Path(found), base, depth + 1, current, out, risky, files)
+                        _expand(Path(found), base, depth + 1, current, out, risky, files, deps)
                         out.append(current)  # the included file's Host lines end with it
             continue
         out.append(line)
 
 
+_cache_lock = threading.Lock()
+_cache: dict[tuple[str | None, Path, Path], tuple[tuple[Dep, ...], Config]] = {}
+
+
 def load(named: str | None, owner: str) -> Config:
     """The ssh_config a connection uses: the file the inventory names, alone; else ~/.ssh/config then
-    /etc/ssh/ssh_config, each if present. owner names the inventory setting for errors."""
+    /etc/ssh/ssh_config, each if present. owner names the inventory setting for errors. Read once while its
+    files (and what their Includes match) stay the same: every host of a fleet looks it up."""
+    key = (named, USER_CONFIG.expanduser(), SYSTEM_CONFIG)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None and all(_holds(dep) for dep in cached[0]):
+        return cached[1]
+    deps: list[Dep] = []
+    cfg = _read(named, owner, deps)
+    with _cache_lock:
+        _cache[key] = (tuple(deps), cfg)
+    return cfg
+
+
+def _read(named: str | None, owner: str, deps: list[Dep]) -> Config:
     lines: list[str] = []
     risky: list[Directive] = []
     files: list[str] = []
@@ -123,12 +163,14 @@ def load(named: str | None, owner: str) -> Config:
         path = Path(named).expanduser()
         if not path.is_file():
             raise InputError(f"{owner}: no such file {path}")
-        _expand(path, user_base, 0, "Host *", lines, risky, files)
+        _expand(path, user_base, 0, "Host *", lines, risky, files, deps)
     else:
         for path, base in ((USER_CONFIG.expanduser(), user_base), (SYSTEM_CONFIG, SYSTEM_CONFIG.parent)):
             if path.is_file():
-                _expand(path, base, 0, "Host *", lines, risky, files)
+                _expand(path, base, 0, "Host *", lines, risky, files, deps)
                 lines.append("Host *")
+            else:
+                deps.append(("file", str(path), None))
     try:
         parsed = paramiko.SSHConfig.from_text("\n".join(lines))
     except paramiko.ssh_exception.ConfigParseError as exc:

@@ -13,10 +13,11 @@ from typing import Any
 from fleet import bench as benching
 from fleet import hostside, parallel, recovery
 from fleet.connect import ConnectOptions, open_connection
+from fleet.errors import ConnectError
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.releases import ROOT
-from fleet.remote import run
+from fleet.remote import CommandTimedOut, run
 
 _MARK = "@@fleet-status@@"
 # sglang's own gauges (python/sglang/srt/metrics/collector.py); one series per DP rank, so they are summed.
@@ -159,6 +160,10 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
     conn = open_connection(host, opts)
     try:
         return parse(host, run(conn, host, command(host.unit, port), timeout=COMMAND_S).stdout)
+    except CommandTimedOut:  # connected, then silence: a link cut mid-read, or a hung host
+        raise ConnectError(f"{host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, "
+                           f"got nothing; check the host is up and reachable (ping {host.address}, its console), "
+                           "then retry") from None
     finally:
         conn.close()
 
@@ -166,8 +171,4 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
 def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
     if o.ok and o.value:
         return o.value
-    error = o.error or "no answer"
-    if "CommandTimedOut" in error:  # connected, then silence: a link cut mid-read, or a hung host
-        error = (f"{o.host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, got "
-                 f"nothing; check the host is up and reachable (ping {o.host.address}, its console), then retry")
-    return HostStatus(o.host.name, o.host.address, ok=False, error=error)
+    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")

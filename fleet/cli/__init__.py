@@ -80,10 +80,10 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:
     """How to connect, with the become hosts' sudo passwords resolved (and prompted for) before any contact."""
-    from fleet import inputs
+    from fleet.becomepass import become_passwords
     from fleet.connect import ConnectOptions
 
-    passwords = inputs.become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
+    passwords = become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
     return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords)
 
 

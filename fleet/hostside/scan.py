@@ -15,6 +15,12 @@ def is_code(line):
     t = line.strip()
     return bool(t) and not t.startswith(("//", "/*", "*", "#"))
 res = {"packages": {}, "files": {}, "sms": [], "sm_error": None}  # type: dict
+smi = None  # type: subprocess.Popen | None
+try:  # started first: NVML's start-up (a second or more on an 8-GPU host) overlaps the scan below
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+except Exception as e:
+    smi, res["sm_error"] = None, "nvidia-smi: %s" % e
 for pkg, patterns in req["scope"].items():
     spec = importlib.util.find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:
@@ -47,14 +53,17 @@ for pkg, patterns in req["scope"].items():
             i += 1
         if keep:
             res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}
-try:
-    r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                       capture_output=True, text=True, timeout=30)
-    for line in r.stdout.split("\n"):
-        if line.strip():
-            a, b = line.strip().split("."); res["sms"].append(int(a) * 10 + int(b))
-    if not res["sms"]:
-        res["sm_error"] = "nvidia-smi exit %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[:200])
-except Exception as e:
-    res["sm_error"] = "nvidia-smi: %s" % e
+if smi is not None:
+    try:
+        out, err = smi.communicate(timeout=30)
+        for line in out.split("\n"):
+            if line.strip():
+                a, b = line.strip().split("."); res["sms"].append(int(a) * 10 + int(b))
+        if not res["sms"]:
+            res["sm_error"] = "nvidia-smi exit %d: %s" % (smi.returncode, (err or out).strip()[:200])
+    except subprocess.TimeoutExpired:
+        smi.kill(); smi.communicate()
+        res["sm_error"] = "nvidia-smi: no answer within 30 s after the scan"
+    except Exception as e:
+        res["sm_error"] = "nvidia-smi: %s" % e
 print("FLEET-JSON:" + json.dumps(res))

@@ -63,3 +63,39 @@ def test_load_reads_a_file_once_per_content(tmp_path, keys):
     assert knownhosts.load(path) is first
     path.write_text(f"h1 {keys[0]}\nh2 {keys[1]}\n")
     assert knownhosts.load(path).keys_for("h2") and knownhosts.load(tmp_path / "none").keys_for("h1") == {}
+
+
+def test_the_index_answers_as_a_scan_of_every_line_in_file_order(keys):
+    """keys_for and where look only at the lines that may match (literal names by name, patterns and hashed
+    names always): the answers, first line of each type first, are those of matching every line."""
+    a, b = keys
+    hashed = paramiko.HostKeys.hash_host("h3")
+    lines = [f"10.0.0.*,!10.0.0.9 {b}", f"h1,h2 {a}", f"h1 {b}", f"{hashed} {b}", f"h3 {a}", f"[h4]:2222 {a}",
+             f"h4 {b}", f"* {a}", f"@revoked h5 {b}", f"h5 {b}", f"h5,h6 {a}"]
+    known = knownhosts.parse("\n".join(lines) + "\n")
+
+    def by_scan(host: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for e in known.entries:
+            kind = e.key.get_name()
+            if kind not in found and knownhosts.matches(e.patterns, host) and known.revoked(host, e.key) is None:
+                found[kind] = e.where
+        return found
+
+    for host in ("h1", "h2", "h3", "[h4]:2222", "h4", "h5", "h6", "10.0.0.1", "10.0.0.9", "nowhere"):
+        got = known.keys_for(host)
+        expected = by_scan(host)
+        assert {k: known.where(host, v) for k, v in got.items()} == expected, host
+    assert known.where("h1", _pkey(a)) == "known_hosts:2" and known.where("h3", _pkey(b)) == "known_hosts:4"
+    assert known.where("10.0.0.9", _pkey(b)) is None  # negated in line 1; the catch-all has key a
+
+
+def test_the_same_files_give_one_combined_object_until_one_changes(tmp_path, keys):
+    user, system = tmp_path / "known_hosts", tmp_path / "ssh_known_hosts"
+    user.write_text(f"h1 {keys[0]}\n")
+    system.write_text(f"h2 {keys[1]}\n")
+    both = knownhosts.load_all([user, system])
+    assert knownhosts.load_all([user, system]) is both and both.keys_for("h2")
+    system.write_text(f"h2 {keys[1]}\nh3 {keys[0]}\n")
+    again = knownhosts.load_all([user, system])
+    assert again is not both and again.keys_for("h3") and not both.keys_for("h3")

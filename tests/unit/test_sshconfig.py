@@ -209,3 +209,26 @@ def test_proxyjump_elements(spec, expected):
 def test_bad_proxyjump_elements_are_one_line(spec):
     with pytest.raises(InputError, match="bad ProxyJump element"):
         sshconfig.parse_jump(spec)
+
+
+def test_a_config_is_read_once_until_a_file_or_an_include_match_changes(home, tmp_path):
+    """Every host of a fleet looks the same files up: parsed once, and again as soon as a file read (or what
+    an Include glob matches) changes."""
+    (home / ".ssh/conf.d").mkdir()
+    (home / ".ssh/conf.d/10-a.conf").write_text("Host a\n  HostName 10.9.0.1\n")
+    cfg = tmp_path / "config"
+    cfg.write_text("Include conf.d/*.conf\nHost *\n  User root\n")
+    first = sshconfig.load(str(cfg), "t")
+    assert sshconfig.load(str(cfg), "t") is first
+    (home / ".ssh/conf.d/20-b.conf").write_text("Host b\n  HostName 10.9.0.2\n")  # a new match of the glob
+    second = sshconfig.load(str(cfg), "t")
+    assert second is not first and sshconfig.endpoint(second, "b").hostname == "10.9.0.2"
+    (home / ".ssh/conf.d/10-a.conf").write_text("Host a\n  HostName 10.9.0.11\n")  # an included file's text
+    third = sshconfig.load(str(cfg), "t")
+    assert third is not second and sshconfig.endpoint(third, "a").hostname == "10.9.0.11"
+    before = sshconfig.load(None, "t")  # the default files, ~/.ssh/config not there yet
+    assert sshconfig.load(None, "t") is before and sshconfig.endpoint(before, "c").hostname == "c"
+    (home / ".ssh/config").write_text("Host c\n  HostName 10.9.0.3\n")
+    assert sshconfig.endpoint(sshconfig.load(None, "t"), "c").hostname == "10.9.0.3"
+    (home / ".ssh/config").unlink()
+    assert sshconfig.endpoint(sshconfig.load(None, "t"), "c").hostname == "c"
