@@ -1,7 +1,8 @@
 """What the command line costs before it does anything: `python -X importtime` of `inv --list`, of
 `inv probe --json` up to its first host (the task's imports, then a refusal by the sandbox guard, so no
-host is contacted) and of the same probe drawing its table (its view imported too), for this tree and,
-with --old REV, for a git revision of it in the same run. Medians of --runs fresh processes.
+host is contacted), of everything the probe imports before it connects (the refusal comes before the connect
+options are made) and of the same probe drawing its table (its view imported too), for this tree and, with
+--old REV, for a git revision of it in the same run. Medians of --runs fresh processes.
 
 usage: .venv/bin/python bench/bench_cli_imports.py [--runs 7] [--old REV]   (a table, then one JSON line)
 """
@@ -30,6 +31,9 @@ def scenarios(inventory: Path) -> dict[str, list[str]]:
     return {
         "inv --list": ["--list"],
         "inv probe --json (to the first host)": ["probe", "-i", str(inventory), "--json"],
+        # what the guard's refusal above stops short of: the connect options (become passwords) and the probe
+        "inv probe --json (all its imports)": ["-c", "import tasks, fleet.cli.probe; from fleet import cli; "
+                                                     "cli.options([])"],
         "inv probe (table view) imports": ["-c", "import tasks, fleet.cli.probe, fleet.cli.probe_view"],
     }
 

@@ -1,8 +1,10 @@
 """The probe script on this machine, without SSH (a GPU host that has no sshd: the lent device): its total
-time with the nvidia-smi calls at once (as shipped) and one after the other (its fallback when the host has
-no mktemp), each of the four nvidia-smi calls alone, and the four at once on their own (the floor).
+time with its commands at once (as shipped) and one after the other (its fallback when the host has no
+mktemp), each of the four nvidia-smi calls alone, and the four at once on their own (the floor); wall time
+and the CPU the command and its children used. With --old FILE, the same for another version of the script
+(e.g. `git show REV:fleet/hostside/probe.sh > FILE`), in the same run.
 
-usage: python3 bench/bench_probe_host.py [--runs 10] [--venv DIR]   (prints a table, then one JSON line)
+usage: python3 bench/bench_probe_host.py [--runs 10] [--venv DIR] [--old FILE]   (a table, then one JSON line)
 Goal (issue "Speed against the peers"): the script's total at most 1.3x the four calls at once.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,17 +43,31 @@ CALLS = {
     "topo -p2p r": ["nvidia-smi", "topo", "-p2p", "r"],
     "--version": ["nvidia-smi", "--version"],
 }
-SEQUENTIAL = ("if fleet_out=$(mktemp -d 2>/dev/null); then", "if false; then")
+# The line that picks concurrent or one-after-the-other (whatever the temp dir's variable is called).
+CHOICE = re.compile(r"^if \w+=\$\(mktemp -d 2>/dev/null\); then$", re.M)
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
+def sequential(text: str) -> str:
+    assert len(CHOICE.findall(text)) == 1, "the script no longer chooses on mktemp"
+    return CHOICE.sub("if false; then", text)
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(fn) -> tuple[float, float]:
+    cpu, start = children_cpu(), time.perf_counter()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
-def median_ms(fn, runs: int) -> float:
-    return round(statistics.median(timed(fn) for _ in range(runs)) * 1000, 1)
+def median_ms(fn, runs: int) -> tuple[float, float]:
+    """Median wall ms and median CPU ms (the command and its children) over runs."""
+    samples = [timed(fn) for _ in range(runs)]
+    return (round(statistics.median(s[0] for s in samples) * 1000, 1),
+            round(statistics.median(s[1] for s in samples) * 1000, 1))
 
 
 def script_run(text: str, venv: str) -> None:
@@ -69,23 +87,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--venv", default=sys.prefix)
+    ap.add_argument("--old", type=Path, help="another version of probe.sh, measured beside the shipped one")
     args = ap.parse_args()
-    shipped = hostside.text("probe.sh")
-    assert SEQUENTIAL[0] in shipped
-    sequential = shipped.replace(*SEQUENTIAL)
-    script_run(shipped, args.venv)  # warm the page cache once
+    scripts = {"": hostside.text("probe.sh")}
+    if args.old:
+        scripts["old "] = args.old.read_text()
+    for text in scripts.values():
+        script_run(text, args.venv)  # warm the page cache once
     rows = {name: median_ms(lambda c=cmd: subprocess.run(c, capture_output=True), args.runs)
             for name, cmd in CALLS.items()}
-    rows["the four in series (sum)"] = round(sum(rows[n] for n in CALLS), 1)
+    rows["the four in series (sum)"] = (round(sum(rows[n][0] for n in CALLS), 1),
+                                        round(sum(rows[n][1] for n in CALLS), 1))
     rows["the four at once"] = median_ms(at_once, args.runs)
-    rows["probe script, calls one by one"] = median_ms(lambda: script_run(sequential, args.venv), args.runs)
-    rows["probe script, calls at once"] = median_ms(lambda: script_run(shipped, args.venv), args.runs)
-    ratio = round(rows["probe script, calls at once"] / rows["the four at once"], 2)
-    print(f"{'':<34} median ms of {args.runs}")
-    for name, ms in rows.items():
-        print(f"{name:<34} {ms:>8.1f}")
-    print(f"{'script (at once) / four at once':<34} {ratio:>8.2f}  (goal <= 1.3)")
-    print(json.dumps({"runs": args.runs, "ms": rows, "ratio_to_floor": ratio}))
+    for label, text in scripts.items():
+        rows[f"{label}probe script, one by one"] = median_ms(lambda t=text: script_run(sequential(t), args.venv),
+                                                            args.runs)
+        rows[f"{label}probe script, at once"] = median_ms(lambda t=text: script_run(t, args.venv), args.runs)
+    floor = rows["the four at once"][0]
+    ratios = {label or "shipped": round(rows[f"{label}probe script, at once"][0] / floor, 2) for label in scripts}
+    print(f"{'':<38} median of {args.runs}: wall ms, CPU ms")
+    for name, (ms, cpu) in rows.items():
+        print(f"{name:<38} {ms:>8.1f} {cpu:>8.1f}")
+    for label, ratio in ratios.items():
+        print(f"{label.strip() + ' script (at once) / four at once':<38} {ratio:>8.2f}  (goal <= 1.3)")
+    print(json.dumps({"runs": args.runs, "ms": rows, "ratio_to_floor": ratios}))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ key files by path, agent keys by fingerprint and comment.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,25 @@ class _Key(PrivateKey):
         return f"key({self.note.what})"
 
 
+_keys_lock = threading.Lock()
+_keys: dict[Path, tuple[tuple[int, int], paramiko.PKey]] = {}
+
+
+def _load_key(path: Path) -> paramiko.PKey:
+    """The private key in path, parsed once per content (mtime, size): every host of a fleet offers the same
+    file. Raises as paramiko.PKey.from_path does."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _keys_lock:
+        cached = _keys.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    pkey = paramiko.PKey.from_path(path)
+    with _keys_lock:
+        _keys[path] = (stamp, pkey)
+    return pkey
+
+
 def _public_base64(path: Path) -> str | None:
     """The public half of a key file without its passphrase: from FILE.pub, else the unencrypted file."""
     try:
@@ -59,7 +79,7 @@ def _public_base64(path: Path) -> str | None:
     except OSError:
         pass
     try:
-        return paramiko.PKey.from_path(path).get_base64()
+        return _load_key(path).get_base64()
     except (OSError, SSHException, ValueError, TypeError):  # TypeError: paramiko 4's "password-protected"
         return None
 
@@ -110,7 +130,7 @@ class Strategy(AuthStrategy):
             note = Note(str(path))
             self.notes.append(note)
             try:
-                pkey = paramiko.PKey.from_path(path)
+                pkey = _load_key(path)
             except FileNotFoundError:
                 note.fate = "no such file"
                 continue

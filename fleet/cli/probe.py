@@ -6,7 +6,7 @@ import sys
 
 from pydantic_core import to_json
 
-from fleet import hostlock, probe_run
+from fleet import probe_run
 from fleet.cli import console
 from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
@@ -30,6 +30,8 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
 
 
 def unlock(target: Host, token: str, opts: ConnectOptions) -> int:
+    from fleet import hostlock  # deferred: the probe, which shares this module, needs none of it
+
     conn = open_connection(target, opts)
     try:
         hostlock.break_lock(conn, target, token)

@@ -197,7 +197,7 @@ case "$2" in system-manufacturer) exec cat __PROFILE__/system/dmi/sys_vendor ;;
 exit 1
 """
 FAKE_SYSTEMCTL = f"#!/bin/sh\ncat <<'EOF'\n{UNIT_SHOW}EOF\n"
-HOST_TOOLS = ("awk", "cat", "df", "grep", "timeout", "uname")  # what a minimal host has besides the stand-ins
+HOST_TOOLS = ("awk", "cat", "df", "grep", "sleep", "timeout", "uname")  # what a minimal host has besides the stand-ins
 TEMP_TOOLS = ("mktemp", "rm")  # with them the probe runs its nvidia-smi calls at once; without, one by one
 
 
@@ -220,16 +220,17 @@ def fake_venv(root: Path) -> Path:
     return root / "venv"
 
 
-def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bool = True) -> str:
+def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bool = True,
+               smi: str = FAKE_SMI, limit: int | None = None) -> str:
     """Run the real probe script with PATH holding only the stand-ins and a few host tools (`concurrent`:
-    with mktemp and rm, so its nvidia-smi calls run at once)."""
+    with mktemp and rm, so its commands run at once; `smi`: the nvidia-smi stand-in; `limit`: the deadline)."""
     bin_dir, tools, home = tmp / "bin", tmp / "tools", tmp / "home"
     for d in (bin_dir, tools, home / ".cache/flashinfer/0.6.3/120a/cached_ops/trtllm_comm"):
         d.mkdir(parents=True)
     for tool in HOST_TOOLS + (TEMP_TOOLS if concurrent else ()):
         (tools / tool).symlink_to(shutil.which(tool))
     p = str(profile)
-    _exe(bin_dir / "nvidia-smi", FAKE_SMI.replace("__PROFILE__", p))
+    _exe(bin_dir / "nvidia-smi", smi.replace("__PROFILE__", p))
     _exe(bin_dir / "systemctl", FAKE_SYSTEMCTL)
     if (profile / "system/systemd-detect-virt.txt").is_file():
         _exe(bin_dir / "systemd-detect-virt", FAKE_VIRT.replace("__PROFILE__", p))
@@ -246,7 +247,7 @@ def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bo
         script = script.replace(real, fake)
     env = {"PATH": f"{bin_dir}:{tools}", "HOME": str(home), "LC_ALL": "C", "TMPDIR": str(tmp / "tmpdir")}
     (tmp / "tmpdir").mkdir()
-    args = [str(fake_venv(tmp)), "sglang", ",".join(probe.QUERY_FIELDS)]
+    args = [str(fake_venv(tmp)), "sglang", ",".join(probe.QUERY_FIELDS)] + ([str(limit)] if limit else [])
     done = subprocess.run(["/bin/sh", "-c", script, "fleet-probe", *args], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stderr == ""
@@ -291,6 +292,42 @@ def test_real_script_under_sh_agrees_with_the_parser(name, tmp_path):
     assert all(d.avail_kib is not None for d in f.disk.values())
     assert f.disk["hf_cache"].path == f"{tmp_path}/home/.cache"  # its nearest existing parent
     assert output.count("@@fleet:begin query-gpu@@") == 1  # a driver that knows compute_cap is asked once
+
+
+# `nvidia-smi topo -m` that never ends: killed by a TERM, or (STUCK) deaf to it, like a process stuck in
+# the driver; each writes its PID where the test can find (and end) it.
+HANGS = FAKE_SMI.replace('  topo) case "$2" in', '  topo) [ "$2" = -m ] && { echo $$ > "$HOME/hung.pid"; exec sleep 600; }\n        case "$2" in')
+STUCK = FAKE_SMI.replace('  topo) case "$2" in', """  topo) [ "$2" = -m ] && { trap '' TERM; echo $$ > "$HOME/hung.pid"; while :; do sleep 1; done; }
+        case "$2" in""")
+
+
+def _sections(output: str) -> dict[str, probe.Section]:
+    return {s.name: s for s in probe.split_sections(output)}
+
+
+@pytest.mark.parametrize("smi,concurrent", [(HANGS, True), (STUCK, True), (HANGS, False)],
+                         ids=["killed", "deaf-to-the-kill", "one-after-the-other"])
+def test_a_command_still_running_at_the_deadline_ends_its_section_and_the_rest_print_whole(smi, concurrent,
+                                                                                          tmp_path):
+    """The script answers at its deadline (2 s here, the hang is 600 s): the hung call's section ends
+    rc=124 and says what it printed; every other section is whole, and the facts say which call timed out.
+    A call that ignores the kill is left behind, never waited for: the answer still ends."""
+    try:
+        out = run_script(PROFILES / "rtx-pro-6000-x8-proxmox", tmp_path, concurrent=concurrent, smi=smi, limit=2)
+    finally:
+        pid = int((tmp_path / "home/hung.pid").read_text())
+        try:
+            os.kill(pid, 9)  # the deaf one is still there; the others are gone already
+        except ProcessLookupError:
+            pass
+    sections = _sections(out)
+    assert sections["topo-m"].rc == 124 and sections["topo-m"].text == ""
+    for name in ("query-gpu", "topo-p2p-r", "smi-version", "virt", "unit", "df", "packages"):
+        assert sections[name].rc == 0 and sections[name].text, name
+    assert out.endswith(probe.DONE + "\n")
+    facts = probe.parse(out, "h", "a")
+    assert len(facts.gpus) == 8 and facts.driver_version and facts.unit.active_state == "inactive"
+    assert any("timed out" in w for w in facts.warnings), facts.warnings
 
 
 def test_sysfs_dmi_is_read_first(tmp_path):
