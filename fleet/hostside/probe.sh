@@ -103,7 +103,8 @@ alive() {
   { read -r Fst < "/proc/$1/stat"; } 2>/dev/null || { [ -r /proc/self/stat ] && return 1; return 0; }
   Fst=${Fst##*) }; [ "${Fst%% *}" != Z ]
 }
-# settle: every job waited for, its end line written and its status in Frc<job>. If one still runs once
+# settle: every job waited for, its end line written and its status in Frc<job> (job 0, query-gpu, ends its
+# own sections, unless it is killed). If one still runs once
 # the shell is done, a watchdog wakes the shell at the deadline (and each second after, so a wait cannot
 # miss it); jobs still running then are killed, never waited for (one stuck in the kernel would not die),
 # and end rc=124. Only jobs not yet waited for are signalled: their PIDs cannot have been reused. A host
@@ -130,7 +131,8 @@ settle() {
       [ -n "$Flate" ] && [ "$Fr" -gt 128 ] && { alive "$Fp" && continue; Fr=124; }
       break
     done
-    eval "Frc$Fj=\$Fr"; e "$Fn" "$Fr" > "$D/t$Fj"
+    if [ "$Fj" = 0 ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/q"  # query-gpu ends its own sections
+    else eval "Frc$Fj=\$Fr"; e "$Fn" "$Fr" > "$D/t$Fj"; fi
   done
   [ -z "$Fwd" ] || { kill "$Fwd"; trap - USR1; }
 }
@@ -139,7 +141,7 @@ if D=$(mktemp -d 2>/dev/null); then
   # What the shell prints goes to numbered part files in $D; each step adds its job's output file and the
   # file its end line goes to once the job is waited for; one cat prints every part in order at the end.
   # Jobs never hold the channel (fd 3): one stuck past the deadline cannot keep the answer from ending.
-  exec 3>&1; Fk=0 Fnj=0 Fparts=q Fjobs=
+  exec 3>&1; Fk=0 Fnj=0 Fparts=q Fjobs=0
   part() { Fk=$((Fk+1)); Fparts="$Fparts m$Fk"; exec > "$D/m$Fk"; }
   step() {
     Fn=$1; shift; Fnj=$((Fnj+1)); Fjobs="$Fjobs $Fnj"
@@ -147,8 +149,8 @@ if D=$(mktemp -d 2>/dev/null); then
     eval "Fpid$Fnj=\$! Fname$Fnj=\$Fn"; Fparts="$Fparts j$Fnj t$Fnj"; part
   }
   { read -r Ft0 _ < /proc/uptime; } 2>/dev/null; Ft0=${Ft0%%.*}
-  gpu_query > "$D/q" 3>&- &
-  Fq=$!; part
+  gpu_query > "$D/q" 3>&- &  # job 0: it may ask again on an old driver, so it is a shell of its own
+  Fpid0=$! Fname0=query-gpu; part
   b topo-m; step topo-m nvidia-smi topo -m
   b topo-p2p-r; step topo-p2p-r nvidia-smi topo -p2p r
   b smi-version; step smi-version nvidia-smi --version
@@ -156,7 +158,6 @@ if D=$(mktemp -d 2>/dev/null); then
   host_facts
   exec >&3 3>&-
   settle
-  wait "$Fq"
   eval "smi_fallback \$Frc$Fv" > "$D/m$Fpost"
   cd "$D" && cat $Fparts
 else

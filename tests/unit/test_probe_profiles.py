@@ -301,6 +301,12 @@ STUCK = FAKE_SMI.replace('  topo) case "$2" in', """  topo) [ "$2" = -m ] && { t
         case "$2" in""")
 
 
+QUERY_STUCK = FAKE_SMI.replace("  --query-gpu=*)\n", """  --query-gpu=*)
+    trap '' TERM; echo $$ > "$HOME/hung.pid"; while :; do sleep 1; done ;;
+  --never)
+""")
+
+
 def _sections(output: str) -> dict[str, probe.Section]:
     return {s.name: s for s in probe.split_sections(output)}
 
@@ -328,6 +334,22 @@ def test_a_command_still_running_at_the_deadline_ends_its_section_and_the_rest_p
     facts = probe.parse(out, "h", "a")
     assert len(facts.gpus) == 8 and facts.driver_version and facts.unit.active_state == "inactive"
     assert any("timed out" in w for w in facts.warnings), facts.warnings
+
+
+def test_a_query_stuck_past_the_deadline_ends_its_section_and_the_rest_print_whole(tmp_path):
+    """query-gpu runs in a shell of its own (it may ask again on an old driver): stuck and deaf to the kill,
+    the `timeout` inside waits on it forever; the deadline still ends the section rc=124 and the probe
+    answers. (One after the other, with no temp dir, timeout(1) is all there is.)"""
+    try:
+        out = run_script(PROFILES / "rtx-pro-6000-x8-proxmox", tmp_path, smi=QUERY_STUCK, limit=2)
+    finally:
+        os.kill(int((tmp_path / "home/hung.pid").read_text()), 9)
+    sections = _sections(out)
+    assert sections["query-gpu"].rc == 124
+    for name in ("topo-m", "topo-p2p-r", "smi-version", "virt", "unit", "df", "packages"):
+        assert sections[name].rc == 0 and sections[name].text, name
+    facts = probe.parse(out, "h", "a")
+    assert facts.gpus == [] and any("timed out" in w for w in facts.warnings), facts.warnings
 
 
 def test_sysfs_dmi_is_read_first(tmp_path):
