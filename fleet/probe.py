@@ -39,12 +39,11 @@ QUERY_FIELDS = (
     "driver_version", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
     "pcie.link.width.max",
 )
+
+
 def command(venv: str, unit: str) -> str:
     """The exec-channel command line that runs the probe script (fleet/hostside/probe.sh) with its arguments."""
     return hostside.sh_command("probe.sh", venv, unit, ",".join(QUERY_FIELDS))
-
-
-
 
 
 # --- sections ----------------------------------------------------------------------------------------
