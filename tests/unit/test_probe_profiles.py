@@ -296,8 +296,11 @@ def test_real_script_under_sh_agrees_with_the_parser(name, tmp_path):
 
 # `nvidia-smi topo -m` that never ends: killed by a TERM, or (STUCK) deaf to it, like a process stuck in
 # the driver; each writes its PID where the test can find (and end) it.
-HANGS = FAKE_SMI.replace('  topo) case "$2" in', '  topo) [ "$2" = -m ] && { echo $$ > "$HOME/hung.pid"; exec sleep 600; }\n        case "$2" in')
-STUCK = FAKE_SMI.replace('  topo) case "$2" in', """  topo) [ "$2" = -m ] && { trap '' TERM; echo $$ > "$HOME/hung.pid"; while :; do sleep 1; done; }
+TOPO = '  topo) case "$2" in'
+HANGS = FAKE_SMI.replace(TOPO, '  topo) [ "$2" = -m ] && { echo $$ > "$HOME/hung.pid"; exec sleep 600; }\n'
+                               '        case "$2" in')
+STUCK = FAKE_SMI.replace(TOPO, """  topo) [ "$2" = -m ] && {
+          trap '' TERM; echo $$ > "$HOME/hung.pid"; while :; do sleep 1; done; }
         case "$2" in""")
 
 
