@@ -22,6 +22,8 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
+from fleet import filestamp
+
 
 @dataclass(frozen=True)
 class Marked:
@@ -145,38 +147,32 @@ def parse(text: str, path: str = "known_hosts") -> KnownHosts:
     return known
 
 
+_files: filestamp.PerContent[KnownHosts] = filestamp.PerContent(
+    lambda path: parse(path.read_text(errors="replace"), str(path)))
 _lock = threading.Lock()
-_parsed: dict[Path, tuple[tuple[int, int], KnownHosts]] = {}
-_combined: dict[tuple[tuple[Path, tuple[int, int]], ...], KnownHosts] = {}
+_combined: dict[tuple[tuple[Path, filestamp.Stamp], ...], KnownHosts] = {}
 _MISSING = (-1, -1)
 
 
-def _stamped(path: Path) -> tuple[tuple[int, int], KnownHosts]:
-    """The file parsed once per content (mtime, size), with that stamp; call with _lock held."""
+def _stamped(path: Path) -> tuple[filestamp.Stamp, KnownHosts]:
     try:
-        st = path.stat()
+        return _files.get(path)
     except FileNotFoundError:
         return _MISSING, KnownHosts()
-    stamp = (st.st_mtime_ns, st.st_size)
-    cached = _parsed.get(path)
-    if cached is None or cached[0] != stamp:
-        cached = _parsed[path] = (stamp, parse(path.read_text(errors="replace"), str(path)))
-    return cached
 
 
 def load(path: Path) -> KnownHosts:
     """The file parsed once per content (mtime, size): a fleet of N hosts would otherwise parse every key of
     the file N times, which costs more CPU than the SSH handshakes once the file is large."""
-    with _lock:
-        return _stamped(path)[1]
+    return _stamped(path)[1]
 
 
 def load_all(paths: Sequence[Path]) -> KnownHosts:
     """Several files as OpenSSH reads them for one host (the user's files, then the global ones). The same
     files with the same contents give the same object, so its index is built once for a whole fleet."""
+    parts = [(path, *_stamped(path)) for path in paths]
+    key = tuple((path, stamp) for path, stamp, _ in parts)
     with _lock:
-        parts = [(path, *_stamped(path)) for path in paths]
-        key = tuple((path, stamp) for path, stamp, _ in parts)
         known = _combined.get(key)
         if known is None:
             known = KnownHosts()

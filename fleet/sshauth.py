@@ -9,7 +9,6 @@ key files by path, agent keys by fingerprint and comment.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ import paramiko
 from paramiko.auth_strategy import AuthSource, AuthStrategy, PrivateKey
 from paramiko.ssh_exception import PasswordRequiredException, SSHException
 
+from fleet import filestamp
 from fleet.sshconfig import Endpoint
 
 
@@ -51,23 +51,13 @@ class _Key(PrivateKey):
         return f"key({self.note.what})"
 
 
-_keys_lock = threading.Lock()
-_keys: dict[Path, tuple[tuple[int, int], paramiko.PKey]] = {}
+_keys: filestamp.PerContent[paramiko.PKey] = filestamp.PerContent(paramiko.PKey.from_path)
 
 
 def _load_key(path: Path) -> paramiko.PKey:
-    """The private key in path, parsed once per content (mtime, size): every host of a fleet offers the same
-    file. Raises as paramiko.PKey.from_path does."""
-    st = path.stat()
-    stamp = (st.st_mtime_ns, st.st_size)
-    with _keys_lock:
-        cached = _keys.get(path)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    pkey = paramiko.PKey.from_path(path)
-    with _keys_lock:
-        _keys[path] = (stamp, pkey)
-    return pkey
+    """The private key in path, parsed once per content: every host of a fleet offers the same file. Raises
+    as paramiko.PKey.from_path does."""
+    return _keys.get(path)[1]
 
 
 def _public_base64(path: Path) -> str | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import paramiko
 
+from fleet import filestamp
 from fleet.errors import InputError
 
 USER_CONFIG = Path("~/.ssh/config")
@@ -76,17 +77,9 @@ def _split_args(value: str) -> list[str]:
 Dep = tuple[str, str, object]
 
 
-def _stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
-
-
 def _holds(dep: Dep) -> bool:
     kind, arg, seen = dep
-    return (_stamp(arg) if kind == "file" else sorted(glob.glob(arg))) == seen
+    return (filestamp.stamp(arg) if kind == "file" else sorted(glob.glob(arg))) == seen
 
 
 def _include_paths(arg: str, base: Path, deps: list[Dep]) -> list[str]:
@@ -103,7 +96,7 @@ def _expand(path: Path, base: Path, depth: int, header: str, out: list[str], ris
     """Append path's lines to out, Includes inlined in place; header is the Host/Match line in force."""
     if depth > MAX_INCLUDE_DEPTH:
         raise InputError(f"{path}: Include nested more than {MAX_INCLUDE_DEPTH} deep (a loop?)")
-    deps.append(("file", str(path), _stamp(str(path))))
+    deps.append(("file", str(path), filestamp.stamp(path)))
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
