@@ -181,9 +181,9 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
     ascii_only = fit.plain_terminal(screen)
     speeds, spreads, ttfts = [], [], []
     for a in result.attempts:
-        runs = Runs.from_json((a.bench or {}).get("runs"))
-        speeds.append(runs.median if runs else (a.bench or {}).get("result", {}).get("output_throughput"))
-        spreads.append(f"±{runs.spread:,.0f}" if runs else "")
+        m = benching.measured(a.bench)  # the median and spread of its runs where the tuner repeated it
+        speeds.append(m[0] if m else None)
+        spreads.append(f"±{m[1]:,.0f}" if m and m[1] is not None else "")
         ttft = ((a.bench or {}).get("result", {}).get("latency_ms") or {}).get("ttft", {}).get("median")
         ttfts.append(f"{ttft:.0f}" if ttft is not None else "-")
     top = max((s for s in speeds if s), default=0.0)
