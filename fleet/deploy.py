@@ -24,12 +24,13 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.perfgate import PerfGate
 from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, sglang_version
+from fleet.progress import Progress, quiet
 from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
 from fleet.remote import lost_link
 from fleet.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
-from fleet.results import Attempt, DeployResult, Planned, Progress, quiet
+from fleet.results import Attempt, DeployResult, Planned
 from fleet.service import read_file, sha256, stop_and_empty_gpus, unit_state
 
 

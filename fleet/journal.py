@@ -23,8 +23,8 @@ from fleet.logrules import Severity
 from fleet.logwatch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Budgets
+from fleet.progress import Progress
 from fleet.remote import ConnectionLost
-from fleet.results import Progress
 from fleet.service import sh, unit_state
 
 READ_S = 0.5  # the longest a tick waits for a line

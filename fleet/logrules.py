@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fleet import sourcetext, yamlfile
 from fleet.errors import InputError
-from fleet.patchsets import parse_range
+from fleet.versions import parse_range
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "playbooks" / "rules"
 

@@ -36,9 +36,10 @@ from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung
 from fleet.preflight import port_problem
+from fleet.progress import Progress
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
-from fleet.results import Attempt, DeployResult, Planned, Progress
+from fleet.results import Attempt, DeployResult, Planned
 from fleet.service import stop_and_empty_gpus, unit_state
 
 

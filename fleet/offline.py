@@ -14,8 +14,9 @@ from pathlib import Path
 
 from fleet import archgate, patchplan, upstream
 from fleet.errors import InputError
-from fleet.patchsets import PatchSet, version_key
+from fleet.patchsets import PatchSet
 from fleet.service import sha256
+from fleet.versions import version_key
 
 DISTS = {"sglang": "sglang", "flashinfer-python": "flashinfer", "flashinfer": "flashinfer"}
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([0-9][0-9A-Za-z.+-]*)\s*$")

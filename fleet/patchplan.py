@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet import facts as factsmod
-from fleet.patchsets import Edit, PatchSet, in_range
+from fleet.patchsets import Edit, PatchSet
 from fleet.service import sha256
+from fleet.versions import in_range
 
 BACKUP_ROOT = "/var/lib/fleet/backups"
 APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE = "applicable", "applied", "cannot-apply", "not-applicable"

@@ -39,44 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fleet import yamlfile
 from fleet.errors import InputError
+from fleet.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks/patches")
 _SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _MODULE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_CLAUSE = re.compile(r"^\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
-_PRE = re.compile(r"(a|b|rc|dev|alpha|beta|pre)\d*", re.I)
-
-
-def version_key(text: str) -> tuple[int, ...]:
-    """A comparable key: numeric release parts; a pre-release (rc, a, b, dev) sorts before its release."""
-    m = re.match(r"v?(\d+(?:\.\d+)*)(.*)$", text.strip())
-    if not m:
-        raise ValueError(f"not a version: {text!r}")
-    parts = [int(p) for p in m.group(1).split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    rest = m.group(2).lstrip(".-_")
-    pre = bool(rest) and bool(_PRE.match(rest)) and not rest.startswith("post")
-    return (*parts, -1 if pre else 0)
-
-
-def parse_range(spec: str) -> list[tuple[str, tuple[int, ...]]]:
-    """'>=0.5.8,<0.6.17' -> [('>=', key), ('<', key)]; ValueError names the bad clause."""
-    clauses = []
-    for raw in spec.split(","):
-        m = _CLAUSE.match(raw)
-        if not m:
-            raise ValueError(f"bad version range clause {raw.strip()!r} (use e.g. '<0.6.17' or '>=0.5.8,<0.6')")
-        clauses.append((m.group(1), version_key(m.group(2))))
-    return clauses
-
-
-def in_range(version: str, spec: str) -> bool:
-    v = version_key(version)
-    ops = {"==": v.__eq__, "!=": v.__ne__, "<": v.__lt__, "<=": v.__le__, ">": v.__gt__, ">=": v.__ge__}
-    return all(ops[op](key) for op, key in parse_range(spec))
 
 
 class AppliesTo(BaseModel):

@@ -11,7 +11,7 @@ from fleet import bench as benching
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.playbook import Bench, Playbook, Rung
-from fleet.results import Progress
+from fleet.progress import Progress
 
 
 class PerfGate:

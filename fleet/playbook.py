@@ -32,8 +32,8 @@ from fleet import fields, sglang_cli, yamlfile
 from fleet.errors import InputError
 from fleet.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.patchsets import in_range, parse_range
 from fleet.secretref import SecretRef
+from fleet.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}

@@ -14,7 +14,8 @@ from fleet.facts import HostFacts, known_bad
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
-from fleet.results import Attempt, Progress
+from fleet.progress import Progress
+from fleet.results import Attempt
 from fleet.service import sh
 
 MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway

@@ -17,9 +17,10 @@ from fleet.health import health_check
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook
+from fleet.progress import Progress
 from fleet.releases import BeforeFleet, Release, ReleaseStore, new_id, now
 from fleet.render import LAUNCHER, launcher_text
-from fleet.results import Attempt, Progress
+from fleet.results import Attempt
 from fleet.service import (
     ServiceError,
     daemon_reload,

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Rung
 from fleet.remedies import remedy_for
-
-Progress = Callable[[str], None]
-
-
-def quiet(message: str) -> None:
-    """A Progress that says nothing."""
 
 
 @dataclass

@@ -12,9 +12,10 @@ from fleet.inputs import load_playbook
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
+from fleet.progress import Progress, quiet
 from fleet.releases import BeforeFleet, Release, ReleaseStore
 from fleet.render import env_file, key_file, unit_file
-from fleet.results import Attempt, DeployResult, Progress, quiet
+from fleet.results import Attempt, DeployResult
 from fleet.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 
 

@@ -22,8 +22,9 @@ from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
+from fleet.progress import Progress
 from fleet.releases import now
-from fleet.results import DeployResult, Progress
+from fleet.results import DeployResult
 from fleet.router import RouterHooks
 
 

@@ -38,10 +38,11 @@ from fleet.inventory import Host
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
 from fleet.playbook import Playbook, Rung
 from fleet.preflight import port_problem
+from fleet.progress import Progress
 from fleet.redact import env_text as redact_env
 from fleet.release_run import ReleaseRun
 from fleet.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.results import Attempt, DeployResult, Planned, Progress
+from fleet.results import Attempt, DeployResult, Planned
 from fleet.router_plan import (
     curl,
     env_path,

@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
-from fleet.patchsets import version_key
+from fleet.versions import version_key
 
 TABLE = Path(__file__).resolve().parent.parent / "playbooks" / "upstream" / "sglang-flags.yaml"
 FIELD_FILES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/*.py")

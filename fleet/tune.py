@@ -28,9 +28,10 @@ from fleet.noise import Runs
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.perfgate import PerfGate
 from fleet.playbook import Bench, Playbook, Rung
+from fleet.progress import Progress
 from fleet.release_run import ReleaseRun
 from fleet.releases import Release, ReleaseStore, new_id, now
-from fleet.results import Attempt, Progress
+from fleet.results import Attempt
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 

@@ -20,7 +20,8 @@ from fleet.inputs import load_playbook, secrets_for
 from fleet.inventory import Host
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
-from fleet.results import DeployResult, Progress
+from fleet.progress import Progress
+from fleet.results import DeployResult
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import hostside, patchplan, patchsets
+from fleet import hostside, patchplan, patchsets, versions
 from fleet.errors import InputError
 from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, FileInfo, HostState
 from fleet.service import sha256
@@ -95,15 +95,15 @@ def test_unknown_set_is_input_error(tmp_path):
 
 
 def test_version_ranges():
-    assert patchsets.in_range("0.6.3", "<0.6.17")
-    assert not patchsets.in_range("0.6.17", "<0.6.17")
-    assert patchsets.in_range("0.6.17rc1", "<0.6.17")
-    assert patchsets.in_range("0.5.9", ">=0.5.8,<0.6")
-    assert not patchsets.in_range("0.5.7", ">=0.5.8")
-    assert patchsets.in_range("2.9.1+cu130", "==2.9.1")
-    assert patchsets.in_range("1.0", "==1.0.0")
+    assert versions.in_range("0.6.3", "<0.6.17")
+    assert not versions.in_range("0.6.17", "<0.6.17")
+    assert versions.in_range("0.6.17rc1", "<0.6.17")
+    assert versions.in_range("0.5.9", ">=0.5.8,<0.6")
+    assert not versions.in_range("0.5.7", ">=0.5.8")
+    assert versions.in_range("2.9.1+cu130", "==2.9.1")
+    assert versions.in_range("1.0", "==1.0.0")
     with pytest.raises(ValueError):
-        patchsets.parse_range("~=1.0")
+        versions.parse_range("~=1.0")
 
 
 # --- the shipped set against the simulated packages -------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import truth
 
 from fleet import archgate, offline, patchplan, patchsets, upstream
-from fleet.patchsets import version_key
+from fleet.versions import version_key
 
 SETS = patchsets.load_sets(["sm120-allreduce-fusion"])
 PAIRS = upstream.load_matrix().pairs()

@@ -10,7 +10,7 @@ import pytest
 
 from fleet import logrules, phases, sourcetext, upstream
 from fleet.logclassify import classify_line
-from fleet.patchsets import in_range
+from fleet.versions import in_range
 
 RULES = logrules.default_rules()
 CORPUS = [(rule, src) for rule in RULES.rules for src in rule.sources if isinstance(src, logrules.CorpusSource)]
