@@ -1,5 +1,5 @@
 """The whole-tree audit (`inv audit --full`, SM 120) over real releases: how many gates it flags with today's
-rules and with the rules before the issue "Real flashinfer and sglang releases as ground truth" (fleet/archgate.py
+rules and with the rules before the issue "Real flashinfer and sglang releases as ground truth" (fleet/patches/audit.py
 at commit bb8fde7, read from git), and the precision of today's flags against the hand-labelled truth
 (tests/upstream/truth/whole_tree.yaml), with a 95% Wilson interval. A flagged gate with no label fails the run:
 label it first.
@@ -25,7 +25,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests/upstream")]
 
 import truth  # noqa: E402
 
-from fleet import archgate, offline  # noqa: E402
+from fleet.patches import audit as archgate  # noqa: E402
+from fleet.patches import offline  # noqa: E402
 
 VERSIONS = [{"flashinfer-python": "0.6.16"}, {"flashinfer-python": "0.7.4"}, {"sglang": "0.5.9"},
             {"sglang": "0.5.23"}]
@@ -40,7 +41,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def old_archgate(commit: str):  # noqa: ANN201 - a module from history
-    text = subprocess.run(["git", "show", f"{commit}:fleet/archgate.py"], cwd=REPO, capture_output=True, text=True,
+    text = subprocess.run(["git", "show", f"{commit}:fleet/patches/audit.py"], cwd=REPO, capture_output=True, text=True,
                           check=True).stdout
     path = Path(tempfile.mkdtemp()) / "archgate_old.py"
     path.write_text(text)

@@ -34,8 +34,17 @@ os.environ["FLEET_SANDBOX_INSTANCE"] = "bench"
 
 import paramiko  # noqa: E402
 
-from fleet import connect, inventory, knownhosts, probe, probe_run, remote  # noqa: E402
-from fleet.connect import ConnectOptions  # noqa: E402
+from fleet import inventory  # noqa: E402
+from fleet.host import (
+    probe,  # noqa: E402
+    probe_run,  # noqa: E402
+)
+from fleet.ssh import (
+    connect,  # noqa: E402
+    remote,  # noqa: E402
+)
+from fleet.ssh import known_hosts as knownhosts  # noqa: E402
+from fleet.ssh.connect import ConnectOptions  # noqa: E402
 from sandbox.config import config  # noqa: E402
 from sandbox.hosts import Sandbox  # noqa: E402
 

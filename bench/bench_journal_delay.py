@@ -2,7 +2,7 @@
 
 A transient unit on the host prints normal startup lines, then a fatal one carrying the host's clock
 (the sandbox shares this machine's clock); fleet follows the unit's journal exactly as deploy does
-(fleet.journal: its Follower and the LogWatcher deploy's watch uses) and notes when it classifies the line.
+(fleet.logs.journal: its Follower and the LogWatcher deploy's watch uses) and notes when it classifies the line.
 
 usage (root, a demo sandbox up): .venv/bin/python bench/bench_journal_delay.py [--runs 10]
 """
@@ -17,10 +17,11 @@ import time
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
 
-from fleet import inventory, journal  # noqa: E402
-from fleet.connect import open_connection  # noqa: E402
-from fleet.logwatch import FatalLogLine, LogWatcher  # noqa: E402
-from fleet.remote import run  # noqa: E402
+from fleet import inventory  # noqa: E402
+from fleet.logs import journal  # noqa: E402
+from fleet.logs.watch import FatalLogLine, LogWatcher  # noqa: E402
+from fleet.ssh.connect import open_connection  # noqa: E402
+from fleet.ssh.remote import run  # noqa: E402
 from sandbox.config import config  # noqa: E402
 
 SCRIPT = ("for i in 1 2 3 4 5; do echo \"Load weight begin. avail mem=90.1 GB\"; sleep 0.05; done; "

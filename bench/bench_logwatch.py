@@ -15,9 +15,9 @@ import random
 import time
 from pathlib import Path
 
-from fleet.logclassify import LineClassifier
-from fleet.logrules import load_rules
-from fleet.logwatch import FatalLogLine, LogWatcher
+from fleet.logs.classify import LineClassifier
+from fleet.logs.rules import load_rules
+from fleet.logs.watch import FatalLogLine, LogWatcher
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 CHUNK = 4096

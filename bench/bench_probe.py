@@ -19,8 +19,9 @@ import paramiko
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
 
-from fleet import inventory, probe_run  # noqa: E402
-from fleet.connect import ConnectOptions  # noqa: E402
+from fleet import inventory  # noqa: E402
+from fleet.host import probe_run  # noqa: E402
+from fleet.ssh.connect import ConnectOptions  # noqa: E402
 from sandbox.config import config  # noqa: E402
 from sandbox.hosts import Sandbox  # noqa: E402
 

@@ -2,7 +2,7 @@
 time with its commands at once (as shipped) and one after the other (its fallback when the host has no
 mktemp), each of the four nvidia-smi calls alone, and the four at once on their own (the floor); wall time
 and the CPU the command and its children used. With --old FILE, the same for another version of the script
-(e.g. `git show REV:fleet/hostside/probe.sh > FILE`), in the same run.
+(e.g. `git show REV:fleet/host/programs/probe.sh > FILE`), in the same run.
 
 usage: python3 bench/bench_probe_host.py [--runs 10] [--venv DIR] [--old FILE]   (a table, then one JSON line)
 Goal (issue "Speed against the peers"): the script's total at most 1.3x the four calls at once.
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fleet import hostside  # noqa: E402
+from fleet.host import programs as hostside  # noqa: E402
 
 
 def _constants(path: Path, *names: str) -> list:
@@ -35,7 +35,7 @@ def _constants(path: Path, *names: str) -> list:
     return [found[n] for n in names]
 
 
-QUERY_FIELDS, DONE = _constants(REPO / "fleet/probe.py", "QUERY_FIELDS", "DONE")
+QUERY_FIELDS, DONE = _constants(REPO / "fleet/host/probe.py", "QUERY_FIELDS", "DONE")
 
 CALLS = {
     "query-gpu": ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,nounits"],

@@ -1,5 +1,5 @@
 """How much of what each real sglang release can fail with at startup the log rules classify specifically
-(fleet/rulecoverage.py): sites, specifically classified, share, the rules that do it, per release; against the
+(fleet/logs/coverage.py): sites, specifically classified, share, the rules that do it, per release; against the
 committed figure tests/upstream/truth/rule_coverage.yaml. With --old-rules REV, the same with the rule files
 of that git revision (sources are added as placeholders when they have none).
 
@@ -22,7 +22,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fleet import logrules, rulecoverage, upstream  # noqa: E402
+from fleet.logs import coverage as rulecoverage  # noqa: E402
+from fleet.logs import rules as logrules  # noqa: E402
+from fleet.upstream import corpus as upstream  # noqa: E402
 
 FIGURE = REPO / "tests" / "upstream" / "truth" / "rule_coverage.yaml"
 
@@ -66,7 +68,7 @@ def main() -> int:
               + f"  {top}")
         rows.append({"sglang": version, **figure[version], "before": round(old.share, 4) if old else None})
     if args.write:
-        lines = ["# The startup-path modules of each sglang release (fleet/rulecoverage.py STARTUP_GLOBS over the",
+        lines = ["# The startup-path modules of each sglang release (fleet/logs/coverage.py STARTUP_GLOBS over the",
                  "# real wheel). Generated: bench/bench_rule_coverage.py --write; tests/upstream checks it."]
         lines += [f"{json.dumps(v)}: {json.dumps(m)}" for v, m in modules_of.items()]
         rulecoverage.MODULES_FILE.write_text("\n".join(lines) + "\n")

@@ -41,7 +41,8 @@ from pathlib import Path
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
 os.environ["FLEET_SANDBOX_INSTANCE"] = "bench"
 
-from fleet import inventory, probe  # noqa: E402
+from fleet import inventory  # noqa: E402
+from fleet.host import probe  # noqa: E402
 from sandbox.config import config  # noqa: E402
 from sandbox.hosts import Sandbox  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Each is a typed pydantic field (`Annotated[str, AfterValidator(...)]`) with a whole-string match (a `$` in a
 regex would let a trailing newline through: `re.match(r"^x$", "x\\n")` matches). Free text that is legal in a
-unit is escaped where it is written (fleet.render); here it only must not hold control characters.
+unit is escaped where it is written (fleet.host.render); here it only must not hold control characters.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What an attempt, a deploy and a release can end as: one name per outcome, never a bare string.
 
 Log classes (TMA_FAILURE, CUDA_OOM, ...) are outcomes too: an attempt that died of one records the class
-(fleet.logrules.LogClass). The outcomes here are deploy's own; each has a meaning and a remedy in
-playbooks/outcomes/deploy.yaml (fleet.remedies checks that none is missing).
+(fleet.logs.rules.LogClass). The outcomes here are deploy's own; each has a meaning and a remedy in
+playbooks/outcomes/deploy.yaml (fleet.logs.remedies checks that none is missing).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Outcome(StrEnum):
     PERF_REGRESSION = "PERF_REGRESSION"
     BENCH_FAILED = "BENCH_FAILED"
     STOPPED = "STOPPED"  # another node of a multi-node deployment failed first
-    INTERRUPTED = "INTERRUPTED"  # the fleet run died mid-deploy (fleet.recovery closed its release)
+    INTERRUPTED = "INTERRUPTED"  # the fleet run died mid-deploy (fleet.deploy.recovery closed its release)
 
 
 # What a check of a server says: (outcome, evidence), the evidence one line a person can read.

@@ -28,12 +28,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fleet import fields, sglang_cli, yamlfile
+from fleet import fields, yamlfile
 from fleet.errors import InputError
-from fleet.facts import HostFacts
+from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import SecretRef
-from fleet.versions import in_range, parse_range
+from fleet.upstream import flags as sglang_cli
+from fleet.upstream.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -210,7 +211,7 @@ class Bench(Strict):
     fraction: float = Field(default=0.9, gt=0, le=1)
     floor: float | None = Field(default=None, ge=0)  # tok/s
     # inv tune: counted runs per serving rung after one warm-up (--runs), and the gain a later rung needs
-    # beyond both rungs' spreads to win (fleet.noise)
+    # beyond both rungs' spreads to win (fleet.deploy.noise)
     runs: int = Field(default=3, ge=1, le=20)
     min_gain: float = Field(default=0.02, ge=0, lt=1)
     timeout: float = Field(default=600, gt=0)  # seconds for one benchmark run

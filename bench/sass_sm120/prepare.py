@@ -17,7 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from fleet import offline, patchsets, upstream  # noqa: E402
+from fleet.patches import offline  # noqa: E402
+from fleet.patches import sets as patchsets  # noqa: E402
+from fleet.upstream import corpus as upstream  # noqa: E402
 
 
 def main() -> None:

@@ -3,7 +3,9 @@ the library (the rest of fleet/) returns typed results and never prints. This mo
 shares: host selection, errors as one line with a meaningful exit code, JSON output.
 
 rich is imported only where something is drawn: `--json` paths, `inv --list` and `--help` never load it
-(tests/integration/test_cli_imports.py), so the consoles below are made on their first use."""
+(tests/integration/test_cli_imports.py), so the consoles below are made on their first use.
+
+May use: every other subpackage of fleet; only tasks.py imports it, and only it imports rich."""
 
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from fleet.errors import EXIT_BAD_INPUT, FleetError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from fleet.connect import ConnectOptions
     from fleet.inventory import Host
+    from fleet.ssh.connect import ConnectOptions
 
 EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
 HOST_HELP = {
@@ -70,7 +72,7 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
-    from fleet.connect import check_guard  # deferred: `inv --list` and `--help` load no SSH stack
+    from fleet.ssh.connect import check_guard  # deferred: `inv --list` and `--help` load no SSH stack
 
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
@@ -79,8 +81,8 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:
     """How to connect, with the become hosts' sudo passwords resolved (and prompted for) before any contact."""
-    from fleet.becomepass import become_passwords
-    from fleet.connect import ConnectOptions
+    from fleet.ssh.become_password import become_passwords
+    from fleet.ssh.connect import ConnectOptions
 
     passwords = become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
     return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet import archgate, offline, patchsets
 from fleet.cli import print_json
-from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
+from fleet.patches import audit as archgate
+from fleet.patches import offline
+from fleet.patches import sets as patchsets
+from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

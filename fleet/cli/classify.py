@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fleet.cli import console, print_json
 from fleet.errors import InputError
-from fleet.logclassify import Event, Verdict, classify_text
-from fleet.logrules import RULES_DIR, Severity, load_rules
+from fleet.logs.classify import Event, Verdict, classify_text
+from fleet.logs.rules import RULES_DIR, Severity, load_rules
 
 EXIT_NOT_FATAL = 0  # READY, a warning, or nothing at all
 EXIT_FATAL = 1  # the verdict is a fatal class

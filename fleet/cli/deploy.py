@@ -9,19 +9,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet import multinode, parallel, rolling, rollout
-from fleet import rollback as rollbacks
-from fleet import router as routing
+from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console
 from fleet.cli.board import Board
-from fleet.connect import ConnectOptions
+from fleet.deploy import rollback as rollbacks
+from fleet.deploy.inputs import load_playbook, secrets_for
+from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
-from fleet.inputs import load_playbook, secrets_for
 from fleet.inventory import Host
+from fleet.multihost import multinode, rolling, rollout
+from fleet.multihost import router as routing
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
-from fleet.results import DeployResult
+from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,7 +67,7 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
     hooks = None
-    if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.router)
+    if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)

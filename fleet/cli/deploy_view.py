@@ -9,14 +9,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from fleet import bench as benching
 from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
-from fleet.noise import Runs
+from fleet.deploy import bench as benching
+from fleet.deploy.noise import Runs
+from fleet.deploy.results import DeployResult
+from fleet.host.releases import Release
+from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
-from fleet.releases import Release
-from fleet.remedies import remedy_for
-from fleet.results import DeployResult
 
 
 def render(result: DeployResult, console: Console) -> None:

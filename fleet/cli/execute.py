@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fleet import execute
 from fleet.cli import console, print_json
-from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.host import execute
 from fleet.inventory import Host
 from fleet.parallel import Outcome
-from fleet.remote import CommandResult
+from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import CommandResult
 
 
 def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:

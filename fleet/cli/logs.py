@@ -9,11 +9,11 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet.connect import ConnectOptions
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
-from fleet.logrules import Severity
-from fleet.logs import LogLine, check_since, stream
+from fleet.logs.follow import LogLine, check_since, stream
+from fleet.logs.rules import Severity
+from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet import offline, patch_run, patchsets
 from fleet.cli import console, print_json
 from fleet.cli.audit import render_audit
-from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
-from fleet.patches import HostResult
-from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
+from fleet.multihost import patch as patch_run
+from fleet.patches import offline
+from fleet.patches import sets as patchsets
+from fleet.patches.engine import HostResult
+from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
+from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fleet import probe_run
 from fleet.cli import console, print_json
-from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.host import probe_run
 from fleet.inventory import Host
+from fleet.ssh.connect import ConnectOptions, open_connection
 
 
 def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: bool = False) -> int:
@@ -25,7 +25,7 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
 
 
 def unlock(target: Host, token: str, opts: ConnectOptions) -> int:
-    from fleet import hostlock  # deferred: the probe, which shares this module, needs none of it
+    from fleet.host import lock as hostlock  # deferred: the probe, which shares this module, needs none of it
 
     conn = open_connection(target, opts)
     try:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import fit, real_console
-from fleet.facts import HostFacts
+from fleet.host.facts import HostFacts
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
 _NAME_NOISE = re.compile(r"^NVIDIA\s+|\s+(Workstation|Server) Edition$")

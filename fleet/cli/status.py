@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet.cli import print_json, real_console
-from fleet.connect import ConnectOptions
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.inventory import Host
-from fleet.status import HostStatus, collect
-from fleet.status_watch import Poller, check_interval
+from fleet.multihost.status import HostStatus, collect
+from fleet.multihost.status_watch import Poller, check_interval
+from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

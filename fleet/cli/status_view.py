@@ -18,8 +18,8 @@ from rich.table import Table
 
 from fleet.cli import fit, real_console
 from fleet.cli.fit import Col, plain_terminal
-from fleet.remedies import remedy_for
-from fleet.status import HostStatus
+from fleet.logs.remedies import remedy_for
+from fleet.multihost.status import HostStatus
 
 
 def short_id(release: str | None) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from fleet import tune
 from fleet.cli import console, err_console, print_results
 from fleet.cli.deploy import progress_to
-from fleet.connect import ConnectOptions
+from fleet.deploy.inputs import load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
-from fleet.inputs import load_playbook, secrets_for
 from fleet.inventory import Host
+from fleet.multihost import tune
 from fleet.outcomes import DeployStatus
+from fleet.ssh.connect import ConnectOptions
 
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:

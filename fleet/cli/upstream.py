@@ -7,9 +7,10 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
-from fleet import sglang_cli, upstream
 from fleet.cli import console, print_json
 from fleet.errors import EXIT_OK
+from fleet.upstream import corpus as upstream
+from fleet.upstream import flags as sglang_cli
 
 
 def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_flags: bool = False) -> int:

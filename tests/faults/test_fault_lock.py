@@ -15,8 +15,8 @@ import time
 from faultkit import PLAIN, current, in_progress, rung, serving
 from fleetcli import inv, inv_json, llama_playbook, sh
 
-from fleet import hostlock
-from fleet.connect import open_connection
+from fleet.host import lock as hostlock
+from fleet.ssh.connect import open_connection
 
 
 def _plant_lock(inventory, host: str, owner: dict) -> None:

@@ -13,9 +13,9 @@ from faultkit import PLAIN, current, deploy_ok, in_progress, rung, serving, slow
 from fleetcli import inv_at, inv_json, llama_playbook, sh
 from sshutil import recording_connects
 
-from fleet.connect import ConnectOptions, Timeouts, open_connection
 from fleet.errors import ConnectError
-from fleet.remote import ConnectionLost, run
+from fleet.ssh.connect import ConnectOptions, Timeouts, open_connection
+from fleet.ssh.remote import ConnectionLost, run
 
 FIGURES: dict[str, float] = {}
 

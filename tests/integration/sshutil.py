@@ -8,9 +8,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from fleet.connect import ConnectOptions, open_connection
 from fleet.inventory import Host
-from fleet.remote import CommandResult, run, run_bytes
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import CommandResult, run, run_bytes
 
 
 def sh(host: Host, command: str, opts: ConnectOptions | None = None) -> CommandResult:

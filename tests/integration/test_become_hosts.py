@@ -10,10 +10,10 @@ import os
 import pytest
 import sshutil
 
-from fleet import service
-from fleet.connect import ConnectOptions, open_connection
 from fleet.errors import ConnectError
-from fleet.remote import run
+from fleet.host import service
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import run
 
 HOST = "sbx4"
 PASSWORD = "pw-" + os.urandom(6).hex() + " with space"

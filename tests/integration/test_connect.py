@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from sshutil import recording_connects, sh
 
-from fleet import execute, inventory
-from fleet.connect import ConnectOptions, open_connection
+from fleet import inventory
 from fleet.errors import ConnectError, GuardError
+from fleet.host import execute
+from fleet.ssh.connect import ConnectOptions, open_connection
 
 REPO = Path(__file__).resolve().parents[2]
 

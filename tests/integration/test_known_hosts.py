@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sshutil import sh
 
-from fleet.connect import ConnectOptions
 from fleet.errors import ConnectError
+from fleet.ssh.connect import ConnectOptions
 
 
 def _real_line(host) -> str:

@@ -17,11 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from fleet import archgate, hostlock, patchplan, patchsets, remote
 from fleet.cli.patch import patch_command
-from fleet.connect import open_connection
-from fleet.patchplan import APPLICABLE, APPLIED, CANNOT, FileInfo, HostState
-from fleet.service import sha256
+from fleet.host import lock as hostlock
+from fleet.host.service import sha256
+from fleet.patches import audit as archgate
+from fleet.patches import plan as patchplan
+from fleet.patches import sets as patchsets
+from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, FileInfo, HostState
+from fleet.ssh import remote
+from fleet.ssh.connect import open_connection
 
 pytestmark = pytest.mark.sandbox
 

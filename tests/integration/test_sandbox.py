@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sshutil import sh
 
-from fleet.connect import ConnectOptions, Timeouts
 from fleet.errors import ConnectError
+from fleet.ssh.connect import ConnectOptions, Timeouts
 
 QUICK = ConnectOptions(timeouts=Timeouts(connect=1, banner=2, auth=2), attempts=1)
 

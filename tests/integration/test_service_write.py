@@ -1,4 +1,4 @@
-"""service.write_atomic and read_file on a real host (fleet/hostside/write.sh over one exec channel, the data on
+"""service.write_atomic and read_file on a real host (fleet/host/programs/write.sh over one exec channel, the data on
 stdin): what a unit, env or release file write guarantees, as root and as a sudo user."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from fleetcli import sh
 
-from fleet import service
-from fleet.connect import open_connection
+from fleet.host import service
+from fleet.ssh.connect import open_connection
 
 DIR = "/root/fleet-write-test"
 

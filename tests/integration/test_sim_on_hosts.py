@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet import remote
-from fleet.connect import open_connection
+from fleet.ssh import remote
+from fleet.ssh.connect import open_connection
 
 pytestmark = pytest.mark.sandbox
 

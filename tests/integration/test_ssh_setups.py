@@ -14,10 +14,10 @@ import yaml
 from fleetcli import inv, inv_at, inv_json
 from sshutil import lookups, recording_connects, sh
 
-from fleet import connect as connect_module
-from fleet.connect import open_connection, trace_of
 from fleet.errors import ConnectError, InputError
-from fleet.remote import run
+from fleet.ssh import connect as connect_module
+from fleet.ssh.connect import open_connection, trace_of
+from fleet.ssh.remote import run
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sshutil import sh
 
-from fleet.connect import open_connection
+from fleet.ssh.connect import open_connection
 
 REPO = Path(__file__).resolve().parents[2]
 VERBATIM = {"topo-m.txt": "topo -m", "L.txt": "-L", "version.txt": "--version",

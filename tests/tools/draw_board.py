@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from fleet.cli import console  # noqa: E402 - after the path is set
 from fleet.cli.status_view import render, render_detail  # noqa: E402
-from fleet.status import HostStatus  # noqa: E402
+from fleet.multihost.status import HostStatus  # noqa: E402
 
 
 def main() -> None:

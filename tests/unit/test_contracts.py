@@ -1,6 +1,7 @@
-"""The layout's contracts, run with the suite (so CI runs them): the import layers and the library's
-independence from rich (import-linter), types (mypy, configured in pyproject.toml), no import cycles, no
-function-local imports in the library, tasks.py over the CLI layer only, modules one can read in a sitting."""
+"""The layout's contracts, run with the suite (so CI runs them): the import layers between and within the
+subpackages and the library's independence from rich (import-linter), types (mypy, configured in pyproject.toml),
+no import cycles, no function-local imports in the library, tasks.py over the CLI layer only, modules one can read
+in a sitting, and a layout whose folders say what they hold."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import fleet
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LIBRARY = sorted(m.name for m in pkgutil.walk_packages(fleet.__path__, "fleet.")
-                 if not m.name.startswith(("fleet.cli", "fleet.hostside.")))
+                 if not m.name.startswith(("fleet.cli", "fleet.host.programs.")))
 MAX_LINES = 500
 
 
@@ -29,13 +30,44 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 def test_import_linter_contracts_are_kept():
     done = _run(str(BIN / "lint-imports"), "--no-cache")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "2 kept, 0 broken" in done.stdout
+    assert "9 kept, 0 broken" in done.stdout
 
 
-def test_the_no_rich_contract_names_every_library_module():
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    forbidden = next(c for c in config if c["type"] == "forbidden")
-    assert sorted(forbidden["source_modules"]) == LIBRARY, "a new library module must join the contract"
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_no_rich_contract_covers_every_library_module():
+    forbidden = next(c for c in _contracts() if c["type"] == "forbidden")
+    sources = forbidden["source_modules"]
+    uncovered = [m for m in LIBRARY if not any(m == s or m.startswith(s + ".") for s in sources)]
+    assert uncovered == [], "a new library module must join the contract"
+
+
+def _layer_names(layers: list[str]) -> set[str]:
+    return {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
+
+
+def test_the_layers_place_every_subpackage_and_top_level_module():
+    """A module or subpackage no layer names is free to import anything: each must have its place."""
+    contracts = {tuple(c["containers"]): c["layers"] for c in _contracts() if c["type"] == "layers"}
+    top = {p.stem for p in (REPO / "fleet").glob("*.py") if p.stem != "__init__"}
+    packages = {p.parent.name for p in (REPO / "fleet").glob("*/__init__.py")}
+    assert _layer_names(contracts[("fleet",)]) == top | packages
+    for package in packages - {"cli"}:
+        inside = {p.stem for p in (REPO / "fleet" / package).glob("*.py") if p.stem != "__init__"}
+        inside |= {p.parent.name for p in (REPO / "fleet" / package).glob("*/__init__.py")}
+        assert _layer_names(contracts[(f"fleet.{package}",)]) == inside, package
+
+
+def test_the_top_level_holds_primitives_and_the_folders_say_what_they_hold():
+    top = sorted(p.name for p in (REPO / "fleet").glob("*.py"))
+    assert len(top) <= 12, top
+    packages = sorted(p.parent for p in (REPO / "fleet").glob("*/__init__.py"))
+    assert len(packages) >= 6
+    for init in packages:
+        doc = ast.get_docstring(ast.parse((init / "__init__.py").read_text())) or ""
+        assert len(doc.splitlines()) >= 3 and "May use" in doc, f"{init.relative_to(REPO)}: say what it holds and uses"
 
 
 def test_mypy_passes_on_all_of_fleet():

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from fleet.logrules import LogClass, RuleFile, RuleSpec
+from fleet.logs.remedies import OutcomesFile
+from fleet.logs.rules import LogClass, RuleFile, RuleSpec
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.patchsets import PatchSet
+from fleet.patches.sets import PatchSet
 from fleet.playbook import Playbook
-from fleet.remedies import OutcomesFile
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from fleet import fields, inputs, playbook, yamlfile
+from fleet import fields, playbook, yamlfile
+from fleet.deploy import inputs
 from fleet.errors import InputError
 
 

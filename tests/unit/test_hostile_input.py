@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet import inventory, playbook
-from fleet.connect import ConnectOptions
-from fleet.deploy import Deployer
+from fleet.deploy.ladder import Deployer
 from fleet.errors import InputError
-from fleet.render import API_KEY
+from fleet.host.render import API_KEY
+from fleet.ssh.connect import ConnectOptions
 
 BOOK = {
     "name": "t", "description": "d",

@@ -8,7 +8,7 @@ import pytest
 
 from fleet import playbook
 from fleet.errors import InputError
-from fleet.facts import Gpu, HostFacts, Package
+from fleet.host.facts import Gpu, HostFacts, Package
 
 MINIMAL = """name: t
 model: {path: /models/m}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet import upstream
+from fleet.upstream import corpus as upstream
 
 
 @pytest.fixture(scope="session")

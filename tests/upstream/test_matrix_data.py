@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fleet import upstream
+from fleet.upstream import corpus as upstream
 
 
 def test_each_sglang_pins_the_flashinfer_the_matrix_names(matrix):

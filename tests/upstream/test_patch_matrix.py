@@ -10,8 +10,12 @@ import re
 import pytest
 import truth
 
-from fleet import archgate, offline, patchplan, patchsets, upstream
-from fleet.versions import version_key
+from fleet.patches import audit as archgate
+from fleet.patches import offline
+from fleet.patches import plan as patchplan
+from fleet.patches import sets as patchsets
+from fleet.upstream import corpus as upstream
+from fleet.upstream.versions import version_key
 
 SETS = patchsets.load_sets(["sm120-allreduce-fusion"])
 PAIRS = upstream.load_matrix().pairs()
@@ -32,7 +36,7 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 def _replayed(change: patchplan.FileChange) -> bytes:
-    """The steps applied exactly as fleet/hostside/patch_host.py applies them."""
+    """The steps applied exactly as fleet/host/programs/patch_host.py applies them."""
     data = change.before
     for off, find, repl in change.steps:
         assert data[off:off + len(find)] == find, f"{change.path}: step at {off} does not find its text"

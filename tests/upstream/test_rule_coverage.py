@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet import logrules, rulecoverage, sourcetext, upstream
-from fleet.logclassify import classify_line
+from fleet.logs import coverage as rulecoverage
+from fleet.logs import rules as logrules
+from fleet.logs.classify import classify_line
+from fleet.upstream import corpus as upstream
+from fleet.upstream import sourcetext
 
 FIGURE = Path(__file__).resolve().parent / "truth" / "rule_coverage.yaml"
 RULES = logrules.default_rules()

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fleet import logrules, phases, sourcetext, upstream
-from fleet.logclassify import classify_line
-from fleet.versions import in_range
+from fleet.logs import phases
+from fleet.logs import rules as logrules
+from fleet.logs.classify import classify_line
+from fleet.upstream import corpus as upstream
+from fleet.upstream import sourcetext
+from fleet.upstream.versions import in_range
 
 RULES = logrules.default_rules()
 CORPUS = [(rule, src) for rule in RULES.rules for src in rule.sources if isinstance(src, logrules.CorpusSource)]

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet import playbook, sglang_cli, upstream
+from fleet import playbook
+from fleet.upstream import corpus as upstream
+from fleet.upstream import flags as sglang_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

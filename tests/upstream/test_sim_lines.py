@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet import logrules, sourcetext, upstream
+from fleet.logs import rules as logrules
+from fleet.upstream import corpus as upstream
+from fleet.upstream import sourcetext
 
 SIM = Path(__file__).resolve().parents[2] / "sandbox" / "sim" / "pkgs"
 STANDS_FOR = {"sglang": ("sglang", "0.5.9"), "flashinfer": ("flashinfer-python", "0.6.3")}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet import archgate, upstream
+from fleet.patches import audit as archgate
+from fleet.upstream import corpus as upstream
 
 SIM = Path(__file__).resolve().parents[2] / "sandbox/sim/pkgs"
 HEADERS = sorted((SIM / "flashinfer/data/include/flashinfer/comm").glob("*.cuh"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from fleet.archgate import Gate
+from fleet.patches.audit import Gate
 
 TRUTH = Path(__file__).parent / "truth"
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)|^(\s*)class\s+(\w+)")

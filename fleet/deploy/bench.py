@@ -1,0 +1,459 @@
+"""`python -m sglang.bench_serving` on a host against its running server, GPU power sampled meanwhile.
+
+One remote script, one round trip: a background loop samples `nvidia-smi --query-gpu=...` into a temp
+file while the benchmark runs (random-ids: no download, fixed lengths), then both outputs come back.
+`parse` reads the result block by label text (labels differ between sglang versions: FACTS.md section 2),
+`parse_power` the samples; `evaluate` is the performance gate. Those three are pure.
+A benchmark that fails is an error (BenchError), never a zero.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from fabric import Connection
+
+from fleet.deploy.noise import Runs
+from fleet.errors import FleetError
+from fleet.host.releases import RELEASES, ReleaseStore
+from fleet.host.render import LAUNCHER
+from fleet.host.service import read_file, sh, write_atomic
+from fleet.inventory import Host
+from fleet.outcomes import Outcome, ReleaseStatus
+from fleet.playbook import Bench, Playbook
+from fleet.ssh.remote import run as remote_run
+
+SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
+_MARK = "@@FLEET-BENCH"
+
+
+class BenchError(FleetError):
+    pass
+
+
+# ---------------------------------------------------------------------- the command (pure)
+
+
+def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: str | None = None,
+            tokenizer: str | None = None, output_file: str | None = None, key_path: str | None = None) -> str:
+    """The bench_serving invocation, shell-quoted: offline-safe dataset, fixed lengths, no progress bar.
+    The tokenizer should be the local model folder: bench_serving otherwise loads it by the served model
+    name, from the Hub, which an offline host cannot reach. With key_path (the server's key file), fleet's
+    launcher sets $OPENAI_API_KEY inside bench_serving's process: the key shows in no command line or
+    environment block."""
+    python = f"{venv}/bin/python"
+    start = [python, "-m", "sglang.bench_serving"]
+    if key_path:
+        start = [python, LAUNCHER, posixpath.basename(key_path), "env:OPENAI_API_KEY", "sglang.bench_serving"]
+    argv = [*start, "--backend", bench.backend,
+            "--host", host, "--port", str(port), "--dataset-name", bench.dataset,
+            "--random-input-len", str(bench.input_len), "--random-output-len", str(bench.output_len),
+            "--random-range-ratio", "1.0", "--num-prompts", str(bench.num_prompts),
+            "--max-concurrency", str(bench.max_concurrency), "--disable-tqdm"]
+    if model:
+        argv += ["--model", model]
+    if tokenizer:
+        argv += ["--tokenizer", tokenizer]
+    if output_file:
+        argv += ["--output-file", output_file]
+    if key_path:
+        return shlex.join(["env", f"CREDENTIALS_DIRECTORY={posixpath.dirname(key_path)}", *argv])
+    return shlex.join(argv)
+
+
+def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25) -> str:
+    """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
+    between markers."""
+    return (
+        "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
+        f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "
+        f"--format=csv,noheader,nounits 2>&1; sleep {interval_s}; done ) > \"$d/smi\" 2>&1 & s=$!; "
+        + f"cd \"$d\" && timeout {int(timeout_s)} {bench_cmd} > \"$d/out\" 2> \"$d/err\"; rc=$?; "
+        "kill $s 2>/dev/null; wait $s 2>/dev/null; "
+        f"echo '{_MARK} rc='$rc; echo '{_MARK} out'; cat \"$d/out\"; "
+        f"echo '{_MARK} err'; tail -c 4000 \"$d/err\"; echo '{_MARK} smi'; cat \"$d/smi\""
+    )
+
+
+def split_output(text: str) -> tuple[int | None, str, str, str]:
+    """(exit status, bench stdout, bench stderr, sampler output) from the script's output."""
+    rc: int | None = None
+    parts: dict[str, list[str]] = {"out": [], "err": [], "smi": []}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(_MARK + " "):
+            word = line[len(_MARK) + 1:].strip()
+            if word.startswith("rc="):
+                rc = int(word[3:]) if word[3:].lstrip("-").isdigit() else None
+                current = None
+            else:
+                current = parts.get(word)
+            continue
+        if current is not None:
+            current.append(line)
+    return rc, "\n".join(parts["out"]), "\n".join(parts["err"]), "\n".join(parts["smi"])
+
+
+# ---------------------------------------------------------------------- the result block (pure)
+
+# Header counters and throughputs, matched on the label text without the colon, case- and space-insensitive.
+_SCALARS = {
+    "backend": "backend",
+    "traffic request rate": "request_rate",
+    "max request concurrency": "max_concurrency",
+    "successful requests": "successful_requests",
+    "benchmark duration (s)": "duration_s",
+    "total input tokens": "total_input_tokens",
+    "total generated tokens": "total_output_tokens",
+    "request throughput (req/s)": "request_throughput",
+    "input token throughput (tok/s)": "input_throughput",
+    "output token throughput (tok/s)": "output_throughput",
+    "output throughput (tok/s)": "output_throughput",
+    "peak output token throughput (tok/s)": "peak_output_throughput",
+    "total token throughput (tok/s)": "total_throughput",
+    "concurrency": "concurrency",
+    "accept length": "accept_length",
+}
+_TEXT_FIELDS = {"backend", "request_rate", "max_concurrency"}
+_COUNTS = {"successful_requests", "total_input_tokens", "total_output_tokens"}
+# "Mean TTFT (ms)", "P90 E2E Latency (ms)", "Median TPOT (ms)", "P95 ITL (ms)", "Max ITL (ms)", ...
+_LATENCY = re.compile(r"^(mean|median|std|max|min|p\d+(?:\.\d+)?)\s+(ttft|tpot|itl|e2e latency|e2el)\s*\(ms\)$")
+_METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e latency": "e2e", "e2el": "e2e"}
+_LINE = re.compile(r"^\s*([^:]+?)\s*:\s*(\S.*?)\s*$")
+
+
+@dataclass
+class BenchResult:
+    ok: bool = False
+    error: str | None = None
+    backend: str | None = None
+    request_rate: str | None = None
+    max_concurrency: str | None = None
+    successful_requests: float | None = None
+    duration_s: float | None = None
+    total_input_tokens: float | None = None
+    total_output_tokens: float | None = None
+    request_throughput: float | None = None
+    input_throughput: float | None = None
+    output_throughput: float | None = None
+    peak_output_throughput: float | None = None
+    total_throughput: float | None = None
+    concurrency: float | None = None
+    accept_length: float | None = None
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/tpot/itl/e2e -> stat -> ms
+    unknown: list[str] = field(default_factory=list)  # labels this parser does not know (kept, not fatal)
+
+    def stat(self, metric: str, which: str) -> float | None:
+        return self.latency_ms.get(metric, {}).get(which)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text.split()[0].replace(",", ""))
+    except (ValueError, IndexError):
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
+
+
+def parse(output: str) -> BenchResult:
+    """The last `Serving Benchmark Result` block in the output; missing labels stay None."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Serving Benchmark Result" in line]
+    if not starts:
+        return BenchResult(error="no 'Serving Benchmark Result' block in the output")
+    res = BenchResult()
+    for line in lines[starts[-1] + 1:]:
+        stripped = line.strip()
+        if stripped and set(stripped) == {"="}:
+            break
+        m = _LINE.match(line)
+        if not m:
+            continue  # section rules like ----Time to First Token----
+        label = re.sub(r"\s+", " ", m.group(1)).lower()
+        value = m.group(2)
+        if (lat := _LATENCY.match(label)) is not None:
+            number = _number(value)
+            if number is not None:
+                res.latency_ms.setdefault(_METRIC[lat.group(2)], {})[lat.group(1)] = number
+        elif label in _SCALARS:
+            name = _SCALARS[label]
+            if getattr(res, name) is None:  # "output token throughput" before its variants
+                number = _number(value)
+                if name in _COUNTS and number is not None and number.is_integer():
+                    number = int(number)
+                setattr(res, name, value if name in _TEXT_FIELDS else number)
+        else:
+            res.unknown.append(m.group(1))
+    if res.output_throughput is None:
+        res.error = "the result block has no output token throughput"
+    elif not res.successful_requests:
+        res.error = "no request succeeded"
+    else:
+        res.ok = True
+    return res
+
+
+# ---------------------------------------------------------------------- power and utilisation (pure)
+
+
+@dataclass
+class GpuPower:
+    index: int
+    mean_w: float
+    max_w: float
+    limit_w: float | None
+    mean_util: float | None
+
+
+@dataclass
+class Power:
+    samples: int = 0
+    busy_samples: int = 0
+    gpus: list[GpuPower] = field(default_factory=list)
+    mean_w: float | None = None  # per GPU, averaged over GPUs and busy samples
+    limit_w: float | None = None
+    fraction: float | None = None  # mean_w / limit_w
+    mean_util: float | None = None
+    underutilised: bool | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_power(text: str, threshold: float = 0.5) -> Power:
+    """Samples of `nvidia-smi --query-gpu=index,power.draw,power.limit,utilization.gpu` (csv, no units), each
+    opened by an `@@ <time>` line. Averages over the busy samples (mean utilisation at least half its peak:
+    the warm-up and the tail around the run are left out), else over all of them."""
+    samples: list[dict[int, tuple[float | None, float | None, float | None]]] = []
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            samples.append({})
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].isdigit():
+            continue
+        if not samples:
+            samples.append({})
+        samples[-1][int(parts[0])] = (_number(parts[1]), _number(parts[2]), _number(parts[3]))
+    samples = [s for s in samples if s]
+    out = Power(samples=len(samples))
+    if not samples:
+        out.note = "nvidia-smi gave no samples"
+        return out
+    def util(sample: dict[int, tuple[float | None, float | None, float | None]]) -> float:
+        values = [u for _, _, u in sample.values() if u is not None]
+        return statistics.fmean(values) if values else 0.0
+
+    peak = max(util(s) for s in samples)
+    busy = [s for s in samples if peak > 0 and util(s) >= peak / 2]  # the plateau, not warm-up or tail
+    out.busy_samples = len(busy)
+    use = busy or samples
+    for index in sorted({i for s in use for i in s}):
+        draws = [v for s in use if index in s if (v := s[index][0]) is not None]
+        limits = [v for s in use if index in s if (v := s[index][1]) is not None]
+        utils = [v for s in use if index in s if (v := s[index][2]) is not None]
+        if not draws:
+            continue
+        out.gpus.append(GpuPower(index, round(statistics.fmean(draws), 1), round(max(draws), 1),
+                                 round(statistics.fmean(limits), 1) if limits else None,
+                                 round(statistics.fmean(utils), 1) if utils else None))
+    if not out.gpus:
+        out.note = "nvidia-smi reported no power draw"
+        return out
+    out.mean_w = round(statistics.fmean(g.mean_w for g in out.gpus), 1)
+    limit_ws = [g.limit_w for g in out.gpus if g.limit_w]
+    out.limit_w = round(statistics.fmean(limit_ws), 1) if limit_ws else None
+    mean_utils = [g.mean_util for g in out.gpus if g.mean_util is not None]
+    out.mean_util = round(statistics.fmean(mean_utils), 1) if mean_utils else None
+    if out.limit_w:
+        out.fraction = round(out.mean_w / out.limit_w, 3)
+        out.underutilised = out.fraction < threshold
+    if not busy:
+        out.note = "no sample caught the GPUs busy (run shorter than the sampling interval?)"
+    return out
+
+
+# ---------------------------------------------------------------------- the gate (pure)
+
+
+def settings_key(book: Playbook, bench: Bench) -> dict[str, Any]:
+    """What makes two results comparable: same playbook and model, same benchmark shape."""
+    return {"playbook": book.name, "model": book.model.path, "backend": bench.backend, "dataset": bench.dataset,
+            "input_len": bench.input_len, "output_len": bench.output_len, "num_prompts": bench.num_prompts,
+            "max_concurrency": bench.max_concurrency}
+
+
+def tok(value: float) -> str:
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    measured: float
+    required: float | None
+    basis: str  # release | floor | run | none
+    against: str  # e.g. "release 20261130T...", "rung no-fusion in this run"
+    evidence: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Baseline(NamedTuple):
+    """What a measurement is compared with: a result, where it comes from, and its spread (max - min of the
+    runs behind it, 0 for a single run). A regression smaller than the baseline's own noise is not one."""
+
+    tok_s: float
+    label: str
+    spread: float = 0.0
+
+
+def evaluate(measured: float, fraction: float, history: Baseline | None = None,
+             floor: float | None = None, best: Baseline | None = None) -> Verdict:
+    """Compare with the last known-good release's result (less its spread), else the absolute floor, else the
+    best rung measured in this run; with none of them the first measurement passes."""
+    if floor is not None and history is None:
+        ok = measured >= floor
+        return Verdict(ok, measured, floor, "floor", "playbook floor",
+                       f"{tok(measured)} tok/s {'>=' if ok else '<'} the playbook's floor of {tok(floor)} tok/s")
+    for kind, baseline in (("release", history), ("run", best)):
+        if baseline is not None:
+            need = max(0.0, fraction * baseline.tok_s - baseline.spread)
+            ok = measured >= need
+            noise = f" less its spread of {baseline.spread:,.0f}" if baseline.spread else ""
+            return Verdict(ok, measured, need, kind, baseline.label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
+                           f"{fraction * 100:.0f}% of {tok(baseline.tok_s)} tok/s{noise} ({baseline.label})")
+    return Verdict(True, measured, None, "none", "",
+                   f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
+
+
+def result_of(manifest: dict[str, Any], key: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A release manifest's stored benchmark (on these settings, when key is given): its own `bench`
+    (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost."""
+    def fits(b: Any) -> bool:
+        return isinstance(b, dict) and (key is None or b.get("settings") == key) and bool(b.get("result", {}).get("ok"))
+
+    if fits(manifest.get("bench")):
+        return dict(manifest["bench"])
+    for attempt in reversed(manifest.get("attempts") or []):
+        if (attempt.get("rung") == manifest.get("rung") and attempt.get("outcome") == Outcome.READY
+                and fits(attempt.get("bench"))):
+            return dict(attempt["bench"])
+    return None
+
+
+def measured(record: dict[str, Any] | None) -> tuple[float, float | None] | None:
+    """A benchmark record's (tok/s, spread): the median and spread of its runs where the tuner repeated it,
+    else its one result and no spread."""
+    if not record:
+        return None
+    runs = Runs.from_json(record.get("runs"))
+    if runs is not None:
+        return runs.median, runs.spread
+    value = (record.get("result") or {}).get("output_throughput")
+    return (float(value), None) if value is not None else None
+
+
+def known_good(manifests: list[dict[str, Any]], current: str | None,
+               key: dict[str, Any]) -> Baseline | None:
+    """The last known-good release's result on these settings (the median and spread of its runs where the
+    tuner repeated them): the current release first, then the newest other one that served."""
+    ordered = sorted((m for m in manifests if m.get("status") == ReleaseStatus.OK),
+                     key=lambda m: (m.get("id") == current, m.get("id", "")), reverse=True)
+    for m in ordered:
+        found = result_of(m, key)
+        speed = measured(found)
+        if found and speed:
+            runs = Runs.from_json(found.get("runs"))
+            label = f"release {m['id']}" + (f", median of {len(runs.tok_s)} runs" if runs else "")
+            return Baseline(speed[0], label, speed[1] or 0.0)
+    return None
+
+
+# ---------------------------------------------------------------------- running it (I/O)
+
+
+def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
+        key_path: str | None = None) -> dict[str, Any]:
+    """Run the benchmark on the host; the record stored in releases: settings, result, power, when, how long.
+    Raises BenchError when it fails."""
+    cmd = command(venv, book.serve.port, bench, model=book.model.served_name or book.model.path,
+                  tokenizer=book.model.path, key_path=key_path)
+    start = time.monotonic()
+    try:
+        res = remote_run(conn, host, script(cmd, bench.timeout), timeout=bench.timeout + 60)
+    except Exception as exc:  # a dropped connection or fabric's own timeout
+        raise BenchError(f"{host.name}: benchmark did not complete: {type(exc).__name__}: {exc}") from None
+    rc, out, err, smi = split_output(res.stdout)
+    seconds = time.monotonic() - start
+    result = parse(out)
+    if rc is None:
+        raise BenchError(f"{host.name}: benchmark script did not finish: {(res.stderr or res.stdout)[-300:]}")
+    if rc == 124:
+        raise BenchError(f"{host.name}: benchmark did not finish within {bench.timeout:.0f}s "
+                         f"({bench.num_prompts} prompts x {bench.output_len} tokens)")
+    if rc != 0 or not result.ok:
+        tail = [line for line in (err or out).splitlines() if line.strip()]
+        raise BenchError(f"{host.name}: benchmark failed (exit {rc}): "
+                         f"{(result.error + '; ') if rc == 0 and result.error else ''}"
+                         f"{tail[-1][:300] if tail else 'no output'}")
+    power = parse_power(smi, bench.underutilised_below)
+    return {"settings": settings_key(book, bench), "result": result.to_json(), "power": power.to_json(),
+            "command": cmd, "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1)}
+
+
+def read_manifest(conn: Connection, host: Host, release_dir: str) -> dict[str, Any] | None:
+    data = read_file(conn, host, f"{release_dir}/manifest.json")
+    return json.loads(data) if data else None
+
+
+def store_in_release(conn: Connection, host: Host, release_dir: str, record: dict[str, Any]) -> None:
+    """Add the record to a release manifest as its `bench` field, keeping every other field as it is."""
+    manifest = read_manifest(conn, host, release_dir)
+    if manifest is None:
+        raise BenchError(f"no manifest in {release_dir}")
+    manifest["bench"] = record
+    write_atomic(conn, host, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
+
+
+def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str | None]:
+    """Every release manifest on the host (raw, so fields this fleet does not model survive) and the current id."""
+    store = ReleaseStore(conn, host)
+    out = sh(conn, host, f"ls -1 {RELEASES} 2>/dev/null || true")
+    found = []
+    for rid in sorted(out.split()):
+        m = read_manifest(conn, host, f"{RELEASES}/{rid}")
+        if m:
+            found.append(m)
+    return found, store.current_id()
+
+
+def summary(record: dict[str, Any]) -> str:
+    """One line: throughput, TTFT/TPOT, power against the limit, the underutilisation flag."""
+    r, p = record["result"], record.get("power") or {}
+    lat = r.get("latency_ms") or {}
+
+    def ms(metric: str, which: str) -> str:
+        v = (lat.get(metric) or {}).get(which)
+        return f"{v:.0f}" if v is not None else "-"
+
+    text = (f"{tok(r['output_throughput'])} tok/s; TTFT median {ms('ttft', 'median')} / p99 {ms('ttft', 'p99')} ms;"
+            f" TPOT median {ms('tpot', 'median')} ms")
+    if p.get("mean_w") is not None:
+        text += f"; {p['mean_w']:.0f} W per GPU" + (f" of {p['limit_w']:.0f} W" if p.get("limit_w") else "")
+        if p.get("underutilised"):
+            text += " (UNDERUTILISED)"
+    return text

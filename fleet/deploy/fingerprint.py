@@ -1,0 +1,129 @@
+"""Hardware fingerprints, and the known-good rung remembered per fingerprint and playbook.
+
+A fingerprint is what decides which rung serves best: GPU model, count, SM, interconnect, driver and the
+installed package versions. `inv tune` records the winner (and the rungs that failed) in
+`.fleet/known-good.json` (FLEET_STATE_DIR overrides `.fleet`); deploy on a host with the same fingerprint
+tries the winner first and skips rungs known to crash there (slow ones stay as fallbacks). A remembered
+rung counts only while its flags in the playbook are still the ones that were tuned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fleet.host.facts import HostFacts
+from fleet.outcomes import Outcome
+from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
+
+# Outcomes that say something about the hardware and software, not about the moment: worth skipping.
+_TRANSIENT = {Outcome.HANG, Outcome.EXITED, Outcome.HEALTH_FAILED, Outcome.BENCH_FAILED, Outcome.PREFLIGHT,
+              Outcome.READY}
+# Recorded but never skipped: a slow rung is still a fallback should the winner stop serving.
+_KEEP = {Outcome.PERF_REGRESSION}
+
+
+def of(facts: HostFacts) -> dict[str, Any]:
+    return {
+        "gpu": sorted({g.name or "?" for g in facts.gpus}),
+        "count": len(facts.gpus),
+        "sm": sorted({g.sm for g in facts.gpus if g.sm}),
+        "interconnect": facts.interconnect,
+        "driver": facts.driver_version,
+        "packages": {name: p.version for name, p in sorted(facts.packages.items()) if p.version},
+    }
+
+
+def key(fingerprint: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def path() -> Path:
+    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "known-good.json"
+
+
+def load() -> dict[str, Any]:
+    try:
+        data = json.loads(path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("entries", {}) if isinstance(data, dict) else {}
+
+
+def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
+    flags: dict[str, Any] = json.loads(json.dumps(merged_flags(book.flags, rung, sglang_version(facts))))
+    return flags
+
+
+def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
+             attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None,
+             spread: float | None = None) -> str:
+    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key.
+    `known_failed`: failures recorded earlier, kept unless this run says otherwise."""
+    fp = of(facts)
+    k = key(fp)
+    entries = load()
+    by_name = {r.name: r for r in book.ladder}
+    failed = {name: bad for name, bad in (known_failed or {}).items() if name != winner.name}
+    failed.update({a["rung"]: {"outcome": a["outcome"], "flags": _flags(book, by_name[a["rung"]], facts)}
+                   for a in attempts if a["rung"] in by_name and a["outcome"] not in _TRANSIENT})
+    entries[f"{k}/{book.name}"] = {
+        "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner, facts),
+        "tok_s": tok_s, "spread": spread, "host": host, "release": release, "failed": failed,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    target = path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps({"entries": entries}, indent=2) + "\n")
+    os.replace(tmp, target)
+    return k
+
+
+_LEARNING = threading.Lock()
+
+
+def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
+          attempts: list[dict[str, Any]]) -> str:
+    """A deploy served on `rung` (a rolling deploy's host): remember it and the rungs that crashed before it
+    for this fingerprint, so the next host with the same hardware starts there. What was known stays: earlier
+    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads."""
+    with _LEARNING:
+        old = load().get(f"{key(of(facts))}/{book.name}") or {}
+        same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
+        return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
+                        attempts, known_failed=old.get("failed"), spread=old.get("spread") if same else None)
+
+
+def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
+            say: Callable[[str], None]) -> tuple[list[Rung], list[tuple[str, str]]]:
+    """The rungs with the remembered winner first and known failures left out ((rung, why) for each)."""
+    fp = of(facts)
+    entry = load().get(f"{key(fp)}/{book.name}")
+    if not entry:
+        return rungs, []
+    skipped: list[tuple[str, str]] = []
+    kept: list[Rung] = []
+    for rung in rungs:
+        bad = entry.get("failed", {}).get(rung.name)
+        if (rung.name != entry.get("rung") and bad and bad.get("outcome") not in _KEEP
+                and bad.get("flags") == _flags(book, rung, facts)):
+            why = (f"known to fail on this hardware ({bad['outcome']} when tuned on {entry.get('host')}, "
+                   f"fingerprint {key(fp)})")
+            say(f"rung {rung.name}: {why}")
+            skipped.append((rung.name, why))
+        else:
+            kept.append(rung)
+    first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r, facts)]
+    if first:
+        speed = f"{entry['tok_s']:,.0f} tok/s on" if entry.get("tok_s") else "served on"
+        say(f"rung {first[0].name}: known-good on this hardware ({speed} "
+            f"{entry.get('host')}, fingerprint {key(fp)}): trying it first")
+        kept = first + [r for r in kept if r is not first[0]]
+    return kept, skipped

@@ -1,0 +1,164 @@
+"""Preflight: what fleet checks before it changes anything on a host, each check one command (pure where it
+can be). A rung that fails a check is a PREFLIGHT attempt; the host is left as it was."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from fabric import Connection
+
+from fleet.deploy.results import Attempt
+from fleet.host.facts import HostFacts, known_bad
+from fleet.host.service import sh
+from fleet.inventory import Host
+from fleet.outcomes import Outcome
+from fleet.patches import engine as patches
+from fleet.patches import plan as patchplan
+from fleet.patches import sets as patchsets
+from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
+from fleet.progress import Progress
+from fleet.upstream import flags as sglang_cli
+
+MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway
+
+
+def host_problems(facts: HostFacts) -> list[str]:
+    """What makes any start fail on this host, from the probe alone: a torch without the GPUs' arch, or
+    too little disk where the venv and the flashinfer cache live."""
+    problems = [w for w in known_bad(facts) if w.startswith("torch was not built for SM")]
+    for key in ("root", "venv", "flashinfer_cache"):
+        disk = facts.disk.get(key)
+        if disk and disk.avail_kib is not None and disk.avail_kib < MIN_FREE_KIB:
+            problems.append(f"only {disk.avail_kib // 1024} MiB free on {disk.mount or disk.path} ({key}); "
+                            f"need {MIN_FREE_KIB // 2**20} GiB")
+    return problems
+
+
+def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
+    res = sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+    flags = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", res))
+    return flags or None
+
+
+def model_problem(conn: Connection, host: Host, path: str) -> str | None:
+    """The model folder must have config.json and every shard its index names."""
+    script = (
+        "import json,os,sys\n"
+        "p=sys.argv[1]\n"
+        "if not os.path.isfile(os.path.join(p,'config.json')): print('no config.json in '+p); sys.exit()\n"
+        "i=os.path.join(p,'model.safetensors.index.json')\n"
+        "if os.path.isfile(i):\n"
+        " m=sorted(set(json.load(open(i)).get('weight_map',{}).values()))\n"
+        " miss=[f for f in m if not os.path.isfile(os.path.join(p,f))]\n"
+        " if miss: print('%d of %d shards missing in %s, e.g. %s'%(len(miss),len(m),p,miss[0]))\n"
+    )
+    out = sh(conn, host, f"python3 -c {shlex.quote(script)} {shlex.quote(path)}").strip()
+    return f"model {out}" if out else None
+
+
+def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | None:
+    """The port must be free or held by our own unit's processes."""
+    script = (f"out=$(ss -Hltnp 'sport = :{int(port)}' 2>/dev/null); [ -z \"$out\" ] && exit 0; "
+              f"for p in $(echo \"$out\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
+              f"grep -q {shlex.quote('/' + unit + '.service')} /proc/$p/cgroup 2>/dev/null && exit 0; done; "
+              f"echo \"$out\" | head -n 1")
+    out = sh(conn, host, script).strip()
+    return f"port {port} is in use by another process: {out[:160]}" if out else None
+
+
+def patch_problem(conn: Connection, host: Host, name: str) -> tuple[str | None, list[str]]:
+    """Why a rung's patch set cannot apply (None: it can), and the parts of it this host does not need
+    (upstream has the fix; the set is not meant for this host), each with its reason."""
+    res = patches.check_host(conn, host, patchsets.load_sets([name]))
+    return (None if res.ok else (res.error or f"patch set {name} cannot apply")), not_needed_notes(res.sets)
+
+
+def not_needed_notes(sets: list[patchplan.SetPlan]) -> list[str]:
+    """What a host does not need of its rung's sets, and why (pure): a whole set, or parts upstream fixed."""
+    notes = []
+    for sp in sets:
+        if sp.state in (patchplan.NOT_NEEDED, patchplan.NOT_APPLICABLE):
+            notes.append(f"patch set {sp.name}: {sp.state}: {sp.reason}")
+        else:
+            notes += [f"patch set {sp.name}: part not needed: {why}" for why in sp.not_needed]
+    return notes
+
+
+def flag_problems(flags: dict[str, Any], version: str | None, known: set[str] | None,
+                  table: sglang_cli.Table) -> tuple[list[str], list[str]]:
+    """Why these flags cannot start this host's sglang, and what upstream deprecated among them (pure).
+    `known`: the flags its `launch_server --help` lists (None: no answer, then the table judges alone); the
+    table words why a flag is missing: removed in which release, and what upstream says to use instead."""
+    blocking, deprecated = [], []
+    for name in flags:
+        missing = (known is not None and f"--{name}" not in known) or (
+            known is None and version is not None and table.problem(name, version) is not None)
+        if missing:
+            why = table.problem(name, version) if version else None
+            blocking.append(why or f"--{name} is not in the installed sglang {version or ''}".rstrip())
+        elif version and (note := table.deprecated(name, version)):
+            deprecated.append(note)
+    return blocking, deprecated
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1
+
+
+def gpus_needed(flags: dict[str, Any]) -> int:
+    """TP x PP x DP, under either spelling of each flag (pure)."""
+    return (_int(flags.get("tp-size", flags.get("tensor-parallel-size", 1)))
+            * _int(flags.get("pp-size", flags.get("pipeline-parallel-size", 1)))
+            * _int(flags.get("dp-size", flags.get("data-parallel-size", 1))))
+
+
+def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, facts: HostFacts,
+          rungs: list[Rung], say: Progress) -> tuple[list[Rung], list[Attempt]]:
+    """The rungs that pass every check, and a PREFLIGHT attempt for each one (or the host) that does not."""
+    if not facts.ok:
+        return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
+    blocking = host_problems(facts)
+    if blocking:
+        return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
+    for warning in known_bad(facts):
+        say(f"warning: {warning}")
+    known = known_flags(conn, host, venv)
+    problem = model_problem(conn, host, book.model.path) or port_problem(conn, host, book.serve.port, unit)
+    if problem:
+        return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
+    gpus = len(facts.gpus) * (book.nodes.count if book.nodes else 1)
+    version, table = sglang_version(facts), sglang_cli.default_table()
+    sets_cache: dict[str, str | None] = {}
+    kept, skipped, told = [], [], set()
+    for rung in rungs:
+        flags = merged_flags(book.flags, rung, version)
+        why = None
+        unknown, deprecated = flag_problems(flags, version, known, table)
+        for note in deprecated:
+            if note not in told:
+                told.add(note)
+                say(f"warning: {note}")
+        if unknown:
+            why = "; ".join(unknown)
+        elif (need := gpus_needed(flags)) > gpus:
+            why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
+        else:
+            for s in rung.patches:
+                if s not in sets_cache:
+                    sets_cache[s], notes = patch_problem(conn, host, s)
+                    for note in notes:
+                        say(note)
+                if sets_cache[s]:
+                    why = sets_cache[s]
+                    break
+        if why:
+            say(f"rung {rung.name}: preflight: {why}")
+            skipped.append(Attempt(rung.name, Outcome.PREFLIGHT, why, 0))
+        else:
+            kept.append(rung)
+    return kept, skipped

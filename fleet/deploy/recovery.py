@@ -1,0 +1,163 @@
+"""What a dead fleet run left on a host, found and closed before the next run changes anything.
+
+A run killed mid-deploy leaves its release "in-progress" (its journal, events.jsonl, says how far it got),
+maybe a patch run "applying" (files half-patched) and temp files next to what it was writing. Under the
+host lock, `recover` undoes half-applied patch runs from their backups, marks the release "interrupted"
+with why, and puts the host back on its last known-good release (byte for byte, restarted, verified), or
+stops the unit and reverts fleet's patches when it never had one. The caller's own run then goes ahead.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fabric import Connection
+
+from fleet.deploy import restore
+from fleet.errors import FleetError
+from fleet.host import lock as hostlock
+from fleet.host.releases import RELEASES, Release, ReleaseStore, now
+from fleet.host.service import sh, stop_and_empty_gpus
+from fleet.inventory import Host
+from fleet.outcomes import Outcome, ReleaseStatus
+from fleet.patches import engine as patches
+from fleet.playbook import Playbook
+
+_FIND = f"grep -l '\"status\": \"in-progress\"' {RELEASES}/*/manifest.json 2>/dev/null || true"
+
+
+@dataclass
+class Interrupted:
+    release: Release
+    last_step: str  # the last step its journal recorded
+    last_event: dict[str, Any]
+
+    @property
+    def touched_host(self) -> bool:
+        """Past "opened", the run had started stopping, patching or installing."""
+        return self.last_step not in ("none", "opened")
+
+    def describe(self) -> str:
+        rung = self.last_event.get("rung")
+        return (f"release {self.release.id} ({self.release.playbook}) was interrupted after step "
+                f"{self.last_step}" + (f" of rung {rung}" if rung else ""))
+
+
+def find(conn: Connection, host: Host) -> list[Interrupted]:
+    """Releases still "in-progress": call only while holding the lock, else a live deploy looks dead."""
+    store = ReleaseStore(conn, host)
+    found = []
+    for path in sh(conn, host, _FIND).split():
+        release = store.load(path.split("/")[-2])
+        if release is None or release.status != ReleaseStatus.IN_PROGRESS:
+            continue
+        events = store.events(release.id)
+        last = events[-1] if events else {}
+        found.append(Interrupted(release, str(last.get("step", "none")), last))
+    return found
+
+
+def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
+               say: Callable[[str], None]) -> list[str]:
+    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`)."""
+    notes = [lock.recovered] if lock.recovered else []
+    if lock.recovered:
+        say(lock.recovered)
+    return notes + recover(conn, host, book, unit, say)
+
+
+def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
+    """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
+    repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
+    notes = list(repaired)
+    found = find(conn, host)
+    store = ReleaseStore(conn, host)
+    for it in found:
+        it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
+        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": Outcome.INTERRUPTED,
+                                    "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
+        store.save(it.release)
+        store.event(it.release, {"step": "interrupted", "after": it.last_step})
+        notes.append(it.describe() + ": marked interrupted")
+    for note in notes:
+        say(f"recovering: {note}")
+    if not repaired and not any(it.touched_host for it in found):
+        return notes
+    current = store.current()
+    if current is None:
+        stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+        problem = restore.set_patches(conn, host, [], say)
+        if problem:
+            raise FleetError(f"{host.name}: after an interrupted deploy, reverting fleet's patches failed: {problem}")
+        notes.append("no earlier release: unit stopped and fleet's patches reverted")
+    elif current.config.get("nodes"):  # a node of a multi-node server cannot start (or be verified) alone
+        say(f"recovering: putting back the files of node release {current.id}; it starts with its peers")
+        failed = restore.put_back(conn, host, store, current, book, say)
+        if failed:
+            raise FleetError(f"{host.name}: after an interrupted deploy, putting back release {current.id} failed: "
+                             f"{failed.outcome} {failed.evidence}")
+        nodes = current.config["nodes"]
+        notes.append(f"files of release {current.id} (node {nodes.get('rank')} of {nodes.get('count')}) put back, "
+                     "unit left stopped: deploy its playbook on all its nodes to start it")
+    else:
+        say(f"recovering: putting back the last known-good release {current.id}")
+        attempt = restore.restore(conn, host, store, current, book, say)
+        if attempt.outcome != Outcome.READY:
+            raise FleetError(f"{host.name}: after an interrupted deploy, restoring release {current.id} failed: "
+                             f"{attempt.outcome} {attempt.evidence}")
+        notes.append(f"back on release {current.id} ({current.rung}), serving")
+    say(f"recovering: {notes[-1]}")
+    return notes
+
+
+def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:
+    """write_atomic's temp files that a killed writer left next to the unit and env files."""
+    pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-")]
+    out = sh(conn, host, "for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
+             "; do [ -e \"$f\" ] && rm -f -- \"$f\" && echo \"$f\"; done; true")
+    return [f"removed a temp file left half-written: {p}" for p in out.split()]
+
+
+
+
+
+# ---------------------------------------------------------------------- what `inv status` shows (read only)
+
+def parse_probe(text: str) -> str | None:
+    """status.sh's leftovers section -> one line saying what a dead run left and what the next deploy does, or what a
+    live one is doing; None when the host is clean."""
+    owner, releases, runs = None, [], []
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "lock" and rest.strip():
+            try:
+                owner = json.loads(rest)
+            except ValueError:
+                owner = {}
+        elif kind == "release" and rest.strip():
+            rid, _, event = rest.partition(" ")
+            try:
+                step = json.loads(event).get("step", "none") if event.strip() else "none"
+            except ValueError:
+                step = "?"
+            releases.append((rid, step))
+        elif kind == "patch-run" and rest.strip():
+            runs.append(rest.strip())
+    live = owner is not None and not hostlock.dead_owner(owner)
+    notes = []
+    if owner is not None:
+        dead = hostlock.dead_owner(owner)
+        notes.append(f"lock left by a dead run ({dead}): the next deploy recovers it" if dead else
+                     f"locked: {hostlock.describe(owner)}")
+    for rid, step in releases:
+        notes.append(f"deploy {rid} in progress (at step {step})" if live else
+                     f"release {rid} was interrupted after step {step}: the next deploy rolls back to the "
+                     f"last known-good release, then deploys")
+    for run in runs:
+        notes.append(f"patch run {run} in progress" if live else
+                     f"patch run {run} was interrupted half-way: the next deploy puts its files back")
+    return "; ".join(notes) or None

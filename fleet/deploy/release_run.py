@@ -1,0 +1,41 @@
+"""One release's life on a host, the same for a deploy, a node of a multi-node deploy, the router and tune:
+opened (with an event), each attempt recorded, then made current (older ones pruned) or closed failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.host.releases import Release, ReleaseStore, now
+from fleet.outcomes import ReleaseStatus
+
+
+class ReleaseRun:
+    def __init__(self, store: ReleaseStore, release: Release):
+        self.store, self.release = store, release
+
+    @classmethod
+    def open(cls, store: ReleaseStore, release: Release, **opened: Any) -> ReleaseRun:
+        """Create the release on the host (in progress) and log its "opened" event with `opened`."""
+        store.open(release)
+        store.event(release, {"step": "opened", **opened})
+        return cls(store, release)
+
+    def event(self, step: str, **detail: Any) -> None:
+        self.store.event(self.release, {"step": step, **detail})
+
+    def record(self, attempt: dict[str, Any]) -> None:
+        self.release.attempts.append(attempt)
+        self.store.save(self.release)
+
+    def succeed(self, rung: str, config: dict[str, Any], keep: int, **current: Any) -> None:
+        """It served: ok, made current (a symlink swapped atomically), the oldest beyond `keep` pruned."""
+        r = self.release
+        r.status, r.rung, r.config, r.finished = ReleaseStatus.OK, rung, config, now()
+        self.store.save(r)
+        self.store.mark_current(r)
+        self.store.prune(keep)
+        self.store.event(r, {"step": "current", **current})
+
+    def fail(self) -> None:
+        self.release.status, self.release.finished = ReleaseStatus.FAILED, now()
+        self.store.save(self.release)

@@ -1,0 +1,243 @@
+"""A release's files onto a host: install a planned unit and env file (backed up into the release first),
+set patch sets, put a recorded release back byte for byte, restart it and wait for it to serve, fall back
+when nothing served. Shared by deploy, rollback, multi-node, tune and recovery."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from fabric import Connection
+
+from fleet.deploy.health import health_check
+from fleet.deploy.results import Attempt
+from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now
+from fleet.host.render import LAUNCHER, launcher_text
+from fleet.host.service import (
+    ServiceError,
+    daemon_reload,
+    read_file,
+    sh,
+    sha256,
+    stop_and_empty_gpus,
+    verify_unit_text,
+    write_atomic,
+)
+from fleet.inventory import Host
+from fleet.logs import journal
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
+from fleet.patches import engine as patches
+from fleet.patches import sets as patchsets
+from fleet.playbook import Playbook
+from fleet.progress import Progress
+
+
+class Rendered(Protocol):
+    """A unit and env file rendered for a host (a rung's Planned, the router's RouterPlan), with the API key
+    and its file when the unit has one."""
+
+    unit_text: str
+    env_text: str
+    key: str | None
+    key_path: str | None
+
+
+class InstallError(ServiceError):
+    """The unit or env file could not be written: the attempt is INSTALL_FAILED."""
+
+
+def install(conn: Connection, host: Host, store: ReleaseStore, release: Release, planned: Rendered,
+            unit_path: str, env_path: str) -> None:
+    """Back up what is installed into the release, then write unit and env atomically and reload systemd.
+    With an API key, also fleet's launcher (recorded like the unit) and the key's file (0600, root's; never
+    copied into the release store: a rollback keeps the key the host has)."""
+    files = [(unit_path, planned.unit_text, 0o644), (env_path, planned.env_text, 0o600)]
+    if planned.key is not None:
+        files.append((LAUNCHER, launcher_text(), 0o755))
+    try:
+        folders = dict.fromkeys(posixpath.dirname(p) for p in (env_path, planned.key_path) if p)
+        sh(conn, host, f"mkdir -p -m 0700 {' '.join(shlex.quote(f) for f in folders)}"
+                       + (f" && mkdir -p -m 0755 {shlex.quote(posixpath.dirname(LAUNCHER))}" if planned.key else ""))
+        for path, text, mode in files:
+            old = read_file(conn, host, path)
+            BeforeFleet(conn, host).note(path, old)
+            if old is not None and f"before:{path}" not in release.files:
+                store.keep_file(release, "before" + path, old, 0o600)
+                release.files[f"before:{path}"] = {"sha256": sha256(old)}
+            data = text.encode()
+            write_atomic(conn, host, path, data, mode)
+            store.keep_file(release, path, data, mode)
+            release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
+        if planned.key is not None and planned.key_path:
+            BeforeFleet(conn, host).note(planned.key_path, read_file(conn, host, planned.key_path))
+            write_atomic(conn, host, planned.key_path, planned.key.encode(), 0o600)
+    except ServiceError as exc:
+        raise InstallError(str(exc)) from None
+    daemon_reload(conn, host)
+    store.save(release)
+
+
+def key_installed(conn: Connection, host: Host, planned: Rendered) -> bool:
+    """Whether the host's key file already holds the planned key (True without a key)."""
+    if planned.key is None or not planned.key_path:
+        return True
+    return read_file(conn, host, planned.key_path) == planned.key.encode()
+
+
+def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str) -> str | None:
+    """Why the host's systemd would refuse the rendered unit (`systemd-analyze verify` of its text at a
+    temporary path): asked before anything on the host is stopped or written, by every path that installs."""
+    complaint = verify_unit_text(conn, host, planned.unit_text, unit_path)
+    return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}" if complaint else None
+
+
+def patched_files(conn: Connection, host: Host) -> dict[str, str]:
+    """sha256 of every file a known patch set manages, as it stands now: what a release records."""
+    state = patches.read_state(conn, host, patchsets.load_sets(patchsets.available()))
+    return {f.path: f.sha256 for f in state.files.values() if f.path and f.sha256}
+
+
+def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) -> str | None:
+    """Apply the rung's patch sets and revert every other known set (a patched gate can enable fusion)."""
+    others = [s for s in patchsets.available() if s not in wanted]
+    for verb, names, step in (("reverted", others, patches.revert_host), ("applied", wanted, patches.apply_host)):
+        if not names:
+            continue
+        res = step(conn, host, patchsets.load_sets(names), lock=False)
+        if res.written:
+            say(f"{verb} patch sets {', '.join(names)} ({len(res.written)} files)")
+        if not res.ok:
+            return res.error
+    return None
+
+
+def unit_of(release: Release) -> str:
+    """The systemd unit a release installed."""
+    return Path(next(p for p in release.files if p.endswith(".service") and not p.startswith("before:"))).stem
+
+
+def restart(conn: Connection, host: Host, unit: str) -> None:
+    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+
+
+def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress) -> Verdict:
+    """Restart the unit, follow its journal to READY (or not), then the health check."""
+    cursor = journal.cursor(conn, host)
+    restart(conn, host, unit)
+    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say)
+    if outcome == Outcome.READY:
+        outcome, evidence = health_check(conn, host, book)
+    return outcome, evidence
+
+
+def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+            say: Progress) -> Attempt:
+    """Put a release's unit, env and patch sets back byte for byte, restart, and wait for READY + health."""
+    start = time.monotonic()
+    failed = put_back(conn, host, store, release, book, say)
+    if failed:
+        return failed
+    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say)
+    return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+
+
+def mode_of(release: Release, path: str) -> int:
+    return int(release.files[path].get("mode", "0o600"), 8)
+
+
+def verified_copies(store: ReleaseStore, release: Release) -> dict[str, bytes] | str:
+    """The release's own copies of the files it installed, each checked against its recorded sha256; what is
+    wrong when one is missing or damaged."""
+    copies = {}
+    for path, meta in release.files.items():
+        if path.startswith("before:"):
+            continue
+        data = store.file(release, path)
+        if data is None or sha256(data) != meta["sha256"]:
+            return f"release {release.id} copy of {path} is missing or damaged (sha256 mismatch)"
+        copies[path] = data
+    return copies
+
+
+def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+             say: Progress) -> Attempt | None:
+    """A release's patch sets, unit and env back byte for byte with the unit stopped (not started again);
+    the failed Attempt when that cannot be done."""
+    start = time.monotonic()
+
+    def refused(why: str) -> Attempt:
+        return Attempt(release.rung or "-", Outcome.PREFLIGHT, why, time.monotonic() - start)
+
+    # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
+    problem = set_patches(conn, host, release.config.get("patches", []), say)
+    if problem:
+        return refused(problem)
+    expected = (release.patches or {}).get("files") or {}
+    current = patched_files(conn, host) if expected else {}
+    for path, sha in expected.items():
+        if current.get(path) != sha:
+            return refused(f"{path} is not as release {release.id} left it (sha256 {str(current.get(path))[:12]} "
+                           f"!= {sha[:12]}) after re-applying its patch sets")
+    copies = verified_copies(store, release)
+    if isinstance(copies, str):
+        return refused(copies)
+    stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    for path, data in copies.items():
+        want = release.files[path]["sha256"]
+        if sha256(read_file(conn, host, path) or b"") == want:
+            continue  # already as the release has it: a write that is not needed cannot fail on a full disk
+        write_atomic(conn, host, path, data, mode_of(release, path))
+        if sha256(read_file(conn, host, path) or b"") != want:
+            return refused(f"{path} did not verify after writing")
+    daemon_reload(conn, host)
+    return None
+
+
+def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
+              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict[str, Any], str]:
+    """Nothing served: close the release as failed and go back to the previous known-good one, or leave the
+    unit stopped when there is none. Returns (status, release the host is on, its config, error)."""
+    release.status, release.finished = ReleaseStatus.FAILED, now()
+    store.save(release)
+    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    if previous is None:
+        return (DeployStatus.FAILED, release.id, {},
+                f"{host.name}: {why} and there is no earlier release; the unit is stopped")
+    say(f"{why}: rolling back to {previous.id}")
+    rolled = restore(conn, host, store, previous, book, say)
+    if rolled.outcome == Outcome.READY:
+        return (DeployStatus.ROLLED_BACK, previous.id, previous.config,
+                f"{host.name}: {why}; back on release {previous.id}")
+    return (DeployStatus.FAILED, previous.id, previous.config,
+            f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
+
+
+def record_patch_release(conn: Connection, host: Host, action: str, sets: list[str]) -> str | None:
+    """A standalone `inv patch` is a release of its own, so rollback covers it: the current release's unit
+    and env as they are, with the patch sets as they now stand. None when nothing was deployed yet."""
+    store = ReleaseStore(conn, host)
+    current = store.current()
+    if current is None:
+        return None
+    applied = list(current.config.get("patches", []))
+    applied = [*applied, *(s for s in sets if s not in applied)] if action == "apply" else \
+        [s for s in applied if s not in sets]
+    release = Release(id=new_id(), host=host.name, playbook=current.playbook,
+                      playbook_sha256=f"patched:{current.playbook_sha256}", created=now(), status=ReleaseStatus.OK,
+                      rung=current.rung, config={**current.config, "patches": applied}, facts=current.facts,
+                      finished=now())
+    store.open(release)
+    for path, meta in current.files.items():
+        data = None if path.startswith("before:") else store.file(current, path)
+        if data is not None:
+            store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
+            release.files[path] = dict(meta)
+    release.patches = {"sets": applied, "files": patched_files(conn, host)}
+    release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
+    store.save(release)
+    store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
+    store.mark_current(release)
+    return release.id

@@ -1,0 +1,68 @@
+"""What deploy, rollback and multi-node hand back: typed results, JSON-shaped as `--json` prints them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fleet.logs.remedies import remedy_for
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.playbook import Rung
+
+
+@dataclass
+class Attempt:
+    rung: str
+    outcome: str  # an Outcome or a log class (fleet.logs.rules.LogClass)
+    evidence: str
+    seconds: float
+    bench: dict[str, Any] | None = None  # the performance gate's record (fleet.deploy.bench.run + verdict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**asdict(self), "seconds": round(self.seconds, 1)}
+        if self.bench is None:
+            out.pop("bench")
+        return out
+
+
+@dataclass
+class DeployResult:
+    host: str
+    status: str = DeployStatus.FAILED
+    release: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    attempts: list[Attempt] = field(default_factory=list)
+    error: str | None = None
+    diff: str | None = None
+    recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
+               "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
+        if self.diff is not None:
+            out["diff"] = self.diff
+        if self.recovered:
+            out["recovered"] = self.recovered
+        return out
+
+    def _attempt_json(self, a: Attempt) -> dict[str, Any]:
+        """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
+        out = a.to_json()
+        if a.outcome != Outcome.READY and (a.outcome != Outcome.PREFLIGHT or self.status == DeployStatus.FAILED):
+            if remedy := remedy_for(a.outcome, a.evidence):
+                out["remedy"] = remedy
+        return out
+
+
+@dataclass
+class Planned:
+    """A rung rendered for one host: the server's argv and environment, the unit and env file texts."""
+
+    rung: Rung
+    argv: list[str]
+    env: dict[str, str]
+    config: dict[str, Any]
+    unit_text: str
+    env_text: str
+    key: str | None = field(default=None, repr=False)  # the API key, for the key file; never recorded
+    key_path: str | None = None  # where the key file goes (LoadCredential= names it)

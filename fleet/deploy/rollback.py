@@ -1,0 +1,133 @@
+"""`inv rollback` and `inv history` on one host: an earlier known-good release back byte for byte and made
+current once it serves; the releases a host keeps."""
+
+from __future__ import annotations
+
+import shlex
+
+from fleet.deploy import recovery, restore
+from fleet.deploy.inputs import load_playbook
+from fleet.deploy.results import Attempt, DeployResult
+from fleet.errors import FleetError, InputError
+from fleet.host import lock as hostlock
+from fleet.host.releases import BeforeFleet, Release, ReleaseStore
+from fleet.host.render import env_file, key_file, unit_file
+from fleet.host.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.playbook import Playbook
+from fleet.progress import Progress, quiet
+from fleet.ssh.connect import ConnectOptions, open_connection
+
+
+def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
+    """`to` if it served, else the newest release that served before the current one."""
+    if to:
+        found = store.load(to)
+        if found is None:
+            raise FleetError(f"{host.name}: no release {to} (see `inv history --host {host.name}`)")
+        if found.status != ReleaseStatus.OK:
+            raise FleetError(f"{host.name}: release {to} never served ({found.status}); refusing")
+        return found
+    earlier = store.last_good_before_current()
+    if earlier is None:
+        raise FleetError(f"{host.name}: no earlier known-good release to roll back to")
+    return earlier
+
+
+def recorded_playbook(store: ReleaseStore, host: Host, to: str | None) -> Playbook:
+    """The playbook the release a rollback goes to was deployed with, from playbooks/ by the name it records."""
+    rel = store.load(to) if to else (store.last_good_before_current() or store.current())
+    if rel is None:
+        raise FleetError(f"{host.name}: no release to roll back to" + (f" named {to}" if to else ""))
+    try:
+        return load_playbook(rel.playbook)[0]
+    except InputError as exc:
+        raise InputError(f"{host.name}: release {rel.id} was deployed with playbook {rel.playbook!r}, which "
+                         f"cannot be loaded ({exc}); give --playbook PATH") from None
+
+
+def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | None,
+             progress: Progress = quiet) -> DeployResult:
+    """Restore a release (default: the one before the current) byte for byte and make it current again.
+    `book`: the playbook it was deployed with (None: the one the release records); another one is refused,
+    since its port, API key and health check would judge the wrong server."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback") as lock:
+            store = ReleaseStore(conn, host)
+            if book is None:
+                book = recorded_playbook(store, host, to)
+            recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
+            back = target(store, host, to)
+            if back.playbook != book.name:
+                raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
+                                 f"roll back with --playbook {back.playbook}, or leave --playbook out")
+            progress(f"rolling back to {back.id} ({back.rung})")
+            attempt = restore.restore(conn, host, store, back, book, progress)
+            result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
+                                  attempts=[attempt], recovered=recovered)
+            if attempt.outcome == Outcome.READY:
+                store.mark_current(back)
+                result.status = DeployStatus.OK
+            else:
+                result.error = f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome}"
+            return result
+    finally:
+        conn.close()
+
+
+BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
+
+
+def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
+    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
+    file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
+    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback to before fleet"):
+            record = BeforeFleet(conn, host)
+            files = record.manifest()
+            unit_path = unit_file(unit)
+            wanted = [unit_path, env_file(unit)]
+            unknown = [p for p in wanted if p not in files]
+            wanted += [p for p in (key_file(unit),) if p in files]  # recorded where fleet wrote a key
+            if unknown:
+                raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "
+                                 "(fleet wrote it before it kept such a record); nothing was changed")
+            copies = {p: record.copy(p) for p in wanted if not files[p].get("absent")}
+            damaged = [p for p, data in copies.items() if data is None or sha256(data) != files[p]["sha256"]]
+            if damaged:
+                raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
+                                 "nothing was changed")
+            problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
+            if problem:
+                raise FleetError(f"{host.name}: {problem}")
+            stop_and_empty_gpus(conn, host, unit, 120, progress)
+            for path in wanted:
+                data = copies.get(path)
+                if data is None:
+                    if path == unit_path:
+                        sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+                    sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+                    progress(f"removed {path} (there was none before fleet)")
+                else:
+                    write_atomic(conn, host, path, data, int(files[path]["mode"], 8))
+                    progress(f"put back {path} as fleet found it")
+            daemon_reload(conn, host)
+            ReleaseStore(conn, host).clear_current()
+            return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
+                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
+                                                  f"(start it with systemctl start {unit} if it should run)", 0)])
+    finally:
+        conn.close()
+
+
+def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:
+    conn = open_connection(host, opts)
+    try:
+        store = ReleaseStore(conn, host)
+        return store.list(), store.current_id()
+    finally:
+        conn.close()

@@ -1,0 +1,227 @@
+"""The host lock: one fleet operation that changes a host (patch, deploy, rollback, tune) at a time.
+
+The lock is a directory, /var/lib/fleet/lock, made with `mkdir` (atomic: exactly one caller wins),
+holding owner.json: who (user@machine), pid, what for, when, and a token. A second caller fails fast
+with an error naming the holder. Release removes the lock only when the token is ours.
+
+A lock whose owner is provably dead (it ran on this machine, by host name and machine-id, and the machine
+has rebooted since, or its pid is gone or now belongs to a process started later) is recovered: removed by
+its token and taken, and the Lock says so. Any other lock is never broken silently: when it is older than
+STALE_AFTER_S the error says it looks stale and how to remove it (`inv unlock`, given the token the error
+shows).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shlex
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+from fabric import Connection
+
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.ssh import remote
+
+LOCK_DIR = "/var/lib/fleet/lock"
+STALE_AFTER_S = 6 * 3600
+
+
+class HostLockError(FleetError):
+    """The host is locked by someone else (or the lock could not be taken)."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    host: str
+    token: str
+    owner: dict[str, Any]
+    recovered: str | None = None  # the dead owner's lock this one replaced, described
+
+
+def whoami() -> str:
+    """user@machine of this fleet run, as locks and manifests record it."""
+    return str(_me("")["owner"])
+
+
+def _me(purpose: str) -> dict[str, Any]:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry (containers)
+        user = str(os.getuid())
+    return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(),
+            "machine_id": _read_id("/etc/machine-id"), "boot_id": _read_id("/proc/sys/kernel/random/boot_id"),
+            "pid": os.getpid(), "pid_start": _started(os.getpid()), "purpose": purpose,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "epoch": int(time.time()),
+            "token": uuid.uuid4().hex}
+
+
+def _read_id(path: str) -> str | None:
+    """/etc/machine-id or the kernel's boot_id; None where the machine has none (some containers)."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _started(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def dead_owner(owner: dict[str, Any] | None) -> str | None:
+    """Why the lock's owner is provably gone, or None when it may still run (another machine, or alive)."""
+    if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return None
+    machine_id = _read_id("/etc/machine-id")
+    if owner.get("machine_id") and machine_id and owner["machine_id"] != machine_id:
+        return None  # another machine that has the same host name
+    boot_id = _read_id("/proc/sys/kernel/random/boot_id")
+    if owner.get("boot_id") and boot_id and owner["boot_id"] != boot_id:
+        return f"{owner['machine']} has rebooted since it took the lock"
+    pid = owner["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"pid {pid} is no longer running on {owner['machine']}"
+    except PermissionError:
+        pass
+    started = owner.get("pid_start")
+    if isinstance(started, int) and _started(pid) not in (None, started):
+        return f"pid {pid} on {owner['machine']} is now another process"
+    return None
+
+
+def describe(owner: dict[str, Any] | None, now: float | None = None) -> str:
+    """One phrase naming the holder, and why the lock looks stale if it does."""
+    if not owner:
+        return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
+    text = (f"held by {owner.get('owner', '?')} pid {owner.get('pid', '?')} for {owner.get('purpose', '?')} "
+            f"since {owner.get('time', '?')}")
+    now = time.time() if now is None else now
+    dead = dead_owner(owner)
+    stale = [dead] if dead else []
+    if isinstance(owner.get("epoch"), int) and now - owner["epoch"] > STALE_AFTER_S:
+        stale.append(f"it is {(now - owner['epoch']) / 3600:.1f} h old")
+    if stale:
+        text += (f"; looks STALE ({', '.join(stale)}): if no fleet run is active, remove it with "
+                 f"`inv unlock --host <host> --token {owner.get('token', '?')}`")
+    return text
+
+
+def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
+    """Take the host's lock, recovering it from a provably dead owner, or raise HostLockError naming the
+    holder. One round trip (three when a dead owner's lock is recovered)."""
+    try:
+        return _acquire(conn, host, purpose)
+    except _Held as held:
+        why, o = dead_owner(held.owner), held.owner or {}
+        if not why or not o.get("token") or not _take_over(conn, host, o["token"]):
+            raise HostLockError(str(held)) from None
+        lock = _acquire(conn, host, purpose)  # a live rival that won the race in between still wins
+        return Lock(lock.host, lock.token, lock.owner,
+                    recovered=f"recovered the lock of a dead run: {o.get('owner', '?')} pid {o.get('pid')} for "
+                              f"{o.get('purpose', '?')} since {o.get('time', '?')} ({why})")
+
+
+class _Held(HostLockError):
+    def __init__(self, message: str, owner: dict[str, Any] | None):
+        super().__init__(message)
+        self.owner = owner
+
+
+def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
+    me = _me(purpose)
+    parent = os.path.dirname(LOCK_DIR)
+    d, o = shlex.quote(LOCK_DIR), shlex.quote(f"{LOCK_DIR}/owner.json")
+    cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
+           f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
+           f"&& mv {o}.tmp {o}; then echo ACQUIRED; else rm -rf {d}; exit 4; fi; "  # never a lock without owner
+           # no owner.json yet: a rival between its mkdir and mv; give it up to a second to name itself
+           f"else echo HELD; for i in 1 2 3 4 5 6 7 8 9 10; do cat {o} 2>/dev/null && break; sleep 0.1; done; "
+           "true; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    out = res.stdout.strip()
+    if res.ok and out == "ACQUIRED":
+        return Lock(host.name, me["token"], me)
+    if res.ok and out.startswith("HELD"):
+        try:
+            owner = json.loads(out[4:].strip() or "null")
+        except ValueError:
+            owner = None
+        raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}", owner)
+    raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
+                        f"{(res.stderr or res.stdout).strip()[:300]}")
+
+
+def read_owner(conn: Connection, host: Host) -> dict[str, Any] | None:
+    res = remote.run(conn, host, f"cat {shlex.quote(LOCK_DIR + '/owner.json')} 2>/dev/null", timeout=30)
+    try:
+        return json.loads(res.stdout) if res.ok and res.stdout.strip() else None
+    except ValueError:
+        return None
+
+
+def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:
+    o = shlex.quote(f"{LOCK_DIR}/owner.json")
+    cmd = (f"if grep -q {shlex.quote(token)} {o} 2>/dev/null; then rm -rf {shlex.quote(LOCK_DIR)} && echo RELEASED; "
+           f"else echo NOTOURS; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    return res.ok and res.stdout.strip() == "RELEASED"
+
+
+def _take_over(conn: Connection, host: Host, token: str) -> bool:
+    """Move a dead owner's lock aside in one rename, to a name made of its token, and keep it there.
+
+    rename(2) is atomic, and it cannot replace a non-empty folder: of several runs taking over the same dead
+    lock at once, one rename succeeds and the others fail, also after the winner has taken a new lock (the
+    moved-aside folder still holds the target name). A rename that caught a lock that is not the dead one
+    (taken in between) puts it back. Folders moved aside more than an hour ago are removed."""
+    d = shlex.quote(LOCK_DIR)
+    aside = shlex.quote(f"{LOCK_DIR}.dead-{token}")
+    parent, base = shlex.quote(os.path.dirname(LOCK_DIR)), shlex.quote(os.path.basename(LOCK_DIR) + ".dead-*")
+    cmd = (f"find {parent} -maxdepth 1 -name {base} -mmin +60 -exec rm -rf {{}} + 2>/dev/null; "
+           f"mv -T {d} {aside} 2>/dev/null || {{ echo LOST; exit 0; }}; "
+           f"if grep -qF {shlex.quote(token)} {aside}/owner.json 2>/dev/null; then echo TAKEN; "
+           f"else mv -T {aside} {d} 2>/dev/null; echo NOTDEAD; fi")
+    res = remote.run(conn, host, cmd, timeout=30)
+    return res.ok and res.stdout.strip() == "TAKEN"
+
+
+def release(conn: Connection, host: Host, lock: Lock) -> None:
+    """Remove the lock if it is still ours; HostLockError if someone else's lock is there now."""
+    if not _remove_if_token(conn, host, lock.token):
+        raise HostLockError(f"{host.name}: lock {LOCK_DIR} is no longer ours at release; "
+                            f"now {describe(read_owner(conn, host))}")
+
+
+def break_lock(conn: Connection, host: Host, token: str) -> None:
+    """Remove a (stale) lock whose token the operator has read from the error: never someone else's new one."""
+    if not _remove_if_token(conn, host, token):
+        raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
+                            f"now {describe(read_owner(conn, host))}")
+
+
+@contextmanager
+def held(conn: Connection, host: Host, purpose: str) -> Iterator[Lock]:
+    lock = acquire(conn, host, purpose)
+    try:
+        yield lock
+    except BaseException:
+        with suppress(Exception):  # the body's error is the one to report
+            release(conn, host, lock)
+        raise
+    release(conn, host, lock)

@@ -1,0 +1,69 @@
+"""Running the probe: one exec channel per host, all hosts in parallel, facts saved locally with a time."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fabric import Connection
+
+from fleet import parallel
+from fleet.host import probe
+from fleet.host.facts import HostFacts
+from fleet.inventory import Host
+from fleet.ssh.connect import ConnectOptions, open_connection, trace_of
+from fleet.ssh.remote import run
+
+PROBE_TIMEOUT_S = 60.0
+
+
+def facts_dir() -> Path:
+    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "facts"
+
+
+def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
+    conn = open_connection(host, opts)
+    try:
+        facts = probe_on(conn, host)
+        facts.connection = trace_of(conn)
+        return facts
+    finally:
+        conn.close()
+
+
+def probe_on(conn: Connection, host: Host) -> HostFacts:
+    """The probe over an open connection: one exec channel."""
+    res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
+    facts = probe.parse(res.stdout, host.name, host.address)
+    facts.probed_at = datetime.now(UTC).isoformat(timespec="seconds")
+    if res.stderr.strip():
+        facts.warn(f"probe script stderr: {res.stderr.strip().splitlines()[-1][:200]}")
+    return facts
+
+
+def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True) -> list[HostFacts]:
+    """Facts for every host, in order; an unreachable host is a row with its error, never an exception."""
+    outcomes = parallel.run_all(hosts, lambda h: probe_host(h, opts))
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    results = []
+    for o in outcomes:
+        facts = o.value if o.ok and o.value else HostFacts.failed(o.host.name, o.host.address, o.error or "failed")
+        facts.probed_at = now
+        results.append(facts)
+        if save and facts.ok:
+            save_facts(facts)
+    return results
+
+
+def save_facts(facts: HostFacts) -> Path:
+    """Atomically write the latest facts of a host (deploy reads them; status shows their age)."""
+    d = facts_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{facts.host}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    tmp.write_text(facts.model_dump_json(indent=2))
+    tmp.rename(path)
+    return path

@@ -1,0 +1,43 @@
+"""Everything fleet runs on a host, as real files: shell scripts and Python programs shipped as text over
+the one SSH round trip of their task (`sh -c TEXT ARGS...` or `python -c TEXT ARGS...`), never installed;
+save the launcher, which a unit starts.
+
+    probe.sh        the probe: GPUs, topology, driver, system, packages (fleet.host.probe parses it)
+    status.sh       inv status: unit, release, health, drift hashes, power, metrics, leftovers, router
+    patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches.engine)
+    scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
+    write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
+                    (fleet.host.service.write_atomic), as root through sudo on a become host
+    launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
+                    key to the server inside its process and masks it in its output (fleet.host.render)
+
+Each is linted (`sh -n`, `py_compile`) and run against a temporary folder that mimics a host in
+tests/unit/host/test_hostside.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh")
+
+
+@functools.cache
+def text(name: str) -> str:
+    """The script's text (read once per process)."""
+    if name not in SCRIPTS:
+        raise KeyError(f"no host-side script {name!r}")
+    return (HERE / name).read_text()
+
+
+def sh_command(name: str, *args: str) -> str:
+    """`sh -c SCRIPT NAME ARGS...`: the script runs with its arguments as $1, $2, ..., every one quoted."""
+    return " ".join(shlex.quote(a) for a in ("sh", "-c", text(name), f"fleet-{name.split('.')[0]}", *args))
+
+
+def python_command(python: str, name: str, *args: str) -> str:
+    """`PYTHON -c PROGRAM ARGS...` (sys.argv[1:] are the args), every word quoted."""
+    return " ".join(shlex.quote(a) for a in (python, "-c", text(name), *args))

@@ -1,0 +1,286 @@
+"""fleet's patch engine on the host (fleet/patches/engine.py ships this text as `python -c` over one round trip).
+
+usage: python -c TEXT MODE BASE64_JSON_REQUEST, MODE one of read, apply, revert, cleanup; prints one
+line `FLEET-JSON:{...}` with the answer. Runs with the host venv's own python (so it sees its packages).
+"""
+import base64, glob, hashlib, json, os, pwd, shutil, subprocess, sys
+MARK = "FLEET-JSON:"
+def out(obj):
+    sys.stdout.write(MARK + json.dumps(obj) + "\n"); sys.stdout.flush()
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+def dist_of(top):
+    import importlib.metadata as md
+    try:
+        names = md.packages_distributions().get(top) or []
+    except Exception:
+        names = []
+    for n in names:
+        try:
+            return n, md.distribution(n)
+        except Exception:
+            pass
+    return None, None
+def record_sha(d, path):
+    if d is None:
+        return None
+    try:
+        for f in d.files or []:
+            if f.hash is None or f.hash.mode != "sha256":
+                continue
+            if os.path.realpath(str(d.locate_file(f))) == os.path.realpath(path):
+                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+                return raw.hex()
+    except Exception:
+        return None
+    return None
+def cache_bases(unit):
+    bases = [os.environ.get("FLASHINFER_WORKSPACE_BASE") or os.path.expanduser("~")]
+    if unit:
+        try:
+            r = subprocess.run(["systemctl", "show", "-p", "Environment", "-p", "User", "--value", unit],
+                               capture_output=True, text=True, timeout=10)
+            lines = r.stdout.splitlines()
+            env = dict(kv.split("=", 1) for kv in " ".join(lines[:1]).split() if "=" in kv)
+            user = lines[1].strip() if len(lines) > 1 else ""
+            home = pwd.getpwnam(user).pw_dir if user else env.get("HOME", pwd.getpwuid(0).pw_dir)
+            bases.append(env.get("FLASHINFER_WORKSPACE_BASE") or env.get("HOME") or home)
+        except Exception:
+            pass
+    return list(dict.fromkeys(b for b in bases if b))
+def do_read(req):
+    import importlib.util
+    import importlib.metadata as md
+    res = {"packages": {}, "dists": {}, "files": [], "sms": [], "sm_error": None, "prebuilt": [], "runs": []}  # type: dict
+    dists = {}
+    for p in req["packages"]:
+        try:
+            spec = importlib.util.find_spec(p)
+        except Exception as e:
+            spec = None; err = "%s: %s" % (type(e).__name__, e)
+        else:
+            err = "not importable by %s" % sys.executable
+        if spec is None or not spec.submodule_search_locations:
+            res["packages"][p] = {"error": err if spec is None else "is a module, not a package"}
+            continue
+        path = list(spec.submodule_search_locations)[0]
+        dname, d = dist_of(p.split(".")[0])
+        dists[p] = d
+        res["packages"][p] = {"path": path, "dist": dname, "version": d.version if d else None}
+    for name in req["dists"]:
+        try:
+            res["dists"][name] = md.version(name)
+        except Exception:
+            res["dists"][name] = None
+    for p, rel in req["files"]:
+        info = {"package": p, "file": rel}  # type: dict
+        pkg = res["packages"].get(p, {})
+        if pkg.get("path"):
+            path = os.path.join(pkg["path"], rel)
+            info["path"] = path
+            info["dist"], info["version"] = pkg.get("dist"), pkg.get("version")
+            real, top = os.path.realpath(path), os.path.realpath(pkg["path"])
+            if os.path.commonpath([real, top]) != top:  # a symlink out of the package: never read or write there
+                info["exists"] = False; info["error"] = "resolves outside the package, to %s: refusing" % real
+                res["files"].append(info)
+                continue
+            try:
+                data = open(path, "rb").read()
+                st = os.stat(path)
+                info.update(exists=True, b64=base64.b64encode(data).decode(), sha256=sha(data),
+                            mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid,
+                            record_sha256=record_sha(dists.get(p), path))
+            except FileNotFoundError:
+                info["exists"] = False; info["error"] = "file missing"
+            except OSError as e:
+                info["exists"] = False; info["error"] = "cannot read: %s" % (e.strerror or e)
+        res["files"].append(info)
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        for line in r.stdout.split("\n"):
+            line = line.strip()
+            if line:
+                major, minor = line.split(".")
+                res["sms"].append(int(major) * 10 + int(minor))
+        if r.returncode != 0 or not res["sms"]:
+            res["sm_error"] = "nvidia-smi exit %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[:200])
+    except Exception as e:
+        res["sm_error"] = "nvidia-smi: %s" % e
+    fi = res["packages"].get("flashinfer", {}).get("path")
+    for m in req["modules"]:
+        if fi and os.path.exists(os.path.join(fi, "data", "aot", m, m + ".so")):
+            res["prebuilt"].append(os.path.join(fi, "data", "aot", m, m + ".so"))
+    jc = importlib.util.find_spec("flashinfer_jit_cache") if req["modules"] else None
+    if jc is not None:
+        where = list(jc.submodule_search_locations or [str(jc.origin)])[0]
+        res["prebuilt"].append("flashinfer-jit-cache package at %s" % where)
+    runs = os.path.join(req["root"], "runs")
+    for m in sorted(glob.glob(os.path.join(runs, "*", "manifest.json"))):
+        try:
+            res["runs"].append(json.load(open(m)))
+        except Exception:
+            pass
+    res["cache_bases"] = cache_bases(req.get("unit"))
+    out(res)
+def fsync_dir(d):
+    try:
+        fd = os.open(d, os.O_RDONLY); os.fsync(fd); os.close(fd)
+    except OSError:
+        pass
+def atomic_write(path, data, mode, uid, gid):
+    d, base = os.path.split(path)
+    tmp = os.path.join(d, ".%s.fleet-%d.tmp" % (base, os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data); f.flush()
+            os.fchmod(f.fileno(), mode)
+            if uid is not None and os.geteuid() == 0:
+                os.fchown(f.fileno(), uid, gid)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try: os.unlink(tmp)
+        except OSError: pass
+        raise
+    fsync_dir(d)
+def probe_writable(path):
+    d, base = os.path.split(path)
+    tmp = os.path.join(d, ".%s.fleet-probe-%d.tmp" % (base, os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd); os.unlink(tmp)
+    if not os.access(path, os.W_OK):
+        raise PermissionError(13, "no write access (read-only, immutable or permissions)", path)
+    open(path, "r+b").close()
+def save_object(root, data):
+    objs = os.path.join(root, "objects"); os.makedirs(objs, mode=0o700, exist_ok=True)
+    h = sha(data); dest = os.path.join(objs, h)
+    if not os.path.exists(dest):
+        atomic_write(dest, data, 0o600, None, None)
+    if sha(open(dest, "rb").read()) != h:
+        raise OSError("backup object %s is corrupt" % dest)
+    return dest
+def write_manifest(path, man):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    atomic_write(path, (json.dumps(man, indent=1) + "\n").encode(), 0o600, None, None)
+def clear_cache(bases, modules):
+    gone = []
+    for b in bases:
+        for m in modules:
+            for d in glob.glob(os.path.join(b, ".cache", "flashinfer", "*", "*", "cached_ops", m)):
+                shutil.rmtree(d, ignore_errors=True); gone.append(d)
+    return gone
+def do_apply(req):
+    root = req["root"]; files = req["files"]; new = {}
+    for f in files:
+        p = f["path"]
+        try:
+            data = open(p, "rb").read()
+        except OSError as e:
+            return out({"ok": False, "error": "%s: cannot read: %s" % (p, e.strerror or e)})
+        if sha(data) != f["sha_before"]:
+            return out({"ok": False, "error": "%s: changed since it was read (sha256 %s, expected %s); nothing written"
+                        % (p, sha(data)[:12], f["sha_before"][:12])})
+        for off, fd_, rp in f["steps"]:
+            fd_, rp = base64.b64decode(fd_), base64.b64decode(rp)
+            if data[off:off + len(fd_)] != fd_:
+                return out({"ok": False, "error": "%s: find text moved; nothing written" % p})
+            data = data[:off] + rp + data[off + len(fd_):]
+        if sha(data) != f["sha_after"]:
+            return out({"ok": False, "error": "%s: result differs from the planned one; nothing written" % p})
+        try:
+            probe_writable(p)
+        except OSError as e:
+            return out({"ok": False, "error": "%s: not writable (%s); nothing written" % (p, e.strerror or e)})
+        new[p] = data
+    man = {"run": req["run"], "sets": req["sets"], "status": "applying", "created": req["time"], "by": req["by"],
+           "clear_jit_cache": req["modules"], "files": []}  # type: dict
+    mpath = os.path.join(root, "runs", req["run"], "manifest.json")
+    try:
+        for f in files:
+            save_object(root, open(f["path"], "rb").read())
+            st = os.stat(f["path"])
+            man["files"].append({k: f[k] for k in ("path", "package", "file", "dist", "version", "sha_before",
+                                                   "sha_after")} | {"mode": st.st_mode & 0o7777,
+                                                                    "uid": st.st_uid, "gid": st.st_gid})
+        write_manifest(mpath, man)
+    except OSError as e:
+        return out({"ok": False, "error": "cannot back up to %s: %s; nothing written" % (root, e.strerror or e)})
+    done = []
+    try:
+        for rec in man["files"]:
+            atomic_write(rec["path"], new[rec["path"]], rec["mode"], rec["uid"], rec["gid"]); done.append(rec)
+            if req.get("die_after") == len(done):
+                os._exit(137)  # test hook (fleet.faulthook): the writer dies between files
+    except OSError as e:
+        undo_err = []
+        for rec in done:
+            try:
+                orig = open(os.path.join(root, "objects", rec["sha_before"]), "rb").read()
+                atomic_write(rec["path"], orig, rec["mode"], rec["uid"], rec["gid"])
+            except OSError as e2:
+                undo_err.append("%s: %s" % (rec["path"], e2))
+        man["status"] = "failed"; man["error"] = "%s: %s" % (getattr(e, "filename", "?"), e.strerror or e)
+        write_manifest(mpath, man)
+        msg = "writing %s failed (%s); " % (getattr(e, "filename", "?"), e.strerror or e)
+        msg += ("put back %d file(s) already written: nothing changed" % len(done)) if not undo_err else \
+               ("COULD NOT PUT BACK: %s" % "; ".join(undo_err))
+        return out({"ok": False, "error": msg})
+    bad = [r["path"] for r in man["files"] if sha(open(r["path"], "rb").read()) != r["sha_after"]]
+    if bad:
+        man["status"] = "failed"; write_manifest(mpath, man)
+        return out({"ok": False, "error": "verification failed after writing: %s" % ", ".join(bad)})
+    man["cleared"] = clear_cache(req["bases"], req["modules"])
+    man["status"] = "applied"; write_manifest(mpath, man)
+    out({"ok": True, "manifest": mpath, "written": [r["path"] for r in man["files"]], "cleared": man["cleared"]})
+def do_revert(req):
+    root = req["root"]; mpath = os.path.join(root, "runs", req["run"], "manifest.json")
+    man = json.load(open(mpath)); todo = []
+    for f in req["files"]:
+        p = f["path"]
+        try:
+            now = sha(open(p, "rb").read())
+        except OSError as e:
+            return out({"ok": False, "error": "%s: cannot read: %s; nothing restored" % (p, e.strerror or e)})
+        if now == f["sha_before"]:
+            continue
+        if now != f["sha_after"]:
+            return out({"ok": False, "error": "%s: changed since it was checked; nothing restored" % p})
+        obj = os.path.join(root, "objects", f["sha_before"])
+        try:
+            orig = open(obj, "rb").read()
+        except OSError as e:
+            return out({"ok": False, "error": "backup %s: %s; nothing restored" % (obj, e.strerror or e)})
+        if sha(orig) != f["sha_before"]:
+            return out({"ok": False, "error": "backup %s is corrupt; nothing restored" % obj})
+        try:
+            probe_writable(p)
+        except OSError as e:
+            return out({"ok": False, "error": "%s: not writable (%s); nothing restored" % (p, e.strerror or e)})
+        st = os.stat(p)
+        todo.append((p, orig, st.st_mode & 0o7777, st.st_uid, st.st_gid))
+    done = []
+    try:
+        for p, orig, mode, uid, gid in todo:
+            atomic_write(p, orig, mode, uid, gid); done.append(p)
+    except OSError as e:
+        return out({"ok": False, "error": "restoring %s failed (%s) after %d file(s) restored"
+                    % (getattr(e, "filename", "?"), e.strerror or e, len(done))})
+    bad = [f["path"] for f in req["files"] if sha(open(f["path"], "rb").read()) != f["sha_before"]]
+    if bad:
+        return out({"ok": False, "error": "verification failed after restoring: %s" % ", ".join(bad)})
+    man["status"] = "reverted"; man["reverted_at"] = req["time"]; man["reverted_by"] = req["by"]
+    man["cleared_on_revert"] = clear_cache(req["bases"], man.get("clear_jit_cache", []))
+    write_manifest(mpath, man)
+    out({"ok": True, "restored": done, "cleared": man["cleared_on_revert"], "manifest": mpath})
+def do_cleanup(req):
+    gone = []
+    for p in req["paths"]:
+        d, base = os.path.split(p)
+        for t in glob.glob(os.path.join(glob.escape(d), ".%s.fleet-*.tmp" % glob.escape(base))):
+            os.unlink(t); gone.append(t)
+    out({"ok": True, "removed": gone})
+mode = sys.argv[1]
+req = json.loads(base64.b64decode(sys.argv[2]))
+{"read": do_read, "apply": do_apply, "revert": do_revert, "cleanup": do_cleanup}[mode](req)

@@ -1,0 +1,71 @@
+# inv status's one round trip (fleet/multihost/status.py parses it): sections split by lines @@fleet-status@@.
+# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT    (ROOT: fleet's state, /var/lib/fleet)
+#   1 the unit's state        2 the current release's manifest    3 /health's HTTP code
+#   4 sha256 of every file the release manages     5 GPU power draw,limit    6 sglang's /metrics gauges
+#   7 what a dead run left (releases in progress, the lock's owner, patch runs left applying)
+#   8 the sglang router a router: playbook runs here (one JSON line), or nothing
+# The sections that wait on something (the two HTTP calls with their 3 s limits, nvidia-smi's NVML start-up,
+# the router's unit and /health) are independent: they run at once, each into a file of its own, and every
+# section is printed whole and in order (one after the other where the host has no mktemp).
+unit=$1; port=$2; root=$3
+M=@@fleet-status@@
+health() { curl -s -o /dev/null -w '%{http_code}' -m 3 "http://127.0.0.1:$port/health"; echo; }
+power() { nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null; }
+# /metrics needs no API key in sglang (like /health); only the gauges shown travel back.
+metrics() {
+  curl -s -m 3 "http://127.0.0.1:$port/metrics" 2>/dev/null \
+    | grep -E '^(sglang:num_running_reqs|sglang:num_queue_reqs|sglang:gen_throughput|sglang:token_usage)[{ ]'
+}
+router() {
+python3 - "$root/router/current/manifest.json" 2>/dev/null <<'PY'
+import json, subprocess, sys, urllib.request
+try: m = json.load(open(sys.argv[1]))
+except (OSError, ValueError): raise SystemExit
+c = m.get('config') or {}; u = c.get('unit') or 'sglang-router'; a = c.get('listen') or '127.0.0.1'
+a = '127.0.0.1' if a in ('0.0.0.0', '::') else a; a = '[%s]' % a if ':' in a else a
+s = subprocess.run(['systemctl', 'show', u, '-p', 'ActiveState', '--value'], capture_output=True,
+                   text=True).stdout.strip()
+try: h = urllib.request.urlopen('http://%s:%d/health' % (a, int(c.get('port') or 0)), timeout=3).status
+except Exception as e: h = getattr(e, 'code', None)
+print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,
+                  'workers': len(c.get('workers') or [])}))
+PY
+}
+hashes() {
+python3 - "$root/current/manifest.json" 2>/dev/null <<'PY'
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+for p in list(m.get('files', {})) + list((m.get('patches') or {}).get('files', {})):
+    if p.startswith('/'):
+        try: print(hashlib.sha256(open(p, 'rb').read()).hexdigest(), p)
+        except OSError: pass
+PY
+}
+leftovers() {
+  for m in $(grep -l '"status": "in-progress"' "$root"/releases/*/manifest.json 2>/dev/null); do
+    d=${m%/manifest.json}; echo "release ${d##*/} $(tail -n 1 "$d/events.jsonl" 2>/dev/null)"
+  done
+  echo "lock $(cat "$root/lock/owner.json" 2>/dev/null)"
+  for m in $(grep -l '"status": "applying"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
+    d=${m%/manifest.json}; echo "patch-run ${d##*/}"
+  done
+}
+# fleet_out: a name nothing above uses.
+if fleet_out=$(mktemp -d 2>/dev/null); then
+  trap 'rm -rf "$fleet_out"' EXIT
+  health > "$fleet_out/3" & power > "$fleet_out/5" & metrics > "$fleet_out/6" & router > "$fleet_out/8" &
+  section() { cat "$fleet_out/$1"; }
+else
+  section() { case $1 in 3) health;; 5) power;; 6) metrics;; 8) router;; esac; }
+fi
+systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result 2>/dev/null
+echo $M; cat "$root/current/manifest.json" 2>/dev/null
+h=$(hashes); l=$(leftovers)
+wait
+echo $M; section 3; echo $M
+[ -n "$h" ] && printf '%s\n' "$h"
+echo $M; section 5
+echo $M; section 6
+echo $M; printf '%s\n' "$l"
+echo $M; section 8
+true

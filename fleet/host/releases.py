@@ -1,0 +1,197 @@
+"""Releases on the host: every deploy is one, kept under /var/lib/fleet/releases/<id>/ so it can be rolled back.
+
+    /var/lib/fleet/releases/<id>/manifest.json   config, facts summary, sha256 of what was written, outcome
+    /var/lib/fleet/releases/<id>/files/...       the unit and env file exactly as installed (env 0600)
+    /var/lib/fleet/releases/<id>/events.jsonl    the deploy's event log, one JSON object per line
+    /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
+    /var/lib/fleet/before-fleet/                 the unit and env file as fleet found them at its first write
+                                                 (or that there were none): `inv rollback --to before-fleet`
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import posixpath
+import secrets
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fabric import Connection
+
+from fleet import faulthook
+from fleet.host.service import read_file, sh, write_atomic
+from fleet.host.service import sha256 as sha256_of
+from fleet.inventory import Host
+from fleet.outcomes import ReleaseStatus
+
+ROOT = "/var/lib/fleet"
+RELEASES = f"{ROOT}/releases"
+CURRENT = f"{ROOT}/current"
+ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
+BEFORE_FLEET = f"{ROOT}/before-fleet"
+MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
+
+
+def now(timespec: str = "seconds") -> str:
+    """The time as releases and events record it (UTC, ISO 8601)."""
+    return datetime.now(UTC).isoformat(timespec=timespec)
+
+
+def new_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def file_key(path: str) -> str:
+    """Where an installed file's copy lives inside a release (its absolute path, flattened)."""
+    return path.strip("/").replace("/", "__")
+
+
+@dataclass
+class Release:
+    id: str
+    host: str
+    playbook: str
+    playbook_sha256: str
+    created: str
+    status: str = ReleaseStatus.IN_PROGRESS
+    rung: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {sha256, mode}
+    patches: dict[str, Any] = field(default_factory=dict)  # set names applied and file hashes after
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    finished: str | None = None
+    bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
+
+    @property
+    def dir(self) -> str:
+        return f"{RELEASES}/{self.id}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Release:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class ReleaseStore:
+    """The releases under `root` (default /var/lib/fleet; the router's unit keeps its own under
+    /var/lib/fleet/router, so one host can be a replica and the router's host at once)."""
+
+    def __init__(self, conn: Connection, host: Host, root: str = ROOT):
+        self.conn, self.host, self.root = conn, host, root
+        self.releases, self.current_link = f"{root}/releases", f"{root}/current"
+
+    def dir(self, release: Release) -> str:
+        return f"{self.releases}/{release.id}"
+
+    def open(self, release: Release) -> None:
+        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.dir(release))}/files")
+        self.save(release)
+
+    def save(self, release: Release) -> None:
+        write_atomic(self.conn, self.host, f"{self.dir(release)}/manifest.json",
+                     json.dumps(release.to_json(), indent=2).encode(), 0o600)
+
+    def keep_file(self, release: Release, path: str, data: bytes, mode: int) -> None:
+        write_atomic(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}", data, mode)
+
+    def file(self, release: Release, path: str) -> bytes | None:
+        return read_file(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}")
+
+    def event(self, release: Release, event: dict[str, Any]) -> None:
+        line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
+        sh(self.conn, self.host,
+           f"printf %s {shlex.quote(line)} >> {shlex.quote(self.dir(release))}/events.jsonl")
+        faulthook.reached(str(event.get("step")))
+
+    def events(self, release_id: str) -> list[dict[str, Any]]:
+        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/events.jsonl") or b""
+        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+
+    def load(self, release_id: str) -> Release | None:
+        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/manifest.json")
+        return Release.from_json(json.loads(data)) if data else None
+
+    def current_id(self) -> str | None:
+        out = sh(self.conn, self.host, f"readlink {shlex.quote(self.current_link)} || true").strip()
+        return posixpath.basename(out) if out else None
+
+    def current(self) -> Release | None:
+        rid = self.current_id()
+        return self.load(rid) if rid else None
+
+    def mark_current(self, release: Release) -> None:
+        """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""
+        tmp = f"{self.root}/.current.{secrets.token_hex(4)}"
+        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {shlex.quote(tmp)} && "
+                                 f"mv -T {shlex.quote(tmp)} {shlex.quote(self.current_link)}")
+
+    def clear_current(self) -> None:
+        """The host is on no fleet release any more (rolled back to before fleet)."""
+        sh(self.conn, self.host, f"rm -f -- {shlex.quote(self.current_link)}")
+
+    def list(self) -> list[Release]:
+        out = sh(self.conn, self.host, f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
+        found = []
+        for rid in sorted(out.split()):
+            release = self.load(rid)
+            if release:
+                found.append(release)
+        return found
+
+    def last_good_before_current(self) -> Release | None:
+        """The newest release that served and is older than the current one: where a rollback goes."""
+        current = self.current_id()
+        earlier = [r for r in self.list() if r.status == ReleaseStatus.OK and r.id != current
+                   and (current is None or r.id < current)]
+        return earlier[-1] if earlier else None
+
+    def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
+        """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
+        releases = self.list()
+        current = self.current_id()
+        removable = [r for r in releases if r.id != current and r.status != ReleaseStatus.IN_PROGRESS]
+        doomed = removable[: max(0, len(releases) - keep)]
+        for r in doomed:
+            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")
+        return [r.id for r in doomed]
+
+
+class BeforeFleet:
+    """What stood at each path fleet manages before its first write there: a copy, or that nothing did. A file
+    that already carries fleet's header was written by a fleet that kept no record: unknown, never guessed."""
+
+    def __init__(self, conn: Connection, host: Host, root: str = BEFORE_FLEET):
+        self.conn, self.host, self.root = conn, host, root
+
+    def manifest(self) -> dict[str, dict[str, Any]]:
+        raw = read_file(self.conn, self.host, f"{self.root}/manifest.json")
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return data.get("files", {}) if isinstance(data, dict) else {}
+
+    def note(self, path: str, old: bytes | None) -> None:
+        """Record what fleet is about to replace at `path`, the first time only."""
+        files = self.manifest()
+        if path in files or (old is not None and old.startswith(MANAGED_MARK)):
+            return
+        mode = (self.conn.sftp().stat(path).st_mode or 0o600) & 0o7777 if old is not None else 0
+        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
+        if old is None:
+            files[path] = {"absent": True}
+        else:
+            write_atomic(self.conn, self.host, f"{self.root}/files/{file_key(path)}", old, 0o600)
+            files[path] = {"sha256": sha256_of(old), "mode": oct(mode)}
+        write_atomic(self.conn, self.host, f"{self.root}/manifest.json",
+                     json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
+
+    def copy(self, path: str) -> bytes | None:
+        return read_file(self.conn, self.host, f"{self.root}/files/{file_key(path)}")

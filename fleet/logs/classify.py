@@ -1,0 +1,239 @@
+"""Classifying log text: lines to events (one event per traceback or multi-line message), events to a verdict.
+
+Everything here is pure: text in, data out. The live watcher (fleet/logs/watch.py) feeds the same
+LineClassifier one line at a time, so a file and a live journal classify identically.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.logs.normalise import Line, normalise
+from fleet.logs.rules import LogClass, Rule, RuleSet, Severity, default_rules
+
+NONE = "NONE"  # the verdict when no line says anything
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+_CHAIN = re.compile(r"\s*(?:During handling of the above exception|The above exception was the direct cause)")
+# Lines that continue whatever came before: frames (Python, C++, c10), indented code, carets.
+_STRUCTURAL = re.compile(r"\s|\d+\s+0x[0-9a-fA-F]+\s|frame #\d+:|Exception raised from |\.\.\.\s*$")
+_MAX_GROUP_LINES = 400  # a runaway message must not hold its event back forever
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing the log says: a class, how bad it is, and the line that says so."""
+
+    line: int  # 1-based line of the evidence: the line that decided the class
+    first_line: int  # where the traceback or message began (== line for one-line events)
+    log_class: LogClass
+    severity: Severity
+    text: str  # the evidence line, normalised
+    rule: str
+    priority: int
+    explanation: str
+    remedies: tuple[str, ...]
+    remedy: str | None = None  # the rule's next thing for a person to try
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "class": str(self.log_class), "severity": str(self.severity),
+                "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What decides deploy's next step: the most specific fatal, else READY, else the worst warning."""
+
+    log_class: str  # a LogClass, or NONE
+    event: Event | None
+    events: tuple[Event, ...]
+
+    @property
+    def fatal(self) -> bool:
+        return self.event is not None and self.event.severity is Severity.FATAL
+
+    @property
+    def ready(self) -> bool:
+        return self.log_class == LogClass.READY
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.log_class, "events": [e.to_json() for e in self.events]}
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    rule: Rule
+    line: int
+    text: str
+    in_frames: bool = False  # matched a traceback's source line: weaker evidence than its message
+
+
+@dataclass(slots=True)
+class _Group:
+    """An open multi-line event: a traceback, or a message whose next lines may name its cause."""
+
+    first: int
+    severity: Severity
+    state: str  # "frames" (inside a traceback's frames), "message", "chain" (between chained tracebacks)
+    best: _Hit | None = None
+    reported: _Hit | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LineMatch:
+    rule: Rule  # the most specific rule: it names the class
+    severity: Severity  # the rule's severity, or that of the wrapper reporting it (the autotuner)
+    conclusive: bool  # a fatal cause, not a wrapper still waiting for one
+
+
+def classify_line(text: str, rules: RuleSet | None = None) -> LineMatch | None:
+    """The class and severity one line carries on its own, or None for a normal line."""
+    return _match(normalise(text).text, rules if rules is not None else default_rules())
+
+
+def _match(text: str, rules: RuleSet) -> LineMatch | None:
+    found = rules.best(text)
+    if found is None:
+        return None
+    best, wrapper = found
+    severity = wrapper.severity if wrapper is not None else best.severity
+    return LineMatch(best, severity, severity is Severity.FATAL and not best.wraps)
+
+
+class LineClassifier:
+    """Feed lines one at a time; get events as soon as they are certain.
+
+    A conclusive fatal line is reported at once. A traceback or a wrapper ("Capture cuda graph failed:",
+    "Scheduler hit an exception:") is held until a specific cause shows up in its continuation lines
+    (reported then) or the next record begins. Warnings own their structural continuation lines (frames),
+    so a fatal-looking frame under an autotuner warning stays a warning.
+    """
+
+    def __init__(self, rules: RuleSet | None = None) -> None:
+        self._rules = rules if rules is not None else default_rules()
+        self._lineno = 0
+        self._group: _Group | None = None
+
+    @property
+    def lines_read(self) -> int:
+        return self._lineno
+
+    def feed(self, raw: str) -> list[Event]:
+        self._lineno += 1
+        line = normalise(raw)
+        match = _match(line.text, self._rules)
+        out: list[Event] = []
+        group = self._group
+        if group is not None:
+            if self._continues(group, line):
+                self._absorb(group, line, match, out)
+                return out
+            out.extend(self._close())
+        if _TRACEBACK.search(line.text):
+            self._open(_Group(self._lineno, Severity.FATAL, "frames"), line, match, out)
+        elif match is None:
+            pass
+        elif match.severity is Severity.INFO:
+            out.append(self._event(_Hit(match.rule, self._lineno, line.text), self._lineno, match.severity))
+        else:  # fatal and warning lines may go on over the next lines
+            self._open(_Group(self._lineno, match.severity, "message"), line, match, out)
+        return out
+
+    def _open(self, group: _Group, line: Line, match: LineMatch | None, out: list[Event]) -> None:
+        self._group = group
+        self._absorb(group, line, match, out)
+
+    def flush(self) -> list[Event]:
+        """End of input: report what an open traceback or message amounts to."""
+        return self._close()
+
+    def _continues(self, group: _Group, line: Line) -> bool:
+        text = line.text
+        if not text.strip() or group.state == "frames" or _STRUCTURAL.match(text) or _CHAIN.match(text):
+            return True  # up to its exception line, everything belongs to a traceback
+        if group.state == "chain" and _TRACEBACK.search(text):
+            return True
+        # a warning owns only its frames; a fatal message also owns the unprefixed lines of its body
+        return group.severity is Severity.FATAL and not line.header and not _TRACEBACK.search(text)
+
+    def _absorb(self, group: _Group, line: Line, match: LineMatch | None, out: list[Event]) -> None:
+        group.size += 1
+        text = line.text
+        if _CHAIN.match(text):
+            group.state = "chain"
+        elif _TRACEBACK.search(text):
+            group.state = "frames"
+        elif group.state == "frames" and text and not text[0].isspace() and group.size > 1:
+            group.state = "message"  # the exception line closes the frames
+        if match is not None:
+            hit = _Hit(match.rule, self._lineno, text, in_frames=group.state == "frames" and group.size > 1)
+            if group.severity is Severity.FATAL and match.severity is not Severity.FATAL:
+                if not hit.in_frames:  # a frame's source line is code, not a message
+                    out.append(self._event(hit, self._lineno, match.severity))
+            elif _better(hit, group.best):
+                group.best = hit
+        best = group.best
+        if (group.severity is Severity.FATAL and best is not None and not best.rule.wraps
+                and group.state != "frames" and best is not group.reported):
+            group.reported = best  # a specific cause: report now, keep reading its tail silently
+            out.append(self._event(best, group.first, Severity.FATAL))
+        if group.size >= _MAX_GROUP_LINES:
+            out.extend(self._close())
+
+    def _close(self) -> list[Event]:
+        group, self._group = self._group, None
+        if group is None or group.best is None or group.best is group.reported:
+            return []  # nothing, or nothing beyond the cause already reported
+        return [self._event(group.best, group.first, group.severity)]
+
+    @staticmethod
+    def _event(hit: _Hit, first: int, severity: Severity) -> Event:
+        rule = hit.rule
+        return Event(line=hit.line, first_line=first, log_class=rule.log_class, severity=severity,
+                     text=hit.text.strip(), rule=rule.name, priority=rule.priority,
+                     explanation=rule.explanation, remedies=rule.remedies, remedy=rule.remedy)
+
+
+def _better(hit: _Hit, best: _Hit | None) -> bool:
+    """More specific wins; at equal specificity an exception's message beats the source line raising it."""
+    if best is None or hit.rule.priority > best.rule.priority:
+        return True
+    return hit.rule.priority == best.rule.priority and best.in_frames and not hit.in_frames
+
+
+def decide(events: Iterable[Event]) -> Verdict:
+    """The most specific fatal; else READY; else the most severe, most specific warning; else NONE."""
+    events = tuple(events)
+    fatal = [e for e in events if e.severity is Severity.FATAL]
+    if fatal:
+        return Verdict(str(_most_specific(fatal).log_class), _most_specific(fatal), events)
+    ready = next((e for e in events if e.log_class is LogClass.READY), None)
+    if ready is not None:
+        return Verdict(str(LogClass.READY), ready, events)
+    if events:
+        worst = max(e.severity.rank for e in events)
+        pick = _most_specific([e for e in events if e.severity.rank == worst])
+        return Verdict(str(pick.log_class), pick, events)
+    return Verdict(NONE, None, events)
+
+
+def _most_specific(events: list[Event]) -> Event:
+    # max() keeps the first of equals: among equally specific causes the earliest is the root
+    return max(events, key=lambda e: e.priority)
+
+
+def classify_text(text: str, rules: RuleSet | None = None) -> Verdict:
+    """Classify a whole log."""
+    classifier = LineClassifier(rules)
+    events: list[Event] = []
+    lines = text.split("\n")  # not splitlines(): only newlines end a line, as in the journal stream
+    if lines and lines[-1] == "":
+        lines.pop()
+    for raw in lines:
+        events.extend(classifier.feed(raw))
+    events.extend(classifier.flush())
+    return decide(events)

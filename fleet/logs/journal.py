@@ -1,0 +1,193 @@
+"""The one journal follower: `journalctl -f` on its own SSH channel, fed to invoke StreamWatchers
+(fleet.logs.watch.LogWatcher) as it arrives, with a tick between reads so that time-based checks (phase
+budgets, the unit's state, a stop request) fire even when no line comes.
+
+Used by deploy and multi-node (`watch`: until READY, a fatal class, the unit ending, a phase outliving its
+budget, or a stop) and by `inv logs` (`follow` with a watcher that hands every line on).
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from fabric import Connection
+
+from fleet import faulthook
+from fleet.host.service import sh, unit_state
+from fleet.inventory import Host
+from fleet.logs import phases, redact
+from fleet.logs.classify import Event
+from fleet.logs.rules import Severity
+from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
+from fleet.outcomes import Outcome, Verdict
+from fleet.playbook import Budgets
+from fleet.progress import Progress
+from fleet.ssh import become, keepalive
+from fleet.ssh.remote import ConnectionLost
+
+READ_S = 0.5  # the longest a tick waits for a line
+KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
+
+
+def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
+            follow: bool = True) -> str:
+    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since`."""
+    cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
+    if cursor is not None:
+        cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
+    if since:
+        cmd += f" --since=-{shlex.quote(since)}"
+    return cmd + (" -f" if follow else "")
+
+
+def cursor(conn: Connection, host: Host) -> str:
+    """The journal's current end, so a follow starts exactly after it: no line missed or read twice."""
+    out = sh(conn, host, "journalctl --show-cursor -n 0 -q -o cat; true")
+    for line in out.splitlines():
+        if line.startswith("-- cursor: "):
+            return line[len("-- cursor: "):].strip()
+    return ""
+
+
+class Source(Protocol):
+    def read(self, timeout: float) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class Follower:
+    """A journalctl command on its own channel: complete lines (redacted) as they arrive."""
+
+    def __init__(self, conn: Connection, host: Host, journal_command: str):
+        self.host = host.name
+        transport = conn.client.get_transport()
+        if transport is None:
+            raise ConnectionLost(f"{host.name}: not connected")
+        how = become.of(conn, host.become)
+        self.chan = transport.open_session()
+        self.chan.exec_command(how.wrap(journal_command))
+        if how.stdin():
+            self.chan.sendall(how.stdin())  # sudo's password; journalctl reads nothing more
+        self._buf = b""
+
+    def read(self, timeout: float) -> str | None:
+        """Complete lines that arrive within timeout ("" if none), newline-terminated; None once ended."""
+        # A timed recv, never select(): select() gives the channel an OS pipe that paramiko's transport
+        # thread may still write to after close(), killing the whole connection with EBADF.
+        self.chan.settimeout(timeout)
+        try:
+            data = self.chan.recv(65536)
+        except TimeoutError:
+            return ""
+        if not data:
+            why = keepalive.lost(self.chan.get_transport())
+            if why:
+                raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
+            return None
+        self._buf += data
+        *complete, self._buf = self._buf.split(b"\n")
+        return "".join(redact.line(c.decode("utf-8", "replace")) + "\n" for c in complete)
+
+    def close(self) -> None:
+        self.chan.close()
+
+
+def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | None]) -> Verdict | None:
+    """Feed what `source` reads to `watcher` (StreamWatcher.submit: the stream so far) and call `tick` after
+    every read, lines or not. Returns tick's verdict, or None when the stream ended; the watcher's own
+    FatalLogLine / ServerReady propagate."""
+    stream = ""
+    while True:
+        text = source.read(READ_S)
+        if text is None:
+            return None
+        if text:
+            stream += text
+            watcher.submit(stream)
+            if len(stream) > KEEP_CHARS:
+                watcher.forget(len(stream))  # submit read every complete line: nothing pending is lost
+                stream = ""
+        verdict = tick()
+        if verdict is not None:
+            return verdict
+
+
+class Startup:
+    """What a starting server's lines say: its phase (each with a budget), the first warning of each class,
+    and the last line for the evidence."""
+
+    def __init__(self, budgets: Budgets, say: Progress, clock: Callable[[], float] = time.monotonic):
+        self.budgets, self.say, self.clock = budgets, say, clock
+        self.phase, self.since, self.last_line = "start", clock(), ""
+        self._warned: set[str] = set()
+        self.watcher = LogWatcher(on_event=self._event, on_line=self._line, stop_on_ready=True)
+
+    def _line(self, line: str) -> str:
+        self.last_line = line
+        new = phases.advance(self.phase, line)
+        if new != self.phase:
+            self.say(f"phase {new} (after {self.clock() - self.since:.1f}s in {self.phase})")
+            faulthook.reached(f"phase:{new}")
+            self.phase, self.since = new, self.clock()
+        return line
+
+    def _event(self, event: Event) -> None:
+        if event.severity is Severity.WARNING and event.log_class.value not in self._warned:
+            self._warned.add(event.log_class.value)  # the first of each class; the rest are in the journal
+            self.say(f"warning {event.log_class.value}: {event.text.splitlines()[0][:160]}")
+
+    def overdue(self) -> Verdict | None:
+        budget = getattr(self.budgets, self.phase)
+        if self.clock() - self.since > budget:
+            return Outcome.HANG, (f"no progress for {budget:.0f}s in phase {self.phase}; "
+                                  f"last line: {self.last_line[:200]}")
+        return None
+
+
+def fatal(event: Event) -> Verdict:
+    return event.log_class.value, event.text.splitlines()[-1][:300]
+
+
+def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str, str]],
+                  stop: threading.Event | None = None, state_every: float = 2.0) -> Verdict:
+    """Until READY, a fatal class, the unit ending (`state()` says so), a phase outliving its budget, or
+    `stop` being set (another node of a multi-node server failed)."""
+    last_check = startup.clock()
+
+    def tick() -> Verdict | None:
+        nonlocal last_check
+        if stop is not None and stop.is_set():
+            return Outcome.STOPPED, "another node of the deployment failed"
+        if (late := startup.overdue()) is not None:
+            return late
+        if startup.clock() - last_check > state_every:
+            last_check = startup.clock()
+            now = state()
+            if now.get("ActiveState") in ("failed", "inactive"):
+                for event in startup.watcher.finish():  # a traceback the exit cut short still names its cause
+                    if event.severity is Severity.FATAL:
+                        return fatal(event)
+                return Outcome.EXITED, (f"the server exited ({now.get('Result', '?')}, status "
+                                        f"{now.get('ExecMainStatus', '?')}); last line: {startup.last_line[:200]}")
+        return None
+
+    try:
+        verdict = follow(source, startup.watcher, tick)
+    except FatalLogLine as exc:
+        return fatal(exc.event)
+    except ServerReady as exc:
+        return Outcome.READY, exc.event.text[:300]
+    finally:
+        source.close()
+    return verdict if verdict is not None else (Outcome.EXITED, "the journal stream ended")
+
+
+def watch(conn: Connection, host: Host, unit: str, cursor: str, budgets: Budgets, say: Progress,
+          stop: threading.Event | None = None) -> Verdict:
+    """Follow the unit's journal after `cursor` through its startup (see watch_startup)."""
+    source = Follower(conn, host, command(unit, cursor))
+    return watch_startup(source, Startup(budgets, say), lambda: unit_state(conn, host, unit), stop)

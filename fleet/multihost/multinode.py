@@ -1,0 +1,436 @@
+"""Multi-node deploys: one sglang server over N hosts (a playbook's `nodes:`), deployed and rolled back as one.
+
+Each host given is a node, its rank its place in the --host/--group order; `--dist-init-addr` is rank 0's
+inventory address and `nodes.dist_port`. Every node gets its own unit (`--nnodes N --node-rank r
+--dist-init-addr A:P` appended to the rung's flags) and its own release; the releases share one id, the
+deployment's. Per rung, on every node: stop and empty the GPUs, set patch sets, install unit and env; then
+start rank 0 first and the others right after (both sides of torch's rendezvous wait up to the dist timeout,
+so the order only decides who waits: with rank 0 first its store is there when the others connect), follow
+every node's journal together until each is READY (rank 0: "fired up"; the others: their dummy health
+server), one node failing stops the watch on all, then health through rank 0. A rung fails or serves on all
+nodes together. When every rung failed, every node goes back to its previous release and they are started
+together again (a node without one is left stopped). `inv rollback` of such a playbook does the same on
+purpose: every node back to one earlier deployment (the same release id on all), started together.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabric import Connection
+
+from fleet.deploy import recovery, restore
+from fleet.deploy.health import health_check, node_health
+from fleet.deploy.ladder import Deployer
+from fleet.deploy.preflight import port_problem
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.errors import FleetError, InputError
+from fleet.host import lock as hostlock
+from fleet.host import probe_run
+from fleet.host.facts import HostFacts
+from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.host.service import stop_and_empty_gpus, unit_state
+from fleet.inventory import Host
+from fleet.logs import journal
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.playbook import Playbook, Rung
+from fleet.progress import Progress
+from fleet.ssh.connect import ConnectOptions, open_connection
+
+
+def check_hosts(book: Playbook, hosts: Sequence[Host]) -> None:
+    """Bad input before any host is touched: exactly nodes.count distinct hosts."""
+    assert book.nodes is not None
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise InputError(f"playbook {book.name}: a host is given twice ({', '.join(names)}); each node is one host")
+    if len(hosts) != book.nodes.count:
+        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes (nodes.count): give exactly "
+                         f"{book.nodes.count} hosts with --host/--group, rank 0 first; got {len(hosts)}"
+                         + (f" ({', '.join(names)})" if names else ""))
+
+
+def dist_init_addr(book: Playbook, hosts: Sequence[Host]) -> str:
+    assert book.nodes is not None
+    address = hosts[0].address
+    try:
+        if ipaddress.ip_address(address).version == 6:
+            address = f"[{address}]"
+    except ValueError:
+        pass  # a host name
+    return f"{address}:{book.nodes.dist_port}"
+
+
+def node_args(book: Playbook, hosts: Sequence[Host], rank: int) -> list[str]:
+    """The sglang flags that make one host node `rank` of the server."""
+    assert book.nodes is not None
+    return ["--nnodes", str(book.nodes.count), "--node-rank", str(rank),
+            "--dist-init-addr", dist_init_addr(book, hosts)]
+
+
+@dataclass
+class Node:
+    rank: int
+    host: Host
+    deployer: Deployer
+    say: Progress
+    result: DeployResult
+    # Set as the deployment goes (connected, probed, planned, opened): read before it is set is a bug, and
+    # raises AttributeError rather than passing None along.
+    conn: Connection = field(init=False)
+    store: ReleaseStore = field(init=False)
+    facts: HostFacts = field(init=False)
+    planned: Planned = field(init=False)
+    release: Release = field(init=False)
+    run: ReleaseRun = field(init=False)
+    previous: Release | None = None  # what the node ran before (None: nothing yet)
+    @property
+    def prior(self) -> Release:
+        """`previous` where the step at hand has made sure there is one."""
+        if self.previous is None:
+            raise FleetError(f"{self.host.name}: node {self.rank} has no earlier release")
+        return self.previous
+
+    unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
+    serves_api: bool = False  # rank 0 of what runs now: health goes through its /generate
+
+
+class MultiNode:
+    def __init__(self, hosts: Sequence[Host], book: Playbook, book_path: Path, opts: ConnectOptions,
+                 progress_for: Callable[[Host], Progress], secrets: dict[str, str] | None = None):
+        check_hosts(book, hosts)
+        self.book, self.opts = book, opts
+        self.addr = dist_init_addr(book, hosts)
+        self.nodes: list[Node] = []
+        for rank, host in enumerate(hosts):
+            say = progress_for(host)
+            deployer = Deployer(host, book, book_path, opts, say, secrets)
+            deployer.extra_args = node_args(book, hosts, rank)
+            self.nodes.append(Node(rank, host, deployer, say, DeployResult(host.name)))
+        self.book_sha = self.nodes[0].deployer.book_sha
+
+    # ------------------------------------------------------------------ the run
+    def run(self, dry_run: bool = False, force: bool = False) -> list[DeployResult]:
+        if dry_run:  # each node's unit and env diff, as a single-node dry run shows it
+            return [n.deployer.run(dry_run=True) for n in self.nodes]
+        with self._locked("deploy"):
+            self._deploy(force)
+        return [n.result for n in self.nodes]
+
+    def rollback(self, to: str | None) -> list[DeployResult]:
+        """Every node back to one earlier known-good deployment (default: the one before the current)."""
+        with self._locked("rollback"):
+            self._rollback(to)
+        return [n.result for n in self.nodes]
+
+    @contextmanager
+    def _locked(self, action: str) -> Iterator[None]:
+        """Every node connected and locked, what a dead run left recovered; unlocked and closed after."""
+        with ExitStack() as stack:
+            for n in self.nodes:
+                n.conn = open_connection(n.host, self.opts)
+                stack.callback(n.conn.close)
+            for n in self.nodes:
+                lock = hostlock.acquire(n.conn, n.host, f"{action} {self.book.name} (node {n.rank} of "
+                                                        f"{len(self.nodes)})")
+                stack.callback(self._unlock, n, lock)
+                n.result.recovered = recovery.after_lock(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
+            yield
+
+    def _rollback(self, to: str | None) -> None:
+        for n in self.nodes:
+            n.store = ReleaseStore(n.conn, n.host)
+        try:
+            target = self._rollback_target(to)
+        except FleetError as exc:  # refused before anything changed: said for every node
+            for n in self.nodes:
+                n.result.error = str(exc)
+            return
+        running = {n.rank: n.store.current() for n in self.nodes}  # what to go back to if the target fails
+        for n in self.nodes:
+            n.result.release = target
+            n.previous = n.store.load(target)
+            n.say(f"rolling back to {target} ({n.prior.rung})")
+        start = time.monotonic()
+        outcome, evidence = self._put_back_and_start(self.nodes, "rollback")
+        for n in self.nodes:
+            n.result.config = n.prior.config
+            n.result.attempts.append(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
+        if outcome == Outcome.READY:
+            for n in self.nodes:
+                n.store.mark_current(n.prior)
+                n.result.status = DeployStatus.OK
+            return
+        note = self._back_to(running)
+        for n in self.nodes:
+            n.result.error = f"{n.host.name}: rollback to {target} did not come up: {outcome} {evidence}; {note}"
+            if note.startswith("back on"):
+                n.result.release, n.result.config = n.prior.id, n.prior.config
+
+    def _back_to(self, running: dict[int, Release | None]) -> str:
+        """After a failed rollback: every node on the release it ran before, started together again."""
+        if any(r is None for r in running.values()):
+            return "no node may go back (one had no current release): they are stopped"
+        for n in self.nodes:
+            n.previous = running[n.rank]
+            n.say(f"going back to {n.prior.id}")
+        outcome, evidence = self._put_back_and_start(self.nodes, "restore")
+        if outcome == Outcome.READY:
+            return f"back on {self.nodes[0].prior.id}"
+        return f"going back to {self.nodes[0].prior.id} failed too: {outcome} {evidence}"
+
+    def _put_back_and_start(self, nodes: list[Node], label: str) -> tuple[str, str]:
+        """Every node stopped, then each node's files as its `previous` release has them, then all started."""
+        try:
+            for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+            for n in nodes:
+                failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
+                if failed:
+                    return failed.outcome, f"{n.host.name} (node {n.rank}): {failed.evidence}"
+                self._aim_at_previous(n)
+            return self._start_together(nodes, label)
+        except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
+            return Outcome.EXITED, f"a node was lost: {exc or type(exc).__name__}"
+
+    def _rollback_target(self, to: str | None) -> str:
+        """The deployment every node has as a release that served: `to`, or the latest before the current."""
+        good: dict[str, set[str]] = {}
+        current: dict[str, str | None] = {}
+        for n in self.nodes:
+            releases = n.store.list()
+            good[n.host.name] = {r.id for r in releases if r.status == ReleaseStatus.OK}
+            current[n.host.name] = n.store.current_id()
+        names = [n.host.name for n in self.nodes]
+        if to:
+            missing = [name for name, ids in good.items() if to not in ids]
+            if missing:
+                raise FleetError(f"{', '.join(missing)}: no release {to} that served; every node of "
+                                 f"{self.book.name} must have it (see `inv history`)")
+            target = to
+        else:
+            newest = max((c for c in current.values() if c), default=None)
+            earlier = sorted(i for i in set.intersection(*good.values()) if newest is None or i < newest)
+            if not earlier:
+                raise FleetError(f"{self.book.name}: no earlier release that served on every node ({', '.join(names)})")
+            target = earlier[-1]
+        head = self.nodes[0].store.load(target)
+        spans = ((head.config if head else {}).get("nodes") or {}).get("hosts")
+        if spans and spans != names:
+            raise FleetError(f"release {target} was deployed over {', '.join(spans)} (rank 0 first), not "
+                             f"{', '.join(names)}: give those hosts in that order")
+        return target
+
+    @staticmethod
+    def _aim_at_previous(n: Node) -> None:
+        n.unit = restore.unit_of(n.prior)
+        n.serves_api = n.prior.config.get("nodes", {}).get("rank", 0) == 0
+
+    @staticmethod
+    def _unlock(n: Node, lock: hostlock.Lock) -> None:
+        """A node lost mid-deploy keeps its lock (recovered by the next run): the others' results still count."""
+        try:
+            hostlock.release(n.conn, n.host, lock)
+        except Exception as exc:  # noqa: BLE001 - the lost node's reconnect may raise a plain OSError
+            n.result.status = DeployStatus.FAILED
+            n.result.error = f"{n.result.error or n.host.name}; its lock could not be released: {exc}"
+
+    def _deploy(self, force: bool) -> None:
+        for n in self.nodes:
+            n.say("probing")
+            n.facts = probe_run.probe_on(n.conn, n.host)
+            n.store = ReleaseStore(n.conn, n.host)
+            n.previous = n.store.current()
+        if not force and self._unchanged():
+            for n in self.nodes:
+                n.result.status, n.result.release, n.result.config = (DeployStatus.UNCHANGED, n.prior.id,
+                                                                      n.prior.config)
+                n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
+            return
+        rid = new_id()
+        rungs = self._preflight()
+        if not rungs:
+            for n in self.nodes:
+                n.result.error = (f"{n.host.name}: no rung of {self.book.name} can run on all "
+                                  f"{len(self.nodes)} nodes; nothing was changed")
+            return
+        for n in self.nodes:
+            n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
+                                created=now(), facts={"gpus": len(n.facts.gpus),
+                                                      "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
+                                                      "node_rank": n.rank})
+            n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
+                                    nodes=[m.host.name for m in self.nodes], rank=n.rank)
+            n.result.release = rid
+        last_class: str | None = None
+        for rung in rungs:
+            if not rung.worth_trying_after(last_class):
+                self.nodes[0].say(f"rung {rung.name}: not worth trying after {last_class}")
+                continue
+            start = time.monotonic()
+            try:
+                outcome, evidence, record = self._attempt(rung, rid)
+                for n in self.nodes:  # in the results first: a node lost while writing its record is still told
+                    n.result.attempts.append(Attempt(rung.name, outcome, evidence, time.monotonic() - start,
+                                                     record if n.rank == 0 else None))
+                for n in self.nodes:
+                    n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
+                    n.run.record(n.result.attempts[-1].to_json())
+                if outcome == Outcome.READY:
+                    for n in self.nodes:
+                        n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
+                        n.result.status, n.result.config = DeployStatus.OK, n.planned.config
+                    return
+            except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
+                self._fall_back(f"rung {rung.name} broke off ({exc or type(exc).__name__})")
+                return
+            last_class = outcome
+        self._fall_back("every rung failed")
+
+    def _unchanged(self) -> bool:
+        prev = [n.previous for n in self.nodes]
+        first = prev[0]
+        if first is None or any(p is None or p.playbook_sha256 != self.book_sha or p.id != first.id for p in prev):
+            return False
+        if not all(n.deployer.key_unchanged(n.conn) for n in self.nodes):
+            return False
+        if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
+            return False
+        return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
+
+    def _preflight(self) -> list[Rung]:
+        """Rungs every node can run (each node's own preflight), and rank 0's dist port free."""
+        kept = {r.name for r in self.book.ladder}
+        for n in self.nodes:
+            rungs = n.deployer.eligible(n.facts)
+            rungs, skipped = n.deployer.preflight(n.conn, n.facts, rungs)
+            n.result.attempts += skipped
+            kept &= {r.name for r in rungs}
+        head = self.nodes[0]
+        assert self.book.nodes is not None  # check_hosts made sure
+        busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.unit)
+        if busy:
+            for n in self.nodes:
+                n.result.attempts.append(Attempt("-", Outcome.PREFLIGHT, f"{head.host.name} (rank 0): dist {busy}", 0))
+            return []
+        return [r for r in self.book.ladder if r.name in kept]
+
+    # ------------------------------------------------------------------ one rung on every node
+    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict[str, Any] | None]:
+        for n in self.nodes:
+            n.planned = n.deployer.plan(rung, rid)
+            n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,
+                                         "hosts": [m.host.name for m in self.nodes], "deployment": rid}
+        for n in self.nodes:
+            why = restore.unit_problem(n.conn, n.host, n.planned, n.deployer.unit_path)
+            if why:  # nothing stopped on any node yet
+                return Outcome.INSTALL_FAILED, f"{n.host.name} (node {n.rank}): {why}", None
+        for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
+            n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
+            n.run.event("stop", rung=rung.name)
+            stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+        for n in self.nodes:
+            problem = restore.set_patches(n.conn, n.host, rung.patches, n.say)
+            if problem:
+                return Outcome.PREFLIGHT, f"{n.host.name} (node {n.rank}): {problem}", None
+            n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, n.host)}
+            restore.install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
+            n.run.event("installed", rung=rung.name, files=n.release.files)
+            n.unit, n.serves_api = n.deployer.unit, n.rank == 0
+        outcome, evidence = self._start_together(self.nodes, rung.name)
+        record = None
+        head = self.nodes[0]
+        measure = head.deployer.measure if head.deployer.measure is not None else \
+            bool(self.book.bench and self.book.bench.gate)
+        if outcome == Outcome.READY and measure:
+            outcome, evidence, record = head.deployer.gate.check(head.conn, rung, evidence, head.say)
+        head.say(f"[{rung.name}] {outcome}: {evidence}")
+        return outcome, evidence, record
+
+    def _start_together(self, nodes: list[Node], label: str) -> tuple[str, str]:
+        """Start every node's unit (the API node first), follow all journals together, then check health."""
+        cursors = {n.rank: journal.cursor(n.conn, n.host) for n in nodes}
+        for n in sorted(nodes, key=lambda m: not m.serves_api):
+            restore.restart(n.conn, n.host, n.unit)
+            n.say(f"[{label}] started node {n.rank}; following the journal")
+        stop = threading.Event()
+        outcomes: dict[int, tuple[str, str]] = {}
+
+        def follow(n: Node) -> None:
+            try:
+                outcomes[n.rank] = journal.watch(n.conn, n.host, n.unit, cursors[n.rank], self.book.budgets,
+                                                 lambda m: n.say(f"[{label}] {m}"), stop)
+            except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
+                outcomes[n.rank] = (Outcome.EXITED, f"watching the journal failed: {type(exc).__name__}: {exc}")
+            if outcomes[n.rank][0] != Outcome.READY:
+                stop.set()
+
+        threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        failed = [(n, outcomes[n.rank]) for n in nodes if outcomes[n.rank][0] not in (Outcome.READY, Outcome.STOPPED)]
+        if failed:
+            n, (outcome, evidence) = failed[0]
+            return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
+        for n in nodes:
+            if n.serves_api:
+                outcome, evidence = health_check(n.conn, n.host, self.book)
+            else:
+                outcome, evidence = node_health(n.conn, n.host, self.book.serve.port)
+            if outcome != Outcome.READY:
+                return outcome, f"{n.host.name} (node {n.rank}): {evidence}"
+        return Outcome.READY, f"all {len(nodes)} nodes up; {evidence if len(nodes) == 1 else 'healthy through rank 0'}"
+
+    # ------------------------------------------------------------------ every rung failed
+    def _fall_back(self, why: str) -> None:
+        """Close the releases as failed; every node back on its previous release, started together again."""
+        problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
+        for n in reversed(self.nodes):
+            try:
+                n.run.fail()
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+            except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
+                problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
+        back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]
+        for n in back:
+            n.say(f"{why}: rolling back to {n.prior.id}")
+            try:
+                failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
+                if failed:
+                    problems[n.rank] = f"{failed.outcome} {failed.evidence}"
+                elif n.store.current_id() != n.prior.id:  # the new release was made current on some nodes only
+                    n.store.mark_current(n.prior)
+            except Exception as exc:  # noqa: BLE001 - as above
+                problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
+                continue
+            self._aim_at_previous(n)
+        restarted = [n for n in back if n.rank not in problems]
+        try:
+            outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
+        except Exception as exc:  # noqa: BLE001 - as above
+            outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
+        for n in self.nodes:
+            r = n.result
+            if n.previous is None and n.rank in problems:
+                r.status, r.config = DeployStatus.FAILED, {}
+                r.error = f"{n.host.name}: {why}; stopping it failed too: {problems[n.rank]}"
+            elif n.previous is None:
+                r.status, r.config = DeployStatus.FAILED, {}
+                r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
+            elif n.rank in problems or outcome != Outcome.READY:
+                r.status, r.release, r.config = DeployStatus.FAILED, n.prior.id, n.prior.config
+                r.error = (f"{n.host.name}: {why} and the rollback failed too: "
+                           f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
+            else:
+                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.prior.id, n.prior.config
+                r.error = f"{n.host.name}: {why}; back on release {n.prior.id}"

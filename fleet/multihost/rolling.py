@@ -1,0 +1,169 @@
+"""Deploys of many hosts: each host on its own (parallel, bounded), or a rolling deploy in batches.
+
+A rolling deploy runs batch after batch, each in parallel on a bounded pool; a batch ends before the next
+starts, and the rollout stops once more hosts failed than --max-fail allows (the rest are `skipped`). A
+host that served teaches its hardware fingerprint its winning rung (fleet.deploy.fingerprint). With RouterHooks
+(fleet.multihost.router) each host is a replica behind sglang's router.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fleet import parallel
+from fleet.deploy import fingerprint
+from fleet.deploy.ladder import Deployer
+from fleet.deploy.results import DeployResult
+from fleet.errors import FleetError
+from fleet.host.releases import now
+from fleet.inventory import Host
+from fleet.multihost import rollout
+from fleet.multihost.router import RouterHooks
+from fleet.outcomes import SERVING, DeployStatus
+from fleet.playbook import Playbook
+from fleet.progress import Progress
+from fleet.ssh.connect import ConnectOptions
+
+
+class Board(Protocol):
+    """Who watches a rollout: told of each host's state and the batch under way."""
+
+    headline: str
+
+    def update(self, host: str, state: str | None = None, note: str | None = None) -> None: ...
+
+
+def collect(outcomes: Sequence[parallel.Outcome[DeployResult]]) -> list[DeployResult]:
+    """An outcome that raised is a failed result with its error."""
+    return [o.value if o.ok and o.value else DeployResult(o.host.name, DeployStatus.FAILED, error=o.error)
+            for o in outcomes]
+
+
+def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+         say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False) -> list[DeployResult]:
+    """Every host deployed on its own, in parallel (a dry run, or one host)."""
+    def one(host: Host) -> DeployResult:
+        return Deployer(host, book, path, opts, say_for(host), secrets).run(dry_run=dry_run, force=force)
+
+    return collect(parallel.run_all(hosts, one))
+
+
+@dataclass
+class Rollout:
+    hosts: list[Host]
+    groups: list[list[Host]]  # the batches, in order
+    results: list[DeployResult] = field(default_factory=list)  # in the order of `hosts`
+    batch_of: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str | None = None
+    background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
+    router: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        router_ok = self.router is None or self.router["status"] in SERVING
+        return router_ok and all(r.status in SERVING for r in self.results)
+
+
+def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
+    """The batches --serial makes of the hosts (bad input was refused by rollout.parse_serial)."""
+    groups = rollout.batches(hosts, sizes)
+    return Rollout(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group})
+
+
+def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+             force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
+             board: Board, hooks: RouterHooks | None = None) -> Rollout:
+    """The batches of `plan` one after the other; `plan` filled in with the results and returned."""
+    hosts, groups = plan.hosts, plan.groups
+    results: dict[str, DeployResult] = {}
+    began: dict[str, float] = {}
+    failed = 0
+
+    def one(host: Host) -> DeployResult:
+        began[host.name] = time.monotonic()
+        board.update(host.name, "deploying", "connecting")
+        said = say_for(host)
+
+        def say(message: str) -> None:
+            board.update(host.name, note=message)
+            said(message)
+
+        deployer = hooks.deployer(host, book, path, opts, say, secrets) if hooks else \
+            Deployer(host, book, path, opts, say, secrets)
+        try:
+            result = deployer.run(force=force)
+        except FleetError as exc:
+            return DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
+        except Exception as exc:  # one host's surprise must not hide the others
+            return DeployResult(host.name, DeployStatus.FAILED, error=f"{host.name}: {type(exc).__name__}: {exc}")
+        rung = result.config.get("rung")
+        if result.status == DeployStatus.OK and deployer.facts is not None and rung:
+            try:
+                k = fingerprint.learn(book, deployer.facts, book.rung(rung), host.name, result.release or "",
+                                      [a.to_json() for a in result.attempts])
+                say(f"remembered rung {rung} as known-good for fingerprint {k}")
+            except (OSError, KeyError, ValueError) as exc:
+                say(f"could not remember the known-good rung: {exc}")
+        return result
+
+    def finish(host: Host, result: DeployResult) -> None:
+        if hooks:  # back into the router once healthy, before the next batch starts
+            result = hooks.after(host, result)
+        results[host.name] = result
+        plan.seconds[host.name] = time.monotonic() - began.get(host.name, time.monotonic())
+        note = result.error or (f"rung {result.config.get('rung')}, release {result.release}"
+                                if result.config.get("rung") else "")
+        board.update(host.name, result.status, note)
+
+    if hooks:
+        hooks.start()
+    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel.MAX_WORKERS, max(len(g) for g in groups))))
+    try:
+        for i, group in enumerate(groups, 1):
+            names = [h.name for h in group]
+            if plan.stopped:
+                for h in group:
+                    results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED,
+                                                   error=f"{h.name}: not started: {plan.stopped}")
+                    board.update(h.name, DeployStatus.SKIPPED, "not started")
+                plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.SKIPPED})
+                continue
+            board.headline = f"batch {i} of {len(groups)}: {', '.join(names)}"
+            start, started = time.monotonic(), now("milliseconds")
+            futures: dict[Future[DeployResult], Host] = {pool.submit(one, h): h for h in group}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for f in done:
+                    finish(futures[f], f.result())
+                if timeout is None:
+                    continue
+                for f in list(pending):
+                    h = futures[f]
+                    if h.name in began and time.monotonic() - began[h.name] > timeout:
+                        pending.discard(f)
+                        plan.background.append(h.name)
+                        finish(h, DeployResult(
+                            h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
+                            "(--host-timeout); its deploy goes on in the background until it ends on its own "
+                            "budgets"))
+            bad = [n for n in names if results[n].status not in SERVING]
+            failed += len(bad)
+            plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.FAILED if bad else DeployStatus.OK,
+                                 "failed": bad,
+                                 "started": started, "finished": now("milliseconds"),
+                                 "seconds": round(time.monotonic() - start, 1)})
+            if rollout.should_stop(failed, limit, len(hosts)):
+                plan.stopped = f"{rollout.stop_reason(failed, limit, len(hosts))} after batch {i} of {len(groups)}"
+    finally:
+        pool.shutdown(wait=False)
+    plan.results = [results[h.name] for h in hosts]
+    plan.router = hooks.finish(hosts, plan.results) if hooks else None
+    return plan

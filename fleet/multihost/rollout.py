@@ -1,0 +1,115 @@
+"""Rolling deploys, the pure part: parse `--serial` and `--max-fail`, cut hosts into batches, decide
+whether the rollout goes on. No I/O here; `fleet.multihost.rolling` runs the batches.
+
+`--serial 1,2,25%` as Ansible users know it: batch sizes in order, the last one repeating; a percentage is
+of the number of hosts, rounded down, at least 1. No `--serial`: one batch of every host.
+`--max-fail N` or `P%`: the rollout stops once more than N hosts (P% of all, rounded down) failed; the
+batch that crossed the line finishes, later batches are not started (their hosts are `skipped`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fleet.errors import InputError
+
+T = TypeVar("T")
+
+_AMOUNT = re.compile(r"\s*(\d+)\s*(%?)\s*")
+
+
+@dataclass(frozen=True)
+class Amount:
+    """A count of hosts, or a percentage of all of them."""
+
+    value: int
+    percent: bool = False
+
+    def of(self, total: int) -> int:
+        return self.value * total // 100 if self.percent else self.value
+
+    def __str__(self) -> str:
+        return f"{self.value}{'%' if self.percent else ''}"
+
+
+def _amount(text: str, flag: str, whole: str) -> Amount:
+    m = _AMOUNT.fullmatch(text)
+    if not m:
+        raise InputError(f"{flag} {whole!r}: {text.strip()!r} is not a whole number or a percentage like 25%")
+    value, percent = int(m.group(1)), bool(m.group(2))
+    if percent and value > 100:
+        raise InputError(f"{flag} {whole!r}: {value}% is more than 100%")
+    return Amount(value, percent)
+
+
+def parse_serial(text: str | None) -> list[Amount] | None:
+    """`1,2,25%` -> [1, 2, 25%]; None or empty -> None (one batch of every host)."""
+    if text is None or not str(text).strip():
+        return None
+    text = str(text)
+    sizes = [_amount(part, "--serial", text) for part in text.split(",")]
+    for size in sizes:
+        if size.value == 0:
+            raise InputError(f"--serial {text!r}: a batch size must be at least 1 (or 1%)")
+    return sizes
+
+
+def parse_max_fail(text: str | int | None) -> Amount:
+    """`2` or `10%`; None -> 0 (the first failure stops the rollout)."""
+    if text is None or not str(text).strip():
+        return Amount(0)
+    return _amount(str(text), "--max-fail", str(text))
+
+
+def parse_timeout(text: str | float | None) -> float | None:
+    if text is None or not str(text).strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"--host-timeout {text!r}: not a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise InputError(f"--host-timeout {text!r}: must be a positive number of seconds")
+    return value
+
+
+def batch_sizes(serial: Sequence[Amount] | None, total: int) -> list[int]:
+    """How many hosts each batch takes; they add up to `total`."""
+    if total <= 0:
+        return []
+    if not serial:
+        return [total]
+    sizes: list[int] = []
+    left, i = total, 0
+    while left > 0:
+        size = min(left, max(1, serial[min(i, len(serial) - 1)].of(total)))
+        sizes.append(size)
+        left -= size
+        i += 1
+    return sizes
+
+
+def batches(items: Sequence[T], serial: Sequence[Amount] | None) -> list[list[T]]:
+    out, start = [], 0
+    for size in batch_sizes(serial, len(items)):
+        out.append(list(items[start:start + size]))
+        start += size
+    return out
+
+
+def fail_limit(max_fail: Amount, total: int) -> int:
+    """How many failed hosts the rollout tolerates; one more stops it."""
+    return max_fail.of(total)
+
+
+def should_stop(failed: int, max_fail: Amount, total: int) -> bool:
+    return failed > fail_limit(max_fail, total)
+
+
+def stop_reason(failed: int, max_fail: Amount, total: int) -> str:
+    limit = fail_limit(max_fail, total)
+    allowed = f"{max_fail} of {total} = {limit}" if max_fail.percent else str(limit)
+    return f"{failed} host{'s' if failed != 1 else ''} failed, more than --max-fail {allowed}"

@@ -1,0 +1,405 @@
+"""Data-parallel replicas behind sglang's router (a playbook's `router:` section).
+
+Every host the playbook is deployed on is a replica (the usual per-host deploy, in rolling batches). The
+router (`python -m sglang_router.launch_router --worker-urls ...`) is its own systemd unit on `router.host`,
+a release of its own under /var/lib/fleet/router (so a replica's host can be the router's host too):
+
+- before a replica's server stops (its first attempt), the replica is taken out of the live router
+  (POST /remove_worker) and its running requests drain; once its deploy ends healthy it is put back
+  (POST /add_worker, the router checks its health first). A replica whose deploy fails stays out.
+- after the replicas, the router's unit is rendered with the healthy replicas' URLs; unchanged and
+  serving: only its worker list is reconciled; else installed atomically, restarted and checked with a
+  real generation through it (which a replica must answer), falling back to its previous release.
+
+The router calls replicas over the network, so replicas listen beyond loopback with serve.api_key; the
+router gets the same key (`--api-key`): clients need it, and the replicas it starts with inherit it.
+Replicas added later are given it explicitly (`/add_worker?api_key=`), as sgl-router requires.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabric import Connection
+
+from fleet.deploy import restore
+from fleet.deploy.ladder import Deployer
+from fleet.deploy.preflight import port_problem
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.errors import FleetError
+from fleet.host import curl as hostcurl
+from fleet.host import lock as hostlock
+from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
+from fleet.host.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
+from fleet.inventory import Host
+from fleet.logs.redact import env_text as redact_env
+from fleet.multihost.router_plan import (
+    curl,
+    env_path,
+    generation_check,
+    plan,
+    router_host,
+    running_requests,
+    unit_path,
+    worker_url,
+)
+from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
+from fleet.playbook import Playbook, Rung
+from fleet.progress import Progress
+from fleet.ssh.connect import ConnectOptions, open_connection
+
+HostSay = Callable[[str, str], None]  # (host name, message)
+
+
+class LiveRouter:
+    """Calls to the running router, each over its own connection to the router's host (replicas of one batch
+    finish in parallel threads)."""
+
+    def __init__(self, host: Host, book: Playbook, opts: ConnectOptions):
+        self.host, self.book, self.opts = host, book, opts
+
+    def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
+        conn = open_connection(self.host, self.opts)
+        try:
+            return hostcurl.parse(sh(conn, self.host, command, timeout=timeout + 30))
+        finally:
+            conn.close()
+
+    def workers(self) -> list[str] | None:
+        """The router's workers, or None when no router answers."""
+        code, body = self._run(curl(self.book, "GET", "/list_workers"))
+        if code != 200:
+            return None
+        try:
+            return list(json.loads(body)["urls"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def remove(self, url: str) -> tuple[int | None, str]:
+        return self._run(curl(self.book, "POST", "/remove_worker", query={"url": url}))
+
+    def add(self, url: str) -> tuple[int | None, str]:
+        timeout = self.book.budgets.ready
+        return self._run(curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
+                               key_in_query=True), timeout=timeout)
+
+    def generate(self, conn: Connection) -> Verdict:
+        body = {"text": self.book.health.prompt,
+                "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
+        code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
+                                     timeout=180))
+        return generation_check(text, code, self.book)
+
+
+# ---------------------------------------------------------------------- hooks around the rolling deploy
+
+
+class ReplicaDeployer(Deployer):
+    """A replica's deploy: out of the router before its server first stops."""
+
+    hooks: RouterHooks
+
+    def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:
+        self.hooks.take_out(self.host, conn, self.progress)
+        return super().attempt(conn, run, rung)
+
+
+@dataclass
+class RouterHooks:
+    """What a rolling deploy of a router playbook does besides the per-host deploys (see rolling.roll_out)."""
+
+    book: Playbook
+    book_path: Path
+    host: Host  # the router's
+    opts: ConnectOptions
+    secrets: dict[str, str]
+    say: HostSay
+    live: LiveRouter = field(init=False)
+    running: bool = False  # a router answered when the deploy began
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _taken_out: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.live = LiveRouter(self.host, self.book, self.opts)
+
+    def _event(self, host: str, step: str, detail: str = "") -> None:
+        with self._lock:
+            self.events.append({"t": round(time.time(), 3), "host": host, "step": step, "detail": detail})
+
+    def start(self) -> None:
+        """Before any replica: is a router serving already (then replicas go out and back in one by one)?"""
+        try:
+            self.running = self.live.workers() is not None
+        except FleetError as exc:
+            self.say(self.host.name, f"router: cannot reach its host ({exc}); replicas are not taken out of it")
+            self.running = False
+
+    def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
+                 secrets: dict[str, str]) -> ReplicaDeployer:
+        d = ReplicaDeployer(host, book, path, opts, say, secrets)
+        d.hooks = self
+        return d
+
+    def take_out(self, host: Host, conn: Connection, say: Progress) -> None:
+        """Once per replica, before its server stops: out of the router, then its running requests drain."""
+        with self._lock:
+            if host.name in self._taken_out:
+                return
+            self._taken_out.add(host.name)
+        if not self.running:
+            return
+        url = worker_url(host, self.book)
+        try:
+            workers = self.live.workers()
+            if workers is None or url not in workers:
+                return
+            code, body = self.live.remove(url)
+        except FleetError as exc:
+            say(f"router: could not take {url} out: {exc}")
+            return
+        if code != 200:
+            say(f"router: /remove_worker {url} answered {code}: {body[:120]}")
+            return
+        self._event(host.name, "removed", url)
+        say(f"taken out of the router on {self.host.name} before its server stops")
+        if workers == [url]:
+            say("warning: the router has no other replica: it cannot serve until this one is back "
+                "(deploy more replicas, one batch at a time: --serial 1)")
+        drain(conn, host, self.book, say)
+
+    def after(self, host: Host, result: DeployResult) -> DeployResult:
+        """A replica that ended healthy goes (back) into a running router; one that failed stays out."""
+        url = worker_url(host, self.book)
+        if not self.running:
+            return result
+        if result.status not in SERVING:  # even one failed before its server stopped: out until a deploy serves
+            try:
+                workers = self.live.workers()
+                if workers is not None and url in workers:
+                    self.live.remove(url)
+            except FleetError:
+                pass
+            self._event(host.name, "left out", result.status)
+            self.say(host.name, f"stays out of the router: its deploy ended {result.status}")
+            return result
+        try:
+            workers = self.live.workers()
+            if workers is not None and url in workers:
+                self._event(host.name, "in router", url)
+                return result
+            code, body = self.live.add(url)
+        except FleetError as exc:
+            code, body = None, str(exc)
+        if code == 200:
+            self._event(host.name, "added", url)
+            self.say(host.name, f"back in the router on {self.host.name}: {body.strip()[:120]}")
+        else:
+            self._event(host.name, "add failed", f"{code}: {body.strip()[:200]}")
+            self.say(host.name, f"router: /add_worker {url} answered {code}: {body.strip()[:160]}")
+        return result
+
+    def finish(self, hosts: list[Host], results: list[DeployResult]) -> dict[str, Any]:
+        """After every batch: the router's own unit with the replicas that serve."""
+        healthy = [worker_url(h, self.book) for h, r in zip(hosts, results, strict=True) if r.status in SERVING]
+        report: dict[str, Any] = {"host": self.host.name, "unit": self.book.router.unit,  # type: ignore[union-attr]
+                                  "port": self.book.router.port, "policy": self.book.router.policy,  # type: ignore[union-attr]
+                                  "status": DeployStatus.FAILED, "release": None, "workers": healthy, "error": None,
+                                  "evidence": None, "events": self.events}
+        if not healthy:
+            report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
+            return report
+        say = lambda m: self.say(self.host.name, f"router: {m}")  # noqa: E731
+        try:
+            conn = open_connection(self.host, self.opts)
+            try:
+                with hostlock.held(conn, self.host, f"deploy router {self.book.name}"):
+                    report.update(self._deploy(conn, healthy, say))
+            finally:
+                conn.close()
+        except FleetError as exc:
+            report["error"] = str(exc)
+        return report
+
+    def _deploy(self, conn: Connection, workers: list[str], say: Progress) -> dict[str, Any]:
+        book, host = self.book, self.host
+        unit = book.router.unit  # type: ignore[union-attr]
+        store = ReleaseStore(conn, host, ROUTER_ROOT)
+        previous = store.current()
+        planned = plan(book, host, workers, self.secrets)
+        same = (read_file(conn, host, unit_path(book)) == planned.unit_text.encode()
+                and read_file(conn, host, env_path(book)) == planned.env_text.encode()
+                and restore.key_installed(conn, host, planned))
+        if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
+            outcome, evidence = self._ready(conn)
+            if outcome == Outcome.READY:
+                self._reconcile(workers, say)
+                say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
+                return {"status": DeployStatus.UNCHANGED, "release": previous.id, "evidence": evidence}
+        problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
+                   or venv_problem(conn, host, planned.argv[0])
+                   or restore.unit_problem(conn, host, planned, unit_path(book)))
+        if problem:
+            return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
+        release = Release(id=new_id(), host=host.name, playbook=book.name,
+                          playbook_sha256=sha256(self.book_path.read_bytes()),
+                          created=now(), rung="router", config=planned.config)
+        run = ReleaseRun.open(store, release, workers=workers)
+        restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
+        restore.restart(conn, host, unit)
+        run.event("restarted")
+        say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
+        outcome, evidence = self._ready(conn)
+        run.event("attempt", outcome=outcome, evidence=evidence)
+        run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+        if outcome == Outcome.READY:
+            run.succeed("router", planned.config, book.keep_releases)
+            say(evidence)
+            return {"status": DeployStatus.OK, "release": release.id, "evidence": evidence}
+        run.fail()
+        say(f"{outcome}: {evidence}")
+        return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
+
+    def _ready(self, conn: Connection) -> Verdict:
+        """The router's port answers /health within budgets.ready, then a real generation passes through it."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        deadline = time.monotonic() + self.book.budgets.ready
+        while True:
+            code, _ = hostcurl.parse(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            if code == 200:
+                return self.live.generate(conn)
+            state = unit_state(conn, self.host, unit)
+            if state.get("ActiveState") in ("failed", "inactive"):
+                tail = sh(conn, self.host, f"journalctl -u {shlex.quote(unit)} -n 3 -o cat --no-pager || true")
+                last = " | ".join(tail.splitlines())[:300]
+                return Outcome.EXITED, f"the router exited ({state.get('Result', '?')}): {last}"
+            if time.monotonic() > deadline:
+                return Outcome.HANG, f"the router's /health did not answer within {self.book.budgets.ready:.0f}s"
+            time.sleep(0.5)
+
+    def _reconcile(self, workers: list[str], say: Progress) -> None:
+        """An unchanged router keeps running: its live worker list is brought to the replicas that serve."""
+        live = self.live.workers() or []
+        for url in workers:
+            if url not in live:
+                code, body = self.live.add(url)
+                say(f"/add_worker {url}: {code} {body.strip()[:100]}")
+        for url in live:
+            if url not in workers:
+                code, body = self.live.remove(url)
+                say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
+
+    def _fall_back(self, conn: Connection, store: ReleaseStore, previous: Release | None, why: str,
+                   say: Progress) -> dict[str, Any]:
+        """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        if previous is None:
+            sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+            return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
+                             "stopped"}
+        outcome, evidence = self.restore(conn, store, previous)
+        say(f"back on release {previous.id}: {outcome} {evidence}")
+        if outcome == Outcome.READY:
+            return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
+                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"}
+        return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
+                                                 f"{previous.id} did not serve either: {outcome} {evidence}"}
+
+
+    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
+        """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        copies = restore.verified_copies(store, release)
+        if isinstance(copies, str):
+            return Outcome.PREFLIGHT, copies
+        sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+        for path, data in copies.items():
+            write_atomic(conn, self.host, path, data, restore.mode_of(release, path))
+        daemon_reload(conn, self.host)
+        restore.restart(conn, self.host, unit)
+        return self._ready(conn)
+
+
+def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
+    """`inv rollback --router`: the router's unit back to an earlier known-good release (default: the newest
+    before the current one), verified by a generation through it; made current when it serves."""
+    host = hooks.host
+    report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
+                              "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
+                              "release": None, "workers": [], "error": None, "evidence": None}
+    conn = open_connection(host, hooks.opts)
+    try:
+        with hostlock.held(conn, host, "rollback router"):
+            store = ReleaseStore(conn, host, ROUTER_ROOT)
+            found = store.load(to) if to else store.last_good_before_current()
+            if to and (found is None or found.status != ReleaseStatus.OK):
+                raise FleetError(f"{host.name}: no router release {to} that served "
+                                 f"(see {ROUTER_ROOT}/releases on {host.name})")
+            if found is None:
+                raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
+            target = found
+            hooks.say(host.name, f"router: rolling back to {target.id}")
+            outcome, evidence = hooks.restore(conn, store, target)
+            report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
+            if outcome == Outcome.READY:
+                store.mark_current(target)
+                report["status"] = DeployStatus.OK
+            else:
+                report["error"] = f"{host.name}: router release {target.id} did not serve: {outcome} {evidence}"
+    finally:
+        conn.close()
+    return report
+
+
+def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
+    """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
+    deadline = time.monotonic() + book.budgets.stop
+    metrics = f"curl -s -m 5 http://127.0.0.1:{book.serve.port}/metrics || true"
+    while time.monotonic() < deadline:
+        running = running_requests(sh(conn, host, metrics))
+        if not running:
+            return
+        say(f"draining: {running:g} request(s) still running")
+        time.sleep(0.5)
+
+
+def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
+    out = sh(conn, host, f"{shlex.quote(python)} -c 'import sglang_router' 2>&1 || echo FLEET-MISSING").strip()
+    return f"sglang_router is not importable by {python} (pip install sglang-router)" if "FLEET-MISSING" in out \
+        else None
+
+
+# ---------------------------------------------------------------------- entry points for the deploy command
+
+
+def prepare(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+            say: HostSay) -> RouterHooks:
+    """Bad input (an unknown router host) fails here, before any host is contacted."""
+    return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, say)
+
+
+def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
+    """What the router's unit and env file would become with every selected replica (none is contacted)."""
+    book = hooks.book
+    planned = plan(book, hooks.host, [worker_url(h, book) for h in hosts], hooks.secrets)
+    conn = open_connection(hooks.host, hooks.opts)
+    try:
+        diffs: list[str] = []
+        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), redact_env(planned.env_text))):
+            old = read_file(conn, hooks.host, path)
+            old_text = redact_env(old.decode()) if old is not None else ""
+            diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
+                                          fromfile=f"{path} (installed)", tofile=f"{path} (router)")
+    finally:
+        conn.close()
+    return {"host": hooks.host.name, "unit": book.router.unit, "status": DeployStatus.DRY_RUN,  # type: ignore[union-attr]
+            "config": planned.config, "diff": "".join(diffs)}

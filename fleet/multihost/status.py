@@ -1,0 +1,176 @@
+"""`inv status`: per host, one round trip: unit state, current release and rung, health, and drift (managed
+files whose sha256 no longer matches what the release wrote)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet import parallel
+from fleet.deploy import bench as benching
+from fleet.deploy import recovery
+from fleet.errors import ConnectError
+from fleet.host import programs as hostside
+from fleet.host.releases import ROOT
+from fleet.inventory import Host
+from fleet.outcomes import Outcome
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import CommandTimedOut, run
+
+_MARK = "@@fleet-status@@"
+# sglang's own gauges (python/sglang/srt/metrics/collector.py); one series per DP rank, so they are summed.
+METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput", "sglang:token_usage")
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(\S+)")
+# A status board answers in seconds: one connect attempt, a short timeout; a host that does not answer
+# within them is shown as unreachable rather than holding up the others.
+CONNECT_S = 5.0
+COMMAND_S = 20.0
+
+
+@dataclass
+class HostStatus:
+    host: str
+    address: str
+    ok: bool = True
+    error: str | None = None
+    unit: dict[str, str] = field(default_factory=dict)
+    release: str | None = None
+    rung: str | None = None
+    playbook: str | None = None
+    health: str | None = None  # the HTTP code of /health, or None when nothing answered
+    drift: list[str] = field(default_factory=list)
+    gpus: int = 0
+    power_w: float | None = None  # summed over the GPUs, now
+    power_limit_w: float | None = None
+    bench_tok_s: float | None = None  # the release's latest benchmark
+    last_failure: str | None = None  # the newest failure class among the release's attempts
+    last_failure_evidence: str | None = None  # and the log line or check that showed it
+    interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
+    metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
+    router: dict[str, Any] | None = None  # the sglang router fleet runs here: release, unit, state, health, workers
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def command(unit: str, port: int) -> str:
+    """The status round trip: fleet/host/programs/status.sh with the unit, the port and fleet's state folder."""
+    return hostside.sh_command("status.sh", unit, str(int(port)), ROOT)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {name: value} for METRICS; series of one name (DP ranks) are summed."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m or m.group(1) not in METRICS:
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        found[m.group(1)] = found.get(m.group(1), 0.0) + value
+    return found
+
+
+def parse(host: Host, output: str) -> HostStatus:
+    parts = output.split(_MARK + "\n")
+    st = HostStatus(host.name, host.address)
+    st.unit = dict(line.split("=", 1) for line in parts[0].splitlines() if "=" in line)
+    manifest: dict[str, Any] = {}
+    if len(parts) > 1 and parts[1].strip():
+        try:
+            manifest = json.loads(parts[1])
+        except ValueError:
+            st.drift.append("release manifest unreadable")
+    st.release, st.rung, st.playbook = manifest.get("id"), manifest.get("rung"), manifest.get("playbook")
+    code = parts[2].strip() if len(parts) > 2 else ""
+    st.health = code if code and code != "000" else None
+    actual = {}
+    for line in (parts[3] if len(parts) > 3 else "").splitlines():
+        bits = line.split(None, 1)
+        if len(bits) == 2 and len(bits[0]) == 64:
+            actual[bits[1].strip()] = bits[0]
+    expected = {p: m.get("sha256") for p, m in (manifest.get("files") or {}).items() if not p.startswith("before:")}
+    expected.update((manifest.get("patches") or {}).get("files") or {})
+    for path, sha in expected.items():
+        if actual.get(path) != sha:
+            st.drift.append(path + (" (missing)" if path not in actual else " (changed)"))
+    draws, limits = [], []
+    for line in (parts[4] if len(parts) > 4 else "").splitlines():
+        bits = [b.strip() for b in line.split(",")]
+        if len(bits) == 2:
+            draws.append(_float(bits[0]))
+            limits.append(_float(bits[1]))
+    st.gpus = len(draws)
+    if draws and None not in draws:
+        st.power_w = round(sum(draws), 1)  # type: ignore[arg-type]
+    if limits and None not in limits:
+        st.power_limit_w = round(sum(limits), 1)  # type: ignore[arg-type]
+    speed = benching.measured(benching.result_of(manifest))  # the serving rung's, never a rung that lost
+    st.bench_tok_s = speed[0] if speed else None
+    failures = [a for a in manifest.get("attempts") or []
+                if a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
+    if failures:
+        st.last_failure, st.last_failure_evidence = failures[-1].get("outcome"), failures[-1].get("evidence")
+    st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
+    st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+    st.router = _json_line(parts[7] if len(parts) > 7 else "")
+    return st
+
+
+def _json_line(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None  # [N/A]
+
+
+def bounded(opts: ConnectOptions) -> ConnectOptions:
+    """The caller's options (host keys) with status's own connect bounds."""
+    return dataclasses.replace(opts, attempts=1, timeouts=dataclasses.replace(
+        opts.timeouts, connect=min(opts.timeouts.connect, CONNECT_S), banner=min(opts.timeouts.banner, CONNECT_S),
+        auth=min(opts.timeouts.auth, CONNECT_S)))
+
+
+def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStatus:
+    """One host's row; never raises: a host that cannot be read is a row that says so."""
+    return _row(parallel.outcome_of(host, lambda h: _read(h, bounded(opts), port)))
+
+
+def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
+    fast = bounded(opts)
+    return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+
+
+def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
+    conn = open_connection(host, opts)
+    try:
+        return parse(host, run(conn, host, command(host.unit, port), timeout=COMMAND_S).stdout)
+    except CommandTimedOut:  # connected, then silence: a link cut mid-read, or a hung host
+        raise ConnectError(f"{host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, "
+                           f"got nothing; check the host is up and reachable (ping {host.address}, its console), "
+                           "then retry") from None
+    finally:
+        conn.close()
+
+
+def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
+    if o.ok and o.value:
+        return o.value
+    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")

@@ -1,0 +1,269 @@
+"""`inv bench` and `inv tune`.
+
+bench: the benchmark against the running server, stored in the current release's manifest (`bench`).
+tune: every eligible rung in turn (stop, install, start, watch, health, benchmark), the fastest deployed
+again as a release of its own and remembered for the hardware fingerprint (fleet.deploy.fingerprint). Rungs
+slower than the gate's fraction of the winner are PERF_REGRESSION; the ones that crash keep their class.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabric import Connection
+
+from fleet import parallel
+from fleet.deploy import bench as benching
+from fleet.deploy import fingerprint, noise, restore
+from fleet.deploy.inputs import load_playbook
+from fleet.deploy.ladder import Deployer, facts_summary
+from fleet.deploy.noise import Runs
+from fleet.deploy.perfgate import PerfGate
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt
+from fleet.errors import FleetError, InputError
+from fleet.host import lock as hostlock
+from fleet.host import probe_run
+from fleet.host.facts import HostFacts
+from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.playbook import Bench, Playbook, Rung
+from fleet.progress import Progress
+from fleet.ssh.connect import ConnectOptions, open_connection
+
+DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
+
+# ---------------------------------------------------------------------- inv bench
+
+
+@dataclass
+class BenchOutcome:
+    host: str
+    ok: bool
+    release: str | None = None
+    rung: str | None = None
+    record: dict[str, Any] | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
+                "bench": self.record, "error": self.error}
+
+
+def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
+    spec = book.bench or Bench()
+    d = Deployer(host, book, path, opts)
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "bench"):
+            store = ReleaseStore(conn, host)
+            current = store.current()
+            if current is None:
+                raise FleetError(f"{host.name}: no current release to measure (deploy first)")
+            record = benching.run(conn, host, book, spec, d.venv, d.bench_key)
+            record.update(release=current.id, rung=current.rung)
+            benching.store_in_release(conn, host, current.dir, record)
+            return BenchOutcome(host.name, True, current.id, current.rung, record)
+    finally:
+        conn.close()
+
+
+def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions) -> list[BenchOutcome]:
+    book, path = load_playbook(name or "glm5-nvfp4")
+    outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
+    return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
+
+
+# ---------------------------------------------------------------------- inv tune
+
+
+@dataclass
+class TuneResult:
+    host: str
+    status: str  # DeployStatus: ok | rolled_back | failed
+    release: str | None = None
+    winner: str | None = None
+    winner_tok_s: float | None = None  # the median of its runs
+    winner_spread: float | None = None
+    decisions: tuple[str, ...] = ()  # each later rung against the one chosen so far (fleet.deploy.noise)
+    attempts: list[Attempt] = field(default_factory=list)  # one per rung tried (the final restart is apart)
+    final: Attempt | None = None  # the winner started again, when it was not the last rung tried
+    fingerprint: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
+                "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
+                "decisions": list(self.decisions), "fingerprint": self.fingerprint,
+                "attempts": [a.to_json() for a in self.attempts],
+                "final": self.final.to_json() if self.final else None, "error": self.error}
+
+
+def runs_of(a: Attempt) -> Runs | None:
+    """The attempt's repeated runs, or its one measurement as a run of one."""
+    runs = Runs.from_json((a.bench or {}).get("runs"))
+    value = (a.bench or {}).get("result", {}).get("output_throughput")
+    return runs or (Runs((float(value),)) if value is not None else None)
+
+
+def tok_s(a: Attempt) -> float | None:
+    """The attempt's result: the median of its runs."""
+    runs = runs_of(a)
+    return runs.median if runs else None
+
+
+def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Attempt | None, tuple[str, ...]]:
+    """The winner among the READY attempts in ladder order (fleet.deploy.noise.choose: a later rung must beat the
+    earlier beyond the noise), and the decisions; every other READY one below `fraction` of the winner
+    becomes PERF_REGRESSION."""
+    served = [(a, r) for a in attempts if a.outcome == Outcome.READY and (r := runs_of(a)) is not None]
+    choice = noise.choose([(a.rung, r) for a, r in served], min_gain)
+    if choice.winner is None:
+        return None, ()
+    best, best_runs = served[choice.winner]
+    for a, r in served:
+        if a is best:
+            continue
+        verdict = benching.evaluate(r.median, fraction, best=benching.Baseline(best_runs.median, f"rung {best.rung}",
+                                                                               best_runs.spread))
+        if not verdict.ok:
+            a.outcome, a.evidence = Outcome.PERF_REGRESSION, verdict.evidence
+            a.bench = {**(a.bench or {}), "verdict": verdict.to_json()}
+    return best, choice.decisions
+
+
+def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, float]:
+    """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
+    attempts that served (their median), else DEFAULT_RESTART_S each."""
+    found, _ = benching.manifests(conn, host)
+    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == Outcome.READY]
+    each = statistics.median(past) if past else DEFAULT_RESTART_S
+    return rungs + 1, (rungs + 1) * each
+
+
+class Tuner:
+    def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
+                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None):
+        self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
+        self.d = Deployer(host, book, path, opts, progress, secrets)
+        self.d.measure = True
+        # tune compares rungs with each other (and the floor), not with the host's history
+        self.d.gate = PerfGate(host, book, self.d.venv, self.d.bench_key, compare_history=False)
+        self.spec = book.bench or Bench()
+        self.runs = self.spec.runs if runs is None else runs
+        self.fastest: Runs | None = None  # the best median so far in this run
+
+    def repeat(self, conn: Connection, attempt: Attempt) -> None:
+        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted. A rung whose
+        warm-up is already below `fraction` of the fastest so far (less its spread) is not repeated: it loses
+        to it whatever the noise."""
+        if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
+            return
+        warmup = attempt.bench["result"]["output_throughput"]
+        if self.fastest is not None:
+            verdict = benching.evaluate(warmup, self.spec.fraction, best=benching.Baseline(
+                self.fastest.median, "the fastest so far", self.fastest.spread))
+            if not verdict.ok:
+                self.progress(f"{attempt.rung}: {verdict.evidence}: not repeated")
+                return
+        values, last = [], attempt.bench
+        for i in range(self.runs):
+            try:
+                last = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+            except benching.BenchError as exc:
+                attempt.outcome, attempt.evidence = Outcome.BENCH_FAILED, f"run {i + 1} of {self.runs}: {exc}"
+                return
+            values.append(last["result"]["output_throughput"])
+            self.progress(f"{attempt.rung}: run {i + 1} of {self.runs}: {benching.tok(values[-1])} tok/s")
+        runs = Runs(tuple(values), warmup)
+        if self.fastest is None or runs.median > self.fastest.median:
+            self.fastest = runs
+        attempt.bench = {**last, "verdict": attempt.bench.get("verdict"), "runs": runs.to_json()}
+        attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
+                             f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
+
+    def run(self) -> TuneResult:
+        conn = open_connection(self.host, self.opts)
+        try:
+            facts = probe_run.probe_on(conn, self.host)
+            rungs = self.d.eligible(facts)
+            if self.d.healthy(conn):
+                n, seconds = restarts_estimate(conn, self.host, len(rungs))
+                question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
+                            f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
+                if not self.confirm(question):
+                    raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
+            with hostlock.held(conn, self.host, f"tune {self.book.name}"):
+                return self._tune(conn, facts, rungs)
+        finally:
+            conn.close()
+
+    def _tune(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
+        result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
+        store = ReleaseStore(conn, self.host)
+        previous = store.current()
+        release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
+                          playbook_sha256=self.d.book_sha, created=now(),
+                          facts={**facts_summary(facts), "fingerprint": result.fingerprint})
+        rungs, refused = self.d.preflight(conn, facts, rungs)
+        result.attempts += refused
+        if not rungs:
+            result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
+            return result
+        run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
+        result.release = release.id
+        planned = {}
+        for rung in rungs:
+            attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+            self.repeat(conn, attempt)
+            result.attempts.append(attempt)
+            run.record(attempt.to_json())
+        best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
+        release.attempts = [a.to_json() for a in result.attempts]
+        for line in result.decisions:
+            self.progress(line)
+        if best is not None:
+            best_runs = runs_of(best)
+            result.winner, result.winner_tok_s = best.rung, tok_s(best)
+            result.winner_spread = best_runs.spread if best_runs else None
+            self.progress(f"winner: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
+            final_ok = True
+            if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
+                self.d.measure = False
+                self.progress(f"starting {best.rung} again")
+                result.final, _ = self.d.attempt(conn, run, self.book.rung(best.rung))
+                release.attempts.append({**result.final.to_json(), "final": True})
+                final_ok = result.final.outcome == Outcome.READY
+            if final_ok:
+                run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
+                if best.bench:
+                    benching.store_in_release(conn, self.host, release.dir, {**best.bench, "release": release.id,
+                                                                  "rung": best.rung})
+                fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
+                                     self.host.name, release.id, release.attempts, spread=result.winner_spread)
+                result.status = DeployStatus.OK
+                return result
+        result.status, result.release, _, result.error = restore.fall_back(
+            conn, self.host, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
+        return result
+
+
+def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+               progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool],
+               runs: int | None = None) -> list[TuneResult]:
+    """One host at a time (each may ask first); a host that fails is a result with its error, bad input
+    (or a tune not confirmed) raises."""
+    results = []
+    for host in hosts:
+        try:
+            results.append(Tuner(host, book, path, opts, progress_for(host), secrets, confirm, runs).run())
+        except InputError:
+            raise
+        except FleetError as exc:
+            results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
+    return results

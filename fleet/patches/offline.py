@@ -1,0 +1,120 @@
+"""Patch plans and audits against upstream releases, with no host: what a planned upgrade does.
+
+`inv audit --sglang 0.5.23 --flashinfer 0.7.4 --sm 120` and `inv patch --check --against
+sglang==0.5.23,flashinfer-python==0.7.4` read the real released files from the upstream corpus
+(fleet.upstream.corpus; a release not yet cached is fetched with pip) and run the same planning and gate evaluation
+a host's files get.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.errors import InputError
+from fleet.host.service import sha256
+from fleet.patches import audit as archgate
+from fleet.patches import plan as patchplan
+from fleet.patches.sets import PatchSet
+from fleet.upstream import corpus as upstream
+from fleet.upstream.versions import version_key
+
+DISTS = {"sglang": "sglang", "flashinfer-python": "flashinfer", "flashinfer": "flashinfer"}
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([0-9][0-9A-Za-z.+-]*)\s*$")
+
+
+def parse_against(spec: str) -> dict[str, str]:
+    """'sglang==0.5.23,flashinfer-python==0.7.4' -> {dist: version}; InputError names the bad part."""
+    out: dict[str, str] = {}
+    for part in spec.split(","):
+        m = _PIN.match(part)
+        name = m.group(1).lower().replace("_", "-") if m else ""
+        if not m or name not in DISTS:
+            raise InputError(f"--against {part.strip()!r}: use sglang==X and/or flashinfer-python==Y, "
+                             f"comma-separated")
+        version_key(m.group(2))
+        out["flashinfer-python" if name.startswith("flashinfer") else name] = m.group(2)
+    return out
+
+
+def releases(versions: dict[str, str], fetch: bool = True) -> dict[str, upstream.Release]:
+    """The corpus releases of these versions (import name -> release), fetched when missing and allowed."""
+    matrix = upstream.load_matrix()
+    out = {}
+    for dist, version in versions.items():
+        have = upstream.cached(dist, version)
+        if have is None:
+            have = upstream.fetch(dist, version, matrix) if fetch else upstream.require(dist, version)
+        out[DISTS[dist]] = have
+    return out
+
+
+def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool = True) -> patchplan.HostState:
+    """A HostState as a host with exactly these releases (and GPUs of `sm`) would report it."""
+    rels = releases(versions, fetch)
+    st = patchplan.HostState(sms=[sm], dists={d: v for d, v in versions.items()})
+    for name, rel in rels.items():
+        st.packages[name] = {"path": str(rel.package()), "dist": rel.dist, "version": rel.version}
+    for ps in sets:
+        for package, file in ps.files():
+            found = rels.get(package.split(".")[0])
+            info = patchplan.FileInfo(package, file)
+            if found is None:
+                info.error = f"{package} is not among the releases given"
+            else:
+                path = found.package(package.split(".")[0]) / file
+                info.path, info.dist, info.version = str(path), found.dist, found.version
+                if path.is_file():
+                    info.exists, info.content = True, path.read_bytes()
+                    info.sha256 = sha256(info.content)
+            st.files[(package, file)] = info
+    return st
+
+
+def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool = True) -> patchplan.Plan:
+    """The sets planned on these releases; InputError when a set picks its edits by a release not given."""
+    for ps in sets:
+        for dist in [*ps.dists(), *ps.applies_to.packages]:
+            if dist not in versions:
+                raise InputError(f"--against: set {ps.name} depends on the {dist} release: add {dist}==VERSION")
+    return patchplan.plan(sets, state(versions, sets, sm, fetch), allow_prebuilt=True)
+
+
+@dataclass
+class OfflineAudit:
+    versions: dict[str, str]
+    result: archgate.AuditResult
+
+
+def scan_tree(rels: dict[str, upstream.Release], scope: dict[str, list[str]]) -> dict[str, dict[str, object]]:
+    files: dict[str, dict[str, object]] = {}
+    for package, patterns in scope.items():
+        rel = rels.get(package)
+        if rel is None:
+            continue
+        root = rel.package(package)
+        paths: set[Path] = set()
+        for pat in patterns:
+            paths.update(p for p in root.glob(pat) if p.is_file())
+        for path in sorted(paths):
+            name = f"{package}/{path.relative_to(root)}"
+            item = archgate.scan_text(name, path.read_text(encoding="utf-8", errors="replace"))
+            if item["lines"]:
+                files[name] = item
+    return files
+
+
+def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None, full: bool = False,
+          fetch: bool = True) -> OfflineAudit:
+    """The audit of these releases for `sm`, as a host with them installed would get it."""
+    if not versions:
+        raise InputError("--sglang / --flashinfer: name at least one release to audit")
+    rels = releases(versions, fetch)
+    scope = archgate.scope_for(list(rels), full)
+    gates = archgate.evaluate(scan_tree(rels, scope), sm)
+    if sets and any(g.excludes for g in gates):
+        archgate.lift(gates, state(versions, sets, sm, fetch), sets, sm)
+    label = ", ".join(f"{d} {v}" for d, v in versions.items())
+    packages = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version} for name, r in rels.items()}
+    return OfflineAudit(versions, archgate.AuditResult(label, sm, gates, packages))

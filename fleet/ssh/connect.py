@@ -1,0 +1,369 @@
+"""The one place fleet opens SSH connections.
+
+Fabric's defaults are not safe enough for machines that serve users, so every connection here gets:
+strict host-key checking against the known_hosts files ssh would read (Fabric hard-codes AutoAddPolicy,
+fabric#2071), an explicit opt-in for first contact, a connect timeout, a keepalive that declares a silent link
+dead (fabric#1807; fleet.ssh.keepalive), retries with jittered backoff for connect errors only, ssh_config as
+`ssh -G` resolves it (fleet.ssh.config), keys in OpenSSH's order (fleet.ssh.auth), jump hosts shared by every
+target behind them, and the sandbox guard on the target and every jump hop before a packet leaves, with each
+name resolved once and connected to at that address.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from fabric import Config, Connection
+from paramiko.ssh_exception import (
+    AuthenticationException,
+    BadHostKeyException,
+    ChannelException,
+    NoValidConnectionsError,
+    SSHException,
+)
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from fleet.errors import ConnectError, InputError
+from fleet.inventory import Host
+from fleet.ssh import auth as sshauth
+from fleet.ssh import config as sshconfig
+from fleet.ssh import guard, keepalive, remote
+from fleet.ssh import known_hosts as knownhosts
+from fleet.ssh.config import Endpoint
+
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    connect: float = 10.0
+    banner: float = 15.0
+    auth: float = 15.0
+    keepalive_interval: int = 2
+    keepalive_count_max: int = 3  # unanswered keepalives in a row before the link counts as dead
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectOptions:
+    accept_new_host_keys: bool = False
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    attempts: int = 3
+    # sudo passwords of become hosts, by host name (fleet.ssh.become_password), never printed
+    become_passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+_known_hosts_lock = threading.Lock()  # appends to known_hosts (first contact) one at a time
+
+
+class RevokedHostKey(SSHException):
+    """The host offered a key that known_hosts marks @revoked."""
+
+
+class HostCertificatesUnsupported(SSHException):
+    """Only a @cert-authority line vouches for the host, and fleet does not verify host certificates."""
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Asked before authentication when the host's key is not among its known (unrevoked) keys: a revoked key
+    and a host only a @cert-authority line vouches for are refused; an unknown key is refused too, or on
+    first contact (--accept-new-host-keys) recorded in the first user known_hosts file. A changed key still
+    fails (BadHostKeyException)."""
+
+    def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool):
+        self.path, self.known, self.accept_new = path, known, accept_new
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        where = self.known.revoked(hostname, key)
+        if where is not None:
+            raise RevokedHostKey(f"host key {key.get_name()} {key.fingerprint} is marked @revoked in {where}: "
+                                 "refusing")
+        where = self.known.authority_for(hostname)
+        if where is not None and not self.accept_new:
+            raise HostCertificatesUnsupported(
+                f"only a @cert-authority line ({where}) vouches for this host, and fleet does not "
+                "verify host certificates: add the host's own key to known_hosts (ssh-keyscan, checked "
+                "against its console) or re-run with --accept-new-host-keys on first contact")
+        if not self.accept_new:
+            raise SSHException(f"Server {hostname!r} not found in known_hosts")
+        with _known_hosts_lock:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with open(self.path, "a") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def route(host: Host) -> tuple[Endpoint, list[Endpoint]]:
+    """The target and the jump hops (first hop first), with ssh_config applied. No network I/O. Under
+    FLEET_SANDBOX_ONLY a config that would run a command (Match exec) or resolve names on lookup is refused
+    first, and a ProxyCommand is taken only as an `ssh -W` hop."""
+    where = f"{host.source}: hosts.{host.name}"
+    cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
+    sandbox = guard.enabled()
+    if sandbox:
+        cfg.refuse_risky(where)
+    try:
+        # The inventory's own settings win over ssh_config (as ssh's -l, -p, -i, -J do over the file).
+        target = sshconfig.endpoint(cfg, host.address, user=host.user, port=host.port, identity=host.identity_file,
+                                    jump=host.proxy_jump, sandbox=sandbox, hop_identity=host.identity_file)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return target, list(target.hops)
+
+
+def check_guard(host: Host) -> dict[Endpoint, str]:
+    """Refuse (GuardError) before any packet if FLEET_SANDBOX_ONLY=1 and any hop leaves the sandbox. Returns
+    the address each hop is pinned to (resolved once, here): connections go there, so a second DNS answer
+    cannot send them elsewhere. Without the guard, nothing is pinned and names resolve as OpenSSH does (a
+    jump host resolves the next hop by its own DNS)."""
+    return _pins(host, *route(host))
+
+
+def _pins(host: Host, target: Endpoint, hops: list[Endpoint]) -> dict[Endpoint, str]:
+    pins: dict[Endpoint, str] = {}
+    for ep, role in [*((hop, f"{host.name}: ProxyJump hop {i + 1}") for i, hop in enumerate(hops)),
+                     (target, f"{host.name}:")]:
+        pin = guard.pin(ep.hostname, role)
+        if pin:
+            pins[ep] = pin
+    return pins
+
+
+def _is_connect_error(exc: BaseException) -> bool:
+    if isinstance(exc, (AuthenticationException, BadHostKeyException)):
+        return False
+    if isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, EOFError)):
+        return True
+    if isinstance(exc, SSHException):
+        return "banner" in str(exc).lower() or "reset" in str(exc).lower()
+    return isinstance(exc, OSError)
+
+
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand run through `sh -c` as OpenSSH runs it, its stderr to ours (as ssh leaves it,
+    and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
+
+    def __init__(self, command: str):  # not super().__init__: it splits the command and pipes its stderr
+        self.cmd = ["sh", "-c", command]
+        self.process = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.timeout = None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+class Hop(Connection):  # type: ignore[misc]
+    """A Fabric Connection that makes its own socket on every open: to the pinned address, through the hop
+    before it (a direct-tcpip channel), or through a ProxyCommand. Jump hosts are shared: every target behind
+    the same chain in this process rides one authenticated connection to it (a bastion sees one handshake,
+    not one per target, so its sshd's MaxStartups never drops fleet's), which closes with its last user.
+    Class attributes, because a Fabric Connection turns unknown attributes into config keys."""
+
+    endpoint: Endpoint | None = None
+    role: str = "target"
+    pin: str | None = None
+    via: Hop | None = None
+    known: knownhosts.KnownHosts = knownhosts.KnownHosts()
+    strategy: sshauth.Strategy | None = None
+    timeouts: Timeouts = Timeouts()
+    lines: list[str] = []  # how it was reached, set on each open
+    users: int = 0  # targets and hops riding a shared jump host
+    shared_key: tuple[Any, ...] | None = None
+    opening: threading.Lock | None = None
+
+    def _socket(self) -> Any:
+        ep = self.endpoint
+        assert ep is not None
+        where = (self.pin or ep.hostname, ep.port)
+        if self.via is not None:
+            self.via.open()
+            assert self.via.transport is not None
+            return self.via.transport.open_channel("direct-tcpip", where, ("", 0), timeout=self.timeouts.connect)
+        if ep.proxy_command:
+            return _ProxyCommand(ep.proxy_command)
+        return socket.create_connection(where, timeout=self.timeouts.connect)
+
+    def open(self) -> Any:
+        if self.opening is None:
+            return self._open()
+        with self.opening:  # a shared jump host: one thread connects it, the others then find it connected
+            return self._open()
+
+    def _open(self) -> Any:
+        if self.is_connected:
+            return None
+        self.connect_kwargs["sock"] = self._socket()
+        result = super().open()
+        self.lines = self._record()
+        t = self.timeouts
+        keepalive.start(self.transport, t.keepalive_interval, t.keepalive_count_max)
+        return result
+
+    def _record(self) -> list[str]:
+        ep = self.endpoint
+        if ep is None or self.transport is None:
+            return []
+        how = (f"pinned to {self.pin}" if self.pin else "resolved by name") + (
+            f", through {self.via.endpoint.alias}" if self.via is not None and self.via.endpoint else "") + (
+            f", through ProxyCommand {ep.proxy_command!r}" if ep.proxy_command else "")
+        key = self.transport.get_remote_server_key()
+        where = self.known.where(ep.key_name, key) or "recorded on first contact"
+        lines = [f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})",
+                 f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched {where}"]
+        notes = self.strategy.notes if self.strategy is not None else []
+        return lines + [f"{self.role}: identity {note.what}: {note.fate}" for note in notes]
+
+    def close(self) -> None:
+        super().close()
+        if self.via is not None:
+            _release(self.via)
+
+
+_shared_lock = threading.RLock()
+_shared: dict[tuple[Any, ...], Hop] = {}
+
+
+def _release(hop: Hop) -> None:
+    with _shared_lock:
+        hop.users -= 1
+        if hop.users > 0:
+            return
+        if hop.shared_key is not None and _shared.get(hop.shared_key) is hop:
+            del _shared[hop.shared_key]
+    hop.close()
+
+
+def _jump(host: Host, chain: list[Endpoint], opts: ConnectOptions, pins: dict[Endpoint, str]) -> Hop | None:
+    """The shared connection to the last jump host of chain (one per chain, pins and host-key files), taken
+    for one more user; None for no chain."""
+    if not chain:
+        return None
+    ep = chain[-1]
+    files, record_in = known_hosts_files(host, ep)
+    key = (tuple((e, pins.get(e)) for e in chain), tuple(files), record_in, opts.accept_new_host_keys,
+           opts.timeouts)
+    with _shared_lock:
+        hop = _shared.get(key)
+        if hop is None:
+            via = _jump(host, chain[:-1], opts, pins)
+            hop = _connection(host, ep, f"jump host {len(chain)}", opts, via, pins.get(ep))
+            hop.shared_key, hop.opening = key, threading.Lock()
+            _shared[key] = hop
+        hop.users += 1
+        return hop
+
+
+def known_hosts_files(host: Host, ep: Endpoint) -> tuple[list[Path], Path]:
+    """The files a hop's host keys are read from (the inventory's known_hosts, else ssh_config's
+    UserKnownHostsFile, then GlobalKnownHostsFile) and the one a first contact is recorded in."""
+    users = [Path(host.known_hosts).expanduser()] if host.known_hosts else [Path(p) for p in ep.user_known_hosts]
+    files = users + [Path(p) for p in ep.global_known_hosts]
+    return files, users[0] if users else Path(DEFAULT_KNOWN_HOSTS).expanduser()
+
+
+def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: Hop | None,
+                pin: str | None) -> Hop:
+    t = opts.timeouts
+    strategy = sshauth.Strategy(ep)
+    # paramiko looks host keys up as HOST, or [HOST]:PORT off port 22; HostKeyAlias is taken as it is
+    name, port = (ep.host_key_alias, 22) if ep.host_key_alias else (ep.hostname, ep.port)
+    conn = Hop(
+        host=name, user=ep.user, port=port,
+        config=Config(overrides={"load_ssh_configs": False}),
+        connect_timeout=int(t.connect),
+        connect_kwargs={"auth_strategy": strategy, "banner_timeout": t.banner, "auth_timeout": t.auth},
+    )
+    files, record_in = known_hosts_files(host, ep)
+    known = knownhosts.load_all(files)
+    conn.endpoint, conn.role, conn.pin, conn.via, conn.known = ep, role, pin, via, known
+    conn.strategy, conn.timeouts = strategy, t
+    for keytype, key in known.keys_for(ep.key_name).items():
+        conn.client.get_host_keys().add(ep.key_name, keytype, key)
+    conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys))
+    return conn
+
+
+def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
+    ep = conn.endpoint
+    assert ep is not None
+    where = f"{host.name} ({ep.user}@{ep.hostname}:{ep.port}{'' if conn.role == 'target' else ', ' + conn.role})"
+    files = ", ".join(str(p) for p in known_hosts_files(host, ep)[0])
+    if isinstance(exc, BadHostKeyException):
+        return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.fingerprint}, known_hosts "
+                f"({files}) has another for {ep.key_name}): refusing; if the host was reinstalled, remove its old "
+                "entry")
+    if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
+        return f"{where}: {exc}"
+    if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
+        return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); first contact? re-run with "
+                "--accept-new-host-keys")
+    if isinstance(exc, AuthenticationException) and conn.strategy is not None:
+        return f"{where}: {conn.strategy.explain()}"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return (f"{where}: timed out connecting after {timeout:.0f}s (no answer: host down, link cut or a "
+                f"firewall); check it is up and reachable (ping, its console), then retry")
+    if isinstance(exc, socket.gaierror):
+        return f"{where}: cannot resolve {ep.hostname} ({exc.strerror})"
+    if isinstance(exc, ChannelException):
+        via = conn.via.endpoint.alias if conn.via is not None and conn.via.endpoint else "the jump host"
+        return f"{where}: {via} could not open a connection to it ({exc.text}); check the address and port"
+    if isinstance(exc, (NoValidConnectionsError, ConnectionError, OSError)):
+        return (f"{where}: connection refused or unreachable ({getattr(exc, 'strerror', None) or exc}); check "
+                "sshd runs there and the address and port are right")
+    return f"{where}: {type(exc).__name__}: {exc}"
+
+
+def trace_of(conn: Connection) -> list[str]:
+    """How conn was made, first hop first: each hop's address, the known_hosts line that vouched for its host
+    key, and the identities offered."""
+    chain: list[Hop] = []
+    hop = conn if isinstance(conn, Hop) else None
+    while hop is not None:
+        chain.insert(0, hop)
+        hop = hop.via
+    return [line for h in chain for line in h.lines]
+
+
+def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connection:
+    """Open and return a connected Fabric Connection (guard, host keys, keepalive, retries)."""
+    opts = opts or ConnectOptions()
+    target, hops = route(host)
+    pins = _pins(host, target, hops)
+    conn = _connection(host, target, "target", opts, _jump(host, hops, opts, pins), pins.get(target))
+    try:
+        for attempt in Retrying(
+            stop=stop_after_attempt(opts.attempts),
+            wait=wait_random_exponential(multiplier=0.5, max=5),
+            retry=retry_if_exception(_is_connect_error),
+            reraise=True,
+        ):
+            with attempt:
+                conn.open()
+    except Exception as exc:
+        failed, hop = conn, conn.via
+        while hop is not None:  # the first hop of the chain that is not up is where it failed
+            failed = hop if not hop.is_connected else failed
+            hop = hop.via
+        conn.close()
+        raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect)) from None
+    try:
+        remote.establish_become(conn, host, opts.become_passwords.get(host.name))
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -1,0 +1,144 @@
+"""Running commands on a connected host: quoting, become, and results as plain data."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fabric import Connection
+from paramiko import SSHException
+
+from fleet.errors import ConnectError, FleetError
+from fleet.inventory import Host
+from fleet.ssh import become, keepalive
+
+
+class ConnectionLost(ConnectError):
+    """The link died under a command (the keepalive watchdog closed it): the command's outcome is unknown."""
+
+
+def lost_link(conn: Connection, host: Host, where: str, exc: BaseException | None = None) -> None:
+    """Raise ConnectionLost when the keepalive watchdog closed this connection, or `exc` came with the link
+    dropping under us (e.g. the host died); else nothing."""
+    why = keepalive.lost(conn.transport)
+    if why is None and exc is not None and not (conn.transport and conn.transport.is_active()):
+        why = f"the link dropped ({type(exc).__name__}: {str(exc)[:160]})"
+    if why:
+        raise ConnectionLost(f"{host.name}: connection lost {where}: {why}") from None
+
+
+class CommandTimedOut(FleetError):
+    """A command gave no end within its timeout (the channel is closed, the command's outcome is unknown)."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exited: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exited == 0
+
+
+@dataclass(frozen=True)
+class BytesResult:
+    exited: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run(conn: Connection, host: Host, command: str, timeout: float | None = None) -> CommandResult:
+    """One exec channel; never raises on a non-zero exit (the caller decides what it means). On a become
+    host it runs as root (fleet.ssh.become), a sudo password going on stdin. Output is decoded as UTF-8 (bad
+    bytes replaced). Raises CommandTimedOut after `timeout` seconds (None: no limit)."""
+    res = run_bytes(conn, host, command, timeout=timeout)
+    return CommandResult(command=command, exited=res.exited, stdout=res.stdout.decode("utf-8", "replace"),
+                         stderr=res.stderr.decode("utf-8", "replace"))
+
+
+def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> None:
+    """A `sudo -n` that wants a password fails every command the same way: say so once, with the fix."""
+    if how.mode is become.Mode.NOPASSWD and exited == 1 and become.needs_password(stderr):
+        raise ConnectError(f"{host.name}: sudo wants a password for user {host.user or 'the login user'} (no NOPASSWD "
+                           "rule): give the host a become_password (env: or file:) in the inventory, or run with "
+                           "--ask-become-pass")
+
+
+def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
+              timeout: float | None = 120) -> BytesResult:
+    """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
+    never go in a command line. As root on a become host, like run(). Raises CommandTimedOut after timeout.
+
+    The channel is read on this thread (a blocking read that wakes on data, or every 0.2 s to drain stderr and
+    check the deadline): no reader threads and no polling loop per command, which is most of what a command
+    costs the client on a large fleet."""
+    lost_link(conn, host, f"before `{command[:60]}`")  # never let a dead link be silently reopened
+    how = become.of(conn, host.become)
+    transport = conn.client.get_transport()
+    if transport is None or not transport.is_active():
+        raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: not connected")
+    out, err = bytearray(), bytearray()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    chan = None
+    try:
+        chan = transport.open_session()
+        chan.exec_command(how.wrap(command))
+        try:
+            chan.sendall(how.stdin() + data)
+            chan.shutdown_write()
+        except OSError:
+            pass  # the command ended without reading all its input: its status and output say why
+        chan.settimeout(0.2)
+        while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s")
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            try:
+                chunk = chan.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break  # stdout's end: the command is done
+            out += chunk
+        exited = chan.recv_exit_status()
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        lost_link(conn, host, f"during `{command[:60]}`",
+                  EOFError("the channel closed without an exit status") if exited == -1 else None)
+        _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
+        return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
+    except (EOFError, OSError, SSHException) as exc:
+        lost_link(conn, host, f"during `{command[:60]}`", exc)
+        raise
+    finally:
+        if chan is not None:
+            chan.close()
+
+
+def establish_become(conn: Connection, host: Host, password: str | None) -> None:
+    """Decide once per connection how it reaches root (fleet.ssh.become) and keep that on it. Without a password,
+    `sudo -n` (nothing asked, no round trip here). With one: `sudo -n true` first, so a NOPASSWD rule never
+    receives the password; where it wants one, the password is tried once, and refused in one line."""
+    if not host.become or password is None:
+        return
+    user = host.user or "the login user"
+    become.attach(conn, become.NONE)  # the check runs sudo itself
+    res = run_bytes(conn, host, become.CHECK, timeout=30)
+    why = res.stderr.decode("utf-8", "replace").strip()
+    if res.exited == 0:
+        become.attach(conn, become.Become(become.Mode.NOPASSWD))
+        return
+    if not become.needs_password(why):
+        detail = why.splitlines()[-1] if why else f"exit {res.exited}"
+        raise ConnectError(f"{host.name}: sudo failed for {user}: {detail}")
+    become.attach(conn, become.Become(become.Mode.PASSWORD, password))
+    res = run_bytes(conn, host, "true", timeout=30)
+    if res.exited != 0:
+        become.attach(conn, become.NONE)
+        why = res.stderr.decode("utf-8", "replace").strip()
+        raise ConnectError(f"{host.name}: sudo refused the become password for {user}"
+                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"))

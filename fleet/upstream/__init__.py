@@ -1,0 +1,8 @@
+"""Upstream truth: what real sglang and flashinfer-python releases say, read from their released files.
+
+Holds the wheel corpus (corpus: fetched once with pip, kept unpacked), sglang's launch flags read from its
+sources (flags), the texts a release can print (sourcetext), the C preprocessor's `#if` for one __CUDA_ARCH__
+(cppexpr), and release versions and ranges (versions). Pure but for the corpus's fetch.
+
+May use: the primitives only.
+"""

@@ -1,0 +1,275 @@
+"""sglang's launch_server flags, read from a release's own sources with `ast` (pure: never imported, never run).
+
+Where a release declares its flags:
+- up to 0.5.13: `parser.add_argument("--x", ...)` calls in `srt/server_args.py`;
+- 0.5.14 to 0.5.19: `ServerArgs` fields annotated `A[type, "help"]` or `A[type, Arg(...)]` in the same file
+  (`sglang.srt.arg_groups.arg_utils.add_cli_args_from_dataclass` turns them into flags), plus a few calls;
+- from 0.5.20: the same fields spread over `srt/arg_groups/fields/*.py`.
+
+A field becomes `--` + its name with `_` -> `-` (or `Arg(cli_name=...)`), plus `Arg(aliases=[...])`; `no_cli=True`
+fields are no flag. `argparse.BooleanOptionalAction` adds the `--no-` form. A flag is deprecated when its action
+is one of sglang's `Deprecated*Action`s (their `new_flag=` names the replacement) or its help says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from fleet import yamlfile
+from fleet.upstream.versions import version_key
+
+TABLE = Path(__file__).resolve().parents[2] / "playbooks" / "upstream" / "sglang-flags.yaml"
+FIELD_FILES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/*.py")
+_USE = re.compile(r"\buse\s+(`?--[a-z0-9][a-z0-9-]*(?:[=<{][^\s.)`]*)?`?)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    name: str  # without the leading dashes, e.g. "cuda-graph-max-bs"
+    switch: bool  # takes no value (store_true / store_false / store_const)
+    deprecated: str | None = None  # what to use instead, as upstream words it ("" when it names nothing)
+
+
+def flags_of(site_packages: Path) -> dict[str, Flag]:
+    """Every launch_server flag the release unpacked at `site_packages` declares (its `sglang/` folder)."""
+    files: list[Path] = []
+    for pattern in FIELD_FILES:
+        files.extend(sorted(site_packages.glob(pattern)))
+    if not files:
+        raise FileNotFoundError(f"{site_packages}: no sglang/srt/server_args.py")
+    out: dict[str, Flag] = {}
+    for path in files:
+        for flag in parse(path.read_text(encoding="utf-8")):
+            out.setdefault(flag.name, flag)
+    return out
+
+
+def parse(source: str) -> list[Flag]:
+    """The flags one source file declares, in file order (pure)."""
+    tree = ast.parse(source)
+    found: list[Flag] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            found.extend(_from_call(node))
+        elif isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    found.extend(_from_field(stmt.target.id, stmt.annotation))
+    return found
+
+
+def _text(node: ast.expr | None) -> str:
+    """A string expression's literal parts (f-string placeholders dropped, implicit concatenation joined)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(v) for v in node.values if isinstance(v, ast.Constant))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text(node.left) + _text(node.right)
+    return ""
+
+
+def _kw(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _dotted(node: ast.expr | None) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return ""
+
+
+def _deprecation(action: str, new_flag: ast.expr | None, help_text: str) -> str | None:
+    if "Deprecated" in action.rsplit(".", 1)[-1]:
+        return _text(new_flag) or _replacement(help_text)
+    if re.match(r"\W*deprecated\b", help_text, re.I):
+        return _replacement(help_text)
+    return None
+
+
+def _replacement(help_text: str) -> str:
+    m = _USE.search(help_text)
+    return m.group(1).strip("`") if m else ""
+
+
+def _flags(names: list[str], action: str, switch: bool, deprecated: str | None) -> list[Flag]:
+    out = []
+    for name in names:
+        if not name.startswith("--"):
+            continue
+        out.append(Flag(name[2:], switch, deprecated))
+        if action.endswith("BooleanOptionalAction"):
+            out.append(Flag("no-" + name[2:], True, deprecated))
+    return out
+
+
+def _from_call(call: ast.Call) -> list[Flag]:
+    names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    action = _dotted(_kw(call, "action"))
+    switch = action in ("store_true", "store_false", "store_const", "count") or action.endswith(
+        ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction")) and _kw(call, "nargs") is None
+    return _flags(names, action, switch, _deprecation(action, _kw(call, "new_flag"), _text(_kw(call, "help"))))
+
+
+def _from_field(field: str, annotation: ast.expr) -> list[Flag]:
+    if not (isinstance(annotation, ast.Subscript) and _dotted(annotation.value) in ("A", "Annotated")):
+        return []
+    parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+    if len(parts) < 2:
+        return []
+    inner, meta = parts[0], parts[1]
+    help_text, cli_name, aliases, action, new_flag = _text(meta), "", [], "", None
+    if isinstance(meta, ast.Call) and _dotted(meta.func) == "Arg":
+        no_cli = _kw(meta, "no_cli")
+        if isinstance(no_cli, ast.Constant) and no_cli.value is True:
+            return []
+        help_text = _text(_kw(meta, "help"))
+        cli_name = _text(_kw(meta, "cli_name"))
+        alias_node = _kw(meta, "aliases")
+        if isinstance(alias_node, ast.List | ast.Tuple):
+            aliases = [_text(e) for e in alias_node.elts]
+        action = _dotted(_kw(meta, "action"))
+        new_flag = _kw(meta, "new_flag")
+    elif not help_text and not isinstance(meta, ast.Constant):
+        return []  # not a CLI field (an NS marker, a Derived record)
+    is_bool = _is_bool(inner) and not action
+    switch = is_bool or action in ("store_true", "store_false", "store_const") or action.endswith(
+        ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction"))
+    names = [cli_name or "--" + field.replace("_", "-"), *aliases]
+    return _flags(names, action, switch, _deprecation(action, new_flag, help_text))
+
+
+def _is_bool(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id == "bool"
+    if isinstance(node, ast.Subscript) and _dotted(node.value) in ("Optional", "typing.Optional"):
+        return _is_bool(node.slice)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # bool | None
+        sides = [node.left, node.right]
+        return any(_is_bool(s) for s in sides) and all(
+            _is_bool(s) or (isinstance(s, ast.Constant) and s.value is None) for s in sides)
+    return False
+
+
+# ---------------------------------------------------------------------------------------- the table over releases
+
+class Deprecation(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    since: str  # the first corpus release that calls it deprecated
+    use: str  # upstream's replacement ("" when it names none)
+
+
+class FlagSpan(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    spans: list[list[str]]  # [first, last] corpus releases that declare it, oldest first
+    switch: bool
+    deprecated: Deprecation | None = None
+
+
+class Table(BaseModel):
+    """Which release declares which flag: built from the corpus, committed as playbooks/upstream/sglang-flags.yaml
+    so that a deploy needs no corpus."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    versions: list[str]  # the corpus releases, oldest first
+    flags: dict[str, FlagSpan]
+
+    def release_for(self, version: str) -> str | None:
+        """The corpus release that stands for `version`: the newest one not newer than it (None: older than all)."""
+        key = version_key(version)
+        older = [v for v in self.versions if version_key(v) <= key]
+        return older[-1] if older else None
+
+    def has(self, flag: str, release: str) -> bool:
+        span = self.flags.get(flag)
+        key = version_key(release)
+        return span is not None and any(version_key(a) <= key <= version_key(b) for a, b in span.spans)
+
+    def problem(self, flag: str, version: str) -> str | None:
+        """Why `--flag` cannot be given to sglang `version` (None: it can, or the table cannot say)."""
+        release = self.release_for(version)
+        if release is None or self.has(flag, release):
+            return None
+        span = self.flags.get(flag)
+        if span is None:
+            return f"--{flag} is in no sglang release from {self.versions[0]} to {self.versions[-1]}"
+        key = version_key(release)
+        first, last = span.spans[0][0], span.spans[-1][1]
+        if key < version_key(first):
+            return f"--{flag} needs sglang >= {first} (host has {version})"
+        gone = self.versions[self.versions.index(last) + 1] if key > version_key(last) else release
+        use = f"; use {span.deprecated.use}" if span.deprecated and span.deprecated.use else ""
+        since = f" (deprecated since {span.deprecated.since})" if span.deprecated else ""
+        return f"--{flag} was removed in sglang {gone}{since}{use}"
+
+    def deprecated(self, flag: str, version: str) -> str | None:
+        """`--flag` still works on `version` but upstream deprecated it: what it says to use instead."""
+        release = self.release_for(version)
+        span = self.flags.get(flag)
+        if release is None or span is None or span.deprecated is None or not self.has(flag, release):
+            return None
+        if version_key(release) < version_key(span.deprecated.since):
+            return None
+        use = f"; use {span.deprecated.use}" if span.deprecated.use else ""
+        return f"--{flag} is deprecated since sglang {span.deprecated.since}{use}"
+
+
+def build(releases: Iterable[tuple[str, dict[str, Flag]]]) -> Table:
+    """The table from each release's flags (pure); releases in any order."""
+    ordered = sorted(releases, key=lambda r: version_key(r[0]))
+    versions = [v for v, _ in ordered]
+    flags: dict[str, FlagSpan] = {}
+    for name in sorted({f for _, fl in ordered for f in fl}):
+        spans: list[list[str]] = []
+        prev_in = False
+        switch, dep = False, None
+        for v, fl in ordered:
+            flag = fl.get(name)
+            if flag is not None:
+                switch = flag.switch
+                if flag.deprecated is not None and dep is None:
+                    dep = Deprecation(since=v, use=flag.deprecated)
+                elif flag.deprecated is not None and dep is not None and flag.deprecated and not dep.use:
+                    dep = Deprecation(since=dep.since, use=flag.deprecated)
+                if prev_in:
+                    spans[-1][1] = v
+                else:
+                    spans.append([v, v])
+            prev_in = flag is not None
+        flags[name] = FlagSpan(spans=spans, switch=switch, deprecated=dep)
+    return Table(versions=versions, flags=flags)
+
+
+def dump(table: Table) -> str:
+    """The committed form: one flag per line, so a diff between corpora reads flag by flag (JSON is YAML)."""
+    lines = ["# sglang launch_server flags per release, read with ast from the real wheels (fleet/upstream/flags.py).",
+             "# Generated by `inv upstream --write-flags`; tests/upstream/test_sglang_flags.py checks it.",
+             f"versions: {json.dumps(table.versions)}", "flags:"]
+    for name, span in table.flags.items():
+        entry = span.model_dump(exclude_none=True)
+        lines.append(f"  {json.dumps(name)}: {json.dumps(entry, separators=(', ', ': '))}")
+    return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def default_table() -> Table:
+    return load_table(TABLE)
+
+
+def load_table(path: Path = TABLE) -> Table:
+    return yamlfile.load(path).parse(Table)

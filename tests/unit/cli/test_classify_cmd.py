@@ -1,0 +1,71 @@
+"""`inv classify`: run as a user would, from the repository root, as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+LOGS = REPO / "tests" / "fixtures" / "logs"
+INV = Path(sys.executable).parent / "inv"
+
+
+def inv(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(INV), "classify", *args], cwd=REPO, input=stdin, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(("log", "verdict", "code"), [
+    ("sglang_startup_ready.log", "READY", 0),
+    ("sglang_startup_ready_sm120_warnings.log", "READY", 0),
+    ("sglang_sm120_allreduce_fusion_crash.log", "ARCH_UNSUPPORTED", 1),
+    ("sglang_kv_pool_too_small.log", "KV_CACHE_TOO_SMALL", 1),
+])
+def test_json_is_pure_and_the_exit_code_follows_the_verdict(log, verdict, code):
+    done = inv(str(LOGS / log), "--json")
+    data = json.loads(done.stdout)  # the whole of stdout, nothing around it
+    assert (data["verdict"], done.returncode) == (verdict, code), done.stderr
+    assert set(data) == {"verdict", "events"}
+    assert data["events"] and all(set(e) == {"line", "class", "severity", "text"} for e in data["events"])
+    assert done.stderr == ""
+
+
+def test_stdin_with_dash_and_a_warning_only_log_exits_zero():
+    text = "[2026-03-02 10:02:21 TP0] Custom allreduce is disabled because your platform lacks GPU P2P capability.\n"
+    done = inv("-", "--json", stdin=text)
+    assert done.returncode == 0
+    assert json.loads(done.stdout) == {"verdict": "P2P_UNAVAILABLE", "events": [
+        {"line": 1, "class": "P2P_UNAVAILABLE", "severity": "warning",
+         "text": "Custom allreduce is disabled because your platform lacks GPU P2P capability."}]}
+
+
+def test_normal_lines_give_verdict_none_and_exit_zero():
+    done = inv("-", "--json", stdin="[2026-03-02 09:14:11 TP0] Load weight begin. avail mem=78.52 GB\n")
+    assert (json.loads(done.stdout), done.returncode) == ({"verdict": "NONE", "events": []}, 0)
+
+
+def test_human_output_lists_line_class_severity_and_explanation():
+    done = inv(str(LOGS / "sglang_kv_pool_too_small.log"))
+    assert done.returncode == 1
+    first = done.stdout.splitlines()[0].split()
+    assert first[:3] == ["11", "KV_CACHE_TOO_SMALL", "fatal"] and "mem-fraction-static" in done.stdout
+    assert "verdict KV_CACHE_TOO_SMALL" in done.stdout and "remedies: raise_mem_fraction" in done.stdout
+    assert "next: RAISE --mem-fraction-static" in done.stdout  # what a person tries, from the rule
+
+
+@pytest.mark.parametrize("args", [("no/such.log",), ("no/such.log", "--json")])
+def test_missing_file_is_one_line_naming_it_and_exit_two(args):
+    done = inv(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["error: no/such.log: no such file"]
+
+
+def test_bad_rules_folder_is_bad_input(tmp_path):
+    (tmp_path / "x.yaml").write_text("rules:\n  - name: a\n    class: NOPE\n")
+    done = inv(str(LOGS / "sglang_startup_ready.log"), "--rules", str(tmp_path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{tmp_path}/x.yaml:3: rule 'a': class: unknown class 'NOPE'" in done.stderr

@@ -1,0 +1,91 @@
+"""What deploy, history and bench print, at 80 columns as at 200: no line wider than the terminal, ids whole
+where a user types them, long evidence below the table (folded), and bars where people compare. Rows are
+recorded sandbox output (tests/fixtures/status/, tests/fixtures/bench/)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fleet.cli import deploy_view
+from fleet.deploy import bench
+from fleet.deploy.results import Attempt, DeployResult
+from fleet.host.releases import Release
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def drawn(width: int, draw) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    draw(console)
+    return console.export_text().splitlines()
+
+
+def recorded_deploy() -> DeployResult:
+    d = json.loads((FIXTURES / "status/deploy-sbx0.json").read_text())
+    return DeployResult(host=d["host"], status=d["status"], release=d["release"], config=d["config"],
+                        attempts=[Attempt(a["rung"], a["outcome"], a["evidence"], a["seconds"], a.get("bench"))
+                                  for a in d["attempts"]], error=d["error"])
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_attempts_are_one_line_each_with_the_evidence_folded_below(width):
+    result = recorded_deploy()
+    lines = drawn(width, lambda c: deploy_view.render(result, c))
+    assert max(len(line) for line in lines) <= width
+    rows = [line for line in lines if line.split()[:2] in (["1", "fusion-sm120"], ["2", "no-fusion"])]
+    assert len(rows) == 2 and "TMA_FAILURE" in rows[0] and "3,609" in rows[1]
+    table_end = lines.index(rows[1])
+    below = " ".join(" ".join(lines[table_end + 1:]).split())
+    assert "1. fusion-sm120: RuntimeError: [TensorRT-LLM][ERROR] Assertion failed" in below
+    evidence = json.loads((FIXTURES / "status/deploy-sbx0.json").read_text())["attempts"][0]["evidence"]
+    assert "".join(evidence.split()) in "".join(below.split())  # all of it, folded (a path may break anywhere)
+    assert "next: run MoE on triton" in below
+
+
+def _releases() -> list[Release]:
+    d = json.loads((FIXTURES / "status/deploy-sbx0.json").read_text())
+    tuned = Release(id="20261202T150000Z-9f3c", host="sbx0", playbook="glm5-nvfp4-sandbox-long-name",
+                    playbook_sha256="x", created="2026-12-02T15:00:00+00:00", status="ok", rung="no-fusion",
+                    attempts=[{"rung": "no-fusion", "outcome": "READY", "bench": {
+                        "result": {"ok": True, "output_throughput": 3611.0},
+                        "runs": {"warmup": 3300, "tok_s": [3521, 3553, 3611]}}}])
+    older = Release(id=d["release"], host="sbx0", playbook="glm5-nvfp4", playbook_sha256="x",
+                    created="2026-12-02T14:33:05+00:00", status="ok", rung="no-fusion", attempts=d["attempts"])
+    broken = Release(id="20261202T151500Z-0001", host="sbx0", playbook="glm5-nvfp4", playbook_sha256="x",
+                     created="2026-12-02T15:15:00+00:00", status="rolled_back", rung=None,
+                     attempts=[{"rung": "fusion-sm120", "outcome": "TMA_FAILURE"}])
+    return [older, tuned, broken]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("with_bench", [False, True])
+def test_history_shows_every_release_id_whole_on_one_line(width, with_bench):
+    releases = _releases()
+    lines = drawn(width, lambda c: deploy_view.render_history("sbx0", releases, releases[1].id, c, with_bench))
+    assert max(len(line) for line in lines) <= width
+    for r in releases:
+        assert len([line for line in lines if line.startswith(r.id + " ")]) == 1
+    current = next(line for line in lines if line.startswith(releases[1].id))
+    assert "◀" in current
+    if with_bench:  # a trend: the tuned release's median and spread, the bars scaled to the fastest
+        assert "3,553" in current and current.split("3,553", 1)[1].split()[0] == "90"
+        older = next(line for line in lines if line.startswith(releases[0].id))
+        assert "3,609" in older and older.count("█") == 16 and 15 <= current.count("█") <= 16
+    if width >= 200:
+        assert "TMA_FAILURE" in next(line for line in lines if line.startswith(releases[0].id))
+
+
+def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():
+    result = bench.parse((FIXTURES / "bench/sglang-v0.5.9.txt").read_text())
+    power = bench.parse_power((FIXTURES / "bench/nvidia-smi-samples.txt").read_text())
+    record = {"result": result.to_json(), "power": power.to_json(),
+              "settings": {"num_prompts": 128, "input_len": 128, "output_len": 64, "max_concurrency": 64}}
+    lines = drawn(80, lambda c: deploy_view.render_bench("sbx0", "r1", "no-fusion", record, None, c))
+    assert max(len(line) for line in lines) <= 80
+    gpu_rows = [line for line in lines if line.split() and line.split()[0].isdigit() and "600" in line]
+    assert gpu_rows and all("█" * 5 in row for row in gpu_rows)  # about 42% of 600 W: 8 of 20 cells

@@ -1,0 +1,128 @@
+"""The journal follower (fleet.logs.journal) without a host: a scripted source of journal text and a clock, so the
+phase budgets, the unit's state and a stop are seen to fire whether lines arrive or not."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from fleet.logs import journal
+from fleet.logs.watch import LogWatcher
+from fleet.outcomes import Outcome
+from fleet.playbook import Budgets
+
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Script:
+    """Reads hand out `chunks` one per read, then "" (silence) forever, or None (the stream ended); each read
+    moves the clock on by `step` seconds, as a real timed read would."""
+
+    def __init__(self, chunks: list[str], clock: Clock, step: float = 0.5, ends: bool = False):
+        self.chunks, self.clock, self.step, self.ends = list(chunks), clock, step, ends
+        self.reads, self.closed = 0, False
+
+    def read(self, timeout: float) -> str | None:
+        self.reads += 1
+        self.clock.now += self.step
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.reads > 10_000:
+            raise AssertionError("the watch never ended")
+        return None if self.ends else ""
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _watch(chunks, budgets=None, state=None, stop=None, ends=False, said=None):
+    clock = Clock()
+    source = Script(chunks, clock, ends=ends)
+    startup = journal.Startup(budgets or Budgets(), (said if said is not None else []).append, clock)
+    verdict = journal.watch_startup(source, startup, state or (lambda: {"ActiveState": "activating"}), stop)
+    assert source.closed
+    return verdict, startup
+
+
+def test_a_silent_server_reaches_hang_on_its_phase_budget():
+    verdict, startup = _watch(["Load weight begin. avail mem=90.1 GB\n"], Budgets(start=60, weight_load=30))
+    assert verdict[0] == Outcome.HANG
+    assert verdict[1].startswith("no progress for 30s in phase weight_load; last line: Load weight begin")
+    assert startup.phase == "weight_load"
+
+
+def test_a_server_that_prints_nothing_at_all_reaches_hang_in_the_start_phase():
+    verdict, _ = _watch([], Budgets(start=5))
+    assert verdict == (Outcome.HANG, "no progress for 5s in phase start; last line: ")
+
+
+def test_each_phase_gets_its_own_budget_and_progress_is_said():
+    said: list[str] = []
+    verdict, startup = _watch(["Load weight begin. avail mem=90.1 GB\n", "Load weight end. type=X\n"],
+                              Budgets(start=3, weight_load=600), said=said)
+    # weight loading then "Load weight end" (a start marker) does not move the phase back
+    assert verdict[0] == Outcome.HANG and "phase weight_load" in verdict[1]
+    assert any(m.startswith("phase weight_load (after ") for m in said)
+
+
+def test_ready_ends_the_watch():
+    verdict, _ = _watch(["Load weight begin.\n", "The server is fired up and ready to roll!\n"])
+    assert verdict[0] == Outcome.READY and "fired up" in verdict[1]
+
+
+def test_a_fatal_line_ends_the_watch_with_its_class_and_evidence():
+    text = (LOGS / "sglang_kv_pool_too_small.log").read_text()
+    verdict, _ = _watch([text])
+    assert verdict[0] not in (Outcome.READY, Outcome.HANG, Outcome.EXITED)
+    assert verdict[1] and len(verdict[1]) <= 300
+
+
+def test_the_unit_ending_without_a_classified_line_is_exited():
+    verdict, _ = _watch(["Load weight begin.\n"], state=lambda: {"ActiveState": "failed", "Result": "exit-code",
+                                                                 "ExecMainStatus": "1"})
+    assert verdict[0] == Outcome.EXITED
+    assert verdict[1] == "the server exited (exit-code, status 1); last line: Load weight begin."
+
+
+def test_a_stop_from_another_node_ends_the_watch_even_in_silence():
+    stop = threading.Event()
+    stop.set()
+    verdict, _ = _watch([], stop=stop)
+    assert verdict == (Outcome.STOPPED, "another node of the deployment failed")
+
+
+def test_the_stream_ending_is_exited():
+    verdict, _ = _watch(["Load weight begin.\n"], ends=True)
+    assert verdict == (Outcome.EXITED, "the journal stream ended")
+
+
+def test_a_long_follow_keeps_little_of_the_stream_and_misses_no_line(monkeypatch):
+    monkeypatch.setattr(journal, "KEEP_CHARS", 100)
+    lines: list[str] = []
+
+    def keep(line: str) -> str:
+        lines.append(line)
+        return line
+
+    watcher = LogWatcher(on_line=keep, raise_on_fatal=False)
+    clock = Clock()
+    chunks = [f"line {i} " + "x" * 30 + "\n" for i in range(50)]
+    source = Script(chunks, clock, ends=True)
+    assert journal.follow(source, watcher, lambda: None) is None
+    assert lines == [c[:-1] for c in chunks]
+
+
+def test_journal_commands_start_after_the_cursor_or_at_the_end():
+    assert journal.command("sglang", "s=abc;i=1") == \
+        "journalctl -u sglang -o cat --no-pager --after-cursor='s=abc;i=1' -f"
+    assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager -n 0 -f"
+    assert journal.command("a b", output="short-iso", since="10m", follow=False) == \
+        "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"

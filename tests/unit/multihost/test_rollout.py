@@ -1,0 +1,267 @@
+"""Rolling deploys: fleet.multihost.rollout's planning, fingerprint.learn, and fleet.multihost.rolling's batch loop
+with a fake deployer."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fleet.cli import deploy as deploy_cmd
+from fleet.cli.board import Board
+from fleet.deploy import fingerprint
+from fleet.deploy.ladder import Deployer
+from fleet.deploy.results import Attempt, DeployResult
+from fleet.errors import InputError
+from fleet.host.facts import Gpu, HostFacts, Package
+from fleet.inventory import Host
+from fleet.multihost import rollout
+from fleet.multihost.rollout import Amount
+from fleet.playbook import Playbook
+from fleet.ssh.connect import ConnectOptions
+
+
+def sizes(serial: str | None, total: int) -> list[int]:
+    return rollout.batch_sizes(rollout.parse_serial(serial), total)
+
+
+@pytest.mark.parametrize(("serial", "total", "expected"), [
+    (None, 5, [5]),
+    ("", 3, [3]),
+    ("1", 4, [1, 1, 1, 1]),
+    ("1,2", 3, [1, 2]),
+    ("1,2", 6, [1, 2, 2, 1]),
+    ("1,2,25%", 20, [1, 2, 5, 5, 5, 2]),
+    ("25%", 3, [1, 1, 1]),  # rounded down, but at least 1
+    ("50%", 5, [2, 2, 1]),
+    ("100%", 7, [7]),
+    ("10", 3, [3]),
+    (" 1 , 30% ", 10, [1, 3, 3, 3]),
+    ("1,2", 0, []),
+])
+def test_batch_sizes(serial, total, expected):
+    assert sizes(serial, total) == expected
+    assert sum(expected) == total
+
+
+def test_batches_keep_the_host_order():
+    assert rollout.batches(list("abcdef"), rollout.parse_serial("1,2")) == [["a"], ["b", "c"], ["d", "e"], ["f"]]
+    assert rollout.batches(list("abc"), None) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("bad", ["0", "1,0", "abc", "1,,2", "-1", "1.5", "150%", "2x", "%", "0%"])
+def test_bad_serial_names_the_flag(bad):
+    with pytest.raises(InputError, match="--serial") as exc:
+        rollout.parse_serial(bad)
+    assert exc.value.exit_code == 2
+
+
+@pytest.mark.parametrize("bad", ["x", "-1", "1.5", "101%", "1,2"])
+def test_bad_max_fail_names_the_flag(bad):
+    with pytest.raises(InputError, match="--max-fail"):
+        rollout.parse_max_fail(bad)
+
+
+@pytest.mark.parametrize("bad", ["x", "0", "-3", "nan", "inf"])
+def test_bad_host_timeout_names_the_flag(bad):
+    with pytest.raises(InputError, match="--host-timeout"):
+        rollout.parse_timeout(bad)
+
+
+def test_host_timeout():
+    assert rollout.parse_timeout(None) is None and rollout.parse_timeout("90") == 90.0
+
+
+@pytest.mark.parametrize(("max_fail", "total", "failed", "stop"), [
+    (None, 10, 0, False), (None, 10, 1, True),  # default 0: the first failure stops it
+    ("2", 10, 2, False), ("2", 10, 3, True),
+    ("25%", 10, 2, False), ("25%", 10, 3, True),  # 25% of 10 = 2 (rounded down)
+    ("10%", 5, 1, True),  # 10% of 5 = 0
+    ("100%", 4, 4, False),
+])
+def test_stop_once_more_than_max_fail_failed(max_fail, total, failed, stop):
+    assert rollout.should_stop(failed, rollout.parse_max_fail(max_fail), total) is stop
+
+
+def test_stop_reason():
+    assert rollout.stop_reason(3, Amount(25, True), 10) == "3 hosts failed, more than --max-fail 25% of 10 = 2"
+    assert rollout.stop_reason(1, Amount(0), 3) == "1 host failed, more than --max-fail 0"
+
+
+# ---------------------------------------------------------------------- fingerprint.learn
+
+
+def facts(name: str = "NVIDIA H100 80GB HBM3") -> HostFacts:
+    gpu = Gpu(index=0, name=name, compute_cap="9.0", sm=90)
+    return HostFacts(host="sbx1", address="10.0.0.2", gpus=[gpu.model_copy(update={"index": i}) for i in range(8)],
+                     interconnect="nvlink", driver_version="580.95.05", packages={"sglang": Package(version="0.5.9")})
+
+
+BOOK = Playbook.model_validate({
+    "name": "llama", "model": {"path": "/m"}, "flags": {"tp-size": 2},
+    "ladder": [{"name": "greedy", "flags": {"mem-fraction-static": 0.99}}, {"name": "fast"}, {"name": "safe"}]})
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state" / "known-good.json"
+
+
+def test_learn_records_the_final_rung_and_the_crashes_before_it_then_keeps_them(state):
+    key = fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx1", "r1",
+                            [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
+    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
+    assert entry["rung"] == "fast" and set(entry["failed"]) == {"greedy"} and entry["host"] == "sbx1"
+    said: list[str] = []
+    rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
+    assert [r.name for r in rungs] == ["fast", "safe"] and [s[0] for s in skipped] == ["greedy"]
+    assert any("known-good on this hardware (served on sbx1" in m for m in said)
+    # the next host went straight to `fast` (greedy skipped as PREFLIGHT): the known crash is not forgotten
+    fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r2",
+                      [{"rung": "greedy", "outcome": "PREFLIGHT"}, {"rung": "fast", "outcome": "READY"}])
+    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
+    assert set(entry["failed"]) == {"greedy"} and entry["host"] == "sbx5"
+    # other hardware learns nothing from it
+    assert fingerprint.arrange(BOOK, facts("NVIDIA B200"), list(BOOK.ladder), lambda m: None)[0] == BOOK.ladder
+
+
+def test_learn_keeps_a_tuned_speed_for_the_same_rung_and_drops_it_for_another(state):
+    key = fingerprint.remember(BOOK, facts(), BOOK.rung("fast"), 5000.0, "sbx1", "r0", [])
+    fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r1", [])
+    assert json.loads(state.read_text())["entries"][f"{key}/llama"]["tok_s"] == 5000.0
+    fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx5", "r2", [{"rung": "fast", "outcome": "CUDA_OOM"}])
+    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
+    assert entry["rung"] == "safe" and entry["tok_s"] == 0.0 and set(entry["failed"]) == {"fast"}
+
+
+def test_learn_from_many_threads_keeps_one_valid_store(state):
+    threads = [threading.Thread(target=fingerprint.learn, args=(BOOK, facts(f"GPU {i}"), BOOK.rung("fast"),
+                                                                f"h{i}", "r", [])) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(json.loads(state.read_text())["entries"]) == 16
+
+
+# ---------------------------------------------------------------------- the batch loop, with a fake deployer
+
+
+class Fake:
+    """Stands in for Deployer.run: outcome per host, a log of start/end times."""
+
+    def __init__(self, outcomes: dict[str, str], delay: float = 0.05, slow: dict[str, float] | None = None):
+        self.outcomes, self.delay, self.slow = outcomes, delay, slow or {}
+        self.log: list[tuple[str, str, float]] = []
+        self.lock = threading.Lock()
+
+    def run(self, deployer, dry_run=False, force=False):
+        name = deployer.host.name
+        with self.lock:
+            self.log.append(("start", name, time.monotonic()))
+        deployer.progress("probing")
+        time.sleep(self.slow.get(name, self.delay))
+        with self.lock:
+            self.log.append(("end", name, time.monotonic()))
+        status = self.outcomes.get(name, "ok")
+        return DeployResult(name, status, release=f"rel-{name}", config={"rung": "fast"},
+                            attempts=[Attempt("fast", "READY" if status == "ok" else "CUDA_OOM", "e", 0.1)],
+                            error=None if status == "ok" else f"{name}: every rung failed")
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path, state):
+    book_path = tmp_path / "llama.yaml"
+    book_path.write_text("name: llama\n")
+    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (BOOK, book_path))
+
+    def install(outcomes=None, **kw):
+        f = Fake(outcomes or {}, **kw)
+        monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
+        return f
+
+    return install
+
+
+def hosts(n: int) -> list[Host]:
+    return [Host(name=f"h{i}", address=f"10.0.0.{i + 1}", port=None, user=None, become=False, identity_file=None,
+                 known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                 source=Path("hosts.yaml")) for i in range(n)]
+
+
+def run(capsys, n, **kw) -> tuple[int, dict]:
+    rc = deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, **kw)
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_batches_run_one_after_the_other(fake, capsys):
+    f = fake()
+    rc, data = run(capsys, 5, serial="1,2")
+    assert rc == 0 and [h["status"] for h in data["hosts"]] == ["ok"] * 5
+    assert [b["hosts"] for b in data["batches"]] == [["h0"], ["h1", "h2"], ["h3", "h4"]]
+    ends = {n: t for e, n, t in f.log if e == "end"}
+    starts = {n: t for e, n, t in f.log if e == "start"}
+    assert ends["h0"] <= min(starts["h1"], starts["h2"])
+    assert max(ends["h1"], ends["h2"]) <= min(starts["h3"], starts["h4"])
+    assert abs(starts["h1"] - starts["h2"]) < 0.04  # one batch runs in parallel
+
+
+def test_first_failure_stops_the_rollout_and_skips_the_rest(fake, capsys):
+    f = fake({"h0": "rolled_back"})
+    rc, data = run(capsys, 4, serial="1,2")
+    assert rc == 1
+    assert [h["status"] for h in data["hosts"]] == ["rolled_back", "skipped", "skipped", "skipped"]
+    assert {n for _, n, _ in f.log} == {"h0"}  # nobody else was contacted
+    assert [b["status"] for b in data["batches"]] == ["failed", "skipped", "skipped"]
+    assert data["stopped"].startswith("1 host failed, more than --max-fail 0 after batch 1 of 3")
+    assert "not started" in data["hosts"][1]["error"]
+
+
+def test_a_failing_batch_finishes_before_the_rollout_stops(fake, capsys):
+    fake({"h1": "failed"})
+    rc, data = run(capsys, 5, serial="1,2")
+    assert [h["status"] for h in data["hosts"]] == ["ok", "failed", "ok", "skipped", "skipped"]
+
+
+def test_max_fail_lets_the_rollout_go_on(fake, capsys):
+    fake({"h0": "failed", "h2": "failed"})
+    rc, data = run(capsys, 5, serial="1", max_fail="1")
+    assert rc == 1 and [h["status"] for h in data["hosts"]] == ["failed", "ok", "failed", "skipped", "skipped"]
+    rc, data = run(capsys, 5, serial="1", max_fail="40%")
+    assert [h["status"] for h in data["hosts"]] == ["failed", "ok", "failed", "ok", "ok"]
+
+
+def test_host_timeout_marks_the_host_failed_and_stops(fake, capsys):
+    fake(slow={"h0": 1.5})
+    start = time.monotonic()
+    rc, data = run(capsys, 3, serial="1", host_timeout="0.3")
+    assert time.monotonic() - start < 1.4  # it stopped waiting
+    assert rc == 1 and data["hosts"][0]["status"] == "failed" and "timed out after 0.3s" in data["hosts"][0]["error"]
+    assert [h["status"] for h in data["hosts"][1:]] == ["skipped", "skipped"]
+
+
+def test_bad_flags_fail_before_the_playbook_or_a_host(fake, capsys):
+    f = fake()
+    with pytest.raises(InputError, match="--serial"):
+        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, serial="0")
+    with pytest.raises(InputError, match="--max-fail"):
+        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, max_fail="lots")
+    assert f.log == [] and capsys.readouterr().out == ""
+
+
+def test_summary_and_board_render(fake, capsys):
+    fake({"h1": "failed"})
+    rc = deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), False, False, False, serial="1,1")
+    out = capsys.readouterr().out
+    assert rc == 1 and "rollout" in out and "3 hosts in 3 batches" in out and "skipped" in out
+    board = Board([("h0", 1), ("h1", 2)], 2)
+    board.update("h0", "deploying", "[fast] phase weight_load (after 1.0s in start)")
+    text = Console(record=True, width=120)
+    text.print(board.table())
+    plain = text.export_text()
+    assert "deploying" in plain and "phase weight_load" in plain and "waiting" in plain and "1/2" in plain

@@ -1,0 +1,237 @@
+"""`inv status` parsing of its one-round-trip output (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet.cli.status import watch
+from fleet.cli.status_view import table_of
+from fleet.inventory import Host
+from fleet.multihost import status
+
+HOST = Host(name="h", address="a", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x"))
+UNIT_SHA, PATCHED_SHA = "a" * 64, "b" * 64
+
+
+def output(manifest: dict, health: str, hashes: list[str], smi: str) -> str:
+    m = "@@fleet-status@@\n"
+    return ("ActiveState=active\nSubState=running\nMainPID=42\nResult=success\n" + m + json.dumps(manifest) + "\n"
+            + m + health + "\n" + m + "\n".join(hashes) + "\n" + m + smi)
+
+
+MANIFEST = {
+    "id": "r2", "playbook": "glm5-nvfp4", "rung": "no-fusion",
+    "files": {"/etc/systemd/system/sglang.service": {"sha256": UNIT_SHA}, "before:/etc/x": {"sha256": "c" * 64}},
+    "patches": {"sets": [], "files": {"/venv/sglang/srt/server_args.py": PATCHED_SHA}},
+    "attempts": [{"rung": "fusion-sm120", "outcome": "TMA_FAILURE"},
+                 {"rung": "no-fusion", "outcome": "READY",
+                  "bench": {"result": {"ok": True, "output_throughput": 3540.5}}}],
+}
+
+
+def test_a_healthy_host_without_drift():
+    st = status.parse(HOST, output(MANIFEST, "200", [f"{UNIT_SHA} /etc/systemd/system/sglang.service",
+                                                     f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"],
+                                   "250.10, 600.00\n249.90, 600.00\n"))
+    assert (st.unit["ActiveState"], st.release, st.rung, st.health, st.drift) == ("active", "r2", "no-fusion",
+                                                                                 "200", [])
+    assert (st.gpus, st.power_w, st.power_limit_w, st.bench_tok_s, st.last_failure) == (2, 500.0, 1200.0, 3540.5,
+                                                                                        "TMA_FAILURE")
+
+
+def test_changed_and_missing_managed_files_are_drift_and_no_answer_is_none():
+    st = status.parse(HOST, output(MANIFEST, "000", [f"{'d' * 64} /etc/systemd/system/sglang.service"],
+                                   "[N/A], 600.00\n"))
+    assert st.drift == ["/etc/systemd/system/sglang.service (changed)", "/venv/sglang/srt/server_args.py (missing)"]
+    assert st.health is None and st.power_w is None and st.gpus == 1
+
+
+def test_a_host_never_deployed_has_no_release_and_no_drift():
+    st = status.parse(HOST, "ActiveState=inactive\n@@fleet-status@@\n\n@@fleet-status@@\n000\n@@fleet-status@@\n"
+                            "@@fleet-status@@\n")
+    assert (st.release, st.drift, st.bench_tok_s, st.last_failure, st.gpus) == (None, [], None, None, 0)
+
+
+# What sglang 0.5.9 serves on /metrics (python/sglang/srt/metrics/collector.py), two DP ranks, after the
+# host-side grep kept only the gauges status shows.
+METRICS = """sglang:num_running_reqs{dp="0",model_name="glm-5"} 12.0
+sglang:num_running_reqs{dp="1",model_name="glm-5"} 3.0
+sglang:num_queue_reqs{dp="0",model_name="glm-5"} 4.0
+sglang:gen_throughput{dp="0",model_name="glm-5"} 1830.5
+sglang:gen_throughput{dp="1",model_name="glm-5"} 1700.0
+sglang:token_usage{dp="0",model_name="glm-5"} 0.25
+"""
+
+
+def test_a_tuned_release_shows_its_winners_median_not_the_last_rung_measured():
+    """inv tune records every rung it tried, the losers after the winner; the board's bench tok/s is the
+    serving rung's median."""
+    tuned = {**MANIFEST, "attempts": [
+        {"rung": "no-fusion", "outcome": "READY", "bench": {"result": {"ok": True, "output_throughput": 3605.0},
+                                                            "runs": {"warmup": 3601.0, "tok_s": [3605, 3623, 3622]}}},
+        {"rung": "safe", "outcome": "PERF_REGRESSION", "bench": {"result": {"ok": True, "output_throughput": 872.0}}},
+        {"rung": "no-fusion", "outcome": "READY", "final": True}]}
+    assert status.parse(HOST, output(tuned, "200", [], "")).bench_tok_s == 3622.0
+
+
+def test_metrics_series_of_dp_ranks_are_summed_and_other_samples_ignored():
+    text = METRICS + "sglang:cache_hit_rate{model_name=\"glm-5\"} 0.5\n# HELP x\nsglang:num_queue_reqs 1e+01\n"
+    assert status.parse_metrics(text) == {"sglang:num_running_reqs": 15.0, "sglang:num_queue_reqs": 14.0,
+                                          "sglang:gen_throughput": 3530.5, "sglang:token_usage": 0.25}
+
+
+def test_the_metrics_section_of_the_round_trip_lands_in_the_row_and_the_table():
+    st = status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n") + "@@fleet-status@@\n" + METRICS)
+    assert st.metrics["sglang:num_running_reqs"] == 15.0 and st.metrics["sglang:gen_throughput"] == 3530.5
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(table_of([st, status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out")], width=250))
+    text = console.export_text()
+    assert "15/4" in text and "3,530" in text and "unreachable" in text and "gone: timed out" in text
+
+
+def test_a_server_without_metrics_shows_none():
+    st = status.parse(HOST, output(MANIFEST, "000", [], "") + "@@fleet-status@@\n")
+    assert st.metrics == {} and st.health is None
+
+
+def test_the_host_side_filter_keeps_exactly_the_shown_gauges():
+    import re
+    import shlex
+
+    from fleet.host import programs as hostside
+
+    script = hostside.text("status.sh")
+    pattern = shlex.split(script.split("grep -E ", 1)[1].splitlines()[0])[0]
+    kept = [line for line in (METRICS + "sglang:num_running_reqs_total 1\nsglang:token_usage_x 2\n").splitlines()
+            if re.search(pattern, line)]
+    assert kept == METRICS.splitlines()
+
+
+def test_watch_intervals_are_seconds_within_bounds():
+    from fleet.errors import InputError
+    from fleet.multihost import status_watch
+
+    assert status_watch.check_interval("0.5") == 0.5 and status_watch.check_interval(5) == 5.0
+    for bad in ("soon", "0", "-1", "86400"):
+        with pytest.raises(InputError, match=f"--interval {bad}"):
+            status_watch.check_interval(bad)
+
+
+def test_the_watch_board_keeps_inventory_order_and_names_hosts_not_read_yet():
+    from fleet.multihost import status_watch
+
+    hosts = [dataclasses.replace(HOST, name=n) for n in ("a", "b", "c")]
+    board = status_watch.Board(hosts)
+    board.put(status.HostStatus("c", "x"))
+    board.put(status.HostStatus("a", "x", ok=False, error="a: timed out"))
+    rows, waiting = board.snapshot()
+    assert [r.host for r in rows] == ["a", "c"] and waiting == ["b"] and board.changed.is_set()
+
+
+def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_worker(monkeypatch, capsys):
+    """70 hosts, one that never answers: reads run on at most MAX_WORKERS threads, never two at once for one
+    host, and every other host is read again after the interval while the stuck one still hangs."""
+    import threading
+    import time
+
+    from rich.console import Console
+
+    from fleet import parallel
+
+    hosts = [dataclasses.replace(HOST, name=f"h{i:02}") for i in range(70)]
+    reads: dict[str, int] = {}
+    running: set[str] = set()
+    threads: set[int] = set()
+    peak, lock, release = [0], threading.Lock(), threading.Event()
+
+    def collect_one(host, opts, port):
+        with lock:
+            assert host.name not in running  # never read twice at once
+            running.add(host.name)
+            threads.add(threading.get_ident())
+            peak[0] = max(peak[0], len(running))
+        if host.name == "h07":
+            release.wait(30)  # a host that does not answer
+        time.sleep(0.01)
+        with lock:
+            running.discard(host.name)
+            reads[host.name] = reads.get(host.name, 0) + 1
+        return status.HostStatus(host.name, "x")
+
+    monkeypatch.setattr(status, "collect_one", collect_one)
+    stop = threading.Event()
+    done = []
+    watcher = threading.Thread(target=lambda: done.append(
+        watch(hosts, None, 30000, 0.5, True, Console(), stop=stop)))
+    watcher.start()
+    deadline = time.monotonic() + 20
+    while min((reads.get(h.name, 0) for h in hosts if h.name != "h07"), default=0) < 3:
+        assert time.monotonic() < deadline, reads
+        time.sleep(0.05)
+    stop.set()
+    release.set()
+    watcher.join(10)
+    assert done == [0] and "h07" not in reads
+    assert peak[0] <= parallel.MAX_WORKERS and len(threads) <= parallel.MAX_WORKERS
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["host"] for r in lines} == {h.name for h in hosts} - {"h07"} and len(lines) >= 69 * 3
+
+
+def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_path):
+    """The host-side snippet, run here for real: the router release's manifest, a /health that answers 200 on
+    the port it names; its line lands in the row, and the table grows a router column."""
+    import http.server
+    import subprocess
+    import threading
+
+    from fleet.host import programs as hostside
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "router/current").mkdir(parents=True)
+        (tmp_path / "router/current/manifest.json").write_text(json.dumps({"id": "r7", "config": {
+            "role": "router", "unit": "sglang-router", "listen": "0.0.0.0", "port": server.server_port,
+            "workers": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}}))
+        script = hostside.text("status.sh")
+        # the whole status script, run here against a folder that stands in for /var/lib/fleet
+        here = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path)],
+                              capture_output=True, text=True, timeout=30).stdout
+        none = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path / "absent")],
+                              capture_output=True, text=True, timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert none.returncode == 0 and none.stdout.split("@@fleet-status@@\n")[7] == ""  # no router: nothing said
+    line = here.split("@@fleet-status@@\n")[7]
+    tail = "@@fleet-status@@\n" + METRICS + "@@fleet-status@@\n\n@@fleet-status@@\n"
+    st = status.parse(HOST, output(MANIFEST, "200", [], "") + tail + line)
+    assert st.router is not None and (st.router["release"], st.router["health"], st.router["workers"]) == ("r7", 200, 2)
+    assert status.parse(HOST, output(MANIFEST, "200", [], "") + tail).router is None
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    console.print(table_of([st], width=300, wide=True))
+    text = console.export_text()
+    assert "router" in text and "health 200, 2 workers (r7)" in text
+    console = Console(width=300, record=True)
+    console.print(table_of([st], width=300))
+    assert ", 2 workers" in console.export_text() and "(r7)" not in console.export_text()
+    console = Console(width=300, record=True)
+    console.print(table_of([status.parse(HOST, output(MANIFEST, "200", [], ""))]))
+    assert "router" not in console.export_text()

@@ -1,0 +1,163 @@
+"""fleet.multihost.tune's pure parts (relabelling, the table) and fleet.deploy.fingerprint's known-good memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from fleet.cli import deploy_view
+from fleet.deploy import fingerprint
+from fleet.deploy.results import Attempt
+from fleet.host.facts import Gpu, HostFacts, Package
+from fleet.multihost.tune import TuneResult, pick
+from fleet.playbook import Playbook
+
+
+def measured(rung: str, outcome: str, tok: float | None, runs: list[float] | None = None) -> Attempt:
+    record = None if tok is None else {"result": {"ok": True, "output_throughput": tok,
+                                                  "latency_ms": {"ttft": {"median": 30.0}}},
+                                       "power": {"mean_w": 250.0, "limit_w": 600.0, "underutilised": True}}
+    if record is not None and runs:
+        record["runs"] = {"warmup": runs[0] * 0.8, "tok_s": runs}
+    return Attempt(rung, outcome, "evidence", 5.0, record)
+
+
+def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
+    attempts = [measured("fusion-sm120", "READY", 78.6), measured("no-fusion", "READY", 3740.0),
+                measured("tp4-pp2", "READY", 3600.0), measured("lower-mem", "CUDA_OOM", None),
+                measured("triton-moe", "READY", 880.0)]
+    best, decisions = pick(attempts, 0.9, 0.02)
+    assert best is attempts[1]
+    assert [a.outcome for a in attempts] == ["PERF_REGRESSION", "READY", "READY", "CUDA_OOM", "PERF_REGRESSION"]
+    assert attempts[0].evidence == "78.6 tok/s < 90% of 3,740 tok/s (rung no-fusion)"
+    assert attempts[0].bench["verdict"]["basis"] == "run"
+    assert len(decisions) == 3 and decisions[1].startswith("tp4-pp2 against no-fusion: 3,600 against 3,740")
+    assert pick([measured("x", "CUDA_OOM", None)], 0.9, 0.02) == (None, ())
+
+
+def test_the_seeds_three_way_tie_is_within_noise_and_the_ladders_first_rung_stays():
+    """The issue's run: lower-mem-fraction 3,583, no-fusion 3,553, tp4-pp2 3,542 tok/s, each a median of
+    runs about 60 tok/s apart: no later rung beats the first beyond the noise."""
+    attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
+                measured("tp4-pp2", "READY", 3542.0, [3500.0, 3542.0, 3561.0]),
+                measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
+    best, decisions = pick(attempts, 0.9, 0.02)
+    assert best is attempts[0] and [a.outcome for a in attempts] == ["READY"] * 3
+    assert decisions[0] == "tp4-pp2 against no-fusion: 3,542 against 3,553 tok/s, slower: no-fusion stays"
+    assert decisions[1] == ("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise "
+                            "(needs more than 71: spreads 62, 59; min gain 2%): no-fusion stays")
+
+
+def test_a_later_rung_wins_only_beyond_both_spreads_and_the_minimum_gain():
+    steady = measured("no-fusion", "READY", 3550.0, [3540.0, 3550.0, 3560.0])
+    # 5% faster but one of its runs swings by 400: within its own spread
+    noisy = measured("fusion", "READY", 3730.0, [3500.0, 3730.0, 3900.0])
+    assert pick([steady, noisy], 0.9, 0.02)[0] is steady
+    # 5% faster and steady: beyond both spreads and 2%
+    fast = measured("fusion", "READY", 3730.0, [3720.0, 3730.0, 3745.0])
+    best, decisions = pick([steady, fast], 0.9, 0.02)
+    assert best is fast and decisions[0].startswith("fusion beats no-fusion: 3,730 against 3,550 tok/s, +180 > 71")
+    # the same gain with a playbook asking for 10%
+    assert pick([steady, fast], 0.9, 0.10)[0] is steady
+    # the winner changes as the ladder goes on: each later rung is compared with the one chosen so far
+    faster = measured("greedy", "READY", 3900.0, [3890.0, 3900.0, 3910.0])
+    assert pick([steady, fast, faster], 0.9, 0.02)[0] is faster
+
+
+def test_attempt_json_carries_the_bench_only_when_measured():
+    assert "bench" not in Attempt("a", "CUDA_OOM", "e", 1.0).to_json()
+    assert Attempt("a", "READY", "e", 1.0, {"result": {}}).to_json()["bench"] == {"result": {}}
+
+
+def facts(driver: str = "580.95.05", sglang: str = "0.5.9") -> HostFacts:
+    gpu = Gpu(index=0, name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition", compute_cap="12.0", sm=120)
+    return HostFacts(host="sbx0", address="10.0.0.1", gpus=[gpu.model_copy(update={"index": i}) for i in range(8)],
+                     interconnect="pcie", driver_version=driver,
+                     packages={"sglang": Package(version=sglang), "flashinfer-python": Package(version="0.6.3")})
+
+
+BOOK = Playbook.model_validate({
+    "name": "glm5", "model": {"path": "/m"}, "flags": {"tp-size": 8},
+    "ladder": [{"name": "fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
+               {"name": "greedy", "flags": {"mem-fraction-static": 0.95}},
+               {"name": "no-fusion"}, {"name": "triton", "flags": {"moe-runner-backend": "triton"}}]})
+
+
+def test_fingerprint_names_the_hardware_and_software():
+    fp = fingerprint.of(facts())
+    assert fp == {"gpu": ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], "count": 8, "sm": [120],
+                  "interconnect": "pcie", "driver": "580.95.05",
+                  "packages": {"flashinfer-python": "0.6.3", "sglang": "0.5.9"}}
+    assert fingerprint.key(fp) == fingerprint.key(fingerprint.of(facts()))
+    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(sglang="0.5.10")))
+    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(driver="575.1")))
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state" / "known-good.json"
+
+
+def test_remember_then_arrange_tries_the_winner_first_and_skips_crashes(state):
+    attempts = [{"rung": "fusion", "outcome": "PERF_REGRESSION"}, {"rung": "greedy", "outcome": "CUDA_OOM"},
+                {"rung": "no-fusion", "outcome": "READY"}, {"rung": "triton", "outcome": "HANG"}]
+    key = fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1", attempts)
+    saved = json.loads(state.read_text())["entries"][f"{key}/glm5"]
+    assert saved["rung"] == "no-fusion" and set(saved["failed"]) == {"fusion", "greedy"}  # a HANG may pass
+    said: list[str] = []
+    rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
+    assert [r.name for r in rungs] == ["no-fusion", "fusion", "triton"]  # slow fusion stays as a fallback
+    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM when tuned on sbx0, fingerprint {key})")]
+    assert any("known-good on this hardware (3,740 tok/s on sbx0" in m for m in said)
+
+
+def test_arrange_ignores_other_hardware_and_changed_rungs(state):
+    fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1",
+                         [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    other = facts(sglang="0.5.10")
+    assert fingerprint.arrange(BOOK, other, list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
+    changed = BOOK.model_copy(deep=True)
+    changed.ladder[1].flags["mem-fraction-static"] = 0.9  # no longer the rung that ran out of memory
+    changed.ladder[2].flags["max-running-requests"] = 2048  # no longer the rung that won
+    rungs, skipped = fingerprint.arrange(changed, facts(), list(changed.ladder), lambda m: None)
+    assert [r.name for r in rungs] == ["fusion", "greedy", "no-fusion", "triton"] and skipped == []
+
+
+def test_no_state_file_changes_nothing(state):
+    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
+
+
+def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
+    attempts = [measured("fusion-sm120", "PERF_REGRESSION", 78.6), measured("no-fusion", "READY", 3740.0),
+                measured("triton-moe", "PERF_REGRESSION", 880.0), measured("greedy", "CUDA_OOM", None)]
+    result = TuneResult("sbx0", "ok", "r1", "no-fusion", 3740.0, attempts=attempts, fingerprint="abc")
+    console = Console(record=True, width=160)
+    deploy_view.render_tune(result, console)
+    text = console.export_text()
+    rows = {line.split()[1]: line for line in text.splitlines() if line.split()[1:2] and line.split()[1] in
+            ("no-fusion", "triton-moe", "fusion-sm120", "greedy")}
+    assert rows["no-fusion"].count("█") == 20 and "◀" in rows["no-fusion"]
+    assert rows["triton-moe"].count("█") == 5 and rows["fusion-sm120"].count("█") == 1
+    assert "3,740" in rows["no-fusion"] and "78.6" in rows["fusion-sm120"] and "250/600 W" in rows["no-fusion"]
+    assert "winner no-fusion at 3,740 tok/s" in text
+
+
+def test_tune_table_shows_each_rungs_median_and_spread_and_the_decisions_below():
+    attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
+                measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
+    best, decisions = pick(attempts, 0.9, 0.02)
+    result = TuneResult("sbx0", "ok", "r1", best.rung, 3553.0, 59.0, decisions, attempts, fingerprint="abc")
+    console = Console(record=True, width=80)
+    deploy_view.render_tune(result, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    row = next(line for line in text.splitlines() if line.startswith("1  no-fusion "))
+    assert "3,553" in row and "±59" in row and "◀" in row
+    assert "winner no-fusion at 3,553 tok/s ±59 (median of 3 runs)" in text
+    lines = text.splitlines()
+    last_row = max(i for i, line in enumerate(lines) if line.split()[2:3] == ["READY"])
+    below = " ".join(" ".join(lines[last_row + 1:]).split())  # the text under the table, unwrapped
+    assert below.startswith("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise")

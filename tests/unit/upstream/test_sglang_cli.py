@@ -1,0 +1,69 @@
+"""Reading sglang's launch_server flags from source with ast, and the per-release table (pure)."""
+
+from __future__ import annotations
+
+from fleet.upstream import flags as sglang_cli
+from fleet.upstream.flags import Flag
+
+CALLS = '''
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path", "--model", type=str, help="The path of the model weights.")
+        parser.add_argument("--disable-cuda-graph", action="store_true", help="Disable cuda graph.")
+        parser.add_argument("--old-thing", action=DeprecatedStoreTrueAction, new_flag="--new-thing", help="x")
+        parser.add_argument("--enable-x", action="store_true", help="(Deprecated: use --x-backend=auto) Enable x.")
+        parser.add_argument("--mode", action=argparse.BooleanOptionalAction, default=True)
+        parser.add_argument("positional")
+'''
+
+FIELDS = '''
+@dataclasses.dataclass
+class ExecArgs:
+    tp_size: A[int, Arg(help="Tensor parallel size.", aliases=["--tensor-parallel-size"])] = 1
+    host: A[str, "The host of the HTTP server."] = "127.0.0.1"
+    trust_remote_code: A[Optional[bool], "Trust remote code."] = None
+    internal: A[bool, Arg(no_cli=True)] = False
+    renamed: A[int, Arg(help="h", cli_name="--other-name")] = 0
+    derived: A[int, Derived(doc="runtime")] = 0
+    plain: int = 0
+    fast_image: A[bool, "Deprecated. Use --image-processor-backend=pil instead."] = False
+'''
+
+
+def test_add_argument_calls_give_names_aliases_switches_and_deprecations():
+    got = {f.name: f for f in sglang_cli.parse(CALLS)}
+    assert set(got) == {"model-path", "model", "disable-cuda-graph", "old-thing", "enable-x", "mode", "no-mode"}
+    assert got["model-path"] == Flag("model-path", switch=False)
+    assert got["disable-cuda-graph"].switch and got["disable-cuda-graph"].deprecated is None
+    assert got["old-thing"] == Flag("old-thing", switch=True, deprecated="--new-thing")
+    assert got["enable-x"].deprecated == "--x-backend=auto"
+    assert got["no-mode"].switch
+
+
+def test_annotated_fields_follow_add_cli_args_from_dataclass():
+    got = {f.name: f for f in sglang_cli.parse(FIELDS)}
+    assert set(got) == {"tp-size", "tensor-parallel-size", "host", "trust-remote-code", "other-name", "fast-image"}
+    assert got["trust-remote-code"].switch and not got["host"].switch
+    assert got["fast-image"].deprecated == "--image-processor-backend=pil"
+
+
+def test_the_table_spans_releases_and_words_removals_and_deprecations():
+    releases = [
+        ("0.5.9", {"a": Flag("a", False), "b": Flag("b", True)}),
+        ("0.5.14", {"a": Flag("a", False, deprecated="--a-decode"), "a-decode": Flag("a-decode", False),
+                    "b": Flag("b", True)}),
+        ("0.5.20", {"a-decode": Flag("a-decode", False)}),
+        ("0.5.22", {"a-decode": Flag("a-decode", False), "b": Flag("b", True)}),  # b came back
+    ]
+    t = sglang_cli.build(reversed(releases))
+    assert t.versions == ["0.5.9", "0.5.14", "0.5.20", "0.5.22"]
+    assert t.flags["b"].spans == [["0.5.9", "0.5.14"], ["0.5.22", "0.5.22"]]
+    assert t.problem("a", "0.5.21") == "--a was removed in sglang 0.5.20 (deprecated since 0.5.14); use --a-decode"
+    assert t.problem("b", "0.5.20") == "--b was removed in sglang 0.5.20"
+    assert t.problem("b", "0.5.22.post1") is None
+    assert t.problem("a-decode", "0.5.9") == "--a-decode needs sglang >= 0.5.14 (host has 0.5.9)"
+    assert t.problem("a", "0.5.8") is None  # older than every known release: the table cannot say
+    assert t.deprecated("a", "0.5.15") == "--a is deprecated since sglang 0.5.14; use --a-decode"
+    assert t.deprecated("a", "0.5.9") is None
+    assert sglang_cli.Table.model_validate(__import__("yaml").safe_load(sglang_cli.dump(t))) == t
