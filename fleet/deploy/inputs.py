@@ -20,12 +20,19 @@ def load_playbook(name: str) -> tuple[playbook.Playbook, Path]:
 
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:
-    """Resolve the playbook's secret references locally; values never reach the output."""
-    ref = book.serve.api_key
-    if ref is None:
-        return {}
+    """Resolve the playbook's secret references locally (the API key, and env values given as {env: ...} or
+    {file: ...}, under ENV_SECRET + name); values never reach the output."""
     owner = f"playbook {book.name}"
-    value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
-    if any(c.isspace() for c in value):
-        raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
-    return {API_KEY: value}
+    found: dict[str, str] = {}
+    ref = book.serve.api_key
+    if ref is not None:
+        value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
+        if any(c.isspace() for c in value):
+            raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
+        found[API_KEY] = value
+    envs = [("serve.env", book.serve.env), *((f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
+    for where, env in envs:
+        for name, val in env.items():
+            if isinstance(val, secretref.SecretRef):
+                found[playbook.ENV_SECRET + name] = secretref.resolve(val, owner, f"{where}.{name}")
+    return found

@@ -394,9 +394,10 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
     conn = open_connection(hooks.host, hooks.opts)
     try:
         diffs: list[str] = []
-        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), redact_env(planned.env_text))):
+        names = book.serve.secret_env
+        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), planned.env_text)):
             old = read_file(conn, hooks.host, path)
-            old_text = redact_env(old.decode()) if old is not None else ""
+            old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} (router)")
     finally:

@@ -139,3 +139,63 @@ def test_a_rung_can_require_an_sglang_range():
     assert c.failed(new) is None
     assert c.failed(old) == "needs sglang >=0.5.20, host has 0.5.9"
     assert c.failed(facts(120)) == "needs sglang >=0.5.20, host has none found"
+
+
+@pytest.mark.parametrize("change,expected", [
+    # sglang users write the listen address as a flag: argparse keeps the last --host, so it would win over
+    # serve.host and open the server with no key
+    (("tp-size: 8,", "tp-size: 8, host: 0.0.0.0,"), r"t.yaml:3: flags: --host is set by fleet from serve.host"),
+    (("tp-size: 8,", "tp-size: 8, port: 8000,"), r"t.yaml:3: flags: --port is set by fleet from serve.port"),
+    (("tp-size: 8,", "tp-size: 8, model: /m,"), r"--model is set by fleet from model.path"),
+    (("{enable-flashinfer-allreduce-fusion: true}", "{api-key: sk-123}"),
+     r"t.yaml:7: ladder.0.flags: --api-key is set by fleet from serve.api_key"),
+    (("tp-size: 8,", "tp-size: 8, admin-api-key: sk-1,"),
+     r"t.yaml:3: flags: --admin-api-key would put a secret in the unit file .*\{env: NAME\}"),
+    (("model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: hf_abc}}"),
+     r"t.yaml:3: serve: env: env HF_TOKEN: a literal secret in a playbook; name it instead: "
+     r"HF_TOKEN: \{env: HF_TOKEN\}"),
+    (("    patches: [sm120", "    env: {AWS_SECRET_ACCESS_KEY: x}\n    patches: [sm120"),
+     r"t.yaml:8: ladder.0.env: env AWS_SECRET_ACCESS_KEY: a literal secret"),
+])
+def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, expected):
+    with pytest.raises(InputError, match=expected):
+        playbook.load(write(tmp_path, MINIMAL.replace(*change)))
+
+
+def test_a_name_secret_only_by_the_playbooks_own_list_is_refused_as_a_literal_too(tmp_path):
+    listed = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {secret_env: [BLOB]}")
+    playbook.load(write(tmp_path, listed))
+    with pytest.raises(InputError, match=r"t.yaml:9: ladder.0.env: env BLOB: a literal secret"):
+        playbook.load(write(tmp_path, listed.replace("    patches: [sm120", "    env: {BLOB: x}\n    patches: [sm120")))
+
+
+def test_env_secrets_are_references_resolved_locally_and_masked_when_shown(tmp_path, monkeypatch):
+    from fleet.deploy.inputs import secrets_for
+
+    book = playbook.load(write(tmp_path, MINIMAL.replace(
+        "model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: {env: T}, A: '1'}}")))
+    monkeypatch.setenv("T", "hf_live")
+    secrets = secrets_for(book)
+    env = playbook.plain_env(book.serve.env, secrets)
+    assert env == {"HF_TOKEN": "hf_live", "A": "1"}
+    assert playbook.shown_env(env) == {"HF_TOKEN": "<secret>", "A": "1"}
+    with pytest.raises(InputError, match=r"HF_TOKEN: its secret \(HF_TOKEN.env: \$T\) was not resolved"):
+        playbook.plain_env(book.serve.env, {})
+    monkeypatch.delenv("T")
+    with pytest.raises(InputError, match=r"serve.env.HF_TOKEN.env: \$T is not set or blank"):
+        secrets_for(book)
+
+
+@pytest.mark.parametrize("health,expected", [
+    ("{expect: ' Paris'}", "Paris"),  # the answer is compared stripped: so is the expectation
+    ("{expect: '4\n'}", "4"),
+    ("{expect: '  '}", r"t.yaml:\d+: health: expect: blank, it would match any answer"),
+    ("{expect: 'a b c d', max_tokens: 2}", r"health: expect: 4 words cannot come back in max_tokens 2"),
+])
+def test_the_health_expectation_is_normalised_as_the_answer_is(tmp_path, health, expected):
+    path = write(tmp_path, MINIMAL + f"health: {health}\n")
+    if expected.isalnum():
+        assert playbook.load(path).health.expect == expected
+    else:
+        with pytest.raises(InputError, match=expected):
+            playbook.load(path)
