@@ -34,7 +34,6 @@ from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import MASK, SecretRef, is_secret_name
-from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
@@ -394,20 +393,7 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
             for p in rung.patches:
                 if p not in known_patches:
                     raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
-        _check_versioned(doc, i, rung)
     return book
-
-
-def _check_versioned(doc: yamlfile.Document, i: int, rung: Rung) -> None:
-    """Each `flags_by_sglang` entry must name flags that every known sglang release in its range declares."""
-    table = sglang_cli.default_table()
-    for spec, flags in rung.flags_by_sglang.items():
-        releases = [v for v in table.versions if in_range(v, spec)]
-        for name in flags:
-            missing = [v for v in releases if not table.has(name, v)]
-            if missing:
-                problem = table.problem(name, missing[0]) or f"--{name} is not in sglang {missing[0]}"
-                raise doc.error(("ladder", i, "flags_by_sglang", spec, name), f"{problem} (range {spec!r})")
 
 
 def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:

@@ -7,16 +7,33 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet import playbook, secretref
+from fleet.deploy import check, fingerprint
 from fleet.errors import InputError
 from fleet.host.render import API_KEY
 from fleet.logs import rules as logrules
 from fleet.patches import sets as patchsets
 
 
-def load_playbook(name: str) -> tuple[playbook.Playbook, Path]:
+def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, Path]:
+    """The playbook, with everything `inv check` finds (fleet.deploy.check): an error refuses it in one line
+    (the first, and how many more). `checked=False`: the schema only (a rollback to what was deployed)."""
     path = playbook.resolve(name)
-    classes = {c.value for c in logrules.LogClass}
-    return playbook.load(path, known_classes=classes, known_patches=set(patchsets.available())), path
+    if not checked:
+        return playbook.load(path, known_classes=known_classes(), known_patches=set(patchsets.available())), path
+    result = check_playbook(path)
+    if result.errors or result.book is None:
+        more = len(result.errors) - 1
+        raise InputError(f"{result.errors[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))
+    return result.book, path
+
+
+def known_classes() -> set[str]:
+    return {c.value for c in logrules.LogClass}
+
+
+def check_playbook(path: Path, hosts: set[str] | None = None) -> check.Checked:
+    """`inv check` of one playbook: the failure classes, patch sets and sglang releases this site knows."""
+    return check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts)
 
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:

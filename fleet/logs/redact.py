@@ -22,12 +22,13 @@ _PATTERNS = [
     re.compile(r"""(\bBearer\s+)[^\s'"]+""", re.IGNORECASE),
     re.compile(r"""(\b[A-Z0-9_]*API_KEY=)[^\s'"]+"""),
 ]
+_ENV_ASSIGN = re.compile(r"""(\b([A-Z_][A-Z0-9_]*)=)(?!<secret>)[^\s'"]+""")  # HF_TOKEN=hf_... echoed by a program
 
 
 def line(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + (m.group(2) + MASK + m.group(2) if m.re.groups > 1 else MASK), text)
-    return text
+    return _ENV_ASSIGN.sub(lambda m: m.group(1) + MASK if is_secret_name(m.group(2)) else m.group(0), text)
 
 
 def env_text(data: bytes | str, secret_names: Iterable[str] = ()) -> str:

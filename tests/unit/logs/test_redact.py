@@ -16,6 +16,8 @@ from fleet.logs import redact
     ("--api-key=sk-123", "--api-key=<secret>"),
     ("curl -H 'Authorization: Bearer sk-123'", "curl -H 'Authorization: Bearer <secret>'"),
     ("FLEET_SGLANG_API_KEY=sk-123", "FLEET_SGLANG_API_KEY=<secret>"),
+    ("env: HF_TOKEN=hf_abc AWS_SECRET_ACCESS_KEY=wJ/x NCCL_P2P_DISABLE=1",
+     "env: HF_TOKEN=<secret> AWS_SECRET_ACCESS_KEY=<secret> NCCL_P2P_DISABLE=1"),
 ])
 def test_secrets_are_masked(raw, masked):
     assert redact.line(raw) == masked
@@ -23,7 +25,7 @@ def test_secrets_are_masked(raw, masked):
 
 @pytest.mark.parametrize("kept", ["ServerArgs(api_key=None, port=30000)",
                                   "ExecStart=/v/bin/python /var/lib/fleet/bin/fleet-launch api-key flag:api-key m",
-                                  "Load weight end. mem usage=1.00 GB"])
+                                  "Load weight end. mem usage=1.00 GB", "max_total_num_tokens=1234, kv_key=3"])
 def test_lines_without_a_secret_are_unchanged(kept):
     assert redact.line(kept) == kept
 
