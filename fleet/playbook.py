@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
@@ -85,7 +85,7 @@ def _check_env(env: E, secret_names: Iterable[str] = (), literal_secrets: bool =
         if isinstance(value, SecretRef):
             continue
         if not literal_secrets and is_secret_name(name, secret_names) and value.strip():
-            raise ValueError(f"env {name}: a literal secret in a playbook; name it instead: "
+            raise ValueError(f"{name}: a literal secret in a playbook; name it instead: "
                              f"{name}: {{env: {name}}} (fleet's environment) or {{file: PATH}}")
         _check_text(str(value), f"env {name}")
     return env
@@ -107,16 +107,17 @@ class Serve(Strict):
     host: fields.HostAddr = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
     venv: fields.AbsPath | None = None  # default: the inventory's venv
+    secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
     env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
-    secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, EnvValue], info: ValidationInfo) -> dict[str, EnvValue]:
+        return _check_env(v, info.data.get("secret_env") or ())  # secret_env is validated before env
 
     @model_validator(mode="after")
     def _exposure(self) -> Serve:
-        try:
-            _check_env(self.env, self.secret_env)
-        except ValueError as exc:
-            raise ValueError(f"env: {exc}") from None
         if self.host not in LOOPBACK and self.api_key is None:
             raise ValueError(f"host {self.host} listens beyond loopback: give serve.api_key (a secret reference, "
                              "env: or file:) or keep host 127.0.0.1")

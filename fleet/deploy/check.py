@@ -17,9 +17,11 @@ release before it), its GPUs, the model on disk, the port, patch sets' anchors i
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -36,6 +38,7 @@ from fleet.upstream.versions import in_range, version_key
 class Problem:
     text: str  # "FILE:LINE: KEY: what is wrong"
     warning: bool = False
+    line: int = 0  # for the order of the report
 
     def __str__(self) -> str:
         return self.text
@@ -66,23 +69,49 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     out = Checked(path, None, releases)
     try:
         doc = yamlfile.load(path)
-        book = Playbook.model_validate(doc.data)
     except InputError as exc:
         out.problems.append(Problem(str(exc)))
         return out
+    c = _Checker(doc, table, releases, out.problems)
+    try:
+        book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        out.problems += [Problem(str(e)) for e in doc.validation_errors(err)]
+        out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        _check_raw(c, doc.data)
+        out.problems.sort(key=lambda p: p.line)
         return out
     try:
         out.book = load_playbook(path, known_classes, known_patches)
     except InputError as exc:
-        out.problems.append(Problem(str(exc)))
-    c = _Checker(doc, table, releases, out.problems)
+        out.problems.append(Problem(str(exc), line=_line(str(exc))))
     for i, rung in enumerate(book.ladder):
-        c.rung(book, i, rung)
+        c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
+    out.problems.sort(key=lambda p: p.line)
     return out
+
+
+def _line(text: str) -> int:
+    m = re.match(r"[^:]*:(\d+): ", text)
+    return int(m.group(1)) if m else 0
+
+
+def _check_raw(c: _Checker, data: Any) -> None:
+    """A playbook the schema refused: its rungs that hold up on their own, checked all the same (with the base
+    flags that are flags at all), so that one pass says every problem."""
+    if not isinstance(data, dict):
+        return
+    raw = data.get("flags")
+    base = {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, FlagValue)} if isinstance(
+        raw, dict) else {}
+    ladder = data.get("ladder")
+    for i, item in enumerate(ladder if isinstance(ladder, list) else []):
+        try:
+            rung = Rung.model_validate(item)
+        except ValidationError:
+            continue  # its problems are among the schema's
+        c.rung(base, i, rung)
 
 
 @dataclass
@@ -96,14 +125,14 @@ class _Checker:
     def error(self, loc: yamlfile.Loc, message: str, warning: bool = False, kind: str = "") -> None:
         if (loc, kind or str(warning)) not in self.seen:  # a flag wrong for ten releases is one problem, said once
             self.seen.add((loc, kind or str(warning)))
-            self.problems.append(Problem(str(self.doc.error(loc, message)), warning))
+            self.problems.append(Problem(str(self.doc.error(loc, message)), warning, self.doc.line_of(loc) or 0))
 
-    def rung(self, book: Playbook, i: int, rung: Rung) -> None:
+    def rung(self, base: dict[str, FlagValue], i: int, rung: Rung) -> None:
         where = ("ladder", i)
         self.when(where, rung.when)
         if rung.after == [] and i > 0:
             self.error((*where, "after"), f"rung {rung.name} never runs: after: [] names no failure class")
-        layers: list[tuple[yamlfile.Loc, dict[str, FlagValue]]] = [(("flags",), book.flags),
+        layers: list[tuple[yamlfile.Loc, dict[str, FlagValue]]] = [(("flags",), base),
                                                                    ((*where, "flags"), rung.flags)]
         layers += [((*where, "flags_by_sglang", spec), f) for spec, f in rung.flags_by_sglang.items()]
         for loc, layer in layers:

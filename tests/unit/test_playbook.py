@@ -144,10 +144,10 @@ def test_a_rung_can_require_an_sglang_range():
     (("tp-size: 8,", "tp-size: 8, admin-api-key: sk-1,"),
      r"t.yaml:3: flags: --admin-api-key would put a secret in the unit file .*\{env: NAME\}"),
     (("model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: hf_abc}}"),
-     r"t.yaml:3: serve: env: env HF_TOKEN: a literal secret in a playbook; name it instead: "
+     r"t.yaml:3: serve.env: HF_TOKEN: a literal secret in a playbook; name it instead: "
      r"HF_TOKEN: \{env: HF_TOKEN\}"),
     (("    patches: [sm120", "    env: {AWS_SECRET_ACCESS_KEY: x}\n    patches: [sm120"),
-     r"t.yaml:8: ladder.0.env: env AWS_SECRET_ACCESS_KEY: a literal secret"),
+     r"t.yaml:8: ladder.0.env: AWS_SECRET_ACCESS_KEY: a literal secret"),
 ])
 def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, expected):
     with pytest.raises(InputError, match=expected):
@@ -157,7 +157,7 @@ def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, 
 def test_a_name_secret_only_by_the_playbooks_own_list_is_refused_as_a_literal_too(tmp_path):
     listed = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {secret_env: [BLOB]}")
     playbook.load(write(tmp_path, listed))
-    with pytest.raises(InputError, match=r"t.yaml:9: ladder.0.env: env BLOB: a literal secret"):
+    with pytest.raises(InputError, match=r"t.yaml:9: ladder.0.env: BLOB: a literal secret"):
         playbook.load(write(tmp_path, listed.replace("    patches: [sm120", "    env: {BLOB: x}\n    patches: [sm120")))
 
 

@@ -146,10 +146,12 @@ def test_a_rung_after_nothing_never_runs(tmp_path):
 def test_every_problem_is_found_in_one_pass(tmp_path):
     result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-szie: 8, host: 0.0.0.0}").replace(
         "name: t", "name: t\nhealth: {expect: ' '}"))
-    assert lines(result) == ["t.yaml:4: flags: --host is set by fleet from serve.host: set it there (a host beyond "
+    assert lines(result) == ["t.yaml:2: health: expect: blank, it would match any answer (the answer is compared "
+                             "stripped)",
+                             "t.yaml:4: flags: --host is set by fleet from serve.host: set it there (a host beyond "
                              "loopback needs serve.api_key)",
-                             "t.yaml:2: health: expect: blank, it would match any answer (the answer is compared "
-                             "stripped)"]
+                             "t.yaml:4: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 to 0.5.23; "
+                             "did you mean --tp-size?"]
 
 
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
