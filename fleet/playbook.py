@@ -67,7 +67,7 @@ def _check_flags(flags: dict[str, FlagValue], server: bool = True) -> dict[str, 
         if server and name in SERVE_FLAGS:
             raise ValueError(f"--{name} is set by fleet from {SERVE_FLAGS[name]}: set it there (a host beyond "
                              "loopback needs serve.api_key)")
-        if server and _SECRET_FLAG.search(name) and value not in (None, False):
+        if _SECRET_FLAG.search(name) and value not in (None, False):  # the router's flags too
             raise ValueError(f"--{name} would put a secret in the unit file and every process's command line: "
                              "the server's key is serve.api_key ({env: NAME} or {file: PATH})")
         if isinstance(value, str):

@@ -154,6 +154,14 @@ def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, 
         playbook.load(write(tmp_path, MINIMAL.replace(*change)))
 
 
+def test_the_router_takes_no_secret_flag_either(tmp_path):
+    text = MINIMAL + ("serve: {host: 0.0.0.0, api_key: {env: K}}\n"
+                      "router: {host: r, flags: {health-check-interval-secs: 10, admin-api-key: sk-1}}\n")
+    with pytest.raises(InputError, match=r"router.flags: --admin-api-key would put a secret in the unit file"):
+        playbook.load(write(tmp_path, text))
+    playbook.load(write(tmp_path, text.replace(", admin-api-key: sk-1", "")))
+
+
 def test_a_name_secret_only_by_the_playbooks_own_list_is_refused_as_a_literal_too(tmp_path):
     listed = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {secret_env: [BLOB]}")
     playbook.load(write(tmp_path, listed))
