@@ -434,18 +434,33 @@ def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:
     raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
 
 
-def plain_env(env: dict[str, EnvValue], secrets: dict[str, str]) -> dict[str, str]:
-    """The env with each secret reference replaced by its resolved value (fleet.deploy.inputs.secrets_for);
-    a reference left unresolved is an error, never an empty value."""
+def env_secret_key(scope: str, name: str) -> str:
+    """Where secrets_for keeps an env secret: by scope ("serve", or the rung's name) and variable."""
+    return f"{ENV_SECRET}{scope}:{name}"
+
+
+def plain_env(book: Playbook, rung: Rung, secrets: dict[str, str]) -> dict[str, str]:
+    """serve.env merged with the rung's env, each secret reference replaced by its resolved value
+    (fleet.deploy.inputs.secrets_for); a reference left unresolved is an error, never an empty value."""
     out: dict[str, str] = {}
-    for name, value in env.items():
-        if isinstance(value, SecretRef):
-            if ENV_SECRET + name not in secrets:
-                raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
-            out[name] = secrets[ENV_SECRET + name]
-        else:
-            out[name] = value
+    for scope, env in (("serve", book.serve.env), (rung.name, rung.env)):
+        for name, value in env.items():
+            if isinstance(value, SecretRef):
+                key = env_secret_key(scope, name)
+                if key not in secrets:
+                    raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
+                out[name] = secrets[key]
+            else:
+                out[name] = value
     return out
+
+
+def secret_names(book: Playbook) -> list[str]:
+    """The variables whose values fleet masks beyond those named like secrets: serve.secret_env, and every one
+    the playbook gives as a reference."""
+    refs = {n for env in (book.serve.env, *(r.env for r in book.ladder)) for n, v in env.items()
+            if isinstance(v, SecretRef)}
+    return [*book.serve.secret_env, *sorted(refs)]
 
 
 def shown_env(env: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:

@@ -38,7 +38,7 @@ def check_playbook(path: Path, hosts: set[str] | None = None) -> check.Checked:
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:
     """Resolve the playbook's secret references locally (the API key, and env values given as {env: ...} or
-    {file: ...}, under ENV_SECRET + name); values never reach the output."""
+    {file: ...}, under playbook.env_secret_key); values never reach the output."""
     owner = f"playbook {book.name}"
     found: dict[str, str] = {}
     ref = book.serve.api_key
@@ -47,9 +47,10 @@ def secrets_for(book: playbook.Playbook) -> dict[str, str]:
         if any(c.isspace() for c in value):
             raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
         found[API_KEY] = value
-    envs = [("serve.env", book.serve.env), *((f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
-    for where, env in envs:
+    envs = [("serve", "serve.env", book.serve.env),
+            *((r.name, f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
+    for scope, where, env in envs:
         for name, val in env.items():
             if isinstance(val, secretref.SecretRef):
-                found[playbook.ENV_SECRET + name] = secretref.resolve(val, owner, f"{where}.{name}")
+                found[playbook.env_secret_key(scope, name)] = secretref.resolve(val, owner, f"{where}.{name}")
     return found

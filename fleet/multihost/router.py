@@ -53,7 +53,7 @@ from fleet.multihost.router_plan import (
     worker_url,
 )
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
-from fleet.playbook import Playbook, Rung
+from fleet.playbook import Playbook, Rung, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -394,7 +394,7 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
     conn = open_connection(hooks.host, hooks.opts)
     try:
         diffs: list[str] = []
-        names = book.serve.secret_env
+        names = secret_names(book)
         for path, new in ((unit_path(book), planned.unit_text), (env_path(book), planned.env_text)):
             old = read_file(conn, hooks.host, path)
             old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)

@@ -173,14 +173,21 @@ def test_env_secrets_are_references_resolved_locally_and_masked_when_shown(tmp_p
     from fleet.deploy.inputs import secrets_for
 
     book = playbook.load(write(tmp_path, MINIMAL.replace(
-        "model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: {env: T}, A: '1'}}")))
+        "model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: {env: T}, A: '1'}}").replace(
+        "    patches: [sm120", "    env: {HF_TOKEN: {env: T2}, BLOB: {env: T3}}\n    patches: [sm120")))
     monkeypatch.setenv("T", "hf_live")
+    monkeypatch.setenv("T2", "hf_fusion_only")
+    monkeypatch.setenv("T3", "b")
     secrets = secrets_for(book)
-    env = playbook.plain_env(book.serve.env, secrets)
-    assert env == {"HF_TOKEN": "hf_live", "A": "1"}
-    assert playbook.shown_env(env) == {"HF_TOKEN": "<secret>", "A": "1"}
+    fusion, plain = book.ladder
+    assert playbook.plain_env(book, plain, secrets) == {"HF_TOKEN": "hf_live", "A": "1"}
+    env = playbook.plain_env(book, fusion, secrets)  # a rung's own reference for its own rung only
+    assert env == {"HF_TOKEN": "hf_fusion_only", "A": "1", "BLOB": "b"}
+    # a value from a reference is masked whatever its name
+    assert playbook.shown_env(env, playbook.secret_names(book)) == {"HF_TOKEN": "<secret>", "A": "1",
+                                                                    "BLOB": "<secret>"}
     with pytest.raises(InputError, match=r"HF_TOKEN: its secret \(HF_TOKEN.env: \$T\) was not resolved"):
-        playbook.plain_env(book.serve.env, {})
+        playbook.plain_env(book, plain, {})
     monkeypatch.delenv("T")
     with pytest.raises(InputError, match=r"serve.env.HF_TOKEN.env: \$T is not set or blank"):
         secrets_for(book)
