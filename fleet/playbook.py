@@ -38,7 +38,7 @@ from fleet.upstream.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-_FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
+FLAG_NAME = _FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 FlagValue = bool | int | float | str | None

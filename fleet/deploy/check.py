@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
-from fleet.playbook import Conditions, FlagValue, Playbook, Rung
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import load as load_playbook
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
@@ -103,8 +103,8 @@ def _check_raw(c: _Checker, data: Any) -> None:
     if not isinstance(data, dict):
         return
     raw = data.get("flags")
-    base = {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, FlagValue)} if isinstance(
-        raw, dict) else {}
+    base = {k: v for k, v in raw.items() if isinstance(k, str) and FLAG_NAME.fullmatch(k)  # printed: never raw
+            and isinstance(v, FlagValue)} if isinstance(raw, dict) else {}
     ladder = data.get("ladder")
     for i, item in enumerate(ladder if isinstance(ladder, list) else []):
         try:

@@ -163,3 +163,9 @@ def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeyp
     assert str(err.value) == ("playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 "
                               "to 0.5.23; did you mean --tp-size? (and 1 more: inv check --playbook t)")
     assert inputs.load_playbook("t", checked=False)[0].name == "t"  # rollback reads what was deployed
+
+
+def test_a_refused_playbook_prints_no_raw_text_of_its_own(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", '{"tp-size\\e[2J": 8, tp-szie: 8}'))
+    assert all("\x1b" not in str(p) for p in result.problems) and len(result.errors) == 2
+    assert "did you mean --tp-size?" in str(result.errors[1])
