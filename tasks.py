@@ -338,6 +338,22 @@ def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False):
     raise Exit(code=upstream_cmd.command(sglang, flashinfer, json, write_flags))
 
 
+@task(iterable=["playbook"],
+      help={"playbook": "playbook name in playbooks/ or a path (repeatable; default: every playbook in playbooks/)",
+            "inventory": "also check this inventory, and that a playbook's router.host is one of its hosts",
+            "json": "print pure JSON on stdout: each playbook's errors and warnings"})
+@reports_errors
+def check(c, playbook=None, inventory=None, json=False):
+    """Check playbooks without touching any host: schema, every flag against the sglang releases they can
+    meet, when: values, rungs that never run, the exposure rule, literal secrets, health.expect.
+
+    Exit codes: 0 no error (warnings allowed), 2 an error (one line each, naming file:line).
+    """
+    from fleet.cli import check as check_cmd
+
+    raise Exit(code=check_cmd.command(playbook or [], inventory, json))
+
+
 sandbox_ns = Collection("sandbox")
 sandbox_ns.add_task(sandbox_up, "up")
 sandbox_ns.add_task(sandbox_down, "down")
@@ -368,3 +384,4 @@ ns.add_collection(sandbox_ns)
 ns.add_task(classify)
 ns.add_task(patch)
 ns.add_task(upstream)
+ns.add_task(check)

@@ -23,25 +23,32 @@ A rung's flags and env are merged onto the base; patch sets it does not list are
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.secretref import SecretRef
-from fleet.upstream import flags as sglang_cli
+from fleet.secretref import MASK, SecretRef, is_secret_name
 from fleet.upstream.versions import in_range, parse_range
 
 DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
-_FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
+FLAG_NAME = _FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 FlagValue = bool | int | float | str | None
+EnvValue = str | SecretRef  # a literal, or a secret resolved where fleet runs and written only to the 0600 env file
+ENV_SECRET = "env:"  # a resolved env secret's key among a run's secrets, before the variable's name
+
+# Flags fleet writes from the playbook's own sections: one way to open the server, and that way needs a key.
+SERVE_FLAGS = {"host": "serve.host", "port": "serve.port", "api-key": "serve.api_key", "model-path": "model.path",
+               "model": "model.path"}
+_SECRET_FLAG = re.compile(r"(?:^|-)(?:key|password|passwd|secret|credentials?)$")  # admin-api-key, ...
 
 
 def _check_text(value: str, what: str) -> str:
@@ -53,19 +60,33 @@ def _check_text(value: str, what: str) -> str:
     return value
 
 
-def _check_flags(flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
+def _check_flags(flags: dict[str, FlagValue], server: bool = True) -> dict[str, FlagValue]:
     for name, value in flags.items():
         if not _FLAG.fullmatch(name):
             raise ValueError(f"flag {name!r}: write it without leading dashes, lower-case words joined by '-'")
+        if server and name in SERVE_FLAGS:
+            raise ValueError(f"--{name} is set by fleet from {SERVE_FLAGS[name]}: set it there (a host beyond "
+                             "loopback needs serve.api_key)")
+        if _SECRET_FLAG.search(name) and value not in (None, False):  # the router's flags too
+            raise ValueError(f"--{name} would put a secret in the unit file and every process's command line: "
+                             "the server's key is serve.api_key ({env: NAME} or {file: PATH})")
         if isinstance(value, str):
             _check_text(value, f"flag {name}")
     return flags
 
 
-def _check_env(env: dict[str, str]) -> dict[str, str]:
+E = TypeVar("E", bound=dict[str, EnvValue] | dict[str, str])
+
+
+def _check_env(env: E, secret_names: Iterable[str] = (), literal_secrets: bool = False) -> E:
     for name, value in env.items():
         if not _ENV.fullmatch(name):
             raise ValueError(f"environment variable name {name!r} is not valid")
+        if isinstance(value, SecretRef):
+            continue
+        if not literal_secrets and is_secret_name(name, secret_names) and value.strip():
+            raise ValueError(f"{name}: a literal secret in a playbook; name it instead: "
+                             f"{name}: {{env: {name}}} (fleet's environment) or {{file: PATH}}")
         _check_text(str(value), f"env {name}")
     return env
 
@@ -86,10 +107,14 @@ class Serve(Strict):
     host: fields.HostAddr = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
     venv: fields.AbsPath | None = None  # default: the inventory's venv
-    env: dict[str, str] = {}
+    secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
+    env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
 
-    _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, EnvValue], info: ValidationInfo) -> dict[str, EnvValue]:
+        return _check_env(v, info.data.get("secret_env") or ())  # secret_env is validated before env
 
     @model_validator(mode="after")
     def _exposure(self) -> Serve:
@@ -148,7 +173,7 @@ class Rung(Strict):
     when: Conditions = Conditions()
     after: list[str] | None = None  # None: worth trying after any failure
     flags: dict[str, FlagValue] = {}
-    env: dict[str, str] = {}
+    env: dict[str, EnvValue] = {}
     patches: list[str] = []
     flags_by_sglang: dict[str, dict[str, FlagValue]] = {}  # version range -> flags, merged after `flags`
 
@@ -178,8 +203,18 @@ class Rung(Strict):
 
 class Health(Strict):
     prompt: str = "2+2="
-    expect: str = "4"
-    max_tokens: int = 8
+    expect: str = "4"  # the answer, stripped, must start with it (stripped the same way here)
+    max_tokens: int = Field(default=8, ge=1)
+
+    @model_validator(mode="after")
+    def _matchable(self) -> Health:
+        self.expect = self.expect.strip()
+        if not self.expect:
+            raise ValueError("expect: blank, it would match any answer (the answer is compared stripped)")
+        if len(self.expect.split()) > self.max_tokens:
+            raise ValueError(f"expect: {len(self.expect.split())} words cannot come back in max_tokens "
+                             f"{self.max_tokens}")
+        return self
 
 
 class Budgets(Strict):
@@ -243,7 +278,7 @@ class Router(Strict):
         taken = sorted(set(v) & ROUTER_FLAGS_SET_BY_FLEET)
         if taken:
             raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
-        return _check_flags(v)
+        return _check_flags(v, server=False)
 
     def problem(self, serve: Serve) -> tuple[yamlfile.Loc, str] | None:
         """Where and why the router section cannot work with the serve section, or None."""
@@ -347,6 +382,10 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
     if book.nodes:
         _check_nodes(doc, book)
     for i, rung in enumerate(book.ladder):
+        try:  # the rung checked its env by the names' words; here by the playbook's own list too
+            _check_env(rung.env, book.serve.secret_env)
+        except ValueError as exc:
+            raise doc.error(("ladder", i, "env"), str(exc)) from None
         if known_classes is not None:
             for cls in rung.after or []:
                 if cls not in known_classes and cls not in DEPLOY_OUTCOMES:
@@ -355,20 +394,7 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
             for p in rung.patches:
                 if p not in known_patches:
                     raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
-        _check_versioned(doc, i, rung)
     return book
-
-
-def _check_versioned(doc: yamlfile.Document, i: int, rung: Rung) -> None:
-    """Each `flags_by_sglang` entry must name flags that every known sglang release in its range declares."""
-    table = sglang_cli.default_table()
-    for spec, flags in rung.flags_by_sglang.items():
-        releases = [v for v in table.versions if in_range(v, spec)]
-        for name in flags:
-            missing = [v for v in releases if not table.has(name, v)]
-            if missing:
-                problem = table.problem(name, missing[0]) or f"--{name} is not in sglang {missing[0]}"
-                raise doc.error(("ladder", i, "flags_by_sglang", spec, name), f"{problem} (range {spec!r})")
 
 
 def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:
@@ -408,12 +434,46 @@ def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:
     raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
 
 
+def env_secret_key(scope: str, name: str) -> str:
+    """Where secrets_for keeps an env secret: by scope ("serve", or the rung's name) and variable."""
+    return f"{ENV_SECRET}{scope}:{name}"
+
+
+def plain_env(book: Playbook, rung: Rung, secrets: dict[str, str]) -> dict[str, str]:
+    """serve.env merged with the rung's env, each secret reference replaced by its resolved value
+    (fleet.deploy.inputs.secrets_for); a reference left unresolved is an error, never an empty value."""
+    out: dict[str, str] = {}
+    for scope, env in (("serve", book.serve.env), (rung.name, rung.env)):
+        for name, value in env.items():
+            if isinstance(value, SecretRef):
+                key = env_secret_key(scope, name)
+                if key not in secrets:
+                    raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
+                out[name] = secrets[key]
+            else:
+                out[name] = value
+    return out
+
+
+def secret_names(book: Playbook) -> list[str]:
+    """The variables whose values fleet masks beyond those named like secrets: serve.secret_env, and every one
+    the playbook gives as a reference."""
+    refs = {n for env in (book.serve.env, *(r.env for r in book.ladder)) for n, v in env.items()
+            if isinstance(v, SecretRef)}
+    return [*book.serve.secret_env, *sorted(refs)]
+
+
+def shown_env(env: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:
+    """The env as fleet shows and records it: values of secret-named variables masked."""
+    return {k: MASK if is_secret_name(k, secret_names) else v for k, v in env.items()}
+
+
 def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
     """Per-host environment overrides from the inventory (vars.env), validated like a playbook's."""
     env = host_vars.get("env") or {}
     if not isinstance(env, dict):
         raise InputError("inventory vars.env must be a mapping of NAME: value")
     try:
-        return _check_env({str(k): str(v) for k, v in env.items()})
+        return _check_env({str(k): str(v) for k, v in env.items()}, literal_secrets=True)  # the site's own file
     except ValueError as exc:
         raise InputError(f"inventory vars.env: {exc}") from None

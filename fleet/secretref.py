@@ -4,6 +4,8 @@ resolved on the machine fleet runs on, before any host is contacted. The value n
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -47,3 +49,20 @@ def resolve(ref: SecretRef, owner: str, key: str, what: str = "secret", blank: s
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         raise InputError(f"{where}: the {what} has control characters")
     return value
+
+
+MASK = "<secret>"  # what fleet shows in place of a secret's value
+# Words that make a variable's name say it holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY,
+# PGPASSWORD, ...): a word of the name, or the end of one for the longer words.
+SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASS", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH",
+                "APIKEY")
+_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIALS")
+
+
+def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
+    """Whether a variable named `name` holds a secret by its name (SECRET_WORDS) or by `extra` (a playbook's own
+    list, exact names)."""
+    if name in extra:
+        return True
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", name.upper()) if w]
+    return any(w in SECRET_WORDS or w.endswith(_ENDINGS) for w in words)

@@ -45,14 +45,20 @@ class Document:
 
     def validation_error(self, err: ValidationError) -> InputError:
         """The first problem pydantic found, as one line naming file, line and key."""
-        first = err.errors()[0]
-        loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif first["type"] == "missing":
-            msg = "required key is missing"
-        return self.error(loc, msg)
+        return self.validation_errors(err)[0]
+
+    def validation_errors(self, err: ValidationError) -> list[InputError]:
+        """Every problem pydantic found, each as one line naming file, line and key."""
+        out = []
+        for found in err.errors():
+            loc = tuple(p for p in found["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            msg = found["msg"].removeprefix("Value error, ")
+            if found["type"] == "extra_forbidden":
+                msg = "unknown key"
+            elif found["type"] == "missing":
+                msg = "required key is missing"
+            out.append(self.error(loc, msg))
+        return out
 
 
 def load(path: Path) -> Document:

@@ -82,7 +82,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if to == rollbacks.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
-        unit = load_playbook(name)[0].serve.unit if name else None
+        unit = load_playbook(name, checked=False)[0].serve.unit if name else None
         say_for = progress_to(as_json)
         outcomes = parallel.run_all(hosts, lambda h: rollbacks.before_fleet(h, unit or h.unit, opts, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
@@ -92,7 +92,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
         say_for = progress_to(as_json)
         outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, None, opts, to, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
-    book, path = load_playbook(name)
+    book, path = load_playbook(name, checked=False)  # back to what was deployed, even if a check now objects
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -54,6 +55,17 @@ def load() -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data.get("entries", {}) if isinstance(data, dict) else {}
+
+
+def sglang_versions() -> list[str]:
+    """The sglang versions this site's hosts reported when a deploy or tune remembered them."""
+    found = set()
+    for entry in load().values():
+        packages = entry.get("fingerprint", {}).get("packages", {}) if isinstance(entry, dict) else {}
+        version = packages.get("sglang") if isinstance(packages, dict) else None
+        if isinstance(version, str) and re.fullmatch(r"\d+(\.\d+)*(\.?(post|rc|dev|a|b)\d*)?", version):
+            found.add(version)
+    return sorted(found)
 
 
 def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:

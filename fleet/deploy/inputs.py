@@ -7,25 +7,50 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet import playbook, secretref
+from fleet.deploy import check, fingerprint
 from fleet.errors import InputError
 from fleet.host.render import API_KEY
 from fleet.logs import rules as logrules
 from fleet.patches import sets as patchsets
 
 
-def load_playbook(name: str) -> tuple[playbook.Playbook, Path]:
+def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, Path]:
+    """The playbook, with everything `inv check` finds (fleet.deploy.check): an error refuses it in one line
+    (the first, and how many more). `checked=False`: the schema only (a rollback to what was deployed)."""
     path = playbook.resolve(name)
-    classes = {c.value for c in logrules.LogClass}
-    return playbook.load(path, known_classes=classes, known_patches=set(patchsets.available())), path
+    if not checked:
+        return playbook.load(path, known_classes=known_classes(), known_patches=set(patchsets.available())), path
+    result = check_playbook(path)
+    if result.errors or result.book is None:
+        more = len(result.errors) - 1
+        raise InputError(f"{result.errors[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))
+    return result.book, path
+
+
+def known_classes() -> set[str]:
+    return {c.value for c in logrules.LogClass}
+
+
+def check_playbook(path: Path, hosts: set[str] | None = None) -> check.Checked:
+    """`inv check` of one playbook: the failure classes, patch sets and sglang releases this site knows."""
+    return check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts)
 
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:
-    """Resolve the playbook's secret references locally; values never reach the output."""
-    ref = book.serve.api_key
-    if ref is None:
-        return {}
+    """Resolve the playbook's secret references locally (the API key, and env values given as {env: ...} or
+    {file: ...}, under playbook.env_secret_key); values never reach the output."""
     owner = f"playbook {book.name}"
-    value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
-    if any(c.isspace() for c in value):
-        raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
-    return {API_KEY: value}
+    found: dict[str, str] = {}
+    ref = book.serve.api_key
+    if ref is not None:
+        value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
+        if any(c.isspace() for c in value):
+            raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
+        found[API_KEY] = value
+    envs = [("serve", "serve.env", book.serve.env),
+            *((r.name, f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
+    for scope, where, env in envs:
+        for name, val in env.items():
+            if isinstance(val, secretref.SecretRef):
+                found[playbook.env_secret_key(scope, name)] = secretref.resolve(val, owner, f"{where}.{name}")
+    return found

@@ -33,7 +33,17 @@ from fleet.logs.redact import env_text as redact_env
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
-from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, sglang_version
+from fleet.playbook import (
+    Playbook,
+    Rung,
+    flag_args,
+    host_env,
+    merged_flags,
+    plain_env,
+    secret_names,
+    sglang_version,
+    shown_env,
+)
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import lost_link
@@ -70,13 +80,13 @@ class Deployer:
                            ["--model-path", self.book.model.path, "--host", self.book.serve.host,
                             "--port", str(self.book.serve.port), *flag_args(flags), *self.extra_args],
                            keyed=key is not None)
-        env = {**self.book.serve.env, **rung.env, **host_env(self.host.vars)}
+        env = {**plain_env(self.book, rung, self.secrets), **host_env(self.host.vars)}
         spec = UnitSpec(playbook=self.book.name, rung=rung.name, release=release_id, user=self.book.serve.user,
                         workdir="/" if self.book.serve.user == "root" else f"/home/{self.book.serve.user}",
                         env_file=self.env_path, argv=argv, env=env, key_file=self.key_path if key else None,
                         stop_timeout=int(self.book.budgets.stop))
         config = {"playbook": self.book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
-                  "env": env}
+                  "env": shown_env(env, secret_names(self.book))}
         return Planned(rung, argv, env, config, render_unit(spec), render_env(spec), key, spec.key_file)
 
     def eligible(self, facts: HostFacts) -> list[Rung]:
@@ -216,9 +226,10 @@ class Deployer:
             return DeployResult(self.host.name, DeployStatus.FAILED, error="no rung of the ladder fits this host")
         planned = self.plan(rungs[0], "dry-run")
         diffs: list[str] = []
-        for path, new in ((self.unit_path, planned.unit_text), (self.env_path, redact_env(planned.env_text))):
+        names = secret_names(self.book)
+        for path, new in ((self.unit_path, planned.unit_text), (self.env_path, planned.env_text)):
             old = read_file(conn, self.host, path)
-            old_text = redact_env(old.decode()) if old is not None else ""
+            old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} ({rungs[0].name})")
         for name in rungs[0].patches:

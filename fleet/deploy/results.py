@@ -7,7 +7,7 @@ from typing import Any
 
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
-from fleet.playbook import Rung
+from fleet.playbook import Rung, shown_env
 
 
 @dataclass
@@ -37,7 +37,10 @@ class DeployResult:
     recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"host": self.host, "status": self.status, "release": self.release, "config": self.config,
+        config = self.config
+        if isinstance(config.get("env"), dict):  # a release an older fleet recorded may hold values unmasked
+            config = {**config, "env": shown_env({str(k): str(v) for k, v in config["env"].items()})}
+        out: dict[str, Any] = {"host": self.host, "status": self.status, "release": self.release, "config": config,
                "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff

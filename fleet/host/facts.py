@@ -148,6 +148,13 @@ def cc_from_name(name: str | None) -> str | None:
     return None
 
 
+# The values a rung's `when:` can meet (docs/playbooks.md lists them; fleet.deploy.check holds playbooks to them)
+ARCH_FAMILIES = ("ampere", "ada", "hopper", "blackwell-datacenter", "blackwell-consumer", "mixed", "unknown")
+INTERCONNECTS = ("nvlink", "pcie", "none", "unknown")
+P2P_STATES = ("ok", "refused", "partial", "n/a", "unknown")  # refused and partial name the codes: "refused (CNS)"
+KNOWN_SMS = (70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)  # major * 10 + minor of compute_cap
+
+
 def sm_of(compute_cap: str | None) -> int | None:
     m = re.fullmatch(r"(\d+)\.(\d+)", compute_cap or "")
     return int(m.group(1)) * 10 + int(m.group(2)) if m else None

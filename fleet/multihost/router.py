@@ -53,7 +53,7 @@ from fleet.multihost.router_plan import (
     worker_url,
 )
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
-from fleet.playbook import Playbook, Rung
+from fleet.playbook import Playbook, Rung, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -394,9 +394,10 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
     conn = open_connection(hooks.host, hooks.opts)
     try:
         diffs: list[str] = []
-        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), redact_env(planned.env_text))):
+        names = secret_names(book)
+        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), planned.env_text)):
             old = read_file(conn, hooks.host, path)
-            old_text = redact_env(old.decode()) if old is not None else ""
+            old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
                                           fromfile=f"{path} (installed)", tofile=f"{path} (router)")
     finally:

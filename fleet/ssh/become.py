@@ -4,11 +4,14 @@ Three ways, decided once per connection (fleet.ssh.remote.establish_become) and 
 
     NONE       not a become host: the command as it is
     NOPASSWD   `sudo -n -- sh -c CMD` (never a prompt: a rule that wants a password fails at once)
-    PASSWORD   `sudo -k -S -p '' -- sh -c CMD` with the password as the first line of stdin
+    PASSWORD   `sudo -k -S -p '' -- sh -c GUARD+CMD` with the password, then a marker line, on stdin
 
-With a password, `-k` makes sudo ask every time (no cached timestamp), so the first line of stdin is always
-the password and what follows is the command's own input: sudo reads its password one byte at a time, up to
-the newline, and leaves the rest. The password is never in a command line.
+Which one is decided with the shape fleet runs (`sudo -n -- sh -c true`): a rule that lets `sh` run without a
+password (`NOPASSWD: /bin/sh` beside `ALL`) makes it NOPASSWD, so the password is never sent. With a password,
+`-k` makes sudo ask every time (no cached timestamp): sudo reads its password one byte at a time, up to the
+newline, and leaves the rest. Should sudo run the command without asking all the same, the password line would
+be the command's input: GUARD reads the first line and runs CMD only when it is the marker, else exits
+GUARD_REFUSED without writing the line anywhere. The password is never in a command line.
 """
 
 from __future__ import annotations
@@ -34,18 +37,27 @@ class Become:
         """The command line to send."""
         if self.mode is Mode.NONE:
             return command
-        sudo = "sudo -k -S -p ''" if self.mode is Mode.PASSWORD else "sudo -n"
-        return f"{sudo} -- sh -c {shlex.quote(command)}"
+        if self.mode is Mode.NOPASSWD:
+            return f"sudo -n -- sh -c {shlex.quote(command)}"
+        return f"sudo -k -S -p '' -- sh -c {shlex.quote(GUARD + command)}"
 
     def stdin(self) -> bytes:
         """What goes on the channel's stdin before the command's own input."""
         if self.mode is Mode.PASSWORD and self.password is not None:
-            return self.password.encode() + b"\n"
+            return self.password.encode() + b"\n" + MARKER.encode() + b"\n"
         return b""
 
 
+MARKER = "fleet-sudo-read-the-password"
+GUARD_REFUSED = 125
+# The first line the command reads must be the marker: sudo took the line before it (the password).
+GUARD = (f'IFS= read -r _fleet_line; [ "$_fleet_line" = {MARKER} ] || {{ unset _fleet_line; '
+         f'echo "fleet: sudo did not read the password" >&2; exit {GUARD_REFUSED}; }}; unset _fleet_line\n')
+
+
 NONE = Become()
-CHECK = "sudo -n true"  # succeeds without a password where a NOPASSWD rule (or no rule at all for root) applies
+# The shape every command runs as: succeeds without a password where a NOPASSWD rule covers it (or for root)
+CHECK = Become(Mode.NOPASSWD).wrap("true")
 _ATTR = "fleet_become"
 
 
@@ -54,6 +66,11 @@ def password_refused(stderr: str) -> bool:
     low = stderr.lower()
     return any(s in low for s in ("incorrect password", "sorry, try again", "password attempts",
                                   "no password was provided"))
+
+
+def guard_refused(exited: int, stderr: str) -> bool:
+    """A password-mode command that stopped because sudo ran it without reading the password."""
+    return exited == GUARD_REFUSED and "fleet: sudo did not read the password" in stderr
 
 
 def needs_password(stderr: str) -> bool:

@@ -60,7 +60,12 @@ def run(conn: Connection, host: Host, command: str, timeout: float | None = None
 
 
 def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> None:
-    """A `sudo -n` that wants a password fails every command the same way: say so once, with the fix."""
+    """A `sudo -n` that wants a password fails every command the same way: say so once, with the fix; a sudo
+    that ran a password-mode command without asking (the guard stopped it, the password went nowhere) too."""
+    if how.mode is become.Mode.PASSWORD and become.guard_refused(exited, stderr):
+        raise ConnectError(f"{host.name}: sudo ran a command without asking for the password of user "
+                           f"{host.user or 'the login user'}, though `{become.CHECK}` asked for it (a sudoers rule "
+                           "for some commands only?): the command was not run and the password was not passed on")
     if how.mode is become.Mode.NOPASSWD and exited == 1 and become.needs_password(stderr):
         raise ConnectError(f"{host.name}: sudo wants a password for user {host.user or 'the login user'} (no NOPASSWD "
                            "rule): give the host a become_password (env: or file:) in the inventory, or run with "
@@ -121,8 +126,9 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
 
 def establish_become(conn: Connection, host: Host, password: str | None) -> None:
     """Decide once per connection how it reaches root (fleet.ssh.become) and keep that on it. Without a password,
-    `sudo -n` (nothing asked, no round trip here). With one: `sudo -n true` first, so a NOPASSWD rule never
-    receives the password; where it wants one, the password is tried once, and refused in one line."""
+    `sudo -n` (nothing asked, no round trip here). With one: `sudo -n -- sh -c true` first (the shape of every
+    command), so a NOPASSWD rule that covers fleet's commands never receives the password; where it wants one,
+    the password is tried once, and refused in one line."""
     if not host.become or password is None:
         return
     user = host.user or "the login user"

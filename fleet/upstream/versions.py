@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 _CLAUSE = re.compile(r"^\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 _PRE = re.compile(r"(a|b|rc|dev|alpha|beta|pre)\d*", re.I)
 
 
+@functools.lru_cache(maxsize=4096)  # a check compares every flag against every release: the same few strings
 def version_key(text: str) -> tuple[int, ...]:
     """A comparable key: numeric release parts; a pre-release (rc, a, b, dev) sorts before its release."""
     m = re.match(r"v?(\d+(?:\.\d+)*)(.*)$", text.strip())

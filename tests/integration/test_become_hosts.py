@@ -12,8 +12,9 @@ import sshutil
 
 from fleet.errors import ConnectError
 from fleet.host import service
+from fleet.ssh import become
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import run
+from fleet.ssh.remote import run, run_bytes
 
 HOST = "sbx4"
 PASSWORD = "pw-" + os.urandom(6).hex() + " with space"
@@ -40,7 +41,7 @@ def test_with_the_password_commands_and_files_run_as_root(ops):
         assert run(conn, ops, f"stat -c '%U:%G %a' {DIR}/env").stdout.strip() == "root:root 600"
         # while a command runs, the process table holds sudo's line but never the password
         table = run(conn, ops, "ps -eo args").stdout
-        assert "sudo -k -S -p  -- sh -c ps -eo args" in table and PASSWORD not in table
+        assert "sudo -k -S -p  -- sh -c IFS= read -r _fleet_line" in table and PASSWORD not in table
     finally:
         conn.close()
 
@@ -70,3 +71,53 @@ def test_a_nopasswd_user_given_a_password_never_sends_it(sandbox_inventory):
         assert "sudo -n -- sh -c" in line and line.split()[-1] == "root"
     finally:
         conn.close()
+
+
+@pytest.fixture
+def ops_sh_nopasswd(ops, sandbox_inventory):
+    """ops as above plus `NOPASSWD: /bin/sh`: `sudo -n true` wants a password, `sudo -n -- sh -c ...` does not
+    (the last matching sudoers rule wins)."""
+    root = sandbox_inventory.hosts[HOST]
+    sshutil.sh(root, "echo 'ops ALL=(ALL:ALL) NOPASSWD: /bin/sh' >> /etc/sudoers.d/ops")
+    yield ops
+    sshutil.sh(root, "echo 'ops ALL=(ALL:ALL) ALL' > /etc/sudoers.d/ops")
+
+
+def _files_holding(root, needle: str, *folders: str) -> list[str]:
+    """The files under `folders` that hold `needle` (given to grep on stdin, never in a command line)."""
+    conn = open_connection(root)
+    try:
+        res = run_bytes(conn, root, f"grep -rlF -f - {' '.join(folders)} 2>/dev/null; true",
+                        needle.encode() + b"\n", 60)
+    finally:
+        conn.close()
+    return res.stdout.decode().split()
+
+
+def test_a_sudo_that_never_asks_never_gets_the_password(ops_sh_nopasswd, sandbox_inventory):
+    # the shape fleet runs (`sudo ... -- sh -c CMD`) is NOPASSWD here: the password must go nowhere
+    ops = ops_sh_nopasswd
+    conn = open_connection(ops, ConnectOptions(become_passwords={ops.name: PASSWORD}))
+    try:
+        assert run(conn, ops, "id -un").stdout.strip() == "root"
+        service.write_atomic(conn, ops, f"{DIR}/unit", b"[Unit]\n", 0o644)
+        assert service.read_file(conn, ops, f"{DIR}/unit") == b"[Unit]\n"
+        assert run(conn, ops, "cat").stdout == ""  # a command reading stdin reads nothing of fleet's
+    finally:
+        conn.close()
+    root = sandbox_inventory.hosts[HOST]
+    assert _files_holding(root, PASSWORD.split()[0], DIR, "/etc/systemd/system", "/var/lib/fleet", "/tmp") == []
+
+
+def test_a_password_in_front_of_a_command_sudo_did_not_ask_for_is_never_read(ops_sh_nopasswd, sandbox_inventory):
+    # password mode forced onto a connection whose sudo never asks: the command refuses to start
+    ops = ops_sh_nopasswd
+    conn = open_connection(ops)
+    try:
+        become.attach(conn, become.Become(become.Mode.PASSWORD, PASSWORD))
+        with pytest.raises(ConnectError, match=r"sudo ran .* without asking for the password"):
+            run(conn, ops, f"cat > {DIR}/leak")
+        become.attach(conn, become.NONE)
+    finally:
+        conn.close()
+    assert _files_holding(sandbox_inventory.hosts[HOST], PASSWORD.split()[0], DIR) == []

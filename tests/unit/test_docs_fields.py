@@ -20,17 +20,17 @@ from fleet.playbook import Playbook
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def _models(annotation) -> list[tuple[str, type[BaseModel]]]:
+def _models(annotation, key: str = "OUTCOME") -> list[tuple[str, type[BaseModel]]]:
     """(suffix, model) for every pydantic model an annotation holds: `[]` for list items, `.<KEY>` for dicts."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [("", annotation)]
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
-        return [m for a in args for m in _models(a)]
+        return [m for a in args for m in _models(a, key)]
     if origin is list:
-        return [("[]" + s, m) for s, m in _models(args[0])]
+        return [("[]" + s, m) for s, m in _models(args[0], key)]
     if origin is dict:
-        return [(".<" + "OUTCOME>" + s, m) for s, m in _models(args[1])]
+        return [(f".<{key}>" + s, m) for s, m in _models(args[1], key)]
     return []
 
 
@@ -41,7 +41,7 @@ def field_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
             continue  # internal (e.g. where a patch set was loaded from), never written by people
         path = prefix + (info.alias or name)
         paths.append(path)
-        for suffix, sub in _models(info.annotation):
+        for suffix, sub in _models(info.annotation, "NAME" if name == "env" else "OUTCOME"):
             paths += field_paths(sub, f"{path}{suffix}.")
     return paths
 

@@ -118,17 +118,9 @@ def test_flags_by_sglang_merge_the_entries_whose_range_holds_the_host_version(tm
     assert "cuda-graph-max-bs" not in unknown and "cuda-graph-max-bs-decode" not in unknown
 
 
-@pytest.mark.parametrize("change,expected", [
-    (('"<0.5.14": {cuda-graph-max-bs: 256}', '"<0.5.21": {cuda-graph-max-bs: 256}'),
-     r"t.yaml:13: ladder.1.flags_by_sglang.<0.5.21.cuda-graph-max-bs: --cuda-graph-max-bs was removed in sglang "
-     r"0.5.20 \(deprecated since 0.5.14\); use --cuda-graph-max-bs-decode \(range '<0.5.21'\)"),
-    (('">=0.5.14": {cuda-graph-max-bs-decode: 256}', '">=0.5.9": {cuda-graph-max-bs-decode: 256}'),
-     r"t.yaml:14: .*--cuda-graph-max-bs-decode needs sglang >= 0.5.14"),
-    (('"<0.5.14"', '"before 0.5.14"'), r"t.yaml:12: ladder.1.flags_by_sglang: .*bad version range clause"),
-])
-def test_flags_by_sglang_are_checked_against_every_known_release_in_their_range(tmp_path, change, expected):
-    with pytest.raises(InputError, match=expected):
-        playbook.load(write(tmp_path, VERSIONED.replace(*change)))
+def test_a_bad_flags_by_sglang_range_is_refused_on_load(tmp_path):  # its flags: tests/unit/deploy/test_check.py
+    with pytest.raises(InputError, match=r"t.yaml:12: ladder.1.flags_by_sglang: .*bad version range clause"):
+        playbook.load(write(tmp_path, VERSIONED.replace('"<0.5.14"', '"before 0.5.14"')))
 
 
 def test_a_rung_can_require_an_sglang_range():
@@ -139,3 +131,78 @@ def test_a_rung_can_require_an_sglang_range():
     assert c.failed(new) is None
     assert c.failed(old) == "needs sglang >=0.5.20, host has 0.5.9"
     assert c.failed(facts(120)) == "needs sglang >=0.5.20, host has none found"
+
+
+@pytest.mark.parametrize("change,expected", [
+    # sglang users write the listen address as a flag: argparse keeps the last --host, so it would win over
+    # serve.host and open the server with no key
+    (("tp-size: 8,", "tp-size: 8, host: 0.0.0.0,"), r"t.yaml:3: flags: --host is set by fleet from serve.host"),
+    (("tp-size: 8,", "tp-size: 8, port: 8000,"), r"t.yaml:3: flags: --port is set by fleet from serve.port"),
+    (("tp-size: 8,", "tp-size: 8, model: /m,"), r"--model is set by fleet from model.path"),
+    (("{enable-flashinfer-allreduce-fusion: true}", "{api-key: sk-123}"),
+     r"t.yaml:7: ladder.0.flags: --api-key is set by fleet from serve.api_key"),
+    (("tp-size: 8,", "tp-size: 8, admin-api-key: sk-1,"),
+     r"t.yaml:3: flags: --admin-api-key would put a secret in the unit file .*\{env: NAME\}"),
+    (("model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: hf_abc}}"),
+     r"t.yaml:3: serve.env: HF_TOKEN: a literal secret in a playbook; name it instead: "
+     r"HF_TOKEN: \{env: HF_TOKEN\}"),
+    (("    patches: [sm120", "    env: {AWS_SECRET_ACCESS_KEY: x}\n    patches: [sm120"),
+     r"t.yaml:8: ladder.0.env: AWS_SECRET_ACCESS_KEY: a literal secret"),
+])
+def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, expected):
+    with pytest.raises(InputError, match=expected):
+        playbook.load(write(tmp_path, MINIMAL.replace(*change)))
+
+
+def test_the_router_takes_no_secret_flag_either(tmp_path):
+    text = MINIMAL + ("serve: {host: 0.0.0.0, api_key: {env: K}}\n"
+                      "router: {host: r, flags: {health-check-interval-secs: 10, admin-api-key: sk-1}}\n")
+    with pytest.raises(InputError, match=r"router.flags: --admin-api-key would put a secret in the unit file"):
+        playbook.load(write(tmp_path, text))
+    playbook.load(write(tmp_path, text.replace(", admin-api-key: sk-1", "")))
+
+
+def test_a_name_secret_only_by_the_playbooks_own_list_is_refused_as_a_literal_too(tmp_path):
+    listed = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {secret_env: [BLOB]}")
+    playbook.load(write(tmp_path, listed))
+    with pytest.raises(InputError, match=r"t.yaml:9: ladder.0.env: BLOB: a literal secret"):
+        playbook.load(write(tmp_path, listed.replace("    patches: [sm120", "    env: {BLOB: x}\n    patches: [sm120")))
+
+
+def test_env_secrets_are_references_resolved_locally_and_masked_when_shown(tmp_path, monkeypatch):
+    from fleet.deploy.inputs import secrets_for
+
+    book = playbook.load(write(tmp_path, MINIMAL.replace(
+        "model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {HF_TOKEN: {env: T}, A: '1'}}").replace(
+        "    patches: [sm120", "    env: {HF_TOKEN: {env: T2}, BLOB: {env: T3}}\n    patches: [sm120")))
+    monkeypatch.setenv("T", "hf_live")
+    monkeypatch.setenv("T2", "hf_fusion_only")
+    monkeypatch.setenv("T3", "b")
+    secrets = secrets_for(book)
+    fusion, plain = book.ladder
+    assert playbook.plain_env(book, plain, secrets) == {"HF_TOKEN": "hf_live", "A": "1"}
+    env = playbook.plain_env(book, fusion, secrets)  # a rung's own reference for its own rung only
+    assert env == {"HF_TOKEN": "hf_fusion_only", "A": "1", "BLOB": "b"}
+    # a value from a reference is masked whatever its name
+    assert playbook.shown_env(env, playbook.secret_names(book)) == {"HF_TOKEN": "<secret>", "A": "1",
+                                                                    "BLOB": "<secret>"}
+    with pytest.raises(InputError, match=r"HF_TOKEN: its secret \(HF_TOKEN.env: \$T\) was not resolved"):
+        playbook.plain_env(book, plain, {})
+    monkeypatch.delenv("T")
+    with pytest.raises(InputError, match=r"serve.env.HF_TOKEN.env: \$T is not set or blank"):
+        secrets_for(book)
+
+
+@pytest.mark.parametrize("health,expected", [
+    ("{expect: ' Paris'}", "Paris"),  # the answer is compared stripped: so is the expectation
+    ("{expect: '4\n'}", "4"),
+    ("{expect: '  '}", r"t.yaml:\d+: health: expect: blank, it would match any answer"),
+    ("{expect: 'a b c d', max_tokens: 2}", r"health: expect: 4 words cannot come back in max_tokens 2"),
+])
+def test_the_health_expectation_is_normalised_as_the_answer_is(tmp_path, health, expected):
+    path = write(tmp_path, MINIMAL + f"health: {health}\n")
+    if expected.isalnum():
+        assert playbook.load(path).health.expect == expected
+    else:
+        with pytest.raises(InputError, match=expected):
+            playbook.load(path)

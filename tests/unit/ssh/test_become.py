@@ -24,8 +24,9 @@ def test_nopasswd_never_prompts_and_quotes_the_command_whole():
 def test_the_password_goes_on_stdin_never_in_the_command_line():
     how = Become(Mode.PASSWORD, "s3cr'et $x")
     line = how.wrap(CMD)
-    assert shlex.split(line)[:6] == ["sudo", "-k", "-S", "-p", "", "--"] and shlex.split(line)[-1] == CMD
-    assert "s3cr" not in line and how.stdin() == b"s3cr'et $x\n"
+    assert shlex.split(line)[:6] == ["sudo", "-k", "-S", "-p", "", "--"]
+    assert shlex.split(line)[-1] == become.GUARD + CMD
+    assert "s3cr" not in line and how.stdin() == b"s3cr'et $x\n" + become.MARKER.encode() + b"\n"
     assert "s3cr" not in repr(how)
 
 
@@ -37,15 +38,34 @@ def test_sudo_answers_are_told_apart_as_sudo_prints_them():
     assert not become.password_refused("sudo: a password is required")
 
 
-def test_the_command_line_runs_as_written_under_a_real_shell(tmp_path):
-    """What the host's sh gets after sudo: the same words (sudo replaced by a recorder of its argv)."""
+def _sudo(tmp_path, reads_password: bool):
+    """A stand-in for sudo: skips its options, reads the password line (as sudo does when it asks) or not
+    (as sudo does when a NOPASSWD rule matches), then runs the command."""
     fake = tmp_path / "sudo"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n')
+    eat = "IFS= read -r _pw; " if reads_password else ""
+    fake.write_text(f'#!/bin/sh\n{eat}while [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n')
     fake.chmod(0o755)
+    return {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+
+
+def test_the_command_line_runs_as_written_under_a_real_shell(tmp_path):
+    """What the host's sh gets after sudo took the password: the same words, and only its own input."""
     how = Become(Mode.PASSWORD, "pw")
-    out = subprocess.run(["sh", "-c", how.wrap("printf '%s|' \"$0\" 'a b'; cat")], input=b"pw\nrest",
-                         capture_output=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check=True).stdout
-    assert out == b"sh|a b|pw\nrest"  # the stand-in passes stdin through whole; real sudo eats the first line
+    out = subprocess.run(["sh", "-c", how.wrap("printf '%s|' \"$0\" 'a b'; cat")], input=how.stdin() + b"rest",
+                         capture_output=True, env=_sudo(tmp_path, reads_password=True), check=True).stdout
+    assert out == b"sh|a b|rest"
+
+
+def test_a_command_sudo_ran_without_asking_never_reads_the_password(tmp_path):
+    how = Become(Mode.PASSWORD, "pw-secret")
+    res = subprocess.run(["sh", "-c", how.wrap(f"cat > {tmp_path}/out")], input=how.stdin() + b"data",
+                         capture_output=True, env=_sudo(tmp_path, reads_password=False))
+    assert become.guard_refused(res.returncode, res.stderr.decode())
+    assert not (tmp_path / "out").exists() and b"pw-secret" not in res.stdout + res.stderr
+
+
+def test_the_check_has_the_shape_of_every_command():
+    assert become.CHECK == Become(Mode.NOPASSWD).wrap("true") == "sudo -n -- sh -c true"
 
 
 def test_a_connection_remembers_its_way_and_defaults_to_sudo_n_for_become_hosts():

@@ -1,0 +1,212 @@
+"""Everything fleet can know about a playbook without a host (`inv check`, and `inv deploy` before contact).
+
+In one pass, one problem per line naming file:line:
+- the schema (every problem pydantic finds), then the rules `playbook.load` keeps (router, nodes, classes named
+  by `after:`, patch sets, the exposure rule and literal secrets);
+- every flag of `flags`, each rung and `flags_by_sglang`, merged as a deploy would merge them, against the flag
+  table (playbooks/upstream/sglang-flags.yaml) for each sglang release the rung can meet: the releases fleet
+  knows, those this site's hosts reported (fleet.deploy.fingerprint), narrowed by the rung's `when: sglang`.
+  Unknown flags (with the nearest known one), flags a release lacks or removed, switches given values and
+  valued flags given `true` are errors; flags upstream deprecated are warnings;
+- `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run.
+
+What it cannot know without a host: the host's sglang (a release not in the table is judged as the newest
+release before it), its GPUs, the model on disk, the port, patch sets' anchors in its files (preflight does).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleet import yamlfile
+from fleet.errors import InputError
+from fleet.host import facts as vocab
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
+from fleet.playbook import load as load_playbook
+from fleet.upstream import flags as sglang_cli
+from fleet.upstream.versions import in_range, version_key
+
+
+@dataclass(frozen=True)
+class Problem:
+    text: str  # "FILE:LINE: KEY: what is wrong"
+    warning: bool = False
+    line: int = 0  # for the order of the report
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Checked:
+    path: Path
+    book: Playbook | None
+    releases: list[str] = field(default_factory=list)  # the sglang releases the flags were checked against
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if not p.warning]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.warning]
+
+
+def check(path: Path, known_classes: set[str] | None = None, known_patches: set[str] | None = None,
+          site_versions: Iterable[str] = (), hosts: set[str] | None = None,
+          table: sglang_cli.Table | None = None) -> Checked:
+    """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one)."""
+    table = table or sglang_cli.default_table()
+    releases = sorted({*table.versions, *site_versions}, key=version_key)
+    out = Checked(path, None, releases)
+    try:
+        doc = yamlfile.load(path)
+    except InputError as exc:
+        out.problems.append(Problem(str(exc)))
+        return out
+    c = _Checker(doc, table, releases, out.problems)
+    try:
+        book = Playbook.model_validate(doc.data)
+    except ValidationError as err:
+        out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        _check_raw(c, doc.data)
+        out.problems.sort(key=lambda p: p.line)
+        return out
+    try:
+        out.book = load_playbook(path, known_classes, known_patches)
+    except InputError as exc:
+        out.problems.append(Problem(str(exc), line=_line(str(exc))))
+    for i, rung in enumerate(book.ladder):
+        c.rung(book.flags, i, rung)
+    if hosts is not None and book.router is not None and book.router.host not in hosts:
+        c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
+    out.problems.sort(key=lambda p: p.line)
+    return out
+
+
+def _line(text: str) -> int:
+    m = re.match(r"[^:]*:(\d+): ", text)
+    return int(m.group(1)) if m else 0
+
+
+def _check_raw(c: _Checker, data: Any) -> None:
+    """A playbook the schema refused: its rungs that hold up on their own, checked all the same (with the base
+    flags that are flags at all), so that one pass says every problem."""
+    if not isinstance(data, dict):
+        return
+    raw = data.get("flags")
+    base = {k: v for k, v in raw.items() if isinstance(k, str) and FLAG_NAME.fullmatch(k)  # printed: never raw
+            and isinstance(v, FlagValue)} if isinstance(raw, dict) else {}
+    ladder = data.get("ladder")
+    for i, item in enumerate(ladder if isinstance(ladder, list) else []):
+        try:
+            rung = Rung.model_validate(item)
+        except ValidationError:
+            continue  # its problems are among the schema's
+        c.rung(base, i, rung)
+
+
+@dataclass
+class _Checker:
+    doc: yamlfile.Document
+    table: sglang_cli.Table
+    releases: list[str]
+    problems: list[Problem]
+    seen: set[tuple[yamlfile.Loc, str]] = field(default_factory=set)
+
+    def error(self, loc: yamlfile.Loc, message: str, warning: bool = False, kind: str = "") -> None:
+        if (loc, kind or str(warning)) not in self.seen:  # a flag wrong for ten releases is one problem, said once
+            self.seen.add((loc, kind or str(warning)))
+            self.problems.append(Problem(str(self.doc.error(loc, message)), warning, self.doc.line_of(loc) or 0))
+
+    def rung(self, base: dict[str, FlagValue], i: int, rung: Rung) -> None:
+        where = ("ladder", i)
+        self.when(where, rung.when)
+        if rung.after == [] and i > 0:
+            self.error((*where, "after"), f"rung {rung.name} never runs: after: [] names no failure class")
+        layers: list[tuple[yamlfile.Loc, dict[str, FlagValue]]] = [(("flags",), base),
+                                                                   ((*where, "flags"), rung.flags)]
+        layers += [((*where, "flags_by_sglang", spec), f) for spec, f in rung.flags_by_sglang.items()]
+        for loc, layer in layers:
+            for name in layer:
+                if name not in self.table.flags:
+                    near = difflib.get_close_matches(name, self.table.flags, n=1, cutoff=0.75)
+                    self.error((*loc, name), f"--{name} is in no sglang release from {self.table.versions[0]} to "
+                                             f"{self.table.versions[-1]}" + (f"; did you mean --{near[0]}?" if near
+                                                                             else ""))
+        meets = [v for v in self.releases if rung.when.sglang is None or in_range(v, rung.when.sglang)]
+        if not meets:
+            self.error((*where, "when", "sglang"), f"no sglang release fleet knows is in {rung.when.sglang!r} "
+                                                   "(its flags are checked against none)", warning=True)
+        for spec in rung.flags_by_sglang:
+            if not any(in_range(v, spec) for v in meets):
+                self.error((*where, "flags_by_sglang", spec), f"no sglang release this rung can meet is in "
+                                                              f"{spec!r}", warning=True)
+        for version in meets:
+            for name, (value, loc) in _merged(layers[:2] + [(loc, f) for loc, f in layers[2:]
+                                                            if in_range(version, str(loc[-1]))]).items():
+                self.flag(name, value, loc, version, rung.name)
+
+    def flag(self, name: str, value: FlagValue, loc: yamlfile.Loc, version: str, rung: str) -> None:
+        span = self.table.flags.get(name)
+        if span is None:
+            return  # said above
+        on = f"sglang {version}" + (f", rung {rung}" if loc[0] == "flags" else "")
+        if problem := self.table.problem(name, version):
+            self.error(loc, f"{problem.replace(f' (host has {version})', '')} ({on})")
+        elif deprecated := self.table.deprecated(name, version):
+            self.error(loc, f"{deprecated} ({on})", warning=True)
+        if span.switch and value is not True:
+            self.error(loc, kind="value",
+                       message=f"--{name} is a switch: give true (or false/null to leave it out), not {value!r}")
+        elif not span.switch and value is True:
+            self.error(loc, kind="value", message=f"--{name} takes a value: true would pass it bare and sglang "
+                                                  "would stop (expected one argument)")
+
+    def when(self, where: yamlfile.Loc, when: Conditions) -> None:
+        loc = (*where, "when")
+        for key, known in (("arch_family", vocab.ARCH_FAMILIES), ("interconnect", vocab.INTERCONNECTS)):
+            for value in getattr(when, key) or []:
+                if value not in known:
+                    low = value.lower()  # NVLink -> nvlink, hopper-datacenter -> hopper
+                    near = [k for k in known if k == low or k in low.split("-")] or difflib.get_close_matches(
+                        low, known, n=1, cutoff=0.6)
+                    self.error((*loc, key), f"{value!r} is no {key.replace('_', ' ')} a host reports (one of "
+                                            f"{', '.join(known)})" + (f"; did you mean {near[0]}?" if near else ""))
+        for value in when.p2p or []:
+            if not any(value == s or value.startswith(f"{s} (") for s in vocab.P2P_STATES):
+                self.error((*loc, "p2p"), f"{value!r} is no P2P state a host reports (one of "
+                                          f"{', '.join(vocab.P2P_STATES)}, or e.g. 'refused (CNS)')")
+        for sm in when.sm or []:
+            if sm not in vocab.KNOWN_SMS:
+                self.error((*loc, "sm"), f"SM {sm} is no GPU fleet knows (major x 10 + minor: 120 for compute "
+                                         f"capability 12.0; known: {', '.join(map(str, vocab.KNOWN_SMS))})")
+        if when.sm and when.arch_family:
+            families = {vocab.arch_family(f"{sm // 10}.{sm % 10}") for sm in when.sm}
+            if not families & set(when.arch_family):
+                self.error(loc, f"never runs: SM {when.sm} is {sorted(families)}, not {when.arch_family}")
+        many = (when.min_gpus or 0) >= 2
+        if many and when.interconnect is not None and set(when.interconnect) <= {"none"}:
+            self.error(loc, f"never runs: interconnect none is a one-GPU host, min_gpus is {when.min_gpus}")
+        if many and when.p2p is not None and set(when.p2p) <= {"n/a"}:
+            self.error(loc, f"never runs: P2P n/a is a one-GPU host, min_gpus is {when.min_gpus}")
+
+
+def _merged(layers: list[tuple[yamlfile.Loc, dict[str, FlagValue]]]) -> dict[str, tuple[FlagValue, yamlfile.Loc]]:
+    """The flags a deploy would pass (fleet.playbook.merged_flags), each with where it was last set."""
+    out: dict[str, tuple[FlagValue, yamlfile.Loc]] = {}
+    for loc, layer in layers:
+        for name, value in layer.items():
+            if value is None or value is False:
+                out.pop(name, None)
+            else:
+                out[name] = (value, (*loc, name))
+    return out

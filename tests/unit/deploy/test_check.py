@@ -1,0 +1,171 @@
+"""fleet.deploy.check: what `inv check` (and deploy, before contact) finds in a playbook without a host, against
+the committed flag table of the real sglang releases (playbooks/upstream/sglang-flags.yaml)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fleet import playbook
+from fleet.deploy import check, inputs
+from fleet.errors import InputError
+
+BOOK = """name: t
+model: {path: /models/m}
+flags: {tp-size: 8}
+ladder:
+  - name: first
+  - name: second
+    after: [HANG]
+"""
+
+
+def run(tmp_path: Path, text: str, **kw) -> check.Checked:
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    return check.check(path, known_classes={"HANG"}, known_patches=set(), **kw)
+
+
+def lines(result: check.Checked, warnings: bool = False) -> list[str]:
+    """Each problem without the temporary folder."""
+    return [re.sub(r"^.*/t\.yaml", "t.yaml", str(p)) for p in (result.warnings if warnings else result.errors)]
+
+
+def test_every_shipped_playbook_checks_clean():
+    for path in sorted(playbook.DEFAULT_DIR.glob("*.yaml")):
+        result = inputs.check_playbook(path)
+        assert result.book is not None and result.problems == [], (path, [str(p) for p in result.problems])
+
+
+def test_flag_typos_are_found_with_the_nearest_known_flag(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-szie: 8}").replace(
+        "  - name: first\n", "  - name: first\n    flags: {enable-flashinfer-allreduce-fuson: true}\n"))
+    assert lines(result) == [
+        "t.yaml:3: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 to 0.5.23; did you mean "
+        "--tp-size?",
+        "t.yaml:6: ladder.0.flags.enable-flashinfer-allreduce-fuson: --enable-flashinfer-allreduce-fuson is in no "
+        "sglang release from 0.5.8.post1 to 0.5.23; did you mean --enable-flashinfer-allreduce-fusion?",
+    ]
+    assert result.book is not None  # the schema holds: only the flags are wrong
+
+
+def test_switches_given_values_and_valued_flags_given_true_are_errors(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: true, trust-remote-code: 'yes'}"))
+    assert lines(result) == [
+        "t.yaml:3: flags.tp-size: --tp-size takes a value: true would pass it bare and sglang would stop "
+        "(expected one argument)",
+        "t.yaml:3: flags.trust-remote-code: --trust-remote-code is a switch: give true (or false/null to leave it "
+        "out), not 'yes'",
+    ]
+
+
+def test_a_flag_removed_in_a_release_the_playbook_can_meet_is_an_error_and_a_deprecated_one_a_warning(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: 8, cuda-graph-max-bs: 256, "
+                                                          "disable-cuda-graph: true}"))
+    assert lines(result) == ["t.yaml:3: flags.cuda-graph-max-bs: --cuda-graph-max-bs was removed in sglang 0.5.20 "
+                             "(deprecated since 0.5.14); use --cuda-graph-max-bs-decode (sglang 0.5.20, rung first)"]
+    assert lines(result, warnings=True) == [
+        "t.yaml:3: flags.cuda-graph-max-bs: --cuda-graph-max-bs is deprecated since sglang 0.5.14; use "
+        "--cuda-graph-max-bs-decode (sglang 0.5.14, rung first)",
+        "t.yaml:3: flags.disable-cuda-graph: --disable-cuda-graph is deprecated since sglang 0.5.14; use "
+        "--cuda-graph-backend-{decode,prefill}=disabled (sglang 0.5.14, rung first)"]
+
+
+def test_a_rung_limited_to_old_releases_or_overriding_by_version_is_clean(tmp_path):
+    text = BOOK.replace("  - name: first\n", "  - name: first\n    when: {sglang: '<0.5.14'}\n"
+                                             "    flags: {cuda-graph-max-bs: 256}\n"
+                                             "  - name: both\n    flags: {cuda-graph-max-bs: 256}\n"
+                                             "    flags_by_sglang:\n"
+                                             "      '>=0.5.14': {cuda-graph-max-bs: null,\n"
+                                             "                   cuda-graph-max-bs-decode: 256}\n")
+    assert run(tmp_path, text).problems == []
+
+
+@pytest.mark.parametrize("change,expected", [
+    (('"<0.5.14": {cuda-graph-max-bs: 256}', '"<0.5.21": {cuda-graph-max-bs: 256}'),
+     r"t.yaml:9: ladder.1.flags_by_sglang.<0.5.21.cuda-graph-max-bs: --cuda-graph-max-bs was removed in sglang "
+     r"0.5.20 \(deprecated since 0.5.14\); use --cuda-graph-max-bs-decode \(sglang 0.5.20\)"),
+    (('">=0.5.14": {cuda-graph-max-bs-decode: 256}', '">=0.5.9": {cuda-graph-max-bs-decode: 256}'),
+     r"t.yaml:10: .*--cuda-graph-max-bs-decode needs sglang >= 0.5.14 \(sglang 0.5.9\)"),
+])
+def test_flags_by_sglang_are_checked_against_every_known_release_in_their_range(tmp_path, change, expected):
+    text = BOOK.replace("    after: [HANG]\n", "    after: [HANG]\n    flags_by_sglang:\n"
+                                              '      "<0.5.14": {cuda-graph-max-bs: 256}\n'
+                                              '      ">=0.5.14": {cuda-graph-max-bs-decode: 256}\n')
+    assert run(tmp_path, text).problems == []
+    assert re.fullmatch(expected, lines(run(tmp_path, text.replace(*change)))[0])
+
+
+def test_the_sites_own_sglang_releases_are_checked_too(tmp_path):
+    # a rung for a release newer than the table: checked against none, unless this site's hosts reported one
+    text = BOOK.replace("  - name: first\n", "  - name: first\n    when: {sglang: '>=0.5.24'}\n"
+                                             "    flags: {cuda-graph-max-bs: 256}\n")
+    alone = run(tmp_path, text)
+    assert lines(alone) == [] and lines(alone, warnings=True) == [
+        "t.yaml:6: ladder.0.when.sglang: no sglang release fleet knows is in '>=0.5.24' (its flags are checked "
+        "against none)"]
+    site = run(tmp_path, text, site_versions=["0.5.24"])
+    assert "0.5.24" in site.releases and lines(site, warnings=True) == []
+    assert lines(site) == ["t.yaml:7: ladder.0.flags.cuda-graph-max-bs: --cuda-graph-max-bs was removed in sglang "
+                           "0.5.20 (deprecated since 0.5.14); use --cuda-graph-max-bs-decode (sglang 0.5.24)"]
+
+
+@pytest.mark.parametrize("when,expected", [
+    ("{interconnect: [NVLink]}", r"t.yaml:6: ladder.0.when.interconnect: 'NVLink' is no interconnect a host reports "
+                                 r"\(one of nvlink, pcie, none, unknown\); did you mean nvlink\?"),
+    ("{arch_family: [hopper-datacenter]}", r"t.yaml:6: ladder.0.when.arch_family: 'hopper-datacenter' is no arch "
+                                           r"family .*; did you mean hopper\?"),
+    ("{p2p: [OK]}", r"t.yaml:6: ladder.0.when.p2p: 'OK' is no P2P state a host reports .*"),
+    ("{sm: [12]}", r"t.yaml:6: ladder.0.when.sm: SM 12 is no GPU fleet knows \(major x 10 \+ minor: 120 .*"),
+    ("{sm: [120], arch_family: [hopper]}", r"t.yaml:6: ladder.0.when: never runs: SM \[120\] is "
+                                           r"\['blackwell-consumer'\], not \['hopper'\]"),
+    ("{min_gpus: 8, interconnect: [none]}", r"t.yaml:6: ladder.0.when: never runs: interconnect none is a one-GPU "
+                                            r"host, min_gpus is 8"),
+    ("{colour: blue}", r"t.yaml:6: ladder.0.when.colour: unknown key"),
+])
+def test_when_values_come_from_the_facts_vocabulary(tmp_path, when, expected):
+    result = run(tmp_path, BOOK.replace("  - name: first\n", f"  - name: first\n    when: {when}\n"))
+    assert len(lines(result)) == 1 and re.fullmatch(expected, lines(result)[0]), lines(result)
+
+
+def test_the_vocabulary_holds_every_value_a_host_reports():
+    from fleet.host import facts
+
+    assert {facts.arch_family(f"{sm // 10}.{sm % 10}") for sm in facts.KNOWN_SMS} <= set(facts.ARCH_FAMILIES)
+    assert facts.p2p_status([["X", "OK"], ["CNS", "X"]], 2).split()[0] in facts.P2P_STATES
+    assert facts.interconnect([["X", "NV4"], ["NV4", "X"]])[0] in facts.INTERCONNECTS
+
+
+def test_a_rung_after_nothing_never_runs(tmp_path):
+    assert lines(run(tmp_path, BOOK.replace("after: [HANG]", "after: []"))) == [
+        "t.yaml:7: ladder.1.after: rung second never runs: after: [] names no failure class"]
+
+
+def test_every_problem_is_found_in_one_pass(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-szie: 8, host: 0.0.0.0}").replace(
+        "name: t", "name: t\nhealth: {expect: ' '}"))
+    assert lines(result) == ["t.yaml:2: health: expect: blank, it would match any answer (the answer is compared "
+                             "stripped)",
+                             "t.yaml:4: flags: --host is set by fleet from serve.host: set it there (a host beyond "
+                             "loopback needs serve.api_key)",
+                             "t.yaml:4: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 to 0.5.23; "
+                             "did you mean --tp-size?"]
+
+
+def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "t.yaml").write_text(BOOK.replace("{tp-size: 8}", "{tp-szie: 8, trust-remote-code: 1}"))
+    with pytest.raises(InputError) as err:
+        inputs.load_playbook("t")
+    assert str(err.value) == ("playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 "
+                              "to 0.5.23; did you mean --tp-size? (and 1 more: inv check --playbook t)")
+    assert inputs.load_playbook("t", checked=False)[0].name == "t"  # rollback reads what was deployed
+
+
+def test_a_refused_playbook_prints_no_raw_text_of_its_own(tmp_path):
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", '{"tp-size\\e[2J": 8, tp-szie: 8}'))
+    assert all("\x1b" not in str(p) for p in result.problems) and len(result.errors) == 2
+    assert "did you mean --tp-size?" in str(result.errors[1])
