@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console
 from fleet.cli.board import Board
+from fleet.cli.hosttext import escape, visible
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
@@ -33,10 +34,9 @@ def host_say(as_json: bool) -> routing.HostSay:
     carries only the JSON document), plain lines on stderr, without loading rich."""
     if as_json:
         def plain(name: str, m: str) -> None:
-            sys.stderr.write(f"{name} {m}\n")
+            sys.stderr.write(f"{name} {visible(m)}\n")
             sys.stderr.flush()
         return plain
-    from rich.markup import escape
 
     return lambda name, m: console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
 
@@ -124,7 +124,7 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
             if o.value:
                 render_history(o.host.name, o.value[0], o.value[1], console, bench)
             else:
-                console.print(f"[red]{o.error}[/]")
+                console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=True)
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
@@ -186,8 +186,6 @@ def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list
 
 
 def render_router(report: dict[str, Any], console: Console) -> None:
-    from rich.markup import escape
-
     status = report["status"]
     colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
     console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"
