@@ -143,7 +143,7 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
                 raise too_much("stdout")
         chan.status_event.wait(max(0.0, end - time.monotonic()))  # set by the status, or by a close
         if not chan.exit_status_ready() or (token.expired and chan.recv_exit_status() == -1):
-            raise late(" (its output ended but no exit status came)" if not token.expired else "")
+            raise late(" (its output ended but no exit status came)" if chan.eof_received else "")
         exited = chan.recv_exit_status()
         while chan.recv_stderr_ready() and len(err) <= max_output:
             err += chan.recv_stderr(65536)
