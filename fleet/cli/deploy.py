@@ -17,6 +17,7 @@ from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.host.releases import release_id
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout
 from fleet.multihost import router as routing
@@ -79,6 +80,11 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False) -> int:
+    if to is not None and to != rollbacks.BEFORE_FLEET:
+        try:
+            release_id(to)
+        except ValueError as exc:
+            raise InputError(f"--to {exc} (see `inv history`)") from None
     if to == rollbacks.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")

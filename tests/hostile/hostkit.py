@@ -211,7 +211,8 @@ class HostileFleet:
     """Hosts by name, each a HostileHost; an inventory, known_hosts and key for fleet to reach them."""
 
     def __init__(self, folder: Path, hosts: dict[str, Behaviour | str | tuple[Behaviour | str, list[Any]]]):
-        self.folder = folder
+        self.folder = folder = folder / "hostile"  # fleet reads every YAML file of an inventory's folder
+        folder.mkdir(exist_ok=True)
         self.servers: dict[str, HostileHost] = {}
         for name, spec in hosts.items():
             default, answers = spec if isinstance(spec, tuple) else (spec, [])

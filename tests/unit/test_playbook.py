@@ -139,3 +139,22 @@ def test_a_rung_can_require_an_sglang_range():
     assert c.failed(new) is None
     assert c.failed(old) == "needs sglang >=0.5.20, host has 0.5.9"
     assert c.failed(facts(120)) == "needs sglang >=0.5.20, host has none found"
+
+
+@pytest.mark.parametrize("name", ["../../../../tmp/x", "/etc/passwd", "glm5-nvfp4.yaml/..", "x\n", "", "UPPER"])
+def test_a_playbook_a_host_names_is_only_a_plain_name(name):
+    with pytest.raises(InputError, match="playbook name"):
+        playbook.shipped(name)
+
+
+def test_a_playbook_a_host_names_resolves_only_inside_the_folder(tmp_path):
+    folder, outside = tmp_path / "playbooks", tmp_path / "outside.yaml"
+    folder.mkdir()
+    outside.write_text("name: outside\n")
+    (folder / "inside.yaml").write_text("name: inside\n")
+    (folder / "escape.yaml").symlink_to(outside)
+    assert playbook.shipped("inside", folder) == (folder / "inside.yaml").resolve()
+    with pytest.raises(InputError, match="no playbook escape in"):
+        playbook.shipped("escape", folder)
+    with pytest.raises(InputError, match=r"no playbook missing in .*\(known: escape, inside\)"):
+        playbook.shipped("missing", folder)
