@@ -169,9 +169,14 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         if done.router:
             render_router(done.router, console)
     sys.stdout.flush()
-    if done.background:
-        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits for "
-                         "those deploys to end (each on its own budgets, rolling back on failure) before it exits\n")
+    if done.background and timeout is not None:
+        grace = min(timeout, rolling.GRACE_MAX_S)
+        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
+                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
+        left = rolling.settle(done, grace)
+        if left:
+            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
+                             "rollback there takes over its lock and recovers what it left\n")
     return EXIT_OK if done.ok else EXIT_HOST_FAILED
 
 

@@ -40,6 +40,11 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 
+def parse_timeout(text: str | float | None) -> float:
+    """--timeout as given (exit 2 when it is not a positive number of seconds)."""
+    return execute.parse_timeout(text)
+
+
 def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
             timeout: float = execute.DEFAULT_TIMEOUT_S) -> int:
     return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json)
