@@ -35,6 +35,10 @@ class CommandTimedOut(FleetError):
     """A command gave no end within its timeout (the channel is closed, the command's outcome is unknown)."""
 
 
+class ChannelFailed(FleetError):
+    """The host refused the command's channel or closed it before answering (the link itself is up)."""
+
+
 class OutputTooLarge(FleetError):
     """A host sent more than the call's cap: reading stopped there and the channel was closed."""
 
@@ -155,6 +159,9 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
         lost_link(conn, host, f"during `{short}`", exc)
         if (token is not None and token.expired) or time.monotonic() >= end:
             raise late() from None
+        if isinstance(exc, SSHException):
+            raise ChannelFailed(f"{host.name}: `{short}`: the host refused or closed the channel "
+                                f"({type(exc).__name__}: {str(exc)[:160]})") from None
         raise
     finally:
         if token is not None:

@@ -180,7 +180,7 @@ class HostileHost:
         return self.default
 
     def run_behaviour(self, behaviour: Behaviour, chan: paramiko.Channel, command: str) -> None:
-        time.sleep(0.02)  # as sshd does, the exec request is answered before the command's first byte
+        time.sleep(0.1)  # as sshd does, the exec request is answered before the command's first byte
         try:
             behaviour(chan, command, self.stop)
         except (OSError, EOFError, paramiko.SSHException):
