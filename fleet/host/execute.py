@@ -14,6 +14,7 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandResult
 
 DEFAULT_TIMEOUT_S = 120.0  # what `inv exec` waits for one host's command when no --timeout is given
+MAX_TIMEOUT_S = 86400.0  # a deadline, not a way to wait forever (and what timers can hold)
 
 
 def parse_timeout(text: str | float | None) -> float:
@@ -26,6 +27,8 @@ def parse_timeout(text: str | float | None) -> float:
         raise InputError(f"--timeout {str(text)[:40]!r}: not a number of seconds") from None
     if not value > 0 or not math.isfinite(value):
         raise InputError(f"--timeout {str(text)[:40]!r}: must be a positive number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise InputError(f"--timeout {str(text)[:40]!r}: at most {MAX_TIMEOUT_S:g} seconds (a day)")
     return value
 
 

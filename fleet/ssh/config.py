@@ -198,7 +198,7 @@ class Endpoint:
         return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
 
 
-_SAFE_HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}")
+_SAFE_HOSTNAME = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9_.:%-]{0,252}")  # `::1` too; never a leading '-' (an option)
 
 
 def _files(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from fleet.errors import InputError
 from fleet.host import execute
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "soon", "inf", "nan", "1e999"])
+@pytest.mark.parametrize("bad", ["0", "-1", "soon", "inf", "nan", "1e999", "1e300", "86401"])
 def test_a_timeout_is_a_positive_finite_number_of_seconds(bad):
     with pytest.raises(InputError, match=r"^--timeout '"):
         execute.parse_timeout(bad)

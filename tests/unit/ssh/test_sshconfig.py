@@ -248,4 +248,7 @@ def test_a_host_name_that_a_shell_or_known_hosts_would_read_as_more_is_refused(h
 def test_an_inventory_address_with_a_zone_id_reaches_proxycommand_as_an_interface_name(home, tmp_path):
     cfg = tmp_path / "config"
     cfg.write_text("Host *\n  ProxyCommand nc %h %p\n")
-    assert sshconfig.endpoint(sshconfig.load(str(cfg), "t"), "fe80::1%eth0").proxy_command == "nc fe80::1%eth0 22"
+    loaded = sshconfig.load(str(cfg), "t")
+    assert sshconfig.endpoint(loaded, "fe80::1%eth0").proxy_command == "nc fe80::1%eth0 22"
+    assert sshconfig.endpoint(loaded, "::1").proxy_command == "nc ::1 22"
+    assert sshconfig.endpoint(loaded, "gpu_node-1.example.org").hostname == "gpu_node-1.example.org"
