@@ -31,30 +31,43 @@ class Outcome(Generic[T]):
 
 
 class Pool:
-    """At most `workers` daemon threads, started as work comes; submit() returns a Future."""
+    """At most `workers` daemon threads, started as work comes; submit() returns a Future. abandon() gives
+    up on one busy thread: one more may start, so queued work never waits on a host given up on."""
 
     def __init__(self, workers: int = MAX_WORKERS, name: str = "fleet-host"):
         self._limit, self._name = max(1, workers), name
         self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._idle = 0
+        self._idle = self._queued = 0
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         future: Future[T] = Future()
-        self._work.put((future, lambda: fn(*args)))
         with self._lock:
-            if self._idle == 0 and len(self._threads) < self._limit:
-                t = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
-                self._threads.append(t)
-                t.start()
-            else:
-                self._idle -= 1
+            self._queued += 1
+            self._work.put((future, lambda: fn(*args)))
+            self._grow()
         return future
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._limit += 1
+            self._grow()
+
+    def _grow(self) -> None:  # under the lock
+        if self._queued > self._idle and len(self._threads) < self._limit:
+            t = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            self._idle += 1  # counted idle from its start: it is about to take work
+            t.start()
 
     def _run(self) -> None:
         while True:
             item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+                if item is not None:
+                    self._queued -= 1
             if item is None:
                 return
             future, call = item

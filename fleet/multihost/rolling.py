@@ -153,6 +153,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                         pending.discard(f)
                         plan.background.append(h.name)
                         plan.pending[h.name] = f
+                        pool.abandon()  # the next batch never waits for this host's thread
                         finish(h, DeployResult(
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
                             "(--host-timeout); its deploy may go on to its own end until fleet exits"))

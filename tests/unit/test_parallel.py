@@ -30,6 +30,16 @@ def test_the_pool_starts_no_more_threads_than_its_size_and_all_are_daemons():
     pool.shutdown()
 
 
+def test_abandoning_a_busy_thread_lets_queued_work_start():
+    pool, stuck, done = parallel.Pool(1), threading.Event(), []
+    pool.submit(stuck.wait, 30)
+    later = pool.submit(lambda: done.append(1) or "ran")
+    pool.abandon()
+    assert later.result(timeout=5) == "ran" and len(pool._threads) == 2
+    stuck.set()
+    pool.shutdown()
+
+
 def test_every_host_gets_an_outcome_in_order_and_none_hides_another():
     def fn(h: Host) -> str:
         if h.name == "b":

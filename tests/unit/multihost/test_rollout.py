@@ -256,6 +256,14 @@ def test_host_timeout_waits_as_long_again_then_abandons_a_deploy_that_never_ends
     assert "fleet waits up to 0.3s more" in err and "abandoned: h0: still deploying when fleet exited" in err
 
 
+def test_the_next_batch_never_waits_for_the_thread_of_a_host_given_up_on(fake, capsys):
+    fake(slow={"h0": 3600})  # batches of one: the pool has one thread, and h0's never comes back
+    start = time.monotonic()
+    rc, data = run(capsys, 3, serial="1", max_fail="1", host_timeout="0.5")
+    assert time.monotonic() - start < 5
+    assert [h["status"] for h in data["hosts"]] == ["failed", "ok", "ok"]
+
+
 def test_bad_flags_fail_before_the_playbook_or_a_host(fake, capsys):
     f = fake()
     with pytest.raises(InputError, match="--serial"):
