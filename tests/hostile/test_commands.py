@@ -15,6 +15,7 @@ from hostkit import HostileFleet, answer, eof_no_status, flood, no_eof, one_line
 from fleet.cli import console
 from fleet.cli import deploy as deploy_cmd
 from fleet.cli import logs as logs_cmd
+from fleet.cli import probe as probe_cmd
 from fleet.cli import status as status_cmd
 from fleet.host import probe_run
 from fleet.logs import follow
@@ -138,3 +139,13 @@ def test_deploy_dry_run_of_hostile_hosts(tmp_path, monkeypatch, capsys, healthy_
     assert "stuck: `" in text and "did not finish within 2s" in text
     assert "flood: `" in text and "more than 4 MiB on stdout" in text
     assert "markup: dry-run, rung base" in text and "-\\x1b[2J\\x1b]0;owned\\x07 [bold red]x[/]" in text
+
+
+def test_probe_output_crafted_with_escapes_and_markup_is_shown_as_data(tmp_path, capsys, healthy_probe):
+    crafted = healthy_probe.replace(b"RTX PRO 6000", b"RTX \x1b[2J[bold]PRO[/] \x1b]0;owned\x07")
+    assert crafted != healthy_probe
+    with HostileFleet(tmp_path, {"crafted": answer(crafted), "flood": flood()}) as fleet:
+        rc = probe_cmd.command(fleet.hosts(), ConnectOptions(), False)
+    text = _plain(capsys)
+    assert rc == 1 and "RTX \\x1b[2J[bold]PRO[/] \\x1b]0;owned\\x07" in text
+    assert "flood: `" in text and "more than 4 MiB on stdout" in text
