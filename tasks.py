@@ -15,15 +15,19 @@ from fleet.cli import HOST_HELP, reports_errors
 _opts = cli.options
 
 
-@task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP})
+@task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP,
+                                        "timeout": "seconds each host's command may take, output and exit status "
+                                                   "included, before the host counts as failed (default 120)"})
 @reports_errors
-def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False):
+def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
+          timeout=None):
     """Run one shell command on the selected hosts in parallel over SSH."""
     from fleet.cli import execute
 
+    seconds = execute.parse_timeout(timeout)
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=execute.command(hosts, cmd, opts, json))
+    raise Exit(code=execute.command(hosts, cmd, opts, json, seconds))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "

@@ -18,6 +18,7 @@ _UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]{0,200}(?:@[A-Za-z0-9:_.\\-]{0,
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # useradd's default NAME_REGEX, without the trailing $
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*")
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an interface name: 15 characters (IFNAMSIZ), no shell syntax
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, Unicode line breaks
 MAX_TEXT = 4096
 
@@ -58,12 +59,18 @@ def abs_path(v: str) -> str:
 
 
 def host_addr(v: str) -> str:
-    """An IP address or a DNS name (what sglang's --host and a URL take)."""
+    """An IP address or a DNS name (what sglang's --host and a URL take). An IPv6 zone id (`fe80::1%eth0`) is
+    an interface name: Python's ipaddress takes any text after the `%`, which would reach a ProxyCommand's `%h`
+    (run by `sh -c`) and known_hosts (`,` starts another host name there)."""
     try:
         ipaddress.ip_address(v)
     except ValueError:
         if not _HOSTNAME.fullmatch(v) or v.replace(".", "").isdigit():
             raise ValueError(f"not an IP address or host name: {v[:60]!r}") from None
+        return v
+    _, percent, zone = v.partition("%")
+    if percent and not _ZONE.fullmatch(zone):
+        raise ValueError(f"IPv6 zone id {zone[:40]!r}: an interface name (letters, digits, '_', '.', '-'; 15 at most)")
     return v
 
 

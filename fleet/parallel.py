@@ -1,12 +1,18 @@
-"""Run one function per host on a bounded pool; every host gets an outcome, none hides another's."""
+"""Run one function per host on a bounded pool; every host gets an outcome, none hides another's.
+
+The pool's threads are daemons: a host stuck past every deadline (or abandoned by --host-timeout) costs its
+thread, never the run's end. concurrent.futures' own pool joins its threads when the interpreter exits, so
+one stuck host would keep `inv` from ever exiting."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fleet.errors import FleetError
 from fleet.inventory import Host
@@ -24,12 +30,71 @@ class Outcome(Generic[T]):
     seconds: float
 
 
+class Pool:
+    """At most `workers` daemon threads, started as work comes; submit() returns a Future. abandon() gives
+    up on one busy thread: one more may start, so queued work never waits on a host given up on."""
+
+    def __init__(self, workers: int = MAX_WORKERS, name: str = "fleet-host"):
+        self._limit, self._name = max(1, workers), name
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = self._queued = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            self._queued += 1
+            self._work.put((future, lambda: fn(*args)))
+            self._grow()
+        return future
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._limit += 1
+            self._grow()
+
+    def _grow(self) -> None:  # under the lock
+        if self._queued > self._idle and len(self._threads) < self._limit:
+            t = threading.Thread(target=self._run, name=f"{self._name}-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            self._idle += 1  # counted idle from its start: it is about to take work
+            t.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+                if item is not None:
+                    self._queued -= 1
+            if item is None:
+                return
+            future, call = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self) -> None:
+        """Idle threads end; a busy one ends after its work, or with the process if it never ends."""
+        for _ in self._threads:
+            self._work.put(None)
+
+
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS) -> list[Outcome[T]]:
     """Outcomes in the order of `hosts`."""
     if not hosts:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
-        return list(pool.map(lambda h: outcome_of(h, fn), hosts))
+    pool = Pool(min(max_workers, len(hosts)))
+    try:
+        futures = [pool.submit(outcome_of, h, fn) for h in hosts]
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown()
 
 
 def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:

@@ -468,6 +468,22 @@ def shown_env(env: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str
     return {k: MASK if is_secret_name(k, secret_names) else v for k, v in env.items()}
 
 
+def shipped(name: str, directory: Path = DEFAULT_DIR) -> Path:
+    """The playbook a host names (in a release manifest): only `<directory>/<name>.yaml` for a plain playbook
+    name, and only a file that is inside the folder once symlinks are followed. A host never makes the
+    controller read a path of its choosing."""
+    try:
+        fields.name(name)
+    except ValueError as exc:
+        raise InputError(f"playbook name {exc}") from None
+    candidate = directory / f"{name}.yaml"
+    real, folder = candidate.resolve(), directory.resolve()
+    if not candidate.is_file() or real.parent != folder:
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+        raise InputError(f"no playbook {name} in {directory}/ (known: {known or 'none'})")
+    return real
+
+
 def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
     """Per-host environment overrides from the inventory (vars.env), validated like a playbook's."""
     env = host_vars.get("env") or {}

@@ -137,12 +137,12 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def say_error(message: str, prefix: str = "error: ") -> None:
     """One line on stderr: coloured on a terminal, plain text (and no rich) otherwise."""
-    if sys.stderr.isatty():
-        from rich.markup import escape
+    from fleet.cli.hosttext import escape, visible  # rich-free until escape() is called
 
+    if sys.stderr.isatty():
         err_console.print((f"[bold red]{prefix}[/]" if prefix else "") + escape(message), soft_wrap=True)
     else:
-        sys.stderr.write(f"{prefix}{message}\n")
+        sys.stderr.write(f"{prefix}{visible(message)}\n")
         sys.stderr.flush()
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet.cli import print_json
+from fleet.cli.hosttext import visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
@@ -35,7 +36,7 @@ def gates_table(title: str, gates: Sequence[archgate.Gate], console: Console) ->
 
 
 def _table(res: archgate.AuditResult, console: Console) -> None:
-    from rich.markup import escape
+    from fleet.cli.hosttext import escape
 
     console.print(gates_table(f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}",
                               res.excluding, console))
@@ -73,7 +74,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
                               for o in outcomes]})
     for o in outcomes if not as_json else []:
         if o.value is None:
-            console.print(o.error or "", style="red", markup=False, soft_wrap=True)
+            console.print(visible(o.error or ""), style="red", markup=False, soft_wrap=True)
             continue
         _table(o.value, console)
     if any(not o.ok for o in outcomes):

@@ -53,8 +53,9 @@ class Board:
                 row.note = note
 
     def table(self) -> Table:
-        from rich.markup import escape
         from rich.table import Table
+
+        from fleet.cli.hosttext import escape
 
         with self._lock:
             table = Table(title=self.headline or None, title_justify="left")

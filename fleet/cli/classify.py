@@ -42,7 +42,7 @@ def _read(file: str) -> str:
 
 
 def _print_human(file: str, verdict: Verdict) -> None:
-    from rich.markup import escape
+    from fleet.cli.hosttext import escape
 
     out = console
     name = "stdin" if file == "-" else file
@@ -63,7 +63,7 @@ def _print_human(file: str, verdict: Verdict) -> None:
 
 
 def _event_line(event: Event) -> str:
-    from rich.markup import escape
+    from fleet.cli.hosttext import escape
 
     colour = _COLOURS[event.severity]
     return (f"{event.line:>5} [{colour}]{event.log_class:<18} {event.severity:<7}[/] "

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console
 from fleet.cli.board import Board
+from fleet.cli.hosttext import escape, visible
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.host.releases import release_id
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout
 from fleet.multihost import router as routing
@@ -33,10 +35,9 @@ def host_say(as_json: bool) -> routing.HostSay:
     carries only the JSON document), plain lines on stderr, without loading rich."""
     if as_json:
         def plain(name: str, m: str) -> None:
-            sys.stderr.write(f"{name} {m}\n")
+            sys.stderr.write(f"{name} {visible(m)}\n")
             sys.stderr.flush()
         return plain
-    from rich.markup import escape
 
     return lambda name, m: console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
 
@@ -79,6 +80,11 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False) -> int:
+    if to is not None and to != rollbacks.BEFORE_FLEET:
+        try:
+            release_id(to)
+        except ValueError as exc:
+            raise InputError(f"--to {exc} (see `inv history`)") from None
     if to == rollbacks.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
@@ -124,7 +130,7 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
             if o.value:
                 render_history(o.host.name, o.value[0], o.value[1], console, bench)
             else:
-                console.print(f"[red]{o.error}[/]")
+                console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=True)
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
@@ -163,9 +169,14 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         if done.router:
             render_router(done.router, console)
     sys.stdout.flush()
-    if done.background:
-        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits for "
-                         "those deploys to end (each on its own budgets, rolling back on failure) before it exits\n")
+    if done.background and timeout is not None:
+        grace = min(timeout, rolling.GRACE_MAX_S)
+        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
+                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
+        left = rolling.settle(done, grace)
+        if left:
+            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
+                             "rollback there takes over its lock and recovers what it left\n")
     return EXIT_OK if done.ok else EXIT_HOST_FAILED
 
 
@@ -186,8 +197,6 @@ def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list
 
 
 def render_router(report: dict[str, Any], console: Console) -> None:
-    from rich.markup import escape
-
     status = report["status"]
     colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
     console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
+from fleet.cli.hosttext import escape, visible
 from fleet.deploy import bench as benching
 from fleet.deploy.noise import Runs
 from fleet.deploy.results import DeployResult
@@ -25,7 +25,7 @@ def render(result: DeployResult, console: Console) -> None:
                   + (f", release {result.release}" if result.release else "")
                   + (f", rung {result.config.get('rung')}" if result.config.get("rung") else ""))
     if result.diff is not None:
-        console.print(result.diff or "(no differences)", markup=False, highlight=False, soft_wrap=True)
+        console.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=True)
     if result.attempts:
         screen = real_console(console)
         ascii_only = fit.plain_terminal(screen)

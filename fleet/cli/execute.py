@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleet.cli import console, print_json
+from fleet.cli.hosttext import escape
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
 from fleet.inventory import Host
@@ -12,6 +13,8 @@ from fleet.ssh.remote import CommandResult
 
 
 def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
+    """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
+    them its own way)."""
     failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
     if as_json:
         print_json({"hosts": [
@@ -28,13 +31,20 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
             table.add_column(col, overflow="fold")
         for o in outcomes:
             if o.value is None:
-                table.add_row(o.host.name, o.host.address, "-", f"[red]{o.error}[/]")
+                table.add_row(o.host.name, o.host.address, "-", f"[red]{escape(o.error or '')}[/]")
             else:
-                text = (o.value.stdout + (f"[red]{o.value.stderr}[/]" if o.value.stderr else "")).rstrip()
+                text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
+                    escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")
                 table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
         console.print(table)
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 
-def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool) -> int:
-    return report(execute.run_everywhere(hosts, cmd, opts), as_json)
+def parse_timeout(text: str | float | None) -> float:
+    """--timeout as given (exit 2 when it is not a positive number of seconds)."""
+    return execute.parse_timeout(text)
+
+
+def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
+            timeout: float = execute.DEFAULT_TIMEOUT_S) -> int:
+    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json)

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleet.cli.hosttext import visible
+
 GAP = 2
 
 
@@ -46,7 +48,8 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
     chosen: list[Col] = []
     used = 0
     for col in cols:
-        cells = col.cells if wide else [(shorten(t, col.cap, ascii_only, col.keep_end), s) for t, s in col.cells]
+        shown = [(visible(t, lines=False), s) for t, s in col.cells]  # host text: controls shown, not obeyed
+        cells = shown if wide else [(shorten(t, col.cap, ascii_only, col.keep_end), s) for t, s in shown]
         if not wide and chosen and not any(t for t, _ in cells):
             continue  # nothing to say in it
         need = max([len(col.header), *(len(t) for t, _ in cells)])

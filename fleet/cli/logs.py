@@ -28,7 +28,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since fails before any host is contacted
     if not as_json:  # --json lines need no rich
-        from rich.markup import escape
+        from fleet.cli.hosttext import escape
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from fleet.cli import console, print_json
 from fleet.cli.audit import render_audit
+from fleet.cli.hosttext import escape
 from fleet.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import patch as patch_run
@@ -51,24 +52,24 @@ def render(results: list[HostResult], console: Console) -> None:
         names = sorted({row[0] for row in rows})
         title = f"{r.host} ({sms}): patch {r.action} {verdict}" + (f" ({', '.join(names)})" if names else "")
         table = fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), None)
-        console.print(title, highlight=False)
+        console.print(escape(title), highlight=False)
         console.print(table)
         for w in r.written:
-            console.print(f"  {'restored' if r.action == 'revert' else 'wrote'} {w}")
+            console.print(f"  {'restored' if r.action == 'revert' else 'wrote'} {escape(w)}")
         for c in r.cleared:
-            console.print(f"  cleared JIT cache {c}")
+            console.print(f"  cleared JIT cache {escape(c)}")
         if r.manifest:
-            console.print(f"  manifest {r.manifest}")
+            console.print(f"  manifest {escape(r.manifest)}")
         if r.action == "apply" and r.ok and not r.written:
             console.print("  nothing to write (already applied, or not applicable)")
         if r.revert is not None and r.revert.state == NOTHING:
-            console.print(f"  nothing to revert: {r.revert.reason}")
+            console.print(f"  nothing to revert: {escape(r.revert.reason or '')}")
         if r.error:
-            console.print(f"  [bold red]error:[/] {r.error}", soft_wrap=True)
+            console.print(f"  [bold red]error:[/] {escape(r.error)}", soft_wrap=True)
         if r.audit is not None:
             render_audit([r.audit], console)
         if r.audit_error:
-            console.print(f"  [bold red]audit:[/] {r.audit_error}", soft_wrap=True)
+            console.print(f"  [bold red]audit:[/] {escape(r.audit_error)}", soft_wrap=True)
 
 
 def against_command(set_names: list[str], against: str, sm: int, as_json: bool) -> int:
@@ -105,7 +106,7 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
         render(results, console)
         for r in results:
             if r.release:
-                console.print(f"{r.host}: recorded as release {r.release} (`inv rollback` undoes it)")
+                console.print(f"{escape(r.host)}: recorded as release {escape(r.release)} (`inv rollback` undoes it)")
     return exit_code(results)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleet.cli import console, print_json
+from fleet.cli.hosttext import visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import probe_run
 from fleet.inventory import Host
@@ -20,7 +21,7 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
         if verbose:
             for f in facts:
                 for line in f.connection or ([f"not reached: {f.error}"] if f.error else []):
-                    console.print(f"{f.host}: {line}", markup=False, highlight=False, soft_wrap=True)
+                    console.print(visible(f"{f.host}: {line}"), markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK if all(f.ok for f in facts) else EXIT_HOST_FAILED
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import fit, real_console
+from fleet.cli.hosttext import escape, visible
 from fleet.host.facts import HostFacts
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
@@ -102,7 +103,7 @@ def link_table(f: HostFacts) -> Table | None:
                 cells.append("X")
                 continue
             peer = p2p[i][j] if p2p and i < len(p2p) and j < len(p2p[i]) else None
-            cells.append(f"{code or '?'}" + (f" {peer}" if peer else ""))
+            cells.append(escape(f"{code or '?'}" + (f" {peer}" if peer else ""), lines=False))
         t.add_row(f"GPU{i}", *cells)
     return t
 
@@ -149,10 +150,10 @@ def render(facts: list[HostFacts], console: Console) -> None:
         if not f.ok:
             continue
         console.print()
-        console.print(Text(f"{f.host} ({f.address}): {verdict_line(f)}", style="bold"))
+        console.print(Text(visible(f"{f.host} ({f.address}): {verdict_line(f)}"), style="bold"))
         if f.gpus:
             console.print(gpu_table(f, screen.width, ascii_only))
         if (links := link_table(f)) is not None:
             console.print(links)
         for w in f.warnings:
-            console.print(Text(f"warning: {w}", style="yellow"))
+            console.print(Text(visible(f"warning: {w}"), style="yellow"))

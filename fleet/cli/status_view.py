@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from fleet.cli import fit, real_console
 from fleet.cli.fit import Col, plain_terminal
+from fleet.cli.hosttext import escape
 from fleet.logs.remedies import remedy_for
 from fleet.multihost.status import HostStatus
 

@@ -42,7 +42,7 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
         if not sys.stdin.isatty():
             raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Not asking without a terminal: "
                              "pass --yes to go ahead")
-        from rich.markup import escape
+        from fleet.cli.hosttext import escape
 
         out = err_console if as_json else console
         return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")

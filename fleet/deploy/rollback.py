@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from fleet import playbook
 from fleet.deploy import recovery, restore
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
@@ -36,12 +37,13 @@ def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
 
 
 def recorded_playbook(store: ReleaseStore, host: Host, to: str | None) -> Playbook:
-    """The playbook the release a rollback goes to was deployed with, from playbooks/ by the name it records."""
+    """The playbook the release a rollback goes to was deployed with, from playbooks/ by the name it records
+    (a name the host sends: only a playbook of that name in playbooks/, never a path)."""
     rel = store.load(to) if to else (store.last_good_before_current() or store.current())
     if rel is None:
         raise FleetError(f"{host.name}: no release to roll back to" + (f" named {to}" if to else ""))
     try:
-        return load_playbook(rel.playbook, checked=False)[0]
+        return load_playbook(str(playbook.shipped(rel.playbook)), checked=False)[0]
     except InputError as exc:
         raise InputError(f"{host.name}: release {rel.id} was deployed with playbook {rel.playbook!r}, which "
                          f"cannot be loaded ({exc}); give --playbook PATH") from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import shlex
 import socket
 import time
@@ -80,6 +81,33 @@ def _started(pid: int) -> int | None:
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+_TOKEN = re.compile(r"[0-9a-f]{32}")  # uuid4().hex, as _me writes it
+PID_MAX = 1 << 22  # the kernel's highest pid_max
+
+
+def owner_from(text: str) -> dict[str, Any] | None:
+    """An owner.json as the host sent it: a JSON object with its texts bounded, a pid the kernel could have
+    and a token of _me's shape kept; anything else dropped (None for what is no object at all). The token
+    goes into a path on the host and the pid to os.kill here: neither is taken as the host wrote it."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    owner: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, str):
+            owner[key] = value[:200]
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62:
+            owner[key] = value
+    if not (isinstance(owner.get("pid"), int) and 0 < owner["pid"] <= PID_MAX):
+        owner.pop("pid", None)
+    if not _TOKEN.fullmatch(str(owner.get("token", ""))):
+        owner.pop("token", None)
+    return owner
 
 
 def dead_owner(owner: dict[str, Any] | None) -> str | None:
@@ -158,10 +186,7 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     if res.ok and out == "ACQUIRED":
         return Lock(host.name, me["token"], me)
     if res.ok and out.startswith("HELD"):
-        try:
-            owner = json.loads(out[4:].strip() or "null")
-        except ValueError:
-            owner = None
+        owner = owner_from(out[4:].strip() or "null")
         raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}", owner)
     raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
                         f"{(res.stderr or res.stdout).strip()[:300]}")
@@ -169,10 +194,7 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
 
 def read_owner(conn: Connection, host: Host) -> dict[str, Any] | None:
     res = remote.run(conn, host, f"cat {shlex.quote(LOCK_DIR + '/owner.json')} 2>/dev/null", timeout=30)
-    try:
-        return json.loads(res.stdout) if res.ok and res.stdout.strip() else None
-    except ValueError:
-        return None
+    return owner_from(res.stdout) if res.ok and res.stdout.strip() else None
 
 
 def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import json
 import posixpath
+import re
 import secrets
 import shlex
 import time
@@ -22,7 +23,9 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet import faulthook
+from fleet import faulthook, fields
+from fleet.errors import FleetError
+from fleet.host.render import LAUNCHER, env_file, key_file, unit_file
 from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
@@ -34,6 +37,52 @@ CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
 BEFORE_FLEET = f"{ROOT}/before-fleet"
 MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
+
+
+_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,63}")  # new_id()'s, and room for older or hand-made ones
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MODE = re.compile(r"0o[0-7]{1,4}")
+# the folders of every file a release may install (unit, env, key, launcher): a manifest naming another is refused
+MANAGED_DIRS = frozenset(posixpath.dirname(p) for p in (unit_file("u"), env_file("u"), key_file("u"), LAUNCHER))
+
+
+class ReleaseDamaged(FleetError):
+    """A release id or manifest from the host is not one fleet wrote: nothing in it is used."""
+
+
+def release_id(v: object) -> str:
+    """A release id as a host reports it (a folder name, a manifest's id, `current`'s target), checked before
+    the controller puts it in a path: ValueError otherwise."""
+    if not isinstance(v, str) or not _ID.fullmatch(v) or ".." in v:
+        raise ValueError(f"not a release id: {str(v)[:60]!r}")
+    return v
+
+
+def _manifest(data: object, rid: str) -> dict[str, Any]:
+    """A release manifest's fields, each of the type fleet writes; its id the folder's, its playbook a plain
+    name, its files absolute paths in MANAGED_DIRS (or their 'before:' copies) with a sha256 and a mode."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if release_id(data.get("id")) != rid:
+        raise ValueError(f"its id {str(data.get('id'))[:60]!r} is not its folder's")
+    book = data.get("playbook")
+    fields.name(book if isinstance(book, str) else "")
+    kinds: dict[str, type | tuple[type, ...]] = {
+             "host": str, "playbook_sha256": str, "created": str, "status": str, "rung": (str, type(None)),
+             "config": dict, "facts": dict, "files": dict, "patches": dict, "attempts": list,
+             "finished": (str, type(None)), "bench": (dict, type(None))}
+    for key, kind in kinds.items():
+        if key in data and not isinstance(data[key], kind):
+            raise ValueError(f"{key} is a {type(data[key]).__name__}")
+    for path, meta in (data.get("files") or {}).items():
+        real = path.removeprefix("before:")
+        fields.abs_path(real)
+        if posixpath.dirname(real) not in MANAGED_DIRS:
+            raise ValueError(f"file {real[:80]!r} is not one fleet installs")
+        if not isinstance(meta, dict) or not _SHA256.fullmatch(str(meta.get("sha256"))) or not \
+                _MODE.fullmatch(str(meta.get("mode", "0o600"))):
+            raise ValueError(f"file {real[:80]!r}: no sha256 and mode as fleet records them")
+    return data
 
 
 def now(timespec: str = "seconds") -> str:
@@ -110,17 +159,40 @@ class ReleaseStore:
            f"printf %s {shlex.quote(line)} >> {shlex.quote(self.dir(release))}/events.jsonl")
         faulthook.reached(str(event.get("step")))
 
+    def _id(self, rid: object, what: str) -> str:
+        try:
+            return release_id(rid)
+        except ValueError as exc:
+            raise ReleaseDamaged(f"{self.host.name}: {what}: {exc}") from None
+
     def events(self, release_id: str) -> list[dict[str, Any]]:
-        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/events.jsonl") or b""
+        rid = self._id(release_id, "release")
+        data = read_file(self.conn, self.host, f"{self.releases}/{rid}/events.jsonl") or b""
         return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
     def load(self, release_id: str) -> Release | None:
-        data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/manifest.json")
-        return Release.from_json(json.loads(data)) if data else None
+        """The release's manifest; ReleaseDamaged when it is not one fleet wrote (see _manifest)."""
+        rid = self._id(release_id, "release")
+        path = f"{self.releases}/{rid}/manifest.json"
+        data = read_file(self.conn, self.host, path)
+        if not data:
+            return None
+        try:
+            return Release.from_json(_manifest(json.loads(data), rid))
+        except (ValueError, RecursionError) as exc:
+            raise ReleaseDamaged(f"{self.host.name}: {path} is not a release manifest fleet wrote: "
+                                 f"{str(exc)[:200]}") from None
 
     def current_id(self) -> str | None:
+        """The release `current` points at (`releases/<id>`, as mark_current makes it); ReleaseDamaged for any
+        other target."""
         out = sh(self.conn, self.host, f"readlink {shlex.quote(self.current_link)} || true").strip()
-        return posixpath.basename(out) if out else None
+        if not out:
+            return None
+        where = f"{self.current_link} points at {out[:80]!r}, not at a release"
+        if posixpath.dirname(out) not in ("releases", self.releases):
+            raise ReleaseDamaged(f"{self.host.name}: {where}")
+        return self._id(posixpath.basename(out), where)
 
     def current(self) -> Release | None:
         rid = self.current_id()
@@ -137,10 +209,15 @@ class ReleaseStore:
         sh(self.conn, self.host, f"rm -f -- {shlex.quote(self.current_link)}")
 
     def list(self) -> list[Release]:
+        """The releases whose manifests fleet wrote, oldest first; any other folder or a damaged manifest is
+        passed over (never loaded, pruned or rolled back to)."""
         out = sh(self.conn, self.host, f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
         found = []
         for rid in sorted(out.split()):
-            release = self.load(rid)
+            try:
+                release = self.load(rid)
+            except ReleaseDamaged:
+                continue
             if release:
                 found.append(release)
         return found

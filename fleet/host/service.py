@@ -24,6 +24,9 @@ class ServiceError(FleetError):
     pass
 
 
+READ_MAX = 16 << 20  # the files fleet reads back (units, env files, keys, manifests) are far smaller
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -31,7 +34,7 @@ def sha256(data: bytes) -> str:
 def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
     """The file's bytes, or None when it does not exist; read as root on a become host. A file the reader
     may not see (a folder it cannot enter) is an error, not a missing file."""
-    res = run_bytes(conn, host, f"LC_ALL=C cat -- {shlex.quote(path)}", timeout=120)
+    res = run_bytes(conn, host, f"LC_ALL=C cat -- {shlex.quote(path)}", timeout=120, max_output=READ_MAX)
     if res.exited == 0:
         return res.stdout
     why = res.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -63,7 +66,7 @@ def _space_left(conn: Connection, host: Host, folder: str) -> str:
     return ""
 
 
-def sh(conn: Connection, host: Host, command: str, timeout: float | None = 120, check: bool = True) -> str:
+def sh(conn: Connection, host: Host, command: str, timeout: float = 120, check: bool = True) -> str:
     res = run(conn, host, command, timeout=timeout)
     if check and not res.ok:
         detail = (res.stderr or res.stdout).strip().splitlines()

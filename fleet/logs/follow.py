@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,9 +13,11 @@ from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.logs.classify import Event
 from fleet.logs.watch import LogWatcher
-from fleet.outcomes import Outcome
+from fleet.outcomes import Outcome, Verdict
 from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import CommandTimedOut
 
+READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
 _SINCE = re.compile(r"^\d+(s|m|min|h|d)$")
 
 
@@ -45,7 +48,9 @@ def split_time(line: str) -> tuple[str | None, str]:
 def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, emit: Callable[[LogLine], None],
            stop: threading.Event) -> None:
     """The unit's journal, each line emitted as it comes and each event (a traceback closes on a later line,
-    a wrapper finds its cause) emitted on its own with its evidence, until the journal ends or `stop`."""
+    a wrapper finds its cause) emitted on its own with its evidence, until the journal ends or `stop`. Without
+    `follow`, a journal that has not ended after READ_ALL_S is CommandTimedOut (a host that never ends it)."""
+    end = None if follow else time.monotonic() + READ_ALL_S
     conn = open_connection(host, opts)
     try:
         when: str | None = None
@@ -58,8 +63,16 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
 
         watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, e)), on_line=line,
                              raise_on_fatal=False)
-        journal.follow(journal.Follower(conn, host, journal_command(host.unit, follow, since)), watcher,
-                       lambda: (Outcome.STOPPED, "stopped") if stop.is_set() else None)
+        def tick() -> Verdict | None:
+            if end is not None and time.monotonic() > end:
+                return Outcome.HANG, "deadline"
+            return (Outcome.STOPPED, "stopped") if stop.is_set() else None
+
+        verdict = journal.follow(journal.Follower(conn, host, journal_command(host.unit, follow, since)), watcher,
+                                 tick)
+        if verdict is not None and verdict[0] == Outcome.HANG:
+            raise CommandTimedOut(f"{host.name}: the journal did not end within {READ_ALL_S:g}s (without -f, "
+                                  "journalctl ends on its own): stopped reading it")
         when = None
         watcher.finish()
     finally:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from fabric import Connection
+from paramiko import SSHException
 
 from fleet import faulthook
 from fleet.host.service import sh, unit_state
@@ -26,11 +27,14 @@ from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Budgets
 from fleet.progress import Progress
-from fleet.ssh import become, keepalive
-from fleet.ssh.remote import ConnectionLost
+from fleet.ssh import become, deadline, keepalive
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
 READ_S = 0.5  # the longest a tick waits for a line
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
+MAX_LINE = 64 << 10  # a longer line is cut here and the rest of it dropped: no host can grow the buffer further
+OPEN_S = 30.0  # opening the follower's channel and the answer to its exec request
+CUT = " [line cut by fleet at 64 KiB]"
 
 
 def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
@@ -68,11 +72,22 @@ class Follower:
         if transport is None:
             raise ConnectionLost(f"{host.name}: not connected")
         how = become.of(conn, host.become)
-        self.chan = transport.open_session()
-        self.chan.exec_command(how.wrap(journal_command))
-        if how.stdin():
-            self.chan.sendall(how.stdin())  # sudo's password; journalctl reads nothing more
+        self.chan = transport.open_session(timeout=OPEN_S)
+        token = deadline.arm(OPEN_S, self.chan)
+        try:
+            self.chan.exec_command(how.wrap(journal_command))
+            if how.stdin():
+                self.chan.settimeout(OPEN_S)
+                self.chan.sendall(how.stdin())  # sudo's password; journalctl reads nothing more
+        except (OSError, EOFError, SSHException):
+            self.chan.close()
+            if token.expired:
+                raise CommandTimedOut(f"{host.name}: the journal did not start within {OPEN_S:g}s") from None
+            raise
+        finally:
+            deadline.disarm(token)
         self._buf = b""
+        self._cutting = False  # dropping the rest of a line that was cut
 
     def read(self, timeout: float) -> str | None:
         """Complete lines that arrive within timeout ("" if none), newline-terminated; None once ended."""
@@ -88,9 +103,19 @@ class Follower:
             if why:
                 raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
             return None
+        if self._cutting:
+            end = data.find(b"\n")
+            if end < 0:
+                return ""
+            data, self._cutting = data[end + 1:], False
         self._buf += data
         *complete, self._buf = self._buf.split(b"\n")
-        return "".join(redact.line(c.decode("utf-8", "replace")) + "\n" for c in complete)
+        lines = [redact.line(c[:MAX_LINE].decode("utf-8", "replace")) + (CUT if len(c) > MAX_LINE else "")
+                 for c in complete]
+        if len(self._buf) > MAX_LINE:
+            lines.append(redact.line(self._buf[:MAX_LINE].decode("utf-8", "replace")) + CUT)
+            self._buf, self._cutting = b"", True
+        return "".join(line + "\n" for line in lines)
 
     def close(self) -> None:
         self.chan.close()

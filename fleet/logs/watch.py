@@ -66,6 +66,10 @@ class _Cursor:
     tail: str = ""  # the partial last line, classified by finish() if its newline never comes
 
 
+# events kept for the verdict; past it only fatal ones, as many again (`inv logs -f` of a host flooding for days)
+MAX_EVENTS = 10_000
+
+
 @dataclass
 class _Shared:
     rules: RuleSet
@@ -176,7 +180,9 @@ class LogWatcher(StreamWatcher):
         ready: Event | None = None
         with shared.lock:  # callbacks run in order, one at a time, across both reader threads
             for event in new:
-                shared.events.append(event)
+                kept = len(shared.events)
+                if kept < MAX_EVENTS or (event.severity is Severity.FATAL and kept < 2 * MAX_EVENTS):
+                    shared.events.append(event)
                 if shared.on_event is not None:
                     shared.on_event(event)
                 if event.severity is Severity.FATAL and first_fatal is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +63,7 @@ class Rollout:
     batches: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
+    pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
     router: dict[str, Any] | None = None
 
     @property
@@ -124,7 +125,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
 
     if hooks:
         hooks.start()
-    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel.MAX_WORKERS, max(len(g) for g in groups))))
+    # daemon threads: a host abandoned after --host-timeout never keeps `inv` from exiting (see settle)
+    pool = parallel.Pool(min(parallel.MAX_WORKERS, max(len(g) for g in groups)), name="fleet-deploy")
     try:
         for i, group in enumerate(groups, 1):
             names = [h.name for h in group]
@@ -150,10 +152,11 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                     if h.name in began and time.monotonic() - began[h.name] > timeout:
                         pending.discard(f)
                         plan.background.append(h.name)
+                        plan.pending[h.name] = f
+                        pool.abandon()  # the next batch never waits for this host's thread
                         finish(h, DeployResult(
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
-                            "(--host-timeout); its deploy goes on in the background until it ends on its own "
-                            "budgets"))
+                            "(--host-timeout); its deploy may go on to its own end until fleet exits"))
             bad = [n for n in names if results[n].status not in SERVING]
             failed += len(bad)
             plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.FAILED if bad else DeployStatus.OK,
@@ -163,7 +166,20 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             if rollout.should_stop(failed, limit, len(hosts)):
                 plan.stopped = f"{rollout.stop_reason(failed, limit, len(hosts))} after batch {i} of {len(groups)}"
     finally:
-        pool.shutdown(wait=False)
+        pool.shutdown()
     plan.results = [results[h.name] for h in hosts]
     plan.router = hooks.finish(hosts, plan.results) if hooks else None
     return plan
+
+
+GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
+
+
+def settle(plan: Rollout, grace: float) -> list[str]:
+    """Give the deploys that outlived --host-timeout up to `grace` seconds more to end on their own budgets
+    (falling back where they fail); the hosts whose deploy still runs then, which the caller abandons: their
+    threads end with the process, and the next run on such a host takes over its lock and recovers it."""
+    if not plan.pending:
+        return []
+    wait(list(plan.pending.values()), timeout=grace)
+    return [name for name, f in plan.pending.items() if not f.done()]

@@ -77,17 +77,37 @@ def parse_metrics(text: str) -> dict[str, float]:
     return found
 
 
+_UNIT_KEY = re.compile(r"[A-Za-z]{1,40}")
+_HOST_DATA_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
+
+
+def _text(v: Any, cap: int = 300) -> str | None:
+    """A string the host sent, bounded; anything else is None."""
+    return v[:cap] if isinstance(v, str) else None
+
+
+def _of(v: Any, kind: type) -> Any:
+    return v if isinstance(v, kind) else kind()
+
+
 def parse(host: Host, output: str) -> HostStatus:
+    """status.sh's answer; what the host sent is data of any shape: a section of another type or shape than
+    fleet writes is reported as unreadable, never an exception that hides the row."""
     parts = output.split(_MARK + "\n")
     st = HostStatus(host.name, host.address)
-    st.unit = dict(line.split("=", 1) for line in parts[0].splitlines() if "=" in line)
+    st.unit = {k: v[:300] for k, _, v in (line.partition("=") for line in parts[0].splitlines())
+               if _UNIT_KEY.fullmatch(k)}
     manifest: dict[str, Any] = {}
     if len(parts) > 1 and parts[1].strip():
         try:
-            manifest = json.loads(parts[1])
-        except ValueError:
+            loaded: Any = json.loads(parts[1])
+        except (ValueError, RecursionError):
+            loaded = None
+        if isinstance(loaded, dict):
+            manifest = loaded
+        else:
             st.drift.append("release manifest unreadable")
-    st.release, st.rung, st.playbook = manifest.get("id"), manifest.get("rung"), manifest.get("playbook")
+    st.release, st.rung, st.playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
     code = parts[2].strip() if len(parts) > 2 else ""
     st.health = code if code and code != "000" else None
     actual = {}
@@ -95,8 +115,9 @@ def parse(host: Host, output: str) -> HostStatus:
         bits = line.split(None, 1)
         if len(bits) == 2 and len(bits[0]) == 64:
             actual[bits[1].strip()] = bits[0]
-    expected = {p: m.get("sha256") for p, m in (manifest.get("files") or {}).items() if not p.startswith("before:")}
-    expected.update((manifest.get("patches") or {}).get("files") or {})
+    expected = {p: m.get("sha256") for p, m in _of(manifest.get("files"), dict).items()
+                if not p.startswith("before:") and isinstance(m, dict)}
+    expected.update(_of(_of(manifest.get("patches"), dict).get("files"), dict))
     for path, sha in expected.items():
         if actual.get(path) != sha:
             st.drift.append(path + (" (missing)" if path not in actual else " (changed)"))
@@ -111,14 +132,20 @@ def parse(host: Host, output: str) -> HostStatus:
         st.power_w = round(sum(draws), 1)  # type: ignore[arg-type]
     if limits and None not in limits:
         st.power_limit_w = round(sum(limits), 1)  # type: ignore[arg-type]
-    speed = benching.measured(benching.result_of(manifest))  # the serving rung's, never a rung that lost
-    st.bench_tok_s = speed[0] if speed else None
-    failures = [a for a in manifest.get("attempts") or []
-                if a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
+    try:
+        speed = benching.measured(benching.result_of(manifest))  # the serving rung's, never a rung that lost
+        st.bench_tok_s = float(speed[0]) if speed else None
+    except _HOST_DATA_ERRORS:
+        st.drift.append("release benchmark unreadable")
+    failures = [a for a in _of(manifest.get("attempts"), list)
+                if isinstance(a, dict) and a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
     if failures:
-        st.last_failure, st.last_failure_evidence = failures[-1].get("outcome"), failures[-1].get("evidence")
+        st.last_failure, st.last_failure_evidence = (_text(failures[-1].get(k)) for k in ("outcome", "evidence"))
     st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
-    st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+    try:
+        st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+    except _HOST_DATA_ERRORS:
+        st.interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
     st.router = _json_line(parts[7] if len(parts) > 7 else "")
     return st
 
@@ -127,7 +154,7 @@ def _json_line(text: str) -> dict[str, Any] | None:
     for line in reversed(text.splitlines()):
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             return value

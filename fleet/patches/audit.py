@@ -324,10 +324,14 @@ def scope_for(packages: list[str] | None = None, full: bool = False) -> dict[str
     return out
 
 
+SCAN_MAX = 32 << 20  # a full scan (--full) of every package lists many files
+
+
 def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict[str, Any]:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps({"scope": scope}).encode()).decode()
-    res = remote.run(conn, host, hostside.python_command(python, "scan.py", payload), timeout=300)
+    res = remote.run(conn, host, hostside.python_command(python, "scan.py", payload), timeout=300,
+                     max_output=SCAN_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
             scan: dict[str, Any] = json.loads(line[len("FLEET-JSON:"):])

@@ -52,13 +52,14 @@ from fleet.patches.sets import PatchSet, available, load_sets
 from fleet.ssh import remote
 
 _MARK = "FLEET-JSON:"
+ANSWER_MAX = 32 << 20  # patch_host.py's answer carries the target files themselves (base64)
 
 
 def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps(req).encode()).decode()
     cmd = hostside.python_command(python, "patch_host.py", mode, payload)
-    res = remote.run(conn, host, cmd, timeout=timeout)
+    res = remote.run(conn, host, cmd, timeout=timeout, max_output=ANSWER_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(_MARK):
             answer: dict[str, Any] = json.loads(line[len(_MARK):])

@@ -198,6 +198,9 @@ class Endpoint:
         return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
 
 
+_SAFE_HOSTNAME = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9_.:%-]{0,252}")  # `::1` too; never a leading '-' (an option)
+
+
 def _files(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
     if value and value.lower() == "none":
         return ()
@@ -305,6 +308,11 @@ def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | No
         hops = (*last.hops, last)
     if command and command.lower() == "none":
         command = None
+    if not _SAFE_HOSTNAME.fullmatch(hostname):
+        # %h in a ProxyCommand is run by `sh -c`, and a host name is a pattern list in known_hosts
+        # (OpenSSH 9.6 refuses such names for the same reason)
+        raise InputError(f"{alias[:60]}: host name {hostname[:60]!r} refused: only letters, digits and '.-_:%' "
+                         "(a name or an address), not starting with '-'")
     files = named or [*DEFAULT_IDENTITIES, *([hop_identity] if hop_identity and depth else [])]
     return Endpoint(
         alias=alias,

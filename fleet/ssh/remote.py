@@ -10,7 +10,7 @@ from paramiko import SSHException
 
 from fleet.errors import ConnectError, FleetError
 from fleet.inventory import Host
-from fleet.ssh import become, keepalive
+from fleet.ssh import become, deadline, keepalive
 
 
 class ConnectionLost(ConnectError):
@@ -27,8 +27,24 @@ def lost_link(conn: Connection, host: Host, where: str, exc: BaseException | Non
         raise ConnectionLost(f"{host.name}: connection lost {where}: {why}") from None
 
 
+DEFAULT_TIMEOUT_S = 120.0  # a call that names no deadline of its own
+MAX_OUTPUT = 4 << 20  # bytes of stdout (and as many of stderr) one call may make the controller hold
+
+
 class CommandTimedOut(FleetError):
     """A command gave no end within its timeout (the channel is closed, the command's outcome is unknown)."""
+
+
+class ChannelFailed(FleetError):
+    """The host refused the command's channel or closed it before answering (the link itself is up)."""
+
+
+class OutputTooLarge(FleetError):
+    """A host sent more than the call's cap: reading stopped there and the channel was closed."""
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB"
 
 
 @dataclass(frozen=True)
@@ -50,11 +66,12 @@ class BytesResult:
     stderr: bytes
 
 
-def run(conn: Connection, host: Host, command: str, timeout: float | None = None) -> CommandResult:
+def run(conn: Connection, host: Host, command: str, timeout: float = DEFAULT_TIMEOUT_S,
+        max_output: int = MAX_OUTPUT) -> CommandResult:
     """One exec channel; never raises on a non-zero exit (the caller decides what it means). On a become
     host it runs as root (fleet.ssh.become), a sudo password going on stdin. Output is decoded as UTF-8 (bad
-    bytes replaced). Raises CommandTimedOut after `timeout` seconds (None: no limit)."""
-    res = run_bytes(conn, host, command, timeout=timeout)
+    bytes replaced). Raises CommandTimedOut after `timeout` seconds, OutputTooLarge past `max_output` bytes."""
+    res = run_bytes(conn, host, command, timeout=timeout, max_output=max_output)
     return CommandResult(command=command, exited=res.exited, stdout=res.stdout.decode("utf-8", "replace"),
                          stderr=res.stderr.decode("utf-8", "replace"))
 
@@ -73,53 +90,87 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
 
 
 def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
-              timeout: float | None = 120) -> BytesResult:
+              timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT) -> BytesResult:
     """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
-    never go in a command line. As root on a become host, like run(). Raises CommandTimedOut after timeout.
+    never go in a command line. As root on a become host, like run().
+
+    Every step is under one deadline, `timeout` seconds from now: opening the channel, the exec request's
+    answer, stdin, the output and the exit status (a host may close its output and never send one); past it
+    the channel is closed and CommandTimedOut raised. More than `max_output` bytes on stdout or on stderr is
+    OutputTooLarge, the channel closed at once: a host can make the controller hold no more than that.
 
     The channel is read on this thread (a blocking read that wakes on data, or every 0.2 s to drain stderr and
     check the deadline): no reader threads and no polling loop per command, which is most of what a command
-    costs the client on a large fleet."""
-    lost_link(conn, host, f"before `{command[:60]}`")  # never let a dead link be silently reopened
+    costs the client on a large fleet; one process-wide thread (fleet.ssh.deadline) ends the waits paramiko
+    cannot time out."""
+    short = command[:60]
+    lost_link(conn, host, f"before `{short}`")  # never let a dead link be silently reopened
     how = become.of(conn, host.become)
     transport = conn.client.get_transport()
     if transport is None or not transport.is_active():
-        raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: not connected")
+        raise ConnectionLost(f"{host.name}: connection lost before `{short}`: not connected")
     out, err = bytearray(), bytearray()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    chan = None
+    end = time.monotonic() + timeout
+    chan, token = None, None
+
+    def late(what: str = "") -> CommandTimedOut:
+        return CommandTimedOut(f"{host.name}: `{short}` did not finish within {timeout:g}s{what}; the channel was "
+                               "closed (the host is slow, stuck or hostile)")
+
+    def too_much(stream: str) -> OutputTooLarge:
+        return OutputTooLarge(f"{host.name}: `{short}` sent more than {mib(max_output)} on {stream}; fleet stopped "
+                              "reading and closed the channel (a runaway or hostile command)")
+
     try:
-        chan = transport.open_session()
+        chan = transport.open_session(timeout=timeout)
+        token = deadline.arm(max(0.0, end - time.monotonic()), chan)
         chan.exec_command(how.wrap(command))
+        chan.settimeout(max(0.01, end - time.monotonic()))
         try:
             chan.sendall(how.stdin() + data)
             chan.shutdown_write()
+        except TimeoutError:
+            raise late(" (the host did not read its input)") from None
         except OSError:
             pass  # the command ended without reading all its input: its status and output say why
         chan.settimeout(0.2)
         while True:
-            if deadline is not None and time.monotonic() > deadline:
-                raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s")
+            if time.monotonic() > end:
+                raise late()
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(65536)
+                if len(err) > max_output:
+                    raise too_much("stderr")
             try:
                 chunk = chan.recv(65536)
             except TimeoutError:
                 continue
             if not chunk:
-                break  # stdout's end: the command is done
+                break  # stdout's end: the command is done, or the deadline closed the channel
             out += chunk
+            if len(out) > max_output:
+                raise too_much("stdout")
+        chan.status_event.wait(max(0.0, end - time.monotonic()))  # set by the status, or by a close
+        if not chan.exit_status_ready() or (token.expired and chan.recv_exit_status() == -1):
+            raise late(" (its output ended but no exit status came)" if chan.eof_received else "")
         exited = chan.recv_exit_status()
-        while chan.recv_stderr_ready():
+        while chan.recv_stderr_ready() and len(err) <= max_output:
             err += chan.recv_stderr(65536)
-        lost_link(conn, host, f"during `{command[:60]}`",
+        lost_link(conn, host, f"during `{short}`",
                   EOFError("the channel closed without an exit status") if exited == -1 else None)
         _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
         return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
     except (EOFError, OSError, SSHException) as exc:
-        lost_link(conn, host, f"during `{command[:60]}`", exc)
+        lost_link(conn, host, f"during `{short}`", exc)
+        if (token is not None and token.expired) or time.monotonic() >= end:
+            raise late() from None
+        if isinstance(exc, SSHException):
+            raise ChannelFailed(f"{host.name}: `{short}`: the host refused or closed the channel "
+                                f"({type(exc).__name__}: {str(exc)[:160]})") from None
         raise
     finally:
+        if token is not None:
+            deadline.disarm(token)
         if chan is not None:
             chan.close()
 

@@ -103,3 +103,11 @@ def test_selection_errors_name_the_flag(tmp_path):
         inv.select(groups=["g"])
     with pytest.raises(InputError, match=r"--inventory .*missing.yaml: no such file"):
         inventory.load(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("address", ["fe80::1%$(touch X;echo eth0)", "fe80::1%x,gpu-node-2"])
+def test_an_address_whose_zone_id_is_not_an_interface_name_is_refused(tmp_path, address):
+    path = tmp_path / "hosts.yaml"
+    path.write_text(f"hosts:\n  gpu-1: {{address: '{address}'}}\n")
+    with pytest.raises(InputError, match=r"hosts.yaml:2: .*zone id .*an interface name"):
+        inventory.load(path)

@@ -206,3 +206,22 @@ def test_the_health_expectation_is_normalised_as_the_answer_is(tmp_path, health,
     else:
         with pytest.raises(InputError, match=expected):
             playbook.load(path)
+
+
+@pytest.mark.parametrize("name", ["../../../../tmp/x", "/etc/passwd", "glm5-nvfp4.yaml/..", "x\n", "", "UPPER"])
+def test_a_playbook_a_host_names_is_only_a_plain_name(name):
+    with pytest.raises(InputError, match="playbook name"):
+        playbook.shipped(name)
+
+
+def test_a_playbook_a_host_names_resolves_only_inside_the_folder(tmp_path):
+    folder, outside = tmp_path / "playbooks", tmp_path / "outside.yaml"
+    folder.mkdir()
+    outside.write_text("name: outside\n")
+    (folder / "inside.yaml").write_text("name: inside\n")
+    (folder / "escape.yaml").symlink_to(outside)
+    assert playbook.shipped("inside", folder) == (folder / "inside.yaml").resolve()
+    with pytest.raises(InputError, match="no playbook escape in"):
+        playbook.shipped("escape", folder)
+    with pytest.raises(InputError, match=r"no playbook missing in .*\(known: escape, inside\)"):
+        playbook.shipped("missing", folder)

@@ -245,6 +245,25 @@ def test_host_timeout_marks_the_host_failed_and_stops(fake, capsys):
     assert [h["status"] for h in data["hosts"][1:]] == ["skipped", "skipped"]
 
 
+def test_host_timeout_waits_as_long_again_then_abandons_a_deploy_that_never_ends(fake, capsys):
+    fake(slow={"h0": 3600})  # h0's thread never ends within the test: the run must not wait for it
+    start = time.monotonic()
+    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False, host_timeout="0.3")
+    assert time.monotonic() - start < 3
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert rc == 1 and "timed out after 0.3s" in data["hosts"][0]["error"] and data["hosts"][1]["status"] == "ok"
+    assert "fleet waits up to 0.3s more" in err and "abandoned: h0: still deploying when fleet exited" in err
+
+
+def test_the_next_batch_never_waits_for_the_thread_of_a_host_given_up_on(fake, capsys):
+    fake(slow={"h0": 3600})  # batches of one: the pool has one thread, and h0's never comes back
+    start = time.monotonic()
+    rc, data = run(capsys, 3, serial="1", max_fail="1", host_timeout="0.5")
+    assert time.monotonic() - start < 5
+    assert [h["status"] for h in data["hosts"]] == ["failed", "ok", "ok"]
+
+
 def test_bad_flags_fail_before_the_playbook_or_a_host(fake, capsys):
     f = fake()
     with pytest.raises(InputError, match="--serial"):

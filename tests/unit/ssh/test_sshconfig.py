@@ -232,3 +232,23 @@ def test_a_config_is_read_once_until_a_file_or_an_include_match_changes(home, tm
     assert sshconfig.endpoint(sshconfig.load(None, "t"), "c").hostname == "10.9.0.3"
     (home / ".ssh/config").unlink()
     assert sshconfig.endpoint(sshconfig.load(None, "t"), "c").hostname == "c"
+
+
+@pytest.mark.parametrize("hostname", ["$(touch /tmp/owned)", "a;id", "-oProxyCommand=id", "a,gpu-node-2", "a b",
+                                      "`id`"])
+def test_a_host_name_that_a_shell_or_known_hosts_would_read_as_more_is_refused(home, tmp_path, hostname):
+    """ProxyCommand's %h goes through `sh -c`; known_hosts reads ',' as a second name (OpenSSH 9.6 refuses
+    such names too)."""
+    cfg = tmp_path / "config"
+    cfg.write_text(f"Host gpu-1\n  HostName {hostname}\n  ProxyCommand nc %h %p\n")
+    with pytest.raises(InputError, match=r"gpu-1: host name .* refused"):
+        sshconfig.endpoint(sshconfig.load(str(cfg), "t"), "gpu-1")
+
+
+def test_an_inventory_address_with_a_zone_id_reaches_proxycommand_as_an_interface_name(home, tmp_path):
+    cfg = tmp_path / "config"
+    cfg.write_text("Host *\n  ProxyCommand nc %h %p\n")
+    loaded = sshconfig.load(str(cfg), "t")
+    assert sshconfig.endpoint(loaded, "fe80::1%eth0").proxy_command == "nc fe80::1%eth0 22"
+    assert sshconfig.endpoint(loaded, "::1").proxy_command == "nc ::1 22"
+    assert sshconfig.endpoint(loaded, "gpu_node-1.example.org").hostname == "gpu_node-1.example.org"

@@ -1,0 +1,108 @@
+"""fleet's tasks, run as an operator runs them, against hostile hosts: each case ends within its deadline
+with that host failed in one line, the other hosts' results whole, the controller's memory bounded, and
+nothing a host prints rewrites the terminal or is read as markup."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hostkit import HostileFleet, answer, eof_no_status, flood
+
+REPO = Path(__file__).resolve().parents[2]
+MARKUP = b"/dev/nvme0n1p2[/var/lib/docker] [bold red]x[/] \x1b[2J\x1b]0;owned\x07 \xc2\x9b31m \xe2\x80\xae end\n"
+FIGURES: dict[str, float] = {}
+
+
+def inv(fleet: HostileFleet, *args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float, int]:
+    """`inv TASK -i <the hostile inventory> ARGS`: the process, its wall time and its peak RSS in MiB."""
+    cmd = [str(REPO / ".venv/bin/inv"), args[0], "-i", str(fleet.inventory), *args[1:]]
+    out, err = fleet.folder / "stdout", fleet.folder / "stderr"
+    start = time.monotonic()
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
+                                env={**os.environ, "COLUMNS": "200"})
+    while True:  # reaped here, for its rusage
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > timeout:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            pytest.fail(f"`inv {' '.join(args)}` still running after {timeout}s")
+        time.sleep(0.05)
+    seconds = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(status), out.read_text(), err.read_text())
+    return done, seconds, int(usage.ru_maxrss / 1024)
+
+
+def test_exec_gives_up_on_each_hostile_host_and_reports_the_others_whole(tmp_path):
+    hosts = {"stuck": eof_no_status(), "flood": flood(), "markup": answer(MARKUP), "fine": answer(b"ok\n")}
+    with HostileFleet(tmp_path, hosts) as fleet:
+        proc, seconds, _ = inv(fleet, "exec", *(a for h in hosts for a in ("--host", h)), "--cmd", "x",
+                               "--timeout", "2")
+    FIGURES["exec: EOF without status, --timeout 2"] = seconds
+    assert proc.returncode == 1, proc.stderr
+    assert seconds < 40  # a slack for a loaded machine: before, `inv exec` waited on the stuck host forever
+    out, words = proc.stdout, " ".join(proc.stdout.split())
+    assert "stuck: `x` did not finish within 2s" in words
+    assert "more than 4 MiB on stdout" in words
+    assert "/dev/nvme0n1p2[/var/lib/docker] [bold red]x[/]" in out  # data, not markup
+    assert "\\x1b[2J" in out and "\\x9b31m" in out and "\\u202e" in out  # escapes shown, not obeyed
+    assert not {"\x1b", "\x9b", "\x07", "\u202e"} & set(out)
+    assert "ok" in out and "2/4 hosts ok" in out
+
+
+def test_exec_json_escapes_control_characters_as_json_does(tmp_path):
+    with HostileFleet(tmp_path, {"markup": answer(MARKUP)}) as fleet:
+        proc, _, _ = inv(fleet, "exec", "--host", "markup", "--cmd", "x", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\\u001b[2J" in proc.stdout
+    assert json.loads(proc.stdout)["hosts"][0]["stdout"] == MARKUP.decode()
+
+
+@pytest.mark.parametrize("bad", ["soon"])  # the others: tests/unit/host/test_execute.py
+def test_exec_refuses_a_bad_timeout_before_any_host(tmp_path, bad):
+    with HostileFleet(tmp_path, {"h": answer(b"ok\n")}) as fleet:
+        proc, _, _ = inv(fleet, "exec", "--host", "h", "--cmd", "x", "--timeout", bad)
+        assert fleet.servers["h"].commands == []
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --timeout ")
+
+
+def test_probe_of_a_flooding_host_is_bounded_and_the_other_is_whole(tmp_path, healthy_probe):
+    with HostileFleet(tmp_path, {"flood": flood(b"GPU " * 255 + b"\n"), "fine": answer(healthy_probe)}) as fleet:
+        proc, seconds, rss = inv(fleet, "probe", "--host", "flood", "--host", "fine", "--json")
+    FIGURES["probe: flood, peak RSS MiB"] = rss
+    assert proc.returncode == 1, proc.stderr
+    rows = {h["host"]: h for h in json.loads(proc.stdout)["hosts"]}
+    assert "more than 4 MiB on stdout" in rows["flood"]["error"]
+    assert rows["fine"]["ok"] and len(rows["fine"]["gpus"]) == 8
+    assert rss < 200
+
+
+def test_rollback_refuses_a_to_that_is_not_a_release_id(tmp_path):
+    with HostileFleet(tmp_path, {"h": answer(b"")}) as fleet:
+        proc, _, _ = inv(fleet, "rollback", "--host", "h", "--to", "../../../../tmp/x")
+        assert fleet.servers["h"].commands == []
+    assert proc.returncode == 2 and "--to not a release id" in proc.stderr
+
+
+def test_host_timeout_abandons_a_stuck_host_and_inv_exits(tmp_path):
+    book = tmp_path / "tiny.yaml"
+    book.write_text("name: tiny\nmodel: {path: /models/x}\nladder: [{name: base}]\n")
+    with HostileFleet(tmp_path, {"stuck": eof_no_status(), "fine": answer(b"", b"no\n", status=1)}) as fleet:
+        proc, seconds, _ = inv(fleet, "deploy", "--playbook", str(book), "--host", "stuck", "--host", "fine",
+                               "--host-timeout", "2", "--json")
+    FIGURES["deploy --host-timeout 2 (stuck host): inv exits after"] = seconds
+    assert proc.returncode == 1
+    rows = {h["host"]: h for h in json.loads(proc.stdout)["hosts"]}
+    assert "timed out after 2s (--host-timeout)" in rows["stuck"]["error"]
+    assert rows["fine"]["status"] == "failed" and "timed out" not in rows["fine"]["error"]
+    assert "abandoned: stuck" in proc.stderr
+    assert seconds < 60  # before, inv waited on the stuck host's thread forever
+

@@ -1,0 +1,57 @@
+"""The journal follower against hostile hosts: a line longer than MAX_LINE is cut and the rest of it dropped,
+so no host can grow the follower's buffer; a journal whose exec request is never answered gives up."""
+
+from __future__ import annotations
+
+from hostkit import HANG_EXEC, HostileFleet, answer, one_line, timed
+
+from fleet.logs import journal
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import CommandTimedOut
+
+
+def _follow(tmp_path, behaviour, reads):
+    with HostileFleet(tmp_path, {"h": behaviour}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            got, biggest = [], 0
+            for _ in range(reads):
+                text = follower.read(2)
+                if text is None:
+                    break
+                got.append(text)
+                biggest = max(biggest, len(follower._buf))
+            follower.close()
+            return "".join(got), biggest
+        finally:
+            conn.close()
+
+
+def test_an_endless_line_is_cut_and_the_buffer_stays_bounded(tmp_path):
+    text, biggest = _follow(tmp_path, one_line(), reads=200)  # about 13 MB sent
+    assert biggest <= journal.MAX_LINE
+    lines = text.splitlines()
+    assert lines and all(line.endswith(journal.CUT) for line in lines)
+    assert max(len(line) for line in lines) == journal.MAX_LINE + len(journal.CUT)
+
+
+def test_the_line_after_a_cut_one_is_whole(tmp_path):
+    text, _ = _follow(tmp_path, answer(b"a" * 200_000 + b"\nnext line\n" + b"b" * 70_000 + b"\nlast\n"), reads=50)
+    assert text.splitlines() == ["a" * journal.MAX_LINE + journal.CUT, "next line",
+                                 "b" * journal.MAX_LINE + journal.CUT, "last"]
+
+
+def test_a_journal_never_started_gives_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal, "OPEN_S", 1.0)
+    with HostileFleet(tmp_path, {"h": HANG_EXEC}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            seconds, result = timed(lambda: journal.Follower(conn, host, journal.command("sglang")))
+        finally:
+            conn.close()
+    assert isinstance(result, CommandTimedOut), result
+    assert "the journal did not start within 1s" in str(result) and seconds < 3
+

@@ -1,0 +1,61 @@
+"""fleet.parallel: every host an outcome, on a bounded pool of daemon threads (a stuck host never keeps the
+process from exiting)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from fleet import parallel
+from fleet.errors import FleetError
+from fleet.inventory import Host
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _host(name: str) -> Host:
+    return Host(name=name, address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                source=Path("hosts.yaml"))
+
+
+def test_the_pool_starts_no_more_threads_than_its_size_and_all_are_daemons():
+    pool, gate = parallel.Pool(2), threading.Event()
+    futures = [pool.submit(lambda i=i: (gate.wait(5), i)[1]) for i in range(5)]
+    assert len(pool._threads) == 2 and all(t.daemon for t in pool._threads)
+    gate.set()
+    assert [f.result(timeout=5) for f in futures] == [0, 1, 2, 3, 4]
+    pool.shutdown()
+
+
+def test_abandoning_a_busy_thread_lets_queued_work_start():
+    pool, stuck, done = parallel.Pool(1), threading.Event(), []
+    pool.submit(stuck.wait, 30)
+    later = pool.submit(lambda: done.append(1) or "ran")
+    pool.abandon()
+    assert later.result(timeout=5) == "ran" and len(pool._threads) == 2
+    stuck.set()
+    pool.shutdown()
+
+
+def test_every_host_gets_an_outcome_in_order_and_none_hides_another():
+    def fn(h: Host) -> str:
+        if h.name == "b":
+            raise FleetError("b: refused")
+        if h.name == "c":
+            raise KeyError("surprise")
+        return h.name.upper()
+
+    out = parallel.run_all([_host(n) for n in "abcd"], fn)
+    assert [(o.host.name, o.ok, o.value, o.error) for o in out] == [
+        ("a", True, "A", None), ("b", False, None, "b: refused"), ("c", False, None, "c: KeyError: 'surprise'"),
+        ("d", True, "D", None)]
+
+
+def test_a_thread_stuck_forever_does_not_keep_the_process_from_exiting():
+    code = ("import threading; from fleet import parallel; p = parallel.Pool(1); "
+            "p.submit(threading.Event().wait); print('submitted', flush=True)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "submitted\n"
