@@ -10,6 +10,8 @@ import re
 
 from pydantic import BaseModel, Field
 
+from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu
+
 
 class Gpu(BaseModel):
     index: int | None = None
@@ -26,6 +28,7 @@ class Gpu(BaseModel):
     pcie_gen_max: int | None = None
     pcie_width: int | None = None
     pcie_width_max: int | None = None
+    health: GpuHealth | None = None  # None: the driver answered no health query
 
 
 class Topology(BaseModel):
@@ -103,6 +106,8 @@ class HostFacts(BaseModel):
     flashinfer_cache: FlashinferCache = Field(default_factory=FlashinferCache)
     disk: dict[str, DiskFree] = Field(default_factory=dict)
     unit: UnitState | None = None
+    lost_gpus: list[LostGpu] = Field(default_factory=list)  # GPUs nvidia-smi could not open
+    kernel_log: KernelLog | None = None  # Xid events since boot (None: the probe did not read it)
     warnings: list[str] = Field(default_factory=list)
     connection: list[str] = Field(default_factory=list)  # how fleet reached it (fleet.ssh.connect.trace_of)
     probed_at: str | None = None  # ISO time, set by whoever runs the probe (parse is pure)

@@ -20,11 +20,11 @@ dump() {
 }
 cache=${FLASHINFER_WORKSPACE_BASE:-$HOME}/.cache/flashinfer
 
-gpu_query() {  # asked again without a field an old driver does not know, up to 4 times
-  i=0
+gpu_query() {  # $1 section, $2 fields: asked again without a field an old driver does not know, up to 4 times
+  s=$1; f=$2; i=0
   while :; do
-    b query-gpu; o=$($T nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
-    printf '%s' "$o"; e query-gpu $rc
+    b "$s"; o=$($T nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
+    printf '%s' "$o"; e "$s" $rc
     [ $rc -eq 2 ] && [ $i -lt 4 ] || break
     case $o in *'Field "'*'" is not a valid field to query.'*) ;; *) break;; esac
     x=${o#*Field \"}; x=${x%%\"*}
@@ -33,6 +33,36 @@ gpu_query() {  # asked again without a field an old driver does not know, up to 
     [ -n "$f" ] || break
   done
 }
+# The health fields (fleet/host/gpuhealth.py HEALTH_FIELDS), a query of their own so that an old driver that
+# rejects several of them never costs the main query its GPUs.
+hf=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,retired_pages.pending,retired_pages.double_bit.count,remapped_rows.pending,remapped_rows.failure,clocks_throttle_reasons.active,temperature.gpu,persistence_mode,gpu_recovery_action
+# xid_scan SOURCE: the NVIDIA driver's Xid lines in the kernel log on stdin (then "@rc N"), counted per GPU and
+# code with the last line (cut to 300 characters; at most 64 pairs). Exit 0 when SOURCE read the kernel log.
+xid_scan() {
+  awk -v src="$1" '
+    /^@rc [0-9]+$/ { rc = $2; next }
+    { n++ }
+    /insufficient permissions|not seeing messages from other users|Operation not permitted|No journal files were/ { d = 1 }
+    /NVRM: Xid \(PCI:/ {
+      s = $0; sub(/.*NVRM: Xid \(PCI:/, "", s); p = s; sub(/\).*/, "", p)
+      c = s; sub(/^[^)]*\): */, "", c); sub(/[^0-9].*/, "", c)
+      if (c == "" || length(c) > 4 || p !~ /^[0-9a-fA-F:.]+$/ || length(p) > 16) next
+      k = p " " c; if (!(k in cnt)) { if (nk >= 64) next; keys[++nk] = k }
+      cnt[k]++; last[k] = substr($0, 1, 300)
+    }
+    END { printf "source %s rc=%d lines=%d%s\n", src, rc, n, d ? " denied" : ""
+          for (i = 1; i <= nk; i++) printf "xid %s %d %s\n", keys[i], cnt[keys[i]], last[keys[i]]
+          exit (rc == 0 && n > 0 && !d) ? 0 : 1 }'
+}
+# kernel_log: Xid events since boot from journalctl -k, or dmesg where the journal cannot say (no kernel lines
+# for this login, no journal); each under the deadline.
+kernel_log() {
+  if command -v journalctl >/dev/null 2>&1; then
+    { $T journalctl -k -b -q --no-pager -o short-monotonic 2>&1; echo "@rc $?"; } | xid_scan journalctl && return 0
+  fi
+  command -v dmesg >/dev/null 2>&1 || { echo "source dmesg rc=127 lines=0"; return 1; }
+  { $T dmesg 2>&1; echo "@rc $?"; } | xid_scan dmesg
+}
 smi_fallback() {  # $1: the status of nvidia-smi --version (a driver too old for it prints its banner)
   [ "$1" -eq 0 ] || run smi-plain $T nvidia-smi
   run proc-driver dump /proc/driver/nvidia/version
@@ -40,7 +70,9 @@ smi_fallback() {  # $1: the status of nvidia-smi --version (a driver too old for
 # step NAME CMD...: the output and end of section NAME (its begin line printed already), whose command may
 # wait. One after the other: run now, under `timeout`. Concurrent: see below.
 step() { n=$1; shift; $T "$@" 2>&1; rc=$?; e "$n" $rc; }
+fstep() { n=$1; shift; "$@" 2>&1; e "$n" $?; }  # a function: it bounds its own commands
 host_facts() {
+  b xid; fstep xid kernel_log
   b virt; step virt systemd-detect-virt
   b dmi; d=/sys/class/dmi/id; v=; p=
   [ -r $d/sys_vendor ] && read -r v < $d/sys_vendor
@@ -131,7 +163,8 @@ settle() {
       [ -n "$Flate" ] && [ "$Fr" -gt 128 ] && { alive "$Fp" && continue; Fr=124; }
       break
     done
-    if [ "$Fj" = 0 ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/q"  # query-gpu ends its own sections
+    if [ "$Fj" = 0 ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/q"  # the queries end their own sections
+    elif [ "$Fj" = h ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/h"
     else eval "Frc$Fj=\$Fr"; e "$Fn" "$Fr" > "$D/t$Fj"; fi
   done
   [ -z "$Fwd" ] || { kill "$Fwd"; trap - USR1; }
@@ -141,7 +174,7 @@ if D=$(mktemp -d 2>/dev/null); then
   # What the shell prints goes to numbered part files in $D; each step adds its job's output file and the
   # file its end line goes to once the job is waited for; one cat prints every part in order at the end.
   # Jobs never hold the channel (fd 3): one stuck past the deadline cannot keep the answer from ending.
-  exec 3>&1; Fk=0 Fnj=0 Fparts=q Fjobs=0
+  exec 3>&1; Fk=0 Fnj=0
   part() { Fk=$((Fk+1)); Fparts="$Fparts m$Fk"; exec > "$D/m$Fk"; }
   step() {
     Fn=$1; shift; Fnj=$((Fnj+1)); Fjobs="$Fjobs $Fnj"
@@ -149,8 +182,11 @@ if D=$(mktemp -d 2>/dev/null); then
     eval "Fpid$Fnj=\$! Fname$Fnj=\$Fn"; Fparts="$Fparts j$Fnj t$Fnj"; part
   }
   { read -r Ft0 _ < /proc/uptime; } 2>/dev/null; Ft0=${Ft0%%.*}
-  gpu_query > "$D/q" 3>&- &  # job 0: it may ask again on an old driver, so it is a shell of its own
-  Fpid0=$! Fname0=query-gpu; part
+  fstep() { step "$@"; }
+  gpu_query query-gpu "$f" > "$D/q" 3>&- &  # job 0: it may ask again on an old driver, a shell of its own
+  Fpid0=$! Fname0=query-gpu
+  gpu_query health-gpu "$hf" > "$D/h" 3>&- &  # job h: the same, for the health fields
+  Fpidh=$! Fnameh=health-gpu Fjobs="0 h" Fparts="q h"; part
   b topo-m; step topo-m nvidia-smi topo -m
   b topo-p2p-r; step topo-p2p-r nvidia-smi topo -p2p r
   b smi-version; step smi-version nvidia-smi --version
@@ -161,7 +197,8 @@ if D=$(mktemp -d 2>/dev/null); then
   eval "smi_fallback \$Frc$Fv" > "$D/m$Fpost"
   cd "$D" && cat $Fparts
 else
-  gpu_query
+  gpu_query query-gpu "$f"
+  gpu_query health-gpu "$hf"
   b topo-m; step topo-m nvidia-smi topo -m
   b topo-p2p-r; step topo-p2p-r nvidia-smi topo -p2p r
   b smi-version; step smi-version nvidia-smi --version
