@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from fleet.host import gpuhealth as H
-from fleet.host import nvsmi
+from fleet.host import nvsmi, probe
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu-health"
 
@@ -64,3 +64,14 @@ def test_lost_gpus_from_nvidia_smi_errors():
             "Unable to determine the device handle for GPU 00000000:05:00.0: GPU is lost.  Reboot the system\n")
     assert [(g.pci_bus_id, g.reason) for g in H.lost_gpus(text)] == [
         ("0000:04:00", "Unknown Error"), ("0000:05:00", "GPU is lost.  Reboot the system")]
+
+
+def test_the_probe_as_run_on_the_h200_reads_health_and_its_kernel_log():
+    """probe.sh of this branch run on the lent H200 (no journalctl there: dmesg read, no Xid since boot)."""
+
+
+    f = probe.parse((FIXTURES / "probe_output_h200_580.txt").read_text(), "h200", "127.0.0.1")
+    [gpu] = f.gpus
+    assert gpu.health is not None and gpu.health.recovery_action == "none" and gpu.health.temperature_c == 37
+    assert f.kernel_log is not None and f.kernel_log.source == "dmesg" and f.kernel_log.events == []
+    assert f.lost_gpus == []
