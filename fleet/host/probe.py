@@ -130,7 +130,8 @@ def _gpus(f: HostFacts, attempts: list[Section]) -> None:
     if last.rc == 127:
         f.warn("nvidia-smi not found: no GPU facts")
         return
-    if (problem := _failure("nvidia-smi --query-gpu", last)) and last.rc != 0:
+    # 15: a GPU is lost (fallen off the bus); the others' rows still come
+    if (problem := _failure("nvidia-smi --query-gpu", last)) and last.rc not in (0, 15):
         f.warn(problem)
         return
     q = parse_query_gpu(last.text, [x for x in QUERY_FIELDS if x not in rejected])
