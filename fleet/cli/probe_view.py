@@ -11,7 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import fit, real_console
-from fleet.host.facts import HostFacts
+from fleet.deploy import hardware
+from fleet.host.facts import Gpu, HostFacts
+from fleet.host.gpuhealth import SLOWDOWNS, printable
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
 _NAME_NOISE = re.compile(r"^NVIDIA\s+|\s+(Workstation|Server) Edition$")
@@ -65,6 +67,31 @@ def _num(value: float | int | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def gpu_health(g: Gpu) -> tuple[str, str]:
+    """One GPU's health cell: what is wrong, most urgent first, or 'ok' ('-' when the driver said nothing)."""
+    h = g.health
+    if h is None:
+        return "-", ""
+    bad = [f"recovery: {h.recovery_action}"] if h.recovery_action not in (None, "none") else []
+    bad += ["remap failed"] if h.remapped_rows_failed else []
+    bad += ["repair pending"] if h.remapped_rows_pending or h.retired_pages_pending else []
+    bad += [f"ECC {h.ecc_uncorrected_volatile}"] if h.ecc_uncorrected_volatile else []
+    if bad:
+        return ", ".join(bad), "bold red"
+    slow = [r for r in h.clock_events if r in SLOWDOWNS]
+    return (", ".join(slow), "yellow") if slow else ("ok", "green")
+
+
+def health_cell(f: HostFacts) -> tuple[str, str]:
+    """A host's health at a glance: FAULT, notes (past Xids, slowdowns), ok, or '-' when nothing was read."""
+    hw = hardware.assess(f)
+    if hw.fault:
+        return f"FAULT ({len(hw.fault)})", "bold red"
+    if hw.notes:
+        return f"notes ({len(hw.notes)})", "yellow"
+    return ("ok", "green") if f.kernel_log is not None or any(g.health for g in f.gpus) else ("-", "")
+
+
 def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
     rows = f.gpus
     sm = [(g.compute_cap or "?") + (" (by name)" if g.compute_cap_source == "name-table" else "") for g in rows]
@@ -81,7 +108,10 @@ def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
                                for g in rows], right=True),
             fit.Col("power / limit", [(f"{_num(g.power_draw_w)} / {_num(g.power_limit_w)} W", "") for g in rows],
                     right=True),
-            fit.Col("PCIe gen / width", [(t, "") for t in pcie])]
+            fit.Col("PCIe gen / width", [(t, "") for t in pcie]),
+            fit.Col("temp", [("-" if g.health is None else f"{_num(g.health.temperature_c)} C", "") for g in rows],
+                    right=True),
+            fit.Col("health", [gpu_health(g) for g in rows], cap=30)]
     return fit.table(fit.choose(cols, width, ascii_only=ascii_only), f"{f.host} GPUs")
 
 
@@ -128,6 +158,7 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
 
     cols = [fit.Col("host", [(f.host, "bold" if f.ok else "bold red") for f in facts], cap=24),
             fit.Col("GPUs", [(_gpus_cell(f), "") if f.ok else ("probe failed", "red") for f in facts], cap=30),
+            fit.Col("health", [health_cell(f) if f.ok else ("-", "") for f in facts]),
             fit.Col("SM", cell(lambda f: ",".join(sorted({g.compute_cap or "?" for g in f.gpus})) or "-")),
             fit.Col("link", cell(_link_cell)),
             fit.Col("P2P", cell(lambda f: f.p2p.split(" ")[0])),
@@ -154,5 +185,15 @@ def render(facts: list[HostFacts], console: Console) -> None:
             console.print(gpu_table(f, screen.width, ascii_only))
         if (links := link_table(f)) is not None:
             console.print(links)
+        hw = hardware.assess(f)
+        for fault in hw.fault:
+            console.print(Text(printable(f"GPU fault: {fault}"), style="bold red"))
+        for note in hw.notes:
+            console.print(Text(printable(f"note: {note}"), style="yellow"))
+        if f.kernel_log is not None and f.kernel_log.events:
+            console.print(Text(f"Xid events since boot ({f.kernel_log.source}):", style="bold"))
+            for e in f.kernel_log.events:
+                gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
+                console.print(Text(printable(f"  Xid {e.code} on {gpu} x{e.count}, last: {e.last}")))
         for w in f.warnings:
             console.print(Text(f"warning: {w}", style="yellow"))
