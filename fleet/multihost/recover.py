@@ -160,6 +160,11 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         conn.close()
     if result.action in (VM_RESET, VM_POWER_CYCLE):
         assert proxmox is not None
+        groups: dict[int, list[str]] = {}
+        for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
+            groups.setdefault(d["iommugroup"], []).append(d["id"])
+        result.steps.append("NVIDIA functions on the node by IOMMU group: " + "; ".join(
+            f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed")
         vm(proxmox, result.action, wait_s, say)
         result.steps.append(f"Proxmox {result.action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}")
     if result.action != GPU_RESET:
