@@ -28,16 +28,18 @@ def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "
                                                              "every hop and its address, the known_hosts line "
-                                                             "that vouched for each host key, each key offered"})
+                                                             "that vouched for each host key, each key offered",
+                                          "p2p_check": "also copy a buffer between each pair of GPUs with the "
+                                                       "venv's torch and compare it (a second round trip)"})
 @reports_errors
 def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-          verbose=False):
+          verbose=False, p2p_check=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=probing.command(hosts, opts, json, verbose))
+    raise Exit(code=probing.command(hosts, opts, json, verbose, p2p_check))
 
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",

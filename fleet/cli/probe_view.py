@@ -14,6 +14,7 @@ from fleet.cli import fit, real_console
 from fleet.deploy import hardware
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import SLOWDOWNS, printable
+from fleet.host.p2pcheck import P2PCheck
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
 _NAME_NOISE = re.compile(r"^NVIDIA\s+|\s+(Workstation|Server) Edition$")
@@ -80,6 +81,18 @@ def gpu_health(g: Gpu) -> tuple[str, str]:
         return ", ".join(bad), "bold red"
     slow = [r for r in h.clock_events if r in SLOWDOWNS]
     return (", ".join(slow), "yellow") if slow else ("ok", "green")
+
+
+def p2p_line(check: P2PCheck) -> tuple[str, str]:
+    """What `--p2p-check` found, in one line with its style."""
+    if check.verdict == "ok":
+        return f"P2P data check: ok, {len(check.pairs)} GPU pairs copied and compared", "green"
+    if check.verdict == "nothing to check":
+        return f"P2P data check: nothing to check ({check.gpus} GPU)", ""
+    if check.verdict == "mismatch":
+        bad = ", ".join(f"GPU{p.src}->GPU{p.dst} ({p.mismatched} words differ)" for p in check.bad_pairs)
+        return printable(f"P2P data check: MISMATCH {bad}"), "bold red"
+    return printable(f"P2P data check failed: {check.error}"), "bold red"
 
 
 def health_cell(f: HostFacts) -> tuple[str, str]:
@@ -185,6 +198,8 @@ def render(facts: list[HostFacts], console: Console) -> None:
             console.print(gpu_table(f, screen.width, ascii_only))
         if (links := link_table(f)) is not None:
             console.print(links)
+        if f.p2p_check is not None:
+            console.print(Text(*p2p_line(f.p2p_check)))
         hw = hardware.assess(f)
         for fault in hw.fault:
             console.print(Text(printable(f"GPU fault: {fault}"), style="bold red"))

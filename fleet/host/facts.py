@@ -11,6 +11,7 @@ import re
 from pydantic import BaseModel, Field
 
 from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu
+from fleet.host.p2pcheck import P2PCheck
 
 
 class Gpu(BaseModel):
@@ -108,6 +109,7 @@ class HostFacts(BaseModel):
     unit: UnitState | None = None
     lost_gpus: list[LostGpu] = Field(default_factory=list)  # GPUs nvidia-smi could not open
     kernel_log: KernelLog | None = None  # Xid events since boot (None: the probe did not read it)
+    p2p_check: P2PCheck | None = None  # the data check of `inv probe --p2p-check` (None: not asked)
     warnings: list[str] = Field(default_factory=list)
     connection: list[str] = Field(default_factory=list)  # how fleet reached it (fleet.ssh.connect.trace_of)
     probed_at: str | None = None  # ISO time, set by whoever runs the probe (parse is pure)

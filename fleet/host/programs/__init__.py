@@ -8,6 +8,7 @@ save the launcher, which a unit starts.
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host
+    p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.host.render)
@@ -23,7 +24,7 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py")
 _INCLUDE = "#@include "
 
 
