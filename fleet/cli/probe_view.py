@@ -76,11 +76,11 @@ def gpu_health(g: Gpu) -> tuple[str, str]:
     bad = [f"recovery: {h.recovery_action}"] if h.recovery_action not in (None, "none") else []
     bad += ["remap failed"] if h.remapped_rows_failed else []
     bad += ["repair pending"] if h.remapped_rows_pending or h.retired_pages_pending else []
-    bad += [f"ECC {h.ecc_uncorrected_volatile}"] if h.ecc_uncorrected_volatile else []
+    ecc = [f"ECC {h.ecc_uncorrected_volatile}"] if h.ecc_uncorrected_volatile else []
     if bad:
-        return ", ".join(bad), "bold red"
-    slow = [r for r in h.clock_events if r in SLOWDOWNS]
-    return (", ".join(slow), "yellow") if slow else ("ok", "green")
+        return ", ".join(bad + ecc), "bold red"
+    warn = ecc + [r for r in h.clock_events if r in SLOWDOWNS]
+    return (", ".join(warn), "yellow") if warn else ("ok", "green")
 
 
 def p2p_line(check: P2PCheck) -> tuple[str, str]:

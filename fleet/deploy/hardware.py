@@ -57,8 +57,8 @@ def assess(facts: HostFacts, rules: RuleSet | None = None) -> Hardware:
             fault.append(f"{name}: a row remapping failed (the board needs service)")
         if h.remapped_rows_pending or h.retired_pages_pending:
             fault.append(f"{name}: memory repair pending (a GPU reset applies it)")
-        if h.ecc_uncorrected_volatile:
-            fault.append(f"{name}: {h.ecc_uncorrected_volatile} uncorrectable ECC errors since the driver loaded")
+        if h.ecc_uncorrected_volatile:  # the repair they call for (remap, reset) is what makes them a fault
+            notes.append(f"{name}: {h.ecc_uncorrected_volatile} uncorrectable ECC errors since the driver loaded")
         slow = [r for r in h.clock_events if r in SLOWDOWNS]
         if slow:
             notes.append(f"{name}: clocks held back ({', '.join(slow)})")

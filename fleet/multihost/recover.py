@@ -1,7 +1,7 @@
 """`inv recover --host H`: what the GPUs' state calls for, then SSH back and a new probe.
 
 - a GPU reset (`nvidia-smi -r -i N`) where the driver asks for one (recovery action reset, memory repair
-  pending, uncorrectable ECC) and allows it: the unit stopped, no process left on the GPU, persistence off
+  pending) and allows it: the unit stopped, no process left on the GPU, persistence off
   for the reset (put back after);
 - else a reboot of the host (`systemctl reboot`), or, for a Proxmox guest described in the inventory, a VM
   reset (or stop then start with power_cycle) through the Proxmox API: a GPU off the bus, a driver that asks
@@ -123,17 +123,27 @@ def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
     say(f"start: {proxmox.start()}")
 
 
-def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, gone_first: float = 3.0) -> Connection:
-    """A new connection once the host answers again (after `gone_first` seconds, so the old boot is not it)."""
-    time.sleep(gone_first)
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str) -> Connection:
+    """A connection to the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in
+    the old boot, before the reboot takes it down, is not the recovered host)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return open_connection(host, opts)
+            conn = open_connection(host, opts)
+            try:
+                if _sh(conn, host, BOOT_ID, timeout=10)[1] != old_boot:
+                    return conn
+            except (FleetError, EOFError, OSError, SSHException):
+                pass
+            conn.close()
         except (FleetError, EOFError, OSError, SSHException):
-            if time.monotonic() > deadline:
-                raise FleetError(f"{host.name}: no SSH answer {wait_s:g}s after the recovery") from None
-            time.sleep(1)
+            pass
+        if time.monotonic() > deadline:
+            raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
+        time.sleep(1)
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
@@ -142,6 +152,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     conn = open_connection(host, opts)
     try:
         facts = probe_run.probe_on(conn, host)
+        boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
         result.faults_before = hardware.assess(facts).fault
         result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
         if result.action == NOTHING or dry_run:
@@ -169,7 +180,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         result.steps.append(f"Proxmox {result.action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}")
     if result.action != GPU_RESET:
         say("waiting for SSH")
-        conn = wait_for_ssh(host, opts, wait_s)
+        conn = wait_for_ssh(host, opts, wait_s, boot)
     else:
         conn = open_connection(host, opts)
     try:

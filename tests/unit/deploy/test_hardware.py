@@ -33,12 +33,12 @@ def test_a_past_hardware_xid_on_a_gpu_that_answers_again_is_a_note_not_a_fault()
     assert hw.fault == [] and hw.notes == [f"Xid 79 on GPU 3 x1 since boot (the GPU answers now): {XID79}"]
 
 
-def test_recovery_action_pending_repair_and_uncorrectable_ecc_are_faults_slowdowns_notes():
+def test_recovery_action_and_pending_repair_are_faults_uncorrectable_ecc_and_slowdowns_notes():
     hw = hardware.assess(facts(ecc_uncorrected_volatile=2, remapped_rows_pending=True,
                                clock_events=["gpu_idle", "hw_thermal_slowdown"]))
-    assert hw.fault == ["GPU 0: memory repair pending (a GPU reset applies it)",
-                        "GPU 0: 2 uncorrectable ECC errors since the driver loaded"]
-    assert hw.notes == ["GPU 0: clocks held back (hw_thermal_slowdown)"]
+    assert hw.fault == ["GPU 0: memory repair pending (a GPU reset applies it)"]
+    assert hw.notes == ["GPU 0: 2 uncorrectable ECC errors since the driver loaded",
+                        "GPU 0: clocks held back (hw_thermal_slowdown)"]
     reset = facts()
     reset.gpus[0].health.recovery_action = "reboot"
     assert hardware.assess(reset).fault == ["GPU 0: the driver's recovery action is reboot"]

@@ -41,7 +41,8 @@ def test_the_plan_follows_what_the_gpus_ask_for():
     assert rec.plan(facts(lost=True), None) == ("reboot", [], "GPU 0000:03:00 cannot be opened (Unknown Error)")
     assert rec.plan(facts(lost=True), GUEST)[0] == "vm-reset"
     assert rec.plan(facts(lost=True), GUEST, power_cycle=True)[0] == "vm-power-cycle"
-    assert rec.plan(facts(ecc_uncorrected_volatile=4), None, power_cycle=True)[0] == "reboot"
+    assert rec.plan(facts(remapped_rows_pending=True), None, power_cycle=True)[0] == "reboot"
+    assert rec.plan(facts(ecc_uncorrected_volatile=4), None)[0] == "none"  # a note until a repair is asked for
 
 
 class StandIn(BaseHTTPRequestHandler):
