@@ -46,7 +46,6 @@ class RecoverResult:
     faults_before: list[str] = field(default_factory=list)
     faults_after: list[str] = field(default_factory=list)
     ok: bool = False
-    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
