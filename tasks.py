@@ -32,16 +32,18 @@ def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "
                                                              "every hop and its address, the known_hosts line "
-                                                             "that vouched for each host key, each key offered"})
+                                                             "that vouched for each host key, each key offered",
+                                          "p2p_check": "also copy a buffer between each pair of GPUs with the "
+                                                       "venv's torch and compare it (a second round trip)"})
 @reports_errors
 def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-          verbose=False):
+          verbose=False, p2p_check=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=probing.command(hosts, opts, json, verbose))
+    raise Exit(code=probing.command(hosts, opts, json, verbose, p2p_check))
 
 
 DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
@@ -193,6 +195,22 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=audit_cmd.run(hosts, opts, package or [], int(sm) if sm else None,
                                   set or [], full, json, cli.console))
+
+
+@task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
+            "power_cycle": "a Proxmox guest: stop then start the VM instead of a reset; any host: no GPU reset",
+            "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
+            "json": "print the result as JSON", "accept_new_host_keys": HOST_HELP["accept_new_host_keys"],
+            "ask_become_pass": HOST_HELP["ask_become_pass"]})
+@reports_errors
+def recover(c, host, inventory=None, power_cycle=False, dry_run=False, wait=600, json=False,
+            accept_new_host_keys=False, ask_become_pass=False):
+    """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
+    from fleet.cli import recover as recovering
+
+    (target,) = cli.select_hosts(inventory, [host], [])
+    opts = _opts([target], accept_new_host_keys, ask_become_pass)
+    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait)))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
@@ -368,7 +386,7 @@ sandbox_ns.add_task(_fault("kill", "Hard-stop a sandbox host (SIGKILL, like a po
 sandbox_ns.add_task(_fault("start", "Boot a stopped or killed sandbox host again."), "start")
 
 # `inv TASK --help` shows the whole docstring: every task that works on hosts documents its exit codes.
-for _t in (exec_, probe, deploy, rollback, history, status, logs, patch, bench, tune):
+for _t in (exec_, probe, deploy, rollback, history, status, logs, patch, bench, tune, recover):
     _t.__doc__ = (_t.__doc__ or "").rstrip() + "\n\n" + cli.EXIT_CODES_HELP
 
 ns = Collection()
@@ -379,6 +397,7 @@ ns.add_task(deploy)
 ns.add_task(rollback)
 ns.add_task(history)
 ns.add_task(unlock)
+ns.add_task(recover)
 ns.add_task(bench)
 ns.add_task(tune)
 ns.add_task(status)

@@ -23,9 +23,10 @@ from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
 
-# Outcomes that say something about the hardware and software, not about the moment: worth skipping.
+# Outcomes that say something about the hardware and software, not about the moment: worth skipping. A GPU
+# that failed under a rung says nothing about the rung (fleet.deploy.hardware): never taught as known-bad.
 _TRANSIENT = {Outcome.HANG, Outcome.EXITED, Outcome.HEALTH_FAILED, Outcome.BENCH_FAILED, Outcome.PREFLIGHT,
-              Outcome.READY}
+              Outcome.READY, "GPU_FAULT"}
 # Recorded but never skipped: a slow rung is still a fallback should the winner stop serving.
 _KEEP = {Outcome.PERF_REGRESSION}
 

@@ -16,11 +16,12 @@ from typing import Any
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet.deploy import fingerprint, preflight, recovery, restore
+from fleet.deploy import fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.health import health_check
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
@@ -30,6 +31,7 @@ from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_stat
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.logs.redact import env_text as redact_env
+from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
@@ -142,6 +144,11 @@ class Deployer:
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result
+        if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can serve on a faulty GPU
+            result.attempts.append(Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0))
+            result.error = (f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
+                            f"(inv recover --host {self.host.name})")
+            return result
         rungs = self.eligible(facts)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.book_sha, created=now(), facts=facts_summary(facts))
@@ -160,6 +167,10 @@ class Deployer:
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
             attempt, planned = self.attempt(conn, run, rung)
+            if attempt.outcome != Outcome.READY and (fault := self.hardware_after(conn, facts)):
+                attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+                run.event("attempt", rung=rung.name, outcome=attempt.outcome, evidence=attempt.evidence)
+                self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
             result.attempts.append(attempt)
             run.record(attempt.to_json())
             if attempt.outcome == Outcome.READY:
@@ -167,6 +178,8 @@ class Deployer:
                 result.status, result.config = DeployStatus.OK, planned.config
                 return result
             last = attempt.outcome
+            if last == LogClass.GPU_FAULT:
+                break
         if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
             result.status = DeployStatus.FAILED
@@ -177,6 +190,16 @@ class Deployer:
         result.status, result.release, result.config, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
+
+    def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
+        """After an attempt that did not serve, one more probe: did the hardware fail under it?"""
+        self.progress("probing the GPUs again after the failed attempt")
+        try:
+            after = probe_run.probe_on(conn, self.host)
+        except (FleetError, EOFError, OSError, SSHException) as exc:  # the host may go down with its GPU
+            self.progress(f"could not probe again: {exc}")
+            return None
+        return "; ".join(hardware.new_faults(before, after)) or None
 
     # ------------------------------------------------------------------ one attempt
     def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:

@@ -59,6 +59,7 @@ class LogClass(StrEnum):
     ILLEGAL_ADDRESS = "ILLEGAL_ADDRESS"
     NO_KERNEL_IMAGE = "NO_KERNEL_IMAGE"
     CUDA_GRAPH_FAILURE = "CUDA_GRAPH_FAILURE"
+    GPU_FAULT = "GPU_FAULT"  # the GPU or its link failed (playbooks/rules/gpu-hardware.yaml): no flag helps
     FATAL = "FATAL"
 
 

@@ -69,3 +69,19 @@ def test_bad_rules_folder_is_bad_input(tmp_path):
     done = inv(str(LOGS / "sglang_startup_ready.log"), "--rules", str(tmp_path))
     assert done.returncode == 2 and done.stdout == ""
     assert f"{tmp_path}/x.yaml:3: rule 'a': class: unknown class 'NOPE'" in done.stderr
+
+
+XID79 = ("Dec 03 11:02:07 gpu7 kernel: NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
+         "GPU has fallen off the bus.")
+
+
+def test_a_journal_line_of_a_gpu_off_the_bus_is_gpu_fault_and_outranks_the_cuda_error_beside_it():
+    """On the fork point the first said NONE and the second ILLEGAL_ADDRESS, whose remedy is a flag."""
+    alone = json.loads(inv("-", "--json", stdin=XID79 + "\n").stdout)
+    assert alone["verdict"] == "GPU_FAULT"
+    mixed = (f"[2026-12-03 11:02:06 TP0] Load weight begin. avail mem=94.21 GB\n{XID79}\n"
+             "RuntimeError: CUDA error: unspecified launch failure\n")
+    done = inv("-", "--json", stdin=mixed)
+    assert json.loads(done.stdout)["verdict"] == "GPU_FAULT" and done.returncode == 1
+    human = inv("-", stdin=mixed).stdout
+    assert "verdict GPU_FAULT" in human

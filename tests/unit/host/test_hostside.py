@@ -28,7 +28,12 @@ SCRIPTS = sorted(p.name for p in HERE.iterdir() if p.suffix in (".sh", ".py") an
 def test_every_host_program_is_listed_and_shipped():
     assert SCRIPTS == sorted(hostside.SCRIPTS)
     for name in SCRIPTS:
-        assert hostside.text(name) == (HERE / name).read_text()
+        own = (HERE / name).read_text()
+        included = {ln.split()[1]: HERE / ln.split()[1] for ln in own.splitlines() if ln.startswith("#@include ")}
+        shipped = hostside.text(name)
+        for part, path in included.items():  # an #@include line ships the fragment's text in its place
+            own = own.replace(f"#@include {part}\n", path.read_text())
+        assert shipped == own and "\n#@include" not in shipped
     with pytest.raises(KeyError):
         hostside.text("../tasks.py")
 
@@ -221,5 +226,5 @@ def test_the_status_script_waits_on_its_slow_calls_at_once_and_prints_the_same(t
         ends = [t for w, t, _ in log if w == "end"]
         return max(starts) < min(ends)  # every call had started before the first one ended
 
-    assert len(calls) == len(serial) == 6  # /health, nvidia-smi, /metrics: a start and an end each
+    assert len(calls) == len(serial) == 8  # /health, nvidia-smi (power, health), /metrics: a start and an end each
     assert overlapping(calls) and not overlapping(serial)
