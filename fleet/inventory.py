@@ -68,6 +68,7 @@ class HostEntry(HostSettings):
 class GroupEntry(HostSettings):
     description: str | None = None
     hosts: list[str] = []
+    playbook: fields.Text | None = None  # the playbook its hosts get when a task is given no --playbook
 
 
 class InventoryFile(BaseModel):
@@ -100,6 +101,7 @@ class Host:
     source: Path
     vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
+    playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
 
 
 @dataclass
@@ -183,12 +185,29 @@ def _merge_file(inv: Inventory, path: Path) -> None:
             if g not in model.groups and g not in inv.groups:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
         settings = _resolve(doc, name, entry, model, groups)
-        inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path, **settings)
+        inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
+                               playbook=_bound_playbook(doc, path, name, model, groups), **settings)
         inv.files[path].append(name)
         for g in groups:
             inv.groups.setdefault(g, []).append(name)
     for gname in model.groups:
         inv.groups.setdefault(gname, [])
+
+
+def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: InventoryFile,
+                    groups: list[str]) -> str | None:
+    """The playbook the host's groups bind; two groups binding different ones are an error naming both."""
+    bound: dict[str, str] = {}
+    for g in groups:
+        book = model.groups[g].playbook
+        if book is not None:
+            # a path is relative to the inventory file's folder, as the file is read from any folder
+            book = str(path.parent / book) if book.endswith((".yaml", ".yml")) else book
+            bound[g] = book
+    if len(set(bound.values())) > 1:
+        raise doc.error(("hosts", name, "groups"), "groups " + " and ".join(f"{g} ({b})" for g, b in bound.items())
+                        + " bind different playbooks; a host has one")
+    return next(iter(bound.values()), None)
 
 
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,

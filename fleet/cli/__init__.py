@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from invoke.exceptions import Exit
 
+from fleet.cli import targets
 from fleet.errors import EXIT_BAD_INPUT, FleetError
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from fleet.inventory import Host
     from fleet.ssh.connect import ConnectOptions
 
-EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
 HOST_HELP = {
     "inventory": "inventory file whose hosts are used when no --host/--group is given (default inventory/hosts.yaml)",
     "host": "host name or address (repeatable)",
@@ -34,6 +34,13 @@ HOST_HELP = {
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
     "ask_become_pass": "prompt once for the sudo password of become hosts that name no become_password "
                        "(it goes to sudo on stdin, never in a command line)",
+}
+# Tasks that change hosts: they act only on hosts named by --host/--group/--all, and ask before several.
+CHANGE_HELP = {
+    **HOST_HELP,
+    "host": "host name or address (repeatable); a task that changes hosts needs --host, --group or --all",
+    "all": "every host of the inventory file (in place of --host/--group)",
+    "yes": "go ahead on several hosts without showing the plan and asking (needed without a terminal)",
 }
 
 
@@ -77,6 +84,13 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
     return chosen
+
+
+def changing_hosts(task: str, inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str],
+                   every: bool) -> list[Host]:
+    """The hosts a task that changes hosts acts on: only those named by --host, --group or --all (exit 2)."""
+    targets.require_target(task, hosts or [], groups or [], every)
+    return select_hosts(inventory_file, hosts, groups)
 
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from fleet.cli import console, print_json
 from fleet.cli.audit import render_audit
-from fleet.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import patch as patch_run
 from fleet.patches import offline
@@ -110,8 +110,5 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
 
 
 def exit_code(results: list[HostResult]) -> int:
-    """0 all ok; 2 when every failure is drift (nothing changed, as for bad input); 1 otherwise."""
-    failed = [r for r in results if not r.ok]
-    if not failed:
-        return EXIT_OK
-    return EXIT_BAD_INPUT if all(r.drift for r in failed) else EXIT_HOST_FAILED
+    """0 all ok; 1 a host failed or drifted from what a set expects (2 stays for input refused before any host)."""
+    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
