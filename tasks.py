@@ -84,8 +84,11 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
-    hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
-    cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
+    if router:  # the router unit on the playbook's router.host; the replicas are read, not changed
+        hosts = cli.select_hosts(inventory, host, group)
+    else:
+        hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
+        cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router))
 
@@ -287,7 +290,7 @@ def demo(c, hosts=4, profile=None):
             raise
     cli.console.rule("2. deploy the seed's playbook on sbx0 (8x RTX PRO 6000, SM 12.0, Proxmox VM)")
     try:
-        deploy(c, inventory=inventory, host=["sbx0"])
+        deploy(c, playbook="glm5-nvfp4", inventory=inventory, host=["sbx0"])
     except Exit as done:
         if done.code:
             raise

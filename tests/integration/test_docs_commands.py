@@ -118,7 +118,7 @@ def test_real_machine_commands_exist_and_dry_runs_work_on_a_sandbox_host(sandbox
         if "--dry-run" in argv:
             args = argv[2:]
             for i, a in enumerate(args[:-1]):
-                if a in ("--host", "-h"):
+                if a in ("--host", "-H"):
                     args[i + 1] = "sbx0"
             done = subprocess.run([INV, argv[1], "-i", str(sandbox.cfg.inventory_path), *args], cwd=REPO,
                                   capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
