@@ -103,3 +103,33 @@ def test_selection_errors_name_the_flag(tmp_path):
         inv.select(groups=["g"])
     with pytest.raises(InputError, match=r"--inventory .*missing.yaml: no such file"):
         inventory.load(tmp_path / "missing.yaml")
+
+
+def test_a_group_binds_a_playbook_by_name_or_by_a_path_beside_the_inventory(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+groups:
+  pcie: {playbook: glm5-nvfp4, hosts: [a]}
+  lab: {playbook: books/lab.yaml, hosts: [b]}
+  racks: {hosts: [a, c]}
+hosts:
+  a: {address: 10.0.0.1}
+  b: {address: 10.0.0.2}
+  c: {address: 10.0.0.3}
+""")
+    inv = inventory.load(path)
+    assert inv.hosts["a"].playbook == "glm5-nvfp4"
+    assert inv.hosts["b"].playbook == str(tmp_path / "books/lab.yaml")
+    assert inv.hosts["c"].playbook is None
+
+
+def test_two_groups_binding_different_playbooks_to_one_host_is_an_error_naming_both(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+groups:
+  pcie: {playbook: glm5-nvfp4, hosts: [a]}
+  small: {playbook: llama-replicas, hosts: [a]}
+hosts:
+  a: {address: 10.0.0.1}
+""")
+    with pytest.raises(InputError) as err:
+        inventory.load(path)
+    assert "hosts.yaml:" in str(err.value) and "pcie (glm5-nvfp4) and small (llama-replicas)" in str(err.value)
