@@ -39,9 +39,9 @@ class HostSettings(BaseModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     become: bool | None = None
     become_password: SecretRef | None = None  # sudo's password where a rule wants one
-    identity_file: fields.Text | None = None
-    known_hosts: fields.Text | None = None
-    ssh_config: fields.Text | None = None
+    identity_file: fields.LocalPath | None = None
+    known_hosts: fields.LocalPath | None = None
+    ssh_config: fields.LocalPath | None = None
     proxy_jump: fields.Text | None = None
     venv: fields.AbsPath | None = None
     unit: fields.UnitName | None = None

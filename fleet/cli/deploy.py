@@ -13,7 +13,7 @@ from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console, targets
 from fleet.cli.board import Board
 from fleet.deploy import rollback as rollbacks
-from fleet.deploy.inputs import load_playbook, secrets_for
+from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.inventory import Host
@@ -60,6 +60,7 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     timeout = rollout.parse_timeout(host_timeout)
     book, path = load_playbook(name)
     secrets = secrets_for(book)
+    check_units(book, hosts)
     if not dry_run:
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from fleet.cli import console, err_console, print_results
 from fleet.cli.deploy import progress_to
-from fleet.deploy.inputs import load_playbook, secrets_for
+from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import tune
@@ -36,6 +36,7 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
     if count is not None and not 1 <= count <= 20:
         raise InputError(f"--runs {runs}: a whole number of benchmark runs from 1 to 20")
     secrets = secrets_for(book)
+    check_units(book, hosts)
     def confirm(question: str) -> bool:
         if yes:
             return True
