@@ -183,10 +183,11 @@ def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, js
             "set": "patch set(s) whose edits would lift gates (shown per gate)",
             "full": "scan every .cuh/.cu/.h/.inl/.py file of the packages, not only the fusion path's files",
             "sglang": "audit this sglang release's real files instead of hosts (no host contacted; needs --sm)",
-            "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)"})
+            "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)",
+            "offline": "with --sglang/--flashinfer: refuse a release not in the cache instead of fetching it"})
 @reports_errors
 def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
-          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None):
+          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None, offline=False):
     """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
 
     With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
@@ -200,7 +201,7 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
         if host or group:
             raise Exit("--sglang/--flashinfer audit releases, not hosts: drop --host/--group", code=2)
         raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, sm, package or [], set or [],
-                                          full, json, cli.console))
+                                          full, json, cli.console, offline))
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=audit_cmd.run(hosts, opts, package or [], sm,
@@ -318,18 +319,19 @@ def classify(c, file, json=False, rules=None):
             "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",
             "against": "with --check and no host: the sets on these releases, e.g. "
                        "sglang==0.5.23,flashinfer-python==0.7.4 (before an upgrade)",
-            "sm": "with --against: the SM to plan for (default 120)"})
+            "sm": "with --against: the SM to plan for (default 120)",
+            "offline": "with --against: refuse a release not in the cache instead of fetching it"})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, all_=False, yes=False,
           json=False, accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False,
-          against=None, sm="120"):
+          against=None, sm="120", offline=False):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
     if against:
         if not check or revert or host or group:
             raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)
-        raise Exit(code=patching.against_command(set or [], against, sm, json))
+        raise Exit(code=patching.against_command(set or [], against, sm, json, offline))
     if check:
         hosts = cli.select_hosts(inventory, host, group)
     else:

@@ -160,6 +160,12 @@ def say_error(message: str, prefix: str = "error: ") -> None:
         sys.stderr.flush()
 
 
+def say_on_stderr(message: str) -> None:
+    """A progress line on stderr, plain, never on stdout (which --json keeps for its document)."""
+    sys.stderr.write(f"fleet: {message}\n")
+    sys.stderr.flush()
+
+
 def bad_input(message: str) -> Exit:
     say_error(message)
     return Exit(code=EXIT_BAD_INPUT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet.cli import print_json
+from fleet.cli import print_json, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
@@ -46,7 +46,7 @@ def _table(res: archgate.AuditResult, console: Console) -> None:
 
 
 def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages: list[str], sets: list[str],
-            full: bool, as_json: bool, console: Console) -> int:
+            full: bool, as_json: bool, console: Console, offline_only: bool = False) -> int:
     """`inv audit --sglang X --flashinfer Y --sm N`: those releases' gates, no host. Exit 0 none exclude, 1 some."""
     versions = {d: v for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v}
     if sm is None:
@@ -56,7 +56,7 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
     for v in versions.values():
         offline.parse_against(f"sglang=={v}")
     loaded = patchsets.load_sets(sets) if sets else None
-    res = offline.audit(versions, sm, loaded, full).result
+    res = offline.audit(versions, sm, loaded, full, fetch=not offline_only, say=say_on_stderr).result
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:

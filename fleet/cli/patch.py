@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.cli import console, print_json
+from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.audit import render_audit
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -71,11 +71,11 @@ def render(results: list[HostResult], console: Console) -> None:
             console.print(f"  [bold red]audit:[/] {r.audit_error}", soft_wrap=True)
 
 
-def against_command(set_names: list[str], against: str, sm: int, as_json: bool) -> int:
+def against_command(set_names: list[str], against: str, sm: int, as_json: bool, offline_only: bool = False) -> int:
     """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
-    plan = offline.check(sets, versions, sm)
+    plan = offline.check(sets, versions, sm, fetch=not offline_only, say=say_on_stderr)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
            for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets
