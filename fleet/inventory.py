@@ -26,7 +26,6 @@ from fleet import fields, yamlfile
 from fleet.errors import InputError
 from fleet.secretref import SecretRef
 
-DEFAULT_INVENTORY = Path("inventory/hosts.yaml")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
 
 
@@ -142,12 +141,14 @@ class Inventory:
         raise InputError(f"--host {name_or_address}: no such host in the inventory")
 
 
-def load(inventory: Path = DEFAULT_INVENTORY) -> Inventory:
-    """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them."""
+def load(inventory: Path) -> Inventory:
+    """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them (an
+    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named)."""
     inventory = Path(inventory)
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
-    paths = {inventory.resolve(), *(p.resolve() for p in inventory.parent.glob("*.yaml"))}
+    others = (p.resolve() for p in inventory.parent.glob("*.yaml") if not p.name.endswith(".example.yaml"))
+    paths = {inventory.resolve(), *others}
     return load_files(sorted(paths))
 
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fleet import fields, yamlfile
+from fleet import fields, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -36,7 +36,6 @@ from fleet.secretref import SecretRef
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, parse_range
 
-DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -397,14 +396,19 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:
+def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
+    """A path as given (relative to the working folder), else a name in the site's playbooks/ then the
+    shipped ones (fleet.site), whatever the working folder."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return path
-    candidate = directory / f"{name_or_path}.yaml"
-    if candidate.is_file():
-        return candidate
-    known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+    folders = site.find().playbooks if directories is None else directories
+    if "/" not in name_or_path:
+        for folder in folders:
+            candidate = folder / f"{name_or_path}.yaml"
+            if candidate.is_file():
+                return candidate
+    known = ", ".join(sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}))
     raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from invoke.exceptions import Exit
 
 from fleet.cli import targets
-from fleet.errors import EXIT_BAD_INPUT, FleetError
+from fleet.errors import EXIT_BAD_INPUT, FleetError, InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,9 +72,18 @@ err_console = cast("Console", _Deferred(stderr=True, highlight=False))
 
 
 def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
-    from fleet import inventory  # deferred, as below: pydantic is most of what `inv --list` would load
+    from fleet import (
+        inventory,  # deferred, as below: pydantic is most of what `inv --list` would load
+        site,
+    )
 
-    path = Path(inventory_file) if inventory_file else inventory.DEFAULT_INVENTORY
+    if inventory_file:
+        path = Path(inventory_file)
+    else:
+        path = site.find().inventory
+        if not path.is_file():
+            raise InputError(f"{path}: no inventory in the site {site.find().root} (copy "
+                             f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from fleet import site
 from fleet.cli import print_json, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -56,7 +57,8 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
     for v in versions.values():
         offline.parse_against(f"sglang=={v}")
     loaded = patchsets.load_sets(sets) if sets else None
-    res = offline.audit(versions, sm, loaded, full, fetch=not offline_only, say=say_on_stderr).result
+    fetch = not (offline_only or site.find().defaults.offline)
+    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=say_on_stderr).result
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleet import site
 from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.audit import render_audit
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
@@ -75,7 +76,8 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool, 
     """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
-    plan = offline.check(sets, versions, sm, fetch=not offline_only, say=say_on_stderr)
+    fetch = not (offline_only or site.find().defaults.offline)
+    plan = offline.check(sets, versions, sm, fetch=fetch, say=say_on_stderr)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
            for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets

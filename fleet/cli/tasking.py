@@ -50,6 +50,7 @@ EXIT_CODES = (
     (130, "interrupted (Ctrl-C)"),
 )
 EXIT_CODES_HELP = "Exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in EXIT_CODES)
+BINARY = ["inv"]  # what usage lines call the program: `fleet` when fleet.cli.program runs the tasks
 HELP_HELP = "show this help and exit (nothing is read or contacted)"
 
 
@@ -170,7 +171,7 @@ def print_help(name: str, task: FleetTask) -> None:
     """What `inv --help TASK` prints, from the same arguments; plain text on stdout, no rich."""
     context = ParserContext(name=name, args=task.get_arguments())
     indent, width = "  ", shutil.get_terminal_size((80, 24)).columns
-    lines = [f"Usage: inv [--core-opts] {name} [--options] [other tasks here ...]", "", "Docstring:"]
+    lines = [f"Usage: {BINARY[0]} [--core-opts] {name} [--options] [other tasks here ...]", "", "Docstring:"]
     doc = inspect.getdoc(task) or "none"
     lines += [indent + line if line.strip() else "" for line in doc.splitlines()]
     lines += ["", "Options:"]

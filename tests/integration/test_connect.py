@@ -92,7 +92,7 @@ def test_become_runs_as_root_through_sudo_for_a_non_root_login(sandbox_inventory
 
 
 def test_guard_refuses_a_real_address_without_sending_a_packet(connect_attempts):
-    real = inventory.load(REPO / "inventory/hosts.yaml").hosts["gpu-node-1"]
+    real = inventory.load(REPO / "inventory/hosts.example.yaml").hosts["gpu-node-1"]
     with pytest.raises(GuardError, match=r"10\.1\.230\.174.*refused"):
         open_connection(real)
     assert connect_attempts == []

@@ -19,7 +19,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_the_shipped_example_inventory_loads():
-    inv = inventory.load(REPO / "inventory/hosts.yaml")
+    inv = inventory.load(REPO / "inventory/hosts.example.yaml")
     host = inv.hosts["gpu-node-1"]
     assert (host.address, host.user, host.venv, host.groups) == ("10.1.230.174", "root", "/root/ml-env",
                                                                  ("blackwell-pcie",))
