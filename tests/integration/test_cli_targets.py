@@ -156,3 +156,31 @@ def test_a_group_bound_playbook_is_used_and_a_host_without_one_is_named(sandbox,
     done = inv_at(folder / "hosts.yaml", "deploy", "--group", "loose", "--dry-run", "--json")
     assert done.returncode == 2 and done.stdout == ""
     assert "no group of sbx3 binds one" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_site_folder_works_from_a_subfolder_and_from_outside_the_clone(sandbox, tmp_path):
+    lab = tmp_path / "lab"
+    (lab / "inventory").mkdir(parents=True)
+    (lab / "deep/er").mkdir(parents=True)
+    (lab / "playbooks").mkdir()
+    shutil.copy(sandbox.cfg.inventory_path, lab / "inventory/hosts.yaml")
+    (lab / "fleet.yaml").write_text("offline: true\n")
+    llama_playbook(lab / "playbooks", [{"name": "plain"}], name="lab-llama")  # the site's own, by name
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEET_STATE_DIR", "FLEET_SITE")}
+    fleet = [str(REPO / ".venv/bin/python"), "-m", "fleet.cli.program"]  # what .venv/bin/fleet runs
+
+    def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*fleet, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL, env={**env, **extra})
+
+    done = run("deploy", "-H", "sbx2", "-p", "lab-llama", "--dry-run", "--json", cwd=lab / "deep/er")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "lab-llama" in done.stdout
+    done = run("probe", "-H", "sbx2", "--json", cwd=lab / "deep/er")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list((lab / ".fleet/facts").iterdir())  # the site's state, not the working folder's
+    assert not (lab / "deep/er/.fleet").exists()
+    done = run("history", "-H", "sbx2", "--json", cwd=tmp_path, FLEET_SITE=str(lab))
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = run("--version", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("fleet ")
