@@ -1,6 +1,6 @@
 """fleet's command line: thin Invoke tasks. Logic lives in fleet/ (and sandbox/ for the sandbox fleet).
 
-Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed).
+Options, targets and exit codes are the same in every task: fleet/cli/tasking.py and docs/cli.md.
 """
 
 import os
@@ -193,7 +193,8 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
     With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
     are audited (fetched once into ~/.cache/fleet/upstream), e.g. before an upgrade.
 
-    Exit codes: 0 none exclude it, 1 some gates remain or a host failed, 2 bad input.
+    Exit 1 here: gates still exclude the SM after the --set sets' edits (or a host failed); all clear is one
+    sentence.
     """
     from fleet.cli import audit as audit_cmd
 
@@ -311,7 +312,7 @@ def classify(c, file, json=False, rules=None):
 
 
 @task(iterable=["host", "group", "set"],
-      help={**HOST_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
+      help={**CHANGE_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
             "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 1 if a file's text "
                      "drifted from what a set expects (named) or a host failed",
             "revert": "restore the originals of the sets' latest patch run (refused if a file changed since)",

@@ -77,12 +77,13 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
         site,
     )
 
+    here = site.find()  # FLEET_SITE or fleet.yaml wrong: exit 2 here, before any host (state lives there)
     if inventory_file:
         path = Path(inventory_file)
     else:
-        path = site.find().inventory
+        path = here.inventory
         if not path.is_file():
-            raise InputError(f"{path}: no inventory in the site {site.find().root} (copy "
+            raise InputError(f"{path}: no inventory in the site {here.root} (copy "
                              f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path)

@@ -38,8 +38,10 @@ def gates_table(title: str, gates: Sequence[archgate.Gate], console: Console) ->
 def _table(res: archgate.AuditResult, console: Console) -> None:
     from rich.markup import escape
 
-    console.print(gates_table(f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}",
-                              res.excluding, console))
+    if res.excluding:
+        console.print(gates_table(res.verdict(), res.excluding, console))
+    else:  # all clear: one sentence, not an empty table
+        console.print(escape(res.verdict()), soft_wrap=True, highlight=False)
     unread = [g for g in res.gates if g.error]
     if unread:
         console.print(f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
@@ -63,7 +65,7 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
         print_json({"hosts": [res.to_json()]})
     else:
         _table(res, console)
-    return EXIT_OK if not res.excluding else EXIT_HOST_FAILED
+    return EXIT_OK if not res.remaining else EXIT_HOST_FAILED
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None, sets: list[str],
@@ -80,7 +82,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
         _table(o.value, console)
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
-    return EXIT_OK if all(o.value is not None and not o.value.excluding for o in outcomes) else EXIT_HOST_FAILED
+    return EXIT_OK if all(o.value is not None and not o.value.remaining for o in outcomes) else EXIT_HOST_FAILED
 
 
 def render_audit(results: list[archgate.AuditResult], console: Console) -> None:
