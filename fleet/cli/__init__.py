@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from fleet.ssh.connect import ConnectOptions
 
 HOST_HELP = {
-    "inventory": "inventory file whose hosts are used when no --host/--group is given (default inventory/hosts.yaml)",
+    "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet.yaml); a task that only "
+                 "reads uses its hosts when no --host/--group is given",
     "host": "host name or address (repeatable)",
     "group": "inventory group (repeatable)",
     "json": "print pure JSON on stdout, nothing else",
