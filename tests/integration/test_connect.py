@@ -118,8 +118,8 @@ def test_guard_applies_to_ssh_config_hostname_too(sandbox_inventory, tmp_path, c
 
 
 def test_inv_exec_refuses_the_real_inventory_with_exit_2_and_nothing_sent():
-    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "exec", "--all", "--yes", "--cmd", "true"], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "exec", "-i", "inventory/hosts.example.yaml", "--all", "--yes",
+                           "--cmd", "true"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "refused: FLEET_SANDBOX_ONLY=1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
