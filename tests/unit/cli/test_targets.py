@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from fleet.cli import targets
+from fleet.cli.deploy import deploy_plan
+from fleet.deploy.inputs import load_playbook
 from fleet.errors import EXIT_BAD_INPUT, InputError
 from fleet.inventory import Host
+from fleet.multihost import rollout
 
 
 def host(name: str, playbook: str | None = None) -> Host:
@@ -83,3 +86,15 @@ def test_on_a_terminal_the_plan_is_shown_and_only_yes_goes_ahead(monkeypatch, ca
 def test_names_in_plans_are_capped():
     many = [dataclasses.replace(host("a"), name=f"n{i}") for i in range(100)]
     assert targets.names(many).endswith("n11 and 88 more")
+
+
+def test_a_deploys_plan_names_the_playbook_and_the_batches_in_order():
+    book, path = load_playbook("glm5-nvfp4")
+    hosts = [host(f"h{i:02}") for i in range(20)]
+    plan = deploy_plan(hosts, book, path, rollout.parse_serial("1,25%"), rollout.parse_max_fail("10%"))
+    assert plan[0] == f"playbook: glm5-nvfp4 ({path})"
+    assert plan[1:4] == ["batch 1: h00", "batch 2: h01, h02, h03, h04, h05", "batch 3: h06, h07, h08, h09, h10"]
+    assert plan[-1] == "stops once more than 2 host(s) failed (--max-fail)"
+    two_node, where = load_playbook("glm5-2node")
+    assert deploy_plan(hosts[:2], two_node, where, None, rollout.parse_max_fail(None))[1] == (
+        "one server over 2 nodes, deployed together")
