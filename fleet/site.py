@@ -1,11 +1,11 @@
 """Where a site's files are, from any folder of it: its inventory, its own playbooks (beside the shipped ones),
-its state (`.fleet/`) and its defaults (`fleet.yaml`, one small file).
+its state (`.fleet/`) and its defaults (`fleet-site.yaml`, one small file).
 
-The site's root is FLEET_SITE when set; else the nearest folder holding `fleet.yaml`, from the working folder
+The site's root is FLEET_SITE when set; else the nearest folder holding `fleet-site.yaml`, from the working folder
 up (as invoke finds `tasks.py`); else the clone fleet runs from (working in a clone). What fleet ships
 (playbooks, rules, patch sets, templates) is always read from the clone, never from the working folder.
 
-    # fleet.yaml
+    # fleet-site.yaml
     inventory: inventory/hosts.yaml   # relative to the site (the default)
     offline: false                    # true: never fetch an upstream release (as --offline)
 """
@@ -23,8 +23,8 @@ from fleet import fields, yamlfile
 from fleet.errors import InputError
 
 SHIPPED = Path(__file__).resolve().parents[1]  # the clone: playbooks/, templates/, inventory/ examples
-MARKER = "fleet.yaml"
-MAX_UP = 64  # folders searched upwards for fleet.yaml
+MARKER = "fleet-site.yaml"  # not fleet.yaml: Rancher Fleet's bundles use that name
+MAX_UP = 64  # folders searched upwards for fleet-site.yaml
 
 
 class Defaults(BaseModel):
@@ -56,7 +56,11 @@ class Site:
 
 def find() -> Site:
     """The site of the working folder (or FLEET_SITE)."""
-    return _find(os.environ.get("FLEET_SITE") or None, Path.cwd())
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the working folder was removed under us
+        raise InputError("the working folder no longer exists: cd to the site (or set FLEET_SITE)") from None
+    return _find(os.environ.get("FLEET_SITE") or None, cwd)
 
 
 @cache
@@ -80,5 +84,5 @@ def _load(root: Path) -> Site:
     if doc.data is None:
         return Site(root, Defaults())
     if not isinstance(doc.data, dict):
-        raise doc.error((), "fleet.yaml is a mapping: inventory, offline")
+        raise doc.error((), "a mapping of inventory, offline")
     return Site(root, doc.parse(Defaults))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from fleet.ssh.connect import ConnectOptions
 
 HOST_HELP = {
-    "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet.yaml); a task that only "
+    "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet-site.yaml); a task that only "
                  "reads uses its hosts when no --host/--group is given",
     "host": "host name or address (repeatable)",
     "group": "inventory group (repeatable)",
@@ -78,7 +78,7 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
         site,
     )
 
-    here = site.find()  # FLEET_SITE or fleet.yaml wrong: exit 2 here, before any host (state lives there)
+    here = site.find()  # FLEET_SITE or fleet-site.yaml wrong: exit 2 here, before any host (state lives there)
     if inventory_file:
         path = Path(inventory_file)
     else:

@@ -164,7 +164,7 @@ def test_a_site_folder_works_from_a_subfolder_and_from_outside_the_clone(sandbox
     (lab / "deep/er").mkdir(parents=True)
     (lab / "playbooks").mkdir()
     shutil.copy(sandbox.cfg.inventory_path, lab / "inventory/hosts.yaml")
-    (lab / "fleet.yaml").write_text("offline: true\n")
+    (lab / "fleet-site.yaml").write_text("offline: true\n")
     llama_playbook(lab / "playbooks", [{"name": "plain"}], name="lab-llama")  # the site's own, by name
     env = {k: v for k, v in os.environ.items() if k not in ("FLEET_STATE_DIR", "FLEET_SITE")}
     fleet = [str(REPO / ".venv/bin/python"), "-m", "fleet.cli.program"]  # what .venv/bin/fleet runs

@@ -1,4 +1,4 @@
-"""The site: found from any folder of it (fleet.yaml, as invoke finds tasks.py) or FLEET_SITE, else the clone;
+"""The site: found from any folder of it (fleet-site.yaml, as invoke finds tasks.py) or FLEET_SITE, else the clone;
 its inventory, playbooks beside the shipped ones, state and defaults; the shipped data read from the clone."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def here(monkeypatch):
 
 
 def test_a_site_is_found_from_a_subfolder_with_its_defaults(tmp_path, here):
-    (tmp_path / "fleet.yaml").write_text("inventory: hosts/prod.yaml\noffline: true\n")
+    (tmp_path / "fleet-site.yaml").write_text("inventory: hosts/prod.yaml\noffline: true\n")
     (tmp_path / "a/b").mkdir(parents=True)
     found = here(tmp_path / "a/b")
     assert found.root == tmp_path and found.inventory == tmp_path / "hosts/prod.yaml"
@@ -49,13 +49,13 @@ def test_outside_any_site_the_clone_is_the_site(tmp_path, here):
 
 
 def test_a_bad_defaults_file_names_its_line(tmp_path, here):
-    (tmp_path / "fleet.yaml").write_text("inventory: x.yaml\nofline: true\n")
-    with pytest.raises(InputError, match=r"fleet.yaml:2: ofline: unknown key"):
+    (tmp_path / "fleet-site.yaml").write_text("inventory: x.yaml\nofline: true\n")
+    with pytest.raises(InputError, match=r"fleet-site.yaml:2: ofline: unknown key"):
         here(tmp_path)
 
 
 def test_a_playbook_name_is_the_sites_own_first_then_the_shipped_one(tmp_path, here):
-    (tmp_path / "fleet.yaml").write_text("")
+    (tmp_path / "fleet-site.yaml").write_text("")
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks/mine.yaml").write_text("name: mine\n")
     (tmp_path / "deep/er").mkdir(parents=True)
