@@ -57,7 +57,7 @@ HELP_HELP = "show this help and exit (nothing is read or contacted)"
 def _whole(low: int, high: int, what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         text = text.strip()
-        if not text.isdigit() or not low <= int(text) <= high:
+        if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
             raise ValueError(f"{what} from {low} to {high}")
         return int(text)
     return parse
@@ -76,6 +76,8 @@ def _seconds(text: str) -> float:
 def parse_sm(text: str) -> int:
     """An SM as fleet writes it (120) or as nvidia-smi's compute_cap does (12.0); 8.6 is SM 86."""
     text = text.strip()
+    if not text.isascii():
+        raise ValueError("an SM like 120, or a compute capability like 12.0")
     major, dot, minor = text.partition(".")
     if dot and major.isdigit() and minor.isdigit() and len(minor) == 1:
         return int(major) * 10 + int(minor)

@@ -275,7 +275,7 @@ def parse_ssh_w(command: str, target: str) -> SshW | None:
 
 def _port(cfg: Config, text: str) -> int:
     """ssh_config's Port, or one line naming the file and line that set a port that is not one."""
-    if text.isdigit() and 0 < int(text) < 65536:
+    if text.isascii() and text.isdigit() and 0 < int(text) < 65536:
         return int(text)
     where = ", ".join(cfg.files) or "ssh_config"
     for name in cfg.files:

@@ -88,7 +88,7 @@ def test_an_sm_is_read_as_fleet_or_nvidia_smi_writes_it(text, sm):
     assert tasking.parse_sm(text) == sm
 
 
-@pytest.mark.parametrize("text", ["abc", "12.", "1.2.0", "12.05", "", "-120", "9"])
+@pytest.mark.parametrize("text", ["abc", "12.", "1.2.0", "12.05", "", "-120", "9", "１２０", "12.０"])
 def test_an_sm_that_is_not_one_is_refused(text):
     with pytest.raises(ValueError):
         tasking.parse_sm(text)
@@ -96,7 +96,7 @@ def test_an_sm_that_is_not_one_is_refused(text):
 
 @pytest.mark.parametrize(("name", "text"), [("port", "abc"), ("port", "0"), ("port", "70000"), ("interval", "0"),
                                             ("interval", "nan"), ("host_timeout", "-5"), ("runs", "2.5"),
-                                            ("runs", "21"), ("hosts", "many")])
+                                            ("runs", "21"), ("hosts", "many"), ("port", "²²"), ("port", "２２")])
 def test_numbers_that_are_not_are_refused(name, text):
     with pytest.raises(ValueError):
         tasking.NUMBERS[name](text)
