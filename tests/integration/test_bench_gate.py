@@ -167,7 +167,7 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
 @pytest.mark.parametrize("runs", ["0", "many", "21"])
 def test_a_bad_runs_count_is_refused_before_any_host_is_touched(runs, sandbox, state):
     proc = inv(sandbox, state, "tune", "--host", "sbx0", "--playbook", "glm5-nvfp4", "--runs", runs, "--yes")
-    assert proc.returncode == 2 and proc.stderr.strip() == (f"error: --runs {runs}: a whole number of benchmark "
+    assert proc.returncode == 2 and proc.stderr.strip() == (f"error: --runs '{runs}': a whole number of benchmark "
                                                             "runs from 1 to 20")
 
 
