@@ -27,14 +27,10 @@ def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
 
 
 def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool,
-                 runs: str | int | None = None) -> int:
+                 runs: int | None = None) -> int:
+    """runs: already checked as a number by the task (fleet.cli.tasking.NUMBERS)."""
     book, path = load_playbook(name)
-    try:
-        count = None if runs is None else int(runs)
-    except ValueError:
-        count = 0
-    if count is not None and not 1 <= count <= 20:
-        raise InputError(f"--runs {runs}: a whole number of benchmark runs from 1 to 20")
+    count = runs
     secrets = secrets_for(book)
     check_units(book, hosts)
     def confirm(question: str) -> bool:
