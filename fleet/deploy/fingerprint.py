@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fleet import site
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
@@ -47,7 +48,7 @@ def key(fingerprint: dict[str, Any]) -> str:
 
 
 def path() -> Path:
-    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "known-good.json"
+    return site.find().state / "known-good.json"
 
 
 def load() -> dict[str, Any]:

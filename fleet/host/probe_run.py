@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet import parallel
+from fleet import parallel, site
 from fleet.host import p2pcheck, probe
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
@@ -21,7 +21,7 @@ PROBE_TIMEOUT_S = 60.0
 
 
 def facts_dir() -> Path:
-    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "facts"
+    return site.find().state / "facts"
 
 
 def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> HostFacts:
