@@ -35,6 +35,7 @@ class Interrupted:
     release: Release
     last_step: str  # the last step its journal recorded
     last_event: dict[str, Any]
+    torn: int = 0  # lines of its events.jsonl skipped as torn (a writer killed mid-append, a full disk)
 
     @property
     def touched_host(self) -> bool:
@@ -44,7 +45,8 @@ class Interrupted:
     def describe(self) -> str:
         rung = self.last_event.get("rung")
         return (f"release {self.release.id} ({self.release.playbook}) was interrupted after step "
-                f"{self.last_step}" + (f" of rung {rung}" if rung else ""))
+                f"{self.last_step}" + (f" of rung {rung}" if rung else "")
+                + (f" ({self.torn} torn line(s) of its events.jsonl skipped)" if self.torn else ""))
 
 
 def find(conn: Connection, host: Host) -> list[Interrupted]:
@@ -55,9 +57,9 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
         release = store.load(path.split("/")[-2])
         if release is None or release.status != ReleaseStatus.IN_PROGRESS:
             continue
-        events = store.events(release.id)
+        events, torn = store.events_read(release.id)
         last = events[-1] if events else {}
-        found.append(Interrupted(release, str(last.get("step", "none")), last))
+        found.append(Interrupted(release, str(last.get("step", "none")), last, torn))
     return found
 
 

@@ -79,6 +79,23 @@ class Release:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+def parse_events(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """events.jsonl -> (its events, how many lines were skipped as torn or not an event). Pure."""
+    events, torn = [], 0
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if isinstance(event, dict):
+            events.append(event)
+        else:
+            torn += 1
+    return events, torn
+
+
 class ReleaseStore:
     """The releases under `root` (default /var/lib/fleet; the router's unit keeps its own under
     /var/lib/fleet/router, so one host can be a replica and the router's host at once)."""
@@ -105,18 +122,36 @@ class ReleaseStore:
         return read_file(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}")
 
     def event(self, release: Release, event: dict[str, Any]) -> None:
+        """Append one whole line: after a torn tail (a writer killed mid-append, a full disk) a new line starts
+        first, so one torn line never swallows the next."""
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
-        sh(self.conn, self.host,
-           f"printf %s {shlex.quote(line)} >> {shlex.quote(self.dir(release))}/events.jsonl")
+        f = shlex.quote(f"{self.dir(release)}/events.jsonl")
+        sh(self.conn, self.host, f"if [ -s {f} ] && [ -n \"$(tail -c 1 {f})\" ]; then printf '\\n' >> {f}; fi; "
+                                 f"printf %s {shlex.quote(line)} >> {f}")
         faulthook.reached(str(event.get("step")))
 
     def events(self, release_id: str) -> list[dict[str, Any]]:
+        """The release's events, torn or garbled lines skipped (events_read says how many)."""
+        return self.events_read(release_id)[0]
+
+    def events_read(self, release_id: str) -> tuple[list[dict[str, Any]], int]:
         data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/events.jsonl") or b""
-        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        return parse_events(data)
 
     def load(self, release_id: str) -> Release | None:
+        """The release's manifest; None when it is missing or not a manifest (never half-written: it is
+        replaced atomically, so only a hand edit or a damaged disk gets here)."""
         data = read_file(self.conn, self.host, f"{self.releases}/{release_id}/manifest.json")
-        return Release.from_json(json.loads(data)) if data else None
+        try:
+            doc = json.loads(data) if data else None
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+            return None
+        try:
+            return Release.from_json(doc)
+        except TypeError:  # required fields missing
+            return None
 
     def current_id(self) -> str | None:
         out = sh(self.conn, self.host, f"readlink {shlex.quote(self.current_link)} || true").strip()
@@ -153,14 +188,28 @@ class ReleaseStore:
         return earlier[-1] if earlier else None
 
     def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
-        """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
-        releases = self.list()
-        current = self.current_id()
-        removable = [r for r in releases if r.id != current and r.status != ReleaseStatus.IN_PROGRESS]
-        doomed = removable[: max(0, len(releases) - keep)]
-        for r in doomed:
-            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")
-        return [r.id for r in doomed]
+        """Drop what prune_plan dooms; returns the ids dropped."""
+        doomed = prune_plan(self.list(), self.current_id(), keep)
+        for rid in doomed:
+            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
+        return doomed
+
+
+UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`
+
+
+def prune_plan(releases: list[Release], current: str | None, keep: int,
+               unserved: int = UNSERVED_KEPT) -> list[str]:
+    """The releases to drop, oldest first (pure). `keep` counts releases that served (the current one among them);
+    failed and interrupted ones have their own cap, `unserved`. Never dropped: the current release, one in
+    progress, and the newest that served before the current one (where `inv rollback` goes)."""
+    ordered = sorted(releases, key=lambda r: r.id)
+    served = [r for r in ordered if r.status == ReleaseStatus.OK]
+    unserved_ones = [r for r in ordered if r.status in (ReleaseStatus.FAILED, ReleaseStatus.INTERRUPTED)]
+    earlier = [r for r in served if r.id != current and (current is None or r.id < current)]
+    spared = {current, earlier[-1].id if earlier else None}
+    doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
+    return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]
 
 
 class BeforeFleet:

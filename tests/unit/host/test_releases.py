@@ -1,0 +1,98 @@
+"""A release's events.jsonl (fleet.host.releases): appended whole lines, read past a torn tail. The store's shell
+runs here, against a temporary folder standing in for /var/lib/fleet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.host import releases
+from fleet.host.releases import Release, ReleaseStore, parse_events
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> ReleaseStore:
+    def sh(conn, host, command, timeout=120, check=True):
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 or not check, done.stderr
+        return done.stdout
+
+    def read_file(conn, host, path):
+        return Path(path).read_bytes() if Path(path).exists() else None
+
+    monkeypatch.setattr(releases, "sh", sh)
+    monkeypatch.setattr(releases, "read_file", read_file)
+    return ReleaseStore(None, None, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
+
+
+def _release() -> Release:
+    return Release(id="20261201T000000Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t")
+
+
+def test_a_torn_tail_is_skipped_and_counted_and_the_next_append_starts_a_line_of_its_own(store):
+    r = _release()
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    store.event(r, {"step": "opened"})
+    store.event(r, {"step": "stop", "rung": "a"})
+    with open(folder / "events.jsonl", "a") as f:
+        f.write('{"t": 1.5, "step": "insta')  # a run killed mid-append (or a full disk): no newline
+    assert [e["step"] for e in store.events(r.id)] == ["opened", "stop"]
+    assert store.events_read(r.id)[1] == 1
+    store.event(r, {"step": "interrupted", "after": "stop"})
+    events, torn = store.events_read(r.id)
+    assert [e["step"] for e in events] == ["opened", "stop", "interrupted"] and torn == 1
+
+
+def test_parse_events_skips_garbage_and_non_objects():
+    data = b'{"step": "opened"}\n\n[1, 2]\n\xff\xfe\n"text"\n{"step": "stop"}\n{"step": '
+    events, torn = parse_events(data)
+    assert events == [{"step": "opened"}, {"step": "stop"}] and torn == 4
+
+
+def test_a_manifest_that_is_not_one_reads_as_no_release(store):
+    r = _release()
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    for text in ('{"id": "x", "host"', "[]", '{"no": "id"}', '{"id": "x"}'):
+        (folder / "manifest.json").write_text(text)
+        assert store.load(r.id) is None, text
+    (folder / "manifest.json").write_text(json.dumps(r.to_json()))
+    assert store.load(r.id) == r
+
+
+def _made(n: int, status: str) -> Release:
+    return Release(id=f"20261201T0000{n:02d}Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t",
+                   status=status)
+
+
+def test_failed_deploys_never_push_out_the_release_a_rollback_goes_to():
+    # One good release, five failed deploys, one good deploy, keep_releases 5: the first good one stays.
+    made = [_made(0, "ok"), *(_made(n, "failed") for n in range(1, 6)), _made(6, "ok")]
+    doomed = releases.prune_plan(made, made[-1].id, keep=5)
+    assert made[0].id not in doomed
+    assert doomed == [made[1].id, made[2].id]  # the oldest failures beyond the cap of 3
+
+
+def test_prune_keeps_the_newest_served_ones_and_never_current_in_progress_or_the_one_before_current():
+    made = [_made(n, "ok") for n in range(8)] + [_made(8, "interrupted"), _made(9, "in-progress")]
+    assert releases.prune_plan(made, made[7].id, keep=3) == [made[n].id for n in range(5)]
+    # current rolled back to an old release: the newest that served before it is spared too
+    assert made[2].id not in releases.prune_plan(made, made[3].id, keep=3)
+    assert made[3].id not in releases.prune_plan(made, made[3].id, keep=1)
+    assert made[9].id not in releases.prune_plan(made, None, keep=1, unserved=0)
+    assert releases.prune_plan(made, made[7].id, keep=0) == releases.prune_plan(made, made[7].id, keep=1)
+
+
+def test_prune_by_the_store_drops_the_doomed_folders(store):
+    made = [_made(0, "ok"), *(_made(n, "failed") for n in range(1, 6)), _made(6, "ok")]
+    for r in made:
+        Path(store.dir(r)).mkdir(parents=True)
+        (Path(store.dir(r)) / "manifest.json").write_text(json.dumps(r.to_json()))
+    store.mark_current(made[-1])
+    assert store.prune(5) == [made[1].id, made[2].id]
+    assert store.last_good_before_current() == made[0]
+    assert sorted(p.name for p in Path(store.releases).iterdir()) == [r.id for r in made if r not in made[1:3]]
