@@ -21,6 +21,7 @@ from fleet.deploy.health import health_check
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
@@ -36,7 +37,7 @@ from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, sglang_version
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import lost_link
+from fleet.ssh.remote import ConnectionLost, lost_link
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -44,6 +45,11 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
             "driver": facts.driver_version}
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 class Deployer:
@@ -144,19 +150,20 @@ class Deployer:
             return result
         run = ReleaseRun.open(store, release, rungs=[r.name for r in rungs])
         result.release = release.id
-        last: str | None = None
-        for rung in rungs:
-            if not rung.worth_trying_after(last):
-                self.progress(f"rung {rung.name}: not worth trying after {last}")
-                continue
-            attempt, planned = self.attempt(conn, run, rung)
-            result.attempts.append(attempt)
-            run.record(attempt.to_json())
-            if attempt.outcome == Outcome.READY:
-                run.succeed(rung.name, planned.config, self.book.keep_releases)
-                result.status, result.config = DeployStatus.OK, planned.config
+        try:
+            if self._climb(conn, run, rungs, result):
                 return result
-            last = attempt.outcome
+        except ConnectionLost:
+            raise  # nothing more can be done from here: the next run's recovery finds the release in progress
+        except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
+            if not self.touched:
+                run.fail()
+                raise
+            why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
+            self.progress(f"{why}; falling back")
+            result.status, result.release, result.config, result.error = restore.fall_back(
+                conn, self.host, store, release, previous, self.book, self.unit, why, self.progress)
+            return result
         if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
             result.status = DeployStatus.FAILED
@@ -167,6 +174,25 @@ class Deployer:
         result.status, result.release, result.config, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
+
+    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult) -> bool:
+        """Try the rungs in order; True once one serves and its release is current."""
+        last: str | None = None
+        for rung in rungs:
+            if not rung.worth_trying_after(last):
+                self.progress(f"rung {rung.name}: not worth trying after {last}")
+                continue
+            attempt, planned = self.attempt(conn, run, rung)
+            result.attempts.append(attempt)
+            run.record(attempt.to_json())
+            if attempt.outcome == Outcome.READY:
+                note = run.succeed(rung.name, planned.config, self.book.keep_releases)
+                if note:
+                    self.progress(note)
+                result.status, result.config = DeployStatus.OK, planned.config
+                return True
+            last = attempt.outcome
+        return False
 
     # ------------------------------------------------------------------ one attempt
     def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:

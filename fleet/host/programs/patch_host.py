@@ -266,7 +266,7 @@ def do_revert(req):
         man["status"] = "reverting"; write_manifest(mpath, man)
     except OSError as e:
         return out({"ok": False, "error": "cannot record the revert in %s: %s; nothing restored" % (mpath, e.strerror or e)})
-    done, failing = [], None
+    done, failing = [], None  # type: (list, str | None)
     try:
         for p, cur, orig, mode, uid, gid in todo:
             failing = p
