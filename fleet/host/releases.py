@@ -232,7 +232,10 @@ class BeforeFleet:
         files = self.manifest()
         if path in files or (old is not None and old.startswith(MANAGED_MARK)):
             return
-        mode = (self.conn.sftp().stat(path).st_mode or 0o600) & 0o7777 if old is not None else 0
+        mode = 0
+        if old is not None:  # its mode, read as root on a become host (as the file was)
+            out = sh(self.conn, self.host, f"stat -c %a -- {shlex.quote(path)}").strip()
+            mode = int(out, 8) & 0o7777 if out and all(c in "01234567" for c in out) else 0o600
         sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
         if old is None:
             files[path] = {"absent": True}

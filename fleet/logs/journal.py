@@ -27,7 +27,7 @@ from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Budgets
 from fleet.progress import Progress
 from fleet.ssh import become, keepalive
-from fleet.ssh.remote import ConnectionLost
+from fleet.ssh.remote import ConnectionLost, journal_step
 
 READ_S = 0.5  # the longest a tick waits for a line
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
@@ -68,6 +68,7 @@ class Follower:
         if transport is None:
             raise ConnectionLost(f"{host.name}: not connected")
         how = become.of(conn, host.become)
+        journal_step(conn, host, journal_command)
         self.chan = transport.open_session()
         self.chan.exec_command(how.wrap(journal_command))
         if how.stdin():
