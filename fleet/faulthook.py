@@ -6,12 +6,12 @@ when the journal watch enters a start-up phase, and `mid-patch`: the host-side p
 first file, and fleet with it, so the host is left half-patched.
 
 Fault points, derived from the code: every remote step (each command of fleet.ssh.remote, the journal's
-follower channel) passes through `remote_step`, numbered in order within the process. FLEET_FAULT_TRACE=<file>
-appends `<n>\t<monotonic time>\t<label>` for each (the harness learns a flow's points from one clean run); FLEET_FAULT_AT=<n>:<kind>
-injects a fault at step n: `fail` (the command fails without running), `drop` (the link drops while it runs),
-`kill` (this process is SIGKILLed before it is sent), `full` (FLEET_FAULT_FILL, a shell command, fills the
-host's disks first; the command then runs on a full disk). A new remote step is a new point without anyone
-listing it.
+follower channel) passes through `remote_step`, numbered in order within the process.
+FLEET_FAULT_TRACE=<file> appends `<n>\t<monotonic time>\t<label>` for each (the harness learns a flow's points
+from one clean run); FLEET_FAULT_AT=<n>:<kind> injects a fault at step n: `fail` (the command fails without
+running), `drop` (the link drops while it runs), `kill` (this process is SIGKILLed before it is sent), `full`
+(FLEET_FAULT_FILL, a shell command, fills the host's disks first; the command then runs on a full disk). A new
+remote step is a new point without anyone listing it.
 """
 
 from __future__ import annotations

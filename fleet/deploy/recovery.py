@@ -20,7 +20,7 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import RELEASES, Release, ReleaseStore, now
+from fleet.host.releases import RELEASES, ROLLBACK_MARK, Release, ReleaseStore, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -85,9 +85,12 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
         store.save(it.release)
         store.event(it.release, {"step": "interrupted", "after": it.last_step})
         notes.append(it.describe() + ": marked interrupted")
+    marked = _rollback_marked(conn, host)
+    if marked:
+        notes.append(f"a rollback was interrupted ({marked})")
     for note in notes:
         say(f"recovering: {note}")
-    if not repaired and not any(it.touched_host for it in found):
+    if not repaired and not marked and not any(it.touched_host for it in found):
         return notes
     current = store.current()
     if current is None:
@@ -112,8 +115,24 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
             raise FleetError(f"{host.name}: after an interrupted deploy, restoring release {current.id} failed: "
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
+    if marked:
+        sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
     say(f"recovering: {notes[-1]}")
     return notes
+
+
+def _rollback_marked(conn: Connection, host: Host) -> str | None:
+    """What a dead rollback's mark says (to, from), or None when there is none."""
+    out = sh(conn, host, f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
+    if not out:
+        return None
+    try:
+        mark = json.loads(out)
+    except ValueError:
+        return "its mark is unreadable"
+    if not isinstance(mark, dict):
+        return "its mark is unreadable"
+    return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
 def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:

@@ -6,6 +6,7 @@
     /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
     /var/lib/fleet/before-fleet/                 the unit and env file as fleet found them at its first write
                                                  (or that there were none): `inv rollback --to before-fleet`
+    /var/lib/fleet/rollback.json                 while `inv rollback` changes the host (its target, from where)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
 BEFORE_FLEET = f"{ROOT}/before-fleet"
+ROLLBACK_MARK = f"{ROOT}/rollback.json"  # a rollback under way (fleet.deploy.recovery finishes a dead one)
 MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
 
 

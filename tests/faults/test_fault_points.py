@@ -242,5 +242,8 @@ def test_every_fault_point_keeps_the_invariant(flow, kind, ctx):
         for b in bad:
             failures.append((n, label, b))
         RESULTS.append((flow, kind, n, label, "; ".join(bad)))
+        if os.environ.get("FLEET_FAULT_LOG"):  # a long run's progress, point by point
+            with open(os.environ["FLEET_FAULT_LOG"], "a") as f:
+                f.write(f"{flow} {kind} {n} {label[:70]} :: {'; '.join(bad) or 'ok'}\n")
     assert not failures, "\n".join(f"{flow} {kind} point {n} ({label}): {b}" for n, label, b in failures)
 
