@@ -210,12 +210,15 @@ def _allowed(c, flow: str) -> set[str] | None:
 
 
 def _selected(points: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Every point; FLEET_FAULT_POINTS=3-9 narrows a developer's run to some of them (CI sets nothing)."""
+    """Every point; FLEET_FAULT_POINTS (e.g. 3-9 or 20,35,47) narrows a developer's run (CI sets nothing)."""
     spec = os.environ.get("FLEET_FAULT_POINTS")
     if not spec:
         return points
-    low, _, high = spec.partition("-")
-    return [p for p in points if int(low) <= p[0] <= int(high or low)]
+    wanted: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        wanted.update(range(int(low), int(high or low) + 1))
+    return [p for p in points if p[0] in wanted]
 
 
 @pytest.mark.parametrize("kind", KINDS)
