@@ -13,6 +13,7 @@ from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
 from fleet.host.service import GpuApp, foreign_holders, gpu_holders, sh
 from fleet.inventory import Host
+from fleet.logs import redact
 from fleet.outcomes import Outcome
 from fleet.patches import engine as patches
 from fleet.patches import plan as patchplan
@@ -90,7 +91,7 @@ def foreign_gpu_problem(holders: list[GpuApp], unit: str, facts: HostFacts, env:
         found = index.get((a.bus_id or "").lower().split(":", 1)[-1]) if a.bus_id else None
         return f"GPU {found}" if found is not None else f"GPU {a.bus_id or '?'}"
     return ("a GPU this playbook uses is held by a process that is not the unit's: "
-            + "; ".join(f"{gpu(a)}: {a.describe()}" for a in others[:4])
+            + "; ".join(f"{gpu(a)}: {redact.line(a.describe())}" for a in others[:4])  # its command line may hold keys
             + (f" (and {len(others) - 4} more)" if len(others) > 4 else "")
             + f"; fleet stops only {unit}'s own processes: stop that one, or give the playbook other GPUs "
               "(serve.env CUDA_VISIBLE_DEVICES)")

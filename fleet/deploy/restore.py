@@ -186,7 +186,12 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     copies = verified_copies(store, release)
     if isinstance(copies, str):
         return refused(copies)
-    stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    try:
+        stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    except ConnectionLost:
+        raise
+    except ServiceError as exc:  # e.g. nvidia-smi failing once: the files still go back, the start then tells
+        say(f"stopping before putting back release {release.id}: {exc}; going on")
     for path, data in copies.items():
         want = release.files[path]["sha256"]
         if sha256(read_file(conn, host, path) or b"") == want:
