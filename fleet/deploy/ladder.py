@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +158,8 @@ class Deployer:
             raise  # nothing more can be done from here: the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
             if not self.touched:
-                run.fail()
+                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                    run.fail()
                 raise
             why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
             self.progress(f"{why}; falling back")

@@ -24,6 +24,7 @@ from typing import Any
 from fabric import Connection
 
 from fleet import faulthook
+from fleet.errors import FleetError
 from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
@@ -160,8 +161,17 @@ class ReleaseStore:
         return posixpath.basename(out) if out else None
 
     def current(self) -> Release | None:
+        """The current release; an error (nothing changed) when `current` points to no readable manifest, since
+        then no run could put it back after a failure."""
         rid = self.current_id()
-        return self.load(rid) if rid else None
+        if not rid:
+            return None
+        release = self.load(rid)
+        if release is None:
+            raise FleetError(f"{self.host.name}: {self.current_link} points to release {rid}, whose manifest is "
+                             "missing or unreadable; restore it or point `current` at a release that served "
+                             "(`inv history`); nothing was changed")
+        return release
 
     def mark_current(self, release: Release) -> None:
         """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""

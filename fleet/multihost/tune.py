@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,8 @@ class Tuner:
             raise  # the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back
             if not self.d.touched:
-                run.fail()
+                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                    run.fail()
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             self.progress(f"{why}; falling back")

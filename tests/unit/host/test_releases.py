@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from fleet.errors import FleetError
 from fleet.host import releases
 from fleet.host.releases import Release, ReleaseStore, parse_events
+from fleet.inventory import Host
+
+HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
 
 
 @pytest.fixture
@@ -25,7 +30,7 @@ def store(tmp_path, monkeypatch) -> ReleaseStore:
 
     monkeypatch.setattr(releases, "sh", sh)
     monkeypatch.setattr(releases, "read_file", read_file)
-    return ReleaseStore(None, None, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
+    return ReleaseStore(None, HOST, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
 
 
 def _release() -> Release:
@@ -96,3 +101,12 @@ def test_prune_by_the_store_drops_the_doomed_folders(store):
     assert store.prune(5) == [made[1].id, made[2].id]
     assert store.last_good_before_current() == made[0]
     assert sorted(p.name for p in Path(store.releases).iterdir()) == [r.id for r in made if r not in made[1:3]]
+
+
+def test_current_pointing_at_an_unreadable_manifest_refuses_instead_of_reading_as_no_release(store):
+    r = _release()
+    Path(store.dir(r)).mkdir(parents=True)
+    (Path(store.dir(r)) / "manifest.json").write_text('{"id": "x", "ho')
+    store.mark_current(r)
+    with pytest.raises(FleetError, match=f"points to release {r.id}, whose manifest is missing or unreadable"):
+        store.current()
