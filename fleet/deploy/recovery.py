@@ -63,6 +63,40 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
     return found
 
 
+def finish_commits(conn: Connection, host: Host) -> list[str]:
+    """Releases that served and were saved ok, but whose run died before `current` moved to them: the host runs
+    their files, so they are made current (the release asked for), newest last. One line per release."""
+    out = sh(conn, host, f"grep -l '\"committing\": true' {RELEASES}/*/manifest.json 2>/dev/null || true")
+    store, notes = ReleaseStore(conn, host), []
+    for path in sorted(out.split()):
+        release = store.load(path.split("/")[-2])
+        if release is None or not release.committing or release.status != ReleaseStatus.OK:
+            continue
+        release.committing = False
+        if not _runs_files_of(conn, host, release):  # e.g. a fall-back put the previous one back, then died
+            release.status = ReleaseStatus.INTERRUPTED
+            store.save(release)
+            notes.append(f"release {release.id} was being made current, but the host does not run its files: "
+                         "closed interrupted")
+            continue
+        if store.current_id() != release.id:
+            store.mark_current(release)
+        store.save(release)
+        notes.append(f"release {release.id} served but its run died before making it current: made current")
+    return notes
+
+
+def _runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
+    """The unit and env files installed are the release's own (sha256 as recorded)."""
+    files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
+    if not files:
+        return False
+    out = sh(conn, host, "sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
+    found = {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
+             if len(bits) == 2}
+    return all(found.get(p) == sha for p, sha in files.items())
+
+
 def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
                say: Callable[[str], None]) -> list[str]:
     """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`)."""
@@ -75,7 +109,7 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
 def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
     repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
-    notes = list(repaired)
+    notes = list(repaired) + finish_commits(conn, host)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
     for it in found:

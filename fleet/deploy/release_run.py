@@ -32,10 +32,12 @@ class ReleaseRun:
         """It served: ok, made current (a symlink swapped atomically), the oldest beyond `keep` pruned. Once
         current, the release stands: a failure to prune or log after that is returned as a note, not raised."""
         r = self.release
-        r.status, r.rung, r.config, r.finished = ReleaseStatus.OK, rung, config, now()
-        self.store.save(r)
+        r.status, r.rung, r.config, r.finished, r.committing = ReleaseStatus.OK, rung, config, now(), True
+        self.store.save(r)  # ok and "committing": a run that dies before `current` moves is finished by recovery
         self.store.mark_current(r)
         try:
+            r.committing = False
+            self.store.save(r)
             self.store.prune(keep)
             self.store.event(r, {"step": "current", **current})
         except FleetError as exc:

@@ -242,7 +242,7 @@ def _attempted(step: Callable[[], object]) -> str | None:
 
 
 def _close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
-    release.status, release.finished = ReleaseStatus.FAILED, now()
+    release.status, release.finished, release.committing = ReleaseStatus.FAILED, now(), False
     problem = _attempted(lambda: store.save(release))
     if problem:  # e.g. a full /var/lib/fleet: the next run's recovery marks it interrupted instead
         say(f"could not close release {release.id} as failed: {problem}")

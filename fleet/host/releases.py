@@ -69,6 +69,7 @@ class Release:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     finished: str | None = None
     bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
+    committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
 
     @property
     def dir(self) -> str:
