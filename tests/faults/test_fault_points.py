@@ -186,7 +186,7 @@ def _broken(c, allowed: set[str] | None, after_next: bool) -> list[str]:
 
 FLOWS = {
     "deploy": lambda c: ("deploy", "--host", HOST, "--playbook", str(c["b"]), "--force", "--json"),
-    "rollback": lambda c: ("rollback", "--host", HOST, "--json"),
+    "rollback": lambda c: ("rollback", "--host", HOST, "--playbook", str(c["a"]), "--json"),
     "patch": lambda c: ("patch", "--host", HOST, "--set", PATCH_SET, "--json"),
 }
 
