@@ -235,6 +235,9 @@ def test_every_fault_point_keeps_the_invariant(flow, kind, ctx):
         bad, c["leftovers"] = [], []
         if kind in ("fail", "full"):  # the run ended by itself: the invariant holds now, disks still full
             bad = [f"right after the run: {b}" for b in _broken(c, _allowed(c, flow), after_next=False)]
+            if bad:  # what fleet said, for the failure's report
+                said = " ".join((proc.stdout + " " + proc.stderr).split())
+                bad.append(f"the run said: {said[-1200:]}")
         _sh(c, UNFILL)
         if kind in ("kill", "drop") or bad or c["leftovers"]:  # the invariant relies on the next run's recovery
             nxt = _inv(c, "deploy", "--host", HOST, "--playbook", str(c["b"]), "--json")
