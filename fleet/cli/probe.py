@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet.cli import console, print_json
 from fleet.cli.hosttext import visible
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.host import probe_run
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -30,6 +30,8 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
 def unlock(target: Host, token: str, opts: ConnectOptions) -> int:
     from fleet.host import lock as hostlock  # deferred: the probe, which shares this module, needs none of it
 
+    if why := hostlock.token_problem(token):  # before any contact: a pattern must never reach the host
+        raise InputError(f"{target.name}: {why}; nothing was changed")
     conn = open_connection(target, opts)
     try:
         hostlock.break_lock(conn, target, token)

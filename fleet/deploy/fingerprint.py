@@ -9,12 +9,14 @@ rung counts only while its flags in the playbook are still the ones that were tu
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,8 +80,16 @@ def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
 def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
              attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None,
              spread: float | None = None) -> str:
-    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key.
+    """Record the winner and the failed rungs for this fingerprint and playbook. Returns the key.
     `known_failed`: failures recorded earlier, kept unless this run says otherwise."""
+    with _locked():
+        return _remember(book, facts, winner, tok_s, host, release, attempts, known_failed, spread)
+
+
+def _remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
+              attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None,
+              spread: float | None) -> str:
+    """remember() under the file lock: the file is read again here, so what other processes wrote stays."""
     fp = of(facts)
     k = key(fp)
     entries = load()
@@ -93,7 +103,6 @@ def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host:
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps({"entries": entries}, indent=2) + "\n")
     os.replace(tmp, target)
@@ -103,16 +112,31 @@ def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host:
 _LEARNING = threading.Lock()
 
 
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One writer of known-good.json at a time, across threads and processes (flock on a file beside it): each
+    reads the file again under the lock and changes only its own entry, so no update is lost."""
+    target = path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _LEARNING, open(target.with_name(f".{target.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
           attempts: list[dict[str, Any]]) -> str:
     """A deploy served on `rung` (a rolling deploy's host): remember it and the rungs that crashed before it
     for this fingerprint, so the next host with the same hardware starts there. What was known stays: earlier
-    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads."""
-    with _LEARNING:
+    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads and
+    processes at once."""
+    with _locked():
         old = load().get(f"{key(of(facts))}/{book.name}") or {}
         same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
-        return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
-                        attempts, known_failed=old.get("failed"), spread=old.get("spread") if same else None)
+        return _remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
+                         attempts, old.get("failed"), old.get("spread") if same else None)
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],

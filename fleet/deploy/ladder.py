@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from fleet.playbook import (
 )
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import lost_link
+from fleet.ssh.remote import ConnectionLost, lost_link
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -56,6 +57,11 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
             "driver": facts.driver_version}
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 class Deployer:
@@ -161,6 +167,35 @@ class Deployer:
             return result
         run = ReleaseRun.open(store, release, rungs=[r.name for r in rungs])
         result.release = release.id
+        try:
+            if self._climb(conn, run, rungs, result, facts):
+                return result
+        except ConnectionLost:
+            raise  # nothing more can be done from here: the next run's recovery finds the release in progress
+        except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
+            if not self.touched:
+                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                    run.fail()
+                raise
+            why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
+            self.progress(f"{why}; falling back")
+            result.status, result.release, result.config, result.error = restore.fall_back(
+                conn, self.host, store, release, previous, self.book, self.unit, why, self.progress)
+            return result
+        if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
+            run.fail()
+            result.status = DeployStatus.FAILED
+            result.release, result.config = (previous.id, previous.config) if previous else (release.id, {})
+            result.error = (f"{self.host.name}: every rung failed before anything on the host changed; it stays "
+                            + (f"on release {previous.id}" if previous else "as it was"))
+            return result
+        result.status, result.release, result.config, result.error = restore.fall_back(
+            conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
+        return result
+
+    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
+               facts: HostFacts) -> bool:
+        """Try the rungs in order; True once one serves and its release is current."""
         last: str | None = None
         for rung in rungs:
             if not rung.worth_trying_after(last):
@@ -174,22 +209,15 @@ class Deployer:
             result.attempts.append(attempt)
             run.record(attempt.to_json())
             if attempt.outcome == Outcome.READY:
-                run.succeed(rung.name, planned.config, self.book.keep_releases)
+                note = run.succeed(rung.name, planned.config, self.book.keep_releases)
+                if note:
+                    self.progress(note)
                 result.status, result.config = DeployStatus.OK, planned.config
-                return result
+                return True
             last = attempt.outcome
             if last == LogClass.GPU_FAULT:
                 break
-        if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
-            run.fail()
-            result.status = DeployStatus.FAILED
-            result.release, result.config = (previous.id, previous.config) if previous else (release.id, {})
-            result.error = (f"{self.host.name}: every rung failed before anything on the host changed; it stays "
-                            + (f"on release {previous.id}" if previous else "as it was"))
-            return result
-        result.status, result.release, result.config, result.error = restore.fall_back(
-            conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
-        return result
+        return False
 
     def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
         """After an attempt that did not serve, one more probe: did the hardware fail under it?"""

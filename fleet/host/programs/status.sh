@@ -54,7 +54,7 @@ leftovers() {
     d=${m%/manifest.json}; echo "release ${d##*/} $(tail -n 1 "$d/events.jsonl" 2>/dev/null)"
   done
   echo "lock $(cat "$root/lock/owner.json" 2>/dev/null)"
-  for m in $(grep -l '"status": "applying"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
+  for m in $(grep -lE '"status": "(applying|reverting)"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
     d=${m%/manifest.json}; echo "patch-run ${d##*/}"
   done
 }

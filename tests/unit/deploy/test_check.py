@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import playbook, site
+from fleet import site
 from fleet.deploy import check, inputs
 from fleet.errors import InputError
 
@@ -161,8 +161,9 @@ def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeyp
     (tmp_path / "playbooks" / "t.yaml").write_text(BOOK.replace("{tp-size: 8}", "{tp-szie: 8, trust-remote-code: 1}"))
     with pytest.raises(InputError) as err:
         inputs.load_playbook("t")
-    assert str(err.value) == (f"{tmp_path}/playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 "
-                              "to 0.5.23; did you mean --tp-size? (and 1 more: inv check --playbook t)")
+    assert str(err.value) == (f"{tmp_path}/playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang "
+                              "release from 0.5.8.post1 to 0.5.23; did you mean --tp-size? "
+                              "(and 1 more: inv check --playbook t)")
     assert inputs.load_playbook("t", checked=False)[0].name == "t"  # rollback reads what was deployed
 
 
