@@ -3,7 +3,8 @@
 The population: every raise / assert / logger.error site (fleet.upstream.sourcetext.sites) in the startup-path modules
 of a release (playbooks/upstream/startup-modules.yaml lists them per release, from the globs below). Each
 site is turned into the line a log would show (`RuntimeError: ...`, placeholders given a sample) and
-classified; "specific" means a rule other than the catch-alls that only say "an exception happened".
+classified, with the release's own sites behind the rules (fleet/logs/bysite.py) unless told otherwise; "specific"
+means a rule other than the catch-alls that only say "an exception happened" (a site class counts: it names one).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet.logs.bysite import SiteClasses, SiteClassifier
 from fleet.logs.classify import classify_line
 from fleet.logs.rules import RuleSet
+from fleet.upstream.siteindex import SiteIndex, build
 from fleet.upstream.sourcetext import Site, sites
 
 MODULES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "upstream" / "startup-modules.yaml"
@@ -78,13 +81,19 @@ class Coverage:
         return self.specific / self.sites if self.sites else 0.0
 
 
-def measure(root: Path, modules: list[str], rules: RuleSet) -> Coverage:
-    """Classify every site of these modules of the release at `root`."""
+def site_classifier(root: Path, modules: list[str], classes: SiteClasses | None = None,
+                    version: str = "?") -> SiteClassifier:
+    """The site classifier over these modules of the sglang release at `root`."""
+    return SiteClassifier(SiteIndex(build("sglang", version, root, modules)), classes)
+
+
+def measure(root: Path, modules: list[str], rules: RuleSet, by_site: SiteClassifier | None = None) -> Coverage:
+    """Classify every site of these modules of the release at `root` (by the rules alone, or with `by_site`)."""
     cov = Coverage()
     for module in modules:
         for site in sites((root / module).read_text(encoding="utf-8", errors="replace")):
             cov.sites += 1
-            match = classify_line(site.as_line(), rules)
+            match = classify_line(site.as_line(), rules, by_site)
             if match is not None and match.rule.name not in GENERIC:
                 cov.specific += 1
                 cov.by_rule[match.rule.name] += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PLACEHOLDER = "{}"
@@ -81,6 +82,7 @@ class Site:
     kind: str  # raise | assert | log
     exception: str | None  # the raised type's name, e.g. "RuntimeError" (None: a log line, or not a call)
     text: str  # the message, placeholders as `{}`
+    function: str | None = None  # the innermost function or method around it (None: module level)
 
     def as_line(self, sample: str = "1") -> str:
         """The line as a log would show it, each placeholder given `sample`."""
@@ -95,6 +97,7 @@ def sites(source: str) -> list[Site]:
     tree = _parse(source)
     out: list[Site] = []
     held = _held_strings(tree)
+    around = _functions(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and _is_exception(_name(node.func)):
             # raised where it is built, or built to be raised later (`return RuntimeError(...)`, `err = ...`);
@@ -102,17 +105,28 @@ def sites(source: str) -> list[Site]:
             arg = node.args[0]
             text = _held(held, arg.id, node.lineno) if isinstance(arg, ast.Name) else render(arg)
             if text:
-                out.append(Site(node.lineno, "raise", _name(node.func), text))
+                out.append(Site(node.lineno, "raise", _name(node.func), text, around(node.lineno)))
         elif isinstance(node, ast.Assert) and node.msg is not None:
             text = render(node.msg)
             if text:
-                out.append(Site(node.lineno, "assert", "AssertionError", text))
+                out.append(Site(node.lineno, "assert", "AssertionError", text, around(node.lineno)))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in _LOG_LEVELS and node.args and _is_logger(node.func.value)):
             text = render(node.args[0])
             if text:
-                out.append(Site(node.lineno, "log", None, text))
+                out.append(Site(node.lineno, "log", None, text, around(node.lineno)))
     return sorted(out, key=lambda s: s.line)
+
+
+def _functions(tree: ast.Module) -> Callable[[int], str | None]:
+    """line -> the innermost function defined around it."""
+    spans = sorted(((n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), key=lambda s: s[0])
+
+    def around(line: int) -> str | None:
+        inside = [name for start, end, name in spans if start <= line <= end]
+        return inside[-1] if inside else None  # sorted by start: the last that holds it is the innermost
+    return around
 
 
 def _held_strings(tree: ast.Module) -> dict[str, list[tuple[int, str, bool]]]:

@@ -1,0 +1,171 @@
+"""Where a log line comes from: every raise / assert / logger.error site of a release, indexed by its text.
+
+`build()` reads a release unpacked from the corpus (sourcetext.sites over each module the server can run) and
+`SiteIndex.locate(line)` answers with the site whose rendered message the line is an instance of:
+"sglang 0.5.23 srt/mem_cache/allocation.py:345 (alloc_req_slots)". Each site is indexed under the rarest word of
+its fixed text, so a lookup costs one dict probe per word of the line and one regex per candidate, whatever the
+size of the release. Building reads tens of megabytes of Python; `load_or_build` keeps the result beside the
+release in the corpus cache (JSON, rebuilt when FORMAT changes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.upstream import sourcetext
+
+FORMAT = 1  # bump when what a site records or how it is read changes: cached indexes are rebuilt
+# What the server runs (not the diffusion runtime, the tests or benchmarks a wheel also ships).
+MODULE_GLOBS = {
+    "sglang": ("sglang/*.py", "sglang/srt/**/*.py", "sglang/jit_kernel/**/*.py"),
+    "flashinfer-python": ("flashinfer/*.py", "flashinfer/*/**/*.py"),
+}
+_SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
+_MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedSite:
+    """One site of one release: where it is and what it says."""
+
+    package: str  # sglang | flashinfer-python
+    version: str
+    module: str  # relative to the release root, e.g. sglang/srt/mem_cache/allocation.py
+    line: int
+    function: str | None
+    kind: str  # raise | assert | log
+    exception: str | None
+    text: str  # the message, placeholders as `{}`
+
+    def where(self) -> str:
+        """'sglang 0.5.23 srt/mem_cache/allocation.py:345 (alloc_req_slots)'."""
+        module = self.module.split("/", 1)[1] if "/" in self.module else self.module
+        function = f" ({self.function})" if self.function else ""
+        return f"{self.package} {self.version} {module}:{self.line}{function}"
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {"package": self.package, "version": self.version, "module": self.module, "line": self.line,
+                "function": self.function, "kind": self.kind, "exception": self.exception, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    site: IndexedSite
+    pattern: re.Pattern[str]
+    fixed: int  # characters of fixed text: the more, the surer a match
+
+
+class SiteIndex:
+    """The sites of one or more releases (sglang and the flashinfer beside it), looked up by a line's text."""
+
+    def __init__(self, sites: Iterable[IndexedSite]) -> None:
+        self.sites: tuple[IndexedSite, ...] = tuple(sites)
+        words_of = [_words(s.text) for s in self.sites]
+        frequency = Counter(w for words in words_of for w in words)
+        self._by_word: dict[str, list[_Entry]] = {}
+        self.unindexed = 0  # sites whose text is too short or has no word to find it by
+        for site, words in zip(self.sites, words_of, strict=True):
+            fixed = sum(len(p.strip()) for p in site.text.split(sourcetext.PLACEHOLDER))
+            if fixed < _MIN_FIXED or not words:
+                self.unindexed += 1
+                continue
+            key = min(words, key=lambda w: (frequency[w], -len(w), w))
+            self._by_word.setdefault(key, []).append(_Entry(site, _pattern(site.text), fixed))
+
+    def __len__(self) -> int:
+        return len(self.sites)
+
+    def locate(self, line: str) -> IndexedSite | None:
+        """The site `line` (a normalised log line, or a traceback's last line) is printed by; None if none.
+
+        Among several, the one with the most fixed text wins, then one raising the exception the line names.
+        """
+        exception, message = _split(line)
+        best: tuple[int, int] | None = None
+        found: IndexedSite | None = None
+        for word in set(_WORD.findall(message)):
+            for entry in self._by_word.get(word, ()):
+                if not entry.pattern.match(message):
+                    continue
+                score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
+                if best is None or score > best:
+                    best, found = score, entry.site
+        return found
+
+
+def _words(text: str) -> set[str]:
+    return {w for piece in text.split(sourcetext.PLACEHOLDER) for w in _WORD.findall(piece)}
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """The template as a regex anchored at the message's start (a placeholder there matches anything)."""
+    pieces = template.split(sourcetext.PLACEHOLDER)
+    body = "(?:.*?)".join(re.escape(p.strip()) if p.strip() else "" for p in pieces)
+    return re.compile(r"\s*" + body, re.S)
+
+
+def _split(line: str) -> tuple[str | None, str]:
+    """('ValueError', 'the message') for an exception line; (None, line) otherwise."""
+    text = line.strip()
+    m = _EXCEPTION.match(text)
+    if m is None:
+        return None, text
+    return m.group(1), m.group(2) or ""
+
+
+def modules(package: str, root: Path) -> list[str]:
+    """The modules of the release at `root` whose sites are indexed, relative to it, sorted."""
+    found: set[str] = set()
+    for pattern in MODULE_GLOBS[package]:
+        for path in root.glob(pattern):
+            rel = path.relative_to(root)
+            if path.is_file() and not _SKIP_PARTS.intersection(rel.parts[1:-1]):
+                found.add(rel.as_posix())
+    return sorted(found)
+
+
+def build(package: str, version: str, root: Path, only: Sequence[str] | None = None) -> list[IndexedSite]:
+    """Every site of the release at `root` (of the modules `only` names, if given); a module this Python cannot
+    parse is skipped."""
+    out: list[IndexedSite] = []
+    for module in only if only is not None else modules(package, root):
+        try:
+            found = sourcetext.sites((root / module).read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        out.extend(IndexedSite(package, version, module, s.line, s.function, s.kind, s.exception, s.text)
+                   for s in found)
+    return out
+
+
+def cache_path(root: Path) -> Path:
+    return root / f"fleet-sites-v{FORMAT}.json"
+
+
+def load_or_build(package: str, version: str, root: Path) -> list[IndexedSite]:
+    """The release's sites from the cache beside it, built (and written atomically) when missing or unreadable."""
+    path = cache_path(root)
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return [IndexedSite(package, version, *row) for row in rows]
+    except (OSError, ValueError, TypeError):
+        pass
+    sites = build(package, version, root)
+    rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".fleet-sites-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(rows, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)  # a read-only cache still answers, from memory
+    return sites
