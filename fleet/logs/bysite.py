@@ -53,6 +53,7 @@ class SiteClassSpec(BaseModel):
     severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
     areas: list[str] | None = None  # any of these areas
     exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
+    not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
     text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
     not_text: list[str] = Field(default_factory=list)  # none of these may
     explanation: str = Field(min_length=1, max_length=200)
@@ -97,6 +98,8 @@ class _SiteClass:
         if spec.areas is not None and area not in spec.areas:
             return False
         if spec.exceptions is not None and site.exception not in spec.exceptions:
+            return False
+        if site.exception in spec.not_exceptions:
             return False
         if self.text is not None and not self.text.search(site.text):
             return False

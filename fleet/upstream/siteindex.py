@@ -31,6 +31,7 @@ _SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
+_MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +70,18 @@ class SiteIndex:
 
     def __init__(self, sites: Iterable[IndexedSite]) -> None:
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
-        words_of = [_words(s.text) for s in self.sites]
+        words_of = [_words(_first_line(s.text)) for s in self.sites]
         frequency = Counter(w for words in words_of for w in words)
         self._by_word: dict[str, list[_Entry]] = {}
         self.unindexed = 0  # sites whose text is too short or has no word to find it by
         for site, words in zip(self.sites, words_of, strict=True):
-            fixed = sum(len(p.strip()) for p in site.text.split(sourcetext.PLACEHOLDER))
+            head = _first_line(site.text)
+            fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
             if fixed < _MIN_FIXED or not words:
                 self.unindexed += 1
                 continue
             key = min(words, key=lambda w: (frequency[w], -len(w), w))
-            self._by_word.setdefault(key, []).append(_Entry(site, _pattern(site.text), fixed))
+            self._by_word.setdefault(key, []).append(_Entry(site, _pattern(head), fixed))
 
     def __len__(self) -> int:
         return len(self.sites)
@@ -89,7 +91,7 @@ class SiteIndex:
 
         Among several, the one with the most fixed text wins, then one raising the exception the line names.
         """
-        exception, message = _split(line)
+        exception, message = _split(line[:_MAX_LINE])
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
         for word in set(_WORD.findall(message)):
@@ -100,6 +102,11 @@ class SiteIndex:
                 if best is None or score > best:
                     best, found = score, entry.site
         return found
+
+
+def _first_line(text: str) -> str:
+    """What one log line shows of a message: its first line (the rest comes on the lines after it)."""
+    return text.strip().split("\n", 1)[0]
 
 
 def _words(text: str) -> set[str]:

@@ -94,11 +94,11 @@ class Site:
 
 def sites(source: str) -> list[Site]:
     """Raise / assert / logger.error|exception|critical sites with a message we can read (pure)."""
-    tree = _parse(source)
+    nodes = list(ast.walk(_parse(source)))  # walked once: the three passes below read the same list
     out: list[Site] = []
-    held = _held_strings(tree)
-    around = _functions(tree)
-    for node in ast.walk(tree):
+    held = _held_strings(nodes)
+    around = _functions(nodes)
+    for node in nodes:
         if isinstance(node, ast.Call) and node.args and _is_exception(_name(node.func)):
             # raised where it is built, or built to be raised later (`return RuntimeError(...)`, `err = ...`);
             # `msg = "..."; msg += f"..."; raise RuntimeError(msg)` reads the text `msg` holds by then
@@ -118,9 +118,9 @@ def sites(source: str) -> list[Site]:
     return sorted(out, key=lambda s: s.line)
 
 
-def _functions(tree: ast.Module) -> Callable[[int], str | None]:
+def _functions(nodes: list[ast.AST]) -> Callable[[int], str | None]:
     """line -> the innermost function defined around it."""
-    spans = sorted(((n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+    spans = sorted(((n.lineno, n.end_lineno or n.lineno, n.name) for n in nodes
                     if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), key=lambda s: s[0])
 
     def around(line: int) -> str | None:
@@ -129,10 +129,10 @@ def _functions(tree: ast.Module) -> Callable[[int], str | None]:
     return around
 
 
-def _held_strings(tree: ast.Module) -> dict[str, list[tuple[int, str, bool]]]:
+def _held_strings(nodes: list[ast.AST]) -> dict[str, list[tuple[int, str, bool]]]:
     """Per variable name, the string assignments to it: (line, text, appended) in line order."""
     out: dict[str, list[tuple[int, str, bool]]] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             text = render(node.value)
             if text is not None:
