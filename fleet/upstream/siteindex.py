@@ -61,8 +61,25 @@ class IndexedSite:
 @dataclass(frozen=True, slots=True)
 class _Entry:
     site: IndexedSite
-    pattern: re.Pattern[str]
+    pieces: tuple[str, ...]  # the fixed text between placeholders, in order
+    anchored: bool  # the message starts with the first piece (no placeholder before it)
     fixed: int  # characters of fixed text: the more, the surer a match
+
+    def matches(self, message: str) -> bool:
+        """The pieces occur in order, the first at the start when anchored: plain finds, linear in the line
+        (a regex of `.*?` between pieces backtracks without bound on a line a hostile host crafts)."""
+        at = len(message) - len(message.lstrip())
+        for i, piece in enumerate(self.pieces):
+            if i == 0 and self.anchored:
+                if not message.startswith(piece, at):
+                    return False
+                at += len(piece)
+                continue
+            found = message.find(piece, at)
+            if found < 0:
+                return False
+            at = found + len(piece)
+        return True
 
 
 class SiteIndex:
@@ -81,7 +98,9 @@ class SiteIndex:
                 self.unindexed += 1
                 continue
             key = min(words, key=lambda w: (frequency[w], -len(w), w))
-            self._by_word.setdefault(key, []).append(_Entry(site, _pattern(head), fixed))
+            parts = head.split(sourcetext.PLACEHOLDER)
+            pieces = tuple(p.strip() for p in parts if p.strip())
+            self._by_word.setdefault(key, []).append(_Entry(site, pieces, bool(parts[0].strip()), fixed))
 
     def __len__(self) -> int:
         return len(self.sites)
@@ -96,7 +115,7 @@ class SiteIndex:
         found: IndexedSite | None = None
         for word in set(_WORD.findall(message)):
             for entry in self._by_word.get(word, ()):
-                if not entry.pattern.match(message):
+                if not entry.matches(message):
                     continue
                 score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
                 if best is None or score > best:
@@ -111,13 +130,6 @@ def _first_line(text: str) -> str:
 
 def _words(text: str) -> set[str]:
     return {w for piece in text.split(sourcetext.PLACEHOLDER) for w in _WORD.findall(piece)}
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    """The template as a regex anchored at the message's start (a placeholder there matches anything)."""
-    pieces = template.split(sourcetext.PLACEHOLDER)
-    body = "(?:.*?)".join(re.escape(p.strip()) if p.strip() else "" for p in pieces)
-    return re.compile(r"\s*" + body, re.S)
 
 
 def _split(line: str) -> tuple[str | None, str]:
@@ -168,11 +180,14 @@ def load_or_build(package: str, version: str, root: Path) -> list[IndexedSite]:
         pass
     sites = build(package, version, root)
     rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=".fleet-sites-")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".fleet-sites-")
+    except OSError:
+        return sites  # a read-only or vanished cache still answers, from memory
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(rows, f, separators=(",", ":"))
         os.replace(tmp, path)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)  # a read-only cache still answers, from memory
+        Path(tmp).unlink(missing_ok=True)
     return sites

@@ -104,3 +104,11 @@ def test_a_cache_that_cannot_be_written_still_answers_and_leaves_no_temporary(re
     monkeypatch.setattr(siteindex.os, "replace", refuse)
     assert len(siteindex.load_or_build("sglang", "0.5.23", release)) == 8
     assert sorted(p.name for p in release.iterdir()) == ["sglang"]
+
+
+def test_a_line_crafted_to_backtrack_costs_one_pass():
+    pieces = " {} ".join(f"piece{i}" for i in range(12))  # a template with many placeholders
+    index = SiteIndex([IndexedSite("sglang", "0.5.23", MODULE, 1, "f", "raise", "ValueError", "zyxwvu " + pieces)])
+    hostile = "ValueError: zyxwvu " + " ".join(f"piece{i % 11}" for i in range(400))  # never piece11
+    assert index.locate(hostile) is None
+    assert index.locate("ValueError: zyxwvu " + " x ".join(f"piece{i}" for i in range(12))).line == 1
