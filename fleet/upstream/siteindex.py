@@ -2,10 +2,11 @@
 
 `build()` reads a release unpacked from the corpus (sourcetext.sites over each module the server can run) and
 `SiteIndex.locate(line)` answers with the site whose rendered message the line is an instance of:
-"sglang 0.5.23 srt/mem_cache/allocation.py:345 (alloc_req_slots)". Each site is indexed under the rarest word of
-its fixed text, so a lookup costs one dict probe per word of the line and one regex per candidate, whatever the
-size of the release. Building reads tens of megabytes of Python; `load_or_build` keeps the result beside the
-release in the corpus cache (JSON, rebuilt when FORMAT changes).
+"sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)". A site whose message starts with text is indexed
+under its first characters, one that starts with a placeholder under the rarest word of its text, so a lookup costs
+a few dict probes and one linear scan per candidate, whatever the size of the release. Building reads tens of
+megabytes of Python; `load_or_build` keeps the result beside the release in the corpus cache (JSON, rebuilt when
+FORMAT changes).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
+_START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
 _MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
 
 
@@ -89,7 +91,8 @@ class SiteIndex:
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
         words_of = [_words(_first_line(s.text)) for s in self.sites]
         frequency = Counter(w for words in words_of for w in words)
-        self._by_word: dict[str, list[_Entry]] = {}
+        self._by_word: dict[str, list[_Entry]] = {}  # templates that start with a placeholder: by a rare word
+        self._by_start: dict[str, list[_Entry]] = {}  # the others: by the first characters the message starts with
         self.unindexed = 0  # sites whose text is too short or has no word to find it by
         for site, words in zip(self.sites, words_of, strict=True):
             head = _first_line(site.text)
@@ -100,7 +103,12 @@ class SiteIndex:
             key = min(words, key=lambda w: (frequency[w], -len(w), w))
             parts = head.split(sourcetext.PLACEHOLDER)
             pieces = tuple(p.strip() for p in parts if p.strip())
-            self._by_word.setdefault(key, []).append(_Entry(site, pieces, bool(parts[0].strip()), fixed))
+            entry = _Entry(site, pieces, bool(parts[0].strip()), fixed)
+            if entry.anchored:
+                self._by_start.setdefault(pieces[0][:_START], []).append(entry)
+            else:
+                self._by_word.setdefault(key, []).append(entry)
+        self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
 
     def __len__(self) -> int:
         return len(self.sites)
@@ -111,15 +119,17 @@ class SiteIndex:
         Among several, the one with the most fixed text wins, then one raising the exception the line names.
         """
         exception, message = _split(line[:_MAX_LINE])
+        message = message.lstrip()
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
-        for word in set(_WORD.findall(message)):
-            for entry in self._by_word.get(word, ()):
-                if not entry.matches(message):
-                    continue
-                score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
-                if best is None or score > best:
-                    best, found = score, entry.site
+        candidates = [e for n in self._start_lengths for e in self._by_start.get(message[:n], ())]
+        candidates += [e for word in set(_WORD.findall(message)) for e in self._by_word.get(word, ())]
+        for entry in candidates:
+            if not entry.matches(message):
+                continue
+            score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
+            if best is None or score > best:
+                best, found = score, entry.site
         return found
 
 
