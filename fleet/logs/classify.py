@@ -46,7 +46,7 @@ class Event:
 
     @property
     def source(self) -> str | None:
-        """'sglang 0.5.23 srt/mem_cache/allocation.py:345 (alloc_req_slots)', when the site is known."""
+        """'sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)', when the site is known."""
         return self.site.where() if self.site is not None else None
 
     def to_json(self) -> dict[str, Any]:
