@@ -322,14 +322,17 @@ def demo(c, hosts=4, profile=None):
 
 
 @task(help={"file": "log file to classify, or - to read stdin",
-            "json": "print pure JSON on stdout: {verdict, events: [{line, class, severity, text}]}",
-            "rules": "folder of rule files (default playbooks/rules)"})
+            "json": "print pure JSON on stdout: {verdict, fatal, decided_by, events: [{line, class, severity, text, "
+                    "explanation, remedy, source, ...}]}",
+            "rules": "folder of rule files (default playbooks/rules)",
+            "sglang": "the host's sglang release (from inv probe): lines resolve to its sites, remedies use its flags",
+            "flashinfer": "the host's flashinfer-python release: its sites too"})
 @reports_errors
-def classify(c, file, json=False, rules=None):
+def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None):
     """Classify an sglang log: events and verdict; exit 0 ready/none, 1 fatal verdict, 2 bad input."""
     from fleet.cli import classify as classify_cmd
 
-    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules))
+    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules, sglang=sglang, flashinfer=flashinfer))
 
 
 @task(iterable=["host", "group", "set"],
