@@ -70,3 +70,11 @@ def test_no_torch_timeouts_and_garbage_are_failures_that_say_why(tmp_path):
 def test_the_command_runs_the_venv_python_under_a_deadline():
     cmd = p2pcheck.command("/root/ml-env/")
     assert cmd.startswith(f"timeout {p2pcheck.LIMIT_S} /root/ml-env/bin/python -c ") and cmd.endswith(" 64")
+
+
+def test_on_a_real_one_gpu_h200_the_check_says_there_is_nothing_to_check():
+    """Recorded on a lent H200 (torch 2.11.0+cu130, driver 580): one GPU, no pair; `topo -p2p r` beside it."""
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "gpu-health"
+    check = p2pcheck.parse((fixtures / "p2p_check_h200_1gpu.json").read_text(), 0)
+    assert (check.verdict, check.gpus, check.pairs, check.error) == ("nothing to check", 1, [], None)
+    assert "GPU0\tX" in (fixtures / "topo_p2p_r_h200_1gpu.txt").read_text()
