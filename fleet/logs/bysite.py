@@ -21,21 +21,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet import yamlfile
-from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity
+from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
 PRIORITY = 15  # above the catch-alls (<= 14), below every precise rule: precise rules keep priority
 _SOURCE = ProjectSource(project="sglang", ref="https://github.com/sgl-project/sglang")
-
-
-def _regexes(value: list[str]) -> list[str]:
-    for pattern in value:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"bad regex {pattern!r}: {exc}") from None
-    return value
 
 
 class AreaSpec(BaseModel):
@@ -60,7 +51,7 @@ class SiteClassSpec(BaseModel):
     remedy: str = Field(min_length=1, max_length=300)
     remedies: list[str] = Field(default_factory=list)
 
-    _re = field_validator("text", "not_text")(classmethod(lambda cls, v: v if v is None else _regexes(v)))
+    _re = field_validator("text", "not_text")(classmethod(lambda cls, v: v if v is None else regexes(v)))
 
     @field_validator("log_class")
     @classmethod

@@ -49,6 +49,16 @@ from fleet.upstream.versions import parse_range
 RULES_DIR = Path(__file__).resolve().parents[2] / "playbooks" / "rules"
 
 
+def regexes(patterns: list[str]) -> list[str]:
+    """The patterns, each checked to compile (a schema validator's ValueError names the bad one)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+    return patterns
+
+
 class LogClass(StrEnum):
     READY = "READY"
     ARCH_UNSUPPORTED = "ARCH_UNSUPPORTED"
@@ -217,12 +227,7 @@ class RuleSpec(BaseModel):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"bad regex {pattern!r}: {exc}") from None
-        return patterns
+        return regexes(patterns)
 
     @field_validator("remedies")
     @classmethod

@@ -69,8 +69,9 @@ def ctx(_sandbox_session, tmp_path_factory):
     try:
         for book in ("a", "b"):
             proc = _inv(c, "deploy", "--host", HOST, "--playbook", str(c[book]), "--force", "--json")
+            assert proc.returncode == 0, proc.stderr[-2000:]
             data = json.loads(proc.stdout)
-            assert proc.returncode == 0 and data["status"] == "ok", proc.stderr[-2000:]
+            assert data["status"] == "ok", proc.stderr[-2000:]
             c[f"release_{book}"] = data["release"]
         _sh(c, f"cd / && tar -cpf {SNAPSHOT} {' '.join(SNAPPED)}")
         c["digest"] = _files_digest(c)
