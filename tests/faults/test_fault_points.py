@@ -1,8 +1,9 @@
 """The fault-point harness: every remote step of deploy, rollback and patch is a fault point (fleet.faulthook
 numbers each command fleet.ssh.remote runs, and the journal's channel), learnt from one clean traced run of
 each flow, so a new step is covered without anyone listing it. For every point (the suite: a sample, see
-_selected) and every kind (the command fails; the link drops while it runs; the controller is SIGKILLed before it;
-the host's disks are full from then on) the real flow runs (`inv`, a process of its own) on one sandbox host, and the invariant is checked:
+_selected) and every kind (the command fails; the link drops while it runs; the controller is SIGKILLed before
+it; the host's disks are full from then on) the real flow runs (`inv`, a process of its own) on one sandbox host,
+and the invariant is checked:
 
   1. the host serves the release that was current before, or the one asked for (byte for byte, healthy);
   2. no lock is left that the next run cannot take: after a kill or a lost link, the next run (a deploy of the
