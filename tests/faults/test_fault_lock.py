@@ -11,12 +11,15 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from faultkit import PLAIN, current, in_progress, rung, serving
 from fleetcli import inv, inv_json, llama_playbook, sh
 
 from fleet.host import lock as hostlock
 from fleet.ssh.connect import open_connection
+
+ELSEWHERE, ALIVE = "0b9f3c2e5d414a8e9c7f1e2d3c4b5a69", "7d1e2f308a4b4c5d9e6fa1b2c3d4e5f6"  # tokens as fleet writes them
 
 
 def _plant_lock(inventory, host: str, owner: dict) -> None:
@@ -28,22 +31,22 @@ def test_a_lock_whose_owner_may_be_alive_is_kept_until_unlock(sandbox, sandbox_i
     book = llama_playbook(tmp_path, PLAIN, name="llama-lock-kept")
     # Another machine's run (its pid cannot be checked from here), 7 hours old: stale-looking, still kept.
     elsewhere = {"owner": "ann@elsewhere", "machine": "elsewhere", "pid": 4242, "purpose": "deploy x",
-                 "time": "2026-01-01T00:00:00Z", "epoch": 1, "token": "tok-elsewhere"}
+                 "time": "2026-01-01T00:00:00Z", "epoch": 1, "token": ELSEWHERE}
     _plant_lock(sandbox_inventory, "sbx1", elsewhere)
     rc, data, _ = inv_json(sandbox, "deploy", "--host", "sbx1", "--playbook", str(book))
     assert rc == 1 and "host is locked" in data["error"] and "ann@elsewhere pid 4242" in data["error"]
-    assert "STALE" in data["error"] and "h old" in data["error"] and "--token tok-elsewhere" in data["error"]
+    assert "STALE" in data["error"] and "h old" in data["error"] and f"--token {ELSEWHERE}" in data["error"]
     # This machine, a live pid (the test itself): not stale, not taken.
     here = dict(elsewhere, owner="me@" + socket.gethostname(), machine=socket.gethostname(), pid=os.getpid(),
-                epoch=int(time.time()), token="tok-alive")
+                epoch=int(time.time()), token=ALIVE)
     sh(sandbox_inventory, "sbx1", "rm -rf /var/lib/fleet/lock")
     _plant_lock(sandbox_inventory, "sbx1", here)
     rc, data, _ = inv_json(sandbox, "deploy", "--host", "sbx1", "--playbook", str(book))
     assert rc == 1 and f"pid {os.getpid()}" in data["error"] and "STALE" not in data["error"]
-    assert json.loads(sh(sandbox_inventory, "sbx1", "cat /var/lib/fleet/lock/owner.json"))["token"] == "tok-alive"
+    assert json.loads(sh(sandbox_inventory, "sbx1", "cat /var/lib/fleet/lock/owner.json"))["token"] == ALIVE
     wrong = inv(sandbox, "unlock", "--host", "sbx1", "--token", "not-the-token")
     assert wrong.returncode == 1 and "does not carry token" in wrong.stderr
-    assert inv(sandbox, "unlock", "--host", "sbx1", "--token", "tok-alive").returncode == 0
+    assert inv(sandbox, "unlock", "--host", "sbx1", "--token", ALIVE).returncode == 0
     rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx1", "--playbook", str(book))
     assert rc == 0 and data["status"] == "ok" and "recovered" not in data, err[-2000:]
 
@@ -107,9 +110,12 @@ def test_eight_runs_taking_over_a_dead_lock_at_once_have_exactly_one_winner(sand
     winners_per_round, errors = [], []
     try:
         for round_no in range(50):
+            token = f"dead{round_no:028x}"  # 32 hex digits, as fleet writes tokens
             owner = {"owner": "gone@" + socket.gethostname(), "machine": socket.gethostname(), "pid": dead.pid,
+                     "machine_id": Path("/etc/machine-id").read_text().strip(),
+                     "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
                      "purpose": "deploy (crashed)", "time": "2026-12-01T00:00:00Z", "epoch": int(time.time()),
-                     "token": f"dead-{round_no}"}
+                     "token": token}
             sh(sandbox_inventory, "sbx2", "rm -rf /var/lib/fleet/lock")
             _plant_lock(sandbox_inventory, "sbx2", owner)
             start, got, lock = threading.Barrier(8), [], threading.Lock()
@@ -122,9 +128,9 @@ def test_eight_runs_taking_over_a_dead_lock_at_once_have_exactly_one_winner(sand
             winners_per_round.append(len(got))
             # the dead lock was moved aside (by the run that recovered it); the winner is that run, or one that
             # found the place free just after the move, before the recovering run's own mkdir
-            assert sh(sandbox_inventory, "sbx2", f"cat /var/lib/fleet/lock.dead-dead-{round_no}/owner.json")
+            assert sh(sandbox_inventory, "sbx2", f"cat /var/lib/fleet/lock.dead-{token}/owner.json")
             for conn, held in got:
-                assert f"dead-{round_no}" not in held.token
+                assert held.token != token
                 hostlock.release(conn, host, held)  # raises if another run's lock had replaced it
     finally:
         for c in conns:
