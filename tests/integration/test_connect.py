@@ -42,7 +42,7 @@ def test_a_command_runs_on_three_hosts_in_parallel(sandbox_inventory):
 def test_inv_exec_json_is_pure_json_with_per_host_results(sandbox):
     proc = subprocess.run(
         [str(REPO / ".venv/bin/inv"), "exec", "-i", str(sandbox.cfg.inventory_path), "--host", "sbx0",
-         "--host", sandbox.cfg.address(2), "--cmd", "hostname; exit 3", "--json"],
+         "--host", sandbox.cfg.address(2), "--cmd", "hostname; exit 3", "--json", "--yes"],
         cwd=REPO, capture_output=True, text=True,
     )
     data = json.loads(proc.stdout)

@@ -109,4 +109,4 @@ def test_status_watch_refreshes_the_reachable_hosts_while_one_is_cut_and_ctrl_c_
 
 def test_a_bad_watch_interval_is_bad_input_before_any_host_is_contacted(sandbox):
     proc = _inv("status", "-i", str(sandbox.cfg.inventory_path), "--watch", "--interval", "soon")
-    assert proc.returncode == 2 and "--interval soon" in proc.stderr
+    assert proc.returncode == 2 and "--interval 'soon'" in proc.stderr

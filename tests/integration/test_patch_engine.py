@@ -264,15 +264,17 @@ def test_lock_held_fails_fast_naming_the_owner(sbx0):
     finally:
         hostlock.release(conn, host, lock)
     # an old lock from another machine is reported as stale, never broken: its owner may still run
-    other = {"owner": "x@elsewhere", "machine": "elsewhere", "pid": 2 ** 22 + 7,
-             "purpose": "crashed", "time": "2026-01-01T00:00:00Z", "epoch": 0, "token": "t0k"}
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid is free now: provably not running
+    other = {"owner": "x@elsewhere", "machine": "elsewhere", "pid": gone.pid,
+             "purpose": "crashed", "time": "2026-01-01T00:00:00Z", "epoch": 0, "token": "0e" * 16}
     assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(other))} "
                           f"> {hostlock.LOCK_DIR}/owner.json").ok
     with pytest.raises(hostlock.HostLockError, match="STALE") as exc:
         hostlock.acquire(conn, host, "patch")
     assert "h old" in str(exc.value)
     assert sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok  # not silently broken
-    hostlock.break_lock(conn, host, "t0k")
+    hostlock.break_lock(conn, host, "0e" * 16)
     assert not sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok
     # one whose owner ran here and is provably gone is recovered, and the new lock says so
     me = hostlock._me("")
@@ -320,10 +322,12 @@ def test_inv_audit_lists_the_gates_that_exclude_the_sm(sandbox):
                                "--host", "sbx0", "--json", *args], cwd=REPO, capture_output=True, text=True)
         return proc.returncode, (json.loads(proc.stdout)["hosts"][0] if proc.stdout else None), proc.stderr
 
-    rc, res, _ = audit("--set", SET)
-    assert rc == 1 and res["sm"] == 120 and len(res["excluding"]) == 16
+    rc, res, _ = audit("--set", SET)  # every gate lifted by the set: nothing remains, exit 0
+    assert rc == 0 and res["sm"] == 120 and len(res["excluding"]) == 16 and res["remaining"] == 0
     assert all(g["lifted_by"] == [SET] for g in res["excluding"])
     assert any(g["file"].endswith("trtllm_allreduce.cuh") and "< 1200" in g["condition"] for g in res["excluding"])
+    rc, res, _ = audit()  # without the set, the same 16 remain: exit 1
+    assert rc == 1 and res["remaining"] == 16
     rc, res, _ = audit("--sm", "100")  # datacenter Blackwell: every gate lets it through
     assert rc == 0 and res["excluding"] == []
     # Hopper is its own reference: the SM100-only (>= 1000) FP4 paths are not Hopper's to miss

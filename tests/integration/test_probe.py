@@ -66,7 +66,7 @@ def test_human_output_has_the_verdict_line(sandbox, tmp_path):
 
 
 def test_bad_input_is_exit_2_and_one_line():
-    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "--group", "no-such-group"], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "-i", "inventory/hosts.example.yaml", "--group",
+                           "no-such-group"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--group no-such-group" in proc.stderr
