@@ -26,6 +26,8 @@ from fleet.playbook import Playbook
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions
 
+EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -160,6 +162,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
                                 progress_to(as_json), board, hooks)
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
+                    "interrupted": done.interrupted,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router} if done.router else {})})
     else:
@@ -177,6 +180,9 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         if left:
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
+    if done.interrupted:
+        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+        return EXIT_INTERRUPTED
     return EXIT_OK if done.ok else EXIT_HOST_FAILED
 
 

@@ -62,6 +62,7 @@ class Rollout:
     seconds: dict[str, float] = field(default_factory=dict)
     batches: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None
+    interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
     router: dict[str, Any] | None = None
@@ -123,11 +124,45 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                                 if result.config.get("rung") else "")
         board.update(host.name, result.status, note)
 
-    if hooks:
-        hooks.start()
+    def interrupted(futures: dict[Future[DeployResult], Host]) -> None:
+        """Ctrl-C: queued hosts are cancelled, in-flight ones end on their own budgets (falling back where
+        they fail) unless a second Ctrl-C gives up on them; no later batch starts."""
+        plan.interrupted = True
+        plan.stopped = "interrupted by the operator (Ctrl-C)"
+        running = []
+        for f, h in futures.items():
+            if h.name in results:
+                continue
+            if f.cancel():
+                results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: "
+                                               "interrupted; it runs what it ran before")
+                board.update(h.name, DeployStatus.SKIPPED, "not started (interrupted)")
+            else:
+                running.append(f)
+        try:
+            while running:
+                board.headline = (f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
+                                  "(Ctrl-C again to stop waiting)")
+                done, left = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                running = list(left)
+                for f in done:
+                    finish(futures[f], f.result())
+        except KeyboardInterrupt:
+            for f in running:
+                h = futures[f]
+                plan.background.append(h.name)
+                plan.pending[h.name] = f
+                results[h.name] = DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while "
+                                               "deploying; the next deploy or rollback there takes over its lock "
+                                               "and recovers what it left")
+                board.update(h.name, DeployStatus.FAILED, "interrupted mid-deploy")
+
     # daemon threads: a host abandoned after --host-timeout never keeps `inv` from exiting (see settle)
     pool = parallel.Pool(min(parallel.MAX_WORKERS, max(len(g) for g in groups)), name="fleet-deploy")
+    futures: dict[Future[DeployResult], Host] = {}
     try:
+        if hooks:
+            hooks.start()
         for i, group in enumerate(groups, 1):
             names = [h.name for h in group]
             if plan.stopped:
@@ -139,7 +174,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 continue
             board.headline = f"batch {i} of {len(groups)}: {', '.join(names)}"
             start, started = time.monotonic(), now("milliseconds")
-            futures: dict[Future[DeployResult], Host] = {pool.submit(one, h): h for h in group}
+            futures = {pool.submit(one, h): h for h in group}
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -165,10 +200,16 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                                  "seconds": round(time.monotonic() - start, 1)})
             if rollout.should_stop(failed, limit, len(hosts)):
                 plan.stopped = f"{rollout.stop_reason(failed, limit, len(hosts))} after batch {i} of {len(groups)}"
+    except KeyboardInterrupt:
+        interrupted(futures)
     finally:
         pool.shutdown()
+    for h in hosts:  # the batches an interrupt kept from starting
+        if h.name not in results:
+            results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: {plan.stopped}")
+            board.update(h.name, DeployStatus.SKIPPED, "not started")
     plan.results = [results[h.name] for h in hosts]
-    plan.router = hooks.finish(hosts, plan.results) if hooks else None
+    plan.router = hooks.finish(hosts, plan.results) if hooks else None  # puts back what the run took out
     return plan
 
 
