@@ -251,6 +251,8 @@ class Bench(Strict):
     min_gain: float = Field(default=0.02, ge=0, lt=1)
     timeout: float = Field(default=600, gt=0)  # seconds for one benchmark run
     underutilised_below: float = Field(default=0.5, gt=0, le=1)  # mean power / limit
+    # a run is a measurement only when at least this share of its prompts succeeded; else BENCH_FAILED
+    min_success: float = Field(default=0.99, gt=0, le=1)
 
     @field_validator("backend")
     @classmethod
