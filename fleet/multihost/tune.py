@@ -29,7 +29,7 @@ from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
-from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung
@@ -192,6 +192,10 @@ class Tuner:
         try:
             facts = probe_run.probe_on(conn, self.host)
             rungs = self.d.eligible(facts)
+            where = node_of(ReleaseStore(conn, self.host).current())
+            if where:
+                raise FleetError(f"{self.host.name} is {where}: tuning it alone would restart one node of that "
+                                 "server with a single-host playbook; nothing was changed")
             if self.d.healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleetcli import BUDGETS, REPO, inv, inv_json, sh, write_book
+from fleetcli import BUDGETS, REPO, inv, inv_json, llama_playbook, sh, write_book
 
 NODES = ["sbx2", "sbx4"]
 FILES = "/etc/systemd/system/sglang.service /etc/fleet/sglang.env"
@@ -112,6 +112,27 @@ def test_deploying_it_again_changes_nothing(served, sandbox_inventory):
     rc, data, _ = deploy(served["sandbox"], served["book"], *NODES)
     assert rc == 0 and [r["status"] for r in data["hosts"]] == ["unchanged", "unchanged"]
     assert [sh(sandbox_inventory, n, "systemctl show -p MainPID --value sglang").strip() for n in NODES] == pids
+
+
+def test_a_node_is_never_rolled_back_deployed_or_tuned_as_a_host_alone(served, sandbox_inventory, tmp_path):
+    """`inv rollback` without --playbook would roll each node back alone with a health check rank 1 cannot
+    answer; a single-host playbook deployed or tuned onto a node would leave the other node without it. Each
+    is refused on the node's row before anything changes."""
+    sandbox = served["sandbox"]
+    assert served["rc"] == 0, served["stderr"][-3000:]
+    before = {n: state(sandbox_inventory, n) for n in NODES}
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4")
+    assert rc == 1, err[-2000:]
+    for r, rank in zip(data["hosts"], (0, 1), strict=True):
+        assert f"is node {rank} of 2 of the multi-node deployment of llama-2node (sbx2, sbx4)" in r["error"], r
+        assert "rolled back together" in r["error"]
+    single = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-single")
+    rc, data, err = deploy(sandbox, single, "sbx4")
+    assert rc == 1 and "is node 1 of 2 of the multi-node deployment of llama-2node" in data["error"], err[-2000:]
+    assert "nothing was changed" in data["error"]
+    proc = inv(sandbox, "tune", "--host", "sbx4", "--playbook", str(single), "--yes")
+    assert proc.returncode == 1 and "tuning it alone would restart one node" in proc.stderr + proc.stdout
+    assert {n: state(sandbox_inventory, n) for n in NODES} == before
 
 
 def test_dry_run_shows_each_nodes_unit_and_touches_nothing(served, sandbox_inventory, tmp_path):
