@@ -72,6 +72,7 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     hooks = None
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
+        sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
     results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)

@@ -2,7 +2,7 @@
 batch starts, in-flight hosts end on their own (a second Ctrl-C stops waiting for them), the hooks' cleanup
 (the router's finish, which puts back every replica that serves) runs, and the summary says where each host
 is. The interrupt is a real one: _thread.interrupt_main from a deploy's thread, as SIGINT reaches the main
-thread."""
+thread. And a router playbook without --serial rolls out one replica at a time."""
 
 from __future__ import annotations
 
@@ -140,3 +140,23 @@ def test_the_router_cleanup_runs_after_ctrl_c_with_every_hosts_place(fake, tmp_p
     assert done.interrupted and hooks.after_called == ["h0"]
     assert hooks.finished == [("h0", "ok"), ("h1", "skipped"), ("h2", "skipped")]
     assert done.router == {"status": DeployStatus.OK, "workers": []}
+
+
+ROUTED = Playbook.model_validate({"name": "replicas", "model": {"path": "/m"}, "ladder": [{"name": "fast"}],
+                                  "serve": {"host": "0.0.0.0", "api_key": {"env": "SGLANG_API_KEY"}},
+                                  "router": {"host": "h0"}})
+
+
+@pytest.mark.parametrize(("serial", "batches"), [(None, [["h0"], ["h1"], ["h2"]]), ("2", [["h0", "h1"], ["h2"]])])
+def test_a_router_playbook_without_serial_takes_one_replica_out_at_a_time(monkeypatch, tmp_path, capsys, serial,
+                                                                          batches):
+    monkeypatch.setenv("SGLANG_API_KEY", "k")
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "replicas.yaml").write_text("name: replicas\n")
+    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (ROUTED, tmp_path / "replicas.yaml"))
+    monkeypatch.setattr(deploy_cmd.routing, "prepare", lambda *a: Hooks())
+    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
+        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
+    rc = deploy_cmd.deploy(hosts(3), "replicas", ConnectOptions(), True, False, False, serial=serial)
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and [b["hosts"] for b in data["batches"]] == batches
