@@ -161,6 +161,14 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
                                 progress_to(as_json), board, hooks)
+    if done.background and timeout is not None:
+        grace = min(timeout, rolling.GRACE_MAX_S)
+        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
+                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
+        left = rolling.settle(done, grace, hooks)
+        if left:
+            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
+                             "rollback there takes over its lock and recovers what it left\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
                     "interrupted": done.interrupted,
@@ -173,14 +181,6 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         if done.router:
             render_router(done.router, console)
     sys.stdout.flush()
-    if done.background and timeout is not None:
-        grace = min(timeout, rolling.GRACE_MAX_S)
-        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
-                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
-        left = rolling.settle(done, grace)
-        if left:
-            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
-                             "rollback there takes over its lock and recovers what it left\n")
     if done.interrupted:
         sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
         return EXIT_INTERRUPTED

@@ -70,7 +70,7 @@ class Rollout:
     @property
     def ok(self) -> bool:
         router_ok = self.router is None or self.router["status"] in SERVING
-        return router_ok and all(r.status in SERVING for r in self.results)
+        return router_ok and not self.background and all(r.status in SERVING for r in self.results)
 
 
 def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
@@ -216,11 +216,29 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
 GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
 
 
-def settle(plan: Rollout, grace: float) -> list[str]:
+def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> list[str]:
     """Give the deploys that outlived --host-timeout up to `grace` seconds more to end on their own budgets
-    (falling back where they fail); the hosts whose deploy still runs then, which the caller abandons: their
-    threads end with the process, and the next run on such a host takes over its lock and recovers it."""
+    (falling back where they fail). One that ended is reported as it ended (still a failure of the run: it
+    missed its deadline) and, behind a router, put back in it when it serves. Returns the hosts whose deploy
+    still runs then, which the caller abandons: their threads end with the process, and the next run on such a
+    host takes over its lock and recovers it."""
     if not plan.pending:
         return []
-    wait(list(plan.pending.values()), timeout=grace)
-    return [name for name, f in plan.pending.items() if not f.done()]
+    try:
+        wait(list(plan.pending.values()), timeout=grace)
+    except KeyboardInterrupt:  # the operator stops waiting: the summary still comes
+        pass
+    where = {h.name: i for i, h in enumerate(plan.hosts)}
+    left = []
+    for name, f in plan.pending.items():
+        if not f.done():
+            left.append(name)
+            continue
+        exc = f.exception()
+        late = f.result() if exc is None else DeployResult(name, DeployStatus.FAILED, error=f"{name}: {exc}")
+        late.error = (f"{late.error + '; ' if late.error else ''}{name}: ended {late.status} after --host-timeout "
+                      "gave up on it")
+        if hooks:
+            late = hooks.after(plan.hosts[where[name]], late)
+        plan.results[where[name]] = late
+    return left

@@ -160,3 +160,24 @@ def test_a_router_playbook_without_serial_takes_one_replica_out_at_a_time(monkey
     rc = deploy_cmd.deploy(hosts(3), "replicas", ConnectOptions(), True, False, False, serial=serial)
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and [b["hosts"] for b in data["batches"]] == batches
+
+
+def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_back_in_the_router(monkeypatch,
+                                                                                                 tmp_path):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+
+    def run(self, dry_run=False, force=False):
+        time.sleep(0.6 if self.host.name == "h0" else 0.05)
+        return DeployResult(self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})
+
+    monkeypatch.setattr(Deployer, "run", run)
+    (tmp_path / "llama.yaml").write_text("name: llama\n")
+    hooks = Hooks()
+    plan = rolling.plan_batches(hosts(2), None)
+    done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(1),
+                            0.4, lambda h: (lambda m: None), Watch(), hooks)  # type: ignore[arg-type]
+    assert done.results[0].status == DeployStatus.FAILED and "timed out after 0.4s" in done.results[0].error
+    assert rolling.settle(done, 2.0, hooks) == []  # type: ignore[arg-type]
+    assert done.results[0].status == DeployStatus.OK and "ended ok after --host-timeout" in done.results[0].error
+    assert hooks.after_called.count("h0") == 2  # left out when it timed out, put back once it served
+    assert not done.ok  # it still missed its deadline
