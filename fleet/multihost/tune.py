@@ -222,11 +222,18 @@ class Tuner:
         run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
         planned = {}
-        for rung in rungs:
-            attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
-            self.repeat(conn, attempt)
-            result.attempts.append(attempt)
-            run.record(attempt.to_json())
+        try:
+            for rung in rungs:
+                attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+                self.repeat(conn, attempt)
+                result.attempts.append(attempt)
+                run.record(attempt.to_json())
+        except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
+            self.progress("interrupted: putting back the release that served before the tune")
+            _, back, _, why = restore.fall_back(conn, self.host, store, release, previous, self.book, self.d.unit,
+                                                "tune interrupted", self.progress)
+            self.progress(why or f"back on release {back}")
+            raise
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
         for line in result.decisions:

@@ -240,7 +240,7 @@ def test_a_node_cut_off_mid_start_fails_the_deployment_and_the_next_deploy_recov
         served, sandbox_inventory, tmp_path):
     """sbx4's link goes down while the new deployment starts (slowly: 10x the sandbox's time scale): the watch
     on sbx4 is declared dead by the keepalive, the watch on rank 0 stops, sbx2 gets its previous release back
-    byte for byte (it cannot serve alone: rank 0 waits for a node that is gone). After the link heals, a deploy
+    byte for byte and is left stopped (alone, rank 0 would wait for a node that is gone). After the link heals, a deploy
     takes both nodes back to serving: sbx4's lock, left by a run that has ended, is recovered."""
     sandbox = served["sandbox"]
     slow = {"SGLANG_SIM_TIME_SCALE": "0.2"}
@@ -261,6 +261,9 @@ def test_a_node_cut_off_mid_start_fails_the_deployment_and_the_next_deploy_recov
     sbx2, sbx4 = json.loads(out)["hosts"]
     assert sbx4["status"] == "failed" and "sbx4" in sbx4["error"] and "connection lost" in sbx4["error"], sbx4
     assert sbx2["status"] == "failed" and "the rollback failed too" in sbx2["error"], sbx2
+    # alone it would wait for the lost rank holding its GPUs: it is left stopped, and says so
+    assert "sbx4 could not go back, so the other nodes are left stopped" in sbx2["error"], sbx2
+    assert sh(sandbox_inventory, "sbx2", "systemctl is-active sglang || true").strip() != "active"
     assert state(sandbox_inventory, "sbx2").splitlines()[:3] == before  # its files and `current` are back
     rc, data, err = deploy(sandbox, served["book"], *NODES, extra=("--force",))
     assert rc == 0 and [r["status"] for r in data["hosts"]] == ["ok", "ok"], err[-3000:]
