@@ -150,8 +150,6 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
         except KeyboardInterrupt:
             for f in running:
                 h = futures[f]
-                plan.background.append(h.name)
-                plan.pending[h.name] = f
                 results[h.name] = DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while "
                                                "deploying; the next deploy or rollback there takes over its lock "
                                                "and recovers what it left")
@@ -209,7 +207,14 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: {plan.stopped}")
             board.update(h.name, DeployStatus.SKIPPED, "not started")
     plan.results = [results[h.name] for h in hosts]
-    plan.router = hooks.finish(hosts, plan.results) if hooks else None  # puts back what the run took out
+    if hooks:
+        try:
+            plan.router = hooks.finish(hosts, plan.results)  # puts back every replica that serves
+        except KeyboardInterrupt:  # Ctrl-C again: said, never hidden behind a traceback
+            plan.interrupted = True
+            plan.router = {"host": hooks.host.name, "status": DeployStatus.FAILED, "workers": [],
+                           "events": hooks.events, "error": f"{hooks.host.name}: interrupted while the router was "
+                           "brought to the replicas that serve: deploy again to finish it"}
     return plan
 
 

@@ -181,3 +181,26 @@ def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_bac
     assert done.results[0].status == DeployStatus.OK and "ended ok after --host-timeout" in done.results[0].error
     assert hooks.after_called.count("h0") == 2  # left out when it timed out, put back once it served
     assert not done.ok  # it still missed its deadline
+
+
+def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "llama.yaml").write_text("name: llama\n")
+    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
+        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
+
+    class Cut(Hooks):
+        host = hosts(1)[0]
+        events: list = []
+
+        def finish(self, hosts, results):
+            raise KeyboardInterrupt
+
+    plan = rolling.plan_batches(hosts(2), None)
+    try:
+        done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False,
+                                rollout.Amount(0), None, lambda h: (lambda m: None), Watch(), Cut())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the router's cleanup: no summary")
+    assert done.interrupted and [r.status for r in done.results] == ["ok", "ok"]
+    assert done.router is not None and "interrupted while the router was brought" in done.router["error"]
