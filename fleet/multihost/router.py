@@ -63,6 +63,7 @@ from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 HostSay = Callable[[str, str], None]  # (host name, message)
+MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
 
 
 class LiveRouter:
@@ -265,10 +266,11 @@ class RouterHooks:
             current = ReleaseStore(conn, self.host, ROUTER_ROOT).current()
             listed = current.config.get("workers") if current else None
             known = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
+        known = [u for u in known if is_worker_url(u)][:MAX_WORKERS]  # what a host sent: URLs of our shape only
         ran = {worker_url(h, self.book): r for h, r in zip(hosts, results, strict=True)}
         serves = {u: (u in ran and ran[u].status in SERVING) or self.live.serves(u, conn)
-                  for u in dict.fromkeys([*known[:256], *ran])}
-        return members(known[:256], list(ran), serves)
+                  for u in dict.fromkeys([*known, *ran])}
+        return members(known, list(ran), serves)
 
     def _deploy(self, conn: Connection, workers: list[str], say: Progress) -> dict[str, Any]:
         book, host = self.book, self.host

@@ -168,3 +168,11 @@ def test_with_no_replica_serving_the_router_is_left_as_it_was(setup):
     make, replicas, deployed = setup
     report = make(Live([url(0)], serving=set())).finish(replicas[:1], [result(replicas[0], DeployStatus.FAILED)])
     assert deployed == [] and "no replica serves; the router was left as it was" in report["error"]
+
+
+def test_a_live_list_of_the_wrong_shape_is_data_not_a_crash(setup):
+    make, replicas, deployed = setup
+    live = Live([url(0)], serving={url(0), url(1)})
+    live.list = [{"url": "x"}, ["y"], 7, None, url(0), "http://a b:1"]  # type: ignore[list-item]
+    make(live).finish([replicas[1]], [result(replicas[1], DeployStatus.OK)])
+    assert deployed == [[url(0), url(1)]]
