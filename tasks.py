@@ -1,50 +1,56 @@
 """fleet's command line: thin Invoke tasks. Logic lives in fleet/ (and sandbox/ for the sandbox fleet).
 
-Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed).
+Options, targets and exit codes are the same in every task: fleet/cli/tasking.py and docs/cli.md.
 """
 
 import os
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 
 from fleet import cli
-from fleet.cli import HOST_HELP, reports_errors
+from fleet.cli import CHANGE_HELP, HOST_HELP, reports_errors
+from fleet.cli.tasking import EXIT_CODES_HELP, task
 
 # Only the CLI layer (fleet.cli) is imported here; each task imports its own command module when it runs,
 # so `inv --list` loads none of them.
 _opts = cli.options
 
 
-@task(iterable=["host", "group"], help={"cmd": "shell command to run on every selected host", **HOST_HELP,
-                                        "timeout": "seconds each host's command may take, output and exit status "
-                                                   "included, before the host counts as failed (default 120)"})
+@task(name="exec", iterable=["host", "group"],
+      help={"cmd": "shell command to run on every selected host", **CHANGE_HELP,
+            "timeout": "seconds each host's command may take, output and exit status included, before the host "
+                       "counts as failed (default 120)"})
 @reports_errors
-def exec_(c, cmd, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-          timeout=None):
+def exec_(c, cmd, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
+          accept_new_host_keys=False, ask_become_pass=False, timeout=None):
     """Run one shell command on the selected hosts in parallel over SSH."""
     from fleet.cli import execute
 
     seconds = execute.parse_timeout(timeout)
-    hosts = cli.select_hosts(inventory, host, group)
+    hosts = cli.changing_hosts("exec", inventory, host, group, all_)
+    cli.targets.confirm("exec", hosts, yes, [f"command: {cmd}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=execute.command(hosts, cmd, opts, json, seconds))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "
                                                              "every hop and its address, the known_hosts line "
-                                                             "that vouched for each host key, each key offered"})
+                                                             "that vouched for each host key, each key offered",
+                                          "p2p_check": "also copy a buffer between each pair of GPUs with the "
+                                                       "venv's torch and compare it (a second round trip)"})
 @reports_errors
 def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-          verbose=False):
+          verbose=False, p2p_check=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=probing.command(hosts, opts, json, verbose))
+    raise Exit(code=probing.command(hosts, opts, json, verbose, p2p_check))
 
 
-DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (default glm5-nvfp4)",
+DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path (default: the one the inventory "
+                                          "binds to the hosts' group; no playbook is ever assumed)",
                "dry_run": "print the unit and patch diffs against what is installed; touch nothing",
                "force": "deploy even when the current release already serves this playbook and is healthy",
                "serial": "rolling deploy: batch sizes in order, the last repeating, e.g. 1,2,25% (percent of the "
@@ -57,19 +63,20 @@ DEPLOY_HELP = {**HOST_HELP, "playbook": "playbook name in playbooks/ or a path (
 
 @task(iterable=["host", "group"], help=DEPLOY_HELP)
 @reports_errors
-def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, dry_run=False,
-           force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False,
+def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
+           dry_run=False, force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False,
            ask_become_pass=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
     from fleet.cli import deploy as deploy_cmd
 
-    hosts = cli.select_hosts(inventory, host, group)
+    hosts = cli.changing_hosts("deploy", inventory, host, group, all_)
+    book = cli.targets.playbook_for(hosts, playbook)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.deploy(hosts, playbook, opts, json, dry_run, force,
-                                      serial, max_fail, host_timeout))
+    raise Exit(code=deploy_cmd.deploy(hosts, book, opts, json, dry_run, force, serial, max_fail, host_timeout,
+                                      yes=yes))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP,
+@task(iterable=["host", "group"], help={**CHANGE_HELP,
                                         "playbook": "the playbook the release was deployed with (default: the one "
                                                     "the release records; needed for --router and multi-node)",
                                         "to": "release to restore (default: the newest known-good before the "
@@ -77,12 +84,16 @@ def deploy(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json
                                               "them, every patch set reverted",
                                         "router": "roll back the playbook's router unit on its router.host instead"})
 @reports_errors
-def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, json=False,
+def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
              accept_new_host_keys=False, ask_become_pass=False, router=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
-    hosts = cli.select_hosts(inventory, host, group)
+    if router:  # the router unit on the playbook's router.host; the replicas are read, not changed
+        hosts = cli.select_hosts(inventory, host, group)
+    else:
+        hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
+        cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router))
 
@@ -117,7 +128,7 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
 
     hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=board.command(hosts, opts, int(port), json, watch, interval,
+    raise Exit(code=board.command(hosts, opts, port, json, watch, interval,
                                   cli.console, wide=wide, detail=bool(detail)))
 
 
@@ -136,31 +147,37 @@ def logs(c, inventory=None, host=None, group=None, follow=False, since=None, onl
     raise Exit(code=logs_.run(hosts, opts, follow, since, only, json, cli.console))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": "playbook whose bench settings, port and "
-                                                                "venv are used (default glm5-nvfp4)"})
+@task(iterable=["host", "group"], help={**CHANGE_HELP, "playbook": "playbook whose bench settings, port and "
+                                                                  "venv are used (default: the one the inventory "
+                                                                  "binds to the hosts' group)"})
 @reports_errors
-def bench(c, playbook=None, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False,
-          ask_become_pass=False):
+def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
+          accept_new_host_keys=False, ask_become_pass=False):
     """Benchmark the running server (bench_serving, offline), sample GPU power; store it in the current release."""
     from fleet.cli import tune as tuning
 
-    hosts = cli.select_hosts(inventory, host, group)
+    hosts = cli.changing_hosts("bench", inventory, host, group, all_)
+    playbook = cli.targets.playbook_for(hosts, playbook)
+    cli.targets.confirm("bench", hosts, yes, [f"playbook: {playbook}", "load: the playbook's benchmark on each"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=tuning.bench_command(hosts, playbook, opts, json))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP, "playbook": DEPLOY_HELP["playbook"],
-                                        "yes": "do not ask before restarting a host that is serving",
+@task(iterable=["host", "group"], help={**CHANGE_HELP, "playbook": DEPLOY_HELP["playbook"],
+                                        "yes": "do not ask: not before several hosts, nor before restarting a "
+                                               "host that is serving",
                                         "runs": "benchmark runs counted per serving rung, after one warm-up "
                                                 "(default: the playbook's bench.runs, 3); a later rung wins only "
                                                 "beyond both rungs' spreads and bench.min_gain"})
 @reports_errors
-def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=False, yes=False,
+def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, json=False, yes=False,
          accept_new_host_keys=False, ask_become_pass=False, runs=None):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
-    hosts = cli.select_hosts(inventory, host, group)
+    hosts = cli.changing_hosts("tune", inventory, host, group, all_)
+    playbook = cli.targets.playbook_for(hosts, playbook)
+    cli.targets.confirm("tune", hosts, yes, [f"playbook: {playbook}", "every eligible rung restarts each host"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes, runs))
 
@@ -171,28 +188,46 @@ def tune(c, playbook="glm5-nvfp4", inventory=None, host=None, group=None, json=F
             "set": "patch set(s) whose edits would lift gates (shown per gate)",
             "full": "scan every .cuh/.cu/.h/.inl/.py file of the packages, not only the fusion path's files",
             "sglang": "audit this sglang release's real files instead of hosts (no host contacted; needs --sm)",
-            "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)"})
+            "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)",
+            "offline": "with --sglang/--flashinfer: refuse a release not in the cache instead of fetching it"})
 @reports_errors
 def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
-          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None):
+          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None, offline=False):
     """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
 
     With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
     are audited (fetched once into ~/.cache/fleet/upstream), e.g. before an upgrade.
 
-    Exit codes: 0 none exclude it, 1 some gates remain or a host failed, 2 bad input.
+    Exit 1 here: gates still exclude the SM after the --set sets' edits (or a host failed); all clear is one
+    sentence.
     """
     from fleet.cli import audit as audit_cmd
 
     if sglang or flashinfer:
         if host or group:
             raise Exit("--sglang/--flashinfer audit releases, not hosts: drop --host/--group", code=2)
-        raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, int(sm) if sm else None, package or [], set or [],
-                                          full, json, cli.console))
+        raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, sm, package or [], set or [],
+                                          full, json, cli.console, offline))
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=audit_cmd.run(hosts, opts, package or [], int(sm) if sm else None,
+    raise Exit(code=audit_cmd.run(hosts, opts, package or [], sm,
                                   set or [], full, json, cli.console))
+
+
+@task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
+            "power_cycle": "a Proxmox guest: stop then start the VM instead of a reset; any host: no GPU reset",
+            "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
+            "json": "print the result as JSON", "accept_new_host_keys": HOST_HELP["accept_new_host_keys"],
+            "ask_become_pass": HOST_HELP["ask_become_pass"]})
+@reports_errors
+def recover(c, host, inventory=None, power_cycle=False, dry_run=False, wait=600, json=False,
+            accept_new_host_keys=False, ask_become_pass=False):
+    """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
+    from fleet.cli import recover as recovering
+
+    (target,) = cli.select_hosts(inventory, [host], [])
+    opts = _opts([target], accept_new_host_keys, ask_become_pass)
+    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait)))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
@@ -206,7 +241,7 @@ def unlock(c, host, token, inventory=None):
     raise Exit(code=probing.unlock(target, token, _opts([target])))
 
 
-@task(help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
+@task(name="sandbox.up", help={"hosts": "number of hosts (named sbx0, sbx1, ...)",
             "profile": "hardware profile name or folder, repeatable; host i gets the i-th (cycling)"},
       iterable=["profile"])
 @reports_errors
@@ -217,7 +252,7 @@ def sandbox_up(c, hosts=4, profile=None):
     _sandbox(lambda: sbx.up(int(hosts), profile or []))
 
 
-@task
+@task(name="sandbox.down")
 @reports_errors
 def sandbox_down(c):
     """Stop the sandbox fleet and remove everything it made (mounts, namespaces, bridge, cgroups)."""
@@ -226,7 +261,7 @@ def sandbox_down(c):
     _sandbox(sbx.down)
 
 
-@task
+@task(name="sandbox.status")
 @reports_errors
 def sandbox_status(c):
     """Show the sandbox hosts: state, link, ssh readiness."""
@@ -236,14 +271,14 @@ def sandbox_status(c):
 
 
 def _fault(action, doc):
-    @task(help={"name": "sandbox host, e.g. sbx0"})
+    @task(name=f"sandbox.{action}", help={"name": "sandbox host, e.g. sbx0"})
     @reports_errors
     def fault(c, name):
         from sandbox import cli as sbx
 
         _sandbox(lambda: sbx.fault(action, name))
 
-    fault.__doc__ = doc
+    fault.__doc__ = doc + "\n\n" + EXIT_CODES_HELP
     fault.body.__doc__ = doc
     return fault
 
@@ -278,7 +313,7 @@ def demo(c, hosts=4, profile=None):
             raise
     cli.console.rule("2. deploy the seed's playbook on sbx0 (8x RTX PRO 6000, SM 12.0, Proxmox VM)")
     try:
-        deploy(c, inventory=inventory, host=["sbx0"])
+        deploy(c, playbook="glm5-nvfp4", inventory=inventory, host=["sbx0"])
     except Exit as done:
         if done.code:
             raise
@@ -287,40 +322,46 @@ def demo(c, hosts=4, profile=None):
 
 
 @task(help={"file": "log file to classify, or - to read stdin",
-            "json": "print pure JSON on stdout: {verdict, events: [{line, class, severity, text}]}",
-            "rules": "folder of rule files (default playbooks/rules)"})
+            "json": "print pure JSON on stdout: {verdict, fatal, decided_by, events: [{line, class, severity, text, "
+                    "explanation, remedy, source, ...}]}",
+            "rules": "folder of rule files (default playbooks/rules)",
+            "sglang": "the host's sglang release (from inv probe): lines resolve to its sites, remedies use its flags",
+            "flashinfer": "the host's flashinfer-python release: its sites too"})
 @reports_errors
-def classify(c, file, json=False, rules=None):
+def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None):
     """Classify an sglang log: events and verdict; exit 0 ready/none, 1 fatal verdict, 2 bad input."""
     from fleet.cli import classify as classify_cmd
 
-    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules))
+    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules, sglang=sglang, flashinfer=flashinfer))
 
 
 @task(iterable=["host", "group", "set"],
-      help={**HOST_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
-            "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 2 if a file's text "
-                     "drifted from what a set expects (named), 1 if a host failed",
+      help={**CHANGE_HELP, "set": "patch set name from playbooks/patches (repeatable; applied in order)",
+            "check": "change nothing; exit 0 if the sets apply cleanly or are already applied, 1 if a file's text "
+                     "drifted from what a set expects (named) or a host failed",
             "revert": "restore the originals of the sets' latest patch run (refused if a file changed since)",
             "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
             "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",
             "against": "with --check and no host: the sets on these releases, e.g. "
                        "sglang==0.5.23,flashinfer-python==0.7.4 (before an upgrade)",
-            "sm": "with --against: the SM to plan for (default 120)"})
+            "sm": "with --against: the SM to plan for (default 120)",
+            "offline": "with --against: refuse a release not in the cache instead of fetching it"})
 @reports_errors
-def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, json=False,
-          accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False, against=None,
-          sm="120"):
+def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, all_=False, yes=False,
+          json=False, accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False,
+          against=None, sm="120", offline=False):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
     if against:
         if not check or revert or host or group:
             raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)
-        if not str(sm).isdigit():
-            raise Exit(f"--sm {sm!r}: give an SM like 120", code=2)
-        raise Exit(code=patching.against_command(set or [], against, int(sm), json))
-    hosts = cli.select_hosts(inventory, host, group)
+        raise Exit(code=patching.against_command(set or [], against, sm, json, offline))
+    if check:
+        hosts = cli.select_hosts(inventory, host, group)
+    else:
+        hosts = cli.changing_hosts("patch", inventory, host, group, all_)
+        cli.targets.confirm("patch", hosts, yes, [f"{'revert' if revert else 'apply'}: {', '.join(set or [])}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, opts,
                                           allow_prebuilt_jit, audit=audit))
@@ -367,10 +408,6 @@ sandbox_ns.add_task(_fault("heal", "Bring a cut sandbox host's link back up."), 
 sandbox_ns.add_task(_fault("kill", "Hard-stop a sandbox host (SIGKILL, like a power cut)."), "kill")
 sandbox_ns.add_task(_fault("start", "Boot a stopped or killed sandbox host again."), "start")
 
-# `inv TASK --help` shows the whole docstring: every task that works on hosts documents its exit codes.
-for _t in (exec_, probe, deploy, rollback, history, status, logs, patch, bench, tune):
-    _t.__doc__ = (_t.__doc__ or "").rstrip() + "\n\n" + cli.EXIT_CODES_HELP
-
 ns = Collection()
 ns.add_task(exec_, "exec")
 ns.add_task(demo)
@@ -379,6 +416,7 @@ ns.add_task(deploy)
 ns.add_task(rollback)
 ns.add_task(history)
 ns.add_task(unlock)
+ns.add_task(recover)
 ns.add_task(bench)
 ns.add_task(tune)
 ns.add_task(status)

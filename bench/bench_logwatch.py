@@ -1,10 +1,11 @@
 """Lines per second through the log classifier, over a large synthetic mix of normal and failure lines.
 
-    .venv/bin/python bench/bench_logwatch.py [--lines N] [--failure-share F] [--seed S]
+    .venv/bin/python bench/bench_logwatch.py [--lines N] [--failure-share F] [--seed S] [--sglang V --flashinfer V]
 
 Measures LineClassifier.feed (normalise + rules + grouping) and the LogWatcher on the same text fed as
-a growing stream in 4 KiB chunks, the way Invoke hands it over. The journal-to-report delay on sandbox
-hosts is a separate benchmark (it needs the sandbox).
+a growing stream in 4 KiB chunks, the way Invoke hands it over; then, when the corpus has the releases, the same
+classifier with their site index behind the rules (ratio to the rules alone, same run), the index's size, load
+and build time, and one lookup's cost. The journal-to-report delay on sandbox hosts is a separate benchmark.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import random
 import time
 from pathlib import Path
 
+from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import LineClassifier
 from fleet.logs.rules import load_rules
 from fleet.logs.watch import FatalLogLine, LogWatcher
+from fleet.upstream import corpus as upstream
+from fleet.upstream import siteindex
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 CHUNK = 4096
@@ -39,8 +43,8 @@ def corpus(lines: int, failure_share: float, seed: int) -> list[str]:
     return out[:lines]
 
 
-def bench_classifier(text_lines: list[str]) -> tuple[float, int]:
-    classifier = LineClassifier(load_rules())
+def bench_classifier(text_lines: list[str], sites: SiteClassifier | None = None) -> tuple[float, int]:
+    classifier = LineClassifier(load_rules(), sites)
     start = time.perf_counter()
     events = sum(len(classifier.feed(line)) for line in text_lines) + len(classifier.flush())
     return time.perf_counter() - start, events
@@ -67,6 +71,8 @@ def main() -> None:
     parser.add_argument("--failure-share", type=float, default=0.02,
                         help="share of draws that insert a failure excerpt instead of a normal line")
     parser.add_argument("--seed", type=int, default=5, help="random seed of the mix")
+    parser.add_argument("--sglang", default="0.5.23", help="the sglang release whose sites stand behind the rules")
+    parser.add_argument("--flashinfer", default="0.7.2", help="the flashinfer-python release beside it")
     args = parser.parse_args()
     text_lines = corpus(args.lines, args.failure_share, args.seed)
     rules = load_rules()
@@ -76,6 +82,40 @@ def main() -> None:
         elapsed, events = fn(sample)
         print(f"{name:<20} {len(sample) / elapsed:>10,.0f} lines/s  "
               f"({len(sample)} lines in {elapsed:.2f} s, {events} events)")
+    bench_sites(text_lines, args.sglang, args.flashinfer)
+
+
+def bench_sites(text_lines: list[str], sglang: str, flashinfer: str) -> None:
+    releases = [(p, v, upstream.cached(p, v)) for p, v in (("sglang", sglang), ("flashinfer-python", flashinfer))]
+    if any(r is None for _, _, r in releases):
+        print(f"site index: sglang {sglang} / flashinfer-python {flashinfer} not in the corpus cache (inv upstream)")
+        return
+    found: list[siteindex.IndexedSite] = []
+    for package, version, release in releases:
+        assert release is not None
+        root = Path(release.root)
+        cached = siteindex.cache_path(root).is_file()
+        start = time.perf_counter()
+        sites = siteindex.load_or_build(package, version, root)
+        took = time.perf_counter() - start
+        size = siteindex.cache_path(root).stat().st_size
+        print(f"site index {package} {version}: {len(sites)} sites, {size / 1e6:.1f} MB, "
+              f"{'loaded' if cached else 'built'} in {took:.2f} s")
+        found.extend(sites)
+    start = time.perf_counter()
+    index = siteindex.SiteIndex(found)
+    print(f"site index in memory: {len(index)} sites ({index.unindexed} too short to find) in "
+          f"{time.perf_counter() - start:.2f} s")
+    by_site = SiteClassifier(index)
+    probes = [line for line in text_lines if ": " in line][:2000] or text_lines[:2000]
+    start = time.perf_counter()
+    for line in probes:
+        index.locate(line)
+    print(f"one lookup: {(time.perf_counter() - start) / len(probes) * 1e6:.1f} us ({len(probes)} lines)")
+    plain, _ = bench_classifier(text_lines)
+    with_sites, events = bench_classifier(text_lines, by_site)
+    print(f"LineClassifier.feed with sites {len(text_lines) / with_sites:>10,.0f} lines/s ({events} events); "
+          f"time with sites / rules alone {with_sites / plain:.3f} (1.0: as fast)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""How much of what each real sglang release can fail with at startup the log rules classify specifically
-(fleet/logs/coverage.py): sites, specifically classified, share, the rules that do it, per release; against the
+"""How much of what each real sglang release can fail with at startup the log rules, with the release's own sites
+behind them (fleet/logs/bysite.py), classify specifically (fleet/logs/coverage.py): sites, specifically classified,
+share, the rules and site classes that do it, per release; against the
 committed figure tests/upstream/truth/rule_coverage.yaml. With --old-rules REV, the same with the rule files
-of that git revision (sources are added as placeholders when they have none).
+of that git revision and no sites behind them, as it measured (sources are added as placeholders when they have none).
 
 usage: .venv/bin/python bench/bench_rule_coverage.py [--old-rules REV] [--write]
   --write  rewrite playbooks/upstream/startup-modules.yaml and the committed figure from this run
@@ -60,7 +61,7 @@ def main() -> int:
         cov = rulecoverage.measure(root, mods, rules)
         modules_of[version] = mods
         figure[version] = {"sites": cov.sites, "specific": cov.specific, "share": round(cov.share, 4)}
-        old = rulecoverage.measure(root, mods, before) if before else None
+        old = rulecoverage.measure(root, mods, before, by_site=False) if before else None  # as that revision did
         top = ", ".join(f"{n} {k}" for n, k in cov.by_rule.most_common(4))
         was = committed.get(version, {}).get("share")
         print(f"{version:<14}{len(mods):>8}{cov.sites:>7}{cov.specific:>10}{cov.share:>8.3f}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -58,6 +59,17 @@ def abs_path(v: str) -> str:
     return v
 
 
+def local_path(v: str) -> str:
+    """A path on the machine fleet runs on; `~user/...` only for a user that exists (expanded where it is used)."""
+    text(v)
+    if v.startswith("~"):
+        try:
+            Path(v).expanduser()
+        except RuntimeError:
+            raise ValueError(f"{v[:60]!r}: no such user {v[1:].split('/', 1)[0]!r} here to take ~ from") from None
+    return v
+
+
 def host_addr(v: str) -> str:
     """An IP address or a DNS name (what sglang's --host and a URL take). An IPv6 zone id (`fe80::1%eth0`) is
     an interface name: Python's ipaddress takes any text after the `%`, which would reach a ProxyCommand's `%h`
@@ -80,3 +92,4 @@ UserName = Annotated[str, AfterValidator(user_name)]
 Name = Annotated[str, AfterValidator(name)]
 AbsPath = Annotated[str, AfterValidator(abs_path)]
 HostAddr = Annotated[str, AfterValidator(host_addr)]
+LocalPath = Annotated[str, AfterValidator(local_path)]

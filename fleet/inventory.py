@@ -26,7 +26,6 @@ from fleet import fields, yamlfile
 from fleet.errors import InputError
 from fleet.secretref import SecretRef
 
-DEFAULT_INVENTORY = Path("inventory/hosts.yaml")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
 
 
@@ -39,9 +38,9 @@ class HostSettings(BaseModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     become: bool | None = None
     become_password: SecretRef | None = None  # sudo's password where a rule wants one
-    identity_file: fields.Text | None = None
-    known_hosts: fields.Text | None = None
-    ssh_config: fields.Text | None = None
+    identity_file: fields.LocalPath | None = None
+    known_hosts: fields.LocalPath | None = None
+    ssh_config: fields.LocalPath | None = None
     proxy_jump: fields.Text | None = None
     venv: fields.AbsPath | None = None
     unit: fields.UnitName | None = None
@@ -68,6 +67,7 @@ class HostEntry(HostSettings):
 class GroupEntry(HostSettings):
     description: str | None = None
     hosts: list[str] = []
+    playbook: fields.Text | None = None  # the playbook its hosts get when a task is given no --playbook
 
 
 class InventoryFile(BaseModel):
@@ -100,6 +100,7 @@ class Host:
     source: Path
     vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
+    playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
 
 
 @dataclass
@@ -140,12 +141,14 @@ class Inventory:
         raise InputError(f"--host {name_or_address}: no such host in the inventory")
 
 
-def load(inventory: Path = DEFAULT_INVENTORY) -> Inventory:
-    """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them."""
+def load(inventory: Path) -> Inventory:
+    """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them (an
+    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named)."""
     inventory = Path(inventory)
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
-    paths = {inventory.resolve(), *(p.resolve() for p in inventory.parent.glob("*.yaml"))}
+    others = (p.resolve() for p in inventory.parent.glob("*.yaml") if not p.name.endswith(".example.yaml"))
+    paths = {inventory.resolve(), *others}
     return load_files(sorted(paths))
 
 
@@ -183,12 +186,29 @@ def _merge_file(inv: Inventory, path: Path) -> None:
             if g not in model.groups and g not in inv.groups:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
         settings = _resolve(doc, name, entry, model, groups)
-        inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path, **settings)
+        inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
+                               playbook=_bound_playbook(doc, path, name, model, groups), **settings)
         inv.files[path].append(name)
         for g in groups:
             inv.groups.setdefault(g, []).append(name)
     for gname in model.groups:
         inv.groups.setdefault(gname, [])
+
+
+def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: InventoryFile,
+                    groups: list[str]) -> str | None:
+    """The playbook the host's groups bind; two groups binding different ones are an error naming both."""
+    bound: dict[str, str] = {}
+    for g in groups:
+        book = model.groups[g].playbook
+        if book is not None:
+            # a path is relative to the inventory file's folder, as the file is read from any folder
+            book = str(path.parent / book) if book.endswith((".yaml", ".yml")) else book
+            bound[g] = book
+    if len(set(bound.values())) > 1:
+        raise doc.error(("hosts", name, "groups"), "groups " + " and ".join(f"{g} ({b})" for g, b in bound.items())
+                        + " bind different playbooks; a host has one")
+    return next(iter(bound.values()), None)
 
 
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,

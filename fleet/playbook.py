@@ -29,14 +29,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import fields, yamlfile
+from fleet import fields, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import MASK, SecretRef, is_secret_name
 from fleet.upstream.versions import in_range, parse_range
 
-DEFAULT_DIR = Path("playbooks")
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 FLAG_NAME = _FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -425,14 +424,19 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def resolve(name_or_path: str, directory: Path = DEFAULT_DIR) -> Path:
+def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
+    """A path as given (relative to the working folder), else a name in the site's playbooks/ then the
+    shipped ones (fleet.site), whatever the working folder."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return path
-    candidate = directory / f"{name_or_path}.yaml"
-    if candidate.is_file():
-        return candidate
-    known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+    folders = site.find().playbooks if directories is None else directories
+    if "/" not in name_or_path:
+        for folder in folders:
+            candidate = folder / f"{name_or_path}.yaml"
+            if candidate.is_file():
+                return candidate
+    known = ", ".join(sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}))
     raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
 
 
@@ -447,13 +451,9 @@ def plain_env(book: Playbook, rung: Rung, secrets: dict[str, str]) -> dict[str, 
     out: dict[str, str] = {}
     for scope, env in (("serve", book.serve.env), (rung.name, rung.env)):
         for name, value in env.items():
-            if isinstance(value, SecretRef):
-                key = env_secret_key(scope, name)
-                if key not in secrets:
-                    raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
-                out[name] = secrets[key]
-            else:
-                out[name] = value
+            if isinstance(value, SecretRef) and env_secret_key(scope, name) not in secrets:
+                raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
+            out[name] = secrets[env_secret_key(scope, name)] if isinstance(value, SecretRef) else value
     return out
 
 
@@ -470,20 +470,21 @@ def shown_env(env: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str
     return {k: MASK if is_secret_name(k, secret_names) else v for k, v in env.items()}
 
 
-def shipped(name: str, directory: Path = DEFAULT_DIR) -> Path:
-    """The playbook a host names (in a release manifest): only `<directory>/<name>.yaml` for a plain playbook
-    name, and only a file that is inside the folder once symlinks are followed. A host never makes the
-    controller read a path of its choosing."""
+def shipped(name: str, directories: list[Path] | None = None) -> Path:
+    """The playbook a host names (in a release manifest): only `<folder>/<name>.yaml` of the site's playbook
+    folders for a plain playbook name, and only a file that is inside its folder once symlinks are followed. A
+    host never makes the controller read a path of its choosing."""
     try:
         fields.name(name)
     except ValueError as exc:
         raise InputError(f"playbook name {exc}") from None
-    candidate = directory / f"{name}.yaml"
-    real, folder = candidate.resolve(), directory.resolve()
-    if not candidate.is_file() or real.parent != folder:
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
-        raise InputError(f"no playbook {name} in {directory}/ (known: {known or 'none'})")
-    return real
+    folders = site.find().playbooks if directories is None else directories
+    for folder in folders:
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file() and candidate.resolve().parent == folder.resolve():
+            return candidate.resolve()
+    known = ", ".join(sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}))
+    raise InputError(f"no playbook {name} in {', '.join(f'{f}/' for f in folders)} (known: {known or 'none'})")
 
 
 def host_env(host_vars: dict[str, Any]) -> dict[str, str]:

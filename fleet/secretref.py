@@ -42,6 +42,8 @@ def resolve(ref: SecretRef, owner: str, key: str, what: str = "secret", blank: s
             value = Path(str(ref.file)).expanduser().read_bytes().decode("utf-8").strip()
         except OSError as exc:
             raise InputError(f"{owner}: {key}.file: {exc.strerror}: {ref.file}") from None
+        except RuntimeError:  # Path('~nosuchuser/x').expanduser()
+            raise InputError(f"{where}: no such user here to take ~ from") from None
         except UnicodeDecodeError:
             raise InputError(f"{where}: not UTF-8 text") from None
         if not value:

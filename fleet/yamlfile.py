@@ -94,6 +94,7 @@ def load(path: Path) -> Document:
 # libyaml's parser where PyYAML was built with it (the same nodes, marks and SafeConstructor; several times
 # faster on a large inventory), else PyYAML's own.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TIMESTAMP, _STR = "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:str"
 MAX_NODES = 100_000  # after aliases are expanded: a few hundred bytes of nested aliases can mean billions
 
 
@@ -107,6 +108,8 @@ def _walk(node: yaml.Node, loc: Loc, doc: Document, path: set[int], count: list[
         raise InputError(f"{doc.path}:{node.start_mark.line + 1}: {'.'.join(map(str, loc)) or 'document'}: "
                          "an alias refers to the value that contains it")
     if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        if node.tag == _TIMESTAMP:  # no fleet field is a date: 2024-13-45 is text, not a crash in datetime()
+            node.tag = _STR
         return
     path.add(id(node))
     if isinstance(node, yaml.MappingNode):

@@ -1,6 +1,6 @@
 """Blackhole routes for every address in the real inventory, so a slip that bypasses the guard fails here.
 
-usage: python -m sandbox.blackhole [inventory/hosts.yaml ...]
+usage: python -m sandbox.blackhole [inventory/hosts.yaml ...]  (default: the shipped example and the site's own)
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def addresses(paths: list[Path]) -> list[str]:
 
 
 def install(paths: list[Path] | None = None) -> list[str]:
-    addrs = addresses(paths or [REPO / "inventory" / "hosts.yaml"])
+    shipped = [REPO / "inventory" / name for name in ("hosts.example.yaml", "hosts.yaml")]
+    addrs = addresses(paths or [p for p in shipped if p.is_file()])
     for a in addrs:
         prefix = "32" if ":" not in a else "128"
         subprocess.run(["ip", "route", "replace", "blackhole", f"{a}/{prefix}"], check=True)

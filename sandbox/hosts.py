@@ -295,7 +295,7 @@ class Sandbox:
         profile = Path(r.profile)
         shutil.copytree(profile, up / HOST_PROFILE_DIR.lstrip("/"))
         for tool, where in (("nvidia-smi", "usr/bin"), ("dmidecode", "usr/sbin"),
-                            ("systemd-detect-virt", "usr/bin")):
+                            ("systemd-detect-virt", "usr/bin"), ("dmesg", "usr/bin")):
             dest = up / where / tool
             dest.parent.mkdir(parents=True, exist_ok=True)
             if tool == "systemd-detect-virt" and not (profile / "system/systemd-detect-virt.txt").exists():

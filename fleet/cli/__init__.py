@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from invoke.exceptions import Exit
 
-from fleet.errors import EXIT_BAD_INPUT, FleetError
+from fleet.cli import targets
+from fleet.errors import EXIT_BAD_INPUT, FleetError, InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,15 +26,22 @@ if TYPE_CHECKING:
     from fleet.inventory import Host
     from fleet.ssh.connect import ConnectOptions
 
-EXIT_CODES_HELP = "Exit codes: 0 all hosts ok, 1 some host failed, 2 bad input (nothing changed)."
 HOST_HELP = {
-    "inventory": "inventory file whose hosts are used when no --host/--group is given (default inventory/hosts.yaml)",
+    "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet-site.yaml); a task that only "
+                 "reads uses its hosts when no --host/--group is given",
     "host": "host name or address (repeatable)",
     "group": "inventory group (repeatable)",
     "json": "print pure JSON on stdout, nothing else",
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
     "ask_become_pass": "prompt once for the sudo password of become hosts that name no become_password "
                        "(it goes to sudo on stdin, never in a command line)",
+}
+# Tasks that change hosts: they act only on hosts named by --host/--group/--all, and ask before several.
+CHANGE_HELP = {
+    **HOST_HELP,
+    "host": "host name or address (repeatable); a task that changes hosts needs --host, --group or --all",
+    "all": "every host of the inventory file (in place of --host/--group)",
+    "yes": "go ahead on several hosts without showing the plan and asking (needed without a terminal)",
 }
 
 
@@ -65,9 +73,19 @@ err_console = cast("Console", _Deferred(stderr=True, highlight=False))
 
 
 def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
-    from fleet import inventory  # deferred, as below: pydantic is most of what `inv --list` would load
+    from fleet import (
+        inventory,  # deferred, as below: pydantic is most of what `inv --list` would load
+        site,
+    )
 
-    path = Path(inventory_file) if inventory_file else inventory.DEFAULT_INVENTORY
+    here = site.find()  # FLEET_SITE or fleet-site.yaml wrong: exit 2 here, before any host (state lives there)
+    if inventory_file:
+        path = Path(inventory_file)
+    else:
+        path = here.inventory
+        if not path.is_file():
+            raise InputError(f"{path}: no inventory in the site {here.root} (copy "
+                             f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
@@ -77,6 +95,13 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
     return chosen
+
+
+def changing_hosts(task: str, inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str],
+                   every: bool) -> list[Host]:
+    """The hosts a task that changes hosts acts on: only those named by --host, --group or --all (exit 2)."""
+    targets.require_target(task, hosts or [], groups or [], every)
+    return select_hosts(inventory_file, hosts, groups)
 
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:
@@ -144,6 +169,12 @@ def say_error(message: str, prefix: str = "error: ") -> None:
     else:
         sys.stderr.write(f"{prefix}{visible(message)}\n")
         sys.stderr.flush()
+
+
+def say_on_stderr(message: str) -> None:
+    """A progress line on stderr, plain, never on stdout (which --json keeps for its document)."""
+    sys.stderr.write(f"fleet: {message}\n")
+    sys.stderr.flush()
 
 
 def bad_input(message: str) -> Exit:

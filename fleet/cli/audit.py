@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet.cli import print_json
+from fleet import site
+from fleet.cli import print_json, say_on_stderr
 from fleet.cli.hosttext import visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -38,8 +39,10 @@ def gates_table(title: str, gates: Sequence[archgate.Gate], console: Console) ->
 def _table(res: archgate.AuditResult, console: Console) -> None:
     from fleet.cli.hosttext import escape
 
-    console.print(gates_table(f"{res.host}: {len(res.excluding)} of {len(res.gates)} gates exclude SM {res.sm}",
-                              res.excluding, console))
+    if res.excluding:
+        console.print(gates_table(res.verdict(), res.excluding, console))
+    else:  # all clear: one sentence, not an empty table
+        console.print(escape(res.verdict()), soft_wrap=True, highlight=False)
     unread = [g for g in res.gates if g.error]
     if unread:
         console.print(f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
@@ -47,7 +50,7 @@ def _table(res: archgate.AuditResult, console: Console) -> None:
 
 
 def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages: list[str], sets: list[str],
-            full: bool, as_json: bool, console: Console) -> int:
+            full: bool, as_json: bool, console: Console, offline_only: bool = False) -> int:
     """`inv audit --sglang X --flashinfer Y --sm N`: those releases' gates, no host. Exit 0 none exclude, 1 some."""
     versions = {d: v for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v}
     if sm is None:
@@ -57,12 +60,13 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
     for v in versions.values():
         offline.parse_against(f"sglang=={v}")
     loaded = patchsets.load_sets(sets) if sets else None
-    res = offline.audit(versions, sm, loaded, full).result
+    fetch = not (offline_only or site.find().defaults.offline)
+    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=say_on_stderr).result
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:
         _table(res, console)
-    return EXIT_OK if not res.excluding else EXIT_HOST_FAILED
+    return EXIT_OK if not res.remaining else EXIT_HOST_FAILED
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None, sets: list[str],
@@ -79,7 +83,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
         _table(o.value, console)
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
-    return EXIT_OK if all(o.value is not None and not o.value.excluding for o in outcomes) else EXIT_HOST_FAILED
+    return EXIT_OK if all(o.value is not None and not o.value.remaining for o in outcomes) else EXIT_HOST_FAILED
 
 
 def render_audit(results: list[archgate.AuditResult], console: Console) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleet import inventory, playbook
+from fleet import inventory, playbook, site
 from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
@@ -17,9 +17,10 @@ from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 
 def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> int:
     start = time.monotonic()
-    paths = [playbook.resolve(n) for n in names] or sorted(playbook.DEFAULT_DIR.glob("*.yaml"))
+    folders = site.find().playbooks
+    paths = [playbook.resolve(n) for n in names] or sorted(p for f in folders for p in f.glob("*.yaml"))
     if not paths:
-        raise InputError(f"{playbook.DEFAULT_DIR}: no playbooks to check (give --playbook)")
+        raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
     inv_path = Path(inventory_file or "")
     hosts: set[str] | None = None
     inv_problem: Problem | None = None

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from fleet.cli import console, print_json
 from fleet.errors import InputError
+from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import Event, Verdict, classify_text
 from fleet.logs.rules import RULES_DIR, Severity, load_rules
+from fleet.upstream import corpus, siteindex
+from fleet.upstream.flags import default_table
+from fleet.upstream.versions import version_key
 
 EXIT_NOT_FATAL = 0  # READY, a warning, or nothing at all
 EXIT_FATAL = 1  # the verdict is a fatal class
@@ -16,15 +21,51 @@ _COLOURS = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INF
 _MAX_TEXT = 200  # evidence lines can be kilobytes (a dumped server_args); a glance is enough here
 
 
-def run(file: str, as_json: bool = False, rules_dir: str | None = None) -> int:
-    """Classify FILE (or stdin for '-'), print the result, return the exit code."""
+def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: str | None = None,
+        flashinfer: str | None = None) -> int:
+    """Classify FILE (or stdin for '-'), print the result, return the exit code.
+
+    With --sglang (and --flashinfer), lines resolve to their sites in those releases of the corpus, sites
+    classify what no precise rule does, and remedies name flags as that sglang spells them."""
     rules = load_rules(Path(rules_dir) if rules_dir else RULES_DIR)
-    verdict = classify_text(_read(file), rules)
+    by_site = _site_classifier(sglang, flashinfer)
+    verdict = classify_text(_read(file), rules, by_site)
+    if sglang is not None:
+        verdict = _spelled(verdict, sglang)
     if as_json:
         print_json(verdict.to_json())
     else:
         _print_human(file, verdict)
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
+
+
+def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifier | None:
+    """The sites of the releases named (from the corpus cache; InputError naming the option when absent)."""
+    found: list[siteindex.IndexedSite] = []
+    for option, package, version in (("--sglang", "sglang", sglang), ("--flashinfer", "flashinfer-python", flashinfer)):
+        if version is None:
+            continue
+        try:
+            version_key(version)
+        except ValueError:
+            raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)") from None
+        release = corpus.cached(package, version)
+        if release is None:
+            raise InputError(f"{option} {version}: {package} {version} is not in the upstream cache "
+                             f"{corpus.cache_dir()} (fetch it with `inv upstream`)")
+        found.extend(siteindex.load_or_build(package, version, Path(release.root)))
+    return SiteClassifier(siteindex.SiteIndex(found)) if found else None
+
+
+def _spelled(verdict: Verdict, sglang: str) -> Verdict:
+    """The verdict with each remedy naming flags as sglang `sglang` spells them."""
+    table = default_table()
+
+    def fix(event: Event) -> Event:
+        return event if event.remedy is None else dataclasses.replace(event, remedy=table.spell(event.remedy, sglang))
+    events = tuple(fix(e) for e in verdict.events)
+    decided = events[verdict.events.index(verdict.event)] if verdict.event is not None else None
+    return Verdict(verdict.log_class, decided, events)
 
 
 def _read(file: str) -> str:
@@ -52,12 +93,16 @@ def _print_human(file: str, verdict: Verdict) -> None:
     for event in verdict.events:
         out.print(_event_line(event), soft_wrap=True)
         out.print(f"      [dim]{escape(_clip(event.text))}[/]", soft_wrap=True)
+        if event.source:
+            out.print(f"      [dim]from {escape(event.source)}[/]", soft_wrap=True)
     decided = verdict.event
     assert decided is not None  # events exist, so something decided
     colour = _COLOURS[decided.severity]
     remedies = ", ".join(decided.remedies) or "none known"
     out.print(f"{escape(name)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
               f"{decided.line}): {escape(decided.explanation)}; remedies: {remedies}", soft_wrap=True)
+    if decided.source:
+        out.print(f"{escape(name)}: from: {escape(decided.source)}", soft_wrap=True)
     if decided.remedy:
         out.print(f"{escape(name)}: next: {escape(decided.remedy)}", soft_wrap=True)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet import parallel
-from fleet.cli import console, print_json, print_results, real_console
+from fleet.cli import console, print_json, print_results, real_console, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
 from fleet.deploy import rollback as rollbacks
-from fleet.deploy.inputs import load_playbook, secrets_for
+from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import release_id
@@ -56,13 +56,16 @@ def progress_to(as_json: bool) -> Callable[[Host], Progress]:
 
 def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, dry_run: bool,
            force: bool, serial: str | None = None, max_fail: str | None = None,
-           host_timeout: str | float | None = None) -> int:
+           host_timeout: str | float | None = None, yes: bool = True) -> int:
     # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
     sizes = rollout.parse_serial(serial)
     limit = rollout.parse_max_fail(max_fail)
     timeout = rollout.parse_timeout(host_timeout)
     book, path = load_playbook(name)
     secrets = secrets_for(book)
+    check_units(book, hosts)
+    if not dry_run:
+        targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         if sizes or max_fail is not None or timeout:
             raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
@@ -79,6 +82,21 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
+
+
+def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[rollout.Amount] | None,
+                limit: rollout.Amount) -> list[str]:
+    """What the operator is asked about: the playbook, and the batches in the order they will run."""
+    plan = [f"playbook: {book.name} ({path})"]
+    if book.nodes is not None:
+        return [*plan, f"one server over {book.nodes.count} nodes, deployed together"]
+    batches = rollout.batches([h.name for h in hosts], sizes)
+    for n, batch in enumerate(batches[:8], 1):
+        plan.append(f"batch {n}: {', '.join(batch[:8])}" + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
+    if len(batches) > 8:
+        plan.append(f"... {len(batches) - 8} more batches")
+    plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)")
+    return plan
 
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,

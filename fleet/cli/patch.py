@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.cli import console, print_json
+from fleet import site
+from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.audit import render_audit
 from fleet.cli.hosttext import escape
-from fleet.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import patch as patch_run
 from fleet.patches import offline
@@ -72,11 +73,12 @@ def render(results: list[HostResult], console: Console) -> None:
             console.print(f"  [bold red]audit:[/] {escape(r.audit_error)}", soft_wrap=True)
 
 
-def against_command(set_names: list[str], against: str, sm: int, as_json: bool) -> int:
+def against_command(set_names: list[str], against: str, sm: int, as_json: bool, offline_only: bool = False) -> int:
     """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
-    plan = offline.check(sets, versions, sm)
+    fetch = not (offline_only or site.find().defaults.offline)
+    plan = offline.check(sets, versions, sm, fetch=fetch, say=say_on_stderr)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
            for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets
@@ -111,8 +113,5 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
 
 
 def exit_code(results: list[HostResult]) -> int:
-    """0 all ok; 2 when every failure is drift (nothing changed, as for bad input); 1 otherwise."""
-    failed = [r for r in results if not r.ok]
-    if not failed:
-        return EXIT_OK
-    return EXIT_BAD_INPUT if all(r.drift for r in failed) else EXIT_HOST_FAILED
+    """0 all ok; 1 a host failed or drifted from what a set expects (2 stays for input refused before any host)."""
+    return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED

@@ -12,7 +12,10 @@ from rich.text import Text
 
 from fleet.cli import fit, real_console
 from fleet.cli.hosttext import escape, visible
-from fleet.host.facts import HostFacts
+from fleet.deploy import hardware
+from fleet.host.facts import Gpu, HostFacts
+from fleet.host.gpuhealth import SLOWDOWNS
+from fleet.host.p2pcheck import P2PCheck
 
 # Edition suffixes say nothing about what deploy chooses, and make the verdict line unreadable.
 _NAME_NOISE = re.compile(r"^NVIDIA\s+|\s+(Workstation|Server) Edition$")
@@ -66,6 +69,43 @@ def _num(value: float | int | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def gpu_health(g: Gpu) -> tuple[str, str]:
+    """One GPU's health cell: what is wrong, most urgent first, or 'ok' ('-' when the driver said nothing)."""
+    h = g.health
+    if h is None:
+        return "-", ""
+    bad = [f"recovery: {h.recovery_action}"] if h.recovery_action not in (None, "none") else []
+    bad += ["remap failed"] if h.remapped_rows_failed else []
+    bad += ["repair pending"] if h.remapped_rows_pending or h.retired_pages_pending else []
+    ecc = [f"ECC {h.ecc_uncorrected_volatile}"] if h.ecc_uncorrected_volatile else []
+    if bad:
+        return ", ".join(bad + ecc), "bold red"
+    warn = ecc + [r for r in h.clock_events if r in SLOWDOWNS]
+    return (", ".join(warn), "yellow") if warn else ("ok", "green")
+
+
+def p2p_line(check: P2PCheck) -> tuple[str, str]:
+    """What `--p2p-check` found, in one line with its style."""
+    if check.verdict == "ok":
+        return f"P2P data check: ok, {len(check.pairs)} GPU pairs copied and compared", "green"
+    if check.verdict == "nothing to check":
+        return f"P2P data check: nothing to check ({check.gpus} GPU)", ""
+    if check.verdict == "mismatch":
+        bad = ", ".join(f"GPU{p.src}->GPU{p.dst} ({p.mismatched} words differ)" for p in check.bad_pairs)
+        return visible(f"P2P data check: MISMATCH {bad}"), "bold red"
+    return visible(f"P2P data check failed: {check.error}"), "bold red"
+
+
+def health_cell(f: HostFacts) -> tuple[str, str]:
+    """A host's health at a glance: FAULT, notes (past Xids, slowdowns), ok, or '-' when nothing was read."""
+    hw = hardware.assess(f)
+    if hw.fault:
+        return f"FAULT ({len(hw.fault)})", "bold red"
+    if hw.notes:
+        return f"notes ({len(hw.notes)})", "yellow"
+    return ("ok", "green") if f.kernel_log is not None or any(g.health for g in f.gpus) else ("-", "")
+
+
 def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
     rows = f.gpus
     sm = [(g.compute_cap or "?") + (" (by name)" if g.compute_cap_source == "name-table" else "") for g in rows]
@@ -82,7 +122,10 @@ def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
                                for g in rows], right=True),
             fit.Col("power / limit", [(f"{_num(g.power_draw_w)} / {_num(g.power_limit_w)} W", "") for g in rows],
                     right=True),
-            fit.Col("PCIe gen / width", [(t, "") for t in pcie])]
+            fit.Col("PCIe gen / width", [(t, "") for t in pcie]),
+            fit.Col("temp", [("-" if g.health is None else f"{_num(g.health.temperature_c)} C", "") for g in rows],
+                    right=True),
+            fit.Col("health", [gpu_health(g) for g in rows], cap=30)]
     return fit.table(fit.choose(cols, width, ascii_only=ascii_only), f"{f.host} GPUs")
 
 
@@ -129,6 +172,7 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
 
     cols = [fit.Col("host", [(f.host, "bold" if f.ok else "bold red") for f in facts], cap=24),
             fit.Col("GPUs", [(_gpus_cell(f), "") if f.ok else ("probe failed", "red") for f in facts], cap=30),
+            fit.Col("health", [health_cell(f) if f.ok else ("-", "") for f in facts]),
             fit.Col("SM", cell(lambda f: ",".join(sorted({g.compute_cap or "?" for g in f.gpus})) or "-")),
             fit.Col("link", cell(_link_cell)),
             fit.Col("P2P", cell(lambda f: f.p2p.split(" ")[0])),
@@ -155,5 +199,17 @@ def render(facts: list[HostFacts], console: Console) -> None:
             console.print(gpu_table(f, screen.width, ascii_only))
         if (links := link_table(f)) is not None:
             console.print(links)
+        if f.p2p_check is not None:
+            console.print(Text(*p2p_line(f.p2p_check)))
+        hw = hardware.assess(f)
+        for fault in hw.fault:
+            console.print(Text(visible(f"GPU fault: {fault}"), style="bold red"))
+        for note in hw.notes:
+            console.print(Text(visible(f"note: {note}"), style="yellow"))
+        if f.kernel_log is not None and f.kernel_log.events:
+            console.print(Text(f"Xid events since boot ({f.kernel_log.source}):", style="bold"))
+            for e in f.kernel_log.events:
+                gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
+                console.print(Text(visible(f"  Xid {e.code} on {gpu} x{e.count}, last: {e.last}")))
         for w in f.warnings:
             console.print(Text(visible(f"warning: {w}"), style="yellow"))

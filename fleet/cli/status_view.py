@@ -45,6 +45,15 @@ def _health(r: HostStatus) -> tuple[str, str]:
     return ("ok", "green") if r.health == "200" else (r.health or "none", "red")
 
 
+def _gpu(r: HostStatus) -> tuple[str, str]:
+    """GPU health at a glance: the first fault (and how many), a note count, or ok."""
+    if not r.ok or r.kernel_log is None and not r.gpu_faults:
+        return "-", ""
+    if r.gpu_faults:  # `--detail H` lists them
+        return f"FAULT ({len(r.gpu_faults)})", "bold red"
+    return (f"ok, {len(r.gpu_notes)} notes", "yellow") if r.gpu_notes else ("ok", "green")
+
+
 def _drift(r: HostStatus, full: bool) -> tuple[str, str]:
     if not r.ok:
         return "-", ""
@@ -76,6 +85,7 @@ def columns(rows: list[HostStatus], wide: bool) -> list[Col]:
         col("rung", lambda r: (r.rung or "-", ""), cap=16),
         col("gen tok/s", lambda r: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
         col("drift", lambda r: _drift(r, wide), cap=12),
+        col("GPU health", _gpu),
         col("failure", lambda r: (r.interrupted or r.last_failure or "-", "yellow" if r.interrupted else ""), cap=18),
         col("run/queue", lambda r: (f"{_metric(r, 'sglang:num_running_reqs') or 0:.0f}/"
                                     f"{_metric(r, 'sglang:num_queue_reqs') or 0:.0f}" if r.metrics else "-", ""),
@@ -141,6 +151,17 @@ def render_detail(r: HostStatus, console: Console) -> None:
              ("interrupted", r.interrupted or "-")]
     for name, value in facts:
         console.print(f"  {name + ':':<22} {escape(value)}", highlight=False, soft_wrap=False)
+    console.print(f"  {'GPU health:':<22} {escape(_gpu(r)[0])}", highlight=False)
+    for fault in r.gpu_faults:
+        console.print(f"    [red]{escape(fault)}[/]", highlight=False)
+    for note in r.gpu_notes:
+        console.print(f"    [yellow]{escape(note)}[/]", highlight=False)
+    console.print(f"  {'Xid since boot:':<22} " + (escape(r.kernel_log or "-") if not r.xid else
+                  f"{sum(e['count'] for e in r.xid)} ({escape(r.kernel_log or '?')})"), highlight=False)
+    for e in r.xid:
+        gpu = f"GPU {e['gpu_index']}" if e.get("gpu_index") is not None else f"PCI {e['pci']}"
+        console.print(f"    Xid {e['code']} on {escape(gpu)} x{e['count']}, last: {escape(str(e['last']))}",
+                      highlight=False, soft_wrap=False)
     console.print(f"  {'drift:':<22} " + ("none" if not r.drift else f"{len(r.drift)} files"), highlight=False)
     for path in r.drift:
         console.print(f"    [red]{escape(path)}[/]", highlight=False)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from fleet.cli import console, err_console, print_results
 from fleet.cli.deploy import progress_to
-from fleet.deploy.inputs import load_playbook, secrets_for
+from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import tune
@@ -27,15 +27,12 @@ def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
 
 
 def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool,
-                 runs: str | int | None = None) -> int:
+                 runs: int | None = None) -> int:
+    """runs: already checked as a number by the task (fleet.cli.tasking.NUMBERS)."""
     book, path = load_playbook(name)
-    try:
-        count = None if runs is None else int(runs)
-    except ValueError:
-        count = 0
-    if count is not None and not 1 <= count <= 20:
-        raise InputError(f"--runs {runs}: a whole number of benchmark runs from 1 to 20")
+    count = runs
     secrets = secrets_for(book)
+    check_units(book, hosts)
     def confirm(question: str) -> bool:
         if yes:
             return True

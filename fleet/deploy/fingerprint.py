@@ -11,16 +11,19 @@ a host-local failure never moves the known winner for every identical host.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fleet import site
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
@@ -50,7 +53,7 @@ def key(fingerprint: dict[str, Any]) -> str:
 
 
 def path() -> Path:
-    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "known-good.json"
+    return site.find().state / "known-good.json"
 
 
 def load() -> dict[str, Any]:
@@ -80,9 +83,17 @@ def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
 def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
              attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None,
              spread: float | None = None, served: str | None = None) -> str:
-    """Record the winner and the failed rungs for this fingerprint and playbook (atomic write). Returns the key.
+    """Record the winner and the failed rungs for this fingerprint and playbook . Returns the key.
     `known_failed`: failures recorded earlier, kept unless this run says otherwise; `served`: the rung that
     served this time (default the winner), whose failure record it clears."""
+    with _locked():
+        return _remember(book, facts, winner, tok_s, host, release, attempts, known_failed, spread, served)
+
+
+def _remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
+              attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None,
+              spread: float | None, served: str | None) -> str:
+    """remember() under the file lock: the file is read again here, so what other processes wrote stays."""
     served = served or winner.name
     fp = of(facts)
     k = key(fp)
@@ -131,12 +142,27 @@ def counts(bad: dict[str, Any]) -> bool:
 _LEARNING = threading.Lock()
 
 
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One writer of known-good.json at a time, across threads and processes (flock on a file beside it): each
+    reads the file again under the lock and changes only its own entry, so no update is lost."""
+    target = path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _LEARNING, open(target.with_name(f".{target.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
           attempts: list[dict[str, Any]]) -> str:
     """A deploy served on `rung` (a rolling deploy's host): remember it and the rungs that crashed before it
     for this fingerprint, so the next host with the same hardware starts there. What was known stays: earlier
-    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads."""
-    with _LEARNING:
+    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads and
+    processes at once."""
+    with _locked():
         old = load().get(f"{key(of(facts))}/{book.name}") or {}
         known_failed: dict[str, Any] = old["failed"] if isinstance(old.get("failed"), dict) else {}
         failed = _sightings(book, facts, known_failed, [a for a in attempts if a["rung"] != rung.name], host)
@@ -144,12 +170,11 @@ def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
         if (known is not None and known.name != rung.name and old.get("flags") == _flags(book, known, facts)
                 and not counts(failed.get(known.name) or {})):
             # one host fell back: the known winner and its speed stay until its failure here counts
-            return remember(book, facts, known, float(old.get("tok_s") or 0.0), str(old.get("host")),
-                            str(old.get("release")), [], known_failed=failed, spread=old.get("spread"),
-                            served=rung.name)
+            return _remember(book, facts, known, float(old.get("tok_s") or 0.0), str(old.get("host")),
+                             str(old.get("release")), [], failed, old.get("spread"), rung.name)
         same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
-        return remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
-                        [], known_failed=failed, spread=old.get("spread") if same else None)
+        return _remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
+                         [], failed, old.get("spread") if same else None, None)
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],

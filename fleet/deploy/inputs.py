@@ -4,12 +4,14 @@ fleet.ssh.become_password)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from fleet import playbook, secretref
 from fleet.deploy import check, fingerprint
 from fleet.errors import InputError
-from fleet.host.render import API_KEY
+from fleet.host.render import API_KEY, RenderError, key_file, load_credential
+from fleet.inventory import Host
 from fleet.logs import rules as logrules
 from fleet.patches import sets as patchsets
 
@@ -54,3 +56,18 @@ def secrets_for(book: playbook.Playbook) -> dict[str, str]:
             if isinstance(val, secretref.SecretRef):
                 found[playbook.env_secret_key(scope, name)] = secretref.resolve(val, owner, f"{where}.{name}")
     return found
+
+
+def check_units(book: playbook.Playbook, hosts: Sequence[Host]) -> None:
+    """What the unit file will need of each host's unit name, checked before any host is contacted (a unit
+    like `a:b` cannot name its API key file in LoadCredential=, which render would refuse mid-deploy)."""
+    if book.serve.api_key is None:
+        return
+    for host in hosts:
+        unit = book.serve.unit or host.unit
+        try:
+            load_credential(key_file(unit))
+        except RenderError:
+            where = f"playbook {book.name}: serve.unit" if book.serve.unit else f"{host.source}: hosts.{host.name}.unit"
+            raise InputError(f"{where}: {unit!r} with serve.api_key: the key file {key_file(unit)} cannot be "
+                             "named in LoadCredential= (':' or a space); rename the unit") from None

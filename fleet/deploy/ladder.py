@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import difflib
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet.deploy import fingerprint, preflight, recovery, restore
+from fleet.deploy import fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.health import health_check
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
@@ -30,6 +32,7 @@ from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_stat
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.logs.redact import env_text as redact_env
+from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
@@ -46,7 +49,7 @@ from fleet.playbook import (
 )
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import lost_link
+from fleet.ssh.remote import ConnectionLost, lost_link
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -54,6 +57,11 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
             "driver": facts.driver_version}
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 class Deployer:
@@ -148,6 +156,11 @@ class Deployer:
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result
+        if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can serve on a faulty GPU
+            result.attempts.append(Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0))
+            result.error = (f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
+                            f"(inv recover --host {self.host.name})")
+            return result
         rungs = self.eligible(facts)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.book_sha, created=now(), facts=facts_summary(facts))
@@ -160,19 +173,21 @@ class Deployer:
             return result
         run = ReleaseRun.open(store, release, rungs=[r.name for r in rungs])
         result.release = release.id
-        last: str | None = None
-        for rung in rungs:
-            if not rung.worth_trying_after(last):
-                self.progress(f"rung {rung.name}: not worth trying after {last}")
-                continue
-            attempt, planned = self.attempt(conn, run, rung)
-            result.attempts.append(attempt)
-            run.record(attempt.to_json())
-            if attempt.outcome == Outcome.READY:
-                run.succeed(rung.name, planned.config, self.book.keep_releases)
-                result.status, result.config = DeployStatus.OK, planned.config
+        try:
+            if self._climb(conn, run, rungs, result, facts):
                 return result
-            last = attempt.outcome
+        except ConnectionLost:
+            raise  # nothing more can be done from here: the next run's recovery finds the release in progress
+        except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
+            if not self.touched:
+                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                    run.fail()
+                raise
+            why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
+            self.progress(f"{why}; falling back")
+            result.status, result.release, result.config, result.error = restore.fall_back(
+                conn, self.host, store, release, previous, self.book, self.unit, why, self.progress)
+            return result
         if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
             result.status = DeployStatus.FAILED
@@ -183,6 +198,42 @@ class Deployer:
         result.status, result.release, result.config, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
+
+    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
+               facts: HostFacts) -> bool:
+        """Try the rungs in order; True once one serves and its release is current."""
+        last: str | None = None
+        for rung in rungs:
+            if not rung.worth_trying_after(last):
+                self.progress(f"rung {rung.name}: not worth trying after {last}")
+                continue
+            attempt, planned = self.attempt(conn, run, rung)
+            if attempt.outcome != Outcome.READY and (fault := self.hardware_after(conn, facts)):
+                attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+                run.event("attempt", rung=rung.name, outcome=attempt.outcome, evidence=attempt.evidence)
+                self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+            result.attempts.append(attempt)
+            run.record(attempt.to_json())
+            if attempt.outcome == Outcome.READY:
+                note = run.succeed(rung.name, planned.config, self.book.keep_releases)
+                if note:
+                    self.progress(note)
+                result.status, result.config = DeployStatus.OK, planned.config
+                return True
+            last = attempt.outcome
+            if last == LogClass.GPU_FAULT:
+                break
+        return False
+
+    def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
+        """After an attempt that did not serve, one more probe: did the hardware fail under it?"""
+        self.progress("probing the GPUs again after the failed attempt")
+        try:
+            after = probe_run.probe_on(conn, self.host)
+        except (FleetError, EOFError, OSError, SSHException) as exc:  # the host may go down with its GPU
+            self.progress(f"could not probe again: {exc}")
+            return None
+        return "; ".join(hardware.new_faults(before, after)) or None
 
     # ------------------------------------------------------------------ one attempt
     def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:

@@ -11,13 +11,14 @@ from fabric import Connection
 
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
-from fleet.host.service import sh
+from fleet.host.service import GpuApp, foreign_holders, gpu_holders, sh
 from fleet.inventory import Host
+from fleet.logs import redact
 from fleet.outcomes import Outcome
 from fleet.patches import engine as patches
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
-from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
+from fleet.playbook import Playbook, Rung, host_env, merged_flags, sglang_version
 from fleet.progress import Progress
 from fleet.upstream import flags as sglang_cli
 
@@ -66,6 +67,34 @@ def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | No
               f"echo \"$out\" | head -n 1")
     out = sh(conn, host, script).strip()
     return f"port {port} is in use by another process: {out[:160]}" if out else None
+
+
+def gpu_problem(conn: Connection, host: Host, unit: str, facts: HostFacts, env: dict[str, str]) -> str | None:
+    """A process that is not the unit's holds a GPU the playbook would use: fleet stops only its own unit's
+    processes, so it refuses to start next to (or on top of) another team's job. None when the GPUs are free."""
+    return foreign_gpu_problem(gpu_holders(conn, host), unit, facts, env)
+
+
+def foreign_gpu_problem(holders: list[GpuApp], unit: str, facts: HostFacts, env: dict[str, str]) -> str | None:
+    """gpu_problem's judgement (pure): which GPUs the playbook uses (CUDA_VISIBLE_DEVICES by index, else all)
+    and who else holds one of them."""
+    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    wanted = None
+    if visible and all(v.strip().isdigit() for v in visible.split(",")):
+        indexes = {int(v) for v in visible.split(",")}
+        wanted = {g.pci_bus_id for g in facts.gpus if g.index in indexes and g.pci_bus_id}
+    index = {(g.pci_bus_id or "").lower().split(":", 1)[-1]: g.index for g in facts.gpus}
+    others = foreign_holders(holders, unit, wanted)
+    if not others:
+        return None
+    def gpu(a: GpuApp) -> str:
+        found = index.get((a.bus_id or "").lower().split(":", 1)[-1]) if a.bus_id else None
+        return f"GPU {found}" if found is not None else f"GPU {a.bus_id or '?'}"
+    return ("a GPU this playbook uses is held by a process that is not the unit's: "
+            + "; ".join(f"{gpu(a)}: {redact.line(a.describe())}" for a in others[:4])  # its command line may hold keys
+            + (f" (and {len(others) - 4} more)" if len(others) > 4 else "")
+            + f"; fleet stops only {unit}'s own processes: stop that one, or give the playbook other GPUs "
+              "(serve.env CUDA_VISIBLE_DEVICES)")
 
 
 def patch_problem(conn: Connection, host: Host, name: str) -> tuple[str | None, list[str]]:
@@ -128,7 +157,10 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     for warning in known_bad(facts):
         say(f"warning: {warning}")
     known = known_flags(conn, host, venv)
-    problem = model_problem(conn, host, book.model.path) or port_problem(conn, host, book.serve.port, unit)
+    problem = (model_problem(conn, host, book.model.path) or port_problem(conn, host, book.serve.port, unit)
+               or gpu_problem(conn, host, unit, facts,
+                           {**{k: v for k, v in book.serve.env.items() if isinstance(v, str)},
+                            **host_env(host.vars)}))
     if problem:
         return [], [Attempt("-", Outcome.PREFLIGHT, problem, 0)]
     gpus = len(facts.gpus) * (book.nodes.count if book.nodes else 1)

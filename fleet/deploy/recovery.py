@@ -20,7 +20,7 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import RELEASES, Release, ReleaseStore, now
+from fleet.host.releases import RELEASES, ROLLBACK_MARK, Release, ReleaseStore, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -35,6 +35,7 @@ class Interrupted:
     release: Release
     last_step: str  # the last step its journal recorded
     last_event: dict[str, Any]
+    torn: int = 0  # lines of its events.jsonl skipped as torn (a writer killed mid-append, a full disk)
 
     @property
     def touched_host(self) -> bool:
@@ -44,7 +45,8 @@ class Interrupted:
     def describe(self) -> str:
         rung = self.last_event.get("rung")
         return (f"release {self.release.id} ({self.release.playbook}) was interrupted after step "
-                f"{self.last_step}" + (f" of rung {rung}" if rung else ""))
+                f"{self.last_step}" + (f" of rung {rung}" if rung else "")
+                + (f" ({self.torn} torn line(s) of its events.jsonl skipped)" if self.torn else ""))
 
 
 def find(conn: Connection, host: Host) -> list[Interrupted]:
@@ -55,10 +57,44 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
         release = store.load(path.split("/")[-2])
         if release is None or release.status != ReleaseStatus.IN_PROGRESS:
             continue
-        events = store.events(release.id)
+        events, torn = store.events_read(release.id)
         last = events[-1] if events else {}
-        found.append(Interrupted(release, str(last.get("step", "none")), last))
+        found.append(Interrupted(release, str(last.get("step", "none")), last, torn))
     return found
+
+
+def finish_commits(conn: Connection, host: Host) -> list[str]:
+    """Releases that served and were saved ok, but whose run died before `current` moved to them: the host runs
+    their files, so they are made current (the release asked for), newest last. One line per release."""
+    out = sh(conn, host, f"grep -l '\"committing\": true' {RELEASES}/*/manifest.json 2>/dev/null || true")
+    store, notes = ReleaseStore(conn, host), []
+    for path in sorted(out.split()):
+        release = store.load(path.split("/")[-2])
+        if release is None or not release.committing or release.status != ReleaseStatus.OK:
+            continue
+        release.committing = False
+        if not _runs_files_of(conn, host, release):  # e.g. a fall-back put the previous one back, then died
+            release.status = ReleaseStatus.INTERRUPTED
+            store.save(release)
+            notes.append(f"release {release.id} was being made current, but the host does not run its files: "
+                         "closed interrupted")
+            continue
+        if store.current_id() != release.id:
+            store.mark_current(release)
+        store.save(release)
+        notes.append(f"release {release.id} served but its run died before making it current: made current")
+    return notes
+
+
+def _runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
+    """The unit and env files installed are the release's own (sha256 as recorded)."""
+    files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
+    if not files:
+        return False
+    out = sh(conn, host, "sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
+    found = {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
+             if len(bits) == 2}
+    return all(found.get(p) == sha for p, sha in files.items())
 
 
 def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
@@ -73,7 +109,7 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
 def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
     repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
-    notes = list(repaired)
+    notes = list(repaired) + finish_commits(conn, host)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
     for it in found:
@@ -83,9 +119,12 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
         store.save(it.release)
         store.event(it.release, {"step": "interrupted", "after": it.last_step})
         notes.append(it.describe() + ": marked interrupted")
+    marked = _rollback_marked(conn, host)
+    if marked:
+        notes.append(f"a rollback was interrupted ({marked})")
     for note in notes:
         say(f"recovering: {note}")
-    if not repaired and not any(it.touched_host for it in found):
+    if not repaired and not marked and not any(it.touched_host for it in found):
         return notes
     current = store.current()
     if current is None:
@@ -110,8 +149,24 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
             raise FleetError(f"{host.name}: after an interrupted deploy, restoring release {current.id} failed: "
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
+    if marked:
+        sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
     say(f"recovering: {notes[-1]}")
     return notes
+
+
+def _rollback_marked(conn: Connection, host: Host) -> str | None:
+    """What a dead rollback's mark says (to, from), or None when there is none."""
+    out = sh(conn, host, f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
+    if not out:
+        return None
+    try:
+        mark = json.loads(out)
+    except ValueError:
+        return "its mark is unreadable"
+    if not isinstance(mark, dict):
+        return "its mark is unreadable"
+    return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
 def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:

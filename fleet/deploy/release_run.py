@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.errors import FleetError
 from fleet.host.releases import Release, ReleaseStore, now
 from fleet.outcomes import ReleaseStatus
 
@@ -27,14 +28,21 @@ class ReleaseRun:
         self.release.attempts.append(attempt)
         self.store.save(self.release)
 
-    def succeed(self, rung: str, config: dict[str, Any], keep: int, **current: Any) -> None:
-        """It served: ok, made current (a symlink swapped atomically), the oldest beyond `keep` pruned."""
+    def succeed(self, rung: str, config: dict[str, Any], keep: int, **current: Any) -> str | None:
+        """It served: ok, made current (a symlink swapped atomically), the oldest beyond `keep` pruned. Once
+        current, the release stands: a failure to prune or log after that is returned as a note, not raised."""
         r = self.release
-        r.status, r.rung, r.config, r.finished = ReleaseStatus.OK, rung, config, now()
-        self.store.save(r)
+        r.status, r.rung, r.config, r.finished, r.committing = ReleaseStatus.OK, rung, config, now(), True
+        self.store.save(r)  # ok and "committing": a run that dies before `current` moves is finished by recovery
         self.store.mark_current(r)
-        self.store.prune(keep)
-        self.store.event(r, {"step": "current", **current})
+        try:
+            r.committing = False
+            self.store.save(r)
+            self.store.prune(keep)
+            self.store.event(r, {"step": "current", **current})
+        except FleetError as exc:
+            return f"release {r.id} is current; pruning or logging after it failed: {exc}"
+        return None
 
     def fail(self) -> None:
         self.release.status, self.release.finished = ReleaseStatus.FAILED, now()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +34,7 @@ from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
 from fleet.progress import Progress
+from fleet.ssh.remote import ConnectionLost
 
 
 class Rendered(Protocol):
@@ -74,10 +76,10 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         if planned.key is not None and planned.key_path:
             BeforeFleet(conn, host).note(planned.key_path, read_file(conn, host, planned.key_path))
             write_atomic(conn, host, planned.key_path, planned.key.encode(), 0o600)
+        daemon_reload(conn, host)
+        store.save(release)
     except ServiceError as exc:
         raise InstallError(str(exc)) from None
-    daemon_reload(conn, host)
-    store.save(release)
 
 
 def key_installed(conn: Connection, host: Host, planned: Rendered) -> bool:
@@ -184,7 +186,12 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     copies = verified_copies(store, release)
     if isinstance(copies, str):
         return refused(copies)
-    stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    try:
+        stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+    except ConnectionLost:
+        raise
+    except ServiceError as exc:  # e.g. nvidia-smi failing once: the files still go back, the start then tells
+        say(f"stopping before putting back release {release.id}: {exc}; going on")
     for path, data in copies.items():
         want = release.files[path]["sha256"]
         if sha256(read_file(conn, host, path) or b"") == want:
@@ -198,21 +205,47 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
 
 def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
               book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict[str, Any], str]:
-    """Nothing served: close the release as failed and go back to the previous known-good one, or leave the
-    unit stopped when there is none. Returns (status, release the host is on, its config, error)."""
-    release.status, release.finished = ReleaseStatus.FAILED, now()
-    store.save(release)
-    stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    """Nothing served (or a step failed after the stop): go back to the previous known-good release, or leave
+    the unit stopped when there is none, then close the release as failed. The release stays in progress until
+    then, so a link lost in here leaves the next run's recovery to finish the job. Any other failure on the way
+    is reported, never raised. Returns (status, release the host is on, its config, error)."""
     if previous is None:
+        problem = _attempted(lambda: stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say))
+        _close_failed(store, release, say)
         return (DeployStatus.FAILED, release.id, {},
-                f"{host.name}: {why} and there is no earlier release; the unit is stopped")
+                f"{host.name}: {why} and there is no earlier release; the unit is stopped"
+                + (f" (stopping it failed too: {problem})" if problem else ""))
     say(f"{why}: rolling back to {previous.id}")
-    rolled = restore(conn, host, store, previous, book, say)
+    try:
+        rolled = restore(conn, host, store, previous, book, say)
+    except ConnectionLost:
+        raise
+    except Exception as exc:  # e.g. a full disk, a command that failed: said, and the release closed
+        rolled = Attempt(previous.rung or "-", Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {exc}", 0)
+    _close_failed(store, release, say)
     if rolled.outcome == Outcome.READY:
         return (DeployStatus.ROLLED_BACK, previous.id, previous.config,
                 f"{host.name}: {why}; back on release {previous.id}")
     return (DeployStatus.FAILED, previous.id, previous.config,
             f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
+
+
+def _attempted(step: Callable[[], object]) -> str | None:
+    """Run a step whose failure must not stop what follows: its error, or None. A lost link still raises."""
+    try:
+        step()
+    except ConnectionLost:
+        raise
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
+    release.status, release.finished, release.committing = ReleaseStatus.FAILED, now(), False
+    problem = _attempted(lambda: store.save(release))
+    if problem:  # e.g. a full /var/lib/fleet: the next run's recovery marks it interrupted instead
+        say(f"could not close release {release.id} as failed: {problem}")
 
 
 def record_patch_release(conn: Connection, host: Host, action: str, sets: list[str]) -> str | None:

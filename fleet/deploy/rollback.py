@@ -3,7 +3,10 @@ current once it serves; the releases a host keeps."""
 
 from __future__ import annotations
 
+import json
 import shlex
+
+from fabric import Connection
 
 from fleet import playbook
 from fleet.deploy import recovery, restore
@@ -11,7 +14,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host.releases import BeforeFleet, Release, ReleaseStore, node_of
+from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, Release, ReleaseStore, node_of, now
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 from fleet.inventory import Host
@@ -19,6 +22,7 @@ from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import ConnectionLost
 
 
 def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
@@ -68,14 +72,26 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                 raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
                                  f"roll back with --playbook {back.playbook}, or leave --playbook out")
             progress(f"rolling back to {back.id} ({back.rung})")
-            attempt = restore.restore(conn, host, store, back, book, progress)
+            before = store.current()
+            # Marked first: a run that dies from here on leaves the next run's recovery to put `current` back.
+            write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": back.id, "from": before.id if before else None,
+                                                                "at": now()}).encode(), 0o600)
+            attempt = _restore(conn, host, store, back, book, progress)
             result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
                                   attempts=[attempt], recovered=recovered)
             if attempt.outcome == Outcome.READY:
                 store.mark_current(back)
                 result.status = DeployStatus.OK
             else:
-                result.error = f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome}"
+                result.error = (f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
+                                f"{attempt.evidence}")
+                if before is not None and before.id != back.id:
+                    progress(f"rollback failed: putting back release {before.id}")
+                    again = _restore(conn, host, store, before, book, progress)
+                    result.release, result.config = before.id, before.config
+                    result.error += (f"; back on release {before.id}" if again.outcome == Outcome.READY else
+                                     f"; putting back release {before.id} failed too: {again.outcome} {again.evidence}")
+            sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
             return result
     finally:
         conn.close()
@@ -88,6 +104,16 @@ def refuse_node(host: Host, release: Release | None, book: Playbook | None) -> N
     if where and (book is None or book.nodes is None):
         raise FleetError(f"{host.name} is {where}: its nodes are rolled back together (inv rollback --playbook "
                          "with that playbook and every node's --host); nothing was changed")
+def _restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
+             progress: Progress) -> Attempt:
+    """restore.restore, a failure on the way (a full disk, a command that failed) as a failed attempt; a lost
+    link still raises (the mark makes the next run's recovery finish)."""
+    try:
+        return restore.restore(conn, host, store, release, book, progress)
+    except ConnectionLost:
+        raise
+    except Exception as exc:
+        return Attempt(release.rung or "-", Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {exc}", 0)
 
 
 BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`

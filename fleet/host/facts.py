@@ -10,6 +10,9 @@ import re
 
 from pydantic import BaseModel, Field
 
+from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu
+from fleet.host.p2pcheck import P2PCheck
+
 
 class Gpu(BaseModel):
     index: int | None = None
@@ -26,6 +29,7 @@ class Gpu(BaseModel):
     pcie_gen_max: int | None = None
     pcie_width: int | None = None
     pcie_width_max: int | None = None
+    health: GpuHealth | None = None  # None: the driver answered no health query
 
 
 class Topology(BaseModel):
@@ -103,6 +107,9 @@ class HostFacts(BaseModel):
     flashinfer_cache: FlashinferCache = Field(default_factory=FlashinferCache)
     disk: dict[str, DiskFree] = Field(default_factory=dict)
     unit: UnitState | None = None
+    lost_gpus: list[LostGpu] = Field(default_factory=list)  # GPUs nvidia-smi could not open
+    kernel_log: KernelLog | None = None  # Xid events since boot (None: the probe did not read it)
+    p2p_check: P2PCheck | None = None  # the data check of `inv probe --p2p-check` (None: not asked)
     warnings: list[str] = Field(default_factory=list)
     connection: list[str] = Field(default_factory=list)  # how fleet reached it (fleet.ssh.connect.trace_of)
     probed_at: str | None = None  # ISO time, set by whoever runs the probe (parse is pure)

@@ -28,7 +28,7 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet.errors import FleetError
+from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
 from fleet.ssh import remote
 
@@ -111,26 +111,47 @@ def owner_from(text: str) -> dict[str, Any] | None:
 
 
 def dead_owner(owner: dict[str, Any] | None) -> str | None:
-    """Why the lock's owner is provably gone, or None when it may still run (another machine, or alive)."""
+    """Why the lock's owner is provably gone, or None when it may still run. Only positive evidence counts:
+    the owner ran on this very machine (its machine id recorded and equal to ours: a host name alone is shared
+    by clones and containers) and either the machine has rebooted since (another boot id), or, in this boot, its
+    pid is gone or now belongs to a process that started at another time."""
     if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
         return None
     machine_id = _read_id("/etc/machine-id")
-    if owner.get("machine_id") and machine_id and owner["machine_id"] != machine_id:
-        return None  # another machine that has the same host name
+    if not owner.get("machine_id") or not machine_id or owner["machine_id"] != machine_id:
+        return None  # another machine, maybe one with the same host name: its runs are not ours to judge
     boot_id = _read_id("/proc/sys/kernel/random/boot_id")
     if owner.get("boot_id") and boot_id and owner["boot_id"] != boot_id:
         return f"{owner['machine']} has rebooted since it took the lock"
+    if not owner.get("boot_id") or not boot_id:
+        return None  # no boot id on one side: a pid cannot be judged across a reboot we cannot see
     pid = owner["pid"]
+    if pid <= 0:
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return f"pid {pid} is no longer running on {owner['machine']}"
     except PermissionError:
         pass
-    started = owner.get("pid_start")
-    if isinstance(started, int) and _started(pid) not in (None, started):
+    started, now_started = owner.get("pid_start"), _started(pid)
+    if isinstance(started, int) and now_started is not None and now_started != started:
         return f"pid {pid} on {owner['machine']} is now another process"
     return None
+
+
+TOKEN = re.compile(r"[A-Za-z0-9_-]{1,128}")  # fleet's own are 32 hex digits (uuid4)
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` cannot be a lock's token: None when it can. Compared whole, never as a pattern."""
+    return None if TOKEN.fullmatch(token) else (f"--token {token!r} is not a lock token (letters, digits, - and _, "
+                                                "as the lock error shows it)")
+
+
+def _token_test(token: str, path: str) -> str:
+    """A shell test true when the owner file at `path` carries exactly this token (json.dumps' spelling)."""
+    return f"grep -qF -- {shlex.quote(json.dumps({'token': token})[1:-1])} {path} 2>/dev/null"
 
 
 def describe(owner: dict[str, Any] | None, now: float | None = None) -> str:
@@ -199,7 +220,9 @@ def read_owner(conn: Connection, host: Host) -> dict[str, Any] | None:
 
 def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:
     o = shlex.quote(f"{LOCK_DIR}/owner.json")
-    cmd = (f"if grep -q {shlex.quote(token)} {o} 2>/dev/null; then rm -rf {shlex.quote(LOCK_DIR)} && echo RELEASED; "
+    if token_problem(token):
+        return False
+    cmd = (f"if {_token_test(token, o)}; then rm -rf {shlex.quote(LOCK_DIR)} && echo RELEASED; "
            f"else echo NOTOURS; fi")
     res = remote.run(conn, host, cmd, timeout=30)
     return res.ok and res.stdout.strip() == "RELEASED"
@@ -212,12 +235,14 @@ def _take_over(conn: Connection, host: Host, token: str) -> bool:
     lock at once, one rename succeeds and the others fail, also after the winner has taken a new lock (the
     moved-aside folder still holds the target name). A rename that caught a lock that is not the dead one
     (taken in between) puts it back. Folders moved aside more than an hour ago are removed."""
+    if token_problem(token):
+        return False
     d = shlex.quote(LOCK_DIR)
     aside = shlex.quote(f"{LOCK_DIR}.dead-{token}")
     parent, base = shlex.quote(os.path.dirname(LOCK_DIR)), shlex.quote(os.path.basename(LOCK_DIR) + ".dead-*")
     cmd = (f"find {parent} -maxdepth 1 -name {base} -mmin +60 -exec rm -rf {{}} + 2>/dev/null; "
            f"mv -T {d} {aside} 2>/dev/null || {{ echo LOST; exit 0; }}; "
-           f"if grep -qF {shlex.quote(token)} {aside}/owner.json 2>/dev/null; then echo TAKEN; "
+           f"if {_token_test(token, aside + '/owner.json')}; then echo TAKEN; "
            f"else mv -T {aside} {d} 2>/dev/null; echo NOTDEAD; fi")
     res = remote.run(conn, host, cmd, timeout=30)
     return res.ok and res.stdout.strip() == "TAKEN"
@@ -231,7 +256,10 @@ def release(conn: Connection, host: Host, lock: Lock) -> None:
 
 
 def break_lock(conn: Connection, host: Host, token: str) -> None:
-    """Remove a (stale) lock whose token the operator has read from the error: never someone else's new one."""
+    """Remove a (stale) lock whose token the operator has read from the error: never someone else's new one.
+    The token must be a whole token and equal to the owner's (no part of it, no pattern)."""
+    if (why := token_problem(token)):
+        raise InputError(f"{host.name}: {why}; nothing was changed")
     if not _remove_if_token(conn, host, token):
         raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
                             f"now {describe(read_owner(conn, host))}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fleet.host import facts as F
 from fleet.host import programs as hostside
 from fleet.host.facts import Gpu, HostFacts, OsInfo
+from fleet.host.gpuhealth import health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import (
     SmiVersion,
     gpu_from_row,
@@ -107,6 +108,7 @@ def parse(output: str, host: str, address: str) -> HostFacts:
     if DONE not in output:
         f.warn("probe output ended early: facts after the last complete section are missing")
     _gpus(f, by_name.get("query-gpu", []))
+    _health(f, by_name)
     smi_missing = any(s.rc == 127 for s in by_name.get("query-gpu", []))
     if not smi_missing:  # one "not found" warning is enough: the other nvidia-smi calls failed alike
         _topology(f, by_name)
@@ -128,7 +130,8 @@ def _gpus(f: HostFacts, attempts: list[Section]) -> None:
     if last.rc == 127:
         f.warn("nvidia-smi not found: no GPU facts")
         return
-    if (problem := _failure("nvidia-smi --query-gpu", last)) and last.rc != 0:
+    # 15: a GPU is lost (fallen off the bus); the others' rows still come
+    if (problem := _failure("nvidia-smi --query-gpu", last)) and last.rc not in (0, 15):
         f.warn(problem)
         return
     q = parse_query_gpu(last.text, [x for x in QUERY_FIELDS if x not in rejected])
@@ -147,6 +150,31 @@ def _gpus(f: HostFacts, attempts: list[Section]) -> None:
     for name, idx in missing.items():
         f.warn(f"nvidia-smi reports no {name} for GPU {','.join(idx)}")
     _cc_fallback(f, [g for g in f.gpus if g.compute_cap is None])
+
+
+def _health(f: HostFacts, by_name: dict[str, list[Section]]) -> None:
+    """Health fields onto the GPUs (by index, else bus id), GPUs nvidia-smi could not open, Xid events."""
+    smi = [s for key in ("query-gpu", "health-gpu") for s in by_name.get(key, [])]
+    f.lost_gpus = lost_gpus("\n".join(s.text for s in smi))
+    for lost in f.lost_gpus:
+        f.warn(f"GPU {lost.pci_bus_id}: nvidia-smi cannot open it ({lost.reason})")
+    if attempts := by_name.get("health-gpu"):
+        last = attempts[-1]
+        if last.rc not in (0, 15, 127) and (problem := _failure("nvidia-smi health query", last)):
+            f.warn(problem)
+        rows = parse_query_gpu(last.text).rows
+        by_index = {r.get("index"): r for r in rows}
+        by_bus = {pci_key(r.get("pci.bus_id")): r for r in rows}
+        for gpu in f.gpus:
+            row = by_index.get(str(gpu.index)) or by_bus.get(pci_key(gpu.pci_bus_id))
+            gpu.health = health_from_row(row) if row else None
+    if xid := by_name.get("xid"):
+        f.kernel_log = parse_kernel_log(xid[-1].text)
+        gpu_of = {pci_key(g.pci_bus_id): g.index for g in f.gpus}
+        for event in f.kernel_log.events:
+            event.gpu_index = gpu_of.get(event.pci)
+        if f.kernel_log.problem:
+            f.warn(f.kernel_log.problem)
 
 
 def _cc_fallback(f: HostFacts, gpus: list[Gpu]) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet import parallel
-from fleet.host import probe
+from fleet import parallel, site
+from fleet.host import p2pcheck, probe
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, open_connection, trace_of
@@ -21,14 +21,17 @@ PROBE_TIMEOUT_S = 60.0
 
 
 def facts_dir() -> Path:
-    return Path(os.environ.get("FLEET_STATE_DIR", ".fleet")) / "facts"
+    return site.find().state / "facts"
 
 
-def probe_host(host: Host, opts: ConnectOptions) -> HostFacts:
+def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> HostFacts:
     conn = open_connection(host, opts)
     try:
         facts = probe_on(conn, host)
         facts.connection = trace_of(conn)
+        if p2p_check:  # opt-in, a second round trip: it moves data through every pair of GPUs
+            res = run(conn, host, p2pcheck.command(host.venv), timeout=p2pcheck.LIMIT_S + 15)
+            facts.p2p_check = p2pcheck.parse(res.stdout, res.exited)
         return facts
     finally:
         conn.close()
@@ -44,9 +47,10 @@ def probe_on(conn: Connection, host: Host) -> HostFacts:
     return facts
 
 
-def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True) -> list[HostFacts]:
+def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
+                p2p_check: bool = False) -> list[HostFacts]:
     """Facts for every host, in order; an unreachable host is a row with its error, never an exception."""
-    outcomes = parallel.run_all(hosts, lambda h: probe_host(h, opts))
+    outcomes = parallel.run_all(hosts, lambda h: probe_host(h, opts, p2p_check))
     now = datetime.now(UTC).isoformat(timespec="seconds")
     results = []
     for o in outcomes:

@@ -6,6 +6,7 @@
     /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
     /var/lib/fleet/before-fleet/                 the unit and env file as fleet found them at its first write
                                                  (or that there were none): `inv rollback --to before-fleet`
+    /var/lib/fleet/rollback.json                 while `inv rollback` changes the host (its target, from where)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
 BEFORE_FLEET = f"{ROOT}/before-fleet"
+ROLLBACK_MARK = f"{ROOT}/rollback.json"  # a rollback under way (fleet.deploy.recovery finishes a dead one)
 MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
 
 
@@ -115,6 +117,7 @@ class Release:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     finished: str | None = None
     bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
+    committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
 
     @property
     def dir(self) -> str:
@@ -144,6 +147,21 @@ def node_of(release: Release | None) -> str | None:
     book = release.playbook if isinstance(release.playbook, str) and _NAME.fullmatch(release.playbook) else "?"
     where = f"node {rank if type(rank) is int else '?'} of {count} of the multi-node deployment of {book}"
     return where + (f" ({', '.join(names)})" if names else "")
+def parse_events(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """events.jsonl -> (its events, how many lines were skipped as torn or not an event). Pure."""
+    events, torn = [], 0
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if isinstance(event, dict):
+            events.append(event)
+        else:
+            torn += 1
+    return events, torn
 
 
 class ReleaseStore:
@@ -172,9 +190,12 @@ class ReleaseStore:
         return read_file(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}")
 
     def event(self, release: Release, event: dict[str, Any]) -> None:
+        """Append one whole line: after a torn tail (a writer killed mid-append, a full disk) a new line starts
+        first, so one torn line never swallows the next."""
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
-        sh(self.conn, self.host,
-           f"printf %s {shlex.quote(line)} >> {shlex.quote(self.dir(release))}/events.jsonl")
+        f = shlex.quote(f"{self.dir(release)}/events.jsonl")
+        sh(self.conn, self.host, f"if [ -s {f} ] && [ -n \"$(tail -c 1 {f})\" ]; then printf '\\n' >> {f}; fi; "
+                                 f"printf %s {shlex.quote(line)} >> {f}")
         faulthook.reached(str(event.get("step")))
 
     def _id(self, rid: object, what: str) -> str:
@@ -184,9 +205,13 @@ class ReleaseStore:
             raise ReleaseDamaged(f"{self.host.name}: {what}: {exc}") from None
 
     def events(self, release_id: str) -> list[dict[str, Any]]:
+        """The release's events, torn or garbled lines skipped (events_read says how many)."""
+        return self.events_read(release_id)[0]
+
+    def events_read(self, release_id: str) -> tuple[list[dict[str, Any]], int]:
         rid = self._id(release_id, "release")
         data = read_file(self.conn, self.host, f"{self.releases}/{rid}/events.jsonl") or b""
-        return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        return parse_events(data)
 
     def load(self, release_id: str) -> Release | None:
         """The release's manifest; ReleaseDamaged when it is not one fleet wrote (see _manifest)."""
@@ -213,8 +238,17 @@ class ReleaseStore:
         return self._id(posixpath.basename(out), where)
 
     def current(self) -> Release | None:
+        """The current release; an error (nothing changed) when `current` points to no readable manifest, since
+        then no run could put it back after a failure."""
         rid = self.current_id()
-        return self.load(rid) if rid else None
+        if not rid:
+            return None
+        release = self.load(rid)
+        if release is None:
+            raise FleetError(f"{self.host.name}: {self.current_link} points to release {rid}, whose manifest is "
+                             "missing or unreadable; restore it or point `current` at a release that served "
+                             "(`inv history`); nothing was changed")
+        return release
 
     def mark_current(self, release: Release) -> None:
         """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""
@@ -248,14 +282,28 @@ class ReleaseStore:
         return earlier[-1] if earlier else None
 
     def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
-        """Drop the oldest releases beyond `keep`, never the current one or one in progress."""
-        releases = self.list()
-        current = self.current_id()
-        removable = [r for r in releases if r.id != current and r.status != ReleaseStatus.IN_PROGRESS]
-        doomed = removable[: max(0, len(releases) - keep)]
-        for r in doomed:
-            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(self.dir(r))}")
-        return [r.id for r in doomed]
+        """Drop what prune_plan dooms; returns the ids dropped."""
+        doomed = prune_plan(self.list(), self.current_id(), keep)
+        for rid in doomed:
+            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
+        return doomed
+
+
+UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`
+
+
+def prune_plan(releases: list[Release], current: str | None, keep: int,
+               unserved: int = UNSERVED_KEPT) -> list[str]:
+    """The releases to drop, oldest first (pure). `keep` counts releases that served (the current one among them);
+    failed and interrupted ones have their own cap, `unserved`. Never dropped: the current release, one in
+    progress, and the newest that served before the current one (where `inv rollback` goes)."""
+    ordered = sorted(releases, key=lambda r: r.id)
+    served = [r for r in ordered if r.status == ReleaseStatus.OK]
+    unserved_ones = [r for r in ordered if r.status in (ReleaseStatus.FAILED, ReleaseStatus.INTERRUPTED)]
+    earlier = [r for r in served if r.id != current and (current is None or r.id < current)]
+    spared = {current, earlier[-1].id if earlier else None}
+    doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
+    return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]
 
 
 class BeforeFleet:
@@ -278,7 +326,10 @@ class BeforeFleet:
         files = self.manifest()
         if path in files or (old is not None and old.startswith(MANAGED_MARK)):
             return
-        mode = (self.conn.sftp().stat(path).st_mode or 0o600) & 0o7777 if old is not None else 0
+        mode = 0
+        if old is not None:  # its mode, read as root on a become host (as the file was)
+            out = sh(self.conn, self.host, f"stat -c %a -- {shlex.quote(path)}").strip()
+            mode = int(out, 8) & 0o7777 if out and all(c in "01234567" for c in out) else 0o600
         sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
         if old is None:
             files[path] = {"absent": True}

@@ -80,6 +80,22 @@ class GpuApp:
     pid: int
     name: str
     used_mib: int | None
+    bus_id: str | None = None  # the GPU it holds, as nvidia-smi names it (00000000:01:00.0)
+    user: str | None = None  # None: not visible from here (another PID namespace, or gone)
+    command: str | None = None
+    cgroups: tuple[str, ...] = ()  # /proc/PID/cgroup's paths
+
+    def of_unit(self, unit: str) -> bool:
+        """Whether the process runs in the systemd unit's own cgroup (what `systemctl stop` stops)."""
+        return any(_in_unit(path, unit) for path in self.cgroups)
+
+    def describe(self) -> str:
+        return (f"pid {self.pid} ({(self.command or self.name)[:120]}) of user {self.user or '?'}"
+                + (f", {self.used_mib} MiB" if self.used_mib is not None else ""))
+
+
+def _in_unit(path: str, unit: str) -> bool:
+    return f"{unit}.service" in path.split("/")
 
 
 def parse_compute_apps(text: str) -> list[GpuApp]:
@@ -95,6 +111,41 @@ def parse_compute_apps(text: str) -> list[GpuApp]:
     return apps
 
 
+_APPS = "nvidia-smi --query-compute-apps=pid,gpu_bus_id,used_gpu_memory,process_name --format=csv,noheader,nounits"
+# Each holder's user, cgroups and command line, from /proc (nothing when the pid is not visible here).
+HOLDERS = (f"apps=$({_APPS}) || {{ echo \"nvidia-smi failed (exit $?): $apps\" | head -c 300 >&2; exit 3; }}; "
+           "printf '%s\\n' \"$apps\"; echo @@; "
+           "for p in $(printf '%s\\n' \"$apps\" | cut -d, -f1); do case $p in ''|*[!0-9]*) continue;; esac; "
+           "[ -r /proc/$p/cgroup ] || continue; "
+           "printf 'P %s\\t%s\\t%s\\t%s\\n' \"$p\" \"$(stat -c %U /proc/$p 2>/dev/null)\" "
+           "\"$(cut -d: -f3- /proc/$p/cgroup 2>/dev/null | tr '\\n\\t' '  ')\" "
+           "\"$(tr '\\0\\t\\n' '   ' < /proc/$p/cmdline 2>/dev/null | head -c 300)\"; done")
+
+
+def parse_holders(text: str) -> list[GpuApp]:
+    """HOLDERS' output -> every process holding a GPU, with its user, cgroups and command where visible. Pure."""
+    apps_text, _, procs = text.partition("@@\n")
+    seen: dict[int, tuple[str, tuple[str, ...], str]] = {}
+    for line in procs.splitlines():
+        bits = line[2:].split("\t") if line.startswith("P ") else []
+        if len(bits) == 4 and bits[0].isdigit():
+            seen[int(bits[0])] = (bits[1].strip(), tuple(bits[2].split()), bits[3].strip())
+    apps = []
+    for line in apps_text.splitlines():
+        parts = [p.strip() for p in line.split(",", 3)]
+        if len(parts) < 4 or not parts[0].isdigit():
+            continue
+        pid = int(parts[0])
+        user, cgroups, command = seen.get(pid, ("", (), ""))
+        apps.append(GpuApp(pid=pid, name=parts[3], used_mib=int(parts[2]) if parts[2].isdigit() else None,
+                           bus_id=parts[1] or None, user=user or None, command=command or None, cgroups=cgroups))
+    return apps
+
+
+def gpu_holders(conn: Connection, host: Host) -> list[GpuApp]:
+    return parse_holders(sh(conn, host, HOLDERS))
+
+
 def gpu_apps(conn: Connection, host: Host) -> list[GpuApp]:
     out = sh(conn, host, "nvidia-smi --query-compute-apps=pid,process_name,used_gpu_memory "
                          "--format=csv,noheader,nounits")
@@ -103,22 +154,47 @@ def gpu_apps(conn: Connection, host: Host) -> list[GpuApp]:
 
 def stop_and_empty_gpus(conn: Connection, host: Host, unit: str, budget: float,
                         log: Callable[[str], None]) -> list[GpuApp]:
-    """Stop the unit, wait for the GPUs to empty; kill (TERM, then KILL) what is left. Returns what was killed."""
+    """Stop the unit, wait for its processes to leave the GPUs; kill (TERM, then KILL) those of its cgroup still
+    there. Only the unit's own: any other process on a GPU (another team's job, a second server) is left alone
+    (preflight refuses to start next to one on a GPU the playbook uses). Returns what was killed."""
     sh(conn, host, f"systemctl stop {shlex.quote(unit)} || true", timeout=budget + 30)
     deadline = time.monotonic() + budget
     killed: list[GpuApp] = []
     signal = "TERM"
-    while apps := gpu_apps(conn, host):
+    told = False
+    while True:
+        holders = gpu_holders(conn, host)
+        ours = [a for a in holders if a.of_unit(unit)]
+        others = [a for a in holders if not a.of_unit(unit)]
+        if others and not told:
+            told = True
+            log("GPU also held by processes that are not the unit's, left alone: "
+                + "; ".join(a.describe() for a in others))
+        if not ours:
+            return killed
         if time.monotonic() > deadline:
-            raise ServiceError(f"{host.name}: GPUs still busy after {budget:.0f}s: "
-                               + ", ".join(f"{a.pid} {a.name}" for a in apps))
-        log(f"GPU still held by {len(apps)} process(es) the unit left behind: "
-            + ", ".join(f"{a.pid} ({a.name}, {a.used_mib} MiB)" for a in apps) + f"; sending SIG{signal}")
-        killed += [a for a in apps if a.pid not in {k.pid for k in killed}]
-        sh(conn, host, "kill -" + signal + " " + " ".join(str(a.pid) for a in apps) + " 2>/dev/null; true")
+            raise ServiceError(f"{host.name}: GPUs still held by {unit}'s processes after {budget:.0f}s: "
+                               + ", ".join(f"{a.pid} {a.name}" for a in ours))
+        log(f"GPU still held by {len(ours)} process(es) the unit left behind: "
+            + ", ".join(f"{a.pid} ({a.name}, {a.used_mib} MiB)" for a in ours) + f"; sending SIG{signal}")
+        killed += [a for a in ours if a.pid not in {k.pid for k in killed}]
+        pattern = shlex.quote("/" + f"{unit}.service".replace(".", "\\.") + "(/|$)")
+        # checked again at the kill: a pid reused since the listing is not killed
+        sh(conn, host, f"for p in {' '.join(str(a.pid) for a in ours)}; do grep -qE {pattern} /proc/$p/cgroup "
+                       f"2>/dev/null && kill -{signal} $p 2>/dev/null; done; true")
         signal = "KILL"
         time.sleep(0.5)
-    return killed
+
+
+def foreign_holders(holders: list[GpuApp], unit: str, bus_ids: set[str] | None) -> list[GpuApp]:
+    """Processes not of the unit holding a GPU among `bus_ids` (None: any GPU). Pure."""
+    wanted = None if bus_ids is None else {_bus(b) for b in bus_ids}
+    return [a for a in holders if not a.of_unit(unit) and (wanted is None or not a.bus_id or _bus(a.bus_id) in wanted)]
+
+
+def _bus(bus_id: str) -> str:
+    """00000000:01:00.0 and 0000:01:00.0 are the same GPU: compare bus:device.function, lower case."""
+    return bus_id.lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
 
 
 def daemon_reload(conn: Connection, host: Host) -> None:

@@ -1,7 +1,9 @@
 """Classifying log text: lines to events (one event per traceback or multi-line message), events to a verdict.
 
-Everything here is pure: text in, data out. The live watcher (fleet/logs/watch.py) feeds the same
-LineClassifier one line at a time, so a file and a live journal classify identically.
+Everything here is pure: text in, data out. Given a SiteClassifier (the release's site index), a line only a
+catch-all rule matches is classified by the site that printed it, and every event says where it comes from.
+The live watcher (fleet/logs/watch.py) feeds the same LineClassifier one line at a time, so a file and a live
+journal classify identically.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.logs.bysite import SiteClassifier
 from fleet.logs.normalise import Line, normalise
 from fleet.logs.rules import LogClass, Rule, RuleSet, Severity, default_rules
+from fleet.upstream.siteindex import IndexedSite
 
 NONE = "NONE"  # the verdict when no line says anything
 
@@ -37,10 +41,19 @@ class Event:
     explanation: str
     remedies: tuple[str, ...]
     remedy: str | None = None  # the rule's next thing for a person to try
+    site: IndexedSite | None = None  # the raise / log site in the host's release that printed the line
+    consequence: bool = False  # the line follows another failure: an earlier specific fatal one decides
+
+    @property
+    def source(self) -> str | None:
+        """'sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)', when the site is known."""
+        return self.site.where() if self.site is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "class": str(self.log_class), "severity": str(self.severity),
-                "text": self.text}
+        return {"line": self.line, "first_line": self.first_line, "class": str(self.log_class),
+                "severity": str(self.severity), "text": self.text, "rule": self.rule,
+                "explanation": self.explanation, "remedy": self.remedy, "remedies": list(self.remedies),
+                "source": self.source, "site": self.site.to_json() if self.site is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +73,9 @@ class Verdict:
         return self.log_class == LogClass.READY
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.log_class, "events": [e.to_json() for e in self.events]}
+        return {"verdict": self.log_class, "fatal": self.fatal,
+                "decided_by": self.event.to_json() if self.event is not None else None,
+                "events": [e.to_json() for e in self.events]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +84,7 @@ class _Hit:
     line: int
     text: str
     in_frames: bool = False  # matched a traceback's source line: weaker evidence than its message
+    site: IndexedSite | None = None
 
 
 @dataclass(slots=True)
@@ -88,19 +104,30 @@ class LineMatch:
     rule: Rule  # the most specific rule: it names the class
     severity: Severity  # the rule's severity, or that of the wrapper reporting it (the autotuner)
     conclusive: bool  # a fatal cause, not a wrapper still waiting for one
+    site: IndexedSite | None = None  # when the class came from the site that printed the line
 
 
-def classify_line(text: str, rules: RuleSet | None = None) -> LineMatch | None:
+CATCH_ALL_PRIORITY = 14  # FATAL rules at or below it only say that something failed (a traceback, an exception)
+
+
+def classify_line(text: str, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> LineMatch | None:
     """The class and severity one line carries on its own, or None for a normal line."""
-    return _match(normalise(text).text, rules if rules is not None else default_rules())
+    return _match(normalise(text).text, rules if rules is not None else default_rules(), sites)
 
 
-def _match(text: str, rules: RuleSet) -> LineMatch | None:
+def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> LineMatch | None:
     found = rules.best(text)
     if found is None:
         return None
     best, wrapper = found
     severity = wrapper.severity if wrapper is not None else best.severity
+    if (sites is not None and best.log_class is LogClass.FATAL and best.priority <= CATCH_ALL_PRIORITY
+            and severity is Severity.FATAL):
+        # only a catch-all matched (an exception line): the site that raised it may name the class
+        by_site = sites.classify(text)
+        if by_site is not None:
+            rule = by_site[0]
+            return LineMatch(rule, rule.severity, rule.severity is Severity.FATAL, by_site[1])
     return LineMatch(best, severity, severity is Severity.FATAL and not best.wraps)
 
 
@@ -113,8 +140,9 @@ class LineClassifier:
     so a fatal-looking frame under an autotuner warning stays a warning.
     """
 
-    def __init__(self, rules: RuleSet | None = None) -> None:
+    def __init__(self, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> None:
         self._rules = rules if rules is not None else default_rules()
+        self._sites = sites
         self._lineno = 0
         self._group: _Group | None = None
 
@@ -125,7 +153,7 @@ class LineClassifier:
     def feed(self, raw: str) -> list[Event]:
         self._lineno += 1
         line = normalise(raw)
-        match = _match(line.text, self._rules)
+        match = _match(line.text, self._rules, self._sites)
         out: list[Event] = []
         group = self._group
         if group is not None:
@@ -138,7 +166,8 @@ class LineClassifier:
         elif match is None:
             pass
         elif match.severity is Severity.INFO:
-            out.append(self._event(_Hit(match.rule, self._lineno, line.text), self._lineno, match.severity))
+            out.append(self._event(_Hit(match.rule, self._lineno, line.text, site=match.site), self._lineno,
+                                   match.severity))
         else:  # fatal and warning lines may go on over the next lines
             self._open(_Group(self._lineno, match.severity, "message"), line, match, out)
         return out
@@ -170,7 +199,8 @@ class LineClassifier:
         elif group.state == "frames" and text and not text[0].isspace() and group.size > 1:
             group.state = "message"  # the exception line closes the frames
         if match is not None:
-            hit = _Hit(match.rule, self._lineno, text, in_frames=group.state == "frames" and group.size > 1)
+            hit = _Hit(match.rule, self._lineno, text, in_frames=group.state == "frames" and group.size > 1,
+                       site=match.site)
             if group.severity is Severity.FATAL and match.severity is not Severity.FATAL:
                 if not hit.in_frames:  # a frame's source line is code, not a message
                     out.append(self._event(hit, self._lineno, match.severity))
@@ -190,12 +220,15 @@ class LineClassifier:
             return []  # nothing, or nothing beyond the cause already reported
         return [self._event(group.best, group.first, group.severity)]
 
-    @staticmethod
-    def _event(hit: _Hit, first: int, severity: Severity) -> Event:
+    def _event(self, hit: _Hit, first: int, severity: Severity) -> Event:
         rule = hit.rule
+        site = hit.site
+        if site is None and self._sites is not None and not hit.in_frames:
+            site = self._sites.locate(hit.text)  # events are few: where each comes from is worth a lookup
         return Event(line=hit.line, first_line=first, log_class=rule.log_class, severity=severity,
                      text=hit.text.strip(), rule=rule.name, priority=rule.priority,
-                     explanation=rule.explanation, remedies=rule.remedies, remedy=rule.remedy)
+                     explanation=rule.explanation, remedies=rule.remedies, remedy=rule.remedy, site=site,
+                     consequence=rule.consequence)
 
 
 def _better(hit: _Hit, best: _Hit | None) -> bool:
@@ -206,11 +239,20 @@ def _better(hit: _Hit, best: _Hit | None) -> bool:
 
 
 def decide(events: Iterable[Event]) -> Verdict:
-    """The most specific fatal; else READY; else the most severe, most specific warning; else NONE."""
+    """The causal fatal; else READY; else the most severe, most specific warning; else NONE.
+
+    The causal fatal is the most specific one, unless that one is a consequence (an NCCL abort after a watchdog
+    timeout): then the most specific earlier fatal line with a class of its own explains the rest.
+    """
     events = tuple(events)
     fatal = [e for e in events if e.severity is Severity.FATAL]
     if fatal:
-        return Verdict(str(_most_specific(fatal).log_class), _most_specific(fatal), events)
+        pick = _most_specific(fatal)
+        if pick.consequence:
+            causes = [e for e in fatal
+                      if e.line < pick.line and not e.consequence and e.log_class is not LogClass.FATAL]
+            pick = _most_specific(causes) if causes else pick
+        return Verdict(str(pick.log_class), pick, events)
     ready = next((e for e in events if e.log_class is LogClass.READY), None)
     if ready is not None:
         return Verdict(str(LogClass.READY), ready, events)
@@ -226,9 +268,9 @@ def _most_specific(events: list[Event]) -> Event:
     return max(events, key=lambda e: e.priority)
 
 
-def classify_text(text: str, rules: RuleSet | None = None) -> Verdict:
-    """Classify a whole log."""
-    classifier = LineClassifier(rules)
+def classify_text(text: str, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> Verdict:
+    """Classify a whole log (with `sites`: by the host's release's sites where no precise rule applies)."""
+    classifier = LineClassifier(rules, sites)
     events: list[Event] = []
     lines = text.split("\n")  # not splitlines(): only newlines end a line, as in the journal stream
     if lines and lines[-1] == "":

@@ -3,7 +3,8 @@
 The population: every raise / assert / logger.error site (fleet.upstream.sourcetext.sites) in the startup-path modules
 of a release (playbooks/upstream/startup-modules.yaml lists them per release, from the globs below). Each
 site is turned into the line a log would show (`RuntimeError: ...`, placeholders given a sample) and
-classified; "specific" means a rule other than the catch-alls that only say "an exception happened".
+classified, with the release's own sites behind the rules (fleet/logs/bysite.py) unless told otherwise; "specific"
+means a rule other than the catch-alls that only say "an exception happened" (a site class counts: it names one).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.logs.classify import classify_line
+from fleet.logs.bysite import SiteClasses, SiteClassifier
+from fleet.logs.classify import LineMatch, classify_line
 from fleet.logs.rules import RuleSet
+from fleet.upstream.siteindex import IndexedSite, SiteIndex
 from fleet.upstream.sourcetext import Site, sites
 
 MODULES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "upstream" / "startup-modules.yaml"
@@ -78,16 +81,39 @@ class Coverage:
         return self.specific / self.sites if self.sites else 0.0
 
 
-def measure(root: Path, modules: list[str], rules: RuleSet) -> Coverage:
-    """Classify every site of these modules of the release at `root`."""
+def classify_sites(root: Path, modules: list[str], rules: RuleSet, classes: SiteClasses | None = None,
+                   by_site: bool = True, version: str = "?") -> list[tuple[str, Site, LineMatch | None]]:
+    """(module, site, what its line classifies as) for every site of these modules of the release at `root`: by
+    the rules alone, or (by_site) with the sites of these modules behind them; each module is parsed once."""
+    found = [(m, s) for m in modules for s in sites((root / m).read_text(encoding="utf-8", errors="replace"))]
+    classifier = None
+    if by_site:
+        index = SiteIndex(IndexedSite("sglang", version, m, s.line, s.function, s.kind, s.exception, s.text)
+                          for m, s in found)
+        classifier = SiteClassifier(index, classes)
+    return [(m, s, classify_line(s.as_line(), rules, classifier)) for m, s in found]
+
+
+def specific(match: LineMatch | None) -> bool:
+    """Whether a classification names a cause (not a catch-all that only says something failed)."""
+    return match is not None and match.rule.name not in GENERIC
+
+
+def measure(root: Path, modules: list[str], rules: RuleSet, classes: SiteClasses | None = None,
+            by_site: bool = True) -> Coverage:
+    """Classify every site of these modules of the release at `root` (see classify_sites)."""
+    return tally(classify_sites(root, modules, rules, classes, by_site))
+
+
+def tally(classified: list[tuple[str, Site, LineMatch | None]]) -> Coverage:
+    """The coverage of sites classify_sites classified."""
     cov = Coverage()
-    for module in modules:
-        for site in sites((root / module).read_text(encoding="utf-8", errors="replace")):
-            cov.sites += 1
-            match = classify_line(site.as_line(), rules)
-            if match is not None and match.rule.name not in GENERIC:
-                cov.specific += 1
-                cov.by_rule[match.rule.name] += 1
-            else:
-                cov.uncovered.append((module, site))
+    for module, site, match in classified:
+        cov.sites += 1
+        if specific(match):
+            assert match is not None
+            cov.specific += 1
+            cov.by_rule[match.rule.name] += 1
+        else:
+            cov.uncovered.append((module, site))
     return cov

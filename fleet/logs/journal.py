@@ -28,7 +28,7 @@ from fleet.outcomes import Outcome, Verdict
 from fleet.playbook import Budgets
 from fleet.progress import Progress
 from fleet.ssh import become, deadline, keepalive
-from fleet.ssh.remote import CommandTimedOut, ConnectionLost
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost, journal_step
 
 READ_S = 0.5  # the longest a tick waits for a line
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
@@ -72,6 +72,7 @@ class Follower:
         if transport is None:
             raise ConnectionLost(f"{host.name}: not connected")
         how = become.of(conn, host.become)
+        journal_step(conn, host, journal_command)
         self.chan = transport.open_session(timeout=OPEN_S)
         token = deadline.arm(OPEN_S, self.chan)
         try:

@@ -13,6 +13,7 @@ from fleet.errors import InputError
 from fleet.logs.classify import classify_line
 from fleet.logs.rules import LogClass, RuleSet, default_rules
 from fleet.outcomes import DEPLOY_OUTCOMES
+from fleet.upstream.flags import default_table
 
 OUTCOMES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "outcomes" / "deploy.yaml"
 
@@ -45,8 +46,15 @@ def _outcomes() -> dict[str, OutcomeSpec]:
     return load_outcomes()
 
 
-def remedy_for(outcome: str, evidence: str = "", rules: RuleSet | None = None) -> str | None:
-    """The remedy for an attempt's outcome; the rule its evidence line matches wins over the class's first."""
+def remedy_for(outcome: str, evidence: str = "", rules: RuleSet | None = None,
+               sglang: str | None = None) -> str | None:
+    """The remedy for an attempt's outcome; the rule its evidence line matches wins over the class's first.
+    With the host's `sglang` version, flags it renamed are written as it spells them."""
+    remedy = _remedy(outcome, evidence, rules)
+    return default_table().spell(remedy, sglang) if remedy is not None and sglang else remedy
+
+
+def _remedy(outcome: str, evidence: str, rules: RuleSet | None) -> str | None:
     if outcome in DEPLOY_OUTCOMES:
         return _outcomes()[outcome].remedy
     if outcome not in LogClass.__members__ or outcome == LogClass.READY:

@@ -12,6 +12,8 @@ A rule file:
         remedy: lower --mem-fraction-static  # what a person should try next, in one line (fatal and warning
                                        #   rules must have one: `inv logs` and deploy's summary show it)
         remedies: [lower_mem_fraction] # fallback steps deploy may try, in order
+        consequence: false             # true: the line follows another failure (an NCCL abort after a watchdog
+                                       #   timeout): an earlier specific fatal line decides the verdict
         wraps: false                   # true: the message reports an error it caught (a traceback, the
                                        #   autotuner): a more specific rule on the same line or on the lines
                                        #   that continue it names the class; this rule keeps the severity
@@ -47,6 +49,16 @@ from fleet.upstream.versions import parse_range
 RULES_DIR = Path(__file__).resolve().parents[2] / "playbooks" / "rules"
 
 
+def regexes(patterns: list[str]) -> list[str]:
+    """The patterns, each checked to compile (a schema validator's ValueError names the bad one)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+    return patterns
+
+
 class LogClass(StrEnum):
     READY = "READY"
     ARCH_UNSUPPORTED = "ARCH_UNSUPPORTED"
@@ -59,6 +71,12 @@ class LogClass(StrEnum):
     ILLEGAL_ADDRESS = "ILLEGAL_ADDRESS"
     NO_KERNEL_IMAGE = "NO_KERNEL_IMAGE"
     CUDA_GRAPH_FAILURE = "CUDA_GRAPH_FAILURE"
+    GPU_FAULT = "GPU_FAULT"  # the GPU or its link failed (playbooks/rules/gpu-hardware.yaml): no flag helps
+    HOST_OOM = "HOST_OOM"  # the kernel's OOM killer: host RAM, not GPU memory
+    COLLECTIVE_TIMEOUT = "COLLECTIVE_TIMEOUT"  # a collective outlived its timeout: a rank stalled or died first
+    CONFIG_REFUSED = "CONFIG_REFUSED"  # sglang refused its arguments or a combination of them
+    MODEL_LOAD_FAILURE = "MODEL_LOAD_FAILURE"  # the checkpoint, its config or its weights could not be loaded
+    REQUEST_REFUSED = "REQUEST_REFUSED"  # a client's request was refused; the server goes on
     FATAL = "FATAL"
 
 
@@ -100,7 +118,8 @@ class RuleFileError(InputError):
 
 CORPUS_PACKAGES = ("sglang", "flashinfer-python")  # what tests/upstream checks release by release
 PROJECTS = frozenset({"torch", "CUDA", "NCCL", "Triton", "cutlass", "TensorRT-LLM", "vLLM", "nvidia-driver",
-                      "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "ninja", "sglang", "flashinfer"})
+                      "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "ninja", "sglang", "flashinfer",
+                      "transformers", "safetensors"})
 
 
 class CorpusSource(BaseModel):
@@ -179,6 +198,7 @@ class RuleSpec(BaseModel):
     remedy: str | None = Field(default=None, min_length=1, max_length=300)
     remedies: list[str] = Field(default_factory=list)
     wraps: bool = False
+    consequence: bool = False
     case_sensitive: bool = False
     examples: list[str] = Field(default_factory=list)
     sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
@@ -207,12 +227,7 @@ class RuleSpec(BaseModel):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"bad regex {pattern!r}: {exc}") from None
-        return patterns
+        return regexes(patterns)
 
     @field_validator("remedies")
     @classmethod
@@ -267,10 +282,10 @@ class Rule:
     remedy: str | None = None  # what a person should try next
     sources: tuple[CorpusSource | ProjectSource, ...] = ()
     examples: tuple[str, ...] = ()
+    consequence: bool = False  # follows another failure: an earlier specific fatal line decides
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
-
 
 
 class RuleSet:
@@ -403,7 +418,7 @@ def _load_file(path: Path, problems: list[str]) -> list[Rule]:
             name=rule.name, log_class=rule.log_class, severity=rule.severity, priority=rule.priority,
             explanation=rule.explanation, remedies=tuple(rule.remedies), wraps=rule.wraps,
             patterns=patterns, source=str(path), triggers=triggers(patterns), remedy=rule.remedy,
-            sources=tuple(rule.sources), examples=tuple(rule.examples),
+            sources=tuple(rule.sources), examples=tuple(rule.examples), consequence=rule.consequence,
         ))
     return rules
 

@@ -12,9 +12,12 @@ from typing import Any
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import recovery
+from fleet.deploy import hardware, recovery
 from fleet.errors import ConnectError
 from fleet.host import programs as hostside
+from fleet.host.facts import Gpu, HostFacts
+from fleet.host.gpuhealth import health_from_row, lost_gpus, parse_kernel_log, pci_key
+from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
@@ -52,6 +55,10 @@ class HostStatus:
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
     router: dict[str, Any] | None = None  # the sglang router fleet runs here: release, unit, state, health, workers
+    gpu_faults: list[str] = field(default_factory=list)  # fleet.deploy.hardware: why the GPUs cannot serve now
+    gpu_notes: list[str] = field(default_factory=list)  # past hardware Xids on GPUs that answer, slowdowns
+    xid: list[dict[str, Any]] = field(default_factory=list)  # Xid events since boot (code, pci, count, last, GPU)
+    kernel_log: str | None = None  # where they were read (journalctl, dmesg), or why not
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -147,7 +154,25 @@ def parse(host: Host, output: str) -> HostStatus:
     except _HOST_DATA_ERRORS:
         st.interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
     st.router = _json_line(parts[7] if len(parts) > 7 else "")
+    if len(parts) > 8:
+        _gpu_health(st, parts[8])
     return st
+
+
+def _gpu_health(st: HostStatus, text: str) -> None:
+    """Section 9: the health query (GPUs that cannot be opened say so), then @xid and the kernel's Xid counts."""
+    query, _, xid = text.partition("@xid\n")
+    gpus = [Gpu(index=int(i) if (i := r.get("index")) and i.isdigit() else None, pci_bus_id=r.get("pci.bus_id"),
+                health=health_from_row(r)) for r in parse_query_gpu(query).rows]
+    log = parse_kernel_log(xid)
+    by_bus = {pci_key(g.pci_bus_id): g.index for g in gpus}
+    for event in log.events:
+        event.gpu_index = by_bus.get(event.pci)
+    hw = hardware.assess(HostFacts(host=st.host, address=st.address, gpus=gpus, lost_gpus=lost_gpus(query),
+                                   kernel_log=log))
+    st.gpu_faults, st.gpu_notes = hw.fault, hw.notes
+    st.xid = [e.model_dump() for e in log.events]
+    st.kernel_log = log.source or log.problem
 
 
 def _json_line(text: str) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, noise, restore
+from fleet.deploy import fingerprint, noise, recovery, restore
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import Deployer, facts_summary
 from fleet.deploy.noise import Runs
@@ -35,6 +36,7 @@ from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import ConnectionLost
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 
@@ -202,7 +204,8 @@ class Tuner:
                             f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
                 if not self.confirm(question):
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
-            with hostlock.held(conn, self.host, f"tune {self.book.name}"):
+            with hostlock.held(conn, self.host, f"tune {self.book.name}") as lock:
+                recovery.after_lock(conn, self.host, self.book, self.d.unit, lock, self.progress)
                 return self._tune(conn, facts, rungs)
         finally:
             conn.close()
@@ -221,6 +224,24 @@ class Tuner:
             return result
         run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
+        try:
+            return self._climb(conn, run, rungs, facts, result, previous)
+        except ConnectionLost:
+            raise  # the next run's recovery finds the release in progress
+        except Exception as exc:  # any step after the stop: the previous release goes back
+            if not self.d.touched:
+                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                    run.fail()
+                raise
+            why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            self.progress(f"{why}; falling back")
+            result.status, result.release, _, result.error = restore.fall_back(
+                conn, self.host, store, release, previous, self.book, self.d.unit, why, self.progress)
+            return result
+
+    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
+               previous: Release | None) -> TuneResult:
+        store, release = run.store, run.release
         planned = {}
         try:
             for rung in rungs:

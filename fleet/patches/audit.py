@@ -307,9 +307,26 @@ class AuditResult:
     def excluding(self) -> list[Gate]:
         return [g for g in self.gates if g.excludes]
 
+    @property
+    def remaining(self) -> list[Gate]:
+        """Gates that still exclude the SM once the sets asked about are applied (the verdict, the exit code)."""
+        return [g for g in self.excluding if not g.lifted_by]
+
+    def verdict(self) -> str:
+        """One sentence: what excludes the SM, what the sets lift, what remains."""
+        where = f"{self.host}: "
+        if not self.excluding:
+            return where + f"none of the {len(self.gates)} gates seen excludes SM {self.sm}"
+        lifted = len(self.excluding) - len(self.remaining)
+        said = where + f"{len(self.excluding)} of {len(self.gates)} gates exclude SM {self.sm}"
+        if lifted:
+            said += f"; the sets lift {lifted}, {len(self.remaining)} remain"
+        return said
+
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "sm": self.sm, "packages": self.packages, "error": self.error,
                 "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates),
+                "remaining": len(self.remaining), "verdict": self.verdict(),
                 "not_evaluated": [asdict(g) for g in self.gates if g.error]}
 
 

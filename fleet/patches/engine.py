@@ -119,14 +119,16 @@ def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, s
 
 
 def undo_interrupted_runs(conn: Connection, host: Host) -> list[str]:
-    """Patch runs left "applying" by a writer that died between files: put back, from the run's backups, the
-    files it had written (and drop its temp files), and mark the run reverted. One line per run."""
-    found = remote.run(conn, host, f"grep -ls '\"status\": \"applying\"' {BACKUP_ROOT}/runs/*/manifest.json")
+    """Patch runs left "applying" (a writer that died between files) or "reverting" (a revert that died, or could
+    not patch again what it had restored): put back, from the run's backups, the files it had written (and drop
+    its temp files), and mark the run reverted. One line per run."""
+    found = remote.run(conn, host, f"grep -lsE '\"status\": \"(applying|reverting)\"' "
+                                   f"{BACKUP_ROOT}/runs/*/manifest.json")
     if not found.stdout.strip():
         return []  # the common case costs one grep, and needs no venv on the host
     state = read_state(conn, host, load_sets(available()))
     notes = []
-    for run in (r for r in state.runs if r.get("status") == "applying"):
+    for run in (r for r in state.runs if r.get("status") in ("applying", "reverting")):
         paths = [f["path"] for f in run.get("files", [])]
         _call(conn, host, "cleanup", {"paths": paths})
         req = {"root": BACKUP_ROOT, "run": run["run"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -17,6 +17,7 @@ from fleet.host.service import sha256
 from fleet.patches import audit as archgate
 from fleet.patches import plan as patchplan
 from fleet.patches.sets import PatchSet
+from fleet.progress import Progress, quiet
 from fleet.upstream import corpus as upstream
 from fleet.upstream.versions import version_key
 
@@ -38,21 +39,30 @@ def parse_against(spec: str) -> dict[str, str]:
     return out
 
 
-def releases(versions: dict[str, str], fetch: bool = True) -> dict[str, upstream.Release]:
-    """The corpus releases of these versions (import name -> release), fetched when missing and allowed."""
+def releases(versions: dict[str, str], fetch: bool = True, say: Progress = quiet) -> dict[str, upstream.Release]:
+    """The corpus releases of these versions (import name -> release), fetched when missing and allowed: each
+    fetch is said first (it reaches the package index); without fetch a missing one is InputError."""
     matrix = upstream.load_matrix()
     out = {}
     for dist, version in versions.items():
         have = upstream.cached(dist, version)
+        if have is None and not fetch:
+            raise InputError(f"{dist} {version} is not in the upstream cache {upstream.cache_dir()} and --offline "
+                             f"forbids fetching it: run `inv upstream --{DISTS[dist]} {version}` where "
+                             f"{upstream.index_url()} is reachable")
         if have is None:
-            have = upstream.fetch(dist, version, matrix) if fetch else upstream.require(dist, version)
+            say(f"fetching {dist}=={version} from {upstream.index_url()} (not in the cache "
+                f"{upstream.cache_dir()}; --offline refuses instead)")
+            have = upstream.fetch(dist, version, matrix)
+            say(f"fetched {dist}=={version}: {have.files} files in {have.fetched_s:.0f} s")
         out[DISTS[dist]] = have
     return out
 
 
-def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool = True) -> patchplan.HostState:
+def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool = True,
+          say: Progress = quiet) -> patchplan.HostState:
     """A HostState as a host with exactly these releases (and GPUs of `sm`) would report it."""
-    rels = releases(versions, fetch)
+    rels = releases(versions, fetch, say)
     st = patchplan.HostState(sms=[sm], dists={d: v for d, v in versions.items()})
     for name, rel in rels.items():
         st.packages[name] = {"path": str(rel.package()), "dist": rel.dist, "version": rel.version}
@@ -72,13 +82,14 @@ def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool =
     return st
 
 
-def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool = True) -> patchplan.Plan:
+def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool = True,
+          say: Progress = quiet) -> patchplan.Plan:
     """The sets planned on these releases; InputError when a set picks its edits by a release not given."""
     for ps in sets:
         for dist in [*ps.dists(), *ps.applies_to.packages]:
             if dist not in versions:
                 raise InputError(f"--against: set {ps.name} depends on the {dist} release: add {dist}==VERSION")
-    return patchplan.plan(sets, state(versions, sets, sm, fetch), allow_prebuilt=True)
+    return patchplan.plan(sets, state(versions, sets, sm, fetch, say), allow_prebuilt=True)
 
 
 @dataclass
@@ -106,15 +117,15 @@ def scan_tree(rels: dict[str, upstream.Release], scope: dict[str, list[str]]) ->
 
 
 def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None, full: bool = False,
-          fetch: bool = True) -> OfflineAudit:
+          fetch: bool = True, say: Progress = quiet) -> OfflineAudit:
     """The audit of these releases for `sm`, as a host with them installed would get it."""
     if not versions:
         raise InputError("--sglang / --flashinfer: name at least one release to audit")
-    rels = releases(versions, fetch)
+    rels = releases(versions, fetch, say)
     scope = archgate.scope_for(list(rels), full)
     gates = archgate.evaluate(scan_tree(rels, scope), sm)
     if sets and any(g.excludes for g in gates):
-        archgate.lift(gates, state(versions, sets, sm, fetch), sets, sm)
+        archgate.lift(gates, state(versions, sets, sm, fetch, say), sets, sm)
     label = ", ".join(f"{d} {v}" for d, v in versions.items())
     packages = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version} for name, r in rels.items()}
     return OfflineAudit(versions, archgate.AuditResult(label, sm, gates, packages))

@@ -39,9 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fleet import yamlfile
 from fleet.errors import InputError
+from fleet.site import SHIPPED
 from fleet.upstream.versions import in_range, parse_range
 
-DEFAULT_DIR = Path("playbooks/patches")
+DEFAULT_DIR = SHIPPED / "playbooks" / "patches"  # shipped, whatever the working folder
 _SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")

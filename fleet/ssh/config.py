@@ -276,6 +276,26 @@ def parse_ssh_w(command: str, target: str) -> SshW | None:
     return SshW(user=opts.get("l") or user, host=host, port=port, identity=opts.get("i"), jump=opts.get("J"))
 
 
+def _port(cfg: Config, text: str) -> int:
+    """ssh_config's Port, or one line naming the file and line that set a port that is not one."""
+    if text.isascii() and text.isdigit() and 0 < int(text) < 65536:
+        return int(text)
+    where = ", ".join(cfg.files) or "ssh_config"
+    for name in cfg.files:
+        try:
+            lines = Path(name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for n, line in enumerate(lines, 1):
+            if re.fullmatch(rf"\s*port\s*(=\s*|\s)\s*\"?{re.escape(text)}\"?\s*", line, re.IGNORECASE):
+                where = f"{name}:{n}"
+                break
+        else:
+            continue
+        break
+    raise InputError(f"{where}: Port {text[:40]!r} is not a port (1 to 65535)")
+
+
 def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | None = None,
              identity: str | None = None, jump: str | None = None, sandbox: bool = False,
              hop_identity: str | None = None, depth: int = 0) -> Endpoint:
@@ -287,7 +307,7 @@ def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | No
         raise InputError(f"{alias}: more than {MAX_HOPS} ProxyJump hops (a loop in ssh_config?)")
     found = cfg.parsed.lookup(alias)
     hostname = found.get("hostname", alias)
-    the_port = int(port or str(found.get("port", 22)))
+    the_port = port or _port(cfg, found.get("port", "22"))
     named = [identity] if identity else found.get("identityfile", [])
     spec = jump or found.get("proxyjump")
     command = None if spec else found.get("proxycommand")

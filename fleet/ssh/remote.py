@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
 
+import paramiko
 from fabric import Connection
 from paramiko import SSHException
 
+from fleet import faulthook
 from fleet.errors import ConnectError, FleetError
 from fleet.inventory import Host
 from fleet.ssh import become, deadline, keepalive
@@ -109,6 +112,11 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
     transport = conn.client.get_transport()
     if transport is None or not transport.is_active():
         raise ConnectionLost(f"{host.name}: connection lost before `{short}`: not connected")
+    fault = faulthook.remote_step(lambda: step_label(command))
+    if fault == "fail":
+        return BytesResult(exited=1, stdout=b"", stderr=b"fleet fault hook: injected failure\n")
+    if fault == "full":
+        _fill(transport, how)
     out, err = bytearray(), bytearray()
     end = time.monotonic() + timeout
     chan, token = None, None
@@ -133,6 +141,9 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
             raise late(" (the host did not read its input)") from None
         except OSError:
             pass  # the command ended without reading all its input: its status and output say why
+        if fault == "drop":
+            transport.close()
+            lost_link(conn, host, f"during `{command[:60]}`", EOFError("fleet fault hook: the link dropped"))
         chan.settimeout(0.2)
         while True:
             if time.monotonic() > end:
@@ -173,6 +184,50 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
             deadline.disarm(token)
         if chan is not None:
             chan.close()
+
+
+_GENERIC = frozenset({"run", "run_bytes", "sh", "read_file", "write_atomic", "_space_left", "<lambda>", "file",
+                      "keep_file", "save", "event", "load", "events", "events_read"})
+
+
+def step_label(command: str) -> str:
+    """A remote step as the fault harness names it: who asked, and what runs (a shipped program by its name)."""
+    try:
+        words = shlex.split(command[:20000])
+    except ValueError:
+        words = command.split()
+    if words[:2] == ["sh", "-c"] and len(words) > 3:
+        what = " ".join(words[3:])
+    elif len(words) > 3 and words[1] == "-c" and words[0].endswith("python"):
+        what = "python " + " ".join(w for w in words[3:5] if len(w) < 40)
+    else:
+        what = " ".join(command.split())
+    return f"{faulthook.caller(_GENERIC)}: {what[:70]}"
+
+
+def journal_step(conn: Connection, host: Host, command: str) -> None:
+    """The journal follower's channel is a remote step too (fleet.logs.journal): a fault may fall there."""
+    fault = faulthook.remote_step(lambda: step_label(command))
+    transport = conn.client.get_transport()
+    if fault == "fail":
+        raise FleetError(f"{host.name}: `{command[:60]}` failed: fleet fault hook: injected failure")
+    if fault == "drop" and transport is not None:
+        transport.close()
+        raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: fleet fault hook: link dropped")
+    if fault == "full" and transport is not None:
+        _fill(transport, become.of(conn, host.become))
+
+
+def _fill(transport: paramiko.Transport, how: become.Become) -> None:
+    """FLEET_FAULT_FILL on the host, outside the step count: the disks are full from this step on."""
+    chan = transport.open_session()
+    try:
+        chan.exec_command(how.wrap(faulthook.fill_command()))
+        chan.sendall(how.stdin())
+        chan.shutdown_write()
+        chan.recv_exit_status()
+    finally:
+        chan.close()
 
 
 def establish_become(conn: Connection, host: Host, password: str | None) -> None:

@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
+from fleet.site import SHIPPED
 
-MATRIX = Path("playbooks/upstream/matrix.yaml")
+MATRIX = SHIPPED / "playbooks" / "upstream" / "matrix.yaml"  # shipped, whatever the working folder
 KEEP = (".py", ".cu", ".cuh", ".h", ".hpp", ".inl", ".cc", ".cpp")
 DEFAULT_INDEX = "https://pypi.org/simple"
 IMPORT_NAME = {"sglang": "sglang", "flashinfer-python": "flashinfer"}

@@ -28,6 +28,7 @@ from fleet.upstream.versions import version_key
 
 TABLE = Path(__file__).resolve().parents[2] / "playbooks" / "upstream" / "sglang-flags.yaml"
 FIELD_FILES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/*.py")
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
 _USE = re.compile(r"\buse\s+(`?--[a-z0-9][a-z0-9-]*(?:[=<{][^\s.)`]*)?`?)", re.I)
 
 
@@ -216,6 +217,23 @@ class Table(BaseModel):
         use = f"; use {span.deprecated.use}" if span.deprecated and span.deprecated.use else ""
         since = f" (deprecated since {span.deprecated.since})" if span.deprecated else ""
         return f"--{flag} was removed in sglang {gone}{since}{use}"
+
+    def spell(self, text: str, version: str) -> str:
+        """`text` (a remedy) with each flag sglang `version` no longer takes, or deprecates for a named
+        successor, written as that successor: --cuda-graph-max-bs becomes --cuda-graph-max-bs-decode on 0.5.20."""
+        release = self.release_for(version)
+        if release is None:
+            return text
+
+        def successor(m: re.Match[str]) -> str:
+            span = self.flags.get(m.group(1))
+            if span is None or span.deprecated is None:
+                return m.group(0)
+            if self.has(m.group(1), release) and version_key(release) < version_key(span.deprecated.since):
+                return m.group(0)
+            new = _FLAG.search(span.deprecated.use)
+            return new.group(0) if new is not None else m.group(0)
+        return _FLAG.sub(successor, text)
 
     def deprecated(self, flag: str, version: str) -> str | None:
         """`--flag` still works on `version` but upstream deprecated it: what it says to use instead."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PLACEHOLDER = "{}"
@@ -81,6 +82,7 @@ class Site:
     kind: str  # raise | assert | log
     exception: str | None  # the raised type's name, e.g. "RuntimeError" (None: a log line, or not a call)
     text: str  # the message, placeholders as `{}`
+    function: str | None = None  # the innermost function or method around it (None: module level)
 
     def as_line(self, sample: str = "1") -> str:
         """The line as a log would show it, each placeholder given `sample`."""
@@ -92,33 +94,45 @@ class Site:
 
 def sites(source: str) -> list[Site]:
     """Raise / assert / logger.error|exception|critical sites with a message we can read (pure)."""
-    tree = _parse(source)
+    nodes = list(ast.walk(_parse(source)))  # walked once: the three passes below read the same list
     out: list[Site] = []
-    held = _held_strings(tree)
-    for node in ast.walk(tree):
+    held = _held_strings(nodes)
+    around = _functions(nodes)
+    for node in nodes:
         if isinstance(node, ast.Call) and node.args and _is_exception(_name(node.func)):
             # raised where it is built, or built to be raised later (`return RuntimeError(...)`, `err = ...`);
             # `msg = "..."; msg += f"..."; raise RuntimeError(msg)` reads the text `msg` holds by then
             arg = node.args[0]
             text = _held(held, arg.id, node.lineno) if isinstance(arg, ast.Name) else render(arg)
             if text:
-                out.append(Site(node.lineno, "raise", _name(node.func), text))
+                out.append(Site(node.lineno, "raise", _name(node.func), text, around(node.lineno)))
         elif isinstance(node, ast.Assert) and node.msg is not None:
             text = render(node.msg)
             if text:
-                out.append(Site(node.lineno, "assert", "AssertionError", text))
+                out.append(Site(node.lineno, "assert", "AssertionError", text, around(node.lineno)))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in _LOG_LEVELS and node.args and _is_logger(node.func.value)):
             text = render(node.args[0])
             if text:
-                out.append(Site(node.lineno, "log", None, text))
+                out.append(Site(node.lineno, "log", None, text, around(node.lineno)))
     return sorted(out, key=lambda s: s.line)
 
 
-def _held_strings(tree: ast.Module) -> dict[str, list[tuple[int, str, bool]]]:
+def _functions(nodes: list[ast.AST]) -> Callable[[int], str | None]:
+    """line -> the innermost function defined around it."""
+    spans = sorted(((n.lineno, n.end_lineno or n.lineno, n.name) for n in nodes
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), key=lambda s: s[0])
+
+    def around(line: int) -> str | None:
+        inside = [name for start, end, name in spans if start <= line <= end]
+        return inside[-1] if inside else None  # sorted by start: the last that holds it is the innermost
+    return around
+
+
+def _held_strings(nodes: list[ast.AST]) -> dict[str, list[tuple[int, str, bool]]]:
     """Per variable name, the string assignments to it: (line, text, appended) in line order."""
     out: dict[str, list[tuple[int, str, bool]]] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             text = render(node.value)
             if text is not None:

@@ -118,7 +118,7 @@ def test_a_bad_playbook_is_refused_before_any_host_is_touched(case, sandbox, tmp
         book.update(change)
         book = {k: v for k, v in book.items() if v is not None}
         path = write_book(tmp_path, book)
-    proc = inv(sandbox, "deploy", "--host", "sbx0", "--host", "sbx1", "--playbook", str(path), "--json")
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--host", "sbx1", "--playbook", str(path), "--json", "--yes")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     line = proc.stderr.strip()
     assert "\n" not in line and re.search(r"llama-bad\.yaml:\d+: .*" + expected, line), line

@@ -68,8 +68,10 @@ def test_two_fleet_deploys_overlapping_on_one_host(sandbox, sandbox_inventory, t
     a = llama_playbook(tmp_path, PLAIN, name="llama-fleet-a")
     b = llama_playbook(tmp_path, rung("plain-b", X="b"),
                        name="llama-fleet-b")
-    first = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx3", "--playbook", str(a), "--json", wait=False)
-    second = inv(sandbox, "deploy", "--host", "sbx3", "--host", "sbx4", "--playbook", str(b), "--json", wait=False)
+    first = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx3", "--playbook", str(a), "--json", "--yes",
+                wait=False)
+    second = inv(sandbox, "deploy", "--host", "sbx3", "--host", "sbx4", "--playbook", str(b), "--json", "--yes",
+                wait=False)
     one, two = (json.loads(p.communicate(timeout=300)[0]) for p in (first, second))
     by = {(run, h["host"]): h for run, doc in (("a", one), ("b", two)) for h in doc["hosts"]}
     assert by[("a", "sbx1")]["status"] == "ok" and by[("b", "sbx4")]["status"] == "ok"  # unaffected

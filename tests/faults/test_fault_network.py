@@ -62,6 +62,7 @@ def test_a_cut_mid_deploy_fails_that_host_only_and_a_later_deploy_completes(sand
     base = {h: deploy_ok(sandbox, h, plain) for h in ("sbx1", "sbx3")}
     slow = slow_inventory(sandbox, tmp_path, ["sbx3"])
     proc = inv_at(slow, "deploy", "--host", "sbx1", "--host", "sbx3", "--playbook", str(other), "--json", "--force",
+                  "--yes",
                   wait=False)
     try:
         wait_restarted(sandbox_inventory, "sbx3", proc)

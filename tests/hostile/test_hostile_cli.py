@@ -45,7 +45,7 @@ def test_exec_gives_up_on_each_hostile_host_and_reports_the_others_whole(tmp_pat
     hosts = {"stuck": eof_no_status(), "flood": flood(), "markup": answer(MARKUP), "fine": answer(b"ok\n")}
     with HostileFleet(tmp_path, hosts) as fleet:
         proc, seconds, _ = inv(fleet, "exec", *(a for h in hosts for a in ("--host", h)), "--cmd", "x",
-                               "--timeout", "2")
+                               "--timeout", "2", "--yes")
     FIGURES["exec: EOF without status, --timeout 2"] = seconds
     assert proc.returncode == 1, proc.stderr
     assert seconds < 40  # a slack for a loaded machine: before, `inv exec` waited on the stuck host forever
@@ -97,7 +97,7 @@ def test_host_timeout_abandons_a_stuck_host_and_inv_exits(tmp_path):
     book.write_text("name: tiny\nmodel: {path: /models/x}\nladder: [{name: base}]\n")
     with HostileFleet(tmp_path, {"stuck": eof_no_status(), "fine": answer(b"", b"no\n", status=1)}) as fleet:
         proc, seconds, _ = inv(fleet, "deploy", "--playbook", str(book), "--host", "stuck", "--host", "fine",
-                               "--host-timeout", "2", "--json")
+                               "--host-timeout", "2", "--json", "--yes")
     FIGURES["deploy --host-timeout 2 (stuck host): inv exits after"] = seconds
     assert proc.returncode == 1
     rows = {h["host"]: h for h in json.loads(proc.stdout)["hosts"]}

@@ -77,7 +77,8 @@ def test_the_gate_rejects_fusion_that_serves_slowly_on_a_first_deploy(first, san
 
 
 def test_bench_measures_the_running_server_and_stores_it_in_the_release(first, sandbox, sandbox_inventory, state):
-    rc, data, err = inv_json(sandbox, state, "bench", "--host", "sbx0")  # the shipped playbook's settings
+    # the shipped playbook's settings
+    rc, data, err = inv_json(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
     assert rc == 0 and data["ok"], err[-2000:]
     assert data["release"] == first["data"]["release"] and data["rung"] == "no-fusion"
     result, power = data["bench"]["result"], data["bench"]["power"]
@@ -90,7 +91,7 @@ def test_bench_measures_the_running_server_and_stores_it_in_the_release(first, s
     stored = json.loads(sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json"))["bench"]
     assert stored["result"]["output_throughput"] == result["output_throughput"]
     assert stored["settings"]["num_prompts"] == 128 and stored["release"] == data["release"]
-    human = inv(sandbox, state, "bench", "--host", "sbx0")
+    human = inv(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
     assert human.returncode == 0 and "tok/s" in human.stdout and "UNDERUTILISED" in human.stdout
 
 
@@ -109,7 +110,7 @@ def test_the_gate_compares_with_the_last_known_good_release(first, sandbox, stat
 def test_a_bench_that_fails_is_an_error_not_a_zero(first, sandbox, sandbox_inventory, state):
     sh(sandbox_inventory, "sbx0", "systemctl stop sglang")
     try:
-        rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0")
+        rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
         assert rc == 1 and not data["ok"] and data["bench"] is None
         assert "benchmark failed" in data["error"] and "Warmup failed" in data["error"]
     finally:
@@ -166,8 +167,8 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
 
 @pytest.mark.parametrize("runs", ["0", "many", "21"])
 def test_a_bad_runs_count_is_refused_before_any_host_is_touched(runs, sandbox, state):
-    proc = inv(sandbox, state, "tune", "--host", "sbx0", "--runs", runs, "--yes")
-    assert proc.returncode == 2 and proc.stderr.strip() == (f"error: --runs {runs}: a whole number of benchmark "
+    proc = inv(sandbox, state, "tune", "--host", "sbx0", "--playbook", "glm5-nvfp4", "--runs", runs, "--yes")
+    assert proc.returncode == 2 and proc.stderr.strip() == (f"error: --runs '{runs}': a whole number of benchmark "
                                                             "runs from 1 to 20")
 
 

@@ -51,7 +51,8 @@ def _json_run(sandbox, task: list[str]) -> None:
     assert not rich, f"inv {' '.join(task)} --json (exit {code}) imported rich"
 
 
-@pytest.mark.parametrize("task", [["probe"], ["exec", "--cmd", "true"], ["status"], ["history", "--host", "sbx2"]])
+@pytest.mark.parametrize("task", [["probe"], ["exec", "--all", "--yes", "--cmd", "true"], ["status"],
+                                  ["history", "--host", "sbx2"]])
 def test_no_rich_on_the_json_paths_of_host_tasks(task, sandbox):
     _json_run(sandbox, task)
 

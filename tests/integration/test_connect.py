@@ -92,7 +92,7 @@ def test_become_runs_as_root_through_sudo_for_a_non_root_login(sandbox_inventory
 
 
 def test_guard_refuses_a_real_address_without_sending_a_packet(connect_attempts):
-    real = inventory.load(REPO / "inventory/hosts.yaml").hosts["gpu-node-1"]
+    real = inventory.load(REPO / "inventory/hosts.example.yaml").hosts["gpu-node-1"]
     with pytest.raises(GuardError, match=r"10\.1\.230\.174.*refused"):
         open_connection(real)
     assert connect_attempts == []
@@ -118,8 +118,8 @@ def test_guard_applies_to_ssh_config_hostname_too(sandbox_inventory, tmp_path, c
 
 
 def test_inv_exec_refuses_the_real_inventory_with_exit_2_and_nothing_sent():
-    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "exec", "--cmd", "true"], cwd=REPO, capture_output=True,
-                          text=True)
+    proc = subprocess.run([str(REPO / ".venv/bin/inv"), "exec", "-i", "inventory/hosts.example.yaml", "--all", "--yes",
+                           "--cmd", "true"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "refused: FLEET_SANDBOX_ONLY=1" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -112,9 +112,9 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     assert {r["status"] for r in hist["releases"]} >= {"ok"}
 
 
-def test_a_worker_left_on_the_gpu_is_cleaned_up_before_the_next_start(seed, sandbox, sandbox_inventory):
+def test_workers_of_a_server_run_by_hand_are_named_by_preflight_and_never_killed(seed, sandbox, sandbox_inventory):
     # Someone ran the server by hand, outside systemd, then killed only its main process: the TP workers
-    # stay on the GPUs with their memory, and a new server would die of CUDA OOM.
+    # stay on the GPUs with their memory. They are not the unit's: fleet names them and leaves them be.
     sh(sandbox_inventory, "sbx0", "systemctl stop sglang")
     sh(sandbox_inventory, "sbx0", "cd / && rm -f /tmp/by-hand.pid && setsid -f sh -c 'echo $$ > /tmp/by-hand.pid; "
                                   "exec env SGLANG_SIM_TIME_SCALE=0.02 /root/ml-env/bin/python -m sglang.launch_server "
@@ -124,10 +124,19 @@ def test_a_worker_left_on_the_gpu_is_cleaned_up_before_the_next_start(seed, sand
     _wait_for(lambda: int(sh(sandbox_inventory, "sbx0", count)) >= 8)
     main = sh(sandbox_inventory, "sbx0", "cat /tmp/by-hand.pid").strip()
     sh(sandbox_inventory, "sbx0", f"kill -9 {main}")
-    assert int(sh(sandbox_inventory, "sbx0", count)) >= 8, "the simulated workers should outlive their parent"
+    workers = sh(sandbox_inventory, "sbx0", "nvidia-smi --query-compute-apps=pid --format=csv,noheader").split()
+    assert len(workers) >= 8, "the simulated workers should outlive their parent"
+    rc, data, err = deploy(sandbox, "sbx0", seed["book"], "--force")
+    assert rc == 1 and data["status"] == "failed", err[-2000:]
+    (attempt,) = data["attempts"]
+    assert attempt["outcome"] == "PREFLIGHT" and "held by a process that is not the unit's" in attempt["evidence"]
+    assert f"pid {workers[0]} (" in attempt["evidence"] and "of user root" in attempt["evidence"]
+    assert sh(sandbox_inventory, "sbx0", count).strip() == str(len(workers))  # none of them killed
+    # the operator ends them; the deploy goes ahead
+    sh(sandbox_inventory, "sbx0", "kill -9 " + " ".join(workers))
+    _wait_for(lambda: int(sh(sandbox_inventory, "sbx0", count)) == 0)
     rc, data, err = deploy(sandbox, "sbx0", seed["book"], "--force")
     assert rc == 0 and data["status"] == "ok", err[-2000:]
-    assert "GPU still held" in err
     assert data["attempts"][-1]["outcome"] == "READY"
 
 

@@ -90,7 +90,7 @@ def test_the_docs_show_commands_of_every_kind_and_every_shell_block_says_its_kin
 
 def test_nothing_here_can_reach_a_real_machine():
     assert os.environ.get("FLEET_SANDBOX_ONLY") == "1"
-    real = yaml.safe_load((REPO / "inventory/hosts.yaml").read_text())["hosts"]
+    real = yaml.safe_load((REPO / "inventory/hosts.example.yaml").read_text())["hosts"]
     routes = subprocess.run(["ip", "route", "show", "type", "blackhole"], capture_output=True, text=True).stdout
     for name, spec in real.items():
         assert re.search(rf"^blackhole {re.escape(spec['address'])}\b", routes, re.M), f"{name} is not blackholed"
@@ -118,7 +118,7 @@ def test_real_machine_commands_exist_and_dry_runs_work_on_a_sandbox_host(sandbox
         if "--dry-run" in argv:
             args = argv[2:]
             for i, a in enumerate(args[:-1]):
-                if a in ("--host", "-h"):
+                if a in ("--host", "-H"):
                     args[i + 1] = "sbx0"
             done = subprocess.run([INV, argv[1], "-i", str(sandbox.cfg.inventory_path), *args], cwd=REPO,
                                   capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)

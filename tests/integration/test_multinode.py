@@ -41,7 +41,7 @@ class deploy_with:  # noqa: N801 - reads as the call it makes
 
     def __init__(self, inventory: Path, book: Path):
         self.cmd = [str(REPO / ".venv/bin/inv"), "deploy", "-i", str(inventory), "--host", "sbx2", "--host", "sbx4",
-                    "--playbook", str(book), "--json"]
+                    "--playbook", str(book), "--json", "--yes"]
 
     def run(self) -> subprocess.CompletedProcess:
         return subprocess.run(self.cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -54,7 +54,7 @@ class deploy_with:  # noqa: N801 - reads as the call it makes
 
 def deploy(sandbox, book, *hosts, extra=()):
     args = [a for h in hosts for a in ("--host", h)]
-    return inv_json(sandbox, "deploy", *args, "--playbook", str(book), *extra)
+    return inv_json(sandbox, "deploy", *args, "--playbook", str(book), "--yes", *extra)
 
 
 def state(inventory, name) -> str:
@@ -81,7 +81,7 @@ def test_the_wrong_number_of_hosts_is_bad_input_and_touches_nothing(sandbox, san
     book = two_node_book(tmp_path, "llama-2node-count")
     before = {n: state(sandbox_inventory, n) for n in [*NODES, "sbx1"]}
     for hosts in (NODES[:1], [*NODES, "sbx1"]):
-        proc = inv(sandbox, "deploy", *[a for h in hosts for a in ("--host", h)], "--playbook", str(book))
+        proc = inv(sandbox, "deploy", *[a for h in hosts for a in ("--host", h)], "--playbook", str(book), "--yes")
         assert proc.returncode == 2, proc.stderr
         assert f"give exactly 2 hosts with --host/--group, rank 0 first; got {len(hosts)}" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1  # one line
@@ -292,9 +292,10 @@ def test_rollback_takes_every_node_back_to_one_earlier_deployment(served, sandbo
     latest = data["hosts"][0]["release"]
     moved = {n: state(sandbox_inventory, n) for n in NODES}
     for hosts, why in ((NODES[:1], "give exactly 2 hosts"), (NODES[::-1], "give those hosts in that order")):
-        proc = inv(sandbox, "rollback", *[a for h in hosts for a in ("--host", h)], "--playbook", str(newer))
+        proc = inv(sandbox, "rollback", *[a for h in hosts for a in ("--host", h)], "--playbook", str(newer),
+                   "--yes")
         assert proc.returncode in (1, 2) and why in proc.stderr + proc.stdout, proc.stderr[-2000:]
-    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer),
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--yes", "--playbook", str(newer),
                              "--to", "20000101T000000Z-nosuch")
     assert rc == 1 and all("no release 20000101T000000Z-nosuch" in r["error"] for r in data["hosts"]), data
     assert {n: state(sandbox_inventory, n) for n in NODES} == moved  # refused: nothing touched
@@ -302,7 +303,7 @@ def test_rollback_takes_every_node_back_to_one_earlier_deployment(served, sandbo
     # forward again to what they ran, and serve
     copy = f"/var/lib/fleet/releases/{earlier}/files/etc__fleet__sglang.env"
     sh(sandbox_inventory, "sbx4", f"cp -a {copy} /tmp/env.keep && echo TAMPERED=1 >> {copy}")
-    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer))
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--yes", "--playbook", str(newer))
     sh(sandbox_inventory, "sbx4", f"mv /tmp/env.keep {copy}")
     assert rc == 1 and {r["release"] for r in data["hosts"]} == {latest}, (data, err[-3000:])
     for r in data["hosts"]:
@@ -311,7 +312,7 @@ def test_rollback_takes_every_node_back_to_one_earlier_deployment(served, sandbo
     assert {n: state(sandbox_inventory, n) for n in NODES} == moved
     out = sh(sandbox_inventory, "sbx2", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
     assert json.loads(out)["text"].strip().startswith("4")
-    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--playbook", str(newer))
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--yes", "--playbook", str(newer))
     assert rc == 0, err[-3000:]
     assert [(r["host"], r["status"], r["release"]) for r in data["hosts"]] == [(n, "ok", earlier) for n in NODES]
     assert {n: state(sandbox_inventory, n).splitlines()[:3] for n in NODES} == before

@@ -235,11 +235,11 @@ def test_partial_match_changes_nothing(sbx0):
     assert sh(conn, host, f"sed -i '417s/ \\&\\& (__CUDA_ARCH__ < 1200)//' {cuh}").ok
     drifted = sha_map(conn, host)
     rc, check = run_json(path, "--host", "sbx0", "--set", SET, "--check")
-    assert rc == 2 and check["sets"][0]["state"] == CANNOT  # drift: exit 2, as bad input, nothing changed
+    assert rc == 1 and check["sets"][0]["state"] == CANNOT  # drift: exit 1 (the host is not as the set expects)
     assert "found 12 of 13" in check["error"] and "sbx0" in check["error"] and "trtllm_allreduce.cuh" in check["error"]
     assert "\n" not in check["error"] and "trtllm kernel gates" in check["error"]  # one line: host, file, edit
     rc, applied = run_json(path, "--host", "sbx0", "--set", SET)
-    assert rc == 2 and applied["written"] == [] and "nothing changed" in applied["error"]
+    assert rc == 1 and applied["written"] == [] and "nothing changed" in applied["error"]
     assert sha_map(conn, host) == drifted and runs_on_host(conn, host) == runs_before
 
 
@@ -275,7 +275,9 @@ def test_lock_held_fails_fast_naming_the_owner(sbx0):
     hostlock.break_lock(conn, host, "t0k")
     assert not sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok
     # one whose owner ran here and is provably gone is recovered, and the new lock says so
-    dead = dict(other, owner="x@" + socket.gethostname(), machine=socket.gethostname())
+    me = hostlock._me("")
+    dead = dict(other, owner="x@" + socket.gethostname(), machine=socket.gethostname(), machine_id=me["machine_id"],
+                boot_id=me["boot_id"])
     assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(dead))} "
                           f"> {hostlock.LOCK_DIR}/owner.json").ok
     lock = hostlock.acquire(conn, host, "patch")

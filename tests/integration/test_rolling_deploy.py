@@ -14,7 +14,8 @@ P2P_OFF = {"env": {"NCCL_P2P_DISABLE": "1"}}
 
 def rollout(sandbox, state: Path, book: Path, *args, hosts=HOSTS):
     picks = [a for h in hosts for a in ("--host", h)]
-    return inv_json(sandbox, "deploy", *picks, "--playbook", str(book), *args, env={"FLEET_STATE_DIR": str(state)})
+    return inv_json(sandbox, "deploy", *picks, "--playbook", str(book), "--yes", *args,
+                    env={"FLEET_STATE_DIR": str(state)})
 
 
 def releases(inventory, name) -> list[str]:
@@ -107,7 +108,8 @@ def test_the_second_host_of_a_fingerprint_skips_the_rung_the_first_one_crashed_o
 def test_bad_serial_is_bad_input_before_any_host(sandbox, state, tmp_path):
     book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-bad", serve=P2P_OFF)
     for args in (("--serial", "0,2"), ("--serial", "two"), ("--max-fail", "lots")):
-        proc = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx2", "--playbook", str(book), "--json", *args,
+        proc = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx2", "--playbook", str(book), "--json", "--yes",
+                   *args,
                    env={"FLEET_STATE_DIR": str(state)})
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert args[0] in proc.stderr and "probing" not in proc.stderr

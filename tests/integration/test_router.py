@@ -34,7 +34,7 @@ def book(name: str = "llama-dp", ladder: list[dict] | None = None, **router) -> 
 
 def deploy(sandbox, state: Path, path: Path, *args):
     picks = [a for h in REPLICAS for a in ("--host", h)]
-    return inv_json(sandbox, "deploy", *picks, "--playbook", str(path), *args,
+    return inv_json(sandbox, "deploy", *picks, "--playbook", str(path), "--yes", *args,
                     env={**ENV, "FLEET_STATE_DIR": str(state)})
 
 
@@ -237,7 +237,7 @@ def test_a_bad_router_section_exits_2_and_changes_nothing(first, sandbox, sandbo
                "sha256sum /etc/systemd/system/sglang*.service"
     before = {h: sh(sandbox_inventory, h, snapshot) for h in hosts}
     path = write_book(tmp_path, book(name="llama-dp-bad", **change))
-    proc = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx3", "--playbook", str(path),
+    proc = inv(sandbox, "deploy", "--host", "sbx1", "--host", "sbx3", "--yes", "--playbook", str(path),
                env={**ENV, "FLEET_STATE_DIR": str(state)})
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]

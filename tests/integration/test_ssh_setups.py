@@ -268,7 +268,7 @@ def test_targets_behind_one_jump_host_share_one_connection_to_it(sandbox, sandbo
     (tmp_path / "inv").mkdir()
     (tmp_path / "inv/hosts.yaml").write_text(yaml.safe_dump(doc))
     since = sh(sbx0, "date +%s.%N").stdout.strip()
-    proc = inv_at(tmp_path / "inv/hosts.yaml", "exec", "--cmd", "hostname", "--json")
+    proc = inv_at(tmp_path / "inv/hosts.yaml", "exec", "--all", "--yes", "--cmd", "hostname", "--json")
     assert proc.returncode == 0, proc.stderr
     accepted = sh(sbx0, f"journalctl -q -o cat --since @{since} _COMM=sshd | grep -c '^Accepted publickey'").stdout
     assert accepted.strip() == "2"  # fleet's shared jump connection, and this check's own

@@ -19,7 +19,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_the_shipped_example_inventory_loads():
-    inv = inventory.load(REPO / "inventory/hosts.yaml")
+    inv = inventory.load(REPO / "inventory/hosts.example.yaml")
     host = inv.hosts["gpu-node-1"]
     assert (host.address, host.user, host.venv, host.groups) == ("10.1.230.174", "root", "/root/ml-env",
                                                                  ("blackwell-pcie",))
@@ -111,3 +111,33 @@ def test_an_address_whose_zone_id_is_not_an_interface_name_is_refused(tmp_path, 
     path.write_text(f"hosts:\n  gpu-1: {{address: '{address}'}}\n")
     with pytest.raises(InputError, match=r"hosts.yaml:2: .*zone id .*an interface name"):
         inventory.load(path)
+
+
+def test_a_group_binds_a_playbook_by_name_or_by_a_path_beside_the_inventory(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+groups:
+  pcie: {playbook: glm5-nvfp4, hosts: [a]}
+  lab: {playbook: books/lab.yaml, hosts: [b]}
+  racks: {hosts: [a, c]}
+hosts:
+  a: {address: 10.0.0.1}
+  b: {address: 10.0.0.2}
+  c: {address: 10.0.0.3}
+""")
+    inv = inventory.load(path)
+    assert inv.hosts["a"].playbook == "glm5-nvfp4"
+    assert inv.hosts["b"].playbook == str(tmp_path / "books/lab.yaml")
+    assert inv.hosts["c"].playbook is None
+
+
+def test_two_groups_binding_different_playbooks_to_one_host_is_an_error_naming_both(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+groups:
+  pcie: {playbook: glm5-nvfp4, hosts: [a]}
+  small: {playbook: llama-replicas, hosts: [a]}
+hosts:
+  a: {address: 10.0.0.1}
+""")
+    with pytest.raises(InputError) as err:
+        inventory.load(path)
+    assert "hosts.yaml:" in str(err.value) and "pcie (glm5-nvfp4) and small (llama-replicas)" in str(err.value)

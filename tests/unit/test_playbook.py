@@ -220,8 +220,8 @@ def test_a_playbook_a_host_names_resolves_only_inside_the_folder(tmp_path):
     outside.write_text("name: outside\n")
     (folder / "inside.yaml").write_text("name: inside\n")
     (folder / "escape.yaml").symlink_to(outside)
-    assert playbook.shipped("inside", folder) == (folder / "inside.yaml").resolve()
+    assert playbook.shipped("inside", [folder]) == (folder / "inside.yaml").resolve()
     with pytest.raises(InputError, match="no playbook escape in"):
-        playbook.shipped("escape", folder)
+        playbook.shipped("escape", [folder])
     with pytest.raises(InputError, match=r"no playbook missing in .*\(known: escape, inside\)"):
-        playbook.shipped("missing", folder)
+        playbook.shipped("missing", [folder])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,50 @@ def test_bad_input_is_one_line_and_exit_2(matrix):
     ]:
         p = inv(*args)
         assert p.returncode == 2 and want in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+
+
+def _empty_cache(tmp_path, **extra):
+    """An empty upstream cache and a package index on a closed loopback port: nothing leaves this machine."""
+    import os
+
+    return {**os.environ, "FLEET_UPSTREAM_CACHE": str(tmp_path / "cache"), "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+            "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_NO_CACHE_DIR": "1", **extra}
+
+
+def test_offline_refuses_a_release_not_in_the_cache_in_one_line(tmp_path):
+    for args in (("audit", "--sglang", "0.5.5", "--sm", "120", "--offline"),
+                 ("patch", "--check", "--against", "sglang==0.5.5,flashinfer-python==0.6.3", "--set",
+                  "sm120-allreduce-fusion", "--offline")):
+        p = subprocess.run([INV, *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                           env=_empty_cache(tmp_path))
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.strip().splitlines() == [
+            f"error: sglang 0.5.5 is not in the upstream cache {tmp_path / 'cache'} and --offline forbids fetching it: "
+            "run `inv upstream --sglang 0.5.5` where http://127.0.0.1:9/simple is reachable"]
+
+
+def test_fetching_an_uncached_release_says_so_on_stderr_first(tmp_path):
+    p = subprocess.run([INV, "audit", "--sglang", "0.5.5", "--sm", "12.0", "--json"], cwd=REPO, capture_output=True,
+                       text=True, timeout=120, env=_empty_cache(tmp_path))
+    first = p.stderr.splitlines()[0]
+    assert first == (f"fleet: fetching sglang==0.5.5 from http://127.0.0.1:9/simple (not in the cache "
+                     f"{tmp_path / 'cache'}; --offline refuses instead)")
+    assert p.returncode == 1 and p.stdout == "" and "pip download sglang==0.5.5 failed" in p.stderr
+
+
+def test_an_all_clear_audit_is_one_sentence(matrix):
+    p = subprocess.run([INV, "audit", "--flashinfer", "0.7.4", "--sm", "90", "--offline"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["flashinfer-python 0.7.4: none of the 38 gates seen excludes SM 90"]
+
+
+def test_sets_that_lift_every_gate_make_the_verdict_and_the_exit_code_clear(matrix):
+    args = ["audit", "--sglang", "0.5.9", "--flashinfer", "0.6.3", "--sm", "120", "--offline"]
+    p = inv(*args, "--json")
+    assert p.returncode == 1 and json.loads(p.stdout)["hosts"][0]["remaining"] == 16
+    p = inv(*args, "--set", "sm120-allreduce-fusion", "--json")
+    (res,) = json.loads(p.stdout)["hosts"]
+    assert p.returncode == 0 and res["remaining"] == 0 and len(res["excluding"]) == 16
+    assert res["verdict"] == ("sglang 0.5.9, flashinfer-python 0.6.3: 16 of 36 gates exclude SM 120; "
+                              "the sets lift 16, 0 remain")

@@ -8,6 +8,8 @@ save the launcher, which a unit starts.
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host
+    p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
+    xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.host.render)
 
@@ -22,7 +24,8 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py")
+_INCLUDE = "#@include "
 
 
 @functools.cache
@@ -30,7 +33,8 @@ def text(name: str) -> str:
     """The script's text (read once per process)."""
     if name not in SCRIPTS:
         raise KeyError(f"no host-side script {name!r}")
-    return (HERE / name).read_text()
+    lines = (HERE / name).read_text().splitlines(keepends=True)
+    return "".join(text(line[len(_INCLUDE):].strip()) if line.startswith(_INCLUDE) else line for line in lines)
 
 
 def sh_command(name: str, *args: str) -> str:

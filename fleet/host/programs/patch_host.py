@@ -240,9 +240,10 @@ def do_revert(req):
     for f in req["files"]:
         p = f["path"]
         try:
-            now = sha(open(p, "rb").read())
+            cur = open(p, "rb").read()
         except OSError as e:
             return out({"ok": False, "error": "%s: cannot read: %s; nothing restored" % (p, e.strerror or e)})
+        now = sha(cur)
         if now == f["sha_before"]:
             continue
         if now != f["sha_after"]:
@@ -259,21 +260,45 @@ def do_revert(req):
         except OSError as e:
             return out({"ok": False, "error": "%s: not writable (%s); nothing restored" % (p, e.strerror or e)})
         st = os.stat(p)
-        todo.append((p, orig, st.st_mode & 0o7777, st.st_uid, st.st_gid))
-    done = []
-    try:
-        for p, orig, mode, uid, gid in todo:
-            atomic_write(p, orig, mode, uid, gid); done.append(p)
+        todo.append((p, cur, orig, st.st_mode & 0o7777, st.st_uid, st.st_gid))
+    was = man.get("status")
+    try:  # a writer killed from here on leaves "reverting": the next run's recovery finishes the revert
+        man["status"] = "reverting"; write_manifest(mpath, man)
     except OSError as e:
-        return out({"ok": False, "error": "restoring %s failed (%s) after %d file(s) restored"
-                    % (getattr(e, "filename", "?"), e.strerror or e, len(done))})
+        return out({"ok": False, "error": "cannot record the revert in %s: %s; nothing restored" % (mpath, e.strerror or e)})
+    done, failing = [], None  # type: (list, str | None)
+    try:
+        for p, cur, orig, mode, uid, gid in todo:
+            failing = p
+            if req.get("fail_at") == len(done) + 1:  # test hook: this write fails as on a full disk
+                raise OSError(28, "No space left on device", p)
+            atomic_write(p, orig, mode, uid, gid); done.append((p, cur, mode, uid, gid))
+    except OSError as e:
+        undo_err = []
+        for p, cur, mode, uid, gid in reversed(done):  # all or nothing: what was restored is patched again
+            try:
+                atomic_write(p, cur, mode, uid, gid)
+            except OSError as e2:
+                undo_err.append("%s: %s" % (p, e2.strerror or e2))
+        msg = "restoring %s failed (%s); " % (failing, e.strerror or e)
+        if undo_err:
+            msg += "COULD NOT PATCH AGAIN: %s; the next deploy finishes the revert" % "; ".join(undo_err)
+        else:
+            msg += "patched again the %d file(s) already restored: still %s" % (len(done), was)
+            man["status"] = was
+        man["revert_error"] = msg
+        try:
+            write_manifest(mpath, man)
+        except OSError:
+            pass  # the files say what happened; "reverting" left behind makes the next run finish the revert
+        return out({"ok": False, "error": msg})
     bad = [f["path"] for f in req["files"] if sha(open(f["path"], "rb").read()) != f["sha_before"]]
     if bad:
         return out({"ok": False, "error": "verification failed after restoring: %s" % ", ".join(bad)})
     man["status"] = "reverted"; man["reverted_at"] = req["time"]; man["reverted_by"] = req["by"]
     man["cleared_on_revert"] = clear_cache(req["bases"], man.get("clear_jit_cache", []))
     write_manifest(mpath, man)
-    out({"ok": True, "restored": done, "cleared": man["cleared_on_revert"], "manifest": mpath})
+    out({"ok": True, "restored": [d[0] for d in done], "cleared": man["cleared_on_revert"], "manifest": mpath})
 def do_cleanup(req):
     gone = []
     for p in req["paths"]:

@@ -20,11 +20,11 @@ dump() {
 }
 cache=${FLASHINFER_WORKSPACE_BASE:-$HOME}/.cache/flashinfer
 
-gpu_query() {  # asked again without a field an old driver does not know, up to 4 times
-  i=0
+gpu_query() {  # $1 section, $2 fields: asked again without a field an old driver does not know, up to 4 times
+  s=$1; f=$2; i=0
   while :; do
-    b query-gpu; o=$($T nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
-    printf '%s' "$o"; e query-gpu $rc
+    b "$s"; o=$($T nvidia-smi --query-gpu="$f" --format=csv,nounits 2>&1); rc=$?
+    printf '%s' "$o"; e "$s" $rc
     [ $rc -eq 2 ] && [ $i -lt 4 ] || break
     case $o in *'Field "'*'" is not a valid field to query.'*) ;; *) break;; esac
     x=${o#*Field \"}; x=${x%%\"*}
@@ -33,6 +33,10 @@ gpu_query() {  # asked again without a field an old driver does not know, up to 
     [ -n "$f" ] || break
   done
 }
+# The health fields (fleet/host/gpuhealth.py HEALTH_FIELDS), a query of their own so that an old driver that
+# rejects several of them never costs the main query its GPUs.
+hf=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,retired_pages.pending,retired_pages.double_bit.count,remapped_rows.pending,remapped_rows.failure,clocks_throttle_reasons.active,temperature.gpu,persistence_mode,gpu_recovery_action
+#@include xid.sh
 smi_fallback() {  # $1: the status of nvidia-smi --version (a driver too old for it prints its banner)
   [ "$1" -eq 0 ] || run smi-plain $T nvidia-smi
   run proc-driver dump /proc/driver/nvidia/version
@@ -40,7 +44,9 @@ smi_fallback() {  # $1: the status of nvidia-smi --version (a driver too old for
 # step NAME CMD...: the output and end of section NAME (its begin line printed already), whose command may
 # wait. One after the other: run now, under `timeout`. Concurrent: see below.
 step() { n=$1; shift; $T "$@" 2>&1; rc=$?; e "$n" $rc; }
+fstep() { n=$1; shift; "$@" 2>&1; e "$n" $?; }  # a function: it bounds its own commands
 host_facts() {
+  b xid; fstep xid kernel_log
   b virt; step virt systemd-detect-virt
   b dmi; d=/sys/class/dmi/id; v=; p=
   [ -r $d/sys_vendor ] && read -r v < $d/sys_vendor
@@ -131,7 +137,8 @@ settle() {
       [ -n "$Flate" ] && [ "$Fr" -gt 128 ] && { alive "$Fp" && continue; Fr=124; }
       break
     done
-    if [ "$Fj" = 0 ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/q"  # query-gpu ends its own sections
+    if [ "$Fj" = 0 ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/q"  # the queries end their own sections
+    elif [ "$Fj" = h ]; then [ "$Fr" != 124 ] || e "$Fn" 124 >> "$D/h"
     else eval "Frc$Fj=\$Fr"; e "$Fn" "$Fr" > "$D/t$Fj"; fi
   done
   [ -z "$Fwd" ] || { kill "$Fwd"; trap - USR1; }
@@ -141,7 +148,7 @@ if D=$(mktemp -d 2>/dev/null); then
   # What the shell prints goes to numbered part files in $D; each step adds its job's output file and the
   # file its end line goes to once the job is waited for; one cat prints every part in order at the end.
   # Jobs never hold the channel (fd 3): one stuck past the deadline cannot keep the answer from ending.
-  exec 3>&1; Fk=0 Fnj=0 Fparts=q Fjobs=0
+  exec 3>&1; Fk=0 Fnj=0
   part() { Fk=$((Fk+1)); Fparts="$Fparts m$Fk"; exec > "$D/m$Fk"; }
   step() {
     Fn=$1; shift; Fnj=$((Fnj+1)); Fjobs="$Fjobs $Fnj"
@@ -149,8 +156,11 @@ if D=$(mktemp -d 2>/dev/null); then
     eval "Fpid$Fnj=\$! Fname$Fnj=\$Fn"; Fparts="$Fparts j$Fnj t$Fnj"; part
   }
   { read -r Ft0 _ < /proc/uptime; } 2>/dev/null; Ft0=${Ft0%%.*}
-  gpu_query > "$D/q" 3>&- &  # job 0: it may ask again on an old driver, so it is a shell of its own
-  Fpid0=$! Fname0=query-gpu; part
+  fstep() { step "$@"; }
+  gpu_query query-gpu "$f" > "$D/q" 3>&- &  # job 0: it may ask again on an old driver, a shell of its own
+  Fpid0=$! Fname0=query-gpu
+  gpu_query health-gpu "$hf" > "$D/h" 3>&- &  # job h: the same, for the health fields
+  Fpidh=$! Fnameh=health-gpu Fjobs="0 h" Fparts="q h"; part
   b topo-m; step topo-m nvidia-smi topo -m
   b topo-p2p-r; step topo-p2p-r nvidia-smi topo -p2p r
   b smi-version; step smi-version nvidia-smi --version
@@ -161,7 +171,8 @@ if D=$(mktemp -d 2>/dev/null); then
   eval "smi_fallback \$Frc$Fv" > "$D/m$Fpost"
   cd "$D" && cat $Fparts
 else
-  gpu_query
+  gpu_query query-gpu "$f"
+  gpu_query health-gpu "$hf"
   b topo-m; step topo-m nvidia-smi topo -m
   b topo-p2p-r; step topo-p2p-r nvidia-smi topo -p2p r
   b smi-version; step smi-version nvidia-smi --version

@@ -4,6 +4,8 @@
 #   4 sha256 of every file the release manages     5 GPU power draw,limit    6 sglang's /metrics gauges
 #   7 what a dead run left (releases in progress, the lock's owner, patch runs left applying)
 #   8 the sglang router a router: playbook runs here (one JSON line), or nothing
+#   9 GPU health: the health query's CSV (GPUs nvidia-smi cannot open say so), then @xid and the kernel log's
+#     Xid events since boot (xid.sh)
 # The sections that wait on something (the two HTTP calls with their 3 s limits, nvidia-smi's NVML start-up,
 # the router's unit and /health) are independent: they run at once, each into a file of its own, and every
 # section is printed whole and in order (one after the other where the host has no mktemp).
@@ -11,6 +13,12 @@ unit=$1; port=$2; root=$3
 M=@@fleet-status@@
 health() { curl -s -o /dev/null -w '%{http_code}' -m 3 "http://127.0.0.1:$port/health"; echo; }
 power() { nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null; }
+T=; command -v timeout >/dev/null 2>&1 && T="timeout 5"
+#@include xid.sh
+gpuhealth() {
+  $T nvidia-smi --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,remapped_rows.pending,remapped_rows.failure,retired_pages.pending,gpu_recovery_action --format=csv,nounits 2>&1
+  echo @xid; kernel_log
+}
 # /metrics needs no API key in sglang (like /health); only the gauges shown travel back.
 metrics() {
   curl -s -m 3 "http://127.0.0.1:$port/metrics" 2>/dev/null \
@@ -46,7 +54,7 @@ leftovers() {
     d=${m%/manifest.json}; echo "release ${d##*/} $(tail -n 1 "$d/events.jsonl" 2>/dev/null)"
   done
   echo "lock $(cat "$root/lock/owner.json" 2>/dev/null)"
-  for m in $(grep -l '"status": "applying"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
+  for m in $(grep -lE '"status": "(applying|reverting)"' "$root"/backups/runs/*/manifest.json 2>/dev/null); do
     d=${m%/manifest.json}; echo "patch-run ${d##*/}"
   done
 }
@@ -54,9 +62,10 @@ leftovers() {
 if fleet_out=$(mktemp -d 2>/dev/null); then
   trap 'rm -rf "$fleet_out"' EXIT
   health > "$fleet_out/3" & power > "$fleet_out/5" & metrics > "$fleet_out/6" & router > "$fleet_out/8" &
+  gpuhealth > "$fleet_out/9" 2>&1 &
   section() { cat "$fleet_out/$1"; }
 else
-  section() { case $1 in 3) health;; 5) power;; 6) metrics;; 8) router;; esac; }
+  section() { case $1 in 3) health;; 5) power;; 6) metrics;; 8) router;; 9) gpuhealth 2>&1;; esac; }
 fi
 systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result 2>/dev/null
 echo $M; cat "$root/current/manifest.json" 2>/dev/null
@@ -68,4 +77,5 @@ echo $M; section 5
 echo $M; section 6
 echo $M; printf '%s\n' "$l"
 echo $M; section 8
+echo $M; section 9
 true

@@ -29,8 +29,10 @@ def test_json_is_pure_and_the_exit_code_follows_the_verdict(log, verdict, code):
     done = inv(str(LOGS / log), "--json")
     data = json.loads(done.stdout)  # the whole of stdout, nothing around it
     assert (data["verdict"], done.returncode) == (verdict, code), done.stderr
-    assert set(data) == {"verdict", "events"}
-    assert data["events"] and all(set(e) == {"line", "class", "severity", "text"} for e in data["events"])
+    assert set(data) == {"verdict", "fatal", "decided_by", "events"}
+    assert data["events"] and all({"line", "class", "severity", "text", "explanation", "remedy", "source"} <= set(e)
+                                  for e in data["events"])
+    assert data["decided_by"]["class"] == verdict and data["decided_by"]["explanation"]
     assert done.stderr == ""
 
 
@@ -38,14 +40,19 @@ def test_stdin_with_dash_and_a_warning_only_log_exits_zero():
     text = "[2026-03-02 10:02:21 TP0] Custom allreduce is disabled because your platform lacks GPU P2P capability.\n"
     done = inv("-", "--json", stdin=text)
     assert done.returncode == 0
-    assert json.loads(done.stdout) == {"verdict": "P2P_UNAVAILABLE", "events": [
-        {"line": 1, "class": "P2P_UNAVAILABLE", "severity": "warning",
-         "text": "Custom allreduce is disabled because your platform lacks GPU P2P capability."}]}
+    data = json.loads(done.stdout)
+    (event,) = data["events"]
+    assert (data["verdict"], data["fatal"], data["decided_by"]) == ("P2P_UNAVAILABLE", False, event)
+    assert {k: event[k] for k in ("line", "class", "severity", "text", "rule")} == {
+        "line": 1, "class": "P2P_UNAVAILABLE", "severity": "warning", "rule": "p2p_disabled",
+        "text": "Custom allreduce is disabled because your platform lacks GPU P2P capability."}
+    assert event["remedy"].startswith("nothing needed to serve") and event["source"] is None  # no release given
 
 
 def test_normal_lines_give_verdict_none_and_exit_zero():
     done = inv("-", "--json", stdin="[2026-03-02 09:14:11 TP0] Load weight begin. avail mem=78.52 GB\n")
-    assert (json.loads(done.stdout), done.returncode) == ({"verdict": "NONE", "events": []}, 0)
+    assert (json.loads(done.stdout), done.returncode) == (
+        {"verdict": "NONE", "fatal": False, "decided_by": None, "events": []}, 0)
 
 
 def test_human_output_lists_line_class_severity_and_explanation():
@@ -69,3 +76,19 @@ def test_bad_rules_folder_is_bad_input(tmp_path):
     done = inv(str(LOGS / "sglang_startup_ready.log"), "--rules", str(tmp_path))
     assert done.returncode == 2 and done.stdout == ""
     assert f"{tmp_path}/x.yaml:3: rule 'a': class: unknown class 'NOPE'" in done.stderr
+
+
+XID79 = ("Dec 03 11:02:07 gpu7 kernel: NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
+         "GPU has fallen off the bus.")
+
+
+def test_a_journal_line_of_a_gpu_off_the_bus_is_gpu_fault_and_outranks_the_cuda_error_beside_it():
+    """On the fork point the first said NONE and the second ILLEGAL_ADDRESS, whose remedy is a flag."""
+    alone = json.loads(inv("-", "--json", stdin=XID79 + "\n").stdout)
+    assert alone["verdict"] == "GPU_FAULT"
+    mixed = (f"[2026-12-03 11:02:06 TP0] Load weight begin. avail mem=94.21 GB\n{XID79}\n"
+             "RuntimeError: CUDA error: unspecified launch failure\n")
+    done = inv("-", "--json", stdin=mixed)
+    assert json.loads(done.stdout)["verdict"] == "GPU_FAULT" and done.returncode == 1
+    human = inv("-", stdin=mixed).stdout
+    assert "verdict GPU_FAULT" in human

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import playbook
+from fleet import site
 from fleet.deploy import check, inputs
 from fleet.errors import InputError
 
@@ -34,7 +34,7 @@ def lines(result: check.Checked, warnings: bool = False) -> list[str]:
 
 
 def test_every_shipped_playbook_checks_clean():
-    for path in sorted(playbook.DEFAULT_DIR.glob("*.yaml")):
+    for path in sorted((site.SHIPPED / "playbooks").glob("*.yaml")):
         result = inputs.check_playbook(path)
         assert result.book is not None and result.problems == [], (path, [str(p) for p in result.problems])
 
@@ -156,12 +156,14 @@ def test_every_problem_is_found_in_one_pass(tmp_path):
 
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "t.yaml").write_text(BOOK.replace("{tp-size: 8}", "{tp-szie: 8, trust-remote-code: 1}"))
     with pytest.raises(InputError) as err:
         inputs.load_playbook("t")
-    assert str(err.value) == ("playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 "
-                              "to 0.5.23; did you mean --tp-size? (and 1 more: inv check --playbook t)")
+    assert str(err.value) == (f"{tmp_path}/playbooks/t.yaml:3: flags.tp-szie: --tp-szie is in no sglang "
+                              "release from 0.5.8.post1 to 0.5.23; did you mean --tp-size? "
+                              "(and 1 more: inv check --playbook t)")
     assert inputs.load_playbook("t", checked=False)[0].name == "t"  # rollback reads what was deployed
 
 

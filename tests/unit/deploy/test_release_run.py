@@ -15,7 +15,7 @@ class Store:
         self.log.append(("open", r.status))
 
     def save(self, r: Release) -> None:
-        self.log.append(("save", r.status, len(r.attempts)))
+        self.log.append(("save", r.status, len(r.attempts), *((r.committing,) if r.status == "ok" else ())))
 
     def event(self, r: Release, e: dict) -> None:
         self.log.append(("event", e))
@@ -32,7 +32,7 @@ def _release() -> Release:
     return Release(id="r1", host="h", playbook="p", playbook_sha256="x", created="t")
 
 
-def test_a_release_that_serves_is_saved_made_current_pruned_then_logged_current():
+def test_a_release_that_serves_is_saved_committing_made_current_saved_done_pruned_then_logged_current():
     store = Store()
     run = ReleaseRun.open(store, _release(), rungs=["a", "b"])  # type: ignore[arg-type]
     run.event("stop", rung="a")
@@ -42,7 +42,7 @@ def test_a_release_that_serves_is_saved_made_current_pruned_then_logged_current(
     assert (r.status, r.rung, r.config) == (ReleaseStatus.OK, "b", {"rung": "b"}) and r.finished
     assert store.log == [("open", "in-progress"), ("event", {"step": "opened", "rungs": ["a", "b"]}),
                          ("event", {"step": "stop", "rung": "a"}), ("save", "in-progress", 1),
-                         ("save", "ok", 1), ("current", "r1"), ("prune", 5),
+                         ("save", "ok", 1, True), ("current", "r1"), ("save", "ok", 1, False), ("prune", 5),
                          ("event", {"step": "current", "tune": True})]
 
 

@@ -28,7 +28,12 @@ SCRIPTS = sorted(p.name for p in HERE.iterdir() if p.suffix in (".sh", ".py") an
 def test_every_host_program_is_listed_and_shipped():
     assert SCRIPTS == sorted(hostside.SCRIPTS)
     for name in SCRIPTS:
-        assert hostside.text(name) == (HERE / name).read_text()
+        own = (HERE / name).read_text()
+        included = {ln.split()[1]: HERE / ln.split()[1] for ln in own.splitlines() if ln.startswith("#@include ")}
+        shipped = hostside.text(name)
+        for part, path in included.items():  # an #@include line ships the fragment's text in its place
+            own = own.replace(f"#@include {part}\n", path.read_text())
+        assert shipped == own and "\n#@include" not in shipped
     with pytest.raises(KeyError):
         hostside.text("../tasks.py")
 
@@ -221,5 +226,44 @@ def test_the_status_script_waits_on_its_slow_calls_at_once_and_prints_the_same(t
         ends = [t for w, t, _ in log if w == "end"]
         return max(starts) < min(ends)  # every call had started before the first one ended
 
-    assert len(calls) == len(serial) == 6  # /health, nvidia-smi, /metrics: a start and an end each
+    assert len(calls) == len(serial) == 8  # /health, nvidia-smi (power, health), /metrics: a start and an end each
     assert overlapping(calls) and not overlapping(serial)
+
+
+def _applied_two_files(site: Path, root: Path) -> list[dict]:
+    """comm.py and a second file of the package patched by one run r1 (as apply leaves them)."""
+    (site / "fakeinfer/gate.py").write_text("SUPPORTED = [9, 10]\n")
+    changes = []
+    for rel in ("comm.py", "gate.py"):
+        path = site / "fakeinfer" / rel
+        before = path.read_bytes()
+        after = before.replace(b"[9, 10]", b"[9, 10, 12]")
+        changes.append({"path": str(path), "package": "fakeinfer", "file": rel, "dist": None, "version": None,
+                        "sha_before": hashlib.sha256(before).hexdigest(),
+                        "sha_after": hashlib.sha256(after).hexdigest(),
+                        "steps": [[before.index(b"[9, 10]"), base64.b64encode(b"[9, 10]").decode(),
+                                   base64.b64encode(b"[9, 10, 12]").decode()]]})
+    applied = _patch_host(site, "apply", {"root": str(root), "run": "r1", "time": "t", "by": "test", "sets": ["s"],
+                                          "modules": [], "bases": [], "files": changes})
+    assert applied["ok"]
+    return changes
+
+
+def test_a_revert_whose_second_write_fails_patches_the_first_again_and_stays_applied(site, tmp_path):
+    root = tmp_path / "backups"
+    changes = _applied_two_files(site, root)
+    files = [{k: c[k] for k in ("path", "sha_before", "sha_after")} for c in changes]
+    patched = {c["path"]: Path(c["path"]).read_bytes() for c in changes}
+    req = {"root": str(root), "run": "r1", "time": "t", "by": "test", "bases": [], "files": files}
+    failed = _patch_host(site, "revert", {**req, "fail_at": 2})
+    assert not failed["ok"]
+    assert failed["error"].startswith(f"restoring {changes[1]['path']} failed (No space left on device)")
+    assert "patched again the 1 file(s) already restored: still applied" in failed["error"]
+    assert {p: Path(p).read_bytes() for p in patched} == patched  # all or nothing: still fully applied
+    man = json.loads((root / "runs/r1/manifest.json").read_text())
+    assert man["status"] == "applied" and "No space left" in man["revert_error"]
+    assert not list(site.rglob(".*.fleet-*"))  # no temp file left
+    done = _patch_host(site, "revert", req)  # and it reverts whole once the disk has room
+    assert done["ok"] and done["restored"] == [c["path"] for c in changes]
+    assert all(hashlib.sha256(Path(c["path"]).read_bytes()).hexdigest() == c["sha_before"] for c in changes)
+    assert json.loads((root / "runs/r1/manifest.json").read_text())["status"] == "reverted"

@@ -195,7 +195,7 @@ def test_query_with_units_in_header_maps_columns_by_name():
         "index": 0, "name": "NVIDIA H200", "uuid": "GPU-34747df1-9587-cd05-21c3-1ab5677dc942",
         "compute_cap": "9.0", "sm": 90, "compute_cap_source": "nvidia-smi", "memory_total_mib": 143771,
         "power_draw_w": 115.73, "power_limit_w": 700.0, "pci_bus_id": "00000000:00:06.0", "pcie_gen": 5,
-        "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16}
+        "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16, "health": None}
 
 
 def test_query_values_keep_units_without_nounits():

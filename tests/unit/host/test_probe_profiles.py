@@ -16,7 +16,7 @@ from rich.console import Console
 
 from fleet.cli import probe_view
 from fleet.host import facts as F
-from fleet.host import nvsmi, probe
+from fleet.host import gpuhealth, nvsmi, probe
 from fleet.host import programs as hostside
 from fleet.host import sysinfo as hostinfo
 
@@ -34,6 +34,7 @@ def standin_query(csv: str, fields: list[str]) -> tuple[int, str]:
     lines = csv.splitlines()
     header = lines[0].split(", ")
     names = [nvsmi.field_name(h) for h in header]
+    fields = [f.replace("clocks_throttle_reasons.", "clocks_event_reasons.") for f in fields]  # driver 580's alias
     for f in fields:
         if f not in names:
             return 2, f'Field "{f}" is not a valid field to query.\n'
@@ -43,6 +44,18 @@ def standin_query(csv: str, fields: list[str]) -> tuple[int, str]:
         cells = line.split(", ")
         out.append(", ".join(re.sub(r" (MiB|W|MHz|%)$", "", cells[c]) for c in cols))
     return 0, "\n".join(out) + "\n"
+
+
+def xid_section(kernel_log: str) -> tuple[int, str]:
+    """probe.sh's xid section over a dmesg that printed KERNEL_LOG (the harness has no journalctl)."""
+    counts: dict[tuple[str, str], list] = {}
+    for line in kernel_log.splitlines():
+        if m := re.search(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): *(\d+)", line):
+            counts.setdefault((m.group(1), m.group(2)), [0, ""])
+            counts[m.group(1), m.group(2)][0] += 1
+            counts[m.group(1), m.group(2)][1] = line[:300]
+    rows = [f"xid {p} {c} {n} {last}\n" for (p, c), (n, last) in counts.items()]
+    return 0, f"source dmesg rc=0 lines={len(kernel_log.splitlines())}\n" + "".join(rows)
 
 
 def _file(path: Path) -> tuple[int, str]:
@@ -61,12 +74,14 @@ def assemble(profile: Path, venv: str = "/opt/venv") -> str:
         if rc != 2 or not rejected:
             break
         fields.remove(rejected[0])
+    out.append(("health-gpu", *standin_query((smi / "query-health.csv").read_text(), list(gpuhealth.HEALTH_FIELDS))))
     out.append(("topo-m", *_file(smi / "topo-m.txt")))
     out.append(("topo-p2p-r", *_file(smi / "topo-p2p-r.txt")))
     out.append(("smi-version", *_file(smi / "version.txt")))
     if out[-1][1] != 0:
         out.append(("smi-plain", *_file(smi / "smi.txt")))
     out.append(("proc-driver", 0, (system / "proc-driver-nvidia-version.txt").read_text()))
+    out.append(("xid", *xid_section((system / "kernel-log.txt").read_text())))
     virt = system / "systemd-detect-virt.txt"
     word = virt.read_text().strip() if virt.is_file() else None
     out.append(("virt", (1 if word == "none" else 0) if word else 127,
@@ -167,19 +182,23 @@ FAKE_SMI = r"""#!/bin/sh
 P=__PROFILE__/nvidia-smi
 case "$1" in
   --query-gpu=*)
+    csv=$P/query-gpu.csv
+    case $1 in *ecc.errors*|*remapped_rows*|*gpu_recovery_action*|*retired_pages*) csv=$P/query-health.csv ;; esac
     awk -v q="${1#--query-gpu=}" -v fmt="${2#--format=}" -F', ' '
       NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*\]$/, "", n); col[n] = i; hdr[i] = $i }
                 nq = split(q, want, ",")
+                for (k = 1; k <= nq; k++) sub(/^clocks_throttle_reasons\./, "clocks_event_reasons.", want[k])
                 for (k = 1; k <= nq; k++) if (!(want[k] in col)) {
                   printf "Field \"%s\" is not a valid field to query.\n\n", want[k]; exit 2 }
                 if (fmt !~ /noheader/) {
                   s = ""; for (k = 1; k <= nq; k++) s = s (k > 1 ? ", " : "") hdr[col[want[k]]]; print s }
                 next }
+      /^Unable to determine the device handle/ { print; next }
       { s = ""
         for (k = 1; k <= nq; k++) {
           v = $(col[want[k]]); if (fmt ~ /nounits/) sub(/ (MiB|W|MHz|%)$/, "", v)
           s = s (k > 1 ? ", " : "") v }
-        print s }' "$P/query-gpu.csv"
+        print s }' "$csv"
     exit $? ;;
   topo) case "$2" in -m) f=topo-m.txt ;; -p2p) f=topo-p2p-$3.txt ;; esac ;;
   --version) f=version.txt ;;
@@ -197,6 +216,9 @@ FAKE_DMIDECODE = """#!/bin/sh
 case "$2" in system-manufacturer) exec cat __PROFILE__/system/dmi/sys_vendor ;;
              system-product-name) exec cat __PROFILE__/system/dmi/product_name ;; esac
 exit 1
+"""
+FAKE_DMESG = """#!/bin/sh
+exec cat __PROFILE__/system/kernel-log.txt
 """
 FAKE_SYSTEMCTL = f"#!/bin/sh\ncat <<'EOF'\n{UNIT_SHOW}EOF\n"
 HOST_TOOLS = ("awk", "cat", "df", "grep", "sleep", "timeout", "uname")  # what a minimal host has besides the stand-ins
@@ -234,6 +256,7 @@ def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bo
     p = str(profile)
     _exe(bin_dir / "nvidia-smi", smi.replace("__PROFILE__", p))
     _exe(bin_dir / "systemctl", FAKE_SYSTEMCTL)
+    _exe(bin_dir / "dmesg", FAKE_DMESG.replace("__PROFILE__", p))
     if (profile / "system/systemd-detect-virt.txt").is_file():
         _exe(bin_dir / "systemd-detect-virt", FAKE_VIRT.replace("__PROFILE__", p))
     if (profile / "system/dmi").is_dir():
@@ -481,3 +504,29 @@ def test_verdict_for_mixed_and_cc_fallback_hosts():
                                           "PCIe only (PHB), P2P unknown, bare metal")
     if os.environ.get("FLEET_SHOW_RENDER"):  # eyeball it: FLEET_SHOW_RENDER=1 pytest -s
         probe_view.render([f], Console())
+
+
+def test_probe_script_counts_xids_per_gpu_and_code_and_names_a_lost_gpu(tmp_path):
+    """The real probe.sh (its awk) over a kernel log where GPU 3 fell off the bus, nvidia-smi unable to open it."""
+    prof = tmp_path / "prof"
+    shutil.copytree(PROFILES / "rtx-pro-6000-x8-proxmox", prof)
+    log = prof / "system/kernel-log.txt"
+    xid79 = "[  812.10] NVRM: Xid (PCI:0000:04:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    log.write_text(log.read_text() + f"{xid79}\n{xid79}\n"
+                   "[  812.11] NVRM: Xid (PCI:0000:04:00): 154, GPU recovery action changed from 0x0 (None) to "
+                   "0x2 (Node Reboot Required)\n[  813.00] NVRM: Xid (PCI:0000:zz:00): 79, bad bus\n"
+                   "[  813.01] NVRM: Xid (PCI:0000:01:00): 13, pid=9, name=python3, Graphics SM Warp Exception\n")
+    for name in ("query-gpu.csv", "query-health.csv"):
+        csv = prof / "nvidia-smi" / name
+        lines = csv.read_text().splitlines()
+        csv.write_text("\n".join(ln if not ln.startswith("3, ") else
+                                  "Unable to determine the device handle for GPU00000000:04:00.0: Unknown Error"
+                                  for ln in lines) + "\n")
+    f = probe.parse(run_script(prof, tmp_path / "run"), "h", "10.0.0.1")
+    assert f.kernel_log.source == "dmesg"
+    assert [(e.pci, e.code, e.count, e.gpu_index) for e in f.kernel_log.events] == [
+        ("0000:04:00", 79, 2, None), ("0000:04:00", 154, 1, None), ("0000:01:00", 13, 1, 0)]
+    assert f.kernel_log.events[0].last == xid79
+    assert [g.pci_bus_id for g in f.lost_gpus] == ["0000:04:00"]
+    assert len(f.gpus) == 7 and all(g.health and g.health.recovery_action == "none" for g in f.gpus)
+    assert "GPU 0000:04:00: nvidia-smi cannot open it (Unknown Error)" in f.warnings

@@ -1,51 +1,117 @@
-"""A release manifest as fleet writes it passes the checks a manifest from a host gets (fleet.host.releases):
-its own files (unit, env, key, launcher and their before-copies), modes as oct() writes them, its id."""
+"""A release's events.jsonl (fleet.host.releases): appended whole lines, read past a torn tail. The store's shell
+runs here, against a temporary folder standing in for /var/lib/fleet."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from fleet.errors import FleetError
 from fleet.host import releases
-from fleet.host.render import LAUNCHER, env_file, key_file, unit_file
-from fleet.outcomes import ReleaseStatus
+from fleet.host.releases import Release, ReleaseStore, parse_events
+from fleet.inventory import Host
+
+HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
 
 
-def _written() -> dict:
-    rel = releases.Release(id=releases.new_id(), host="gpu-node-1", playbook="glm5-nvfp4", playbook_sha256="0" * 64,
-                           created=releases.now(), status=ReleaseStatus.OK, rung="no-fusion", config={"rung": "x"},
-                           attempts=[{"rung": "x", "outcome": "READY"}], bench={"result": {"ok": True}})
-    for path, mode in ((unit_file("sglang"), 0o644), (env_file("sglang"), 0o600), (LAUNCHER, 0o755),
-                       (unit_file("sglang-router"), 0o644)):
-        rel.files[path] = {"sha256": "a" * 64, "mode": oct(mode)}
-    rel.files[f"before:{env_file('sglang')}"] = {"sha256": "b" * 64}
-    rel.files[key_file("sglang")] = {"sha256": "c" * 64, "mode": oct(0o600)}
-    return json.loads(json.dumps(rel.to_json()))  # as it comes back from the host
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> ReleaseStore:
+    def sh(conn, host, command, timeout=120, check=True):
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 or not check, done.stderr
+        return done.stdout
+
+    def read_file(conn, host, path):
+        return Path(path).read_bytes() if Path(path).exists() else None
+
+    monkeypatch.setattr(releases, "sh", sh)
+    monkeypatch.setattr(releases, "read_file", read_file)
+    return ReleaseStore(None, HOST, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
 
 
-def test_what_fleet_writes_is_what_it_accepts():
-    data = _written()
-    assert releases.Release.from_json(releases._manifest(data, data["id"])).to_json() == data
+def _release() -> Release:
+    return Release(id="20261201T000000Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t")
 
 
-@pytest.mark.parametrize("rid", ["..", ".", "../x", "a/b", "-x", "", "x" * 65, "a\nb"])
-def test_a_release_id_is_never_a_path(rid):
-    with pytest.raises(ValueError, match="not a release id"):
-        releases.release_id(rid)
+def test_a_torn_tail_is_skipped_and_counted_and_the_next_append_starts_a_line_of_its_own(store):
+    r = _release()
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    store.event(r, {"step": "opened"})
+    store.event(r, {"step": "stop", "rung": "a"})
+    with open(folder / "events.jsonl", "a") as f:
+        f.write('{"t": 1.5, "step": "insta')  # a run killed mid-append (or a full disk): no newline
+    assert [e["step"] for e in store.events(r.id)] == ["opened", "stop"]
+    assert store.events_read(r.id)[1] == 1
+    store.event(r, {"step": "interrupted", "after": "stop"})
+    events, torn = store.events_read(r.id)
+    assert [e["step"] for e in events] == ["opened", "stop", "interrupted"] and torn == 1
 
 
-def test_a_release_says_when_it_is_one_node_of_a_multi_node_deployment():
-    Release, node_of = releases.Release, releases.node_of
+def test_parse_events_skips_garbage_and_non_objects():
+    data = b'{"step": "opened"}\n\n[1, 2]\n\xff\xfe\n"text"\n{"step": "stop"}\n{"step": '
+    events, torn = parse_events(data)
+    assert events == [{"step": "opened"}, {"step": "stop"}] and torn == 4
 
-    def rel(nodes, playbook="glm5-2node"):
-        return Release(id="r", host="n1", playbook=playbook, playbook_sha256="x", created="t",
-                       config={"nodes": nodes} if nodes is not None else {})
 
-    assert node_of(rel({"count": 2, "rank": 1, "hosts": ["n0", "n1"]})) == \
-        "node 1 of 2 of the multi-node deployment of glm5-2node (n0, n1)"
-    assert node_of(None) is None and node_of(rel(None)) is None and node_of(rel({"count": 1})) is None
-    # what a host sent is printed only in a name's shape
-    hostile = node_of(rel({"count": 2, "rank": "[red]x", "hosts": ["n0", "$(reboot)", 7]}, playbook="[b]x"))
-    assert hostile == "node ? of 2 of the multi-node deployment of ? (n0)"
-    assert node_of(rel({"count": True})) is None and node_of(rel("nodes")) is None
+def test_a_manifest_that_is_not_one_is_damaged_and_passed_over(store):
+    r = _release()
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    for text in ('{"id": "x", "host"', "[]", '{"no": "id"}', '{"id": "x"}'):
+        (folder / "manifest.json").write_text(text)
+        with pytest.raises(releases.ReleaseDamaged, match="is not a release manifest fleet wrote"):
+            store.load(r.id)
+        assert store.list() == [], text
+    (folder / "manifest.json").write_text(json.dumps(r.to_json()))
+    assert store.load(r.id) == r
+
+
+def _made(n: int, status: str) -> Release:
+    return Release(id=f"20261201T0000{n:02d}Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t",
+                   status=status)
+
+
+def test_failed_deploys_never_push_out_the_release_a_rollback_goes_to():
+    # One good release, five failed deploys, one good deploy, keep_releases 5: the first good one stays.
+    made = [_made(0, "ok"), *(_made(n, "failed") for n in range(1, 6)), _made(6, "ok")]
+    doomed = releases.prune_plan(made, made[-1].id, keep=5)
+    assert made[0].id not in doomed
+    assert doomed == [made[1].id, made[2].id]  # the oldest failures beyond the cap of 3
+
+
+def test_prune_keeps_the_newest_served_ones_and_never_current_in_progress_or_the_one_before_current():
+    made = [_made(n, "ok") for n in range(8)] + [_made(8, "interrupted"), _made(9, "in-progress")]
+    assert releases.prune_plan(made, made[7].id, keep=3) == [made[n].id for n in range(5)]
+    # current rolled back to an old release: the newest that served before it is spared too
+    assert made[2].id not in releases.prune_plan(made, made[3].id, keep=3)
+    assert made[3].id not in releases.prune_plan(made, made[3].id, keep=1)
+    assert made[9].id not in releases.prune_plan(made, None, keep=1, unserved=0)
+    assert releases.prune_plan(made, made[7].id, keep=0) == releases.prune_plan(made, made[7].id, keep=1)
+
+
+def test_prune_by_the_store_drops_the_doomed_folders(store):
+    made = [_made(0, "ok"), *(_made(n, "failed") for n in range(1, 6)), _made(6, "ok")]
+    for r in made:
+        Path(store.dir(r)).mkdir(parents=True)
+        (Path(store.dir(r)) / "manifest.json").write_text(json.dumps(r.to_json()))
+    store.mark_current(made[-1])
+    assert store.prune(5) == [made[1].id, made[2].id]
+    assert store.last_good_before_current() == made[0]
+    assert sorted(p.name for p in Path(store.releases).iterdir()) == [r.id for r in made if r not in made[1:3]]
+
+
+def test_current_pointing_at_an_unreadable_manifest_refuses_instead_of_reading_as_no_release(store):
+    r = _release()
+    Path(store.dir(r)).mkdir(parents=True)
+    (Path(store.dir(r)) / "manifest.json").write_text('{"id": "x", "ho')
+    store.mark_current(r)
+    with pytest.raises(FleetError, match=f"{r.id}/manifest.json is not a release manifest fleet wrote"):
+        store.current()
+    (Path(store.dir(r)) / "manifest.json").unlink()
+    with pytest.raises(FleetError, match=f"points to release {r.id}, whose manifest is missing or unreadable"):
+        store.current()

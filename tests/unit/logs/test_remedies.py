@@ -102,3 +102,12 @@ def test_every_outcome_but_ready_is_an_outcome_a_remedy_and_a_rung_can_name():
     assert remedies.remedy_for(Outcome.INSTALL_FAILED, "writing /etc/fleet/sglang.env: Failure")
     result = DeployResult("h", "failed", attempts=[Attempt("a", Outcome.INSTALL_FAILED, "disk full", 1.0)])
     assert "free space" in result.to_json()["attempts"][0]["remedy"]
+
+
+def test_a_remedy_names_flags_as_the_hosts_sglang_spells_them():
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB."
+    assert "--cuda-graph-max-bs;" in remedies.remedy_for("CUDA_OOM", oom)  # no version: as the rule writes it
+    assert "--cuda-graph-max-bs;" in remedies.remedy_for("CUDA_OOM", oom, sglang="0.5.9")
+    for version in ("0.5.14", "0.5.20", "0.5.23", "0.6.0"):  # deprecated from 0.5.14, gone from 0.5.20
+        assert "--cuda-graph-max-bs-decode;" in remedies.remedy_for("CUDA_OOM", oom, sglang=version), version
+    assert remedies.remedy_for("CUDA_OOM", oom, sglang="0.4.0") == remedies.remedy_for("CUDA_OOM", oom)

@@ -173,3 +173,13 @@ def test_a_malformed_file_is_one_line_naming_the_file(tmp_path, content, expecte
 def test_a_folder_without_rule_files_is_an_error(tmp_path):
     with pytest.raises(RuleFileError, match="no rule files"):
         load_rules(tmp_path)
+
+
+@pytest.mark.parametrize(("code", "verdict"), [(13, "ILLEGAL_ADDRESS"), (31, "ILLEGAL_ADDRESS"),
+                                               (43, "ILLEGAL_ADDRESS"), (119, "GPU_FAULT"), (154, "GPU_FAULT"),
+                                               (48, "GPU_FAULT"), (95, "GPU_FAULT"), (8, "GPU_FAULT"),
+                                               (79, "GPU_FAULT"), (74, "GPU_FAULT"), (140, "GPU_FAULT")])
+def test_xid_codes_of_the_application_keep_their_class_and_the_hardwares_are_gpu_fault(rules, code, verdict):
+    line = f"kernel: NVRM: Xid (PCI:0000:3b:00): {code}, pid=3301, name=python3, something"
+    best, _ = rules.best(normalise(line).text)
+    assert best.log_class == verdict and (verdict != "GPU_FAULT" or not best.remedies)  # no flag fixes hardware

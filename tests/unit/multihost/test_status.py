@@ -235,3 +235,34 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
     console = Console(width=300, record=True)
     console.print(table_of([status.parse(HOST, output(MANIFEST, "200", [], ""))]))
     assert "router" not in console.export_text()
+
+
+GPU_SECTION = (
+    "index, pci.bus_id, ecc.errors.uncorrected.volatile.total, remapped_rows.pending, remapped_rows.failure, "
+    "retired_pages.pending, gpu_recovery_action\n"
+    "0, 00000000:01:00.0, 0, No, No, [N/A], None\n"
+    "Unable to determine the device handle for GPU00000000:02:00.0: Unknown Error\n"
+    "@xid\nsource journalctl rc=0 lines=0\nsource dmesg rc=0 lines=812\n"
+    "xid 0000:02:00 79 1 [ 812.1] NVRM: Xid (PCI:0000:02:00): 79, pid=7, GPU has fallen off the bus.\n")
+
+
+def test_the_gpu_health_section_lands_in_the_row_the_board_and_the_detail():
+    m = "@@fleet-status@@\n"
+    st = status.parse(HOST, output(MANIFEST, "000", [], "250.10, 600.00\n") + m + m + m + m + GPU_SECTION)
+    assert st.gpu_faults[0] == "GPU 0000:02:00 cannot be opened (Unknown Error)" and len(st.gpu_faults) == 2
+    assert [(e["code"], e["pci"], e["count"]) for e in st.xid] == [(79, "0000:02:00", 1)] and st.kernel_log == "dmesg"
+    from rich.console import Console
+
+    from fleet.cli.status_view import render_detail
+
+    console = Console(width=200, record=True)
+    console.print(table_of([st], width=200))
+    render_detail(st, console)
+    text = console.export_text()
+    assert "FAULT (2)" in text and "    GPU 0000:02:00 cannot be opened (Unknown Error)" in text
+    assert "Xid 79 on PCI 0000:02:00 x1, last: [ 812.1] NVRM: Xid (PCI:0000:02:00): 79" in text
+
+
+def test_a_status_without_the_gpu_section_shows_no_gpu_health():
+    st = status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n"))
+    assert (st.gpu_faults, st.xid, st.kernel_log) == ([], [], None)

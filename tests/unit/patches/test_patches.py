@@ -278,8 +278,11 @@ def test_lock_owner_descriptions():
     assert hostlock.describe(fresh, now=200) == "held by ann@ctl pid 1 for deploy since T"
     old = hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 3600)
     assert "STALE" in old and "h old" in old and "--token abc" in old
-    gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7)
+    me = hostlock._me("")
+    gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7, machine_id=me["machine_id"],
+                boot_id=me["boot_id"])
     assert "no longer running" in hostlock.describe(gone, now=200)
+    assert "no longer running" not in hostlock.describe(dict(gone, machine_id=None), now=200)  # maybe a clone
     assert "unknown owner" in hostlock.describe(None)
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 
 import torch
-from sglang_sim_core import env, rendezvous
+from sglang_sim_core import env, gpufault, rendezvous
 from sglang_sim_core.rank import RankContext
 
 from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
@@ -123,6 +123,8 @@ class ModelRunner:
                 self.rank.allocate(max(avail - 1.2, 0.0))
                 raise torch.OutOfMemoryError(self.rank.oom_message(1.75))
         env.sleep(duration / 2)
+        if (xid := gpufault.planned()) is not None and show:  # the GPU dies half-way through the weights
+            raise RuntimeError(gpufault.strike(*xid))
         if show:
             _progress(shards // 2, shards, (time.monotonic() - start))
         env.sleep(duration / 2)

@@ -1,0 +1,32 @@
+"""`inv recover --host H`: the GPU reset, reboot or Proxmox VM reset the GPUs' state calls for; what was done and
+what the GPUs say after, as lines or --json. Exit 0 when no GPU fault is left, 1 otherwise, 2 bad input."""
+
+from __future__ import annotations
+
+from fleet.cli import console, print_json
+from fleet.cli.hosttext import escape
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.inventory import Host
+from fleet.multihost import proxmox as pve
+from fleet.multihost import recover as rec
+from fleet.ssh.connect import ConnectOptions
+
+
+def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, dry_run: bool,
+            wait: float) -> int:
+    guest = pve.guest_of(host)  # bad input ends here, exit 2, before any host or API is contacted
+    client = pve.Proxmox.of(host, guest) if guest else None
+    say = (lambda m: None) if as_json else (lambda m: console.print(f"{escape(host.name)} {escape(m)}",
+                                                                   highlight=False))
+    result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        verb = "would do" if dry_run else "did"
+        console.print(f"[bold]{escape(host.name)}[/]: {verb} {result.action}"
+                      + (f" ({escape(result.why)})" if result.why else ""), highlight=False)
+        for step in result.steps:
+            console.print(f"  {escape(step)}", highlight=False)
+        for fault in result.faults_after:
+            console.print(f"  [red]still: {escape(fault)}[/]", highlight=False)
+    return EXIT_OK if result.ok else EXIT_HOST_FAILED

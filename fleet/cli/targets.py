@@ -1,0 +1,68 @@
+"""Which hosts a task that changes hosts acts on, with which playbook, and the operator's go-ahead.
+
+- A task that changes hosts acts only on hosts named by --host, --group or --all; none of them is exit 2.
+- No default playbook: --playbook, or the one the inventory binds to the hosts' group (`playbook:` on a group);
+  a host with neither, or hosts bound to different playbooks, is exit 2 naming them.
+- More than one host: on a terminal the plan (hosts, playbook, batches) is shown on stderr and asked about;
+  without a terminal --yes is needed. Every refusal happens before any host is contacted."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fleet.errors import InputError
+
+if TYPE_CHECKING:
+    from fleet.inventory import Host  # pydantic: not loaded by `inv --list` or --help
+
+NAMES_SHOWN = 12  # hosts named in a plan or an error before "and N more"
+
+
+def names(hosts: Sequence[Host]) -> str:
+    shown = ", ".join(h.name for h in hosts[:NAMES_SHOWN])
+    more = len(hosts) - NAMES_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
+    """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
+    if every and (hosts or groups):
+        raise InputError("--all with --host/--group: give one or the other")
+    if not (hosts or groups or every):
+        raise InputError(f"inv {task} changes hosts: name them with --host or --group, or --all for every "
+                         "host of the inventory")
+
+
+def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
+    """--playbook when given, else the playbook the inventory binds to every one of the hosts."""
+    if given:
+        return given
+    unbound = [h for h in hosts if h.playbook is None]
+    if unbound:
+        raise InputError(f"--playbook: not given, and no group of {names(unbound)} binds one "
+                         "(`playbook:` on a group in the inventory); say which playbook to use")
+    bound = {h.playbook for h in hosts}
+    if len(bound) > 1:
+        pairs = ", ".join(f"{h.name}: {h.playbook}" for h in hosts[:NAMES_SHOWN])
+        raise InputError(f"--playbook: the hosts' groups bind different playbooks ({pairs}); "
+                         "deploy one group at a time, or pass --playbook")
+    (name,) = bound
+    assert name is not None
+    return name
+
+
+def confirm(task: str, hosts: Sequence[Host], yes: bool, plan: Sequence[str] = ()) -> None:
+    """Go ahead on one host, with --yes, or when the operator says yes to the plan; else exit 2."""
+    if yes or len(hosts) <= 1:
+        return
+    if not sys.stdin.isatty():
+        raise InputError(f"inv {task} would change {len(hosts)} hosts ({names(hosts)}): no terminal to ask on; "
+                         "pass --yes to go ahead")
+    lines = [f"inv {task} on {len(hosts)} hosts: {names(hosts)}", *(f"  {line}" for line in plan)]
+    sys.stderr.write("\n".join(lines) + "\nGo ahead? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise InputError(f"inv {task}: not confirmed ({answer or 'no answer'}); nothing changed")

@@ -1,0 +1,165 @@
+"""Classifying a line by the site that printed it, when no precise rule names its class.
+
+playbooks/sites/classes.yaml says, as data, which area of a release a module belongs to (memory pools, attention
+backends, MoE, quantization, distributed, model loading, server arguments, JIT...) and which class a site gets
+from its area, its exception type and what its text names (an SM, memory, a flag, a timeout). The first class
+entry whose conditions all hold wins; a site none fits stays with the catch-all rule (FATAL).
+
+    by_site = SiteClassifier(SiteIndex(siteindex.load_or_build("sglang", "0.5.23", root)))
+    by_site.classify("RuntimeError: alloc_req_slots runs out of memory. ...")  # -> (Rule, IndexedSite)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fleet import yamlfile
+from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
+from fleet.upstream.siteindex import IndexedSite, SiteIndex
+
+CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
+PRIORITY = 15  # above the catch-alls (<= 14), below every precise rule: precise rules keep priority
+_SOURCE = ProjectSource(project="sglang", ref="https://github.com/sgl-project/sglang")
+
+
+class AreaSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    modules: list[str] = Field(min_length=1)  # fnmatch globs over the module's path (`*` crosses folders)
+
+
+class SiteClassSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    log_class: LogClass = Field(alias="class")
+    severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
+    areas: list[str] | None = None  # any of these areas
+    exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
+    not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
+    text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
+    not_text: list[str] = Field(default_factory=list)  # none of these may
+    explanation: str = Field(min_length=1, max_length=200)
+    remedy: str = Field(min_length=1, max_length=300)
+    remedies: list[str] = Field(default_factory=list)
+
+    _re = field_validator("text", "not_text")(classmethod(lambda cls, v: v if v is None else regexes(v)))
+
+    @field_validator("log_class")
+    @classmethod
+    def _specific(cls, value: LogClass) -> LogClass:
+        if value in (LogClass.FATAL, LogClass.READY):
+            raise ValueError(f"a site class names a specific failure, not {value}")
+        return value
+
+    @field_validator("remedies")
+    @classmethod
+    def _known_remedies(cls, remedies: list[str]) -> list[str]:
+        unknown = [r for r in remedies if r not in REMEDY_STEPS]
+        if unknown:
+            raise ValueError(f"unknown remedy {unknown[0]!r} (known: {', '.join(sorted(REMEDY_STEPS))})")
+        return remedies
+
+
+class SiteClassesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = ""
+    areas: list[AreaSpec]
+    classes: list[SiteClassSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class _SiteClass:
+    spec: SiteClassSpec
+    rule: Rule
+    text: re.Pattern[str] | None
+    not_text: re.Pattern[str] | None
+
+    def fits(self, site: IndexedSite, area: str | None) -> bool:
+        spec = self.spec
+        if spec.areas is not None and area not in spec.areas:
+            return False
+        if spec.exceptions is not None and site.exception not in spec.exceptions:
+            return False
+        if site.exception in spec.not_exceptions:
+            return False
+        if self.text is not None and not self.text.search(site.text):
+            return False
+        return self.not_text is None or not self.not_text.search(site.text)
+
+
+class SiteClasses:
+    """The areas and class entries of playbooks/sites/classes.yaml, compiled."""
+
+    def __init__(self, spec: SiteClassesFile, source: str) -> None:
+        self.areas = tuple((a.name, tuple(a.modules)) for a in spec.areas)
+        self.entries = tuple(_compile(c, source) for c in spec.classes)
+
+    def area(self, module: str) -> str | None:
+        return next((name for name, globs in self.areas if any(fnmatch.fnmatchcase(module, g) for g in globs)),
+                    None)
+
+    def rule_for(self, site: IndexedSite) -> Rule | None:
+        """The rule standing for the first class entry the site fits; None: no specific class."""
+        area = self.area(site.module)
+        return next((e.rule for e in self.entries if e.fits(site, area)), None)
+
+
+def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
+    def joined(patterns: list[str] | None) -> re.Pattern[str] | None:
+        return re.compile("|".join(f"(?:{p})" for p in patterns), re.I) if patterns else None
+
+    rule = Rule(name=f"site:{spec.name}", log_class=spec.log_class, severity=spec.severity, priority=PRIORITY,
+                explanation=spec.explanation, remedies=tuple(spec.remedies), wraps=False, patterns=(),
+                source=source, triggers=(), remedy=spec.remedy, sources=(_SOURCE,))
+    return _SiteClass(spec, rule, joined(spec.text), joined(spec.not_text))
+
+
+def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
+    """The file, validated (InputError naming file and line); every area a class names must exist."""
+    doc = yamlfile.load(path)
+    spec = doc.parse(SiteClassesFile)
+    known = {a.name for a in spec.areas}
+    for i, entry in enumerate(spec.classes):
+        for area in entry.areas or []:
+            if area not in known:
+                raise doc.error(("classes", i, "areas"), f"unknown area {area!r} (known: {', '.join(sorted(known))})")
+    return SiteClasses(spec, str(path))
+
+
+@functools.cache
+def default_classes() -> SiteClasses:
+    return load_classes()
+
+
+class SiteClassifier:
+    """A release's site index and the site classes: a line to its site, and the site to its class."""
+
+    def __init__(self, index: SiteIndex, classes: SiteClasses | None = None) -> None:
+        self.index = index
+        self.classes = classes if classes is not None else default_classes()
+
+    def locate(self, text: str) -> IndexedSite | None:
+        return self.index.locate(text)
+
+    def classify(self, text: str) -> tuple[Rule, IndexedSite] | None:
+        """The site `text` comes from and the rule of its class; None when no site or no specific class."""
+        site = self.index.locate(text)
+        if site is None:
+            return None
+        rule = self.classes.rule_for(site)
+        return (rule, site) if rule is not None else None
+
+
+def describe(site: IndexedSite | None) -> dict[str, Any] | None:
+    """A site as --json shows it: where (one line) and its parts."""
+    return None if site is None else {"where": site.where(), **site.to_json()}

@@ -1,0 +1,192 @@
+"""`inv recover --host H`: what the GPUs' state calls for, then SSH back and a new probe.
+
+- a GPU reset (`nvidia-smi -r -i N`) where the driver asks for one (recovery action reset, memory repair
+  pending) and allows it: the unit stopped, no process left on the GPU, persistence off
+  for the reset (put back after);
+- else a reboot of the host (`systemctl reboot`), or, for a Proxmox guest described in the inventory, a VM
+  reset (or stop then start with power_cycle) through the Proxmox API: a GPU off the bus, a driver that asks
+  for a reboot, a reset the driver refused;
+then it waits for SSH and probes again: the result says what was done and what the GPUs say now.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabric import Connection
+from paramiko import SSHException
+
+from fleet.deploy import hardware
+from fleet.errors import FleetError
+from fleet.host import probe_run
+from fleet.host.facts import HostFacts
+from fleet.inventory import Host
+from fleet.multihost.proxmox import Proxmox, ProxmoxGuest
+from fleet.progress import Progress, quiet
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import run
+
+GPU_RESET = "gpu-reset"
+REBOOT = "reboot"
+VM_RESET = "vm-reset"
+VM_POWER_CYCLE = "vm-power-cycle"
+NOTHING = "none"
+RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
+
+
+@dataclass
+class RecoverResult:
+    host: str
+    action: str = NOTHING
+    why: str = ""
+    steps: list[str] = field(default_factory=list)
+    faults_before: list[str] = field(default_factory=list)
+    faults_after: list[str] = field(default_factory=list)
+    ok: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def plan(facts: HostFacts, guest: ProxmoxGuest | None, power_cycle: bool = False) -> tuple[str, list[int], str]:
+    """(action, GPU indices to reset, why), pure. A reset needs every faulty GPU still listed; anything else
+    (a GPU lost, a reboot asked for) takes the whole machine."""
+    faults = hardware.assess(facts).fault
+    if not faults:
+        return NOTHING, [], "no GPU fault"
+    whole = VM_POWER_CYCLE if guest and power_cycle else VM_RESET if guest else REBOOT
+    if facts.lost_gpus or any(g.health and g.health.recovery_action not in (None, "none", *RESET_ACTIONS)
+                              for g in facts.gpus):
+        return whole, [], faults[0]
+    reset = [g.index for g in facts.gpus if g.index is not None and g.health and (
+        g.health.recovery_action in RESET_ACTIONS or g.health.remapped_rows_pending
+        or g.health.retired_pages_pending or g.health.ecc_uncorrected_volatile)]
+    if reset and not power_cycle:
+        return GPU_RESET, reset, faults[0]
+    return whole, [], faults[0]
+
+
+def _sh(conn: Connection, host: Host, command: str, timeout: float = 60.0) -> tuple[int, str]:
+    res = run(conn, host, command, timeout=timeout)
+    return res.exited, (res.stdout + res.stderr).strip()[-300:]
+
+
+def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
+    """Reset each GPU; None when done, else why the driver would not (the caller reboots instead)."""
+    unit = shlex.quote(host.unit)
+    rc, state = _sh(conn, host, f"systemctl is-active {unit}")
+    _sh(conn, host, f"systemctl stop {unit}", timeout=120)
+    say(f"stopped {unit} (it was {state or 'inactive'})")
+    persistent = {g.index for g in facts.gpus if g.health and g.health.persistence}
+    for i in gpus:
+        rc, apps = _sh(conn, host, f"nvidia-smi --query-compute-apps=pid --format=csv,noheader -i {int(i)}")
+        if rc == 0 and apps.strip():
+            return f"GPU {i} still has processes ({apps.splitlines()[0][:60]})"
+        _sh(conn, host, f"nvidia-smi -pm 0 -i {int(i)}")
+        rc, said = _sh(conn, host, f"nvidia-smi -r -i {int(i)}", timeout=120)
+        if i in persistent:
+            _sh(conn, host, f"nvidia-smi -pm 1 -i {int(i)}")
+        if rc != 0:
+            return f"nvidia-smi -r -i {i} refused (rc={rc}): {said.splitlines()[-1][:160] if said else 'no output'}"
+        say(f"GPU {i} reset")
+    if state == "active":
+        _sh(conn, host, f"systemctl start {unit}", timeout=120)
+        say(f"started {unit} again")
+    return None
+
+
+def reboot(conn: Connection, host: Host) -> None:
+    """`systemctl reboot`: the connection may drop before an answer comes, which is the point."""
+    try:
+        _sh(conn, host, "systemctl reboot", timeout=20)
+    except (FleetError, EOFError, OSError, SSHException):
+        pass
+
+
+def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
+    before = proxmox.status()
+    say(f"Proxmox VM {proxmox.guest.vmid} on {proxmox.guest.node}: {before}")
+    if action == VM_RESET and before == "running":
+        say(f"reset: {proxmox.reset()}")
+        return
+    if before == "running":
+        say(f"stop: {proxmox.stop()}")
+        deadline = time.monotonic() + wait_s
+        while proxmox.status() != "stopped":
+            if time.monotonic() > deadline:
+                raise FleetError(f"Proxmox VM {proxmox.guest.vmid} still running {wait_s:g}s after stop")
+            time.sleep(1)
+    say(f"start: {proxmox.start()}")
+
+
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str) -> Connection:
+    """A connection to the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in
+    the old boot, before the reboot takes it down, is not the recovered host)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn = open_connection(host, opts)
+            try:
+                if _sh(conn, host, BOOT_ID, timeout=10)[1] != old_boot:
+                    return conn
+            except (FleetError, EOFError, OSError, SSHException):
+                pass
+            conn.close()
+        except (FleetError, EOFError, OSError, SSHException):
+            pass
+        if time.monotonic() > deadline:
+            raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
+        time.sleep(1)
+
+
+def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
+            dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet) -> RecoverResult:
+    result = RecoverResult(host.name)
+    conn = open_connection(host, opts)
+    try:
+        facts = probe_run.probe_on(conn, host)
+        boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
+        result.faults_before = hardware.assess(facts).fault
+        result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
+        if result.action == NOTHING or dry_run:
+            result.ok = result.action == NOTHING or dry_run
+            return result
+        if result.action == GPU_RESET:
+            refused = gpu_reset(conn, host, gpus, facts, say)
+            result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
+            if refused:
+                result.action = VM_RESET if proxmox else REBOOT
+        if result.action == REBOOT:
+            say("rebooting")
+            reboot(conn, host)
+            result.steps.append("systemctl reboot")
+    finally:
+        conn.close()
+    if result.action in (VM_RESET, VM_POWER_CYCLE):
+        assert proxmox is not None
+        groups: dict[int, list[str]] = {}
+        for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
+            groups.setdefault(d["iommugroup"], []).append(d["id"])
+        result.steps.append("NVIDIA functions on the node by IOMMU group: " + "; ".join(
+            f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed")
+        vm(proxmox, result.action, wait_s, say)
+        result.steps.append(f"Proxmox {result.action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}")
+    if result.action != GPU_RESET:
+        say("waiting for SSH")
+        conn = wait_for_ssh(host, opts, wait_s, boot)
+    else:
+        conn = open_connection(host, opts)
+    try:
+        after = probe_run.probe_on(conn, host)
+    finally:
+        conn.close()
+    result.faults_after = hardware.assess(after).fault
+    result.ok = not result.faults_after
+    result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
+    return result

@@ -1,0 +1,203 @@
+"""Where a log line comes from: every raise / assert / logger.error site of a release, indexed by its text.
+
+`build()` reads a release unpacked from the corpus (sourcetext.sites over each module the server can run) and
+`SiteIndex.locate(line)` answers with the site whose rendered message the line is an instance of:
+"sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)". A site whose message starts with text is indexed
+under its first characters, one that starts with a placeholder under the rarest word of its text, so a lookup costs
+a few dict probes and one linear scan per candidate, whatever the size of the release. Building reads tens of
+megabytes of Python; `load_or_build` keeps the result beside the release in the corpus cache (JSON, rebuilt when
+FORMAT changes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.upstream import sourcetext
+
+FORMAT = 1  # bump when what a site records or how it is read changes: cached indexes are rebuilt
+# What the server runs (not the diffusion runtime, the tests or benchmarks a wheel also ships).
+MODULE_GLOBS = {
+    "sglang": ("sglang/*.py", "sglang/srt/**/*.py", "sglang/jit_kernel/**/*.py"),
+    "flashinfer-python": ("flashinfer/*.py", "flashinfer/*/**/*.py"),
+}
+_SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
+_MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
+_START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
+_MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedSite:
+    """One site of one release: where it is and what it says."""
+
+    package: str  # sglang | flashinfer-python
+    version: str
+    module: str  # relative to the release root, e.g. sglang/srt/mem_cache/allocation.py
+    line: int
+    function: str | None
+    kind: str  # raise | assert | log
+    exception: str | None
+    text: str  # the message, placeholders as `{}`
+
+    def where(self) -> str:
+        """'sglang 0.5.23 srt/mem_cache/allocation.py:345 (alloc_req_slots)'."""
+        module = self.module.split("/", 1)[1] if "/" in self.module else self.module
+        function = f" ({self.function})" if self.function else ""
+        return f"{self.package} {self.version} {module}:{self.line}{function}"
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {"package": self.package, "version": self.version, "module": self.module, "line": self.line,
+                "function": self.function, "kind": self.kind, "exception": self.exception, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    site: IndexedSite
+    pieces: tuple[str, ...]  # the fixed text between placeholders, in order
+    anchored: bool  # the message starts with the first piece (no placeholder before it)
+    fixed: int  # characters of fixed text: the more, the surer a match
+
+    def matches(self, message: str) -> bool:
+        """The pieces occur in order, the first at the start when anchored: plain finds, linear in the line
+        (a regex of `.*?` between pieces backtracks without bound on a line a hostile host crafts)."""
+        at = len(message) - len(message.lstrip())
+        for i, piece in enumerate(self.pieces):
+            if i == 0 and self.anchored:
+                if not message.startswith(piece, at):
+                    return False
+                at += len(piece)
+                continue
+            found = message.find(piece, at)
+            if found < 0:
+                return False
+            at = found + len(piece)
+        return True
+
+
+class SiteIndex:
+    """The sites of one or more releases (sglang and the flashinfer beside it), looked up by a line's text."""
+
+    def __init__(self, sites: Iterable[IndexedSite]) -> None:
+        self.sites: tuple[IndexedSite, ...] = tuple(sites)
+        words_of = [_words(_first_line(s.text)) for s in self.sites]
+        frequency = Counter(w for words in words_of for w in words)
+        self._by_word: dict[str, list[_Entry]] = {}  # templates that start with a placeholder: by a rare word
+        self._by_start: dict[str, list[_Entry]] = {}  # the others: by the first characters the message starts with
+        self.unindexed = 0  # sites whose text is too short or has no word to find it by
+        for site, words in zip(self.sites, words_of, strict=True):
+            head = _first_line(site.text)
+            fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
+            if fixed < _MIN_FIXED or not words:
+                self.unindexed += 1
+                continue
+            key = min(words, key=lambda w: (frequency[w], -len(w), w))
+            parts = head.split(sourcetext.PLACEHOLDER)
+            pieces = tuple(p.strip() for p in parts if p.strip())
+            entry = _Entry(site, pieces, bool(parts[0].strip()), fixed)
+            if entry.anchored:
+                self._by_start.setdefault(pieces[0][:_START], []).append(entry)
+            else:
+                self._by_word.setdefault(key, []).append(entry)
+        self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
+
+    def __len__(self) -> int:
+        return len(self.sites)
+
+    def locate(self, line: str) -> IndexedSite | None:
+        """The site `line` (a normalised log line, or a traceback's last line) is printed by; None if none.
+
+        Among several, the one with the most fixed text wins, then one raising the exception the line names.
+        """
+        exception, message = _split(line[:_MAX_LINE])
+        message = message.lstrip()
+        best: tuple[int, int] | None = None
+        found: IndexedSite | None = None
+        candidates = [e for n in self._start_lengths for e in self._by_start.get(message[:n], ())]
+        candidates += [e for word in set(_WORD.findall(message)) for e in self._by_word.get(word, ())]
+        for entry in candidates:
+            if not entry.matches(message):
+                continue
+            score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
+            if best is None or score > best:
+                best, found = score, entry.site
+        return found
+
+
+def _first_line(text: str) -> str:
+    """What one log line shows of a message: its first line (the rest comes on the lines after it)."""
+    return text.strip().split("\n", 1)[0]
+
+
+def _words(text: str) -> set[str]:
+    return {w for piece in text.split(sourcetext.PLACEHOLDER) for w in _WORD.findall(piece)}
+
+
+def _split(line: str) -> tuple[str | None, str]:
+    """('ValueError', 'the message') for an exception line; (None, line) otherwise."""
+    text = line.strip()
+    m = _EXCEPTION.match(text)
+    if m is None:
+        return None, text
+    return m.group(1), m.group(2) or ""
+
+
+def modules(package: str, root: Path) -> list[str]:
+    """The modules of the release at `root` whose sites are indexed, relative to it, sorted."""
+    found: set[str] = set()
+    for pattern in MODULE_GLOBS[package]:
+        for path in root.glob(pattern):
+            rel = path.relative_to(root)
+            if path.is_file() and not _SKIP_PARTS.intersection(rel.parts[1:-1]):
+                found.add(rel.as_posix())
+    return sorted(found)
+
+
+def build(package: str, version: str, root: Path, only: Sequence[str] | None = None) -> list[IndexedSite]:
+    """Every site of the release at `root` (of the modules `only` names, if given); a module this Python cannot
+    parse is skipped."""
+    out: list[IndexedSite] = []
+    for module in only if only is not None else modules(package, root):
+        try:
+            found = sourcetext.sites((root / module).read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        out.extend(IndexedSite(package, version, module, s.line, s.function, s.kind, s.exception, s.text)
+                   for s in found)
+    return out
+
+
+def cache_path(root: Path) -> Path:
+    return root / f"fleet-sites-v{FORMAT}.json"
+
+
+def load_or_build(package: str, version: str, root: Path) -> list[IndexedSite]:
+    """The release's sites from the cache beside it, built (and written atomically) when missing or unreadable."""
+    path = cache_path(root)
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return [IndexedSite(package, version, *row) for row in rows]
+    except (OSError, ValueError, TypeError):
+        pass
+    sites = build(package, version, root)
+    rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
+    try:
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".fleet-sites-")
+    except OSError:
+        return sites  # a read-only or vanished cache still answers, from memory
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(rows, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+    return sites

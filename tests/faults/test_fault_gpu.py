@@ -1,0 +1,128 @@
+"""A GPU falls off the bus under the server (the simulator's Xid 79, as on the RTX PRO 6000 / 5090 hosts of
+open-gpu-kernel-modules 1151 and 1159): the deploy ends its ladder on GPU_FAULT instead of walking the flags
+(the previous release, put back, cannot start on the lost GPU either), the probe shows the Xid events and the
+lost GPU, and the next deploy to the host changes nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+from faultkit import current, inventory_file, rung
+from fleetcli import inv_at, inv_json, llama_playbook, sh
+
+HOST = "sbx0"
+
+
+def test_a_gpu_off_the_bus_mid_deploy_ends_the_ladder_and_the_next_deploy_changes_nothing(
+        sandbox, sandbox_inventory, tmp_path):
+    base = current(sandbox_inventory, HOST)  # whatever the fleet's earlier tests left (or none)
+    book = llama_playbook(tmp_path, rung("xid", SGLANG_SIM_XID="79:0") + rung("would-serve"), name="llama-gpu")
+    try:
+        rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force")
+        # the previous release (if any) is put back, and cannot start either: its GPU is gone, as on real hardware
+        assert rc != 0 and data["status"] == "failed", (data.get("error"), err[-3000:])
+        [attempt] = data["attempts"]  # the second rung, whose flags would have served, is never tried
+        assert attempt["rung"] == "xid" and attempt["outcome"] == "GPU_FAULT"
+        assert "Xid 79" in attempt["evidence"] and "unspecified launch failure" in attempt["evidence"]
+        assert current(sandbox_inventory, HOST) == base
+
+        rc, facts, err = inv_json(sandbox, "probe", "--host", HOST)
+        [host] = facts if isinstance(facts, list) else facts["hosts"]
+        assert [g["pci_bus_id"] for g in host["lost_gpus"]] == ["0000:01:00"]
+        assert {(e["code"], e["pci"]) for e in host["kernel_log"]["events"]} == {(79, "0000:01:00"),
+                                                                                 (154, "0000:01:00")}
+        assert host["kernel_log"]["source"] == "dmesg"
+
+        rc, again, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force")
+        assert rc != 0 and again["status"] == "failed"
+        assert [(a["rung"], a["outcome"]) for a in again["attempts"]] == [("-", "GPU_FAULT")]
+        assert "cannot be opened" in again["attempts"][0]["evidence"]
+        assert current(sandbox_inventory, HOST) == base
+    finally:  # the GPU is back (as after a reboot: /run is a tmpfs)
+        sh(sandbox_inventory, HOST, "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost")
+
+
+# GPU 0 of the host's profile falls off the bus: the driver's line in the kernel log, nvidia-smi loses it.
+LOST = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
+        "echo \"[ 901.5] NVRM: Xid (PCI:$s): 79, pid=1, GPU has fallen off the bus.\" >> /run/fleet-sim/kmsg && "
+        "echo $b >> /run/fleet-sim/lost && echo $s")
+
+
+def test_recover_reboots_a_host_whose_gpu_fell_off_and_probes_it_healthy(sandbox, sandbox_inventory):
+    host = "sbx1"
+    bus = sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + LOST).strip()
+    rc, plan, err = inv_json(sandbox, "recover", "--host", host, "--dry-run")
+    assert rc == 0 and plan["action"] == "reboot" and plan["steps"] == [], err[-2000:]
+    assert plan["why"] == f"GPU {bus.lower()} cannot be opened (Unknown Error)"
+    rc, done, err = inv_json(sandbox, "recover", "--host", host)
+    assert rc == 0 and done["ok"] and done["faults_after"] == [], (done, err[-2000:])
+    assert done["steps"] == ["systemctl reboot", "probed again: no GPU fault"]
+    assert sh(sandbox_inventory, host, "test -e /run/fleet-sim/lost || echo gone").strip() == "gone"  # /run anew
+
+
+class _Proxmox(BaseHTTPRequestHandler):
+    """Proxmox's API for node pve1 and VM 101, whose reset power-cycles the sandbox host behind it."""
+
+    sandbox = None
+    host = ""
+    calls: list[str] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, data) -> None:
+        body = json.dumps({"data": data}).encode()
+        self.send_response(200 if self.headers.get("Authorization") == f"PVEAPIToken=root@pam!fleet={TOKEN}"
+                           else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        self.calls.append("GET " + self.path)
+        if self.path.endswith("/hardware/pci"):
+            return self._answer([{"id": "0000:01:00.0", "vendor": "0x10de", "device": "0x2bb1", "iommugroup": 14,
+                                  "class": "0x030000"}])
+        return self._answer({"status": "running", "vmid": 101, "qmpstatus": "running"})
+
+    def do_POST(self):  # noqa: N802
+        self.calls.append("POST " + self.path)
+        if self.path.endswith("/status/reset"):
+            self.sandbox.kill(self.host)  # the VM's power button: no shutdown, then on again
+            self.sandbox.start(self.host)
+        return self._answer("UPID:pve1:0000ABCD:0001:6790:qmreset:101:root@pam!fleet:")
+
+
+TOKEN = "0d7c1f0e-5b0a-4a53-9d43-5a3f0e6d9c21"
+
+
+def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox, sandbox_inventory, tmp_path):
+    host = "sbx2"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxmox)
+    _Proxmox.sandbox, _Proxmox.host, _Proxmox.calls = sandbox, host, []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"][host].setdefault("vars", {})["proxmox"] = {
+        "api": f"http://127.0.0.1:{server.server_address[1]}/api2/json", "node": "pve1", "vmid": 101,
+        "token_id": "root@pam!fleet", "token": {"env": "FLEET_TEST_PVE_TOKEN"}}
+    inventory = inventory_file(tmp_path)
+    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + LOST)
+        proc = inv_at(inventory, "recover", "--host", host, "--json", env={"FLEET_TEST_PVE_TOKEN": TOKEN})
+        done = json.loads(proc.stdout)
+        assert proc.returncode == 0 and done["action"] == "vm-reset" and done["ok"], (done, proc.stderr[-2000:])
+        assert done["steps"][0] == "NVIDIA functions on the node by IOMMU group: 14: 0000:01:00.0"
+        assert _Proxmox.calls == ["GET /api2/json/nodes/pve1/hardware/pci",
+                                  "GET /api2/json/nodes/pve1/qemu/101/status/current",
+                                  "POST /api2/json/nodes/pve1/qemu/101/status/reset"]
+        assert TOKEN not in proc.stdout + proc.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+        if not sandbox.is_running(host):
+            sandbox.start(host)

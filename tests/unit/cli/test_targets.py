@@ -1,0 +1,100 @@
+"""Which hosts a task that changes hosts acts on, with which playbook, and the go-ahead: refusals are exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import targets
+from fleet.cli.deploy import deploy_plan
+from fleet.deploy.inputs import load_playbook
+from fleet.errors import EXIT_BAD_INPUT, InputError
+from fleet.inventory import Host
+from fleet.multihost import rollout
+
+
+def host(name: str, playbook: str | None = None) -> Host:
+    return Host(name=name, address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
+                source=Path("hosts.yaml"), playbook=playbook)
+
+
+@pytest.mark.parametrize(("hosts", "groups", "every"), [([], [], False), (["a"], [], True), ([], ["g"], True)])
+def test_no_target_or_all_with_names_is_refused(hosts, groups, every):
+    with pytest.raises(InputError) as err:
+        targets.require_target("deploy", hosts, groups, every)
+    assert err.value.exit_code == EXIT_BAD_INPUT and "--host" in str(err.value)
+
+
+@pytest.mark.parametrize(("hosts", "groups", "every"), [(["a"], [], False), ([], ["g"], False), ([], [], True)])
+def test_a_named_target_is_enough(hosts, groups, every):
+    targets.require_target("deploy", hosts, groups, every)
+
+
+def test_the_playbook_given_wins_else_the_groups_binding():
+    assert targets.playbook_for([host("a", "x")], "given") == "given"
+    assert targets.playbook_for([host("a", "x"), host("b", "x")], None) == "x"
+
+
+def test_no_playbook_for_a_host_names_the_host():
+    with pytest.raises(InputError) as err:
+        targets.playbook_for([host("a", "x"), host("b")], None)
+    assert "--playbook" in str(err.value) and "no group of b binds one" in str(err.value)
+
+
+def test_hosts_bound_to_different_playbooks_are_refused_naming_each():
+    with pytest.raises(InputError) as err:
+        targets.playbook_for([host("a", "x"), host("b", "y")], None)
+    assert "a: x, b: y" in str(err.value)
+
+
+def test_one_host_or_yes_never_asks(monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: would refuse if it asked
+    targets.confirm("deploy", [host("a")], yes=False)
+    targets.confirm("deploy", [host("a"), host("b")], yes=True)
+
+
+def test_several_hosts_without_a_terminal_need_yes(monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    with pytest.raises(InputError) as err:
+        targets.confirm("exec", [host("a"), host("b")], yes=False)
+    assert "--yes" in str(err.value) and "a, b" in str(err.value)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "ok"), [("y\n", True), ("YES\n", True), ("n\n", False), ("\n", False),
+                                            ("", False), ("yes please\n", False)])
+def test_on_a_terminal_the_plan_is_shown_and_only_yes_goes_ahead(monkeypatch, capsys, answer, ok):
+    monkeypatch.setattr("sys.stdin", _Tty(answer))
+    hosts = [host(f"h{i}") for i in range(20)]
+    if ok:
+        targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"])
+    else:
+        with pytest.raises(InputError, match="not confirmed"):
+            targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"])
+    shown = capsys.readouterr().err
+    assert "inv deploy on 20 hosts: h0, h1" in shown and "and 8 more" in shown and "  playbook: x" in shown
+
+
+def test_names_in_plans_are_capped():
+    many = [dataclasses.replace(host("a"), name=f"n{i}") for i in range(100)]
+    assert targets.names(many).endswith("n11 and 88 more")
+
+
+def test_a_deploys_plan_names_the_playbook_and_the_batches_in_order():
+    book, path = load_playbook("glm5-nvfp4")
+    hosts = [host(f"h{i:02}") for i in range(20)]
+    plan = deploy_plan(hosts, book, path, rollout.parse_serial("1,25%"), rollout.parse_max_fail("10%"))
+    assert plan[0] == f"playbook: glm5-nvfp4 ({path})"
+    assert plan[1:4] == ["batch 1: h00", "batch 2: h01, h02, h03, h04, h05", "batch 3: h06, h07, h08, h09, h10"]
+    assert plan[-1] == "stops once more than 2 host(s) failed (--max-fail)"
+    two_node, where = load_playbook("glm5-2node")
+    assert deploy_plan(hosts[:2], two_node, where, None, rollout.parse_max_fail(None))[1] == (
+        "one server over 2 nodes, deployed together")

@@ -1,0 +1,130 @@
+"""One command line for every task: the option vocabulary, help that never runs a task, typed numbers, the
+exit-code table (the code, every task's help, README.md and docs/cli.md say the same)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import tasking
+
+REPO = Path(__file__).resolve().parents[3]
+INV = Path(sys.executable).parent / "inv"
+
+
+def _tasks():
+    spec = importlib.util.spec_from_file_location("fleet_tasks_under_test", REPO / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ns
+
+
+NS = _tasks()
+TASKS = sorted(NS.task_names)
+
+
+def _flags() -> dict[str, dict[str, list[str]]]:
+    """task -> option -> its flags, as the parser sees them."""
+    return {name: {a.name: sorted(a.names) for a in NS[name].get_arguments()} for name in TASKS}
+
+
+def test_a_short_letter_means_one_option_in_every_task_and_h_is_only_help():
+    meaning: dict[str, str] = {}
+    for task, options in _flags().items():
+        for option, names in options.items():
+            for letter in (n for n in names if len(n) == 1):
+                assert meaning.setdefault(letter, option) == option, (
+                    f"-{letter} is --{meaning[letter]} elsewhere but {option} in {task}")
+    assert meaning["h"] == "help" and meaning["H"] == "host"
+    assert {k: v for k, v in meaning.items() if k != "h"} == {v: k for k, v in tasking.SHORT.items()} | {}
+
+
+def test_every_task_has_h_and_help():
+    for task, options in _flags().items():
+        assert options["help"] == ["h", "help"], task
+
+
+def _table(path: Path, heading: str) -> list[list[str]]:
+    text = path.read_text().split(heading, 1)[1]
+    rows = []
+    for line in text.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows[1:]
+
+
+def test_the_docs_option_table_lists_every_option_with_its_letter():
+    documented: dict[str, str] = {}
+    for option, short, *_ in _table(REPO / "docs/cli.md", "## Options"):
+        for name in re.findall(r"`--([a-z0-9-]+)`", option):
+            documented[name] = short.strip("`-")
+    every = {n for options in _flags().values() for names in options.values() for n in names if len(n) > 1}
+    assert set(documented) == every
+    for option, letter in tasking.SHORT.items():
+        assert documented[option.replace("_", "-")] == letter
+    assert {k for k, v in documented.items() if v} == {o.replace("_", "-") for o in tasking.SHORT} | {"help"}
+
+
+@pytest.mark.parametrize(("doc", "heading"), [("README.md", "## Exit codes"), ("docs/cli.md", "## Exit codes")])
+def test_the_exit_code_tables_are_the_code(doc, heading):
+    rows = [(int(code), meaning) for code, meaning in _table(REPO / doc, heading)]
+    assert rows == list(tasking.EXIT_CODES)
+
+
+def test_every_tasks_help_ends_with_the_exit_codes():
+    for task in TASKS:
+        assert (NS[task].__doc__ or "").rstrip().endswith(tasking.EXIT_CODES_HELP), task
+
+
+@pytest.mark.parametrize(("text", "sm"), [("120", 120), ("12.0", 120), ("8.6", 86), (" 90 ", 90), ("10.0", 100)])
+def test_an_sm_is_read_as_fleet_or_nvidia_smi_writes_it(text, sm):
+    assert tasking.parse_sm(text) == sm
+
+
+@pytest.mark.parametrize("text", ["abc", "12.", "1.2.0", "12.05", "", "-120", "9", "１２０", "12.０"])
+def test_an_sm_that_is_not_one_is_refused(text):
+    with pytest.raises(ValueError):
+        tasking.parse_sm(text)
+
+
+@pytest.mark.parametrize(("name", "text"), [("port", "abc"), ("port", "0"), ("port", "70000"), ("interval", "0"),
+                                            ("interval", "nan"), ("host_timeout", "-5"), ("runs", "2.5"),
+                                            ("runs", "21"), ("hosts", "many"), ("port", "²²"), ("port", "２２")])
+def test_numbers_that_are_not_are_refused(name, text):
+    with pytest.raises(ValueError):
+        tasking.NUMBERS[name](text)
+
+
+def _inv(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("args", [("classify", "--help"), ("classify", "x.log", "-h"), ("exec", "--help"),
+                                  ("unlock", "-h"), ("sandbox.cut", "--help"), ("deploy", "-h"),
+                                  ("deploy", "-H", "nosuchhost", "--help")])
+def test_help_is_help_before_and_after_positionals_and_reads_nothing(args, tmp_path):
+    done = _inv(*args[:1], "-i", str(tmp_path / "none.yaml"), *args[1:]) if args[0] == "deploy" else _inv(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"Usage: inv [--core-opts] {args[0]} ") and "Exit codes:" in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("status", "--port", "abc"), "--port 'abc': a port from 1 to 65535"),
+    (("audit", "--sm", "abc"), "--sm 'abc': an SM like 120"),
+    (("tune", "--runs", "lots"), "--runs 'lots'"),
+    (("deploy", "--host-timeout", "soon"), "--host-timeout 'soon'"),
+])
+def test_a_number_that_is_not_one_is_one_line_and_exit_2(args, says, tmp_path):
+    done = _inv(*args[:1], "-i", str(tmp_path / "none.yaml"), *args[1:])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"error: {done.stderr.strip()[7:]}" and says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

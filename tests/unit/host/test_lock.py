@@ -1,0 +1,87 @@
+"""The host lock (fleet.host.lock): taken over only on positive evidence that its owner is dead, and removed by
+`inv unlock --token` only for the exact token. The lock's shell runs here, against a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import InputError
+from fleet.host import lock as hostlock
+from fleet.inventory import Host
+from fleet.ssh.remote import CommandResult
+
+DEAD_PID = 2 ** 22 + 7
+
+
+def _owner(**changes) -> dict:
+    return {**hostlock._me("deploy x"), "owner": "me@" + socket.gethostname(), **changes}
+
+
+def test_a_live_owner_on_a_clone_with_the_same_host_name_is_never_judged_dead():
+    # Cloned images share a host name and often a missing machine id: another boot id proves nothing then.
+    assert hostlock.dead_owner(_owner(machine_id=None, boot_id="another-boot")) is None
+    assert hostlock.dead_owner(_owner(machine_id=None, pid=DEAD_PID)) is None
+    assert hostlock.dead_owner(_owner(machine_id="", boot_id="another-boot", pid=DEAD_PID)) is None
+    assert hostlock.dead_owner(_owner(machine_id="f" * 32, boot_id="another-boot", pid=DEAD_PID)) is None
+
+
+IDS = hostlock._read_id("/etc/machine-id") and hostlock._read_id("/proc/sys/kernel/random/boot_id")
+
+
+@pytest.mark.skipif(not IDS, reason="this machine has no machine id or boot id")  # CI machines have both
+def test_an_owner_of_this_machine_is_dead_after_a_reboot_or_when_its_pid_is_gone_or_reused():
+    assert hostlock.dead_owner(_owner()) is None  # this very process
+    assert "has rebooted since" in hostlock.dead_owner(_owner(boot_id="an-earlier-boot"))
+    assert "no longer running" in hostlock.dead_owner(_owner(pid=DEAD_PID))
+    assert "now another process" in hostlock.dead_owner(_owner(pid_start=1))
+    assert hostlock.dead_owner(_owner(boot_id=None, pid=DEAD_PID)) is None  # no boot id: no judging a pid
+    assert hostlock.dead_owner(_owner(pid=0)) is None and hostlock.dead_owner(_owner(pid=-1)) is None
+
+
+@pytest.fixture
+def lock_dir(tmp_path, monkeypatch) -> Path:
+    """The lock under a temporary folder, its commands run by sh here instead of on a host."""
+    folder = tmp_path / "var-lib-fleet" / "lock"
+    monkeypatch.setattr(hostlock, "LOCK_DIR", str(folder))
+
+    def run(conn, host, command, timeout=None):
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        return CommandResult(command, done.returncode, done.stdout, done.stderr)
+
+    monkeypatch.setattr(hostlock.remote, "run", run)
+    return folder
+
+
+HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
+
+
+def test_unlock_removes_the_lock_only_for_its_exact_token(lock_dir):
+    lock = hostlock.acquire(None, HOST, "deploy x")
+    owner = json.loads((lock_dir / "owner.json").read_text())
+    assert owner["token"] == lock.token
+    for wrong in ("a", "root", lock.token[:-1], lock.token[1:], lock.token.upper(), "deploy", "me",
+                  str(owner["pid"])):
+        with pytest.raises(hostlock.HostLockError, match="does not carry token"):
+            hostlock.break_lock(None, HOST, wrong)
+        assert (lock_dir / "owner.json").exists(), wrong
+    for bad in ("", " ", ".", ".*", "a b", "$(id)", "x" * 129):
+        with pytest.raises(InputError, match="is not a lock token"):
+            hostlock.break_lock(None, HOST, bad)
+        assert (lock_dir / "owner.json").exists(), bad
+    hostlock.break_lock(None, HOST, lock.token)
+    assert not lock_dir.exists()
+
+
+def test_a_clone_s_live_lock_is_refused_and_kept(lock_dir):
+    lock_dir.mkdir(parents=True)
+    clone = _owner(machine_id=None, boot_id="another-boot", pid=DEAD_PID)
+    (lock_dir / "owner.json").write_text(json.dumps(clone) + "\n")
+    with pytest.raises(hostlock.HostLockError, match="host is locked"):
+        hostlock.acquire(None, HOST, "deploy y")
+    assert json.loads((lock_dir / "owner.json").read_text())["token"] == clone["token"]

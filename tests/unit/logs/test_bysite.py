@@ -1,0 +1,161 @@
+"""Classifying by site (fleet/logs/bysite.py) behind the rules, the classes the ladder can act on, and the causal
+line of a burst: the real messages of sglang 0.5.23 / flashinfer 0.7.4 an operator of SM120 hosts meets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import InputError
+from fleet.logs import bysite
+from fleet.logs.bysite import SiteClassifier
+from fleet.logs.classify import classify_line, classify_text
+from fleet.logs.rules import LogClass, Severity
+from fleet.upstream import siteindex
+from fleet.upstream.siteindex import IndexedSite, SiteIndex
+from fleet.upstream.sourcetext import Site, sites
+
+SOURCE = Path(__file__).resolve().parents[2] / "fixtures" / "sources" / "sglang-0.5.23-mem_cache-allocation.py.txt"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+ALLOC = ("RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
+         "req_to_token_pool.available_size()=0, num_reqs=3, ")
+
+
+def _site(module: str, text: str, exception: str | None = "ValueError", line: int = 10) -> IndexedSite:
+    return IndexedSite("sglang", "0.5.23", module, line, "f", "assert" if exception == "AssertionError" else "raise",
+                       exception, text)
+
+
+# (the line as the log shows it, its class, its severity, a phrase of its remedy) -- rules alone, no site index
+ISSUE_LINES = [
+    (ALLOC, "CUDA_OOM", "fatal", "--max-running-requests"),
+    ("[2026-12-02 10:00:00 TP0] KV pool holds 31744 tokens, fewer than --context-length 202752. One full-length "
+     "request cannot fit, so long requests will be refused or truncated at serving time.",
+     "KV_CACHE_TOO_SMALL", "warning", "--context-length"),
+    ("NotImplementedError: SM120 GDN prefill DSL kernel is unavailable", "ARCH_UNSUPPORTED", "fatal", "triton"),
+    ("RuntimeError: Rank 3 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a "
+     "common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.", "HOST_OOM", "fatal", "HOST"),
+    ("MemoryError", "CUDA_OOM", "fatal", "--mem-fraction-static"),
+    ("ValueError: --swa-full-tokens-ratio should be in range (0, 1.0].", "CONFIG_REFUSED", "fatal", "flag"),
+    ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 600000 "
+     "milliseconds before timing out.", "COLLECTIVE_TIMEOUT", "fatal", "--dist-timeout"),
+]
+
+
+@pytest.mark.parametrize("line,cls,severity,remedy", ISSUE_LINES, ids=[c for _, c, _, _ in ISSUE_LINES])
+def test_the_issues_lines_get_a_class_the_ladder_can_name_and_its_remedy(line, cls, severity, remedy):
+    verdict = classify_text(line + "\n")
+    event = verdict.event
+    assert (verdict.log_class, str(event.severity)) == (cls, severity)
+    assert remedy in event.remedy and event.explanation
+    data = verdict.to_json()["decided_by"]
+    assert (data["class"], data["remedy"], data["explanation"]) == (cls, event.remedy, event.explanation)
+
+
+NCCL_BURST = (LOGS / "nccl_watchdog_abort.log").read_text()  # torch 2.9 ProcessGroupNCCL's wording
+
+
+def test_in_an_nccl_burst_the_watchdog_timeout_decides_not_the_abort_after_it():
+    verdict = classify_text(NCCL_BURST)
+    assert verdict.log_class == "COLLECTIVE_TIMEOUT" and verdict.event.line == 1
+    assert "--dist-timeout" in verdict.event.remedy
+    assert any(e.rule == "nccl_abort_after_error" and e.consequence for e in verdict.events)
+
+
+def test_an_abort_with_no_cause_before_it_still_decides():
+    verdict = classify_text("terminate called after throwing an instance of 'c10::DistBackendError'\n")
+    assert verdict.log_class == "COMM_FAILURE" and verdict.event.rule == "nccl_abort_after_error"
+
+
+def test_a_specific_cause_after_the_abort_is_not_taken_for_its_cause():
+    text = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    verdict = classify_text(text)
+    assert verdict.log_class == "ILLEGAL_ADDRESS"  # most specific as before: only earlier lines explain an abort
+
+
+@pytest.fixture
+def by_site() -> SiteClassifier:
+    sites = [
+        *(IndexedSite("sglang", "0.5.23", "sglang/srt/mem_cache/allocation.py", s.line, s.function, s.kind,
+                      s.exception, s.text) for s in _real_sites()),
+        _site("sglang/srt/arg_groups/kv_shard_hook.py",
+              "KV sharding with trtllm_mla only supports plain-TP MLA (attn_cp_size must be {})."),
+        _site("sglang/srt/layers/layer_boundary/factories.py", "prepared_from must be the declaration of a stage {}"),
+        _site("sglang/srt/model_loader/loader.py", "Please install fastsafetensors via `pip install fastsafetensors`",
+              "ImportError"),
+        _site("sglang/srt/managers/tokenizer_manager.py",
+              "token_ids_logprob contains out-of-vocabulary token id {}; valid range is [0, {})."),
+    ]
+    return SiteClassifier(SiteIndex(sites))
+
+
+def _real_sites() -> list[Site]:
+    return sites(SOURCE.read_text())
+
+
+def test_a_line_only_a_catch_all_matches_gets_its_sites_class_and_says_where_it_comes_from(by_site):
+    line = "ValueError: KV sharding with trtllm_mla only supports plain-TP MLA (attn_cp_size must be 1)."
+    assert classify_line(line).rule.name == "python_exception_line"  # without sites: "an exception happened"
+    verdict = classify_text(line + "\n", sites=by_site)
+    assert verdict.log_class == "CONFIG_REFUSED"
+    assert verdict.event.source.startswith("sglang 0.5.23 srt/arg_groups/kv_shard_hook.py:10")
+
+
+def test_precise_rules_keep_priority_and_still_get_their_source(by_site):
+    verdict = classify_text(ALLOC + "\n", sites=by_site)
+    assert verdict.event.rule == "req_slots_out_of_memory"
+    assert verdict.event.source == "sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)"
+    assert verdict.to_json()["decided_by"]["site"]["function"] == "alloc_req_slots"
+
+
+def test_a_site_no_class_fits_stays_fatal_and_a_missing_package_is_not_a_model_failure(by_site):
+    internal = classify_text("ValueError: prepared_from must be the declaration of a stage appended earlier\n",
+                             sites=by_site)
+    assert internal.log_class == "FATAL" and internal.event.source is not None  # known site, no specific cause
+    missing = classify_text("ImportError: Please install fastsafetensors via `pip install fastsafetensors`\n",
+                            sites=by_site)
+    assert missing.log_class == "FATAL"
+
+
+def test_a_refused_client_request_is_a_warning_not_a_dead_server(by_site):
+    verdict = classify_text("ValueError: token_ids_logprob contains out-of-vocabulary token id 9; valid range is "
+                            "[0, 5).\n", sites=by_site)
+    assert (verdict.log_class, verdict.fatal, verdict.event.severity) == ("REQUEST_REFUSED", False, Severity.WARNING)
+
+
+def test_the_shipped_site_classes_name_known_areas_classes_and_remedies():
+    classes = bysite.default_classes()
+    assert classes.area("sglang/srt/arg_groups/moe_hook.py") == "server_arguments"
+    assert classes.area("sglang/srt/managers/scheduler.py") is None
+    assert {e.rule.log_class for e in classes.entries} >= {
+        LogClass.CONFIG_REFUSED, LogClass.ARCH_UNSUPPORTED, LogClass.CUDA_OOM, LogClass.MODEL_LOAD_FAILURE}
+    assert all(e.rule.remedy and e.rule.priority == bysite.PRIORITY for e in classes.entries)
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("areas: []\nclasses:\n  - {name: a, class: FATAL, explanation: x, remedy: y}\n", "not FATAL"),
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, areas: [nowhere], explanation: x, remedy: y}\n",
+     "unknown area 'nowhere'"),
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, text: ['(('], explanation: x, remedy: y}\n", "bad regex"),
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x, remedy: y, remedies: [reboot]}\n",
+     "unknown remedy 'reboot'"),
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x}\n", "remedy"),
+])
+def test_a_bad_site_classes_file_is_refused_naming_the_file_and_line(tmp_path, text, problem):
+    path = tmp_path / "classes.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=str(path)) as raised:
+        bysite.load_classes(path)
+    assert problem in str(raised.value) and ":3" in str(raised.value)
+
+
+def test_an_index_built_from_the_real_file_classifies_the_same_as_one_from_its_cache(tmp_path):
+    (tmp_path / "sglang" / "srt" / "mem_cache").mkdir(parents=True)
+    (tmp_path / "sglang/srt/mem_cache/allocation.py").write_text(SOURCE.read_text())
+    first = SiteClassifier(SiteIndex(siteindex.load_or_build("sglang", "0.5.23", tmp_path)))
+    again = SiteClassifier(SiteIndex(siteindex.load_or_build("sglang", "0.5.23", tmp_path)))
+    line = "RuntimeError: Decode out of memory. Try to lower your batch size."
+    assert first.classify(line)[1] == again.classify(line)[1]
+    assert first.classify(line)[0].log_class == "CUDA_OOM"

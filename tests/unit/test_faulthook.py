@@ -1,0 +1,44 @@
+"""fleet.faulthook's fault points: numbered in order, traced with who asked, armed for one step and one kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet import faulthook
+from fleet.host import programs
+from fleet.ssh import remote
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    monkeypatch.setattr(faulthook, "_steps", 0)
+    for name in (faulthook.TRACE, faulthook.AT):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_inert_without_its_variables_and_never_labels_then():
+    def label() -> str:
+        raise AssertionError("labelled while inert")
+
+    assert [faulthook.remote_step(label) for _ in range(3)] == [None, None, None]
+    assert faulthook._steps == 0
+
+
+def test_every_step_is_numbered_and_traced_and_only_the_armed_one_faults(tmp_path, monkeypatch):
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(faulthook.TRACE, str(trace))
+    monkeypatch.setenv(faulthook.AT, "2:drop")
+    got = [faulthook.remote_step(lambda n=n: f"step {n}") for n in range(1, 4)]
+    assert got == [None, "drop", None]
+    lines = [line.split("\t") for line in trace.read_text().splitlines()]
+    assert [(n, label) for n, _, label in lines] == [("1", "step 1"), ("2", "step 2"), ("3", "step 3")]
+    monkeypatch.setenv(faulthook.AT, "4:melt")  # not a kind: nothing happens
+    assert faulthook.remote_step(lambda: "x") is None
+
+
+def test_a_step_is_labelled_by_who_asked_and_what_runs():
+    # a shipped program by its name and arguments, never its text; the caller is "?" outside fleet's own code
+    assert (remote.step_label(programs.sh_command("write.sh", "/etc/fleet/sglang.env", "0600"))
+            == "?: fleet-write /etc/fleet/sglang.env 0600")
+    assert remote.step_label("systemctl   daemon-reload").endswith(": systemctl daemon-reload")
+    assert remote.step_label("echo 'unbalanced").endswith(": echo 'unbalanced")

@@ -1,0 +1,74 @@
+"""The site: found from any folder of it (fleet-site.yaml, as invoke finds tasks.py) or FLEET_SITE, else the clone;
+its inventory, playbooks beside the shipped ones, state and defaults; the shipped data read from the clone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fleet import playbook, site
+from fleet.errors import InputError
+from fleet.patches import sets as patchsets
+
+
+@pytest.fixture
+def here(monkeypatch):
+    monkeypatch.delenv("FLEET_SITE", raising=False)
+    monkeypatch.delenv("FLEET_STATE_DIR", raising=False)
+
+    def go(folder: Path) -> site.Site:
+        monkeypatch.chdir(folder)
+        return site.find()
+    return go
+
+
+def test_a_site_is_found_from_a_subfolder_with_its_defaults(tmp_path, here):
+    (tmp_path / "fleet-site.yaml").write_text("inventory: hosts/prod.yaml\noffline: true\n")
+    (tmp_path / "a/b").mkdir(parents=True)
+    found = here(tmp_path / "a/b")
+    assert found.root == tmp_path and found.inventory == tmp_path / "hosts/prod.yaml"
+    assert found.defaults.offline is True and found.state == tmp_path / ".fleet"
+    assert found.playbooks == [tmp_path / "playbooks", site.SHIPPED / "playbooks"]
+
+
+def test_fleet_site_wins_and_must_exist(tmp_path, here, monkeypatch):
+    (tmp_path / "other").mkdir()
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path / "other"))
+    found = here(tmp_path)
+    assert found.root == tmp_path / "other" and found.inventory == tmp_path / "other/inventory/hosts.yaml"
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path / "missing"))
+    with pytest.raises(InputError, match="FLEET_SITE=.*missing: no such folder"):
+        site.find()
+
+
+def test_outside_any_site_the_clone_is_the_site(tmp_path, here):
+    assert here(tmp_path).root == site.SHIPPED
+    assert here(site.SHIPPED / "docs").playbooks == [site.SHIPPED / "playbooks"]
+
+
+def test_a_bad_defaults_file_names_its_line(tmp_path, here):
+    (tmp_path / "fleet-site.yaml").write_text("inventory: x.yaml\nofline: true\n")
+    with pytest.raises(InputError, match=r"fleet-site.yaml:2: ofline: unknown key"):
+        here(tmp_path)
+
+
+def test_a_playbook_name_is_the_sites_own_first_then_the_shipped_one(tmp_path, here):
+    (tmp_path / "fleet-site.yaml").write_text("")
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks/mine.yaml").write_text("name: mine\n")
+    (tmp_path / "deep/er").mkdir(parents=True)
+    here(tmp_path / "deep/er")
+    assert playbook.resolve("mine") == tmp_path / "playbooks/mine.yaml"
+    assert playbook.resolve("glm5-nvfp4") == site.SHIPPED / "playbooks/glm5-nvfp4.yaml"
+    with pytest.raises(InputError, match="--playbook nosuch: no such playbook .known: .*glm5-nvfp4.*mine"):
+        playbook.resolve("nosuch")
+    with pytest.raises(InputError):
+        playbook.resolve("../../etc/passwd")
+
+
+def test_the_shipped_data_is_read_whatever_the_working_folder(tmp_path, here):
+    here(tmp_path)
+    assert "sm120-allreduce-fusion" in patchsets.available()
+    assert os.getcwd() == str(tmp_path)
