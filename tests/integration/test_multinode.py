@@ -126,7 +126,7 @@ def test_a_node_is_never_rolled_back_deployed_or_tuned_as_a_host_alone(served, s
     sandbox = served["sandbox"]
     assert served["rc"] == 0, served["stderr"][-3000:]
     before = {n: state(sandbox_inventory, n) for n in NODES}
-    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4")
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--yes")
     assert rc == 1, err[-2000:]
     for r, rank in zip(data["hosts"], (0, 1), strict=True):
         assert f"is node {rank} of 2 of the multi-node deployment of llama-2node (sbx2, sbx4)" in r["error"], r
