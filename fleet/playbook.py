@@ -250,6 +250,8 @@ class Bench(Strict):
     min_gain: float = Field(default=0.02, ge=0, lt=1)
     timeout: float = Field(default=600, gt=0)  # seconds for one benchmark run
     underutilised_below: float = Field(default=0.5, gt=0, le=1)  # mean power / limit
+    # a run is a measurement only when at least this share of its prompts succeeded; else BENCH_FAILED
+    min_success: float = Field(default=0.99, gt=0, le=1)
 
     @field_validator("backend")
     @classmethod
@@ -449,13 +451,9 @@ def plain_env(book: Playbook, rung: Rung, secrets: dict[str, str]) -> dict[str, 
     out: dict[str, str] = {}
     for scope, env in (("serve", book.serve.env), (rung.name, rung.env)):
         for name, value in env.items():
-            if isinstance(value, SecretRef):
-                key = env_secret_key(scope, name)
-                if key not in secrets:
-                    raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
-                out[name] = secrets[key]
-            else:
-                out[name] = value
+            if isinstance(value, SecretRef) and env_secret_key(scope, name) not in secrets:
+                raise InputError(f"env {name}: its secret ({value.where(name)}) was not resolved")
+            out[name] = secrets[env_secret_key(scope, name)] if isinstance(value, SecretRef) else value
     return out
 
 

@@ -26,6 +26,8 @@ from fleet.playbook import Playbook
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions
 
+EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -73,6 +75,7 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     hooks = None
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
+        sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
     results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
@@ -176,8 +179,17 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
                                 progress_to(as_json), board, hooks)
+    if done.background and timeout is not None:
+        grace = min(timeout, rolling.GRACE_MAX_S)
+        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
+                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
+        left = rolling.settle(done, grace, hooks)
+        if left:
+            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
+                             "rollback there takes over its lock and recovers what it left\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
+                    "interrupted": done.interrupted,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router} if done.router else {})})
     else:
@@ -187,14 +199,9 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         if done.router:
             render_router(done.router, console)
     sys.stdout.flush()
-    if done.background and timeout is not None:
-        grace = min(timeout, rolling.GRACE_MAX_S)
-        sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
-                         f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
-        left = rolling.settle(done, grace)
-        if left:
-            sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
-                             "rollback there takes over its lock and recovers what it left\n")
+    if done.interrupted:
+        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+        return EXIT_INTERRUPTED
     return EXIT_OK if done.ok else EXIT_HOST_FAILED
 
 

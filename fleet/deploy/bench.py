@@ -10,6 +10,7 @@ A benchmark that fails is an error (BenchError), never a zero.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 import shlex
@@ -166,8 +167,10 @@ def _number(text: str) -> float | None:
     return value if value == value and value not in (float("inf"), float("-inf")) else None
 
 
-def parse(output: str) -> BenchResult:
-    """The last `Serving Benchmark Result` block in the output; missing labels stay None."""
+def parse(output: str, prompts: int | None = None, min_success: float = 1.0) -> BenchResult:
+    """The last `Serving Benchmark Result` block in the output; missing labels stay None. With `prompts`
+    (how many were sent), a run where fewer than `min_success` of them succeeded is an error, not a
+    measurement: the throughput of the few that came back says nothing of the server's."""
     lines = output.splitlines()
     starts = [i for i, line in enumerate(lines) if "Serving Benchmark Result" in line]
     if not starts:
@@ -199,6 +202,9 @@ def parse(output: str) -> BenchResult:
         res.error = "the result block has no output token throughput"
     elif not res.successful_requests:
         res.error = "no request succeeded"
+    elif prompts and res.successful_requests < math.ceil(prompts * min_success - 1e-9):
+        res.error = (f"only {res.successful_requests:g} of {prompts} requests succeeded (fewer than "
+                     f"{min_success:.0%}): not a measurement")
     else:
         res.ok = True
     return res
@@ -399,7 +405,7 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
         raise BenchError(f"{host.name}: benchmark did not complete: {type(exc).__name__}: {exc}") from None
     rc, out, err, smi = split_output(res.stdout)
     seconds = time.monotonic() - start
-    result = parse(out)
+    result = parse(out, bench.num_prompts, bench.min_success)
     if rc is None:
         raise BenchError(f"{host.name}: benchmark script did not finish: {(res.stderr or res.stdout)[-300:]}")
     if rc == 124:

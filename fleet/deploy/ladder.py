@@ -26,7 +26,7 @@ from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
-from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
 from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
@@ -145,6 +145,12 @@ class Deployer:
         facts = probe_run.probe_on(conn, self.host)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
+        where = node_of(previous) if self.book.nodes is None else None
+        if where and not force:
+            result.error = (f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the "
+                            "other nodes without it; deploy or roll back that deployment with every node's --host, "
+                            "or give --force to replace it here; nothing was changed")
+            return result
         if (not force and previous and previous.playbook_sha256 == self.book_sha and self.key_unchanged(conn)
                 and self.healthy(conn)):
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config

@@ -14,7 +14,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, Release, ReleaseStore, now
+from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, Release, ReleaseStore, node_of, now
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 from fleet.inventory import Host
@@ -62,10 +62,12 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
     try:
         with hostlock.held(conn, host, "rollback") as lock:
             store = ReleaseStore(conn, host)
+            refuse_node(host, store.current(), book)
             if book is None:
                 book = recorded_playbook(store, host, to)
             recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
             back = target(store, host, to)
+            refuse_node(host, back, book)
             if back.playbook != book.name:
                 raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
                                  f"roll back with --playbook {back.playbook}, or leave --playbook out")
@@ -95,6 +97,13 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
         conn.close()
 
 
+def refuse_node(host: Host, release: Release | None, book: Playbook | None) -> None:
+    """A node of a multi-node deployment is never rolled back alone (its health check is one rank 1 cannot
+    answer, and the nodes would end on different releases)."""
+    where = node_of(release)
+    if where and (book is None or book.nodes is None):
+        raise FleetError(f"{host.name} is {where}: its nodes are rolled back together (inv rollback --playbook "
+                         "with that playbook and every node's --host); nothing was changed")
 def _restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
              progress: Progress) -> Attempt:
     """restore.restore, a failure on the way (a full disk, a command that failed) as a failed attempt; a lost

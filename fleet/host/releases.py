@@ -131,6 +131,22 @@ class Release:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a host or playbook name a release may print
+
+
+def node_of(release: Release | None) -> str | None:
+    """'node R of N of the multi-node deployment of P (a, b)' where `release` is one node's part of a
+    multi-node server; None otherwise (pure; what the host sent is printed only in a name's shape)."""
+    nodes = release.config.get("nodes") if release is not None else None
+    if release is None or not isinstance(nodes, dict):
+        return None
+    count, rank, hosts = nodes.get("count"), nodes.get("rank"), nodes.get("hosts")
+    if type(count) is not int or count < 2:
+        return None
+    names = [h for h in hosts[:64] if isinstance(h, str) and _NAME.fullmatch(h)] if isinstance(hosts, list) else []
+    book = release.playbook if isinstance(release.playbook, str) and _NAME.fullmatch(release.playbook) else "?"
+    where = f"node {rank if type(rank) is int else '?'} of {count} of the multi-node deployment of {book}"
+    return where + (f" ({', '.join(names)})" if names else "")
 def parse_events(data: bytes) -> tuple[list[dict[str, Any]], int]:
     """events.jsonl -> (its events, how many lines were skipped as torn or not an event). Pure."""
     events, torn = [], 0

@@ -415,10 +415,19 @@ class MultiNode:
                 continue
             self._aim_at_previous(n)
         restarted = [n for n in back if n.rank not in problems]
-        try:
-            outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
-        except Exception as exc:  # noqa: BLE001 - as above
-            outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
+        lost = [n.host.name for n in self.nodes if n not in restarted]
+        outcome: str
+        if restarted and lost:  # the rest alone would wait for a lost rank, holding their GPUs: left stopped
+            outcome, evidence = Outcome.STOPPED, (f"{', '.join(lost)} could not go back, so the other nodes are left "
+                                                  "stopped on their previous release's files (one server needs "
+                                                  "every node): start them together once it is back")
+            for n in restarted:
+                n.say(evidence)
+        else:
+            try:
+                outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
+            except Exception as exc:  # noqa: BLE001 - as above
+                outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
         for n in self.nodes:
             r = n.result
             if n.previous is None and n.rank in problems:

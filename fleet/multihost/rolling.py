@@ -62,6 +62,7 @@ class Rollout:
     seconds: dict[str, float] = field(default_factory=dict)
     batches: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None
+    interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
     router: dict[str, Any] | None = None
@@ -69,7 +70,7 @@ class Rollout:
     @property
     def ok(self) -> bool:
         router_ok = self.router is None or self.router["status"] in SERVING
-        return router_ok and all(r.status in SERVING for r in self.results)
+        return router_ok and not self.background and all(r.status in SERVING for r in self.results)
 
 
 def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
@@ -123,11 +124,43 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                                 if result.config.get("rung") else "")
         board.update(host.name, result.status, note)
 
-    if hooks:
-        hooks.start()
+    def interrupted(futures: dict[Future[DeployResult], Host]) -> None:
+        """Ctrl-C: queued hosts are cancelled, in-flight ones end on their own budgets (falling back where
+        they fail) unless a second Ctrl-C gives up on them; no later batch starts."""
+        plan.interrupted = True
+        plan.stopped = "interrupted by the operator (Ctrl-C)"
+        running = []
+        for f, h in futures.items():
+            if h.name in results:
+                continue
+            if f.cancel():
+                results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: "
+                                               "interrupted; it runs what it ran before")
+                board.update(h.name, DeployStatus.SKIPPED, "not started (interrupted)")
+            else:
+                running.append(f)
+        try:
+            while running:
+                board.headline = (f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
+                                  "(Ctrl-C again to stop waiting)")
+                done, left = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                running = list(left)
+                for f in done:
+                    finish(futures[f], f.result())
+        except KeyboardInterrupt:
+            for f in running:
+                h = futures[f]
+                results[h.name] = DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while "
+                                               "deploying; the next deploy or rollback there takes over its lock "
+                                               "and recovers what it left")
+                board.update(h.name, DeployStatus.FAILED, "interrupted mid-deploy")
+
     # daemon threads: a host abandoned after --host-timeout never keeps `inv` from exiting (see settle)
     pool = parallel.Pool(min(parallel.MAX_WORKERS, max(len(g) for g in groups)), name="fleet-deploy")
+    futures: dict[Future[DeployResult], Host] = {}
     try:
+        if hooks:
+            hooks.start()
         for i, group in enumerate(groups, 1):
             names = [h.name for h in group]
             if plan.stopped:
@@ -139,7 +172,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 continue
             board.headline = f"batch {i} of {len(groups)}: {', '.join(names)}"
             start, started = time.monotonic(), now("milliseconds")
-            futures: dict[Future[DeployResult], Host] = {pool.submit(one, h): h for h in group}
+            futures = {pool.submit(one, h): h for h in group}
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -165,21 +198,52 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                                  "seconds": round(time.monotonic() - start, 1)})
             if rollout.should_stop(failed, limit, len(hosts)):
                 plan.stopped = f"{rollout.stop_reason(failed, limit, len(hosts))} after batch {i} of {len(groups)}"
+    except KeyboardInterrupt:
+        interrupted(futures)
     finally:
         pool.shutdown()
+    for h in hosts:  # the batches an interrupt kept from starting
+        if h.name not in results:
+            results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: {plan.stopped}")
+            board.update(h.name, DeployStatus.SKIPPED, "not started")
     plan.results = [results[h.name] for h in hosts]
-    plan.router = hooks.finish(hosts, plan.results) if hooks else None
+    if hooks:
+        try:
+            plan.router = hooks.finish(hosts, plan.results)  # puts back every replica that serves
+        except KeyboardInterrupt:  # Ctrl-C again: said, never hidden behind a traceback
+            plan.interrupted = True
+            plan.router = {"host": hooks.host.name, "status": DeployStatus.FAILED, "workers": [],
+                           "events": hooks.events, "error": f"{hooks.host.name}: interrupted while the router was "
+                           "brought to the replicas that serve: deploy again to finish it"}
     return plan
 
 
 GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
 
 
-def settle(plan: Rollout, grace: float) -> list[str]:
+def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> list[str]:
     """Give the deploys that outlived --host-timeout up to `grace` seconds more to end on their own budgets
-    (falling back where they fail); the hosts whose deploy still runs then, which the caller abandons: their
-    threads end with the process, and the next run on such a host takes over its lock and recovers it."""
+    (falling back where they fail). One that ended is reported as it ended (still a failure of the run: it
+    missed its deadline) and, behind a router, put back in it when it serves. Returns the hosts whose deploy
+    still runs then, which the caller abandons: their threads end with the process, and the next run on such a
+    host takes over its lock and recovers it."""
     if not plan.pending:
         return []
-    wait(list(plan.pending.values()), timeout=grace)
-    return [name for name, f in plan.pending.items() if not f.done()]
+    try:
+        wait(list(plan.pending.values()), timeout=grace)
+    except KeyboardInterrupt:  # the operator stops waiting: the summary still comes
+        pass
+    where = {h.name: i for i, h in enumerate(plan.hosts)}
+    left = []
+    for name, f in plan.pending.items():
+        if not f.done():
+            left.append(name)
+            continue
+        exc = f.exception()
+        late = f.result() if exc is None else DeployResult(name, DeployStatus.FAILED, error=f"{name}: {exc}")
+        late.error = (f"{late.error + '; ' if late.error else ''}{name}: ended {late.status} after --host-timeout "
+                      "gave up on it")
+        if hooks:
+            late = hooks.after(plan.hosts[where[name]], late)
+        plan.results[where[name]] = late
+    return left

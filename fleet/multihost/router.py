@@ -6,8 +6,10 @@ a release of its own under /var/lib/fleet/router (so a replica's host can be the
 
 - before a replica's server stops (its first attempt), the replica is taken out of the live router
   (POST /remove_worker) and its running requests drain; once its deploy ends healthy it is put back
-  (POST /add_worker, the router checks its health first). A replica whose deploy fails stays out.
-- after the replicas, the router's unit is rendered with the healthy replicas' URLs; unchanged and
+  (POST /add_worker, the router checks its health first). Membership follows what serves, not what the run
+  did: a replica rolled back to a release that serves goes back in; one whose server answers nothing stays out.
+- after the replicas, on every path (an interrupt too), the router's unit is rendered with every replica that
+  answers /health (this run's and those it already routed to, so `--host r1` keeps the others); unchanged and
   serving: only its worker list is reconciled; else installed atomically, restarted and checked with a
   real generation through it (which a replica must answer), falling back to its previous release.
 
@@ -46,6 +48,9 @@ from fleet.multihost.router_plan import (
     curl,
     env_path,
     generation_check,
+    is_worker_url,
+    key_path,
+    members,
     plan,
     router_host,
     running_requests,
@@ -58,6 +63,7 @@ from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 HostSay = Callable[[str, str], None]  # (host name, message)
+MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
 
 
 class LiveRouter:
@@ -83,6 +89,18 @@ class LiveRouter:
             return list(json.loads(body)["urls"])
         except (ValueError, KeyError, TypeError):
             return None
+
+    def serves(self, url: str, conn: Connection | None = None) -> bool:
+        """Whether the replica at `url` answers /health, asked from the router's host (as the router asks)."""
+        if not is_worker_url(url):
+            return False
+        command = hostcurl.command(f"{url}/health", "GET", key_path(self.book) if self.book.serve.api_key else None,
+                                   timeout=5)
+        try:
+            code, _ = hostcurl.parse(sh(conn, self.host, command, timeout=40)) if conn else self._run(command, 5)
+        except FleetError:
+            return False
+        return code == 200
 
     def remove(self, url: str) -> tuple[int | None, str]:
         return self._run(curl(self.book, "POST", "/remove_worker", query={"url": url}))
@@ -178,11 +196,16 @@ class RouterHooks:
         drain(conn, host, self.book, say)
 
     def after(self, host: Host, result: DeployResult) -> DeployResult:
-        """A replica that ended healthy goes (back) into a running router; one that failed stays out."""
+        """A replica that serves (its deploy's release, or the one it rolled back to) goes (back) into a
+        running router; one whose server answers nothing stays out."""
         url = worker_url(host, self.book)
         if not self.running:
             return result
-        if result.status not in SERVING:  # even one failed before its server stopped: out until a deploy serves
+        if result.status not in SERVING and self.live.serves(url):  # e.g. rolled back: its old release serves
+            self._event(host.name, "serves", f"{result.status}: its previous release answers /health")
+            self.say(host.name, f"its deploy ended {result.status}, but it serves (its previous release): "
+                                "it stays in the router")
+        elif result.status not in SERVING:  # its server does not answer: out until a deploy serves
             try:
                 workers = self.live.workers()
                 if workers is not None and url in workers:
@@ -209,26 +232,45 @@ class RouterHooks:
         return result
 
     def finish(self, hosts: list[Host], results: list[DeployResult]) -> dict[str, Any]:
-        """After every batch: the router's own unit with the replicas that serve."""
-        healthy = [worker_url(h, self.book) for h, r in zip(hosts, results, strict=True) if r.status in SERVING]
+        """After every batch, on every path (interrupts too): the router's own unit with every replica that
+        serves, whatever this run did to it; left as it was only when no replica serves."""
         report: dict[str, Any] = {"host": self.host.name, "unit": self.book.router.unit,  # type: ignore[union-attr]
                                   "port": self.book.router.port, "policy": self.book.router.policy,  # type: ignore[union-attr]
-                                  "status": DeployStatus.FAILED, "release": None, "workers": healthy, "error": None,
+                                  "status": DeployStatus.FAILED, "release": None, "workers": [], "error": None,
                                   "evidence": None, "events": self.events}
-        if not healthy:
-            report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
-            return report
         say = lambda m: self.say(self.host.name, f"router: {m}")  # noqa: E731
         try:
             conn = open_connection(self.host, self.opts)
             try:
                 with hostlock.held(conn, self.host, f"deploy router {self.book.name}"):
-                    report.update(self._deploy(conn, healthy, say))
+                    workers = self.members(conn, hosts, results)
+                    report["workers"] = workers
+                    if not workers:
+                        report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
+                        return report
+                    report.update(self._deploy(conn, workers, say))
             finally:
                 conn.close()
         except FleetError as exc:
             report["error"] = str(exc)
         return report
+
+    def members(self, conn: Connection, hosts: list[Host], results: list[DeployResult]) -> list[str]:
+        """Every replica that serves: this run's that served, and every other one (the router's live list,
+        else its current release's) that answers /health now, so a run on some replicas keeps the rest."""
+        try:
+            known = self.live.workers()
+        except FleetError:
+            known = None
+        if known is None:
+            current = ReleaseStore(conn, self.host, ROUTER_ROOT).current()
+            listed = current.config.get("workers") if current else None
+            known = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
+        known = [u for u in known if is_worker_url(u)][:MAX_WORKERS]  # what a host sent: URLs of our shape only
+        ran = {worker_url(h, self.book): r for h, r in zip(hosts, results, strict=True)}
+        serves = {u: (u in ran and ran[u].status in SERVING) or self.live.serves(u, conn)
+                  for u in dict.fromkeys([*known, *ran])}
+        return members(known, list(ran), serves)
 
     def _deploy(self, conn: Connection, workers: list[str], say: Progress) -> dict[str, Any]:
         book, host = self.book, self.host

@@ -5,6 +5,7 @@ and what its answers mean. fleet.multihost.router runs them."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,24 @@ TEMPLATE = "sglang-router.service.j2"
 def worker_url(host: Host, book: Playbook) -> str:
     address = f"[{host.address}]" if ":" in host.address else host.address
     return f"http://{address}:{book.serve.port}"
+
+
+# a worker URL as worker_url writes it; anything else a router or a release sends is never called
+_WORKER_URL = re.compile(r"http://(\[[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]{1,15})?\]|[A-Za-z0-9][A-Za-z0-9._-]{0,252}):"
+                         r"[0-9]{1,5}")
+
+
+def is_worker_url(value: object) -> bool:
+    return isinstance(value, str) and _WORKER_URL.fullmatch(value) is not None
+
+
+def members(known: list[str], ran: list[str], serves: dict[str, bool]) -> list[str]:
+    """The router's workers: every replica that serves, whatever this run did to it (pure). `known`: the
+    workers the router had (its live list, else its release's), in their order; `ran`: this run's replicas,
+    in host order; `serves`: whether each answers. The router's order is kept so an unchanged set of
+    replicas renders the same unit."""
+    order = [u for u in known if is_worker_url(u)] + ran
+    return [u for u in dict.fromkeys(order) if serves.get(u, False)]
 
 
 @dataclass

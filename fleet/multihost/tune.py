@@ -30,7 +30,7 @@ from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
-from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung
@@ -194,6 +194,10 @@ class Tuner:
         try:
             facts = probe_run.probe_on(conn, self.host)
             rungs = self.d.eligible(facts)
+            where = node_of(ReleaseStore(conn, self.host).current())
+            if where:
+                raise FleetError(f"{self.host.name} is {where}: tuning it alone would restart one node of that "
+                                 "server with a single-host playbook; nothing was changed")
             if self.d.healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
@@ -239,11 +243,18 @@ class Tuner:
                previous: Release | None) -> TuneResult:
         store, release = run.store, run.release
         planned = {}
-        for rung in rungs:
-            attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
-            self.repeat(conn, attempt)
-            result.attempts.append(attempt)
-            run.record(attempt.to_json())
+        try:
+            for rung in rungs:
+                attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+                self.repeat(conn, attempt)
+                result.attempts.append(attempt)
+                run.record(attempt.to_json())
+        except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
+            self.progress("interrupted: putting back the release that served before the tune")
+            _, back, _, why = restore.fall_back(conn, self.host, store, release, previous, self.book, self.d.unit,
+                                                "tune interrupted", self.progress)
+            self.progress(why or f"back on release {back}")
+            raise
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
         for line in result.decisions:

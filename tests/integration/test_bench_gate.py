@@ -6,6 +6,7 @@ Benchmarks are kept small so each takes seconds (the slow fusion rung: about 13 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import fleetcli
@@ -180,3 +181,31 @@ def _wait_healthy(inventory, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail("sbx0 did not come back healthy")
         time.sleep(0.5)
+
+
+def test_an_interrupted_tune_puts_back_the_release_that_served_before(first, sandbox, sandbox_inventory, state,
+                                                                     tmp_path):
+    """Ctrl-C while a rung is under test: the release that served before is put back and serves, the tune's
+    release is closed as failed (not left in progress), exit 130."""
+    ask = "curl -s -m 10 -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate || true"
+    if '"text"' not in sh(sandbox_inventory, "sbx0", ask):  # run alone: something must serve first
+        rc, data, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(first["book"]))
+        assert rc == 0, err[-3000:]
+    before = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
+    book = playbook_file(tmp_path, "glm5-tune-cut")
+    proc = fleetcli.inv(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes", "--json", wait=False,
+                        env={"FLEET_STATE_DIR": str(state)})
+    seen = []
+    for line in proc.stderr:  # progress: interrupted once the first rung's server has started
+        seen.append(line)
+        if "started; following the journal" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 130, "".join(seen)[-2000:] + rest[-3000:]
+    assert "putting back the release that served before the tune" in rest
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == before
+    assert json.loads(sh(sandbox_inventory, "sbx0", ask))["text"].strip().startswith("4")
+    statuses = sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/releases/*/manifest.json | grep -o "
+                                             "'\"status\": \"[a-z-]*\"'")
+    assert "in-progress" not in statuses

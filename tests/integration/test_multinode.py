@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleetcli import BUDGETS, REPO, inv, inv_json, sh, write_book
+from fleetcli import BUDGETS, REPO, inv, inv_json, llama_playbook, sh, write_book
 
 NODES = ["sbx2", "sbx4"]
 FILES = "/etc/systemd/system/sglang.service /etc/fleet/sglang.env"
@@ -69,7 +69,12 @@ def served(_sandbox_session, tmp_path_factory):
     sandbox.up(len(profiles), profiles)
     book = two_node_book(tmp_path_factory.mktemp("books"), "llama-2node")
     rc, data, err = deploy(sandbox, book, *NODES)
-    return {"rc": rc, "data": data, "stderr": err, "book": book, "sandbox": sandbox}
+    yield {"rc": rc, "data": data, "stderr": err, "book": book, "sandbox": sandbox}
+    from fleet import inventory as inventory_mod
+
+    inv_ = inventory_mod.load(sandbox.cfg.inventory_path)
+    for name in NODES:  # the other modules deploy single-host playbooks here, which a node's release refuses
+        sh(inv_, name, "systemctl stop sglang 2>/dev/null; rm -rf /var/lib/fleet/releases /var/lib/fleet/current")
 
 
 def test_the_wrong_number_of_hosts_is_bad_input_and_touches_nothing(sandbox, sandbox_inventory, tmp_path):
@@ -112,6 +117,27 @@ def test_deploying_it_again_changes_nothing(served, sandbox_inventory):
     rc, data, _ = deploy(served["sandbox"], served["book"], *NODES)
     assert rc == 0 and [r["status"] for r in data["hosts"]] == ["unchanged", "unchanged"]
     assert [sh(sandbox_inventory, n, "systemctl show -p MainPID --value sglang").strip() for n in NODES] == pids
+
+
+def test_a_node_is_never_rolled_back_deployed_or_tuned_as_a_host_alone(served, sandbox_inventory, tmp_path):
+    """`inv rollback` without --playbook would roll each node back alone with a health check rank 1 cannot
+    answer; a single-host playbook deployed or tuned onto a node would leave the other node without it. Each
+    is refused on the node's row before anything changes."""
+    sandbox = served["sandbox"]
+    assert served["rc"] == 0, served["stderr"][-3000:]
+    before = {n: state(sandbox_inventory, n) for n in NODES}
+    rc, data, err = inv_json(sandbox, "rollback", "--host", "sbx2", "--host", "sbx4", "--yes")
+    assert rc == 1, err[-2000:]
+    for r, rank in zip(data["hosts"], (0, 1), strict=True):
+        assert f"is node {rank} of 2 of the multi-node deployment of llama-2node (sbx2, sbx4)" in r["error"], r
+        assert "rolled back together" in r["error"]
+    single = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-single")
+    rc, data, err = deploy(sandbox, single, "sbx4")
+    assert rc == 1 and "is node 1 of 2 of the multi-node deployment of llama-2node" in data["error"], err[-2000:]
+    assert "nothing was changed" in data["error"]
+    proc = inv(sandbox, "tune", "--host", "sbx4", "--playbook", str(single), "--yes")
+    assert proc.returncode == 1 and "tuning it alone would restart one node" in proc.stderr + proc.stdout
+    assert {n: state(sandbox_inventory, n) for n in NODES} == before
 
 
 def test_dry_run_shows_each_nodes_unit_and_touches_nothing(served, sandbox_inventory, tmp_path):
@@ -219,7 +245,7 @@ def test_a_node_cut_off_mid_start_fails_the_deployment_and_the_next_deploy_recov
         served, sandbox_inventory, tmp_path):
     """sbx4's link goes down while the new deployment starts (slowly: 10x the sandbox's time scale): the watch
     on sbx4 is declared dead by the keepalive, the watch on rank 0 stops, sbx2 gets its previous release back
-    byte for byte (it cannot serve alone: rank 0 waits for a node that is gone). After the link heals, a deploy
+    byte for byte and is left stopped (alone, rank 0 would wait for a node that is gone). After the link heals, a deploy
     takes both nodes back to serving: sbx4's lock, left by a run that has ended, is recovered."""
     sandbox = served["sandbox"]
     slow = {"SGLANG_SIM_TIME_SCALE": "0.2"}
@@ -240,6 +266,9 @@ def test_a_node_cut_off_mid_start_fails_the_deployment_and_the_next_deploy_recov
     sbx2, sbx4 = json.loads(out)["hosts"]
     assert sbx4["status"] == "failed" and "sbx4" in sbx4["error"] and "connection lost" in sbx4["error"], sbx4
     assert sbx2["status"] == "failed" and "the rollback failed too" in sbx2["error"], sbx2
+    # alone it would wait for the lost rank holding its GPUs: it is left stopped, and says so
+    assert "sbx4 could not go back, so the other nodes are left stopped" in sbx2["error"], sbx2
+    assert sh(sandbox_inventory, "sbx2", "systemctl is-active sglang || true").strip() != "active"
     assert state(sandbox_inventory, "sbx2").splitlines()[:3] == before  # its files and `current` are back
     rc, data, err = deploy(sandbox, served["book"], *NODES, extra=("--force",))
     assert rc == 0 and [r["status"] for r in data["hosts"]] == ["ok", "ok"], err[-3000:]

@@ -198,3 +198,20 @@ def test_summary_line_shows_throughput_latency_power_and_the_flag():
     line = bench.summary({"result": r.to_json(), "power": p.to_json()})
     assert line == ("3,740 tok/s; TTFT median 57 / p99 118 ms; TPOT median 17 ms; 250 W per GPU of 600 W "
                     "(UNDERUTILISED)")
+
+
+def test_a_run_where_most_requests_failed_is_not_a_measurement():
+    # the recorded v0.5.9 block: 512 requests succeeded
+    out = fixture("sglang-v0.5.9.txt")
+    assert bench.parse(out, 512, 0.99).ok and bench.parse(out, 517, 0.99).ok  # 5 of 517 lost: within 99%
+    r = bench.parse(out, 520, 0.99)
+    assert not r.ok and r.error == "only 512 of 520 requests succeeded (fewer than 99%): not a measurement"
+    r = bench.parse(out, 6400, 0.99)  # 8% succeeded: its tok/s says nothing of the server
+    assert not r.ok and r.output_throughput is not None and "only 512 of 6400" in r.error
+    assert not bench.parse(out, 513, 1.0).ok and bench.parse(out).ok
+
+
+def test_the_success_share_is_a_bench_setting():
+    assert Bench().min_success == 0.99 and Bench(min_success=0.5).min_success == 0.5
+    with pytest.raises(ValidationError):
+        Bench(min_success=0)

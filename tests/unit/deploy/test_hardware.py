@@ -56,4 +56,4 @@ def test_new_faults_are_the_hardware_xids_and_state_that_appeared_between_two_pr
 
 
 def test_a_rung_the_hardware_failed_is_never_remembered_as_known_bad():
-    assert "GPU_FAULT" in fingerprint._TRANSIENT
+    assert "GPU_FAULT" not in fingerprint._HARDWARE and not fingerprint.counts({"outcome": "GPU_FAULT"})

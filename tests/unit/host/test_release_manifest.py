@@ -33,3 +33,19 @@ def test_what_fleet_writes_is_what_it_accepts():
 def test_a_release_id_is_never_a_path(rid):
     with pytest.raises(ValueError, match="not a release id"):
         releases.release_id(rid)
+
+
+def test_a_release_says_when_it_is_one_node_of_a_multi_node_deployment():
+    Release, node_of = releases.Release, releases.node_of
+
+    def rel(nodes, playbook="glm5-2node"):
+        return Release(id="r", host="n1", playbook=playbook, playbook_sha256="x", created="t",
+                       config={"nodes": nodes} if nodes is not None else {})
+
+    assert node_of(rel({"count": 2, "rank": 1, "hosts": ["n0", "n1"]})) == \
+        "node 1 of 2 of the multi-node deployment of glm5-2node (n0, n1)"
+    assert node_of(None) is None and node_of(rel(None)) is None and node_of(rel({"count": 1})) is None
+    # what a host sent is printed only in a name's shape
+    hostile = node_of(rel({"count": 2, "rank": "[red]x", "hosts": ["n0", "$(reboot)", 7]}, playbook="[b]x"))
+    assert hostile == "node ? of 2 of the multi-node deployment of ? (n0)"
+    assert node_of(rel({"count": True})) is None and node_of(rel("nodes")) is None

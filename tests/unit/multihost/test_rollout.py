@@ -112,31 +112,51 @@ def state(tmp_path, monkeypatch):
     return tmp_path / "state" / "known-good.json"
 
 
-def test_learn_records_the_final_rung_and_the_crashes_before_it_then_keeps_them(state):
+def test_learn_records_the_final_rung_and_the_crashes_before_it_with_their_hosts(state):
     key = fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx1", "r1",
                             [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
     entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert entry["rung"] == "fast" and set(entry["failed"]) == {"greedy"} and entry["host"] == "sbx1"
+    assert entry["rung"] == "fast" and entry["host"] == "sbx1"
+    assert entry["failed"]["greedy"]["hosts"] == ["sbx1"] and entry["failed"]["greedy"]["seen"] == 1
     said: list[str] = []
     rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
     assert [r.name for r in rungs] == ["fast", "safe"] and [s[0] for s in skipped] == ["greedy"]
+    assert "CUDA_OOM, seen 1x on sbx1" in skipped[0][1]  # not "when tuned on": a deploy learned it
     assert any("known-good on this hardware (served on sbx1" in m for m in said)
     # the next host went straight to `fast` (greedy skipped as PREFLIGHT): the known crash is not forgotten
     fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r2",
                       [{"rung": "greedy", "outcome": "PREFLIGHT"}, {"rung": "fast", "outcome": "READY"}])
     entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert set(entry["failed"]) == {"greedy"} and entry["host"] == "sbx5"
+    assert entry["failed"]["greedy"]["hosts"] == ["sbx1"] and entry["host"] == "sbx5"
     # other hardware learns nothing from it
     assert fingerprint.arrange(BOOK, facts("NVIDIA B200"), list(BOOK.ladder), lambda m: None)[0] == BOOK.ladder
 
 
-def test_learn_keeps_a_tuned_speed_for_the_same_rung_and_drops_it_for_another(state):
+@pytest.mark.parametrize("outcome", ["HANG", "COMM_FAILURE", "INSTALL_FAILED", "INTERRUPTED", "STOPPED", "EXITED"])
+def test_host_local_failures_never_count_however_often(state, outcome):
+    for i in range(3):
+        fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), f"h{i}", "r", [{"rung": "greedy", "outcome": outcome}])
+    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), lambda m: None)[1] == []
+
+
+def test_one_hosts_fallback_keeps_the_tuned_winner_and_its_speed(state):
+    key = fingerprint.remember(BOOK, facts(), BOOK.rung("fast"), 3740.0, "sbx1", "r0", [], spread=40.0)
+    # one host's transient HANG on `fast`: it served on `safe`; every identical host still starts on `fast`
+    for outcome in ("HANG", "COMM_FAILURE", "INSTALL_FAILED"):
+        fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx5", "r1", [{"rung": "fast", "outcome": outcome}])
+    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
+    assert (entry["rung"], entry["tok_s"], entry["spread"], entry["host"]) == ("fast", 3740.0, 40.0, "sbx1")
+    assert entry["failed"] == {}
+    # a crash the hardware causes moves it
+    fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx6", "r3", [{"rung": "fast", "outcome": "TMA_FAILURE"}])
+    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
+    assert entry["rung"] == "safe" and entry["tok_s"] == 0.0 and entry["failed"]["fast"]["hosts"] == ["sbx6"]
+
+
+def test_learn_keeps_a_tuned_speed_for_the_same_rung(state):
     key = fingerprint.remember(BOOK, facts(), BOOK.rung("fast"), 5000.0, "sbx1", "r0", [])
     fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r1", [])
     assert json.loads(state.read_text())["entries"][f"{key}/llama"]["tok_s"] == 5000.0
-    fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx5", "r2", [{"rung": "fast", "outcome": "CUDA_OOM"}])
-    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert entry["rung"] == "safe" and entry["tok_s"] == 0.0 and set(entry["failed"]) == {"fast"}
 
 
 def test_learn_from_many_threads_keeps_one_valid_store(state):

@@ -110,8 +110,12 @@ def test_remember_then_arrange_tries_the_winner_first_and_skips_crashes(state):
     said: list[str] = []
     rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
     assert [r.name for r in rungs] == ["no-fusion", "fusion", "triton"]  # slow fusion stays as a fallback
-    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM when tuned on sbx0, fingerprint {key})")]
+    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 1x on sbx0, fingerprint {key})")]
     assert any("known-good on this hardware (3,740 tok/s on sbx0" in m for m in said)
+    fingerprint.learn(BOOK, facts(), BOOK.rung("no-fusion"), "sbx5", "r2",  # a second host that tried it anyway
+                      [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "no-fusion", "outcome": "READY"}])
+    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)[1] == [
+        ("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on sbx0, sbx5, fingerprint {key})")]
 
 
 def test_arrange_ignores_other_hardware_and_changed_rungs(state):

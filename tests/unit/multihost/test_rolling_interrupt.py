@@ -1,0 +1,206 @@
+"""Ctrl-C during a rolling deploy (fleet.multihost.rolling.roll_out): queued hosts are cancelled and no later
+batch starts, in-flight hosts end on their own (a second Ctrl-C stops waiting for them), the hooks' cleanup
+(the router's finish, which puts back every replica that serves) runs, and the summary says where each host
+is. The interrupt is a real one: _thread.interrupt_main from a deploy's thread, as SIGINT reaches the main
+thread. And a router playbook without --serial rolls out one replica at a time."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet import parallel
+from fleet.cli import deploy as deploy_cmd
+from fleet.deploy.ladder import Deployer
+from fleet.deploy.results import Attempt, DeployResult
+from fleet.inventory import Host
+from fleet.multihost import rolling, rollout
+from fleet.outcomes import DeployStatus
+from fleet.playbook import Playbook
+from fleet.ssh.connect import ConnectOptions
+
+BOOK = Playbook.model_validate({"name": "llama", "model": {"path": "/m"}, "ladder": [{"name": "fast"}]})
+
+
+def hosts(n: int) -> list[Host]:
+    return [Host(name=f"h{i}", address=f"10.0.0.{i + 1}", port=None, user=None, become=False, identity_file=None,
+                 known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                 source=Path("hosts.yaml")) for i in range(n)]
+
+
+class Fake:
+    """Deployer.run: h0 presses Ctrl-C as it starts, then takes `h0_s` seconds; the others take 0.05 s."""
+
+    def __init__(self, h0_s: float, again_after: float | None = None):
+        self.h0_s, self.again_after, self.started = h0_s, again_after, []
+
+    def run(self, deployer):
+        name = deployer.host.name
+        self.started.append(name)
+        if name == "h0":
+            _thread.interrupt_main()
+            if self.again_after is not None:
+                threading.Timer(self.again_after, _thread.interrupt_main).start()
+            time.sleep(self.h0_s)
+        else:
+            time.sleep(0.05)
+        return DeployResult(name, DeployStatus.OK, release=f"rel-{name}", config={"rung": "fast"},
+                            attempts=[Attempt("fast", "READY", "e", 0.1)])
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    book_path = tmp_path / "llama.yaml"
+    book_path.write_text("name: llama\n")
+    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (BOOK, book_path))
+    monkeypatch.setattr(parallel, "MAX_WORKERS", 1)  # h1 waits in h0's batch behind it: a queued host
+
+    def install(**kw):
+        f = Fake(**kw)
+        monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
+        return f
+
+    return install
+
+
+def deploy(n: int, serial: str) -> int:
+    try:
+        return deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, serial=serial)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the rolling deploy: no summary, no cleanup")
+
+
+def test_ctrl_c_cancels_queued_hosts_lets_the_in_flight_one_end_and_says_where_each_is(fake, capsys):
+    f = fake(h0_s=1.0)
+    rc = deploy(4, "2")
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert rc == 130 and data["interrupted"] is True and data["stopped"] == "interrupted by the operator (Ctrl-C)"
+    assert f.started == ["h0"]  # nobody was started after Ctrl-C
+    assert [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped", "skipped"]
+    assert "not started: interrupted" in data["hosts"][1]["error"]
+    assert "no host was started after Ctrl-C" in err
+
+
+def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, capsys):
+    fake(h0_s=3600, again_after=0.8)  # h0 never ends within the test
+    start = time.monotonic()
+    rc = deploy(3, "1")
+    assert time.monotonic() - start < 5
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 130 and [h["status"] for h in data["hosts"]] == ["failed", "skipped", "skipped"]
+    assert "interrupted while deploying" in data["hosts"][0]["error"]
+
+
+class Hooks:
+    """RouterHooks' surface: records that the cleanup ran, with every host's result."""
+
+    def __init__(self):
+        self.after_called: list[str] = []
+        self.finished: list[tuple[str, str]] | None = None
+
+    def start(self):
+        pass
+
+    def deployer(self, host, book, path, opts, say, secrets):
+        return Deployer(host, book, path, opts, say, secrets)
+
+    def after(self, host, result):
+        self.after_called.append(host.name)
+        return result
+
+    def finish(self, hosts, results):
+        self.finished = [(r.host, r.status) for r in results]
+        return {"status": DeployStatus.OK, "workers": []}
+
+
+class Watch:
+    headline = ""
+
+    def update(self, host, state=None, note=None):
+        pass
+
+
+def test_the_router_cleanup_runs_after_ctrl_c_with_every_hosts_place(fake, tmp_path):
+    fake(h0_s=1.0)
+    hooks = Hooks()
+    plan = rolling.plan_batches(hosts(3), rollout.parse_serial("1"))
+    try:
+        done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False,
+                                rollout.Amount(0),
+                                None, lambda h: (lambda m: None), Watch(), hooks)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the rolling deploy: the router's cleanup never ran")
+    assert done.interrupted and hooks.after_called == ["h0"]
+    assert hooks.finished == [("h0", "ok"), ("h1", "skipped"), ("h2", "skipped")]
+    assert done.router == {"status": DeployStatus.OK, "workers": []}
+
+
+ROUTED = Playbook.model_validate({"name": "replicas", "model": {"path": "/m"}, "ladder": [{"name": "fast"}],
+                                  "serve": {"host": "0.0.0.0", "api_key": {"env": "SGLANG_API_KEY"}},
+                                  "router": {"host": "h0"}})
+
+
+@pytest.mark.parametrize(("serial", "batches"), [(None, [["h0"], ["h1"], ["h2"]]), ("2", [["h0", "h1"], ["h2"]])])
+def test_a_router_playbook_without_serial_takes_one_replica_out_at_a_time(monkeypatch, tmp_path, capsys, serial,
+                                                                          batches):
+    monkeypatch.setenv("SGLANG_API_KEY", "k")
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "replicas.yaml").write_text("name: replicas\n")
+    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (ROUTED, tmp_path / "replicas.yaml"))
+    monkeypatch.setattr(deploy_cmd.routing, "prepare", lambda *a: Hooks())
+    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
+        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
+    rc = deploy_cmd.deploy(hosts(3), "replicas", ConnectOptions(), True, False, False, serial=serial)
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and [b["hosts"] for b in data["batches"]] == batches
+
+
+def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_back_in_the_router(monkeypatch,
+                                                                                                 tmp_path):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+
+    def run(self, dry_run=False, force=False):
+        time.sleep(0.6 if self.host.name == "h0" else 0.05)
+        return DeployResult(self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})
+
+    monkeypatch.setattr(Deployer, "run", run)
+    (tmp_path / "llama.yaml").write_text("name: llama\n")
+    hooks = Hooks()
+    plan = rolling.plan_batches(hosts(2), None)
+    done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(1),
+                            0.4, lambda h: (lambda m: None), Watch(), hooks)  # type: ignore[arg-type]
+    assert done.results[0].status == DeployStatus.FAILED and "timed out after 0.4s" in done.results[0].error
+    assert rolling.settle(done, 2.0, hooks) == []  # type: ignore[arg-type]
+    assert done.results[0].status == DeployStatus.OK and "ended ok after --host-timeout" in done.results[0].error
+    assert hooks.after_called.count("h0") == 2  # left out when it timed out, put back once it served
+    assert not done.ok  # it still missed its deadline
+
+
+def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "llama.yaml").write_text("name: llama\n")
+    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
+        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
+
+    class Cut(Hooks):
+        host = hosts(1)[0]
+        events: list = []
+
+        def finish(self, hosts, results):
+            raise KeyboardInterrupt
+
+    plan = rolling.plan_batches(hosts(2), None)
+    try:
+        done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False,
+                                rollout.Amount(0), None, lambda h: (lambda m: None), Watch(), Cut())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped the router's cleanup: no summary")
+    assert done.interrupted and [r.status for r in done.results] == ["ok", "ok"]
+    assert done.router is not None and "interrupted while the router was brought" in done.router["error"]
