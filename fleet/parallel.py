@@ -90,11 +90,29 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     if not hosts:
         return []
     pool = Pool(min(max_workers, len(hosts)))
+    futures: list[Future[Outcome[T]]] = []
     try:
         futures = [pool.submit(outcome_of, h, fn) for h in hosts]
         return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        settle(futures)
+        raise
     finally:
         pool.shutdown()
+
+
+def settle(futures: Sequence[Future[Any]]) -> None:
+    """After Ctrl-C: work not started is cancelled, work under way runs to its own end (a deploy's fall-back
+    included: the threads are daemons, so leaving now would freeze a host mid-step). A second Ctrl-C stops
+    waiting."""
+    for f in futures:
+        f.cancel()  # only those not started yet
+    try:
+        for f in futures:
+            if not f.cancelled():
+                f.exception()  # waits; the outcome itself was caught by outcome_of
+    except KeyboardInterrupt:
+        pass
 
 
 def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:

@@ -20,7 +20,7 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import RELEASES, ROLLBACK_MARK, Release, ReleaseStore, now
+from fleet.host.releases import RELEASES, ROLLBACK_MARK, Release, ReleaseDamaged, ReleaseStore, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -54,7 +54,10 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
     store = ReleaseStore(conn, host)
     found = []
     for path in sh(conn, host, _FIND).split():
-        release = store.load(path.split("/")[-2])
+        try:
+            release = store.load(path.split("/")[-2])
+        except ReleaseDamaged:  # not a manifest fleet wrote (a hand-made copy, say): passed over, as list() does
+            continue
         if release is None or release.status != ReleaseStatus.IN_PROGRESS:
             continue
         events, torn = store.events_read(release.id)
@@ -69,7 +72,11 @@ def finish_commits(conn: Connection, host: Host) -> list[str]:
     out = sh(conn, host, f"grep -l '\"committing\": true' {RELEASES}/*/manifest.json 2>/dev/null || true")
     store, notes = ReleaseStore(conn, host), []
     for path in sorted(out.split()):
-        release = store.load(path.split("/")[-2])
+        try:
+            release = store.load(path.split("/")[-2])
+        except ReleaseDamaged as exc:
+            notes.append(f"passed over: {exc}")
+            continue
         if release is None or not release.committing or release.status != ReleaseStatus.OK:
             continue
         release.committing = False

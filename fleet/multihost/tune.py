@@ -273,11 +273,14 @@ class Tuner:
                 final_ok = result.final.outcome == Outcome.READY
             if final_ok:
                 run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
-                if best.bench:
-                    benching.store_in_release(conn, self.host, release.dir, {**best.bench, "release": release.id,
-                                                                  "rung": best.rung})
-                fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
-                                     self.host.name, release.id, release.attempts, spread=result.winner_spread)
+                try:  # the winner serves and is current: what follows is a record, never a reason to stop it
+                    if best.bench:
+                        benching.store_in_release(conn, self.host, release.dir,
+                                                  {**best.bench, "release": release.id, "rung": best.rung})
+                    fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
+                                         self.host.name, release.id, release.attempts, spread=result.winner_spread)
+                except (FleetError, OSError, ValueError) as exc:
+                    self.progress(f"note: the winner serves, but its record was not kept: {exc}")
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(

@@ -3,6 +3,7 @@ process from exiting)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -59,3 +60,27 @@ def test_a_thread_stuck_forever_does_not_keep_the_process_from_exiting():
             "p.submit(threading.Event().wait); print('submitted', flush=True)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "submitted\n"
+
+
+def test_ctrl_c_lets_the_host_under_way_finish_its_own_end_and_starts_no_other():
+    """A single-host deploy runs on a daemon thread: leaving at Ctrl-C would freeze it mid-step (its server
+    stopped, no fall-back). run_all waits for the work under way, cancels what has not started, then re-raises."""
+    started, finished, main = [], [], threading.main_thread().ident
+
+    def work(host: Host) -> str:
+        started.append(host.name)
+        try:
+            if host.name == "a":  # a real SIGINT: it wakes the main thread out of its wait, as Ctrl-C does
+                threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+            threading.Event().wait(0.8)  # a step under way when Ctrl-C comes
+            return host.name
+        finally:
+            finished.append(host.name)  # a fall-back's place: it must run
+
+    try:
+        parallel.run_all([_host("a"), _host("b")], work, max_workers=1)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("Ctrl-C was swallowed")
+    assert started == ["a"] and finished == ["a"]  # a ran to its end; b, queued, never started
