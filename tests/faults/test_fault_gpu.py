@@ -64,6 +64,56 @@ def test_recover_reboots_a_host_whose_gpu_fell_off_and_probes_it_healthy(sandbox
     assert sh(sandbox_inventory, host, "test -e /run/fleet-sim/lost || echo gone").strip() == "gone"  # /run anew
 
 
+# GPU 0's driver asks for a reset (Xid 154 to "GPU Reset Required", the recovery action nvidia-smi reports), as
+# after an uncorrectable ECC error (Xid 48) on a board that remaps rows; the stand-in keeps it in /run/fleet-sim.
+WANTS_RESET = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
+               "echo \"[ 902.1] NVRM: Xid (PCI:$s): 48, pid=1, An uncorrectable double bit error (DBE) has been "
+               "detected on GPU in the framebuffer.\" >> /run/fleet-sim/kmsg && echo \"[ 902.1] NVRM: Xid (PCI:$s): "
+               "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\" "
+               ">> /run/fleet-sim/kmsg && "
+               "printf '%s\\n' \"$b gpu_recovery_action=GPU Reset\" \"$b remapped_rows.pending=Yes\" "
+               ">> /run/fleet-sim/gpustate")
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+HEALTH_0 = ("nvidia-smi --query-gpu=persistence_mode,gpu_recovery_action,remapped_rows.pending "
+            "--format=csv,noheader -i 0")
+
+
+def test_recover_resets_a_gpu_whose_driver_asks_for_it_without_a_reboot(sandbox, sandbox_inventory):
+    host = "sbx3"
+    sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + WANTS_RESET)
+    boot = sh(sandbox_inventory, host, BOOT_ID)
+    try:
+        rc, plan, err = inv_json(sandbox, "recover", "--host", host, "--dry-run")
+        assert rc == 0 and plan["action"] == "gpu-reset" and plan["steps"] == [], err[-2000:]
+        assert plan["why"] == "GPU 0: the driver's recovery action is reset"
+        rc, done, err = inv_json(sandbox, "recover", "--host", host)
+        assert rc == 0 and done["ok"] and done["action"] == "gpu-reset", (done, err[-2000:])
+        assert done["steps"] == ["GPU reset of 0", "probed again: no GPU fault"]
+        assert "GPU 0: memory repair pending (a GPU reset applies it)" in done["faults_before"]
+        assert sh(sandbox_inventory, host, BOOT_ID) == boot  # no reboot
+        # persistence was turned off for the reset and is back on; the fault is cleared
+        assert sh(sandbox_inventory, host, HEALTH_0).strip() == "Enabled, None, No"
+        rc, facts, err = inv_json(sandbox, "probe", "--host", host)
+        [probed] = facts if isinstance(facts, list) else facts["hosts"]
+        assert {(e["code"], e["gpu_index"]) for e in probed["kernel_log"]["events"]} == {(48, 0), (154, 0)}
+    finally:
+        sh(sandbox_inventory, host, "rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate")
+
+
+def test_a_gpu_reset_that_a_process_outside_the_unit_blocks_becomes_a_reboot(sandbox, sandbox_inventory):
+    host = "sbx3"
+    # a process fleet did not start holds GPU 0 (registered as the simulator's workers are)
+    sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim/apps && " + WANTS_RESET + " && (setsid sleep 600 "
+                                "</dev/null >/dev/null 2>&1 & echo \"0 518 python3\" > /run/fleet-sim/apps/$!)")
+    boot = sh(sandbox_inventory, host, BOOT_ID)
+    rc, done, err = inv_json(sandbox, "recover", "--host", host)
+    assert rc == 0 and done["ok"] and done["action"] == "reboot", (done, err[-2000:])
+    assert done["steps"][0].startswith("GPU reset of 0: GPU 0 still has processes (")
+    assert done["steps"][1:] == ["systemctl reboot", "probed again: no GPU fault"]
+    assert sh(sandbox_inventory, host, BOOT_ID) != boot
+    assert sh(sandbox_inventory, host, HEALTH_0).strip() == "Enabled, None, No"  # /run anew: as the profile says
+
+
 class _Proxmox(BaseHTTPRequestHandler):
     """Proxmox's API for node pve1 and VM 101, whose reset power-cycles the sandbox host behind it."""
 
