@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 from faultkit import current, inventory_file, rung
-from fleetcli import inv_at, inv_json, llama_playbook, sh
+from fleetcli import inv, inv_at, inv_json, llama_playbook, sh
 
 HOST = "sbx0"
 
@@ -120,6 +120,7 @@ class _Proxmox(BaseHTTPRequestHandler):
     sandbox = None
     host = ""
     calls: list[str] = []
+    state = "running"
 
     def log_message(self, *args):
         pass
@@ -137,23 +138,29 @@ class _Proxmox(BaseHTTPRequestHandler):
         if self.path.endswith("/hardware/pci"):
             return self._answer([{"id": "0000:01:00.0", "vendor": "0x10de", "device": "0x2bb1", "iommugroup": 14,
                                   "class": "0x030000"}])
-        return self._answer({"status": "running", "vmid": 101, "qmpstatus": "running"})
+        return self._answer({"status": self.state, "vmid": 101, "qmpstatus": self.state})
 
     def do_POST(self):  # noqa: N802
         self.calls.append("POST " + self.path)
         if self.path.endswith("/status/reset"):
             self.sandbox.kill(self.host)  # the VM's power button: no shutdown, then on again
             self.sandbox.start(self.host)
+        elif self.path.endswith("/status/stop"):  # no shutdown: the power is cut
+            self.sandbox.kill(self.host)
+            type(self).state = "stopped"
+        elif self.path.endswith("/status/start"):
+            self.sandbox.start(self.host)
+            type(self).state = "running"
         return self._answer("UPID:pve1:0000ABCD:0001:6790:qmreset:101:root@pam!fleet:")
 
 
 TOKEN = "0d7c1f0e-5b0a-4a53-9d43-5a3f0e6d9c21"
 
 
-def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox, sandbox_inventory, tmp_path):
-    host = "sbx2"
+def proxmox_guest(sandbox, host: str, tmp_path: Path) -> tuple[ThreadingHTTPServer, Path]:
+    """The loopback Proxmox stand-in serving `host` as VM 101 on pve1, and an inventory that says so."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxmox)
-    _Proxmox.sandbox, _Proxmox.host, _Proxmox.calls = sandbox, host, []
+    _Proxmox.sandbox, _Proxmox.host, _Proxmox.calls, _Proxmox.state = sandbox, host, [], "running"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
     doc["hosts"][host].setdefault("vars", {})["proxmox"] = {
@@ -161,6 +168,12 @@ def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox
         "token_id": "root@pam!fleet", "token": {"env": "FLEET_TEST_PVE_TOKEN"}}
     inventory = inventory_file(tmp_path)
     inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return server, inventory
+
+
+def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox, sandbox_inventory, tmp_path):
+    host = "sbx2"
+    server, inventory = proxmox_guest(sandbox, host, tmp_path)
     try:
         sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + LOST)
         proc = inv_at(inventory, "recover", "--host", host, "--json", env={"FLEET_TEST_PVE_TOKEN": TOKEN})
@@ -171,6 +184,59 @@ def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox
                                   "GET /api2/json/nodes/pve1/qemu/101/status/current",
                                   "POST /api2/json/nodes/pve1/qemu/101/status/reset"]
         assert TOKEN not in proc.stdout + proc.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+        if not sandbox.is_running(host):
+            sandbox.start(host)
+
+
+def test_recover_power_cycles_a_proxmox_guest_that_ssh_cannot_reach(sandbox, sandbox_inventory, tmp_path):
+    host = "sbx4"
+    server, inventory = proxmox_guest(sandbox, host, tmp_path)
+    env = {"FLEET_TEST_PVE_TOKEN": TOKEN}
+    try:
+        sh(sandbox_inventory, host, "systemctl stop ssh")  # the guest runs, SSH gets no answer
+        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--dry-run", "--json", env=env)
+        plan = json.loads(proc.stdout)
+        assert proc.returncode == 0 and plan["action"] == "vm-power-cycle" and plan["steps"] == [], proc.stderr
+        assert plan["why"].startswith(f"SSH cannot reach it: {host} (") and "connection refused" in plan["why"]
+        assert _Proxmox.calls == []  # a dry run asks nothing of the API
+        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--json", env=env)
+        done = json.loads(proc.stdout)
+        assert proc.returncode == 0 and done["ok"] and done["faults_after"] == [], (done, proc.stderr[-2000:])
+        assert done["steps"][1:] == ["Proxmox vm-power-cycle of VM 101 on pve1", "probed again: no GPU fault"]
+        assert _Proxmox.calls == ["GET /api2/json/nodes/pve1/hardware/pci",
+                                  "GET /api2/json/nodes/pve1/qemu/101/status/current",
+                                  "POST /api2/json/nodes/pve1/qemu/101/status/stop",
+                                  "GET /api2/json/nodes/pve1/qemu/101/status/current",
+                                  "POST /api2/json/nodes/pve1/qemu/101/status/start"]
+        assert sh(sandbox_inventory, host, "systemctl is-active ssh").strip() == "active"  # its next boot
+        assert TOKEN not in proc.stdout + proc.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+        if not sandbox.is_running(host):
+            sandbox.start(host)
+
+
+def test_recover_does_not_reset_a_guest_without_a_proxmox_description_or_one_that_refuses_us(
+        sandbox, sandbox_inventory, tmp_path):
+    host = "sbx4"
+    server, inventory = proxmox_guest(sandbox, host, tmp_path)
+    try:
+        sh(sandbox_inventory, host, "systemctl stop ssh")
+        proc = inv(sandbox, "recover", "--host", host)  # the inventory without vars.proxmox
+        assert proc.returncode == 1 and "connection refused or unreachable" in proc.stderr, proc.stderr[-2000:]
+        sandbox.kill(host)
+        sandbox.start(host)
+        # a host that answers and refuses our key: a reset would not make it trust us; nothing is asked of the API
+        doc = yaml.safe_load(inventory.read_text())
+        doc["hosts"][host]["user"] = "nobody"
+        inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+        proc = inv_at(inventory, "recover", "--host", host, "--json", env={"FLEET_TEST_PVE_TOKEN": TOKEN})
+        assert proc.returncode == 1 and _Proxmox.calls == [], (proc.stdout, proc.stderr[-2000:])
+        assert "nobody@" in proc.stderr and "connection refused" not in proc.stderr
     finally:
         server.shutdown()
         server.server_close()
