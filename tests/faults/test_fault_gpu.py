@@ -242,3 +242,47 @@ def test_recover_does_not_reset_a_guest_without_a_proxmox_description_or_one_tha
         server.server_close()
         if not sandbox.is_running(host):
             sandbox.start(host)
+
+
+def test_a_gpu_fault_mid_tune_ends_the_tune_and_teaches_the_fingerprint_nothing(sandbox, sandbox_inventory, tmp_path):
+    """Xid 119 (GSP timeout) kills the first rung's server; the GPU still answers, so the next rung would serve
+    and win, and the first would be learned as a crasher of this hardware, were the GPUs not probed again."""
+    host = "sbx1"
+    base = current(sandbox_inventory, host)
+    small = {"gate": True, "input_len": 16, "output_len": 8, "num_prompts": 16, "max_concurrency": 16, "runs": 1,
+             "timeout": 60}
+    book = llama_playbook(tmp_path, rung("xid", SGLANG_SIM_XID="119:0") + rung("would-serve"), name="llama-tune-gpu",
+                          bench=small)
+    state = tmp_path / "state"
+    try:
+        rc, data, err = inv_json(sandbox, "tune", "--host", host, "--playbook", str(book), "--yes",
+                                 env={"FLEET_STATE_DIR": str(state)})
+        assert rc == 1 and data["status"] in ("rolled_back", "failed"), (data, err[-3000:])
+        [attempt] = data["attempts"]  # the rung that would have served is never tried
+        assert attempt["rung"] == "xid" and attempt["outcome"] == "GPU_FAULT", attempt
+        assert attempt["evidence"].startswith("Xid 119 on GPU 0 x1: ") and "(the server said: " in attempt["evidence"]
+        assert data["winner"] is None and data["error"]
+        assert "GPU_FAULT: Xid 119" in err and "no further rungs" in err
+        assert not (state / "known-good.json").exists()  # nothing learned, neither a winner nor a crasher
+        assert current(sandbox_inventory, host) == base  # the release that served before is current again
+    finally:
+        sh(sandbox_inventory, host, "rm -f /run/fleet-sim/kmsg")
+
+
+def test_a_tune_on_a_host_whose_gpu_is_lost_changes_nothing(sandbox, sandbox_inventory, tmp_path):
+    host = "sbx1"
+    before = sh(sandbox_inventory, host, "readlink /var/lib/fleet/current; systemctl show -p MainPID --value sglang")
+    book = llama_playbook(tmp_path, rung("would-serve"), name="llama-tune-lost")
+    try:
+        bus = sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + LOST).strip()
+        rc, data, err = inv_json(sandbox, "tune", "--host", host, "--playbook", str(book), "--yes")
+        assert rc == 1 and data["status"] == "failed" and data["release"] is None, (data, err[-3000:])
+        assert [(a["rung"], a["outcome"]) for a in data["attempts"]] == [("-", "GPU_FAULT")]
+        assert data["error"] == (f"{host}: GPU fault, nothing was changed: GPU {bus.lower()} cannot be opened "
+                                 f"(Unknown Error); Xid 79 on PCI {bus.lower()} x1 and nvidia-smi no longer lists it: "
+                                 f"[ 901.5] NVRM: Xid (PCI:{bus}): 79, pid=1, GPU has fallen off the bus. "
+                                 f"(inv recover --host {host})")
+        assert sh(sandbox_inventory, host, "readlink /var/lib/fleet/current; "
+                                           "systemctl show -p MainPID --value sglang") == before
+    finally:
+        sh(sandbox_inventory, host, "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost")
