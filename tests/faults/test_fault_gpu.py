@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from faultkit import current, inventory_file, rung
+from faultkit import PLAIN, current, inventory_file, managed_digest, rung
 from fleetcli import inv, inv_at, inv_json, llama_playbook, sh
 
 HOST = "sbx0"
@@ -286,3 +286,29 @@ def test_a_tune_on_a_host_whose_gpu_is_lost_changes_nothing(sandbox, sandbox_inv
                                            "systemctl show -p MainPID --value sglang") == before
     finally:
         sh(sandbox_inventory, host, "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost")
+
+
+def test_a_rolling_deploy_counts_a_gpu_fault_host_as_failed_and_stops_before_the_next(
+        sandbox, sandbox_inventory, tmp_path):
+    """--serial 1 --max-fail 0 over sbx2, sbx3, sbx4 where sbx3 lost a GPU: sbx2 deploys, sbx3 fails as GPU_FAULT
+    with nothing changed, and sbx4 is never contacted."""
+    book = llama_playbook(tmp_path, PLAIN, name="llama-roll-gpu")
+    untouched = {h: managed_digest(sandbox_inventory, h) for h in ("sbx3", "sbx4")}
+    try:
+        bus = sh(sandbox_inventory, "sbx3", "mkdir -p /run/fleet-sim && " + LOST).strip()
+        rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx2", "--host", "sbx3", "--host", "sbx4",
+                                 "--playbook", str(book), "--serial", "1", "--max-fail", "0", "--yes",
+                                 env={"FLEET_STATE_DIR": str(tmp_path / "state")})
+        assert rc == 1, err[-3000:]
+        assert [(h["host"], h["status"]) for h in data["hosts"]] == [("sbx2", "ok"), ("sbx3", "failed"),
+                                                                     ("sbx4", "skipped")]
+        faulty = data["hosts"][1]
+        assert [(a["rung"], a["outcome"]) for a in faulty["attempts"]] == [("-", "GPU_FAULT")]
+        assert f"GPU {bus.lower()} cannot be opened" in faulty["error"]
+        assert [b["status"] for b in data["batches"]] == ["ok", "failed", "skipped"]
+        assert data["stopped"] == "1 host failed, more than --max-fail 0 after batch 2 of 3"
+        assert "sbx4 probing" not in err  # never contacted
+        for h, digest in untouched.items():  # not a file of either changed
+            assert managed_digest(sandbox_inventory, h) == digest, h
+    finally:
+        sh(sandbox_inventory, "sbx3", "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost")
