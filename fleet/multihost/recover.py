@@ -13,6 +13,7 @@ without a probe first; a host that answers and refuses us (key, login) is never 
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -26,10 +27,10 @@ from fleet.errors import ConnectError, FleetError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
-from fleet.multihost.proxmox import Proxmox, ProxmoxGuest
+from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import run
+from fleet.ssh.remote import ChannelFailed, CommandTimedOut, OutputTooLarge, run
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -76,6 +77,14 @@ def _sh(conn: Connection, host: Host, command: str, timeout: float = 60.0) -> tu
     return res.exited, (res.stdout + res.stderr).strip()[-300:]
 
 
+def refusal(said: str) -> str:
+    """The driver's reason in what a refused `nvidia-smi -r` printed: the line naming the GPU (`  GPU <bus>: In use
+    by another client`, `Unable to ... for GPU <bus>: Insufficient Permissions`), else its last line."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"(GPU [0-9A-Fa-f:.]+: |Unable to )", line)]
+    return ((named or lines)[0 if named else -1] if lines else "no output")[:160]
+
+
 def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
     """Reset each GPU; None when done, else why the driver would not (the caller reboots instead)."""
     unit = shlex.quote(host.unit)
@@ -92,7 +101,7 @@ def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, s
         if i in persistent:
             _sh(conn, host, f"nvidia-smi -pm 1 -i {int(i)}")
         if rc != 0:
-            return f"nvidia-smi -r -i {i} refused (rc={rc}): {said.splitlines()[-1][:160] if said else 'no output'}"
+            return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
     if state == "active":
         _sh(conn, host, f"systemctl start {unit}", timeout=120)
@@ -148,12 +157,16 @@ def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str)
 
 
 def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> list[str]:
-    """The VM reset or stop/start, and what the node's NVIDIA functions share a reset with."""
+    """The VM reset or stop/start, and what the node's NVIDIA functions share a reset with (a note: a token
+    without Sys.Audit on the node still resets its VM)."""
     groups: dict[int, list[str]] = {}
-    for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
-        groups.setdefault(d["iommugroup"], []).append(d["id"])
-    steps = ["NVIDIA functions on the node by IOMMU group: " + "; ".join(
-        f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
+    try:
+        for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
+            groups.setdefault(d["iommugroup"], []).append(d["id"])
+        steps = ["NVIDIA functions on the node by IOMMU group: " + "; ".join(
+            f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
+    except ProxmoxError as exc:
+        steps = [f"NVIDIA functions on the node not listed ({exc})"]
     vm(proxmox, action, wait_s, say)
     return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
 
@@ -201,7 +214,10 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             result.ok = result.action == NOTHING or dry_run
             return result
         if result.action == GPU_RESET:
-            refused = gpu_reset(conn, host, gpus, facts, say)
+            try:
+                refused = gpu_reset(conn, host, gpus, facts, say)
+            except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine next
+                refused = str(exc)
             result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
             if refused:
                 result.action = VM_RESET if proxmox else REBOOT
