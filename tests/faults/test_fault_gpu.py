@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from faultkit import PLAIN, current, inventory_file, managed_digest, rung
+from faultkit import PLAIN, current, inventory_file, managed_digest, rung, serving
 from fleetcli import inv, inv_at, inv_json, llama_playbook, sh
 
 HOST = "sbx0"
@@ -313,3 +313,30 @@ def test_a_rolling_deploy_counts_a_gpu_fault_host_as_failed_and_stops_before_the
             assert managed_digest(sandbox_inventory, h) == digest, h
     finally:
         sh(sandbox_inventory, "sbx3", "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost")
+
+
+def test_an_ecc_error_mid_deploy_is_recovered_by_a_gpu_reset_and_the_host_deploys_again(
+        sandbox, sandbox_inventory, tmp_path):
+    """The operator's whole path: Xid 48 under the server ends the ladder as GPU_FAULT (the GPU still answers, and
+    asks for a reset), the next deploy changes nothing, `inv recover` resets the GPU without a reboot, and the
+    deploy then serves."""
+    host = "sbx3"
+    book = llama_playbook(tmp_path, rung("dbe", SGLANG_SIM_XID="48:0") + rung("would-serve"), name="llama-dbe")
+    fine = llama_playbook(tmp_path, rung("would-serve"), name="llama-after-reset")
+    try:
+        rc, data, err = inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), "--force")
+        assert rc != 0 and [(a["rung"], a["outcome"]) for a in data["attempts"]] == [("dbe", "GPU_FAULT")], err[-3000:]
+        assert data["attempts"][0]["evidence"].startswith("Xid 48 on GPU 0 x1: ")
+        rc, again, err = inv_json(sandbox, "deploy", "--host", host, "--playbook", str(fine))
+        assert rc == 1 and [(a["rung"], a["outcome"]) for a in again["attempts"]] == [("-", "GPU_FAULT")]
+        assert "GPU 0: the driver's recovery action is reset" in again["error"]
+        boot = sh(sandbox_inventory, host, BOOT_ID)
+        rc, done, err = inv_json(sandbox, "recover", "--host", host)
+        assert rc == 0 and done["action"] == "gpu-reset" and done["ok"], (done, err[-2000:])
+        assert sh(sandbox_inventory, host, BOOT_ID) == boot
+        rc, served, err = inv_json(sandbox, "deploy", "--host", host, "--playbook", str(fine))
+        assert rc == 0 and served["status"] == "ok", err[-3000:]
+        assert [(a["rung"], a["outcome"]) for a in served["attempts"]] == [("would-serve", "READY")]
+        assert serving(sandbox_inventory, host)
+    finally:
+        sh(sandbox_inventory, host, "rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate")
