@@ -189,6 +189,16 @@ def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox
         server.server_close()
         if not sandbox.is_running(host):
             sandbox.start(host)
+        ssh_back(sandbox, sandbox_inventory, host)
+
+
+def ssh_back(sandbox, inventory, host: str) -> None:
+    """A host left without sshd (a test that failed half-way) is power-cycled: later tests need SSH there."""
+    try:
+        sh(inventory, host, "true")
+    except Exception:
+        sandbox.kill(host)
+        sandbox.start(host)
 
 
 def test_recover_power_cycles_a_proxmox_guest_that_ssh_cannot_reach(sandbox, sandbox_inventory, tmp_path):
@@ -218,6 +228,7 @@ def test_recover_power_cycles_a_proxmox_guest_that_ssh_cannot_reach(sandbox, san
         server.server_close()
         if not sandbox.is_running(host):
             sandbox.start(host)
+        ssh_back(sandbox, sandbox_inventory, host)
 
 
 def test_recover_does_not_reset_a_guest_without_a_proxmox_description_or_one_that_refuses_us(
@@ -242,6 +253,7 @@ def test_recover_does_not_reset_a_guest_without_a_proxmox_description_or_one_tha
         server.server_close()
         if not sandbox.is_running(host):
             sandbox.start(host)
+        ssh_back(sandbox, sandbox_inventory, host)
 
 
 def test_a_gpu_fault_mid_tune_ends_the_tune_and_teaches_the_fingerprint_nothing(sandbox, sandbox_inventory, tmp_path):
