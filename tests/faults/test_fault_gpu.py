@@ -1,7 +1,11 @@
-"""A GPU falls off the bus under the server (the simulator's Xid 79, as on the RTX PRO 6000 / 5090 hosts of
-open-gpu-kernel-modules 1151 and 1159): the deploy ends its ladder on GPU_FAULT instead of walking the flags
-(the previous release, put back, cannot start on the lost GPU either), the probe shows the Xid events and the
-lost GPU, and the next deploy to the host changes nothing."""
+"""GPU hardware faults on the sandbox. A GPU falls off the bus under the server (the simulator's Xid 79, as on the
+RTX PRO 6000 / 5090 hosts of open-gpu-kernel-modules 1151 and 1159): the deploy ends its ladder on GPU_FAULT
+instead of walking the flags (the previous release, put back, cannot start on the lost GPU either), the probe
+shows the Xid events and the lost GPU, and the next deploy to the host changes nothing. A tune ends the same way
+and teaches the fingerprint nothing; a rolling deploy counts the host as failed for --max-fail. `inv recover`
+resets a GPU whose driver asks for it (the stand-in nvidia-smi answers -r as driver 580 does), reboots a host
+whose GPU is lost or whose reset is refused, and resets or power-cycles a Proxmox guest through a loopback
+stand-in of the API, also one SSH cannot reach."""
 
 from __future__ import annotations
 
