@@ -208,10 +208,7 @@ class Deployer:
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
             attempt, planned = self.attempt(conn, run, rung)
-            if attempt.outcome != Outcome.READY and (fault := self.hardware_after(conn, facts)):
-                attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
-                run.event("attempt", rung=rung.name, outcome=attempt.outcome, evidence=attempt.evidence)
-                self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+            self.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
             run.record(attempt.to_json())
             if attempt.outcome == Outcome.READY:
@@ -224,6 +221,16 @@ class Deployer:
             if last == LogClass.GPU_FAULT:
                 break
         return False
+
+    def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
+        """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which
+        ends the ladder and is never learned as the rung's failure."""
+        if attempt.outcome == Outcome.READY or not (fault := self.hardware_after(conn, facts)):
+            return False
+        attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+        run.event("attempt", rung=attempt.rung, outcome=attempt.outcome, evidence=attempt.evidence)
+        self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+        return True
 
     def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
         """After an attempt that did not serve, one more probe: did the hardware fail under it?"""
