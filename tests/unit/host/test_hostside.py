@@ -130,7 +130,11 @@ def test_scan_reports_directives_and_python_gates_of_a_package(site):
     assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == want
     local = archgate.scan_text("fakeinfer/kernel.cuh", (site / "fakeinfer/kernel.cuh").read_text())
     assert local["lines"] == res["files"]["fakeinfer/kernel.cuh"]["lines"]
-    assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])"]]
+    # a Python gate with the function it sits in (which names a gate upstream keeps on purpose), as locally
+    assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])",
+                                                           "gen"]]
+    local = archgate.scan_text("fakeinfer/comm.py", (site / "fakeinfer/comm.py").read_text())
+    assert local["lines"] == res["files"]["fakeinfer/comm.py"]["lines"]
     assert "not importable" in res["packages"]["absent"]["error"]
     assert res["sms"] == [] and res["sm_error"].startswith("nvidia-smi")  # no GPU here, said so
 
