@@ -3,6 +3,7 @@
 Options, targets and exit codes are the same in every task: fleet/cli/tasking.py and docs/cli.md.
 """
 
+import functools
 import os
 
 from invoke import Collection, Exit
@@ -71,7 +72,7 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
 
     hosts = cli.changing_hosts("deploy", inventory, host, group, all_)
     book = cli.targets.playbook_for(hosts, playbook)
-    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    opts = functools.partial(_opts, hosts, accept_new_host_keys, ask_become_pass)  # made after the plan's yes
     raise Exit(code=deploy_cmd.deploy(hosts, book, opts, json, dry_run, force, serial, max_fail, host_timeout,
                                       yes=yes))
 
