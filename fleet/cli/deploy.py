@@ -66,13 +66,13 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     book, path = load_playbook(name)
     secrets = secrets_for(book)
     check_units(book, hosts)
+    if book.nodes is not None and (sizes or max_fail is not None or timeout):  # refused before the plan is shown
+        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
+                         "--host-timeout do not apply (its nodes are deployed together)")
     if not dry_run:
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     opts = connect() if callable(connect) else connect
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
-        if sizes or max_fail is not None or timeout:
-            raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
-                             "--host-timeout do not apply (its nodes are deployed together)")
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
     hooks = None

@@ -79,6 +79,10 @@ class FleetProgram(Program):
 
 
 def namespace() -> Collection:
+    if not TASKS.is_file():
+        sys.stderr.write(f"error: {TASKS}: no tasks.py beside the fleet package: install fleet from its clone "
+                         "(./bootstrap.sh there, or pip install -e CLONE)\n")
+        raise SystemExit(EXIT_BAD_INPUT)
     spec = importlib.util.spec_from_file_location("fleet_tasks", TASKS)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

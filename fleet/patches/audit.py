@@ -246,7 +246,8 @@ def enclosing_def(lines: list[str], index: int) -> str:
     """The innermost `def`/`class` that line `index` (0-based) sits in, '' at module level: the nearest line above
     that is less indented, then the nearest less indented than that, until one is a def (host scan: the same)."""
     level = len(lines[index]) - len(lines[index].lstrip())
-    for raw in reversed(lines[:index]):
+    for j in range(index - 1, -1, -1):
+        raw = lines[j]
         indent = len(raw) - len(raw.lstrip())
         if not raw.strip() or indent >= level:
             continue

@@ -16,7 +16,8 @@ DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
 
 def enclosing_def(lines, index):
     level = len(lines[index]) - len(lines[index].lstrip())
-    for raw in reversed(lines[:index]):
+    for j in range(index - 1, -1, -1):
+        raw = lines[j]
         indent = len(raw) - len(raw.lstrip())
         if not raw.strip() or indent >= level:
             continue
