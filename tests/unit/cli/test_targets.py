@@ -113,7 +113,7 @@ def _on_a_terminal(args: list[str], cwd: Path, answers: list[tuple[str, str]]) -
         os.chdir(cwd)
         os.execve(str(Path(sys.executable).parent / "inv"), ["inv", *args],
                   {**os.environ, "FLEET_SANDBOX_ONLY": "1", "COLUMNS": "120"})
-    seen, pending, deadline = b"", list(answers), time.monotonic() + 60
+    seen, pending, deadline = b"", list(answers), time.monotonic() + 20
     while time.monotonic() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.5)
         if ready:
@@ -126,6 +126,8 @@ def _on_a_terminal(args: list[str], cwd: Path, answers: list[tuple[str, str]]) -
             seen += chunk
         if pending and seen.rstrip().endswith(pending[0][0].encode()):
             os.write(fd, pending.pop(0)[1].encode())
+    if time.monotonic() >= deadline:  # still waiting for something nobody typed: end it
+        os.kill(pid, 9)
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
