@@ -92,7 +92,7 @@ def namespace() -> Collection:
 
 def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
-    binary = "fleet" if Path(sys.argv[0]).name == "fleet" else "inv"
+    binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
     FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
 

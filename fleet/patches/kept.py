@@ -116,7 +116,7 @@ def find(file: str, where: str, condition: str, sm: int, packages: dict[str, Any
          entries: tuple[KeptGate, ...] | None = None) -> Kept | None:
     """The entry naming this gate of the release the audit read (packages: import name -> {dist, version}), if any.
     An unknown release or distribution never matches."""
-    pkg = packages.get(file.split("/", 1)[0])
+    pkg = packages.get(file.split("/", 1)[0]) if isinstance(packages, dict) else None  # a host's JSON
     if not isinstance(pkg, dict):
         return None
     dist, version = pkg.get("dist"), pkg.get("version")

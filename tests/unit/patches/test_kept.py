@@ -43,7 +43,7 @@ def test_a_gate_named_by_file_function_condition_release_and_sm_is_kept_with_its
     {"packages": {"flashinfer": {"dist": "flashinfer-python", "version": None}}},  # the host could not tell
     {"packages": {"flashinfer": {"dist": "flashinfer", "version": "0.7.4"}}},  # another distribution
     {"packages": {"flashinfer": {"error": "not importable"}}}, {"packages": {}},
-    {"packages": {"flashinfer": ["not", "a", "dict"]}},
+    {"packages": {"flashinfer": ["not", "a", "dict"]}}, {"packages": ["not", "a", "dict"]},
 ])
 def test_anything_less_than_an_exact_match_is_audited_as_any_gate(over):
     assert _find(**over) is None
