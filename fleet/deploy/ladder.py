@@ -25,7 +25,7 @@ from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
-from fleet.host.facts import HostFacts
+from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
 from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_state
@@ -56,7 +56,7 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     """What a release records of the host it was made on."""
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
-            "driver": facts.driver_version}
+            "driver": facts.driver_version, "versions": stack_versions(facts)}
 
 
 def _first_line(exc: BaseException) -> str:

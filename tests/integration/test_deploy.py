@@ -110,6 +110,13 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     hist = json.loads(inv(sandbox, "history", "--host", "sbx0", "--json").stdout)["hosts"][0]
     assert hist["current"] == first
     assert {r["status"] for r in hist["releases"]} >= {"ok"}
+    # each release records the stack the deploy's probe read on the host (the sandbox's simulated venv)
+    for r in hist["releases"]:
+        assert {k: r["versions"].get(k) for k in ("sglang", "flashinfer-python", "torch", "cuda")} == {
+            "sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130", "cuda": "13.0"}, r["versions"]
+        assert r["versions"]["driver"]
+    table = inv(sandbox, "history", "--host", "sbx0", "--bench").stdout
+    assert "sglang/flashinfer" in table and "0.5.9/0.6.3" in table
 
 
 def test_workers_of_a_server_run_by_hand_are_named_by_preflight_and_never_killed(seed, sandbox, sandbox_inventory):
@@ -186,6 +193,7 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
     row = json.loads(proc.stdout)["hosts"][0]
     assert proc.returncode == 0 and row["unit"]["ActiveState"] == "active" and row["health"] == "200"
     assert row["release"] and row["playbook"] == "glm5-nvfp4" and row["drift"] == []
+    assert (row["versions"]["sglang"], row["versions"]["flashinfer-python"]) == ("0.5.9", "0.6.3")
     assert row["gpus"] == 8 and row["power_limit_w"] == 4800.0 and row["power_w"] > 0
     # the board reads sglang's own gauges from /metrics (idle now, so nothing running)
     assert set(row["metrics"]) == {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
