@@ -21,6 +21,7 @@ from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook, Rung, host_env, merged_flags, sglang_version
 from fleet.progress import Progress
 from fleet.upstream import flags as sglang_cli
+from fleet.upstream import pins
 
 MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway
 
@@ -151,7 +152,8 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     """The rungs that pass every check, and a PREFLIGHT attempt for each one (or the host) that does not."""
     if not facts.ok:
         return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
-    blocking = host_problems(facts)
+    blocking = host_problems(facts) + pins.unmet(book.packages, {k: p.version for k, p in facts.packages.items()},
+                                                 venv)
     if blocking:
         return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
     for warning in known_bad(facts):

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
 from fleet.site import SHIPPED
+from fleet.upstream import pins as pinning
 
 MATRIX = SHIPPED / "playbooks" / "upstream" / "matrix.yaml"  # shipped, whatever the working folder
 KEEP = (".py", ".cu", ".cuh", ".h", ".hpp", ".inl", ".cc", ".cpp")
@@ -101,6 +102,35 @@ def require(dist: str, version: str, cache: Path | None = None) -> Release:
         raise InputError(f"{dist} {version} is not in the upstream cache {cache or cache_dir()}: "
                          f"run `inv upstream` (or `inv upstream --sglang X --flashinfer Y`) first")
     return rel
+
+
+def metadata(release: Release) -> str:
+    """The wheel's METADATA, as the corpus kept it ('' when the tree has none)."""
+    found = sorted(Path(release.root).glob("*.dist-info/METADATA"))
+    return found[0].read_text(encoding="utf-8", errors="replace") if found else ""
+
+
+def check_pins(pins: dict[str, str], source: str = "the playbook", cache: Path | None = None,
+               matrix: Matrix | None = None) -> list[tuple[str, str]]:
+    """(distribution, one line) for each pin the others' Requires-Dist refuse, read offline from the corpus,
+    and for each pinned release of the corpus's kind (sglang, flashinfer-python) it does not hold: a version
+    that was never released is refused by `inv upstream` when it fetches it."""
+    matrix = matrix or load_matrix()
+    found: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for dist, version in sorted(pins.items()):
+        if dist not in IMPORT_NAME:
+            continue
+        rel = cached(dist, version, cache)
+        if rel is None:
+            flag = "--sglang" if dist == "sglang" else "--flashinfer"
+            problems.append((dist, f"{dist} {version} is not in the upstream cache {cache or cache_dir()}, so its "
+                                   f"Requires-Dist cannot be checked: fetch it with `inv upstream {flag} {version}`"))
+            continue
+        found[dist] = metadata(rel)
+    conflicts = pinning.conflicts(pins, found, matrix.python, source=source)
+    wrong = {dist for dist, _ in conflicts}  # a pin known to be wrong needs no fetch to say so
+    return [p for p in problems if p[0] not in wrong] + conflicts
 
 
 def index_url() -> str:

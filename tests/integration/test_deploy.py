@@ -61,6 +61,30 @@ def test_a_deploy_that_changes_nothing_restarts_nothing(seed, sandbox, sandbox_i
     assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
 
 
+def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inventory, tmp_path):
+    """packages: pins whose wheels disagree are bad input (exit 2, no host contacted); pins the venv does not
+    meet (fleet installs nothing yet) stop at preflight with the old server serving; pins it meets deploy."""
+    pid = sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip()
+    current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.4"})
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {book}:{book.read_text().splitlines().index('  flashinfer-python: 0.7.4') + 1}: "
+        "packages.flashinfer-python: sglang 0.5.23 requires flashinfer-python==0.7.2; the playbook pins 0.7.4"]
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.2"})
+    rc, data, _ = deploy(sandbox, "sbx0", book)
+    assert rc == 1 and data["status"] == "failed" and data["attempts"][0]["outcome"] == "PREFLIGHT", data
+    assert ("packages: the playbook pins sglang 0.5.23; the venv /root/ml-env has 0.5.9"
+            in data["attempts"][0]["evidence"])
+    assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.9", "flashinfer-python": "0.6.3",
+                                                           "torch": "2.9.1"})
+    rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run")
+    assert rc == 0 and data["status"] == "dry-run", data
+
+
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
     before = checksums(sandbox_inventory, "sbx0")
     rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
