@@ -104,10 +104,11 @@ def require(dist: str, version: str, cache: Path | None = None) -> Release:
     return rel
 
 
-def metadata(release: Release) -> str:
-    """The wheel's METADATA, as the corpus kept it ('' when the tree has none)."""
-    found = sorted(Path(release.root).glob("*.dist-info/METADATA"))
-    return found[0].read_text(encoding="utf-8", errors="replace") if found else ""
+def metadata(dist: str, version: str, cache: Path | None = None) -> str | None:
+    """The wheel's METADATA as the cache keeps it, read where the cache is now (a cache copied from another
+    machine keeps the other machine's `root` in release.json); None when it has none."""
+    found = sorted(_folder(cache or cache_dir(), dist, version).glob("*.dist-info/METADATA"))
+    return found[0].read_text(encoding="utf-8", errors="replace") if found else None
 
 
 def check_pins(pins: dict[str, str], source: str = "the playbook", cache: Path | None = None,
@@ -121,13 +122,17 @@ def check_pins(pins: dict[str, str], source: str = "the playbook", cache: Path |
     for dist, version in sorted(pins.items()):
         if dist not in IMPORT_NAME:
             continue
-        rel = cached(dist, version, cache)
-        if rel is None:
-            flag = "--sglang" if dist == "sglang" else "--flashinfer"
+        have = cached(dist, version, cache) is not None
+        text = metadata(dist, version, cache) if have else None
+        if text is None:
+            fetch = f"`inv upstream {'--sglang' if dist == 'sglang' else '--flashinfer'} {version}`"
+            where = _folder(cache or cache_dir(), dist, version)
             problems.append((dist, f"{dist} {version} is not in the upstream cache {cache or cache_dir()}, so its "
-                                   f"Requires-Dist cannot be checked: fetch it with `inv upstream {flag} {version}`"))
+                                   f"Requires-Dist cannot be checked: fetch it with {fetch}" if not have else
+                                   f"{dist} {version}: {where} holds no METADATA, so its Requires-Dist cannot be "
+                                   f"checked: remove that folder and fetch it again with {fetch}"))
             continue
-        found[dist] = metadata(rel)
+        found[dist] = text
     conflicts = pinning.conflicts(pins, found, matrix.python, source=source)
     wrong = {dist for dist, _ in conflicts}  # a pin known to be wrong needs no fetch to say so
     return [p for p in problems if p[0] not in wrong] + conflicts

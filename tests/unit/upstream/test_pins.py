@@ -91,6 +91,21 @@ def test_the_corpus_checks_a_pin_set_and_names_a_release_it_does_not_hold(tmp_pa
     assert corpus.check_pins({"torch": "2.9.1"}, cache=tmp_path) == []  # nothing of the corpus's kind: no opinion
 
 
+def test_a_cache_copied_from_another_machine_is_read_where_it_is_now(tmp_path):
+    _release(tmp_path / "elsewhere", "sglang", "0.5.23", meta("sglang-0.5.23"))
+    (tmp_path / "elsewhere").rename(tmp_path / "here")  # release.json still names the old root
+    got = corpus.check_pins({"sglang": "0.5.23", "flashinfer-python": "0.7.4"}, cache=tmp_path / "here")
+    assert got == [("flashinfer-python", "sglang 0.5.23 requires flashinfer-python==0.7.2; the playbook pins 0.7.4")]
+
+
+def test_a_cached_release_without_its_metadata_cannot_vouch_for_the_pins(tmp_path):
+    _release(tmp_path, "sglang", "0.5.23", meta("sglang-0.5.23"))
+    next(tmp_path.glob("sglang/0.5.23/*.dist-info/METADATA")).unlink()
+    assert corpus.check_pins({"sglang": "0.5.23"}, cache=tmp_path) == [
+        ("sglang", f"sglang 0.5.23: {tmp_path}/sglang/0.5.23 holds no METADATA, so its Requires-Dist cannot be "
+                   "checked: remove that folder and fetch it again with `inv upstream --sglang 0.5.23`")]
+
+
 def test_a_venv_meets_its_pins_as_pip_s_double_equals_reads_them():
     pinned = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1"}
     venv = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130"}
