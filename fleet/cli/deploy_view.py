@@ -24,6 +24,9 @@ def render(result: DeployResult, console: Console) -> None:
     console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
                   + (f", release {result.release}" if result.release else "")
                   + (f", rung {result.config.get('rung')}" if result.config.get("rung") else ""))
+    if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
+        console.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
+                      highlight=False, soft_wrap=True)
     if result.diff is not None:
         console.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=True)
     if result.attempts:

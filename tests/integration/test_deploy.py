@@ -114,8 +114,15 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     unit_a = sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0]
     triton = glm5_playbook(tmp_path, "glm5-triton", ladder=[{"name": "triton-moe",
                                                              "flags": {"moe-runner-backend": "triton"}}])
-    rc, data, _ = deploy(sandbox, "sbx0", triton)
+    meta = "/root/ml-env/lib/python3.11/site-packages/sglang-0.5.9.dist-info/METADATA"
+    post = "s/^Version: 0.5.9$/Version: 0.5.9.post1/"  # as after a hand-run pip install of a post-release
+    sh(sandbox_inventory, "sbx0", f"cp -p {meta} /tmp/METADATA.bak && sed -i '{post}' {meta}")
+    try:
+        rc, data, _ = deploy(sandbox, "sbx0", triton)
+    finally:
+        sh(sandbox_inventory, "sbx0", f"cp -p /tmp/METADATA.bak {meta}")
     assert rc == 0 and data["config"]["rung"] == "triton-moe"
+    assert (data["versions_before"]["sglang"], data["versions"]["sglang"]) == ("0.5.9", "0.5.9.post1")
     assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
     proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
     back = json.loads(proc.stdout)
@@ -137,10 +144,11 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     # each release records the stack the deploy's probe read on the host (the sandbox's simulated venv)
     for r in hist["releases"]:
         assert {k: r["versions"].get(k) for k in ("sglang", "flashinfer-python", "torch", "cuda")} == {
-            "sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130", "cuda": "13.0"}, r["versions"]
+            "sglang": "0.5.9.post1" if r["rung"] == "triton-moe" else "0.5.9", "flashinfer-python": "0.6.3",
+            "torch": "2.9.1+cu130", "cuda": "13.0"}, r["versions"]
         assert r["versions"]["driver"]
     table = inv(sandbox, "history", "--host", "sbx0", "--bench").stdout
-    assert "sglang/flashinfer" in table and "0.5.9/0.6.3" in table
+    assert "sglang/flashinfer" in table and "0.5.9/0.6.3" in table and "0.5.9.post1/0.6.3" in table
 
 
 def test_workers_of_a_server_run_by_hand_are_named_by_preflight_and_never_killed(seed, sandbox, sandbox_inventory):

@@ -32,6 +32,16 @@ def recorded_deploy() -> DeployResult:
                                   for a in d["attempts"]], error=d["error"])
 
 
+def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_line():
+    result = recorded_deploy()
+    result.versions = {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"}
+    result.versions_before = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "driver": "580.95.05"}
+    lines = drawn(80, lambda c: deploy_view.render(result, c))
+    assert lines[1] == "  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2"
+    result.versions_before = dict(result.versions)
+    assert not any("versions:" in line for line in drawn(80, lambda c: deploy_view.render(result, c)))
+
+
 @pytest.mark.parametrize("width", [80, 200])
 def test_attempts_are_one_line_each_with_the_evidence_folded_below(width):
     result = recorded_deploy()
