@@ -356,6 +356,8 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
+    if no_deps and not against:
+        raise Exit("--no-deps: it says how the releases of --against were installed; give --against too", code=2)
     if against:
         if not check or revert or host or group:
             raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)

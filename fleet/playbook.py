@@ -24,16 +24,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fleet import fields, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import MASK, SecretRef, is_secret_name
-from fleet.upstream.pins import dist_name, exact_version, pin_set
+from fleet.upstream.pins import DistName, Pin, pin_set
 from fleet.upstream.versions import in_range, parse_range
 
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -320,7 +320,7 @@ class Playbook(Strict):
     keep_releases: int = Field(default=5, ge=1)
     nodes: Nodes | None = None
     router: Router | None = None
-    packages: dict[Annotated[str, AfterValidator(dist_name)], Annotated[str, AfterValidator(exact_version)]] = {}
+    packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
     _packages = field_validator("packages")(classmethod(lambda cls, v: pin_set(v)))

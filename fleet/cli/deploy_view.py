@@ -27,6 +27,8 @@ def render(result: DeployResult, console: Console) -> None:
     if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
         console.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
                       highlight=False, soft_wrap=True)
+    for note in result.notes:
+        console.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
     if result.diff is not None:
         console.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=True)
     if result.attempts:

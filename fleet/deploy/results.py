@@ -37,6 +37,7 @@ class DeployResult:
     recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
     versions: dict[str, str] = field(default_factory=dict)  # what the venv held at the probe (facts.STACK)
     versions_before: dict[str, str] = field(default_factory=dict)  # what the release current before recorded
+    notes: list[str] = field(default_factory=list)  # what the operator should know though it served
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -50,6 +51,8 @@ class DeployResult:
             out["recovered"] = self.recovered
         if self.versions:
             out["versions"], out["versions_before"] = self.versions, self.versions_before
+        if self.notes:
+            out["notes"] = self.notes
         return out
 
     def upgrade(self) -> list[tuple[str, str | None, str]]:

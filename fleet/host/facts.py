@@ -178,6 +178,7 @@ def arch_family(compute_cap: str | None) -> str:
 
 
 STACK = ("sglang", "flashinfer-python", "sgl-kernel", "torch", "cuda", "nvidia-nccl", "driver")
+VERSION_SHAPE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,39}")  # what a recorded version may print as
 
 
 def stack_versions(facts: HostFacts) -> dict[str, str]:
@@ -190,7 +191,7 @@ def stack_versions(facts: HostFacts) -> dict[str, str]:
              "sgl-kernel": kernel.version if kernel else None,
              "torch": pk["torch"].version if "torch" in pk else None,
              "cuda": facts.torch_cuda, "nvidia-nccl": facts.nccl_version, "driver": facts.driver_version}
-    return {k: v for k, v in found.items() if v}
+    return {k: v for k, v in found.items() if v and VERSION_SHAPE.fullmatch(v)}  # the host's text, never raw
 
 
 def version_tuple(text: str | None) -> tuple[int, ...] | None:

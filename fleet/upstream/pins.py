@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from email.parser import HeaderParser
+from typing import Annotated
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BeforeValidator
 
 _DIST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 508's name, bounded
 
@@ -32,14 +34,22 @@ def canonical(text: str) -> str:
     return str(canonicalize_name(dist_name(text)))
 
 
-def exact_version(text: str) -> str:
-    """A pin: one exact PEP 440 version (no range, no wildcard); ValueError says what to write instead."""
+def exact_version(text: object) -> str:
+    """A pin: one exact PEP 440 version (no range, no wildcard), normalised ('v0.5.23' -> '0.5.23'); ValueError
+    says what to write instead (YAML reads an unquoted 0.6 as a number)."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        raise ValueError(f"{text} is a number in YAML: quote the version ('{text}')")
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a version")
     try:
-        Version(text)
+        return str(Version(text))
     except InvalidVersion:
         raise ValueError(f"{text[:60]!r} is not one exact version (write e.g. 0.5.23 or 0.6.16.post4, "
                          "no '==', range or '*')") from None
-    return text.strip()
+
+
+DistName = Annotated[str, AfterValidator(dist_name)]  # a playbook's `packages:` key
+Pin = Annotated[str, BeforeValidator(exact_version)]  # and its value
 
 
 def environment(python: str, machine: str = "x86_64") -> dict[str, str]:

@@ -119,14 +119,18 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     sh(sandbox_inventory, "sbx0", f"cp -p {meta} /tmp/METADATA.bak && sed -i '{post}' {meta}")
     try:
         rc, data, _ = deploy(sandbox, "sbx0", triton)
+        assert rc == 0 and data["config"]["rung"] == "triton-moe"
+        assert (data["versions_before"]["sglang"], data["versions"]["sglang"]) == ("0.5.9", "0.5.9.post1")
+        assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
+        proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
     finally:
         sh(sandbox_inventory, "sbx0", f"cp -p /tmp/METADATA.bak {meta}")
-    assert rc == 0 and data["config"]["rung"] == "triton-moe"
-    assert (data["versions_before"]["sglang"], data["versions"]["sglang"]) == ("0.5.9", "0.5.9.post1")
-    assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
-    proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
     back = json.loads(proc.stdout)
     assert proc.returncode == 0 and back["status"] == "ok" and back["release"] == first
+    # fleet installs no packages: the rollback says the venv is not what that release ran
+    assert back["notes"] == [f"release {first} ran sglang 0.5.9 -> 0.5.9.post1 now in the venv: a rollback puts "
+                             "back the unit, env and patch sets, not packages (install the release's versions by "
+                             "hand)"], back
     assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(first)
     # the wrong playbook's port, key and health check would judge another server: refused, nothing changed

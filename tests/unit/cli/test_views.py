@@ -40,6 +40,9 @@ def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_lin
     assert lines[1] == "  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2"
     result.versions_before = dict(result.versions)
     assert not any("versions:" in line for line in drawn(80, lambda c: deploy_view.render(result, c)))
+    result.notes = ["release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]"]  # host text, not markup
+    assert lines[0].startswith("sbx0") and "  note: release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]" \
+        in drawn(200, lambda c: deploy_view.render(result, c))
 
 
 @pytest.mark.parametrize("width", [80, 200])

@@ -201,6 +201,8 @@ def test_pins_the_wheels_disagree_on_are_an_error_naming_the_pin_s_line(tmp_path
 
 
 def test_a_pin_that_is_not_one_version_or_not_in_the_corpus_is_one_line(tmp_path, corpus_of):
+    assert lines(run(tmp_path, BOOK + "packages:\n  sglang: 0.6\n")) == [
+        "t.yaml:9: packages.sglang: 0.6 is a number in YAML: quote the version ('0.6')"]
     assert lines(run(tmp_path, BOOK + "packages:\n  sglang: '>=0.5.9'\n")) == [
         "t.yaml:9: packages.sglang: '>=0.5.9' is not one exact version (write e.g. 0.5.23 or "
         "0.6.16.post4, no '==', range or '*')"]

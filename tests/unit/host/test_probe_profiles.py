@@ -554,3 +554,10 @@ def test_a_stack_not_read_is_left_out_not_guessed(tmp_path):
     f.torch_cuda = None
     assert "sglang" not in F.stack_versions(f) and "cuda" not in F.stack_versions(f)
     assert F.stack_versions(f)["flashinfer-python"] == "0.6.3"
+
+
+def test_a_version_a_host_sends_is_recorded_only_in_a_version_s_shape():
+    f = probe.parse(assemble(PROFILES / sorted(EXPECT)[0]), "h", "10.0.0.1")
+    f.packages["sglang"].version = "0.5.9\x1b[31m"
+    f.packages["torch"].version = "[bold]2.9.1"
+    assert "sglang" not in F.stack_versions(f) and "torch" not in F.stack_versions(f)

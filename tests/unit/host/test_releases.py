@@ -137,3 +137,12 @@ def test_a_hostile_manifest_s_versions_print_only_in_a_version_s_shape():
     facts = {"versions": {"sglang": "0.5.9\x1b[2J", "flashinfer-python": 7, "torch": "9" * 41,
                           "driver": "[red]580[/]", "nccl": "2.27.5", "nvidia-nccl": "2.27.5.post1"}}
     assert releases.versions_of(facts) == {"nvidia-nccl": "2.27.5.post1"}
+
+
+def test_the_stack_a_host_has_now_is_compared_with_what_a_release_ran():
+    ran = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1"}
+    assert releases.stack_drift(ran, {"sglang": "0.5.23", "flashinfer-python": "0.6.3"}) == [
+        "sglang 0.5.9 -> 0.5.23", "torch 2.9.1 -> none"]
+    assert releases.stack_drift(ran, dict(ran)) == []
+    assert releases.stack_drift(ran, {}) == []  # the host could not be read: nothing said, nothing guessed
+    assert releases.stack_drift({}, {"sglang": "0.5.23"}) == []  # a release from before fleet recorded versions

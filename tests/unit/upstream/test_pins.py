@@ -122,3 +122,13 @@ def test_each_pin_the_venv_does_not_meet_is_one_line_and_hostile_versions_are_no
                    "packages: the playbook pins torch 2.14.1; the venv /root/ml-env has a version that is not PEP 440"
                    + tail,
                    "packages: the playbook pins sgl-kernel 0.3.21; the venv /root/ml-env has none" + tail]
+
+
+def test_a_pin_typed_in_a_hurry_is_normalised_or_refused_with_what_to_write():
+    assert pins.exact_version("v0.5.23") == "0.5.23" and pins.exact_version("0.6.16-post4") == "0.6.16.post4"
+    assert pins.exact_version(" 0.5.23 ") == "0.5.23"
+    with pytest.raises(ValueError, match=r"0.6 is a number in YAML: quote the version \('0.6'\)"):
+        pins.exact_version(0.6)
+    for bad in (True, None, [1]):
+        with pytest.raises(ValueError, match="is not a version"):
+            pins.exact_version(bad)
