@@ -135,8 +135,6 @@ class Release:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a host or playbook name a release may print
 
 
-
-
 def versions_of(facts: Any) -> dict[str, str]:
     """The versions a release recorded (its facts' `versions`), in STACK's order (pure; a manifest is what
     the host sent: only known names with a version's shape are kept)."""

@@ -122,8 +122,11 @@ def check_pins(pins: dict[str, str], source: str = "the playbook", cache: Path |
     for dist, version in sorted(pins.items()):
         if dist not in IMPORT_NAME:
             continue
-        have = cached(dist, version, cache) is not None
-        text = metadata(dist, version, cache) if have else None
+        try:
+            have = cached(dist, version, cache) is not None
+            text = metadata(dist, version, cache) if have else None
+        except (OSError, ValueError, TypeError):  # a torn release.json, an unreadable folder: as if it had none
+            have, text = True, None
         if text is None:
             fetch = f"`inv upstream {'--sglang' if dist == 'sglang' else '--flashinfer'} {version}`"
             where = _folder(cache or cache_dir(), dist, version)

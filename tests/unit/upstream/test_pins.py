@@ -132,3 +132,10 @@ def test_a_pin_typed_in_a_hurry_is_normalised_or_refused_with_what_to_write():
     for bad in (True, None, [1]):
         with pytest.raises(ValueError, match="is not a version"):
             pins.exact_version(bad)
+
+
+def test_a_torn_release_record_in_the_cache_is_one_line_not_a_traceback(tmp_path):
+    _release(tmp_path, "sglang", "0.5.23", meta("sglang-0.5.23"))
+    (tmp_path / "sglang/0.5.23/release.json").write_text('{"dist": "sgl')
+    ((dist, line),) = corpus.check_pins({"sglang": "0.5.23"}, cache=tmp_path)
+    assert dist == "sglang" and "holds no METADATA" in line and "fetch it again" in line
