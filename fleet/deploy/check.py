@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
+from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import load as load_playbook
 from fleet.upstream import corpus, pins
@@ -89,9 +90,13 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         out.problems.append(Problem(str(exc), line=_line(str(exc))))
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
         c.releases = out.releases = [pinned]
+    written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
     for dist, problem in pin_problems(book.packages):
-        c.error(("packages", next((k for k in doc.data.get("packages", {}) if pins.canonical(k) == dist), dist)),
-                problem, kind=problem)
+        c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+    for dist in sorted(set(book.packages) - set(PACKAGE_DIRS)):
+        c.error(("packages", written.get(dist, dist)), f"the probe does not read {dist} in a venv (only "
+                f"{', '.join(sorted(PACKAGE_DIRS))}): preflight cannot tell whether the host has this pin",
+                warning=True)
     for i, rung in enumerate(book.ladder):
         c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:

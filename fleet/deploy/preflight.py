@@ -12,6 +12,7 @@ from fabric import Connection
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
 from fleet.host.service import GpuApp, foreign_holders, gpu_holders, sh
+from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.inventory import Host
 from fleet.logs import redact
 from fleet.outcomes import Outcome
@@ -153,7 +154,7 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     if not facts.ok:
         return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
     blocking = host_problems(facts) + pins.unmet(book.packages, {k: p.version for k, p in facts.packages.items()},
-                                                 venv)
+                                                 venv, set(PACKAGE_DIRS))
     if blocking:
         return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
     for warning in known_bad(facts):

@@ -109,11 +109,14 @@ def pin_set(pins: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def unmet(pins: dict[str, str], installed: dict[str, str | None], venv: str) -> list[str]:
+def unmet(pins: dict[str, str], installed: dict[str, str | None], venv: str, readable: set[str]) -> list[str]:
     """One line for each pin the venv's installed version does not meet as pip's == would (a local label
-    such as +cu130 meets its release); fleet installs nothing yet, so a deploy stops at this, before the stop."""
+    such as +cu130 meets its release); fleet installs nothing yet, so a deploy stops at this, before the stop.
+    `readable`: the distributions the probe reads (a pin of another one is not judged here: `inv check` warns)."""
     out = []
     for dist, version in pins.items():
+        if canonical(dist) not in readable:
+            continue
         have = installed.get(canonical(dist))
         try:
             found: Version | None = Version(have) if have is not None and len(have) <= 64 else None

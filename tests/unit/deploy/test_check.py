@@ -216,3 +216,9 @@ def test_a_flag_the_pinned_sglang_removed_is_an_error_for_that_release(tmp_path,
     assert run(tmp_path, book + "packages: {sglang: 0.5.9}\n").errors == []
     assert any("--cuda-graph-max-bs was removed in sglang" in p and "(sglang 0.5.23, rung first)" in p
                for p in lines(run(tmp_path, book + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n")))
+
+
+def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of):
+    result = run(tmp_path, BOOK + "packages: {sglang: 0.5.9, triton: 3.5.0}\n")
+    assert result.errors == []
+    assert [w.split(": the probe")[0] for w in lines(result, warnings=True)] == ["t.yaml:8: packages.triton"]

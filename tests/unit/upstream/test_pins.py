@@ -11,6 +11,7 @@ import pytest
 from fleet.upstream import corpus, pins
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
+READ = {"sglang", "flashinfer-python", "sgl-kernel", "torch"}  # what the probe reads (fleet.host.sysinfo)
 
 
 def meta(name: str) -> str:
@@ -109,13 +110,15 @@ def test_a_cached_release_without_its_metadata_cannot_vouch_for_the_pins(tmp_pat
 def test_a_venv_meets_its_pins_as_pip_s_double_equals_reads_them():
     pinned = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1"}
     venv = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130"}
-    assert pins.unmet(pinned, venv, "/root/ml-env") == []
-    assert pins.unmet({}, {}, "/v") == []
+    assert pins.unmet(pinned, venv, "/root/ml-env", READ) == []
+    assert pins.unmet({}, {}, "/v", READ) == []
+    assert pins.unmet({"triton": "3.5.0"}, {}, "/v", READ) == []  # the probe cannot read it: inv check warns
 
 
 def test_each_pin_the_venv_does_not_meet_is_one_line_and_hostile_versions_are_not_printed():
     got = pins.unmet({"sglang": "0.5.23", "flashinfer_python": "0.7.2", "torch": "2.14.1", "sgl-kernel": "0.3.21"},
-                     {"sglang": "0.5.9", "flashinfer-python": "0.6.3.post1", "torch": "\x1b[2J2.14.1"}, "/root/ml-env")
+                     {"sglang": "0.5.9", "flashinfer-python": "0.6.3.post1", "torch": "\x1b[2J2.14.1"}, "/root/ml-env",
+                     READ)
     tail = " (fleet does not install yet: install the pins there, or change packages:)"
     assert got == ["packages: the playbook pins sglang 0.5.23; the venv /root/ml-env has 0.5.9" + tail,
                    "packages: the playbook pins flashinfer_python 0.7.2; the venv /root/ml-env has 0.6.3.post1" + tail,
