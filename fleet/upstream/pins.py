@@ -87,14 +87,15 @@ def conflicts(pins: dict[str, str], metadata: dict[str, str], python: str, machi
     env = environment(python, machine)
     wanted = {canonical(d): v for d, v in pins.items()}
     out: list[tuple[str, str]] = []
-    for dist in sorted(metadata):
-        for req in requirements(metadata[dist]):
+    for name in sorted(metadata):
+        dist = canonical(name)
+        for req in requirements(metadata[name]):
             target = str(canonicalize_name(req.name))
             if target == dist or target not in wanted or not _applies(req, env):
                 continue
             if not req.specifier.contains(Version(wanted[target]), prereleases=True):
-                out.append((target, f"{dist} {wanted[dist]} requires {target}{req.specifier}; {source} pins "
-                                    f"{wanted[target]}"))
+                out.append((target, f"{dist} {wanted.get(dist, '?')} requires {target}{req.specifier}; {source} "
+                                    f"pins {wanted[target]}"))
     return out
 
 
