@@ -347,21 +347,26 @@ def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None, wide
             "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
             "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",
             "against": "with --check and no host: the sets on these releases, e.g. "
-                       "sglang==0.5.23,flashinfer-python==0.7.4 (before an upgrade)",
+                       "sglang==0.5.23,flashinfer-python==0.7.2 (before an upgrade); refused (exit 2) where a "
+                       "wheel's Requires-Dist refuses the other release",
             "sm": "with --against: the SM to plan for (default 120)",
             "offline": "with --against: refuse a release not in the cache instead of fetching it",
+            "no_deps": "with --against: releases installed beside each other with pip --no-deps (their "
+                       "Requires-Dist not checked)",
             "wide": WIDE_HELP})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, all_=False, yes=False,
           json=False, accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False,
-          against=None, sm="120", offline=False, wide=False):
+          against=None, sm="120", offline=False, no_deps=False, wide=False):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
+    if no_deps and not against:
+        raise Exit("--no-deps: it says how the releases of --against were installed; give --against too", code=2)
     if against:
         if not check or revert or host or group:
             raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)
-        raise Exit(code=patching.against_command(set or [], against, sm, json, offline, wide))
+        raise Exit(code=patching.against_command(set or [], against, sm, json, offline, no_deps, wide))
     if check:
         hosts = cli.select_hosts(inventory, host, group)
     else:

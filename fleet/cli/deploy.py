@@ -17,7 +17,7 @@ from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
-from fleet.host.releases import release_id
+from fleet.host.releases import release_id, versions_of
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout
 from fleet.multihost import router as routing
@@ -145,7 +145,8 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
                                "current": o.value[1] if o.value else None,
-                               "releases": [r.to_json() for r in o.value[0]] if o.value else []}
+                               "releases": [{**r.to_json(), "versions": versions_of(r.facts)} for r in o.value[0]]
+                               if o.value else []}
                               for o in outcomes]})
     else:
         from fleet.cli.deploy_view import render_history

@@ -17,6 +17,7 @@ from fleet.patches import sets as patchsets
 from fleet.patches.engine import HostResult
 from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
 from fleet.ssh.connect import ConnectOptions
+from fleet.upstream import corpus as upstream
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,11 +79,16 @@ def render(results: list[HostResult], console: Console, wide: bool = False) -> N
 
 
 def against_command(set_names: list[str], against: str, sm: int, as_json: bool, offline_only: bool = False,
-                    wide: bool = False) -> int:
-    """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
+                    no_deps: bool = False, wide: bool = False) -> int:
+    """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host; a
+    pair whose Requires-Dist disagree is refused unless `no_deps` (installed by hand with pip --no-deps)."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
     fetch = not (offline_only or site.find().defaults.offline)
+    offline.releases(versions, fetch, say_on_stderr)  # their METADATA: the pins checked against each other first
+    conflicts = [] if no_deps else [line for _, line in upstream.check_pins(versions, source="--against")]
+    if conflicts:
+        raise InputError("; ".join(f"--against {against}: {line}" for line in conflicts))
     plan = offline.check(sets, versions, sm, fetch=fetch, say=say_on_stderr)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from fleet import site
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
+from fleet.upstream.versions import version_key
 
 # The failures the hardware and versions cause: recorded per rung with the hosts that saw them and how often,
 # and the rung skipped for its fingerprint. Every other outcome (a hang, a full disk, a network blip, an
@@ -70,9 +71,10 @@ def sglang_versions() -> list[str]:
     for entry in load().values():
         packages = entry.get("fingerprint", {}).get("packages", {}) if isinstance(entry, dict) else {}
         version = packages.get("sglang") if isinstance(packages, dict) else None
-        if isinstance(version, str) and re.fullmatch(r"\d+(\.\d+)*(\.?(post|rc|dev|a|b)\d*)?", version):
-            found.add(version)
-    return sorted(found)
+        if isinstance(version, str) and len(version) <= 40 and re.fullmatch(r"[0-9][0-9A-Za-z.+!_-]*", version):
+            with suppress(ValueError):
+                found.add(str(version_key(version)))  # PEP 440, normalised: '0.5.9-post1' is 0.5.9.post1
+    return sorted(found, key=version_key)
 
 
 def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def test_audit_of_releases_names_the_gates_and_what_lifts_them(matrix):
 
 
 def test_patch_check_against_releases(matrix):
-    p = inv("patch", "--check", "--against", "sglang==0.5.23,flashinfer-python==0.7.4", "--set",
+    p = inv("patch", "--check", "--against", "sglang==0.5.23,flashinfer-python==0.7.2", "--set",
             "sm120-allreduce-fusion", "--json")
     assert p.returncode == 0, p.stderr
     (res,) = json.loads(p.stdout)["hosts"]
@@ -45,10 +45,22 @@ def test_patch_check_against_releases(matrix):
     assert {e["file"] for e in sp["edits"]} == {"srt/arg_groups/overrides.py", "srt/layers/flashinfer_comm_fusion.py",
                                                 "srt/layers/layer_boundary/residual/add_norm.py"}
     p = inv("patch", "--check", "--against", "sglang==0.5.9,flashinfer-python==0.6.16", "--set",
-            "trtllm-custom-allreduce-fixes", "--json")
+            "trtllm-custom-allreduce-fixes", "--json", "--no-deps")  # flashinfer installed by hand beside it
     (sp,) = json.loads(p.stdout)["hosts"][0]["sets"]
     assert p.returncode == 0 and [e["label"] for e in sp["edits"]][:2] == ["lamport pointer stride (set 1)",
                                                                            "lamport pointer stride (set 2)"]
+
+
+def test_a_pair_whose_requires_dist_disagree_is_refused_in_one_line(matrix):
+    for fi in ("0.7.4", "0.7.1"):
+        against = f"sglang==0.5.23,flashinfer-python=={fi}"
+        p = inv("patch", "--check", "--against", against, "--set", "sm120-allreduce-fusion", "--json")
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.strip().splitlines() == [
+            f"error: --against {against}: sglang 0.5.23 requires flashinfer-python==0.7.2; --against pins {fi}"]
+    p = inv("patch", "--check", "--against", "sglang==0.5.9,flashinfer-python==0.6.16", "--set",
+            "trtllm-custom-allreduce-fixes")
+    assert p.returncode == 2 and "sglang 0.5.9 requires flashinfer-python==0.6.3; --against pins 0.6.16" in p.stderr
 
 
 def test_bad_input_is_one_line_and_exit_2(matrix):

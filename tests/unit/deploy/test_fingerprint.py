@@ -42,3 +42,12 @@ def test_parallel_learners_in_separate_processes_keep_every_entry(tmp_path, monk
         assert len(entries) == LEARNERS * EACH
         assert {e["release"] for e in entries.values()} == {f"r{n}.{i}" for n in range(LEARNERS) for i in range(EACH)}
         fingerprint.path().unlink()
+
+
+def test_the_sglang_versions_hosts_reported_are_ordered_as_pep_440_and_normalised(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    reported = ["0.5.10", "0.5.9.post1", "0.5.9", "0.5.10rc1", "0.5.9-post2", "0.5.9\x1b[2J", "latest", 7]
+    fingerprint.path().parent.mkdir(parents=True)
+    fingerprint.path().write_text(json.dumps({"entries": {
+        str(i): {"fingerprint": {"packages": {"sglang": v}}} for i, v in enumerate(reported)}}))
+    assert fingerprint.sglang_versions() == ["0.5.9", "0.5.9.post1", "0.5.9.post2", "0.5.10rc1", "0.5.10"]
