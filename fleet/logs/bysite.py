@@ -11,6 +11,7 @@ entry whose conditions all hold wins; a site none fits stays with the catch-all 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import re
@@ -81,6 +82,7 @@ class SiteClassesFile(BaseModel):
 class _SiteClass:
     spec: SiteClassSpec
     rule: Rule
+    logged: Rule  # the same class for a logger.error site: a warning at most
     text: re.Pattern[str] | None
     not_text: re.Pattern[str] | None
 
@@ -108,10 +110,14 @@ class SiteClasses:
         return next((name for name, globs in self.areas if any(fnmatch.fnmatchcase(module, g) for g in globs)),
                     None)
 
-    def rule_for(self, site: IndexedSite) -> Rule | None:
-        """The rule standing for the first class entry the site fits; None: no specific class."""
+    def rule_for(self, site: IndexedSite, logged: bool = False) -> Rule | None:
+        """The rule standing for the first class entry the site fits (its warning form for a logged line);
+        None: no specific class."""
         area = self.area(site.module)
-        return next((e.rule for e in self.entries if e.fits(site, area)), None)
+        entry = next((e for e in self.entries if e.fits(site, area)), None)
+        if entry is None:
+            return None
+        return entry.logged if logged else entry.rule
 
 
 def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
@@ -121,7 +127,8 @@ def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
     rule = Rule(name=f"site:{spec.name}", log_class=spec.log_class, severity=spec.severity, priority=PRIORITY,
                 explanation=spec.explanation, remedies=tuple(spec.remedies), wraps=False, patterns=(),
                 source=source, triggers=(), remedy=spec.remedy, sources=(_SOURCE,))
-    return _SiteClass(spec, rule, joined(spec.text), joined(spec.not_text))
+    logged = rule if spec.severity is not Severity.FATAL else dataclasses.replace(rule, severity=Severity.WARNING)
+    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text))
 
 
 def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
@@ -147,6 +154,8 @@ class SiteClassifier:
     def __init__(self, index: SiteIndex, classes: SiteClasses | None = None) -> None:
         self.index = index
         self.classes = classes if classes is not None else default_classes()
+        # logger.error sites alone: a line no rule matches is looked up here (a few hundred sites: cheap per line)
+        self.logged = SiteIndex(s for s in index.sites if s.kind == "log")
 
     def locate(self, text: str) -> IndexedSite | None:
         return self.index.locate(text)
@@ -157,6 +166,15 @@ class SiteClassifier:
         if site is None:
             return None
         rule = self.classes.rule_for(site)
+        return (rule, site) if rule is not None else None
+
+    def classify_logged(self, text: str) -> tuple[Rule, IndexedSite] | None:
+        """For a line no rule matches: the logger.error site that printed it and its class, as a warning at most
+        (an error logged is evidence; the server may go on, and only its death or an exception is fatal)."""
+        site = self.logged.locate(text)
+        if site is None:
+            return None
+        rule = self.classes.rule_for(site, logged=True)
         return (rule, site) if rule is not None else None
 
 

@@ -118,7 +118,11 @@ def classify_line(text: str, rules: RuleSet | None = None, sites: SiteClassifier
 def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> LineMatch | None:
     found = rules.best(text)
     if found is None:
-        return None
+        # no rule: a line a logger.error site printed may still name its class (a warning at most)
+        logged = sites.classify_logged(text) if sites is not None else None
+        if logged is None:
+            return None
+        return LineMatch(logged[0], logged[0].severity, False, logged[1])
     best, wrapper = found
     severity = wrapper.severity if wrapper is not None else best.severity
     if (sites is not None and best.log_class is LogClass.FATAL and best.priority <= CATCH_ALL_PRIORITY

@@ -77,6 +77,8 @@ class LogClass(StrEnum):
     CONFIG_REFUSED = "CONFIG_REFUSED"  # sglang refused its arguments or a combination of them
     MODEL_LOAD_FAILURE = "MODEL_LOAD_FAILURE"  # the checkpoint, its config or its weights could not be loaded
     REQUEST_REFUSED = "REQUEST_REFUSED"  # a client's request was refused; the server goes on
+    INTERNAL_ERROR = "INTERNAL_ERROR"  # an invariant of sglang's own code failed: its bug, or a path it does not handle
+    MISSING_PACKAGE = "MISSING_PACKAGE"  # a package or tool what was asked needs is not installed
     FATAL = "FATAL"
 
 

@@ -34,6 +34,8 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
 _START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
 _MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
+# printf-style placeholders (`logger.error("... %s", x)`, `"..." % x`) print a value where they stand, as `{}` does
+_PRINTF = re.compile(r"%(?:\([A-Za-z_]\w*\))?[-#0+]*(?:\d+|\*)?(?:\.\d+)?[sdirfgexXcu]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +91,13 @@ class SiteIndex:
 
     def __init__(self, sites: Iterable[IndexedSite]) -> None:
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
-        words_of = [_words(_first_line(s.text)) for s in self.sites]
+        heads = [_first_line(s.text) for s in self.sites]
+        words_of = [_words(head) for head in heads]
         frequency = Counter(w for words in words_of for w in words)
         self._by_word: dict[str, list[_Entry]] = {}  # templates that start with a placeholder: by a rare word
         self._by_start: dict[str, list[_Entry]] = {}  # the others: by the first characters the message starts with
         self.unindexed = 0  # sites whose text is too short or has no word to find it by
-        for site, words in zip(self.sites, words_of, strict=True):
-            head = _first_line(site.text)
+        for site, head, words in zip(self.sites, heads, words_of, strict=True):
             fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
             if fixed < _MIN_FIXED or not words:
                 self.unindexed += 1
@@ -134,8 +136,9 @@ class SiteIndex:
 
 
 def _first_line(text: str) -> str:
-    """What one log line shows of a message: its first line (the rest comes on the lines after it)."""
-    return text.strip().split("\n", 1)[0]
+    """What one log line shows of a message: its first line (the rest comes on the lines after it), printf-style
+    placeholders as `{}`."""
+    return _PRINTF.sub(sourcetext.PLACEHOLDER, text.strip().split("\n", 1)[0])
 
 
 def _words(text: str) -> set[str]:

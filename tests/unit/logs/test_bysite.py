@@ -110,13 +110,44 @@ def test_precise_rules_keep_priority_and_still_get_their_source(by_site):
     assert verdict.to_json()["decided_by"]["site"]["function"] == "alloc_req_slots"
 
 
-def test_a_site_no_class_fits_stays_fatal_and_a_missing_package_is_not_a_model_failure(by_site):
+def test_an_internal_invariant_and_a_missing_package_get_classes_of_their_own_not_a_model_failure(by_site):
     internal = classify_text("ValueError: prepared_from must be the declaration of a stage appended earlier\n",
                              sites=by_site)
-    assert internal.log_class == "FATAL" and internal.event.source is not None  # known site, no specific cause
+    assert internal.log_class == "INTERNAL_ERROR" and internal.event.source is not None
+    assert "plainer rung" in internal.event.remedy and "upstream" in internal.event.remedy
     missing = classify_text("ImportError: Please install fastsafetensors via `pip install fastsafetensors`\n",
                             sites=by_site)
-    assert missing.log_class == "FATAL"
+    assert missing.log_class == "MISSING_PACKAGE" and "venv" in missing.event.remedy
+
+
+def test_an_invariant_that_names_what_the_operator_chose_is_not_called_an_sglang_bug():
+    chose = _site("sglang/srt/mem_cache/memory_pool.py", "MXFP8 KV cache requires head_dim divisible by {}, got {}.")
+    plumbing = _site("sglang/srt/mem_cache/memory_pool.py", "a reused row must carry allocated KV", "AssertionError")
+    other = _site("sglang/srt/utils/common.py", "retry() observe errors that should not be retried.", "RuntimeError")
+    classifier = SiteClassifier(SiteIndex([chose, plumbing, other]))
+    assert classify_text("ValueError: MXFP8 KV cache requires head_dim divisible by 32, got 80.\n",
+                         sites=classifier).log_class == "FATAL"  # the operator's dtype: no class rather than a lie
+    assert classify_text("AssertionError: a reused row must carry allocated KV\n",
+                         sites=classifier).log_class == "INTERNAL_ERROR"
+    assert classify_text("RuntimeError: retry() observe errors that should not be retried.\n",
+                         sites=classifier).log_class == "FATAL"  # outside sglang's plumbing areas
+
+
+def test_a_line_a_logger_error_site_printed_is_found_by_its_printf_template_and_stays_a_warning():
+    logged = IndexedSite("sglang", "0.5.23", "sglang/srt/model_loader/weight_utils.py", 1962, "kv_cache_scales_loader",
+                         "log", None, "File or directory '%s' not found.")
+    benign = IndexedSite("sglang", "0.5.23", "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py",
+                         387, "is_full_nvlink", "log", None,
+                         "NVLink detection failed. This is normal if your machine has no NVLink equipped.")
+    classifier = SiteClassifier(SiteIndex([logged, benign]))
+    line = "[2026-12-02 10:00:00 TP0] File or directory '/models/glm/kv_scales.json' not found."
+    assert classify_line(line) is None  # no rule says anything about it
+    verdict = classify_text(line + "\n", sites=classifier)
+    assert (verdict.log_class, verdict.fatal) == ("MODEL_LOAD_FAILURE", False)  # logged, not raised: a warning
+    assert verdict.event.source == "sglang 0.5.23 srt/model_loader/weight_utils.py:1962 (kv_cache_scales_loader)"
+    quiet = classify_text("[2026-12-02 10:00:00 TP0] NVLink detection failed. This is normal if your machine has no "
+                          "NVLink equipped.\n", sites=classifier)
+    assert quiet.log_class == "NONE"  # a known site, but no class fits: a normal line, as without sites
 
 
 def test_a_refused_client_request_is_a_warning_not_a_dead_server(by_site):
@@ -128,9 +159,11 @@ def test_a_refused_client_request_is_a_warning_not_a_dead_server(by_site):
 def test_the_shipped_site_classes_name_known_areas_classes_and_remedies():
     classes = bysite.default_classes()
     assert classes.area("sglang/srt/arg_groups/moe_hook.py") == "server_arguments"
-    assert classes.area("sglang/srt/managers/scheduler.py") is None
+    assert classes.area("sglang/srt/managers/scheduler.py") == "scheduling"
+    assert classes.area("sglang/srt/utils/common.py") is None
     assert {e.rule.log_class for e in classes.entries} >= {
-        LogClass.CONFIG_REFUSED, LogClass.ARCH_UNSUPPORTED, LogClass.CUDA_OOM, LogClass.MODEL_LOAD_FAILURE}
+        LogClass.CONFIG_REFUSED, LogClass.ARCH_UNSUPPORTED, LogClass.CUDA_OOM, LogClass.MODEL_LOAD_FAILURE,
+        LogClass.INTERNAL_ERROR, LogClass.MISSING_PACKAGE}
     assert all(e.rule.remedy and e.rule.priority == bysite.PRIORITY for e in classes.entries)
 
 
