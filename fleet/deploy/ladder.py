@@ -264,7 +264,8 @@ class Deployer:
         restore.restart(conn, self.host, self.unit)
         run.event("restarted", rung=rung.name)
         say("started; following the journal")
-        outcome, evidence = journal.watch(conn, self.host, self.unit, cursor, self.book.budgets, say)
+        outcome, evidence = journal.watch(conn, self.host, self.unit, cursor, self.book.budgets, say,
+                                          sglang=sglang_version(self.facts))
         if outcome == Outcome.READY:
             outcome, evidence = health_check(conn, self.host, self.book)
         record = None

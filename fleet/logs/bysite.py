@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
+from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
@@ -176,6 +177,27 @@ class SiteClassifier:
             return None
         rule = self.classes.rule_for(site, logged=True)
         return (rule, site) if rule is not None else None
+
+
+@functools.lru_cache(maxsize=4)
+def for_release(sglang: str | None) -> SiteClassifier | None:
+    """The site classifier of the sglang release a host runs (its version as the probe or the release recorded
+    it), from the index already cached in the upstream corpus; None when the version is unknown or the release
+    or its index is not cached: the rules alone then, as before. Never fetches nor builds (a live deploy must not
+    wait tens of seconds); `inv classify --sglang V` or bench/bench_logwatch.py builds the index once."""
+    if not sglang:
+        return None
+    try:
+        release = corpus.cached("sglang", sglang)
+    except (OSError, ValueError, TypeError):
+        return None
+    if release is None:
+        return None
+    sites = siteindex.load_cached("sglang", sglang, Path(release.root))
+    try:
+        return SiteClassifier(SiteIndex(sites)) if sites else None
+    except (AttributeError, TypeError, ValueError):  # rows of the right length but the wrong types: no index
+        return None
 
 
 def describe(site: IndexedSite | None) -> dict[str, Any] | None:

@@ -183,14 +183,22 @@ def cache_path(root: Path) -> Path:
     return root / f"fleet-sites-v{FORMAT}.json"
 
 
+def load_cached(package: str, version: str, root: Path) -> list[IndexedSite] | None:
+    """The release's sites from the cache beside it; None when it was never built or is unreadable (nothing is
+    built: a live deploy must not spend tens of seconds reading a release)."""
+    try:
+        rows = json.loads(cache_path(root).read_text(encoding="utf-8"))
+        return [IndexedSite(package, version, *row) for row in rows]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def load_or_build(package: str, version: str, root: Path) -> list[IndexedSite]:
     """The release's sites from the cache beside it, built (and written atomically) when missing or unreadable."""
     path = cache_path(root)
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        return [IndexedSite(package, version, *row) for row in rows]
-    except (OSError, ValueError, TypeError):
-        pass
+    cached = load_cached(package, version, root)
+    if cached is not None:
+        return cached
     sites = build(package, version, root)
     rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
     try:

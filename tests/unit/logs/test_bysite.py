@@ -3,6 +3,7 @@ line of a burst: the real messages of sglang 0.5.23 / flashinfer 0.7.4 an operat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from fleet.logs import bysite
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import classify_line, classify_text
 from fleet.logs.rules import LogClass, Severity
+from fleet.logs.watch import LogWatcher
 from fleet.upstream import siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 from fleet.upstream.sourcetext import Site, sites
@@ -192,3 +194,52 @@ def test_an_index_built_from_the_real_file_classifies_the_same_as_one_from_its_c
     line = "RuntimeError: Decode out of memory. Try to lower your batch size."
     assert first.classify(line)[1] == again.classify(line)[1]
     assert first.classify(line)[0].log_class == "CUDA_OOM"
+
+
+def _cached_release(cache: Path, version: str, sites: list[IndexedSite] | None) -> None:
+    root = cache / "sglang" / version / "tree"
+    root.mkdir(parents=True)
+    (cache / "sglang" / version / "release.json").write_text(json.dumps(
+        {"dist": "sglang", "version": version, "root": str(root), "wheel": "w.whl", "sha256": "0" * 64,
+         "wheel_bytes": 1, "files": 1, "bytes": 1}))
+    if sites is not None:
+        rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
+        siteindex.cache_path(root).write_text(json.dumps(rows))
+
+
+def test_the_live_watch_uses_the_hosts_releases_cached_index_and_never_builds_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    bysite.for_release.cache_clear()
+    _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/layers/layer_boundary/factories.py",
+                                               "prepared_from must be the declaration of a stage {}")])
+    _cached_release(tmp_path, "0.5.22", None)  # the release is cached, its index was never built
+    try:
+        assert bysite.for_release(None) is None and bysite.for_release("0.4.0") is None  # unknown, not cached
+        assert bysite.for_release("0.5.22") is None  # not built here: a deploy does not wait for it
+        assert not siteindex.cache_path(tmp_path / "sglang" / "0.5.22" / "tree").exists()
+        sites = bysite.for_release("0.5.23")
+        line = "ValueError: prepared_from must be the declaration of a stage appended earlier\n"
+        plain, behind = LogWatcher(raise_on_fatal=False), LogWatcher(raise_on_fatal=False, sites=sites)
+        for watcher in (plain, behind):
+            watcher.submit(line)
+            watcher.finish()
+        assert plain.verdict().log_class == "FATAL"
+        verdict = behind.verdict()
+        assert verdict.log_class == "INTERNAL_ERROR"
+        assert verdict.event.source == "sglang 0.5.23 srt/layers/layer_boundary/factories.py:10 (f)"
+    finally:
+        bysite.for_release.cache_clear()
+
+
+def test_a_torn_or_hostile_cached_index_is_no_index_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    bysite.for_release.cache_clear()
+    _cached_release(tmp_path, "0.5.23", None)
+    path = siteindex.cache_path(tmp_path / "sglang" / "0.5.23" / "tree")
+    try:
+        for text in ('[["a", 1, null, "raise"', '[["a", 1, null, "raise", null, 7]]', '{"a": 1}', '[]'):
+            path.write_text(text)
+            bysite.for_release.cache_clear()
+            assert bysite.for_release("0.5.23") is None, text
+    finally:
+        bysite.for_release.cache_clear()

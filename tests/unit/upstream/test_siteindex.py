@@ -68,7 +68,7 @@ def test_a_template_with_too_little_fixed_text_is_not_indexed():
 
 def test_printf_placeholders_of_logged_messages_take_any_value():
     sites = [IndexedSite("sglang", "0.5.23", MODULE, 7, "f", "log", None, "Failed to abort request %s during cleanup"),
-             IndexedSite("sglang", "0.5.23", MODULE, 8, "g", "log", None, "Loaded %(count)d shards in %.2f s from disk")]
+             IndexedSite("sglang", "0.5.23", MODULE, 8, "g", "log", None, "Loaded %(n)d shards in %.2f s from disk")]
     index = SiteIndex(sites)
     assert index.locate("Failed to abort request 3f9c during cleanup").line == 7
     assert index.locate("Loaded 12 shards in 3.41 s from disk").line == 8
