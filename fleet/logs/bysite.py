@@ -27,6 +27,7 @@ from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
+_LOGGED_START = 16  # the logger.error index is probed for every plain line: few key lengths, few dict probes
 PRIORITY = 15  # above the catch-alls (<= 14), below every precise rule: precise rules keep priority
 _SOURCE = ProjectSource(project="sglang", ref="https://github.com/sgl-project/sglang")
 
@@ -156,7 +157,7 @@ class SiteClassifier:
         self.index = index
         self.classes = classes if classes is not None else default_classes()
         # logger.error sites alone: a line no rule matches is looked up here (a few hundred sites: cheap per line)
-        self.logged = SiteIndex(s for s in index.sites if s.kind == "log")
+        self.logged = SiteIndex((s for s in index.sites if s.kind == "log"), start=_LOGGED_START)
 
     def locate(self, text: str) -> IndexedSite | None:
         return self.index.locate(text)

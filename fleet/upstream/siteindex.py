@@ -31,6 +31,7 @@ MODULE_GLOBS = {
 _SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
+_FEW_WORDS = 32  # up to this many words keying templates, a line is searched for each rather than split
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
 _START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
 _MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
@@ -89,7 +90,9 @@ class _Entry:
 class SiteIndex:
     """The sites of one or more releases (sglang and the flashinfer beside it), looked up by a line's text."""
 
-    def __init__(self, sites: Iterable[IndexedSite]) -> None:
+    def __init__(self, sites: Iterable[IndexedSite], start: int = _START) -> None:
+        """`start`: characters of a message's start it is keyed by; fewer for a small index (the logger.error
+        sites every plain line is looked up in) means fewer probes per line, each with a few more candidates."""
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
         heads = [_first_line(s.text) for s in self.sites]
         words_of = [_words(head) for head in heads]
@@ -107,10 +110,13 @@ class SiteIndex:
             pieces = tuple(p.strip() for p in parts if p.strip())
             entry = _Entry(site, pieces, bool(parts[0].strip()), fixed)
             if entry.anchored:
-                self._by_start.setdefault(pieces[0][:_START], []).append(entry)
+                self._by_start.setdefault(pieces[0][:start], []).append(entry)
             else:
                 self._by_word.setdefault(key, []).append(entry)
         self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
+        # few templates that start with a placeholder: test their words as substrings (a superset of the
+        # whole-word hits, each verified by `matches`) rather than split every line into words
+        self._few_words = tuple(self._by_word) if len(self._by_word) <= _FEW_WORDS else None
 
     def __len__(self) -> int:
         return len(self.sites)
@@ -125,7 +131,9 @@ class SiteIndex:
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
         candidates = [e for n in self._start_lengths for e in self._by_start.get(message[:n], ())]
-        candidates += [e for word in set(_WORD.findall(message)) for e in self._by_word.get(word, ())]
+        words = ([w for w in self._few_words if w in message] if self._few_words is not None
+                 else set(_WORD.findall(message)))
+        candidates += [e for word in words for e in self._by_word.get(word, ())]
         for entry in candidates:
             if not entry.matches(message):
                 continue
