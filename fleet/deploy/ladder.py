@@ -56,7 +56,7 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     """What a release records of the host it was made on."""
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
-            "driver": facts.driver_version}
+            "driver": facts.driver_version, "sglang": sglang_version(facts)}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -143,6 +143,7 @@ class Deployer:
         result = DeployResult(host=self.host.name)
         self.progress("probing")
         facts = probe_run.probe_on(conn, self.host)
+        result.sglang = sglang_version(facts)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         where = node_of(previous) if self.book.nodes is None else None

@@ -35,6 +35,7 @@ class DeployResult:
     error: str | None = None
     diff: str | None = None
     recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
+    sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -52,7 +53,7 @@ class DeployResult:
         """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
         out = a.to_json()
         if a.outcome != Outcome.READY and (a.outcome != Outcome.PREFLIGHT or self.status == DeployStatus.FAILED):
-            if remedy := remedy_for(a.outcome, a.evidence):
+            if remedy := remedy_for(a.outcome, a.evidence, sglang=self.sglang):
                 out["remedy"] = remedy
         return out
 

@@ -31,6 +31,7 @@ from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
+from fleet.upstream.versions import is_version
 
 ROOT = "/var/lib/fleet"
 RELEASES = f"{ROOT}/releases"
@@ -132,6 +133,14 @@ class Release:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a host or playbook name a release may print
+
+
+def recorded_sglang(facts: object) -> str | None:
+    """The sglang version a release's host was probed with, as fleet records it in the release's facts
+    (`facts.sglang`); None when not recorded (an older fleet, a multi-node part) or not version-shaped (what a
+    host's manifest holds is data: a hostile one must not reach the corpus's paths)."""
+    version = facts.get("sglang") if isinstance(facts, dict) else None
+    return version if isinstance(version, str) and is_version(version) else None
 
 
 def node_of(release: Release | None) -> str | None:

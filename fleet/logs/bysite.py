@@ -25,6 +25,7 @@ from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
 from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
+from fleet.upstream.versions import is_version
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
 _LOGGED_START = 16  # the logger.error index is probed for every plain line: few key lengths, few dict probes
@@ -186,8 +187,9 @@ def for_release(sglang: str | None) -> SiteClassifier | None:
     it), from the index already cached in the upstream corpus; None when the version is unknown or the release
     or its index is not cached: the rules alone then, as before. Never fetches nor builds (a live deploy must not
     wait tens of seconds); `inv classify --sglang V` or bench/bench_logwatch.py builds the index once."""
-    if not sglang:
+    if not is_version(sglang):  # what the host's probe or manifest says is data: never a path
         return None
+    assert sglang is not None
     try:
         release = corpus.cached("sglang", sglang)
     except (OSError, ValueError, TypeError):

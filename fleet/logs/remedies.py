@@ -51,7 +51,12 @@ def remedy_for(outcome: str, evidence: str = "", rules: RuleSet | None = None,
     """The remedy for an attempt's outcome; the rule its evidence line matches wins over the class's first.
     With the host's `sglang` version, flags it renamed are written as it spells them."""
     remedy = _remedy(outcome, evidence, rules)
-    return default_table().spell(remedy, sglang) if remedy is not None and sglang else remedy
+    return spell(remedy, sglang) if remedy is not None and sglang else remedy
+
+
+def spell(remedy: str, sglang: str) -> str:
+    """`remedy` with each flag the host's `sglang` renamed written as it spells it (upstream's flag table)."""
+    return default_table().spell(remedy, sglang)
 
 
 def _remedy(outcome: str, evidence: str, rules: RuleSet | None) -> str | None:

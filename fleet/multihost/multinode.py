@@ -41,7 +41,7 @@ from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
-from fleet.playbook import Playbook, Rung
+from fleet.playbook import Playbook, Rung, sglang_version
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -266,7 +266,8 @@ class MultiNode:
             n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
                                 created=now(), facts={"gpus": len(n.facts.gpus),
                                                       "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
-                                                      "node_rank": n.rank})
+                                                      "node_rank": n.rank,
+                                                      "sglang": sglang_version(n.facts)})
             n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid

@@ -10,6 +10,15 @@ _CLAUSE = re.compile(r"^\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 _PRE = re.compile(r"(a|b|rc|dev|alpha|beta|pre)\d*", re.I)
 
 
+_STRICT = re.compile(r"\d{1,4}(?:\.\d{1,6}){0,3}(?:[.-]?(?:post|dev|rc|a|b)\d{0,6})?")
+
+
+def is_version(text: object) -> bool:
+    """Whether `text` is a plain release version (0.5.23, 0.5.8.post1, 0.7.0rc2): safe as a folder name of the
+    corpus, where `version_key` reads any text that starts with digits."""
+    return isinstance(text, str) and _STRICT.fullmatch(text) is not None
+
+
 @functools.lru_cache(maxsize=4096)  # a check compares every flag against every release: the same few strings
 def version_key(text: str) -> tuple[int, ...]:
     """A comparable key: numeric release parts; a pre-release (rc, a, b, dev) sorts before its release."""

@@ -243,3 +243,15 @@ def test_a_torn_or_hostile_cached_index_is_no_index_not_a_crash(tmp_path, monkey
             assert bysite.for_release("0.5.23") is None, text
     finally:
         bysite.for_release.cache_clear()
+
+
+@pytest.mark.parametrize("version", ["../0.5.23", "0.5.23/../../x", "0.5.23\n", "", " 0.5.23", "v" * 300])
+def test_a_version_a_host_sent_that_is_not_version_shaped_never_reaches_the_corpus(tmp_path, monkeypatch, version):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "release.json").write_text("{}")  # what a traversal would reach
+    bysite.for_release.cache_clear()
+    try:
+        assert bysite.for_release(version) is None
+    finally:
+        bysite.for_release.cache_clear()

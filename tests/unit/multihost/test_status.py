@@ -266,3 +266,13 @@ def test_the_gpu_health_section_lands_in_the_row_the_board_and_the_detail():
 def test_a_status_without_the_gpu_section_shows_no_gpu_health():
     st = status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n"))
     assert (st.gpu_faults, st.xid, st.kernel_log) == ([], [], None)
+
+
+@pytest.mark.parametrize("recorded,seen", [
+    ("0.5.23", "0.5.23"), ("0.5.8.post1", "0.5.8.post1"),
+    (None, None), (523, None), ("../../etc/passwd", None), ("0.5.23\n", None), ("0." * 400, None), ("", None),
+])
+def test_the_current_releases_recorded_sglang_is_read_only_when_version_shaped(recorded, seen):
+    manifest = {**MANIFEST, "facts": {"gpus": 2, "sglang": recorded}}
+    assert status.parse(HOST, output(manifest, "200", [], "")).sglang == seen
+    assert status.parse(HOST, output({**MANIFEST, "facts": ["sglang"]}, "200", [], "")).sglang is None
