@@ -17,7 +17,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,6 +47,7 @@ class SiteClassSpec(BaseModel):
     log_class: LogClass = Field(alias="class")
     severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
     areas: list[str] | None = None  # any of these areas
+    kinds: list[Literal["raise", "assert", "log"]] | None = None  # any of these kinds of site
     exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
     not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
     text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
@@ -92,6 +93,8 @@ class _SiteClass:
     def fits(self, site: IndexedSite, area: str | None) -> bool:
         spec = self.spec
         if spec.areas is not None and area not in spec.areas:
+            return False
+        if spec.kinds is not None and site.kind not in spec.kinds:
             return False
         if spec.exceptions is not None and site.exception not in spec.exceptions:
             return False

@@ -255,3 +255,18 @@ def test_a_version_a_host_sent_that_is_not_version_shaped_never_reaches_the_corp
         assert bysite.for_release(version) is None
     finally:
         bysite.for_release.cache_clear()
+
+
+def test_a_line_an_argument_module_logs_is_not_a_refused_argument():
+    # sglang 0.5.9 entrypoints/engine.py:896 (_wait_for_scheduler_ready) logs it after a rank died
+    dead = IndexedSite("sglang", "0.5.9", "sglang/srt/entrypoints/engine.py", 896, "_wait_for_scheduler_ready", "log",
+                       None, "Rank {} scheduler is dead. Please check if there are relevant logs.")
+    refused = _site("sglang/srt/entrypoints/engine.py", "Engine got an unexpected tp_size {}")
+    classifier = SiteClassifier(SiteIndex([dead, refused]))
+    line = "[2026-12-02 10:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."
+    assert classify_line(line).rule.name == "sglang_process_died"
+    verdict = classify_text(line + "\n", sites=classifier)
+    assert (verdict.log_class, verdict.event.source) == ("FATAL", "sglang 0.5.9 srt/entrypoints/engine.py:896 "
+                                                                   "(_wait_for_scheduler_ready)")
+    assert classify_text("ValueError: Engine got an unexpected tp_size 3\n", sites=classifier).log_class == \
+        "CONFIG_REFUSED"
