@@ -31,6 +31,7 @@ MODULE_GLOBS = {
 _SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
+_GATE = 4  # characters of a message's start that decide, in one probe, whether its longer keys are worth probing
 _FEW_WORDS = 32  # up to this many words keying templates, a line is searched for each rather than split
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
 _START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
@@ -114,6 +115,9 @@ class SiteIndex:
             else:
                 self._by_word.setdefault(key, []).append(entry)
         self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
+        # one probe rules out most lines: a key of _GATE or more characters starts with one of these
+        self._gate = frozenset(k[:_GATE] for k in self._by_start if len(k) >= _GATE)
+        self._short_lengths = [n for n in self._start_lengths if n < _GATE]
         # few templates that start with a placeholder: test their words as substrings (a superset of the
         # whole-word hits, each verified by `matches`) rather than split every line into words
         self._few_words = tuple(self._by_word) if len(self._by_word) <= _FEW_WORDS else None
@@ -130,7 +134,8 @@ class SiteIndex:
         message = message.lstrip()
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
-        candidates = [e for n in self._start_lengths for e in self._by_start.get(message[:n], ())]
+        lengths = self._start_lengths if message[:_GATE] in self._gate else self._short_lengths
+        candidates = [e for n in lengths for e in self._by_start.get(message[:n], ())]
         words = ([w for w in self._few_words if w in message] if self._few_words is not None
                  else set(_WORD.findall(message)))
         candidates += [e for word in words for e in self._by_word.get(word, ())]
