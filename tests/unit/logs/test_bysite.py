@@ -55,7 +55,9 @@ def test_the_issues_lines_get_a_class_the_ladder_can_name_and_its_remedy(line, c
     assert (data["class"], data["remedy"], data["explanation"]) == (cls, event.remedy, event.explanation)
 
 
-NCCL_BURST = (LOGS / "nccl_watchdog_abort.log").read_text()  # torch 2.9 ProcessGroupNCCL's wording
+# Composed in torch 2.9 ProcessGroupNCCL's wording, in the shape real reports show (sglang#1693, Megatron-LM#935:
+# the abort's what() line carries the whole watchdog message, then "Exception raised from checkTimeout").
+NCCL_BURST = (LOGS / "nccl_watchdog_abort.log").read_text()
 
 
 def test_in_an_nccl_burst_the_watchdog_timeout_decides_not_the_abort_after_it():
@@ -63,6 +65,15 @@ def test_in_an_nccl_burst_the_watchdog_timeout_decides_not_the_abort_after_it():
     assert verdict.log_class == "COLLECTIVE_TIMEOUT" and verdict.event.line == 1
     assert "--dist-timeout" in verdict.event.remedy
     assert any(e.rule == "nccl_abort_after_error" and e.consequence for e in verdict.events)
+
+
+def test_an_abort_whose_what_line_states_the_timeout_is_decided_by_the_timeout():
+    # what a rank that was not first to see the timeout prints: no watchdog line of its own before the abort
+    burst = NCCL_BURST.split("\n", 3)[3]
+    assert burst.startswith("terminate called")
+    verdict = classify_text(burst)
+    assert verdict.log_class == "COLLECTIVE_TIMEOUT" and "--dist-timeout" in verdict.event.remedy
+    assert verdict.event.text.startswith("what():") and verdict.event.first_line == 1
 
 
 def test_an_abort_with_no_cause_before_it_still_decides():
