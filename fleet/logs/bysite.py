@@ -15,6 +15,7 @@ import dataclasses
 import fnmatch
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -184,15 +185,33 @@ class SiteClassifier:
         return (rule, site) if rule is not None else None
 
 
-@functools.lru_cache(maxsize=4)
+_RELEASES: dict[str, SiteClassifier | None] = {}
+_LOADING = threading.Lock()  # hosts deployed in parallel ask at once: one thread loads, the others wait for it
+
+
 def for_release(sglang: str | None) -> SiteClassifier | None:
     """The site classifier of the sglang release a host runs (its version as the probe or the release recorded
-    it), from the index already cached in the upstream corpus; None when the version is unknown or the release
-    or its index is not cached: the rules alone then, as before. Never fetches nor builds (a live deploy must not
-    wait tens of seconds); `inv classify --sglang V` or bench/bench_logwatch.py builds the index once."""
+    it), from the index already cached in the upstream corpus, loaded once per process; None when the version is
+    unknown or the release or its index is not cached: the rules alone then, as before. Never fetches nor builds
+    (a live deploy must not wait tens of seconds); `inv classify --sglang V` builds the index once."""
     if not is_version(sglang):  # what the host's probe or manifest says is data: never a path
         return None
     assert sglang is not None
+    with _LOADING:
+        if sglang not in _RELEASES:
+            if len(_RELEASES) >= 8:
+                _RELEASES.clear()
+            _RELEASES[sglang] = _load(sglang)
+        return _RELEASES[sglang]
+
+
+def forget_releases() -> None:
+    """Drop the loaded indexes (a test that changes the corpus; a process that outlives an index rebuild)."""
+    with _LOADING:
+        _RELEASES.clear()
+
+
+def _load(sglang: str) -> SiteClassifier | None:
     try:
         release = corpus.cached("sglang", sglang)
     except (OSError, ValueError, TypeError):

@@ -3,6 +3,7 @@ line of a burst: the real messages of sglang 0.5.23 / flashinfer 0.7.4 an operat
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from pathlib import Path
 
@@ -220,7 +221,7 @@ def _cached_release(cache: Path, version: str, sites: list[IndexedSite] | None) 
 
 def test_the_live_watch_uses_the_hosts_releases_cached_index_and_never_builds_one(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
-    bysite.for_release.cache_clear()
+    bysite.forget_releases()
     _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/layers/layer_boundary/factories.py",
                                                "prepared_from must be the declaration of a stage {}")])
     _cached_release(tmp_path, "0.5.22", None)  # the release is cached, its index was never built
@@ -239,21 +240,21 @@ def test_the_live_watch_uses_the_hosts_releases_cached_index_and_never_builds_on
         assert verdict.log_class == "INTERNAL_ERROR"
         assert verdict.event.source == "sglang 0.5.23 srt/layers/layer_boundary/factories.py:10 (f)"
     finally:
-        bysite.for_release.cache_clear()
+        bysite.forget_releases()
 
 
 def test_a_torn_or_hostile_cached_index_is_no_index_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
-    bysite.for_release.cache_clear()
+    bysite.forget_releases()
     _cached_release(tmp_path, "0.5.23", None)
     path = siteindex.cache_path(tmp_path / "sglang" / "0.5.23" / "tree")
     try:
         for text in ('[["a", 1, null, "raise"', '[["a", 1, null, "raise", null, 7]]', '{"a": 1}', '[]'):
             path.write_text(text)
-            bysite.for_release.cache_clear()
+            bysite.forget_releases()
             assert bysite.for_release("0.5.23") is None, text
     finally:
-        bysite.for_release.cache_clear()
+        bysite.forget_releases()
 
 
 @pytest.mark.parametrize("version", ["../0.5.23", "0.5.23/../../x", "0.5.23\n", "", " 0.5.23", "v" * 300])
@@ -261,11 +262,11 @@ def test_a_version_a_host_sent_that_is_not_version_shaped_never_reaches_the_corp
     monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path / "cache"))
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "release.json").write_text("{}")  # what a traversal would reach
-    bysite.for_release.cache_clear()
+    bysite.forget_releases()
     try:
         assert bysite.for_release(version) is None
     finally:
-        bysite.for_release.cache_clear()
+        bysite.forget_releases()
 
 
 def test_a_line_an_argument_module_logs_is_not_a_refused_argument():
@@ -281,3 +282,23 @@ def test_a_line_an_argument_module_logs_is_not_a_refused_argument():
                                                                    "(_wait_for_scheduler_ready)")
     assert classify_text("ValueError: Engine got an unexpected tp_size 3\n", sites=classifier).log_class == \
         "CONFIG_REFUSED"
+
+
+def test_hosts_deployed_in_parallel_load_their_releases_index_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/mem_cache/memory_pool.py", "a reused row must carry {}")])
+    loads: list[str] = []
+    real = bysite._load
+
+    def counted(version: str):
+        loads.append(version)
+        return real(version)
+
+    monkeypatch.setattr(bysite, "_load", counted)
+    bysite.forget_releases()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            found = list(pool.map(bysite.for_release, ["0.5.23"] * 16))
+        assert loads == ["0.5.23"] and found[0] is not None and all(f is found[0] for f in found)
+    finally:
+        bysite.forget_releases()

@@ -146,3 +146,11 @@ def test_inv_logs_spells_an_events_remedy_by_the_hosts_release_and_leaves_it_whe
     assert "--cuda-graph-max-bs" in event.remedy
     assert "--cuda-graph-max-bs-decode" in spelled(event, "0.5.23").remedy
     assert spelled(event, None) is event and spelled(event, "0.5.9") is event
+
+
+@pytest.mark.parametrize("sglang", ["abc", "../0.5.23", "0.5.23; rm -rf /", "9" * 5000])
+def test_a_version_a_host_sent_that_is_no_version_leaves_the_remedy_as_written(sglang):
+    plain = remedies.remedy_for("CUDA_OOM", OOM)
+    assert remedies.remedy_for("CUDA_OOM", OOM, sglang=sglang) == plain
+    result = DeployResult("sbx0", "failed", attempts=[Attempt("default", "CUDA_OOM", OOM, 3.0)], sglang=sglang)
+    assert result.to_json()["attempts"][0]["remedy"] == plain and "--cuda-graph-max-bs" in _text(result)
