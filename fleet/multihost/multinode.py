@@ -368,7 +368,7 @@ class MultiNode:
         def follow(n: Node) -> None:
             try:
                 outcomes[n.rank] = journal.watch(n.conn, n.host, n.unit, cursors[n.rank], self.book.budgets,
-                                                 lambda m: n.say(f"[{label}] {m}"), stop)
+                                                 lambda m: n.say(f"[{label}] {m}"), stop, sglang_version(n.facts))
             except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
                 outcomes[n.rank] = (Outcome.EXITED, f"watching the journal failed: {type(exc).__name__}: {exc}")
             if outcomes[n.rank][0] != Outcome.READY:
