@@ -13,7 +13,7 @@ from fleet.logs.classify import Event, Verdict, classify_text
 from fleet.logs.rules import RULES_DIR, Severity, load_rules
 from fleet.upstream import corpus, siteindex
 from fleet.upstream.flags import default_table
-from fleet.upstream.versions import version_key
+from fleet.upstream.versions import is_version
 
 EXIT_NOT_FATAL = 0  # READY, a warning, or nothing at all
 EXIT_FATAL = 1  # the verdict is a fatal class
@@ -45,10 +45,8 @@ def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifi
     for option, package, version in (("--sglang", "sglang", sglang), ("--flashinfer", "flashinfer-python", flashinfer)):
         if version is None:
             continue
-        try:
-            version_key(version)
-        except ValueError:
-            raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)") from None
+        if not is_version(version):
+            raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)")
         release = corpus.cached(package, version)
         if release is None:
             raise InputError(f"{option} {version}: {package} {version} is not in the upstream cache "

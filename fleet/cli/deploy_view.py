@@ -73,7 +73,7 @@ def next_steps(result: DeployResult) -> list[str]:
         if a.outcome == Outcome.PREFLIGHT and result.status != DeployStatus.FAILED:
             continue  # a rung that did not fit this host, while another served: nothing to do
         seen.add((a.outcome, a.rung))
-        remedy = remedy_for(a.outcome, a.evidence)
+        remedy = remedy_for(a.outcome, a.evidence, sglang=result.sglang)
         if remedy:
             lines.append(f"[bold]{result.host}[/] rung {escape(a.rung)}: expected READY, got [red]{a.outcome}[/]; "
                          f"next: {escape(remedy)}")

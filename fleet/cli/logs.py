@@ -44,7 +44,10 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                         "host": line.host, "time": line.time, "text": line.text,
                         "class": str(line.event.log_class) if line.event else None,
                         "severity": str(line.event.severity) if line.event else None,
-                        "remedy": line.event.remedy if line.event else None}) + "\n")
+                        "remedy": line.event.remedy if line.event else None,
+                        "explanation": line.event.explanation if line.event else None,
+                        "rule": line.event.rule if line.event else None,
+                        "source": line.event.source if line.event else None}) + "\n")
                     sys.stdout.flush()
                 except BrokenPipeError:  # the reader went away (| head): stop quietly
                     stop.set()
@@ -53,6 +56,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 console.print(f"[dim]{line.host:<{width}}[/] [{style}]>> {line.event.log_class} "
                               f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
                               f"[dim]{'':<{width}}[/] [{style}]   {escape(line.text)}[/]"
+                              + (f"\n[dim]{'':<{width}}[/]    from: {escape(line.event.source)}"
+                                 if line.event.source else "")
                               + (f"\n[dim]{'':<{width}}[/]    next: {escape(line.event.remedy)}"
                                  if line.event.remedy else ""), soft_wrap=True, highlight=False)
             else:

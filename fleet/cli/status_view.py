@@ -170,6 +170,6 @@ def render_detail(r: HostStatus, console: Console) -> None:
         console.print(f"  {'last failure:':<22} [red]{escape(r.last_failure)}[/]", highlight=False)
         if r.last_failure_evidence:
             console.print(f"    evidence: {escape(r.last_failure_evidence)}", highlight=False)
-        remedy = remedy_for(r.last_failure, r.last_failure_evidence or "")
+        remedy = remedy_for(r.last_failure, r.last_failure_evidence or "", sglang=r.sglang)
         if remedy:
             console.print(f"    next: {escape(remedy)}", highlight=False)

@@ -143,6 +143,7 @@ class Deployer:
         result = DeployResult(host=self.host.name)
         self.progress("probing")
         facts = probe_run.probe_on(conn, self.host)
+        result.sglang = sglang_version(facts)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         result.versions = stack_versions(facts)
@@ -273,7 +274,8 @@ class Deployer:
         restore.restart(conn, self.host, self.unit)
         run.event("restarted", rung=rung.name)
         say("started; following the journal")
-        outcome, evidence = journal.watch(conn, self.host, self.unit, cursor, self.book.budgets, say)
+        outcome, evidence = journal.watch(conn, self.host, self.unit, cursor, self.book.budgets, say,
+                                          sglang=sglang_version(self.facts))
         if outcome == Outcome.READY:
             outcome, evidence = health_check(conn, self.host, self.book)
         record = None

@@ -15,7 +15,7 @@ from fabric import Connection
 
 from fleet.deploy.health import health_check
 from fleet.deploy.results import Attempt
-from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now
+from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now, recorded_sglang
 from fleet.host.render import LAUNCHER, launcher_text
 from fleet.host.service import (
     ServiceError,
@@ -125,11 +125,13 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
     sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
 
 
-def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress) -> Verdict:
-    """Restart the unit, follow its journal to READY (or not), then the health check."""
+def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,
+                     sglang: str | None = None) -> Verdict:
+    """Restart the unit, follow its journal to READY (or not; with the release's `sglang`, classified by its
+    sites), then the health check."""
     cursor = journal.cursor(conn, host)
     restart(conn, host, unit)
-    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say)
+    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang)
     if outcome == Outcome.READY:
         outcome, evidence = health_check(conn, host, book)
     return outcome, evidence
@@ -142,7 +144,7 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     failed = put_back(conn, host, store, release, book, say)
     if failed:
         return failed
-    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say)
+    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say, recorded_sglang(release.facts))
     return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
 
 

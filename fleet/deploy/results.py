@@ -38,6 +38,7 @@ class DeployResult:
     versions: dict[str, str] = field(default_factory=dict)  # what the venv held at the probe (facts.STACK)
     versions_before: dict[str, str] = field(default_factory=dict)  # what the release current before recorded
     notes: list[str] = field(default_factory=list)  # what the operator should know though it served
+    sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -67,7 +68,7 @@ class DeployResult:
         """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
         out = a.to_json()
         if a.outcome != Outcome.READY and (a.outcome != Outcome.PREFLIGHT or self.status == DeployStatus.FAILED):
-            if remedy := remedy_for(a.outcome, a.evidence):
+            if remedy := remedy_for(a.outcome, a.evidence, sglang=self.sglang):
                 out["remedy"] = remedy
         return out
 

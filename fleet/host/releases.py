@@ -32,6 +32,7 @@ from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
+from fleet.upstream.versions import is_version
 
 ROOT = "/var/lib/fleet"
 RELEASES = f"{ROOT}/releases"
@@ -160,6 +161,14 @@ def stack_drift(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
     if not now:
         return []
     return [f"{k} {v} -> {now.get(k, 'none')}" for k, v in recorded.items() if now.get(k) != v]
+
+
+def recorded_sglang(facts: object) -> str | None:
+    """The sglang version a release's host was probed with (its recorded `versions`); None when not recorded
+    (an older fleet) or not version-shaped (what a host's manifest holds is data: a hostile one must not reach
+    the corpus's paths)."""
+    version = versions_of(facts).get("sglang")
+    return version if version and is_version(version) else None
 
 
 def node_of(release: Release | None) -> str | None:

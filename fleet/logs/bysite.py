@@ -11,20 +11,25 @@ entry whose conditions all hold wins; a site none fits stays with the catch-all 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
+from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
+from fleet.upstream.versions import is_version
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
+_LOGGED_START = 16  # the logger.error index is probed for every plain line: few key lengths, few dict probes
 PRIORITY = 15  # above the catch-alls (<= 14), below every precise rule: precise rules keep priority
 _SOURCE = ProjectSource(project="sglang", ref="https://github.com/sgl-project/sglang")
 
@@ -43,6 +48,7 @@ class SiteClassSpec(BaseModel):
     log_class: LogClass = Field(alias="class")
     severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
     areas: list[str] | None = None  # any of these areas
+    kinds: list[Literal["raise", "assert", "log"]] | None = None  # any of these kinds of site
     exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
     not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
     text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
@@ -81,12 +87,15 @@ class SiteClassesFile(BaseModel):
 class _SiteClass:
     spec: SiteClassSpec
     rule: Rule
+    logged: Rule  # the same class for a logger.error site: a warning at most
     text: re.Pattern[str] | None
     not_text: re.Pattern[str] | None
 
     def fits(self, site: IndexedSite, area: str | None) -> bool:
         spec = self.spec
         if spec.areas is not None and area not in spec.areas:
+            return False
+        if spec.kinds is not None and site.kind not in spec.kinds:
             return False
         if spec.exceptions is not None and site.exception not in spec.exceptions:
             return False
@@ -108,10 +117,14 @@ class SiteClasses:
         return next((name for name, globs in self.areas if any(fnmatch.fnmatchcase(module, g) for g in globs)),
                     None)
 
-    def rule_for(self, site: IndexedSite) -> Rule | None:
-        """The rule standing for the first class entry the site fits; None: no specific class."""
+    def rule_for(self, site: IndexedSite, logged: bool = False) -> Rule | None:
+        """The rule standing for the first class entry the site fits (its warning form for a logged line);
+        None: no specific class."""
         area = self.area(site.module)
-        return next((e.rule for e in self.entries if e.fits(site, area)), None)
+        entry = next((e for e in self.entries if e.fits(site, area)), None)
+        if entry is None:
+            return None
+        return entry.logged if logged else entry.rule
 
 
 def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
@@ -121,7 +134,8 @@ def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
     rule = Rule(name=f"site:{spec.name}", log_class=spec.log_class, severity=spec.severity, priority=PRIORITY,
                 explanation=spec.explanation, remedies=tuple(spec.remedies), wraps=False, patterns=(),
                 source=source, triggers=(), remedy=spec.remedy, sources=(_SOURCE,))
-    return _SiteClass(spec, rule, joined(spec.text), joined(spec.not_text))
+    logged = rule if spec.severity is not Severity.FATAL else dataclasses.replace(rule, severity=Severity.WARNING)
+    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text))
 
 
 def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
@@ -147,6 +161,8 @@ class SiteClassifier:
     def __init__(self, index: SiteIndex, classes: SiteClasses | None = None) -> None:
         self.index = index
         self.classes = classes if classes is not None else default_classes()
+        # logger.error sites alone: a line no rule matches is looked up here (a few hundred sites: cheap per line)
+        self.logged = SiteIndex((s for s in index.sites if s.kind == "log"), start=_LOGGED_START)
 
     def locate(self, text: str) -> IndexedSite | None:
         return self.index.locate(text)
@@ -158,6 +174,55 @@ class SiteClassifier:
             return None
         rule = self.classes.rule_for(site)
         return (rule, site) if rule is not None else None
+
+    def classify_logged(self, text: str) -> tuple[Rule, IndexedSite] | None:
+        """For a line no rule matches: the logger.error site that printed it and its class, as a warning at most
+        (an error logged is evidence; the server may go on, and only its death or an exception is fatal)."""
+        site = self.logged.locate(text)
+        if site is None:
+            return None
+        rule = self.classes.rule_for(site, logged=True)
+        return (rule, site) if rule is not None else None
+
+
+_RELEASES: dict[str, SiteClassifier | None] = {}
+_LOADING = threading.Lock()  # hosts deployed in parallel ask at once: one thread loads, the others wait for it
+
+
+def for_release(sglang: str | None) -> SiteClassifier | None:
+    """The site classifier of the sglang release a host runs (its version as the probe or the release recorded
+    it), from the index already cached in the upstream corpus, loaded once per process; None when the version is
+    unknown or the release or its index is not cached: the rules alone then, as before. Never fetches nor builds
+    (a live deploy must not wait tens of seconds); `inv classify --sglang V` builds the index once."""
+    if not is_version(sglang):  # what the host's probe or manifest says is data: never a path
+        return None
+    assert sglang is not None
+    with _LOADING:
+        if sglang not in _RELEASES:
+            if len(_RELEASES) >= 8:
+                _RELEASES.clear()
+            _RELEASES[sglang] = _load(sglang)
+        return _RELEASES[sglang]
+
+
+def forget_releases() -> None:
+    """Drop the loaded indexes (a test that changes the corpus; a process that outlives an index rebuild)."""
+    with _LOADING:
+        _RELEASES.clear()
+
+
+def _load(sglang: str) -> SiteClassifier | None:
+    try:
+        release = corpus.cached("sglang", sglang)
+    except (OSError, ValueError, TypeError):
+        return None
+    if release is None:
+        return None
+    sites = siteindex.load_cached("sglang", sglang, Path(release.root))
+    try:
+        return SiteClassifier(SiteIndex(sites)) if sites else None
+    except (AttributeError, TypeError, ValueError):  # rows of the right length but the wrong types: no index
+        return None
 
 
 def describe(site: IndexedSite | None) -> dict[str, Any] | None:

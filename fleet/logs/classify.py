@@ -118,8 +118,14 @@ def classify_line(text: str, rules: RuleSet | None = None, sites: SiteClassifier
 def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> LineMatch | None:
     found = rules.best(text)
     if found is None:
-        return None
+        # no rule: a line a logger.error site printed may still name its class (a warning at most)
+        logged = sites.classify_logged(text) if sites is not None else None
+        if logged is None:
+            return None
+        return LineMatch(logged[0], logged[0].severity, False, logged[1])
     best, wrapper = found
+    if best.consequence:  # a consequence's line that states its cause: the cause names it, as an earlier line would
+        best = rules.cause(text) or best
     severity = wrapper.severity if wrapper is not None else best.severity
     if (sites is not None and best.log_class is LogClass.FATAL and best.priority <= CATCH_ALL_PRIORITY
             and severity is Severity.FATAL):
@@ -232,10 +238,22 @@ class LineClassifier:
 
 
 def _better(hit: _Hit, best: _Hit | None) -> bool:
-    """More specific wins; at equal specificity an exception's message beats the source line raising it."""
-    if best is None or hit.rule.priority > best.rule.priority:
+    """A cause beats a consequence (the abort's `what():` naming the timeout behind it); then more specific wins;
+    at equal specificity an exception's message beats the source line raising it."""
+    if best is None:
+        return True
+    if _cause(hit.rule) and not hit.in_frames and best.rule.consequence:
+        return True
+    if hit.rule.consequence and _cause(best.rule) and not best.in_frames:
+        return False
+    if hit.rule.priority > best.rule.priority:
         return True
     return hit.rule.priority == best.rule.priority and best.in_frames and not hit.in_frames
+
+
+def _cause(rule: Rule) -> bool:
+    """A rule that names a cause of its own: no consequence, no wrapper, no catch-all."""
+    return not rule.consequence and not rule.wraps and rule.log_class is not LogClass.FATAL
 
 
 def decide(events: Iterable[Event]) -> Verdict:
@@ -249,8 +267,9 @@ def decide(events: Iterable[Event]) -> Verdict:
     if fatal:
         pick = _most_specific(fatal)
         if pick.consequence:
-            causes = [e for e in fatal
-                      if e.line < pick.line and not e.consequence and e.log_class is not LogClass.FATAL]
+            causes = [e for e in fatal  # earlier, or in the same burst (its `what():` line)
+                      if (e.line < pick.line or e.first_line == pick.first_line) and e is not pick
+                      and not e.consequence and e.log_class is not LogClass.FATAL]
             pick = _most_specific(causes) if causes else pick
         return Verdict(str(pick.log_class), pick, events)
     ready = next((e for e in events if e.log_class is LogClass.READY), None)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet.errors import InputError
+from fabric import Connection
+
+from fleet.errors import FleetError, InputError
+from fleet.host.releases import ReleaseStore, recorded_sglang
 from fleet.inventory import Host
-from fleet.logs import journal
+from fleet.logs import bysite, journal
 from fleet.logs.classify import Event
+from fleet.logs.remedies import spell
 from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome, Verdict
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -45,6 +50,24 @@ def split_time(line: str) -> tuple[str | None, str]:
     return (m.group(1), m.group(2)) if m else (None, line)
 
 
+def _serving_sglang(conn: Connection, host: Host) -> str | None:
+    """The sglang version the host's current release was deployed on (its recorded facts); None when unknown
+    or unreadable: the rules alone classify then, as before."""
+    try:
+        release = ReleaseStore(conn, host).current()
+    except FleetError:
+        return None
+    return recorded_sglang(release.facts) if release is not None else None
+
+
+def spelled(event: Event, sglang: str | None) -> Event:
+    """The event with its remedy naming flags as the host's sglang spells them (0.5.20+: --cuda-graph-max-bs-decode)."""
+    if sglang is None or not event.remedy:
+        return event
+    remedy = spell(event.remedy, sglang)
+    return event if remedy == event.remedy else dataclasses.replace(event, remedy=remedy)
+
+
 def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, emit: Callable[[LogLine], None],
            stop: threading.Event) -> None:
     """The unit's journal, each line emitted as it comes and each event (a traceback closes on a later line,
@@ -53,6 +76,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
     end = None if follow else time.monotonic() + READ_ALL_S
     conn = open_connection(host, opts)
     try:
+        sglang = _serving_sglang(conn, host)
         when: str | None = None
 
         def line(raw: str) -> str:
@@ -61,8 +85,8 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
             emit(LogLine(host.name, when, text, None))
             return text
 
-        watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, e)), on_line=line,
-                             raise_on_fatal=False)
+        watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang))),
+                             on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang))
         def tick() -> Verdict | None:
             if end is not None and time.monotonic() > end:
                 return Outcome.HANG, "deadline"

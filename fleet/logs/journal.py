@@ -20,7 +20,8 @@ from paramiko import SSHException
 from fleet import faulthook
 from fleet.host.service import sh, unit_state
 from fleet.inventory import Host
-from fleet.logs import phases, redact
+from fleet.logs import bysite, phases, redact
+from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import Event
 from fleet.logs.rules import Severity
 from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
@@ -146,11 +147,12 @@ class Startup:
     """What a starting server's lines say: its phase (each with a budget), the first warning of each class,
     and the last line for the evidence."""
 
-    def __init__(self, budgets: Budgets, say: Progress, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, budgets: Budgets, say: Progress, clock: Callable[[], float] = time.monotonic,
+                 sites: SiteClassifier | None = None):
         self.budgets, self.say, self.clock = budgets, say, clock
         self.phase, self.since, self.last_line = "start", clock(), ""
         self._warned: set[str] = set()
-        self.watcher = LogWatcher(on_event=self._event, on_line=self._line, stop_on_ready=True)
+        self.watcher = LogWatcher(on_event=self._event, on_line=self._line, stop_on_ready=True, sites=sites)
 
     def _line(self, line: str) -> str:
         self.last_line = line
@@ -213,7 +215,9 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
 
 
 def watch(conn: Connection, host: Host, unit: str, cursor: str, budgets: Budgets, say: Progress,
-          stop: threading.Event | None = None) -> Verdict:
-    """Follow the unit's journal after `cursor` through its startup (see watch_startup)."""
+          stop: threading.Event | None = None, sglang: str | None = None) -> Verdict:
+    """Follow the unit's journal after `cursor` through its startup (see watch_startup); with the `sglang`
+    version the host runs, lines no rule names are classified by that release's cached site index."""
     source = Follower(conn, host, command(unit, cursor))
-    return watch_startup(source, Startup(budgets, say), lambda: unit_state(conn, host, unit), stop)
+    startup = Startup(budgets, say, sites=bysite.for_release(sglang))
+    return watch_startup(source, startup, lambda: unit_state(conn, host, unit), stop)

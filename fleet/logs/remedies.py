@@ -14,6 +14,7 @@ from fleet.logs.classify import classify_line
 from fleet.logs.rules import LogClass, RuleSet, default_rules
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.upstream.flags import default_table
+from fleet.upstream.versions import is_version
 
 OUTCOMES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "outcomes" / "deploy.yaml"
 
@@ -51,7 +52,13 @@ def remedy_for(outcome: str, evidence: str = "", rules: RuleSet | None = None,
     """The remedy for an attempt's outcome; the rule its evidence line matches wins over the class's first.
     With the host's `sglang` version, flags it renamed are written as it spells them."""
     remedy = _remedy(outcome, evidence, rules)
-    return default_table().spell(remedy, sglang) if remedy is not None and sglang else remedy
+    return spell(remedy, sglang) if remedy is not None and sglang else remedy
+
+
+def spell(remedy: str, sglang: str) -> str:
+    """`remedy` with each flag the host's `sglang` renamed written as it spells it (upstream's flag table); as
+    written when `sglang` (what a host's probe or manifest said) is no version."""
+    return default_table().spell(remedy, sglang) if is_version(sglang) else remedy
 
 
 def _remedy(outcome: str, evidence: str, rules: RuleSet | None) -> str | None:

@@ -77,6 +77,8 @@ class LogClass(StrEnum):
     CONFIG_REFUSED = "CONFIG_REFUSED"  # sglang refused its arguments or a combination of them
     MODEL_LOAD_FAILURE = "MODEL_LOAD_FAILURE"  # the checkpoint, its config or its weights could not be loaded
     REQUEST_REFUSED = "REQUEST_REFUSED"  # a client's request was refused; the server goes on
+    INTERNAL_ERROR = "INTERNAL_ERROR"  # an invariant of sglang's own code failed: its bug, or a path it does not handle
+    MISSING_PACKAGE = "MISSING_PACKAGE"  # a package or tool what was asked needs is not installed
     FATAL = "FATAL"
 
 
@@ -304,6 +306,17 @@ class RuleSet:
 
     def __len__(self) -> int:
         return len(self.rules)
+
+    def cause(self, text: str) -> Rule | None:
+        """The most specific rule matching `text` that names a cause of its own (no consequence, no wrapper, no
+        catch-all): a consequence's line may state its cause ("watchdog thread terminated with exception: [Rank 5]
+        Watchdog caught collective operation timeout")."""
+        folded = text.casefold()
+        present = [t for t in self._triggers if t in folded]
+        candidates = set(self._always).union(*(self._by_trigger[t] for t in present))
+        return next((r for r in (self.rules[i] for i in sorted(candidates))
+                     if not r.consequence and not r.wraps and r.log_class is not LogClass.FATAL and r.matches(text)),
+                    None)
 
     def best(self, text: str) -> tuple[Rule, Rule | None] | None:
         """The most specific rule matching `text`, and the most specific wrapper around it (if any)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from invoke.exceptions import WatcherError
 from invoke.watchers import StreamWatcher
 
+from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import (
     NONE,
     Event,
@@ -76,6 +77,7 @@ class _Shared:
     on_event: Callable[[Event], None] | None
     stop_on_ready: bool
     on_line: Callable[[str], str] | None = None  # sees each complete line first; returns the text to classify
+    sites: SiteClassifier | None = None  # the host's release's sites behind the rules
     raise_on_fatal: bool = True  # False: a reader that only reports (inv logs) goes on past a fatal line
     lock: threading.RLock = field(default_factory=threading.RLock)  # a callback may read .events
     cursors: list[_Cursor] = field(default_factory=list)
@@ -99,11 +101,11 @@ class LogWatcher(StreamWatcher):
 
     def __init__(self, rules: RuleSet | None = None, on_event: Callable[[Event], None] | None = None,
                  *, stop_on_ready: bool = False, on_line: Callable[[str], str] | None = None,
-                 raise_on_fatal: bool = True) -> None:
+                 raise_on_fatal: bool = True, sites: SiteClassifier | None = None) -> None:
         super().__init__()
         if not hasattr(self, "_shared"):  # an unset slot: the first thread, the one that built us
             self._shared = _Shared(rules if rules is not None else default_rules(), on_event, stop_on_ready,
-                                   on_line, raise_on_fatal)
+                                   on_line, sites, raise_on_fatal)
 
     def submit(self, stream: str) -> list[str]:
         """Invoke passes everything read so far; classify the complete lines not seen yet."""
@@ -130,7 +132,7 @@ class LogWatcher(StreamWatcher):
     def _cursor(self) -> _Cursor:
         cursor: _Cursor | None = getattr(self, "_stream_cursor", None)  # thread-local, as all but slots
         if cursor is None:
-            cursor = self._stream_cursor = _Cursor(LineClassifier(self._shared.rules))
+            cursor = self._stream_cursor = _Cursor(LineClassifier(self._shared.rules, self._shared.sites))
             with self._shared.lock:
                 self._shared.cursors.append(cursor)  # so that finish() can reach every stream
         return cursor

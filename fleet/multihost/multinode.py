@@ -41,7 +41,7 @@ from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
-from fleet.playbook import Playbook, Rung
+from fleet.playbook import Playbook, Rung, sglang_version
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -368,7 +368,7 @@ class MultiNode:
         def follow(n: Node) -> None:
             try:
                 outcomes[n.rank] = journal.watch(n.conn, n.host, n.unit, cursors[n.rank], self.book.budgets,
-                                                 lambda m: n.say(f"[{label}] {m}"), stop)
+                                                 lambda m: n.say(f"[{label}] {m}"), stop, sglang_version(n.facts))
             except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
                 outcomes[n.rank] = (Outcome.EXITED, f"watching the journal failed: {type(exc).__name__}: {exc}")
             if outcomes[n.rank][0] != Outcome.READY:

@@ -18,7 +18,7 @@ from fleet.host import programs as hostside
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
-from fleet.host.releases import ROOT, versions_of
+from fleet.host.releases import ROOT, recorded_sglang, versions_of
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -44,6 +44,7 @@ class HostStatus:
     release: str | None = None
     rung: str | None = None
     playbook: str | None = None
+    sglang: str | None = None  # the version the current release's host was probed with (remedies spell its flags)
     health: str | None = None  # the HTTP code of /health, or None when nothing answered
     drift: list[str] = field(default_factory=list)
     gpus: int = 0
@@ -117,6 +118,7 @@ def parse(host: Host, output: str) -> HostStatus:
             st.drift.append("release manifest unreadable")
     st.release, st.rung, st.playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
     st.versions = versions_of(manifest.get("facts"))
+    st.sglang = recorded_sglang(manifest.get("facts"))
     code = parts[2].strip() if len(parts) > 2 else ""
     st.health = code if code and code != "000" else None
     actual = {}

@@ -31,9 +31,13 @@ MODULE_GLOBS = {
 _SKIP_PARTS = frozenset({"data", "tests", "test", "benchmarks"})
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*):(?: (.*)|$)", re.S)
+_GATE = 4  # characters of a message's start that decide, in one probe, whether its longer keys are worth probing
+_FEW_WORDS = 32  # up to this many words keying templates, a line is searched for each rather than split
 _MIN_FIXED = 12  # a template with less fixed text ("{}: {}") would match any line
 _START = 24  # characters of a template's start it is looked up by (a few dict probes per line, whatever its words)
 _MAX_LINE = 2000  # what a host prints is read this far: a megabyte line costs no more than a long message
+# printf-style placeholders (`logger.error("... %s", x)`, `"..." % x`) print a value where they stand, as `{}` does
+_PRINTF = re.compile(r"%(?:\([A-Za-z_]\w*\))?[-#0+]*(?:\d+|\*)?(?:\.\d+)?[sdirfgexXcu]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +91,17 @@ class _Entry:
 class SiteIndex:
     """The sites of one or more releases (sglang and the flashinfer beside it), looked up by a line's text."""
 
-    def __init__(self, sites: Iterable[IndexedSite]) -> None:
+    def __init__(self, sites: Iterable[IndexedSite], start: int = _START) -> None:
+        """`start`: characters of a message's start it is keyed by; fewer for a small index (the logger.error
+        sites every plain line is looked up in) means fewer probes per line, each with a few more candidates."""
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
-        words_of = [_words(_first_line(s.text)) for s in self.sites]
+        heads = [_first_line(s.text) for s in self.sites]
+        words_of = [_words(head) for head in heads]
         frequency = Counter(w for words in words_of for w in words)
         self._by_word: dict[str, list[_Entry]] = {}  # templates that start with a placeholder: by a rare word
         self._by_start: dict[str, list[_Entry]] = {}  # the others: by the first characters the message starts with
         self.unindexed = 0  # sites whose text is too short or has no word to find it by
-        for site, words in zip(self.sites, words_of, strict=True):
-            head = _first_line(site.text)
+        for site, head, words in zip(self.sites, heads, words_of, strict=True):
             fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
             if fixed < _MIN_FIXED or not words:
                 self.unindexed += 1
@@ -105,10 +111,16 @@ class SiteIndex:
             pieces = tuple(p.strip() for p in parts if p.strip())
             entry = _Entry(site, pieces, bool(parts[0].strip()), fixed)
             if entry.anchored:
-                self._by_start.setdefault(pieces[0][:_START], []).append(entry)
+                self._by_start.setdefault(pieces[0][:start], []).append(entry)
             else:
                 self._by_word.setdefault(key, []).append(entry)
         self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
+        # one probe rules out most lines: a key of _GATE or more characters starts with one of these
+        self._gate = frozenset(k[:_GATE] for k in self._by_start if len(k) >= _GATE)
+        self._short_lengths = [n for n in self._start_lengths if n < _GATE]
+        # few templates that start with a placeholder: test their words as substrings (a superset of the
+        # whole-word hits, each verified by `matches`) rather than split every line into words
+        self._few_words = tuple(self._by_word) if len(self._by_word) <= _FEW_WORDS else None
 
     def __len__(self) -> int:
         return len(self.sites)
@@ -122,8 +134,11 @@ class SiteIndex:
         message = message.lstrip()
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
-        candidates = [e for n in self._start_lengths for e in self._by_start.get(message[:n], ())]
-        candidates += [e for word in set(_WORD.findall(message)) for e in self._by_word.get(word, ())]
+        lengths = self._start_lengths if message[:_GATE] in self._gate else self._short_lengths
+        candidates = [e for n in lengths for e in self._by_start.get(message[:n], ())]
+        words = ([w for w in self._few_words if w in message] if self._few_words is not None
+                 else set(_WORD.findall(message)))
+        candidates += [e for word in words for e in self._by_word.get(word, ())]
         for entry in candidates:
             if not entry.matches(message):
                 continue
@@ -134,8 +149,9 @@ class SiteIndex:
 
 
 def _first_line(text: str) -> str:
-    """What one log line shows of a message: its first line (the rest comes on the lines after it)."""
-    return text.strip().split("\n", 1)[0]
+    """What one log line shows of a message: its first line (the rest comes on the lines after it), printf-style
+    placeholders as `{}`."""
+    return _PRINTF.sub(sourcetext.PLACEHOLDER, text.strip().split("\n", 1)[0])
 
 
 def _words(text: str) -> set[str]:
@@ -180,14 +196,22 @@ def cache_path(root: Path) -> Path:
     return root / f"fleet-sites-v{FORMAT}.json"
 
 
+def load_cached(package: str, version: str, root: Path) -> list[IndexedSite] | None:
+    """The release's sites from the cache beside it; None when it was never built or is unreadable (nothing is
+    built: a live deploy must not spend tens of seconds reading a release)."""
+    try:
+        rows = json.loads(cache_path(root).read_text(encoding="utf-8"))
+        return [IndexedSite(package, version, *row) for row in rows]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def load_or_build(package: str, version: str, root: Path) -> list[IndexedSite]:
     """The release's sites from the cache beside it, built (and written atomically) when missing or unreadable."""
     path = cache_path(root)
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        return [IndexedSite(package, version, *row) for row in rows]
-    except (OSError, ValueError, TypeError):
-        pass
+    cached = load_cached(package, version, root)
+    if cached is not None:
+        return cached
     sites = build(package, version, root)
     rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
     try:

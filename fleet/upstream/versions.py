@@ -9,11 +9,21 @@ exclusive comparisons would leave both out. A Requires-Dist is read as pip reads
 from __future__ import annotations
 
 import functools
+import re
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 _ORDERED = {"<": Version.__lt__, "<=": Version.__le__, ">": Version.__gt__, ">=": Version.__ge__}
+
+
+_STRICT = re.compile(r"\d{1,4}(?:\.\d{1,6}){0,3}(?:[.-]?(?:post|dev|rc|a|b)\d{0,6})?")
+
+
+def is_version(text: object) -> bool:
+    """Whether `text` is a plain release version (0.5.23, 0.5.8.post1, 0.7.0rc2): safe as a folder name of the
+    corpus, where `version_key` reads any text that starts with digits."""
+    return isinstance(text, str) and _STRICT.fullmatch(text) is not None
 
 
 @functools.lru_cache(maxsize=4096)  # a check compares every flag against every release: the same few strings

@@ -230,6 +230,7 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
     assert proc.returncode == 0 and row["unit"]["ActiveState"] == "active" and row["health"] == "200"
     assert row["release"] and row["playbook"] == "glm5-nvfp4" and row["drift"] == []
     assert (row["versions"]["sglang"], row["versions"]["flashinfer-python"]) == ("0.5.9", "0.6.3")
+    assert row["sglang"] == "0.5.9"  # as the deploy's probe recorded it: remedies name 0.5.9's flags
     assert row["gpus"] == 8 and row["power_limit_w"] == 4800.0 and row["power_w"] > 0
     # the board reads sglang's own gauges from /metrics (idle now, so nothing running)
     assert set(row["metrics"]) == {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
@@ -256,6 +257,10 @@ def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandb
     assert proc.returncode == 0 and events
     assert all(e["severity"] == "fatal" and e["host"] == "sbx0" for e in events)
     assert seed["data"]["attempts"][0]["outcome"] in {e["class"] for e in events}
+    assert all(set(e) >= {"explanation", "remedy", "rule", "source"} and e["explanation"] for e in events)
+    # with 0.5.9's sites behind the rules: a rank's death is no refused argument (it was, by engine.py's area)
+    dead = [e for e in events if "scheduler is dead" in e["text"]]
+    assert dead and {e["class"] for e in dead} == {"FATAL"}
 
     follower = inv(sandbox, "logs", "--host", "sbx0", "-f", "--since", "1h", wait=False)
     first = follower.stdout.readline()

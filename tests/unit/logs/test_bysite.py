@@ -3,6 +3,8 @@ line of a burst: the real messages of sglang 0.5.23 / flashinfer 0.7.4 an operat
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from fleet.logs import bysite
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import classify_line, classify_text
 from fleet.logs.rules import LogClass, Severity
+from fleet.logs.watch import LogWatcher
 from fleet.upstream import siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 from fleet.upstream.sourcetext import Site, sites
@@ -53,7 +56,9 @@ def test_the_issues_lines_get_a_class_the_ladder_can_name_and_its_remedy(line, c
     assert (data["class"], data["remedy"], data["explanation"]) == (cls, event.remedy, event.explanation)
 
 
-NCCL_BURST = (LOGS / "nccl_watchdog_abort.log").read_text()  # torch 2.9 ProcessGroupNCCL's wording
+# Composed in torch 2.9 ProcessGroupNCCL's wording, in the shape real reports show (sglang#1693, Megatron-LM#935:
+# the abort's what() line carries the whole watchdog message, then "Exception raised from checkTimeout").
+NCCL_BURST = (LOGS / "nccl_watchdog_abort.log").read_text()
 
 
 def test_in_an_nccl_burst_the_watchdog_timeout_decides_not_the_abort_after_it():
@@ -61,6 +66,15 @@ def test_in_an_nccl_burst_the_watchdog_timeout_decides_not_the_abort_after_it():
     assert verdict.log_class == "COLLECTIVE_TIMEOUT" and verdict.event.line == 1
     assert "--dist-timeout" in verdict.event.remedy
     assert any(e.rule == "nccl_abort_after_error" and e.consequence for e in verdict.events)
+
+
+def test_an_abort_whose_what_line_states_the_timeout_is_decided_by_the_timeout():
+    # what a rank that was not first to see the timeout prints: no watchdog line of its own before the abort
+    burst = NCCL_BURST.split("\n", 3)[3]
+    assert burst.startswith("terminate called")
+    verdict = classify_text(burst)
+    assert verdict.log_class == "COLLECTIVE_TIMEOUT" and "--dist-timeout" in verdict.event.remedy
+    assert verdict.event.text.startswith("what():") and verdict.event.first_line == 1
 
 
 def test_an_abort_with_no_cause_before_it_still_decides():
@@ -110,13 +124,44 @@ def test_precise_rules_keep_priority_and_still_get_their_source(by_site):
     assert verdict.to_json()["decided_by"]["site"]["function"] == "alloc_req_slots"
 
 
-def test_a_site_no_class_fits_stays_fatal_and_a_missing_package_is_not_a_model_failure(by_site):
+def test_an_internal_invariant_and_a_missing_package_get_classes_of_their_own_not_a_model_failure(by_site):
     internal = classify_text("ValueError: prepared_from must be the declaration of a stage appended earlier\n",
                              sites=by_site)
-    assert internal.log_class == "FATAL" and internal.event.source is not None  # known site, no specific cause
+    assert internal.log_class == "INTERNAL_ERROR" and internal.event.source is not None
+    assert "plainer rung" in internal.event.remedy and "upstream" in internal.event.remedy
     missing = classify_text("ImportError: Please install fastsafetensors via `pip install fastsafetensors`\n",
                             sites=by_site)
-    assert missing.log_class == "FATAL"
+    assert missing.log_class == "MISSING_PACKAGE" and "venv" in missing.event.remedy
+
+
+def test_an_invariant_that_names_what_the_operator_chose_is_not_called_an_sglang_bug():
+    chose = _site("sglang/srt/mem_cache/memory_pool.py", "MXFP8 KV cache requires head_dim divisible by {}, got {}.")
+    plumbing = _site("sglang/srt/mem_cache/memory_pool.py", "a reused row must carry allocated KV", "AssertionError")
+    other = _site("sglang/srt/utils/common.py", "retry() observe errors that should not be retried.", "RuntimeError")
+    classifier = SiteClassifier(SiteIndex([chose, plumbing, other]))
+    assert classify_text("ValueError: MXFP8 KV cache requires head_dim divisible by 32, got 80.\n",
+                         sites=classifier).log_class == "FATAL"  # the operator's dtype: no class rather than a lie
+    assert classify_text("AssertionError: a reused row must carry allocated KV\n",
+                         sites=classifier).log_class == "INTERNAL_ERROR"
+    assert classify_text("RuntimeError: retry() observe errors that should not be retried.\n",
+                         sites=classifier).log_class == "FATAL"  # outside sglang's plumbing areas
+
+
+def test_a_line_a_logger_error_site_printed_is_found_by_its_printf_template_and_stays_a_warning():
+    logged = IndexedSite("sglang", "0.5.23", "sglang/srt/model_loader/weight_utils.py", 1962, "kv_cache_scales_loader",
+                         "log", None, "File or directory '%s' not found.")
+    benign = IndexedSite("sglang", "0.5.23", "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py",
+                         387, "is_full_nvlink", "log", None,
+                         "NVLink detection failed. This is normal if your machine has no NVLink equipped.")
+    classifier = SiteClassifier(SiteIndex([logged, benign]))
+    line = "[2026-12-02 10:00:00 TP0] File or directory '/models/glm/kv_scales.json' not found."
+    assert classify_line(line) is None  # no rule says anything about it
+    verdict = classify_text(line + "\n", sites=classifier)
+    assert (verdict.log_class, verdict.fatal) == ("MODEL_LOAD_FAILURE", False)  # logged, not raised: a warning
+    assert verdict.event.source == "sglang 0.5.23 srt/model_loader/weight_utils.py:1962 (kv_cache_scales_loader)"
+    quiet = classify_text("[2026-12-02 10:00:00 TP0] NVLink detection failed. This is normal if your machine has no "
+                          "NVLink equipped.\n", sites=classifier)
+    assert quiet.log_class == "NONE"  # a known site, but no class fits: a normal line, as without sites
 
 
 def test_a_refused_client_request_is_a_warning_not_a_dead_server(by_site):
@@ -128,9 +173,11 @@ def test_a_refused_client_request_is_a_warning_not_a_dead_server(by_site):
 def test_the_shipped_site_classes_name_known_areas_classes_and_remedies():
     classes = bysite.default_classes()
     assert classes.area("sglang/srt/arg_groups/moe_hook.py") == "server_arguments"
-    assert classes.area("sglang/srt/managers/scheduler.py") is None
+    assert classes.area("sglang/srt/managers/scheduler.py") == "scheduling"
+    assert classes.area("sglang/srt/utils/common.py") is None
     assert {e.rule.log_class for e in classes.entries} >= {
-        LogClass.CONFIG_REFUSED, LogClass.ARCH_UNSUPPORTED, LogClass.CUDA_OOM, LogClass.MODEL_LOAD_FAILURE}
+        LogClass.CONFIG_REFUSED, LogClass.ARCH_UNSUPPORTED, LogClass.CUDA_OOM, LogClass.MODEL_LOAD_FAILURE,
+        LogClass.INTERNAL_ERROR, LogClass.MISSING_PACKAGE}
     assert all(e.rule.remedy and e.rule.priority == bysite.PRIORITY for e in classes.entries)
 
 
@@ -159,3 +206,99 @@ def test_an_index_built_from_the_real_file_classifies_the_same_as_one_from_its_c
     line = "RuntimeError: Decode out of memory. Try to lower your batch size."
     assert first.classify(line)[1] == again.classify(line)[1]
     assert first.classify(line)[0].log_class == "CUDA_OOM"
+
+
+def _cached_release(cache: Path, version: str, sites: list[IndexedSite] | None) -> None:
+    root = cache / "sglang" / version / "tree"
+    root.mkdir(parents=True)
+    (cache / "sglang" / version / "release.json").write_text(json.dumps(
+        {"dist": "sglang", "version": version, "root": str(root), "wheel": "w.whl", "sha256": "0" * 64,
+         "wheel_bytes": 1, "files": 1, "bytes": 1}))
+    if sites is not None:
+        rows = [[s.module, s.line, s.function, s.kind, s.exception, s.text] for s in sites]
+        siteindex.cache_path(root).write_text(json.dumps(rows))
+
+
+def test_the_live_watch_uses_the_hosts_releases_cached_index_and_never_builds_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    bysite.forget_releases()
+    _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/layers/layer_boundary/factories.py",
+                                               "prepared_from must be the declaration of a stage {}")])
+    _cached_release(tmp_path, "0.5.22", None)  # the release is cached, its index was never built
+    try:
+        assert bysite.for_release(None) is None and bysite.for_release("0.4.0") is None  # unknown, not cached
+        assert bysite.for_release("0.5.22") is None  # not built here: a deploy does not wait for it
+        assert not siteindex.cache_path(tmp_path / "sglang" / "0.5.22" / "tree").exists()
+        sites = bysite.for_release("0.5.23")
+        line = "ValueError: prepared_from must be the declaration of a stage appended earlier\n"
+        plain, behind = LogWatcher(raise_on_fatal=False), LogWatcher(raise_on_fatal=False, sites=sites)
+        for watcher in (plain, behind):
+            watcher.submit(line)
+            watcher.finish()
+        assert plain.verdict().log_class == "FATAL"
+        verdict = behind.verdict()
+        assert verdict.log_class == "INTERNAL_ERROR"
+        assert verdict.event.source == "sglang 0.5.23 srt/layers/layer_boundary/factories.py:10 (f)"
+    finally:
+        bysite.forget_releases()
+
+
+def test_a_torn_or_hostile_cached_index_is_no_index_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    bysite.forget_releases()
+    _cached_release(tmp_path, "0.5.23", None)
+    path = siteindex.cache_path(tmp_path / "sglang" / "0.5.23" / "tree")
+    try:
+        for text in ('[["a", 1, null, "raise"', '[["a", 1, null, "raise", null, 7]]', '{"a": 1}', '[]'):
+            path.write_text(text)
+            bysite.forget_releases()
+            assert bysite.for_release("0.5.23") is None, text
+    finally:
+        bysite.forget_releases()
+
+
+@pytest.mark.parametrize("version", ["../0.5.23", "0.5.23/../../x", "0.5.23\n", "", " 0.5.23", "v" * 300])
+def test_a_version_a_host_sent_that_is_not_version_shaped_never_reaches_the_corpus(tmp_path, monkeypatch, version):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "release.json").write_text("{}")  # what a traversal would reach
+    bysite.forget_releases()
+    try:
+        assert bysite.for_release(version) is None
+    finally:
+        bysite.forget_releases()
+
+
+def test_a_line_an_argument_module_logs_is_not_a_refused_argument():
+    # sglang 0.5.9 entrypoints/engine.py:896 (_wait_for_scheduler_ready) logs it after a rank died
+    dead = IndexedSite("sglang", "0.5.9", "sglang/srt/entrypoints/engine.py", 896, "_wait_for_scheduler_ready", "log",
+                       None, "Rank {} scheduler is dead. Please check if there are relevant logs.")
+    refused = _site("sglang/srt/entrypoints/engine.py", "Engine got an unexpected tp_size {}")
+    classifier = SiteClassifier(SiteIndex([dead, refused]))
+    line = "[2026-12-02 10:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs."
+    assert classify_line(line).rule.name == "sglang_process_died"
+    verdict = classify_text(line + "\n", sites=classifier)
+    assert (verdict.log_class, verdict.event.source) == ("FATAL", "sglang 0.5.9 srt/entrypoints/engine.py:896 "
+                                                                   "(_wait_for_scheduler_ready)")
+    assert classify_text("ValueError: Engine got an unexpected tp_size 3\n", sites=classifier).log_class == \
+        "CONFIG_REFUSED"
+
+
+def test_hosts_deployed_in_parallel_load_their_releases_index_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/mem_cache/memory_pool.py", "a reused row must carry {}")])
+    loads: list[str] = []
+    real = bysite._load
+
+    def counted(version: str):
+        loads.append(version)
+        return real(version)
+
+    monkeypatch.setattr(bysite, "_load", counted)
+    bysite.forget_releases()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            found = list(pool.map(bysite.for_release, ["0.5.23"] * 16))
+        assert loads == ["0.5.23"] and found[0] is not None and all(f is found[0] for f in found)
+    finally:
+        bysite.forget_releases()

@@ -6,10 +6,13 @@ import pytest
 from rich.console import Console
 
 from fleet.cli import deploy_view
+from fleet.cli.status_view import render_detail
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import InputError
 from fleet.logs import remedies
 from fleet.logs.classify import LineClassifier
+from fleet.logs.follow import spelled
+from fleet.multihost.status import HostStatus
 from fleet.outcomes import DEPLOY_OUTCOMES
 
 TMA = "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal"
@@ -111,3 +114,43 @@ def test_a_remedy_names_flags_as_the_hosts_sglang_spells_them():
     for version in ("0.5.14", "0.5.20", "0.5.23", "0.6.0"):  # deprecated from 0.5.14, gone from 0.5.20
         assert "--cuda-graph-max-bs-decode;" in remedies.remedy_for("CUDA_OOM", oom, sglang=version), version
     assert remedies.remedy_for("CUDA_OOM", oom, sglang="0.4.0") == remedies.remedy_for("CUDA_OOM", oom)
+
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB."
+
+
+def test_a_deploy_names_flags_as_the_hosts_probed_sglang_spells_them_in_summary_and_json():
+    def result(sglang: str | None) -> DeployResult:
+        return DeployResult("sbx0", "failed", attempts=[Attempt("default", "CUDA_OOM", OOM, 3.0)], sglang=sglang)
+
+    new, old, unknown = result("0.5.23"), result("0.5.9"), result(None)
+    assert "--cuda-graph-max-bs-decode" in _text(new) and "--cuda-graph-max-bs-decode" in new.to_json()[
+        "attempts"][0]["remedy"]  # 0.5.20 renamed it
+    for said in (_text(old), old.to_json()["attempts"][0]["remedy"], _text(unknown)):
+        assert "--cuda-graph-max-bs" in said and "--cuda-graph-max-bs-decode" not in said
+
+
+def test_status_detail_spells_the_last_failures_remedy_by_the_releases_recorded_sglang():
+    def detail(sglang: str | None) -> str:
+        console = Console(width=300, record=True)
+        render_detail(HostStatus("sbx0", "a", unit={"ActiveState": "failed"}, last_failure="CUDA_OOM",
+                                 last_failure_evidence=OOM, sglang=sglang), console)
+        return console.export_text()
+
+    assert "--cuda-graph-max-bs-decode" in detail("0.5.23")
+    assert "--cuda-graph-max-bs" in detail(None) and "--cuda-graph-max-bs-decode" not in detail(None)
+
+
+def test_inv_logs_spells_an_events_remedy_by_the_hosts_release_and_leaves_it_when_unknown():
+    (event,) = LineClassifier().feed(OOM)
+    assert "--cuda-graph-max-bs" in event.remedy
+    assert "--cuda-graph-max-bs-decode" in spelled(event, "0.5.23").remedy
+    assert spelled(event, None) is event and spelled(event, "0.5.9") is event
+
+
+@pytest.mark.parametrize("sglang", ["abc", "../0.5.23", "0.5.23; rm -rf /", "9" * 5000])
+def test_a_version_a_host_sent_that_is_no_version_leaves_the_remedy_as_written(sglang):
+    plain = remedies.remedy_for("CUDA_OOM", OOM)
+    assert remedies.remedy_for("CUDA_OOM", OOM, sglang=sglang) == plain
+    result = DeployResult("sbx0", "failed", attempts=[Attempt("default", "CUDA_OOM", OOM, 3.0)], sglang=sglang)
+    assert result.to_json()["attempts"][0]["remedy"] == plain and "--cuda-graph-max-bs" in _text(result)

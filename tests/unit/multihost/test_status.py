@@ -282,3 +282,13 @@ def test_the_current_release_s_versions_are_on_its_status_and_in_its_json():
     console = Console(width=120, record=True)
     render_detail(st, console)
     assert "  versions:              sglang 0.5.23, flashinfer-python 0.7.2\n" in console.export_text()
+
+
+@pytest.mark.parametrize("recorded,seen", [
+    ("0.5.23", "0.5.23"), ("0.5.8.post1", "0.5.8.post1"),
+    (None, None), (523, None), ("../../etc/passwd", None), ("0.5.23\n", None), ("0." * 400, None), ("", None),
+])
+def test_the_current_releases_recorded_sglang_is_read_only_when_version_shaped(recorded, seen):
+    manifest = {**MANIFEST, "facts": {"gpus": 2, "versions": {"sglang": recorded}}}
+    assert status.parse(HOST, output(manifest, "200", [], "")).sglang == seen
+    assert status.parse(HOST, output({**MANIFEST, "facts": ["sglang"]}, "200", [], "")).sglang is None

@@ -66,6 +66,15 @@ def test_a_template_with_too_little_fixed_text_is_not_indexed():
     assert index.locate("ValueError: Invalid quantization fp5").line == 2
 
 
+def test_printf_placeholders_of_logged_messages_take_any_value():
+    sites = [IndexedSite("sglang", "0.5.23", MODULE, 7, "f", "log", None, "Failed to abort request %s during cleanup"),
+             IndexedSite("sglang", "0.5.23", MODULE, 8, "g", "log", None, "Loaded %(n)d shards in %.2f s from disk")]
+    index = SiteIndex(sites)
+    assert index.locate("Failed to abort request 3f9c during cleanup").line == 7
+    assert index.locate("Loaded 12 shards in 3.41 s from disk").line == 8
+    assert index.locate("Failed to abort request") is None  # the fixed text after the placeholder is missing
+
+
 def test_the_same_message_in_two_places_prefers_the_site_raising_the_lines_exception():
     sites = [IndexedSite("sglang", "0.5.23", MODULE, 1, "a", "log", None, "Weights are not ready after {}"),
              IndexedSite("sglang", "0.5.23", MODULE, 9, "b", "raise", "TimeoutError", "Weights are not ready after {}")]
