@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.cli import console, print_json
+from fleet.cli import console, fit, print_json, real_console
 from fleet.cli.hosttext import escape
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
@@ -12,9 +12,9 @@ from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandResult
 
 
-def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
+def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = False) -> int:
     """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
-    them its own way)."""
+    them its own way). Folded within the terminal's width, or with wide each output line whole."""
     failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
     if as_json:
         print_json({"hosts": [
@@ -36,7 +36,7 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
                 text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
                     escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")
                 table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
-        console.print(table)
+        fit.emit(real_console(console), table, wide)
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 
@@ -46,5 +46,5 @@ def parse_timeout(text: str | float | None) -> float:
 
 
 def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
-            timeout: float = execute.DEFAULT_TIMEOUT_S) -> int:
-    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json)
+            timeout: float = execute.DEFAULT_TIMEOUT_S, wide: bool = False) -> int:
+    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json, wide)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -130,7 +131,7 @@ def say(console: Console, text: str | Text, wide: bool = False, indent: int = 0)
         console.print(Padding(line, (0, 0, 0, indent), expand=False), highlight=False)
 
 
-def print_wide(console: Console, table_: Table, width: int) -> None:
+def print_wide(console: Console, table_: RenderableType, width: int) -> None:
     """Print at width even where the terminal is narrower (the terminal wraps; `less -S` does not)."""
     saved = console.width
     console.width = max(saved, width)
@@ -138,3 +139,26 @@ def print_wide(console: Console, table_: Table, width: int) -> None:
         console.print(table_, crop=False)
     finally:
         console.width = saved
+
+
+UNLIMITED = 1 << 20  # wider than any line fleet prints: what a renderable is measured against with --wide
+
+
+def measured(console: Console, renderable: RenderableType) -> int:
+    """The width a renderable takes with nothing folded or shortened (a table's title and caption included)."""
+    width = Measurement.get(console, console.options.update_width(UNLIMITED), renderable).maximum
+    if isinstance(renderable, Table):
+        for note in (renderable.title, renderable.caption):
+            if note is not None:
+                text = note if isinstance(note, Text) else console.render_str(str(note))
+                width = max(width, *(line.cell_len for line in text.split("\n")))
+    return width
+
+
+def emit(console: Console, renderable: RenderableType, wide: bool = False) -> None:
+    """Any renderable (a rich Table, a grid of notes): within the console's width, rich folding or shortening what
+    does not fit; or with --wide at its full measured width, nothing folded or shortened."""
+    if wide:
+        print_wide(console, renderable, measured(console, renderable))
+    else:
+        console.print(renderable)
