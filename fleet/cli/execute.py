@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleet.cli import console, fit, print_json, real_console
 from fleet.cli.hosttext import escape
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
@@ -11,8 +13,12 @@ from fleet.parallel import Outcome
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandResult
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = False) -> int:
+
+def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = False,
+           out: Console | None = None) -> int:
     """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
     them its own way). Folded within the terminal's width, or with wide each output line whole."""
     failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
@@ -36,7 +42,7 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = F
                 text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
                     escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")
                 table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
-        fit.emit(real_console(console), table, wide)
+        fit.emit(real_console(out or console), table, wide)
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 

@@ -159,6 +159,9 @@ def emit(console: Console, renderable: RenderableType, wide: bool = False) -> No
     """Any renderable (a rich Table, a grid of notes): within the console's width, rich folding or shortening what
     does not fit; or with --wide at its full measured width, nothing folded or shortened."""
     if wide:
-        print_wide(console, renderable, measured(console, renderable))
+        width = measured(console, renderable)
+        if isinstance(renderable, Table):
+            renderable.min_width = width  # a title or caption wider than the columns stays on one line too
+        print_wide(console, renderable, width)
     else:
         console.print(renderable)
