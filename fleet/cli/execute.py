@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fleet.cli import console, fit, print_json, real_console
-from fleet.cli.hosttext import escape
+from fleet.cli.hosttext import escape, visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
 from fleet.inventory import Host
@@ -29,6 +29,8 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = F
              "stdout": o.value.stdout if o.value else None, "stderr": o.value.stderr if o.value else None,
              "seconds": round(o.seconds, 3)}
             for o in outcomes]})
+    elif wide:
+        _lines(outcomes, len(outcomes) - len(failed), real_console(out or console))
     else:
         from rich.table import Table
 
@@ -44,6 +46,25 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = F
                 table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
         fit.emit(real_console(out or console), table, wide)
     return EXIT_HOST_FAILED if failed else EXIT_OK
+
+
+def _lines(outcomes: list[Outcome[CommandResult]], ok: int, screen: Console) -> None:
+    """--wide: each host's exit status, then every line of its output prefixed by its name, as pdsh prints them:
+    whole at any width, and never padded to the longest line (a table pads every row of a cell to its widest, so
+    one long line from a host times its many short ones could fill the controller's memory)."""
+    from rich.text import Text
+
+    text = Text(f"{ok}/{len(outcomes)} hosts ok\n")
+    for o in outcomes:
+        good = bool(o.value and o.value.ok)
+        state = f"exit {o.value.exited}" if o.value else (o.error or "failed")
+        text.append(visible(f"{o.host.name} ({o.host.address}): {state}", lines=False) + "\n",
+                    style="bold" if good else "bold red")
+        for stream, style in ((o.value.stdout, ""), (o.value.stderr, "red")) if o.value else ():
+            for line in stream.rstrip("\n").split("\n") if stream.strip("\n") else ():
+                text.append(f"{visible(o.host.name, lines=False)}: {visible(line, lines=False)}\n", style=style)
+    text.rstrip()
+    screen.print(text, soft_wrap=True, highlight=False)
 
 
 def parse_timeout(text: str | float | None) -> float:

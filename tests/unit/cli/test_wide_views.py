@@ -191,6 +191,18 @@ def test_the_rollout_keeps_each_release_id_whole_at_any_width(width):
     assert "20261202T143305Z-2707" in row.split() and "ok" in row.split()
 
 
+def test_wide_exec_prints_a_hosts_lines_as_sent_and_never_pads_them_to_its_longest():
+    """A host's one very long line among many short ones: each line once, prefixed by the host, not a table
+    padding every line to the longest (100 kB x 2,000 lines would be 200 MB); its escapes and markup shown, not
+    obeyed."""
+    hostile = "x" * 100_000 + "\n" + "\n".join(f"short {i} [red]\x1b[2J" for i in range(2000)) + "\n"
+    outcome = Outcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
+    lines = drawn(80, lambda c: execute.report([outcome], False, True, c))
+    assert sum(len(line) for line in lines) < 200_000
+    assert lines[:2] == ["0/1 hosts ok", "evil (10.0.0.9): exit 3"] and lines[2] == "evil: " + "x" * 100_000
+    assert lines[3] == "evil: short 0 [red]\\x1b[2J" and lines[-1] == "evil: boom" and len(lines) == 2004
+
+
 def test_a_raw_table_is_printed_at_its_full_measured_width_title_and_caption_included():
     from rich.table import Table
 
