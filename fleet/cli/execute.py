@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fleet.cli import console, fit, print_json, real_console
+from fleet.cli import console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
@@ -33,6 +33,8 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = F
         _lines(outcomes, len(outcomes) - len(failed), real_console(out or console))
     else:
         from rich.table import Table
+
+        from fleet.cli import fit  # rich: loaded only where a table is drawn, never on the --json path
 
         table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok")
         for col in ("host", "address", "exit", "output"):

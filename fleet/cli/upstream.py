@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.cli import console, fit, print_json, real_console
+from fleet.cli import console, print_json, real_console
 from fleet.errors import EXIT_OK
 from fleet.upstream import corpus as upstream
 from fleet.upstream import flags as sglang_cli
@@ -44,6 +44,8 @@ def render(rels: list[upstream.Release], took: float, console: Console, wide: bo
     """One row per release, then the totals: within the terminal's width, or with wide the cache's path and every
     release whole however wide that is."""
     from rich.table import Table
+
+    from fleet.cli import fit  # rich: loaded only where a table is drawn, never on the --json path
 
     screen = real_console(console)
     t = Table(title=f"upstream corpus in {upstream.cache_dir()}", title_justify="left")
