@@ -36,6 +36,9 @@ class Col:
 
 
 FOLD_MIN = 20  # the narrowest a folding column is given
+# The most of one cell --wide shows: more is no value a person reads, and a table pads every row to its widest
+# cell, so one huge value from a host (a rung, a playbook name in a manifest) times many rows would fill memory.
+WIDE_MAX = 2000
 
 
 def shorten(text: str, cap: int | None, ascii_only: bool = False, keep_end: bool = False) -> str:
@@ -53,7 +56,8 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
     used = 0
     for col in cols:
         shown = [(visible(t, lines=False), s) for t, s in col.cells]  # host text: controls shown, not obeyed
-        cells = shown if wide else [(shorten(t, col.cap, ascii_only, col.keep_end), s) for t, s in shown]
+        cap = WIDE_MAX if wide else col.cap
+        cells = [(shorten(t, cap, ascii_only, col.keep_end), s) for t, s in shown]
         if not wide and chosen and not any(t for t, _ in cells):
             continue  # nothing to say in it
         need = max([len(col.header), *(len(t) for t, _ in cells)])

@@ -203,6 +203,17 @@ def test_wide_exec_prints_a_hosts_lines_as_sent_and_never_pads_them_to_its_longe
     assert lines[3] == "evil: short 0 [red]\\x1b[2J" and lines[-1] == "evil: boom" and len(lines) == 2004
 
 
+def test_wide_history_bounds_a_huge_value_a_host_sent_instead_of_padding_every_row_to_it():
+    """A manifest naming a 1 MB playbook beside 500 releases: its cell is cut at fit.WIDE_MAX, not 500 MB drawn."""
+    base = releases()[1]
+    many = [Release(id=f"20261202T15{i // 60 % 60:02d}{i % 60:02d}Z-{i:04x}", host="sbx0", playbook="p",
+                    playbook_sha256="x", created=base.created, status="ok", rung="r", attempts=[]) for i in range(500)]
+    many[0].playbook = "p" * 1_000_000
+    lines = drawn(80, lambda c: deploy_view.render_history("sbx0", many, None, c, False, True))
+    assert len(lines) == 502 and max(len(line) for line in lines) < fit.WIDE_MAX + 200
+    assert "p" * (fit.WIDE_MAX - 1) + "…" in lines[2]
+
+
 def test_a_raw_table_is_printed_at_its_full_measured_width_title_and_caption_included():
     from rich.table import Table
 
