@@ -20,10 +20,10 @@ _opts = cli.options
 @task(name="exec", iterable=["host", "group"],
       help={"cmd": "shell command to run on every selected host", **CHANGE_HELP,
             "timeout": "seconds each host's command may take, output and exit status included, before the host "
-                       "counts as failed (default 120)"})
+                       "counts as failed (default 120)", "wide": WIDE_HELP})
 @reports_errors
 def exec_(c, cmd, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
-          accept_new_host_keys=False, ask_become_pass=False, timeout=None):
+          accept_new_host_keys=False, ask_become_pass=False, timeout=None, wide=False):
     """Run one shell command on the selected hosts in parallel over SSH."""
     from fleet.cli import execute
 
@@ -31,23 +31,24 @@ def exec_(c, cmd, inventory=None, host=None, group=None, all_=False, yes=False, 
     hosts = cli.changing_hosts("exec", inventory, host, group, all_)
     cli.targets.confirm("exec", hosts, yes, [f"command: {cmd}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=execute.command(hosts, cmd, opts, json, seconds))
+    raise Exit(code=execute.command(hosts, cmd, opts, json, seconds, wide))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "verbose": "also say how each host was reached, like ssh -v: "
                                                              "every hop and its address, the known_hosts line "
                                                              "that vouched for each host key, each key offered",
                                           "p2p_check": "also copy a buffer between each pair of GPUs with the "
-                                                       "venv's torch and compare it (a second round trip)"})
+                                                       "venv's torch and compare it (a second round trip)",
+                                          "wide": WIDE_HELP})
 @reports_errors
 def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-          verbose=False, p2p_check=False):
+          verbose=False, p2p_check=False, wide=False):
     """Probe hosts in parallel (one SSH round trip each): GPUs, SM, topology, P2P, VM, driver, venv."""
     from fleet.cli import probe as probing
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=probing.command(hosts, opts, json, verbose, p2p_check))
+    raise Exit(code=probing.command(hosts, opts, json, verbose, p2p_check, wide))
 
 
 DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path (default: the one the inventory "
@@ -59,14 +60,15 @@ DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path
                "max_fail": "stop the rollout once more than N hosts (or P% of all) failed, e.g. 1 or 10%; later "
                            "batches are left untouched (skipped); default 0",
                "host_timeout": "seconds a host's deploy may take before it counts as failed (its deploy goes on "
-                               "in the background to its own end); default none"}
+                               "in the background to its own end); default none",
+               "wide": WIDE_HELP}
 
 
 @task(iterable=["host", "group"], help=DEPLOY_HELP)
 @reports_errors
 def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
            dry_run=False, force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False,
-           ask_become_pass=False):
+           ask_become_pass=False, wide=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
     from fleet.cli import deploy as deploy_cmd
 
@@ -74,7 +76,7 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
     book = cli.targets.playbook_for(hosts, playbook)
     opts = functools.partial(_opts, hosts, accept_new_host_keys, ask_become_pass)  # made after the plan's yes
     raise Exit(code=deploy_cmd.deploy(hosts, book, opts, json, dry_run, force, serial, max_fail, host_timeout,
-                                      yes=yes))
+                                      yes=yes, wide=wide))
 
 
 @task(iterable=["host", "group"], help={**CHANGE_HELP,
@@ -83,10 +85,11 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
                                         "to": "release to restore (default: the newest known-good before the "
                                               "current); before-fleet: the unit and env file as fleet found "
                                               "them, every patch set reverted",
-                                        "router": "roll back the playbook's router unit on its router.host instead"})
+                                        "router": "roll back the playbook's router unit on its router.host instead",
+                                        "wide": WIDE_HELP})
 @reports_errors
 def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
-             accept_new_host_keys=False, ask_become_pass=False, router=False):
+             accept_new_host_keys=False, ask_become_pass=False, router=False, wide=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
@@ -96,21 +99,21 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
         hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
         cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router))
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router, wide))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "bench": "also each release's benchmark (tok/s, its spread "
                                                                  "where tuned) as a bar: a regression shows at a "
-                                                                 "glance"})
+                                                                 "glance", "wide": WIDE_HELP})
 @reports_errors
 def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
-            bench=False):
+            bench=False, wide=False):
     """List a host's releases with their outcome (the current one marked); ids in full, for --to."""
     from fleet.cli import deploy as deploy_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.history(hosts, opts, json, bench))
+    raise Exit(code=deploy_cmd.history(hosts, opts, json, bench, wide))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",
@@ -150,10 +153,11 @@ def logs(c, inventory=None, host=None, group=None, follow=False, since=None, onl
 
 @task(iterable=["host", "group"], help={**CHANGE_HELP, "playbook": "playbook whose bench settings, port and "
                                                                   "venv are used (default: the one the inventory "
-                                                                  "binds to the hosts' group)"})
+                                                                  "binds to the hosts' group)",
+                                        "wide": WIDE_HELP})
 @reports_errors
 def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
-          accept_new_host_keys=False, ask_become_pass=False):
+          accept_new_host_keys=False, ask_become_pass=False, wide=False):
     """Benchmark the running server (bench_serving, offline), sample GPU power; store it in the current release."""
     from fleet.cli import tune as tuning
 
@@ -161,7 +165,7 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, y
     playbook = cli.targets.playbook_for(hosts, playbook)
     cli.targets.confirm("bench", hosts, yes, [f"playbook: {playbook}", "load: the playbook's benchmark on each"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=tuning.bench_command(hosts, playbook, opts, json))
+    raise Exit(code=tuning.bench_command(hosts, playbook, opts, json, wide))
 
 
 @task(iterable=["host", "group"], help={**CHANGE_HELP, "playbook": DEPLOY_HELP["playbook"],
@@ -169,10 +173,11 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, y
                                                "host that is serving",
                                         "runs": "benchmark runs counted per serving rung, after one warm-up "
                                                 "(default: the playbook's bench.runs, 3); a later rung wins only "
-                                                "beyond both rungs' spreads and bench.min_gain"})
+                                                "beyond both rungs' spreads and bench.min_gain",
+                                        "wide": WIDE_HELP})
 @reports_errors
 def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, json=False, yes=False,
-         accept_new_host_keys=False, ask_become_pass=False, runs=None):
+         accept_new_host_keys=False, ask_become_pass=False, runs=None, wide=False):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
@@ -180,7 +185,7 @@ def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, js
     playbook = cli.targets.playbook_for(hosts, playbook)
     cli.targets.confirm("tune", hosts, yes, [f"playbook: {playbook}", "every eligible rung restarts each host"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes, runs))
+    raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes, runs, wide))
 
 
 @task(iterable=["host", "group", "package", "set"],
@@ -380,9 +385,9 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
 @task(help={"sglang": "only this sglang release (with --flashinfer: only that pair)",
             "flashinfer": "only this flashinfer-python release", "json": "print what is cached as JSON",
             "write_flags": "after fetching, rewrite playbooks/upstream/sglang-flags.yaml from every sglang of the "
-                           "matrix (their launch_server flags, read with ast)"})
+                           "matrix (their launch_server flags, read with ast)", "wide": WIDE_HELP})
 @reports_errors
-def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False):
+def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wide=False):
     """Fetch the real sglang / flashinfer-python wheels of playbooks/upstream/matrix.yaml (or the ones named)
     into ~/.cache/fleet/upstream: pip download --no-deps, sha256 checked against the registry, text files kept.
 
@@ -390,7 +395,7 @@ def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False):
     """
     from fleet.cli import upstream as upstream_cmd
 
-    raise Exit(code=upstream_cmd.command(sglang, flashinfer, json, write_flags))
+    raise Exit(code=upstream_cmd.command(sglang, flashinfer, json, write_flags, wide))
 
 
 @task(iterable=["playbook"],

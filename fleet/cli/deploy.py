@@ -56,7 +56,7 @@ def progress_to(as_json: bool) -> Callable[[Host], Progress]:
 
 def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[[], ConnectOptions], as_json: bool,
            dry_run: bool, force: bool, serial: str | None = None, max_fail: str | None = None,
-           host_timeout: str | float | None = None, yes: bool = True) -> int:
+           host_timeout: str | float | None = None, yes: bool = True, wide: bool = False) -> int:
     """connect: how to connect, or what makes it once the plan is agreed (--ask-become-pass prompts then, after the
     operator said yes to the plan, never before it is shown)."""
     # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
@@ -74,17 +74,17 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     opts = connect() if callable(connect) else connect
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
-        return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
+        return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
     hooks = None
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
-        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks)
+        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide)
     results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
     if hooks:
-        return _router_dry_run(hooks, list(hosts), results, as_json)
-    return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
+        return _router_dry_run(hooks, list(hosts), results, as_json, wide)
+    return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
 
 
 def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[rollout.Amount] | None,
@@ -103,7 +103,7 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
-             router: bool = False) -> int:
+             router: bool = False, wide: bool = False) -> int:
     if to is not None and to != rollbacks.BEFORE_FLEET:
         try:
             release_id(to)
@@ -130,7 +130,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
         if as_json:
             print_json(report)
         else:
-            render_router(report, console)
+            render_router(report, console, wide)
         return EXIT_OK if report["status"] == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json)).rollback(to)
@@ -140,7 +140,8 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
 
 
-def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False) -> int:
+def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,
+            wide: bool = False) -> int:
     outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
@@ -153,26 +154,26 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
 
         for o in outcomes:
             if o.value:
-                render_history(o.host.name, o.value[0], o.value[1], console, bench)
+                render_history(o.host.name, o.value[0], o.value[1], console, bench, wide)
             else:
-                console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=True)
+                console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=wide)
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
-def draw(result: DeployResult) -> None:
+def draw(result: DeployResult, wide: bool = False) -> None:
     from fleet.cli.deploy_view import render
 
-    render(result, console)
+    render(result, console, wide)
 
 
-def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus]) -> int:
-    print_results(results, as_json, draw)
+def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus], wide: bool = False) -> int:
+    print_results(results, as_json, lambda r: draw(r, wide))
     return EXIT_OK if all(r.status in ok for r in results) else EXIT_HOST_FAILED
 
 
 def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
-             timeout: float | None, hooks: routing.RouterHooks | None) -> int:
+             timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False) -> int:
     plan = rolling.plan_batches(hosts, sizes)
     board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
     live: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -199,9 +200,9 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
     else:
         from fleet.cli.deploy_view import render_rollout
 
-        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console)
+        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console, wide)
         if done.router:
-            render_router(done.router, console)
+            render_router(done.router, console, wide)
     sys.stdout.flush()
     if done.interrupted:
         sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
@@ -210,7 +211,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
 
 
 def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list[DeployResult],
-                    as_json: bool) -> int:
+                    as_json: bool, wide: bool = False) -> int:
     try:
         report = routing.dry_run(hooks, hosts)
     except FleetError as exc:
@@ -219,20 +220,22 @@ def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list
         print_json({"hosts": [r.to_json() for r in results], "router": report})
     else:
         for r in results:
-            draw(r)
-        render_router(report, console)
+            draw(r, wide)
+        render_router(report, console, wide)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report["status"] == DeployStatus.DRY_RUN
     return EXIT_OK if ok else EXIT_HOST_FAILED
 
 
-def render_router(report: dict[str, Any], console: Console) -> None:
+def render_router(report: dict[str, Any], console: Console, wide: bool = False) -> None:
+    """The router's line, its error and diff: folded within the terminal's width, or with wide each line whole."""
     status = report["status"]
     colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
-    console.print(f"[bold]router[/] {report['host']}:{report.get('port', '')} [{colour}]{status}[/]"
-                  + (f" release {report['release']}" if report.get("release") else "")
-                  + f"  workers: {' '.join(report.get('workers') or report.get('config', {}).get('workers', []))}",
-                  highlight=False, soft_wrap=True)
+    workers = " ".join(report.get("workers") or report.get("config", {}).get("workers", []))
+    console.print(f"[bold]router[/] {escape(str(report['host']))}:{escape(str(report.get('port', '')))} "
+                  f"[{colour}]{status}[/]" + (f" release {escape(str(report['release']))}" if report.get("release")
+                                              else "") + f"  workers: {escape(workers)}",
+                  highlight=False, soft_wrap=wide)
     if report.get("error"):
-        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=True)
+        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=wide)
     if report.get("diff"):
-        console.print(escape(report["diff"]), highlight=False, soft_wrap=True)
+        console.print(escape(report["diff"]), highlight=False, soft_wrap=wide)

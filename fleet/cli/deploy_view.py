@@ -19,20 +19,23 @@ from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 
 
-def render(result: DeployResult, console: Console) -> None:
+def render(result: DeployResult, console: Console, wide: bool = False) -> None:
+    """A host's outcome, its attempts and what to try next: within the terminal's width (sentences folded), or
+    with wide every line whole (the diff, each evidence line, each remedy)."""
+    screen = real_console(console)
     colour = _COLOURS.get(result.status, "white")
-    console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
-                  + (f", release {result.release}" if result.release else "")
-                  + (f", rung {result.config.get('rung')}" if result.config.get("rung") else ""))
+    screen.print(f"[bold]{escape(result.host)}[/]: [{colour}]{result.status}[/]"
+                 + (f", release {escape(result.release)}" if result.release else "")
+                 + (f", rung {escape(str(result.config.get('rung')))}" if result.config.get("rung") else ""),
+                 highlight=False, soft_wrap=wide)
     if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
-        console.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
-                      highlight=False, soft_wrap=True)
+        screen.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
+                     highlight=False, soft_wrap=wide)
     for note in result.notes:
-        console.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
+        screen.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=wide)
     if result.diff is not None:
-        console.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=True)
+        screen.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=wide)
     if result.attempts:
-        screen = real_console(console)
         ascii_only = fit.plain_terminal(screen)
         measured = any(a.bench for a in result.attempts)
         style: dict[str, str] = {Outcome.READY: "green", Outcome.PREFLIGHT: "dim"}
@@ -42,15 +45,15 @@ def render(result: DeployResult, console: Console) -> None:
                 *([fit.Col("tok/s", [(_tok((a.bench or {}).get("result", {}).get("output_throughput")), "")
                                      for a in result.attempts], right=True)] if measured else []),
                 fit.Col("seconds", [(f"{a.seconds:.1f}", "") for a in result.attempts], right=True)]
-        console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), f"{result.host}: attempts"))
+        fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{result.host}: attempts"), wide)
         # the evidence is a log line or a sentence: below the table, numbered, folded to the terminal
-        console.print(notes([(f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}")
-                             for i, a in enumerate(result.attempts, 1)]))
+        fit.emit(screen, notes([(f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}")
+                                for i, a in enumerate(result.attempts, 1)]), wide)
         steps = next_steps(result)
         if steps:
-            console.print(notes([("-", line) for line in steps]))
+            fit.emit(screen, notes([("-", line) for line in steps]), wide)
     if result.error:
-        console.print(f"[red]{escape(result.error)}[/]", soft_wrap=True)
+        screen.print(f"[red]{escape(result.error)}[/]", soft_wrap=wide)
 
 
 def notes(items: list[tuple[str, str]]) -> Table:
@@ -86,8 +89,9 @@ def _when(created: str) -> str:
 
 
 def render_history(host: str, releases: list[Release], current: str | None, console: Console,
-                   bench: bool = False) -> None:
-    """One line per release, ids in full (`--to` needs them); with bench, its tok/s as a bar (a trend)."""
+                   bench: bool = False, wide: bool = False) -> None:
+    """One line per release, ids in full (`--to` needs them); with bench, its tok/s as a bar (a trend); with wide
+    every column and value in full (rung, versions, failure, playbook)."""
     screen = real_console(console)
     ascii_only = fit.plain_terminal(screen)
     speeds = [benching.measured(benching.result_of(r.to_json())) or (None, None) for r in releases]
@@ -114,8 +118,8 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
              fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=18),
              fit.Col("created", [(_when(r.created), "") for r in releases]),
              fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
-    screen.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
-                           f"{host}: releases (newest last)"))
+    fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{host}: releases (newest last)"),
+             wide)
 
 
 def _tok(value: float | None) -> str:
@@ -133,18 +137,21 @@ def _power(record: dict[str, Any] | None, short: bool = False) -> str:
 
 
 def render_bench(host: str, release: str | None, rung: str | None, record: dict[str, Any] | None,
-                 error: str | None, console: Console) -> None:
-    """`inv bench`: throughput, latency percentiles, power per GPU against its limit."""
+                 error: str | None, console: Console, wide: bool = False) -> None:
+    """`inv bench`: throughput, latency percentiles, power per GPU against its limit (wide: every line whole)."""
+    screen = real_console(console)
     if record is None:
-        console.print(f"[bold]{host}[/]: [bold red]failed[/] {escape(error or '')}")
+        screen.print(f"[bold]{escape(host)}[/]: [bold red]failed[/] {escape(error or '')}", soft_wrap=wide)
         return
     r, p, s = record["result"], record.get("power") or {}, record["settings"]
-    console.print(f"[bold]{host}[/]: release {release}, rung {rung}: [bold]{_tok(r['output_throughput'])} tok/s[/]"
-                  f" output ({s['num_prompts']} prompts of {s['input_len']}+{s['output_len']} tokens, concurrency "
-                  f"{s['max_concurrency']}, {r.get('duration_s') or 0:.1f}s)"
-                  + (" [bold yellow]UNDERUTILISED[/]: mean power "
-                     f"{p['mean_w']:.0f} W of {p['limit_w']:.0f} W per GPU" if p.get("underutilised") else ""))
-    lat = Table(title=f"{host}: latency (ms)")
+    screen.print(f"[bold]{escape(host)}[/]: release {escape(str(release))}, rung {escape(str(rung))}: "
+                 f"[bold]{_tok(r['output_throughput'])} tok/s[/]"
+                 f" output ({s['num_prompts']} prompts of {s['input_len']}+{s['output_len']} tokens, concurrency "
+                 f"{s['max_concurrency']}, {r.get('duration_s') or 0:.1f}s)"
+                 + (" [bold yellow]UNDERUTILISED[/]: mean power "
+                    f"{p['mean_w']:.0f} W of {p['limit_w']:.0f} W per GPU" if p.get("underutilised") else ""),
+                 highlight=False, soft_wrap=wide)
+    lat = Table(title=escape(f"{host}: latency (ms)"))
     stats = ("mean", "median", "p90", "p95", "p99", "max")
     lat.add_column("")
     for col in stats:
@@ -153,9 +160,8 @@ def render_bench(host: str, release: str | None, rung: str | None, record: dict[
         row = (r.get("latency_ms") or {}).get(metric)
         if row:
             lat.add_row(label, *(f"{row[k]:.1f}" if k in row else "-" for k in stats))
-    console.print(lat)
+    fit.emit(screen, lat, wide)
     if p.get("gpus"):
-        screen = real_console(console)
         ascii_only = fit.plain_terminal(screen)
         rows = p["gpus"]
         share = [100 * g["mean_w"] / g["limit_w"] if g.get("limit_w") else None for g in rows]
@@ -169,24 +175,25 @@ def render_bench(host: str, release: str | None, rung: str | None, record: dict[
                 fit.Col("util %", [(f"{g['mean_util']:.0f}" if g.get("mean_util") is not None else "-", "")
                                    for g in rows], right=True),
                 fit.Col("max W", [(f"{g['max_w']:.0f}", "") for g in rows], right=True)]
-        console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
-                                f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} "
-                                "samples busy); bars: mean power, of the limit"))
+        fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
+                                   f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} "
+                                   "samples busy); bars: mean power, of the limit"), wide)
     if p.get("note"):
-        console.print(f"[yellow]{escape(p['note'])}[/]")
+        screen.print(f"[yellow]{escape(p['note'])}[/]", soft_wrap=wide)
 
 
-def render_tune(result: Any, console: Console, width: int = 20) -> None:
+def render_tune(result: Any, console: Console, width: int = 20, wide: bool = False) -> None:
     """`inv tune`: one row per rung, its median tok/s, spread and a bar scaled to the fastest; then the
-    decisions (which rung beat which, or stayed within noise) and why the others lost, below the table."""
+    decisions (which rung beat which, or stayed within noise) and why the others lost, below the table (with
+    wide: every rung and outcome whole, bars of `width` cells, each line whole)."""
+    screen = real_console(console)
     colour = _COLOURS.get(result.status, "white")
     winner_runs = next((Runs.from_json((a.bench or {}).get("runs")) for a in result.attempts
                         if a.rung == result.winner and a.outcome == Outcome.READY), None)
-    console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
-                  + (f", winner {result.winner} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
-                  + (f" ±{winner_runs.spread:,.0f} (median of {len(winner_runs.tok_s)} runs)" if winner_runs else "")
-                  + (f", release {result.release}" if result.release else ""))
-    screen = real_console(console)
+    screen.print(f"[bold]{escape(result.host)}[/]: [{colour}]{result.status}[/]"
+                 + (f", winner {escape(result.winner)} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
+                 + (f" ±{winner_runs.spread:,.0f} (median of {len(winner_runs.tok_s)} runs)" if winner_runs else "")
+                 + (f", release {escape(result.release)}" if result.release else ""), highlight=False, soft_wrap=wide)
     ascii_only = fit.plain_terminal(screen)
     speeds, spreads, ttfts = [], [], []
     for a in result.attempts:
@@ -205,17 +212,17 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
             fit.Col("TTFT", [(t, "") for t in ttfts], right=True),
             fit.Col("W/GPU", [(Text.from_markup(_power(a.bench, short=True)).plain, "") for a in result.attempts])]
     # the bar (after ±) gets what the others leave: 5 to `width` cells, and 2 for the winner's mark
-    cells = max(5, min(width, screen.width - fit.width_of(fit.choose(cols, 10**6)) - fit.GAP - 2))
+    cells = width if wide else max(5, min(width, screen.width - fit.width_of(fit.choose(cols, 10**6)) - fit.GAP - 2))
     bars = []
     for a, speed in zip(result.attempts, speeds, strict=True):
         won = a.rung == result.winner and a.outcome == Outcome.READY
         bars.append((fit.bar(speed, top, cells, ascii_only) + ((" <" if ascii_only else " ◀") if won else ""),
                      "bold green" if won else ""))
     cols.insert(5, fit.Col("", bars))
-    console.print(fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only),
-                            f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"))
+    fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
+                               f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"), wide)
     for line in getattr(result, "decisions", ()):
-        console.print(escape(line), highlight=False)
+        screen.print(escape(line), highlight=False, soft_wrap=wide)
     items = []
     for i, a in enumerate(result.attempts, 1):
         if a.outcome == Outcome.READY:
@@ -224,31 +231,36 @@ def render_tune(result: Any, console: Console, width: int = 20) -> None:
         items.append((f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}" + (f"; next: {escape(remedy)}" if remedy
                                                                              else "")))
     if items:
-        console.print(notes(items))
+        fit.emit(screen, notes(items), wide)
     if result.final is not None:
-        console.print(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)")
+        screen.print(escape(f"started {result.winner} again: {result.final.outcome} ({result.final.seconds:.0f}s)"),
+                     highlight=False, soft_wrap=wide)
     if result.error:
-        console.print(f"[red]{escape(result.error)}[/]")
+        screen.print(f"[red]{escape(result.error)}[/]", soft_wrap=wide)
 
 
 def render_rollout(results: list[DeployResult], batch_of: dict[str, int], seconds: dict[str, float],
-                   stopped: str | None, console: Console) -> None:
-    """The summary at the end of a rolling deploy: each deployed host's attempts, then one row per host."""
+                   stopped: str | None, console: Console, wide: bool = False) -> None:
+    """The summary at the end of a rolling deploy: each deployed host's attempts, then one row per host (release
+    ids whole, for --to), each host's error below the table, folded (with wide: every value and line whole)."""
     for r in results:
         if r.status != DeployStatus.SKIPPED:
-            render(r, console)
-    table = Table(title="rollout")
-    for col in ("host", "batch", "status", "release", "rung", "seconds", "error"):
-        table.add_column(col, overflow="fold")
+            render(r, console, wide)
+    screen = real_console(console)
+    cols = [fit.Col("host", [(r.host, "bold") for r in results], cap=24),
+            fit.Col("status", [(r.status, _COLOURS.get(r.status, "white")) for r in results]),
+            fit.Col("release", [(r.release or "-", "") for r in results]),  # whole, before the rest: --to takes it
+            fit.Col("batch", [(str(batch_of.get(r.host, "-")), "") for r in results], right=True),
+            fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16),
+            fit.Col("seconds", [(f"{seconds[r.host]:.0f}" if r.host in seconds else "-", "") for r in results],
+                    right=True)]
+    fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, fit.plain_terminal(screen)), "rollout"), wide)
     for r in results:
-        colour = _COLOURS.get(r.status, "white")
-        table.add_row(r.host, str(batch_of.get(r.host, "-")), f"[{colour}]{r.status}[/]", r.release or "-",
-                      str(r.config.get("rung") or "-"),
-                      f"{seconds[r.host]:.0f}" if r.host in seconds else "-", escape(r.error or ""))
-    console.print(table)
+        if r.error:
+            fit.say(screen, Text(visible(f"{r.host}: {r.error}", lines=False), style="red"), wide)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     line = ", ".join(f"{n} {status}" for status, n in counts.items())
-    console.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]: {line}"
-                  + (f"; [bold red]stopped[/]: {escape(stopped)}" if stopped else ""))
+    screen.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]: {line}"
+                 + (f"; [bold red]stopped[/]: {escape(stopped)}" if stopped else ""), highlight=False, soft_wrap=wide)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fleet.cli import console, print_json
-from fleet.cli.hosttext import escape
+from typing import TYPE_CHECKING
+
+from fleet.cli import console, print_json, real_console
+from fleet.cli.hosttext import escape, visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
 from fleet.inventory import Host
@@ -11,10 +13,14 @@ from fleet.parallel import Outcome
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandResult
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
+
+def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = False,
+           out: Console | None = None) -> int:
     """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
-    them its own way)."""
+    them its own way). Folded within the terminal's width, or with wide each output line whole."""
     failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
     if as_json:
         print_json({"hosts": [
@@ -23,8 +29,12 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
              "stdout": o.value.stdout if o.value else None, "stderr": o.value.stderr if o.value else None,
              "seconds": round(o.seconds, 3)}
             for o in outcomes]})
+    elif wide:
+        _lines(outcomes, len(outcomes) - len(failed), real_console(out or console))
     else:
         from rich.table import Table
+
+        from fleet.cli import fit  # rich: loaded only where a table is drawn, never on the --json path
 
         table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok")
         for col in ("host", "address", "exit", "output"):
@@ -36,8 +46,27 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool) -> int:
                 text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
                     escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")
                 table.add_row(o.host.name, o.host.address, str(o.value.exited), text)
-        console.print(table)
+        fit.emit(real_console(out or console), table, wide)
     return EXIT_HOST_FAILED if failed else EXIT_OK
+
+
+def _lines(outcomes: list[Outcome[CommandResult]], ok: int, screen: Console) -> None:
+    """--wide: each host's exit status, then every line of its output prefixed by its name, as pdsh prints them:
+    whole at any width, and never padded to the longest line (a table pads every row of a cell to its widest, so
+    one long line from a host times its many short ones could fill the controller's memory)."""
+    from rich.text import Text
+
+    text = Text(f"{ok}/{len(outcomes)} hosts ok\n")
+    for o in outcomes:
+        good = bool(o.value and o.value.ok)
+        state = f"exit {o.value.exited}" if o.value else (o.error or "failed")
+        text.append(visible(f"{o.host.name} ({o.host.address}): {state}", lines=False) + "\n",
+                    style="bold" if good else "bold red")
+        for stream, style in ((o.value.stdout, ""), (o.value.stderr, "red")) if o.value else ():
+            for line in stream.rstrip("\n").split("\n") if stream.strip("\n") else ():
+                text.append(f"{visible(o.host.name, lines=False)}: {visible(line, lines=False)}\n", style=style)
+    text.rstrip()
+    screen.print(text, soft_wrap=True, highlight=False)
 
 
 def parse_timeout(text: str | float | None) -> float:
@@ -46,5 +75,5 @@ def parse_timeout(text: str | float | None) -> float:
 
 
 def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
-            timeout: float = execute.DEFAULT_TIMEOUT_S) -> int:
-    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json)
+            timeout: float = execute.DEFAULT_TIMEOUT_S, wide: bool = False) -> int:
+    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json, wide)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +36,9 @@ class Col:
 
 
 FOLD_MIN = 20  # the narrowest a folding column is given
+# The most of one cell --wide shows: more is no value a person reads, and a table pads every row to its widest
+# cell, so one huge value from a host (a rung, a playbook name in a manifest) times many rows would fill memory.
+WIDE_MAX = 2000
 
 
 def shorten(text: str, cap: int | None, ascii_only: bool = False, keep_end: bool = False) -> str:
@@ -52,7 +56,8 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
     used = 0
     for col in cols:
         shown = [(visible(t, lines=False), s) for t, s in col.cells]  # host text: controls shown, not obeyed
-        cells = shown if wide else [(shorten(t, col.cap, ascii_only, col.keep_end), s) for t, s in shown]
+        cap = WIDE_MAX if wide else col.cap
+        cells = [(shorten(t, cap, ascii_only, col.keep_end), s) for t, s in shown]
         if not wide and chosen and not any(t for t, _ in cells):
             continue  # nothing to say in it
         need = max([len(col.header), *(len(t) for t, _ in cells)])
@@ -130,7 +135,7 @@ def say(console: Console, text: str | Text, wide: bool = False, indent: int = 0)
         console.print(Padding(line, (0, 0, 0, indent), expand=False), highlight=False)
 
 
-def print_wide(console: Console, table_: Table, width: int) -> None:
+def print_wide(console: Console, table_: RenderableType, width: int) -> None:
     """Print at width even where the terminal is narrower (the terminal wraps; `less -S` does not)."""
     saved = console.width
     console.width = max(saved, width)
@@ -138,3 +143,29 @@ def print_wide(console: Console, table_: Table, width: int) -> None:
         console.print(table_, crop=False)
     finally:
         console.width = saved
+
+
+UNLIMITED = 1 << 20  # wider than any line fleet prints: what a renderable is measured against with --wide
+
+
+def measured(console: Console, renderable: RenderableType) -> int:
+    """The width a renderable takes with nothing folded or shortened (a table's title and caption included)."""
+    width = Measurement.get(console, console.options.update_width(UNLIMITED), renderable).maximum
+    if isinstance(renderable, Table):
+        for note in (renderable.title, renderable.caption):
+            if note is not None:
+                text = note if isinstance(note, Text) else console.render_str(str(note))
+                width = max(width, *(line.cell_len for line in text.split("\n")))
+    return width
+
+
+def emit(console: Console, renderable: RenderableType, wide: bool = False) -> None:
+    """Any renderable (a rich Table, a grid of notes): within the console's width, rich folding or shortening what
+    does not fit; or with --wide at its full measured width, nothing folded or shortened."""
+    if wide:
+        width = measured(console, renderable)
+        if isinstance(renderable, Table):
+            renderable.min_width = width  # a title or caption wider than the columns stays on one line too
+        print_wide(console, renderable, width)
+    else:
+        console.print(renderable)

@@ -11,18 +11,18 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 
 
 def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: bool = False,
-            p2p_check: bool = False) -> int:
+            p2p_check: bool = False, wide: bool = False) -> int:
     facts = probe_run.probe_hosts(hosts, opts, p2p_check=p2p_check)
     if as_json:
         print_json({"hosts": facts})
     else:
         from fleet.cli.probe_view import render
 
-        render(facts, console)
+        render(facts, console, wide)
         if verbose:
             for f in facts:
                 for line in f.connection or ([f"not reached: {f.error}"] if f.error else []):
-                    console.print(visible(f"{f.host}: {line}"), markup=False, highlight=False, soft_wrap=True)
+                    console.print(visible(f"{f.host}: {line}"), markup=False, highlight=False, soft_wrap=wide)
     bad_p2p = p2p_check and any(f.p2p_check and f.p2p_check.verdict in ("mismatch", "failed") for f in facts)
     return EXIT_OK if all(f.ok for f in facts) and not bad_p2p else EXIT_HOST_FAILED
 

@@ -106,7 +106,7 @@ def health_cell(f: HostFacts) -> tuple[str, str]:
     return ("ok", "green") if f.kernel_log is not None or any(g.health for g in f.gpus) else ("-", "")
 
 
-def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
+def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False, wide: bool = False) -> Table:
     rows = f.gpus
     sm = [(g.compute_cap or "?") + (" (by name)" if g.compute_cap_source == "name-table" else "") for g in rows]
     pcie = []
@@ -126,7 +126,7 @@ def gpu_table(f: HostFacts, width: int = 80, ascii_only: bool = False) -> Table:
             fit.Col("temp", [("-" if g.health is None else f"{_num(g.health.temperature_c)} C", "") for g in rows],
                     right=True),
             fit.Col("health", [gpu_health(g) for g in rows], cap=30)]
-    return fit.table(fit.choose(cols, width, ascii_only=ascii_only), f"{f.host} GPUs")
+    return fit.table(fit.choose(cols, width, wide, ascii_only), f"{f.host} GPUs")
 
 
 def link_table(f: HostFacts) -> Table | None:
@@ -165,7 +165,7 @@ def _link_cell(f: HostFacts) -> str:
     return {"pcie": f"PCIe {f.pcie_link or '?'}", "none": "single GPU"}.get(f.interconnect, "unknown")
 
 
-def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = False) -> Table:
+def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = False, wide: bool = False) -> Table:
     """One line per host; the whole verdict sentence is under each host's heading below."""
     def cell(fn: Callable[[HostFacts], str]) -> list[tuple[str, str]]:
         return [(fn(f), "") if f.ok else ("-", "") for f in facts]
@@ -179,37 +179,43 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
             fit.Col("VM", cell(lambda f: f.virtualization or "?"), cap=10),
             fit.Col("driver", cell(lambda f: f.driver_version or "-")),
             fit.Col("address", [(f.address, "") for f in facts])]
-    table = fit.table(fit.choose(cols, width, ascii_only=ascii_only), "probe")
-    errors = [f"{f.host}: {f.error}" for f in facts if not f.ok and f.error]
+    table = fit.table(fit.choose(cols, width, wide, ascii_only), "probe")
+    errors = [escape(f"{f.host}: {f.error}") for f in facts if not f.ok and f.error]  # host text: not markup
     if errors:
         table.caption, table.caption_justify, table.caption_style = "\n".join(errors), "left", "red"
     return table
 
 
-def render(facts: list[HostFacts], console: Console) -> None:
+def render(facts: list[HostFacts], console: Console, wide: bool = False) -> None:
+    """The summary, then each host's verdict, GPUs, links and health: within the terminal's width, or with wide
+    every value in full, each line whole however wide it is."""
     screen = real_console(console)
     ascii_only = fit.plain_terminal(screen)
-    console.print(summary_table(facts, screen.width, ascii_only))
+
+    def line(text: str, style: str = "") -> None:
+        screen.print(Text(visible(text), style=style), soft_wrap=wide)
+
+    fit.emit(screen, summary_table(facts, screen.width, ascii_only, wide), wide)
     for f in facts:
         if not f.ok:
             continue
-        console.print()
-        console.print(Text(visible(f"{f.host} ({f.address}): {verdict_line(f)}"), style="bold"))
+        screen.print()
+        line(f"{f.host} ({f.address}): {verdict_line(f)}", "bold")
         if f.gpus:
-            console.print(gpu_table(f, screen.width, ascii_only))
+            fit.emit(screen, gpu_table(f, screen.width, ascii_only, wide), wide)
         if (links := link_table(f)) is not None:
-            console.print(links)
+            fit.emit(screen, links, wide)
         if f.p2p_check is not None:
-            console.print(Text(*p2p_line(f.p2p_check)))
+            line(*p2p_line(f.p2p_check))
         hw = hardware.assess(f)
         for fault in hw.fault:
-            console.print(Text(visible(f"GPU fault: {fault}"), style="bold red"))
+            line(f"GPU fault: {fault}", "bold red")
         for note in hw.notes:
-            console.print(Text(visible(f"note: {note}"), style="yellow"))
+            line(f"note: {note}", "yellow")
         if f.kernel_log is not None and f.kernel_log.events:
-            console.print(Text(f"Xid events since boot ({f.kernel_log.source}):", style="bold"))
+            line(f"Xid events since boot ({f.kernel_log.source}):", "bold")
             for e in f.kernel_log.events:
                 gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
-                console.print(Text(visible(f"  Xid {e.code} on {gpu} x{e.count}, last: {e.last}")))
+                line(f"  Xid {e.code} on {gpu} x{e.count}, last: {e.last}")
         for w in f.warnings:
-            console.print(Text(visible(f"warning: {w}"), style="yellow"))
+            line(f"warning: {w}", "yellow")

@@ -15,19 +15,20 @@ from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
 
-def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool) -> int:
+def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool,
+                  wide: bool = False) -> int:
     results = tune.bench_hosts(hosts, name, opts)
     def draw(r: tune.BenchOutcome) -> None:
         from fleet.cli.deploy_view import render_bench
 
-        render_bench(r.host, r.release, r.rung, r.record, r.error, console)
+        render_bench(r.host, r.release, r.rung, r.record, r.error, console, wide)
 
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
 
 
 def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool,
-                 runs: int | None = None) -> int:
+                 runs: int | None = None, wide: bool = False) -> int:
     """runs: already checked as a number by the task (fleet.cli.tasking.NUMBERS)."""
     book, path = load_playbook(name)
     count = runs
@@ -47,7 +48,7 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
     def draw(r: tune.TuneResult) -> None:
         from fleet.cli.deploy_view import render_tune
 
-        render_tune(r, console)
+        render_tune(r, console, wide=wide)
 
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm, count)
     print_results(results, as_json, draw)

@@ -233,7 +233,7 @@ def test_each_name_is_resolved_once_and_the_connection_goes_to_that_address(sand
 
 
 def test_inv_probe_verbose_says_how_each_host_was_reached(sandbox, sandbox_inventory):
-    proc = inv(sandbox, "probe", "--host", "sbx0", "-v")
+    proc = inv(sandbox, "probe", "--host", "sbx0", "-v", "--wide")  # each line whole, as grep wants it
     assert proc.returncode == 0, proc.stderr
     sbx0 = sandbox_inventory.hosts["sbx0"]
     lines = [x for x in proc.stdout.splitlines() if x.startswith("sbx0: ")]

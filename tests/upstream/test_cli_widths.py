@@ -4,6 +4,7 @@ Run as a user runs them, over the real releases of the corpus (no host)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,3 +58,23 @@ def test_wide_cuts_nothing_even_at_80_columns(matrix, view):
     for whole in WHOLE[view]:
         assert any(whole in line for line in lines), f"{whole!r} not whole on one line of:\n{text}"
     assert max(len(line) for line in lines) > 80  # it took the room it needed instead of folding
+
+
+def test_upstream_fits_the_terminal_and_wide_keeps_the_cache_path_whole(matrix, tmp_path):
+    """`inv upstream` over releases already cached (nothing fetched), from a cache whose path is longer than the
+    terminal: folded within 80 columns, whole on one line with --wide; --wide --json is the JSON alone."""
+    from fleet.upstream import corpus
+
+    cache = tmp_path / ("a-site-folder-with-a-long-name-" * 3) / "upstream"
+    cache.parent.mkdir()
+    cache.symlink_to(corpus.cache_dir().resolve())
+    args = [INV, "upstream", "--sglang", "0.5.9", "--flashinfer", "0.6.3"]
+    env = {**os.environ, "COLUMNS": "80", "FLEET_UPSTREAM_CACHE": str(cache)}
+    runs = {k: subprocess.run([*args, *extra], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+            for k, extra in (("narrow", []), ("wide", ["--wide"]), ("json", ["--wide", "--json"]))}
+    assert all(p.returncode == 0 for p in runs.values()), [p.stderr for p in runs.values()]
+    narrow, wide = runs["narrow"].stdout.splitlines(), runs["wide"].stdout.splitlines()
+    assert max(len(line) for line in narrow) <= 80 and not any(str(cache) in line for line in narrow)
+    assert any(f"upstream corpus in {cache}" in line for line in wide) and max(len(line) for line in wide) > 80
+    assert any(line.startswith("│ sglang 0.5.9 ") for line in wide)
+    assert json.loads(runs["json"].stdout)["cache"] == str(cache)
