@@ -277,8 +277,7 @@ class Tuner:
                     if best.bench:
                         benching.store_in_release(conn, self.host, release.dir,
                                                   {**best.bench, "release": release.id, "rung": best.rung})
-                    fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
-                                         self.host.name, release.id, release.attempts, spread=result.winner_spread)
+                    fingerprint.remember(self.book, facts, self.host.name, release.id, release.attempts)
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
                 result.status = DeployStatus.OK

@@ -1,14 +1,10 @@
-"""fleet.multihost.tune's pure parts (relabelling, the table) and fleet.deploy.fingerprint's known-good memory."""
+"""fleet.multihost.tune's pure parts (relabelling, the table)."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
 from rich.console import Console
 
 from fleet.cli import deploy_view
-from fleet.deploy import fingerprint
 from fleet.deploy.results import Attempt
 from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.multihost.tune import TuneResult, pick
@@ -83,55 +79,6 @@ BOOK = Playbook.model_validate({
     "ladder": [{"name": "fusion", "flags": {"enable-flashinfer-allreduce-fusion": True}},
                {"name": "greedy", "flags": {"mem-fraction-static": 0.95}},
                {"name": "no-fusion"}, {"name": "triton", "flags": {"moe-runner-backend": "triton"}}]})
-
-
-def test_fingerprint_names_the_hardware_and_software():
-    fp = fingerprint.of(facts())
-    assert fp == {"gpu": ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], "count": 8, "sm": [120],
-                  "interconnect": "pcie", "driver": "580.95.05",
-                  "packages": {"flashinfer-python": "0.6.3", "sglang": "0.5.9"}}
-    assert fingerprint.key(fp) == fingerprint.key(fingerprint.of(facts()))
-    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(sglang="0.5.10")))
-    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(driver="575.1")))
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state" / "known-good.json"
-
-
-def test_remember_then_arrange_tries_the_winner_first_and_skips_crashes(state):
-    attempts = [{"rung": "fusion", "outcome": "PERF_REGRESSION"}, {"rung": "greedy", "outcome": "CUDA_OOM"},
-                {"rung": "no-fusion", "outcome": "READY"}, {"rung": "triton", "outcome": "HANG"}]
-    key = fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1", attempts)
-    saved = json.loads(state.read_text())["entries"][f"{key}/glm5"]
-    assert saved["rung"] == "no-fusion" and set(saved["failed"]) == {"fusion", "greedy"}  # a HANG may pass
-    said: list[str] = []
-    rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
-    assert [r.name for r in rungs] == ["no-fusion", "fusion", "triton"]  # slow fusion stays as a fallback
-    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 1x on sbx0, fingerprint {key})")]
-    assert any("known-good on this hardware (3,740 tok/s on sbx0" in m for m in said)
-    fingerprint.learn(BOOK, facts(), BOOK.rung("no-fusion"), "sbx5", "r2",  # a second host that tried it anyway
-                      [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "no-fusion", "outcome": "READY"}])
-    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)[1] == [
-        ("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on sbx0, sbx5, fingerprint {key})")]
-
-
-def test_arrange_ignores_other_hardware_and_changed_rungs(state):
-    fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1",
-                         [{"rung": "greedy", "outcome": "CUDA_OOM"}])
-    other = facts(sglang="0.5.10")
-    assert fingerprint.arrange(BOOK, other, list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
-    changed = BOOK.model_copy(deep=True)
-    changed.ladder[1].flags["mem-fraction-static"] = 0.9  # no longer the rung that ran out of memory
-    changed.ladder[2].flags["max-running-requests"] = 2048  # no longer the rung that won
-    rungs, skipped = fingerprint.arrange(changed, facts(), list(changed.ladder), lambda m: None)
-    assert [r.name for r in rungs] == ["fusion", "greedy", "no-fusion", "triton"] and skipped == []
-
-
-def test_no_state_file_changes_nothing(state):
-    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
 
 
 def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
