@@ -305,7 +305,7 @@ def _rows(entries: dict[str, Any], pick: Selection) -> list[Learned]:
             continue
         for rung, raw in entry["rungs"].items():
             record = evidence.rung_record(raw)
-            why = evidence.skip_reason(record)
+            why = None if legacy(entry) else evidence.skip_reason(record)  # a version 1 entry is never applied
             for host, mine in record["hosts"].items():
                 if pick.result(str(rung), host):
                     out.append(Learned(k, str(entry.get("playbook")), str(rung), host, mine["served"],
