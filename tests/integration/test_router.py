@@ -225,6 +225,40 @@ def test_the_router_rolls_back_to_an_earlier_release_and_forward_again(first, sa
     assert sorted(router_workers(sandbox_inventory)) == [sbx1, sbx3]
 
 
+def test_a_dead_router_runs_leftovers_are_recovered_under_var_lib_fleet_router(first, sandbox, sandbox_inventory,
+                                                                             state):
+    """A router deploy killed mid-install left its release in progress, the unit file changed and the router
+    stopped. The next deploy's recovery closes that release as interrupted and puts the current router release
+    back; the router then serves with every replica (before: the release stayed in progress for ever)."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    root = "/var/lib/fleet/router"
+    current = sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().rsplit("/", 1)[1]
+    dead = "20991231T235959Z-dead"
+    sh(sandbox_inventory, ROUTER, f"""set -e
+cp -a {root}/releases/{current} {root}/releases/{dead}
+python3 - {root}/releases/{dead}/manifest.json {dead} <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m.update(id=sys.argv[2], status="in-progress", finished=None)
+json.dump(m, open(sys.argv[1], "w"))
+PY
+echo '{{"step": "opened", "t": 0}}' > {root}/releases/{dead}/events.jsonl
+echo '# written by a router deploy that died here' >> /etc/systemd/system/sglang-router.service
+systemctl daemon-reload; systemctl stop sglang-router""")
+    rc, data, err = deploy(sandbox, state, first["path"], "--serial", "1")
+    assert rc == 0, err[-3000:]
+    router = data["router"]
+    assert any(f"release {dead}" in n and "marked interrupted" in n for n in router["recovered"]), router
+    assert any(f"router release {current} put back" in n for n in router["recovered"]), router
+    manifest = json.loads(sh(sandbox_inventory, ROUTER, f"cat {root}/releases/{dead}/manifest.json"))
+    assert manifest["status"] == "interrupted"
+    assert sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().endswith(current)
+    assert "died here" not in sh(sandbox_inventory, ROUTER, "cat /etc/systemd/system/sglang-router.service")
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+    assert generate(sandbox_inventory)[0] == 200
+    sh(sandbox_inventory, ROUTER, f"rm -rf {root}/releases/{dead}")
+
+
 @pytest.mark.parametrize("change,expected", [
     ({"host": "sbx9"}, r"llama-dp-bad\.yaml:\d+: router\.host: no host named 'sbx9' in the inventory"),
     ({"policy": "fastest"}, r"llama-dp-bad\.yaml:\d+: router\.policy: Input should be"),
