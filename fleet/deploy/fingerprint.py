@@ -179,14 +179,16 @@ def remember(book: Playbook, facts: HostFacts, host: str, release: str, attempts
     return _merge(book, facts, host, results)
 
 
-def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
+def learn(book: Playbook, facts: HostFacts, rung: Rung | None, host: str, release: str,
           attempts: list[dict[str, Any]]) -> str:
-    """A deploy served on `rung` (a rolling deploy's host): its results added to the fingerprint's evidence,
-    the rungs that failed before it and the serve. Safe from several threads and processes at once."""
+    """A deploy's results added to the fingerprint's evidence: the rungs that failed and the serve on `rung`
+    (None: nothing served, the host rolled back). Safe from several threads and processes at once."""
+    served = rung.name if rung else None
     results: list[tuple[str, str, float | None, float | None, str | None]] = [
         (a["rung"], a["outcome"], None, None, None) for a in attempts
-        if isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str) and a["rung"] != rung.name]
-    return _merge(book, facts, host, [*results, (rung.name, Outcome.READY.value, None, None, release)])
+        if isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str) and a["rung"] != served]
+    return _merge(book, facts, host, [*results, *([(served, Outcome.READY.value, None, None, release)]
+                                                  if served else [])])
 
 
 _LEARNING = threading.Lock()

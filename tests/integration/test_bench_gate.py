@@ -187,7 +187,7 @@ def test_a_tune_keeps_its_serving_winner_when_its_record_fails_and_keeps_the_rel
     ask = "curl -s -m 10 -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate"
     current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
     assert current.endswith(data["release"])
-    assert json.loads(sh(sandbox_inventory, "sbx0", f"cat {current}/manifest.json"))["status"] == "ok"
+    assert json.loads(sh(sandbox_inventory, "sbx0", f"cat /var/lib/fleet/{current}/manifest.json"))["status"] == "ok"
     assert json.loads(sh(sandbox_inventory, "sbx0", ask))["text"].strip().startswith("4")
 
     rc, again, err = inv_json(sandbox, state, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
