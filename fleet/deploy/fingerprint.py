@@ -104,6 +104,12 @@ def _now() -> str:
 def _write(entries: dict[str, Any]) -> None:
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        json.loads(target.read_text())
+    except FileNotFoundError:
+        pass
+    except ValueError:  # torn or hand-broken: kept aside for a person, never silently overwritten
+        os.replace(target, target.with_name(target.name + ".unreadable"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps({"version": VERSION, "entries": entries}, indent=2) + "\n")
     os.replace(tmp, target)
@@ -216,10 +222,12 @@ def _lookup(book: Playbook, facts: HostFacts) -> dict[str, Any] | None:
         return entries.get(f"{key(fp)}/{book.name}")
     with _locked():
         entries = load()
+        before = json.dumps(entries, sort_keys=True)
         rungs = _adopt(entries, fp, book, facts.host)
         if rungs:
             entries[f"{key(fp)}/{book.name}"] = _entry(fp, book, rungs)
-        _write(entries)
+        if json.dumps(entries, sort_keys=True) != before:  # this host had a part to move
+            _write(entries)
     return entries.get(f"{key(fp)}/{book.name}")
 
 
@@ -232,6 +240,7 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
         return rungs, []
     k = key(of(facts))
     known = entry.get("rungs") or {}
+    entry = {**entry, **evidence.summary(known, [r.name for r in book.ladder])}  # from the evidence, not the file
     skipped: list[tuple[str, str]] = []
     kept: list[Rung] = []
     for rung in rungs:

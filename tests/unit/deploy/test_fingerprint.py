@@ -187,3 +187,23 @@ def test_forget_clears_what_it_selects_under_the_lock_and_keeps_a_backup(state):
     assert fingerprint.forget(Selection(playbook="nothing-like-it")) == []
     assert len(fingerprint.forget(Selection(playbook="llama"))) == 3
     assert json.loads(state.read_text())["entries"] == {}
+
+
+def test_a_hand_edited_file_is_read_as_data_and_never_stops_a_deploy(state):
+    key = fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", "r1", [])
+    data = json.loads(state.read_text())
+    entry = data["entries"][f"{key}/llama"]
+    entry.update(tok_s="fast", spread=[1], host={"x": 1}, rung=7)
+    entry["rungs"]["greedy"] = "junk"
+    entry["rungs"]["fast"]["hosts"]["sbx9"] = {"served": -1, "failures": {"CUDA_OOM": "2"}, "last": None}
+    data["entries"]["junk/llama"] = ["not", "an", "entry"]
+    state.write_text(json.dumps(data))
+    said: list[str] = []
+    rungs, skipped = fingerprint.arrange(LADDER, h100(), list(LADDER.ladder), said.append)
+    assert names(rungs) == ["fast", "greedy", "safe"] and skipped == []
+    assert any("known-good on this hardware (served on sbx1" in m for m in said)
+    state.write_text("{not json")
+    assert fingerprint.arrange(LADDER, h100(), list(LADDER.ladder), said.append) == (LADDER.ladder, [])
+    fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", "r2", [])  # a torn file is kept aside
+    assert json.loads(state.read_text())["version"] == 2
+    assert state.with_name("known-good.json.unreadable").read_text() == "{not json"
