@@ -181,7 +181,7 @@ def test_a_tune_keeps_its_serving_winner_when_its_record_fails_and_keeps_the_rel
     (broken / "known-good.json").mkdir(parents=True)  # a directory: the file cannot be replaced
     (broken / "known-good.json/keep").write_text("")
     rc, data, err = fleetcli.inv_json(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes", "--runs",
-                                      "2", env={"FLEET_STATE_DIR": str(broken)})
+                                      "1", env={"FLEET_STATE_DIR": str(broken)})
     assert rc == 0 and data["status"] == "ok" and data["baseline"] is None, err[-3000:]
     assert "note: the winner serves, but its record was not kept" in err
     ask = "curl -s -m 10 -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate"
@@ -191,9 +191,9 @@ def test_a_tune_keeps_its_serving_winner_when_its_record_fails_and_keeps_the_rel
     assert json.loads(sh(sandbox_inventory, "sbx0", ask))["text"].strip().startswith("4")
 
     rc, again, err = inv_json(sandbox, state, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
-                              "--runs", "2")
+                              "--runs", "1")
     assert rc == 0 and again["status"] == "unchanged", err[-3000:]
-    assert again["baseline"]["release"] == data["release"] and len(again["baseline"]["runs"]["tok_s"]) == 2
+    assert again["baseline"]["release"] == data["release"] and len(again["baseline"]["runs"]["tok_s"]) == 1
     assert any("no-fusion against release " in d and "stays" in d for d in again["decisions"])
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
     assert again["release"] == data["release"]  # the host is on the release before; the tune's own is closed
