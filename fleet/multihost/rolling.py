@@ -48,18 +48,15 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
          say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False) -> list[DeployResult]:
     """Every host deployed on its own, in parallel (a dry run, or one host)."""
     def one(host: Host) -> DeployResult:
-        deployer = Deployer(host, book, path, opts, say_for(host), secrets)
-        result = deployer.run(dry_run=dry_run, force=force)
-        if not dry_run:
-            learn(book, deployer, host, result, say_for(host))
-        return result
+        return Deployer(host, book, path, opts, say_for(host), secrets).run(dry_run=dry_run, force=force)
 
     return collect(parallel.run_all(hosts, one))
 
 
 def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, say: Progress) -> None:
-    """What the deploy showed, added to its fingerprint's evidence: the rung that served (when one did) and the
-    failures before it, a deploy that rolled back included; never a reason to fail the deploy."""
+    """What a rolling deploy's host showed, added to its fingerprint's evidence: the rung that served (when one
+    did) and the failures before it, a host that rolled back included; never a reason to fail the deploy. (A
+    single-host deploy without --serial learns nothing, as before: it stays a way to try a rung by hand.)"""
     served = result.config.get("rung") if result.status == DeployStatus.OK else None
     attempts = [a.to_json() for a in result.attempts]
     if deployer.facts is None or not (served or attempts):

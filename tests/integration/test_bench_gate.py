@@ -157,9 +157,12 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
     assert (entry["tok_s"], entry["spread"]) == (runs["median"], runs["spread"])
     assert set(entry["failed"]) == {"fusion-crash", "fusion-sm120", "triton-moe"}
 
-    # One crash is not evidence yet: the next deploy tries it again, then the winner (slow rungs stay fallbacks).
-    rc, dep, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(book), "--force")
+    # One crash is not evidence yet: the next deploy tries it again, then the winner (slow rungs stay fallbacks);
+    # a rolling deploy (--serial) adds what it showed.
+    rc, dep, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(book), "--force",
+                            "--serial", "1")
     assert rc == 0, err[-3000:]
+    dep = dep["hosts"][0] if "hosts" in dep else dep
     assert [a["rung"] for a in dep["attempts"]] == ["fusion-crash", "no-fusion"]
     assert dep["attempts"][0]["outcome"] == rows["fusion-crash"]["outcome"] and "trying it again" in err
     # Seen twice: the deploy after skips it and starts from the winner.

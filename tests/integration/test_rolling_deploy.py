@@ -107,7 +107,7 @@ def test_one_crash_is_tried_again_and_a_second_skips_the_rung_for_its_fingerprin
     assert len(keys) == 2
 
     def again() -> dict:
-        rc, data, err = rollout(sandbox, state, book, "--force", hosts=["sbx2"])
+        rc, data, err = rollout(sandbox, state, book, "--force", "--serial", "1", hosts=["sbx2"])
         assert rc == 0, err[-3000:]
         return data["hosts"][0] if "hosts" in data else data
 
