@@ -199,10 +199,11 @@ class Tuner:
             warmup = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
             values = [benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
                       for _ in range(self.runs)]
-        except benching.BenchError as exc:
-            self.progress(f"release {previous.id} could not be measured ({exc}): the fastest rung wins")
+            runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
+                        float(warmup["result"]["output_throughput"]))
+        except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data
+            self.progress(f"release {previous.id} could not be measured ({exc!r}): the fastest rung wins")
             return None
-        runs = Runs(tuple(v["result"]["output_throughput"] for v in values), warmup["result"]["output_throughput"])
         self.progress(f"release {previous.id}: median of {len(values)} runs {benching.tok(runs.median)} tok/s, "
                       f"spread {benching.tok(runs.spread)}")
         return runs
