@@ -3,12 +3,13 @@
 Options, targets and exit codes are the same in every task: fleet/cli/tasking.py and docs/cli.md.
 """
 
+import functools
 import os
 
 from invoke import Collection, Exit
 
 from fleet import cli
-from fleet.cli import CHANGE_HELP, HOST_HELP, reports_errors
+from fleet.cli import CHANGE_HELP, HOST_HELP, WIDE_HELP, reports_errors
 from fleet.cli.tasking import EXIT_CODES_HELP, task
 
 # Only the CLI layer (fleet.cli) is imported here; each task imports its own command module when it runs,
@@ -71,7 +72,7 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
 
     hosts = cli.changing_hosts("deploy", inventory, host, group, all_)
     book = cli.targets.playbook_for(hosts, playbook)
-    opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    opts = functools.partial(_opts, hosts, accept_new_host_keys, ask_become_pass)  # made after the plan's yes
     raise Exit(code=deploy_cmd.deploy(hosts, book, opts, json, dry_run, force, serial, max_fail, host_timeout,
                                       yes=yes))
 
@@ -116,7 +117,7 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
                                         "watch": "refresh in place until Ctrl-C (with --json: one JSON row per "
                                                  "host and refresh)",
                                         "interval": "seconds between refreshes of --watch (default 5)",
-                                        "wide": "every column in full, however wide the terminal (for less -S)",
+                                        "wide": WIDE_HELP,
                                         "detail": "one host in full: every fact, each drifted file and why, the "
                                                   "last failure's evidence and what to try next"})
 @reports_errors
@@ -189,17 +190,19 @@ def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, js
             "full": "scan every .cuh/.cu/.h/.inl/.py file of the packages, not only the fusion path's files",
             "sglang": "audit this sglang release's real files instead of hosts (no host contacted; needs --sm)",
             "flashinfer": "audit this flashinfer-python release's real files instead of hosts (needs --sm)",
-            "offline": "with --sglang/--flashinfer: refuse a release not in the cache instead of fetching it"})
+            "offline": "with --sglang/--flashinfer: refuse a release not in the cache instead of fetching it",
+            "wide": WIDE_HELP})
 @reports_errors
 def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=None, full=False, json=False,
-          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None, offline=False):
+          accept_new_host_keys=False, ask_become_pass=False, sglang=None, flashinfer=None, offline=False, wide=False):
     """Which architecture gates (__CUDA_ARCH__, SM checks) in the installed packages still exclude the SM.
 
     With --sglang / --flashinfer (and --sm) no host is contacted: the real released files of those versions
     are audited (fetched once into ~/.cache/fleet/upstream), e.g. before an upgrade.
 
     Exit 1 here: gates still exclude the SM after the --set sets' edits (or a host failed); all clear is one
-    sentence.
+    sentence. Gates upstream keeps off the SM on purpose (playbooks/upstream/kept-gates.yaml) are shown with
+    their reason and source and do not count.
     """
     from fleet.cli import audit as audit_cmd
 
@@ -207,11 +210,11 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
         if host or group:
             raise Exit("--sglang/--flashinfer audit releases, not hosts: drop --host/--group", code=2)
         raise Exit(code=audit_cmd.upgrade(sglang, flashinfer, sm, package or [], set or [],
-                                          full, json, cli.console, offline))
+                                          full, json, cli.console, offline, wide))
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=audit_cmd.run(hosts, opts, package or [], sm,
-                                  set or [], full, json, cli.console))
+                                  set or [], full, json, cli.console, wide))
 
 
 @task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
@@ -326,13 +329,14 @@ def demo(c, hosts=4, profile=None):
                     "explanation, remedy, source, ...}]}",
             "rules": "folder of rule files (default playbooks/rules)",
             "sglang": "the host's sglang release (from inv probe): lines resolve to its sites, remedies use its flags",
-            "flashinfer": "the host's flashinfer-python release: its sites too"})
+            "flashinfer": "the host's flashinfer-python release: its sites too", "wide": WIDE_HELP})
 @reports_errors
-def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None):
+def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None, wide=False):
     """Classify an sglang log: events and verdict; exit 0 ready/none, 1 fatal verdict, 2 bad input."""
     from fleet.cli import classify as classify_cmd
 
-    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules, sglang=sglang, flashinfer=flashinfer))
+    raise Exit(code=classify_cmd.run(file, as_json=json, rules_dir=rules, sglang=sglang, flashinfer=flashinfer,
+                                     wide=wide))
 
 
 @task(iterable=["host", "group", "set"],
@@ -343,20 +347,26 @@ def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None):
             "allow_prebuilt_jit": "patch even though prebuilt flashinfer JIT modules will ignore the sources",
             "audit": "also list the arch gates (flashinfer comm headers, sglang gates) that still exclude the SM",
             "against": "with --check and no host: the sets on these releases, e.g. "
-                       "sglang==0.5.23,flashinfer-python==0.7.4 (before an upgrade)",
+                       "sglang==0.5.23,flashinfer-python==0.7.2 (before an upgrade); refused (exit 2) where a "
+                       "wheel's Requires-Dist refuses the other release",
             "sm": "with --against: the SM to plan for (default 120)",
-            "offline": "with --against: refuse a release not in the cache instead of fetching it"})
+            "offline": "with --against: refuse a release not in the cache instead of fetching it",
+            "no_deps": "with --against: releases installed beside each other with pip --no-deps (their "
+                       "Requires-Dist not checked)",
+            "wide": WIDE_HELP})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, all_=False, yes=False,
           json=False, accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False,
-          against=None, sm="120", offline=False):
+          against=None, sm="120", offline=False, no_deps=False, wide=False):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
+    if no_deps and not against:
+        raise Exit("--no-deps: it says how the releases of --against were installed; give --against too", code=2)
     if against:
         if not check or revert or host or group:
             raise Exit("--against plans on releases, not hosts: use it with --check and no --host/--group", code=2)
-        raise Exit(code=patching.against_command(set or [], against, sm, json, offline))
+        raise Exit(code=patching.against_command(set or [], against, sm, json, offline, no_deps, wide))
     if check:
         hosts = cli.select_hosts(inventory, host, group)
     else:
@@ -364,7 +374,7 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
         cli.targets.confirm("patch", hosts, yes, [f"{'revert' if revert else 'apply'}: {', '.join(set or [])}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, opts,
-                                          allow_prebuilt_jit, audit=audit))
+                                          allow_prebuilt_jit, audit=audit, wide=wide))
 
 
 @task(help={"sglang": "only this sglang release (with --flashinfer: only that pair)",

@@ -25,4 +25,10 @@ class GuardError(InputError):
 
 
 class ConnectError(FleetError):
-    """A host could not be reached or refused us; the message says which and why."""
+    """A host could not be reached or refused us; the message says which and why. `unreachable`: the host itself
+    did not answer (timed out, refused, no SSH banner), not a host that answered and refused us (key, login), nor
+    a jump host or a name that failed on the way."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable

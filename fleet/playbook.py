@@ -17,8 +17,7 @@
       - name: no-fusion
         after: [ARCH_UNSUPPORTED, TMA_FAILURE]               # worth trying after these failure classes
 
-A rung's flags and env are merged onto the base; patch sets it does not list are reverted.
-"""
+A rung's flags and env are merged onto the base; patch sets it does not list are reverted."""
 
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import MASK, SecretRef, is_secret_name
+from fleet.upstream.pins import DistName, Pin, pin_set
 from fleet.upstream.versions import in_range, parse_range
 
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -320,8 +320,10 @@ class Playbook(Strict):
     keep_releases: int = Field(default=5, ge=1)
     nodes: Nodes | None = None
     router: Router | None = None
+    packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+    _packages = field_validator("packages")(classmethod(lambda cls, v: pin_set(v)))
 
     @field_validator("ladder")
     @classmethod

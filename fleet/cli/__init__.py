@@ -36,6 +36,7 @@ HOST_HELP = {
     "ask_become_pass": "prompt once for the sudo password of become hosts that name no become_password "
                        "(it goes to sudo on stdin, never in a command line)",
 }
+WIDE_HELP = "every column and value in full, however wide the terminal (for less -S); without it, every line fits"
 # Tasks that change hosts: they act only on hosts named by --host/--group/--all, and ask before several.
 CHANGE_HELP = {
     **HOST_HELP,

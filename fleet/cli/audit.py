@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet import site
-from fleet.cli import print_json, say_on_stderr
+from fleet.cli import print_json, real_console, say_on_stderr
 from fleet.cli.hosttext import visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -17,40 +17,52 @@ from fleet.ssh.connect import ConnectOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
+
+    from fleet.cli.fit import Col
 
 
-def gates_table(title: str, gates: Sequence[archgate.Gate], console: Console) -> Table:
-    """One line per gate at any width: the file (shortened from the left, keeping its name), the line, which
-    set lifts it, and the condition, which folds in the rest of the line."""
-    from fleet.cli import fit, real_console
+def gates_columns(gates: Sequence[archgate.Gate]) -> list[Col]:
+    """One line per gate: the file (shortened from the left, keeping its name), the line, which set lifts it,
+    the condition (folding in the rest of the line), the function it sits in, its kind."""
+    from fleet.cli import fit  # rich: only where something is drawn
 
-    screen = real_console(console)
-    ascii_only = fit.plain_terminal(screen)
-    cols = [fit.Col("file", [(g.file, "") for g in gates], cap=30, keep_end=True),
+    return [fit.Col("file", [(g.file, "") for g in gates], cap=30, keep_end=True),
             fit.Col("line", [(str(g.line), "") for g in gates], right=True),
             fit.Col("lifted by", [(", ".join(g.lifted_by) or "-", "" if g.lifted_by else "red") for g in gates],
                     cap=14),
             fit.Col("condition", [(g.condition, "") for g in gates], fold=True),
+            fit.Col("in", [(g.where, "") for g in gates], cap=24),
             fit.Col("kind", [(g.kind, "") for g in gates], cap=10)]
-    return fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), title)
 
 
-def _table(res: archgate.AuditResult, console: Console) -> None:
-    from fleet.cli.hosttext import escape
+def show(res: archgate.AuditResult, console: Console, wide: bool = False, title: str | None = None) -> None:
+    """The verdict, then the gates that count (lifted or remaining), then those upstream keeps on purpose, each
+    with its reason and source; an all-clear audit is one sentence."""
+    from fleet.cli import fit
 
-    if res.excluding:
-        console.print(gates_table(res.verdict(), res.excluding, console))
-    else:  # all clear: one sentence, not an empty table
-        console.print(escape(res.verdict()), soft_wrap=True, highlight=False)
+    screen = real_console(console)
+    said = title or res.verdict()
+    counted = [g for g in res.excluding if not g.kept]
+    if counted:
+        fit.show(screen, gates_columns(counted), said, wide)
+    else:
+        fit.say(screen, said, wide)
+    if res.kept:
+        fit.say(screen, f"kept by upstream on purpose ({len(res.kept)}; they do not fail the audit):", wide)
+    for g in res.kept:
+        assert g.kept is not None
+        fit.say(screen, f"{g.file}:{g.line} in {g.where or 'module'}: {g.condition}", wide, indent=2)
+        fit.say(screen, g.kept.reason, wide, indent=4)
+        for source in g.kept.sources:
+            fit.say(screen, f"source: {source}", wide, indent=4)
     unread = [g for g in res.gates if g.error]
     if unread:
-        console.print(f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
-                      f"{escape(unread[0].error or '')}", soft_wrap=True)
+        fit.say(screen, f"{len(unread)} condition(s) not evaluated, e.g. {unread[0].file}:{unread[0].line}: "
+                        f"{unread[0].error or ''}", wide)
 
 
 def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages: list[str], sets: list[str],
-            full: bool, as_json: bool, console: Console, offline_only: bool = False) -> int:
+            full: bool, as_json: bool, console: Console, offline_only: bool = False, wide: bool = False) -> int:
     """`inv audit --sglang X --flashinfer Y --sm N`: those releases' gates, no host. Exit 0 none exclude, 1 some."""
     versions = {d: v for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v}
     if sm is None:
@@ -65,28 +77,31 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:
-        _table(res, console)
+        show(res, console, wide)
     return EXIT_OK if not res.remaining else EXIT_HOST_FAILED
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None, sets: list[str],
-        full: bool, as_json: bool, console: Console) -> int:
-    """Exit 0: nothing excludes the SM; 1: gates remain (or a host failed)."""
+        full: bool, as_json: bool, console: Console, wide: bool = False) -> int:
+    """Exit 0: nothing excludes the SM but what upstream keeps on purpose; 1: gates remain (or a host failed)."""
     outcomes = archgate.audit_hosts(hosts, opts, packages, sm, sets, full)
     if as_json:
         print_json({"hosts": [o.value.to_json() if o.value else {"host": o.host.name, "error": o.error}
                               for o in outcomes]})
     for o in outcomes if not as_json else []:
         if o.value is None:
-            console.print(visible(o.error or ""), style="red", markup=False, soft_wrap=True)
+            from rich.text import Text
+
+            from fleet.cli import fit
+
+            fit.say(real_console(console), Text(visible(o.error or "", lines=False), style="red"), wide)
             continue
-        _table(o.value, console)
+        show(o.value, console, wide)
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
     return EXIT_OK if all(o.value is not None and not o.value.remaining for o in outcomes) else EXIT_HOST_FAILED
 
 
-def render_audit(results: list[archgate.AuditResult], console: Console) -> None:
+def render_audit(results: list[archgate.AuditResult], console: Console, wide: bool = False) -> None:
     for r in results:
-        console.print(gates_table(f"{r.host} (SM{r.sm}): {len(r.excluding)} gate(s) exclude it", r.excluding,
-                                  console))
+        show(r, console, wide, title=f"{r.host} (SM{r.sm}): {r.verdict().removeprefix(r.host + ': ')}")

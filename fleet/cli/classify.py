@@ -22,7 +22,7 @@ _MAX_TEXT = 200  # evidence lines can be kilobytes (a dumped server_args); a gla
 
 
 def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: str | None = None,
-        flashinfer: str | None = None) -> int:
+        flashinfer: str | None = None, wide: bool = False) -> int:
     """Classify FILE (or stdin for '-'), print the result, return the exit code.
 
     With --sglang (and --flashinfer), lines resolve to their sites in those releases of the corpus, sites
@@ -35,7 +35,7 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: 
     if as_json:
         print_json(verdict.to_json())
     else:
-        _print_human(file, verdict)
+        _print_human(file, verdict, wide)
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
 
 
@@ -82,29 +82,56 @@ def _read(file: str) -> str:
         raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from None
 
 
-def _print_human(file: str, verdict: Verdict) -> None:
+def _print_human(file: str, verdict: Verdict, wide: bool = False) -> None:
+    """Each event (its line, class, severity, what it means; the log line; where sglang prints it) folded within
+    the terminal's width under its line number, then the verdict; with wide every line whole, nothing clipped."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from fleet.cli import fit, real_console
     from fleet.cli.hosttext import escape
 
-    out = console
+    out = real_console(console)
     name = "stdin" if file == "-" else file
     if not verdict.events:
-        out.print(f"{escape(name)}: nothing to report (verdict NONE)")
+        fit.say(out, f"{name}: nothing to report (verdict NONE)", wide)
         return
-    for event in verdict.events:
-        out.print(_event_line(event), soft_wrap=True)
-        out.print(f"      [dim]{escape(_clip(event.text))}[/]", soft_wrap=True)
-        if event.source:
-            out.print(f"      [dim]from {escape(event.source)}[/]", soft_wrap=True)
+    clip = (lambda text: text) if wide else _clip
+    if wide:
+        for event in verdict.events:
+            out.print(_event_line(event), soft_wrap=True)
+            out.print(f"      [dim]{escape(event.text, lines=False)}[/]", soft_wrap=True)
+            if event.source:
+                out.print(f"      [dim]from {escape(event.source, lines=False)}[/]", soft_wrap=True)
+    else:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for event in verdict.events:
+            colour = _COLOURS[event.severity]
+            grid.add_row(str(event.line), Text.from_markup(f"[{colour}]{event.log_class:<18} {event.severity:<7}[/] "
+                                                           f"{escape(event.explanation, lines=False)}"))
+            grid.add_row("", Text(clip(_one_line(event.text)), style="dim"))
+            if event.source:
+                grid.add_row("", Text(f"from {_one_line(event.source)}", style="dim"))
+        out.print(grid)
     decided = verdict.event
     assert decided is not None  # events exist, so something decided
     colour = _COLOURS[decided.severity]
     remedies = ", ".join(decided.remedies) or "none known"
-    out.print(f"{escape(name)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
-              f"{decided.line}): {escape(decided.explanation)}; remedies: {remedies}", soft_wrap=True)
+    said = (f"{escape(name, lines=False)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
+            f"{decided.line}): {escape(decided.explanation, lines=False)}; remedies: {remedies}")
+    fit.say(out, Text.from_markup(said), wide)
     if decided.source:
-        out.print(f"{escape(name)}: from: {escape(decided.source)}", soft_wrap=True)
+        fit.say(out, f"{name}: from: {decided.source}", wide)
     if decided.remedy:
-        out.print(f"{escape(name)}: next: {escape(decided.remedy)}", soft_wrap=True)
+        fit.say(out, f"{name}: next: {decided.remedy}", wide)
+
+
+def _one_line(text: str) -> str:
+    from fleet.cli.hosttext import visible
+
+    return visible(text, lines=False)
 
 
 def _event_line(event: Event) -> str:
@@ -112,7 +139,7 @@ def _event_line(event: Event) -> str:
 
     colour = _COLOURS[event.severity]
     return (f"{event.line:>5} [{colour}]{event.log_class:<18} {event.severity:<7}[/] "
-            f"{escape(event.explanation)}")
+            f"{escape(event.explanation, lines=False)}")
 
 
 def _clip(text: str) -> str:

@@ -17,7 +17,7 @@ from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
-from fleet.host.releases import release_id
+from fleet.host.releases import release_id, versions_of
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout
 from fleet.multihost import router as routing
@@ -54,9 +54,11 @@ def progress_to(as_json: bool) -> Callable[[Host], Progress]:
     return for_host
 
 
-def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, dry_run: bool,
-           force: bool, serial: str | None = None, max_fail: str | None = None,
+def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[[], ConnectOptions], as_json: bool,
+           dry_run: bool, force: bool, serial: str | None = None, max_fail: str | None = None,
            host_timeout: str | float | None = None, yes: bool = True) -> int:
+    """connect: how to connect, or what makes it once the plan is agreed (--ask-become-pass prompts then, after the
+    operator said yes to the plan, never before it is shown)."""
     # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
     sizes = rollout.parse_serial(serial)
     limit = rollout.parse_max_fail(max_fail)
@@ -64,12 +66,13 @@ def deploy(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool
     book, path = load_playbook(name)
     secrets = secrets_for(book)
     check_units(book, hosts)
+    if book.nodes is not None and (sizes or max_fail is not None or timeout):  # refused before the plan is shown
+        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
+                         "--host-timeout do not apply (its nodes are deployed together)")
     if not dry_run:
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
+    opts = connect() if callable(connect) else connect
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
-        if sizes or max_fail is not None or timeout:
-            raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
-                             "--host-timeout do not apply (its nodes are deployed together)")
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN})
     hooks = None
@@ -142,7 +145,8 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
                                "current": o.value[1] if o.value else None,
-                               "releases": [r.to_json() for r in o.value[0]] if o.value else []}
+                               "releases": [{**r.to_json(), "versions": versions_of(r.facts)} for r in o.value[0]]
+                               if o.value else []}
                               for o in outcomes]})
     else:
         from fleet.cli.deploy_view import render_history

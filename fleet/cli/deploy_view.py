@@ -14,7 +14,7 @@ from fleet.cli.hosttext import escape, visible
 from fleet.deploy import bench as benching
 from fleet.deploy.noise import Runs
 from fleet.deploy.results import DeployResult
-from fleet.host.releases import Release
+from fleet.host.releases import Release, versions_label, versions_of
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 
@@ -24,6 +24,11 @@ def render(result: DeployResult, console: Console) -> None:
     console.print(f"[bold]{result.host}[/]: [{colour}]{result.status}[/]"
                   + (f", release {result.release}" if result.release else "")
                   + (f", rung {result.config.get('rung')}" if result.config.get("rung") else ""))
+    if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
+        console.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
+                      highlight=False, soft_wrap=True)
+    for note in result.notes:
+        console.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
     if result.diff is not None:
         console.print(visible(result.diff or "(no differences)"), markup=False, highlight=False, soft_wrap=True)
     if result.attempts:
@@ -94,6 +99,10 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             fit.Col("", [("<" if ascii_only else "◀", "bold") if r.id == current else ("", "") for r in releases]),
             fit.Col("status", [(r.status, colour.get(r.status, "")) for r in releases]),
             fit.Col("rung", [(r.rung or "-", "") for r in releases], cap=16)]
+    stacks = [versions_of(r.facts) for r in releases]  # what each release ran: tok/s is read beside it
+    if any(stacks):
+        cols.append(fit.Col("sglang/flashinfer", [(versions_label(v, short=True) if v else "", "")
+                                                  for v in stacks], cap=24))
     if bench:
         top = max((s for s, _ in speeds if s), default=0.0)
         cols.append(fit.Col("tok/s", [(_tok(s), "") for s, _ in speeds], right=True))

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -43,9 +44,11 @@ def shorten(text: str, cap: int | None, ascii_only: bool = False, keep_end: bool
     return mark + text[len(text) - cap + 1:] if keep_end else text[:cap - 1] + mark
 
 
-def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = False) -> list[Col]:
-    """The columns that fit width, in priority order (all of them when wide), their cells shortened to caps."""
+def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = False, grow: bool = False) -> list[Col]:
+    """The columns that fit width, in priority order (all of them when wide), their cells shortened to caps; with
+    grow, the room left over then given back to shortened cells, in the same order (nothing cut that fits)."""
     chosen: list[Col] = []
+    full: list[list[tuple[str, str]]] = []
     used = 0
     for col in cols:
         shown = [(visible(t, lines=False), s) for t, s in col.cells]  # host text: controls shown, not obeyed
@@ -59,8 +62,28 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
         if not wide and chosen and used + extra > width:
             continue  # a narrower column further down may still fit
         chosen.append(Col(col.header, cells, col.cap, col.right, col.keep_end, col.fold))
+        full.append(shown)
         used += extra
+    if grow and not wide:
+        used = _grow(chosen, full, width, used, ascii_only)
     return chosen
+
+
+def _grow(chosen: list[Col], full: list[list[tuple[str, str]]], width: int, used: int, ascii_only: bool) -> int:
+    """Room left over to the folding column first (the text a reader reads), then to the shortened cells."""
+    pairs = list(zip(chosen, full, strict=True))
+    for col, shown in [p for p in pairs if p[0].fold] + [p for p in pairs if not p[0].fold]:
+        have = max([len(col.header), *(len(t) for t, _ in col.cells)])
+        if col.fold:
+            have = min(have, max(FOLD_MIN, len(col.header)))
+        natural = max([len(col.header), *(len(t) for t, _ in shown)])
+        if natural <= have or used >= width:
+            continue
+        more = min(width - used, natural - have)
+        if not col.fold:
+            col.cells = [(shorten(t, have + more, ascii_only, col.keep_end), s) for t, s in shown]
+        used += more
+    return used
 
 
 def width_of(cols: list[Col]) -> int:
@@ -84,6 +107,27 @@ def bar(value: float | None, top: float, cells: int, ascii_only: bool) -> str:
     if not value or not top or cells < 1:
         return ""
     return ("#" if ascii_only else "█") * max(1, round(cells * value / top))
+
+
+def show(console: Console, cols: list[Col], title: str | None = None, wide: bool = False) -> None:
+    """A table of cols on the console: within its width (columns left out, cells shortened to their caps, the
+    fold column folded), or with --wide every column in full at whatever width that takes."""
+    ascii_only = plain_terminal(console)
+    if wide:
+        chosen = choose(cols, 0, wide=True, ascii_only=ascii_only)
+        print_wide(console, table(chosen, title), max(width_of(chosen), len(title or "")))
+    else:
+        console.print(table(choose(cols, console.width, ascii_only=ascii_only, grow=True), title))
+
+
+def say(console: Console, text: str | Text, wide: bool = False, indent: int = 0) -> None:
+    """A line of prose: folded within the console's width (continuation lines indented as the first), or whole
+    on one line with --wide (for less -S)."""
+    line = Text(visible(text, lines=False)) if isinstance(text, str) else text
+    if wide:
+        console.print(Text(" " * indent) + line, soft_wrap=True, highlight=False)
+    else:
+        console.print(Padding(line, (0, 0, 0, indent), expand=False), highlight=False)
 
 
 def print_wide(console: Console, table_: Table, width: int) -> None:

@@ -17,6 +17,7 @@ from fleet.patches import sets as patchsets
 from fleet.patches.engine import HostResult
 from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
 from fleet.ssh.connect import ConnectOptions
+from fleet.upstream import corpus as upstream
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,11 +26,14 @@ _STYLE = {APPLICABLE: "yellow", APPLIED: "green", CANNOT: "bold red", NOT_APPLIC
           REVERTIBLE: "yellow", REVERTED: "green", NOTHING: "dim"}
 
 
-def render(results: list[HostResult], console: Console) -> None:
+def render(results: list[HostResult], console: Console, wide: bool = False) -> None:
+    """Per host: its title, one line per edit (within the terminal's width, or every value in full with wide),
+    what was written, errors, and the audit when asked for."""
+    from rich.text import Text
+
     from fleet.cli import fit, real_console
 
     screen = real_console(console)
-    ascii_only = fit.plain_terminal(screen)
     for r in results:
         verdict = "[green]ok[/]" if r.ok else "[bold red]FAILED[/]"
         sms = ", ".join(f"SM{s}" for s in sorted(set(r.sms))) or "SM ?"
@@ -51,33 +55,40 @@ def render(results: list[HostResult], console: Console) -> None:
                 fit.Col("note", [(row[5], "") for row in rows], fold=True),
                 fit.Col("set", [(row[0], "") for row in rows], cap=24)]
         names = sorted({row[0] for row in rows})
-        title = f"{r.host} ({sms}): patch {r.action} {verdict}" + (f" ({', '.join(names)})" if names else "")
-        table = fit.table(fit.choose(cols, screen.width, ascii_only=ascii_only), None)
-        console.print(escape(title), highlight=False)
-        console.print(table)
+        title = f"{escape(r.host, lines=False)} ({sms}): patch {r.action} {verdict}" + (
+            f" ({escape(', '.join(names), lines=False)})" if names else "")
+        fit.say(screen, Text.from_markup(title), wide)
+        fit.show(screen, cols, None, wide)
         for w in r.written:
-            console.print(f"  {'restored' if r.action == 'revert' else 'wrote'} {escape(w)}")
+            fit.say(screen, f"{'restored' if r.action == 'revert' else 'wrote'} {w}", wide, indent=2)
         for c in r.cleared:
-            console.print(f"  cleared JIT cache {escape(c)}")
+            fit.say(screen, f"cleared JIT cache {c}", wide, indent=2)
         if r.manifest:
-            console.print(f"  manifest {escape(r.manifest)}")
+            fit.say(screen, f"manifest {r.manifest}", wide, indent=2)
         if r.action == "apply" and r.ok and not r.written:
-            console.print("  nothing to write (already applied, or not applicable)")
+            fit.say(screen, "nothing to write (already applied, or not applicable)", wide, indent=2)
         if r.revert is not None and r.revert.state == NOTHING:
-            console.print(f"  nothing to revert: {escape(r.revert.reason or '')}")
+            fit.say(screen, f"nothing to revert: {r.revert.reason or ''}", wide, indent=2)
         if r.error:
-            console.print(f"  [bold red]error:[/] {escape(r.error)}", soft_wrap=True)
+            fit.say(screen, Text.from_markup(f"[bold red]error:[/] {escape(r.error, lines=False)}"), wide, indent=2)
         if r.audit is not None:
-            render_audit([r.audit], console)
+            render_audit([r.audit], console, wide)
         if r.audit_error:
-            console.print(f"  [bold red]audit:[/] {escape(r.audit_error)}", soft_wrap=True)
+            fit.say(screen, Text.from_markup(f"[bold red]audit:[/] {escape(r.audit_error, lines=False)}"), wide,
+                    indent=2)
 
 
-def against_command(set_names: list[str], against: str, sm: int, as_json: bool, offline_only: bool = False) -> int:
-    """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host."""
+def against_command(set_names: list[str], against: str, sm: int, as_json: bool, offline_only: bool = False,
+                    no_deps: bool = False, wide: bool = False) -> int:
+    """`inv patch --check --against sglang==X,flashinfer-python==Y`: the sets on those releases, no host; a
+    pair whose Requires-Dist disagree is refused unless `no_deps` (installed by hand with pip --no-deps)."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
     fetch = not (offline_only or site.find().defaults.offline)
+    offline.releases(versions, fetch, say_on_stderr)  # their METADATA: the pins checked against each other first
+    conflicts = [] if no_deps else [line for _, line in upstream.check_pins(versions, source="--against")]
+    if conflicts:
+        raise InputError("; ".join(f"--against {against}: {line}" for line in conflicts))
     plan = offline.check(sets, versions, sm, fetch=fetch, say=say_on_stderr)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
@@ -89,13 +100,13 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool, 
         print_json({"action": "check", "against": versions, "sets": [s.name for s in sets],
                     "hosts": [result.to_json()]})
     else:
-        render([result], console)
+        render([result], console, wide)
     return exit_code([result])
 
 
 def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: bool, as_json: bool,
                   opts: ConnectOptions | None = None, allow_prebuilt: bool = False, sets_dir: Path | None = None,
-                  audit: bool = False) -> int:
+                  audit: bool = False, wide: bool = False) -> int:
     """What `inv patch` does; returns the exit code (0 ok/already applied, 1 cannot apply / host failed)."""
     if check and revert:
         raise InputError("--check and --revert: pick one")
@@ -105,10 +116,11 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
     if as_json:
         print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
     else:
-        render(results, console)
+        render(results, console, wide)
         for r in results:
             if r.release:
-                console.print(f"{escape(r.host)}: recorded as release {escape(r.release)} (`inv rollback` undoes it)")
+                console.print(f"{escape(r.host)}: recorded as release {escape(r.release)} (`inv rollback` undoes it)",
+                              soft_wrap=wide)
     return exit_code(results)
 
 

@@ -140,6 +140,7 @@ def render_detail(r: HostStatus, console: Console) -> None:
         console.print(f"  [red]{escape(r.error or 'no answer')}[/]")
         return
     facts = [("release", r.release or "-"), ("playbook", r.playbook or "-"), ("rung", r.rung or "-"),
+             ("versions", ", ".join(f"{k} {v}" for k, v in r.versions.items()) or "-"),
              ("health", "ok (200)" if r.health == "200" else (r.health or "no answer")),
              ("GPUs", str(r.gpus)),
              ("power", f"{r.power_w:,.0f} of {r.power_limit_w:,.0f} W" if r.power_w is not None and r.power_limit_w

@@ -8,7 +8,9 @@ In one pass, one problem per line naming file:line:
   knows, those this site's hosts reported (fleet.deploy.fingerprint), narrowed by the rung's `when: sglang`.
   Unknown flags (with the nearest known one), flags a release lacks or removed, switches given values and
   valued flags given `true` are errors; flags upstream deprecated are warnings;
-- `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run.
+- `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run;
+- `packages:` pins against each other: each pinned wheel's Requires-Dist (the corpus's real METADATA) against
+  the other pins; a pinned sglang is the one release the flags are checked against.
 
 What it cannot know without a host: the host's sglang (a release not in the table is judged as the newest
 release before it), its GPUs, the model on disk, the port, patch sets' anchors in its files (preflight does).
@@ -28,8 +30,10 @@ from pydantic import ValidationError
 from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
+from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import load as load_playbook
+from fleet.upstream import corpus, pins
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
 
@@ -84,12 +88,26 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         out.book = load_playbook(path, known_classes, known_patches)
     except InputError as exc:
         out.problems.append(Problem(str(exc), line=_line(str(exc))))
+    if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
+        c.releases = out.releases = [pinned]
+    written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
+    for dist, problem in pin_problems(book.packages):
+        c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+    for dist in sorted(set(book.packages) - set(PACKAGE_DIRS)):
+        c.error(("packages", written.get(dist, dist)), f"the probe does not read {dist} in a venv (only "
+                f"{', '.join(sorted(PACKAGE_DIRS))}): preflight cannot tell whether the host has this pin",
+                warning=True)
     for i, rung in enumerate(book.ladder):
         c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
     out.problems.sort(key=lambda p: p.line)
     return out
+
+
+def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:
+    """The playbook's pins against each other, read offline from the corpus (fleet.upstream.corpus.check_pins)."""
+    return corpus.check_pins(packages) if packages else []
 
 
 def _line(text: str) -> int:

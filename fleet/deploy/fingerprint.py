@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +32,7 @@ from fleet.deploy import evidence
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
+from fleet.upstream.versions import version_key
 
 VERSION = 2
 _NEW_PARTS = ("p2p", "virtualization")  # what version 1 fingerprints lacked
@@ -87,9 +88,10 @@ def sglang_versions() -> list[str]:
     for entry in load().values():
         packages = entry.get("fingerprint", {}).get("packages", {}) if isinstance(entry, dict) else {}
         version = packages.get("sglang") if isinstance(packages, dict) else None
-        if isinstance(version, str) and re.fullmatch(r"\d+(\.\d+)*(\.?(post|rc|dev|a|b)\d*)?", version):
-            found.add(version)
-    return sorted(found)
+        if isinstance(version, str) and len(version) <= 40 and re.fullmatch(r"[0-9][0-9A-Za-z.+!_-]*", version):
+            with suppress(ValueError):
+                found.add(str(version_key(version)))  # PEP 440, normalised: '0.5.9-post1' is 0.5.9.post1
+    return sorted(found, key=version_key)
 
 
 def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
-from fleet.host.facts import HostFacts
-from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
+from fleet.host.facts import HostFacts, stack_versions
+from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
 from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
 from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
@@ -56,7 +56,7 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
     """What a release records of the host it was made on."""
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
-            "driver": facts.driver_version}
+            "driver": facts.driver_version, "versions": stack_versions(facts)}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -145,6 +145,8 @@ class Deployer:
         facts = probe_run.probe_on(conn, self.host)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
+        result.versions = stack_versions(facts)
+        result.versions_before = versions_of(previous.facts) if previous else {}
         where = node_of(previous) if self.book.nodes is None else None
         if where and not force:
             result.error = (f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the "
@@ -208,10 +210,7 @@ class Deployer:
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
             attempt, planned = self.attempt(conn, run, rung)
-            if attempt.outcome != Outcome.READY and (fault := self.hardware_after(conn, facts)):
-                attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
-                run.event("attempt", rung=rung.name, outcome=attempt.outcome, evidence=attempt.evidence)
-                self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+            self.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
             run.record(attempt.to_json())
             if attempt.outcome == Outcome.READY:
@@ -224,6 +223,16 @@ class Deployer:
             if last == LogClass.GPU_FAULT:
                 break
         return False
+
+    def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
+        """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which
+        ends the ladder and is never learned as the rung's failure."""
+        if attempt.outcome == Outcome.READY or not (fault := self.hardware_after(conn, facts)):
+            return False
+        attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+        run.event("attempt", rung=attempt.rung, outcome=attempt.outcome, evidence=attempt.evidence)
+        self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+        return True
 
     def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
         """After an attempt that did not serve, one more probe: did the hardware fail under it?"""

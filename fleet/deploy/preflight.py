@@ -12,6 +12,7 @@ from fabric import Connection
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
 from fleet.host.service import GpuApp, foreign_holders, gpu_holders, sh
+from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.inventory import Host
 from fleet.logs import redact
 from fleet.outcomes import Outcome
@@ -21,6 +22,7 @@ from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook, Rung, host_env, merged_flags, sglang_version
 from fleet.progress import Progress
 from fleet.upstream import flags as sglang_cli
+from fleet.upstream import pins
 
 MIN_FREE_KIB = 2 * 2**20  # logs, JIT builds and caches need room; a full disk fails a start halfway
 
@@ -151,7 +153,8 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     """The rungs that pass every check, and a PREFLIGHT attempt for each one (or the host) that does not."""
     if not facts.ok:
         return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
-    blocking = host_problems(facts)
+    blocking = host_problems(facts) + pins.unmet(book.packages, {k: p.version for k, p in facts.packages.items()},
+                                                 venv, set(PACKAGE_DIRS))
     if blocking:
         return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
     for warning in known_bad(facts):

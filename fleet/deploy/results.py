@@ -35,6 +35,9 @@ class DeployResult:
     error: str | None = None
     diff: str | None = None
     recovered: list[str] = field(default_factory=list)  # what a dead earlier run left, and how it was closed
+    versions: dict[str, str] = field(default_factory=dict)  # what the venv held at the probe (facts.STACK)
+    versions_before: dict[str, str] = field(default_factory=dict)  # what the release current before recorded
+    notes: list[str] = field(default_factory=list)  # what the operator should know though it served
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -46,7 +49,19 @@ class DeployResult:
             out["diff"] = self.diff
         if self.recovered:
             out["recovered"] = self.recovered
+        if self.versions:
+            out["versions"], out["versions_before"] = self.versions, self.versions_before
+        if self.notes:
+            out["notes"] = self.notes
         return out
+
+    def upgrade(self) -> list[tuple[str, str | None, str]]:
+        """(name, version before or None, version now) for each of the stack that changed since the release
+        that was current (none when there was none, or it recorded nothing)."""
+        if not self.versions_before:
+            return []
+        return [(k, self.versions_before.get(k), v) for k, v in self.versions.items()
+                if self.versions_before.get(k) != v]
 
     def _attempt_json(self, a: Attempt) -> dict[str, Any]:
         """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""

@@ -14,7 +14,18 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, Release, ReleaseStore, node_of, now
+from fleet.host import probe_run
+from fleet.host.facts import stack_versions
+from fleet.host.releases import (
+    ROLLBACK_MARK,
+    BeforeFleet,
+    Release,
+    ReleaseStore,
+    node_of,
+    now,
+    stack_drift,
+    versions_of,
+)
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
 from fleet.inventory import Host
@@ -72,13 +83,18 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                 raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
                                  f"roll back with --playbook {back.playbook}, or leave --playbook out")
             progress(f"rolling back to {back.id} ({back.rung})")
+            drift = stack_drift(versions_of(back.facts), stack_versions(probe_run.probe_on(conn, host)))
+            notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "
+                     "env and patch sets, not packages (install the release's versions by hand)"] if drift else []
+            for note in notes:
+                progress(f"warning: {note}")
             before = store.current()
             # Marked first: a run that dies from here on leaves the next run's recovery to put `current` back.
             write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": back.id, "from": before.id if before else None,
                                                                 "at": now()}).encode(), 0o600)
             attempt = _restore(conn, host, store, back, book, progress)
             result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
-                                  attempts=[attempt], recovered=recovered)
+                                  attempts=[attempt], recovered=recovered, notes=notes)
             if attempt.outcome == Outcome.READY:
                 store.mark_current(back)
                 result.status = DeployStatus.OK

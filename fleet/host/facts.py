@@ -177,6 +177,23 @@ def arch_family(compute_cap: str | None) -> str:
     return {9: "hopper", 10: "blackwell-datacenter", 12: "blackwell-consumer"}.get(major, "unknown")
 
 
+STACK = ("sglang", "flashinfer-python", "sgl-kernel", "torch", "cuda", "nvidia-nccl", "driver")
+VERSION_SHAPE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,39}")  # what a recorded version may print as
+
+
+def stack_versions(facts: HostFacts) -> dict[str, str]:
+    """What a release records of the software it ran (STACK's names; one not installed or not read is left
+    out): sgl-kernel is sglang-kernel from sglang 0.5.14, cuda the CUDA torch was built for."""
+    pk = facts.packages
+    kernel = pk.get("sglang-kernel") or pk.get("sgl-kernel")
+    found = {"sglang": pk["sglang"].version if "sglang" in pk else None,
+             "flashinfer-python": pk["flashinfer-python"].version if "flashinfer-python" in pk else None,
+             "sgl-kernel": kernel.version if kernel else None,
+             "torch": pk["torch"].version if "torch" in pk else None,
+             "cuda": facts.torch_cuda, "nvidia-nccl": facts.nccl_version, "driver": facts.driver_version}
+    return {k: v for k, v in found.items() if v and VERSION_SHAPE.fullmatch(v)}  # the host's text, never raw
+
+
 def version_tuple(text: str | None) -> tuple[int, ...] | None:
     m = re.match(r"(\d+(?:\.\d+)*)", text or "")
     return tuple(int(p) for p in m.group(1).split(".")) if m else None

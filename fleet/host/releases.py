@@ -26,6 +26,7 @@ from fabric import Connection
 
 from fleet import faulthook, fields
 from fleet.errors import FleetError
+from fleet.host.facts import STACK, VERSION_SHAPE
 from fleet.host.render import LAUNCHER, env_file, key_file, unit_file
 from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
@@ -132,6 +133,33 @@ class Release:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a host or playbook name a release may print
+
+
+def versions_of(facts: Any) -> dict[str, str]:
+    """The versions a release recorded (its facts' `versions`), in STACK's order (pure; a manifest is what
+    the host sent: only known names with a version's shape are kept)."""
+    found = facts.get("versions") if isinstance(facts, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {k: found[k] for k in STACK if isinstance(found.get(k), str) and VERSION_SHAPE.fullmatch(found[k])}
+
+
+def versions_label(versions: dict[str, str], short: bool = False) -> str:
+    """'sglang 0.5.9, flashinfer 0.6.3' (short: '0.5.9/0.6.3'); '-' when neither was recorded."""
+    sg, fi = versions.get("sglang"), versions.get("flashinfer-python")
+    if not sg and not fi:
+        return "-"
+    if short:
+        return f"{sg or '?'}/{fi or '?'}"
+    return ", ".join(f"{name} {v}" for name, v in (("sglang", sg), ("flashinfer", fi)) if v)
+
+
+def stack_drift(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    """'sglang 0.5.9 -> 0.5.23' for each of the stack a release recorded that the host has otherwise now (pure;
+    a release that recorded nothing, or a host that could not be read, says nothing)."""
+    if not now:
+        return []
+    return [f"{k} {v} -> {now.get(k, 'none')}" for k, v in recorded.items() if now.get(k) != v]
 
 
 def node_of(release: Release | None) -> str | None:

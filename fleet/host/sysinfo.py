@@ -16,7 +16,7 @@ def first_line(text: str) -> str:
 
 # Distribution name -> import folder in site-packages; dist-info folders use the name with "_" for "-".
 PACKAGE_DIRS = {
-    "sglang": "sglang", "sgl-kernel": "sgl_kernel", "flashinfer-python": "flashinfer",
+    "sglang": "sglang", "sgl-kernel": "sgl_kernel", "sglang-kernel": "sgl_kernel", "flashinfer-python": "flashinfer",
     "flashinfer": "flashinfer", "flashinfer-jit-cache": "flashinfer_jit_cache",
     "flashinfer-cubin": "flashinfer_cubin", "torch": "torch", "nvidia-nccl-cu12": "nvidia/nccl",
     "nvidia-nccl-cu13": "nvidia/nccl",

@@ -35,7 +35,7 @@ from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
-from fleet.host.facts import HostFacts
+from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now
 from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
@@ -266,7 +266,8 @@ class MultiNode:
             n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
                                 created=now(), facts={"gpus": len(n.facts.gpus),
                                                       "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
-                                                      "node_rank": n.rank})
+                                                      "node_rank": n.rank,
+                                                      "versions": stack_versions(n.facts)})
             n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid

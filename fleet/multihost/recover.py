@@ -6,11 +6,14 @@
 - else a reboot of the host (`systemctl reboot`), or, for a Proxmox guest described in the inventory, a VM
   reset (or stop then start with power_cycle) through the Proxmox API: a GPU off the bus, a driver that asks
   for a reboot, a reset the driver refused;
-then it waits for SSH and probes again: the result says what was done and what the GPUs say now.
+then it waits for SSH and probes again: the result says what was done and what the GPUs say now. A Proxmox
+guest that SSH cannot reach at all (no answer, no banner: a guest wedged by its GPU) is reset through the API
+without a probe first; a host that answers and refuses us (key, login) is never reset for it.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -20,14 +23,14 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import hardware
-from fleet.errors import FleetError
+from fleet.errors import ConnectError, FleetError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
-from fleet.multihost.proxmox import Proxmox, ProxmoxGuest
+from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import run
+from fleet.ssh.remote import ChannelFailed, CommandTimedOut, OutputTooLarge, run
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -74,6 +77,14 @@ def _sh(conn: Connection, host: Host, command: str, timeout: float = 60.0) -> tu
     return res.exited, (res.stdout + res.stderr).strip()[-300:]
 
 
+def refusal(said: str) -> str:
+    """The driver's reason in what a refused `nvidia-smi -r` printed: the line naming the GPU (`  GPU <bus>: In use
+    by another client`, `Unable to ... for GPU <bus>: Insufficient Permissions`), else its last line."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"(GPU [0-9A-Fa-f:.]+: |Unable to )", line)]
+    return ((named or lines)[0 if named else -1] if lines else "no output")[:160]
+
+
 def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
     """Reset each GPU; None when done, else why the driver would not (the caller reboots instead)."""
     unit = shlex.quote(host.unit)
@@ -90,7 +101,7 @@ def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, s
         if i in persistent:
             _sh(conn, host, f"nvidia-smi -pm 1 -i {int(i)}")
         if rc != 0:
-            return f"nvidia-smi -r -i {i} refused (rc={rc}): {said.splitlines()[-1][:160] if said else 'no output'}"
+            return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
     if state == "active":
         _sh(conn, host, f"systemctl start {unit}", timeout=120)
@@ -145,10 +156,55 @@ def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str)
         time.sleep(1)
 
 
+def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> list[str]:
+    """The VM reset or stop/start, and what the node's NVIDIA functions share a reset with (a note: a token
+    without Sys.Audit on the node still resets its VM)."""
+    groups: dict[int, list[str]] = {}
+    try:
+        for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
+            groups.setdefault(d["iommugroup"], []).append(d["id"])
+        steps = ["NVIDIA functions on the node by IOMMU group: " + "; ".join(
+            f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
+    except ProxmoxError as exc:
+        steps = [f"NVIDIA functions on the node not listed ({exc})"]
+    vm(proxmox, action, wait_s, say)
+    return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
+
+
+def probed_again(host: Host, conn: Connection, result: RecoverResult) -> RecoverResult:
+    try:
+        after = probe_run.probe_on(conn, host)
+    finally:
+        conn.close()
+    result.faults_after = hardware.assess(after).fault
+    result.ok = not result.faults_after
+    result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
+    return result
+
+
+def unreachable(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
+                dry_run: bool, wait_s: float, say: Progress) -> RecoverResult:
+    """SSH gets no answer from a Proxmox guest: the VM reset (or stop/start) without a probe, then its next boot."""
+    why = f"SSH cannot reach it: {silent}"
+    result = RecoverResult(host.name, VM_POWER_CYCLE if power_cycle else VM_RESET, why, faults_before=[why])
+    if dry_run:
+        result.ok = True
+        return result
+    say(f"{why}; the VM goes through the Proxmox API")
+    result.steps += vm_steps(proxmox, result.action, wait_s, say)
+    say("waiting for SSH")
+    return probed_again(host, wait_for_ssh(host, opts, wait_s, ""), result)
+
+
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet) -> RecoverResult:
     result = RecoverResult(host.name)
-    conn = open_connection(host, opts)
+    try:
+        conn = open_connection(host, opts)
+    except ConnectError as exc:
+        if proxmox is None or not exc.unreachable:
+            raise
+        return unreachable(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say)
     try:
         facts = probe_run.probe_on(conn, host)
         boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
@@ -158,7 +214,10 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             result.ok = result.action == NOTHING or dry_run
             return result
         if result.action == GPU_RESET:
-            refused = gpu_reset(conn, host, gpus, facts, say)
+            try:
+                refused = gpu_reset(conn, host, gpus, facts, say)
+            except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine next
+                refused = str(exc)
             result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
             if refused:
                 result.action = VM_RESET if proxmox else REBOOT
@@ -170,23 +229,10 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         conn.close()
     if result.action in (VM_RESET, VM_POWER_CYCLE):
         assert proxmox is not None
-        groups: dict[int, list[str]] = {}
-        for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
-            groups.setdefault(d["iommugroup"], []).append(d["id"])
-        result.steps.append("NVIDIA functions on the node by IOMMU group: " + "; ".join(
-            f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed")
-        vm(proxmox, result.action, wait_s, say)
-        result.steps.append(f"Proxmox {result.action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}")
+        result.steps += vm_steps(proxmox, result.action, wait_s, say)
     if result.action != GPU_RESET:
         say("waiting for SSH")
         conn = wait_for_ssh(host, opts, wait_s, boot)
     else:
         conn = open_connection(host, opts)
-    try:
-        after = probe_run.probe_on(conn, host)
-    finally:
-        conn.close()
-    result.faults_after = hardware.assess(after).fault
-    result.ok = not result.faults_after
-    result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
-    return result
+    return probed_again(host, conn, result)

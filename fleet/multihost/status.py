@@ -18,7 +18,7 @@ from fleet.host import programs as hostside
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
-from fleet.host.releases import ROOT
+from fleet.host.releases import ROOT, versions_of
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -59,6 +59,7 @@ class HostStatus:
     gpu_notes: list[str] = field(default_factory=list)  # past hardware Xids on GPUs that answer, slowdowns
     xid: list[dict[str, Any]] = field(default_factory=list)  # Xid events since boot (code, pci, count, last, GPU)
     kernel_log: str | None = None  # where they were read (journalctl, dmesg), or why not
+    versions: dict[str, str] = field(default_factory=dict)  # what the current release ran (releases.STACK)
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -115,6 +116,7 @@ def parse(host: Host, output: str) -> HostStatus:
         else:
             st.drift.append("release manifest unreadable")
     st.release, st.rung, st.playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
+    st.versions = versions_of(manifest.get("facts"))
     code = parts[2].strip() if len(parts) > 2 else ""
     st.health = code if code and code != "000" else None
     actual = {}

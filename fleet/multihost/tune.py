@@ -19,7 +19,7 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, noise, recovery, restore
+from fleet.deploy import fingerprint, hardware, noise, recovery, restore
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import Deployer, facts_summary
 from fleet.deploy.noise import Runs
@@ -32,6 +32,7 @@ from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.inventory import Host
+from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung
 from fleet.progress import Progress
@@ -212,6 +213,10 @@ class Tuner:
         conn = open_connection(self.host, self.opts)
         try:
             facts = probe_run.probe_on(conn, self.host)
+            if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can be measured on a faulty GPU
+                return TuneResult(self.host.name, DeployStatus.FAILED, attempts=[
+                    Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0)], error=f"{self.host.name}: GPU fault, nothing "
+                    f"was changed: {hw.evidence} (inv recover --host {self.host.name})")
             rungs = self.d.eligible(facts)
             where = node_of(ReleaseStore(conn, self.host).current())
             if where:
@@ -268,18 +273,28 @@ class Tuner:
                previous: Release | None, baseline: Runs | None = None) -> TuneResult:
         store, release = run.store, run.release
         planned = {}
+        fault = False
         try:
             for rung in rungs:
                 attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
                 self.repeat(conn, attempt)
+                fault = self.d.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die in them
                 result.attempts.append(attempt)
                 run.record(attempt.to_json())
+                if fault:
+                    break
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             self.progress("interrupted: putting back the release that served before the tune")
             _, back, _, why = restore.fall_back(conn, self.host, store, release, previous, self.book, self.d.unit,
                                                 "tune interrupted", self.progress)
             self.progress(why or f"back on release {back}")
             raise
+        if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
+            release.attempts = [a.to_json() for a in result.attempts]
+            result.status, result.release, _, result.error = restore.fall_back(
+                conn, self.host, store, release, previous, self.book, self.d.unit,
+                f"GPU fault: {result.attempts[-1].evidence}", self.progress)
+            return result
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
         kept = None

@@ -34,8 +34,10 @@ from fleet.errors import FleetError, InputError
 from fleet.host import programs as hostside
 from fleet.inventory import Host
 from fleet.patches import engine as patches
+from fleet.patches import kept as keptgates
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
+from fleet.patches.kept import Kept
 from fleet.patches.sets import PatchSet
 from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -76,6 +78,8 @@ class Gate:
     excludes: bool = False
     lifted_by: list[str] = field(default_factory=list)
     error: str | None = None  # why the condition could not be evaluated
+    where: str = ""  # the function a Python gate sits in ('' at module level, and for C/CUDA)
+    kept: Kept | None = None  # upstream keeps it off the SM on purpose (playbooks/upstream/kept-gates.yaml)
 
 
 @dataclass
@@ -186,13 +190,15 @@ _SM_CHECK = re.compile(r"\b_?is_(sm(\d+)|blackwell|hopper\w*)_supported\b|\bis_h
 _FAMILY_MAJORS = {"blackwell": {10, 11, 12}, "hopper": {9}}
 
 
-def py_gates(file: str, lines: list[tuple[int, str]], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+def py_gates(file: str, lines: list[tuple[int, str, str]], sm: int,
+             reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+    """Gates of (line, text, function it sits in) of one Python file."""
     out = []
-    for n, text in lines:
+    for n, text, where in lines:
         code = text.split("#", 1)[0]
         g = py_gate(file, n, code, sm, reference)
         if g:
-            g.text = text.strip()
+            g.text, g.where = text.strip(), where
             out.append(g)
     return out
 
@@ -227,11 +233,29 @@ def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = 
 
 
 def gate_lines(text: str) -> list[list[Any]]:
-    """What the host scan returns for one Python file: [line, text] of every gate-looking line."""
-    return [[i + 1, t] for i, t in enumerate(text.split("\n")) if _PYGATE.search(t)]
+    """What the host scan returns for one Python file: [line, text, function] of every gate-looking line."""
+    lines = text.split("\n")
+    return [[i + 1, t, enclosing_def(lines, i)] for i, t in enumerate(lines) if _PYGATE.search(t)]
 
 
 _PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
+
+
+def enclosing_def(lines: list[str], index: int) -> str:
+    """The innermost `def`/`class` that line `index` (0-based) sits in, '' at module level: the nearest line above
+    that is less indented, then the nearest less indented than that, until one is a def (host scan: the same)."""
+    level = len(lines[index]) - len(lines[index].lstrip())
+    for j in range(index - 1, -1, -1):
+        raw = lines[j]
+        indent = len(raw) - len(raw.lstrip())
+        if not raw.strip() or indent >= level:
+            continue
+        m = _DEF.match(raw)
+        if m:
+            return m.group(1) or m.group(2)
+        level = indent
+    return ""
 
 
 def file_gates(file: str, item: dict[str, Any], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
@@ -239,7 +263,8 @@ def file_gates(file: str, item: dict[str, Any], sm: int, reference: tuple[int, .
     if item["kind"] == "c":
         ds = [Directive(int(x[0]), *_kind_cond(x[1]), x[1], int(x[2]) if len(x) > 2 else 1) for x in item["lines"]]
         return cpp_gates(file, [d for d in ds if d.kind], sm, reference)
-    return py_gates(file, [(int(x[0]), x[1]) for x in item["lines"]], sm, reference)
+    return py_gates(file, [(int(x[0]), str(x[1]), str(x[2]) if len(x) > 2 else "") for x in item["lines"]], sm,
+                    reference)
 
 
 def _kind_cond(raw: str) -> tuple[str, str]:
@@ -260,6 +285,13 @@ def evaluate(scan: dict[str, Any], sm: int, reference: tuple[int, ...] = REFEREN
     for file, item in sorted(scan.items()):
         gates += file_gates(file, item, sm, reference)
     return gates
+
+
+def mark_kept(gates: list[Gate], sm: int, packages: dict[str, Any]) -> None:
+    """Mark each excluding gate that upstream keeps off `sm` on purpose in the releases read (packages)."""
+    for g in gates:
+        if g.excludes:
+            g.kept = keptgates.find(g.file, g.where, g.condition, sm, packages)
 
 
 def _moved(line: int, content: bytes, steps: list[tuple[int, bytes, bytes]]) -> int:
@@ -308,25 +340,36 @@ class AuditResult:
         return [g for g in self.gates if g.excludes]
 
     @property
+    def kept(self) -> list[Gate]:
+        """Excluding gates upstream keeps off the SM on purpose: shown, never counted."""
+        return [g for g in self.excluding if g.kept]
+
+    @property
     def remaining(self) -> list[Gate]:
-        """Gates that still exclude the SM once the sets asked about are applied (the verdict, the exit code)."""
-        return [g for g in self.excluding if not g.lifted_by]
+        """Gates that still exclude the SM once the sets asked about are applied, less those upstream keeps on
+        purpose (the verdict, the exit code)."""
+        return [g for g in self.excluding if not g.lifted_by and not g.kept]
 
     def verdict(self) -> str:
-        """One sentence: what excludes the SM, what the sets lift, what remains."""
+        """One sentence: what excludes the SM, what upstream keeps on purpose, what the sets lift, what remains."""
         where = f"{self.host}: "
         if not self.excluding:
             return where + f"none of the {len(self.gates)} gates seen excludes SM {self.sm}"
-        lifted = len(self.excluding) - len(self.remaining)
+        kept = len(self.kept)
+        lifted = len([g for g in self.excluding if g.lifted_by and not g.kept])
         said = where + f"{len(self.excluding)} of {len(self.gates)} gates exclude SM {self.sm}"
+        if kept:
+            said += f"; upstream keeps {kept} on purpose"
         if lifted:
-            said += f"; the sets lift {lifted}, {len(self.remaining)} remain"
+            said += f"; the sets lift {lifted}"
+        if kept or lifted:
+            said += f", {len(self.remaining)} remain"
         return said
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "sm": self.sm, "packages": self.packages, "error": self.error,
                 "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates),
-                "remaining": len(self.remaining), "verdict": self.verdict(),
+                "remaining": len(self.remaining), "kept_by_upstream": len(self.kept), "verdict": self.verdict(),
                 "not_evaluated": [asdict(g) for g in self.gates if g.error]}
 
 
@@ -368,6 +411,7 @@ def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: li
             raise InputError(f"{host.name}: GPUs of several SMs ({sms}); pass sm= to pick one")
         sm = sms[0]
     gates = evaluate(scan["files"], sm)
+    mark_kept(gates, sm, scan["packages"])
     if sets and any(g.excludes for g in gates):
         lift(gates, patches.read_state(conn, host, sets), sets, sm)
     return AuditResult(host.name, sm, gates, scan["packages"])

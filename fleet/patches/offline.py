@@ -124,8 +124,9 @@ def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None,
     rels = releases(versions, fetch, say)
     scope = archgate.scope_for(list(rels), full)
     gates = archgate.evaluate(scan_tree(rels, scope), sm)
+    packages = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version} for name, r in rels.items()}
+    archgate.mark_kept(gates, sm, packages)
     if sets and any(g.excludes for g in gates):
         archgate.lift(gates, state(versions, sets, sm, fetch, say), sets, sm)
     label = ", ".join(f"{d} {v}" for d, v in versions.items())
-    packages = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version} for name, r in rels.items()}
     return OfflineAudit(versions, archgate.AuditResult(label, sm, gates, packages))

@@ -145,6 +145,14 @@ def _is_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+def _silent(exc: BaseException) -> bool:
+    """The host did not answer: no TCP connection, or one without an SSH banner (a wedged machine). A name that
+    does not resolve, a host key or a login refused are answers, never silence."""
+    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and "banner" not in str(exc).lower():
+        return False
+    return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
+
+
 class _ProxyCommand(paramiko.ProxyCommand):
     """paramiko's ProxyCommand run through `sh -c` as OpenSSH runs it, its stderr to ours (as ssh leaves it,
     and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
@@ -360,7 +368,8 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             failed = hop if not hop.is_connected else failed
             hop = hop.via
         conn.close()
-        raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect)) from None
+        raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect),
+                           unreachable=failed is conn and _silent(exc)) from None
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))
     except BaseException:

@@ -2,7 +2,8 @@
 
 Holds the wheel corpus (corpus: fetched once with pip, kept unpacked), sglang's launch flags read from its
 sources (flags), the texts a release can print (sourcetext), the C preprocessor's `#if` for one __CUDA_ARCH__
-(cppexpr), and release versions and ranges (versions). Pure but for the corpus's fetch.
+(cppexpr), release versions and ranges as PEP 440 says (versions), and pins checked against the wheels'
+Requires-Dist (pins). Pure but for the corpus's fetch.
 
 May use: the primitives only.
 """

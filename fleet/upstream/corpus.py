@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
 from fleet.site import SHIPPED
+from fleet.upstream import pins as pinning
 
 MATRIX = SHIPPED / "playbooks" / "upstream" / "matrix.yaml"  # shipped, whatever the working folder
 KEEP = (".py", ".cu", ".cuh", ".h", ".hpp", ".inl", ".cc", ".cpp")
@@ -101,6 +102,43 @@ def require(dist: str, version: str, cache: Path | None = None) -> Release:
         raise InputError(f"{dist} {version} is not in the upstream cache {cache or cache_dir()}: "
                          f"run `inv upstream` (or `inv upstream --sglang X --flashinfer Y`) first")
     return rel
+
+
+def metadata(dist: str, version: str, cache: Path | None = None) -> str | None:
+    """The wheel's METADATA as the cache keeps it, read where the cache is now (a cache copied from another
+    machine keeps the other machine's `root` in release.json); None when it has none."""
+    found = sorted(_folder(cache or cache_dir(), dist, version).glob("*.dist-info/METADATA"))
+    return found[0].read_text(encoding="utf-8", errors="replace") if found else None
+
+
+def check_pins(pins: dict[str, str], source: str = "the playbook", cache: Path | None = None,
+               matrix: Matrix | None = None) -> list[tuple[str, str]]:
+    """(distribution, one line) for each pin the others' Requires-Dist refuse, read offline from the corpus,
+    and for each pinned release of the corpus's kind (sglang, flashinfer-python) it does not hold: a version
+    that was never released is refused by `inv upstream` when it fetches it."""
+    matrix = matrix or load_matrix()
+    found: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for dist, version in sorted(pins.items()):
+        if dist not in IMPORT_NAME:
+            continue
+        try:
+            have = cached(dist, version, cache) is not None
+            text = metadata(dist, version, cache) if have else None
+        except (OSError, ValueError, TypeError):  # a torn release.json, an unreadable folder: as if it had none
+            have, text = True, None
+        if text is None:
+            fetch = f"`inv upstream {'--sglang' if dist == 'sglang' else '--flashinfer'} {version}`"
+            where = _folder(cache or cache_dir(), dist, version)
+            problems.append((dist, f"{dist} {version} is not in the upstream cache {cache or cache_dir()}, so its "
+                                   f"Requires-Dist cannot be checked: fetch it with {fetch}" if not have else
+                                   f"{dist} {version}: {where} holds no METADATA, so its Requires-Dist cannot be "
+                                   f"checked: remove that folder and fetch it again with {fetch}"))
+            continue
+        found[dist] = text
+    conflicts = pinning.conflicts(pins, found, matrix.python, source=source)
+    wrong = {dist for dist, _ in conflicts}  # a pin known to be wrong needs no fetch to say so
+    return [p for p in problems if p[0] not in wrong] + conflicts
 
 
 def index_url() -> str:

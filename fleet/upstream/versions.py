@@ -1,41 +1,50 @@
 """Release versions and version ranges, as patch sets, playbooks, log rules and the flag table write them
-(pure): '0.6.17rc1' sorts before '0.6.17'; a range is comma-separated clauses such as '>=0.5.8,<0.6.17'."""
+(pure), compared as PEP 440 says with `packaging`: '0.6.17rc1' < '0.6.17' < '0.6.17.post1'.
+
+A range is a PEP 440 specifier set ('>=0.5.8,<0.6.17', '~=0.6.3', '==0.5.*'). One deliberate difference from
+pip's reading: a fleet range says where upstream's code changed, so its ordered clauses (<, <=, >, >=) follow
+the versions' order alone. '>0.6.16' holds for 0.6.16.post4 and '<0.6.17' for 0.6.17rc1, where pip's
+exclusive comparisons would leave both out. A Requires-Dist is read as pip reads it (`Requirement`)."""
 
 from __future__ import annotations
 
 import functools
-import re
 
-_CLAUSE = re.compile(r"^\s*(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
-_PRE = re.compile(r"(a|b|rc|dev|alpha|beta|pre)\d*", re.I)
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+_ORDERED = {"<": Version.__lt__, "<=": Version.__le__, ">": Version.__gt__, ">=": Version.__ge__}
 
 
 @functools.lru_cache(maxsize=4096)  # a check compares every flag against every release: the same few strings
-def version_key(text: str) -> tuple[int, ...]:
-    """A comparable key: numeric release parts; a pre-release (rc, a, b, dev) sorts before its release."""
-    m = re.match(r"v?(\d+(?:\.\d+)*)(.*)$", text.strip())
-    if not m:
-        raise ValueError(f"not a version: {text!r}")
-    parts = [int(p) for p in m.group(1).split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    rest = m.group(2).lstrip(".-_")
-    pre = bool(rest) and bool(_PRE.match(rest)) and not rest.startswith("post")
-    return (*parts, -1 if pre else 0)
+def version_key(text: str) -> Version:
+    """The PEP 440 version of `text` (a leading 'v' allowed); ValueError names the text."""
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        raise ValueError(f"not a version: {text!r}") from None
 
 
-def parse_range(spec: str) -> list[tuple[str, tuple[int, ...]]]:
-    """'>=0.5.8,<0.6.17' -> [('>=', key), ('<', key)]; ValueError names the bad clause."""
-    clauses = []
+@functools.lru_cache(maxsize=1024)
+def parse_range(spec: str) -> SpecifierSet:
+    """'>=0.5.8,<0.6.17' -> its specifier set; ValueError names the bad clause."""
     for raw in spec.split(","):
-        m = _CLAUSE.match(raw)
-        if not m:
-            raise ValueError(f"bad version range clause {raw.strip()!r} (use e.g. '<0.6.17' or '>=0.5.8,<0.6')")
-        clauses.append((m.group(1), version_key(m.group(2))))
-    return clauses
+        try:
+            Specifier(raw.strip())
+        except InvalidSpecifier:
+            raise ValueError(f"bad version range clause {raw.strip()!r} (use e.g. '<0.6.17' or '>=0.5.8,<0.6')") \
+                from None
+    return SpecifierSet(spec)
+
+
+def _holds(clause: Specifier, version: Version) -> bool:
+    ordered = _ORDERED.get(clause.operator)
+    if ordered is None:  # ==, !=, ~=, ===: PEP 440's own rules (local labels, zero padding, wildcards)
+        return clause.contains(version, prereleases=True)
+    return bool(ordered(Version(version.public), Version(clause.version)))
 
 
 def in_range(version: str, spec: str) -> bool:
+    """Whether `version` is in the range `spec` (ValueError when either is not one)."""
     v = version_key(version)
-    ops = {"==": v.__eq__, "!=": v.__ne__, "<": v.__lt__, "<=": v.__le__, ">": v.__gt__, ">=": v.__ge__}
-    return all(ops[op](key) for op, key in parse_range(spec))
+    return all(_holds(clause, v) for clause in parse_range(spec))

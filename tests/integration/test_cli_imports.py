@@ -17,9 +17,9 @@ RUN = """
 import atexit, os, sys
 atexit.register(lambda: os.write(2, b"\\nfleet-test: rich=%d\\n"
                                    % any(m == "rich" or m.startswith("rich.") for m in sys.modules)))
-from invoke.main import program
+from fleet.cli.program import main  # what the venv's `inv` runs
 sys.argv = ["inv", *sys.argv[1:]]
-program.run()
+main()
 """
 
 

@@ -61,6 +61,30 @@ def test_a_deploy_that_changes_nothing_restarts_nothing(seed, sandbox, sandbox_i
     assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
 
 
+def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inventory, tmp_path):
+    """packages: pins whose wheels disagree are bad input (exit 2, no host contacted); pins the venv does not
+    meet (fleet installs nothing yet) stop at preflight with the old server serving; pins it meets deploy."""
+    pid = sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip()
+    current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.4"})
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {book}:{book.read_text().splitlines().index('  flashinfer-python: 0.7.4') + 1}: "
+        "packages.flashinfer-python: sglang 0.5.23 requires flashinfer-python==0.7.2; the playbook pins 0.7.4"]
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.2"})
+    rc, data, _ = deploy(sandbox, "sbx0", book)
+    assert rc == 1 and data["status"] == "failed" and data["attempts"][0]["outcome"] == "PREFLIGHT", data
+    assert ("packages: the playbook pins sglang 0.5.23; the venv /root/ml-env has 0.5.9"
+            in data["attempts"][0]["evidence"])
+    assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
+    book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.9", "flashinfer-python": "0.6.3",
+                                                           "torch": "2.9.1"})
+    rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run")
+    assert rc == 0 and data["status"] == "dry-run", data
+
+
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
     before = checksums(sandbox_inventory, "sbx0")
     rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
@@ -90,12 +114,23 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     unit_a = sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0]
     triton = glm5_playbook(tmp_path, "glm5-triton", ladder=[{"name": "triton-moe",
                                                              "flags": {"moe-runner-backend": "triton"}}])
-    rc, data, _ = deploy(sandbox, "sbx0", triton)
-    assert rc == 0 and data["config"]["rung"] == "triton-moe"
-    assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
-    proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
+    meta = "/root/ml-env/lib/python3.11/site-packages/sglang-0.5.9.dist-info/METADATA"
+    post = "s/^Version: 0.5.9$/Version: 0.5.9.post1/"  # as after a hand-run pip install of a post-release
+    sh(sandbox_inventory, "sbx0", f"cp -p {meta} /tmp/METADATA.bak && sed -i '{post}' {meta}")
+    try:
+        rc, data, _ = deploy(sandbox, "sbx0", triton)
+        assert rc == 0 and data["config"]["rung"] == "triton-moe"
+        assert (data["versions_before"]["sglang"], data["versions"]["sglang"]) == ("0.5.9", "0.5.9.post1")
+        assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] != unit_a
+        proc = inv(sandbox, "rollback", "--host", "sbx0", "--playbook", str(seed["book"]), "--json")
+    finally:
+        sh(sandbox_inventory, "sbx0", f"cp -p /tmp/METADATA.bak {meta}")
     back = json.loads(proc.stdout)
     assert proc.returncode == 0 and back["status"] == "ok" and back["release"] == first
+    # fleet installs no packages: the rollback says the venv is not what that release ran
+    assert back["notes"] == [f"release {first} ran sglang 0.5.9 -> 0.5.9.post1 now in the venv: a rollback puts "
+                             "back the unit, env and patch sets, not packages (install the release's versions by "
+                             "hand)"], back
     assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(first)
     # the wrong playbook's port, key and health check would judge another server: refused, nothing changed
@@ -110,6 +145,14 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     hist = json.loads(inv(sandbox, "history", "--host", "sbx0", "--json").stdout)["hosts"][0]
     assert hist["current"] == first
     assert {r["status"] for r in hist["releases"]} >= {"ok"}
+    # each release records the stack the deploy's probe read on the host (the sandbox's simulated venv)
+    for r in hist["releases"]:
+        assert {k: r["versions"].get(k) for k in ("sglang", "flashinfer-python", "torch", "cuda")} == {
+            "sglang": "0.5.9.post1" if r["rung"] == "triton-moe" else "0.5.9", "flashinfer-python": "0.6.3",
+            "torch": "2.9.1+cu130", "cuda": "13.0"}, r["versions"]
+        assert r["versions"]["driver"]
+    table = inv(sandbox, "history", "--host", "sbx0", "--bench").stdout
+    assert "sglang/flashinfer" in table and "0.5.9/0.6.3" in table and "0.5.9.post1/0.6.3" in table
 
 
 def test_workers_of_a_server_run_by_hand_are_named_by_preflight_and_never_killed(seed, sandbox, sandbox_inventory):
@@ -186,6 +229,7 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
     row = json.loads(proc.stdout)["hosts"][0]
     assert proc.returncode == 0 and row["unit"]["ActiveState"] == "active" and row["health"] == "200"
     assert row["release"] and row["playbook"] == "glm5-nvfp4" and row["drift"] == []
+    assert (row["versions"]["sglang"], row["versions"]["flashinfer-python"]) == ("0.5.9", "0.6.3")
     assert row["gpus"] == 8 and row["power_limit_w"] == 4800.0 and row["power_w"] > 0
     # the board reads sglang's own gauges from /metrics (idle now, so nothing running)
     assert set(row["metrics"]) == {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",

@@ -19,19 +19,24 @@ def inv(*args):
 def test_audit_of_releases_names_the_gates_and_what_lifts_them(matrix):
     p = inv("audit", "--sglang", "0.5.23", "--flashinfer", "0.7.4", "--sm", "120", "--set", "sm120-allreduce-fusion",
             "--json")
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 0, p.stderr  # what remains is only what upstream keeps on purpose: usable in CI
     (res,) = json.loads(p.stdout)["hosts"]
-    lifted = {g["file"]: g["lifted_by"] for g in res["excluding"]}
-    assert lifted == {"flashinfer/jit/comm.py": [],  # mnnvl and mixed_comm: not the fusion path, left alone
-                      "sglang/srt/arg_groups/overrides.py": ["sm120-allreduce-fusion"],
-                      "sglang/srt/layers/flashinfer_comm_fusion.py": ["sm120-allreduce-fusion"],
-                      "sglang/srt/layers/layer_boundary/residual/add_norm.py": ["sm120-allreduce-fusion"]}
+    lifted = {(g["file"], g["where"]): (g["lifted_by"], (g["kept"] or {}).get("name")) for g in res["excluding"]}
+    assert lifted == {  # mnnvl and mixed_comm: not the fusion path, kept off SM12x by upstream on purpose
+        ("flashinfer/jit/comm.py", "gen_trtllm_mnnvl_comm_module"): ([], "flashinfer-mnnvl-allreduce"),
+        ("flashinfer/jit/comm.py", "gen_mixed_comm_module"): ([], "flashinfer-mixed-comm"),
+        ("sglang/srt/arg_groups/overrides.py", "_flashinfer_allreduce_fusion_auto_enable"):
+            (["sm120-allreduce-fusion"], None),
+        ("sglang/srt/layers/flashinfer_comm_fusion.py", "_resolve_backend"): (["sm120-allreduce-fusion"], None),
+        ("sglang/srt/layers/layer_boundary/residual/add_norm.py", "flashinfer_ar_fusion_applies"):
+            (["sm120-allreduce-fusion"], None)}
+    assert (res["remaining"], res["kept_by_upstream"]) == (0, 2)
     p = inv("audit", "--flashinfer", "0.7.4", "--sm", "100", "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["hosts"][0]["excluding"] == []
 
 
 def test_patch_check_against_releases(matrix):
-    p = inv("patch", "--check", "--against", "sglang==0.5.23,flashinfer-python==0.7.4", "--set",
+    p = inv("patch", "--check", "--against", "sglang==0.5.23,flashinfer-python==0.7.2", "--set",
             "sm120-allreduce-fusion", "--json")
     assert p.returncode == 0, p.stderr
     (res,) = json.loads(p.stdout)["hosts"]
@@ -40,10 +45,22 @@ def test_patch_check_against_releases(matrix):
     assert {e["file"] for e in sp["edits"]} == {"srt/arg_groups/overrides.py", "srt/layers/flashinfer_comm_fusion.py",
                                                 "srt/layers/layer_boundary/residual/add_norm.py"}
     p = inv("patch", "--check", "--against", "sglang==0.5.9,flashinfer-python==0.6.16", "--set",
-            "trtllm-custom-allreduce-fixes", "--json")
+            "trtllm-custom-allreduce-fixes", "--json", "--no-deps")  # flashinfer installed by hand beside it
     (sp,) = json.loads(p.stdout)["hosts"][0]["sets"]
     assert p.returncode == 0 and [e["label"] for e in sp["edits"]][:2] == ["lamport pointer stride (set 1)",
                                                                            "lamport pointer stride (set 2)"]
+
+
+def test_a_pair_whose_requires_dist_disagree_is_refused_in_one_line(matrix):
+    for fi in ("0.7.4", "0.7.1"):
+        against = f"sglang==0.5.23,flashinfer-python=={fi}"
+        p = inv("patch", "--check", "--against", against, "--set", "sm120-allreduce-fusion", "--json")
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.strip().splitlines() == [
+            f"error: --against {against}: sglang 0.5.23 requires flashinfer-python==0.7.2; --against pins {fi}"]
+    p = inv("patch", "--check", "--against", "sglang==0.5.9,flashinfer-python==0.6.16", "--set",
+            "trtllm-custom-allreduce-fixes")
+    assert p.returncode == 2 and "sglang 0.5.9 requires flashinfer-python==0.6.3; --against pins 0.6.16" in p.stderr
 
 
 def test_bad_input_is_one_line_and_exit_2(matrix):
@@ -104,3 +121,22 @@ def test_sets_that_lift_every_gate_make_the_verdict_and_the_exit_code_clear(matr
     assert p.returncode == 0 and res["remaining"] == 0 and len(res["excluding"]) == 16
     assert res["verdict"] == ("sglang 0.5.9, flashinfer-python 0.6.3: 16 of 36 gates exclude SM 120; "
                               "the sets lift 16, 0 remain")
+
+
+def test_gates_upstream_keeps_on_purpose_are_shown_with_reason_and_source_and_do_not_fail_the_audit(matrix):
+    args = ["audit", "--sglang", "0.5.23", "--flashinfer", "0.7.4", "--sm", "120", "--offline", "--wide"]
+    p = inv(*args)
+    assert p.returncode == 1, p.stderr  # the three sglang fusion gates remain without the set: those are real
+    out = p.stdout.splitlines()
+    assert out[0].startswith("sglang 0.5.23, flashinfer-python 0.7.4: 5 of 43 gates exclude SM 120; upstream keeps 2 "
+                             "on purpose, 3 remain")
+    kept = out[out.index("kept by upstream on purpose (2; they do not fail the audit):"):]
+    assert kept[1] == "  flashinfer/jit/comm.py:49 in gen_trtllm_mnnvl_comm_module: supported_major_versions=[9, 10]"
+    assert kept[2].startswith("    MNNVL allreduce needs a (multi-node) NVLink fabric")
+    assert "    source: https://github.com/flashinfer-ai/flashinfer/pull/3385" in kept
+    assert "  flashinfer/jit/comm.py:184 in gen_mixed_comm_module: supported_major_versions=[9, 10]" in kept
+    assert "    source: https://github.com/flashinfer-ai/flashinfer/pull/2563" in kept
+    table = out[1:out.index(kept[0])]  # the gates that count: the three sglang ones, none of the kept
+    assert len(table) == 4 and not any("flashinfer/jit/comm.py" in line for line in table)
+    p = inv(*args, "--set", "sm120-allreduce-fusion")
+    assert p.returncode == 0 and p.stdout.splitlines()[0].rstrip().endswith("the sets lift 3, 0 remain")

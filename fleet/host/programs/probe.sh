@@ -76,7 +76,7 @@ host_facts() {
     [ -d "$sp" ] || continue
     printf '@sp %s\n' "$sp"
     for t in flashinfer flashinfer_cubin flashinfer_jit_cache nvidia/nccl sgl_kernel sglang torch; do [ -d "$sp/$t" ] && printf '@dir %s\n' "$sp/$t"; done
-    for n in sglang sgl_kernel flashinfer_python flashinfer flashinfer_jit_cache flashinfer_cubin torch nvidia_nccl_cu12 nvidia_nccl_cu13; do
+    for n in sglang sgl_kernel sglang_kernel flashinfer_python flashinfer flashinfer_jit_cache flashinfer_cubin torch nvidia_nccl_cu12 nvidia_nccl_cu13; do
       for d in "$sp"/$n-*.dist-info; do
       for x in METADATA direct_url.json; do [ -f "$d/$x" ] && set -- "$@" "$d/$x"; done
     done; done

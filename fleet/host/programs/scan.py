@@ -2,13 +2,43 @@
 
 usage: python -c TEXT BASE64_JSON {"scope": {package: [glob, ...]}}; prints `FLEET-JSON:{packages, files, sms,
 sm_error}`: every preprocessor conditional and #error of C/CUDA files as [line, text, code lines after it], and
-every gate-looking line of Python files as [line, text]. fleet.patches.audit.scan_text does the same locally for text
-that is not on a host (patched contents, the upstream corpus); a test keeps the two equal.
+every gate-looking line of Python files as [line, text, the def or class it sits in]; each package with its
+distribution and version (which releases a gate upstream keeps on purpose is known for). fleet.patches.audit.scan_text
+does the same locally for text that is not on a host (patched contents, the upstream corpus); a test keeps the two
+equal.
 """
 import base64, glob, importlib.util, json, os, re, subprocess, sys
 req = json.loads(base64.b64decode(sys.argv[1]))
 DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|error)\b")
 PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
+DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
+
+
+def enclosing_def(lines, index):
+    level = len(lines[index]) - len(lines[index].lstrip())
+    for j in range(index - 1, -1, -1):
+        raw = lines[j]
+        indent = len(raw) - len(raw.lstrip())
+        if not raw.strip() or indent >= level:
+            continue
+        m = DEF.match(raw)
+        if m:
+            return m.group(1) or m.group(2)
+        level = indent
+    return ""
+
+
+def dist_of(top):
+    try:
+        import importlib.metadata as md
+        for name in md.packages_distributions().get(top) or []:
+            try:
+                return {"dist": name, "version": md.version(name)}
+            except Exception:
+                pass
+    except Exception:
+        pass
+    return {}
 
 
 def is_code(line):
@@ -26,7 +56,7 @@ for pkg, patterns in req["scope"].items():
     if spec is None or not spec.submodule_search_locations:
         res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
     root = list(spec.submodule_search_locations)[0]
-    res["packages"][pkg] = {"path": root}
+    res["packages"][pkg] = dict(dist_of(pkg), path=root)
     paths = set()
     for pat in patterns:
         paths.update(glob.glob(os.path.join(root, pat), recursive=True))
@@ -49,7 +79,7 @@ for pkg, patterns in req["scope"].items():
                 elif keep and is_code(line):
                     keep[-1][2] += 1
             elif PYGATE.search(line):
-                keep.append([start, line])
+                keep.append([start, line, enclosing_def(text, i)])
             i += 1
         if keep:
             res["files"][pkg + "/" + os.path.relpath(path, root)] = {"kind": kind, "lines": keep}

@@ -56,7 +56,7 @@ def test_normal_lines_give_verdict_none_and_exit_zero():
 
 
 def test_human_output_lists_line_class_severity_and_explanation():
-    done = inv(str(LOGS / "sglang_kv_pool_too_small.log"))
+    done = inv(str(LOGS / "sglang_kv_pool_too_small.log"), "--wide")  # every line whole: phrases never folded
     assert done.returncode == 1
     first = done.stdout.splitlines()[0].split()
     assert first[:3] == ["11", "KV_CACHE_TOO_SMALL", "fatal"] and "mem-fraction-static" in done.stdout

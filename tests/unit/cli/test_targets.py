@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import pty
+import select
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +103,43 @@ def test_a_deploys_plan_names_the_playbook_and_the_batches_in_order():
     two_node, where = load_playbook("glm5-2node")
     assert deploy_plan(hosts[:2], two_node, where, None, rollout.parse_max_fail(None))[1] == (
         "one server over 2 nodes, deployed together")
+
+
+def _on_a_terminal(args: list[str], cwd: Path, answers: list[tuple[str, str]]) -> tuple[int, str]:
+    """Run `inv ARGS` with a pseudo-terminal as its controlling terminal (getpass reads /dev/tty); each time the
+    output so far ends with a prompt of answers, type its answer. (exit code, everything it printed)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: inv, on the terminal
+        os.chdir(cwd)
+        os.execve(str(Path(sys.executable).parent / "inv"), ["inv", *args],
+                  {**os.environ, "FLEET_SANDBOX_ONLY": "1", "COLUMNS": "120"})
+    seen, pending, deadline = b"", list(answers), time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal: it ended
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if pending and seen.rstrip().endswith(pending[0][0].encode()):
+            os.write(fd, pending.pop(0)[1].encode())
+    if time.monotonic() >= deadline:  # still waiting for something nobody typed: end it
+        os.kill(pid, 9)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+
+def test_ask_become_pass_asks_for_the_password_only_after_the_plan_is_agreed(tmp_path):
+    """`inv deploy -k` on two become hosts: the plan first; no, and no password was ever asked for; yes, then the
+    password prompt, which Ctrl-C leaves (exit 130) before any host is contacted."""
+    (tmp_path / "hosts.yaml").write_text("hosts:\n" + "".join(
+        f"  {name}: {{address: 127.0.0.1, port: 9, user: ops, become: true, venv: /v}}\n" for name in ("a", "b")))
+    args = ["deploy", "-i", "hosts.yaml", "-H", "a", "-H", "b", "-p", "glm5-nvfp4", "-k"]
+    code, said = _on_a_terminal(args, tmp_path, [("Go ahead? [y/N]", "n\r")])
+    assert code == EXIT_BAD_INPUT and "inv deploy on 2 hosts: a, b" in said and "BECOME password" not in said, said
+    code, said = _on_a_terminal(args, tmp_path, [("Go ahead? [y/N]", "y\r"), ("BECOME password:", "\x03")])
+    assert said.index("Go ahead? [y/N]") < said.index("BECOME password:") and code == 130, said

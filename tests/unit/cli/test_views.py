@@ -32,6 +32,19 @@ def recorded_deploy() -> DeployResult:
                                   for a in d["attempts"]], error=d["error"])
 
 
+def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_line():
+    result = recorded_deploy()
+    result.versions = {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"}
+    result.versions_before = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "driver": "580.95.05"}
+    lines = drawn(80, lambda c: deploy_view.render(result, c))
+    assert lines[1] == "  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2"
+    result.versions_before = dict(result.versions)
+    assert not any("versions:" in line for line in drawn(80, lambda c: deploy_view.render(result, c)))
+    result.notes = ["release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]"]  # host text, not markup
+    assert lines[0].startswith("sbx0") and "  note: release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]" \
+        in drawn(200, lambda c: deploy_view.render(result, c))
+
+
 @pytest.mark.parametrize("width", [80, 200])
 def test_attempts_are_one_line_each_with_the_evidence_folded_below(width):
     result = recorded_deploy()
@@ -78,6 +91,25 @@ def test_history_shows_every_release_id_whole_on_one_line(width, with_bench):
         assert "3,609" in older and older.count("█") == 16 and 15 <= current.count("█") <= 16
     if width >= 200:
         assert "TMA_FAILURE" in next(line for line in lines if line.startswith(releases[0].id))
+
+
+@pytest.mark.parametrize("with_bench", [False, True])
+def test_history_labels_each_release_with_the_sglang_and_flashinfer_it_ran(with_bench):
+    older, tuned, broken = _releases()
+    older.facts = {"versions": {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1"}}
+    tuned.facts = {"versions": {"sglang": "0.5.23", "flashinfer-python": "0.7.2"}}
+    lines = drawn(120, lambda c: deploy_view.render_history("sbx0", [older, tuned, broken], tuned.id, c, with_bench))
+    assert any("sglang/flashinfer" in line for line in lines)
+    row = {r.id: next(line for line in lines if line.startswith(r.id + " ")) for r in (older, tuned, broken)}
+    assert "0.5.9/0.6.3" in row[older.id] and "0.5.23/0.7.2" in row[tuned.id]
+    assert "0.5." not in row[broken.id]  # it recorded nothing: an empty cell
+    if with_bench:  # the tok/s sits beside the versions that gave it
+        assert row[tuned.id].index("0.5.23/0.7.2") < row[tuned.id].index("3,553")
+
+
+def test_history_of_releases_that_recorded_no_versions_has_no_versions_column():
+    lines = drawn(200, lambda c: deploy_view.render_history("sbx0", _releases(), None, c, True))
+    assert not any("sglang/flashinfer" in line for line in lines)
 
 
 def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():

@@ -171,3 +171,54 @@ def test_a_refused_playbook_prints_no_raw_text_of_its_own(tmp_path):
     result = run(tmp_path, BOOK.replace("{tp-size: 8}", '{"tp-size\\e[2J": 8, tp-szie: 8}'))
     assert all("\x1b" not in str(p) for p in result.problems) and len(result.errors) == 2
     assert "did you mean --tp-size?" in str(result.errors[1])
+
+
+@pytest.fixture
+def corpus_of(tmp_path, monkeypatch):
+    """An upstream cache holding the real METADATA of sglang 0.5.9 and 0.5.23 (tests/fixtures/upstream)."""
+    import json
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
+    cache = tmp_path / "cache"
+    for dist, version in (("sglang", "0.5.9"), ("sglang", "0.5.23"), ("flashinfer-python", "0.7.2")):
+        root = cache / dist / version
+        info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text((fixtures / f"{dist}-{version}.METADATA").read_text())
+        (root / "release.json").write_text(json.dumps({"dist": dist, "version": version, "root": str(root),
+                                                       "wheel": "w.whl", "sha256": "0", "wheel_bytes": 0,
+                                                       "files": 1, "bytes": 0}))
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(cache))
+    return cache
+
+
+def test_pins_the_wheels_disagree_on_are_an_error_naming_the_pin_s_line(tmp_path, corpus_of):
+    result = run(tmp_path, BOOK + "packages:\n  sglang: 0.5.23\n  flashinfer_python: 0.7.4\n")
+    assert lines(result) == ["t.yaml:10: packages.flashinfer_python: sglang 0.5.23 requires "
+                             "flashinfer-python==0.7.2; the playbook pins 0.7.4"]
+    assert result.releases == ["0.5.23"]  # a pinned sglang is the one release the flags must hold on
+    assert run(tmp_path, BOOK + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n").problems == []
+
+
+def test_a_pin_that_is_not_one_version_or_not_in_the_corpus_is_one_line(tmp_path, corpus_of):
+    assert lines(run(tmp_path, BOOK + "packages:\n  sglang: 0.6\n")) == [
+        "t.yaml:9: packages.sglang: 0.6 is a number in YAML: quote the version ('0.6')"]
+    assert lines(run(tmp_path, BOOK + "packages:\n  sglang: '>=0.5.9'\n")) == [
+        "t.yaml:9: packages.sglang: '>=0.5.9' is not one exact version (write e.g. 0.5.23 or "
+        "0.6.16.post4, no '==', range or '*')"]
+    assert lines(run(tmp_path, BOOK + "packages:\n  sglang: 0.5.99\n")) == [
+        f"t.yaml:9: packages.sglang: sglang 0.5.99 is not in the upstream cache {corpus_of}, so its Requires-Dist "
+        "cannot be checked: fetch it with `inv upstream --sglang 0.5.99`"]
+
+
+def test_a_flag_the_pinned_sglang_removed_is_an_error_for_that_release(tmp_path, corpus_of):
+    book = BOOK.replace("{tp-size: 8}", "{tp-size: 8, cuda-graph-max-bs: 256}")
+    assert run(tmp_path, book + "packages: {sglang: 0.5.9}\n").errors == []
+    assert any("--cuda-graph-max-bs was removed in sglang" in p and "(sglang 0.5.23, rung first)" in p
+               for p in lines(run(tmp_path, book + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n")))
+
+
+def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of):
+    result = run(tmp_path, BOOK + "packages: {sglang: 0.5.9, triton: 3.5.0}\n")
+    assert result.errors == []
+    assert [w.split(": the probe")[0] for w in lines(result, warnings=True)] == ["t.yaml:8: packages.triton"]

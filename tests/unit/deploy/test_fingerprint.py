@@ -207,3 +207,12 @@ def test_a_hand_edited_file_is_read_as_data_and_never_stops_a_deploy(state):
     fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", "r2", [])  # a torn file is kept aside
     assert json.loads(state.read_text())["version"] == 2
     assert state.with_name("known-good.json.unreadable").read_text() == "{not json"
+
+
+def test_the_sglang_versions_hosts_reported_are_ordered_as_pep_440_and_normalised(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    reported = ["0.5.10", "0.5.9.post1", "0.5.9", "0.5.10rc1", "0.5.9-post2", "0.5.9\x1b[2J", "latest", 7]
+    fingerprint.path().parent.mkdir(parents=True)
+    fingerprint.path().write_text(json.dumps({"entries": {
+        str(i): {"fingerprint": {"packages": {"sglang": v}}} for i, v in enumerate(reported)}}))
+    assert fingerprint.sglang_versions() == ["0.5.9", "0.5.9.post1", "0.5.9.post2", "0.5.10rc1", "0.5.10"]

@@ -130,9 +130,26 @@ def test_scan_reports_directives_and_python_gates_of_a_package(site):
     assert res["files"]["fakeinfer/kernel.cuh"]["lines"] == want
     local = archgate.scan_text("fakeinfer/kernel.cuh", (site / "fakeinfer/kernel.cuh").read_text())
     assert local["lines"] == res["files"]["fakeinfer/kernel.cuh"]["lines"]
-    assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])"]]
+    # a Python gate with the function it sits in (which names a gate upstream keeps on purpose), as locally
+    assert res["files"]["fakeinfer/comm.py"]["lines"] == [[2, "    return dict(supported_major_versions=[9, 10])",
+                                                           "gen"]]
+    local = archgate.scan_text("fakeinfer/comm.py", (site / "fakeinfer/comm.py").read_text())
+    assert local["lines"] == res["files"]["fakeinfer/comm.py"]["lines"]
+    assert res["packages"]["fakeinfer"] == {"path": str(site / "fakeinfer")}  # no distribution installed it
     assert "not importable" in res["packages"]["absent"]["error"]
     assert res["sms"] == [] and res["sm_error"].startswith("nvidia-smi")  # no GPU here, said so
+
+
+def test_scan_says_which_release_each_package_is(site):
+    """The distribution and version that installed a package (a kept gate is kept only in the releases named)."""
+    info = site / "fakeinfer_python-0.7.4.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeinfer-python\nVersion: 0.7.4\n")
+    (info / "top_level.txt").write_text("fakeinfer\n")
+    done = subprocess.run([sys.executable, "-c", hostside.text("scan.py"), _b64({"scope": {"fakeinfer": ["*.py"]}})],
+                          env={"PYTHONPATH": str(site), "PATH": "/nowhere"}, capture_output=True, text=True, timeout=60)
+    assert _answer(done.stdout)["packages"]["fakeinfer"] == {"path": str(site / "fakeinfer"),
+                                                             "dist": "fakeinfer-python", "version": "0.7.4"}
 
 
 def _host() -> Host:

@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -530,3 +531,33 @@ def test_probe_script_counts_xids_per_gpu_and_code_and_names_a_lost_gpu(tmp_path
     assert [g.pci_bus_id for g in f.lost_gpus] == ["0000:04:00"]
     assert len(f.gpus) == 7 and all(g.health and g.health.recovery_action == "none" for g in f.gpus)
     assert "GPU 0000:04:00: nvidia-smi cannot open it (Unknown Error)" in f.warnings
+
+
+def test_the_stack_a_release_records_is_what_the_real_script_read(tmp_path, monkeypatch):
+    """sglang 0.5.14+ depends on sglang-kernel (no longer sgl-kernel): the probe reads either, a release
+    records it as sgl-kernel beside sglang, flashinfer, torch with its CUDA, NCCL and the driver."""
+    monkeypatch.setattr(sys.modules[__name__], "VENV_PACKAGES", {
+        "sglang": "0.5.23", "flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10", "torch": "2.9.1",
+        "nvidia-nccl-cu13": "2.28.3"})
+    name = sorted(EXPECT)[0]
+    f = probe.parse(run_script(PROFILES / name, tmp_path), name, "10.0.0.1")
+    assert f.driver_version
+    assert F.stack_versions(f) == {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "sgl-kernel": "0.4.10",
+                                   "torch": "2.9.1", "cuda": TORCH_CUDA, "nvidia-nccl": "2.28.3",
+                                   "driver": f.driver_version}
+    assert list(F.stack_versions(f)) == list(F.STACK)
+
+
+def test_a_stack_not_read_is_left_out_not_guessed(tmp_path):
+    f = probe.parse(assemble(PROFILES / sorted(EXPECT)[0]), "h", "10.0.0.1")
+    f.packages.pop("sglang")
+    f.torch_cuda = None
+    assert "sglang" not in F.stack_versions(f) and "cuda" not in F.stack_versions(f)
+    assert F.stack_versions(f)["flashinfer-python"] == "0.6.3"
+
+
+def test_a_version_a_host_sends_is_recorded_only_in_a_version_s_shape():
+    f = probe.parse(assemble(PROFILES / sorted(EXPECT)[0]), "h", "10.0.0.1")
+    f.packages["sglang"].version = "0.5.9\x1b[31m"
+    f.packages["torch"].version = "[bold]2.9.1"
+    assert "sglang" not in F.stack_versions(f) and "torch" not in F.stack_versions(f)

@@ -115,3 +115,34 @@ def test_current_pointing_at_an_unreadable_manifest_refuses_instead_of_reading_a
     (Path(store.dir(r)) / "manifest.json").unlink()
     with pytest.raises(FleetError, match=f"points to release {r.id}, whose manifest is missing or unreadable"):
         store.current()
+
+
+def test_a_release_s_versions_are_read_in_stack_order_and_labelled():
+    facts = {"gpus": 8, "versions": {"driver": "580.95.05", "torch": "2.9.1+cu128", "sglang": "0.5.9",
+                                     "flashinfer-python": "0.6.3", "cuda": "12.8"}}
+    got = releases.versions_of(facts)
+    assert list(got) == ["sglang", "flashinfer-python", "torch", "cuda", "driver"]
+    assert releases.versions_label(got) == "sglang 0.5.9, flashinfer 0.6.3"
+    assert releases.versions_label(got, short=True) == "0.5.9/0.6.3"
+    assert releases.versions_label({"sglang": "0.5.23"}, short=True) == "0.5.23/?"
+    assert releases.versions_label({}) == "-"
+
+
+@pytest.mark.parametrize("facts", [None, [], "x", {"versions": ["0.5.9"]}, {"versions": "0.5.9"}, {}])
+def test_a_release_without_versions_or_with_a_manifest_of_another_shape_has_none(facts):
+    assert releases.versions_of(facts) == {}
+
+
+def test_a_hostile_manifest_s_versions_print_only_in_a_version_s_shape():
+    facts = {"versions": {"sglang": "0.5.9\x1b[2J", "flashinfer-python": 7, "torch": "9" * 41,
+                          "driver": "[red]580[/]", "nccl": "2.27.5", "nvidia-nccl": "2.27.5.post1"}}
+    assert releases.versions_of(facts) == {"nvidia-nccl": "2.27.5.post1"}
+
+
+def test_the_stack_a_host_has_now_is_compared_with_what_a_release_ran():
+    ran = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1"}
+    assert releases.stack_drift(ran, {"sglang": "0.5.23", "flashinfer-python": "0.6.3"}) == [
+        "sglang 0.5.9 -> 0.5.23", "torch 2.9.1 -> none"]
+    assert releases.stack_drift(ran, dict(ran)) == []
+    assert releases.stack_drift(ran, {}) == []  # the host could not be read: nothing said, nothing guessed
+    assert releases.stack_drift({}, {"sglang": "0.5.23"}) == []  # a release from before fleet recorded versions

@@ -74,6 +74,8 @@ class StandIn(BaseHTTPRequestHandler):
         if action == "current":
             return self._answer(200, {"status": self.state["status"], "vmid": 101, "name": "gpu7",
                                       "qmpstatus": "running"})
+        if action == "pci" and self.state.get("pci") == "forbidden":  # a token without Sys.Audit on the node
+            return self._answer(403, None)
         if action == "pci":
             return self._answer(200, [
                 {"id": "0000:01:00.0", "class": "0x030000", "vendor": "0x10de", "device": "0x2bb1", "iommugroup": 14},
@@ -93,7 +95,8 @@ class StandIn(BaseHTTPRequestHandler):
 def api(monkeypatch):
     server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    StandIn.state["status"], StandIn.calls[:] = "running", []
+    StandIn.state.update(status="running", pci="ok")
+    StandIn.calls[:] = []
     monkeypatch.setenv("PVE_TOKEN", TOKEN)
     guest = GUEST.model_copy(update={"api": f"http://127.0.0.1:{server.server_address[1]}/api2/json"})
     yield guest
@@ -150,3 +153,36 @@ def test_a_bad_proxmox_description_is_bad_input_naming_host_and_key(bad, message
     with pytest.raises(InputError) as err:
         pve.guest_of(_host({**good, **bad}))
     assert message in str(err.value) and str(err.value).startswith("inventory/hosts.yaml: host gpu7:")
+
+
+def test_a_token_that_may_not_list_the_nodes_pci_devices_still_resets_its_vm(api):
+    StandIn.state["pci"] = "forbidden"
+    steps = rec.vm_steps(pve.Proxmox(api, TOKEN), rec.VM_RESET, 5, lambda m: None)
+    assert steps[0].startswith("NVIDIA functions on the node not listed (Proxmox GET ") and "HTTP 403" in steps[0]
+    assert steps[1] == "Proxmox vm-reset of VM 101 on pve1"
+    assert [(m, p) for m, p, _ in StandIn.calls][-1] == ("POST", "/nodes/pve1/qemu/101/status/reset")
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/gpu-health"
+
+
+def recorded(fixture: str, command: str) -> str:
+    """What `command` printed in a recording of tests/tools/record_gpu_reset.sh (its `== command` section)."""
+    text = (FIXTURES / fixture).read_text()
+    return text.split(f"== {command}\n", 1)[1].split("\nrc=", 1)[0]
+
+
+@pytest.mark.parametrize(("fixture", "command", "reason"), [
+    ("gpu_reset_refused_in_use.txt", "nvidia-smi -r -i 0", "GPU 00000000:00:06.0: In use by another client"),
+    ("gpu_reset_refused_not_root.txt", "nobody nvidia-smi -r -i 0",
+     "Unable to disable persistence mode for GPU 00000000:00:06.0: Insufficient Permissions"),
+])
+def test_a_refused_reset_is_told_by_the_drivers_reason_line(fixture, command, reason):
+    """What driver 580 printed on the H200 for `nvidia-smi -r -i 0`, refused."""
+    assert rec.refusal(recorded(fixture, command)) == reason
+
+
+def test_a_refusal_without_a_reason_line_is_its_last_line_cut_short():
+    assert rec.refusal("\n\nNo devices were found\n") == "No devices were found"
+    assert rec.refusal("") == "no output"
+    assert len(rec.refusal("x" * 5000)) == 160

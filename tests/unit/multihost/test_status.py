@@ -266,3 +266,19 @@ def test_the_gpu_health_section_lands_in_the_row_the_board_and_the_detail():
 def test_a_status_without_the_gpu_section_shows_no_gpu_health():
     st = status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n"))
     assert (st.gpu_faults, st.xid, st.kernel_log) == ([], [], None)
+
+
+def test_the_current_release_s_versions_are_on_its_status_and_in_its_json():
+    manifest = {**MANIFEST, "facts": {"versions": {"sglang": "0.5.23", "flashinfer-python": "0.7.2",
+                                                   "torch": "\x1b]0;owned\x07"}}}
+    st = status.parse(HOST, output(manifest, "200", [], "250.10, 600.00\n"))
+    assert st.versions == {"sglang": "0.5.23", "flashinfer-python": "0.7.2"}
+    assert st.to_json()["versions"] == st.versions
+    assert status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n")).versions == {}
+    from rich.console import Console
+
+    from fleet.cli.status_view import render_detail
+
+    console = Console(width=120, record=True)
+    render_detail(st, console)
+    assert "  versions:              sglang 0.5.23, flashinfer-python 0.7.2\n" in console.export_text()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from pathlib import Path
 
 import pytest
+from paramiko import AuthenticationException, SSHException
+from paramiko.ssh_exception import NoValidConnectionsError
 
 from fleet.errors import GuardError, InputError
 from fleet.inventory import Host
-from fleet.ssh import guard
+from fleet.ssh import connect, guard
 from fleet.ssh.connect import check_guard, route
 
 BASE = Host(name="h", address="vm1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
@@ -74,3 +77,18 @@ def test_guard_checks_every_hop_after_ssh_config(tmp_path):
                                  "Host ok\n  HostName 127.0.0.1\nHost bad\n  HostName 10.1.230.174\n")
     with pytest.raises(GuardError, match=r"ProxyJump hop 2 10.1.230.174"):
         check_guard(host)
+
+
+@pytest.mark.parametrize("exc,silent", [
+    (NoValidConnectionsError({("172.30.73.14", 22): ConnectionRefusedError(111, "refused")}), True),
+    (TimeoutError("timed out"), True),
+    (ConnectionResetError(104, "reset"), True),
+    (SSHException("Error reading SSH protocol banner"), True),  # TCP accepted, sshd never spoke: a wedged host
+    (socket.gaierror(-2, "Name or service not known"), False),  # a name, not a host, failed
+    (AuthenticationException("Authentication failed."), False),  # it answered and refused us
+    (SSHException("Server 'vm1' not found in known_hosts"), False),
+    (ValueError("no"), False),
+])
+def test_only_a_host_that_gives_no_answer_is_silent(exc, silent):
+    """What `inv recover` may answer with a VM reset: silence, never a refusal (a reset would not change it)."""
+    assert connect._silent(exc) is silent

@@ -1,7 +1,9 @@
 """A GPU that dies under the server (SGLANG_SIM_XID=CODE:GPU, e.g. 79:3): the driver's Xid line goes to the
 host's kernel log (the stand-in dmesg reads $R/kmsg), a GPU off the bus is gone from nvidia-smi ($R/lost),
 and the server dies of the CUDA error its kernels then get, as on the RTX PRO 6000 / 5090 hosts of
-open-gpu-kernel-modules issues 1151 and 1159 (Xid 79 then 154 under load)."""
+open-gpu-kernel-modules issues 1151 and 1159 (Xid 79 then 154 under load). An uncorrectable ECC error (48)
+leaves the GPU listed but asking for a reset (Xid 154 to GPU Reset Required, a row remapping pending: the
+stand-in nvidia-smi answers that from $R/gpustate until `nvidia-smi -r` clears it)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,13 @@ def strike(code: int, gpu: int) -> str:
         if code == 79:
             log.write(f"{stamp} NVRM: Xid (PCI:{short}): 154, GPU recovery action changed from 0x0 (None) to "
                       "0x2 (Node Reboot Required)\n")
+        if code == 48:
+            log.write(f"{stamp} NVRM: Xid (PCI:{short}): 154, GPU recovery action changed from 0x0 (None) to "
+                      "0x1 (GPU Reset Required)\n")
+    if code == 48 and bus:
+        with open(run / "gpustate", "a") as state:
+            state.write(f"{bus} gpu_recovery_action=GPU Reset\n{bus} remapped_rows.pending=Yes\n"
+                        f"{bus} ecc.errors.uncorrected.volatile.total=1\n")
     if code == 79 and bus:
         with open(run / "lost", "a") as lost:
             lost.write(bus + "\n")
