@@ -414,6 +414,47 @@ def check(c, playbook=None, inventory=None, json=False):
     raise Exit(code=check_cmd.command(playbook or [], inventory, json))
 
 
+LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",
+                "host": "results this host reported (repeatable; a host no longer in the inventory too)",
+                "group": "results the hosts of this inventory group reported (repeatable)",
+                "playbook": "only this playbook's (its name, as `inv learned` shows it)",
+                "rung": "only this rung's results (repeatable)",
+                "fingerprint": "only this fingerprint's (the 16 hex digits `inv learned` shows)",
+                "json": HOST_HELP["json"]}
+
+
+@task(iterable=["host", "group", "rung"], help=LEARNED_HELP)
+@reports_errors
+def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, json=False):
+    """What the fleet learned per hardware fingerprint, playbook, rung and host (.fleet/known-good.json):
+    serves, tuned tok/s and spread, failures by class, the winner and the rungs skipped. Reads nothing else.
+
+    Exit codes: 0 shown, 2 bad input.
+    """
+    from fleet.cli import learned as learning
+
+    pick = learning.selection(inventory, host or [], group or [], playbook, rung or [], fingerprint)
+    raise Exit(code=learning.show(pick, json))
+
+
+@task(iterable=["host", "group", "rung"],
+      help={**LEARNED_HELP, "all": "everything learned (in place of the options that select)",
+            "dry_run": "show what would be forgotten; change nothing"})
+@reports_errors
+def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, all_=False,
+           dry_run=False, json=False):
+    """Clear what the fleet learned (what `inv learned` shows) for the hosts, playbook, rungs or fingerprint
+    given, under the lock deploys and tunes take; the file before is kept as known-good.json.bak. No host is
+    contacted.
+
+    Exit codes: 0 done (or nothing matched), 2 bad input (nothing changed).
+    """
+    from fleet.cli import learned as learning
+
+    pick = learning.selection(inventory, host or [], group or [], playbook, rung or [], fingerprint)
+    raise Exit(code=learning.forget(pick, all_, dry_run, json))
+
+
 sandbox_ns = Collection("sandbox")
 sandbox_ns.add_task(sandbox_up, "up")
 sandbox_ns.add_task(sandbox_down, "down")
@@ -434,6 +475,8 @@ ns.add_task(unlock)
 ns.add_task(recover)
 ns.add_task(bench)
 ns.add_task(tune)
+ns.add_task(learned)
+ns.add_task(forget)
 ns.add_task(status)
 ns.add_task(logs)
 ns.add_task(audit)

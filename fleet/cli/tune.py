@@ -52,4 +52,4 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
 
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm, count)
     print_results(results, as_json, draw)
-    return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED
+    return EXIT_OK if all(r.status in (DeployStatus.OK, DeployStatus.UNCHANGED) for r in results) else EXIT_HOST_FAILED

@@ -1,12 +1,15 @@
-"""Hardware fingerprints, and the known-good rung remembered per fingerprint and playbook.
+"""Hardware fingerprints, and what the fleet learned per fingerprint and playbook (`.fleet/known-good.json`).
 
-A fingerprint is what decides which rung serves best: GPU model, count, SM, interconnect, driver and the
-installed package versions. `inv tune` records the winner (and the rungs that failed) in
-`.fleet/known-good.json` (FLEET_STATE_DIR overrides `.fleet`); deploy on a host with the same fingerprint
-tries the winner first and skips rungs known to crash there (slow ones stay as fallbacks). A remembered
-rung counts only while its flags in the playbook are still the ones that were tuned. Only failures the
-hardware and versions cause are learned (with the hosts that saw them); one host falling back on a hang or
-a host-local failure never moves the known winner for every identical host.
+A fingerprint is what decides which rung serves best: GPU model, count, SM, interconnect, P2P, virtualisation,
+driver and the installed package versions. Deploys and tunes add their results to the fingerprint's evidence
+(fleet.deploy.evidence: per rung, each host's serves, tok/s and failures), and deploy on a host with the same
+fingerprint tries the winner first and skips rungs whose crash the evidence confirms (slow ones stay as
+fallbacks). A remembered rung counts only while its flags in the playbook are still the ones it ran with.
+FLEET_STATE_DIR overrides `.fleet`. Every write re-reads the file under a lock across threads and processes.
+
+Entries an older fleet wrote (a fingerprint without P2P and virtualisation, one winner and `failed`) are never
+applied as they are, since a P2P failure learned in a VM must not apply to bare metal: each host's part of
+them moves to the host's new fingerprint the next time a deploy or tune of that playbook probes the host.
 """
 
 from __future__ import annotations
@@ -19,23 +22,20 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fleet import site
+from fleet.deploy import evidence
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
 from fleet.upstream.versions import version_key
 
-# The failures the hardware and versions cause: recorded per rung with the hosts that saw them and how often,
-# and the rung skipped for its fingerprint. Every other outcome (a hang, a full disk, a network blip, an
-# interrupted run, another node's failure) is of one host or one moment and is never recorded.
-_HARDWARE = {"ARCH_UNSUPPORTED", "TMA_FAILURE", "AUTOTUNE_FAILURE", "NO_KERNEL_IMAGE", "ILLEGAL_ADDRESS",
-             "CUDA_GRAPH_FAILURE", "P2P_UNAVAILABLE", "KV_CACHE_TOO_SMALL", "CUDA_OOM", Outcome.WRONG_ANSWER}
-# Recorded but never skipped: a slow rung is still a fallback should the winner stop serving.
-_KEEP = {Outcome.PERF_REGRESSION}
+VERSION = 2
+_NEW_PARTS = ("p2p", "virtualization")  # what version 1 fingerprints lacked
 
 
 def of(facts: HostFacts) -> dict[str, Any]:
@@ -44,6 +44,8 @@ def of(facts: HostFacts) -> dict[str, Any]:
         "count": len(facts.gpus),
         "sm": sorted({g.sm for g in facts.gpus if g.sm}),
         "interconnect": facts.interconnect,
+        "p2p": facts.p2p,
+        "virtualization": facts.virtualization or "unknown",
         "driver": facts.driver_version,
         "packages": {name: p.version for name, p in sorted(facts.packages.items()) if p.version},
     }
@@ -57,12 +59,27 @@ def path() -> Path:
     return site.find().state / "known-good.json"
 
 
+def legacy(entry: Any) -> bool:
+    """An entry a version 1 fleet wrote: its fingerprint lacks P2P and virtualisation."""
+    fp = entry.get("fingerprint") if isinstance(entry, dict) else None
+    return isinstance(fp, dict) and not all(part in fp for part in _NEW_PARTS)
+
+
 def load() -> dict[str, Any]:
+    """Every entry, each with its `rungs` evidence (built from a version 1 entry's winner and failures)."""
     try:
         data = json.loads(path().read_text())
     except (OSError, ValueError):
         return {}
-    return data.get("entries", {}) if isinstance(data, dict) else {}
+    entries = data.get("entries", {}) if isinstance(data, dict) else {}
+    if not isinstance(entries, dict):
+        return {}
+    out = {}
+    for k, entry in entries.items():
+        if isinstance(entry, dict):
+            rungs = entry.get("rungs")
+            out[str(k)] = {**entry, "rungs": rungs if isinstance(rungs, dict) else evidence.from_legacy(entry)}
+    return out
 
 
 def sglang_versions() -> list[str]:
@@ -82,63 +99,104 @@ def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
     return flags
 
 
-def remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
-             attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None = None,
-             spread: float | None = None, served: str | None = None) -> str:
-    """Record the winner and the failed rungs for this fingerprint and playbook . Returns the key.
-    `known_failed`: failures recorded earlier, kept unless this run says otherwise; `served`: the rung that
-    served this time (default the winner), whose failure record it clears."""
-    with _locked():
-        return _remember(book, facts, winner, tok_s, host, release, attempts, known_failed, spread, served)
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _remember(book: Playbook, facts: HostFacts, winner: Rung, tok_s: float, host: str, release: str,
-              attempts: list[dict[str, Any]], known_failed: dict[str, Any] | None,
-              spread: float | None, served: str | None) -> str:
-    """remember() under the file lock: the file is read again here, so what other processes wrote stays."""
-    served = served or winner.name
-    fp = of(facts)
-    k = key(fp)
-    entries = load()
-    failed = {name: bad for name, bad in (known_failed or {}).items() if name != served and isinstance(bad, dict)}
-    failed = _sightings(book, facts, failed, [a for a in attempts if a["rung"] not in (winner.name, served)], host)
-    entries[f"{k}/{book.name}"] = {
-        "fingerprint": fp, "playbook": book.name, "rung": winner.name, "flags": _flags(book, winner, facts),
-        "tok_s": tok_s, "spread": spread, "host": host, "release": release, "failed": failed,
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+def _write(entries: dict[str, Any]) -> None:
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        json.loads(target.read_text())
+    except FileNotFoundError:
+        pass
+    except ValueError:  # torn or hand-broken: kept aside for a person, never silently overwritten
+        os.replace(target, target.with_name(target.name + ".unreadable"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(json.dumps({"entries": entries}, indent=2) + "\n")
+    tmp.write_text(json.dumps({"version": VERSION, "entries": entries}, indent=2) + "\n")
     os.replace(tmp, target)
+
+
+def _entry(fp: dict[str, Any], book: Playbook, rungs: dict[str, Any]) -> dict[str, Any]:
+    ladder = [r.name for r in book.ladder]
+    return {"fingerprint": fp, "playbook": book.name, **evidence.summary(rungs, ladder), "rungs": rungs,
+            "ladder": ladder, "at": _now()}
+
+
+def _adopt(entries: dict[str, Any], fp: dict[str, Any], book: Playbook, host: str) -> dict[str, Any]:
+    """This host's part of version 1 entries of its hardware, moved into its fingerprint's entry's evidence
+    (the rest stays for the other hosts, an emptied entry goes). Returns the entry's evidence."""
+    k = f"{key(fp)}/{book.name}"
+    rungs: dict[str, Any] = dict(entries.get(k, {}).get("rungs") or {})
+    old_fp = {name: value for name, value in fp.items() if name not in _NEW_PARTS}
+    for old_key, entry in list(entries.items()):
+        if not (legacy(entry) and entry.get("playbook") == book.name and entry.get("fingerprint") == old_fp):
+            continue
+        left: dict[str, Any] = {}
+        for name, raw in entry["rungs"].items():
+            record = evidence.rung_record(raw)
+            mine = record["hosts"].pop(host, None)
+            if mine is not None and evidence.rung_record(rungs.get(name))["flags"] in ({}, record["flags"]):
+                theirs = evidence.rung_record(rungs.get(name))
+                rungs[name] = {"flags": record["flags"], "hosts": {**theirs["hosts"], host: mine}}
+            if record["hosts"]:
+                left[name] = record
+        if left:
+            entries[old_key] = {**entry, "rungs": left}
+        else:
+            del entries[old_key]
+    return rungs
+
+
+def _merge(book: Playbook, facts: HostFacts, host: str, results: list[tuple[str, str, float | None,
+                                                                          float | None, str | None]]) -> str:
+    """Add (rung, outcome, tok/s, spread, release) results of `host` to its fingerprint's evidence."""
+    fp = of(facts)
+    k = key(fp)
+    by_name = {r.name: r for r in book.ladder}
+    with _locked():
+        entries = load()
+        rungs = _adopt(entries, fp, book, host)
+        at = _now()
+        for rung, outcome, tok, spread, release in results:
+            if rung in by_name:
+                rungs = evidence.add(rungs, rung, _flags(book, by_name[rung], facts), host, outcome, at, tok,
+                                     spread, release)
+        entries[f"{k}/{book.name}"] = _entry(fp, book, rungs)
+        _write(entries)
     return k
 
 
-def sighting(known: dict[str, Any] | None, outcome: str, flags: dict[str, Any], host: str) -> dict[str, Any]:
-    """A rung's failure record with one more sighting: the count and hosts add up while the outcome and
-    flags stay the same; anything else starts again (pure)."""
-    if known and known.get("outcome") == outcome and known.get("flags") == flags:
-        hosts = [h for h in known.get("hosts", []) if isinstance(h, str)][:32]
-        seen: int = known["seen"] if type(known.get("seen")) is int else 1
-        return {"outcome": outcome, "flags": flags, "seen": seen + 1, "hosts": sorted({*hosts, host})}
-    return {"outcome": outcome, "flags": flags, "seen": 1, "hosts": [host]}
+def _measured(attempt: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A tune attempt's median tok/s and spread over its counted runs (a deploy's single gate run is not one)."""
+    runs = (attempt.get("bench") or {}).get("runs") if isinstance(attempt.get("bench"), dict) else None
+    if not isinstance(runs, dict):
+        return None, None
+    record = evidence.host_record({"tok_s": runs.get("median"), "spread": runs.get("spread")})
+    return record["tok_s"], record["spread"]
 
 
-def _sightings(book: Playbook, facts: HostFacts, failed: dict[str, Any], attempts: list[dict[str, Any]],
-               host: str) -> dict[str, Any]:
-    """`failed` with this host's failures of the hardware (and slow rungs) added, one sighting each."""
-    by_name = {r.name: r for r in book.ladder}
-    out = dict(failed)
+def remember(book: Playbook, facts: HostFacts, host: str, release: str, attempts: list[dict[str, Any]]) -> str:
+    """A tune's results on `host` (every rung it ran, with the measured tok/s and spread) added to the
+    fingerprint's evidence; what other hosts and earlier tunes found stays. Returns the key."""
+    results = []
     for a in attempts:
-        if a["rung"] in by_name and (a["outcome"] in _HARDWARE or a["outcome"] in _KEEP):
-            out[a["rung"]] = sighting(out.get(a["rung"]), a["outcome"], _flags(book, by_name[a["rung"]], facts), host)
-    return out
+        if not a.get("final") and isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str):
+            tok, spread = _measured(a)
+            results.append((a["rung"], a["outcome"], tok, spread, release if a["outcome"] == Outcome.READY else None))
+    return _merge(book, facts, host, results)
 
 
-def counts(bad: dict[str, Any]) -> bool:
-    """Whether a failure record skips its rung: a class the hardware and versions cause."""
-    return bad.get("outcome") in _HARDWARE
+def learn(book: Playbook, facts: HostFacts, rung: Rung | None, host: str, release: str,
+          attempts: list[dict[str, Any]]) -> str:
+    """A deploy's results added to the fingerprint's evidence: the rungs that failed and the serve on `rung`
+    (None: nothing served, the host rolled back). Safe from several threads and processes at once."""
+    served = rung.name if rung else None
+    results: list[tuple[str, str, float | None, float | None, str | None]] = [
+        (a["rung"], a["outcome"], None, None, None) for a in attempts
+        if isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str) and a["rung"] != served]
+    return _merge(book, facts, host, [*results, *([(served, Outcome.READY.value, None, None, release)]
+                                                  if served else [])])
 
 
 _LEARNING = threading.Lock()
@@ -158,50 +216,148 @@ def _locked() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def learn(book: Playbook, facts: HostFacts, rung: Rung, host: str, release: str,
-          attempts: list[dict[str, Any]]) -> str:
-    """A deploy served on `rung` (a rolling deploy's host): remember it and the rungs that crashed before it
-    for this fingerprint, so the next host with the same hardware starts there. What was known stays: earlier
-    failures, and the tuned speed while the rung is the one that was tuned. Safe from several threads and
-    processes at once."""
+def _lookup(book: Playbook, facts: HostFacts) -> dict[str, Any] | None:
+    """The fingerprint's entry, with this host's part of version 1 entries moved in first (written back)."""
+    fp = of(facts)
+    entries = load()
+    if not any(legacy(e) and e.get("playbook") == book.name for e in entries.values()):
+        return entries.get(f"{key(fp)}/{book.name}")
     with _locked():
-        old = load().get(f"{key(of(facts))}/{book.name}") or {}
-        known_failed: dict[str, Any] = old["failed"] if isinstance(old.get("failed"), dict) else {}
-        failed = _sightings(book, facts, known_failed, [a for a in attempts if a["rung"] != rung.name], host)
-        known = {r.name: r for r in book.ladder}.get(str(old.get("rung")))
-        if (known is not None and known.name != rung.name and old.get("flags") == _flags(book, known, facts)
-                and not counts(failed.get(known.name) or {})):
-            # one host fell back: the known winner and its speed stay until its failure here counts
-            return _remember(book, facts, known, float(old.get("tok_s") or 0.0), str(old.get("host")),
-                             str(old.get("release")), [], failed, old.get("spread"), rung.name)
-        same = old.get("rung") == rung.name and old.get("flags") == _flags(book, rung, facts)
-        return _remember(book, facts, rung, float(old.get("tok_s") or 0.0) if same else 0.0, host, release,
-                         [], failed, old.get("spread") if same else None, None)
+        entries = load()
+        before = json.dumps(entries, sort_keys=True)
+        rungs = _adopt(entries, fp, book, facts.host)
+        if rungs:
+            entries[f"{key(fp)}/{book.name}"] = _entry(fp, book, rungs)
+        if json.dumps(entries, sort_keys=True) != before:  # this host had a part to move
+            _write(entries)
+    return entries.get(f"{key(fp)}/{book.name}")
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
             say: Callable[[str], None]) -> tuple[list[Rung], list[tuple[str, str]]]:
-    """The rungs with the remembered winner first and known failures left out ((rung, why) for each)."""
-    fp = of(facts)
-    entry = load().get(f"{key(fp)}/{book.name}")
+    """The rungs with the fingerprint's winner first and confirmed crashes left out ((rung, why) for each). A
+    rung seen to crash once stays ahead of the winner: this deploy confirms or clears the sighting."""
+    entry = _lookup(book, facts)
     if not entry:
         return rungs, []
+    k = key(of(facts))
+    known = entry.get("rungs") or {}
+    entry = {**entry, **evidence.summary(known, [r.name for r in book.ladder])}  # from the evidence, not the file
     skipped: list[tuple[str, str]] = []
     kept: list[Rung] = []
     for rung in rungs:
-        bad = entry.get("failed", {}).get(rung.name)
-        if (rung.name != entry.get("rung") and isinstance(bad, dict) and counts(bad)
-                and bad.get("flags") == _flags(book, rung, facts)):
-            why = (f"known to fail on this hardware ({bad['outcome']}, seen {bad.get('seen', 1)}x on "
-                   f"{', '.join(map(str, bad.get('hosts') or [entry.get('host')]))[:200]}, fingerprint {key(fp)})")
+        record = evidence.rung_record(known.get(rung.name))
+        why = evidence.skip_reason(record) if record["flags"] == _flags(book, rung, facts) else None
+        if why:
+            why = f"known to fail on this hardware ({why}, fingerprint {k})"
             say(f"rung {rung.name}: {why}")
             skipped.append((rung.name, why))
         else:
             kept.append(rung)
-    first = [r for r in kept if r.name == entry.get("rung") and entry.get("flags") == _flags(book, r, facts)]
-    if first:
+    best = [r for r in kept if r.name == entry.get("rung")
+            and evidence.rung_record(known.get(r.name))["flags"] == _flags(book, r, facts)]
+    if best:
+        at = kept.index(best[0])
+        again = [r for r in kept[:at] if evidence.rung_record(known.get(r.name))["flags"] == _flags(book, r, facts)
+                 and evidence.unconfirmed(evidence.rung_record(known.get(r.name)))]
+        for r in again:
+            say(f"rung {r.name}: seen to fail once on this hardware: trying it again before the known-good rung")
         speed = f"{entry['tok_s']:,.0f} tok/s on" if entry.get("tok_s") else "served on"
-        say(f"rung {first[0].name}: known-good on this hardware ({speed} "
-            f"{entry.get('host')}, fingerprint {key(fp)}): trying it first")
-        kept = first + [r for r in kept if r is not first[0]]
+        say(f"rung {best[0].name}: known-good on this hardware ({speed} "
+            f"{entry.get('host')}, fingerprint {k}): trying it {'next' if again else 'first'}")
+        kept = again + best + [r for r in kept if r is not best[0] and r not in again]
     return kept, skipped
+
+
+@dataclass(frozen=True)
+class Learned:
+    """One host's results for one rung of one fingerprint and playbook, as `inv learned` shows them."""
+
+    key: str
+    playbook: str
+    rung: str
+    host: str
+    served: int
+    tok_s: float | None
+    spread: float | None
+    failures: dict[str, int]
+    last: str
+    at: str
+    winner: bool
+    skipped: str | None  # why the rung is skipped for the fingerprint, or None
+    legacy: bool  # learned before P2P and virtualisation were in the fingerprint; not applied as it is
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fingerprint": self.key.split("/", 1)[0], "playbook": self.playbook, "rung": self.rung,
+                "host": self.host, "served": self.served, "tok_s": self.tok_s, "spread": self.spread,
+                "failures": self.failures, "last": self.last, "at": self.at, "winner": self.winner,
+                "skipped": self.skipped, "legacy": self.legacy}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of what was learned a view or `inv forget` is about (empty: everything)."""
+
+    hosts: frozenset[str] = frozenset()
+    playbook: str | None = None
+    rungs: frozenset[str] = frozenset()
+    fingerprint: str | None = None
+
+    def entry(self, k: str, entry: dict[str, Any]) -> bool:
+        return ((self.playbook is None or entry.get("playbook") == self.playbook)
+                and (self.fingerprint is None or k.split("/", 1)[0] == self.fingerprint))
+
+    def result(self, rung: str, host: str) -> bool:
+        return (not self.rungs or rung in self.rungs) and (not self.hosts or host in self.hosts)
+
+
+def _rows(entries: dict[str, Any], pick: Selection) -> list[Learned]:
+    out = []
+    for k, entry in sorted(entries.items()):
+        if not pick.entry(k, entry):
+            continue
+        for rung, raw in entry["rungs"].items():
+            record = evidence.rung_record(raw)
+            why = None if legacy(entry) else evidence.skip_reason(record)  # a version 1 entry is never applied
+            for host, mine in record["hosts"].items():
+                if pick.result(str(rung), host):
+                    out.append(Learned(k, str(entry.get("playbook")), str(rung), host, mine["served"],
+                                       mine["tok_s"], mine["spread"], mine["failures"], mine["last"], mine["at"],
+                                       rung == entry.get("rung"), why, legacy(entry)))
+    return out
+
+
+def learned(pick: Selection) -> list[Learned]:
+    """What the fleet learned, one row per fingerprint, playbook, rung and host (read only)."""
+    return _rows(load(), pick)
+
+
+def forget(pick: Selection, dry_run: bool = False) -> list[Learned]:
+    """Clear the results `pick` selects (under the lock; the file before is kept as known-good.json.bak) and
+    return them; an entry left without results goes, the others are summed up again from what stays."""
+    with _locked():
+        entries = load()
+        gone = _rows(entries, pick)
+        if dry_run or not gone:
+            return gone
+        for k, entry in list(entries.items()):
+            if not pick.entry(k, entry):
+                continue
+            rungs: dict[str, Any] = {}
+            for rung, raw in entry["rungs"].items():
+                record = evidence.rung_record(raw)
+                hosts = {h: m for h, m in record["hosts"].items() if not pick.result(str(rung), h)}
+                if hosts:
+                    rungs[str(rung)] = {"flags": record["flags"], "hosts": hosts}
+            if not rungs:
+                del entries[k]
+                continue
+            ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
+            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder])
+            entries[k] = {**entry, **fields, "rungs": rungs}
+        backup = path().with_name(path().name + ".bak")
+        tmp = backup.with_name(f".{backup.name}.{os.getpid()}")
+        tmp.write_bytes(path().read_bytes())
+        os.replace(tmp, backup)
+        _write(entries)
+    return gone

@@ -20,14 +20,16 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import RELEASES, ROLLBACK_MARK, Release, ReleaseDamaged, ReleaseStore, now
+from fleet.host.releases import ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
 from fleet.playbook import Playbook
 
-_FIND = f"grep -l '\"status\": \"in-progress\"' {RELEASES}/*/manifest.json 2>/dev/null || true"
+
+def _grep(root: str, what: str) -> str:
+    return f"grep -l {shlex.quote(what)} {shlex.quote(root)}/releases/*/manifest.json 2>/dev/null || true"
 
 
 @dataclass
@@ -49,11 +51,12 @@ class Interrupted:
                 + (f" ({self.torn} torn line(s) of its events.jsonl skipped)" if self.torn else ""))
 
 
-def find(conn: Connection, host: Host) -> list[Interrupted]:
-    """Releases still "in-progress": call only while holding the lock, else a live deploy looks dead."""
-    store = ReleaseStore(conn, host)
+def find(conn: Connection, host: Host, root: str = ROOT) -> list[Interrupted]:
+    """Releases still "in-progress" (under `root`: the host's own, or the router's): call only while holding
+    the lock, else a live deploy looks dead."""
+    store = ReleaseStore(conn, host, root)
     found = []
-    for path in sh(conn, host, _FIND).split():
+    for path in sh(conn, host, _grep(root, '"status": "in-progress"')).split():
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged:  # not a manifest fleet wrote (a hand-made copy, say): passed over, as list() does
@@ -66,11 +69,11 @@ def find(conn: Connection, host: Host) -> list[Interrupted]:
     return found
 
 
-def finish_commits(conn: Connection, host: Host) -> list[str]:
+def finish_commits(conn: Connection, host: Host, root: str = ROOT) -> list[str]:
     """Releases that served and were saved ok, but whose run died before `current` moved to them: the host runs
     their files, so they are made current (the release asked for), newest last. One line per release."""
-    out = sh(conn, host, f"grep -l '\"committing\": true' {RELEASES}/*/manifest.json 2>/dev/null || true")
-    store, notes = ReleaseStore(conn, host), []
+    out = sh(conn, host, _grep(root, '"committing": true'))
+    store, notes = ReleaseStore(conn, host, root), []
     for path in sorted(out.split()):
         try:
             release = store.load(path.split("/")[-2])
@@ -80,7 +83,7 @@ def finish_commits(conn: Connection, host: Host) -> list[str]:
         if release is None or not release.committing or release.status != ReleaseStatus.OK:
             continue
         release.committing = False
-        if not _runs_files_of(conn, host, release):  # e.g. a fall-back put the previous one back, then died
+        if not runs_files_of(conn, host, release):  # e.g. a fall-back put the previous one back, then died
             release.status = ReleaseStatus.INTERRUPTED
             store.save(release)
             notes.append(f"release {release.id} was being made current, but the host does not run its files: "
@@ -93,7 +96,20 @@ def finish_commits(conn: Connection, host: Host) -> list[str]:
     return notes
 
 
-def _runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
+def close_interrupted(store: ReleaseStore, found: list[Interrupted]) -> list[str]:
+    """Mark each release a dead run left in progress as interrupted, with the step it died after."""
+    notes = []
+    for it in found:
+        it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
+        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": Outcome.INTERRUPTED,
+                                    "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
+        store.save(it.release)
+        store.event(it.release, {"step": "interrupted", "after": it.last_step})
+        notes.append(it.describe() + ": marked interrupted")
+    return notes
+
+
+def runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
     """The unit and env files installed are the release's own (sha256 as recorded)."""
     files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
     if not files:
@@ -119,13 +135,7 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
     notes = list(repaired) + finish_commits(conn, host)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
-    for it in found:
-        it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
-        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": Outcome.INTERRUPTED,
-                                    "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
-        store.save(it.release)
-        store.event(it.release, {"step": "interrupted", "after": it.last_step})
-        notes.append(it.describe() + ": marked interrupted")
+    notes += close_interrupted(store, found)
     marked = _rollback_marked(conn, host)
     if marked:
         notes.append(f"a rollback was interrupted ({marked})")

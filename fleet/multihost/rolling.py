@@ -53,6 +53,24 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
     return collect(parallel.run_all(hosts, one))
 
 
+def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, say: Progress) -> None:
+    """What a rolling deploy's host showed, added to its fingerprint's evidence: the rung that served (when one
+    did) and the failures before it, a host that rolled back included; never a reason to fail the deploy. (A
+    single-host deploy without --serial learns nothing, as before: it stays a way to try a rung by hand.)"""
+    served = result.config.get("rung") if result.status == DeployStatus.OK else None
+    attempts = [a.to_json() for a in result.attempts]
+    if deployer.facts is None or not (served or attempts):
+        return
+    try:
+        k = fingerprint.learn(book, deployer.facts, book.rung(served) if served else None, host.name,
+                              result.release or "", attempts)
+    except (OSError, KeyError, ValueError) as exc:
+        say(f"could not remember what this deploy showed: {exc}")
+        return
+    say(f"remembered rung {served} as known-good for fingerprint {k}" if served
+        else f"remembered this deploy's failures for fingerprint {k}")
+
+
 @dataclass
 class Rollout:
     hosts: list[Host]
@@ -105,14 +123,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             return DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
         except Exception as exc:  # one host's surprise must not hide the others
             return DeployResult(host.name, DeployStatus.FAILED, error=f"{host.name}: {type(exc).__name__}: {exc}")
-        rung = result.config.get("rung")
-        if result.status == DeployStatus.OK and deployer.facts is not None and rung:
-            try:
-                k = fingerprint.learn(book, deployer.facts, book.rung(rung), host.name, result.release or "",
-                                      [a.to_json() for a in result.attempts])
-                say(f"remembered rung {rung} as known-good for fingerprint {k}")
-            except (OSError, KeyError, ValueError) as exc:
-                say(f"could not remember the known-good rung: {exc}")
+        learn(book, deployer, host, result, say)
         return result
 
     def finish(host: Host, result: DeployResult) -> None:

@@ -26,13 +26,14 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fabric import Connection
 
-from fleet.deploy import restore
+from fleet.deploy import recovery, restore
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
@@ -61,6 +62,7 @@ from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdic
 from fleet.playbook import Playbook, Rung, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import ConnectionLost
 
 HostSay = Callable[[str, str], None]  # (host name, message)
 MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
@@ -242,7 +244,8 @@ class RouterHooks:
         try:
             conn = open_connection(self.host, self.opts)
             try:
-                with hostlock.held(conn, self.host, f"deploy router {self.book.name}"):
+                with hostlock.held(conn, self.host, f"deploy router {self.book.name}") as lock:
+                    report["recovered"] = self.recover(conn, lock, say)
                     workers = self.members(conn, hosts, results)
                     report["workers"] = workers
                     if not workers:
@@ -296,18 +299,24 @@ class RouterHooks:
                           playbook_sha256=sha256(self.book_path.read_bytes()),
                           created=now(), rung="router", config=planned.config)
         run = ReleaseRun.open(store, release, workers=workers)
-        restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
-        restore.restart(conn, host, unit)
-        run.event("restarted")
-        say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
-        outcome, evidence = self._ready(conn)
-        run.event("attempt", outcome=outcome, evidence=evidence)
-        run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
-        if outcome == Outcome.READY:
-            run.succeed("router", planned.config, book.keep_releases)
-            say(evidence)
-            return {"status": DeployStatus.OK, "release": release.id, "evidence": evidence}
-        run.fail()
+        try:
+            restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
+            restore.restart(conn, host, unit)
+            run.event("restarted")
+            say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
+            outcome, evidence = self._ready(conn)
+            run.event("attempt", outcome=outcome, evidence=evidence)
+            run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+            if outcome == Outcome.READY:
+                run.succeed("router", planned.config, book.keep_releases)
+                say(evidence)
+                return {"status": DeployStatus.OK, "release": release.id, "evidence": evidence}
+        except ConnectionLost:
+            raise  # the release stays in progress: the next run's recovery (`recover`) closes it
+        except Exception as exc:  # install, restart or the check raised: the previous router goes back
+            outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        with suppress(Exception):  # the error to report is the attempt's; recovery closes an unclosed release
+            run.fail()
         say(f"{outcome}: {evidence}")
         return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
 
@@ -345,10 +354,16 @@ class RouterHooks:
         """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         if previous is None:
-            sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+            with suppress(FleetError):
+                sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
             return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
                              "stopped"}
-        outcome, evidence = self.restore(conn, store, previous)
+        try:
+            outcome, evidence = self.restore(conn, store, previous)
+        except ConnectionLost:
+            raise
+        except Exception as exc:  # reported, never raised: the run's summary must still come
+            outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
         say(f"back on release {previous.id}: {outcome} {evidence}")
         if outcome == Outcome.READY:
             return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
@@ -356,6 +371,31 @@ class RouterHooks:
         return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
                                                  f"{previous.id} did not serve either: {outcome} {evidence}"}
 
+
+    def recover(self, conn: Connection, lock: hostlock.Lock, say: Progress) -> list[str]:
+        """What a dead router run left under /var/lib/fleet/router, closed first under the lock: a release made
+        current if it served and the unit runs its files, one in progress marked interrupted and, where the unit
+        then runs other files than the current router release's, those put back and restarted (the run then
+        goes on and checks the router through a generation)."""
+        store = ReleaseStore(conn, self.host, ROUTER_ROOT)
+        notes = [lock.recovered] if lock.recovered else []
+        notes += recovery.finish_commits(conn, self.host, ROUTER_ROOT)
+        found = recovery.find(conn, self.host, ROUTER_ROOT)
+        notes += recovery.close_interrupted(store, found)
+        current = store.current()
+        if current is not None and found and not recovery.runs_files_of(conn, self.host, current):
+            copies = restore.verified_copies(store, current)
+            if isinstance(copies, str):
+                raise FleetError(f"{self.host.name}: after an interrupted router deploy: {copies}")
+            unit = self.book.router.unit  # type: ignore[union-attr]
+            for path, data in copies.items():
+                write_atomic(conn, self.host, path, data, restore.mode_of(current, path))
+            daemon_reload(conn, self.host)
+            restore.restart(conn, self.host, unit)
+            notes.append(f"router release {current.id} put back and restarted")
+        for note in notes:
+            say(f"recovering: {note}")
+        return notes
 
     def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
         """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
@@ -380,7 +420,8 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
                               "release": None, "workers": [], "error": None, "evidence": None}
     conn = open_connection(host, hooks.opts)
     try:
-        with hostlock.held(conn, host, "rollback router"):
+        with hostlock.held(conn, host, "rollback router") as lock:
+            report["recovered"] = hooks.recover(conn, lock, lambda m: hooks.say(host.name, f"router: {m}"))
             store = ReleaseStore(conn, host, ROUTER_ROOT)
             found = store.load(to) if to else store.last_good_before_current()
             if to and (found is None or found.status != ReleaseStatus.OK):

@@ -98,9 +98,11 @@ class TuneResult:
     final: Attempt | None = None  # the winner started again, when it was not the last rung tried
     fingerprint: str | None = None
     error: str | None = None
+    baseline: dict[str, Any] | None = None  # the release serving before, measured the same way: release, runs
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
+                "baseline": self.baseline,
                 "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
                 "decisions": list(self.decisions), "fingerprint": self.fingerprint,
                 "attempts": [a.to_json() for a in self.attempts],
@@ -190,6 +192,23 @@ class Tuner:
         attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
                              f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
 
+    def measure_serving(self, conn: Connection, previous: Release) -> Runs | None:
+        """The release serving before the tune, measured as each rung will be (a warm-up, then `runs` runs), so
+        the tune keeps it unless a rung beats it beyond the noise; None when it cannot be measured."""
+        self.progress(f"measuring release {previous.id} (serving before the tune) as each rung will be")
+        try:
+            warmup = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+            values = [benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+                      for _ in range(self.runs)]
+            runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
+                        float(warmup["result"]["output_throughput"]))
+        except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data
+            self.progress(f"release {previous.id} could not be measured ({exc!r}): the fastest rung wins")
+            return None
+        self.progress(f"release {previous.id}: median of {len(values)} runs {benching.tok(runs.median)} tok/s, "
+                      f"spread {benching.tok(runs.spread)}")
+        return runs
+
     def run(self) -> TuneResult:
         conn = open_connection(self.host, self.opts)
         try:
@@ -227,10 +246,16 @@ class Tuner:
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
+        baseline = None  # only the same playbook's release is comparable (the same model, the same bench)
+        if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
+                and self.d.healthy(conn)):
+            baseline = self.measure_serving(conn, previous)
+            if baseline is not None:
+                result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
         run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
         try:
-            return self._climb(conn, run, rungs, facts, result, previous)
+            return self._climb(conn, run, rungs, facts, result, previous, baseline)
         except ConnectionLost:
             raise  # the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back
@@ -245,7 +270,7 @@ class Tuner:
             return result
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
-               previous: Release | None) -> TuneResult:
+               previous: Release | None, baseline: Runs | None = None) -> TuneResult:
         store, release = run.store, run.release
         planned = {}
         fault = False
@@ -272,8 +297,16 @@ class Tuner:
             return result
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
+        kept = None
+        if best is not None and baseline is not None and previous is not None and (best_runs := runs_of(best)):
+            held = f"release {previous.id} (serving before)"
+            choice = noise.choose([(held, baseline), (best.rung, best_runs)], self.spec.min_gain)
+            result.decisions += choice.decisions
+            kept = previous if choice.winner == 0 else None
         for line in result.decisions:
             self.progress(line)
+        if kept is not None:
+            return self._keep(conn, run, facts, result, kept)
         if best is not None:
             best_runs = runs_of(best)
             result.winner, result.winner_tok_s = best.rung, tok_s(best)
@@ -292,14 +325,28 @@ class Tuner:
                     if best.bench:
                         benching.store_in_release(conn, self.host, release.dir,
                                                   {**best.bench, "release": release.id, "rung": best.rung})
-                    fingerprint.remember(self.book, facts, self.book.rung(best.rung), tok_s(best) or 0.0,
-                                         self.host.name, release.id, release.attempts, spread=result.winner_spread)
+                    fingerprint.remember(self.book, facts, self.host.name, release.id, release.attempts)
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(
             conn, self.host, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
+        return result
+
+    def _keep(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
+              previous: Release) -> TuneResult:
+        """No rung beats the release that served before beyond the noise: it goes back (byte for byte, restarted,
+        verified) and stays current; the tune's release is closed as failed; what the rungs showed is learned."""
+        why = f"no rung beats release {previous.id} beyond the noise"
+        status, result.release, _, error = restore.fall_back(
+            conn, self.host, run.store, run.release, previous, self.book, self.d.unit, why, self.progress)
+        result.status, result.error = (DeployStatus.UNCHANGED, None) if status == DeployStatus.ROLLED_BACK \
+            else (status, error)
+        try:
+            fingerprint.remember(self.book, facts, self.host.name, run.release.id, run.release.attempts)
+        except (FleetError, OSError, ValueError) as exc:
+            self.progress(f"note: what the rungs showed was not kept: {exc}")
         return result
 
 

@@ -157,12 +157,56 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
     assert (entry["tok_s"], entry["spread"]) == (runs["median"], runs["spread"])
     assert set(entry["failed"]) == {"fusion-crash", "fusion-sm120", "triton-moe"}
 
-    # The next deploy of that playbook on this fingerprint starts from the winner and skips the crash.
+    # One crash is not evidence yet: the next deploy tries it again, then the winner (slow rungs stay fallbacks);
+    # a rolling deploy (--serial) adds what it showed.
+    rc, dep, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(book), "--force",
+                            "--serial", "1")
+    assert rc == 0, err[-3000:]
+    dep = dep["hosts"][0] if "hosts" in dep else dep
+    assert [a["rung"] for a in dep["attempts"]] == ["fusion-crash", "no-fusion"]
+    assert dep["attempts"][0]["outcome"] == rows["fusion-crash"]["outcome"] and "trying it again" in err
+    # Seen twice: the deploy after skips it and starts from the winner.
     rc, dep, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(book), "--force")
     assert rc == 0, err[-3000:]
     assert [(a["rung"], a["outcome"]) for a in dep["attempts"]] == [("fusion-crash", "PREFLIGHT"),
                                                                     ("no-fusion", "READY")]
-    assert "known to fail on this hardware" in dep["attempts"][0]["evidence"]
+    assert "known to fail on this hardware" in dep["attempts"][0]["evidence"] and "seen 2x on sbx0" in err
+
+
+def test_a_tune_keeps_its_serving_winner_when_its_record_fails_and_keeps_the_release_before_it(
+        first, sandbox, sandbox_inventory, state, tmp_path):
+    """The winner serves and is current when writing the known-good file fails: it stays, with a note. Then,
+    tuning the playbook it serves, no rung beats that release beyond the noise (min_gain 50%): it is put back
+    and stays current, the tune's release is closed as failed, exit 0."""
+    book = playbook_file(tmp_path, "glm5-keep", ladder=[{"name": "no-fusion"}],
+                         bench={**SMALL_BENCH, "min_gain": 0.5})
+    broken = tmp_path / "broken-state"
+    (broken / "known-good.json").mkdir(parents=True)  # a directory: the file cannot be replaced
+    (broken / "known-good.json/keep").write_text("")
+    rc, data, err = fleetcli.inv_json(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes", "--runs",
+                                      "1", env={"FLEET_STATE_DIR": str(broken)})
+    assert rc == 0 and data["status"] == "ok" and data["baseline"] is None, err[-3000:]
+    assert "note: the winner serves, but its record was not kept" in err
+    ask = "curl -s -m 10 -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate"
+    current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
+    assert current.endswith(data["release"])
+    assert json.loads(sh(sandbox_inventory, "sbx0", f"cat /var/lib/fleet/{current}/manifest.json"))["status"] == "ok"
+    assert json.loads(sh(sandbox_inventory, "sbx0", ask))["text"].strip().startswith("4")
+
+    rc, again, err = inv_json(sandbox, state, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
+                              "--runs", "1")
+    assert rc == 0 and again["status"] == "unchanged", err[-3000:]
+    assert again["baseline"]["release"] == data["release"] and len(again["baseline"]["runs"]["tok_s"]) == 1
+    assert any("no-fusion against release " in d and "stays" in d for d in again["decisions"])
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
+    assert again["release"] == data["release"]  # the host is on the release before; the tune's own is closed
+    newest = sh(sandbox_inventory, "sbx0", "ls /var/lib/fleet/releases | sort | tail -1").strip()
+    assert json.loads(sh(sandbox_inventory, "sbx0", f"cat /var/lib/fleet/releases/{newest}/manifest.json"))[
+        "status"] == "failed"
+    statuses = sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/releases/*/manifest.json | grep -o "
+                                             "'\"status\": \"[a-z-]*\"'")
+    assert "in-progress" not in statuses
+    assert json.loads(sh(sandbox_inventory, "sbx0", ask))["text"].strip().startswith("4")
 
 
 @pytest.mark.parametrize("runs", ["0", "many", "21"])

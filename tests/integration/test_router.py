@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
 import time
 import urllib.error
@@ -223,6 +224,74 @@ def test_the_router_rolls_back_to_an_earlier_release_and_forward_again(first, sa
     proc = inv(sandbox, *rollback, "--to", "20200101T000000Z-dead", env={**ENV, "FLEET_STATE_DIR": str(state)})
     assert proc.returncode == 1 and "no router release 20200101T000000Z-dead" in proc.stderr
     assert sorted(router_workers(sandbox_inventory)) == [sbx1, sbx3]
+
+
+def test_ctrl_c_in_a_rolling_deploy_changes_no_later_batch_and_the_router_lists_every_serving_replica(
+        first, sandbox, sandbox_inventory, state):
+    """SIGINT to a real `inv deploy --serial 1` of both replicas while the first one's server starts: exit 130,
+    the second replica (a later batch) never changed, the first ends serving its old release or the new one,
+    and the router lists every replica that serves."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    listing = "readlink /var/lib/fleet/current; ls /var/lib/fleet/releases"
+    before = {h: sh(sandbox_inventory, h, listing) for h in REPLICAS}
+    old = before["sbx1"].split()[0].rsplit("/", 1)[1]
+    picks = [a for h in REPLICAS for a in ("--host", h)]
+    proc = inv(sandbox, "deploy", *picks, "--playbook", str(first["path"]), "--yes", "--serial", "1", "--force",
+               "--json", wait=False, env={**ENV, "FLEET_STATE_DIR": str(state)})
+    seen = []
+    for line in proc.stderr:  # interrupted once sbx1's new server has started
+        seen.append(line)
+        if line.startswith("sbx1") and "started; following the journal" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out, rest = proc.communicate(timeout=300)
+    assert proc.returncode == 130, "".join(seen)[-2000:] + rest[-3000:]
+    assert sh(sandbox_inventory, "sbx3", listing) == before["sbx3"]  # the later batch: not one file changed
+    assert "sbx3 probing" not in "".join(seen) + rest  # never contacted
+    now_on = sh(sandbox_inventory, "sbx1", "readlink /var/lib/fleet/current").strip().rsplit("/", 1)[1]
+    new = sorted(set(sh(sandbox_inventory, "sbx1", "ls /var/lib/fleet/releases").split()) - set(before["sbx1"].split()))
+    assert now_on in {old, *new}
+    manifest = json.loads(sh(sandbox_inventory, "sbx1", f"cat /var/lib/fleet/releases/{now_on}/manifest.json"))
+    assert manifest["status"] == "ok"
+    serving = [u for h, u in zip(REPLICAS, urls(sandbox_inventory), strict=True)
+               if "200" in sh(sandbox_inventory, h, "curl -s -o /dev/null -w '%{http_code}' -m 5 "
+                                                    "http://127.0.0.1:30000/health || true")]
+    assert sorted(router_workers(sandbox_inventory)) == sorted(serving) == sorted(urls(sandbox_inventory))
+    assert generate(sandbox_inventory)[0] == 200
+
+
+def test_a_dead_router_runs_leftovers_are_recovered_under_var_lib_fleet_router(first, sandbox, sandbox_inventory,
+                                                                             state):
+    """A router deploy killed mid-install left its release in progress, the unit file changed and the router
+    stopped. The next deploy's recovery closes that release as interrupted and puts the current router release
+    back; the router then serves with every replica (before: the release stayed in progress for ever)."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    root = "/var/lib/fleet/router"
+    current = sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().rsplit("/", 1)[1]
+    dead = "20991231T235959Z-dead"
+    sh(sandbox_inventory, ROUTER, f"""set -e
+cp -a {root}/releases/{current} {root}/releases/{dead}
+python3 - {root}/releases/{dead}/manifest.json {dead} <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m.update(id=sys.argv[2], status="in-progress", finished=None)
+json.dump(m, open(sys.argv[1], "w"))
+PY
+echo '{{"step": "opened", "t": 0}}' > {root}/releases/{dead}/events.jsonl
+echo '# written by a router deploy that died here' >> /etc/systemd/system/sglang-router.service
+systemctl daemon-reload; systemctl stop sglang-router""")
+    rc, data, err = deploy(sandbox, state, first["path"], "--serial", "1")
+    assert rc == 0, err[-3000:]
+    router = data["router"]
+    assert any(f"release {dead}" in n and "marked interrupted" in n for n in router["recovered"]), router
+    assert any(f"router release {current} put back" in n for n in router["recovered"]), router
+    manifest = json.loads(sh(sandbox_inventory, ROUTER, f"cat {root}/releases/{dead}/manifest.json"))
+    assert manifest["status"] == "interrupted"
+    assert sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().endswith(current)
+    assert "died here" not in sh(sandbox_inventory, ROUTER, "cat /etc/systemd/system/sglang-router.service")
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+    assert generate(sandbox_inventory)[0] == 200
+    sh(sandbox_inventory, ROUTER, f"rm -rf {root}/releases/{dead}")
 
 
 @pytest.mark.parametrize("change,expected", [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.deploy import fingerprint, hardware
+from fleet.deploy import evidence, hardware
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu, XidEvent
 
@@ -56,4 +56,6 @@ def test_new_faults_are_the_hardware_xids_and_state_that_appeared_between_two_pr
 
 
 def test_a_rung_the_hardware_failed_is_never_remembered_as_known_bad():
-    assert "GPU_FAULT" not in fingerprint._HARDWARE and not fingerprint.counts({"outcome": "GPU_FAULT"})
+    record = evidence.add({}, "r", {}, "h1", "GPU_FAULT", "t")["r"]
+    record = evidence.add({"r": record}, "r", {}, "h2", "GPU_FAULT", "t")["r"]
+    assert "GPU_FAULT" not in evidence.HARDWARE and evidence.skip_reason(evidence.rung_record(record)) is None

@@ -1,4 +1,4 @@
-"""Rolling deploys: fleet.multihost.rollout's planning, fingerprint.learn, and fleet.multihost.rolling's batch loop
+"""Rolling deploys: fleet.multihost.rollout's planning and fleet.multihost.rolling's batch loop
 with a fake deployer."""
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from rich.console import Console
 
 from fleet.cli import deploy as deploy_cmd
 from fleet.cli.board import Board
-from fleet.deploy import fingerprint
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import InputError
-from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.inventory import Host
 from fleet.multihost import rollout
 from fleet.multihost.rollout import Amount
@@ -92,15 +90,6 @@ def test_stop_reason():
     assert rollout.stop_reason(1, Amount(0), 3) == "1 host failed, more than --max-fail 0"
 
 
-# ---------------------------------------------------------------------- fingerprint.learn
-
-
-def facts(name: str = "NVIDIA H100 80GB HBM3") -> HostFacts:
-    gpu = Gpu(index=0, name=name, compute_cap="9.0", sm=90)
-    return HostFacts(host="sbx1", address="10.0.0.2", gpus=[gpu.model_copy(update={"index": i}) for i in range(8)],
-                     interconnect="nvlink", driver_version="580.95.05", packages={"sglang": Package(version="0.5.9")})
-
-
 BOOK = Playbook.model_validate({
     "name": "llama", "model": {"path": "/m"}, "flags": {"tp-size": 2},
     "ladder": [{"name": "greedy", "flags": {"mem-fraction-static": 0.99}}, {"name": "fast"}, {"name": "safe"}]})
@@ -110,63 +99,6 @@ BOOK = Playbook.model_validate({
 def state(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state" / "known-good.json"
-
-
-def test_learn_records_the_final_rung_and_the_crashes_before_it_with_their_hosts(state):
-    key = fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx1", "r1",
-                            [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
-    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert entry["rung"] == "fast" and entry["host"] == "sbx1"
-    assert entry["failed"]["greedy"]["hosts"] == ["sbx1"] and entry["failed"]["greedy"]["seen"] == 1
-    said: list[str] = []
-    rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
-    assert [r.name for r in rungs] == ["fast", "safe"] and [s[0] for s in skipped] == ["greedy"]
-    assert "CUDA_OOM, seen 1x on sbx1" in skipped[0][1]  # not "when tuned on": a deploy learned it
-    assert any("known-good on this hardware (served on sbx1" in m for m in said)
-    # the next host went straight to `fast` (greedy skipped as PREFLIGHT): the known crash is not forgotten
-    fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r2",
-                      [{"rung": "greedy", "outcome": "PREFLIGHT"}, {"rung": "fast", "outcome": "READY"}])
-    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert entry["failed"]["greedy"]["hosts"] == ["sbx1"] and entry["host"] == "sbx5"
-    # other hardware learns nothing from it
-    assert fingerprint.arrange(BOOK, facts("NVIDIA B200"), list(BOOK.ladder), lambda m: None)[0] == BOOK.ladder
-
-
-@pytest.mark.parametrize("outcome", ["HANG", "COMM_FAILURE", "INSTALL_FAILED", "INTERRUPTED", "STOPPED", "EXITED"])
-def test_host_local_failures_never_count_however_often(state, outcome):
-    for i in range(3):
-        fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), f"h{i}", "r", [{"rung": "greedy", "outcome": outcome}])
-    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), lambda m: None)[1] == []
-
-
-def test_one_hosts_fallback_keeps_the_tuned_winner_and_its_speed(state):
-    key = fingerprint.remember(BOOK, facts(), BOOK.rung("fast"), 3740.0, "sbx1", "r0", [], spread=40.0)
-    # one host's transient HANG on `fast`: it served on `safe`; every identical host still starts on `fast`
-    for outcome in ("HANG", "COMM_FAILURE", "INSTALL_FAILED"):
-        fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx5", "r1", [{"rung": "fast", "outcome": outcome}])
-    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert (entry["rung"], entry["tok_s"], entry["spread"], entry["host"]) == ("fast", 3740.0, 40.0, "sbx1")
-    assert entry["failed"] == {}
-    # a crash the hardware causes moves it
-    fingerprint.learn(BOOK, facts(), BOOK.rung("safe"), "sbx6", "r3", [{"rung": "fast", "outcome": "TMA_FAILURE"}])
-    entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
-    assert entry["rung"] == "safe" and entry["tok_s"] == 0.0 and entry["failed"]["fast"]["hosts"] == ["sbx6"]
-
-
-def test_learn_keeps_a_tuned_speed_for_the_same_rung(state):
-    key = fingerprint.remember(BOOK, facts(), BOOK.rung("fast"), 5000.0, "sbx1", "r0", [])
-    fingerprint.learn(BOOK, facts(), BOOK.rung("fast"), "sbx5", "r1", [])
-    assert json.loads(state.read_text())["entries"][f"{key}/llama"]["tok_s"] == 5000.0
-
-
-def test_learn_from_many_threads_keeps_one_valid_store(state):
-    threads = [threading.Thread(target=fingerprint.learn, args=(BOOK, facts(f"GPU {i}"), BOOK.rung("fast"),
-                                                                f"h{i}", "r", [])) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(json.loads(state.read_text())["entries"]) == 16
 
 
 # ---------------------------------------------------------------------- the batch loop, with a fake deployer

@@ -76,6 +76,7 @@ def setup(tmp_path, monkeypatch):
 
     monkeypatch.setattr(routing, "open_connection", lambda host, opts: Conn())
     monkeypatch.setattr(routing.hostlock, "held", lambda conn, host, why: contextlib.nullcontext())
+    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])  # nothing left behind
 
     def deploy(self, conn, workers, say):
         deployed.append(workers)

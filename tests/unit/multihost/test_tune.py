@@ -1,18 +1,20 @@
-"""fleet.multihost.tune's pure parts (relabelling, the table) and fleet.deploy.fingerprint's known-good memory."""
+"""fleet.multihost.tune's pure parts (relabelling, the table)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from rich.console import Console
 
 from fleet.cli import deploy_view
-from fleet.deploy import fingerprint
+from fleet.deploy.bench import BenchError
 from fleet.deploy.results import Attempt
 from fleet.host.facts import Gpu, HostFacts, Package
+from fleet.host.releases import Release
+from fleet.inventory import load as load_inventory
+from fleet.multihost import tune as tuning
 from fleet.multihost.tune import TuneResult, pick
 from fleet.playbook import Playbook
+from fleet.ssh.connect import ConnectOptions
 
 
 def measured(rung: str, outcome: str, tok: float | None, runs: list[float] | None = None) -> Attempt:
@@ -85,55 +87,6 @@ BOOK = Playbook.model_validate({
                {"name": "no-fusion"}, {"name": "triton", "flags": {"moe-runner-backend": "triton"}}]})
 
 
-def test_fingerprint_names_the_hardware_and_software():
-    fp = fingerprint.of(facts())
-    assert fp == {"gpu": ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], "count": 8, "sm": [120],
-                  "interconnect": "pcie", "driver": "580.95.05",
-                  "packages": {"flashinfer-python": "0.6.3", "sglang": "0.5.9"}}
-    assert fingerprint.key(fp) == fingerprint.key(fingerprint.of(facts()))
-    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(sglang="0.5.10")))
-    assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(facts(driver="575.1")))
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state" / "known-good.json"
-
-
-def test_remember_then_arrange_tries_the_winner_first_and_skips_crashes(state):
-    attempts = [{"rung": "fusion", "outcome": "PERF_REGRESSION"}, {"rung": "greedy", "outcome": "CUDA_OOM"},
-                {"rung": "no-fusion", "outcome": "READY"}, {"rung": "triton", "outcome": "HANG"}]
-    key = fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1", attempts)
-    saved = json.loads(state.read_text())["entries"][f"{key}/glm5"]
-    assert saved["rung"] == "no-fusion" and set(saved["failed"]) == {"fusion", "greedy"}  # a HANG may pass
-    said: list[str] = []
-    rungs, skipped = fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)
-    assert [r.name for r in rungs] == ["no-fusion", "fusion", "triton"]  # slow fusion stays as a fallback
-    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 1x on sbx0, fingerprint {key})")]
-    assert any("known-good on this hardware (3,740 tok/s on sbx0" in m for m in said)
-    fingerprint.learn(BOOK, facts(), BOOK.rung("no-fusion"), "sbx5", "r2",  # a second host that tried it anyway
-                      [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "no-fusion", "outcome": "READY"}])
-    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), said.append)[1] == [
-        ("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on sbx0, sbx5, fingerprint {key})")]
-
-
-def test_arrange_ignores_other_hardware_and_changed_rungs(state):
-    fingerprint.remember(BOOK, facts(), BOOK.rung("no-fusion"), 3740.0, "sbx0", "r1",
-                         [{"rung": "greedy", "outcome": "CUDA_OOM"}])
-    other = facts(sglang="0.5.10")
-    assert fingerprint.arrange(BOOK, other, list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
-    changed = BOOK.model_copy(deep=True)
-    changed.ladder[1].flags["mem-fraction-static"] = 0.9  # no longer the rung that ran out of memory
-    changed.ladder[2].flags["max-running-requests"] = 2048  # no longer the rung that won
-    rungs, skipped = fingerprint.arrange(changed, facts(), list(changed.ladder), lambda m: None)
-    assert [r.name for r in rungs] == ["fusion", "greedy", "no-fusion", "triton"] and skipped == []
-
-
-def test_no_state_file_changes_nothing(state):
-    assert fingerprint.arrange(BOOK, facts(), list(BOOK.ladder), lambda m: None) == (list(BOOK.ladder), [])
-
-
 def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
     attempts = [measured("fusion-sm120", "PERF_REGRESSION", 78.6), measured("no-fusion", "READY", 3740.0),
                 measured("triton-moe", "PERF_REGRESSION", 880.0), measured("greedy", "CUDA_OOM", None)]
@@ -165,3 +118,43 @@ def test_tune_table_shows_each_rungs_median_and_spread_and_the_decisions_below()
     last_row = max(i for i, line in enumerate(lines) if line.split()[2:3] == ["READY"])
     below = " ".join(" ".join(lines[last_row + 1:]).split())  # the text under the table, unwrapped
     assert below.startswith("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise")
+
+
+def _tuner(tmp_path, monkeypatch, answers):
+    path = tmp_path / "glm5.yaml"
+    path.write_text("name: glm5\n")
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory/hosts.yaml").write_text("hosts:\n  sbx0: {address: 10.0.0.1}\n")
+    host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
+    said: list[str] = []
+    t = tuning.Tuner(host, BOOK, path, ConnectOptions(), said.append, {}, lambda q: True, runs=2)
+    feed = iter(answers)
+
+    def run(*args, **kwargs):
+        answer = next(feed)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(tuning.benching, "run", run)
+    previous = Release(id="r-before", host="sbx0", playbook="glm5", playbook_sha256="0" * 64, created="t")
+    return t.measure_serving(object(), previous), said
+
+
+def ok(tok):
+    return {"result": {"ok": True, "output_throughput": tok}}
+
+
+def test_the_release_serving_before_a_tune_is_measured_as_each_rung_is(tmp_path, monkeypatch):
+    runs, said = _tuner(tmp_path, monkeypatch, [ok(3000.0), ok(3700.0), ok(3740.0)])
+    assert (runs.warmup, runs.tok_s, runs.median, runs.spread) == (3000.0, (3700.0, 3740.0), 3720.0, 40.0)
+    assert any("release r-before: median of 2 runs" in m for m in said)
+
+
+@pytest.mark.parametrize("answers", [[ok(1.0), {"result": {}}], [ok(1.0), {"result": {"output_throughput": "x"}}],
+                                     [ok(1.0), None], ["not a record"]])
+def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goes_on(tmp_path, monkeypatch,
+                                                                                    answers):
+    answers = [*answers, BenchError("unused")]
+    runs, said = _tuner(tmp_path, monkeypatch, answers + [ok(1.0)] * 3)
+    assert runs is None and any("could not be measured" in m and "the fastest rung wins" in m for m in said)

@@ -1,0 +1,89 @@
+"""`inv learned` and `inv forget`: what the fleet learned per fingerprint, playbook, rung and host
+(fleet.deploy.fingerprint), read as a table or JSON, and cleared under the same lock deploys and tunes take."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fleet import inventory, site
+from fleet.cli import console, print_json
+from fleet.deploy import fingerprint
+from fleet.deploy.fingerprint import Learned, Selection
+from fleet.errors import EXIT_OK, InputError
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str], playbook: str | None,
+              rungs: Sequence[str], key: str | None) -> Selection:
+    """The options as a Selection (exit 2 on a bad one). Hosts are taken as named, so what a host no longer in
+    the inventory taught can be forgotten; a group needs the inventory."""
+    for option, values in (("--host", hosts), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
+        for value in values:
+            if not _NAME.fullmatch(value):
+                raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)")
+    if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
+        raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
+    named = set(hosts)
+    if groups:
+        path = Path(inventory_file) if inventory_file else site.find().inventory
+        members = {h.name for h in inventory.load(path).select([], list(groups))}
+        if not members:  # never an empty selection, which would mean everything
+            raise InputError(f"--group {', '.join(groups)}: no hosts in {path}")
+        named |= members
+    return Selection(frozenset(named), playbook, frozenset(rungs), key)
+
+
+def _table(rows: list[Learned], title: str) -> None:
+    from fleet.cli import fit, real_console
+
+    screen = real_console(console)
+    data = [_row(r) for r in rows]
+    cols = [fit.Col(header, [(d[i], "") for d in data], cap, right)
+            for i, (header, cap, right) in enumerate((
+                ("fingerprint", None, False), ("playbook", 24, False), ("rung", 24, False), ("host", 24, False),
+                ("served", None, True), ("tok/s", None, True), ("failures", 40, False), ("last", 20, False),
+                ("note", None, False)))]
+    order = [0, 2, 3, 8, 6, 4, 5, 1, 7]  # what an operator needs first when the terminal is narrow
+    chosen = {c.header for c in fit.choose([cols[i] for i in order], screen.width,
+                                           ascii_only=fit.plain_terminal(screen))}
+    screen.print(fit.table([c for c in fit.choose(cols, 10**6) if c.header in chosen], title))
+
+
+def _row(r: Learned) -> list[str]:
+    tok = f"{r.tok_s:,.0f}" + (f" +-{r.spread:,.0f}" if r.spread is not None else "") if r.tok_s else "-"
+    failures = ", ".join(f"{c} x{n}" for c, n in sorted(r.failures.items())) or "-"
+    note = ("v1, not applied" if r.legacy else "winner" if r.winner
+            else "skipped" if r.skipped else "")
+    return [r.key.split("/", 1)[0], r.playbook, r.rung, r.host, str(r.served), tok, failures, r.last or "-", note]
+
+
+def show(pick: Selection, as_json: bool) -> int:
+    rows = fingerprint.learned(pick)
+    if as_json:
+        print_json({"file": str(fingerprint.path()), "results": [r.to_json() for r in rows]})
+    elif rows:
+        _table(rows, f"what the fleet learned ({fingerprint.path()})")
+    else:
+        sys.stdout.write(f"nothing learned{' matches' if pick != Selection() else ''} ({fingerprint.path()})\n")
+    return EXIT_OK
+
+
+def forget(pick: Selection, every: bool, dry_run: bool, as_json: bool) -> int:
+    if pick == Selection() and not every:
+        raise InputError("say what to forget: --host, --group, --playbook, --rung, --fingerprint, or --all")
+    if every and pick != Selection():
+        raise InputError("--all forgets everything: give it alone, or drop it to forget what the others select")
+    gone = fingerprint.forget(pick, dry_run)
+    verb = "would forget" if dry_run else "forgot"
+    if as_json:
+        print_json({"file": str(fingerprint.path()), "dry_run": dry_run, "forgotten": [r.to_json() for r in gone]})
+    elif gone:
+        _table(gone, f"{verb} {len(gone)} result{'s' * (len(gone) != 1)} ({fingerprint.path()}"
+                     f"{'' if dry_run else '; the file before is known-good.json.bak'})")
+    else:
+        sys.stdout.write(f"nothing learned matches; nothing changed ({fingerprint.path()})\n")
+    return EXIT_OK

@@ -1,0 +1,69 @@
+"""`inv learned` and `inv forget` (fleet.cli.learned): the real task on a recorded version 1 file; bad options are
+one line, exit 2, and the file unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+INV = Path(sys.executable).parent / "inv"
+RECORDED = REPO / "tests/fixtures/known-good/v1-sandbox.json"  # written by the fork-point fleet on the sandbox
+
+
+@pytest.fixture
+def state(tmp_path) -> Path:
+    (tmp_path / "state").mkdir()
+    shutil.copy(RECORDED, tmp_path / "state/known-good.json")
+    (tmp_path / "hosts.yaml").write_text("groups:\n  rtx: {}\n  empty: {}\nhosts:\n"
+                                         "  sbx2: {address: 127.0.0.1, port: 1, groups: [rtx]}\n"
+                                         "  sbx4: {address: 127.0.0.1, port: 1, groups: [rtx]}\n")
+    return tmp_path / "state/known-good.json"
+
+
+def inv(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "FLEET_SANDBOX_ONLY": "1", "HOME": str(state.parents[1]),
+           "FLEET_STATE_DIR": str(state.parent), "COLUMNS": "120"}
+    return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+@pytest.mark.parametrize("args", [
+    ("forget",), ("forget", "--host", "sbx2;rm -rf /"), ("forget", "--all", "--rung", "plain"),
+    ("forget", "--fingerprint", "D6F73DACA608472F"), ("forget", "--group", "nosuch", "-i", "{dir}/hosts.yaml"),
+    ("forget", "--group", "empty", "-i", "{dir}/hosts.yaml"), ("learned", "--rung", "../x")])
+def test_bad_options_are_one_line_exit_2_and_nothing_changes(state, args):
+    before = state.read_bytes()
+    done = inv(state, *(a.replace("{dir}", str(state.parents[1])) for a in args))
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert state.read_bytes() == before and not state.with_name("known-good.json.bak").exists()
+
+
+def test_learned_shows_every_result_and_forget_clears_a_group_with_a_backup(state):
+    shown = inv(state, "learned", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)["results"]
+    assert len(rows) == 7 and all(r["legacy"] for r in rows)
+    table = inv(state, "learned", "--playbook", "llama-learn").stdout
+    assert "too-greedy  sbx2" in table and "CUDA_OOM x1" in table and "v1, not applied" in table
+    before = state.read_bytes()
+    dry = inv(state, "forget", "--group", "rtx", "-i", str(state.parents[1] / "hosts.yaml"), "--dry-run", "--json")
+    assert dry.returncode == 0 and json.loads(dry.stdout)["dry_run"] is True
+    assert {(r["rung"], r["host"]) for r in json.loads(dry.stdout)["forgotten"]} == {
+        ("plain-b", "sbx4"), ("plain", "sbx4"), ("too-greedy", "sbx2"), ("too-greedy", "sbx4")}
+    assert state.read_bytes() == before
+    done = inv(state, "forget", "--group", "rtx", "-i", str(state.parents[1] / "hosts.yaml"))
+    assert done.returncode == 0 and "forgot 4 results" in done.stdout, done.stderr
+    assert state.with_name("known-good.json.bak").read_bytes() == before
+    left = json.loads(inv(state, "learned", "--json").stdout)["results"]
+    assert {r["host"] for r in left} == {"sbx1", "sbx3"}
+    nothing = inv(state, "forget", "--host", "sbx9")
+    assert nothing.returncode == 0 and "nothing learned matches; nothing changed" in nothing.stdout

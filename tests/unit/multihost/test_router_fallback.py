@@ -1,0 +1,131 @@
+"""The router's own deploy (fleet.multihost.router.RouterHooks._deploy) falls back to its previous release when
+installing, restarting or checking the new one raises, not only when the check says no; and its fall-back
+reports, never raises. The router host's connection and release store are stand-ins; the steps that change the
+host are replaced by ones that raise as a full disk or a broken link would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet import playbook
+from fleet.errors import FleetError
+from fleet.host.releases import Release
+from fleet.inventory import load as load_inventory
+from fleet.multihost import router as routing
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import ConnectionLost
+
+BOOK = """name: replicas
+model: {path: /models/Llama-3.1-8B-Instruct}
+serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
+ladder:
+  - name: plain
+router: {host: sbx0, port: 30080}
+"""
+PREVIOUS = Release(id="20261203T100000Z-prev", host="sbx0", playbook="replicas", playbook_sha256="0" * 64,
+                   created="2026-12-03T10:00:00Z", rung="router", status="ok")
+
+
+class Store:
+    def __init__(self, *args):
+        pass
+
+    def current(self):
+        return PREVIOUS
+
+
+class Run:
+    runs: list[Run] = []
+
+    def __init__(self, release):
+        self.release, self.failed, self.succeeded, self.events = release, False, False, []
+        Run.runs.append(self)
+
+    @classmethod
+    def open(cls, store, release, **opened):
+        return cls(release)
+
+    def event(self, step, **detail):
+        self.events.append(step)
+
+    def record(self, attempt):
+        pass
+
+    def succeed(self, *args, **kwargs):
+        self.succeeded = True
+
+    def fail(self):
+        self.failed = True
+
+
+@pytest.fixture
+def hooks(tmp_path, monkeypatch):
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory/hosts.yaml").write_text("hosts:\n  r0: {address: 10.0.0.1}\n  sbx0: {address: 10.0.0.9}\n")
+    path = tmp_path / "replicas.yaml"
+    path.write_text(BOOK)
+    book = playbook.load(path)
+    host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
+    Run.runs = []
+    monkeypatch.setattr(routing, "ReleaseStore", Store)
+    monkeypatch.setattr(routing, "ReleaseRun", Run)
+    monkeypatch.setattr(routing, "read_file", lambda conn, host, path: b"")  # not the same unit: a new release
+    monkeypatch.setattr(routing, "port_problem", lambda *a: None)
+    monkeypatch.setattr(routing, "venv_problem", lambda *a: None)
+    monkeypatch.setattr(routing.restore, "unit_problem", lambda *a: None)
+    monkeypatch.setattr(routing.restore, "key_installed", lambda *a: True)
+    monkeypatch.setattr(routing.restore, "install", lambda *a: None)
+    monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
+    h = routing.RouterHooks(book, Path(path), host, ConnectOptions(), {"SGLANG_API_KEY": "k3y"}, lambda h, m: None)
+    put_back: list[str] = []
+
+    def restore(self, conn, store, release):
+        put_back.append(release.id)
+        return Outcome.READY, "2+2= -> 4 through the router"
+
+    monkeypatch.setattr(routing.RouterHooks, "restore", restore)
+    return h, put_back, monkeypatch
+
+
+def raises(exc):
+    def step(*args, **kwargs):
+        raise exc
+    return step
+
+
+@pytest.mark.parametrize("step,exc", [
+    ("install", OSError(28, "No space left on device")),
+    ("install", FleetError("sbx0: /etc/systemd/system/sglang-router.service did not verify after writing")),
+    ("restart", FleetError("systemctl restart sglang-router: exit 1")),
+    ("ready", ValueError("the router's /generate answered something that is not JSON")),
+])
+def test_a_step_that_raises_puts_the_previous_router_release_back(hooks, step, exc):
+    h, put_back, monkeypatch = hooks
+    if step == "ready":
+        monkeypatch.setattr(routing.RouterHooks, "_ready", raises(exc))
+    else:
+        monkeypatch.setattr(routing.restore, step, raises(exc))
+    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    assert report["status"] == DeployStatus.ROLLED_BACK and report["release"] == PREVIOUS.id, report
+    assert put_back == [PREVIOUS.id] and Run.runs[0].failed and not Run.runs[0].succeeded
+    assert type(exc).__name__ in report["error"] and f"back on release {PREVIOUS.id}" in report["error"]
+
+
+def test_a_lost_link_leaves_the_release_in_progress_for_the_next_runs_recovery(hooks):
+    h, put_back, monkeypatch = hooks
+    monkeypatch.setattr(routing.restore, "restart", raises(ConnectionLost("sbx0: the link dropped")))
+    with pytest.raises(ConnectionLost):
+        h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    assert put_back == [] and not Run.runs[0].failed
+
+
+def test_a_fall_back_that_raises_is_reported_not_raised(hooks):
+    h, put_back, monkeypatch = hooks
+    monkeypatch.setattr(routing.restore, "install", raises(OSError(28, "No space left on device")))
+    monkeypatch.setattr(routing.RouterHooks, "restore", raises(OSError(28, "No space left on device")))
+    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    assert report.get("status") != DeployStatus.OK and f"its release {PREVIOUS.id} did not serve either" in \
+        report["error"] and "OSError" in report["error"]
