@@ -24,7 +24,8 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py",
+           "venv_build.sh", "venv_prune.sh")
 _INCLUDE = "#@include "
 
 

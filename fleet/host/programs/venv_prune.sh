@@ -1,0 +1,26 @@
+# Drop fleet's venvs no release refers to any more (fleet.host.venvs.prune), and builds a dead run left.
+#   $1 the venvs folder (/var/lib/fleet/venvs)  $2... where releases and units name venvs (searched for its path)
+# A venv is kept while any file there names it (a release's unit, the live unit): rollback never needs an install.
+# Prints "pruned <digest>" per venv dropped.
+set -u
+root=$1
+shift
+[ -d "$root" ] || exit 0
+keep=$(grep -rhoE "$root/[0-9a-f]{16}" "$@" 2>/dev/null | sort -u)
+for link in "$root"/*; do
+  [ -L "$link" ] || continue
+  case " $(echo $keep) " in *" $link "*) continue ;; esac
+  target=$(readlink "$link")
+  rm -f "$link" || continue
+  case "$target" in .build/*/* | *..*) ;; .build/*) rm -rf "${root:?}/$target" ;; esac
+  echo "pruned ${link##*/}"
+done
+for dir in "$root"/.build/*; do
+  [ -e "$dir" ] || continue
+  used=no
+  for link in "$root"/*; do
+    [ -L "$link" ] && [ "$(readlink "$link")" = ".build/${dir##*/}" ] && used=yes
+  done
+  [ "$used" = no ] && rm -rf "$dir"
+done
+exit 0
