@@ -85,6 +85,21 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     assert releases[first["release"]]["facts"]["venv"] == old_venv
     assert releases[second["release"]]["facts"]["venv"] == new_venv
 
+    # the old pins again, keeping one release: the venv is reused; the upgrade's venv stays while its release is
+    # where `inv rollback` goes, and goes with that release
+    book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1)
+    rc, third, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    assert rc == 0 and third["status"] == "ok", err[-3000:]
+    assert third["venv"] == {**third["venv"], "path": old_venv, "built": None, "sent": [], "bytes_sent": 0}
+    assert "pruned venvs" not in err and sh(sandbox_inventory, HOST, f"test -d {new_venv} && echo kept") == "kept\n"
+    book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1, description="again")
+    rc, fourth, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    assert rc == 0 and fourth["status"] == "ok", err[-3000:]
+    assert f"pruned venvs no release refers to: {new_venv.rsplit('/', 1)[1]}" in err
+    assert sh(sandbox_inventory, HOST, "ls /var/lib/fleet/venvs /var/lib/fleet/venvs/.build").split() == [
+        "/var/lib/fleet/venvs:", old_venv.rsplit("/", 1)[1], "builds.log", "/var/lib/fleet/venvs/.build:",
+        sh(sandbox_inventory, HOST, f"readlink {old_venv}").strip().split("/")[1]]
+
 
 def test_a_pin_with_no_wheel_is_one_line_exit_2_and_nothing_stopped(sandbox, sandbox_inventory, house, tmp_path):
     before = state(sandbox_inventory)
