@@ -62,7 +62,8 @@ def main() -> None:
     finally:
         conn.close()
     warm = statistics.median(rows["warm"])
-    print(f"{'build':>6} {'median s':>9} {'x warm':>7} {'bytes sent':>11}   ({tool} on {args.host}, {args.repeat} runs)")
+    print(f"{'build':>6} {'median s':>9} {'x warm':>7} {'bytes sent':>11}   "
+          f"({tool} on {args.host}, {args.repeat} runs)")
     for kind, times in rows.items():
         med = statistics.median(times)
         print(f"{kind:>6} {med:>9.2f} {med / warm:>6.2f}x {sent[kind]:>11}")
