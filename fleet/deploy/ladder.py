@@ -321,6 +321,13 @@ class Deployer:
     # ------------------------------------------------------------------ dry run
     def _dry_run(self, conn: Connection) -> DeployResult:
         facts = probe_run.probe_on(conn, self.host)
+        venv_note = ""
+        if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
+            try:
+                self.venv, there = venvs.planned(conn, self.host, self.book.packages)
+            except venvs.VenvError as exc:
+                return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
+            venv_note = f"venv {self.venv}: " + ("there, used as it is\n" if there else "would be built\n")
         rungs = self.eligible(facts)
         if not rungs:
             return DeployResult(self.host.name, DeployStatus.FAILED, error="no rung of the ladder fits this host")
@@ -336,4 +343,5 @@ class Deployer:
             res = patches.check_host(conn, self.host, patchsets.load_sets([name]))
             for sp in res.sets:
                 diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
-        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config, diff="".join(diffs))
+        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config,
+                            diff=venv_note + "".join(diffs))

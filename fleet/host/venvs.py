@@ -23,16 +23,17 @@ from fabric import Connection
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT
-from fleet.host.service import sh, write_atomic
+from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
 from fleet.progress import Progress
-from fleet.ssh.remote import run
+from fleet.ssh.remote import CommandTimedOut, OutputTooLarge, run
 from fleet.upstream import wheelhouse
 from fleet.upstream.wheelhouse import Wheel
 
 VENVS = f"{ROOT}/venvs"
 WHEELS = f"{ROOT}/wheels"
 BUILD_TIMEOUT_S = 1800  # a real torch + flashinfer install from local wheels takes minutes
+SEND_RATE = 5e6  # bytes/s a wheel is given at least to reach the host (torch's wheel is about 900 MB)
 _PYTHON = re.compile(r"3\.\d{1,2}")
 _VENV = re.compile(re.escape(VENVS) + r"/[0-9a-f]{16}")
 _HAVE = re.compile(r"([0-9a-f]{64})  (\S{1,255})")
@@ -90,7 +91,14 @@ def host_python(conn: Connection, host: Host) -> str:
 
 
 def exists(conn: Connection, host: Host, path: str) -> bool:
-    return run(conn, host, f"test -f {shlex.quote(path + '/.fleet-venv')}", timeout=60).ok
+    """A published venv: its marker (written last) and its python."""
+    q = shlex.quote(path)
+    return run(conn, host, f"test -f {q}/.fleet-venv && test -x {q}/bin/python", timeout=60).ok
+
+
+def said(text: str) -> str:
+    """A host's line as fleet may print it: printable, at most 300 characters."""
+    return "".join(c if c.isprintable() else "?" for c in text[:300])
 
 
 def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> tuple[list[str], int]:
@@ -105,38 +113,53 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
             continue
         data = w.path.read_bytes()
         say(f"sending {w.filename} ({len(data) / 1e6:.1f} MB)")
-        write_atomic(conn, host, f"{WHEELS}/{w.filename}", data, 0o644)
+        write_atomic(conn, host, f"{WHEELS}/{w.filename}", data, 0o644, timeout=120 + len(data) / SEND_RATE)
         sent.append(w.filename)
         size += len(data)
     return sent, size
 
 
+def _plan(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, list[Wheel]]:
+    python = host_python(conn, host)
+    try:
+        wheels = wheelhouse.closure(pins, python)
+    except wheelhouse.WheelhouseError as exc:
+        raise VenvError(f"{host.name}: {exc}") from None
+    return python, wheels
+
+
+def planned(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, bool]:
+    """(the venv these pins would run in, whether the host has it): reads only."""
+    python, wheels = _plan(conn, host, pins)
+    path = path_of(wheelhouse.digest(pins, python, [w.sha256 for w in wheels]))
+    return path, exists(conn, host, path)
+
+
 def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) -> Venv:
     """The venv of these pins on this host, built (wheels sent, installed) when it has none; VenvError with
-    one line otherwise. Never stops or touches a server."""
+    one line otherwise (a lost link is raised as it is). Never stops or touches a server."""
     start = time.monotonic()
-    python = host_python(conn, host)
-    digest = wheelhouse.digest(pins, python)
+    python, wheels = _plan(conn, host, pins)
+    digest = wheelhouse.digest(pins, python, [w.sha256 for w in wheels])
     venv = Venv(path_of(digest), digest, python)
     if exists(conn, host, venv.path):
         say(f"venv {venv.path} of these packages is there: no install")
         return venv
     try:
-        wheels = wheelhouse.closure(pins, python)
-    except wheelhouse.WheelhouseError as exc:
-        raise VenvError(f"{host.name}: {exc}") from None
-    venv.sent, venv.bytes_sent = _send(conn, host, wheels, say)
-    say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent)")
-    marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
-    args = [f"{w.sha256} {w.filename}" for w in wheels] + ["--"] + [f"{w.name}=={w.version}" for w in wheels]
-    res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
-              timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
+        venv.sent, venv.bytes_sent = _send(conn, host, wheels, say)
+        say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent)")
+        marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
+        args = [f"{w.sha256} {w.filename}" for w in wheels] + ["--"] + [f"{w.name}=={w.version}" for w in wheels]
+        res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
+                  timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
+    except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet
+        raise VenvError(f"{host.name}: the venv {venv.path} could not be built: {said(str(exc))}") from None
     if not res.ok:
         lines = res.stderr.strip().splitlines()
         raise VenvError(f"{host.name}: building the venv {venv.path} failed (exit {res.exited}): "
-                        f"{lines[-1][:300] if lines else 'no output'}")
-    said = res.stdout.strip().splitlines()
-    venv.built = said[-1].removeprefix("built ") if said and said[-1].startswith("built ") else None
+                        f"{said(lines[-1]) if lines else 'no output'}")
+    last = res.stdout.strip().splitlines()[-1:] or [""]
+    venv.built = {"built pip": "pip", "built uv": "uv"}.get(last[0])
     venv.seconds = time.monotonic() - start
     return venv
 

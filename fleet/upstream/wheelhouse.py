@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -124,7 +125,9 @@ def closure(pins: dict[str, str], python: str, folder: Path | None = None, machi
     return sorted(chosen.values(), key=lambda w: w.name)
 
 
-def digest(pins: dict[str, str], python: str) -> str:
-    """The venv's name: the same pins on the same Python give the same venv."""
-    key = json.dumps({"python": python, "pins": sorted((canonical(d), v) for d, v in pins.items())})
+def digest(pins: dict[str, str], python: str, wheels: Sequence[str] = ()) -> str:
+    """The venv's name: the same pins on the same Python from the same wheels (their sha256) give the same venv;
+    a wheel rebuilt under the same version makes another."""
+    key = json.dumps({"python": python, "pins": sorted((canonical(d), v) for d, v in pins.items()),
+                      "wheels": sorted(wheels)})
     return hashlib.sha256(key.encode()).hexdigest()[:16]

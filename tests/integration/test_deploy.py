@@ -90,6 +90,8 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
                                                            "torch": "2.9.1"})
     rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run", env={"FLEET_WHEELHOUSE": str(house)})
     assert rc == 0 and data["status"] == "dry-run", data
+    assert re.match(r"venv (/var/lib/fleet/venvs/[0-9a-f]{16}): would be built\n", data["diff"]), data["diff"]
+    assert f"{data['diff'].split()[1].rstrip(':')}/bin/python" in data["diff"]  # the unit would name that venv
     assert sh(sandbox_inventory, "sbx0", "ls /var/lib/fleet/venvs 2>&1; true").strip().endswith(
         "No such file or directory")
 

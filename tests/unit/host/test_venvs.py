@@ -123,3 +123,17 @@ def test_prune_of_a_host_without_venvs_does_nothing(tmp_path):
     done = subprocess.run(["sh", "-c", hostside.text("venv_prune.sh"), "fleet-venv_prune", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "")
+
+
+def test_prune_keeps_every_venv_when_there_are_no_releases_to_say_which_are_used(tmp_path):
+    root = tmp_path / "venvs"
+    (root / ".build" / f"{DIGEST}.1").mkdir(parents=True)
+    (root / DIGEST).symlink_to(f".build/{DIGEST}.1")
+    done = subprocess.run(["sh", "-c", hostside.text("venv_prune.sh"), "fleet-venv_prune", str(root),
+                           str(tmp_path / "no-releases")], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "") and (root / DIGEST).is_dir()
+
+
+def test_what_a_host_says_is_printed_only_as_printable_text():
+    assert venvs.said("ERROR: \x1b[2Jno matching distribution\r") == "ERROR: ?[2Jno matching distribution?"
+    assert len(venvs.said("x" * 10000)) == 300

@@ -80,3 +80,8 @@ def test_the_venv_name_depends_on_the_pins_and_python_not_on_how_they_are_writte
     assert a != wheelhouse.digest({"sglang": "0.5.9", "flashinfer_python": "0.6.3"}, "3.12")
     assert a != wheelhouse.digest({"sglang": "0.5.23", "flashinfer_python": "0.6.3"}, "3.11")
     assert len(a) == 16 and int(a, 16) >= 0
+    # a wheel rebuilt under the same version is another venv
+    pins = {"sglang": "0.5.9"}
+    assert wheelhouse.digest(pins, "3.11", ["a" * 64]) != wheelhouse.digest(pins, "3.11", ["b" * 64])
+    a, b = "a" * 64, "b" * 64
+    assert wheelhouse.digest(pins, "3.11", [a, b]) == wheelhouse.digest(pins, "3.11", [b, a])
