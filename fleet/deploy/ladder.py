@@ -69,6 +69,7 @@ class Deployer:
     def __init__(self, host: Host, book: Playbook, book_path: Path, opts: ConnectOptions,
                  progress: Progress = quiet, secrets: dict[str, str] | None = None):
         self.host, self.book, self.opts, self.progress = host, book, opts, progress
+        self.origin = host  # as the inventory gives it (a release without pins is put back in its venv)
         self.book_sha = sha256(book_path.read_bytes())
         self.unit = book.serve.unit or host.unit
         self.venv = book.serve.venv or host.venv
@@ -196,7 +197,7 @@ class Deployer:
             why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
             self.progress(f"{why}; falling back")
             result.status, result.release, result.config, result.error = restore.fall_back(
-                conn, self.host, store, release, previous, self.book, self.unit, why, self.progress)
+                conn, self.origin, store, release, previous, self.book, self.unit, why, self.progress)
             return result
         if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
@@ -206,7 +207,7 @@ class Deployer:
                             + (f"on release {previous.id}" if previous else "as it was"))
             return result
         result.status, result.release, result.config, result.error = restore.fall_back(
-            conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
+            conn, self.origin, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
@@ -218,10 +219,11 @@ class Deployer:
             result.error = f"{exc}; nothing was stopped"
             return None
         self.venv = venv.path
+        self.host = replace(self.host, venv=venv.path)  # probe, patch sets and bench in the pins' venv
         self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
         result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
                        "seconds": round(venv.seconds, 2)}
-        facts = probe_run.probe_on(conn, replace(self.host, venv=venv.path))
+        facts = probe_run.probe_on(conn, self.host)
         result.versions = stack_versions(facts)
         return facts
 

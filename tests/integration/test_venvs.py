@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from fleetcli import inv, inv_json, llama_playbook, sh
+from fleetcli import glm5_playbook, inv, inv_json, llama_playbook, sh
 
 from sandbox.sim import wheels as simwheels
 
@@ -128,3 +128,19 @@ def test_a_venv_that_fails_to_build_leaves_the_old_server_serving(sandbox, sandb
     links = sh(sandbox_inventory, HOST, "for l in /var/lib/fleet/venvs/*; do [ -L $l ] && readlink $l; done").split()
     assert sorted(f".build/{d}" for d in sh(sandbox_inventory, HOST, "ls -A /var/lib/fleet/venvs/.build").split()
                   ) == sorted(links)
+
+
+def test_the_seed_story_runs_in_the_pinned_venv_with_its_patch_sets_there(sandbox, sandbox_inventory, house,
+                                                                          tmp_path):
+    """glm5-nvfp4 pinned to 0.5.9 on sbx0: the fusion rung's patch sets go into the pins' venv (the served one),
+    not the inventory's, and the release records its patched files there."""
+    book = glm5_playbook(tmp_path, "glm5-pinned", packages=OLD)
+    rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), env=run_env(house))
+    assert rc == 0 and data["status"] == "ok", err[-3000:]
+    venv = data["venv"]["path"]
+    first = data["attempts"][0]
+    assert first["rung"] == "fusion-sm120" and first["outcome"] != "ARCH_UNSUPPORTED", first  # its patch was there
+    assert "applied patch sets sm120-allreduce-fusion" in err
+    rc, history, _ = inv_json(sandbox, "history", "--host", "sbx0", env=run_env(house))
+    release = next(r for r in history["hosts"][0]["releases"] if r["id"] == data["release"])
+    assert release["patches"]["files"] and all(p.startswith(venv + "/") for p in release["patches"]["files"])
