@@ -111,7 +111,10 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
     for w in wheels:
         if w.filename in have:
             continue
-        data = w.path.read_bytes()
+        try:
+            data = w.path.read_bytes()
+        except OSError as exc:  # the wheelhouse changed under the run
+            raise VenvError(f"{host.name}: reading {w.path}: {exc.strerror or exc}; nothing was sent") from None
         say(f"sending {w.filename} ({len(data) / 1e6:.1f} MB)")
         write_atomic(conn, host, f"{WHEELS}/{w.filename}", data, 0o644, timeout=120 + len(data) / SEND_RATE)
         sent.append(w.filename)
