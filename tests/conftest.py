@@ -15,6 +15,8 @@ os.environ["FLEET_SANDBOX_ONLY"] = "1"
 os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
 # fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/.
 os.environ.setdefault("FLEET_STATE_DIR", tempfile.mkdtemp(prefix="fleet-test-state-"))
+# nor reads the user's wheelhouse: a test that installs packages: builds its own (sandbox/sim/wheels.py)
+os.environ.setdefault("FLEET_WHEELHOUSE", tempfile.mkdtemp(prefix="fleet-test-wheelhouse-"))
 
 # A suite started as a background job of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and so
 # would every `inv` it starts: Python then installs no KeyboardInterrupt, and the Ctrl-C tests would wait forever.

@@ -10,7 +10,8 @@ In one pass, one problem per line naming file:line:
   valued flags given `true` are errors; flags upstream deprecated are warnings;
 - `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run;
 - `packages:` pins against each other: each pinned wheel's Requires-Dist (the corpus's real METADATA) against
-  the other pins; a pinned sglang is the one release the flags are checked against.
+  the other pins; a pinned sglang is the one release the flags are checked against; a pin with no wheel in
+  the controller's wheelhouse (fleet.upstream.wheelhouse) is a warning here and refuses a deploy.
 
 What it cannot know without a host: the host's sglang (a release not in the table is judged as the newest
 release before it), its GPUs, the model on disk, the port, patch sets' anchors in its files (preflight does).
@@ -33,7 +34,7 @@ from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import load as load_playbook
-from fleet.upstream import corpus, pins
+from fleet.upstream import corpus, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
 
@@ -93,6 +94,8 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
     for dist, problem in pin_problems(book.packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+    for dist, problem in wheelhouse.missing(book.packages):  # deploy refuses these (fleet.deploy.inputs)
+        c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
     for dist in sorted(set(book.packages) - set(PACKAGE_DIRS)):
         c.error(("packages", written.get(dist, dist)), f"the probe does not read {dist} in a venv (only "
                 f"{', '.join(sorted(PACKAGE_DIRS))}): preflight cannot tell whether the host has this pin",

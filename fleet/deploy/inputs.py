@@ -14,6 +14,7 @@ from fleet.host.render import API_KEY, RenderError, key_file, load_credential
 from fleet.inventory import Host
 from fleet.logs import rules as logrules
 from fleet.patches import sets as patchsets
+from fleet.upstream import wheelhouse
 
 
 def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, Path]:
@@ -23,6 +24,10 @@ def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, P
     if not checked:
         return playbook.load(path, known_classes=known_classes(), known_patches=set(patchsets.available())), path
     result = check_playbook(path)
+    unfilled = [p for p in result.warnings if wheelhouse.NO_WHEEL in p.text]  # a deploy cannot build that venv
+    if unfilled and not result.errors:
+        more = len(unfilled) - 1
+        raise InputError(f"{unfilled[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))
     if result.errors or result.book is None:
         more = len(result.errors) - 1
         raise InputError(f"{result.errors[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))

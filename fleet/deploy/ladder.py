@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import time
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host import probe_run
+from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
 from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
@@ -68,6 +69,7 @@ class Deployer:
     def __init__(self, host: Host, book: Playbook, book_path: Path, opts: ConnectOptions,
                  progress: Progress = quiet, secrets: dict[str, str] | None = None):
         self.host, self.book, self.opts, self.progress = host, book, opts, progress
+        self.origin = host  # as the inventory gives it (a release without pins is put back in its venv)
         self.book_sha = sha256(book_path.read_bytes())
         self.unit = book.serve.unit or host.unit
         self.venv = book.serve.venv or host.venv
@@ -164,9 +166,16 @@ class Deployer:
             result.error = (f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
                             f"(inv recover --host {self.host.name})")
             return result
+        if self.book.packages:
+            pinned = self.pinned_venv(conn, result)
+            if pinned is None:
+                return result
+            facts = pinned
         rungs = self.eligible(facts)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.book_sha, created=now(), facts=facts_summary(facts))
+        if self.book.packages:
+            release.facts["venv"] = self.venv
         rungs, refused = self.preflight(conn, facts, rungs)
         result.attempts += refused
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, self.progress)
@@ -189,7 +198,7 @@ class Deployer:
             why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
             self.progress(f"{why}; falling back")
             result.status, result.release, result.config, result.error = restore.fall_back(
-                conn, self.host, store, release, previous, self.book, self.unit, why, self.progress)
+                conn, self.origin, store, release, previous, self.book, self.unit, why, self.progress)
             return result
         if not self.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
@@ -199,8 +208,25 @@ class Deployer:
                             + (f"on release {previous.id}" if previous else "as it was"))
             return result
         result.status, result.release, result.config, result.error = restore.fall_back(
-            conn, self.host, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
+            conn, self.origin, store, release, previous, self.book, self.unit, "every rung failed", self.progress)
         return result
+
+    def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
+        """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a
+        failure leaves the old server serving), then the host probed in it; None with result.error set."""
+        try:
+            venv = venvs.ensure(conn, self.host, self.book.packages, self.progress)
+        except venvs.VenvError as exc:
+            result.error = f"{exc}; nothing was stopped"
+            return None
+        self.venv = venv.path
+        self.host = replace(self.host, venv=venv.path)  # probe, patch sets and bench in the pins' venv
+        self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
+        result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
+                       "seconds": round(venv.seconds, 2)}
+        facts = probe_run.probe_on(conn, self.host)
+        result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
+        return facts
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
                facts: HostFacts) -> bool:
@@ -218,12 +244,22 @@ class Deployer:
                 note = run.succeed(rung.name, planned.config, self.book.keep_releases)
                 if note:
                     self.progress(note)
+                if self.book.packages:
+                    self.prune_venvs(conn)
                 result.status, result.config = DeployStatus.OK, planned.config
                 return True
             last = attempt.outcome
             if last == LogClass.GPU_FAULT:
                 break
         return False
+
+    def prune_venvs(self, conn: Connection) -> None:
+        """Venvs no kept release names are dropped; the release stands whatever happens here."""
+        try:
+            if dropped := venvs.prune(conn, self.host):
+                self.progress(f"pruned venvs no release refers to: {', '.join(dropped)}")
+        except FleetError as exc:
+            self.progress(f"pruning venvs failed (the release stands): {exc}")
 
     def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
         """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which
@@ -289,6 +325,13 @@ class Deployer:
     # ------------------------------------------------------------------ dry run
     def _dry_run(self, conn: Connection) -> DeployResult:
         facts = probe_run.probe_on(conn, self.host)
+        venv_note = ""
+        if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
+            try:
+                self.venv, there = venvs.planned(conn, self.host, self.book.packages)
+            except venvs.VenvError as exc:
+                return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
+            venv_note = f"venv {self.venv}: " + ("there, used as it is\n" if there else "would be built\n")
         rungs = self.eligible(facts)
         if not rungs:
             return DeployResult(self.host.name, DeployStatus.FAILED, error="no rung of the ladder fits this host")
@@ -304,4 +347,5 @@ class Deployer:
             res = patches.check_host(conn, self.host, patchsets.load_sets([name]))
             for sp in res.sets:
                 diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
-        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config, diff="".join(diffs))
+        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config,
+                            diff=venv_note + "".join(diffs))

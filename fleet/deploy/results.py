@@ -39,6 +39,7 @@ class DeployResult:
     versions_before: dict[str, str] = field(default_factory=dict)  # what the release current before recorded
     notes: list[str] = field(default_factory=list)  # what the operator should know though it served
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
+    venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -54,6 +55,8 @@ class DeployResult:
             out["versions"], out["versions_before"] = self.versions, self.versions_before
         if self.notes:
             out["notes"] = self.notes
+        if self.venv is not None:
+            out["venv"] = self.venv
         return out
 
     def upgrade(self) -> list[tuple[str, str | None, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 from fabric import Connection
 
@@ -14,7 +15,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host import probe_run
+from fleet.host import probe_run, venvs
 from fleet.host.facts import stack_versions
 from fleet.host.releases import (
     ROLLBACK_MARK,
@@ -83,7 +84,9 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                 raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
                                  f"roll back with --playbook {back.playbook}, or leave --playbook out")
             progress(f"rolling back to {back.id} ({back.rung})")
-            drift = stack_drift(versions_of(back.facts), stack_versions(probe_run.probe_on(conn, host)))
+            own = venvs.recorded(back.facts)  # a release of packages: pins runs in its own venv: no install
+            seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host)
+            drift = stack_drift(versions_of(back.facts), stack_versions(seen))
             notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "
                      "env and patch sets, not packages (install the release's versions by hand)"] if drift else []
             for note in notes:

@@ -43,11 +43,11 @@ def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
     raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
 
 
-def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int) -> None:
+def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int, timeout: float = 120) -> None:
     """`path` becomes `data`, or stays as it was (fleet/host/programs/write.sh: temp file in the same folder, mode
     before data, owner kept, synced, renamed; symlinks refused). The data travels on stdin, never in a command
     line; on a become host it is written as root."""
-    res = run_bytes(conn, host, hostside.sh_command("write.sh", path, f"{mode:04o}"), data, timeout=120)
+    res = run_bytes(conn, host, hostside.sh_command("write.sh", path, f"{mode:04o}"), data, timeout=timeout)
     if res.exited != 0:
         why = res.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = why[-1] if why else f"exit {res.exited}"

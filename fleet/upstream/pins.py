@@ -71,7 +71,7 @@ def requirements(metadata: str) -> list[Requirement]:
     return out
 
 
-def _applies(req: Requirement, env: dict[str, str]) -> bool:
+def applies(req: Requirement, env: dict[str, str]) -> bool:
     if req.marker is None:
         return True
     try:
@@ -91,7 +91,7 @@ def conflicts(pins: dict[str, str], metadata: dict[str, str], python: str, machi
         dist = canonical(name)
         for req in requirements(metadata[name]):
             target = str(canonicalize_name(req.name))
-            if target == dist or target not in wanted or not _applies(req, env):
+            if target == dist or target not in wanted or not applies(req, env):
                 continue
             if not req.specifier.contains(Version(wanted[target]), prereleases=True):
                 out.append((target, f"{dist} {wanted.get(dist, '?')} requires {target}{req.specifier}; {source} "
@@ -112,7 +112,8 @@ def pin_set(pins: dict[str, str]) -> dict[str, str]:
 
 def unmet(pins: dict[str, str], installed: dict[str, str | None], venv: str, readable: set[str]) -> list[str]:
     """One line for each pin the venv's installed version does not meet as pip's == would (a local label
-    such as +cu130 meets its release); fleet installs nothing yet, so a deploy stops at this, before the stop.
+    such as +cu130 meets its release): a deploy stops at this, before the stop. A one-host or rolling deploy has
+    built the venv of the pins by then (fleet.host.venvs); tune and multi-node deploys serve the venv as found.
     `readable`: the distributions the probe reads (a pin of another one is not judged here: `inv check` warns)."""
     out = []
     for dist, version in pins.items():
@@ -126,6 +127,6 @@ def unmet(pins: dict[str, str], installed: dict[str, str | None], venv: str, rea
         if found is not None and SpecifierSet(f"=={version}").contains(found, prereleases=True):
             continue
         said = str(found) if found is not None else "none" if have is None else "a version that is not PEP 440"
-        out.append(f"packages: the playbook pins {dist} {version}; the venv {venv} has {said} (fleet does not "
-                   "install yet: install the pins there, or change packages:)")
+        out.append(f"packages: the playbook pins {dist} {version}; the venv {venv} has {said} (only a one-host or "
+                   "rolling inv deploy builds a venv of the pins: install them there, or change packages:)")
     return out

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 from fleetcli import glm5_playbook, inv, inv_json, llama_playbook, sh
 
+from sandbox.sim import wheels as simwheels
+
 PATCHED = ["/root/ml-env/lib/python3.11/site-packages/sglang/srt/server_args.py",
            "/root/ml-env/lib/python3.11/site-packages/flashinfer/jit/comm.py"]
 
 
-def deploy(sandbox, host, book: Path, *extra):
-    return inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), *extra)
+def deploy(sandbox, host, book: Path, *extra, env=None):
+    return inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), *extra, env=env)
 
 
 def checksums(inventory, name) -> str:
@@ -62,27 +64,36 @@ def test_a_deploy_that_changes_nothing_restarts_nothing(seed, sandbox, sandbox_i
 
 
 def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inventory, tmp_path):
-    """packages: pins whose wheels disagree are bad input (exit 2, no host contacted); pins the venv does not
-    meet (fleet installs nothing yet) stop at preflight with the old server serving; pins it meets deploy."""
+    """packages: pins whose wheels disagree, or that the wheelhouse lacks, are bad input (exit 2, no host
+    contacted, the old server serving); pins it has plan a dry run that builds nothing."""
     pid = sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip()
     current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
+    empty = {"FLEET_WHEELHOUSE": str(tmp_path / "no-wheels")}
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.4"})
-    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json")
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json", env=empty)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"error: {book}:{book.read_text().splitlines().index('  flashinfer-python: 0.7.4') + 1}: "
         "packages.flashinfer-python: sglang 0.5.23 requires flashinfer-python==0.7.2; the playbook pins 0.7.4"]
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.2"})
-    rc, data, _ = deploy(sandbox, "sbx0", book)
-    assert rc == 1 and data["status"] == "failed" and data["attempts"][0]["outcome"] == "PREFLIGHT", data
-    assert ("packages: the playbook pins sglang 0.5.23; the venv /root/ml-env has 0.5.9"
-            in data["attempts"][0]["evidence"])
+    proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json", env=empty)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {book}:{book.read_text().splitlines().index('  sglang: 0.5.23') + 1}: packages.sglang: no wheel of "
+        f"sglang 0.5.23 in the wheelhouse {tmp_path / 'no-wheels'} (fleet installs only from it: pip download "
+        f"--no-deps sglang==0.5.23 -d {tmp_path / 'no-wheels'}) (and 1 more: inv check --playbook {book})"]
     assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
+    house = tmp_path / "wheels"
+    simwheels.build(house)
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.9", "flashinfer-python": "0.6.3",
                                                            "torch": "2.9.1"})
-    rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run")
+    rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run", env={"FLEET_WHEELHOUSE": str(house)})
     assert rc == 0 and data["status"] == "dry-run", data
+    assert re.match(r"venv (/var/lib/fleet/venvs/[0-9a-f]{16}): would be built\n", data["diff"]), data["diff"]
+    assert f"{data['diff'].split()[1].rstrip(':')}/bin/python" in data["diff"]  # the unit would name that venv
+    assert sh(sandbox_inventory, "sbx0", "ls /var/lib/fleet/venvs 2>&1; true").strip().endswith(
+        "No such file or directory")
 
 
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):

@@ -10,6 +10,8 @@ save the launcher, which a unit starts.
                     (fleet.host.service.write_atomic), as root through sudo on a become host
     p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
+    venv_build.sh   a `packages:` venv built with no index beside the others, published by a rename (fleet.host.venvs)
+    venv_prune.sh   the venvs no kept release names, dropped (fleet.host.venvs)
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.host.render)
 
@@ -24,7 +26,8 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py",
+           "venv_build.sh", "venv_prune.sh")
 _INCLUDE = "#@include "
 
 

@@ -189,6 +189,7 @@ def corpus_of(tmp_path, monkeypatch):
                                                        "wheel": "w.whl", "sha256": "0", "wheel_bytes": 0,
                                                        "files": 1, "bytes": 0}))
     monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(cache))
+    monkeypatch.setenv("FLEET_WHEELHOUSE", str(tmp_path / "wheelhouse"))
     return cache
 
 
@@ -197,7 +198,13 @@ def test_pins_the_wheels_disagree_on_are_an_error_naming_the_pin_s_line(tmp_path
     assert lines(result) == ["t.yaml:10: packages.flashinfer_python: sglang 0.5.23 requires "
                              "flashinfer-python==0.7.2; the playbook pins 0.7.4"]
     assert result.releases == ["0.5.23"]  # a pinned sglang is the one release the flags must hold on
-    assert run(tmp_path, BOOK + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n").problems == []
+    result = run(tmp_path, BOOK + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n")
+    assert result.errors == []
+    # a deploy would refuse these (fleet.deploy.inputs): the test's wheelhouse is empty
+    assert [str(p).split(": ", 2)[1:] for p in result.warnings] == [
+        [f"packages.{d}", f"no wheel of {d} {v} in the wheelhouse {tmp_path / 'wheelhouse'} (fleet installs only "
+                          f"from it: pip download --no-deps {d}=={v} -d {tmp_path / 'wheelhouse'})"]
+        for d, v in (("sglang", "0.5.23"), ("flashinfer-python", "0.7.2"))]
 
 
 def test_a_pin_that_is_not_one_version_or_not_in_the_corpus_is_one_line(tmp_path, corpus_of):
@@ -221,4 +228,5 @@ def test_a_flag_the_pinned_sglang_removed_is_an_error_for_that_release(tmp_path,
 def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of):
     result = run(tmp_path, BOOK + "packages: {sglang: 0.5.9, triton: 3.5.0}\n")
     assert result.errors == []
-    assert [w.split(": the probe")[0] for w in lines(result, warnings=True)] == ["t.yaml:8: packages.triton"]
+    said = [w for w in lines(result, warnings=True) if "wheelhouse" not in w]  # the empty wheelhouse's, as above
+    assert [w.split(": the probe")[0] for w in said] == ["t.yaml:8: packages.triton"]

@@ -119,7 +119,8 @@ def test_each_pin_the_venv_does_not_meet_is_one_line_and_hostile_versions_are_no
     got = pins.unmet({"sglang": "0.5.23", "flashinfer_python": "0.7.2", "torch": "2.14.1", "sgl-kernel": "0.3.21"},
                      {"sglang": "0.5.9", "flashinfer-python": "0.6.3.post1", "torch": "\x1b[2J2.14.1"}, "/root/ml-env",
                      READ)
-    tail = " (fleet does not install yet: install the pins there, or change packages:)"
+    tail = (" (only a one-host or rolling inv deploy builds a venv of the pins: install them there, or change "
+            "packages:)")
     assert got == ["packages: the playbook pins sglang 0.5.23; the venv /root/ml-env has 0.5.9" + tail,
                    "packages: the playbook pins flashinfer_python 0.7.2; the venv /root/ml-env has 0.6.3.post1" + tail,
                    "packages: the playbook pins torch 2.14.1; the venv /root/ml-env has a version that is not PEP 440"

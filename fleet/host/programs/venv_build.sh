@@ -1,0 +1,45 @@
+# fleet's venv of one package set (fleet.host.venvs): built beside the others, published only when whole.
+#   $1 python  $2 the venv's path (/var/lib/fleet/venvs/<digest>)  $3 the host's wheel folder
+#   $4 the marker's text  $5... "SHA256 FILENAME" of every wheel, then "--", then the requirements (name==version)
+# The venv is made in <venvs>/.build/<digest>.<pid> (never moved: a venv's scripts name their own path) and
+# published by renaming a symlink onto <venvs>/<digest>: a half-built venv is never used.
+# Exit 0 "built pip|uv" (or "exists"); 70 bad use; 71 a wheel is missing or not the controller's; 72 the build
+# failed (pip's or uv's last lines on stderr, nothing left behind); 73 publishing failed.
+set -u
+py=$1 final=$2 wheels=$3 marker=$4
+shift 4
+root=${final%/*} name=${final##*/}
+case "$name" in *[!0-9a-f]* | "") echo "not a venv name: $name" >&2; exit 70 ;; esac
+if [ -f "$final/.fleet-venv" ]; then echo exists; exit 0; fi
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  want=${1%% *} file=${1#* }
+  got=$(sha256sum -- "$wheels/$file" 2>/dev/null) || { echo "wheel $file is not on the host" >&2; exit 71; }
+  [ "${got%% *}" = "$want" ] || { echo "wheel $file on the host is not the controller's (sha256 differs)" >&2; exit 71; }
+  shift
+done
+[ $# -gt 0 ] && shift
+mkdir -p "$root/.build" || exit 73
+build="$root/.build/$name.$$" log="$root/.build/$name.$$.log"
+rm -rf "$build"
+if command -v uv >/dev/null 2>&1; then
+  tool=uv
+  uv venv --quiet --python "$py" "$build" >"$log" 2>&1 &&
+    uv pip install --offline --no-index --find-links "$wheels" --python "$build/bin/python" "$@" >>"$log" 2>&1
+else
+  tool=pip
+  "$py" -m venv "$build" >"$log" 2>&1 &&
+    PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index --find-links "$wheels" \
+      --disable-pip-version-check --no-cache-dir --no-input --quiet "$@" >>"$log" 2>&1
+fi
+rc=$?
+if [ $rc -ne 0 ]; then
+  tail -n 5 "$log" | cut -c1-300 >&2
+  rm -rf "$build" "$log"
+  exit 72
+fi
+rm -f "$log"
+printf '%s\n' "$marker" > "$build/.fleet-venv" && sync &&
+  ln -sfn ".build/$name.$$" "$root/.$name.new" && mv -T "$root/.$name.new" "$final" ||
+  { rm -rf "$build" "$root/.$name.new"; exit 73; }
+printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$name" "$tool" >> "$root/builds.log"
+echo "built $tool"

@@ -1,0 +1,87 @@
+"""fleet.upstream.wheelhouse: which pins the controller's wheels cover, the wheels a venv of them needs (their
+Requires-Dist followed as pip would), and the venv's name."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from fleet.upstream import wheelhouse
+
+
+def wheel(folder: Path, name: str, version: str, *requires: str, extras: tuple[str, ...] = ()) -> Path:
+    stem = f"{name.replace('-', '_')}-{version}"
+    path = folder / f"{stem}-py3-none-any.whl"
+    meta = [f"Name: {name}", f"Version: {version}", *(f"Provides-Extra: {e}" for e in extras),
+            *(f"Requires-Dist: {r}" for r in requires)]
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{stem}.dist-info/METADATA", "Metadata-Version: 2.1\n" + "\n".join(meta) + "\n\n")
+    return path
+
+
+@pytest.fixture
+def house(tmp_path: Path) -> Path:
+    """Two releases of a stack, with Requires-Dist as the real wheels write them (sglang 0.5.23's METADATA)."""
+    wheel(tmp_path, "sglang", "0.5.9", "flashinfer_python==0.6.3", "torch==2.9.1", 'pytest; extra == "test"')
+    wheel(tmp_path, "sglang", "0.5.23", "flashinfer_python[cu13]==0.7.2", "torch==2.14.1",
+          'torchcodec==0.17.0; sys_platform != "linux"')
+    wheel(tmp_path, "flashinfer-python", "0.6.3", "torch")
+    wheel(tmp_path, "flashinfer-python", "0.7.2", "torch", 'cuda-tile>=1.4; extra == "cu13"', extras=("cu13",))
+    wheel(tmp_path, "torch", "2.9.1+cu130")
+    wheel(tmp_path, "torch", "2.14.1+cu130")
+    wheel(tmp_path, "cuda-tile", "1.4.0")
+    (tmp_path / "README.txt").write_text("not a wheel")
+    (tmp_path / "not-a-wheel.whl").write_text("x")
+    return tmp_path
+
+
+def test_a_pin_is_covered_by_its_wheel_and_a_local_label_meets_its_release(house):
+    assert wheelhouse.missing({"sglang": "0.5.9", "torch": "2.9.1"}, house) == []
+    assert wheelhouse.missing({"sglang": "0.5.10", "flashinfer_python": "0.6.3"}, house) == [
+        ("sglang", f"no wheel of sglang 0.5.10 in the wheelhouse {house} (fleet installs only from it: "
+                   f"pip download --no-deps sglang==0.5.10 -d {house})")]
+
+
+def test_a_wheelhouse_that_does_not_exist_covers_nothing(tmp_path):
+    assert [d for d, _ in wheelhouse.missing({"sglang": "0.5.9"}, tmp_path / "absent")] == ["sglang"]
+
+
+def test_the_closure_follows_requires_dist_with_markers_and_the_extras_asked_for(house):
+    names = {w.name: str(w.version) for w in wheelhouse.closure({"sglang": "0.5.23"}, "3.11", house)}
+    # torchcodec's marker excludes Linux; [cu13] brings cuda-tile; the local label +cu130 meets ==2.14.1
+    assert names == {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "torch": "2.14.1+cu130", "cuda-tile": "1.4.0"}
+    names = {w.name: str(w.version) for w in wheelhouse.closure({"sglang": "0.5.9"}, "3.11", house)}
+    assert names == {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130"}  # no extra: no pytest
+
+
+def test_a_requirement_no_wheel_meets_names_who_requires_what(house):
+    (house / "cuda_tile-1.4.0-py3-none-any.whl").unlink()
+    with pytest.raises(wheelhouse.WheelhouseError, match=r"flashinfer-python 0.7.2 requires cuda-tile>=1.4; no wheel"):
+        wheelhouse.closure({"sglang": "0.5.23"}, "3.11", house)
+
+
+def test_pins_that_contradict_a_requirement_are_refused(house):
+    with pytest.raises(wheelhouse.WheelhouseError,
+                       match=r"sglang 0.5.9 requires torch==2.9.1; torch-2.14.1\+cu130-py3-none-any.whl was chosen"):
+        wheelhouse.closure({"torch": "2.14.1", "sglang": "0.5.9"}, "3.11", house)
+
+
+def test_a_broken_wheel_says_no_requirements_rather_than_raising(house):
+    broken = house / "torch-2.9.1+cu130-py3-none-any.whl"
+    broken.write_bytes(b"not a zip")
+    assert next(w for w in wheelhouse.scan(house) if w.path == broken).metadata() == ""
+
+
+def test_the_venv_name_depends_on_the_pins_and_python_not_on_how_they_are_written():
+    a = wheelhouse.digest({"sglang": "0.5.9", "flashinfer_python": "0.6.3"}, "3.11")
+    assert a == wheelhouse.digest({"flashinfer-python": "0.6.3", "sglang": "0.5.9"}, "3.11")
+    assert a != wheelhouse.digest({"sglang": "0.5.9", "flashinfer_python": "0.6.3"}, "3.12")
+    assert a != wheelhouse.digest({"sglang": "0.5.23", "flashinfer_python": "0.6.3"}, "3.11")
+    assert len(a) == 16 and int(a, 16) >= 0
+    # a wheel rebuilt under the same version is another venv
+    pins = {"sglang": "0.5.9"}
+    assert wheelhouse.digest(pins, "3.11", ["a" * 64]) != wheelhouse.digest(pins, "3.11", ["b" * 64])
+    a, b = "a" * 64, "b" * 64
+    assert wheelhouse.digest(pins, "3.11", [a, b]) == wheelhouse.digest(pins, "3.11", [b, a])
