@@ -92,6 +92,7 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                     result.error += (f"; back on release {before.id}" if again.outcome == Outcome.READY else
                                      f"; putting back release {before.id} failed too: {again.outcome} {again.evidence}")
             sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+            restore.end_run(conn, host, book.serve.unit or host.unit)
             return result
     finally:
         conn.close()
