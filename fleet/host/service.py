@@ -66,12 +66,12 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 def put_back_kept(conn: Connection, host: Host, path: str, want: str) -> bool:
     """`path` back to the copy write.sh kept of it with sha256 `want`, by link and rename (no free space needed);
-    False when there is no such copy (the caller writes instead). `want` comes from a manifest the host sent:
-    anything but 64 lower-case hex digits is no copy."""
+    False when there is no such copy or linking it failed (the caller writes instead). `want` comes from a
+    manifest the host sent: anything but 64 lower-case hex digits is no copy."""
     if not _SHA256.fullmatch(want):
         return False
     res = run(conn, host, hostside.sh_command("putback.sh", path, want), timeout=120)
-    if res.exited == 3:
+    if res.exited in (3, 74):
         return False
     if res.exited != 0:
         why = (res.stderr or res.stdout).strip().splitlines()

@@ -2,7 +2,8 @@
 # link(2) and rename(2): no data is written, so it works on a full disk (what served goes back when the disk
 # filled half-way through a release). The kept file is checked against SHA256 first and stays for a later
 # put-back. Exit 3: no such kept file, or it no longer matches (the caller writes the release's copy instead);
-# 65: PATH is a symlink or not a plain file; 74: the link or rename failed; PATH is as it was.
+# 65: PATH is a symlink or not a plain file; 74: the link or rename failed (the caller writes instead); PATH is
+# as it was.
 set -u
 path=$1 want=$2
 dir=$(dirname -- "$path") base=$(basename -- "$path")
@@ -17,7 +18,7 @@ fi
 tmp="$dir/.$base.fleet-$$-$(date +%s%N)"
 trap 'rm -f -- "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
-ln -- "$kept" "$tmp" || exit 74
+ln -T -- "$kept" "$tmp" || exit 74
 mv -fT -- "$tmp" "$path" || exit 74
 sync -- "$dir" 2>/dev/null
 trap - EXIT

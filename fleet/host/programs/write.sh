@@ -22,7 +22,7 @@ fi
 if [ "$keep" = keep ] && [ -f "$path" ]; then
     # best effort: a link needs no data blocks; a failure here only means a later put-back writes instead
     sum=$(sha256sum < "$path" | cut -c1-64) && kept="$dir/.$base.kept-by-fleet.$sum" &&
-        { [ -f "$kept" ] || ln -- "$path" "$kept" 2>/dev/null; } || true
+        { [ -f "$kept" ] || ln -T -- "$path" "$kept" 2>/dev/null; } || true
 fi
 tmp="$dir/.$base.fleet-$$-$(date +%s%N)"
 umask 077

@@ -315,3 +315,13 @@ def test_putback_refuses_a_missing_or_changed_kept_file_a_symlink_and_a_bad_sha(
     assert _script("putback.sh", str(env), want).returncode == 65
     assert _script("putback.sh", str(env), "../../x").returncode == 64
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_directory_where_the_kept_copy_would_go_is_not_written_into(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_bytes(b"served\n")
+    trap = tmp_path / (".sglang.service.kept-by-fleet." + hashlib.sha256(b"served\n").hexdigest())
+    trap.mkdir()  # a host's hostile (or unlucky) leftover
+    assert _script("write.sh", str(unit), "0644", "keep", data=b"new\n").returncode == 0
+    assert unit.read_bytes() == b"new\n" and list(trap.iterdir()) == []
+    assert _script("putback.sh", str(unit), trap.name.rsplit(".", 1)[1]).returncode == 3
