@@ -97,7 +97,11 @@ class ForkInv:
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 pipe.close()
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)  # it ends when its stdin does, once the run under way has ended
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
