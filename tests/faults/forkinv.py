@@ -3,7 +3,7 @@ and every fleet module once; each run is a child forked from it, with its own pi
 child alone, and its lock names that pid), running invoke's own program on the argv, environment and working
 folder `.venv/bin/inv` would get, stdin closed, stdout and stderr to files. What it saves is the interpreter's
 start-up and imports, about 1.5 s a run on a busy machine. Protocol: one JSON request a line on stdin
-({"argv", "env", "out", "err"}), one line back (`forkinv: {"rc"}`: the exit status, or -signal)."""
+({"id", "argv", "env", "out", "err"}), one line back (`forkinv: {"id", "rc"}`: the exit status, or -signal)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def serve() -> None:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(PREFIX + json.dumps({"rc": rc}), flush=True)
+        print(PREFIX + json.dumps({"id": req.get("id"), "rc": rc}), flush=True)
 
 
 if __name__ == "__main__":
