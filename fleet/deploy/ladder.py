@@ -124,6 +124,7 @@ class Deployer:
                 recovered = recovery.after_lock(conn, self.host, self.book, self.unit, lock, self.progress)
                 result = self._deploy(conn, force)
                 result.recovered = recovered
+                restore.end_run(conn, self.host, self.unit)
                 return result
         except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
             lost_link(conn, self.host, "mid-deploy", exc)

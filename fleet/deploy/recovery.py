@@ -20,7 +20,7 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, now
+from fleet.host.releases import ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -126,7 +126,9 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
     notes = [lock.recovered] if lock.recovered else []
     if lock.recovered:
         say(lock.recovered)
-    return notes + recover(conn, host, book, unit, say)
+    notes += recover(conn, host, book, unit, say)
+    restore.end_run(conn, host, unit)  # what a dead run kept for a put-back by rename: used above, or stale
+    return notes
 
 
 def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
@@ -150,14 +152,13 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
         if problem:
             raise FleetError(f"{host.name}: after an interrupted deploy, reverting fleet's patches failed: {problem}")
         notes.append("no earlier release: unit stopped and fleet's patches reverted")
-    elif current.config.get("nodes"):  # a node of a multi-node server cannot start (or be verified) alone
+    elif where := node_of(current):  # a node of a multi-node server cannot start (or be verified) alone
         say(f"recovering: putting back the files of node release {current.id}; it starts with its peers")
         failed = restore.put_back(conn, host, store, current, book, say)
         if failed:
             raise FleetError(f"{host.name}: after an interrupted deploy, putting back release {current.id} failed: "
                              f"{failed.outcome} {failed.evidence}")
-        nodes = current.config["nodes"]
-        notes.append(f"files of release {current.id} (node {nodes.get('rank')} of {nodes.get('count')}) put back, "
+        notes.append(f"files of release {current.id} ({where}) put back, "
                      "unit left stopped: deploy its playbook on all its nodes to start it")
     else:
         say(f"recovering: putting back the last known-good release {current.id}")

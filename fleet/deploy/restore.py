@@ -18,10 +18,12 @@ from fleet.deploy.health import health_check
 from fleet.deploy.results import Attempt
 from fleet.host import venvs
 from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now, recorded_sglang
-from fleet.host.render import LAUNCHER, launcher_text
+from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
 from fleet.host.service import (
     ServiceError,
     daemon_reload,
+    drop_kept,
+    put_back_kept,
     read_file,
     sh,
     sha256,
@@ -72,7 +74,7 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
                 store.keep_file(release, "before" + path, old, 0o600)
                 release.files[f"before:{path}"] = {"sha256": sha256(old)}
             data = text.encode()
-            write_atomic(conn, host, path, data, mode)
+            write_atomic(conn, host, path, data, mode, keep=True)  # what served stays, for a put-back by rename
             store.keep_file(release, path, data, mode)
             release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
         if planned.key is not None and planned.key_path:
@@ -207,11 +209,18 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
         want = release.files[path]["sha256"]
         if sha256(read_file(conn, host, path) or b"") == want:
             continue  # already as the release has it: a write that is not needed cannot fail on a full disk
-        write_atomic(conn, host, path, data, mode_of(release, path))
+        if not put_back_kept(conn, host, path, want):  # by rename where this run kept it: no free space needed
+            write_atomic(conn, host, path, data, mode_of(release, path), keep=True)
         if sha256(read_file(conn, host, path) or b"") != want:
             return refused(f"{path} did not verify after writing")
     daemon_reload(conn, host)
     return None
+
+
+def end_run(conn: Connection, host: Host, unit: str) -> str | None:
+    """A run has ended (what serves is settled): the copies of the unit, env and launcher files its writes kept
+    are dropped. Its error, never raised (the next run's recovery drops them too); a lost link still raises."""
+    return _attempted(lambda: drop_kept(conn, host, [unit_file(unit), env_file(unit), LAUNCHER]))
 
 
 def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
@@ -259,11 +268,12 @@ def _close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
         say(f"could not close release {release.id} as failed: {problem}")
 
 
-def record_patch_release(conn: Connection, host: Host, action: str, sets: list[str]) -> str | None:
+def record_patch_release(conn: Connection, host: Host, current: Release | None, action: str,
+                         sets: list[str]) -> str | None:
     """A standalone `inv patch` is a release of its own, so rollback covers it: the current release's unit
-    and env as they are, with the patch sets as they now stand. None when nothing was deployed yet."""
+    and env as they are (`current`, read before the patch changed anything), with the patch sets as they now
+    stand. None when nothing was deployed yet."""
     store = ReleaseStore(conn, host)
-    current = store.current()
     if current is None:
         return None
     applied = list(current.config.get("patches", []))

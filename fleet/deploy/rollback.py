@@ -96,13 +96,16 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
             write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": back.id, "from": before.id if before else None,
                                                                 "at": now()}).encode(), 0o600)
             attempt = _restore(conn, host, store, back, book, progress)
+            problem = _made_current(store, back) if attempt.outcome == Outcome.READY else None
+            if problem:
+                attempt = Attempt(attempt.rung, Outcome.INSTALL_FAILED, problem, attempt.seconds)
             result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
                                   attempts=[attempt], recovered=recovered, notes=notes)
             if attempt.outcome == Outcome.READY:
-                store.mark_current(back)
                 result.status = DeployStatus.OK
             else:
-                result.error = (f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
+                result.error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
+                                f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
                                 f"{attempt.evidence}")
                 if before is not None and before.id != back.id:
                     progress(f"rollback failed: putting back release {before.id}")
@@ -111,6 +114,7 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                     result.error += (f"; back on release {before.id}" if again.outcome == Outcome.READY else
                                      f"; putting back release {before.id} failed too: {again.outcome} {again.evidence}")
             sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+            restore.end_run(conn, host, book.serve.unit or host.unit)
             return result
     finally:
         conn.close()
@@ -123,6 +127,18 @@ def refuse_node(host: Host, release: Release | None, book: Playbook | None) -> N
     if where and (book is None or book.nodes is None):
         raise FleetError(f"{host.name} is {where}: its nodes are rolled back together (inv rollback --playbook "
                          "with that playbook and every node's --host); nothing was changed")
+def _made_current(store: ReleaseStore, release: Release) -> str | None:
+    """`current` moved to the release that now serves; why not, when that failed (the release that was current
+    then goes back, so the host never runs one release while `current` names another). A lost link raises."""
+    try:
+        store.mark_current(release)
+    except ConnectionLost:
+        raise
+    except FleetError as exc:
+        return f"release {release.id} served, but making it current failed: {exc}"
+    return None
+
+
 def _restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
              progress: Progress) -> Attempt:
     """restore.restore, a failure on the way (a full disk, a command that failed) as a failed attempt; a lost

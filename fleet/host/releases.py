@@ -78,6 +78,8 @@ def _manifest(data: object, rid: str) -> dict[str, Any]:
     for key, kind in kinds.items():
         if key in data and not isinstance(data[key], kind):
             raise ValueError(f"{key} is a {type(data[key]).__name__}")
+    if "nodes" in (data.get("config") or {}):
+        _nodes(data["config"]["nodes"])
     for path, meta in (data.get("files") or {}).items():
         real = path.removeprefix("before:")
         fields.abs_path(real)
@@ -87,6 +89,18 @@ def _manifest(data: object, rid: str) -> dict[str, Any]:
                 _MODE.fullmatch(str(meta.get("mode", "0o600"))):
             raise ValueError(f"file {real[:80]!r}: no sha256 and mode as fleet records them")
     return data
+
+
+def _nodes(nodes: object) -> None:
+    """A multi-node release's `config.nodes` as fleet writes it (count, rank, hosts): anything else is a damaged
+    manifest, never read as a node (recovery would leave the unit stopped) nor as a single host."""
+    if not isinstance(nodes, dict):
+        raise ValueError(f"config.nodes is a {type(nodes).__name__}")
+    count, rank, hosts = nodes.get("count"), nodes.get("rank"), nodes.get("hosts", [])
+    if type(count) is not int or not 2 <= count <= 64 or type(rank) is not int or not 0 <= rank < count:
+        raise ValueError("config.nodes: no node count (2 to 64) with a rank below it")
+    if not isinstance(hosts, list) or len(hosts) > count or not all(isinstance(h, str) for h in hosts):
+        raise ValueError("config.nodes.hosts is not a list of at most `count` host names")
 
 
 def now(timespec: str = "seconds") -> str:

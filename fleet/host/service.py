@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -43,11 +44,14 @@ def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
     raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
 
 
-def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int, timeout: float = 120) -> None:
+def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int, keep: bool = False,
+                 timeout: float = 120) -> None:
     """`path` becomes `data`, or stays as it was (fleet/host/programs/write.sh: temp file in the same folder, mode
     before data, owner kept, synced, renamed; symlinks refused). The data travels on stdin, never in a command
-    line; on a become host it is written as root."""
-    res = run_bytes(conn, host, hostside.sh_command("write.sh", path, f"{mode:04o}"), data, timeout=timeout)
+    line; on a become host it is written as root. `keep`: the old file stays beside it as a hardlink named by its
+    sha256, for `put_back_kept` (a served unit or env file)."""
+    args = (path, f"{mode:04o}", *(("keep",) if keep else ()))
+    res = run_bytes(conn, host, hostside.sh_command("write.sh", *args), data, timeout=timeout)
     if res.exited != 0:
         why = res.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = why[-1] if why else f"exit {res.exited}"
@@ -55,6 +59,33 @@ def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int
             raise ServiceError(f"writing {path}: {detail}; nothing was written")
         raise ServiceError(f"writing {path}: {detail}{_space_left(conn, host, posixpath.dirname(path))}; "
                            "the old file is untouched")
+
+
+KEPT = ".kept-by-fleet."  # write.sh's kept copies: FOLDER/.BASE.kept-by-fleet.SHA256
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def put_back_kept(conn: Connection, host: Host, path: str, want: str) -> bool:
+    """`path` back to the copy write.sh kept of it with sha256 `want`, by link and rename (no free space needed);
+    False when there is no such copy or linking it failed (the caller writes instead). `want` comes from a
+    manifest the host sent: anything but 64 lower-case hex digits is no copy."""
+    if not _SHA256.fullmatch(want):
+        return False
+    res = run(conn, host, hostside.sh_command("putback.sh", path, want), timeout=120)
+    if res.exited in (3, 74):
+        return False
+    if res.exited != 0:
+        why = (res.stderr or res.stdout).strip().splitlines()
+        raise ServiceError(f"putting back {path}: {why[-1] if why else f'exit {res.exited}'}; "
+                           "the old file is untouched")
+    return True
+
+
+def drop_kept(conn: Connection, host: Host, paths: list[str]) -> None:
+    """Remove the copies write.sh kept of `paths` (once a run has ended, they are not needed)."""
+    globs = " ".join(f"{shlex.quote(posixpath.dirname(p))}/{shlex.quote('.' + posixpath.basename(p) + KEPT)}*"
+                     for p in paths)
+    sh(conn, host, f"rm -f -- {globs}", timeout=60, check=False)
 
 
 def _space_left(conn: Connection, host: Host, folder: str) -> str:

@@ -8,6 +8,7 @@ from fleet import parallel
 from fleet.deploy.restore import record_patch_release
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
+from fleet.host.releases import ReleaseStore
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
 from fleet.patches.engine import HostResult, apply_host, check_host, revert_host
@@ -33,10 +34,12 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                 # One lock over the change and its release record, so no deploy slips in between.
                 with hostlock.held(conn, host, f"patch {'--revert ' if action == 'revert' else ''}"
                                                + " ".join(s.name for s in sets)):
+                    # read before any change: a `current` that cannot be read refuses with the host untouched
+                    current = ReleaseStore(conn, host).current()
                     result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
                               else revert_host(conn, host, sets, lock=False))
                     if result.ok and result.written:
-                        result.release = record_patch_release(conn, host, action, [s.name for s in sets])
+                        result.release = record_patch_release(conn, host, current, action, [s.name for s in sets])
             if audit:
                 try:
                     result.audit = archgate.audit_host(conn, host, sets=sets)

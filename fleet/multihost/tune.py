@@ -230,7 +230,9 @@ class Tuner:
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
             with hostlock.held(conn, self.host, f"tune {self.book.name}") as lock:
                 recovery.after_lock(conn, self.host, self.book, self.d.unit, lock, self.progress)
-                return self._tune(conn, facts, rungs)
+                tuned = self._tune(conn, facts, rungs)
+                restore.end_run(conn, self.host, self.d.unit)
+                return tuned
         finally:
             conn.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from faultkit import PLAIN, current, deploy_killed_at, rung, serving
+from faultkit import PATCHABLE, PLAIN, current, deploy_killed_at, managed_digest, rung, serving
 from fleetcli import inv, inv_json, llama_playbook, sh
 
 from fleet.host.releases import parse_events
@@ -86,3 +86,27 @@ def test_a_torn_last_line_in_a_dead_run_s_journal_blocks_neither_deploy_nor_roll
     proc = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(other), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert current(sandbox_inventory, HOST) == served and serving(sandbox_inventory, HOST)
+
+
+def test_a_patch_on_a_host_whose_current_release_cannot_be_read_refuses_before_changing_anything(
+        sandbox, sandbox_inventory):
+    """`inv patch` read `current` only to record its release, after the patch had written the files: it failed
+    with the host patched and no release naming it. Now it reads `current` first and refuses untouched."""
+    host, dead = "sbx0", "20261201T000000Z-dead"  # SM120: the set really writes files there
+    proc = inv(sandbox, "patch", "--host", host, "--set", "sm120-allreduce-fusion", "--revert", "--json")
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    sh(sandbox_inventory, host, "mkdir -p /var/lib/fleet/releases && cd /var/lib/fleet && "
+                                "{ [ ! -L current ] || mv current .current.saved-by-test; } && "
+                                f"ln -s releases/{dead} current")
+    try:
+        before = managed_digest(sandbox_inventory, host)
+        proc = inv(sandbox, "patch", "--host", host, "--set", "sm120-allreduce-fusion", "--json")
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 1, said[-2000:]
+        assert f"points to release {dead}, whose manifest is missing or unreadable" in said
+        after = managed_digest(sandbox_inventory, host)
+        assert {p: after.get(p) for p in PATCHABLE} == {p: before.get(p) for p in PATCHABLE}  # nothing patched
+        assert after == before
+    finally:
+        sh(sandbox_inventory, host, "cd /var/lib/fleet && rm -f current && "
+                                    "{ [ ! -L .current.saved-by-test ] || mv .current.saved-by-test current; }")

@@ -7,7 +7,10 @@ save the launcher, which a unit starts.
     patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches.engine)
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
-                    (fleet.host.service.write_atomic), as root through sudo on a become host
+                    (fleet.host.service.write_atomic), as root through sudo on a become host; with `keep`,
+                    the old file stays beside it as a hardlink named by its sha256
+    putback.sh      a kept file back by link and rename, no data written: what served goes back on a full
+                    disk (fleet.host.service.put_back_kept)
     p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     venv_build.sh   a `packages:` venv built with no index beside the others, published by a rename (fleet.host.venvs)
@@ -26,8 +29,8 @@ import shlex
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "xid.sh", "p2p_check.py",
-           "venv_build.sh", "venv_prune.sh")
+SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
+           "p2p_check.py", "venv_build.sh", "venv_prune.sh")
 _INCLUDE = "#@include "
 
 

@@ -284,3 +284,61 @@ def test_a_revert_whose_second_write_fails_patches_the_first_again_and_stays_app
     assert done["ok"] and done["restored"] == [c["path"] for c in changes]
     assert all(hashlib.sha256(Path(c["path"]).read_bytes()).hexdigest() == c["sha_before"] for c in changes)
     assert json.loads((root / "runs/r1/manifest.json").read_text())["status"] == "reverted"
+
+
+def _script(name: str, *args: str, data: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["sh", "-c", hostside.text(name), f"fleet-{name}", *args], input=data,
+                          capture_output=True, timeout=60)
+
+
+def test_write_with_keep_leaves_the_old_file_beside_it_as_a_hardlink_named_by_its_sha256(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_bytes(b"served\n")
+    inode = unit.stat().st_ino
+    assert _script("write.sh", str(unit), "0644", "keep", data=b"new\n").returncode == 0
+    kept = tmp_path / (".sglang.service.kept-by-fleet." + hashlib.sha256(b"served\n").hexdigest())
+    assert unit.read_bytes() == b"new\n" and kept.read_bytes() == b"served\n"
+    assert kept.stat().st_ino == inode  # the same file, not a copy: keeping it took no data blocks
+    assert _script("write.sh", str(unit), "0644", data=b"newer\n").returncode == 0  # without keep: nothing kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name, "sglang.service"]
+
+
+def test_putback_puts_the_kept_file_back_by_rename_and_keeps_it_for_another_time(tmp_path):
+    env = tmp_path / "sglang.env"
+    env.write_bytes(b"A=served\n")
+    env.chmod(0o600)
+    want = hashlib.sha256(b"A=served\n").hexdigest()
+    assert _script("write.sh", str(env), "0644", "keep", data=b"A=new\n").returncode == 0
+    kept = tmp_path / f".sglang.env.kept-by-fleet.{want}"
+    done = _script("putback.sh", str(env), want)
+    assert done.returncode == 0, done.stderr
+    assert env.read_bytes() == b"A=served\n" and env.stat().st_ino == kept.stat().st_ino  # renamed: no data written
+    assert oct(env.stat().st_mode & 0o777) == "0o600"  # the mode it served with, not the new file's
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name, "sglang.env"]  # no temp file left
+
+
+def test_putback_refuses_a_missing_or_changed_kept_file_a_symlink_and_a_bad_sha(tmp_path):
+    env = tmp_path / "sglang.env"
+    env.write_bytes(b"A=now\n")
+    want = hashlib.sha256(b"A=served\n").hexdigest()
+    assert _script("putback.sh", str(env), want).returncode == 3  # nothing kept: the caller writes instead
+    kept = tmp_path / f".sglang.env.kept-by-fleet.{want}"
+    kept.write_bytes(b"A=edited since\n")
+    assert _script("putback.sh", str(env), want).returncode == 3  # no longer what its name says
+    assert env.read_bytes() == b"A=now\n"
+    kept.write_bytes(b"A=served\n")
+    env.unlink()
+    env.symlink_to(tmp_path / "elsewhere")
+    assert _script("putback.sh", str(env), want).returncode == 65
+    assert _script("putback.sh", str(env), "../../x").returncode == 64
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_directory_where_the_kept_copy_would_go_is_not_written_into(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_bytes(b"served\n")
+    trap = tmp_path / (".sglang.service.kept-by-fleet." + hashlib.sha256(b"served\n").hexdigest())
+    trap.mkdir()  # a host's hostile (or unlucky) leftover
+    assert _script("write.sh", str(unit), "0644", "keep", data=b"new\n").returncode == 0
+    assert unit.read_bytes() == b"new\n" and list(trap.iterdir()) == []
+    assert _script("putback.sh", str(unit), trap.name.rsplit(".", 1)[1]).returncode == 3

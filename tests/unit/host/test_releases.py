@@ -146,3 +146,29 @@ def test_the_stack_a_host_has_now_is_compared_with_what_a_release_ran():
     assert releases.stack_drift(ran, dict(ran)) == []
     assert releases.stack_drift(ran, {}) == []  # the host could not be read: nothing said, nothing guessed
     assert releases.stack_drift({}, {"sglang": "0.5.23"}) == []  # a release from before fleet recorded versions
+
+
+@pytest.mark.parametrize("nodes", [[1, 2], "rank0", 7, {"count": "2", "rank": 0}, {"count": 1, "rank": 0},
+                                   {"count": 2, "rank": 2}, {"count": 2, "rank": -1}, {"count": 2},
+                                   {"count": 2, "rank": 0, "hosts": "a,b"}, {"count": 2, "rank": 0, "hosts": [1]},
+                                   {"count": 2, "rank": 0, "hosts": ["a", "b", "c"]}, {"count": 10 ** 9, "rank": 0}])
+def test_a_release_whose_nodes_are_not_as_fleet_writes_them_is_damaged_never_a_node_or_a_single_host(store, nodes):
+    """Recovery read config.nodes unchecked: a list crashed it (every later run failed), {"count": 1} read as a node
+    and left the unit stopped. Now the manifest is damaged: `current` on it refuses, with the file named."""
+    r = _release()
+    r.config = {"nodes": nodes}
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps(r.to_json()))
+    with pytest.raises(releases.ReleaseDamaged, match="config.nodes"):
+        store.load(r.id)
+
+
+def test_a_node_release_as_fleet_writes_it_loads_and_says_which_node_it_is(store):
+    r = _release()
+    r.config = {"nodes": {"count": 2, "rank": 1, "dist_init_addr": "10.0.0.1:5757", "hosts": ["a", "b"],
+                          "deployment": r.id}}
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps(r.to_json()))
+    assert releases.node_of(store.load(r.id)) == "node 1 of 2 of the multi-node deployment of p (a, b)"
