@@ -111,7 +111,8 @@ class Proxmox:
         conn = (http.client.HTTPSConnection(url.hostname or "", port, timeout=self.timeout, context=self._ctx)
                 if https else http.client.HTTPConnection(url.hostname or "", port, timeout=self.timeout))
         answer: http.client.HTTPResponse | None = None
-        cut, opened = threading.Event(), []  # the socket, kept: http.client forgets it once an answer will close
+        # the socket kept here: http.client forgets it once an answer will close the connection
+        cut, opened = threading.Event(), list[socket.socket]()
         timer = threading.Timer(self.timeout, _cut, (opened, cut))
         timer.daemon = True
         timer.start()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from paramiko import SSHException
 
 from fleet.deploy import hardware
 from fleet.errors import ConnectError, FleetError
+from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
@@ -234,7 +236,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
                                "what it serves)", unreachable=True) from None
         return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say)
-    lost = False
+    lost, lock = False, None
     try:
         facts = probe_run.probe_on(conn, host)
         boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
@@ -243,6 +245,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         if result.action == NOTHING or dry_run:
             result.ok = result.action == NOTHING or dry_run
             return result
+        lock = hostlock.acquire(conn, host, f"recover ({result.action})")  # not under another's deploy or tune
+        if lock.recovered:
+            say(lock.recovered)
         if result.action == GPU_RESET:
             try:
                 refused = gpu_reset(conn, host, gpus, facts, say)
@@ -257,6 +262,14 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             say("rebooting")
             reboot(conn, host)
             result.steps.append("systemctl reboot")
+        if result.action == GPU_RESET:
+            hostlock.release(conn, host, lock)
+            lock = None
+    except BaseException:
+        if lock is not None and not lost and result.action != REBOOT:
+            with suppress(Exception):  # the error is the one to report; a dead run's lock is recovered later
+                hostlock.release(conn, host, lock)
+        raise
     finally:
         conn.close()
     if result.action == REBOOT and lost:
@@ -278,6 +291,11 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     if result.action != GPU_RESET:
         say("waiting for SSH")
         conn = wait_for_ssh(host, opts, wait_s, boot)
+        if lock is not None:  # kept through the reboot (/var/lib): no deploy starts on a half-recovered host
+            try:
+                hostlock.release(conn, host, lock)
+            except FleetError as exc:
+                result.steps.append(f"the host lock: {exc}")
     else:
         conn = open_connection(host, opts)
     return probed_again(host, conn, result)

@@ -1,7 +1,8 @@
 """inv recover against what a reviewer made hostile (loopback only): a guest that answers SSH and drops us is
 not VM-reset without --unreachable, the Proxmox API token never follows a redirect, a dripping API answer ends
 at its deadline, a power cycle always sends its start, a crash-looping unit is started again after a GPU
-reset, and a link lost under `nvidia-smi -r` ends in a reboot, not a stopped unit and a traceback."""
+reset, a link lost under `nvidia-smi -r` ends in a reboot, not a stopped unit and a traceback, and recover
+holds the host lock (never under another operator's deploy)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from fleet.errors import ConnectError, FleetError
+from fleet.host import lock as hostlock
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import GpuHealth
 from fleet.inventory import Host
@@ -262,6 +264,19 @@ class Link:
     def __init__(self, comes_back: bool = True) -> None:
         self.boot, self.calls, self.opened, self.comes_back = "b1", [], 0, comes_back
 
+    def acquire(self, conn: Any, host: Host, purpose: str) -> hostlock.Lock:
+        self.calls.append(f"lock {purpose}")
+        return hostlock.Lock(host.name, "t" * 32, {})
+
+    def release(self, conn: Any, host: Host, lock: hostlock.Lock) -> None:
+        self.calls.append(f"unlock in boot {self.boot}")
+
+    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(rec, "open_connection", self.open)
+        monkeypatch.setattr(rec, "_sh", self.sh)
+        monkeypatch.setattr(rec.hostlock, "acquire", self.acquire)
+        monkeypatch.setattr(rec.hostlock, "release", self.release)
+
     def open(self, host: Host, opts: Any) -> Any:
         self.opened += 1
         if self.opened > 1 and not self.comes_back:
@@ -285,20 +300,35 @@ class Link:
 def test_a_link_lost_under_the_gpu_reset_reboots_the_host_and_says_so(monkeypatch):
     link = Link()
     probes = iter([wants_reset(), HostFacts(host="h1", address="a", gpus=[Gpu(index=0, health=GpuHealth())])])
-    monkeypatch.setattr(rec, "open_connection", link.open)
-    monkeypatch.setattr(rec, "_sh", link.sh)
+    link.patch(monkeypatch)
     monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: next(probes))
     result = rec.recover(HOST, ConnectOptions(), None, wait_s=5)
     assert result.action == rec.REBOOT and result.ok
     assert result.steps[0].startswith("GPU reset of 0: the connection was lost: h1: connection lost during")
     assert result.steps[1:] == ["systemctl reboot (on a new connection)", "probed again: no GPU fault"]
     assert "systemctl stop sglang" in link.calls and link.calls.count("systemctl reboot") == 1
+    # the host lock taken before the unit is stopped, and given back only in the host's next boot
+    assert link.calls[link.calls.index("lock recover (gpu-reset)") + 1].startswith("systemctl is-active")
+    assert link.calls[-1] == "unlock in boot b2"
+
+
+def test_recover_does_not_touch_a_host_another_operator_holds(monkeypatch):
+    link = Link()
+    link.patch(monkeypatch)
+
+    def held(conn: Any, host: Host, purpose: str) -> hostlock.Lock:
+        raise hostlock.HostLockError("h1: locked by ana@ops1 pid 4242 for deploy glm5 since 16:40")
+
+    monkeypatch.setattr(rec.hostlock, "acquire", held)
+    monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: wants_reset())
+    with pytest.raises(hostlock.HostLockError, match="locked by ana@ops1"):
+        rec.recover(HOST, ConnectOptions(), None, wait_s=5)
+    assert not [c for c in link.calls if c.startswith(("systemctl stop", "nvidia-smi", "systemctl reboot"))]
 
 
 def test_a_link_lost_under_the_gpu_reset_that_never_comes_back_says_the_unit_is_stopped(monkeypatch):
     link = Link(comes_back=False)
-    monkeypatch.setattr(rec, "open_connection", link.open)
-    monkeypatch.setattr(rec, "_sh", link.sh)
+    link.patch(monkeypatch)
     monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: wants_reset())
     monkeypatch.setattr(rec.time, "sleep", lambda s: None)
     with pytest.raises(FleetError, match=r"lost under `nvidia-smi -r` and did not come back in 0.2s; sglang was "
