@@ -205,7 +205,7 @@ def ssh_back(sandbox, inventory, host: str) -> None:
         sandbox.start(host)
 
 
-def test_recover_power_cycles_a_proxmox_guest_that_ssh_cannot_reach_only_when_told(sandbox, sandbox_inventory, tmp_path):
+def test_recover_power_cycles_a_guest_ssh_cannot_reach_only_when_told(sandbox, sandbox_inventory, tmp_path):
     host = "sbx4"
     server, inventory = proxmox_guest(sandbox, host, tmp_path)
     env = {"FLEET_TEST_PVE_TOKEN": TOKEN}
