@@ -94,7 +94,7 @@ def tree(release: Release, cache: Path | None = None) -> Path:
     folder = _folder(cache or cache_dir(), release.dist, release.version)
     parts = Path(release.root).parts
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i - 1:i + 1] == (release.dist, release.version):
+        if parts[i - 1:i + 1] == (release.dist, release.version) and ".." not in parts[i + 1:]:
             return folder.joinpath(*parts[i + 1:])
     return folder
 

@@ -103,6 +103,7 @@ def test_require_names_the_missing_release(tmp_path):
     ("/home/ana/.cache/fleet/upstream/sglang/0.5.23", ""),  # as `inv upstream` records it, on another machine
     ("/old/cache/sglang/0.5.23/tree", "tree"),
     ("/somewhere/else/entirely", ""),
+    ("/c/sglang/0.5.23/../../../../etc", ""),  # never out of the cache
 ])
 def test_a_release_s_tree_is_read_where_the_cache_is_now(tmp_path, root, where):
     rel = upstream.Release("sglang", "0.5.23", root, "w.whl", "0" * 64, 1, 1, 1)
