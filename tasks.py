@@ -224,18 +224,19 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
 
 @task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
             "power_cycle": "a Proxmox guest: stop then start the VM instead of a reset; any host: no GPU reset",
+            "unreachable": "a Proxmox guest SSH cannot reach (timed out, refused, dropped): reset it through the API",
             "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
             "json": "print the result as JSON", "accept_new_host_keys": HOST_HELP["accept_new_host_keys"],
             "ask_become_pass": HOST_HELP["ask_become_pass"]})
 @reports_errors
-def recover(c, host, inventory=None, power_cycle=False, dry_run=False, wait=600, json=False,
+def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_run=False, wait=600, json=False,
             accept_new_host_keys=False, ask_become_pass=False):
     """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
     from fleet.cli import recover as recovering
 
     (target,) = cli.select_hosts(inventory, [host], [])
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
-    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait)))
+    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",

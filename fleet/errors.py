@@ -25,9 +25,9 @@ class GuardError(InputError):
 
 
 class ConnectError(FleetError):
-    """A host could not be reached or refused us; the message says which and why. `unreachable`: the host itself
-    did not answer (timed out, refused, no SSH banner), not a host that answered and refused us (key, login), nor
-    a jump host or a name that failed on the way."""
+    """A host could not be reached or refused us; the message says which and why. `unreachable`: SSH could not
+    reach the host itself (timed out, refused, dropped before the SSH banner), not a host that answered and refused
+    us (key, login), nor a jump host or a name that failed on the way; never by itself a reason to reset it."""
 
     def __init__(self, message: str, unreachable: bool = False) -> None:
         super().__init__(message)

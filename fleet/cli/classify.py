@@ -51,7 +51,7 @@ def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifi
         if release is None:
             raise InputError(f"{option} {version}: {package} {version} is not in the upstream cache "
                              f"{corpus.cache_dir()} (fetch it with `inv upstream`)")
-        found.extend(siteindex.load_or_build(package, version, Path(release.root)))
+        found.extend(siteindex.load_or_build(package, version, corpus.tree(release)))
     return SiteClassifier(siteindex.SiteIndex(found)) if found else None
 
 

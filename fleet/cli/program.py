@@ -25,7 +25,8 @@ from fleet.errors import EXIT_BAD_INPUT
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
 _UNKNOWN = re.compile(r"^No idea what '(.*)' is!$")
-_NO_VALUE = re.compile(r"^Flag <Argument: ([\w-]+)[^>]*> needed value and was not given one!$")
+_NO_VALUE = re.compile(r"^Flag <\w+: ([\w-]+)[^>]*> needed value and was not given one!$")
+_CAST = re.compile(r"'(.*)'$")
 _MISSING = re.compile(r"^'([\w.-]+)' did not receive required positional arguments: (.*)$")
 
 
@@ -51,6 +52,22 @@ def refusal(exc: ParseError, binary: str) -> str:
     return f"{where}: {said.rstrip('!')} ({helps})"
 
 
+def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
+    """invoke's cast error (`invalid literal for int() with base 10: 'abc'`) as one line naming the option the
+    value was given to (the word before it on the command line, or `--opt=value`)."""
+    m = _CAST.search(str(exc))
+    value = m.group(1) if m else None
+    option = "an option"
+    for i, word in enumerate(argv):
+        if value is not None and word.startswith("-") and word.endswith(f"={value}"):
+            option = word.partition("=")[0]
+        elif value is not None and word == value and i and argv[i - 1].startswith("-"):
+            option = argv[i - 1]
+    kind = "a whole number" if "int()" in str(exc) else "a number"
+    shown = repr(value[:40]) if value is not None else "its value"
+    return f"{binary}: {option} {shown}: want {kind} (`{binary} TASK --help` lists a task's options)"
+
+
 class FleetProgram(Program):
     """invoke's Program, its parse errors one line and exit 2 (invoke prints them raw and exits 1)."""
 
@@ -59,18 +76,27 @@ class FleetProgram(Program):
             super().parse_core(argv)
         except ParseError as exc:
             raise self._refused(exc) from None
+        except ValueError as exc:
+            raise self._miscast(exc) from None
 
     def parse_tasks(self) -> None:
         try:
             super().parse_tasks()
         except ParseError as exc:
             raise self._refused(exc) from None
+        except ValueError as exc:  # an option's kind (int, float) refused its value while invoke parsed it
+            raise self._miscast(exc) from None
 
     def parse_cleanup(self) -> None:
         try:
             super().parse_cleanup()
         except ParseError as exc:
             raise self._refused(exc) from None
+
+    def _miscast(self, exc: ValueError) -> Exit:
+        sys.stderr.write(f"error: {miscast(exc, list(self.argv or []), self.binary)}\n")
+        sys.stderr.flush()
+        return Exit(code=EXIT_BAD_INPUT)
 
     def _refused(self, exc: ParseError) -> Exit:
         sys.stderr.write(f"error: {refusal(exc, self.binary)}\n")

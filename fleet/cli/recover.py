@@ -13,12 +13,13 @@ from fleet.ssh.connect import ConnectOptions
 
 
 def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, dry_run: bool,
-            wait: float) -> int:
+            wait: float, unreachable: bool = False) -> int:
     guest = pve.guest_of(host)  # bad input ends here, exit 2, before any host or API is contacted
     client = pve.Proxmox.of(host, guest) if guest else None
     say = (lambda m: None) if as_json else (lambda m: console.print(f"{escape(host.name)} {escape(m)}",
                                                                    highlight=False))
-    result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say)
+    result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say,
+                         unreachable=unreachable)
     if as_json:
         print_json(result.to_json())
     else:

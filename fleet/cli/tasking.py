@@ -90,6 +90,7 @@ NUMBERS: dict[str, Callable[[str], Any]] = {
     "port": _whole(1, 65535, "a port"),
     "interval": _seconds,
     "host_timeout": _seconds,
+    "wait": _seconds,
     "runs": _whole(1, 20, "a whole number of benchmark runs"),
     "hosts": _whole(1, 64, "a whole number of hosts"),
     "sm": parse_sm,

@@ -1,9 +1,10 @@
 """Is the hardware at fault? Judged from a probe's health facts (fleet.host.gpuhealth), pure.
 
 A deploy asks before it changes anything (a host whose GPU is lost or wants a reset is not deployed to) and
-again after an attempt that did not serve (new hardware Xids since the first probe, or a GPU now lost, make
-the attempt's outcome GPU_FAULT and end the ladder: no flag fixes a GPU off the bus). Which Xid codes are
-the hardware's is the log rules' word (playbooks/rules/gpu-hardware.yaml), each with its catalog source.
+again after an attempt that did not serve (new hardware Xids since the first probe, a GPU now lost, fewer GPUs
+listed than before, or nvidia-smi no longer able to list any, make the attempt's outcome GPU_FAULT and end
+the ladder: no flag fixes a GPU off the bus). Which Xid codes are the hardware's is the log rules' word
+(playbooks/rules/gpu-hardware.yaml), each with its catalog source.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleet.host.facts import HostFacts
-from fleet.host.gpuhealth import SLOWDOWNS, XidEvent
+from fleet.host.gpuhealth import SLOWDOWNS, XidEvent, pci_key
 from fleet.logs.classify import classify_line
 from fleet.logs.rules import LogClass, RuleSet
 
@@ -44,6 +45,8 @@ def assess(facts: HostFacts, rules: RuleSet | None = None) -> Hardware:
     missing or unusable; on a GPU that answers healthy again (reset since) it is a note."""
     fault: list[str] = []
     notes: list[str] = []
+    if facts.smi_error:  # the driver answers nothing: no GPU can serve (an empty list is not a healthy one)
+        fault.append(f"nvidia-smi lists no GPU: {facts.smi_error}")
     for lost in facts.lost_gpus:
         fault.append(f"GPU {lost.pci_bus_id} cannot be opened ({lost.reason})")
     for gpu in facts.gpus:
@@ -82,5 +85,12 @@ def new_faults(before: HostFacts, after: HostFacts, rules: RuleSet | None = None
              if e.count > seen.get((e.pci, e.code), 0) and hardware_xid(e, rules)]
     earlier = set(assess(before, rules).fault)
     found += [f for f in assess(after, rules).fault if f not in earlier and not f.startswith("Xid ")]
+    listed = {pci_key(g.pci_bus_id) or f"GPU {g.index}" for g in after.gpus}
+    lost = {pci_key(x.pci_bus_id) for x in after.lost_gpus}
+    gone = [key for g in before.gpus if (key := pci_key(g.pci_bus_id) or f"GPU {g.index}") not in listed
+            and key not in lost]
+    if after.ok and gone and not after.smi_error:  # a GPU that left without a word (no Xid the login can read)
+        found.append(f"{len(before.gpus)} GPUs before the attempt, {len(after.gpus)} after: "
+                     f"{', '.join(gone[:8])}{' ...' if len(gone) > 8 else ''} no longer listed")
     return found
 

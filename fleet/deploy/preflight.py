@@ -148,13 +148,17 @@ def gpus_needed(flags: dict[str, Any]) -> int:
             * _int(flags.get("dp-size", flags.get("data-parallel-size", 1))))
 
 
+def pin_drift(book: Playbook, facts: HostFacts, venv: str) -> list[str]:
+    """The playbook's `packages:` pins the venv the probe read does not meet (pure)."""
+    return pins.unmet(book.packages, {k: p.version for k, p in facts.packages.items()}, venv, set(PACKAGE_DIRS))
+
+
 def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, facts: HostFacts,
           rungs: list[Rung], say: Progress) -> tuple[list[Rung], list[Attempt]]:
     """The rungs that pass every check, and a PREFLIGHT attempt for each one (or the host) that does not."""
     if not facts.ok:
         return [], [Attempt("-", Outcome.PREFLIGHT, f"probe failed: {facts.error}", 0)]
-    blocking = host_problems(facts) + pins.unmet(book.packages, {k: p.version for k, p in facts.packages.items()},
-                                                 venv, set(PACKAGE_DIRS))
+    blocking = host_problems(facts) + pin_drift(book, facts, venv)
     if blocking:
         return [], [Attempt("-", Outcome.PREFLIGHT, "; ".join(blocking), 0)]
     for warning in known_bad(facts):

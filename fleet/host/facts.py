@@ -108,6 +108,7 @@ class HostFacts(BaseModel):
     disk: dict[str, DiskFree] = Field(default_factory=dict)
     unit: UnitState | None = None
     lost_gpus: list[LostGpu] = Field(default_factory=list)  # GPUs nvidia-smi could not open
+    smi_error: str | None = None  # why nvidia-smi --query-gpu listed nothing (it failed: the driver, no device)
     kernel_log: KernelLog | None = None  # Xid events since boot (None: the probe did not read it)
     p2p_check: P2PCheck | None = None  # the data check of `inv probe --p2p-check` (None: not asked)
     warnings: list[str] = Field(default_factory=list)

@@ -133,6 +133,7 @@ def _gpus(f: HostFacts, attempts: list[Section]) -> None:
     # 15: a GPU is lost (fallen off the bus); the others' rows still come
     if (problem := _failure("nvidia-smi --query-gpu", last)) and last.rc not in (0, 15):
         f.warn(problem)
+        f.smi_error = problem[:300]
         return
     q = parse_query_gpu(last.text, [x for x in QUERY_FIELDS if x not in rejected])
     f.gpus = [gpu_from_row(r) for r in q.rows]

@@ -218,7 +218,7 @@ def _load(sglang: str) -> SiteClassifier | None:
         return None
     if release is None:
         return None
-    sites = siteindex.load_cached("sglang", sglang, Path(release.root))
+    sites = siteindex.load_cached("sglang", sglang, corpus.tree(release))
     try:
         return SiteClassifier(SiteIndex(sites)) if sites else None
     except (AttributeError, TypeError, ValueError):  # rows of the right length but the wrong types: no index

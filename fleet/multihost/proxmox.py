@@ -9,12 +9,13 @@ iommugroup, ...}]}. The API token is a secret reference; it goes in a header, ne
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
+import socket
 import ssl
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -75,6 +76,16 @@ def guest_of(host: Host) -> ProxmoxGuest | None:
         raise InputError(f"{host.source}: host {host.name}: vars.proxmox.{where}: {first['msg']}") from None
 
 
+def _cut(opened: list[socket.socket], cut: threading.Event) -> None:
+    """The deadline: shut the call's socket, which ends a read blocked on it at once."""
+    cut.set()
+    for sock in opened:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the fd itself, under TLS too
+        except OSError:
+            pass
+
+
 class Proxmox:
     """One guest's calls. `secret` is the token's value (resolved before any host is contacted)."""
 
@@ -90,16 +101,53 @@ class Proxmox:
                                   "API token"))
 
     def _call(self, method: str, path: str) -> Any:
-        req = urllib.request.Request(self._base + path, method=method, headers={"Authorization": self._auth})
+        """One API call within `timeout` seconds in all (a server that drips its answer is cut at the deadline,
+        not given `timeout` per read), to the configured address only: a redirect is refused, never followed
+        (the token would go with it, perhaps in clear)."""
+        url = urllib.parse.urlsplit(self._base + path)
         what = f"Proxmox {method} {self.guest.api}/nodes/{self.guest.node}{path}"
+        https = url.scheme == "https"
+        port = url.port or (443 if https else 80)
+        conn = (http.client.HTTPSConnection(url.hostname or "", port, timeout=self.timeout, context=self._ctx)
+                if https else http.client.HTTPConnection(url.hostname or "", port, timeout=self.timeout))
+        answer: http.client.HTTPResponse | None = None
+        # the socket kept here: http.client forgets it once an answer will close the connection
+        cut, opened = threading.Event(), list[socket.socket]()
+        timer = threading.Timer(self.timeout, _cut, (opened, cut))
+        timer.daemon = True
+        timer.start()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ctx) as answer:
-                body = answer.read(MAX_ANSWER + 1)
-        except urllib.error.HTTPError as exc:
-            exc.close()  # its socket, which the error holds open
-            raise ProxmoxError(f"{what}: HTTP {exc.code} {str(exc.reason)[:120]}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ProxmoxError(f"{what}: {getattr(exc, 'reason', exc)}") from None
+            conn.connect()
+            opened.append(conn.sock)
+            if cut.is_set():
+                raise TimeoutError("connecting took the whole deadline")
+            conn.request(method, url.path, headers={"Authorization": self._auth})
+            answer = conn.getresponse()
+            if 300 <= answer.status < 400:
+                where = str(answer.getheader("Location") or "")[:120]
+                raise ProxmoxError(f"{what}: HTTP {answer.status}: a redirect (to {where!r}) is refused; set "
+                                   "vars.proxmox.api to the address that answers")
+            if answer.status >= 400:
+                raise ProxmoxError(f"{what}: HTTP {answer.status} {str(answer.reason)[:120]}")
+            body = b""
+            while len(body) <= MAX_ANSWER:
+                chunk = answer.read1(MAX_ANSWER + 1 - len(body))
+                if not chunk:
+                    break
+                body += chunk
+        except (OSError, http.client.HTTPException) as exc:
+            if cut.is_set():
+                raise ProxmoxError(f"{what}: no whole answer within {self.timeout:g}s") from None
+            raise ProxmoxError(f"{what}: {str(exc)[:200] or type(exc).__name__}") from None
+        finally:
+            timer.cancel()
+            if answer is not None:
+                answer.close()
+            conn.close()
+            for sock in opened:
+                sock.close()
+        if cut.is_set():
+            raise ProxmoxError(f"{what}: no whole answer within {self.timeout:g}s")
         if len(body) > MAX_ANSWER:
             raise ProxmoxError(f"{what}: answer larger than {MAX_ANSWER} bytes")
         try:

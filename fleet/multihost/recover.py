@@ -7,8 +7,10 @@
   reset (or stop then start with power_cycle) through the Proxmox API: a GPU off the bus, a driver that asks
   for a reboot, a reset the driver refused;
 then it waits for SSH and probes again: the result says what was done and what the GPUs say now. A Proxmox
-guest that SSH cannot reach at all (no answer, no banner: a guest wedged by its GPU) is reset through the API
-without a probe first; a host that answers and refuses us (key, login) is never reset for it.
+guest that SSH cannot reach (no answer, no banner, a refused or dropped connection) is reset through the API
+without a probe first only when the operator says so (`--unreachable`); a host that answers and refuses us
+(key, login) is never reset for it. A link lost under `nvidia-smi -r` is a reset that did not finish: the
+machine is rebooted (or the VM reset), since the unit was stopped for it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +27,7 @@ from paramiko import SSHException
 
 from fleet.deploy import hardware
 from fleet.errors import ConnectError, FleetError
+from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
@@ -38,6 +42,7 @@ VM_RESET = "vm-reset"
 VM_POWER_CYCLE = "vm-power-cycle"
 NOTHING = "none"
 RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
+RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying to (a Restart= loop between tries)
 
 
 @dataclass
@@ -103,7 +108,7 @@ def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, s
         if rc != 0:
             return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
-    if state == "active":
+    if state in RUNNING:
         _sh(conn, host, f"systemctl start {unit}", timeout=120)
         say(f"started {unit} again")
     return None
@@ -118,19 +123,35 @@ def reboot(conn: Connection, host: Host) -> None:
 
 
 def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
+    """A reset, or a stop then a start. Once a stop was sent, the start is always sent, whatever ends the wait
+    for the stop (its deadline, an API error, Ctrl-C); a start that fails says plainly the VM may be stopped
+    and how to start it."""
     before = proxmox.status()
     say(f"Proxmox VM {proxmox.guest.vmid} on {proxmox.guest.node}: {before}")
     if action == VM_RESET and before == "running":
         say(f"reset: {proxmox.reset()}")
         return
-    if before == "running":
-        say(f"stop: {proxmox.stop()}")
+    if before != "running":
+        say(f"start: {proxmox.start()}")
+        return
+    say(f"stop: {proxmox.stop()}")
+    late: str | None = None
+    try:
         deadline = time.monotonic() + wait_s
         while proxmox.status() != "stopped":
             if time.monotonic() > deadline:
-                raise FleetError(f"Proxmox VM {proxmox.guest.vmid} still running {wait_s:g}s after stop")
+                late = f"Proxmox VM {proxmox.guest.vmid} still running {wait_s:g}s after stop"
+                break
             time.sleep(1)
-    say(f"start: {proxmox.start()}")
+    finally:  # an error or Ctrl-C in the wait goes on after the start
+        try:
+            say(f"start: {proxmox.start()}")
+        except ProxmoxError as exc:
+            raise FleetError(f"{exc}; the VM may be left stopped: start it with `qm start {proxmox.guest.vmid}` on "
+                             f"{proxmox.guest.node} (or Start in the Proxmox web UI)") from None
+    if late:
+        raise FleetError(f"{late}; a start was sent after it (check the VM runs: `qm status "
+                         f"{proxmox.guest.vmid}` on {proxmox.guest.node})")
 
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
@@ -182,9 +203,10 @@ def probed_again(host: Host, conn: Connection, result: RecoverResult) -> Recover
     return result
 
 
-def unreachable(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
-                dry_run: bool, wait_s: float, say: Progress) -> RecoverResult:
-    """SSH gets no answer from a Proxmox guest: the VM reset (or stop/start) without a probe, then its next boot."""
+def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
+                      dry_run: bool, wait_s: float, say: Progress) -> RecoverResult:
+    """SSH cannot reach a Proxmox guest and the operator said --unreachable: the VM reset (or stop/start)
+    without a probe, then its next boot."""
     why = f"SSH cannot reach it: {silent}"
     result = RecoverResult(host.name, VM_POWER_CYCLE if power_cycle else VM_RESET, why, faults_before=[why])
     if dry_run:
@@ -197,14 +219,24 @@ def unreachable(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: Conn
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
-            dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet) -> RecoverResult:
+            dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
+            unreachable: bool = False) -> RecoverResult:
+    """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
+    Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
+    refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
+    guest that serves."""
     result = RecoverResult(host.name)
     try:
         conn = open_connection(host, opts)
     except ConnectError as exc:
         if proxmox is None or not exc.unreachable:
             raise
-        return unreachable(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say)
+        if not unreachable:
+            raise ConnectError(f"{exc}; {host.name} is a Proxmox guest: `inv recover --host {host.name} "
+                               "--unreachable` resets it through the API (only if it is hung: a reset stops "
+                               "what it serves)", unreachable=True) from None
+        return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say)
+    lost, lock = False, None
     try:
         facts = probe_run.probe_on(conn, host)
         boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
@@ -213,26 +245,57 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         if result.action == NOTHING or dry_run:
             result.ok = result.action == NOTHING or dry_run
             return result
+        lock = hostlock.acquire(conn, host, f"recover ({result.action})")  # not under another's deploy or tune
+        if lock.recovered:
+            say(lock.recovered)
         if result.action == GPU_RESET:
             try:
                 refused = gpu_reset(conn, host, gpus, facts, say)
             except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine next
                 refused = str(exc)
+            except ConnectError as exc:  # the link (or sudo) lost under the reset: its outcome is unknown
+                refused, lost = f"the connection was lost: {exc}", True
             result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
             if refused:
                 result.action = VM_RESET if proxmox else REBOOT
-        if result.action == REBOOT:
+        if result.action == REBOOT and not lost:
             say("rebooting")
             reboot(conn, host)
             result.steps.append("systemctl reboot")
+        if result.action == GPU_RESET:
+            hostlock.release(conn, host, lock)
+            lock = None
+    except BaseException:
+        if lock is not None and not lost and result.action != REBOOT:
+            with suppress(Exception):  # the error is the one to report; a dead run's lock is recovered later
+                hostlock.release(conn, host, lock)
+        raise
     finally:
         conn.close()
+    if result.action == REBOOT and lost:
+        say("the connection was lost under the GPU reset: waiting for SSH to reboot")
+        try:
+            again = wait_for_ssh(host, opts, wait_s, "")
+        except FleetError:
+            raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
+                             f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "
+                             f"{host.unit}) from its console") from None
+        try:
+            reboot(again, host)
+        finally:
+            again.close()
+        result.steps.append("systemctl reboot (on a new connection)")
     if result.action in (VM_RESET, VM_POWER_CYCLE):
         assert proxmox is not None
         result.steps += vm_steps(proxmox, result.action, wait_s, say)
     if result.action != GPU_RESET:
         say("waiting for SSH")
         conn = wait_for_ssh(host, opts, wait_s, boot)
+        if lock is not None:  # kept through the reboot (/var/lib): no deploy starts on a half-recovered host
+            try:
+                hostlock.release(conn, host, lock)
+            except FleetError as exc:
+                result.steps.append(f"the host lock: {exc}")
     else:
         conn = open_connection(host, opts)
     return probed_again(host, conn, result)

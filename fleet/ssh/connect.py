@@ -146,8 +146,10 @@ def _is_connect_error(exc: BaseException) -> bool:
 
 
 def _silent(exc: BaseException) -> bool:
-    """The host did not answer: no TCP connection, or one without an SSH banner (a wedged machine). A name that
-    does not resolve, a host key or a login refused are answers, never silence."""
+    """SSH could not reach the host itself: no TCP connection (timed out, refused) or one closed or silent before
+    the SSH banner. That is a wedged machine as often as sshd stopped, a wrong port, hosts.deny or MaxStartups,
+    so `inv recover` resets a Proxmox guest for it only when told (--unreachable). A name that does not resolve,
+    a host key or a login refused are answers, never this."""
     if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and "banner" not in str(exc).lower():
         return False
     return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))

@@ -88,6 +88,17 @@ def _folder(cache: Path, dist: str, version: str) -> Path:
     return cache / dist / version
 
 
+def tree(release: Release, cache: Path | None = None) -> Path:
+    """The release's unpacked tree where the cache is now: release.json's `root` names the machine's that
+    fetched it (a copied or moved cache keeps the old path), so only its part under <dist>/<version> counts."""
+    folder = _folder(cache or cache_dir(), release.dist, release.version)
+    parts = Path(release.root).parts
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1:i + 1] == (release.dist, release.version) and ".." not in parts[i + 1:]:
+            return folder.joinpath(*parts[i + 1:])
+    return folder
+
+
 def cached(dist: str, version: str, cache: Path | None = None) -> Release | None:
     meta = _folder(cache or cache_dir(), dist, version) / "release.json"
     if not meta.is_file():

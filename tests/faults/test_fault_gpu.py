@@ -205,18 +205,22 @@ def ssh_back(sandbox, inventory, host: str) -> None:
         sandbox.start(host)
 
 
-def test_recover_power_cycles_a_proxmox_guest_that_ssh_cannot_reach(sandbox, sandbox_inventory, tmp_path):
+def test_recover_power_cycles_a_guest_ssh_cannot_reach_only_when_told(sandbox, sandbox_inventory, tmp_path):
     host = "sbx4"
     server, inventory = proxmox_guest(sandbox, host, tmp_path)
     env = {"FLEET_TEST_PVE_TOKEN": TOKEN}
     try:
         sh(sandbox_inventory, host, "systemctl stop ssh")  # the guest runs, SSH gets no answer
-        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--dry-run", "--json", env=env)
+        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--json", env=env)  # no --unreachable
+        assert proc.returncode == 1 and _Proxmox.calls == [] and proc.stdout == "", proc.stderr[-2000:]
+        assert "connection refused" in proc.stderr and f"inv recover --host {host} --unreachable" in proc.stderr
+        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--unreachable", "--dry-run", "--json",
+                      env=env)
         plan = json.loads(proc.stdout)
         assert proc.returncode == 0 and plan["action"] == "vm-power-cycle" and plan["steps"] == [], proc.stderr
         assert plan["why"].startswith(f"SSH cannot reach it: {host} (") and "connection refused" in plan["why"]
         assert _Proxmox.calls == []  # a dry run asks nothing of the API
-        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--json", env=env)
+        proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--unreachable", "--json", env=env)
         done = json.loads(proc.stdout)
         assert proc.returncode == 0 and done["ok"] and done["faults_after"] == [], (done, proc.stderr[-2000:])
         assert done["steps"][1:] == ["Proxmox vm-power-cycle of VM 101 on pve1", "probed again: no GPU fault"]

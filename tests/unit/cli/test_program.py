@@ -14,7 +14,7 @@ import pytest
 from invoke.exceptions import ParseError
 from invoke.parser.context import ParserContext
 
-from fleet.cli.program import refusal
+from fleet.cli.program import miscast, refusal
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -41,6 +41,7 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
 @pytest.mark.parametrize(("args", "said"), [
     (["deploy", "--hots", "x"], "inv deploy: no such option --hots (`inv deploy --help` lists its options)"),
     (["deploy", "-H", "x", "--serial"], "inv deploy: --serial needs a value (`inv deploy --help` lists its options)"),
+    (["recover", "--host"], "inv recover: --host needs a value (`inv recover --help` lists its options)"),
     (["unlock"], "inv unlock: missing host, token (`inv unlock --help` lists its options)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
@@ -62,3 +63,14 @@ def test_a_message_invoke_may_add_later_still_names_the_task_in_one_line():
     exc = ParseError("'x' is ambiguous when given after an optional-value flag", ParserContext(name="logs"))
     assert refusal(exc, "inv") == ("inv logs: 'x' is ambiguous when given after an optional-value flag "
                                    "(`inv logs --help` lists its options)")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["recover", "--host", "h", "--wait", "abc"], "inv: --wait 'abc': want a whole number"),
+    (["recover", "--host", "h", "--wait=abc"], "inv: --wait 'abc': want a whole number"),
+    (["recover", "abc"], "inv: an option 'abc': want a whole number"),
+])
+def test_a_value_invokes_own_cast_refuses_is_one_line_naming_the_option(argv, said):
+    """An int or float option not in tasking.NUMBERS (none today): invoke's int('abc') says which option."""
+    line = miscast(ValueError("invalid literal for int() with base 10: 'abc'"), ["inv", *argv], "inv")
+    assert line == f"{said} (`inv TASK --help` lists a task's options)"

@@ -102,6 +102,14 @@ def test_numbers_that_are_not_are_refused(name, text):
         tasking.NUMBERS[name](text)
 
 
+def test_every_number_option_is_read_by_numbers():
+    """An int or float default left to invoke's own cast would be a traceback on `--opt abc` (as --wait was)."""
+    for task in TASKS:
+        for param in NS[task].argspec(NS[task].body).parameters.values():
+            if type(param.default) in (int, float):
+                assert param.name in tasking.NUMBERS, f"inv {task} --{param.name}: add it to tasking.NUMBERS"
+
+
 def _inv(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
@@ -122,6 +130,9 @@ def test_help_is_help_before_and_after_positionals_and_reads_nothing(args, tmp_p
     (("audit", "--sm", "abc"), "--sm 'abc': an SM like 120"),
     (("tune", "--runs", "lots"), "--runs 'lots'"),
     (("deploy", "--host-timeout", "soon"), "--host-timeout 'soon'"),
+    (("recover", "--host", "h", "--wait", "abc"), "--wait 'abc': a number of seconds above 0"),
+    (("recover", "--host", "h", "--wait", "0"), "--wait '0': a number of seconds above 0"),
+    (("recover", "--host", "h", "--wait=-5"), "--wait '-5': a number of seconds above 0"),
 ])
 def test_a_number_that_is_not_one_is_one_line_and_exit_2(args, says, tmp_path):
     done = _inv(*args[:1], "-i", str(tmp_path / "none.yaml"), *args[1:])

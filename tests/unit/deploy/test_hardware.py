@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from fleet.deploy import evidence, hardware
+from fleet.host import probe
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu, XidEvent
 
@@ -59,3 +63,39 @@ def test_a_rung_the_hardware_failed_is_never_remembered_as_known_bad():
     record = evidence.add({}, "r", {}, "h1", "GPU_FAULT", "t")["r"]
     record = evidence.add({"r": record}, "r", {}, "h2", "GPU_FAULT", "t")["r"]
     assert "GPU_FAULT" not in evidence.HARDWARE and evidence.skip_reason(evidence.rung_record(record)) is None
+
+
+PROBE_H200 = Path(__file__).resolve().parents[2] / "fixtures/gpu-health/probe_output_h200_580.txt"
+SMI_DEAD = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running.")
+DENIED = "source journalctl rc=1 lines=0 denied\nsource dmesg rc=1 lines=0 denied"
+
+
+def section(text: str, name: str, body: str, rc: int) -> str:
+    """The recorded H200 probe with one section's answer replaced (what the host would say instead)."""
+    return re.sub(rf"@@fleet:begin {name}@@\n.*?@@fleet:end {name} rc=\d+@@",
+                  lambda m: f"@@fleet:begin {name}@@\n{body}\n@@fleet:end {name} rc={rc}@@", text, flags=re.S)
+
+
+def test_a_driver_that_lost_every_gpu_under_a_rung_is_a_gpu_fault_without_a_kernel_log():
+    """nvidia-smi fails entirely after the attempt and the login cannot read the kernel log: no Xid to go by."""
+    recorded = section(PROBE_H200.read_text(), "xid", DENIED, 0)
+    before = probe.parse(recorded, "h", "a")
+    after = probe.parse(section(section(recorded, "query-gpu", SMI_DEAD, 9), "health-gpu", SMI_DEAD, 9), "h", "a")
+    assert len(before.gpus) == 1 and after.gpus == [] and hardware.assess(before).fault == []
+    fault = f"nvidia-smi lists no GPU: nvidia-smi --query-gpu failed (rc=9): {SMI_DEAD}"
+    assert hardware.new_faults(before, after) == [fault]
+    assert hardware.assess(after).fault == [fault]  # a tune or deploy does not start on it either
+
+
+def test_a_gpu_that_silently_leaves_the_list_is_a_gpu_fault():
+    before = facts()
+    after = facts()
+    after.gpus = after.gpus[:1]  # 2 -> 1, no Xid, nothing nvidia-smi calls lost
+    assert hardware.new_faults(before, after) == ["2 GPUs before the attempt, 1 after: 0000:04:00 no longer listed"]
+    assert hardware.new_faults(before, facts()) == []
+
+
+def test_a_gpu_nvidia_smi_calls_lost_is_not_counted_twice():
+    lost = facts(lost=True)
+    assert hardware.new_faults(facts(), lost) == ["GPU 0000:04:00 cannot be opened (Unknown Error)"]

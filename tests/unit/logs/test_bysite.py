@@ -302,3 +302,27 @@ def test_hosts_deployed_in_parallel_load_their_releases_index_once(tmp_path, mon
         assert loads == ["0.5.23"] and found[0] is not None and all(f is found[0] for f in found)
     finally:
         bysite.forget_releases()
+
+
+@pytest.mark.parametrize("tail", [(), ("tree",)], ids=["release-folder", "a-tree-below-it"])
+def test_a_copied_cache_still_gives_the_live_watch_its_site_index(tmp_path, monkeypatch, tail):
+    """release.json keeps the `root` of the machine that fetched it; the index is read where the cache is now."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    folder = old / "sglang" / "0.5.23"
+    root = folder.joinpath(*tail)
+    root.mkdir(parents=True)
+    (folder / "release.json").write_text(json.dumps(
+        {"dist": "sglang", "version": "0.5.23", "root": str(root), "wheel": "w.whl", "sha256": "0" * 64,
+         "wheel_bytes": 1, "files": 1, "bytes": 1}))
+    site = _site("sglang/srt/layers/layer_boundary/factories.py", "prepared_from must be the declaration of a stage {}")
+    siteindex.cache_path(root).write_text(json.dumps([[site.module, site.line, site.function, site.kind,
+                                                       site.exception, site.text]]))
+    old.rename(new)  # the cache moved (or copied from another machine): the recorded root names nothing now
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(new))
+    bysite.forget_releases()
+    try:
+        found = bysite.for_release("0.5.23")
+        assert found is not None
+        assert found.classify("ValueError: prepared_from must be the declaration of a stage 3") is not None
+    finally:
+        bysite.forget_releases()

@@ -97,3 +97,14 @@ def test_a_registry_that_cannot_be_reached_fails_loudly(tmp_path):
 def test_require_names_the_missing_release(tmp_path):
     with pytest.raises(InputError, match=r"sglang 9\.9\.9 is not in the upstream cache .*inv upstream"):
         upstream.require("sglang", "9.9.9", tmp_path)
+
+
+@pytest.mark.parametrize(("root", "where"), [
+    ("/home/ana/.cache/fleet/upstream/sglang/0.5.23", ""),  # as `inv upstream` records it, on another machine
+    ("/old/cache/sglang/0.5.23/tree", "tree"),
+    ("/somewhere/else/entirely", ""),
+    ("/c/sglang/0.5.23/../../../../etc", ""),  # never out of the cache
+])
+def test_a_release_s_tree_is_read_where_the_cache_is_now(tmp_path, root, where):
+    rel = upstream.Release("sglang", "0.5.23", root, "w.whl", "0" * 64, 1, 1, 1)
+    assert upstream.tree(rel, tmp_path) == tmp_path / "sglang" / "0.5.23" / where
