@@ -157,11 +157,8 @@ class Deployer:
                             "other nodes without it; deploy or roll back that deployment with every node's --host, "
                             "or give --force to replace it here; nothing was changed")
             return result
-        drift = preflight.pin_drift(self.book, facts, self.venv)  # the venv changed under the same playbook
-        if drift and previous and previous.playbook_sha256 == self.book_sha:
-            self.progress(f"release {previous.id} serves this playbook, but {'; '.join(drift)}")
-        if (not force and previous and previous.playbook_sha256 == self.book_sha and not drift
-                and self.key_unchanged(conn) and self.healthy(conn)):
+        if (not force and previous and previous.playbook_sha256 == self.book_sha and self.key_unchanged(conn)
+                and self.healthy(conn)):
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result
