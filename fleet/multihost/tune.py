@@ -199,8 +199,10 @@ class Tuner:
         self.progress(f"measuring release {previous.id} (serving before the tune) as each rung will be")
         try:
             warmup = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
-            values = [benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
-                      for _ in range(self.runs)]
+            values = []
+            for _ in range(self.runs):
+                parallel.checkpoint()  # a Ctrl-C here changes nothing: the release still serves
+                values.append(benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key))
             runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
                         float(warmup["result"]["output_throughput"]))
         except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data

@@ -1,12 +1,13 @@
 """Ctrl-C during `inv tune` (fleet.multihost.tune.tune_hosts): the interrupt never lands inside an SSH exchange.
 
 On the main thread a KeyboardInterrupt lands at any bytecode, paramiko's included: between a lock's acquire()
-and the try that releases it (Transport._send_user_message's clear_to_send_lock), after which the fall-back's
-own commands wait on that lock for ever (an interrupted `inv tune` still alive 15 minutes later). The tune runs
-on a worker thread; the operator's Ctrl-C is taken between exchanges, the release that served before is put
-back, and the run ends with KeyboardInterrupt on the main thread (exit 130). The interrupts are real ones:
-_thread.interrupt_main, as SIGINT reaches the main thread. The SSH exchange is a stand-in that records where
-an interrupt landed: what is under test is where tune lets it land, not paramiko."""
+and the try that releases it, or half-way through a packet, after which the fall-back's own commands may wait
+for ever (the suspected cause of an interrupted `inv tune` still alive 15 minutes later; deploys never had it:
+their host work runs on pool threads). The tune runs on a worker thread; the operator's Ctrl-C is taken between
+exchanges, the release that served before is put back, and the run ends with KeyboardInterrupt on the main
+thread (exit 130). The interrupts are real ones: _thread.interrupt_main, as SIGINT reaches the main thread.
+The SSH exchange is a stand-in that records where an interrupt landed: what is under test is where tune lets
+it land, not paramiko."""
 
 from __future__ import annotations
 
