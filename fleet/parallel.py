@@ -131,10 +131,10 @@ def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:
 
 # ---------------------------------------------------------------------- Ctrl-C at safe points
 # A KeyboardInterrupt raised in the main thread lands at any bytecode, paramiko's included: between a lock's
-# acquire() and the try that releases it (Transport._send_user_message's clear_to_send_lock), every later
-# exchange on the connection, the fall-back's included, waits for that lock for ever. So work that changes a
-# host runs on a worker thread (`on_worker`), which no signal reaches; the operator's Ctrl-C is a request that
-# the work takes at its next `checkpoint()`, inside an `interruptible()` region, between SSH exchanges.
+# acquire() and the try that releases it (e.g. Transport._send_user_message's clear_to_send_lock), or half-way
+# through a packet; what follows on that connection, the fall-back included, may then wait for ever. So work
+# that changes a host runs on a worker thread (`on_worker`), which no signal reaches; the operator's Ctrl-C is a
+# request that the work takes at its next `checkpoint()`, inside an `interruptible()` region, between exchanges.
 _STOP = threading.Event()  # the operator pressed Ctrl-C while on_worker waited
 _TAKEN = threading.Event()  # the work took it (raised once; its own clean-up is never interrupted again)
 _CALLS: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()  # on_main's, for the main thread
@@ -162,7 +162,9 @@ def on_worker(fn: Callable[[], T]) -> T:
 def waited(future: Future[T]) -> T:
     """The work's result, running what it asks of the main thread meanwhile. Short waits: a Ctrl-C whose signal
     reached another thread (or _thread.interrupt_main, which wakes no wait) is taken within WAKE_S."""
-    while not future.done():
+    ended = threading.Event()  # read without a lock: the future's own condition is never taken while waiting
+    future.add_done_callback(lambda _: ended.set())
+    while not ended.is_set():
         try:
             call, answer = _CALLS.get(timeout=WAKE_S)
         except queue.Empty:
