@@ -9,8 +9,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +20,7 @@ from fleet.inventory import Host
 
 T = TypeVar("T")
 MAX_WORKERS = 32
+WAKE_S = 0.2  # the longest the main thread waits without looking for a Ctrl-C
 
 
 @dataclass
@@ -125,3 +127,80 @@ def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:
     except Exception as exc:  # an unexpected failure on one host must not hide the others
         return Outcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
     return Outcome(host, True, value, None, time.monotonic() - start)
+
+
+# ---------------------------------------------------------------------- Ctrl-C at safe points
+# A KeyboardInterrupt raised in the main thread lands at any bytecode, paramiko's included: between a lock's
+# acquire() and the try that releases it (e.g. Transport._send_user_message's clear_to_send_lock), or half-way
+# through a packet; what follows on that connection, the fall-back included, may then wait for ever. So work
+# that changes a host runs on a worker thread (`on_worker`), which no signal reaches; the operator's Ctrl-C is a
+# request that the work takes at its next `checkpoint()`, inside an `interruptible()` region, between exchanges.
+_STOP = threading.Event()  # the operator pressed Ctrl-C while on_worker waited
+_TAKEN = threading.Event()  # the work took it (raised once; its own clean-up is never interrupted again)
+_CALLS: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()  # on_main's, for the main thread
+_local = threading.local()
+
+
+def on_worker(fn: Callable[[], T]) -> T:
+    """fn() on a daemon thread, this (main) thread only waiting (and answering on_main). The first Ctrl-C asks fn
+    to stop (it takes the request at its next checkpoint, puts back what it took and ends with KeyboardInterrupt);
+    the wait goes on. A second Ctrl-C stops waiting (KeyboardInterrupt here; fn's thread ends with the process)."""
+    _STOP.clear()
+    _TAKEN.clear()
+    pool = Pool(1, "fleet-work")
+    try:
+        future = pool.submit(fn)
+        try:
+            return waited(future)
+        except KeyboardInterrupt:
+            _STOP.set()
+        return waited(future)
+    finally:
+        pool.shutdown()
+
+
+def waited(future: Future[T]) -> T:
+    """The work's result, running what it asks of the main thread meanwhile. Short waits: a Ctrl-C whose signal
+    reached another thread (or _thread.interrupt_main, which wakes no wait) is taken within WAKE_S."""
+    ended = threading.Event()  # read without a lock: the future's own condition is never taken while waiting
+    future.add_done_callback(lambda _: ended.set())
+    while not ended.is_set():
+        try:
+            call, answer = _CALLS.get(timeout=WAKE_S)
+        except queue.Empty:
+            continue
+        try:
+            answer.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - the work gets it; a Ctrl-C is the operator's, here too
+            answer.set_exception(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+    return future.result()
+
+
+def on_main(fn: Callable[[], T]) -> T:
+    """fn() on the main thread while on_worker waits there (a question at the terminal: a Ctrl-C at it is taken
+    there, and the work gets KeyboardInterrupt at once, nothing changed); on the main thread, fn() itself."""
+    if threading.current_thread() is threading.main_thread():
+        return fn()
+    answer: Future[T] = Future()
+    _CALLS.put((fn, answer))
+    return answer.result()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """A region of work on on_worker's thread where checkpoint() may take the operator's Ctrl-C."""
+    before = getattr(_local, "on", False)
+    _local.on = True
+    try:
+        yield
+    finally:
+        _local.on = before
+
+
+def checkpoint() -> None:
+    """Raise the operator's Ctrl-C here, once, inside an interruptible() region; elsewhere nothing."""
+    if getattr(_local, "on", False) and _STOP.is_set() and not _TAKEN.is_set():
+        _TAKEN.set()
+        raise KeyboardInterrupt

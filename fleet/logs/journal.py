@@ -17,7 +17,7 @@ from typing import Protocol
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet import faulthook
+from fleet import faulthook, parallel
 from fleet.host.service import sh, unit_state
 from fleet.inventory import Host
 from fleet.logs import bysite, phases, redact
@@ -126,9 +126,11 @@ class Follower:
 def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | None]) -> Verdict | None:
     """Feed what `source` reads to `watcher` (StreamWatcher.submit: the stream so far) and call `tick` after
     every read, lines or not. Returns tick's verdict, or None when the stream ended; the watcher's own
-    FatalLogLine / ServerReady propagate."""
+    FatalLogLine / ServerReady propagate, and so does the operator's Ctrl-C (fleet.parallel.checkpoint: between
+    reads, never inside one; the caller's finally closes the source)."""
     stream = ""
     while True:
+        parallel.checkpoint()
         text = source.read(READ_S)
         if text is None:
             return None

@@ -178,6 +178,7 @@ class Tuner:
                 return
         values, last = [], attempt.bench
         for i in range(self.runs):
+            parallel.checkpoint()
             try:
                 last = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
             except benching.BenchError as exc:
@@ -198,8 +199,10 @@ class Tuner:
         self.progress(f"measuring release {previous.id} (serving before the tune) as each rung will be")
         try:
             warmup = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
-            values = [benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
-                      for _ in range(self.runs)]
+            values = []
+            for _ in range(self.runs):
+                parallel.checkpoint()  # a Ctrl-C here changes nothing: the release still serves
+                values.append(benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key))
             runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
                         float(warmup["result"]["output_throughput"]))
         except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data
@@ -249,11 +252,14 @@ class Tuner:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
         baseline = None  # only the same playbook's release is comparable (the same model, the same bench)
-        if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
-                and self.d.healthy(conn)):
-            baseline = self.measure_serving(conn, previous)
-            if baseline is not None:
-                result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
+        with parallel.interruptible():  # nothing changed yet: a Ctrl-C here leaves the host as it is
+            parallel.checkpoint()
+            if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
+                    and self.d.healthy(conn)):
+                baseline = self.measure_serving(conn, previous)
+                if baseline is not None:
+                    result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
+            parallel.checkpoint()
         run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
         try:
@@ -277,14 +283,18 @@ class Tuner:
         planned = {}
         fault = False
         try:
-            for rung in rungs:
-                attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
-                self.repeat(conn, attempt)
-                fault = self.d.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die in them
-                result.attempts.append(attempt)
-                run.record(attempt.to_json())
-                if fault:
-                    break
+            with parallel.interruptible():  # Ctrl-C is taken between steps (fleet.parallel.checkpoint)
+                for rung in rungs:
+                    parallel.checkpoint()
+                    attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+                    parallel.checkpoint()
+                    self.repeat(conn, attempt)
+                    fault = self.d.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
+                    result.attempts.append(attempt)
+                    run.record(attempt.to_json())
+                    if fault:
+                        break
+                    parallel.checkpoint()
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             self.progress("interrupted: putting back the release that served before the tune")
             _, back, _, why = restore.fall_back(conn, self.host, store, release, previous, self.book, self.d.unit,
@@ -357,12 +367,21 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
                runs: int | None = None) -> list[TuneResult]:
     """One host at a time (each may ask first); a host that fails is a result with its error, bad input
     (or a tune not confirmed) raises."""
-    results = []
-    for host in hosts:
-        try:
-            results.append(Tuner(host, book, path, opts, progress_for(host), secrets, confirm, runs).run())
-        except InputError:
-            raise
-        except FleetError as exc:
-            results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
-    return results
+    def ask(question: str) -> bool:  # at the terminal, on the main thread: a Ctrl-C there ends the tune at once
+        return parallel.on_main(lambda: confirm(question))
+
+    def each() -> list[TuneResult]:
+        results = []
+        for host in hosts:
+            with parallel.interruptible():
+                parallel.checkpoint()  # no later host is started after a Ctrl-C
+            try:
+                results.append(Tuner(host, book, path, opts, progress_for(host), secrets, ask, runs).run())
+            except InputError:
+                raise
+            except FleetError as exc:
+                results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
+        return results
+
+    # on a worker thread: a Ctrl-C never lands inside an SSH exchange (fleet.parallel.on_worker says why)
+    return parallel.on_worker(each)

@@ -38,6 +38,10 @@ class Fake:
 
     def __init__(self, h0_s: float, again_after: float | None = None):
         self.h0_s, self.again_after, self.started = h0_s, again_after, []
+        self.futures: list = []  # every host's, as the pool was given them
+
+    def queued(self) -> bool:
+        return any(not f.running() and not f.done() for f in self.futures)
 
     def run(self, deployer):
         name = deployer.host.name
@@ -46,6 +50,11 @@ class Fake:
             _thread.interrupt_main()
             if self.again_after is not None:
                 threading.Timer(self.again_after, _thread.interrupt_main).start()
+            # in flight until the main thread has taken the Ctrl-C and dealt with the queued hosts (a loaded
+            # machine may take longer than h0_s to get there); a run that never cancels them fails after 10 s
+            end = time.monotonic() + 10
+            while self.queued() and time.monotonic() < end:
+                time.sleep(0.01)
             time.sleep(self.h0_s)
         else:
             time.sleep(0.05)
@@ -63,6 +72,14 @@ def fake(monkeypatch, tmp_path):
 
     def install(**kw):
         f = Fake(**kw)
+        submit = parallel.Pool.submit
+
+        def recorded(pool, fn, *args):
+            future = submit(pool, fn, *args)
+            f.futures.append(future)
+            return future
+
+        monkeypatch.setattr(parallel.Pool, "submit", recorded)
         monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
         return f
 
@@ -77,7 +94,7 @@ def deploy(n: int, serial: str) -> int:
 
 
 def test_ctrl_c_cancels_queued_hosts_lets_the_in_flight_one_end_and_says_where_each_is(fake, capsys):
-    f = fake(h0_s=1.0)
+    f = fake(h0_s=0.5)
     rc = deploy(4, "2")
     out, err = capsys.readouterr()
     data = json.loads(out)
