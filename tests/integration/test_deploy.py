@@ -88,12 +88,19 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
     simwheels.build(house)
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.9", "flashinfer-python": "0.6.3",
                                                            "torch": "2.9.1"})
+    # an earlier test (tests/integration/test_venvs.py) may have left this pin set's venv on sbx0: the dry run
+    # says which, and either way builds nothing
+    listing = "ls -la --time-style=full-iso /var/lib/fleet/venvs 2>&1; true"
+    venvs_before = sh(sandbox_inventory, "sbx0", listing)
     rc, data, _ = deploy(sandbox, "sbx0", book, "--dry-run", env={"FLEET_WHEELHOUSE": str(house)})
     assert rc == 0 and data["status"] == "dry-run", data
-    assert re.match(r"venv (/var/lib/fleet/venvs/[0-9a-f]{16}): would be built\n", data["diff"]), data["diff"]
-    assert f"{data['diff'].split()[1].rstrip(':')}/bin/python" in data["diff"]  # the unit would name that venv
-    assert sh(sandbox_inventory, "sbx0", "ls /var/lib/fleet/venvs 2>&1; true").strip().endswith(
-        "No such file or directory")
+    said = re.match(r"venv (/var/lib/fleet/venvs/([0-9a-f]{16})): (would be built|there, used as it is)\n",
+                    data["diff"])
+    assert said, data["diff"]
+    names = sh(sandbox_inventory, "sbx0", "ls -1 /var/lib/fleet/venvs 2>/dev/null; true").split()
+    assert said[3] == ("there, used as it is" if said[2] in names else "would be built")
+    assert f"{said[1]}/bin/python" in data["diff"]  # the unit would name that venv
+    assert sh(sandbox_inventory, "sbx0", listing) == venvs_before
 
 
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
