@@ -36,7 +36,7 @@ from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts, stack_versions
-from fleet.host.releases import Release, ReleaseStore, new_id, now
+from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang
 from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
 from fleet.logs import journal
@@ -98,6 +98,15 @@ class Node:
         if self.previous is None:
             raise FleetError(f"{self.host.name}: node {self.rank} has no earlier release")
         return self.previous
+
+    @property
+    def sglang(self) -> str | None:
+        """The sglang the node runs, for its journal's sites and remedies: as a deploy probed it, or (a rollback
+        or restore, which probes nothing) as the release being started recorded it."""
+        facts: HostFacts | None = getattr(self, "facts", None)  # unset until a deploy's probe
+        if facts is not None:
+            return sglang_version(facts)
+        return recorded_sglang(self.previous.facts) if self.previous else None
 
     unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
     serves_api: bool = False  # rank 0 of what runs now: health goes through its /generate
@@ -368,7 +377,7 @@ class MultiNode:
         def follow(n: Node) -> None:
             try:
                 outcomes[n.rank] = journal.watch(n.conn, n.host, n.unit, cursors[n.rank], self.book.budgets,
-                                                 lambda m: n.say(f"[{label}] {m}"), stop, sglang_version(n.facts))
+                                                 lambda m: n.say(f"[{label}] {m}"), stop, n.sglang)
             except Exception as exc:  # noqa: BLE001 - one node's surprise is the deployment's failure
                 outcomes[n.rank] = (Outcome.EXITED, f"watching the journal failed: {type(exc).__name__}: {exc}")
             if outcomes[n.rank][0] != Outcome.READY:

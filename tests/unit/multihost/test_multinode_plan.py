@@ -109,3 +109,20 @@ def test_an_ipv6_rank_0_is_bracketed(tmp_path):
     book = playbook.load(write(tmp_path, BOOK))
     assert multinode.node_args(book, hosts(2, "fd00::{}"), 1) == [
         "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "[fd00::1]:5757"]
+
+
+def test_a_node_s_sglang_is_the_probed_one_in_a_deploy_and_the_release_s_record_in_a_rollback(tmp_path):
+    """A rollback or restore probes nothing, so the node has no facts: its journal is read with the sglang the
+    release being started recorded (before: AttributeError 'Node' object has no attribute 'facts', so every
+    multi-node rollback that had to go back said 'going back ... failed too' while both nodes could serve)."""
+    from fleet.host.releases import Release
+
+    path = write(tmp_path, BOOK)
+    book = playbook.load(path)
+    node = multinode.MultiNode(hosts(2), book, path, ConnectOptions(), lambda h: lambda m: None, {}).nodes[1]
+    assert node.sglang is None  # nothing probed, nothing to start yet
+    node.previous = Release(id="r0", host="n1", playbook="two", playbook_sha256="0" * 64, created="now",
+                            facts={"versions": {"sglang": "0.5.9"}})
+    assert node.sglang == "0.5.9"
+    node.previous.facts = {"versions": {"sglang": "../../etc"}}  # what a host's manifest holds is data
+    assert node.sglang is None
