@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -72,26 +74,28 @@ class FleetProgram(Program):
     """invoke's Program, its parse errors one line and exit 2 (invoke prints them raw and exits 1)."""
 
     def parse_core(self, argv: list[str] | None) -> None:
-        try:
+        with self._bad_input():
             super().parse_core(argv)
+
+    def parse_tasks(self) -> None:
+        with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
+            super().parse_tasks()
+
+    def parse_cleanup(self) -> None:
+        with self._bad_input(casts=False):
+            super().parse_cleanup()
+
+    @contextmanager
+    def _bad_input(self, casts: bool = True) -> Iterator[None]:
+        """invoke's parse errors (and, while it casts values, its ValueErrors) as one line and exit 2."""
+        try:
+            yield
         except ParseError as exc:
             raise self._refused(exc) from None
         except ValueError as exc:
+            if not casts:
+                raise
             raise self._miscast(exc) from None
-
-    def parse_tasks(self) -> None:
-        try:
-            super().parse_tasks()
-        except ParseError as exc:
-            raise self._refused(exc) from None
-        except ValueError as exc:  # an option's kind (int, float) refused its value while invoke parsed it
-            raise self._miscast(exc) from None
-
-    def parse_cleanup(self) -> None:
-        try:
-            super().parse_cleanup()
-        except ParseError as exc:
-            raise self._refused(exc) from None
 
     def _miscast(self, exc: ValueError) -> Exit:
         sys.stderr.write(f"error: {miscast(exc, list(self.argv or []), self.binary)}\n")
