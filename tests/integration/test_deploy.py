@@ -88,7 +88,7 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
     simwheels.build(house)
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.9", "flashinfer-python": "0.6.3",
                                                            "torch": "2.9.1"})
-    # an earlier test (tests/integration/test_venvs.py) may have left this pin set's venv on sbx0: the dry run
+    # an earlier test (tests/integration/test_pinned_venvs.py) may have left this pin set's venv on sbx0: the dry run
     # says which, and either way builds nothing
     listing = "ls -la --time-style=full-iso /var/lib/fleet/venvs 2>&1; true"
     venvs_before = sh(sandbox_inventory, "sbx0", listing)

@@ -137,3 +137,13 @@ def test_every_module_can_be_read_in_one_sitting():
     long = {str(p.relative_to(REPO)): n for p in (REPO / "fleet").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_test_files_have_unique_basenames():
+    """pytest's default import mode (rootdir, no __init__.py in tests/) imports each test file by its basename: two
+    files of one name make the whole collection fail in CI (stop 41 did not land for tests/unit/host/test_venvs.py
+    beside tests/integration/test_venvs.py), though each half passed alone."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
