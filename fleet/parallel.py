@@ -43,8 +43,10 @@ class Pool:
         self._idle = self._queued = 0
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        future: Future[T] = Future()
+    def submit(self, fn: Callable[..., T], *args: Any, future: Future[T] | None = None) -> Future[T]:
+        """Queue fn(*args); `future` is one the caller made and recorded first (so a Ctrl-C between the submit and
+        the caller's bookkeeping cannot leave work running that nobody tracks)."""
+        future = future if future is not None else Future()
         with self._lock:
             self._queued += 1
             self._work.put((future, lambda: fn(*args)))
@@ -94,7 +96,9 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     pool = Pool(min(max_workers, len(hosts)))
     futures: list[Future[Outcome[T]]] = []
     try:
-        futures = [pool.submit(outcome_of, h, fn) for h in hosts]
+        for h in hosts:  # each future recorded before it is queued, so a Ctrl-C here still settles all that may run
+            futures.append(Future())
+            pool.submit(outcome_of, h, fn, future=futures[-1])
         return [f.result() for f in futures]
     except KeyboardInterrupt:
         settle(futures)

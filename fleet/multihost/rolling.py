@@ -183,7 +183,11 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 continue
             board.headline = f"batch {i} of {len(groups)}: {', '.join(names)}"
             start, started = time.monotonic(), now("milliseconds")
-            futures = {pool.submit(one, h): h for h in group}
+            futures = {}
+            for h in group:  # recorded before it is queued: a Ctrl-C here still finds every host that may run
+                f: Future[DeployResult] = Future()
+                futures[f] = h
+                pool.submit(one, h, future=f)
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

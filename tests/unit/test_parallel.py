@@ -84,3 +84,33 @@ def test_ctrl_c_lets_the_host_under_way_finish_its_own_end_and_starts_no_other()
     else:
         raise AssertionError("Ctrl-C was swallowed")
     assert started == ["a"] and finished == ["a"]  # a ran to its end; b, queued, never started
+
+
+def test_ctrl_c_between_two_submits_still_waits_for_the_host_already_queued(monkeypatch):
+    """A Ctrl-C that lands while run_all is still queueing hosts (the first one already running) must settle the
+    first: before, the futures were bound only once all were queued, so it was left running untracked and
+    run_all returned while it was mid-step."""
+    finished: list[str] = []
+    submit, calls, running = parallel.Pool.submit, [], threading.Event()
+
+    def interrupted_on_the_second(pool, fn, *args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            assert running.wait(5)
+            raise KeyboardInterrupt  # as SIGINT would, with a running and b not queued yet
+        return submit(pool, fn, *args, **kw)
+
+    def work(host: Host) -> str:
+        running.set()
+        threading.Event().wait(0.5)
+        finished.append(host.name)
+        return host.name
+
+    monkeypatch.setattr(parallel.Pool, "submit", interrupted_on_the_second)
+    try:
+        parallel.run_all([_host("a"), _host("b")], work)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the Ctrl-C was swallowed")
+    assert finished == ["a"]  # waited for; b never started

@@ -74,8 +74,8 @@ def fake(monkeypatch, tmp_path):
         f = Fake(**kw)
         submit = parallel.Pool.submit
 
-        def recorded(pool, fn, *args):
-            future = submit(pool, fn, *args)
+        def recorded(pool, fn, *args, **kw):
+            future = submit(pool, fn, *args, **kw)
             f.futures.append(future)
             return future
 
@@ -221,3 +221,30 @@ def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypat
         pytest.fail("Ctrl-C escaped the router's cleanup: no summary")
     assert done.interrupted and [r.status for r in done.results] == ["ok", "ok"]
     assert done.router is not None and "interrupted while the router was brought" in done.router["error"]
+
+
+def test_ctrl_c_while_a_batch_is_being_queued_still_tracks_the_host_already_running(fake, monkeypatch, capsys):
+    """The race a loaded machine hit 2 runs in 4: a Ctrl-C that lands between two submits of one batch. Before,
+    the batch's futures were bound only after all were queued, so the summary said h0 was "not started" while it
+    deployed, and nobody waited for it."""
+    f = fake(h0_s=0.3)
+    submit, calls = parallel.Pool.submit, []
+
+    def interrupted_on_the_second(pool, fn, *args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            end = time.monotonic() + 5
+            while not f.futures[0].running() and time.monotonic() < end:
+                time.sleep(0.01)
+            raise KeyboardInterrupt  # h0 deploying, h1 not queued yet
+        return submit(pool, fn, *args, **kw)
+
+    monkeypatch.setattr(parallel.Pool, "submit", interrupted_on_the_second)
+    monkeypatch.setattr(Fake, "run", lambda self, deployer: (time.sleep(0.3), DeployResult(
+        deployer.host.name, DeployStatus.OK, release=f"rel-{deployer.host.name}", config={"rung": "fast"},
+        attempts=[Attempt("fast", "READY", "e", 0.1)]))[1])
+    rc = deploy(3, "2")
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 130 and data["interrupted"] is True
+    assert [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped"]
+    assert f.started == []  # Fake.run was replaced: the result above came from h0's real run, waited for
