@@ -94,11 +94,14 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
     if book.nodes is not None:
         return [*plan, f"one server over {book.nodes.count} nodes, deployed together"]
     batches = rollout.batches([h.name for h in hosts], sizes)
+    canary = rollout.is_canary(sizes, len(batches))
     for n, batch in enumerate(batches[:8], 1):
-        plan.append(f"batch {n}: {', '.join(batch[:8])}" + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
+        plan.append(f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
+                    + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
     if len(batches) > 8:
         plan.append(f"... {len(batches) - 8} more batches")
-    plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)")
+    plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)"
+                + (", or when the canary fails" if canary else ""))
     return plan
 
 
@@ -194,13 +197,13 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
                              "rollback there takes over its lock and recovers what it left\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
-                    "interrupted": done.interrupted,
+                    "interrupted": done.interrupted, "canary": done.canary,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router} if done.router else {})})
     else:
         from fleet.cli.deploy_view import render_rollout
 
-        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console, wide)
+        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console, wide, done.canary)
         if done.router:
             render_router(done.router, console, wide)
     sys.stdout.flush()

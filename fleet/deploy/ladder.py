@@ -18,11 +18,12 @@ from typing import Any
 from fabric import Connection
 from paramiko import SSHException
 
+from fleet.deploy import bench as benching
 from fleet.deploy import fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.health import health_check
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.deploy.results import Attempt, DeployResult, Planned, bench_point
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
@@ -151,6 +152,8 @@ class Deployer:
         previous = store.current()
         result.versions = stack_versions(facts)
         result.versions_before = versions_of(previous.facts) if previous else {}
+        if previous is not None:  # what the upgrade is measured against: the gate's record of what serves now
+            result.bench_before = bench_point(benching.result_of(previous.to_json()), previous.id, previous.rung)
         where = node_of(previous) if self.book.nodes is None else None
         if where and not force:
             result.error = (f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the "
