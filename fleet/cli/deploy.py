@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet import parallel
-from fleet.cli import console, print_json, print_results, real_console, targets
+from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
 from fleet.deploy import rollback as rollbacks
@@ -19,12 +19,13 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import release_id, versions_of
 from fleet.inventory import Host
-from fleet.multihost import multinode, rolling, rollout
+from fleet.multihost import multinode, rolling, rollout, wheels
 from fleet.multihost import router as routing
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions
+from fleet.upstream.wheelhouse import WheelhouseError
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
 
@@ -72,6 +73,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     if not dry_run:
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     opts = connect() if callable(connect) else connect
+    if not dry_run:
+        fill_wheelhouse(hosts, book, path, opts)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -85,6 +88,18 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
+
+
+def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
+    """`packages:`: the wheels every host's Python and platform needs, downloaded into the controller's wheelhouse
+    where it lacks them (a line on stderr each), before any host is changed; one that cannot be had is bad input
+    (exit 2), nothing changed anywhere."""
+    if not book.packages:
+        return
+    try:
+        wheels.prepare(hosts, book.packages, opts, say_on_stderr)
+    except WheelhouseError as exc:
+        raise InputError(f"{path}: packages: {exc}; nothing was changed") from None
 
 
 def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[rollout.Amount] | None,

@@ -219,18 +219,24 @@ class Deployer:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a
         failure leaves the old server serving), then the host probed in it; None with result.error set."""
         try:
-            venv = venvs.ensure(conn, self.host, self.book.packages, self.progress)
+            venv = self.use_pins(conn)
         except venvs.VenvError as exc:
             result.error = f"{exc}; nothing was stopped"
             return None
-        self.venv = venv.path
-        self.host = replace(self.host, venv=venv.path)  # probe, patch sets and bench in the pins' venv
-        self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
         result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
                        "seconds": round(venv.seconds, 2)}
         facts = probe_run.probe_on(conn, self.host)
         result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
         return facts
+
+    def use_pins(self, conn: Connection) -> venvs.Venv:
+        """The venv of the playbook's pins, built when the host has none (nothing stopped; VenvError with one
+        line otherwise), made the one this run serves, probes, patches and benchmarks in."""
+        venv = venvs.ensure(conn, self.origin, self.book.packages, self.progress)
+        self.venv = venv.path
+        self.host = replace(self.origin, venv=venv.path)
+        self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
+        return venv
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
                facts: HostFacts) -> bool:
