@@ -139,3 +139,43 @@ def test_tune_runs_every_rung_in_the_pins_venv(upgraded, sandbox, sandbox_invent
     release = json.loads(sh(sandbox_inventory, "sbx1", "cat /var/lib/fleet/current/manifest.json"))
     assert release["id"] == result["release"] and release["facts"]["venv"] == old_venv
     assert release["facts"]["versions"]["sglang"] == "0.5.9"
+
+
+def simple_index(wheels: Path, root: Path) -> str:
+    """A PEP 503 index of `wheels` as plain files, and its file:// URL: pip asks it as it would a registry."""
+    for w in wheels.glob("*.whl"):
+        project = root / w.name.split("-")[0].replace("_", "-").lower()
+        project.mkdir(parents=True, exist_ok=True)
+        (project / w.name).write_bytes(w.read_bytes())
+    for project in root.iterdir():
+        (project / "index.html").write_text("".join(f'<a href="{w.name}">{w.name}</a>\n'
+                                                    for w in sorted(project.glob("*.whl"))))
+    return root.as_uri()
+
+
+def test_an_empty_wheelhouse_is_filled_for_the_hosts_python_from_the_index_and_one_that_cannot_be_is_exit_2(
+        sandbox, sandbox_inventory, env, tmp_path):
+    """sbx3, a controller whose wheelhouse is empty: the pins' wheels are downloaded (from a file:// index, never
+    the network) for the host's Python, said on the terminal, then sent and installed; with an index that has
+    none of them, one line, exit 2, and the host as it was."""
+    house, index = tmp_path / "house", simple_index(Path(env["FLEET_WHEELHOUSE"]), tmp_path / "simple")
+    pid = sh(sandbox_inventory, "sbx3", "systemctl show -p MainPID --value sglang").strip()
+    gone = {**env, "FLEET_WHEELHOUSE": str(house), "PIP_INDEX_URL": (tmp_path / "nowhere").as_uri()}
+    proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(book(tmp_path, OLD)), "--json", env=gone)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: {tmp_path}/llama-upgrade.yaml: packages: the playbook requires sglang==0.5.9; "
+                            f"no wheel in the wheelhouse {house} has it for CPython 3.11 on x86_64"), error
+    assert "FLEET_WHEELHOUSE" in error and "nothing was changed" in error
+    assert sh(sandbox_inventory, "sbx3", "systemctl show -p MainPID --value sglang").strip() == pid
+    assert "sbx3 probing" not in proc.stderr
+
+    filled = {**env, "FLEET_WHEELHOUSE": str(house), "PIP_INDEX_URL": index}
+    rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx3", "--playbook", str(book(tmp_path, OLD)), env=filled)
+    assert rc == 0 and data["status"] == "ok", err[-3000:]
+    assert f"fleet: downloading sglang==0.5.9 for CPython 3.11 on x86_64 (glibc 2.36) from {index} into {house}" \
+        in err
+    assert sorted(p.name for p in house.glob("*.whl")) == sorted(
+        [p.name for p in Path(env["FLEET_WHEELHOUSE"]).glob("*.whl") if "0.5.9" in p.name or "0.6.3" in p.name
+         or "2.9.1" in p.name or "sim_core" in p.name])
+    assert data["versions"]["sglang"] == "0.5.9" and served_venv(sandbox_inventory, "sbx3") == data["venv"]["path"]
