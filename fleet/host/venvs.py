@@ -15,6 +15,7 @@ kept release's unit names (host/programs/venv_prune.sh).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import time
@@ -156,12 +157,13 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
     sent, size = [], 0
     for w in wheels:
         try:
-            with w.path.open("rb") as f:
-                length = w.path.stat().st_size
-                say(f"sending {w.filename} ({length / 1e6:.1f} MB)")
-                write_atomic(conn, host, f"{WHEELS}/{w.filename}", f, 0o644, timeout=120 + length / SEND_RATE)
-        except OSError as exc:  # the wheelhouse changed under the run
+            f = w.path.open("rb")
+            length = os.fstat(f.fileno()).st_size
+        except OSError as exc:  # the wheelhouse changed under the run (an OSError past here is the link's)
             raise VenvError(f"{host.name}: reading {w.path}: {exc.strerror or exc}; nothing more was sent") from None
+        with f:
+            say(f"sending {w.filename} ({length / 1e6:.1f} MB)")
+            write_atomic(conn, host, f"{WHEELS}/{w.filename}", f, 0o644, timeout=120 + length / SEND_RATE)
         sent.append(w.filename)
         size += length
     return sent, size
@@ -194,9 +196,13 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) ->
         say(f"venv {venv.path} of these packages is there: no install")
         return venv
     try:
+        sizes = {w.filename: w.path.stat().st_size for w in wheels}
+    except OSError as exc:  # the wheelhouse changed under the run
+        raise VenvError(f"{host.name}: the wheelhouse changed under the run: {exc}; nothing was stopped") from None
+    try:
         lacking = _lacking(conn, host, wheels)
         free = free_bytes(conn, host)
-        problem = space_problem(free, sum(w.path.stat().st_size for w in lacking),
+        problem = space_problem(free, sum(sizes[w.filename] for w in lacking),
                                 wheelhouse.unpacked_size(wheels)) if free is not None else None
         if problem:
             raise VenvError(f"{host.name}: {problem}; nothing was sent")
@@ -206,8 +212,6 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) ->
         args = [f"{w.sha256} {w.filename}" for w in wheels] + ["--"] + [f"{w.name}=={w.version}" for w in wheels]
         res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
                   timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
-    except OSError as exc:  # a wheel's size, as the wheelhouse changed under the run
-        raise VenvError(f"{host.name}: the wheelhouse changed under the run: {exc}; nothing was stopped") from None
     except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet
         raise VenvError(f"{host.name}: the venv {venv.path} could not be built: {said(str(exc))}") from None
     if not res.ok:

@@ -361,6 +361,8 @@ class Tuner:
                     fingerprint.remember(self.book, facts, self.host.name, release.id, release.attempts)
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
+                if self.book.packages:  # venvs no kept release names go, as after a deploy
+                    self.d.prune_venvs(conn)
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(

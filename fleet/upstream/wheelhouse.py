@@ -41,6 +41,7 @@ MAX_METADATA = 1 << 20  # a wheel's METADATA read at most this far (a hostile or
 MAX_FETCHES = 400  # requirements one fill() downloads at most (torch's closure is about 30)
 FETCH_TIMEOUT_S = 1800  # one pip download (torch's wheel is about 900 MB)
 OLDEST_GLIBC = 17  # manylinux2014 = manylinux_2_17: the oldest platform tag offered for a host
+NEWEST_GLIBC = 60  # a host's glibc is its word: no more platform tags than this are made of it
 
 
 class WheelhouseError(FleetError):
@@ -65,7 +66,7 @@ class Target:
 
     def platforms(self) -> list[str]:
         """pip's --platform values for this host, newest first: manylinux_2_N down to manylinux2014, and linux."""
-        minor = int(self.glibc.split(".")[1]) if self.glibc else OLDEST_GLIBC
+        minor = min(int(self.glibc.split(".")[1]), NEWEST_GLIBC) if self.glibc else OLDEST_GLIBC
         return [*(f"manylinux_2_{m}_{self.machine}" for m in range(minor, OLDEST_GLIBC - 1, -1)),
                 f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
 

@@ -66,6 +66,7 @@ def test_a_host_installs_only_wheels_of_its_python_and_platform():
     assert not HOST.fits("not a wheel name.whl")
     assert Target("3.11", "aarch64").platforms()[0] == "manylinux_2_17_aarch64"  # no glibc said: the oldest
     assert str(HOST) == "CPython 3.11 on x86_64 (glibc 2.36)"
+    assert len(Target("3.11", "x86_64", "2.999").platforms()) == 60 - 17 + 1 + 2  # a host's glibc is its word
 
 
 def test_closure_for_a_host_passes_over_wheels_it_cannot_install(remote, tmp_path):
