@@ -31,6 +31,11 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
     if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
         screen.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
                      highlight=False, soft_wrap=wide)
+        before, after = result.bench_before or {}, result.bench_after() or {}
+        if before or after:  # and what the bench gate measured of each
+            screen.print(f"  bench gate: {_moved(before.get('tok_s'), after.get('tok_s'))} tok/s, TTFT "
+                         f"{_moved(before.get('ttft_ms'), after.get('ttft_ms'), 'ms')} ms", highlight=False,
+                         soft_wrap=wide)
     for note in result.notes:
         screen.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=wide)
     if result.diff is not None:

@@ -149,3 +149,9 @@ def test_a_rolling_upgrade_reads_like_one_versions_tok_s_and_ttft_before_and_aft
     assert "3,740 -> 1,020" in row["sbx2"] and "812 -> -" in row["sbx2"]
     assert "-" in row["sbx3"].split() and "0.5" not in row["sbx3"]
     assert any("(batch 1 the canary)" in line for line in lines)
+
+
+def test_one_hosts_upgrade_says_the_bench_gate_before_and_after_under_its_versions():
+    lines = drawn(100, lambda c: deploy_view.render(_upgraded("sbx1", "ok", 3810.0, 790.0), c))
+    assert lines[1:3] == ["  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2",
+                          "  bench gate: 3,740 -> 3,810 tok/s, TTFT 812 -> 790 ms"]
