@@ -80,7 +80,7 @@ class Rollout:
     seconds: dict[str, float] = field(default_factory=dict)
     batches: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None
-    canary: bool = False  # --serial made more than one batch: the first is a canary (fleet.multihost.rollout)
+    canary: bool = False  # --serial gave batch 1 a size of its own: a canary (fleet.multihost.rollout.is_canary)
     interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
