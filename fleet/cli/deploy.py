@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet import parallel
-from fleet.cli import console, print_json, print_results, real_console, targets
+from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
 from fleet.deploy import rollback as rollbacks
@@ -19,12 +19,13 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import release_id, versions_of
 from fleet.inventory import Host
-from fleet.multihost import multinode, rolling, rollout
+from fleet.multihost import multinode, rolling, rollout, wheels
 from fleet.multihost import router as routing
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions
+from fleet.upstream.wheelhouse import WheelhouseError
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
 
@@ -72,6 +73,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     if not dry_run:
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     opts = connect() if callable(connect) else connect
+    if not dry_run:
+        fill_wheelhouse(hosts, book, path, opts)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -87,6 +90,18 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
 
 
+def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
+    """`packages:`: the wheels every host's Python and platform needs, downloaded into the controller's wheelhouse
+    where it lacks them (a line on stderr each), before any host is changed; one that cannot be had is bad input
+    (exit 2), nothing changed anywhere."""
+    if not book.packages:
+        return
+    try:
+        wheels.prepare(hosts, book.packages, opts, say_on_stderr)
+    except WheelhouseError as exc:
+        raise InputError(f"{path}: packages: {exc}; nothing was changed") from None
+
+
 def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[rollout.Amount] | None,
                 limit: rollout.Amount) -> list[str]:
     """What the operator is asked about: the playbook, and the batches in the order they will run."""
@@ -94,11 +109,14 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
     if book.nodes is not None:
         return [*plan, f"one server over {book.nodes.count} nodes, deployed together"]
     batches = rollout.batches([h.name for h in hosts], sizes)
+    canary = rollout.is_canary(sizes, len(batches))
     for n, batch in enumerate(batches[:8], 1):
-        plan.append(f"batch {n}: {', '.join(batch[:8])}" + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
+        plan.append(f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
+                    + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
     if len(batches) > 8:
         plan.append(f"... {len(batches) - 8} more batches")
-    plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)")
+    plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)"
+                + (", or when the canary fails" if canary else ""))
     return plan
 
 
@@ -194,13 +212,13 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
                              "rollback there takes over its lock and recovers what it left\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
-                    "interrupted": done.interrupted,
+                    "interrupted": done.interrupted, "canary": done.canary,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router} if done.router else {})})
     else:
         from fleet.cli.deploy_view import render_rollout
 
-        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console, wide)
+        render_rollout(done.results, done.batch_of, done.seconds, done.stopped, console, wide, done.canary)
         if done.router:
             render_router(done.router, console, wide)
     sys.stdout.flush()

@@ -31,6 +31,11 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
     if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
         screen.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
                      highlight=False, soft_wrap=wide)
+        before, after = result.bench_before or {}, result.bench_after() or {}
+        if before or after:  # and what the bench gate measured of each
+            screen.print(f"  bench gate: {_moved(before.get('tok_s'), after.get('tok_s'))} tok/s, TTFT "
+                         f"{_moved(before.get('ttft_ms'), after.get('ttft_ms'), 'ms')} ms", highlight=False,
+                         soft_wrap=wide)
     for note in result.notes:
         screen.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=wide)
     if result.diff is not None:
@@ -239,10 +244,30 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
         screen.print(f"[red]{escape(result.error)}[/]", soft_wrap=wide)
 
 
+def _versions_moved(r: DeployResult) -> str:
+    """'0.5.9/0.6.3 -> 0.5.23/0.7.2' (sglang/flashinfer before and now), one label when nothing moved."""
+    if not r.versions:
+        return "-"
+    now = versions_label(r.versions, short=True)
+    before = versions_label(r.versions_before, short=True) if r.versions_before else None
+    return now if before in (None, now) else f"{before} -> {now}"
+
+
+def _moved(before: float | None, after: float | None, fmt: str = "tok") -> str:
+    """'3,740 -> 3,810' from the bench gate's figures; one side '-' when it was not measured."""
+    def one(v: float | None) -> str:
+        return "-" if v is None else (_tok(v) if fmt == "tok" else f"{v:,.0f}")
+
+    if before is None and after is None:
+        return "-"
+    return f"{one(before)} -> {one(after)}"
+
+
 def render_rollout(results: list[DeployResult], batch_of: dict[str, int], seconds: dict[str, float],
-                   stopped: str | None, console: Console, wide: bool = False) -> None:
+                   stopped: str | None, console: Console, wide: bool = False, canary: bool = False) -> None:
     """The summary at the end of a rolling deploy: each deployed host's attempts, then one row per host (release
-    ids whole, for --to), each host's error below the table, folded (with wide: every value and line whole)."""
+    ids whole, for --to) with its versions and the bench gate's tok/s and TTFT before and after (an upgrade reads
+    like one), each host's error below the table, folded (with wide: every value and line whole)."""
     for r in results:
         if r.status != DeployStatus.SKIPPED:
             render(r, console, wide)
@@ -251,9 +276,16 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
             fit.Col("status", [(r.status, _COLOURS.get(r.status, "white")) for r in results]),
             fit.Col("release", [(r.release or "-", "") for r in results]),  # whole, before the rest: --to takes it
             fit.Col("batch", [(str(batch_of.get(r.host, "-")), "") for r in results], right=True),
-            fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16),
-            fit.Col("seconds", [(f"{seconds[r.host]:.0f}" if r.host in seconds else "-", "") for r in results],
-                    right=True)]
+            fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16)]
+    if any(r.versions for r in results):
+        cols.append(fit.Col("sglang/flashinfer", [(_versions_moved(r), "") for r in results], cap=30))
+    points = [(r.bench_before or {}, r.bench_after() or {}) for r in results]
+    if any(b or a for b, a in points):
+        cols.append(fit.Col("tok/s", [(_moved(b.get("tok_s"), a.get("tok_s")), "") for b, a in points], right=True))
+        cols.append(fit.Col("TTFT ms", [(_moved(b.get("ttft_ms"), a.get("ttft_ms"), "ms"), "") for b, a in points],
+                            right=True))
+    cols.append(fit.Col("seconds", [(f"{seconds[r.host]:.0f}" if r.host in seconds else "-", "") for r in results],
+                        right=True))
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, fit.plain_terminal(screen)), "rollout"), wide)
     for r in results:
         if r.error:
@@ -262,5 +294,6 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     line = ", ".join(f"{n} {status}" for status, n in counts.items())
-    screen.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]: {line}"
+    screen.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]"
+                 + (" (batch 1 the canary)" if canary else "") + f": {line}"
                  + (f"; [bold red]stopped[/]: {escape(stopped)}" if stopped else ""), highlight=False, soft_wrap=wide)

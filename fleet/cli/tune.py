@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from fleet.cli import console, err_console, print_results
-from fleet.cli.deploy import progress_to
+from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -50,6 +50,7 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
 
         render_tune(r, console, wide=wide)
 
+    fill_wheelhouse(hosts, book, path, opts)  # packages: every rung's venv can be built (exit 2 otherwise)
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm, count)
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status in (DeployStatus.OK, DeployStatus.UNCHANGED) for r in results) else EXIT_HOST_FAILED

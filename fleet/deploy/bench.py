@@ -349,14 +349,16 @@ def evaluate(measured: float, fraction: float, history: Baseline | None = None,
 def result_of(manifest: dict[str, Any], key: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """A release manifest's stored benchmark (on these settings, when key is given): its own `bench`
     (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost."""
-    def fits(b: Any) -> bool:
-        return isinstance(b, dict) and (key is None or b.get("settings") == key) and bool(b.get("result", {}).get("ok"))
+    def fits(b: Any) -> bool:  # what a host's manifest holds is data: any shape may come
+        return (isinstance(b, dict) and (key is None or b.get("settings") == key) and isinstance(b.get("result"), dict)
+                and bool(b["result"].get("ok")))
 
     if fits(manifest.get("bench")):
         return dict(manifest["bench"])
-    for attempt in reversed(manifest.get("attempts") or []):
-        if (attempt.get("rung") == manifest.get("rung") and attempt.get("outcome") == Outcome.READY
-                and fits(attempt.get("bench"))):
+    attempts = manifest.get("attempts")
+    for attempt in reversed(attempts if isinstance(attempts, list) else []):
+        if (isinstance(attempt, dict) and attempt.get("rung") == manifest.get("rung")
+                and attempt.get("outcome") == Outcome.READY and fits(attempt.get("bench"))):
             return dict(attempt["bench"])
     return None
 

@@ -25,9 +25,11 @@ def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, P
         return playbook.load(path, known_classes=known_classes(), known_patches=set(patchsets.available())), path
     result = check_playbook(path)
     unfilled = [p for p in result.warnings if wheelhouse.NO_WHEEL in p.text]  # a deploy cannot build that venv
-    if unfilled and not result.errors:
+    refused = wheelhouse.fetch_refused()  # else the wheels are downloaded for the hosts (fleet.multihost.wheels)
+    if unfilled and not result.errors and refused:
         more = len(unfilled) - 1
-        raise InputError(f"{unfilled[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))
+        raise InputError(f"{unfilled[0]}; not downloaded: {refused}"
+                         + (f" (and {more} more: inv check --playbook {name})" if more else ""))
     if result.errors or result.book is None:
         more = len(result.errors) - 1
         raise InputError(f"{result.errors[0]}" + (f" (and {more} more: inv check --playbook {name})" if more else ""))

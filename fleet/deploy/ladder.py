@@ -18,11 +18,12 @@ from typing import Any
 from fabric import Connection
 from paramiko import SSHException
 
+from fleet.deploy import bench as benching
 from fleet.deploy import fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.health import health_check
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.deploy.results import Attempt, DeployResult, Planned, bench_point
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
@@ -151,6 +152,8 @@ class Deployer:
         previous = store.current()
         result.versions = stack_versions(facts)
         result.versions_before = versions_of(previous.facts) if previous else {}
+        if previous is not None:  # what the upgrade is measured against: the gate's record of what serves now
+            result.bench_before = bench_point(benching.result_of(previous.to_json()), previous.id, previous.rung)
         where = node_of(previous) if self.book.nodes is None else None
         if where and not force:
             result.error = (f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the "
@@ -216,18 +219,24 @@ class Deployer:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a
         failure leaves the old server serving), then the host probed in it; None with result.error set."""
         try:
-            venv = venvs.ensure(conn, self.host, self.book.packages, self.progress)
+            venv = self.use_pins(conn)
         except venvs.VenvError as exc:
             result.error = f"{exc}; nothing was stopped"
             return None
-        self.venv = venv.path
-        self.host = replace(self.host, venv=venv.path)  # probe, patch sets and bench in the pins' venv
-        self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
         result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
                        "seconds": round(venv.seconds, 2)}
         facts = probe_run.probe_on(conn, self.host)
         result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
         return facts
+
+    def use_pins(self, conn: Connection) -> venvs.Venv:
+        """The venv of the playbook's pins, built when the host has none (nothing stopped; VenvError with one
+        line otherwise), made the one this run serves, probes, patches and benchmarks in."""
+        venv = venvs.ensure(conn, self.origin, self.book.packages, self.progress)
+        self.venv = venv.path
+        self.host = replace(self.origin, venv=venv.path)
+        self.gate = PerfGate(self.host, self.book, self.venv, self.bench_key)
+        return venv
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
                facts: HostFacts) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,6 +26,35 @@ class Attempt:
         return out
 
 
+def bench_point(record: object, release: str | None = None, rung: str | None = None) -> dict[str, Any] | None:
+    """A bench gate's record reduced to what an upgrade's summary compares: tok/s (the median of its runs where
+    the tuner repeated it) and the median TTFT in ms, with the release and rung it measured; None when it holds
+    no finite tok/s (a manifest is what a host sent: anything else than a number is left out, never trusted)."""
+    if not isinstance(record, dict):
+        return None
+    runs, result = record.get("runs"), record.get("result")
+    values = runs.get("tok_s") if isinstance(runs, dict) else None
+    tok = None
+    if isinstance(values, list) and values and all(_number(v) is not None for v in values):
+        ordered = sorted(float(v) for v in values)
+        mid = len(ordered) // 2
+        tok = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    elif isinstance(result, dict):
+        tok = _number(result.get("output_throughput"))
+    if tok is None:
+        return None
+    latency = result.get("latency_ms") if isinstance(result, dict) else None
+    ttft = latency.get("ttft") if isinstance(latency, dict) else None
+    return {"release": release, "rung": rung, "tok_s": tok,
+            "ttft_ms": _number(ttft.get("median")) if isinstance(ttft, dict) else None}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
 @dataclass
 class DeployResult:
     host: str
@@ -40,6 +70,7 @@ class DeployResult:
     notes: list[str] = field(default_factory=list)  # what the operator should know though it served
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
     venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
+    bench_before: dict[str, Any] | None = None  # bench_point of the release current before (its recorded gate)
 
     def to_json(self) -> dict[str, Any]:
         config = self.config
@@ -57,7 +88,19 @@ class DeployResult:
             out["notes"] = self.notes
         if self.venv is not None:
             out["venv"] = self.venv
+        if self.bench_before is not None or self.bench_after() is not None:
+            out["bench"] = {"before": self.bench_before, "after": self.bench_after()}
         return out
+
+    def bench_after(self) -> dict[str, Any] | None:
+        """bench_point of this run's gate: the attempt that served, else the last one measured (a rung the gate
+        refused as slower: what the upgrade would have given)."""
+        measured = [a for a in self.attempts if a.bench]
+        served = [a for a in measured if a.outcome == Outcome.READY]
+        for a in reversed(served or measured):  # a release that did not serve is not where the host is now
+            if point := bench_point(a.bench, self.release if served else None, a.rung):
+                return point
+        return None
 
     def upgrade(self) -> list[tuple[str, str | None, str]]:
         """(name, version before or None, version now) for each of the stack that changed since the release

@@ -12,6 +12,7 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from fabric import Connection
 
@@ -44,7 +45,7 @@ def read_file(conn: Connection, host: Host, path: str) -> bytes | None:
     raise ServiceError(f"{host.name}: reading {path}: {why[-1] if why else f'exit {res.exited}'}")
 
 
-def write_atomic(conn: Connection, host: Host, path: str, data: bytes, mode: int, keep: bool = False,
+def write_atomic(conn: Connection, host: Host, path: str, data: bytes | BinaryIO, mode: int, keep: bool = False,
                  timeout: float = 120) -> None:
     """`path` becomes `data`, or stays as it was (fleet/host/programs/write.sh: temp file in the same folder, mode
     before data, owner kept, synced, renamed; symlinks refused). The data travels on stdin, never in a command

@@ -4,8 +4,10 @@
     /var/lib/fleet/venvs/<digest>            -> .build/<digest>.<pid>, published by a rename once whole
     /var/lib/fleet/venvs/builds.log          one line per build (when, which, pip or uv)
 
-`ensure` returns the venv of a pin set, building it when the host has none: only the wheels the host lacks are
-sent, then host/programs/venv_build.sh installs them (uv where the host has it, else pip, `--no-index`).
+`ensure` returns the venv of a pin set, building it when the host has none: the wheels chosen for the host's
+Python and platform (`host_target`), and only those the host lacks sent, streamed from disk, once the host was
+seen to have room for them and the venv (`space_problem`); then host/programs/venv_build.sh installs them (uv
+where the host has it, else pip, `--no-index`).
 Nothing here stops or changes a server: a deploy builds before it stops anything. `prune` drops the venvs no
 kept release's unit names (host/programs/venv_prune.sh).
 """
@@ -13,16 +15,17 @@ kept release's unit names (host/programs/venv_prune.sh).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
-from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT
+from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, ReleaseStore
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
 from fleet.progress import Progress
@@ -34,7 +37,9 @@ VENVS = f"{ROOT}/venvs"
 WHEELS = f"{ROOT}/wheels"
 BUILD_TIMEOUT_S = 1800  # a real torch + flashinfer install from local wheels takes minutes
 SEND_RATE = 5e6  # bytes/s a wheel is given at least to reach the host (torch's wheel is about 900 MB)
-_PYTHON = re.compile(r"3\.\d{1,2}")
+_TARGET = re.compile(r"(3\.\d{1,2}) ([A-Za-z0-9_]{1,20}) (2\.\d{1,3}|-)")
+_FREE = re.compile(r"\d{1,15}")
+SPACE_MARGIN = 1.25  # an installed venv grows past its wheels' unpacked size (bytecode, pip's temp files)
 _VENV = re.compile(re.escape(VENVS) + r"/[0-9a-f]{16}")
 _HAVE = re.compile(r"([0-9a-f]{64})  (\S{1,255})")
 UNIT_DIRS = ("/etc/systemd/system",)
@@ -59,12 +64,23 @@ def path_of(digest: str) -> str:
     return f"{VENVS}/{digest}"
 
 
-def parse_python(output: str) -> str:
-    """'3.11' from the host's answer; VenvError for anything else (the host's text is never trusted)."""
-    text = output.strip()
-    if not _PYTHON.fullmatch(text):
-        raise VenvError(f"the host's python3 did not say its version (said {text[:40]!r})")
-    return text
+def parse_target(output: str) -> wheelhouse.Target:
+    """'3.11 x86_64 2.36' (python3's version, machine, glibc; '-' without glibc) from the host's answer;
+    VenvError for anything else (the host's text is never trusted)."""
+    m = _TARGET.fullmatch(output.strip())
+    if not m:
+        raise VenvError(f"the host's python3 did not say its version and platform (said {output.strip()[:60]!r})")
+    return wheelhouse.Target(m.group(1), m.group(2), None if m.group(3) == "-" else m.group(3))
+
+
+def space_problem(free: int, send: int, venv: int) -> str | None:
+    """Why the host's /var/lib/fleet cannot take `send` bytes of wheels and a venv of `venv` bytes unpacked (pure);
+    None when it can."""
+    need = send + int(venv * SPACE_MARGIN)
+    if free >= need:
+        return None
+    return (f"{ROOT} has {free / 1e9:.2f} GB free; the venv needs about {need / 1e9:.2f} GB ({send / 1e9:.2f} GB of "
+            f"wheels to send, {venv / 1e9:.2f} GB unpacked): free space there (old venvs go with their releases)")
 
 
 def parse_have(output: str, wanted: dict[str, str]) -> set[str]:
@@ -83,11 +99,36 @@ def recorded(facts: dict[str, object]) -> str | None:
     return path if isinstance(path, str) and _VENV.fullmatch(path) else None
 
 
+def serving(conn: Connection, host: Host) -> Host:
+    """The host as its current release runs it: in the venv a `packages:` release recorded (what patch, audit
+    and bench must act on), else the inventory's venv. A `current` that cannot be read raises (ReleaseDamaged):
+    nothing is acted on in a venv that may not be the one serving."""
+    current = ReleaseStore(conn, host).current()
+    own = recorded(current.facts) if current is not None else None
+    return replace(host, venv=own) if own else host
+
+
 def host_python(conn: Connection, host: Host) -> str:
-    res = run(conn, host, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", timeout=60)
+    return host_target(conn, host).python
+
+
+def host_target(conn: Connection, host: Host) -> wheelhouse.Target:
+    """The Python and platform the host's venvs are built for (one round trip, reads only)."""
+    res = run(conn, host, "python3 -c 'import platform, sys; print(\"%d.%d\" % sys.version_info[:2], "
+                          "platform.machine(), platform.libc_ver()[1] or \"-\")'", timeout=60)
     if not res.ok:
         raise VenvError(f"{host.name}: no python3 to build a venv with (exit {res.exited})")
-    return parse_python(res.stdout)
+    try:
+        return parse_target(res.stdout)
+    except VenvError as exc:
+        raise VenvError(f"{host.name}: {exc}") from None
+
+
+def free_bytes(conn: Connection, host: Host) -> int | None:
+    """Bytes free for root under /var/lib/fleet (None when df did not say)."""
+    res = run(conn, host, f"mkdir -p -m 0755 {WHEELS} && df -Pk {WHEELS} | awk 'NR==2 {{print $4}}'", timeout=60)
+    text = res.stdout.strip()
+    return int(text) * 1024 if res.ok and _FREE.fullmatch(text) else None
 
 
 def exists(conn: Connection, host: Host, path: str) -> bool:
@@ -101,34 +142,40 @@ def said(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text[:300])
 
 
-def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> tuple[list[str], int]:
+def _lacking(conn: Connection, host: Host, wheels: list[Wheel]) -> list[Wheel]:
+    """The wheels the host does not have (by sha256) in its wheel folder."""
     wanted = {w.filename: w.sha256 for w in wheels}
     quoted = " ".join(shlex.quote(f"{WHEELS}/{w.filename}") for w in wheels)
     listing = run(conn, host, f"mkdir -p -m 0755 {WHEELS} && sha256sum -- {quoted} 2>/dev/null; true",
                   timeout=600, max_output=1 << 20)
     have = parse_have(listing.stdout, wanted)
+    return [w for w in wheels if w.filename not in have]
+
+
+def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> tuple[list[str], int]:
+    """Each wheel streamed from the wheelhouse (never read whole: torch's is about 900 MB), written atomically."""
     sent, size = [], 0
     for w in wheels:
-        if w.filename in have:
-            continue
         try:
-            data = w.path.read_bytes()
-        except OSError as exc:  # the wheelhouse changed under the run
-            raise VenvError(f"{host.name}: reading {w.path}: {exc.strerror or exc}; nothing was sent") from None
-        say(f"sending {w.filename} ({len(data) / 1e6:.1f} MB)")
-        write_atomic(conn, host, f"{WHEELS}/{w.filename}", data, 0o644, timeout=120 + len(data) / SEND_RATE)
+            f = w.path.open("rb")
+            length = os.fstat(f.fileno()).st_size
+        except OSError as exc:  # the wheelhouse changed under the run (an OSError past here is the link's)
+            raise VenvError(f"{host.name}: reading {w.path}: {exc.strerror or exc}; nothing more was sent") from None
+        with f:
+            say(f"sending {w.filename} ({length / 1e6:.1f} MB)")
+            write_atomic(conn, host, f"{WHEELS}/{w.filename}", f, 0o644, timeout=120 + length / SEND_RATE)
         sent.append(w.filename)
-        size += len(data)
+        size += length
     return sent, size
 
 
 def _plan(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, list[Wheel]]:
-    python = host_python(conn, host)
+    target = host_target(conn, host)
     try:
-        wheels = wheelhouse.closure(pins, python)
+        wheels = wheelhouse.closure(pins, target.python, target=target)
     except wheelhouse.WheelhouseError as exc:
         raise VenvError(f"{host.name}: {exc}") from None
-    return python, wheels
+    return target.python, wheels
 
 
 def planned(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, bool]:
@@ -149,7 +196,17 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) ->
         say(f"venv {venv.path} of these packages is there: no install")
         return venv
     try:
-        venv.sent, venv.bytes_sent = _send(conn, host, wheels, say)
+        sizes = {w.filename: w.path.stat().st_size for w in wheels}
+    except OSError as exc:  # the wheelhouse changed under the run
+        raise VenvError(f"{host.name}: the wheelhouse changed under the run: {exc}; nothing was stopped") from None
+    try:
+        lacking = _lacking(conn, host, wheels)
+        free = free_bytes(conn, host)
+        problem = space_problem(free, sum(sizes[w.filename] for w in lacking),
+                                wheelhouse.unpacked_size(wheels)) if free is not None else None
+        if problem:
+            raise VenvError(f"{host.name}: {problem}; nothing was sent")
+        venv.sent, venv.bytes_sent = _send(conn, host, lacking, say)
         say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent)")
         marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
         args = [f"{w.sha256} {w.filename}" for w in wheels] + ["--"] + [f"{w.name}=={w.version}" for w in wheels]

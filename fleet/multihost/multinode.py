@@ -34,9 +34,9 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host import probe_run
+from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
-from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang
+from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
 from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
 from fleet.logs import journal
@@ -264,6 +264,8 @@ class MultiNode:
                                                                       n.prior.config)
                 n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
             return
+        if self.book.packages and not self._pinned():
+            return
         rid = new_id()
         rungs = self._preflight()
         if not rungs:
@@ -277,6 +279,8 @@ class MultiNode:
                                                       "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
                                                       "node_rank": n.rank,
                                                       "versions": stack_versions(n.facts)})
+            if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
+                n.release.facts["venv"] = n.deployer.venv
             n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid
@@ -298,12 +302,32 @@ class MultiNode:
                     for n in self.nodes:
                         n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
                         n.result.status, n.result.config = DeployStatus.OK, n.planned.config
+                    if self.book.packages:
+                        for n in self.nodes:
+                            n.deployer.prune_venvs(n.conn)
                     return
             except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
                 self._fall_back(f"rung {rung.name} broke off ({exc or type(exc).__name__})")
                 return
             last_class = outcome
         self._fall_back("every rung failed")
+
+    def _pinned(self) -> bool:
+        """`packages:`: every node gets the pins' venv (built where it has none) before any node is stopped, then
+        is probed in it; False, with every node's error set, when one node cannot (nothing stopped anywhere)."""
+        for n in self.nodes:
+            n.result.versions_before = versions_of(n.previous.facts) if n.previous else {}
+            try:
+                venv = n.deployer.use_pins(n.conn)
+            except venvs.VenvError as exc:
+                for m in self.nodes:
+                    m.result.error = f"{exc}; nothing was stopped on any node"
+                return False
+            n.result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent,
+                             "bytes_sent": venv.bytes_sent, "seconds": round(venv.seconds, 2)}
+            n.facts = probe_run.probe_on(n.conn, n.deployer.host)
+            n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
+        return True
 
     def _unchanged(self) -> bool:
         prev = [n.previous for n in self.nodes]
@@ -348,10 +372,11 @@ class MultiNode:
             n.run.event("stop", rung=rung.name)
             stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
         for n in self.nodes:
-            problem = restore.set_patches(n.conn, n.host, rung.patches, n.say)
+            where = n.deployer.host  # the pins' venv where the playbook has packages: its patch sets go there
+            problem = restore.set_patches(n.conn, where, rung.patches, n.say)
             if problem:
                 return Outcome.PREFLIGHT, f"{n.host.name} (node {n.rank}): {problem}", None
-            n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, n.host)}
+            n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, where)}
             restore.install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
             n.run.event("installed", rung=rung.name, files=n.release.files)
             n.unit, n.serves_api = n.deployer.unit, n.rank == 0

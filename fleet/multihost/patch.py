@@ -5,9 +5,10 @@ by an audit of the gates that still exclude the host's SM."""
 from __future__ import annotations
 
 from fleet import parallel
-from fleet.deploy.restore import record_patch_release
+from fleet.deploy.restore import in_own_venv, record_patch_release
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
+from fleet.host import venvs
 from fleet.host.releases import ReleaseStore
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
@@ -28,7 +29,8 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
     def one(host: Host) -> HostResult:
         conn = open_connection(host, opts)
         try:
-            if action == "check":
+            if action == "check":  # the venv the current release serves from (packages:), not the inventory's
+                host = venvs.serving(conn, host)
                 result = check_host(conn, host, sets, allow_prebuilt)
             else:
                 # One lock over the change and its release record, so no deploy slips in between.
@@ -36,6 +38,8 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                                                + " ".join(s.name for s in sets)):
                     # read before any change: a `current` that cannot be read refuses with the host untouched
                     current = ReleaseStore(conn, host).current()
+                    if current is not None:  # its patch sets go into the venv it serves from
+                        host = in_own_venv(host, current)
                     result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
                               else revert_host(conn, host, sets, lock=False))
                     if result.ok and result.written:

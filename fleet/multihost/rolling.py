@@ -80,6 +80,7 @@ class Rollout:
     seconds: dict[str, float] = field(default_factory=dict)
     batches: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None
+    canary: bool = False  # --serial gave batch 1 a size of its own: a canary (fleet.multihost.rollout.is_canary)
     interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
@@ -94,7 +95,8 @@ class Rollout:
 def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
     """The batches --serial makes of the hosts (bad input was refused by rollout.parse_serial)."""
     groups = rollout.batches(hosts, sizes)
-    return Rollout(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group})
+    return Rollout(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group},
+                   canary=rollout.is_canary(sizes, len(groups)))
 
 
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
@@ -181,7 +183,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                     board.update(h.name, DeployStatus.SKIPPED, "not started")
                 plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.SKIPPED})
                 continue
-            board.headline = f"batch {i} of {len(groups)}: {', '.join(names)}"
+            board.headline = (f"{'canary, ' if plan.canary and i == 1 else ''}batch {i} of {len(groups)}: "
+                              f"{', '.join(names)}")
             start, started = time.monotonic(), now("milliseconds")
             futures = {}
             for h in group:  # recorded before it is queued: a Ctrl-C here still finds every host that may run
@@ -208,11 +211,10 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             bad = [n for n in names if results[n].status not in SERVING]
             failed += len(bad)
             plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.FAILED if bad else DeployStatus.OK,
-                                 "failed": bad,
+                                 "failed": bad, "canary": plan.canary and i == 1,
                                  "started": started, "finished": now("milliseconds"),
                                  "seconds": round(time.monotonic() - start, 1)})
-            if rollout.should_stop(failed, limit, len(hosts)):
-                plan.stopped = f"{rollout.stop_reason(failed, limit, len(hosts))} after batch {i} of {len(groups)}"
+            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts))
     except KeyboardInterrupt:
         interrupted(futures)
     finally:

@@ -28,7 +28,7 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
-from fleet.host import probe_run
+from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.inventory import Host
@@ -68,7 +68,8 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
             current = store.current()
             if current is None:
                 raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-            record = benching.run(conn, host, book, spec, d.venv, d.bench_key)
+            venv = venvs.recorded(current.facts) or d.venv  # the venv the release serves from (packages:)
+            record = benching.run(conn, host, book, spec, venv, d.bench_key)
             record.update(release=current.id, rung=current.rung)
             benching.store_in_release(conn, host, current.dir, record)
             return BenchOutcome(host.name, True, current.id, current.rung, record)
@@ -99,6 +100,7 @@ class TuneResult:
     fingerprint: str | None = None
     error: str | None = None
     baseline: dict[str, Any] | None = None  # the release serving before, measured the same way: release, runs
+    venv: dict[str, Any] | None = None  # packages: the venv every rung ran in
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
@@ -106,7 +108,8 @@ class TuneResult:
                 "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
                 "decisions": list(self.decisions), "fingerprint": self.fingerprint,
                 "attempts": [a.to_json() for a in self.attempts],
-                "final": self.final.to_json() if self.final else None, "error": self.error}
+                "final": self.final.to_json() if self.final else None, "error": self.error,
+                **({"venv": self.venv} if self.venv else {})}
 
 
 def runs_of(a: Attempt) -> Runs | None:
@@ -162,6 +165,7 @@ class Tuner:
         self.spec = book.bench or Bench()
         self.runs = self.spec.runs if runs is None else runs
         self.fastest: Runs | None = None  # the best median so far in this run
+        self.venv: dict[str, Any] | None = None  # packages: the pins' venv (path, built by pip/uv or None, sent)
 
     def repeat(self, conn: Connection, attempt: Attempt) -> None:
         """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted. A rung whose
@@ -233,11 +237,25 @@ class Tuner:
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
             with hostlock.held(conn, self.host, f"tune {self.book.name}") as lock:
                 recovery.after_lock(conn, self.host, self.book, self.d.unit, lock, self.progress)
+                if self.book.packages:  # every rung in the pins' venv, built now (before anything is stopped)
+                    facts = self.pinned(conn)
+                    rungs = self.d.eligible(facts)
                 tuned = self._tune(conn, facts, rungs)
                 restore.end_run(conn, self.host, self.d.unit)
                 return tuned
         finally:
             conn.close()
+
+    def pinned(self, conn: Connection) -> HostFacts:
+        """`packages:`: the pins' venv (built when the host has none, nothing stopped), the host probed in it."""
+        try:
+            venv = self.d.use_pins(conn)
+        except venvs.VenvError as exc:
+            raise FleetError(f"{exc}; nothing was stopped") from None
+        self.host = self.d.host
+        self.d.gate = PerfGate(self.host, self.book, self.d.venv, self.d.bench_key, compare_history=False)
+        self.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent}
+        return probe_run.probe_on(conn, self.host)
 
     def _tune(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
         result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
@@ -246,6 +264,9 @@ class Tuner:
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.d.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
+        if self.book.packages:
+            release.facts["venv"] = self.d.venv
+            result.venv = self.venv
         rungs, refused = self.d.preflight(conn, facts, rungs)
         result.attempts += refused
         if not rungs:
@@ -274,7 +295,7 @@ class Tuner:
             why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             self.progress(f"{why}; falling back")
             result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.host, store, release, previous, self.book, self.d.unit, why, self.progress)
+                conn, self.d.origin, store, release, previous, self.book, self.d.unit, why, self.progress)
             return result
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
@@ -297,14 +318,14 @@ class Tuner:
                     parallel.checkpoint()
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             self.progress("interrupted: putting back the release that served before the tune")
-            _, back, _, why = restore.fall_back(conn, self.host, store, release, previous, self.book, self.d.unit,
+            _, back, _, why = restore.fall_back(conn, self.d.origin, store, release, previous, self.book, self.d.unit,
                                                 "tune interrupted", self.progress)
             self.progress(why or f"back on release {back}")
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
             release.attempts = [a.to_json() for a in result.attempts]
             result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.host, store, release, previous, self.book, self.d.unit,
+                conn, self.d.origin, store, release, previous, self.book, self.d.unit,
                 f"GPU fault: {result.attempts[-1].evidence}", self.progress)
             return result
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
@@ -340,10 +361,12 @@ class Tuner:
                     fingerprint.remember(self.book, facts, self.host.name, release.id, release.attempts)
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
+                if self.book.packages:  # venvs no kept release names go, as after a deploy
+                    self.d.prune_venvs(conn)
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(
-            conn, self.host, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
+            conn, self.d.origin, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
         return result
 
     def _keep(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
@@ -352,7 +375,7 @@ class Tuner:
         verified) and stays current; the tune's release is closed as failed; what the rungs showed is learned."""
         why = f"no rung beats release {previous.id} beyond the noise"
         status, result.release, _, error = restore.fall_back(
-            conn, self.host, run.store, run.release, previous, self.book, self.d.unit, why, self.progress)
+            conn, self.d.origin, run.store, run.release, previous, self.book, self.d.unit, why, self.progress)
         result.status, result.error = (DeployStatus.UNCHANGED, None) if status == DeployStatus.ROLLED_BACK \
             else (status, error)
         try:

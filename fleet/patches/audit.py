@@ -32,6 +32,7 @@ from fabric import Connection
 from fleet import parallel
 from fleet.errors import FleetError, InputError
 from fleet.host import programs as hostside
+from fleet.host import venvs
 from fleet.inventory import Host
 from fleet.patches import engine as patches
 from fleet.patches import kept as keptgates
@@ -425,7 +426,9 @@ def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str]
     def one(host: Host) -> AuditResult:
         conn = open_connection(host, opts)
         try:
-            return audit_host(conn, host, sm=sm, packages=packages or None, sets=loaded, full=full)
+            # the venv the current release serves from (packages:), not the inventory's
+            return audit_host(conn, venvs.serving(conn, host), sm=sm, packages=packages or None, sets=loaded,
+                              full=full)
         finally:
             conn.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import paramiko
 from fabric import Connection
@@ -32,6 +33,7 @@ def lost_link(conn: Connection, host: Host, where: str, exc: BaseException | Non
 
 DEFAULT_TIMEOUT_S = 120.0  # a call that names no deadline of its own
 MAX_OUTPUT = 4 << 20  # bytes of stdout (and as many of stderr) one call may make the controller hold
+STREAM_BLOCK = 1 << 20  # bytes of a file given as stdin read and sent at a time
 
 
 class CommandTimedOut(FleetError):
@@ -92,10 +94,11 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
                            "--ask-become-pass")
 
 
-def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
+def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO = b"",
               timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT) -> BytesResult:
     """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
-    never go in a command line. As root on a become host, like run().
+    never go in a command line. As root on a become host, like run(). `data` may be a binary file, sent in
+    blocks of STREAM_BLOCK as it is read (a 900 MB wheel is never held in memory).
 
     Every step is under one deadline, `timeout` seconds from now: opening the channel, the exec request's
     answer, stdin, the output and the exit status (a host may close its output and never send one); past it
@@ -135,7 +138,12 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes = b"",
         chan.exec_command(how.wrap(command))
         chan.settimeout(max(0.01, end - time.monotonic()))
         try:
-            chan.sendall(how.stdin() + data)
+            if isinstance(data, bytes | bytearray):
+                chan.sendall(how.stdin() + data)
+            else:
+                chan.sendall(how.stdin())
+                for block in iter(lambda: data.read(STREAM_BLOCK), b""):
+                    chan.sendall(block)
             chan.shutdown_write()
         except TimeoutError:
             raise late(" (the host did not read its input)") from None

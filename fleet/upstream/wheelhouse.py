@@ -4,8 +4,11 @@
 
 `missing(pins)` says which pins have no wheel there (bad input: one line each, before any host is contacted);
 `closure(pins, python)` is every wheel a venv of those pins needs, the pins' Requires-Dist followed through the
-wheelhouse as pip would (markers for a Linux host of that Python, extras asked for); `digest(pins, python)`
-names the venv: one venv per package set and Python.
+wheelhouse as pip would (markers for a Linux host of that Python, extras asked for; with a `Target`, only wheels
+whose tags that host can install); `digest(pins, python)` names the venv: one venv per package set and Python.
+`fill(pins, target)` downloads what the closure lacks for the host's Python and platform (`pip download
+--no-deps --only-binary :all:`, as fleet.upstream.corpus fetches releases), one requirement at a time;
+`MissingWheel` names the one it could not get and how to provide it.
 """
 
 from __future__ import annotations
@@ -13,26 +16,76 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from packaging import tags
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from fleet.errors import FleetError
+from fleet.progress import Progress, quiet
+from fleet.upstream import corpus
 from fleet.upstream.pins import applies, canonical, environment, requirements
 
 NO_WHEEL = "no wheel of"  # how missing() begins its lines
 MAX_METADATA = 1 << 20  # a wheel's METADATA read at most this far (a hostile or broken wheel is not trusted)
+MAX_FETCHES = 400  # requirements one fill() downloads at most (torch's closure is about 30)
+FETCH_TIMEOUT_S = 1800  # one pip download (torch's wheel is about 900 MB)
+OLDEST_GLIBC = 17  # manylinux2014 = manylinux_2_17: the oldest platform tag offered for a host
+NEWEST_GLIBC = 60  # a host's glibc is its word: no more platform tags than this are made of it
 
 
 class WheelhouseError(FleetError):
     """The wheelhouse cannot give a venv what it needs."""
+
+
+class MissingWheel(WheelhouseError):
+    """No wheel in the wheelhouse meets one requirement (`requirement`, e.g. 'torch==2.9.1')."""
+
+    def __init__(self, message: str, requirement: str):
+        super().__init__(message)
+        self.requirement = requirement
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a host installs: CPython `python` ('3.11') on `machine`, glibc `glibc` ('2.36') where it said."""
+
+    python: str
+    machine: str = "x86_64"
+    glibc: str | None = None
+
+    def platforms(self) -> list[str]:
+        """pip's --platform values for this host, newest first: manylinux_2_N down to manylinux2014, and linux."""
+        minor = min(int(self.glibc.split(".")[1]), NEWEST_GLIBC) if self.glibc else OLDEST_GLIBC
+        return [*(f"manylinux_2_{m}_{self.machine}" for m in range(minor, OLDEST_GLIBC - 1, -1)),
+                f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
+
+    @cached_property
+    def tags(self) -> frozenset[str]:
+        """Every wheel tag this host can install (packaging.tags, for its interpreter and platforms)."""
+        version = tuple(int(p) for p in self.python.split("."))
+        interpreter = "cp" + "".join(map(str, version))
+        return frozenset(str(t) for t in (*tags.cpython_tags(version, platforms=self.platforms()),
+                                          *tags.compatible_tags(version, interpreter, self.platforms())))
+
+    def fits(self, filename: str) -> bool:
+        try:
+            return any(str(t) in self.tags for t in parse_wheel_filename(filename)[3])
+        except InvalidWheelFilename:
+            return False
+
+    def __str__(self) -> str:
+        return f"CPython {self.python} on {self.machine}" + (f" (glibc {self.glibc})" if self.glibc else "")
 
 
 def wheelhouse_dir() -> Path:
@@ -83,9 +136,11 @@ def scan(folder: Path) -> list[Wheel]:
     return out
 
 
-def _pick(wheels: list[Wheel], name: str, spec: SpecifierSet) -> Wheel | None:
-    """The newest wheel of `name` that spec allows (as pip: a local label meets its release)."""
-    fits = [w for w in wheels if w.name == name and spec.contains(w.version, prereleases=True)]
+def _pick(wheels: list[Wheel], name: str, spec: SpecifierSet, target: Target | None = None) -> Wheel | None:
+    """The newest wheel of `name` that spec allows (as pip: a local label meets its release) and, given a target,
+    that host can install."""
+    fits = [w for w in wheels if w.name == name and spec.contains(w.version, prereleases=True)
+            and (target is None or target.fits(w.filename))]
     return max(fits, key=lambda w: w.version) if fits else None
 
 
@@ -94,14 +149,16 @@ def missing(pins: dict[str, str], folder: Path | None = None) -> list[tuple[str,
     where = folder or wheelhouse_dir()
     wheels = scan(where)
     return [(dist, f"{NO_WHEEL} {dist} {version} in the wheelhouse {where} (fleet installs only from it: "
-                   f"pip download --no-deps {dist}=={version} -d {where})")
+                   f"pip download --no-deps {dist}=={version} -d {where}, or FLEET_WHEELHOUSE=a folder with it)")
             for dist, version in pins.items() if _pick(wheels, canonical(dist), SpecifierSet(f"=={version}")) is None]
 
 
-def closure(pins: dict[str, str], python: str, folder: Path | None = None, machine: str = "x86_64") -> list[Wheel]:
-    """Every wheel a venv of these pins needs, sorted by name; WheelhouseError names the first requirement no
-    wheel there meets."""
+def closure(pins: dict[str, str], python: str, folder: Path | None = None, machine: str = "x86_64",
+            target: Target | None = None) -> list[Wheel]:
+    """Every wheel a venv of these pins needs, sorted by name; MissingWheel names the first requirement no
+    wheel there meets (for `target`'s host, when given)."""
     where = folder or wheelhouse_dir()
+    machine = target.machine if target else machine
     wheels = scan(where)
     chosen: dict[str, Wheel] = {}
     todo = [(Requirement(f"{canonical(d)}=={v}"), "the playbook") for d, v in pins.items()]
@@ -112,10 +169,12 @@ def closure(pins: dict[str, str], python: str, folder: Path | None = None, machi
             if not req.specifier.contains(chosen[name].version, prereleases=True):
                 raise WheelhouseError(f"{who} requires {name}{req.specifier}; {chosen[name].filename} was chosen")
             continue
-        wheel = _pick(wheels, name, req.specifier)
+        wheel = _pick(wheels, name, req.specifier, target)
         if wheel is None:
-            raise WheelhouseError(f"{who} requires {name}{req.specifier or ''}; no wheel in the wheelhouse {where} "
-                                  f"has it (pip download {name}{req.specifier or ''} -d {where})")
+            raise MissingWheel(f"{who} requires {name}{req.specifier or ''}; no wheel in the wheelhouse {where} has "
+                               "it" + (f" for {target}" if target else
+                                       f" (pip download {name}{req.specifier or ''} -d {where})"),
+                               f"{name}{req.specifier or ''}")
         chosen[name] = wheel
         base = environment(python, machine)
         for dep in requirements(wheel.metadata()):
@@ -131,3 +190,78 @@ def digest(pins: dict[str, str], python: str, wheels: Sequence[str] = ()) -> str
     key = json.dumps({"python": python, "pins": sorted((canonical(d), v) for d, v in pins.items()),
                       "wheels": sorted(wheels)})
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def fetch_refused() -> str | None:
+    """Why fleet may not ask the package index here: under FLEET_SANDBOX_ONLY only a file:// index (tests and
+    demos never reach the network); None when it may."""
+    if os.environ.get("FLEET_SANDBOX_ONLY") == "1" and not corpus.index_url().startswith("file:"):
+        return f"FLEET_SANDBOX_ONLY=1 allows no index but a file:// one (PIP_INDEX_URL is {corpus.index_url()})"
+    return None
+
+
+def download_command(requirement: str, target: Target, dest: Path | str, index: str | None = None) -> list[str]:
+    """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them)."""
+    abi = "cp" + target.python.replace(".", "")
+    return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.python,
+            "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
+            *(a for p in target.platforms() for a in ("--platform", p)), *(["--index-url", index] if index else []),
+            "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), requirement]
+
+
+def _download(requirement: str, target: Target, where: Path, index: str) -> list[str]:
+    """The wheel(s) pip downloads into a private folder beside the wheelhouse, then renamed in: a wheel cut off
+    half-way never lies in the wheelhouse under its name."""
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
+        cmd = [sys.executable, "-m", *download_command(requirement, target, tmp, index)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise WheelhouseError(f"pip download {requirement} took more than {FETCH_TIMEOUT_S}s") from None
+        got = sorted(Path(tmp).glob("*.whl"))
+        if res.returncode != 0 or not got:
+            lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
+            raise WheelhouseError(f"pip download {requirement} from {index} failed (exit {res.returncode}): "
+                                  f"{(lines[-1] if lines else 'no wheel')[:300]}")
+        for wheel in got:
+            os.replace(wheel, where / wheel.name)
+    return [w.name for w in got]
+
+
+def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet) -> list[str]:
+    """Download into the wheelhouse every wheel a venv of these pins lacks for `target`'s host, one requirement at
+    a time, saying each on `say`; the file names fetched. MissingWheel (one line: which wheel, for what host, how
+    to provide it) when the index cannot be asked or has none."""
+    where = folder or wheelhouse_dir()
+    index = corpus.index_url()
+    fetched: list[str] = []
+    for _ in range(MAX_FETCHES):
+        try:
+            closure(pins, target.python, where, target=target)
+            return fetched
+        except MissingWheel as exc:
+            why = fetch_refused()
+            if why is None:
+                say(f"downloading {exc.requirement} for {target} from {index} into {where}")
+                try:
+                    fetched += _download(exc.requirement, target, where, index)
+                    continue
+                except (WheelhouseError, OSError) as failed:
+                    why = str(failed)
+            hint = " ".join(download_command(exc.requirement, target, "DIR"))
+            raise MissingWheel(f"{exc}; {why}. Where there is an index: `{hint}`, then copy DIR's wheels into "
+                               f"{where} (or point FLEET_WHEELHOUSE at DIR)", exc.requirement) from None
+    raise WheelhouseError(f"more than {MAX_FETCHES} wheels to download for {', '.join(pins)}: refused")
+
+
+def unpacked_size(wheels: Sequence[Wheel]) -> int:
+    """Bytes the wheels take once installed (their files' sizes as their zip directories say; unreadable: 0)."""
+    total = 0
+    for w in wheels:
+        try:
+            with zipfile.ZipFile(w.path) as zf:
+                total += sum(i.file_size for i in zf.infolist())
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return total

@@ -98,8 +98,11 @@ def test_a_deploys_plan_names_the_playbook_and_the_batches_in_order():
     hosts = [host(f"h{i:02}") for i in range(20)]
     plan = deploy_plan(hosts, book, path, rollout.parse_serial("1,25%"), rollout.parse_max_fail("10%"))
     assert plan[0] == f"playbook: glm5-nvfp4 ({path})"
-    assert plan[1:4] == ["batch 1: h00", "batch 2: h01, h02, h03, h04, h05", "batch 3: h06, h07, h08, h09, h10"]
-    assert plan[-1] == "stops once more than 2 host(s) failed (--max-fail)"
+    assert plan[1:4] == ["batch 1 (canary): h00", "batch 2: h01, h02, h03, h04, h05",
+                         "batch 3: h06, h07, h08, h09, h10"]
+    assert plan[-1] == "stops once more than 2 host(s) failed (--max-fail), or when the canary fails"
+    alike = deploy_plan(hosts, book, path, rollout.parse_serial("5"), rollout.parse_max_fail("10%"))
+    assert alike[1] == "batch 1: h00, h01, h02, h03, h04" and alike[-1].endswith("(--max-fail)")  # no canary
     two_node, where = load_playbook("glm5-2node")
     assert deploy_plan(hosts[:2], two_node, where, None, rollout.parse_max_fail(None))[1] == (
         "one server over 2 nodes, deployed together")

@@ -121,3 +121,37 @@ def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():
     assert max(len(line) for line in lines) <= 80
     gpu_rows = [line for line in lines if line.split() and line.split()[0].isdigit() and "600" in line]
     assert gpu_rows and all("█" * 5 in row for row in gpu_rows)  # about 42% of 600 W: 8 of 20 cells
+
+
+def _upgraded(host: str, status: str, tok: float | None, ttft: float | None) -> DeployResult:
+    record = {"result": {"ok": True, "output_throughput": tok, "latency_ms": {"ttft": {"median": ttft}}}}
+    return DeployResult(host=host, status=status, release="20261203T101500Z-aaaa", config={"rung": "plain"},
+                        versions={"sglang": "0.5.23", "flashinfer-python": "0.7.2"},
+                        versions_before={"sglang": "0.5.9", "flashinfer-python": "0.6.3"},
+                        bench_before={"release": "20261202T090000Z-bbbb", "rung": "plain", "tok_s": 3740.0,
+                                      "ttft_ms": 812.0},
+                        attempts=[Attempt("plain", "READY" if status == "ok" else "PERF_REGRESSION", "e", 3.0,
+                                          record if tok is not None else None)])
+
+
+@pytest.mark.parametrize("width", [120, 160])
+def test_a_rolling_upgrade_reads_like_one_versions_tok_s_and_ttft_before_and_after_per_host(width):
+    results = [_upgraded("sbx1", "ok", 3810.0, 790.0), _upgraded("sbx2", "rolled_back", 1020.0, None),
+               DeployResult(host="sbx3", status="skipped", error="sbx3: not started: the canary failed")]
+    lines = drawn(width, lambda c: deploy_view.render_rollout(results, {"sbx1": 1, "sbx2": 2, "sbx3": 2}, {}, "x", c,
+                                                              False, canary=True))
+    table = lines[next(i for i, line in enumerate(lines) if line.strip() == "rollout"):]
+    header = next(line for line in table if line.lstrip().startswith("host"))
+    assert "sglang/flashinfer" in header and "tok/s" in header and "TTFT ms" in header
+    row = {line.split()[0]: line for line in table if line.split() and line.split()[0] in ("sbx1", "sbx2", "sbx3")}
+    assert "0.5.9/0.6.3 -> 0.5.23/0.7.2" in row["sbx1"] and "3,740 -> 3,810" in row["sbx1"]
+    assert "812 -> 790" in row["sbx1"]
+    assert "3,740 -> 1,020" in row["sbx2"] and "812 -> -" in row["sbx2"]
+    assert "-" in row["sbx3"].split() and "0.5" not in row["sbx3"]
+    assert any("(batch 1 the canary)" in line for line in lines)
+
+
+def test_one_hosts_upgrade_says_the_bench_gate_before_and_after_under_its_versions():
+    lines = drawn(100, lambda c: deploy_view.render(_upgraded("sbx1", "ok", 3810.0, 790.0), c))
+    assert lines[1:3] == ["  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2",
+                          "  bench gate: 3,740 -> 3,810 tok/s, TTFT 812 -> 790 ms"]

@@ -200,10 +200,11 @@ def test_pins_the_wheels_disagree_on_are_an_error_naming_the_pin_s_line(tmp_path
     assert result.releases == ["0.5.23"]  # a pinned sglang is the one release the flags must hold on
     result = run(tmp_path, BOOK + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n")
     assert result.errors == []
-    # a deploy would refuse these (fleet.deploy.inputs): the test's wheelhouse is empty
+    # a deploy would download these, or refuse them where it may not (fleet.deploy.inputs): the wheelhouse is empty
     assert [str(p).split(": ", 2)[1:] for p in result.warnings] == [
         [f"packages.{d}", f"no wheel of {d} {v} in the wheelhouse {tmp_path / 'wheelhouse'} (fleet installs only "
-                          f"from it: pip download --no-deps {d}=={v} -d {tmp_path / 'wheelhouse'})"]
+                          f"from it: pip download --no-deps {d}=={v} -d {tmp_path / 'wheelhouse'}, or "
+                          "FLEET_WHEELHOUSE=a folder with it)"]
         for d, v in (("sglang", "0.5.23"), ("flashinfer-python", "0.7.2"))]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from fleet.host import programs as hostside
 from fleet.host import venvs
+from fleet.upstream.wheelhouse import Target
 
 DIGEST = "0123456789abcdef"
 FAKE_UV = """#!/bin/sh
@@ -23,11 +24,27 @@ echo "$@" > "${UV_ARGS:-/dev/null}"
 """
 
 
-def test_the_hosts_python_is_read_as_a_version_or_refused():
-    assert venvs.parse_python("3.11\n") == "3.11"
-    for said in ("", "3.11; rm -rf /", "Python 3.11.2", "\x1b[2J3.11", "3." + "1" * 50):
+def test_the_hosts_python_and_platform_are_read_as_such_or_refused():
+    assert venvs.parse_target("3.11 x86_64 2.36\n") == Target("3.11", "x86_64", "2.36")
+    assert venvs.parse_target("3.12 aarch64 -\n") == Target("3.12", "aarch64", None)  # no glibc said (musl)
+    for said in ("", "3.11", "3.11; rm -rf / 2.36", "Python 3.11.2 x86_64 2.36", "\x1b[2J3.11 x86_64 2.36",
+                 "3." + "1" * 50 + " x86_64 2.36", "3.11 x86_64 2.36\n3.11 x86_64 2.36", "3.11 x86/64 2.36"):
         with pytest.raises(venvs.VenvError):
-            venvs.parse_python(said)
+            venvs.parse_target(said)
+
+
+@pytest.mark.parametrize(("free", "send", "venv", "ok"), [
+    (10 * 10**9, 10**9, 4 * 10**9, True), (6 * 10**9, 10**9, 4 * 10**9, True),
+    (5 * 10**9, 10**9, 4 * 10**9, False),  # 1 GB + 4 GB x 1.25 = 6 GB
+    (0, 0, 0, True)])
+def test_a_venv_is_built_only_where_the_wheels_and_the_venv_fit(free, send, venv, ok):
+    assert (venvs.space_problem(free, send, venv) is None) is ok
+
+
+def test_a_host_without_room_is_told_how_much_is_needed_and_where():
+    said = venvs.space_problem(int(1.2e9), int(0.9e9), int(2.8e9))
+    assert said == ("/var/lib/fleet has 1.20 GB free; the venv needs about 4.40 GB (0.90 GB of wheels to send, "
+                    "2.80 GB unpacked): free space there (old venvs go with their releases)")
 
 
 def test_only_wheels_with_the_controllers_sha256_count_as_on_the_host():

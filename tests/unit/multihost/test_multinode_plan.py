@@ -3,12 +3,15 @@ rendered unit (pure: no host contacted)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from fleet import playbook
 from fleet.errors import InputError
+from fleet.host import venvs
+from fleet.host.facts import HostFacts
 from fleet.host.render import API_KEY
 from fleet.inventory import Host
 from fleet.multihost import multinode
@@ -126,3 +129,53 @@ def test_a_node_s_sglang_is_the_probed_one_in_a_deploy_and_the_release_s_record_
     assert node.sglang == "0.5.9"
     node.previous.facts = {"versions": {"sglang": "../../etc"}}  # what a host's manifest holds is data
     assert node.sglang is None
+
+
+# ---------------------------------------------------------------------- packages: on every node
+
+
+class Built:
+    """Deployer.use_pins on each node: the pins' venv, or VenvError on the nodes named."""
+
+    def __init__(self, fail: set[str]):
+        self.fail, self.calls = fail, []
+
+    def __call__(self, deployer, conn):
+        self.calls.append(deployer.origin.name)
+        if deployer.origin.name in self.fail:
+            raise venvs.VenvError(f"{deployer.origin.name}: building the venv {VENV} failed (exit 72): no space")
+        deployer.venv, deployer.host = VENV, replace(deployer.origin, venv=VENV)
+        return venvs.Venv(VENV, VENV[-16:], "3.11", built="pip", sent=["sglang-0.5.9-py3-none-any.whl"])
+
+
+VENV = "/var/lib/fleet/venvs/0123456789abcdef"
+PINNED = BOOK + "packages: {sglang: 0.5.9}\n"
+
+
+def pinned_nodes(tmp_path, monkeypatch, fail: set[str]) -> tuple[multinode.MultiNode, Built, list[str]]:
+    book = playbook.load(write(tmp_path, PINNED))
+    built, probed = Built(fail), []
+    monkeypatch.setattr(multinode.Deployer, "use_pins", lambda self, conn: built(self, conn))
+    monkeypatch.setattr(multinode.probe_run, "probe_on",
+                        lambda conn, host: probed.append(host.venv) or HostFacts(host=host.name, address=host.address))
+    mn = multinode.MultiNode(hosts(2), book, tmp_path / "two.yaml", ConnectOptions(), lambda h: (lambda m: None))
+    for n in mn.nodes:
+        n.conn, n.previous = None, None  # type: ignore[assignment]
+    return mn, built, probed
+
+
+def test_every_node_gets_the_pins_venv_and_is_probed_in_it_before_any_is_stopped(tmp_path, monkeypatch):
+    mn, built, probed = pinned_nodes(tmp_path, monkeypatch, set())
+    assert mn._pinned() is True
+    assert built.calls == ["n0", "n1"] and probed == [VENV, VENV]
+    assert [n.result.venv["path"] for n in mn.nodes] == [VENV, VENV]
+    assert all(n.deployer.host.venv == VENV and n.host.venv == "/root/ml-env" for n in mn.nodes)  # origin kept
+
+
+def test_a_node_that_cannot_build_the_venv_refuses_the_deployment_on_every_node(tmp_path, monkeypatch):
+    mn, built, _ = pinned_nodes(tmp_path, monkeypatch, {"n1"})
+    assert mn._pinned() is False
+    assert built.calls == ["n0", "n1"]
+    for n in mn.nodes:
+        assert n.result.error == (f"n1: building the venv {VENV} failed (exit 72): no space; nothing was stopped "
+                                  "on any node")

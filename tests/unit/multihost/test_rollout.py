@@ -236,3 +236,43 @@ def test_summary_and_board_render(fake, capsys):
     text.print(board.table())
     plain = text.export_text()
     assert "deploying" in plain and "phase weight_load" in plain and "waiting" in plain and "1/2" in plain
+
+
+# ---------------------------------------------------------------------- the canary
+
+
+@pytest.mark.parametrize(("serial", "batches", "canary"), [
+    ("1,25%", 3, True), ("1,2", 2, True), ("1", 4, False), ("2,2", 2, True), ("1,25%", 1, False), (None, 1, False)])
+def test_a_first_size_of_its_own_makes_the_first_batch_a_canary(serial, batches, canary):
+    assert rollout.is_canary(rollout.parse_serial(serial), batches) is canary
+
+
+def test_stop_after_says_which_canary_failed_and_which_batches_never_started():
+    assert rollout.stop_after(1, 3, True, [], 0, Amount(1), 9) is None
+    assert rollout.stop_after(1, 3, True, ["h0"], 1, Amount(1), 9) == (
+        "--max-fail 1 does not excuse a canary after batch 1 of 3 (the canary: h0 failed); batches 2-3 not started")
+    assert rollout.stop_after(1, 2, True, ["h0"], 1, Amount(0), 9) == (
+        "1 host failed, more than --max-fail 0 after batch 1 of 2 (the canary: h0 failed); batch 2 not started")
+    assert rollout.stop_after(2, 3, True, ["h3"], 1, Amount(1), 9) is None  # after the canary, --max-fail decides
+    assert rollout.stop_after(3, 3, False, ["h8"], 2, Amount(1), 9) == "2 hosts failed, more than --max-fail 1 after " \
+        "batch 3 of 3"
+
+
+def test_a_canary_that_fails_stops_the_rollout_though_max_fail_would_allow_it(fake, capsys):
+    f = fake({"h0": "rolled_back"})
+    rc, data = run(capsys, 5, serial="1,2", max_fail="2")
+    assert rc == 1 and data["canary"] is True
+    assert [h["status"] for h in data["hosts"]] == ["rolled_back", "skipped", "skipped", "skipped", "skipped"]
+    assert {n for _, n, _ in f.log} == {"h0"}  # nobody else was contacted
+    assert [(b["status"], b.get("canary")) for b in data["batches"]] == [("failed", True), ("skipped", None),
+                                                                         ("skipped", None)]
+    assert data["stopped"] == ("--max-fail 2 does not excuse a canary after batch 1 of 3 (the canary: h0 failed); "
+                               "batches 2-3 not started")
+    assert "not started: --max-fail 2 does not excuse a canary" in data["hosts"][1]["error"]
+
+
+def test_after_a_canary_that_served_max_fail_decides_as_before(fake, capsys):
+    fake({"h1": "failed"})
+    rc, data = run(capsys, 5, serial="1,2", max_fail="1")
+    assert rc == 1 and [h["status"] for h in data["hosts"]] == ["ok", "failed", "ok", "ok", "ok"]
+    assert data["stopped"] is None and data["batches"][0]["canary"] is True

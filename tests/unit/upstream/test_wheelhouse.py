@@ -41,7 +41,7 @@ def test_a_pin_is_covered_by_its_wheel_and_a_local_label_meets_its_release(house
     assert wheelhouse.missing({"sglang": "0.5.9", "torch": "2.9.1"}, house) == []
     assert wheelhouse.missing({"sglang": "0.5.10", "flashinfer_python": "0.6.3"}, house) == [
         ("sglang", f"no wheel of sglang 0.5.10 in the wheelhouse {house} (fleet installs only from it: "
-                   f"pip download --no-deps sglang==0.5.10 -d {house})")]
+                   f"pip download --no-deps sglang==0.5.10 -d {house}, or FLEET_WHEELHOUSE=a folder with it)")]
 
 
 def test_a_wheelhouse_that_does_not_exist_covers_nothing(tmp_path):
