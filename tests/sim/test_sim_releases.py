@@ -13,6 +13,7 @@ import pytest
 import yaml
 from simhost import REPO, SimHost
 
+from fleet.logs.classify import classify_text
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
 from sandbox.sim import wheels
@@ -70,6 +71,7 @@ def test_0_5_23_refuses_the_flag_0_5_20_removed_with_argparses_words(new_host):
     assert server.wait_exit() == 2
     assert ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
             "--cuda-graph-max-bs-prefill") in server.log(), server.tail()
+    assert classify_text(server.log()).log_class == "CONFIG_REFUSED"  # what fleet's watcher makes of it
     server = new_host.start(*GLM5, "--no-such-flag")
     assert server.wait_exit() == 2 and "sglang serve: error: unrecognized arguments: --no-such-flag" in server.log()
 
