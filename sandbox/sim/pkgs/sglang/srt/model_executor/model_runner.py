@@ -256,7 +256,10 @@ def _tma_tactic_warnings(skip_tactic, rank: RankContext) -> None:
     base = 0x7C70CCCE8350 + 0x1000 * rank.gpu.index
     runner = f"<flashinfer.fused_moe.core.get_cutlass_fused_moe_module.<locals>.MoERunner object at {hex(base)}>"
     arch = f"{rank.gpu.major}{rank.gpu.minor}"
-    cache = f"{os.path.expanduser('~')}/.cache/flashinfer/0.6.3/{arch}a/cached_ops/fused_moe_{arch}/fused_moe_{arch}.so"
+    import flashinfer  # the installed release names its JIT cache folder
+
+    cache = (f"{os.path.expanduser('~')}/.cache/flashinfer/{flashinfer.__version__}/{arch}a/cached_ops/"
+             f"fused_moe_{arch}/fused_moe_{arch}.so")
     for i, tactic in enumerate(range(12, 24)):
         m_tile = 128 if i % 2 else 256
         error = (
