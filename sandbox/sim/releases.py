@@ -47,6 +47,8 @@ LINES = {
     "graph_bs": r"^Capture cuda graph bs ",
     "graph_end": r"^Capture \{\} (?:CUDA graph )?end\. ",
 }
+# how many placeholders the simulator fills for each line (the value tuples it gives sim_release.line)
+FILLS = {"dist_begin": {0}, "dist_end": {1, 2}, "graph_begin": {2, 4}, "graph_bs": {1}, "graph_end": {4}}
 LINE_FILES = ("sglang/srt/model_executor/model_runner.py", "sglang/srt/distributed/bootstrap.py",
               "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py",
               "sglang/srt/model_executor/cuda_graph_runner.py")
@@ -108,6 +110,10 @@ def lines(root: Path) -> dict[str, str]:
     missing = {"dist_begin", "graph_begin"} - set(found)
     if missing:
         raise ReleaseMissing(f"{root}: no site of {sorted(missing)} in {', '.join(LINE_FILES)}")
+    for key, template in found.items():  # a release that words it otherwise fails here, not in a host's start
+        if template.count(sourcetext.PLACEHOLDER) not in FILLS[key]:
+            raise ReleaseMissing(f"{root}: the simulator fills {sorted(FILLS[key])} placeholders of {key}, the "
+                                 f"release's {template!r} has {template.count(sourcetext.PLACEHOLDER)}")
     return found
 
 

@@ -68,19 +68,20 @@ def release_of(history: dict, rid: str) -> dict:
 
 
 def test_deploy_upgrade_and_roll_back_the_seeds_playbook(sandbox, sandbox_inventory, house, tmp_path):
-    book = glm5_playbook(tmp_path, "glm5-pinned", packages=OLD)
-    rc, first, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=house)
+    book = glm5_playbook(tmp_path, "glm5-upgrade", packages=OLD)
+    # --force: another test (test_pinned_venvs) may have left sbx0 serving these pins already
+    rc, first, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=house)
     assert rc == 0, err[-3000:]
     old_venv = first["venv"]["path"]
     seed_story(first, old_venv)
     assert (first["versions"]["sglang"], first["versions"]["flashinfer-python"]) == ("0.5.9", "0.6.3")
 
-    book = glm5_playbook(tmp_path, "glm5-pinned", packages=NEW)
+    book = glm5_playbook(tmp_path, "glm5-upgrade", packages=NEW)
     mark = cursor(sandbox_inventory)
     rc, second, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=house)
     assert rc == 0, err[-3000:]
     new_venv = second["venv"]["path"]
-    assert new_venv != old_venv and second["venv"]["built"] in ("pip", "uv")
+    assert new_venv != old_venv and second["venv"]["built"] in ("pip", "uv")  # sbx0's first 0.5.23 venv
     assert sorted(second["venv"]["sent"]) == ["flashinfer_python-0.7.2-py3-none-any.whl",
                                               "sglang-0.5.23-py3-none-any.whl", "torch-2.14.1+cu130-py3-none-any.whl"]
     seed_story(second, new_venv)

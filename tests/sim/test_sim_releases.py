@@ -16,7 +16,7 @@ from simhost import REPO, SimHost
 from fleet.logs.classify import classify_text
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
-from sandbox.sim import wheels
+from sandbox.sim import releases, wheels
 
 GLM5 = ["--model-path", "/models/GLM-5-NVFP4", "--tp-size", "8", "--quantization", "modelopt_fp4",
         "--moe-runner-backend", "flashinfer_cutlass", "--max-running-requests", "1024", "--trust-remote-code"]
@@ -104,3 +104,10 @@ def test_the_seed_story_on_0_5_23_its_gates_where_0_5_23_keeps_them(new_host):
     assert "FlashInfer workspace initialized for rank 0, world_size 8" in log  # fusion applied, the JIT gate passed
     assert "Failed to initialize cutlass TMA WS grouped gemm" in log and "Capture cuda graph failed" in log, \
         server.tail()
+
+
+def test_a_release_the_corpus_lacks_is_refused_at_build_time_with_what_to_run():
+    with pytest.raises(releases.ReleaseMissing, match=r"sglang 0\.5\.99 is not in the upstream corpus .*inv upstream"):
+        releases.sglang_files("0.5.99")
+    with pytest.raises(releases.ReleaseMissing, match="0.6.99"):
+        releases.flashinfer_files("0.6.99", {})
