@@ -4,8 +4,9 @@
     python -m sandbox.sim.wheels DEST
 
 For each (sglang, flashinfer-python) pair: `sglang-<v>-py3-none-any.whl`, `flashinfer_python-<v>-...whl` and the
-torch that sglang release pins (`torch-<v>+cu130`), plus `sglang_sim_core-0.1.0` (the simulator). The same
-simulator is inside every version (per-release behaviour is not modelled: only the version strings differ).
+torch that sglang release pins (`torch-<v>+cu130`), plus `sglang_sim_core-0.1.0` (the simulator). What differs
+between releases (flags, startup lines, where the fusion gates sit and what they say, flashinfer's JIT and kernel
+gates) is generated into each wheel from that release's real wheel in the corpus (sandbox/sim/releases.py).
 Each METADATA carries the real Requires-Dist lines between these distributions, read from the real wheel's
 METADATA in the upstream corpus (`inv upstream`; ~/.cache/fleet/upstream), so pip resolves them as it would
 the real ones; sglang also requires sglang-sim-core. Built with zipfile, deterministic (fixed times, sorted
@@ -23,6 +24,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from fleet.upstream import corpus
+from sandbox.sim import releases
 from sandbox.sim.install import DISTS, PKGS, SERVER_ARGS_JSON, SIM_NOTE, Dist
 
 PAIRS = (("0.5.9", "0.6.3"), ("0.5.23", "0.7.2"))
@@ -69,25 +71,29 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _files(dist: Dist, version: str) -> dict[str, bytes]:
+def _files(dist: Dist, version: str, cache: Path | None = None) -> dict[str, bytes]:
     root = PKGS / dist.package
     out = {f"{dist.package}/{p.relative_to(root).as_posix()}": p.read_bytes() for p in sorted(root.rglob("*"))
            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in {".pyc", ".pyo"}}
     if dist.package == "sglang":
         out["sglang/srt/server_args_v0_5_9.json"] = SERVER_ARGS_JSON.read_bytes()
+        out.update(releases.sglang_files(version, cache))  # what this release says and gates, from its real wheel
+    elif dist.package == "flashinfer":
+        out.update(releases.flashinfer_files(version, out, cache))
     where = _VERSION_FILES.get(dist.package)
     if where:  # the module's own __version__ says the wheel's version
         out[where] = re.sub(rb'__version__ = "[^"]*"', f'__version__ = "{version}"'.encode(), out[where], count=1)
     return out
 
 
-def _wheel(dest: Path, dist: Dist, version: str, requires: list[str], extras: list[str]) -> Path:
+def _wheel(dest: Path, dist: Dist, version: str, requires: list[str], extras: list[str],
+           cache: Path | None = None) -> Path:
     stem = f"{re.sub(r'[-_.]+', '_', dist.name)}-{version}"
     info = f"{stem}.dist-info"
     meta = ["Metadata-Version: 2.1", f"Name: {dist.name}", f"Version: {version}",
             f"Summary: {dist.summary} [{SIM_NOTE}]", "License: Apache-2.0", "Requires-Python: >=3.10",
             *(f"Provides-Extra: {e}" for e in extras), *(f"Requires-Dist: {r}" for r in requires), "", SIM_NOTE, ""]
-    files = _files(dist, version)
+    files = _files(dist, version, cache)
     files[f"{info}/METADATA"] = "\n".join(meta).encode()
     files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: fleet-sandbox-sim\nRoot-Is-Purelib: true\n"
                               b"Tag: py3-none-any\n")
@@ -118,8 +124,9 @@ def build(dest: Path, pairs: tuple[tuple[str, str], ...] = PAIRS, cache: Path | 
         s_req, s_extra = _pins_between(_real_metadata("sglang", sglang, cache))
         f_req, f_extra = _pins_between(_real_metadata("flashinfer-python", flashinfer, cache))
         torch = _torch_pin(s_req)
-        out.add(_wheel(dest, by_package["sglang"], sglang, [*s_req, f"{SIM_CORE.name}=={SIM_CORE.version}"], s_extra))
-        out.add(_wheel(dest, by_package["flashinfer"], flashinfer, f_req, f_extra))
+        out.add(_wheel(dest, by_package["sglang"], sglang, [*s_req, f"{SIM_CORE.name}=={SIM_CORE.version}"], s_extra,
+                       cache))
+        out.add(_wheel(dest, by_package["flashinfer"], flashinfer, f_req, f_extra, cache))
         out.add(_wheel(dest, by_package["torch"], torch + TORCH_LOCAL, [], []))
     return sorted(out)
 
@@ -131,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         paths = build(Path(args[0]))
-    except CorpusMissing as exc:
+    except (CorpusMissing, releases.ReleaseMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(str(p) for p in paths))

@@ -20,6 +20,7 @@ from typing import Any
 
 from sglang_sim_core import models
 
+from sglang.srt import sim_release
 from sglang.srt.utils import (
     get_device_memory_capacity,
     get_device_name,
@@ -207,6 +208,15 @@ def _default(entry: dict[str, Any], dest: str) -> Any:
     return raw
 
 
+def _v0_5_9_defaults() -> dict[str, Any]:
+    """What the simulator reads, for a release whose parser does not declare it: 0.5.9's defaults."""
+    out: dict[str, Any] = {}
+    for entry in _spec():
+        dest = _dest(entry["flags"])
+        out[dest] = False if entry.get("action") in ("store_true", "DeprecatedAction") else _default(entry, dest)
+    return out
+
+
 class ServerArgs:
     """The server's arguments: every v0.5.9 field, then __post_init__'s adjustments."""
 
@@ -218,6 +228,16 @@ class ServerArgs:
     # ------------------------------------------------------------------ CLI
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        released = sim_release.flags()
+        if released is not None:  # another release than 0.5.9: its own flags, read from its wheel
+            for entry in released:
+                if entry["negatable"]:
+                    parser.add_argument(*entry["flags"], dest=entry["dest"], action=argparse.BooleanOptionalAction)
+                elif entry["switch"]:
+                    parser.add_argument(*entry["flags"], dest=entry["dest"], action="store_true")
+                else:
+                    parser.add_argument(*entry["flags"], dest=entry["dest"], type=_TYPES[entry["type"]])
+            return
         for entry in _spec():
             flags = entry["flags"]
             dest = _dest(flags)
@@ -246,7 +266,16 @@ class ServerArgs:
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
-        return cls(**vars(args))
+        given = vars(args)
+        if sim_release.flags() is not None:
+            given = {**_v0_5_9_defaults(), **{k: v for k, v in given.items() if v is not None}}
+            # the 0.5.14+ spellings, in the terms the simulator models (0.5.9's fields)
+            if given.get("cuda_graph_max_bs_decode") is not None:
+                given["cuda_graph_max_bs"] = given["cuda_graph_max_bs_decode"]
+            if given.get("cuda_graph_backend_decode") == "disabled":
+                given["disable_cuda_graph"] = True
+            given.setdefault("flashinfer_allreduce_fusion_backend", None)
+        return cls(**given)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -302,6 +331,11 @@ class ServerArgs:
         # for models with explicit support (DeepseekV3, GptOss, Glm4Moe, Qwen3Moe)
         # TODO: currently, it is only supported in the single node scenario.
         # TODO: there is currently a bug on H20 device specifically.
+        if sim_release.gates_as_released():  # 0.5.2x: arg_groups/overrides.py, the release's own statement
+            from sglang.srt.arg_groups.overrides import sim_block
+
+            self.__dict__.update(sim_block(view=self, model_arch=model_arch, is_mimo=False, prefer_custom_dsv41=False))
+            return
         device_name = get_device_name()
         is_h20_device = "H20" in device_name and "H200" not in device_name
         if (
@@ -448,7 +482,7 @@ def _merge_config(argv: list[str]) -> list[str]:
 
 def prepare_server_args(argv: list[str]) -> ServerArgs:
     argv = _merge_config(list(argv))
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog=sim_release.prog())
     ServerArgs.add_cli_args(parser)
     raw_args = parser.parse_args(argv)
     return ServerArgs.from_cli_args(raw_args)

@@ -12,6 +12,8 @@ import time
 
 from sglang_sim_core import env
 
+from sglang.srt import sim_release
+
 logger = logging.getLogger(__name__)
 
 CUDA_GRAPH_CAPTURE_FAILED_MSG = (
@@ -56,16 +58,19 @@ class CudaGraphRunner:
 
 
 def capture_with_logs(model_runner) -> CudaGraphRunner:
-    avail = model_runner.rank.free_gib()
-    logger.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
-    start = time.monotonic()
+    avail = f"{model_runner.rank.free_gib():.2f}"
     max_bs = min(model_runner.server_args.cuda_graph_max_bs, model_runner.max_running_requests)
-    logger.info(f"Capture cuda graph bs {get_batch_sizes_to_capture(max_bs)}")
+    sizes = get_batch_sizes_to_capture(max_bs)
+    # 0.5.9: "Capture {cuda graph} begin ..."; 0.5.14+: "Capture {decode} CUDA graph begin. backend=..."
+    begin = "Capture {} begin. This can take up to several minutes. avail mem={} GB"
+    logger.info(sim_release.line("graph_begin", begin, ("cuda graph", avail), ("decode", "full", max(sizes), avail)))
+    start = time.monotonic()
+    if (text := sim_release.line("graph_bs", "Capture cuda graph bs {}", (sizes,))) is not None:
+        logger.info(text)
     runner = CudaGraphRunner(model_runner)
     graph_gib = model_runner.graph_memory_gib
     model_runner.rank.allocate(graph_gib)
-    logger.info(
-        f"Capture cuda graph end. Time elapsed: {time.monotonic() - start:.2f} s. mem usage={graph_gib:.2f} GB. "
-        f"avail mem={model_runner.rank.free_gib():.2f} GB."
-    )
+    elapsed, mem, left = f"{time.monotonic() - start:.2f}", f"{graph_gib:.2f}", f"{model_runner.rank.free_gib():.2f}"
+    logger.info(sim_release.line("graph_end", "Capture {} end. Time elapsed: {} s. mem usage={} GB. avail mem={} GB.",
+                                 ("cuda graph" if sim_release.flags() is None else "decode", elapsed, mem, left)))
     return runner

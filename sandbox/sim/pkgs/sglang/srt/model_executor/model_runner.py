@@ -18,6 +18,7 @@ import torch
 from sglang_sim_core import env, gpufault, rendezvous
 from sglang_sim_core.rank import RankContext
 
+from sglang.srt import sim_release
 from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
 from sglang.srt.model_executor.cuda_graph_runner import TMA_CAPTURE_ERROR, capture_with_logs
 
@@ -50,7 +51,7 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ phases
     def init_torch_distributed(self) -> None:
-        logger.info("Init torch distributed begin.")
+        logger.info(sim_release.line("dist_begin", "Init torch distributed begin.", ()))
         start = time.monotonic()
         torch.cuda.set_device(self.gpu_id)
         self.rank.allocate(CTX_GIB)
@@ -82,9 +83,9 @@ class ModelRunner:
             if flag.strip().lower() in ("1", "true", "yes", "y", "on"):
                 raise RuntimeError(msg)
             logger.warning(msg)
-        logger.info(
-            f"Init torch distributed ends. elapsed={time.monotonic() - start:.2f} s, mem usage={CTX_GIB:.2f} GB"
-        )
+        elapsed = f"{time.monotonic() - start:.2f}"
+        logger.info(sim_release.line("dist_end", "Init torch distributed ends. elapsed={} s, mem usage={} GB",
+                                     (elapsed,), (elapsed, f"{CTX_GIB:.2f}")))
 
     def join_nodes(self) -> None:
         """init_process_group over tcp://--dist-init-addr: global rank 0 hosts the store, the rest join."""
@@ -204,9 +205,17 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ first forward
     def first_forward(self, batch_sizes: list[int]) -> None:
-        from sglang.srt.layers.communicator import apply_flashinfer_allreduce_fusion
+        if sim_release.gates_as_released():  # 0.5.2x: the backend is resolved, then add_norm's gate decides
+            from sglang.srt.layers.flashinfer_comm_fusion import _resolve_backend
+            from sglang.srt.layers.layer_boundary.residual.add_norm import flashinfer_ar_fusion_applies
 
-        fusion_applied = self.tp_size > 1 and any(apply_flashinfer_allreduce_fusion(bs) for bs in batch_sizes)
+            backend = self.server_args.flashinfer_allreduce_fusion_backend
+            if backend is not None:
+                _resolve_backend(backend, self.server_args.nnodes > 1)
+            applies = flashinfer_ar_fusion_applies
+        else:
+            from sglang.srt.layers.communicator import apply_flashinfer_allreduce_fusion as applies
+        fusion_applied = self.tp_size > 1 and any(applies(bs) for bs in batch_sizes)
         self.facts["fusion_applied"] = fusion_applied
         self.facts["uses_p2p_kernels"] = self.facts.get("custom_ar", False) or fusion_applied
         if fusion_applied:
@@ -247,7 +256,10 @@ def _tma_tactic_warnings(skip_tactic, rank: RankContext) -> None:
     base = 0x7C70CCCE8350 + 0x1000 * rank.gpu.index
     runner = f"<flashinfer.fused_moe.core.get_cutlass_fused_moe_module.<locals>.MoERunner object at {hex(base)}>"
     arch = f"{rank.gpu.major}{rank.gpu.minor}"
-    cache = f"{os.path.expanduser('~')}/.cache/flashinfer/0.6.3/{arch}a/cached_ops/fused_moe_{arch}/fused_moe_{arch}.so"
+    import flashinfer  # the installed release names its JIT cache folder
+
+    cache = (f"{os.path.expanduser('~')}/.cache/flashinfer/{flashinfer.__version__}/{arch}a/cached_ops/"
+             f"fused_moe_{arch}/fused_moe_{arch}.so")
     for i, tactic in enumerate(range(12, 24)):
         m_tile = 128 if i % 2 else 256
         error = (
