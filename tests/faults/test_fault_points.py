@@ -27,7 +27,9 @@ import json
 import os
 import select
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,10 @@ from fleet.ssh.connect import open_connection
 from fleet.ssh.remote import run
 
 HOST = "sbx0"  # SM120 (rtx-pro-6000-x8): the patch set really writes files there
+# The hosts a flow's points are spread over, one run on each at a time (lanes): the SM120 hosts, where the patch
+# set writes files too. A run mostly waits (round trips, the server's start), so on 2 cores three at once take
+# about half the time of one after the other (bench/bench_fault_lanes.py). FLEET_FAULT_LANES=1: sbx0 alone.
+LANE_HOSTS = ("sbx0", "sbx2", "sbx4")
 PATCH_SET = "sm120-allreduce-fusion"
 FOLDERS = ["/var/lib/fleet", "/etc/fleet", "/etc/systemd/system", f"{SITE}/sglang", f"{SITE}/flashinfer"]
 FILL = "for d in " + " ".join(FOLDERS) + "; do head -c 64M /dev/zero > $d/.fleet-fault-fill 2>/dev/null; done; true"
@@ -51,7 +57,7 @@ RESULTS: list[tuple[str, str, int, str, str]] = []  # (flow, kind, point, label,
 
 def _sh(c, command: str) -> str:
     """One command on the host over the harness's own connection (opened once; again if it broke)."""
-    host = c["inventory"].hosts[HOST]
+    host = c["inventory"].hosts[c.get("host", HOST)]
     for again in (False, True):
         try:
             if c.get("conn") is None:
@@ -70,7 +76,7 @@ class ForkInv:
     """`inv` runs forked from one process that imported everything once (tests/faults/forkinv.py)."""
 
     def __init__(self, tmp: Path):
-        self.tmp, self.n = tmp, 0
+        self.tmp, self.n, self.cpu = tmp, 0, 0.0  # cpu: the CPU seconds all its runs used (user and system)
         self.proc = subprocess.Popen([str(REPO / ".venv/bin/python"), str(Path(__file__).with_name("forkinv.py"))],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
 
@@ -88,7 +94,7 @@ class ForkInv:
             line = self.proc.stdout.readline()
             assert line, f"the fork server died (exit {self.proc.poll()})"
             answer = json.loads(line.removeprefix("forkinv: ")) if line.startswith("forkinv: ") else {}
-        rc = answer["rc"]
+        rc, self.cpu = answer["rc"], self.cpu + answer.get("cpu", 0.0)
         done = subprocess.CompletedProcess(argv, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
         out.unlink()
         err.unlink()
@@ -105,21 +111,18 @@ class ForkInv:
             self.proc.wait()
 
 
-@pytest.fixture(scope="module")
-def ctx(_sandbox_session, tmp_path_factory):
-    """One host with tmpfs state folders, two releases (A older, B current and serving), and their snapshot."""
+def _lane(sandbox, host: str, tmp: Path) -> dict:
+    """One lane: `host` with tmpfs state folders, two releases (A older, B current and serving), their snapshot,
+    an inventory of that host alone and a fork server of its own."""
     from fleet import inventory as inventory_mod
 
-    sandbox, profiles = _sandbox_session
-    sandbox.up(len(profiles), profiles)
-    tmp = tmp_path_factory.mktemp("fault-points")
     doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
-    doc["hosts"] = {HOST: doc["hosts"][HOST]}
-    doc["hosts"][HOST].setdefault("vars", {}).setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = "0.004"
+    doc["hosts"] = {host: doc["hosts"][host]}
+    doc["hosts"][host].setdefault("vars", {}).setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = "0.004"
     inv_path = inventory_file(tmp)
     inv_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp / "b2").mkdir()
-    c = {"inv": inv_path, "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
+    c = {"host": host, "inv": inv_path, "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
          "a": llama_playbook(tmp, [{"name": "plain", **NO_P2P}], name="fault-a", keep_releases=10),
          "b": llama_playbook(tmp, [{"name": "plain-b", "env": {**NO_P2P["env"], "X": "b"},
                                     "flags": dict(NO_P2P["flags"])}], name="fault-b", keep_releases=10),
@@ -131,23 +134,61 @@ def ctx(_sandbox_session, tmp_path_factory):
     mounts = "; ".join(f"mkdir -p {d} /root/.ffp{i} && cp -a {d}/. /root/.ffp{i}/ && "
                        f"mount -t tmpfs -o size=24m,mode=0755 tmpfs {d} && cp -a /root/.ffp{i}/. {d}/ && "
                        f"rm -rf /root/.ffp{i}" for i, d in enumerate(FOLDERS))
-    _sh(c, f"systemctl stop sglang 2>/dev/null; rm -rf /var/lib/fleet/* /var/lib/fleet/.c*; {mounts}; "
-           "systemctl daemon-reload")
     try:
+        _sh(c, f"systemctl stop sglang 2>/dev/null; rm -rf /var/lib/fleet/* /var/lib/fleet/.c*; {mounts}; "
+               "systemctl daemon-reload")
         for book in ("a", "b"):
-            proc = _inv(c, "deploy", "--host", HOST, "--playbook", str(c[book]), "--force", "--json")
+            proc = _inv(c, "deploy", "--host", host, "--playbook", str(c[book]), "--force", "--json")
             assert proc.returncode == 0, proc.stderr[-2000:]
             data = json.loads(proc.stdout)
             assert data["status"] == "ok", proc.stderr[-2000:]
             c[f"release_{book}"] = data["release"]
         _sh(c, f"cd / && tar -cpf {SNAPSHOT} {' '.join(SNAPPED)} && {FILES_DIGEST} > {DIGEST}")
-        yield c
-    finally:
-        c["fork"].close()
+    except BaseException:
+        _end_lane(c)
+        raise
+    return c
+
+
+def _end_lane(c: dict) -> None:
+    c["fork"].close()
+    try:
         _sh(c, f"{UNFILL}; systemctl stop sglang; " + "; ".join(f"umount -l {d}" for d in reversed(FOLDERS))
             + f"; rm -f {SNAPSHOT} {DIGEST}; systemctl daemon-reload; true")
+    finally:
         if c.get("conn") is not None:
             c["conn"].close()
+
+
+@pytest.fixture(scope="module")
+def ctx(_sandbox_session, tmp_path_factory):
+    """The first lane (HOST): what the targeted tests and the sibling harnesses use."""
+    sandbox, profiles = _sandbox_session
+    sandbox.up(len(profiles), profiles)
+    c = _lane(sandbox, HOST, tmp_path_factory.mktemp("fault-points"))
+    try:
+        yield c
+    finally:
+        _end_lane(c)
+
+
+@pytest.fixture(scope="module")
+def lanes(ctx, _sandbox_session, tmp_path_factory):
+    """Every lane, ctx first (FLEET_FAULT_LANES of LANE_HOSTS), the others set up at once."""
+    sandbox, _ = _sandbox_session
+    count = max(1, min(len(LANE_HOSTS), int(os.environ.get("FLEET_FAULT_LANES", len(LANE_HOSTS)))))
+    others = LANE_HOSTS[1:count]
+    with ThreadPoolExecutor(max(1, len(others))) as pool:
+        futures = [pool.submit(_lane, sandbox, host, tmp_path_factory.mktemp(f"fault-points-{host}"))
+                   for host in others]
+    made = [f.result() for f in futures if f.exception() is None]
+    try:
+        for f in futures:
+            f.result()  # a lane that could not be set up fails the tests that need it, with its reason
+        yield [ctx, *made]
+    finally:
+        for c in made:
+            _end_lane(c)
 
 
 def _inv(c, *args, env=None):
@@ -260,9 +301,9 @@ def _broken(c, allowed: set[str] | None, after_next: bool) -> list[str]:
 
 
 FLOWS = {
-    "deploy": lambda c: ("deploy", "--host", HOST, "--playbook", str(c["b2"]), "--force", "--json"),
-    "rollback": lambda c: ("rollback", "--host", HOST, "--playbook", str(c["a"]), "--json"),
-    "patch": lambda c: ("patch", "--host", HOST, "--set", PATCH_SET, "--json"),
+    "deploy": lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["b2"]), "--force", "--json"),
+    "rollback": lambda c: ("rollback", "--host", c.get("host", HOST), "--playbook", str(c["a"]), "--json"),
+    "patch": lambda c: ("patch", "--host", c.get("host", HOST), "--set", PATCH_SET, "--json"),
 }
 
 
@@ -310,7 +351,7 @@ def _selected(points: list[tuple[int, str]], kind: str) -> list[tuple[int, str]]
 
 def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     """The flow with `kind` injected at point n, from the snapshot; what of the invariant broke (empty: none)."""
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), c["fork"].cpu
     _reset(c)
     t1 = time.monotonic()
     proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_AT": f"{n}:{kind}", "FLEET_FAULT_FILL": FILL})
@@ -327,7 +368,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     _sh(c, UNFILL)
     t3 = time.monotonic()
     if kind in ("kill", "drop") or bad or c["leftovers"]:  # the invariant relies on the next run's recovery
-        nxt = _inv(c, "deploy", "--host", HOST, "--playbook", str(c["b"]), "--json")
+        nxt = _inv(c, "deploy", "--host", c.get("host", HOST), "--playbook", str(c["b"]), "--json")
         c["next"] = nxt
         if nxt.returncode != 0:
             bad.append(f"the next deploy failed (exit {nxt.returncode}): {nxt.stdout[-300:]} {nxt.stderr[-300:]}")
@@ -335,18 +376,52 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     RESULTS.append((flow, kind, n, label, "; ".join(bad)))
     if os.environ.get("FLEET_FAULT_LOG"):  # a long run's progress, point by point, with where its time went
         with open(os.environ["FLEET_FAULT_LOG"], "a") as f:
-            f.write(f"{flow} {kind} {n} {label[:70]} :: {'; '.join(bad) or 'ok'} :: reset {t1 - t0:.1f} "
-                    f"run {t2 - t1:.1f} check {t3 - t2:.1f} next {time.monotonic() - t3:.1f}\n")
+            f.write(f"{c.get('host', HOST)} {flow} {kind} {n} {label[:70]} :: {'; '.join(bad) or 'ok'} :: reset "
+                    f"{t1 - t0:.1f} run {t2 - t1:.1f} check {t3 - t2:.1f} next {time.monotonic() - t3:.1f} "
+                    f"inv-cpu {c['fork'].cpu - cpu0:.1f}\n")
     return bad
 
 
 @pytest.mark.timeout(3 * 3600 if os.environ.get("FLEET_FAULT_POINTS") else 600)  # every point: up to ~20 min a test
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("flow", list(FLOWS))
-def test_every_fault_point_keeps_the_invariant(flow, kind, ctx):
-    failures = [(n, label, b) for n, label in _selected(_points(ctx, flow), kind)
-                for b in _run_point(ctx, flow, n, label, kind)]
+def test_every_fault_point_keeps_the_invariant(flow, kind, lanes):
+    failures = _spread(lanes, flow, kind)
     assert not failures, "\n".join(f"{flow} {kind} point {n} ({label}): {b}" for n, label, b in failures)
+
+
+def _steps(points: list[tuple[int, str]]) -> list[str]:
+    """Who asked for each step (`module.function`), what a flow's points must share on every lane."""
+    return [label.split(":", 1)[0] for _, label in points]
+
+
+def _spread(lanes: list[dict], flow: str, kind: str) -> list[tuple[int, str, str]]:
+    """The flow with `kind` at each selected point, the points spread over the lanes (each takes the next point
+    when its run is done); what broke, by the first lane's point. A lane whose traced flow has other steps than
+    the first lane's (another host, another path) runs none of it: the first lane's points are the flow's."""
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        traced = list(pool.map(lambda c: _points(c, flow), lanes))
+    usable = [(c, pts) for c, pts in zip(lanes, traced, strict=True) if _steps(pts) == _steps(traced[0])]
+    where = {p: i for i, p in enumerate(traced[0])}
+    todo = [where[p] for p in _selected(traced[0], kind)]
+    failures: list[tuple[int, str, str]] = []
+    lock = threading.Lock()
+
+    def work(c: dict, pts: list[tuple[int, str]]) -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop(0)
+            n, label = pts[i]
+            broke = _run_point(c, flow, n, label, kind)
+            with lock:
+                failures.extend((traced[0][i][0], traced[0][i][1], f"[{c.get('host', HOST)}] {b}") for b in broke)
+
+    with ThreadPoolExecutor(len(usable)) as pool:
+        for f in [pool.submit(work, c, pts) for c, pts in usable]:
+            f.result()
+    return sorted(failures)
 
 
 def _after(points: list[tuple[int, str]], text: str) -> tuple[int, str]:
