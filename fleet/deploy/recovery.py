@@ -20,7 +20,7 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
+from fleet.host.releases import CURRENT_TEMP, ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -133,8 +133,11 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
 
 def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
-    repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
-    notes = list(repaired) + finish_commits(conn, host)
+    dropped = _drop_temp_files(conn, host, unit)
+    links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
+    repaired = patches.undo_interrupted_runs(conn, host) + [
+        f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
+    notes = links + repaired + finish_commits(conn, host)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
     notes += close_interrupted(store, found)
@@ -187,12 +190,20 @@ def _rollback_marked(conn: Connection, host: Host) -> str | None:
     return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
-def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:
-    """write_atomic's temp files that a killed writer left next to the unit and env files."""
-    pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-")]
-    out = sh(conn, host, "for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
-             "; do [ -e \"$f\" ] && rm -f -- \"$f\" && echo \"$f\"; done; true")
-    return [f"removed a temp file left half-written: {p}" for p in out.split()]
+def _drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -> list[str]:
+    """write_atomic's temp files that a killed writer left next to the unit and env files, and mark_current's new
+    link to a release that a run killed (or a failed rename) left beside `current`: the paths removed (one round
+    trip; it runs under the host lock, so no live run's link is among them)."""
+    pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-"),
+             (root, CURRENT_TEMP)]
+    return sh(conn, host, drop_temp_command(pairs)).split()
+
+
+def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
+    """The shell that removes FOLDER/PREFIX* for each pair, files and links (dangling ones too), and prints what it
+    removed. Pure."""
+    return ("for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
+            "; do { [ -e \"$f\" ] || [ -L \"$f\" ]; } && rm -f -- \"$f\" && echo \"$f\"; done; true")
 
 
 

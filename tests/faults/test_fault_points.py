@@ -234,7 +234,8 @@ echo "env $(sha256sum < /etc/fleet/sglang.env | cut -c1-64)"
 for m in releases/*/manifest.json; do [ -f "$m" ] && echo "release $(dirname $m | cut -d/ -f2) $(tr -d '\n' < $m)"; done
 for m in backups/runs/*/manifest.json; do [ -f "$m" ] && echo "patchrun $(tr -d '\n' < $m)"; done
 echo "serving $(SERVING && echo yes)"
-find /etc/systemd/system /etc/fleet /var/lib/fleet PATCHDIRS \( -name '.*.fleet-*' -o -name '.*.kept-by-fleet.*' \) \
+find /etc/systemd/system /etc/fleet /var/lib/fleet PATCHDIRS \( -name '.*.fleet-*' -o -name '.*.kept-by-fleet.*' \
+  -o -name '.current.*' \) \
   2>/dev/null | sed 's/^/temp /'
 """
 
