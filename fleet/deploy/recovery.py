@@ -25,6 +25,7 @@ from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
+from fleet.patches.plan import BACKUP_ROOT
 from fleet.playbook import Playbook
 
 
@@ -120,9 +121,11 @@ def runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
     return all(found.get(p) == sha for p, sha in files.items())
 
 
-def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
+def after_lock(conn: Connection, host: Host, book: Playbook | None, unit: str, lock: hostlock.Lock,
                say: Callable[[str], None]) -> list[str]:
-    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`)."""
+    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`). `book`:
+    the playbook to put the current release back with (None: `inv patch` when the release's own cannot be loaded,
+    after `needs_playbook` found nothing that needs one)."""
     notes = [lock.recovered] if lock.recovered else []
     if lock.recovered:
         say(lock.recovered)
@@ -131,7 +134,7 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
     return notes
 
 
-def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
+def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
     dropped = _drop_temp_files(conn, host, unit)
     links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
@@ -149,6 +152,9 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
     if not repaired and not marked and not any(it.touched_host for it in found):
         return notes
     current = store.current()
+    if book is None:
+        raise FleetError(f"{host.name}: a dead run left the host to be put back ({'; '.join(notes)[:300]}), which "
+                         "needs the release's playbook: run `inv deploy` or `inv rollback` with --playbook first")
     if current is None:
         stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
         problem = restore.set_patches(conn, host, [], say)
@@ -174,6 +180,16 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
         sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
     say(f"recovering: {notes[-1]}")
     return notes
+
+
+def needs_playbook(conn: Connection, host: Host) -> list[str]:
+    """What a dead run left that only a put-back with the release's playbook can close, read only in one round
+    trip (under the lock): releases in progress, patch runs half done, a rollback's mark. [] on a clean host."""
+    runs, releases = f"{shlex.quote(BACKUP_ROOT)}/runs/*/manifest.json", _grep(ROOT, '"status": "in-progress"')
+    out = sh(conn, host, f"{releases}; "
+                         f"grep -lsE '\"status\": \"(applying|reverting)\"' {runs}; "
+                         f"[ -e {shlex.quote(ROLLBACK_MARK)} ] && echo {shlex.quote(ROLLBACK_MARK)}; true")
+    return out.split()
 
 
 def _rollback_marked(conn: Connection, host: Host) -> str | None:

@@ -122,7 +122,7 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
     inv_path = inventory_file(tmp)
     inv_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp / "b2").mkdir()
-    c = {"host": host, "inv": inv_path, "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
+    c = {"host": host, "inv": inv_path, "cpu_stat": sandbox.cfg.cgroups(host)[1] / "cpu.stat", "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
          "a": llama_playbook(tmp, [{"name": "plain", **NO_P2P}], name="fault-a", keep_releases=10),
          "b": llama_playbook(tmp, [{"name": "plain-b", "env": {**NO_P2P["env"], "X": "b"},
                                     "flags": dict(NO_P2P["flags"])}], name="fault-b", keep_releases=10),
@@ -203,14 +203,21 @@ FILES_DIGEST = "sha256sum /etc/systemd/system/sglang.service /etc/fleet/sglang.e
 # The host answers the known question "2+2=" with 4 (what the harness calls serving).
 SERVING = ("curl -s -m 10 -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate 2>/dev/null "
            "| grep -qE '\"text\": *\"[[:space:]]*4'")
-# Back to the snapshot in one round trip: B current and serving, A before it; the server restarted only when
-# its files had changed or it does not serve, then waited for (60 s at most).
+# The X value the unit's main process runs with (the env file's X, which tells B, B2 and A apart).
+RUNNING_X = ("tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value sglang)/environ 2>/dev/null "
+             "| sed -n 's/^X=//p'")
+# Back to the snapshot in one round trip: B current and serving, A before it; systemd reloaded only when its
+# loaded unit is not the file's (a daemon-reload runs every generator: about 0.2 s of the host's CPU), the server
+# restarted only when its files had changed, it does not serve, or it runs other files (X), then waited for.
 RESET = f"""{UNFILL}; changed=0; [ "$({FILES_DIGEST} 2>&1)" = "$(cat {DIGEST})" ] || changed=1
 rm -rf /var/lib/fleet/* /var/lib/fleet/.[!.]*
 rm -f /etc/systemd/system/.sglang.service.fleet-* /etc/fleet/.sglang.env.fleet-* \
   /etc/systemd/system/.sglang.service.kept-by-fleet.* /etc/fleet/.sglang.env.kept-by-fleet.*
-cd / && tar -xpf {SNAPSHOT} && systemctl daemon-reload || {{ echo "reset failed"; exit 0; }}
-if [ $changed = 1 ] || ! systemctl is-active -q sglang || ! {SERVING}; then
+cd / && tar -xpf {SNAPSHOT} || {{ echo "reset failed"; exit 0; }}
+if [ $changed = 1 ] || [ "$(systemctl show -p NeedDaemonReload --value sglang)" != no ]; then
+  systemctl daemon-reload || {{ echo "reset failed"; exit 0; }}
+fi
+if [ $changed = 1 ] || [ "$({RUNNING_X})" != b ] || ! systemctl is-active -q sglang || ! {SERVING}; then
   systemctl restart sglang; i=0
   until {SERVING}; do
     i=$((i+1)); [ $i -lt 600 ] || {{ echo "the reset server did not come up"; exit 0; }}; sleep 0.1
@@ -234,6 +241,8 @@ echo "env $(sha256sum < /etc/fleet/sglang.env | cut -c1-64)"
 for m in releases/*/manifest.json; do [ -f "$m" ] && echo "release $(dirname $m | cut -d/ -f2) $(tr -d '\n' < $m)"; done
 for m in backups/runs/*/manifest.json; do [ -f "$m" ] && echo "patchrun $(tr -d '\n' < $m)"; done
 echo "serving $(SERVING && echo yes)"
+echo "xfile $(sed -n 's/^X="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/fleet/sglang.env)"
+echo "xrun $(RUNNING_X)"
 find /etc/systemd/system /etc/fleet /var/lib/fleet PATCHDIRS \( -name '.*.fleet-*' -o -name '.*.kept-by-fleet.*' \
   -o -name '.current.*' \) \
   2>/dev/null | sed 's/^/temp /'
@@ -241,7 +250,8 @@ find /etc/systemd/system /etc/fleet /var/lib/fleet PATCHDIRS \( -name '.*.fleet-
 
 
 def _state(c) -> dict:
-    out = _sh(c, CHECK.replace("PATCHDIRS", f"{SITE}/sglang {SITE}/flashinfer").replace("SERVING", SERVING))
+    out = _sh(c, CHECK.replace("PATCHDIRS", f"{SITE}/sglang {SITE}/flashinfer").replace("SERVING", SERVING)
+              .replace("RUNNING_X", RUNNING_X))
     st = {"releases": {}, "runs": [], "temp": []}
     for line in out.splitlines():
         kind, _, rest = line.partition(" ")
@@ -284,6 +294,9 @@ def _broken(c, allowed: set[str] | None, after_next: bool) -> list[str]:
             bad.append(f"current release {st['current']} is {current.get('status')}")
     if st.get("active") != "active" or st.get("serving") != "yes":
         bad.append(f"the host serves nothing (unit {st.get('active')})")
+    elif st.get("xfile", "") != st.get("xrun", ""):  # what serves was started from other files than stand there
+        bad.append(f"the server runs X={st.get('xrun', '')!r}, its env file (release {st['current']}'s) says "
+                   f"X={st.get('xfile', '')!r}")
     for rid in (c["release_b"], *(() if st["current"] == c["release_b"] else (c["release_a"],))):
         if rid != st["current"] and st["releases"].get(rid, {}).get("status") != "ok":
             bad.append(f"release {rid}, which served, is no longer reachable by rollback")
@@ -350,9 +363,18 @@ def _selected(points: list[tuple[int, str]], kind: str) -> list[tuple[int, str]]
     return [p for p in points if p[0] in wanted]
 
 
+def _host_cpu(c) -> float:
+    """CPU seconds the lane's host has used (its sshd, shells, systemd, server), from its cgroup; 0 without one."""
+    try:
+        text = Path(c["cpu_stat"]).read_text() if c.get("cpu_stat") else ""
+    except OSError:
+        return 0.0
+    return next((int(line.split()[1]) / 1e6 for line in text.splitlines() if line.startswith("usage_usec")), 0.0)
+
+
 def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     """The flow with `kind` injected at point n, from the snapshot; what of the invariant broke (empty: none)."""
-    t0, cpu0 = time.monotonic(), c["fork"].cpu
+    t0, cpu0, host0 = time.monotonic(), c["fork"].cpu, _host_cpu(c)
     _reset(c)
     t1 = time.monotonic()
     proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_AT": f"{n}:{kind}", "FLEET_FAULT_FILL": FILL})
@@ -379,7 +401,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
         with open(os.environ["FLEET_FAULT_LOG"], "a") as f:
             f.write(f"{c.get('host', HOST)} {flow} {kind} {n} {label[:70]} :: {'; '.join(bad) or 'ok'} :: reset "
                     f"{t1 - t0:.1f} run {t2 - t1:.1f} check {t3 - t2:.1f} next {time.monotonic() - t3:.1f} "
-                    f"inv-cpu {c['fork'].cpu - cpu0:.1f}\n")
+                    f"inv-cpu {c['fork'].cpu - cpu0:.1f} host-cpu {_host_cpu(c) - host0:.1f}\n")
     return bad
 
 
@@ -481,3 +503,27 @@ def test_the_suite_s_choice_gives_every_point_a_kind_and_neighbouring_points_dif
     assert all(kinds_of(i) != kinds_of(i + 1) for i in range(52))
     assert max(map(len, chosen.values())) - min(map(len, chosen.values())) <= 1  # kinds spread evenly
     assert all(len(set(kinds_of(i, 2))) == 2 for i in range(8))  # two kinds a point, when the budget allows
+
+
+def test_a_patch_closes_what_a_dead_patch_run_left_before_patching(ctx, tmp_path):
+    """`inv patch` took the lock and patched without recovery: a patch run killed half-way stayed `applying`, and
+    the next deploy's recovery would have undone it over what the later patch had written. Now a patch first
+    closes it, with the playbook the current release names (refusing, nothing changed, when that is not in
+    playbooks/)."""
+    _reset(ctx)
+    killed = _inv(ctx, *FLOWS["patch"](ctx), env={"FLEET_FAULT_KILL_AT": "mid-patch"})
+    assert killed.returncode == -9
+    assert [r.get("status") for r in _state(ctx)["runs"]].count("applying") == 1
+    refused = _inv(ctx, *FLOWS["patch"](ctx))  # fault-b is no shipped playbook
+    assert refused.returncode == 1, refused.stdout[-1500:]
+    error = json.loads(refused.stdout)["hosts"][0]["error"]
+    assert "needs the playbook of release" in error and "nothing was changed" in error, error
+    assert [r.get("status") for r in _state(ctx)["runs"]].count("applying") == 1  # untouched
+    site = tmp_path / "site"
+    (site / "playbooks").mkdir(parents=True)
+    (site / "playbooks/fault-b.yaml").write_text(Path(ctx["b"]).read_text())
+    done = _inv(ctx, *FLOWS["patch"](ctx), env={"FLEET_SITE": str(site)})
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+    result = json.loads(done.stdout)["hosts"][0]
+    assert any("reverted" in note or "undone" in note or "put back" in note for note in result["recovered"]), result
+    assert result["release"] and not _broken(ctx, None, after_next=True)
