@@ -122,7 +122,8 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
     inv_path = inventory_file(tmp)
     inv_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp / "b2").mkdir()
-    c = {"host": host, "inv": inv_path, "cpu_stat": sandbox.cfg.cgroups(host)[1] / "cpu.stat", "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
+    c = {"host": host, "inv": inv_path, "inventory": inventory_mod.load(str(inv_path)), "tmp": tmp,
+         "cpu_stat": sandbox.cfg.cgroups(host)[1] / "cpu.stat",
          "a": llama_playbook(tmp, [{"name": "plain", **NO_P2P}], name="fault-a", keep_releases=10),
          "b": llama_playbook(tmp, [{"name": "plain-b", "env": {**NO_P2P["env"], "X": "b"},
                                     "flags": dict(NO_P2P["flags"])}], name="fault-b", keep_releases=10),
