@@ -2,23 +2,29 @@
 numbers each command fleet.ssh.remote runs, and the journal's channel), learnt from one clean traced run of
 each flow, so a new step is covered without anyone listing it. At a point, a kind (the command fails; the link
 drops while it runs; the controller is SIGKILLed before it; the host's disks are full from then on) is injected
-into the real flow (`inv`, a process of its own) on one sandbox host, and the invariant is checked:
+into the real flow (`inv`, a process of its own) on a sandbox host, and the invariant is checked:
 
-  1. the host serves the release that was current before, or the one asked for (byte for byte, healthy);
+  1. the host serves the release that was current before, or the one asked for (byte for byte, healthy, and
+     the server runs that release's env: X);
   2. no lock is left that the next run cannot take: after a kill or a lost link, the next run (a deploy of the
      release that served) recovers it and the host ends as in 1;
   3. the release that served before stays reachable by rollback (keep_releases is larger than a run can push);
-  4. no file is left half-patched, no release in progress, no temp or kept file, no patch run half done.
+  4. no file is left half-patched, no release in progress, no temp, kept or `current` link, no patch run half
+     done.
 
-The suite runs every point with one kind, rotating over the points (kinds_of); FLEET_FAULT_POINTS=all runs
-every point with every kind, a list (3-9,20) every kind at those points. The deploy flow deploys B's playbook
-with other bytes (an env value), so a host can run new files while `current` still names B.
+The suite runs every point with every kind; FLEET_FAULT_POINTS=rotate one kind a point (kinds_of), a list
+(3-9,20) every kind at those points. The deploy flow deploys B's playbook with other bytes (an env value), so a
+host can run new files while `current` still names B.
 
-Each run starts from the same state in one round trip (the releases, unit, env and patchable files put back
-from a snapshot; the server restarted only when its files changed or it does not serve), and `inv` runs forked
-from a process that imported fleet once (forkinv.py: the same program, argv and environment, its own pid).
-/var/lib/fleet, /etc/fleet, /etc/systemd/system and the patchable packages are small tmpfs mounts on that host,
-so `full` really fills them (ENOSPC) and nothing else.
+A flow's points are spread over three sandbox hosts (lanes, LANE_HOSTS), one run on each at a time: a run mostly
+waits on round trips and the server's start, so three overlap even on 2 cores. Each lane learns the flow's points
+from its own traced run, and runs only if its steps are the first lane's. Each run starts from the same state in
+one round trip (the releases, unit, env and patchable files put back from a snapshot; systemd reloaded and the
+server restarted only when needed), and `inv` runs forked from a process that imported fleet once (forkinv.py:
+the same program, argv and environment, its own pid). /var/lib/fleet, /etc/fleet, /etc/systemd/system and the
+patchable packages are small tmpfs mounts on each lane's host, so `full` really fills them (ENOSPC) and nothing
+else. FLEET_FAULT_LOG=<file> writes a line a run: where its time went (reset, run, check, next) and its CPU
+(the inv's, the host's).
 """
 
 from __future__ import annotations
@@ -339,23 +345,24 @@ def _allowed(c, flow: str) -> set[str] | None:
     return {c["release_b"], c["release_a"]} if flow == "rollback" else None
 
 
-PER_POINT = 1  # kinds each point gets in the suite's run (rotating over the points); FLEET_FAULT_POINTS=all: every kind
+PER_POINT = 1  # kinds each point gets with FLEET_FAULT_POINTS=rotate (rotating over the points)
 
 
 def kinds_of(index: int, per_point: int = PER_POINT) -> tuple[str, ...]:
-    """The kinds the suite injects at a flow's index-th point: `per_point` of them, the first rotating with the
-    index, so neighbouring steps get different kinds and every point gets at least one. Pure."""
+    """The kinds a quick run (FLEET_FAULT_POINTS=rotate) injects at a flow's index-th point: `per_point` of them,
+    the first rotating with the index, so neighbouring steps get different kinds and every point gets at least
+    one. Pure."""
     return tuple(KINDS[(index + k * len(KINDS) // per_point) % len(KINDS)] for k in range(per_point))
 
 
 def _selected(points: list[tuple[int, str]], kind: str) -> list[tuple[int, str]]:
-    """The points this kind runs at. By default the suite's choice, deterministic: every point with
-    PER_POINT kind(s) (kinds_of). FLEET_FAULT_POINTS=all runs every point with every kind; a list such as 3-9
-    or 20,35,47 narrows a developer's run (every kind at those points)."""
-    spec = os.environ.get("FLEET_FAULT_POINTS")
+    """The points this kind runs at. By default (or FLEET_FAULT_POINTS=all) every point: the suite runs every
+    point with every kind. FLEET_FAULT_POINTS=rotate, a developer's quick run: every point with PER_POINT
+    kind(s) (kinds_of); a list such as 3-9 or 20,35,47: every kind at those points."""
+    spec = os.environ.get("FLEET_FAULT_POINTS", "all")
     if spec == "all":
         return points
-    if not spec:
+    if spec == "rotate":
         return [p for i, p in enumerate(points) if kind in kinds_of(i)]
     wanted: set[int] = set()
     for part in spec.split(","):
@@ -406,7 +413,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     return bad
 
 
-@pytest.mark.timeout(3 * 3600 if os.environ.get("FLEET_FAULT_POINTS") else 600)  # every point: up to ~20 min a test
+@pytest.mark.timeout(1800)  # deploy's 59 points of one kind over 3 lanes: about 4 min at load 10
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("flow", list(FLOWS))
 def test_every_fault_point_keeps_the_invariant(flow, kind, lanes):
@@ -496,8 +503,16 @@ def test_a_deploy_killed_between_its_commit_and_current_is_made_current_by_the_n
     assert not _broken(ctx, {killed}, after_next=True)
 
 
-def test_the_suite_s_choice_gives_every_point_a_kind_and_neighbouring_points_different_ones(monkeypatch):
+def test_the_suite_runs_every_point_with_every_kind_by_default(monkeypatch):
     monkeypatch.delenv("FLEET_FAULT_POINTS", raising=False)
+    points = [(i + 1, f"step {i}") for i in range(53)]
+    assert all(_selected(points, kind) == points for kind in KINDS)
+    monkeypatch.setenv("FLEET_FAULT_POINTS", "3-5,9")
+    assert all([n for n, _ in _selected(points, kind)] == [3, 4, 5, 9] for kind in KINDS)
+
+
+def test_a_quick_rotating_run_gives_every_point_a_kind_and_neighbouring_points_different_ones(monkeypatch):
+    monkeypatch.setenv("FLEET_FAULT_POINTS", "rotate")
     points = [(i + 1, f"step {i}") for i in range(53)]
     chosen = {kind: {n for n, _ in _selected(points, kind)} for kind in KINDS}
     assert set().union(*chosen.values()) == {n for n, _ in points}  # every point, at least one kind
