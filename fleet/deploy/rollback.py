@@ -191,10 +191,14 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
             written = _write_all(conn, host, writes)
             problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
             if problem:
-                raise FleetError(f"{host.name}: {problem}; {_undo_writes(conn, host, written)}")
+                raise FleetError(f"{host.name}: {problem}; {_undo_writes(conn, host, written, whole=True)}")
+            try:
+                stop_and_empty_gpus(conn, host, unit, 120, progress)
+            except FleetError as exc:  # the server still runs: the files it runs go back under it
+                raise FleetError(f"{exc}; {_undo_writes(conn, host, written)}; fleet's patch sets are reverted "
+                                 "(`inv deploy` or `inv rollback` puts the release's back)") from None
             for path in copies:
                 progress(f"put back {path} as fleet found it")
-            stop_and_empty_gpus(conn, host, unit, 120, progress)
             for path in (p for p in wanted if p not in copies):
                 if path == unit_path:
                     sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
@@ -220,14 +224,14 @@ def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]
         try:
             write_atomic(conn, host, path, data, mode, keep=True)
         except ServiceError as exc:
-            raise FleetError(f"{host.name}: {exc}; {_undo_writes(conn, host, done)}") from None
+            raise FleetError(f"{host.name}: {exc}; {_undo_writes(conn, host, done, whole=True)}") from None
         done.append((path, None if old is None else sha256(old)))
     return done
 
 
-def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]]) -> str:
+def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]], whole: bool = False) -> str:
     """What _write_all wrote, back as it stood: by rename from the kept copy (no free space needed), or removed
-    where nothing stood. What it says of the host."""
+    where nothing stood. What it says of the host (`whole`: the writes were all that had changed)."""
     stuck = []
     for path, old in reversed(done):
         if old is None:
@@ -237,7 +241,7 @@ def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]
     drop_kept(conn, host, [p for p, _ in done])
     if stuck:
         return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)"
-    return "the files already written were put back; nothing was changed"
+    return "the files already written were put back" + ("; nothing was changed" if whole else "")
 
 
 def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:

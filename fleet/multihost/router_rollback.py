@@ -45,6 +45,7 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
                 if outcome == Outcome.READY:
                     store.mark_current(target)
                     report["status"] = DeployStatus.OK
+                    hooks.drop_kept(conn)
                     return report
                 why = f"router release {target.id} did not serve: {outcome} {evidence}"
             except ConnectionLost:
