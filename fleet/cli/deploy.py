@@ -19,7 +19,7 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import release_id, versions_of
 from fleet.inventory import Host
-from fleet.multihost import multinode, rolling, rollout, wheels
+from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
@@ -144,7 +144,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")
-        report = routing.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
+        report = router_rollback.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
         if as_json:
             print_json(report)
         else:

@@ -116,6 +116,9 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
     if as_json:
         print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
     else:
+        for r in results:
+            for note in r.recovered:  # a dead run's leftovers, closed before patching
+                console.print(f"{escape(r.host)}: recovering: {escape(note)}", soft_wrap=wide)
         render(results, console, wide)
         for r in results:
             if r.release:

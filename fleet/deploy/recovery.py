@@ -20,11 +20,12 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
+from fleet.host.releases import CURRENT_TEMP, ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
+from fleet.patches.plan import BACKUP_ROOT
 from fleet.playbook import Playbook
 
 
@@ -120,9 +121,11 @@ def runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
     return all(found.get(p) == sha for p, sha in files.items())
 
 
-def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: hostlock.Lock,
+def after_lock(conn: Connection, host: Host, book: Playbook | None, unit: str, lock: hostlock.Lock,
                say: Callable[[str], None]) -> list[str]:
-    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`)."""
+    """First thing under the lock: the dead run's lock we took over, and what that run left (`recover`). `book`:
+    the playbook to put the current release back with (None: `inv patch` when the release's own cannot be loaded,
+    after `needs_playbook` found nothing that needs one)."""
     notes = [lock.recovered] if lock.recovered else []
     if lock.recovered:
         say(lock.recovered)
@@ -131,10 +134,13 @@ def after_lock(conn: Connection, host: Host, book: Playbook, unit: str, lock: ho
     return notes
 
 
-def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callable[[str], None]) -> list[str]:
+def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
-    repaired = patches.undo_interrupted_runs(conn, host) + _drop_temp_files(conn, host, unit)
-    notes = list(repaired) + finish_commits(conn, host)
+    dropped = _drop_temp_files(conn, host, unit)
+    links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
+    repaired = patches.undo_interrupted_runs(conn, host) + [
+        f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
+    notes = links + repaired + finish_commits(conn, host)
     found = find(conn, host)
     store = ReleaseStore(conn, host)
     notes += close_interrupted(store, found)
@@ -146,6 +152,9 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
     if not repaired and not marked and not any(it.touched_host for it in found):
         return notes
     current = store.current()
+    if book is None:
+        raise FleetError(f"{host.name}: a dead run left the host to be put back ({'; '.join(notes)[:300]}), which "
+                         "needs the release's playbook: run `inv deploy` or `inv rollback` with --playbook first")
     if current is None:
         stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
         problem = restore.set_patches(conn, host, [], say)
@@ -173,6 +182,16 @@ def recover(conn: Connection, host: Host, book: Playbook, unit: str, say: Callab
     return notes
 
 
+def needs_playbook(conn: Connection, host: Host) -> list[str]:
+    """What a dead run left that only a put-back with the release's playbook can close, read only in one round
+    trip (under the lock): releases in progress, patch runs half done, a rollback's mark. [] on a clean host."""
+    runs, releases = f"{shlex.quote(BACKUP_ROOT)}/runs/*/manifest.json", _grep(ROOT, '"status": "in-progress"')
+    out = sh(conn, host, f"{releases}; "
+                         f"grep -lsE '\"status\": \"(applying|reverting)\"' {runs}; "
+                         f"[ -e {shlex.quote(ROLLBACK_MARK)} ] && echo {shlex.quote(ROLLBACK_MARK)}; true")
+    return out.split()
+
+
 def _rollback_marked(conn: Connection, host: Host) -> str | None:
     """What a dead rollback's mark says (to, from), or None when there is none."""
     out = sh(conn, host, f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
@@ -187,12 +206,20 @@ def _rollback_marked(conn: Connection, host: Host) -> str | None:
     return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
-def _drop_temp_files(conn: Connection, host: Host, unit: str) -> list[str]:
-    """write_atomic's temp files that a killed writer left next to the unit and env files."""
-    pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-")]
-    out = sh(conn, host, "for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
-             "; do [ -e \"$f\" ] && rm -f -- \"$f\" && echo \"$f\"; done; true")
-    return [f"removed a temp file left half-written: {p}" for p in out.split()]
+def _drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -> list[str]:
+    """write_atomic's temp files that a killed writer left next to the unit and env files, and mark_current's new
+    link to a release that a run killed (or a failed rename) left beside `current`: the paths removed (one round
+    trip; it runs under the host lock, so no live run's link is among them)."""
+    pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-"),
+             (root, CURRENT_TEMP)]
+    return sh(conn, host, drop_temp_command(pairs)).split()
+
+
+def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
+    """The shell that removes FOLDER/PREFIX* for each pair, files and links (dangling ones too), and prints what it
+    removed. Pure."""
+    return ("for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
+            "; do { [ -e \"$f\" ] || [ -L \"$f\" ]; } && rm -f -- \"$f\" && echo \"$f\"; done; true")
 
 
 

@@ -205,15 +205,25 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
         raise
     except ServiceError as exc:  # e.g. nvidia-smi failing once: the files still go back, the start then tells
         say(f"stopping before putting back release {release.id}: {exc}; going on")
+    problem = put_files(conn, host, release, copies)
+    if problem:
+        return refused(problem)
+    daemon_reload(conn, host)
+    return None
+
+
+def put_files(conn: Connection, host: Host, release: Release, copies: dict[str, bytes]) -> str | None:
+    """`release`'s files (`copies`, from verified_copies) back at their paths: each skipped when it already is as
+    the release has it, else renamed back from the copy a write kept beside it (no free space needed), else
+    written (what stood there kept in turn). What did not verify, or None; a failed write raises."""
     for path, data in copies.items():
         want = release.files[path]["sha256"]
         if sha256(read_file(conn, host, path) or b"") == want:
             continue  # already as the release has it: a write that is not needed cannot fail on a full disk
-        if not put_back_kept(conn, host, path, want):  # by rename where this run kept it: no free space needed
+        if not put_back_kept(conn, host, path, want):  # by rename where a run kept it: no free space needed
             write_atomic(conn, host, path, data, mode_of(release, path), keep=True)
         if sha256(read_file(conn, host, path) or b"") != want:
-            return refused(f"{path} did not verify after writing")
-    daemon_reload(conn, host)
+            return f"{path} did not verify after writing"
     return None
 
 

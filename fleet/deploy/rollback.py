@@ -28,7 +28,17 @@ from fleet.host.releases import (
     versions_of,
 )
 from fleet.host.render import env_file, key_file, unit_file
-from fleet.host.service import daemon_reload, sh, sha256, stop_and_empty_gpus, write_atomic
+from fleet.host.service import (
+    ServiceError,
+    daemon_reload,
+    drop_kept,
+    put_back_kept,
+    read_file,
+    sh,
+    sha256,
+    stop_and_empty_gpus,
+    write_atomic,
+)
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
@@ -175,27 +185,63 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
             if damaged:
                 raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
                                  "nothing was changed")
+            # Written first, while the unit runs on what systemd and the server loaded: a write that fails (a full
+            # disk) puts back those already written by rename, and the host is as it was.
+            writes = [(p, d, int(files[p]["mode"], 8)) for p, d in copies.items() if d is not None]
+            written = _write_all(conn, host, writes)
             problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
             if problem:
-                raise FleetError(f"{host.name}: {problem}")
-            stop_and_empty_gpus(conn, host, unit, 120, progress)
-            for path in wanted:
-                data = copies.get(path)
-                if data is None:
-                    if path == unit_path:
-                        sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
-                    sh(conn, host, f"rm -f -- {shlex.quote(path)}")
-                    progress(f"removed {path} (there was none before fleet)")
-                else:
-                    write_atomic(conn, host, path, data, int(files[path]["mode"], 8))
-                    progress(f"put back {path} as fleet found it")
+                raise FleetError(f"{host.name}: {problem}; {_undo_writes(conn, host, written, whole=True)}")
+            try:
+                stop_and_empty_gpus(conn, host, unit, 120, progress)
+            except FleetError as exc:  # the server still runs: the files it runs go back under it
+                raise FleetError(f"{exc}; {_undo_writes(conn, host, written)}; fleet's patch sets are reverted "
+                                 "(`inv deploy` or `inv rollback` puts the release's back)") from None
+            for path in copies:
+                progress(f"put back {path} as fleet found it")
+            for path in (p for p in wanted if p not in copies):
+                if path == unit_path:
+                    sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+                sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+                progress(f"removed {path} (there was none before fleet)")
             daemon_reload(conn, host)
+            drop_kept(conn, host, wanted)
             ReleaseStore(conn, host).clear_current()
             return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
                                 attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
                                                   f"(start it with systemctl start {unit} if it should run)", 0)])
     finally:
         conn.close()
+
+
+def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:
+    """Each (path, data, mode) written, what stood there kept beside it (write.sh's keep); (path, sha256 of what
+    stood there, None: nothing) for each. When one write fails, those already written go back (_undo_writes) and
+    the failure is raised with what became of them."""
+    done: list[tuple[str, str | None]] = []
+    for path, data, mode in writes:
+        old = read_file(conn, host, path)
+        try:
+            write_atomic(conn, host, path, data, mode, keep=True)
+        except ServiceError as exc:
+            raise FleetError(f"{host.name}: {exc}; {_undo_writes(conn, host, done, whole=True)}") from None
+        done.append((path, None if old is None else sha256(old)))
+    return done
+
+
+def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]], whole: bool = False) -> str:
+    """What _write_all wrote, back as it stood: by rename from the kept copy (no free space needed), or removed
+    where nothing stood. What it says of the host (`whole`: the writes were all that had changed)."""
+    stuck = []
+    for path, old in reversed(done):
+        if old is None:
+            sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
+        elif not put_back_kept(conn, host, path, old):
+            stuck.append(path)
+    drop_kept(conn, host, [p for p, _ in done])
+    if stuck:
+        return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)"
+    return "the files already written were put back" + ("; nothing was changed" if whole else "")
 
 
 def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:

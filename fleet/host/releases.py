@@ -35,6 +35,7 @@ from fleet.outcomes import ReleaseStatus
 from fleet.upstream.versions import is_version
 
 ROOT = "/var/lib/fleet"
+CURRENT_TEMP = ".current."  # ROOT/.current.HEX: mark_current's new link before its rename over `current`
 RELEASES = f"{ROOT}/releases"
 CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
@@ -302,10 +303,11 @@ class ReleaseStore:
         return release
 
     def mark_current(self, release: Release) -> None:
-        """Point `current` at the release: a new symlink renamed over the old one, never a moment without."""
-        tmp = f"{self.root}/.current.{secrets.token_hex(4)}"
-        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {shlex.quote(tmp)} && "
-                                 f"mv -T {shlex.quote(tmp)} {shlex.quote(self.current_link)}")
+        """Point `current` at the release: a new symlink renamed over the old one, never a moment without. The
+        new link is removed when the rename fails (a killed run's is removed by recovery: CURRENT_TEMP)."""
+        tmp = shlex.quote(f"{self.root}/{CURRENT_TEMP}{secrets.token_hex(4)}")
+        move = f"mv -T {tmp} {shlex.quote(self.current_link)} || {{ rm -f -- {tmp}; exit 1; }}"
+        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && {{ {move}; }}")
 
     def clear_current(self) -> None:
         """The host is on no fleet release any more (rolled back to before fleet)."""

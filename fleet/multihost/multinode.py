@@ -173,16 +173,41 @@ class MultiNode:
         for n in self.nodes:
             n.result.config = n.prior.config
             n.result.attempts.append(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
+        why = f"did not come up: {outcome} {evidence}"
         if outcome == Outcome.READY:
-            for n in self.nodes:
-                n.store.mark_current(n.prior)
-                n.result.status = DeployStatus.OK
-            return
+            moved = self._move_current(running)
+            if moved is None:
+                for n in self.nodes:
+                    n.result.status = DeployStatus.OK
+                return
+            why = f"served, but {moved}"
         note = self._back_to(running)
         for n in self.nodes:
-            n.result.error = f"{n.host.name}: rollback to {target} did not come up: {outcome} {evidence}; {note}"
+            n.result.error = f"{n.host.name}: rollback to {target} {why}; {note}"
             if note.startswith("back on"):
                 n.result.release, n.result.config = n.prior.id, n.prior.config
+
+    def _move_current(self, running: dict[int, Release | None]) -> str | None:
+        """Every node's `current` to its `previous` (the target, serving); None when all moved. When one move
+        fails, the nodes that moved are pointed back at what they ran (`running`), so that every node names one
+        release, and what went wrong is returned: the caller then puts that release back on every node."""
+        moved: list[Node] = []
+        for n in self.nodes:
+            try:
+                n.store.mark_current(n.prior)
+            except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv, a node lost (a plain OSError)
+                problem = f"making it current on {n.host.name} failed: {str(exc).strip()[:200] or type(exc).__name__}"
+                break
+            moved.append(n)
+        else:
+            return None
+        for n in moved:
+            back = running[n.rank]
+            try:
+                n.store.mark_current(back) if back is not None else n.store.clear_current()
+            except Exception as exc:  # noqa: BLE001 - said; the next rollback or deploy on the node sees it
+                problem += f"; {n.host.name}'s current could not be pointed back: {str(exc).strip()[:200]}"
+        return problem
 
     def _back_to(self, running: dict[int, Release | None]) -> str:
         """After a failed rollback: every node on the release it ran before, started together again."""

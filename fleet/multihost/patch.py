@@ -4,12 +4,16 @@ by an audit of the gates that still exclude the host's SM."""
 
 from __future__ import annotations
 
-from fleet import parallel
+from fabric import Connection
+
+from fleet import parallel, playbook
+from fleet.deploy import recovery
+from fleet.deploy.inputs import load_playbook
 from fleet.deploy.restore import in_own_venv, record_patch_release
-from fleet.errors import FleetError
+from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import venvs
-from fleet.host.releases import ReleaseStore
+from fleet.host.releases import Release, ReleaseStore
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
 from fleet.patches.engine import HostResult, apply_host, check_host, revert_host
@@ -35,13 +39,17 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
             else:
                 # One lock over the change and its release record, so no deploy slips in between.
                 with hostlock.held(conn, host, f"patch {'--revert ' if action == 'revert' else ''}"
-                                               + " ".join(s.name for s in sets)):
+                                               + " ".join(s.name for s in sets)) as lock:
                     # read before any change: a `current` that cannot be read refuses with the host untouched
-                    current = ReleaseStore(conn, host).current()
+                    store = ReleaseStore(conn, host)
+                    current = store.current()
+                    recovered = _recover(conn, host, current, lock)
+                    current = store.current()  # recovery may have made a dead deploy's release current
                     if current is not None:  # its patch sets go into the venv it serves from
                         host = in_own_venv(host, current)
                     result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
                               else revert_host(conn, host, sets, lock=False))
+                    result.recovered = recovered
                     if result.ok and result.written:
                         result.release = record_patch_release(conn, host, current, action, [s.name for s in sets])
             if audit:
@@ -57,3 +65,21 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
     for o in parallel.run_all(hosts, one):
         out.append(o.value if o.ok and o.value is not None else HostResult(o.host.name, action, False, error=o.error))
     return out
+
+
+def _recover(conn: Connection, host: Host, current: Release | None, lock: hostlock.Lock) -> list[str]:
+    """What a dead run left, finished or undone before patching (as deploy, rollback and tune do), with the
+    playbook the current release was deployed with. When that cannot be loaded from playbooks/ and a put-back
+    would need it, the patch refuses with nothing changed."""
+    book = None
+    if current is not None:
+        try:
+            book = load_playbook(str(playbook.shipped(current.playbook)), checked=False)[0]
+        except InputError:
+            book = None
+    if book is None and (left := recovery.needs_playbook(conn, host)):
+        raise FleetError(f"{host.name}: a dead run left {', '.join(left[:3])}; putting the host back needs the "
+                         f"playbook of release {current.id if current else '(none)'}, which is not in playbooks/: "
+                         "run `inv deploy` or `inv rollback` with its --playbook first; nothing was changed")
+    unit = (book.serve.unit if book is not None else None) or host.unit
+    return recovery.after_lock(conn, host, book, unit, lock, lambda line: None)

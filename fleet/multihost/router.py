@@ -42,7 +42,7 @@ from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
+from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, unit_state
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost.router_plan import (
@@ -58,7 +58,7 @@ from fleet.multihost.router_plan import (
     unit_path,
     worker_url,
 )
-from fleet.outcomes import SERVING, DeployStatus, Outcome, ReleaseStatus, Verdict
+from fleet.outcomes import SERVING, DeployStatus, Outcome, Verdict
 from fleet.playbook import Playbook, Rung, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -246,12 +246,16 @@ class RouterHooks:
             try:
                 with hostlock.held(conn, self.host, f"deploy router {self.book.name}") as lock:
                     report["recovered"] = self.recover(conn, lock, say)
+                    self.drop_kept(conn)  # a dead run's, used by the recovery above or stale
                     workers = self.members(conn, hosts, results)
                     report["workers"] = workers
                     if not workers:
                         report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
                         return report
-                    report.update(self._deploy(conn, workers, say))
+                    try:
+                        report.update(self._deploy(conn, workers, say))
+                    finally:
+                        self.drop_kept(conn)
             finally:
                 conn.close()
         except FleetError as exc:
@@ -388,8 +392,9 @@ class RouterHooks:
             if isinstance(copies, str):
                 raise FleetError(f"{self.host.name}: after an interrupted router deploy: {copies}")
             unit = self.book.router.unit  # type: ignore[union-attr]
-            for path, data in copies.items():
-                write_atomic(conn, self.host, path, data, restore.mode_of(current, path))
+            problem = restore.put_files(conn, self.host, current, copies)  # by rename where kept: a full disk too
+            if problem:
+                raise FleetError(f"{self.host.name}: after an interrupted router deploy: {problem}")
             daemon_reload(conn, self.host)
             restore.restart(conn, self.host, unit)
             notes.append(f"router release {current.id} put back and restarted")
@@ -404,43 +409,18 @@ class RouterHooks:
         if isinstance(copies, str):
             return Outcome.PREFLIGHT, copies
         sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
-        for path, data in copies.items():
-            write_atomic(conn, self.host, path, data, restore.mode_of(release, path))
+        problem = restore.put_files(conn, self.host, release, copies)  # by rename where kept: a full disk too
+        if problem:
+            return Outcome.INSTALL_FAILED, problem
         daemon_reload(conn, self.host)
         restore.restart(conn, self.host, unit)
         return self._ready(conn)
 
-
-def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
-    """`inv rollback --router`: the router's unit back to an earlier known-good release (default: the newest
-    before the current one), verified by a generation through it; made current when it serves."""
-    host = hooks.host
-    report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
-                              "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
-                              "release": None, "workers": [], "error": None, "evidence": None}
-    conn = open_connection(host, hooks.opts)
-    try:
-        with hostlock.held(conn, host, "rollback router") as lock:
-            report["recovered"] = hooks.recover(conn, lock, lambda m: hooks.say(host.name, f"router: {m}"))
-            store = ReleaseStore(conn, host, ROUTER_ROOT)
-            found = store.load(to) if to else store.last_good_before_current()
-            if to and (found is None or found.status != ReleaseStatus.OK):
-                raise FleetError(f"{host.name}: no router release {to} that served "
-                                 f"(see {ROUTER_ROOT}/releases on {host.name})")
-            if found is None:
-                raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
-            target = found
-            hooks.say(host.name, f"router: rolling back to {target.id}")
-            outcome, evidence = hooks.restore(conn, store, target)
-            report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
-            if outcome == Outcome.READY:
-                store.mark_current(target)
-                report["status"] = DeployStatus.OK
-            else:
-                report["error"] = f"{host.name}: router release {target.id} did not serve: {outcome} {evidence}"
-    finally:
-        conn.close()
-    return report
+    def drop_kept(self, conn: Connection) -> None:
+        """The router run has ended: the copies its writes kept of the router's unit and env are dropped (never
+        raised: the next run drops them too)."""
+        with suppress(Exception):
+            drop_kept(conn, self.host, [unit_path(self.book), env_path(self.book)])
 
 
 def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:

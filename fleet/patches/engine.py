@@ -162,6 +162,7 @@ class HostResult:
     audit_error: str | None = None
     release: str | None = None  # the release a standalone apply/revert was recorded as
     drift: bool = False  # refused only because files' text is not what the sets expect; nothing written
+    recovered: list[str] = field(default_factory=list)  # what a dead run left, closed first (`inv patch`)
 
     def to_json(self) -> dict[str, Any]:
         audit, self.audit = self.audit, None

@@ -3,7 +3,8 @@ and every fleet module once; each run is a child forked from it, with its own pi
 child alone, and its lock names that pid), running invoke's own program on the argv, environment and working
 folder `.venv/bin/inv` would get, stdin closed, stdout and stderr to files. What it saves is the interpreter's
 start-up and imports, about 1.5 s a run on a busy machine. Protocol: one JSON request a line on stdin
-({"id", "argv", "env", "out", "err"}), one line back (`forkinv: {"id", "rc"}`: the exit status, or -signal)."""
+({"id", "argv", "env", "out", "err"}), one line back (`forkinv: {"id", "rc", "cpu"}`: the exit status, or -signal,
+and the CPU seconds the run used, user and system, for the harness's figures)."""
 
 from __future__ import annotations
 
@@ -68,9 +69,10 @@ def serve() -> None:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        print(PREFIX + json.dumps({"id": req.get("id"), "rc": rc}), flush=True)
+        cpu = round(usage.ru_utime + usage.ru_stime, 3)
+        print(PREFIX + json.dumps({"id": req.get("id"), "rc": rc, "cpu": cpu}), flush=True)
 
 
 if __name__ == "__main__":

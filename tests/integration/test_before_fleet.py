@@ -84,3 +84,30 @@ def test_a_keyed_deploy_leaves_no_key_behind(sandbox, sandbox_inventory, tmp_pat
         assert sh(sandbox_inventory, HOST, "test -x /var/lib/fleet/bin/fleet-launch && echo kept").strip() == "kept"
     finally:
         _fresh(sandbox_inventory)
+
+
+def test_a_write_that_fails_half_way_puts_back_what_was_written_and_leaves_the_release_serving(
+        sandbox, sandbox_inventory, tmp_path):
+    """The unit went back to the hand-written one, then writing the env failed (a full disk): before, the host was
+    left stopped, on the hand unit and fleet's env. Now the files are written before anything is stopped, each
+    old one kept beside it, and the written ones go back by rename: nothing changed, the release still serves."""
+    _fresh(sandbox_inventory)
+    sh(sandbox_inventory, HOST, f"printf %s '{HAND}' > {UNIT} && mkdir -p /etc/fleet && printf 'A=1\\n' > {ENV}")
+    book = llama_playbook(tmp_path, PLAIN, name="llama-before-half")
+    try:
+        assert inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json").returncode == 0
+        trace = tmp_path / "trace"
+        args = ("rollback", "--host", HOST, "--to", "before-fleet", "--json")
+        assert inv(sandbox, *args, env={"FLEET_FAULT_TRACE": str(trace)}).returncode == 0  # learn the step...
+        (n,) = [line.split("\t")[0] for line in trace.read_text().splitlines() if f"fleet-write {ENV}" in line]
+        assert inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json").returncode == 0
+        before = sh(sandbox_inventory, HOST, f"sha256sum {UNIT} {ENV}; readlink /var/lib/fleet/current")
+        proc = inv(sandbox, *args, env={"FLEET_FAULT_AT": f"{n}:fail"})  # ...then make it fail
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 1 and "the files already written were put back; nothing was changed" in error
+        assert sh(sandbox_inventory, HOST, f"sha256sum {UNIT} {ENV}; readlink /var/lib/fleet/current") == before
+        assert sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip() == "active"
+        assert sh(sandbox_inventory, HOST, "ls -a /etc/systemd/system /etc/fleet | grep -c kept-by-fleet; true"
+                  ).strip() == "0"
+    finally:
+        _fresh(sandbox_inventory)

@@ -83,3 +83,20 @@ def test_a_damaged_manifest_among_the_releases_is_passed_over_not_a_wall(tmp_pat
                     source=Path("x.yaml"))
     found = rec.find(None, host)  # type: ignore[arg-type]
     assert [i.release.id for i in found] == [good.id]
+
+
+def test_recovery_removes_a_dead_run_s_new_current_link_and_temp_files_but_nothing_else(tmp_path):
+    """A run killed between mark_current's `ln -s` and its `mv` left .current.HEX (dangling once its release is
+    pruned); recovery's one round trip removes it with write_atomic's temp files, and names what it removed."""
+    root, etc = tmp_path / "fleet", tmp_path / "etc"
+    root.mkdir()
+    etc.mkdir()
+    (root / ".current.0a1b2c3d").symlink_to("releases/20261201T000000Z-gone")  # dangling
+    (root / "current").symlink_to("releases/20261201T000000Z-live")
+    (etc / ".sglang.env.fleet-12-34").write_text("half")
+    (etc / "sglang.env").write_text("kept")
+    cmd = recovery.drop_temp_command([(str(etc), ".sglang.env.fleet-"), (str(root), releases.CURRENT_TEMP)])
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(out) == sorted([str(etc / ".sglang.env.fleet-12-34"), str(root / ".current.0a1b2c3d")])
+    assert sorted(p.name for p in root.iterdir()) == ["current"] and [p.name for p in etc.iterdir()] == ["sglang.env"]
+    assert subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout == ""

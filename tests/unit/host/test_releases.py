@@ -172,3 +172,26 @@ def test_a_node_release_as_fleet_writes_it_loads_and_says_which_node_it_is(store
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps(r.to_json()))
     assert releases.node_of(store.load(r.id)) == "node 1 of 2 of the multi-node deployment of p (a, b)"
+
+
+def test_a_failed_move_of_current_leaves_no_new_link_behind(store, monkeypatch):
+    """mark_current's `mv` failing (here `current` is a folder, so rename(2) refuses) used to leave its
+    .current.HEX link beside `current` for ever."""
+    def sh(conn, host, command, timeout=120, check=True):  # as fleet.host.service.sh: a failure raises
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        if check and done.returncode != 0:
+            raise FleetError(done.stderr)
+        return done.stdout
+
+    monkeypatch.setattr(releases, "sh", sh)
+    r = _release()
+    Path(store.dir(r)).mkdir(parents=True)
+    (Path(store.current_link) / "x").mkdir(parents=True)
+    with pytest.raises(FleetError):
+        store.mark_current(r)
+    assert sorted(p.name for p in Path(store.root).iterdir()) == ["current", "releases"]
+    (Path(store.current_link) / "x").rmdir()
+    Path(store.current_link).rmdir()
+    store.mark_current(r)
+    assert sorted(p.name for p in Path(store.root).iterdir()) == ["current", "releases"]
+    assert store.current_id() == r.id

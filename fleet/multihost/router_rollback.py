@@ -1,0 +1,77 @@
+"""`inv rollback --router`: the router's unit back to an earlier router release that served, checked with a
+generation through it, made current when it serves; when it does not (or a step raises), the router release that
+served before goes back, by rename where the rollback's writes kept its files (a full disk too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabric import Connection
+
+from fleet.errors import FleetError
+from fleet.host import lock as hostlock
+from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
+from fleet.multihost.router import RouterHooks
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.ssh.connect import open_connection
+from fleet.ssh.remote import ConnectionLost
+
+
+def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
+    """`inv rollback --router`: the router's unit back to an earlier known-good release (default: the newest
+    before the current one), verified by a generation through it; made current when it serves."""
+    host = hooks.host
+    report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
+                              "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
+                              "release": None, "workers": [], "error": None, "evidence": None}
+    conn = open_connection(host, hooks.opts)
+    try:
+        with hostlock.held(conn, host, "rollback router") as lock:
+            report["recovered"] = hooks.recover(conn, lock, lambda m: hooks.say(host.name, f"router: {m}"))
+            hooks.drop_kept(conn)
+            store = ReleaseStore(conn, host, ROUTER_ROOT)
+            found = store.load(to) if to else store.last_good_before_current()
+            if to and (found is None or found.status != ReleaseStatus.OK):
+                raise FleetError(f"{host.name}: no router release {to} that served "
+                                 f"(see {ROUTER_ROOT}/releases on {host.name})")
+            if found is None:
+                raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
+            target = found
+            hooks.say(host.name, f"router: rolling back to {target.id}")
+            before = store.current()
+            try:
+                outcome, evidence = hooks.restore(conn, store, target)
+                report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
+                if outcome == Outcome.READY:
+                    store.mark_current(target)
+                    report["status"] = DeployStatus.OK
+                    hooks.drop_kept(conn)
+                    return report
+                why = f"router release {target.id} did not serve: {outcome} {evidence}"
+            except ConnectionLost:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv: what served goes back
+                why = f"rolling the router back to {target.id} failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
+            report["error"] = f"{host.name}: {why}; {_back_on(hooks, conn, store, before, report)}"
+            hooks.drop_kept(conn)
+    finally:
+        conn.close()
+    return report
+
+
+def _back_on(hooks: RouterHooks, conn: Connection, store: ReleaseStore, before: Release | None,
+             report: dict[str, Any]) -> str:
+    """After a failed router rollback: the release that served before it back (by rename where the rollback's
+    writes kept its files), as a failed single-host rollback does; what became of it, never raised."""
+    if before is None:
+        return "there was no current router release to go back to"
+    try:
+        outcome, evidence = hooks.restore(conn, store, before)
+    except ConnectionLost:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported with the rollback's own error
+        outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    if outcome != Outcome.READY:
+        return f"putting back router release {before.id} failed too: {outcome} {evidence}"
+    report.update(release=before.id, workers=before.config.get("workers", []), evidence=evidence)
+    return f"back on router release {before.id}, serving"

@@ -1,0 +1,135 @@
+"""The router's restore (fleet.multihost.router.RouterHooks.restore, used by its fall-back, its recovery and
+`inv rollback --router`) puts files back by rename from the copies its writes kept, so a full disk cannot leave the
+router unrestored; and a router rollback whose target does not serve puts back the release that served before
+(fleet.multihost.router_rollback). The host's files are a dict; every step that would touch a host is a stand-in."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from fleet import playbook
+from fleet.host.releases import Release
+from fleet.host.service import ServiceError, sha256
+from fleet.inventory import load as load_inventory
+from fleet.multihost import router as routing
+from fleet.multihost import router_rollback
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.ssh.connect import ConnectOptions
+
+BOOK = """name: replicas
+model: {path: /models/Llama-3.1-8B-Instruct}
+serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
+ladder:
+  - name: plain
+router: {host: sbx0, port: 30080}
+"""
+UNIT, ENV = "/etc/systemd/system/sglang-router.service", "/etc/fleet/sglang-router.env"
+OLD = {UNIT: b"[Service]\nExecStart=/old\n", ENV: b"A=old\n"}
+NEW = {UNIT: b"[Service]\nExecStart=/new\n", ENV: b"A=new\n"}
+
+
+def _release(rid: str, files: dict[str, bytes]) -> Release:
+    return Release(id=rid, host="sbx0", playbook="replicas", playbook_sha256="0" * 64, created="now", rung="router",
+                   status="ok", files={p: {"sha256": sha256(d), "mode": "0o644"} for p, d in files.items()})
+
+
+class Host:
+    """The router host's files, and the copies write.sh kept beside them (by sha256); the disk is full."""
+
+    def __init__(self, monkeypatch):
+        self.files, self.kept, self.writes, self.renames = dict(NEW), {}, [], []
+        for path, data in OLD.items():  # the new release's install kept what served
+            self.kept[(path, sha256(data))] = data
+        monkeypatch.setattr(routing.restore, "read_file", lambda conn, host, path: self.files.get(path))
+        monkeypatch.setattr(routing.restore, "put_back_kept", self.put_back_kept)
+        monkeypatch.setattr(routing.restore, "write_atomic", self.write_atomic)
+
+    def put_back_kept(self, conn, host, path, want):
+        if (path, want) not in self.kept:
+            return False
+        self.renames.append(path)
+        self.files[path] = self.kept[(path, want)]
+        return True
+
+    def write_atomic(self, conn, host, path, data, mode, keep=False):
+        self.writes.append(path)
+        raise ServiceError(f"writing {path}: No space left on device; the old file is untouched")
+
+
+@pytest.fixture
+def hooks(tmp_path, monkeypatch):
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory/hosts.yaml").write_text("hosts:\n  sbx0: {address: 10.0.0.9}\n")
+    path = tmp_path / "replicas.yaml"
+    path.write_text(BOOK)
+    host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
+    h = routing.RouterHooks(playbook.load(path), Path(path), host, ConnectOptions(), {}, lambda h, m: None)
+    monkeypatch.setattr(routing, "sh", lambda *a, **k: "")
+    monkeypatch.setattr(routing, "daemon_reload", lambda *a: None)
+    monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
+    monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
+    return h
+
+
+def test_the_router_s_restore_on_a_full_disk_renames_the_kept_copies_back(hooks, monkeypatch):
+    host = Host(monkeypatch)
+    old = _release("r1", OLD)
+    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
+    assert hooks.restore(object(), object(), old) == (Outcome.READY, "2+2= -> 4")
+    assert host.files == OLD and sorted(host.renames) == sorted(OLD) and host.writes == []
+
+
+def test_a_file_neither_kept_nor_writable_is_an_install_failure_not_a_crash(hooks, monkeypatch):
+    host = Host(monkeypatch)
+    host.kept.clear()
+    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
+    with pytest.raises(ServiceError, match="No space left"):
+        hooks.restore(object(), object(), _release("r1", OLD))
+    assert host.writes == [UNIT]
+
+
+def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hooks, monkeypatch):
+    current, target = _release("r2", NEW), _release("r1", OLD)
+    moved: list[str] = []
+
+    class Store:
+        def __init__(self, *a):
+            pass
+
+        def current(self):
+            return current
+
+        def last_good_before_current(self):
+            return target
+
+        def mark_current(self, release):
+            moved.append(release.id)
+
+    @contextmanager
+    def held(*a, **k):
+        yield None
+
+    restored: list[str] = []
+
+    def restore(self, conn, store, release):
+        restored.append(release.id)
+        return (Outcome.READY, "2+2= -> 4") if release.id == "r2" else (Outcome.HANG, "no answer in 30 s")
+
+    class Conn:
+        def close(self):
+            pass
+
+    monkeypatch.setattr(router_rollback, "open_connection", lambda host, opts: Conn())
+    monkeypatch.setattr(router_rollback.hostlock, "held", held)
+    monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
+    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
+    monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)
+    monkeypatch.setattr(routing.RouterHooks, "restore", restore)
+    report = router_rollback.rollback(hooks, None)
+    assert restored == ["r1", "r2"] and moved == []
+    assert report["status"] == DeployStatus.FAILED and report["release"] == "r2"
+    assert "router release r1 did not serve: HANG" in report["error"]
+    assert report["error"].endswith("back on router release r2, serving")
