@@ -43,6 +43,9 @@ def served_venv(inventory) -> str:
 
 def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
         sandbox, sandbox_inventory, house, tmp_path):
+    # a cold start whatever ran before: other files deploy the same pins to this host (test_upgrade_rollout's
+    # rolling upgrade over sbx1-sbx3), and a venv or wheel already there is reused, rightly, with nothing built or sent
+    sh(sandbox_inventory, HOST, "rm -rf /var/lib/fleet/venvs /var/lib/fleet/wheels")
     env = run_env(house)
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD)
     rc, first, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
