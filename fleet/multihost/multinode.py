@@ -15,7 +15,6 @@ purpose: every node back to one earlier deployment (the same release id on all),
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,7 +31,7 @@ from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
-from fleet.errors import FleetError, InputError
+from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
@@ -40,40 +39,11 @@ from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sgl
 from fleet.host.service import stop_and_empty_gpus, unit_state
 from fleet.inventory import Host
 from fleet.logs import journal
+from fleet.multihost.multinode_plan import check_hosts, dist_init_addr, node_args
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung, sglang_version
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
-
-
-def check_hosts(book: Playbook, hosts: Sequence[Host]) -> None:
-    """Bad input before any host is touched: exactly nodes.count distinct hosts."""
-    assert book.nodes is not None
-    names = [h.name for h in hosts]
-    if len(set(names)) != len(names):
-        raise InputError(f"playbook {book.name}: a host is given twice ({', '.join(names)}); each node is one host")
-    if len(hosts) != book.nodes.count:
-        raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes (nodes.count): give exactly "
-                         f"{book.nodes.count} hosts with --host/--group, rank 0 first; got {len(hosts)}"
-                         + (f" ({', '.join(names)})" if names else ""))
-
-
-def dist_init_addr(book: Playbook, hosts: Sequence[Host]) -> str:
-    assert book.nodes is not None
-    address = hosts[0].address
-    try:
-        if ipaddress.ip_address(address).version == 6:
-            address = f"[{address}]"
-    except ValueError:
-        pass  # a host name
-    return f"{address}:{book.nodes.dist_port}"
-
-
-def node_args(book: Playbook, hosts: Sequence[Host], rank: int) -> list[str]:
-    """The sglang flags that make one host node `rank` of the server."""
-    assert book.nodes is not None
-    return ["--nnodes", str(book.nodes.count), "--node-rank", str(rank),
-            "--dist-init-addr", dist_init_addr(book, hosts)]
 
 
 @dataclass

@@ -14,7 +14,7 @@ from fleet.host import venvs
 from fleet.host.facts import HostFacts
 from fleet.host.render import API_KEY
 from fleet.inventory import Host
-from fleet.multihost import multinode
+from fleet.multihost import multinode, multinode_plan
 from fleet.ssh.connect import ConnectOptions
 
 BOOK = """name: two
@@ -79,13 +79,13 @@ def test_the_shipped_two_node_sample_loads_and_splits(tmp_path):
 def test_the_host_count_must_match_the_nodes(tmp_path, count, message):
     book = playbook.load(write(tmp_path, BOOK))
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        multinode.check_hosts(book, hosts(count))
+        multinode_plan.check_hosts(book, hosts(count))
 
 
 def test_a_host_given_twice_is_refused(tmp_path):
     book = playbook.load(write(tmp_path, BOOK))
     with pytest.raises(InputError, match="a host is given twice"):
-        multinode.check_hosts(book, [hosts(1)[0], hosts(1)[0]])
+        multinode_plan.check_hosts(book, [hosts(1)[0], hosts(1)[0]])
 
 
 def test_each_node_gets_its_rank_and_rank_0s_address_in_its_own_unit(tmp_path):
@@ -110,7 +110,7 @@ def test_each_node_gets_its_rank_and_rank_0s_address_in_its_own_unit(tmp_path):
 
 def test_an_ipv6_rank_0_is_bracketed(tmp_path):
     book = playbook.load(write(tmp_path, BOOK))
-    assert multinode.node_args(book, hosts(2, "fd00::{}"), 1) == [
+    assert multinode_plan.node_args(book, hosts(2, "fd00::{}"), 1) == [
         "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "[fd00::1]:5757"]
 
 
