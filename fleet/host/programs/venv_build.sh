@@ -28,7 +28,8 @@ python=$(command -v "$py") || { echo "no $py on the host's PATH" >&2; exit 72; }
 uv=$(command -v uv) && "$uv" --version >/dev/null 2>&1 || uv=
 if [ -n "$uv" ]; then
   tool=uv
-  "$uv" venv --quiet --no-config --no-project --no-python-downloads --python "$python" "$build" >"$log" 2>&1 &&
+  "$uv" venv --quiet --no-config --offline --no-project --no-python-downloads --cache-dir "$cache" --python "$python" \
+      "$build" >"$log" 2>&1 &&
     "$uv" pip install --no-config --offline --no-index --find-links "$wheels" --no-python-downloads \
       --cache-dir "$cache" --compile-bytecode --python "$build/bin/python" "$@" >>"$log" 2>&1
 else

@@ -188,12 +188,15 @@ def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a
     done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
     assert done.returncode == 0, done.stderr
     calls = uv_calls(host)
+    pid = os.readlink(host["root"] / DIGEST).rsplit(".", 1)[1]
     for sub, help_file in (("venv", "uv-0.13.9-venv-help.txt"), ("pip install", "uv-0.13.9-pip-install-help.txt")):
         known = set(re.findall(r"--[a-z][a-z-]+", (FIXTURES / help_file).read_text()))
         flags = {w for w in calls[sub] if w.startswith("--")}
         assert flags <= known, (sub, flags - known)  # a flag the real uv refuses (exit 2) fails every build
-        assert {"--no-config", "--no-python-downloads"} <= flags
-    assert {"--offline", "--no-index", "--find-links", "--compile-bytecode", "--cache-dir"} <= set(calls["pip install"])
+        assert {"--no-config", "--offline", "--no-python-downloads", "--cache-dir"} <= flags
+        # both share one cache beside the build (the real `uv venv` otherwise left ~/.cache/uv on the host)
+        assert calls[sub][calls[sub].index("--cache-dir") + 1] == f"{host['root']}/.build/{DIGEST}.{pid}.uv-cache"
+    assert {"--no-index", "--find-links", "--compile-bytecode"} <= set(calls["pip install"])
 
 
 def test_uv_builds_with_the_hosts_own_python3_not_any_python_3_it_finds(host):
