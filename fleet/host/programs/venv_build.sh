@@ -5,7 +5,8 @@
 # published by renaming a symlink onto <venvs>/<digest>: a half-built venv is never used.
 # uv is used when `uv --version` runs (else pip), always with the interpreter $1 resolves to on PATH: uv reads a
 # bare `python3` as "any Python 3" and would take a uv-managed one first (or download one). Its cache is made
-# beside the build and removed with it: nothing outside /var/lib/fleet grows, no index or download is tried.
+# beside the build and removed with it: nothing outside /var/lib/fleet grows, no index or download is tried;
+# files are hardlinked from it whatever UV_LINK_MODE says (symlinks into a removed cache would be a dead venv).
 # Exit 0 "built pip|uv" (or "exists"); 70 bad use; 71 a wheel is missing or not the controller's; 72 the build
 # failed (pip's or uv's error lines and last lines on stderr, nothing left behind); 73 publishing failed.
 set -u
@@ -25,13 +26,14 @@ mkdir -p "$root/.build" || exit 73
 build="$root/.build/$name.$$" log="$root/.build/$name.$$.log" cache="$root/.build/$name.$$.uv-cache"
 rm -rf "$build" "$cache"
 python=$(command -v "$py") || { echo "no $py on the host's PATH" >&2; exit 72; }
-uv=$(command -v uv) && "$uv" --version >/dev/null 2>&1 || uv=
+uv=$(command -v uv) && timeout 60 "$uv" --version >/dev/null 2>&1 </dev/null || uv=
 if [ -n "$uv" ]; then
   tool=uv
   "$uv" venv --quiet --no-config --offline --no-project --no-python-downloads --cache-dir "$cache" --python "$python" \
       "$build" >"$log" 2>&1 &&
     "$uv" pip install --no-config --offline --no-index --find-links "$wheels" --no-python-downloads \
-      --cache-dir "$cache" --compile-bytecode --python "$build/bin/python" "$@" >>"$log" 2>&1
+      --cache-dir "$cache" --link-mode hardlink --compile-bytecode --python "$build/bin/python" "$@" >>"$log" 2>&1 &&
+    { [ ! -f "$build/.lock" ] || chmod 0644 "$build/.lock"; }  # uv makes it world-writable
 else
   tool=pip
   "$python" -m venv "$build" >"$log" 2>&1 &&

@@ -22,9 +22,11 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "venv_build"
 FAKE_UV = """#!/bin/sh
 # stand-in uv 0.13.9: `uv --version`; `uv venv ... --python PY DIR` makes DIR/bin/python; `uv pip install ...`
 # makes its --cache-dir and fails on demand with the real uv's words; each call's arguments appended to $UV_ARGS
+[ "$1" = --version ] && [ -n "${UV_HANGS:-}" ] && exec sleep 600
 [ "$1" = --version ] && { [ -n "${UV_BROKEN:-}" ] && exit 126; cat "$FIXTURES/uv-0.13.9-version.txt"; exit 0; }
 echo "$@" >> "${UV_ARGS:-/dev/null}"
-if [ "$1" = venv ]; then eval "d=\\${$#}"; mkdir -p "$d/bin" && : > "$d/bin/python"; exit 0; fi
+if [ "$1" = venv ]; then eval "d=\\${$#}"; mkdir -p "$d/bin" && : > "$d/bin/python" && : > "$d/.lock"; \\
+  chmod 0666 "$d/.lock"; exit 0; fi
 while [ $# -gt 0 ]; do [ "$1" = --cache-dir ] && mkdir -p "$2"; shift; done
 [ -n "${UV_FAIL:-}" ] && { cat "$FIXTURES/$UV_FAIL" >&2; exit 1; }
 exit 0
@@ -196,7 +198,12 @@ def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a
         assert {"--no-config", "--offline", "--no-python-downloads", "--cache-dir"} <= flags
         # both share one cache beside the build (the real `uv venv` otherwise left ~/.cache/uv on the host)
         assert calls[sub][calls[sub].index("--cache-dir") + 1] == f"{host['root']}/.build/{DIGEST}.{pid}.uv-cache"
-    assert {"--no-index", "--find-links", "--compile-bytecode"} <= set(calls["pip install"])
+    pip_install = calls["pip install"]
+    assert {"--no-index", "--find-links", "--compile-bytecode"} <= set(pip_install)
+    # hardlinks from the cache whatever UV_LINK_MODE says: the real uv under UV_LINK_MODE=symlink made a venv of
+    # links into the cache, dead once it is removed
+    assert pip_install[pip_install.index("--link-mode") + 1] == "hardlink"
+    assert oct((host["root"] / DIGEST / ".lock").stat().st_mode & 0o777) == "0o644"  # uv makes it 0666
 
 
 def test_uv_builds_with_the_hosts_own_python3_not_any_python_3_it_finds(host):
@@ -217,6 +224,16 @@ def test_a_uv_that_does_not_run_leaves_the_build_to_pip(host):
     pip = (host["tmp"] / "pip").read_text().split()
     assert pip[:3] == ["-m", "pip", "install"] and "--no-index" in pip and pip[-1] == "a==1.0"
     assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "pip"]
+
+
+def test_a_uv_that_hangs_is_given_a_minute_then_pip_builds(host):
+    """`uv --version` runs under `timeout 60`: here a stand-in `timeout` that gives up at once, as the real one
+    would after a minute (no test waits a minute)."""
+    (host["bin"] / "timeout").write_text("#!/bin/sh\nexit 124\n")
+    (host["bin"] / "timeout").chmod(0o755)
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_HANGS="1", UV_ARGS=str(host["tmp"] / "args"))
+    assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
+    assert not (host["tmp"] / "args").exists()
 
 
 def test_a_host_without_uv_builds_with_pip_from_its_python3(host):
