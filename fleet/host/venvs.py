@@ -7,7 +7,7 @@
 `ensure` returns the venv of a pin set, building it when the host has none: the wheels chosen for the host's
 Python and platform (`host_target`), and only those the host lacks sent, streamed from disk, once the host was
 seen to have room for them and the venv (`space_problem`); then host/programs/venv_build.sh installs them (uv
-where the host has it, else pip, `--no-index`).
+where the host has one that runs, else pip; `--no-index`, offline, with the host's own `python3`).
 Nothing here stops or changes a server: a deploy builds before it stops anything. `prune` drops the venvs no
 kept release's unit names (host/programs/venv_prune.sh).
 """
@@ -42,6 +42,8 @@ _FREE = re.compile(r"\d{1,15}")
 SPACE_MARGIN = 1.25  # an installed venv grows past its wheels' unpacked size (bytecode, pip's temp files)
 _VENV = re.compile(re.escape(VENVS) + r"/[0-9a-f]{16}")
 _HAVE = re.compile(r"([0-9a-f]{64})  (\S{1,255})")
+_CAUSE = re.compile(r"\s*cause: ")  # uv: the line that says which package and why, under "error: No solution ..."
+_ERROR = re.compile(r"\s*error: ", re.IGNORECASE)  # pip's "ERROR: ...", uv's "error: ..."
 UNIT_DIRS = ("/etc/systemd/system",)
 
 
@@ -137,6 +139,17 @@ def exists(conn: Connection, host: Host, path: str) -> bool:
     return run(conn, host, f"test -f {q}/.fleet-venv && test -x {q}/bin/python", timeout=60).ok
 
 
+def build_failure(stderr: str) -> str:
+    """The line of a failed build's last lines (pip's or uv's) that says why: uv's `cause:`, else the last
+    `error:`/`ERROR:`, else the last line that says anything (printable, as `said`)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for pattern in (_CAUSE, _ERROR):
+        found = [line for line in lines if pattern.match(line)]
+        if found:
+            return said(found[-1])
+    return said(lines[-1]) if lines else "no output"
+
+
 def said(text: str) -> str:
     """A host's line as fleet may print it: printable, at most 300 characters."""
     return "".join(c if c.isprintable() else "?" for c in text[:300])
@@ -215,9 +228,8 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) ->
     except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet
         raise VenvError(f"{host.name}: the venv {venv.path} could not be built: {said(str(exc))}") from None
     if not res.ok:
-        lines = res.stderr.strip().splitlines()
         raise VenvError(f"{host.name}: building the venv {venv.path} failed (exit {res.exited}): "
-                        f"{said(lines[-1]) if lines else 'no output'}")
+                        f"{build_failure(res.stderr)}")
     last = res.stdout.strip().splitlines()[-1:] or [""]
     venv.built = {"built pip": "pip", "built uv": "uv"}.get(last[0])
     venv.seconds = time.monotonic() - start

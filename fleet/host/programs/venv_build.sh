@@ -3,8 +3,12 @@
 #   $4 the marker's text  $5... "SHA256 FILENAME" of every wheel, then "--", then the requirements (name==version)
 # The venv is made in <venvs>/.build/<digest>.<pid> (never moved: a venv's scripts name their own path) and
 # published by renaming a symlink onto <venvs>/<digest>: a half-built venv is never used.
+# uv is used when `uv --version` runs (else pip), always with the interpreter $1 resolves to on PATH: uv reads a
+# bare `python3` as "any Python 3" and would take a uv-managed one first (or download one). Its cache is made
+# beside the build and removed with it: nothing outside /var/lib/fleet grows, no index or download is tried;
+# files are hardlinked from it whatever UV_LINK_MODE says (symlinks into a removed cache would be a dead venv).
 # Exit 0 "built pip|uv" (or "exists"); 70 bad use; 71 a wheel is missing or not the controller's; 72 the build
-# failed (pip's or uv's last lines on stderr, nothing left behind); 73 publishing failed.
+# failed (pip's or uv's error lines and last lines on stderr, nothing left behind); 73 publishing failed.
 set -u
 py=$1 final=$2 wheels=$3 marker=$4
 shift 4
@@ -19,21 +23,28 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 done
 [ $# -gt 0 ] && shift
 mkdir -p "$root/.build" || exit 73
-build="$root/.build/$name.$$" log="$root/.build/$name.$$.log"
-rm -rf "$build"
-if command -v uv >/dev/null 2>&1; then
+build="$root/.build/$name.$$" log="$root/.build/$name.$$.log" cache="$root/.build/$name.$$.uv-cache"
+rm -rf "$build" "$cache"
+python=$(command -v "$py") || { echo "no $py on the host's PATH" >&2; exit 72; }
+uv=$(command -v uv) && timeout 60 "$uv" --version >/dev/null 2>&1 </dev/null || uv=
+if [ -n "$uv" ]; then
   tool=uv
-  uv venv --quiet --python "$py" "$build" >"$log" 2>&1 &&
-    uv pip install --offline --no-index --find-links "$wheels" --python "$build/bin/python" "$@" >>"$log" 2>&1
+  "$uv" venv --quiet --no-config --offline --no-project --no-python-downloads --cache-dir "$cache" --python "$python" \
+      "$build" >"$log" 2>&1 &&
+    "$uv" pip install --no-config --offline --no-index --find-links "$wheels" --no-python-downloads \
+      --cache-dir "$cache" --link-mode hardlink --compile-bytecode --python "$build/bin/python" "$@" >>"$log" 2>&1 &&
+    { [ ! -f "$build/.lock" ] || chmod 0644 "$build/.lock"; }  # uv makes it world-writable
 else
   tool=pip
-  "$py" -m venv "$build" >"$log" 2>&1 &&
+  "$python" -m venv "$build" >"$log" 2>&1 &&
     PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index --find-links "$wheels" \
       --disable-pip-version-check --no-cache-dir --no-input --quiet "$@" >>"$log" 2>&1
 fi
 rc=$?
+rm -rf "$cache"
 if [ $rc -ne 0 ]; then
-  tail -n 5 "$log" | cut -c1-300 >&2
+  # the lines that say why (uv's "cause:" is under its "error:", and an unknown flag's above its usage), then the last
+  { grep -iE '^[[:space:]]*(error|cause): ' "$log" | tail -n 3; tail -n 5 "$log"; } | cut -c1-300 >&2
   rm -rf "$build" "$log"
   exit 72
 fi

@@ -1,11 +1,13 @@
 """fleet.host.venvs: what the host says parsed as hostile text, and its two programs (venv_build.sh,
-venv_prune.sh) run here against temporary folders that stand in for /var/lib/fleet (a stand-in `uv` on PATH
-makes the venv, so no test waits on pip)."""
+venv_prune.sh) run here against temporary folders that stand in for /var/lib/fleet. Stand-ins for `uv` and
+`python3` on PATH make the venv, so no test waits on pip; the stand-in uv answers as the real uv 0.13.9 does
+(its version line, its failures, its flags: tests/fixtures/venv_build, recorded from the real binary)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,11 +18,25 @@ from fleet.host import venvs
 from fleet.upstream.wheelhouse import Target
 
 DIGEST = "0123456789abcdef"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "venv_build"
 FAKE_UV = """#!/bin/sh
-# stand-in uv: `uv venv --quiet --python PY DIR` makes DIR/bin/python; `uv pip install ...` fails on demand
-if [ "$1" = venv ]; then eval "d=\\${$#}"; mkdir -p "$d/bin" && : > "$d/bin/python"; exit 0; fi
-[ -n "${UV_FAIL:-}" ] && { echo "error: no solution for sglang==0.5.9" >&2; exit 1; }
-echo "$@" > "${UV_ARGS:-/dev/null}"
+# stand-in uv 0.13.9: `uv --version`; `uv venv ... --python PY DIR` makes DIR/bin/python; `uv pip install ...`
+# makes its --cache-dir and fails on demand with the real uv's words; each call's arguments appended to $UV_ARGS
+[ "$1" = --version ] && [ -n "${UV_HANGS:-}" ] && exec sleep 600
+[ "$1" = --version ] && { [ -n "${UV_BROKEN:-}" ] && exit 126; cat "$FIXTURES/uv-0.13.9-version.txt"; exit 0; }
+echo "$@" >> "${UV_ARGS:-/dev/null}"
+if [ "$1" = venv ]; then eval "d=\\${$#}"; mkdir -p "$d/bin" && : > "$d/bin/python" && : > "$d/.lock"; \\
+  chmod 0666 "$d/.lock"; exit 0; fi
+while [ $# -gt 0 ]; do [ "$1" = --cache-dir ] && mkdir -p "$2"; shift; done
+[ -n "${UV_FAIL:-}" ] && { cat "$FIXTURES/$UV_FAIL" >&2; exit 1; }
+exit 0
+"""
+FAKE_PYTHON = """#!/bin/sh
+# stand-in python3: `-m venv DIR` makes DIR/bin/python (this same stand-in); `-m pip install ...` records its args
+if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
+echo "$@" >> "${PIP_ARGS:-/dev/null}"
+[ -n "${PIP_FAIL:-}" ] && { cat "$FIXTURES/$PIP_FAIL" >&2; exit 1; }
+exit 0
 """
 
 
@@ -68,8 +84,9 @@ def host(tmp_path: Path) -> dict[str, Path]:
     root, wheels, bin_dir = tmp_path / "venvs", tmp_path / "wheels", tmp_path / "bin"
     wheels.mkdir()
     bin_dir.mkdir()
-    (bin_dir / "uv").write_text(FAKE_UV)
-    (bin_dir / "uv").chmod(0o755)
+    for name, text in (("uv", FAKE_UV), ("python3", FAKE_PYTHON)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
     (wheels / "a-1.0-py3-none-any.whl").write_bytes(b"wheel a")
     return {"root": root, "wheels": wheels, "bin": bin_dir, "tmp": tmp_path}
 
@@ -78,7 +95,8 @@ def build(host: dict[str, Path], *wheel_args: str, name: str = DIGEST, **env: st
     args = ["sh", "-c", hostside.text("venv_build.sh"), "fleet-venv_build", "python3", str(host["root"] / name),
             str(host["wheels"]), '{"pins": {}}', *wheel_args, "--", "a==1.0"]
     return subprocess.run(args, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PATH": f"{host['bin']}:{os.environ['PATH']}", **env})
+                          env={**os.environ, "PATH": f"{host['bin']}:{os.environ['PATH']}",
+                               "FIXTURES": str(FIXTURES), **env})
 
 
 def sha(data: bytes) -> str:
@@ -92,6 +110,7 @@ def test_a_venv_is_built_aside_then_published_whole_with_its_marker_and_logged(h
     assert final.is_symlink() and os.readlink(final).startswith(f".build/{DIGEST}.")
     assert (final / ".fleet-venv").read_text() == '{"pins": {}}\n'
     assert "--no-index" in (host["tmp"] / "args").read_text() and "a==1.0" in (host["tmp"] / "args").read_text()
+    assert os.listdir(host["root"] / ".build") == [os.readlink(final).split("/")[1]]  # uv's cache went with it
     assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "uv"]
     again = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl")
     assert (again.returncode, again.stdout) == (0, "exists\n")
@@ -99,8 +118,10 @@ def test_a_venv_is_built_aside_then_published_whole_with_its_marker_and_logged(h
 
 
 def test_a_build_that_fails_publishes_nothing_and_leaves_nothing(host):
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_FAIL="1")
-    assert done.returncode == 72 and "no solution for sglang==0.5.9" in done.stderr
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_FAIL="uv-0.13.9-missing-dist.txt")
+    assert done.returncode == 72 and venvs.build_failure(done.stderr) == (
+        "cause: Because sglang-sim-core was not found in the provided package locations and you require "
+        "sglang-sim-core==0.1.0, we can conclude that your requirements are unsatisfiable.")
     assert not (host["root"] / DIGEST).exists() and list((host["root"] / ".build").iterdir()) == []
 
 
@@ -154,3 +175,95 @@ def test_prune_keeps_every_venv_when_there_are_no_releases_to_say_which_are_used
 def test_what_a_host_says_is_printed_only_as_printable_text():
     assert venvs.said("ERROR: \x1b[2Jno matching distribution\r") == "ERROR: ?[2Jno matching distribution?"
     assert len(venvs.said("x" * 10000)) == 300
+
+
+def uv_calls(host: dict[str, Path]) -> dict[str, list[str]]:
+    """The stand-in uv's calls by subcommand ('venv', 'pip install'): their arguments."""
+    calls = {}
+    for line in (host["tmp"] / "args").read_text().splitlines():
+        words = line.split()
+        calls["venv" if words[0] == "venv" else " ".join(words[:2])] = words
+    return calls
+
+
+def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a_config(host):
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
+    assert done.returncode == 0, done.stderr
+    calls = uv_calls(host)
+    pid = os.readlink(host["root"] / DIGEST).rsplit(".", 1)[1]
+    for sub, help_file in (("venv", "uv-0.13.9-venv-help.txt"), ("pip install", "uv-0.13.9-pip-install-help.txt")):
+        known = set(re.findall(r"--[a-z][a-z-]+", (FIXTURES / help_file).read_text()))
+        flags = {w for w in calls[sub] if w.startswith("--")}
+        assert flags <= known, (sub, flags - known)  # a flag the real uv refuses (exit 2) fails every build
+        assert {"--no-config", "--offline", "--no-python-downloads", "--cache-dir"} <= flags
+        # both share one cache beside the build (the real `uv venv` otherwise left ~/.cache/uv on the host)
+        assert calls[sub][calls[sub].index("--cache-dir") + 1] == f"{host['root']}/.build/{DIGEST}.{pid}.uv-cache"
+    pip_install = calls["pip install"]
+    assert {"--no-index", "--find-links", "--compile-bytecode"} <= set(pip_install)
+    # hardlinks from the cache whatever UV_LINK_MODE says: the real uv under UV_LINK_MODE=symlink made a venv of
+    # links into the cache, dead once it is removed
+    assert pip_install[pip_install.index("--link-mode") + 1] == "hardlink"
+    assert oct((host["root"] / DIGEST / ".lock").stat().st_mode & 0o777) == "0o644"  # uv makes it 0666
+
+
+def test_uv_builds_with_the_hosts_own_python3_not_any_python_3_it_finds(host):
+    """A bare `python3` is uv's request "any Python 3", managed installs first (the recorded real uv took a pyenv
+    shim over /usr/bin/python3): the script resolves it on PATH, as pip's path runs it, and hands uv that file."""
+    assert "Using Python request `3`" in (FIXTURES / "uv-0.13.9-venv-python3-request.txt").read_text()
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
+    assert done.returncode == 0, done.stderr
+    venv = uv_calls(host)["venv"]
+    assert venv[venv.index("--python") + 1] == str(host["bin"] / "python3")
+
+
+def test_a_uv_that_does_not_run_leaves_the_build_to_pip(host):
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_BROKEN="1", UV_ARGS=str(host["tmp"] / "args"),
+                 PIP_ARGS=str(host["tmp"] / "pip"))
+    assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
+    assert not (host["tmp"] / "args").exists()
+    pip = (host["tmp"] / "pip").read_text().split()
+    assert pip[:3] == ["-m", "pip", "install"] and "--no-index" in pip and pip[-1] == "a==1.0"
+    assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "pip"]
+
+
+def test_a_uv_that_hangs_is_given_a_minute_then_pip_builds(host):
+    """`uv --version` runs under `timeout 60`: here a stand-in `timeout` that gives up at once, as the real one
+    would after a minute (no test waits a minute)."""
+    (host["bin"] / "timeout").write_text("#!/bin/sh\nexit 124\n")
+    (host["bin"] / "timeout").chmod(0o755)
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_HANGS="1", UV_ARGS=str(host["tmp"] / "args"))
+    assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
+    assert not (host["tmp"] / "args").exists()
+
+
+def test_a_host_without_uv_builds_with_pip_from_its_python3(host):
+    (host["bin"] / "uv").unlink()
+    path = f"{host['bin']}:/usr/bin:/bin"
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", PIP_ARGS=str(host["tmp"] / "pip"), PATH=path)
+    assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
+    assert (host["root"] / DIGEST / "bin" / "python").read_text() == FAKE_PYTHON  # the python3 on PATH made it
+
+
+@pytest.mark.parametrize(("fixture", "line"), [
+    ("uv-0.13.9-invalid-wheel.txt", "cause: Because flashinfer-python==0.6.3 has an invalid package format and you "
+                                    "require flashinfer-python==0.6.3, we can conclude that your requirements are "
+                                    "unsatisfiable."),
+    ("uv-0.13.9-missing-dist.txt", "cause: Because sglang-sim-core was not found in the provided package locations "
+                                   "and you require sglang-sim-core==0.1.0, we can conclude that your requirements "
+                                   "are unsatisfiable."),
+    ("uv-0.13.9-unknown-flag.txt", "error: unexpected argument '--bogus-flag' found"),
+    ("pip-23.0.1-invalid-wheel.txt", "ERROR: Wheel 'flashinfer-python' located at "
+                                     "/tmp/s42uv/bad1/flashinfer_python-0.6.3-py3-none-any.whl is invalid."),
+    ("pip-23.0.1-missing-dist.txt", "ERROR: No matching distribution found for sglang-sim-core==0.1.0"),
+])
+def test_a_failed_build_is_told_by_the_line_that_says_why(host, fixture, line):
+    """The real installers' words, as the script passes them on (its error lines and last lines)."""
+    fail = {"UV_FAIL": fixture} if fixture.startswith("uv") else {"UV_BROKEN": "1", "PIP_FAIL": fixture}
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", **fail)
+    assert done.returncode == 72 and venvs.build_failure(done.stderr) == line
+
+
+def test_a_failed_build_that_says_nothing_useful_is_told_as_it_is():
+    assert venvs.build_failure("") == "no output"
+    assert venvs.build_failure("Killed\n\n") == "Killed"
+    assert venvs.build_failure("  cause: \x1b[31mx" + "y" * 1000) == "cause: ?[31mx" + "y" * 287

@@ -1,0 +1,91 @@
+"""`packages:` venvs built by the real uv (sandbox host sbx3; the image has no uv, so the binary of the uv wheel
+FLEET_UV_WHEEL names is put at /usr/local/bin/uv for this module and removed after). Skipped without that
+wheel: no test fetches one (`pip download --no-deps uv -d DIR` where there is an index)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from fleetcli import inv_json, llama_playbook, sh
+
+from fleet.ssh.connect import ConnectOptions, open_connection
+from sandbox import uv as sandbox_uv
+from sandbox.sim import wheels as simwheels
+
+HOST = "sbx3"
+PINS = {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}
+LADDER = [{"name": "plain"}]
+# a site's uv config fleet must not read (it would fail every uv command: --no-config)
+SITE_CONFIG = "mkdir -p /etc/uv && echo 'index-url = [not toml' > /etc/uv/uv.toml"
+
+pytestmark = pytest.mark.skipif(sandbox_uv.wheel() is None, reason="no uv wheel: set FLEET_UV_WHEEL to a "
+                                "uv-*-manylinux*_x86_64.whl (pip download --no-deps uv -d DIR)")
+
+
+@pytest.fixture(scope="module")
+def house(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    simwheels.build(folder)
+    return folder
+
+
+@pytest.fixture
+def with_uv(sandbox, sandbox_inventory):
+    host = sandbox_inventory.hosts[HOST]
+    conn = open_connection(host, ConnectOptions())
+    wheel = sandbox_uv.wheel()
+    assert wheel is not None
+    try:
+        version = sandbox_uv.install(conn, host, wheel)
+        sh(sandbox_inventory, HOST, SITE_CONFIG)
+        yield version
+    finally:
+        sh(sandbox_inventory, HOST, "rm -rf /etc/uv")
+        sandbox_uv.remove(conn, host)
+        conn.close()
+
+
+def main_pid(inventory) -> str:
+    return sh(inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+
+
+def test_uv_builds_the_venv_offline_with_the_hosts_python3_and_leaves_nothing_outside_it(
+        sandbox, sandbox_inventory, house, with_uv, tmp_path):
+    assert with_uv.startswith("uv ")
+    book = llama_playbook(tmp_path, LADDER, name="llama-uv", packages=PINS)
+    rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book),
+                             env={"FLEET_WHEELHOUSE": str(house)})
+    assert rc == 0 and data["status"] == "ok", err[-3000:]
+    venv = data["venv"]["path"]
+    assert data["venv"]["built"] == "uv" and data["versions"]["sglang"] == "0.5.9", data["venv"]
+    said = sh(sandbox_inventory, HOST, f"cat {venv}/pyvenv.cfg; readlink {venv}/bin/python; "
+                                       f"find {venv}/ -name '*.pyc' | grep -c sglang; tail -n1 "
+                                       "/var/lib/fleet/venvs/builds.log; test -e /root/.cache/uv && echo 'uv cache "
+                                       "left'; true")
+    assert f"uv = {with_uv.split()[1]}" in said and "home = /usr/bin" in said
+    lines = said.splitlines()
+    builds = sh(sandbox_inventory, HOST, "ls -A /var/lib/fleet/venvs/.build").split()
+    assert "/usr/bin/python3" in lines and int(lines[lines.index("/usr/bin/python3") + 1]) > 0  # bytecode, as pip
+    assert f"Z {venv.rsplit('/', 1)[1]} uv" in said and "uv cache left" not in said
+    # only published venvs in .build: no uv cache, no log
+    links = sh(sandbox_inventory, HOST, "for l in /var/lib/fleet/venvs/*; do [ -L $l ] && readlink $l; done").split()
+    assert sorted(f".build/{d}" for d in builds) == sorted(links)
+    pid = main_pid(sandbox_inventory)
+    assert sh(sandbox_inventory, HOST, f"tr '\\0' ' ' < /proc/{pid}/cmdline").startswith(f"{venv}/bin/python ")
+
+
+def test_a_build_uv_refuses_says_why_and_stops_nothing(sandbox, sandbox_inventory, house, with_uv, tmp_path):
+    broken = tmp_path / "house"
+    shutil.copytree(house, broken)
+    (broken / "flashinfer_python-0.6.3-py3-none-any.whl").write_bytes(b"not a zip file")
+    before = main_pid(sandbox_inventory)
+    book = llama_playbook(tmp_path, LADDER, name="llama-uv-broken", packages=PINS)
+    rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book),
+                             env={"FLEET_WHEELHOUSE": str(broken)})
+    assert rc == 1 and data["status"] == "failed", (data, err[-2000:])
+    assert data["error"].startswith(f"{HOST}: building the venv /var/lib/fleet/venvs/"), data["error"]
+    assert ("failed (exit 72): cause: Because flashinfer-python==0.6.3 has an invalid package format and you require "
+            "flashinfer-python==0.6.3, we can conclude that your requirements are unsatisfiable.") in data["error"]
+    assert "nothing was stopped" in data["error"]
+    assert main_pid(sandbox_inventory) == before
