@@ -52,13 +52,15 @@ def name(v: str) -> str:
 
 
 def abs_path(v: str) -> str:
-    """An absolute, normalised POSIX path (no '..', no '//', no trailing '/'), no control characters, no quotes or
-    backslash (systemd refuses an executable path that holds one)."""
+    """An absolute, normalised POSIX path (no '..', no '//', no trailing '/'), no control characters, no quotes,
+    backslash or '$' (what an ExecStart path cannot carry)."""
     text(v)
     if not v.startswith("/") or posixpath.normpath(v) != v or v.startswith("//"):
         raise ValueError(f"must be an absolute path, normalised (no '..', '//' or trailing '/'): {v[:60]!r}")
-    if any(c in v for c in "'\"\\"):  # systemd refuses such an executable path (string_is_safe in load-fragment.c)
-        raise ValueError(f"must not contain quotes or a backslash: {v[:60]!r}")
+    # systemd refuses an executable path with quotes or a backslash (string_is_safe), and does not expand "$$"
+    # in it (only in arguments), so no escaping can carry a '$' there
+    if any(c in v for c in "'\"\\$"):
+        raise ValueError(f"must not contain quotes, a backslash or '$': {v[:60]!r}")
     return v
 
 

@@ -17,7 +17,7 @@ from fleet.errors import InputError
     (fields.user_name, ["root", "svc_llm", "_x", "a-b"], ["root\n", "Root", "1abc", "a b", "x" * 33, "root;id"]),
     (fields.name, ["glm5-nvfp4", "tp4-pp2", "a.b"], ["glm5\n", "-a", "A", "a/b", "x" * 64]),
     (fields.abs_path, ["/root/ml-env", "/a/b"], ["root/ml-env", "/a/../b", "/a/", "//a", "/a\n", "/a/./b",
-                                                "/'", "/a\"b", "/a\\b"]),
+                                                "/'", "/a\"b", "/a\\b", "/a$b"]),
     (fields.host_addr, ["127.0.0.1", "0.0.0.0", "::1", "gpu-1.example.org", "fe80::1%eth0", "fe80::1%enp65s0f1"],
      ["0.0.0.0\nx", "a b", "1.2.3", "-a", "a..b", "", "fe80::1%$(touch X;echo eth0)", "fe80::1%x,gpu-node-2",
       "fe80::1%", "fe80::1%a b", "fe80::1%" + "e" * 16, "10.0.0.1%eth0"]),

@@ -137,6 +137,10 @@ def check(tmp: Path, book_doc: dict, inv_doc: dict, baseline, keyed: bool = Fals
     return "rendered"
 
 
+def _norm(path: str) -> str:
+    return os.path.normpath("/" + path.lstrip("/"))
+
+
 def systemd_complaints(units: list[tuple[str, str]], folder: Path) -> list[str]:
     """What `systemd-analyze verify` says of each rendered unit, in batches, leaving out only that the
     venv's python (which this machine does not have at the playbook's path) is not executable."""
@@ -153,7 +157,8 @@ def systemd_complaints(units: list[tuple[str, str]], folder: Path) -> list[str]:
         for line in (done.stdout + done.stderr).splitlines():
             m = re.match(r"(t\d+)\.service: Command (.+) is not executable: No such file or directory$", line)
             # systemd names the command by its normalised path (a venv of "/." runs /bin/python)
-            if not (m and any(os.path.normpath(m.group(2)) == os.path.normpath(python) for _, python in batch)):
+            # (a venv of "/" gives "//bin/python", which POSIX normpath keeps as it is and systemd writes /bin/python)
+            if not (m and any(_norm(m.group(2)) == _norm(python) for _, python in batch)):
                 complaints.append(line)
     return complaints
 
