@@ -327,7 +327,7 @@ def test_a_rolling_deploy_counts_a_gpu_fault_host_as_failed_and_stops_before_the
         assert [(a["rung"], a["outcome"]) for a in faulty["attempts"]] == [("-", "GPU_FAULT")]
         assert f"GPU {bus.lower()} cannot be opened" in faulty["error"]
         assert [b["status"] for b in data["batches"]] == ["ok", "failed", "skipped"]
-        assert data["stopped"] == "1 host failed, more than --max-fail 0 after batch 2 of 3"
+        assert data["stopped"] == "1 host failed, more than --max-fail 0 after batch 2 of 3; batch 3 not started"
         assert "sbx4 probing" not in err  # never contacted
         for h, digest in untouched.items():  # not a file of either changed
             assert managed_digest(sandbox_inventory, h) == digest, h

@@ -68,7 +68,8 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
     contacted, the old server serving); pins it has plan a dry run that builds nothing."""
     pid = sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip()
     current = sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip()
-    empty = {"FLEET_WHEELHOUSE": str(tmp_path / "no-wheels")}
+    # an index fleet may not ask (FLEET_SANDBOX_ONLY=1 allows only file://), whatever this machine's pip is set to
+    empty = {"FLEET_WHEELHOUSE": str(tmp_path / "no-wheels"), "PIP_INDEX_URL": "https://pypi.org/simple"}
     book = glm5_playbook(tmp_path, "glm5-nvfp4", packages={"sglang": "0.5.23", "flashinfer-python": "0.7.4"})
     proc = inv(sandbox, "deploy", "--host", "sbx0", "--playbook", str(book), "--json", env=empty)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
@@ -81,7 +82,9 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
     assert proc.stderr.strip().splitlines() == [
         f"error: {book}:{book.read_text().splitlines().index('  sglang: 0.5.23') + 1}: packages.sglang: no wheel of "
         f"sglang 0.5.23 in the wheelhouse {tmp_path / 'no-wheels'} (fleet installs only from it: pip download "
-        f"--no-deps sglang==0.5.23 -d {tmp_path / 'no-wheels'}) (and 1 more: inv check --playbook {book})"]
+        f"--no-deps sglang==0.5.23 -d {tmp_path / 'no-wheels'}, or FLEET_WHEELHOUSE=a folder with it); not downloaded: "
+        "FLEET_SANDBOX_ONLY=1 allows no index but a file:// one (PIP_INDEX_URL is https://pypi.org/simple) "
+        f"(and 1 more: inv check --playbook {book})"]
     assert sh(sandbox_inventory, "sbx0", "systemctl show -p MainPID --value sglang").strip() == pid
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip() == current
     house = tmp_path / "wheels"
