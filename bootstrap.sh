@@ -23,4 +23,10 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 # The real sglang / flashinfer-python releases the patch sets and the audit are tested against (cached once in
 # ~/.cache/fleet/upstream; about 680 MB of wheels, 3 GB of text kept). A registry that cannot be reached fails here.
 .venv/bin/inv upstream >/dev/null
+# The real uv, for the sandbox tests and the bench of venvs built by uv (the sandbox image has none; the version is
+# sandbox/uv.py's VERSION, the release tests/fixtures/venv_build was recorded from).
+uv_version=$(sed -n 's/^VERSION = "\(.*\)".*/\1/p' sandbox/uv.py)
+ls ~/.cache/fleet/uv/uv-"$uv_version"-*.whl >/dev/null 2>&1 || .venv/bin/python -m pip download -q \
+    --disable-pip-version-check --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 \
+    "uv==$uv_version" -d ~/.cache/fleet/uv
 echo "bootstrap: ok ($(.venv/bin/python --version), $(systemd-nspawn --version | head -n 1))"

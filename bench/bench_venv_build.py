@@ -1,10 +1,10 @@
 """A `packages:` venv built on one sandbox host (fleet.host.venvs.ensure, the simulated stack as wheels from
-sandbox/sim/wheels.py), by pip and, with `--uv-wheel`, by uv in the same run on the same host: time and bytes
+sandbox/sim/wheels.py), by pip and by uv (when there is a uv wheel) in the same run on the same host: time and bytes
 sent from a cold wheelhouse (the host has no wheel), a warm one (it has them all: nothing sent, the venv built
 again), and a venv already there (what a rollback or a redeploy of the same pins costs); disk per venv.
 The baseline is pip's build of the same kind in the same run: uv's figures are given as ratios of it (and each
-tool's cold and reuse as ratios of its warm build). The sandbox image has no uv: `--uv-wheel` puts the binary of
-a uv wheel you have (`pip download --no-deps uv -d DIR` where there is an index) at the host's
+tool's cold and reuse as ratios of its warm build). The sandbox image has no uv: the binary of the uv wheel
+bootstrap.sh downloaded (or `--uv-wheel` names) is put at the host's
 /usr/local/bin/uv for the run (moved aside while pip builds) and removes it after. Nothing here reaches an index.
 
 usage: FLEET_SANDBOX_INSTANCE=dev4 python3 bench/bench_venv_build.py [--repeat 3] [--uv-wheel uv-...whl]
@@ -64,7 +64,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--host", default="sbx0")
-    ap.add_argument("--uv-wheel", type=Path, help="a uv wheel whose binary is put on the host to measure uv too")
+    ap.add_argument("--uv-wheel", type=Path, default=sandbox_uv.wheel(),
+                    help="a uv wheel whose binary is put on the host to measure uv too (default: bootstrap's)")
     args = ap.parse_args()
     if args.uv_wheel and not args.uv_wheel.is_file():
         ap.error(f"--uv-wheel: no such file: {args.uv_wheel}")

@@ -1,8 +1,9 @@
 """The real uv on a sandbox host (the image has none), for the test and the bench that build venvs with it.
 
-Its binary comes from a uv wheel the operator already has (`pip download --no-deps uv -d DIR` where there is
-an index; PyPI's `uv-<v>-py3-none-manylinux_2_17_x86_64...whl` holds it at `uv-<v>.data/scripts/uv`), named by
-`FLEET_UV_WHEEL` or a `--uv-wheel` option: nothing here reaches an index. It is written to the host's
+Its binary comes from a uv wheel on this machine (PyPI's `uv-<v>-py3-none-manylinux_2_17_x86_64...whl` holds
+it at `uv-<v>.data/scripts/uv`): the one `FLEET_UV_WHEEL` or a `--uv-wheel` option names, else the one
+bootstrap.sh downloads into ~/.cache/fleet/uv (uv VERSION, the release the recorded fixtures in
+tests/fixtures/venv_build come from). Nothing here reaches an index. It is written to the host's
 /usr/local/bin/uv (on the PATH of fleet's SSH commands) atomically, and removed by `remove`.
 """
 
@@ -20,13 +21,18 @@ from fleet.host.service import sh, write_atomic
 from fleet.inventory import Host
 
 ON_HOST = "/usr/local/bin/uv"
+VERSION = "0.13.9"  # bootstrap.sh downloads this one
+CACHE = Path("~/.cache/fleet/uv").expanduser()
 _BINARY = re.compile(r"uv-[0-9][0-9A-Za-z.+]*\.data/scripts/uv")
 
 
 def wheel() -> Path | None:
-    """The uv wheel FLEET_UV_WHEEL names, when it is a file; None when unset or not there."""
+    """The uv wheel FLEET_UV_WHEEL names, else bootstrap's copy of uv VERSION; None when neither is a file."""
     named = os.environ.get("FLEET_UV_WHEEL", "")
-    return Path(named) if named and Path(named).is_file() else None
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    found = sorted(CACHE.glob(f"uv-{VERSION}-*manylinux*x86_64*.whl"))
+    return found[0] if found else None
 
 
 def binary(path: Path) -> bytes:

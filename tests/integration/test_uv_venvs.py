@@ -1,6 +1,6 @@
 """`packages:` venvs built by the real uv (sandbox host sbx3; the image has no uv, so the binary of the uv wheel
-FLEET_UV_WHEEL names is put at /usr/local/bin/uv for this module and removed after). Skipped without that
-wheel: no test fetches one (`pip download --no-deps uv -d DIR` where there is an index)."""
+bootstrap.sh downloads, or FLEET_UV_WHEEL names, is put at /usr/local/bin/uv for this module and removed after).
+No test fetches it: without the wheel the module fails, naming bootstrap.sh."""
 
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ LADDER = [{"name": "plain"}]
 # a site's uv config fleet must not read (it would fail every uv command: --no-config)
 SITE_CONFIG = "mkdir -p /etc/uv && echo 'index-url = [not toml' > /etc/uv/uv.toml"
 
-pytestmark = pytest.mark.skipif(sandbox_uv.wheel() is None, reason="no uv wheel: set FLEET_UV_WHEEL to a "
-                                "uv-*-manylinux*_x86_64.whl (pip download --no-deps uv -d DIR)")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +33,8 @@ def with_uv(sandbox, sandbox_inventory):
     host = sandbox_inventory.hosts[HOST]
     conn = open_connection(host, ConnectOptions())
     wheel = sandbox_uv.wheel()
-    assert wheel is not None
+    assert wheel is not None, (f"no uv {sandbox_uv.VERSION} wheel in {sandbox_uv.CACHE}: run ./bootstrap.sh "
+                               "(or set FLEET_UV_WHEEL to a uv-*-manylinux*_x86_64.whl)")
     try:
         version = sandbox_uv.install(conn, host, wheel)
         sh(sandbox_inventory, HOST, SITE_CONFIG)
