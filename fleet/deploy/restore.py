@@ -8,7 +8,6 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -170,12 +169,6 @@ def verified_copies(store: ReleaseStore, release: Release) -> dict[str, bytes] |
     return copies
 
 
-def in_own_venv(host: Host, release: Release) -> Host:
-    """The host as a release of `packages:` pins saw it: its venv the release's own (fleet.host.venvs)."""
-    own = venvs.recorded(release.facts)
-    return replace(host, venv=own) if own else host
-
-
 def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,
              say: Progress) -> Attempt | None:
     """A release's patch sets, unit and env back byte for byte with the unit stopped (not started again);
@@ -185,7 +178,7 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     def refused(why: str) -> Attempt:
         return Attempt(release.rung or "-", Outcome.PREFLIGHT, why, time.monotonic() - start)
 
-    host = in_own_venv(host, release)  # its patch sets are in the venv it ran from
+    host = venvs.in_own_venv(host, release)  # its patch sets are in the venv it ran from
     # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
     problem = set_patches(conn, host, release.config.get("patches", []), say)
     if problem:

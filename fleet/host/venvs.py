@@ -25,7 +25,7 @@ from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
-from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, ReleaseStore
+from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
 from fleet.progress import Progress
@@ -106,7 +106,12 @@ def serving(conn: Connection, host: Host) -> Host:
     and bench must act on), else the inventory's venv. A `current` that cannot be read raises (ReleaseDamaged):
     nothing is acted on in a venv that may not be the one serving."""
     current = ReleaseStore(conn, host).current()
-    own = recorded(current.facts) if current is not None else None
+    return in_own_venv(host, current) if current is not None else host
+
+
+def in_own_venv(host: Host, release: Release) -> Host:
+    """The host as a release of `packages:` pins saw it: its venv the release's own; else the inventory's."""
+    own = recorded(release.facts)
     return replace(host, venv=own) if own else host
 
 

@@ -9,7 +9,7 @@ from fabric import Connection
 from fleet import parallel, playbook
 from fleet.deploy import recovery
 from fleet.deploy.inputs import load_playbook
-from fleet.deploy.restore import in_own_venv, record_patch_release
+from fleet.deploy.restore import record_patch_release
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import venvs
@@ -46,7 +46,7 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                     recovered = _recover(conn, host, current, lock)
                     current = store.current()  # recovery may have made a dead deploy's release current
                     if current is not None:  # its patch sets go into the venv it serves from
-                        host = in_own_venv(host, current)
+                        host = venvs.in_own_venv(host, current)
                     result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
                               else revert_host(conn, host, sets, lock=False))
                     result.recovered = recovered
