@@ -29,7 +29,6 @@ from fleet.host.releases import (
 )
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import (
-    ServiceError,
     daemon_reload,
     drop_kept,
     put_back_kept,
@@ -37,6 +36,7 @@ from fleet.host.service import (
     sh,
     sha256,
     stop_and_empty_gpus,
+    unit_state,
     write_atomic,
 )
 from fleet.inventory import Host
@@ -194,9 +194,12 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
                 raise FleetError(f"{host.name}: {problem}; {_undo_writes(conn, host, written, whole=True)}")
             try:
                 stop_and_empty_gpus(conn, host, unit, 120, progress)
-            except FleetError as exc:  # the server still runs: the files it runs go back under it
-                raise FleetError(f"{exc}; {_undo_writes(conn, host, written)}; fleet's patch sets are reverted "
-                                 "(`inv deploy` or `inv rollback` puts the release's back)") from None
+            except FleetError as exc:  # the release's files and patch sets go back, and it serves again
+                try:
+                    after = f"{_undo_writes(conn, host, written)}; {_serve_again(conn, host, unit, progress)}"
+                except FleetError as lost:
+                    after = f"putting the release back failed too ({lost}): `inv rollback` puts it back"
+                raise FleetError(f"{exc}; {after}") from None
             for path in copies:
                 progress(f"put back {path} as fleet found it")
             for path in (p for p in wanted if p not in copies):
@@ -221,11 +224,15 @@ def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]
     done: list[tuple[str, str | None]] = []
     for path, data, mode in writes:
         old = read_file(conn, host, path)
+        done.append((path, None if old is None else sha256(old)))  # before: a write that timed out may have run
         try:
             write_atomic(conn, host, path, data, mode, keep=True)
-        except ServiceError as exc:
-            raise FleetError(f"{host.name}: {exc}; {_undo_writes(conn, host, done, whole=True)}") from None
-        done.append((path, None if old is None else sha256(old)))
+        except FleetError as exc:  # a failed write, or one whose outcome is unknown (a timeout, a lost link)
+            try:
+                undone = _undo_writes(conn, host, done, whole=True)
+            except FleetError as lost:
+                undone = f"what was written could not be put back ({lost}): the next deploy or rollback finds it"
+            raise FleetError(f"{host.name}: {exc}; {undone}") from None
     return done
 
 
@@ -236,12 +243,32 @@ def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]
     for path, old in reversed(done):
         if old is None:
             sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
-        elif not put_back_kept(conn, host, path, old):
+        elif sha256(read_file(conn, host, path) or b"") != old and not put_back_kept(conn, host, path, old):
             stuck.append(path)
     drop_kept(conn, host, [p for p, _ in done])
     if stuck:
         return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)"
     return "the files already written were put back" + ("; nothing was changed" if whole else "")
+
+
+RUNNING = ("active", "activating", "reloading")
+
+
+def _serve_again(conn: Connection, host: Host, unit: str, progress: Progress) -> str:
+    """After a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets back in its
+    venv, and its unit started again if it no longer runs. What became of the host, for the error."""
+    current = ReleaseStore(conn, host).current()
+    if current is None:
+        return "no release is current to put back"
+    problem = restore.set_patches(conn, venvs.in_own_venv(host, current), current.config.get("patches", []),
+                                  progress)
+    if problem:
+        return f"release {current.id}'s patch sets could not be put back ({problem}): `inv rollback --to {current.id}`"
+    if unit_state(conn, host, unit).get("ActiveState") in RUNNING:
+        return f"release {current.id} still serves, its patch sets back"
+    sh(conn, host, f"systemctl start {shlex.quote(unit)}", check=False)
+    state = unit_state(conn, host, unit).get("ActiveState", "unknown")
+    return f"the stop had gone through: release {current.id} was started again (the unit is {state})"
 
 
 def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:
