@@ -10,8 +10,9 @@ follower channel) passes through `remote_step`, numbered in order within the pro
 FLEET_FAULT_TRACE=<file> appends `<n>\t<monotonic time>\t<label>` for each (the harness learns a flow's points
 from one clean run); FLEET_FAULT_AT=<n>:<kind> injects a fault at step n: `fail` (the command fails without
 running), `drop` (the link drops while it runs), `kill` (this process is SIGKILLed before it is sent), `full`
-(FLEET_FAULT_FILL, a shell command, fills the host's disks first; the command then runs on a full disk). A new
-remote step is a new point without anyone listing it.
+(FLEET_FAULT_FILL, a shell command, fills the host's disks first; the command then runs on a full disk), `late`
+(the command runs to its end on the host, and its answer is lost as a timeout would lose it: CommandTimedOut).
+A new remote step is a new point without anyone listing it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 ENV = "FLEET_FAULT_KILL_AT"
 MID_PATCH = "mid-patch"
 TRACE, AT, FILL = "FLEET_FAULT_TRACE", "FLEET_FAULT_AT", "FLEET_FAULT_FILL"
-KINDS = ("fail", "drop", "kill", "full")
+KINDS = ("fail", "drop", "kill", "full", "late")
 
 _steps = 0
 
@@ -41,7 +42,7 @@ def reached(step: str) -> None:
 
 
 def remote_step(label: Callable[[], str]) -> str | None:
-    """Count one remote step; the fault kind to inject at it (fail, drop or full), or None. A `kill` never
+    """Count one remote step; the fault kind to inject at it (fail, drop, full or late), or None. A `kill` never
     returns. `label` (called only when tracing) names the step: its caller and what it runs."""
     trace, at = os.environ.get(TRACE), os.environ.get(AT)
     if not trace and not at:

@@ -136,7 +136,7 @@ def after_lock(conn: Connection, host: Host, book: Playbook | None, unit: str, l
 
 def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say: Callable[[str], None]) -> list[str]:
     """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
-    dropped = _drop_temp_files(conn, host, unit)
+    dropped = drop_temp_files(conn, host, unit)
     links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
     repaired = patches.undo_interrupted_runs(conn, host) + [
         f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
@@ -206,7 +206,7 @@ def _rollback_marked(conn: Connection, host: Host) -> str | None:
     return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
-def _drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -> list[str]:
+def drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -> list[str]:
     """write_atomic's temp files that a killed writer left next to the unit and env files, and mark_current's new
     link to a release that a run killed (or a failed rename) left beside `current`: the paths removed (one round
     trip; it runs under the host lock, so no live run's link is among them)."""

@@ -121,8 +121,12 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
                     progress(f"rollback failed: putting back release {before.id}")
                     again = _restore(conn, host, store, before, book, progress)
                     result.release, result.config = before.id, before.config
-                    result.error += (f"; back on release {before.id}" if again.outcome == Outcome.READY else
-                                     f"; putting back release {before.id} failed too: {again.outcome} {again.evidence}")
+                    if again.outcome == Outcome.READY:
+                        problem = store.point_back(before)
+                        result.error += f"; back on release {before.id}" + (f", but {problem}" if problem else "")
+                    else:
+                        result.error += (f"; putting back release {before.id} failed too: {again.outcome} "
+                                         f"{again.evidence}")
             sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
             restore.end_run(conn, host, book.serve.unit or host.unit)
             return result

@@ -32,6 +32,7 @@ from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
+from fleet.ssh.remote import ConnectionLost
 from fleet.upstream.versions import is_version
 
 ROOT = "/var/lib/fleet"
@@ -304,10 +305,33 @@ class ReleaseStore:
 
     def mark_current(self, release: Release) -> None:
         """Point `current` at the release: a new symlink renamed over the old one, never a moment without. The
-        new link is removed when the rename fails (a killed run's is removed by recovery: CURRENT_TEMP)."""
+        new link is removed when the rename fails (a killed run's is removed by recovery: CURRENT_TEMP). A command
+        whose answer was lost (a timeout) counts by what `current` names afterwards; raises only when not moved."""
         tmp = shlex.quote(f"{self.root}/{CURRENT_TEMP}{secrets.token_hex(4)}")
         move = f"mv -T {tmp} {shlex.quote(self.current_link)} || {{ rm -f -- {tmp}; exit 1; }}"
-        sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && {{ {move}; }}")
+        try:
+            sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && {{ {move}; }}")
+        except ConnectionLost:
+            raise  # the link is gone: nothing more can be read (the caller's mark makes recovery decide)
+        except FleetError:  # a timeout or a closed channel loses the answer, not the rename: what `current` names
+            try:        # now is the outcome (a rename that ran is a move that succeeded)
+                moved = self.current_id() == release.id
+            except FleetError:
+                moved = False
+            if not moved:
+                raise
+
+    def point_back(self, release: Release) -> str | None:
+        """After a failed move of `current` away from the release that serves again (the move may have run though
+        its answer was lost): `current` on that release; what is still wrong, or None. A lost link raises."""
+        try:
+            if self.current_id() != release.id:
+                self.mark_current(release)
+        except ConnectionLost:
+            raise
+        except FleetError as exc:
+            return f"`current` could not be pointed back at it ({str(exc).strip()[:200]})"
+        return None
 
     def clear_current(self) -> None:
         """The host is on no fleet release any more (rolled back to before fleet)."""

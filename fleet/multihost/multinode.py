@@ -159,16 +159,17 @@ class MultiNode:
 
     def _move_current(self, running: dict[int, Release | None]) -> str | None:
         """Every node's `current` to its `previous` (the target, serving); None when all moved. When one move
-        fails, the nodes that moved are pointed back at what they ran (`running`), so that every node names one
-        release, and what went wrong is returned: the caller then puts that release back on every node."""
+        fails, the nodes that moved and the one that failed (its answer lost, it may have moved) are pointed back
+        at what they ran (`running`), so that every node names one release, and what went wrong is returned: the
+        caller then puts that release back on every node."""
         moved: list[Node] = []
         for n in self.nodes:
+            moved.append(n)  # the failing node too: a move whose answer was lost may have happened
             try:
                 n.store.mark_current(n.prior)
             except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv, a node lost (a plain OSError)
                 problem = f"making it current on {n.host.name} failed: {str(exc).strip()[:200] or type(exc).__name__}"
                 break
-            moved.append(n)
         else:
             return None
         for n in moved:

@@ -41,7 +41,7 @@ from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
+from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
 from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, unit_state
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
@@ -383,6 +383,9 @@ class RouterHooks:
         goes on and checks the router through a generation)."""
         store = ReleaseStore(conn, self.host, ROUTER_ROOT)
         notes = [lock.recovered] if lock.recovered else []
+        unit = self.book.router.unit  # type: ignore[union-attr]
+        notes += [f"removed {'a new `current` link' if CURRENT_TEMP in p else 'a temp file'} a dead run left: {p}"
+                  for p in recovery.drop_temp_files(conn, self.host, unit, ROUTER_ROOT)]
         notes += recovery.finish_commits(conn, self.host, ROUTER_ROOT)
         found = recovery.find(conn, self.host, ROUTER_ROOT)
         notes += recovery.close_interrupted(store, found)
@@ -391,7 +394,6 @@ class RouterHooks:
             copies = restore.verified_copies(store, current)
             if isinstance(copies, str):
                 raise FleetError(f"{self.host.name}: after an interrupted router deploy: {copies}")
-            unit = self.book.router.unit  # type: ignore[union-attr]
             problem = restore.put_files(conn, self.host, current, copies)  # by rename where kept: a full disk too
             if problem:
                 raise FleetError(f"{self.host.name}: after an interrupted router deploy: {problem}")

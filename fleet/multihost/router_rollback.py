@@ -74,4 +74,6 @@ def _back_on(hooks: RouterHooks, conn: Connection, store: ReleaseStore, before: 
     if outcome != Outcome.READY:
         return f"putting back router release {before.id} failed too: {outcome} {evidence}"
     report.update(release=before.id, workers=before.config.get("workers", []), evidence=evidence)
-    return f"back on router release {before.id}, serving"
+    problem = store.point_back(before)
+    return f"back on router release {before.id}, serving" + (f", but {problem}" if problem else "")
+

@@ -178,6 +178,8 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
         lost_link(conn, host, f"during `{short}`",
                   EOFError("the channel closed without an exit status") if exited == -1 else None)
         _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
+        if fault == "late":
+            raise late(" (fleet fault hook: it ran, its answer was lost)")
         return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
     except (EOFError, OSError, SSHException) as exc:
         lost_link(conn, host, f"during `{short}`", exc)
@@ -224,6 +226,8 @@ def journal_step(conn: Connection, host: Host, command: str) -> None:
         raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: fleet fault hook: link dropped")
     if fault == "full" and transport is not None:
         _fill(transport, become.of(conn, host.become))
+    if fault == "late":
+        raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not answer in time: fleet fault hook: answer lost")
 
 
 def _fill(transport: paramiko.Transport, how: become.Become) -> None:

@@ -406,7 +406,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     if kind == "kill" and proc.returncode != -9:
         return [f"the run was not killed at its point (exit {proc.returncode})"]
     bad, c["leftovers"] = [], []
-    if kind in ("fail", "full"):  # the run ended by itself: the invariant holds now, disks still full
+    if kind in ("fail", "full", "late"):  # the run ended by itself: the invariant holds now, disks still full
         bad = [f"right after the run: {b}" for b in _broken(c, _allowed(c, flow), after_next=False)]
         if bad:  # what fleet said, for the failure's report
             said = " ".join((proc.stdout + " " + proc.stderr).split())

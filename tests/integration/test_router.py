@@ -264,7 +264,8 @@ def test_a_dead_router_runs_leftovers_are_recovered_under_var_lib_fleet_router(f
                                                                              state):
     """A router deploy killed mid-install left its release in progress, the unit file changed and the router
     stopped. The next deploy's recovery closes that release as interrupted and puts the current router release
-    back; the router then serves with every replica (before: the release stayed in progress for ever)."""
+    back, and removes the new `current` link and the unit's temp file it left; the router then serves with every
+    replica (before: the release stayed in progress for ever, the link and the temp file too)."""
     assert first["rc"] == 0, first["stderr"][-3000:]
     root = "/var/lib/fleet/router"
     current = sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().rsplit("/", 1)[1]
@@ -279,12 +280,16 @@ json.dump(m, open(sys.argv[1], "w"))
 PY
 echo '{{"step": "opened", "t": 0}}' > {root}/releases/{dead}/events.jsonl
 echo '# written by a router deploy that died here' >> /etc/systemd/system/sglang-router.service
+ln -s releases/{dead} {root}/.current.dead0001
+echo half > /etc/systemd/system/.sglang-router.service.fleet-99-1
 systemctl daemon-reload; systemctl stop sglang-router""")
     rc, data, err = deploy(sandbox, state, first["path"], "--serial", "1")
     assert rc == 0, err[-3000:]
     router = data["router"]
     assert any(f"release {dead}" in n and "marked interrupted" in n for n in router["recovered"]), router
     assert any(f"router release {current} put back" in n for n in router["recovered"]), router
+    assert any(n.endswith(f"{root}/.current.dead0001") for n in router["recovered"]), router  # left for ever before
+    assert sh(sandbox_inventory, ROUTER, f"ls -A {root} /etc/systemd/system | grep -c '^\\.' || true").strip() == "0"
     manifest = json.loads(sh(sandbox_inventory, ROUTER, f"cat {root}/releases/{dead}/manifest.json"))
     assert manifest["status"] == "interrupted"
     assert sh(sandbox_inventory, ROUTER, f"readlink {root}/current").strip().endswith(current)

@@ -13,6 +13,7 @@ from fleet.errors import FleetError
 from fleet.host import releases
 from fleet.host.releases import Release, ReleaseStore, parse_events
 from fleet.inventory import Host
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
 HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
             ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
@@ -195,3 +196,71 @@ def test_a_failed_move_of_current_leaves_no_new_link_behind(store, monkeypatch):
     store.mark_current(r)
     assert sorted(p.name for p in Path(store.root).iterdir()) == ["current", "releases"]
     assert store.current_id() == r.id
+
+
+def _losing_answers(monkeypatch, run: bool, error: type[Exception], answers_after: bool = True):
+    """The store's shell, where the move of `current` runs (or not) and its answer is then lost; later commands
+    answer only when `answers_after`."""
+    lost = []
+
+    def sh(conn, host, command, timeout=120, check=True):
+        if lost and not answers_after:
+            raise CommandTimedOut("h1: `readlink ...` did not end within 120s")
+        if "mv -T" in command and not lost:
+            lost.append(command)
+            if run:
+                subprocess.run(["sh", "-c", command], check=True)
+            raise error("h1: `ln -s releases/...` did not end within 120s")
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        if check and done.returncode != 0:
+            raise FleetError(done.stderr)
+        return done.stdout
+
+    monkeypatch.setattr(releases, "sh", sh)
+
+
+def _two_releases(store):
+    old, new = _release(), Release(id="20261202T000000Z-beef", host="h", playbook="p", playbook_sha256="x",
+                                   created="t")
+    for r in (old, new):
+        Path(store.dir(r)).mkdir(parents=True)
+    return old, new
+
+
+def test_a_move_of_current_that_ran_but_lost_its_answer_counts_as_moved(store, monkeypatch):
+    """A timeout loses the answer, not the rename: it used to raise, and the callers then put the other release
+    back while `current` named this one."""
+    old, new = _two_releases(store)
+    store.mark_current(old)
+    _losing_answers(monkeypatch, run=True, error=CommandTimedOut)
+    store.mark_current(new)
+    assert store.current_id() == new.id
+
+
+def test_a_move_that_did_not_run_still_raises_and_current_is_unchanged(store, monkeypatch):
+    old, new = _two_releases(store)
+    store.mark_current(old)
+    _losing_answers(monkeypatch, run=False, error=CommandTimedOut)
+    with pytest.raises(CommandTimedOut):
+        store.mark_current(new)
+    assert store.current_id() == old.id
+
+
+def test_a_lost_link_raises_even_when_the_move_ran(store, monkeypatch):
+    """Nothing more can be read over a dead link: the caller's mark (or the next run's recovery) decides."""
+    old, new = _two_releases(store)
+    store.mark_current(old)
+    _losing_answers(monkeypatch, run=True, error=ConnectionLost)
+    with pytest.raises(ConnectionLost):
+        store.mark_current(new)
+
+
+def test_point_back_names_the_release_that_serves_or_says_why_not(store, monkeypatch):
+    old, new = _two_releases(store)
+    store.mark_current(new)
+    assert store.point_back(old) is None and store.current_id() == old.id
+    assert store.point_back(old) is None  # already there: nothing run
+    _losing_answers(monkeypatch, run=False, error=CommandTimedOut, answers_after=False)
+    problem = store.point_back(new)
+    assert problem is not None and problem.startswith("`current` could not be pointed back at it")
+    assert "did not end within 120s" in problem

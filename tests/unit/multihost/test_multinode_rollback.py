@@ -13,6 +13,7 @@ from fleet.inventory import Host
 from fleet.multihost import multinode
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import CommandTimedOut
 
 BOOK = """name: two
 model: {path: /models/m}
@@ -78,12 +79,35 @@ def test_a_failed_move_of_current_on_one_node_puts_every_node_back_on_what_it_ra
     mn._rollback(None)
     # the target came up on both; n1's move failed, so n0's `current` went back, and both were put back and started
     assert started == [("rollback", ["r1-old", "r1-old"]), ("restore", ["r2-new", "r2-new"])]
-    assert stores["n0"].moves == ["r1-old", "r2-new"] and stores["n1"].moves == ["r1-old"]
+    assert stores["n0"].moves == stores["n1"].moves == ["r1-old", "r2-new"]  # n1 too: its move may have run
     assert stores["n0"].cur.id == stores["n1"].cur.id == "r2-new"
     for n in mn.nodes:
         assert n.result.status != DeployStatus.OK and n.result.release == "r2-new"
         assert "rollback to r1-old served, but making it current on n1 failed" in n.result.error
         assert "No space left on device" in n.result.error and n.result.error.endswith("back on r2-new")
+
+
+class LateStore(Store):
+    """The rename over `current` ran on the node; its answer did not come back, and reading `current` again did not
+    either (ReleaseStore.mark_current then raises the timeout)."""
+
+    def mark_current(self, release):
+        self.moves.append(release.id)
+        self.cur = release
+        if release.id == self.fail_on:
+            raise CommandTimedOut(f"{self.host}: `ln -s ...` did not end within 120s")
+
+
+def test_a_node_whose_move_ran_but_whose_answer_was_lost_is_pointed_back_with_the_others(tmp_path, monkeypatch):
+    """It used to be left out of the point-back (it was not among the nodes that moved): it served r2-new's files
+    while its `current` named r1-old, and the next run's recovery would have put r1-old back on it alone."""
+    stores = {"n0": Store("n0"), "n1": LateStore("n1", fail_on="r1-old")}
+    mn, started = _two_nodes(tmp_path, monkeypatch, stores)
+    mn._rollback(None)
+    assert started[-1] == ("restore", ["r2-new", "r2-new"])
+    assert stores["n0"].cur.id == stores["n1"].cur.id == "r2-new"
+    assert stores["n1"].moves == ["r1-old", "r2-new"]
+    assert all("did not end within 120s" in n.result.error for n in mn.nodes)
 
 
 def test_when_every_move_succeeds_the_rollback_is_ok_and_nothing_goes_back(tmp_path, monkeypatch):

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from fleet import playbook
-from fleet.host.releases import Release
+from fleet.host.releases import Release, ReleaseStore
 from fleet.host.service import ServiceError, sha256
 from fleet.inventory import load as load_inventory
 from fleet.multihost import router as routing
 from fleet.multihost import router_rollback
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import CommandTimedOut
 
 BOOK = """name: replicas
 model: {path: /models/Llama-3.1-8B-Instruct}
@@ -105,6 +106,11 @@ def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hoo
         def last_good_before_current(self):
             return target
 
+        point_back = ReleaseStore.point_back  # the real one, over this store's stand-ins
+
+        def current_id(self):
+            return current.id
+
         def mark_current(self, release):
             moved.append(release.id)
 
@@ -132,4 +138,55 @@ def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hoo
     assert restored == ["r1", "r2"] and moved == []
     assert report["status"] == DeployStatus.FAILED and report["release"] == "r2"
     assert "router release r1 did not serve: HANG" in report["error"]
+    assert report["error"].endswith("back on router release r2, serving")
+
+
+def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serves_again(hooks, monkeypatch):
+    """The rename over `current` ran on the router host but its answer timed out (and reading `current` again did
+    not answer either): the release that served before goes back and serves, and `current` used to keep naming the
+    target, so the next recovery would have put the target back. `current` is pointed back at what serves."""
+    state = {"current": _release("r2", NEW)}
+    moves: list[str] = []
+
+    class Store:
+        def __init__(self, *a):
+            pass
+
+        def current(self):
+            return state["current"]
+
+        point_back = ReleaseStore.point_back  # the real one, over this store's stand-ins
+
+        def current_id(self):
+            return state["current"].id
+
+        def last_good_before_current(self):
+            return _release("r1", OLD)
+
+        def mark_current(self, release):
+            moves.append(release.id)
+            state["current"] = release  # the mv ran on the host ...
+            if release.id == "r1":
+                raise CommandTimedOut("sbx0: `ln -s releases/r1 ...` did not end within 120s")  # ... no answer
+
+    @contextmanager
+    def held(*a, **k):
+        yield None
+
+    class Conn:
+        def close(self):
+            pass
+
+    restored: list[str] = []
+    monkeypatch.setattr(router_rollback, "open_connection", lambda host, opts: Conn())
+    monkeypatch.setattr(router_rollback.hostlock, "held", held)
+    monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
+    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
+    monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)
+    monkeypatch.setattr(routing.RouterHooks, "restore",
+                        lambda self, conn, store, release: restored.append(release.id) or (Outcome.READY, "4"))
+    report = router_rollback.rollback(hooks, None)
+    assert restored == ["r1", "r2"] and moves == ["r1", "r2"]
+    assert state["current"].id == "r2" and report["release"] == "r2"
+    assert "did not end within 120s" in report["error"]
     assert report["error"].endswith("back on router release r2, serving")
