@@ -290,8 +290,9 @@ def _download(requirement: str, target: Target, where: Path) -> list[str]:
 
 
 def said(text: str) -> str:
-    """Text from pip or an index as fleet repeats it: printable, at most 300 characters, no URL's password."""
-    return without_userinfo("".join(c if c.isprintable() else "?" for c in text)[:300])
+    """Text from pip or an index as fleet repeats it: no URL's password (masked before it is cut: a URL cut
+    before its '@' would show its password), printable, at most 300 characters."""
+    return "".join(c if c.isprintable() else "?" for c in without_userinfo(text))[:300]
 
 
 def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet) -> list[str]:

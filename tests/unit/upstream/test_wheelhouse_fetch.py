@@ -252,3 +252,9 @@ def test_the_controllers_pip_settings_cannot_change_what_is_fetched_or_from_wher
                                                                  "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
     name = "sglang-0.5.9-py3-none-any.whl"
     assert (house / name).read_bytes() == (remote / name).read_bytes()  # the index's, not the find-links one
+
+
+def test_what_fleet_repeats_of_pip_is_masked_before_it_is_cut():
+    line = "x" * 280 + " https://ci:s3cr3t-token-that-runs-past-the-cut@idx.example/simple\x1b[31m"
+    assert "s3cr3t" not in wheelhouse.said(line) and wheelhouse.said(line).endswith(" https://ci:***@idx.")
+    assert wheelhouse.said("a\x1b[0mb\n") == "a?[0mb?"
