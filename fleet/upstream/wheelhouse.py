@@ -61,6 +61,10 @@ class WheelhouseError(FleetError):
     """The wheelhouse cannot give a venv what it needs."""
 
 
+class UnfitWheel(WheelhouseError):
+    """The index has the version asked for, but pip brought no wheel of it that the host installs."""
+
+
 class MissingWheel(WheelhouseError):
     """No wheel in the wheelhouse meets one requirement (`requirement`, e.g. 'torch==2.9.1')."""
 
@@ -282,8 +286,8 @@ def _download(requirement: str, target: Target, where: Path) -> list[str]:
         if not taken:
             first = got[0].name
             unfit = target.why_not(first)
-            raise WheelhouseError(f"pip downloaded {said(first)}, which {target.host()} cannot install ({said(unfit)})"
-                                  if unfit else f"pip downloaded {said(first)}, which is not {requirement}")
+            raise UnfitWheel(f"pip downloaded {said(first)}, which {target.host()} cannot install ({said(unfit)})"
+                             if unfit else f"pip downloaded {said(first)}, which is not {requirement}")
         for wheel in taken:
             os.replace(wheel, where / wheel.name)
     return [w.name for w in taken]
@@ -313,6 +317,10 @@ def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: 
                 try:
                     fetched += _download(exc.requirement, target, where)
                     continue
+                except UnfitWheel as unfit:
+                    raise MissingWheel(f"{exc}; {unfit}. Put a wheel of {exc.requirement} that host installs in "
+                                       f"{where} (pip wheel {exc.requirement} on one like it), or pin a version the "
+                                       "index has one of", exc.requirement) from None
                 except (WheelhouseError, OSError) as failed:
                     why = said(str(failed))
             hint = " ".join(download_command(exc.requirement, target, "DIR"))

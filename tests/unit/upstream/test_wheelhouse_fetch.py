@@ -197,6 +197,8 @@ def test_a_download_that_adds_nothing_the_host_installs_stops_fill_at_once_in_on
     assert len(pip.calls) == 1 and len(said) == 1  # asked once, never again for the same wheel
     assert "\n" not in text and caught.value.requirement == "foo==1.0"
     assert text.startswith("the playbook requires foo==1.0; no wheel in the wheelhouse") and f"; {why}. " in text
+    assert text.endswith(f"; {why}. Put a wheel of foo==1.0 that host installs in {house} (pip wheel foo==1.0 on one "
+                         "like it), or pin a version the index has one of")
     assert list(house.iterdir()) == []  # what fleet refused is not left in the wheelhouse (nor the temporary folder)
 
 
