@@ -9,7 +9,11 @@
 # files are hardlinked from it whatever UV_LINK_MODE says (symlinks into a removed cache would be a dead venv).
 # Exit 0 "built pip|uv" (or "exists"); 70 bad use; 71 a wheel is missing or not the controller's; 72 the build
 # failed (pip's or uv's error lines and last lines on stderr, nothing left behind); 73 publishing failed.
+# The host's own pip and uv settings never steer the build: every PIP_* and UV_* of its environment (a PIP_TARGET,
+# PIP_USER, UV_PYTHON ...) and the Python variables that would change what pip imports or where it installs.
 set -u
+for v in $(env | sed -nE 's/^((PIP|UV)_[A-Za-z0-9_]*)=.*/\1/p'); do unset "$v"; done
+unset PYTHONPATH PYTHONHOME PYTHONUSERBASE VIRTUAL_ENV CONDA_PREFIX
 py=$1 final=$2 wheels=$3 marker=$4
 shift 4
 root=${final%/*} name=${final##*/}

@@ -21,21 +21,23 @@ DIGEST = "0123456789abcdef"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "venv_build"
 FAKE_UV = """#!/bin/sh
 # stand-in uv 0.13.9: `uv --version`; `uv venv ... --python PY DIR` makes DIR/bin/python; `uv pip install ...`
-# makes its --cache-dir and fails on demand with the real uv's words; each call's arguments appended to $UV_ARGS
-[ "$1" = --version ] && [ -n "${UV_HANGS:-}" ] && exec sleep 600
-[ "$1" = --version ] && { [ -n "${UV_BROKEN:-}" ] && exit 126; cat "$FIXTURES/uv-0.13.9-version.txt"; exit 0; }
-echo "$@" >> "${UV_ARGS:-/dev/null}"
+# makes its --cache-dir and fails on demand with the real uv's words; each call's arguments appended to $FAKE_UV_ARGS
+[ "$1" = --version ] && [ -n "${FAKE_UV_HANGS:-}" ] && exec sleep 600
+[ "$1" = --version ] && { [ -n "${FAKE_UV_BROKEN:-}" ] && exit 126; cat "$FIXTURES/uv-0.13.9-version.txt"; exit 0; }
+echo "$@" >> "${FAKE_UV_ARGS:-/dev/null}"
+env >> "${FAKE_ENV:-/dev/null}"
 if [ "$1" = venv ]; then eval "d=\\${$#}"; mkdir -p "$d/bin" && : > "$d/bin/python" && : > "$d/.lock"; \\
   chmod 0666 "$d/.lock"; exit 0; fi
 while [ $# -gt 0 ]; do [ "$1" = --cache-dir ] && mkdir -p "$2"; shift; done
-[ -n "${UV_FAIL:-}" ] && { cat "$FIXTURES/$UV_FAIL" >&2; exit 1; }
+[ -n "${FAKE_UV_FAIL:-}" ] && { cat "$FIXTURES/$FAKE_UV_FAIL" >&2; exit 1; }
 exit 0
 """
 FAKE_PYTHON = """#!/bin/sh
 # stand-in python3: `-m venv DIR` makes DIR/bin/python (this same stand-in); `-m pip install ...` records its args
 if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
-echo "$@" >> "${PIP_ARGS:-/dev/null}"
-[ -n "${PIP_FAIL:-}" ] && { cat "$FIXTURES/$PIP_FAIL" >&2; exit 1; }
+echo "$@" >> "${FAKE_PIP_ARGS:-/dev/null}"
+env >> "${FAKE_ENV:-/dev/null}"
+[ -n "${FAKE_PIP_FAIL:-}" ] && { cat "$FIXTURES/$FAKE_PIP_FAIL" >&2; exit 1; }
 exit 0
 """
 
@@ -104,7 +106,7 @@ def sha(data: bytes) -> str:
 
 
 def test_a_venv_is_built_aside_then_published_whole_with_its_marker_and_logged(host):
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_ARGS=str(host["tmp"] / "args"))
     assert (done.returncode, done.stdout) == (0, "built uv\n"), done.stderr
     final = host["root"] / DIGEST
     assert final.is_symlink() and os.readlink(final).startswith(f".build/{DIGEST}.")
@@ -118,7 +120,7 @@ def test_a_venv_is_built_aside_then_published_whole_with_its_marker_and_logged(h
 
 
 def test_a_build_that_fails_publishes_nothing_and_leaves_nothing(host):
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_FAIL="uv-0.13.9-missing-dist.txt")
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_FAIL="uv-0.13.9-missing-dist.txt")
     assert done.returncode == 72 and venvs.build_failure(done.stderr) == (
         "cause: Because sglang-sim-core was not found in the provided package locations and you require "
         "sglang-sim-core==0.1.0, we can conclude that your requirements are unsatisfiable.")
@@ -187,7 +189,7 @@ def uv_calls(host: dict[str, Path]) -> dict[str, list[str]]:
 
 
 def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a_config(host):
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_ARGS=str(host["tmp"] / "args"))
     assert done.returncode == 0, done.stderr
     calls = uv_calls(host)
     pid = os.readlink(host["root"] / DIGEST).rsplit(".", 1)[1]
@@ -210,15 +212,15 @@ def test_uv_builds_with_the_hosts_own_python3_not_any_python_3_it_finds(host):
     """A bare `python3` is uv's request "any Python 3", managed installs first (the recorded real uv took a pyenv
     shim over /usr/bin/python3): the script resolves it on PATH, as pip's path runs it, and hands uv that file."""
     assert "Using Python request `3`" in (FIXTURES / "uv-0.13.9-venv-python3-request.txt").read_text()
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_ARGS=str(host["tmp"] / "args"))
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_ARGS=str(host["tmp"] / "args"))
     assert done.returncode == 0, done.stderr
     venv = uv_calls(host)["venv"]
     assert venv[venv.index("--python") + 1] == str(host["bin"] / "python3")
 
 
 def test_a_uv_that_does_not_run_leaves_the_build_to_pip(host):
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_BROKEN="1", UV_ARGS=str(host["tmp"] / "args"),
-                 PIP_ARGS=str(host["tmp"] / "pip"))
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_BROKEN="1",
+                 FAKE_UV_ARGS=str(host["tmp"] / "args"), FAKE_PIP_ARGS=str(host["tmp"] / "pip"))
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert not (host["tmp"] / "args").exists()
     pip = (host["tmp"] / "pip").read_text().split()
@@ -231,7 +233,8 @@ def test_a_uv_that_hangs_is_given_a_minute_then_pip_builds(host):
     would after a minute (no test waits a minute)."""
     (host["bin"] / "timeout").write_text("#!/bin/sh\nexit 124\n")
     (host["bin"] / "timeout").chmod(0o755)
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", UV_HANGS="1", UV_ARGS=str(host["tmp"] / "args"))
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_HANGS="1",
+                 FAKE_UV_ARGS=str(host["tmp"] / "args"))
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert not (host["tmp"] / "args").exists()
 
@@ -239,7 +242,7 @@ def test_a_uv_that_hangs_is_given_a_minute_then_pip_builds(host):
 def test_a_host_without_uv_builds_with_pip_from_its_python3(host):
     (host["bin"] / "uv").unlink()
     path = f"{host['bin']}:/usr/bin:/bin"
-    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", PIP_ARGS=str(host["tmp"] / "pip"), PATH=path)
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_PIP_ARGS=str(host["tmp"] / "pip"), PATH=path)
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert (host["root"] / DIGEST / "bin" / "python").read_text() == FAKE_PYTHON  # the python3 on PATH made it
 
@@ -258,7 +261,7 @@ def test_a_host_without_uv_builds_with_pip_from_its_python3(host):
 ])
 def test_a_failed_build_is_told_by_the_line_that_says_why(host, fixture, line):
     """The real installers' words, as the script passes them on (its error lines and last lines)."""
-    fail = {"UV_FAIL": fixture} if fixture.startswith("uv") else {"UV_BROKEN": "1", "PIP_FAIL": fixture}
+    fail = {"FAKE_UV_FAIL": fixture} if fixture.startswith("uv") else {"FAKE_UV_BROKEN": "1", "FAKE_PIP_FAIL": fixture}
     done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", **fail)
     assert done.returncode == 72 and venvs.build_failure(done.stderr) == line
 
@@ -267,3 +270,20 @@ def test_a_failed_build_that_says_nothing_useful_is_told_as_it_is():
     assert venvs.build_failure("") == "no output"
     assert venvs.build_failure("Killed\n\n") == "Killed"
     assert venvs.build_failure("  cause: \x1b[31mx" + "y" * 1000) == "cause: ?[31mx" + "y" * 287
+
+
+@pytest.mark.parametrize("tool", ["uv", "pip"])
+def test_the_hosts_own_pip_and_uv_settings_never_reach_the_build(host, tool):
+    """A PIP_TARGET, PIP_USER or UV_PYTHON in the host's environment used to steer the build (pip honoured every
+    PIP_* but the config file; uv every UV_*): the venv's packages could land elsewhere or be built for another
+    Python."""
+    env = {"PIP_TARGET": "/tmp/elsewhere", "PIP_USER": "1", "PIP_FIND_LINKS": "/tmp/other", "UV_PYTHON": "3.9",
+           "UV_INDEX_URL": "https://pypi.example/simple", "PYTHONPATH": "/tmp/shadow",
+           "FAKE_ENV": str(host["tmp"] / "env")}
+    if tool == "pip":
+        (host["bin"] / "uv").unlink()
+        env["PATH"] = f"{host['bin']}:/usr/bin:/bin"
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", **env)
+    assert (done.returncode, done.stdout) == (0, f"built {tool}\n"), done.stderr
+    seen = (host["tmp"] / "env").read_text().splitlines()
+    assert seen and not [line for line in seen if line.split("=")[0] in env and not line.startswith(("FAKE_", "PATH="))]
