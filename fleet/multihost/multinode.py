@@ -19,7 +19,7 @@ import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,6 +153,9 @@ class MultiNode:
                 stack.callback(self._unlock, n, lock)
                 n.result.recovered = recovery.after_lock(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
             yield
+            for n in self.nodes:  # the run has ended: the copies its writes kept go (a lost node's: the next run's)
+                with suppress(Exception):
+                    restore.end_run(n.conn, n.host, n.deployer.unit)
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:
@@ -406,8 +409,12 @@ class MultiNode:
         """Close the releases as failed; every node back on its previous release, started together again."""
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
         for n in reversed(self.nodes):
+            try:  # a release that cannot be closed (a full disk) stays in progress for the next run's recovery:
+                n.run.fail()  # the node is not lost for that, it still goes back with the others
+            except Exception as exc:  # noqa: BLE001
+                n.say(f"closing release {n.release.id} as failed did not work ({exc or type(exc).__name__}); the next "
+                      "run's recovery closes it")
             try:
-                n.run.fail()
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"

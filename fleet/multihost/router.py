@@ -252,6 +252,7 @@ class RouterHooks:
                         report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
                         return report
                     report.update(self._deploy(conn, workers, say))
+                    restore.end_run(conn, self.host, self.book.router.unit)  # type: ignore[union-attr]
             finally:
                 conn.close()
         except FleetError as exc:
@@ -393,6 +394,7 @@ class RouterHooks:
             daemon_reload(conn, self.host)
             restore.restart(conn, self.host, unit)
             notes.append(f"router release {current.id} put back and restarted")
+        restore.end_run(conn, self.host, self.book.router.unit)  # type: ignore[union-attr]  # a dead run's kept copies
         for note in notes:
             say(f"recovering: {note}")
         return notes
