@@ -432,7 +432,7 @@ class MultiNode:
                 continue
             self._aim_at_previous(n)
         restarted = [n for n in back if n.rank not in problems]
-        lost = [n.host.name for n in self.nodes if n not in restarted]
+        lost = [n.host.name for n in self.nodes if n.rank not in {m.rank for m in restarted}]
         outcome: str
         if restarted and lost:  # the rest alone would wait for a lost rank, holding their GPUs: left stopped
             outcome, evidence = Outcome.STOPPED, (f"{', '.join(lost)} could not go back, so the other nodes are left "
