@@ -18,10 +18,11 @@ round trip per host, servers restarted only when their files changed or they do 
 fresh controller state folder (what the fleet learned), so one run's injected failures never steer the next.
 
 Which runs: FLEET_FAULT_POINTS=all every point with every kind; `each` every point with one kind, rotating
-(test_fault_points.kinds_of); a list (3-9,20) every kind at those points. The suite's choice, within its time
-budget (5 min for this module: a run costs a two-host deploy, 15-30 s here, and its next run as much) is
-SUITE_POINTS point a flow, deterministic, taken from the steps only many hosts have (the router's calls, a
-multi-node step), the kinds rotating over the flows (fail, drop, kill), and the targeted tests below (full).
+(test_fault_points.kinds_of), `each/3` every third point so; a list (3-9,20) every kind at those points. The
+suite's choice, within its time budget (5 min for this module: a run costs a two-host deploy, 15-30 s here, and
+its next run as much) is SUITE_POINTS point a flow, deterministic, taken from the steps only many hosts have
+(the router's calls, a multi-node step), the kinds rotating over the flows (fail, drop, kill), and the targeted
+tests below (full).
 """
 
 from __future__ import annotations
@@ -317,8 +318,9 @@ def runs_of(points: list[tuple[int, str]], flow: str) -> list[tuple[tuple[int, s
     spec = os.environ.get("FLEET_FAULT_POINTS")
     if spec == "all":
         return [(p, k) for p in points for k in KINDS]
-    if spec == "each":
-        return [(p, kinds_of(i)[0]) for i, p in enumerate(points)]
+    if spec and spec.startswith("each"):  # `each/N`: every N-th point (a long run cut to the time at hand)
+        every = int(spec.partition("/")[2] or 1)
+        return [(p, kinds_of(i)[0]) for i, p in enumerate(points[::every])]
     if not spec:
         return suite_choice(points, first=list(FLOWS).index(flow) * SUITE_POINTS)
     wanted: set[int] = set()
