@@ -291,17 +291,20 @@ def _points(c, flow: str) -> list[tuple[int, str]]:
     return c[f"points_{flow}"]
 
 
-MANY_HOST_STEPS = ("multihost.router", "multihost.multinode", "logs.journal")  # what one host alone never runs
+# what one host alone never runs: the router's calls; a deployment's steps over its nodes and their journals, followed
+# together
+MANY_HOST_STEPS = {"rolling": ("multihost.router",), "nodes-deploy": ("multihost.multinode", "logs.journal"),
+                   "nodes-rollback": ("multihost.multinode", "logs.journal")}
 
 
-def suite_choice(points: list[tuple[int, str]], n: int = SUITE_POINTS,
-                 first: int = 0) -> list[tuple[tuple[int, str], str]]:
+def suite_choice(points: list[tuple[int, str]], n: int = SUITE_POINTS, first: int = 0,
+                 ours_are: tuple[str, ...] = MANY_HOST_STEPS["rolling"]) -> list[tuple[tuple[int, str], str]]:
     """The suite's (point, kind) runs for a flow, deterministic (pure): n points, half from the steps only many
     hosts have (the router's calls, a multi-node step, a journal of a peer) and half from the rest, each half
     spread evenly over the flow; the kinds rotate over them in flow order from KINDS[first]."""
     if not points:
         return []
-    ours = [p for p in points if any(s in p[1] for s in MANY_HOST_STEPS)]
+    ours = [p for p in points if any(s in p[1] for s in ours_are)]
     rest = [p for p in points if p not in ours]
 
     def spread(items: list, k: int) -> list:
@@ -322,7 +325,7 @@ def runs_of(points: list[tuple[int, str]], flow: str) -> list[tuple[tuple[int, s
         every = int(spec.partition("/")[2] or 1)
         return [(p, kinds_of(i)[0]) for i, p in enumerate(points[::every])]
     if not spec:
-        return suite_choice(points, first=list(FLOWS).index(flow) * SUITE_POINTS)
+        return suite_choice(points, first=list(FLOWS).index(flow) * SUITE_POINTS, ours_are=MANY_HOST_STEPS[flow])
     wanted: set[int] = set()
     for part in spec.split(","):
         low, _, high = part.partition("-")
@@ -400,9 +403,9 @@ def test_the_suite_s_choice_covers_every_kind_and_the_many_host_steps():
     for i in range(len(FLOWS)):
         mine = suite_choice(points, first=i * SUITE_POINTS)
         assert [p for p, _ in mine] == sorted({p for p, _ in mine})  # in flow order, no point twice
-        assert sum(any(s in label for s in MANY_HOST_STEPS) for (_, label), _ in mine) >= (SUITE_POINTS + 1) // 2
+        assert sum("multihost.router" in label for (_, label), _ in mine) >= (SUITE_POINTS + 1) // 2
     assert suite_choice(points, 4) == suite_choice(points, 4)  # deterministic
     assert {k for _, k in suite_choice(points, 4)} == set(KINDS)
-    assert [p for p, _ in suite_choice(points, 4)] == [points[2], points[3], points[6], points[7]]  # 2 + 2, spread
+    assert [p for p, _ in suite_choice(points, 4)] == [points[1], points[2], points[6], points[7]]  # 2 + 2, spread
     assert suite_choice(points[:1], 4) == [(points[0], KINDS[0])]
     assert suite_choice([]) == []
