@@ -315,6 +315,9 @@ class MultiNode:
             return False
         if not all(n.deployer.key_unchanged(n.conn) for n in self.nodes):
             return False
+        # a rollback that died after starting its target runs that release's files under the current one's name
+        if not all(recovery.runs_files_of(n.conn, n.host, n.prior) for n in self.nodes):
+            return False
         if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY

@@ -1,6 +1,6 @@
-"""MultiNode._fall_back's decisions (fleet.multihost.multinode): which nodes go back and whether they are started
-together. The steps on hosts are replaced (stop, put back, start together); what a node's release store says and
-what fails are given per test."""
+"""MultiNode's decisions (fleet.multihost.multinode): in a fall-back, which nodes go back and whether they are
+started together; whether a deployment is UNCHANGED. The steps on hosts are replaced (stop, put back, start
+together, the files' and units' checks); what a node's release store says and what fails are given per test."""
 
 from __future__ import annotations
 
@@ -102,3 +102,20 @@ def test_a_lost_node_keeps_the_others_stopped_on_their_previous_files(deployment
     assert ("put back", "n0") in steps
     assert all(r.status == DeployStatus.FAILED for r in (n.result for n in m.nodes))
     assert any("n1 could not go back, so the other nodes are left stopped" in s for s in said), said
+
+
+def test_a_deployment_whose_nodes_run_other_files_than_its_release_is_not_unchanged(deployment, monkeypatch):
+    """Found by the many-host fault harness (nodes-rollback, kill at `current`'s move, and a link lost while the
+    target started): the nodes ran the rollback's target while `current` still named B, and the next deploy of B
+    said UNCHANGED and left them so. Now every node must run its current release's files."""
+    m, _, _, _ = deployment
+    runs: dict[str, bool] = {"n0": True, "n1": True}
+    for n in m.nodes:
+        n.previous = n.previous.__class__(**{**n.previous.__dict__, "playbook_sha256": m.book_sha})
+        monkeypatch.setattr(n.deployer, "key_unchanged", lambda conn: True)
+    monkeypatch.setattr(multinode.recovery, "runs_files_of", lambda conn, host, release: runs[host.name])
+    monkeypatch.setattr(multinode, "unit_state", lambda conn, host, unit: {"ActiveState": "active"})
+    monkeypatch.setattr(multinode, "health_check", lambda conn, host, book: (Outcome.READY, "healthy"))
+    assert m._unchanged()
+    runs["n1"] = False
+    assert not m._unchanged()
