@@ -97,9 +97,9 @@ def many(_sandbox_session, tmp_path_factory):
     books.mkdir()
     c = {"inv": inv_path, "tmp": tmp, "fork": ForkInv(tmp), "runs": 0,
          "hosts": Hosts(inventory_mod.load(str(inv_path))),
-         # A older, B current and serving, B2 what the deploy flow deploys (B with other bytes: an env value;
-         # for the router, another policy, so the router's own unit changes too)
-         "ra": write_book(books, router_book("many-ra", "a")), "rb": write_book(books, router_book("many-rb", "b")),
+         # B current and serving (for the nodes, A before it), B2 what the deploy flows deploy (B with other bytes:
+         # an env value; for the router, another policy, so the router's own unit changes too)
+         "rb": write_book(books, router_book("many-rb", "b")),
          "na": write_book(books, nodes_book("many-na", "a")), "nb": write_book(books, nodes_book("many-nb", "b"))}
     (books / "b2").mkdir()
     c["rb2"] = write_book(books / "b2", router_book("many-rb", "b2", "random"))
