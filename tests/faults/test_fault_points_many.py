@@ -18,7 +18,8 @@ round trip per host, servers restarted only when their files changed or they do 
 fresh controller state folder (what the fleet learned), so one run's injected failures never steer the next.
 
 Which runs: FLEET_FAULT_POINTS=all every point with every kind; `each` every point with one kind, rotating
-(test_fault_points.kinds_of), `each/3` every third point so; a list (3-9,20) every kind at those points. The
+(test_fault_points.kinds_of), `each/3` every third point so, `each/3:140-202` of those; a list (3-9,20) every
+kind at those points. The
 suite's choice, within its time budget (5 min for this module: a run costs a two-host deploy, 15-30 s here, and
 its next run as much) is SUITE_POINTS point a flow, deterministic, taken from the steps only many hosts have
 (the router's calls, a multi-node step), the kinds rotating over the flows (fail, drop, kill), and the targeted
@@ -321,16 +322,22 @@ def runs_of(points: list[tuple[int, str]], flow: str) -> list[tuple[tuple[int, s
     spec = os.environ.get("FLEET_FAULT_POINTS")
     if spec == "all":
         return [(p, k) for p in points for k in KINDS]
-    if spec and spec.startswith("each"):  # `each/N`: every N-th point (a long run cut to the time at hand)
-        every = int(spec.partition("/")[2] or 1)
-        return [(p, kinds_of(i)[0]) for i, p in enumerate(points[::every])]
     if not spec:
         return suite_choice(points, first=list(FLOWS).index(flow) * SUITE_POINTS, ours_are=MANY_HOST_STEPS[flow])
+    if spec.startswith("each"):  # `each/N:LIST`: every N-th point (of LIST), one rotating kind each
+        every, _, at = spec.removeprefix("each").removeprefix("/").partition(":")
+        chosen = [p for p in points if not at or p[0] in _numbers(at)][::int(every or 1)]
+        return [(p, kinds_of(i)[0]) for i, p in enumerate(chosen)]
+    return [(p, k) for p in points if p[0] in _numbers(spec) for k in KINDS]
+
+
+def _numbers(spec: str) -> set[int]:
+    """`3-9,20` -> {3, ..., 9, 20}."""
     wanted: set[int] = set()
     for part in spec.split(","):
         low, _, high = part.partition("-")
         wanted.update(range(int(low), int(high or low) + 1))
-    return [(p, k) for p in points if p[0] in wanted for k in KINDS]
+    return wanted
 
 
 def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
