@@ -176,16 +176,38 @@ class MultiNode:
         for n in self.nodes:
             n.result.config = n.prior.config
             n.result.attempts.append(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
+        what = "did not come up"
         if outcome == Outcome.READY:
-            for n in self.nodes:
-                n.store.mark_current(n.prior)
-                n.result.status = DeployStatus.OK
-            return
+            moved = self._make_current(running)
+            if moved is None:
+                for n in self.nodes:
+                    n.result.status = DeployStatus.OK
+                return
+            what, outcome, evidence = "served, but making it current failed", Outcome.INSTALL_FAILED, moved
         note = self._back_to(running)
         for n in self.nodes:
-            n.result.error = f"{n.host.name}: rollback to {target} did not come up: {outcome} {evidence}; {note}"
+            n.result.error = f"{n.host.name}: rollback to {target} {what}: {outcome} {evidence}; {note}"
             if note.startswith("back on"):
                 n.result.release, n.result.config = n.prior.id, n.prior.config
+
+    def _make_current(self, running: dict[int, Release | None]) -> str | None:
+        """`current` moved to the rollback's target on every node, or (a move failed: a full disk, a command that
+        failed) back to what each ran on those already moved, so that the nodes go back together. The failure, or
+        None."""
+        moved: list[Node] = []
+        try:
+            for n in self.nodes:
+                n.store.mark_current(n.prior)
+                moved.append(n)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
+            problem = f"{self.nodes[len(moved)].host.name}: {exc or type(exc).__name__}"
+        for n in moved:
+            before = running[n.rank]
+            if before is not None:
+                with suppress(Exception):  # the next deploy sees files that are not its current release's
+                    n.store.mark_current(before)
+        return problem
 
     def _back_to(self, running: dict[int, Release | None]) -> str:
         """After a failed rollback: every node on the release it ran before, started together again."""

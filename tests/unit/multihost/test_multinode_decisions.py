@@ -39,13 +39,13 @@ class Run:
 
 class Store:
     def __init__(self, current: str):
-        self.current = current
+        self.now = current
 
     def current_id(self) -> str:
-        return self.current
+        return self.now
 
     def mark_current(self, release: Release) -> None:
-        self.current = release.id
+        self.now = release.id
 
 
 @pytest.fixture
@@ -119,3 +119,44 @@ def test_a_deployment_whose_nodes_run_other_files_than_its_release_is_not_unchan
     assert m._unchanged()
     runs["n1"] = False
     assert not m._unchanged()
+
+
+class RollbackStore(Store):
+    """A node's releases r-a (the target) and r-b (current); moving `current` to `refuse` fails."""
+
+    def __init__(self, host: str, refuse: str | None = None):
+        super().__init__("r-b")
+        self.host, self.refuse = host, refuse
+        self.rel = {rid: Release(id=rid, host=host, playbook="two", playbook_sha256="0" * 64, created=rid,
+                                 status="ok", rung="base", config={"nodes": {"rank": int(host[1])}},
+                                 files={"/etc/systemd/system/sglang.service": {"sha256": "0" * 64, "mode": 420}})
+                    for rid in ("r-a", "r-b")}
+
+    def load(self, rid: str) -> Release:
+        return self.rel[rid]
+
+    def current(self) -> Release:
+        return self.rel[self.now]
+
+    def mark_current(self, release: Release) -> None:
+        if release.id == self.refuse:
+            raise OSError("fleet fault hook: injected failure")
+        super().mark_current(release)
+
+
+def test_a_rollback_whose_move_of_current_fails_on_a_node_puts_every_node_back(deployment, monkeypatch):
+    """Found by the many-host fault harness (nodes-rollback, fail at `current`'s move on a node): the target served
+    on both nodes, the move failed, the run ended in a traceback with both nodes on A's files and `current` B. Now
+    the nodes already moved move back and every node goes back to B together, as when the target fails."""
+    m, steps, said, _ = deployment
+    stores = {"n0": RollbackStore("n0"), "n1": RollbackStore("n1", refuse="r-a")}
+    monkeypatch.setattr(multinode, "ReleaseStore", lambda conn, host: stores[host.name])
+    monkeypatch.setattr(multinode.MultiNode, "_rollback_target", lambda self, to: "r-a")
+    monkeypatch.setattr(multinode.MultiNode, "_aim_at_previous", staticmethod(lambda n: None))
+    m._rollback(None)
+    assert [s.now for s in stores.values()] == ["r-b", "r-b"]  # n0 moved to r-a, then back
+    assert [s for s in steps if s[0] == "start"] == [("start", "n0,n1"), ("start", "n0,n1")]  # target, then B
+    for n in m.nodes:
+        assert n.result.status == DeployStatus.FAILED and n.result.release == "r-b"
+        assert "rollback to r-a served, but making it current failed" in n.result.error
+        assert "n1: fleet fault hook: injected failure" in n.result.error and "back on r-b" in n.result.error
