@@ -19,11 +19,10 @@ fresh controller state folder (what the fleet learned), so one run's injected fa
 
 Which runs: FLEET_FAULT_POINTS=all every point with every kind; `each` every point with one kind, rotating
 (test_fault_points.kinds_of), `each/3` every third point so, `each/3:140-202` of those; a list (3-9,20) every
-kind at those points. The
-suite's choice, within its time budget (5 min for this module: a run costs a two-host deploy, 15-30 s here, and
-its next run as much) is SUITE_POINTS point a flow, deterministic, taken from the steps only many hosts have
-(the router's calls, a multi-node step), the kinds rotating over the flows (fail, drop, kill), and the targeted
-tests below (full).
+kind at those points. The suite's choice, within its time budget (5 min for this module: a run costs a two-host
+deploy, 15-60 s here, and its next run as much) is SUITE_POINTS point a flow, deterministic, taken from the
+steps only many hosts have (the router's calls, a multi-node step), the kinds rotating over the flows (fail,
+drop, kill), and the targeted test below (full).
 """
 
 from __future__ import annotations
