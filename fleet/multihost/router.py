@@ -42,7 +42,7 @@ from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import daemon_reload, read_file, sh, sha256, unit_state, write_atomic
+from fleet.host.service import daemon_reload, put_back_kept, read_file, sh, sha256, unit_state, write_atomic
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost.router_plan import (
@@ -406,8 +406,11 @@ class RouterHooks:
         if isinstance(copies, str):
             return Outcome.PREFLIGHT, copies
         sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
-        for path, data in copies.items():
-            write_atomic(conn, self.host, path, data, restore.mode_of(release, path))
+        for path, data in copies.items():  # as it is, or by rename where this run kept it: no free space needed
+            want = str((release.files.get(path) or {}).get("sha256", ""))
+            if sha256(read_file(conn, self.host, path) or b"") != want and not put_back_kept(conn, self.host, path,
+                                                                                              want):
+                write_atomic(conn, self.host, path, data, restore.mode_of(release, path))
         daemon_reload(conn, self.host)
         restore.restart(conn, self.host, unit)
         return self._ready(conn)
