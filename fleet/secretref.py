@@ -68,3 +68,17 @@ def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
         return True
     words = [w for w in re.split(r"[^A-Za-z0-9]+", name.upper()) if w]
     return any(w in SECRET_WORDS or w.endswith(_ENDINGS) for w in words)
+
+
+# A URL's userinfo (https://user:token@host/...): up to the last '@' of the run, so an unencoded '@' or '/' in
+# a password is masked too (a path with '@' in it is masked a little too far, never too short)
+_USERINFO = re.compile(r"""(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^\s'"<>()]*)@""")
+
+
+def without_userinfo(text: str) -> str:
+    """`text` with each URL's password masked (`https://user:***@host/simple`), a lone user or token given
+    as userinfo (`https://TOKEN@host`) masked whole: an index URL can be written anywhere fleet says it."""
+    def mask(m: re.Match[str]) -> str:
+        user, colon, _secret = m["info"].partition(":")
+        return f"{m['scheme']}{user}:***@" if colon and "/" not in user else f"{m['scheme']}***@"
+    return _USERINFO.sub(mask, text)

@@ -13,6 +13,7 @@ from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
+from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
@@ -122,17 +123,17 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False, wide: bool = False) -> int:
-    if to is not None and to != rollbacks.BEFORE_FLEET:
+    if to is not None and to != before_fleet.BEFORE_FLEET:
         try:
             release_id(to)
         except ValueError as exc:
             raise InputError(f"--to {exc} (see `inv history`)") from None
-    if to == rollbacks.BEFORE_FLEET:
+    if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name, checked=False)[0].serve.unit if name else None
         say_for = progress_to(as_json)
-        outcomes = parallel.run_all(hosts, lambda h: rollbacks.before_fleet(h, unit or h.unit, opts, say_for(h)))
+        outcomes = parallel.run_all(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:

@@ -247,8 +247,9 @@ def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Releas
         rolled = Attempt(previous.rung or "-", Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {exc}", 0)
     _close_failed(store, release, say)
     if rolled.outcome == Outcome.READY:
+        problem = store.point_back(previous)
         return (DeployStatus.ROLLED_BACK, previous.id, previous.config,
-                f"{host.name}: {why}; back on release {previous.id}")
+                f"{host.name}: {why}; back on release {previous.id}" + (f", but {problem}" if problem else ""))
     return (DeployStatus.FAILED, previous.id, previous.config,
             f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
 

@@ -110,6 +110,16 @@ class DeployResult:
         return [(k, self.versions_before.get(k), v) for k, v in self.versions.items()
                 if self.versions_before.get(k) != v]
 
+    def fell_back(self) -> str | None:
+        """How an upgrade that serves got there by falling back: its versions changed and a rung failed before the
+        one that serves ('served on rung safe after fast (CUDA_OOM) failed'); None for anything else."""
+        served = [a for a in self.attempts if a.outcome == Outcome.READY]
+        failed = [a for a in self.attempts if a.outcome != Outcome.READY]
+        if self.status != DeployStatus.OK or not self.upgrade() or not served or not failed:
+            return None
+        return (f"served on rung {served[-1].rung} after "
+                f"{', '.join(f'{a.rung} ({a.outcome})' for a in failed)} failed")
+
     def _attempt_json(self, a: Attempt) -> dict[str, Any]:
         """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
         out = a.to_json()

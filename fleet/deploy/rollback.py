@@ -19,7 +19,6 @@ from fleet.host import probe_run, venvs
 from fleet.host.facts import stack_versions
 from fleet.host.releases import (
     ROLLBACK_MARK,
-    BeforeFleet,
     Release,
     ReleaseStore,
     node_of,
@@ -27,16 +26,8 @@ from fleet.host.releases import (
     stack_drift,
     versions_of,
 )
-from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import (
-    daemon_reload,
-    drop_kept,
-    put_back_kept,
-    read_file,
     sh,
-    sha256,
-    stop_and_empty_gpus,
-    unit_state,
     write_atomic,
 )
 from fleet.inventory import Host
@@ -163,116 +154,6 @@ def _restore(conn: Connection, host: Host, store: ReleaseStore, release: Release
         raise
     except Exception as exc:
         return Attempt(release.rung or "-", Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {exc}", 0)
-
-
-BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
-
-
-def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
-    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
-    file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
-    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
-    conn = open_connection(host, opts)
-    try:
-        with hostlock.held(conn, host, "rollback to before fleet"):
-            record = BeforeFleet(conn, host)
-            files = record.manifest()
-            unit_path = unit_file(unit)
-            wanted = [unit_path, env_file(unit)]
-            unknown = [p for p in wanted if p not in files]
-            wanted += [p for p in (key_file(unit),) if p in files]  # recorded where fleet wrote a key
-            if unknown:
-                raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "
-                                 "(fleet wrote it before it kept such a record); nothing was changed")
-            copies = {p: record.copy(p) for p in wanted if not files[p].get("absent")}
-            damaged = [p for p, data in copies.items() if data is None or sha256(data) != files[p]["sha256"]]
-            if damaged:
-                raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
-                                 "nothing was changed")
-            # Written first, while the unit runs on what systemd and the server loaded: a write that fails (a full
-            # disk) puts back those already written by rename, and the host is as it was.
-            writes = [(p, d, int(files[p]["mode"], 8)) for p, d in copies.items() if d is not None]
-            written = _write_all(conn, host, writes)
-            problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
-            if problem:
-                raise FleetError(f"{host.name}: {problem}; {_undo_writes(conn, host, written, whole=True)}")
-            try:
-                stop_and_empty_gpus(conn, host, unit, 120, progress)
-            except FleetError as exc:  # the release's files and patch sets go back, and it serves again
-                try:
-                    after = f"{_undo_writes(conn, host, written)}; {_serve_again(conn, host, unit, progress)}"
-                except FleetError as lost:
-                    after = f"putting the release back failed too ({lost}): `inv rollback` puts it back"
-                raise FleetError(f"{exc}; {after}") from None
-            for path in copies:
-                progress(f"put back {path} as fleet found it")
-            for path in (p for p in wanted if p not in copies):
-                if path == unit_path:
-                    sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
-                sh(conn, host, f"rm -f -- {shlex.quote(path)}")
-                progress(f"removed {path} (there was none before fleet)")
-            daemon_reload(conn, host)
-            drop_kept(conn, host, wanted)
-            ReleaseStore(conn, host).clear_current()
-            return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
-                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
-                                                  f"(start it with systemctl start {unit} if it should run)", 0)])
-    finally:
-        conn.close()
-
-
-def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:
-    """Each (path, data, mode) written, what stood there kept beside it (write.sh's keep); (path, sha256 of what
-    stood there, None: nothing) for each. When one write fails, those already written go back (_undo_writes) and
-    the failure is raised with what became of them."""
-    done: list[tuple[str, str | None]] = []
-    for path, data, mode in writes:
-        old = read_file(conn, host, path)
-        done.append((path, None if old is None else sha256(old)))  # before: a write that timed out may have run
-        try:
-            write_atomic(conn, host, path, data, mode, keep=True)
-        except FleetError as exc:  # a failed write, or one whose outcome is unknown (a timeout, a lost link)
-            try:
-                undone = _undo_writes(conn, host, done, whole=True)
-            except FleetError as lost:
-                undone = f"what was written could not be put back ({lost}): the next deploy or rollback finds it"
-            raise FleetError(f"{host.name}: {exc}; {undone}") from None
-    return done
-
-
-def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]], whole: bool = False) -> str:
-    """What _write_all wrote, back as it stood: by rename from the kept copy (no free space needed), or removed
-    where nothing stood. What it says of the host (`whole`: the writes were all that had changed)."""
-    stuck = []
-    for path, old in reversed(done):
-        if old is None:
-            sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
-        elif sha256(read_file(conn, host, path) or b"") != old and not put_back_kept(conn, host, path, old):
-            stuck.append(path)
-    drop_kept(conn, host, [p for p, _ in done])
-    if stuck:
-        return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)"
-    return "the files already written were put back" + ("; nothing was changed" if whole else "")
-
-
-RUNNING = ("active", "activating", "reloading")
-
-
-def _serve_again(conn: Connection, host: Host, unit: str, progress: Progress) -> str:
-    """After a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets back in its
-    venv, and its unit started again if it no longer runs. What became of the host, for the error."""
-    current = ReleaseStore(conn, host).current()
-    if current is None:
-        return "no release is current to put back"
-    problem = restore.set_patches(conn, venvs.in_own_venv(host, current), current.config.get("patches", []),
-                                  progress)
-    if problem:
-        return f"release {current.id}'s patch sets could not be put back ({problem}): `inv rollback --to {current.id}`"
-    if unit_state(conn, host, unit).get("ActiveState") in RUNNING:
-        return f"release {current.id} still serves, its patch sets back"
-    sh(conn, host, f"systemctl start {shlex.quote(unit)}", check=False)
-    state = unit_state(conn, host, unit).get("ActiveState", "unknown")
-    return f"the stop had gone through: release {current.id} was started again (the unit is {state})"
 
 
 def history(host: Host, opts: ConnectOptions) -> tuple[list[Release], str | None]:

@@ -315,6 +315,7 @@ class ReleaseStore:
             raise  # the link is gone: nothing more can be read (the caller's mark makes recovery decide)
         except FleetError:  # a timeout or a closed channel loses the answer, not the rename: what `current` names
             try:        # now is the outcome (a rename that ran is a move that succeeded)
+                sh(self.conn, self.host, f"rm -f -- {tmp}")
                 moved = self.current_id() == release.id
             except FleetError:
                 moved = False

@@ -215,12 +215,15 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
                             "(--host-timeout); its deploy may go on to its own end until fleet exits"))
             bad = [n for n in names if results[n].status not in SERVING]
+            fell = [f"{n} {why}" for n in names if plan.canary and i == 1 and (why := results[n].fell_back())]
             failed += len(bad)
-            plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.FAILED if bad else DeployStatus.OK,
+            plan.batches.append({"batch": i, "hosts": names,
+                                 "status": DeployStatus.FAILED if bad or fell else DeployStatus.OK,
                                  "failed": bad, "canary": plan.canary and i == 1,
+                                 **({"fell_back": fell} if fell else {}),
                                  "started": started, "finished": now("milliseconds"),
                                  "seconds": round(time.monotonic() - start, 1)})
-            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts))
+            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell)
     except KeyboardInterrupt:
         interrupted(futures)
     finally:

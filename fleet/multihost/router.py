@@ -370,8 +370,10 @@ class RouterHooks:
             outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
         say(f"back on release {previous.id}: {outcome} {evidence}")
         if outcome == Outcome.READY:
+            problem = store.point_back(previous)
             return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
-                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"}
+                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"
+                             + (f", but {problem}" if problem else "")}
         return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
                                                  f"{previous.id} did not serve either: {outcome} {evidence}"}
 
@@ -379,8 +381,8 @@ class RouterHooks:
     def recover(self, conn: Connection, lock: hostlock.Lock, say: Progress) -> list[str]:
         """What a dead router run left under /var/lib/fleet/router, closed first under the lock: a release made
         current if it served and the unit runs its files, one in progress marked interrupted and, where the unit
-        then runs other files than the current router release's, those put back and restarted (the run then
-        goes on and checks the router through a generation)."""
+        then runs other files than the current router release's (a dead deploy's or a dead rollback's), those put
+        back and restarted (the run then goes on and checks the router through a generation)."""
         store = ReleaseStore(conn, self.host, ROUTER_ROOT)
         notes = [lock.recovered] if lock.recovered else []
         unit = self.book.router.unit  # type: ignore[union-attr]
@@ -390,7 +392,9 @@ class RouterHooks:
         found = recovery.find(conn, self.host, ROUTER_ROOT)
         notes += recovery.close_interrupted(store, found)
         current = store.current()
-        if current is not None and found and not recovery.runs_files_of(conn, self.host, current):
+        # Not only after a dead deploy (`found`): a rollback killed between putting its target back and moving
+        # `current` leaves no release in progress, only a router running other files than `current` names.
+        if current is not None and not recovery.runs_files_of(conn, self.host, current):
             copies = restore.verified_copies(store, current)
             if isinstance(copies, str):
                 raise FleetError(f"{self.host.name}: after an interrupted router deploy: {copies}")

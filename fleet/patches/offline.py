@@ -49,9 +49,9 @@ def releases(versions: dict[str, str], fetch: bool = True, say: Progress = quiet
         if have is None and not fetch:
             raise InputError(f"{dist} {version} is not in the upstream cache {upstream.cache_dir()} and --offline "
                              f"forbids fetching it: run `inv upstream --{DISTS[dist]} {version}` where "
-                             f"{upstream.index_url()} is reachable")
+                             f"{upstream.shown_index()} is reachable")
         if have is None:
-            say(f"fetching {dist}=={version} from {upstream.index_url()} (not in the cache "
+            say(f"fetching {dist}=={version} from {upstream.shown_index()} (not in the cache "
                 f"{upstream.cache_dir()}; --offline refuses instead)")
             have = upstream.fetch(dist, version, matrix)
             say(f"fetched {dist}=={version}: {have.files} files in {have.fetched_s:.0f} s")

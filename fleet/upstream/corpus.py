@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
+from fleet.secretref import without_userinfo
 from fleet.site import SHIPPED
 from fleet.upstream import pins as pinning
 
@@ -36,6 +37,10 @@ MATRIX = SHIPPED / "playbooks" / "upstream" / "matrix.yaml"  # shipped, whatever
 KEEP = (".py", ".cu", ".cuh", ".h", ".hpp", ".inl", ".cc", ".cpp")
 DEFAULT_INDEX = "https://pypi.org/simple"
 IMPORT_NAME = {"sglang": "sglang", "flashinfer-python": "flashinfer"}
+# The controller's PIP_* that fleet's pip download honours: which indexes, and how to reach them; no other
+PIP_KEEP = frozenset({"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_CLIENT_CERT",
+                      "PIP_PROXY", "PIP_TIMEOUT", "PIP_RETRIES", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR",
+                      "PIP_KEYRING_PROVIDER"})
 
 
 def cache_dir() -> Path:
@@ -156,6 +161,26 @@ def index_url() -> str:
     return (os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX).rstrip("/")
 
 
+def extra_index_urls() -> list[str]:
+    """The controller's PIP_EXTRA_INDEX_URL: pip asks these too (space-separated, as pip reads it)."""
+    return os.environ.get("PIP_EXTRA_INDEX_URL", "").split()
+
+
+def shown_index() -> str:
+    """The indexes pip is given, as fleet may say them: a URL's password never (user:***@)."""
+    return without_userinfo(" ".join([index_url(), *(f"+ {u}" for u in extra_index_urls())]))
+
+
+def pip_env() -> dict[str, str]:
+    """The environment of fleet's `pip download`: the index (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL: never on pip's
+    command line, which every user of the controller reads in ps) and how to reach it (PIP_KEEP); no pip config
+    file and no other PIP_* of the controller (PIP_NO_INDEX, PIP_FIND_LINKS, PIP_PLATFORM, ... would change
+    silently what is fetched, or from where, against what fleet says)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
+    env.update(PIP_INDEX_URL=index_url(), PIP_CONFIG_FILE=os.devnull)
+    return env
+
+
 def registry_sha256(dist: str, filename: str, index: str | None = None) -> str:
     """The sha256 the registry's simple index (PEP 691 JSON) lists for one file of `dist`."""
     url = f"{index or index_url()}/{dist}/"
@@ -164,11 +189,11 @@ def registry_sha256(dist: str, filename: str, index: str | None = None) -> str:
         with urllib.request.urlopen(req, timeout=60) as resp:
             doc = json.load(resp)
     except (OSError, ValueError) as exc:
-        raise FleetError(f"cannot read the registry index {url}: {exc}") from None
+        raise FleetError(without_userinfo(f"cannot read the registry index {url}: {exc}")) from None
     for f in doc.get("files", []):
         if f.get("filename") == filename and f.get("hashes", {}).get("sha256"):
             return str(f["hashes"]["sha256"])
-    raise FleetError(f"the registry index {url} lists no sha256 for {filename}")
+    raise FleetError(without_userinfo(f"the registry index {url} lists no sha256 for {filename}"))
 
 
 def _sha256(path: Path) -> str:
@@ -182,11 +207,11 @@ def _sha256(path: Path) -> str:
 def _pip_download(dist: str, version: str, dest: Path, python: str, platform: str) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
            python, "--platform", platform, "--disable-pip-version-check", "-q", "-d", str(dest), f"{dist}=={version}"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=pip_env(), stdin=subprocess.DEVNULL)
     wheels = sorted(dest.glob("*.whl"))
     if res.returncode != 0 or len(wheels) != 1:
         tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no wheel"]
-        raise FleetError(f"pip download {dist}=={version} failed (exit {res.returncode}): {tail[0]}")
+        raise FleetError(without_userinfo(f"pip download {dist}=={version} failed (exit {res.returncode}): {tail[0]}"))
     return wheels[0]
 
 

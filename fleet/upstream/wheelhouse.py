@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from packaging.version import Version
 
 from fleet.errors import FleetError
 from fleet.progress import Progress, quiet
+from fleet.secretref import without_userinfo
 from fleet.upstream import corpus
 from fleet.upstream.pins import applies, canonical, environment, requirements
 
@@ -40,12 +42,27 @@ NO_WHEEL = "no wheel of"  # how missing() begins its lines
 MAX_METADATA = 1 << 20  # a wheel's METADATA read at most this far (a hostile or broken wheel is not trusted)
 MAX_FETCHES = 400  # requirements one fill() downloads at most (torch's closure is about 30)
 FETCH_TIMEOUT_S = 1800  # one pip download (torch's wheel is about 900 MB)
-OLDEST_GLIBC = 17  # manylinux2014 = manylinux_2_17: the oldest platform tag offered for a host
+ASSUMED_GLIBC = 17  # a host that did not say its glibc: manylinux2014's (manylinux_2_17), no newer
+OLDEST_GLIBC = 5  # manylinux1 = manylinux_2_5 (PEP 600): the oldest manylinux there is
 NEWEST_GLIBC = 60  # a host's glibc is its word: no more platform tags than this are made of it
+LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # PEP 600's aliases, by glibc 2.N
+_MANYLINUX = re.compile(r"manylinux(?:_2_(\d+)|(2014|2010|1))_(\w+)")  # PEP 600's and the legacy names
+
+
+def _glibc_needed(platform: str, machine: str) -> int | None:
+    """The glibc 2.N a manylinux platform tag of that machine needs; None for any other tag."""
+    m = _MANYLINUX.fullmatch(platform)
+    if not m or m[3] != machine:
+        return None
+    return int(m[1]) if m[1] else {v: k for k, v in LEGACY_MANYLINUX.items()}[f"manylinux{m[2]}"]
 
 
 class WheelhouseError(FleetError):
     """The wheelhouse cannot give a venv what it needs."""
+
+
+class UnfitWheel(WheelhouseError):
+    """The index has the version asked for, but pip brought no wheel of it that the host installs."""
 
 
 class MissingWheel(WheelhouseError):
@@ -65,10 +82,16 @@ class Target:
     glibc: str | None = None
 
     def platforms(self) -> list[str]:
-        """pip's --platform values for this host, newest first: manylinux_2_N down to manylinux2014, and linux."""
-        minor = min(int(self.glibc.split(".")[1]), NEWEST_GLIBC) if self.glibc else OLDEST_GLIBC
-        return [*(f"manylinux_2_{m}_{self.machine}" for m in range(minor, OLDEST_GLIBC - 1, -1)),
-                f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
+        """pip's --platform values for this host, newest first: manylinux_2_N down to manylinux_2_5 with PEP 600's
+        legacy names beside theirs (manylinux2014, manylinux2010, manylinux1), and linux. A glibc host is never
+        given musllinux (those wheels are for musl hosts)."""
+        minor = min(int(self.glibc.split(".")[1]), NEWEST_GLIBC) if self.glibc else ASSUMED_GLIBC
+        out = []
+        for m in range(minor, OLDEST_GLIBC - 1, -1):
+            out.append(f"manylinux_2_{m}_{self.machine}")
+            if m in LEGACY_MANYLINUX:
+                out.append(f"{LEGACY_MANYLINUX[m]}_{self.machine}")
+        return [*out, f"linux_{self.machine}"]
 
     @cached_property
     def tags(self) -> frozenset[str]:
@@ -83,6 +106,28 @@ class Target:
             return any(str(t) in self.tags for t in parse_wheel_filename(filename)[3])
         except InvalidWheelFilename:
             return False
+
+    def why_not(self, filename: str) -> str | None:
+        """Why this host cannot install the wheel of that file name, in a few words; None when it can."""
+        if self.fits(filename):
+            return None
+        try:
+            found = parse_wheel_filename(filename)[3]
+        except InvalidWheelFilename:
+            return "that is not a wheel's file name"
+        plats = sorted({t.platform for t in found})
+        if not {*plats} & {*self.platforms(), "any"}:
+            if all(p.startswith("musllinux_") for p in plats):
+                return f"{plats[0]} is for musl hosts, not glibc ones"
+            needs = [n for p in plats if (n := _glibc_needed(p, self.machine)) is not None]
+            if needs:
+                return f"{plats[0]} needs glibc 2.{min(needs)}"
+            return f"it is for {', '.join(plats)}"
+        return f"it is for {', '.join(sorted({f'{t.interpreter}-{t.abi}' for t in found}))}"
+
+    def host(self) -> str:
+        """'a glibc 2.36 x86_64 host with CPython 3.11'."""
+        return f"a {f'glibc {self.glibc} ' if self.glibc else ''}{self.machine} host with CPython {self.python}"
 
     def __str__(self) -> str:
         return f"CPython {self.python} on {self.machine}" + (f" (glibc {self.glibc})" if self.glibc else "")
@@ -193,48 +238,73 @@ def digest(pins: dict[str, str], python: str, wheels: Sequence[str] = ()) -> str
 
 
 def fetch_refused() -> str | None:
-    """Why fleet may not ask the package index here: under FLEET_SANDBOX_ONLY only a file:// index (tests and
-    demos never reach the network); None when it may."""
-    if os.environ.get("FLEET_SANDBOX_ONLY") == "1" and not corpus.index_url().startswith("file:"):
-        return f"FLEET_SANDBOX_ONLY=1 allows no index but a file:// one (PIP_INDEX_URL is {corpus.index_url()})"
+    """Why fleet may not ask the package index here: under FLEET_SANDBOX_ONLY only file:// indexes, the extra
+    ones too (tests and demos never reach the network); None when it may."""
+    if os.environ.get("FLEET_SANDBOX_ONLY") != "1":
+        return None
+    if not all(u.startswith("file:") for u in (corpus.index_url(), *corpus.extra_index_urls())):
+        return (f"FLEET_SANDBOX_ONLY=1 allows no index but a file:// one (PIP_INDEX_URL is "
+                f"{without_userinfo(corpus.index_url())}"
+                + "".join(f", PIP_EXTRA_INDEX_URL {without_userinfo(u)}" for u in corpus.extra_index_urls()) + ")")
     return None
 
 
-def download_command(requirement: str, target: Target, dest: Path | str, index: str | None = None) -> list[str]:
-    """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them)."""
+def download_command(requirement: str, target: Target, dest: Path | str) -> list[str]:
+    """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them).
+    No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it."""
     abi = "cp" + target.python.replace(".", "")
     return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.python,
             "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
-            *(a for p in target.platforms() for a in ("--platform", p)), *(["--index-url", index] if index else []),
+            *(a for p in target.platforms() for a in ("--platform", p)),
             "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), requirement]
 
 
-def _download(requirement: str, target: Target, where: Path, index: str) -> list[str]:
-    """The wheel(s) pip downloads into a private folder beside the wheelhouse, then renamed in: a wheel cut off
-    half-way never lies in the wheelhouse under its name."""
+def _meets(filename: str, requirement: Requirement) -> bool:
+    name, version = parse_wheel_filename(filename)[:2]
+    return name == canonicalize_name(requirement.name) and requirement.specifier.contains(version, prereleases=True)
+
+
+def _download(requirement: str, target: Target, where: Path) -> list[str]:
+    """The wheel pip downloads into a private folder beside the wheelhouse, then renamed in: a wheel cut off
+    half-way never lies in the wheelhouse under its name. A wheel the host cannot install (pip's tags are not
+    fleet's), or not of the requirement, is not taken: WheelhouseError naming it and why."""
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
-        cmd = [sys.executable, "-m", *download_command(requirement, target, tmp, index)]
+        cmd = [sys.executable, "-m", *download_command(requirement, target, tmp)]
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+                                 stdin=subprocess.DEVNULL, env=corpus.pip_env())
         except subprocess.TimeoutExpired:
             raise WheelhouseError(f"pip download {requirement} took more than {FETCH_TIMEOUT_S}s") from None
         got = sorted(Path(tmp).glob("*.whl"))
         if res.returncode != 0 or not got:
             lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-            raise WheelhouseError(f"pip download {requirement} from {index} failed (exit {res.returncode}): "
-                                  f"{(lines[-1] if lines else 'no wheel')[:300]}")
-        for wheel in got:
+            raise WheelhouseError(f"pip download {requirement} from {corpus.shown_index()} failed (exit "
+                                  f"{res.returncode}): {said(lines[-1] if lines else 'no wheel')}")
+        wanted = Requirement(requirement)
+        taken = [w for w in got if target.fits(w.name) and _meets(w.name, wanted)]
+        if not taken:
+            first = got[0].name
+            unfit = target.why_not(first)
+            raise UnfitWheel(f"pip downloaded {said(first)}, which {target.host()} cannot install ({said(unfit)})"
+                             if unfit else f"pip downloaded {said(first)}, which is not {requirement}")
+        for wheel in taken:
             os.replace(wheel, where / wheel.name)
-    return [w.name for w in got]
+    return [w.name for w in taken]
+
+
+def said(text: str) -> str:
+    """Text from pip or an index as fleet repeats it: no URL's password (masked before it is cut: a URL cut
+    before its '@' would show its password), printable, at most 300 characters."""
+    return "".join(c if c.isprintable() else "?" for c in without_userinfo(text))[:300]
 
 
 def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet) -> list[str]:
     """Download into the wheelhouse every wheel a venv of these pins lacks for `target`'s host, one requirement at
     a time, saying each on `say`; the file names fetched. MissingWheel (one line: which wheel, for what host, how
-    to provide it) when the index cannot be asked or has none."""
+    to provide it) when the index cannot be asked, has none, or has none that host installs; a download that
+    adds nothing the host installs stops it (never asked again)."""
     where = folder or wheelhouse_dir()
-    index = corpus.index_url()
     fetched: list[str] = []
     for _ in range(MAX_FETCHES):
         try:
@@ -243,12 +313,16 @@ def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: 
         except MissingWheel as exc:
             why = fetch_refused()
             if why is None:
-                say(f"downloading {exc.requirement} for {target} from {index} into {where}")
+                say(f"downloading {exc.requirement} for {target} from {corpus.shown_index()} into {where}")
                 try:
-                    fetched += _download(exc.requirement, target, where, index)
+                    fetched += _download(exc.requirement, target, where)
                     continue
+                except UnfitWheel as unfit:
+                    raise MissingWheel(f"{exc}; {unfit}. Put a wheel of {exc.requirement} that host installs in "
+                                       f"{where} (pip wheel {exc.requirement} on one like it), or pin a version the "
+                                       "index has one of", exc.requirement) from None
                 except (WheelhouseError, OSError) as failed:
-                    why = str(failed)
+                    why = said(str(failed))
             hint = " ".join(download_command(exc.requirement, target, "DIR"))
             raise MissingWheel(f"{exc}; {why}. Where there is an index: `{hint}`, then copy DIR's wheels into "
                                f"{where} (or point FLEET_WHEELHOUSE at DIR)", exc.requirement) from None

@@ -4,6 +4,7 @@ runs here, against a temporary folder standing in for /var/lib/fleet."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -264,3 +265,30 @@ def test_point_back_names_the_release_that_serves_or_says_why_not(store, monkeyp
     problem = store.point_back(new)
     assert problem is not None and problem.startswith("`current` could not be pointed back at it")
     assert "did not end within 120s" in problem
+
+
+def test_a_move_reported_as_not_done_cannot_land_later(store, monkeypatch):
+    """A move whose `mv` hangs past the timeout (a stalled disk) keeps running after the channel is closed: the
+    re-read said "not moved" and the caller put the old release back, then the stuck rename landed and `current`
+    named the release given up. The new link is removed before the re-read, so a late `mv` has nothing to move."""
+    hung: list[str] = []
+
+    def sh(conn, host, command, timeout=120, check=True):
+        if "mv -T" in command and not hung:
+            tmp = re.search(r"(\S+/\.current\.[0-9a-f]+)", command).group(1)
+            subprocess.run(["sh", "-c", command.split(" && ")[0]], check=True)  # ln -s ran ...
+            hung.append(f"mv -T {tmp} {tmp.rsplit('/', 1)[0]}/current")  # ... the mv is stuck on the host
+            raise CommandTimedOut("h1: `ln -s releases/...` did not finish within 120s; the channel was closed")
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 or not check, done.stderr
+        return done.stdout
+
+    old, new = _two_releases(store)
+    store.mark_current(old)
+    monkeypatch.setattr(releases, "sh", sh)
+    with pytest.raises(CommandTimedOut):
+        store.mark_current(new)
+    assert store.point_back(old) is None and store.current_id() == old.id
+    subprocess.run(["sh", "-c", hung[0]], capture_output=True)  # the stalled rename ends afterwards
+    assert store.current_id() == old.id
+    assert sorted(p.name for p in Path(store.root).iterdir()) == ["current", "releases"]

@@ -107,8 +107,9 @@ def state(tmp_path, monkeypatch):
 class Fake:
     """Stands in for Deployer.run: outcome per host, a log of start/end times."""
 
-    def __init__(self, outcomes: dict[str, str], delay: float = 0.05, slow: dict[str, float] | None = None):
-        self.outcomes, self.delay, self.slow = outcomes, delay, slow or {}
+    def __init__(self, outcomes: dict[str, str], delay: float = 0.05, slow: dict[str, float] | None = None,
+                 results: dict[str, DeployResult] | None = None):
+        self.outcomes, self.delay, self.slow, self.results = outcomes, delay, slow or {}, results or {}
         self.log: list[tuple[str, str, float]] = []
         self.lock = threading.Lock()
 
@@ -120,6 +121,8 @@ class Fake:
         time.sleep(self.slow.get(name, self.delay))
         with self.lock:
             self.log.append(("end", name, time.monotonic()))
+        if name in self.results:
+            return self.results[name]
         status = self.outcomes.get(name, "ok")
         return DeployResult(name, status, release=f"rel-{name}", config={"rung": "fast"},
                             attempts=[Attempt("fast", "READY" if status == "ok" else "CUDA_OOM", "e", 0.1)],
@@ -242,7 +245,9 @@ def test_summary_and_board_render(fake, capsys):
 
 
 @pytest.mark.parametrize(("serial", "batches", "canary"), [
-    ("1,25%", 3, True), ("1,2", 2, True), ("1", 4, False), ("2,2", 2, True), ("1,25%", 1, False), (None, 1, False)])
+    ("1,25%", 3, True), ("1,2", 2, True), ("1", 4, False), ("1,25%", 1, False), (None, 1, False),
+    ("1,1", 4, False), ("2,2", 2, False), ("1, 1 ,1", 3, False),  # the last size repeats: `1,1` is `1`
+    ("1,25%,25%", 3, True), ("1,1,25%", 3, True), ("25%,25%", 4, False), ("1,1%", 3, True)])
 def test_a_first_size_of_its_own_makes_the_first_batch_a_canary(serial, batches, canary):
     assert rollout.is_canary(rollout.parse_serial(serial), batches) is canary
 
@@ -276,3 +281,53 @@ def test_after_a_canary_that_served_max_fail_decides_as_before(fake, capsys):
     rc, data = run(capsys, 5, serial="1,2", max_fail="1")
     assert rc == 1 and [h["status"] for h in data["hosts"]] == ["ok", "failed", "ok", "ok", "ok"]
     assert data["stopped"] is None and data["batches"][0]["canary"] is True
+
+
+def upgraded(name: str, *outcomes: str, status: str = "ok", before: str = "0.5.9") -> DeployResult:
+    """A deploy of sglang 0.5.23 over `before`, its attempts one rung each (greedy, fast, safe) with these outcomes."""
+    rungs = ["greedy", "fast", "safe"]
+    return DeployResult(name, status, release=f"rel-{name}", versions={"sglang": "0.5.23"},
+                        versions_before={"sglang": before} if before else {},
+                        attempts=[Attempt(rungs[i], o, "e", 0.1) for i, o in enumerate(outcomes)])
+
+
+def test_an_upgrade_that_served_only_by_falling_back_says_how():
+    assert upgraded("h0", "CUDA_OOM", "PERF_REGRESSION", "READY").fell_back() == (
+        "served on rung safe after greedy (CUDA_OOM), fast (PERF_REGRESSION) failed")
+    assert upgraded("h0", "READY").fell_back() is None  # its first rung served
+    assert upgraded("h0", "CUDA_OOM", "READY", before="0.5.23").fell_back() is None  # no upgrade: versions alike
+    assert upgraded("h0", "CUDA_OOM", "READY", before="").fell_back() is None  # a first deploy: nothing to upgrade
+    assert upgraded("h0", "CUDA_OOM", status="rolled_back").fell_back() is None  # did not serve: failed already
+
+
+def test_stop_after_a_canary_that_fell_back_names_it_though_no_host_failed():
+    fell = ["h0 served on rung safe after greedy (CUDA_OOM) failed"]
+    assert rollout.stop_after(1, 3, True, [], 0, Amount(1), 9, fell) == (
+        "a canary that fell back is no upgrade that passed after batch 1 of 3 (the canary: h0 served on rung safe "
+        "after greedy (CUDA_OOM) failed); batches 2-3 not started")
+    assert rollout.stop_after(1, 3, True, ["h1"], 1, Amount(1), 9, fell) == (
+        "--max-fail 1 does not excuse a canary after batch 1 of 3 (the canary: h1 failed; h0 served on rung safe "
+        "after greedy (CUDA_OOM) failed); batches 2-3 not started")
+    assert rollout.stop_after(2, 3, True, [], 0, Amount(1), 9, fell) is None  # only the canary's batch
+    assert rollout.stop_after(1, 3, False, [], 0, Amount(1), 9, fell) is None  # no canary: --max-fail decides
+
+
+def test_a_canary_that_served_an_upgrade_only_on_a_later_rung_stops_the_rollout(fake, capsys):
+    f = fake(results={"h0": upgraded("h0", "CUDA_OOM", "READY")})
+    rc, data = run(capsys, 5, serial="1,2", max_fail="2")
+    assert rc == 1 and [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped", "skipped", "skipped"]
+    assert {n for _, n, _ in f.log} == {"h0"}  # nobody else was contacted
+    assert data["batches"][0] == {**data["batches"][0], "status": "failed", "failed": [], "canary": True,
+                                  "fell_back": ["h0 served on rung fast after greedy (CUDA_OOM) failed"]}
+    assert data["stopped"] == ("a canary that fell back is no upgrade that passed after batch 1 of 3 (the canary: "
+                               "h0 served on rung fast after greedy (CUDA_OOM) failed); batches 2-3 not started")
+
+
+def test_a_host_that_fell_back_after_the_canary_is_left_to_max_fail(fake, capsys):
+    fake(results={"h1": upgraded("h1", "CUDA_OOM", "READY")})
+    rc, data = run(capsys, 3, serial="1,2")
+    assert rc == 0 and data["stopped"] is None and [h["status"] for h in data["hosts"]] == ["ok"] * 3
+    assert "fell_back" not in data["batches"][1]
+    fake(results={"h0": upgraded("h0", "CUDA_OOM", "READY")})
+    rc, data = run(capsys, 3, serial="1,1")  # `1,1` is `1`: no canary
+    assert rc == 0 and data["canary"] is False and data["stopped"] is None

@@ -11,12 +11,12 @@ import pytest
 
 from fleet import playbook
 from fleet.errors import FleetError
-from fleet.host.releases import Release
+from fleet.host.releases import Release, ReleaseStore
 from fleet.inventory import load as load_inventory
 from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
 BOOK = """name: replicas
 model: {path: /models/Llama-3.1-8B-Instruct}
@@ -30,11 +30,16 @@ PREVIOUS = Release(id="20261203T100000Z-prev", host="sbx0", playbook="replicas",
 
 
 class Store:
+    point_back = ReleaseStore.point_back  # the real one, over this store's stand-ins
+
     def __init__(self, *args):
         pass
 
     def current(self):
         return PREVIOUS
+
+    def current_id(self):
+        return PREVIOUS.id
 
 
 class Run:
@@ -129,3 +134,31 @@ def test_a_fall_back_that_raises_is_reported_not_raised(hooks):
     report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
     assert report.get("status") != DeployStatus.OK and f"its release {PREVIOUS.id} did not serve either" in \
         report["error"] and "OSError" in report["error"]
+
+
+def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves(hooks):
+    """The rename over `current` ran on the router host, its answer and the re-read were lost: the fall-back put
+    the previous router release back and serves it, and `current` used to keep naming the failed release."""
+    h, put_back, monkeypatch = hooks
+    state = {"current": PREVIOUS}
+
+    class LiveStore(Store):
+        def current(self):
+            return state["current"]
+
+        def current_id(self):
+            return state["current"].id
+
+        def mark_current(self, release):
+            state["current"] = release
+
+    def succeed(self, *a, **k):
+        state["current"] = self.release  # the rename ran on the router host ...
+        raise CommandTimedOut("sbx0: `ln -s releases/...` did not finish within 120s")  # ... answer and re-read lost
+
+    monkeypatch.setattr(routing, "ReleaseStore", LiveStore)
+    monkeypatch.setattr(Run, "succeed", succeed)
+    monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
+    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    assert report["status"] == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
+    assert state["current"].id == PREVIOUS.id

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -205,3 +206,31 @@ def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serv
     assert state["current"].id == "r2" and report["release"] == "r2"
     assert "did not end within 120s" in report["error"]
     assert report["error"].endswith("back on router release r2, serving")
+
+
+def test_a_router_rollback_killed_before_its_move_of_current_is_put_back_by_the_next_recovery(hooks, monkeypatch):
+    """Killed after its target's files were put back and the router restarted, before `current` moved: a router
+    rollback leaves no release in progress, and recovery used to act only on one, so the router ran r1's files
+    while `current` named r2, for good. Recovery now puts back `current`'s files wherever the unit runs others."""
+    host = Host(monkeypatch)
+    host.files = dict(OLD)  # the rollback to r1 had put r1's files back; then SIGKILL
+    before = _release("r2", NEW)
+    host.kept = {(p, sha256(d)): d for p, d in NEW.items()}  # what the rollback's writes kept
+
+    class Store:
+        def __init__(self, *a):
+            pass
+
+        def current(self):
+            return before
+
+    monkeypatch.setattr(routing, "ReleaseStore", Store)
+    monkeypatch.setattr(routing.recovery, "drop_temp_files", lambda *a: [])
+    monkeypatch.setattr(routing.recovery, "finish_commits", lambda *a: [])
+    monkeypatch.setattr(routing.recovery, "find", lambda *a: [])  # a rollback opens no release
+    monkeypatch.setattr(routing.recovery, "close_interrupted", lambda *a: [])
+    monkeypatch.setattr(routing.recovery, "runs_files_of", lambda conn, h, r: all(
+        sha256(host.files.get(p, b"")) == m["sha256"] for p, m in r.files.items()))
+    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, r: dict(NEW))
+    notes = hooks.recover(None, SimpleNamespace(recovered=None), lambda m: None)
+    assert host.files == NEW and "router release r2 put back and restarted" in notes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
 import threading
 import zipfile
 from pathlib import Path
@@ -108,3 +109,17 @@ def test_require_names_the_missing_release(tmp_path):
 def test_a_release_s_tree_is_read_where_the_cache_is_now(tmp_path, root, where):
     rel = upstream.Release("sglang", "0.5.23", root, "w.whl", "0" * 64, 1, 1, 1)
     assert upstream.tree(rel, tmp_path) == tmp_path / "sglang" / "0.5.23" / where
+
+
+def test_pip_gets_the_index_and_how_to_reach_it_and_no_other_pip_setting_of_the_controller(monkeypatch):
+    for name, value in {"PIP_INDEX_URL": "https://ci:t0k@idx.example/simple/", "PIP_EXTRA_INDEX_URL": "file:///x",
+                        "PIP_CERT": "/etc/ca.pem", "PIP_TIMEOUT": "5", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/w",
+                        "PIP_PLATFORM": "win_amd64", "PIP_CONFIG_FILE": "/etc/pip.conf", "HTTPS_PROXY": "http://p:3128"
+                        }.items():
+        monkeypatch.setenv(name, value)
+    env = upstream.pip_env()
+    assert {k: v for k, v in env.items() if k.startswith("PIP_")} == {
+        "PIP_INDEX_URL": "https://ci:t0k@idx.example/simple", "PIP_EXTRA_INDEX_URL": "file:///x",
+        "PIP_CERT": "/etc/ca.pem", "PIP_TIMEOUT": "5", "PIP_CONFIG_FILE": os.devnull}
+    assert env["HTTPS_PROXY"] == "http://p:3128"  # how the controller reaches the network is its own
+    assert upstream.shown_index() == "https://ci:***@idx.example/simple + file:///x"

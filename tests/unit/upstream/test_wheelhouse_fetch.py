@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -66,7 +67,8 @@ def test_a_host_installs_only_wheels_of_its_python_and_platform():
     assert not HOST.fits("not a wheel name.whl")
     assert Target("3.11", "aarch64").platforms()[0] == "manylinux_2_17_aarch64"  # no glibc said: the oldest
     assert str(HOST) == "CPython 3.11 on x86_64 (glibc 2.36)"
-    assert len(Target("3.11", "x86_64", "2.999").platforms()) == 60 - 17 + 1 + 2  # a host's glibc is its word
+    # a host's glibc is its word, up to 2.60: manylinux_2_60 .. _2_5, manylinux2014/2010/1 beside theirs, linux
+    assert len(Target("3.11", "x86_64", "2.999").platforms()) == (60 - 5 + 1) + 3 + 1
 
 
 def test_closure_for_a_host_passes_over_wheels_it_cannot_install(remote, tmp_path):
@@ -123,3 +125,138 @@ def test_the_unpacked_size_is_what_the_zip_directories_say(remote):
     assert wheelhouse.unpacked_size(wheels) > 3 * 200_000
     (remote / "broken-1-py3-none-any.whl").write_bytes(b"not a zip")
     assert wheelhouse.unpacked_size(wheelhouse.scan(remote)) == wheelhouse.unpacked_size(wheels)
+
+
+@pytest.mark.parametrize("name", ["foo-1.0-cp311-cp311-manylinux1_x86_64.whl",
+                                  "foo-1.0-cp311-cp311-manylinux2010_x86_64.whl",
+                                  "foo-1.0-cp311-cp311-manylinux_2_5_x86_64.manylinux1_x86_64.whl",
+                                  "foo-1.0-cp311-cp311-manylinux_2_12_x86_64.manylinux2010_x86_64.whl",
+                                  "foo-1.0-cp311-cp311-manylinux_2_16_x86_64.whl",
+                                  "foo-1.0-cp39-abi3-manylinux1_x86_64.whl"])
+def test_a_host_installs_manylinux_wheels_older_than_its_glibc_as_pep_600_says(name):
+    assert HOST.fits(name) and HOST.why_not(name) is None
+    assert not Target("3.11", "x86_64", "2.4").fits(name)  # older than any manylinux
+
+
+def test_what_a_host_cannot_install_is_said_in_a_few_words():
+    assert HOST.why_not("foo-1.0-cp311-cp311-musllinux_1_1_x86_64.whl") == ("musllinux_1_1_x86_64 is for musl hosts, "
+                                                                           "not glibc ones")
+    assert HOST.why_not("foo-1.0-cp311-cp311-manylinux_2_38_x86_64.whl") == "manylinux_2_38_x86_64 needs glibc 2.38"
+    assert Target("3.11", "x86_64", "2.10").why_not("foo-1.0-cp311-cp311-manylinux2014_x86_64.whl") == (
+        "manylinux2014_x86_64 needs glibc 2.17")
+    assert HOST.why_not("foo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl") == "it is for cp312-cp312"
+    assert HOST.why_not("foo-1.0-cp311-cp311-manylinux_2_28_aarch64.whl") == "it is for manylinux_2_28_aarch64"
+    assert HOST.why_not("foo-1.0-cp311-cp311-win_amd64.whl") == "it is for win_amd64"
+    assert HOST.why_not("not a wheel.whl") == "that is not a wheel's file name"
+    assert HOST.host() == "a glibc 2.36 x86_64 host with CPython 3.11"
+
+
+def test_fill_takes_a_manylinux1_wheel_pip_downloads_for_a_newer_glibc(tmp_path, monkeypatch):
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    wheel(remote, "foo", "1.0", tag="cp311-cp311-manylinux1_x86_64")
+    monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
+    said: list[str] = []
+    assert wheelhouse.fill({"foo": "1.0"}, HOST, tmp_path / "house", said.append) == [
+        "foo-1.0-cp311-cp311-manylinux1_x86_64.whl"]
+    assert len(said) == 1  # one download; fleet took what pip took (it downloaded it up to 400 times, then refused)
+
+
+class Pip:
+    """subprocess.run for `pip download`: what it was asked (argv, env) and a wheel it 'downloads' into -d."""
+
+    def __init__(self, wheel_name: str | None = None, fail: str = ""):
+        self.wheel_name, self.fail = wheel_name, fail
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def __call__(self, cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        env = kw["env"]
+        assert isinstance(env, dict)
+        self.calls.append((cmd, env))
+        if self.wheel_name:
+            wheel(Path(cmd[cmd.index("-d") + 1]), *self.wheel_name.split("-")[:2],
+                  tag=self.wheel_name.removesuffix(".whl").split("-", 2)[2])
+        return subprocess.CompletedProcess(cmd, 1 if self.fail else 0, "", self.fail)
+
+
+@pytest.mark.parametrize(("got", "why"), [
+    ("foo-1.0-cp311-cp311-musllinux_1_1_x86_64.whl", "pip downloaded foo-1.0-cp311-cp311-musllinux_1_1_x86_64.whl, "
+     "which a glibc 2.36 x86_64 host with CPython 3.11 cannot install (musllinux_1_1_x86_64 is for musl hosts, not "
+     "glibc ones)"),
+    ("bar-2.0-py3-none-any.whl", "pip downloaded bar-2.0-py3-none-any.whl, which is not foo==1.0"),
+    ("foo-1.1-py3-none-any.whl", "pip downloaded foo-1.1-py3-none-any.whl, which is not foo==1.0")])
+def test_a_download_that_adds_nothing_the_host_installs_stops_fill_at_once_in_one_line(tmp_path, monkeypatch, got, why):
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
+    pip = Pip(got)
+    monkeypatch.setattr(wheelhouse.subprocess, "run", pip)
+    house = tmp_path / "house"
+    said: list[str] = []
+    with pytest.raises(MissingWheel) as caught:
+        wheelhouse.fill({"foo": "1.0"}, HOST, house, said.append)
+    text = str(caught.value)
+    assert len(pip.calls) == 1 and len(said) == 1  # asked once, never again for the same wheel
+    assert "\n" not in text and caught.value.requirement == "foo==1.0"
+    assert text.startswith("the playbook requires foo==1.0; no wheel in the wheelhouse") and f"; {why}. " in text
+    assert text.endswith(f"; {why}. Put a wheel of foo==1.0 that host installs in {house} (pip wheel foo==1.0 on one "
+                         "like it), or pin a version the index has one of")
+    assert list(house.iterdir()) == []  # what fleet refused is not left in the wheelhouse (nor the temporary folder)
+
+
+def test_index_credentials_reach_pip_only_in_its_environment_and_are_masked_wherever_fleet_says_them(tmp_path,
+                                                                                                  monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", "https://ci:s3cr3t-token@pypi.internal.example/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://x2:extra-t0ken@mirror.example/simple https://tok3n@m2.example/s")
+    monkeypatch.delenv("FLEET_SANDBOX_ONLY", raising=False)
+    pip = Pip(fail="ERROR: Could not find https://ci:s3cr3t-token@pypi.internal.example/simple/torch/")
+    monkeypatch.setattr(wheelhouse.subprocess, "run", pip)  # nothing reaches any index
+    said: list[str] = []
+    with pytest.raises(MissingWheel) as caught:
+        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append)
+    (cmd, env), = pip.calls
+    assert not any("s3cr3t" in a or "t0ken" in a or "tok3n" in a for a in cmd)  # argv: read by ps
+    assert "--index-url" not in cmd and "--extra-index-url" not in cmd
+    assert env["PIP_INDEX_URL"] == "https://ci:s3cr3t-token@pypi.internal.example/simple"
+    assert env["PIP_EXTRA_INDEX_URL"] == os.environ["PIP_EXTRA_INDEX_URL"]
+    for text in (*said, str(caught.value)):
+        assert "s3cr3t" not in text and "t0ken" not in text and "tok3n" not in text
+    assert said == [f"downloading torch==2.9.1 for {HOST} from https://ci:***@pypi.internal.example/simple + "
+                    f"https://x2:***@mirror.example/simple + https://***@m2.example/s into {tmp_path}"]
+    assert "ERROR: Could not find https://ci:***@pypi.internal.example/simple/torch/" in str(caught.value)
+
+
+def test_the_sandbox_guard_masks_the_index_it_refuses_and_refuses_an_extra_index_too(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEET_SANDBOX_ONLY", "1")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://ci:s3cr3t-token@pypi.internal.example/simple")
+    with pytest.raises(MissingWheel) as caught:
+        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path)
+    assert "s3cr3t" not in str(caught.value) and "(PIP_INDEX_URL is https://ci:***@pypi.internal.example" in str(
+        caught.value)
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://pypi.org/simple")  # pip would ask it: the network
+    assert wheelhouse.fetch_refused() == (f"FLEET_SANDBOX_ONLY=1 allows no index but a file:// one (PIP_INDEX_URL is "
+                                          f"{(tmp_path / 'simple').as_uri()}, PIP_EXTRA_INDEX_URL https://pypi.org/simple)")
+
+
+def test_the_controllers_pip_settings_cannot_change_what_is_fetched_or_from_where(remote, tmp_path, monkeypatch):
+    """PIP_NO_INDEX, PIP_FIND_LINKS (a folder with another torch), PIP_PLATFORM, PIP_ONLY_BINARY and a pip.conf
+    naming another index: fleet's pip reads none of them; it asks PIP_INDEX_URL, for the host's platform."""
+    monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    wheel(elsewhere, "sglang", "0.5.9", "torch==2.9.1", "numpy")  # same name, other contents
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nno-index = true\nfind-links = {elsewhere}\n")
+    for name, value in {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(elsewhere), "PIP_PLATFORM": "win_amd64",
+                        "PIP_ONLY_BINARY": "none", "PIP_CONFIG_FILE": str(conf), "PIP_NO_DEPS": "0"}.items():
+        monkeypatch.setenv(name, value)
+    house = tmp_path / "house"
+    assert wheelhouse.fill({"sglang": "0.5.9"}, HOST, house) == ["sglang-0.5.9-py3-none-any.whl",
+                                                                 "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    name = "sglang-0.5.9-py3-none-any.whl"
+    assert (house / name).read_bytes() == (remote / name).read_bytes()  # the index's, not the find-links one
+
+
+def test_what_fleet_repeats_of_pip_is_masked_before_it_is_cut():
+    line = "x" * 280 + " https://ci:s3cr3t-token-that-runs-past-the-cut@idx.example/simple\x1b[31m"
+    assert "s3cr3t" not in wheelhouse.said(line) and wheelhouse.said(line).endswith(" https://ci:***@idx.")
+    assert wheelhouse.said("a\x1b[0mb\n") == "a?[0mb?"

@@ -1,0 +1,189 @@
+"""`inv rollback --to before-fleet` on one host: the unit, env and key file as fleet found them before its first
+deploy, every patch set reverted, the unit stopped and `current` cleared.
+
+The run is marked first (/var/lib/fleet/rollback.json, as `inv rollback` marks its own): a run that dies, or fails
+without putting the host back, leaves the next deploy's or rollback's recovery to put the current release back.
+A failure that put everything back (the files as the server runs them, its patch sets, the unit running) removes
+the mark, so the next run does not restart a server that serves."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from fabric import Connection
+
+from fleet.deploy import restore
+from fleet.deploy.results import Attempt, DeployResult
+from fleet.errors import FleetError
+from fleet.host import lock as hostlock
+from fleet.host import venvs
+from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, ReleaseStore, now
+from fleet.host.render import env_file, key_file, unit_file
+from fleet.host.service import (
+    daemon_reload,
+    drop_kept,
+    put_back_kept,
+    read_file,
+    sh,
+    sha256,
+    stop_and_empty_gpus,
+    unit_state,
+    write_atomic,
+)
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome
+from fleet.progress import Progress, quiet
+from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.remote import ConnectionLost
+
+BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
+RUNNING = ("active", "activating", "reloading")
+
+
+class Settled(FleetError):
+    """The run failed and put the host back as it was (serving its current release): no recovery needed."""
+
+
+def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
+    """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
+    file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
+    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
+    conn = open_connection(host, opts)
+    try:
+        with hostlock.held(conn, host, "rollback to before fleet"):
+            record = BeforeFleet(conn, host)
+            files = record.manifest()
+            unit_path = unit_file(unit)
+            wanted = [unit_path, env_file(unit)]
+            unknown = [p for p in wanted if p not in files]
+            wanted += [p for p in (key_file(unit),) if p in files]  # recorded where fleet wrote a key
+            if unknown:
+                raise FleetError(f"{host.name}: what stood at {', '.join(unknown)} before fleet was not recorded "
+                                 "(fleet wrote it before it kept such a record); nothing was changed")
+            copies = {p: record.copy(p) for p in wanted if not files[p].get("absent")}
+            damaged = [p for p, data in copies.items() if data is None or sha256(data) != files[p]["sha256"]]
+            if damaged:
+                raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
+                                 "nothing was changed")
+            write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": BEFORE_FLEET, "at": now()}).encode(), 0o600)
+            try:
+                _undo_fleet(conn, host, unit, copies, wanted, files, progress)
+            except Settled:
+                sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}", check=False)
+                raise
+            sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+            return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
+                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
+                                                  f"(start it with systemctl start {unit} if it should run)", 0)])
+    finally:
+        conn.close()
+
+
+def _undo_fleet(conn: Connection, host: Host, unit: str, copies: dict[str, bytes | None], wanted: list[str],
+                files: dict[str, dict[str, str]], progress: Progress) -> None:
+    """The files first, while the unit runs on what systemd and the server loaded (a write that fails puts back
+    those already written, by rename); then the patch sets; then the stop. A failure raises Settled when the host
+    was put back as it was, else a FleetError that leaves the mark for the next run's recovery."""
+    writes = [(p, d, int(files[p]["mode"], 8)) for p, d in copies.items() if d is not None]
+    written = _write_all(conn, host, writes)
+    try:
+        problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
+    except FleetError as exc:  # a revert that timed out may have run: the files and patch sets go back
+        raise _back_on_release(conn, host, unit, written, exc, progress) from None
+    if problem:
+        undone, ok = _undo_writes(conn, host, written, whole=True)
+        raise (Settled if ok else FleetError)(f"{host.name}: {problem}; {undone}")
+    try:
+        stop_and_empty_gpus(conn, host, unit, 120, progress)
+    except FleetError as exc:  # the release's files and patch sets go back, and it serves again
+        raise _back_on_release(conn, host, unit, written, exc, progress) from None
+    for path in copies:
+        progress(f"put back {path} as fleet found it")
+    unit_path = unit_file(unit)
+    for path in (p for p in wanted if p not in copies):
+        if path == unit_path:
+            sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+        sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+        progress(f"removed {path} (there was none before fleet)")
+    daemon_reload(conn, host)
+    drop_kept(conn, host, wanted)
+    ReleaseStore(conn, host).clear_current()
+
+
+def _back_on_release(conn: Connection, host: Host, unit: str, written: list[tuple[str, str | None]],
+                     exc: FleetError, progress: Progress) -> FleetError:
+    """After a failure past the writes: the files as the release has them, its patch sets, its unit running. The
+    error to raise: Settled when all of that held; a lost link as it is (the mark is the next run's)."""
+    if isinstance(exc, ConnectionLost):
+        return exc
+    why = str(exc)
+    try:
+        undone, files_ok = _undo_writes(conn, host, written)
+        served, serves = _serve_again(conn, host, unit, progress)
+    except ConnectionLost as lost:
+        return FleetError(f"{why}; the link was lost putting the release back ({lost}): the next deploy or rollback "
+                          "puts it back")
+    except FleetError as lost:
+        return FleetError(f"{why}; putting the release back failed too ({lost}): the next deploy or rollback puts "
+                          "it back")
+    return (Settled if files_ok and serves else FleetError)(f"{why}; {undone}; {served}")
+
+
+def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:
+    """Each (path, data, mode) written, what stood there kept beside it (write.sh's keep); (path, sha256 of what
+    stood there, None: nothing) for each. When one write fails, those already written go back (_undo_writes) and
+    the failure is raised with what became of them (Settled when all went back)."""
+    done: list[tuple[str, str | None]] = []
+    for path, data, mode in writes:
+        try:
+            old = read_file(conn, host, path)
+            done.append((path, None if old is None else sha256(old)))  # before: a write that timed out may have run
+            write_atomic(conn, host, path, data, mode, keep=True)
+        except FleetError as exc:  # a failed write, or one whose outcome is unknown (a timeout, a lost link)
+            if isinstance(exc, ConnectionLost):
+                raise
+            try:
+                undone, ok = _undo_writes(conn, host, done, whole=True)
+            except FleetError as lost:
+                undone, ok = f"what was written could not be put back ({lost}): the next deploy or rollback finds it", \
+                    False
+            raise (Settled if ok else FleetError)(f"{host.name}: {exc}; {undone}") from None
+    return done
+
+
+def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]],
+                 whole: bool = False) -> tuple[str, bool]:
+    """What _write_all wrote, back as it stood: by rename from the kept copy (no free space needed), or removed
+    where nothing stood. What it says of the host (`whole`: the writes were all that had changed), and whether
+    every file went back."""
+    stuck = []
+    for path, old in reversed(done):
+        if old is None:
+            sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
+        elif sha256(read_file(conn, host, path) or b"") != old and not put_back_kept(conn, host, path, old):
+            stuck.append(path)
+    drop_kept(conn, host, [p for p, _ in done])
+    if stuck:
+        return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)", False
+    return "the files already written were put back" + ("; nothing was changed" if whole else ""), True
+
+
+def _serve_again(conn: Connection, host: Host, unit: str, progress: Progress) -> tuple[str, bool]:
+    """After a revert or a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets
+    back in its venv, and its unit started again if it no longer runs. What became of the host, and whether it
+    serves as before."""
+    current = ReleaseStore(conn, host).current()
+    if current is None:
+        return "no release is current to put back", True
+    problem = restore.set_patches(conn, venvs.in_own_venv(host, current), current.config.get("patches", []),
+                                  progress)
+    if problem:
+        return (f"release {current.id}'s patch sets could not be put back ({problem}): the next deploy or rollback "
+                "puts them back"), False
+    if unit_state(conn, host, unit).get("ActiveState") in RUNNING:
+        return f"release {current.id} still serves, its patch sets back", True
+    sh(conn, host, f"systemctl start {shlex.quote(unit)}", check=False)
+    state = unit_state(conn, host, unit).get("ActiveState", "unknown")
+    return f"the stop had gone through: release {current.id} was started again (the unit is {state})", \
+        state in RUNNING

@@ -1,0 +1,75 @@
+"""fleet.deploy.restore.fall_back after a deploy whose move of `current` ran but whose answer was lost, and the
+re-read of `current` too: ReleaseRun.succeed raises, the ladder falls back, the previous release is put back and
+serves, and `current` used to keep naming the new release, closed FAILED (a rerun of the playbook then said
+"already serves"). The store's shell runs here, against a temporary folder standing in for /var/lib/fleet; the
+restore itself is a stand-in."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from fleet.deploy import restore
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt
+from fleet.host import releases
+from fleet.host.releases import Release, ReleaseStore
+from fleet.inventory import Host
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+from fleet.ssh.remote import CommandTimedOut
+
+HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
+
+
+def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp_path, monkeypatch):
+    lost = {"n": -1}  # armed once the host is set up
+
+    def sh(conn, host, command, timeout=120, check=True):
+        if "mv -T" in command and lost["n"] == 0:
+            subprocess.run(["sh", "-c", command], check=True)  # the rename ran on the host ...
+            lost["n"] = 1
+            raise CommandTimedOut("h1: `ln -s releases/...` did not finish within 120s")  # ... its answer lost
+        if command.startswith("readlink") and lost["n"] == 1:
+            lost["n"] = 2
+            raise CommandTimedOut("h1: `readlink ...` did not finish within 120s")  # the re-read too, once
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0 or not check, done.stderr
+        return done.stdout
+
+    def read_file(conn, host, path):
+        return Path(path).read_bytes() if Path(path).exists() else None
+
+    def write_atomic(conn, host, path, data, mode, keep=False, timeout=120):
+        Path(path).write_bytes(data)
+
+    monkeypatch.setattr(releases, "sh", sh)
+    monkeypatch.setattr(releases, "read_file", read_file)
+    monkeypatch.setattr(releases, "write_atomic", write_atomic)
+    store = ReleaseStore(None, HOST, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
+    old = Release(id="20261201T000000Z-aaaa", host="h1", playbook="p", playbook_sha256="x", created="t",
+                  status=ReleaseStatus.OK, rung="a")
+    Path(store.dir(old)).mkdir(parents=True)
+    store.save(old)
+    store.mark_current(old)
+    new = Release(id="20261202T000000Z-bbbb", host="h1", playbook="p", playbook_sha256="y", created="t")
+    run = ReleaseRun.open(store, new)
+    lost["n"] = 0
+    served = {"files of": new.id}
+    try:
+        run.succeed("a", {}, keep=5)
+        raise AssertionError("succeed did not raise")
+    except CommandTimedOut as exc:  # what ladder._climb's `except Exception` gets
+        why = f"error: {exc}"
+
+    def fake_restore(conn, host, st, release, book, say):
+        served["files of"] = release.id
+        return Attempt(release.rung or "-", Outcome.READY, "up", 0)
+
+    monkeypatch.setattr(restore, "restore", fake_restore)
+    status, on, _, _ = restore.fall_back(None, HOST, store, new, old, None, "sglang", why,  # type: ignore[arg-type]
+                                         lambda m: None)
+    assert status == DeployStatus.ROLLED_BACK and on == old.id and served["files of"] == old.id
+    assert store.load(new.id).status == ReleaseStatus.FAILED
+    # the invariant: `current` names what serves
+    assert store.current_id() == old.id
