@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ TRACE, AT, FILL = "FLEET_FAULT_TRACE", "FLEET_FAULT_AT", "FLEET_FAULT_FILL"
 KINDS = ("fail", "drop", "kill", "full", "late")
 
 _steps = 0
+_counting = threading.Lock()
 
 
 def armed(step: str) -> bool:
@@ -48,12 +50,14 @@ def remote_step(label: Callable[[], str]) -> str | None:
     if not trace and not at:
         return None
     global _steps
-    _steps += 1
-    if trace:
-        with open(trace, "a") as f:
-            f.write(f"{_steps}\t{time.monotonic():.3f}\t{label()}\n")
+    with _counting:  # steps on several threads (a multi-node deployment's journals) get one number each
+        _steps += 1
+        step = _steps
+        if trace:
+            with open(trace, "a") as f:
+                f.write(f"{step}\t{time.monotonic():.3f}\t{label()}\n")
     number, _, kind = (at or "").partition(":")
-    if number != str(_steps) or kind not in KINDS:
+    if number != str(step) or kind not in KINDS:
         return None
     if kind == "kill":
         sys.stdout.flush()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,9 @@ class MultiNode:
                 stack.callback(self._unlock, n, lock)
                 n.result.recovered = recovery.after_lock(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
             yield
+            for n in self.nodes:  # the run has ended: the copies its writes kept go (a lost node's: the next run's)
+                with suppress(Exception):
+                    restore.end_run(n.conn, n.host, n.deployer.unit)
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:
@@ -332,6 +335,9 @@ class MultiNode:
             return False
         if not all(n.deployer.key_unchanged(n.conn) for n in self.nodes):
             return False
+        # a rollback that died after starting its target runs that release's files under the current one's name
+        if not all(recovery.runs_files_of(n.conn, n.host, n.prior) for n in self.nodes):
+            return False
         if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
@@ -427,8 +433,12 @@ class MultiNode:
         """Close the releases as failed; every node back on its previous release, started together again."""
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
         for n in reversed(self.nodes):
+            try:  # a release that cannot be closed (a full disk) stays in progress for the next run's recovery:
+                n.run.fail()  # the node is not lost for that, it still goes back with the others
+            except Exception as exc:  # noqa: BLE001
+                n.say(f"closing release {n.release.id} as failed did not work ({exc or type(exc).__name__}); the next "
+                      "run's recovery closes it")
             try:
-                n.run.fail()
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
@@ -446,7 +456,7 @@ class MultiNode:
                 continue
             self._aim_at_previous(n)
         restarted = [n for n in back if n.rank not in problems]
-        lost = [n.host.name for n in self.nodes if n not in restarted]
+        lost = [n.host.name for n in self.nodes if n.rank not in {m.rank for m in restarted}]
         outcome: str
         if restarted and lost:  # the rest alone would wait for a lost rank, holding their GPUs: left stopped
             outcome, evidence = Outcome.STOPPED, (f"{', '.join(lost)} could not go back, so the other nodes are left "

@@ -46,17 +46,23 @@ def collect(outcomes: Sequence[parallel.Outcome[DeployResult]]) -> list[DeployRe
 
 def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
          say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False) -> list[DeployResult]:
-    """Every host deployed on its own, in parallel (a dry run, or one host)."""
+    """Every host deployed on its own, in parallel (a dry run, or one host). What a deploy showed is learned as a
+    rolling deploy's host teaches it (learn); a dry run changes and learns nothing."""
     def one(host: Host) -> DeployResult:
-        return Deployer(host, book, path, opts, say_for(host), secrets).run(dry_run=dry_run, force=force)
+        say = say_for(host)
+        deployer = Deployer(host, book, path, opts, say, secrets)
+        result = deployer.run(dry_run=dry_run, force=force)
+        if not dry_run:
+            learn(book, deployer, host, result, say)
+        return result
 
     return collect(parallel.run_all(hosts, one))
 
 
 def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, say: Progress) -> None:
-    """What a rolling deploy's host showed, added to its fingerprint's evidence: the rung that served (when one
-    did) and the failures before it, a host that rolled back included; never a reason to fail the deploy. (A
-    single-host deploy without --serial learns nothing, as before: it stays a way to try a rung by hand.)"""
+    """What a deploy's host showed (one host alone or in a rollout), added to its fingerprint's evidence: the rung
+    that served (when one did) and the failures before it, a host that rolled back included; never a reason to
+    fail the deploy. Only the evidence's rules decide what a failure means (fleet.deploy.evidence)."""
     served = result.config.get("rung") if result.status == DeployStatus.OK else None
     attempts = [a.to_json() for a in result.attempts]
     if deployer.facts is None or not (served or attempts):

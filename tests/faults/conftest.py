@@ -27,6 +27,7 @@ def pytest_terminal_summary(terminalreporter):
 def _fault_points(terminalreporter):
     """test_fault_points' figures: points per flow, kinds, runs, survived, and each failure found."""
     results = getattr(sys.modules.get("test_fault_points"), "RESULTS", [])
+    results = [*results, *getattr(sys.modules.get("test_fault_points_many"), "RESULTS", [])]  # many-host flows
     if not results:
         return
     terminalreporter.section("fault points")

@@ -84,13 +84,28 @@ def test_the_router_s_restore_on_a_full_disk_renames_the_kept_copies_back(hooks,
     assert host.files == OLD and sorted(host.renames) == sorted(OLD) and host.writes == []
 
 
+def test_a_file_already_as_the_release_has_it_is_left_alone_on_a_full_disk(hooks, monkeypatch):
+    """Found by the many-host fault harness (rolling, full at the router's install): the new unit went in, the env
+    had not yet, the disk filled. The unit goes back by rename, the env is neither renamed nor written."""
+    host = Host(monkeypatch)
+    host.files[ENV] = OLD[ENV]
+    del host.kept[(ENV, sha256(OLD[ENV]))]
+    restarted: list[str] = []
+    monkeypatch.setattr(routing.restore, "restart", lambda conn, h, unit: restarted.append(unit))
+    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
+    assert hooks.restore(object(), object(), _release("r1", OLD)) == (Outcome.READY, "2+2= -> 4")
+    assert host.files == OLD and host.renames == [UNIT] and host.writes == [] and restarted == ["sglang-router"]
+
+
 def test_a_file_neither_kept_nor_writable_is_an_install_failure_not_a_crash(hooks, monkeypatch):
     host = Host(monkeypatch)
     host.kept.clear()
     monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
+    restarted: list[str] = []
+    monkeypatch.setattr(routing.restore, "restart", lambda conn, h, unit: restarted.append(unit))
     with pytest.raises(ServiceError, match="No space left"):
         hooks.restore(object(), object(), _release("r1", OLD))
-    assert host.writes == [UNIT]
+    assert host.writes == [UNIT] and restarted == []  # not started on half its files
 
 
 def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hooks, monkeypatch):

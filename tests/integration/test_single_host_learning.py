@@ -1,0 +1,61 @@
+"""A plain `inv deploy --host H` (no --serial) teaches what the fleet learned, as a rolling deploy does: on sbx3
+(8x B200) a rung whose memory fraction leaves no room runs out of memory (CUDA_OOM, a class the hardware causes)
+and the plain rung after it serves. One deploy: seen once, tried again first; two: the rung is skipped for this
+fingerprint (`inv learned`; fleet.deploy.fingerprint.arrange's skip is tested in tests/unit), and `inv forget`
+clears it. Before, a single-host deploy learned nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from fleetcli import inv_at, llama_playbook
+
+HOST = "sbx3"
+LADDER = [{"name": "too-greedy", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"mem-fraction-static": 0.99}},
+          {"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}]
+
+
+def _inventory(sandbox, tmp_path: Path) -> Path:
+    """The sandbox's inventory with a fast simulated start, in a folder of its own."""
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"] = {HOST: doc["hosts"][HOST]}
+    doc["hosts"][HOST].setdefault("vars", {}).setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = "0.004"
+    path = tmp_path / "inventory" / "hosts.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_single_host_deploy_teaches_the_fingerprint_and_a_second_sighting_skips_the_rung(sandbox, tmp_path):
+    inventory = _inventory(sandbox, tmp_path)
+    book = llama_playbook(tmp_path, LADDER, name="llama-learns")
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+
+    def run(*args):
+        return inv_at(inventory, *args, env=env)
+
+    def learned() -> dict[str, dict]:
+        proc = run("learned", "--host", HOST, "--playbook", "llama-learns", "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return {r["rung"]: r for r in json.loads(proc.stdout)["results"]}
+
+    deploys = []
+    for _ in range(2):
+        proc = run("deploy", "--host", HOST, "--playbook", str(book), "--force", "--json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        data = json.loads(proc.stdout)
+        assert [a["outcome"] for a in data["attempts"]] == ["CUDA_OOM", "READY"], data["attempts"]
+        deploys.append(proc.stderr)
+    assert f"{HOST} remembered rung plain as known-good for fingerprint" in deploys[0]
+    assert "rung too-greedy: seen to fail once on this hardware: trying it again" in deploys[1]
+    rows = learned()
+    assert (rows["plain"]["served"], rows["plain"]["winner"]) == (2, True)
+    assert rows["too-greedy"]["failures"] == {"CUDA_OOM": 2}
+    assert rows["too-greedy"]["skipped"].startswith(f"CUDA_OOM, seen 2x on {HOST}")  # the next deploy skips it
+
+    # what it learned is cleared by the operator
+    proc = run("forget", "--host", HOST, "--rung", "too-greedy", "--json")
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["forgotten"]) == 1, proc.stderr
+    assert set(learned()) == {"plain"}
