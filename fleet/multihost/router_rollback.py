@@ -76,4 +76,3 @@ def _back_on(hooks: RouterHooks, conn: Connection, store: ReleaseStore, before: 
     report.update(release=before.id, workers=before.config.get("workers", []), evidence=evidence)
     problem = store.point_back(before)
     return f"back on router release {before.id}, serving" + (f", but {problem}" if problem else "")
-
