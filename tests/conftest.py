@@ -28,6 +28,16 @@ REPO = Path(__file__).resolve().parent.parent
 PROFILES = ["rtx-pro-6000-x8-proxmox", "h100-sxm-x8", "rtx5090-x2-workstation", "b200-x8"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_fleet_state(tmp_path_factory):
+    """Each test module has fleet state of its own (facts, what the fleet learned): every deploy teaches the fleet
+    (issue 39), so one module's deploys would reorder another's ladders (the known winner is tried first), and a
+    module would pass alone and fail in the suite."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEET_STATE_DIR", str(tmp_path_factory.mktemp("fleet-state")))
+        yield
+
+
 def pytest_sessionstart(session):
     if os.geteuid() == 0:
         from sandbox import blackhole

@@ -95,8 +95,10 @@ def test_bench_measures_the_running_server_and_stores_it_in_the_release(first, s
     assert human.returncode == 0 and "tok/s" in human.stdout and "UNDERUTILISED" in human.stdout
 
 
-def test_the_gate_compares_with_the_last_known_good_release(first, sandbox, state):
-    rc, data, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(first["book"]),
+def test_the_gate_compares_with_the_last_known_good_release(first, sandbox, tmp_path):
+    # a controller that learned nothing yet (tmp_path): one that saw the first deploy tries its winner, no-fusion,
+    # first (a plain deploy teaches the fleet since issue 39), and fusion would never run against the release
+    rc, data, err = inv_json(sandbox, tmp_path, "deploy", "--host", "sbx0", "--playbook", str(first["book"]),
                              "--force")
     assert rc == 0 and data["config"]["rung"] == "no-fusion", err[-3000:]
     fusion = data["attempts"][0]
