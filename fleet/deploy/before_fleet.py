@@ -8,17 +8,16 @@ the mark, so the next run does not restart a server that serves."""
 
 from __future__ import annotations
 
-import json
 import shlex
 
 from fabric import Connection
 
 from fleet.deploy import restore
+from fleet.deploy.hostrun import host_run, lock_only
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
-from fleet.host import lock as hostlock
 from fleet.host import venvs
-from fleet.host.releases import ROLLBACK_MARK, BeforeFleet, ReleaseStore, now
+from fleet.host.releases import BeforeFleet, ReleaseStore
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import (
     daemon_reload,
@@ -31,10 +30,11 @@ from fleet.host.service import (
     unit_state,
     write_atomic,
 )
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.progress import Progress, quiet
-from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
 
 BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
@@ -45,13 +45,14 @@ class Settled(FleetError):
     """The run failed and put the host back as it was (serving its current release): no recovery needed."""
 
 
-def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet) -> DeployResult:
+def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet,
+                 session: HostSession | None = None) -> DeployResult:
     """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
     file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
     releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
-    conn = open_connection(host, opts)
-    try:
-        with hostlock.held(conn, host, "rollback to before fleet"):
+    with host_run(host, opts, "rollback to before fleet", unit=None, recover=lock_only(progress),
+                  progress=progress, session=session) as run:
+            conn = run.session.conn
             record = BeforeFleet(conn, host)
             files = record.manifest()
             unit_path = unit_file(unit)
@@ -66,18 +67,16 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
             if damaged:
                 raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
                                  "nothing was changed")
-            write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": BEFORE_FLEET, "at": now()}).encode(), 0o600)
+            run.mark_rollback(to=BEFORE_FLEET)
             try:
                 _undo_fleet(conn, host, unit, copies, wanted, files, progress)
             except Settled:
-                sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}", check=False)
+                run.unmark_rollback(check=False)
                 raise
-            sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+            run.unmark_rollback()
             return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
                                 attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
                                                   f"(start it with systemctl start {unit} if it should run)", 0)])
-    finally:
-        conn.close()
 
 
 def _undo_fleet(conn: Connection, host: Host, unit: str, copies: dict[str, bytes | None], wanted: list[str],

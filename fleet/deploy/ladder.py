@@ -19,18 +19,19 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, preflight, recovery, restore
+from fleet.deploy import fingerprint, hardware, preflight, restore
 from fleet.deploy.health import health_check
+from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned, bench_point
 from fleet.errors import FleetError
-from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
 from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
 from fleet.host.service import read_file, sha256, stop_and_empty_gpus, unit_state
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.logs.redact import env_text as redact_env
@@ -50,8 +51,8 @@ from fleet.playbook import (
     shown_env,
 )
 from fleet.progress import Progress, quiet
-from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import ConnectionLost, lost_link
+from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import ConnectionLost
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:
@@ -117,21 +118,17 @@ class Deployer:
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
-        conn = open_connection(self.host, self.opts)
-        try:
-            if dry_run:
-                return self._dry_run(conn)
-            with hostlock.held(conn, self.host, f"deploy {self.book.name}") as lock:
-                recovered = recovery.after_lock(conn, self.host, self.book, self.unit, lock, self.progress)
-                result = self._deploy(conn, force)
-                result.recovered = recovered
-                restore.end_run(conn, self.host, self.unit)
-                return result
-        except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
-            lost_link(conn, self.host, "mid-deploy", exc)
-            raise
-        finally:
-            conn.close()
+        if dry_run:
+            session = HostSession.open(self.host, self.opts)
+            try:
+                return self._dry_run(session.conn)
+            finally:
+                session.close()
+        with host_run(self.host, self.opts, f"deploy {self.book.name}", unit=self.unit, progress=self.progress,
+                      recover=deploy_recovery(self.book, self.unit, self.progress)) as run:
+            result = self._deploy(run, force)
+            result.recovered = run.recovered
+            return result
 
     def key_unchanged(self, conn: Connection) -> bool:
         """The host's key file holds the key this run was given (a new key is a new release)."""
@@ -143,7 +140,8 @@ class Deployer:
         return (state.get("ActiveState") == "active"
                 and health_check(conn, self.host, self.book)[0] == Outcome.READY)
 
-    def _deploy(self, conn: Connection, force: bool) -> DeployResult:
+    def _deploy(self, host_run: HostRun, force: bool) -> DeployResult:
+        conn = host_run.session.conn
         result = DeployResult(host=self.host.name)
         self.progress("probing")
         facts = probe_run.probe_on(conn, self.host)
@@ -187,7 +185,7 @@ class Deployer:
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
-        run = ReleaseRun.open(store, release, rungs=[r.name for r in rungs])
+        run = host_run.open_release(store, release, rungs=[r.name for r in rungs])
         result.release = release.id
         try:
             if self._climb(conn, run, rungs, result, facts):

@@ -111,7 +111,7 @@ def set_patches(conn: Connection, host: Host, wanted: list[str], say: Progress) 
     for verb, names, step in (("reverted", others, patches.revert_host), ("applied", wanted, patches.apply_host)):
         if not names:
             continue
-        res = step(conn, host, patchsets.load_sets(names), lock=False)
+        res = step(conn, host, patchsets.load_sets(names))
         if res.written:
             say(f"{verb} patch sets {', '.join(names)} ({len(res.written)} files)")
         if not res.ok:

@@ -3,33 +3,27 @@ current once it serves; the releases a host keeps."""
 
 from __future__ import annotations
 
-import json
-import shlex
 from dataclasses import replace
 
 from fabric import Connection
 
 from fleet import playbook
 from fleet.deploy import recovery, restore
+from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError, InputError
-from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import stack_versions
+from fleet.host.lock import Lock
 from fleet.host.releases import (
-    ROLLBACK_MARK,
     Release,
     ReleaseStore,
     node_of,
-    now,
     stack_drift,
     versions_of,
 )
-from fleet.host.service import (
-    sh,
-    write_atomic,
-)
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
@@ -71,58 +65,62 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
     """Restore a release (default: the one before the current) byte for byte and make it current again.
     `book`: the playbook it was deployed with (None: the one the release records); another one is refused,
     since its port, API key and health check would judge the wrong server."""
-    conn = open_connection(host, opts)
-    try:
-        with hostlock.held(conn, host, "rollback") as lock:
-            store = ReleaseStore(conn, host)
-            refuse_node(host, store.current(), book)
-            if book is None:
-                book = recorded_playbook(store, host, to)
-            recovered = recovery.after_lock(conn, host, book, book.serve.unit or host.unit, lock, progress)
-            back = target(store, host, to)
-            refuse_node(host, back, book)
-            if back.playbook != book.name:
-                raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
-                                 f"roll back with --playbook {back.playbook}, or leave --playbook out")
-            progress(f"rolling back to {back.id} ({back.rung})")
-            own = venvs.recorded(back.facts)  # a release of packages: pins runs in its own venv: no install
-            seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host)
-            drift = stack_drift(versions_of(back.facts), stack_versions(seen))
-            notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "
-                     "env and patch sets, not packages (install the release's versions by hand)"] if drift else []
-            for note in notes:
-                progress(f"warning: {note}")
-            before = store.current()
-            # Marked first: a run that dies from here on leaves the next run's recovery to put `current` back.
-            write_atomic(conn, host, ROLLBACK_MARK, json.dumps({"to": back.id, "from": before.id if before else None,
-                                                                "at": now()}).encode(), 0o600)
-            attempt = _restore(conn, host, store, back, book, progress)
-            problem = _made_current(store, back) if attempt.outcome == Outcome.READY else None
-            if problem:
-                attempt = Attempt(attempt.rung, Outcome.INSTALL_FAILED, problem, attempt.seconds)
-            result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
-                                  attempts=[attempt], recovered=recovered, notes=notes)
-            if attempt.outcome == Outcome.READY:
-                result.status = DeployStatus.OK
+    chosen: list[Playbook] = []
+
+    def recover(s: HostSession, lock: Lock) -> list[str]:
+        """Under the lock, before recovery: the playbook the rollback judges with (the recovery puts back with it)."""
+        store = ReleaseStore(s.conn, s.host)
+        refuse_node(host, store.current(), book)
+        chosen.append(book or recorded_playbook(store, host, to))
+        return recovery.after_lock(s.conn, s.host, chosen[0], chosen[0].serve.unit or host.unit, lock, progress)
+
+    with host_run(host, opts, "rollback", unit=None, recover=recover, progress=progress) as run:
+        run.unit = chosen[0].serve.unit or host.unit
+        return _rollback(run, chosen[0], to, progress)
+
+
+def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress) -> DeployResult:
+    conn, host = run.session.conn, run.host
+    store = ReleaseStore(conn, host)
+    back = target(store, host, to)
+    refuse_node(host, back, book)
+    if back.playbook != book.name:
+        raise FleetError(f"{host.name}: release {back.id} served playbook {back.playbook}, not {book.name}: "
+                         f"roll back with --playbook {back.playbook}, or leave --playbook out")
+    progress(f"rolling back to {back.id} ({back.rung})")
+    own = venvs.recorded(back.facts)  # a release of packages: pins runs in its own venv: no install
+    seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host)
+    drift = stack_drift(versions_of(back.facts), stack_versions(seen))
+    notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "
+             "env and patch sets, not packages (install the release's versions by hand)"] if drift else []
+    for note in notes:
+        progress(f"warning: {note}")
+    before = store.current()
+    run.mark_rollback(to=back.id, **{"from": before.id if before else None})
+    attempt = _restore(conn, host, store, back, book, progress)
+    problem = _made_current(store, back) if attempt.outcome == Outcome.READY else None
+    if problem:
+        attempt = Attempt(attempt.rung, Outcome.INSTALL_FAILED, problem, attempt.seconds)
+    result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
+                          attempts=[attempt], recovered=run.recovered, notes=notes)
+    if attempt.outcome == Outcome.READY:
+        result.status = DeployStatus.OK
+    else:
+        result.error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
+                        f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
+                        f"{attempt.evidence}")
+        if before is not None and before.id != back.id:
+            progress(f"rollback failed: putting back release {before.id}")
+            again = _restore(conn, host, store, before, book, progress)
+            result.release, result.config = before.id, before.config
+            if again.outcome == Outcome.READY:
+                problem = store.point_back(before)
+                result.error += f"; back on release {before.id}" + (f", but {problem}" if problem else "")
             else:
-                result.error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
-                                f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
-                                f"{attempt.evidence}")
-                if before is not None and before.id != back.id:
-                    progress(f"rollback failed: putting back release {before.id}")
-                    again = _restore(conn, host, store, before, book, progress)
-                    result.release, result.config = before.id, before.config
-                    if again.outcome == Outcome.READY:
-                        problem = store.point_back(before)
-                        result.error += f"; back on release {before.id}" + (f", but {problem}" if problem else "")
-                    else:
-                        result.error += (f"; putting back release {before.id} failed too: {again.outcome} "
-                                         f"{again.evidence}")
-            sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
-            restore.end_run(conn, host, book.serve.unit or host.unit)
-            return result
-    finally:
-        conn.close()
+                result.error += (f"; putting back release {before.id} failed too: {again.outcome} "
+                                 f"{again.evidence}")
+    run.unmark_rollback()
+    return result
 
 
 def refuse_node(host: Host, release: Release | None, book: Playbook | None) -> None:

@@ -21,8 +21,6 @@ import shlex
 import socket
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,15 +261,3 @@ def break_lock(conn: Connection, host: Host, token: str) -> None:
     if not _remove_if_token(conn, host, token):
         raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
                             f"now {describe(read_owner(conn, host))}")
-
-
-@contextmanager
-def held(conn: Connection, host: Host, purpose: str) -> Iterator[Lock]:
-    lock = acquire(conn, host, purpose)
-    try:
-        yield lock
-    except BaseException:
-        with suppress(Exception):  # the body's error is the one to report
-            release(conn, host, lock)
-        raise
-    release(conn, host, lock)

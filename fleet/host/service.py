@@ -19,7 +19,7 @@ from fabric import Connection
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.inventory import Host
-from fleet.ssh.remote import run, run_bytes
+from fleet.ssh.remote import CommandResult, run, run_bytes
 
 
 class ServiceError(FleetError):
@@ -99,10 +99,14 @@ def _space_left(conn: Connection, host: Host, folder: str) -> str:
 
 
 def sh(conn: Connection, host: Host, command: str, timeout: float = 120, check: bool = True) -> str:
-    res = run(conn, host, command, timeout=timeout)
+    return checked(host.name, run(conn, host, command, timeout=timeout), check)
+
+
+def checked(host: str, res: CommandResult, check: bool = True) -> str:
+    """The command's stdout; ServiceError naming it when it failed and `check`."""
     if check and not res.ok:
         detail = (res.stderr or res.stdout).strip().splitlines()
-        raise ServiceError(f"{host.name}: `{command[:80]}` failed (exit {res.exited}): "
+        raise ServiceError(f"{host}: `{res.command[:80]}` failed (exit {res.exited}): "
                            f"{detail[-1] if detail else 'no output'}")
     return res.stdout
 
@@ -257,6 +261,12 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
 
 
 def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:
-    out = sh(conn, host, f"systemctl show {shlex.quote(unit)} -p ActiveState -p SubState -p MainPID "
-                         f"-p ExecMainStatus -p Result", check=False)
+    return parse_unit_state(sh(conn, host, unit_show(unit), check=False))
+
+
+def unit_show(unit: str) -> str:
+    return f"systemctl show {shlex.quote(unit)} -p ActiveState -p SubState -p MainPID -p ExecMainStatus -p Result"
+
+
+def parse_unit_state(out: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,23 +27,24 @@ from fabric import Connection
 
 from fleet.deploy import recovery, restore
 from fleet.deploy.health import health_check, node_health
+from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.errors import FleetError
-from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
 from fleet.host.service import stop_and_empty_gpus, unit_state
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.multihost.multinode_plan import check_hosts, dist_init_addr, node_args
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung, sglang_version
 from fleet.progress import Progress
-from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.connect import ConnectOptions
 
 
 @dataclass
@@ -55,7 +56,9 @@ class Node:
     result: DeployResult
     # Set as the deployment goes (connected, probed, planned, opened): read before it is set is a bug, and
     # raises AttributeError rather than passing None along.
+    session: HostSession = field(init=False)
     conn: Connection = field(init=False)
+    host_run: HostRun = field(init=False)
     store: ReleaseStore = field(init=False)
     facts: HostFacts = field(init=False)
     planned: Planned = field(init=False)
@@ -112,20 +115,27 @@ class MultiNode:
 
     @contextmanager
     def _locked(self, action: str) -> Iterator[None]:
-        """Every node connected and locked, what a dead run left recovered; unlocked and closed after."""
+        """Every node connected, then each in a run of its own (fleet.deploy.hostrun: locked, what a dead run left
+        recovered); the runs end, unlocked and closed, after. A node whose lock cannot be released (lost
+        mid-deploy: the next run recovers it) fails alone; the others' results still count."""
+        runs: list[tuple[Node, HostRun]] = []
         with ExitStack() as stack:
             for n in self.nodes:
-                n.conn = open_connection(n.host, self.opts)
-                stack.callback(n.conn.close)
+                session = HostSession.open(n.host, self.opts)
+                stack.callback(session.close)
+                n.session, n.conn = session, session.conn
             for n in self.nodes:
-                lock = hostlock.acquire(n.conn, n.host, f"{action} {self.book.name} (node {n.rank} of "
-                                                        f"{len(self.nodes)})")
-                stack.callback(self._unlock, n, lock)
-                n.result.recovered = recovery.after_lock(n.conn, n.host, self.book, n.deployer.unit, lock, n.say)
+                purpose = f"{action} {self.book.name} (node {n.rank} of {len(self.nodes)})"
+                n.host_run = stack.enter_context(host_run(
+                    n.host, self.opts, purpose, unit=n.deployer.unit, session=n.session, progress=n.say,
+                    recover=deploy_recovery(self.book, n.deployer.unit, n.say), strict_end=False))
+                n.result.recovered = n.host_run.recovered
+                runs.append((n, n.host_run))
             yield
-            for n in self.nodes:  # the run has ended: the copies its writes kept go (a lost node's: the next run's)
-                with suppress(Exception):
-                    restore.end_run(n.conn, n.host, n.deployer.unit)
+        for n, run in runs:
+            if run.end_problem:
+                n.result.status = DeployStatus.FAILED
+                n.result.error = f"{n.result.error or n.host.name}; {run.end_problem}"
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:
@@ -242,15 +252,6 @@ class MultiNode:
         n.unit = restore.unit_of(n.prior)
         n.serves_api = n.prior.config.get("nodes", {}).get("rank", 0) == 0
 
-    @staticmethod
-    def _unlock(n: Node, lock: hostlock.Lock) -> None:
-        """A node lost mid-deploy keeps its lock (recovered by the next run): the others' results still count."""
-        try:
-            hostlock.release(n.conn, n.host, lock)
-        except Exception as exc:  # noqa: BLE001 - the lost node's reconnect may raise a plain OSError
-            n.result.status = DeployStatus.FAILED
-            n.result.error = f"{n.result.error or n.host.name}; its lock could not be released: {exc}"
-
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
             n.say("probing")
@@ -280,7 +281,7 @@ class MultiNode:
                                                       "versions": stack_versions(n.facts)})
             if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
                 n.release.facts["venv"] = n.deployer.venv
-            n.run = ReleaseRun.open(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
+            n.run = n.host_run.open_release(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid
         last_class: str | None = None

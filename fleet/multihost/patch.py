@@ -4,21 +4,21 @@ by an audit of the gates that still exclude the host's SM."""
 
 from __future__ import annotations
 
-from fabric import Connection
-
 from fleet import parallel, playbook
 from fleet.deploy import recovery
+from fleet.deploy.hostrun import host_run
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.restore import record_patch_release
 from fleet.errors import FleetError, InputError
 from fleet.host import lock as hostlock
 from fleet.host import venvs
-from fleet.host.releases import Release, ReleaseStore
+from fleet.host.releases import ReleaseStore
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
 from fleet.patches.engine import HostResult, apply_host, check_host, revert_host
 from fleet.patches.sets import PatchSet
-from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.connect import ConnectOptions
 
 ACTIONS = ("check", "apply", "revert")
 
@@ -31,25 +31,24 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
         raise ValueError(f"patch action {action!r}: one of {', '.join(ACTIONS)}")
 
     def one(host: Host) -> HostResult:
-        conn = open_connection(host, opts)
+        session = HostSession.open(host, opts)
+        conn = session.conn
         try:
             if action == "check":  # the venv the current release serves from (packages:), not the inventory's
                 host = venvs.serving(conn, host)
                 result = check_host(conn, host, sets, allow_prebuilt)
             else:
                 # One lock over the change and its release record, so no deploy slips in between.
-                with hostlock.held(conn, host, f"patch {'--revert ' if action == 'revert' else ''}"
-                                               + " ".join(s.name for s in sets)) as lock:
-                    # read before any change: a `current` that cannot be read refuses with the host untouched
+                with host_run(host, opts, f"patch {'--revert ' if action == 'revert' else ''}"
+                                          + " ".join(s.name for s in sets), unit=None, recover=_recover,
+                              session=session) as run:
                     store = ReleaseStore(conn, host)
-                    current = store.current()
-                    recovered = _recover(conn, host, current, lock)
                     current = store.current()  # recovery may have made a dead deploy's release current
                     if current is not None:  # its patch sets go into the venv it serves from
                         host = venvs.in_own_venv(host, current)
-                    result = (apply_host(conn, host, sets, allow_prebuilt, lock=False) if action == "apply"
-                              else revert_host(conn, host, sets, lock=False))
-                    result.recovered = recovered
+                    result = (apply_host(conn, host, sets, allow_prebuilt) if action == "apply"
+                              else revert_host(conn, host, sets))
+                    result.recovered = run.recovered
                     if result.ok and result.written:
                         result.release = record_patch_release(conn, host, current, action, [s.name for s in sets])
             if audit:
@@ -59,7 +58,7 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                     result.audit_error = str(exc)
             return result
         finally:
-            conn.close()
+            session.close()
 
     out = []
     for o in parallel.run_all(hosts, one):
@@ -67,10 +66,13 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
     return out
 
 
-def _recover(conn: Connection, host: Host, current: Release | None, lock: hostlock.Lock) -> list[str]:
+def _recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
     """What a dead run left, finished or undone before patching (as deploy, rollback and tune do), with the
     playbook the current release was deployed with. When that cannot be loaded from playbooks/ and a put-back
-    would need it, the patch refuses with nothing changed."""
+    would need it, the patch refuses with nothing changed. `current` is read before any change: one that cannot
+    be read refuses with the host untouched."""
+    conn, host = s.conn, s.host
+    current = ReleaseStore(conn, host).current()
     book = None
     if current is not None:
         try:

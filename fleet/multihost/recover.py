@@ -18,23 +18,22 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from contextlib import suppress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import hardware
+from fleet.deploy.hostrun import HostRun, host_run, lock_only, release_after_reboot
 from fleet.errors import ConnectError, FleetError
-from fleet.host import lock as hostlock
-from fleet.host import probe_run
 from fleet.host.facts import HostFacts
+from fleet.host.session import RUNNING, HostSession
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
-from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import ChannelFailed, CommandTimedOut, OutputTooLarge, run
+from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import ChannelFailed, CommandTimedOut, OutputTooLarge
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -42,7 +41,6 @@ VM_RESET = "vm-reset"
 VM_POWER_CYCLE = "vm-power-cycle"
 NOTHING = "none"
 RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
-RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying to (a Restart= loop between tries)
 
 
 @dataclass
@@ -77,8 +75,8 @@ def plan(facts: HostFacts, guest: ProxmoxGuest | None, power_cycle: bool = False
     return whole, [], faults[0]
 
 
-def _sh(conn: Connection, host: Host, command: str, timeout: float = 60.0) -> tuple[int, str]:
-    res = run(conn, host, command, timeout=timeout)
+def _sh(s: HostSession, command: str, timeout: float = 60.0) -> tuple[int, str]:
+    res = s.run(command, timeout=timeout)
     return res.exited, (res.stdout + res.stderr).strip()[-300:]
 
 
@@ -90,34 +88,34 @@ def refusal(said: str) -> str:
     return ((named or lines)[0 if named else -1] if lines else "no output")[:160]
 
 
-def gpu_reset(conn: Connection, host: Host, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
-    """Reset each GPU; None when done, else why the driver would not (the caller reboots instead)."""
-    unit = shlex.quote(host.unit)
-    rc, state = _sh(conn, host, f"systemctl is-active {unit}")
-    _sh(conn, host, f"systemctl stop {unit}", timeout=120)
-    say(f"stopped {unit} (it was {state or 'inactive'})")
+def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
+    """Reset each GPU; None when done, else why the driver would not (the caller reboots instead). The unit is
+    stopped through the run, so a failure from here on starts it again (fleet.deploy.hostrun)."""
+    s, unit = run.session, run.host.unit
+    state = run.stop_unit(unit)
+    say(f"stopped {unit} (it was {state})")
     persistent = {g.index for g in facts.gpus if g.health and g.health.persistence}
     for i in gpus:
-        rc, apps = _sh(conn, host, f"nvidia-smi --query-compute-apps=pid --format=csv,noheader -i {int(i)}")
+        rc, apps = _sh(s, f"nvidia-smi --query-compute-apps=pid --format=csv,noheader -i {int(i)}")
         if rc == 0 and apps.strip():
             return f"GPU {i} still has processes ({apps.splitlines()[0][:60]})"
-        _sh(conn, host, f"nvidia-smi -pm 0 -i {int(i)}")
-        rc, said = _sh(conn, host, f"nvidia-smi -r -i {int(i)}", timeout=120)
+        _sh(s, f"nvidia-smi -pm 0 -i {int(i)}")
+        rc, said = _sh(s, f"nvidia-smi -r -i {int(i)}", timeout=120)
         if i in persistent:
-            _sh(conn, host, f"nvidia-smi -pm 1 -i {int(i)}")
+            _sh(s, f"nvidia-smi -pm 1 -i {int(i)}")
         if rc != 0:
             return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
     if state in RUNNING:
-        _sh(conn, host, f"systemctl start {unit}", timeout=120)
+        _sh(s, f"systemctl start {shlex.quote(unit)}", timeout=120)
         say(f"started {unit} again")
     return None
 
 
-def reboot(conn: Connection, host: Host) -> None:
+def reboot(s: HostSession) -> None:
     """`systemctl reboot`: the connection may drop before an answer comes, which is the point."""
     try:
-        _sh(conn, host, "systemctl reboot", timeout=20)
+        _sh(s, "systemctl reboot", timeout=20)
     except (FleetError, EOFError, OSError, SSHException):
         pass
 
@@ -157,19 +155,23 @@ def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 
 
-def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str) -> Connection:
-    """A connection to the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in
-    the old boot, before the reboot takes it down, is not the recovered host)."""
+Sessions = Callable[[Host, ConnectOptions], HostSession]  # how a session to a host is opened (tests: a fake)
+
+
+def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str,
+                 sessions: Sessions = HostSession.open) -> HostSession:
+    """A session on the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in the old
+    boot, before the reboot takes it down, is not the recovered host)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            conn = open_connection(host, opts)
+            s = sessions(host, opts)
             try:
-                if _sh(conn, host, BOOT_ID, timeout=10)[1] != old_boot:
-                    return conn
+                if _sh(s, BOOT_ID, timeout=10)[1] != old_boot:
+                    return s
             except (FleetError, EOFError, OSError, SSHException):
                 pass
-            conn.close()
+            s.close()
         except (FleetError, EOFError, OSError, SSHException):
             pass
         if time.monotonic() > deadline:
@@ -192,11 +194,11 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> lis
     return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
 
 
-def probed_again(host: Host, conn: Connection, result: RecoverResult) -> RecoverResult:
+def probed_again(s: HostSession, result: RecoverResult) -> RecoverResult:
     try:
-        after = probe_run.probe_on(conn, host)
+        after = s.probe()
     finally:
-        conn.close()
+        s.close()
     result.faults_after = hardware.assess(after).fault
     result.ok = not result.faults_after
     result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
@@ -204,7 +206,7 @@ def probed_again(host: Host, conn: Connection, result: RecoverResult) -> Recover
 
 
 def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
-                      dry_run: bool, wait_s: float, say: Progress) -> RecoverResult:
+                      dry_run: bool, wait_s: float, say: Progress, sessions: Sessions) -> RecoverResult:
     """SSH cannot reach a Proxmox guest and the operator said --unreachable: the VM reset (or stop/start)
     without a probe, then its next boot."""
     why = f"SSH cannot reach it: {silent}"
@@ -215,19 +217,19 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
     say(f"{why}; the VM goes through the Proxmox API")
     result.steps += vm_steps(proxmox, result.action, wait_s, say)
     say("waiting for SSH")
-    return probed_again(host, wait_for_ssh(host, opts, wait_s, ""), result)
+    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions), result)
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
-            unreachable: bool = False) -> RecoverResult:
+            unreachable: bool = False, sessions: Sessions = HostSession.open) -> RecoverResult:
     """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
     Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
     guest that serves."""
     result = RecoverResult(host.name)
     try:
-        conn = open_connection(host, opts)
+        s = sessions(host, opts)
     except ConnectError as exc:
         if proxmox is None or not exc.unreachable:
             raise
@@ -235,67 +237,57 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             raise ConnectError(f"{exc}; {host.name} is a Proxmox guest: `inv recover --host {host.name} "
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
                                "what it serves)", unreachable=True) from None
-        return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say)
+        return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions)
     lost, lock = False, None
     try:
-        facts = probe_run.probe_on(conn, host)
-        boot = _sh(conn, host, BOOT_ID, timeout=10)[1]
+        facts = s.probe()
+        boot = _sh(s, BOOT_ID, timeout=10)[1]
         result.faults_before = hardware.assess(facts).fault
         result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
         if result.action == NOTHING or dry_run:
             result.ok = result.action == NOTHING or dry_run
             return result
-        lock = hostlock.acquire(conn, host, f"recover ({result.action})")  # not under another's deploy or tune
-        if lock.recovered:
-            say(lock.recovered)
-        if result.action == GPU_RESET:
-            try:
-                refused = gpu_reset(conn, host, gpus, facts, say)
-            except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine next
-                refused = str(exc)
-            except ConnectError as exc:  # the link (or sudo) lost under the reset: its outcome is unknown
-                refused, lost = f"the connection was lost: {exc}", True
-            result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
-            if refused:
-                result.action = VM_RESET if proxmox else REBOOT
-        if result.action == REBOOT and not lost:
-            say("rebooting")
-            reboot(conn, host)
-            result.steps.append("systemctl reboot")
-        if result.action == GPU_RESET:
-            hostlock.release(conn, host, lock)
-            lock = None
-    except BaseException:
-        if lock is not None and not lost and result.action != REBOOT:
-            with suppress(Exception):  # the error is the one to report; a dead run's lock is recovered later
-                hostlock.release(conn, host, lock)
-        raise
+        # not under another's deploy or tune; a failure before the machine goes down starts the unit again
+        with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
+                      session=s) as run:
+            if result.action == GPU_RESET:
+                try:
+                    refused = gpu_reset(run, gpus, facts, say)
+                except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine
+                    refused = str(exc)
+                except ConnectError as exc:  # the link (or sudo) lost under the reset: its outcome is unknown
+                    refused, lost = f"the connection was lost: {exc}", True
+                result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
+                if refused:
+                    result.action = VM_RESET if proxmox else REBOOT
+            if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
+                lock = run.keep_lock_through_reboot()
+            if result.action == REBOOT and not lost:
+                say("rebooting")
+                reboot(s)
+                result.steps.append("systemctl reboot")
+            if result.action in (VM_RESET, VM_POWER_CYCLE):
+                assert proxmox is not None
+                result.steps += vm_steps(proxmox, result.action, wait_s, say)
     finally:
-        conn.close()
+        s.close()
     if result.action == REBOOT and lost:
         say("the connection was lost under the GPU reset: waiting for SSH to reboot")
         try:
-            again = wait_for_ssh(host, opts, wait_s, "")
+            again = wait_for_ssh(host, opts, wait_s, "", sessions)
         except FleetError:
             raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
                              f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "
                              f"{host.unit}) from its console") from None
         try:
-            reboot(again, host)
+            reboot(again)
         finally:
             again.close()
         result.steps.append("systemctl reboot (on a new connection)")
-    if result.action in (VM_RESET, VM_POWER_CYCLE):
-        assert proxmox is not None
-        result.steps += vm_steps(proxmox, result.action, wait_s, say)
-    if result.action != GPU_RESET:
-        say("waiting for SSH")
-        conn = wait_for_ssh(host, opts, wait_s, boot)
-        if lock is not None:  # kept through the reboot (/var/lib): no deploy starts on a half-recovered host
-            try:
-                hostlock.release(conn, host, lock)
-            except FleetError as exc:
-                result.steps.append(f"the host lock: {exc}")
-    else:
-        conn = open_connection(host, opts)
-    return probed_again(host, conn, result)
+    if result.action == GPU_RESET:
+        return probed_again(sessions(host, opts), result)
+    say("waiting for SSH")
+    s = wait_for_ssh(host, opts, wait_s, boot, sessions)
+    if lock is not None and (problem := release_after_reboot(s, lock)):
+        result.steps.append(problem)
+    return probed_again(s, result)

@@ -25,8 +25,8 @@ import json
 import shlex
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 from fabric import Connection
 
 from fleet.deploy import recovery, restore
+from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
@@ -43,6 +44,7 @@ from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
 from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, unit_state
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost.router_plan import (
@@ -148,6 +150,7 @@ class RouterHooks:
     events: list[dict[str, Any]] = field(default_factory=list)
     _taken_out: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    sessions: Callable[[Host, ConnectOptions], HostSession] = HostSession.open  # the router host's (tests: a fake)
 
     def __post_init__(self) -> None:
         self.live = LiveRouter(self.host, self.book, self.opts)
@@ -242,22 +245,18 @@ class RouterHooks:
                                   "evidence": None, "events": self.events}
         say = lambda m: self.say(self.host.name, f"router: {m}")  # noqa: E731
         try:
-            conn = open_connection(self.host, self.opts)
-            try:
-                with hostlock.held(conn, self.host, f"deploy router {self.book.name}") as lock:
-                    report["recovered"] = self.recover(conn, lock, say)
-                    self.drop_kept(conn)  # a dead run's, used by the recovery above or stale
-                    workers = self.members(conn, hosts, results)
-                    report["workers"] = workers
-                    if not workers:
-                        report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
-                        return report
-                    try:
-                        report.update(self._deploy(conn, workers, say))
-                    finally:
-                        self.drop_kept(conn)
-            finally:
-                conn.close()
+            with self.run(f"deploy router {self.book.name}", say) as run:
+                report["recovered"] = run.recovered
+                conn = run.session.conn
+                workers = self.members(conn, hosts, results)
+                report["workers"] = workers
+                if not workers:
+                    report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
+                    return report
+                try:
+                    report.update(self._deploy(run, workers, say))
+                finally:
+                    self.drop_kept(conn)
         except FleetError as exc:
             report["error"] = str(exc)
         return report
@@ -279,8 +278,8 @@ class RouterHooks:
                   for u in dict.fromkeys([*known, *ran])}
         return members(known, list(ran), serves)
 
-    def _deploy(self, conn: Connection, workers: list[str], say: Progress) -> dict[str, Any]:
-        book, host = self.book, self.host
+    def _deploy(self, host_run: HostRun, workers: list[str], say: Progress) -> dict[str, Any]:
+        book, host, conn = self.book, self.host, host_run.session.conn
         unit = book.router.unit  # type: ignore[union-attr]
         store = ReleaseStore(conn, host, ROUTER_ROOT)
         previous = store.current()
@@ -302,7 +301,7 @@ class RouterHooks:
         release = Release(id=new_id(), host=host.name, playbook=book.name,
                           playbook_sha256=sha256(self.book_path.read_bytes()),
                           created=now(), rung="router", config=planned.config)
-        run = ReleaseRun.open(store, release, workers=workers)
+        run = host_run.open_release(store, release, workers=workers)
         try:
             restore.install(conn, host, store, release, planned, unit_path(book), env_path(book))
             restore.restart(conn, host, unit)
@@ -377,6 +376,25 @@ class RouterHooks:
         return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
                                                  f"{previous.id} did not serve either: {outcome} {evidence}"}
 
+
+    def run(self, purpose: str, say: Progress) -> AbstractContextManager[HostRun]:
+        """A run on the router's host (fleet.deploy.hostrun), recovering first what a dead router run left and
+        dropping the copies its writes kept."""
+        def recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
+            notes = self.recover(s.conn, lock, say)
+            self.drop_kept(s.conn)  # a dead run's, used by the recovery above or stale
+            return notes
+
+        @contextmanager
+        def run() -> Iterator[HostRun]:
+            session = self.sessions(self.host, self.opts)
+            try:
+                with host_run(self.host, self.opts, purpose, unit=None, recover=recover, progress=say,
+                              session=session) as done:
+                    yield done
+            finally:
+                session.close()
+        return run()
 
     def recover(self, conn: Connection, lock: hostlock.Lock, say: Progress) -> list[str]:
         """What a dead router run left under /var/lib/fleet/router, closed first under the lock: a release made

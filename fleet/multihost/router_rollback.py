@@ -9,11 +9,9 @@ from typing import Any
 from fabric import Connection
 
 from fleet.errors import FleetError
-from fleet.host import lock as hostlock
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
 from fleet.multihost.router import RouterHooks
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
-from fleet.ssh.connect import open_connection
 from fleet.ssh.remote import ConnectionLost
 
 
@@ -24,38 +22,34 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
     report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
                               "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
                               "release": None, "workers": [], "error": None, "evidence": None}
-    conn = open_connection(host, hooks.opts)
-    try:
-        with hostlock.held(conn, host, "rollback router") as lock:
-            report["recovered"] = hooks.recover(conn, lock, lambda m: hooks.say(host.name, f"router: {m}"))
-            hooks.drop_kept(conn)
-            store = ReleaseStore(conn, host, ROUTER_ROOT)
-            found = store.load(to) if to else store.last_good_before_current()
-            if to and (found is None or found.status != ReleaseStatus.OK):
-                raise FleetError(f"{host.name}: no router release {to} that served "
-                                 f"(see {ROUTER_ROOT}/releases on {host.name})")
-            if found is None:
-                raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
-            target = found
-            hooks.say(host.name, f"router: rolling back to {target.id}")
-            before = store.current()
-            try:
-                outcome, evidence = hooks.restore(conn, store, target)
-                report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
-                if outcome == Outcome.READY:
-                    store.mark_current(target)
-                    report["status"] = DeployStatus.OK
-                    hooks.drop_kept(conn)
-                    return report
-                why = f"router release {target.id} did not serve: {outcome} {evidence}"
-            except ConnectionLost:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv: what served goes back
-                why = f"rolling the router back to {target.id} failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
-            report["error"] = f"{host.name}: {why}; {_back_on(hooks, conn, store, before, report)}"
-            hooks.drop_kept(conn)
-    finally:
-        conn.close()
+    with hooks.run("rollback router", lambda m: hooks.say(host.name, f"router: {m}")) as run:
+        report["recovered"] = run.recovered
+        conn = run.session.conn
+        store = ReleaseStore(conn, host, ROUTER_ROOT)
+        found = store.load(to) if to else store.last_good_before_current()
+        if to and (found is None or found.status != ReleaseStatus.OK):
+            raise FleetError(f"{host.name}: no router release {to} that served "
+                             f"(see {ROUTER_ROOT}/releases on {host.name})")
+        if found is None:
+            raise FleetError(f"{host.name}: no earlier known-good router release to roll back to")
+        target = found
+        hooks.say(host.name, f"router: rolling back to {target.id}")
+        before = store.current()
+        try:
+            outcome, evidence = hooks.restore(conn, store, target)
+            report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
+            if outcome == Outcome.READY:
+                store.mark_current(target)
+                report["status"] = DeployStatus.OK
+                hooks.drop_kept(conn)
+                return report
+            why = f"router release {target.id} did not serve: {outcome} {evidence}"
+        except ConnectionLost:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv: what served goes back
+            why = f"rolling the router back to {target.id} failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
+        report["error"] = f"{host.name}: {why}; {_back_on(hooks, conn, store, before, report)}"
+        hooks.drop_kept(conn)
     return report
 
 

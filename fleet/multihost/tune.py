@@ -19,7 +19,8 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, noise, recovery, restore
+from fleet.deploy import fingerprint, hardware, noise, restore
+from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import Deployer, facts_summary
 from fleet.deploy.noise import Runs
@@ -27,16 +28,16 @@ from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError, InputError
-from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung
-from fleet.progress import Progress
-from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.progress import Progress, quiet
+from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
@@ -61,20 +62,17 @@ class BenchOutcome:
 def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
     spec = book.bench or Bench()
     d = Deployer(host, book, path, opts)
-    conn = open_connection(host, opts)
-    try:
-        with hostlock.held(conn, host, "bench"):
-            store = ReleaseStore(conn, host)
-            current = store.current()
-            if current is None:
-                raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-            venv = venvs.recorded(current.facts) or d.venv  # the venv the release serves from (packages:)
-            record = benching.run(conn, host, book, spec, venv, d.bench_key)
-            record.update(release=current.id, rung=current.rung)
-            benching.store_in_release(conn, host, current.dir, record)
-            return BenchOutcome(host.name, True, current.id, current.rung, record)
-    finally:
-        conn.close()
+    with host_run(host, opts, "bench", unit=None, recover=lock_only(quiet)) as run:
+        conn = run.session.conn
+        store = ReleaseStore(conn, host)
+        current = store.current()
+        if current is None:
+            raise FleetError(f"{host.name}: no current release to measure (deploy first)")
+        venv = venvs.recorded(current.facts) or d.venv  # the venv the release serves from (packages:)
+        record = benching.run(conn, host, book, spec, venv, d.bench_key)
+        record.update(release=current.id, rung=current.rung)
+        benching.store_in_release(conn, host, current.dir, record)
+        return BenchOutcome(host.name, True, current.id, current.rung, record)
 
 
 def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions) -> list[BenchOutcome]:
@@ -217,7 +215,8 @@ class Tuner:
         return runs
 
     def run(self) -> TuneResult:
-        conn = open_connection(self.host, self.opts)
+        session = HostSession.open(self.host, self.opts)
+        conn = session.conn
         try:
             facts = probe_run.probe_on(conn, self.host)
             if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can be measured on a faulty GPU
@@ -235,16 +234,15 @@ class Tuner:
                             f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
                 if not self.confirm(question):
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
-            with hostlock.held(conn, self.host, f"tune {self.book.name}") as lock:
-                recovery.after_lock(conn, self.host, self.book, self.d.unit, lock, self.progress)
+            with host_run(self.host, self.opts, f"tune {self.book.name}", unit=self.d.unit, session=session,
+                          progress=self.progress,
+                          recover=deploy_recovery(self.book, self.d.unit, self.progress)) as run:
                 if self.book.packages:  # every rung in the pins' venv, built now (before anything is stopped)
                     facts = self.pinned(conn)
                     rungs = self.d.eligible(facts)
-                tuned = self._tune(conn, facts, rungs)
-                restore.end_run(conn, self.host, self.d.unit)
-                return tuned
+                return self._tune(run, facts, rungs)
         finally:
-            conn.close()
+            session.close()
 
     def pinned(self, conn: Connection) -> HostFacts:
         """`packages:`: the pins' venv (built when the host has none, nothing stopped), the host probed in it."""
@@ -257,7 +255,8 @@ class Tuner:
         self.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent}
         return probe_run.probe_on(conn, self.host)
 
-    def _tune(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
+    def _tune(self, host_run: HostRun, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
+        conn = host_run.session.conn
         result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
         store = ReleaseStore(conn, self.host)
         previous = store.current()
@@ -281,7 +280,7 @@ class Tuner:
                 if baseline is not None:
                     result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
             parallel.checkpoint()
-        run = ReleaseRun.open(store, release, tune=True, rungs=[r.name for r in rungs])
+        run = host_run.open_release(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
         try:
             return self._climb(conn, run, rungs, facts, result, previous, baseline)

@@ -23,7 +23,6 @@ import base64
 import json
 import time
 import uuid
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -190,52 +189,46 @@ def _plan_error(host: Host, p: Plan) -> str | None:
     return f"{host.name}: " + "; ".join(msgs) + "; nothing changed" if msgs else None
 
 
-def _locked(conn: Connection, host: Host, purpose: str, lock: bool) -> AbstractContextManager[object]:
-    # A deploy already holds the host's lock and calls in with lock=False.
-    return hostlock.held(conn, host, purpose) if lock else nullcontext()
-
-
-def apply_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False,
-               lock: bool = True) -> HostResult:
-    with _locked(conn, host, "patch " + " ".join(s.name for s in sets), lock):
-        state = read_state(conn, host, sets)
-        p = plan(sets, state, allow_prebuilt)
-        result = HostResult(host.name, "apply", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p),
-                            drift=p.drifted)
-        if not p.ok or not p.changes:
-            return result
-        res = write_changes(conn, host, sets, p, state)
-        if not res.get("ok"):
-            result.ok, result.error = False, f"{host.name}: {res.get('error')}"
-            return result
-        result.written, result.cleared, result.manifest = res["written"], res["cleared"], res["manifest"]
+def apply_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuilt: bool = False) -> HostResult:
+    """Under the caller's host run (fleet.deploy.hostrun holds the lock)."""
+    state = read_state(conn, host, sets)
+    p = plan(sets, state, allow_prebuilt)
+    result = HostResult(host.name, "apply", p.ok, p.sets, sms=state.sms, error=_plan_error(host, p),
+                        drift=p.drifted)
+    if not p.ok or not p.changes:
         return result
-
-
-def revert_host(conn: Connection, host: Host, sets: list[PatchSet], lock: bool = True) -> HostResult:
-    with _locked(conn, host, "patch --revert " + " ".join(s.name for s in sets), lock):
-        state = read_state(conn, host, sets)
-        rp = plan_revert(sets, state)
-        result = HostResult(host.name, "revert", rp.ok, plan(sets, state, allow_prebuilt=True).sets, revert=rp,
-                            sms=state.sms)
-        if rp.state == CANNOT:
-            result.error = f"{host.name}: cannot revert: {rp.reason}; nothing restored"
-            return result
-        if rp.state == NOTHING:
-            still = [s.name for s in result.sets if s.state == APPLIED]
-            if still:
-                result.ok = False
-                result.error = (f"{host.name}: {', '.join(still)} applied but not by fleet (no backup run): "
-                                f"cannot revert")
-            return result
-        req = {"root": BACKUP_ROOT, "run": rp.run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "by": _who(), "bases": state.cache_bases,
-               "files": [{"path": f.path, "sha_before": f.sha_before, "sha_after": f.sha_after} for f in rp.files]}
-        res = _call(conn, host, "revert", req)
-        if not res.get("ok"):
-            result.ok, result.error = False, f"{host.name}: {res.get('error')}"
-            return result
-        result.written, result.cleared, result.manifest = res["restored"], res["cleared"], res["manifest"]
+    res = write_changes(conn, host, sets, p, state)
+    if not res.get("ok"):
+        result.ok, result.error = False, f"{host.name}: {res.get('error')}"
         return result
+    result.written, result.cleared, result.manifest = res["written"], res["cleared"], res["manifest"]
+    return result
+
+
+def revert_host(conn: Connection, host: Host, sets: list[PatchSet]) -> HostResult:
+    """Under the caller's host run (fleet.deploy.hostrun holds the lock)."""
+    state = read_state(conn, host, sets)
+    rp = plan_revert(sets, state)
+    result = HostResult(host.name, "revert", rp.ok, plan(sets, state, allow_prebuilt=True).sets, revert=rp,
+                        sms=state.sms)
+    if rp.state == CANNOT:
+        result.error = f"{host.name}: cannot revert: {rp.reason}; nothing restored"
+        return result
+    if rp.state == NOTHING:
+        still = [s.name for s in result.sets if s.state == APPLIED]
+        if still:
+            result.ok = False
+            result.error = (f"{host.name}: {', '.join(still)} applied but not by fleet (no backup run): "
+                            f"cannot revert")
+        return result
+    req = {"root": BACKUP_ROOT, "run": rp.run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "by": _who(), "bases": state.cache_bases,
+           "files": [{"path": f.path, "sha_before": f.sha_before, "sha_after": f.sha_after} for f in rp.files]}
+    res = _call(conn, host, "revert", req)
+    if not res.get("ok"):
+        result.ok, result.error = False, f"{host.name}: {res.get('error')}"
+        return result
+    result.written, result.cleared, result.manifest = res["restored"], res["cleared"], res["manifest"]
+    return result
 
 

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from faultkit import PLAIN, current, inventory_file, managed_digest, rung, serving
+from faultkit import PLAIN, current, inventory_file, managed_digest, rung, serving, wait_for
 from fleetcli import inv, inv_at, inv_json, llama_playbook, sh
 
 HOST = "sbx0"
@@ -194,6 +194,62 @@ def test_recover_resets_a_proxmox_guest_through_the_api_and_waits_for_it(sandbox
         if not sandbox.is_running(host):
             sandbox.start(host)
         ssh_back(sandbox, sandbox_inventory, host)
+
+
+class _BrokenProxmox(BaseHTTPRequestHandler):
+    """A Proxmox API that answers every call with HTTP 500 (a node whose pveproxy is failing)."""
+
+    calls: list[str] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _fail(self):
+        self.calls.append(f"{self.command} {self.path}")
+        body = b'{"data": null, "message": "internal error"}'
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _fail  # noqa: N815
+
+
+def test_a_refused_gpu_reset_whose_vm_reset_fails_leaves_the_server_running_and_the_host_unlocked(
+        sandbox, sandbox_inventory, tmp_path):
+    """Another tenant's process holds the GPU, so the driver refuses the reset and recover turns to the VM reset;
+    the Proxmox API fails. The unit recover stopped for the reset runs again, the host lock is released, and the
+    error says both in one line (it used to exit with the unit stopped and the lock held)."""
+    host = "sbx3"
+    book = llama_playbook(tmp_path, rung("would-serve"), name="llama-before-recover")
+    rc, data, err = inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), "--force")
+    assert rc == 0 and serving(sandbox_inventory, host), err[-3000:]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenProxmox)
+    _BrokenProxmox.calls = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"][host].setdefault("vars", {})["proxmox"] = {
+        "api": f"http://127.0.0.1:{server.server_address[1]}/api2/json", "node": "pve1", "vmid": 101,
+        "token_id": "root@pam!fleet", "token": {"env": "FLEET_TEST_PVE_TOKEN"}}
+    inventory = inventory_file(tmp_path)
+    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim/apps && " + WANTS_RESET + " && (setsid sleep 600 "
+                                "</dev/null >/dev/null 2>&1 & echo \"0 518 python3\" > /run/fleet-sim/apps/$!)")
+    boot = sh(sandbox_inventory, host, BOOT_ID)
+    try:
+        proc = inv_at(inventory, "recover", "--host", host, env={"FLEET_TEST_PVE_TOKEN": TOKEN})
+        assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+        [said] = [line for line in proc.stderr.splitlines() if "HTTP 500" in line]
+        assert "was started again (active)" in said and "the host lock was released" in said, proc.stderr
+        assert [c.split()[0] for c in _BrokenProxmox.calls] == ["GET"] * len(_BrokenProxmox.calls)  # nothing sent
+        assert sh(sandbox_inventory, host, BOOT_ID) == boot
+        assert sh(sandbox_inventory, host, "test -e /var/lib/fleet/lock && echo held || echo free").strip() == "free"
+        wait_for(lambda: serving(sandbox_inventory, host), what=f"{host} serving again")
+    finally:
+        server.shutdown()
+        server.server_close()
+        sh(sandbox_inventory, host, "for f in /run/fleet-sim/apps/*; do kill ${f##*/} 2>/dev/null; done; "
+                                    "rm -rf /run/fleet-sim/apps /run/fleet-sim/kmsg /run/fleet-sim/gpustate")
 
 
 def ssh_back(sandbox, inventory, host: str) -> None:

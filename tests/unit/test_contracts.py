@@ -147,3 +147,40 @@ def test_test_files_have_unique_basenames():
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+# The run on a host is written once (fleet.deploy.hostrun): these calls open or close what the skeleton guards.
+SKELETON_CALLS = {"hostlock.acquire", "hostlock.release", "acquire_lock", "release_lock", "ReleaseRun.open"}
+SKELETON_HOMES = {"fleet/deploy/hostrun.py", "fleet/host/session.py", "fleet/host/lock.py"}
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("hostlock", "ReleaseRun"):
+            return f"{base.id}.{func.attr}"
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def test_no_operation_takes_a_lock_opens_a_release_run_or_marks_a_rollback_outside_the_run_skeleton():
+    """Lock, recovery, release run, rollback mark, fall-back and put-back live in fleet.deploy.hostrun; every
+    operation (deploy, tune, bench, rollback, before-fleet, router, multi-node, patch, recover) gives its body."""
+    found = []
+    for path in sorted((REPO / "fleet").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel in SKELETON_HOMES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = _called(node)
+                if name in SKELETON_CALLS or name.endswith(".held"):
+                    found.append(f"{rel}:{node.lineno}: {name}")
+                if name in ("write_atomic", "sh") and "ROLLBACK_MARK" in ast.unparse(node) and rel != \
+                        "fleet/deploy/recovery.py":  # recovery reads and clears a dead run's mark
+                    found.append(f"{rel}:{node.lineno}: {name} of ROLLBACK_MARK")
+            if isinstance(node, ast.ImportFrom) and node.module == "fleet.host.lock":
+                found += [f"{rel}:{node.lineno}: imports {a.name}" for a in node.names
+                          if a.name in ("acquire", "release")]
+    assert not found, "outside fleet.deploy.hostrun:\n" + "\n".join(found)

@@ -5,10 +5,10 @@ its files, its unit's state, its patch sets; the commands fleet would run change
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fakesession import FakeSession
 
 from fleet.deploy import before_fleet as rollback
 from fleet.deploy import recovery
@@ -45,10 +45,6 @@ def host(monkeypatch):
         def copy(self, p):
             return OLD[p]
 
-    @contextmanager
-    def held(conn, host, what):
-        yield None
-
     def write_atomic(conn, host, path, data, mode, keep=False, timeout=120):
         if path == ROLLBACK_MARK:
             state[path] = data
@@ -84,8 +80,11 @@ def host(monkeypatch):
         def current(self):
             return CURRENT
 
-    monkeypatch.setattr(rollback, "open_connection", lambda h, o: type("C", (), {"close": lambda s: None})())
-    monkeypatch.setattr(rollback.hostlock, "held", held)
+    class Session(FakeSession):  # the lock and the rollback mark, as the run skeleton writes them
+        def write_atomic(self, path, data, mode):
+            write_atomic(None, None, path, data, mode)
+
+    state["session"] = Session(HOST, answer=lambda cmd: (0, sh(None, None, cmd)))
     monkeypatch.setattr(rollback, "BeforeFleet", Record)
     monkeypatch.setattr(rollback, "ReleaseStore", Store)
     monkeypatch.setattr(rollback, "write_atomic", write_atomic)
@@ -105,7 +104,7 @@ def test_a_stop_that_fails_after_stopping_starts_the_release_again_with_its_patc
 
     monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
     with pytest.raises(FleetError) as exc:
-        rollback.before_fleet(HOST, "sglang", None)
+        rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV]) == (b"fleet unit", b"fleet env")  # the release's files, as it runs them
     assert host["patches"] == ["sm120-allreduce-fusion"] and host["unit"] == "active"
     assert f"release {CURRENT.id} was started again" in str(exc.value)
@@ -118,7 +117,7 @@ def test_a_stop_that_fails_while_the_server_runs_leaves_it_serving_with_its_patc
 
     monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
     with pytest.raises(FleetError) as exc:
-        rollback.before_fleet(HOST, "sglang", None)
+        rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV], host["patches"]) == (b"fleet unit", b"fleet env", ["sm120-allreduce-fusion"])
     assert not any(c.startswith("systemctl start") for c in host["cmds"])
     assert "still serves, its patch sets back" in str(exc.value)
@@ -145,7 +144,7 @@ def test_a_patch_revert_that_times_out_puts_the_release_back(host, monkeypatch):
     monkeypatch.setattr(rollback.restore, "set_patches", set_patches)
     monkeypatch.setattr(rollback, "stop_and_empty_gpus", lambda *a: pytest.fail("must not stop"))
     with pytest.raises(rollback.Settled) as exc:
-        rollback.before_fleet(HOST, "sglang", None)
+        rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV], host["unit"]) == (b"fleet unit", b"fleet env", "active")
     assert host["patches"] == ["sm120-allreduce-fusion"] and "did not finish within 120s" in str(exc.value)
 
@@ -178,7 +177,7 @@ def test_a_run_killed_after_the_stop_leaves_its_mark_and_the_next_recovery_puts_
 
     monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
     with pytest.raises(Killed):
-        rollback.before_fleet(HOST, "sglang", None)
+        rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert ROLLBACK_MARK in host and host[UNIT] == OLD[UNIT]
     restored: list[str] = []
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakesession import HOST, FakeSession
 
+from fleet.deploy.hostrun import HostRun
 from fleet.errors import ConnectError, FleetError
 from fleet.host import lock as hostlock
 from fleet.host.facts import Gpu, HostFacts
@@ -233,104 +235,132 @@ def test_a_start_that_fails_says_the_vm_may_be_stopped_and_how_to_start_it():
         rec.vm(vm, rec.VM_POWER_CYCLE, 30, lambda m: None)
 
 
-HOST = Host(name="h1", address="127.0.0.1", port=22, user="u", become=False, identity_file=None, known_hosts=None,
-            ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(), source=Path("/x/inv.yaml"))
-
-
 def wants_reset(action: str = "reset") -> HostFacts:
     return HostFacts(host="h1", address="a", gpus=[Gpu(index=0, pci_bus_id="00000000:01:00.0",
                                                        health=GpuHealth(recovery_action=action))])
 
 
+def healthy() -> HostFacts:
+    return HostFacts(host="h1", address="a", gpus=[Gpu(index=0, health=GpuHealth())])
+
+
+def run_of(session: FakeSession) -> HostRun:
+    return HostRun(session, hostlock.Lock("h1", "t" * 32, {}), None, lambda m: None)
+
+
 @pytest.mark.parametrize("state,started", [("active", True), ("activating", True), ("reloading", True),
                                            ("inactive", False), ("failed", False)])
-def test_the_unit_is_started_again_when_it_ran_or_was_trying_to(monkeypatch, state, started):
-    calls: list[str] = []
-
-    def sh(conn: Any, host: Host, command: str, timeout: float = 60.0) -> tuple[int, str]:
-        calls.append(command)
+def test_the_unit_is_started_again_when_it_ran_or_was_trying_to(state, started):
+    def answer(command: str) -> tuple[int, str]:
         if command.startswith("systemctl is-active"):
             return (0 if state == "active" else 3), state  # activating: Restart= between two crashes
         return 0, "GPU 00000000:01:00.0 was successfully reset." if "-r -i" in command else ""
 
-    monkeypatch.setattr(rec, "_sh", sh)
-    assert rec.gpu_reset(None, HOST, [0], wants_reset(), lambda m: None) is None
-    assert ("systemctl start sglang" in calls) is started
+    session = FakeSession(answer=answer)
+    assert rec.gpu_reset(run_of(session), [0], wants_reset(), lambda m: None) is None
+    assert ("systemctl start sglang" in session.sent) is started
 
 
 class Link:
-    """What recover sees of SSH: a boot id that changes on `systemctl reboot`, a reset that loses the link."""
+    """What recover sees of SSH: a boot id that changes on `systemctl reboot`, a reset that loses the link (or,
+    with `refuse`, a driver that refuses it: another client holds the GPU)."""
 
-    def __init__(self, comes_back: bool = True) -> None:
+    def __init__(self, comes_back: bool = True, refuse: bool = False, lock_error: Exception | None = None) -> None:
         self.boot, self.calls, self.opened, self.comes_back = "b1", [], 0, comes_back
+        self.refuse, self.lock_error, self.active = refuse, lock_error, True
 
-    def acquire(self, conn: Any, host: Host, purpose: str) -> hostlock.Lock:
-        self.calls.append(f"lock {purpose}")
-        return hostlock.Lock(host.name, "t" * 32, {})
-
-    def release(self, conn: Any, host: Host, lock: hostlock.Lock) -> None:
-        self.calls.append(f"unlock in boot {self.boot}")
-
-    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(rec, "open_connection", self.open)
-        monkeypatch.setattr(rec, "_sh", self.sh)
-        monkeypatch.setattr(rec.hostlock, "acquire", self.acquire)
-        monkeypatch.setattr(rec.hostlock, "release", self.release)
-
-    def open(self, host: Host, opts: Any) -> Any:
+    def open(self, host: Host, opts: Any) -> FakeSession:
         self.opened += 1
         if self.opened > 1 and not self.comes_back:
             raise ConnectError("h1: timed out connecting after 10s", unreachable=True)
-        return self
+        return FakeSession(answer=self.answer, facts=self.facts, log=self.calls, lock_error=self.lock_error)
 
-    def close(self) -> None:
-        pass
-
-    def sh(self, conn: Any, host: Host, command: str, timeout: float = 60.0) -> tuple[int, str]:
-        self.calls.append(command)
+    def answer(self, command: str) -> tuple[int, str]:
         if "-r -i" in command:
+            if self.refuse:
+                return 255, "GPU 00000000:01:00.0: In use by another client"
             raise ConnectionLost("h1: connection lost during `nvidia-smi -r -i 0`: keepalive timed out")
         if command == rec.BOOT_ID:
             return 0, self.boot
         if command == "systemctl reboot":
             self.boot = "b2"
-        return (0, "active") if "is-active" in command else (0, "")
+        if command.startswith("systemctl stop"):
+            self.active = False
+        if command.startswith("systemctl start"):
+            self.active = True
+        if "is-active" in command or "ActiveState" in command:
+            state = "active" if self.active else "inactive"
+            return (0, state) if "is-active" in command else (0, f"ActiveState={state}\n")
+        return 0, ""
+
+    def unlocks(self) -> list[str]:
+        return [c for c in self.calls if c == "unlock"]
 
 
-def test_a_link_lost_under_the_gpu_reset_reboots_the_host_and_says_so(monkeypatch):
+def test_a_link_lost_under_the_gpu_reset_reboots_the_host_and_says_so():
     link = Link()
-    probes = iter([wants_reset(), HostFacts(host="h1", address="a", gpus=[Gpu(index=0, health=GpuHealth())])])
-    link.patch(monkeypatch)
-    monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: next(probes))
-    result = rec.recover(HOST, ConnectOptions(), None, wait_s=5)
+    link.facts = iter([wants_reset(), healthy()])
+    result = rec.recover(HOST, ConnectOptions(), None, wait_s=5, sessions=link.open)
     assert result.action == rec.REBOOT and result.ok
     assert result.steps[0].startswith("GPU reset of 0: the connection was lost: h1: connection lost during")
     assert result.steps[1:] == ["systemctl reboot (on a new connection)", "probed again: no GPU fault"]
     assert "systemctl stop sglang" in link.calls and link.calls.count("systemctl reboot") == 1
     # the host lock taken before the unit is stopped, and given back only in the host's next boot
     assert link.calls[link.calls.index("lock recover (gpu-reset)") + 1].startswith("systemctl is-active")
-    assert link.calls[-1] == "unlock in boot b2"
+    assert link.calls.index("unlock") > link.calls.index("systemctl reboot")
+    assert link.calls[link.calls.index("unlock") - 1] == rec.BOOT_ID  # asked of the new boot before
 
 
-def test_recover_does_not_touch_a_host_another_operator_holds(monkeypatch):
-    link = Link()
-    link.patch(monkeypatch)
-
-    def held(conn: Any, host: Host, purpose: str) -> hostlock.Lock:
-        raise hostlock.HostLockError("h1: locked by ana@ops1 pid 4242 for deploy glm5 since 16:40")
-
-    monkeypatch.setattr(rec.hostlock, "acquire", held)
-    monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: wants_reset())
+def test_recover_does_not_touch_a_host_another_operator_holds():
+    link = Link(lock_error=hostlock.HostLockError("h1: locked by ana@ops1 pid 4242 for deploy glm5 since 16:40"))
+    link.facts = iter([wants_reset()])
     with pytest.raises(hostlock.HostLockError, match="locked by ana@ops1"):
-        rec.recover(HOST, ConnectOptions(), None, wait_s=5)
+        rec.recover(HOST, ConnectOptions(), None, wait_s=5, sessions=link.open)
     assert not [c for c in link.calls if c.startswith(("systemctl stop", "nvidia-smi", "systemctl reboot"))]
 
 
 def test_a_link_lost_under_the_gpu_reset_that_never_comes_back_says_the_unit_is_stopped(monkeypatch):
     link = Link(comes_back=False)
-    link.patch(monkeypatch)
-    monkeypatch.setattr(rec.probe_run, "probe_on", lambda conn, host: wants_reset())
+    link.facts = iter([wants_reset()])
     monkeypatch.setattr(rec.time, "sleep", lambda s: None)
     with pytest.raises(FleetError, match=r"lost under `nvidia-smi -r` and did not come back in 0.2s; sglang was "
                                          r"stopped for the reset: reboot the host \(or start sglang\)"):
-        rec.recover(HOST, ConnectOptions(), None, wait_s=0.2)
+        rec.recover(HOST, ConnectOptions(), None, wait_s=0.2, sessions=link.open)
+
+
+GUEST = pve.ProxmoxGuest(api="https://pve1:8006/api2/json", node="pve1", vmid=101, token_id="root@pam!fleet",
+                         token={"env": "PVE_TOKEN"})
+
+
+class FailingApi:
+    """A Proxmox API that fails every call as `error` says (an untrusted certificate, HTTP 500, garbage)."""
+
+    guest = GUEST
+
+    def __init__(self, error: str) -> None:
+        self.error, self.calls = error, []
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> Any:
+            self.calls.append(name)
+            raise pve.ProxmoxError(self.error)
+        return call
+
+
+@pytest.mark.parametrize("error", [
+    "Proxmox GET .../status/current: certificate verify failed: self-signed certificate",
+    "Proxmox GET .../status/current: HTTP 500 Internal Server Error",
+    "Proxmox GET .../status/current: not JSON: '<html>garbage'",
+])
+def test_a_refused_gpu_reset_and_a_failing_proxmox_api_leave_the_unit_running_and_the_lock_released(error):
+    link = Link(refuse=True)
+    link.facts = iter([wants_reset()])
+    api = FailingApi(error)
+    with pytest.raises(FleetError) as raised:
+        rec.recover(HOST, ConnectOptions(), api, wait_s=5, sessions=link.open)  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert "\n" not in said and said.startswith(error)
+    assert "sglang was started again (active)" in said and "the host lock was released" in said
+    assert link.active and link.unlocks() == ["unlock"]
+    assert link.calls.index("systemctl start sglang") > link.calls.index("systemctl stop sglang")
+    assert "systemctl reboot" not in link.calls

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakesession import host_run
 
 from fleet import playbook
 from fleet.errors import FleetError
@@ -76,7 +77,6 @@ def hooks(tmp_path, monkeypatch):
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
     Run.runs = []
     monkeypatch.setattr(routing, "ReleaseStore", Store)
-    monkeypatch.setattr(routing, "ReleaseRun", Run)
     monkeypatch.setattr(routing, "read_file", lambda conn, host, path: b"")  # not the same unit: a new release
     monkeypatch.setattr(routing, "port_problem", lambda *a: None)
     monkeypatch.setattr(routing, "venv_problem", lambda *a: None)
@@ -113,7 +113,7 @@ def test_a_step_that_raises_puts_the_previous_router_release_back(hooks, step, e
         monkeypatch.setattr(routing.RouterHooks, "_ready", raises(exc))
     else:
         monkeypatch.setattr(routing.restore, step, raises(exc))
-    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report["status"] == DeployStatus.ROLLED_BACK and report["release"] == PREVIOUS.id, report
     assert put_back == [PREVIOUS.id] and Run.runs[0].failed and not Run.runs[0].succeeded
     assert type(exc).__name__ in report["error"] and f"back on release {PREVIOUS.id}" in report["error"]
@@ -123,7 +123,7 @@ def test_a_lost_link_leaves_the_release_in_progress_for_the_next_runs_recovery(h
     h, put_back, monkeypatch = hooks
     monkeypatch.setattr(routing.restore, "restart", raises(ConnectionLost("sbx0: the link dropped")))
     with pytest.raises(ConnectionLost):
-        h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+        h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert put_back == [] and not Run.runs[0].failed
 
 
@@ -131,7 +131,7 @@ def test_a_fall_back_that_raises_is_reported_not_raised(hooks):
     h, put_back, monkeypatch = hooks
     monkeypatch.setattr(routing.restore, "install", raises(OSError(28, "No space left on device")))
     monkeypatch.setattr(routing.RouterHooks, "restore", raises(OSError(28, "No space left on device")))
-    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report.get("status") != DeployStatus.OK and f"its release {PREVIOUS.id} did not serve either" in \
         report["error"] and "OSError" in report["error"]
 
@@ -159,6 +159,6 @@ def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves
     monkeypatch.setattr(routing, "ReleaseStore", LiveStore)
     monkeypatch.setattr(Run, "succeed", succeed)
     monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
-    report = h._deploy(object(), ["http://10.0.0.1:30000"], lambda m: None)
+    report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report["status"] == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
     assert state["current"].id == PREVIOUS.id

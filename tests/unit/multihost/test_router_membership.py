@@ -5,10 +5,10 @@ host's connection are stand-ins; the rule under test is the library's own."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
+from fakesession import FakeSession
 
 from fleet import playbook
 from fleet.deploy.results import DeployResult
@@ -70,12 +70,6 @@ def setup(tmp_path, monkeypatch):
     book = playbook.load(path)
     deployed: list[list[str]] = []
 
-    class Conn:
-        def close(self):
-            pass
-
-    monkeypatch.setattr(routing, "open_connection", lambda host, opts: Conn())
-    monkeypatch.setattr(routing.hostlock, "held", lambda conn, host, why: contextlib.nullcontext())
     monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])  # nothing left behind
 
     def deploy(self, conn, workers, say):
@@ -87,6 +81,7 @@ def setup(tmp_path, monkeypatch):
     def make(live: Live):
         hooks = routing.RouterHooks(book, Path(path), inv["sbx0"], ConnectOptions(), {}, lambda h, m: None)
         hooks.live = live  # type: ignore[assignment]
+        hooks.sessions = lambda host, opts: FakeSession(host)
         hooks.running = live.list is not None
         return hooks
 

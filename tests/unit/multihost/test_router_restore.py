@@ -5,11 +5,11 @@ router unrestored; and a router rollback whose target does not serve puts back t
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fakesession import FakeSession
 
 from fleet import playbook
 from fleet.host.releases import Release, ReleaseStore
@@ -130,22 +130,13 @@ def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hoo
         def mark_current(self, release):
             moved.append(release.id)
 
-    @contextmanager
-    def held(*a, **k):
-        yield None
-
     restored: list[str] = []
 
     def restore(self, conn, store, release):
         restored.append(release.id)
         return (Outcome.READY, "2+2= -> 4") if release.id == "r2" else (Outcome.HANG, "no answer in 30 s")
 
-    class Conn:
-        def close(self):
-            pass
-
-    monkeypatch.setattr(router_rollback, "open_connection", lambda host, opts: Conn())
-    monkeypatch.setattr(router_rollback.hostlock, "held", held)
+    hooks.sessions = lambda host, opts: FakeSession(host)
     monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
     monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
     monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)
@@ -185,17 +176,8 @@ def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serv
             if release.id == "r1":
                 raise CommandTimedOut("sbx0: `ln -s releases/r1 ...` did not end within 120s")  # ... no answer
 
-    @contextmanager
-    def held(*a, **k):
-        yield None
-
-    class Conn:
-        def close(self):
-            pass
-
     restored: list[str] = []
-    monkeypatch.setattr(router_rollback, "open_connection", lambda host, opts: Conn())
-    monkeypatch.setattr(router_rollback.hostlock, "held", held)
+    hooks.sessions = lambda host, opts: FakeSession(host)
     monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
     monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
     monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)

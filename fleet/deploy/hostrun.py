@@ -1,0 +1,214 @@
+"""One run on one host, written once: every operation that changes a host goes through `host_run`.
+
+    open the session -> take the lock -> recover what a dead run left -> the operation's body
+    -> end the run (the copies its writes kept dropped) -> release the lock -> close
+
+Whatever the body raises (an error, Ctrl-C), the host is left as the operation promised or as it was:
+- a release the run opened and left in progress, or a rollback it marked, belongs to the next run's recovery
+  (the lock is released; that recovery puts back the last release that served);
+- otherwise a unit the body stopped outside a release (`stop_unit`: a GPU reset) runs again if it ran before,
+  and the error says so in its one line.
+A link lost under the body is said as such and leaves the lock to the next run's recovery (its owner, this
+process, is provably dead by then). Bodies never take a lock, open a release run or write a rollback mark
+themselves (tests/unit/test_contracts.py keeps it so).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from paramiko import SSHException
+
+from fleet.deploy import recovery, restore
+from fleet.deploy.release_run import ReleaseRun
+from fleet.errors import FleetError
+from fleet.host import lock as hostlock
+from fleet.host.releases import ROLLBACK_MARK, Release, ReleaseStore, now
+from fleet.host.session import RUNNING, HostSession
+from fleet.inventory import Host
+from fleet.outcomes import ReleaseStatus
+from fleet.playbook import Playbook
+from fleet.progress import Progress, quiet
+from fleet.ssh.connect import ConnectOptions
+from fleet.ssh.remote import ConnectionLost
+
+Recover = Callable[[HostSession, hostlock.Lock], list[str]]
+
+
+@dataclass
+class HostRun:
+    """A run under the host's lock: its session, what recovery did first, and what the run has handed to the
+    next run's recovery (a release in progress, a rollback mark)."""
+
+    session: HostSession
+    lock: hostlock.Lock
+    unit: str | None
+    progress: Progress
+    recovered: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # units that ran until this run stopped them (stop_unit)
+    releases: list[ReleaseRun] = field(default_factory=list)
+    marked: bool = False  # a rollback mark written by this run and not yet removed
+    lock_kept: bool = False  # carried through a reboot: released by the caller on the next boot
+    end_problem: str | None = None  # why the run's end (its kept copies dropped, its lock released) failed
+
+    @property
+    def host(self) -> Host:
+        return self.session.host
+
+    def open_release(self, store: ReleaseStore, release: Release, **opened: Any) -> ReleaseRun:
+        """The release, in progress on the host: until it is closed, a failure leaves it to recovery."""
+        run = ReleaseRun.open(store, release, **opened)
+        self.releases.append(run)
+        return run
+
+    def stop_unit(self, unit: str, timeout: float = 120.0) -> str:
+        """Stop `unit` outside any release (a GPU reset, say); its state before. One that ran is started again
+        when the run fails."""
+        state = self.session.is_active(unit)
+        if state in RUNNING and unit not in self.stopped:
+            self.stopped.append(unit)
+        self.session.stop(unit, timeout=timeout)
+        return state
+
+    def mark_rollback(self, **what: Any) -> None:
+        """Marked first: a run that dies from here on leaves the next run's recovery to put `current` back."""
+        self.session.write_atomic(ROLLBACK_MARK, json.dumps({**what, "at": now()}).encode(), 0o600)
+        self.marked = True
+
+    def unmark_rollback(self, check: bool = True) -> None:
+        self.session.remove(ROLLBACK_MARK, check=check)
+        self.marked = False
+
+    def keep_lock_through_reboot(self) -> hostlock.Lock:
+        """The lock stays on the host (/var/lib outlives a reboot): no deploy starts on a half-recovered host.
+        The caller releases it on the next boot with `release_after_reboot`."""
+        self.lock_kept = True
+        return self.lock
+
+    def handed_over(self) -> bool:
+        """The next run's recovery owns the put-back: a release left in progress, or a rollback mark."""
+        return self.marked or any(r.release.status == ReleaseStatus.IN_PROGRESS for r in self.releases)
+
+
+def release_after_reboot(session: HostSession, lock: hostlock.Lock) -> str | None:
+    """The lock a run kept through a reboot, released on the new boot; why not, never raised."""
+    try:
+        session.release_lock(lock)
+    except FleetError as exc:
+        return f"the host lock: {exc}"
+    return None
+
+
+def deploy_recovery(book: Playbook | None, unit: str, say: Progress) -> Recover:
+    """The recovery of a host's own releases (deploy, rollback, tune), with the playbook to put one back with."""
+    return lambda s, lock: recovery.after_lock(s.conn, s.host, book, unit, lock, say)
+
+
+def lock_only(say: Progress) -> Recover:
+    """No release to recover (recover, bench): the dead owner's lock taken over is said, nothing more."""
+    def recover(_: HostSession, lock: hostlock.Lock) -> list[str]:
+        if lock.recovered:
+            say(lock.recovered)
+        return [lock.recovered] if lock.recovered else []
+    return recover
+
+
+@contextmanager
+def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str | None, recover: Recover,
+             progress: Progress = quiet, session: HostSession | None = None,
+             strict_end: bool = True) -> Iterator[HostRun]:
+    """The run skeleton (see the module's doc). `unit`: the unit whose files the run may write (their kept
+    copies are dropped when it ends; None: it writes none); `recover`: what a dead run left, closed first;
+    `session`: one already open (the caller closes it), else one is opened and closed here; `strict_end` False:
+    a run's end that fails (a node lost mid-deploy keeps its lock) is `end_problem`, not raised."""
+    own = session is None
+    s = session or HostSession.open(host, opts)
+    try:
+        lock = s.acquire_lock(purpose)
+        run = HostRun(s, lock, unit, progress)
+        try:
+            run.recovered = recover(s, lock)
+            yield run
+        except BaseException as exc:
+            _settle_failed(run, exc)
+            raise
+        try:
+            _end(run)
+        except Exception as exc:
+            if strict_end:
+                raise
+            run.end_problem = f"its lock could not be released: {exc}"
+    except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
+        s.lost(f"mid-{purpose.split()[0]}", exc)
+        raise
+    finally:
+        if own:
+            s.close()
+
+
+def _end(run: HostRun) -> None:
+    """The run ended as the body returned: the copies its writes kept dropped, the lock released (not one kept
+    through a reboot)."""
+    if run.lock_kept:
+        return
+    if run.unit is not None:
+        restore.end_run(run.session.conn, run.host, run.unit)
+    run.session.release_lock(run.lock)
+
+
+def _settle_failed(run: HostRun, exc: BaseException) -> None:
+    """After the body raised: the unit back as it ran (unless recovery owns the put-back), the lock released
+    (unless the link is gone). What the skeleton had to do is added to the error's one line."""
+    if isinstance(exc, ConnectionLost) or _link_gone(run.session, exc):
+        return  # nothing reaches the host: the lock and what the run left are the next run's recovery's
+    notes: list[str | None] = []
+    if not run.handed_over():
+        notes += [_unit_back(run.session, unit) for unit in run.stopped]
+    run.lock_kept = False  # a reboot that was not sent: the lock goes with the run
+    try:
+        run.session.release_lock(run.lock)
+        if any(notes):
+            notes.append("the host lock was released")
+    except Exception as problem:  # noqa: BLE001 - said with the body's own error
+        notes.append(f"the host lock could not be released ({_first_line(problem)})")
+    if any(notes):
+        _add_to_line(exc, [n for n in notes if n], run.progress)
+
+
+def _unit_back(s: HostSession, unit: str) -> str | None:
+    """The unit started again when it stopped under the failed run; what became of it (None: it still runs)."""
+    try:
+        if s.unit_running(unit):
+            return None
+        s.start(unit)
+        state = s.unit_state(unit).get("ActiveState", "unknown")
+    except Exception as problem:  # noqa: BLE001 - said with the body's own error
+        return f"{unit} was stopped and starting it again failed ({_first_line(problem)})"
+    return f"{unit} was started again ({state})"
+
+
+def _link_gone(s: HostSession, exc: BaseException) -> bool:
+    if not isinstance(exc, (EOFError, OSError, SSHException)):
+        return False
+    with suppress(ConnectionLost):
+        s.lost("", exc)
+        return False
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+def _add_to_line(exc: BaseException, notes: list[str], say: Progress) -> None:
+    """An operator's error (one line) gains what the skeleton did; anything else is said on the progress."""
+    text = "; ".join(notes)
+    if isinstance(exc, FleetError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]}; {text}",)
+    else:
+        say(f"interrupted ({type(exc).__name__}): {text}")
