@@ -32,6 +32,7 @@ from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.deploy.serving import prune_venvs
 from fleet.errors import FleetError
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
@@ -94,10 +95,10 @@ class MultiNode:
         self.nodes: list[Node] = []
         for rank, host in enumerate(hosts):
             say = progress_for(host)
-            deployer = Deployer(host, book, book_path, opts, say, secrets)
-            deployer.extra_args = node_args(book, hosts, rank)
+            args = tuple(node_args(book, hosts, rank))
+            deployer = Deployer(host, book, book_path, opts, say, secrets, extra_args=args)
             self.nodes.append(Node(rank, host, deployer, say, DeployResult(host.name)))
-        self.book_sha = self.nodes[0].deployer.book_sha
+        self.book_sha = self.nodes[0].deployer.serve.book_sha
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> list[DeployResult]:
@@ -127,8 +128,8 @@ class MultiNode:
             for n in self.nodes:
                 purpose = f"{action} {self.book.name} (node {n.rank} of {len(self.nodes)})"
                 n.host_run = stack.enter_context(host_run(
-                    n.host, self.opts, purpose, unit=n.deployer.unit, session=n.session, progress=n.say,
-                    recover=deploy_recovery(self.book, n.deployer.unit, n.say), strict_end=False))
+                    n.host, self.opts, purpose, unit=n.deployer.serve.unit, session=n.session, progress=n.say,
+                    recover=deploy_recovery(self.book, n.deployer.serve.unit, n.say), strict_end=False))
                 n.result.recovered = n.host_run.recovered
                 runs.append((n, n.host_run))
             yield
@@ -209,7 +210,7 @@ class MultiNode:
         """Every node stopped, then each node's files as its `previous` release has them, then all started."""
         try:
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
-                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
             for n in nodes:
                 failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
                 if failed:
@@ -280,7 +281,7 @@ class MultiNode:
                                                       "node_rank": n.rank,
                                                       "versions": stack_versions(n.facts)})
             if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
-                n.release.facts["venv"] = n.deployer.venv
+                n.release.facts["venv"] = n.deployer.serve.venv
             n.run = n.host_run.open_release(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid
@@ -304,7 +305,7 @@ class MultiNode:
                         n.result.status, n.result.config = DeployStatus.OK, n.planned.config
                     if self.book.packages:
                         for n in self.nodes:
-                            n.deployer.prune_venvs(n.conn)
+                            prune_venvs(n.conn, n.deployer.host, n.say)
                     return
             except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
                 self._fall_back(f"rung {rung.name} broke off ({exc or type(exc).__name__})")
@@ -334,12 +335,12 @@ class MultiNode:
         first = prev[0]
         if first is None or any(p is None or p.playbook_sha256 != self.book_sha or p.id != first.id for p in prev):
             return False
-        if not all(n.deployer.key_unchanged(n.conn) for n in self.nodes):
+        if not all(n.deployer.serve.key_unchanged(n.conn) for n in self.nodes):
             return False
         # a rollback that died after starting its target runs that release's files under the current one's name
         if not all(recovery.runs_files_of(n.conn, n.host, n.prior) for n in self.nodes):
             return False
-        if any(unit_state(n.conn, n.host, n.deployer.unit).get("ActiveState") != "active" for n in self.nodes):
+        if any(unit_state(n.conn, n.host, n.deployer.serve.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
 
@@ -353,7 +354,7 @@ class MultiNode:
             kept &= {r.name for r in rungs}
         head = self.nodes[0]
         assert self.book.nodes is not None  # check_hosts made sure
-        busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.unit)
+        busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.serve.unit)
         if busy:
             for n in self.nodes:
                 n.result.attempts.append(Attempt("-", Outcome.PREFLIGHT, f"{head.host.name} (rank 0): dist {busy}", 0))
@@ -363,33 +364,34 @@ class MultiNode:
     # ------------------------------------------------------------------ one rung on every node
     def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict[str, Any] | None]:
         for n in self.nodes:
-            n.planned = n.deployer.plan(rung, rid)
+            n.planned = n.deployer.serve.plan(rung, rid, sglang_version(n.facts))
             n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,
                                          "hosts": [m.host.name for m in self.nodes], "deployment": rid}
         for n in self.nodes:
-            why = restore.unit_problem(n.conn, n.host, n.planned, n.deployer.unit_path)
+            why = restore.unit_problem(n.conn, n.host, n.planned, n.deployer.serve.unit_path)
             if why:  # nothing stopped on any node yet
                 return Outcome.INSTALL_FAILED, f"{n.host.name} (node {n.rank}): {why}", None
         for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
             n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
             n.run.event("stop", rung=rung.name)
-            stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+            stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
         for n in self.nodes:
             where = n.deployer.host  # the pins' venv where the playbook has packages: its patch sets go there
             problem = restore.set_patches(n.conn, where, rung.patches, n.say)
             if problem:
                 return Outcome.PREFLIGHT, f"{n.host.name} (node {n.rank}): {problem}", None
             n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, where)}
-            restore.install(n.conn, n.host, n.store, n.release, n.planned, n.deployer.unit_path, n.deployer.env_path)
+            serve = n.deployer.serve
+            restore.install(n.conn, n.host, n.store, n.release, n.planned, serve.unit_path, serve.env_path)
             n.run.event("installed", rung=rung.name, files=n.release.files)
-            n.unit, n.serves_api = n.deployer.unit, n.rank == 0
+            n.unit, n.serves_api = n.deployer.serve.unit, n.rank == 0
         outcome, evidence = self._start_together(self.nodes, rung.name)
         record = None
         head = self.nodes[0]
-        measure = head.deployer.measure if head.deployer.measure is not None else \
+        measure = head.deployer.runner.measure if head.deployer.runner.measure is not None else \
             bool(self.book.bench and self.book.bench.gate)
         if outcome == Outcome.READY and measure:
-            outcome, evidence, record = head.deployer.gate.check(head.conn, rung, evidence, head.say)
+            outcome, evidence, record = head.deployer.runner.gate.check(head.conn, rung, evidence, head.say)
         head.say(f"[{rung.name}] {outcome}: {evidence}")
         return outcome, evidence, record
 
@@ -440,7 +442,7 @@ class MultiNode:
                 n.say(f"closing release {n.release.id} as failed did not work ({exc or type(exc).__name__}); the next "
                       "run's recovery closes it")
             try:
-                stop_and_empty_gpus(n.conn, n.host, n.deployer.unit, self.book.budgets.stop, n.say)
+                stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
         back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]

@@ -37,8 +37,7 @@ from fleet.deploy import recovery, restore
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
-from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.deploy.results import DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
@@ -61,7 +60,7 @@ from fleet.multihost.router_plan import (
     worker_url,
 )
 from fleet.outcomes import SERVING, DeployStatus, Outcome, Verdict
-from fleet.playbook import Playbook, Rung, secret_names
+from fleet.playbook import Playbook, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import ConnectionLost
@@ -125,16 +124,6 @@ class LiveRouter:
 # ---------------------------------------------------------------------- hooks around the rolling deploy
 
 
-class ReplicaDeployer(Deployer):
-    """A replica's deploy: out of the router before its server first stops."""
-
-    hooks: RouterHooks
-
-    def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung) -> tuple[Attempt, Planned]:
-        self.hooks.take_out(self.host, conn, self.progress)
-        return super().attempt(conn, run, rung)
-
-
 @dataclass
 class RouterHooks:
     """What a rolling deploy of a router playbook does besides the per-host deploys (see rolling.roll_out)."""
@@ -168,10 +157,9 @@ class RouterHooks:
             self.running = False
 
     def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
-                 secrets: dict[str, str]) -> ReplicaDeployer:
-        d = ReplicaDeployer(host, book, path, opts, say, secrets)
-        d.hooks = self
-        return d
+                 secrets: dict[str, str]) -> Deployer:
+        """A replica's deploy: out of the router before its server first stops."""
+        return Deployer(host, book, path, opts, say, secrets, before_stop=lambda conn: self.take_out(host, conn, say))
 
     def take_out(self, host: Host, conn: Connection, say: Progress) -> None:
         """Once per replica, before its server stops: out of the router, then its running requests drain."""

@@ -19,14 +19,15 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, noise, restore
+from fleet.deploy import fingerprint, hardware, noise, preflight, restore
+from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
 from fleet.deploy.inputs import load_playbook
-from fleet.deploy.ladder import Deployer, facts_summary
+from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
-from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
+from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts
@@ -35,7 +36,7 @@ from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
-from fleet.playbook import Bench, Playbook, Rung
+from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
@@ -61,15 +62,15 @@ class BenchOutcome:
 
 def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
     spec = book.bench or Bench()
-    d = Deployer(host, book, path, opts)
+    serve = Serving.of(host, book, path)
     with host_run(host, opts, "bench", unit=None, recover=lock_only(quiet)) as run:
         conn = run.session.conn
         store = ReleaseStore(conn, host)
         current = store.current()
         if current is None:
             raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-        venv = venvs.recorded(current.facts) or d.venv  # the venv the release serves from (packages:)
-        record = benching.run(conn, host, book, spec, venv, d.bench_key)
+        venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
+        record = benching.run(conn, host, book, spec, venv, serve.bench_key)
         record.update(release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
@@ -156,10 +157,9 @@ class Tuner:
     def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
                  progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None):
         self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
-        self.d = Deployer(host, book, path, opts, progress, secrets)
-        self.d.measure = True
-        # tune compares rungs with each other (and the floor), not with the host's history
-        self.d.gate = PerfGate(host, book, self.d.venv, self.d.bench_key, compare_history=False)
+        self.serve = Serving.of(host, book, path, secrets)
+        # every rung measured; tune compares rungs with each other (and the floor), not with the host's history
+        self.runner = AttemptRunner(self.serve, progress, self.serve.gate(compare_history=False), measure=True)
         self.spec = book.bench or Bench()
         self.runs = self.spec.runs if runs is None else runs
         self.fastest: Runs | None = None  # the best median so far in this run
@@ -182,7 +182,7 @@ class Tuner:
         for i in range(self.runs):
             parallel.checkpoint()
             try:
-                last = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+                last = self.bench(conn)
             except benching.BenchError as exc:
                 attempt.outcome, attempt.evidence = Outcome.BENCH_FAILED, f"run {i + 1} of {self.runs}: {exc}"
                 return
@@ -195,16 +195,19 @@ class Tuner:
         attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
                              f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
 
+    def bench(self, conn: Connection) -> dict[str, Any]:
+        return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
+
     def measure_serving(self, conn: Connection, previous: Release) -> Runs | None:
         """The release serving before the tune, measured as each rung will be (a warm-up, then `runs` runs), so
         the tune keeps it unless a rung beats it beyond the noise; None when it cannot be measured."""
         self.progress(f"measuring release {previous.id} (serving before the tune) as each rung will be")
         try:
-            warmup = benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key)
+            warmup = self.bench(conn)
             values = []
             for _ in range(self.runs):
                 parallel.checkpoint()  # a Ctrl-C here changes nothing: the release still serves
-                values.append(benching.run(conn, self.host, self.book, self.spec, self.d.venv, self.d.bench_key))
+                values.append(self.bench(conn))
             runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
                         float(warmup["result"]["output_throughput"]))
         except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data
@@ -223,23 +226,23 @@ class Tuner:
                 return TuneResult(self.host.name, DeployStatus.FAILED, attempts=[
                     Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0)], error=f"{self.host.name}: GPU fault, nothing "
                     f"was changed: {hw.evidence} (inv recover --host {self.host.name})")
-            rungs = self.d.eligible(facts)
+            rungs = self.serve.eligible(facts, self.progress)
             where = node_of(ReleaseStore(conn, self.host).current())
             if where:
                 raise FleetError(f"{self.host.name} is {where}: tuning it alone would restart one node of that "
                                  "server with a single-host playbook; nothing was changed")
-            if self.d.healthy(conn):
+            if self.serve.healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
                             f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
                 if not self.confirm(question):
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
-            with host_run(self.host, self.opts, f"tune {self.book.name}", unit=self.d.unit, session=session,
-                          progress=self.progress,
-                          recover=deploy_recovery(self.book, self.d.unit, self.progress)) as run:
+            unit = self.serve.unit
+            with host_run(self.host, self.opts, f"tune {self.book.name}", unit=unit, session=session,
+                          progress=self.progress, recover=deploy_recovery(self.book, unit, self.progress)) as run:
                 if self.book.packages:  # every rung in the pins' venv, built now (before anything is stopped)
                     facts = self.pinned(conn)
-                    rungs = self.d.eligible(facts)
+                    rungs = self.serve.eligible(facts, self.progress)
                 return self._tune(run, facts, rungs)
         finally:
             session.close()
@@ -247,11 +250,11 @@ class Tuner:
     def pinned(self, conn: Connection) -> HostFacts:
         """`packages:`: the pins' venv (built when the host has none, nothing stopped), the host probed in it."""
         try:
-            venv = self.d.use_pins(conn)
+            self.serve, venv = with_pins(conn, self.serve, self.progress)
         except venvs.VenvError as exc:
             raise FleetError(f"{exc}; nothing was stopped") from None
-        self.host = self.d.host
-        self.d.gate = PerfGate(self.host, self.book, self.d.venv, self.d.bench_key, compare_history=False)
+        self.host = self.serve.host
+        self.runner.serve_from(self.serve, self.serve.gate(compare_history=False))
         self.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent}
         return probe_run.probe_on(conn, self.host)
 
@@ -261,12 +264,13 @@ class Tuner:
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
-                          playbook_sha256=self.d.book_sha, created=now(),
+                          playbook_sha256=self.serve.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
         if self.book.packages:
-            release.facts["venv"] = self.d.venv
+            release.facts["venv"] = self.serve.venv
             result.venv = self.venv
-        rungs, refused = self.d.preflight(conn, facts, rungs)
+        rungs, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit, facts, rungs,
+                                         self.progress)
         result.attempts += refused
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
@@ -275,7 +279,7 @@ class Tuner:
         with parallel.interruptible():  # nothing changed yet: a Ctrl-C here leaves the host as it is
             parallel.checkpoint()
             if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
-                    and self.d.healthy(conn)):
+                    and self.serve.healthy(conn)):
                 baseline = self.measure_serving(conn, previous)
                 if baseline is not None:
                     result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
@@ -287,14 +291,14 @@ class Tuner:
         except ConnectionLost:
             raise  # the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back
-            if not self.d.touched:
+            if not self.runner.touched:
                 with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
                     run.fail()
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             self.progress(f"{why}; falling back")
             result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.d.origin, store, release, previous, self.book, self.d.unit, why, self.progress)
+                conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, why, self.progress)
             return result
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
@@ -306,10 +310,10 @@ class Tuner:
             with parallel.interruptible():  # Ctrl-C is taken between steps (fleet.parallel.checkpoint)
                 for rung in rungs:
                     parallel.checkpoint()
-                    attempt, planned[rung.name] = self.d.attempt(conn, run, rung)
+                    attempt, planned[rung.name] = self.runner.attempt(conn, run, rung, sglang_version(facts))
                     parallel.checkpoint()
                     self.repeat(conn, attempt)
-                    fault = self.d.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
+                    fault = self.runner.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
                     result.attempts.append(attempt)
                     run.record(attempt.to_json())
                     if fault:
@@ -317,14 +321,14 @@ class Tuner:
                     parallel.checkpoint()
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             self.progress("interrupted: putting back the release that served before the tune")
-            _, back, _, why = restore.fall_back(conn, self.d.origin, store, release, previous, self.book, self.d.unit,
-                                                "tune interrupted", self.progress)
+            _, back, _, why = restore.fall_back(conn, self.serve.origin, store, release, previous, self.book,
+                                                self.serve.unit, "tune interrupted", self.progress)
             self.progress(why or f"back on release {back}")
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
             release.attempts = [a.to_json() for a in result.attempts]
             result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.d.origin, store, release, previous, self.book, self.d.unit,
+                conn, self.serve.origin, store, release, previous, self.book, self.serve.unit,
                 f"GPU fault: {result.attempts[-1].evidence}", self.progress)
             return result
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
@@ -346,9 +350,9 @@ class Tuner:
             self.progress(f"winner: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
             final_ok = True
             if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
-                self.d.measure = False
                 self.progress(f"starting {best.rung} again")
-                result.final, _ = self.d.attempt(conn, run, self.book.rung(best.rung))
+                result.final, _ = self.runner.attempt(conn, run, self.book.rung(best.rung), sglang_version(facts),
+                                                      measure=False)
                 release.attempts.append({**result.final.to_json(), "final": True})
                 final_ok = result.final.outcome == Outcome.READY
             if final_ok:
@@ -361,11 +365,12 @@ class Tuner:
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
                 if self.book.packages:  # venvs no kept release names go, as after a deploy
-                    self.d.prune_venvs(conn)
+                    prune_venvs(conn, self.host, self.progress)
                 result.status = DeployStatus.OK
                 return result
         result.status, result.release, _, result.error = restore.fall_back(
-            conn, self.d.origin, store, release, previous, self.book, self.d.unit, "no rung served", self.progress)
+            conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, "no rung served",
+            self.progress)
         return result
 
     def _keep(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
@@ -374,7 +379,7 @@ class Tuner:
         verified) and stays current; the tune's release is closed as failed; what the rungs showed is learned."""
         why = f"no rung beats release {previous.id} beyond the noise"
         status, result.release, _, error = restore.fall_back(
-            conn, self.d.origin, run.store, run.release, previous, self.book, self.d.unit, why, self.progress)
+            conn, self.serve.origin, run.store, run.release, previous, self.book, self.serve.unit, why, self.progress)
         result.status, result.error = (DeployStatus.UNCHANGED, None) if status == DeployStatus.ROLLED_BACK \
             else (status, error)
         try:

@@ -22,10 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet import inventory, playbook
-from fleet.deploy.ladder import Deployer
+from fleet.deploy.serving import Serving
 from fleet.errors import InputError
 from fleet.host.render import API_KEY
-from fleet.ssh.connect import ConnectOptions
 
 BOOK = {
     "name": "t", "description": "d",
@@ -107,8 +106,8 @@ def render(tmp: Path, book_doc: dict, inv_doc: dict, keyed: bool = False):
     ip.write_text(yaml.safe_dump(inv_doc, allow_unicode=True))
     book = playbook.load(bp)
     host = inventory.load(ip).hosts["h"]
-    d = Deployer(host, book, bp, ConnectOptions(), secrets={API_KEY: "sk-k"} if keyed else None)
-    return d.plan(book.ladder[0], "r1")
+    serve = Serving.of(host, book, bp, secrets={API_KEY: "sk-k"} if keyed else None)
+    return serve.plan(book.ladder[0], "r1", None)
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,12 @@ rendered unit (pure: no host contacted)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from fleet import playbook
+from fleet.deploy import ladder
 from fleet.errors import InputError
 from fleet.host import venvs
 from fleet.host.facts import HostFacts
@@ -96,7 +96,7 @@ def test_each_node_gets_its_rank_and_rank_0s_address_in_its_own_unit(tmp_path):
                                {API_KEY: "s3cret"})
     units = []
     for node in made.nodes:
-        planned = node.deployer.plan(book.ladder[0], "r1")
+        planned = node.deployer.serve.plan(book.ladder[0], "r1", None)
         tail = planned.argv[planned.argv.index("--nnodes"):]
         assert tail[:6] == ["--nnodes", "2", "--node-rank", str(node.rank), "--dist-init-addr", "10.0.0.1:5757"]
         assert "--tp-size" in planned.argv and planned.argv.index("--tp-size") < planned.argv.index("--nnodes")
@@ -140,12 +140,12 @@ class Built:
     def __init__(self, fail: set[str]):
         self.fail, self.calls = fail, []
 
-    def __call__(self, deployer, conn):
-        self.calls.append(deployer.origin.name)
-        if deployer.origin.name in self.fail:
-            raise venvs.VenvError(f"{deployer.origin.name}: building the venv {VENV} failed (exit 72): no space")
-        deployer.venv, deployer.host = VENV, replace(deployer.origin, venv=VENV)
-        return venvs.Venv(VENV, VENV[-16:], "3.11", built="pip", sent=["sglang-0.5.9-py3-none-any.whl"])
+    def __call__(self, conn, serve, say):
+        self.calls.append(serve.origin.name)
+        if serve.origin.name in self.fail:
+            raise venvs.VenvError(f"{serve.origin.name}: building the venv {VENV} failed (exit 72): no space")
+        return serve.in_venv(VENV), venvs.Venv(VENV, VENV[-16:], "3.11", built="pip",
+                                               sent=["sglang-0.5.9-py3-none-any.whl"])
 
 
 VENV = "/var/lib/fleet/venvs/0123456789abcdef"
@@ -155,7 +155,7 @@ PINNED = BOOK + "packages: {sglang: 0.5.9}\n"
 def pinned_nodes(tmp_path, monkeypatch, fail: set[str]) -> tuple[multinode.MultiNode, Built, list[str]]:
     book = playbook.load(write(tmp_path, PINNED))
     built, probed = Built(fail), []
-    monkeypatch.setattr(multinode.Deployer, "use_pins", lambda self, conn: built(self, conn))
+    monkeypatch.setattr(ladder, "with_pins", built)
     monkeypatch.setattr(multinode.probe_run, "probe_on",
                         lambda conn, host: probed.append(host.venv) or HostFacts(host=host.name, address=host.address))
     mn = multinode.MultiNode(hosts(2), book, tmp_path / "two.yaml", ConnectOptions(), lambda h: (lambda m: None))

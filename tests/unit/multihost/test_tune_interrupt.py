@@ -20,7 +20,7 @@ import pytest
 
 from fleet import parallel
 from fleet.deploy import restore
-from fleet.deploy.ladder import Deployer
+from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.results import Attempt
 from fleet.errors import InputError
 from fleet.host.releases import Release
@@ -87,13 +87,14 @@ class World:
         self.book_path = book_path
         world = self
 
-        def attempt(d: Deployer, conn: object, run: object, rung: object) -> tuple[Attempt, object]:
+        def attempt(runner: AttemptRunner, conn: object, run: object, rung: object, sglang: object,
+                    measure: object = None) -> tuple[Attempt, object]:
             name = getattr(rung, "name", "?")
             world.attempts.append(name)
-            d.touched = True
+            runner.touched = True
             source = Source(world.exchange, world.started)
             world.sources.append(source)
-            try:  # the journal follower as Deployer.attempt runs it: journal.follow, the source closed after
+            try:  # the journal follower as AttemptRunner.attempt runs it: journal.follow, the source closed after
                 journal.follow(source, LogWatcher(), lambda: None)
             finally:
                 source.close()
@@ -116,8 +117,8 @@ class World:
             result = tune.TuneResult("h0", DeployStatus.FAILED)
             return tuner._climb(None, Run(), list(BOOK.ladder), None, result, Run.release)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(Deployer, "attempt", attempt)
-        monkeypatch.setattr(Deployer, "judge_hardware", lambda *a: False)
+        monkeypatch.setattr(AttemptRunner, "attempt", attempt)
+        monkeypatch.setattr(AttemptRunner, "judge_hardware", lambda *a: False)
         monkeypatch.setattr(restore, "fall_back", fall_back)
         monkeypatch.setattr(tune.Tuner, "run", run)
 

@@ -1,0 +1,110 @@
+"""One rung tried on a host: stop and empty the GPUs -> set patch sets -> install unit and env atomically ->
+restart -> follow the journal under per-phase budgets -> health and a known answer -> the bench gate. The ladder
+(fleet.deploy.ladder), the tuner and the router's replica deploys compose it; none changes a step of it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from fabric import Connection
+from paramiko import SSHException
+
+from fleet.deploy import hardware, restore
+from fleet.deploy.health import health_check
+from fleet.deploy.perfgate import PerfGate
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt, Planned
+from fleet.deploy.serving import Serving
+from fleet.errors import FleetError
+from fleet.host import probe_run
+from fleet.host.facts import HostFacts
+from fleet.host.service import stop_and_empty_gpus
+from fleet.logs import journal
+from fleet.logs.rules import LogClass
+from fleet.outcomes import Outcome
+from fleet.playbook import Rung
+from fleet.progress import Progress
+
+BeforeStop = Callable[[Connection], None]  # what must happen before the server first stops (out of the router)
+
+
+class AttemptRunner:
+    """Tries rungs for one run on one host. `measure`: benchmark after health (None: as the playbook's
+    bench.gate says); `before_stop`: called before each stop. `touched`: an attempt of this run stopped the
+    server (before that, the host is as it was)."""
+
+    def __init__(self, serve: Serving, progress: Progress, gate: PerfGate | None = None,
+                 measure: bool | None = None, before_stop: BeforeStop | None = None) -> None:
+        self.serve, self.progress, self.measure, self.before_stop = serve, progress, measure, before_stop
+        self.gate = gate or serve.gate()
+        self.touched = False
+
+    def serve_from(self, serve: Serving, gate: PerfGate) -> None:
+        """The run serves from another venv (the pins'): its attempts, and their gate, go there."""
+        self.serve, self.gate = serve, gate
+
+    def attempt(self, conn: Connection, run: ReleaseRun, rung: Rung, sglang: str | None,
+                measure: bool | None = None) -> tuple[Attempt, Planned]:
+        start = time.monotonic()
+        serve, host = self.serve, self.serve.host
+        release = run.release
+        planned = serve.plan(rung, release.id, sglang)
+
+        def say(message: str) -> None:
+            self.progress(f"[{rung.name}] {message}")
+
+        why = restore.unit_problem(conn, host, planned, serve.unit_path)
+        if why:  # e.g. a venv without bin/python: nothing stopped, nothing written; the ladder goes on
+            say(f"{Outcome.INSTALL_FAILED}: {why}")
+            return Attempt(rung.name, Outcome.INSTALL_FAILED, why, time.monotonic() - start), planned
+        if self.before_stop is not None:
+            self.before_stop(conn)
+        say("stopping the running server and emptying the GPUs")
+        self.touched = True
+        run.event("stop", rung=rung.name)
+        stop_and_empty_gpus(conn, host, serve.unit, serve.book.budgets.stop, say)
+        problem = restore.set_patches(conn, host, rung.patches, say)
+        if problem:
+            return Attempt(rung.name, Outcome.PREFLIGHT, problem, time.monotonic() - start), planned
+        release.patches = {"sets": list(rung.patches), "files": restore.patched_files(conn, host)}
+        try:
+            restore.install(conn, host, run.store, release, planned, serve.unit_path, serve.env_path)
+        except restore.InstallError as exc:  # e.g. a full disk: the next rung or the fall-back puts a release back
+            return Attempt(rung.name, Outcome.INSTALL_FAILED, str(exc), time.monotonic() - start), planned
+        run.event("installed", rung=rung.name, files=release.files)
+        cursor = journal.cursor(conn, host)
+        restore.restart(conn, host, serve.unit)
+        run.event("restarted", rung=rung.name)
+        say("started; following the journal")
+        outcome, evidence = journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang)
+        if outcome == Outcome.READY:
+            outcome, evidence = health_check(conn, host, serve.book)
+        record = None
+        measure = measure if measure is not None else self.measure
+        measure = measure if measure is not None else bool(serve.book.bench and serve.book.bench.gate)
+        if outcome == Outcome.READY and measure:
+            outcome, evidence, record = self.gate.check(conn, rung, evidence, say)
+        run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
+        say(f"{outcome}: {evidence}")
+        return Attempt(rung.name, outcome, evidence, time.monotonic() - start, record), planned
+
+    def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
+        """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which
+        ends the ladder and is never learned as the rung's failure."""
+        if attempt.outcome == Outcome.READY or not (fault := self.hardware_after(conn, facts)):
+            return False
+        attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+        run.event("attempt", rung=attempt.rung, outcome=attempt.outcome, evidence=attempt.evidence)
+        self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
+        return True
+
+    def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
+        """After an attempt that did not serve, one more probe: did the hardware fail under it?"""
+        self.progress("probing the GPUs again after the failed attempt")
+        try:
+            after = probe_run.probe_on(conn, self.serve.host)
+        except (FleetError, EOFError, OSError, SSHException) as exc:  # the host may go down with its GPU
+            self.progress(f"could not probe again: {exc}")
+            return None
+        return "; ".join(hardware.new_faults(before, after)) or None

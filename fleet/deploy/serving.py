@@ -1,0 +1,127 @@
+"""What a playbook and a host give a deploy: the unit and its files, the venv the server runs from, the key, the
+flags each rung renders to. A value, made once per run: the pins' venv is another Serving (`in_venv`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fabric import Connection
+
+from fleet.deploy.health import health_check
+from fleet.deploy.perfgate import PerfGate
+from fleet.deploy.results import Planned
+from fleet.errors import FleetError
+from fleet.host import venvs
+from fleet.host.facts import HostFacts
+from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
+from fleet.host.service import read_file, sha256, unit_state
+from fleet.inventory import Host
+from fleet.outcomes import Outcome
+from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, plain_env, secret_names, shown_env
+from fleet.progress import Progress
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How `book` serves on `host`. `origin`: the host as the inventory gives it (a release without pins is put
+    back in its venv); `host`: as this run serves it (the pins' venv where the playbook has packages)."""
+
+    origin: Host
+    host: Host
+    book: Playbook
+    book_sha: str
+    unit: str
+    venv: str
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()  # per-node sglang flags of a multi-node deployment (fleet.multihost.multinode)
+
+    @classmethod
+    def of(cls, host: Host, book: Playbook, book_path: Path, secrets: Mapping[str, str] | None = None,
+           extra_args: tuple[str, ...] = ()) -> Serving:
+        return cls(origin=host, host=host, book=book, book_sha=sha256(book_path.read_bytes()),
+                   unit=book.serve.unit or host.unit, venv=book.serve.venv or host.venv, secrets=dict(secrets or {}),
+                   extra_args=extra_args)
+
+    @property
+    def unit_path(self) -> str:
+        return unit_file(self.unit)
+
+    @property
+    def env_path(self) -> str:
+        return env_file(self.unit)
+
+    @property
+    def key_path(self) -> str:
+        return key_file(self.unit)
+
+    @property
+    def bench_key(self) -> str | None:
+        """The benchmark's key, read on the host (None: the server takes none)."""
+        return self.key_path if self.book.serve.api_key else None
+
+    def in_venv(self, venv: str) -> Serving:
+        """The same, served from `venv` (a pin set's): probed, patched and benchmarked there."""
+        return replace(self, venv=venv, host=replace(self.origin, venv=venv))
+
+    def gate(self, compare_history: bool = True) -> PerfGate:
+        """The bench gate of this venv: against the host's history (deploy), or only within the run (tune)."""
+        return PerfGate(self.host, self.book, self.venv, self.bench_key, compare_history=compare_history)
+
+    # ------------------------------------------------------------------ planning (pure)
+    def plan(self, rung: Rung, release_id: str, sglang: str | None) -> Planned:
+        """The unit, env and key file `rung` renders to on this host, for the sglang version found there."""
+        book = self.book
+        flags = merged_flags(book.flags, rung, sglang)
+        key = self.secrets.get(API_KEY)
+        argv = server_argv(f"{self.venv}/bin/python", "sglang.launch_server",
+                           ["--model-path", book.model.path, "--host", book.serve.host,
+                            "--port", str(book.serve.port), *flag_args(flags), *self.extra_args],
+                           keyed=key is not None)
+        env = {**plain_env(book, rung, dict(self.secrets)), **host_env(self.host.vars)}
+        spec = UnitSpec(playbook=book.name, rung=rung.name, release=release_id, user=book.serve.user,
+                        workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
+                        env_file=self.env_path, argv=argv, env=env, key_file=self.key_path if key else None,
+                        stop_timeout=int(book.budgets.stop))
+        config = {"playbook": book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
+                  "env": shown_env(env, secret_names(book))}
+        return Planned(rung, argv, env, config, render_unit(spec), render_env(spec), key, spec.key_file)
+
+    def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:
+        """The ladder's rungs whose `when:` this host meets, in order."""
+        rungs = []
+        for rung in self.book.ladder:
+            why = rung.when.failed(facts)
+            if why:
+                say(f"rung {rung.name}: not for this host ({why})")
+            else:
+                rungs.append(rung)
+        return rungs
+
+    # ------------------------------------------------------------------ what the host has now
+    def key_unchanged(self, conn: Connection) -> bool:
+        """The host's key file holds the key this run was given (a new key is a new release)."""
+        key = self.secrets.get(API_KEY)
+        return key is None or read_file(conn, self.host, self.key_path) == key.encode()
+
+    def healthy(self, conn: Connection) -> bool:
+        state = unit_state(conn, self.host, self.unit)
+        return (state.get("ActiveState") == "active"
+                and health_check(conn, self.host, self.book)[0] == Outcome.READY)
+
+
+def with_pins(conn: Connection, serve: Serving, say: Progress) -> tuple[Serving, venvs.Venv]:
+    """The venv of the playbook's pins, built when the host has none (nothing stopped; VenvError with one line
+    otherwise), and the Serving that serves, probes, patches and benchmarks in it."""
+    venv = venvs.ensure(conn, serve.origin, serve.book.packages, say)
+    return serve.in_venv(venv.path), venv
+
+
+def prune_venvs(conn: Connection, host: Host, say: Progress) -> None:
+    """Venvs no kept release names are dropped; the release stands whatever happens here."""
+    try:
+        if dropped := venvs.prune(conn, host):
+            say(f"pruned venvs no release refers to: {', '.join(dropped)}")
+    except FleetError as exc:
+        say(f"pruning venvs failed (the release stands): {exc}")
