@@ -20,7 +20,7 @@ from fleet.deploy import fingerprint, hardware, preflight, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, bench_point
+from fleet.deploy.results import Attempt, DeployResult, FellBack, bench_point
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError
 from fleet.host import probe_run, venvs
@@ -157,9 +157,7 @@ class Deployer:
                 raise
             why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
             self.progress(f"{why}; falling back")
-            result.status, result.release, result.config, result.error = restore.fall_back(
-                conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, why, self.progress)
-            return result
+            return result.ended_on(self.fall_back(conn, store, release, previous, why))
         if not self.runner.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
             result.status = DeployStatus.FAILED
@@ -167,10 +165,12 @@ class Deployer:
             result.error = (f"{self.host.name}: every rung failed before anything on the host changed; it stays "
                             + (f"on release {previous.id}" if previous else "as it was"))
             return result
-        result.status, result.release, result.config, result.error = restore.fall_back(
-            conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, "every rung failed",
-            self.progress)
-        return result
+        return result.ended_on(self.fall_back(conn, store, release, previous, "every rung failed"))
+
+    def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
+                  why: str) -> FellBack:
+        s = self.serve
+        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a

@@ -9,12 +9,12 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from fabric import Connection
 
 from fleet.deploy.health import health_check
-from fleet.deploy.results import Attempt
+from fleet.deploy.results import Attempt, FellBack
 from fleet.host import venvs
 from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now, recorded_sglang
 from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
@@ -227,17 +227,17 @@ def end_run(conn: Connection, host: Host, unit: str) -> str | None:
 
 
 def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
-              book: Playbook, unit: str, why: str, say: Progress) -> tuple[str, str, dict[str, Any], str]:
+              book: Playbook, unit: str, why: str, say: Progress) -> FellBack:
     """Nothing served (or a step failed after the stop): go back to the previous known-good release, or leave
     the unit stopped when there is none, then close the release as failed. The release stays in progress until
     then, so a link lost in here leaves the next run's recovery to finish the job. Any other failure on the way
-    is reported, never raised. Returns (status, release the host is on, its config, error)."""
+    is reported, never raised."""
     if previous is None:
         problem = _attempted(lambda: stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say))
         _close_failed(store, release, say)
-        return (DeployStatus.FAILED, release.id, {},
-                f"{host.name}: {why} and there is no earlier release; the unit is stopped"
-                + (f" (stopping it failed too: {problem})" if problem else ""))
+        return FellBack(DeployStatus.FAILED, release.id, {},
+                        f"{host.name}: {why} and there is no earlier release; the unit is stopped"
+                        + (f" (stopping it failed too: {problem})" if problem else ""))
     say(f"{why}: rolling back to {previous.id}")
     try:
         rolled = restore(conn, host, store, previous, book, say)
@@ -248,10 +248,11 @@ def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Releas
     _close_failed(store, release, say)
     if rolled.outcome == Outcome.READY:
         problem = store.point_back(previous)
-        return (DeployStatus.ROLLED_BACK, previous.id, previous.config,
-                f"{host.name}: {why}; back on release {previous.id}" + (f", but {problem}" if problem else ""))
-    return (DeployStatus.FAILED, previous.id, previous.config,
-            f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
+        return FellBack(DeployStatus.ROLLED_BACK, previous.id, previous.config,
+                        f"{host.name}: {why}; back on release {previous.id}"
+                        + (f", but {problem}" if problem else ""))
+    return FellBack(DeployStatus.FAILED, previous.id, previous.config,
+                    f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
 
 
 def _attempted(step: Callable[[], object]) -> str | None:

@@ -72,6 +72,12 @@ class DeployResult:
     venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
     bench_before: dict[str, Any] | None = None  # bench_point of the release current before (its recorded gate)
 
+
+    def ended_on(self, fell: FellBack) -> DeployResult:
+        """The run ends where its fall-back left the host."""
+        self.status, self.release, self.config, self.error = fell.status, fell.release, fell.config, fell.error
+        return self
+
     def to_json(self) -> dict[str, Any]:
         config = self.config
         if isinstance(config.get("env"), dict):  # a release an older fleet recorded may hold values unmasked
@@ -127,6 +133,21 @@ class DeployResult:
             if remedy := remedy_for(a.outcome, a.evidence, sglang=self.sglang):
                 out["remedy"] = remedy
         return out
+
+
+@dataclass(frozen=True)
+class FellBack:
+    """Where a fall-back left the host: ROLLED_BACK onto `release` (the one that served before), or FAILED (no
+    earlier release: the unit stopped; or putting it back failed too), and the one line that says so."""
+
+    status: DeployStatus
+    release: str
+    config: dict[str, Any]
+    error: str
+
+    @property
+    def served_again(self) -> bool:
+        return self.status == DeployStatus.ROLLED_BACK
 
 
 @dataclass

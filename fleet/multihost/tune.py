@@ -26,7 +26,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt
+from fleet.deploy.results import Attempt, FellBack
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
@@ -100,6 +100,11 @@ class TuneResult:
     error: str | None = None
     baseline: dict[str, Any] | None = None  # the release serving before, measured the same way: release, runs
     venv: dict[str, Any] | None = None  # packages: the venv every rung ran in
+
+    def ended_on(self, fell: FellBack) -> TuneResult:
+        """The tune ends where its fall-back left the host."""
+        self.status, self.release, self.error = fell.status, fell.release, fell.error
+        return self
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
@@ -194,6 +199,11 @@ class Tuner:
         attempt.bench = {**last, "verdict": attempt.bench.get("verdict"), "runs": runs.to_json()}
         attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
                              f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
+
+    def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
+                  why: str) -> FellBack:
+        s = self.serve
+        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
 
     def bench(self, conn: Connection) -> dict[str, Any]:
         return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
@@ -297,9 +307,7 @@ class Tuner:
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             self.progress(f"{why}; falling back")
-            result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, why, self.progress)
-            return result
+            return result.ended_on(self.fall_back(conn, store, release, previous, why))
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
                previous: Release | None, baseline: Runs | None = None) -> TuneResult:
@@ -321,16 +329,13 @@ class Tuner:
                     parallel.checkpoint()
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             self.progress("interrupted: putting back the release that served before the tune")
-            _, back, _, why = restore.fall_back(conn, self.serve.origin, store, release, previous, self.book,
-                                                self.serve.unit, "tune interrupted", self.progress)
-            self.progress(why or f"back on release {back}")
+            fell = self.fall_back(conn, store, release, previous, "tune interrupted")
+            self.progress(fell.error or f"back on release {fell.release}")
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
             release.attempts = [a.to_json() for a in result.attempts]
-            result.status, result.release, _, result.error = restore.fall_back(
-                conn, self.serve.origin, store, release, previous, self.book, self.serve.unit,
-                f"GPU fault: {result.attempts[-1].evidence}", self.progress)
-            return result
+            return result.ended_on(self.fall_back(conn, store, release, previous,
+                                                   f"GPU fault: {result.attempts[-1].evidence}"))
         best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
         release.attempts = [a.to_json() for a in result.attempts]
         kept = None
@@ -368,20 +373,17 @@ class Tuner:
                     prune_venvs(conn, self.host, self.progress)
                 result.status = DeployStatus.OK
                 return result
-        result.status, result.release, _, result.error = restore.fall_back(
-            conn, self.serve.origin, store, release, previous, self.book, self.serve.unit, "no rung served",
-            self.progress)
-        return result
+        return result.ended_on(self.fall_back(conn, store, release, previous, "no rung served"))
 
     def _keep(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
               previous: Release) -> TuneResult:
         """No rung beats the release that served before beyond the noise: it goes back (byte for byte, restarted,
         verified) and stays current; the tune's release is closed as failed; what the rungs showed is learned."""
         why = f"no rung beats release {previous.id} beyond the noise"
-        status, result.release, _, error = restore.fall_back(
-            conn, self.serve.origin, run.store, run.release, previous, self.book, self.serve.unit, why, self.progress)
-        result.status, result.error = (DeployStatus.UNCHANGED, None) if status == DeployStatus.ROLLED_BACK \
-            else (status, error)
+        fell = self.fall_back(conn, run.store, run.release, previous, why)
+        result.ended_on(fell)
+        if fell.served_again:
+            result.status, result.error = DeployStatus.UNCHANGED, None
         try:
             fingerprint.remember(self.book, facts, self.host.name, run.release.id, run.release.attempts)
         except (FleetError, OSError, ValueError) as exc:

@@ -67,9 +67,9 @@ def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp
         return Attempt(release.rung or "-", Outcome.READY, "up", 0)
 
     monkeypatch.setattr(restore, "restore", fake_restore)
-    status, on, _, _ = restore.fall_back(None, HOST, store, new, old, None, "sglang", why,  # type: ignore[arg-type]
-                                         lambda m: None)
-    assert status == DeployStatus.ROLLED_BACK and on == old.id and served["files of"] == old.id
+    fell = restore.fall_back(None, HOST, store, new, old, None, "sglang", why,  # type: ignore[arg-type]
+                             lambda m: None)
+    assert fell.status == DeployStatus.ROLLED_BACK and fell.release == old.id and served["files of"] == old.id
     assert store.load(new.id).status == ReleaseStatus.FAILED
     # the invariant: `current` names what serves
     assert store.current_id() == old.id

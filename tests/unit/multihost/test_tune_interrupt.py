@@ -21,7 +21,7 @@ import pytest
 from fleet import parallel
 from fleet.deploy import restore
 from fleet.deploy.attempt import AttemptRunner
-from fleet.deploy.results import Attempt
+from fleet.deploy.results import Attempt, FellBack
 from fleet.errors import InputError
 from fleet.host.releases import Release
 from fleet.inventory import Host
@@ -101,12 +101,12 @@ class World:
             return Attempt(name, Outcome.READY, "ready", 0.1), None
 
         def fall_back(conn: object, host: Host, store: object, release: Release, previous: Release | None,
-                      book: Playbook, unit: str, why: str, say: object) -> tuple[str, str, None, None]:
+                      book: Playbook, unit: str, why: str, say: object) -> FellBack:
             for _ in range(3):  # the fall-back's own commands go over the same connection
                 world.exchange()
             time.sleep(fall_back_s)
             world.fall_backs.append(why)
-            return DeployStatus.ROLLED_BACK, "rel-before", None, None
+            return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
 
         class Run:
             store = None
@@ -210,13 +210,13 @@ def test_a_checkpoint_outside_an_interruptible_region_never_raises(monkeypatch, 
     world = World(monkeypatch, tmp_path)
     followed = []
 
-    def fall_back(*a: object) -> tuple[str, str, None, None]:
+    def fall_back(*a: object) -> FellBack:
         source = Source(world.exchange, threading.Event())
         reads = iter(["", "", None])
         source.read = lambda timeout: (world.exchange(), next(reads))[1]  # type: ignore[method-assign]
         followed.append(journal.follow(source, LogWatcher(), lambda: None))
         world.fall_backs.append(str(a[7]))
-        return DeployStatus.ROLLED_BACK, "rel-before", None, None
+        return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
 
     monkeypatch.setattr(restore, "fall_back", fall_back)
     presser = interrupt_when(world.started)
