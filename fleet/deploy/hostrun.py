@@ -37,6 +37,9 @@ from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
+# What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
+UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
+                         "refreshing"})
 
 
 @dataclass
@@ -69,6 +72,9 @@ class HostRun:
         """Stop `unit` outside any release (a GPU reset, say); its state before. One that ran is started again
         when the run fails."""
         state = self.session.is_active(unit)
+        if state not in UNIT_STATES:  # garbage, or systemd not answering: whether it runs is unknown
+            raise FleetError(f"{self.host.name}: `systemctl is-active {unit}` answered {state[:80]!r}: whether "
+                             f"{unit} runs is unknown; nothing was stopped")
         if state in RUNNING and unit not in self.stopped:
             self.stopped.append(unit)
         self.session.stop(unit, timeout=timeout)
@@ -157,7 +163,14 @@ def _end(run: HostRun) -> None:
         return
     if run.unit is not None:
         restore.end_run(run.session.conn, run.host, run.unit)
-    run.session.release_lock(run.lock)
+    try:
+        run.session.release_lock(run.lock)
+    except ConnectionLost:
+        raise
+    except FleetError as exc:  # a release that failed or timed out (it may have run): said as what it leaves
+        unlock = f"inv unlock --host {run.host.name} --token {run.lock.token}"
+        raise hostlock.HostLockError(f"{exc}; the host lock may still be held: the next fleet run from this "
+                                     f"machine takes it over, or `{unlock}`") from None
 
 
 def _settle_failed(run: HostRun, exc: BaseException) -> None:

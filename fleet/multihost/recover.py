@@ -16,7 +16,6 @@ machine is rebooted (or the VM reset), since the unit was stopped for it.
 from __future__ import annotations
 
 import re
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from fleet.deploy import hardware
 from fleet.deploy.hostrun import HostRun, host_run, lock_only, release_after_reboot
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
+from fleet.host.lock import Lock
 from fleet.host.session import RUNNING, HostSession
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
@@ -107,17 +107,20 @@ def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) ->
             return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
     if state in RUNNING:
-        _sh(s, f"systemctl start {shlex.quote(unit)}", timeout=120)
+        s.start(unit)  # a start that fails raises: the run skeleton tries once more and says what became of it
         say(f"started {unit} again")
     return None
 
 
 def reboot(s: HostSession) -> None:
-    """`systemctl reboot`: the connection may drop before an answer comes, which is the point."""
+    """`systemctl reboot`: the connection may drop before an answer comes, which is the point; an answer that
+    refuses (an inhibitor, access denied) raises: nothing was rebooted."""
     try:
-        _sh(s, "systemctl reboot", timeout=20)
+        rc, said = _sh(s, "systemctl reboot", timeout=20)
     except (FleetError, EOFError, OSError, SSHException):
-        pass
+        return
+    if rc != 0:
+        raise FleetError(f"{s.name}: `systemctl reboot` refused (exit {rc}): {refusal(said)}; nothing was rebooted")
 
 
 def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
@@ -238,7 +241,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
                                "what it serves)", unreachable=True) from None
         return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions)
-    lost, lock = False, None
+    lost, lock, stopped = False, None, []
     try:
         facts = s.probe()
         boot = _sh(s, BOOT_ID, timeout=10)[1]
@@ -261,7 +264,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 if refused:
                     result.action = VM_RESET if proxmox else REBOOT
             if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
-                lock = run.keep_lock_through_reboot()
+                lock, stopped = run.keep_lock_through_reboot(), run.stopped
             if result.action == REBOOT and not lost:
                 say("rebooting")
                 reboot(s)
@@ -287,7 +290,39 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     if result.action == GPU_RESET:
         return probed_again(sessions(host, opts), result)
     say("waiting for SSH")
-    s = wait_for_ssh(host, opts, wait_s, boot, sessions)
+    try:
+        s = wait_for_ssh(host, opts, wait_s, boot, sessions)
+    except FleetError as exc:
+        raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
     if lock is not None and (problem := release_after_reboot(s, lock)):
         result.steps.append(problem)
     return probed_again(s, result)
+
+
+def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, stopped: list[str],
+              sessions: Sessions) -> str:
+    """No new boot came: when the host still answers in its old boot, the reboot or reset never happened, so
+    what recover stopped runs again and its lock goes. What became of the host, in words."""
+    try:
+        s = sessions(host, opts)
+    except FleetError:
+        return f"{host.name} does not answer: check it from its console (or the Proxmox web UI)"
+    try:
+        if _sh(s, BOOT_ID, timeout=10)[1] != boot:
+            return f"{host.name} answers in a new boot now"
+        done = [_start(s, unit) for unit in stopped]
+        if lock is not None:
+            done.append(release_after_reboot(s, lock) or "the host lock was released")
+        return "; ".join([f"{host.name} is still in the boot it had: it was not rebooted", *done])
+    except (FleetError, EOFError, OSError, SSHException) as exc:
+        return f"{host.name} could not be put back ({exc}): check it from its console"
+    finally:
+        s.close()
+
+
+def _start(s: HostSession, unit: str) -> str:
+    try:
+        s.start(unit)
+    except FleetError as exc:
+        return f"starting {unit} again failed ({exc})"
+    return f"{unit} was started again ({s.is_active(unit)})"
