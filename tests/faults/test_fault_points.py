@@ -1,4 +1,4 @@
-"""The fault-point harness: every remote step of deploy, rollback and patch is a fault point (fleet.faulthook
+"""The fault-point harness: every remote step of deploy, rollback, patch and bench is a fault point (fleet.faulthook
 numbers each command fleet.ssh.remote runs, and the journal's channel), learnt from one clean traced run of
 each flow, so a new step is covered without anyone listing it. At a point, a kind (the command fails; the link
 drops while it runs; the controller is SIGKILLed before it; the host's disks are full from then on) is injected
@@ -340,6 +340,8 @@ FLOWS = {
     "deploy": lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["b2"]), "--force", "--json"),
     "rollback": lambda c: ("rollback", "--host", c.get("host", HOST), "--playbook", str(c["a"]), "--json"),
     "patch": lambda c: ("patch", "--host", c.get("host", HOST), "--set", PATCH_SET, "--json"),
+    # measures what serves and stores the record in the current release: it must never change what serves
+    "bench": lambda c: ("bench", "--host", c.get("host", HOST), "--playbook", str(c["b"]), "--yes", "--json"),
 }
 
 
@@ -356,8 +358,9 @@ def _points(c, flow: str) -> list[tuple[int, str]]:
 
 
 def _allowed(c, flow: str) -> set[str] | None:
-    # deploy: B (current before) or the new release of B; rollback: B or A; patch: B or its patch release.
-    return {c["release_b"], c["release_a"]} if flow == "rollback" else None
+    # deploy: B (current before) or the new release of B; rollback: B or A; patch: B or its patch release;
+    # bench: B, whatever happens to its record.
+    return {c["release_b"], c["release_a"]} if flow == "rollback" else {c["release_b"]} if flow == "bench" else None
 
 
 PER_POINT = 1  # kinds each point gets with FLEET_FAULT_POINTS=rotate (rotating over the points)
