@@ -93,6 +93,7 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
+    cli.targets.check_to(to)  # before the inventory is read or the plan shown
     if router:  # the router unit on the playbook's router.host; the replicas are read, not changed
         hosts = cli.select_hosts(inventory, host, group)
     else:

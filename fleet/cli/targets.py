@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from fleet.inventory import Host  # pydantic: not loaded by `inv --list` or --help
 
 NAMES_SHOWN = 12  # hosts named in a plan or an error before "and N more"
+RELEASE_ID = re.compile(r"\d{8}T\d{6}Z-[0-9A-Za-z]{1,16}")  # fleet.host.releases.new_id()'s: 20261202T142659Z-ab12
+BEFORE_FLEET = "before-fleet"
 
 
 def names(hosts: Sequence[Host]) -> str:
@@ -33,6 +36,15 @@ def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every
     if not (hosts or groups or every):
         raise InputError(f"inv {task} changes hosts: name them with --host or --group, or --all for every "
                          "host of the inventory")
+
+
+def check_to(to: str | None) -> None:
+    """`rollback --to`: a release id as fleet makes them, or before-fleet; anything else is exit 2 before the
+    inventory is read (a well-formed id a host does not have is that host's failure, with nothing changed)."""
+    if to is None or to == BEFORE_FLEET or RELEASE_ID.fullmatch(to):
+        return
+    raise InputError(f"--to not a release id: {to[:60]!r} (fleet's look like 20261202T142659Z-ab12, as `inv history "
+                     f"--host H` lists them; or {BEFORE_FLEET})")
 
 
 def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
