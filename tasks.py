@@ -235,7 +235,10 @@ def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_r
     """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
     from fleet.cli import recover as recovering
 
-    (target,) = cli.select_hosts(inventory, [host], [])
+    chosen = cli.select_hosts(inventory, [host], [])
+    if len(chosen) != 1:
+        raise cli.bad_input(f"--host {host}: unlock names one host ({len(chosen)} matched)")
+    (target,) = chosen
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
     raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable))
 
@@ -247,7 +250,10 @@ def unlock(c, host, token, inventory=None):
     """Remove a stale host lock left by a crashed run (only the lock carrying this token)."""
     from fleet.cli import probe as probing
 
-    (target,) = cli.select_hosts(inventory, [host], [])
+    chosen = cli.select_hosts(inventory, [host], [])
+    if len(chosen) != 1:
+        raise cli.bad_input(f"--host {host}: unlock names one host ({len(chosen)} matched)")
+    (target,) = chosen
     raise Exit(code=probing.unlock(target, token, _opts([target])))
 
 

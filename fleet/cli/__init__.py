@@ -91,6 +91,9 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
+    patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
+    if any(inventory.is_glob(p) or p.startswith(("!", "&")) for p in patterns):  # say what the patterns resolved to
+        say_on_stderr(f"{len(chosen)} host{'s' if len(chosen) > 1 else ''}: {targets.names(chosen)}")
     from fleet.ssh.connect import check_guard  # deferred: `inv --list` and `--help` load no SSH stack
 
     for host in chosen:  # refuse the whole run before any host is contacted

@@ -1,6 +1,7 @@
 """Which hosts a task that changes hosts acts on, with which playbook, and the operator's go-ahead.
 
-- A task that changes hosts acts only on hosts named by --host, --group or --all; none of them is exit 2.
+- A task that changes hosts acts only on hosts named by --host, --group or --all; none of them is exit 2, and so
+  are only `!`/`&` patterns without --all (they narrow a selection, they name no host: fleet.inventory).
 - No default playbook: --playbook, or the one the inventory binds to the hosts' group (`playbook:` on a group);
   a host with neither, or hosts bound to different playbooks, is exit 2 naming them.
 - More than one host: on a terminal the plan (hosts, playbook, batches) is shown on stderr and asked about;
@@ -31,8 +32,16 @@ def names(hosts: Sequence[Host]) -> str:
 
 def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
     """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
-    if every and (hosts or groups):
-        raise InputError("--all with --host/--group: give one or the other")
+    from fleet.inventory import only_narrowing  # deferred: pydantic is most of what `inv --list` would load
+
+    narrowing = only_narrowing([*hosts, *groups])
+    if every and (hosts or groups) and not narrowing:
+        raise InputError("--all with --host/--group: give one or the other (with --all, only `!name` or `&group` "
+                         "patterns, which narrow it)")
+    if narrowing and not every:
+        given = " ".join([*(f"--host {h}" for h in hosts), *(f"--group {g}" for g in groups)])
+        raise InputError(f"inv {task} changes hosts: {given} only narrows a selection; name the hosts, or add --all "
+                         "for every host of the inventory but those")
     if not (hosts or groups or every):
         raise InputError(f"inv {task} changes hosts: name them with --host or --group, or --all for every "
                          "host of the inventory")

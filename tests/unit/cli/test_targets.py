@@ -146,3 +146,20 @@ def test_ask_become_pass_asks_for_the_password_only_after_the_plan_is_agreed(tmp
     assert code == EXIT_BAD_INPUT and "inv deploy on 2 hosts: a, b" in said and "BECOME password" not in said, said
     code, said = _on_a_terminal(args, tmp_path, [("Go ahead? [y/N]", "y\r"), ("BECOME password:", "\x03")])
     assert said.index("Go ahead? [y/N]") < said.index("BECOME password:") and code == 130, said
+
+
+@pytest.mark.parametrize(("hosts", "groups", "every", "refused"), [
+    (["!a"], [], False, "only narrows a selection"),
+    ([], ["&canary"], False, "only narrows a selection"),
+    (["!a"], [], True, None),  # every host but a
+    (["a*"], [], False, None),
+    (["a*", "!ab"], [], False, None),
+    (["a", "!b"], [], True, "give one or the other"),
+])
+def test_exclusions_alone_name_no_host_for_a_task_that_changes_hosts(hosts, groups, every, refused):
+    if refused is None:
+        targets.require_target("deploy", hosts, groups, every)
+        return
+    with pytest.raises(InputError) as err:
+        targets.require_target("deploy", hosts, groups, every)
+    assert err.value.exit_code == EXIT_BAD_INPUT and refused in str(err.value)
