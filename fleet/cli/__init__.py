@@ -148,10 +148,14 @@ def print_results(results: Sequence[Any], as_json: bool, draw: Callable[[Any], N
 
 
 def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130."""
+    """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130; libraries' log
+    records held for -v (fleet.cli.liblog)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from fleet.cli import liblog
+
+        liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:

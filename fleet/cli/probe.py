@@ -20,9 +20,13 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
 
         render(facts, console, wide)
         if verbose:
+            from fleet.cli import liblog
+
             for f in facts:
                 for line in f.connection or ([f"not reached: {f.error}"] if f.error else []):
                     console.print(visible(f"{f.host}: {line}"), markup=False, highlight=False, soft_wrap=wide)
+            for line in liblog.lines():  # paramiko's own words (a transport thread's failure), tracebacks left out
+                console.print(visible(f"log: {line}"), markup=False, highlight=False, soft_wrap=wide)
     bad_p2p = p2p_check and any(f.p2p_check and f.p2p_check.verdict in ("mismatch", "failed") for f in facts)
     return EXIT_OK if all(f.ok for f in facts) and not bad_p2p else EXIT_HOST_FAILED
 

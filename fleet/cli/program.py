@@ -30,7 +30,7 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import tasking
+from fleet.cli import liblog, tasking
 from fleet.errors import EXIT_BAD_INPUT
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
@@ -200,6 +200,7 @@ def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
+    liblog.install()
     FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
 
 

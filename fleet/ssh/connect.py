@@ -145,12 +145,20 @@ def _is_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+def _no_banner(exc: BaseException) -> bool:
+    """paramiko's words for a host that took the TCP connection and sent no SSH banner: closed before it ("Error
+    reading SSH protocol banner"), or silent past the connect timeout (start_client gives up without a word, and
+    the host key lookup after it finds "No existing session")."""
+    said = str(exc).lower()
+    return isinstance(exc, SSHException) and ("banner" in said or said == "no existing session")
+
+
 def _silent(exc: BaseException) -> bool:
     """SSH could not reach the host itself: no TCP connection (timed out, refused) or one closed or silent before
     the SSH banner. That is a wedged machine as often as sshd stopped, a wrong port, hosts.deny or MaxStartups,
     so `inv recover` resets a Proxmox guest for it only when told (--unreachable). A name that does not resolve,
     a host key or a login refused are answers, never this."""
-    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and "banner" not in str(exc).lower():
+    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
         return False
     return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
 
@@ -324,6 +332,12 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
                 "--accept-new-host-keys")
     if isinstance(exc, AuthenticationException) and conn.strategy is not None:
         return f"{where}: {conn.strategy.explain()}"
+    if _no_banner(exc):
+        return (f"{where}: took the connection but sent no SSH banner within {timeout:.0f}s (a wedged sshd, "
+                "MaxStartups, a middlebox, or no SSH server on that port); check sshd there (its console), then retry"
+                if str(exc).lower() == "no existing session" else
+                f"{where}: closed the connection before sending the SSH banner (sshd refusing: MaxStartups, "
+                "hosts.deny, a middlebox, or no SSH server on that port); check sshd there, then retry")
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return (f"{where}: timed out connecting after {timeout:.0f}s (no answer: host down, link cut or a "
                 f"firewall); check it is up and reachable (ping, its console), then retry")
