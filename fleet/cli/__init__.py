@@ -114,7 +114,8 @@ def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_becom
     from fleet.ssh.connect import ConnectOptions
 
     passwords = become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
-    return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords)
+    return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords,
+                          on_new_host_key=say_on_stderr)  # each key recorded, with its fingerprint, always said
 
 
 def _ask_become_pass() -> str:

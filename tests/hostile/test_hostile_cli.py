@@ -132,3 +132,30 @@ def test_probe_of_hosts_that_accept_and_send_nothing_is_one_line_each_and_no_tra
     loud = verbose.stdout + verbose.stderr
     assert verbose.returncode == 1 and "Traceback" not in loud and '  File "' not in loud, loud
     assert "log: paramiko.transport: Exception (client): Error reading SSH protocol banner" in loud, loud
+
+
+def test_an_unknown_host_key_is_shown_by_its_sha256_fingerprint_and_recording_it_is_always_said(tmp_path,
+                                                                                              healthy_probe):
+    """As ssh prints it (`SHA256:` and unpadded base64), in the refusal to check out of band, and again in the
+    line --accept-new-host-keys prints for every key it records, without -v."""
+    from hostkit import _HOST_KEY
+
+    fingerprint = _HOST_KEY.fingerprint
+    assert fingerprint.startswith("SHA256:") and not fingerprint.endswith("=")
+    with HostileFleet(tmp_path, {"new": answer(healthy_probe)}) as fleet:
+        known = fleet.folder / "known_hosts"
+        known.write_text("")
+        refused, _, _ = inv(fleet, "probe", "--host", "new")
+        accepted, _, _ = inv(fleet, "probe", "--host", "new", "--accept-new-host-keys", "--json")
+        again, _, _ = inv(fleet, "probe", "--host", "new", "--json")
+    packed = "".join((refused.stdout + refused.stderr).split())  # folded to the terminal: compare without spaces
+    assert refused.returncode == 1 and "hostkeyunknown" in packed
+    assert f"itoffersecdsa-sha2-nistp256{fingerprint}:firstcontact?" in packed, packed
+    assert "ssh-keygen-lf/etc/ssh/ssh_host_ecdsa_key.pub" in packed
+    port = fleet.servers["new"].port
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stderr.count("recorded new host key") == 1, accepted.stderr
+    assert (f"fleet: new: recorded new host key ecdsa-sha2-nistp256 {fingerprint} for [127.0.0.1]:{port} in {known}"
+            in accepted.stderr), accepted.stderr
+    assert known.read_text().startswith(f"[127.0.0.1]:{port} ecdsa-sha2-nistp256 ")
+    assert again.returncode == 0 and "recorded" not in again.stderr
