@@ -96,3 +96,26 @@ def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to,
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr.startswith(f"error: --to not a release id: {to!r}") and done.stderr.count("\n") == 1
     assert "127.0.0.1" not in done.stderr and "sbx0" not in done.stderr
+
+
+PROBES = [
+    ("every host healthy", {"a": [], "b": []}, 0),
+    ("a GPU off the bus", {"a": [], "b": ["GPU 0000:01:00 cannot be opened (fell off the bus)"]}, 1),
+    ("unreachable", {"a": None}, 1),
+]
+
+
+@pytest.mark.parametrize(("case", "faults", "code"), PROBES, ids=[c[0] for c in PROBES])
+def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, capsys):
+    """What the probe checks (GPU health) not clean is 1, as `inv status` with a GPU fault is."""
+    from fleet.cli import probe
+    from fleet.deploy import hardware
+
+    facts = [SimpleNamespace(host=h, ok=f is not None, error=None if f is not None else "down", p2p_check=None)
+             for h, f in faults.items()]
+    monkeypatch.setattr(probe.probe_run, "probe_hosts", lambda hosts, opts, p2p_check=False: facts)
+    monkeypatch.setattr(hardware, "assess", lambda f: SimpleNamespace(fault=faults[f.host]))
+    monkeypatch.setattr(probe, "print_json", lambda data: None)
+    assert probe.command([], None, True) == code  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
