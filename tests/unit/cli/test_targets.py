@@ -163,3 +163,15 @@ def test_exclusions_alone_name_no_host_for_a_task_that_changes_hosts(hosts, grou
     with pytest.raises(InputError) as err:
         targets.require_target("deploy", hosts, groups, every)
     assert err.value.exit_code == EXIT_BAD_INPUT and refused in str(err.value)
+
+
+@pytest.mark.parametrize("args", [["unlock", "gpu-*", "tok"], ["recover", "-H", "gpu-*", "--dry-run"],
+                                  ["recover", "-H", "gpu-1,gpu-2", "--dry-run"]])
+def test_a_task_of_one_host_refuses_a_pattern_naming_several(args, tmp_path):
+    import subprocess
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("hosts:\n  gpu-1: {address: 127.0.0.1, port: 9}\n  gpu-2: {address: 127.0.0.1, port: 9}\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "inv"), *args, "-i", str(inventory)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"inv {args[0]} takes one host (2 matched)")
