@@ -93,6 +93,7 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
+    cli.targets.check_to(to)  # before the inventory is read or the plan shown
     if router:  # the router unit on the playbook's router.host; the replicas are read, not changed
         hosts = cli.select_hosts(inventory, host, group)
     else:
@@ -234,7 +235,10 @@ def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_r
     """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
     from fleet.cli import recover as recovering
 
-    (target,) = cli.select_hosts(inventory, [host], [])
+    chosen = cli.select_hosts(inventory, [host], [])
+    if len(chosen) != 1:  # a glob or a comma may name several: recover acts on one host at a time
+        raise cli.bad_input(f"--host {host}: inv recover takes one host ({len(chosen)} matched)")
+    (target,) = chosen
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
     raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable))
 
@@ -246,7 +250,10 @@ def unlock(c, host, token, inventory=None):
     """Remove a stale host lock left by a crashed run (only the lock carrying this token)."""
     from fleet.cli import probe as probing
 
-    (target,) = cli.select_hosts(inventory, [host], [])
+    chosen = cli.select_hosts(inventory, [host], [])
+    if len(chosen) != 1:
+        raise cli.bad_input(f"--host {host}: inv unlock takes one host ({len(chosen)} matched)")
+    (target,) = chosen
     raise Exit(code=probing.unlock(target, token, _opts([target])))
 
 

@@ -10,10 +10,17 @@ File layout (all keys optional except a host's address):
 
 A host's settings: defaults < its groups < the host itself. Two groups of one host that set the same
 key to different values are an error, not a silent precedence rule.
+
+Selection (`--host`, `--group`) reads as Ansible's `--limit`: each value is one pattern or several joined by
+commas; a pattern is a name (a host's address too), a glob (`pve-gpu-0*`, `gpu-[12]`), `!pattern` (leave
+those out) or `&pattern` (only those also matched). Every pattern must match something: a typo in an
+exclusion would act on the host it meant to spare, so an unknown name is an error saying the nearest one.
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -111,24 +118,66 @@ class Inventory:
 
     def select(self, names: Sequence[str] = (), groups: Sequence[str] = (),
                default_file: Path | None = None) -> list[Host]:
-        """Hosts named (by name or address) or in the groups given; with neither, every host of default_file."""
+        """Hosts named (by name, address or glob) or in the groups given, in the order given, less those of `!`
+        patterns and only those of `&` patterns; with no pattern that adds hosts, every host of default_file (or
+        of the inventory) is the start. InputError for a pattern that matches nothing or a selection left empty."""
         chosen: dict[str, Host] = {}
-        for n in names:
-            host = self.find(n)
-            chosen[host.name] = host
-        for g in groups:
-            if g not in self.groups:
-                raise InputError(f"--group {g}: no such group (known: {', '.join(sorted(self.groups)) or 'none'})")
-            for n in self.groups[g]:
-                chosen[n] = self.hosts[n]
-        if names or groups:
-            return list(chosen.values())
+        leave: set[str] = set()
+        keep: list[set[str]] = []
+        adds = False
+        for flag, patterns, matching in (("--host", names, self._hosts_matching),
+                                         ("--group", groups, self._group_members)):
+            for pattern in split_patterns(patterns):
+                bare = pattern.lstrip("!&")
+                found = matching(flag, bare)
+                if pattern.startswith("!"):
+                    leave.update(found)
+                elif pattern.startswith("&"):
+                    keep.append(set(found))
+                else:
+                    adds = True
+                    chosen.update((n, self.hosts[n]) for n in found)
+        if not adds:
+            chosen = {h.name: h for h in self._default(default_file)}
+        picked = [h for n, h in chosen.items() if n not in leave and all(n in k for k in keep)]
+        if not picked and (leave or keep):
+            given = " ".join([*(f"--host {n}" for n in names), *(f"--group {g}" for g in groups)])
+            raise InputError(f"{given}: leaves no host (of {len(chosen)} matched, every one is left out)")
+        return picked
+
+    def _default(self, default_file: Path | None) -> list[Host]:
         if default_file is None:
             return list(self.hosts.values())
         key = default_file.resolve()
         if key not in self.files:
             raise InputError(f"--inventory {default_file}: no such inventory file")
         return [self.hosts[n] for n in self.files[key]]
+
+    def _hosts_matching(self, flag: str, pattern: str) -> list[str]:
+        """Host names a --host pattern matches: a name, an address, or a glob over names and addresses."""
+        if not pattern:
+            raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
+        if not is_glob(pattern):
+            return [self.find(pattern).name]
+        found = [h.name for h in self.hosts.values()
+                 if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
+        if not found:
+            raise InputError(f"{flag} {pattern}: matches no host of the inventory{_nearest(pattern, self.hosts)}")
+        return found
+
+    def _group_members(self, flag: str, pattern: str) -> list[str]:
+        """Host names of the groups a --group pattern matches (a name or a glob over group names)."""
+        if not pattern:
+            raise InputError(f"{flag}: an empty group name (a stray comma, or `!` alone?)")
+        names = [g for g in self.groups if fnmatch.fnmatchcase(g, pattern)] if is_glob(pattern) else \
+            [pattern] if pattern in self.groups else []
+        if not names:
+            what = "matches no group" if is_glob(pattern) else "no such group"
+            hint = _nearest(pattern, self.groups) or f" (known: {', '.join(sorted(self.groups)) or 'none'})"
+            if pattern in self.hosts:
+                hint = f": it is a host, --host {pattern}"
+            raise InputError(f"{flag} {pattern}: {what}{hint}")
+        return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
     def find(self, name_or_address: str) -> Host:
         if name_or_address in self.hosts:
@@ -138,7 +187,32 @@ class Inventory:
             return matches[0]
         if len(matches) > 1:
             raise InputError(f"--host {name_or_address}: address shared by {', '.join(h.name for h in matches)}")
-        raise InputError(f"--host {name_or_address}: no such host in the inventory")
+        if name_or_address in self.groups:
+            raise InputError(f"--host {name_or_address}: no such host in the inventory; it is a group: "
+                             f"--group {name_or_address}")
+        raise InputError(f"--host {name_or_address}: no such host in the inventory"
+                         + _nearest(name_or_address, self.hosts))
+
+
+def split_patterns(values: Iterable[str]) -> list[str]:
+    """`-H 'a,b' -H '!c'` -> ['a', 'b', '!c'] (spaces around commas dropped)."""
+    return [part.strip() for value in values for part in value.split(",")]
+
+
+def is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def only_narrowing(patterns: Iterable[str]) -> bool:
+    """True when every pattern is `!x` or `&x`: they narrow a selection and name no host by themselves."""
+    parts = split_patterns(patterns)
+    return bool(parts) and all(p.startswith(("!", "&")) for p in parts)
+
+
+def _nearest(name: str, known: Iterable[str]) -> str:
+    """ "; did you mean sbx1?" (difflib's closest name), or nothing."""
+    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 def load(inventory: Path) -> Inventory:

@@ -91,6 +91,9 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     chosen = inv.select(hosts or [], groups or [], default_file=path)
     if not chosen:
         raise FleetError(f"{path}: no hosts selected")
+    patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
+    if any(inventory.is_glob(p) or p.startswith(("!", "&")) for p in patterns):  # say what the patterns resolved to
+        say_on_stderr(f"{len(chosen)} host{'s' if len(chosen) > 1 else ''}: {targets.names(chosen)}")
     from fleet.ssh.connect import check_guard  # deferred: `inv --list` and `--help` load no SSH stack
 
     for host in chosen:  # refuse the whole run before any host is contacted
@@ -111,7 +114,8 @@ def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_becom
     from fleet.ssh.connect import ConnectOptions
 
     passwords = become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
-    return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords)
+    return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords,
+                          on_new_host_key=say_on_stderr)  # each key recorded, with its fingerprint, always said
 
 
 def _ask_become_pass() -> str:
@@ -145,10 +149,14 @@ def print_results(results: Sequence[Any], as_json: bool, draw: Callable[[Any], N
 
 
 def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130."""
+    """Turn FleetError into `error: <one line>` on stderr and its exit code; Ctrl-C into exit 130; libraries' log
+    records held for -v (fleet.cli.liblog)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from fleet.cli import liblog
+
+        liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:

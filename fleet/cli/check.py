@@ -1,4 +1,6 @@
-"""`inv check`: every playbook checked without a host (fleet.deploy.check), one line per problem, exit 0 or 2."""
+"""`inv check`: every playbook checked without a host (fleet.deploy.check), one line per problem, exit 0 or 2.
+`--json` names each playbook (even one that does not load) and the inventory checked against, with its error
+apart (`inventory_error`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleet import inventory, playbook, site
+from fleet import inventory, playbook, site, yamlfile
 from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
@@ -32,7 +34,8 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> 
     results = [check_playbook(p, hosts) for p in paths]
     errors = sum(len(r.errors) for r in results) + (inv_problem is not None)
     if as_json:
-        print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_problem) if inv_problem else None,
+        print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
+                    "inventory_error": str(inv_problem) if inv_problem else None,
                     "errors": errors, "seconds": round(time.monotonic() - start, 3)})
     else:
         for problem in [*([inv_problem] if inv_problem else []), *(p for r in results for p in r.problems)]:
@@ -47,6 +50,19 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> 
     return EXIT_BAD_INPUT if errors else EXIT_OK
 
 
+def name_of(r: Checked) -> str:
+    """The playbook's name: the loaded one's, else the `name:` its file says (a playbook with errors is not
+    loaded), else the file's stem; never null, so a script can say which playbook an error belongs to."""
+    if r.book is not None:
+        return r.book.name
+    try:
+        data = yamlfile.load(r.path).data
+    except InputError:
+        data = None
+    named = data.get("name") if isinstance(data, dict) else None
+    return named if isinstance(named, str) and named.strip() else r.path.stem
+
+
 def _json(r: Checked) -> dict[str, Any]:
-    return {"path": str(r.path), "name": r.book.name if r.book else None, "releases": r.releases,
+    return {"path": str(r.path), "name": name_of(r), "releases": r.releases,
             "errors": [str(p) for p in r.errors], "warnings": [str(p) for p in r.warnings]}

@@ -18,7 +18,7 @@ from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
-from fleet.host.releases import release_id, versions_of
+from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
@@ -123,11 +123,7 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False, wide: bool = False) -> int:
-    if to is not None and to != before_fleet.BEFORE_FLEET:
-        try:
-            release_id(to)
-        except ValueError as exc:
-            raise InputError(f"--to {exc} (see `inv history`)") from None
+    targets.check_to(to)
     if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")

@@ -33,7 +33,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
 
-    def emit(line: LogLine) -> None:
+    def shown(line: LogLine) -> None:
         rank = _RANK[line.event.severity] if line.event else -1
         if rank < floor or (floor >= 0 and line.event is None):
             return
@@ -64,10 +64,17 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 console.print(f"[dim]{line.host:<{width}}[/] {escape(line.text)}", soft_wrap=True, highlight=False)
 
     errors: dict[str, str] = {}
+    fatal: dict[str, int] = {}  # host -> fatal lines shown: the journal is not clean (exit 1)
+
+    def counted(line: LogLine) -> None:
+        if line.event and line.event.severity == Severity.FATAL:  # shown whatever --only says
+            with lock:
+                fatal[line.host] = fatal.get(line.host, 0) + 1
+        shown(line)
 
     def one(host: Host) -> None:
         try:
-            stream(host, opts, follow, since, emit, stop)
+            stream(host, opts, follow, since, counted, stop)
         except Exception as exc:  # one host's failure must not end the others' streams
             errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
 
@@ -89,4 +96,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             sys.stderr.write(f"error: {message}\n")
         else:
             console.print(f"[red]{escape(message)}[/]", soft_wrap=True)
-    return 1 if errors else 0
+    if fatal:
+        from fleet.cli import say_on_stderr
+
+        say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))
+    return 1 if errors or fatal else 0

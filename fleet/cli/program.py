@@ -3,13 +3,19 @@
 Both console scripts (pyproject.toml) run FleetProgram: invoke's Program with fleet's tasks bundled, so that
 - `inv --version` says fleet's version (invoke's own `inv` answers before any tasks.py is read);
 - a command line invoke cannot parse (`inv deploy --hots x`, a missing value or positional, an unknown task) is one
-  line naming the option, exit 2 (refused before anything changed), where invoke says exit 1.
+  line naming the option (and the nearest one it has: "did you mean --host?"), exit 2 (refused before anything
+  changed), where invoke says exit 1;
+- only the core options that mean something for fleet are there (-h, -V, -l and the listing and completion
+  ones): invoke's others (`--dry`, `--echo`, `--warn-only`, `--prompt-for-sudo-password`, `-T`, `-f`, ...) act on
+  shell commands run through invoke, which fleet never runs, so `fleet --dry deploy` deployed for real. They are
+  gone from `--help` and refused, before a task or after it, in one line saying what fleet has instead (RETIRED).
 fleet's `inv` replaces invoke's in the venv (pip writes fleet's scripts after its dependencies'); `python -m invoke`
 still runs invoke's own. The site is found from the working folder (fleet.site).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import re
 import sys
@@ -19,10 +25,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 from invoke.collection import Collection
+from invoke.completion.complete import print_completion_script
 from invoke.exceptions import Exit, ParseError
+from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import tasking
+from fleet.cli import liblog, tasking
 from fleet.errors import EXIT_BAD_INPUT
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
@@ -30,6 +38,46 @@ _UNKNOWN = re.compile(r"^No idea what '(.*)' is!$")
 _NO_VALUE = re.compile(r"^Flag <\w+: ([\w-]+)[^>]*> needed value and was not given one!$")
 _CAST = re.compile(r"'(.*)'$")
 _MISSING = re.compile(r"^'([\w.-]+)' did not receive required positional arguments: (.*)$")
+
+# invoke's core options fleet keeps: help, version, the task list and shell completion
+CORE_KEPT = ("complete", "help", "list", "list-depth", "list-format", "print-completion-script", "version")
+_DRY = "fleet's dry run is the task's own --dry-run (-n): `{b} deploy --dry-run ...`"
+_SHELL = "fleet runs no local shell commands through invoke; `{b} probe -v` says how each host was reached"
+_NO_CONFIG = "fleet reads no invoke config: a site's defaults are in fleet-site.yaml"
+_OWN_TASKS = "fleet runs its own tasks, from any folder"
+# invoke's other core (and task-runner) options, each with what fleet has in its place
+RETIRED = {
+    "--dry": _DRY, "-R": _DRY,
+    "--echo": _SHELL, "-e": _SHELL, "--hide": _SHELL, "--pty": _SHELL, "--debug": _SHELL, "-d": _SHELL,
+    "--warn-only": "a host that fails is already reported beside the others, exit 1",
+    "--command-timeout": "deadlines are the task's own: `{b} exec --timeout`, `{b} deploy --host-timeout`",
+    "-T": "deadlines are the task's own: `{b} exec --timeout`, `{b} deploy --host-timeout`",
+    "--prompt-for-sudo-password": "sudo's password is asked once by the task's --ask-become-pass (-k): "
+                                  "`{b} deploy -k ...`",
+    "--config": _NO_CONFIG,
+    "--write-pyc": "it has no meaning for fleet",
+    "--collection": _OWN_TASKS, "--search-root": _OWN_TASKS, "-r": _OWN_TASKS, "--no-dedupe": _OWN_TASKS,
+}
+
+
+def _retired(flag: str, binary: str, task: str | None) -> str | None:
+    """What a tired operator gets for an invoke option fleet dropped (None: not one of them). A short letter
+    fleet's tasks use (-p, -w, -f, -c, -e...) is named as the task option it is (tasking.SHORT)."""
+    long = {f"-{letter}": f"--{name.replace('_', '-')}" for name, letter in tasking.SHORT.items()}
+    if flag in long:
+        return f"{flag} is {long[flag]}, " + ("an option of some tasks, not of this one" if task else
+                                               "a task's option, given after the task's name")
+    why = RETIRED.get(flag)
+    if why is None:
+        return None
+    return f"{flag} is an option of invoke, not of fleet: {why.format(b=binary)}"
+
+
+def _nearest(flag: str, context: object) -> str:
+    """ "did you mean --host?" for the closest option the task (or the core) has, else nothing."""
+    names = [f for f in getattr(context, "flags", {}) if f.startswith("--")] if flag.startswith("--") else []
+    near = difflib.get_close_matches(flag, names, n=1, cutoff=0.7)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 def refusal(exc: ParseError, binary: str) -> str:
@@ -40,8 +88,12 @@ def refusal(exc: ParseError, binary: str) -> str:
     helps = f"`{binary} {task} --help` lists its options" if task else f"`{binary} --list` lists the tasks"
     m = _UNKNOWN.match(said)
     if m and m.group(1).startswith("-"):
-        return f"{where}: no such option {m.group(1)} (" + (helps if task else f"`{binary} --help` lists the options "
-                                                            f"before a task, `{binary} TASK --help` a task's") + ")"
+        flag = m.group(1)
+        helps = helps if task else f"`{binary} --help` lists the options before a task, `{binary} TASK --help` a task's"
+        retired = _retired(flag, binary, task)
+        if retired:
+            return f"{where}: {retired} ({helps})"
+        return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
     if m:
         return f"{where}: no such task {m.group(1)!r} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)
@@ -71,11 +123,35 @@ def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
 
 
 class FleetProgram(Program):
-    """invoke's Program, its parse errors one line and exit 2 (invoke prints them raw and exits 1)."""
+    """invoke's Program with only the core options that mean something for fleet (CORE_KEPT), its parse errors
+    one line and exit 2 (invoke prints them raw and exits 1)."""
+
+    def core_args(self) -> list[Argument]:
+        return [arg for arg in super().core_args() if arg.name in CORE_KEPT]
+
+    def task_args(self) -> list[Argument]:
+        return []  # -c/--collection, -r/--search-root, --no-dedupe: fleet's tasks are bundled
 
     def parse_core(self, argv: list[str] | None) -> None:
+        """invoke's, less what the dropped options did (debug logging, .pyc writing: never, as invoke's default)."""
         with self._bad_input():
-            super().parse_core(argv)
+            self.normalize_argv(argv)
+            self.parse_core_args()
+        sys.dont_write_bytecode = True
+        if self.args.version.value:
+            self.print_version()
+            raise Exit
+        if self.args["print-completion-script"].value:
+            print_completion_script(shell=self.args["print-completion-script"].value, names=self.binary_names)
+            raise Exit
+
+    def update_config(self, merge: bool = True) -> None:
+        """invoke's config, with none of the overrides the dropped options made (run.dry, run.echo, sudo...)."""
+        self.config.load_overrides({}, merge=False)
+        self.config.set_runtime_path(None)
+        self.config.load_runtime(merge=False)
+        if merge:
+            self.config.merge()
 
     def parse_tasks(self) -> None:
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
@@ -124,6 +200,7 @@ def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
+    liblog.install()
     FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
 
 

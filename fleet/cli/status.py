@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet.cli import print_json, real_console
+from fleet.cli import print_json, real_console, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.inventory import Host
 from fleet.multihost.status import HostStatus, collect
@@ -97,6 +97,37 @@ def _snapshots(poller: Poller, out: Console, title: str, wide: bool) -> int:
     return 0
 
 
+def not_clean(row: HostStatus) -> str | None:
+    """Why a host makes `inv status` exit 1 (docs/cli.md: some host failed, or what it checks is not clean), or None.
+    A host with a release fleet made current is meant to serve: its unit not active (stopped, killed, failed) or its
+    /health not 200 is not clean; so are drift, a GPU fault and a router of fleet's that does not serve. A host
+    with no current release (fleet never deployed there, or `rollback --to before-fleet`) has nothing to serve."""
+    if not row.ok:
+        return "unreachable"
+    why = []
+    state = row.unit.get("ActiveState") or "unknown"
+    if row.release and state != "active":
+        why.append(f"unit {state}" + (f" ({row.unit['SubState']})" if row.unit.get("SubState") else ""))
+    elif row.release and row.health != "200":
+        why.append(f"health {row.health or 'no answer'}")
+    if row.drift:
+        why.append(f"drift in {len(row.drift)} file" + ("s" if len(row.drift) > 1 else ""))
+    if row.gpu_faults:
+        why.append("GPU fault")
+    if row.router and not (row.router.get("state") == "active" and row.router.get("health") == 200):
+        why.append(f"router {row.router.get('state') or 'unknown'}")
+    return ", ".join(why) or None
+
+
+def exit_code(rows: Sequence[HostStatus]) -> int:
+    """EXIT_HOST_FAILED when any host is not clean, with one line on stderr saying which and why."""
+    bad = [(r.host, why) for r in rows if (why := not_clean(r))]
+    if not bad:
+        return EXIT_OK
+    say_on_stderr("not clean (exit 1): " + "; ".join(f"{host}: {why}" for host, why in bad))
+    return EXIT_HOST_FAILED
+
+
 def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, watching: bool,
             interval: float | str | None, console: Console, wide: bool = False, detail: bool = False) -> int:
     if watching:
@@ -113,4 +144,4 @@ def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, w
         from fleet.cli.status_view import render
 
         render(rows, console, wide=wide)
-    return EXIT_OK if all(r.ok for r in rows) else EXIT_HOST_FAILED
+    return exit_code(rows)

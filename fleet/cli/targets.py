@@ -1,6 +1,7 @@
 """Which hosts a task that changes hosts acts on, with which playbook, and the operator's go-ahead.
 
-- A task that changes hosts acts only on hosts named by --host, --group or --all; none of them is exit 2.
+- A task that changes hosts acts only on hosts named by --host, --group or --all; none of them is exit 2, and so
+  are only `!`/`&` patterns without --all (they narrow a selection, they name no host: fleet.inventory).
 - No default playbook: --playbook, or the one the inventory binds to the hosts' group (`playbook:` on a group);
   a host with neither, or hosts bound to different playbooks, is exit 2 naming them.
 - More than one host: on a terminal the plan (hosts, playbook, batches) is shown on stderr and asked about;
@@ -8,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from fleet.inventory import Host  # pydantic: not loaded by `inv --list` or --help
 
 NAMES_SHOWN = 12  # hosts named in a plan or an error before "and N more"
+RELEASE_ID = re.compile(r"\d{8}T\d{6}Z-[0-9A-Za-z]{1,16}")  # fleet.host.releases.new_id()'s: 20261202T142659Z-ab12
+BEFORE_FLEET = "before-fleet"
 
 
 def names(hosts: Sequence[Host]) -> str:
@@ -28,11 +32,28 @@ def names(hosts: Sequence[Host]) -> str:
 
 def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
     """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
-    if every and (hosts or groups):
-        raise InputError("--all with --host/--group: give one or the other")
+    from fleet.inventory import only_narrowing  # deferred: pydantic is most of what `inv --list` would load
+
+    narrowing = only_narrowing([*hosts, *groups])
+    if every and (hosts or groups) and not narrowing:
+        raise InputError("--all with --host/--group: give one or the other (with --all, only `!name` or `&group` "
+                         "patterns, which narrow it)")
+    if narrowing and not every:
+        given = " ".join([*(f"--host {h}" for h in hosts), *(f"--group {g}" for g in groups)])
+        raise InputError(f"inv {task} changes hosts: {given} only narrows a selection; name the hosts, or add --all "
+                         "for every host of the inventory but those")
     if not (hosts or groups or every):
         raise InputError(f"inv {task} changes hosts: name them with --host or --group, or --all for every "
                          "host of the inventory")
+
+
+def check_to(to: str | None) -> None:
+    """`rollback --to`: a release id as fleet makes them, or before-fleet; anything else is exit 2 before the
+    inventory is read (a well-formed id a host does not have is that host's failure, with nothing changed)."""
+    if to is None or to == BEFORE_FLEET or RELEASE_ID.fullmatch(to):
+        return
+    raise InputError(f"--to not a release id: {to[:60]!r} (fleet's look like 20261202T142659Z-ab12, as `inv history "
+                     f"--host H` lists them; or {BEFORE_FLEET})")
 
 
 def playbook_for(hosts: Sequence[Host], given: str | None) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,9 @@ class ConnectOptions:
     attempts: int = 3
     # sudo passwords of become hosts, by host name (fleet.ssh.become_password), never printed
     become_passwords: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # told each host key --accept-new-host-keys records, as one sentence with its SHA256 fingerprint (the CLI says
+    # it on stderr, always: a first contact that trusts a key is worth a line)
+    on_new_host_key: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 _known_hosts_lock = threading.Lock()  # appends to known_hosts (first contact) one at a time
@@ -70,14 +73,29 @@ class HostCertificatesUnsupported(SSHException):
     """Only a @cert-authority line vouches for the host, and fleet does not verify host certificates."""
 
 
+class UnknownHostKey(SSHException):
+    """The host offered a key no known_hosts line vouches for (and --accept-new-host-keys was not given)."""
+
+    def __init__(self, hostname: str, key: paramiko.PKey):
+        super().__init__(f"Server {hostname!r} not found in known_hosts")
+        self.key_type, self.fingerprint = key.get_name(), key.fingerprint
+
+
+def host_key_file(key_type: str) -> str:
+    """Where sshd keeps a host key of this type, for `ssh-keygen -lf` on the host's console."""
+    kind = "ed25519" if "ed25519" in key_type else "ecdsa" if "ecdsa" in key_type else "rsa"
+    return f"/etc/ssh/ssh_host_{kind}_key.pub"
+
+
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Asked before authentication when the host's key is not among its known (unrevoked) keys: a revoked key
     and a host only a @cert-authority line vouches for are refused; an unknown key is refused too, or on
     first contact (--accept-new-host-keys) recorded in the first user known_hosts file. A changed key still
     fails (BadHostKeyException)."""
 
-    def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool):
-        self.path, self.known, self.accept_new = path, known, accept_new
+    def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool,
+                 told: Callable[[str], None] | None = None, label: str = ""):
+        self.path, self.known, self.accept_new, self.told, self.label = path, known, accept_new, told, label
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         where = self.known.revoked(hostname, key)
@@ -91,12 +109,16 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 "verify host certificates: add the host's own key to known_hosts (ssh-keyscan, checked "
                 "against its console) or re-run with --accept-new-host-keys on first contact")
         if not self.accept_new:
-            raise SSHException(f"Server {hostname!r} not found in known_hosts")
+            raise UnknownHostKey(hostname, key)
         with _known_hosts_lock:
             client.get_host_keys().add(hostname, key.get_name(), key)
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             with open(self.path, "a") as f:
                 f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        if self.told is not None:
+            self.told(f"{self.label or hostname}: recorded new host key {key.get_name()} {key.fingerprint} for "
+                      f"{hostname} in {self.path} (--accept-new-host-keys; `ssh-keygen -lf "
+                      f"{host_key_file(key.get_name())}` on its console says the same if it is the host)")
 
 
 def route(host: Host) -> tuple[Endpoint, list[Endpoint]]:
@@ -145,12 +167,20 @@ def _is_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+def _no_banner(exc: BaseException) -> bool:
+    """paramiko's words for a host that took the TCP connection and sent no SSH banner: closed before it ("Error
+    reading SSH protocol banner"), or silent past the connect timeout (start_client gives up without a word, and
+    the host key lookup after it finds "No existing session")."""
+    said = str(exc).lower()
+    return isinstance(exc, SSHException) and ("banner" in said or said == "no existing session")
+
+
 def _silent(exc: BaseException) -> bool:
     """SSH could not reach the host itself: no TCP connection (timed out, refused) or one closed or silent before
     the SSH banner. That is a wedged machine as often as sshd stopped, a wrong port, hosts.deny or MaxStartups,
     so `inv recover` resets a Proxmox guest for it only when told (--unreachable). A name that does not resolve,
     a host key or a login refused are answers, never this."""
-    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and "banner" not in str(exc).lower():
+    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
         return False
     return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
 
@@ -304,7 +334,9 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     conn.strategy, conn.timeouts = strategy, t
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
-    conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys))
+    label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
+    conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys,
+                                                           opts.on_new_host_key, label))
     return conn
 
 
@@ -319,11 +351,21 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
                 "entry")
     if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
         return f"{where}: {exc}"
+    if isinstance(exc, UnknownHostKey):
+        return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); it offers {exc.key_type} "
+                f"{exc.fingerprint}: first contact? check that against `ssh-keygen -lf {host_key_file(exc.key_type)}` "
+                "on its console, then re-run with --accept-new-host-keys")
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); first contact? re-run with "
                 "--accept-new-host-keys")
     if isinstance(exc, AuthenticationException) and conn.strategy is not None:
         return f"{where}: {conn.strategy.explain()}"
+    if _no_banner(exc):
+        return (f"{where}: took the connection but sent no SSH banner within {timeout:.0f}s (a wedged sshd, "
+                "MaxStartups, a middlebox, or no SSH server on that port); check sshd there (its console), then retry"
+                if str(exc).lower() == "no existing session" else
+                f"{where}: closed the connection before sending the SSH banner (sshd refusing: MaxStartups, "
+                "hosts.deny, a middlebox, or no SSH server on that port); check sshd there, then retry")
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return (f"{where}: timed out connecting after {timeout:.0f}s (no answer: host down, link cut or a "
                 f"firewall); check it is up and reachable (ping, its console), then retry")

@@ -1,7 +1,9 @@
 """Hostile hosts in the test process: an SSH server (paramiko's server side) on a loopback port per host,
 which answers each command the way a wedged, half-dead or compromised GPU host would.
 
-A host is given `answers`: (substring of the command, Behaviour) pairs, the first match wins, else `default`.
+A host is given `answers`: (substring of the command, Behaviour) pairs, the first match wins, else `default`
+(SILENT: the TCP connection is accepted and nothing is ever sent, not even the SSH banner; CLOSE_SILENT: the
+same, closed half a second later).
 A Behaviour runs on its own thread with the channel and the command. The controller side is fleet's own,
 unchanged: strict host keys (a known_hosts file written here), key authentication, keepalive, become off.
 
@@ -131,6 +133,8 @@ def close_channel() -> Behaviour:
 
 
 HANG_EXEC = "hang-exec"  # a default that never answers the exec request at all
+SILENT = "silent"  # a host that accepts the TCP connection and never sends a byte: no SSH banner (a wedged sshd)
+CLOSE_SILENT = "close-silent"  # accepts, sends nothing, closes half a second later (a middlebox, MaxStartups)
 
 
 class _Server(paramiko.ServerInterface):
@@ -166,6 +170,7 @@ class HostileHost:
         self.stop = threading.Event()
         self.closed_by_client = 0
         self._transports: list[paramiko.Transport] = []
+        self._silent: list[socket.socket] = []
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -192,6 +197,12 @@ class HostileHost:
                 sock, _ = self._sock.accept()
             except OSError:
                 return
+            if self.default == SILENT:  # held open, never read or written, until the host closes
+                self._silent.append(sock)
+                continue
+            if self.default == CLOSE_SILENT:
+                threading.Timer(0.5, sock.close).start()
+                continue
             transport = paramiko.Transport(sock)
             transport.add_server_key(_HOST_KEY)
             self._transports.append(transport)
@@ -205,6 +216,8 @@ class HostileHost:
         self._sock.close()
         for t in self._transports:
             t.close()
+        for sock in self._silent:
+            sock.close()
 
 
 class HostileFleet:

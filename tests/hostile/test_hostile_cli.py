@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostkit import HostileFleet, answer, eof_no_status, flood
+from hostkit import CLOSE_SILENT, SILENT, HostileFleet, answer, eof_no_status, flood
 
 REPO = Path(__file__).resolve().parents[2]
 MARKUP = b"/dev/nvme0n1p2[/var/lib/docker] [bold red]x[/] \x1b[2J\x1b]0;owned\x07 \xc2\x9b31m \xe2\x80\xae end\n"
@@ -106,3 +106,56 @@ def test_host_timeout_abandons_a_stuck_host_and_inv_exits(tmp_path):
     assert "abandoned: stuck" in proc.stderr
     assert seconds < 60  # before, inv waited on the stuck host's thread forever
 
+
+
+@pytest.mark.timeout(180)
+def test_probe_of_hosts_that_accept_and_send_nothing_is_one_line_each_and_no_traceback(tmp_path, healthy_probe):
+    """A wedged sshd takes the TCP connection and never sends the SSH banner; a middlebox takes it and closes it.
+    paramiko's transport thread logs the second with a traceback per attempt, which Python's last-resort handler
+    printed on the operator's terminal (three of them), and the first read `SSHException: No existing session`.
+    Each is its row and one sentence saying what happened; paramiko's own lines are -v's, without tracebacks."""
+    hosts = {"silent": SILENT, "dropper": CLOSE_SILENT, "fine": answer(healthy_probe)}
+    with HostileFleet(tmp_path, hosts) as fleet:
+        proc, seconds, _ = inv(fleet, "probe", *(a for h in hosts for a in ("--host", h)))
+        verbose, _, _ = inv(fleet, "probe", "--host", "dropper", "-v")
+    FIGURES["probe: hosts that send no banner, s"] = seconds
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said
+    assert "Traceback" not in said and "paramiko" not in said and "Exception (client)" not in said, said
+    for name in ("silent", "dropper"):
+        sentences = [line for line in said.splitlines() if line.startswith(f"{name}: ")]
+        assert len(sentences) == 1, said
+    words = " ".join(said.split())
+    assert "took the connection but sent no SSH banner within 10s" in words
+    assert "closed the connection before sending the SSH banner" in words
+    assert "No existing session" not in words
+    loud = verbose.stdout + verbose.stderr
+    assert verbose.returncode == 1 and "Traceback" not in loud and '  File "' not in loud, loud
+    assert "log: paramiko.transport: Exception (client): Error reading SSH protocol banner" in loud, loud
+
+
+def test_an_unknown_host_key_is_shown_by_its_sha256_fingerprint_and_recording_it_is_always_said(tmp_path,
+                                                                                              healthy_probe):
+    """As ssh prints it (`SHA256:` and unpadded base64), in the refusal to check out of band, and again in the
+    line --accept-new-host-keys prints for every key it records, without -v."""
+    from hostkit import _HOST_KEY
+
+    fingerprint = _HOST_KEY.fingerprint
+    assert fingerprint.startswith("SHA256:") and not fingerprint.endswith("=")
+    with HostileFleet(tmp_path, {"new": answer(healthy_probe)}) as fleet:
+        known = fleet.folder / "known_hosts"
+        known.write_text("")
+        refused, _, _ = inv(fleet, "probe", "--host", "new")
+        accepted, _, _ = inv(fleet, "probe", "--host", "new", "--accept-new-host-keys", "--json")
+        again, _, _ = inv(fleet, "probe", "--host", "new", "--json")
+    packed = "".join((refused.stdout + refused.stderr).split())  # folded to the terminal: compare without spaces
+    assert refused.returncode == 1 and "hostkeyunknown" in packed
+    assert f"itoffersecdsa-sha2-nistp256{fingerprint}:firstcontact?" in packed, packed
+    assert "ssh-keygen-lf/etc/ssh/ssh_host_ecdsa_key.pub" in packed
+    port = fleet.servers["new"].port
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stderr.count("recorded new host key") == 1, accepted.stderr
+    assert (f"fleet: new: recorded new host key ecdsa-sha2-nistp256 {fingerprint} for [127.0.0.1]:{port} in {known}"
+            in accepted.stderr), accepted.stderr
+    assert known.read_text().startswith(f"[127.0.0.1]:{port} ecdsa-sha2-nistp256 ")
+    assert again.returncode == 0 and "recorded" not in again.stderr

@@ -104,6 +104,22 @@ def test_several_hosts_need_yes_without_a_terminal_and_all_with_yes_goes_ahead(s
         assert sh(sandbox_inventory, name, f"ls {MARK}*").split() == [f"{MARK}-yes"]
 
 
+def test_globs_and_exclusions_pick_hosts_as_ansibles_limit_and_a_typo_in_one_is_refused(sandbox, sandbox_inventory):
+    path = sandbox.cfg.inventory_path
+    for name in HOSTS:
+        sh(sandbox_inventory, name, f"rm -f {MARK}*")
+    since = _now(sandbox_inventory)
+    typo = inv_at(path, "exec", "-H", "sbx[01]", "-H", "!sbx11", "--yes", "--cmd", f"touch {MARK}-typo")
+    assert (typo.returncode, typo.stdout) == (2, "") and typo.stderr.strip() == (
+        "error: --host sbx11: no such host in the inventory; did you mean sbx1?")
+    alone = inv_at(path, "exec", "-H", "!sbx1", "--cmd", f"touch {MARK}-alone")
+    assert alone.returncode == 2 and "only narrows a selection" in alone.stderr
+    assert _logins_since(sandbox_inventory, since) == dict.fromkeys(HOSTS, 0)
+    done = inv_at(path, "exec", "-H", "sbx[01]", "-H", "!sbx1", "--cmd", f"touch {MARK}-glob")
+    assert done.returncode == 0 and "fleet: 1 host: sbx0" in done.stderr, done.stderr[-2000:]
+    assert [sh(sandbox_inventory, n, f"ls {MARK}* 2>/dev/null").split() for n in HOSTS] == [[f"{MARK}-glob"], []]
+
+
 def _tmux_run(command: list[str], answer: str, timeout: float = 60.0) -> tuple[str, str]:
     """Run command in a fresh tmux terminal, answer its question once it shows, then (the screen, exit code)."""
     if shutil.which("tmux") is None:

@@ -272,10 +272,34 @@ def test_status_shows_release_health_and_drift_of_a_hand_edited_file(seed, sandb
         sh(sandbox_inventory, "sbx0", f"cp -p /tmp/sa.bak {PATCHED[0]}")
 
 
+STATUS_OUTCOMES = [  # (what is done to sbx0, what puts it back, inv status's exit, its stderr line)
+    ("true", "true", 0, None),
+    ("echo '# edited by hand' >> /etc/systemd/system/sglang.service", "sed -i '$d' /etc/systemd/system/sglang.service",
+     1, "fleet: not clean (exit 1): sbx0: drift in 1 file"),
+    ("systemctl stop sglang", "systemctl start sglang", 1, "fleet: not clean (exit 1): sbx0: unit inactive (dead)"),
+]
+
+
+@pytest.mark.parametrize(("break_it", "mend", "code", "said"), STATUS_OUTCOMES, ids=["serving", "drift", "stopped"])
+def test_status_exit_code_follows_the_table(seed, sandbox, sandbox_inventory, break_it, mend, code, said):
+    """docs/cli.md: 1 when what status checks is not clean (it was 0 with a stopped server and with drift)."""
+    sh(sandbox_inventory, "sbx0", break_it)
+    try:
+        proc = inv(sandbox, "status", "--host", "sbx0")
+        assert proc.returncode == code, proc.stderr[-2000:]
+        assert (said in proc.stderr) if said else "not clean" not in proc.stderr
+    finally:
+        sh(sandbox_inventory, "sbx0", mend)
+    deadline = time.monotonic() + 120  # serving again (a started unit loads its model first) for the tests after
+    while inv(sandbox, "status", "--host", "sbx0").returncode != 0:
+        assert time.monotonic() < deadline, "sbx0 did not serve again"
+        time.sleep(1)
+
+
 def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandbox):
     proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "1h", "--only", "fatal", "--json")
     events = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert proc.returncode == 0 and events
+    assert proc.returncode == 1 and events  # fatal lines shown: the journal is not clean
     assert all(e["severity"] == "fatal" and e["host"] == "sbx0" for e in events)
     assert seed["data"]["attempts"][0]["outcome"] in {e["class"] for e in events}
     assert all(set(e) >= {"explanation", "remedy", "rule", "source"} and e["explanation"] for e in events)

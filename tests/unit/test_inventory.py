@@ -141,3 +141,62 @@ hosts:
     with pytest.raises(InputError) as err:
         inventory.load(path)
     assert "hosts.yaml:" in str(err.value) and "pcie (glm5-nvfp4) and small (llama-replicas)" in str(err.value)
+
+
+FLEET = """
+groups:
+  pcie: {hosts: [pve-gpu-01, pve-gpu-02, pve-gpu-03]}
+  sxm: {hosts: [dgx-1, dgx-2]}
+  canary: {hosts: [pve-gpu-01, dgx-1]}
+hosts:
+  pve-gpu-01: {address: 10.0.0.1}
+  pve-gpu-02: {address: 10.0.0.2}
+  pve-gpu-03: {address: 10.0.0.3}
+  dgx-1: {address: 10.0.1.1}
+  dgx-2: {address: 10.0.1.2}
+"""
+
+SELECTIONS = [
+    (["pve-gpu-0*"], [], ["pve-gpu-01", "pve-gpu-02", "pve-gpu-03"]),
+    (["pve-gpu-0[12]"], [], ["pve-gpu-01", "pve-gpu-02"]),
+    (["10.0.1.*"], [], ["dgx-1", "dgx-2"]),
+    (["pve-gpu-0*", "!pve-gpu-02"], [], ["pve-gpu-01", "pve-gpu-03"]),
+    (["pve-gpu-0*,!pve-gpu-02"], [], ["pve-gpu-01", "pve-gpu-03"]),
+    (["!pve-gpu-02"], [], ["pve-gpu-01", "pve-gpu-03", "dgx-1", "dgx-2"]),  # read-only tasks: the file's hosts
+    ([], ["pcie", "sxm"], ["pve-gpu-01", "pve-gpu-02", "pve-gpu-03", "dgx-1", "dgx-2"]),
+    ([], ["pcie,sxm", "!canary"], ["pve-gpu-02", "pve-gpu-03", "dgx-2"]),
+    ([], ["pcie", "&canary"], ["pve-gpu-01"]),
+    ([], ["*"], ["pve-gpu-01", "pve-gpu-02", "pve-gpu-03", "dgx-1", "dgx-2"]),
+    (["dgx-2", "!pve-gpu-0[23]"], ["pcie"], ["dgx-2", "pve-gpu-01"]),
+    (["!dgx-*"], ["!pcie"], []),
+]
+
+
+@pytest.mark.parametrize(("hosts", "groups", "chosen"), SELECTIONS)
+def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
+    """Globs, `!` exclusion, `&` intersection, commas, groups combined with hosts."""
+    path = write(tmp_path, "hosts.yaml", FLEET)
+    inv = inventory.load(path)
+    if not chosen:
+        with pytest.raises(InputError, match="leaves no host"):
+            inv.select(hosts, groups, default_file=path)
+        return
+    assert [h.name for h in inv.select(hosts, groups, default_file=path)] == chosen
+
+
+@pytest.mark.parametrize(("hosts", "groups", "said"), [
+    (["pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
+    (["!pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
+    (["pve-gpu-1*"], [], "--host pve-gpu-1*: matches no host of the inventory"),
+    (["pcie"], [], "--host pcie: no such host in the inventory; it is a group: --group pcie"),
+    ([], ["pice"], "--group pice: no such group; did you mean pcie?"),
+    ([], ["dgx-1"], "--group dgx-1: no such group: it is a host, --host dgx-1"),
+    ([], ["gpu*"], "--group gpu*: matches no group (known: canary, pcie, sxm)"),
+    (["dgx-1,,dgx-2"], [], "--host: an empty name"),
+])
+def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_path, hosts, groups, said):
+    """A typo in an exclusion would act on the host it meant to spare: refused, never ignored."""
+    path = write(tmp_path, "hosts.yaml", FLEET)
+    with pytest.raises(InputError) as err:
+        inventory.load(path).select(hosts, groups, default_file=path)
+    assert str(err.value).startswith(said), str(err.value)

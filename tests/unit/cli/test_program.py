@@ -39,7 +39,9 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["deploy", "--hots", "x"], "inv deploy: no such option --hots (`inv deploy --help` lists its options)"),
+    (["deploy", "--hots", "x"], "inv deploy: no such option --hots; did you mean --host? (`inv deploy --help` lists "
+                                "its options)"),
+    (["deploy", "--zzz", "x"], "inv deploy: no such option --zzz (`inv deploy --help` lists its options)"),
     (["deploy", "-H", "x", "--serial"], "inv deploy: --serial needs a value (`inv deploy --help` lists its options)"),
     (["recover", "--host"], "inv recover: --host needs a value (`inv recover --help` lists its options)"),
     (["unlock"], "inv unlock: missing host, token (`inv unlock --help` lists its options)"),
@@ -55,8 +57,62 @@ def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(args, said):
 
 def test_fleet_names_itself_in_the_error(tmp_path):
     done = run("fleet", "deploy", "--hots", "x", cwd=tmp_path)
-    assert (done.returncode, done.stderr) == (2, "error: fleet deploy: no such option --hots "
+    assert (done.returncode, done.stderr) == (2, "error: fleet deploy: no such option --hots; did you mean --host? "
                                                  "(`fleet deploy --help` lists its options)\n")
+
+
+# invoke's core options, which act on shell commands run through invoke (fleet runs none): `fleet --dry deploy`
+# deployed for real, `-w` after `probe` set --warn-only without a word
+INVOKES_OWN = ["--dry", "-R", "--echo", "-e", "--hide=both", "--pty", "-p", "--warn-only", "-w",
+               "--prompt-for-sudo-password", "--command-timeout=5", "-T", "--config=x.yaml", "-f", "--debug", "-d",
+               "--write-pyc", "--collection=x", "-c", "--search-root=x", "-r", "--no-dedupe"]
+
+
+def test_help_lists_only_the_core_options_that_mean_something_for_fleet():
+    done = run("fleet", "--help")
+    core = done.stdout.split("Subcommands:")[0]
+    assert done.returncode == 0
+    for gone in ("--dry", "--echo", "--warn-only", "--prompt-for-sudo-password", "--command-timeout", "--config",
+                 "--hide", "--pty", "--debug", "--write-pyc"):
+        assert gone not in core, gone
+    for kept in ("--help", "--version", "--list"):
+        assert kept in core
+
+
+@pytest.mark.parametrize("option", INVOKES_OWN)
+@pytest.mark.parametrize("where", ["before the task", "after the task"])
+def test_invokes_own_options_are_refused_in_one_line_and_nothing_runs(option, where, tmp_path):
+    """Before the task or after it (invoke takes its core options anywhere): exit 2, one line naming the option,
+    nothing on stdout; the deploy never starts (its inventory does not even exist)."""
+    if option == "-p" and where == "after the task":
+        pytest.skip("-p is deploy's --playbook")
+    task = ["deploy", "-H", "gpu-node-1", "-i", str(tmp_path / "none.yaml"), "--playbook", "glm5-nvfp4", "--force"]
+    args = [option, *task] if where == "before the task" else [*task, option]
+    if option == "-T":
+        args.insert(args.index("-T") + 1, "5")
+    done = run("fleet", *args, cwd=tmp_path)
+    flag = option.partition("=")[0]
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: fleet") and f" {flag} is " in done.stderr
+    assert "Traceback" not in done.stderr and "none.yaml" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--dry", "deploy"], "fleet: --dry is an option of invoke, not of fleet: fleet's dry run is the task's own "
+                          "--dry-run (-n): `fleet deploy --dry-run ...`"),
+    (["status", "-w"], None),
+    (["status", "-p", "x"], "fleet status: -p is --playbook, an option of some tasks, not of this one"),
+    (["--prompt-for-sudo-password", "probe"], "fleet: --prompt-for-sudo-password is an option of invoke, not of "
+                                              "fleet: sudo's password is asked once by the task's --ask-become-pass "
+                                              "(-k): `fleet deploy -k ...`"),
+    (["-f", "x", "logs"], "fleet: -f is --follow, a task's option, given after the task's name"),
+])
+def test_a_dropped_option_says_what_fleet_has_in_its_place(args, said, tmp_path):
+    done = run("fleet", *args, cwd=tmp_path)
+    if said is None:  # status has -w (--watch): it parses, and fails later on the missing inventory instead
+        assert "is an option of invoke" not in done.stderr
+        return
+    assert (done.returncode, done.stderr.partition(" (`")[0]) == (2, f"error: {said}")
 
 
 def test_a_message_invoke_may_add_later_still_names_the_task_in_one_line():

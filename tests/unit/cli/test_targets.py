@@ -146,3 +146,32 @@ def test_ask_become_pass_asks_for_the_password_only_after_the_plan_is_agreed(tmp
     assert code == EXIT_BAD_INPUT and "inv deploy on 2 hosts: a, b" in said and "BECOME password" not in said, said
     code, said = _on_a_terminal(args, tmp_path, [("Go ahead? [y/N]", "y\r"), ("BECOME password:", "\x03")])
     assert said.index("Go ahead? [y/N]") < said.index("BECOME password:") and code == 130, said
+
+
+@pytest.mark.parametrize(("hosts", "groups", "every", "refused"), [
+    (["!a"], [], False, "only narrows a selection"),
+    ([], ["&canary"], False, "only narrows a selection"),
+    (["!a"], [], True, None),  # every host but a
+    (["a*"], [], False, None),
+    (["a*", "!ab"], [], False, None),
+    (["a", "!b"], [], True, "give one or the other"),
+])
+def test_exclusions_alone_name_no_host_for_a_task_that_changes_hosts(hosts, groups, every, refused):
+    if refused is None:
+        targets.require_target("deploy", hosts, groups, every)
+        return
+    with pytest.raises(InputError) as err:
+        targets.require_target("deploy", hosts, groups, every)
+    assert err.value.exit_code == EXIT_BAD_INPUT and refused in str(err.value)
+
+
+@pytest.mark.parametrize("args", [["unlock", "gpu-*", "tok"], ["recover", "-H", "gpu-*", "--dry-run"],
+                                  ["recover", "-H", "gpu-1,gpu-2", "--dry-run"]])
+def test_a_task_of_one_host_refuses_a_pattern_naming_several(args, tmp_path):
+    import subprocess
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("hosts:\n  gpu-1: {address: 127.0.0.1, port: 9}\n  gpu-2: {address: 127.0.0.1, port: 9}\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "inv"), *args, "-i", str(inventory)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"inv {args[0]} takes one host (2 matched)")

@@ -84,6 +84,7 @@ def test_guard_checks_every_hop_after_ssh_config(tmp_path):
     (TimeoutError("timed out"), True),
     (ConnectionResetError(104, "reset"), True),
     (SSHException("Error reading SSH protocol banner"), True),  # TCP accepted, sshd never spoke: a wedged host
+    (SSHException("No existing session"), True),  # the same, silent past the connect timeout
     (socket.gaierror(-2, "Name or service not known"), False),  # a name, not a host, failed
     (AuthenticationException("Authentication failed."), False),  # it answered and refused us
     (SSHException("Server 'vm1' not found in known_hosts"), False),

@@ -1,0 +1,121 @@
+"""Exit codes follow docs/cli.md in every task, one table over tasks and their outcomes: 0 all done, 1 some host
+failed or what the task checks is not clean (a stopped or killed unit, drift, fatal log lines), 2 refused before
+anything changed (a `--to` that is no release id), 130 interrupted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fleet.cli import logs, status
+from fleet.logs.follow import LogLine
+from fleet.logs.rules import Severity
+from fleet.multihost.status import HostStatus
+
+BIN = Path(sys.executable).parent
+RELEASE = "20261202T142659Z-ab12"
+SERVING = {"ActiveState": "active", "SubState": "running"}
+
+
+def row(**kw: object) -> HostStatus:
+    base: dict[str, object] = {"host": "sbx0", "address": "172.30.78.10", "unit": SERVING, "release": RELEASE,
+                               "health": "200"}
+    return HostStatus(**{**base, **kw})  # type: ignore[arg-type]
+
+
+STATUS = [
+    ("serving its release", [row()], 0, None),
+    ("never deployed, unit inactive", [row(release=None, unit={"ActiveState": "inactive"}, health=None)], 0, None),
+    ("unit stopped", [row(unit={"ActiveState": "inactive", "SubState": "dead"}, health=None)], 1,
+     "sbx0: unit inactive (dead)"),
+    ("unit killed", [row(unit={"ActiveState": "failed", "SubState": "failed"}, health=None)], 1,
+     "sbx0: unit failed (failed)"),
+    ("active, /health not answering", [row(health=None)], 1, "sbx0: health no answer"),
+    ("drift", [row(drift=["/etc/systemd/system/sglang.service"])], 1, "sbx0: drift in 1 file"),
+    ("a GPU fault", [row(gpu_faults=["GPU 3 fell off the bus"])], 1, "sbx0: GPU fault"),
+    ("router down", [row(router={"state": "failed", "health": None})], 1, "sbx0: router failed"),
+    ("unreachable", [row(ok=False, error="sbx0: timed out")], 1, "sbx0: unreachable"),
+    ("one bad among good", [row(host="a"), row(host="b", drift=["/x", "/y"])], 1, "b: drift in 2 files"),
+]
+
+
+@pytest.mark.parametrize(("case", "rows", "code", "said"), STATUS, ids=[c[0] for c in STATUS])
+def test_status_exits_1_when_a_host_is_not_clean_and_says_which(case, rows, code, said, capsys):
+    assert status.exit_code(rows) == code
+    err = capsys.readouterr().err
+    assert (said in err) if said else err == ""
+
+
+def _event(severity: Severity) -> SimpleNamespace:
+    return SimpleNamespace(severity=severity, log_class="TMA_FAILURE", explanation="why", remedy=None, rule="r",
+                           source=None)
+
+
+FATAL = LogLine("sbx0", None, "RuntimeError: TMA", _event(Severity.FATAL))  # type: ignore[arg-type]
+WARNING = LogLine("sbx0", None, "slow", _event(Severity.WARNING))  # type: ignore[arg-type]
+PLAIN = LogLine("sbx0", None, "serving", None)
+
+LOGS = [
+    ("nothing classified", [PLAIN], None, 0),
+    ("a warning", [PLAIN, WARNING], None, 0),
+    ("a warning, --only warning", [WARNING], "warning", 0),
+    ("a fatal line", [PLAIN, FATAL], None, 1),
+    ("a fatal line, --only fatal", [FATAL, PLAIN], "fatal", 1),
+    ("a fatal line, --only warning", [FATAL], "warning", 1),
+    ("no fatal line, --only fatal", [WARNING, PLAIN], "fatal", 0),
+]
+
+
+@pytest.mark.parametrize(("case", "lines", "only", "code"), LOGS, ids=[c[0] for c in LOGS])
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_logs_exit_1_when_they_show_a_fatal_line(case, lines, only, code, as_json, monkeypatch, capsys):
+    def stream(host, opts, follow, since, emit, stop: threading.Event) -> None:
+        for line in lines:
+            emit(line)
+
+    monkeypatch.setattr(logs, "stream", stream)
+    console = SimpleNamespace(print=lambda *a, **k: None)
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, only, as_json, console) == code  # type: ignore[list-item, arg-type]
+    err = capsys.readouterr().err
+    assert ("fatal lines (exit 1): sbx0: " in err) == (code == 1)
+
+
+@pytest.mark.parametrize("to", ["nonsense", "", "../../../../tmp/x", "2026-12-02", "latest", "before_fleet",
+                                f"{RELEASE} ", "20261202T142659Z"])
+def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to, tmp_path):
+    """The host listens nowhere (port 9 of loopback): contacting it would fail the host, exit 1."""
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("hosts:\n  sbx0: {address: 127.0.0.1, port: 9, user: root, venv: /opt/v, unit: sglang}\n")
+    done = subprocess.run([str(BIN / "inv"), "rollback", "-H", "sbx0", "-i", str(inventory), "--to", to],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.startswith(f"error: --to not a release id: {to!r}") and done.stderr.count("\n") == 1
+    assert "127.0.0.1" not in done.stderr and "sbx0" not in done.stderr
+
+
+PROBES = [
+    ("every host healthy", {"a": [], "b": []}, 0),
+    ("a GPU off the bus", {"a": [], "b": ["GPU 0000:01:00 cannot be opened (fell off the bus)"]}, 1),
+    ("unreachable", {"a": None}, 1),
+]
+
+
+@pytest.mark.parametrize(("case", "faults", "code"), PROBES, ids=[c[0] for c in PROBES])
+def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, capsys):
+    """What the probe checks (GPU health) not clean is 1, as `inv status` with a GPU fault is."""
+    from fleet.cli import probe
+    from fleet.deploy import hardware
+
+    facts = [SimpleNamespace(host=h, ok=f is not None, error=None if f is not None else "down", p2p_check=None)
+             for h, f in faults.items()]
+    monkeypatch.setattr(probe.probe_run, "probe_hosts", lambda hosts, opts, p2p_check=False: facts)
+    monkeypatch.setattr(hardware, "assess", lambda f: SimpleNamespace(fault=faults[f.host]))
+    monkeypatch.setattr(probe, "print_json", lambda data: None)
+    assert probe.command([], None, True) == code  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
