@@ -28,7 +28,7 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host.releases import ROLLBACK_MARK, Release, ReleaseStore, now
-from fleet.host.session import RUNNING, HostSession
+from fleet.host.session import RUNNING, HostSession, one_line
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
 from fleet.playbook import Playbook
@@ -165,7 +165,7 @@ def _end(run: HostRun) -> None:
         restore.end_run(run.session.conn, run.host, run.unit)
     try:
         run.session.release_lock(run.lock)
-    except ConnectionLost:
+    except (ConnectionLost, hostlock.HostLockError):  # lost, or someone else's lock stands there now: as it is
         raise
     except FleetError as exc:  # a release that failed or timed out (it may have run): said as what it leaves
         unlock = f"inv unlock --host {run.host.name} --token {run.lock.token}"
@@ -176,7 +176,7 @@ def _end(run: HostRun) -> None:
 def _settle_failed(run: HostRun, exc: BaseException) -> None:
     """After the body raised: the unit back as it ran (unless recovery owns the put-back), the lock released
     (unless the link is gone). What the skeleton had to do is added to the error's one line."""
-    if isinstance(exc, ConnectionLost) or _link_gone(run.session, exc):
+    if _link_gone(run.session, exc):
         return  # nothing reaches the host: the lock and what the run left are the next run's recovery's
     notes: list[str | None] = []
     if not run.handed_over():
@@ -198,14 +198,15 @@ def _unit_back(s: HostSession, unit: str) -> str | None:
         if s.unit_running(unit):
             return None
         s.start(unit)
-        state = s.unit_state(unit).get("ActiveState", "unknown")
+        state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
     except Exception as problem:  # noqa: BLE001 - said with the body's own error
         return f"{unit} was stopped and starting it again failed ({_first_line(problem)})"
     return f"{unit} was started again ({state})"
 
 
 def _link_gone(s: HostSession, exc: BaseException) -> bool:
-    if not isinstance(exc, (EOFError, OSError, SSHException)):
+    """This session's link is gone under `exc` (another host's lost link, in a multi-node run, is not)."""
+    if not isinstance(exc, (EOFError, OSError, SSHException, ConnectionLost)):
         return False
     with suppress(ConnectionLost):
         s.lost("", exc)
@@ -214,8 +215,7 @@ def _link_gone(s: HostSession, exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else type(exc).__name__
+    return one_line(str(exc)) or type(exc).__name__
 
 
 def _add_to_line(exc: BaseException, notes: list[str], say: Progress) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fabric import Connection
+from paramiko import SSHException
 
 from fleet.deploy import bench as benching
 from fleet.deploy import fingerprint, hardware, preflight, restore
@@ -85,10 +86,13 @@ class Deployer:
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
-        if dry_run:
+        if dry_run:  # reads only: no lock, no release
             session = HostSession.open(self.host, self.opts)
             try:
                 return self._dry_run(session.conn)
+            except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
+                session.lost("mid-deploy", exc)
+                raise
             finally:
                 session.close()
         unit = self.serve.unit

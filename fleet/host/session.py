@@ -24,6 +24,12 @@ from fleet.ssh.remote import CommandResult, lost_link, run
 RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying to (a Restart= loop between tries)
 
 
+def one_line(text: str, limit: int = 200) -> str:
+    """What a host sent, fit for an operator's one line: its first non-empty line, printable, at most `limit`."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return "".join(c if c.isprintable() else "?" for c in first)[:limit]
+
+
 @dataclass
 class HostSession:
     """The connection to `host`, and the verbs every operation on it uses."""
@@ -73,8 +79,9 @@ class HostSession:
         return self.unit_state(unit).get("ActiveState") in RUNNING
 
     def is_active(self, unit: str) -> str:
-        """`systemctl is-active`: active, activating, inactive, failed ... ("inactive" for no answer)."""
-        return self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout.strip() or "inactive"
+        """`systemctl is-active`: active, activating, inactive, failed ... ("inactive" for no answer; what a host
+        sends is bounded to one printable line)."""
+        return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80) or "inactive"
 
     def start(self, unit: str, timeout: float = 120.0) -> None:
         self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout)

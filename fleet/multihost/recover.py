@@ -28,7 +28,7 @@ from fleet.deploy.hostrun import HostRun, host_run, lock_only, release_after_reb
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.lock import Lock
-from fleet.host.session import RUNNING, HostSession
+from fleet.host.session import RUNNING, HostSession, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
@@ -264,29 +264,16 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 if refused:
                     result.action = VM_RESET if proxmox else REBOOT
             if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
-                lock, stopped = run.keep_lock_through_reboot(), run.stopped
-            if result.action == REBOOT and not lost:
-                say("rebooting")
-                reboot(s)
-                result.steps.append("systemctl reboot")
-            if result.action in (VM_RESET, VM_POWER_CYCLE):
-                assert proxmox is not None
-                result.steps += vm_steps(proxmox, result.action, wait_s, say)
+                lock, stopped = run.keep_lock_through_reboot(), list(run.stopped)
+            if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
+                reboot_or_reset(s, proxmox, result, wait_s, say)
     finally:
         s.close()
-    if result.action == REBOOT and lost:
-        say("the connection was lost under the GPU reset: waiting for SSH to reboot")
+    if lost and result.action != GPU_RESET:  # over a new connection (or the API); refused: put back over one too
         try:
-            again = wait_for_ssh(host, opts, wait_s, "", sessions)
-        except FleetError:
-            raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
-                             f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "
-                             f"{host.unit}) from its console") from None
-        try:
-            reboot(again)
-        finally:
-            again.close()
-        result.steps.append("systemctl reboot (on a new connection)")
+            _after_lost_link(host, opts, proxmox, result, wait_s, say, sessions)
+        except FleetError as exc:
+            raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
     if result.action == GPU_RESET:
         return probed_again(sessions(host, opts), result)
     say("waiting for SSH")
@@ -297,6 +284,40 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     if lock is not None and (problem := release_after_reboot(s, lock)):
         result.steps.append(problem)
     return probed_again(s, result)
+
+
+def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, result: RecoverResult, wait_s: float,
+                    say: Progress) -> None:
+    """The whole machine, as the plan says: `systemctl reboot` on `s`, or the VM's reset through the API."""
+    if result.action == REBOOT:
+        say("rebooting")
+        reboot(s)
+        result.steps.append("systemctl reboot")
+    elif result.action in (VM_RESET, VM_POWER_CYCLE):
+        assert proxmox is not None
+        result.steps += vm_steps(proxmox, result.action, wait_s, say)
+
+
+def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, result: RecoverResult,
+                     wait_s: float, say: Progress, sessions: Sessions) -> None:
+    """The link was lost under `nvidia-smi -r`: the reset's outcome is unknown, so the machine goes through a
+    reboot (on a new connection) or the VM's reset."""
+    if result.action != REBOOT:  # the API needs no connection to the host
+        assert proxmox is not None
+        result.steps += vm_steps(proxmox, result.action, wait_s, say)
+        return
+    say("the connection was lost under the GPU reset: waiting for SSH to reboot")
+    try:
+        again = wait_for_ssh(host, opts, wait_s, "", sessions)
+    except FleetError:
+        raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
+                         f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "
+                         f"{host.unit}) from its console") from None
+    try:
+        reboot(again)
+    finally:
+        again.close()
+    result.steps.append("systemctl reboot (on a new connection)")
 
 
 def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, stopped: list[str],
@@ -313,9 +334,9 @@ def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, st
         done = [_start(s, unit) for unit in stopped]
         if lock is not None:
             done.append(release_after_reboot(s, lock) or "the host lock was released")
-        return "; ".join([f"{host.name} is still in the boot it had: it was not rebooted", *done])
+        return "; ".join([f"{host.name} is still in the boot it had (not rebooted, not reset)", *done])
     except (FleetError, EOFError, OSError, SSHException) as exc:
-        return f"{host.name} could not be put back ({exc}): check it from its console"
+        return f"{host.name} could not be put back ({one_line(str(exc))}): check it from its console"
     finally:
         s.close()
 
@@ -324,5 +345,5 @@ def _start(s: HostSession, unit: str) -> str:
     try:
         s.start(unit)
     except FleetError as exc:
-        return f"starting {unit} again failed ({exc})"
+        return f"starting {unit} again failed ({one_line(str(exc))})"
     return f"{unit} was started again ({s.is_active(unit)})"
