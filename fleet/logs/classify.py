@@ -63,6 +63,7 @@ class Verdict:
     log_class: str  # a LogClass, or NONE
     event: Event | None
     events: tuple[Event, ...]
+    follows: Event | None = None  # the consequence (a peer gone, an abort) whose cause `event` is, when one was
 
     @property
     def fatal(self) -> bool:
@@ -75,6 +76,7 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.log_class, "fatal": self.fatal,
                 "decided_by": self.event.to_json() if self.event is not None else None,
+                "consequence": self.follows.to_json() if self.follows is not None else None,
                 "events": [e.to_json() for e in self.events]}
 
 
@@ -266,12 +268,16 @@ def decide(events: Iterable[Event]) -> Verdict:
     fatal = [e for e in events if e.severity is Severity.FATAL]
     if fatal:
         pick = _most_specific(fatal)
+        follows = None
         if pick.consequence:
             causes = [e for e in fatal  # earlier, or in the same burst (its `what():` line)
                       if (e.line < pick.line or e.first_line == pick.first_line) and e is not pick
                       and not e.consequence and e.log_class is not LogClass.FATAL]
-            pick = _most_specific(causes) if causes else pick
-        return Verdict(str(pick.log_class), pick, events)
+            if causes:
+                pick, follows = _most_specific(causes), pick
+        else:  # a peer gone, an abort after it: the first such line the cause explains
+            follows = next((e for e in fatal if e.consequence and e.line > pick.line), None)
+        return Verdict(str(pick.log_class), pick, events, follows)
     ready = next((e for e in events if e.log_class is LogClass.READY), None)
     if ready is not None:
         return Verdict(str(LogClass.READY), ready, events)
