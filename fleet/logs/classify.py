@@ -74,10 +74,12 @@ class Verdict:
         return self.log_class == LogClass.READY
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.log_class, "fatal": self.fatal,
-                "decided_by": self.event.to_json() if self.event is not None else None,
-                "consequence": self.follows.to_json() if self.follows is not None else None,
-                "events": [e.to_json() for e in self.events]}
+        out = {"verdict": self.log_class, "fatal": self.fatal,
+               "decided_by": self.event.to_json() if self.event is not None else None,
+               "events": [e.to_json() for e in self.events]}
+        if self.follows is not None:  # the line the decided cause explains
+            out["consequence"] = self.follows.to_json()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,3 +306,22 @@ def classify_text(text: str, rules: RuleSet | None = None, sites: SiteClassifier
         events.extend(classifier.feed(raw))
     events.extend(classifier.flush())
     return decide(events)
+
+
+_MAX_LOOKUPS = 20  # exception lines enough to tell releases apart; a log of thousands costs no more
+
+
+def catch_all_lines(text: str, rules: RuleSet | None = None) -> list[str]:
+    """The lines of `text` only a catch-all names (an exception with no rule of its own), normalised, in order, at
+    most _MAX_LOOKUPS: what a release's sites can say more about, and where a release's sites differ."""
+    rules = rules if rules is not None else default_rules()
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = normalise(raw).text.strip()
+        match = _match(line, rules) if line else None
+        if (match is not None and match.rule.log_class is LogClass.FATAL and match.rule.priority <= CATCH_ALL_PRIORITY
+                and line not in out):
+            out.append(line)
+            if len(out) >= _MAX_LOOKUPS:
+                break
+    return out
