@@ -31,7 +31,7 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]*?/(?:site|dist)-packages/(?P<modul
 _ARGS = re.compile(r"\bserver_args=(?:ServerArgs\(|\{)")
 _REPR_KEY = re.compile(r"([a-z_][a-z0-9_]*)=")
 _DICT_KEY = re.compile(r"'([a-z_][a-z0-9_]*)':\s")
-_MAX_FRAMES = 200  # a log of a thousand tracebacks says no more about its release than its first ones
+_MAX_FRAMES = 40  # distinct frames: a log of a thousand tracebacks says no more about its release than its first ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +73,14 @@ def clues(text: str) -> ReleaseClues:
                 stated.setdefault((package, m.group(1)), None)
         frame = _FRAME.match(line)
         if frame is not None and len(frames) < _MAX_FRAMES:
-            frames.append(Frame(PACKAGES[frame["pkg"]], frame["module"], int(frame["line"]), frame["function"],
-                                _code(lines, i)))
+            found = Frame(PACKAGES[frame["pkg"]], frame["module"], int(frame["line"]), frame["function"],
+                          _code(lines, i))
+            if found not in frames:  # the same frame in every rank's traceback says it once
+                frames.append(found)
         if not args:
-            found = _ARGS.search(line)
-            if found is not None:
-                args = server_arg_keys(line[found.end() - 1:])
+            echo = _ARGS.search(line)
+            if echo is not None:
+                args = server_arg_keys(line[echo.end() - 1:])
     return ReleaseClues(tuple(stated), tuple(frames), args)
 
 
@@ -87,8 +89,9 @@ def _code(lines: list[str], i: int) -> str | None:
     for line in lines[i + 1:i + 3]:
         if not line.strip():
             continue
-        if line[:1].isspace() and not _FRAME.match(line) and not set(line.strip()) <= set("^~ "):
-            return line.strip()
+        code = line.strip()
+        if line[:1].isspace() and not code.startswith('File "') and not set(code) <= set("^~ "):
+            return code
         return None
     return None
 

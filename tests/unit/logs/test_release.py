@@ -120,3 +120,11 @@ def test_bare_exception_lines_fit_the_releases_whose_sites_print_them_surest_fir
     found = fits_by_sites(["ValueError: page size 3 is not supported by the backend here"], "sglang", indexes)
     assert found is not None and found.versions == ("0.5.9",)
     assert fits_by_sites(["ValueError: nothing any release prints"], "sglang", indexes) is None
+
+
+def test_a_frame_whose_source_line_the_log_lacks_has_none_and_repeats_count_once():
+    text = ('  File "/x/site-packages/sglang/srt/managers/scheduler.py", line 10, in run\n'
+            '  File "/x/site-packages/torch/nn/modules/module.py", line 1778, in _wrapped_call_impl\n'
+            '    return self._call_impl(*args, **kwargs)\n') * 8
+    (frame,) = clues(text).frames
+    assert frame.code is None and frame.line == 10
