@@ -140,3 +140,17 @@ def test_a_release_named_on_the_command_line_wins_over_the_log(two_releases):
     data = json.loads(_classify(cache, str(log), "--json", "--sglang", "0.5.23").stdout)
     assert "release" not in data and data["verdict"] == "CONFIG_REFUSED"
     assert data["decided_by"]["source"] == "sglang 0.5.23 srt/server_args.py:5 (check)"
+
+
+def test_a_peer_gone_after_another_rank_died_names_the_line_that_caused_it():
+    # vllm#47436's DeepGEMM assertion on one rank, then sglang#15792's gloo line on the rank that lost it
+    text = ("[2026-07-02 10:00:01 TP1] RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/"
+            "layout.hpp:59): Unknown SF transformation\n"
+            "[2026-07-02 10:00:02 TP0] Error receiving requests in scheduler event loop: [/pytorch/third_party/gloo/"
+            "gloo/transport/tcp/pair.cc:547] Connection closed by peer [10.244.24.18]:54661\n")
+    done = inv("-", "--wide", stdin=text)
+    assert done.returncode == 1 and "verdict ARCH_UNSUPPORTED" in done.stdout
+    assert "stdin: line 2 (COMM_FAILURE) is a consequence: the cause is line 1" in done.stdout
+    data = json.loads(inv("-", "--json", stdin=text).stdout)
+    assert (data["decided_by"]["line"], data["consequence"]["line"], data["consequence"]["rule"]) == (
+        1, 2, "peer_rank_gone")
