@@ -1,5 +1,11 @@
 """Messages operators posted in public issues (tests/fixtures/logs/field_failures.jsonl, each with its source): every
-failure gets its specific class and a remedy; a secondary collective failure names the line that caused it."""
+failure gets its specific class and a remedy; a secondary collective failure names the line that caused it.
+
+Labelling rule (applied before the classifier ran): `text` is copied exactly from the issue (worker prefixes, paths
+and blank lines kept, only cut to the lines around the error); `expect` is the class the thread's diagnosis or the
+maintainers' answer supports (what failed and why: an architecture a kernel has no code or recipe for, a toolkit too
+old, a peer that went away), not what the message's words resemble; an excerpt whose cause the thread leaves open is
+not taken."""
 
 from __future__ import annotations
 
