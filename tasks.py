@@ -341,7 +341,8 @@ def demo(c, hosts=4, profile=None):
             "json": "print pure JSON on stdout: {verdict, fatal, decided_by, events: [{line, class, severity, text, "
                     "explanation, remedy, source, ...}]}",
             "rules": "folder of rule files (default playbooks/rules)",
-            "sglang": "the host's sglang release (from inv probe): lines resolve to its sites, remedies use its flags",
+            "sglang": "the host's sglang release (from inv probe): lines resolve to its sites, remedies use its flags; "
+                      "without it, the release the log's own clues fit (named in the output)",
             "flashinfer": "the host's flashinfer-python release: its sites too", "wide": WIDE_HELP})
 @reports_errors
 def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None, wide=False):

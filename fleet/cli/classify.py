@@ -8,9 +8,12 @@ from pathlib import Path
 
 from fleet.cli import console, print_json
 from fleet.errors import InputError
+from fleet.logs import releasefit
 from fleet.logs.bysite import SiteClassifier
-from fleet.logs.classify import Event, Verdict, classify_text
-from fleet.logs.rules import RULES_DIR, Severity, load_rules
+from fleet.logs.classify import Event, Verdict, catch_all_lines, classify_text
+from fleet.logs.release import clues as release_clues
+from fleet.logs.releasefit import ReleaseFit
+from fleet.logs.rules import RULES_DIR, RuleSet, Severity, load_rules
 from fleet.upstream import corpus, siteindex
 from fleet.upstream.flags import default_table
 from fleet.upstream.versions import is_version
@@ -28,15 +31,43 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: 
     With --sglang (and --flashinfer), lines resolve to their sites in those releases of the corpus, sites
     classify what no precise rule does, and remedies name flags as that sglang spells them."""
     rules = load_rules(Path(rules_dir) if rules_dir else RULES_DIR)
+    text = _read(file)
+    for option, version in (("--sglang", sglang), ("--flashinfer", flashinfer)):
+        if version is not None and not is_version(version):
+            raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)")
+    found = _found_releases(text, rules, sglang, flashinfer)
+    sglang = sglang or _used(found, "sglang")
+    flashinfer = flashinfer or _used(found, "flashinfer-python")
     by_site = _site_classifier(sglang, flashinfer)
-    verdict = classify_text(_read(file), rules, by_site)
+    verdict = classify_text(text, rules, by_site)
     if sglang is not None:
         verdict = _spelled(verdict, sglang)
     if as_json:
-        print_json(verdict.to_json())
+        print_json({**verdict.to_json(), **({"release": [f.to_json() for f in found]} if found else {})})
     else:
-        _print_human(file, verdict, wide)
+        _print_human(file, verdict, wide, found)
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
+
+
+def _found_releases(text: str, rules: RuleSet, sglang: str | None, flashinfer: str | None) -> list[ReleaseFit]:
+    """For each release not named by an option (the option wins), the cached releases the log's own clues fit;
+    with no clue, those whose cached site indexes print its exception lines."""
+    clues = release_clues(text)
+    wanted = [p for p, named in (("sglang", sglang), ("flashinfer-python", flashinfer)) if named is None]
+    found = [f for f in (releasefit.fits(clues, p) for p in wanted) if f is not None] if clues else []
+    lines: list[str] | None = None
+    for package in wanted:
+        if any(f.package == package and f.versions for f in found):
+            continue
+        lines = lines if lines is not None else catch_all_lines(text, rules)
+        by_sites = releasefit.fits_by_sites(lines, package, releasefit.cached_indexes(package)) if lines else None
+        if by_sites is not None:
+            found = [f for f in found if f.package != package] + [by_sites]
+    return found
+
+
+def _used(found: list[ReleaseFit], package: str) -> str | None:
+    return next((f.pick for f in found if f.package == package), None)
 
 
 def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifier | None:
@@ -45,8 +76,6 @@ def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifi
     for option, package, version in (("--sglang", "sglang", sglang), ("--flashinfer", "flashinfer-python", flashinfer)):
         if version is None:
             continue
-        if not is_version(version):
-            raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)")
         release = corpus.cached(package, version)
         if release is None:
             raise InputError(f"{option} {version}: {package} {version} is not in the upstream cache "
@@ -63,7 +92,8 @@ def _spelled(verdict: Verdict, sglang: str) -> Verdict:
         return event if event.remedy is None else dataclasses.replace(event, remedy=table.spell(event.remedy, sglang))
     events = tuple(fix(e) for e in verdict.events)
     decided = events[verdict.events.index(verdict.event)] if verdict.event is not None else None
-    return Verdict(verdict.log_class, decided, events)
+    follows = events[verdict.events.index(verdict.follows)] if verdict.follows is not None else None
+    return Verdict(verdict.log_class, decided, events, follows)
 
 
 def _read(file: str) -> str:
@@ -80,7 +110,7 @@ def _read(file: str) -> str:
         raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from None
 
 
-def _print_human(file: str, verdict: Verdict, wide: bool = False) -> None:
+def _print_human(file: str, verdict: Verdict, wide: bool = False, found: list[ReleaseFit] | None = None) -> None:
     """Each event (its line, class, severity, what it means; the log line; where sglang prints it) folded within
     the terminal's width under its line number, then the verdict; with wide every line whole, nothing clipped."""
     from rich.table import Table
@@ -93,6 +123,8 @@ def _print_human(file: str, verdict: Verdict, wide: bool = False) -> None:
     name = "stdin" if file == "-" else file
     if not verdict.events:
         fit.say(out, f"{name}: nothing to report (verdict NONE)", wide)
+        for release in found or []:
+            fit.say(out, f"{name}: release: {release.describe()}", wide)
         return
     clip = (lambda text: text) if wide else _clip
     if wide:
@@ -120,10 +152,16 @@ def _print_human(file: str, verdict: Verdict, wide: bool = False) -> None:
     said = (f"{escape(name, lines=False)}: verdict [{colour}]{decided.log_class}[/] ({decided.severity}, line "
             f"{decided.line}): {escape(decided.explanation, lines=False)}; remedies: {remedies}")
     fit.say(out, Text.from_markup(said), wide)
+    if verdict.follows is not None:
+        after = verdict.follows
+        said = f"line {after.line} ({after.log_class}) is a consequence: the cause is line {decided.line}"
+        fit.say(out, f"{name}: {said}", wide)
     if decided.source:
         fit.say(out, f"{name}: from: {decided.source}", wide)
     if decided.remedy:
         fit.say(out, f"{name}: next: {decided.remedy}", wide)
+    for release in found or []:
+        fit.say(out, f"{name}: release: {release.describe()}", wide)
 
 
 def _one_line(text: str) -> str:

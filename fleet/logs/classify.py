@@ -63,6 +63,7 @@ class Verdict:
     log_class: str  # a LogClass, or NONE
     event: Event | None
     events: tuple[Event, ...]
+    follows: Event | None = None  # the consequence (a peer gone, an abort) whose cause `event` is, when one was
 
     @property
     def fatal(self) -> bool:
@@ -73,9 +74,12 @@ class Verdict:
         return self.log_class == LogClass.READY
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.log_class, "fatal": self.fatal,
-                "decided_by": self.event.to_json() if self.event is not None else None,
-                "events": [e.to_json() for e in self.events]}
+        out = {"verdict": self.log_class, "fatal": self.fatal,
+               "decided_by": self.event.to_json() if self.event is not None else None,
+               "events": [e.to_json() for e in self.events]}
+        if self.follows is not None:  # the line the decided cause explains
+            out["consequence"] = self.follows.to_json()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,12 +270,16 @@ def decide(events: Iterable[Event]) -> Verdict:
     fatal = [e for e in events if e.severity is Severity.FATAL]
     if fatal:
         pick = _most_specific(fatal)
+        follows = None
         if pick.consequence:
             causes = [e for e in fatal  # earlier, or in the same burst (its `what():` line)
                       if (e.line < pick.line or e.first_line == pick.first_line) and e is not pick
                       and not e.consequence and e.log_class is not LogClass.FATAL]
-            pick = _most_specific(causes) if causes else pick
-        return Verdict(str(pick.log_class), pick, events)
+            if causes:
+                pick, follows = _most_specific(causes), pick
+        else:  # a peer gone, an abort after it: the first such line the cause explains
+            follows = next((e for e in fatal if e.consequence and e.line > pick.line), None)
+        return Verdict(str(pick.log_class), pick, events, follows)
     ready = next((e for e in events if e.log_class is LogClass.READY), None)
     if ready is not None:
         return Verdict(str(LogClass.READY), ready, events)
@@ -298,3 +306,22 @@ def classify_text(text: str, rules: RuleSet | None = None, sites: SiteClassifier
         events.extend(classifier.feed(raw))
     events.extend(classifier.flush())
     return decide(events)
+
+
+_MAX_LOOKUPS = 20  # exception lines enough to tell releases apart; a log of thousands costs no more
+
+
+def catch_all_lines(text: str, rules: RuleSet | None = None) -> list[str]:
+    """The lines of `text` only a catch-all names (an exception with no rule of its own), normalised, in order, at
+    most _MAX_LOOKUPS: what a release's sites can say more about, and where a release's sites differ."""
+    rules = rules if rules is not None else default_rules()
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = normalise(raw).text.strip()
+        match = _match(line, rules) if line else None
+        if (match is not None and match.rule.log_class is LogClass.FATAL and match.rule.priority <= CATCH_ALL_PRIORITY
+                and line not in out):
+            out.append(line)
+            if len(out) >= _MAX_LOOKUPS:
+                break
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def test_json_is_pure_and_the_exit_code_follows_the_verdict(log, verdict, code):
     done = inv(str(LOGS / log), "--json")
     data = json.loads(done.stdout)  # the whole of stdout, nothing around it
     assert (data["verdict"], done.returncode) == (verdict, code), done.stderr
-    assert set(data) == {"verdict", "fatal", "decided_by", "events"}
+    assert set(data) - {"release"} == {"verdict", "fatal", "decided_by", "events"}  # release: when the log says
     assert data["events"] and all({"line", "class", "severity", "text", "explanation", "remedy", "source"} <= set(e)
                                   for e in data["events"])
     assert data["decided_by"]["class"] == verdict and data["decided_by"]["explanation"]
@@ -92,3 +93,64 @@ def test_a_journal_line_of_a_gpu_off_the_bus_is_gpu_fault_and_outranks_the_cuda_
     assert json.loads(done.stdout)["verdict"] == "GPU_FAULT" and done.returncode == 1
     human = inv("-", stdin=mixed).stdout
     assert "verdict GPU_FAULT" in human
+
+
+def _release(cache: Path, version: str, module: str, text: str) -> None:
+    folder = cache / "sglang" / version
+    (folder / module).parent.mkdir(parents=True, exist_ok=True)
+    (folder / module).write_text(text)
+    (folder / "release.json").write_text(json.dumps({
+        "dist": "sglang", "version": version, "root": str(folder), "wheel": "w.whl", "sha256": "0",
+        "wheel_bytes": 1, "files": 1, "bytes": 1}))
+
+
+@pytest.fixture
+def two_releases(tmp_path):
+    """A corpus of two sglang releases raising the same refusal from different lines of server_args.py."""
+    refusal = '        raise ValueError(f"--page-size {self.page_size} is not supported by this attention backend")\n'
+    _release(tmp_path, "0.5.9", "sglang/srt/server_args.py", "class ServerArgs:\n    def check(self):\n" + refusal)
+    _release(tmp_path, "0.5.23", "sglang/srt/server_args.py",
+             "class ServerArgs:\n    x = 1\n\n    def check(self):\n" + refusal)
+    log = tmp_path / "crash.log"
+    log.write_text('Traceback (most recent call last):\n'
+                   '  File "/usr/lib/python3.12/site-packages/sglang/srt/server_args.py", line 3, in check\n'
+                   '    raise ValueError(f"--page-size {self.page_size} is not supported by this attention backend")\n'
+                   'ValueError: --page-size 3 is not supported by this attention backend\n')
+    return tmp_path, log
+
+
+def _classify(cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FLEET_UPSTREAM_CACHE": str(cache)}
+    return subprocess.run([str(INV), "classify", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_told_no_release_the_log_finds_it_and_classifies_by_its_site(two_releases):
+    cache, log = two_releases
+    data = json.loads(_classify(cache, str(log), "--json").stdout)
+    assert data["release"] == [{"package": "sglang", "used": "0.5.9", "fits": ["0.5.9"],
+                                "why": ["1 of 1 traceback frame match"]}]
+    assert data["verdict"] == "CONFIG_REFUSED"
+    assert data["decided_by"]["source"] == "sglang 0.5.9 srt/server_args.py:3 (check)"
+    human = _classify(cache, str(log), "--wide").stdout
+    assert "release: sglang 0.5.9 (fits 0.5.9: 1 of 1 traceback frame match)" in human
+
+
+def test_a_release_named_on_the_command_line_wins_over_the_log(two_releases):
+    cache, log = two_releases
+    data = json.loads(_classify(cache, str(log), "--json", "--sglang", "0.5.23").stdout)
+    assert "release" not in data and data["verdict"] == "CONFIG_REFUSED"
+    assert data["decided_by"]["source"] == "sglang 0.5.23 srt/server_args.py:5 (check)"
+
+
+def test_a_peer_gone_after_another_rank_died_names_the_line_that_caused_it():
+    # vllm#47436's DeepGEMM assertion on one rank, then sglang#15792's gloo line on the rank that lost it
+    text = ("[2026-07-02 10:00:01 TP1] RuntimeError: Assertion error (/workspace/.deps/deepgemm-src/csrc/apis/"
+            "layout.hpp:59): Unknown SF transformation\n"
+            "[2026-07-02 10:00:02 TP0] Error receiving requests in scheduler event loop: [/pytorch/third_party/gloo/"
+            "gloo/transport/tcp/pair.cc:547] Connection closed by peer [10.244.24.18]:54661\n")
+    done = inv("-", "--wide", stdin=text)
+    assert done.returncode == 1 and "verdict ARCH_UNSUPPORTED" in done.stdout
+    assert "stdin: line 2 (COMM_FAILURE) is a consequence: the cause is line 1" in done.stdout
+    data = json.loads(inv("-", "--json", stdin=text).stdout)
+    assert (data["decided_by"]["line"], data["consequence"]["line"], data["consequence"]["rule"]) == (
+        1, 2, "peer_rank_gone")
