@@ -12,8 +12,8 @@ from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
 from fleet.cli.hosttext import escape, visible
 from fleet.deploy import bench as benching
-from fleet.deploy.noise import Runs
-from fleet.deploy.results import DeployResult
+from fleet.deploy.bench_record import BenchRecord, Power
+from fleet.deploy.results import BenchPoint, DeployResult
 from fleet.host.releases import Release, versions_label, versions_of
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
@@ -31,10 +31,10 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
     if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
         screen.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
                      highlight=False, soft_wrap=wide)
-        before, after = result.bench_before or {}, result.bench_after() or {}
+        before, after = result.bench_before, result.bench_after()
         if before or after:  # and what the bench gate measured of each
-            screen.print(f"  bench gate: {_moved(before.get('tok_s'), after.get('tok_s'))} tok/s, TTFT "
-                         f"{_moved(before.get('ttft_ms'), after.get('ttft_ms'), 'ms')} ms", highlight=False,
+            screen.print(f"  bench gate: {_moved(*_points(before, after, 'tok_s'))} tok/s, TTFT "
+                         f"{_moved(*_points(before, after, 'ttft_ms'), 'ms')} ms", highlight=False,
                          soft_wrap=wide)
     for note in result.notes:
         screen.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=wide)
@@ -47,7 +47,7 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
         cols = [fit.Col("#", [(str(i), "") for i in range(1, len(result.attempts) + 1)], right=True),
                 fit.Col("rung", [(a.rung, "") for a in result.attempts], cap=24),
                 fit.Col("outcome", [(a.outcome, style.get(a.outcome, "red")) for a in result.attempts]),
-                *([fit.Col("tok/s", [(_tok((a.bench or {}).get("result", {}).get("output_throughput")), "")
+                *([fit.Col("tok/s", [(_tok(a.bench.result.output_throughput if a.bench else None), "")
                                      for a in result.attempts], right=True)] if measured else []),
                 fit.Col("seconds", [(f"{a.seconds:.1f}", "") for a in result.attempts], right=True)]
         fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{result.host}: attempts"), wide)
@@ -127,34 +127,40 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
              wide)
 
 
+def _points(before: BenchPoint | None, after: BenchPoint | None, name: str) -> tuple[float | None, float | None]:
+    """The same figure (tok_s or ttft_ms) of the gate before and after, None where there is none."""
+    return (getattr(before, name) if before else None), (getattr(after, name) if after else None)
+
+
 def _tok(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
-def _power(record: dict[str, Any] | None, short: bool = False) -> str:
-    p = (record or {}).get("power") or {}
-    if p.get("mean_w") is None:
+def _power(record: BenchRecord | None, short: bool = False) -> str:
+    p = record.power if record else None
+    if p is None or p.mean_w is None:
         return "-"
-    text = f"{p['mean_w']:.0f}" + (f"/{p['limit_w']:.0f} W" if p.get("limit_w") else " W")
-    return text + ((" [yellow]low[/]" if short else " [yellow]underutilised[/]") if p.get("underutilised") else "")
+    text = f"{p.mean_w:.0f}" + (f"/{p.limit_w:.0f} W" if p.limit_w else " W")
+    return text + ((" [yellow]low[/]" if short else " [yellow]underutilised[/]") if p.underutilised else "")
 
 
-def render_bench(host: str, release: str | None, rung: str | None, record: dict[str, Any] | None,
+def render_bench(host: str, release: str | None, rung: str | None, record: BenchRecord | None,
                  error: str | None, console: Console, wide: bool = False) -> None:
     """`inv bench`: throughput, latency percentiles, power per GPU against its limit (wide: every line whole)."""
     screen = real_console(console)
     if record is None:
         screen.print(f"[bold]{escape(host)}[/]: [bold red]failed[/] {escape(error or '')}", soft_wrap=wide)
         return
-    r, p, s = record["result"], record.get("power") or {}, record["settings"]
+    r, p, s = record.result, record.power or Power(), record.settings
+    shape = (f"{s.num_prompts} prompts of {s.input_len}+{s.output_len} tokens, concurrency {s.max_concurrency}, "
+             if s else "")
     screen.print(f"[bold]{escape(host)}[/]: release {escape(str(release))}, rung {escape(str(rung))}: "
-                 f"[bold]{_tok(r['output_throughput'])} tok/s[/]"
-                 f" output ({s['num_prompts']} prompts of {s['input_len']}+{s['output_len']} tokens, concurrency "
-                 f"{s['max_concurrency']}, {r.get('duration_s') or 0:.1f}s)"
+                 f"[bold]{_tok(r.output_throughput)} tok/s[/]"
+                 f" output ({shape}{r.duration_s or 0:.1f}s)"
                  + (" [bold yellow]UNDERUTILISED[/]: mean power "
-                    f"{p['mean_w']:.0f} W of {p['limit_w']:.0f} W per GPU" if p.get("underutilised") else ""),
+                    f"{p.mean_w or 0:.0f} W of {p.limit_w or 0:.0f} W per GPU" if p.underutilised else ""),
                  highlight=False, soft_wrap=wide)
     lat = Table(title=escape(f"{host}: latency (ms)"))
     stats = ("mean", "median", "p90", "p95", "p99", "max")
@@ -162,29 +168,29 @@ def render_bench(host: str, release: str | None, rung: str | None, record: dict[
     for col in stats:
         lat.add_column(col, justify="right")
     for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
-        row = (r.get("latency_ms") or {}).get(metric)
+        row = r.latency_ms.get(metric)
         if row:
             lat.add_row(label, *(f"{row[k]:.1f}" if k in row else "-" for k in stats))
     fit.emit(screen, lat, wide)
-    if p.get("gpus"):
+    if p.gpus:
         ascii_only = fit.plain_terminal(screen)
-        rows = p["gpus"]
-        share = [100 * g["mean_w"] / g["limit_w"] if g.get("limit_w") else None for g in rows]
-        cols = [fit.Col("gpu", [(str(g["index"]), "") for g in rows], right=True),
-                fit.Col("mean W", [(f"{g['mean_w']:.0f}", "") for g in rows], right=True),
-                fit.Col("limit W", [(f"{g['limit_w']:.0f}" if g.get("limit_w") else "-", "") for g in rows],
+        rows = p.gpus
+        share = [100 * g.mean_w / g.limit_w if g.limit_w else None for g in rows]
+        cols = [fit.Col("gpu", [(str(g.index), "") for g in rows], right=True),
+                fit.Col("mean W", [(f"{g.mean_w:.0f}", "") for g in rows], right=True),
+                fit.Col("limit W", [(f"{g.limit_w:.0f}" if g.limit_w else "-", "") for g in rows],
                         right=True),
                 fit.Col("% of limit", [(f"{v:.0f}" if v is not None else "-", "") for v in share], right=True),
                 fit.Col("", [(fit.bar(v, 100.0, 20, ascii_only), "yellow" if v is not None and v < 50 else "green")
                              for v in share]),
-                fit.Col("util %", [(f"{g['mean_util']:.0f}" if g.get("mean_util") is not None else "-", "")
+                fit.Col("util %", [(f"{g.mean_util:.0f}" if g.mean_util is not None else "-", "")
                                    for g in rows], right=True),
-                fit.Col("max W", [(f"{g['max_w']:.0f}", "") for g in rows], right=True)]
+                fit.Col("max W", [(f"{g.max_w:.0f}", "") for g in rows], right=True)]
         fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
-                                   f"{host}: GPUs during the run ({p.get('busy_samples')} of {p.get('samples')} "
+                                   f"{host}: GPUs during the run ({p.busy_samples} of {p.samples} "
                                    "samples busy); bars: mean power, of the limit"), wide)
-    if p.get("note"):
-        screen.print(f"[yellow]{escape(p['note'])}[/]", soft_wrap=wide)
+    if p.note:
+        screen.print(f"[yellow]{escape(p.note)}[/]", soft_wrap=wide)
 
 
 def render_tune(result: Any, console: Console, width: int = 20, wide: bool = False) -> None:
@@ -193,7 +199,7 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
     wide: every rung and outcome whole, bars of `width` cells, each line whole)."""
     screen = real_console(console)
     colour = _COLOURS.get(result.status, "white")
-    winner_runs = next((Runs.from_json((a.bench or {}).get("runs")) for a in result.attempts
+    winner_runs = next((a.bench.runs if a.bench else None for a in result.attempts
                         if a.rung == result.winner and a.outcome == Outcome.READY), None)
     screen.print(f"[bold]{escape(result.host)}[/]: [{colour}]{result.status}[/]"
                  + (f", winner {escape(result.winner)} at {_tok(result.winner_tok_s)} tok/s" if result.winner else "")
@@ -205,7 +211,7 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
         m = benching.measured(a.bench)  # the median and spread of its runs where the tuner repeated it
         speeds.append(m[0] if m else None)
         spreads.append(f"±{m[1]:,.0f}" if m and m[1] is not None else "")
-        ttft = ((a.bench or {}).get("result", {}).get("latency_ms") or {}).get("ttft", {}).get("median")
+        ttft = a.bench.result.stat("ttft", "median") if a.bench else None
         ttfts.append(f"{ttft:.0f}" if ttft is not None else "-")
     top = max((s for s in speeds if s), default=0.0)
     style: dict[str, str] = {Outcome.READY: "green", Outcome.PREFLIGHT: "dim"}
@@ -279,10 +285,10 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
             fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16)]
     if any(r.versions for r in results):
         cols.append(fit.Col("sglang/flashinfer", [(_versions_moved(r), "") for r in results], cap=30))
-    points = [(r.bench_before or {}, r.bench_after() or {}) for r in results]
+    points = [(r.bench_before, r.bench_after()) for r in results]
     if any(b or a for b, a in points):
-        cols.append(fit.Col("tok/s", [(_moved(b.get("tok_s"), a.get("tok_s")), "") for b, a in points], right=True))
-        cols.append(fit.Col("TTFT ms", [(_moved(b.get("ttft_ms"), a.get("ttft_ms"), "ms"), "") for b, a in points],
+        cols.append(fit.Col("tok/s", [(_moved(*_points(b, a, "tok_s")), "") for b, a in points], right=True))
+        cols.append(fit.Col("TTFT ms", [(_moved(*_points(b, a, "ttft_ms"), "ms"), "") for b, a in points],
                             right=True))
     cols.append(fit.Col("seconds", [(f"{seconds[r.host]:.0f}" if r.host in seconds else "-", "") for r in results],
                         right=True))

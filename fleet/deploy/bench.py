@@ -16,13 +16,22 @@ import re
 import shlex
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from fabric import Connection
 
-from fleet.deploy.noise import Runs
+from fleet.deploy.bench_record import (
+    BenchRecord,
+    BenchRecordError,
+    BenchResult,
+    BenchSettings,
+    GateVerdict,
+    GpuPower,
+    Power,
+    stored,
+)
 from fleet.errors import FleetError
 from fleet.host.releases import RELEASES, ReleaseStore
 from fleet.host.render import LAUNCHER
@@ -34,6 +43,11 @@ from fleet.ssh.remote import run as remote_run
 
 SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
 _MARK = "@@FLEET-BENCH"
+
+
+__all__ = ["BenchError", "BenchRecord", "BenchRecordError", "BenchResult", "BenchSettings", "Baseline",
+           "GateVerdict", "GpuPower", "Power", "command", "evaluate", "known_good", "measured", "parse",
+           "parse_power", "result_of", "run", "settings_key", "stored", "summary"]
 
 
 class BenchError(FleetError):
@@ -131,34 +145,6 @@ _METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e latency": "e2e", "
 _LINE = re.compile(r"^\s*([^:]+?)\s*:\s*(\S.*?)\s*$")
 
 
-@dataclass
-class BenchResult:
-    ok: bool = False
-    error: str | None = None
-    backend: str | None = None
-    request_rate: str | None = None
-    max_concurrency: str | None = None
-    successful_requests: float | None = None
-    duration_s: float | None = None
-    total_input_tokens: float | None = None
-    total_output_tokens: float | None = None
-    request_throughput: float | None = None
-    input_throughput: float | None = None
-    output_throughput: float | None = None
-    peak_output_throughput: float | None = None
-    total_throughput: float | None = None
-    concurrency: float | None = None
-    accept_length: float | None = None
-    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # ttft/tpot/itl/e2e -> stat -> ms
-    unknown: list[str] = field(default_factory=list)  # labels this parser does not know (kept, not fatal)
-
-    def stat(self, metric: str, which: str) -> float | None:
-        return self.latency_ms.get(metric, {}).get(which)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _number(text: str) -> float | None:
     try:
         value = float(text.split()[0].replace(",", ""))
@@ -175,7 +161,9 @@ def parse(output: str, prompts: int | None = None, min_success: float = 1.0) -> 
     starts = [i for i, line in enumerate(lines) if "Serving Benchmark Result" in line]
     if not starts:
         return BenchResult(error="no 'Serving Benchmark Result' block in the output")
-    res = BenchResult()
+    values: dict[str, Any] = {}
+    latency: dict[str, dict[str, float]] = {}
+    unknown: list[str] = []
     for line in lines[starts[-1] + 1:]:
         stripped = line.strip()
         if stripped and set(stripped) == {"="}:
@@ -188,54 +176,28 @@ def parse(output: str, prompts: int | None = None, min_success: float = 1.0) -> 
         if (lat := _LATENCY.match(label)) is not None:
             number = _number(value)
             if number is not None:
-                res.latency_ms.setdefault(_METRIC[lat.group(2)], {})[lat.group(1)] = number
+                latency.setdefault(_METRIC[lat.group(2)], {})[lat.group(1)] = number
         elif label in _SCALARS:
             name = _SCALARS[label]
-            if getattr(res, name) is None:  # "output token throughput" before its variants
+            if values.get(name) is None:  # "output token throughput" before its variants
                 number = _number(value)
                 if name in _COUNTS and number is not None and number.is_integer():
                     number = int(number)
-                setattr(res, name, value if name in _TEXT_FIELDS else number)
+                values[name] = value if name in _TEXT_FIELDS else number
         else:
-            res.unknown.append(m.group(1))
-    if res.output_throughput is None:
-        res.error = "the result block has no output token throughput"
-    elif not res.successful_requests:
-        res.error = "no request succeeded"
-    elif prompts and res.successful_requests < math.ceil(prompts * min_success - 1e-9):
-        res.error = (f"only {res.successful_requests:g} of {prompts} requests succeeded (fewer than "
-                     f"{min_success:.0%}): not a measurement")
-    else:
-        res.ok = True
-    return res
+            unknown.append(m.group(1))
+    done, error = values.get("successful_requests"), None
+    if values.get("output_throughput") is None:
+        error = "the result block has no output token throughput"
+    elif not done:
+        error = "no request succeeded"
+    elif prompts and done < math.ceil(prompts * min_success - 1e-9):
+        error = (f"only {done:g} of {prompts} requests succeeded (fewer than "
+                 f"{min_success:.0%}): not a measurement")
+    return BenchResult(ok=error is None, error=error, **values, latency_ms=latency, unknown=unknown)
 
 
 # ---------------------------------------------------------------------- power and utilisation (pure)
-
-
-@dataclass
-class GpuPower:
-    index: int
-    mean_w: float
-    max_w: float
-    limit_w: float | None
-    mean_util: float | None
-
-
-@dataclass
-class Power:
-    samples: int = 0
-    busy_samples: int = 0
-    gpus: list[GpuPower] = field(default_factory=list)
-    mean_w: float | None = None  # per GPU, averaged over GPUs and busy samples
-    limit_w: float | None = None
-    fraction: float | None = None  # mean_w / limit_w
-    mean_util: float | None = None
-    underutilised: bool | None = None
-    note: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_power(text: str, threshold: float = 0.5) -> Power:
@@ -254,71 +216,56 @@ def parse_power(text: str, threshold: float = 0.5) -> Power:
             samples.append({})
         samples[-1][int(parts[0])] = (_number(parts[1]), _number(parts[2]), _number(parts[3]))
     samples = [s for s in samples if s]
-    out = Power(samples=len(samples))
     if not samples:
-        out.note = "nvidia-smi gave no samples"
-        return out
+        return Power(note="nvidia-smi gave no samples")
+
     def util(sample: dict[int, tuple[float | None, float | None, float | None]]) -> float:
         values = [u for _, _, u in sample.values() if u is not None]
         return statistics.fmean(values) if values else 0.0
 
     peak = max(util(s) for s in samples)
     busy = [s for s in samples if peak > 0 and util(s) >= peak / 2]  # the plateau, not warm-up or tail
-    out.busy_samples = len(busy)
     use = busy or samples
+    gpus = []
     for index in sorted({i for s in use for i in s}):
         draws = [v for s in use if index in s if (v := s[index][0]) is not None]
         limits = [v for s in use if index in s if (v := s[index][1]) is not None]
         utils = [v for s in use if index in s if (v := s[index][2]) is not None]
         if not draws:
             continue
-        out.gpus.append(GpuPower(index, round(statistics.fmean(draws), 1), round(max(draws), 1),
-                                 round(statistics.fmean(limits), 1) if limits else None,
-                                 round(statistics.fmean(utils), 1) if utils else None))
-    if not out.gpus:
-        out.note = "nvidia-smi reported no power draw"
-        return out
-    out.mean_w = round(statistics.fmean(g.mean_w for g in out.gpus), 1)
-    limit_ws = [g.limit_w for g in out.gpus if g.limit_w]
-    out.limit_w = round(statistics.fmean(limit_ws), 1) if limit_ws else None
-    mean_utils = [g.mean_util for g in out.gpus if g.mean_util is not None]
-    out.mean_util = round(statistics.fmean(mean_utils), 1) if mean_utils else None
-    if out.limit_w:
-        out.fraction = round(out.mean_w / out.limit_w, 3)
-        out.underutilised = out.fraction < threshold
-    if not busy:
-        out.note = "no sample caught the GPUs busy (run shorter than the sampling interval?)"
-    return out
+        gpus.append(GpuPower(index, round(statistics.fmean(draws), 1), round(max(draws), 1),
+                             round(statistics.fmean(limits), 1) if limits else None,
+                             round(statistics.fmean(utils), 1) if utils else None))
+    if not gpus:
+        return Power(samples=len(samples), busy_samples=len(busy), note="nvidia-smi reported no power draw")
+    mean_w = round(statistics.fmean(g.mean_w for g in gpus), 1)
+    limit_ws = [g.limit_w for g in gpus if g.limit_w]
+    limit_w = round(statistics.fmean(limit_ws), 1) if limit_ws else None
+    mean_utils = [g.mean_util for g in gpus if g.mean_util is not None]
+    fraction = round(mean_w / limit_w, 3) if limit_w else None
+    return Power(samples=len(samples), busy_samples=len(busy), gpus=tuple(gpus), mean_w=mean_w, limit_w=limit_w,
+                 fraction=fraction,
+                 mean_util=round(statistics.fmean(mean_utils), 1) if mean_utils else None,
+                 underutilised=fraction < threshold if fraction is not None else None,
+                 note=None if busy else "no sample caught the GPUs busy (run shorter than the sampling interval?)")
 
 
 # ---------------------------------------------------------------------- the gate (pure)
 
 
-def settings_key(book: Playbook, bench: Bench) -> dict[str, Any]:
+def settings_key(book: Playbook, bench: Bench) -> BenchSettings:
     """What makes two results comparable: same playbook and model, same benchmark shape."""
-    return {"playbook": book.name, "model": book.model.path, "backend": bench.backend, "dataset": bench.dataset,
-            "input_len": bench.input_len, "output_len": bench.output_len, "num_prompts": bench.num_prompts,
-            "max_concurrency": bench.max_concurrency}
+    return BenchSettings(playbook=book.name, model=book.model.path, backend=bench.backend, dataset=bench.dataset,
+                         input_len=bench.input_len, output_len=bench.output_len, num_prompts=bench.num_prompts,
+                         max_concurrency=bench.max_concurrency)
 
 
 def tok(value: float) -> str:
     return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
-@dataclass
-class Verdict:
-    ok: bool
-    measured: float
-    required: float | None
-    basis: str  # release | floor | run | none
-    against: str  # e.g. "release 20261130T...", "rung no-fusion in this run"
-    evidence: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class Baseline(NamedTuple):
+@dataclass(frozen=True)
+class Baseline:
     """What a measurement is compared with: a result, where it comes from, and its spread (max - min of the
     runs behind it, 0 for a single run). A regression smaller than the baseline's own noise is not one."""
 
@@ -328,65 +275,60 @@ class Baseline(NamedTuple):
 
 
 def evaluate(measured: float, fraction: float, history: Baseline | None = None,
-             floor: float | None = None, best: Baseline | None = None) -> Verdict:
+             floor: float | None = None, best: Baseline | None = None) -> GateVerdict:
     """Compare with the last known-good release's result (less its spread), else the absolute floor, else the
     best rung measured in this run; with none of them the first measurement passes."""
     if floor is not None and history is None:
         ok = measured >= floor
-        return Verdict(ok, measured, floor, "floor", "playbook floor",
+        return GateVerdict(ok, measured, floor, "floor", "playbook floor",
                        f"{tok(measured)} tok/s {'>=' if ok else '<'} the playbook's floor of {tok(floor)} tok/s")
     for kind, baseline in (("release", history), ("run", best)):
         if baseline is not None:
             need = max(0.0, fraction * baseline.tok_s - baseline.spread)
             ok = measured >= need
             noise = f" less its spread of {baseline.spread:,.0f}" if baseline.spread else ""
-            return Verdict(ok, measured, need, kind, baseline.label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
+            return GateVerdict(ok, measured, need, kind, baseline.label, f"{tok(measured)} tok/s {'>=' if ok else '<'} "
                            f"{fraction * 100:.0f}% of {tok(baseline.tok_s)} tok/s{noise} ({baseline.label})")
-    return Verdict(True, measured, None, "none", "",
+    return GateVerdict(True, measured, None, "none", "",
                    f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
 
 
-def result_of(manifest: dict[str, Any], key: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def result_of(manifest: dict[str, Any], key: BenchSettings | None = None) -> BenchRecord | None:
     """A release manifest's stored benchmark (on these settings, when key is given): its own `bench`
-    (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost."""
-    def fits(b: Any) -> bool:  # what a host's manifest holds is data: any shape may come
-        return (isinstance(b, dict) and (key is None or b.get("settings") == key) and isinstance(b.get("result"), dict)
-                and bool(b["result"].get("ok")))
+    (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost. What a host's
+    manifest holds is data: a record of the wrong shape is no record."""
+    def fits(raw: Any) -> BenchRecord | None:
+        record = stored(raw)
+        return record if record and record.result.ok and (key is None or record.settings == key) else None
 
-    if fits(manifest.get("bench")):
-        return dict(manifest["bench"])
+    if found := fits(manifest.get("bench")):
+        return found
     attempts = manifest.get("attempts")
     for attempt in reversed(attempts if isinstance(attempts, list) else []):
         if (isinstance(attempt, dict) and attempt.get("rung") == manifest.get("rung")
-                and attempt.get("outcome") == Outcome.READY and fits(attempt.get("bench"))):
-            return dict(attempt["bench"])
+                and attempt.get("outcome") == Outcome.READY and (found := fits(attempt.get("bench")))):
+            return found
     return None
 
 
-def measured(record: dict[str, Any] | None) -> tuple[float, float | None] | None:
+def measured(record: BenchRecord | None) -> tuple[float, float | None] | None:
     """A benchmark record's (tok/s, spread): the median and spread of its runs where the tuner repeated it,
     else its one result and no spread."""
-    if not record:
+    if record is None or record.tok_s is None:
         return None
-    runs = Runs.from_json(record.get("runs"))
-    if runs is not None:
-        return runs.median, runs.spread
-    value = (record.get("result") or {}).get("output_throughput")
-    return (float(value), None) if value is not None else None
+    return float(record.tok_s), record.spread
 
 
-def known_good(manifests: list[dict[str, Any]], current: str | None,
-               key: dict[str, Any]) -> Baseline | None:
+def known_good(manifests: list[dict[str, Any]], current: str | None, key: BenchSettings) -> Baseline | None:
     """The last known-good release's result on these settings (the median and spread of its runs where the
     tuner repeated them): the current release first, then the newest other one that served."""
     ordered = sorted((m for m in manifests if m.get("status") == ReleaseStatus.OK),
-                     key=lambda m: (m.get("id") == current, m.get("id", "")), reverse=True)
+                     key=lambda m: (m.get("id") == current, str(m.get("id", ""))), reverse=True)
     for m in ordered:
         found = result_of(m, key)
         speed = measured(found)
         if found and speed:
-            runs = Runs.from_json(found.get("runs"))
-            label = f"release {m['id']}" + (f", median of {len(runs.tok_s)} runs" if runs else "")
+            label = f"release {m['id']}" + (f", median of {len(found.runs.tok_s)} runs" if found.runs else "")
             return Baseline(speed[0], label, speed[1] or 0.0)
     return None
 
@@ -395,7 +337,7 @@ def known_good(manifests: list[dict[str, Any]], current: str | None,
 
 
 def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
-        key_path: str | None = None) -> dict[str, Any]:
+        key_path: str | None = None) -> BenchRecord:
     """Run the benchmark on the host; the record stored in releases: settings, result, power, when, how long.
     Raises BenchError when it fails."""
     cmd = command(venv, book.serve.port, bench, model=book.model.served_name or book.model.path,
@@ -419,8 +361,8 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
                          f"{(result.error + '; ') if rc == 0 and result.error else ''}"
                          f"{tail[-1][:300] if tail else 'no output'}")
     power = parse_power(smi, bench.underutilised_below)
-    return {"settings": settings_key(book, bench), "result": result.to_json(), "power": power.to_json(),
-            "command": cmd, "at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 1)}
+    return BenchRecord(settings=settings_key(book, bench), result=result, power=power, command=cmd,
+                       at=datetime.now(UTC).isoformat(timespec="seconds"), seconds=round(seconds, 1))
 
 
 def read_manifest(conn: Connection, host: Host, release_dir: str) -> dict[str, Any] | None:
@@ -428,12 +370,12 @@ def read_manifest(conn: Connection, host: Host, release_dir: str) -> dict[str, A
     return json.loads(data) if data else None
 
 
-def store_in_release(conn: Connection, host: Host, release_dir: str, record: dict[str, Any]) -> None:
+def store_in_release(conn: Connection, host: Host, release_dir: str, record: BenchRecord) -> None:
     """Add the record to a release manifest as its `bench` field, keeping every other field as it is."""
     manifest = read_manifest(conn, host, release_dir)
     if manifest is None:
         raise BenchError(f"no manifest in {release_dir}")
-    manifest["bench"] = record
+    manifest["bench"] = record.to_json()
     write_atomic(conn, host, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
 
 
@@ -449,19 +391,18 @@ def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str |
     return found, store.current_id()
 
 
-def summary(record: dict[str, Any]) -> str:
+def summary(record: BenchRecord) -> str:
     """One line: throughput, TTFT/TPOT, power against the limit, the underutilisation flag."""
-    r, p = record["result"], record.get("power") or {}
-    lat = r.get("latency_ms") or {}
+    r, p = record.result, record.power or Power()
 
     def ms(metric: str, which: str) -> str:
-        v = (lat.get(metric) or {}).get(which)
+        v = r.stat(metric, which)
         return f"{v:.0f}" if v is not None else "-"
 
-    text = (f"{tok(r['output_throughput'])} tok/s; TTFT median {ms('ttft', 'median')} / p99 {ms('ttft', 'p99')} ms;"
+    text = (f"{tok(r.output_throughput or 0.0)} tok/s; TTFT median {ms('ttft', 'median')} / p99 {ms('ttft', 'p99')} ms;"
             f" TPOT median {ms('tpot', 'median')} ms")
-    if p.get("mean_w") is not None:
-        text += f"; {p['mean_w']:.0f} W per GPU" + (f" of {p['limit_w']:.0f} W" if p.get("limit_w") else "")
-        if p.get("underutilised"):
+    if p.mean_w is not None:
+        text += f"; {p.mean_w:.0f} W per GPU" + (f" of {p.limit_w:.0f} W" if p.limit_w else "")
+        if p.underutilised:
             text += " (UNDERUTILISED)"
     return text

@@ -15,6 +15,8 @@ evidence but never count.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleet.outcomes import Outcome
@@ -29,70 +31,113 @@ CONFIRMED = 2  # sightings (on one host or across hosts) before a failure class 
 _MAX_HOSTS = 256  # hosts kept per rung; the oldest go first
 _MAX_CLASSES = 16
 
+Flags = dict[str, object]  # a rung's server flags as it ran (JSON values, compared, never read here)
 
-def _num(value: Any) -> float | None:
+
+def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     return value if type(value) is int and value > 0 else 0
 
 
-def host_record(raw: Any) -> dict[str, Any]:
-    """One host's results for one rung, read defensively (the file is edited by hand and by older fleets)."""
-    raw = raw if isinstance(raw, dict) else {}
-    failures = raw.get("failures") if isinstance(raw.get("failures"), dict) else {}
-    return {"served": _count(raw.get("served")), "tok_s": _num(raw.get("tok_s")), "spread": _num(raw.get("spread")),
-            "release": raw.get("release") if isinstance(raw.get("release"), str) else None,
-            "failures": {str(c): _count(n) for c, n in list(failures.items())[:_MAX_CLASSES] if _count(n)},
-            "last": str(raw.get("last") or ""), "at": str(raw.get("at") or "")}
+@dataclass(frozen=True)
+class HostEvidence:
+    """One host's results for one rung: how often it served, its measured tok/s and spread (tune), the release
+    it served in, its failures by class, and its latest result and when."""
+
+    served: int = 0
+    tok_s: float | None = None
+    spread: float | None = None
+    release: str | None = None
+    failures: Mapping[str, int] = field(default_factory=dict)
+    last: str = ""
+    at: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"served": self.served, "tok_s": self.tok_s, "spread": self.spread, "release": self.release,
+                "failures": dict(self.failures), "last": self.last, "at": self.at}
+
+    @classmethod
+    def from_json(cls, raw: object) -> HostEvidence:
+        """Read defensively: the file is edited by hand and by older fleets, and one bad field must not lose
+        what the rest of the fleet learned, so a field of the wrong type reads as empty."""
+        d: Mapping[str, object] = raw if isinstance(raw, dict) else {}
+        failures = d.get("failures")
+        failures = failures if isinstance(failures, dict) else {}
+        release = d.get("release")
+        return cls(served=_count(d.get("served")), tok_s=_num(d.get("tok_s")), spread=_num(d.get("spread")),
+                   release=release if isinstance(release, str) else None,
+                   failures={str(c): _count(n) for c, n in list(failures.items())[:_MAX_CLASSES] if _count(n)},
+                   last=str(d.get("last") or ""), at=str(d.get("at") or ""))
 
 
-def rung_record(raw: Any) -> dict[str, Any]:
-    raw = raw if isinstance(raw, dict) else {}
-    hosts = raw.get("hosts") if isinstance(raw.get("hosts"), dict) else {}
-    return {"flags": raw.get("flags") if isinstance(raw.get("flags"), dict) else {},
-            "hosts": {str(h): host_record(r) for h, r in hosts.items()}}
+@dataclass(frozen=True)
+class RungEvidence:
+    """Every host's results for one rung, under the flags it ran with (changed flags start it again)."""
+
+    flags: Flags = field(default_factory=dict)
+    hosts: Mapping[str, HostEvidence] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"flags": self.flags, "hosts": {h: e.to_json() for h, e in self.hosts.items()}}
+
+    @classmethod
+    def from_json(cls, raw: object) -> RungEvidence:
+        d: Mapping[str, object] = raw if isinstance(raw, dict) else {}
+        flags, hosts = d.get("flags"), d.get("hosts")
+        return cls(flags if isinstance(flags, dict) else {},
+                   {str(h): HostEvidence.from_json(r) for h, r in (hosts if isinstance(hosts, dict) else {}).items()})
 
 
-def add(rungs: dict[str, Any], rung: str, flags: dict[str, Any], host: str, outcome: str, at: str,
-        tok_s: float | None = None, spread: float | None = None, release: str | None = None) -> dict[str, Any]:
-    """`rungs` (rung -> record) with one more result of `rung` on `host`. A rung whose flags changed starts
-    again; a serve clears that host's failures (the rung works there now) and keeps its measured speed."""
+Rungs = dict[str, RungEvidence]  # rung name -> its evidence, for one fingerprint and playbook
+
+
+def rungs_from_json(raw: object) -> Rungs:
+    return {str(n): RungEvidence.from_json(r) for n, r in raw.items()} if isinstance(raw, dict) else {}
+
+
+def rungs_to_json(rungs: Rungs) -> dict[str, object]:
+    return {n: r.to_json() for n, r in rungs.items()}
+
+
+def add(rungs: Rungs, rung: str, flags: Flags, host: str, outcome: str, at: str,
+        tok_s: float | None = None, spread: float | None = None, release: str | None = None) -> Rungs:
+    """`rungs` with one more result of `rung` on `host`. A rung whose flags changed starts again; a serve
+    clears that host's failures (the rung works there now) and keeps its measured speed."""
     if outcome in _NOT_A_RESULT or not host:
         return rungs
-    out = dict(rungs)
-    record = rung_record(out.get(rung))
-    if record["flags"] != flags:
-        record = {"flags": flags, "hosts": {}}
-    hosts = dict(record["hosts"])
-    mine = host_record(hosts.pop(host, None))
+    record = rungs.get(rung) or RungEvidence(flags)
+    if record.flags != flags:
+        record = RungEvidence(flags)
+    hosts = dict(record.hosts)
+    mine = hosts.pop(host, None) or HostEvidence()
     if outcome == Outcome.READY:
-        mine = {**mine, "served": mine["served"] + 1, "failures": {}, "release": release or mine["release"]}
+        mine = replace(mine, served=mine.served + 1, failures={}, release=release or mine.release)
     else:
-        mine = {**mine, "failures": {**mine["failures"], outcome: mine["failures"].get(outcome, 0) + 1}}
+        mine = replace(mine, failures={**mine.failures, outcome: mine.failures.get(outcome, 0) + 1})
     if tok_s is not None:
-        mine = {**mine, "tok_s": tok_s, "spread": spread}
-    hosts[host] = {**mine, "last": outcome, "at": at}  # newest last: the oldest go first past the cap
-    out[rung] = {"flags": flags, "hosts": dict(list(hosts.items())[-_MAX_HOSTS:])}
-    return out
+        mine = replace(mine, tok_s=tok_s, spread=spread)
+    hosts[host] = replace(mine, last=outcome, at=at)  # newest last: the oldest go first past the cap
+    return {**rungs, rung: RungEvidence(flags, dict(list(hosts.items())[-_MAX_HOSTS:]))}
 
 
-def sightings(record: dict[str, Any]) -> dict[str, dict[str, int]]:
+def sightings(record: RungEvidence) -> dict[str, dict[str, int]]:
     """Counting failure classes of a rung: class -> {host: times seen}."""
     out: dict[str, dict[str, int]] = {}
-    for host, mine in record["hosts"].items():
-        for cls, n in mine["failures"].items():
+    for host, mine in record.hosts.items():
+        for cls, n in mine.failures.items():
             if cls in HARDWARE:
                 out.setdefault(cls, {})[host] = n
     return out
 
 
-def serves_somewhere(record: dict[str, Any]) -> bool:
-    return any(m["last"] == Outcome.READY for m in record["hosts"].values())
+def serves_somewhere(record: RungEvidence) -> bool:
+    return any(m.last == Outcome.READY for m in record.hosts.values())
 
 
-def skip_reason(record: dict[str, Any]) -> str | None:
+def skip_reason(record: RungEvidence) -> str | None:
     """Why a rung is skipped for its fingerprint, or None: a counting class seen at least twice (one host or
     several), while no host's latest result for the rung is a serve."""
     if serves_somewhere(record):
@@ -104,15 +149,15 @@ def skip_reason(record: dict[str, Any]) -> str | None:
     return None
 
 
-def unconfirmed(record: dict[str, Any]) -> bool:
+def unconfirmed(record: RungEvidence) -> bool:
     """A counting failure seen once, on one host: not yet evidence, worth one more try."""
     return not serves_somewhere(record) and skip_reason(record) is None and bool(sightings(record))
 
 
-def speed(record: dict[str, Any]) -> tuple[float, float | None, str | None] | None:
+def speed(record: RungEvidence) -> tuple[float, float | None, str | None] | None:
     """The rung's measured tok/s across hosts (median), its spread (the widest of a host's spread and the range
     between hosts), and the fastest host; None when no host measured it."""
-    measured = [(m["tok_s"], m["spread"], h) for h, m in record["hosts"].items() if m["tok_s"]]
+    measured = [(m.tok_s, m.spread, h) for h, m in record.hosts.items() if m.tok_s]
     if not measured:
         return None
     values = [t for t, _, _ in measured]
@@ -121,57 +166,92 @@ def speed(record: dict[str, Any]) -> tuple[float, float | None, str | None] | No
     return statistics.median(values), spread, max(measured, key=lambda m: m[0])[2]
 
 
-def winner(rungs: dict[str, Any], ladder: list[str]) -> str | None:
+def winner(rungs: Rungs, ladder: list[str]) -> str | None:
     """The rung to try first: the fastest measured one that serves somewhere, else the first of the ladder
     that serves somewhere (a rung no longer in the ladder counts after those that are)."""
     order = {name: i for i, name in enumerate(ladder)}
-    serving = [n for n, r in rungs.items() if serves_somewhere(rung_record(r)) and not skip_reason(rung_record(r))]
-    measured = [(s[0], n) for n in serving if (s := speed(rung_record(rungs[n])))]
+    serving = [n for n, r in rungs.items() if serves_somewhere(r) and not skip_reason(r)]
+    measured = [(s[0], n) for n in serving if (s := speed(rungs[n]))]
     if measured:
         return max(measured, key=lambda m: (m[0], -order.get(m[1], len(order))))[1]
     return min(serving, key=lambda n: order.get(n, len(order)), default=None)
 
 
-def summary(rungs: dict[str, Any], ladder: list[str]) -> dict[str, Any]:
-    """The winner fields an entry carries for its readers (rung, tok_s, spread, host, release) and `failed`, the
-    rungs with failures of note: {outcome, seen, hosts, skipped} per rung, the most seen class first."""
+@dataclass(frozen=True)
+class FailedRung:
+    """A rung with failures of note, by its most telling class: how often, where, and whether it is skipped."""
+
+    outcome: str
+    flags: Flags
+    seen: int
+    hosts: tuple[str, ...]
+    skipped: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {"outcome": self.outcome, "flags": self.flags, "seen": self.seen, "hosts": list(self.hosts),
+                "skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class EvidenceSummary:
+    """The winner fields an entry of known-good.json carries for its readers, and the rungs that failed."""
+
+    rung: str | None = None
+    tok_s: float = 0.0
+    spread: float | None = None
+    host: str | None = None
+    release: str | None = None
+    failed: Mapping[str, FailedRung] = field(default_factory=dict)
+    flags: Flags | None = None  # the winner's; None when there is none
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rung": self.rung, "tok_s": self.tok_s, "spread": self.spread, "host": self.host,
+                               "release": self.release, "failed": {n: f.to_json() for n, f in self.failed.items()}}
+        if self.flags is not None:
+            out["flags"] = self.flags
+        return out
+
+
+def summary(rungs: Rungs, ladder: list[str]) -> EvidenceSummary:
+    """The winner (rung, tok_s, spread, host, release, flags) and `failed`, the rungs with failures of note:
+    {outcome, seen, hosts, skipped} per rung, the most seen class first."""
     best = winner(rungs, ladder)
-    out: dict[str, Any] = {"rung": best, "tok_s": 0.0, "spread": None, "host": None, "release": None, "failed": {}}
+    out = EvidenceSummary(rung=best)
     if best is not None:
-        record = rung_record(rungs[best])
+        record = rungs[best]
         measured = speed(record)
-        served = [(m["at"], h, m) for h, m in record["hosts"].items() if m["last"] == Outcome.READY]
+        served = [(m.at, h) for h, m in record.hosts.items() if m.last == Outcome.READY]
         host = measured[2] if measured else max(served, key=lambda s: s[0])[1] if served else None
-        out.update(flags=record["flags"], tok_s=measured[0] if measured else 0.0,
-                   spread=measured[1] if measured else None, host=host,
-                   release=record["hosts"][host]["release"] if host else None)
-    for name, raw in rungs.items():
-        record = rung_record(raw)
+        out = replace(out, flags=record.flags, tok_s=measured[0] if measured else 0.0,
+                      spread=measured[1] if measured else None, host=host,
+                      release=record.hosts[host].release if host else None)
+    failed: dict[str, FailedRung] = {}
+    for name, record in rungs.items():
         classes: dict[str, dict[str, int]] = {}
-        for host, mine in record["hosts"].items():
-            for cls, n in mine["failures"].items():
+        for host, mine in record.hosts.items():
+            for cls, n in mine.failures.items():
                 if cls in HARDWARE or cls == Outcome.PERF_REGRESSION:
                     classes.setdefault(cls, {})[host] = n
         if classes and name != best:
             cls, by_host = max(classes.items(), key=lambda kv: (kv[0] in HARDWARE, sum(kv[1].values())))
-            out["failed"][name] = {"outcome": cls, "flags": record["flags"], "seen": sum(by_host.values()),
-                                   "hosts": sorted(by_host), "skipped": skip_reason(record) is not None}
-    return out
+            failed[name] = FailedRung(cls, record.flags, sum(by_host.values()), tuple(sorted(by_host)),
+                                      skip_reason(record) is not None)
+    return replace(out, failed=failed)
 
 
-def from_legacy(entry: dict[str, Any]) -> dict[str, Any]:
+def from_legacy(entry: Mapping[str, Any]) -> Rungs:
     """The rungs evidence of an entry an older fleet wrote (a winner, and `failed` with an outcome, a count and
     hosts): the winner served once on its host with its tok/s, each failure seen on its hosts (a count of more
     sightings than hosts is put on the first host)."""
-    rungs: dict[str, Any] = {}
+    rungs: Rungs = {}
     at = str(entry.get("at") or "")
     if isinstance(entry.get("rung"), str) and isinstance(entry.get("host"), str):
-        flags: dict[str, Any] = entry["flags"] if isinstance(entry.get("flags"), dict) else {}
+        flags: Flags = entry["flags"] if isinstance(entry.get("flags"), dict) else {}
         tok = _num(entry.get("tok_s")) or None
         rungs = add(rungs, entry["rung"], flags, entry["host"], Outcome.READY.value, at, tok,
                     _num(entry.get("spread")) if tok else None,
                     entry.get("release") if isinstance(entry.get("release"), str) else None)
-    failed: dict[str, Any] = entry["failed"] if isinstance(entry.get("failed"), dict) else {}
+    failed = entry["failed"] if isinstance(entry.get("failed"), dict) else {}
     for name, bad in failed.items():
         if not isinstance(bad, dict) or not isinstance(bad.get("outcome"), str) or name == entry.get("rung"):
             continue

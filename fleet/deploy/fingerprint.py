@@ -20,7 +20,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,21 +38,43 @@ VERSION = 2
 _NEW_PARTS = ("p2p", "virtualization")  # what version 1 fingerprints lacked
 
 
-def of(facts: HostFacts) -> dict[str, Any]:
-    return {
-        "gpu": sorted({g.name or "?" for g in facts.gpus}),
-        "count": len(facts.gpus),
-        "sm": sorted({g.sm for g in facts.gpus if g.sm}),
-        "interconnect": facts.interconnect,
-        "p2p": facts.p2p,
-        "virtualization": facts.virtualization or "unknown",
-        "driver": facts.driver_version,
-        "packages": {name: p.version for name, p in sorted(facts.packages.items()) if p.version},
-    }
+@dataclass(frozen=True, kw_only=True)
+class Fingerprint:
+    """What decides which rung serves best on a host: GPU models, count and SMs, interconnect, P2P,
+    virtualisation, driver and the installed package versions. Its key names its entry in known-good.json."""
+
+    gpu: tuple[str, ...]
+    count: int
+    sm: tuple[int, ...]
+    interconnect: str
+    p2p: str
+    virtualization: str
+    driver: str | None
+    packages: Mapping[str, str]
+
+    def to_json(self) -> dict[str, object]:
+        return {"gpu": list(self.gpu), "count": self.count, "sm": list(self.sm), "interconnect": self.interconnect,
+                "p2p": self.p2p, "virtualization": self.virtualization, "driver": self.driver,
+                "packages": dict(self.packages)}
+
+    def legacy_json(self) -> dict[str, object]:
+        """As a version 1 fleet wrote it: without P2P and virtualisation."""
+        return {name: value for name, value in self.to_json().items() if name not in _NEW_PARTS}
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def key(fingerprint: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+def of(facts: HostFacts) -> Fingerprint:
+    return Fingerprint(gpu=tuple(sorted({g.name or "?" for g in facts.gpus})), count=len(facts.gpus),
+                       sm=tuple(sorted({g.sm for g in facts.gpus if g.sm})), interconnect=facts.interconnect,
+                       p2p=facts.p2p, virtualization=facts.virtualization or "unknown", driver=facts.driver_version,
+                       packages={name: p.version for name, p in sorted(facts.packages.items()) if p.version})
+
+
+def key(fingerprint: Fingerprint) -> str:
+    return fingerprint.key
 
 
 def path() -> Path:
@@ -78,7 +100,8 @@ def load() -> dict[str, Any]:
     for k, entry in entries.items():
         if isinstance(entry, dict):
             rungs = entry.get("rungs")
-            out[str(k)] = {**entry, "rungs": rungs if isinstance(rungs, dict) else evidence.from_legacy(entry)}
+            out[str(k)] = {**entry, "rungs": rungs if isinstance(rungs, dict)
+                           else evidence.rungs_to_json(evidence.from_legacy(entry))}
     return out
 
 
@@ -117,32 +140,36 @@ def _write(entries: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
-def _entry(fp: dict[str, Any], book: Playbook, rungs: dict[str, Any]) -> dict[str, Any]:
+def _entry(fp: Fingerprint, book: Playbook, rungs: evidence.Rungs) -> dict[str, Any]:
     ladder = [r.name for r in book.ladder]
-    return {"fingerprint": fp, "playbook": book.name, **evidence.summary(rungs, ladder), "rungs": rungs,
-            "ladder": ladder, "at": _now()}
+    return {"fingerprint": fp.to_json(), "playbook": book.name, **evidence.summary(rungs, ladder).to_json(),
+            "rungs": evidence.rungs_to_json(rungs), "ladder": ladder, "at": _now()}
 
 
-def _adopt(entries: dict[str, Any], fp: dict[str, Any], book: Playbook, host: str) -> dict[str, Any]:
+def _rungs(entry: Mapping[str, Any] | None) -> evidence.Rungs:
+    """An entry's evidence, typed (load gave every entry its `rungs`)."""
+    return evidence.rungs_from_json((entry or {}).get("rungs"))
+
+
+def _adopt(entries: dict[str, Any], fp: Fingerprint, book: Playbook, host: str) -> evidence.Rungs:
     """This host's part of version 1 entries of its hardware, moved into its fingerprint's entry's evidence
     (the rest stays for the other hosts, an emptied entry goes). Returns the entry's evidence."""
-    k = f"{key(fp)}/{book.name}"
-    rungs: dict[str, Any] = dict(entries.get(k, {}).get("rungs") or {})
-    old_fp = {name: value for name, value in fp.items() if name not in _NEW_PARTS}
+    rungs = _rungs(entries.get(f"{fp.key}/{book.name}"))
+    old_fp = fp.legacy_json()
     for old_key, entry in list(entries.items()):
         if not (legacy(entry) and entry.get("playbook") == book.name and entry.get("fingerprint") == old_fp):
             continue
-        left: dict[str, Any] = {}
-        for name, raw in entry["rungs"].items():
-            record = evidence.rung_record(raw)
-            mine = record["hosts"].pop(host, None)
-            if mine is not None and evidence.rung_record(rungs.get(name))["flags"] in ({}, record["flags"]):
-                theirs = evidence.rung_record(rungs.get(name))
-                rungs[name] = {"flags": record["flags"], "hosts": {**theirs["hosts"], host: mine}}
-            if record["hosts"]:
-                left[name] = record
+        left: evidence.Rungs = {}
+        for name, record in _rungs(entry).items():
+            mine = record.hosts.get(host)
+            theirs = rungs.get(name) or evidence.RungEvidence()
+            if mine is not None and theirs.flags in ({}, record.flags):
+                rungs[name] = evidence.RungEvidence(record.flags, {**theirs.hosts, host: mine})
+            rest = {h: m for h, m in record.hosts.items() if h != host}
+            if rest:
+                left[name] = evidence.RungEvidence(record.flags, rest)
         if left:
-            entries[old_key] = {**entry, "rungs": left}
+            entries[old_key] = {**entry, "rungs": evidence.rungs_to_json(left)}
         else:
             del entries[old_key]
     return rungs
@@ -152,7 +179,7 @@ def _merge(book: Playbook, facts: HostFacts, host: str, results: list[tuple[str,
                                                                           float | None, str | None]]) -> str:
     """Add (rung, outcome, tok/s, spread, release) results of `host` to its fingerprint's evidence."""
     fp = of(facts)
-    k = key(fp)
+    k = fp.key
     by_name = {r.name: r for r in book.ladder}
     with _locked():
         entries = load()
@@ -172,8 +199,8 @@ def _measured(attempt: dict[str, Any]) -> tuple[float | None, float | None]:
     runs = (attempt.get("bench") or {}).get("runs") if isinstance(attempt.get("bench"), dict) else None
     if not isinstance(runs, dict):
         return None, None
-    record = evidence.host_record({"tok_s": runs.get("median"), "spread": runs.get("spread")})
-    return record["tok_s"], record["spread"]
+    record = evidence.HostEvidence.from_json({"tok_s": runs.get("median"), "spread": runs.get("spread")})
+    return record.tok_s, record.spread
 
 
 def remember(book: Playbook, facts: HostFacts, host: str, release: str, attempts: list[dict[str, Any]]) -> str:
@@ -221,16 +248,16 @@ def _lookup(book: Playbook, facts: HostFacts) -> dict[str, Any] | None:
     fp = of(facts)
     entries = load()
     if not any(legacy(e) and e.get("playbook") == book.name for e in entries.values()):
-        return entries.get(f"{key(fp)}/{book.name}")
+        return entries.get(f"{fp.key}/{book.name}")
     with _locked():
         entries = load()
         before = json.dumps(entries, sort_keys=True)
         rungs = _adopt(entries, fp, book, facts.host)
         if rungs:
-            entries[f"{key(fp)}/{book.name}"] = _entry(fp, book, rungs)
+            entries[f"{fp.key}/{book.name}"] = _entry(fp, book, rungs)
         if json.dumps(entries, sort_keys=True) != before:  # this host had a part to move
             _write(entries)
-    return entries.get(f"{key(fp)}/{book.name}")
+    return entries.get(f"{fp.key}/{book.name}")
 
 
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
@@ -240,31 +267,33 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
     entry = _lookup(book, facts)
     if not entry:
         return rungs, []
-    k = key(of(facts))
-    known = entry.get("rungs") or {}
-    entry = {**entry, **evidence.summary(known, [r.name for r in book.ladder])}  # from the evidence, not the file
+    k = of(facts).key
+    known = _rungs(entry)
+    best_known = evidence.summary(known, [r.name for r in book.ladder])  # from the evidence, not the file
     skipped: list[tuple[str, str]] = []
     kept: list[Rung] = []
     for rung in rungs:
-        record = evidence.rung_record(known.get(rung.name))
-        why = evidence.skip_reason(record) if record["flags"] == _flags(book, rung, facts) else None
+        record = known.get(rung.name) or evidence.RungEvidence()
+        why = evidence.skip_reason(record) if record.flags == _flags(book, rung, facts) else None
         if why:
             why = f"known to fail on this hardware ({why}, fingerprint {k})"
             say(f"rung {rung.name}: {why}")
             skipped.append((rung.name, why))
         else:
             kept.append(rung)
-    best = [r for r in kept if r.name == entry.get("rung")
-            and evidence.rung_record(known.get(r.name))["flags"] == _flags(book, r, facts)]
+    def evidence_of(r: Rung) -> evidence.RungEvidence | None:  # only while its flags are the ones it ran with
+        record = known.get(r.name) or evidence.RungEvidence()
+        return record if record.flags == _flags(book, r, facts) else None
+
+    best = [r for r in kept if r.name == best_known.rung and evidence_of(r)]
     if best:
         at = kept.index(best[0])
-        again = [r for r in kept[:at] if evidence.rung_record(known.get(r.name))["flags"] == _flags(book, r, facts)
-                 and evidence.unconfirmed(evidence.rung_record(known.get(r.name)))]
+        again = [r for r in kept[:at] if (seen := evidence_of(r)) and evidence.unconfirmed(seen)]
         for r in again:
             say(f"rung {r.name}: seen to fail once on this hardware: trying it again before the known-good rung")
-        speed = f"{entry['tok_s']:,.0f} tok/s on" if entry.get("tok_s") else "served on"
+        speed = f"{best_known.tok_s:,.0f} tok/s on" if best_known.tok_s else "served on"
         say(f"rung {best[0].name}: known-good on this hardware ({speed} "
-            f"{entry.get('host')}, fingerprint {k}): trying it {'next' if again else 'first'}")
+            f"{best_known.host}, fingerprint {k}): trying it {'next' if again else 'first'}")
         kept = again + best + [r for r in kept if r is not best[0] and r not in again]
     return kept, skipped
 
@@ -316,13 +345,12 @@ def _rows(entries: dict[str, Any], pick: Selection) -> list[Learned]:
     for k, entry in sorted(entries.items()):
         if not pick.entry(k, entry):
             continue
-        for rung, raw in entry["rungs"].items():
-            record = evidence.rung_record(raw)
+        for rung, record in _rungs(entry).items():
             why = None if legacy(entry) else evidence.skip_reason(record)  # a version 1 entry is never applied
-            for host, mine in record["hosts"].items():
-                if pick.result(str(rung), host):
-                    out.append(Learned(k, str(entry.get("playbook")), str(rung), host, mine["served"],
-                                       mine["tok_s"], mine["spread"], mine["failures"], mine["last"], mine["at"],
+            for host, mine in record.hosts.items():
+                if pick.result(rung, host):
+                    out.append(Learned(k, str(entry.get("playbook")), rung, host, mine.served, mine.tok_s,
+                                       mine.spread, dict(mine.failures), mine.last, mine.at,
                                        rung == entry.get("rung"), why, legacy(entry)))
     return out
 
@@ -343,18 +371,17 @@ def forget(pick: Selection, dry_run: bool = False) -> list[Learned]:
         for k, entry in list(entries.items()):
             if not pick.entry(k, entry):
                 continue
-            rungs: dict[str, Any] = {}
-            for rung, raw in entry["rungs"].items():
-                record = evidence.rung_record(raw)
-                hosts = {h: m for h, m in record["hosts"].items() if not pick.result(str(rung), h)}
+            rungs: evidence.Rungs = {}
+            for rung, record in _rungs(entry).items():
+                hosts = {h: m for h, m in record.hosts.items() if not pick.result(rung, h)}
                 if hosts:
-                    rungs[str(rung)] = {"flags": record["flags"], "hosts": hosts}
+                    rungs[rung] = evidence.RungEvidence(record.flags, hosts)
             if not rungs:
                 del entries[k]
                 continue
             ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
-            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder])
-            entries[k] = {**entry, **fields, "rungs": rungs}
+            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder]).to_json()
+            entries[k] = {**entry, **fields, "rungs": evidence.rungs_to_json(rungs)}
         backup = path().with_name(path().name + ".bak")
         tmp = backup.with_name(f".{backup.name}.{os.getpid()}")
         tmp.write_bytes(path().read_bytes())

@@ -3,11 +3,12 @@ the same settings, else the playbook's floor, else the best rung measured in thi
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from fabric import Connection
 
 from fleet.deploy import bench as benching
+from fleet.deploy.bench_record import BenchRecord
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.playbook import Bench, Playbook, Rung
@@ -15,6 +16,9 @@ from fleet.progress import Progress
 
 
 class PerfGate:
+    """One host's gate for one run: benchmarks a rung that passed health and judges it (GateVerdict) against
+    the host's history, the playbook's floor, or the fastest rung measured so far in this run."""
+
     def __init__(self, host: Host, book: Playbook, venv: str, key_path: str | None, compare_history: bool = True):
         self.host, self.book, self.venv, self.key_path = host, book, venv, key_path
         self.spec = book.bench or Bench()
@@ -22,11 +26,11 @@ class PerfGate:
         # the host's known-good result, looked up once; tune compares rungs with each other, not history
         self._history: list[benching.Baseline | None] | None = None if compare_history else [None]
 
-    def _bench(self, conn: Connection) -> dict[str, Any]:
+    def _bench(self, conn: Connection) -> BenchRecord:
         return benching.run(conn, self.host, self.book, self.spec, self.venv, self.key_path)
 
     def check(self, conn: Connection, rung: Rung, evidence: str,
-              say: Progress) -> tuple[str, str, dict[str, Any] | None]:
+              say: Progress) -> tuple[str, str, BenchRecord | None]:
         spec = self.spec
         say(f"benchmarking: {spec.num_prompts} prompts of {spec.input_len}+{spec.output_len} tokens, "
             f"concurrency {spec.max_concurrency}")
@@ -36,8 +40,8 @@ class PerfGate:
             return Outcome.BENCH_FAILED, str(exc), None
         if self._history is None:
             found, current = benching.manifests(conn, self.host)
-            self._history = [benching.known_good(found, current, record["settings"])]
-        measured = record["result"]["output_throughput"]
+            self._history = [benching.known_good(found, current, benching.settings_key(self.book, spec))]
+        measured = record.result.output_throughput or 0.0
         verdict = benching.evaluate(measured, spec.fraction, self._history[0], spec.floor, self.run_best)
         if not verdict.ok and verdict.required and measured >= 0.75 * verdict.required:
             say(f"{benching.tok(measured)} tok/s is just short of {benching.tok(verdict.required)}: measuring again")
@@ -45,11 +49,11 @@ class PerfGate:
                 again = self._bench(conn)
             except benching.BenchError as exc:
                 return Outcome.BENCH_FAILED, str(exc), None
-            if again["result"]["output_throughput"] > measured:
-                record, measured = again, again["result"]["output_throughput"]
+            if (again.result.output_throughput or 0.0) > measured:
+                record, measured = again, again.result.output_throughput or 0.0
             verdict = benching.evaluate(measured, spec.fraction, self._history[0], spec.floor, self.run_best)
-            verdict.evidence += " (the better of 2 runs)"
-        record["verdict"] = verdict.to_json()
+            verdict = replace(verdict, evidence=verdict.evidence + " (the better of 2 runs)")
+        record = replace(record, verdict=verdict)
         say(f"{benching.summary(record)}; {verdict.evidence}")
         if not verdict.ok:
             return Outcome.PERF_REGRESSION, verdict.evidence, record

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.deploy.bench_record import BenchRecord
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Rung, shown_env
@@ -13,50 +13,50 @@ from fleet.playbook import Rung, shown_env
 
 @dataclass
 class Attempt:
+    """One rung tried on one host: how it ended (an Outcome or a log class), why, how long, and the gate's
+    benchmark where it measured one."""
+
     rung: str
     outcome: str  # an Outcome or a log class (fleet.logs.rules.LogClass)
     evidence: str
     seconds: float
-    bench: dict[str, Any] | None = None  # the performance gate's record (fleet.deploy.bench.run + verdict)
+    bench: BenchRecord | None = None  # the performance gate's record (fleet.deploy.bench.run + verdict)
 
     def to_json(self) -> dict[str, Any]:
-        out = {**asdict(self), "seconds": round(self.seconds, 1)}
-        if self.bench is None:
-            out.pop("bench")
+        out: dict[str, Any] = {"rung": self.rung, "outcome": self.outcome, "evidence": self.evidence,
+                               "seconds": round(self.seconds, 1)}
+        if self.bench is not None:
+            out["bench"] = self.bench.to_json()
         return out
 
 
-def bench_point(record: object, release: str | None = None, rung: str | None = None) -> dict[str, Any] | None:
-    """A bench gate's record reduced to what an upgrade's summary compares: tok/s (the median of its runs where
-    the tuner repeated it) and the median TTFT in ms, with the release and rung it measured; None when it holds
-    no finite tok/s (a manifest is what a host sent: anything else than a number is left out, never trusted)."""
-    if not isinstance(record, dict):
-        return None
-    runs, result = record.get("runs"), record.get("result")
-    values = runs.get("tok_s") if isinstance(runs, dict) else None
-    tok = None
-    if isinstance(values, list) and values and all(_number(v) is not None for v in values):
-        ordered = sorted(float(v) for v in values)
-        mid = len(ordered) // 2
-        tok = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    elif isinstance(result, dict):
-        tok = _number(result.get("output_throughput"))
-    if tok is None:
-        return None
-    latency = result.get("latency_ms") if isinstance(result, dict) else None
-    ttft = latency.get("ttft") if isinstance(latency, dict) else None
-    return {"release": release, "rung": rung, "tok_s": tok,
-            "ttft_ms": _number(ttft.get("median")) if isinstance(ttft, dict) else None}
+@dataclass(frozen=True)
+class BenchPoint:
+    """What an upgrade's summary compares of a gate's record: tok/s (the median of its runs where the tuner
+    repeated it) and the median TTFT in ms, with the release and rung it measured."""
+
+    release: str | None
+    rung: str | None
+    tok_s: float
+    ttft_ms: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"release": self.release, "rung": self.rung, "tok_s": self.tok_s, "ttft_ms": self.ttft_ms}
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+def bench_point(record: BenchRecord | None, release: str | None = None, rung: str | None = None) -> BenchPoint | None:
+    """A bench gate's record reduced to a BenchPoint; None when there is none or it holds no tok/s (a record
+    read from a manifest was checked where it was parsed: fleet.deploy.bench_record)."""
+    if record is None or record.tok_s is None:
         return None
-    return float(value)
+    return BenchPoint(release, rung, float(record.tok_s), record.result.stat("ttft", "median"))
 
 
 @dataclass
 class DeployResult:
+    """One host's deploy (or rollback, or multi-node deploy) as `--json` prints it: its status, the release it
+    serves, each rung tried, the stack before and after, and the bench gate before and after."""
+
     host: str
     status: str = DeployStatus.FAILED
     release: str | None = None
@@ -70,7 +70,7 @@ class DeployResult:
     notes: list[str] = field(default_factory=list)  # what the operator should know though it served
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
     venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
-    bench_before: dict[str, Any] | None = None  # bench_point of the release current before (its recorded gate)
+    bench_before: BenchPoint | None = None  # bench_point of the release current before (its recorded gate)
 
 
     def ended_on(self, fell: FellBack) -> DeployResult:
@@ -94,11 +94,13 @@ class DeployResult:
             out["notes"] = self.notes
         if self.venv is not None:
             out["venv"] = self.venv
-        if self.bench_before is not None or self.bench_after() is not None:
-            out["bench"] = {"before": self.bench_before, "after": self.bench_after()}
+        after = self.bench_after()
+        if self.bench_before is not None or after is not None:
+            out["bench"] = {"before": self.bench_before.to_json() if self.bench_before else None,
+                            "after": after.to_json() if after else None}
         return out
 
-    def bench_after(self) -> dict[str, Any] | None:
+    def bench_after(self) -> BenchPoint | None:
         """bench_point of this run's gate: the attempt that served, else the last one measured (a rung the gate
         refused as slower: what the upgrade would have given)."""
         measured = [a for a in self.attempts if a.bench]

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from fabric import Connection
 
 from fleet.deploy import recovery, restore
+from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.health import health_check, node_health
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.ladder import Deployer
@@ -362,7 +362,7 @@ class MultiNode:
         return [r for r in self.book.ladder if r.name in kept]
 
     # ------------------------------------------------------------------ one rung on every node
-    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, dict[str, Any] | None]:
+    def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, BenchRecord | None]:
         for n in self.nodes:
             n.planned = n.deployer.serve.plan(rung, rid, sglang_version(n.facts))
             n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from fleet import parallel
 from fleet.deploy import bench as benching
 from fleet.deploy import fingerprint, hardware, noise, preflight, restore
 from fleet.deploy.attempt import AttemptRunner
+from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
@@ -48,16 +49,18 @@ DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 mi
 
 @dataclass
 class BenchOutcome:
+    """`inv bench` on one host: the record stored in its current release, or why there is none."""
+
     host: str
     ok: bool
     release: str | None = None
     rung: str | None = None
-    record: dict[str, Any] | None = None
+    record: BenchRecord | None = None
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
-                "bench": self.record, "error": self.error}
+                "bench": self.record.to_json() if self.record else None, "error": self.error}
 
 
 def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
@@ -71,7 +74,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
             raise FleetError(f"{host.name}: no current release to measure (deploy first)")
         venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
         record = benching.run(conn, host, book, spec, venv, serve.bench_key)
-        record.update(release=current.id, rung=current.rung)
+        record = replace(record, release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
 
@@ -118,9 +121,10 @@ class TuneResult:
 
 def runs_of(a: Attempt) -> Runs | None:
     """The attempt's repeated runs, or its one measurement as a run of one."""
-    runs = Runs.from_json((a.bench or {}).get("runs"))
-    value = (a.bench or {}).get("result", {}).get("output_throughput")
-    return runs or (Runs((float(value),)) if value is not None else None)
+    if a.bench is None:
+        return None
+    value = a.bench.result.output_throughput
+    return a.bench.runs or (Runs((float(value),)) if value is not None else None)
 
 
 def tok_s(a: Attempt) -> float | None:
@@ -145,7 +149,7 @@ def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Att
                                                                                best_runs.spread))
         if not verdict.ok:
             a.outcome, a.evidence = Outcome.PERF_REGRESSION, verdict.evidence
-            a.bench = {**(a.bench or {}), "verdict": verdict.to_json()}
+            a.bench = replace(a.bench, verdict=verdict) if a.bench else None
     return best, choice.decisions
 
 
@@ -176,7 +180,7 @@ class Tuner:
         to it whatever the noise."""
         if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
             return
-        warmup = attempt.bench["result"]["output_throughput"]
+        warmup = attempt.bench.output_tok_s()
         if self.fastest is not None:
             verdict = benching.evaluate(warmup, self.spec.fraction, best=benching.Baseline(
                 self.fastest.median, "the fastest so far", self.fastest.spread))
@@ -191,12 +195,12 @@ class Tuner:
             except benching.BenchError as exc:
                 attempt.outcome, attempt.evidence = Outcome.BENCH_FAILED, f"run {i + 1} of {self.runs}: {exc}"
                 return
-            values.append(last["result"]["output_throughput"])
+            values.append(last.output_tok_s())
             self.progress(f"{attempt.rung}: run {i + 1} of {self.runs}: {benching.tok(values[-1])} tok/s")
         runs = Runs(tuple(values), warmup)
         if self.fastest is None or runs.median > self.fastest.median:
             self.fastest = runs
-        attempt.bench = {**last, "verdict": attempt.bench.get("verdict"), "runs": runs.to_json()}
+        attempt.bench = replace(last, verdict=attempt.bench.verdict, runs=runs)
         attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
                              f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
 
@@ -205,7 +209,7 @@ class Tuner:
         s = self.serve
         return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
 
-    def bench(self, conn: Connection) -> dict[str, Any]:
+    def bench(self, conn: Connection) -> BenchRecord:
         return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
 
     def measure_serving(self, conn: Connection, previous: Release) -> Runs | None:
@@ -218,9 +222,8 @@ class Tuner:
             for _ in range(self.runs):
                 parallel.checkpoint()  # a Ctrl-C here changes nothing: the release still serves
                 values.append(self.bench(conn))
-            runs = Runs(tuple(float(v["result"]["output_throughput"]) for v in values),
-                        float(warmup["result"]["output_throughput"]))
-        except (benching.BenchError, KeyError, TypeError, ValueError) as exc:  # what the host sent is data
+            runs = Runs(tuple(v.output_tok_s() for v in values), warmup.output_tok_s())
+        except (benching.BenchError, benching.BenchRecordError) as exc:  # what the host sent is data
             self.progress(f"release {previous.id} could not be measured ({exc!r}): the fastest rung wins")
             return None
         self.progress(f"release {previous.id}: median of {len(values)} runs {benching.tok(runs.median)} tok/s, "
@@ -365,7 +368,7 @@ class Tuner:
                 try:  # the winner serves and is current: what follows is a record, never a reason to stop it
                     if best.bench:
                         benching.store_in_release(conn, self.host, release.dir,
-                                                  {**best.bench, "release": release.id, "rung": best.rung})
+                                                  replace(best.bench, release=release.id, rung=best.rung))
                     fingerprint.remember(self.book, facts, self.host.name, release.id, release.attempts)
                 except (FleetError, OSError, ValueError) as exc:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")

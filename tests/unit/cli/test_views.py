@@ -13,10 +13,14 @@ from rich.console import Console
 
 from fleet.cli import deploy_view
 from fleet.deploy import bench
-from fleet.deploy.results import Attempt, DeployResult
+from fleet.deploy.results import Attempt, BenchPoint, DeployResult
 from fleet.host.releases import Release
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+SETTINGS = bench.BenchSettings(playbook="glm5", model="/models/m", backend="sglang", dataset="random-ids",
+                               input_len=128, output_len=64, num_prompts=128, max_concurrency=64)
 
 
 def drawn(width: int, draw) -> list[str]:
@@ -28,8 +32,8 @@ def drawn(width: int, draw) -> list[str]:
 def recorded_deploy() -> DeployResult:
     d = json.loads((FIXTURES / "status/deploy-sbx0.json").read_text())
     return DeployResult(host=d["host"], status=d["status"], release=d["release"], config=d["config"],
-                        attempts=[Attempt(a["rung"], a["outcome"], a["evidence"], a["seconds"], a.get("bench"))
-                                  for a in d["attempts"]], error=d["error"])
+                        attempts=[Attempt(a["rung"], a["outcome"], a["evidence"], a["seconds"],
+                                          bench.stored(a.get("bench"))) for a in d["attempts"]], error=d["error"])
 
 
 def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_line():
@@ -115,8 +119,7 @@ def test_history_of_releases_that_recorded_no_versions_has_no_versions_column():
 def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():
     result = bench.parse((FIXTURES / "bench/sglang-v0.5.9.txt").read_text())
     power = bench.parse_power((FIXTURES / "bench/nvidia-smi-samples.txt").read_text())
-    record = {"result": result.to_json(), "power": power.to_json(),
-              "settings": {"num_prompts": 128, "input_len": 128, "output_len": 64, "max_concurrency": 64}}
+    record = bench.BenchRecord(result=result, power=power, settings=SETTINGS)
     lines = drawn(80, lambda c: deploy_view.render_bench("sbx0", "r1", "no-fusion", record, None, c))
     assert max(len(line) for line in lines) <= 80
     gpu_rows = [line for line in lines if line.split() and line.split()[0].isdigit() and "600" in line]
@@ -124,12 +127,12 @@ def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():
 
 
 def _upgraded(host: str, status: str, tok: float | None, ttft: float | None) -> DeployResult:
-    record = {"result": {"ok": True, "output_throughput": tok, "latency_ms": {"ttft": {"median": ttft}}}}
+    record = bench.BenchRecord(result=bench.BenchResult(ok=True, output_throughput=tok,
+                                                        latency_ms={"ttft": {"median": ttft}} if ttft else {}))
     return DeployResult(host=host, status=status, release="20261203T101500Z-aaaa", config={"rung": "plain"},
                         versions={"sglang": "0.5.23", "flashinfer-python": "0.7.2"},
                         versions_before={"sglang": "0.5.9", "flashinfer-python": "0.6.3"},
-                        bench_before={"release": "20261202T090000Z-bbbb", "rung": "plain", "tok_s": 3740.0,
-                                      "ttft_ms": 812.0},
+                        bench_before=BenchPoint("20261202T090000Z-bbbb", "plain", 3740.0, 812.0),
                         attempts=[Attempt("plain", "READY" if status == "ok" else "PERF_REGRESSION", "e", 3.0,
                                           record if tok is not None else None)])
 

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from rich.console import Console
 from fleet.cli import deploy_view, execute, fit, probe_view
 from fleet.cli.deploy import render_router
 from fleet.deploy import bench
+from fleet.deploy.noise import Runs
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.host import facts as F
 from fleet.host import probe
@@ -47,6 +49,10 @@ def _profiles_module():
     return module
 
 
+SETTINGS = bench.BenchSettings(playbook="glm5", model="/models/m", backend="sglang", dataset="random-ids",
+                               input_len=128, output_len=64, num_prompts=128, max_concurrency=64)
+
+
 def drawn(width: int, draw: Callable[[Console], None]) -> list[str]:
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     draw(console)
@@ -71,7 +77,8 @@ def recorded_deploy(host: str = LONG_HOST) -> DeployResult:
     d = json.loads((FIXTURES / "status/deploy-sbx0.json").read_text())
     return DeployResult(host=host, status=d["status"], release=d["release"], config={**d["config"], "rung": LONG_RUNG},
                         attempts=[Attempt(LONG_RUNG if a["rung"] == "no-fusion" else a["rung"], a["outcome"],
-                                          a["evidence"], a["seconds"], a.get("bench")) for a in d["attempts"]],
+                                          a["evidence"], a["seconds"], bench.stored(a.get("bench")))
+                                  for a in d["attempts"]],
                         error=d["error"])
 
 
@@ -86,18 +93,17 @@ def releases() -> list[Release]:
     return [older, broken]
 
 
-def bench_record() -> dict:
+def bench_record() -> bench.BenchRecord:
     result = bench.parse((FIXTURES / "bench/sglang-v0.5.9.txt").read_text())
     power = bench.parse_power((FIXTURES / "bench/nvidia-smi-samples.txt").read_text())
-    return {"result": result.to_json(), "power": power.to_json(),
-            "settings": {"num_prompts": 128, "input_len": 128, "output_len": 64, "max_concurrency": 64}}
+    return bench.BenchRecord(result=result, power=power, settings=SETTINGS)
 
 
 def tuned() -> TuneResult:
     record = bench_record()
     attempts = [Attempt("fusion-sm120", "TMA_FAILURE", recorded_deploy().attempts[0].evidence, 8.9),
-                Attempt(LONG_RUNG, "READY", "healthy", 9.2, {**record, "runs": {"warmup": 3300,
-                                                                                "tok_s": [3521, 3553, 3611]}})]
+                Attempt(LONG_RUNG, "READY", "healthy", 9.2,
+                        replace(record, runs=Runs((3521, 3553, 3611), 3300)))]
     return TuneResult(LONG_HOST, DeployStatus.OK, "20261202T143305Z-2707", LONG_RUNG, 3553.0, 45.0,
                       (f"{LONG_RUNG}: the first to serve, 3,553 tok/s",), attempts, fingerprint="9f3c1a2b")
 

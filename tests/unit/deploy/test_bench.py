@@ -141,8 +141,13 @@ def test_gate_falls_back_to_the_floor_then_to_the_best_rung_of_the_run():
     assert first.ok and first.basis == "none"
 
 
+def _key(playbook: str = "glm5") -> bench.BenchSettings:
+    return bench.BenchSettings(playbook=playbook, model="/models/m", backend="sglang", dataset="random-ids",
+                               input_len=128, output_len=64, num_prompts=64, max_concurrency=16)
+
+
 def _manifest(rid, status="ok", rung="no-fusion", tok=3740.0, key=None, top=None):
-    key = key or {"playbook": "glm5"}
+    key = (key or _key()).to_json()
     record = {"settings": key, "result": {"ok": True, "output_throughput": tok}}
     m = {"id": rid, "status": status, "rung": rung,
          "attempts": [{"rung": "fusion", "outcome": "PERF_REGRESSION",
@@ -154,21 +159,28 @@ def _manifest(rid, status="ok", rung="no-fusion", tok=3740.0, key=None, top=None
 
 
 def test_known_good_prefers_the_current_release_and_matching_settings():
-    key = {"playbook": "glm5"}
+    key = _key()
     ms = [_manifest("r1", tok=3000.0), _manifest("r2", tok=3740.0, top=3600.0), _manifest("r3", status="failed"),
-          _manifest("r4", tok=9999.0, key={"playbook": "other"})]
-    assert bench.known_good(ms, "r1", key) == (3000.0, "release r1", 0.0)
-    assert bench.known_good(ms, None, key) == (3600.0, "release r2", 0.0)  # newest ok; `inv bench`'s own record
-    assert bench.known_good(ms, "r3", key) == (3600.0, "release r2", 0.0)  # a failed release is no baseline
-    assert bench.known_good(ms, None, {"playbook": "new"}) is None
+          _manifest("r4", tok=9999.0, key=_key("other"))]
+    assert bench.known_good(ms, "r1", key) == bench.Baseline(3000.0, "release r1", 0.0)
+    assert bench.known_good(ms, None, key) == bench.Baseline(3600.0, "release r2")  # newest ok; `inv bench`'s own
+    assert bench.known_good(ms, "r3", key) == bench.Baseline(3600.0, "release r2")  # a failed release is no baseline
+    assert bench.known_good(ms, None, _key("new")) is None
+
+
+def test_known_good_passes_over_a_record_a_host_sent_in_the_wrong_shape():
+    ms = [_manifest("r1", tok=3000.0), _manifest("r2", tok=3740.0, top=3600.0)]
+    ms[1]["bench"]["result"]["output_throughput"] = "fast"  # `inv bench`'s own record: garbage
+    ms[1]["attempts"][-1]["bench"]["settings"] = "x"  # the serving rung's: garbage too
+    assert bench.known_good(ms, None, _key()) == bench.Baseline(3000.0, "release r1")
 
 
 def test_a_tuned_release_is_a_baseline_of_its_median_and_the_gate_allows_its_spread():
-    key = {"playbook": "glm5"}
+    key = _key()
     m = _manifest("r9", tok=3611.0, key=key)
     m["attempts"][-1]["bench"]["runs"] = {"warmup": 3300.0, "tok_s": [3521.0, 3553.0, 3611.0]}
     base = bench.known_good([m], "r9", key)
-    assert base == (3553.0, "release r9, median of 3 runs", 90.0)
+    assert base == bench.Baseline(3553.0, "release r9, median of 3 runs", 90.0)
     # 90% of 3,553 is 3,198; less the spread of 90: 3,108 passes, 3,100 does not
     ok, short = bench.evaluate(3108.0, 0.9, history=base), bench.evaluate(3100.0, 0.9, history=base)
     assert ok.ok and not short.ok and short.required == pytest.approx(0.9 * 3553.0 - 90.0)
@@ -182,7 +194,11 @@ def test_settings_key_and_the_shipped_playbook_bench_section():
     assert shipped.bench and shipped.bench.gate and shipped.bench.dataset == "random-ids"
     assert shipped.bench.floor and 78.6 < shipped.bench.floor < 880  # catches fusion, keeps untuned triton
     key = bench.settings_key(shipped, shipped.bench)
-    assert key["model"] == "/models/GLM-5-NVFP4" and key["num_prompts"] == shipped.bench.num_prompts
+    assert key.model == "/models/GLM-5-NVFP4" and key.num_prompts == shipped.bench.num_prompts
+    assert key.to_json() == {"playbook": shipped.name, "model": "/models/GLM-5-NVFP4", "backend": shipped.bench.backend,
+                             "dataset": "random-ids", "input_len": shipped.bench.input_len,
+                             "output_len": shipped.bench.output_len, "num_prompts": shipped.bench.num_prompts,
+                             "max_concurrency": shipped.bench.max_concurrency}
 
 
 def test_bench_section_is_validated():
@@ -195,7 +211,7 @@ def test_bench_section_is_validated():
 def test_summary_line_shows_throughput_latency_power_and_the_flag():
     r = bench.parse(fixture("sglang-v0.5.9.txt"))
     p = bench.parse_power(fixture("nvidia-smi-samples.txt"))
-    line = bench.summary({"result": r.to_json(), "power": p.to_json()})
+    line = bench.summary(bench.BenchRecord(result=r, power=p))
     assert line == ("3,740 tok/s; TTFT median 57 / p99 118 ms; TPOT median 17 ms; 250 W per GPU of 600 W "
                     "(UNDERUTILISED)")
 

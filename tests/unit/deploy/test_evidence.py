@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from fleet.deploy import evidence
@@ -11,22 +9,22 @@ from fleet.deploy import evidence
 LADDER = ["fusion", "greedy", "fast", "safe"]
 
 
-def results(*rows: tuple[str, str, str] | tuple[str, str, str, float, float]) -> dict[str, Any]:
+def results(*rows: tuple[str, str, str] | tuple[str, str, str, float, float]) -> evidence.Rungs:
     """(rung, host, outcome[, tok/s, spread]) added in order."""
-    rungs: dict[str, Any] = {}
+    rungs: evidence.Rungs = {}
     for i, row in enumerate(rows):
         tok, spread = (row[3], row[4]) if len(row) == 5 else (None, None)
         rungs = evidence.add(rungs, row[0], {"rung": row[0]}, row[1], row[2], f"t{i:02}", tok, spread, f"r{i}")
     return rungs
 
 
-def skip(rungs: dict[str, Any], rung: str) -> str | None:
-    return evidence.skip_reason(evidence.rung_record(rungs[rung]))
+def skip(rungs: evidence.Rungs, rung: str) -> str | None:
+    return evidence.skip_reason(rungs[rung])
 
 
 def test_one_crash_is_not_evidence_a_second_on_the_same_host_or_another_is():
     once = results(("greedy", "h1", "CUDA_OOM"))
-    assert skip(once, "greedy") is None and evidence.unconfirmed(evidence.rung_record(once["greedy"]))
+    assert skip(once, "greedy") is None and evidence.unconfirmed(once["greedy"])
     assert skip(results(("greedy", "h1", "CUDA_OOM"), ("greedy", "h1", "CUDA_OOM")), "greedy") == \
         "CUDA_OOM, seen 2x on h1"
     assert skip(results(("greedy", "h1", "TMA_FAILURE"), ("greedy", "h2", "TMA_FAILURE")), "greedy") == \
@@ -37,8 +35,8 @@ def test_one_crash_is_not_evidence_a_second_on_the_same_host_or_another_is():
                                      "BENCH_FAILED", "GPU_FAULT", "PERF_REGRESSION"])
 def test_host_local_and_environmental_classes_never_count_however_often(outcome):
     rungs = results(*[("greedy", f"h{i % 2}", outcome) for i in range(5)])
-    assert skip(rungs, "greedy") is None and not evidence.unconfirmed(evidence.rung_record(rungs["greedy"]))
-    assert evidence.rung_record(rungs["greedy"])["hosts"]["h0"]["failures"] == {outcome: 3}  # kept as evidence
+    assert skip(rungs, "greedy") is None and not evidence.unconfirmed(rungs["greedy"])
+    assert rungs["greedy"].hosts["h0"].failures == {outcome: 3}  # kept as evidence
 
 
 @pytest.mark.parametrize("outcome", ["PREFLIGHT", "STOPPED", "INTERRUPTED"])
@@ -49,40 +47,39 @@ def test_a_rung_not_run_to_its_end_is_no_result_at_all(outcome):
 def test_a_rung_whose_latest_result_somewhere_is_a_serve_is_never_skipped():
     rungs = results(("greedy", "h1", "CUDA_OOM"), ("greedy", "h2", "CUDA_OOM"), ("greedy", "h3", "READY"))
     assert skip(rungs, "greedy") is None
-    mine = evidence.rung_record(rungs["greedy"])["hosts"]
+    mine = rungs["greedy"].hosts
     # a serve clears that host's own failures; the others' stay
     rungs = evidence.add(rungs, "greedy", {"rung": "greedy"}, "h1", "READY", "t9")
-    assert evidence.rung_record(rungs["greedy"])["hosts"]["h1"]["failures"] == {} and mine["h2"]["failures"]
+    assert rungs["greedy"].hosts["h1"].failures == {} and mine["h2"].failures
 
 
 def test_changed_flags_start_the_rungs_evidence_again():
     rungs = results(("greedy", "h1", "CUDA_OOM"), ("greedy", "h2", "CUDA_OOM"))
     rungs = evidence.add(rungs, "greedy", {"mem-fraction-static": 0.8}, "h3", "CUDA_OOM", "t9")
-    assert skip(rungs, "greedy") is None and list(evidence.rung_record(rungs["greedy"])["hosts"]) == ["h3"]
+    assert skip(rungs, "greedy") is None and list(rungs["greedy"].hosts) == ["h3"]
 
 
 def test_the_winner_is_the_fastest_measured_rung_that_serves_not_the_last_write():
     rungs = results(("fast", "h1", "READY", 3740.0, 40.0), ("safe", "h2", "READY", 880.0, 10.0),
                     ("fast", "h3", "HANG"), ("safe", "h3", "READY"))  # one host's hang then fall-back
     out = evidence.summary(rungs, LADDER)
-    assert (out["rung"], out["tok_s"], out["spread"], out["host"], out["release"]) == ("fast", 3740.0, 40.0, "h1",
-                                                                                     "r0")
+    assert (out.rung, out.tok_s, out.spread, out.host, out.release) == ("fast", 3740.0, 40.0, "h1", "r0")
     # a second tune elsewhere: the median of the hosts' measurements, the spread the widest of theirs and the range
     rungs = evidence.add(rungs, "fast", {"rung": "fast"}, "h4", "READY", "t9", 3600.0, 30.0, "r9")
     out = evidence.summary(rungs, LADDER)
-    assert (out["rung"], out["tok_s"], out["spread"]) == ("fast", 3670.0, 140.0)
+    assert (out.rung, out.tok_s, out.spread) == ("fast", 3670.0, 140.0)
 
 
 def test_without_measurements_the_first_serving_rung_of_the_ladder_wins():
     rungs = results(("safe", "h1", "READY"), ("fast", "h2", "READY"), ("safe", "h3", "READY"))
-    assert evidence.summary(rungs, LADDER)["rung"] == "fast"
-    assert evidence.summary(results(("greedy", "h1", "CUDA_OOM")), LADDER)["rung"] is None
+    assert evidence.summary(rungs, LADDER).rung == "fast"
+    assert evidence.summary(results(("greedy", "h1", "CUDA_OOM")), LADDER).rung is None
 
 
 def test_summary_names_each_rungs_failure_of_note_and_whether_it_skips():
     rungs = results(("greedy", "h1", "CUDA_OOM"), ("fusion", "h1", "PERF_REGRESSION", 78.6, 2.0),
                     ("safe", "h1", "HANG"), ("fast", "h1", "READY"))
-    failed = evidence.summary(rungs, LADDER)["failed"]
+    failed = evidence.summary(rungs, LADDER).to_json()["failed"]
     assert failed == {"greedy": {"outcome": "CUDA_OOM", "flags": {"rung": "greedy"}, "seen": 1, "hosts": ["h1"],
                                  "skipped": False},
                       "fusion": {"outcome": "PERF_REGRESSION", "flags": {"rung": "fusion"}, "seen": 1,
@@ -90,10 +87,12 @@ def test_summary_names_each_rungs_failure_of_note_and_whether_it_skips():
 
 
 def test_a_hand_edited_record_is_read_as_data():
-    record = evidence.rung_record({"flags": [], "hosts": {"h1": {"served": "lots", "tok_s": -3, "failures": {
-        "CUDA_OOM": True, "TMA_FAILURE": 2}}, "h2": "junk"}})
-    assert record["flags"] == {} and record["hosts"]["h1"]["served"] == 0 and record["hosts"]["h1"]["tok_s"] is None
-    assert record["hosts"]["h1"]["failures"] == {"TMA_FAILURE": 2} and record["hosts"]["h2"]["served"] == 0
+    record = evidence.RungEvidence.from_json({"flags": [], "hosts": {"h1": {"served": "lots", "tok_s": -3,
+                                                                           "failures": {"CUDA_OOM": True,
+                                                                                        "TMA_FAILURE": 2}},
+                                                                    "h2": "junk"}})
+    assert record.flags == {} and record.hosts["h1"].served == 0 and record.hosts["h1"].tok_s is None
+    assert record.hosts["h1"].failures == {"TMA_FAILURE": 2} and record.hosts["h2"].served == 0
 
 
 def test_a_version_1_entry_becomes_evidence_with_its_counts_and_hosts():
@@ -101,8 +100,8 @@ def test_a_version_1_entry_becomes_evidence_with_its_counts_and_hosts():
              "failed": {"greedy": {"outcome": "CUDA_OOM", "flags": {"b": 2}, "seen": 3, "hosts": ["h1", "h2"]},
                         "fusion": {"outcome": "TMA_FAILURE", "flags": {}}, "junk": "x"}}
     rungs = evidence.from_legacy(entry)
-    hosts = {name: {h: m["failures"] or m["served"] for h, m in evidence.rung_record(r)["hosts"].items()}
+    hosts = {name: {h: m.failures or m.served for h, m in r.hosts.items()}
              for name, r in rungs.items()}
     assert hosts == {"fast": {"h1": 1}, "greedy": {"h1": {"CUDA_OOM": 2}, "h2": {"CUDA_OOM": 1}},
                      "fusion": {"h1": {"TMA_FAILURE": 1}}}
-    assert evidence.summary(rungs, ["greedy", "fast"])["tok_s"] == 3740.0
+    assert evidence.summary(rungs, ["greedy", "fast"]).tok_s == 3740.0

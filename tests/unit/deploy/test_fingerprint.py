@@ -77,10 +77,10 @@ def names(rungs) -> list[str]:
 
 def test_the_fingerprint_names_p2p_and_virtualisation():
     fp = fingerprint.of(h100())
-    assert (fp["p2p"], fp["virtualization"]) == ("ok", "none")
+    assert (fp.p2p, fp.virtualization) == ("ok", "none")
     assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(h100(p2p="refused")))
     assert fingerprint.key(fp) != fingerprint.key(fingerprint.of(h100(virt="kvm")))
-    assert fingerprint.of(h100(virt=None))["virtualization"] == "unknown"
+    assert fingerprint.of(h100(virt=None)).virtualization == "unknown"
 
 
 def test_one_crash_is_tried_again_before_the_winner_and_a_second_skips_it(state):
@@ -216,3 +216,31 @@ def test_the_sglang_versions_hosts_reported_are_ordered_as_pep_440_and_normalise
     fingerprint.path().write_text(json.dumps({"entries": {
         str(i): {"fingerprint": {"packages": {"sglang": v}}} for i, v in enumerate(reported)}}))
     assert fingerprint.sglang_versions() == ["0.5.9", "0.5.9.post1", "0.5.9.post2", "0.5.10rc1", "0.5.10"]
+
+
+def test_the_typed_fingerprint_keeps_the_json_and_so_the_key_every_entry_is_filed_under():
+    """Every fleet's known-good.json is keyed by the hash of this JSON: a changed shape would lose it all."""
+    import hashlib
+
+    fp = fingerprint.of(h100())
+    assert fp.to_json() == {"gpu": ["NVIDIA H100 80GB HBM3"], "count": 8, "sm": [90], "interconnect": "nvlink",
+                            "p2p": "ok", "virtualization": "none", "driver": "580.95.05",
+                            "packages": {"sglang": "0.5.9"}}
+    assert fp.key == hashlib.sha256(json.dumps(fp.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+    assert list(fp.to_json()) == ["gpu", "count", "sm", "interconnect", "p2p", "virtualization", "driver",
+                                  "packages"]
+
+
+def test_the_evidence_of_recorded_entries_reads_and_writes_back_unchanged():
+    """The fork-point fleet's recorded file: each entry's evidence, typed and written back, is the same JSON."""
+    from fleet.deploy import evidence
+
+    entries = json.loads(RECORDED.read_text())["entries"]
+    for entry in entries.values():
+        rungs = evidence.from_legacy(entry)
+        assert rungs and evidence.rungs_from_json(evidence.rungs_to_json(rungs)) == rungs
+        raw = evidence.rungs_to_json(rungs)
+        assert json.dumps(evidence.rungs_to_json(evidence.rungs_from_json(raw))) == json.dumps(raw)
+        summary = evidence.summary(rungs, [entry["rung"]])
+        assert (summary.rung, summary.host, summary.release) == (entry["rung"], entry["host"], entry["release"])
+        assert list(summary.to_json()) == ["rung", "tok_s", "spread", "host", "release", "failed", "flags"]

@@ -62,7 +62,7 @@ def test_new_faults_are_the_hardware_xids_and_state_that_appeared_between_two_pr
 def test_a_rung_the_hardware_failed_is_never_remembered_as_known_bad():
     record = evidence.add({}, "r", {}, "h1", "GPU_FAULT", "t")["r"]
     record = evidence.add({"r": record}, "r", {}, "h2", "GPU_FAULT", "t")["r"]
-    assert "GPU_FAULT" not in evidence.HARDWARE and evidence.skip_reason(evidence.rung_record(record)) is None
+    assert "GPU_FAULT" not in evidence.HARDWARE and evidence.skip_reason(record) is None
 
 
 PROBE_H200 = Path(__file__).resolve().parents[2] / "fixtures/gpu-health/probe_output_h200_580.txt"

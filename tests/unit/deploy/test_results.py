@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.deploy.results import Attempt, DeployResult, bench_point
+from fleet.deploy.bench_record import stored
+from fleet.deploy.results import Attempt, BenchPoint, DeployResult, bench_point
 from fleet.outcomes import DeployStatus, Outcome
 
 
@@ -24,37 +25,42 @@ def test_a_first_deploy_or_one_refused_before_the_probe_compares_nothing():
     assert gained.upgrade() == [("sgl-kernel", None, "0.3.21")]
 
 
-def _record(tok, ttft=None, runs=None):
+def _raw(tok, ttft=None, runs=None):
     out = {"result": {"ok": True, "output_throughput": tok, "latency_ms": {"ttft": {"median": ttft}}}}
     return {**out, "runs": {"tok_s": runs}} if runs else out
 
 
+def _record(tok, ttft=None, runs=None):
+    return stored(_raw(tok, ttft, runs))
+
+
 def test_a_bench_point_is_the_gates_tok_s_and_ttft_the_median_of_repeated_runs():
-    assert bench_point(_record(3740.5, 812.0), "r1", "fusion") == {"release": "r1", "rung": "fusion",
-                                                                    "tok_s": 3740.5, "ttft_ms": 812.0}
-    assert bench_point(_record(100.0, runs=[90, 110, 120]))["tok_s"] == 110.0  # tune's median, not its warm-up
-    assert bench_point(_record(100.0, runs=[90, 110]))["tok_s"] == 100.0
+    assert bench_point(_record(3740.5, 812.0), "r1", "fusion") == BenchPoint("r1", "fusion", 3740.5, 812.0)
+    assert bench_point(_record(3740.5, 812.0), "r1", "fusion").to_json() == {"release": "r1", "rung": "fusion",
+                                                                              "tok_s": 3740.5, "ttft_ms": 812.0}
+    assert bench_point(_record(100.0, runs=[90, 110, 120])).tok_s == 110.0  # tune's median, not its warm-up
+    assert bench_point(_record(100.0, runs=[90, 110])).tok_s == 100.0
 
 
 @pytest.mark.parametrize("hostile", [None, "x", [], {"result": "x"}, {"result": {"output_throughput": "9e9"}},
-                                     _record(float("nan")), _record(float("inf")), _record(-1.0), _record(True),
+                                     _raw(float("nan")), _raw(float("inf")), _raw(-1.0), _raw(True),
                                      {"runs": {"tok_s": ["a"]}, "result": {}}])
 def test_a_bench_point_trusts_nothing_but_a_finite_number_from_a_manifest(hostile):
-    assert bench_point(hostile) is None
+    assert bench_point(stored(hostile)) is None
 
 
 def test_ttft_that_is_not_a_number_is_left_out_not_trusted():
-    assert bench_point(_record(10.0, ttft="slow"))["ttft_ms"] is None
-    assert bench_point({"result": {"output_throughput": 10.0, "latency_ms": "x"}})["ttft_ms"] is None
+    assert bench_point(_record(10.0, ttft="slow")).ttft_ms is None
+    assert bench_point(stored({"result": {"output_throughput": 10.0, "latency_ms": "x"}})).ttft_ms is None
 
 
 def test_a_deploy_reports_the_gate_before_and_after_and_a_rung_refused_as_slower_without_a_release():
-    before = {"release": "old", "rung": "fast", "tok_s": 3000.0, "ttft_ms": 700.0}
+    before = BenchPoint("old", "fast", 3000.0, 700.0)
     served = DeployResult("h", DeployStatus.OK, release="new", bench_before=before, attempts=[
         Attempt("fusion", "CUDA_OOM", "e", 1), Attempt("fast", Outcome.READY, "e", 1, _record(3200.0, 650.0))])
-    assert served.to_json()["bench"] == {"before": before, "after": {"release": "new", "rung": "fast",
+    assert served.to_json()["bench"] == {"before": before.to_json(), "after": {"release": "new", "rung": "fast",
                                                                      "tok_s": 3200.0, "ttft_ms": 650.0}}
     slower = DeployResult("h", DeployStatus.ROLLED_BACK, release="old", bench_before=before, attempts=[
         Attempt("fast", Outcome.PERF_REGRESSION, "e", 1, _record(1000.0))])
-    assert slower.bench_after() == {"release": None, "rung": "fast", "tok_s": 1000.0, "ttft_ms": None}
+    assert slower.bench_after() == BenchPoint(None, "fast", 1000.0, None)
     assert "bench" not in DeployResult("h").to_json()

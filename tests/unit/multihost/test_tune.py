@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 
 from fleet.cli import deploy_view
-from fleet.deploy.bench import BenchError
+from fleet.deploy.bench import BenchError, BenchRecord, BenchResult
 from fleet.deploy.results import Attempt
 from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.host.releases import Release
@@ -23,7 +23,7 @@ def measured(rung: str, outcome: str, tok: float | None, runs: list[float] | Non
                                        "power": {"mean_w": 250.0, "limit_w": 600.0, "underutilised": True}}
     if record is not None and runs:
         record["runs"] = {"warmup": runs[0] * 0.8, "tok_s": runs}
-    return Attempt(rung, outcome, "evidence", 5.0, record)
+    return Attempt(rung, outcome, "evidence", 5.0, BenchRecord.from_json(record) if record else None)
 
 
 def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
@@ -34,7 +34,8 @@ def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
     assert best is attempts[1]
     assert [a.outcome for a in attempts] == ["PERF_REGRESSION", "READY", "READY", "CUDA_OOM", "PERF_REGRESSION"]
     assert attempts[0].evidence == "78.6 tok/s < 90% of 3,740 tok/s (rung no-fusion)"
-    assert attempts[0].bench["verdict"]["basis"] == "run"
+    assert attempts[0].bench.verdict.basis == "run"
+    assert attempts[0].to_json()["bench"]["verdict"]["basis"] == "run"
     assert len(decisions) == 3 and decisions[1].startswith("tp4-pp2 against no-fusion: 3,600 against 3,740")
     assert pick([measured("x", "CUDA_OOM", None)], 0.9, 0.02) == (None, ())
 
@@ -70,7 +71,8 @@ def test_a_later_rung_wins_only_beyond_both_spreads_and_the_minimum_gain():
 
 def test_attempt_json_carries_the_bench_only_when_measured():
     assert "bench" not in Attempt("a", "CUDA_OOM", "e", 1.0).to_json()
-    assert Attempt("a", "READY", "e", 1.0, {"result": {}}).to_json()["bench"] == {"result": {}}
+    record = BenchRecord(result=BenchResult(ok=True, output_throughput=1.0))
+    assert Attempt("a", "READY", "e", 1.0, record).to_json()["bench"] == {"result": record.result.to_json()}
 
 
 def facts(driver: str = "580.95.05", sglang: str = "0.5.9") -> HostFacts:
@@ -142,7 +144,7 @@ def _tuner(tmp_path, monkeypatch, answers):
 
 
 def ok(tok):
-    return {"result": {"ok": True, "output_throughput": tok}}
+    return BenchRecord(result=BenchResult(ok=True, output_throughput=tok))
 
 
 def test_the_release_serving_before_a_tune_is_measured_as_each_rung_is(tmp_path, monkeypatch):
@@ -151,8 +153,8 @@ def test_the_release_serving_before_a_tune_is_measured_as_each_rung_is(tmp_path,
     assert any("release r-before: median of 2 runs" in m for m in said)
 
 
-@pytest.mark.parametrize("answers", [[ok(1.0), {"result": {}}], [ok(1.0), {"result": {"output_throughput": "x"}}],
-                                     [ok(1.0), None], ["not a record"]])
+@pytest.mark.parametrize("answers", [[ok(1.0), BenchRecord(result=BenchResult())], [ok(1.0), BenchError("refused")],
+                                     [BenchRecord(result=BenchResult(ok=True))]])
 def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goes_on(tmp_path, monkeypatch,
                                                                                     answers):
     answers = [*answers, BenchError("unused")]
