@@ -161,10 +161,12 @@ class _Proxmox(BaseHTTPRequestHandler):
 TOKEN = "0d7c1f0e-5b0a-4a53-9d43-5a3f0e6d9c21"
 
 
-def proxmox_guest(sandbox, host: str, tmp_path: Path) -> tuple[ThreadingHTTPServer, Path]:
-    """The loopback Proxmox stand-in serving `host` as VM 101 on pve1, and an inventory that says so."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxmox)
-    _Proxmox.sandbox, _Proxmox.host, _Proxmox.calls, _Proxmox.state = sandbox, host, [], "running"
+def proxmox_guest(sandbox, host: str, tmp_path: Path, api=None) -> tuple[ThreadingHTTPServer, Path]:
+    """The loopback Proxmox stand-in (`api`: another handler) serving `host` as VM 101 on pve1, and an inventory
+    that says so."""
+    api = api or _Proxmox
+    server = ThreadingHTTPServer(("127.0.0.1", 0), api)
+    api.sandbox, api.host, api.calls, api.state = sandbox, host, [], "running"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
     doc["hosts"][host].setdefault("vars", {})["proxmox"] = {
@@ -224,15 +226,7 @@ def test_a_refused_gpu_reset_whose_vm_reset_fails_leaves_the_server_running_and_
     book = llama_playbook(tmp_path, rung("would-serve"), name="llama-before-recover")
     rc, data, err = inv_json(sandbox, "deploy", "--host", host, "--playbook", str(book), "--force")
     assert rc == 0 and serving(sandbox_inventory, host), err[-3000:]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenProxmox)
-    _BrokenProxmox.calls = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
-    doc["hosts"][host].setdefault("vars", {})["proxmox"] = {
-        "api": f"http://127.0.0.1:{server.server_address[1]}/api2/json", "node": "pve1", "vmid": 101,
-        "token_id": "root@pam!fleet", "token": {"env": "FLEET_TEST_PVE_TOKEN"}}
-    inventory = inventory_file(tmp_path)
-    inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+    server, inventory = proxmox_guest(sandbox, host, tmp_path, _BrokenProxmox)
     sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim/apps && " + WANTS_RESET + " && (setsid sleep 600 "
                                 "</dev/null >/dev/null 2>&1 & echo \"0 518 python3\" > /run/fleet-sim/apps/$!)")
     boot = sh(sandbox_inventory, host, BOOT_ID)
