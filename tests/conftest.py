@@ -118,6 +118,19 @@ def pytest_sessionstart(session):
         from sandbox import blackhole
 
         blackhole.install()
+        if WORKER:
+            _down_what_a_dead_run_left()
+
+
+def _down_what_a_dead_run_left() -> None:
+    """A worker's lane as a run killed in the middle left it (hosts still running, its namespaces and bridge) goes
+    down before anything else, even on a worker that runs no sandbox test (the session fixture downs it too)."""
+    from sandbox.config import config
+    from sandbox.hosts import Sandbox
+
+    sb = Sandbox(config(), log=lambda m: None)
+    if sb.load_state() is not None:
+        sb.down()
 
 
 @pytest.fixture(scope="session")
