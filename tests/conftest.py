@@ -1,7 +1,7 @@
 """Test-wide setup: the sandbox guard is on, real inventory addresses are blackholed, and sandbox tests share one
 sandbox fleet per process that is always torn down.
 
-The suite runs in parallel (pyproject's addopts: pytest-xdist workers): each worker has a sandbox instance of its
+With `-n 3` the suite runs in parallel (pytest-xdist workers; serial is still the default): each worker has a sandbox instance of its
 own (lane0, lane1, ...; FLEET_SANDBOX_LANES names others), so its own hosts, bridge, addresses, inventory and
 known_hosts, and its own FLEET_STATE_DIR and FLEET_WHEELHOUSE. A test module runs whole on one worker (its module
 fixtures are set up once); a module that sets SPREAD_OVER_WORKERS = True (the fault matrix) has its tests spread

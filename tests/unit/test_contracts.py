@@ -6,6 +6,7 @@ in a sitting, and a layout whose folders say what they hold."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import ipaddress
 import os
 import pkgutil
@@ -239,8 +240,13 @@ def test_every_sandbox_instance_has_its_own_subnet_bridge_and_namespaces():
     """The parallel suite's lanes (one per worker) and the named instances never share an address or a link."""
     from sandbox.config import _INSTANCES, LANES, SANDBOX_SUPERNET, config
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import lanes  # tests/conftest.py: the lanes a parallel run's workers take, in order
+    # tests/conftest.py's lanes (the instances a parallel run's workers take, in order), by path: in a worker that
+    # already ran another folder's tests, "conftest" in sys.modules is that folder's
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", REPO / "tests" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    root = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root)
+    lanes = root.lanes
 
     cfgs = [config(name) for name in _INSTANCES]
     for attr in ("subnet", "bridge", "index"):
