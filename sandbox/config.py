@@ -1,7 +1,8 @@
 """Where a sandbox fleet lives: its state folder, bridge, subnet and inventory file.
 
-Two instances can run side by side on one machine: `demo` (what `inv sandbox.up` makes) and `test`
-(what the test suite makes), so running the tests never tears down a fleet someone is looking at.
+Instances run side by side on one machine: `demo` (what `inv sandbox.up` makes), `test` (what the test suite
+makes when it runs serially) and `lane0`.. (one per worker when it runs in parallel), so running the tests never
+tears down a fleet someone is looking at.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ HOST_VENV = "/root/ml-env"
 # the benchmarks' own fleet (up to 64 hosts), so a benchmark never replaces a fleet someone is using.
 _INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3, "dev3": 4, "dev4": 5, "bench": 6}
 _THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76, 4: 75, 5: 74, 6: 73}  # all inside SANDBOX_SUPERNET
+# The parallel suite's lanes: one instance per pytest-xdist worker (tests/conftest.py), lane0.. by default;
+# FLEET_SANDBOX_LANES picks others (lane4..lane7), so a second parallel run can go alongside the first.
+LANES = tuple(f"lane{i}" for i in range(8))
+for _i, _lane in enumerate(LANES):
+    _INSTANCES[_lane] = 10 + _i
+    _THIRD_OCTET[10 + _i] = 64 + _i
 
 
 @dataclass(frozen=True)

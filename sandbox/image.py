@@ -5,6 +5,7 @@ The cache key is a hash of the recipe below, so the image is rebuilt only when t
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -107,13 +108,23 @@ def _deb822_lines(text: str) -> list[str]:
 
 
 def ensure_image(log=print) -> Path:
-    """Return the cached image for the current recipe, building it first if needed."""
+    """Return the cached image for the current recipe, building it first if needed. Sandboxes brought up at once
+    (the parallel suite's workers, each its own instance) build it once: the others wait on the lock, then find it
+    complete, and none replaces or prunes an image another's hosts already run on."""
     dest = image_path()
     if (dest / ".complete").exists():
         return dest
     if shutil.which("mmdebstrap") is None:
         raise RuntimeError("mmdebstrap is not installed (run ./bootstrap.sh)")
     cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".complete").exists():
+            return dest
+        return _build(dest, log)
+
+
+def _build(dest: Path, log) -> Path:
     log(f"building sandbox image {dest.name} (Debian {SUITE}, once per recipe)...")
     with tempfile.TemporaryDirectory(dir=cache_root(), prefix=".build-") as tmp:
         build = Path(tmp) / "rootfs"

@@ -1,5 +1,13 @@
-"""Test-wide setup: the sandbox guard is on, real inventory addresses are blackholed, and sandbox tests
-share one 'test' sandbox fleet that is always torn down."""
+"""Test-wide setup: the sandbox guard is on, real inventory addresses are blackholed, and sandbox tests share one
+sandbox fleet per process that is always torn down.
+
+With `-n 3` the suite runs in parallel (pytest-xdist workers; serial is still the default): each worker has a
+sandbox instance of its own (lane0, lane1, ...; FLEET_SANDBOX_LANES names others), so its own hosts, bridge, addresses, inventory and
+known_hosts, and its own FLEET_STATE_DIR and FLEET_WHEELHOUSE. A test module runs whole on one worker (its module
+fixtures are set up once); a module that sets SPREAD_OVER_WORKERS = True (the fault matrix) has its tests spread
+over the workers. Run serially with `-n 0` (the 'test' instance), or with FLEET_SANDBOX_INSTANCE set to one
+instance (e.g. `dev`, to go alongside another run): one instance is one fleet, so that run is serial.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +20,37 @@ from pathlib import Path
 import pytest
 
 os.environ["FLEET_SANDBOX_ONLY"] = "1"
+# The instance the person running the suite named (before this file names one): one instance, one serial run.
+_NAMED_INSTANCE = os.environ.get("FLEET_SANDBOX_INSTANCE") if not os.environ.get("PYTEST_XDIST_WORKER") else None
 os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
 # fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/.
 os.environ.setdefault("FLEET_STATE_DIR", tempfile.mkdtemp(prefix="fleet-test-state-"))
 # nor reads the user's wheelhouse: a test that installs packages: builds its own (sandbox/sim/wheels.py)
 os.environ.setdefault("FLEET_WHEELHOUSE", tempfile.mkdtemp(prefix="fleet-test-wheelhouse-"))
+
+
+def lanes() -> list[str]:
+    """The sandbox instances of a parallel run's workers, in worker order (gw0 takes the first)."""
+    from sandbox.config import LANES
+
+    named = os.environ.get("FLEET_SANDBOX_LANES", "")
+    return [n.strip() for n in named.split(",") if n.strip()] or list(LANES[:4])
+
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...: this process is one of a parallel run's workers
+if WORKER:
+    # Everything a sandbox test shares with the other workers is made per worker here, before any test (or fleet)
+    # reads it: the fleet (instance: hosts, addresses, bridge, inventory, known_hosts) and the local state folders.
+    _lanes = lanes()
+    _n = int(WORKER.removeprefix("gw"))
+    if _n >= len(_lanes):
+        raise RuntimeError(f"worker {WORKER}: no sandbox lane for it (lanes: {', '.join(_lanes)}); "
+                           f"run fewer workers (-n) or name more lanes in FLEET_SANDBOX_LANES")
+    os.environ["FLEET_SANDBOX_INSTANCE"] = _lanes[_n]
+    for _var in ("FLEET_STATE_DIR", "FLEET_WHEELHOUSE"):
+        _mine = Path(os.environ[_var]) / WORKER
+        _mine.mkdir(parents=True, exist_ok=True)
+        os.environ[_var] = str(_mine)
 
 # A suite started as a background job of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and so
 # would every `inv` it starts: Python then installs no KeyboardInterrupt, and the Ctrl-C tests would wait forever.
@@ -38,11 +72,65 @@ def _own_fleet_state(tmp_path_factory):
         yield
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Before pytest-xdist starts workers: a run on one named instance is serial (one instance is one fleet), and a
+    parallel run has a lane for every worker."""
+    n = getattr(config.option, "numprocesses", None)
+    if not n:
+        return
+    if _NAMED_INSTANCE and not os.environ.get("FLEET_SANDBOX_LANES"):
+        config.option.numprocesses = 0  # FLEET_SANDBOX_INSTANCE=dev pytest: that instance alone, as before
+        return
+    if isinstance(n, int) and n > len(lanes()):
+        raise pytest.UsageError(f"-n {n}: only {len(lanes())} sandbox lanes ({', '.join(lanes())}); "
+                                f"name more in FLEET_SANDBOX_LANES")
+
+
+def pytest_report_header(config):
+    if getattr(config.option, "numprocesses", None):
+        return f"sandbox lanes: {', '.join(lanes()[:config.option.numprocesses])} (one per worker)"
+    return f"sandbox instance: {os.environ['FLEET_SANDBOX_INSTANCE']}"
+
+
+# A parallel run hands out work in this order (the sandbox's long waits first, the short CPU-bound tests last, to
+# fill the gaps): a long module started last would make the others wait for it at the end.
+ORDER = ["faults", "integration", "hostile", "sim", "upstream", "unit"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """A module's tests run on one worker, in order, its module fixtures set up once (--dist loadgroup); a module
+    with SPREAD_OVER_WORKERS = True (the fault matrix: every point of every kind) has its tests spread over them."""
+    if WORKER:
+        def rank(item):
+            parts = Path(str(item.path)).relative_to(REPO / "tests").parts
+            spread = getattr(getattr(item, "module", None), "SPREAD_OVER_WORKERS", False)
+            return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not spread)
+        items.sort(key=rank)  # stable: the order within a module (and between modules of a folder) is kept
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and not getattr(module, "SPREAD_OVER_WORKERS", False):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 def pytest_sessionstart(session):
     if os.geteuid() == 0:
         from sandbox import blackhole
 
         blackhole.install()
+        if WORKER:
+            _down_what_a_dead_run_left()
+
+
+def _down_what_a_dead_run_left() -> None:
+    """A worker's lane as a run killed in the middle left it (hosts still running, its namespaces and bridge) goes
+    down before anything else, even on a worker that runs no sandbox test (the session fixture downs it too)."""
+    from sandbox.config import config
+    from sandbox.hosts import Sandbox
+
+    sb = Sandbox(config(), log=lambda m: None)
+    if sb.load_state() is not None:
+        sb.down()
 
 
 @pytest.fixture(scope="session")

@@ -57,8 +57,9 @@ BAD_INVENTORIES = {
     "wrong type": (_set("port", "22"), r"hosts\.sbx0\.port: Input should be a valid integer"),
     "missing address": (_drop_address, r"hosts\.sbx0\.address: required key is missing"),
     "host in two groups with conflicting vars": (_conflict, r"groups a and b set venv differently"),
-    "address that is not an address": (_set("address", "172.30.75.10; touch /tmp/pwned"),
-                                       r"not an IP address or host name"),
+    "address that is not an address": (
+        _set("address", "172.30.75.10; touch /tmp/pwned"),  # not an instance's address
+        r"not an IP address or host name"),
     "user with a shell command": (_set("user", "root; rm -rf /"), r"not a valid user"),
     "newline in the unit": (_set("unit", "sglang\nUser=root"), r"hosts\.sbx0\.unit: .*not a systemd unit name"),
     "relative venv": (_set("venv", "ml-env/../.."), r"hosts\.sbx0\.venv: .*absolute path"),

@@ -48,6 +48,9 @@ from fleet.faulthook import KINDS
 from fleet.ssh.connect import open_connection
 from fleet.ssh.remote import run
 
+# Each test (a flow with a kind at every point) may run on any worker of a parallel suite, on that worker's own
+# fleet: the matrix is spread over the workers as its points are over the lanes (tests/conftest.py).
+SPREAD_OVER_WORKERS = True
 HOST = "sbx0"  # SM120 (rtx-pro-6000-x8): the patch set really writes files there
 # The hosts a flow's points are spread over, one run on each at a time (lanes): the SM120 hosts, where the patch
 # set writes files too. A run mostly waits (round trips, the server's start), so on 2 cores three at once take
@@ -217,7 +220,7 @@ def _inv(c, *args, env=None):
     """The real `inv ARGS -i INVENTORY`, forked from the harness's fork server (same argv, environment, folder)."""
     return c["fork"]([args[0], "-i", str(c["inv"]), *args[1:]],
                      {**os.environ, **(env or {}),
-                      "FLEET_SANDBOX_INSTANCE": os.environ.get("FLEET_SANDBOX_INSTANCE", "test")})
+                      "FLEET_SANDBOX_INSTANCE": os.environ["FLEET_SANDBOX_INSTANCE"]})
 
 
 DIGEST = "/root/fleet-fault-digest"

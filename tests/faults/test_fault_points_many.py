@@ -121,7 +121,7 @@ def _inv(c, *args, state: Path | None = None, env=None):
     return c["fork"]([args[0], "-i", str(c["inv"]), *args[1:]],
                      {**os.environ, **(env or {}), "SGLANG_API_KEY": KEY,
                       "FLEET_STATE_DIR": str(state or c["tmp"] / "state-setup"),
-                      "FLEET_SANDBOX_INSTANCE": os.environ.get("FLEET_SANDBOX_INSTANCE", "test")})
+                      "FLEET_SANDBOX_INSTANCE": os.environ["FLEET_SANDBOX_INSTANCE"]})
 
 
 def _ok(proc) -> dict:

@@ -6,8 +6,11 @@ in a sitting, and a layout whose folders say what they hold."""
 from __future__ import annotations
 
 import ast
+import importlib.util
+import ipaddress
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 import tomllib
@@ -184,3 +187,109 @@ def test_no_operation_takes_a_lock_opens_a_release_run_or_marks_a_rollback_outsi
                 found += [f"{rel}:{node.lineno}: imports {a.name}" for a in node.names
                           if a.name in ("acquire", "release")]
     assert not found, "outside fleet.deploy.hostrun:\n" + "\n".join(found)
+
+
+# A sandbox test runs on whichever worker's fleet a parallel run gives it (tests/conftest.py: lane0, lane1, ...), so
+# it names no instance and no address of one: it takes them from its fixtures (sandbox.cfg, the inventory) or from
+# FLEET_SANDBOX_INSTANCE as conftest set it. A string that only looks like an address (an input fleet must refuse)
+# says so on its line with this comment.
+NOT_AN_INSTANCE_ADDRESS = "# not an instance's address"
+_SANDBOX_FIXTURES = re.compile(r"\b(_sandbox_session|sandbox_inventory)\b|def \w+\([^)]*\bsandbox\b[,)]|"
+                               r"from sandbox\.(config|hosts) import")
+_QUAD = re.compile(r"(?<![\d.])(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?![\d.])")
+
+
+def _sandbox_test_files() -> list[Path]:
+    return [p for p in sorted((REPO / "tests").rglob("*.py"))
+            if p != REPO / "tests" / "conftest.py" and _SANDBOX_FIXTURES.search(p.read_text())]
+
+
+def _instance_literals(tree: ast.AST, instances: set[str]) -> list[tuple[int, str]]:
+    """Where a literal instance name is given to the sandbox: config("test"), a FLEET_SANDBOX_INSTANCE value or
+    default (environ.get, setenv, a dict or an assignment)."""
+    found = []
+
+    def literal(node: ast.AST | None) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and node.value in instances else None
+
+    def names_var(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value == "FLEET_SANDBOX_INSTANCE"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if func == "config" and node.args and literal(node.args[0]):
+                found.append((node.lineno, f"config({node.args[0].value!r})"))  # type: ignore[attr-defined]
+            if func in ("get", "setenv", "setdefault", "getenv") and len(node.args) > 1 and names_var(node.args[0]) \
+                    and literal(node.args[1]):
+                found.append((node.lineno, f"FLEET_SANDBOX_INSTANCE {node.args[1].value!r}"))  # type: ignore
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if names_var(key) and literal(value):
+                    found.append((node.lineno, f"FLEET_SANDBOX_INSTANCE: {value.value!r}"))  # type: ignore
+        elif isinstance(node, ast.Assign) and literal(node.value):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and names_var(target.slice):
+                    found.append((node.lineno, f"FLEET_SANDBOX_INSTANCE = {node.value.value!r}"))  # type: ignore
+    return found
+
+
+def test_sandbox_tests_assume_no_instance_and_no_fixed_address():
+    """No sandbox test names a sandbox instance (the serial run's 'test' is not a parallel worker's) or carries an
+    address, bridge, namespace or home of one: each would pass alone and fail on another worker's lane."""
+    from sandbox.config import _INSTANCES, config
+
+    instances = set(_INSTANCES)
+    subnets = [config(name).subnet for name in instances]
+    homes = re.compile(r"fleet-sandbox/(" + "|".join(sorted(instances)) + r")\b|\bfsbr?\d+(h\d|-)?\b")
+    files = _sandbox_test_files()
+    assert len(files) > 40, "the sandbox tests are found by their fixtures"
+    found = []
+    for path in files:
+        rel = path.relative_to(REPO)
+        text = path.read_text()
+        found += [f"{rel}:{line}: {what}" for line, what in _instance_literals(ast.parse(text), instances)]
+        for n, line in enumerate(text.splitlines(), 1):
+            if NOT_AN_INSTANCE_ADDRESS in line:
+                continue
+            for quad in _QUAD.findall(line):
+                try:
+                    address = ipaddress.ip_address(quad)
+                except ValueError:
+                    continue
+                if any(address in subnet for subnet in subnets):
+                    found.append(f"{rel}:{n}: {quad}")
+            found += [f"{rel}:{n}: {m.group(0)}" for m in homes.finditer(line)]
+    assert found == [], "take the instance and its addresses from the fixtures (sandbox.cfg, the inventory)"
+
+
+def test_the_contract_catches_an_instance_or_an_address_in_a_test():
+    """The contract's own check, on a test that assumes the serial run's fleet."""
+    from sandbox.config import _INSTANCES
+
+    bad = ('def test_x(sandbox):\n    cfg = config("test")\n'
+           '    env = {"FLEET_SANDBOX_INSTANCE": "test"}\n    os.environ.get("FLEET_SANDBOX_INSTANCE", "test")\n')
+    assert [line for line, _ in _instance_literals(ast.parse(bad), set(_INSTANCES))] == [2, 3, 4]
+    assert _SANDBOX_FIXTURES.search(bad)
+
+
+def test_every_sandbox_instance_has_its_own_subnet_bridge_and_namespaces():
+    """The parallel suite's lanes (one per worker) and the named instances never share an address or a link."""
+    from sandbox.config import _INSTANCES, LANES, SANDBOX_SUPERNET, config
+
+    # tests/conftest.py's lanes (the instances a parallel run's workers take, in order), by path: in a worker that
+    # already ran another folder's tests, "conftest" in sys.modules is that folder's
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", REPO / "tests" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    root = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root)
+    lanes = root.lanes
+
+    cfgs = [config(name) for name in _INSTANCES]
+    for attr in ("subnet", "bridge", "index"):
+        values = [getattr(c, attr) for c in cfgs]
+        assert len(set(values)) == len(values), attr
+    assert {c.netns("sbx0") for c in cfgs}.__len__() == len(cfgs)
+    assert all(c.subnet.subnet_of(SANDBOX_SUPERNET) for c in cfgs)
+    assert all(len(c.veth(199)) <= 15 and len(c.bridge) <= 15 for c in cfgs)  # Linux link names
+    assert set(lanes()) <= set(LANES) and "test" not in lanes() and len(lanes()) >= 3
