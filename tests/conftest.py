@@ -3,10 +3,11 @@ sandbox fleet per process that is always torn down.
 
 With `-n 3` the suite runs in parallel (pytest-xdist workers; serial is still the default): each worker has a
 sandbox instance of its own (lane0, lane1, ...; FLEET_SANDBOX_LANES names others), so its own hosts, bridge,
-addresses, inventory and known_hosts, and its own FLEET_STATE_DIR and FLEET_WHEELHOUSE. A test module runs whole on one worker (its module
-fixtures are set up once); a module that sets SPREAD_OVER_WORKERS = True (the fault matrix) has its tests spread
-over the workers. Run serially with `-n 0` (the 'test' instance), or with FLEET_SANDBOX_INSTANCE set to one
-instance (e.g. `dev`, to go alongside another run): one instance is one fleet, so that run is serial.
+addresses, inventory and known_hosts, and its own FLEET_STATE_DIR and FLEET_WHEELHOUSE. A test module runs whole
+on one worker (its module fixtures are set up once); a module that sets SPREAD_OVER_WORKERS = True (the fault
+matrix) has its tests spread over the workers. Run serially with `-n 0` (the 'test' instance), or with
+FLEET_SANDBOX_INSTANCE set to one instance (e.g. `dev`, to go alongside another run): one instance is one fleet,
+so that run is serial.
 """
 
 from __future__ import annotations
