@@ -97,6 +97,12 @@ def _snapshots(poller: Poller, out: Console, title: str, wide: bool) -> int:
     return 0
 
 
+def sent(text: str) -> str:
+    """A value a host sent, for a plain stderr line: one line, no control characters, 40 at most."""
+    lines = text.splitlines()
+    return "".join(c if c.isprintable() else "?" for c in (lines[0] if lines else ""))[:40]
+
+
 def not_clean(row: HostStatus) -> str | None:
     """Why a host makes `inv status` exit 1 (docs/cli.md: some host failed, or what it checks is not clean), or None.
     A host with a release fleet made current is meant to serve: its unit not active (stopped, killed, failed) or its
@@ -106,16 +112,16 @@ def not_clean(row: HostStatus) -> str | None:
         return "unreachable"
     why = []
     state = row.unit.get("ActiveState") or "unknown"
-    if row.release and state != "active":
-        why.append(f"unit {state}" + (f" ({row.unit['SubState']})" if row.unit.get("SubState") else ""))
+    if row.release and state != "active":  # what the host sent, as data on a plain line
+        why.append(f"unit {sent(state)}" + (f" ({sent(row.unit['SubState'])})" if row.unit.get("SubState") else ""))
     elif row.release and row.health != "200":
-        why.append(f"health {row.health or 'no answer'}")
+        why.append(f"health {sent(row.health or 'no answer')}")
     if row.drift:
         why.append(f"drift in {len(row.drift)} file" + ("s" if len(row.drift) > 1 else ""))
     if row.gpu_faults:
         why.append("GPU fault")
     if row.router and not (row.router.get("state") == "active" and row.router.get("health") == 200):
-        why.append(f"router {row.router.get('state') or 'unknown'}")
+        why.append(f"router {sent(str(row.router.get('state') or 'unknown'))}")
     return ", ".join(why) or None
 
 

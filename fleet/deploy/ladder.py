@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -231,7 +232,7 @@ class Deployer:
                 venv, there = venvs.planned(conn, self.host, self.book.packages)
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
-            self.serve = self.serve.in_venv(venv)
+            self.serve = replace(self.serve, venv=venv)  # the unit names it; the host is probed as it is now
             venv_note = f"venv {venv}: " + ("there, used as it is\n" if there else "would be built\n")
         rungs = self.eligible(facts)
         if not rungs:
