@@ -3,38 +3,23 @@ the nodes whose links are fine (before the run skeleton, every node was unlocked
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from fakesession import FakeSession
+from test_multinode_plan import hosts
+from test_multinode_rollback import BOOK
 
 from fleet import playbook
-from fleet.inventory import Host
 from fleet.multihost import multinode
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
-
-BOOK = """name: two
-model: {path: /models/m}
-nodes: {count: 2, dist_port: 5757}
-flags: {tp-size: 8, pp-size: 2}
-ladder:
-  - name: base
-"""
-
-
-def _hosts():
-    return [Host(name=f"n{i}", address=f"10.0.0.{i + 1}", port=None, user=None, become=False, identity_file=None,
-                 known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
-                 source=Path("hosts.yaml")) for i in range(2)]
 
 
 def test_a_node_lost_while_probing_leaves_the_healthy_nodes_unlocked(tmp_path, monkeypatch):
     path = tmp_path / "two.yaml"
     path.write_text(BOOK)
-    hosts = _hosts()
-    mn = multinode.MultiNode(hosts, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {})
-    sessions = {h.name: FakeSession(host=h) for h in hosts}
+    nodes = hosts(2)
+    mn = multinode.MultiNode(nodes, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {})
+    sessions = {h.name: FakeSession(host=h) for h in nodes}
     monkeypatch.setattr(multinode.HostSession, "open", classmethod(lambda cls, host, opts: sessions[host.name]))
     monkeypatch.setattr(multinode, "deploy_recovery", lambda book, unit, say: lambda s, lock: [])
 
@@ -74,9 +59,9 @@ def test_a_node_whose_sftp_call_hits_a_dead_link_leaves_the_healthy_nodes_unlock
     to n0's run: n0, whose link is fine, keeps its lock."""
     path = tmp_path / "two.yaml"
     path.write_text(BOOK)
-    hosts = _hosts()
-    mn = multinode.MultiNode(hosts, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {})
-    sessions = {h.name: Session(host=h) for h in hosts}
+    nodes = hosts(2)
+    mn = multinode.MultiNode(nodes, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {})
+    sessions = {h.name: Session(host=h) for h in nodes}
     sessions["n1"].dead = True
     monkeypatch.setattr(multinode.HostSession, "open", classmethod(lambda cls, host, opts: sessions[host.name]))
     monkeypatch.setattr(multinode, "deploy_recovery", lambda book, unit, say: lambda s, lock: [])
