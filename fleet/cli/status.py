@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from fleet.cli import print_json, real_console, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.host.session import one_line
 from fleet.inventory import Host
 from fleet.multihost.status import HostStatus, collect
 from fleet.multihost.status_watch import Poller, check_interval
@@ -99,8 +100,7 @@ def _snapshots(poller: Poller, out: Console, title: str, wide: bool) -> int:
 
 def sent(text: str) -> str:
     """A value a host sent, for a plain stderr line: one line, no control characters, 40 at most."""
-    lines = text.splitlines()
-    return "".join(c if c.isprintable() else "?" for c in (lines[0] if lines else ""))[:40]
+    return one_line(text, 40)
 
 
 def not_clean(row: HostStatus) -> str | None:
