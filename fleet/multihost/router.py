@@ -140,6 +140,7 @@ class RouterHooks:
     _taken_out: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     sessions: Callable[[Host, ConnectOptions], HostSession] = HostSession.open  # the router host's (tests: a fake)
+    stores: Callable[[Connection, Host, str], ReleaseStore] = ReleaseStore  # its release store (tests: a fake)
 
     def __post_init__(self) -> None:
         self.live = LiveRouter(self.host, self.book, self.opts)
@@ -257,7 +258,7 @@ class RouterHooks:
         except FleetError:
             known = None
         if known is None:
-            current = ReleaseStore(conn, self.host, ROUTER_ROOT).current()
+            current = self.stores(conn, self.host, ROUTER_ROOT).current()
             listed = current.config.get("workers") if current else None
             known = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
         known = [u for u in known if is_worker_url(u)][:MAX_WORKERS]  # what a host sent: URLs of our shape only
@@ -269,7 +270,7 @@ class RouterHooks:
     def _deploy(self, host_run: HostRun, workers: list[str], say: Progress) -> dict[str, Any]:
         book, host, conn = self.book, self.host, host_run.session.conn
         unit = book.router.unit  # type: ignore[union-attr]
-        store = ReleaseStore(conn, host, ROUTER_ROOT)
+        store = self.stores(conn, host, ROUTER_ROOT)
         previous = store.current()
         planned = plan(book, host, workers, self.secrets)
         same = (read_file(conn, host, unit_path(book)) == planned.unit_text.encode()
@@ -389,7 +390,7 @@ class RouterHooks:
         current if it served and the unit runs its files, one in progress marked interrupted and, where the unit
         then runs other files than the current router release's (a dead deploy's or a dead rollback's), those put
         back and restarted (the run then goes on and checks the router through a generation)."""
-        store = ReleaseStore(conn, self.host, ROUTER_ROOT)
+        store = self.stores(conn, self.host, ROUTER_ROOT)
         notes = [lock.recovered] if lock.recovered else []
         unit = self.book.router.unit  # type: ignore[union-attr]
         notes += [f"removed {'a new `current` link' if CURRENT_TEMP in p else 'a temp file'} a dead run left: {p}"

@@ -25,7 +25,7 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
     with hooks.run("rollback router", lambda m: hooks.say(host.name, f"router: {m}")) as run:
         report["recovered"] = run.recovered
         conn = run.session.conn
-        store = ReleaseStore(conn, host, ROUTER_ROOT)
+        store = hooks.stores(conn, host, ROUTER_ROOT)
         found = store.load(to) if to else store.last_good_before_current()
         if to and (found is None or found.status != ReleaseStatus.OK):
             raise FleetError(f"{host.name}: no router release {to} that served "

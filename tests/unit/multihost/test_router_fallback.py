@@ -67,6 +67,27 @@ class Run:
         self.failed = True
 
 
+class Hooks(routing.RouterHooks):
+    """The router's hooks whose `restore` puts a release back and serves (logged in `put_back`), or raises
+    `restore_error`; `_ready` raises `ready_error`, answers `ready`, else checks as the library does."""
+
+    put_back: list[str]
+    restore_error: BaseException | None = None
+    ready_error: BaseException | None = None
+    ready = None
+
+    def restore(self, conn, store, release):
+        if self.restore_error is not None:
+            raise self.restore_error
+        self.put_back.append(release.id)
+        return Outcome.READY, "2+2= -> 4 through the router"
+
+    def _ready(self, conn):
+        if self.ready_error is not None:
+            raise self.ready_error
+        return self.ready if self.ready is not None else super()._ready(conn)
+
+
 @pytest.fixture
 def hooks(tmp_path, monkeypatch):
     (tmp_path / "inventory").mkdir()
@@ -76,7 +97,6 @@ def hooks(tmp_path, monkeypatch):
     book = playbook.load(path)
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
     Run.runs = []
-    monkeypatch.setattr(routing, "ReleaseStore", Store)
     monkeypatch.setattr(routing, "read_file", lambda conn, host, path: b"")  # not the same unit: a new release
     monkeypatch.setattr(routing, "port_problem", lambda *a: None)
     monkeypatch.setattr(routing, "venv_problem", lambda *a: None)
@@ -84,15 +104,10 @@ def hooks(tmp_path, monkeypatch):
     monkeypatch.setattr(routing.restore, "key_installed", lambda *a: True)
     monkeypatch.setattr(routing.restore, "install", lambda *a: None)
     monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
-    h = routing.RouterHooks(book, Path(path), host, ConnectOptions(), {"SGLANG_API_KEY": "k3y"}, lambda h, m: None)
-    put_back: list[str] = []
-
-    def restore(self, conn, store, release):
-        put_back.append(release.id)
-        return Outcome.READY, "2+2= -> 4 through the router"
-
-    monkeypatch.setattr(routing.RouterHooks, "restore", restore)
-    return h, put_back, monkeypatch
+    h = Hooks(book, Path(path), host, ConnectOptions(), {"SGLANG_API_KEY": "k3y"}, lambda h, m: None,
+              stores=lambda *a: Store())
+    h.put_back = []
+    return h, h.put_back, monkeypatch
 
 
 def raises(exc):
@@ -110,7 +125,7 @@ def raises(exc):
 def test_a_step_that_raises_puts_the_previous_router_release_back(hooks, step, exc):
     h, put_back, monkeypatch = hooks
     if step == "ready":
-        monkeypatch.setattr(routing.RouterHooks, "_ready", raises(exc))
+        h.ready_error = exc
     else:
         monkeypatch.setattr(routing.restore, step, raises(exc))
     report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
@@ -130,7 +145,7 @@ def test_a_lost_link_leaves_the_release_in_progress_for_the_next_runs_recovery(h
 def test_a_fall_back_that_raises_is_reported_not_raised(hooks):
     h, put_back, monkeypatch = hooks
     monkeypatch.setattr(routing.restore, "install", raises(OSError(28, "No space left on device")))
-    monkeypatch.setattr(routing.RouterHooks, "restore", raises(OSError(28, "No space left on device")))
+    h.restore_error = OSError(28, "No space left on device")
     report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report.get("status") != DeployStatus.OK and f"its release {PREVIOUS.id} did not serve either" in \
         report["error"] and "OSError" in report["error"]
@@ -152,13 +167,13 @@ def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves
         def mark_current(self, release):
             state["current"] = release
 
-    def succeed(self, *a, **k):
-        state["current"] = self.release  # the rename ran on the router host ...
-        raise CommandTimedOut("sbx0: `ln -s releases/...` did not finish within 120s")  # ... answer and re-read lost
+    class Lost(Run):
+        def succeed(self, *a, **k):
+            state["current"] = self.release  # the rename ran on the router host ...
+            raise CommandTimedOut("sbx0: `ln -s releases/...` did not finish within 120s")  # ... answer, re-read lost
 
-    monkeypatch.setattr(routing, "ReleaseStore", LiveStore)
-    monkeypatch.setattr(Run, "succeed", succeed)
-    monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
-    report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
+    h.stores = lambda *a: LiveStore()
+    h.ready = Outcome.READY, "2+2= -> 4"
+    report = h._deploy(host_run(opened=Lost.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report["status"] == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
     assert state["current"].id == PREVIOUS.id

@@ -61,7 +61,7 @@ class Live:
 
 
 @pytest.fixture
-def setup(tmp_path, monkeypatch):
+def setup(tmp_path):
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(INVENTORY)
     inv = load_inventory(tmp_path / "inventory" / "hosts.yaml").hosts
@@ -70,16 +70,16 @@ def setup(tmp_path, monkeypatch):
     book = playbook.load(path)
     deployed: list[list[str]] = []
 
-    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])  # nothing left behind
+    class Hooks(routing.RouterHooks):
+        def recover(self, conn, lock, say):
+            return []  # nothing left behind
 
-    def deploy(self, conn, workers, say):
-        deployed.append(workers)
-        return {"status": DeployStatus.OK, "release": "r-new"}
+        def _deploy(self, conn, workers, say):
+            deployed.append(workers)
+            return {"status": DeployStatus.OK, "release": "r-new"}
 
-    monkeypatch.setattr(routing.RouterHooks, "_deploy", deploy)
-
-    def make(live: Live):
-        hooks = routing.RouterHooks(book, Path(path), inv["sbx0"], ConnectOptions(), {}, lambda h, m: None)
+    def make(live: Live, **seams):
+        hooks = Hooks(book, Path(path), inv["sbx0"], ConnectOptions(), {}, lambda h, m: None, **seams)
         hooks.live = live  # type: ignore[assignment]
         hooks.sessions = lambda host, opts: FakeSession(host)
         hooks.running = live.list is not None
@@ -145,18 +145,15 @@ def test_a_rollout_stopped_by_max_fail_keeps_the_replicas_it_never_reached(setup
     assert deployed == [[url(1), url(2), url(3)]]
 
 
-def test_a_router_that_does_not_answer_keeps_the_workers_of_its_release_that_serve(setup, monkeypatch):
+def test_a_router_that_does_not_answer_keeps_the_workers_of_its_release_that_serve(setup):
     make, replicas, deployed = setup
 
     class Store:
-        def __init__(self, *a):
-            pass
-
         def current(self):
             return type("R", (), {"config": {"workers": [url(0), url(2), 5, "http://x y:1"]}})()
 
-    monkeypatch.setattr(routing, "ReleaseStore", Store)
-    make(Live(None, serving={url(0), url(1)})).finish([replicas[1]], [result(replicas[1], DeployStatus.OK)])
+    hooks = make(Live(None, serving={url(0), url(1)}), stores=lambda *a: Store())
+    hooks.finish([replicas[1]], [result(replicas[1], DeployStatus.OK)])
     assert deployed == [[url(0), url(1)]]
 
 

@@ -61,6 +61,43 @@ class Host:
         raise ServiceError(f"writing {path}: No space left on device; the old file is untouched")
 
 
+class Hooks(routing.RouterHooks):
+    """The router's hooks, its generation through the router answering."""
+
+    def _ready(self, conn):
+        return Outcome.READY, "2+2= -> 4"
+
+
+class Copies:
+    """A release store that holds the release's own copies of its files (what verified_copies reads)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def file(self, release, path):
+        return self.files.get(path)
+
+
+class RollingBack(Hooks):
+    """A router rollback's hooks: nothing left behind to recover, no kept copies to drop, and `restore` answering
+    from `verdicts` (release id -> verdict) and logging which release it put back."""
+
+    def __init__(self, hooks, store, verdicts):
+        super().__init__(hooks.book, hooks.book_path, hooks.host, hooks.opts, {}, hooks.say,
+                         sessions=lambda host, opts: FakeSession(host), stores=lambda *a: store)
+        self.verdicts, self.restored = verdicts, []
+
+    def recover(self, conn, lock, say):
+        return []
+
+    def drop_kept(self, conn):
+        pass
+
+    def restore(self, conn, store, release):
+        self.restored.append(release.id)
+        return self.verdicts(release)
+
+
 @pytest.fixture
 def hooks(tmp_path, monkeypatch):
     (tmp_path / "inventory").mkdir()
@@ -68,19 +105,17 @@ def hooks(tmp_path, monkeypatch):
     path = tmp_path / "replicas.yaml"
     path.write_text(BOOK)
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
-    h = routing.RouterHooks(playbook.load(path), Path(path), host, ConnectOptions(), {}, lambda h, m: None)
+    h = Hooks(playbook.load(path), Path(path), host, ConnectOptions(), {}, lambda h, m: None)
     monkeypatch.setattr(routing, "sh", lambda *a, **k: "")
     monkeypatch.setattr(routing, "daemon_reload", lambda *a: None)
     monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
-    monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
     return h
 
 
 def test_the_router_s_restore_on_a_full_disk_renames_the_kept_copies_back(hooks, monkeypatch):
     host = Host(monkeypatch)
     old = _release("r1", OLD)
-    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
-    assert hooks.restore(object(), object(), old) == (Outcome.READY, "2+2= -> 4")
+    assert hooks.restore(object(), Copies(OLD), old) == (Outcome.READY, "2+2= -> 4")
     assert host.files == OLD and sorted(host.renames) == sorted(OLD) and host.writes == []
 
 
@@ -92,30 +127,25 @@ def test_a_file_already_as_the_release_has_it_is_left_alone_on_a_full_disk(hooks
     del host.kept[(ENV, sha256(OLD[ENV]))]
     restarted: list[str] = []
     monkeypatch.setattr(routing.restore, "restart", lambda conn, h, unit: restarted.append(unit))
-    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
-    assert hooks.restore(object(), object(), _release("r1", OLD)) == (Outcome.READY, "2+2= -> 4")
+    assert hooks.restore(object(), Copies(OLD), _release("r1", OLD)) == (Outcome.READY, "2+2= -> 4")
     assert host.files == OLD and host.renames == [UNIT] and host.writes == [] and restarted == ["sglang-router"]
 
 
 def test_a_file_neither_kept_nor_writable_is_an_install_failure_not_a_crash(hooks, monkeypatch):
     host = Host(monkeypatch)
     host.kept.clear()
-    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, release: dict(OLD))
     restarted: list[str] = []
     monkeypatch.setattr(routing.restore, "restart", lambda conn, h, unit: restarted.append(unit))
     with pytest.raises(ServiceError, match="No space left"):
-        hooks.restore(object(), object(), _release("r1", OLD))
+        hooks.restore(object(), Copies(OLD), _release("r1", OLD))
     assert host.writes == [UNIT] and restarted == []  # not started on half its files
 
 
-def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hooks, monkeypatch):
+def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hooks):
     current, target = _release("r2", NEW), _release("r1", OLD)
     moved: list[str] = []
 
     class Store:
-        def __init__(self, *a):
-            pass
-
         def current(self):
             return current
 
@@ -130,25 +160,16 @@ def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hoo
         def mark_current(self, release):
             moved.append(release.id)
 
-    restored: list[str] = []
-
-    def restore(self, conn, store, release):
-        restored.append(release.id)
-        return (Outcome.READY, "2+2= -> 4") if release.id == "r2" else (Outcome.HANG, "no answer in 30 s")
-
-    hooks.sessions = lambda host, opts: FakeSession(host)
-    monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
-    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
-    monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)
-    monkeypatch.setattr(routing.RouterHooks, "restore", restore)
-    report = router_rollback.rollback(hooks, None)
-    assert restored == ["r1", "r2"] and moved == []
+    rolling = RollingBack(hooks, Store(), lambda release: (Outcome.READY, "2+2= -> 4") if release.id == "r2"
+                          else (Outcome.HANG, "no answer in 30 s"))
+    report = router_rollback.rollback(rolling, None)
+    assert rolling.restored == ["r1", "r2"] and moved == []
     assert report["status"] == DeployStatus.FAILED and report["release"] == "r2"
     assert "router release r1 did not serve: HANG" in report["error"]
     assert report["error"].endswith("back on router release r2, serving")
 
 
-def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serves_again(hooks, monkeypatch):
+def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serves_again(hooks):
     """The rename over `current` ran on the router host but its answer timed out (and reading `current` again did
     not answer either): the release that served before goes back and serves, and `current` used to keep naming the
     target, so the next recovery would have put the target back. `current` is pointed back at what serves."""
@@ -156,9 +177,6 @@ def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serv
     moves: list[str] = []
 
     class Store:
-        def __init__(self, *a):
-            pass
-
         def current(self):
             return state["current"]
 
@@ -176,15 +194,9 @@ def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serv
             if release.id == "r1":
                 raise CommandTimedOut("sbx0: `ln -s releases/r1 ...` did not end within 120s")  # ... no answer
 
-    restored: list[str] = []
-    hooks.sessions = lambda host, opts: FakeSession(host)
-    monkeypatch.setattr(router_rollback, "ReleaseStore", Store)
-    monkeypatch.setattr(routing.RouterHooks, "recover", lambda self, conn, lock, say: [])
-    monkeypatch.setattr(routing.RouterHooks, "drop_kept", lambda self, conn: None)
-    monkeypatch.setattr(routing.RouterHooks, "restore",
-                        lambda self, conn, store, release: restored.append(release.id) or (Outcome.READY, "4"))
-    report = router_rollback.rollback(hooks, None)
-    assert restored == ["r1", "r2"] and moves == ["r1", "r2"]
+    rolling = RollingBack(hooks, Store(), lambda release: (Outcome.READY, "4"))
+    report = router_rollback.rollback(rolling, None)
+    assert rolling.restored == ["r1", "r2"] and moves == ["r1", "r2"]
     assert state["current"].id == "r2" and report["release"] == "r2"
     assert "did not end within 120s" in report["error"]
     assert report["error"].endswith("back on router release r2, serving")
@@ -199,20 +211,16 @@ def test_a_router_rollback_killed_before_its_move_of_current_is_put_back_by_the_
     before = _release("r2", NEW)
     host.kept = {(p, sha256(d)): d for p, d in NEW.items()}  # what the rollback's writes kept
 
-    class Store:
-        def __init__(self, *a):
-            pass
-
+    class Store(Copies):
         def current(self):
             return before
 
-    monkeypatch.setattr(routing, "ReleaseStore", Store)
+    hooks.stores = lambda *a: Store(NEW)
     monkeypatch.setattr(routing.recovery, "drop_temp_files", lambda *a: [])
     monkeypatch.setattr(routing.recovery, "finish_commits", lambda *a: [])
     monkeypatch.setattr(routing.recovery, "find", lambda *a: [])  # a rollback opens no release
     monkeypatch.setattr(routing.recovery, "close_interrupted", lambda *a: [])
     monkeypatch.setattr(routing.recovery, "runs_files_of", lambda conn, h, r: all(
         sha256(host.files.get(p, b"")) == m["sha256"] for p, m in r.files.items()))
-    monkeypatch.setattr(routing.restore, "verified_copies", lambda store, r: dict(NEW))
     notes = hooks.recover(None, SimpleNamespace(recovered=None), lambda m: None)
     assert host.files == NEW and "router release r2 put back and restarted" in notes
