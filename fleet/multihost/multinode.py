@@ -27,14 +27,14 @@ from fabric import Connection
 from fleet.deploy import recovery, restore
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.health import health_check, node_health
-from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
+from fleet.deploy.hostrun import HostRun, Recover, deploy_recovery, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, Planned
 from fleet.deploy.serving import prune_venvs
 from fleet.errors import FleetError
-from fleet.host import probe_run, venvs
+from fleet.host import venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
 from fleet.host.service import stop_and_empty_gpus, unit_state
@@ -88,9 +88,15 @@ class Node:
 
 class MultiNode:
     def __init__(self, hosts: Sequence[Host], book: Playbook, book_path: Path, opts: ConnectOptions,
-                 progress_for: Callable[[Host], Progress], secrets: dict[str, str] | None = None):
+                 progress_for: Callable[[Host], Progress], secrets: dict[str, str] | None = None, *,
+                 sessions: Callable[[Host, ConnectOptions], HostSession] = HostSession.open,
+                 stores: Callable[[Connection, Host], ReleaseStore] = ReleaseStore,
+                 recover: Callable[[Playbook, str, Progress], Recover] = deploy_recovery):
+        """`sessions`, `stores`, `recover`: how a node's session opens, its release store is read and what a dead
+        run left on it is recovered (tests: fakes)."""
         check_hosts(book, hosts)
         self.book, self.opts = book, opts
+        self.sessions, self.stores, self.recover = sessions, stores, recover
         self.addr = dist_init_addr(book, hosts)
         self.nodes: list[Node] = []
         for rank, host in enumerate(hosts):
@@ -122,14 +128,14 @@ class MultiNode:
         runs: list[tuple[Node, HostRun]] = []
         with ExitStack() as stack:
             for n in self.nodes:
-                session = HostSession.open(n.host, self.opts)
+                session = self.sessions(n.host, self.opts)
                 stack.callback(session.close)
                 n.session, n.conn = session, session.conn
             for n in self.nodes:
                 purpose = f"{action} {self.book.name} (node {n.rank} of {len(self.nodes)})"
                 n.host_run = stack.enter_context(host_run(
                     n.host, self.opts, purpose, unit=n.deployer.serve.unit, session=n.session, progress=n.say,
-                    recover=deploy_recovery(self.book, n.deployer.serve.unit, n.say), strict_end=False))
+                    recover=self.recover(self.book, n.deployer.serve.unit, n.say), strict_end=False))
                 n.result.recovered = n.host_run.recovered
                 runs.append((n, n.host_run))
             yield
@@ -140,7 +146,7 @@ class MultiNode:
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:
-            n.store = ReleaseStore(n.conn, n.host)
+            n.store = self.stores(n.conn, n.host)
         try:
             target = self._rollback_target(to)
         except FleetError as exc:  # refused before anything changed: said for every node
@@ -256,8 +262,8 @@ class MultiNode:
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
             n.say("probing")
-            n.facts = probe_run.probe_on(n.conn, n.host)
-            n.store = ReleaseStore(n.conn, n.host)
+            n.facts = n.session.probe()
+            n.store = self.stores(n.conn, n.host)
             n.previous = n.store.current()
         if not force and self._unchanged():
             for n in self.nodes:
@@ -326,7 +332,7 @@ class MultiNode:
                 return False
             n.result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent,
                              "bytes_sent": venv.bytes_sent, "seconds": round(venv.seconds, 2)}
-            n.facts = probe_run.probe_on(n.conn, n.deployer.host)
+            n.facts = n.session.as_host(n.deployer.host).probe()
             n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
         return True
 

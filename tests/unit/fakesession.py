@@ -4,6 +4,7 @@ logged, in order, and nothing is patched into a module. Every command verb of Ho
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,12 @@ class FakeSession(HostSession):
 
     def probe(self) -> HostFacts:
         return next(self.facts)
+
+    def as_host(self, host: Host) -> HostSession:
+        """The same session (its log, files and answers), for the host as a release sees it (its own venv)."""
+        twin = copy.copy(self)
+        twin.host = host
+        return twin
 
     def close(self) -> None:
         self.sent.append("close")

@@ -49,15 +49,35 @@ class Store:
         self.now = release.id
 
 
+class Deployment(multinode.MultiNode):
+    """Starts nodes together by logging it in `steps` (they serve); a rollback's target is `target` when given,
+    and then a node is not re-aimed at its previous release (the test's stores say what it runs)."""
+
+    steps: list[tuple[str, str]]
+    target: str | None = None
+
+    def _start_together(self, nodes, label):
+        self.steps.append(("start", ",".join(n.host.name for n in nodes)))
+        return Outcome.READY, "all 2 nodes up"
+
+    def _rollback_target(self, to):
+        return self.target if self.target is not None else super()._rollback_target(to)
+
+    def _aim_at_previous(self, n):
+        if self.target is None:
+            super()._aim_at_previous(n)
+
+
 @pytest.fixture
 def deployment(tmp_path, monkeypatch):
     """Two nodes on B ("r-b") trying "r-new"; every step on hosts recorded; the start together serves."""
     path = tmp_path / "two.yaml"
     path.write_text(BOOK)
     said: list[str] = []
-    m = multinode.MultiNode(hosts(2), playbook.load(path), path, ConnectOptions(),
-                            lambda h: lambda msg: said.append(f"{h.name} {msg}"), {})
+    m = Deployment(hosts(2), playbook.load(path), path, ConnectOptions(),
+                   lambda h: lambda msg: said.append(f"{h.name} {msg}"), {})
     steps: list[tuple[str, str]] = []
+    m.steps = steps
     lost: set[str] = set()
 
     def step(what: str, host: Host) -> None:
@@ -67,9 +87,6 @@ def deployment(tmp_path, monkeypatch):
 
     monkeypatch.setattr(multinode, "stop_and_empty_gpus", lambda conn, host, *a: step("stop", host))
     monkeypatch.setattr(multinode.restore, "put_back", lambda conn, host, *a: step("put back", host))
-    monkeypatch.setattr(multinode.MultiNode, "_start_together",
-                        lambda self, nodes, label: (steps.append(("start", ",".join(n.host.name for n in nodes)))
-                                                    or (Outcome.READY, "all 2 nodes up")))
     for n in m.nodes:
         n.conn = None  # type: ignore[assignment]
         n.run = Run()  # type: ignore[assignment]
@@ -151,9 +168,7 @@ def test_a_rollback_whose_move_of_current_fails_on_a_node_puts_every_node_back(d
     the nodes already moved move back and every node goes back to B together, as when the target fails."""
     m, steps, said, _ = deployment
     stores = {"n0": RollbackStore("n0"), "n1": RollbackStore("n1", refuse="r-a")}
-    monkeypatch.setattr(multinode, "ReleaseStore", lambda conn, host: stores[host.name])
-    monkeypatch.setattr(multinode.MultiNode, "_rollback_target", lambda self, to: "r-a")
-    monkeypatch.setattr(multinode.MultiNode, "_aim_at_previous", staticmethod(lambda n: None))
+    m.stores, m.target = lambda conn, host: stores[host.name], "r-a"
     m._rollback(None)
     assert [s.now for s in stores.values()] == ["r-b", "r-b"]  # n0 moved to r-a, then back
     assert [s for s in steps if s[0] == "start"] == [("start", "n0,n1"), ("start", "n0,n1")]  # target, then B

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakesession import FakeSession
 
 from fleet import playbook
 from fleet.deploy import ladder
@@ -156,11 +157,15 @@ def pinned_nodes(tmp_path, monkeypatch, fail: set[str]) -> tuple[multinode.Multi
     book = playbook.load(write(tmp_path, PINNED))
     built, probed = Built(fail), []
     monkeypatch.setattr(ladder, "with_pins", built)
-    monkeypatch.setattr(multinode.probe_run, "probe_on",
-                        lambda conn, host: probed.append(host.venv) or HostFacts(host=host.name, address=host.address))
+
+    class Session(FakeSession):
+        def probe(self):
+            probed.append(self.host.venv)
+            return HostFacts(host=self.host.name, address=self.host.address)
+
     mn = multinode.MultiNode(hosts(2), book, tmp_path / "two.yaml", ConnectOptions(), lambda h: (lambda m: None))
     for n in mn.nodes:
-        n.conn, n.previous = None, None  # type: ignore[assignment]
+        n.session, n.conn, n.previous = Session(n.host), None, None  # type: ignore[assignment]
     return mn, built, probed
 
 

@@ -52,30 +52,36 @@ class Store:
         self.cur = None
 
 
-def _two_nodes(tmp_path, monkeypatch, stores):
+class Rolling(multinode.MultiNode):
+    """Rolls back to r1-old, and puts back and starts every node together (logged in `started`) as READY."""
+
+    started: list[tuple[str, list[str]]]
+
+    def _rollback_target(self, to):
+        return "r1-old"
+
+    def _put_back_and_start(self, nodes, label):
+        self.started.append((label, [n.prior.id for n in nodes]))
+        return Outcome.READY, "both nodes serve"
+
+
+def _two_nodes(tmp_path, stores):
     path = tmp_path / "two.yaml"
     path.write_text(BOOK)
     hosts = [Host(name=f"n{i}", address=f"10.0.0.{i + 1}", port=None, user=None, become=False, identity_file=None,
                   known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
                   source=Path("hosts.yaml")) for i in range(2)]
-    mn = multinode.MultiNode(hosts, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {})
-    monkeypatch.setattr(multinode, "ReleaseStore", lambda conn, host: stores[host.name])
-    monkeypatch.setattr(mn, "_rollback_target", lambda to: "r1-old")
-    started: list[tuple[str, list[str]]] = []
-
-    def put_back_and_start(nodes, label):
-        started.append((label, [n.prior.id for n in nodes]))
-        return Outcome.READY, "both nodes serve"
-
-    monkeypatch.setattr(mn, "_put_back_and_start", put_back_and_start)
+    mn = Rolling(hosts, playbook.load(path), path, ConnectOptions(), lambda h: lambda m: None, {},
+                 stores=lambda conn, host: stores[host.name])
+    mn.started = []
     for n in mn.nodes:
         n.conn = None
-    return mn, started
+    return mn, mn.started
 
 
-def test_a_failed_move_of_current_on_one_node_puts_every_node_back_on_what_it_ran(tmp_path, monkeypatch):
+def test_a_failed_move_of_current_on_one_node_puts_every_node_back_on_what_it_ran(tmp_path):
     stores = {"n0": Store("n0"), "n1": Store("n1", fail_on="r1-old")}
-    mn, started = _two_nodes(tmp_path, monkeypatch, stores)
+    mn, started = _two_nodes(tmp_path, stores)
     mn._rollback(None)
     # the target came up on both; n1's move failed, so n0's `current` went back, and both were put back and started
     assert started == [("rollback", ["r1-old", "r1-old"]), ("restore", ["r2-new", "r2-new"])]
@@ -98,11 +104,11 @@ class LateStore(Store):
             raise CommandTimedOut(f"{self.host}: `ln -s ...` did not end within 120s")
 
 
-def test_a_node_whose_move_ran_but_whose_answer_was_lost_is_pointed_back_with_the_others(tmp_path, monkeypatch):
+def test_a_node_whose_move_ran_but_whose_answer_was_lost_is_pointed_back_with_the_others(tmp_path):
     """It used to be left out of the point-back (it was not among the nodes that moved): it served r2-new's files
     while its `current` named r1-old, and the next run's recovery would have put r1-old back on it alone."""
     stores = {"n0": Store("n0"), "n1": LateStore("n1", fail_on="r1-old")}
-    mn, started = _two_nodes(tmp_path, monkeypatch, stores)
+    mn, started = _two_nodes(tmp_path, stores)
     mn._rollback(None)
     assert started[-1] == ("restore", ["r2-new", "r2-new"])
     assert stores["n0"].cur.id == stores["n1"].cur.id == "r2-new"
@@ -110,9 +116,9 @@ def test_a_node_whose_move_ran_but_whose_answer_was_lost_is_pointed_back_with_th
     assert all("did not end within 120s" in n.result.error for n in mn.nodes)
 
 
-def test_when_every_move_succeeds_the_rollback_is_ok_and_nothing_goes_back(tmp_path, monkeypatch):
+def test_when_every_move_succeeds_the_rollback_is_ok_and_nothing_goes_back(tmp_path):
     stores = {"n0": Store("n0"), "n1": Store("n1")}
-    mn, started = _two_nodes(tmp_path, monkeypatch, stores)
+    mn, started = _two_nodes(tmp_path, stores)
     mn._rollback(None)
     assert started == [("rollback", ["r1-old", "r1-old"])]
     assert [s.cur.id for s in stores.values()] == ["r1-old", "r1-old"]
