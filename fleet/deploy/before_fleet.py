@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import shlex
 
-from fabric import Connection
-
 from fleet.deploy import restore
 from fleet.deploy.hostrun import host_run, lock_only
 from fleet.deploy.results import Attempt, DeployResult
@@ -19,17 +17,7 @@ from fleet.errors import FleetError
 from fleet.host import venvs
 from fleet.host.releases import BeforeFleet, ReleaseStore
 from fleet.host.render import env_file, key_file, unit_file
-from fleet.host.service import (
-    daemon_reload,
-    drop_kept,
-    put_back_kept,
-    read_file,
-    sh,
-    sha256,
-    stop_and_empty_gpus,
-    unit_state,
-    write_atomic,
-)
+from fleet.host.service import sha256
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
@@ -69,7 +57,7 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
                                  "nothing was changed")
             run.mark_rollback(to=BEFORE_FLEET)
             try:
-                _undo_fleet(conn, host, unit, copies, wanted, files, progress)
+                _undo_fleet(run.session, unit, copies, wanted, files, progress)
             except Settled:
                 run.unmark_rollback(check=False)
                 raise
@@ -79,38 +67,38 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
                                                   f"(start it with systemctl start {unit} if it should run)", 0)])
 
 
-def _undo_fleet(conn: Connection, host: Host, unit: str, copies: dict[str, bytes | None], wanted: list[str],
+def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], wanted: list[str],
                 files: dict[str, dict[str, str]], progress: Progress) -> None:
     """The files first, while the unit runs on what systemd and the server loaded (a write that fails puts back
     those already written, by rename); then the patch sets; then the stop. A failure raises Settled when the host
     was put back as it was, else a FleetError that leaves the mark for the next run's recovery."""
     writes = [(p, d, int(files[p]["mode"], 8)) for p, d in copies.items() if d is not None]
-    written = _write_all(conn, host, writes)
+    written = _write_all(s, writes)
     try:
-        problem = restore.set_patches(conn, host, [], progress)  # a hand-edited file refuses: nothing changed
+        problem = restore.set_patches(s.conn, s.host, [], progress)  # a hand-edited file refuses: nothing changed
     except FleetError as exc:  # a revert that timed out may have run: the files and patch sets go back
-        raise _back_on_release(conn, host, unit, written, exc, progress) from None
+        raise _back_on_release(s, unit, written, exc, progress) from None
     if problem:
-        undone, ok = _undo_writes(conn, host, written, whole=True)
-        raise (Settled if ok else FleetError)(f"{host.name}: {problem}; {undone}")
+        undone, ok = _undo_writes(s, written, whole=True)
+        raise (Settled if ok else FleetError)(f"{s.name}: {problem}; {undone}")
     try:
-        stop_and_empty_gpus(conn, host, unit, 120, progress)
+        s.stop_and_empty_gpus(unit, 120, progress)
     except FleetError as exc:  # the release's files and patch sets go back, and it serves again
-        raise _back_on_release(conn, host, unit, written, exc, progress) from None
+        raise _back_on_release(s, unit, written, exc, progress) from None
     for path in copies:
         progress(f"put back {path} as fleet found it")
     unit_path = unit_file(unit)
     for path in (p for p in wanted if p not in copies):
         if path == unit_path:
-            sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
-        sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+            s.sh(f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+        s.sh(f"rm -f -- {shlex.quote(path)}")
         progress(f"removed {path} (there was none before fleet)")
-    daemon_reload(conn, host)
-    drop_kept(conn, host, wanted)
-    ReleaseStore(conn, host).clear_current()
+    s.daemon_reload()
+    s.drop_kept(wanted)
+    ReleaseStore(s.conn, s.host).clear_current()
 
 
-def _back_on_release(conn: Connection, host: Host, unit: str, written: list[tuple[str, str | None]],
+def _back_on_release(s: HostSession, unit: str, written: list[tuple[str, str | None]],
                      exc: FleetError, progress: Progress) -> FleetError:
     """After a failure past the writes: the files as the release has them, its patch sets, its unit running. The
     error to raise: Settled when all of that held; a lost link as it is (the mark is the next run's)."""
@@ -118,8 +106,8 @@ def _back_on_release(conn: Connection, host: Host, unit: str, written: list[tupl
         return exc
     why = str(exc)
     try:
-        undone, files_ok = _undo_writes(conn, host, written)
-        served, serves = _serve_again(conn, host, unit, progress)
+        undone, files_ok = _undo_writes(s, written)
+        served, serves = _serve_again(s, unit, progress)
     except ConnectionLost as lost:
         return FleetError(f"{why}; the link was lost putting the release back ({lost}): the next deploy or rollback "
                           "puts it back")
@@ -129,29 +117,29 @@ def _back_on_release(conn: Connection, host: Host, unit: str, written: list[tupl
     return (Settled if files_ok and serves else FleetError)(f"{why}; {undone}; {served}")
 
 
-def _write_all(conn: Connection, host: Host, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:
+def _write_all(s: HostSession, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:
     """Each (path, data, mode) written, what stood there kept beside it (write.sh's keep); (path, sha256 of what
     stood there, None: nothing) for each. When one write fails, those already written go back (_undo_writes) and
     the failure is raised with what became of them (Settled when all went back)."""
     done: list[tuple[str, str | None]] = []
     for path, data, mode in writes:
         try:
-            old = read_file(conn, host, path)
+            old = s.read(path)
             done.append((path, None if old is None else sha256(old)))  # before: a write that timed out may have run
-            write_atomic(conn, host, path, data, mode, keep=True)
+            s.write_atomic(path, data, mode, keep=True)
         except FleetError as exc:  # a failed write, or one whose outcome is unknown (a timeout, a lost link)
             if isinstance(exc, ConnectionLost):
                 raise
             try:
-                undone, ok = _undo_writes(conn, host, done, whole=True)
+                undone, ok = _undo_writes(s, done, whole=True)
             except FleetError as lost:
                 undone, ok = f"what was written could not be put back ({lost}): the next deploy or rollback finds it", \
                     False
-            raise (Settled if ok else FleetError)(f"{host.name}: {exc}; {undone}") from None
+            raise (Settled if ok else FleetError)(f"{s.name}: {exc}; {undone}") from None
     return done
 
 
-def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]],
+def _undo_writes(s: HostSession, done: list[tuple[str, str | None]],
                  whole: bool = False) -> tuple[str, bool]:
     """What _write_all wrote, back as it stood: by rename from the kept copy (no free space needed), or removed
     where nothing stood. What it says of the host (`whole`: the writes were all that had changed), and whether
@@ -159,30 +147,30 @@ def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]
     stuck = []
     for path, old in reversed(done):
         if old is None:
-            sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
-        elif sha256(read_file(conn, host, path) or b"") != old and not put_back_kept(conn, host, path, old):
+            s.sh(f"rm -f -- {shlex.quote(path)}", check=False)
+        elif sha256(s.read(path) or b"") != old and not s.put_back_kept(path, old):
             stuck.append(path)
-    drop_kept(conn, host, [p for p, _ in done])
+    s.drop_kept([p for p, _ in done])
     if stuck:
         return f"{', '.join(stuck)} could not be put back as it stood (see `inv status`)", False
     return "the files already written were put back" + ("; nothing was changed" if whole else ""), True
 
 
-def _serve_again(conn: Connection, host: Host, unit: str, progress: Progress) -> tuple[str, bool]:
+def _serve_again(s: HostSession, unit: str, progress: Progress) -> tuple[str, bool]:
     """After a revert or a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets
     back in its venv, and its unit started again if it no longer runs. What became of the host, and whether it
     serves as before."""
-    current = ReleaseStore(conn, host).current()
+    current = ReleaseStore(s.conn, s.host).current()
     if current is None:
         return "no release is current to put back", True
-    problem = restore.set_patches(conn, venvs.in_own_venv(host, current), current.config.get("patches", []),
+    problem = restore.set_patches(s.conn, venvs.in_own_venv(s.host, current), current.config.get("patches", []),
                                   progress)
     if problem:
         return (f"release {current.id}'s patch sets could not be put back ({problem}): the next deploy or rollback "
                 "puts them back"), False
-    if unit_state(conn, host, unit).get("ActiveState") in RUNNING:
+    if s.unit_state(unit).get("ActiveState") in RUNNING:
         return f"release {current.id} still serves, its patch sets back", True
-    sh(conn, host, f"systemctl start {shlex.quote(unit)}", check=False)
-    state = unit_state(conn, host, unit).get("ActiveState", "unknown")
+    s.sh(f"systemctl start {shlex.quote(unit)}", check=False)
+    state = s.unit_state(unit).get("ActiveState", "unknown")
     return f"the stop had gone through: release {current.id} was started again (the unit is {state})", \
         state in RUNNING

@@ -10,6 +10,7 @@ fleet.ssh, behind these verbs. Every command verb goes through `run`, so a fake 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fabric import Connection
@@ -67,8 +68,16 @@ class HostSession:
     def read(self, path: str) -> bytes | None:
         return service.read_file(self.conn, self.host, path)
 
-    def write_atomic(self, path: str, data: bytes, mode: int) -> None:
-        service.write_atomic(self.conn, self.host, path, data, mode)
+    def write_atomic(self, path: str, data: bytes, mode: int, keep: bool = False) -> None:
+        """`keep`: what stood there stays beside it, for put_back_kept (fleet.host.service.write_atomic)."""
+        service.write_atomic(self.conn, self.host, path, data, mode, keep=keep)
+
+    def put_back_kept(self, path: str, want: str) -> bool:
+        """`path` back to the copy a keeping write left of it with sha256 `want`, by rename; False: no such copy."""
+        return service.put_back_kept(self.conn, self.host, path, want)
+
+    def drop_kept(self, paths: list[str]) -> None:
+        service.drop_kept(self.conn, self.host, paths)
 
     # ------------------------------------------------------------------ systemd
     def unit_state(self, unit: str) -> dict[str, str]:
@@ -82,6 +91,13 @@ class HostSession:
         """`systemctl is-active`: active, activating, inactive, failed ... ("inactive" for no answer; what a host
         sends is bounded to one printable line)."""
         return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80) or "inactive"
+
+    def daemon_reload(self) -> None:
+        self.sh("systemctl daemon-reload")
+
+    def stop_and_empty_gpus(self, unit: str, budget: float, log: Callable[[str], None]) -> list[service.GpuApp]:
+        """The unit stopped and its processes off the GPUs (fleet.host.service.stop_and_empty_gpus)."""
+        return service.stop_and_empty_gpus(self.conn, self.host, unit, budget, log)
 
     def start(self, unit: str, timeout: float = 120.0) -> None:
         self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout)

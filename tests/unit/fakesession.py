@@ -12,6 +12,7 @@ from typing import Any
 from fleet.deploy.hostrun import HostRun
 from fleet.host import lock as hostlock
 from fleet.host.facts import HostFacts
+from fleet.host.service import GpuApp, sha256
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.ssh.remote import CommandResult
@@ -27,7 +28,8 @@ def ok(command: str) -> tuple[int, str]:
 
 
 class FakeSession(HostSession):
-    """`sent`: every command, and `lock PURPOSE` / `unlock` / `write PATH` / `close`, in the order fleet made them.
+    """`sent`: every command, and `lock PURPOSE` / `unlock` / `write PATH` / `put back PATH` / `drop kept PATHS` /
+    `close`, in the order fleet made them. `files` and `kept`: the host's files and the copies keeping writes left.
     `log`: shared with the other sessions a test opens (a reconnect after a reboot lands in the same list)."""
 
     def __init__(self, host: Host = HOST, answer: Answer = ok, facts: Iterable[HostFacts] = (),
@@ -37,6 +39,7 @@ class FakeSession(HostSession):
         self.facts: Iterator[HostFacts] = iter(facts)
         self.sent = log if log is not None else []
         self.files: dict[str, bytes] = {}
+        self.kept: dict[tuple[str, str], bytes] = {}  # (path, sha256): what a keeping write left beside it
 
     def run(self, command: str, timeout: float = 120.0) -> CommandResult:
         self.sent.append(command)
@@ -46,9 +49,27 @@ class FakeSession(HostSession):
     def read(self, path: str) -> bytes | None:
         return self.files.get(path)
 
-    def write_atomic(self, path: str, data: bytes, mode: int) -> None:
+    def write_atomic(self, path: str, data: bytes, mode: int, keep: bool = False) -> None:
         self.sent.append(f"write {path}")
+        if keep and path in self.files:
+            self.kept[(path, sha256(self.files[path]))] = self.files[path]
         self.files[path] = data
+
+    def put_back_kept(self, path: str, want: str) -> bool:
+        if (path, want) not in self.kept:
+            return False
+        self.sent.append(f"put back {path}")
+        self.files[path] = self.kept.pop((path, want))
+        return True
+
+    def drop_kept(self, paths: list[str]) -> None:
+        self.sent.append(f"drop kept {' '.join(paths)}")
+        self.kept = {k: v for k, v in self.kept.items() if k[0] not in paths}
+
+    def stop_and_empty_gpus(self, unit: str, budget: float, log: Callable[[str], None]) -> list[GpuApp]:
+        """The stop goes through `run`; the GPUs are empty at once."""
+        self.sh(f"systemctl stop {unit} || true", check=False)
+        return []
 
     def acquire_lock(self, purpose: str) -> hostlock.Lock:
         self.sent.append(f"lock {purpose}")

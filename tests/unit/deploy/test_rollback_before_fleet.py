@@ -45,7 +45,7 @@ def host(monkeypatch):
         def copy(self, p):
             return OLD[p]
 
-    def write_atomic(conn, host, path, data, mode, keep=False, timeout=120):
+    def write_atomic(path, data, mode, keep=False):
         if path == ROLLBACK_MARK:
             state[path] = data
             return
@@ -56,13 +56,7 @@ def host(monkeypatch):
             raise exc
         state["kept"][path], state[path] = state[path], data
 
-    def put_back_kept(conn, host, path, want):
-        if path not in state["kept"] or sha256(state["kept"][path]) != want:
-            return False
-        state[path] = state["kept"].pop(path)
-        return True
-
-    def sh(conn, host, cmd, **kw):
+    def sh(cmd):
         state["cmds"].append(cmd)
         if cmd.startswith("systemctl start"):
             state["unit"] = "active"
@@ -80,29 +74,53 @@ def host(monkeypatch):
         def current(self):
             return CURRENT
 
-    class Session(FakeSession):  # the lock and the rollback mark, as the run skeleton writes them
-        def write_atomic(self, path, data, mode):
-            write_atomic(None, None, path, data, mode)
+    class Session(FakeSession):
+        """The host's files, the copies its writes kept, its unit's state; `stop` is what stopping the unit does
+        (else it is not called), `read` may raise once (`read_error`)."""
 
-    state["session"] = Session(HOST, answer=lambda cmd: (0, sh(None, None, cmd)))
+        stop = None
+        read_error: tuple[str, Exception] | None = None
+
+        def write_atomic(self, path, data, mode, keep=False):
+            write_atomic(path, data, mode, keep)
+
+        def read(self, path):
+            if self.read_error is not None and self.read_error[0] == path:
+                path, exc = self.read_error
+                self.read_error = None
+                raise exc
+            return state.get(path)
+
+        def put_back_kept(self, path, want):
+            if path not in state["kept"] or sha256(state["kept"][path]) != want:
+                return False
+            state[path] = state["kept"].pop(path)
+            return True
+
+        def drop_kept(self, paths):
+            pass
+
+        def unit_state(self, unit):
+            return {"ActiveState": state["unit"]}
+
+        def stop_and_empty_gpus(self, unit, budget, log):
+            if self.stop is None:
+                pytest.fail("must not stop")
+            return self.stop()
+
+    state["session"] = Session(HOST, answer=lambda cmd: (0, sh(cmd)))
     monkeypatch.setattr(rollback, "BeforeFleet", Record)
     monkeypatch.setattr(rollback, "ReleaseStore", Store)
-    monkeypatch.setattr(rollback, "write_atomic", write_atomic)
-    monkeypatch.setattr(rollback, "read_file", lambda c, h, p: state.get(p))
-    monkeypatch.setattr(rollback, "put_back_kept", put_back_kept)
-    monkeypatch.setattr(rollback, "drop_kept", lambda *a: None)
-    monkeypatch.setattr(rollback, "sh", sh)
-    monkeypatch.setattr(rollback, "unit_state", lambda c, h, u: {"ActiveState": state["unit"]})
     monkeypatch.setattr(rollback.restore, "set_patches", set_patches)
     return state
 
 
-def test_a_stop_that_fails_after_stopping_starts_the_release_again_with_its_patch_sets(host, monkeypatch):
-    def stop(conn, h, unit, budget, say):
+def test_a_stop_that_fails_after_stopping_starts_the_release_again_with_its_patch_sets(host):
+    def stop():
         host["unit"] = "inactive"  # `systemctl stop` ran, then nvidia-smi failed once
         raise ServiceError("h: `nvidia-smi --query-compute-apps` failed (exit 15)")
 
-    monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
+    host["session"].stop = stop
     with pytest.raises(FleetError) as exc:
         rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV]) == (b"fleet unit", b"fleet env")  # the release's files, as it runs them
@@ -111,11 +129,11 @@ def test_a_stop_that_fails_after_stopping_starts_the_release_again_with_its_patc
     assert isinstance(exc.value, rollback.Settled) and ROLLBACK_MARK not in host  # nothing left to recover
 
 
-def test_a_stop_that_fails_while_the_server_runs_leaves_it_serving_with_its_patch_sets(host, monkeypatch):
-    def stop(conn, h, unit, budget, say):
+def test_a_stop_that_fails_while_the_server_runs_leaves_it_serving_with_its_patch_sets(host):
+    def stop():
         raise ServiceError("h: GPUs still busy after 120 s")
 
-    monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
+    host["session"].stop = stop
     with pytest.raises(FleetError) as exc:
         rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV], host["patches"]) == (b"fleet unit", b"fleet env", ["sm120-allreduce-fusion"])
@@ -128,7 +146,7 @@ def test_a_stop_that_fails_while_the_server_runs_leaves_it_serving_with_its_patc
 def test_a_write_that_times_out_is_undone_with_those_before_it(host, wrote):
     host["fail_write"] = {ENV: (CommandTimedOut("h: `write.sh` did not end within 120s"), wrote)}
     with pytest.raises(FleetError) as exc:
-        rollback._write_all(None, HOST, [(UNIT, OLD[UNIT], 0o644), (ENV, OLD[ENV], 0o644)])
+        rollback._write_all(host["session"], [(UNIT, OLD[UNIT], 0o644), (ENV, OLD[ENV], 0o644)])
     assert (host[UNIT], host[ENV]) == (b"fleet unit", b"fleet env")  # what the running server runs, both
     assert "the files already written were put back; nothing was changed" in str(exc.value)
 
@@ -142,25 +160,16 @@ def test_a_patch_revert_that_times_out_puts_the_release_back(host, monkeypatch):
         host["patches"] = list(sets)
 
     monkeypatch.setattr(rollback.restore, "set_patches", set_patches)
-    monkeypatch.setattr(rollback, "stop_and_empty_gpus", lambda *a: pytest.fail("must not stop"))
     with pytest.raises(rollback.Settled) as exc:
         rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert (host[UNIT], host[ENV], host["unit"]) == (b"fleet unit", b"fleet env", "active")
     assert host["patches"] == ["sm120-allreduce-fusion"] and "did not finish within 120s" in str(exc.value)
 
 
-def test_a_read_that_times_out_between_writes_undoes_the_writes_before_it(host, monkeypatch):
-    real = rollback.read_file
-
-    def read_file(conn, h, path):
-        if path == ENV and not host.get("read_failed"):
-            host["read_failed"] = True
-            raise CommandTimedOut("h: `cat /etc/fleet/sglang.env` did not finish within 120s")
-        return real(conn, h, path)
-
-    monkeypatch.setattr(rollback, "read_file", read_file)
+def test_a_read_that_times_out_between_writes_undoes_the_writes_before_it(host):
+    host["session"].read_error = ENV, CommandTimedOut("h: `cat /etc/fleet/sglang.env` did not finish within 120s")
     with pytest.raises(rollback.Settled):
-        rollback._write_all(None, HOST, [(UNIT, OLD[UNIT], 0o644), (ENV, OLD[ENV], 0o644)])
+        rollback._write_all(host["session"], [(UNIT, OLD[UNIT], 0o644), (ENV, OLD[ENV], 0o644)])
     assert (host[UNIT], host[ENV]) == (b"fleet unit", b"fleet env")
 
 
@@ -171,11 +180,11 @@ class Killed(BaseException):
 def test_a_run_killed_after_the_stop_leaves_its_mark_and_the_next_recovery_puts_the_release_back(host, monkeypatch):
     """It wrote no mark: after a kill right after `systemctl stop`, the next run's recovery found nothing to
     finish, and the host stayed stopped on the before-fleet files while `current` named the release."""
-    def stop(conn, h, unit, budget, say):
+    def stop():
         host["unit"] = "inactive"
         raise Killed()
 
-    monkeypatch.setattr(rollback, "stop_and_empty_gpus", stop)
+    host["session"].stop = stop
     with pytest.raises(Killed):
         rollback.before_fleet(HOST, "sglang", None, session=host["session"])
     assert ROLLBACK_MARK in host and host[UNIT] == OLD[UNIT]
