@@ -52,12 +52,11 @@ class Interrupted:
                 + (f" ({self.torn} torn line(s) of its events.jsonl skipped)" if self.torn else ""))
 
 
-def find(conn: Connection, host: Host, root: str = ROOT) -> list[Interrupted]:
-    """Releases still "in-progress" (under `root`: the host's own, or the router's): call only while holding
-    the lock, else a live deploy looks dead."""
-    store = ReleaseStore(conn, host, root)
+def find(store: ReleaseStore) -> list[Interrupted]:
+    """Releases still "in-progress" in `store` (the host's own, or the router's): call only while holding the
+    lock, else a live deploy looks dead."""
     found = []
-    for path in sh(conn, host, _grep(root, '"status": "in-progress"')).split():
+    for path in store.session.sh(_grep(store.root, '"status": "in-progress"')).split():
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged:  # not a manifest fleet wrote (a hand-made copy, say): passed over, as list() does
@@ -141,8 +140,8 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
     repaired = patches.undo_interrupted_runs(conn, host) + [
         f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
     notes = links + repaired + finish_commits(conn, host)
-    found = find(conn, host)
     store = ReleaseStore(conn, host)
+    found = find(store)
     notes += close_interrupted(store, found)
     marked = _rollback_marked(conn, host)
     if marked:

@@ -20,15 +20,15 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fabric import Connection
 
 from fleet import faulthook, fields
 from fleet.errors import FleetError
+from fleet.host import service
 from fleet.host.facts import STACK, VERSION_SHAPE
 from fleet.host.render import LAUNCHER, env_file, key_file, unit_file
-from fleet.host.service import read_file, sh, write_atomic
 from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
@@ -217,38 +217,78 @@ def parse_events(data: bytes) -> tuple[list[dict[str, Any]], int]:
     return events, torn
 
 
+class HostFiles(Protocol):
+    """What a store reads and writes through: a host session (fleet.host.session.HostSession), or `_Direct`."""
+
+    @property
+    def host(self) -> Host: ...
+
+    def sh(self, command: str, timeout: float = 120.0, check: bool = True) -> str: ...
+
+    def read(self, path: str) -> bytes | None: ...
+
+    def write_atomic(self, path: str, data: bytes, mode: int, keep: bool = False) -> None: ...
+
+
+@dataclass
+class _Direct:
+    """A connection and its host, for a store made from them (fleet.host.service's commands)."""
+
+    conn: Connection
+    host: Host
+
+    def sh(self, command: str, timeout: float = 120.0, check: bool = True) -> str:
+        return service.sh(self.conn, self.host, command, timeout=timeout, check=check)
+
+    def read(self, path: str) -> bytes | None:
+        return service.read_file(self.conn, self.host, path)
+
+    def write_atomic(self, path: str, data: bytes, mode: int, keep: bool = False) -> None:
+        service.write_atomic(self.conn, self.host, path, data, mode, keep=keep)
+
+
 class ReleaseStore:
     """The releases under `root` (default /var/lib/fleet; the router's unit keeps its own under
     /var/lib/fleet/router, so one host can be a replica and the router's host at once)."""
 
     def __init__(self, conn: Connection, host: Host, root: str = ROOT):
-        self.conn, self.host, self.root = conn, host, root
+        self._bind(_Direct(conn, host), root)
+
+    @classmethod
+    def on(cls, session: HostFiles, root: str = ROOT) -> ReleaseStore:
+        """The store on a host session's host, read and written through it."""
+        store = cls.__new__(cls)
+        store._bind(session, root)
+        return store
+
+    def _bind(self, session: HostFiles, root: str) -> None:
+        self.session, self.host, self.root = session, session.host, root
         self.releases, self.current_link = f"{root}/releases", f"{root}/current"
 
     def dir(self, release: Release) -> str:
         return f"{self.releases}/{release.id}"
 
     def open(self, release: Release) -> None:
-        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.dir(release))}/files")
+        self.session.sh(f"mkdir -p -m 0700 {shlex.quote(self.dir(release))}/files")
         self.save(release)
 
     def save(self, release: Release) -> None:
-        write_atomic(self.conn, self.host, f"{self.dir(release)}/manifest.json",
-                     json.dumps(release.to_json(), indent=2).encode(), 0o600)
+        self.session.write_atomic(f"{self.dir(release)}/manifest.json",
+                                  json.dumps(release.to_json(), indent=2).encode(), 0o600)
 
     def keep_file(self, release: Release, path: str, data: bytes, mode: int) -> None:
-        write_atomic(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}", data, mode)
+        self.session.write_atomic(f"{self.dir(release)}/files/{file_key(path)}", data, mode)
 
     def file(self, release: Release, path: str) -> bytes | None:
-        return read_file(self.conn, self.host, f"{self.dir(release)}/files/{file_key(path)}")
+        return self.session.read(f"{self.dir(release)}/files/{file_key(path)}")
 
     def event(self, release: Release, event: dict[str, Any]) -> None:
         """Append one whole line: after a torn tail (a writer killed mid-append, a full disk) a new line starts
         first, so one torn line never swallows the next."""
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
         f = shlex.quote(f"{self.dir(release)}/events.jsonl")
-        sh(self.conn, self.host, f"if [ -s {f} ] && [ -n \"$(tail -c 1 {f})\" ]; then printf '\\n' >> {f}; fi; "
-                                 f"printf %s {shlex.quote(line)} >> {f}")
+        self.session.sh(f"if [ -s {f} ] && [ -n \"$(tail -c 1 {f})\" ]; then printf '\\n' >> {f}; fi; "
+                        f"printf %s {shlex.quote(line)} >> {f}")
         faulthook.reached(str(event.get("step")))
 
     def _id(self, rid: object, what: str) -> str:
@@ -263,14 +303,14 @@ class ReleaseStore:
 
     def events_read(self, release_id: str) -> tuple[list[dict[str, Any]], int]:
         rid = self._id(release_id, "release")
-        data = read_file(self.conn, self.host, f"{self.releases}/{rid}/events.jsonl") or b""
+        data = self.session.read(f"{self.releases}/{rid}/events.jsonl") or b""
         return parse_events(data)
 
     def load(self, release_id: str) -> Release | None:
         """The release's manifest; ReleaseDamaged when it is not one fleet wrote (see _manifest)."""
         rid = self._id(release_id, "release")
         path = f"{self.releases}/{rid}/manifest.json"
-        data = read_file(self.conn, self.host, path)
+        data = self.session.read(path)
         if not data:
             return None
         try:
@@ -282,7 +322,7 @@ class ReleaseStore:
     def current_id(self) -> str | None:
         """The release `current` points at (`releases/<id>`, as mark_current makes it); ReleaseDamaged for any
         other target."""
-        out = sh(self.conn, self.host, f"readlink {shlex.quote(self.current_link)} || true").strip()
+        out = self.session.sh(f"readlink {shlex.quote(self.current_link)} || true").strip()
         if not out:
             return None
         where = f"{self.current_link} points at {out[:80]!r}, not at a release"
@@ -310,12 +350,12 @@ class ReleaseStore:
         tmp = shlex.quote(f"{self.root}/{CURRENT_TEMP}{secrets.token_hex(4)}")
         move = f"mv -T {tmp} {shlex.quote(self.current_link)} || {{ rm -f -- {tmp}; exit 1; }}"
         try:
-            sh(self.conn, self.host, f"ln -s releases/{shlex.quote(release.id)} {tmp} && {{ {move}; }}")
+            self.session.sh(f"ln -s releases/{shlex.quote(release.id)} {tmp} && {{ {move}; }}")
         except ConnectionLost:
             raise  # the link is gone: nothing more can be read (the caller's mark makes recovery decide)
         except FleetError:  # a timeout or a closed channel loses the answer, not the rename: what `current` names
             try:        # now is the outcome (a rename that ran is a move that succeeded)
-                sh(self.conn, self.host, f"rm -f -- {tmp}")
+                self.session.sh(f"rm -f -- {tmp}")
                 moved = self.current_id() == release.id
             except FleetError:
                 moved = False
@@ -336,12 +376,12 @@ class ReleaseStore:
 
     def clear_current(self) -> None:
         """The host is on no fleet release any more (rolled back to before fleet)."""
-        sh(self.conn, self.host, f"rm -f -- {shlex.quote(self.current_link)}")
+        self.session.sh(f"rm -f -- {shlex.quote(self.current_link)}")
 
     def list(self) -> list[Release]:
         """The releases whose manifests fleet wrote, oldest first; any other folder or a damaged manifest is
         passed over (never loaded, pruned or rolled back to)."""
-        out = sh(self.conn, self.host, f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
+        out = self.session.sh(f"ls -1 {shlex.quote(self.releases)} 2>/dev/null || true")
         found = []
         for rid in sorted(out.split()):
             try:
@@ -363,7 +403,7 @@ class ReleaseStore:
         """Drop what prune_plan dooms; returns the ids dropped."""
         doomed = prune_plan(self.list(), self.current_id(), keep)
         for rid in doomed:
-            sh(self.conn, self.host, f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
+            self.session.sh(f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
         return doomed
 
 
@@ -389,10 +429,18 @@ class BeforeFleet:
     that already carries fleet's header was written by a fleet that kept no record: unknown, never guessed."""
 
     def __init__(self, conn: Connection, host: Host, root: str = BEFORE_FLEET):
-        self.conn, self.host, self.root = conn, host, root
+        self.session: HostFiles = _Direct(conn, host)
+        self.host, self.root = host, root
+
+    @classmethod
+    def on(cls, session: HostFiles, root: str = BEFORE_FLEET) -> BeforeFleet:
+        """The record on a host session's host, read and written through it."""
+        record = cls.__new__(cls)
+        record.session, record.host, record.root = session, session.host, root
+        return record
 
     def manifest(self) -> dict[str, dict[str, Any]]:
-        raw = read_file(self.conn, self.host, f"{self.root}/manifest.json")
+        raw = self.session.read(f"{self.root}/manifest.json")
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:
@@ -406,16 +454,16 @@ class BeforeFleet:
             return
         mode = 0
         if old is not None:  # its mode, read as root on a become host (as the file was)
-            out = sh(self.conn, self.host, f"stat -c %a -- {shlex.quote(path)}").strip()
+            out = self.session.sh(f"stat -c %a -- {shlex.quote(path)}").strip()
             mode = int(out, 8) & 0o7777 if out and all(c in "01234567" for c in out) else 0o600
-        sh(self.conn, self.host, f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
+        self.session.sh(f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
         if old is None:
             files[path] = {"absent": True}
         else:
-            write_atomic(self.conn, self.host, f"{self.root}/files/{file_key(path)}", old, 0o600)
+            self.session.write_atomic(f"{self.root}/files/{file_key(path)}", old, 0o600)
             files[path] = {"sha256": sha256_of(old), "mode": oct(mode)}
-        write_atomic(self.conn, self.host, f"{self.root}/manifest.json",
-                     json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
+        self.session.write_atomic(f"{self.root}/manifest.json",
+                                  json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
 
     def copy(self, path: str) -> bytes | None:
-        return read_file(self.conn, self.host, f"{self.root}/files/{file_key(path)}")
+        return self.session.read(f"{self.root}/files/{file_key(path)}")

@@ -396,7 +396,7 @@ class RouterHooks:
         notes += [f"removed {'a new `current` link' if CURRENT_TEMP in p else 'a temp file'} a dead run left: {p}"
                   for p in recovery.drop_temp_files(conn, self.host, unit, ROUTER_ROOT)]
         notes += recovery.finish_commits(conn, self.host, ROUTER_ROOT)
-        found = recovery.find(conn, self.host, ROUTER_ROOT)
+        found = recovery.find(store)
         notes += recovery.close_interrupted(store, found)
         current = store.current()
         # Not only after a dead deploy (`found`): a rollback killed between putting its target back and moving

@@ -5,6 +5,7 @@ logged, in order, and nothing is patched into a module. Every command verb of Ho
 from __future__ import annotations
 
 import copy
+import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,26 @@ class FakeSession(HostSession):
 
     def __repr__(self) -> str:
         return f"FakeSession({self.host.name}, {len(self.sent)} sent)"
+
+
+def here(command: str) -> tuple[int, str]:
+    """A command run on this machine, in sh, as a host would run it (its stderr with its stdout when it fails)."""
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+    return done.returncode, done.stdout + done.stderr if done.returncode else done.stdout
+
+
+class Here(FakeSession):
+    """A session on this machine: its commands run here (`answer`: `here` unless a test gives another), its files
+    are this machine's (a temporary folder standing in for /var/lib/fleet)."""
+
+    def __init__(self, host: Host = HOST, answer: Answer = here) -> None:
+        super().__init__(host, answer=answer)
+
+    def read(self, path: str) -> bytes | None:
+        return Path(path).read_bytes() if Path(path).exists() else None
+
+    def write_atomic(self, path: str, data: bytes, mode: int, keep: bool = False) -> None:
+        Path(path).write_bytes(data)
 
 
 def host_run(session: HostSession | None = None, opened: Callable[..., Any] | None = None) -> HostRun:

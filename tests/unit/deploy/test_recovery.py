@@ -10,10 +10,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from fakesession import Here
+
 from fleet.deploy import recovery
 from fleet.host import lock as hostlock
 from fleet.host import releases
-from fleet.inventory import Host
 
 
 def _owner(**changes) -> dict:
@@ -54,34 +55,18 @@ def test_a_clean_host_has_nothing_to_say():
     assert recovery.parse_probe("lock \n") is None and recovery.parse_probe("") is None
 
 
-def test_a_damaged_manifest_among_the_releases_is_passed_over_not_a_wall(tmp_path, monkeypatch):
+def test_a_damaged_manifest_among_the_releases_is_passed_over_not_a_wall(tmp_path):
     """A hand-made copy of an interrupted release (its id not its folder's) made every deploy, rollback and tune
     fail in recovery, before any of them could put the host right; it is passed over as list() passes it."""
     rec, rel = recovery, releases
-    root = tmp_path / "releases"
-
-    def local(path: str) -> str:
-        return path.replace(rel.RELEASES, str(root))
-
-    def sh(conn, host, command, timeout=120, check=True):
-        return subprocess.run(["sh", "-c", local(command)], capture_output=True, text=True, timeout=30).stdout
-
-    def read_file(conn, host, path):
-        p = Path(local(path))
-        return p.read_bytes() if p.exists() else None
-
-    monkeypatch.setattr(rec, "sh", sh)
-    monkeypatch.setattr(rel, "sh", sh)
-    monkeypatch.setattr(rel, "read_file", read_file)
+    store = rel.ReleaseStore.on(Here(), root=str(tmp_path))
+    root = Path(store.releases)
     good = rel.Release(id="20261201T000001Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t",
                        status="in-progress")
     for folder, doc in ((good.id, good.to_json()), (good.id + ".saved", good.to_json())):
         (root / folder).mkdir(parents=True)
         (root / folder / "manifest.json").write_text(json.dumps(doc))
-    host = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
-                    known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
-                    source=Path("x.yaml"))
-    found = rec.find(None, host)  # type: ignore[arg-type]
+    found = rec.find(store)
     assert [i.release.id for i in found] == [good.id]
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from fakesession import Here, here
+
 from fleet.deploy import restore
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
-from fleet.host import releases
 from fleet.host.releases import Release, ReleaseStore
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
@@ -25,7 +26,7 @@ HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, i
 def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp_path, monkeypatch):
     lost = {"n": -1}  # armed once the host is set up
 
-    def sh(conn, host, command, timeout=120, check=True):
+    def answer(command):
         if "mv -T" in command and lost["n"] == 0:
             subprocess.run(["sh", "-c", command], check=True)  # the rename ran on the host ...
             lost["n"] = 1
@@ -33,20 +34,9 @@ def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp
         if command.startswith("readlink") and lost["n"] == 1:
             lost["n"] = 2
             raise CommandTimedOut("h1: `readlink ...` did not finish within 120s")  # the re-read too, once
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0 or not check, done.stderr
-        return done.stdout
+        return here(command)
 
-    def read_file(conn, host, path):
-        return Path(path).read_bytes() if Path(path).exists() else None
-
-    def write_atomic(conn, host, path, data, mode, keep=False, timeout=120):
-        Path(path).write_bytes(data)
-
-    monkeypatch.setattr(releases, "sh", sh)
-    monkeypatch.setattr(releases, "read_file", read_file)
-    monkeypatch.setattr(releases, "write_atomic", write_atomic)
-    store = ReleaseStore(None, HOST, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
+    store = ReleaseStore.on(Here(HOST, answer), root=str(tmp_path / "fleet"))
     old = Release(id="20261201T000000Z-aaaa", host="h1", playbook="p", playbook_sha256="x", created="t",
                   status=ReleaseStatus.OK, rung="a")
     Path(store.dir(old)).mkdir(parents=True)

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fakesession import Here, here
 
 from fleet.errors import FleetError
 from fleet.host import releases
@@ -21,18 +22,8 @@ HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, i
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> ReleaseStore:
-    def sh(conn, host, command, timeout=120, check=True):
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0 or not check, done.stderr
-        return done.stdout
-
-    def read_file(conn, host, path):
-        return Path(path).read_bytes() if Path(path).exists() else None
-
-    monkeypatch.setattr(releases, "sh", sh)
-    monkeypatch.setattr(releases, "read_file", read_file)
-    return ReleaseStore(None, HOST, root=str(tmp_path / "fleet"))  # type: ignore[arg-type]
+def store(tmp_path) -> ReleaseStore:
+    return ReleaseStore.on(Here(HOST), root=str(tmp_path / "fleet"))
 
 
 def _release() -> Release:
@@ -176,16 +167,9 @@ def test_a_node_release_as_fleet_writes_it_loads_and_says_which_node_it_is(store
     assert releases.node_of(store.load(r.id)) == "node 1 of 2 of the multi-node deployment of p (a, b)"
 
 
-def test_a_failed_move_of_current_leaves_no_new_link_behind(store, monkeypatch):
+def test_a_failed_move_of_current_leaves_no_new_link_behind(store):
     """mark_current's `mv` failing (here `current` is a folder, so rename(2) refuses) used to leave its
     .current.HEX link beside `current` for ever."""
-    def sh(conn, host, command, timeout=120, check=True):  # as fleet.host.service.sh: a failure raises
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
-        if check and done.returncode != 0:
-            raise FleetError(done.stderr)
-        return done.stdout
-
-    monkeypatch.setattr(releases, "sh", sh)
     r = _release()
     Path(store.dir(r)).mkdir(parents=True)
     (Path(store.current_link) / "x").mkdir(parents=True)
@@ -199,12 +183,12 @@ def test_a_failed_move_of_current_leaves_no_new_link_behind(store, monkeypatch):
     assert store.current_id() == r.id
 
 
-def _losing_answers(monkeypatch, run: bool, error: type[Exception], answers_after: bool = True):
+def _losing_answers(store, run: bool, error: type[Exception], answers_after: bool = True):
     """The store's shell, where the move of `current` runs (or not) and its answer is then lost; later commands
     answer only when `answers_after`."""
     lost = []
 
-    def sh(conn, host, command, timeout=120, check=True):
+    def answer(command):
         if lost and not answers_after:
             raise CommandTimedOut("h1: `readlink ...` did not end within 120s")
         if "mv -T" in command and not lost:
@@ -212,12 +196,9 @@ def _losing_answers(monkeypatch, run: bool, error: type[Exception], answers_afte
             if run:
                 subprocess.run(["sh", "-c", command], check=True)
             raise error("h1: `ln -s releases/...` did not end within 120s")
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
-        if check and done.returncode != 0:
-            raise FleetError(done.stderr)
-        return done.stdout
+        return here(command)
 
-    monkeypatch.setattr(releases, "sh", sh)
+    store.session.answer = answer
 
 
 def _two_releases(store):
@@ -228,64 +209,62 @@ def _two_releases(store):
     return old, new
 
 
-def test_a_move_of_current_that_ran_but_lost_its_answer_counts_as_moved(store, monkeypatch):
+def test_a_move_of_current_that_ran_but_lost_its_answer_counts_as_moved(store):
     """A timeout loses the answer, not the rename: it used to raise, and the callers then put the other release
     back while `current` named this one."""
     old, new = _two_releases(store)
     store.mark_current(old)
-    _losing_answers(monkeypatch, run=True, error=CommandTimedOut)
+    _losing_answers(store, run=True, error=CommandTimedOut)
     store.mark_current(new)
     assert store.current_id() == new.id
 
 
-def test_a_move_that_did_not_run_still_raises_and_current_is_unchanged(store, monkeypatch):
+def test_a_move_that_did_not_run_still_raises_and_current_is_unchanged(store):
     old, new = _two_releases(store)
     store.mark_current(old)
-    _losing_answers(monkeypatch, run=False, error=CommandTimedOut)
+    _losing_answers(store, run=False, error=CommandTimedOut)
     with pytest.raises(CommandTimedOut):
         store.mark_current(new)
     assert store.current_id() == old.id
 
 
-def test_a_lost_link_raises_even_when_the_move_ran(store, monkeypatch):
+def test_a_lost_link_raises_even_when_the_move_ran(store):
     """Nothing more can be read over a dead link: the caller's mark (or the next run's recovery) decides."""
     old, new = _two_releases(store)
     store.mark_current(old)
-    _losing_answers(monkeypatch, run=True, error=ConnectionLost)
+    _losing_answers(store, run=True, error=ConnectionLost)
     with pytest.raises(ConnectionLost):
         store.mark_current(new)
 
 
-def test_point_back_names_the_release_that_serves_or_says_why_not(store, monkeypatch):
+def test_point_back_names_the_release_that_serves_or_says_why_not(store):
     old, new = _two_releases(store)
     store.mark_current(new)
     assert store.point_back(old) is None and store.current_id() == old.id
     assert store.point_back(old) is None  # already there: nothing run
-    _losing_answers(monkeypatch, run=False, error=CommandTimedOut, answers_after=False)
+    _losing_answers(store, run=False, error=CommandTimedOut, answers_after=False)
     problem = store.point_back(new)
     assert problem is not None and problem.startswith("`current` could not be pointed back at it")
     assert "did not end within 120s" in problem
 
 
-def test_a_move_reported_as_not_done_cannot_land_later(store, monkeypatch):
+def test_a_move_reported_as_not_done_cannot_land_later(store):
     """A move whose `mv` hangs past the timeout (a stalled disk) keeps running after the channel is closed: the
     re-read said "not moved" and the caller put the old release back, then the stuck rename landed and `current`
     named the release given up. The new link is removed before the re-read, so a late `mv` has nothing to move."""
     hung: list[str] = []
 
-    def sh(conn, host, command, timeout=120, check=True):
+    def answer(command):
         if "mv -T" in command and not hung:
             tmp = re.search(r"(\S+/\.current\.[0-9a-f]+)", command).group(1)
             subprocess.run(["sh", "-c", command.split(" && ")[0]], check=True)  # ln -s ran ...
             hung.append(f"mv -T {tmp} {tmp.rsplit('/', 1)[0]}/current")  # ... the mv is stuck on the host
             raise CommandTimedOut("h1: `ln -s releases/...` did not finish within 120s; the channel was closed")
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0 or not check, done.stderr
-        return done.stdout
+        return here(command)
 
     old, new = _two_releases(store)
     store.mark_current(old)
-    monkeypatch.setattr(releases, "sh", sh)
+    store.session.answer = answer
     with pytest.raises(CommandTimedOut):
         store.mark_current(new)
     assert store.point_back(old) is None and store.current_id() == old.id
