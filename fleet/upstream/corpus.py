@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -232,8 +233,10 @@ def _unpack(wheel: Path, into: Path) -> tuple[int, int]:
     return files, size
 
 
-def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, index: str | None = None) -> Release:
-    """The release from the cache, else downloaded with pip, checked against the registry, unpacked."""
+def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, index: str | None = None,
+          download: Callable[[str, str, Path, str, str], Path] = _pip_download) -> Release:
+    """The release from the cache, else downloaded (`download`: with pip, _pip_download), checked against the
+    registry, unpacked."""
     cache = cache or cache_dir()
     have = cached(dist, version, cache)
     if have is not None:
@@ -242,7 +245,7 @@ def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, in
     folder.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{version}.") as tmp:
-        wheel = _pip_download(dist, version, Path(tmp) / "wheel", matrix.python, matrix.platform)
+        wheel = download(dist, version, Path(tmp) / "wheel", matrix.python, matrix.platform)
         got, want = _sha256(wheel), registry_sha256(dist, wheel.name, index)
         if got != want:
             raise FleetError(f"{wheel.name}: sha256 {got} differs from the registry's {want}: refusing it")

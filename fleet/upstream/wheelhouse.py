@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -264,7 +264,10 @@ def _meets(filename: str, requirement: Requirement) -> bool:
     return name == canonicalize_name(requirement.name) and requirement.specifier.contains(version, prereleases=True)
 
 
-def _download(requirement: str, target: Target, where: Path) -> list[str]:
+Runner = Callable[..., subprocess.CompletedProcess[str]]  # how pip is run: subprocess.run (tests: a fake pip)
+
+
+def _download(requirement: str, target: Target, where: Path, run: Runner = subprocess.run) -> list[str]:
     """The wheel pip downloads into a private folder beside the wheelhouse, then renamed in: a wheel cut off
     half-way never lies in the wheelhouse under its name. A wheel the host cannot install (pip's tags are not
     fleet's), or not of the requirement, is not taken: WheelhouseError naming it and why."""
@@ -272,8 +275,8 @@ def _download(requirement: str, target: Target, where: Path) -> list[str]:
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
         cmd = [sys.executable, "-m", *download_command(requirement, target, tmp)]
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
-                                 stdin=subprocess.DEVNULL, env=corpus.pip_env())
+            res = run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+                      stdin=subprocess.DEVNULL, env=corpus.pip_env())
         except subprocess.TimeoutExpired:
             raise WheelhouseError(f"pip download {requirement} took more than {FETCH_TIMEOUT_S}s") from None
         got = sorted(Path(tmp).glob("*.whl"))
@@ -299,7 +302,8 @@ def said(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in without_userinfo(text))[:300]
 
 
-def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet) -> list[str]:
+def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet,
+         run: Runner = subprocess.run) -> list[str]:
     """Download into the wheelhouse every wheel a venv of these pins lacks for `target`'s host, one requirement at
     a time, saying each on `say`; the file names fetched. MissingWheel (one line: which wheel, for what host, how
     to provide it) when the index cannot be asked, has none, or has none that host installs; a download that
@@ -315,7 +319,7 @@ def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: 
             if why is None:
                 say(f"downloading {exc.requirement} for {target} from {corpus.shown_index()} into {where}")
                 try:
-                    fetched += _download(exc.requirement, target, where)
+                    fetched += _download(exc.requirement, target, where, run)
                     continue
                 except UnfitWheel as unfit:
                     raise MissingWheel(f"{exc}; {unfit}. Put a wheel of {exc.requirement} that host installs in "

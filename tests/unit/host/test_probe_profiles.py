@@ -9,7 +9,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -231,9 +230,9 @@ def _exe(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def fake_venv(root: Path) -> Path:
+def fake_venv(root: Path, packages: dict[str, str] | None = None) -> Path:
     sp = root / "venv/lib/python3.12/site-packages"
-    for name, version in VENV_PACKAGES.items():
+    for name, version in (packages or VENV_PACKAGES).items():
         meta = sp / f"{name.replace('-', '_')}-{version}.dist-info/METADATA"
         meta.parent.mkdir(parents=True)
         meta.write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: decoy\n")
@@ -246,9 +245,10 @@ def fake_venv(root: Path) -> Path:
 
 
 def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bool = True,
-               smi: str = FAKE_SMI, limit: int | None = None) -> str:
+               smi: str = FAKE_SMI, limit: int | None = None, packages: dict[str, str] | None = None) -> str:
     """Run the real probe script with PATH holding only the stand-ins and a few host tools (`concurrent`:
-    with mktemp and rm, so its commands run at once; `smi`: the nvidia-smi stand-in; `limit`: the deadline)."""
+    with mktemp and rm, so its commands run at once; `smi`: the nvidia-smi stand-in; `limit`: the deadline;
+    `packages`: what the fake venv holds, else VENV_PACKAGES)."""
     bin_dir, tools, home = tmp / "bin", tmp / "tools", tmp / "home"
     for d in (bin_dir, tools, home / ".cache/flashinfer/0.6.3/120a/cached_ops/trtllm_comm"):
         d.mkdir(parents=True)
@@ -273,7 +273,7 @@ def run_script(profile: Path, tmp: Path, sysfs_dmi: bool = False, concurrent: bo
         script = script.replace(real, fake)
     env = {"PATH": f"{bin_dir}:{tools}", "HOME": str(home), "LC_ALL": "C", "TMPDIR": str(tmp / "tmpdir")}
     (tmp / "tmpdir").mkdir()
-    args = [str(fake_venv(tmp)), "sglang", ",".join(probe.QUERY_FIELDS)] + ([str(limit)] if limit else [])
+    args = [str(fake_venv(tmp, packages)), "sglang", ",".join(probe.QUERY_FIELDS)] + ([str(limit)] if limit else [])
     done = subprocess.run(["/bin/sh", "-c", script, "fleet-probe", *args], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stderr == ""
@@ -533,14 +533,13 @@ def test_probe_script_counts_xids_per_gpu_and_code_and_names_a_lost_gpu(tmp_path
     assert "GPU 0000:04:00: nvidia-smi cannot open it (Unknown Error)" in f.warnings
 
 
-def test_the_stack_a_release_records_is_what_the_real_script_read(tmp_path, monkeypatch):
+def test_the_stack_a_release_records_is_what_the_real_script_read(tmp_path):
     """sglang 0.5.14+ depends on sglang-kernel (no longer sgl-kernel): the probe reads either, a release
     records it as sgl-kernel beside sglang, flashinfer, torch with its CUDA, NCCL and the driver."""
-    monkeypatch.setattr(sys.modules[__name__], "VENV_PACKAGES", {
-        "sglang": "0.5.23", "flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10", "torch": "2.9.1",
-        "nvidia-nccl-cu13": "2.28.3"})
+    packages = {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10", "torch": "2.9.1",
+                "nvidia-nccl-cu13": "2.28.3"}
     name = sorted(EXPECT)[0]
-    f = probe.parse(run_script(PROFILES / name, tmp_path), name, "10.0.0.1")
+    f = probe.parse(run_script(PROFILES / name, tmp_path, packages=packages), name, "10.0.0.1")
     assert f.driver_version
     assert F.stack_versions(f) == {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "sgl-kernel": "0.4.10",
                                    "torch": "2.9.1", "cuda": TORCH_CUDA, "nvidia-nccl": "2.28.3",

@@ -62,7 +62,7 @@ def registry(tmp_path):
     srv.server_close()
 
 
-def test_fetch_checks_the_registry_hash_keeps_text_and_caches(tmp_path, registry, monkeypatch):
+def test_fetch_checks_the_registry_hash_keeps_text_and_caches(tmp_path, registry):
     url, state = registry
     wheel = _wheel(tmp_path)
     calls = []
@@ -74,19 +74,18 @@ def test_fetch_checks_the_registry_hash_keeps_text_and_caches(tmp_path, registry
         target.write_bytes(wheel.read_bytes())
         return target
 
-    monkeypatch.setattr(upstream, "_pip_download", download)
     m = upstream.load_matrix()
     cache = tmp_path / "cache"
     state["sha"] = "0" * 64
     with pytest.raises(FleetError, match="differs from the registry's"):
-        upstream.fetch("demo", "1.0", m, cache, index=url)
+        upstream.fetch("demo", "1.0", m, cache, index=url, download=download)
     assert upstream.cached("demo", "1.0", cache) is None and not (cache / "demo/1.0").exists()
     state["sha"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    rel = upstream.fetch("demo", "1.0", m, cache, index=url)
+    rel = upstream.fetch("demo", "1.0", m, cache, index=url, download=download)
     assert rel.sha256 == state["sha"] and rel.files == 3  # __init__.py, k.cuh, METADATA; not lib.so
     assert (Path(rel.root) / "demo/k.cuh").is_file() and not (Path(rel.root) / "demo/lib.so").exists()
     assert calls == [("demo", "1.0", "3.11", "manylinux_2_34_x86_64")] * 2
-    again = upstream.fetch("demo", "1.0", m, cache, index=url)  # unpacked once
+    again = upstream.fetch("demo", "1.0", m, cache, index=url, download=download)  # unpacked once
     assert again == rel and len(calls) == 2
 
 

@@ -188,11 +188,10 @@ class Pip:
 def test_a_download_that_adds_nothing_the_host_installs_stops_fill_at_once_in_one_line(tmp_path, monkeypatch, got, why):
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
     pip = Pip(got)
-    monkeypatch.setattr(wheelhouse.subprocess, "run", pip)
     house = tmp_path / "house"
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"foo": "1.0"}, HOST, house, said.append)
+        wheelhouse.fill({"foo": "1.0"}, HOST, house, said.append, run=pip)
     text = str(caught.value)
     assert len(pip.calls) == 1 and len(said) == 1  # asked once, never again for the same wheel
     assert "\n" not in text and caught.value.requirement == "foo==1.0"
@@ -208,10 +207,9 @@ def test_index_credentials_reach_pip_only_in_its_environment_and_are_masked_wher
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://x2:extra-t0ken@mirror.example/simple https://tok3n@m2.example/s")
     monkeypatch.delenv("FLEET_SANDBOX_ONLY", raising=False)
     pip = Pip(fail="ERROR: Could not find https://ci:s3cr3t-token@pypi.internal.example/simple/torch/")
-    monkeypatch.setattr(wheelhouse.subprocess, "run", pip)  # nothing reaches any index
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append)
+        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append, run=pip)  # nothing reaches any index
     (cmd, env), = pip.calls
     assert not any("s3cr3t" in a or "t0ken" in a or "tok3n" in a for a in cmd)  # argv: read by ps
     assert "--index-url" not in cmd and "--extra-index-url" not in cmd
