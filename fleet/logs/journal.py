@@ -123,11 +123,12 @@ class Follower:
         self.chan.close()
 
 
-def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | None]) -> Verdict | None:
-    """Feed what `source` reads to `watcher` (StreamWatcher.submit: the stream so far) and call `tick` after
-    every read, lines or not. Returns tick's verdict, or None when the stream ended; the watcher's own
-    FatalLogLine / ServerReady propagate, and so does the operator's Ctrl-C (fleet.parallel.checkpoint: between
-    reads, never inside one; the caller's finally closes the source)."""
+def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | None],
+           keep_chars: int = KEEP_CHARS) -> Verdict | None:
+    """Feed what `source` reads to `watcher` (StreamWatcher.submit: the stream so far, at most about `keep_chars`
+    of it) and call `tick` after every read, lines or not. Returns tick's verdict, or None when the stream ended;
+    the watcher's own FatalLogLine / ServerReady propagate, and so does the operator's Ctrl-C
+    (fleet.parallel.checkpoint: between reads, never inside one; the caller's finally closes the source)."""
     stream = ""
     while True:
         parallel.checkpoint()
@@ -137,7 +138,7 @@ def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | Non
         if text:
             stream += text
             watcher.submit(stream)
-            if len(stream) > KEEP_CHARS:
+            if len(stream) > keep_chars:
                 watcher.forget(len(stream))  # submit read every complete line: nothing pending is lost
                 stream = ""
         verdict = tick()

@@ -79,6 +79,7 @@ class _Shared:
     on_line: Callable[[str], str] | None = None  # sees each complete line first; returns the text to classify
     sites: SiteClassifier | None = None  # the host's release's sites behind the rules
     raise_on_fatal: bool = True  # False: a reader that only reports (inv logs) goes on past a fatal line
+    max_events: int = MAX_EVENTS  # events kept (fatal ones up to twice as many); every one still goes to on_event
     lock: threading.RLock = field(default_factory=threading.RLock)  # a callback may read .events
     cursors: list[_Cursor] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -101,11 +102,12 @@ class LogWatcher(StreamWatcher):
 
     def __init__(self, rules: RuleSet | None = None, on_event: Callable[[Event], None] | None = None,
                  *, stop_on_ready: bool = False, on_line: Callable[[str], str] | None = None,
-                 raise_on_fatal: bool = True, sites: SiteClassifier | None = None) -> None:
+                 raise_on_fatal: bool = True, sites: SiteClassifier | None = None,
+                 max_events: int = MAX_EVENTS) -> None:
         super().__init__()
         if not hasattr(self, "_shared"):  # an unset slot: the first thread, the one that built us
             self._shared = _Shared(rules if rules is not None else default_rules(), on_event, stop_on_ready,
-                                   on_line, sites, raise_on_fatal)
+                                   on_line, sites, raise_on_fatal, max_events)
 
     def submit(self, stream: str) -> list[str]:
         """Invoke passes everything read so far; classify the complete lines not seen yet."""
@@ -183,7 +185,8 @@ class LogWatcher(StreamWatcher):
         with shared.lock:  # callbacks run in order, one at a time, across both reader threads
             for event in new:
                 kept = len(shared.events)
-                if kept < MAX_EVENTS or (event.severity is Severity.FATAL and kept < 2 * MAX_EVENTS):
+                cap = shared.max_events
+                if kept < cap or (event.severity is Severity.FATAL and kept < 2 * cap):
                     shared.events.append(event)
                 if shared.on_event is not None:
                     shared.on_event(event)

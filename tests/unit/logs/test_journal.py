@@ -104,8 +104,7 @@ def test_the_stream_ending_is_exited():
     assert verdict == (Outcome.EXITED, "the journal stream ended")
 
 
-def test_a_long_follow_keeps_little_of_the_stream_and_misses_no_line(monkeypatch):
-    monkeypatch.setattr(journal, "KEEP_CHARS", 100)
+def test_a_long_follow_keeps_little_of_the_stream_and_misses_no_line():
     lines: list[str] = []
 
     def keep(line: str) -> str:
@@ -116,7 +115,7 @@ def test_a_long_follow_keeps_little_of_the_stream_and_misses_no_line(monkeypatch
     clock = Clock()
     chunks = [f"line {i} " + "x" * 30 + "\n" for i in range(50)]
     source = Script(chunks, clock, ends=True)
-    assert journal.follow(source, watcher, lambda: None) is None
+    assert journal.follow(source, watcher, lambda: None, keep_chars=100) is None
     assert lines == [c[:-1] for c in chunks]
 
 

@@ -13,7 +13,6 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Failure, WatcherError
 
-from fleet.logs import watch
 from fleet.logs.watch import (
     NONE,
     FatalLogLine,
@@ -395,10 +394,9 @@ def test_line_classifier_is_what_classify_text_uses(rules):
     assert events == list(classify_text(text, rules).events)
 
 
-def test_a_host_flooding_warnings_leaves_a_bounded_event_list(monkeypatch):
-    monkeypatch.setattr(watch, "MAX_EVENTS", 50)
+def test_a_host_flooding_warnings_leaves_a_bounded_event_list():
     seen = []
-    watcher = LogWatcher(on_event=seen.append, raise_on_fatal=False)
+    watcher = LogWatcher(on_event=seen.append, raise_on_fatal=False, max_events=50)
     watcher.submit("".join(f"{SKIP}RuntimeError: workspace too small {i}\n" for i in range(200)))
     watcher.finish()
     assert len(seen) == 200 and len(watcher.events) == 50
