@@ -7,14 +7,14 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fleet.cli import print_json, real_console, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host.session import one_line
 from fleet.inventory import Host
-from fleet.multihost.status import HostStatus, collect
+from fleet.multihost.status import HostStatus, collect, collect_one
 from fleet.multihost.status_watch import Poller, check_interval
 from fleet.ssh.connect import ConnectOptions
 
@@ -23,10 +23,11 @@ if TYPE_CHECKING:
 
 
 def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: float, as_json: bool,
-          console: Console, stop: threading.Event | None = None, wide: bool = False) -> int:
+          console: Console, stop: threading.Event | None = None, wide: bool = False,
+          read_one: Callable[[Host, ConnectOptions, int], HostStatus] = collect_one) -> int:
     """Refresh until Ctrl-C (exit 130, like `inv logs -f`), the reader of --json going away, or `stop`. On a
     terminal the board is redrawn in place; elsewhere (a pipe, a CI log) a board is printed after each round
-    in which every host answered and something changed."""
+    in which every host answered and something changed. `read_one`: how one host is read."""
     out = threading.Lock()
 
     def print_row(row: HostStatus) -> bool:
@@ -39,7 +40,7 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
                 return False
         return True
 
-    poller = Poller(hosts, opts, port, interval, print_row if as_json else None, stop)
+    poller = Poller(hosts, opts, port, interval, print_row if as_json else None, stop, read_one)
     poller.start()
     try:
         if as_json:

@@ -54,8 +54,11 @@ class Poller:
     workers; each row goes to the board (and to `on_row`, which returns False to stop the watch)."""
 
     def __init__(self, hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: float,
-                 on_row: Callable[[status.HostStatus], bool] | None = None, stop: threading.Event | None = None):
+                 on_row: Callable[[status.HostStatus], bool] | None = None, stop: threading.Event | None = None,
+                 collect: Callable[[Host, ConnectOptions, int], status.HostStatus] = status.collect_one):
+        """`collect`: how one host is read (status.collect_one)."""
         self.hosts, self.opts, self.port, self.interval, self.on_row = hosts, opts, port, interval, on_row
+        self.collect = collect
         self.board, self.stop = Board(hosts), stop or threading.Event()
         self._due = {h.name: 0.0 for h in hosts}  # monotonic time each host is next read; inf while read
         self._work: queue.Queue[Host] = queue.Queue()
@@ -66,7 +69,7 @@ class Poller:
 
     def _read(self, host: Host) -> None:
         try:
-            row = status.collect_one(host, self.opts, self.port)
+            row = self.collect(host, self.opts, self.port)
         finally:
             self._due[host.name] = time.monotonic() + self.interval
         if self.stop.is_set():

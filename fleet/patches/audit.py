@@ -288,11 +288,13 @@ def evaluate(scan: dict[str, Any], sm: int, reference: tuple[int, ...] = REFEREN
     return gates
 
 
-def mark_kept(gates: list[Gate], sm: int, packages: dict[str, Any]) -> None:
-    """Mark each excluding gate that upstream keeps off `sm` on purpose in the releases read (packages)."""
+def mark_kept(gates: list[Gate], sm: int, packages: dict[str, Any],
+              entries: tuple[keptgates.KeptGate, ...] | None = None) -> None:
+    """Mark each excluding gate that upstream keeps off `sm` on purpose in the releases read (packages), as
+    `entries` name them (default: playbooks' kept gates, keptgates.load)."""
     for g in gates:
         if g.excludes:
-            g.kept = keptgates.find(g.file, g.where, g.condition, sm, packages)
+            g.kept = keptgates.find(g.file, g.where, g.condition, sm, packages, entries)
 
 
 def _moved(line: int, content: bytes, steps: list[tuple[int, bytes, bytes]]) -> int:

@@ -135,7 +135,7 @@ def test_the_watch_board_keeps_inventory_order_and_names_hosts_not_read_yet():
     assert [r.host for r in rows] == ["a", "c"] and waiting == ["b"] and board.changed.is_set()
 
 
-def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_worker(monkeypatch, capsys):
+def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_worker(capsys):
     """70 hosts, one that never answers: reads run on at most MAX_WORKERS threads, never two at once for one
     host, and every other host is read again after the interval while the stuck one still hangs."""
     import threading
@@ -165,11 +165,10 @@ def test_watch_reads_many_hosts_on_a_bounded_pool_and_a_stuck_host_holds_one_wor
             reads[host.name] = reads.get(host.name, 0) + 1
         return status.HostStatus(host.name, "x")
 
-    monkeypatch.setattr(status, "collect_one", collect_one)
     stop = threading.Event()
     done = []
     watcher = threading.Thread(target=lambda: done.append(
-        watch(hosts, None, 30000, 0.5, True, Console(), stop=stop)))
+        watch(hosts, None, 30000, 0.5, True, Console(), stop=stop, read_one=collect_one)))
     watcher.start()
     deadline = time.monotonic() + 20
     while min((reads.get(h.name, 0) for h in hosts if h.name != "h07"), default=0) < 3:
