@@ -9,6 +9,7 @@ current, or fall back to the previous release (fleet.deploy.restore). docs/archi
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
@@ -66,8 +67,10 @@ class Deployer:
 
     def __init__(self, host: Host, book: Playbook, book_path: Path, opts: ConnectOptions,
                  progress: Progress = quiet, secrets: dict[str, str] | None = None,
-                 extra_args: tuple[str, ...] = (), before_stop: BeforeStop | None = None):
-        self.book, self.opts, self.progress = book, opts, progress
+                 extra_args: tuple[str, ...] = (), before_stop: BeforeStop | None = None,
+                 sessions: Callable[[Host, ConnectOptions], HostSession] = HostSession.open):
+        """`sessions`: how the session to the host is opened (HostSession.open)."""
+        self.book, self.opts, self.progress, self.sessions = book, opts, progress, sessions
         self.serve = Serving.of(host, book, book_path, secrets, extra_args)
         self.runner = AttemptRunner(self.serve, progress, before_stop=before_stop)
         self.facts: HostFacts | None = None  # as probed by this run (a host that served teaches its fingerprint)
@@ -87,21 +90,24 @@ class Deployer:
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
+        session = self.sessions(self.host, self.opts)
         if dry_run:  # reads only: no lock, no release
-            session = HostSession.open(self.host, self.opts)
             try:
-                return self._dry_run(session.conn)
+                return self._dry_run(session)
             except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
                 session.lost("mid-deploy", exc)
                 raise
             finally:
                 session.close()
         unit = self.serve.unit
-        with host_run(self.host, self.opts, f"deploy {self.book.name}", unit=unit, progress=self.progress,
-                      recover=deploy_recovery(self.book, unit, self.progress)) as run:
-            result = self._deploy(run, force)
-            result.recovered = run.recovered
-            return result
+        try:
+            with host_run(self.host, self.opts, f"deploy {self.book.name}", unit=unit, progress=self.progress,
+                          recover=deploy_recovery(self.book, unit, self.progress), session=session) as run:
+                result = self._deploy(run, force)
+                result.recovered = run.recovered
+                return result
+        finally:
+            session.close()
 
     def _deploy(self, host_run: HostRun, force: bool) -> DeployResult:
         conn = host_run.session.conn
@@ -224,8 +230,9 @@ class Deployer:
         return False
 
     # ------------------------------------------------------------------ dry run
-    def _dry_run(self, conn: Connection) -> DeployResult:
-        facts = probe_run.probe_on(conn, self.host)
+    def _dry_run(self, session: HostSession) -> DeployResult:
+        conn = session.conn
+        facts = session.probe()
         venv_note = ""
         if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
             try:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from fakesession import HOST
+from fakesession import HOST, FakeSession
 
 from fleet import playbook
 from fleet.deploy import ladder
@@ -18,29 +18,22 @@ ladder:
 """
 
 
-class DeadTransport:
-    def is_active(self):
-        return False
+class Dropped(FakeSession):
+    """Its link drops mid-probe: the probe's SFTP call sees a plain EOFError, and the link is found gone (what
+    fleet.ssh.remote.lost_link finds on a transport that is no longer active)."""
 
-
-class Conn:
-    transport = DeadTransport()
-
-    def close(self):
-        pass
-
-
-def test_a_link_lost_in_a_dry_run_is_said_as_lost(tmp_path, monkeypatch):
-    path = tmp_path / "one.yaml"
-    path.write_text(BOOK)
-    d = ladder.Deployer(HOST, playbook.load(path), path, ConnectOptions())
-    monkeypatch.setattr(ladder, "open_connection", lambda host, opts: Conn(), raising=False)  # as at 6f62ade
-    monkeypatch.setattr("fleet.host.session.open_connection", lambda host, opts: Conn(), raising=False)
-    monkeypatch.setattr("fleet.ssh.remote.keepalive.lost", lambda transport: None)
-
-    def probe_on(conn, host):
+    def probe(self):
         raise EOFError()
 
-    monkeypatch.setattr(ladder.probe_run, "probe_on", probe_on)
-    with pytest.raises(ConnectionLost):
+    def lost(self, where, exc=None):
+        raise ConnectionLost(f"{self.host.name}: connection lost {where}: the link dropped")
+
+
+def test_a_link_lost_in_a_dry_run_is_said_as_lost(tmp_path):
+    path = tmp_path / "one.yaml"
+    path.write_text(BOOK)
+    session = Dropped()
+    d = ladder.Deployer(HOST, playbook.load(path), path, ConnectOptions(), sessions=lambda host, opts: session)
+    with pytest.raises(ConnectionLost, match="connection lost mid-deploy"):
         d.run(dry_run=True)
+    assert session.sent[-1] == "close"
