@@ -40,8 +40,7 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
     releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
     with host_run(host, opts, "rollback to before fleet", unit=None, recover=lock_only(progress),
                   progress=progress, session=session) as run:
-            conn = run.session.conn
-            record = BeforeFleet(conn, host)
+            record = BeforeFleet.on(run.session)
             files = record.manifest()
             unit_path = unit_file(unit)
             wanted = [unit_path, env_file(unit)]
@@ -95,7 +94,7 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
         progress(f"removed {path} (there was none before fleet)")
     s.daemon_reload()
     s.drop_kept(wanted)
-    ReleaseStore(s.conn, s.host).clear_current()
+    ReleaseStore.on(s).clear_current()
 
 
 def _back_on_release(s: HostSession, unit: str, written: list[tuple[str, str | None]],
@@ -160,7 +159,7 @@ def _serve_again(s: HostSession, unit: str, progress: Progress) -> tuple[str, bo
     """After a revert or a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets
     back in its venv, and its unit started again if it no longer runs. What became of the host, and whether it
     serves as before."""
-    current = ReleaseStore(s.conn, s.host).current()
+    current = ReleaseStore.on(s).current()
     if current is None:
         return "no release is current to put back", True
     problem = restore.set_patches(s.conn, venvs.in_own_venv(s.host, current), current.config.get("patches", []),

@@ -5,6 +5,7 @@ its files, its unit's state, its patch sets; the commands fleet would run change
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from fleet.deploy import before_fleet as rollback
 from fleet.deploy import recovery
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
-from fleet.host.releases import ROLLBACK_MARK, Release
+from fleet.host.releases import BEFORE_FLEET, RELEASES, ROLLBACK_MARK, Release, file_key
+from fleet.host.releases import CURRENT as CURRENT_LINK
 from fleet.host.render import env_file, unit_file
 from fleet.host.service import ServiceError, sha256
 from fleet.inventory import Host
@@ -33,17 +35,12 @@ CURRENT = Release(id="20261203T000000Z-abcd", host="h", playbook="p", playbook_s
 @pytest.fixture
 def host(monkeypatch):
     state: dict = {"unit": "active", "patches": ["sm120-allreduce-fusion"], UNIT: b"fleet unit",
-                   ENV: b"fleet env", "kept": {}, "cmds": []}
-
-    class Record:
-        def __init__(self, conn, host):
-            pass
-
-        def manifest(self):
-            return {p: {"sha256": sha256(d), "mode": "0o644"} for p, d in OLD.items()}
-
-        def copy(self, p):
-            return OLD[p]
+                   ENV: b"fleet env", "kept": {}, "cmds": [], "current": CURRENT.id,
+                   # what fleet recorded before its first deploy, and the release `current` names
+                   f"{BEFORE_FLEET}/manifest.json": json.dumps({"files": {
+                       p: {"sha256": sha256(d), "mode": "0o644"} for p, d in OLD.items()}}).encode(),
+                   f"{RELEASES}/{CURRENT.id}/manifest.json": json.dumps(CURRENT.to_json()).encode(),
+                   **{f"{BEFORE_FLEET}/files/{file_key(p)}": d for p, d in OLD.items()}}
 
     def write_atomic(path, data, mode, keep=False):
         if path == ROLLBACK_MARK:
@@ -62,17 +59,12 @@ def host(monkeypatch):
             state["unit"] = "active"
         if cmd == f"rm -f -- {ROLLBACK_MARK}":
             state.pop(ROLLBACK_MARK, None)
+        if cmd.startswith(f"readlink {CURRENT_LINK}"):
+            return f"releases/{state['current']}\n" if state["current"] else ""
         return ""
 
     def set_patches(conn, host, sets, say):
         state["patches"] = list(sets)
-
-    class Store:
-        def __init__(self, conn, host):
-            pass
-
-        def current(self):
-            return CURRENT
 
     class Session(FakeSession):
         """The host's files, the copies its writes kept, its unit's state; `stop` is what stopping the unit does
@@ -109,8 +101,6 @@ def host(monkeypatch):
             return self.stop()
 
     state["session"] = Session(HOST, answer=lambda cmd: (0, sh(cmd)))
-    monkeypatch.setattr(rollback, "BeforeFleet", Record)
-    monkeypatch.setattr(rollback, "ReleaseStore", Store)
     monkeypatch.setattr(rollback.restore, "set_patches", set_patches)
     return state
 
