@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from fleet.errors import InputError
 
@@ -74,16 +74,19 @@ def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
     return name
 
 
-def confirm(task: str, hosts: Sequence[Host], yes: bool, plan: Sequence[str] = ()) -> None:
-    """Go ahead on one host, with --yes, or when the operator says yes to the plan; else exit 2."""
+def confirm(task: str, hosts: Sequence[Host], yes: bool, plan: Sequence[str] = (),
+            answers: TextIO | None = None) -> None:
+    """Go ahead on one host, with --yes, or when the operator says yes to the plan (read from `answers`, else
+    stdin); else exit 2."""
     if yes or len(hosts) <= 1:
         return
-    if not sys.stdin.isatty():
+    answers = answers or sys.stdin
+    if not answers.isatty():
         raise InputError(f"inv {task} would change {len(hosts)} hosts ({names(hosts)}): no terminal to ask on; "
                          "pass --yes to go ahead")
     lines = [f"inv {task} on {len(hosts)} hosts: {names(hosts)}", *(f"  {line}" for line in plan)]
     sys.stderr.write("\n".join(lines) + "\nGo ahead? [y/N] ")
     sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
+    answer = answers.readline().strip().lower()
     if answer not in ("y", "yes"):
         raise InputError(f"inv {task}: not confirmed ({answer or 'no answer'}); nothing changed")

@@ -56,16 +56,15 @@ def test_hosts_bound_to_different_playbooks_are_refused_naming_each():
     assert "a: x, b: y" in str(err.value)
 
 
-def test_one_host_or_yes_never_asks(monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: would refuse if it asked
-    targets.confirm("deploy", [host("a")], yes=False)
-    targets.confirm("deploy", [host("a"), host("b")], yes=True)
+def test_one_host_or_yes_never_asks():
+    none = io.StringIO("")  # not a terminal: would refuse if it asked
+    targets.confirm("deploy", [host("a")], yes=False, answers=none)
+    targets.confirm("deploy", [host("a"), host("b")], yes=True, answers=none)
 
 
-def test_several_hosts_without_a_terminal_need_yes(monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+def test_several_hosts_without_a_terminal_need_yes():
     with pytest.raises(InputError) as err:
-        targets.confirm("exec", [host("a"), host("b")], yes=False)
+        targets.confirm("exec", [host("a"), host("b")], yes=False, answers=io.StringIO("y\n"))
     assert "--yes" in str(err.value) and "a, b" in str(err.value)
 
 
@@ -76,14 +75,13 @@ class _Tty(io.StringIO):
 
 @pytest.mark.parametrize(("answer", "ok"), [("y\n", True), ("YES\n", True), ("n\n", False), ("\n", False),
                                             ("", False), ("yes please\n", False)])
-def test_on_a_terminal_the_plan_is_shown_and_only_yes_goes_ahead(monkeypatch, capsys, answer, ok):
-    monkeypatch.setattr("sys.stdin", _Tty(answer))
+def test_on_a_terminal_the_plan_is_shown_and_only_yes_goes_ahead(capsys, answer, ok):
     hosts = [host(f"h{i}") for i in range(20)]
     if ok:
-        targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"])
+        targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"], answers=_Tty(answer))
     else:
         with pytest.raises(InputError, match="not confirmed"):
-            targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"])
+            targets.confirm("deploy", hosts, yes=False, plan=["playbook: x"], answers=_Tty(answer))
     shown = capsys.readouterr().err
     assert "inv deploy on 20 hosts: h0, h1" in shown and "and 8 more" in shown and "  playbook: x" in shown
 
