@@ -51,8 +51,9 @@ def cache_root() -> Path:
     return Path(os.environ.get("FLEET_SANDBOX_CACHE", "/var/cache/fleet-sandbox"))
 
 
-def recipe_key() -> str:
-    text = "\n".join([RECIPE_VERSION, SUITE, " ".join(PACKAGES), CUSTOMIZE])
+def recipe_key(packages: tuple[str, ...] = PACKAGES) -> str:
+    """The image's cache key: its recipe's version, suite, `packages` and customization, hashed."""
+    text = "\n".join([RECIPE_VERSION, SUITE, " ".join(packages), CUSTOMIZE])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
