@@ -20,7 +20,17 @@ from fabric import Connection
 from fleet.deploy import restore
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import CURRENT_TEMP, ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
+from fleet.host.releases import (
+    CURRENT_TEMP,
+    ROLLBACK_MARK,
+    ROOT,
+    HostFiles,
+    Release,
+    ReleaseDamaged,
+    ReleaseStore,
+    node_of,
+    now,
+)
 from fleet.host.service import sh, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
@@ -69,11 +79,11 @@ def find(store: ReleaseStore) -> list[Interrupted]:
     return found
 
 
-def finish_commits(conn: Connection, host: Host, root: str = ROOT) -> list[str]:
-    """Releases that served and were saved ok, but whose run died before `current` moved to them: the host runs
-    their files, so they are made current (the release asked for), newest last. One line per release."""
-    out = sh(conn, host, _grep(root, '"committing": true'))
-    store, notes = ReleaseStore(conn, host, root), []
+def finish_commits(store: ReleaseStore) -> list[str]:
+    """Releases in `store` that served and were saved ok, but whose run died before `current` moved to them: the
+    host runs their files, so they are made current (the release asked for), newest last. One line per release."""
+    out = store.session.sh(_grep(store.root, '"committing": true'))
+    notes: list[str] = []
     for path in sorted(out.split()):
         try:
             release = store.load(path.split("/")[-2])
@@ -83,7 +93,7 @@ def finish_commits(conn: Connection, host: Host, root: str = ROOT) -> list[str]:
         if release is None or not release.committing or release.status != ReleaseStatus.OK:
             continue
         release.committing = False
-        if not runs_files_of(conn, host, release):  # e.g. a fall-back put the previous one back, then died
+        if not runs_files_of(store.session, release):  # e.g. a fall-back put the previous one back, then died
             release.status = ReleaseStatus.INTERRUPTED
             store.save(release)
             notes.append(f"release {release.id} was being made current, but the host does not run its files: "
@@ -109,12 +119,12 @@ def close_interrupted(store: ReleaseStore, found: list[Interrupted]) -> list[str
     return notes
 
 
-def runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
-    """The unit and env files installed are the release's own (sha256 as recorded)."""
+def runs_files_of(s: HostFiles, release: Release) -> bool:
+    """The unit and env files installed on `s`'s host are the release's own (sha256 as recorded)."""
     files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
     if not files:
         return False
-    out = sh(conn, host, "sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
+    out = s.sh("sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
     found = {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
              if len(bits) == 2}
     return all(found.get(p) == sha for p, sha in files.items())
@@ -139,8 +149,8 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
     links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
     repaired = patches.undo_interrupted_runs(conn, host) + [
         f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
-    notes = links + repaired + finish_commits(conn, host)
     store = ReleaseStore(conn, host)
+    notes = links + repaired + finish_commits(store)
     found = find(store)
     notes += close_interrupted(store, found)
     marked = _rollback_marked(conn, host)

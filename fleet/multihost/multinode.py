@@ -344,7 +344,7 @@ class MultiNode:
         if not all(n.deployer.serve.key_unchanged(n.conn) for n in self.nodes):
             return False
         # a rollback that died after starting its target runs that release's files under the current one's name
-        if not all(recovery.runs_files_of(n.conn, n.host, n.prior) for n in self.nodes):
+        if not all(recovery.runs_files_of(n.session, n.prior) for n in self.nodes):
             return False
         if any(unit_state(n.conn, n.host, n.deployer.serve.unit).get("ActiveState") != "active" for n in self.nodes):
             return False

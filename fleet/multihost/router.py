@@ -379,13 +379,13 @@ class RouterHooks:
         unit = self.book.router.unit  # type: ignore[union-attr]
         notes += [f"removed {'a new `current` link' if CURRENT_TEMP in p else 'a temp file'} a dead run left: {p}"
                   for p in recovery.drop_temp_files(conn, self.host, unit, ROUTER_ROOT)]
-        notes += recovery.finish_commits(conn, self.host, ROUTER_ROOT)
+        notes += recovery.finish_commits(store)
         found = recovery.find(store)
         notes += recovery.close_interrupted(store, found)
         current = store.current()
         # Not only after a dead deploy (`found`): a rollback killed between putting its target back and moving
         # `current` leaves no release in progress, only a router running other files than `current` names.
-        if current is not None and not recovery.runs_files_of(conn, self.host, current):
+        if current is not None and not recovery.runs_files_of(store.session, current):
             copies = restore.verified_copies(store, current)
             if isinstance(copies, str):
                 raise FleetError(f"{self.host.name}: after an interrupted router deploy: {copies}")
