@@ -143,17 +143,19 @@ def after_lock(conn: Connection, host: Host, book: Playbook | None, unit: str, l
     return notes
 
 
-def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say: Callable[[str], None]) -> list[str]:
-    """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean."""
-    dropped = drop_temp_files(conn, host, unit)
+def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say: Callable[[str], None],
+            store: ReleaseStore | None = None) -> list[str]:
+    """Close what dead runs left (see the module's doc). Returns one line per thing done; [] when clean. `store`:
+    the host's releases, read and written through its session (default ReleaseStore(conn, host))."""
+    store = store if store is not None else ReleaseStore(conn, host)
+    dropped = drop_temp_files(store.session, unit)
     links = [f"removed a new `current` link a dead run left: {p}" for p in dropped if CURRENT_TEMP in p]
     repaired = patches.undo_interrupted_runs(conn, host) + [
         f"removed a temp file left half-written: {p}" for p in dropped if CURRENT_TEMP not in p]
-    store = ReleaseStore(conn, host)
     notes = links + repaired + finish_commits(store)
     found = find(store)
     notes += close_interrupted(store, found)
-    marked = _rollback_marked(conn, host)
+    marked = _rollback_marked(store.session)
     if marked:
         notes.append(f"a rollback was interrupted ({marked})")
     for note in notes:
@@ -186,7 +188,7 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
     if marked:
-        sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+        store.session.sh(f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
     say(f"recovering: {notes[-1]}")
     return notes
 
@@ -201,9 +203,9 @@ def needs_playbook(conn: Connection, host: Host) -> list[str]:
     return out.split()
 
 
-def _rollback_marked(conn: Connection, host: Host) -> str | None:
+def _rollback_marked(s: HostFiles) -> str | None:
     """What a dead rollback's mark says (to, from), or None when there is none."""
-    out = sh(conn, host, f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
+    out = s.sh(f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
     if not out:
         return None
     try:
@@ -215,13 +217,13 @@ def _rollback_marked(conn: Connection, host: Host) -> str | None:
     return f"to {str(mark.get('to'))[:40]} from {str(mark.get('from'))[:40]}"
 
 
-def drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -> list[str]:
+def drop_temp_files(s: HostFiles, unit: str, root: str = ROOT) -> list[str]:
     """write_atomic's temp files that a killed writer left next to the unit and env files, and mark_current's new
     link to a release that a run killed (or a failed rename) left beside `current`: the paths removed (one round
     trip; it runs under the host lock, so no live run's link is among them)."""
     pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-"),
              (root, CURRENT_TEMP)]
-    return sh(conn, host, drop_temp_command(pairs)).split()
+    return s.sh(drop_temp_command(pairs)).split()
 
 
 def drop_temp_command(pairs: list[tuple[str, str]]) -> str:

@@ -378,7 +378,7 @@ class RouterHooks:
         notes = [lock.recovered] if lock.recovered else []
         unit = self.book.router.unit  # type: ignore[union-attr]
         notes += [f"removed {'a new `current` link' if CURRENT_TEMP in p else 'a temp file'} a dead run left: {p}"
-                  for p in recovery.drop_temp_files(conn, self.host, unit, ROUTER_ROOT)]
+                  for p in recovery.drop_temp_files(store.session, unit, ROUTER_ROOT)]
         notes += recovery.finish_commits(store)
         found = recovery.find(store)
         notes += recovery.close_interrupted(store, found)

@@ -15,7 +15,7 @@ from fleet.deploy import before_fleet as rollback
 from fleet.deploy import recovery
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
-from fleet.host.releases import BEFORE_FLEET, RELEASES, ROLLBACK_MARK, Release, file_key
+from fleet.host.releases import BEFORE_FLEET, RELEASES, ROLLBACK_MARK, Release, ReleaseStore, file_key
 from fleet.host.releases import CURRENT as CURRENT_LINK
 from fleet.host.render import env_file, unit_file
 from fleet.host.service import ServiceError, sha256
@@ -59,6 +59,8 @@ def host(monkeypatch):
             state["unit"] = "active"
         if cmd == f"rm -f -- {ROLLBACK_MARK}":
             state.pop(ROLLBACK_MARK, None)
+        if cmd.startswith(f"cat -- {ROLLBACK_MARK}"):
+            return state.get(ROLLBACK_MARK, b"").decode()
         if cmd.startswith(f"readlink {CURRENT_LINK}"):
             return f"releases/{state['current']}\n" if state["current"] else ""
         return ""
@@ -180,22 +182,11 @@ def test_a_run_killed_after_the_stop_leaves_its_mark_and_the_next_recovery_puts_
     assert ROLLBACK_MARK in host and host[UNIT] == OLD[UNIT]
     restored: list[str] = []
 
-    class Store:
-        def __init__(self, *a):
-            pass
-
-        def current(self):
-            return CURRENT
-
-    monkeypatch.setattr(recovery, "drop_temp_files", lambda *a: [])
     monkeypatch.setattr(recovery.patches, "undo_interrupted_runs", lambda *a: [])
-    monkeypatch.setattr(recovery, "finish_commits", lambda *a: [])
-    monkeypatch.setattr(recovery, "find", lambda *a: [])
-    monkeypatch.setattr(recovery, "sh", lambda c, h, cmd, **k: host.get(ROLLBACK_MARK, b"").decode()
-                        if cmd.startswith("cat") else "")
-    monkeypatch.setattr(recovery, "ReleaseStore", Store)
     monkeypatch.setattr(recovery.restore, "restore",
                         lambda c, h, s, r, b, say: restored.append(r.id) or Attempt("x", Outcome.READY, "up", 0))
-    notes = recovery.recover(None, HOST, object(), "sglang", lambda m: None)  # type: ignore[arg-type]
+    store = ReleaseStore.on(host["session"])  # no temp file, no release committing or in progress
+    notes = recovery.recover(None, HOST, object(), "sglang", lambda m: None, store)  # type: ignore[arg-type]
     assert restored == [CURRENT.id]
     assert any("a rollback was interrupted (to before-fleet" in n for n in notes), notes
+    assert ROLLBACK_MARK not in host  # finished: the next run does not restore again

@@ -212,7 +212,8 @@ def test_a_router_rollback_killed_before_its_move_of_current_is_put_back_by_the_
     host.kept = {(p, sha256(d)): d for p, d in NEW.items()}  # what the rollback's writes kept
 
     def answer(command):
-        """sha256sum of the router host's files; no release committing nor in progress (a rollback opens none)."""
+        """sha256sum of the router host's files; no temporary file left, no release committing nor in progress (a
+        rollback opens none)."""
         if command.startswith("sha256sum -- "):
             return 0, "".join(f"{sha256(d)}  {p}\n" for p, d in host.files.items() if p in command)
         return 0, ""
@@ -224,6 +225,5 @@ def test_a_router_rollback_killed_before_its_move_of_current_is_put_back_by_the_
             return before
 
     hooks.stores = lambda *a: Store(NEW)
-    monkeypatch.setattr(routing.recovery, "drop_temp_files", lambda *a: [])
     notes = hooks.recover(None, SimpleNamespace(recovered=None), lambda m: None)
     assert host.files == NEW and "router release r2 put back and restarted" in notes
