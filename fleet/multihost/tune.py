@@ -397,9 +397,10 @@ class Tuner:
 
 def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
                progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool],
-               runs: int | None = None) -> list[TuneResult]:
+               runs: int | None = None, tuner: type[Tuner] | None = None) -> list[TuneResult]:
     """One host at a time (each may ask first); a host that fails is a result with its error, bad input
-    (or a tune not confirmed) raises."""
+    (or a tune not confirmed) raises. `tuner`: what tunes a host (Tuner)."""
+    tuner_of = tuner or Tuner
     def ask(question: str) -> bool:  # at the terminal, on the main thread: a Ctrl-C there ends the tune at once
         return parallel.on_main(lambda: confirm(question))
 
@@ -409,7 +410,7 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
             with parallel.interruptible():
                 parallel.checkpoint()  # no later host is started after a Ctrl-C
             try:
-                results.append(Tuner(host, book, path, opts, progress_for(host), secrets, ask, runs).run())
+                results.append(tuner_of(host, book, path, opts, progress_for(host), secrets, ask, runs).run())
             except InputError:
                 raise
             except FleetError as exc:

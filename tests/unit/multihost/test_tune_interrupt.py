@@ -75,7 +75,7 @@ class Source:
 
 
 class World:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fall_back_s: float = 0.0):
+    def __init__(self, tmp_path: Path, fall_back_s: float = 0.0):
         self.exchange, self.started = Exchange(), threading.Event()
         self.sources: list[Source] = []
         self.fall_backs: list[str] = []
@@ -86,20 +86,24 @@ class World:
         self.book_path = book_path
         world = self
 
-        def attempt(runner: AttemptRunner, conn: object, run: object, rung: object, sglang: object,
-                    measure: object = None) -> tuple[Attempt, object]:
-            name = getattr(rung, "name", "?")
-            world.attempts.append(name)
-            runner.touched = True
-            source = Source(world.exchange, world.started)
-            world.sources.append(source)
-            try:  # the journal follower as AttemptRunner.attempt runs it: journal.follow, the source closed after
-                journal.follow(source, LogWatcher(), lambda: None)
-            finally:
-                source.close()
-            return Attempt(name, Outcome.READY, "ready", 0.1), None
+        class Runner(AttemptRunner):
+            def attempt(self, conn: object, run: object, rung: object, sglang: object,
+                        measure: object = None) -> tuple[Attempt, object]:
+                name = getattr(rung, "name", "?")
+                world.attempts.append(name)
+                self.touched = True
+                source = Source(world.exchange, world.started)
+                world.sources.append(source)
+                try:  # the journal follower as AttemptRunner.attempt runs it: journal.follow, the source closed
+                    journal.follow(source, LogWatcher(), lambda: None)
+                finally:
+                    source.close()
+                return Attempt(name, Outcome.READY, "ready", 0.1), None
 
-        def fall_back(tuner: tune.Tuner, conn: object, store: object, release: Release, previous: Release | None,
+            def judge_hardware(self, *a: object) -> bool:
+                return False
+
+        def fall_back(conn: object, store: object, release: Release, previous: Release | None,
                       why: str) -> FellBack:
             for _ in range(3):  # the fall-back's own commands go over the same connection
                 world.exchange()
@@ -107,23 +111,33 @@ class World:
             world.fall_backs.append(why)
             return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
 
+        self.fall_back = fall_back  # what the tuner's fall-back does (a test may give another)
+
         class Run:
             store = None
             release = Release(id="rel-tune", host="h0", playbook="llama", playbook_sha256="0", created="now")
 
-        def run(tuner: tune.Tuner) -> tune.TuneResult:
-            tuner.confirm("h0 is serving: go ahead?")
-            result = tune.TuneResult("h0", DeployStatus.FAILED)
-            return tuner._climb(None, Run(), list(BOOK.ladder), None, result, Run.release)  # type: ignore[arg-type]
+        class Tuner(tune.Tuner):
+            """A tune of h0 straight into its climb, on Runner, falling back as the world says."""
 
-        monkeypatch.setattr(AttemptRunner, "attempt", attempt)
-        monkeypatch.setattr(AttemptRunner, "judge_hardware", lambda *a: False)
-        monkeypatch.setattr(tune.Tuner, "fall_back", fall_back)
-        monkeypatch.setattr(tune.Tuner, "run", run)
+            def __init__(self, *args: object) -> None:
+                super().__init__(*args)  # type: ignore[arg-type]
+                self.runner = Runner(self.serve, self.progress, self.serve.gate(compare_history=False), measure=True)
+
+            def fall_back(self, conn: object, store: object, release: Release, previous: Release | None,
+                          why: str) -> FellBack:
+                return world.fall_back(conn, store, release, previous, why)
+
+            def run(self) -> tune.TuneResult:
+                self.confirm("h0 is serving: go ahead?")
+                result = tune.TuneResult("h0", DeployStatus.FAILED)
+                return self._climb(None, Run(), list(BOOK.ladder), None, result, Run.release)  # type: ignore[arg-type]
+
+        self.tuner = Tuner
 
     def tune(self, confirm=lambda q: True) -> list[tune.TuneResult]:
         return tune.tune_hosts([HOST], BOOK, self.book_path, ConnectOptions(), {}, lambda h: self.lines.append,
-                               confirm, runs=0)
+                               confirm, runs=0, tuner=self.tuner)
 
 
 def interrupt_when(event: threading.Event, after: float = 0.1, again_after: float | None = None) -> threading.Thread:
@@ -141,8 +155,8 @@ def interrupt_when(event: threading.Event, after: float = 0.1, again_after: floa
 
 
 def test_ctrl_c_while_a_rung_starts_is_taken_between_exchanges_and_the_release_before_comes_back(
-        monkeypatch, tmp_path):
-    world = World(monkeypatch, tmp_path)
+        tmp_path):
+    world = World(tmp_path)
     presser = interrupt_when(world.started)
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):  # the CLI's exit 130
@@ -156,8 +170,8 @@ def test_ctrl_c_while_a_rung_starts_is_taken_between_exchanges_and_the_release_b
     assert time.monotonic() - start < 5
 
 
-def test_a_second_ctrl_c_stops_waiting_for_the_fall_back(monkeypatch, tmp_path):
-    world = World(monkeypatch, tmp_path, fall_back_s=30)
+def test_a_second_ctrl_c_stops_waiting_for_the_fall_back(tmp_path):
+    world = World(tmp_path, fall_back_s=30)
     presser = interrupt_when(world.started, again_after=0.5)
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
@@ -167,8 +181,8 @@ def test_a_second_ctrl_c_stops_waiting_for_the_fall_back(monkeypatch, tmp_path):
     assert world.exchange.landed_inside == 0
 
 
-def test_ctrl_c_at_the_question_ends_at_once_with_nothing_changed(monkeypatch, tmp_path):
-    world = World(monkeypatch, tmp_path)
+def test_ctrl_c_at_the_question_ends_at_once_with_nothing_changed(tmp_path):
+    world = World(tmp_path)
     asked = threading.Event()
 
     threads = []
@@ -204,9 +218,9 @@ def test_without_ctrl_c_the_work_s_result_and_errors_reach_the_caller_and_checkp
     assert parallel.on_worker(work) == "done"
 
 
-def test_a_checkpoint_outside_an_interruptible_region_never_raises(monkeypatch, tmp_path):
+def test_a_checkpoint_outside_an_interruptible_region_never_raises(tmp_path):
     """The fall-back after the Ctrl-C follows the journal too (journal.follow checkpoints): it is not cut."""
-    world = World(monkeypatch, tmp_path)
+    world = World(tmp_path)
     followed = []
 
     def fall_back(*a: object) -> FellBack:
@@ -214,10 +228,10 @@ def test_a_checkpoint_outside_an_interruptible_region_never_raises(monkeypatch, 
         reads = iter(["", "", None])
         source.read = lambda timeout: (world.exchange(), next(reads))[1]  # type: ignore[method-assign]
         followed.append(journal.follow(source, LogWatcher(), lambda: None))
-        world.fall_backs.append(str(a[5]))
+        world.fall_backs.append(str(a[4]))  # why
         return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
 
-    monkeypatch.setattr(tune.Tuner, "fall_back", fall_back)
+    world.fall_back = fall_back
     presser = interrupt_when(world.started)
     with pytest.raises(KeyboardInterrupt):
         world.tune()
