@@ -16,6 +16,7 @@ from fleet.cli.hosttext import escape, visible
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
+from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import versions_of
@@ -58,9 +59,10 @@ def progress_to(as_json: bool) -> Callable[[Host], Progress]:
 
 def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[[], ConnectOptions], as_json: bool,
            dry_run: bool, force: bool, serial: str | None = None, max_fail: str | None = None,
-           host_timeout: str | float | None = None, yes: bool = True, wide: bool = False) -> int:
+           host_timeout: str | float | None = None, yes: bool = True, wide: bool = False,
+           deployer_of: type[Deployer] = Deployer) -> int:
     """connect: how to connect, or what makes it once the plan is agreed (--ask-become-pass prompts then, after the
-    operator said yes to the plan, never before it is shown)."""
+    operator said yes to the plan, never before it is shown). `deployer_of`: what deploys one host."""
     # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
     sizes = rollout.parse_serial(serial)
     limit = rollout.parse_max_fail(max_fail)
@@ -84,8 +86,10 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
-        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide)
-    results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
+        return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide,
+                        deployer_of)
+    results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force,
+                           deployer_of=deployer_of)
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -188,7 +192,8 @@ def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus], wi
 
 def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
-             timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False) -> int:
+             timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False,
+             deployer_of: type[Deployer] = Deployer) -> int:
     plan = rolling.plan_batches(hosts, sizes)
     board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
     live: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -198,7 +203,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json), board, hooks)
+                                progress_to(as_json), board, hooks, deployer_of)
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "

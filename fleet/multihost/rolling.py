@@ -45,12 +45,14 @@ def collect(outcomes: Sequence[parallel.Outcome[DeployResult]]) -> list[DeployRe
 
 
 def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-         say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False) -> list[DeployResult]:
+         say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False,
+         deployer_of: type[Deployer] = Deployer) -> list[DeployResult]:
     """Every host deployed on its own, in parallel (a dry run, or one host). What a deploy showed is learned as a
-    rolling deploy's host teaches it (learn); a dry run changes and learns nothing."""
+    rolling deploy's host teaches it (learn); a dry run changes and learns nothing. `deployer_of`: what deploys
+    one host (Deployer)."""
     def one(host: Host) -> DeployResult:
         say = say_for(host)
-        deployer = Deployer(host, book, path, opts, say, secrets)
+        deployer = deployer_of(host, book, path, opts, say, secrets)
         result = deployer.run(dry_run=dry_run, force=force)
         if not dry_run:
             learn(book, deployer, host, result, say)
@@ -107,8 +109,9 @@ def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollo
 
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
-             board: Board, hooks: RouterHooks | None = None) -> Rollout:
-    """The batches of `plan` one after the other; `plan` filled in with the results and returned."""
+             board: Board, hooks: RouterHooks | None = None, deployer_of: type[Deployer] = Deployer) -> Rollout:
+    """The batches of `plan` one after the other; `plan` filled in with the results and returned. `deployer_of`:
+    what deploys one host (Deployer; a router playbook's hooks make their own)."""
     hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
@@ -124,7 +127,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             said(message)
 
         deployer = hooks.deployer(host, book, path, opts, say, secrets) if hooks else \
-            Deployer(host, book, path, opts, say, secrets)
+            deployer_of(host, book, path, opts, say, secrets)
         try:
             result = deployer.run(force=force)
         except FleetError as exc:

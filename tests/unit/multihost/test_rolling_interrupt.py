@@ -80,22 +80,30 @@ def fake(monkeypatch, tmp_path):
             return future
 
         monkeypatch.setattr(parallel.Pool, "submit", recorded)
-        monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
         return f
 
     return install
 
 
-def deploy(n: int, serial: str) -> int:
+def scripted(run) -> type[Deployer]:
+    """A Deployer whose run is `run(deployer)`."""
+    class Scripted(Deployer):
+        def run(self, dry_run=False, force=False):
+            return run(self)
+    return Scripted
+
+
+def deploy(n: int, serial: str, f: Fake) -> int:
     try:
-        return deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, serial=serial)
+        return deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, serial=serial,
+                                 deployer_of=scripted(lambda d: f.run(d)))
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped the rolling deploy: no summary, no cleanup")
 
 
 def test_ctrl_c_cancels_queued_hosts_lets_the_in_flight_one_end_and_says_where_each_is(fake, capsys):
     f = fake(h0_s=0.5)
-    rc = deploy(4, "2")
+    rc = deploy(4, "2", f)
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert rc == 130 and data["interrupted"] is True and data["stopped"] == "interrupted by the operator (Ctrl-C)"
@@ -106,9 +114,9 @@ def test_ctrl_c_cancels_queued_hosts_lets_the_in_flight_one_end_and_says_where_e
 
 
 def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, capsys):
-    fake(h0_s=3600, again_after=0.8)  # h0 never ends within the test
+    f = fake(h0_s=3600, again_after=0.8)  # h0 never ends within the test
     start = time.monotonic()
-    rc = deploy(3, "1")
+    rc = deploy(3, "1", f)
     assert time.monotonic() - start < 5
     data = json.loads(capsys.readouterr().out)
     assert rc == 130 and [h["status"] for h in data["hosts"]] == ["failed", "skipped", "skipped"]
@@ -118,15 +126,16 @@ def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, 
 class Hooks:
     """RouterHooks' surface: records that the cleanup ran, with every host's result."""
 
-    def __init__(self):
+    def __init__(self, run=None):
         self.after_called: list[str] = []
         self.finished: list[tuple[str, str]] | None = None
+        self.run = run  # what a replica's deploy does: run(deployer)
 
     def start(self):
         pass
 
     def deployer(self, host, book, path, opts, say, secrets):
-        return Deployer(host, book, path, opts, say, secrets)
+        return scripted(self.run)(host, book, path, opts, say, secrets)
 
     def after(self, host, result):
         self.after_called.append(host.name)
@@ -145,8 +154,8 @@ class Watch:
 
 
 def test_the_router_cleanup_runs_after_ctrl_c_with_every_hosts_place(fake, tmp_path):
-    fake(h0_s=1.0)
-    hooks = Hooks()
+    f = fake(h0_s=1.0)
+    hooks = Hooks(f.run)
     plan = rolling.plan_batches(hosts(3), rollout.parse_serial("1"))
     try:
         done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False,
@@ -171,9 +180,8 @@ def test_a_router_playbook_without_serial_takes_one_replica_out_at_a_time(monkey
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "replicas.yaml").write_text("name: replicas\n")
     monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (ROUTED, tmp_path / "replicas.yaml"))
-    monkeypatch.setattr(deploy_cmd.routing, "prepare", lambda *a: Hooks())
-    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
-        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
+    monkeypatch.setattr(deploy_cmd.routing, "prepare", lambda *a: Hooks(lambda d: DeployResult(
+        d.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})))
     rc = deploy_cmd.deploy(hosts(3), "replicas", ConnectOptions(), True, False, False, serial=serial)
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and [b["hosts"] for b in data["batches"]] == batches
@@ -183,13 +191,12 @@ def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_bac
                                                                                                  tmp_path):
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
 
-    def run(self, dry_run=False, force=False):
-        time.sleep(0.6 if self.host.name == "h0" else 0.05)
-        return DeployResult(self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})
+    def run(deployer):
+        time.sleep(0.6 if deployer.host.name == "h0" else 0.05)
+        return DeployResult(deployer.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})
 
-    monkeypatch.setattr(Deployer, "run", run)
     (tmp_path / "llama.yaml").write_text("name: llama\n")
-    hooks = Hooks()
+    hooks = Hooks(run)
     plan = rolling.plan_batches(hosts(2), None)
     done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(1),
                             0.4, lambda h: (lambda m: None), Watch(), hooks)  # type: ignore[arg-type]
@@ -203,9 +210,6 @@ def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_bac
 def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypatch, tmp_path):
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "llama.yaml").write_text("name: llama\n")
-    monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: DeployResult(
-        self.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
-
     class Cut(Hooks):
         host = hosts(1)[0]
         events: list = []
@@ -214,9 +218,10 @@ def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypat
             raise KeyboardInterrupt
 
     plan = rolling.plan_batches(hosts(2), None)
+    cut = Cut(lambda d: DeployResult(d.host.name, DeployStatus.OK, release="r", config={"rung": "fast"}))
     try:
         done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False,
-                                rollout.Amount(0), None, lambda h: (lambda m: None), Watch(), Cut())  # type: ignore[arg-type]
+                                rollout.Amount(0), None, lambda h: (lambda m: None), Watch(), cut)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped the router's cleanup: no summary")
     assert done.interrupted and [r.status for r in done.results] == ["ok", "ok"]
@@ -240,10 +245,10 @@ def test_ctrl_c_while_a_batch_is_being_queued_still_tracks_the_host_already_runn
         return submit(pool, fn, *args, **kw)
 
     monkeypatch.setattr(parallel.Pool, "submit", interrupted_on_the_second)
-    monkeypatch.setattr(Fake, "run", lambda self, deployer: (time.sleep(0.3), DeployResult(
+    f.run = lambda deployer: (time.sleep(0.3), DeployResult(  # type: ignore[method-assign]
         deployer.host.name, DeployStatus.OK, release=f"rel-{deployer.host.name}", config={"rung": "fast"},
-        attempts=[Attempt("fast", "READY", "e", 0.1)]))[1])
-    rc = deploy(3, "2")
+        attempts=[Attempt("fast", "READY", "e", 0.1)]))[1]
+    rc = deploy(3, "2", f)
     data = json.loads(capsys.readouterr().out)
     assert rc == 130 and data["interrupted"] is True
     assert [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped"]
