@@ -37,7 +37,7 @@ from fleet.errors import FleetError
 from fleet.host import venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
-from fleet.host.service import stop_and_empty_gpus, unit_state
+from fleet.host.service import stop_and_empty_gpus
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
@@ -346,7 +346,7 @@ class MultiNode:
         # a rollback that died after starting its target runs that release's files under the current one's name
         if not all(recovery.runs_files_of(n.session, n.prior) for n in self.nodes):
             return False
-        if any(unit_state(n.conn, n.host, n.deployer.serve.unit).get("ActiveState") != "active" for n in self.nodes):
+        if any(n.session.unit_state(n.deployer.serve.unit).get("ActiveState") != "active" for n in self.nodes):
             return False
         return health_check(self.nodes[0].conn, self.nodes[0].host, self.book)[0] == Outcome.READY
 

@@ -132,13 +132,16 @@ def test_a_deployment_whose_nodes_run_other_files_than_its_release_is_not_unchan
     for n in m.nodes:
         n.previous = n.previous.__class__(**{**n.previous.__dict__, "playbook_sha256": m.book_sha})
         n.deployer.serve = replace(n.deployer.serve, secrets={})  # no key to compare: unchanged
-    def sums(n):  # sha256sum on a node: its release's own files, or others
-        return lambda cmd: (0, "".join(f"{meta['sha256'] if runs[n.host.name] else 'f' * 64}  {path}\n"
-                                       for path, meta in n.previous.files.items()))
+    def sums(n):  # sha256sum on a node: its release's own files, or others; its unit active
+        def answer(cmd):
+            if cmd.startswith("systemctl show"):
+                return 0, "ActiveState=active\n"
+            return 0, "".join(f"{meta['sha256'] if runs[n.host.name] else 'f' * 64}  {path}\n"
+                              for path, meta in n.previous.files.items())
+        return answer
 
     for n in m.nodes:
         n.session = FakeSession(n.host, answer=sums(n))
-    monkeypatch.setattr(multinode, "unit_state", lambda conn, host, unit: {"ActiveState": "active"})
     monkeypatch.setattr(multinode, "health_check", lambda conn, host, book: (Outcome.READY, "healthy"))
     assert m._unchanged()
     runs["n1"] = False
