@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
@@ -14,6 +14,8 @@ from fleet.inventory import Host
 from fleet.logs.follow import LogLine, check_since, stream
 from fleet.logs.rules import Severity
 from fleet.ssh.connect import ConnectOptions
+
+Reader = Callable[[Host, ConnectOptions, bool, str | None, Callable[[LogLine], None], threading.Event], None]
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,7 +25,9 @@ _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO:
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
-        as_json: bool, console: Console) -> int:
+        as_json: bool, console: Console, read: Reader = stream) -> int:
+    """`inv logs`: each host's journal (`read`: fleet.logs.follow.stream), drawn or as --json lines; exit 1 when
+    a fatal line was shown."""
     if only not in (None, "fatal", "warning"):
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since fails before any host is contacted
@@ -74,7 +78,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
 
     def one(host: Host) -> None:
         try:
-            stream(host, opts, follow, since, counted, stop)
+            read(host, opts, follow, since, counted, stop)
         except Exception as exc:  # one host's failure must not end the others' streams
             errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
 

@@ -78,9 +78,9 @@ def test_logs_exit_1_when_they_show_a_fatal_line(case, lines, only, code, as_jso
         for line in lines:
             emit(line)
 
-    monkeypatch.setattr(logs, "stream", stream)
     console = SimpleNamespace(print=lambda *a, **k: None)
-    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, only, as_json, console) == code  # type: ignore[list-item, arg-type]
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, only, as_json, console,  # type: ignore[list-item, arg-type]
+                    read=stream) == code
     err = capsys.readouterr().err
     assert ("fatal lines (exit 1): sbx0: " in err) == (code == 1)
 
