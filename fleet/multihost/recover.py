@@ -123,7 +123,7 @@ def reboot(s: HostSession) -> None:
         raise FleetError(f"{s.name}: `systemctl reboot` refused (exit {rc}): {refusal(said)}; nothing was rebooted")
 
 
-def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
+def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep: Sleep = time.sleep) -> None:
     """A reset, or a stop then a start. Once a stop was sent, the start is always sent, whatever ends the wait
     for the stop (its deadline, an API error, Ctrl-C); a start that fails says plainly the VM may be stopped
     and how to start it."""
@@ -143,7 +143,7 @@ def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> None:
             if time.monotonic() > deadline:
                 late = f"Proxmox VM {proxmox.guest.vmid} still running {wait_s:g}s after stop"
                 break
-            time.sleep(1)
+            sleep(1)
     finally:  # an error or Ctrl-C in the wait goes on after the start
         try:
             say(f"start: {proxmox.start()}")
@@ -159,10 +159,11 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 
 
 Sessions = Callable[[Host, ConnectOptions], HostSession]  # how a session to a host is opened (tests: a fake)
+Sleep = Callable[[float], None]  # how the waits for a VM and for SSH pause between looks (tests: no pause)
 
 
 def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str,
-                 sessions: Sessions = HostSession.open) -> HostSession:
+                 sessions: Sessions = HostSession.open, sleep: Sleep = time.sleep) -> HostSession:
     """A session on the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in the old
     boot, before the reboot takes it down, is not the recovered host)."""
     deadline = time.monotonic() + wait_s
@@ -179,10 +180,10 @@ def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str,
             pass
         if time.monotonic() > deadline:
             raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
-        time.sleep(1)
+        sleep(1)
 
 
-def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> list[str]:
+def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep: Sleep = time.sleep) -> list[str]:
     """The VM reset or stop/start, and what the node's NVIDIA functions share a reset with (a note: a token
     without Sys.Audit on the node still resets its VM)."""
     groups: dict[int, list[str]] = {}
@@ -193,7 +194,7 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> lis
             f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
     except ProxmoxError as exc:
         steps = [f"NVIDIA functions on the node not listed ({exc})"]
-    vm(proxmox, action, wait_s, say)
+    vm(proxmox, action, wait_s, say, sleep)
     return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
 
 
@@ -209,7 +210,8 @@ def probed_again(s: HostSession, result: RecoverResult) -> RecoverResult:
 
 
 def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
-                      dry_run: bool, wait_s: float, say: Progress, sessions: Sessions) -> RecoverResult:
+                      dry_run: bool, wait_s: float, say: Progress, sessions: Sessions,
+                      sleep: Sleep = time.sleep) -> RecoverResult:
     """SSH cannot reach a Proxmox guest and the operator said --unreachable: the VM reset (or stop/start)
     without a probe, then its next boot."""
     why = f"SSH cannot reach it: {silent}"
@@ -218,14 +220,15 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
         result.ok = True
         return result
     say(f"{why}; the VM goes through the Proxmox API")
-    result.steps += vm_steps(proxmox, result.action, wait_s, say)
+    result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
     say("waiting for SSH")
-    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions), result)
+    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep), result)
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
-            unreachable: bool = False, sessions: Sessions = HostSession.open) -> RecoverResult:
+            unreachable: bool = False, sessions: Sessions = HostSession.open,
+            sleep: Sleep = time.sleep) -> RecoverResult:
     """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
     Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
@@ -240,7 +243,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             raise ConnectError(f"{exc}; {host.name} is a Proxmox guest: `inv recover --host {host.name} "
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
                                "what it serves)", unreachable=True) from None
-        return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions)
+        return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions, sleep)
     lost, lock, stopped = False, None, []
     try:
         facts = s.probe()
@@ -266,19 +269,19 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
                 lock, stopped = run.keep_lock_through_reboot(), list(run.stopped)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
-                reboot_or_reset(s, proxmox, result, wait_s, say)
+                reboot_or_reset(s, proxmox, result, wait_s, say, sleep)
     finally:
         s.close()
     if lost and result.action != GPU_RESET:  # over a new connection (or the API); refused: put back over one too
         try:
-            _after_lost_link(host, opts, proxmox, result, wait_s, say, sessions)
+            _after_lost_link(host, opts, proxmox, result, wait_s, say, sessions, sleep)
         except FleetError as exc:
             raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
     if result.action == GPU_RESET:
         return probed_again(sessions(host, opts), result)
     say("waiting for SSH")
     try:
-        s = wait_for_ssh(host, opts, wait_s, boot, sessions)
+        s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep)
     except FleetError as exc:
         raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
     if lock is not None and (problem := release_after_reboot(s, lock)):
@@ -287,7 +290,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
 
 
 def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, result: RecoverResult, wait_s: float,
-                    say: Progress) -> None:
+                    say: Progress, sleep: Sleep = time.sleep) -> None:
     """The whole machine, as the plan says: `systemctl reboot` on `s`, or the VM's reset through the API."""
     if result.action == REBOOT:
         say("rebooting")
@@ -295,20 +298,20 @@ def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, result: RecoverResu
         result.steps.append("systemctl reboot")
     elif result.action in (VM_RESET, VM_POWER_CYCLE):
         assert proxmox is not None
-        result.steps += vm_steps(proxmox, result.action, wait_s, say)
+        result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
 
 
 def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, result: RecoverResult,
-                     wait_s: float, say: Progress, sessions: Sessions) -> None:
+                     wait_s: float, say: Progress, sessions: Sessions, sleep: Sleep = time.sleep) -> None:
     """The link was lost under `nvidia-smi -r`: the reset's outcome is unknown, so the machine goes through a
     reboot (on a new connection) or the VM's reset."""
     if result.action != REBOOT:  # the API needs no connection to the host
         assert proxmox is not None
-        result.steps += vm_steps(proxmox, result.action, wait_s, say)
+        result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
         return
     say("the connection was lost under the GPU reset: waiting for SSH to reboot")
     try:
-        again = wait_for_ssh(host, opts, wait_s, "", sessions)
+        again = wait_for_ssh(host, opts, wait_s, "", sessions, sleep)
     except FleetError:
         raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
                          f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "

@@ -221,11 +221,10 @@ def test_a_power_cycle_whose_wait_fails_still_sends_the_start(ends):
     assert vm.calls == ["status", "stop", "status", "start"]
 
 
-def test_a_stop_that_outlasts_wait_is_followed_by_a_start_and_said(monkeypatch):
-    monkeypatch.setattr(rec.time, "sleep", lambda s: None)
+def test_a_stop_that_outlasts_wait_is_followed_by_a_start_and_said():
     vm = FakeVm(["running"])
     with pytest.raises(FleetError, match=r"still running 0.01s after stop; a start was sent after it \(check"):
-        rec.vm(vm, rec.VM_POWER_CYCLE, 0.01, lambda m: None)
+        rec.vm(vm, rec.VM_POWER_CYCLE, 0.01, lambda m: None, sleep=lambda s: None)
     assert vm.calls[:2] == ["status", "stop"] and vm.calls[-1] == "start"
 
 
@@ -319,13 +318,12 @@ def test_recover_does_not_touch_a_host_another_operator_holds():
     assert not [c for c in link.calls if c.startswith(("systemctl stop", "nvidia-smi", "systemctl reboot"))]
 
 
-def test_a_link_lost_under_the_gpu_reset_that_never_comes_back_says_the_unit_is_stopped(monkeypatch):
+def test_a_link_lost_under_the_gpu_reset_that_never_comes_back_says_the_unit_is_stopped():
     link = Link(comes_back=False)
     link.facts = iter([wants_reset()])
-    monkeypatch.setattr(rec.time, "sleep", lambda s: None)
     with pytest.raises(FleetError, match=r"lost under `nvidia-smi -r` and did not come back in 0.2s; sglang was "
                                          r"stopped for the reset: reboot the host \(or start sglang\)"):
-        rec.recover(HOST, ConnectOptions(), None, wait_s=0.2, sessions=link.open)
+        rec.recover(HOST, ConnectOptions(), None, wait_s=0.2, sessions=link.open, sleep=lambda s: None)
 
 
 GUEST = pve.ProxmoxGuest(api="https://pve1:8006/api2/json", node="pve1", vmid=101, token_id="root@pam!fleet",

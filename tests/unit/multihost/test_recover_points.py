@@ -154,7 +154,8 @@ def run_recover(path: str, fault: tuple[int, str] | None) -> tuple[Machine, Base
     machine = Machine(refuse, fault)
     api = Api(machine) if guest else None
     try:
-        result = rec.recover(HOST, ConnectOptions(), api, wait_s=0.05, sessions=lambda h, o: Session(machine))
+        result = rec.recover(HOST, ConnectOptions(), api, wait_s=0.05, sleep=no_pause,
+                             sessions=lambda h, o: Session(machine))
     except (FleetError, KeyboardInterrupt) as exc:
         return machine, exc
     return machine, next((s for s in result.steps if s.startswith("the host lock")), None)
@@ -166,9 +167,8 @@ def points(path: str) -> list[str]:
     return machine.steps
 
 
-@pytest.fixture(autouse=True)
-def _no_sleep(monkeypatch):
-    monkeypatch.setattr(rec.time, "sleep", lambda s: None)
+def no_pause(seconds: float) -> None:
+    """The recovery's waits between looks (for SSH, for the VM), not taken."""
 
 
 def test_every_path_is_learnt_from_a_clean_run():
@@ -209,10 +209,10 @@ class RebootRefused(Machine):
 def test_a_refused_reboot_after_a_lost_reset_leaves_the_unit_running_and_the_lock_released():
     machine = RebootRefused(refuse=False)
     learnt = Machine(refuse=False)
-    rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sessions=lambda h, o: Session(learnt))
+    rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sleep=no_pause, sessions=lambda h, o: Session(learnt))
     machine.fault = (learnt.steps.index(next(s for s in learnt.steps if "-r -i" in s)), "lost")
     with pytest.raises(FleetError) as raised:
-        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sessions=lambda h, o: Session(machine))
+        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sleep=no_pause, sessions=lambda h, o: Session(machine))
     assert machine.boot == 1  # nothing rebooted
     assert machine.active, f"the unit is left stopped: {raised.value}"
     assert not machine.locked, f"the lock is left held: {raised.value}"
@@ -228,10 +228,10 @@ class ResetFails(Api):
 
 def test_a_failing_proxmox_api_after_a_lost_reset_leaves_the_unit_running_and_the_lock_released():
     learnt = Machine(refuse=False)
-    rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sessions=lambda h, o: Session(learnt))
+    rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sleep=no_pause, sessions=lambda h, o: Session(learnt))
     machine = Machine(refuse=False, fault=(next(i for i, s in enumerate(learnt.steps) if "-r -i" in s), "lost"))
     with pytest.raises(FleetError) as raised:
-        rec.recover(HOST, ConnectOptions(), ResetFails(machine), wait_s=0.05,
+        rec.recover(HOST, ConnectOptions(), ResetFails(machine), wait_s=0.05, sleep=no_pause,
                     sessions=lambda h, o: Session(machine))
     assert machine.boot == 1  # nothing was reset
     assert machine.active, f"the unit is left stopped: {raised.value}"
@@ -258,7 +258,7 @@ class RebootDoesNothing(Machine):
 def test_a_reboot_that_did_nothing_is_said_in_one_short_line():
     machine = RebootDoesNothing(refuse=True)
     with pytest.raises(FleetError) as raised:
-        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sessions=lambda h, o: Session(machine))
+        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sleep=no_pause, sessions=lambda h, o: Session(machine))
     text = str(raised.value)
     assert machine.active and not machine.locked  # the put-back itself worked
     assert "\n" not in text.strip(), f"{text.count(chr(10))} newlines"
@@ -281,7 +281,7 @@ class Refusing(Machine):
 def test_a_refused_reboot_is_said_in_one_short_line():
     machine = Refusing(refuse=True)
     with pytest.raises(FleetError) as raised:
-        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sessions=lambda h, o: Session(machine))
+        rec.recover(HOST, ConnectOptions(), None, wait_s=0.05, sleep=no_pause, sessions=lambda h, o: Session(machine))
     text = str(raised.value)
     assert machine.active and not machine.locked
     assert len(text) < 2000, len(text)
