@@ -32,7 +32,7 @@ from fleet.host.service import (
 )
 from fleet.inventory import Host
 from fleet.logs import journal
-from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, ServerVerdict
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
@@ -129,7 +129,7 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
 
 
 def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,
-                     sglang: str | None = None) -> Verdict:
+                     sglang: str | None = None) -> ServerVerdict:
     """Restart the unit, follow its journal to READY (or not; with the release's `sglang`, classified by its
     sites), then the health check."""
     cursor = journal.cursor(conn, host)

@@ -38,7 +38,7 @@ class Board(Protocol):
     def update(self, host: str, state: str | None = None, note: str | None = None) -> None: ...
 
 
-def collect(outcomes: Sequence[parallel.Outcome[DeployResult]]) -> list[DeployResult]:
+def collect(outcomes: Sequence[parallel.HostOutcome[DeployResult]]) -> list[DeployResult]:
     """An outcome that raised is a failed result with its error."""
     return [o.value if o.ok and o.value else DeployResult(o.host.name, DeployStatus.FAILED, error=o.error)
             for o in outcomes]

@@ -59,7 +59,7 @@ from fleet.multihost.router_plan import (
     unit_path,
     worker_url,
 )
-from fleet.outcomes import SERVING, DeployStatus, Outcome, Verdict
+from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
 from fleet.playbook import Playbook, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -113,7 +113,7 @@ class LiveRouter:
         return self._run(curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
                                key_in_query=True), timeout=timeout)
 
-    def generate(self, conn: Connection) -> Verdict:
+    def generate(self, conn: Connection) -> ServerVerdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
         code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
@@ -311,7 +311,7 @@ class RouterHooks:
         say(f"{outcome}: {evidence}")
         return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
 
-    def _ready(self, conn: Connection) -> Verdict:
+    def _ready(self, conn: Connection) -> ServerVerdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
@@ -414,7 +414,7 @@ class RouterHooks:
             say(f"recovering: {note}")
         return notes
 
-    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
+    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> ServerVerdict:
         """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         copies = restore.verified_copies(store, release)

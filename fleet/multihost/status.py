@@ -226,7 +226,7 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
         conn.close()
 
 
-def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
+def _row(o: parallel.HostOutcome[HostStatus]) -> HostStatus:
     if o.ok and o.value:
         return o.value
     return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")

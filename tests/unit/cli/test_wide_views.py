@@ -29,7 +29,7 @@ from fleet.host.releases import Release
 from fleet.inventory import Host
 from fleet.multihost.tune import TuneResult
 from fleet.outcomes import DeployStatus
-from fleet.parallel import Outcome
+from fleet.parallel import HostOutcome
 from fleet.ssh.remote import CommandResult
 
 REPO = Path(__file__).resolve().parents[3]
@@ -115,9 +115,9 @@ def host(name: str, address: str) -> Host:
 
 
 L_TXT = (PROFILES / "rtx-pro-6000-x8-proxmox/nvidia-smi/L.txt").read_text()
-EXECUTED = [Outcome(host(LONG_HOST, "10.0.0.1"), True, CommandResult("nvidia-smi -L", 0, L_TXT, ""), None, 0.4),
-            Outcome(host("sbx1", "10.0.0.2"), False, None, "10.0.0.2:22: connection refused (is sshd running on the "
-                                                             "host, and is the port right?)", 0.1)]
+EXECUTED = [HostOutcome(host(LONG_HOST, "10.0.0.1"), True, CommandResult("nvidia-smi -L", 0, L_TXT, ""), None, 0.4),
+            HostOutcome(host("sbx1", "10.0.0.2"), False, None,
+                        "10.0.0.2:22: connection refused (is sshd running on the host, and is the port right?)", 0.1)]
 ROUTER = {"host": "router-node", "unit": "sglang-router", "status": DeployStatus.DRY_RUN,
           "config": {"workers": [f"http://10.0.0.{i}:30000" for i in range(1, 9)]},
           "diff": "+ExecStart=/opt/venv/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port 30000 "
@@ -202,7 +202,7 @@ def test_wide_exec_prints_a_hosts_lines_as_sent_and_never_pads_them_to_its_longe
     padding every line to the longest (100 kB x 2,000 lines would be 200 MB); its escapes and markup shown, not
     obeyed."""
     hostile = "x" * 100_000 + "\n" + "\n".join(f"short {i} [red]\x1b[2J" for i in range(2000)) + "\n"
-    outcome = Outcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
+    outcome = HostOutcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
     lines = drawn(80, lambda c: execute.report([outcome], False, True, c))
     assert sum(len(line) for line in lines) < 200_000
     assert lines[:2] == ["0/1 hosts ok", "evil (10.0.0.9): exit 3"] and lines[2] == "evil: " + "x" * 100_000
