@@ -230,14 +230,13 @@ def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
 def parse_probe(text: str) -> str | None:
     """status.sh's leftovers section -> one line saying what a dead run left and what the next deploy does, or what a
     live one is doing; None when the host is clean."""
-    owner, releases, runs = None, [], []
+    owner: hostlock.LockOwner | None = None
+    releases: list[tuple[str, str]] = []
+    runs: list[str] = []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "lock" and rest.strip():
-            try:
-                owner = json.loads(rest)
-            except ValueError:
-                owner = {}
+            owner = hostlock.LockOwner.from_json(rest) or hostlock.LockOwner()
         elif kind == "release" and rest.strip():
             rid, _, event = rest.partition(" ")
             try:
