@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ from fleet.host.releases import now
 from fleet.inventory import Host
 from fleet.multihost import rollout
 from fleet.multihost.router import RouterHooks
+from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
@@ -90,11 +91,11 @@ class Rollout:
     interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
-    router: dict[str, Any] | None = None
+    router: RouterReport | None = None
 
     @property
     def ok(self) -> bool:
-        router_ok = self.router is None or self.router["status"] in SERVING
+        router_ok = self.router is None or self.router.serves
         return router_ok and not self.background and all(r.status in SERVING for r in self.results)
 
 
@@ -238,9 +239,10 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             plan.router = hooks.finish(hosts, plan.results)  # puts back every replica that serves
         except KeyboardInterrupt:  # Ctrl-C again: said, never hidden behind a traceback
             plan.interrupted = True
-            plan.router = {"host": hooks.host.name, "status": DeployStatus.FAILED, "workers": [],
-                           "events": hooks.events, "error": f"{hooks.host.name}: interrupted while the router was "
-                           "brought to the replicas that serve: deploy again to finish it"}
+            plan.router = RouterReport(RouterRun.INTERRUPTED, hooks.host.name, DeployStatus.FAILED,
+                                       events=tuple(hooks.events),
+                                       error=f"{hooks.host.name}: interrupted while the router was brought to the "
+                                             "replicas that serve: deploy again to finish it")
     return plan
 
 
@@ -272,4 +274,6 @@ def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> lis
         if hooks:
             late = hooks.after(plan.hosts[where[name]], late)
         plan.results[where[name]] = late
+    if hooks and plan.router is not None:  # the late replicas' moves in and out of the router
+        plan.router = replace(plan.router, events=tuple(hooks.events))
     return left
