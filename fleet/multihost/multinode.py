@@ -324,8 +324,7 @@ class MultiNode:
                 for m in self.nodes:
                     m.result.error = f"{exc}; nothing was stopped on any node"
                 return False
-            n.result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent,
-                             "bytes_sent": venv.bytes_sent, "seconds": round(venv.seconds, 2)}
+            n.result.venv = venv.record()
             n.facts = probe_run.probe_on(n.conn, n.deployer.host)
             n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
         return True
