@@ -45,6 +45,9 @@ RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
 
 @dataclass
 class RecoverResult:
+    """One host's `inv recover` as `--json` prints it: the action taken (or NOTHING) and why, each step, the GPU
+    faults before and after, and whether the host can serve again."""
+
     host: str
     action: str = NOTHING
     why: str = ""
