@@ -209,7 +209,8 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
     if as_json:
-        print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
+        print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],
+                    "stopped": done.stopped,
                     "interrupted": done.interrupted, "canary": done.canary,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router.to_json()} if done.router else {})})
