@@ -111,3 +111,31 @@ def test_recovery_removes_a_dead_run_s_new_current_link_and_temp_files_but_nothi
     assert sorted(out) == sorted([str(etc / ".sglang.env.fleet-12-34"), str(root / ".current.0a1b2c3d")])
     assert sorted(p.name for p in root.iterdir()) == ["current"] and [p.name for p in etc.iterdir()] == ["sglang.env"]
     assert subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout == ""
+
+
+class _Saved:
+    """A release store that keeps what close_interrupted saves and logs."""
+
+    def __init__(self) -> None:
+        self.saved: list[dict] = []
+        self.events: list[dict] = []
+
+    def save(self, release: releases.Release) -> None:
+        self.saved.append(json.loads(json.dumps(release.to_json())))
+
+    def event(self, release: releases.Release, event: dict) -> None:
+        self.events.append(event)
+
+
+def test_an_interrupted_release_records_the_rung_its_journal_named_and_a_dash_for_anything_else():
+    def it(rung: object) -> recovery.Interrupted:
+        rel = releases.Release(id="20261130T101010Z-abcd", host="h", playbook="p", playbook_sha256="0", created="t")
+        return recovery.Interrupted(rel, "stop", rung if isinstance(rung, str) else None)
+
+    store = _Saved()
+    notes = recovery.close_interrupted(store, [it("fast"), it({"x": 1})])  # type: ignore[arg-type]
+    assert [s["attempts"] for s in store.saved] == [
+        [{"rung": "fast", "outcome": "INTERRUPTED", "evidence": "the fleet run died after step stop", "seconds": 0}],
+        [{"rung": "-", "outcome": "INTERRUPTED", "evidence": "the fleet run died after step stop", "seconds": 0}]]
+    assert notes[0].endswith("interrupted after step stop of rung fast: marked interrupted")
+    assert store.events == [{"step": "interrupted", "after": "stop"}] * 2
