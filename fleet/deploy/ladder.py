@@ -209,7 +209,7 @@ class Deployer:
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
             self.runner.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
-            run.record(attempt.to_json())
+            run.record(attempt)
             if attempt.outcome == Outcome.READY:
                 note = run.succeed(rung.name, planned.config, self.book.keep_releases)
                 if note:

@@ -298,7 +298,7 @@ class MultiNode:
                                                      record if n.rank == 0 else None))
                 for n in self.nodes:
                     n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
-                    n.run.record(n.result.attempts[-1].to_json())
+                    n.run.record(n.result.attempts[-1])
                 if outcome == Outcome.READY:
                     for n in self.nodes:
                         n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)

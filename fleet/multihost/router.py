@@ -37,7 +37,7 @@ from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import DeployResult
+from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
@@ -299,7 +299,7 @@ class RouterHooks:
             say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
             outcome, evidence = self._ready(conn)
             run.event("attempt", outcome=outcome, evidence=evidence)
-            run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+            run.record(Attempt("router", outcome, evidence, 0))
             if outcome == Outcome.READY:
                 run.succeed("router", planned.config, book.keep_releases)
                 say(evidence)

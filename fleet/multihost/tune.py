@@ -343,7 +343,7 @@ class Tuner:
                     self.repeat(conn, attempt)
                     fault = self.runner.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
                     result.attempts.append(attempt)
-                    run.record(attempt.to_json())
+                    run.record(attempt)
                     if fault:
                         break
                     parallel.checkpoint()
