@@ -71,6 +71,7 @@ class DeployResult:
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
     venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
     bench_before: BenchPoint | None = None  # bench_point of the release current before (its recorded gate)
+    unchanged: bool | None = None  # a dry run: the deploy would find the host serving its plan (nothing to do)
 
 
     def ended_on(self, fell: FellBack) -> DeployResult:
@@ -86,6 +87,8 @@ class DeployResult:
                "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff
+        if self.unchanged is not None:
+            out["unchanged"] = self.unchanged
         if self.recovered:
             out["recovered"] = self.recovered
         if self.versions:
