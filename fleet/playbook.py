@@ -377,27 +377,39 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
     if not isinstance(doc.data, dict):
         raise doc.error((), "a playbook must be a mapping")
     book = doc.parse(Playbook)
+    for problem in problems(doc, book, known_classes, known_patches):
+        raise problem
+    return book
+
+
+def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | None = None,
+             known_patches: set[str] | None = None) -> list[InputError]:
+    """What the schema cannot see of a playbook it took, every one (`inv check` says them all in one pass; load
+    refuses on the first): the router against serve, the nodes, each rung's env by the playbook's own secret
+    list, failure classes and patch sets this site knows."""
+    found: list[InputError] = []
     if book.router is not None and (problem := book.router.problem(book.serve)):
-        raise doc.error(*problem)
+        found.append(doc.error(*problem))
     if book.router is not None and book.nodes is not None:
-        raise doc.error(("router",), "replicas behind a router are single-host servers; a playbook with nodes: "
-                                     "cannot have router: too")
+        found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
+                                            "nodes: cannot have router: too"))
     if book.nodes:
-        _check_nodes(doc, book)
+        try:
+            _check_nodes(doc, book)
+        except InputError as exc:
+            found.append(exc)
     for i, rung in enumerate(book.ladder):
         try:  # the rung checked its env by the names' words; here by the playbook's own list too
             _check_env(rung.env, book.serve.secret_env)
         except ValueError as exc:
-            raise doc.error(("ladder", i, "env"), str(exc)) from None
+            found.append(doc.error(("ladder", i, "env"), str(exc)))
         if known_classes is not None:
-            for cls in rung.after or []:
-                if cls not in known_classes and cls not in DEPLOY_OUTCOMES:
-                    raise doc.error(("ladder", i, "after"), f"unknown failure class {cls!r}")
+            found += [doc.error(("ladder", i, "after"), f"unknown failure class {cls!r}")
+                      for cls in rung.after or [] if cls not in known_classes and cls not in DEPLOY_OUTCOMES]
         if known_patches is not None:
-            for p in rung.patches:
-                if p not in known_patches:
-                    raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
-    return book
+            found += [doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
+                      for p in rung.patches if p not in known_patches]
+    return found
 
 
 def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:

@@ -33,7 +33,7 @@ from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
-from fleet.playbook import load as load_playbook
+from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
@@ -83,12 +83,13 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     except ValidationError as err:
         out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
         _check_raw(c, doc.data)
+        _check_raw_pins(c, doc.data)
         out.problems.sort(key=lambda p: p.line)
         return out
-    try:
-        out.book = load_playbook(path, known_classes, known_patches)
-    except InputError as exc:
-        out.problems.append(Problem(str(exc), line=_line(str(exc))))
+    found = playbook_problems(doc, book, known_classes, known_patches)
+    out.problems += [Problem(str(e), line=_line(str(e))) for e in found]
+    if not found:
+        out.book = book
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
         c.releases = out.releases = [pinned]
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
@@ -106,6 +107,21 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
     out.problems.sort(key=lambda p: p.line)
     return out
+
+
+def _check_raw_pins(c: _Checker, data: Any) -> None:
+    """A playbook the schema refused: its pins checked all the same when `packages:` holds up on its own."""
+    raw = data.get("packages") if isinstance(data, dict) else None
+    if not isinstance(raw, dict) or not raw:
+        return
+    try:
+        packages = Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
+                                            "packages": raw}).packages
+    except ValidationError:
+        return  # its problems are among the schema's
+    written = {pins.canonical(k): k for k in raw}
+    for dist, problem in pin_problems(packages):
+        c.error(("packages", written.get(dist, dist)), problem, kind=problem)
 
 
 def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:
