@@ -85,10 +85,22 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide)
-    results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
+    try:
+        results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force,
+                               notice=_say_now)
+    except rolling.DeployInterrupted as stop:  # where each host is, then exit 130
+        finish(stop.results, as_json, ok=set(), wide=wide)
+        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+        return EXIT_INTERRUPTED
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
+
+
+def _say_now(line: str) -> None:
+    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
@@ -198,7 +210,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json), board, hooks)
+                                progress_to(as_json), board, hooks, notice=_say_now)
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
