@@ -124,5 +124,7 @@ def test_journal_commands_start_after_the_cursor_or_at_the_end():
     assert journal.command("sglang", "s=abc;i=1") == \
         "journalctl -u sglang -o cat --no-pager --after-cursor='s=abc;i=1' -f"
     assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager -n 0 -f"
-    assert journal.command("a b", output="short-iso", since="10m", follow=False) == \
+    assert journal.command("a b", output="short-iso", since="-10m", follow=False) == \
         "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"
+    assert journal.command("sglang", output="short-iso", since="2026-12-05 20:00", follow=False, lines=50) == \
+        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' -n 50"
