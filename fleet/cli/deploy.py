@@ -13,6 +13,7 @@ from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
+from fleet.cli.liveline import LiveLine
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -24,7 +25,7 @@ from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
-from fleet.progress import Progress
+from fleet.progress import Live, Progress
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream.wheelhouse import WheelhouseError
 
@@ -34,21 +35,34 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def host_say(as_json: bool) -> routing.HostSay:
+def host_say(as_json: bool, live: bool = False) -> routing.HostSay:
     """Progress lines, each prefixed with its host's name: on the terminal, dimmed; with --json (stdout
-    carries only the JSON document), plain lines on stderr, without loading rich."""
+    carries only the JSON document), plain lines on stderr, without loading rich. A Live line (where a long step
+    stands now) is drawn in place on a terminal where `live` (no board shows it), else dropped: each phase has its
+    own ordinary line."""
     if as_json:
         def plain(name: str, m: str) -> None:
+            if isinstance(m, Live):
+                return
             sys.stderr.write(f"{name} {visible(m)}\n")
             sys.stderr.flush()
         return plain
 
-    return lambda name, m: console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+    screen = real_console(console)
+    line = LiveLine(screen.file, live and screen.is_terminal, screen.width)
+
+    def drawn(name: str, m: str) -> None:
+        if isinstance(m, Live):
+            line.show(f"{name} {visible(m, lines=False)}")
+            return
+        line.clear()
+        console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+    return drawn
 
 
-def progress_to(as_json: bool) -> Callable[[Host], Progress]:
+def progress_to(as_json: bool, live: bool = False) -> Callable[[Host], Progress]:
     """Each host's progress lines (host_say), for the library's Progress of one host."""
-    say = host_say(as_json)
+    say = host_say(as_json, live)
 
     def for_host(host: Host) -> Progress:
         return lambda m: say(host.name, m)
@@ -86,8 +100,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide)
     try:
-        results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force,
-                               notice=_say_now)
+        results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
+                               dry_run=dry_run, force=force, notice=_say_now)
     except rolling.DeployInterrupted as stop:  # where each host is, then exit 130
         finish(stop.results, as_json, ok=set(), wide=wide)
         sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
