@@ -108,8 +108,10 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
 
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
     before = checksums(sandbox_inventory, "sbx0")
-    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
-    assert rc == 0 and data["status"] == "dry-run"
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")  # what the deploy would say: nothing to do
+    assert rc == 0 and data["status"] == "dry-run" and data["unchanged"] is True, data
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run", "--force")  # the ladder from its top again
+    assert rc == 0 and data["status"] == "dry-run" and data["unchanged"] is False
     assert "--enable-flashinfer-allreduce-fusion" in data["diff"]
     assert "sm120-allreduce-fusion: applicable" in data["diff"]
     assert checksums(sandbox_inventory, "sbx0") == before
