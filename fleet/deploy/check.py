@@ -32,6 +32,7 @@ from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
+from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, pins, wheelhouse
@@ -82,7 +83,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
         out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
-        _check_raw(c, doc.data)
+        _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         out.problems.sort(key=lambda p: p.line)
         return out
@@ -134,9 +135,10 @@ def _line(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _check_raw(c: _Checker, data: Any) -> None:
+def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
+               known_patches: set[str] | None = None) -> None:
     """A playbook the schema refused: its rungs that hold up on their own, checked all the same (with the base
-    flags that are flags at all), so that one pass says every problem."""
+    flags that are flags at all; their failure classes and patch sets), so that one pass says every problem."""
     if not isinstance(data, dict):
         return
     raw = data.get("flags")
@@ -149,6 +151,12 @@ def _check_raw(c: _Checker, data: Any) -> None:
         except ValidationError:
             continue  # its problems are among the schema's
         c.rung(base, i, rung)
+        for cls in rung.after or []:
+            if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES:
+                c.error(("ladder", i, "after"), f"unknown failure class {cls!r}", kind=cls)
+        for name in rung.patches:
+            if known_patches is not None and name not in known_patches:
+                c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
 
 
 @dataclass

@@ -163,7 +163,8 @@ def test_every_problem_of_every_kind_is_found_in_one_pass(tmp_path, corpus_of):
     assert [line.split(": ", 2)[1] for line in found] == ["ladder.0.patches", "ladder.1.after", "ladder.1.patches"]
     refused = lines(run(tmp_path, book.replace("name: t", "name: t\ncolour: red")
                         + "packages:\n  sglang: 0.5.23\n  flashinfer_python: 0.7.4\n"))
-    assert [line.split(": ", 2)[1] for line in refused] == ["colour", "packages.flashinfer_python"], refused
+    assert [line.split(": ", 2)[1] for line in refused] == ["colour", "ladder.0.patches", "ladder.1.after",
+                                                            "ladder.1.patches", "packages.flashinfer_python"], refused
 
 
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
