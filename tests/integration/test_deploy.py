@@ -53,6 +53,9 @@ def test_seed_story_falls_back_from_fusion_and_serves_without_it(seed, sandbox_i
     out = sh(sandbox_inventory, "sbx0", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
     assert json.loads(out)["text"].strip().startswith("4")
     assert "phase" in seed["stderr"] and "fusion-sm120" in seed["stderr"]  # live progress, on stderr
+    # a line per phase with its budget; the in-place lines (phase, seconds of budget, last line) are for terminals
+    assert re.search(r"^sbx0 \[no-fusion\] phase \w+ \(after [\d.]+s in \w+; budget \d+s\)$", seed["stderr"], re.M)
+    assert not re.search(r"s of \d+s budget; last line: ", seed["stderr"])
     assert sh(sandbox_inventory, "sbx0", "stat -c %a /etc/fleet/sglang.env").strip() == "600"
 
 
