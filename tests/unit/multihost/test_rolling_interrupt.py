@@ -128,9 +128,9 @@ def test_the_first_ctrl_c_says_at_once_what_it_does_and_the_second_what_it_left(
     """Issue 46 finding 4: before, nothing was said until the host in flight ended (50 s on the sandbox)."""
     told: list[tuple[float, str]] = []
     monkeypatch.setattr(deploy_cmd, "_say_now", lambda line: told.append((time.monotonic(), line)))
-    fake(h0_s=3600, again_after=0.8)
+    f = fake(h0_s=3600, again_after=0.8)
     start = time.monotonic()
-    assert deploy(3, "1") == 130
+    assert deploy(3, "1", f) == 130
     first, second = told
     assert first[1].startswith("Ctrl-C: no host or batch starts now; waiting for h0 to end the deploy under way")
     assert first[0] - start < 0.8 and "Ctrl-C again to stop waiting" in first[1]
@@ -140,8 +140,9 @@ def test_the_first_ctrl_c_says_at_once_what_it_does_and_the_second_what_it_left(
 def test_ctrl_c_on_one_host_says_at_once_what_it_does_and_ends_with_where_the_host_is(fake, capsys):
     """One host, no --serial (rolling.each): before, nothing was said, the deploy went on to its end unseen, and
     the run ended in 'interrupted' with no line for the host."""
-    fake(h0_s=0.3)
-    rc = deploy_cmd.deploy(hosts(1), "llama", ConnectOptions(), True, False, False)
+    f = fake(h0_s=0.3)
+    rc = deploy_cmd.deploy(hosts(1), "llama", ConnectOptions(), True, False, False,
+                           deployer_of=scripted(lambda d: f.run(d)))
     out, err = capsys.readouterr()
     r = json.loads(out)  # one host: its object
     assert rc == 130 and (r["host"], r["status"], r["release"]) == ("h0", "ok", "rel-h0")
@@ -150,8 +151,9 @@ def test_ctrl_c_on_one_host_says_at_once_what_it_does_and_ends_with_where_the_ho
 
 
 def test_a_second_ctrl_c_on_one_host_says_it_was_left_mid_deploy(fake, capsys):
-    fake(h0_s=3600, again_after=0.8)
-    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False)
+    f = fake(h0_s=3600, again_after=0.8)
+    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False,
+                           deployer_of=scripted(lambda d: f.run(d)))
     out, err = capsys.readouterr()
     data = json.loads(out)["hosts"]
     assert rc == 130 and [r["status"] for r in data] == ["failed", "skipped"]

@@ -46,25 +46,29 @@ def runs(monkeypatch, tmp_path):
     script: list[tuple[DeployStatus, list[tuple[str, str]]]] = []
     calls: list[dict] = []
 
-    def run(self: Deployer, dry_run: bool = False, force: bool = False) -> DeployResult:
-        calls.append({"host": self.host.name, "dry_run": dry_run})
-        self.facts = h100(self.host.name)
-        status, attempts = script.pop(0)
-        served = next((r for r, o in attempts if o == "READY"), None) if status == DeployStatus.OK else None
-        return DeployResult(self.host.name, status, release="r1" if served else None,
-                            config={"rung": served} if served else {},
-                            attempts=[Attempt(r, o, "evidence", 1.0) for r, o in attempts])
+    class Scripted(Deployer):
+        def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
+            calls.append({"host": self.host.name, "dry_run": dry_run})
+            self.facts = h100(self.host.name)
+            status, attempts = script.pop(0)
+            served = next((r for r, o in attempts if o == "READY"), None) if status == DeployStatus.OK else None
+            return DeployResult(self.host.name, status, release="r1" if served else None,
+                                config={"rung": served} if served else {},
+                                attempts=[Attempt(r, o, "evidence", 1.0) for r, o in attempts])
 
-    monkeypatch.setattr(Deployer, "run", run)
     (tmp_path / "llama.yaml").write_text("name: llama\n")
     monkeypatch.chdir(tmp_path)
+    DEPLOYER[:] = [Scripted]
     return script, calls
+
+
+DEPLOYER: list[type[Deployer]] = []  # the runs fixture's scripted Deployer, which deploy() deploys with
 
 
 def deploy(name: str, dry_run: bool = False) -> tuple[DeployResult, list[str]]:
     said: list[str] = []
     (result,) = rolling.each([host(name)], BOOK, Path("llama.yaml"), ConnectOptions(), {},
-                             lambda h: said.append, dry_run=dry_run)
+                             lambda h: said.append, dry_run=dry_run, deployer_of=DEPLOYER[0])
     assert result.error is None, result.error
     return result, said
 
