@@ -215,7 +215,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
                             "(--host-timeout); its deploy may go on to its own end until fleet exits"))
             bad = [n for n in names if results[n].status not in SERVING]
-            fell = [f"{n} {why}" for n in names if plan.canary and i == 1 and (why := results[n].fell_back())]
+            fell = canary_misses([results[n] for n in names]) if plan.canary and i == 1 else []
             failed += len(bad)
             plan.batches.append({"batch": i, "hosts": names,
                                  "status": DeployStatus.FAILED if bad or fell else DeployStatus.OK,
@@ -242,6 +242,18 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                            "events": hooks.events, "error": f"{hooks.host.name}: interrupted while the router was "
                            "brought to the replicas that serve: deploy again to finish it"}
     return plan
+
+
+def canary_misses(results: Sequence[DeployResult]) -> list[str]:
+    """What keeps a canary's hosts that serve from passing it: each that served only by falling back to a later
+    rung, and each left `unchanged` (it deployed nothing, so it proves nothing about the change)."""
+    out = []
+    for r in results:
+        if r.status == DeployStatus.UNCHANGED:
+            out.append(f"{r.host} unchanged (release {r.release} already served this playbook: nothing was tried)")
+        elif why := r.fell_back():
+            out.append(f"{r.host} {why}")
+    return out
 
 
 GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
