@@ -301,8 +301,8 @@ def test_an_upgrade_that_served_only_by_falling_back_says_how():
 def test_stop_after_a_canary_that_fell_back_names_it_though_no_host_failed():
     fell = ["h0 served on rung safe after greedy (CUDA_OOM) failed"]
     assert rollout.stop_after(1, 3, True, [], 0, Amount(1), 9, fell) == (
-        "a canary that fell back or deployed nothing is no change that passed after batch 1 of 3 (the canary: h0 served on rung safe "
-        "after greedy (CUDA_OOM) failed); batches 2-3 not started")
+        "a canary that fell back or deployed nothing is no change that passed after batch 1 of 3 (the canary: h0 "
+        "served on rung safe after greedy (CUDA_OOM) failed); batches 2-3 not started")
     assert rollout.stop_after(1, 3, True, ["h1"], 1, Amount(1), 9, fell) == (
         "--max-fail 1 does not excuse a canary after batch 1 of 3 (the canary: h1 failed; h0 served on rung safe "
         "after greedy (CUDA_OOM) failed); batches 2-3 not started")
@@ -317,8 +317,9 @@ def test_a_canary_that_served_an_upgrade_only_on_a_later_rung_stops_the_rollout(
     assert {n for _, n, _ in f.log} == {"h0"}  # nobody else was contacted
     assert data["batches"][0] == {**data["batches"][0], "status": "failed", "failed": [], "canary": True,
                                   "fell_back": ["h0 served on rung fast after greedy (CUDA_OOM) failed"]}
-    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 of 3 (the canary: "
-                               "h0 served on rung fast after greedy (CUDA_OOM) failed); batches 2-3 not started")
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               "of 3 (the canary: h0 served on rung fast after greedy (CUDA_OOM) failed); "
+                               "batches 2-3 not started")
 
 
 def test_a_host_that_fell_back_after_the_canary_is_left_to_max_fail(fake, capsys):
