@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import sshutil
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -70,3 +72,18 @@ def test_bad_input_is_exit_2_and_one_line():
                            "no-such-group"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--group no-such-group" in proc.stderr
+
+
+def test_a_kernel_line_saying_operation_not_permitted_hides_no_xid_on_the_host(sandbox, sandbox_inventory, tmp_path):
+    # any process can log these words; the stand-in dmesg prints /run/fleet-sim/kmsg after the profile's log
+    planted = ("mkdir -p /run/fleet-sim && printf '%s\\n' '[  800.0] overlayfs: mount: Operation not permitted' "
+               "'[  812.1] NVRM: Xid (PCI:0000:01:00): 13, pid=1, Graphics Exception' >> /run/fleet-sim/kmsg")
+    sshutil.sh(sandbox_inventory.hosts["sbx0"], planted)
+    try:
+        proc = inv_probe(sandbox, "--host", "sbx0", "--json", env={"FLEET_STATE_DIR": str(tmp_path)})
+        [host] = json.loads(proc.stdout)["hosts"]
+        log = host["kernel_log"]
+        assert (log["source"], log["problem"]) == ("dmesg", None), log
+        assert [(e["pci"], e["code"]) for e in log["events"]] == [("0000:01:00", 13)]
+    finally:
+        sshutil.sh(sandbox_inventory.hosts["sbx0"], "rm -f /run/fleet-sim/kmsg")
