@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox import image
+from sandbox import blackhole, image
 from sandbox.config import (
     BOOT_SCRIPT,
     HOST_PROFILE_DIR,
@@ -166,6 +166,7 @@ class Sandbox:
         rootfs = image.ensure_image(self.log)
         self._sysctls()
         self._ensure_client_key()
+        blackhole.sandbox_ranges()  # stays after down: a fleet that is down is cut off, never routed outside
         self._bridge_up()
         records = [
             HostRecord(name=f"sbx{i}", index=i, address=self.cfg.address(i), profile=str(resolved[i % len(resolved)]),
