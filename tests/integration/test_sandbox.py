@@ -81,7 +81,7 @@ def test_down_leaves_nothing_behind(sandbox):
     assert f"fsb{cfg.index}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert subprocess.run(["ip", "link", "show", cfg.bridge], capture_output=True).returncode != 0
     assert not any(cg.exists() for h in ("sbx0", "sbx4") for cg in cfg.cgroups(h))
-    assert not (cfg.home / "hosts").exists()
+    assert not (cfg.home / "hosts").exists() and not (cfg.home / "wheelhouse").exists()
     assert not cfg.inventory_path.exists()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(cfg.home) not in ps
@@ -101,5 +101,5 @@ def test_a_fleet_that_is_down_keeps_its_addresses_inside_and_the_guard_refuses_t
     probe = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "-i", str(saved), "--host", "sbx0", "--json"],
                            cwd=REPO, capture_output=True, text=True)
     assert probe.returncode != 0 and probe.stdout == "", probe.stdout[-1500:]
-    assert probe.stderr == (f"error: sbx0: {address} refused: FLEET_SANDBOX_ONLY=1 and no sandbox fleet is up there (no "
-                            "bridge of this machine routes it: `inv sandbox.up` its instance); nothing was sent\n")
+    assert probe.stderr == (f"error: sbx0: {address} refused: FLEET_SANDBOX_ONLY=1 and no sandbox fleet is up there "
+                            "(no bridge of this machine routes it: `inv sandbox.up` its instance); nothing was sent\n")

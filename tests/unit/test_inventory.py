@@ -200,3 +200,10 @@ def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_pa
     with pytest.raises(InputError) as err:
         inventory.load(path).select(hosts, groups, default_file=path)
     assert str(err.value).startswith(said), str(err.value)
+
+
+def test_an_inventory_file_names_its_wheelhouse_relative_to_itself(tmp_path):
+    write(tmp_path, "sandbox.yaml", "wheelhouse: wheels\nhosts: {sbx0: {address: 172.30.77.10}}\n")
+    write(tmp_path, "hosts.yaml", "hosts: {gpu1: {address: 10.0.0.1}}\n")
+    inv = inventory.load(tmp_path / "hosts.yaml")
+    assert inv.hosts["sbx0"].wheelhouse == tmp_path / "wheels" and inv.hosts["gpu1"].wheelhouse is None
