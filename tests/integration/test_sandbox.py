@@ -10,6 +10,7 @@ from sshutil import sh
 
 from fleet.errors import ConnectError
 from fleet.ssh.connect import ConnectOptions, Timeouts
+from sandbox.config import SANDBOX_SUPERNET
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = ConnectOptions(timeouts=Timeouts(connect=1, banner=2, auth=2), attempts=1)
@@ -95,7 +96,7 @@ def test_a_fleet_that_is_down_keeps_its_addresses_inside_and_the_guard_refuses_t
     address = str(sandbox.cfg.subnet.network_address + 10)
     sandbox.down()
     routes = subprocess.run(["ip", "route", "show", "type", "blackhole"], capture_output=True, text=True).stdout
-    assert "blackhole 172.30.64.0/20" in [line.strip() for line in routes.splitlines()]
+    assert f"blackhole {SANDBOX_SUPERNET}" in [line.strip() for line in routes.splitlines()]
     got = subprocess.run(["ip", "route", "get", address], capture_output=True, text=True)
     assert got.returncode != 0 and "dev" not in got.stdout  # no interface would carry it: not eth0, not anywhere
     probe = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "-i", str(saved), "--host", "sbx0", "--json"],
