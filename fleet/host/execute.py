@@ -11,7 +11,7 @@ from fleet import parallel
 from fleet.errors import InputError
 from fleet.host import programs
 from fleet.inventory import Host
-from fleet.parallel import Outcome
+from fleet.parallel import HostOutcome
 from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandResult, CommandTimedOut
@@ -43,7 +43,7 @@ def parse_timeout(text: str | float | None) -> float:
 
 
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> list[Outcome[CommandResult]]:
+                   timeout: float = DEFAULT_TIMEOUT_S) -> list[HostOutcome[CommandResult]]:
     """The command on every host, each under `timeout` and remote.MAX_OUTPUT. The host ends it at the deadline
     (exec.sh): a command that ran past it is a CommandTimedOut that says it was ended there."""
     def one(host: Host) -> CommandResult:
