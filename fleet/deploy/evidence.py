@@ -64,10 +64,12 @@ class HostEvidence:
     failures: Mapping[str, int] = field(default_factory=dict)
     last: str = ""
     at: str = ""
+    address: str | None = None  # the host's address: another inventory's host of the same name is another host
 
     def to_json(self) -> dict[str, object]:
         return {"served": self.served, "tok_s": self.tok_s, "spread": self.spread, "release": self.release,
-                "failures": dict(self.failures), "last": self.last, "at": self.at}
+                "failures": dict(self.failures), "last": self.last, "at": self.at,
+                **({"address": self.address} if self.address else {})}
 
     @classmethod
     def from_json(cls, raw: object) -> HostEvidence:
@@ -76,11 +78,12 @@ class HostEvidence:
         d: Mapping[str, object] = raw if isinstance(raw, dict) else {}
         failures = d.get("failures")
         failures = failures if isinstance(failures, dict) else {}
-        release = d.get("release")
+        release, address = d.get("release"), d.get("address")
         return cls(served=_count(d.get("served")), tok_s=_num(d.get("tok_s")), spread=_num(d.get("spread")),
                    release=release if isinstance(release, str) else None,
                    failures={str(c): _count(n) for c, n in list(failures.items())[:_MAX_CLASSES] if _count(n)},
-                   last=str(d.get("last") or ""), at=str(d.get("at") or ""))
+                   last=str(d.get("last") or ""), at=str(d.get("at") or ""),
+                   address=address if isinstance(address, str) and address else None)
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,21 @@ def rungs_to_json(rungs: Rungs) -> dict[str, object]:
     return {n: r.to_json() for n, r in rungs.items()}
 
 
+def label(rungs: Rungs, name: str, address: str | None) -> str:
+    """The key a host's results go under: its name, unless that name holds another address's results (another
+    inventory's host of the same name): then `name@address`. A result recorded without an address (an older
+    fleet) is the first such host's."""
+    if not address:
+        return name
+    seen = {e.address for r in rungs.values() for h, e in r.hosts.items() if h == name}
+    return name if not seen or seen <= {address, None} else f"{name}@{address}"
+
+
 def add(rungs: Rungs, rung: str, flags: Flags, host: str, outcome: str, at: str,
-        tok_s: float | None = None, spread: float | None = None, release: str | None = None) -> Rungs:
-    """`rungs` with one more result of `rung` on `host`. A rung whose flags changed starts again; a serve
-    clears that host's failures (the rung works there now) and keeps its measured speed."""
+        tok_s: float | None = None, spread: float | None = None, release: str | None = None,
+        address: str | None = None) -> Rungs:
+    """`rungs` with one more result of `rung` on `host` (a label: see label()). A rung whose flags changed starts
+    again; a serve clears that host's failures (the rung works there now) and keeps its measured speed."""
     if outcome in _NOT_A_RESULT or not host:
         return rungs
     record = rungs.get(rung) or RungEvidence(flags)
@@ -123,6 +137,7 @@ def add(rungs: Rungs, rung: str, flags: Flags, host: str, outcome: str, at: str,
         record = RungEvidence(flags)
     hosts = dict(record.hosts)
     mine = hosts.pop(host, None) or HostEvidence()
+    mine = replace(mine, address=address or mine.address)
     if outcome == Outcome.READY:
         mine = replace(mine, served=mine.served + 1, failures={}, release=release or mine.release)
     else:

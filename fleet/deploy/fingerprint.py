@@ -197,10 +197,11 @@ def _merge(book: Playbook, facts: HostFacts, host: str, results: list[tuple[str,
         entries = load()
         rungs = _adopt(entries, fp, book, host)
         at = _now()
+        who = evidence.label(rungs, host, facts.address)  # the name, or name@address if another host has it
         for rung, outcome, tok, spread, release in results:
             if rung in by_name:
-                rungs = evidence.add(rungs, rung, _flags(book, by_name[rung], facts), host, outcome, at, tok,
-                                     spread, release)
+                rungs = evidence.add(rungs, rung, _flags(book, by_name[rung], facts), who, outcome, at, tok,
+                                     spread, release, facts.address)
         entries[f"{k}/{book.name}"] = _entry(fp, book, rungs)
         _write(entries)
     return k

@@ -273,3 +273,26 @@ def test_two_ooms_on_one_host_skip_nothing_for_the_fingerprint(state):
     assert names(rungs) == ["greedy", "fast", "safe"] and skipped == []
     row = next(r for r in fingerprint.learned(fingerprint.Selection()) if r.rung == "greedy")
     assert row.skipped is None and row.why == "CUDA_OOM seen 2x on sbx1 only: not known-bad until a second host"
+
+
+def test_two_inventories_naming_a_host_alike_never_mix_what_was_learned(state):
+    # inventory A's sbx0 (10.0.0.2) crashed on greedy once; inventory B's sbx0 (10.0.0.9), same hardware, served
+    a, b = h100("sbx0"), h100("sbx0").model_copy(update={"address": "10.0.0.9"})
+    key = fingerprint.learn(LADDER, a, None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    fingerprint.learn(LADDER, b, LADDER.rung("greedy"), "sbx0", "r2", [])
+    hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert hosts["sbx0"]["failures"] == {"CUDA_OOM": 1} and hosts["sbx0"]["address"] == "10.0.0.2"
+    assert hosts["sbx0@10.0.0.9"]["served"] == 1 and hosts["sbx0@10.0.0.9"]["address"] == "10.0.0.9"
+    fingerprint.learn(LADDER, a, None, "sbx0", "r3", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    greedy = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert greedy["sbx0"]["failures"] == {"CUDA_OOM": 2} and greedy["sbx0@10.0.0.9"]["failures"] == {}
+
+
+def test_a_result_recorded_without_an_address_is_the_first_such_hosts(state):
+    key = fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    data = json.loads(state.read_text())
+    del data["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]["sbx0"]["address"]  # as an older fleet wrote it
+    state.write_text(json.dumps(data))
+    fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r2", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert list(hosts) == ["sbx0"] and hosts["sbx0"]["failures"] == {"CUDA_OOM": 2}
