@@ -352,7 +352,6 @@ class RouterHooks:
             return RouterEnd(DeployStatus.ROLLED_BACK, fell.release, fell.evidence, fell.error)
         return RouterEnd(release=fell.release if previous else None, error=fell.error)
 
-
     def run(self, purpose: str, say: Progress) -> AbstractContextManager[HostRun]:
         """A run on the router's host (fleet.deploy.hostrun), recovering first what a dead router run left and
         dropping the copies its writes kept."""
