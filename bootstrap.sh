@@ -29,4 +29,7 @@ uv_version=$(sed -n 's/^VERSION = "\(.*\)".*/\1/p' sandbox/uv.py)
 ls ~/.cache/fleet/uv/uv-"$uv_version"-*.whl >/dev/null 2>&1 || .venv/bin/python -m pip download -q \
     --disable-pip-version-check --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 \
     "uv==$uv_version" -d ~/.cache/fleet/uv
+# The real sglang-router on every sandbox host, 0.3.2 and 0.1.9 (both API generations; sandbox/router.py), cached
+# once in ~/.cache/fleet/router (about 180 MB).
+.venv/bin/python -m sandbox.router fetch
 echo "bootstrap: ok ($(.venv/bin/python --version), $(systemd-nspawn --version | head -n 1))"
