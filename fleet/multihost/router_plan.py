@@ -48,12 +48,10 @@ def is_worker_url(value: object) -> bool:
 
 
 def members(known: list[str], ran: list[str], serves: dict[str, bool]) -> list[str]:
-    """The router's workers: every replica that serves, whatever this run did to it (pure). `known`: the
-    workers the router had (its live list, else its release's), in their order; `ran`: this run's replicas,
-    in host order; `serves`: whether each answers. The router's order is kept so an unchanged set of
-    replicas renders the same unit."""
-    order = [u for u in known if is_worker_url(u)] + ran
-    return [u for u in dict.fromkeys(order) if serves.get(u, False)]
+    """The router's workers, sorted: every replica that serves, whatever this run did to it (pure). `known`:
+    the workers the router had (its live list, else its release's); `ran`: this run's replicas; `serves`:
+    whether each answers. Sorted: a router lists in no set order, and order is no configuration."""
+    return sorted(u for u in {*filter(is_worker_url, known), *ran} if serves.get(u, False))
 
 
 @dataclass
