@@ -89,7 +89,10 @@ class LiveRouter:
         """Out of the router: done once its listing no longer shows it (the workers API removes in the
         background)."""
         api = self.api()
-        found = next((w for w in self.listing() or [] if w.url == url), None)
+        listing = self.listing()
+        if listing is None:
+            return None, "no router answers its worker listing"
+        found = next((w for w in listing if w.url == url), None)
         if found is None:
             return 200, f"{url} is not in the router"
         code, body = self._call(router_api.remove(api, found))
