@@ -10,8 +10,9 @@ generations fleet speaks (fleet.multihost.router_api):
 
 `fetch` downloads each release's wheel and its dependency closure for the hosts' Python (Debian 12's 3.11,
 x86_64) with `pip download --only-binary :all:`, then installs each into a site folder of the cache with
-`pip install --target --no-index`; `install(upper)` links those folders into a host's overlay at `sandbox up`
-(copies where a link cannot cross file systems). Nothing is downloaded when the cache has them.
+`pip install --target --no-index`; `install(upper)` hard-links those folders into a host's overlay at `sandbox up`
+(copies where a link cannot cross file systems): a file a host rewrites in place would change the cache, so
+tests replace files (new inodes), never edit them. Nothing is downloaded when the cache has them.
 """
 
 from __future__ import annotations
