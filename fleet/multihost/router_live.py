@@ -16,7 +16,7 @@ from fleet.host.service import sh
 from fleet.inventory import Host
 from fleet.multihost import router_api
 from fleet.multihost.router_plan import curl, generation_check, is_worker_url, key_path, router_python
-from fleet.outcomes import Verdict
+from fleet.outcomes import ServerVerdict
 from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -117,7 +117,7 @@ class LiveRouter:
             time.sleep(0.5)
         return code, body
 
-    def generate(self, conn: Connection) -> Verdict:
+    def generate(self, conn: Connection) -> ServerVerdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
         code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
