@@ -31,4 +31,7 @@ ls ~/.cache/fleet/uv/uv-"$uv_version"-*.whl >/dev/null 2>&1 || .venv/bin/python 
     "uv==$uv_version" -d ~/.cache/fleet/uv
 # Every sandbox range blackholed, so a sandbox address never leaves the machine while its fleet is down (root only).
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then .venv/bin/python -m sandbox.blackhole --sandbox-ranges; fi
+# The real sglang-router on every sandbox host, 0.3.2 and 0.1.9 (both API generations; sandbox/router.py), cached
+# once in ~/.cache/fleet/router (about 180 MB).
+.venv/bin/python -m sandbox.router fetch
 echo "bootstrap: ok ($(.venv/bin/python --version), $(systemd-nspawn --version | head -n 1))"

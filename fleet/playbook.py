@@ -262,9 +262,8 @@ class Bench(Strict):
 
 
 class Router(Strict):
-    """Data-parallel replicas behind sglang's router (`python -m sglang_router.launch_router`): every host the
-    playbook is deployed on is a replica; the router runs as its own unit on `host` with the healthy replicas'
-    URLs, and clients authenticate to it with serve.api_key (which it also passes to the replicas)."""
+    """Data-parallel replicas behind sglang's router (`python -m sglang_router.launch_router`, its own unit on
+    `host`): every host deployed is a replica; clients and the router use serve.api_key."""
 
     host: fields.Text  # an inventory host name; checked against the inventory at deploy time
     port: int = Field(default=30080, ge=1, le=65535)
@@ -272,6 +271,7 @@ class Router(Strict):
     policy: Literal["round_robin", "random", "cache_aware", "power_of_two"] = "round_robin"
     unit: fields.UnitName = "sglang-router"
     flags: dict[str, FlagValue] = {}  # more launch_router flags, e.g. health-check-interval-secs: 10
+    venv: fields.AbsPath | None = None  # the venv with sglang-router; none: the replicas' (serve.venv, host's)
 
     @field_validator("flags")
     @classmethod

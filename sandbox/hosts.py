@@ -318,6 +318,8 @@ class Sandbox:
         site = upper / HOST_VENV.lstrip("/") / "lib" / "python3.11" / "site-packages"
         site.mkdir(parents=True, exist_ok=True)
         sim_install.install(site)
+        from sandbox import router
+        router.install(upper)  # the real sglang-router wheels, both API generations
 
     def _uid(self, user: str) -> int:
         rootfs = Path(image.image_path())

@@ -12,9 +12,11 @@ from typing import Any
 
 
 def command(url: str, method: str = "GET", key_path: str | None = None, query: dict[str, str] | None = None,
-            body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
+            body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False,
+            key_in_body: str | None = None) -> str:
     """A shell command that calls `url` and prints the body, then a newline and the status code.
-    key_path: the key file, sent as `Authorization: Bearer`; key_in_query: also as `api_key=` in the query."""
+    key_path: the key file, sent as `Authorization: Bearer`; key_in_query: also as `api_key=` in the query;
+    key_in_body: also as that field of the JSON body (sent through curl's config on stdin, never argv)."""
     lines = []
     if key_path is not None:
         lines.append("printf 'header = \"Authorization: Bearer %s\"\\n' \"$K\"")
@@ -25,12 +27,26 @@ def command(url: str, method: str = "GET", key_path: str | None = None, query: d
     if query is not None or (key_in_query and key_path is not None):
         lines.append("printf 'get\\n'")  # the data goes into the query string; -X keeps the method
     data = ["-H", "Content-Type: application/json", "-d", json.dumps(body)] if body is not None else []
+    if key_in_body is not None and key_path is not None and body is not None:
+        lines.append(_keyed_body(body, key_in_body))
+        data = ["-H", "Content-Type: application/json"]
     read_key = ""
     if key_path is not None:  # quoted for curl's config syntax: \ and " escaped
         read_key = f"K=$(sed 's/[\\\\\"]/\\\\&/g' {shlex.quote(key_path)} 2>/dev/null); "
+        if key_in_body is not None:  # JSON-escaped, then quoted for curl's config again
+            read_key += f"J=$(sed 's/[\\\\\"]/\\\\&/g; s/[\\\\\"]/\\\\&/g' {shlex.quote(key_path)} 2>/dev/null); "
     config = f"{{ {'; '.join(lines)}; }} | " if lines else ": | "
     return (f"{read_key}{config}curl -s -m {int(timeout)} -K - -X {method} -w '\\n%{{http_code}}' "
             f"{' '.join(shlex.quote(d) for d in data)} {shlex.quote(url)} || true")
+
+
+def _keyed_body(body: dict[str, Any], field: str) -> str:
+    """A printf writing curl's `data = "..."` line: the JSON body with `field` set to the key ($J)."""
+    mark = "\x00KEY\x00"
+    text = json.dumps({**body, field: mark}).replace("\\", "\\\\").replace('"', '\\"')
+    before, _, after = text.partition(json.dumps(mark)[1:-1].replace("\\", "\\\\"))
+    head, tail = shlex.quote('data = "' + before), shlex.quote(after + '"')
+    return f"printf '%s\\n' {head}\"$J\"{tail}"
 
 
 def parse(out: str) -> tuple[int | None, str]:

@@ -4,26 +4,27 @@ Every host the playbook is deployed on is a replica (the usual per-host deploy, 
 router (`python -m sglang_router.launch_router --worker-urls ...`) is its own systemd unit on `router.host`,
 a release of its own under /var/lib/fleet/router (so a replica's host can be the router's host too):
 
-- before a replica's server stops (its first attempt), the replica is taken out of the live router
-  (POST /remove_worker) and its running requests drain; once its deploy ends healthy it is put back
-  (POST /add_worker, the router checks its health first). A rollback of replicas (rolling, in batches: the
-  roll-out's `job`), a tune and a bench (fleet.multihost.tune) take it out and put it back through the same
-  `take_out` and `after`. Membership follows what serves, not what the run
+- before a replica's server stops (its first attempt), the replica is taken out of the live router and its
+  running requests drain; once its deploy ends healthy it is put back (the router checks its health first),
+  each done once the router's listing shows it, in the API of the router's release (router_api). A rollback of
+  replicas (rolling, in batches: the roll-out's `job`), a tune and a bench (fleet.multihost.tune) take it out
+  and put it back through the same `take_out` and `after`. Membership follows what serves, not what the run
   did: a replica rolled back to a release that serves goes back in; one whose server answers nothing stays out.
-- after the replicas, on every path (an interrupt too), the router's unit is rendered with every replica that
-  answers /health (this run's and those it already routed to, so `--host r1` keeps the others); unchanged and
-  serving: only its worker list is reconciled; else installed atomically, restarted and checked with a
-  real generation through it (which a replica must answer), falling back to its previous release.
+- after the replicas, on every path (an interrupt too), the router's membership is every replica that answers
+  /health (this run's and those it already routed to, so `--host r1` keeps the others). A router that serves
+  and whose own configuration is unchanged keeps running: its unit names the workers it started with, and its
+  live list is synced through its API (so a replica's order or absence never restarts it). Else the unit is
+  installed atomically, restarted and checked with a real generation through it (which a replica must
+  answer), falling back to its previous release.
 
 The router calls replicas over the network, so replicas listen beyond loopback with serve.api_key; the
 router gets the same key (`--api-key`): clients need it, and the replicas it starts with inherit it.
-Replicas added later are given it explicitly (`/add_worker?api_key=`), as sgl-router requires.
+Replicas added later are given it explicitly (`api_key` with the URL), as sgl-router requires.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import shlex
 import threading
 import time
@@ -48,12 +49,12 @@ from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, 
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
+from fleet.multihost import router_api
+from fleet.multihost.router_live import LiveRouter
 from fleet.multihost.router_plan import (
     curl,
     env_path,
-    generation_check,
     is_worker_url,
-    key_path,
     members,
     plan,
     router_host,
@@ -70,58 +71,6 @@ from fleet.ssh.remote import ConnectionLost
 
 HostSay = Callable[[str, str], None]  # (host name, message)
 MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
-
-
-class LiveRouter:
-    """Calls to the running router, each over its own connection to the router's host (replicas of one batch
-    finish in parallel threads)."""
-
-    def __init__(self, host: Host, book: Playbook, opts: ConnectOptions):
-        self.host, self.book, self.opts = host, book, opts
-
-    def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
-        conn = open_connection(self.host, self.opts)
-        try:
-            return hostcurl.parse(sh(conn, self.host, command, timeout=timeout + 30))
-        finally:
-            conn.close()
-
-    def workers(self) -> list[str] | None:
-        """The router's workers, or None when no router answers."""
-        code, body = self._run(curl(self.book, "GET", "/list_workers"))
-        if code != 200:
-            return None
-        try:
-            return list(json.loads(body)["urls"])
-        except (ValueError, KeyError, TypeError):
-            return None
-
-    def serves(self, url: str, conn: Connection | None = None) -> bool:
-        """Whether the replica at `url` answers /health, asked from the router's host (as the router asks)."""
-        if not is_worker_url(url):
-            return False
-        command = hostcurl.command(f"{url}/health", "GET", key_path(self.book) if self.book.serve.api_key else None,
-                                   timeout=5)
-        try:
-            code, _ = hostcurl.parse(sh(conn, self.host, command, timeout=40)) if conn else self._run(command, 5)
-        except FleetError:
-            return False
-        return code == 200
-
-    def remove(self, url: str) -> tuple[int | None, str]:
-        return self._run(curl(self.book, "POST", "/remove_worker", query={"url": url}))
-
-    def add(self, url: str) -> tuple[int | None, str]:
-        timeout = self.book.budgets.ready
-        return self._run(curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
-                               key_in_query=True), timeout=timeout)
-
-    def generate(self, conn: Connection) -> ServerVerdict:
-        body = {"text": self.book.health.prompt,
-                "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
-        code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
-                                     timeout=180))
-        return generation_check(text, code, self.book)
 
 
 # ---------------------------------------------------------------------- hooks around the rolling deploy
@@ -182,8 +131,8 @@ class RouterHooks:
         except FleetError as exc:
             say(f"router: could not take {url} out: {exc}")
             return
-        if code != 200:
-            say(f"router: /remove_worker {url} answered {code}: {body[:120]}")
+        if code not in router_api.DONE:
+            say(f"router: taking {url} out answered {code}: {body[:120]}")
             return
         self._event(host.name, "removed", url)
         say(f"taken out of the router on {self.host.name} before its server stops")
@@ -220,12 +169,12 @@ class RouterHooks:
             code, body = self.live.add(url)
         except FleetError as exc:
             code, body = None, str(exc)
-        if code == 200:
+        if code in router_api.DONE:
             self._event(host.name, "added", url)
             self.say(host.name, f"back in the router on {self.host.name}: {body.strip()[:120]}")
         else:
             self._event(host.name, "add failed", f"{code}: {body.strip()[:200]}")
-            self.say(host.name, f"router: /add_worker {url} answered {code}: {body.strip()[:160]}")
+            self.say(host.name, f"router: adding {url} answered {code}: {body.strip()[:160]}")
         return result
 
     def finish(self, hosts: list[Host], results: list[DeployResult]) -> RouterReport:
@@ -277,14 +226,19 @@ class RouterHooks:
         store = self.stores(conn, host, ROUTER_ROOT)
         previous = store.current()
         planned = plan(book, host, workers, self.secrets)
-        same = (read_file(conn, host, unit_path(book)) == planned.unit_text.encode()
-                and read_file(conn, host, env_path(book)) == planned.env_text.encode()
-                and restore.key_installed(conn, host, planned))
+        # the running router's own configuration: its unit as rendered with the workers it started with
+        started = previous.config.get("workers") if previous else None
+        running = plan(book, host, [u for u in started if is_worker_url(u)], self.secrets) \
+            if isinstance(started, list) else planned
+        same = (read_file(conn, host, unit_path(book)) == running.unit_text.encode()
+                and read_file(conn, host, env_path(book)) == running.env_text.encode()
+                and restore.key_installed(conn, host, running))
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
             if outcome == Outcome.READY:
                 self._reconcile(workers, say)
-                say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
+                say(f"release {previous.id} serves with its own configuration unchanged: its workers synced "
+                    f"through its API; {evidence}")
                 return RouterEnd(DeployStatus.UNCHANGED, previous.id, evidence)
         problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
                    or venv_problem(conn, host, planned.argv[0])
@@ -317,6 +271,7 @@ class RouterHooks:
     def _ready(self, conn: Connection) -> ServerVerdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
         unit = self.book.router.unit  # type: ignore[union-attr]
+        self.live.forget_api()  # the router that answers may be another release's now
         deadline = time.monotonic() + self.book.budgets.ready
         while True:
             code, _ = hostcurl.parse(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
@@ -337,11 +292,11 @@ class RouterHooks:
         for url in workers:
             if url not in live:
                 code, body = self.live.add(url)
-                say(f"/add_worker {url}: {code} {body.strip()[:100]}")
+                say(f"added {url}: {code} {body.strip()[:100]}")
         for url in live:
             if url not in workers:
                 code, body = self.live.remove(url)
-                say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
+                say(f"removed {url}: {code} {body.strip()[:100]}")
 
     def _fall_back(self, conn: Connection, store: ReleaseStore, run: ReleaseRun, previous: Release | None,
                    why: str, say: Progress) -> RouterEnd:

@@ -48,12 +48,10 @@ def is_worker_url(value: object) -> bool:
 
 
 def members(known: list[str], ran: list[str], serves: dict[str, bool]) -> list[str]:
-    """The router's workers: every replica that serves, whatever this run did to it (pure). `known`: the
-    workers the router had (its live list, else its release's), in their order; `ran`: this run's replicas,
-    in host order; `serves`: whether each answers. The router's order is kept so an unchanged set of
-    replicas renders the same unit."""
-    order = [u for u in known if is_worker_url(u)] + ran
-    return [u for u in dict.fromkeys(order) if serves.get(u, False)]
+    """The router's workers, sorted: every replica that serves, whatever this run did to it (pure). `known`:
+    the workers the router had (its live list, else its release's); `ran`: this run's replicas; `serves`:
+    whether each answers. Sorted: a router lists in no set order, and order is no configuration."""
+    return sorted(u for u in {*filter(is_worker_url, known), *ran} if serves.get(u, False))
 
 
 @dataclass
@@ -67,14 +65,21 @@ class RouterPlan:
     key_path: str | None = None
 
 
+def router_python(book: Playbook, host: Host) -> str:
+    """The Python whose sglang_router runs the router: router.venv's, else the replicas'."""
+    venv = (book.router.venv if book.router else None) or book.serve.venv or host.venv
+    return f"{venv}/bin/python"
+
+
 def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]) -> RouterPlan:
-    """The router's unit and env file for these worker URLs (in this order)."""
+    """The router's unit and env file for these worker URLs (rendered sorted: their order is no configuration,
+    and a unit that differs only by it must not restart the router)."""
     r = book.router
     if r is None:
         raise ValueError(f"playbook {book.name} has no router section")
-    venv = book.serve.venv or host.venv
+    workers = sorted(dict.fromkeys(workers))
     key = secrets.get(API_KEY)
-    argv = server_argv(f"{venv}/bin/python", "sglang_router.launch_router",
+    argv = server_argv(router_python(book, host), "sglang_router.launch_router",
                        ["--host", r.listen, "--port", str(r.port), "--policy", r.policy, *flag_args(r.flags),
                         "--worker-urls", *workers], keyed=key is not None)
     spec = UnitSpec(playbook=book.name, rung="router", release="-", user=book.serve.user,
@@ -117,13 +122,14 @@ def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
 
 
 def curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = None,
-         body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False) -> str:
+         body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False,
+         key_in_body: str | None = None) -> str:
     """A shell command calling the router on its host, with the router's key read from its file there
-    (fleet.host.curl). Prints the body, then the status code. key_in_query: also as `api_key=` (/add_worker:
-    workers added at runtime do not inherit the router's key)."""
+    (fleet.host.curl). Prints the body, then the status code. key_in_query / key_in_body: the key also as
+    `api_key=` or as that body field (adding a worker: workers added at runtime do not inherit the router's key)."""
     url = f"http://127.0.0.1:{book.router.port}{path}"  # type: ignore[union-attr]
     return hostcurl.command(url, method, key_path(book) if book.serve.api_key else None, query, body, timeout,
-                            key_in_query)
+                            key_in_query, key_in_body)
 
 
 def generation_check(body_text: str, code: int | None, book: Playbook) -> ServerVerdict:

@@ -4,8 +4,8 @@
     python -m sandbox.sim.install DIR
 
 Copies the packages `sglang` (0.5.9), `flashinfer` (distribution flashinfer-python 0.6.3), `torch`
-(2.9.1+cu130, metadata and device queries only), `sglang_sim_core` (the simulator) and `sglang_router`
-(distribution sglang-router 0.2.2, the data-parallel router's launcher) into DIR,
+(2.9.1+cu130, metadata and device queries only) and `sglang_sim_core` (the simulator) into DIR (the router
+is the real one: sandbox/router.py),
 each with a `*.dist-info` (METADATA, WHEEL, INSTALLER, top_level.txt, RECORD, entry_points.txt where
 the real package has console scripts), so `importlib.metadata` and `pip list` report them as the
 real releases. Reinstalling replaces earlier copies (any version) of the same distributions. When
@@ -49,8 +49,6 @@ DISTS = (
     Dist("torch", "2.9.1+cu130", "torch", "Tensors and Dynamic neural networks in Python with strong GPU "
          "acceleration"),
     Dist("sglang-sim-core", "0.1.0", "sglang_sim_core", "The fleet sandbox's sglang/flashinfer simulator."),
-    Dist("sglang-router", "0.2.2", "sglang_router", "High-performance model routing control and data plane for "
-         "large-scale LLM deployments."),
 )
 
 

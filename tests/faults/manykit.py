@@ -84,7 +84,9 @@ def serving_command(port: int, key: str | None, text: str = "2+2=", address: str
     """Prints yes when the server at address:port answers the known question with 4."""
     auth = f"-H {shlex.quote('Authorization: Bearer ' + key)} " if key else ""
     body = json.dumps({"text": text, "sampling_params": {"max_new_tokens": 4, "temperature": 0}})
-    return (f"curl -s -m 10 {auth}-d {shlex.quote(body)} http://{address}:{port}/generate 2>/dev/null "
+    # a JSON content type: the real router answers 415 to curl -d's form type (sglang itself takes either)
+    return (f"curl -s -m 10 {auth}-H 'Content-Type: application/json' -d {shlex.quote(body)} "
+            f"http://{address}:{port}/generate 2>/dev/null "
             "| grep -qE '\"text\": *\"[[:space:]]*4' && echo yes || echo no")
 
 

@@ -222,7 +222,7 @@ def _router(c) -> dict:
     """The router as its host sees it: its workers, whether a generation passes, which replicas answer /health."""
     urls = _urls(c)
     auth = f"-H 'Authorization: Bearer {KEY}'"
-    out = c["hosts"].sh(ROUTER, f"echo \"workers $(curl -s -m 10 {auth} http://127.0.0.1:30080/list_workers)\"; "
+    out = c["hosts"].sh(ROUTER, f"echo \"workers $(curl -s -m 10 {auth} http://127.0.0.1:30080/workers)\"; "
                                 f"echo \"generates $({serving_command(30080, KEY)})\"; "
                         + "; ".join(f"echo \"health {u} $({health_command(u, KEY)})\"" for u in urls))
     st: dict = {"workers": None, "generates": False, "serving": []}
@@ -230,7 +230,7 @@ def _router(c) -> dict:
         kind, _, rest = line.partition(" ")
         if kind == "workers":
             try:
-                st["workers"] = sorted(json.loads(rest)["urls"])
+                st["workers"] = sorted(w["url"] for w in json.loads(rest)["workers"])
             except (ValueError, KeyError, TypeError):
                 st["workers"] = None
         elif kind == "generates":

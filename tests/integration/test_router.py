@@ -65,8 +65,9 @@ def served_by(inventory, name: str) -> int:
 
 
 def router_workers(inventory) -> list[str]:
-    out = sh(inventory, ROUTER, f"curl -s -H 'Authorization: Bearer {KEY}' http://127.0.0.1:30080/list_workers")
-    return json.loads(out)["urls"]
+    """The real router's workers (sglang-router 0.3.2: GET /workers), sorted: its listing has no set order."""
+    out = sh(inventory, ROUTER, f"curl -s -H 'Authorization: Bearer {KEY}' http://127.0.0.1:30080/workers")
+    return sorted(w["url"] for w in json.loads(out)["workers"])
 
 
 def release_events(inventory, name: str, release: str) -> dict[str, float]:

@@ -22,7 +22,7 @@ def _metadata(site: Path) -> dict:
     code = (
         "import importlib.metadata as m, json; "
         "print(json.dumps({d: [m.version(d), m.distribution(d).read_text('top_level.txt').split()] "
-        "for d in ['sglang', 'flashinfer-python', 'torch', 'sglang-sim-core', 'sglang-router']}))"
+        "for d in ['sglang', 'flashinfer-python', 'torch', 'sglang-sim-core']}))"
     )
     out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)}, capture_output=True,
                          text=True, check=True)
@@ -35,7 +35,6 @@ def test_installed_packages_report_the_real_release_versions(sim_site):
         "flashinfer-python": ["0.6.3", ["flashinfer"]],
         "torch": ["2.9.1+cu130", ["torch"]],
         "sglang-sim-core": ["0.1.0", ["sglang_sim_core"]],
-        "sglang-router": ["0.2.2", ["sglang_router"]],
     }
     meta = (sim_site / "sglang-0.5.9.dist-info" / "METADATA").read_text()
     assert "SIMULATED" in meta
@@ -71,7 +70,7 @@ def test_cli_installs_into_a_venv_with_the_flashinfer_console_script(tmp_path):
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in site.glob("*.dist-info")) == [
-        "flashinfer_python-0.6.3.dist-info", "sglang-0.5.9.dist-info", "sglang_router-0.2.2.dist-info",
+        "flashinfer_python-0.6.3.dist-info", "sglang-0.5.9.dist-info",
         "sglang_sim_core-0.1.0.dist-info", "torch-2.9.1+cu130.dist-info",
     ]
     script = venv / "bin" / "flashinfer"

@@ -94,10 +94,10 @@ def result(host, status):
     return DeployResult(host.name, status)
 
 
-def test_members_keep_the_routers_order_and_only_what_serves():
-    known = [url(2), url(0), "http://evil;rm -rf /:1", url(3)]
+def test_members_are_what_serves_sorted_whatever_order_the_router_listed():
+    known = [url(3), url(2), url(0), "http://evil;rm -rf /:1"]
     serves = {url(0): True, url(1): True, url(2): False, url(3): True}
-    assert router_plan.members(known, [url(0), url(1)], serves) == [url(0), url(3), url(1)]
+    assert router_plan.members(known, [url(1), url(0)], serves) == [url(0), url(1), url(3)]
     assert router_plan.members([], [url(0)], {}) == []
 
 

@@ -3,6 +3,7 @@ renders, what the router's answers mean, the drain's reading of /metrics."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,26 @@ def test_the_unit_runs_the_launcher_with_the_replicas_and_the_key_by_reference(t
     assert router_plan.plan(book, found["sbx0"], urls, {API_KEY: "s3cret-k$y"}).unit_text == planned.unit_text
 
 
+def test_the_order_of_the_replicas_is_no_configuration_of_the_router(tmp_path):
+    """Issue 52, finding 5: a replica taken out and put back moves to the end of the router's list; the unit it
+    renders must not change (else the router restarts and cuts the requests in flight)."""
+    found = hosts(tmp_path)
+    book = playbook.load(write(tmp_path, BOOK))
+    one, three = (router_plan.worker_url(found[n], book) for n in ("sbx1", "sbx3"))
+    first = router_plan.plan(book, found["sbx0"], [one, three], {API_KEY: "k"})
+    again = router_plan.plan(book, found["sbx0"], [three, one, three], {API_KEY: "k"})
+    assert (again.unit_text, again.env_text, again.config) == (first.unit_text, first.env_text, first.config)
+
+
+def test_the_router_runs_in_its_own_venv_when_the_playbook_names_one(tmp_path):
+    found = hosts(tmp_path)
+    book = playbook.load(write(tmp_path, BOOK.replace("  policy: round_robin\n",
+                                                      "  policy: round_robin\n  venv: /opt/sglang-router-0.1.9\n")))
+    planned = router_plan.plan(book, found["sbx0"], [], {})
+    assert planned.argv[:3] == ["/opt/sglang-router-0.1.9/bin/python", "-m", "sglang_router.launch_router"]
+    assert router_plan.router_python(playbook.load(write(tmp_path, BOOK)), found["sbx0"]) == "/root/ml-env/bin/python"
+
+
 def test_a_generation_through_the_router_must_come_back_right(tmp_path):
     book = playbook.load(write(tmp_path, BOOK))
     assert router_plan.generation_check('{"text": " 4"}', 200, book)[0] == "READY"
@@ -136,6 +157,7 @@ def test_the_router_commands_carry_the_key_from_its_file_never_on_a_command_line
     import urllib.parse
 
     seen: list[tuple[str, str, dict, str | None]] = []
+    bodies: list[bytes] = []
 
     class Recorder(http.server.BaseHTTPRequestHandler):
         def _answer(self) -> None:
@@ -143,7 +165,7 @@ def test_the_router_commands_carry_the_key_from_its_file_never_on_a_command_line
             seen.append((self.command, parts.path, urllib.parse.parse_qs(parts.query),
                          self.headers.get("authorization")))
             length = int(self.headers.get("content-length") or 0)
-            self.rfile.read(length)
+            bodies.append(self.rfile.read(length))
             body = b'{"urls": []}'
             self.send_response(200)
             self.send_header("content-length", str(len(body)))
@@ -166,15 +188,18 @@ def test_the_router_commands_carry_the_key_from_its_file_never_on_a_command_line
         add = router_plan.curl(book, "POST", "/add_worker", query={"url": "http://172.30.78.11:30000"},
                            key_in_query=True)
         listing = router_plan.curl(book, "GET", "/list_workers")
-        assert "k\"e" not in add and "$x" not in add
-        for command in (add, listing):
+        added = router_plan.curl(book, "POST", "/workers", body={"url": "http://172.30.78.13:30000"},
+                                 key_in_body="api_key")
+        assert "k\"e" not in add + added and "$x" not in add + added
+        for command in (add, listing, added):
             out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
             assert hostcurl.parse(out) == (200, '{"urls": []}')
     finally:
         server.shutdown()
         server.server_close()
     assert seen == [("POST", "/add_worker", {"url": ["http://172.30.78.11:30000"], "api_key": [key]}, f"Bearer {key}"),
-                    ("GET", "/list_workers", {}, f"Bearer {key}")]
+                    ("GET", "/list_workers", {}, f"Bearer {key}"), ("POST", "/workers", {}, f"Bearer {key}")]
+    assert json.loads(bodies[-1]) == {"url": "http://172.30.78.13:30000", "api_key": key}
 
 
 def test_the_shipped_replicas_playbook_loads():
