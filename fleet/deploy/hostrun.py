@@ -28,13 +28,12 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host.releases import ROLLBACK_MARK, Release, ReleaseStore, now
-from fleet.host.session import RUNNING, HostSession, one_line
+from fleet.host.session import RUNNING, ConnectionLost, HostSession, one_line
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,9 +40,10 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
+from fleet.host.journal import journal_tail
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, unit_state
-from fleet.host.session import HostSession
+from fleet.host.service import can_import, daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost.router_plan import (
@@ -63,7 +63,6 @@ from fleet.outcomes import SERVING, DeployStatus, Outcome, Verdict
 from fleet.playbook import Playbook, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import ConnectionLost
 
 HostSay = Callable[[str, str], None]  # (host name, message)
 MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
@@ -79,7 +78,7 @@ class LiveRouter:
     def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
         conn = open_connection(self.host, self.opts)
         try:
-            return hostcurl.parse(sh(conn, self.host, command, timeout=timeout + 30))
+            return hostcurl.answer(conn, self.host, command, wait=timeout + 30)
         finally:
             conn.close()
 
@@ -100,7 +99,7 @@ class LiveRouter:
         command = hostcurl.command(f"{url}/health", "GET", key_path(self.book) if self.book.serve.api_key else None,
                                    timeout=5)
         try:
-            code, _ = hostcurl.parse(sh(conn, self.host, command, timeout=40)) if conn else self._run(command, 5)
+            code, _ = hostcurl.answer(conn, self.host, command, wait=40) if conn else self._run(command, 5)
         except FleetError:
             return False
         return code == 200
@@ -116,8 +115,8 @@ class LiveRouter:
     def generate(self, conn: Connection) -> Verdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
-        code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
-                                     timeout=180))
+        code, text = hostcurl.answer(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
+                                     wait=180)
         return generation_check(text, code, self.book)
 
 
@@ -316,12 +315,12 @@ class RouterHooks:
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
         while True:
-            code, _ = hostcurl.parse(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            code, _ = hostcurl.answer(conn, self.host, curl(self.book, "GET", "/health", timeout=5), wait=40)
             if code == 200:
                 return self.live.generate(conn)
             state = unit_state(conn, self.host, unit)
             if state.get("ActiveState") in ("failed", "inactive"):
-                tail = sh(conn, self.host, f"journalctl -u {shlex.quote(unit)} -n 3 -o cat --no-pager || true")
+                tail = journal_tail(conn, self.host, unit, 3)
                 last = " | ".join(tail.splitlines())[:300]
                 return Outcome.EXITED, f"the router exited ({state.get('Result', '?')}): {last}"
             if time.monotonic() > deadline:
@@ -346,7 +345,7 @@ class RouterHooks:
         unit = self.book.router.unit  # type: ignore[union-attr]
         if previous is None:
             with suppress(FleetError):
-                sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+                stop_quietly(conn, self.host, unit)
             return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
                              "stopped"}
         try:
@@ -420,7 +419,7 @@ class RouterHooks:
         copies = restore.verified_copies(store, release)
         if isinstance(copies, str):
             return Outcome.PREFLIGHT, copies
-        sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+        stop_quietly(conn, self.host, unit)
         problem = restore.put_files(conn, self.host, release, copies)  # by rename where kept: a full disk too
         if problem:
             return Outcome.INSTALL_FAILED, problem
@@ -438,9 +437,8 @@ class RouterHooks:
 def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
     """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
     deadline = time.monotonic() + book.budgets.stop
-    metrics = f"curl -s -m 5 http://127.0.0.1:{book.serve.port}/metrics || true"
     while time.monotonic() < deadline:
-        running = running_requests(sh(conn, host, metrics))
+        running = running_requests(hostcurl.metrics_text(conn, host, book.serve.port))
         if not running:
             return
         say(f"draining: {running:g} request(s) still running")
@@ -448,9 +446,8 @@ def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
 
 
 def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
-    out = sh(conn, host, f"{shlex.quote(python)} -c 'import sglang_router' 2>&1 || echo FLEET-MISSING").strip()
-    return f"sglang_router is not importable by {python} (pip install sglang-router)" if "FLEET-MISSING" in out \
-        else None
+    return None if can_import(conn, host, python, "sglang_router") else \
+        f"sglang_router is not importable by {python} (pip install sglang-router)"
 
 
 # ---------------------------------------------------------------------- entry points for the deploy command
