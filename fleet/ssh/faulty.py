@@ -34,7 +34,7 @@ _GENERIC = frozenset({"run", "run_bytes", "sh", "read_file", "write_atomic", "_s
                       "keep_file", "save", "event", "load", "events", "events_read"})
 _VERBS = frozenset({"start_unit", "stop_quietly", "restart_unit", "disable_unit", "remove_file", "make_folders",
                     "names_in", "sha256s", "read_quiet", "run_python", "can_import", "cursor_of", "journal_tail",
-                    "open_follower", "open_channel", "manifests_with", "patch_runs_open", "dead_run_marks",
+                    "open_follower", "manifests_with", "patch_runs_open", "dead_run_marks",
                     "drop_temps", "launch_help", "model_check", "port_users", "health_code", "metrics_text",
                     "answer", "request", "run_bench", "said"})
 

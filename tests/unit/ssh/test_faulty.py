@@ -72,3 +72,11 @@ def test_the_io_loop_has_no_fault_branch():
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert "faulthook" not in names | imported
+
+
+def test_every_verb_a_step_label_passes_over_is_a_function_of_fleet_host():
+    """A verb renamed in fleet.host without its name here would label its steps by itself, not by who asked."""
+    host = Path(remote.__file__).parents[1] / "host"
+    defined = {n.name for p in host.glob("*.py") for n in ast.walk(ast.parse(p.read_text()))
+               if isinstance(n, ast.FunctionDef)}
+    assert faulty._VERBS <= defined, sorted(faulty._VERBS - defined)
