@@ -18,7 +18,7 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, preflight, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
@@ -174,7 +174,8 @@ class Deployer:
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:
         s = self.serve
-        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        return fallback.fall_back(steps, previous, why, self.progress)
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a

@@ -146,6 +146,7 @@ class FellBack:
     release: str
     config: dict[str, Any]
     error: str
+    evidence: str = ""  # what the put-back release's check said
 
     @property
     def served_again(self) -> bool:

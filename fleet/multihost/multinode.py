@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet.deploy import recovery, restore
+from fleet.deploy import fallback, recovery, restore
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.health import health_check, node_health
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
@@ -472,18 +472,12 @@ class MultiNode:
                 outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
             except Exception as exc:  # noqa: BLE001 - as above
                 outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
-        for n in self.nodes:
-            r = n.result
-            if n.previous is None and n.rank in problems:
-                r.status, r.config = DeployStatus.FAILED, {}
-                r.error = f"{n.host.name}: {why}; stopping it failed too: {problems[n.rank]}"
-            elif n.previous is None:
-                r.status, r.config = DeployStatus.FAILED, {}
-                r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
+        for n in self.nodes:  # in the words of the one fall-back (fleet.deploy.fallback), node by node
+            name = n.host.name
+            if n.previous is None:
+                fell = fallback.nothing_before(name, n.release.id, why, problems.get(n.rank))
             elif n.rank in problems or outcome != Outcome.READY:
-                r.status, r.release, r.config = DeployStatus.FAILED, n.prior.id, n.prior.config
-                r.error = (f"{n.host.name}: {why} and the rollback failed too: "
-                           f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
+                fell = fallback.failed_too(name, n.prior, why, problems.get(n.rank) or f"{outcome} {evidence}")
             else:
-                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.prior.id, n.prior.config
-                r.error = f"{n.host.name}: {why}; back on release {n.prior.id}"
+                fell = fallback.back_on(name, n.prior, why)
+            n.result.ended_on(fell)

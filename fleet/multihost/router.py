@@ -32,10 +32,11 @@ from typing import Any
 
 from fabric import Connection
 
-from fleet.deploy import recovery, restore
+from fleet.deploy import fallback, recovery, restore
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
+from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
@@ -305,10 +306,8 @@ class RouterHooks:
             raise  # the release stays in progress: the next run's recovery (`recover`) closes it
         except Exception as exc:  # install, restart or the check raised: the previous router goes back
             outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        with suppress(Exception):  # the error to report is the attempt's; recovery closes an unclosed release
-            run.fail()
         say(f"{outcome}: {evidence}")
-        return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
+        return self._fall_back(conn, store, run, previous, f"{outcome}: {evidence}", say)
 
     def _ready(self, conn: Connection) -> Verdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
@@ -339,30 +338,15 @@ class RouterHooks:
                 code, body = self.live.remove(url)
                 say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
 
-    def _fall_back(self, conn: Connection, store: ReleaseStore, previous: Release | None, why: str,
-                   say: Progress) -> dict[str, Any]:
-        """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
-        unit = self.book.router.unit  # type: ignore[union-attr]
-        if previous is None:
-            with suppress(FleetError):
-                stop_quietly(conn, self.host, unit)
-            return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
-                             "stopped"}
-        try:
-            outcome, evidence = self.restore(conn, store, previous)
-        except ConnectionLost:
-            raise
-        except Exception as exc:  # reported, never raised: the run's summary must still come
-            outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        say(f"back on release {previous.id}: {outcome} {evidence}")
-        if outcome == Outcome.READY:
-            problem = store.point_back(previous)
-            return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
-                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"
-                             + (f", but {problem}" if problem else "")}
-        return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
-                                                 f"{previous.id} did not serve either: {outcome} {evidence}"}
-
+    def _fall_back(self, conn: Connection, store: ReleaseStore, run: ReleaseRun, previous: Release | None,
+                   why: str, say: Progress) -> dict[str, Any]:
+        """The new router did not serve: its previous release back byte for byte, else the unit stopped (the
+        one fall-back, fleet.deploy.fallback), as the router's report."""
+        fell = fallback.fall_back(RouterSteps(self, conn, store, run), previous, why, say)
+        if fell.served_again:
+            return {"status": DeployStatus.ROLLED_BACK, "release": fell.release, "evidence": fell.evidence,
+                    "error": fell.error}
+        return {"release": fell.release, "error": fell.error} if previous else {"error": fell.error}
 
     def run(self, purpose: str, say: Progress) -> AbstractContextManager[HostRun]:
         """A run on the router's host (fleet.deploy.hostrun), recovering first what a dead router run left and
@@ -432,6 +416,38 @@ class RouterHooks:
         raised: the next run drops them too)."""
         with suppress(Exception):
             drop_kept(conn, self.host, [unit_path(self.book), env_path(self.book)])
+
+
+@dataclass
+class RouterSteps:
+    """The fall-back's steps for the router (fleet.deploy.fallback): its unit stopped, a router release put
+    back and checked through a generation, the new release closed as failed, `current` pointed back."""
+
+    hooks: RouterHooks
+    conn: Connection
+    store: ReleaseStore
+    run: ReleaseRun
+
+    @property
+    def label(self) -> str:
+        return f"{self.hooks.host.name}: router"
+
+    @property
+    def new_release(self) -> str:
+        return self.run.release.id
+
+    def stop(self) -> None:
+        stop_quietly(self.conn, self.hooks.host, self.hooks.book.router.unit)  # type: ignore[union-attr]
+
+    def put_back(self, previous: Release) -> Verdict:
+        return self.hooks.restore(self.conn, self.store, previous)
+
+    def close_failed(self) -> None:
+        with suppress(Exception):  # the error to report is the attempt's; recovery closes an unclosed release
+            self.run.fail()
+
+    def point_back(self, previous: Release) -> str | None:
+        return self.store.point_back(previous)
 
 
 def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:

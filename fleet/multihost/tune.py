@@ -19,7 +19,7 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, noise, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, noise, preflight, restore
 from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
@@ -206,7 +206,8 @@ class Tuner:
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:
         s = self.serve
-        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        return fallback.fall_back(steps, previous, why, self.progress)
 
     def bench(self, conn: Connection) -> BenchRecord:
         return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
