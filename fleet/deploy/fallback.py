@@ -14,7 +14,7 @@ from typing import Protocol
 from fleet.deploy.results import FellBack
 from fleet.host.releases import Release
 from fleet.host.session import ConnectionLost
-from fleet.outcomes import DeployStatus, Outcome, Verdict
+from fleet.outcomes import DeployStatus, Outcome, ServerVerdict
 from fleet.progress import Progress
 
 
@@ -32,7 +32,7 @@ class FallBackSteps(Protocol):
     def stop(self) -> None:
         """No earlier release: the unit stopped and its GPUs emptied. May raise: reported, not raised."""
 
-    def put_back(self, previous: Release) -> Verdict:
+    def put_back(self, previous: Release) -> ServerVerdict:
         """`previous`'s files back byte for byte, started and checked. May raise: reported as INSTALL_FAILED."""
 
     def close_failed(self) -> None:

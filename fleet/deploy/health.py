@@ -11,11 +11,11 @@ from fabric import Connection
 from fleet.host import curl as hostcurl
 from fleet.host.render import key_file
 from fleet.inventory import Host
-from fleet.outcomes import Outcome, Verdict
+from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Playbook
 
 
-def health_check(conn: Connection, host: Host, book: Playbook) -> Verdict:
+def health_check(conn: Connection, host: Host, book: Playbook) -> ServerVerdict:
     """/health must answer 200 and the known-answer prompt must come back right."""
     base = f"http://127.0.0.1:{book.serve.port}"
     code = hostcurl.health_code(conn, host, book.serve.port)
@@ -34,7 +34,7 @@ def health_check(conn: Connection, host: Host, book: Playbook) -> Verdict:
     return Outcome.READY, f"healthy; {book.health.prompt!r} -> {text.strip()[:40]!r}"
 
 
-def node_health(conn: Connection, host: Host, port: int) -> Verdict:
+def node_health(conn: Connection, host: Host, port: int) -> ServerVerdict:
     """A node of rank >= 1 serves only sglang's dummy /health (no API): it must answer 200."""
     code = hostcurl.health_code(conn, host, port)
     if code != "200":

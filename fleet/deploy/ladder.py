@@ -185,8 +185,7 @@ class Deployer:
         except venvs.VenvError as exc:
             result.error = f"{exc}; nothing was stopped"
             return None
-        result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
-                       "seconds": round(venv.seconds, 2)}
+        result.venv = venv.record()
         facts = probe_run.probe_on(conn, self.host)
         result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
         return facts
@@ -209,7 +208,7 @@ class Deployer:
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
             self.runner.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
-            run.record(attempt.to_json())
+            run.record(attempt)
             if attempt.outcome == Outcome.READY:
                 note = run.succeed(rung.name, planned.config, self.book.keep_releases)
                 if note:

@@ -34,7 +34,7 @@ from fleet.host.service import (
 from fleet.host.session import ConnectionLost
 from fleet.inventory import Host
 from fleet.logs import journal
-from fleet.outcomes import Outcome, ReleaseStatus, Verdict
+from fleet.outcomes import Outcome, ReleaseStatus, ServerVerdict
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
@@ -129,7 +129,7 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
 
 
 def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,
-                     sglang: str | None = None) -> Verdict:
+                     sglang: str | None = None) -> ServerVerdict:
     """Restart the unit, follow its journal to READY (or not; with the release's `sglang`, classified by its
     sites), then the health check."""
     cursor = journal.cursor(conn, host)
@@ -250,7 +250,7 @@ class ServerSteps:
     def stop(self) -> None:
         stop_and_empty_gpus(self.conn, self.host, self.unit, self.book.budgets.stop, self.say)
 
-    def put_back(self, previous: Release) -> Verdict:
+    def put_back(self, previous: Release) -> ServerVerdict:
         rolled = restore(self.conn, self.host, self.store, previous, self.book, self.say)
         return rolled.outcome, rolled.evidence
 

@@ -298,7 +298,7 @@ class MultiNode:
                                                      record if n.rank == 0 else None))
                 for n in self.nodes:
                     n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
-                    n.run.record(n.result.attempts[-1].to_json())
+                    n.run.record(n.result.attempts[-1])
                 if outcome == Outcome.READY:
                     for n in self.nodes:
                         n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
@@ -324,8 +324,7 @@ class MultiNode:
                 for m in self.nodes:
                     m.result.error = f"{exc}; nothing was stopped on any node"
                 return False
-            n.result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent,
-                             "bytes_sent": venv.bytes_sent, "seconds": round(venv.seconds, 2)}
+            n.result.venv = venv.record()
             n.facts = probe_run.probe_on(n.conn, n.deployer.host)
             n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
         return True

@@ -45,6 +45,9 @@ RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
 
 @dataclass
 class RecoverResult:
+    """One host's `inv recover` as `--json` prints it: the action taken (or NOTHING) and why, each step, the GPU
+    faults before and after, and whether the host can serve again."""
+
     host: str
     action: str = NOTHING
     why: str = ""
@@ -180,7 +183,7 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> lis
     groups: dict[int, list[str]] = {}
     try:
         for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
-            groups.setdefault(d["iommugroup"], []).append(d["id"])
+            groups.setdefault(d.iommu_group, []).append(d.id)
         steps = ["NVIDIA functions on the node by IOMMU group: " + "; ".join(
             f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
     except ProxmoxError as exc:

@@ -10,7 +10,7 @@ import pytest
 
 from fleet.deploy import fallback
 from fleet.host.releases import Release
-from fleet.outcomes import DeployStatus, Outcome, Verdict
+from fleet.outcomes import DeployStatus, Outcome, ServerVerdict
 from fleet.ssh.remote import ConnectionLost
 
 OLD = Release(id="r-old", host="h1", playbook="p", playbook_sha256="0" * 64, created="2026-12-01T00:00:00Z",
@@ -21,7 +21,7 @@ OLD = Release(id="r-old", host="h1", playbook="p", playbook_sha256="0" * 64, cre
 class Steps:
     """Steps that log their calls; each may be told to raise or to answer something else."""
 
-    verdict: Verdict = (Outcome.READY, "up, /health 200")
+    verdict: ServerVerdict = (Outcome.READY, "up, /health 200")
     stop_raises: Exception | None = None
     put_back_raises: BaseException | None = None
     point_back_problem: str | None = None
@@ -34,7 +34,7 @@ class Steps:
         if self.stop_raises:
             raise self.stop_raises
 
-    def put_back(self, previous: Release) -> Verdict:
+    def put_back(self, previous: Release) -> ServerVerdict:
         self.done.append(f"put back {previous.id}")
         if self.put_back_raises:
             raise self.put_back_raises

@@ -16,7 +16,6 @@ tests/faults/test_fault_gpu.py runs the paths end to end there."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fakesession import FakeSession
@@ -147,7 +146,7 @@ class Api(pve.Proxmox):
         self.machine.reboot()
         return "UPID:reset"
 
-    def nvidia_devices(self) -> list[dict[str, Any]]:
+    def nvidia_devices(self) -> list[pve.PciFunction]:
         self.machine.step("api pci")
         return []
 
