@@ -14,13 +14,16 @@ from fleet.ssh.remote import open_channel
 
 
 def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
-            follow: bool = True) -> str:
-    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since`."""
+            follow: bool = True, lines: int | None = None) -> str:
+    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since` (journalctl's
+    own value: '-10m', '20:00'), the last `lines` of it."""
     cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
     if cursor is not None:
         cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
     if since:
-        cmd += f" --since=-{shlex.quote(since)}"
+        cmd += f" --since={shlex.quote(since)}"
+    if lines is not None and cursor is None:
+        cmd += f" -n {int(lines)}"
     return cmd + (" -f" if follow else "")
 
 
