@@ -8,8 +8,6 @@ the mark, so the next run does not restart a server that serves."""
 
 from __future__ import annotations
 
-import shlex
-
 from fabric import Connection
 
 from fleet.deploy import restore
@@ -21,21 +19,22 @@ from fleet.host.releases import BeforeFleet, ReleaseStore
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import (
     daemon_reload,
+    disable_unit,
     drop_kept,
     put_back_kept,
     read_file,
-    sh,
+    remove_file,
     sha256,
+    start_unit,
     stop_and_empty_gpus,
     unit_state,
     write_atomic,
 )
-from fleet.host.session import HostSession
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
 RUNNING = ("active", "activating", "reloading")
@@ -102,8 +101,8 @@ def _undo_fleet(conn: Connection, host: Host, unit: str, copies: dict[str, bytes
     unit_path = unit_file(unit)
     for path in (p for p in wanted if p not in copies):
         if path == unit_path:
-            sh(conn, host, f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
-        sh(conn, host, f"rm -f -- {shlex.quote(path)}")
+            disable_unit(conn, host, unit)
+        remove_file(conn, host, path)
         progress(f"removed {path} (there was none before fleet)")
     daemon_reload(conn, host)
     drop_kept(conn, host, wanted)
@@ -159,7 +158,7 @@ def _undo_writes(conn: Connection, host: Host, done: list[tuple[str, str | None]
     stuck = []
     for path, old in reversed(done):
         if old is None:
-            sh(conn, host, f"rm -f -- {shlex.quote(path)}", check=False)
+            remove_file(conn, host, path, check=False)
         elif sha256(read_file(conn, host, path) or b"") != old and not put_back_kept(conn, host, path, old):
             stuck.append(path)
     drop_kept(conn, host, [p for p, _ in done])
@@ -182,7 +181,7 @@ def _serve_again(conn: Connection, host: Host, unit: str, progress: Progress) ->
                 "puts them back"), False
     if unit_state(conn, host, unit).get("ActiveState") in RUNNING:
         return f"release {current.id} still serves, its patch sets back", True
-    sh(conn, host, f"systemctl start {shlex.quote(unit)}", check=False)
+    start_unit(conn, host, unit, check=False)
     state = unit_state(conn, host, unit).get("ActiveState", "unknown")
     return f"the stop had gone through: release {current.id} was started again (the unit is {state})", \
         state in RUNNING

@@ -10,7 +10,6 @@ stops the unit and reverts fleet's patches when it never had one. The caller's o
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,18 +17,15 @@ from fabric import Connection
 
 from fleet.deploy import restore
 from fleet.errors import FleetError
+from fleet.host import leftovers
 from fleet.host import lock as hostlock
 from fleet.host.releases import CURRENT_TEMP, ROLLBACK_MARK, ROOT, Release, ReleaseDamaged, ReleaseStore, node_of, now
-from fleet.host.service import sh, stop_and_empty_gpus
+from fleet.host.service import read_quiet, remove_file, sha256s, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
 from fleet.patches.plan import BACKUP_ROOT
 from fleet.playbook import Playbook
-
-
-def _grep(root: str, what: str) -> str:
-    return f"grep -l {shlex.quote(what)} {shlex.quote(root)}/releases/*/manifest.json 2>/dev/null || true"
 
 
 @dataclass
@@ -58,7 +54,7 @@ def find(conn: Connection, host: Host, root: str = ROOT) -> list[Interrupted]:
     the lock, else a live deploy looks dead."""
     store = ReleaseStore(conn, host, root)
     found = []
-    for path in sh(conn, host, _grep(root, '"status": "in-progress"')).split():
+    for path in leftovers.manifests_with(conn, host, root, '"status": "in-progress"'):
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged:  # not a manifest fleet wrote (a hand-made copy, say): passed over, as list() does
@@ -76,9 +72,8 @@ def find(conn: Connection, host: Host, root: str = ROOT) -> list[Interrupted]:
 def finish_commits(conn: Connection, host: Host, root: str = ROOT) -> list[str]:
     """Releases that served and were saved ok, but whose run died before `current` moved to them: the host runs
     their files, so they are made current (the release asked for), newest last. One line per release."""
-    out = sh(conn, host, _grep(root, '"committing": true'))
     store, notes = ReleaseStore(conn, host, root), []
-    for path in sorted(out.split()):
+    for path in sorted(leftovers.manifests_with(conn, host, root, '"committing": true')):
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged as exc:
@@ -118,9 +113,7 @@ def runs_files_of(conn: Connection, host: Host, release: Release) -> bool:
     files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
     if not files:
         return False
-    out = sh(conn, host, "sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
-    found = {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
-             if len(bits) == 2}
+    found = sha256s(conn, host, sorted(files))
     return all(found.get(p) == sha for p, sha in files.items())
 
 
@@ -180,7 +173,7 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
     if marked:
-        sh(conn, host, f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+        remove_file(conn, host, ROLLBACK_MARK)
     say(f"recovering: {notes[-1]}")
     return notes
 
@@ -188,16 +181,12 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
 def needs_playbook(conn: Connection, host: Host) -> list[str]:
     """What a dead run left that only a put-back with the release's playbook can close, read only in one round
     trip (under the lock): releases in progress, patch runs half done, a rollback's mark. [] on a clean host."""
-    runs, releases = f"{shlex.quote(BACKUP_ROOT)}/runs/*/manifest.json", _grep(ROOT, '"status": "in-progress"')
-    out = sh(conn, host, f"{releases}; "
-                         f"grep -lsE '\"status\": \"(applying|reverting)\"' {runs}; "
-                         f"[ -e {shlex.quote(ROLLBACK_MARK)} ] && echo {shlex.quote(ROLLBACK_MARK)}; true")
-    return out.split()
+    return leftovers.dead_run_marks(conn, host, ROOT, BACKUP_ROOT, ROLLBACK_MARK)
 
 
 def _rollback_marked(conn: Connection, host: Host) -> str | None:
     """What a dead rollback's mark says (to, from), or None when there is none."""
-    out = sh(conn, host, f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
+    out = read_quiet(conn, host, ROLLBACK_MARK).strip()
     if not out:
         return None
     try:
@@ -215,17 +204,7 @@ def drop_temp_files(conn: Connection, host: Host, unit: str, root: str = ROOT) -
     trip; it runs under the host lock, so no live run's link is among them)."""
     pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-"),
              (root, CURRENT_TEMP)]
-    return sh(conn, host, drop_temp_command(pairs)).split()
-
-
-def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
-    """The shell that removes FOLDER/PREFIX* for each pair, files and links (dangling ones too), and prints what it
-    removed. Pure."""
-    return ("for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
-            "; do { [ -e \"$f\" ] || [ -L \"$f\" ]; } && rm -f -- \"$f\" && echo \"$f\"; done; true")
-
-
-
+    return leftovers.drop_temps(conn, host, pairs)
 
 
 # ---------------------------------------------------------------------- what `inv status` shows (read only)

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from fleet.deploy import recovery
+from fleet.host import leftovers, releases
 from fleet.host import lock as hostlock
-from fleet.host import releases
 from fleet.inventory import Host
 
 
@@ -81,7 +81,7 @@ def test_a_damaged_manifest_among_the_releases_is_passed_over_not_a_wall(tmp_pat
         p = Path(local(path))
         return p.read_bytes() if p.exists() else None
 
-    monkeypatch.setattr(rec, "sh", sh)
+    monkeypatch.setattr(leftovers, "sh", sh)
     monkeypatch.setattr(rel, "sh", sh)
     monkeypatch.setattr(rel, "read_file", read_file)
     good = rel.Release(id="20261201T000001Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t",
@@ -106,7 +106,7 @@ def test_recovery_removes_a_dead_run_s_new_current_link_and_temp_files_but_nothi
     (root / "current").symlink_to("releases/20261201T000000Z-live")
     (etc / ".sglang.env.fleet-12-34").write_text("half")
     (etc / "sglang.env").write_text("kept")
-    cmd = recovery.drop_temp_command([(str(etc), ".sglang.env.fleet-"), (str(root), releases.CURRENT_TEMP)])
+    cmd = leftovers.drop_temp_command([(str(etc), ".sglang.env.fleet-"), (str(root), releases.CURRENT_TEMP)])
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(out) == sorted([str(etc / ".sglang.env.fleet-12-34"), str(root / ".current.0a1b2c3d")])
     assert sorted(p.name for p in root.iterdir()) == ["current"] and [p.name for p in etc.iterdir()] == ["sglang.env"]

@@ -14,6 +14,7 @@ from fleet.deploy import before_fleet as rollback
 from fleet.deploy import recovery
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
+from fleet.host import service
 from fleet.host.releases import ROLLBACK_MARK, Release
 from fleet.host.render import env_file, unit_file
 from fleet.host.service import ServiceError, sha256
@@ -91,7 +92,7 @@ def host(monkeypatch):
     monkeypatch.setattr(rollback, "read_file", lambda c, h, p: state.get(p))
     monkeypatch.setattr(rollback, "put_back_kept", put_back_kept)
     monkeypatch.setattr(rollback, "drop_kept", lambda *a: None)
-    monkeypatch.setattr(rollback, "sh", sh)
+    monkeypatch.setattr(service, "sh", sh)  # the verbs (start_unit, remove_file) run through it
     monkeypatch.setattr(rollback, "unit_state", lambda c, h, u: {"ActiveState": state["unit"]})
     monkeypatch.setattr(rollback.restore, "set_patches", set_patches)
     return state
@@ -192,8 +193,8 @@ def test_a_run_killed_after_the_stop_leaves_its_mark_and_the_next_recovery_puts_
     monkeypatch.setattr(recovery.patches, "undo_interrupted_runs", lambda *a: [])
     monkeypatch.setattr(recovery, "finish_commits", lambda *a: [])
     monkeypatch.setattr(recovery, "find", lambda *a: [])
-    monkeypatch.setattr(recovery, "sh", lambda c, h, cmd, **k: host.get(ROLLBACK_MARK, b"").decode()
-                        if cmd.startswith("cat") else "")
+    monkeypatch.setattr(recovery, "read_quiet", lambda c, h, path: host.get(path, b"").decode())
+    monkeypatch.setattr(recovery, "remove_file", lambda c, h, path: None)
     monkeypatch.setattr(recovery, "ReleaseStore", Store)
     monkeypatch.setattr(recovery.restore, "restore",
                         lambda c, h, s, r, b, say: restored.append(r.id) or Attempt("x", Outcome.READY, "up", 0))
