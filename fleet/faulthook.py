@@ -6,7 +6,8 @@ when the journal watch enters a start-up phase, and `mid-patch`: the host-side p
 first file, and fleet with it, so the host is left half-patched.
 
 Fault points, derived from the code: every remote step (each command of fleet.ssh.remote, the journal's
-follower channel) passes through `remote_step`, numbered in order within the process.
+follower channel) passes through `remote_step`, numbered in order within the process: fleet.ssh.faulty's runner,
+put on each connection opened while FLEET_FAULT_TRACE or FLEET_FAULT_AT is set, counts them.
 FLEET_FAULT_TRACE=<file> appends `<n>\t<monotonic time>\t<label>` for each (the harness learns a flow's points
 from one clean run); FLEET_FAULT_AT=<n>:<kind> injects a fault at step n: `fail` (the command fails without
 running), `drop` (the link drops while it runs), `kill` (this process is SIGKILLed before it is sent), `full`
@@ -41,6 +42,11 @@ def reached(step: str) -> None:
     """Die here, without cleanup, when the fault suite asked for this step."""
     if armed(step):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def active() -> bool:
+    """Whether the fault harness counts remote steps in this process (fleet.ssh.faulty wraps connections then)."""
+    return bool(os.environ.get(TRACE) or os.environ.get(AT))
 
 
 def remote_step(label: Callable[[], str]) -> str | None:

@@ -8,10 +8,10 @@ from fleet.cli import console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
+from fleet.host.session import CommandResult
 from fleet.inventory import Host
 from fleet.parallel import HostOutcome
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import CommandResult
 
 if TYPE_CHECKING:
     from rich.console import Console

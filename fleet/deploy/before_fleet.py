@@ -8,8 +8,6 @@ the mark, so the next run does not restart a server that serves."""
 
 from __future__ import annotations
 
-import shlex
-
 from fleet.deploy import restore
 from fleet.deploy.hostrun import host_run, lock_only
 from fleet.deploy.results import Attempt, DeployResult
@@ -18,12 +16,11 @@ from fleet.host import venvs
 from fleet.host.releases import BeforeFleet, ReleaseStore
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import sha256
-from fleet.host.session import HostSession
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
 RUNNING = ("active", "activating", "reloading")
@@ -89,8 +86,8 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
     unit_path = unit_file(unit)
     for path in (p for p in wanted if p not in copies):
         if path == unit_path:
-            s.sh(f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
-        s.sh(f"rm -f -- {shlex.quote(path)}")
+            s.disable_unit(unit)
+        s.remove(path)
         progress(f"removed {path} (there was none before fleet)")
     s.daemon_reload()
     s.drop_kept(wanted)
@@ -146,7 +143,7 @@ def _undo_writes(s: HostSession, done: list[tuple[str, str | None]],
     stuck = []
     for path, old in reversed(done):
         if old is None:
-            s.sh(f"rm -f -- {shlex.quote(path)}", check=False)
+            s.remove(path, check=False)
         elif sha256(s.read(path) or b"") != old and not s.put_back_kept(path, old):
             stuck.append(path)
     s.drop_kept([p for p, _ in done])
@@ -169,7 +166,7 @@ def _serve_again(s: HostSession, unit: str, progress: Progress) -> tuple[str, bo
                 "puts them back"), False
     if s.unit_state(unit).get("ActiveState") in RUNNING:
         return f"release {current.id} still serves, its patch sets back", True
-    s.sh(f"systemctl start {shlex.quote(unit)}", check=False)
+    s.start(unit, check=False)
     state = s.unit_state(unit).get("ActiveState", "unknown")
     return f"the stop had gone through: release {current.id} was started again (the unit is {state})", \
         state in RUNNING

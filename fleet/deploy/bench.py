@@ -13,7 +13,6 @@ import json
 import math
 import posixpath
 import re
-import shlex
 import statistics
 import time
 from dataclasses import dataclass
@@ -33,21 +32,21 @@ from fleet.deploy.bench_record import (
     stored,
 )
 from fleet.errors import FleetError
+from fleet.host import benchrun
+from fleet.host.benchrun import script
 from fleet.host.releases import RELEASES, ReleaseStore
 from fleet.host.render import LAUNCHER
-from fleet.host.service import read_file, sh, write_atomic
+from fleet.host.service import names_in, read_file, write_atomic
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook
-from fleet.ssh.remote import run as remote_run
 
-SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
-_MARK = "@@FLEET-BENCH"
+_MARK = benchrun.MARK
 
 
 __all__ = ["BenchError", "BenchRecord", "BenchRecordError", "BenchResult", "BenchSettings", "Baseline",
            "GateVerdict", "GpuPower", "Power", "command", "evaluate", "known_good", "measured", "parse",
-           "parse_power", "result_of", "run", "settings_key", "stored", "summary"]
+           "parse_power", "result_of", "run", "script", "settings_key", "stored", "summary"]
 
 
 class BenchError(FleetError):
@@ -79,23 +78,7 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
         argv += ["--tokenizer", tokenizer]
     if output_file:
         argv += ["--output-file", output_file]
-    if key_path:
-        return shlex.join(["env", f"CREDENTIALS_DIRECTORY={posixpath.dirname(key_path)}", *argv])
-    return shlex.join(argv)
-
-
-def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25) -> str:
-    """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
-    between markers."""
-    return (
-        "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
-        f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "
-        f"--format=csv,noheader,nounits 2>&1; sleep {interval_s}; done ) > \"$d/smi\" 2>&1 & s=$!; "
-        + f"cd \"$d\" && timeout {int(timeout_s)} {bench_cmd} > \"$d/out\" 2> \"$d/err\"; rc=$?; "
-        "kill $s 2>/dev/null; wait $s 2>/dev/null; "
-        f"echo '{_MARK} rc='$rc; echo '{_MARK} out'; cat \"$d/out\"; "
-        f"echo '{_MARK} err'; tail -c 4000 \"$d/err\"; echo '{_MARK} smi'; cat \"$d/smi\""
-    )
+    return benchrun.line(argv, {"CREDENTIALS_DIRECTORY": posixpath.dirname(key_path)} if key_path else None)
 
 
 def split_output(text: str) -> tuple[int | None, str, str, str]:
@@ -344,7 +327,7 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
                   tokenizer=book.model.path, key_path=key_path)
     start = time.monotonic()
     try:
-        res = remote_run(conn, host, script(cmd, bench.timeout), timeout=bench.timeout + 60)
+        res = benchrun.run_bench(conn, host, cmd, bench.timeout)
     except Exception as exc:  # a dropped connection or fabric's own timeout
         raise BenchError(f"{host.name}: benchmark did not complete: {type(exc).__name__}: {exc}") from None
     rc, out, err, smi = split_output(res.stdout)
@@ -382,9 +365,8 @@ def store_in_release(conn: Connection, host: Host, release_dir: str, record: Ben
 def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str | None]:
     """Every release manifest on the host (raw, so fields this fleet does not model survive) and the current id."""
     store = ReleaseStore(conn, host)
-    out = sh(conn, host, f"ls -1 {RELEASES} 2>/dev/null || true")
     found = []
-    for rid in sorted(out.split()):
+    for rid in sorted(names_in(conn, host, RELEASES)):
         m = read_manifest(conn, host, f"{RELEASES}/{rid}")
         if m:
             found.append(m)

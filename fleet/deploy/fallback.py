@@ -13,9 +13,9 @@ from typing import Protocol
 
 from fleet.deploy.results import FellBack
 from fleet.host.releases import Release
+from fleet.host.session import ConnectionLost
 from fleet.outcomes import DeployStatus, Outcome, ServerVerdict
 from fleet.progress import Progress
-from fleet.ssh.remote import ConnectionLost
 
 
 class FallBackSteps(Protocol):

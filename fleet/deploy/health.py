@@ -10,7 +10,6 @@ from fabric import Connection
 
 from fleet.host import curl as hostcurl
 from fleet.host.render import key_file
-from fleet.host.service import sh
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Playbook
@@ -19,14 +18,13 @@ from fleet.playbook import Playbook
 def health_check(conn: Connection, host: Host, book: Playbook) -> ServerVerdict:
     """/health must answer 200 and the known-answer prompt must come back right."""
     base = f"http://127.0.0.1:{book.serve.port}"
-    code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 {base}/health || true").strip()
+    code = hostcurl.health_code(conn, host, book.serve.port)
     if code != "200":
         return Outcome.HEALTH_FAILED, f"GET /health answered {code or 'nothing'}"
     body = {"text": book.health.prompt,
             "sampling_params": {"max_new_tokens": book.health.max_tokens, "temperature": 0}}
     key = key_file(book.serve.unit or host.unit) if book.serve.api_key else None
-    status, out = hostcurl.parse(sh(conn, host, hostcurl.command(f"{base}/generate", "POST", key, body=body,
-                                                                 timeout=120)))
+    status, out = hostcurl.request(conn, host, f"{base}/generate", "POST", key, body=body, timeout=120)
     try:
         text = json.loads(out)["text"]
     except (ValueError, KeyError, TypeError):
@@ -38,8 +36,7 @@ def health_check(conn: Connection, host: Host, book: Playbook) -> ServerVerdict:
 
 def node_health(conn: Connection, host: Host, port: int) -> ServerVerdict:
     """A node of rank >= 1 serves only sglang's dummy /health (no API): it must answer 200."""
-    code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://127.0.0.1:{int(port)}/health "
-                          "|| true").strip()
+    code = hostcurl.health_code(conn, host, port)
     if code != "200":
         return Outcome.HEALTH_FAILED, f"GET /health answered {code or 'nothing'}"
     return Outcome.READY, "node healthy"

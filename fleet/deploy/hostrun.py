@@ -30,13 +30,12 @@ from fleet.deploy.release_run import ReleaseRun
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host.releases import ROLLBACK_MARK, STOPPED_MARK, Release, ReleaseStore, now
-from fleet.host.session import RUNNING, HostSession, one_line
+from fleet.host.session import RUNNING, ConnectionLost, HostSession, one_line
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
 UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@_.:-]{0,250}")  # a systemd unit name; a mark naming else is not ours

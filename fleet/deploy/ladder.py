@@ -30,7 +30,7 @@ from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
 from fleet.host.service import read_file
-from fleet.host.session import HostSession
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.logs.rules import LogClass
@@ -46,7 +46,6 @@ from fleet.playbook import (
 )
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 
 def facts_summary(facts: HostFacts) -> dict[str, Any]:

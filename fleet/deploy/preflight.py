@@ -4,14 +4,14 @@ can be). A rung that fails a check is a PREFLIGHT attempt; the host is left as i
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from fabric import Connection
 
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
-from fleet.host.service import GpuApp, foreign_holders, gpu_holders, sh
+from fleet.host.serverchecks import launch_help, model_check, port_users
+from fleet.host.service import GpuApp, foreign_holders, gpu_holders
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.inventory import Host
 from fleet.logs import redact
@@ -40,34 +40,20 @@ def host_problems(facts: HostFacts) -> list[str]:
 
 
 def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
-    res = sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+    res = launch_help(conn, host, venv)
     flags = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", res))
     return flags or None
 
 
 def model_problem(conn: Connection, host: Host, path: str) -> str | None:
     """The model folder must have config.json and every shard its index names."""
-    script = (
-        "import json,os,sys\n"
-        "p=sys.argv[1]\n"
-        "if not os.path.isfile(os.path.join(p,'config.json')): print('no config.json in '+p); sys.exit()\n"
-        "i=os.path.join(p,'model.safetensors.index.json')\n"
-        "if os.path.isfile(i):\n"
-        " m=sorted(set(json.load(open(i)).get('weight_map',{}).values()))\n"
-        " miss=[f for f in m if not os.path.isfile(os.path.join(p,f))]\n"
-        " if miss: print('%d of %d shards missing in %s, e.g. %s'%(len(miss),len(m),p,miss[0]))\n"
-    )
-    out = sh(conn, host, f"python3 -c {shlex.quote(script)} {shlex.quote(path)}").strip()
+    out = model_check(conn, host, path)
     return f"model {out}" if out else None
 
 
 def port_problem(conn: Connection, host: Host, port: int, unit: str) -> str | None:
     """The port must be free or held by our own unit's processes."""
-    script = (f"out=$(ss -Hltnp 'sport = :{int(port)}' 2>/dev/null); [ -z \"$out\" ] && exit 0; "
-              f"for p in $(echo \"$out\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
-              f"grep -q {shlex.quote('/' + unit + '.service')} /proc/$p/cgroup 2>/dev/null && exit 0; done; "
-              f"echo \"$out\" | head -n 1")
-    out = sh(conn, host, script).strip()
+    out = port_users(conn, host, port, unit)
     return f"port {port} is in use by another process: {out[:160]}" if out else None
 
 

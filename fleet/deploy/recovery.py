@@ -10,7 +10,6 @@ stops the unit and reverts fleet's patches when it never had one. The caller's o
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from fabric import Connection
 
 from fleet.deploy import restore
 from fleet.errors import FleetError
+from fleet.host import leftovers
 from fleet.host import lock as hostlock
 from fleet.host.releases import (
     CURRENT_TEMP,
@@ -30,16 +30,12 @@ from fleet.host.releases import (
     node_of,
     now,
 )
-from fleet.host.service import sh, stop_and_empty_gpus
+from fleet.host.service import read_quiet, remove_file, sha256s, stop_and_empty_gpus
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
 from fleet.patches.plan import BACKUP_ROOT
 from fleet.playbook import Playbook
-
-
-def _grep(root: str, what: str) -> str:
-    return f"grep -l {shlex.quote(what)} {shlex.quote(root)}/releases/*/manifest.json 2>/dev/null || true"
 
 
 @dataclass
@@ -67,7 +63,7 @@ def find(store: ReleaseStore) -> list[Interrupted]:
     """Releases still "in-progress" in `store` (the host's own, or the router's): call only while holding the
     lock, else a live deploy looks dead."""
     found = []
-    for path in store.session.sh(_grep(store.root, '"status": "in-progress"')).split():
+    for path in leftovers.manifests_with(store.session, store.root, '"status": "in-progress"'):
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged:  # not a manifest fleet wrote (a hand-made copy, say): passed over, as list() does
@@ -85,9 +81,8 @@ def find(store: ReleaseStore) -> list[Interrupted]:
 def finish_commits(store: ReleaseStore) -> list[str]:
     """Releases in `store` that served and were saved ok, but whose run died before `current` moved to them: the
     host runs their files, so they are made current (the release asked for), newest last. One line per release."""
-    out = store.session.sh(_grep(store.root, '"committing": true'))
     notes: list[str] = []
-    for path in sorted(out.split()):
+    for path in sorted(leftovers.manifests_with(store.session, store.root, '"committing": true')):
         try:
             release = store.load(path.split("/")[-2])
         except ReleaseDamaged as exc:
@@ -127,9 +122,7 @@ def runs_files_of(s: HostFiles, release: Release) -> bool:
     files = {p: m.get("sha256") for p, m in release.files.items() if not p.startswith("before:")}
     if not files:
         return False
-    out = s.sh("sha256sum -- " + " ".join(shlex.quote(p) for p in sorted(files)) + " 2>/dev/null; true")
-    found = {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
-             if len(bits) == 2}
+    found = sha256s(s, sorted(files))
     return all(found.get(p) == sha for p, sha in files.items())
 
 
@@ -191,7 +184,7 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
                              f"{attempt.outcome} {attempt.evidence}")
         notes.append(f"back on release {current.id} ({current.rung}), serving")
     if marked:
-        store.session.sh(f"rm -f -- {shlex.quote(ROLLBACK_MARK)}")
+        remove_file(store.session, ROLLBACK_MARK)
     say(f"recovering: {notes[-1]}")
     return notes
 
@@ -199,16 +192,12 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
 def needs_playbook(conn: Connection, host: Host) -> list[str]:
     """What a dead run left that only a put-back with the release's playbook can close, read only in one round
     trip (under the lock): releases in progress, patch runs half done, a rollback's mark. [] on a clean host."""
-    runs, releases = f"{shlex.quote(BACKUP_ROOT)}/runs/*/manifest.json", _grep(ROOT, '"status": "in-progress"')
-    out = sh(conn, host, f"{releases}; "
-                         f"grep -lsE '\"status\": \"(applying|reverting)\"' {runs}; "
-                         f"[ -e {shlex.quote(ROLLBACK_MARK)} ] && echo {shlex.quote(ROLLBACK_MARK)}; true")
-    return out.split()
+    return leftovers.dead_run_marks(conn, host, ROOT, BACKUP_ROOT, ROLLBACK_MARK)
 
 
 def _rollback_marked(s: HostFiles) -> str | None:
     """What a dead rollback's mark says (to, from), or None when there is none."""
-    out = s.sh(f"cat -- {shlex.quote(ROLLBACK_MARK)} 2>/dev/null; true").strip()
+    out = read_quiet(s, ROLLBACK_MARK).strip()
     if not out:
         return None
     try:
@@ -226,17 +215,7 @@ def drop_temp_files(s: HostFiles, unit: str, root: str = ROOT) -> list[str]:
     trip; it runs under the host lock, so no live run's link is among them)."""
     pairs = [("/etc/systemd/system", f".{unit}.service.fleet-"), ("/etc/fleet", f".{unit}.env.fleet-"),
              (root, CURRENT_TEMP)]
-    return s.sh(drop_temp_command(pairs)).split()
-
-
-def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
-    """The shell that removes FOLDER/PREFIX* for each pair, files and links (dangling ones too), and prints what it
-    removed. Pure."""
-    return ("for f in " + " ".join(f"{shlex.quote(d)}/{shlex.quote(p)}*" for d, p in pairs) +
-            "; do { [ -e \"$f\" ] || [ -L \"$f\" ]; } && rm -f -- \"$f\" && echo \"$f\"; done; true")
-
-
-
+    return leftovers.drop_temps(s, pairs)
 
 
 # ---------------------------------------------------------------------- what `inv status` shows (read only)

@@ -5,7 +5,6 @@ when nothing served. Shared by deploy, rollback, multi-node, tune and recovery."
 from __future__ import annotations
 
 import posixpath
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +22,16 @@ from fleet.host.service import (
     ServiceError,
     daemon_reload,
     drop_kept,
+    make_folders,
     put_back_kept,
     read_file,
-    sh,
+    restart_unit,
     sha256,
     stop_and_empty_gpus,
     verify_unit_text,
     write_atomic,
 )
+from fleet.host.session import ConnectionLost
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.outcomes import Outcome, ReleaseStatus, ServerVerdict
@@ -38,7 +39,6 @@ from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
 from fleet.progress import Progress
-from fleet.ssh.remote import ConnectionLost
 
 
 class Rendered(Protocol):
@@ -65,8 +65,7 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         files.append((LAUNCHER, launcher_text(), 0o755))
     try:
         folders = dict.fromkeys(posixpath.dirname(p) for p in (env_path, planned.key_path) if p)
-        sh(conn, host, f"mkdir -p -m 0700 {' '.join(shlex.quote(f) for f in folders)}"
-                       + (f" && mkdir -p -m 0755 {shlex.quote(posixpath.dirname(LAUNCHER))}" if planned.key else ""))
+        make_folders(conn, host, list(folders), [posixpath.dirname(LAUNCHER)] if planned.key else [])
         for path, text, mode in files:
             old = read_file(conn, host, path)
             BeforeFleet(conn, host).note(path, old)
@@ -126,7 +125,7 @@ def unit_of(release: Release) -> str:
 
 
 def restart(conn: Connection, host: Host, unit: str) -> None:
-    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+    restart_unit(conn, host, unit)
 
 
 def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,

@@ -24,13 +24,12 @@ from fleet.host.releases import (
     stack_drift,
     versions_of,
 )
-from fleet.host.session import HostSession
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import ConnectionLost
 
 
 def target(store: ReleaseStore, host: Host, to: str | None) -> Release:

@@ -1,4 +1,4 @@
-"""HTTP calls made on a host with its curl (pure: shell text out, the answer parsed back in).
+"""HTTP calls made on a host with its curl: the shell text, the answer parsed back in, and the calls themselves.
 
 The API key is read on the host from its 0600 file and handed to curl as a config file on stdin (`-K -`),
 written by the shell's builtin printf: it never travels over SSH and shows in no command line.
@@ -9,6 +9,11 @@ from __future__ import annotations
 import json
 import shlex
 from typing import Any
+
+from fabric import Connection
+
+from fleet.host.service import sh
+from fleet.inventory import Host
 
 
 def command(url: str, method: str = "GET", key_path: str | None = None, query: dict[str, str] | None = None,
@@ -55,3 +60,29 @@ def parse(out: str) -> tuple[int | None, str]:
     if not code.strip().isdigit() or code.strip() == "000":
         return None, body
     return int(code), body
+
+
+# ---------------------------------------------------------------------- on a host (I/O)
+
+
+def health_code(conn: Connection, host: Host, port: int) -> str:
+    """What GET /health on the host's own `port` answered: its status code, "000" or "" when nothing did."""
+    return sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://127.0.0.1:{int(port)}/health "
+                          "|| true").strip()
+
+
+def metrics_text(conn: Connection, host: Host, port: int) -> str:
+    """The server's /metrics on the host's own `port` ("" when it gives none)."""
+    return sh(conn, host, f"curl -s -m 5 http://127.0.0.1:{int(port)}/metrics || true")
+
+
+def answer(conn: Connection, host: Host, curl_command: str, wait: float = 120) -> tuple[int | None, str]:
+    """A `command` run on the host (under `wait` seconds): (status code, body)."""
+    return parse(sh(conn, host, curl_command, timeout=wait))
+
+
+def request(conn: Connection, host: Host, url: str, method: str = "GET", key_path: str | None = None,
+         query: dict[str, str] | None = None, body: dict[str, Any] | None = None, timeout: float = 30,
+         key_in_query: bool = False, wait: float = 120) -> tuple[int | None, str]:
+    """`command` run on the host (under `wait` seconds) and its answer parsed: (status code, body)."""
+    return answer(conn, host, command(url, method, key_path, query, body, timeout, key_in_query), wait)

@@ -12,14 +12,21 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.inventory import Host
-from fleet.ssh.remote import CommandResult, run, run_bytes
+from fleet.ssh.remote import MAX_OUTPUT, CommandResult, run, run_bytes
+
+
+class Shell(Protocol):
+    """What runs a command on a host and answers its stdout: a host session (fleet.host.session), a release
+    store's files (fleet.host.releases.HostFiles); a fake of either in tests."""
+
+    def sh(self, command: str, timeout: float = 120.0, check: bool = True) -> str: ...
 
 
 class ServiceError(FleetError):
@@ -270,3 +277,59 @@ def unit_show(unit: str) -> str:
 
 def parse_unit_state(out: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+# ---------------------------------------------------------------------- verbs: what callers ask of a host by name
+
+
+def stop_quietly(conn: Connection, host: Host, unit: str) -> None:
+    """`systemctl stop`, its failure ignored (a unit that is not there is stopped)."""
+    sh(conn, host, f"systemctl stop {shlex.quote(unit)} || true")
+
+
+def restart_unit(conn: Connection, host: Host, unit: str) -> None:
+    """A failed unit's start limit cleared first, so a restart after a crash loop is not refused."""
+    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+
+
+def make_folders(conn: Connection, host: Host, private: list[str], public: list[str]) -> None:
+    """`private` folders made 0700 (fleet's state, keys), then `public` ones 0755 (the launcher's)."""
+    sh(conn, host, f"mkdir -p -m 0700 {' '.join(shlex.quote(f) for f in private)}"
+                   + (f" && mkdir -p -m 0755 {' '.join(shlex.quote(f) for f in public)}" if public else ""))
+
+
+def names_in(conn: Connection, host: Host, folder: str) -> list[str]:
+    """The names in `folder` ([] when it does not exist)."""
+    return sh(conn, host, f"ls -1 {shlex.quote(folder)} 2>/dev/null || true").split()
+
+
+def sha256s(s: Shell, paths: list[str]) -> dict[str, str]:
+    """{path: sha256} of the files that exist among `paths`."""
+    out = s.sh("sha256sum -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null; true")
+    return {bits[1].lstrip("*"): bits[0] for bits in (line.split(None, 1) for line in out.splitlines())
+            if len(bits) == 2}
+
+
+def remove_file(s: Shell, path: str, check: bool = True) -> None:
+    s.sh(f"rm -f -- {shlex.quote(path)}", check=check)
+
+
+def read_quiet(s: Shell, path: str) -> str:
+    """The file's text, "" when it is missing or unreadable (a mark that may be absent)."""
+    return s.sh(f"cat -- {shlex.quote(path)} 2>/dev/null; true")
+
+
+def run_python(conn: Connection, host: Host, python: str, program: str, *args: str, timeout: float = 120,
+               max_output: int = MAX_OUTPUT) -> CommandResult:
+    """A program shipped as text (fleet/host/programs) run by the host's `python` with `args`."""
+    return run(conn, host, hostside.python_command(python, program, *args), timeout=timeout, max_output=max_output)
+
+
+def python_says(conn: Connection, host: Host, python: str, code: str, timeout: float = 60) -> str:
+    """What `python -c code` prints on the host; "" when it fails (no such python, an import error)."""
+    return sh(conn, host, f"{shlex.quote(python)} -c {shlex.quote(code)} 2>/dev/null || true", timeout=timeout)
+
+
+def can_import(conn: Connection, host: Host, python: str, module: str) -> bool:
+    out = sh(conn, host, f"{shlex.quote(python)} -c {shlex.quote('import ' + module)} 2>&1 || echo FLEET-MISSING")
+    return "FLEET-MISSING" not in out.strip()

@@ -20,8 +20,14 @@ from fleet.host import probe_run, service
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandResult, lost_link, run
+from fleet.ssh.remote import ChannelFailed as ChannelFailed
+from fleet.ssh.remote import CommandResult as CommandResult
+from fleet.ssh.remote import CommandTimedOut as CommandTimedOut
+from fleet.ssh.remote import ConnectionLost as ConnectionLost
+from fleet.ssh.remote import OutputTooLarge as OutputTooLarge
+from fleet.ssh.remote import lost_link, run
 
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"  # the kernel's id of this boot: another after a reboot
 RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying to (a Restart= loop between tries)
 
 
@@ -64,6 +70,19 @@ class HostSession:
     def remove(self, path: str, check: bool = True) -> None:
         self.sh(f"rm -f -- {shlex.quote(path)}", check=check)
 
+    def said(self, command: str, timeout: float) -> tuple[int, str]:
+        """The command's exit status and the last of what it printed (stdout, then stderr), for one line."""
+        res = self.run(command, timeout=timeout)
+        return res.exited, (res.stdout + res.stderr).strip()[-300:]
+
+    def boot_id(self) -> str:
+        """The kernel's id of this boot: it differs after a reboot."""
+        return self.said(BOOT_ID, timeout=10)[1]
+
+    def reboot(self) -> tuple[int, str]:
+        """`systemctl reboot`: its exit status and what it said (the link may drop before either comes)."""
+        return self.said("systemctl reboot", timeout=20)
+
     # ------------------------------------------------------------------ files
     def any_exists(self, *paths: str) -> bool:
         """Whether any of `paths` exists on the host (a command that fails raises)."""
@@ -97,6 +116,10 @@ class HostSession:
         failed command is no answer, never "inactive"); what a host sends is bounded to one printable line."""
         return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80)
 
+    def disable_unit(self, unit: str) -> None:
+        """`systemctl disable`, never failing (a unit already gone is disabled)."""
+        self.sh(f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
+
     def daemon_reload(self) -> None:
         self.sh("systemctl daemon-reload")
 
@@ -104,11 +127,23 @@ class HostSession:
         """The unit stopped and its processes off the GPUs (fleet.host.service.stop_and_empty_gpus)."""
         return service.stop_and_empty_gpus(self.conn, self.host, unit, budget, log)
 
-    def start(self, unit: str, timeout: float = 120.0) -> None:
-        self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout)
+    def start(self, unit: str, timeout: float = 120.0, check: bool = True) -> None:
+        self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout, check=check)
 
     def stop(self, unit: str, timeout: float = 120.0) -> None:
         self.sh(f"systemctl stop {shlex.quote(unit)}", timeout=timeout, check=False)
+
+    # ------------------------------------------------------------------ GPUs
+    def gpu_processes(self, index: int) -> tuple[int, str]:
+        """`nvidia-smi`'s compute processes on GPU `index` (their pids, one a line)."""
+        return self.said(f"nvidia-smi --query-compute-apps=pid --format=csv,noheader -i {int(index)}", timeout=60)
+
+    def gpu_persistence(self, index: int, on: bool) -> tuple[int, str]:
+        return self.said(f"nvidia-smi -pm {int(on)} -i {int(index)}", timeout=60)
+
+    def gpu_reset(self, index: int) -> tuple[int, str]:
+        """`nvidia-smi -r`: the driver resets GPU `index`, or says why not."""
+        return self.said(f"nvidia-smi -r -i {int(index)}", timeout=120)
 
     # ------------------------------------------------------------------ the host lock
     def acquire_lock(self, purpose: str) -> hostlock.Lock:

@@ -13,6 +13,7 @@ from fabric import Connection
 
 from fleet.errors import FleetError, InputError
 from fleet.host.releases import ReleaseStore, recorded_sglang
+from fleet.host.session import CommandTimedOut
 from fleet.inventory import Host
 from fleet.logs import bysite, journal
 from fleet.logs.classify import Event
@@ -20,7 +21,6 @@ from fleet.logs.remedies import spell
 from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandTimedOut
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
 _SPAN = re.compile(r"-?\d+(s|m|min|h|d)")

@@ -8,17 +8,18 @@ budget, or a stop) and by `inv logs` (`follow` with a watcher that hands every l
 
 from __future__ import annotations
 
-import shlex
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from fabric import Connection
-from paramiko import SSHException
 
 from fleet import faulthook, parallel
-from fleet.host.service import sh, unit_state
+from fleet.host import journal as hostjournal
+from fleet.host.journal import command as command  # inv logs' and the tests' name for it
+from fleet.host.service import unit_state
+from fleet.host.session import ConnectionLost
 from fleet.inventory import Host
 from fleet.logs import bysite, phases, redact
 from fleet.logs.bysite import SiteClassifier
@@ -28,8 +29,7 @@ from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Budgets
 from fleet.progress import Live, Progress
-from fleet.ssh import become, deadline, keepalive
-from fleet.ssh.remote import CommandTimedOut, ConnectionLost, journal_step
+from fleet.ssh import keepalive
 
 READ_S = 0.5  # the longest a tick waits for a line
 LIVE_S = 1.0  # how often a start in progress says where it stands (fleet.progress.Live)
@@ -39,27 +39,9 @@ OPEN_S = 30.0  # opening the follower's channel and the answer to its exec reque
 CUT = " [line cut by fleet at 64 KiB]"
 
 
-def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
-            follow: bool = True, lines: int | None = None) -> str:
-    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since` (journalctl's
-    own value: '-10m', '20:00'), the last `lines` of it."""
-    cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
-    if cursor is not None:
-        cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
-    if since:
-        cmd += f" --since={shlex.quote(since)}"
-    if lines is not None and cursor is None:
-        cmd += f" -n {int(lines)}"
-    return cmd + (" -f" if follow else "")
-
-
 def cursor(conn: Connection, host: Host) -> str:
     """The journal's current end, so a follow starts exactly after it: no line missed or read twice."""
-    out = sh(conn, host, "journalctl --show-cursor -n 0 -q -o cat; true")
-    for line in out.splitlines():
-        if line.startswith("-- cursor: "):
-            return line[len("-- cursor: "):].strip()
-    return ""
+    return hostjournal.cursor_of(conn, host)
 
 
 class Source(Protocol):
@@ -73,25 +55,7 @@ class Follower:
 
     def __init__(self, conn: Connection, host: Host, journal_command: str):
         self.host = host.name
-        transport = conn.client.get_transport()
-        if transport is None:
-            raise ConnectionLost(f"{host.name}: not connected")
-        how = become.of(conn, host.become)
-        journal_step(conn, host, journal_command)
-        self.chan = transport.open_session(timeout=OPEN_S)
-        token = deadline.arm(OPEN_S, self.chan)
-        try:
-            self.chan.exec_command(how.wrap(journal_command))
-            if how.stdin():
-                self.chan.settimeout(OPEN_S)
-                self.chan.sendall(how.stdin())  # sudo's password; journalctl reads nothing more
-        except (OSError, EOFError, SSHException):
-            self.chan.close()
-            if token.expired:
-                raise CommandTimedOut(f"{host.name}: the journal did not start within {OPEN_S:g}s") from None
-            raise
-        finally:
-            deadline.disarm(token)
+        self.chan = hostjournal.open_follower(conn, host, journal_command, OPEN_S)
         self._buf = b""
         self._cutting = False  # dropping the rest of a line that was cut
 

@@ -29,12 +29,11 @@ from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.lock import LOCK_DIR, HostLockError, Lock
 from fleet.host.releases import STOPPED_MARK
-from fleet.host.session import RUNNING, HostSession, one_line
+from fleet.host.session import RUNNING, ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ChannelFailed, CommandTimedOut, OutputTooLarge
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -79,11 +78,6 @@ def plan(facts: HostFacts, guest: ProxmoxGuest | None, power_cycle: bool = False
     return whole, [], faults[0]
 
 
-def _sh(s: HostSession, command: str, timeout: float = 60.0) -> tuple[int, str]:
-    res = s.run(command, timeout=timeout)
-    return res.exited, (res.stdout + res.stderr).strip()[-300:]
-
-
 def refusal(said: str) -> str:
     """The driver's reason in what a refused `nvidia-smi -r` printed: the line naming the GPU (`  GPU <bus>: In use
     by another client`, `Unable to ... for GPU <bus>: Insufficient Permissions`), else its last line."""
@@ -100,13 +94,13 @@ def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) ->
     say(f"stopped {unit} (it was {state})")
     persistent = {g.index for g in facts.gpus if g.health and g.health.persistence}
     for i in gpus:
-        rc, apps = _sh(s, f"nvidia-smi --query-compute-apps=pid --format=csv,noheader -i {int(i)}")
+        rc, apps = s.gpu_processes(i)
         if rc == 0 and apps.strip():
             return f"GPU {i} still has processes ({apps.splitlines()[0][:60]})"
-        _sh(s, f"nvidia-smi -pm 0 -i {int(i)}")
-        rc, said = _sh(s, f"nvidia-smi -r -i {int(i)}", timeout=120)
+        s.gpu_persistence(i, on=False)
+        rc, said = s.gpu_reset(i)
         if i in persistent:
-            _sh(s, f"nvidia-smi -pm 1 -i {int(i)}")
+            s.gpu_persistence(i, on=True)
         if rc != 0:
             return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
@@ -120,7 +114,7 @@ def reboot(s: HostSession) -> None:
     """`systemctl reboot`: the connection may drop before an answer comes, which is the point; an answer that
     refuses (an inhibitor, access denied) raises: nothing was rebooted."""
     try:
-        rc, said = _sh(s, "systemctl reboot", timeout=20)
+        rc, said = s.reboot()
     except (FleetError, EOFError, OSError, SSHException):
         return
     if rc != 0:
@@ -159,9 +153,6 @@ def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep: Sleep
                          f"{proxmox.guest.vmid}` on {proxmox.guest.node})")
 
 
-BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
-
-
 Sessions = Callable[[Host, ConnectOptions], HostSession]  # how a session to a host is opened (tests: a fake)
 Sleep = Callable[[float], None]  # how the waits for a VM and for SSH pause between looks (tests: no pause)
 
@@ -175,7 +166,7 @@ def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str,
         try:
             s = sessions(host, opts)
             try:
-                if _sh(s, BOOT_ID, timeout=10)[1] != old_boot:
+                if s.boot_id() != old_boot:
                     return s
             except (FleetError, EOFError, OSError, SSHException):
                 pass
@@ -251,7 +242,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     lost, lock, stopped = False, None, []
     try:
         facts = s.probe()
-        boot = _sh(s, BOOT_ID, timeout=10)[1]
+        boot = s.boot_id()
         result.faults_before = hardware.assess(facts).fault
         result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
         if result.action == NOTHING and not dry_run:
@@ -354,7 +345,7 @@ def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, st
     except FleetError:
         return f"{host.name} does not answer: check it from its console (or the Proxmox web UI)"
     try:
-        if _sh(s, BOOT_ID, timeout=10)[1] != boot:
+        if s.boot_id() != boot:
             return f"{host.name} answers in a new boot now"
         done = [_start(s, unit) for unit in stopped] if lock is None else release_after_reboot(s, lock, stopped)
         if lock is not None and not any(note.startswith("the host lock") for note in done):

@@ -25,7 +25,6 @@ Replicas added later are given it explicitly (`api_key` with the URL), as sgl-ro
 from __future__ import annotations
 
 import difflib
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,9 +43,10 @@ from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
+from fleet.host.journal import journal_tail
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import daemon_reload, drop_kept, read_file, sh, sha256, unit_state
-from fleet.host.session import HostSession
+from fleet.host.service import can_import, daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost import router_api
@@ -67,7 +67,6 @@ from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
 from fleet.playbook import Playbook, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import ConnectionLost
 
 HostSay = Callable[[str, str], None]  # (host name, message)
 MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
@@ -274,12 +273,12 @@ class RouterHooks:
         self.live.forget_api()  # the router that answers may be another release's now
         deadline = time.monotonic() + self.book.budgets.ready
         while True:
-            code, _ = hostcurl.parse(sh(conn, self.host, curl(self.book, "GET", "/health", timeout=5), timeout=40))
+            code, _ = hostcurl.answer(conn, self.host, curl(self.book, "GET", "/health", timeout=5), wait=40)
             if code == 200:
                 return self.live.generate(conn)
             state = unit_state(conn, self.host, unit)
             if state.get("ActiveState") in ("failed", "inactive"):
-                tail = sh(conn, self.host, f"journalctl -u {shlex.quote(unit)} -n 3 -o cat --no-pager || true")
+                tail = journal_tail(conn, self.host, unit, 3)
                 last = " | ".join(tail.splitlines())[:300]
                 return Outcome.EXITED, f"the router exited ({state.get('Result', '?')}): {last}"
             if time.monotonic() > deadline:
@@ -362,7 +361,7 @@ class RouterHooks:
         copies = restore.verified_copies(store, release)
         if isinstance(copies, str):
             return Outcome.PREFLIGHT, copies
-        sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
+        stop_quietly(conn, self.host, unit)
         problem = restore.put_files(conn, self.host, release, copies)  # by rename where kept: a full disk too
         if problem:
             return Outcome.INSTALL_FAILED, problem
@@ -396,7 +395,7 @@ class RouterSteps:
         return self.run.release.id
 
     def stop(self) -> None:
-        sh(self.conn, self.hooks.host, f"systemctl stop {shlex.quote(self.hooks.book.router.unit)} || true")  # type: ignore[union-attr]
+        stop_quietly(self.conn, self.hooks.host, self.hooks.book.router.unit)  # type: ignore[union-attr]
 
     def put_back(self, previous: Release) -> ServerVerdict:
         return self.hooks.restore(self.conn, self.store, previous)
@@ -412,9 +411,8 @@ class RouterSteps:
 def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
     """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
     deadline = time.monotonic() + book.budgets.stop
-    metrics = f"curl -s -m 5 http://127.0.0.1:{book.serve.port}/metrics || true"
     while time.monotonic() < deadline:
-        running = running_requests(sh(conn, host, metrics))
+        running = running_requests(hostcurl.metrics_text(conn, host, book.serve.port))
         if not running:
             return
         say(f"draining: {running:g} request(s) still running")
@@ -422,9 +420,8 @@ def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
 
 
 def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
-    out = sh(conn, host, f"{shlex.quote(python)} -c 'import sglang_router' 2>&1 || echo FLEET-MISSING").strip()
-    return f"sglang_router is not importable by {python} (pip install sglang-router)" if "FLEET-MISSING" in out \
-        else None
+    return None if can_import(conn, host, python, "sglang_router") else \
+        f"sglang_router is not importable by {python} (pip install sglang-router)"
 
 
 # ---------------------------------------------------------------------- entry points for the deploy command

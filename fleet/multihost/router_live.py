@@ -4,7 +4,6 @@ removing one (done once its listing shows it), whether a replica answers /health
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable
 
@@ -12,7 +11,7 @@ from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
-from fleet.host.service import sh
+from fleet.host.service import python_says
 from fleet.inventory import Host
 from fleet.multihost import router_api
 from fleet.multihost.router_plan import curl, generation_check, is_worker_url, key_path, router_python
@@ -32,7 +31,7 @@ class LiveRouter:
     def _run(self, command: str, timeout: float = 60) -> tuple[int | None, str]:
         conn = open_connection(self.host, self.opts)
         try:
-            return hostcurl.parse(sh(conn, self.host, command, timeout=timeout + 30))
+            return hostcurl.answer(conn, self.host, command, wait=timeout + 30)
         finally:
             conn.close()
 
@@ -45,11 +44,10 @@ class LiveRouter:
         """The router's API, from the sglang-router release its venv has (read once); a venv that does not say
         is asked by the API itself (GET /workers answers only routers of the newer one)."""
         if self._api is None:
-            python = shlex.quote(router_python(self.book, self.host))
-            command = f"{python} -c {shlex.quote(router_api.VERSION_COMMAND)} 2>/dev/null || true"
+            python = router_python(self.book, self.host)
             conn = open_connection(self.host, self.opts)
             try:
-                found = router_api.api_of(sh(conn, self.host, command, timeout=60))
+                found = router_api.api_of(python_says(conn, self.host, python, router_api.VERSION_COMMAND))
             finally:
                 conn.close()
             if found is None:
@@ -80,7 +78,7 @@ class LiveRouter:
         command = hostcurl.command(f"{url}/health", "GET", key_path(self.book) if self.book.serve.api_key else None,
                                    timeout=5)
         try:
-            code, _ = hostcurl.parse(sh(conn, self.host, command, timeout=40)) if conn else self._run(command, 5)
+            code, _ = hostcurl.answer(conn, self.host, command, wait=40) if conn else self._run(command, 5)
         except FleetError:
             return False
         return code == 200
@@ -120,6 +118,6 @@ class LiveRouter:
     def generate(self, conn: Connection) -> ServerVerdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
-        code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
-                                     timeout=180))
+        code, text = hostcurl.answer(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
+                                     wait=180)
         return generation_check(text, code, self.book)

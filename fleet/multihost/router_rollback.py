@@ -10,10 +10,10 @@ from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
+from fleet.host.session import ConnectionLost
 from fleet.multihost.router import RouterHooks
 from fleet.multihost.router_report import RouterReport, RouterRun, worker_list
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
-from fleet.ssh.remote import ConnectionLost
 
 
 def rollback(hooks: RouterHooks, to: str | None) -> RouterReport:

@@ -19,10 +19,10 @@ from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT, recorded_sglang, versions_of
+from fleet.host.session import CommandTimedOut, HostSession
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
-from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandTimedOut, run
+from fleet.ssh.connect import ConnectOptions
 
 _MARK = "@@fleet-status@@"
 # sglang's own gauges (python/sglang/srt/metrics/collector.py); one series per DP rank, so they are summed.
@@ -260,15 +260,15 @@ def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> l
 
 
 def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
-    conn = open_connection(host, opts)
+    s = HostSession.open(host, opts)
     try:
-        return parse(host, run(conn, host, command(host.unit, port), timeout=COMMAND_S).stdout)
+        return parse(host, s.run(command(host.unit, port), timeout=COMMAND_S).stdout)
     except CommandTimedOut:  # connected, then silence: a link cut mid-read, or a hung host
         raise ConnectError(f"{host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, "
                            f"got nothing; check the host is up and reachable (ping {host.address}, its console), "
                            "then retry") from None
     finally:
-        conn.close()
+        s.close()
 
 
 def _row(o: parallel.HostOutcome[HostStatus]) -> HostStatus:

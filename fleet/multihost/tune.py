@@ -36,7 +36,7 @@ from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
-from fleet.host.session import HostSession
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
@@ -46,7 +46,6 @@ from fleet.outcomes import SERVING, DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
-from fleet.ssh.remote import ConnectionLost
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 

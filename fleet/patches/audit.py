@@ -31,8 +31,8 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.errors import FleetError, InputError
-from fleet.host import programs as hostside
 from fleet.host import venvs
+from fleet.host.service import run_python
 from fleet.inventory import Host
 from fleet.patches import engine as patches
 from fleet.patches import kept as keptgates
@@ -40,7 +40,6 @@ from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
 from fleet.patches.kept import Kept
 from fleet.patches.sets import PatchSet
-from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.upstream.cppexpr import ExprError, eval_cpp, strip_comments
 
@@ -393,8 +392,7 @@ SCAN_MAX = 32 << 20  # a full scan (--full) of every package lists many files
 def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict[str, Any]:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps({"scope": scope}).encode()).decode()
-    res = remote.run(conn, host, hostside.python_command(python, "scan.py", payload), timeout=300,
-                     max_output=SCAN_MAX)
+    res = run_python(conn, host, python, "scan.py", payload, timeout=300, max_output=SCAN_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
             scan: dict[str, Any] = json.loads(line[len("FLEET-JSON:"):])

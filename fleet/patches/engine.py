@@ -30,8 +30,9 @@ from fabric import Connection
 
 from fleet import faulthook
 from fleet.errors import FleetError
+from fleet.host import leftovers
 from fleet.host import lock as hostlock
-from fleet.host import programs as hostside
+from fleet.host.service import run_python
 from fleet.inventory import Host
 from fleet.patches.plan import (
     APPLICABLE,
@@ -48,7 +49,6 @@ from fleet.patches.plan import (
     plan_revert,
 )
 from fleet.patches.sets import PatchSet, available, load_sets
-from fleet.ssh import remote
 
 _MARK = "FLEET-JSON:"
 ANSWER_MAX = 32 << 20  # patch_host.py's answer carries the target files themselves (base64)
@@ -57,8 +57,7 @@ ANSWER_MAX = 32 << 20  # patch_host.py's answer carries the target files themsel
 def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps(req).encode()).decode()
-    cmd = hostside.python_command(python, "patch_host.py", mode, payload)
-    res = remote.run(conn, host, cmd, timeout=timeout, max_output=ANSWER_MAX)
+    res = run_python(conn, host, python, "patch_host.py", mode, payload, timeout=timeout, max_output=ANSWER_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(_MARK):
             answer: dict[str, Any] = json.loads(line[len(_MARK):])
@@ -121,9 +120,7 @@ def undo_interrupted_runs(conn: Connection, host: Host) -> list[str]:
     """Patch runs left "applying" (a writer that died between files) or "reverting" (a revert that died, or could
     not patch again what it had restored): put back, from the run's backups, the files it had written (and drop
     its temp files), and mark the run reverted. One line per run."""
-    found = remote.run(conn, host, f"grep -lsE '\"status\": \"(applying|reverting)\"' "
-                                   f"{BACKUP_ROOT}/runs/*/manifest.json")
-    if not found.stdout.strip():
+    if not leftovers.patch_runs_open(conn, host, BACKUP_ROOT):
         return []  # the common case costs one grep, and needs no venv on the host
     state = read_state(conn, host, load_sets(available()))
     notes = []

@@ -34,7 +34,7 @@ from fleet.errors import ConnectError, InputError
 from fleet.inventory import Host
 from fleet.ssh import auth as sshauth
 from fleet.ssh import config as sshconfig
-from fleet.ssh import guard, keepalive, remote
+from fleet.ssh import faulty, guard, keepalive, remote
 from fleet.ssh import known_hosts as knownhosts
 from fleet.ssh.config import Endpoint
 
@@ -414,6 +414,7 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
         conn.close()
         raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect),
                            unreachable=failed is conn and _silent(exc)) from None
+    faulty.install(conn)
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))
     except BaseException:

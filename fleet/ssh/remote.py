@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import paramiko
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet import faulthook
 from fleet.errors import ConnectError, FleetError
 from fleet.inventory import Host
 from fleet.ssh import become, deadline, keepalive
@@ -94,6 +93,29 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
                            "--ask-become-pass")
 
 
+class Runner(Protocol):
+    """How a connection's commands reach its host: `exchange` itself, or a wrapper of it chosen once when the
+    connection opened (fleet.ssh.faulty, under the fault harness's variables)."""
+
+    def run_bytes(self, conn: Connection, host: Host, command: str, data: bytes | BinaryIO, timeout: float,
+                  max_output: int) -> BytesResult: ...
+
+    def open_channel(self, conn: Connection, host: Host, command: str, open_s: float,
+                     what: str) -> paramiko.Channel: ...
+
+
+_RUNNER = "_fleet_runner"
+
+
+def use_runner(conn: Connection, runner: Runner) -> None:
+    """Kept on the connection's SSH transport, as its become is (fleet.ssh.become.attach)."""
+    setattr(conn.transport, _RUNNER, runner)
+
+
+def _runner(conn: Connection) -> Runner:
+    return getattr(getattr(conn, "transport", None), _RUNNER, None) or DIRECT
+
+
 def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO = b"",
               timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT,
               shown: str | None = None) -> BytesResult:
@@ -110,24 +132,41 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
     check the deadline): no reader threads and no polling loop per command, which is most of what a command
     costs the client on a large fleet; one process-wide thread (fleet.ssh.deadline) ends the waits paramiko
     cannot time out."""
-    short = (shown or command)[:60]  # shown: what the operator typed, when fleet wrapped it
-    lost_link(conn, host, f"before `{short}`")  # never let a dead link be silently reopened
-    how = become.of(conn, host.become)
+    try:
+        return _runner(conn).run_bytes(conn, host, command, data, timeout, max_output)
+    except FleetError as exc:  # shown: what the operator typed, when fleet wrapped it; errors name that
+        if shown is not None and len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc.args = (exc.args[0].replace(f"`{command[:60]}`", f"`{shown[:60]}`"),)
+        raise
+
+
+def connected(conn: Connection, host: Host, command: str) -> paramiko.Transport:
+    """The connection's live transport; ConnectionLost before `command` when the link is gone (a dead link is
+    never silently reopened)."""
+    short = command[:60]
+    lost_link(conn, host, f"before `{short}`")
     transport = conn.client.get_transport()
     if transport is None or not transport.is_active():
         raise ConnectionLost(f"{host.name}: connection lost before `{short}`: not connected")
-    fault = faulthook.remote_step(lambda: step_label(command))
-    if fault == "fail":
-        return BytesResult(exited=1, stdout=b"", stderr=b"fleet fault hook: injected failure\n")
-    if fault == "full":
-        _fill(transport, how)
+    live: paramiko.Transport = transport
+    return live
+
+
+def late(host: Host, command: str, timeout: float, what: str = "") -> CommandTimedOut:
+    return CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s{what}; the channel "
+                           "was closed (the host is slow, stuck or hostile)")
+
+
+def exchange(conn: Connection, host: Host, command: str, data: bytes | BinaryIO, timeout: float, max_output: int,
+             sent: Callable[[], None] | None = None) -> BytesResult:
+    """run_bytes's I/O: one channel, its input, its output under the deadline. `sent`: called once the command
+    and its input are on their way (a wrapper's moment to act while it runs)."""
+    short = command[:60]
+    transport = connected(conn, host, command)
+    how = become.of(conn, host.become)
     out, err = bytearray(), bytearray()
     end = time.monotonic() + timeout
     chan, token = None, None
-
-    def late(what: str = "") -> CommandTimedOut:
-        return CommandTimedOut(f"{host.name}: `{short}` did not finish within {timeout:g}s{what}; the channel was "
-                               "closed (the host is slow, stuck or hostile)")
 
     def too_much(stream: str) -> OutputTooLarge:
         return OutputTooLarge(f"{host.name}: `{short}` sent more than {mib(max_output)} on {stream}; fleet stopped "
@@ -147,16 +186,15 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
                     chan.sendall(block)
             chan.shutdown_write()
         except TimeoutError:
-            raise late(" (the host did not read its input)") from None
+            raise late(host, command, timeout, " (the host did not read its input)") from None
         except OSError:
             pass  # the command ended without reading all its input: its status and output say why
-        if fault == "drop":
-            transport.close()
-            lost_link(conn, host, f"during `{command[:60]}`", EOFError("fleet fault hook: the link dropped"))
+        if sent is not None:
+            sent()
         chan.settimeout(0.2)
         while True:
             if time.monotonic() > end:
-                raise late()
+                raise late(host, command, timeout)
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(65536)
                 if len(err) > max_output:
@@ -172,20 +210,19 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
                 raise too_much("stdout")
         chan.status_event.wait(max(0.0, end - time.monotonic()))  # set by the status, or by a close
         if not chan.exit_status_ready() or (token.expired and chan.recv_exit_status() == -1):
-            raise late(" (its output ended but no exit status came)" if chan.eof_received else "")
+            raise late(host, command, timeout,
+                       " (its output ended but no exit status came)" if chan.eof_received else "")
         exited = chan.recv_exit_status()
         while chan.recv_stderr_ready() and len(err) <= max_output:
             err += chan.recv_stderr(65536)
         lost_link(conn, host, f"during `{short}`",
                   EOFError("the channel closed without an exit status") if exited == -1 else None)
         _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
-        if fault == "late":
-            raise late(" (fleet fault hook: it ran, its answer was lost)")
         return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
     except (EOFError, OSError, SSHException) as exc:
         lost_link(conn, host, f"during `{short}`", exc)
         if (token is not None and token.expired) or time.monotonic() >= end:
-            raise late() from None
+            raise late(host, command, timeout) from None
         if isinstance(exc, SSHException):
             raise ChannelFailed(f"{host.name}: `{short}`: the host refused or closed the channel "
                                 f"({type(exc).__name__}: {str(exc)[:160]})") from None
@@ -197,50 +234,50 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
             chan.close()
 
 
-_GENERIC = frozenset({"run", "run_bytes", "sh", "read_file", "write_atomic", "_space_left", "<lambda>", "file",
-                      "keep_file", "save", "event", "load", "events", "events_read"})
+def open_channel(conn: Connection, host: Host, command: str, open_s: float, what: str) -> paramiko.Channel:
+    """A channel of its own running `command` (as root on a become host), its output left to the caller to read
+    (`what`: the journal's follower): through the connection's runner, like every command."""
+    if conn.client.get_transport() is None:
+        raise ConnectionLost(f"{host.name}: not connected")
+    return _runner(conn).open_channel(conn, host, command, open_s, what)
 
 
-def step_label(command: str) -> str:
-    """A remote step as the fault harness names it: who asked, and what runs (a shipped program by its name)."""
-    try:
-        words = shlex.split(command[:20000])
-    except ValueError:
-        words = command.split()
-    if words[:2] == ["sh", "-c"] and len(words) > 3:
-        what = " ".join(words[3:])
-    elif len(words) > 3 and words[1] == "-c" and words[0].endswith("python"):
-        what = "python " + " ".join(w for w in words[3:5] if len(w) < 40)
-    else:
-        what = " ".join(command.split())
-    return f"{faulthook.caller(_GENERIC)}: {what[:70]}"
-
-
-def journal_step(conn: Connection, host: Host, command: str) -> None:
-    """The journal follower's channel is a remote step too (fleet.logs.journal): a fault may fall there."""
-    fault = faulthook.remote_step(lambda: step_label(command))
+def start_channel(conn: Connection, host: Host, command: str, open_s: float, what: str) -> paramiko.Channel:
+    """open_channel's I/O: the channel opened and `command` started within `open_s` seconds."""
     transport = conn.client.get_transport()
-    if fault == "fail":
-        raise FleetError(f"{host.name}: `{command[:60]}` failed: fleet fault hook: injected failure")
-    if fault == "drop" and transport is not None:
-        transport.close()
-        raise ConnectionLost(f"{host.name}: connection lost before `{command[:60]}`: fleet fault hook: link dropped")
-    if fault == "full" and transport is not None:
-        _fill(transport, become.of(conn, host.become))
-    if fault == "late":
-        raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not answer in time: fleet fault hook: answer lost")
-
-
-def _fill(transport: paramiko.Transport, how: become.Become) -> None:
-    """FLEET_FAULT_FILL on the host, outside the step count: the disks are full from this step on."""
-    chan = transport.open_session()
+    assert transport is not None  # open_channel checked
+    how = become.of(conn, host.become)
+    chan = transport.open_session(timeout=open_s)
+    token = deadline.arm(open_s, chan)
     try:
-        chan.exec_command(how.wrap(faulthook.fill_command()))
-        chan.sendall(how.stdin())
-        chan.shutdown_write()
-        chan.recv_exit_status()
-    finally:
+        chan.exec_command(how.wrap(command))
+        if how.stdin():
+            chan.settimeout(open_s)
+            chan.sendall(how.stdin())  # sudo's password; the command reads nothing more
+    except (OSError, EOFError, SSHException):
         chan.close()
+        if token.expired:
+            raise CommandTimedOut(f"{host.name}: {what} did not start within {open_s:g}s") from None
+        raise
+    finally:
+        deadline.disarm(token)
+    started: paramiko.Channel = chan
+    return started
+
+
+class _Direct:
+    """Commands straight to the host: the runner of every connection the fault harness does not wrap."""
+
+    def run_bytes(self, conn: Connection, host: Host, command: str, data: bytes | BinaryIO, timeout: float,
+                  max_output: int) -> BytesResult:
+        return exchange(conn, host, command, data, timeout, max_output)
+
+    def open_channel(self, conn: Connection, host: Host, command: str, open_s: float,
+                     what: str) -> paramiko.Channel:
+        return start_channel(conn, host, command, open_s, what)
+
+
+DIRECT: Runner = _Direct()
 
 
 def establish_become(conn: Connection, host: Host, password: str | None) -> None:

@@ -33,7 +33,7 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 def test_import_linter_contracts_are_kept():
     done = _run(str(BIN / "lint-imports"), "--no-cache")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "9 kept, 0 broken" in done.stdout
+    assert "10 kept, 0 broken" in done.stdout
 
 
 def _contracts() -> list[dict]:
@@ -311,3 +311,65 @@ def test_every_sandbox_instance_has_its_own_subnet_bridge_and_namespaces():
     assert all(c.subnet.subnet_of(SANDBOX_SUPERNET) for c in cfgs)
     assert all(len(c.veth(199)) <= 15 and len(c.bridge) <= 15 for c in cfgs)  # Linux link names
     assert set(lanes()) <= set(LANES) and "test" not in lanes() and len(lanes()) >= 3
+
+
+# Shell text is written in fleet.host and fleet.ssh only: every other layer says what it wants of a host through
+# a verb of HostSession (or of a module of fleet.host), never how it is done there.
+SHELL_HOMES = ("fleet/host/", "fleet/ssh/")
+SHELL_CALLS = {"run", "sh", "sudo", "run_bytes"}
+
+
+def _text(node: ast.AST, texts: set[str]) -> bool:
+    """A string literal, an f-string, one built of them (+, %), or a name bound to one in the same scope."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _text(node.left, texts) or _text(node.right, texts)
+    return isinstance(node, ast.Name) and node.id in texts
+
+
+def shell_sites(source: str) -> list[tuple[int, str]]:
+    """Where a module builds shell: it imports shlex, or hands text to a `run`, `sh`, `sudo` or `run_bytes` call
+    (a `with ... .run("what"):` is the run skeleton's context, not a command)."""
+    tree = ast.parse(source)
+    skeleton = {id(item.context_expr) for node in ast.walk(tree) if isinstance(node, ast.With) for item in node.items}
+    found = []
+    module_texts = {t.id for n in tree.body if isinstance(n, ast.Assign) and _text(n.value, set())
+                    for t in n.targets if isinstance(t, ast.Name)}
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]:
+        nodes = [n for n in ast.walk(scope)]
+        texts = module_texts | {t.id for n in nodes if isinstance(n, ast.Assign) and _text(n.value, set())
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for node in nodes:
+            if scope is tree and isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [(node.lineno, "imports shlex") for name in names if name == "shlex"]
+            if not isinstance(node, ast.Call) or id(node) in skeleton:
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            args = [*node.args, *(k.value for k in node.keywords if k.arg == "command")]
+            if name.lstrip("_") in SHELL_CALLS and any(_text(a, texts) for a in args):
+                found.append((node.lineno, f"shell text to {name}()"))
+    return sorted(set(found))
+
+
+def test_shell_text_lives_in_fleet_host_and_fleet_ssh_only():
+    found = [f"{p.relative_to(REPO)}:{line}: {what}" for p in sorted((REPO / "fleet").rglob("*.py"))
+             if not p.relative_to(REPO).as_posix().startswith(SHELL_HOMES)
+             for line, what in shell_sites(p.read_text())]
+    assert found == [], "say it with a verb of HostSession (fleet.host):\n" + "\n".join(found)
+
+
+def test_the_shell_contract_catches_text_handed_to_a_command():
+    bad = ('import shlex\n'
+           'def f(s, conn, host, unit):\n'
+           '    s.sh(f"systemctl stop {unit}")\n'
+           '    sh(conn, host, "rm -f -- " + unit)\n'
+           '    cmd = "journalctl -n 0"\n'
+           '    s.run(cmd, timeout=5)\n'
+           '    with hooks.run("deploy router", say) as run:\n'
+           '        s.stop(unit)\n')
+    assert [line for line, _ in shell_sites(bad)] == [1, 3, 4, 6]

@@ -6,7 +6,7 @@ import pytest
 
 from fleet import faulthook
 from fleet.host import programs
-from fleet.ssh import remote
+from fleet.ssh import faulty
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def test_every_step_is_numbered_and_traced_and_only_the_armed_one_faults(tmp_pat
 
 def test_a_step_is_labelled_by_who_asked_and_what_runs():
     # a shipped program by its name and arguments, never its text; the caller is "?" outside fleet's own code
-    assert (remote.step_label(programs.sh_command("write.sh", "/etc/fleet/sglang.env", "0600"))
+    assert (faulty.step_label(programs.sh_command("write.sh", "/etc/fleet/sglang.env", "0600"))
             == "?: fleet-write /etc/fleet/sglang.env 0600")
-    assert remote.step_label("systemctl   daemon-reload").endswith(": systemctl daemon-reload")
-    assert remote.step_label("echo 'unbalanced").endswith(": echo 'unbalanced")
+    assert faulty.step_label("systemctl   daemon-reload").endswith(": systemctl daemon-reload")
+    assert faulty.step_label("echo 'unbalanced").endswith(": echo 'unbalanced")

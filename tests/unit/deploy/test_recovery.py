@@ -14,8 +14,8 @@ from pathlib import Path
 from fakesession import Here
 
 from fleet.deploy import recovery
+from fleet.host import leftovers, releases
 from fleet.host import lock as hostlock
-from fleet.host import releases
 
 
 def _owner(**changes) -> hostlock.LockOwner:
@@ -91,7 +91,7 @@ def test_recovery_removes_a_dead_run_s_new_current_link_and_temp_files_but_nothi
     (root / "current").symlink_to("releases/20261201T000000Z-live")
     (etc / ".sglang.env.fleet-12-34").write_text("half")
     (etc / "sglang.env").write_text("kept")
-    cmd = recovery.drop_temp_command([(str(etc), ".sglang.env.fleet-"), (str(root), releases.CURRENT_TEMP)])
+    cmd = leftovers.drop_temp_command([(str(etc), ".sglang.env.fleet-"), (str(root), releases.CURRENT_TEMP)])
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(out) == sorted([str(etc / ".sglang.env.fleet-12-34"), str(root / ".current.0a1b2c3d")])
     assert sorted(p.name for p in root.iterdir()) == ["current"] and [p.name for p in etc.iterdir()] == ["sglang.env"]

@@ -23,6 +23,7 @@ from fleet.errors import ConnectError, FleetError
 from fleet.host import lock as hostlock
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import GpuHealth
+from fleet.host.session import BOOT_ID
 from fleet.inventory import Host
 from fleet.multihost import proxmox as pve
 from fleet.multihost import recover as rec
@@ -279,7 +280,7 @@ class Link:
             if self.refuse:
                 return 255, "GPU 00000000:01:00.0: In use by another client"
             raise ConnectionLost("h1: connection lost during `nvidia-smi -r -i 0`: keepalive timed out")
-        if command == rec.BOOT_ID:
+        if command == BOOT_ID:
             return 0, self.boot
         if command == "systemctl reboot":
             self.boot = "b2"
@@ -308,7 +309,7 @@ def test_a_link_lost_under_the_gpu_reset_reboots_the_host_and_says_so():
     # the host lock taken before the unit is stopped, and given back only in the host's next boot
     assert link.calls[link.calls.index("lock recover (gpu-reset)") + 1].startswith("systemctl is-active")
     assert link.calls.index("unlock") > link.calls.index("systemctl reboot")
-    new_boot = len(link.calls) - 1 - link.calls[::-1].index(rec.BOOT_ID)  # asked of the new boot before
+    new_boot = len(link.calls) - 1 - link.calls[::-1].index(BOOT_ID)  # asked of the new boot before
     assert new_boot < link.calls.index("systemctl start sglang", new_boot) < link.calls.index("unlock")
 
 

@@ -24,6 +24,7 @@ from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host.facts import Gpu, HostFacts, UnitState
 from fleet.host.gpuhealth import GpuHealth
+from fleet.host.session import BOOT_ID
 from fleet.inventory import Host
 from fleet.multihost import proxmox as pve
 from fleet.multihost import recover as rec
@@ -81,7 +82,7 @@ class Machine:
         self.step(command, session)
         if failed:
             return 1, "error"
-        if command == rec.BOOT_ID:
+        if command == BOOT_ID:
             return 0, f"boot-{self.boot}"
         if command == "systemctl reboot":
             self.reboot()
@@ -182,7 +183,7 @@ def no_pause(seconds: float) -> None:
 
 
 def test_every_path_is_learnt_from_a_clean_run():
-    assert points("gpu-reset")[:3] == ["probe", rec.BOOT_ID, "lock"]
+    assert points("gpu-reset")[:3] == ["probe", BOOT_ID, "lock"]
     assert "systemctl reboot" in points("refused-then-reboot")
     assert "api reset" in points("refused-then-vm-reset")
 

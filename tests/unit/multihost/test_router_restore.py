@@ -106,7 +106,7 @@ def hooks(tmp_path, monkeypatch):
     path.write_text(BOOK)
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
     h = Hooks(playbook.load(path), Path(path), host, ConnectOptions(), {}, lambda h, m: None)
-    monkeypatch.setattr(routing, "sh", lambda *a, **k: "")
+    monkeypatch.setattr(routing, "stop_quietly", lambda *a: None)
     monkeypatch.setattr(routing, "daemon_reload", lambda *a: None)
     monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
     return h

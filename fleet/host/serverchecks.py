@@ -1,0 +1,41 @@
+"""What a host must offer before a server starts on it, asked in one command each: the flags its sglang knows,
+a model folder that is whole, a port free or held by the unit itself. The verdicts are fleet.deploy.preflight's."""
+
+from __future__ import annotations
+
+import shlex
+
+from fabric import Connection
+
+from fleet.host.service import sh
+from fleet.inventory import Host
+
+_MODEL_CHECK = (
+    "import json,os,sys\n"
+    "p=sys.argv[1]\n"
+    "if not os.path.isfile(os.path.join(p,'config.json')): print('no config.json in '+p); sys.exit()\n"
+    "i=os.path.join(p,'model.safetensors.index.json')\n"
+    "if os.path.isfile(i):\n"
+    " m=sorted(set(json.load(open(i)).get('weight_map',{}).values()))\n"
+    " miss=[f for f in m if not os.path.isfile(os.path.join(p,f))]\n"
+    " if miss: print('%d of %d shards missing in %s, e.g. %s'%(len(miss),len(m),p,miss[0]))\n"
+)
+
+
+def launch_help(conn: Connection, host: Host, venv: str) -> str:
+    """`sglang.launch_server --help` of the venv ("" when it does not run)."""
+    return sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+
+
+def model_check(conn: Connection, host: Host, path: str) -> str:
+    """What is missing of the model folder (config.json, shards its index names), "" when it is whole."""
+    return sh(conn, host, f"python3 -c {shlex.quote(_MODEL_CHECK)} {shlex.quote(path)}").strip()
+
+
+def port_users(conn: Connection, host: Host, port: int, unit: str) -> str:
+    """The first listener on `port` that is not a process of `unit` ("" when there is none)."""
+    script = (f"out=$(ss -Hltnp 'sport = :{int(port)}' 2>/dev/null); [ -z \"$out\" ] && exit 0; "
+              f"for p in $(echo \"$out\" | grep -o 'pid=[0-9]*' | cut -d= -f2); do "
+              f"grep -q {shlex.quote('/' + unit + '.service')} /proc/$p/cgroup 2>/dev/null && exit 0; done; "
+              f"echo \"$out\" | head -n 1")
+    return sh(conn, host, script).strip()
