@@ -229,7 +229,7 @@ class Deployer:
         venv_note = ""
         if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
             try:
-                venv, there = venvs.planned(conn, self.host, self.book.packages)
+                venv, there = venvs.planned(conn, self.host, self.book.packages, self.serve.lock)
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
             self.serve = replace(self.serve, venv=venv)  # the unit names it; the host is probed as it is now
