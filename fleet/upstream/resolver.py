@@ -5,9 +5,10 @@ over the wheelhouse alone, for one host's Python and platform.
 
 It runs `pip install --dry-run --report` with `--no-index --find-links <wheelhouse> --only-binary=:all:` and the
 host's tags (`--python-version --implementation --abi --platform`, as wheelhouse.download_command); nothing is
-installed (`--target` is a folder pip never writes in a dry run; the report goes to a private folder). pip evaluates markers for the interpreter it
-runs in, not for `--python-version`: the one change to pip is its marker environment, made the host's
-(pins.environment) before pip's own main runs. pip's settings of this machine (PIP_*, pip.conf) never steer it.
+installed (`--target` is a folder pip never writes in a dry run; the report goes to a private folder). pip
+evaluates markers for the interpreter it runs in, not for `--python-version`: the one change to pip is its
+marker environment, made the host's (pins.environment) before pip's own main runs. pip's settings of this
+machine (PIP_*, pip.conf) never steer it.
 
 A requirement no wheel there meets: MissingWheel naming it (wheelhouse.fill downloads it); pins that cannot go
 together: WheelhouseError with pip's own lines of why, joined in one. `fill(pins, target)` downloads into the
