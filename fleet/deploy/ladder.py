@@ -122,7 +122,7 @@ class Deployer:
                             "or give --force to replace it here; nothing was changed")
             return result
         if (not force and previous and previous.playbook_sha256 == self.serve.book_sha
-                and self.serve.key_unchanged(conn) and self.serve.healthy(conn)):
+                and self.serve.key_unchanged(conn) and self.same_venv(conn, previous) and self.serve.healthy(conn)):
             result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
             self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
             return result
@@ -176,6 +176,17 @@ class Deployer:
                   why: str) -> FellBack:
         s = self.serve
         return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
+
+    def same_venv(self, conn: Connection, previous: Release) -> bool:
+        """`packages:`: the release serves in the venv of the pins' locked wheels (a wheel relocked on purpose
+        under the same pins is another venv, built by this deploy); True without pins."""
+        if not self.book.packages:
+            return True
+        try:
+            path, _ = venvs.planned(conn, self.host, self.book.packages, self.serve.lock)
+        except venvs.VenvError:
+            return False  # the deploy says why
+        return venvs.recorded(previous.facts) == path
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a

@@ -36,7 +36,6 @@ from fleet.upstream import corpus
 from fleet.upstream.pins import canonical
 
 NO_WHEEL = "no wheel of"  # how missing() begins its lines
-MAX_METADATA = 1 << 20  # a wheel's METADATA read at most this far (a hostile or broken wheel is not trusted)
 MAX_FETCHES = 400  # requirements one fill() downloads at most (torch's closure is about 30)
 FETCH_TIMEOUT_S = 1800  # one pip download (torch's wheel is about 900 MB)
 ASSUMED_GLIBC = 17  # a host that did not say its glibc: manylinux2014's (manylinux_2_17), no newer
@@ -151,18 +150,6 @@ class Wheel:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         return h.hexdigest()
-
-    def metadata(self) -> str:
-        """The wheel's METADATA ('' when it has none readable)."""
-        try:
-            with zipfile.ZipFile(self.path) as zf:
-                names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-                if len(names) != 1:
-                    return ""
-                with zf.open(names[0]) as f:
-                    return f.read(MAX_METADATA).decode("utf-8", "replace")
-        except (OSError, zipfile.BadZipFile):
-            return ""
 
 
 def scan(folder: Path) -> list[Wheel]:

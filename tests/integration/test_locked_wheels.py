@@ -37,8 +37,8 @@ def test_a_leftover_local_build_on_the_host_is_never_installed_for_the_checked_w
     second = tmp_path / "second"
     second.mkdir()
     book = llama_playbook(second, LADDER, name="llama-pinned", packages=OLD)
-    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book),
-                            env={"FLEET_WHEELHOUSE": str(plain)})
+    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force",
+                            env={"FLEET_WHEELHOUSE": str(plain)})  # same playbook: --force, or it is unchanged
     assert rc == 0 and out["status"] == "ok", err[-3000:]
     assert "torch-2.9.1+cu130-py3-none-any.whl" in sh(sandbox_inventory, HOST, "ls /var/lib/fleet/wheels")
     venv = out["venv"]["path"]
@@ -55,7 +55,7 @@ def test_a_wheel_rebuilt_under_the_same_name_is_refused_before_any_host_is_chang
     shutil.copytree(house, mine)
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD)
     env = {"FLEET_WHEELHOUSE": str(mine)}
-    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=env)
     assert rc == 0 and out["status"] == "ok", err[-3000:]
     lock = tmp_path / "llama-pinned.lock"
     assert "torch-2.9.1+cu130-py3-none-any.whl" in lock.read_text()  # the first deploy wrote the lock
@@ -64,7 +64,7 @@ def test_a_wheel_rebuilt_under_the_same_name_is_refused_before_any_host_is_chang
     simwheels.torch_wheel(mine, "2.9.1+cu130", ('evil; extra == "x"',))  # same name and version, other bytes
     assert torch.read_bytes() != good
     before = state(sandbox_inventory)
-    proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json", env=env)
+    proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json", "--force", env=env)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {book}: packages: {torch}: sha256 "), lines
@@ -72,3 +72,14 @@ def test_a_wheel_rebuilt_under_the_same_name_is_refused_before_any_host_is_chang
     assert state(sandbox_inventory) == before  # nothing sent, built, stopped or released
     on_host = sh(sandbox_inventory, HOST, f"sha256sum /var/lib/fleet/wheels/{torch.name}").split()[0]
     assert on_host == hashlib.sha256(good).hexdigest()  # the host's copy is not overwritten
+
+    # taken on purpose: relocked, then deployed (no --force: the same pins in another venv are not "unchanged")
+    proc = inv(sandbox, "check", "--lock", "--playbook", str(book), env=env)
+    assert proc.returncode == 0 and f"locked {lock}: flashinfer-python 0.6.3, sglang 0.5.9, torch 2.9.1 for " \
+        "CPython 3.11" in proc.stdout, proc.stdout + proc.stderr
+    assert hashlib.sha256(torch.read_bytes()).hexdigest() in lock.read_text()
+    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    assert rc == 0 and out["status"] == "ok" and out["venv"]["built"] == "pip", err[-3000:]
+    assert out["venv"]["sent"] == [torch.name]
+    on_host = sh(sandbox_inventory, HOST, f"sha256sum /var/lib/fleet/wheels/{torch.name}").split()[0]
+    assert on_host == hashlib.sha256(torch.read_bytes()).hexdigest()
