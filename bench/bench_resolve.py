@@ -9,7 +9,7 @@ x86_64 (cold: no lock, pip's resolve and the lock written; warm: the lock there,
 pip: `python -m pip install --dry-run --ignore-installed --report - --no-index --find-links DIR PINS` on this
 machine's own Python (3.11, x86_64 Linux), no target options.
 
-usage: python3 bench/bench_resolve.py [--sets N]     (needs the corpus: `inv upstream`)
+usage: python3 bench/bench_resolve.py [--skip K] [--sets N]     (needs the corpus: `inv upstream`)
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ def fleet_lock(pins: dict[str, str], house: Path, lock: Path) -> dict[str, str] 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", type=int, default=0, help="only the first N pin sets")
+    ap.add_argument("--sets", type=int, default=0, help="only N pin sets")
+    ap.add_argument("--skip", type=int, default=0, help="after the first N (the pairs begin after the releases)")
     args = ap.parse_args()
-    sets = metawheels.pin_sets()
+    sets = metawheels.pin_sets()[args.skip:]
     sets = sets[:args.sets] if args.sets else sets
     with tempfile.TemporaryDirectory() as tmp:
         house = Path(tmp) / "house"

@@ -7,8 +7,9 @@ Each sglang and flashinfer-python release of the corpus (~/.cache/fleet/upstream
 its real METADATA (every Requires-Dist, Requires-Python and Provides-Extra as released). Every other distribution
 those name (torch, transformers, nvidia-*, ...) becomes empty wheels at each version any of their specifiers
 names (`torch==2.9.1`, `>=4.57.1`, `!=0.2.0`), plus that version with a local label `+cu130` for torch (as
-PyTorch's own index names its builds), plus a newer one (99.0) that no exact pin allows: pip has to choose
-between them and back off the newest, as it does with a real index. Deterministic (sorted, fixed times).
+PyTorch's own index names its builds), an old one (0.1) and a newer one (99.0) that no exact pin allows: pip
+has to choose between them and back off the newest, as it does with a real index. Deterministic (sorted, fixed
+times).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fleet.upstream import corpus
 
 RELEASED = ("sglang", "flashinfer-python")
 NEWER = "99.0"
+OLDER = "0.1"  # what a bare upper bound (`python-dateutil<3`) can take where no specifier names a version below it
 LOCAL = {"torch": "+cu130"}
 _EPOCH = (2026, 1, 1, 0, 0, 0)
 
@@ -78,7 +80,7 @@ def build(dest: Path, cache: Path | None = None) -> None:
     for name, versions in sorted(_named([t for _, _, t in found]).items()):
         if name in RELEASED:
             continue
-        for v in sorted({*versions, NEWER, *(f"{v}{LOCAL[name]}" for v in versions if name in LOCAL)}):
+        for v in sorted({*versions, OLDER, NEWER, *(f"{v}{LOCAL[name]}" for v in versions if name in LOCAL)}):
             _wheel(dest, name, v, f"Metadata-Version: 2.1\nName: {name}\nVersion: {v}\n\n")
 
 
