@@ -25,7 +25,7 @@ class Outcome(StrEnum):
 
 
 # What a check of a server says: (outcome, evidence), the evidence one line a person can read.
-Verdict = tuple[str, str]
+ServerVerdict = tuple[str, str]
 
 # The outcomes a remedy entry describes (every one but READY) and a rung's `after:` may name.
 DEPLOY_OUTCOMES: frozenset[str] = frozenset(o.value for o in Outcome if o is not Outcome.READY)

@@ -24,7 +24,9 @@ WAKE_S = 0.2  # the longest the main thread waits without looking for a Ctrl-C
 
 
 @dataclass
-class Outcome(Generic[T]):
+class HostOutcome(Generic[T]):
+    """How one host's call in a parallel run ended: its value, or the one-line error that stopped it."""
+
     host: Host
     ok: bool
     value: T | None
@@ -89,12 +91,12 @@ class Pool:
             self._work.put(None)
 
 
-def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS) -> list[Outcome[T]]:
+def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS) -> list[HostOutcome[T]]:
     """Outcomes in the order of `hosts`."""
     if not hosts:
         return []
     pool = Pool(min(max_workers, len(hosts)))
-    futures: list[Future[Outcome[T]]] = []
+    futures: list[Future[HostOutcome[T]]] = []
     try:
         for h in hosts:  # each future recorded before it is queued, so a Ctrl-C here still settles all that may run
             futures.append(Future())
@@ -121,16 +123,16 @@ def settle(futures: Sequence[Future[Any]]) -> None:
         pass
 
 
-def outcome_of(host: Host, fn: Callable[[Host], T]) -> Outcome[T]:
+def outcome_of(host: Host, fn: Callable[[Host], T]) -> HostOutcome[T]:
     """`fn(host)` on this thread, its failure caught and named."""
     start = time.monotonic()
     try:
         value = fn(host)
     except FleetError as exc:
-        return Outcome(host, False, None, str(exc), time.monotonic() - start)
+        return HostOutcome(host, False, None, str(exc), time.monotonic() - start)
     except Exception as exc:  # an unexpected failure on one host must not hide the others
-        return Outcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
-    return Outcome(host, True, value, None, time.monotonic() - start)
+        return HostOutcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
+    return HostOutcome(host, True, value, None, time.monotonic() - start)
 
 
 # ---------------------------------------------------------------------- Ctrl-C at safe points

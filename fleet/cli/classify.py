@@ -10,7 +10,7 @@ from fleet.cli import console, print_json
 from fleet.errors import InputError
 from fleet.logs import releasefit
 from fleet.logs.bysite import SiteClassifier
-from fleet.logs.classify import Event, Verdict, catch_all_lines, classify_text
+from fleet.logs.classify import Event, LogVerdict, catch_all_lines, classify_text
 from fleet.logs.release import clues as release_clues
 from fleet.logs.releasefit import ReleaseFit
 from fleet.logs.rules import RULES_DIR, RuleSet, Severity, load_rules
@@ -84,7 +84,7 @@ def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifi
     return SiteClassifier(siteindex.SiteIndex(found)) if found else None
 
 
-def _spelled(verdict: Verdict, sglang: str) -> Verdict:
+def _spelled(verdict: LogVerdict, sglang: str) -> LogVerdict:
     """The verdict with each remedy naming flags as sglang `sglang` spells them."""
     table = default_table()
 
@@ -93,7 +93,7 @@ def _spelled(verdict: Verdict, sglang: str) -> Verdict:
     events = tuple(fix(e) for e in verdict.events)
     decided = events[verdict.events.index(verdict.event)] if verdict.event is not None else None
     follows = events[verdict.events.index(verdict.follows)] if verdict.follows is not None else None
-    return Verdict(verdict.log_class, decided, events, follows)
+    return LogVerdict(verdict.log_class, decided, events, follows)
 
 
 def _read(file: str) -> str:
@@ -110,7 +110,7 @@ def _read(file: str) -> str:
         raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from None
 
 
-def _print_human(file: str, verdict: Verdict, wide: bool = False, found: list[ReleaseFit] | None = None) -> None:
+def _print_human(file: str, verdict: LogVerdict, wide: bool = False, found: list[ReleaseFit] | None = None) -> None:
     """Each event (its line, class, severity, what it means; the log line; where sglang prints it) folded within
     the terminal's width under its line number, then the verdict; with wide every line whole, nothing clipped."""
     from rich.table import Table

@@ -22,6 +22,7 @@ from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
+from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
@@ -144,10 +145,10 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             raise InputError(f"--router: playbook {book.name} has no router section")
         report = router_rollback.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
         if as_json:
-            print_json(report)
+            print_json(report.to_json())
         else:
             render_router(report, console, wide)
-        return EXIT_OK if report["status"] == DeployStatus.OK else EXIT_HOST_FAILED
+        return EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json)).rollback(to)
         return finish(results, as_json, ok={DeployStatus.OK})
@@ -209,10 +210,11 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
     if as_json:
-        print_json({"hosts": [r.to_json() for r in done.results], "batches": done.batches, "stopped": done.stopped,
+        print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],
+                    "stopped": done.stopped,
                     "interrupted": done.interrupted, "canary": done.canary,
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
-                    **({"router": done.router} if done.router else {})})
+                    **({"router": done.router.to_json()} if done.router else {})})
     else:
         from fleet.cli.deploy_view import render_rollout
 
@@ -231,27 +233,28 @@ def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list
     try:
         report = routing.dry_run(hooks, hosts)
     except FleetError as exc:
-        report = {"host": hooks.host.name, "status": DeployStatus.FAILED, "error": str(exc)}
+        report = RouterReport(RouterRun.DRY_RUN_FAILED, hooks.host.name, DeployStatus.FAILED, error=str(exc))
     if as_json:
-        print_json({"hosts": [r.to_json() for r in results], "router": report})
+        print_json({"hosts": [r.to_json() for r in results], "router": report.to_json()})
     else:
         for r in results:
             draw(r, wide)
         render_router(report, console, wide)
-    ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report["status"] == DeployStatus.DRY_RUN
+    ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report.status == DeployStatus.DRY_RUN
     return EXIT_OK if ok else EXIT_HOST_FAILED
 
 
-def render_router(report: dict[str, Any], console: Console, wide: bool = False) -> None:
+def render_router(report: RouterReport, console: Console, wide: bool = False) -> None:
     """The router's line, its error and diff: folded within the terminal's width, or with wide each line whole."""
-    status = report["status"]
+    status = report.status
     colour = "green" if status in (*SERVING, DeployStatus.DRY_RUN) else "red"
-    workers = " ".join(report.get("workers") or report.get("config", {}).get("workers", []))
-    console.print(f"[bold]router[/] {escape(str(report['host']))}:{escape(str(report.get('port', '')))} "
-                  f"[{colour}]{status}[/]" + (f" release {escape(str(report['release']))}" if report.get("release")
+    workers = " ".join(report.shown_workers())
+    port = "" if report.port is None else str(report.port)
+    console.print(f"[bold]router[/] {escape(report.host)}:{escape(port)} "
+                  f"[{colour}]{status}[/]" + (f" release {escape(report.release)}" if report.release
                                               else "") + f"  workers: {escape(workers)}",
                   highlight=False, soft_wrap=wide)
-    if report.get("error"):
-        console.print(f"  [red]{escape(report['error'])}[/]", soft_wrap=wide)
-    if report.get("diff"):
-        console.print(escape(report["diff"]), highlight=False, soft_wrap=wide)
+    if report.error:
+        console.print(f"  [red]{escape(report.error)}[/]", soft_wrap=wide)
+    if report.diff:
+        console.print(escape(report.diff), highlight=False, soft_wrap=wide)

@@ -9,7 +9,7 @@ from fleet.cli.hosttext import escape, visible
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host import execute
 from fleet.inventory import Host
-from fleet.parallel import Outcome
+from fleet.parallel import HostOutcome
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandResult
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = False,
+def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool = False,
            out: Console | None = None) -> int:
     """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
     them its own way). Folded within the terminal's width, or with wide each output line whole."""
@@ -50,7 +50,7 @@ def report(outcomes: list[Outcome[CommandResult]], as_json: bool, wide: bool = F
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 
-def _lines(outcomes: list[Outcome[CommandResult]], ok: int, screen: Console) -> None:
+def _lines(outcomes: list[HostOutcome[CommandResult]], ok: int, screen: Console) -> None:
     """--wide: each host's exit status, then every line of its output prefixed by its name, as pdsh prints them:
     whole at any width, and never padded to the longest line (a table pads every row of a cell to its widest, so
     one long line from a host times its many short ones could fill the controller's memory)."""

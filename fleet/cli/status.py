@@ -120,8 +120,8 @@ def not_clean(row: HostStatus) -> str | None:
         why.append(f"drift in {len(row.drift)} file" + ("s" if len(row.drift) > 1 else ""))
     if row.gpu_faults:
         why.append("GPU fault")
-    if row.router and not (row.router.get("state") == "active" and row.router.get("health") == 200):
-        why.append(f"router {sent(str(row.router.get('state') or 'unknown'))}")
+    if row.router and not row.router.ok:
+        why.append(f"router {sent(row.router.state or 'unknown')}")
     return ", ".join(why) or None
 
 

@@ -10,7 +10,6 @@ table, folded, never into a cell. `--wide` shows every column in full; `--detail
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +18,7 @@ from fleet.cli import fit, real_console
 from fleet.cli.fit import Col, plain_terminal
 from fleet.cli.hosttext import escape
 from fleet.logs.remedies import remedy_for
-from fleet.multihost.status import HostStatus
+from fleet.multihost.status import HostStatus, RouterStatus
 
 
 def short_id(release: str | None) -> str:
@@ -100,16 +99,15 @@ def columns(rows: list[HostStatus], wide: bool) -> list[Col]:
     return out
 
 
-def router_cell(router: dict[str, Any] | None, full: bool = False) -> tuple[str, str]:
+def router_cell(router: RouterStatus | None, full: bool = False) -> tuple[str, str]:
     """The router column: its unit's state, how many workers its release names (and its /health, release)."""
     if not router:
         return "-", ""
-    state, health = router.get("state") or "?", router.get("health")
-    ok = state == "active" and health == 200
-    text = f"{state}, {router.get('workers', 0)} workers"
+    state = router.state or "?"
+    text = f"{state}, {router.workers} workers"
     if full:
-        text = f"{state}, health {health or 'no answer'}, {router.get('workers', 0)} workers ({router.get('release')})"
-    return text, "green" if ok else "red"
+        text = f"{state}, health {router.health or 'no answer'}, {router.workers} workers ({router.release})"
+    return text, "green" if router.ok else "red"
 
 
 def table_of(rows: list[HostStatus], title: str = "fleet status", width: int = 80, wide: bool = False,
@@ -158,10 +156,10 @@ def render_detail(r: HostStatus, console: Console) -> None:
     for note in r.gpu_notes:
         console.print(f"    [yellow]{escape(note)}[/]", highlight=False)
     console.print(f"  {'Xid since boot:':<22} " + (escape(r.kernel_log or "-") if not r.xid else
-                  f"{sum(e['count'] for e in r.xid)} ({escape(r.kernel_log or '?')})"), highlight=False)
+                  f"{sum(e.count for e in r.xid)} ({escape(r.kernel_log or '?')})"), highlight=False)
     for e in r.xid:
-        gpu = f"GPU {e['gpu_index']}" if e.get("gpu_index") is not None else f"PCI {e['pci']}"
-        console.print(f"    Xid {e['code']} on {escape(gpu)} x{e['count']}, last: {escape(str(e['last']))}",
+        gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
+        console.print(f"    Xid {e.code} on {escape(gpu)} x{e.count}, last: {escape(e.last)}",
                       highlight=False, soft_wrap=False)
     console.print(f"  {'drift:':<22} " + ("none" if not r.drift else f"{len(r.drift)} files"), highlight=False)
     for path in r.drift:

@@ -40,7 +40,7 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
     return EXIT_OK
 
 
-def render(rels: list[upstream.Release], took: float, console: Console, wide: bool = False) -> None:
+def render(rels: list[upstream.UpstreamRelease], took: float, console: Console, wide: bool = False) -> None:
     """One row per release, then the totals: within the terminal's width, or with wide the cache's path and every
     release whole however wide that is."""
     from rich.table import Table

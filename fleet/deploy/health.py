@@ -12,11 +12,11 @@ from fleet.host import curl as hostcurl
 from fleet.host.render import key_file
 from fleet.host.service import sh
 from fleet.inventory import Host
-from fleet.outcomes import Outcome, Verdict
+from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Playbook
 
 
-def health_check(conn: Connection, host: Host, book: Playbook) -> Verdict:
+def health_check(conn: Connection, host: Host, book: Playbook) -> ServerVerdict:
     """/health must answer 200 and the known-answer prompt must come back right."""
     base = f"http://127.0.0.1:{book.serve.port}"
     code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 {base}/health || true").strip()
@@ -36,7 +36,7 @@ def health_check(conn: Connection, host: Host, book: Playbook) -> Verdict:
     return Outcome.READY, f"healthy; {book.health.prompt!r} -> {text.strip()[:40]!r}"
 
 
-def node_health(conn: Connection, host: Host, port: int) -> Verdict:
+def node_health(conn: Connection, host: Host, port: int) -> ServerVerdict:
     """A node of rank >= 1 serves only sglang's dummy /health (no API): it must answer 200."""
     code = sh(conn, host, f"curl -s -o /dev/null -w '%{{http_code}}' -m 10 http://127.0.0.1:{int(port)}/health "
                           "|| true").strip()

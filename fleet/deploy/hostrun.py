@@ -7,7 +7,8 @@ Whatever the body raises (an error, Ctrl-C), the host is left as the operation p
 - a release the run opened and left in progress, or a rollback it marked, belongs to the next run's recovery
   (the lock is released; that recovery puts back the last release that served);
 - otherwise a unit the body stopped outside a release (`stop_unit`: a GPU reset) runs again if it ran before,
-  and the error says so in its one line.
+  and the error says so in its one line. Such a unit is named on the host first (STOPPED_MARK), so when the
+  controller dies or the link drops before it runs again, the next run under the lock starts it.
 A link lost under the body is said as such and leaves the lock to the next run's recovery (its owner, this
 process, is provably dead by then). Bodies never take a lock, open a release run or write a rollback mark
 themselves (tests/unit/test_contracts.py keeps it so).
@@ -16,6 +17,7 @@ themselves (tests/unit/test_contracts.py keeps it so).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from fleet.deploy import recovery, restore
 from fleet.deploy.release_run import ReleaseRun
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
-from fleet.host.releases import ROLLBACK_MARK, Release, ReleaseStore, now
+from fleet.host.releases import ROLLBACK_MARK, STOPPED_MARK, Release, ReleaseStore, now
 from fleet.host.session import RUNNING, HostSession, one_line
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
@@ -37,6 +39,8 @@ from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import ConnectionLost
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
+UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@_.:-]{0,250}")  # a systemd unit name; a mark naming else is not ours
+NOT_STARTED = "starting it again failed"
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
 UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
                          "refreshing"})
@@ -77,6 +81,8 @@ class HostRun:
                              f"{unit} runs is unknown; nothing was stopped")
         if state in RUNNING and unit not in self.stopped:
             self.stopped.append(unit)
+            self.session.write_atomic(STOPPED_MARK, json.dumps({"units": self.stopped, "at": now()}).encode(),
+                                      0o600)  # first: a run that dies from here on leaves them to the next run
         self.session.stop(unit, timeout=timeout)
         return state
 
@@ -100,13 +106,40 @@ class HostRun:
         return self.marked or any(r.release.status == ReleaseStatus.IN_PROGRESS for r in self.releases)
 
 
-def release_after_reboot(session: HostSession, lock: hostlock.Lock) -> str | None:
-    """The lock a run kept through a reboot, released on the new boot; why not, never raised."""
+def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str]) -> list[str]:
+    """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (a unit
+    fleet installs is not enabled: nothing else starts it), then the lock it kept through the reboot released.
+    What was done or why not, never raised."""
+    try:
+        said = start_stopped(session, stopped)
+    except FleetError as exc:
+        said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
     try:
         session.release_lock(lock)
     except FleetError as exc:
-        return f"the host lock: {exc}"
-    return None
+        said.append(f"the host lock: {exc}")
+    return said
+
+
+def start_stopped(s: HostSession, also: list[str] | None = None) -> list[str]:
+    """The units a run stopped and named in STOPPED_MARK (a dead run's, or one carried through a reboot), and
+    `also`, started again, the mark removed once each runs; what was done. The caller holds the lock, so the
+    mark's writer is gone."""
+    raw, units, said = s.read(STOPPED_MARK), list(also or []), []
+    if raw is not None:
+        try:
+            named = json.loads(raw)["units"]
+            if not (isinstance(named, list) and all(isinstance(u, str) and UNIT_NAME.fullmatch(u) for u in named)):
+                raise TypeError(named)
+            units += [u for u in named if u not in units]
+        except (ValueError, KeyError, TypeError):  # not fleet's writing: nothing in it is started
+            said.append(f"removed a stop mark fleet did not write: {one_line(raw.decode(errors='replace'), 80)}")
+    said += [note for note in (_unit_back(s, unit) for unit in units) if note]
+    if raw is None:
+        return said
+    if not any(NOT_STARTED in note for note in said):
+        s.remove(STOPPED_MARK)  # kept while a unit did not start: the next run tries again
+    return said
 
 
 def deploy_recovery(book: Playbook | None, unit: str, say: Progress) -> Recover:
@@ -138,6 +171,7 @@ def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str
         run = HostRun(s, lock, unit, progress)
         try:
             run.recovered = recover(s, lock)
+            run.recovered += [f"after a dead run: {note}" for note in start_stopped(s)]
             yield run
         except BaseException as exc:
             _settle_failed(run, exc)
@@ -161,6 +195,13 @@ def _end(run: HostRun) -> None:
     through a reboot)."""
     if run.lock_kept:
         return
+    if run.stopped:  # the body started them again (its promise): the mark has done its job; one left behind
+        try:  # names units that run: the next run's start finds nothing to start and removes it
+            run.session.remove(STOPPED_MARK)
+        except ConnectionLost:
+            raise
+        except FleetError as exc:
+            run.progress(f"the stop mark stays ({_first_line(exc)}): the next run removes it")
     if run.unit is not None:
         restore.end_run(run.session.conn, run.host, run.unit)
     try:
@@ -179,8 +220,10 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
     if _link_gone(run.session, exc):
         return  # nothing reaches the host: the lock and what the run left are the next run's recovery's
     notes: list[str | None] = []
-    if not run.handed_over():
+    if not run.handed_over() and run.stopped:
         notes += [_unit_back(run.session, unit) for unit in run.stopped]
+        if not any(note and NOT_STARTED in note for note in notes):
+            notes.append(_attempted(lambda: run.session.remove(STOPPED_MARK), "removing the stop mark"))
     run.lock_kept = False  # a reboot that was not sent: the lock goes with the run
     try:
         run.session.release_lock(run.lock)
@@ -193,15 +236,31 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
 
 
 def _unit_back(s: HostSession, unit: str) -> str | None:
-    """The unit started again when it stopped under the failed run; what became of it (None: it still runs)."""
+    """The unit started again when it stopped under the failed run (a start that fails is tried once more);
+    what became of it (None: it still runs)."""
+    problem: BaseException | None = None
+    for _ in range(2):
+        try:
+            if s.unit_running(unit):
+                return None
+            s.start(unit)
+            state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
+            return f"{unit} was started again ({state})"
+        except ConnectionLost as exc:  # no second try over a dead link
+            problem = exc
+            break
+        except Exception as exc:  # noqa: BLE001 - said with the body's own error
+            problem = exc
+    return f"{unit} was stopped and {NOT_STARTED} ({_first_line(problem) if problem else '?'})"
+
+
+def _attempted(step: Callable[[], object], what: str) -> str | None:
+    """A step of the skeleton's own whose failure is said, never raised."""
     try:
-        if s.unit_running(unit):
-            return None
-        s.start(unit)
-        state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
+        step()
     except Exception as problem:  # noqa: BLE001 - said with the body's own error
-        return f"{unit} was stopped and starting it again failed ({_first_line(problem)})"
-    return f"{unit} was started again ({state})"
+        return f"{what} failed ({_first_line(problem)})"
+    return None
 
 
 def _link_gone(s: HostSession, exc: BaseException) -> bool:

@@ -18,7 +18,7 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, preflight, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
@@ -175,7 +175,8 @@ class Deployer:
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:
         s = self.serve
-        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        return fallback.fall_back(steps, previous, why, self.progress)
 
     def same_venv(self, conn: Connection, previous: Release) -> bool:
         """`packages:`: the release serves in the venv of the pins' locked wheels (a wheel relocked on purpose
@@ -196,8 +197,7 @@ class Deployer:
         except venvs.VenvError as exc:
             result.error = f"{exc}; nothing was stopped"
             return None
-        result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent,
-                       "seconds": round(venv.seconds, 2)}
+        result.venv = venv.record()
         facts = probe_run.probe_on(conn, self.host)
         result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
         return facts
@@ -220,7 +220,7 @@ class Deployer:
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
             self.runner.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
-            run.record(attempt.to_json())
+            run.record(attempt)
             if attempt.outcome == Outcome.READY:
                 note = run.succeed(rung.name, planned.config, self.book.keep_releases)
                 if note:

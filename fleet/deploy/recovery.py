@@ -13,7 +13,6 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from fabric import Connection
 
@@ -35,9 +34,11 @@ def _grep(root: str, what: str) -> str:
 
 @dataclass
 class Interrupted:
+    """A release a dead run left in progress: the last step (and rung) its journal recorded."""
+
     release: Release
     last_step: str  # the last step its journal recorded
-    last_event: dict[str, Any]
+    last_rung: str | None  # the rung of that event, when it named one (a text: the journal is the host's)
     torn: int = 0  # lines of its events.jsonl skipped as torn (a writer killed mid-append, a full disk)
 
     @property
@@ -46,7 +47,7 @@ class Interrupted:
         return self.last_step not in ("none", "opened")
 
     def describe(self) -> str:
-        rung = self.last_event.get("rung")
+        rung = self.last_rung
         return (f"release {self.release.id} ({self.release.playbook}) was interrupted after step "
                 f"{self.last_step}" + (f" of rung {rung}" if rung else "")
                 + (f" ({self.torn} torn line(s) of its events.jsonl skipped)" if self.torn else ""))
@@ -66,7 +67,9 @@ def find(conn: Connection, host: Host, root: str = ROOT) -> list[Interrupted]:
             continue
         events, torn = store.events_read(release.id)
         last = events[-1] if events else {}
-        found.append(Interrupted(release, str(last.get("step", "none")), last, torn))
+        rung = last.get("rung")
+        found.append(Interrupted(release, str(last.get("step", "none")), rung if isinstance(rung, str) else None,
+                                 torn))
     return found
 
 
@@ -102,7 +105,7 @@ def close_interrupted(store: ReleaseStore, found: list[Interrupted]) -> list[str
     notes = []
     for it in found:
         it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
-        it.release.attempts.append({"rung": it.last_event.get("rung") or "-", "outcome": Outcome.INTERRUPTED,
+        it.release.attempts.append({"rung": it.last_rung or "-", "outcome": Outcome.INTERRUPTED,
                                     "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
         store.save(it.release)
         store.event(it.release, {"step": "interrupted", "after": it.last_step})
@@ -230,14 +233,13 @@ def drop_temp_command(pairs: list[tuple[str, str]]) -> str:
 def parse_probe(text: str) -> str | None:
     """status.sh's leftovers section -> one line saying what a dead run left and what the next deploy does, or what a
     live one is doing; None when the host is clean."""
-    owner, releases, runs = None, [], []
+    owner: hostlock.LockOwner | None = None
+    releases: list[tuple[str, str]] = []
+    runs: list[str] = []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "lock" and rest.strip():
-            try:
-                owner = json.loads(rest)
-            except ValueError:
-                owner = {}
+            owner = hostlock.LockOwner.from_json(rest) or hostlock.LockOwner()
         elif kind == "release" and rest.strip():
             rid, _, event = rest.partition(" ")
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
 from fleet.host.releases import Release, ReleaseStore, now
 from fleet.outcomes import ReleaseStatus
@@ -24,8 +25,9 @@ class ReleaseRun:
     def event(self, step: str, **detail: Any) -> None:
         self.store.event(self.release, {"step": step, **detail})
 
-    def record(self, attempt: dict[str, Any]) -> None:
-        self.release.attempts.append(attempt)
+    def record(self, attempt: Attempt) -> None:
+        """An attempt that ended, added to the release's manifest (saved at once) as --json writes it."""
+        self.release.attempts.append(attempt.to_json())
         self.store.save(self.release)
 
     def succeed(self, rung: str, config: dict[str, Any], keep: int, **current: Any) -> str | None:

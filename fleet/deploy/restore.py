@@ -7,14 +7,15 @@ from __future__ import annotations
 import posixpath
 import shlex
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from fabric import Connection
 
+from fleet.deploy.fallback import attempted
 from fleet.deploy.health import health_check
-from fleet.deploy.results import Attempt, FellBack
+from fleet.deploy.results import Attempt
 from fleet.host import venvs
 from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now, recorded_sglang
 from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
@@ -32,7 +33,7 @@ from fleet.host.service import (
 )
 from fleet.inventory import Host
 from fleet.logs import journal
-from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus, Verdict
+from fleet.outcomes import Outcome, ReleaseStatus, ServerVerdict
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
@@ -129,7 +130,7 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
 
 
 def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,
-                     sglang: str | None = None) -> Verdict:
+                     sglang: str | None = None) -> ServerVerdict:
     """Restart the unit, follow its journal to READY (or not; with the release's `sglang`, classified by its
     sites), then the health check."""
     cursor = journal.cursor(conn, host)
@@ -223,52 +224,48 @@ def put_files(conn: Connection, host: Host, release: Release, copies: dict[str, 
 def end_run(conn: Connection, host: Host, unit: str) -> str | None:
     """A run has ended (what serves is settled): the copies of the unit, env and launcher files its writes kept
     are dropped. Its error, never raised (the next run's recovery drops them too); a lost link still raises."""
-    return _attempted(lambda: drop_kept(conn, host, [unit_file(unit), env_file(unit), LAUNCHER]))
+    return attempted(lambda: drop_kept(conn, host, [unit_file(unit), env_file(unit), LAUNCHER]))
 
 
-def fall_back(conn: Connection, host: Host, store: ReleaseStore, release: Release, previous: Release | None,
-              book: Playbook, unit: str, why: str, say: Progress) -> FellBack:
-    """Nothing served (or a step failed after the stop): go back to the previous known-good release, or leave
-    the unit stopped when there is none, then close the release as failed. The release stays in progress until
-    then, so a link lost in here leaves the next run's recovery to finish the job. Any other failure on the way
-    is reported, never raised."""
-    if previous is None:
-        problem = _attempted(lambda: stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say))
-        _close_failed(store, release, say)
-        return FellBack(DeployStatus.FAILED, release.id, {},
-                        f"{host.name}: {why} and there is no earlier release; the unit is stopped"
-                        + (f" (stopping it failed too: {problem})" if problem else ""))
-    say(f"{why}: rolling back to {previous.id}")
-    try:
-        rolled = restore(conn, host, store, previous, book, say)
-    except ConnectionLost:
-        raise
-    except Exception as exc:  # e.g. a full disk, a command that failed: said, and the release closed
-        rolled = Attempt(previous.rung or "-", Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {exc}", 0)
-    _close_failed(store, release, say)
-    if rolled.outcome == Outcome.READY:
-        problem = store.point_back(previous)
-        return FellBack(DeployStatus.ROLLED_BACK, previous.id, previous.config,
-                        f"{host.name}: {why}; back on release {previous.id}"
-                        + (f", but {problem}" if problem else ""))
-    return FellBack(DeployStatus.FAILED, previous.id, previous.config,
-                    f"{host.name}: {why} and the rollback failed too: {rolled.outcome} {rolled.evidence}")
+@dataclass
+class ServerSteps:
+    """The fall-back's steps for a server on one host (fleet.deploy.fallback): stop it and empty its GPUs,
+    put a release back and check it serves, close `release` (the new one) as failed, point `current` back."""
+
+    conn: Connection
+    host: Host
+    store: ReleaseStore
+    release: Release
+    book: Playbook
+    unit: str
+    say: Progress
+
+    @property
+    def label(self) -> str:
+        return self.host.name
+
+    @property
+    def new_release(self) -> str:
+        return self.release.id
+
+    def stop(self) -> None:
+        stop_and_empty_gpus(self.conn, self.host, self.unit, self.book.budgets.stop, self.say)
+
+    def put_back(self, previous: Release) -> ServerVerdict:
+        rolled = restore(self.conn, self.host, self.store, previous, self.book, self.say)
+        return rolled.outcome, rolled.evidence
+
+    def close_failed(self) -> None:
+        close_failed(self.store, self.release, self.say)
+
+    def point_back(self, previous: Release) -> str | None:
+        return self.store.point_back(previous)
 
 
-def _attempted(step: Callable[[], object]) -> str | None:
-    """Run a step whose failure must not stop what follows: its error, or None. A lost link still raises."""
-    try:
-        step()
-    except ConnectionLost:
-        raise
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def _close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
+def close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
+    """The release closed as failed; a save that fails (a full disk) is said, and left to recovery."""
     release.status, release.finished, release.committing = ReleaseStatus.FAILED, now(), False
-    problem = _attempted(lambda: store.save(release))
+    problem = attempted(lambda: store.save(release))
     if problem:  # e.g. a full /var/lib/fleet: the next run's recovery marks it interrupted instead
         say(f"could not close release {release.id} as failed: {problem}")
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.deploy.bench_record import BenchRecord
+from fleet.host.venvs import VenvRecord
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Rung, shown_env
@@ -58,7 +59,7 @@ class DeployResult:
     serves, each rung tried, the stack before and after, and the bench gate before and after."""
 
     host: str
-    status: str = DeployStatus.FAILED
+    status: DeployStatus = DeployStatus.FAILED
     release: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     attempts: list[Attempt] = field(default_factory=list)
@@ -69,7 +70,7 @@ class DeployResult:
     versions_before: dict[str, str] = field(default_factory=dict)  # what the release current before recorded
     notes: list[str] = field(default_factory=list)  # what the operator should know though it served
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
-    venv: dict[str, Any] | None = None  # packages: the pinned venv (path, built by pip/uv or None, wheels sent)
+    venv: VenvRecord | None = None  # packages: the pinned venv
     bench_before: BenchPoint | None = None  # bench_point of the release current before (its recorded gate)
 
 
@@ -93,7 +94,7 @@ class DeployResult:
         if self.notes:
             out["notes"] = self.notes
         if self.venv is not None:
-            out["venv"] = self.venv
+            out["venv"] = self.venv.to_json()
         after = self.bench_after()
         if self.bench_before is not None or after is not None:
             out["bench"] = {"before": self.bench_before.to_json() if self.bench_before else None,
@@ -146,6 +147,7 @@ class FellBack:
     release: str
     config: dict[str, Any]
     error: str
+    evidence: str = ""  # what the put-back release's check said
 
     @property
     def served_again(self) -> bool:

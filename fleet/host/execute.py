@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from fleet import parallel
 from fleet.errors import InputError
 from fleet.inventory import Host
-from fleet.parallel import Outcome
+from fleet.parallel import HostOutcome
 from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandResult
@@ -33,7 +33,7 @@ def parse_timeout(text: str | float | None) -> float:
 
 
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> list[Outcome[CommandResult]]:
+                   timeout: float = DEFAULT_TIMEOUT_S) -> list[HostOutcome[CommandResult]]:
     """The command on every host, each under `timeout` (stdin to exit status) and remote.MAX_OUTPUT."""
     def one(host: Host) -> CommandResult:
         conn = open_connection(host, opts)

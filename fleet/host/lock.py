@@ -21,8 +21,7 @@ import shlex
 import socket
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
 
 from fabric import Connection
 
@@ -38,29 +37,80 @@ class HostLockError(FleetError):
     """The host is locked by someone else (or the lock could not be taken)."""
 
 
+_TOKEN = re.compile(r"[0-9a-f]{32}")  # uuid4().hex, as LockOwner.mine writes it
+PID_MAX = 1 << 22  # the kernel's highest pid_max
+_NUMBERS = frozenset({"pid", "pid_start", "epoch"})  # LockOwner's int fields; the others are texts
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """Who holds a host lock: owner.json, as this run writes it (mine) or as a host sent it (from_json).
+
+    The field order is owner.json's key order. From a host, every field is None unless it has its type:
+    texts bounded, a pid the kernel could have, a token of mine's shape. The token goes into a path on the
+    host and the pid to os.kill here: neither is taken as the host wrote it."""
+
+    owner: str | None = None  # user@machine
+    machine: str | None = None
+    machine_id: str | None = None
+    boot_id: str | None = None
+    pid: int | None = None
+    pid_start: int | None = None  # clock ticks since boot: tells a reused pid apart
+    purpose: str | None = None
+    time: str | None = None
+    epoch: int | None = None
+    token: str | None = None
+
+    @classmethod
+    def mine(cls, purpose: str) -> LockOwner:
+        try:
+            user = getpass.getuser()
+        except Exception:  # no passwd entry (containers)
+            user = str(os.getuid())
+        return cls(f"{user}@{socket.gethostname()}", socket.gethostname(), _read_id("/etc/machine-id"),
+                   _read_id("/proc/sys/kernel/random/boot_id"), os.getpid(), _started(os.getpid()), purpose,
+                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), int(time.time()), uuid.uuid4().hex)
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, text: str) -> LockOwner | None:
+        """owner.json's text as the host sent it; None for what is no JSON object at all."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        got: dict[str, str | int | None] = {}
+        for f in fields(cls):
+            value = data.get(f.name)
+            if f.name in _NUMBERS:
+                ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62
+                got[f.name] = value if ok else None
+            else:
+                got[f.name] = value[:200] if isinstance(value, str) else None
+        if not (isinstance(got["pid"], int) and 0 < got["pid"] <= PID_MAX):
+            got["pid"] = None
+        if not _TOKEN.fullmatch(str(got["token"] or "")):
+            got["token"] = None
+        return cls(**got)  # type: ignore[arg-type]  # each value checked against its field's type above
+
+
 @dataclass(frozen=True)
 class Lock:
+    """A host lock this run holds: its token, the owner.json it wrote, and the dead run's lock it replaced."""
+
     host: str
     token: str
-    owner: dict[str, Any]
+    owner: LockOwner
     recovered: str | None = None  # the dead owner's lock this one replaced, described
 
 
 def whoami() -> str:
     """user@machine of this fleet run, as locks and manifests record it."""
-    return str(_me("")["owner"])
-
-
-def _me(purpose: str) -> dict[str, Any]:
-    try:
-        user = getpass.getuser()
-    except Exception:  # no passwd entry (containers)
-        user = str(os.getuid())
-    return {"owner": f"{user}@{socket.gethostname()}", "machine": socket.gethostname(),
-            "machine_id": _read_id("/etc/machine-id"), "boot_id": _read_id("/proc/sys/kernel/random/boot_id"),
-            "pid": os.getpid(), "pid_start": _started(os.getpid()), "purpose": purpose,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "epoch": int(time.time()),
-            "token": uuid.uuid4().hex}
+    return str(LockOwner.mine("").owner)
 
 
 def _read_id(path: str) -> str | None:
@@ -81,60 +131,33 @@ def _started(pid: int) -> int | None:
         return None
 
 
-_TOKEN = re.compile(r"[0-9a-f]{32}")  # uuid4().hex, as _me writes it
-PID_MAX = 1 << 22  # the kernel's highest pid_max
-
-
-def owner_from(text: str) -> dict[str, Any] | None:
-    """An owner.json as the host sent it: a JSON object with its texts bounded, a pid the kernel could have
-    and a token of _me's shape kept; anything else dropped (None for what is no object at all). The token
-    goes into a path on the host and the pid to os.kill here: neither is taken as the host wrote it."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    owner: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, str):
-            owner[key] = value[:200]
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62:
-            owner[key] = value
-    if not (isinstance(owner.get("pid"), int) and 0 < owner["pid"] <= PID_MAX):
-        owner.pop("pid", None)
-    if not _TOKEN.fullmatch(str(owner.get("token", ""))):
-        owner.pop("token", None)
-    return owner
-
-
-def dead_owner(owner: dict[str, Any] | None) -> str | None:
+def dead_owner(owner: LockOwner | None) -> str | None:
     """Why the lock's owner is provably gone, or None when it may still run. Only positive evidence counts:
     the owner ran on this very machine (its machine id recorded and equal to ours: a host name alone is shared
     by clones and containers) and either the machine has rebooted since (another boot id), or, in this boot, its
     pid is gone or now belongs to a process that started at another time."""
-    if not owner or owner.get("machine") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+    if owner is None or owner.machine != socket.gethostname() or owner.pid is None:
         return None
     machine_id = _read_id("/etc/machine-id")
-    if not owner.get("machine_id") or not machine_id or owner["machine_id"] != machine_id:
+    if not owner.machine_id or not machine_id or owner.machine_id != machine_id:
         return None  # another machine, maybe one with the same host name: its runs are not ours to judge
     boot_id = _read_id("/proc/sys/kernel/random/boot_id")
-    if owner.get("boot_id") and boot_id and owner["boot_id"] != boot_id:
-        return f"{owner['machine']} has rebooted since it took the lock"
-    if not owner.get("boot_id") or not boot_id:
+    if owner.boot_id and boot_id and owner.boot_id != boot_id:
+        return f"{owner.machine} has rebooted since it took the lock"
+    if not owner.boot_id or not boot_id:
         return None  # no boot id on one side: a pid cannot be judged across a reboot we cannot see
-    pid = owner["pid"]
+    pid = owner.pid
     if pid <= 0:
         return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return f"pid {pid} is no longer running on {owner['machine']}"
+        return f"pid {pid} is no longer running on {owner.machine}"
     except PermissionError:
         pass
-    started, now_started = owner.get("pid_start"), _started(pid)
-    if isinstance(started, int) and now_started is not None and now_started != started:
-        return f"pid {pid} on {owner['machine']} is now another process"
+    now_started = _started(pid)
+    if owner.pid_start is not None and now_started is not None and now_started != owner.pid_start:
+        return f"pid {pid} on {owner.machine} is now another process"
     return None
 
 
@@ -152,20 +175,24 @@ def _token_test(token: str, path: str) -> str:
     return f"grep -qF -- {shlex.quote(json.dumps({'token': token})[1:-1])} {path} 2>/dev/null"
 
 
-def describe(owner: dict[str, Any] | None, now: float | None = None) -> str:
+def _or_unknown(value: str | int | None) -> str | int:
+    return "?" if value is None else value
+
+
+def describe(owner: LockOwner | None, now: float | None = None) -> str:
     """One phrase naming the holder, and why the lock looks stale if it does."""
-    if not owner:
+    if owner is None or owner == LockOwner():
         return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
-    text = (f"held by {owner.get('owner', '?')} pid {owner.get('pid', '?')} for {owner.get('purpose', '?')} "
-            f"since {owner.get('time', '?')}")
+    text = (f"held by {_or_unknown(owner.owner)} pid {_or_unknown(owner.pid)} for {_or_unknown(owner.purpose)} "
+            f"since {_or_unknown(owner.time)}")
     now = time.time() if now is None else now
     dead = dead_owner(owner)
     stale = [dead] if dead else []
-    if isinstance(owner.get("epoch"), int) and now - owner["epoch"] > STALE_AFTER_S:
-        stale.append(f"it is {(now - owner['epoch']) / 3600:.1f} h old")
+    if owner.epoch is not None and now - owner.epoch > STALE_AFTER_S:
+        stale.append(f"it is {(now - owner.epoch) / 3600:.1f} h old")
     if stale:
         text += (f"; looks STALE ({', '.join(stale)}): if no fleet run is active, remove it with "
-                 f"`inv unlock --host <host> --token {owner.get('token', '?')}`")
+                 f"`inv unlock --host <host> --token {_or_unknown(owner.token)}`")
     return text
 
 
@@ -175,27 +202,27 @@ def acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     try:
         return _acquire(conn, host, purpose)
     except _Held as held:
-        why, o = dead_owner(held.owner), held.owner or {}
-        if not why or not o.get("token") or not _take_over(conn, host, o["token"]):
+        why, o = dead_owner(held.owner), held.owner or LockOwner()
+        if not why or not o.token or not _take_over(conn, host, o.token):
             raise HostLockError(str(held)) from None
         lock = _acquire(conn, host, purpose)  # a live rival that won the race in between still wins
         return Lock(lock.host, lock.token, lock.owner,
-                    recovered=f"recovered the lock of a dead run: {o.get('owner', '?')} pid {o.get('pid')} for "
-                              f"{o.get('purpose', '?')} since {o.get('time', '?')} ({why})")
+                    recovered=f"recovered the lock of a dead run: {_or_unknown(o.owner)} pid {o.pid} for "
+                              f"{_or_unknown(o.purpose)} since {_or_unknown(o.time)} ({why})")
 
 
 class _Held(HostLockError):
-    def __init__(self, message: str, owner: dict[str, Any] | None):
+    def __init__(self, message: str, owner: LockOwner | None):
         super().__init__(message)
         self.owner = owner
 
 
 def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
-    me = _me(purpose)
+    me = LockOwner.mine(purpose)
     parent = os.path.dirname(LOCK_DIR)
     d, o = shlex.quote(LOCK_DIR), shlex.quote(f"{LOCK_DIR}/owner.json")
     cmd = (f"mkdir -p {shlex.quote(parent)} || exit 3; "
-           f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me))} > {o}.tmp "
+           f"if mkdir {d} 2>/dev/null; then if printf '%s\\n' {shlex.quote(json.dumps(me.to_json()))} > {o}.tmp "
            f"&& mv {o}.tmp {o}; then echo ACQUIRED; else rm -rf {d}; exit 4; fi; "  # never a lock without owner
            # no owner.json yet: a rival between its mkdir and mv; give it up to a second to name itself
            f"else echo HELD; for i in 1 2 3 4 5 6 7 8 9 10; do cat {o} 2>/dev/null && break; sleep 0.1; done; "
@@ -203,17 +230,17 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
     res = remote.run(conn, host, cmd, timeout=30)
     out = res.stdout.strip()
     if res.ok and out == "ACQUIRED":
-        return Lock(host.name, me["token"], me)
+        return Lock(host.name, str(me.token), me)
     if res.ok and out.startswith("HELD"):
-        owner = owner_from(out[4:].strip() or "null")
+        owner = LockOwner.from_json(out[4:].strip() or "null")
         raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}", owner)
     raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
                         f"{(res.stderr or res.stdout).strip()[:300]}")
 
 
-def read_owner(conn: Connection, host: Host) -> dict[str, Any] | None:
+def read_owner(conn: Connection, host: Host) -> LockOwner | None:
     res = remote.run(conn, host, f"cat {shlex.quote(LOCK_DIR + '/owner.json')} 2>/dev/null", timeout=30)
-    return owner_from(res.stdout) if res.ok and res.stdout.strip() else None
+    return LockOwner.from_json(res.stdout) if res.ok and res.stdout.strip() else None
 
 
 def _remove_if_token(conn: Connection, host: Host, token: str) -> bool:

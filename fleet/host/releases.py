@@ -42,6 +42,8 @@ CURRENT = f"{ROOT}/current"
 ROUTER_ROOT = f"{ROOT}/router"  # a router's releases (fleet.multihost.router), beside the host's own
 BEFORE_FLEET = f"{ROOT}/before-fleet"
 ROLLBACK_MARK = f"{ROOT}/rollback.json"  # a rollback under way (fleet.deploy.recovery finishes a dead one)
+# units a run stopped outside a release (a GPU reset, a reboot): the next run under the lock starts them again
+STOPPED_MARK = f"{ROOT}/stopped.json"
 MANAGED_MARK = b"# Managed by fleet"  # the first line of every unit and env file fleet writes
 
 

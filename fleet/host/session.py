@@ -64,6 +64,11 @@ class HostSession:
         self.sh(f"rm -f -- {shlex.quote(path)}", check=check)
 
     # ------------------------------------------------------------------ files
+    def any_exists(self, *paths: str) -> bool:
+        """Whether any of `paths` exists on the host (a command that fails raises)."""
+        tests = " -o ".join(f"-e {shlex.quote(p)}" for p in paths)
+        return self.sh(f"if [ {tests} ]; then echo yes; fi").strip() == "yes"
+
     def read(self, path: str) -> bytes | None:
         return service.read_file(self.conn, self.host, path)
 
@@ -79,9 +84,9 @@ class HostSession:
         return self.unit_state(unit).get("ActiveState") in RUNNING
 
     def is_active(self, unit: str) -> str:
-        """`systemctl is-active`: active, activating, inactive, failed ... ("inactive" for no answer; what a host
-        sends is bounded to one printable line)."""
-        return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80) or "inactive"
+        """`systemctl is-active`: active, activating, inactive, failed ...; "" when systemctl answered nothing (a
+        failed command is no answer, never "inactive"); what a host sends is bounded to one printable line."""
+        return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80)
 
     def start(self, unit: str, timeout: float = 120.0) -> None:
         self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout)

@@ -53,8 +53,29 @@ class VenvError(FleetError):
     """The host could not get the venv of a pin set: nothing was stopped."""
 
 
+@dataclass(frozen=True)
+class VenvRecord:
+    """The pins' venv as a deploy's or tune's `--json` reports it: where, built by pip/uv this run (None: the
+    host had it), the wheels sent and their bytes, and (deploy) how long getting it took."""
+
+    path: str
+    built: str | None
+    sent: tuple[str, ...]
+    bytes_sent: int
+    seconds: float | None = None  # None: not reported (inv tune)
+
+    def to_json(self) -> dict[str, str | int | float | list[str] | None]:
+        out: dict[str, str | int | float | list[str] | None] = {
+            "path": self.path, "built": self.built, "sent": list(self.sent), "bytes_sent": self.bytes_sent}
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        return out
+
+
 @dataclass
 class Venv:
+    """A venv of one pin set on one host (/var/lib/fleet/venvs/<digest>), and what getting it took this run."""
+
     path: str
     digest: str
     python: str
@@ -62,6 +83,11 @@ class Venv:
     sent: list[str] = field(default_factory=list)  # the wheels sent (the host lacked them)
     bytes_sent: int = 0
     seconds: float = 0.0
+
+
+    def record(self, timed: bool = True) -> VenvRecord:
+        return VenvRecord(self.path, self.built, tuple(self.sent), self.bytes_sent,
+                          round(self.seconds, 2) if timed else None)
 
 
 def path_of(digest: str) -> str:

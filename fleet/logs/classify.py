@@ -57,7 +57,7 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class LogVerdict:
     """What decides deploy's next step: the most specific fatal, else READY, else the worst warning."""
 
     log_class: str  # a LogClass, or NONE
@@ -260,7 +260,7 @@ def _cause(rule: Rule) -> bool:
     return not rule.consequence and not rule.wraps and rule.log_class is not LogClass.FATAL
 
 
-def decide(events: Iterable[Event]) -> Verdict:
+def decide(events: Iterable[Event]) -> LogVerdict:
     """The causal fatal; else READY; else the most severe, most specific warning; else NONE.
 
     The causal fatal is the most specific one, unless that one is a consequence (an NCCL abort after a watchdog
@@ -279,15 +279,15 @@ def decide(events: Iterable[Event]) -> Verdict:
                 pick, follows = _most_specific(causes), pick
         else:  # a peer gone, an abort after it: the first such line the cause explains
             follows = next((e for e in fatal if e.consequence and e.line > pick.line), None)
-        return Verdict(str(pick.log_class), pick, events, follows)
+        return LogVerdict(str(pick.log_class), pick, events, follows)
     ready = next((e for e in events if e.log_class is LogClass.READY), None)
     if ready is not None:
-        return Verdict(str(LogClass.READY), ready, events)
+        return LogVerdict(str(LogClass.READY), ready, events)
     if events:
         worst = max(e.severity.rank for e in events)
         pick = _most_specific([e for e in events if e.severity.rank == worst])
-        return Verdict(str(pick.log_class), pick, events)
-    return Verdict(NONE, None, events)
+        return LogVerdict(str(pick.log_class), pick, events)
+    return LogVerdict(NONE, None, events)
 
 
 def _most_specific(events: list[Event]) -> Event:
@@ -295,7 +295,7 @@ def _most_specific(events: list[Event]) -> Event:
     return max(events, key=lambda e: e.priority)
 
 
-def classify_text(text: str, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> Verdict:
+def classify_text(text: str, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> LogVerdict:
     """Classify a whole log (with `sites`: by the host's release's sites where no precise rule applies)."""
     classifier = LineClassifier(rules, sites)
     events: list[Event] = []

@@ -18,7 +18,7 @@ from fleet.logs import bysite, journal
 from fleet.logs.classify import Event
 from fleet.logs.remedies import spell
 from fleet.logs.watch import LogWatcher
-from fleet.outcomes import Outcome, Verdict
+from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandTimedOut
 
@@ -87,7 +87,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
 
         watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang))),
                              on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang))
-        def tick() -> Verdict | None:
+        def tick() -> ServerVerdict | None:
             if end is not None and time.monotonic() > end:
                 return Outcome.HANG, "deadline"
             return (Outcome.STOPPED, "stopped") if stop.is_set() else None

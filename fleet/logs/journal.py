@@ -25,7 +25,7 @@ from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import Event
 from fleet.logs.rules import Severity
 from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
-from fleet.outcomes import Outcome, Verdict
+from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Budgets
 from fleet.progress import Progress
 from fleet.ssh import become, deadline, keepalive
@@ -123,7 +123,7 @@ class Follower:
         self.chan.close()
 
 
-def follow(source: Source, watcher: LogWatcher, tick: Callable[[], Verdict | None]) -> Verdict | None:
+def follow(source: Source, watcher: LogWatcher, tick: Callable[[], ServerVerdict | None]) -> ServerVerdict | None:
     """Feed what `source` reads to `watcher` (StreamWatcher.submit: the stream so far) and call `tick` after
     every read, lines or not. Returns tick's verdict, or None when the stream ended; the watcher's own
     FatalLogLine / ServerReady propagate, and so does the operator's Ctrl-C (fleet.parallel.checkpoint: between
@@ -170,7 +170,7 @@ class Startup:
             self._warned.add(event.log_class.value)  # the first of each class; the rest are in the journal
             self.say(f"warning {event.log_class.value}: {event.text.splitlines()[0][:160]}")
 
-    def overdue(self) -> Verdict | None:
+    def overdue(self) -> ServerVerdict | None:
         budget = getattr(self.budgets, self.phase)
         if self.clock() - self.since > budget:
             return Outcome.HANG, (f"no progress for {budget:.0f}s in phase {self.phase}; "
@@ -178,17 +178,17 @@ class Startup:
         return None
 
 
-def fatal(event: Event) -> Verdict:
+def fatal(event: Event) -> ServerVerdict:
     return event.log_class.value, event.text.splitlines()[-1][:300]
 
 
 def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str, str]],
-                  stop: threading.Event | None = None, state_every: float = 2.0) -> Verdict:
+                  stop: threading.Event | None = None, state_every: float = 2.0) -> ServerVerdict:
     """Until READY, a fatal class, the unit ending (`state()` says so), a phase outliving its budget, or
     `stop` being set (another node of a multi-node server failed)."""
     last_check = startup.clock()
 
-    def tick() -> Verdict | None:
+    def tick() -> ServerVerdict | None:
         nonlocal last_check
         if stop is not None and stop.is_set():
             return Outcome.STOPPED, "another node of the deployment failed"
@@ -217,7 +217,7 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
 
 
 def watch(conn: Connection, host: Host, unit: str, cursor: str, budgets: Budgets, say: Progress,
-          stop: threading.Event | None = None, sglang: str | None = None) -> Verdict:
+          stop: threading.Event | None = None, sglang: str | None = None) -> ServerVerdict:
     """Follow the unit's journal after `cursor` through its startup (see watch_startup); with the `sglang`
     version the host runs, lines no rule names are classified by that release's cached site index."""
     source = Follower(conn, host, command(unit, cursor))

@@ -1,15 +1,10 @@
-"""Log classification, live: an Invoke StreamWatcher that classifies each journal line as it arrives and
-ends the command the moment a fatal class appears.
+"""Log classification, live: LogWatcher, an Invoke StreamWatcher that classifies each complete journal line
+exactly once as it arrives, keeps the events for the verdict, and raises FatalLogLine on the first fatal
+class (or ServerReady on READY, when asked to stop there).
 
-    watcher = LogWatcher(on_event=record)
-    conn.run(f"journalctl -u {unit} -f -o cat --after-cursor={cursor}", watchers=[watcher], pty=True)
-    # -> raises invoke.exceptions.Failure(reason=FatalLogLine(event)) on the first fatal line
-
-Take the cursor after the old process has stopped (or start after "Started <unit>"): the old one's
-shutdown lines belong to the previous attempt.
-
-The pure parts (rules, normalising, classify_line, classify_text, the verdict) live in logrules,
-lognorm and logclassify; they are re-exported here as the one public surface.
+fleet.logs.journal owns the `journalctl -f` channel and feeds this watcher (deploy's startup watch, `inv
+logs`); nothing here runs a command. The pure parts (rules, normalising, classify_line, classify_text, the
+verdict) live in fleet.logs.rules, .normalise and .classify; they are re-exported here as one surface.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from fleet.logs.classify import (
     Event,
     LineClassifier,
     LineMatch,
-    Verdict,
+    LogVerdict,
     classify_line,
     classify_text,
     decide,
@@ -37,7 +32,7 @@ from fleet.logs.rules import LogClass, Rule, RuleFileError, RuleSet, Severity, d
 
 __all__ = [
     "NONE", "Event", "FatalLogLine", "Line", "LineClassifier", "LineMatch", "LogClass", "LogWatcher",
-    "Rule", "RuleFileError", "RuleSet", "ServerReady", "Severity", "Verdict", "classify_line",
+    "Rule", "RuleFileError", "RuleSet", "ServerReady", "Severity", "LogVerdict", "classify_line",
     "classify_text", "decide", "default_rules", "load_rules", "normalise",
 ]
 
@@ -171,7 +166,7 @@ class LogWatcher(StreamWatcher):
     def fatal(self) -> Event | None:
         return self._shared.fatal
 
-    def verdict(self) -> Verdict:
+    def verdict(self) -> LogVerdict:
         return decide(self.events)
 
     def _record(self, new: list[Event], raise_fatal: bool = True) -> None:

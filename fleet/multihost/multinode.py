@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet.deploy import recovery, restore
+from fleet.deploy import fallback, recovery, restore
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.health import health_check, node_health
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
@@ -298,7 +298,7 @@ class MultiNode:
                                                      record if n.rank == 0 else None))
                 for n in self.nodes:
                     n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
-                    n.run.record(n.result.attempts[-1].to_json())
+                    n.run.record(n.result.attempts[-1])
                 if outcome == Outcome.READY:
                     for n in self.nodes:
                         n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
@@ -324,8 +324,7 @@ class MultiNode:
                 for m in self.nodes:
                     m.result.error = f"{exc}; nothing was stopped on any node"
                 return False
-            n.result.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent,
-                             "bytes_sent": venv.bytes_sent, "seconds": round(venv.seconds, 2)}
+            n.result.venv = venv.record()
             n.facts = probe_run.probe_on(n.conn, n.deployer.host)
             n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
         return True
@@ -472,18 +471,12 @@ class MultiNode:
                 outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
             except Exception as exc:  # noqa: BLE001 - as above
                 outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
-        for n in self.nodes:
-            r = n.result
-            if n.previous is None and n.rank in problems:
-                r.status, r.config = DeployStatus.FAILED, {}
-                r.error = f"{n.host.name}: {why}; stopping it failed too: {problems[n.rank]}"
-            elif n.previous is None:
-                r.status, r.config = DeployStatus.FAILED, {}
-                r.error = f"{n.host.name}: {why} and there is no earlier release; the unit is stopped"
+        for n in self.nodes:  # in the words of the one fall-back (fleet.deploy.fallback), node by node
+            name = n.host.name
+            if n.previous is None:
+                fell = fallback.nothing_before(name, n.release.id, why, problems.get(n.rank))
             elif n.rank in problems or outcome != Outcome.READY:
-                r.status, r.release, r.config = DeployStatus.FAILED, n.prior.id, n.prior.config
-                r.error = (f"{n.host.name}: {why} and the rollback failed too: "
-                           f"{problems.get(n.rank) or f'{outcome} {evidence}'}")
+                fell = fallback.failed_too(name, n.prior, why, problems.get(n.rank) or f"{outcome} {evidence}")
             else:
-                r.status, r.release, r.config = DeployStatus.ROLLED_BACK, n.prior.id, n.prior.config
-                r.error = f"{n.host.name}: {why}; back on release {n.prior.id}"
+                fell = fallback.back_on(name, n.prior, why)
+            n.result.ended_on(fell)

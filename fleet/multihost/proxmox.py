@@ -16,6 +16,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -26,6 +27,14 @@ from fleet.secretref import SecretRef, resolve
 
 MAX_ANSWER = 1 << 20  # bytes of one API answer read at most
 NVIDIA = "0x10de"
+
+
+@dataclass(frozen=True)
+class PciFunction:
+    """One PCI function of the Proxmox node (hardware/pci): its address and the IOMMU group it resets with."""
+
+    id: str
+    iommu_group: int
 
 
 class ProxmoxError(FleetError):
@@ -178,10 +187,10 @@ class Proxmox:
     def start(self) -> str:
         return str(self._vm("POST", "start"))
 
-    def nvidia_devices(self) -> list[dict[str, Any]]:
+    def nvidia_devices(self) -> list[PciFunction]:
         """The node's NVIDIA PCI functions with their IOMMU groups (what a VFIO passthrough shares a reset with)."""
         data = self._call("GET", "/hardware/pci")
         if not isinstance(data, list):
             raise ProxmoxError("Proxmox GET hardware/pci: not a list")
-        return [{"id": str(d.get("id"))[:20], "iommugroup": d.get("iommugroup")} for d in data
-                if isinstance(d, dict) and d.get("vendor") == NVIDIA and isinstance(d.get("iommugroup"), int)]
+        return [PciFunction(str(d.get("id"))[:20], d["iommugroup"]) for d in data
+                if isinstance(d, dict) and d.get("vendor") == NVIDIA and type(d.get("iommugroup")) is int]

@@ -27,7 +27,8 @@ from fleet.deploy import hardware
 from fleet.deploy.hostrun import HostRun, host_run, lock_only, release_after_reboot
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
-from fleet.host.lock import Lock
+from fleet.host.lock import LOCK_DIR, HostLockError, Lock
+from fleet.host.releases import STOPPED_MARK
 from fleet.host.session import RUNNING, HostSession, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
@@ -45,6 +46,9 @@ RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
 
 @dataclass
 class RecoverResult:
+    """One host's `inv recover` as `--json` prints it: the action taken (or NOTHING) and why, each step, the GPU
+    faults before and after, and whether the host can serve again."""
+
     host: str
     action: str = NOTHING
     why: str = ""
@@ -188,7 +192,7 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress) -> lis
     groups: dict[int, list[str]] = {}
     try:
         for d in proxmox.nvidia_devices():  # a VFIO reset takes the whole IOMMU group with it
-            groups.setdefault(d["iommugroup"], []).append(d["id"])
+            groups.setdefault(d.iommu_group, []).append(d.id)
         steps = ["NVIDIA functions on the node by IOMMU group: " + "; ".join(
             f"{g}: {', '.join(ids)}" for g, ids in sorted(groups.items())) if groups else "no NVIDIA function listed"]
     except ProxmoxError as exc:
@@ -247,6 +251,8 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         boot = _sh(s, BOOT_ID, timeout=10)[1]
         result.faults_before = hardware.assess(facts).fault
         result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
+        if result.action == NOTHING and not dry_run:
+            result.steps += after_dead_run(s, say)
         if result.action == NOTHING or dry_run:
             result.ok = result.action == NOTHING or dry_run
             return result
@@ -264,7 +270,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 if refused:
                     result.action = VM_RESET if proxmox else REBOOT
             if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
-                lock, stopped = run.keep_lock_through_reboot(), list(run.stopped)
+                ran = [host.unit] if facts.unit and facts.unit.active_state in RUNNING else []
+                lock = run.keep_lock_through_reboot()  # what ran is started on the new boot (fleet's unit is
+                stopped = list(dict.fromkeys([*run.stopped, *ran]))  # not enabled: nothing else starts it)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
                 reboot_or_reset(s, proxmox, result, wait_s, say)
     finally:
@@ -281,9 +289,23 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         s = wait_for_ssh(host, opts, wait_s, boot, sessions)
     except FleetError as exc:
         raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
-    if lock is not None and (problem := release_after_reboot(s, lock)):
-        result.steps.append(problem)
+    if lock is not None:
+        result.steps += release_after_reboot(s, lock, stopped)
     return probed_again(s, result)
+
+
+def after_dead_run(s: HostSession, say: Progress) -> list[str]:
+    """No GPU fault: still, what a recover (or another run) that died here left is closed, as any run's start
+    does (its lock taken over, a unit it stopped started again). Nothing when nothing is left, or when a live
+    run holds the lock (said)."""
+    if not s.any_exists(LOCK_DIR, STOPPED_MARK):
+        return []
+    try:
+        with host_run(s.host, None, "recover (after a dead run)", unit=None, recover=lock_only(say),
+                      progress=say, session=s) as run:
+            return run.recovered
+    except HostLockError as exc:
+        return [f"left alone: {exc}"]
 
 
 def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, result: RecoverResult, wait_s: float,
@@ -331,9 +353,9 @@ def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, st
     try:
         if _sh(s, BOOT_ID, timeout=10)[1] != boot:
             return f"{host.name} answers in a new boot now"
-        done = [_start(s, unit) for unit in stopped]
-        if lock is not None:
-            done.append(release_after_reboot(s, lock) or "the host lock was released")
+        done = [_start(s, unit) for unit in stopped] if lock is None else release_after_reboot(s, lock, stopped)
+        if lock is not None and not any(note.startswith("the host lock") for note in done):
+            done.append("the host lock was released")
         return "; ".join([f"{host.name} is still in the boot it had (not rebooted, not reset)", *done])
     except (FleetError, EOFError, OSError, SSHException) as exc:
         return f"{host.name} could not be put back ({one_line(str(exc))}): check it from its console"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from fleet import parallel
 from fleet.deploy import fingerprint
@@ -24,6 +24,7 @@ from fleet.host.releases import now
 from fleet.inventory import Host
 from fleet.multihost import rollout
 from fleet.multihost.router import RouterHooks
+from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Progress
@@ -38,7 +39,7 @@ class Board(Protocol):
     def update(self, host: str, state: str | None = None, note: str | None = None) -> None: ...
 
 
-def collect(outcomes: Sequence[parallel.Outcome[DeployResult]]) -> list[DeployResult]:
+def collect(outcomes: Sequence[parallel.HostOutcome[DeployResult]]) -> list[DeployResult]:
     """An outcome that raised is a failed result with its error."""
     return [o.value if o.ok and o.value else DeployResult(o.host.name, DeployStatus.FAILED, error=o.error)
             for o in outcomes]
@@ -77,24 +78,54 @@ def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, 
         else f"remembered this deploy's failures for fingerprint {k}")
 
 
+@dataclass(frozen=True)
+class BatchRecord:
+    """One batch of a rolling deploy as `--json`'s `batches` lists it: its hosts and how it ended, which failed,
+    whether it was the canary, the upgrades that served only by falling back, when it ran. A batch the rollout
+    stopped before is skipped and says nothing more (started None)."""
+
+    batch: int
+    hosts: tuple[str, ...]
+    status: DeployStatus
+    failed: tuple[str, ...] = ()
+    canary: bool = False
+    fell_back: tuple[str, ...] = ()
+    started: str | None = None
+    finished: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"batch": self.batch, "hosts": list(self.hosts), "status": self.status}
+        if self.started is None:
+            return out
+        out.update(failed=list(self.failed), canary=self.canary)
+        if self.fell_back:
+            out["fell_back"] = list(self.fell_back)
+        out.update(started=self.started, finished=self.finished, seconds=self.seconds)
+        return out
+
+
 @dataclass
 class Rollout:
+    """A rolling deploy: its batches planned (groups), then filled in as it runs: each host's result, each
+    batch's record, why it stopped, the hosts still deploying after --host-timeout, the router's report."""
+
     hosts: list[Host]
     groups: list[list[Host]]  # the batches, in order
     results: list[DeployResult] = field(default_factory=list)  # in the order of `hosts`
     batch_of: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    batches: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[BatchRecord] = field(default_factory=list)
     stopped: str | None = None
     canary: bool = False  # --serial gave batch 1 a size of its own: a canary (fleet.multihost.rollout.is_canary)
     interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
-    router: dict[str, Any] | None = None
+    router: RouterReport | None = None
 
     @property
     def ok(self) -> bool:
-        router_ok = self.router is None or self.router["status"] in SERVING
+        router_ok = self.router is None or self.router.serves
         return router_ok and not self.background and all(r.status in SERVING for r in self.results)
 
 
@@ -187,7 +218,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                     results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED,
                                                    error=f"{h.name}: not started: {plan.stopped}")
                     board.update(h.name, DeployStatus.SKIPPED, "not started")
-                plan.batches.append({"batch": i, "hosts": names, "status": DeployStatus.SKIPPED})
+                plan.batches.append(BatchRecord(i, tuple(names), DeployStatus.SKIPPED))
                 continue
             board.headline = (f"{'canary, ' if plan.canary and i == 1 else ''}batch {i} of {len(groups)}: "
                               f"{', '.join(names)}")
@@ -217,12 +248,9 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             bad = [n for n in names if results[n].status not in SERVING]
             fell = [f"{n} {why}" for n in names if plan.canary and i == 1 and (why := results[n].fell_back())]
             failed += len(bad)
-            plan.batches.append({"batch": i, "hosts": names,
-                                 "status": DeployStatus.FAILED if bad or fell else DeployStatus.OK,
-                                 "failed": bad, "canary": plan.canary and i == 1,
-                                 **({"fell_back": fell} if fell else {}),
-                                 "started": started, "finished": now("milliseconds"),
-                                 "seconds": round(time.monotonic() - start, 1)})
+            plan.batches.append(BatchRecord(i, tuple(names), DeployStatus.FAILED if bad or fell else DeployStatus.OK,
+                                            tuple(bad), plan.canary and i == 1, tuple(fell), started,
+                                            now("milliseconds"), round(time.monotonic() - start, 1)))
             plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell)
     except KeyboardInterrupt:
         interrupted(futures)
@@ -238,9 +266,10 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             plan.router = hooks.finish(hosts, plan.results)  # puts back every replica that serves
         except KeyboardInterrupt:  # Ctrl-C again: said, never hidden behind a traceback
             plan.interrupted = True
-            plan.router = {"host": hooks.host.name, "status": DeployStatus.FAILED, "workers": [],
-                           "events": hooks.events, "error": f"{hooks.host.name}: interrupted while the router was "
-                           "brought to the replicas that serve: deploy again to finish it"}
+            plan.router = RouterReport(RouterRun.INTERRUPTED, hooks.host.name, DeployStatus.FAILED,
+                                       events=tuple(hooks.events),
+                                       error=f"{hooks.host.name}: interrupted while the router was brought to the "
+                                             "replicas that serve: deploy again to finish it")
     return plan
 
 
@@ -272,4 +301,6 @@ def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> lis
         if hooks:
             late = hooks.after(plan.hosts[where[name]], late)
         plan.results[where[name]] = late
+    if hooks and plan.router is not None:  # the late replicas' moves in and out of the router
+        plan.router = replace(plan.router, events=tuple(hooks.events))
     return left

@@ -27,17 +27,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from fabric import Connection
 
-from fleet.deploy import recovery, restore
+from fleet.deploy import fallback, recovery, restore
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
-from fleet.deploy.results import DeployResult
+from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
@@ -59,7 +59,8 @@ from fleet.multihost.router_plan import (
     unit_path,
     worker_url,
 )
-from fleet.outcomes import SERVING, DeployStatus, Outcome, Verdict
+from fleet.multihost.router_report import RouterEnd, RouterEvent, RouterReport, RouterRun, worker_list
+from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
 from fleet.playbook import Playbook, secret_names
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -113,7 +114,7 @@ class LiveRouter:
         return self._run(curl(self.book, "POST", "/add_worker", query={"url": url}, timeout=timeout,
                                key_in_query=True), timeout=timeout)
 
-    def generate(self, conn: Connection) -> Verdict:
+    def generate(self, conn: Connection) -> ServerVerdict:
         body = {"text": self.book.health.prompt,
                 "sampling_params": {"max_new_tokens": self.book.health.max_tokens, "temperature": 0}}
         code, text = hostcurl.parse(sh(conn, self.host, curl(self.book, "POST", "/generate", body=body, timeout=120),
@@ -136,7 +137,7 @@ class RouterHooks:
     say: HostSay
     live: LiveRouter = field(init=False)
     running: bool = False  # a router answered when the deploy began
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[RouterEvent] = field(default_factory=list)
     _taken_out: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     sessions: Callable[[Host, ConnectOptions], HostSession] = HostSession.open  # the router host's (tests: a fake)
@@ -146,7 +147,7 @@ class RouterHooks:
 
     def _event(self, host: str, step: str, detail: str = "") -> None:
         with self._lock:
-            self.events.append({"t": round(time.time(), 3), "host": host, "step": step, "detail": detail})
+            self.events.append(RouterEvent(round(time.time(), 3), host, step, detail))
 
     def start(self) -> None:
         """Before any replica: is a router serving already (then replicas go out and back in one by one)?"""
@@ -224,30 +225,32 @@ class RouterHooks:
             self.say(host.name, f"router: /add_worker {url} answered {code}: {body.strip()[:160]}")
         return result
 
-    def finish(self, hosts: list[Host], results: list[DeployResult]) -> dict[str, Any]:
+    def finish(self, hosts: list[Host], results: list[DeployResult]) -> RouterReport:
         """After every batch, on every path (interrupts too): the router's own unit with every replica that
         serves, whatever this run did to it; left as it was only when no replica serves."""
-        report: dict[str, Any] = {"host": self.host.name, "unit": self.book.router.unit,  # type: ignore[union-attr]
-                                  "port": self.book.router.port, "policy": self.book.router.policy,  # type: ignore[union-attr]
-                                  "status": DeployStatus.FAILED, "release": None, "workers": [], "error": None,
-                                  "evidence": None, "events": self.events}
         say = lambda m: self.say(self.host.name, f"router: {m}")  # noqa: E731
+        recovered: list[str] | None = None
+        workers: list[str] = []
+        end = RouterEnd()
         try:
             with self.run(f"deploy router {self.book.name}", say) as run:
-                report["recovered"] = run.recovered
+                recovered = run.recovered
                 conn = run.session.conn
                 workers = self.members(conn, hosts, results)
-                report["workers"] = workers
                 if not workers:
-                    report["error"] = f"{self.host.name}: no replica serves; the router was left as it was"
-                    return report
-                try:
-                    report.update(self._deploy(run, workers, say))
-                finally:
-                    self.drop_kept(conn)
+                    end = RouterEnd(error=f"{self.host.name}: no replica serves; the router was left as it was")
+                else:
+                    try:
+                        end = self._deploy(run, workers, say)
+                    finally:
+                        self.drop_kept(conn)
         except FleetError as exc:
-            report["error"] = str(exc)
-        return report
+            end = replace(end, error=str(exc))
+        router = self.book.router
+        assert router is not None  # RouterHooks are made for playbooks with a router section
+        return RouterReport(RouterRun.DEPLOY, self.host.name, end.status, router.unit, router.port, router.policy,
+                            end.release, tuple(workers), end.error, end.evidence, tuple(self.events),
+                            None if recovered is None else tuple(recovered))
 
     def members(self, conn: Connection, hosts: list[Host], results: list[DeployResult]) -> list[str]:
         """Every replica that serves: this run's that served, and every other one (the router's live list,
@@ -258,15 +261,14 @@ class RouterHooks:
             known = None
         if known is None:
             current = ReleaseStore(conn, self.host, ROUTER_ROOT).current()
-            listed = current.config.get("workers") if current else None
-            known = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
+            known = list(worker_list(current.config.get("workers"))) if current else []
         known = [u for u in known if is_worker_url(u)][:MAX_WORKERS]  # what a host sent: URLs of our shape only
         ran = {worker_url(h, self.book): r for h, r in zip(hosts, results, strict=True)}
         serves = {u: (u in ran and ran[u].status in SERVING) or self.live.serves(u, conn)
                   for u in dict.fromkeys([*known, *ran])}
         return members(known, list(ran), serves)
 
-    def _deploy(self, host_run: HostRun, workers: list[str], say: Progress) -> dict[str, Any]:
+    def _deploy(self, host_run: HostRun, workers: list[str], say: Progress) -> RouterEnd:
         book, host, conn = self.book, self.host, host_run.session.conn
         unit = book.router.unit  # type: ignore[union-attr]
         store = ReleaseStore(conn, host, ROUTER_ROOT)
@@ -280,12 +282,12 @@ class RouterHooks:
             if outcome == Outcome.READY:
                 self._reconcile(workers, say)
                 say(f"release {previous.id} already routes to these replicas and serves: {evidence}")
-                return {"status": DeployStatus.UNCHANGED, "release": previous.id, "evidence": evidence}
+                return RouterEnd(DeployStatus.UNCHANGED, previous.id, evidence)
         problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
                    or venv_problem(conn, host, planned.argv[0])
                    or restore.unit_problem(conn, host, planned, unit_path(book)))
         if problem:
-            return {"error": f"{host.name}: router preflight: {problem}; nothing was changed"}
+            return RouterEnd(error=f"{host.name}: router preflight: {problem}; nothing was changed")
         release = Release(id=new_id(), host=host.name, playbook=book.name,
                           playbook_sha256=sha256(self.book_path.read_bytes()),
                           created=now(), rung="router", config=planned.config)
@@ -297,21 +299,19 @@ class RouterHooks:
             say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
             outcome, evidence = self._ready(conn)
             run.event("attempt", outcome=outcome, evidence=evidence)
-            run.record({"rung": "router", "outcome": outcome, "evidence": evidence, "seconds": 0})
+            run.record(Attempt("router", outcome, evidence, 0))
             if outcome == Outcome.READY:
                 run.succeed("router", planned.config, book.keep_releases)
                 say(evidence)
-                return {"status": DeployStatus.OK, "release": release.id, "evidence": evidence}
+                return RouterEnd(DeployStatus.OK, release.id, evidence)
         except ConnectionLost:
             raise  # the release stays in progress: the next run's recovery (`recover`) closes it
         except Exception as exc:  # install, restart or the check raised: the previous router goes back
             outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        with suppress(Exception):  # the error to report is the attempt's; recovery closes an unclosed release
-            run.fail()
         say(f"{outcome}: {evidence}")
-        return self._fall_back(conn, store, previous, f"{outcome}: {evidence}", say)
+        return self._fall_back(conn, store, run, previous, f"{outcome}: {evidence}", say)
 
-    def _ready(self, conn: Connection) -> Verdict:
+    def _ready(self, conn: Connection) -> ServerVerdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         deadline = time.monotonic() + self.book.budgets.ready
@@ -340,29 +340,14 @@ class RouterHooks:
                 code, body = self.live.remove(url)
                 say(f"/remove_worker {url}: {code} {body.strip()[:100]}")
 
-    def _fall_back(self, conn: Connection, store: ReleaseStore, previous: Release | None, why: str,
-                   say: Progress) -> dict[str, Any]:
-        """The new router did not serve: its previous release back byte for byte, else the unit stopped."""
-        unit = self.book.router.unit  # type: ignore[union-attr]
-        if previous is None:
-            with suppress(FleetError):
-                sh(conn, self.host, f"systemctl stop {shlex.quote(unit)} || true")
-            return {"error": f"{self.host.name}: router: {why}; there is no earlier router release, the unit is "
-                             "stopped"}
-        try:
-            outcome, evidence = self.restore(conn, store, previous)
-        except ConnectionLost:
-            raise
-        except Exception as exc:  # reported, never raised: the run's summary must still come
-            outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        say(f"back on release {previous.id}: {outcome} {evidence}")
-        if outcome == Outcome.READY:
-            problem = store.point_back(previous)
-            return {"status": DeployStatus.ROLLED_BACK, "release": previous.id, "evidence": evidence,
-                    "error": f"{self.host.name}: router: {why}; back on release {previous.id}"
-                             + (f", but {problem}" if problem else "")}
-        return {"release": previous.id, "error": f"{self.host.name}: router: {why}, and its release "
-                                                 f"{previous.id} did not serve either: {outcome} {evidence}"}
+    def _fall_back(self, conn: Connection, store: ReleaseStore, run: ReleaseRun, previous: Release | None,
+                   why: str, say: Progress) -> RouterEnd:
+        """The new router did not serve: its previous release back byte for byte, else the unit stopped (the
+        one fall-back, fleet.deploy.fallback), as the router's report."""
+        fell = fallback.fall_back(RouterSteps(self, conn, store, run), previous, why, say)
+        if fell.served_again:
+            return RouterEnd(DeployStatus.ROLLED_BACK, fell.release, fell.evidence, fell.error)
+        return RouterEnd(release=fell.release if previous else None, error=fell.error)
 
 
     def run(self, purpose: str, say: Progress) -> AbstractContextManager[HostRun]:
@@ -414,7 +399,7 @@ class RouterHooks:
             say(f"recovering: {note}")
         return notes
 
-    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> Verdict:
+    def restore(self, conn: Connection, store: ReleaseStore, release: Release) -> ServerVerdict:
         """A router release's unit and env file back byte for byte, restarted and checked with a generation."""
         unit = self.book.router.unit  # type: ignore[union-attr]
         copies = restore.verified_copies(store, release)
@@ -433,6 +418,38 @@ class RouterHooks:
         raised: the next run drops them too)."""
         with suppress(Exception):
             drop_kept(conn, self.host, [unit_path(self.book), env_path(self.book)])
+
+
+@dataclass
+class RouterSteps:
+    """The fall-back's steps for the router (fleet.deploy.fallback): its unit stopped, a router release put
+    back and checked through a generation, the new release closed as failed, `current` pointed back."""
+
+    hooks: RouterHooks
+    conn: Connection
+    store: ReleaseStore
+    run: ReleaseRun
+
+    @property
+    def label(self) -> str:
+        return f"{self.hooks.host.name}: router"
+
+    @property
+    def new_release(self) -> str:
+        return self.run.release.id
+
+    def stop(self) -> None:
+        sh(self.conn, self.hooks.host, f"systemctl stop {shlex.quote(self.hooks.book.router.unit)} || true")  # type: ignore[union-attr]
+
+    def put_back(self, previous: Release) -> ServerVerdict:
+        return self.hooks.restore(self.conn, self.store, previous)
+
+    def close_failed(self) -> None:
+        with suppress(Exception):  # the error to report is the attempt's; recovery closes an unclosed release
+            self.run.fail()
+
+    def point_back(self, previous: Release) -> str | None:
+        return self.store.point_back(previous)
 
 
 def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
@@ -462,7 +479,7 @@ def prepare(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions,
     return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, say)
 
 
-def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
+def dry_run(hooks: RouterHooks, hosts: list[Host]) -> RouterReport:
     """What the router's unit and env file would become with every selected replica (none is contacted)."""
     book = hooks.book
     planned = plan(book, hooks.host, [worker_url(h, book) for h in hosts], hooks.secrets)
@@ -477,5 +494,5 @@ def dry_run(hooks: RouterHooks, hosts: list[Host]) -> dict[str, Any]:
                                           fromfile=f"{path} (installed)", tofile=f"{path} (router)")
     finally:
         conn.close()
-    return {"host": hooks.host.name, "unit": book.router.unit, "status": DeployStatus.DRY_RUN,  # type: ignore[union-attr]
-            "config": planned.config, "diff": "".join(diffs)}
+    return RouterReport(RouterRun.DRY_RUN, hooks.host.name, DeployStatus.DRY_RUN, book.router.unit,  # type: ignore[union-attr]
+                        config=planned.config, diff="".join(diffs))

@@ -26,7 +26,7 @@ from fleet.host.render import (
     unit_file,
 )
 from fleet.inventory import Host
-from fleet.outcomes import Outcome, Verdict
+from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Playbook, flag_args
 from fleet.ssh.connect import check_guard
 
@@ -126,7 +126,7 @@ def curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = 
                             key_in_query)
 
 
-def generation_check(body_text: str, code: int | None, book: Playbook) -> Verdict:
+def generation_check(body_text: str, code: int | None, book: Playbook) -> ServerVerdict:
     """What a /generate through the router means: READY, WRONG_ANSWER or HEALTH_FAILED (pure)."""
     if code != 200:
         return (Outcome.HEALTH_FAILED,

@@ -4,26 +4,27 @@ served before goes back, by rename where the rollback's writes kept its files (a
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from fabric import Connection
 
 from fleet.errors import FleetError
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
 from fleet.multihost.router import RouterHooks
+from fleet.multihost.router_report import RouterReport, RouterRun, worker_list
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.ssh.remote import ConnectionLost
 
 
-def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
+def rollback(hooks: RouterHooks, to: str | None) -> RouterReport:
     """`inv rollback --router`: the router's unit back to an earlier known-good release (default: the newest
     before the current one), verified by a generation through it; made current when it serves."""
     host = hooks.host
-    report: dict[str, Any] = {"host": host.name, "unit": hooks.book.router.unit,  # type: ignore[union-attr]
-                              "port": hooks.book.router.port, "status": DeployStatus.FAILED,  # type: ignore[union-attr]
-                              "release": None, "workers": [], "error": None, "evidence": None}
+    router = hooks.book.router
+    assert router is not None  # RouterHooks are made for playbooks with a router section
+    report = RouterReport(RouterRun.ROLLBACK, host.name, DeployStatus.FAILED, router.unit, router.port)
     with hooks.run("rollback router", lambda m: hooks.say(host.name, f"router: {m}")) as run:
-        report["recovered"] = run.recovered
+        report = replace(report, recovered=tuple(run.recovered))
         conn = run.session.conn
         store = ReleaseStore(conn, host, ROUTER_ROOT)
         found = store.load(to) if to else store.last_good_before_current()
@@ -37,28 +38,30 @@ def rollback(hooks: RouterHooks, to: str | None) -> dict[str, Any]:
         before = store.current()
         try:
             outcome, evidence = hooks.restore(conn, store, target)
-            report.update(release=target.id, workers=target.config.get("workers", []), evidence=evidence)
+            report = replace(report, release=target.id, workers=worker_list(target.config.get("workers", [])),
+                             evidence=evidence)
             if outcome == Outcome.READY:
                 store.mark_current(target)
-                report["status"] = DeployStatus.OK
                 hooks.drop_kept(conn)
-                return report
+                return replace(report, status=DeployStatus.OK)
             why = f"router release {target.id} did not serve: {outcome} {evidence}"
         except ConnectionLost:
             raise
         except Exception as exc:  # noqa: BLE001 - a full disk, a failed mv: what served goes back
             why = f"rolling the router back to {target.id} failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
-        report["error"] = f"{host.name}: {why}; {_back_on(hooks, conn, store, before, report)}"
+        report, back = _back_on(hooks, conn, store, before, report)
+        report = replace(report, error=f"{host.name}: {why}; {back}")
         hooks.drop_kept(conn)
     return report
 
 
 def _back_on(hooks: RouterHooks, conn: Connection, store: ReleaseStore, before: Release | None,
-             report: dict[str, Any]) -> str:
+             report: RouterReport) -> tuple[RouterReport, str]:
     """After a failed router rollback: the release that served before it back (by rename where the rollback's
-    writes kept its files), as a failed single-host rollback does; what became of it, never raised."""
+    writes kept its files), as a failed single-host rollback does; the report as it then is and what became of
+    it, never raised."""
     if before is None:
-        return "there was no current router release to go back to"
+        return report, "there was no current router release to go back to"
     try:
         outcome, evidence = hooks.restore(conn, store, before)
     except ConnectionLost:
@@ -66,7 +69,8 @@ def _back_on(hooks: RouterHooks, conn: Connection, store: ReleaseStore, before: 
     except Exception as exc:  # noqa: BLE001 - reported with the rollback's own error
         outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     if outcome != Outcome.READY:
-        return f"putting back router release {before.id} failed too: {outcome} {evidence}"
-    report.update(release=before.id, workers=before.config.get("workers", []), evidence=evidence)
+        return report, f"putting back router release {before.id} failed too: {outcome} {evidence}"
+    report = replace(report, release=before.id, workers=worker_list(before.config.get("workers", [])),
+                     evidence=evidence)
     problem = store.point_back(before)
-    return f"back on router release {before.id}, serving" + (f", but {problem}" if problem else "")
+    return report, f"back on router release {before.id}, serving" + (f", but {problem}" if problem else "")

@@ -16,7 +16,7 @@ from fleet.deploy import hardware, recovery
 from fleet.errors import ConnectError
 from fleet.host import programs as hostside
 from fleet.host.facts import Gpu, HostFacts
-from fleet.host.gpuhealth import health_from_row, lost_gpus, parse_kernel_log, pci_key
+from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT, recorded_sglang, versions_of
 from fleet.inventory import Host
@@ -34,8 +34,41 @@ CONNECT_S = 5.0
 COMMAND_S = 20.0
 
 
+@dataclass(frozen=True)
+class RouterStatus:
+    """The sglang router fleet runs on a host, as status.sh reads it: its current release, unit, the unit's
+    state, its /health code (None: no answer) and how many workers the release names. From the host: a field
+    of another type is None (workers 0)."""
+
+    release: str | None
+    unit: str | None
+    state: str | None
+    health: int | None
+    workers: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "active" and self.health == 200
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {"release": self.release, "unit": self.unit, "state": self.state, "health": self.health,
+                "workers": self.workers}
+
+    @classmethod
+    def from_json(cls, data: object) -> RouterStatus | None:
+        """status.sh's router line (or a saved --json row's); None for what is no JSON object."""
+        if not isinstance(data, dict) or not data:
+            return None
+        health, workers = data.get("health"), data.get("workers")
+        return cls(_text(data.get("release")), _text(data.get("unit")), _text(data.get("state")),
+                   health if type(health) is int else None, workers if type(workers) is int else 0)
+
+
 @dataclass
 class HostStatus:
+    """One host's row of `inv status` (and of its --json): the unit, the release, health, drift, power, GPUs,
+    a dead run's leftovers and the router fleet runs there."""
+
     host: str
     address: str
     ok: bool = True
@@ -55,15 +88,27 @@ class HostStatus:
     last_failure_evidence: str | None = None  # and the log line or check that showed it
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
-    router: dict[str, Any] | None = None  # the sglang router fleet runs here: release, unit, state, health, workers
+    router: RouterStatus | None = None  # the sglang router fleet runs here
     gpu_faults: list[str] = field(default_factory=list)  # fleet.deploy.hardware: why the GPUs cannot serve now
     gpu_notes: list[str] = field(default_factory=list)  # past hardware Xids on GPUs that answer, slowdowns
-    xid: list[dict[str, Any]] = field(default_factory=list)  # Xid events since boot (code, pci, count, last, GPU)
+    xid: list[XidEvent] = field(default_factory=list)  # Xid events since boot
     kernel_log: str | None = None  # where they were read (journalctl, dmesg), or why not
     versions: dict[str, str] = field(default_factory=dict)  # what the current release ran (releases.STACK)
 
-    def to_json(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = self.__dict__.copy()
+        out["router"] = self.router.to_json() if self.router else None
+        out["xid"] = [e.model_dump() for e in self.xid]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostStatus:
+        """A row as --json printed it (tests/tools/draw_board.py draws saved boards)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        row = {k: v for k, v in data.items() if k in known}
+        row["router"] = RouterStatus.from_json(row.get("router"))
+        row["xid"] = [XidEvent.model_validate(e) for e in row.get("xid") or []]
+        return cls(**row)
 
 
 def command(unit: str, port: int) -> str:
@@ -157,7 +202,7 @@ def parse(host: Host, output: str) -> HostStatus:
         st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
     except _HOST_DATA_ERRORS:
         st.interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
-    st.router = _json_line(parts[7] if len(parts) > 7 else "")
+    st.router = RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else ""))
     if len(parts) > 8:
         _gpu_health(st, parts[8])
     return st
@@ -175,11 +220,11 @@ def _gpu_health(st: HostStatus, text: str) -> None:
     hw = hardware.assess(HostFacts(host=st.host, address=st.address, gpus=gpus, lost_gpus=lost_gpus(query),
                                    kernel_log=log))
     st.gpu_faults, st.gpu_notes = hw.fault, hw.notes
-    st.xid = [e.model_dump() for e in log.events]
+    st.xid = list(log.events)
     st.kernel_log = log.source or log.problem
 
 
-def _json_line(text: str) -> dict[str, Any] | None:
+def _json_line(text: str) -> dict[str, object] | None:
     for line in reversed(text.splitlines()):
         try:
             value = json.loads(line)
@@ -226,7 +271,7 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
         conn.close()
 
 
-def _row(o: parallel.Outcome[HostStatus]) -> HostStatus:
+def _row(o: parallel.HostOutcome[HostStatus]) -> HostStatus:
     if o.ok and o.value:
         return o.value
     return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")

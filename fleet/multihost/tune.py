@@ -19,7 +19,7 @@ from fabric import Connection
 
 from fleet import parallel
 from fleet.deploy import bench as benching
-from fleet.deploy import fingerprint, hardware, noise, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, noise, preflight, restore
 from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
@@ -34,6 +34,7 @@ from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now
 from fleet.host.session import HostSession
+from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
@@ -88,10 +89,25 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions) -
 # ---------------------------------------------------------------------- inv tune
 
 
+@dataclass(frozen=True)
+class TuneBaseline:
+    """The release that served before a tune, measured as each rung is: the bar a winner must clear."""
+
+    release: str
+    rung: str | None
+    runs: Runs
+
+    def to_json(self) -> dict[str, object]:
+        return {"release": self.release, "rung": self.rung, "runs": self.runs.to_json()}
+
+
 @dataclass
 class TuneResult:
+    """One host's `inv tune` as `--json` prints it: the rungs measured, the winner against the release that
+    served before, and where the host was left."""
+
     host: str
-    status: str  # DeployStatus: ok | rolled_back | failed
+    status: DeployStatus  # ok | rolled_back | failed
     release: str | None = None
     winner: str | None = None
     winner_tok_s: float | None = None  # the median of its runs
@@ -101,8 +117,8 @@ class TuneResult:
     final: Attempt | None = None  # the winner started again, when it was not the last rung tried
     fingerprint: str | None = None
     error: str | None = None
-    baseline: dict[str, Any] | None = None  # the release serving before, measured the same way: release, runs
-    venv: dict[str, Any] | None = None  # packages: the venv every rung ran in
+    baseline: TuneBaseline | None = None  # the release serving before, measured the same way
+    venv: VenvRecord | None = None  # packages: the venv every rung ran in
 
     def ended_on(self, fell: FellBack) -> TuneResult:
         """The tune ends where its fall-back left the host."""
@@ -111,12 +127,12 @@ class TuneResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
-                "baseline": self.baseline,
+                "baseline": self.baseline.to_json() if self.baseline else None,
                 "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
                 "decisions": list(self.decisions), "fingerprint": self.fingerprint,
                 "attempts": [a.to_json() for a in self.attempts],
                 "final": self.final.to_json() if self.final else None, "error": self.error,
-                **({"venv": self.venv} if self.venv else {})}
+                **({"venv": self.venv.to_json()} if self.venv else {})}
 
 
 def runs_of(a: Attempt) -> Runs | None:
@@ -172,7 +188,7 @@ class Tuner:
         self.spec = book.bench or Bench()
         self.runs = self.spec.runs if runs is None else runs
         self.fastest: Runs | None = None  # the best median so far in this run
-        self.venv: dict[str, Any] | None = None  # packages: the pins' venv (path, built by pip/uv or None, sent)
+        self.venv: VenvRecord | None = None  # packages: the pins' venv
 
     def repeat(self, conn: Connection, attempt: Attempt) -> None:
         """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted. A rung whose
@@ -207,7 +223,8 @@ class Tuner:
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:
         s = self.serve
-        return restore.fall_back(conn, s.origin, store, release, previous, self.book, s.unit, why, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        return fallback.fall_back(steps, previous, why, self.progress)
 
     def bench(self, conn: Connection) -> BenchRecord:
         return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
@@ -268,7 +285,7 @@ class Tuner:
             raise FleetError(f"{exc}; nothing was stopped") from None
         self.host = self.serve.host
         self.runner.serve_from(self.serve, self.serve.gate(compare_history=False))
-        self.venv = {"path": venv.path, "built": venv.built, "sent": venv.sent, "bytes_sent": venv.bytes_sent}
+        self.venv = venv.record(timed=False)
         return probe_run.probe_on(conn, self.host)
 
     def _tune(self, host_run: HostRun, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
@@ -295,7 +312,7 @@ class Tuner:
                     and self.serve.healthy(conn)):
                 baseline = self.measure_serving(conn, previous)
                 if baseline is not None:
-                    result.baseline = {"release": previous.id, "rung": previous.rung, "runs": baseline.to_json()}
+                    result.baseline = TuneBaseline(previous.id, previous.rung, baseline)
             parallel.checkpoint()
         run = host_run.open_release(store, release, tune=True, rungs=[r.name for r in rungs])
         result.release = release.id
@@ -326,7 +343,7 @@ class Tuner:
                     self.repeat(conn, attempt)
                     fault = self.runner.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
                     result.attempts.append(attempt)
-                    run.record(attempt.to_json())
+                    run.record(attempt)
                     if fault:
                         break
                     parallel.checkpoint()

@@ -419,7 +419,7 @@ def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: li
 
 
 def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None,
-                sets: list[str], full: bool) -> list[parallel.Outcome[AuditResult]]:
+                sets: list[str], full: bool) -> list[parallel.HostOutcome[AuditResult]]:
     """Every host audited in parallel; unknown set names fail first, before any host is contacted."""
     loaded = patchsets.load_sets(sets) if sets else None
 

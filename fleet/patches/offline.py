@@ -39,7 +39,8 @@ def parse_against(spec: str) -> dict[str, str]:
     return out
 
 
-def releases(versions: dict[str, str], fetch: bool = True, say: Progress = quiet) -> dict[str, upstream.Release]:
+def releases(versions: dict[str, str], fetch: bool = True,
+             say: Progress = quiet) -> dict[str, upstream.UpstreamRelease]:
     """The corpus releases of these versions (import name -> release), fetched when missing and allowed: each
     fetch is said first (it reaches the package index); without fetch a missing one is InputError."""
     matrix = upstream.load_matrix()
@@ -98,7 +99,7 @@ class OfflineAudit:
     result: archgate.AuditResult
 
 
-def scan_tree(rels: dict[str, upstream.Release], scope: dict[str, list[str]]) -> dict[str, dict[str, object]]:
+def scan_tree(rels: dict[str, upstream.UpstreamRelease], scope: dict[str, list[str]]) -> dict[str, dict[str, object]]:
     files: dict[str, dict[str, object]] = {}
     for package, patterns in scope.items():
         rel = rels.get(package)

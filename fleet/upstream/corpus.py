@@ -73,7 +73,9 @@ def load_matrix(path: Path = MATRIX) -> Matrix:
 
 
 @dataclass(frozen=True)
-class Release:
+class UpstreamRelease:
+    """One released wheel of sglang or flashinfer-python in the local corpus (release.json), unpacked."""
+
     dist: str
     version: str
     root: str  # the unpacked tree (site-packages layout)
@@ -93,7 +95,7 @@ def _folder(cache: Path, dist: str, version: str) -> Path:
     return cache / dist / version
 
 
-def tree(release: Release, cache: Path | None = None) -> Path:
+def tree(release: UpstreamRelease, cache: Path | None = None) -> Path:
     """The release's unpacked tree where the cache is now: release.json's `root` names the machine's that
     fetched it (a copied or moved cache keeps the old path), so only its part under <dist>/<version> counts."""
     folder = _folder(cache or cache_dir(), release.dist, release.version)
@@ -104,14 +106,14 @@ def tree(release: Release, cache: Path | None = None) -> Path:
     return folder
 
 
-def cached(dist: str, version: str, cache: Path | None = None) -> Release | None:
+def cached(dist: str, version: str, cache: Path | None = None) -> UpstreamRelease | None:
     meta = _folder(cache or cache_dir(), dist, version) / "release.json"
     if not meta.is_file():
         return None
-    return Release(**json.loads(meta.read_text()))
+    return UpstreamRelease(**json.loads(meta.read_text()))
 
 
-def require(dist: str, version: str, cache: Path | None = None) -> Release:
+def require(dist: str, version: str, cache: Path | None = None) -> UpstreamRelease:
     """A release that must already be in the cache (tests and the offline audit read it)."""
     rel = cached(dist, version, cache)
     if rel is None:
@@ -232,7 +234,8 @@ def _unpack(wheel: Path, into: Path) -> tuple[int, int]:
     return files, size
 
 
-def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, index: str | None = None) -> Release:
+def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None,
+          index: str | None = None) -> UpstreamRelease:
     """The release from the cache, else downloaded with pip, checked against the registry, unpacked."""
     cache = cache or cache_dir()
     have = cached(dist, version, cache)
@@ -248,7 +251,7 @@ def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, in
             raise FleetError(f"{wheel.name}: sha256 {got} differs from the registry's {want}: refusing it")
         tree = Path(tmp) / "tree"
         files, size = _unpack(wheel, tree)
-        rel = Release(dist, version, str(folder), wheel.name, got, wheel.stat().st_size, files, size,
+        rel = UpstreamRelease(dist, version, str(folder), wheel.name, got, wheel.stat().st_size, files, size,
                       round(time.monotonic() - start, 2))
         (tree / "release.json").write_text(json.dumps(asdict(rel), indent=1))
         if folder.exists():
@@ -258,7 +261,7 @@ def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, in
 
 
 def fetch_all(matrix: Matrix, wanted: list[tuple[str, str]] | None = None, cache: Path | None = None,
-              workers: int = 4) -> list[Release]:
+              workers: int = 4) -> list[UpstreamRelease]:
     """Every release of the matrix (or `wanted`), four downloads at a time; the first failure raises."""
     todo = wanted or matrix.releases()
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from faultkit import PLAIN, current, inventory_file, managed_digest, rung, serving, wait_for
+from faultkit import PLAIN, WANTS_RESET, current, inventory_file, managed_digest, rung, serving, wait_for
 from fleetcli import inv, inv_at, inv_json, llama_playbook, sh
 
 HOST = "sbx0"
@@ -56,27 +56,30 @@ LOST = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=
         "echo $b >> /run/fleet-sim/lost && echo $s")
 
 
+def running(inventory, host: str) -> bool:
+    """The server runs (or is starting)."""
+    return sh(inventory, host, "systemctl is-active sglang; true").strip() in ("active", "activating")
+
+
+def started_again(ran: bool) -> list[str]:
+    """recover's step for a server that ran before the reboot (the unit fleet installs is not enabled)."""
+    return ["sglang was started again (active)"] if ran else []
+
+
 def test_recover_reboots_a_host_whose_gpu_fell_off_and_probes_it_healthy(sandbox, sandbox_inventory):
     host = "sbx1"
     bus = sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim && " + LOST).strip()
     rc, plan, err = inv_json(sandbox, "recover", "--host", host, "--dry-run")
     assert rc == 0 and plan["action"] == "reboot" and plan["steps"] == [], err[-2000:]
     assert plan["why"] == f"GPU {bus.lower()} cannot be opened (Unknown Error)"
+    ran = running(sandbox_inventory, host)  # whatever the fleet's earlier tests left there
     rc, done, err = inv_json(sandbox, "recover", "--host", host)
     assert rc == 0 and done["ok"] and done["faults_after"] == [], (done, err[-2000:])
-    assert done["steps"] == ["systemctl reboot", "probed again: no GPU fault"]
+    assert done["steps"] == ["systemctl reboot", *started_again(ran), "probed again: no GPU fault"]
+    assert running(sandbox_inventory, host) == ran  # fleet's unit is not enabled: recover started it
     assert sh(sandbox_inventory, host, "test -e /run/fleet-sim/lost || echo gone").strip() == "gone"  # /run anew
 
 
-# GPU 0's driver asks for a reset (Xid 154 to "GPU Reset Required", the recovery action nvidia-smi reports), as
-# after an uncorrectable ECC error (Xid 48) on a board that remaps rows; the stand-in keeps it in /run/fleet-sim.
-WANTS_RESET = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
-               "echo \"[ 902.1] NVRM: Xid (PCI:$s): 48, pid=1, An uncorrectable double bit error (DBE) has been "
-               "detected on GPU in the framebuffer.\" >> /run/fleet-sim/kmsg && echo \"[ 902.1] NVRM: Xid (PCI:$s): "
-               "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\" "
-               ">> /run/fleet-sim/kmsg && "
-               "printf '%s\\n' \"$b gpu_recovery_action=GPU Reset\" \"$b remapped_rows.pending=Yes\" "
-               ">> /run/fleet-sim/gpustate")
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 HEALTH_0 = ("nvidia-smi --query-gpu=persistence_mode,gpu_recovery_action,remapped_rows.pending "
             "--format=csv,noheader -i 0")
@@ -109,11 +112,12 @@ def test_a_gpu_reset_that_a_process_outside_the_unit_blocks_becomes_a_reboot(san
     # a process fleet did not start holds GPU 0 (registered as the simulator's workers are)
     sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim/apps && " + WANTS_RESET + " && (setsid sleep 600 "
                                 "</dev/null >/dev/null 2>&1 & echo \"0 518 python3\" > /run/fleet-sim/apps/$!)")
-    boot = sh(sandbox_inventory, host, BOOT_ID)
+    boot, ran = sh(sandbox_inventory, host, BOOT_ID), running(sandbox_inventory, host)
     rc, done, err = inv_json(sandbox, "recover", "--host", host)
     assert rc == 0 and done["ok"] and done["action"] == "reboot", (done, err[-2000:])
     assert done["steps"][0].startswith("GPU reset of 0: GPU 0 still has processes (")
-    assert done["steps"][1:] == ["systemctl reboot", "probed again: no GPU fault"]
+    assert done["steps"][1:] == ["systemctl reboot", *started_again(ran), "probed again: no GPU fault"]
+    assert running(sandbox_inventory, host) == ran
     assert sh(sandbox_inventory, host, BOOT_ID) != boot
     assert sh(sandbox_inventory, host, HEALTH_0).strip() == "Enabled, None, No"  # /run anew: as the profile says
 

@@ -1,13 +1,13 @@
-"""The fault-point harness: every remote step of deploy, rollback, patch and bench is a fault point (fleet.faulthook
-numbers each command fleet.ssh.remote runs, and the journal's channel), learnt from one clean traced run of
-each flow, so a new step is covered without anyone listing it. At a point, a kind (the command fails; the link
-drops while it runs; the controller is SIGKILLed before it; the host's disks are full from then on) is injected
-into the real flow (`inv`, a process of its own) on a sandbox host, and the invariant is checked:
+"""The fault-point harness: every remote step of deploy, rollback, patch, bench and recover is a fault point
+(fleet.faulthook numbers each command fleet.ssh.remote runs, and the journal's channel), learnt from one clean
+traced run of each flow, so a new step is covered without anyone listing it. At a point, a kind (the command
+fails; the link drops while it runs; the controller is SIGKILLed before it; the host's disks are full from then
+on) is injected into the real flow (`inv`, a process of its own) on a sandbox host, and the invariant is checked:
 
   1. the host serves the release that was current before, or the one asked for (byte for byte, healthy, and
      the server runs that release's env: X);
   2. no lock is left that the next run cannot take: after a kill or a lost link, the next run (a deploy of the
-     release that served) recovers it and the host ends as in 1;
+     release that served; after recover, recover again) recovers it and the host ends as in 1;
   3. the release that served before stays reachable by rollback (keep_releases is larger than a run can push);
   4. no file is left half-patched, no release in progress, no temp, kept or `current` link, no patch run half
      done.
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from faultkit import NO_P2P, PATCHABLE, SITE, inventory_file
+from faultkit import NO_P2P, PATCHABLE, SITE, WANTS_RESET, inventory_file
 from fleetcli import REPO, llama_playbook
 
 from fleet.faulthook import KINDS
@@ -60,6 +60,49 @@ PATCH_SET = "sm120-allreduce-fusion"
 FOLDERS = ["/var/lib/fleet", "/etc/fleet", "/etc/systemd/system", f"{SITE}/sglang", f"{SITE}/flashinfer"]
 FILL = "for d in " + " ".join(FOLDERS) + "; do head -c 64M /dev/zero > $d/.fleet-fault-fill 2>/dev/null; done; true"
 UNFILL = "rm -f " + " ".join(f"{d}/.fleet-fault-fill" for d in FOLDERS)
+# The folders' small disks are tmpfs mounts that a unit of the lane's host makes at boot and saves at shutdown
+# (into the root disk under them, seen through a bind mount of /), so they outlive a reboot as a disk does:
+# recover reboots a host whose GPU reset is refused. Stopped outside a shutdown, it only unmounts them.
+DISKS_SCRIPT = "/usr/local/lib/fleet-fault-disks"
+DISKS = f"""set -e
+u=/run/fleet-fault-under; mkdir -p $u  # / as the root disk holds it: no mount made on / after reaches here
+mountpoint -q $u || {{ mount --bind / $u && mount --make-private $u; }}
+case "$1" in
+mount) for d in {' '.join(FOLDERS)}; do
+         mountpoint -q $d && continue
+         mkdir -p $d; mount -t tmpfs -o size=24m,mode=0755 tmpfs $d; cp -a $u$d/. $d/
+       done ;;
+save) if [ "$(systemctl is-system-running)" = stopping ]; then
+        for d in {' '.join(FOLDERS)}; do
+          find $u$d -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +
+          tar -C $d --exclude=./.fleet-fault-fill -cf - . | tar -C $u$d -xpf -
+        done
+      fi
+      for d in {' '.join(reversed(FOLDERS))}; do umount -l $d; done ;;
+esac
+umount $u
+"""
+DISKS_UNIT = f"""[Unit]
+Description=fleet's fault harness: small state disks that outlive a reboot
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target shutdown.target
+Conflicts=shutdown.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh {DISKS_SCRIPT} mount
+ExecStop=/bin/sh {DISKS_SCRIPT} save
+
+[Install]
+WantedBy=sysinit.target
+"""
+DISKS_UP = (f"printf '%s' {shlex.quote(DISKS)} > {DISKS_SCRIPT} && "
+            f"printf '%s' {shlex.quote(DISKS_UNIT)} > /usr/lib/systemd/system/fleet-fault-disks.service && "
+            "systemctl daemon-reload && systemctl enable -q --now fleet-fault-disks")
+DISKS_DOWN = ("systemctl disable -q --now fleet-fault-disks; rm -f /usr/lib/systemd/system/fleet-fault-disks.service "
+              f"{DISKS_SCRIPT}")
 SNAPSHOT = "/root/fleet-fault-snapshot.tar"
 SNAPPED = ["var/lib/fleet", "etc/fleet", "etc/systemd/system/sglang.service", *(p.lstrip("/") for p in PATCHABLE)]
 RESULTS: list[tuple[str, str, int, str, str]] = []  # (flow, kind, point, label, what broke) for the summary
@@ -156,12 +199,9 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
          "b2": llama_playbook(tmp / "b2", [{"name": "plain-b", "env": {**NO_P2P["env"], "X": "b2"},
                                             "flags": dict(NO_P2P["flags"])}], name="fault-b", keep_releases=10),
          "fork": ForkInv(tmp)}
-    mounts = "; ".join(f"mkdir -p {d} /root/.ffp{i} && cp -a {d}/. /root/.ffp{i}/ && "
-                       f"mount -t tmpfs -o size=24m,mode=0755 tmpfs {d} && cp -a /root/.ffp{i}/. {d}/ && "
-                       f"rm -rf /root/.ffp{i}" for i, d in enumerate(FOLDERS))
     try:
-        _sh(c, f"systemctl stop sglang 2>/dev/null; {PRISTINE}; rm -rf /var/lib/fleet/* /var/lib/fleet/.c*; {mounts}; "
-               "systemctl daemon-reload")
+        _sh(c, f"systemctl stop sglang 2>/dev/null; {PRISTINE}; rm -rf /var/lib/fleet/* /var/lib/fleet/.c*; "
+               f"{DISKS_UP}; systemctl daemon-reload")
         for book in ("a", "b"):
             proc = _inv(c, "deploy", "--host", host, "--playbook", str(c[book]), "--force", "--json")
             assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-3000:]
@@ -178,8 +218,8 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
 def _end_lane(c: dict) -> None:
     c["fork"].close()
     try:
-        _sh(c, f"{UNFILL}; systemctl stop sglang; " + "; ".join(f"umount -l {d}" for d in reversed(FOLDERS))
-            + f"; rm -f {SNAPSHOT} {DIGEST}; systemctl daemon-reload; true")
+        _sh(c, f"{UNFILL}; systemctl stop sglang; {DISKS_DOWN}; rm -f {SNAPSHOT} {DIGEST}; systemctl daemon-reload; "
+               "true")
     finally:
         if c.get("conn") is not None:
             c["conn"].close()
@@ -234,7 +274,8 @@ RUNNING_X = ("tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value sglang)
 # Back to the snapshot in one round trip: B current and serving, A before it; systemd reloaded only when its
 # loaded unit is not the file's (a daemon-reload runs every generator: about 0.2 s of the host's CPU), the server
 # restarted only when its files had changed, it does not serve, or it runs other files (X), then waited for.
-RESET = f"""{UNFILL}; changed=0; [ "$({FILES_DIGEST} 2>&1)" = "$(cat {DIGEST})" ] || changed=1
+RESET = f"""{UNFILL}; rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate
+changed=0; [ "$({FILES_DIGEST} 2>&1)" = "$(cat {DIGEST})" ] || changed=1
 rm -rf /var/lib/fleet/* /var/lib/fleet/.[!.]*
 rm -f /etc/systemd/system/.sglang.service.fleet-* /etc/fleet/.sglang.env.fleet-* \
   /etc/systemd/system/.sglang.service.kept-by-fleet.* /etc/fleet/.sglang.env.kept-by-fleet.*
@@ -251,13 +292,17 @@ fi
 echo reset"""
 
 
-def _reset(c) -> None:
-    out = _sh(c, RESET).strip()
+def _reset(c, flow: str = "") -> None:
+    out = _sh(c, RESET + (f"\n{BEFORE[flow]} || echo 'its setting up failed'" if flow in BEFORE else "")).strip()
     assert out.endswith("reset"), out[-500:]
 
 
 CHECK = r"""
 cd /var/lib/fleet 2>/dev/null || exit 0
+# a server started at the run's end (recover starts what it stopped, and does not wait) is given 10 s to serve
+i=0; while [ $i -lt 100 ] && ! SERVING; do
+  case $(systemctl is-active sglang) in active|activating|reloading) ;; *) break ;; esac; i=$((i+1)); sleep 0.1
+done
 echo "lock $(test -d lock && cat lock/owner.json 2>/dev/null | head -c 300 || echo none)"
 echo "current $(readlink current)"
 echo "active $(systemctl is-active sglang)"
@@ -345,13 +390,26 @@ FLOWS = {
     "patch": lambda c: ("patch", "--host", c.get("host", HOST), "--set", PATCH_SET, "--json"),
     # measures what serves and stores the record in the current release: it must never change what serves
     "bench": lambda c: ("bench", "--host", c.get("host", HOST), "--playbook", str(c["b"]), "--yes", "--json"),
+    # GPU 0's driver asks for a reset (BEFORE): the unit stopped, the GPU reset, the unit started and probed again
+    "recover": lambda c: ("recover", "--host", c.get("host", HOST), "--json"),
 }
+# What a flow needs on the host after the reset (and before its traced run).
+BEFORE = {"recover": "mkdir -p /run/fleet-sim && " + WANTS_RESET}
+
+
+def _next(c, flow: str):
+    """The next run an operator makes after a cut one: recover again (the GPU may still want its reset), else a
+    deploy of the release that served."""
+    host = c.get("host", HOST)
+    if flow == "recover":
+        return _inv(c, "recover", "--host", host, "--json")
+    return _inv(c, "deploy", "--host", host, "--playbook", str(c["b"]), "--json")
 
 
 def _points(c, flow: str) -> list[tuple[int, str]]:
     """The flow's fault points: its remote steps in a clean traced run (then the state is put back)."""
     if f"points_{flow}" not in c:
-        _reset(c)
+        _reset(c, flow)
         trace = c["tmp"] / f"trace-{flow}"
         proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_TRACE": str(trace)})
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -362,8 +420,10 @@ def _points(c, flow: str) -> list[tuple[int, str]]:
 
 def _allowed(c, flow: str) -> set[str] | None:
     # deploy: B (current before) or the new release of B; rollback: B or A; patch: B or its patch release;
-    # bench: B, whatever happens to its record.
-    return {c["release_b"], c["release_a"]} if flow == "rollback" else {c["release_b"]} if flow == "bench" else None
+    # bench and recover: B, whatever happens to its record.
+    if flow == "rollback":
+        return {c["release_b"], c["release_a"]}
+    return {c["release_b"]} if flow in ("bench", "recover") else None
 
 
 PER_POINT = 1  # kinds each point gets with FLEET_FAULT_POINTS=rotate (rotating over the points)
@@ -404,7 +464,7 @@ def _host_cpu(c) -> float:
 def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     """The flow with `kind` injected at point n, from the snapshot; what of the invariant broke (empty: none)."""
     t0, cpu0, host0 = time.monotonic(), c["fork"].cpu, _host_cpu(c)
-    _reset(c)
+    _reset(c, flow)
     t1 = time.monotonic()
     proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_AT": f"{n}:{kind}", "FLEET_FAULT_FILL": FILL})
     t2 = time.monotonic()
@@ -420,8 +480,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     _sh(c, UNFILL)
     t3 = time.monotonic()
     if kind in ("kill", "drop") or bad or c["leftovers"]:  # the invariant relies on the next run's recovery
-        nxt = _inv(c, "deploy", "--host", c.get("host", HOST), "--playbook", str(c["b"]), "--json")
-        c["next"] = nxt
+        nxt = c["next"] = _next(c, flow)
         if nxt.returncode != 0:
             bad.append(f"the next deploy failed (exit {nxt.returncode}): {nxt.stdout[-300:]} {nxt.stderr[-300:]}")
         bad += [f"after the next deploy: {b}" for b in _broken(c, None, after_next=True)]

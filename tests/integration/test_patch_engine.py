@@ -277,9 +277,9 @@ def test_lock_held_fails_fast_naming_the_owner(sbx0):
     hostlock.break_lock(conn, host, "0e" * 16)
     assert not sh(conn, host, f"test -d {hostlock.LOCK_DIR}").ok
     # one whose owner ran here and is provably gone is recovered, and the new lock says so
-    me = hostlock._me("")
-    dead = dict(other, owner="x@" + socket.gethostname(), machine=socket.gethostname(), machine_id=me["machine_id"],
-                boot_id=me["boot_id"])
+    me = hostlock.LockOwner.mine("")
+    dead = dict(other, owner="x@" + socket.gethostname(), machine=socket.gethostname(), machine_id=me.machine_id,
+                boot_id=me.boot_id)
     assert sh(conn, host, f"mkdir -p {hostlock.LOCK_DIR} && echo {_q(json.dumps(dead))} "
                           f"> {hostlock.LOCK_DIR}/owner.json").ok
     lock = hostlock.acquire(conn, host, "patch")

@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--wide", action="store_true")
     ap.add_argument("--detail")
     args = ap.parse_args()
-    rows = [HostStatus(**h) for h in json.loads(Path(args.rows).read_text())["hosts"]]
+    rows = [HostStatus.from_json(h) for h in json.loads(Path(args.rows).read_text())["hosts"]]
     if args.hosts:
         rows = [dataclasses.replace(rows[i % len(rows)], host=f"gpu-node-{i:02d}",
                                     error=(rows[i % len(rows)].error or "").replace(rows[i % len(rows)].host,

@@ -30,12 +30,13 @@ class FakeSession(HostSession):
     `log`: shared with the other sessions a test opens (a reconnect after a reboot lands in the same list)."""
 
     def __init__(self, host: Host = HOST, answer: Answer = ok, facts: Iterable[HostFacts] = (),
-                 log: list[str] | None = None, lock_error: Exception | None = None) -> None:
+                 log: list[str] | None = None, lock_error: Exception | None = None,
+                 files: dict[str, bytes] | None = None) -> None:
         super().__init__(conn=None, host=host)
         self.answer, self.lock_error = answer, lock_error
         self.facts: Iterator[HostFacts] = iter(facts)
         self.sent = log if log is not None else []
-        self.files: dict[str, bytes] = {}
+        self.files = files if files is not None else {}  # shared: a host's files outlive a session
 
     def run(self, command: str, timeout: float = 120.0) -> CommandResult:
         self.sent.append(command)
@@ -48,6 +49,10 @@ class FakeSession(HostSession):
     def write_atomic(self, path: str, data: bytes, mode: int) -> None:
         self.sent.append(f"write {path}")
         self.files[path] = data
+
+    def remove(self, path: str, check: bool = True) -> None:
+        super().remove(path, check)  # the command is sent (and may fail) as on a host
+        self.files.pop(path, None)
 
     def acquire_lock(self, purpose: str) -> hostlock.Lock:
         self.sent.append(f"lock {purpose}")

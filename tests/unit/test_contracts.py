@@ -189,6 +189,24 @@ def test_no_operation_takes_a_lock_opens_a_release_run_or_marks_a_rollback_outsi
     assert not found, "outside fleet.deploy.hostrun:\n" + "\n".join(found)
 
 
+def test_one_fall_back_writes_where_a_failed_deploy_leaves_a_host():
+    """Deploy, tune, router and multi-node fall back through fleet.deploy.fallback: no other module builds a
+    FellBack (where a host was left, and the one line saying so) nor a fall-back of its own. Multi-node's
+    group (every node stopped, put back, then started together) ends each node in the fall-back's words."""
+    found = []
+    for path in sorted((REPO / "fleet").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel == "fleet/deploy/fallback.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and _called(node) == "FellBack":
+                found.append(f"{rel}:{node.lineno}: FellBack(...)")
+            if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "fall_back" and \
+                    "fallback." not in ast.unparse(node):
+                found.append(f"{rel}:{node.lineno}: a fall-back of its own")
+    assert not found, "outside fleet.deploy.fallback:\n" + "\n".join(found)
+
+
 # A sandbox test runs on whichever worker's fleet a parallel run gives it (tests/conftest.py: lane0, lane1, ...), so
 # it names no instance and no address of one: it takes them from its fixtures (sandbox.cfg, the inventory) or from
 # FLEET_SANDBOX_INSTANCE as conftest set it. A string that only looks like an address (an input fleet must refuse)

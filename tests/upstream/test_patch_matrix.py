@@ -53,7 +53,7 @@ def _labelled(gates: list[archgate.Gate], texts: dict[str, str]) -> list[tuple[a
     return out
 
 
-def _texts(rels: dict[str, upstream.Release], scan: dict[str, object]) -> dict[str, str]:
+def _texts(rels: dict[str, upstream.UpstreamRelease], scan: dict[str, object]) -> dict[str, str]:
     return {name: (rels[name.split("/")[0]].package(name.split("/")[0]) / name.split("/", 1)[1])
             .read_text(encoding="utf-8", errors="replace") for name in scan}
 

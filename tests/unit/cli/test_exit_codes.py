@@ -15,7 +15,7 @@ import pytest
 from fleet.cli import logs, status
 from fleet.logs.follow import LogLine
 from fleet.logs.rules import Severity
-from fleet.multihost.status import HostStatus
+from fleet.multihost.status import HostStatus, RouterStatus
 
 BIN = Path(sys.executable).parent
 RELEASE = "20261202T142659Z-ab12"
@@ -38,7 +38,7 @@ STATUS = [
     ("active, /health not answering", [row(health=None)], 1, "sbx0: health no answer"),
     ("drift", [row(drift=["/etc/systemd/system/sglang.service"])], 1, "sbx0: drift in 1 file"),
     ("a GPU fault", [row(gpu_faults=["GPU 3 fell off the bus"])], 1, "sbx0: GPU fault"),
-    ("router down", [row(router={"state": "failed", "health": None})], 1, "sbx0: router failed"),
+    ("router down", [row(router=RouterStatus("r1", "sglang-router", "failed", None, 2))], 1, "sbx0: router failed"),
     ("unreachable", [row(ok=False, error="sbx0: timed out")], 1, "sbx0: unreachable"),
     ("one bad among good", [row(host="a"), row(host="b", drift=["/x", "/y"])], 1, "b: drift in 2 files"),
 ]

@@ -27,9 +27,10 @@ from fleet.host import facts as F
 from fleet.host import probe
 from fleet.host.releases import Release
 from fleet.inventory import Host
+from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.multihost.tune import TuneResult
 from fleet.outcomes import DeployStatus
-from fleet.parallel import Outcome
+from fleet.parallel import HostOutcome
 from fleet.ssh.remote import CommandResult
 
 REPO = Path(__file__).resolve().parents[3]
@@ -115,13 +116,13 @@ def host(name: str, address: str) -> Host:
 
 
 L_TXT = (PROFILES / "rtx-pro-6000-x8-proxmox/nvidia-smi/L.txt").read_text()
-EXECUTED = [Outcome(host(LONG_HOST, "10.0.0.1"), True, CommandResult("nvidia-smi -L", 0, L_TXT, ""), None, 0.4),
-            Outcome(host("sbx1", "10.0.0.2"), False, None, "10.0.0.2:22: connection refused (is sshd running on the "
-                                                             "host, and is the port right?)", 0.1)]
-ROUTER = {"host": "router-node", "unit": "sglang-router", "status": DeployStatus.DRY_RUN,
-          "config": {"workers": [f"http://10.0.0.{i}:30000" for i in range(1, 9)]},
-          "diff": "+ExecStart=/opt/venv/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port 30000 "
-                  "--worker-urls http://10.0.0.1:30000 http://10.0.0.2:30000 --policy cache_aware\n"}
+EXECUTED = [HostOutcome(host(LONG_HOST, "10.0.0.1"), True, CommandResult("nvidia-smi -L", 0, L_TXT, ""), None, 0.4),
+            HostOutcome(host("sbx1", "10.0.0.2"), False, None,
+                        "10.0.0.2:22: connection refused (is sshd running on the host, and is the port right?)", 0.1)]
+ROUTER = RouterReport(RouterRun.DRY_RUN, "router-node", DeployStatus.DRY_RUN, "sglang-router",
+                      config={"workers": [f"http://10.0.0.{i}:30000" for i in range(1, 9)]},
+                      diff="+ExecStart=/opt/venv/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port "
+                           "30000 --worker-urls http://10.0.0.1:30000 http://10.0.0.2:30000 --policy cache_aware\n")
 
 
 def _rollout(console: Console, wide: bool) -> None:
@@ -148,7 +149,7 @@ VIEWS: dict[str, tuple[Callable[[Console, bool], None], list[str]]] = {
                            "deployed: the rollout stopped after batch 1 (more than 0 hosts failed, --max-fail 0)",
                            "2 hosts in 2 batches: 1 ok, 1 skipped; stopped: batch 1: 1 host failed"]),
     "router": (lambda c, w: render_router(ROUTER, c, w),
-               ["workers: " + " ".join(ROUTER["config"]["workers"]), ROUTER["diff"].strip()]),
+               ["workers: " + " ".join(ROUTER.shown_workers()), ROUTER.diff.strip()]),
     "bench": (lambda c, w: deploy_view.render_bench(LONG_HOST, "20261202T143305Z-2707", LONG_RUNG, bench_record(),
                                                     None, c, w),
               [f"{LONG_HOST}: release 20261202T143305Z-2707, rung {LONG_RUNG}: ", "prompts of 128+64 tokens, "
@@ -202,7 +203,7 @@ def test_wide_exec_prints_a_hosts_lines_as_sent_and_never_pads_them_to_its_longe
     padding every line to the longest (100 kB x 2,000 lines would be 200 MB); its escapes and markup shown, not
     obeyed."""
     hostile = "x" * 100_000 + "\n" + "\n".join(f"short {i} [red]\x1b[2J" for i in range(2000)) + "\n"
-    outcome = Outcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
+    outcome = HostOutcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
     lines = drawn(80, lambda c: execute.report([outcome], False, True, c))
     assert sum(len(line) for line in lines) < 200_000
     assert lines[:2] == ["0/1 hosts ok", "evil (10.0.0.9): exit 3"] and lines[2] == "evil: " + "x" * 100_000

@@ -1,4 +1,4 @@
-"""fleet.deploy.restore.fall_back after a deploy whose move of `current` ran but whose answer was lost, and the
+"""fleet.deploy.fallback.fall_back after a deploy whose move of `current` ran but whose answer was lost, and the
 re-read of `current` too: ReleaseRun.succeed raises, the ladder falls back, the previous release is put back and
 serves, and `current` used to keep naming the new release, closed FAILED (a rerun of the playbook then said
 "already serves"). The store's shell runs here, against a temporary folder standing in for /var/lib/fleet; the
@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from fleet.deploy import restore
+from fleet.deploy import fallback, restore
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
 from fleet.host import releases
@@ -67,8 +67,8 @@ def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp
         return Attempt(release.rung or "-", Outcome.READY, "up", 0)
 
     monkeypatch.setattr(restore, "restore", fake_restore)
-    fell = restore.fall_back(None, HOST, store, new, old, None, "sglang", why,  # type: ignore[arg-type]
-                             lambda m: None)
+    steps = restore.ServerSteps(None, HOST, store, new, None, "sglang", lambda m: None)  # type: ignore[arg-type]
+    fell = fallback.fall_back(steps, old, why, lambda m: None)
     assert fell.status == DeployStatus.ROLLED_BACK and fell.release == old.id and served["files of"] == old.id
     assert store.load(new.id).status == ReleaseStatus.FAILED
     # the invariant: `current` names what serves

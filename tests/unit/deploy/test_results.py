@@ -64,3 +64,22 @@ def test_a_deploy_reports_the_gate_before_and_after_and_a_rung_refused_as_slower
         Attempt("fast", Outcome.PERF_REGRESSION, "e", 1, _record(1000.0))])
     assert slower.bench_after() == BenchPoint(None, "fast", 1000.0, None)
     assert "bench" not in DeployResult("h").to_json()
+
+
+def test_the_venv_and_the_tune_baseline_print_as_the_dicts_they_were():
+    """--json's `venv` (deploy: with seconds; tune: without) and tune's `baseline` keep main's keys and order."""
+    from fleet.deploy.noise import Runs
+    from fleet.host.venvs import Venv
+    from fleet.multihost.tune import TuneBaseline, TuneResult
+
+    venv = Venv("/var/lib/fleet/venvs/ab12", "ab12", "/usr/bin/python3", "uv", ["a.whl"], 3, 1.23456)
+    deployed = DeployResult(host="h", status=DeployStatus.OK, venv=venv.record()).to_json()
+    assert deployed["venv"] == {"path": "/var/lib/fleet/venvs/ab12", "built": "uv", "sent": ["a.whl"],
+                                "bytes_sent": 3, "seconds": 1.23}
+    assert list(deployed["venv"]) == ["path", "built", "sent", "bytes_sent", "seconds"]
+    tuned = TuneResult("h", DeployStatus.OK, venv=venv.record(timed=False),
+                       baseline=TuneBaseline("r1", "fast", Runs((10.0, 12.0), 9.0))).to_json()
+    assert list(tuned["venv"]) == ["path", "built", "sent", "bytes_sent"]
+    assert tuned["baseline"] == {"release": "r1", "rung": "fast",
+                                 "runs": {"warmup": 9.0, "tok_s": [10.0, 12.0], "median": 11.0, "spread": 2.0}}
+    assert "venv" not in TuneResult("h", DeployStatus.OK).to_json()

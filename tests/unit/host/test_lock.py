@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import subprocess
@@ -18,8 +19,8 @@ from fleet.ssh.remote import CommandResult
 DEAD_PID = 2 ** 22 + 7
 
 
-def _owner(**changes) -> dict:
-    return {**hostlock._me("deploy x"), "owner": "me@" + socket.gethostname(), **changes}
+def _owner(**changes) -> hostlock.LockOwner:
+    return dataclasses.replace(hostlock.LockOwner.mine("deploy x"), owner="me@" + socket.gethostname(), **changes)
 
 
 def test_a_live_owner_on_a_clone_with_the_same_host_name_is_never_judged_dead():
@@ -65,6 +66,10 @@ def test_unlock_removes_the_lock_only_for_its_exact_token(lock_dir):
     lock = hostlock.acquire(None, HOST, "deploy x")
     owner = json.loads((lock_dir / "owner.json").read_text())
     assert owner["token"] == lock.token
+    # owner.json keeps its keys in the order fleet has always written them (hosts' files stay byte-identical)
+    assert list(owner) == ["owner", "machine", "machine_id", "boot_id", "pid", "pid_start", "purpose", "time",
+                           "epoch", "token"]
+    assert (lock_dir / "owner.json").read_text() == json.dumps(lock.owner.to_json()) + "\n"
     for wrong in ("a", "root", lock.token[:-1], lock.token[1:], lock.token.upper(), "deploy", "me",
                   str(owner["pid"])):
         with pytest.raises(hostlock.HostLockError, match="does not carry token"):
@@ -81,7 +86,16 @@ def test_unlock_removes_the_lock_only_for_its_exact_token(lock_dir):
 def test_a_clone_s_live_lock_is_refused_and_kept(lock_dir):
     lock_dir.mkdir(parents=True)
     clone = _owner(machine_id=None, boot_id="another-boot", pid=DEAD_PID)
-    (lock_dir / "owner.json").write_text(json.dumps(clone) + "\n")
+    (lock_dir / "owner.json").write_text(json.dumps(clone.to_json()) + "\n")
     with pytest.raises(hostlock.HostLockError, match="host is locked"):
         hostlock.acquire(None, HOST, "deploy y")
-    assert json.loads((lock_dir / "owner.json").read_text())["token"] == clone["token"]
+    assert json.loads((lock_dir / "owner.json").read_text())["token"] == clone.token
+
+
+def test_an_owner_json_a_host_sent_is_read_field_by_field_and_wrong_types_are_dropped():
+    sent = {"owner": "x" * 500, "pid": "12", "epoch": True, "token": "../../etc", "time": ["T"], "extra": 1}
+    owner = hostlock.LockOwner.from_json(json.dumps(sent))
+    assert owner == hostlock.LockOwner(owner="x" * 200)
+    assert hostlock.LockOwner.from_json(json.dumps({"pid": 2 ** 40, "pid_start": 2 ** 70})) == hostlock.LockOwner()
+    assert hostlock.LockOwner.from_json("[1]") is None and hostlock.LockOwner.from_json("{") is None
+    assert hostlock.describe(owner, now=0) == "held by " + "x" * 200 + " pid ? for ? since ?"

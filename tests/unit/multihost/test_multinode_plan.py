@@ -168,7 +168,7 @@ def test_every_node_gets_the_pins_venv_and_is_probed_in_it_before_any_is_stopped
     mn, built, probed = pinned_nodes(tmp_path, monkeypatch, set())
     assert mn._pinned() is True
     assert built.calls == ["n0", "n1"] and probed == [VENV, VENV]
-    assert [n.result.venv["path"] for n in mn.nodes] == [VENV, VENV]
+    assert [n.result.venv.path for n in mn.nodes] == [VENV, VENV]
     assert all(n.deployer.host.venv == VENV and n.host.venv == "/root/ml-env" for n in mn.nodes)  # origin kept
 
 

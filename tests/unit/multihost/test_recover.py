@@ -122,8 +122,7 @@ def test_a_vm_reset_and_a_power_cycle_through_the_api(api):
     assert calls == [("GET", "/nodes/pve1/qemu/101/status/current"), ("POST", "/nodes/pve1/qemu/101/status/reset"),
                      ("GET", "/nodes/pve1/qemu/101/status/current"), ("POST", "/nodes/pve1/qemu/101/status/stop"),
                      ("GET", "/nodes/pve1/qemu/101/status/current"), ("POST", "/nodes/pve1/qemu/101/status/start")]
-    assert client.nvidia_devices() == [{"id": "0000:01:00.0", "iommugroup": 14},
-                                       {"id": "0000:01:00.1", "iommugroup": 14}]
+    assert client.nvidia_devices() == [pve.PciFunction("0000:01:00.0", 14), pve.PciFunction("0000:01:00.1", 14)]
     assert all(TOKEN not in line for line in said)
 
 

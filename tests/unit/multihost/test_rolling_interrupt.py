@@ -20,6 +20,7 @@ from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.inventory import Host
 from fleet.multihost import rolling, rollout
+from fleet.multihost.router_report import RouterEvent, RouterReport, RouterRun
 from fleet.outcomes import DeployStatus
 from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
@@ -121,6 +122,7 @@ class Hooks:
     def __init__(self):
         self.after_called: list[str] = []
         self.finished: list[tuple[str, str]] | None = None
+        self.events: list[RouterEvent] = []
 
     def start(self):
         pass
@@ -130,11 +132,12 @@ class Hooks:
 
     def after(self, host, result):
         self.after_called.append(host.name)
+        self.events.append(RouterEvent(0.0, host.name, "serves"))
         return result
 
     def finish(self, hosts, results):
         self.finished = [(r.host, r.status) for r in results]
-        return {"status": DeployStatus.OK, "workers": []}
+        return RouterReport(RouterRun.DEPLOY, "h0", DeployStatus.OK, events=tuple(self.events))
 
 
 class Watch:
@@ -156,7 +159,7 @@ def test_the_router_cleanup_runs_after_ctrl_c_with_every_hosts_place(fake, tmp_p
         pytest.fail("Ctrl-C escaped the rolling deploy: the router's cleanup never ran")
     assert done.interrupted and hooks.after_called == ["h0"]
     assert hooks.finished == [("h0", "ok"), ("h1", "skipped"), ("h2", "skipped")]
-    assert done.router == {"status": DeployStatus.OK, "workers": []}
+    assert done.router is not None and done.router.status == DeployStatus.OK and done.router.workers == ()
 
 
 ROUTED = Playbook.model_validate({"name": "replicas", "model": {"path": "/m"}, "ladder": [{"name": "fast"}],
@@ -197,6 +200,8 @@ def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_bac
     assert rolling.settle(done, 2.0, hooks) == []  # type: ignore[arg-type]
     assert done.results[0].status == DeployStatus.OK and "ended ok after --host-timeout" in done.results[0].error
     assert hooks.after_called.count("h0") == 2  # left out when it timed out, put back once it served
+    # the router report printed after settle has the late replica's move too (it held the live list before)
+    assert done.router is not None and [e.host for e in done.router.events] == ["h1", "h0", "h0"]
     assert not done.ok  # it still missed its deadline
 
 
@@ -208,7 +213,7 @@ def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypat
 
     class Cut(Hooks):
         host = hosts(1)[0]
-        events: list = []
+        events: list[RouterEvent] = []
 
         def finish(self, hosts, results):
             raise KeyboardInterrupt
@@ -220,7 +225,8 @@ def test_ctrl_c_while_the_router_is_reconciled_is_said_not_a_traceback(monkeypat
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped the router's cleanup: no summary")
     assert done.interrupted and [r.status for r in done.results] == ["ok", "ok"]
-    assert done.router is not None and "interrupted while the router was brought" in done.router["error"]
+    assert done.router is not None and "interrupted while the router was brought" in str(done.router.error)
+    assert list(done.router.to_json()) == ["host", "status", "workers", "events", "error"]
 
 
 def test_ctrl_c_while_a_batch_is_being_queued_still_tracks_the_host_already_running(fake, monkeypatch, capsys):

@@ -114,9 +114,9 @@ def test_a_step_that_raises_puts_the_previous_router_release_back(hooks, step, e
     else:
         monkeypatch.setattr(routing.restore, step, raises(exc))
     report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
-    assert report["status"] == DeployStatus.ROLLED_BACK and report["release"] == PREVIOUS.id, report
+    assert report.status == DeployStatus.ROLLED_BACK and report.release == PREVIOUS.id, report
     assert put_back == [PREVIOUS.id] and Run.runs[0].failed and not Run.runs[0].succeeded
-    assert type(exc).__name__ in report["error"] and f"back on release {PREVIOUS.id}" in report["error"]
+    assert type(exc).__name__ in str(report.error) and f"back on release {PREVIOUS.id}" in str(report.error)
 
 
 def test_a_lost_link_leaves_the_release_in_progress_for_the_next_runs_recovery(hooks):
@@ -132,8 +132,8 @@ def test_a_fall_back_that_raises_is_reported_not_raised(hooks):
     monkeypatch.setattr(routing.restore, "install", raises(OSError(28, "No space left on device")))
     monkeypatch.setattr(routing.RouterHooks, "restore", raises(OSError(28, "No space left on device")))
     report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
-    assert report.get("status") != DeployStatus.OK and f"its release {PREVIOUS.id} did not serve either" in \
-        report["error"] and "OSError" in report["error"]
+    assert report.status != DeployStatus.OK and "the rollback failed too" in \
+        str(report.error) and "OSError" in str(report.error)
 
 
 def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves(hooks):
@@ -160,5 +160,5 @@ def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves
     monkeypatch.setattr(Run, "succeed", succeed)
     monkeypatch.setattr(routing.RouterHooks, "_ready", lambda self, conn: (Outcome.READY, "2+2= -> 4"))
     report = h._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], lambda m: None)
-    assert report["status"] == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
+    assert report.status == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
     assert state["current"].id == PREVIOUS.id

@@ -15,6 +15,7 @@ from fleet.deploy.results import DeployResult
 from fleet.inventory import load as load_inventory
 from fleet.multihost import router as routing
 from fleet.multihost import router_plan
+from fleet.multihost.router_report import RouterEnd
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
@@ -74,7 +75,7 @@ def setup(tmp_path, monkeypatch):
 
     def deploy(self, conn, workers, say):
         deployed.append(workers)
-        return {"status": DeployStatus.OK, "release": "r-new"}
+        return RouterEnd(DeployStatus.OK, "r-new")
 
     monkeypatch.setattr(routing.RouterHooks, "_deploy", deploy)
 
@@ -126,14 +127,14 @@ def test_a_run_on_one_replica_keeps_the_others_in_the_router(setup):
     make, replicas, deployed = setup
     live = Live([url(0), url(1), url(2), url(3)], serving={url(0), url(1), url(2), url(3)})
     report = make(live).finish([replicas[1]], [result(replicas[1], DeployStatus.OK)])
-    assert deployed == [[url(0), url(1), url(2), url(3)]] and report["workers"] == deployed[0]
+    assert deployed == [[url(0), url(1), url(2), url(3)]] and list(report.workers) == deployed[0]
 
 
 def test_a_release_every_replica_rolled_back_from_still_routes_to_all_of_them(setup):
     make, replicas, deployed = setup
     live = Live([url(0), url(1), url(2), url(3)], serving={url(0), url(1), url(2), url(3)})
     report = make(live).finish(replicas, [result(h, DeployStatus.ROLLED_BACK) for h in replicas])
-    assert report["status"] == DeployStatus.OK and report["error"] is None
+    assert report.status == DeployStatus.OK and report.error is None
     assert deployed == [[url(0), url(1), url(2), url(3)]]
 
 
@@ -163,7 +164,7 @@ def test_a_router_that_does_not_answer_keeps_the_workers_of_its_release_that_ser
 def test_with_no_replica_serving_the_router_is_left_as_it_was(setup):
     make, replicas, deployed = setup
     report = make(Live([url(0)], serving=set())).finish(replicas[:1], [result(replicas[0], DeployStatus.FAILED)])
-    assert deployed == [] and "no replica serves; the router was left as it was" in report["error"]
+    assert deployed == [] and "no replica serves; the router was left as it was" in report.error
 
 
 def test_a_live_list_of_the_wrong_shape_is_data_not_a_crash(setup):

@@ -143,9 +143,9 @@ def test_a_router_rollback_whose_target_does_not_serve_puts_back_what_served(hoo
     monkeypatch.setattr(routing.RouterHooks, "restore", restore)
     report = router_rollback.rollback(hooks, None)
     assert restored == ["r1", "r2"] and moved == []
-    assert report["status"] == DeployStatus.FAILED and report["release"] == "r2"
-    assert "router release r1 did not serve: HANG" in report["error"]
-    assert report["error"].endswith("back on router release r2, serving")
+    assert report.status == DeployStatus.FAILED and report.release == "r2"
+    assert "router release r1 did not serve: HANG" in report.error
+    assert report.error.endswith("back on router release r2, serving")
 
 
 def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serves_again(hooks, monkeypatch):
@@ -185,9 +185,9 @@ def test_a_router_rollback_whose_move_of_current_lost_its_answer_names_what_serv
                         lambda self, conn, store, release: restored.append(release.id) or (Outcome.READY, "4"))
     report = router_rollback.rollback(hooks, None)
     assert restored == ["r1", "r2"] and moves == ["r1", "r2"]
-    assert state["current"].id == "r2" and report["release"] == "r2"
-    assert "did not end within 120s" in report["error"]
-    assert report["error"].endswith("back on router release r2, serving")
+    assert state["current"].id == "r2" and report.release == "r2"
+    assert "did not end within 120s" in report.error
+    assert report.error.endswith("back on router release r2, serving")
 
 
 def test_a_router_rollback_killed_before_its_move_of_current_is_put_back_by_the_next_recovery(hooks, monkeypatch):

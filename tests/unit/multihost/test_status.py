@@ -221,7 +221,7 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
     line = here.split("@@fleet-status@@\n")[7]
     tail = "@@fleet-status@@\n" + METRICS + "@@fleet-status@@\n\n@@fleet-status@@\n"
     st = status.parse(HOST, output(MANIFEST, "200", [], "") + tail + line)
-    assert st.router is not None and (st.router["release"], st.router["health"], st.router["workers"]) == ("r7", 200, 2)
+    assert st.router is not None and (st.router.release, st.router.health, st.router.workers) == ("r7", 200, 2)
     assert status.parse(HOST, output(MANIFEST, "200", [], "") + tail).router is None
     from rich.console import Console
 
@@ -250,7 +250,7 @@ def test_the_gpu_health_section_lands_in_the_row_the_board_and_the_detail():
     m = "@@fleet-status@@\n"
     st = status.parse(HOST, output(MANIFEST, "000", [], "250.10, 600.00\n") + m + m + m + m + GPU_SECTION)
     assert st.gpu_faults[0] == "GPU 0000:02:00 cannot be opened (Unknown Error)" and len(st.gpu_faults) == 2
-    assert [(e["code"], e["pci"], e["count"]) for e in st.xid] == [(79, "0000:02:00", 1)] and st.kernel_log == "dmesg"
+    assert [(e.code, e.pci, e.count) for e in st.xid] == [(79, "0000:02:00", 1)] and st.kernel_log == "dmesg"
     from rich.console import Console
 
     from fleet.cli.status_view import render_detail
@@ -292,3 +292,12 @@ def test_the_current_releases_recorded_sglang_is_read_only_when_version_shaped(r
     manifest = {**MANIFEST, "facts": {"gpus": 2, "versions": {"sglang": recorded}}}
     assert status.parse(HOST, output(manifest, "200", [], "")).sglang == seen
     assert status.parse(HOST, output({**MANIFEST, "facts": ["sglang"]}, "200", [], "")).sglang is None
+
+
+def test_a_router_line_of_other_types_is_read_field_by_field_and_prints_as_fleet_writes_it():
+    odd = status.RouterStatus.from_json({"release": ["r"], "unit": "u", "state": 5, "health": "200", "workers": "2"})
+    assert odd == status.RouterStatus(None, "u", None, None, 0) and not odd.ok
+    assert status.RouterStatus.from_json([1]) is None and status.RouterStatus.from_json({}) is None
+    line = {"release": "r7", "unit": "sglang-router", "state": "active", "health": 200, "workers": 2}
+    assert status.RouterStatus.from_json(line).to_json() == line  # type: ignore[union-attr]
+    assert list(status.RouterStatus.from_json(line).to_json()) == list(line)  # type: ignore[union-attr]

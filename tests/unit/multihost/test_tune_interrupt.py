@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from fleet import parallel
-from fleet.deploy import restore
 from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.results import Attempt, FellBack
 from fleet.errors import InputError
@@ -100,8 +99,8 @@ class World:
                 source.close()
             return Attempt(name, Outcome.READY, "ready", 0.1), None
 
-        def fall_back(conn: object, host: Host, store: object, release: Release, previous: Release | None,
-                      book: Playbook, unit: str, why: str, say: object) -> FellBack:
+        def fall_back(tuner: tune.Tuner, conn: object, store: object, release: Release, previous: Release | None,
+                      why: str) -> FellBack:
             for _ in range(3):  # the fall-back's own commands go over the same connection
                 world.exchange()
             time.sleep(fall_back_s)
@@ -119,7 +118,7 @@ class World:
 
         monkeypatch.setattr(AttemptRunner, "attempt", attempt)
         monkeypatch.setattr(AttemptRunner, "judge_hardware", lambda *a: False)
-        monkeypatch.setattr(restore, "fall_back", fall_back)
+        monkeypatch.setattr(tune.Tuner, "fall_back", fall_back)
         monkeypatch.setattr(tune.Tuner, "run", run)
 
     def tune(self, confirm=lambda q: True) -> list[tune.TuneResult]:
@@ -215,10 +214,10 @@ def test_a_checkpoint_outside_an_interruptible_region_never_raises(monkeypatch, 
         reads = iter(["", "", None])
         source.read = lambda timeout: (world.exchange(), next(reads))[1]  # type: ignore[method-assign]
         followed.append(journal.follow(source, LogWatcher(), lambda: None))
-        world.fall_backs.append(str(a[7]))
+        world.fall_backs.append(str(a[5]))
         return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
 
-    monkeypatch.setattr(restore, "fall_back", fall_back)
+    monkeypatch.setattr(tune.Tuner, "fall_back", fall_back)
     presser = interrupt_when(world.started)
     with pytest.raises(KeyboardInterrupt):
         world.tune()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -273,16 +274,16 @@ def test_lock_owner_descriptions():
 
     from fleet.host import lock as hostlock
 
-    fresh = {"owner": "ann@ctl", "machine": "elsewhere", "pid": 1, "purpose": "deploy", "time": "T", "epoch": 100,
-             "token": "abc"}
+    fresh = hostlock.LockOwner(owner="ann@ctl", machine="elsewhere", pid=1, purpose="deploy", time="T", epoch=100,
+                               token="abc")
     assert hostlock.describe(fresh, now=200) == "held by ann@ctl pid 1 for deploy since T"
     old = hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 3600)
     assert "STALE" in old and "h old" in old and "--token abc" in old
-    me = hostlock._me("")
-    gone = dict(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7, machine_id=me["machine_id"],
-                boot_id=me["boot_id"])
+    me = hostlock.LockOwner.mine("")
+    gone = dataclasses.replace(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7, machine_id=me.machine_id,
+                               boot_id=me.boot_id)
     assert "no longer running" in hostlock.describe(gone, now=200)
-    assert "no longer running" not in hostlock.describe(dict(gone, machine_id=None), now=200)  # maybe a clone
+    assert "no longer running" not in hostlock.describe(dataclasses.replace(gone, machine_id=None), now=200)
     assert "unknown owner" in hostlock.describe(None)
 
 

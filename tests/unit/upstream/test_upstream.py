@@ -107,7 +107,7 @@ def test_require_names_the_missing_release(tmp_path):
     ("/c/sglang/0.5.23/../../../../etc", ""),  # never out of the cache
 ])
 def test_a_release_s_tree_is_read_where_the_cache_is_now(tmp_path, root, where):
-    rel = upstream.Release("sglang", "0.5.23", root, "w.whl", "0" * 64, 1, 1, 1)
+    rel = upstream.UpstreamRelease("sglang", "0.5.23", root, "w.whl", "0" * 64, 1, 1, 1)
     assert upstream.tree(rel, tmp_path) == tmp_path / "sglang" / "0.5.23" / where
 
 
