@@ -10,7 +10,7 @@ evaluates markers for the interpreter it runs in, not for `--python-version`: th
 marker environment, made the host's (pins.environment) before pip's own main runs. pip's settings of this
 machine (PIP_*, pip.conf) never steer it.
 
-A requirement no wheel there meets: MissingWheel naming it (wheelhouse.fill downloads it); pins that cannot go
+A requirement no wheel there meets: MissingWheel naming it (`fill` downloads it); pins that cannot go
 together: WheelhouseError with pip's own lines of why, joined in one. `fill(pins, target)` downloads into the
 wheelhouse, one requirement at a time, what the resolve lacks.
 """
