@@ -36,7 +36,8 @@ def prepare(hosts: Sequence[Host], pins: dict[str, str], opts: ConnectOptions, s
     targets = sorted({o.value for o in outcomes if o.ok and o.value is not None}, key=str)
     fetched: list[str] = []
     for target in targets:
-        fetched += resolver.fill(pins, target, say=say)
+        if lock is None or lockfile.find(lockfile.load(lock), pins, target) is None:
+            fetched += resolver.fill(pins, target, say=say)  # locked: the lock says which files, no resolve
         if lock is not None:
             lockfile.ensure(lock, pins, target)
     return fetched
