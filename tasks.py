@@ -138,18 +138,21 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",
-                                        "since": "how far back to start, e.g. 10m, 2h (default: the whole journal)",
+                                        "since": "where to start, as journalctl takes it, on the host's clock: a "
+                                                 "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
+                                                 "20:00'), today, yesterday (default: the whole journal)",
+                                        "lines": "only the last N lines (with --since: of that span)",
                                         "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
-def logs(c, inventory=None, host=None, group=None, follow=False, since=None, only=None, json=False,
+def logs(c, inventory=None, host=None, group=None, follow=False, since=None, lines=None, only=None, json=False,
          accept_new_host_keys=False, ask_become_pass=False):
     """The sglang unit's journal from one or many hosts, each line classified live (fatal/warning/ready)."""
     from fleet.cli import logs as logs_
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=logs_.run(hosts, opts, follow, since, only, json, cli.console))
+    raise Exit(code=logs_.run(hosts, opts, follow, since, only, json, cli.console, lines))
 
 
 @task(iterable=["host", "group"], help={**CHANGE_HELP, "playbook": "playbook whose bench settings, port and "

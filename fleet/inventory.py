@@ -36,6 +36,46 @@ from fleet.secretref import SecretRef
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+class HostVars(BaseModel):
+    """A host's `vars:`: the site's own keys (rack, proxmox, ...), free-form, and `env`, which fleet reads: the
+    server's environment on this host, over the playbook's `serve.env` and the rung's `env` (docs/playbooks.md,
+    "Environment: who wins"). A number or a boolean is written as Python spells it (`1`, `True`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    env: dict[str, str] | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> dict[str, str] | None:
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ValueError("a mapping of NAME: value")
+        out = {}
+        for name, value in v.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"environment variable name {name!r} is not valid")
+            if not isinstance(value, str | int | float | bool):
+                raise ValueError(f"env {name}: a value is text, a number or true/false")
+            text = str(value)
+            try:
+                fields.text(text)
+            except ValueError as exc:
+                raise ValueError(f"env {name}: {exc}") from None
+            out[name] = text
+        return out
+
+
+def _vars(v: HostVars | None) -> dict[str, Any]:
+    if v is None:
+        return {}
+    return {k: val for k, val in v.model_dump().items() if k != "env" or val is not None}
+
+
 class HostSettings(BaseModel):
     """Settings that defaults, groups and hosts may all carry."""
 
@@ -51,7 +91,7 @@ class HostSettings(BaseModel):
     proxy_jump: fields.Text | None = None
     venv: fields.AbsPath | None = None
     unit: fields.UnitName | None = None
-    vars: dict[str, Any] | None = None
+    vars: HostVars | None = None
 
     @field_validator("user")
     @classmethod
@@ -288,7 +328,7 @@ def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: Invent
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,
              groups: list[str]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
-    variables: dict[str, Any] = dict(model.defaults.vars or {})
+    variables: dict[str, Any] = _vars(model.defaults.vars)
     from_group: dict[str, str] = {}
     for g in groups:
         group = model.groups[g]
@@ -301,13 +341,13 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
                                 f"groups {from_group[key]} and {g} set {key} differently "
                                 f"({merged[key]!r} vs {value!r}); set it on the host to decide")
             merged[key], from_group[key] = value, g
-        for key, value in (group.vars or {}).items():
-            if key in from_group and variables.get(key) != value and key not in (entry.vars or {}):
+        for key, value in _vars(group.vars).items():
+            if key in from_group and variables.get(key) != value and key not in _vars(entry.vars):
                 raise doc.error(("hosts", name, "groups"),
                                 f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host")
             variables[key], from_group[key] = value, g
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
-    variables.update(entry.vars or {})
+    variables.update(_vars(entry.vars))
     result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
     if isinstance(result["become_password"], dict):  # model_dump turned the reference into a dict
         result["become_password"] = SecretRef(**result["become_password"])

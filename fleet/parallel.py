@@ -10,7 +10,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -91,8 +91,19 @@ class Pool:
             self._work.put(None)
 
 
-def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS) -> list[HostOutcome[T]]:
-    """Outcomes in the order of `hosts`."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during run_all: each host's outcome as it stood when the wait ended, in the order of the hosts (None:
+    not started, or still under way when a second Ctrl-C stopped the wait)."""
+
+    def __init__(self, outcomes: list[Any]) -> None:
+        super().__init__()
+        self.outcomes = outcomes
+
+
+def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS,
+            notice: Callable[[str], None] | None = None) -> list[HostOutcome[T]]:
+    """Outcomes in the order of `hosts`. Ctrl-C: no host starts any more, those under way end on their own (a
+    second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once."""
     if not hosts:
         return []
     pool = Pool(min(max_workers, len(hosts)))
@@ -101,18 +112,29 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
         for h in hosts:  # each future recorded before it is queued, so a Ctrl-C here still settles all that may run
             futures.append(Future())
             pool.submit(outcome_of, h, fn, future=futures[-1])
+        while not all(f.done() for f in futures):  # short waits: a Ctrl-C is taken at once, however it came
+            wait(futures, timeout=WAKE_S)
         return [f.result() for f in futures]
     except KeyboardInterrupt:
-        settle(futures)
-        raise
+        busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
+        if notice:
+            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way (a "
+                   "deploy that fails falls back to the release before); Ctrl-C again to stop waiting" if busy
+                   else "nothing was under way"))
+        if not settle(futures) and notice:
+            left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
+            notice(f"Ctrl-C again: stopped waiting for {', '.join(left)}; the next deploy or rollback there takes "
+                   "over its lock and recovers what it left")
+        done = [f.result() if f.done() and not f.cancelled() else None for f in futures]
+        raise Interrupted(done + [None] * (len(hosts) - len(done))) from None
     finally:
         pool.shutdown()
 
 
-def settle(futures: Sequence[Future[Any]]) -> None:
+def settle(futures: Sequence[Future[Any]]) -> bool:
     """After Ctrl-C: work not started is cancelled, work under way runs to its own end (a deploy's fall-back
     included: the threads are daemons, so leaving now would freeze a host mid-step). A second Ctrl-C stops
-    waiting."""
+    waiting (False)."""
     for f in futures:
         f.cancel()  # only those not started yet
     try:
@@ -120,7 +142,8 @@ def settle(futures: Sequence[Future[Any]]) -> None:
             if not f.cancelled():
                 f.exception()  # waits; the outcome itself was caught by outcome_of
     except KeyboardInterrupt:
-        pass
+        return False
+    return True
 
 
 def outcome_of(host: Host, fn: Callable[[Host], T]) -> HostOutcome[T]:

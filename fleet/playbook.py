@@ -377,27 +377,33 @@ def load(path: Path, known_classes: set[str] | None = None, known_patches: set[s
     if not isinstance(doc.data, dict):
         raise doc.error((), "a playbook must be a mapping")
     book = doc.parse(Playbook)
-    if book.router is not None and (problem := book.router.problem(book.serve)):
-        raise doc.error(*problem)
+    if found := problems(doc, book, known_classes, known_patches):
+        raise found[0]
+    return book
+
+
+def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | None = None,
+             known_patches: set[str] | None = None) -> list[InputError]:
+    """All the schema cannot see (`inv check` says every one; load refuses on the first): router and serve, the
+    nodes, each rung's env by the playbook's secret list, failure classes and patch sets this site knows."""
+    found = [doc.error(*problem)] if book.router and (problem := book.router.problem(book.serve)) else []
     if book.router is not None and book.nodes is not None:
-        raise doc.error(("router",), "replicas behind a router are single-host servers; a playbook with nodes: "
-                                     "cannot have router: too")
-    if book.nodes:
-        _check_nodes(doc, book)
+        found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
+                                            "nodes: cannot have router: too"))
+    try:
+        _check_nodes(doc, book) if book.nodes else None
+    except InputError as exc:
+        found.append(exc)
     for i, rung in enumerate(book.ladder):
         try:  # the rung checked its env by the names' words; here by the playbook's own list too
             _check_env(rung.env, book.serve.secret_env)
         except ValueError as exc:
-            raise doc.error(("ladder", i, "env"), str(exc)) from None
-        if known_classes is not None:
-            for cls in rung.after or []:
-                if cls not in known_classes and cls not in DEPLOY_OUTCOMES:
-                    raise doc.error(("ladder", i, "after"), f"unknown failure class {cls!r}")
-        if known_patches is not None:
-            for p in rung.patches:
-                if p not in known_patches:
-                    raise doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
-    return book
+            found.append(doc.error(("ladder", i, "env"), str(exc)))
+        found += [doc.error(("ladder", i, "after"), f"unknown failure class {cls!r}") for cls in rung.after or []
+                  if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES]
+        found += [doc.error(("ladder", i, "patches"), f"unknown patch set {p!r}")
+                  for p in rung.patches if known_patches is not None and p not in known_patches]
+    return found
 
 
 def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:
@@ -490,11 +496,5 @@ def shipped(name: str, directories: list[Path] | None = None) -> Path:
 
 
 def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
-    """Per-host environment overrides from the inventory (vars.env), validated like a playbook's."""
-    env = host_vars.get("env") or {}
-    if not isinstance(env, dict):
-        raise InputError("inventory vars.env must be a mapping of NAME: value")
-    try:
-        return _check_env({str(k): str(v) for k, v in env.items()}, literal_secrets=True)  # the site's own file
-    except ValueError as exc:
-        raise InputError(f"inventory vars.env: {exc}") from None
+    """Per-host environment from the inventory's vars.env, checked where it loads (fleet.inventory.HostVars)."""
+    return {str(k): str(v) for k, v in (host_vars.get("env") or {}).items()}

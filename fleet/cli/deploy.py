@@ -13,6 +13,7 @@ from fleet import parallel
 from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
+from fleet.cli.liveline import LiveLine
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -25,7 +26,7 @@ from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
-from fleet.progress import Progress
+from fleet.progress import Live, Progress
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
@@ -36,21 +37,34 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def host_say(as_json: bool) -> routing.HostSay:
+def host_say(as_json: bool, live: bool = False) -> routing.HostSay:
     """Progress lines, each prefixed with its host's name: on the terminal, dimmed; with --json (stdout
-    carries only the JSON document), plain lines on stderr, without loading rich."""
+    carries only the JSON document), plain lines on stderr, without loading rich. A Live line (where a long step
+    stands now) is drawn in place on a terminal where `live` (no board shows it), else dropped: each phase has its
+    own ordinary line."""
     if as_json:
         def plain(name: str, m: str) -> None:
+            if isinstance(m, Live):
+                return
             sys.stderr.write(f"{name} {visible(m)}\n")
             sys.stderr.flush()
         return plain
 
-    return lambda name, m: console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+    screen = real_console(console)
+    line = LiveLine(screen.file, live and screen.is_terminal, screen.width)
+
+    def drawn(name: str, m: str) -> None:
+        if isinstance(m, Live):
+            line.show(f"{name} {visible(m, lines=False)}")
+            return
+        line.clear()
+        console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+    return drawn
 
 
-def progress_to(as_json: bool) -> Callable[[Host], Progress]:
+def progress_to(as_json: bool, live: bool = False) -> Callable[[Host], Progress]:
     """Each host's progress lines (host_say), for the library's Progress of one host."""
-    say = host_say(as_json)
+    say = host_say(as_json, live)
 
     def for_host(host: Host) -> Progress:
         return lambda m: say(host.name, m)
@@ -87,10 +101,22 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide)
-    results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json), dry_run=dry_run, force=force)
+    try:
+        results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
+                               dry_run=dry_run, force=force, notice=_say_now)
+    except rolling.DeployInterrupted as stop:  # where each host is, then exit 130
+        finish(stop.results, as_json, ok=set(), wide=wide)
+        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+        return EXIT_INTERRUPTED
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
+
+
+def _say_now(line: str) -> None:
+    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
@@ -200,7 +226,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json), board, hooks)
+                                progress_to(as_json), board, hooks, notice=_say_now)
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "

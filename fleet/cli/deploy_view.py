@@ -28,7 +28,8 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
                  + (f", release {escape(result.release)}" if result.release else "")
                  + (f", rung {escape(str(result.config.get('rung')))}" if result.config.get("rung") else ""),
                  highlight=False, soft_wrap=wide)
-    if changed := result.upgrade():  # an upgrade reads like one: what the venv held before and now
+    changed = result.upgrade() if result.status == DeployStatus.OK else []  # only a release of this run moves it
+    if changed:  # an upgrade reads like one: what the venv held before and now
         screen.print("  versions: " + escape(", ".join(f"{k} {old or '-'} -> {new}" for k, old, new in changed)),
                      highlight=False, soft_wrap=wide)
         before, after = result.bench_before, result.bench_after()
@@ -36,6 +37,8 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
             screen.print(f"  bench gate: {_moved(*_points(before, after, 'tok_s'))} tok/s, TTFT "
                          f"{_moved(*_points(before, after, 'ttft_ms'), 'ms')} ms", highlight=False,
                          soft_wrap=wide)
+    elif found := versions_found(result):
+        screen.print(f"  {escape(found)}", highlight=False, soft_wrap=wide)
     for note in result.notes:
         screen.print(f"  [yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=wide)
     if result.diff is not None:
@@ -250,13 +253,29 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
         screen.print(f"[red]{escape(result.error)}[/]", soft_wrap=wide)
 
 
+def versions_found(result: DeployResult) -> str | None:
+    """A deploy that did not serve a new release moved nothing: what the host serves and what the run probed,
+    as found, never as a transition ('versions as found: serving sglang 0.5.23; in /root/.fleet/venvs/x sglang
+    0.5.9; nothing changed'). None where there is nothing to say (served, or nothing probed)."""
+    if result.status not in (DeployStatus.FAILED, DeployStatus.ROLLED_BACK) or not result.versions:
+        return None
+    parts = [f"serving {versions_label(result.versions_before)}"] if result.versions_before else []
+    if result.versions != result.versions_before:
+        where = f"in {result.venv.path}" if result.venv and result.venv.path else "probed"
+        parts.append(f"{where} {versions_label(result.versions)}")
+    refused = result.status == DeployStatus.FAILED and all(a.outcome == Outcome.PREFLIGHT for a in result.attempts)
+    return "versions as found: " + "; ".join(parts) + ("; nothing changed" if refused else "")
+
+
 def _versions_moved(r: DeployResult) -> str:
-    """'0.5.9/0.6.3 -> 0.5.23/0.7.2' (sglang/flashinfer before and now), one label when nothing moved."""
-    if not r.versions:
-        return "-"
-    now = versions_label(r.versions, short=True)
-    before = versions_label(r.versions_before, short=True) if r.versions_before else None
-    return now if before in (None, now) else f"{before} -> {now}"
+    """'0.5.9/0.6.3 -> 0.5.23/0.7.2' (sglang/flashinfer before and now) where this run's release serves; else
+    what serves, as found."""
+    if r.status == DeployStatus.OK and r.versions:
+        now = versions_label(r.versions, short=True)
+        before = versions_label(r.versions_before, short=True) if r.versions_before else None
+        return now if before in (None, now) else f"{before} -> {now}"
+    found = r.versions_before or r.versions
+    return versions_label(found, short=True) if found else "-"
 
 
 def _moved(before: float | None, after: float | None, fmt: str = "tok") -> str:

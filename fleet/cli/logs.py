@@ -1,5 +1,6 @@
-"""`inv logs`: journals of one or many hosts at once, prefixed by host, classified lines coloured with their
-remedy; Ctrl-C ends it (exit 130)."""
+"""`inv logs`: journals of one or many hosts at once, each line with its host and its time on the host's clock,
+the copies every tensor-parallel rank prints of one line folded into one with a count (fleet.logs.ranks),
+classified lines coloured with their remedy; Ctrl-C ends it (exit 130)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
 from fleet.inventory import Host
-from fleet.logs.follow import LogLine, check_since, stream
+from fleet.logs.follow import LogLine, check_lines, check_since, stream
+from fleet.logs.ranks import Folded, RankFolder
 from fleet.logs.rules import Severity
 from fleet.ssh.connect import ConnectOptions
 
@@ -22,59 +24,70 @@ _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
 
 
+def clock(time: str | None) -> str:
+    """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'."""
+    return f"{time[5:10]} {time[11:19]}" if time and len(time) >= 19 else "-" * 14
+
+
 def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
-        as_json: bool, console: Console) -> int:
+        as_json: bool, console: Console, lines: int | str | None = None) -> int:
     if only not in (None, "fatal", "warning"):
         raise InputError(f"--only {only}: use fatal or warning")
-    check_since(since)  # bad --since fails before any host is contacted
-    if not as_json:  # --json lines need no rich
-        from fleet.cli.hosttext import escape
+    check_since(since)  # bad --since or --lines fails before any host is contacted
+    lines = check_lines(lines)
+    from fleet.cli.hosttext import escape
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
 
-    def shown(line: LogLine) -> None:
+    def shown(folded: Folded) -> None:
+        line = folded.line
         rank = _RANK[line.event.severity] if line.event else -1
         if rank < floor or (floor >= 0 and line.event is None):
             return
-        with lock:
-            if as_json:
-                try:
-                    sys.stdout.write(json.dumps({
-                        "host": line.host, "time": line.time, "text": line.text,
-                        "class": str(line.event.log_class) if line.event else None,
-                        "severity": str(line.event.severity) if line.event else None,
-                        "remedy": line.event.remedy if line.event else None,
-                        "explanation": line.event.explanation if line.event else None,
-                        "rule": line.event.rule if line.event else None,
-                        "source": line.event.source if line.event else None}) + "\n")
-                    sys.stdout.flush()
-                except BrokenPipeError:  # the reader went away (| head): stop quietly
-                    stop.set()
-            elif line.event:
-                style = _STYLE[line.event.severity]
-                console.print(f"[dim]{line.host:<{width}}[/] [{style}]>> {line.event.log_class} "
-                              f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
-                              f"[dim]{'':<{width}}[/] [{style}]   {escape(line.text)}[/]"
-                              + (f"\n[dim]{'':<{width}}[/]    from: {escape(line.event.source)}"
-                                 if line.event.source else "")
-                              + (f"\n[dim]{'':<{width}}[/]    next: {escape(line.event.remedy)}"
-                                 if line.event.remedy else ""), soft_wrap=True, highlight=False)
-            else:
-                console.print(f"[dim]{line.host:<{width}}[/] {escape(line.text)}", soft_wrap=True, highlight=False)
+        if as_json:
+            try:
+                sys.stdout.write(json.dumps({
+                    "host": line.host, "time": line.time, "text": line.text,
+                    "class": str(line.event.log_class) if line.event else None,
+                    "severity": str(line.event.severity) if line.event else None,
+                    "remedy": line.event.remedy if line.event else None,
+                    "explanation": line.event.explanation if line.event else None,
+                    "rule": line.event.rule if line.event else None,
+                    "source": line.event.source if line.event else None,
+                    "count": folded.count, "ranks": folded.ranks}) + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader went away (| head): stop quietly
+                stop.set()
+            return
+        lead = f"[dim]{line.host:<{width}} {clock(line.time)}[/]"
+        pad = f"[dim]{'':<{width + 15}}[/]"
+        times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
+        if line.event:
+            style = _STYLE[line.event.severity]
+            console.print(f"{lead} [{style}]>> {line.event.log_class} "
+                          f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
+                          f"{pad} [{style}]   {escape(line.text)}[/]{times}"
+                          + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source else "")
+                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy else ""),
+                          soft_wrap=True, highlight=False)
+        else:
+            console.print(f"{lead} {escape(line.text)}{times}", soft_wrap=True, highlight=False)
+
+    folders = {h.name: RankFolder(shown) for h in hosts}
 
     errors: dict[str, str] = {}
     fatal: dict[str, int] = {}  # host -> fatal lines shown: the journal is not clean (exit 1)
 
     def counted(line: LogLine) -> None:
-        if line.event and line.event.severity == Severity.FATAL:  # shown whatever --only says
-            with lock:
+        with lock:
+            if line.event and line.event.severity == Severity.FATAL:  # counted whatever --only shows
                 fatal[line.host] = fatal.get(line.host, 0) + 1
-        shown(line)
+            folders[line.host].add(line)
 
     def one(host: Host) -> None:
         try:
-            stream(host, opts, follow, since, counted, stop)
+            stream(host, opts, follow, since, counted, stop, lines)
         except Exception as exc:  # one host's failure must not end the others' streams
             errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
 
@@ -86,6 +99,12 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         while any(t.is_alive() for t in threads):
             for t in threads:
                 t.join(timeout=0.2)
+            with lock:  # a rank's line waits a moment for its copies, no longer
+                for folder in folders.values():
+                    folder.expire()
+        with lock:
+            for folder in folders.values():
+                folder.flush()
     except KeyboardInterrupt:
         stop.set()
         for t in threads:
@@ -101,3 +120,13 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))
     return 1 if errors or fatal else 0
+
+
+def _ranks(ranks: list[str]) -> str:
+    """'TP0-TP7' for a run of one kind of rank, else the names."""
+    nums = [int(r[2:]) for r in ranks if len(r) > 2 and r[:2].isalpha() and r[2:].isdigit()]
+    kinds = {r[:2] for r in ranks}
+    if len(nums) == len(ranks) > 2 and len(kinds) == 1 and sorted(nums) == list(range(min(nums), max(nums) + 1)):
+        kind = next(iter(kinds))
+        return f"{kind}{min(nums)}-{kind}{max(nums)}"
+    return " ".join(ranks)

@@ -1,10 +1,11 @@
 """What `inv status` draws: the board, one line per host at any width, and one host in full (`--detail`).
 
-Columns come in order of priority and are added while they fit the terminal: host, unit, health, release,
-rung, gen tok/s, drift, last failure, then requests, bench tok/s, power, GPUs and the router. Long values are
-shortened the way people read them (a release id to its date, time and suffix, drift to "3 files", a rung or
-failure class to its first characters and "…"), and whole sentences (why a host is unreachable) go below the
-table, folded, never into a cell. `--wide` shows every column in full; `--detail H` every fact of one host.
+Columns come in order of priority and are added while they fit the terminal: host, unit, health, release, rung,
+drift, playbook (the model it serves), gen tok/s, last failure, then requests, bench tok/s, power, GPUs and
+the router. Long values are shortened the way people read them (a release id to its date, time and suffix,
+drift to "3 files", a rung or failure class to its first characters and "…"), and whole sentences (why a host
+is unreachable) go below the table, folded, never into a cell. `--wide` shows every column in full;
+`--detail H` every fact of one host.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ def columns(rows: list[HostStatus], wide: bool) -> list[Col]:
         col("health", _health),
         col("release", lambda r: (((r.release or "-") if wide else short_id(r.release)) if r.ok else "-", "")),
         col("rung", lambda r: (r.rung or "-", ""), cap=16),
-        col("gen tok/s", lambda r: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
         col("drift", lambda r: _drift(r, wide), cap=12),
+        col("playbook", lambda r: (r.playbook or "-" if r.ok else "-", ""), cap=12),
+        col("gen tok/s", lambda r: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
         col("GPU health", _gpu),
         col("failure", lambda r: (r.interrupted or r.last_failure or "-", "yellow" if r.interrupted else ""), cap=18),
         col("run/queue", lambda r: (f"{_metric(r, 'sglang:num_running_reqs') or 0:.0f}/"

@@ -24,7 +24,7 @@ from fleet.logs import journal
 from fleet.logs.rules import LogClass
 from fleet.outcomes import Outcome
 from fleet.playbook import Rung
-from fleet.progress import Progress
+from fleet.progress import Progress, prefixed
 
 BeforeStop = Callable[[Connection], None]  # what must happen before the server first stops (out of the router)
 
@@ -52,7 +52,7 @@ class AttemptRunner:
         planned = serve.plan(rung, release.id, sglang)
 
         def say(message: str) -> None:
-            self.progress(f"[{rung.name}] {message}")
+            self.progress(prefixed(f"[{rung.name}] ", message))
 
         why = restore.unit_problem(conn, host, planned, serve.unit_path)
         if why:  # e.g. a venv without bin/python: nothing stopped, nothing written; the ladder goes on

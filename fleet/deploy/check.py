@@ -33,8 +33,9 @@ from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
+from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
-from fleet.playbook import load as load_playbook
+from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
@@ -83,13 +84,14 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
         out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
-        _check_raw(c, doc.data)
+        _check_raw(c, doc.data, known_classes, known_patches)
+        _check_raw_pins(c, doc.data)
         out.problems.sort(key=lambda p: p.line)
         return out
-    try:
-        out.book = load_playbook(path, known_classes, known_patches)
-    except InputError as exc:
-        out.problems.append(Problem(str(exc), line=_line(str(exc))))
+    found = playbook_problems(doc, book, known_classes, known_patches)
+    out.problems += [Problem(str(e), line=_line(str(e))) for e in found]
+    if not found:
+        out.book = book
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
         c.releases = out.releases = [pinned]
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
@@ -119,6 +121,21 @@ def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
         return str(exc)
 
 
+def _check_raw_pins(c: _Checker, data: Any) -> None:
+    """A playbook the schema refused: its pins checked all the same when `packages:` holds up on its own."""
+    raw = data.get("packages") if isinstance(data, dict) else None
+    if not isinstance(raw, dict) or not raw:
+        return
+    try:
+        packages = Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
+                                            "packages": raw}).packages
+    except ValidationError:
+        return  # its problems are among the schema's
+    written = {pins.canonical(k): k for k in raw}
+    for dist, problem in pin_problems(packages):
+        c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+
+
 def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:
     """The playbook's pins against each other, read offline from the corpus (fleet.upstream.corpus.check_pins)."""
     return corpus.check_pins(packages) if packages else []
@@ -129,9 +146,10 @@ def _line(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _check_raw(c: _Checker, data: Any) -> None:
+def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
+               known_patches: set[str] | None = None) -> None:
     """A playbook the schema refused: its rungs that hold up on their own, checked all the same (with the base
-    flags that are flags at all), so that one pass says every problem."""
+    flags that are flags at all; their failure classes and patch sets), so that one pass says every problem."""
     if not isinstance(data, dict):
         return
     raw = data.get("flags")
@@ -144,6 +162,12 @@ def _check_raw(c: _Checker, data: Any) -> None:
         except ValidationError:
             continue  # its problems are among the schema's
         c.rung(base, i, rung)
+        for cls in rung.after or []:
+            if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES:
+                c.error(("ladder", i, "after"), f"unknown failure class {cls!r}", kind=cls)
+        for name in rung.patches:
+            if known_patches is not None and name not in known_patches:
+                c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
 
 
 @dataclass

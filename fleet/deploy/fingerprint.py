@@ -260,6 +260,18 @@ def _lookup(book: Playbook, facts: HostFacts) -> dict[str, Any] | None:
     return entries.get(f"{fp.key}/{book.name}")
 
 
+def winner(book: Playbook, facts: HostFacts, rungs: list[Rung]) -> str | None:
+    """The rung among `rungs` this hardware's evidence says serves best, while its flags are the ones it ran
+    with (None: no evidence); what arrange puts first after the retries, and what a deploy means to serve."""
+    entry = _lookup(book, facts)
+    if not entry:
+        return None
+    known = _rungs(entry)
+    best = evidence.summary(known, [r.name for r in book.ladder]).rung
+    return next((r.name for r in rungs if r.name == best and (seen := known.get(r.name)) is not None
+                 and seen.flags == _flags(book, r, facts)), None)
+
+
 def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
             say: Callable[[str], None]) -> tuple[list[Rung], list[tuple[str, str]]]:
     """The rungs with the fingerprint's winner first and confirmed crashes left out ((rung, why) for each). A

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from contextlib import suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from fleet.logs.redact import env_text as redact_env
 from fleet.logs.rules import LogClass
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.patches import engine as patches
+from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
 from fleet.playbook import (
     Playbook,
@@ -57,6 +58,24 @@ def facts_summary(facts: HostFacts) -> dict[str, Any]:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0][:300] if lines else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a deploy would do on one host: the rungs in the order it tries them, those refused before anything
+    changes (preflight, known to fail here), and the current release when it already serves all of it."""
+
+    rungs: list[Rung]
+    refused: list[Attempt]
+    serves: Release | None = None
+
+
+def patches_in_place(conn: Connection, host: Host, wanted: list[str]) -> bool:
+    """The rung's patch sets are applied (or not needed here) and no other known set is (as set_patches leaves
+    them)."""
+    res = patches.check_host(conn, host, patchsets.load_sets(patchsets.available()))
+    return all((sp.state != patchplan.APPLICABLE) if sp.name in wanted else (sp.state != patchplan.APPLIED)
+               for sp in res.sets)
 
 
 class Deployer:
@@ -85,12 +104,37 @@ class Deployer:
         s = self.serve
         return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, self.progress)
 
+    def plan(self, conn: Connection, facts: HostFacts, previous: Release | None) -> Plan:
+        """What this deploy does on the host, the one plan its dry run shows: the rungs that fit, pass
+        preflight and are not known to fail here, in the order they are tried; and `previous` where it
+        already serves exactly what would be installed (None: compare nothing, as --force)."""
+        rungs, refused = self.preflight(conn, facts, self.eligible(facts))
+        rungs, remembered = fingerprint.arrange(self.book, facts, rungs, self.progress)
+        refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
+        serves = previous if previous is not None and self.serves(conn, facts, rungs, previous) else None
+        return Plan(rungs, refused, serves)
+
+    def serves(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> bool:
+        """`previous` serves what the deploy would install: its rung is the one the deploy means to serve (the
+        fingerprint's winner, else the one serving, still fit and not known to fail), and the unit, env,
+        patch sets, venv and key it would install for that rung are what is there, healthy."""
+        s = self.serve
+        target = fingerprint.winner(self.book, facts, rungs) or previous.rung
+        rung = next((r for r in rungs if r.name == target), None)
+        if rung is None or rung.name != previous.rung:
+            return False
+        planned = s.plan(rung, previous.id, sglang_version(facts))
+        return (read_file(conn, s.host, s.unit_path) == planned.unit_text.encode()
+                and read_file(conn, s.host, s.env_path) == planned.env_text.encode()
+                and patches_in_place(conn, s.host, rung.patches)
+                and s.key_unchanged(conn) and s.healthy(conn))
+
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
         if dry_run:  # reads only: no lock, no release
             session = HostSession.open(self.host, self.opts)
             try:
-                return self._dry_run(session.conn)
+                return self._dry_run(session.conn, force)
             except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
                 session.lost("mid-deploy", exc)
                 raise
@@ -121,10 +165,17 @@ class Deployer:
                             "other nodes without it; deploy or roll back that deployment with every node's --host, "
                             "or give --force to replace it here; nothing was changed")
             return result
-        if (not force and previous and previous.playbook_sha256 == self.serve.book_sha
-                and self.serve.key_unchanged(conn) and self.same_venv(conn, previous) and self.serve.healthy(conn)):
-            result.status, result.release, result.config = DeployStatus.UNCHANGED, previous.id, previous.config
-            self.progress(f"release {previous.id} already serves this playbook and is healthy: nothing to do")
+        plan = None
+        if previous is not None and not force:
+            plan_facts = facts
+            if self.book.packages:
+                with suppress(venvs.VenvError):  # else the build below says why, before anything is stopped
+                    plan_facts, _ = self.pins_view(conn, facts)
+            plan = self.plan(conn, plan_facts, previous)
+        if plan is not None and plan.serves is not None:
+            result.status, result.release, result.config = DeployStatus.UNCHANGED, plan.serves.id, plan.serves.config
+            self.progress(f"release {plan.serves.id} already serves what this deploy would install (rung "
+                          f"{plan.serves.rung}) and is healthy: nothing to do")
             return result
         if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can serve on a faulty GPU
             result.attempts.append(Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0))
@@ -136,15 +187,15 @@ class Deployer:
             if pinned is None:
                 return result
             facts = pinned
-        rungs = self.eligible(facts)
+            plan = self.plan(conn, facts, None)  # in the venv the pins built
+        elif plan is None:
+            plan = self.plan(conn, facts, None)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(), facts=facts_summary(facts))
         if self.book.packages:
             release.facts["venv"] = self.serve.venv
-        rungs, refused = self.preflight(conn, facts, rungs)
-        result.attempts += refused
-        rungs, remembered = fingerprint.arrange(self.book, facts, rungs, self.progress)
-        result.attempts += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
+        rungs = plan.rungs
+        result.attempts += plan.refused
         if not rungs:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
@@ -177,17 +228,6 @@ class Deployer:
         s = self.serve
         steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
         return fallback.fall_back(steps, previous, why, self.progress)
-
-    def same_venv(self, conn: Connection, previous: Release) -> bool:
-        """`packages:`: the release serves in the venv of the pins' locked wheels (a wheel relocked on purpose
-        under the same pins is another venv, built by this deploy); True without pins."""
-        if not self.book.packages:
-            return True
-        try:
-            path, _ = venvs.planned(conn, self.host, self.book.packages, self.serve.lock)
-        except venvs.VenvError:
-            return False  # the deploy says why
-        return venvs.recorded(previous.facts) == path
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a
@@ -235,30 +275,49 @@ class Deployer:
         return False
 
     # ------------------------------------------------------------------ dry run
-    def _dry_run(self, conn: Connection) -> DeployResult:
+    def pins_view(self, conn: Connection, facts: HostFacts) -> tuple[HostFacts, str]:
+        """`packages:` without building anything: the run serves from the pins' venv, probed there when the
+        host has it (else the host as it is, the unit naming the venv to build); and a line saying which.
+        VenvError when the pins name no venv."""
+        venv, there = venvs.planned(conn, self.serve.origin, self.book.packages, self.serve.lock)
+        if there:
+            self.serve = self.serve.in_venv(venv)
+            return probe_run.probe_on(conn, self.host), f"venv {venv}: there, used as it is\n"
+        self.serve = replace(self.serve, venv=venv)
+        return facts, f"venv {venv}: would be built\n"
+
+    def _dry_run(self, conn: Connection, force: bool) -> DeployResult:
+        """The deploy's plan (Deployer.plan), shown: nothing to do, or the first rung it tries and how the unit,
+        env and patch sets would change for it."""
         facts = probe_run.probe_on(conn, self.host)
         venv_note = ""
         if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
             try:
-                venv, there = venvs.planned(conn, self.host, self.book.packages, self.serve.lock)
+                facts, venv_note = self.pins_view(conn, facts)
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
-            self.serve = replace(self.serve, venv=venv)  # the unit names it; the host is probed as it is now
-            venv_note = f"venv {venv}: " + ("there, used as it is\n" if there else "would be built\n")
-        rungs = self.eligible(facts)
-        if not rungs:
-            return DeployResult(self.host.name, DeployStatus.FAILED, error="no rung of the ladder fits this host")
-        planned = self.serve.plan(rungs[0], "dry-run", sglang_version(facts))
+        previous = None if force else ReleaseStore(conn, self.serve.origin).current()
+        plan = self.plan(conn, facts, previous)
+        if plan.serves is not None:
+            return DeployResult(self.host.name, DeployStatus.DRY_RUN, release=plan.serves.id,
+                                config=plan.serves.config, attempts=plan.refused, unchanged=True,
+                                diff=venv_note + f"release {plan.serves.id} already serves what the deploy would "
+                                     f"install (rung {plan.serves.rung}) and is healthy: nothing to do\n")
+        if not plan.rungs:
+            return DeployResult(self.host.name, DeployStatus.FAILED, attempts=plan.refused, error=(
+                f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"))
+        rung = plan.rungs[0]
+        planned = self.serve.plan(rung, "dry-run", sglang_version(facts))
         diffs: list[str] = []
         names = secret_names(self.book)
         for path, new in ((self.serve.unit_path, planned.unit_text), (self.serve.env_path, planned.env_text)):
             old = read_file(conn, self.host, path)
             old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)
             diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
-                                          fromfile=f"{path} (installed)", tofile=f"{path} ({rungs[0].name})")
-        for name in rungs[0].patches:
+                                          fromfile=f"{path} (installed)", tofile=f"{path} ({rung.name})")
+        for name in rung.patches:
             res = patches.check_host(conn, self.host, patchsets.load_sets([name]))
             for sp in res.sets:
                 diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
-        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config,
-                            diff=venv_note + "".join(diffs))
+        return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config, attempts=plan.refused,
+                            unchanged=False, diff=venv_note + "".join(diffs))

@@ -72,6 +72,7 @@ class DeployResult:
     sglang: str | None = None  # the version the host runs, as probed: remedies name its flags as it spells them
     venv: VenvRecord | None = None  # packages: the pinned venv
     bench_before: BenchPoint | None = None  # bench_point of the release current before (its recorded gate)
+    unchanged: bool | None = None  # a dry run: the deploy would find the host serving its plan (nothing to do)
 
 
     def ended_on(self, fell: FellBack) -> DeployResult:
@@ -87,6 +88,8 @@ class DeployResult:
                "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff
+        if self.unchanged is not None:
+            out["unchanged"] = self.unchanged
         if self.recovered:
             out["recovered"] = self.recovered
         if self.versions:

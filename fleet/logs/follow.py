@@ -23,7 +23,10 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandTimedOut
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
-_SINCE = re.compile(r"^\d+(s|m|min|h|d)$")
+_SPAN = re.compile(r"-?\d+(s|m|min|h|d)")
+_AT = re.compile(r"(\d{4}-\d\d-\d\d)?(?:(?:^| )\d\d:\d\d(:\d\d)?)?")  # date, time, or both
+_WORDS = ("today", "yesterday", "now")
+MAX_LINES = 1_000_000
 
 
 @dataclass
@@ -34,14 +37,34 @@ class LogLine:
     event: Event | None
 
 
-def check_since(since: str | None) -> None:
-    if since is not None and not _SINCE.fullmatch(since):
-        raise InputError(f"--since {since}: use a span such as 30s, 10m, 2h or 1d")
+def check_since(since: str | None) -> str | None:
+    """--since as journalctl takes it on the host (its clock and time zone): a span back from now (10m, 2h, 1d,
+    -30s), a time today (20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), or today, yesterday;
+    the value for journalctl's --since. Anything else is InputError before any host is contacted."""
+    if since is None:
+        return None
+    since = since.strip()
+    if _SPAN.fullmatch(since):
+        return since if since.startswith("-") else f"-{since}"
+    if since in _WORDS or (since and _AT.fullmatch(since)):
+        return since
+    raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d), a time on the host's clock (20:00, "
+                     "20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), today or yesterday")
 
 
-def journal_command(unit: str, follow: bool, since: str | None) -> str:
-    check_since(since)
-    return journal.command(unit, output="short-iso", since=since, follow=follow)
+def check_lines(lines: int | str | None) -> int | None:
+    """-n/--lines as a count (the command line gives text); InputError for anything but 1..MAX_LINES."""
+    if lines is None:
+        return None
+    text = str(lines).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LINES:
+        raise InputError(f"--lines {lines}: give a number of lines from 1 to {MAX_LINES:,}")
+    return int(text)
+
+
+def journal_command(unit: str, follow: bool, since: str | None, lines: int | str | None = None) -> str:
+    return journal.command(unit, output="short-iso", since=check_since(since), follow=follow,
+                           lines=check_lines(lines))
 
 
 def split_time(line: str) -> tuple[str | None, str]:
@@ -69,7 +92,7 @@ def spelled(event: Event, sglang: str | None) -> Event:
 
 
 def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, emit: Callable[[LogLine], None],
-           stop: threading.Event) -> None:
+           stop: threading.Event, lines: int | str | None = None) -> None:
     """The unit's journal, each line emitted as it comes and each event (a traceback closes on a later line,
     a wrapper finds its cause) emitted on its own with its evidence, until the journal ends or `stop`. Without
     `follow`, a journal that has not ended after READ_ALL_S is CommandTimedOut (a host that never ends it)."""
@@ -92,8 +115,8 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
                 return Outcome.HANG, "deadline"
             return (Outcome.STOPPED, "stopped") if stop.is_set() else None
 
-        verdict = journal.follow(journal.Follower(conn, host, journal_command(host.unit, follow, since)), watcher,
-                                 tick)
+        command = journal_command(host.unit, follow, since, lines)
+        verdict = journal.follow(journal.Follower(conn, host, command), watcher, tick)
         if verdict is not None and verdict[0] == Outcome.HANG:
             raise CommandTimedOut(f"{host.name}: the journal did not end within {READ_ALL_S:g}s (without -f, "
                                   "journalctl ends on its own): stopped reading it")

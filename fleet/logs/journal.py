@@ -27,11 +27,12 @@ from fleet.logs.rules import Severity
 from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Budgets
-from fleet.progress import Progress
+from fleet.progress import Live, Progress
 from fleet.ssh import become, deadline, keepalive
 from fleet.ssh.remote import CommandTimedOut, ConnectionLost, journal_step
 
 READ_S = 0.5  # the longest a tick waits for a line
+LIVE_S = 1.0  # how often a start in progress says where it stands (fleet.progress.Live)
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
 MAX_LINE = 64 << 10  # a longer line is cut here and the rest of it dropped: no host can grow the buffer further
 OPEN_S = 30.0  # opening the follower's channel and the answer to its exec request
@@ -39,13 +40,16 @@ CUT = " [line cut by fleet at 64 KiB]"
 
 
 def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
-            follow: bool = True) -> str:
-    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since`."""
+            follow: bool = True, lines: int | None = None) -> str:
+    """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since` (journalctl's
+    own value: '-10m', '20:00'), the last `lines` of it."""
     cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
     if cursor is not None:
         cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
     if since:
-        cmd += f" --since=-{shlex.quote(since)}"
+        cmd += f" --since={shlex.quote(since)}"
+    if lines is not None and cursor is None:
+        cmd += f" -n {int(lines)}"
     return cmd + (" -f" if follow else "")
 
 
@@ -154,13 +158,15 @@ class Startup:
         self.budgets, self.say, self.clock = budgets, say, clock
         self.phase, self.since, self.last_line = "start", clock(), ""
         self._warned: set[str] = set()
+        self._live_at = self.since
         self.watcher = LogWatcher(on_event=self._event, on_line=self._line, stop_on_ready=True, sites=sites)
 
     def _line(self, line: str) -> str:
         self.last_line = line
         new = phases.advance(self.phase, line)
         if new != self.phase:
-            self.say(f"phase {new} (after {self.clock() - self.since:.1f}s in {self.phase})")
+            self.say(f"phase {new} (after {self.clock() - self.since:.1f}s in {self.phase}; budget "
+                     f"{getattr(self.budgets, new):.0f}s)")
             faulthook.reached(f"phase:{new}")
             self.phase, self.since = new, self.clock()
         return line
@@ -169,6 +175,17 @@ class Startup:
         if event.severity is Severity.WARNING and event.log_class.value not in self._warned:
             self._warned.add(event.log_class.value)  # the first of each class; the rest are in the journal
             self.say(f"warning {event.log_class.value}: {event.text.splitlines()[0][:160]}")
+
+    def live(self, every: float = LIVE_S) -> None:
+        """Where the start stands, said as Live at most every `every` seconds: the phase, its time so far against
+        its budget (HANG beyond it), the last line seen."""
+        now = self.clock()
+        if now - self._live_at < every:
+            return
+        self._live_at = now
+        budget = getattr(self.budgets, self.phase)
+        self.say(Live(f"phase {self.phase}: {now - self.since:.0f}s of {budget:.0f}s budget; last line: "
+                      f"{self.last_line.strip()[:120] or '(none yet)'}"))
 
     def overdue(self) -> ServerVerdict | None:
         budget = getattr(self.budgets, self.phase)
@@ -194,6 +211,7 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
             return Outcome.STOPPED, "another node of the deployment failed"
         if (late := startup.overdue()) is not None:
             return late
+        startup.live()
         if startup.clock() - last_check > state_every:
             last_check = startup.clock()
             now = state()

@@ -45,11 +45,40 @@ def collect(outcomes: Sequence[parallel.HostOutcome[DeployResult]]) -> list[Depl
             for o in outcomes]
 
 
+class DeployInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `each`: every host's result as it stood (not started, ended, or left mid-deploy)."""
+
+    def __init__(self, results: list[DeployResult]) -> None:
+        super().__init__()
+        self.results = results
+
+
+def interrupted_results(hosts: Sequence[Host], outcomes: list[parallel.HostOutcome[DeployResult] | None], started: set[str]) -> list[DeployResult]:
+    """Where each host is after a Ctrl-C (pure): its result where its deploy ended, else not started (it runs what
+    it ran before) or left mid-deploy (a second Ctrl-C: its next run recovers it)."""
+    out = []
+    for h, o in zip(hosts, outcomes, strict=True):
+        if o is not None:
+            out += collect([o])
+        elif h.name in started:
+            out.append(DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while deploying; the "
+                                    "next deploy or rollback there takes over its lock and recovers what it left"))
+        else:
+            out.append(DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: interrupted; it "
+                                    "runs what it ran before"))
+    return out
+
+
 def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-         say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False) -> list[DeployResult]:
+         say_for: Callable[[Host], Progress], dry_run: bool = False, force: bool = False,
+         notice: Callable[[str], None] | None = None) -> list[DeployResult]:
     """Every host deployed on its own, in parallel (a dry run, or one host). What a deploy showed is learned as a
-    rolling deploy's host teaches it (learn); a dry run changes and learns nothing."""
+    rolling deploy's host teaches it (learn); a dry run changes and learns nothing. Ctrl-C: `notice` says at once
+    what happens (no host starts, those under way end), then DeployInterrupted with every host's result."""
+    started: set[str] = set()
+
     def one(host: Host) -> DeployResult:
+        started.add(host.name)
         say = say_for(host)
         deployer = Deployer(host, book, path, opts, say, secrets)
         result = deployer.run(dry_run=dry_run, force=force)
@@ -57,7 +86,10 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
             learn(book, deployer, host, result, say)
         return result
 
-    return collect(parallel.run_all(hosts, one))
+    try:
+        return collect(parallel.run_all(hosts, one, notice=notice))
+    except parallel.Interrupted as stop:
+        raise DeployInterrupted(interrupted_results(hosts, stop.outcomes, started)) from None
 
 
 def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, say: Progress) -> None:
@@ -138,7 +170,8 @@ def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollo
 
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
-             board: Board, hooks: RouterHooks | None = None) -> Rollout:
+             board: Board, hooks: RouterHooks | None = None,
+             notice: Callable[[str], None] | None = None) -> Rollout:
     """The batches of `plan` one after the other; `plan` filled in with the results and returned."""
     hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
@@ -189,6 +222,11 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 board.update(h.name, DeployStatus.SKIPPED, "not started (interrupted)")
             else:
                 running.append(f)
+        if notice:  # at once, whatever the board shows
+            busy = ", ".join(futures[f].name for f in running)
+            notice("Ctrl-C: no host or batch starts now; " + (f"waiting for {busy} to end the deploy under way (one "
+                   "that fails falls back to the release before); Ctrl-C again to stop waiting" if running
+                   else "nothing was under way"))
         try:
             while running:
                 board.headline = (f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
@@ -198,6 +236,9 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 for f in done:
                     finish(futures[f], f.result())
         except KeyboardInterrupt:
+            if notice:
+                notice(f"Ctrl-C again: stopped waiting for {', '.join(futures[f].name for f in running)}; the next "
+                       "deploy or rollback there takes over its lock and recovers what it left")
             for f in running:
                 h = futures[f]
                 results[h.name] = DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while "

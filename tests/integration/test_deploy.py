@@ -53,6 +53,9 @@ def test_seed_story_falls_back_from_fusion_and_serves_without_it(seed, sandbox_i
     out = sh(sandbox_inventory, "sbx0", "curl -s -d '{\"text\": \"2+2=\"}' http://127.0.0.1:30000/generate")
     assert json.loads(out)["text"].strip().startswith("4")
     assert "phase" in seed["stderr"] and "fusion-sm120" in seed["stderr"]  # live progress, on stderr
+    # a line per phase with its budget; the in-place lines (phase, seconds of budget, last line) are for terminals
+    assert re.search(r"^sbx0 \[no-fusion\] phase \w+ \(after [\d.]+s in \w+; budget \d+s\)$", seed["stderr"], re.M)
+    assert not re.search(r"s of \d+s budget; last line: ", seed["stderr"])
     assert sh(sandbox_inventory, "sbx0", "stat -c %a /etc/fleet/sglang.env").strip() == "600"
 
 
@@ -108,8 +111,10 @@ def test_pins_are_checked_before_anything_is_stopped(seed, sandbox, sandbox_inve
 
 def test_dry_run_touches_nothing(seed, sandbox, sandbox_inventory):
     before = checksums(sandbox_inventory, "sbx0")
-    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")
-    assert rc == 0 and data["status"] == "dry-run"
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run")  # what the deploy would say: nothing to do
+    assert rc == 0 and data["status"] == "dry-run" and data["unchanged"] is True, data
+    rc, data, _ = deploy(sandbox, "sbx0", seed["book"], "--dry-run", "--force")  # the ladder from its top again
+    assert rc == 0 and data["status"] == "dry-run" and data["unchanged"] is False
     assert "--enable-flashinfer-allreduce-fusion" in data["diff"]
     assert "sm120-allreduce-fusion: applicable" in data["diff"]
     assert checksums(sandbox_inventory, "sbx0") == before
@@ -315,9 +320,33 @@ def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandb
     assert follower.returncode == 130 and "Traceback" not in err
 
 
+def test_logs_show_host_time_fold_rank_copies_and_take_lines_and_a_clock_time(seed, sandbox, sandbox_inventory):
+    """Issue 46 finding 9: the seed's fusion-sm120 crash is printed by each of sbx0's 8 TP ranks; `inv logs` shows
+    it once with a count, each line with its time on the host's clock; --lines and --since 20:00 as journalctl
+    takes them."""
+    proc = inv(sandbox, "logs", "--host", "sbx0", "--json")
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 1 and rows and all(r["time"] for r in rows), proc.stderr[-2000:]
+    folded = [r for r in rows if r["count"] > 1]
+    assert folded and max(r["count"] for r in folded) == 8, [r["text"] for r in rows][:40]
+    assert all(r["count"] == len(r["ranks"]) and r["ranks"][0].startswith("TP") for r in folded)
+    text = inv(sandbox, "logs", "--host", "sbx0").stdout
+    assert re.search(r"^sbx0 \d\d-\d\d \d\d:\d\d:\d\d .*\[x8: TP0-TP7\]$", text, re.M), text[-3000:]
+    last = inv(sandbox, "logs", "--host", "sbx0", "--lines", "5", "--json")
+    plain = [json.loads(line) for line in last.stdout.splitlines() if json.loads(line)["class"] is None]
+    assert last.returncode in (0, 1) and 1 <= sum(r["count"] for r in plain) <= 5, last.stdout
+    later = inv(sandbox, "logs", "--host", "sbx0", "--since", "23:59:59", "--json")  # today, on the host's clock
+    texts = [json.loads(line)["text"] for line in later.stdout.splitlines()]
+    assert later.returncode == 0 and texts in ([], ["-- No entries --"]), later.stdout
+    dated = inv(sandbox, "logs", "--host", "sbx0", "--since", f"{rows[0]['time'][:10]} 00:00", "--lines", "3")
+    assert dated.returncode in (0, 1) and "--since" not in dated.stderr, dated.stderr
+
+
 def test_bad_since_is_bad_input(sandbox):
     proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "yesterday; rm -rf /")
     assert proc.returncode == 2 and "--since" in proc.stderr
+    proc = inv(sandbox, "logs", "--host", "sbx0", "--lines", "ten")
+    assert proc.returncode == 2 and "--lines ten" in proc.stderr
 
 
 def test_a_standalone_patch_is_a_release_that_rollback_undoes(seed, sandbox, sandbox_inventory):

@@ -66,6 +66,14 @@ def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(
     ("hosts:\n  h1: {address: 10.0.0.1, user: 'root; rm -rf /'}\n", r"hosts.yaml:2: hosts.h1.user: .*not a valid user"),
     ("groups:\n  g: {hosts: [ghost]}\n", r"hosts.yaml:2: groups.g.hosts: host 'ghost' is not defined"),
     ("hosts:\n  'bad name': {address: 10.0.0.1}\n", r"hosts.yaml:2: hosts.bad name: names may use"),
+    # vars.env is typed (issue 46 finding 8): refused where it is written, not at a deploy's render
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    vars: {env: {BAD-NAME: x}}\n",
+     r"hosts.yaml:4: hosts.h1.vars.env: .*'BAD-NAME' is not valid"),
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    vars: {env: [A=1]}\n",
+     r"hosts.yaml:4: hosts.h1.vars.env: .*a mapping of NAME: value"),
+    ("defaults:\n  vars: {env: {A: {nested: 1}}}\n", r"hosts.yaml:2: defaults.vars.env: env A: a value is text"),
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    vars:\n      env: {A: \"x\\ny\"}\n",
+     r"hosts.yaml:5: hosts.h1.vars.env: .*env A: .*newline"),
 ])
 def test_bad_inventory_gives_one_line_error_with_file_line_and_key(tmp_path, text, expected):
     path = write(tmp_path, "hosts.yaml", text)
@@ -200,3 +208,13 @@ def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_pa
     with pytest.raises(InputError) as err:
         inventory.load(path).select(hosts, groups, default_file=path)
     assert str(err.value).startswith(said), str(err.value)
+
+
+def test_vars_env_is_text_for_the_server_and_other_vars_stay_free_form(tmp_path):
+    path = write(tmp_path, "hosts.yaml", """
+defaults: {vars: {env: {A: "1"}, rack: a3}}
+hosts:
+  h1: {address: 10.0.0.1, vars: {env: {NCCL_P2P_DISABLE: 1, B: x}, proxmox: {node: pve1}}}
+""")
+    host = inventory.load(path).hosts["h1"]
+    assert host.vars == {"env": {"NCCL_P2P_DISABLE": "1", "B": "x"}, "rack": "a3", "proxmox": {"node": "pve1"}}

@@ -74,7 +74,7 @@ LOGS = [
 @pytest.mark.parametrize(("case", "lines", "only", "code"), LOGS, ids=[c[0] for c in LOGS])
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
 def test_logs_exit_1_when_they_show_a_fatal_line(case, lines, only, code, as_json, monkeypatch, capsys):
-    def stream(host, opts, follow, since, emit, stop: threading.Event) -> None:
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
         for line in lines:
             emit(line)
 

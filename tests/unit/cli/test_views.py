@@ -15,6 +15,8 @@ from fleet.cli import deploy_view
 from fleet.deploy import bench
 from fleet.deploy.results import Attempt, BenchPoint, DeployResult
 from fleet.host.releases import Release
+from fleet.host.venvs import VenvRecord
+from fleet.outcomes import DeployStatus
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -47,6 +49,24 @@ def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_lin
     result.notes = ["release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]"]  # host text, not markup
     assert lines[0].startswith("sbx0") and "  note: release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]" \
         in drawn(200, lambda c: deploy_view.render(result, c))
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_refused_preflight_says_nothing_changed_and_shows_versions_as_found(width):
+    """Issue 46 finding 11: the pins' venv had sglang 0.5.9, preflight refused every rung; the host still serves
+    0.5.23. Before, this printed 'versions: sglang 0.5.23 -> 0.5.9', a downgrade that never happened."""
+    result = DeployResult(host="sbx0", status=DeployStatus.FAILED,
+                          versions={"sglang": "0.5.9", "flashinfer-python": "0.6.3"},
+                          versions_before={"sglang": "0.5.23", "flashinfer-python": "0.7.2"},
+                          venv=VenvRecord("/root/.fleet/venvs/abc", None, (), 0),
+                          attempts=[Attempt("plain", "PREFLIGHT", "--foo is not in the installed sglang 0.5.9", 0)],
+                          error="sbx0: no rung of llama can run here; nothing was changed")
+    text = " ".join(drawn(width, lambda c: deploy_view.render(result, c)))
+    assert "->" not in text
+    assert ("versions as found: serving sglang 0.5.23, flashinfer 0.7.2; in /root/.fleet/venvs/abc sglang 0.5.9, "
+            "flashinfer 0.6.3; nothing changed") in " ".join(text.split())
+    row = drawn(width, lambda c: deploy_view.render_rollout([result], {"sbx0": 1}, {}, None, c))
+    assert not any("->" in line for line in row) and any("0.5.23/0.7.2" in line for line in row)
 
 
 @pytest.mark.parametrize("width", [80, 200])

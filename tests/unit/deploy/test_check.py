@@ -154,6 +154,19 @@ def test_every_problem_is_found_in_one_pass(tmp_path):
                              "did you mean --tp-size?"]
 
 
+def test_every_problem_of_every_kind_is_found_in_one_pass(tmp_path, corpus_of):
+    """Issue 46 finding 7: a schema error hid the pins' problems, and the first unknown patch set or class hid the
+    rest (fixing four revealed two more). Now schema, flags, pins, and what the schema cannot see, all at once."""
+    book = BOOK.replace("  - name: first\n", "  - name: first\n    patches: [no-such-set]\n").replace(
+        "after: [HANG]", "after: [NO_SUCH_CLASS]\n    patches: [another-unknown]")
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == ["ladder.0.patches", "ladder.1.after", "ladder.1.patches"]
+    refused = lines(run(tmp_path, book.replace("name: t", "name: t\ncolour: red")
+                        + "packages:\n  sglang: 0.5.23\n  flashinfer_python: 0.7.4\n"))
+    assert [line.split(": ", 2)[1] for line in refused] == ["colour", "ladder.0.patches", "ladder.1.after",
+                                                            "ladder.1.patches", "packages.flashinfer_python"], refused
+
+
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first

@@ -124,5 +124,25 @@ def test_journal_commands_start_after_the_cursor_or_at_the_end():
     assert journal.command("sglang", "s=abc;i=1") == \
         "journalctl -u sglang -o cat --no-pager --after-cursor='s=abc;i=1' -f"
     assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager -n 0 -f"
-    assert journal.command("a b", output="short-iso", since="10m", follow=False) == \
+    assert journal.command("a b", output="short-iso", since="-10m", follow=False) == \
         "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"
+    assert journal.command("sglang", output="short-iso", since="2026-12-05 20:00", follow=False, lines=50) == \
+        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' -n 50"
+
+
+def test_a_long_phase_says_where_it_stands_each_second_and_each_phase_its_budget():
+    """Issue 46 finding 5: a 3-minute JIT or autotune phase said nothing after its first line, like a hang. Now a
+    Live line (drawn in place on a terminal, dropped elsewhere) names the phase, its time against its budget and
+    the last line; each phase's own line names its budget."""
+    from fleet.progress import Live
+
+    said: list[str] = []
+    verdict, _ = _watch(["Load weight begin. avail mem=90.1 GB\n"], Budgets(start=60, weight_load=30), said=said)
+    assert verdict[0] == Outcome.HANG
+    assert "phase weight_load (after 0.5s in start; budget 30s)" in said
+    live = [m for m in said if isinstance(m, Live)]
+    assert len(live) >= 25 and all(m.startswith("phase weight_load: ") for m in live[1:])
+    assert live[-1].endswith("s of 30s budget; last line: Load weight begin. avail mem=90.1 GB")
+    seconds = [int(m.split(": ")[1].split("s of")[0]) for m in live[1:]]
+    assert seconds == sorted(seconds) and seconds[-1] in (29, 30)  # once a second, up to the budget
+    assert not any(isinstance(m, Live) for m in said if m.startswith("phase weight_load ("))

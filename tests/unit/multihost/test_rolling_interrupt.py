@@ -116,6 +116,41 @@ def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, 
     assert "interrupted while deploying" in data["hosts"][0]["error"]
 
 
+def test_the_first_ctrl_c_says_at_once_what_it_does_and_the_second_what_it_left(fake, capsys, monkeypatch):
+    """Issue 46 finding 4: before, nothing was said until the host in flight ended (50 s on the sandbox)."""
+    told: list[tuple[float, str]] = []
+    monkeypatch.setattr(deploy_cmd, "_say_now", lambda line: told.append((time.monotonic(), line)))
+    fake(h0_s=3600, again_after=0.8)
+    start = time.monotonic()
+    assert deploy(3, "1") == 130
+    first, second = told
+    assert first[1].startswith("Ctrl-C: no host or batch starts now; waiting for h0 to end the deploy under way")
+    assert first[0] - start < 0.8 and "Ctrl-C again to stop waiting" in first[1]
+    assert second[1].startswith("Ctrl-C again: stopped waiting for h0; the next deploy or rollback there")
+
+
+def test_ctrl_c_on_one_host_says_at_once_what_it_does_and_ends_with_where_the_host_is(fake, capsys):
+    """One host, no --serial (rolling.each): before, nothing was said, the deploy went on to its end unseen, and
+    the run ended in 'interrupted' with no line for the host."""
+    fake(h0_s=0.3)
+    rc = deploy_cmd.deploy(hosts(1), "llama", ConnectOptions(), True, False, False)
+    out, err = capsys.readouterr()
+    r = json.loads(out)  # one host: its object
+    assert rc == 130 and (r["host"], r["status"], r["release"]) == ("h0", "ok", "rel-h0")
+    assert err.index("Ctrl-C: no host starts now; waiting for h0 to end the step under way") < err.index(
+        "interrupted: no host was started after Ctrl-C")
+
+
+def test_a_second_ctrl_c_on_one_host_says_it_was_left_mid_deploy(fake, capsys):
+    fake(h0_s=3600, again_after=0.8)
+    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False)
+    out, err = capsys.readouterr()
+    data = json.loads(out)["hosts"]
+    assert rc == 130 and [r["status"] for r in data] == ["failed", "skipped"]
+    assert "interrupted while deploying" in data[0]["error"] and "not started" in data[1]["error"]
+    assert "Ctrl-C again: stopped waiting for h0" in err
+
+
 class Hooks:
     """RouterHooks' surface: records that the cleanup ran, with every host's result."""
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from fleet.cli.status import watch
 from fleet.cli.status_view import table_of
@@ -301,3 +303,22 @@ def test_a_router_line_of_other_types_is_read_field_by_field_and_prints_as_fleet
     line = {"release": "r7", "unit": "sglang-router", "state": "active", "health": 200, "workers": 2}
     assert status.RouterStatus.from_json(line).to_json() == line  # type: ignore[union-attr]
     assert list(status.RouterStatus.from_json(line).to_json()) == list(line)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_board_names_each_hosts_playbook_and_keeps_one_line_per_host_at_80_columns(width):
+    """Issue 46 finding 11: the board had no playbook (model) column, even with --wide."""
+    hashes = [f"{UNIT_SHA} /etc/systemd/system/sglang.service", f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"]
+    rows = [status.parse(dataclasses.replace(HOST, name=f"pve-gpu-0{i}"),
+                         output({**MANIFEST, "playbook": book}, "200", hashes, "250.10, 600.00\n"))
+            for i, book in enumerate(["glm5-nvfp4", "llama-3.1-8b-instruct-tp2"])]
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(table_of(rows, width=width))
+    lines = console.export_text().splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["host"])
+    assert "playbook" in header.split() and max(len(line) for line in lines) <= width
+    body = [line for line in lines if line.split()[:1] and line.split()[0].startswith("pve-gpu-0")]
+    assert len(body) == 2 and "glm5-nvfp4" in body[0] and "llama-3.1-8" in body[1]  # cut to its cap
+    wide = Console(width=300, record=True, file=io.StringIO(), color_system=None)
+    wide.print(table_of(rows, width=300, wide=True))
+    assert "llama-3.1-8b-instruct-tp2" in wide.export_text()

@@ -1,0 +1,69 @@
+"""`deploy --dry-run` and the deploy share one plan (fleet.deploy.ladder.Deployer.plan): on every case of that
+plan the dry run, run first, says what the deploy then does. On sbx3 (8x B200), with a rung that runs out of
+memory there (CUDA_OOM) ahead of a plain one: a first deploy; one that changes nothing; an env changed through
+the inventory's `vars: {env: ...}` (before, the deploy said "nothing to do" and only --force applied it); a rung
+the fingerprint knows to fail (before, the dry run still named it); and --force."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from fleetcli import inv_at, llama_playbook, sh
+
+HOST = "sbx3"
+LADDER = [{"name": "too-greedy", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"mem-fraction-static": 0.99}},
+          {"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}]
+
+
+def _inventory(sandbox, path: Path, marker: str) -> Path:
+    """The sandbox's inventory of sbx3 alone, a fast simulated start, and `marker` as an env var of the host."""
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"] = {HOST: doc["hosts"][HOST]}
+    env = doc["hosts"][HOST].setdefault("vars", {}).setdefault("env", {})
+    env.update({"SGLANG_SIM_TIME_SCALE": "0.004", "FLEET_TEST_MARKER": marker})
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_the_dry_run_says_what_the_deploy_then_does(sandbox, sandbox_inventory, tmp_path):
+    inventory = _inventory(sandbox, tmp_path / "inventory" / "hosts.yaml", "one")
+    book = llama_playbook(tmp_path, LADDER, name="llama-agrees")
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+
+    def run(*args) -> dict:
+        proc = inv_at(inventory, "deploy", "--host", HOST, "--playbook", str(book), *args, "--json", env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    def both(*args) -> tuple[dict, dict]:
+        """The dry run, then the deploy it planned; they must agree."""
+        dry, done = run("--dry-run", *args), run(*args)
+        assert dry["status"] == "dry-run", dry
+        tried = [a["rung"] for a in done["attempts"] if a["outcome"] != "PREFLIGHT"]
+        refused = [a["rung"] for a in done["attempts"] if a["outcome"] == "PREFLIGHT"]
+        assert [a["rung"] for a in dry["attempts"]] == refused, (dry, done)
+        if dry.get("unchanged"):
+            assert (done["status"], done["release"]) == ("unchanged", dry["release"]), (dry, done)
+        else:
+            assert done["status"] == "ok" and tried and tried[0] == dry["config"]["rung"], (dry, done)
+        return dry, done
+
+    dry, done = both("--force")  # whatever an earlier test left there: a first deploy of this playbook
+    assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
+    assert dry["config"]["rung"] == "too-greedy"
+
+    dry, done = both()  # plain is the fingerprint's known-good rung and serves: nothing to do
+    assert dry["unchanged"] and done["status"] == "unchanged"
+
+    _inventory(sandbox, inventory, "two")  # the host's env changed in the inventory only
+    dry, done = both()  # too-greedy, seen to fail once, is tried again first: its second sighting
+    assert not dry["unchanged"] and "+FLEET_TEST_MARKER=\"two\"" in dry["diff"], dry
+    assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
+    assert "FLEET_TEST_MARKER=\"two\"" in sh(sandbox_inventory, HOST, "cat /etc/fleet/sglang.env")
+
+    dry, done = both("--force")  # known to fail here now: the dry run names the rung the deploy serves
+    assert dry["config"]["rung"] == "plain" and [a["rung"] for a in dry["attempts"]] == ["too-greedy"], dry
+    assert [(a["rung"], a["outcome"]) for a in done["attempts"]] == [("too-greedy", "PREFLIGHT"), ("plain", "READY")]

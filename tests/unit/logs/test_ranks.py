@@ -1,0 +1,76 @@
+"""fleet.logs.ranks: the copies each tensor-parallel rank prints of one line, folded into one with a count; and
+`inv logs`' --since and --lines as journalctl takes them (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import InputError
+from fleet.logs.follow import LogLine, check_lines, check_since
+from fleet.logs.ranks import Folded, RankFolder, rank_of
+
+CRASH = (Path(__file__).resolve().parents[2] / "fixtures/logs/sglang_sm120_allreduce_fusion_crash.log").read_text()
+
+
+def _line(text: str) -> LogLine:
+    return LogLine("sbx0", "2026-03-02T11:41:43+0000", text, None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_line_every_rank_prints_is_shown_once_with_its_ranks():
+    """The recorded crash is TP0's; on TP 8 each rank prints it (the header names the rank, the rest is alike)."""
+    said = next(line for line in CRASH.splitlines() if "Scheduler hit an exception" in line)
+    assert rank_of(said) == "TP0"
+    out: list[Folded] = []
+    clock = Clock()
+    folder = RankFolder(out.append, clock=clock)
+    folder.add(_line("before: not a rank's line"))
+    for rank in range(8):
+        folder.add(_line(said.replace("TP0]", f"TP{rank}]").replace("11:41:43", f"11:41:4{3 + rank % 2}")))
+    assert [f.count for f in out] == [1]  # held while the copies come
+    clock.now += 0.6
+    folder.expire()
+    assert [(f.count, f.ranks[:2]) for f in out] == [(1, []), (8, ["TP0", "TP1"])]
+    assert out[1].line.text == said
+
+
+def test_the_order_is_kept_and_a_rank_saying_it_again_is_a_new_line():
+    out: list[Folded] = []
+    folder = RankFolder(out.append, clock=Clock())
+    for text in ("[11:40:12 TP0] Load weight begin.", "[11:40:12 TP1] Load weight begin.",
+                 "[11:40:13 TP0] Load weight end.", "[11:40:13 TP1] Load weight end.",
+                 "[11:40:14 TP0] Load weight end.", "a line of the launcher"):
+        folder.add(_line(text))
+    folder.flush()
+    assert [(f.line.text.split("] ")[-1], f.count) for f in out] == [
+        ("Load weight begin.", 2), ("Load weight end.", 2), ("Load weight end.", 1), ("a line of the launcher", 1)]
+
+
+@pytest.mark.parametrize(("given", "journalctl"), [
+    ("10m", "-10m"), ("2h", "-2h"), ("-30s", "-30s"), ("20:00", "20:00"), ("20:00:15", "20:00:15"),
+    ("2026-12-05", "2026-12-05"), ("2026-12-05 20:00", "2026-12-05 20:00"), ("yesterday", "yesterday"),
+])
+def test_since_takes_what_journalctl_takes(given, journalctl):
+    assert check_since(given) == journalctl
+
+
+@pytest.mark.parametrize("given", ["20:00; rm -rf /", "8pm", "2026-12-05T20:00", "", "10 minutes", "25"])
+def test_since_refuses_the_rest_in_one_line(given):
+    with pytest.raises(InputError, match="--since"):
+        check_since(given)
+
+
+def test_lines_is_a_count():
+    assert check_lines("50") == 50 and check_lines(None) is None
+    for bad in ("0", "-3", "ten", "5; id"):
+        with pytest.raises(InputError, match="--lines"):
+            check_lines(bad)
