@@ -29,4 +29,6 @@ uv_version=$(sed -n 's/^VERSION = "\(.*\)".*/\1/p' sandbox/uv.py)
 ls ~/.cache/fleet/uv/uv-"$uv_version"-*.whl >/dev/null 2>&1 || .venv/bin/python -m pip download -q \
     --disable-pip-version-check --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 \
     "uv==$uv_version" -d ~/.cache/fleet/uv
+# Every sandbox range blackholed, so a sandbox address never leaves the machine while its fleet is down (root only).
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then .venv/bin/python -m sandbox.blackhole --sandbox-ranges; fi
 echo "bootstrap: ok ($(.venv/bin/python --version), $(systemd-nspawn --version | head -n 1))"

@@ -86,21 +86,27 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
                                               "current); before-fleet: the unit and env file as fleet found "
                                               "them, every patch set reverted",
                                         "router": "roll back the playbook's router unit on its router.host instead",
+                                        "serial": "batch sizes as deploy's --serial (replicas behind a router: "
+                                                  "1 by default, each out of the router and drained first)",
+                                        "max_fail": "as deploy's --max-fail",
                                         "wide": WIDE_HELP})
 @reports_errors
 def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
-             accept_new_host_keys=False, ask_become_pass=False, router=False, wide=False):
+             accept_new_host_keys=False, ask_become_pass=False, router=False, wide=False, serial=None,
+             max_fail=None):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
     cli.targets.check_to(to)  # before the inventory is read or the plan shown
+    deploy_cmd.rollout.parse_serial(serial)
+    deploy_cmd.rollout.parse_max_fail(max_fail)
     if router:  # the router unit on the playbook's router.host; the replicas are read, not changed
         hosts = cli.select_hosts(inventory, host, group)
     else:
         hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
         cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router, wide))
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router, wide, serial, max_fail))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "bench": "also each release's benchmark (tok/s, its spread "

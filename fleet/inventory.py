@@ -123,6 +123,9 @@ class InventoryFile(BaseModel):
     defaults: HostSettings = HostSettings()
     groups: dict[str, GroupEntry] = {}
     hosts: dict[str, HostEntry] = {}
+    # the controller's folder of wheels that `packages:` pins of this file's hosts are built from (relative to
+    # this file; FLEET_WHEELHOUSE, when set, wins): the sandbox's inventory names the sandbox's own
+    wheelhouse: fields.LocalPath | None = None
 
 
 _SETTINGS = [f for f in HostSettings.model_fields if f != "vars"]
@@ -148,6 +151,7 @@ class Host:
     vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
     playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
+    wheelhouse: Path | None = None  # its inventory file's `wheelhouse:`, made absolute
 
 
 @dataclass
@@ -301,7 +305,9 @@ def _merge_file(inv: Inventory, path: Path) -> None:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
         settings = _resolve(doc, name, entry, model, groups)
         inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
-                               playbook=_bound_playbook(doc, path, name, model, groups), **settings)
+                               playbook=_bound_playbook(doc, path, name, model, groups),
+                               wheelhouse=path.parent / Path(model.wheelhouse).expanduser() if model.wheelhouse
+                               else None, **settings)
         inv.files[path].append(name)
         for g in groups:
             inv.groups.setdefault(g, []).append(name)

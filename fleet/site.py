@@ -5,6 +5,16 @@ The site's root is FLEET_SITE when set; else the nearest folder holding `fleet-s
 up (as invoke finds `tasks.py`); else the clone fleet runs from (working in a clone). What fleet ships
 (playbooks, rules, patch sets, templates) is always read from the clone, never from the working folder.
 
+A site found by walking up is trusted as git trusts a repository (safe.directory): its `fleet-site.yaml`, its
+folder and its own `inventory/` and `playbooks/` must be the user's and writable by no one else. Another local
+user who planted a site in a shared folder above the operator's would otherwise get the operator's deploy (their
+inventory, their playbook under a shipped name, the operator's secrets). Trusted anyway: a site named by
+FLEET_SITE (the user chose it), or listed in the user's own config:
+
+    # ~/.config/fleet/config.yaml ($XDG_CONFIG_HOME/fleet/config.yaml)
+    safe:
+      - /srv/team/fleet-site     # a site folder; '*' trusts every site (as git's safe.directory '*')
+
     # fleet-site.yaml
     inventory: inventory/hosts.yaml   # relative to the site (the default)
     offline: false                    # true: never fetch an upstream release (as --offline)
@@ -13,10 +23,12 @@ up (as invoke finds `tasks.py`); else the clone fleet runs from (working in a cl
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ConfigDict
 
 from fleet import fields, yamlfile
@@ -25,6 +37,7 @@ from fleet.errors import InputError
 SHIPPED = Path(__file__).resolve().parents[1]  # the clone: playbooks/, templates/, inventory/ examples
 MARKER = "fleet-site.yaml"  # not fleet.yaml: Rancher Fleet's bundles use that name
 MAX_UP = 64  # folders searched upwards for fleet-site.yaml
+OWN_PARTS = (MARKER, ".", "inventory", "playbooks")  # what decides what a deploy does: the user's alone
 
 
 class Defaults(BaseModel):
@@ -72,6 +85,7 @@ def _find(named: str | None, cwd: Path) -> Site:
         return _load(root.resolve())
     for folder in [cwd, *cwd.parents][:MAX_UP]:
         if (folder / MARKER).is_file():
+            check_trusted(folder)  # found, not named: as git, only a site that is the user's own
             return _load(folder)
     return Site(SHIPPED, Defaults())
 
@@ -86,3 +100,53 @@ def _load(root: Path) -> Site:
     if not isinstance(doc.data, dict):
         raise doc.error((), "a mapping of inventory, offline")
     return Site(root, doc.parse(Defaults))
+
+
+def config_path() -> Path:
+    """The user's own fleet config (its `safe` list)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "fleet" / "config.yaml"
+
+
+def why_untrusted(root: Path, uid: int) -> str | None:
+    """What makes the site at root not the user's (None: it is): a part owned by someone else, or writable by
+    its group or by anyone."""
+    for part in OWN_PARTS:
+        path = root / part
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        name = root.name + "/" if part == "." else part
+        if st.st_uid != uid:
+            return f"{name} is owned by uid {st.st_uid}, not by you (uid {uid})"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode):
+            return f"{name} is writable by {'anyone' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    return None
+
+
+def safe_list(uid: int) -> list[str]:
+    """The `safe` entries of the user's own config; a config not the user's, or writable by others, counts not."""
+    path = config_path()
+    try:
+        st = path.stat()
+        if st.st_uid != uid or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return []
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    entries = doc.get("safe") if isinstance(doc, dict) else None
+    return [str(e) for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+
+
+def check_trusted(root: Path) -> None:
+    """Raise InputError, in one line saying why and how to trust it, when the site at root is not trusted."""
+    uid = os.geteuid()
+    why = why_untrusted(root, uid)
+    if why is None:
+        return
+    safe = safe_list(uid)
+    if "*" in safe or any(Path(e).expanduser().resolve() == root.resolve() for e in safe):
+        return
+    raise InputError(f"site {root} refused: {why} (another user could plant it); if you trust it, name it with "
+                     f"FLEET_SITE={root} or add it to `safe:` in {config_path()}")

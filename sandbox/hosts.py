@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox import image
+from sandbox import blackhole, image
 from sandbox.config import (
     BOOT_SCRIPT,
     HOST_PROFILE_DIR,
@@ -166,6 +166,7 @@ class Sandbox:
         rootfs = image.ensure_image(self.log)
         self._sysctls()
         self._ensure_client_key()
+        blackhole.sandbox_ranges()  # stays after down: a fleet that is down is cut off, never routed outside
         self._bridge_up()
         records = [
             HostRecord(name=f"sbx{i}", index=i, address=self.cfg.address(i), profile=str(resolved[i % len(resolved)]),
@@ -179,8 +180,9 @@ class Sandbox:
             self._netns_up(r)
             self._launch(r, rootfs)
         self._write_known_hosts(records)
+        wheels = self._wheelhouse()
         self._wait_ready(records)
-        self._write_inventory(records)
+        self._write_inventory(records, wheels)
         return records, True
 
     def down(self) -> None:
@@ -193,6 +195,7 @@ class Sandbox:
             self._finish_stop(r)
         for r in records:
             shutil.rmtree(self.cfg.host_dir(r.name), ignore_errors=True)
+        shutil.rmtree(self.cfg.home / "wheelhouse", ignore_errors=True)
         _run("ip", "link", "del", self.cfg.bridge, check=False)
         for path in (self.cfg.state_file, self.cfg.known_hosts, self.cfg.inventory_path):
             path.unlink(missing_ok=True)
@@ -368,8 +371,24 @@ class Sandbox:
             if pending:
                 time.sleep(0.05)
 
-    def _write_inventory(self, records: Sequence[HostRecord]) -> None:
-        doc = {
+    def _wheelhouse(self) -> Path | None:
+        """The simulated releases' wheels (sandbox/sim/wheels.py) in the fleet's own wheelhouse, which its inventory
+        names: a pinned deploy to the sandbox works out of the box and never reads the operator's real one. None
+        (said) when the upstream corpus they are made from is missing."""
+        from sandbox.sim import wheels
+
+        dest = self.cfg.home / "wheelhouse"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        try:
+            wheels.build(dest)
+        except wheels.CorpusMissing as exc:
+            self.log(f"no sandbox wheelhouse (pinned deploys need one): {exc}")
+            return None
+        return dest
+
+    def _write_inventory(self, records: Sequence[HostRecord], wheelhouse: Path | None) -> None:
+        doc: dict[str, object] = {
             "defaults": {
                 "user": "root",
                 "venv": HOST_VENV,
@@ -382,6 +401,7 @@ class Sandbox:
                          "vars": {"profile": Path(r.profile).name, "env": {"SGLANG_SIM_TIME_SCALE": TIME_SCALE}}}
                 for r in records
             },
+            **({"wheelhouse": str(wheelhouse)} if wheelhouse else {}),
         }
         path = self.cfg.inventory_path
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ May use: every other subpackage of fleet; only tasks.py imports it, and only it 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -105,7 +106,23 @@ def changing_hosts(task: str, inventory_file: str | None, hosts: Sequence[str], 
                    every: bool) -> list[Host]:
     """The hosts a task that changes hosts acts on: only those named by --host, --group or --all (exit 2)."""
     targets.require_target(task, hosts or [], groups or [], every)
-    return select_hosts(inventory_file, hosts, groups)
+    chosen = select_hosts(inventory_file, hosts, groups)
+    use_wheelhouse(chosen)
+    return chosen
+
+
+def use_wheelhouse(hosts: Sequence[Host]) -> None:
+    """The wheelhouse the hosts' inventory names (the sandbox's own), unless FLEET_WHEELHOUSE is set; hosts whose
+    files name different ones are refused in one line (one deploy builds from one wheelhouse)."""
+    if os.environ.get("FLEET_WHEELHOUSE"):
+        return
+    named = {h.wheelhouse for h in hosts}
+    if len(named) > 1:
+        shown = ", ".join(sorted(str(w) if w else "the default" for w in named))
+        raise InputError(f"the hosts' inventory files name different wheelhouses ({shown}): deploy them apart, or "
+                         "set FLEET_WHEELHOUSE")
+    if (only := next(iter(named), None)) is not None:
+        os.environ["FLEET_WHEELHOUSE"] = str(only)
 
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:

@@ -150,8 +150,10 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
-             router: bool = False, wide: bool = False) -> int:
+             router: bool = False, wide: bool = False, serial: str | None = None,
+             max_fail: str | None = None) -> int:
     targets.check_to(to)
+    sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
     if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
@@ -176,8 +178,21 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             render_router(report, console, wide)
         return EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
+        if sizes or max_fail is not None:
+            raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial and --max-fail do "
+                             "not apply (its nodes are rolled back together)")
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json)).rollback(to)
         return finish(results, as_json, ok={DeployStatus.OK})
+    if book.router is not None or sizes or max_fail is not None:  # replicas behind a router: rolling, in batches
+        secrets = secrets_for(book) if book.router else {}  # the router's env file holds the key: kept as it is
+        hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json)) if book.router else None
+        sizes = sizes or ([rollout.Amount(1)] if hooks else None)
+
+        def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
+            out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None
+            return rollbacks.rollback(host, book, opts, to, say, before_stop=out)
+
+        return _rollout(list(hosts), book, path, opts, secrets, as_json, False, sizes, limit, None, hooks, wide, back)
     say_for = progress_to(as_json)
     outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, book, opts, to, say_for(h)))
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
@@ -216,7 +231,8 @@ def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus], wi
 
 def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
-             timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False) -> int:
+             timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False,
+             job: rolling.Job | None = None) -> int:
     plan = rolling.plan_batches(hosts, sizes)
     board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
     live: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -226,15 +242,18 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json), board, hooks, notice=_say_now)
+                                progress_to(as_json), board, hooks, notice=_say_now, job=job)
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
                          f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
-        left = rolling.settle(done, grace, hooks)
+        left = rolling.settle(done, grace, hooks, path)
         if left:
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
+            for host in [h for h in hosts if h.name in left]:
+                if hooks is not None:
+                    sys.stderr.write(f"{host.name}: {rolling.put_back(host, path, hooks)}\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],
                     "stopped": done.stopped,

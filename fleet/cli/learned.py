@@ -42,12 +42,12 @@ def _table(rows: list[Learned], title: str) -> None:
 
     screen = real_console(console)
     data = [_row(r) for r in rows]
-    cols = [fit.Col(header, [(d[i], "") for d in data], cap, right)
+    cols = [fit.Col(header, [(d[i], "") for d in data], cap, right, fold=header == "why")
             for i, (header, cap, right) in enumerate((
                 ("fingerprint", None, False), ("playbook", 24, False), ("rung", 24, False), ("host", 24, False),
                 ("served", None, True), ("tok/s", None, True), ("failures", 40, False), ("last", 20, False),
-                ("note", None, False)))]
-    order = [0, 2, 3, 8, 6, 4, 5, 1, 7]  # what an operator needs first when the terminal is narrow
+                ("note", None, False), ("why", 90, False)))]
+    order = [0, 2, 3, 8, 9, 6, 4, 5, 1, 7]  # what an operator needs first when the terminal is narrow
     chosen = {c.header for c in fit.choose([cols[i] for i in order], screen.width,
                                            ascii_only=fit.plain_terminal(screen))}
     screen.print(fit.table([c for c in fit.choose(cols, 10**6) if c.header in chosen], title))
@@ -58,7 +58,8 @@ def _row(r: Learned) -> list[str]:
     failures = ", ".join(f"{c} x{n}" for c, n in sorted(r.failures.items())) or "-"
     note = ("v1, not applied" if r.legacy else "winner" if r.winner
             else "skipped" if r.skipped else "")
-    return [r.key.split("/", 1)[0], r.playbook, r.rung, r.host, str(r.served), tok, failures, r.last or "-", note]
+    return [r.key.split("/", 1)[0], r.playbook, r.rung, r.host, str(r.served), tok, failures, r.last or "-", note,
+            r.why or "-"]
 
 
 def show(pick: Selection, as_json: bool) -> int:

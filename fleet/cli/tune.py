@@ -17,7 +17,7 @@ from fleet.ssh.connect import ConnectOptions
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool,
                   wide: bool = False) -> int:
-    results = tune.bench_hosts(hosts, name, opts)
+    results = tune.bench_hosts(hosts, name, opts, progress_to(as_json))
     def draw(r: tune.BenchOutcome) -> None:
         from fleet.cli.deploy_view import render_bench
 

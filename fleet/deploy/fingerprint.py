@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet import site
-from fleet.deploy import evidence
+from fleet.deploy import evidence, noise
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
@@ -140,10 +140,22 @@ def _write(entries: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
+def _min_gain(book: Playbook) -> float:
+    """The gain a later rung needs to win, as inv tune decides (the playbook's bench.min_gain)."""
+    return book.bench.min_gain if book.bench else noise.MIN_GAIN
+
+
 def _entry(fp: Fingerprint, book: Playbook, rungs: evidence.Rungs) -> dict[str, Any]:
-    ladder = [r.name for r in book.ladder]
-    return {"fingerprint": fp.to_json(), "playbook": book.name, **evidence.summary(rungs, ladder).to_json(),
-            "rungs": evidence.rungs_to_json(rungs), "ladder": ladder, "at": _now()}
+    ladder, gain = [r.name for r in book.ladder], _min_gain(book)
+    return {"fingerprint": fp.to_json(), "playbook": book.name, **evidence.summary(rungs, ladder, gain).to_json(),
+            "rungs": evidence.rungs_to_json(rungs), "ladder": ladder, "min_gain": gain, "at": _now()}
+
+
+def _entry_gain(entry: Mapping[str, Any]) -> float:
+    """The min_gain an entry was decided with (an older fleet's entry has none: the default)."""
+    gain = entry.get("min_gain")
+    return float(gain) if isinstance(gain, int | float) and not isinstance(gain, bool) and 0 <= gain < 1 \
+        else noise.MIN_GAIN
 
 
 def _rungs(entry: Mapping[str, Any] | None) -> evidence.Rungs:
@@ -185,10 +197,11 @@ def _merge(book: Playbook, facts: HostFacts, host: str, results: list[tuple[str,
         entries = load()
         rungs = _adopt(entries, fp, book, host)
         at = _now()
+        who = evidence.label(rungs, host, facts.address)  # the name, or name@address if another host has it
         for rung, outcome, tok, spread, release in results:
             if rung in by_name:
-                rungs = evidence.add(rungs, rung, _flags(book, by_name[rung], facts), host, outcome, at, tok,
-                                     spread, release)
+                rungs = evidence.add(rungs, rung, _flags(book, by_name[rung], facts), who, outcome, at, tok,
+                                     spread, release, facts.address)
         entries[f"{k}/{book.name}"] = _entry(fp, book, rungs)
         _write(entries)
     return k
@@ -281,7 +294,7 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
         return rungs, []
     k = of(facts).key
     known = _rungs(entry)
-    best_known = evidence.summary(known, [r.name for r in book.ladder])  # from the evidence, not the file
+    best_known = evidence.summary(known, [r.name for r in book.ladder], _min_gain(book))  # the evidence, not the file
     skipped: list[tuple[str, str]] = []
     kept: list[Rung] = []
     for rung in rungs:
@@ -302,7 +315,9 @@ def arrange(book: Playbook, facts: HostFacts, rungs: list[Rung],
         at = kept.index(best[0])
         again = [r for r in kept[:at] if (seen := evidence_of(r)) and evidence.unconfirmed(seen)]
         for r in again:
-            say(f"rung {r.name}: seen to fail once on this hardware: trying it again before the known-good rung")
+            why = evidence.standing(known[r.name])
+            say(f"rung {r.name}: seen to fail on this hardware, not confirmed ({why}): trying it again before the "
+                "known-good rung")
         speed = f"{best_known.tok_s:,.0f} tok/s on" if best_known.tok_s else "served on"
         say(f"rung {best[0].name}: known-good on this hardware ({speed} "
             f"{best_known.host}, fingerprint {k}): trying it {'next' if again else 'first'}")
@@ -327,12 +342,13 @@ class Learned:
     winner: bool
     skipped: str | None  # why the rung is skipped for the fingerprint, or None
     legacy: bool  # learned before P2P and virtualisation were in the fingerprint; not applied as it is
+    why: str = ""  # why the rung stands where it does: how the winner was decided, or why it is (not) known-bad
 
     def to_json(self) -> dict[str, Any]:
         return {"fingerprint": self.key.split("/", 1)[0], "playbook": self.playbook, "rung": self.rung,
                 "host": self.host, "served": self.served, "tok_s": self.tok_s, "spread": self.spread,
                 "failures": self.failures, "last": self.last, "at": self.at, "winner": self.winner,
-                "skipped": self.skipped, "legacy": self.legacy}
+                "skipped": self.skipped, "legacy": self.legacy, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -357,13 +373,18 @@ def _rows(entries: dict[str, Any], pick: Selection) -> list[Learned]:
     for k, entry in sorted(entries.items()):
         if not pick.entry(k, entry):
             continue
-        for rung, record in _rungs(entry).items():
+        rungs = _rungs(entry)
+        ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
+        best, decided = evidence.decide(rungs, [str(n) for n in ladder], _entry_gain(entry))
+        for rung, record in rungs.items():
             why = None if legacy(entry) else evidence.skip_reason(record)  # a version 1 entry is never applied
+            said = ("learned before P2P and virtualisation were in the fingerprint: not applied as it is"
+                    if legacy(entry) else f"winner: {decided}" if rung == best else evidence.standing(record))
             for host, mine in record.hosts.items():
                 if pick.result(rung, host):
                     out.append(Learned(k, str(entry.get("playbook")), rung, host, mine.served, mine.tok_s,
                                        mine.spread, dict(mine.failures), mine.last, mine.at,
-                                       rung == entry.get("rung"), why, legacy(entry)))
+                                       rung == entry.get("rung"), why, legacy(entry), said))
     return out
 
 
@@ -392,7 +413,8 @@ def forget(pick: Selection, dry_run: bool = False) -> list[Learned]:
                 del entries[k]
                 continue
             ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
-            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder]).to_json()
+            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder],
+                                                               _entry_gain(entry)).to_json()
             entries[k] = {**entry, **fields, "rungs": evidence.rungs_to_json(rungs)}
         backup = path().with_name(path().name + ".bak")
         tmp = backup.with_name(f".{backup.name}.{os.getpid()}")

@@ -53,6 +53,24 @@ def _tok(v: float) -> str:
     return f"{v:,.0f}"
 
 
+MIN_GAIN = 0.02  # the playbook's bench.min_gain when it sets none (fleet.playbook.Bench)
+
+
+def compare(held: str, a: tuple[float, float], name: str, b: tuple[float, float], min_gain: float) -> tuple[bool, str]:
+    """Whether rung `name` (median, spread) beats `held` (median, spread), beyond both spreads and by min_gain of
+    held's median, and the one line that says so (inv tune's decisions, and what the fleet learns)."""
+    (am, asp), (bm, bsp) = a, b
+    gain, need = bm - am, max(asp, bsp, min_gain * am)
+    if gain > need:
+        return True, (f"{name} beats {held}: {_tok(bm)} against {_tok(am)} tok/s, +{_tok(gain)} > {_tok(need)} "
+                      f"(spreads {_tok(bsp)}, {_tok(asp)}; min gain {min_gain * 100:g}%)")
+    if gain <= 0:
+        return False, f"{name} against {held}: {_tok(bm)} against {_tok(am)} tok/s, slower: {held} stays"
+    return False, (f"{name} against {held}: {_tok(bm)} against {_tok(am)} tok/s, +{_tok(gain)} is within noise "
+                   f"(needs more than {_tok(need)}: spreads {_tok(bsp)}, {_tok(asp)}; min gain "
+                   f"{min_gain * 100:g}%): {held} stays")
+
+
 def choose(candidates: Sequence[tuple[str, Runs]], min_gain: float) -> Choice:
     """candidates in ladder order (rung name, its runs): the first, unless a later one beats the one chosen so
     far beyond both spreads and by min_gain (a fraction, 0.02 = 2%)."""
@@ -61,18 +79,8 @@ def choose(candidates: Sequence[tuple[str, Runs]], min_gain: float) -> Choice:
     chosen, decisions = 0, []
     for i in range(1, len(candidates)):
         (held, a), (name, b) = candidates[chosen], candidates[i]
-        gain = b.median - a.median
-        need = max(a.spread, b.spread, min_gain * a.median)
-        if gain > need:
-            decisions.append(f"{name} beats {held}: {_tok(b.median)} against {_tok(a.median)} tok/s, +{_tok(gain)} "
-                             f"> {_tok(need)} (spreads {_tok(b.spread)}, {_tok(a.spread)}; min gain "
-                             f"{min_gain * 100:g}%)")
+        beats, line = compare(held, (a.median, a.spread), name, (b.median, b.spread), min_gain)
+        decisions.append(line)
+        if beats:
             chosen = i
-        elif gain <= 0:
-            decisions.append(f"{name} against {held}: {_tok(b.median)} against {_tok(a.median)} tok/s, slower: "
-                             f"{held} stays")
-        else:
-            decisions.append(f"{name} against {held}: {_tok(b.median)} against {_tok(a.median)} tok/s, "
-                             f"+{_tok(gain)} is within noise (needs more than {_tok(need)}: spreads "
-                             f"{_tok(b.spread)}, {_tok(a.spread)}; min gain {min_gain * 100:g}%): {held} stays")
     return Choice(chosen, tuple(decisions))

@@ -123,11 +123,12 @@ class DeployResult:
                 if self.versions_before.get(k) != v]
 
     def fell_back(self) -> str | None:
-        """How an upgrade that serves got there by falling back: its versions changed and a rung failed before the
-        one that serves ('served on rung safe after fast (CUDA_OOM) failed'); None for anything else."""
+        """How a deploy that serves got there by falling back: a rung before the one that serves failed or was
+        refused ('served on rung safe after fast (CUDA_OOM) failed'), whatever changed (the versions or the
+        playbook: the rung a change targets is the first one the host tries); None for anything else."""
         served = [a for a in self.attempts if a.outcome == Outcome.READY]
         failed = [a for a in self.attempts if a.outcome != Outcome.READY]
-        if self.status != DeployStatus.OK or not self.upgrade() or not served or not failed:
+        if self.status != DeployStatus.OK or not served or not failed:
             return None
         return (f"served on rung {served[-1].rung} after "
                 f"{', '.join(f'{a.rung} ({a.outcome})' for a in failed)} failed")

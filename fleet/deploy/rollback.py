@@ -9,6 +9,7 @@ from fabric import Connection
 
 from fleet import playbook
 from fleet.deploy import recovery, restore
+from fleet.deploy.attempt import BeforeStop
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.results import Attempt, DeployResult
@@ -61,10 +62,11 @@ def recorded_playbook(store: ReleaseStore, host: Host, to: str | None) -> Playbo
 
 
 def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | None,
-             progress: Progress = quiet) -> DeployResult:
+             progress: Progress = quiet, before_stop: BeforeStop | None = None) -> DeployResult:
     """Restore a release (default: the one before the current) byte for byte and make it current again.
     `book`: the playbook it was deployed with (None: the one the release records); another one is refused,
-    since its port, API key and health check would judge the wrong server."""
+    since its port, API key and health check would judge the wrong server. `before_stop`: called once, after
+    the checks and before the server stops (a replica taken out of its router and drained)."""
     chosen: list[Playbook] = []
 
     def recover(s: HostSession, lock: Lock) -> list[str]:
@@ -76,10 +78,11 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
 
     with host_run(host, opts, "rollback", unit=None, recover=recover, progress=progress) as run:
         run.unit = chosen[0].serve.unit or host.unit
-        return _rollback(run, chosen[0], to, progress)
+        return _rollback(run, chosen[0], to, progress, before_stop)
 
 
-def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress) -> DeployResult:
+def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
+              before_stop: BeforeStop | None = None) -> DeployResult:
     conn, host = run.session.conn, run.host
     store = ReleaseStore(conn, host)
     back = target(store, host, to)
@@ -96,6 +99,8 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress) 
     for note in notes:
         progress(f"warning: {note}")
     before = store.current()
+    if before_stop is not None:
+        before_stop(conn)
     run.mark_rollback(to=back.id, **{"from": before.id if before else None})
     attempt = _restore(conn, host, store, back, book, progress)
     problem = _made_current(store, back) if attempt.outcome == Outcome.READY else None

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fleet import parallel
 from fleet.errors import InputError
+from fleet.host import programs
 from fleet.inventory import Host
 from fleet.parallel import HostOutcome
 from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandResult
+from fleet.ssh.remote import CommandResult, CommandTimedOut
+
+if TYPE_CHECKING:
+    from fabric import Connection
 
 DEFAULT_TIMEOUT_S = 120.0  # what `inv exec` waits for one host's command when no --timeout is given
 MAX_TIMEOUT_S = 86400.0  # a deadline, not a way to wait forever (and what timers can hold)
+KILL_AFTER_S = 5  # exec.sh's KILL_AFTER: from TERM to KILL on the host
+# timeout(1)'s exit status when it ended the command: 124 after TERM, 128+9 when KILL was needed
+ENDED_BY_TIMEOUT = (124, 137)
+CHANNEL_SLACK_S = 3.0  # beyond the host's own deadline and kill: what the host may take to say it ended
 
 
 def parse_timeout(text: str | float | None) -> float:
@@ -34,12 +44,31 @@ def parse_timeout(text: str | float | None) -> float:
 
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
                    timeout: float = DEFAULT_TIMEOUT_S) -> list[HostOutcome[CommandResult]]:
-    """The command on every host, each under `timeout` (stdin to exit status) and remote.MAX_OUTPUT."""
+    """The command on every host, each under `timeout` and remote.MAX_OUTPUT. The host ends it at the deadline
+    (exec.sh): a command that ran past it is a CommandTimedOut that says it was ended there."""
     def one(host: Host) -> CommandResult:
         conn = open_connection(host, opts)
         try:
-            return remote.run(conn, host, command, timeout=timeout)
+            return run_one(conn, host, command, timeout)
         finally:
             conn.close()
 
     return parallel.run_all(hosts, one)
+
+
+def run_one(conn: Connection, host: Host, command: str, timeout: float) -> CommandResult:
+    """One host's command through exec.sh; the channel waits a little longer than the host's own deadline."""
+    wrapped = programs.sh_command("exec.sh", f"{timeout:g}", command)
+    grace = KILL_AFTER_S + CHANNEL_SLACK_S
+    start = time.monotonic()
+    try:
+        res = remote.run(conn, host, wrapped, timeout=timeout + grace, shown=command)
+    except CommandTimedOut:
+        raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s, nor did the host "
+                              f"say it ended it {grace:g}s later; the channel was closed (the host is slow, stuck "
+                              "or hostile: the command may still run there)") from None
+    if res.exited in ENDED_BY_TIMEOUT and time.monotonic() - start >= timeout:
+        how = "TERM" if res.exited == 124 else f"TERM, then KILL {KILL_AFTER_S}s later"
+        raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s: ended on the host "
+                              f"(its process group sent {how} by timeout(1))")
+    return res

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -58,15 +59,23 @@ def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
         facts.probed_at = now
         results.append(facts)
         if save and facts.ok:
-            save_facts(facts)
+            save_facts(facts, o.host)
     return results
 
 
-def save_facts(facts: HostFacts) -> Path:
-    """Atomically write the latest facts of a host (deploy reads them; status shows their age)."""
-    d = facts_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{facts.host}.json"
+def facts_path(host: Host) -> Path:
+    """Where a host's latest facts go: keyed by its inventory and address, so two inventories that both name a
+    host `sbx0` never overwrite each other's facts (`facts/<inventory>-<digest>/<name>@<address>.json`)."""
+    source = host.source.resolve()
+    inventory = f"{source.stem}-{hashlib.sha256(str(source).encode()).hexdigest()[:8]}"
+    port = f":{host.port}" if host.port else ""
+    return facts_dir() / inventory / f"{host.name}@{host.address}{port}.json"
+
+
+def save_facts(facts: HostFacts, host: Host) -> Path:
+    """Atomically write the latest facts of a host, for a person to read (how a probe saw it, when)."""
+    path = facts_path(host)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
     tmp.write_text(facts.model_dump_json(indent=2))
     tmp.rename(path)

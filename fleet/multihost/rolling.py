@@ -53,7 +53,8 @@ class DeployInterrupted(KeyboardInterrupt):
         self.results = results
 
 
-def interrupted_results(hosts: Sequence[Host], outcomes: list[parallel.HostOutcome[DeployResult] | None], started: set[str]) -> list[DeployResult]:
+def interrupted_results(hosts: Sequence[Host], outcomes: list[parallel.HostOutcome[DeployResult] | None],
+                        started: set[str]) -> list[DeployResult]:
     """Where each host is after a Ctrl-C (pure): its result where its deploy ended, else not started (it runs what
     it ran before) or left mid-deploy (a second Ctrl-C: its next run recovers it)."""
     out = []
@@ -168,11 +169,15 @@ def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollo
                    canary=rollout.is_canary(sizes, len(groups)))
 
 
+Job = Callable[[Host, Progress, "RouterHooks | None"], DeployResult]  # one host's work in a batch, not a deploy
+
+
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
-             board: Board, hooks: RouterHooks | None = None,
-             notice: Callable[[str], None] | None = None) -> Rollout:
-    """The batches of `plan` one after the other; `plan` filled in with the results and returned."""
+             board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
+             job: Job | None = None) -> Rollout:
+    """The batches of `plan` one after the other; `plan` filled in with the results and returned. `job`: each
+    host's work when it is not a deploy (a rollback: it takes its replica out through the hooks it is given)."""
     hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
@@ -187,6 +192,14 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             board.update(host.name, note=message)
             said(message)
 
+        if job is not None:
+            try:
+                return job(host, say, hooks)
+            except FleetError as exc:
+                return DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
+            except Exception as exc:  # one host's surprise must not hide the others
+                return DeployResult(host.name, DeployStatus.FAILED,
+                                    error=f"{host.name}: {type(exc).__name__}: {exc}")
         deployer = hooks.deployer(host, book, path, opts, say, secrets) if hooks else \
             Deployer(host, book, path, opts, say, secrets)
         try:
@@ -285,9 +298,10 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                         pool.abandon()  # the next batch never waits for this host's thread
                         finish(h, DeployResult(
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
-                            "(--host-timeout); its deploy may go on to its own end until fleet exits"))
+                            "(--host-timeout); its deploy may go on to its own end until fleet exits"
+                            + (f"; {put_back(h, path, hooks)}" if hooks else "")))
             bad = [n for n in names if results[n].status not in SERVING]
-            fell = [f"{n} {why}" for n in names if plan.canary and i == 1 and (why := results[n].fell_back())]
+            fell = canary_misses([results[n] for n in names]) if plan.canary and i == 1 else []
             failed += len(bad)
             plan.batches.append(BatchRecord(i, tuple(names), DeployStatus.FAILED if bad or fell else DeployStatus.OK,
                                             tuple(bad), plan.canary and i == 1, tuple(fell), started,
@@ -314,10 +328,29 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
     return plan
 
 
+def canary_misses(results: Sequence[DeployResult]) -> list[str]:
+    """What keeps a canary's hosts that serve from passing it: each that served only by falling back to a later
+    rung, and each left `unchanged` (it deployed nothing, so it proves nothing about the change)."""
+    out = []
+    for r in results:
+        if r.status == DeployStatus.UNCHANGED:
+            out.append(f"{r.host} unchanged (release {r.release} already served this playbook: nothing was tried)")
+        elif why := r.fell_back():
+            out.append(f"{r.host} {why}")
+    return out
+
+
+def put_back(host: Host, path: Path, hooks: RouterHooks) -> str:
+    """How an operator puts back a replica a run gave up on (--host-timeout): the deploy again, whose recovery
+    closes what the abandoned one left and which puts the replica back in the router once it serves."""
+    return (f"it may be out of the router on {hooks.host.name}: `inv deploy --host {host.name} --playbook {path}` "
+            "puts it back once it serves")
+
+
 GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
 
 
-def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> list[str]:
+def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None, path: Path | None = None) -> list[str]:
     """Give the deploys that outlived --host-timeout up to `grace` seconds more to end on their own budgets
     (falling back where they fail). One that ended is reported as it ended (still a failure of the run: it
     missed its deadline) and, behind a router, put back in it when it serves. Returns the hosts whose deploy
@@ -341,6 +374,8 @@ def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None) -> lis
                       "gave up on it")
         if hooks:
             late = hooks.after(plan.hosts[where[name]], late)
+            if late.status not in SERVING and path is not None:
+                late.error = f"{late.error}; {put_back(plan.hosts[where[name]], path, hooks)}"
         plan.results[where[name]] = late
     if hooks and plan.router is not None:  # the late replicas' moves in and out of the router
         plan.router = replace(plan.router, events=tuple(hooks.events))

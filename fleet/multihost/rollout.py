@@ -6,9 +6,10 @@ of the number of hosts, rounded down, at least 1. No `--serial`: one batch of ev
 `--max-fail N` or `P%`: the rollout stops once more than N hosts (P% of all, rounded down) failed; the
 batch that crossed the line finishes, later batches are not started (their hosts are `skipped`).
 A canary: `--serial 1,25%` sets its first batch apart (a first size followed by others, and more than one
-batch); when a host of it fails, or serves an upgrade only by falling back to a later rung, the rollout stops
-there whatever --max-fail allows, the later batches `skipped` as a --max-fail stop leaves them (an upgrade that
-fails on its canary never reaches the rest). `--serial 1` alone names no canary: every batch is alike, and
+batch); when a host of it fails, serves only by falling back to a later rung (whatever changed: versions or
+playbook), or was `unchanged` (it deployed nothing), the rollout stops there whatever --max-fail allows, the
+later batches `skipped` as a --max-fail stop leaves them (a change that did not pass its canary never reaches
+the rest). `--serial 1` alone names no canary: every batch is alike, and
 --max-fail alone decides; so does `1,1` (the last size repeats: a size written again at the end adds nothing).
 """
 
@@ -133,8 +134,8 @@ def is_canary(serial: Sequence[Amount] | None, batch_count: int) -> bool:
 def stop_after(batch: int, batch_count: int, canary: bool, bad: Sequence[str], failed: int, max_fail: Amount,
                total: int, fell_back: Sequence[str] = ()) -> str | None:
     """Why the rollout stops after batch `batch` (1-based) whose hosts `bad` failed, `failed` hosts having failed
-    in all, and `fell_back` ('h0 served on rung safe after ...') served an upgrade only on a later rung; None when
-    it goes on."""
+    in all, and `fell_back` ('h0 served on rung safe after ...', 'h0 unchanged (...)') served only on a later
+    rung or deployed nothing (rolling.canary_misses); None when it goes on."""
     over = should_stop(failed, max_fail, total)
     fell = list(fell_back) if canary and batch == 1 else []
     canary_down = canary and batch == 1 and bool(bad or fell)
@@ -144,7 +145,7 @@ def stop_after(batch: int, batch_count: int, canary: bool, bad: Sequence[str], f
     later = "" if left < 1 else f"; batch {batch + 1} not started" if left == 1 else \
         f"; batches {batch + 1}-{batch_count} not started"
     reason = (stop_reason(failed, max_fail, total) if over else f"--max-fail {max_fail} does not excuse a canary"
-              if bad else "a canary that fell back is no upgrade that passed")
+              if bad else "a canary that fell back or deployed nothing is no change that passed")
     said = ([f"{', '.join(bad)} failed"] if bad else []) + fell
     where = f" (the canary: {'; '.join(said)})" if canary_down else ""
     return f"{reason} after batch {batch} of {batch_count}{where}{later}"

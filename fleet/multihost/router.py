@@ -6,7 +6,9 @@ a release of its own under /var/lib/fleet/router (so a replica's host can be the
 
 - before a replica's server stops (its first attempt), the replica is taken out of the live router
   (POST /remove_worker) and its running requests drain; once its deploy ends healthy it is put back
-  (POST /add_worker, the router checks its health first). Membership follows what serves, not what the run
+  (POST /add_worker, the router checks its health first). A rollback of replicas (rolling, in batches: the
+  roll-out's `job`), a tune and a bench (fleet.multihost.tune) take it out and put it back through the same
+  `take_out` and `after`. Membership follows what serves, not what the run
   did: a replica rolled back to a release that serves goes back in; one whose server answers nothing stays out.
 - after the replicas, on every path (an interrupt too), the router's unit is rendered with every replica that
   answers /health (this run's and those it already routed to, so `--host r1` keeps the others); unchanged and

@@ -4,6 +4,9 @@ bench: the benchmark against the running server, stored in the current release's
 tune: every eligible rung in turn (stop, install, start, watch, health, benchmark), the fastest deployed
 again as a release of its own and remembered for the hardware fingerprint (fleet.deploy.fingerprint). Rungs
 slower than the gate's fraction of the winner are PERF_REGRESSION; the ones that crash keep their class.
+A replica behind a router (a playbook's `router:`) is taken out of it and drained before either loads or stops
+it, and put back once it serves (fleet.multihost.router.RouterHooks, as a rolling deploy does): the benchmark
+measures the replica alone, and no client is sent to a rung under test.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, FellBack
+from fleet.deploy.results import Attempt, DeployResult, FellBack
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
@@ -37,7 +40,9 @@ from fleet.host.session import HostSession
 from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
-from fleet.outcomes import DeployStatus, Outcome
+from fleet.multihost import router as routing
+from fleet.multihost.router_plan import worker_url
+from fleet.outcomes import SERVING, DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
@@ -64,7 +69,8 @@ class BenchOutcome:
                 "bench": self.record.to_json() if self.record else None, "error": self.error}
 
 
-def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> BenchOutcome:
+def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
+               hooks: routing.RouterHooks | None = None, say: Progress = quiet) -> BenchOutcome:
     spec = book.bench or Bench()
     serve = Serving.of(host, book, path)
     with host_run(host, opts, "bench", unit=None, recover=lock_only(quiet)) as run:
@@ -74,16 +80,52 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions) -> 
         if current is None:
             raise FleetError(f"{host.name}: no current release to measure (deploy first)")
         venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
+        if hooks is not None:  # the replica alone is measured: out of the router and drained first
+            hooks.take_out(host, conn, say)
         record = benching.run(conn, host, book, spec, venv, serve.bench_key)
         record = replace(record, release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
 
 
-def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions) -> list[BenchOutcome]:
+def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
+                progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[BenchOutcome]:
+    """Each host's benchmark; replicas behind a router one at a time, each out of it while it is measured."""
     book, path = load_playbook(name or "glm5-nvfp4")
-    outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
-    return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
+    hooks = router_hooks(hosts, book, path, opts, {}, progress_for)
+    if hooks is None:
+        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
+        return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
+    results = []
+    for host in hosts:  # one replica out of the router at a time
+        try:
+            results.append(bench_host(host, book, path, opts, hooks, progress_for(host)))
+        except FleetError as exc:
+            results.append(BenchOutcome(host.name, False, error=str(exc)))
+        finally:  # a benchmark changes no server: back in when it serves, whatever the benchmark said
+            back_in(hooks, host, DeployStatus.FAILED)
+    return results
+
+
+def router_hooks(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+                 progress_for: Callable[[Host], Progress]) -> routing.RouterHooks | None:
+    """A playbook with a router: the hooks that take its replicas out and put them back (a router that does not
+    answer: none is taken out, as in a rolling deploy)."""
+    if book.router is None:
+        return None
+    named = {h.name: h for h in hosts}
+    hooks = routing.prepare(list(hosts), book, path, opts, secrets,
+                            lambda name, m: progress_for(named.get(name) or hooks.host)(m))
+    hooks.start()
+    return hooks
+
+
+def back_in(hooks: routing.RouterHooks, host: Host, status: DeployStatus) -> None:
+    """The replica back into the router when it serves (whatever the operation's status: a tune that failed may
+    have put back the release that served), else left out; never raised."""
+    with suppress(FleetError):
+        serves = status in SERVING or hooks.live.serves(worker_url(host, hooks.book))
+        hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
 
 
 # ---------------------------------------------------------------------- inv tune
@@ -180,8 +222,10 @@ def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, fl
 
 class Tuner:
     def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
-                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None):
+                 progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None,
+                 hooks: routing.RouterHooks | None = None):
         self.host, self.book, self.opts, self.progress, self.confirm = host, book, opts, progress, confirm
+        self.hooks = hooks  # a replica behind a router: out of it before the first benchmark or stop
         self.serve = Serving.of(host, book, path, secrets)
         # every rung measured; tune compares rungs with each other (and the floor), not with the host's history
         self.runner = AttemptRunner(self.serve, progress, self.serve.gate(compare_history=False), measure=True)
@@ -306,6 +350,8 @@ class Tuner:
             result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
             return result
         baseline = None  # only the same playbook's release is comparable (the same model, the same bench)
+        if self.hooks is not None:  # before anything is measured or stopped: the replica alone, no client sent
+            self.hooks.take_out(self.host, conn, self.progress)
         with parallel.interruptible():  # nothing changed yet: a Ctrl-C here leaves the host as it is
             parallel.checkpoint()
             if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
@@ -419,17 +465,24 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
     def ask(question: str) -> bool:  # at the terminal, on the main thread: a Ctrl-C there ends the tune at once
         return parallel.on_main(lambda: confirm(question))
 
+    hooks = router_hooks(hosts, book, path, opts, secrets, progress_for)
+
     def each() -> list[TuneResult]:
         results = []
         for host in hosts:
             with parallel.interruptible():
                 parallel.checkpoint()  # no later host is started after a Ctrl-C
+            status = DeployStatus.FAILED
             try:
-                results.append(Tuner(host, book, path, opts, progress_for(host), secrets, ask, runs).run())
+                results.append(Tuner(host, book, path, opts, progress_for(host), secrets, ask, runs, hooks).run())
+                status = results[-1].status
             except InputError:
                 raise
             except FleetError as exc:
                 results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
+            finally:
+                if hooks is not None:  # back in once it serves (the winner, or the release put back)
+                    back_in(hooks, host, status)
         return results
 
     # on a worker thread: a Ctrl-C never lands inside an SSH exchange (fleet.parallel.on_worker says why)

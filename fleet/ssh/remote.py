@@ -72,12 +72,12 @@ class BytesResult:
 
 
 def run(conn: Connection, host: Host, command: str, timeout: float = DEFAULT_TIMEOUT_S,
-        max_output: int = MAX_OUTPUT) -> CommandResult:
+        max_output: int = MAX_OUTPUT, shown: str | None = None) -> CommandResult:
     """One exec channel; never raises on a non-zero exit (the caller decides what it means). On a become
     host it runs as root (fleet.ssh.become), a sudo password going on stdin. Output is decoded as UTF-8 (bad
     bytes replaced). Raises CommandTimedOut after `timeout` seconds, OutputTooLarge past `max_output` bytes."""
-    res = run_bytes(conn, host, command, timeout=timeout, max_output=max_output)
-    return CommandResult(command=command, exited=res.exited, stdout=res.stdout.decode("utf-8", "replace"),
+    res = run_bytes(conn, host, command, timeout=timeout, max_output=max_output, shown=shown)
+    return CommandResult(command=shown or command, exited=res.exited, stdout=res.stdout.decode("utf-8", "replace"),
                          stderr=res.stderr.decode("utf-8", "replace"))
 
 
@@ -95,7 +95,8 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
 
 
 def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO = b"",
-              timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT) -> BytesResult:
+              timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT,
+              shown: str | None = None) -> BytesResult:
     """One exec channel with `data` on its stdin (then EOF) and the output as bytes: for files, whose contents
     never go in a command line. As root on a become host, like run(). `data` may be a binary file, sent in
     blocks of STREAM_BLOCK as it is read (a 900 MB wheel is never held in memory).
@@ -109,7 +110,7 @@ def run_bytes(conn: Connection, host: Host, command: str, data: bytes | BinaryIO
     check the deadline): no reader threads and no polling loop per command, which is most of what a command
     costs the client on a large fleet; one process-wide thread (fleet.ssh.deadline) ends the waits paramiko
     cannot time out."""
-    short = command[:60]
+    short = (shown or command)[:60]  # shown: what the operator typed, when fleet wrapped it
     lost_link(conn, host, f"before `{short}`")  # never let a dead link be silently reopened
     how = become.of(conn, host.become)
     transport = conn.client.get_transport()

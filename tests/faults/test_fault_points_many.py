@@ -1,6 +1,7 @@
 """The fault-point harness for many hosts (test_fault_points.py's, extended): the remote steps of a rolling deploy of
-two replicas behind the sandbox router (`--serial 1`), and of a 2-node deployment's deploy and rollback, are
-learnt from one clean traced run each (fleet.faulthook numbers every remote step of the run, on every host); at a
+two replicas behind the sandbox router (`--serial 1`), of their rolling rollback and a tune of one of them, and of
+a 2-node deployment's deploy and rollback, are learnt from one clean traced run each (fleet.faulthook numbers
+every remote step of the run, on every host); at a
 point a kind is injected (the command fails; the link drops; the controller is SIGKILLed; that host's disks are
 full from then on) into the real `inv` (forked: test_fault_points.ForkInv), and the invariant for many hosts is
 checked:
@@ -141,13 +142,19 @@ FLOWS = {
                           "--yes", "--json"),
     "nodes-deploy": lambda c: ("deploy", *picks(NODES), "--playbook", str(c["nb2"]), "--force", "--yes", "--json"),
     "nodes-rollback": lambda c: ("rollback", *picks(NODES), "--playbook", str(c["na"]), "--yes", "--json"),
+    # replicas behind the router: a rolling rollback (to B2's releases, deployed before B), and a tune of one
+    "replicas-rollback": lambda c: ("rollback", *picks(REPLICAS), "--playbook", str(c["rb"]), "--yes", "--json"),
+    "replicas-tune": lambda c: ("tune", "--host", REPLICAS[0], "--playbook", str(c["rb"]), "--runs", "1", "--yes",
+                                "--json"),
 }
 NEXT = {  # the next run: a deploy of the release that served before (recovers what a dead run left)
     "rolling": lambda c: ("deploy", *picks(REPLICAS), "--playbook", str(c["rb"]), "--serial", "1", "--yes", "--json"),
     "nodes-deploy": lambda c: ("deploy", *picks(NODES), "--playbook", str(c["nb"]), "--yes", "--json"),
 }
 NEXT["nodes-rollback"] = NEXT["nodes-deploy"]
-GROUP = {"rolling": "replicas", "nodes-deploy": "nodes", "nodes-rollback": "nodes"}
+NEXT["replicas-rollback"] = NEXT["replicas-tune"] = NEXT["rolling"]
+GROUP = {"rolling": "replicas", "nodes-deploy": "nodes", "nodes-rollback": "nodes", "replicas-rollback": "replicas",
+         "replicas-tune": "replicas"}
 
 
 def _setup(c, group: str) -> None:
@@ -156,7 +163,7 @@ def _setup(c, group: str) -> None:
     if f"set_{group}" in c:
         return
     names = [ROUTER, *REPLICAS] if group == "replicas" else NODES
-    for book in ("b",) if group == "replicas" else ("a", "b"):
+    for book in ("b2", "b") if group == "replicas" else ("a", "b"):  # B2 before B: a rollback's target
         if group == "replicas":
             data = _ok(_inv(c, "deploy", *picks(REPLICAS), "--playbook", str(c[f"r{book}"]), "--serial", "1",
                             "--force", "--yes", "--json"))
@@ -295,7 +302,8 @@ def _points(c, flow: str) -> list[tuple[int, str]]:
 # what one host alone never runs: the router's calls; a deployment's steps over its nodes and their journals, followed
 # together
 MANY_HOST_STEPS = {"rolling": ("multihost.router",), "nodes-deploy": ("multihost.multinode", "logs.journal"),
-                   "nodes-rollback": ("multihost.multinode", "logs.journal")}
+                   "nodes-rollback": ("multihost.multinode", "logs.journal"),
+                   "replicas-rollback": ("multihost.router",), "replicas-tune": ("multihost.router",)}
 
 
 def suite_choice(points: list[tuple[int, str]], n: int = SUITE_POINTS, first: int = 0,

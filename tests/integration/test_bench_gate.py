@@ -14,6 +14,8 @@ import pytest
 import yaml
 from fleetcli import REPO, glm5_playbook, sh
 
+from fleet.deploy import evidence
+
 # fraction 0.75: runs of a fraction of a second on a busy 2-core box vary by 10%; fusion is at 2% anyway.
 SMALL_BENCH = {"gate": True, "input_len": 32, "output_len": 16, "num_prompts": 64, "max_concurrency": 64,
                "fraction": 0.75, "floor": 500, "timeout": 120}
@@ -167,12 +169,19 @@ def test_tune_picks_the_fastest_rung_and_remembers_it(first, sandbox, sandbox_in
     dep = dep["hosts"][0] if "hosts" in dep else dep
     assert [a["rung"] for a in dep["attempts"]] == ["fusion-crash", "no-fusion"]
     assert dep["attempts"][0]["outcome"] == rows["fusion-crash"]["outcome"] and "trying it again" in err
-    # Seen twice: the deploy after skips it and starts from the winner.
+    # Seen twice on sbx0: a class no host alone causes is skipped from then on; one a host can cause alone (a
+    # capture or the autotuner out of memory) waits for a second host (fleet.deploy.evidence).
     rc, dep, err = inv_json(sandbox, state, "deploy", "--host", "sbx0", "--playbook", str(book), "--force")
     assert rc == 0, err[-3000:]
-    assert [(a["rung"], a["outcome"]) for a in dep["attempts"]] == [("fusion-crash", "PREFLIGHT"),
-                                                                    ("no-fusion", "READY")]
-    assert "known to fail on this hardware" in dep["attempts"][0]["evidence"] and "seen 2x on sbx0" in err
+    crash = rows["fusion-crash"]["outcome"]
+    if crash in evidence.FINGERPRINT_WIDE:
+        assert [(a["rung"], a["outcome"]) for a in dep["attempts"]] == [("fusion-crash", "PREFLIGHT"),
+                                                                        ("no-fusion", "READY")]
+        assert "known to fail on this hardware" in dep["attempts"][0]["evidence"] and "seen 2x on sbx0" in err
+    else:
+        assert [(a["rung"], a["outcome"]) for a in dep["attempts"]] == [("fusion-crash", crash),
+                                                                        ("no-fusion", "READY")]
+        assert "not known-bad until a second host" in err
 
 
 def test_a_tune_keeps_its_serving_winner_when_its_record_fails_and_keeps_the_release_before_it(

@@ -129,12 +129,14 @@ def test_real_machine_commands_exist_and_dry_runs_work_on_a_sandbox_host(sandbox
 
 @pytest.mark.timeout(900)
 def test_the_sandbox_tour_runs_as_written(sandbox):
-    """In document order, as a user would type them; `inventory/sandbox.yaml` is this instance's inventory."""
+    """In document order, as a user would type them; `inventory/sandbox.yaml` is this instance's inventory. As in
+    a newcomer's shell, no FLEET_WHEELHOUSE: the pinned deploys build from the wheelhouse sandbox.up made."""
+    newcomer = {k: v for k, v in os.environ.items() if k != "FLEET_WHEELHOUSE"}
     for cmd in [c for c in ALL if c.kind == "sandbox"]:
         argv = _argv(cmd, sandbox.cfg.inventory_path)
         if cmd.until_ctrl_c:
             # a terminal as far as rich is concerned, so the board draws at once instead of when it ends
-            env = {**os.environ, "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "200"}
+            env = {**newcomer, "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "200"}
             proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     stdin=subprocess.DEVNULL, env=env)
             first = proc.stdout.readline()
@@ -142,7 +144,8 @@ def test_the_sandbox_tour_runs_as_written(sandbox):
             _, err = proc.communicate(timeout=60)
             assert first and proc.returncode == 130 and "Traceback" not in err, f"{cmd.where}: {cmd.text}: {err}"
             continue
-        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                              env=newcomer)
         assert done.returncode == cmd.exit_code, (
             f"{cmd.where}: {cmd.text}: exit {done.returncode}, expected {cmd.exit_code}\n"
             f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")

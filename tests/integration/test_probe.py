@@ -7,6 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import sshutil
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -41,7 +44,8 @@ def test_probe_json_reports_every_profile_right(sandbox, tmp_path):
     bare = hosts["sbx4"]  # the made-up profile: no systemd-detect-virt, no DMI
     assert bare["ok"] and bare["virtualization"] is None
     assert any("virt" in w for w in bare["warnings"])
-    assert (tmp_path / "facts" / "sbx0.json").is_file()
+    [saved] = (tmp_path / "facts").glob("*/sbx0@*.json")
+    assert json.loads(saved.read_text())["address"] == hosts["sbx0"]["address"]
 
 
 def test_an_unreachable_host_is_a_row_with_its_error_and_exit_1(sandbox, tmp_path):
@@ -70,3 +74,38 @@ def test_bad_input_is_exit_2_and_one_line():
                            "no-such-group"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--group no-such-group" in proc.stderr
+
+
+def test_a_kernel_line_saying_operation_not_permitted_hides_no_xid_on_the_host(sandbox, sandbox_inventory, tmp_path):
+    # any process can log these words; the stand-in dmesg prints /run/fleet-sim/kmsg after the profile's log
+    planted = ("mkdir -p /run/fleet-sim && printf '%s\\n' '[  800.0] overlayfs: mount: Operation not permitted' "
+               "'[  812.1] NVRM: Xid (PCI:0000:01:00): 13, pid=1, Graphics Exception' >> /run/fleet-sim/kmsg")
+    sshutil.sh(sandbox_inventory.hosts["sbx0"], planted)
+    try:
+        proc = inv_probe(sandbox, "--host", "sbx0", "--json", env={"FLEET_STATE_DIR": str(tmp_path)})
+        [host] = json.loads(proc.stdout)["hosts"]
+        log = host["kernel_log"]
+        assert (log["source"], log["problem"]) == ("dmesg", None), log
+        assert [(e["pci"], e["code"]) for e in log["events"]] == [("0000:01:00", 13)]
+    finally:
+        sshutil.sh(sandbox_inventory.hosts["sbx0"], "rm -f /run/fleet-sim/kmsg")
+
+
+def test_two_inventories_naming_a_host_alike_keep_their_facts_apart(sandbox, tmp_path):
+    # site A's sbx0 is the sandbox's sbx0; site B names its own host sbx0 too (the sandbox's sbx1)
+    doc = yaml.safe_load(sandbox.cfg.inventory_path.read_text())
+    addresses = {}
+    for site, real in (("a", "sbx0"), ("b", "sbx1")):
+        entry = doc["hosts"][real]
+        addresses[site] = entry["address"]
+        (tmp_path / site).mkdir()
+        (tmp_path / site / "hosts.yaml").write_text(yaml.safe_dump({"defaults": doc["defaults"],
+                                                                   "hosts": {"sbx0": entry}}))
+    for site in ("a", "b"):
+        proc = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "-i", str(tmp_path / site / "hosts.yaml"),
+                               "--json"], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "FLEET_STATE_DIR": str(tmp_path / "state")})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    saved = sorted((tmp_path / "state" / "facts").glob("*/*.json"))
+    assert len(saved) == 2, saved
+    assert sorted(json.loads(p.read_text())["address"] for p in saved) == sorted(addresses.values())

@@ -173,6 +173,103 @@ def test_a_rolling_deploy_keeps_the_router_serving_and_takes_each_replica_out_an
     assert "taken out of the router on sbx0 before its server stops" in err
 
 
+class Traffic:
+    """A client sending generations through the router, one after the other, while an operation runs."""
+
+    def __init__(self, inventory):
+        self.inventory, self.results = inventory, []
+        self.done = threading.Event()
+        self.worker = threading.Thread(target=self._loop)
+
+    def _loop(self) -> None:
+        while not self.done.is_set():
+            self.results.append(generate(self.inventory))
+
+    def __enter__(self) -> Traffic:
+        self.worker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.worker.join()
+
+    def failed(self) -> list[tuple[int | None, str]]:
+        return [r for r in self.results if r[0] != 200]
+
+
+def test_a_rollback_of_the_replicas_is_rolling_each_out_of_the_router_and_drained_first(first, sandbox,
+                                                                                       sandbox_inventory, state):
+    """Issue 52, 1: `inv rollback -p <router playbook>` on both replicas rolls back one at a time (--serial 1 by
+    default), each taken out of the router before its server stops and put back once it serves; a client sending
+    through the router all along sees no failed request (before: both at once, never out of the router)."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    rc, data, err = deploy(sandbox, state, first["path"], "--serial", "1", "--force")  # a release to go back from
+    assert rc == 0, err[-3000:]
+    picks = [a for h in REPLICAS for a in ("--host", h)]
+    with Traffic(sandbox_inventory) as traffic:
+        rc, back, err = inv_json(sandbox, "rollback", *picks, "--playbook", str(first["path"]), "--yes",
+                                 env={**ENV, "FLEET_STATE_DIR": str(state)})
+    assert rc == 0, err[-3000:]
+    assert len(traffic.results) > 10 and traffic.failed() == [], (traffic.failed()[:5], back.get("router"), err[-4000:])
+    assert [(h["host"], h["status"]) for h in back["hosts"]] == [("sbx1", "ok"), ("sbx3", "ok")]
+    assert [b["hosts"] for b in back["batches"]] == [["sbx1"], ["sbx3"]]
+    t = {(e["host"], e["step"]): e["t"] for e in back["router"]["events"]}
+    assert [(e["host"], e["step"]) for e in back["router"]["events"]] == [
+        ("sbx1", "removed"), ("sbx1", "added"), ("sbx3", "removed"), ("sbx3", "added")]
+    assert t[("sbx1", "added")] < t[("sbx3", "removed")]  # one replica out at a time
+    for h in back["hosts"]:
+        assert h["release"] != next(d["release"] for d in data["hosts"] if d["host"] == h["host"])
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+    assert "taken out of the router on sbx0 before its server stops" in err
+
+
+def test_tune_and_bench_take_the_replica_out_of_the_router_and_put_it_back_once_it_serves(first, sandbox,
+                                                                                          sandbox_inventory, state):
+    """Issue 52, 7: `inv tune` of sbx1 restarts its server, `inv bench` of both replicas loads them; each replica is
+    out of the router (and drained) before, and back once it serves; a client through the router sees no
+    failed request (before: the tune's restarts were served to clients, the benchmark ran under live traffic)."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    env = {**ENV, "FLEET_STATE_DIR": str(state)}
+    with Traffic(sandbox_inventory) as traffic:
+        rc, tuned, err = inv_json(sandbox, "tune", "--host", "sbx1", "--playbook", str(first["path"]), "--yes",
+                                  "--runs", "1", env=env)
+    assert rc == 0, err[-3000:]
+    assert len(traffic.results) > 5 and traffic.failed() == [], traffic.failed()[:5]
+    assert "sbx1 taken out of the router on sbx0 before its server stops" in err
+    assert "sbx1 back in the router on sbx0" in err or sorted(router_workers(sandbox_inventory)) == \
+        sorted(urls(sandbox_inventory))
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+
+    picks = [a for h in REPLICAS for a in ("--host", h)]
+    with Traffic(sandbox_inventory) as traffic:
+        rc, benched, err = inv_json(sandbox, "bench", *picks, "--playbook", str(first["path"]), "--yes", env=env)
+    assert rc == 0, err[-3000:]
+    assert traffic.failed() == [], traffic.failed()[:5]
+    for h in REPLICAS:
+        assert f"{h} taken out of the router on sbx0" in err and f"{h} back in the router on sbx0" in err
+    assert err.index("sbx1 back in the router") < err.index("sbx3 taken out of the router")  # one at a time
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+
+
+def test_a_replica_given_up_by_host_timeout_is_reported_with_the_command_that_puts_it_back(first, sandbox,
+                                                                                           sandbox_inventory, state):
+    """Issue 52, 8: --host-timeout gives up on sbx1 mid-deploy (out of the router by then); the run says which
+    command puts it back, and that command, run next, recovers what the abandoned deploy left and puts sbx1 back
+    in the router once it serves."""
+    assert first["rc"] == 0, first["stderr"][-3000:]
+    rc, data, err = deploy(sandbox, state, first["path"], "--serial", "1", "--force", "--host-timeout", "0.5")
+    assert rc == 1, err[-3000:]
+    again = f"`inv deploy --host sbx1 --playbook {first['path']}` puts it back once it serves"
+    said = data["hosts"][0]["error"] or ""
+    assert "timed out after 0.5s" in said or "after --host-timeout gave up on it" in said, said
+    assert again in said or f"sbx1: it may be out of the router on sbx0: {again}" in err, (said, err[-2000:])
+    rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx1", "--playbook", str(first["path"]), "--yes",
+                             env={**ENV, "FLEET_STATE_DIR": str(state)})
+    assert rc == 0 and data["hosts"][0]["status"] in ("ok", "unchanged"), err[-3000:]
+    assert sorted(router_workers(sandbox_inventory)) == sorted(urls(sandbox_inventory))
+    assert generate(sandbox_inventory)[0] == 200
+
+
 def test_a_replica_rolled_back_to_the_release_it_served_goes_back_into_the_router(first, sandbox,
                                                                                    sandbox_inventory, state,
                                                                                    tmp_path):

@@ -10,7 +10,9 @@ from sshutil import sh
 
 from fleet.errors import ConnectError
 from fleet.ssh.connect import ConnectOptions, Timeouts
+from sandbox.config import SANDBOX_SUPERNET
 
+REPO = Path(__file__).resolve().parents[2]
 QUICK = ConnectOptions(timeouts=Timeouts(connect=1, banner=2, auth=2), attempts=1)
 
 
@@ -80,7 +82,25 @@ def test_down_leaves_nothing_behind(sandbox):
     assert f"fsb{cfg.index}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert subprocess.run(["ip", "link", "show", cfg.bridge], capture_output=True).returncode != 0
     assert not any(cg.exists() for h in ("sbx0", "sbx4") for cg in cfg.cgroups(h))
-    assert not (cfg.home / "hosts").exists()
+    assert not (cfg.home / "hosts").exists() and not (cfg.home / "wheelhouse").exists()
     assert not cfg.inventory_path.exists()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(cfg.home) not in ps
+
+
+def test_a_fleet_that_is_down_keeps_its_addresses_inside_and_the_guard_refuses_them(sandbox, tmp_path):
+    """After down, the sandbox range is blackholed (it never follows the default route out) and fleet refuses
+    the fleet's address in one line before sending anything."""
+    saved = tmp_path / "hosts.yaml"
+    saved.write_text(sandbox.cfg.inventory_path.read_text())
+    address = str(sandbox.cfg.subnet.network_address + 10)
+    sandbox.down()
+    routes = subprocess.run(["ip", "route", "show", "type", "blackhole"], capture_output=True, text=True).stdout
+    assert f"blackhole {SANDBOX_SUPERNET}" in [line.strip() for line in routes.splitlines()]
+    got = subprocess.run(["ip", "route", "get", address], capture_output=True, text=True)
+    assert got.returncode != 0 and "dev" not in got.stdout  # no interface would carry it: not eth0, not anywhere
+    probe = subprocess.run([str(REPO / ".venv/bin/inv"), "probe", "-i", str(saved), "--host", "sbx0", "--json"],
+                           cwd=REPO, capture_output=True, text=True)
+    assert probe.returncode != 0 and probe.stdout == "", probe.stdout[-1500:]
+    assert probe.stderr == (f"error: sbx0: {address} refused: FLEET_SANDBOX_ONLY=1 and no sandbox fleet is up there "
+                            "(no bridge of this machine routes it: `inv sandbox.up` its instance); nothing was sent\n")

@@ -218,3 +218,10 @@ hosts:
 """)
     host = inventory.load(path).hosts["h1"]
     assert host.vars == {"env": {"NCCL_P2P_DISABLE": "1", "B": "x"}, "rack": "a3", "proxmox": {"node": "pve1"}}
+
+
+def test_an_inventory_file_names_its_wheelhouse_relative_to_itself(tmp_path):
+    write(tmp_path, "sandbox.yaml", "wheelhouse: wheels\nhosts: {sbx0: {address: 172.30.77.10}}\n")
+    write(tmp_path, "hosts.yaml", "hosts: {gpu1: {address: 10.0.0.1}}\n")
+    inv = inventory.load(tmp_path / "hosts.yaml")
+    assert inv.hosts["sbx0"].wheelhouse == tmp_path / "wheels" and inv.hosts["gpu1"].wheelhouse is None

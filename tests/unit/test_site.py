@@ -72,3 +72,63 @@ def test_the_shipped_data_is_read_whatever_the_working_folder(tmp_path, here):
     here(tmp_path)
     assert "sm120-allreduce-fusion" in patchsets.available()
     assert os.getcwd() == str(tmp_path)
+
+
+# A site is trusted as git trusts a repository: found by walking up, it must be the user's own.
+NOBODY = 65534
+
+
+@pytest.fixture
+def own_config(tmp_path, monkeypatch):
+    """The user's own config folder (XDG_CONFIG_HOME), empty until a test writes config.yaml."""
+    home = tmp_path / "config"
+    (home / "fleet").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    return home / "fleet" / "config.yaml"
+
+
+def planted(tmp_path: Path) -> Path:
+    """A shared folder holding another user's site (marker, inventory, playbooks), the operator's work below."""
+    shared = tmp_path / "shared"
+    (shared / "inventory").mkdir(parents=True)
+    (shared / "fleet-site.yaml").write_text("")
+    (shared / "inventory/hosts.yaml").write_text("hosts: {sbx0: {address: 172.30.77.99}}\n")
+    (shared / "operator/work").mkdir(parents=True)
+    return shared
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root (CI runs as root)")
+def test_a_site_another_user_owns_is_refused_in_one_line_saying_how_to_trust_it(tmp_path, here, own_config):
+    shared = planted(tmp_path)
+    os.chown(shared / "fleet-site.yaml", NOBODY, NOBODY)
+    with pytest.raises(InputError) as refused:
+        here(shared / "operator/work")
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"site {shared} refused: fleet-site.yaml is owned by uid 65534")
+    assert f"FLEET_SITE={shared}" in line and str(own_config) in line
+
+
+def test_a_site_folder_anyone_may_write_is_refused(tmp_path, here, own_config):
+    shared = planted(tmp_path)
+    (shared / "inventory").chmod(0o777)
+    with pytest.raises(InputError, match=r"refused: inventory is writable by anyone"):
+        here(shared / "operator/work")
+    (shared / "inventory").chmod(0o775)
+    with pytest.raises(InputError, match=r"refused: inventory is writable by its group"):
+        here(shared / "operator")
+
+
+def test_a_site_named_or_listed_safe_is_trusted(tmp_path, here, own_config, monkeypatch):
+    shared = planted(tmp_path)
+    shared.chmod(0o777)
+    with pytest.raises(InputError, match=r"refused: shared/ is writable by anyone"):
+        here(shared / "operator/work")
+    own_config.write_text(f"safe:\n  - {shared}\n")
+    assert here(shared / "operator").root == shared
+    own_config.write_text(f"safe: [{shared}]\n")
+    own_config.chmod(0o666)  # a config others may write vouches for nothing
+    with pytest.raises(InputError, match="refused"):
+        here(shared)
+    own_config.unlink()
+    monkeypatch.setenv("FLEET_SITE", str(shared))
+    assert here(shared / "operator/work").root == shared

@@ -12,6 +12,8 @@ save the launcher, which a unit starts.
     putback.sh      a kept file back by link and rename, no data written: what served goes back on a full
                     disk (fleet.host.service.put_back_kept)
     p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
+    exec.sh         inv exec's command under the host's own deadline: timeout(1) ends its process group there
+                    (fleet.host.execute)
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     venv_build.sh   a `packages:` venv built with no index beside the others, published by a rename (fleet.host.venvs)
     venv_prune.sh   the venvs no kept release names, dropped (fleet.host.venvs)
@@ -30,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
-           "p2p_check.py", "venv_build.sh", "venv_prune.sh")
+           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh")
 _INCLUDE = "#@include "
 
 

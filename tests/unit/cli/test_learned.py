@@ -29,7 +29,7 @@ def state(tmp_path) -> Path:
 
 def inv(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "FLEET_SANDBOX_ONLY": "1", "HOME": str(state.parents[1]),
-           "FLEET_STATE_DIR": str(state.parent), "COLUMNS": "120"}
+           "PYTHONPATH": str(REPO), "FLEET_STATE_DIR": str(state.parent), "COLUMNS": "120"}
     return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL, env=env)
 

@@ -175,3 +175,23 @@ def test_a_task_of_one_host_refuses_a_pattern_naming_several(args, tmp_path):
     done = subprocess.run([str(Path(sys.executable).parent / "inv"), *args, "-i", str(inventory)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"inv {args[0]} takes one host (2 matched)")
+
+
+def test_a_deploy_builds_from_the_wheelhouse_its_hosts_inventory_names(tmp_path, monkeypatch):
+    from fleet import cli, inventory
+
+    (tmp_path / "sandbox.yaml").write_text("wheelhouse: /var/lib/fleet-sandbox/demo/wheelhouse\n"
+                                           "hosts: {sbx0: {address: 172.30.77.10}, sbx1: {address: 172.30.77.11}}\n")
+    (tmp_path / "hosts.yaml").write_text("hosts: {gpu1: {address: 10.0.0.1}}\n")
+    hosts = inventory.load(tmp_path / "hosts.yaml").hosts
+    monkeypatch.delenv("FLEET_WHEELHOUSE", raising=False)
+    with pytest.raises(InputError, match=r"^the hosts' inventory files name different wheelhouses \(/var/lib/fleet-"
+                                         r"sandbox/demo/wheelhouse, the default\): deploy them apart"):
+        cli.use_wheelhouse([hosts["sbx0"], hosts["gpu1"]])
+    cli.use_wheelhouse([hosts["gpu1"]])
+    assert "FLEET_WHEELHOUSE" not in os.environ  # the operator's default stays the default
+    cli.use_wheelhouse([hosts["sbx0"], hosts["sbx1"]])
+    assert os.environ["FLEET_WHEELHOUSE"] == "/var/lib/fleet-sandbox/demo/wheelhouse"
+    monkeypatch.setenv("FLEET_WHEELHOUSE", "/mine")
+    cli.use_wheelhouse([hosts["sbx0"]])
+    assert os.environ["FLEET_WHEELHOUSE"] == "/mine"  # set by the operator: it wins

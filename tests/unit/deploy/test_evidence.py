@@ -22,13 +22,53 @@ def skip(rungs: evidence.Rungs, rung: str) -> str | None:
     return evidence.skip_reason(rungs[rung])
 
 
-def test_one_crash_is_not_evidence_a_second_on_the_same_host_or_another_is():
+def test_one_crash_is_not_evidence_a_second_on_another_host_is():
     once = results(("greedy", "h1", "CUDA_OOM"))
     assert skip(once, "greedy") is None and evidence.unconfirmed(once["greedy"])
-    assert skip(results(("greedy", "h1", "CUDA_OOM"), ("greedy", "h1", "CUDA_OOM")), "greedy") == \
-        "CUDA_OOM, seen 2x on h1"
+    assert skip(results(("greedy", "h1", "CUDA_OOM"), ("greedy", "h2", "CUDA_OOM")), "greedy") == \
+        "CUDA_OOM, seen 2x on 2 hosts: h1, h2"
     assert skip(results(("greedy", "h1", "TMA_FAILURE"), ("greedy", "h2", "TMA_FAILURE")), "greedy") == \
-        "TMA_FAILURE, seen 2x on h1, h2"
+        "TMA_FAILURE, seen 2x on h1, h2: no host alone causes it"
+
+
+@pytest.mark.parametrize("outcome", sorted(evidence.HOST_LOCAL))
+def test_a_class_one_host_can_cause_is_never_known_bad_from_that_host_alone(outcome):
+    """Issue 52, 6: two out-of-memory failures on one host (another tenant's memory, a re-run) skip nothing."""
+    rungs = results(*[("greedy", "h1", outcome)] * 3)
+    assert skip(rungs, "greedy") is None and evidence.unconfirmed(rungs["greedy"])
+    assert evidence.standing(rungs["greedy"]) == f"{outcome} seen 3x on h1 only: not known-bad until a second host"
+    rungs = evidence.add(rungs, "greedy", {"rung": "greedy"}, "h2", outcome, "t9")
+    assert skip(rungs, "greedy") == f"{outcome}, seen 4x on 2 hosts: h1, h2"
+    assert evidence.standing(rungs["greedy"]) == f"known-bad: {outcome}, seen 4x on 2 hosts: h1, h2"
+
+
+@pytest.mark.parametrize("outcome", sorted(evidence.FINGERPRINT_WIDE))
+def test_a_class_no_host_alone_causes_is_known_bad_on_its_second_sighting_on_one_host(outcome):
+    rungs = results(("greedy", "h1", outcome))
+    assert skip(rungs, "greedy") is None
+    assert evidence.standing(rungs["greedy"]).endswith("not known-bad until a second sighting")
+    assert skip(results(*[("greedy", "h1", outcome)] * 2), "greedy") == \
+        f"{outcome}, seen 2x on h1: no host alone causes it"
+
+
+def test_a_rung_within_noise_never_becomes_the_winner():
+    """Issue 52, 2: tune said `no-cuda-graph +10 tok/s is within noise: plain stays`; so does the fleet."""
+    ladder = ["plain", "no-cuda-graph"]
+    rungs = results(("plain", "h1", "READY", 1000.0, 30.0), ("no-cuda-graph", "h1", "READY", 1010.0, 25.0))
+    out = evidence.summary(rungs, ladder)
+    assert (out.rung, out.tok_s) == ("plain", 1000.0)
+    assert out.why == ("the first rung of the ladder that serves (plain); no-cuda-graph against plain: 1,010 "
+                       "against 1,000 tok/s, +10 is within noise (needs more than 30: spreads 25, 30; min gain "
+                       "2%): plain stays")
+    rungs = results(("plain", "h1", "READY", 1000.0, 30.0), ("no-cuda-graph", "h1", "READY", 1100.0, 25.0))
+    out = evidence.summary(rungs, ladder)
+    assert out.rung == "no-cuda-graph" and out.why.startswith("no-cuda-graph beats plain: 1,100 against 1,000")
+    assert evidence.summary(rungs, ladder, min_gain=0.2).rung == "plain"  # the playbook's min_gain decides
+
+
+def test_a_measured_rung_never_beats_one_that_was_not_measured():
+    rungs = results(("plain", "h1", "READY"), ("fast", "h2", "READY", 5000.0, 10.0))
+    assert evidence.summary(rungs, ["plain", "fast"]).rung == "plain"
 
 
 @pytest.mark.parametrize("outcome", ["HANG", "COMM_FAILURE", "INSTALL_FAILED", "EXITED", "HEALTH_FAILED",

@@ -89,14 +89,15 @@ def test_one_crash_is_tried_again_before_the_winner_and_a_second_skips_it(state)
                             [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
     rungs, skipped = fingerprint.arrange(LADDER, h100("sbx5"), list(LADDER.ladder), said.append)
     assert names(rungs) == ["greedy", "fast", "safe"] and skipped == []
-    assert any("seen to fail once on this hardware: trying it again" in m for m in said)
+    assert any("seen to fail on this hardware, not confirmed (CUDA_OOM seen 1x on sbx1 only: not known-bad until a "
+               "second host): trying it again" in m for m in said)
     assert any("known-good on this hardware (served on sbx1" in m and "trying it next" in m for m in said)
     fingerprint.learn(LADDER, h100("sbx5"), LADDER.rung("fast"), "sbx5", "r2",
                       [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
     rungs, skipped = fingerprint.arrange(LADDER, h100(), list(LADDER.ladder), said.append)
     assert names(rungs) == ["fast", "safe"]
-    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on sbx1, sbx5, "
-                                  f"fingerprint {key})")]
+    assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on 2 hosts: sbx1, "
+                                  f"sbx5, fingerprint {key})")]
     # other hardware (here: P2P refused) learns nothing from it
     assert fingerprint.arrange(LADDER, h100(p2p="refused"), list(LADDER.ladder), said.append) == (LADDER.ladder, [])
 
@@ -243,4 +244,55 @@ def test_the_evidence_of_recorded_entries_reads_and_writes_back_unchanged():
         assert json.dumps(evidence.rungs_to_json(evidence.rungs_from_json(raw))) == json.dumps(raw)
         summary = evidence.summary(rungs, [entry["rung"]])
         assert (summary.rung, summary.host, summary.release) == (entry["rung"], entry["host"], entry["release"])
-        assert list(summary.to_json()) == ["rung", "tok_s", "spread", "host", "release", "failed", "flags"]
+        assert list(summary.to_json()) == ["rung", "tok_s", "spread", "host", "release", "failed", "flags",
+                                           "why"]
+
+
+def test_a_tunes_gain_within_noise_never_moves_the_fingerprints_winner_and_learned_says_why(state):
+    """Issue 52, 2: a tune says `safe +10 tok/s is within noise: fast stays`; the fleet learns the same."""
+    runs = {"fast": {"median": 1000.0, "spread": 30.0}, "safe": {"median": 1010.0, "spread": 25.0}}
+    fingerprint.remember(LADDER, h100(), "sbx1", "r1", [{"rung": r, "outcome": "READY", "bench": {"runs": v}}
+                                                          for r, v in runs.items()])
+    said: list[str] = []
+    rungs, _ = fingerprint.arrange(LADDER, h100("sbx5"), list(LADDER.ladder), said.append)
+    assert names(rungs) == ["fast", "greedy", "safe"] and "rung fast: known-good" in said[-1]
+    rows = {r.rung: r for r in fingerprint.learned(fingerprint.Selection())}
+    assert rows["fast"].winner and not rows["safe"].winner
+    assert rows["fast"].why == ("winner: the first rung of the ladder that serves (fast); safe against fast: 1,010 "
+                                "against 1,000 tok/s, +10 is within noise (needs more than 30: spreads 25, 30; min "
+                                "gain 2%): fast stays")
+    assert rows["safe"].why == "serves; not the winner"
+
+
+def test_two_ooms_on_one_host_skip_nothing_for_the_fingerprint(state):
+    """Issue 52, 6: another tenant's memory on sbx1, twice: the rung is tried again on every host."""
+    for release in ("r1", "r2"):
+        fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", release,
+                          [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
+    rungs, skipped = fingerprint.arrange(LADDER, h100("sbx5"), list(LADDER.ladder), lambda _: None)
+    assert names(rungs) == ["greedy", "fast", "safe"] and skipped == []
+    row = next(r for r in fingerprint.learned(fingerprint.Selection()) if r.rung == "greedy")
+    assert row.skipped is None and row.why == "CUDA_OOM seen 2x on sbx1 only: not known-bad until a second host"
+
+
+def test_two_inventories_naming_a_host_alike_never_mix_what_was_learned(state):
+    # inventory A's sbx0 (10.0.0.2) crashed on greedy once; inventory B's sbx0 (10.0.0.9), same hardware, served
+    a, b = h100("sbx0"), h100("sbx0").model_copy(update={"address": "10.0.0.9"})
+    key = fingerprint.learn(LADDER, a, None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    fingerprint.learn(LADDER, b, LADDER.rung("greedy"), "sbx0", "r2", [])
+    hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert hosts["sbx0"]["failures"] == {"CUDA_OOM": 1} and hosts["sbx0"]["address"] == "10.0.0.2"
+    assert hosts["sbx0@10.0.0.9"]["served"] == 1 and hosts["sbx0@10.0.0.9"]["address"] == "10.0.0.9"
+    fingerprint.learn(LADDER, a, None, "sbx0", "r3", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    greedy = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert greedy["sbx0"]["failures"] == {"CUDA_OOM": 2} and greedy["sbx0@10.0.0.9"]["failures"] == {}
+
+
+def test_a_result_recorded_without_an_address_is_the_first_such_hosts(state):
+    key = fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    data = json.loads(state.read_text())
+    del data["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]["sbx0"]["address"]  # as an older fleet wrote it
+    state.write_text(json.dumps(data))
+    fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r2", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
+    assert list(hosts) == ["sbx0"] and hosts["sbx0"]["failures"] == {"CUDA_OOM": 2}

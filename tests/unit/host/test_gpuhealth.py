@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from fleet.host import gpuhealth as H
-from fleet.host import nvsmi, probe
+from fleet.host import nvsmi, probe, programs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu-health"
 
@@ -75,3 +76,38 @@ def test_the_probe_as_run_on_the_h200_reads_health_and_its_kernel_log():
     assert gpu.health is not None and gpu.health.recovery_action == "none" and gpu.health.temperature_c == 37
     assert f.kernel_log is not None and f.kernel_log.source == "dmesg" and f.kernel_log.events == []
     assert f.lost_gpus == []
+
+
+def _kernel_log_through(tmp_path: Path, dmesg: str) -> H.KernelLog:
+    """xid.sh's kernel_log under sh, where journalctl has no kernel lines (as in a container) and `dmesg` is
+    the script DMESG: what the probe prints for it, parsed."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, body in (("journalctl", "exit 0"), ("dmesg", dmesg)):
+        (bin_ / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_ / name).chmod(0o755)
+    script = programs.text("xid.sh") + "\nT=\nkernel_log\n"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin"}
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, check=False).stdout
+    return H.parse_kernel_log(out)
+
+
+XID_79 = "[  812.1] NVRM: Xid (PCI:0000:04:00): 79, pid=1, GPU has fallen off the bus."
+
+
+def test_a_kernel_line_saying_operation_not_permitted_hides_no_xid(tmp_path):
+    # the recorded H200's dmesg, plus a line any process can log (a denied mount), then an Xid
+    recorded = (FIXTURES / "kernel_log_h200_firecracker.txt").read_text().split("== dmesg\n")[1]
+    kernel = recorded.split("== dmesg NVRM")[0] + "[  800.0] overlayfs: mount: Operation not permitted\n"
+    (tmp_path / "kmsg").write_text(kernel + XID_79 + "\n")
+    log = _kernel_log_through(tmp_path, f"cat {tmp_path / 'kmsg'}")
+    assert log.problem is None and log.source == "dmesg"
+    assert [(e.pci, e.code, e.count) for e in log.events] == [("0000:04:00", 79, 1)]
+
+
+def test_the_reading_tool_refusing_on_its_stderr_is_unreadable_whatever_it_printed(tmp_path):
+    # dmesg under dmesg_restrict: the message on stderr, rc 1 (util-linux dmesg's words)
+    refused = _kernel_log_through(tmp_path, "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; "
+                                            "exit 1")
+    assert refused.source is None and refused.problem == ("kernel log not readable: journalctl (no kernel lines), "
+                                                          "dmesg (permission denied)")

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -158,6 +159,7 @@ class Hooks:
         self.after_called: list[str] = []
         self.finished: list[tuple[str, str]] | None = None
         self.events: list[RouterEvent] = []
+        self.host = SimpleNamespace(name="router0")  # the router's host: only its name is said
 
     def start(self):
         pass
@@ -232,6 +234,9 @@ def test_a_host_that_ends_after_host_timeout_is_reported_as_it_ended_and_put_bac
     done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(1),
                             0.4, lambda h: (lambda m: None), Watch(), hooks)  # type: ignore[arg-type]
     assert done.results[0].status == DeployStatus.FAILED and "timed out after 0.4s" in done.results[0].error
+    # issue 52, 8: the command that puts it back, said where it is given up on
+    assert (f"it may be out of the router on router0: `inv deploy --host h0 --playbook {tmp_path / 'llama.yaml'}` "
+            "puts it back once it serves") in done.results[0].error
     assert rolling.settle(done, 2.0, hooks) == []  # type: ignore[arg-type]
     assert done.results[0].status == DeployStatus.OK and "ended ok after --host-timeout" in done.results[0].error
     assert hooks.after_called.count("h0") == 2  # left out when it timed out, put back once it served

@@ -295,16 +295,14 @@ def test_an_upgrade_that_served_only_by_falling_back_says_how():
     assert upgraded("h0", "CUDA_OOM", "PERF_REGRESSION", "READY").fell_back() == (
         "served on rung safe after greedy (CUDA_OOM), fast (PERF_REGRESSION) failed")
     assert upgraded("h0", "READY").fell_back() is None  # its first rung served
-    assert upgraded("h0", "CUDA_OOM", "READY", before="0.5.23").fell_back() is None  # no upgrade: versions alike
-    assert upgraded("h0", "CUDA_OOM", "READY", before="").fell_back() is None  # a first deploy: nothing to upgrade
     assert upgraded("h0", "CUDA_OOM", status="rolled_back").fell_back() is None  # did not serve: failed already
 
 
 def test_stop_after_a_canary_that_fell_back_names_it_though_no_host_failed():
     fell = ["h0 served on rung safe after greedy (CUDA_OOM) failed"]
     assert rollout.stop_after(1, 3, True, [], 0, Amount(1), 9, fell) == (
-        "a canary that fell back is no upgrade that passed after batch 1 of 3 (the canary: h0 served on rung safe "
-        "after greedy (CUDA_OOM) failed); batches 2-3 not started")
+        "a canary that fell back or deployed nothing is no change that passed after batch 1 of 3 (the canary: h0 "
+        "served on rung safe after greedy (CUDA_OOM) failed); batches 2-3 not started")
     assert rollout.stop_after(1, 3, True, ["h1"], 1, Amount(1), 9, fell) == (
         "--max-fail 1 does not excuse a canary after batch 1 of 3 (the canary: h1 failed; h0 served on rung safe "
         "after greedy (CUDA_OOM) failed); batches 2-3 not started")
@@ -319,8 +317,9 @@ def test_a_canary_that_served_an_upgrade_only_on_a_later_rung_stops_the_rollout(
     assert {n for _, n, _ in f.log} == {"h0"}  # nobody else was contacted
     assert data["batches"][0] == {**data["batches"][0], "status": "failed", "failed": [], "canary": True,
                                   "fell_back": ["h0 served on rung fast after greedy (CUDA_OOM) failed"]}
-    assert data["stopped"] == ("a canary that fell back is no upgrade that passed after batch 1 of 3 (the canary: "
-                               "h0 served on rung fast after greedy (CUDA_OOM) failed); batches 2-3 not started")
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               "of 3 (the canary: h0 served on rung fast after greedy (CUDA_OOM) failed); "
+                               "batches 2-3 not started")
 
 
 def test_a_host_that_fell_back_after_the_canary_is_left_to_max_fail(fake, capsys):
@@ -331,3 +330,38 @@ def test_a_host_that_fell_back_after_the_canary_is_left_to_max_fail(fake, capsys
     fake(results={"h0": upgraded("h0", "CUDA_OOM", "READY")})
     rc, data = run(capsys, 3, serial="1,1")  # `1,1` is `1`: no canary
     assert rc == 0 and data["canary"] is False and data["stopped"] is None
+
+
+def test_a_change_of_the_playbook_alone_that_served_only_by_falling_back_fell_back():
+    """Issue 52, 3: the versions alike (the change is the playbook: a rung given mem-fraction-static 0.97), or a
+    first deploy: a rung that failed before the one that served is still a fall-back."""
+    assert upgraded("h0", "CUDA_OOM", "READY", before="0.5.23").fell_back() == (
+        "served on rung fast after greedy (CUDA_OOM) failed")
+    assert upgraded("h0", "PREFLIGHT", "READY", before="").fell_back() == (
+        "served on rung fast after greedy (PREFLIGHT) failed")
+
+
+def test_a_canary_whose_playbook_change_fell_back_stops_the_rollout(fake, capsys):
+    f = fake(results={"h0": upgraded("h0", "CUDA_OOM", "READY", before="0.5.23")})
+    rc, data = run(capsys, 3, serial="1,2", max_fail="2")
+    assert rc == 1 and [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped"]
+    assert {n for _, n, _ in f.log} == {"h0"}
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               "of 2 (the canary: h0 served on rung fast after greedy (CUDA_OOM) failed); batch 2 "
+                               "not started")
+
+
+def test_a_canary_that_was_unchanged_deployed_nothing_and_stops_the_rollout(fake, capsys):
+    """Issue 52, 4: `unchanged` serves, but the change never ran on the canary."""
+    same = DeployResult("h0", "unchanged", release="rel-h0", config={"rung": "fast"})
+    f = fake(results={"h0": same})
+    rc, data = run(capsys, 3, serial="1,2", max_fail="2")
+    assert rc == 1 and [h["status"] for h in data["hosts"]] == ["unchanged", "skipped", "skipped"]
+    assert {n for _, n, _ in f.log} == {"h0"}
+    assert data["batches"][0]["status"] == "failed"
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               "of 2 (the canary: h0 unchanged (release rel-h0 already served this playbook: "
+                               "nothing was tried)); batch 2 not started")
+    fake(results={"h1": DeployResult("h1", "unchanged", release="rel-h1", config={"rung": "fast"})})
+    rc, data = run(capsys, 3, serial="1,2")  # after the canary, unchanged serves as before
+    assert rc == 0 and data["stopped"] is None

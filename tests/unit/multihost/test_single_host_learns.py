@@ -96,7 +96,7 @@ def test_the_same_hardware_class_seen_twice_by_single_host_deploys_skips_the_run
     deploy("sbx5")
     order, skipped = fingerprint.arrange(BOOK, h100("sbx9"), list(BOOK.ladder), lambda m: None)
     assert [r.name for r in order] == ["fast", "safe"]
-    assert [r for r, _ in skipped] == ["greedy"] and "CUDA_OOM, seen 2x on sbx1, sbx5" in skipped[0][1]
+    assert [r for r, _ in skipped] == ["greedy"] and "CUDA_OOM, seen 2x on 2 hosts: sbx1, sbx5" in skipped[0][1]
 
 
 def test_a_rolled_back_single_host_deploy_learns_its_failures_and_host_local_ones_never_count(runs):
