@@ -419,17 +419,20 @@ def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wid
 @task(iterable=["playbook"],
       help={"playbook": "playbook name in playbooks/ or a path (repeatable; default: every playbook in playbooks/)",
             "inventory": "also check this inventory, and that a playbook's router.host is one of its hosts",
-            "json": "print pure JSON on stdout: each playbook's errors and warnings"})
+            "json": "print pure JSON on stdout: each playbook's errors and warnings",
+            "lock": "resolve each playbook's packages: again and rewrite its lock (playbooks/NAME.lock)"})
 @reports_errors
-def check(c, playbook=None, inventory=None, json=False):
+def check(c, playbook=None, inventory=None, json=False, lock=False):
     """Check playbooks without touching any host: schema, every flag against the sglang releases they can
-    meet, when: values, rungs that never run, the exposure rule, literal secrets, health.expect.
+    meet, when: values, rungs that never run, the exposure rule, literal secrets, health.expect, and that the
+    lock beside each (playbooks/NAME.lock) still locks its packages: pins. --lock resolves the pins again from
+    the wheelhouse and rewrites the lock (for the kinds of host it knows): review the diff and commit it.
 
     Exit codes: 0 no error (warnings allowed), 2 an error (one line each, naming file:line).
     """
     from fleet.cli import check as check_cmd
 
-    raise Exit(code=check_cmd.command(playbook or [], inventory, json))
+    raise Exit(code=check_cmd.command(playbook or [], inventory, json, lock))
 
 
 LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",

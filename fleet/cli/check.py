@@ -15,9 +15,11 @@ from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from fleet.upstream import lockfile
+from fleet.upstream.wheelhouse import WheelhouseError
 
 
-def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> int:
+def command(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool = False) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
     paths = [playbook.resolve(n) for n in names] or sorted(p for f in folders for p in f.glob("*.yaml"))
@@ -32,12 +34,18 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> 
         except InputError as exc:
             inv_problem = Problem(str(exc))
     results = [check_playbook(p, hosts) for p in paths]
+    locked: list[str] = []
+    if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
+        locked = relock(results)
+        results = [check_playbook(p, hosts) for p in paths]
     errors = sum(len(r.errors) for r in results) + (inv_problem is not None)
     if as_json:
         print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
                     "inventory_error": str(inv_problem) if inv_problem else None,
-                    "errors": errors, "seconds": round(time.monotonic() - start, 3)})
+                    "locked": locked, "errors": errors, "seconds": round(time.monotonic() - start, 3)})
     else:
+        for line in locked:
+            sys.stdout.write(f"{line}\n")
         for problem in [*([inv_problem] if inv_problem else []), *(p for r in results for p in r.problems)]:
             sys.stdout.write(f"{'warning' if problem.warning else 'error'}: {problem}\n")
         releases = results[0].releases
@@ -48,6 +56,23 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool) -> 
                          f"{warnings} warning{'s' * (warnings != 1)}\n")
         sys.stdout.flush()
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def relock(results: Sequence[Checked]) -> list[str]:
+    """Each checked playbook's lock rewritten from the wheelhouse (fleet.upstream.lockfile.relock); a line each.
+    A pin set the wheelhouse cannot resolve is bad input (one line), its lock left as it was."""
+    out = []
+    for r in results:
+        if r.book is None or not r.book.packages:
+            continue
+        lock = lockfile.path_for(r.path)
+        try:
+            entries = lockfile.relock(lock, r.book.packages, [])
+        except WheelhouseError as exc:
+            raise InputError(f"{r.path}: packages: {exc}; {lock} was left as it was") from None
+        out += [f"locked {lock}: {', '.join(f'{d} {v}' for d, v in e.pins)} for {e.target}: {len(e.wheels)} wheels"
+                for e in entries]
+    return out
 
 
 def name_of(r: Checked) -> str:

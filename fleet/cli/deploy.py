@@ -29,6 +29,7 @@ from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Live, Progress
 from fleet.ssh.connect import ConnectOptions
+from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
@@ -128,7 +129,7 @@ def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: Con
     if not book.packages:
         return
     try:
-        wheels.prepare(hosts, book.packages, opts, say_on_stderr)
+        wheels.prepare(hosts, book.packages, opts, say_on_stderr, lockfile.path_for(path))
     except WheelhouseError as exc:
         raise InputError(f"{path}: packages: {exc}; nothing was changed") from None
 

@@ -11,7 +11,8 @@ In one pass, one problem per line naming file:line:
 - `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run;
 - `packages:` pins against each other: each pinned wheel's Requires-Dist (the corpus's real METADATA) against
   the other pins; a pinned sglang is the one release the flags are checked against; a pin with no wheel in
-  the controller's wheelhouse (fleet.upstream.wheelhouse) is a warning here and refuses a deploy.
+  the controller's wheelhouse (fleet.upstream.wheelhouse) is a warning here and refuses a deploy; a lock beside
+  the playbook that locks other pins than these (fleet.upstream.lockfile) is a warning.
 
 What it cannot know without a host: the host's sglang (a release not in the table is judged as the newest
 release before it), its GPUs, the model on disk, the port, patch sets' anchors in its files (preflight does).
@@ -35,7 +36,7 @@ from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
 from fleet.playbook import problems as playbook_problems
-from fleet.upstream import corpus, pins, wheelhouse
+from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
 
@@ -98,6 +99,8 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
     for dist, problem in wheelhouse.missing(book.packages):  # deploy refuses these (fleet.deploy.inputs)
         c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
+    if book.packages and (why := stale_lock(path, book.packages)):
+        c.error(("packages",), why, warning=True, kind="lock")
     for dist in sorted(set(book.packages) - set(PACKAGE_DIRS)):
         c.error(("packages", written.get(dist, dist)), f"the probe does not read {dist} in a venv (only "
                 f"{', '.join(sorted(PACKAGE_DIRS))}): preflight cannot tell whether the host has this pin",
@@ -108,6 +111,14 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
     out.problems.sort(key=lambda p: p.line)
     return out
+
+
+def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
+    """The playbook's lock (fleet.upstream.lockfile) when it no longer matches its pins, or cannot be read."""
+    try:
+        return lockfile.stale(lockfile.path_for(path), packages)
+    except InputError as exc:
+        return str(exc)
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:

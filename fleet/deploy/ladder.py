@@ -284,7 +284,7 @@ class Deployer:
         """`packages:` without building anything: the run serves from the pins' venv, probed there when the
         host has it (else the host as it is, the unit naming the venv to build); and a line saying which.
         VenvError when the pins name no venv."""
-        venv, there = venvs.planned(conn, self.serve.origin, self.book.packages)
+        venv, there = venvs.planned(conn, self.serve.origin, self.book.packages, self.serve.lock)
         if there:
             self.serve = self.serve.in_venv(venv)
             return probe_run.probe_on(conn, self.host), f"venv {venv}: there, used as it is\n"

@@ -21,6 +21,7 @@ from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, plain_env, secret_names, shown_env
 from fleet.progress import Progress
+from fleet.upstream import lockfile
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,14 @@ class Serving:
     venv: str
     secrets: Mapping[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()  # per-node sglang flags of a multi-node deployment (fleet.multihost.multinode)
+    lock: Path | None = None  # the lock of the playbook's packages: (fleet.upstream.lockfile)
 
     @classmethod
     def of(cls, host: Host, book: Playbook, book_path: Path, secrets: Mapping[str, str] | None = None,
            extra_args: tuple[str, ...] = ()) -> Serving:
         return cls(origin=host, host=host, book=book, book_sha=sha256(book_path.read_bytes()),
                    unit=book.serve.unit or host.unit, venv=book.serve.venv or host.venv, secrets=dict(secrets or {}),
-                   extra_args=extra_args)
+                   extra_args=extra_args, lock=lockfile.path_for(book_path))
 
     @property
     def unit_path(self) -> str:
@@ -114,7 +116,7 @@ class Serving:
 def with_pins(conn: Connection, serve: Serving, say: Progress) -> tuple[Serving, venvs.Venv]:
     """The venv of the playbook's pins, built when the host has none (nothing stopped; VenvError with one line
     otherwise), and the Serving that serves, probes, patches and benchmarks in it."""
-    venv = venvs.ensure(conn, serve.origin, serve.book.packages, say)
+    venv = venvs.ensure(conn, serve.origin, serve.book.packages, say, serve.lock)
     return serve.in_venv(venv.path), venv
 
 

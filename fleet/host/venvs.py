@@ -4,10 +4,11 @@
     /var/lib/fleet/venvs/<digest>            -> .build/<digest>.<pid>, published by a rename once whole
     /var/lib/fleet/venvs/builds.log          one line per build (when, which, pip or uv)
 
-`ensure` returns the venv of a pin set, building it when the host has none: the wheels chosen for the host's
-Python and platform (`host_target`), and only those the host lacks sent, streamed from disk, once the host was
-seen to have room for them and the venv (`space_problem`); then host/programs/venv_build.sh installs them (uv
-where the host has one that runs, else pip; `--no-index`, offline, with the host's own `python3`).
+`ensure` returns the venv of a pin set, building it when the host has none: the wheels of the playbook's lock
+for the host's Python and platform (`host_target`; fleet.upstream.lockfile), and only those the host lacks sent,
+streamed from disk, once the host was seen to have room for them and the venv (`space_problem`); then
+host/programs/venv_build.sh installs exactly those files by path (uv where the host has one that runs, else
+pip; `--no-index`, offline, with the host's own `python3`).
 Nothing here stops or changes a server: a deploy builds before it stops anything. `prune` drops the venvs no
 kept release's unit names (host/programs/venv_prune.sh).
 """
@@ -20,6 +21,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from fabric import Connection
 
@@ -30,7 +32,7 @@ from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
 from fleet.progress import Progress
 from fleet.ssh.remote import CommandTimedOut, OutputTooLarge, run
-from fleet.upstream import wheelhouse
+from fleet.upstream import lockfile, resolver, wheelhouse
 from fleet.upstream.wheelhouse import Wheel
 
 VENVS = f"{ROOT}/venvs"
@@ -213,27 +215,32 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
     return sent, size
 
 
-def _plan(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, list[Wheel]]:
+def _plan(conn: Connection, host: Host, pins: dict[str, str], lock: Path | None,
+          write: bool = True) -> tuple[str, list[Wheel]]:
+    """The host's Python and the wheels of its venv: the lock's, verified (fleet.upstream.lockfile), where a lock
+    is given; else pip's resolve over the wheelhouse."""
     target = host_target(conn, host)
     try:
-        wheels = wheelhouse.closure(pins, target.python, target=target)
+        wheels = (lockfile.ensure(lock, pins, target, write=write) if lock is not None
+                  else resolver.resolve(pins, target))
     except wheelhouse.WheelhouseError as exc:
         raise VenvError(f"{host.name}: {exc}") from None
     return target.python, wheels
 
 
-def planned(conn: Connection, host: Host, pins: dict[str, str]) -> tuple[str, bool]:
-    """(the venv these pins would run in, whether the host has it): reads only."""
-    python, wheels = _plan(conn, host, pins)
+def planned(conn: Connection, host: Host, pins: dict[str, str], lock: Path | None = None) -> tuple[str, bool]:
+    """(the venv these pins would run in, whether the host has it): reads only (the lock is not written)."""
+    python, wheels = _plan(conn, host, pins, lock, write=False)
     path = path_of(wheelhouse.digest(pins, python, [w.sha256 for w in wheels]))
     return path, exists(conn, host, path)
 
 
-def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) -> Venv:
-    """The venv of these pins on this host, built (wheels sent, installed) when it has none; VenvError with
-    one line otherwise (a lost link is raised as it is). Never stops or touches a server."""
+def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lock: Path | None = None) -> Venv:
+    """The venv of these pins on this host, built (wheels sent, installed) when it has none, from the lock's wheels
+    where a lock is given; VenvError with one line otherwise (a lost link is raised as it is). Never stops or
+    touches a server."""
     start = time.monotonic()
-    python, wheels = _plan(conn, host, pins)
+    python, wheels = _plan(conn, host, pins, lock)
     digest = wheelhouse.digest(pins, python, [w.sha256 for w in wheels])
     venv = Venv(path_of(digest), digest, python)
     if exists(conn, host, venv.path):
@@ -253,7 +260,7 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress) ->
         venv.sent, venv.bytes_sent = _send(conn, host, lacking, say)
         say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent)")
         marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
-        args = [f"{w.sha256} {w.filename}" for w in wheels] + ["--"] + [f"{w.name}=={w.version}" for w in wheels]
+        args = [f"{w.sha256} {w.filename}" for w in wheels]  # installed by path: these files and no others
         res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
                   timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
     except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet

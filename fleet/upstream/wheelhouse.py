@@ -3,11 +3,9 @@
     ~/.cache/fleet/wheelhouse/*.whl        (FLEET_WHEELHOUSE elsewhere; filled by `pip download`, or by hand)
 
 `missing(pins)` says which pins have no wheel there (bad input: one line each, before any host is contacted);
-`closure(pins, python)` is every wheel a venv of those pins needs, the pins' Requires-Dist followed through the
-wheelhouse as pip would (markers for a Linux host of that Python, extras asked for; with a `Target`, only wheels
-whose tags that host can install); `digest(pins, python)` names the venv: one venv per package set and Python.
-`fill(pins, target)` downloads what the closure lacks for the host's Python and platform (`pip download
---no-deps --only-binary :all:`, as fleet.upstream.corpus fetches releases), one requirement at a time;
+`digest(pins, python)` names the venv: one venv per package set and Python. Which wheels a venv of the pins
+needs is pip's answer (fleet.upstream.resolver), which also downloads what it lacks (`download_command`: `pip
+download --no-deps --only-binary :all:`, as fleet.upstream.corpus fetches releases), one requirement at a time;
 `MissingWheel` names the one it could not get and how to provide it.
 """
 
@@ -33,13 +31,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from fleet.errors import FleetError
-from fleet.progress import Progress, quiet
 from fleet.secretref import without_userinfo
 from fleet.upstream import corpus
-from fleet.upstream.pins import applies, canonical, environment, requirements
+from fleet.upstream.pins import canonical
 
 NO_WHEEL = "no wheel of"  # how missing() begins its lines
-MAX_METADATA = 1 << 20  # a wheel's METADATA read at most this far (a hostile or broken wheel is not trusted)
 MAX_FETCHES = 400  # requirements one fill() downloads at most (torch's closure is about 30)
 FETCH_TIMEOUT_S = 1800  # one pip download (torch's wheel is about 900 MB)
 ASSUMED_GLIBC = 17  # a host that did not say its glibc: manylinux2014's (manylinux_2_17), no newer
@@ -155,18 +151,6 @@ class Wheel:
                 h.update(block)
         return h.hexdigest()
 
-    def metadata(self) -> str:
-        """The wheel's METADATA ('' when it has none readable)."""
-        try:
-            with zipfile.ZipFile(self.path) as zf:
-                names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-                if len(names) != 1:
-                    return ""
-                with zf.open(names[0]) as f:
-                    return f.read(MAX_METADATA).decode("utf-8", "replace")
-        except (OSError, zipfile.BadZipFile):
-            return ""
-
 
 def scan(folder: Path) -> list[Wheel]:
     """The wheels in folder, by their file names (a file whose name is not a wheel's is passed over)."""
@@ -196,37 +180,6 @@ def missing(pins: dict[str, str], folder: Path | None = None) -> list[tuple[str,
     return [(dist, f"{NO_WHEEL} {dist} {version} in the wheelhouse {where} (fleet installs only from it: "
                    f"pip download --no-deps {dist}=={version} -d {where}, or FLEET_WHEELHOUSE=a folder with it)")
             for dist, version in pins.items() if _pick(wheels, canonical(dist), SpecifierSet(f"=={version}")) is None]
-
-
-def closure(pins: dict[str, str], python: str, folder: Path | None = None, machine: str = "x86_64",
-            target: Target | None = None) -> list[Wheel]:
-    """Every wheel a venv of these pins needs, sorted by name; MissingWheel names the first requirement no
-    wheel there meets (for `target`'s host, when given)."""
-    where = folder or wheelhouse_dir()
-    machine = target.machine if target else machine
-    wheels = scan(where)
-    chosen: dict[str, Wheel] = {}
-    todo = [(Requirement(f"{canonical(d)}=={v}"), "the playbook") for d, v in pins.items()]
-    while todo:
-        req, who = todo.pop(0)
-        name = str(canonicalize_name(req.name))
-        if name in chosen:
-            if not req.specifier.contains(chosen[name].version, prereleases=True):
-                raise WheelhouseError(f"{who} requires {name}{req.specifier}; {chosen[name].filename} was chosen")
-            continue
-        wheel = _pick(wheels, name, req.specifier, target)
-        if wheel is None:
-            raise MissingWheel(f"{who} requires {name}{req.specifier or ''}; no wheel in the wheelhouse {where} has "
-                               "it" + (f" for {target}" if target else
-                                       f" (pip download {name}{req.specifier or ''} -d {where})"),
-                               f"{name}{req.specifier or ''}")
-        chosen[name] = wheel
-        base = environment(python, machine)
-        for dep in requirements(wheel.metadata()):
-            asked = req.extras or {""}
-            if any(applies(dep, {**base, "extra": extra}) for extra in asked):
-                todo.append((dep, f"{wheel.name} {wheel.version}"))
-    return sorted(chosen.values(), key=lambda w: w.name)
 
 
 def digest(pins: dict[str, str], python: str, wheels: Sequence[str] = ()) -> str:
@@ -267,7 +220,7 @@ def _meets(filename: str, requirement: Requirement) -> bool:
 Runner = Callable[..., subprocess.CompletedProcess[str]]  # how pip is run: subprocess.run (tests: a fake pip)
 
 
-def _download(requirement: str, target: Target, where: Path, run: Runner = subprocess.run) -> list[str]:
+def download(requirement: str, target: Target, where: Path, run: Runner = subprocess.run) -> list[str]:
     """The wheel pip downloads into a private folder beside the wheelhouse, then renamed in: a wheel cut off
     half-way never lies in the wheelhouse under its name. A wheel the host cannot install (pip's tags are not
     fleet's), or not of the requirement, is not taken: WheelhouseError naming it and why."""
@@ -300,37 +253,6 @@ def said(text: str) -> str:
     """Text from pip or an index as fleet repeats it: no URL's password (masked before it is cut: a URL cut
     before its '@' would show its password), printable, at most 300 characters."""
     return "".join(c if c.isprintable() else "?" for c in without_userinfo(text))[:300]
-
-
-def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: Progress = quiet,
-         run: Runner = subprocess.run) -> list[str]:
-    """Download into the wheelhouse every wheel a venv of these pins lacks for `target`'s host, one requirement at
-    a time, saying each on `say`; the file names fetched. MissingWheel (one line: which wheel, for what host, how
-    to provide it) when the index cannot be asked, has none, or has none that host installs; a download that
-    adds nothing the host installs stops it (never asked again)."""
-    where = folder or wheelhouse_dir()
-    fetched: list[str] = []
-    for _ in range(MAX_FETCHES):
-        try:
-            closure(pins, target.python, where, target=target)
-            return fetched
-        except MissingWheel as exc:
-            why = fetch_refused()
-            if why is None:
-                say(f"downloading {exc.requirement} for {target} from {corpus.shown_index()} into {where}")
-                try:
-                    fetched += _download(exc.requirement, target, where, run)
-                    continue
-                except UnfitWheel as unfit:
-                    raise MissingWheel(f"{exc}; {unfit}. Put a wheel of {exc.requirement} that host installs in "
-                                       f"{where} (pip wheel {exc.requirement} on one like it), or pin a version the "
-                                       "index has one of", exc.requirement) from None
-                except (WheelhouseError, OSError) as failed:
-                    why = said(str(failed))
-            hint = " ".join(download_command(exc.requirement, target, "DIR"))
-            raise MissingWheel(f"{exc}; {why}. Where there is an index: `{hint}`, then copy DIR's wheels into "
-                               f"{where} (or point FLEET_WHEELHOUSE at DIR)", exc.requirement) from None
-    raise WheelhouseError(f"more than {MAX_FETCHES} wheels to download for {', '.join(pins)}: refused")
 
 
 def unpacked_size(wheels: Sequence[Wheel]) -> int:

@@ -131,6 +131,12 @@ def build(dest: Path, pairs: tuple[tuple[str, str], ...] = PAIRS, cache: Path | 
     return sorted(out)
 
 
+def torch_wheel(dest: Path, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """The simulated torch alone, under any version (a build without the local label, or another build of the
+    same one: `requires` changes its bytes, not its name)."""
+    return _wheel(dest, next(d for d in DISTS if d.package == "torch"), version, list(requires), [])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):

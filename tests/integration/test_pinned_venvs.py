@@ -4,6 +4,7 @@ stopped, switched by rollback with no install (sandbox host sbx3; the simulated 
 from __future__ import annotations
 
 import shutil
+import zipfile
 
 import pytest
 from fleetcli import glm5_playbook, inv, inv_json, llama_playbook, sh
@@ -118,7 +119,10 @@ def test_a_pin_with_no_wheel_is_one_line_exit_2_and_nothing_stopped(sandbox, san
 def test_a_venv_that_fails_to_build_leaves_the_old_server_serving(sandbox, sandbox_inventory, house, tmp_path):
     broken = tmp_path / "house"
     shutil.copytree(house, broken)
-    (broken / "flashinfer_python-0.6.3-py3-none-any.whl").write_bytes(b"not a zip file")
+    # a wheel pip resolves (its METADATA and WHEEL are whole) but refuses to install: a file outside the venv (one
+    # that is not a zip at all is refused on the controller, by the resolve, before any host)
+    with zipfile.ZipFile(broken / "flashinfer_python-0.6.3-py3-none-any.whl", "a") as zf:
+        zf.writestr("../outside.py", "x = 1\n")
     before = state(sandbox_inventory)
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages={"sglang": "0.5.9",
                                                                            "flashinfer-python": "0.6.3"})

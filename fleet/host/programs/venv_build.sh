@@ -1,6 +1,8 @@
 # fleet's venv of one package set (fleet.host.venvs): built beside the others, published only when whole.
 #   $1 python  $2 the venv's path (/var/lib/fleet/venvs/<digest>)  $3 the host's wheel folder
-#   $4 the marker's text  $5... "SHA256 FILENAME" of every wheel, then "--", then the requirements (name==version)
+#   $4 the marker's text  $5... "SHA256 FILENAME" of every wheel of the venv (the lock's), each checked, then
+#   installed by its path and nothing else: no --find-links over the folder, where a wheel another build left (a
+#   torch-2.9.1+cu130 beside the checked torch-2.9.1) would meet the same requirement and win.
 # The venv is made in <venvs>/.build/<digest>.<pid> (never moved: a venv's scripts name their own path) and
 # published by renaming a symlink onto <venvs>/<digest>: a half-built venv is never used.
 # uv is used when `uv --version` runs (else pip), always with the interpreter $1 resolves to on PATH: uv reads a
@@ -19,13 +21,15 @@ shift 4
 root=${final%/*} name=${final##*/}
 case "$name" in *[!0-9a-f]* | "") echo "not a venv name: $name" >&2; exit 70 ;; esac
 if [ -f "$final/.fleet-venv" ]; then echo exists; exit 0; fi
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-  want=${1%% *} file=${1#* }
+[ $# -gt 0 ] || { echo "no wheels to install" >&2; exit 70; }
+for arg in "$@"; do
+  want=${arg%% *} file=${arg#* }
+  case "$file" in */* | "" | *[!A-Za-z0-9._+-]*) echo "not a wheel's file name: $file" >&2; exit 70 ;; esac
   got=$(sha256sum -- "$wheels/$file" 2>/dev/null) || { echo "wheel $file is not on the host" >&2; exit 71; }
   [ "${got%% *}" = "$want" ] || { echo "wheel $file on the host is not the controller's (sha256 differs)" >&2; exit 71; }
   shift
+  set -- "$@" "$wheels/$file"
 done
-[ $# -gt 0 ] && shift
 mkdir -p "$root/.build" || exit 73
 build="$root/.build/$name.$$" log="$root/.build/$name.$$.log" cache="$root/.build/$name.$$.uv-cache"
 rm -rf "$build" "$cache"
@@ -35,13 +39,13 @@ if [ -n "$uv" ]; then
   tool=uv
   "$uv" venv --quiet --no-config --offline --no-project --no-python-downloads --cache-dir "$cache" --python "$python" \
       "$build" >"$log" 2>&1 &&
-    "$uv" pip install --no-config --offline --no-index --find-links "$wheels" --no-python-downloads \
+    "$uv" pip install --no-config --offline --no-index --no-python-downloads \
       --cache-dir "$cache" --link-mode hardlink --compile-bytecode --python "$build/bin/python" "$@" >>"$log" 2>&1 &&
     { [ ! -f "$build/.lock" ] || chmod 0644 "$build/.lock"; }  # uv makes it world-writable
 else
   tool=pip
   "$python" -m venv "$build" >"$log" 2>&1 &&
-    PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index --find-links "$wheels" \
+    PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index \
       --disable-pip-version-check --no-cache-dir --no-input --quiet "$@" >>"$log" 2>&1
 fi
 rc=$?

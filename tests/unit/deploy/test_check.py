@@ -244,3 +244,15 @@ def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of)
     assert result.errors == []
     said = [w for w in lines(result, warnings=True) if "wheelhouse" not in w]  # the empty wheelhouse's, as above
     assert [w.split(": the probe")[0] for w in said] == ["t.yaml:8: packages.triton"]
+
+
+def test_a_lock_that_no_longer_locks_the_pins_is_a_warning_naming_it(tmp_path, corpus_of):
+    from fleet.upstream import lockfile
+    from fleet.upstream.wheelhouse import Target
+
+    lock = tmp_path / "t.lock"
+    lockfile.dump(lock, [lockfile.Entry(lockfile.key({"sglang": "0.5.9"}), Target("3.11"), ())])
+    stale = [p for p in lines(run(tmp_path, BOOK + "packages: {sglang: 0.5.23}\n"), warnings=True) if ".lock" in p]
+    assert stale == [f"t.yaml:8: packages: {lock} locks other pins than packages: (the first deploy of these locks "
+                     "them; on purpose now: inv check --lock --playbook t)"]
+    assert not [p for p in lines(run(tmp_path, BOOK + "packages: {sglang: 0.5.9}\n"), warnings=True) if ".lock" in p]

@@ -95,7 +95,7 @@ def host(tmp_path: Path) -> dict[str, Path]:
 
 def build(host: dict[str, Path], *wheel_args: str, name: str = DIGEST, **env: str) -> subprocess.CompletedProcess:
     args = ["sh", "-c", hostside.text("venv_build.sh"), "fleet-venv_build", "python3", str(host["root"] / name),
-            str(host["wheels"]), '{"pins": {}}', *wheel_args, "--", "a==1.0"]
+            str(host["wheels"]), '{"pins": {}}', *wheel_args]
     return subprocess.run(args, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PATH": f"{host['bin']}:{os.environ['PATH']}",
                                "FIXTURES": str(FIXTURES), **env})
@@ -111,7 +111,10 @@ def test_a_venv_is_built_aside_then_published_whole_with_its_marker_and_logged(h
     final = host["root"] / DIGEST
     assert final.is_symlink() and os.readlink(final).startswith(f".build/{DIGEST}.")
     assert (final / ".fleet-venv").read_text() == '{"pins": {}}\n'
-    assert "--no-index" in (host["tmp"] / "args").read_text() and "a==1.0" in (host["tmp"] / "args").read_text()
+    install = (host["tmp"] / "args").read_text().splitlines()[-1].split()
+    # the checked file by its path, nothing else: no --find-links over every wheel the host ever received
+    assert install[-1] == f"{host['wheels']}/a-1.0-py3-none-any.whl" and "--no-index" in install
+    assert "--find-links" not in install
     assert os.listdir(host["root"] / ".build") == [os.readlink(final).split("/")[1]]  # uv's cache went with it
     assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "uv"]
     again = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl")
@@ -201,7 +204,7 @@ def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a
         # both share one cache beside the build (the real `uv venv` otherwise left ~/.cache/uv on the host)
         assert calls[sub][calls[sub].index("--cache-dir") + 1] == f"{host['root']}/.build/{DIGEST}.{pid}.uv-cache"
     pip_install = calls["pip install"]
-    assert {"--no-index", "--find-links", "--compile-bytecode"} <= set(pip_install)
+    assert {"--no-index", "--compile-bytecode"} <= set(pip_install) and "--find-links" not in pip_install
     # hardlinks from the cache whatever UV_LINK_MODE says: the real uv under UV_LINK_MODE=symlink made a venv of
     # links into the cache, dead once it is removed
     assert pip_install[pip_install.index("--link-mode") + 1] == "hardlink"
@@ -224,7 +227,8 @@ def test_a_uv_that_does_not_run_leaves_the_build_to_pip(host):
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert not (host["tmp"] / "args").exists()
     pip = (host["tmp"] / "pip").read_text().split()
-    assert pip[:3] == ["-m", "pip", "install"] and "--no-index" in pip and pip[-1] == "a==1.0"
+    assert pip[:3] == ["-m", "pip", "install"] and "--no-index" in pip
+    assert pip[-1] == f"{host['wheels']}/a-1.0-py3-none-any.whl" and "--find-links" not in pip
     assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "pip"]
 
 

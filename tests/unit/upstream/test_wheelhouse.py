@@ -1,5 +1,5 @@
-"""fleet.upstream.wheelhouse: which pins the controller's wheels cover, the wheels a venv of them needs (their
-Requires-Dist followed as pip would), and the venv's name."""
+"""fleet.upstream.wheelhouse: which pins the controller's wheels cover, and the venv's name (which wheels a venv
+needs: tests/unit/upstream/test_resolver.py)."""
 
 from __future__ import annotations
 
@@ -46,32 +46,6 @@ def test_a_pin_is_covered_by_its_wheel_and_a_local_label_meets_its_release(house
 
 def test_a_wheelhouse_that_does_not_exist_covers_nothing(tmp_path):
     assert [d for d, _ in wheelhouse.missing({"sglang": "0.5.9"}, tmp_path / "absent")] == ["sglang"]
-
-
-def test_the_closure_follows_requires_dist_with_markers_and_the_extras_asked_for(house):
-    names = {w.name: str(w.version) for w in wheelhouse.closure({"sglang": "0.5.23"}, "3.11", house)}
-    # torchcodec's marker excludes Linux; [cu13] brings cuda-tile; the local label +cu130 meets ==2.14.1
-    assert names == {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "torch": "2.14.1+cu130", "cuda-tile": "1.4.0"}
-    names = {w.name: str(w.version) for w in wheelhouse.closure({"sglang": "0.5.9"}, "3.11", house)}
-    assert names == {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "torch": "2.9.1+cu130"}  # no extra: no pytest
-
-
-def test_a_requirement_no_wheel_meets_names_who_requires_what(house):
-    (house / "cuda_tile-1.4.0-py3-none-any.whl").unlink()
-    with pytest.raises(wheelhouse.WheelhouseError, match=r"flashinfer-python 0.7.2 requires cuda-tile>=1.4; no wheel"):
-        wheelhouse.closure({"sglang": "0.5.23"}, "3.11", house)
-
-
-def test_pins_that_contradict_a_requirement_are_refused(house):
-    with pytest.raises(wheelhouse.WheelhouseError,
-                       match=r"sglang 0.5.9 requires torch==2.9.1; torch-2.14.1\+cu130-py3-none-any.whl was chosen"):
-        wheelhouse.closure({"torch": "2.14.1", "sglang": "0.5.9"}, "3.11", house)
-
-
-def test_a_broken_wheel_says_no_requirements_rather_than_raising(house):
-    broken = house / "torch-2.9.1+cu130-py3-none-any.whl"
-    broken.write_bytes(b"not a zip")
-    assert next(w for w in wheelhouse.scan(house) if w.path == broken).metadata() == ""
 
 
 def test_the_venv_name_depends_on_the_pins_and_python_not_on_how_they_are_written():

@@ -1,4 +1,4 @@
-"""fleet.upstream.wheelhouse for the host it installs on: wheels chosen by the host's tags, missing ones
+"""fleet.upstream.wheelhouse and resolver for the host it installs on: wheels chosen by the host's tags, missing ones
 downloaded by pip for the host's Python and platform from a local file:// index (never the network), and one line
 when they cannot be had."""
 
@@ -9,10 +9,11 @@ import shutil
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from fleet.upstream import wheelhouse
+from fleet.upstream import resolver, wheelhouse
 from fleet.upstream.wheelhouse import MissingWheel, Target
 
 HOST = Target("3.11", "x86_64", "2.36")
@@ -71,10 +72,10 @@ def test_a_host_installs_only_wheels_of_its_python_and_platform():
     assert len(Target("3.11", "x86_64", "2.999").platforms()) == (60 - 5 + 1) + 3 + 1
 
 
-def test_closure_for_a_host_passes_over_wheels_it_cannot_install(remote, tmp_path):
+def test_the_resolve_for_a_host_passes_over_wheels_it_cannot_install(remote, tmp_path):
     with pytest.raises(MissingWheel, match=r"sglang 0.5.9 requires torch==2.9.1; .* for CPython 3.11 on aarch64"):
-        wheelhouse.closure({"sglang": "0.5.9"}, "3.11", remote, target=Target("3.11", "aarch64", "2.17"))
-    chosen = wheelhouse.closure({"sglang": "0.5.9"}, "3.11", remote, target=HOST)
+        resolver.resolve({"sglang": "0.5.9"}, Target("3.11", "aarch64", "2.17"), remote)
+    chosen = resolver.resolve({"sglang": "0.5.9"}, HOST, remote)
     assert [w.filename for w in chosen] == ["sglang-0.5.9-py3-none-any.whl",
                                             "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
 
@@ -83,13 +84,13 @@ def test_fill_downloads_what_the_host_needs_from_a_file_index_saying_each(remote
     monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
     house = tmp_path / "house"
     said: list[str] = []
-    got = wheelhouse.fill({"sglang": "0.5.9"}, HOST, house, said.append)
+    got = resolver.fill({"sglang": "0.5.9"}, HOST, house, said.append)
     assert got == ["sglang-0.5.9-py3-none-any.whl", "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
     assert sorted(p.name for p in house.iterdir()) == got  # no other platform's torch, no temporary folder left
     assert said[0] == (f"downloading sglang==0.5.9 for CPython 3.11 on x86_64 (glibc 2.36) from "
                        f"{os.environ['PIP_INDEX_URL']} into {house}")
     assert said[1].startswith("downloading torch==2.9.1 for CPython 3.11")
-    assert wheelhouse.fill({"sglang": "0.5.9"}, HOST, house, said.append) == [] and len(said) == 2  # all there
+    assert resolver.fill({"sglang": "0.5.9"}, HOST, house, said.append) == [] and len(said) == 2  # all there
 
 
 def test_a_wheel_the_index_lacks_is_one_line_naming_it_the_host_and_how_to_provide_it(remote, tmp_path, monkeypatch):
@@ -99,7 +100,7 @@ def test_a_wheel_the_index_lacks_is_one_line_naming_it_the_host_and_how_to_provi
     house.mkdir()
     shutil.copy(remote / "sglang-0.5.9-py3-none-any.whl", house)  # what it has stays; only torch is asked for
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"sglang": "0.5.9"}, HOST, house)
+        resolver.fill({"sglang": "0.5.9"}, HOST, house)
     text = str(caught.value)
     assert "\n" not in text and caught.value.requirement == "torch==2.9.1"
     assert text.startswith(f"sglang 0.5.9 requires torch==2.9.1; no wheel in the wheelhouse {house} has it for "
@@ -114,7 +115,7 @@ def test_the_sandbox_guard_asks_no_index_but_a_local_one(remote, tmp_path, monke
     assert "FLEET_SANDBOX_ONLY=1 allows no index but a file:// one" in (wheelhouse.fetch_refused() or "")
     said: list[str] = []
     with pytest.raises(MissingWheel, match="FLEET_SANDBOX_ONLY=1 allows no index"):
-        wheelhouse.fill({"sglang": "0.5.9"}, HOST, tmp_path / "house", said.append)
+        resolver.fill({"sglang": "0.5.9"}, HOST, tmp_path / "house", said.append)
     assert said == []  # nothing was asked of the network
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
     assert wheelhouse.fetch_refused() is None
@@ -157,19 +158,23 @@ def test_fill_takes_a_manylinux1_wheel_pip_downloads_for_a_newer_glibc(tmp_path,
     wheel(remote, "foo", "1.0", tag="cp311-cp311-manylinux1_x86_64")
     monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
     said: list[str] = []
-    assert wheelhouse.fill({"foo": "1.0"}, HOST, tmp_path / "house", said.append) == [
+    assert resolver.fill({"foo": "1.0"}, HOST, tmp_path / "house", said.append) == [
         "foo-1.0-cp311-cp311-manylinux1_x86_64.whl"]
     assert len(said) == 1  # one download; fleet took what pip took (it downloaded it up to 400 times, then refused)
 
 
 class Pip:
-    """subprocess.run for `pip download`: what it was asked (argv, env) and a wheel it 'downloads' into -d."""
+    """subprocess.run for `pip download`: what it was asked (argv, env) and a wheel it 'downloads' into -d; any
+    other command (the resolver's pip over the wheelhouse) runs as it is."""
 
     def __init__(self, wheel_name: str | None = None, fail: str = ""):
         self.wheel_name, self.fail = wheel_name, fail
         self.calls: list[tuple[list[str], dict[str, str]]] = []
+        self.real = subprocess.run
 
-    def __call__(self, cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    def __call__(self, cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        if "download" not in cmd:
+            return self.real(cmd, **kw)
         env = kw["env"]
         assert isinstance(env, dict)
         self.calls.append((cmd, env))
@@ -191,7 +196,7 @@ def test_a_download_that_adds_nothing_the_host_installs_stops_fill_at_once_in_on
     house = tmp_path / "house"
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"foo": "1.0"}, HOST, house, said.append, run=pip)
+        resolver.fill({"foo": "1.0"}, HOST, house, said.append, run=pip)
     text = str(caught.value)
     assert len(pip.calls) == 1 and len(said) == 1  # asked once, never again for the same wheel
     assert "\n" not in text and caught.value.requirement == "foo==1.0"
@@ -209,7 +214,7 @@ def test_index_credentials_reach_pip_only_in_its_environment_and_are_masked_wher
     pip = Pip(fail="ERROR: Could not find https://ci:s3cr3t-token@pypi.internal.example/simple/torch/")
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append, run=pip)  # nothing reaches any index
+        resolver.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append, run=pip)  # nothing reaches any index
     (cmd, env), = pip.calls
     assert not any("s3cr3t" in a or "t0ken" in a or "tok3n" in a for a in cmd)  # argv: read by ps
     assert "--index-url" not in cmd and "--extra-index-url" not in cmd
@@ -226,7 +231,7 @@ def test_the_sandbox_guard_masks_the_index_it_refuses_and_refuses_an_extra_index
     monkeypatch.setenv("FLEET_SANDBOX_ONLY", "1")
     monkeypatch.setenv("PIP_INDEX_URL", "https://ci:s3cr3t-token@pypi.internal.example/simple")
     with pytest.raises(MissingWheel) as caught:
-        wheelhouse.fill({"torch": "2.9.1"}, HOST, tmp_path)
+        resolver.fill({"torch": "2.9.1"}, HOST, tmp_path)
     assert "s3cr3t" not in str(caught.value) and "(PIP_INDEX_URL is https://ci:***@pypi.internal.example" in str(
         caught.value)
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
@@ -248,7 +253,7 @@ def test_the_controllers_pip_settings_cannot_change_what_is_fetched_or_from_wher
                         "PIP_ONLY_BINARY": "none", "PIP_CONFIG_FILE": str(conf), "PIP_NO_DEPS": "0"}.items():
         monkeypatch.setenv(name, value)
     house = tmp_path / "house"
-    assert wheelhouse.fill({"sglang": "0.5.9"}, HOST, house) == ["sglang-0.5.9-py3-none-any.whl",
+    assert resolver.fill({"sglang": "0.5.9"}, HOST, house) == ["sglang-0.5.9-py3-none-any.whl",
                                                                  "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
     name = "sglang-0.5.9-py3-none-any.whl"
     assert (house / name).read_bytes() == (remote / name).read_bytes()  # the index's, not the find-links one
