@@ -1,8 +1,8 @@
 """`deploy --dry-run` and the deploy share one plan (fleet.deploy.ladder.Deployer.plan): on every case of that
 plan the dry run, run first, says what the deploy then does. On sbx3 (8x B200), with a rung that runs out of
 memory there (CUDA_OOM) ahead of a plain one: a first deploy; one that changes nothing; an env changed through
-the inventory's `vars: {env: ...}` (before, the deploy said "nothing to do" and only --force applied it); a rung
-the fingerprint knows to fail (before, the dry run still named it); and --force."""
+the inventory's `vars: {env: ...}` (before, the deploy said "nothing to do" and only --force applied it); a
+host-local failure seen twice on one host (not known to fail for the fingerprint); and --force."""
 
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def test_the_dry_run_says_what_the_deploy_then_does(sandbox, sandbox_inventory, 
     assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
     assert "FLEET_TEST_MARKER=\"two\"" in sh(sandbox_inventory, HOST, "cat /etc/fleet/sglang.env")
 
-    dry, done = both("--force")  # known to fail here now: the dry run names the rung the deploy serves
-    assert dry["config"]["rung"] == "plain" and [a["rung"] for a in dry["attempts"]] == ["too-greedy"], dry
-    assert [(a["rung"], a["outcome"]) for a in done["attempts"]] == [("too-greedy", "PREFLIGHT"), ("plain", "READY")]
+    # CUDA_OOM twice, on this one host: host-local (another tenant's memory), so not known to fail for the
+    # fingerprint (issue 52): the dry run names it again and the deploy tries it first again
+    dry, done = both("--force")
+    assert dry["config"]["rung"] == "too-greedy" and dry["attempts"] == [], dry
+    assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
