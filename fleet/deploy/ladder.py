@@ -125,6 +125,8 @@ class Deployer:
         rung = next((r for r in rungs if r.name == target), None)
         if rung is None or rung.name != previous.rung:
             return False
+        if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the venv it runs from is gone: the
+            return False  # server would not start again; the deploy builds it
         planned = s.plan(rung, previous.id, sglang_version(facts))
         return (read_file(conn, s.host, s.unit_path) == planned.unit_text.encode()
                 and read_file(conn, s.host, s.env_path) == planned.env_text.encode()

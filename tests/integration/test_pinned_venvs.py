@@ -90,14 +90,15 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     assert releases[second["release"]]["facts"]["venv"] == new_venv
 
     # the old pins again, keeping one release: the venv is reused; the upgrade's venv stays while its release is
-    # where `inv rollback` goes, and goes with that release
+    # where `inv rollback` goes, and goes with that release. The rollback already serves what these render (keep_
+    # releases and a description render nothing: `unchanged`, issue 46), so --force makes the releases
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1)
-    rc, third, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    rc, third, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=env)
     assert rc == 0 and third["status"] == "ok", err[-3000:]
     assert third["venv"] == {**third["venv"], "path": old_venv, "built": None, "sent": [], "bytes_sent": 0}
     assert "pruned venvs" not in err and sh(sandbox_inventory, HOST, f"test -d {new_venv} && echo kept") == "kept\n"
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1, description="again")
-    rc, fourth, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
+    rc, fourth, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=env)
     assert rc == 0 and fourth["status"] == "ok", err[-3000:]
     assert f"pruned venvs no release refers to: {new_venv.rsplit('/', 1)[1]}" in err
     assert sh(sandbox_inventory, HOST, "ls /var/lib/fleet/venvs /var/lib/fleet/venvs/.build").split() == [

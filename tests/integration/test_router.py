@@ -263,7 +263,11 @@ def test_a_replica_given_up_by_host_timeout_is_reported_with_the_command_that_pu
     again = f"`inv deploy --host sbx1 --playbook {first['path']}` puts it back once it serves"
     said = data["hosts"][0]["error"] or ""
     assert "timed out after 0.5s" in said or "after --host-timeout gave up on it" in said, said
-    assert again in said or f"sbx1: it may be out of the router on sbx0: {again}" in err, (said, err[-2000:])
+    told = again in said or f"sbx1: it may be out of the router on sbx0: {again}" in err
+    # a deploy that still served within the grace (a loaded machine) is put back by this run itself
+    back = "ended ok after --host-timeout gave up on it" in said and urls(sandbox_inventory)[0] in \
+        router_workers(sandbox_inventory)
+    assert told or back, (said, err[-2000:])
     rc, data, err = inv_json(sandbox, "deploy", "--host", "sbx1", "--playbook", str(first["path"]), "--yes",
                              env={**ENV, "FLEET_STATE_DIR": str(state)})
     assert rc == 0 and data["hosts"][0]["status"] in ("ok", "unchanged"), err[-3000:]
