@@ -17,7 +17,6 @@ themselves (tests/unit/test_contracts.py keeps it so).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -38,8 +37,8 @@ from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
-UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@_.:-]{0,250}")  # a systemd unit name; a mark naming else is not ours
 NOT_STARTED = "starting it again failed"
+RAN = RUNNING | {"deactivating"}  # a unit caught mid-restart ran: it is started again after
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
 UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
                          "refreshing"})
@@ -78,12 +77,18 @@ class HostRun:
         if state not in UNIT_STATES:  # garbage, or systemd not answering: whether it runs is unknown
             raise FleetError(f"{self.host.name}: `systemctl is-active {unit}` answered {state[:80]!r}: whether "
                              f"{unit} runs is unknown; nothing was stopped")
-        if state in RUNNING and unit not in self.stopped:
-            self.stopped.append(unit)
-            self.session.write_atomic(STOPPED_MARK, json.dumps({"units": self.stopped, "at": now()}).encode(),
-                                      0o600)  # first: a run that dies from here on leaves them to the next run
+        if state in RAN:  # deactivating: caught mid-restart, it runs again after
+            self.name_for_restart(unit)  # first: a run that dies from here on leaves it to the next run
         self.session.stop(unit, timeout=timeout)
         return state
+
+    def name_for_restart(self, unit: str) -> None:
+        """`unit` ran and is (or is about to be) stopped by this run: named on the host (STOPPED_MARK), so the
+        next run under the lock starts it if this one dies before it does (a reboot stops it too)."""
+        if unit not in self.stopped:
+            self.stopped.append(unit)
+            self.session.write_atomic(STOPPED_MARK, json.dumps({"units": self.stopped, "at": now()}).encode(),
+                                      0o600)
 
     def mark_rollback(self, **what: Any) -> None:
         """Marked first: a run that dies from here on leaves the next run's recovery to put `current` back."""
@@ -105,12 +110,13 @@ class HostRun:
         return self.marked or any(r.release.status == ReleaseStatus.IN_PROGRESS for r in self.releases)
 
 
-def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str]) -> list[str]:
+def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str],
+                         keep_mark: bool = False) -> list[str]:
     """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (a unit
     fleet installs is not enabled: nothing else starts it), then the lock it kept through the reboot released.
     What was done or why not, never raised."""
     try:
-        said = start_stopped(session, stopped)
+        said = start_stopped(session, stopped, keep_mark)
     except FleetError as exc:
         said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
     try:
@@ -120,7 +126,7 @@ def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: lis
     return said
 
 
-def start_stopped(s: HostSession, also: list[str] | None = None) -> list[str]:
+def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool = False) -> list[str]:
     """The units a run stopped and named in STOPPED_MARK (a dead run's, or one carried through a reboot), and
     `also`, started again, the mark removed once each runs; what was done. The caller holds the lock, so the
     mark's writer is gone."""
@@ -128,13 +134,14 @@ def start_stopped(s: HostSession, also: list[str] | None = None) -> list[str]:
     if raw is not None:
         try:
             named = json.loads(raw)["units"]
-            if not (isinstance(named, list) and all(isinstance(u, str) and UNIT_NAME.fullmatch(u) for u in named)):
+            # only this host's own unit: a mark naming another (poweroff.target) is none of fleet's writing
+            if not (isinstance(named, list) and all(isinstance(u, str) and u == s.host.unit for u in named)):
                 raise TypeError(named)
             units += [u for u in named if u not in units]
-        except (ValueError, KeyError, TypeError):  # not fleet's writing: nothing in it is started
-            said.append(f"removed a stop mark fleet did not write: {one_line(raw.decode(errors='replace'), 80)}")
+        except (ValueError, KeyError, TypeError, RecursionError):  # not fleet's writing: nothing in it is started
+            said.append(f"removed a stop mark fleet did not write: {one_line(raw[:200].decode(errors='replace'), 80)}")
     said += [note for note in (_unit_back(s, unit) for unit in units) if note]
-    if raw is None:
+    if raw is None or keep_mark:
         return said
     if not any(NOT_STARTED in note for note in said):
         s.remove(STOPPED_MARK)  # kept while a unit did not start: the next run tries again

@@ -9,6 +9,7 @@ fleet.ssh, behind these verbs. Every command verb goes through `run`, so a fake 
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ from fleet.ssh.remote import OutputTooLarge as OutputTooLarge
 from fleet.ssh.remote import lost_link, run
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"  # the kernel's id of this boot: another after a reboot
+_BOOT_ID = re.compile(r"[0-9A-Za-z-]{1,64}")  # a UUID on Linux; one token, never empty
 RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying to (a Restart= loop between tries)
 
 
@@ -76,8 +78,12 @@ class HostSession:
         return res.exited, (res.stdout + res.stderr).strip()[-300:]
 
     def boot_id(self) -> str:
-        """The kernel's id of this boot: it differs after a reboot."""
-        return self.said(BOOT_ID, timeout=10)[1]
+        """The kernel's id of this boot: it differs after a reboot. A read that fails or answers what is no boot
+        id (a shell killed mid-shutdown) raises: it is no new boot."""
+        exited, out = self.said(BOOT_ID, timeout=10)
+        if exited != 0 or not _BOOT_ID.fullmatch(out):
+            raise service.ServiceError(f"{self.name}: `{BOOT_ID}` answered {one_line(out, 60)!r} (exit {exited})")
+        return out
 
     def reboot(self) -> tuple[int, str]:
         """`systemctl reboot`: its exit status and what it said (the link may drop before either comes)."""

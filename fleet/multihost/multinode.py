@@ -438,14 +438,10 @@ class MultiNode:
 
     # ------------------------------------------------------------------ every rung failed
     def _fall_back(self, why: str) -> None:
-        """Close the releases as failed; every node back on its previous release, started together again."""
+        """Every node back on its previous release, started together again, then the releases closed as failed
+        (as fleet.deploy.fallback: until then a run cut here leaves them in progress to the next run's recovery)."""
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
         for n in reversed(self.nodes):
-            try:  # a release that cannot be closed (a full disk) stays in progress for the next run's recovery:
-                n.run.fail()  # the node is not lost for that, it still goes back with the others
-            except Exception as exc:  # noqa: BLE001
-                n.say(f"closing release {n.release.id} as failed did not work ({exc or type(exc).__name__}); the next "
-                      "run's recovery closes it")
             try:
                 stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
@@ -477,6 +473,12 @@ class MultiNode:
                 outcome, evidence = self._start_together(restarted, "rollback") if restarted else (Outcome.READY, "")
             except Exception as exc:  # noqa: BLE001 - as above
                 outcome, evidence = Outcome.EXITED, str(exc) or type(exc).__name__
+        for n in reversed(self.nodes):
+            try:  # a release that cannot be closed (a full disk) stays in progress for the next run's recovery
+                n.run.fail()
+            except Exception as exc:  # noqa: BLE001
+                n.say(f"closing release {n.release.id} as failed did not work ({exc or type(exc).__name__}); the next "
+                      "run's recovery closes it")
         for n in self.nodes:  # in the words of the one fall-back (fleet.deploy.fallback), node by node
             name = n.host.name
             if n.previous is None:

@@ -24,12 +24,12 @@ from typing import Any
 from paramiko import SSHException
 
 from fleet.deploy import hardware
-from fleet.deploy.hostrun import HostRun, host_run, lock_only, release_after_reboot
+from fleet.deploy.hostrun import NOT_STARTED, RAN, HostRun, host_run, lock_only, release_after_reboot
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.lock import LOCK_DIR, HostLockError, Lock
 from fleet.host.releases import STOPPED_MARK
-from fleet.host.session import RUNNING, ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
+from fleet.host.session import ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
@@ -104,7 +104,7 @@ def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) ->
         if rc != 0:
             return f"nvidia-smi -r -i {i} refused (rc={rc}): {refusal(said)}"
         say(f"GPU {i} reset")
-    if state in RUNNING:
+    if state in RAN:
         s.start(unit)  # a start that fails raises: the run skeleton tries once more and says what became of it
         say(f"started {unit} again")
     return None
@@ -193,13 +193,18 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep:
     return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
 
 
+def unit_left_stopped(result: RecoverResult) -> bool:
+    """A unit that ran and could not be started again: recover did not end well, whatever the GPUs say."""
+    return any(NOT_STARTED in step for step in result.steps)
+
+
 def probed_again(s: HostSession, result: RecoverResult) -> RecoverResult:
     try:
         after = s.probe()
     finally:
         s.close()
     result.faults_after = hardware.assess(after).fault
-    result.ok = not result.faults_after
+    result.ok = not result.faults_after and not unit_left_stopped(result)
     result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
     return result
 
@@ -248,7 +253,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         if result.action == NOTHING and not dry_run:
             result.steps += after_dead_run(s, say)
         if result.action == NOTHING or dry_run:
-            result.ok = result.action == NOTHING or dry_run
+            result.ok = (result.action == NOTHING or dry_run) and not unit_left_stopped(result)
             return result
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
@@ -264,7 +269,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 if refused:
                     result.action = VM_RESET if proxmox else REBOOT
             if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
-                ran = [host.unit] if facts.unit and facts.unit.active_state in RUNNING else []
+                ran = [host.unit] if facts.unit and facts.unit.active_state in RAN else []
+                if ran and not lost:  # named on the host before the machine goes down: a recover cut after
+                    run.name_for_restart(host.unit)  # it leaves the unit to the next run
                 lock = run.keep_lock_through_reboot()  # what ran is started on the new boot (fleet's unit is
                 stopped = list(dict.fromkeys([*run.stopped, *ran]))  # not enabled: nothing else starts it)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
@@ -275,14 +282,14 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         try:
             _after_lost_link(host, opts, proxmox, result, wait_s, say, sessions, sleep)
         except FleetError as exc:
-            raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
+            raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(result))}") from None
     if result.action == GPU_RESET:
         return probed_again(sessions(host, opts), result)
     say("waiting for SSH")
     try:
         s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep)
     except FleetError as exc:
-        raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions)}") from None
+        raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(result))}") from None
     if lock is not None:
         result.steps += release_after_reboot(s, lock, stopped)
     return probed_again(s, result)
@@ -336,10 +343,16 @@ def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, 
     result.steps.append("systemctl reboot (on a new connection)")
 
 
+def sent(result: RecoverResult) -> bool:
+    """A reboot or a VM reset was sent and accepted: the machine may still go down after the wait."""
+    return any(step.startswith(("systemctl reboot", "Proxmox")) for step in result.steps)
+
+
 def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, stopped: list[str],
-              sessions: Sessions) -> str:
-    """No new boot came: when the host still answers in its old boot, the reboot or reset never happened, so
-    what recover stopped runs again and its lock goes. What became of the host, in words."""
+              sessions: Sessions, accepted: bool = False) -> str:
+    """No new boot came: when the host still answers in its old boot, what recover stopped runs again and its
+    lock goes; where the reboot was `accepted` (it may land later, slowly) the stop mark stays, so the run after
+    it starts the unit again. What became of the host, in words."""
     try:
         s = sessions(host, opts)
     except FleetError:
@@ -347,10 +360,14 @@ def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, st
     try:
         if s.boot_id() != boot:
             return f"{host.name} answers in a new boot now"
-        done = [_start(s, unit) for unit in stopped] if lock is None else release_after_reboot(s, lock, stopped)
+        done = ([_start(s, unit) for unit in stopped] if lock is None
+                else release_after_reboot(s, lock, stopped, keep_mark=accepted))
         if lock is not None and not any(note.startswith("the host lock") for note in done):
             done.append("the host lock was released")
-        return "; ".join([f"{host.name} is still in the boot it had (not rebooted, not reset)", *done])
+        where = (f"{host.name} is still in the boot it had: the reboot was accepted but had not happened when the "
+                 "wait ended (the stop mark stays: the next fleet run after it starts the unit)" if accepted
+                 else f"{host.name} is still in the boot it had (not rebooted, not reset)")
+        return "; ".join([where, *done])
     except (FleetError, EOFError, OSError, SSHException) as exc:
         return f"{host.name} could not be put back ({one_line(str(exc))}): check it from its console"
     finally:
