@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from fleet.errors import InputError
@@ -79,7 +80,7 @@ def load(path: Path) -> list[Entry]:
     if len(text) > MAX_LOCK:
         raise _bad(path, f"is larger than {MAX_LOCK} bytes")
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_NoAliases) or {}
         return [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
                       Target(str(e["python"]), str(e["machine"]), None if e.get("glibc") is None else str(e["glibc"])),
                       tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
@@ -87,6 +88,15 @@ def load(path: Path) -> list[Entry]:
                 for e in data["locked"]]
     except (yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad(path, f"is not a lock fleet wrote ({type(exc).__name__})") from None
+
+
+class _NoAliases(yaml.SafeLoader):
+    """fleet never writes an alias: a lock holding one is not fleet's (and a few of them expand to billions)."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("an alias")
+        return super().compose_node(parent, index)
 
 
 def dump(path: Path, entries: list[Entry]) -> None:
@@ -112,7 +122,12 @@ def entry_of(wheels: list[Wheel], pins: dict[str, str], target: Target) -> Entry
 
 
 def find(entries: list[Entry], pins: dict[str, str], target: Target) -> Entry | None:
-    return next((e for e in entries if e.pins == key(pins) and e.target == target), None)
+    """The entry of these pins for this host kind; one that states no glibc (`inv check --lock` before any host
+    was asked) stands for every glibc of its Python and machine."""
+    mine = [e for e in entries if e.pins == key(pins)]
+    return (next((e for e in mine if e.target == target), None)
+            or next((e for e in mine if e.target.glibc is None
+                     and (e.target.python, e.target.machine) == (target.python, target.machine)), None))
 
 
 def _sha256(path: Path) -> str | None:
@@ -132,8 +147,13 @@ def verified(entry: Entry, lock: Path, folder: Path | None = None) -> list[Wheel
     where = folder or wheelhouse.wheelhouse_dir()
     out = []
     for w in entry.wheels:
-        if "/" in w.file or not w.file.endswith(".whl"):
-            raise _bad(lock, f"names {w.file[:80]!r}, not a wheel's file name")
+        try:  # the file name says what it holds: the entry's name and version must be its own
+            named, version, _, _ = parse_wheel_filename(w.file)
+            fits = "/" not in w.file and named == canonicalize_name(w.name) and version == Version(w.version)
+        except (InvalidWheelFilename, InvalidVersion, ValueError):
+            fits = False
+        if not fits:
+            raise _bad(lock, f"names {w.file[:80]!r} for {w.name[:40]} {w.version[:20]}, not that wheel's file name")
         got = _sha256(where / w.file)
         if got is None:
             raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse (put it back, or relock "
@@ -142,10 +162,9 @@ def verified(entry: Entry, lock: Path, folder: Path | None = None) -> list[Wheel
             raise LockError(f"{where / w.file}: sha256 {got[:16]}... is not the {w.sha256[:16]}... locked in {lock}: "
                             f"refused, nothing was sent (a wheel rebuilt on purpose: inv check --lock --playbook "
                             f"{lock.stem})")
-        try:
-            out.append(Wheel(where / w.file, canonical(w.name), Version(w.version)))
-        except (InvalidVersion, ValueError):
-            raise _bad(lock, f"gives {w.file!r} a version that is not PEP 440") from None
+        wheel = Wheel(where / w.file, canonical(w.name), Version(w.version))
+        wheel.__dict__["sha256"] = got  # the bytes checked here: what is sent and built must hash to it
+        out.append(wheel)
     return out
 
 
@@ -157,6 +176,12 @@ def ensure(lock: Path, pins: dict[str, str], target: Target, folder: Path | None
     if (found := find(entries, pins, target)) is not None:
         return verified(found, lock, folder)
     wheels = resolver.resolve(pins, target, folder)
+    locked = {w.file: w.sha256 for e in entries for w in e.wheels}
+    for w in wheels:  # a file another host kind locked: the same bytes, or a tampered wheel
+        if locked.get(w.filename, w.sha256) != w.sha256:
+            raise LockError(f"{w.path}: sha256 {w.sha256[:16]}... is not the {locked[w.filename][:16]}... locked in "
+                            f"{lock} for another kind of host: refused, nothing was sent (a wheel rebuilt on purpose: "
+                            f"inv check --lock --playbook {lock.stem})")
     if write:
         dump(lock, [*entries, entry_of(wheels, pins, target)])
     return wheels
