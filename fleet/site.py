@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -110,19 +111,44 @@ def config_path() -> Path:
 
 def why_untrusted(root: Path, uid: int) -> str | None:
     """What makes the site at root not the user's (None: it is): a part owned by someone else, or writable by
-    its group or by anyone."""
-    for part in OWN_PARTS:
-        path = root / part
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            continue
+    its group or by anyone: the marker, the folder, inventory/ and playbooks/ with the files in them, and the
+    inventory the marker names; a symlink is judged as itself and as what it points to."""
+    for part, path in _parts(root):
         name = root.name + "/" if part == "." else part
-        if st.st_uid != uid:
-            return f"{name} is owned by uid {st.st_uid}, not by you (uid {uid})"
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode):
-            return f"{name} is writable by {'anyone' if st.st_mode & stat.S_IWOTH else 'its group'}"
+        for st in _stats(path):
+            if st.st_uid != uid:
+                return f"{name} is owned by uid {st.st_uid}, not by you (uid {uid})"
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode):
+                return f"{name} is writable by {'anyone' if st.st_mode & stat.S_IWOTH else 'its group'}"
     return None
+
+
+def _parts(root: Path) -> list[tuple[str, Path]]:
+    """What decides what a deploy does, by the name an operator knows it by."""
+    parts = [(part, root / part) for part in OWN_PARTS]
+    for folder in ("inventory", "playbooks"):
+        with suppress(OSError):
+            parts += [(f"{folder}/{p.name}", p) for p in sorted((root / folder).iterdir())[:1000]]
+    with suppress(OSError, yaml.YAMLError, AttributeError):  # the inventory the marker names, and its folder
+        named = (yaml.safe_load((root / MARKER).read_text()[:65536]) or {}).get("inventory")
+        if isinstance(named, str) and named:
+            where = root / Path(named).expanduser()
+            parts += [(named, where), (str(Path(named).parent) + "/", where.parent)]
+    return parts
+
+
+def _stats(path: Path) -> list[os.stat_result]:
+    """The path's own stat and, for a symlink, its target's; [] where there is nothing."""
+    try:
+        own = path.lstat()
+    except OSError:
+        return []
+    if not stat.S_ISLNK(own.st_mode):
+        return [own]
+    try:
+        return [own, path.stat()]
+    except OSError:
+        return [own]
 
 
 def safe_list(uid: int) -> list[str]:
