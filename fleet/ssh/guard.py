@@ -31,6 +31,9 @@ def allowed(ip: str) -> bool:
     return any(addr in net for net in SANDBOX_NETWORKS)
 
 
+BRIDGE_PREFIX = "fsbr"  # a sandbox fleet's bridge (sandbox/config.py); a route out of any other device leaves
+
+
 def route_of(ip: str, table: str) -> tuple[str, ipaddress.IPv4Network] | None:
     """The device and network of the most specific IPv4 route to ip in a /proc/net/route text (device '*': a
     blackhole); None when no route holds it."""
@@ -58,7 +61,7 @@ def why_not_up(ip: str, table: str | None = None) -> str | None:
         route = route_of(ip, ROUTES.read_text() if table is None else table)
     except OSError as exc:
         return f"cannot read the routes ({ROUTES}: {exc.strerror}) to see that its fleet is up"
-    if route is None or route[0] == "*" or route[1].prefixlen <= net.prefixlen:
+    if route is None or not route[0].startswith(BRIDGE_PREFIX) or route[1].prefixlen <= net.prefixlen:
         return "no sandbox fleet is up there (no bridge of this machine routes it: `inv sandbox.up` its instance)"
     return None
 
