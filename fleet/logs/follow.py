@@ -67,6 +67,14 @@ def journal_command(unit: str, follow: bool, since: str | None, lines: int | str
                            lines=check_lines(lines))
 
 
+_SEPARATOR = re.compile(r"^-- Boot [0-9a-f]{32} --$")  # journalctl's own line where a journal spans a reboot
+
+
+def is_separator(line: str) -> bool:
+    """journalctl's mark between two boots' lines: not the unit's line (no time, nothing to classify)."""
+    return bool(_SEPARATOR.match(line))
+
+
 def split_time(line: str) -> tuple[str | None, str]:
     """`2026-11-30T13:05:39+0000 host proc[pid]: text` -> (time, text)."""
     m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) \S+ [^:]+: (.*)$", line)
@@ -104,6 +112,8 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
 
         def line(raw: str) -> str:
             nonlocal when
+            if is_separator(raw):
+                return ""
             when, text = split_time(raw)
             emit(LogLine(host.name, when, text, None))
             return text

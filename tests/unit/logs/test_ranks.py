@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import InputError
-from fleet.logs.follow import LogLine, check_lines, check_since
+from fleet.logs.follow import LogLine, check_lines, check_since, is_separator, split_time
 from fleet.logs.ranks import Folded, RankFolder, rank_of
 
 CRASH = (Path(__file__).resolve().parents[2] / "fixtures/logs/sglang_sm120_allreduce_fusion_crash.log").read_text()
@@ -74,3 +74,12 @@ def test_lines_is_a_count():
     for bad in ("0", "-3", "ten", "5; id"):
         with pytest.raises(InputError, match="--lines"):
             check_lines(bad)
+
+
+def test_journalctls_mark_between_two_boots_is_no_line_of_the_unit():
+    """A journal that spans a reboot (inv recover reboots) holds journalctl's `-- Boot <id> --`: no time, nothing
+    to show or classify (inv logs printed it as a line without a time)."""
+    assert is_separator("-- Boot d4b3908c65a845c3b9e5e606d56c96df --")
+    assert not is_separator("2026-12-05T02:56:32+0000 sbx0 python3[812]: -- Boot d4b3908c65a845c3b9e5e606d56c96df --")
+    assert not is_separator("-- No entries --")
+    assert split_time("2026-12-05T02:56:32+0000 sbx0 python3[812]: ready") == ("2026-12-05T02:56:32+0000", "ready")
