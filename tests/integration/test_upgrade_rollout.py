@@ -87,7 +87,8 @@ def test_a_canary_that_fails_stops_the_upgrade_before_the_next_batch_whatever_ma
     assert proc.returncode == 1, proc.stderr[-3000:]
     out = proc.stdout
     row = next(line for line in out.splitlines() if line.startswith("sbx1 ") and "rolled_back" in line)
-    assert "0.5.23/0.7.2 -> 0.5.9/0.6.3" in row  # what the canary tried, beside the release it is back on
+    # the versions as found (issue 46, 11: never a transition for a host that is back where it was)
+    assert "0.5.23/0.7.2 " in row and "0.5.9/0.6.3" not in row, row
     skipped = next(line for line in out.splitlines() if line.startswith("sbx2 "))
     assert "skipped" in skipped
     flat = " ".join(out.split())
