@@ -181,8 +181,10 @@ def _or_unknown(value: str | int | None) -> str | int:
 
 def describe(owner: LockOwner | None, now: float | None = None) -> str:
     """One phrase naming the holder, and why the lock looks stale if it does."""
-    if owner is None or owner == LockOwner():
+    if owner is None:
         return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
+    if owner == LockOwner():  # read, but no field of it is one fleet writes (a hostile or foreign owner.json)
+        return "held by an unknown owner (its owner.json names no pid, user or time fleet takes: check it by hand)"
     text = (f"held by {_or_unknown(owner.owner)} pid {_or_unknown(owner.pid)} for {_or_unknown(owner.purpose)} "
             f"since {_or_unknown(owner.time)}")
     now = time.time() if now is None else now
