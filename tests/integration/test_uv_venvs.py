@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from fleetcli import inv_json, llama_playbook, sh
+from fleetcli import inv, inv_json, llama_playbook, sh
 
 from fleet.ssh.connect import ConnectOptions, open_connection
 from sandbox import uv as sandbox_uv
@@ -80,11 +80,9 @@ def test_a_build_uv_refuses_says_why_and_stops_nothing(sandbox, sandbox_inventor
     (broken / "flashinfer_python-0.6.3-py3-none-any.whl").write_bytes(b"not a zip file")
     before = main_pid(sandbox_inventory)
     book = llama_playbook(tmp_path, LADDER, name="llama-uv-broken", packages=PINS)
-    rc, data, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book),
-                             env={"FLEET_WHEELHOUSE": str(broken)})
-    assert rc == 1 and data["status"] == "failed", (data, err[-2000:])
-    assert data["error"].startswith(f"{HOST}: building the venv /var/lib/fleet/venvs/"), data["error"]
-    assert ("failed (exit 72): cause: Because flashinfer-python==0.6.3 has an invalid package format and you require "
-            "flashinfer-python==0.6.3, we can conclude that your requirements are unsatisfiable.") in data["error"]
-    assert "nothing was stopped" in data["error"]
+    proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json",
+               env={"FLEET_WHEELHOUSE": str(broken)})
+    # refused on the controller now, by pip's resolve over the wheelhouse (issue 45), before any host: exit 2
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    assert "flashinfer_python-0.6.3-py3-none-any.whl is invalid" in proc.stderr and "nothing was changed" in proc.stderr
     assert main_pid(sandbox_inventory) == before
