@@ -28,6 +28,10 @@ def wheel(folder: Path, name: str, version: str, *requires: str, extras: tuple[s
 
 @pytest.fixture
 def house(tmp_path: Path) -> Path:
+    return stack(tmp_path)
+
+
+def stack(tmp_path: Path) -> Path:
     """Two releases of the stack as an upgraded wheelhouse holds them, Requires-Dist as the real wheels write them
     (sglang 0.5.9's and 0.5.23's METADATA: torch pinned exactly, flashinfer-python asking for any torch)."""
     wheel(tmp_path, "sglang", "0.5.9", "flashinfer_python==0.6.3", "torch==2.9.1", 'pytest; extra == "test"')

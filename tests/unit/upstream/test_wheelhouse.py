@@ -3,36 +3,18 @@ needs: tests/unit/upstream/test_resolver.py)."""
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import pytest
+from test_resolver import stack
 
 from fleet.upstream import wheelhouse
 
 
-def wheel(folder: Path, name: str, version: str, *requires: str, extras: tuple[str, ...] = ()) -> Path:
-    stem = f"{name.replace('-', '_')}-{version}"
-    path = folder / f"{stem}-py3-none-any.whl"
-    meta = [f"Name: {name}", f"Version: {version}", *(f"Provides-Extra: {e}" for e in extras),
-            *(f"Requires-Dist: {r}" for r in requires)]
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(f"{stem}.dist-info/METADATA", "Metadata-Version: 2.1\n" + "\n".join(meta) + "\n\n")
-    return path
-
-
 @pytest.fixture
 def house(tmp_path: Path) -> Path:
-    """Two releases of a stack, with Requires-Dist as the real wheels write them (sglang 0.5.23's METADATA)."""
-    wheel(tmp_path, "sglang", "0.5.9", "flashinfer_python==0.6.3", "torch==2.9.1", 'pytest; extra == "test"')
-    wheel(tmp_path, "sglang", "0.5.23", "flashinfer_python[cu13]==0.7.2", "torch==2.14.1",
-          'torchcodec==0.17.0; sys_platform != "linux"')
-    wheel(tmp_path, "flashinfer-python", "0.6.3", "torch")
-    wheel(tmp_path, "flashinfer-python", "0.7.2", "torch", 'cuda-tile>=1.4; extra == "cu13"', extras=("cu13",))
-    wheel(tmp_path, "torch", "2.9.1+cu130")
-    wheel(tmp_path, "torch", "2.14.1+cu130")
-    wheel(tmp_path, "cuda-tile", "1.4.0")
-    (tmp_path / "README.txt").write_text("not a wheel")
+    """The resolver tests' stack, with a file named like a wheel that is none."""
+    stack(tmp_path)
     (tmp_path / "not-a-wheel.whl").write_text("x")
     return tmp_path
 
