@@ -113,16 +113,11 @@ def test_a_reboot_slower_than_the_wait_leaves_the_unit_stopped():
     assert m.active, "the host serves nothing: the mark was removed before the reboot it was written for"
 
 
-class KilledRead(Machine):
+class KilledRead(SlowReboot):
     """`systemctl reboot` is accepted; the host is going down: the next boot-id read is killed (SIGTERM: exit
     143, nothing printed) and the commands after it still run in the old boot, then the machine goes down."""
-    pending = False
 
     def answer(self, session, command):
-        if command == "systemctl reboot":
-            self.steps.append(command)
-            self.pending = True
-            return 0, ""
         if command == BOOT_ID and self.pending:
             self.steps.append(command)
             self.pending = False
