@@ -19,7 +19,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from paramiko import SSHException
 
@@ -34,6 +33,7 @@ from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
+from fleet.yamlfile import JsonObject
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -56,7 +56,7 @@ class RecoverResult:
     faults_after: list[str] = field(default_factory=list)
     ok: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.__dict__.copy()
 
 
