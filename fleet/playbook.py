@@ -495,6 +495,6 @@ def shipped(name: str, directories: list[Path] | None = None) -> Path:
     raise InputError(f"no playbook {name} in {', '.join(f'{f}/' for f in folders)} (known: {known or 'none'})")
 
 
-def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
+def host_env(host_vars: dict[str, object]) -> dict[str, str]:
     """Per-host environment from the inventory's vars.env, checked where it loads (fleet.inventory.HostVars)."""
-    return {str(k): str(v) for k, v in (host_vars.get("env") or {}).items()}
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env := host_vars.get("env"), dict) else {}

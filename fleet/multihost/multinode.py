@@ -248,7 +248,8 @@ class MultiNode:
                 raise FleetError(f"{self.book.name}: no earlier release that served on every node ({', '.join(names)})")
             target = earlier[-1]
         head = self.nodes[0].store.load(target)
-        spans = ((head.config if head else {}).get("nodes") or {}).get("hosts")
+        nodes = head.config.get("nodes") if head else None
+        spans = nodes.get("hosts") if isinstance(nodes, dict) else None
         if spans and spans != names:
             raise FleetError(f"release {target} was deployed over {', '.join(spans)} (rank 0 first), not "
                              f"{', '.join(names)}: give those hosts in that order")
@@ -257,7 +258,8 @@ class MultiNode:
     @staticmethod
     def _aim_at_previous(n: Node) -> None:
         n.unit = restore.unit_of(n.prior)
-        n.serves_api = n.prior.config.get("nodes", {}).get("rank", 0) == 0
+        nodes = n.prior.config.get("nodes")
+        n.serves_api = (nodes.get("rank", 0) if isinstance(nodes, dict) else 0) == 0
 
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
@@ -287,7 +289,7 @@ class MultiNode:
                                                       "node_rank": n.rank,
                                                       "versions": stack_versions(n.facts)})
             if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
-                n.release.facts["venv"] = n.deployer.serve.venv
+                n.release.runs_in(n.deployer.serve.venv)
             n.run = n.host_run.open_release(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid

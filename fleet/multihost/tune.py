@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from fabric import Connection
 
@@ -46,6 +45,7 @@ from fleet.outcomes import SERVING, DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
+from fleet.yamlfile import JsonObject
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 
@@ -63,7 +63,7 @@ class BenchOutcome:
     record: BenchRecord | None = None
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
                 "bench": self.record.to_json() if self.record else None, "error": self.error}
 
@@ -166,7 +166,7 @@ class TuneResult:
         self.status, self.release, self.error = fell.status, fell.release, fell.error
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
                 "baseline": self.baseline.to_json() if self.baseline else None,
                 "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
@@ -210,11 +210,18 @@ def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Att
     return best, choice.decisions
 
 
+def _attempts(manifest: JsonObject) -> list[JsonObject]:
+    """A manifest's recorded attempts, as the host holds them (one not an object is none)."""
+    listed = manifest.get("attempts")
+    return [a for a in listed if isinstance(a, dict)] if isinstance(listed, list) else []
+
+
 def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, float]:
     """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
     attempts that served (their median), else DEFAULT_RESTART_S each."""
     found, _ = benching.manifests(conn, host)
-    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == Outcome.READY]
+    past = [seconds for m in found for a in _attempts(m)
+            if a.get("outcome") == Outcome.READY and isinstance(seconds := a.get("seconds", 0), int | float)]
     each = statistics.median(past) if past else DEFAULT_RESTART_S
     return rungs + 1, (rungs + 1) * each
 
@@ -340,7 +347,7 @@ class Tuner:
                           playbook_sha256=self.serve.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
         if self.book.packages:
-            release.facts["venv"] = self.serve.venv
+            release.runs_in(self.serve.venv)
             result.venv = self.venv
         rungs, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit, facts, rungs,
                                          self.progress)
@@ -423,7 +430,7 @@ class Tuner:
                 self.progress(f"starting {best.rung} again")
                 result.final, _ = self.runner.attempt(conn, run, self.book.rung(best.rung), sglang_version(facts),
                                                       measure=False)
-                release.attempts.append({**result.final.to_json(), "final": True})
+                release.add_attempt({**result.final.to_json(), "final": True})
                 final_ok = result.final.outcome == Outcome.READY
             if final_ok:
                 run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
