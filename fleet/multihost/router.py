@@ -229,8 +229,8 @@ class RouterHooks:
         started = previous.config.get("workers") if previous else None
         running = plan(book, host, [u for u in started if is_worker_url(u)], self.secrets) \
             if isinstance(started, list) else planned
-        same = (read_file(conn, host, unit_path(book)) == running.unit_text.encode()
-                and read_file(conn, host, env_path(book)) == running.env_text.encode()
+        same = (host_run.session.read(unit_path(book)) == running.unit_text.encode()
+                and host_run.session.read(env_path(book)) == running.env_text.encode()
                 and restore.key_installed(conn, host, running))
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
