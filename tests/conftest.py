@@ -12,6 +12,7 @@ so that run is serial.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -100,18 +101,41 @@ ORDER = ["faults", "integration", "hostile", "sim", "upstream", "unit"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """A module's tests run on one worker, in order, its module fixtures set up once (--dist loadgroup); a module
-    with SPREAD_OVER_WORKERS = True (the fault matrix: every point of every kind) has its tests spread over them."""
+    """A parallel run hands out the sandbox's long waits first (ORDER), in the same order on every worker."""
     if WORKER:
         def rank(item):
             parts = Path(str(item.path)).relative_to(REPO / "tests").parts
-            spread = getattr(getattr(item, "module", None), "SPREAD_OVER_WORKERS", False)
-            return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not spread)
+            return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not _spread(item.nodeid))
         items.sort(key=rank)  # stable: the order within a module (and between modules of a folder) is kept
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and not getattr(module, "SPREAD_OVER_WORKERS", False):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@functools.cache
+def _spread_module(path: str) -> bool:
+    """The module says `SPREAD_OVER_WORKERS = True` (read as text: the controller of a parallel run collects
+    nothing, it sees node ids only)."""
+    try:
+        text = (REPO / path).read_text()
+    except OSError:
+        return False
+    return any(line.strip() == "SPREAD_OVER_WORKERS = True" for line in text.splitlines())
+
+
+def _spread(nodeid: str) -> bool:
+    return _spread_module(nodeid.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A module's tests run on one worker, in order, its module fixtures set up once; a module that sets
+    SPREAD_OVER_WORKERS = True (the fault matrix: every point of every kind) has its tests spread over them.
+    Our own scope, not xdist_group marks: pytest 9.2 no longer reads the group xdist 3.8 writes into the node id,
+    and every test went its own way (a module's tests on three workers, each finding the others' hosts)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if _spread(nodeid) else nodeid.split("::", 1)[0]
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_sessionstart(session):
