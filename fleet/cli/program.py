@@ -63,10 +63,12 @@ RETIRED = {
 def _retired(flag: str, binary: str, task: str | None) -> str | None:
     """What a tired operator gets for an invoke option fleet dropped (None: not one of them). A short letter
     fleet's tasks use (-p, -w, -f, -c, -e...) is named as the task option it is (tasking.SHORT)."""
-    long = {f"-{letter}": f"--{name.replace('_', '-')}" for name, letter in tasking.SHORT.items()}
+    long: dict[str, list[str]] = {}
+    for name, letter in tasking.SHORT.items():
+        long.setdefault(f"-{letter}", []).append(f"--{name.replace('_', '-')}")
     if flag in long:
-        return f"{flag} is {long[flag]}, " + ("an option of some tasks, not of this one" if task else
-                                               "a task's option, given after the task's name")
+        return f"{flag} is {' or '.join(long[flag])}, " + ("an option of some tasks, not of this one" if task else
+                                                             "a task's option, given after the task's name")
     why = RETIRED.get(flag)
     if why is None:
         return None

@@ -101,6 +101,7 @@ def test_invokes_own_options_are_refused_in_one_line_and_nothing_runs(option, wh
                           "--dry-run (-n): `fleet deploy --dry-run ...`"),
     (["status", "-w"], None),
     (["status", "-p", "x"], "fleet status: -p is --playbook, an option of some tasks, not of this one"),
+    (["status", "-n", "5"], "fleet status: -n is --dry-run or --lines, an option of some tasks, not of this one"),
     (["--prompt-for-sudo-password", "probe"], "fleet: --prompt-for-sudo-password is an option of invoke, not of "
                                               "fleet: sudo's password is asked once by the task's --ask-become-pass "
                                               "(-k): `fleet deploy -k ...`"),
