@@ -17,6 +17,7 @@ from fleetcli import REPO, llama_playbook
 HOST = "sbx2"
 BENCH = {"gate": True, "input_len": 16, "output_len": 16, "num_prompts": 8, "max_concurrency": 8, "floor": 0.1,
          "fraction": 0.1, "timeout": 300}
+SLOW = "SGLANG_SIM_TOKEN_TIME_SCALE"  # a name fleet takes for a secret's (TOKEN): given from fleet's environment
 QUIET_S = 2.5  # the longest the terminal may go without a byte while the deploy runs (Live lines: every second)
 
 
@@ -49,8 +50,8 @@ def _on_a_terminal(cmd: list[str], env: dict[str, str], limit: float = 420) -> t
 
 def test_a_one_host_deploy_on_a_terminal_says_where_every_long_step_stands(sandbox, tmp_path):
     book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-progress", bench=BENCH,
-                          serve={"env": {"SGLANG_SIM_TOKEN_TIME_SCALE": 60}})
-    env = {**os.environ, "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "160", "TERM": "xterm"}
+                          serve={"env": {SLOW: {"env": SLOW}}})
+    env = {**os.environ, "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "160", "TERM": "xterm", SLOW: "60"}
     cmd = [str(REPO / ".venv/bin/inv"), "deploy", "-i", str(sandbox.cfg.inventory_path), "--host", HOST,
            "--playbook", str(book), "--force"]
     code, chunks = _on_a_terminal(cmd, env)
@@ -61,8 +62,7 @@ def test_a_one_host_deploy_on_a_terminal_says_where_every_long_step_stands(sandb
     times = [t for t, _ in chunks[started:]]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) < QUIET_S, (max(gaps), text[-3000:])
-    for step, budget in (("verify", 130), ("bench", 300)):
-        assert f"phase {step}: " in text and f"s of {budget}s budget" in text, text[-3000:]
+    assert "phase bench: 3s of 300s budget" in text, text[-3000:]  # the bench takes about 13 s here
     assert "phase verify: GET /health and the known answer (budget 130s)" in text
     last_live = text.rindex("s of 300s budget")  # the bench's line, wiped before the results
     assert "\r\x1b[2K" in text[last_live:] and "Traceback" not in text
