@@ -45,6 +45,10 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["deploy", "-H", "x", "--serial"], "inv deploy: --serial needs a value (`inv deploy --help` lists its options)"),
     (["recover", "--host"], "inv recover: --host needs a value (`inv recover --help` lists its options)"),
     (["unlock"], "inv unlock: missing host, token (`inv unlock --help` lists its options)"),
+    (["deploy", "-host", "x"], "inv deploy: no such option -host (one dash takes one letter); did you mean --host? "
+                               "(`inv deploy --help` lists its options)"),
+    (["status", "-json"], "inv status: no such option -json (one dash takes one letter); did you mean --json? "
+                          "(`inv status --help` lists its options)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
