@@ -147,7 +147,8 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
                                         "since": "where to start, as journalctl takes it, on the host's clock: a "
                                                  "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
                                                  "20:00'), today, yesterday (default: the whole journal)",
-                                        "lines": "only the last N lines (with --since: of that span)",
+                                        "lines": "only the last N lines, as tail -n and journalctl -n (with --since: "
+                                                 "of that span)",
                                         "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors

@@ -254,9 +254,11 @@ def only_narrowing(patterns: Iterable[str]) -> bool:
 
 
 def _nearest(name: str, known: Iterable[str]) -> str:
-    """ "; did you mean sbx1?" (difflib's closest name), or nothing."""
-    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {near[0]}?" if near else ""
+    """ "; did you mean sbx1?" (difflib's closest name, the case of the letters aside: SBX0 is sbx0), or
+    nothing."""
+    names = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
+    return f"; did you mean {names[near[0]]}?" if near else ""
 
 
 def load(inventory: Path) -> Inventory:

@@ -14,8 +14,7 @@
         flags_by_sglang:                                      # merged too where the host's sglang is in range
           "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
-      - name: no-fusion
-        after: [ARCH_UNSUPPORTED, TMA_FAILURE]               # worth trying after these failure classes
+      - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
 
 A rung's flags and env are merged onto the base; patch sets it does not list are reverted."""
 
@@ -109,7 +108,7 @@ class Serve(Strict):
     secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
     env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
-
+    _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, EnvValue], info: ValidationInfo) -> dict[str, EnvValue]:
@@ -177,6 +176,7 @@ class Rung(Strict):
     flags_by_sglang: dict[str, dict[str, FlagValue]] = {}  # version range -> flags, merged after `flags`
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+    _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
 
     @field_validator("flags_by_sglang")

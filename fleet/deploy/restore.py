@@ -13,7 +13,7 @@ from typing import Protocol
 from fabric import Connection
 
 from fleet.deploy.fallback import attempted
-from fleet.deploy.health import health_check
+from fleet.deploy.health import verify
 from fleet.deploy.results import Attempt
 from fleet.host import venvs
 from fleet.host.found_files import BeforeFleet
@@ -137,7 +137,7 @@ def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, sa
     restart(conn, host, unit)
     outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang)
     if outcome == Outcome.READY:
-        outcome, evidence = health_check(conn, host, book)
+        outcome, evidence = verify(conn, host, book, say)
     return outcome, evidence
 
 

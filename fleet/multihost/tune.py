@@ -43,7 +43,7 @@ from fleet.multihost import router as routing
 from fleet.multihost.router_plan import worker_url
 from fleet.outcomes import SERVING, DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
 from fleet.yamlfile import JsonObject
 
@@ -81,7 +81,11 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
-        record = benching.run(conn, host, book, spec, venv, serve.bench_key)
+        say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "
+            f"{spec.input_len}+{spec.output_len} tokens, concurrency {spec.max_concurrency} (budget "
+            f"{spec.timeout:.0f}s)")
+        with ticking(say, "bench", spec.timeout):
+            record = benching.run(conn, host, book, spec, venv, serve.bench_key)
         record = replace(record, release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
@@ -93,7 +97,7 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
     book, path = load_playbook(name or "glm5-nvfp4")
     hooks = router_hooks(hosts, book, path, opts, {}, progress_for)
     if hooks is None:
-        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
+        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts, say=progress_for(h)))
         return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
     results = []
     for host in hosts:  # one replica out of the router at a time
@@ -277,7 +281,8 @@ class Tuner:
         return fallback.fall_back(steps, previous, why, self.progress)
 
     def bench(self, conn: Connection) -> BenchRecord:
-        return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
+        with ticking(self.progress, "bench", self.spec.timeout):
+            return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
 
     def measure_serving(self, conn: Connection, previous: Release) -> Runs | None:
         """The release serving before the tune, measured as each rung will be (a warm-up, then `runs` runs), so
