@@ -42,9 +42,17 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
     if action not in ACTIONS:
         raise ValueError(f"patch action {action!r}: one of {', '.join(ACTIONS)}")
 
+    taken: set[str] = set()
+
     def one(host: Host) -> HostResult:
-        out = (lambda s: hooks.take_out(host, s.conn, progress_for(host))) if hooks and action != "check" else None
-        recover = lambda s, lock: _recover(s, lock, book, out)  # noqa: E731
+        def out(s: HostSession) -> None:  # before a put-back stops the server: out of the router
+            if hooks is not None:
+                taken.add(host.name)
+                hooks.take_out(host, s.conn, progress_for(host))
+
+        def recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
+            return _recover(s, lock, book, out if hooks is not None else None)
+
         session = HostSession.open(host, opts)
         conn = session.conn
         try:
@@ -84,8 +92,9 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
         except Exception as exc:  # one host's surprise must not hide the others (as parallel.run_all)
             error = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {type(exc).__name__}: {exc}"
             results.append(HostResult(host.name, action, False, error=error))
-        finally:  # back in once it serves (a put-back started it again)
-            routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready)
+        finally:  # back in once it serves (a put-back started it again: waited for)
+            routing.back_in(hooks, host, DeployStatus.FAILED,
+                            wait=hooks.book.budgets.ready if host.name in taken else 0.0)
     return results
 
 
