@@ -143,7 +143,8 @@ def test_a_canary_that_serves_only_by_falling_back_stops_a_playbook_change_befor
     assert one["status"] == "ok" and [(a["rung"], a["outcome"]) for a in one["attempts"]] == [
         ("greedy", "CUDA_OOM"), ("plain", "READY")]
     assert [(h["host"], h["status"]) for h in rest] == [("sbx2", "skipped"), ("sbx3", "skipped")]
-    assert [(b["status"], b["canary"]) for b in data["batches"]] == [("failed", True), ("skipped", False)]
+    assert [(b["status"], b.get("canary")) for b in data["batches"]] == [("failed", True), ("skipped", None)]
+    assert data["batches"][0]["fell_back"] == ["sbx1 served on rung plain after greedy (CUDA_OOM) failed"]
     assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
                                "of 2 (the canary: sbx1 served on rung plain after greedy (CUDA_OOM) failed); "
                                "batch 2 not started")

@@ -2,11 +2,12 @@
 a rolling rollback, a tune, a bench, a patch whose put-back restarts the server, a GPU reset by `inv recover`.
 Replicas sbx1 and sbx3 behind the real sglang-router 0.3.2 on sbx0, as in test_router.
 
-The router here runs with its retries off (`--disable-retries`), so the client sees every request the router
-sends to a replica that is stopped or starting: with retries on, the router resends such a request to the other
-replica and the client never knows, so these checks held as well with the replica never taken out (before: a
-test that proved nothing). Retries cannot save a streamed answer cut mid-way, nor a router whose every replica
-is down, so the client's count with them off is the one that says whether a replica was out first."""
+The router here runs with its retries off (`--disable-retries`, "Disable retries" in the real 0.3.2 wheel's
+`launch_router --help`), so the clients see every request the router sends to a replica that is stopped or
+starting. With retries on, the router resends such a request to the other replica and the client never knows,
+so the same checks held with the replica never taken out (a test that proved nothing). Retries cannot save a
+streamed answer cut mid-way, nor a router whose every replica is down: the count with them off is the one that
+says whether a replica was out first."""
 
 from __future__ import annotations
 
