@@ -19,6 +19,7 @@ from fleet.patches import offline
 from fleet.patches import sets as patchsets
 from fleet.patches.engine import HostResult
 from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
+from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import corpus as upstream
 
@@ -117,7 +118,9 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
         raise InputError("--check and --revert: pick one")
     sets = patchsets.load_sets(set_names, sets_dir or patchsets.DEFAULT_DIR)
     action = "check" if check else "revert" if revert else "apply"
-    book, hooks, progress = None, None, progress_to(as_json)
+    book: Playbook | None = None
+    hooks: routing.RouterHooks | None = None
+    progress = progress_to(as_json)
     if playbook:  # bad input (the playbook, its router host) ends here, before any host is contacted
         book, path = load_playbook(playbook)
         if action != "check":

@@ -7,7 +7,8 @@ The router here runs with its retries off (`--disable-retries`, "Disable retries
 starting. With retries on, the router resends such a request to the other replica and the client never knows,
 so the same checks held with the replica never taken out (a test that proved nothing). Retries cannot save a
 streamed answer cut mid-way, nor a router whose every replica is down: the count with them off is the one that
-says whether a replica was out first."""
+says whether a replica was out first. Its circuit breaker is off too (`--disable-circuit-breaker`): after 10
+failures it keeps the router off a replica for 60 s (0.3.2's defaults), which hid the next test's restarts."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import pytest
 from fleetcli import WANTS_RESET, inv_json, sh, write_book
 from test_router import ENV, REPLICAS, ROUTER, book, generate, router_workers, urls
 
-BENCH = {"gate": False, "input_len": 32, "output_len": 16, "num_prompts": 32, "max_concurrency": 16,
+# long enough (a few seconds at the simulator's pace) for clients through the router to reach the replica while
+# it is measured, were it still in the router
+BENCH = {"gate": False, "input_len": 32, "output_len": 64, "num_prompts": 32, "max_concurrency": 4,
          "timeout": 120, "runs": 1}
 CLIENTS = 2  # generations in flight at once through the router, one after the other on each
 
@@ -61,10 +64,12 @@ def state(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def strict(_sandbox_session, state, tmp_path_factory):
-    """Both replicas, then the router on sbx0 with its retries off."""
+    """Both replicas, then the router on sbx0 with its retries and its circuit breaker off (a breaker opened by
+    one test's failures would keep the router off that replica during the next test)."""
     sandbox, profiles = _sandbox_session
     sandbox.up(len(profiles), profiles)
-    doc = book(name="llama-dp-strict", flags={"health-check-interval-secs": 2, "disable-retries": True})
+    doc = book(name="llama-dp-strict", flags={"health-check-interval-secs": 2, "disable-retries": True,
+                                              "disable-circuit-breaker": True})
     doc["bench"] = dict(BENCH)
     path = write_book(tmp_path_factory.mktemp("books"), doc)
     rc, data, err = inv_json(sandbox, "deploy", *picks(), "--playbook", str(path), "--yes", "--serial", "1",
@@ -79,7 +84,8 @@ def strict(_sandbox_session, state, tmp_path_factory):
 def served(strict, inventory) -> None:
     """The module's deploy served, the router runs without retries, and both replicas are in it."""
     assert strict["rc"] == 0, strict["stderr"][-3000:]
-    assert "--disable-retries" in sh(inventory, ROUTER, "cat /etc/systemd/system/sglang-router.service")
+    unit = sh(inventory, ROUTER, "cat /etc/systemd/system/sglang-router.service")
+    assert "--disable-retries" in unit and "--disable-circuit-breaker" in unit
     assert router_workers(inventory) == sorted(urls(inventory))
 
 
