@@ -228,11 +228,12 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
             unreachable: bool = False, sessions: Sessions = HostSession.open,
-            sleep: Sleep = time.sleep) -> RecoverResult:
+            sleep: Sleep = time.sleep, before_stop: Callable[[HostSession], None] | None = None) -> RecoverResult:
     """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
     Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
-    guest that serves."""
+    guest that serves. `before_stop`: called under the lock before the reset, reboot or VM reset stops the
+    server (a replica taken out of its router: fleet.multihost.router)."""
     result = RecoverResult(host.name)
     try:
         s = sessions(host, opts)
@@ -258,6 +259,8 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
                       session=s) as run:
+            if before_stop is not None:
+                before_stop(s)
             if result.action == GPU_RESET:
                 try:
                     refused = gpu_reset(run, gpus, facts, say)

@@ -29,7 +29,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, FellBack
+from fleet.deploy.results import Attempt, FellBack
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
@@ -40,8 +40,7 @@ from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.multihost import router as routing
-from fleet.multihost.router_plan import worker_url
-from fleet.outcomes import SERVING, DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
@@ -95,7 +94,7 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
                 progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[BenchOutcome]:
     """Each host's benchmark; replicas behind a router one at a time, each out of it while it is measured."""
     book, path = load_playbook(name or "glm5-nvfp4")
-    hooks = router_hooks(hosts, book, path, opts, {}, progress_for)
+    hooks = routing.hooks_for(hosts, book, path, opts, {}, progress_for)
     if hooks is None:
         outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts, say=progress_for(h)))
         return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
@@ -106,29 +105,8 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
         except FleetError as exc:
             results.append(BenchOutcome(host.name, False, error=str(exc)))
         finally:  # a benchmark changes no server: back in when it serves, whatever the benchmark said
-            back_in(hooks, host, DeployStatus.FAILED)
+            routing.back_in(hooks, host, DeployStatus.FAILED)
     return results
-
-
-def router_hooks(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-                 progress_for: Callable[[Host], Progress]) -> routing.RouterHooks | None:
-    """A playbook with a router: the hooks that take its replicas out and put them back (a router that does not
-    answer: none is taken out, as in a rolling deploy)."""
-    if book.router is None:
-        return None
-    named = {h.name: h for h in hosts}
-    hooks = routing.prepare(list(hosts), book, path, opts, secrets,
-                            lambda name, m: progress_for(named.get(name) or hooks.host)(m))
-    hooks.start()
-    return hooks
-
-
-def back_in(hooks: routing.RouterHooks, host: Host, status: DeployStatus) -> None:
-    """The replica back into the router when it serves (whatever the operation's status: a tune that failed may
-    have put back the release that served), else left out; never raised."""
-    with suppress(FleetError):
-        serves = status in SERVING or hooks.live.serves(worker_url(host, hooks.book))
-        hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
 
 
 # ---------------------------------------------------------------------- inv tune
@@ -477,7 +455,7 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
     def ask(question: str) -> bool:  # at the terminal, on the main thread: a Ctrl-C there ends the tune at once
         return parallel.on_main(lambda: confirm(question))
 
-    hooks = router_hooks(hosts, book, path, opts, secrets, progress_for)
+    hooks = routing.hooks_for(hosts, book, path, opts, secrets, progress_for)
 
     def each() -> list[TuneResult]:
         results = []
@@ -494,7 +472,7 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
                 results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
             finally:
                 if hooks is not None:  # back in once it serves (the winner, or the release put back)
-                    back_in(hooks, host, status)
+                    routing.back_in(hooks, host, status)
         return results
 
     # on a worker thread: a Ctrl-C never lands inside an SSH exchange (fleet.parallel.on_worker says why)
