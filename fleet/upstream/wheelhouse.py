@@ -303,8 +303,9 @@ def stray(path: Path) -> str | None:
 
 def contained(wheels: Sequence[Wheel]) -> None:
     """Each wheel writes only inside the venv it is installed into; WheelhouseError (one line naming the wheel and
-    why) for the first that does not: refused on the controller, before any host is touched (pip refuses such a
-    wheel on the host only after it was sent; uv installs it)."""
+    why) for the first that does not: refused on the controller, before any host is touched. On a host, pip
+    refuses such a wheel only once it was sent; uv 0.13.9 built and served the venv, leaving ../outside.py out
+    without a word (sandbox sbx3: no outside.py anywhere on the host), so the venv was not the wheel."""
     for w in wheels:
         if (why := stray(w.path)) is not None:
             raise WheelhouseError(f"{w.path}: {why}: refused, nothing was sent")

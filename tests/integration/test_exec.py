@@ -45,9 +45,9 @@ def test_a_command_that_leaves_its_process_group_with_setsid_is_ended_at_the_dea
     escapes = "setsid sh -c 'trap \"\" TERM; sleep 4714' >/dev/null 2>&1 </dev/null & sleep 4715"
     try:
         rc, row = exec_json(sandbox, "--timeout", "2", "--cmd", escapes)
+        assert sh(sandbox_inventory, HOST, LEFT).strip() == ""  # the escaped sleep too, though it ignores TERM
         assert rc == 1 and "did not finish within 2s: ended on the host (everything it started" in row["error"], row
         assert row["seconds"] < 2 + 5 + 3, row
-        assert sh(sandbox_inventory, HOST, LEFT).strip() == ""  # the escaped sleep too, though it ignores TERM
     finally:
         sh(sandbox_inventory, HOST, "pkill -f 'sleep 471[0-9]' || true")
 
