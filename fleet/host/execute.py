@@ -25,6 +25,7 @@ KILL_AFTER_S = 5  # exec.sh's KILL_AFTER: from TERM to KILL on the host
 # timeout(1)'s exit status when it ended the command: 124 after TERM, 128+9 when KILL was needed
 ENDED_BY_TIMEOUT = (124, 137)
 CHANNEL_SLACK_S = 3.0  # beyond the host's own deadline and kill: what the host may take to say it ended
+GROUP_ONLY = "fleet: no systemd scope here"  # how exec.sh begins its line where only the process group is ended
 
 
 def parse_timeout(text: str | float | None) -> float:
@@ -45,7 +46,8 @@ def parse_timeout(text: str | float | None) -> float:
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
                    timeout: float = DEFAULT_TIMEOUT_S) -> list[HostOutcome[CommandResult]]:
     """The command on every host, each under `timeout` and remote.MAX_OUTPUT. The host ends it at the deadline
-    (exec.sh): a command that ran past it is a CommandTimedOut that says it was ended there."""
+    (exec.sh: its systemd scope, whatever left the process group): a command that ran past it is a
+    CommandTimedOut that says it was ended there."""
     def one(host: Host) -> CommandResult:
         conn = open_connection(host, opts)
         try:
@@ -68,7 +70,14 @@ def run_one(conn: Connection, host: Host, command: str, timeout: float) -> Comma
                               f"say it ended it {grace:g}s later; the channel was closed (the host is slow, stuck "
                               "or hostile: the command may still run there)") from None
     if res.exited in ENDED_BY_TIMEOUT and time.monotonic() - start >= timeout:
-        how = "TERM" if res.exited == 124 else f"TERM, then KILL {KILL_AFTER_S}s later"
         raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s: ended on the host "
-                              f"(its process group sent {how} by timeout(1))")
+                              f"({ended(res.exited, res.stderr)})")
     return res
+
+
+def ended(exited: int, stderr: str) -> str:
+    """How exec.sh ended a command at its deadline, from its exit status and its own line on stderr."""
+    how = "TERM" if exited == 124 else f"TERM, then KILL {KILL_AFTER_S}s later"
+    if any(line.startswith(GROUP_ONLY) for line in stderr.splitlines()):
+        return f"its process group sent {how} by timeout(1); this host has no systemd scope for what left it"
+    return f"everything it started, in its own systemd scope, sent {how}"

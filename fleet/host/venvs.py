@@ -39,7 +39,7 @@ VENVS = f"{ROOT}/venvs"
 WHEELS = f"{ROOT}/wheels"
 BUILD_TIMEOUT_S = 1800  # a real torch + flashinfer install from local wheels takes minutes
 SEND_RATE = 5e6  # bytes/s a wheel is given at least to reach the host (torch's wheel is about 900 MB)
-_TARGET = re.compile(r"(3\.\d{1,2}) ([A-Za-z0-9_]{1,20}) (2\.\d{1,3}|-)")
+_TARGET = re.compile(r"(3\.\d{1,2}) (3\.\d{1,2}\.\d{1,3}) ([A-Za-z0-9_]{1,20}) (2\.\d{1,3}|-)")
 _FREE = re.compile(r"\d{1,15}")
 SPACE_MARGIN = 1.25  # an installed venv grows past its wheels' unpacked size (bytecode, pip's temp files)
 _VENV = re.compile(re.escape(VENVS) + r"/[0-9a-f]{16}")
@@ -95,12 +95,12 @@ def path_of(digest: str) -> str:
 
 
 def parse_target(output: str) -> wheelhouse.Target:
-    """'3.11 x86_64 2.36' (python3's version, machine, glibc; '-' without glibc) from the host's answer;
-    VenvError for anything else (the host's text is never trusted)."""
+    """'3.11 3.11.2 x86_64 2.36' (python3's version, its full version, machine, glibc; '-' without glibc) from the
+    host's answer; VenvError for anything else (the host's text is never trusted)."""
     m = _TARGET.fullmatch(output.strip())
-    if not m:
+    if not m or not m.group(2).startswith(m.group(1) + "."):
         raise VenvError(f"the host's python3 did not say its version and platform (said {output.strip()[:60]!r})")
-    return wheelhouse.Target(m.group(1), m.group(2), None if m.group(3) == "-" else m.group(3))
+    return wheelhouse.Target(m.group(1), m.group(3), None if m.group(4) == "-" else m.group(4), m.group(2))
 
 
 def space_problem(free: int, send: int, venv: int) -> str | None:
@@ -149,8 +149,8 @@ def host_python(conn: Connection, host: Host) -> str:
 
 def host_target(conn: Connection, host: Host) -> wheelhouse.Target:
     """The Python and platform the host's venvs are built for (one round trip, reads only)."""
-    res = run(conn, host, "python3 -c 'import platform, sys; print(\"%d.%d\" % sys.version_info[:2], "
-                          "platform.machine(), platform.libc_ver()[1] or \"-\")'", timeout=60)
+    res = run(conn, host, "python3 -c 'import platform, sys; v = sys.version_info; print(\"%d.%d %d.%d.%d\" % "
+                          "(v[:2] + v[:3]), platform.machine(), platform.libc_ver()[1] or \"-\")'", timeout=60)
     if not res.ok:
         raise VenvError(f"{host.name}: no python3 to build a venv with (exit {res.exited})")
     try:
@@ -223,8 +223,11 @@ def _plan(conn: Connection, host: Host, pins: dict[str, str], lock: Path | None,
     is given; else pip's resolve over the wheelhouse."""
     target = host_target(conn, host)
     try:
-        wheels = (lockfile.ensure(lock, pins, target, write=write) if lock is not None
-                  else resolver.resolve(pins, target))
+        if lock is not None:
+            wheels = lockfile.ensure(lock, pins, target, write=write)
+        else:
+            wheels = resolver.resolve(pins, target)
+            wheelhouse.contained(wheels)
     except wheelhouse.WheelhouseError as exc:
         raise VenvError(f"{host.name}: {exc}") from None
     return target.python, wheels

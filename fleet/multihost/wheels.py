@@ -39,5 +39,5 @@ def prepare(hosts: Sequence[Host], pins: dict[str, str], opts: ConnectOptions, s
         if lock is None or lockfile.find(lockfile.load(lock), pins, target) is None:
             fetched += resolver.fill(pins, target, say=say)  # locked: the lock says which files, no resolve
         if lock is not None:
-            lockfile.ensure(lock, pins, target)
+            lockfile.ensure(lock, pins, target, say=say)
     return fetched

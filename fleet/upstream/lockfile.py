@@ -5,7 +5,8 @@ and uv's lock are.
     playbooks/<name>.lock      (YAML; <name>.yaml is the playbook)
 
 `ensure(path, pins, target)` is the wheels of that pin set for that host kind: the lock's, each checked against
-the wheelhouse's file (a wheel whose sha256 differs is refused in one line naming it); where the lock has no
+the wheelhouse's file (a wheel whose sha256 differs is refused in one line naming it; a locked file the
+wheelhouse lacks is downloaded from the index and held to the same sha256 before it is kept); where the lock has no
 entry yet, pip's resolve (fleet.upstream.resolver), written into the lock (the first deploy, or `inv check
 --lock`). `relock` resolves again on purpose and replaces the entries of that pin set. `stale(path, pins)` says
 when the lock has entries but none of these pins (the playbook's pins changed since the lock was written).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from fleet.errors import InputError
+from fleet.progress import Progress, quiet
 from fleet.upstream import corpus, resolver, wheelhouse
 from fleet.upstream.pins import canonical
 from fleet.upstream.wheelhouse import Target, Wheel, WheelhouseError
@@ -82,12 +85,16 @@ def load(path: Path) -> list[Entry]:
     try:
         data = yaml.load(text, Loader=_NoAliases) or {}
         return [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
-                      Target(str(e["python"]), str(e["machine"]), None if e.get("glibc") is None else str(e["glibc"])),
+                      Target(str(e["python"]), str(e["machine"]), _opt(e.get("glibc")), _opt(e.get("python_full"))),
                       tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
                             for w in e["wheels"]))
                 for e in data["locked"]]
     except (yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad(path, f"is not a lock fleet wrote ({type(exc).__name__})") from None
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 class _NoAliases(yaml.SafeLoader):
@@ -102,10 +109,10 @@ class _NoAliases(yaml.SafeLoader):
 def dump(path: Path, entries: list[Entry]) -> None:
     """The lock written atomically (a rename), entries in a stable order: the same lock gives the same bytes."""
     data = {"locked": [{"pins": dict(e.pins), "python": e.target.python, "machine": e.target.machine,
-                        "glibc": e.target.glibc,
+                        "glibc": e.target.glibc, **({"python_full": e.target.full} if e.target.full else {}),
                         "wheels": [{"name": w.name, "version": w.version, "file": w.file, "sha256": w.sha256}
                                    for w in e.wheels]}
-                       for e in sorted(entries, key=lambda e: (e.pins, str(e.target)))]}
+                       for e in sorted(entries, key=lambda e: (e.pins, str(e.target), e.target.full or ""))]}
     text = HEADER + yaml.safe_dump(data, sort_keys=False, width=200)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -122,12 +129,18 @@ def entry_of(wheels: list[Wheel], pins: dict[str, str], target: Target) -> Entry
 
 
 def find(entries: list[Entry], pins: dict[str, str], target: Target) -> Entry | None:
-    """The entry of these pins for this host kind; one that states no glibc (`inv check --lock` before any host
-    was asked) stands for every glibc of its Python and machine."""
+    """The entry of these pins for this host kind; one that states no glibc or no full Python version (`inv check
+    --lock` before any host was asked, or a lock older than full versions) stands for every glibc, or every
+    X.Y.Z, of its Python and machine."""
     mine = [e for e in entries if e.pins == key(pins)]
-    return (next((e for e in mine if e.target == target), None)
-            or next((e for e in mine if e.target.glibc is None
-                     and (e.target.python, e.target.machine) == (target.python, target.machine)), None))
+
+    def covers(e: Entry) -> bool:
+        t = e.target
+        return ((t.python, t.machine) == (target.python, target.machine) and t.glibc in (None, target.glibc)
+                and t.full in (None, target.full))
+
+    fits = sorted((e for e in mine if covers(e)), key=lambda e: (e.target.glibc is None) + (e.target.full is None))
+    return fits[0] if fits else None  # the one that states the most of the host first
 
 
 def _sha256(path: Path) -> str | None:
@@ -141,9 +154,38 @@ def _sha256(path: Path) -> str | None:
     return h.hexdigest()
 
 
-def verified(entry: Entry, lock: Path, folder: Path | None = None) -> list[Wheel]:
-    """The entry's wheels in the wheelhouse, each file's sha256 the lock's; LockError (one line naming the wheel)
-    for the first that is missing or differs."""
+def fetch(w: Locked, lock: Path, target: Target, where: Path, say: Progress = quiet,
+          run: wheelhouse.Runner = subprocess.run) -> None:
+    """A locked file the wheelhouse lacks, downloaded from the index (pip, for the host) into a private folder and
+    renamed in only when it is that file with the lock's sha256; LockError (one line) when it cannot be had or
+    its bytes differ (then nothing is left in the wheelhouse)."""
+    keep = f"put {w.file} back in {where}, or relock on purpose: inv check --lock --playbook {lock.stem}"
+    if (refused := wheelhouse.fetch_refused()) is not None:
+        raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse, and {refused} ({keep}); "
+                        "nothing was sent")
+    say(f"downloading {w.file} (locked in {lock}) for {target} from {corpus.shown_index()} into {where}")
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
+        try:
+            got = wheelhouse.pip_download(f"{w.name}=={w.version}", target, Path(tmp), run)
+        except WheelhouseError as exc:
+            raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse, and {exc} ({keep}); "
+                            "nothing was sent") from None
+        mine = Path(tmp) / w.file
+        if mine not in got:
+            raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse, and the index gave "
+                            f"{wheelhouse.said(got[0].name)} instead ({keep}); nothing was sent")
+        if (sha := _sha256(mine)) != w.sha256:
+            raise LockError(f"{where / w.file}: downloaded from {corpus.shown_index()}, sha256 {str(sha)[:16]}... is "
+                            f"not the {w.sha256[:16]}... locked in {lock}: refused, not kept, nothing was sent")
+        os.replace(mine, where / w.file)
+
+
+def verified(entry: Entry, lock: Path, folder: Path | None = None, target: Target | None = None,
+             say: Progress = quiet) -> list[Wheel]:
+    """The entry's wheels in the wheelhouse, each file's sha256 the lock's; a file the wheelhouse lacks is
+    downloaded first for `target`'s host (the entry's where none is given: `fetch`). LockError (one line naming
+    the wheel) for the first that cannot be had or differs."""
     where = folder or wheelhouse.wheelhouse_dir()
     out = []
     for w in entry.wheels:
@@ -154,10 +196,12 @@ def verified(entry: Entry, lock: Path, folder: Path | None = None) -> list[Wheel
             fits = False
         if not fits:
             raise _bad(lock, f"names {w.file[:80]!r} for {w.name[:40]} {w.version[:20]}, not that wheel's file name")
+        if not (where / w.file).exists():
+            fetch(w, lock, target or entry.target, where, say)
         got = _sha256(where / w.file)
         if got is None:
-            raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse (put it back, or relock "
-                            f"on purpose: inv check --lock --playbook {lock.stem}); nothing was sent")
+            raise LockError(f"{where / w.file}: locked in {lock} but cannot be read from the wheelhouse; nothing "
+                            "was sent")
         if got != w.sha256:
             raise LockError(f"{where / w.file}: sha256 {got[:16]}... is not the {w.sha256[:16]}... locked in {lock}: "
                             f"refused, nothing was sent (a wheel rebuilt on purpose: inv check --lock --playbook "
@@ -169,13 +213,17 @@ def verified(entry: Entry, lock: Path, folder: Path | None = None) -> list[Wheel
 
 
 def ensure(lock: Path, pins: dict[str, str], target: Target, folder: Path | None = None,
-           write: bool = True) -> list[Wheel]:
-    """The locked wheels of these pins for that host kind, verified; resolved (and, with `write`, locked) where
-    the lock has no entry for them yet."""
+           write: bool = True, say: Progress = quiet) -> list[Wheel]:
+    """The locked wheels of these pins for that host kind, verified (a locked file the wheelhouse lacks
+    downloaded and checked first); resolved (and, with `write`, locked) where the lock has no entry for them
+    yet."""
     entries = load(lock)
     if (found := find(entries, pins, target)) is not None:
-        return verified(found, lock, folder)
+        wheels = verified(found, lock, folder, target, say)
+        wheelhouse.contained(wheels)
+        return wheels
     wheels = resolver.resolve(pins, target, folder)
+    wheelhouse.contained(wheels)  # never locked
     locked = {w.file: w.sha256 for e in entries for w in e.wheels}
     for w in wheels:  # a file another host kind locked: the same bytes, or a tampered wheel
         if locked.get(w.filename, w.sha256) != w.sha256:
@@ -192,7 +240,11 @@ def relock(lock: Path, pins: dict[str, str], targets: list[Target], folder: Path
     entries of other pin sets stay. Targets: those given, else the ones the lock knows, else the corpus's."""
     entries = load(lock)
     kinds = targets or sorted({e.target for e in entries}, key=str) or [default_target()]
-    fresh = [entry_of(resolver.resolve(pins, t, folder), pins, t) for t in kinds]
+    fresh = []
+    for t in kinds:
+        wheels = resolver.resolve(pins, t, folder)
+        wheelhouse.contained(wheels)  # never locked
+        fresh.append(entry_of(wheels, pins, t))
     kept = [e for e in entries if e.pins != key(pins) or e.target not in kinds]
     dump(lock, [*kept, *fresh])
     return fresh

@@ -53,11 +53,14 @@ Pin = Annotated[str, BeforeValidator(exact_version)]  # and its value
 
 
 def environment(python: str, machine: str = "x86_64") -> dict[str, str]:
-    """The marker environment of a Linux host running CPython `python` ('3.11') on `machine`."""
-    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+    """The marker environment of a Linux host running CPython `python` on `machine`: its full version ('3.11.2')
+    where the host said it, else X.Y ('3.11', read as 3.11.0 as pip reads --python-version)."""
+    parts = python.split(".")
+    full = ".".join([*parts, "0"][:3]) if len(parts) < 3 else python
+    return {"python_version": ".".join(parts[:2]), "python_full_version": full, "sys_platform": "linux",
             "platform_system": "Linux", "platform_machine": machine, "os_name": "posix",
             "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "platform_release": "", "platform_version": "", "implementation_version": f"{python}.0", "extra": ""}
+            "platform_release": "", "platform_version": "", "implementation_version": full, "extra": ""}
 
 
 def requirements(metadata: str) -> list[Requirement]:

@@ -6,8 +6,9 @@ over the wheelhouse alone, for one host's Python and platform.
 It runs `pip install --dry-run --report` with `--no-index --find-links <wheelhouse> --only-binary=:all:` and the
 host's tags (`--python-version --implementation --abi --platform`, as wheelhouse.download_command); nothing is
 installed (`--target` is a folder pip never writes in a dry run; the report goes to a private folder). pip
-evaluates markers for the interpreter it runs in, not for `--python-version`: the one change to pip is its
-marker environment, made the host's (pins.environment) before pip's own main runs. pip's settings of this
+evaluates markers, and a wheel's own Requires-Python, for the interpreter it runs in, not for `--python-version`:
+the changes to pip are those two, made the host's (pins.environment: its full version where it said it) before
+pip's own main runs. pip's settings of this
 machine (PIP_*, pip.conf) never steer it.
 
 A requirement no wheel there meets: MissingWheel naming it (`fill` downloads it); pins that cannot go
@@ -35,11 +36,18 @@ from fleet.upstream.pins import canonical, environment
 from fleet.upstream.wheelhouse import MissingWheel, Target, Wheel, WheelhouseError
 
 RESOLVE_TIMEOUT_S = 300  # pip over a local folder: seconds, even for torch's closure
-# pip's main, run with the host's marker environment (argv[1], JSON) instead of this interpreter's
+# pip's main, run with the host's marker environment (argv[1], JSON) instead of this interpreter's, and the host's
+# Python as what a wheel's Requires-Python is held to: `pip install` gives --python-version to its finder (tags, an
+# index's data-requires-python) but lets its resolver check each wheel's own Requires-Python against the running
+# interpreter (pip 23's RequiresPythonCandidate, given no version by the install command)
 _SHIM = ("import json, sys\n"
          "from pip._vendor.packaging import markers\n"
+         "from pip._internal.resolution.resolvelib import candidates\n"
          "env = json.loads(sys.argv.pop(1))\n"
          "markers.default_environment = lambda: dict(env)\n"
+         "host = tuple(int(p) for p in env['python_full_version'].split('.'))\n"
+         "init = candidates.RequiresPythonCandidate.__init__\n"
+         "candidates.RequiresPythonCandidate.__init__ = lambda self, version: init(self, host)\n"
          "from pip._internal.cli.main import main\n"
          "sys.exit(main())\n")
 _NOT_FOUND = re.compile(r"No matching distribution found for ([^;\s]+)")
@@ -53,7 +61,7 @@ def command(pins: dict[str, str], target: Target, folder: Path, dest: str) -> li
     return ["install", "--isolated", "--dry-run", "--ignore-installed", "--report", f"{dest}/report.json",
             "--target", f"{dest}/target",
             "--no-index", "--find-links", str(folder), "--only-binary=:all:", "--disable-pip-version-check",
-            "--no-input", "--python-version", target.python, "--implementation", "cp",
+            "--no-input", "--python-version", target.full or target.python, "--implementation", "cp",
             "--abi", abi, "--abi", "abi3", "--abi", "none", *(a for p in target.platforms() for a in ("--platform", p)),
             *(f"{canonical(d)}=={v}" for d, v in sorted(pins.items()))]
 
@@ -86,7 +94,7 @@ def who(stderr: str, pins: dict[str, str]) -> str:
 def resolve(pins: dict[str, str], target: Target, folder: Path | None = None) -> list[Wheel]:
     """Every wheel a venv of these pins needs on the target's hosts, from the wheelhouse alone, sorted by name."""
     where = folder or wheelhouse.wheelhouse_dir()
-    host_env = json.dumps(environment(target.python, target.machine))
+    host_env = json.dumps(environment(target.full_version, target.machine))
     with tempfile.TemporaryDirectory(prefix="fleet-resolve-") as dest:
         cmd = [sys.executable, "-c", _SHIM, host_env, *command(pins, target, where, dest)]
         try:

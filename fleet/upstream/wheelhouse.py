@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -71,11 +72,19 @@ class MissingWheel(WheelhouseError):
 
 @dataclass(frozen=True)
 class Target:
-    """What a host installs: CPython `python` ('3.11') on `machine`, glibc `glibc` ('2.36') where it said."""
+    """What a host installs: CPython `python` ('3.11') on `machine`, glibc `glibc` ('2.36') where it said, its full
+    version `full` ('3.11.2': markers' python_full_version, Requires-Python) where it said."""
 
     python: str
     machine: str = "x86_64"
     glibc: str | None = None
+    full: str | None = None
+
+    @property
+    def full_version(self) -> str:
+        """The host's Python as markers and Requires-Python read it: its own word, else X.Y.0 (pip's reading of
+        --python-version X.Y) where no host was asked."""
+        return self.full or f"{self.python}.0"
 
     def platforms(self) -> list[str]:
         """pip's --platform values for this host, newest first: manylinux_2_N down to manylinux_2_5 with PEP 600's
@@ -206,7 +215,7 @@ def download_command(requirement: str, target: Target, dest: Path | str) -> list
     """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them).
     No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it."""
     abi = "cp" + target.python.replace(".", "")
-    return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.python,
+    return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.full or target.python,
             "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
             *(a for p in target.platforms() for a in ("--platform", p)),
             "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), requirement]
@@ -226,17 +235,7 @@ def download(requirement: str, target: Target, where: Path, run: Runner = subpro
     fleet's), or not of the requirement, is not taken: WheelhouseError naming it and why."""
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
-        cmd = [sys.executable, "-m", *download_command(requirement, target, tmp)]
-        try:
-            res = run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
-                      stdin=subprocess.DEVNULL, env=corpus.pip_env())
-        except subprocess.TimeoutExpired:
-            raise WheelhouseError(f"pip download {requirement} took more than {FETCH_TIMEOUT_S}s") from None
-        got = sorted(Path(tmp).glob("*.whl"))
-        if res.returncode != 0 or not got:
-            lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-            raise WheelhouseError(f"pip download {requirement} from {corpus.shown_index()} failed (exit "
-                                  f"{res.returncode}): {said(lines[-1] if lines else 'no wheel')}")
+        got = pip_download(requirement, target, Path(tmp), run)
         wanted = Requirement(requirement)
         taken = [w for w in got if target.fits(w.name) and _meets(w.name, wanted)]
         if not taken:
@@ -249,10 +248,67 @@ def download(requirement: str, target: Target, where: Path, run: Runner = subpro
     return [w.name for w in taken]
 
 
+def pip_download(requirement: str, target: Target, tmp: Path, run: Runner = subprocess.run) -> list[Path]:
+    """The wheels pip downloads of one requirement for the target host into `tmp` (a private folder);
+    WheelhouseError (one line, pip's last) when it fails or brings none."""
+    cmd = [sys.executable, "-m", *download_command(requirement, target, tmp)]
+    try:
+        res = run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+                  stdin=subprocess.DEVNULL, env=corpus.pip_env())
+    except subprocess.TimeoutExpired:
+        raise WheelhouseError(f"pip download {requirement} took more than {FETCH_TIMEOUT_S}s") from None
+    got = sorted(tmp.glob("*.whl"))
+    if res.returncode != 0 or not got:
+        lines = [ln.strip() for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
+        raise WheelhouseError(f"pip download {requirement} from {corpus.shown_index()} failed (exit "
+                              f"{res.returncode}): {said(lines[-1] if lines else 'no wheel')}")
+    return got
+
+
 def said(text: str) -> str:
     """Text from pip or an index as fleet repeats it: no URL's password (masked before it is cut: a URL cut
     before its '@' would show its password), printable, at most 300 characters."""
     return "".join(c if c.isprintable() else "?" for c in without_userinfo(text))[:300]
+
+
+def outside(member: str) -> bool:
+    """Whether a wheel's member name would be written outside the folder it unpacks into (pure): absolute, with a
+    '..' part, a backslash or a drive (read as a path by some installer), or a NUL."""
+    parts = member.split("/")
+    return (member.startswith("/") or "\\" in member or "\0" in member or ".." in parts
+            or (len(member) > 1 and member[1] == ":"))
+
+
+def stray(path: Path) -> str | None:
+    """Why the wheel at `path` would write outside the venv it is installed into, in a few words: a member named
+    outside it, a link, or a local header whose name is not its directory's (installers read either); None when
+    it would not. WheelhouseError when it cannot be read as a zip."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if outside(info.filename):
+                    return f"holds {said(info.filename)[:120]!r}, a path outside the venv"
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    return f"holds {said(info.filename)[:120]!r} as a symbolic link"
+                try:
+                    with zf.open(info):  # zipfile compares the local header's name with the directory's
+                        pass
+                except zipfile.BadZipFile as exc:
+                    return f"names {said(info.filename)[:120]!r} otherwise in its local header ({said(str(exc))})"
+    except (OSError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+        raise WheelhouseError(f"{path}: cannot be read as a wheel ({said(str(exc))}): refused, nothing was sent"
+                              ) from None
+    return None
+
+
+def contained(wheels: Sequence[Wheel]) -> None:
+    """Each wheel writes only inside the venv it is installed into; WheelhouseError (one line naming the wheel and
+    why) for the first that does not: refused on the controller, before any host is touched. On a host, pip
+    refuses such a wheel only once it was sent; uv 0.13.9 built and served the venv, leaving ../outside.py out
+    without a word (sandbox sbx3: no outside.py anywhere on the host), so the venv was not the wheel."""
+    for w in wheels:
+        if (why := stray(w.path)) is not None:
+            raise WheelhouseError(f"{w.path}: {why}: refused, nothing was sent")
 
 
 def unpacked_size(wheels: Sequence[Wheel]) -> int:

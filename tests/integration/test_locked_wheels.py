@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import zipfile
 
 import pytest
 from fleetcli import inv, inv_json, llama_playbook, sh
@@ -83,3 +84,35 @@ def test_a_wheel_rebuilt_under_the_same_name_is_refused_before_any_host_is_chang
     assert out["venv"]["sent"] == [torch.name]
     on_host = sh(sandbox_inventory, HOST, f"sha256sum /var/lib/fleet/wheels/{torch.name}").split()[0]
     assert on_host == hashlib.sha256(torch.read_bytes()).hexdigest()
+
+
+def plain_wheel(folder, name: str, version: str) -> None:
+    """A wheel of one empty module, as pip installs it (METADATA, WHEEL, RECORD)."""
+    stem = f"{name.replace('-', '_')}-{version}"
+    files = {f"{name.replace('-', '_')}.py": "", f"{stem}.dist-info/METADATA":
+             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n",
+             f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n"}
+    files[f"{stem}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in [*files, f"{stem}.dist-info/RECORD"])
+    with zipfile.ZipFile(folder / f"{stem}-py3-none-any.whl", "w") as zf:
+        for n, text in files.items():
+            zf.writestr(n, text)
+
+
+def test_the_resolve_and_the_lock_are_for_the_hosts_own_full_python_version(
+        sandbox, sandbox_inventory, house, tmp_path):
+    # the review: python_full_version was X.Y.0 for every host, whatever its python3 is
+    full = sh(sandbox_inventory, HOST, "python3 -c 'import platform; print(platform.python_version())'").strip()
+    assert not full.endswith(".0"), full  # else this test could not tell the two apart
+    mine = tmp_path / "house"
+    shutil.copytree(house, mine)
+    simwheels.torch_wheel(mine, "2.9.1+cu130", (f'micro-helper==1.0; python_full_version == "{full}"',))
+    plain_wheel(mine, "micro-helper", "1.0")
+    book = llama_playbook(tmp_path, LADDER, name="llama-micro", packages=OLD)
+    rc, out, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force",
+                            env={"FLEET_WHEELHOUSE": str(mine)})
+    assert rc == 0 and out["status"] == "ok", err[-3000:]
+    lock = (tmp_path / "llama-micro.lock").read_text()
+    assert f"python_full: {full}" in lock and "micro_helper-1.0-py3-none-any.whl" in lock, lock
+    venv = out["venv"]["path"]
+    assert sh(sandbox_inventory, HOST, f"{venv}/bin/python -c 'import importlib.metadata as m; "
+                                       "print(m.version(\"micro-helper\"))'").strip() == "1.0"

@@ -5,6 +5,7 @@ No test fetches it: without the wheel the module fails, naming bootstrap.sh."""
 from __future__ import annotations
 
 import shutil
+import zipfile
 
 import pytest
 from fleetcli import inv, inv_json, llama_playbook, sh
@@ -18,6 +19,7 @@ PINS = {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}
 LADDER = [{"name": "plain"}]
 # a site's uv config fleet must not read (it would fail every uv command: --no-config)
 SITE_CONFIG = "mkdir -p /etc/uv && echo 'index-url = [not toml' > /etc/uv/uv.toml"
+FIND_STRAY = "find / -name outside.py -not -path '/proc/*' 2>/dev/null; true"
 
 
 
@@ -86,3 +88,26 @@ def test_a_build_uv_refuses_says_why_and_stops_nothing(sandbox, sandbox_inventor
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
     assert "flashinfer_python-0.6.3-py3-none-any.whl is invalid" in proc.stderr and "nothing was changed" in proc.stderr
     assert main_pid(sandbox_inventory) == before
+
+
+def test_a_wheel_holding_a_file_outside_the_venv_is_refused_on_the_controller_before_any_host(
+        sandbox, sandbox_inventory, house, with_uv, tmp_path):
+    # the review: uv installed a wheel holding ../outside.py. On main it built and served the venv (exit 0) and
+    # wrote outside.py nowhere on the host: it left the member out without a word (pip refuses, once it was sent)
+    stray = tmp_path / "house"
+    shutil.copytree(house, stray)
+    flashinfer = stray / "flashinfer_python-0.6.3-py3-none-any.whl"
+    with zipfile.ZipFile(flashinfer, "a") as zf:
+        zf.writestr("../outside.py", "print('written outside site-packages')\n")
+    before = main_pid(sandbox_inventory), sh(sandbox_inventory, HOST, "ls /var/lib/fleet/wheels /var/lib/fleet/venvs")
+    book = llama_playbook(tmp_path, LADDER, name="llama-uv-stray", packages=PINS)
+    proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json",
+               env={"FLEET_WHEELHOUSE": str(stray)})
+    # were it built, the find says where ../outside.py went
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout[-600:], sh(sandbox_inventory, HOST, FIND_STRAY))
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [f"error: {book}: packages: {flashinfer}: holds '../outside.py', a path outside the venv: "
+                     "refused, nothing was sent; nothing was changed"], lines
+    after = main_pid(sandbox_inventory), sh(sandbox_inventory, HOST, "ls /var/lib/fleet/wheels /var/lib/fleet/venvs")
+    assert after == before
+    assert sh(sandbox_inventory, HOST, FIND_STRAY).strip() == ""

@@ -16,6 +16,8 @@ from fleet.upstream.wheelhouse import Target, WheelhouseError
 from sandbox.sim import metawheels
 from sandbox.sim import wheels as simwheels
 
+V = sys.version_info
+HERE = Target(f"{V.major}.{V.minor}", full=f"{V.major}.{V.minor}.{V.micro}")  # this machine, where pip_says runs
 SETS = ({"sglang": "0.5.9", "flashinfer-python": "0.6.3"}, {"sglang": "0.5.23", "flashinfer-python": "0.7.2"},
         {"sglang": "0.5.9", "flashinfer-python": "0.7.4"}, {"flashinfer-python": "0.7.4"})
 
@@ -41,7 +43,7 @@ def pip_says(pins: dict[str, str], house: Path) -> dict[str, str] | None:
 @pytest.mark.parametrize("pins", SETS, ids=lambda p: "+".join(f"{d}-{v}" for d, v in p.items()))
 def test_fleet_resolves_as_pip_does_over_the_corpus(house, pins):
     try:
-        ours: dict[str, str] | None = {w.name: str(w.version) for w in resolver.resolve(pins, Target("3.11"), house)}
+        ours: dict[str, str] | None = {w.name: str(w.version) for w in resolver.resolve(pins, HERE, house)}
     except WheelhouseError:
         ours = None
     theirs = pip_says(pins, house)

@@ -12,7 +12,7 @@ save the launcher, which a unit starts.
     putback.sh      a kept file back by link and rename, no data written: what served goes back on a full
                     disk (fleet.host.service.put_back_kept)
     p2p_check.py    inv probe --p2p-check: a buffer copied between each pair of GPUs and compared (fleet.host.p2pcheck)
-    exec.sh         inv exec's command under the host's own deadline: timeout(1) ends its process group there
+    exec.sh         inv exec's command under the host's own deadline: its systemd scope ends all it started there
                     (fleet.host.execute)
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     venv_build.sh   a `packages:` venv built with no index beside the others, published by a rename (fleet.host.venvs)

@@ -43,10 +43,11 @@ exit 0
 
 
 def test_the_hosts_python_and_platform_are_read_as_such_or_refused():
-    assert venvs.parse_target("3.11 x86_64 2.36\n") == Target("3.11", "x86_64", "2.36")
-    assert venvs.parse_target("3.12 aarch64 -\n") == Target("3.12", "aarch64", None)  # no glibc said (musl)
-    for said in ("", "3.11", "3.11; rm -rf / 2.36", "Python 3.11.2 x86_64 2.36", "\x1b[2J3.11 x86_64 2.36",
-                 "3." + "1" * 50 + " x86_64 2.36", "3.11 x86_64 2.36\n3.11 x86_64 2.36", "3.11 x86/64 2.36"):
+    assert venvs.parse_target("3.11 3.11.2 x86_64 2.36\n") == Target("3.11", "x86_64", "2.36", "3.11.2")
+    assert venvs.parse_target("3.12 3.12.10 aarch64 -\n") == Target("3.12", "aarch64", None, "3.12.10")  # musl
+    for said in ("", "3.11", "3.11; rm -rf / 2.36", "Python 3.11.2 x86_64 2.36", "\x1b[2J3.11 3.11.2 x86_64 2.36",
+                 "3." + "1" * 50 + " 3.11.2 x86_64 2.36", "3.11 3.11.2 x86_64 2.36\n3.11 3.11.2 x86_64 2.36",
+                 "3.11 3.11.2 x86/64 2.36", "3.11 x86_64 2.36", "3.11 3.12.1 x86_64 2.36", "3.11 3.11.2rc1 x86_64 -"):
         with pytest.raises(venvs.VenvError):
             venvs.parse_target(said)
 

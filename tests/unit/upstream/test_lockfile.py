@@ -3,14 +3,18 @@ wheelhouse to it: a wheel rebuilt under the same name and version is refused in 
 
 from __future__ import annotations
 
+import shutil
+import stat
+import zipfile
 from pathlib import Path
 
 import pytest
 from test_resolver import HOST, wheel
+from test_wheelhouse_fetch import index
 
 from fleet.upstream import lockfile
 from fleet.upstream.lockfile import LockError
-from fleet.upstream.wheelhouse import Target
+from fleet.upstream.wheelhouse import Target, WheelhouseError
 
 PINS = {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}
 
@@ -43,6 +47,21 @@ def test_the_first_resolve_writes_the_lock_and_the_next_reads_it(house, tmp_path
     assert lock.read_text() == text
     lockfile.ensure(lock, PINS, Target("3.12"), house)  # another kind of host: its own entry
     assert len(lockfile.load(lock)) == 2
+
+
+def test_an_entry_is_the_hosts_full_python_version_and_one_that_states_none_stands_for_every_one(house, tmp_path):
+    lock = tmp_path / "llama.lock"
+    seven, two = Target("3.11", "x86_64", "2.36", "3.11.7"), Target("3.11", "x86_64", "2.36", "3.11.2")
+    lockfile.ensure(lock, PINS, seven, house)
+    assert "python_full: 3.11.7" in lock.read_text()
+    assert lockfile.find(lockfile.load(lock), PINS, seven).target == seven
+    assert lockfile.find(lockfile.load(lock), PINS, two) is None  # resolved for its own version, and locked
+    lockfile.ensure(lock, PINS, two, house)
+    assert {e.target.full for e in lockfile.load(lock)} == {"3.11.7", "3.11.2"}
+    older = tmp_path / "older.lock"  # written before hosts said their full version (or by inv check --lock)
+    lockfile.ensure(older, PINS, HOST, house)
+    assert "python_full" not in older.read_text()
+    assert lockfile.find(lockfile.load(older), PINS, seven).target == HOST
 
 
 def test_a_wheel_rebuilt_under_the_same_name_and_version_is_refused_in_one_line(house, tmp_path):
@@ -84,3 +103,81 @@ def test_a_lock_of_other_pins_is_stale_and_a_broken_lock_is_named(house, tmp_pat
     lock.write_text("locked: [{pins: 3}]\n")
     with pytest.raises(LockError, match=r"llama.lock: is not a lock fleet wrote \(AttributeError\)"):
         lockfile.load(lock)
+
+
+def test_a_locked_file_the_wheelhouse_lacks_is_downloaded_and_held_to_the_lock(house, tmp_path, monkeypatch):
+    # the review: a locked file missing from the wheelhouse was refused, never fetched
+    lock = tmp_path / "llama.lock"
+    first = [w.filename for w in lockfile.ensure(lock, PINS, HOST, house)]
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    shutil.copy(torch, remote)  # the index has the locked bytes
+    url = index(remote, tmp_path / "simple")
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    good = torch.read_bytes()
+    torch.unlink()
+    said: list[str] = []
+    assert [w.filename for w in lockfile.ensure(lock, PINS, HOST, house, say=said.append)] == first
+    assert torch.read_bytes() == good
+    assert said == [f"downloading {torch.name} (locked in {lock}) for {HOST} from {url} into {house}"]
+    assert sorted(p.name for p in house.iterdir()) == sorted([*first, "torch-2.14.1-py3-none-any.whl"])
+
+
+def test_a_downloaded_locked_file_with_other_bytes_is_refused_in_one_line_and_not_kept(house, tmp_path, monkeypatch):
+    lock = tmp_path / "llama.lock"
+    lockfile.ensure(lock, PINS, HOST, house)
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    torch.unlink()
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    wheel(remote, "torch", "2.9.1", "evil==1.0")  # the index's file: same name, other bytes
+    url = index(remote, tmp_path / "simple")
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    with pytest.raises(LockError) as caught:
+        lockfile.ensure(lock, PINS, HOST, house)
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith(f"{torch}: downloaded from {url}, sha256 ")
+    assert text.endswith(f"locked in {lock}: refused, not kept, nothing was sent")
+    assert not torch.exists() and not [p for p in house.iterdir() if p.name.startswith(".fetch-")]
+    empty = tmp_path / "empty"  # an index without it: the line says so, and how to go on
+    empty.mkdir()
+    (empty / "index.html").write_text("<html></html>\n")
+    monkeypatch.setenv("PIP_INDEX_URL", empty.as_uri())
+    with pytest.raises(LockError, match=r"but not in the wheelhouse, and pip download torch==2.9.1 from file:.*put "
+                                        r"torch-2.9.1-py3-none-any.whl back in .*nothing was sent$"):
+        lockfile.ensure(lock, PINS, HOST, house)
+
+
+def _add(path: Path, name: str, mode: int = 0o644) -> None:
+    with zipfile.ZipFile(path, "a") as zf:
+        info = zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0))
+        info.external_attr = mode << 16
+        zf.writestr(info, "print('written where it was put')\n")
+
+
+@pytest.mark.parametrize("member", ["../outside.py", "torch/../../outside.py", "/etc/cron.d/outside",
+                                    "torch-2.9.1.data/purelib/../../../outside.py", "..\\outside.py", "C:/outside.py"])
+def test_a_wheel_that_writes_outside_the_venv_is_refused_before_any_host_and_never_locked(house, tmp_path, member):
+    # the review: uv installed a wheel holding ../outside.py; pip refused it only on the host, after it was sent
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    _add(torch, member)
+    lock = tmp_path / "llama.lock"
+    with pytest.raises(WheelhouseError) as caught:
+        lockfile.ensure(lock, PINS, HOST, house)
+    assert str(caught.value) == (f"{torch}: holds {member!r}, a path outside the venv: refused, nothing was sent")
+    assert not lock.exists()
+
+
+def test_a_wheel_with_a_link_or_a_local_header_naming_another_path_is_refused(house, tmp_path):
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    _add(torch, "torch/link.py", stat.S_IFLNK | 0o777)
+    with pytest.raises(WheelhouseError, match=r"holds 'torch/link.py' as a symbolic link: refused, nothing was sent"):
+        lockfile.ensure(tmp_path / "a.lock", PINS, HOST, house)
+    torch.unlink()
+    wheel(house, "torch", "2.9.1")
+    _add(torch, "torch/okfile.py")  # the directory says torch/okfile.py; its local header will say ../out.py
+    data = torch.read_bytes()
+    torch.write_bytes(data.replace(b"torch/okfile.py", b"torch/../out.py", 1))  # the first: the local header
+    with pytest.raises(WheelhouseError, match=r"names 'torch/okfile.py' otherwise in its local header"):
+        lockfile.ensure(tmp_path / "b.lock", PINS, HOST, house)

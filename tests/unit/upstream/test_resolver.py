@@ -15,11 +15,12 @@ from fleet.upstream.wheelhouse import MissingWheel, Target, WheelhouseError
 HOST = Target("3.11", "x86_64", "2.36")
 
 
-def wheel(folder: Path, name: str, version: str, *requires: str, extras: tuple[str, ...] = ()) -> Path:
+def wheel(folder: Path, name: str, version: str, *requires: str, extras: tuple[str, ...] = (),
+          python: str | None = None) -> Path:
     stem = f"{name.replace('-', '_')}-{version}"
     path = folder / f"{stem}-py3-none-any.whl"
     meta = [f"Name: {name}", f"Version: {version}", *(f"Provides-Extra: {e}" for e in extras),
-            *(f"Requires-Dist: {r}" for r in requires)]
+            *([f"Requires-Python: {python}"] if python else []), *(f"Requires-Dist: {r}" for r in requires)]
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{stem}.dist-info/METADATA", "Metadata-Version: 2.1\n" + "\n".join(meta) + "\n\n")
         zf.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n")
@@ -69,6 +70,20 @@ def test_markers_and_extras_are_the_hosts(house):
     # the controller is x86_64: the marker is judged for the host pip resolves for, not for pip's own machine
     assert "arm-helper" in chosen({"sglang": "0.5.9"}, house, Target("3.11", "aarch64", "2.36"))
     assert "arm-helper" not in chosen({"sglang": "0.5.9"}, house)
+
+
+def test_markers_and_requires_python_read_the_hosts_full_python_version(house):
+    # the review: every 3.11 host was resolved as 3.11.0 (python_full_version, and pip's --python-version)
+    wheel(house, "torch", "2.9.1+cu130", 'micro-helper==1.0; python_full_version >= "3.11.4"')
+    wheel(house, "micro-helper", "1.0")
+    wheel(house, "late", "1.0", python=">=3.11.4")
+    newer, older = Target("3.11", "x86_64", "2.36", "3.11.7"), Target("3.11", "x86_64", "2.36", "3.11.2")
+    assert "micro-helper" in chosen({"sglang": "0.5.9"}, house, newer)
+    assert "micro-helper" not in chosen({"sglang": "0.5.9"}, house, older)
+    assert chosen({"late": "1.0"}, house, newer) == {"late": "1.0"}
+    with pytest.raises(WheelhouseError):
+        resolver.resolve({"late": "1.0"}, older, house)
+    assert newer.full_version == "3.11.7" and HOST.full_version == "3.11.0"  # no host asked: pip's X.Y reading
 
 
 def test_a_requirement_no_wheel_meets_is_missing_and_named(house):
