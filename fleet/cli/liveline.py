@@ -3,8 +3,12 @@ place and wiped before the next ordinary line; nothing at all where the output i
 
 from __future__ import annotations
 
+import shutil
+import sys
 import threading
 from typing import IO
+
+from fleet.progress import Live, Progress
 
 
 class LiveLine:
@@ -31,3 +35,19 @@ class LiveLine:
                 self.out.write("\r\x1b[2K")
                 self.out.flush()
                 self.shown = False
+
+
+def progress_on_stderr() -> Progress:
+    """A Progress for a long step of a command: its Live lines redrawn in place on a terminal's stderr, its other
+    lines said on stderr (stdout stays the command's answer, --json's document whole)."""
+    from fleet.cli import say_on_stderr
+
+    line = LiveLine(sys.stderr, sys.stderr.isatty(), shutil.get_terminal_size().columns)
+
+    def say(message: str) -> None:
+        if isinstance(message, Live):
+            line.show(message)
+            return
+        line.clear()
+        say_on_stderr(message)
+    return say
