@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 from fleet.cli import console, print_json
+from fleet.cli.liveline import progress_on_stderr
 from fleet.errors import InputError
-from fleet.logs import releasefit
+from fleet.logs import releasefit, whichrelease
 from fleet.logs.bysite import SiteClassifier
-from fleet.logs.classify import Event, LogVerdict, catch_all_lines, classify_text
-from fleet.logs.release import clues as release_clues
+from fleet.logs.classify import Event, LogVerdict, classify_text
 from fleet.logs.releasefit import ReleaseFit
-from fleet.logs.rules import RULES_DIR, RuleSet, Severity, load_rules
-from fleet.upstream import corpus, siteindex
+from fleet.logs.rules import RULES_DIR, Severity, load_rules
+from fleet.upstream import corpus, indexes, siteindex
 from fleet.upstream.flags import default_table
 from fleet.upstream.versions import is_version
 
@@ -29,15 +29,17 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: 
     """Classify FILE (or stdin for '-'), print the result, return the exit code.
 
     With --sglang (and --flashinfer), lines resolve to their sites in those releases of the corpus, sites
-    classify what no precise rule does, and remedies name flags as that sglang spells them."""
+    classify what no precise rule does, and remedies name flags as that sglang spells them. Told no release, the
+    log's own clues (versions, traceback frames, echoed arguments) or its exception lines placed among every
+    cached release's sites (indexes built on first need) find it, and the answer names the releases it fits."""
     rules = load_rules(Path(rules_dir) if rules_dir else RULES_DIR)
     text = _read(file)
     for option, version in (("--sglang", sglang), ("--flashinfer", flashinfer)):
         if version is not None and not is_version(version):
             raise InputError(f"{option} {version!r}: not a version (e.g. 0.5.23)")
-    found = _found_releases(text, rules, sglang, flashinfer)
-    sglang = sglang or _used(found, "sglang")
-    flashinfer = flashinfer or _used(found, "flashinfer-python")
+    found = whichrelease.find(text, rules, sglang, flashinfer, indexes_of=_indexes_of)
+    sglang = sglang or whichrelease.used(found, "sglang")
+    flashinfer = flashinfer or whichrelease.used(found, "flashinfer-python")
     by_site = _site_classifier(sglang, flashinfer)
     verdict = classify_text(text, rules, by_site)
     if sglang is not None:
@@ -49,25 +51,11 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: 
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
 
 
-def _found_releases(text: str, rules: RuleSet, sglang: str | None, flashinfer: str | None) -> list[ReleaseFit]:
-    """For each release not named by an option (the option wins), the cached releases the log's own clues fit;
-    with no clue, those whose cached site indexes print its exception lines."""
-    clues = release_clues(text)
-    wanted = [p for p, named in (("sglang", sglang), ("flashinfer-python", flashinfer)) if named is None]
-    found = [f for f in (releasefit.fits(clues, p) for p in wanted) if f is not None] if clues else []
-    lines: list[str] | None = None
-    for package in wanted:
-        if any(f.package == package and f.versions for f in found):
-            continue
-        lines = lines if lines is not None else catch_all_lines(text, rules)
-        by_sites = releasefit.fits_by_sites(lines, package, releasefit.cached_indexes(package)) if lines else None
-        if by_sites is not None:
-            found = [f for f in found if f.package != package] + [by_sites]
-    return found
-
-
-def _used(found: list[ReleaseFit], package: str) -> str | None:
-    return next((f.pick for f in found if f.package == package), None)
+def _indexes_of(package: str) -> dict[str, siteindex.SiteIndex]:
+    """The site index of every cached release of `package`, building those not built yet (on first need, the
+    progress on stderr: the --json answer on stdout stays whole)."""
+    indexes.build_missing(packages=(package,), progress=progress_on_stderr())
+    return releasefit.cached_indexes(package)
 
 
 def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifier | None:

@@ -4,11 +4,15 @@ one such line printed now and then, so that a log never goes quiet for longer th
 
 from __future__ import annotations
 
+import shutil
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
+
+from fleet.progress import Live, Progress
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleRenderable
@@ -82,3 +86,19 @@ class Heartbeat:
 
     def said(self, key: str) -> None:
         self.last[key] = self.clock()
+
+
+def progress_on_stderr() -> Progress:
+    """A Progress for a long step of a command: its Live lines redrawn in place on a terminal's stderr, its other
+    lines said on stderr (stdout stays the command's answer, --json's document whole)."""
+    from fleet.cli import say_on_stderr
+
+    line = LiveLine(sys.stderr, sys.stderr.isatty(), shutil.get_terminal_size().columns)
+
+    def say(message: str) -> None:
+        if isinstance(message, Live):
+            line.show(message)
+            return
+        line.clear()
+        say_on_stderr(message)
+    return say

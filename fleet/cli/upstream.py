@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.cli import console, print_json, real_console
+from fleet.cli.liveline import progress_on_stderr
 from fleet.errors import EXIT_OK
+from fleet.progress import quiet
 from fleet.upstream import corpus as upstream
 from fleet.upstream import flags as sglang_cli
+from fleet.upstream import indexes
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,6 +28,8 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
     with console.status("fetching upstream releases", spinner="dots") if not as_json else nullcontext():
         rels = upstream.fetch_all(matrix, wanted)
     took = time.monotonic() - start
+    # every release's site index, built once beside it: `inv classify` told no release places a log among them
+    built = indexes.build_missing(progress=quiet if as_json else progress_on_stderr())
     if write_flags:
         table = sglang_cli.build((v, sglang_cli.flags_of(Path(upstream.require("sglang", v).root)))
                                  for v in matrix.sglang)
@@ -34,7 +39,8 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
                           soft_wrap=wide, markup=False, highlight=False)
     if as_json:
         print_json({"cache": str(upstream.cache_dir()), "seconds": round(took, 1),
-                    "releases": [asdict(r) for r in rels]})
+                    "releases": [asdict(r) for r in rels],
+                    "indexed": [{"package": p, "version": v, "sites": n} for p, v, n in built]})
         return EXIT_OK
     render(rels, took, console, wide)
     return EXIT_OK

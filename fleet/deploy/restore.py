@@ -17,7 +17,7 @@ from fleet.deploy.health import verify
 from fleet.deploy.results import Attempt
 from fleet.host import venvs
 from fleet.host.found_files import BeforeFleet
-from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang
+from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_flashinfer, recorded_sglang
 from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
 from fleet.host.service import (
     ServiceError,
@@ -130,12 +130,13 @@ def restart(conn: Connection, host: Host, unit: str) -> None:
 
 
 def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, say: Progress,
-                     sglang: str | None = None) -> ServerVerdict:
-    """Restart the unit, follow its journal to READY (or not; with the release's `sglang`, classified by its
-    sites), then the health check."""
+                     sglang: str | None = None, flashinfer: str | None = None) -> ServerVerdict:
+    """Restart the unit, follow its journal to READY (or not; with the release's `sglang` and `flashinfer`,
+    classified by their sites), then the health check."""
     cursor = journal.cursor(conn, host)
     restart(conn, host, unit)
-    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang)
+    outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang,
+                                      flashinfer=flashinfer)
     if outcome == Outcome.READY:
         outcome, evidence = verify(conn, host, book, say)
     return outcome, evidence
@@ -148,7 +149,8 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
     failed = put_back(conn, host, store, release, book, say)
     if failed:
         return failed
-    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say, recorded_sglang(release.facts))
+    outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say, recorded_sglang(release.facts),
+                                         recorded_flashinfer(release.facts))
     return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
 
 

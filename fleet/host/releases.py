@@ -227,6 +227,13 @@ def recorded_sglang(facts: object) -> str | None:
     return version if version and is_version(version) else None
 
 
+def recorded_flashinfer(facts: object) -> str | None:
+    """The flashinfer-python version a release's host was probed with; None when not recorded or not
+    version-shaped (see recorded_sglang)."""
+    version = versions_of(facts).get("flashinfer-python")
+    return version if version and is_version(version) else None
+
+
 def node_of(release: Release | None) -> str | None:
     """'node R of N of the multi-node deployment of P (a, b)' where `release` is one node's part of a
     multi-node server; None otherwise (pure; what the host sent is printed only in a name's shape)."""

@@ -185,24 +185,27 @@ class SiteClassifier:
         return (rule, site) if rule is not None else None
 
 
-_RELEASES: dict[str, SiteClassifier | None] = {}
+_RELEASES: dict[tuple[str, str | None], SiteClassifier | None] = {}
 _LOADING = threading.Lock()  # hosts deployed in parallel ask at once: one thread loads, the others wait for it
 
 
-def for_release(sglang: str | None) -> SiteClassifier | None:
+def for_release(sglang: str | None, flashinfer: str | None = None) -> SiteClassifier | None:
     """The site classifier of the sglang release a host runs (its version as the probe or the release recorded
-    it), from the index already cached in the upstream corpus, loaded once per process; None when the version is
-    unknown or the release or its index is not cached: the rules alone then, as before. Never fetches nor builds
-    (a live deploy must not wait tens of seconds); `inv classify --sglang V` builds the index once."""
+    it) and of the flashinfer beside it when known, from the indexes already cached in the upstream corpus, loaded
+    once per process; None when the sglang version is unknown or its release or index is not cached: the rules
+    alone then, as before. Never fetches nor builds (a live deploy must not wait tens of seconds); `inv upstream`
+    builds every release's index."""
     if not is_version(sglang):  # what the host's probe or manifest says is data: never a path
         return None
     assert sglang is not None
+    flashinfer = flashinfer if is_version(flashinfer) else None
+    key = (sglang, flashinfer)
     with _LOADING:
-        if sglang not in _RELEASES:
+        if key not in _RELEASES:
             if len(_RELEASES) >= 8:
                 _RELEASES.clear()
-            _RELEASES[sglang] = _load(sglang)
-        return _RELEASES[sglang]
+            _RELEASES[key] = _load(sglang, flashinfer)
+        return _RELEASES[key]
 
 
 def forget_releases() -> None:
@@ -211,18 +214,24 @@ def forget_releases() -> None:
         _RELEASES.clear()
 
 
-def _load(sglang: str) -> SiteClassifier | None:
-    try:
-        release = corpus.cached("sglang", sglang)
-    except (OSError, ValueError, TypeError):
+def _load(sglang: str, flashinfer: str | None) -> SiteClassifier | None:
+    sites = _cached_sites("sglang", sglang)
+    if not sites:
         return None
-    if release is None:
-        return None
-    sites = siteindex.load_cached("sglang", sglang, corpus.tree(release))
+    if flashinfer is not None:  # flashinfer's raises (its JIT, its kernels' checks) reach the same journal
+        sites = sites + (_cached_sites("flashinfer-python", flashinfer) or [])
     try:
-        return SiteClassifier(SiteIndex(sites)) if sites else None
+        return SiteClassifier(SiteIndex(sites))
     except (AttributeError, TypeError, ValueError):  # rows of the right length but the wrong types: no index
         return None
+
+
+def _cached_sites(package: str, version: str) -> list[IndexedSite] | None:
+    try:
+        release = corpus.cached(package, version)
+    except (OSError, ValueError, TypeError):
+        return None
+    return siteindex.load_cached(package, version, corpus.tree(release)) if release is not None else None
 
 
 def describe(site: IndexedSite | None) -> dict[str, object] | None:

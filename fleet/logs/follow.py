@@ -13,7 +13,7 @@ from datetime import datetime
 from fabric import Connection
 
 from fleet.errors import FleetError, InputError
-from fleet.host.releases import ReleaseStore, recorded_sglang
+from fleet.host.releases import ReleaseStore, recorded_flashinfer, recorded_sglang
 from fleet.host.session import CommandTimedOut
 from fleet.inventory import Host
 from fleet.logs import bysite, journal
@@ -96,14 +96,16 @@ def split_time(line: str) -> tuple[str | None, str]:
     return (m.group(1), m.group(2)) if m else (None, line)
 
 
-def _serving_sglang(conn: Connection, host: Host) -> str | None:
-    """The sglang version the host's current release was deployed on (its recorded facts); None when unknown
-    or unreadable: the rules alone classify then, as before."""
+def _serving(conn: Connection, host: Host) -> tuple[str | None, str | None]:
+    """The sglang and flashinfer versions the host's current release was deployed on (its recorded facts); None
+    when unknown or unreadable: the rules alone classify then, as before."""
     try:
         release = ReleaseStore(conn, host).current()
     except FleetError:
-        return None
-    return recorded_sglang(release.facts) if release is not None else None
+        return None, None
+    if release is None:
+        return None, None
+    return recorded_sglang(release.facts), recorded_flashinfer(release.facts)
 
 
 def spelled(event: Event, sglang: str | None) -> Event:
@@ -122,7 +124,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
     end = None if follow else time.monotonic() + READ_ALL_S
     conn = open_connection(host, opts)
     try:
-        sglang = _serving_sglang(conn, host)
+        sglang, flashinfer = _serving(conn, host)
         when: str | None = None
 
         def line(raw: str) -> str:
@@ -134,7 +136,7 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
             return text
 
         watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang))),
-                             on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang))
+                             on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
         def tick() -> ServerVerdict | None:
             if end is not None and time.monotonic() > end:
                 return Outcome.HANG, "deadline"

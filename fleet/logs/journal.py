@@ -198,9 +198,11 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
 
 
 def watch(conn: Connection, host: Host, unit: str, cursor: str, budgets: Budgets, say: Progress,
-          stop: threading.Event | None = None, sglang: str | None = None) -> ServerVerdict:
-    """Follow the unit's journal after `cursor` through its startup (see watch_startup); with the `sglang`
-    version the host runs, lines no rule names are classified by that release's cached site index."""
+          stop: threading.Event | None = None, sglang: str | None = None,
+          flashinfer: str | None = None) -> ServerVerdict:
+    """Follow the unit's journal after `cursor` through its startup (see watch_startup); with the `sglang` (and
+    `flashinfer`) version the host runs, lines no rule names are classified by those releases' cached site
+    indexes."""
     source = Follower(conn, host, command(unit, cursor))
-    startup = Startup(budgets, say, sites=bysite.for_release(sglang))
+    startup = Startup(budgets, say, sites=bysite.for_release(sglang, flashinfer))
     return watch_startup(source, startup, lambda: unit_state(conn, host, unit), stop)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.logs.release import Frame, ReleaseClues
-from fleet.upstream import corpus, siteindex, sourcetext
+from fleet.upstream import corpus, indexes, siteindex, sourcetext
 from fleet.upstream.flags import Table, default_table
 from fleet.upstream.siteindex import SiteIndex
 from fleet.upstream.versions import is_version, version_key
@@ -45,12 +45,7 @@ class ReleaseFit:
 
 def cached_versions(package: str, cache: Path | None = None) -> list[str]:
     """The releases of `package` the corpus holds, oldest first."""
-    folder = (cache or corpus.cache_dir()) / package
-    try:
-        found = [p.name for p in folder.iterdir() if is_version(p.name) and (p / "release.json").is_file()]
-    except OSError:
-        return []
-    return sorted(found, key=version_key)
+    return indexes.versions(package, cache)
 
 
 def fits(clues: ReleaseClues, package: str, cache: Path | None = None, table: Table | None = None) -> ReleaseFit | None:

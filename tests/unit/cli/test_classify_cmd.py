@@ -154,3 +154,25 @@ def test_a_peer_gone_after_another_rank_died_names_the_line_that_caused_it():
     data = json.loads(inv("-", "--json", stdin=text).stdout)
     assert (data["decided_by"]["line"], data["consequence"]["line"], data["consequence"]["rule"]) == (
         1, 2, "peer_rank_gone")
+
+
+def test_told_no_release_a_pasted_line_is_placed_among_every_release_built_on_first_need(tmp_path):
+    # sglang 0.5.23's allocation.py in one release; the other release's module raises something else
+    source = REPO / "tests" / "fixtures" / "sources" / "sglang-0.5.23-mem_cache-allocation.py.txt"
+    _release(tmp_path, "0.5.23", "sglang/srt/mem_cache/allocation.py", source.read_text())
+    _release(tmp_path, "0.5.9", "sglang/srt/mem_cache/allocation.py", 'raise RuntimeError("another release")\n')
+    env = {**os.environ, "FLEET_UPSTREAM_CACHE": str(tmp_path)}
+    line = "RuntimeError: dLLM FDFO retained KV is missing.\n"  # allocation.py:513, in 0.5.16 and later
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([str(INV), "classify", "-", "--json"], cwd=REPO, input=line, capture_output=True,
+                              text=True, timeout=60, env=env)
+    first = run()
+    data = json.loads(first.stdout)  # the progress went to stderr: stdout is the document alone
+    assert data["release"] == [{"package": "sglang", "used": "0.5.23", "fits": ["0.5.23"],
+                                "why": ["1 of 1 exception line printed by its sites (2 releases indexed)"]}]
+    assert data["decided_by"]["source"] == ("sglang 0.5.23 srt/mem_cache/allocation.py:513 "
+                                            "(_alloc_extend_loc_with_kv_reuse)")
+    assert "fleet: indexed the sites of 2 releases in " in first.stderr
+    again = run()
+    assert (json.loads(again.stdout), again.stderr) == (data, "")  # built once, kept beside each release

@@ -290,9 +290,9 @@ def test_hosts_deployed_in_parallel_load_their_releases_index_once(tmp_path, mon
     loads: list[str] = []
     real = bysite._load
 
-    def counted(version: str):
+    def counted(version: str, flashinfer: str | None):
         loads.append(version)
-        return real(version)
+        return real(version, flashinfer)
 
     monkeypatch.setattr(bysite, "_load", counted)
     bysite.forget_releases()
@@ -324,5 +324,30 @@ def test_a_copied_cache_still_gives_the_live_watch_its_site_index(tmp_path, monk
         found = bysite.for_release("0.5.23")
         assert found is not None
         assert found.classify("ValueError: prepared_from must be the declaration of a stage 3") is not None
+    finally:
+        bysite.forget_releases()
+
+
+def test_the_live_watch_reads_the_flashinfer_beside_the_release_too(tmp_path, monkeypatch):
+    # flashinfer 0.7.4 fused_moe/cake_kimi_k3_situ.py:434 (_validate_contract): its own raise in sglang's journal
+    monkeypatch.setenv("FLEET_UPSTREAM_CACHE", str(tmp_path))
+    _cached_release(tmp_path, "0.5.23", [_site("sglang/srt/mem_cache/memory_pool.py", "a reused row must carry {}")])
+    site = IndexedSite("flashinfer-python", "0.7.4", "flashinfer/fused_moe/cake_kimi_k3_situ.py", 434,
+                       "_validate_contract", "raise", "ValueError", "Cake SiTU requires H=3584, I=384, E=896, top_k=16")
+    root = tmp_path / "flashinfer-python" / "0.7.4"
+    root.mkdir(parents=True)
+    (root / "release.json").write_text(json.dumps(
+        {"dist": "flashinfer-python", "version": "0.7.4", "root": str(root), "wheel": "w.whl", "sha256": "0" * 64,
+         "wheel_bytes": 1, "files": 1, "bytes": 1}))
+    siteindex.cache_path(root).write_text(json.dumps([[site.module, site.line, site.function, site.kind,
+                                                       site.exception, site.text]]))
+    line = "ValueError: Cake SiTU requires H=3584, I=384, E=896, top_k=16\n"
+    bysite.forget_releases()
+    try:
+        alone = classify_text(line, sites=bysite.for_release("0.5.23"))
+        both = classify_text(line, sites=bysite.for_release("0.5.23", "0.7.4"))
+        assert alone.event.source is None
+        assert both.event.source == "flashinfer-python 0.7.4 fused_moe/cake_kimi_k3_situ.py:434 (_validate_contract)"
+        assert bysite.for_release("0.5.23", "../0.7.4") is bysite.for_release("0.5.23")  # a hostile version: ignored
     finally:
         bysite.forget_releases()
