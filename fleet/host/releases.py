@@ -78,7 +78,7 @@ def _manifest(data: object, rid: str) -> dict[str, Any]:
     kinds: dict[str, type | tuple[type, ...]] = {
              "host": str, "playbook_sha256": str, "created": str, "status": str, "rung": (str, type(None)),
              "config": dict, "facts": dict, "files": dict, "patches": dict, "attempts": list,
-             "finished": (str, type(None)), "bench": (dict, type(None))}
+             "finished": (str, type(None)), "bench": (dict, type(None)), "canary": (dict, type(None))}
     for key, kind in kinds.items():
         if key in data and not isinstance(data[key], kind):
             raise ValueError(f"{key} is a {type(data[key]).__name__}")
@@ -137,6 +137,7 @@ class Release:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     finished: str | None = None
     bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
+    canary: dict[str, Any] | None = None  # the canary's verdict on this release (fleet.deploy.judge.Verdict)
     committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
 
     @property
