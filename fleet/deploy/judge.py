@@ -11,13 +11,13 @@ a ratio:
 Errors: the canary's error rate minus the baseline's, with the Agresti-Caffo interval.
 
 Direction-aware: only worse fails. A metric FAILs when the canary is worse with the look's confidence and its
-estimate reaches the effect that matters; it PASSes when its interval's upper end stays below that effect (or,
-at the cap, when its estimate does: no regression that matters was seen in the whole window, Kayenta's own
-rule); else it is INCONCLUSIVE. The verdict fails on any failed metric, passes when all pass, and is otherwise
-inconclusive: the window extends by `window` seconds until `max_window`, where a metric still unclear (worse
-by the effect that matters, but not shown so; or too few requests) leaves it Inconclusive, which never
-promotes. Every look spends an equal share of 1 - confidence (Bonferroni over the looks), so looking
-early costs no false aborts beyond the stated rate.
+estimate reaches the effect that matters; it PASSes early when its interval's upper end stays below that
+effect; else it is INCONCLUSIVE and the window extends by `window` seconds. At the cap (`max_window`) a metric
+not shown worse passes (Kayenta's rule: no regression that matters was shown in the whole window), unless it
+had too few requests to be judged at all (no bounded interval, a tail under `min_stratum` requests a side):
+that leaves the verdict Inconclusive, which never promotes. The verdict fails on any failed metric and passes
+when all pass. Every look and part spends an equal share of 1 - confidence (Bonferroni), so looking early
+and judging seven parts cost an identical release no false aborts beyond the stated rate.
 
 `sequential` replays the rule over recorded samples (each has its time in the window), offline.
 """
@@ -190,9 +190,14 @@ def _show(m: MetricVerdict) -> str:
     return f"{m.estimate * 100:+.1f}% [{lo}, {hi}], limit {m.limit * 100:g}% (n {m.n_base}/{m.n_canary})"
 
 
+LATENCIES = (Metric.TTFT, Metric.TPOT, Metric.E2E)
+PARTS = 1 + 2 * len(LATENCIES)  # errors, and each latency's location and tail
+
+
 def look_confidence(policy: Canary) -> float:
-    """Each look's two-sided confidence: 1 - confidence shared equally by the looks (Bonferroni)."""
-    return 1 - (1 - policy.confidence) / policy.looks
+    """Each part's two-sided confidence at each look: 1 - confidence shared equally by every look and part
+    (Bonferroni), so an identical release fails at most 1 - confidence of the time, all told."""
+    return 1 - (1 - policy.confidence) / (policy.looks * PARTS)
 
 
 def _edges(values: Sequence[int], bins: int) -> list[float]:
@@ -223,10 +228,10 @@ def _logs(samples: Sequence[Sample], metric: Metric) -> list[float]:
 
 def _decide(estimate: float, worse: bool, high: float, limit: float, last: bool) -> Decision:
     """FAIL: shown worse (`worse`, at the look's confidence) by at least `limit`; PASS: the interval rules
-    `limit` out, or at the last look the estimate stays below it; else INCONCLUSIVE (the window extends)."""
+    `limit` out, or it is the last look (nothing that matters was shown); else INCONCLUSIVE (extend)."""
     if worse and estimate >= limit:
         return Decision.FAIL
-    if high < limit or (last and estimate < limit):
+    if high < limit or last:
         return Decision.PASS
     return Decision.INCONCLUSIVE
 
@@ -240,7 +245,8 @@ def location(metric: Metric, strata: Sequence[tuple[Sequence[Sample], Sequence[S
     test = ranktest.mann_whitney(pairs)
     sh = ranktest.shift(pairs, confidence)
     est, low, high = math.expm1(sh.estimate), math.expm1(sh.low), math.expm1(sh.high)
-    decision = _decide(est, low > 0, high, policy.min_effect, last) if sh.pairs else Decision.INCONCLUSIVE
+    bounded = math.isfinite(sh.low) and math.isfinite(sh.high)  # else too few requests for the confidence
+    decision = _decide(est, low > 0, high, policy.min_effect, last) if bounded else Decision.INCONCLUSIVE
     return MetricVerdict(metric, "location", decision, est, low, high, test.p_greater,
                          sum(len(b) for b, _ in pairs), sum(len(c) for _, c in pairs), policy.min_effect)
 
@@ -310,7 +316,7 @@ def judge(base: Sequence[Sample], canary: Sequence[Sample], policy: Canary, seco
     ok_strata = [([s for s in b if s.ok], [s for s in c if s.ok]) for b, c in thick]
     last = seconds >= policy.max_window - 1e-9
     parts = [errors(base, canary, policy, confidence, last)]
-    for metric in (Metric.TTFT, Metric.TPOT, Metric.E2E):
+    for metric in LATENCIES:
         parts.append(location(metric, ok_strata, policy, confidence, last))
         parts.append(tail(metric, base, canary, policy, confidence, last))
     decisions = {m.decision for m in parts}

@@ -16,6 +16,19 @@ class Answer:
     prompt: str
     token_ids: tuple[int, ...]
 
+    @classmethod
+    def from_json(cls, data: object) -> Answer | None:
+        """A line of fleet/host/programs/canary_load.py's `answers`; None for a prompt it got no answer to
+        (ValueError when the line is not one)."""
+        if not isinstance(data, dict) or not isinstance(data.get("prompt"), str):
+            raise ValueError("an answer is {prompt, output_ids}")
+        ids = data.get("output_ids")
+        if ids is None:
+            return None
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            raise ValueError("output_ids are token ids")
+        return cls(data["prompt"], tuple(ids))
+
 
 @dataclass(frozen=True)
 class Parted:

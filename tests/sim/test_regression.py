@@ -67,3 +67,45 @@ def test_a_live_server_plays_the_regression_its_environment_names(make_host):
     assert new.generate(prompt, 16)["text"] != old.generate(prompt, 16)["text"]
     old.stop()
     new.stop()
+
+
+def test_fleets_canary_traffic_on_a_regressing_release_fails_the_judge_and_the_numerics_gate(make_host):
+    # fleet/host/programs/canary_load.py against two live servers, the old and one 50% slower answering otherwise:
+    # its samples judged (one look), its greedy answers compared
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fleet.deploy import judge, numerics
+    from fleet.host import programs
+    from fleet.playbook import Canary
+
+    old = make_host("rtx5090-x2-workstation").start("--model-path", DENSE_MODEL, "--tp", "2")
+    new = make_host("rtx5090-x2-workstation").start(
+        "--model-path", DENSE_MODEL, "--tp", "2", env={"SGLANG_SIM_SLOWER": "0.5", "SGLANG_SIM_ANSWERS": "differ"})
+    old.wait_ready()
+    new.wait_ready()
+    program = programs.text("canary_load.py")
+
+    def run(server, *args, stdin=""):
+        done = subprocess.run([sys.executable, "-c", program, *args[:1], str(server.port), "-", *args[1:]],
+                              input=stdin, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    with ThreadPoolExecutor(2) as pool:  # the same load on both at once
+        base, canary = pool.map(lambda s: run(s, "load", "6", "8", "1"), (old, new))
+    base, canary = [judge.Sample.from_json(r) for r in base], [judge.Sample.from_json(r) for r in canary]
+    assert len(base) == len(canary) == 48 and all(s.ok for s in base + canary)
+    policy = Canary(window=7, max_window=7, length_bins=2)
+    verdict = judge.sequential(base, canary, policy)
+    assert verdict.decision == judge.Decision.FAIL
+    e2e = next(m for m in verdict.metrics if m.metric == judge.Metric.E2E and m.part == "location")
+    assert e2e.decision == judge.Decision.FAIL and 0.3 < e2e.estimate < 0.7
+    prompts = "".join(json.dumps(p) + "\n" for p in policy.prompts)
+    answers = {s: [numerics.Answer.from_json(r) for r in run(s, "answers", "16", stdin=prompts)] for s in (old, new)}
+    gate = numerics.compare([a for a in answers[old] if a], [a for a in answers[new] if a])
+    assert not gate.ok and len(gate.parted) == len(policy.prompts) - 2  # the two known-answer prompts agree
+    assert numerics.compare([a for a in answers[old] if a], [a for a in answers[old] if a]).ok
+    old.stop()
+    new.stop()

@@ -88,9 +88,9 @@ def test_unclear_extends_the_window_and_is_inconclusive_at_the_cap():
     assert any(line.startswith("ttft p99 inconclusive") for line in verdict.reasons())
 
 
-def test_each_look_spends_its_share_of_the_confidence():
-    assert judge.look_confidence(POLICY) == pytest.approx(1 - 0.02 / 5)
-    assert judge.look_confidence(POLICY.model_copy(update={"window": 600})) == pytest.approx(0.98)
+def test_each_look_and_part_spends_its_share_of_the_confidence():
+    assert judge.look_confidence(POLICY) == pytest.approx(1 - 0.02 / (5 * 7))
+    assert judge.look_confidence(POLICY.model_copy(update={"window": 600})) == pytest.approx(1 - 0.02 / 7)
 
 
 def test_a_recording_round_trips_and_replays_to_its_verdict():
