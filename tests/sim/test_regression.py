@@ -87,9 +87,9 @@ def test_fleets_canary_traffic_on_a_regressing_release_fails_the_judge_and_the_n
     new.wait_ready()
     program = programs.text("canary_load.py")
 
-    def run(server, *args, stdin=""):
+    def run(server, *args):
         done = subprocess.run([sys.executable, "-c", program, *args[:1], str(server.port), "-", *args[1:]],
-                              input=stdin, capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -102,8 +102,7 @@ def test_fleets_canary_traffic_on_a_regressing_release_fails_the_judge_and_the_n
     assert verdict.decision == judge.Decision.FAIL
     e2e = next(m for m in verdict.metrics if m.metric == judge.Metric.E2E and m.part == "location")
     assert e2e.decision == judge.Decision.FAIL and 0.3 < e2e.estimate < 0.7
-    prompts = "".join(json.dumps(p) + "\n" for p in policy.prompts)
-    answers = {s: [numerics.Answer.from_json(r) for r in run(s, "answers", "16", stdin=prompts)] for s in (old, new)}
+    answers = {s: [numerics.Answer.from_json(r) for r in run(s, "answers", "16", *policy.prompts)] for s in (old, new)}
     gate = numerics.compare([a for a in answers[old] if a], [a for a in answers[new] if a])
     assert not gate.ok and len(gate.parted) == len(policy.prompts) - 2  # the two known-answer prompts agree
     assert numerics.compare([a for a in answers[old] if a], [a for a in answers[old] if a]).ok

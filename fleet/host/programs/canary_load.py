@@ -3,7 +3,7 @@
 # answers to prompts (fleet.deploy.numerics). The API key is read from its file, never an argument.
 # Usage: python -c TEXT load PORT KEYFILE SECONDS RATE SEED   -> one JSON line a request:
 #            [at, prompt_tokens, output_tokens, ttft, e2e] (ttft and e2e null for a failed request)
-#        python -c TEXT answers PORT KEYFILE TOKENS < prompts (one JSON string a line)
+#        python -c TEXT answers PORT KEYFILE TOKENS PROMPT...
 #            -> one JSON line a prompt: {"prompt": ..., "output_ids": [...]} (output_ids null on failure)
 import http.client, json, random, sys, threading, time
 
@@ -73,12 +73,9 @@ def load(port, keyfile, seconds, rate, seed):
             print(json.dumps(row))
 
 
-def answers(port, keyfile, tokens):
+def answers(port, keyfile, tokens, *prompts):
     head = headers(keyfile)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        prompt = json.loads(line)
+    for prompt in prompts:
         ids = None
         try:
             conn, r = post(port, head, {"text": prompt, "sampling_params": {
@@ -95,4 +92,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "load":
         load(*sys.argv[2:7])
     else:
-        answers(*sys.argv[2:5])
+        answers(*sys.argv[2:])
