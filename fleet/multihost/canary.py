@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 from fleet import parallel
 from fleet.deploy import hardware, judge, numerics
 from fleet.host import canaryrun
 from fleet.host.facts import HostFacts
+from fleet.host.releases import release_id
 from fleet.host.render import key_file
 from fleet.host.session import HostSession
 from fleet.inventory import Host
@@ -45,6 +47,25 @@ class CanaryResult:
     @property
     def ok(self) -> bool:
         return self.numerics.ok and not self.faults and self.verdict is not None and self.verdict.promotes
+
+    def to_json(self) -> dict[str, object]:
+        """What --json says of the window (the samples are in the recording, `save`)."""
+        return {"ok": self.ok, "reasons": self.reasons(),
+                "numerics": {"ok": self.numerics.ok, "compared": self.numerics.compared,
+                             "parted": self.numerics.reasons()},
+                "verdict": self.verdict.to_json() if self.verdict else None, "faults": list(self.faults)}
+
+    def save(self, folder: Path, release: str) -> Path | None:
+        """The recording (policy, samples, verdict) as `folder/<release>.json`, for `judge.replay`; None when no
+        traffic was sent."""
+        if self.recorded is None:
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{release_id(release)}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.recorded.to_json()))
+        tmp.replace(path)
+        return path
 
     def reasons(self) -> list[str]:
         if not self.numerics.ok:
