@@ -248,6 +248,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
 
     def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
         out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None
+        # the release before, of this playbook's name (an upgrade edits the playbook it serves)
         return rollbacks.rollback(host, book, opts, None, say, before_stop=out)
 
     return judge, back
