@@ -4,7 +4,7 @@ of one 10% slower everywhere, each over --seeds seeded windows of synthetic traf
 the simulator's regression model) at --rate requests a second a side. Each rate with its 95% Wilson interval,
 and when the window stopped. No host, no sandbox: the judge's statistics, not a rollout's.
 
-usage: .venv/bin/python bench/bench_canary_judge.py [--seeds 200] [--rate 2] [--jobs 2]   (a table, then JSON)
+usage: .venv/bin/python bench/bench_canary_judge.py [--seeds 200] [--rate 10] [--jobs 2]   (a table, then JSON)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=200)
-    ap.add_argument("--rate", type=float, default=2.0)
+    ap.add_argument("--rate", type=float, default=Canary().rate)
     ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args()
     start = time.monotonic()

@@ -283,7 +283,7 @@ class Canary(Strict):
     min_stratum: int = Field(default=5, ge=2)  # requests per side a stratum needs to be compared
     window: float = Field(default=120, gt=0)  # seconds of traffic before the first look, and between looks
     max_window: float = Field(default=600, gt=0)  # the cap: an unclear verdict there is Inconclusive
-    rate: float = Field(default=2.0, gt=0, le=100)  # fleet's own load: requests a second on each host
+    rate: float = Field(default=10.0, gt=0, le=100)  # fleet's own load: requests a second on each host
     # the numerics gate before traffic (fleet.deploy.numerics): greedy answers of the new release and the old
     prompts: list[fields.Text] = Field(default_factory=lambda: list(NUMERICS_PROMPTS), min_length=1)
     answer_tokens: int = Field(default=32, ge=1, le=4096)  # max_new_tokens of each greedy answer

@@ -5,16 +5,16 @@ a ratio:
 - location: requests compared only within strata of similar prompt and output length (each length cut at the
   pooled requests' quantiles), Kayenta's IQR outliers removed per side and stratum, the stratified
   Mann-Whitney U and the Hodges-Lehmann shift with its interval (fleet.deploy.ranktest);
-- tail: the share of each side above the pooled `tail` quantile (a two-proportion test: exact in its null,
-  the two sides being exchangeable), the shift of the canary's quantile over the baseline's and an interval
-  from both quantiles' order-statistic intervals.
+- tail: the requests of both sides above the pooled `tail` quantile, by the same test and shift (the cut
+  depends on the pooled requests alone, so the test stays valid; a release slower only above p99 shows its
+  whole shift there).
 Errors: the canary's error rate minus the baseline's, with the Agresti-Caffo interval.
 
 Direction-aware: only worse fails. A metric FAILs when the canary is worse with the look's confidence and its
 estimate reaches the effect that matters; it PASSes early when its interval's upper end stays below that
 effect; else it is INCONCLUSIVE and the window extends by `window` seconds. At the cap (`max_window`) a metric
 not shown worse passes (Kayenta's rule: no regression that matters was shown in the whole window), unless it
-had too few requests to be judged at all (no bounded interval, a tail under `min_stratum` requests a side):
+had too few requests to be judged at all (no bounded interval, under `min_stratum` requests a side in the tail):
 that leaves the verdict Inconclusive, which never promotes. The verdict fails on any failed metric and passes
 when all pass. Every look and part spends an equal share of 1 - confidence (Bonferroni), so looking early
 and judging seven parts cost an identical release no false aborts beyond the stated rate.
@@ -251,39 +251,25 @@ def location(metric: Metric, strata: Sequence[tuple[Sequence[Sample], Sequence[S
                          sum(len(b) for b, _ in pairs), sum(len(c) for _, c in pairs), policy.min_effect)
 
 
-def _quantile_interval(ordered: Sequence[float], q: float, z: float) -> tuple[float, float]:
-    """The distribution-free interval of the q-quantile: order statistics n*q -+ z*sqrt(n*q*(1-q))."""
-    n = len(ordered)
-    half = z * math.sqrt(n * q * (1 - q))
-    lo, hi = math.floor(n * q - half), math.ceil(n * q + half)
-    return (ordered[lo - 1] if lo >= 1 else -math.inf, ordered[hi - 1] if hi <= n else math.inf)
-
-
 def tail(metric: Metric, base: Sequence[Sample], canary: Sequence[Sample], policy: Canary,
          confidence: float, last: bool = False) -> MetricVerdict:
-    """A latency's tail quantile: the canary's share above the pooled quantile against the baseline's (the
-    test), the shift of its quantile over the baseline's and the interval of that shift (both quantiles'
-    intervals, their half-widths combined in quadrature)."""
-    q, part = policy.tail, f"p{policy.tail * 100:g}"
-    b, c = sorted(_logs(base, metric)), sorted(_logs(canary, metric))
-    need = math.ceil(policy.min_stratum / (1 - q))  # enough requests for min_stratum of each side in the tail
-    if len(b) < need or len(c) < need:
-        return MetricVerdict(metric, part, Decision.INCONCLUSIVE, 0.0, -math.inf, math.inf, 1.0, len(b), len(c),
-                             policy.tail_min_effect)
-    cut = ranktest.quantile(sorted([*b, *c]), q)
-    above_b, above_c = sum(v > cut for v in b), sum(v > cut for v in c)
-    pooled = (above_b + above_c) / (len(b) + len(c))
-    se0 = math.sqrt(pooled * (1 - pooled) * (1 / len(b) + 1 / len(c)))
-    zstat = (above_c / len(c) - above_b / len(b)) / se0 if se0 > 0 else 0.0
-    p = 1 - NormalDist().cdf(zstat)
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    qb, qc = ranktest.quantile(b, q), ranktest.quantile(c, q)
-    (bl, bh), (cl, ch) = _quantile_interval(b, q, z), _quantile_interval(c, q, z)
-    half = math.hypot(max(bh - qb, qb - bl), max(ch - qc, qc - cl))
-    d = qc - qb
-    est, low, high = math.expm1(d), math.expm1(d - half), math.expm1(d + half)
-    decision = _decide(est, p < (1 - confidence) / 2, high, policy.tail_min_effect, last)
-    return MetricVerdict(metric, part, decision, est, low, high, p, len(b), len(c), policy.tail_min_effect)
+    """A latency's tail: the requests of both sides above the pooled `tail` quantile, compared by the same rank
+    test and shift. The cut depends on the pooled requests alone, so were both sides alike the labels above it
+    would be a random draw: the test stays valid, and a release slower only there shows its whole shift."""
+    b, c = _logs(base, metric), _logs(canary, metric)
+    part = f"p{policy.tail * 100:g}"
+    cut = ranktest.quantile(sorted([*b, *c]), policy.tail) if b and c else math.inf
+    above = ([v for v in b if v > cut], [v for v in c if v > cut])
+    if min(len(above[0]), len(above[1])) < policy.min_stratum:
+        return MetricVerdict(metric, part, Decision.INCONCLUSIVE, 0.0, -math.inf, math.inf, 1.0, len(above[0]),
+                             len(above[1]), policy.tail_min_effect)
+    test = ranktest.mann_whitney([above])
+    sh = ranktest.shift([above], confidence)
+    est, low, high = math.expm1(sh.estimate), math.expm1(sh.low), math.expm1(sh.high)
+    bounded = math.isfinite(sh.low) and math.isfinite(sh.high)
+    decision = _decide(est, low > 0, high, policy.tail_min_effect, last) if bounded else Decision.INCONCLUSIVE
+    return MetricVerdict(metric, part, decision, est, low, high, test.p_greater, len(above[0]), len(above[1]),
+                         policy.tail_min_effect)
 
 
 def errors(base: Sequence[Sample], canary: Sequence[Sample], policy: Canary, confidence: float,

@@ -93,9 +93,13 @@ def _count_at_most(strata: Sequence[tuple[list[float], list[float]]], t: float) 
     return sum(len(xs) - bisect.bisect_left(xs, y - t) for xs, ys in strata for y in ys)
 
 
+RESOLUTION = 1e-9  # the bisection's: far below any shift that matters (log units: a ratio to 1e-9)
+
+
 def _kth(strata: Sequence[tuple[list[float], list[float]]], k: int, lo: float, hi: float) -> float:
-    """The k-th smallest difference (1-based) by bisection on its value: count(lo) < k <= count(hi)."""
-    for _ in range(200):
+    """The k-th smallest difference (1-based) to within RESOLUTION, by bisection on its value:
+    count(lo) < k <= count(hi)."""
+    while hi - lo > RESOLUTION:
         mid = (lo + hi) / 2
         if mid in (lo, hi):
             break

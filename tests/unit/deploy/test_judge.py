@@ -44,12 +44,16 @@ def test_no_shift_passes_at_the_stated_rate():
     assert all(v.final for v in verdicts)
 
 
-def test_a_slowdown_only_above_p99_fails_by_its_tail():
-    verdicts = [judge.sequential(*pair(seed, 2.0, slower=0.10, percentile=0.99), POLICY) for seed in range(40)]
+def test_a_slowdown_only_above_the_tail_quantile_fails_by_its_tail():
+    # the slowest 5% 10% slower (bench/bench_canary_judge.py measures p99 at the traffic it needs)
+    policy = POLICY.model_copy(update={"tail": 0.95})
+    verdicts = [judge.sequential(*pair(seed, 2.0, slower=0.10, percentile=0.95), policy) for seed in range(40)]
     failed = [v for v in verdicts if v.decision == Decision.FAIL]
     assert len(failed) >= 36  # 90%
     assert all(part(v, Metric.TTFT, "location").decision != Decision.FAIL for v in failed)  # the median is alike
-    assert all(part(v, Metric.TTFT, "p99").decision == Decision.FAIL for v in failed)
+    assert all(part(v, Metric.TTFT, "p95").decision == Decision.FAIL for v in failed)
+    tail = part(failed[0], Metric.TTFT, "p95")
+    assert tail.low <= 0.10 <= tail.high
 
 
 def test_a_faster_canary_is_no_regression():

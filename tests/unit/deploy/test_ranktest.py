@@ -71,7 +71,7 @@ def test_bisection_finds_the_same_order_statistics_as_listing_them():
     assert 520 * 510 > ranktest._ENUMERATE_UP_TO  # the bisection's path
     got = ranktest.shift([stratum], 0.98)
     want = brute_shift([stratum], 0.98)
-    assert (got.estimate, got.low, got.high) == pytest.approx(want, abs=1e-12)
+    assert (got.estimate, got.low, got.high) == pytest.approx(want, abs=ranktest.RESOLUTION)
 
 
 def test_too_few_for_the_confidence_is_unbounded():
