@@ -13,7 +13,9 @@ from fleet.deploy import judge
 from fleet.deploy.judge import Decision, Metric, Recorded, Sample
 from fleet.playbook import Canary
 
-POLICY = Canary()  # the playbook's defaults: 5%, 98%, p99, looks every 120 s up to 600 s
+# the playbook's defaults (5%, 98%, looks every 120 s up to 600 s) but the tail at p95: at the few requests a
+# second these tests afford, p99 leaves too few requests above it to judge (bench/bench_canary_judge.py: p99)
+POLICY = Canary(tail=0.95)
 
 
 def pair(seed: int, rate: float, **canary) -> tuple[list[Sample], list[Sample]]:
@@ -45,9 +47,7 @@ def test_no_shift_passes_at_the_stated_rate():
 
 
 def test_a_slowdown_only_above_the_tail_quantile_fails_by_its_tail():
-    # the slowest 5% 10% slower (bench/bench_canary_judge.py measures p99 at the traffic it needs)
-    policy = POLICY.model_copy(update={"tail": 0.95})
-    verdicts = [judge.sequential(*pair(seed, 2.0, slower=0.10, percentile=0.95), policy) for seed in range(40)]
+    verdicts = [judge.sequential(*pair(seed, 2.0, slower=0.10, percentile=0.95), POLICY) for seed in range(40)]
     failed = [v for v in verdicts if v.decision == Decision.FAIL]
     assert len(failed) >= 36  # 90%
     assert all(part(v, Metric.TTFT, "location").decision != Decision.FAIL for v in failed)  # the median is alike
@@ -83,13 +83,13 @@ def test_strata_compare_like_with_like():
 
 
 def test_unclear_extends_the_window_and_is_inconclusive_at_the_cap():
-    base, canary = pair(4, 0.2)  # 120 requests a side in the whole window: too few for the p99
+    base, canary = pair(4, 0.2)  # 120 requests a side in the whole window: too few for the p95
     first = judge.judge([s for s in base if s.at <= 120], [s for s in canary if s.at <= 120], POLICY, 120)
     assert first.decision == Decision.INCONCLUSIVE and not first.final  # extend
     verdict = judge.sequential(base, canary, POLICY)
     assert verdict.decision == Decision.INCONCLUSIVE and verdict.final and verdict.look == POLICY.looks
     assert not verdict.promotes
-    assert any(line.startswith("ttft p99 inconclusive") for line in verdict.reasons())
+    assert any(line.startswith("ttft p95 inconclusive") for line in verdict.reasons())
 
 
 def test_each_look_and_part_spends_its_share_of_the_confidence():
