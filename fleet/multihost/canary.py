@@ -17,9 +17,11 @@ from typing import Protocol
 
 from fleet import parallel
 from fleet.deploy import hardware, judge, numerics
+from fleet.deploy.hostrun import host_run, lock_only
+from fleet.errors import FleetError
 from fleet.host import canaryrun
 from fleet.host.facts import HostFacts
-from fleet.host.releases import release_id
+from fleet.host.releases import ReleaseStore, release_id
 from fleet.host.render import key_file
 from fleet.host.session import HostSession
 from fleet.inventory import Host
@@ -33,6 +35,8 @@ class Traffic(Protocol):
     def load(self, host: Host, seconds: float, seed: int) -> list[judge.Sample]: ...
 
     def probe(self, host: Host) -> HostFacts: ...
+
+    def record(self, host: Host, verdict: judge.Verdict) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,9 @@ def run(canaries: Sequence[Host], baselines: Sequence[Host], policy: Canary, tra
         if faults or verdict.final:
             break
     assert verdict is not None  # looks >= 1
+    for h in canaries:  # in the new release, before any put-back: `inv history` shows it
+        if (where := traffic.record(h, verdict)) is not None:
+            say(f"{h.name}: the verdict is recorded in release {where}")
     return CanaryResult(gate, verdict, tuple(faults), judge.Recorded(policy, tuple(base), tuple(mine), verdict))
 
 
@@ -146,3 +153,18 @@ class SessionTraffic:
             return session.probe()
         finally:
             session.close()
+
+    def record(self, host: Host, verdict: judge.Verdict) -> str | None:
+        """The verdict in the host's current release (the canary's), under the host's lock; its id, or None
+        when there is none (never a reason to fail the window)."""
+        try:
+            with host_run(host, self.opts, "canary verdict", unit=None, recover=lock_only(lambda _: None)) as run:
+                store = ReleaseStore.on(run.session)
+                current = store.current()
+                if current is None:
+                    return None
+                current.canary = verdict.to_json()
+                store.save(current)
+                return current.id
+        except FleetError:
+            return None

@@ -32,6 +32,7 @@ class FakeTraffic:
     def __init__(self, slower: float = 0.0, differ: bool = False, xid_after: int | None = None) -> None:
         self.slower, self.differ, self.xid_after = slower, differ, xid_after
         self.loads: list[tuple[str, float, int]] = []
+        self.recorded: list[tuple[str, Decision]] = []
         self.probes = 0
 
     def answers(self, host, prompts, tokens):
@@ -43,6 +44,10 @@ class FakeTraffic:
         rng = random.Random(f"{host.name}/{seed}")
         slower = self.slower if host.name.startswith("new") else 0.0
         return side(rng, 1.0, seconds, slower=slower)
+
+    def record(self, host, verdict):
+        self.recorded.append((host.name, verdict.decision))
+        return f"rel-{host.name}"
 
     def probe(self, host):
         self.probes += 1
@@ -65,7 +70,7 @@ POLICY = Canary(prompts=PROMPTS, tail=0.95)  # p99 needs more requests than thes
 def test_a_release_that_answers_otherwise_fails_before_any_traffic():
     traffic = FakeTraffic(differ=True)
     result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0)
-    assert not result.ok and result.verdict is None and traffic.loads == []
+    assert not result.ok and result.verdict is None and traffic.loads == [] and traffic.recorded == []
     assert result.reasons() == ["the new release answers otherwise: 'rivers': the answers part at token 4 "
                                 "(old 5 tokens, new 5)"]
 
@@ -79,6 +84,7 @@ def test_a_slower_release_fails_the_judge_at_an_early_look_on_every_hosts_same_l
     assert all(sorted(n for n, _, s in traffic.loads if s == k) == ["new-1", "old-1", "old-2"] for k in looks)
     assert result.reasons()[0].startswith("judge: fail:")
     assert result.recorded is not None and len(result.recorded.base) == 2 * len(result.recorded.canary)
+    assert traffic.recorded == [("new-1", Decision.FAIL)]  # in the canary's release, for `inv history`
 
 
 def test_an_identical_release_passes_after_the_whole_window():
