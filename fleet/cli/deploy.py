@@ -270,7 +270,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
                                 progress_to(as_json), board, hooks, notice=_say_now, job=job,
                                 deployer_of=deployer_of, judge_canary=judging[0] if judging else None,
-                                put_back=judging[1] if judging else None)
+                                put_back_canary=judging[1] if judging else None)
     if done.judged is not None and done.results and done.results[0].release:
         saved = done.judged.save(site.find().state / "canary", done.results[0].release)
         if saved:

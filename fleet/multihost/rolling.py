@@ -180,12 +180,12 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
              board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
              job: Job | None = None, deployer_of: type[Deployer] = Deployer, judge_canary: JudgeCanary | None = None,
-             put_back: Job | None = None) -> Rollout:
+             put_back_canary: Job | None = None) -> Rollout:
     """The batches of `plan` one after the other; `plan` filled in with the results and returned. `job`: each
     host's work when it is not a deploy (a rollback: it takes its replica out through the hooks it is given).
     `deployer_of`: what deploys one host (Deployer; a router playbook's hooks make their own). `judge_canary`
     (--canary): a canary batch that served is judged against the later batches' hosts, still on the old
-    release; one it does not pass is put back (`put_back`, a rollback) and the rollout stops."""
+    release; one it does not pass is put back (`put_back_canary`, a rollback) and the rollout stops."""
     hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
@@ -317,7 +317,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 if not plan.judged.ok:
                     judged = plan.judged.reasons()[:3]
                     for h in group:  # back on the release before; the router's finish lists it again
-                        results[h.name] = judged_back(h, results[h.name], judged, put_back, hooks, say_for)
+                        results[h.name] = judged_back(h, results[h.name], judged, put_back_canary, hooks,
+                                                              say_for)
                         board.update(h.name, results[h.name].status, results[h.name].error or "")
             failed += len(bad) + len(group if judged else [])
             plan.batches.append(BatchRecord(i, tuple(names),
@@ -348,15 +349,15 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
     return plan
 
 
-def judged_back(host: Host, served: DeployResult, why: Sequence[str], put_back: Job | None,
+def judged_back(host: Host, served: DeployResult, why: Sequence[str], back_job: Job | None,
                 hooks: RouterHooks | None, say_for: Callable[[Host], Progress]) -> DeployResult:
-    """A canary host its judge did not pass, put back on the release before (`put_back`, a rollback): failed,
+    """A canary host its judge did not pass, put back on the release before (`back_job`, a rollback): failed,
     with why and where it was left."""
     head = f"{host.name}: the canary did not pass its judge ({'; '.join(why)})"
-    if put_back is None:
+    if back_job is None:
         return replace(served, status=DeployStatus.FAILED, error=f"{head}; left on release {served.release}")
     try:
-        back = put_back(host, say_for(host), hooks)
+        back = back_job(host, say_for(host), hooks)
     except FleetError as exc:
         back = DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
     where = f"put back on release {back.release}" if back.status == DeployStatus.OK else \

@@ -63,7 +63,7 @@ def roll(judge, tmp_path, monkeypatch):
     plan = rolling.plan_batches(hosts(4), rollout.parse_serial("1,50%"))
     return rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(0),
                             None, lambda h: (lambda m: None), Board(), deployer_of=Deploys,  # type: ignore[arg-type]
-                            judge_canary=judge, put_back=put_back)
+                            judge_canary=judge, put_back_canary=put_back)
 
 
 def test_a_canary_its_judge_fails_is_put_back_and_the_rollout_stops(tmp_path, monkeypatch):
