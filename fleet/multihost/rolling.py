@@ -317,8 +317,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                 if not plan.judged.ok:
                     judged = plan.judged.reasons()[:3]
                     for h in group:  # back on the release before; the router's finish lists it again
-                        results[h.name] = judged_back(h, results[h.name], judged, put_back_canary, hooks,
-                                                              say_for)
+                        results[h.name] = judged_back(h, results[h.name], judged, put_back_canary,
+                                                      hooks, say_for)
                         board.update(h.name, results[h.name].status, results[h.name].error or "")
             failed += len(bad) + len(group if judged else [])
             plan.batches.append(BatchRecord(i, tuple(names),
