@@ -21,7 +21,6 @@ A rung's flags and env are merged onto the base; patch sets it does not list are
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import fields, site, yamlfile
+from fleet import canary_policy, fields, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -262,39 +261,6 @@ class Bench(Strict):
         return v
 
 
-NUMERICS_PROMPTS = ("The capital city of France is", "What is 2+2?", "Write one sentence about rivers.",
-                    "List three prime numbers:", "Translate 'good morning' into French:")
-
-
-class Canary(Strict):
-    """How a canary is judged against its baseline on the same traffic (fleet.deploy.judge): per metric a rank
-    test and the Hodges-Lehmann shift, the tail by its quantile, errors by their rate. A metric fails only when
-    the canary is worse beyond `min_effect` (a fraction: 0.05 = 5% slower) with `confidence`, and passes only
-    when its interval rules out `min_effect`; else the window extends by `window` seconds up to `max_window`,
-    where an unclear verdict is Inconclusive (it never promotes)."""
-
-    min_effect: float = Field(default=0.05, gt=0, lt=1)  # the slowdown that matters
-    confidence: float = Field(default=0.98, gt=0.5, lt=1)  # over the whole window, its looks together
-    tail: float = Field(default=0.99, gt=0.5, lt=1)  # the quantile judged besides the location
-    tail_min_effect: float = Field(default=0.05, gt=0, lt=1)  # the tail quantile's slowdown that matters
-    max_error_increase: float = Field(default=0.02, gt=0, lt=1)  # error rate, canary minus baseline
-    iqr_factor: float = Field(default=3.0, gt=0)  # Tukey's far-out fence (Kayenta's IQRDetector rule)
-    length_bins: int = Field(default=3, ge=1, le=10)  # strata: prompt and output length, each in this many bins
-    min_stratum: int = Field(default=5, ge=2)  # requests per side a stratum needs to be compared
-    window: float = Field(default=120, gt=0)  # seconds of traffic before the first look, and between looks
-    max_window: float = Field(default=600, gt=0)  # the cap: an unclear verdict there is Inconclusive
-    rate: float = Field(default=10.0, gt=0, le=100)  # fleet's own load: requests a second on each host
-    # the numerics gate before traffic (fleet.deploy.numerics): greedy answers of the new release and the old
-    prompts: list[fields.Text] = Field(default_factory=lambda: list(NUMERICS_PROMPTS), min_length=1)
-    answer_tokens: int = Field(default=32, ge=1, le=4096)  # max_new_tokens of each greedy answer
-    match_tokens: int = Field(default=0, ge=0)  # 0: whole answers must match; N: their first N tokens
-    max_mismatch: float = Field(default=0.0, ge=0, lt=1)  # the share of prompts allowed to part
-
-    @property
-    def looks(self) -> int:
-        return max(1, math.ceil(self.max_window / self.window - 1e-9))
-
-
 class Router(Strict):
     """Data-parallel replicas behind sglang's router (`python -m sglang_router.launch_router`, its own unit on
     `host`): every host deployed is a replica; clients and the router use serve.api_key."""
@@ -337,8 +303,7 @@ class Nodes(Strict):
     dist_port: int = Field(default=5757, ge=1, le=65535)  # rank 0's torch.distributed store (--dist-init-addr)
 
 
-# fleet renders these per node from `nodes:`; a playbook setting them would contradict it
-NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")
+NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")  # rendered per node from `nodes:`
 
 
 class Playbook(Strict):
@@ -354,7 +319,7 @@ class Playbook(Strict):
     keep_releases: int = Field(default=5, ge=1)
     nodes: Nodes | None = None
     router: Router | None = None
-    canary: Canary = Canary()
+    canary: canary_policy.Canary = canary_policy.Canary()
     packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))

@@ -5,9 +5,9 @@ a ratio:
 - location: requests compared only within strata of similar prompt and output length (each length cut at the
   pooled requests' quantiles), Kayenta's IQR outliers removed per side and stratum, the stratified
   Mann-Whitney U and the Hodges-Lehmann shift with its interval (fleet.deploy.ranktest);
-- tail: the requests of both sides above the pooled `tail` quantile, by the same test and shift (the cut
-  depends on the pooled requests alone, so the test stays valid; a release slower only above p99 shows its
-  whole shift there).
+- tail: each request against its stratum's pooled median, then the requests of both sides above the pooled
+  `tail` quantile of that, by the same test and shift (the cut depends on the pooled requests alone, so the
+  test stays valid; a release slower only above p99 shows its whole shift there).
 Errors: the canary's error rate minus the baseline's, with the Agresti-Caffo interval.
 
 Direction-aware: only worse fails. A metric FAILs when the canary is worse with the look's confidence and its
@@ -32,8 +32,8 @@ from enum import StrEnum
 from statistics import NormalDist
 from typing import Any
 
+from fleet.canary_policy import Canary
 from fleet.deploy import ranktest
-from fleet.playbook import Canary
 
 
 class Metric(StrEnum):
@@ -251,25 +251,42 @@ def location(metric: Metric, strata: Sequence[tuple[Sequence[Sample], Sequence[S
                          sum(len(b) for b, _ in pairs), sum(len(c) for _, c in pairs), policy.min_effect)
 
 
-def tail(metric: Metric, base: Sequence[Sample], canary: Sequence[Sample], policy: Canary,
+def _residuals(strata: Sequence[tuple[Sequence[Sample], Sequence[Sample]]], metric: Metric) -> tuple[
+        list[float], list[float]]:
+    """Each side's log values less their stratum's pooled median: how slow a request was for its kind."""
+    base: list[float] = []
+    canary: list[float] = []
+    for b, c in strata:
+        lb, lc = _logs(b, metric), _logs(c, metric)
+        if lb and lc:
+            mid = ranktest.quantile(sorted([*lb, *lc]), 0.5)
+            base += [v - mid for v in lb]
+            canary += [v - mid for v in lc]
+    return base, canary
+
+
+def tail(metric: Metric, strata: Sequence[tuple[Sequence[Sample], Sequence[Sample]]], policy: Canary,
          confidence: float, last: bool = False) -> MetricVerdict:
-    """A latency's tail: the requests of both sides above the pooled `tail` quantile, compared by the same rank
-    test and shift. The cut depends on the pooled requests alone, so were both sides alike the labels above it
-    would be a random draw: the test stays valid, and a release slower only there shows its whole shift."""
-    b, c = _logs(base, metric), _logs(canary, metric)
+    """A latency's tail: each request measured against its stratum's pooled median, then the requests of both
+    sides above the pooled `tail` quantile of that, compared by the same rank test and shift. The cut depends on
+    the pooled requests alone, so were both sides alike the labels above it would be a random draw: the test
+    stays valid, and a release slower only there shows its whole shift. A canary with too few requests above
+    the cut where the baseline has them is faster there: it passes."""
+    b, c = _residuals(strata, metric)
     part = f"p{policy.tail * 100:g}"
     cut = ranktest.quantile(sorted([*b, *c]), policy.tail) if b and c else math.inf
     above = ([v for v in b if v > cut], [v for v in c if v > cut])
-    if min(len(above[0]), len(above[1])) < policy.min_stratum:
-        return MetricVerdict(metric, part, Decision.INCONCLUSIVE, 0.0, -math.inf, math.inf, 1.0, len(above[0]),
-                             len(above[1]), policy.tail_min_effect)
+    nb, nc = len(above[0]), len(above[1])
+    if min(nb, nc) < policy.min_stratum:
+        faster = nc < policy.min_stratum <= nb and nb + nc >= 2 * policy.min_stratum
+        return MetricVerdict(metric, part, Decision.PASS if faster else Decision.INCONCLUSIVE, 0.0, -math.inf,
+                             math.inf, 1.0, nb, nc, policy.tail_min_effect)
     test = ranktest.mann_whitney([above])
     sh = ranktest.shift([above], confidence)
     est, low, high = math.expm1(sh.estimate), math.expm1(sh.low), math.expm1(sh.high)
     bounded = math.isfinite(sh.low) and math.isfinite(sh.high)
     decision = _decide(est, low > 0, high, policy.tail_min_effect, last) if bounded else Decision.INCONCLUSIVE
-    return MetricVerdict(metric, part, decision, est, low, high, test.p_greater, len(above[0]), len(above[1]),
-                         policy.tail_min_effect)
+    return MetricVerdict(metric, part, decision, est, low, high, test.p_greater, nb, nc, policy.tail_min_effect)
 
 
 def errors(base: Sequence[Sample], canary: Sequence[Sample], policy: Canary, confidence: float,
@@ -304,7 +321,7 @@ def judge(base: Sequence[Sample], canary: Sequence[Sample], policy: Canary, seco
     parts = [errors(base, canary, policy, confidence, last)]
     for metric in LATENCIES:
         parts.append(location(metric, ok_strata, policy, confidence, last))
-        parts.append(tail(metric, base, canary, policy, confidence, last))
+        parts.append(tail(metric, ok_strata, policy, confidence, last))
     decisions = {m.decision for m in parts}
     decision = Decision.FAIL if Decision.FAIL in decisions else \
         Decision.PASS if decisions == {Decision.PASS} else Decision.INCONCLUSIVE

@@ -49,14 +49,16 @@ def one(port, head, prompt, max_new, start, out, lock):
         conn.close()
     except (OSError, ValueError, http.client.HTTPException):
         ttft = e2e = None
-    row = [round(time.monotonic() - start, 4), prompt_tokens or len(prompt.split()), tokens,
-           None if e2e is None else round(ttft, 6), None if e2e is None else round(e2e, 6)]
+    times = [None, None] if ttft is None or e2e is None else [round(ttft, 6), round(e2e, 6)]
+    row = [round(time.monotonic() - start, 4), prompt_tokens or len(prompt.split()), tokens, *times]
     with lock:
         out.append(row)
 
 
 def load(port, keyfile, seconds, rate, seed):
-    head, rng, lock, out, threads = headers(keyfile), random.Random(int(seed)), threading.Lock(), [], []
+    out: list = []
+    threads: list = []
+    head, rng, lock = headers(keyfile), random.Random(int(seed)), threading.Lock()
     start = time.monotonic()
     for i in range(int(float(seconds) * float(rate))):
         due = start + i / float(rate)

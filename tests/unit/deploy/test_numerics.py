@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet.deploy.numerics import Answer, compare
 
-OLD = [Answer("2+2=", (19,)), Answer("rivers", (1, 2, 3, 4, 5, 6)), Answer("primes", (7, 8, 9))]
+OLD = [Answer("2+2=", (19,)), Answer("rivers", (1, 2, 3, 4, 5, 6)), Answer("primes", (7, 8, 9, 10, 11))]
 
 
 def test_the_same_answers_pass():
@@ -20,9 +20,10 @@ def test_an_answer_that_parts_fails_and_says_where():
 
 
 def test_a_prefix_the_playbook_accepts_passes_and_a_shorter_answer_parts_where_it_ends():
-    new = [OLD[0], Answer("rivers", (1, 2, 3, 4, 9, 9)), Answer("primes", (7, 8))]
+    new = [OLD[0], Answer("rivers", (1, 2, 3, 4, 9, 9)), Answer("primes", (7, 8, 9, 10))]
     assert compare(OLD, new, match_tokens=4).ok
-    assert [p.at for p in compare(OLD, new).parted] == [4, 2]
+    assert [p.at for p in compare(OLD, new).parted] == [4, 4]
+    assert not compare(OLD, [*new[:2], Answer("primes", (7, 8))], match_tokens=4).ok  # ends inside the prefix
 
 
 def test_a_tolerance_lets_a_share_of_prompts_part():

@@ -112,3 +112,9 @@ def test_quantile_interpolates_as_numpy_does():
     assert ranktest.quantile(values, 0.5) == 4.0
     assert ranktest.quantile(values, 0.9) == pytest.approx(statistics.quantiles(values, n=10, method="inclusive")[8])
 
+
+
+# recorded from scipy 1.17.1 (system python3, not a fleet dependency), the calls written above each test
+SCIPY_R_P = 0.11033568095992347
+SCIPY_TIES_U = 81.0
+SCIPY_TIES_P = 0.03148101104396656
