@@ -24,8 +24,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests/unit")]
 
 from judge_traffic import side  # noqa: E402
 
-from fleet.canary_policy import Canary  # noqa: E402
 from fleet.deploy import judge  # noqa: E402
+from fleet.policy import Canary  # noqa: E402
 
 CASES = {"A/A (identical)": {}, "10% slower from p99": {"slower": 0.10, "percentile": 0.99},
          "10% slower everywhere": {"slower": 0.10}}

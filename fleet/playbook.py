@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import canary_policy, fields, site, yamlfile
+from fleet import fields, policy, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -319,7 +319,7 @@ class Playbook(Strict):
     keep_releases: int = Field(default=5, ge=1)
     nodes: Nodes | None = None
     router: Router | None = None
-    canary: canary_policy.Canary = canary_policy.Canary()
+    canary: policy.Canary = policy.Canary()
     packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))

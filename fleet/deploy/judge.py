@@ -32,8 +32,8 @@ from enum import StrEnum
 from statistics import NormalDist
 from typing import Any
 
-from fleet.canary_policy import Canary
 from fleet.deploy import ranktest
+from fleet.policy import Canary
 
 
 class Metric(StrEnum):

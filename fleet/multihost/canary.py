@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 from fleet import parallel
-from fleet.canary_policy import Canary
 from fleet.deploy import hardware, judge, numerics
 from fleet.deploy.hostrun import host_run, lock_only
 from fleet.errors import FleetError
@@ -27,6 +26,7 @@ from fleet.host.render import key_file
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.playbook import Playbook
+from fleet.policy import Canary
 from fleet.ssh.connect import ConnectOptions
 
 

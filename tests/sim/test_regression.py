@@ -76,9 +76,9 @@ def test_fleets_canary_traffic_on_a_regressing_release_fails_the_judge_and_the_n
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
-    from fleet.canary_policy import Canary
     from fleet.deploy import judge, numerics
     from fleet.host import programs
+    from fleet.policy import Canary
 
     old = make_host("rtx5090-x2-workstation").start("--model-path", DENSE_MODEL, "--tp", "2")
     new = make_host("rtx5090-x2-workstation").start(

@@ -185,8 +185,8 @@ def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreada
 
     from judge_traffic import side
 
-    from fleet.canary_policy import Canary
     from fleet.deploy import judge
+    from fleet.policy import Canary
 
     rng = random.Random(1)
     verdict = judge.sequential(side(rng, 2.0, 600), side(rng, 2.0, 600, slower=0.10), Canary())

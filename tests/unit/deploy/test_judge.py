@@ -9,9 +9,9 @@ import random
 import pytest
 from judge_traffic import side
 
-from fleet.canary_policy import Canary
 from fleet.deploy import judge
 from fleet.deploy.judge import Decision, Metric, Recorded, Sample
+from fleet.policy import Canary
 
 # the playbook's defaults (5%, 98%, looks every 120 s up to 600 s) but the tail at p95: at the few requests a
 # second these tests afford, p99 leaves too few requests above it to judge (bench/bench_canary_judge.py: p99)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from judge_traffic import side
 
-from fleet.canary_policy import Canary
 from fleet.deploy.judge import Decision
 from fleet.deploy.numerics import Answer
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import GpuHealth, KernelLog, XidEvent
 from fleet.inventory import Host
 from fleet.multihost import canary
+from fleet.policy import Canary
 
 XID79 = "[  812.10] NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus."
 PROMPTS = ["2+2=", "rivers"]
