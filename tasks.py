@@ -61,6 +61,9 @@ DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path
                            "batches are left untouched (skipped); default 0",
                "host_timeout": "seconds a host's deploy may take before it counts as failed (its deploy goes on "
                                "in the background to its own end); default none",
+               "canary": "judge the canary batch (--serial 1,25%) against hosts still on the old release under "
+                         "the same load (the playbook's canary: section); one it does not pass is put back and "
+                         "the rollout stops",
                "wide": WIDE_HELP}
 
 
@@ -68,7 +71,7 @@ DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path
 @reports_errors
 def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
            dry_run=False, force=False, serial=None, max_fail=None, host_timeout=None, accept_new_host_keys=False,
-           ask_become_pass=False, wide=False):
+           ask_become_pass=False, wide=False, canary=False):
     """Deploy a playbook: patch, render the unit, restart, watch the log, fall back, verify, release."""
     from fleet.cli import deploy as deploy_cmd
 
@@ -76,7 +79,7 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
     book = cli.targets.playbook_for(hosts, playbook)
     opts = functools.partial(_opts, hosts, accept_new_host_keys, ask_become_pass)  # made after the plan's yes
     raise Exit(code=deploy_cmd.deploy(hosts, book, opts, json, dry_run, force, serial, max_fail, host_timeout,
-                                      yes=yes, wide=wide))
+                                      yes=yes, wide=wide, canary=canary))
 
 
 @task(iterable=["host", "group"], help={**CHANGE_HELP,

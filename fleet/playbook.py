@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import fields, site, yamlfile
+from fleet import fields, policy, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -303,8 +303,7 @@ class Nodes(Strict):
     dist_port: int = Field(default=5757, ge=1, le=65535)  # rank 0's torch.distributed store (--dist-init-addr)
 
 
-# fleet renders these per node from `nodes:`; a playbook setting them would contradict it
-NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")
+NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")  # rendered per node from `nodes:`
 
 
 class Playbook(Strict):
@@ -320,6 +319,7 @@ class Playbook(Strict):
     keep_releases: int = Field(default=5, ge=1)
     nodes: Nodes | None = None
     router: Router | None = None
+    canary: policy.Canary = policy.Canary()
     packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet import parallel
+from fleet import parallel, site
 from fleet.cli import console, err_console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
@@ -22,6 +22,7 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
+from fleet.multihost import canary as canary_window
 from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
@@ -87,7 +88,7 @@ def progress_to(as_json: bool, live: bool = False, board: bool = False) -> Calla
 def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[[], ConnectOptions], as_json: bool,
            dry_run: bool, force: bool, serial: str | None = None, max_fail: str | None = None,
            host_timeout: str | float | None = None, yes: bool = True, wide: bool = False,
-           deployer_of: type[Deployer] = Deployer) -> int:
+           deployer_of: type[Deployer] = Deployer, canary: bool = False) -> int:
     """connect: how to connect, or what makes it once the plan is agreed (--ask-become-pass prompts then, after the
     operator said yes to the plan, never before it is shown). `deployer_of`: what deploys one host."""
     # every flag and the playbook are checked before any host is contacted (bad input: exit 2)
@@ -97,6 +98,9 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     book, path = load_playbook(name)
     secrets = secrets_for(book)
     check_units(book, hosts)
+    if canary and not rollout.is_canary(sizes, len(rollout.batches(list(hosts), sizes))):
+        raise InputError("--canary: give the canary a batch of its own and more batches after it, e.g. "
+                         "--serial 1,25%: its hosts are judged against the later batches' hosts")
     if book.nodes is not None and (sizes or max_fail is not None or timeout):  # refused before the plan is shown
         raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial, --max-fail and "
                          "--host-timeout do not apply (its nodes are deployed together)")
@@ -113,8 +117,9 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
+        judging = _judging(book, opts, as_json) if canary else None
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide,
-                        deployer_of=deployer_of)
+                        deployer_of=deployer_of, judging=judging)
     try:
         results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
                                dry_run=dry_run, force=force, notice=_say_now, deployer_of=deployer_of)
@@ -244,10 +249,28 @@ def finish(results: list[DeployResult], as_json: bool, ok: set[DeployStatus], wi
     return EXIT_OK if all(r.status in ok for r in results) else EXIT_HOST_FAILED
 
 
+def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolling.JudgeCanary, rolling.Job]:
+    """--canary: the window on the hosts (fleet.multihost.canary) and the put-back of a canary it did not pass."""
+    traffic = canary_window.SessionTraffic(book, opts, book.canary.rate)
+    say = host_say(as_json)
+
+    def judge(canaries: list[Host], baselines: list[Host]) -> canary_window.CanaryResult:
+        return canary_window.run(canaries, baselines[:len(canaries)], book.canary, traffic, book.canary.rate,
+                                 lambda m: say(canaries[0].name, f"canary: {m}"))
+
+    def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
+        out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None
+        # the release before, of this playbook's name (an upgrade edits the playbook it serves)
+        return rollbacks.rollback(host, book, opts, None, say, before_stop=out)
+
+    return judge, back
+
+
 def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
              timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False,
-             job: rolling.Job | None = None, deployer_of: type[Deployer] = Deployer) -> int:
+             job: rolling.Job | None = None, deployer_of: type[Deployer] = Deployer,
+             judging: tuple[rolling.JudgeCanary, rolling.Job] | None = None) -> int:
     plan = rolling.plan_batches(hosts, sizes)
     board = Board([(h.name, plan.batch_of[h.name]) for h in hosts], len(plan.groups))
     live: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -258,7 +281,13 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
                                 progress_to(as_json, board=True), board, hooks, notice=_say_now, job=job,
-                                deployer_of=deployer_of)
+                                deployer_of=deployer_of, judge_canary=judging[0] if judging else None,
+                                put_back_canary=judging[1] if judging else None)
+    if done.judged is not None and done.results and done.results[0].release:
+        saved = done.judged.save(site.find().state / "canary", done.results[0].release)
+        if saved:
+            sys.stderr.write(f"canary: {done.judged.verdict.summary() if done.judged.verdict else ''}; its samples "
+                             f"are in {saved} (fleet.deploy.judge.replay judges them again)\n")
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
@@ -274,6 +303,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],
                     "stopped": done.stopped,
                     "interrupted": done.interrupted, "canary": done.canary,
+                    **({"judged": done.judged.to_json()} if done.judged else {}),
                     "max_fail": str(limit), "serial": ",".join(map(str, sizes)) if sizes else None,
                     **({"router": done.router.to_json()} if done.router else {})})
     else:

@@ -12,6 +12,7 @@ from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
 from fleet.cli.hosttext import escape, visible
 from fleet.deploy import bench as benching
+from fleet.deploy import judge
 from fleet.deploy.bench_record import BenchRecord, Power
 from fleet.deploy.results import BenchPoint, DeployResult
 from fleet.host.releases import Release, versions_label, versions_of
@@ -122,12 +123,29 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             cols.append(fit.Col("±", [(f"{sp:,.0f}" if sp is not None else "", "") for _, sp in speeds], right=True))
         cols.append(fit.Col("", [(fit.bar(s, top, 16, ascii_only), "green" if r.id == current else "")
                                  for r, (s, _) in zip(releases, speeds, strict=True)]))
+    if any(r.canary for r in releases):
+        verdicts = [_canary(r.canary) for r in releases]
+        cols.append(fit.Col("canary", [(v, _CANARY_COLOUR.get(v.split(":")[0].split()[0], "")) if v else ("-", "")
+                                       for v in verdicts], cap=28))
     cols += [fit.Col("tries", [(str(len(r.attempts)), "") for r in releases], right=True),
              fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=18),
              fit.Col("created", [(_when(r.created), "") for r in releases]),
              fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{host}: releases (newest last)"),
              wide)
+
+
+_CANARY_COLOUR = {"pass": "green", "fail": "red", "inconclusive": "yellow", "unreadable": "red"}
+
+
+def _canary(recorded: dict[str, object] | None) -> str:
+    """A release's canary verdict in a few words (history's cell); none: ''."""
+    if not recorded:
+        return ""
+    try:
+        return judge.Verdict.from_json(recorded).summary()
+    except ValueError:
+        return "unreadable verdict"
 
 
 def _points(before: BenchPoint | None, after: BenchPoint | None, name: str) -> tuple[float | None, float | None]:

@@ -78,7 +78,7 @@ def _manifest(data: object, rid: str) -> JsonObject:
     kinds: dict[str, type | tuple[type, ...]] = {
              "host": str, "playbook_sha256": str, "created": str, "status": str, "rung": (str, type(None)),
              "config": dict, "facts": dict, "files": dict, "patches": dict, "attempts": list,
-             "finished": (str, type(None)), "bench": (dict, type(None))}
+             "finished": (str, type(None)), "bench": (dict, type(None)), "canary": (dict, type(None))}
     for key, kind in kinds.items():
         if key in data and not isinstance(data[key], kind):
             raise ValueError(f"{key} is a {type(data[key]).__name__}")
@@ -144,6 +144,7 @@ class Release:
     attempts: list[JsonObject] = field(default_factory=list)  # each Attempt's to_json
     finished: str | None = None
     bench: JsonObject | None = None  # the latest `inv bench` result on this release (a BenchRecord's to_json)
+    canary: JsonObject | None = None  # the canary's verdict on this release (fleet.deploy.judge.Verdict)
     committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
 
     @property

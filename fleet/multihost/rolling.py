@@ -23,6 +23,7 @@ from fleet.errors import FleetError
 from fleet.host.releases import now
 from fleet.inventory import Host
 from fleet.multihost import rollout
+from fleet.multihost.canary import CanaryResult
 from fleet.multihost.router import RouterHooks
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
@@ -155,6 +156,7 @@ class Rollout:
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
     router: RouterReport | None = None
+    judged: CanaryResult | None = None  # --canary: how batch 1's window ended
 
     @property
     def ok(self) -> bool:
@@ -170,15 +172,19 @@ def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollo
 
 
 Job = Callable[[Host, Progress, "RouterHooks | None"], DeployResult]  # one host's work in a batch, not a deploy
+JudgeCanary = Callable[[list[Host], list[Host]], CanaryResult]  # (canary hosts, baseline hosts): the window
 
 
 def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
              board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
-             job: Job | None = None, deployer_of: type[Deployer] = Deployer) -> Rollout:
+             job: Job | None = None, deployer_of: type[Deployer] = Deployer, judge_canary: JudgeCanary | None = None,
+             put_back_canary: Job | None = None) -> Rollout:
     """The batches of `plan` one after the other; `plan` filled in with the results and returned. `job`: each
     host's work when it is not a deploy (a rollback: it takes its replica out through the hooks it is given).
-    `deployer_of`: what deploys one host (Deployer; a router playbook's hooks make their own)."""
+    `deployer_of`: what deploys one host (Deployer; a router playbook's hooks make their own). `judge_canary`
+    (--canary): a canary batch that served is judged against the later batches' hosts, still on the old
+    release; one it does not pass is put back (`put_back_canary`, a rollback) and the rollout stops."""
     hosts, groups = plan.hosts, plan.groups
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
@@ -303,11 +309,24 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                             + (f"; {put_back(h, path, hooks)}" if hooks else "")))
             bad = [n for n in names if results[n].status not in SERVING]
             fell = canary_misses([results[n] for n in names]) if plan.canary and i == 1 else []
-            failed += len(bad)
-            plan.batches.append(BatchRecord(i, tuple(names), DeployStatus.FAILED if bad or fell else DeployStatus.OK,
-                                            tuple(bad), plan.canary and i == 1, tuple(fell), started,
-                                            now("milliseconds"), round(time.monotonic() - start, 1)))
-            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell)
+            judged: list[str] = []
+            if plan.canary and i == 1 and judge_canary is not None and not bad and not fell:
+                board.headline = f"canary, batch 1: {', '.join(names)} judged against the release before"
+                plan.judged = judge_canary(group, [h for g in groups[1:] for h in g])
+                if not plan.judged.ok:
+                    judged = plan.judged.reasons()[:3]
+                    for h in group:  # back on the release before; the router's finish lists it again
+                        results[h.name] = judged_back(h, results[h.name], judged, put_back_canary,
+                                                      hooks, say_for)
+                        board.update(h.name, results[h.name].status, results[h.name].error or "")
+            failed += len(bad) + len(group if judged else [])
+            plan.batches.append(BatchRecord(i, tuple(names),
+                                            DeployStatus.FAILED if bad or fell or judged else DeployStatus.OK,
+                                            tuple(bad or (names if judged else [])), plan.canary and i == 1,
+                                            tuple(fell), started, now("milliseconds"),
+                                            round(time.monotonic() - start, 1)))
+            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell,
+                                              judged)
     except KeyboardInterrupt:
         interrupted(futures)
     finally:
@@ -327,6 +346,22 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                                        error=f"{hooks.host.name}: interrupted while the router was brought to the "
                                              "replicas that serve: deploy again to finish it")
     return plan
+
+
+def judged_back(host: Host, served: DeployResult, why: Sequence[str], back_job: Job | None,
+                hooks: RouterHooks | None, say_for: Callable[[Host], Progress]) -> DeployResult:
+    """A canary host its judge did not pass, put back on the release before (`back_job`, a rollback): failed,
+    with why and where it was left."""
+    head = f"{host.name}: the canary did not pass its judge ({'; '.join(why)})"
+    if back_job is None:
+        return replace(served, status=DeployStatus.FAILED, error=f"{head}; left on release {served.release}")
+    try:
+        back = back_job(host, say_for(host), hooks)
+    except FleetError as exc:
+        back = DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
+    where = f"put back on release {back.release}" if back.status == DeployStatus.OK else \
+        f"not put back: {back.error}"
+    return replace(served, status=DeployStatus.FAILED, error=f"{head}; {where}")
 
 
 def canary_misses(results: Sequence[DeployResult]) -> list[str]:

@@ -132,20 +132,28 @@ def is_canary(serial: Sequence[Amount] | None, batch_count: int) -> bool:
 
 
 def stop_after(batch: int, batch_count: int, canary: bool, bad: Sequence[str], failed: int, max_fail: Amount,
-               total: int, fell_back: Sequence[str] = ()) -> str | None:
+               total: int, fell_back: Sequence[str] = (), judged: Sequence[str] = ()) -> str | None:
     """Why the rollout stops after batch `batch` (1-based) whose hosts `bad` failed, `failed` hosts having failed
     in all, and `fell_back` ('h0 served on rung safe after ...', 'h0 unchanged (...)') served only on a later
-    rung or deployed nothing (rolling.canary_misses); None when it goes on."""
+    rung or deployed nothing (rolling.canary_misses), `judged` why the canary's judge did not pass it (--canary,
+    fleet.multihost.canary); None when it goes on."""
     over = should_stop(failed, max_fail, total)
     fell = list(fell_back) if canary and batch == 1 else []
+    if canary and batch == 1 and judged and not bad and not fell:
+        return (f"the canary did not pass its judge after batch {batch} of {batch_count} (the canary: "
+                f"{'; '.join(judged)}); its hosts were put back" + _later(batch, batch_count))
     canary_down = canary and batch == 1 and bool(bad or fell)
     if not over and not canary_down:
         return None
-    left = batch_count - batch
-    later = "" if left < 1 else f"; batch {batch + 1} not started" if left == 1 else \
-        f"; batches {batch + 1}-{batch_count} not started"
+    later = _later(batch, batch_count)
     reason = (stop_reason(failed, max_fail, total) if over else f"--max-fail {max_fail} does not excuse a canary"
               if bad else "a canary that fell back or deployed nothing is no change that passed")
     said = ([f"{', '.join(bad)} failed"] if bad else []) + fell
     where = f" (the canary: {'; '.join(said)})" if canary_down else ""
     return f"{reason} after batch {batch} of {batch_count}{where}{later}"
+
+
+def _later(batch: int, batch_count: int) -> str:
+    left = batch_count - batch
+    return "" if left < 1 else f"; batch {batch + 1} not started" if left == 1 else \
+        f"; batches {batch + 1}-{batch_count} not started"

@@ -17,6 +17,8 @@ save the launcher, which a unit starts.
     xid.sh          the kernel log's Xid events (probe.sh and status.sh include it: `#@include xid.sh`)
     venv_build.sh   a `packages:` venv built with no index beside the others, published by a rename (fleet.host.venvs)
     venv_prune.sh   the venvs no kept release names, dropped (fleet.host.venvs)
+    canary_load.py  a canary's traffic: requests at a fixed rate to the local server, each timed (fleet.deploy.judge
+                    reads the samples), or the greedy answers to prompts (fleet.deploy.numerics)
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.host.render)
 
@@ -32,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
-           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh")
+           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py")
 _INCLUDE = "#@include "
 
 

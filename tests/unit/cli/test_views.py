@@ -178,3 +178,26 @@ def test_one_hosts_upgrade_says_the_bench_gate_before_and_after_under_its_versio
     lines = drawn(100, lambda c: deploy_view.render(_upgraded("sbx1", "ok", 3810.0, 790.0), c))
     assert lines[1:3] == ["  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2",
                           "  bench gate: 3,740 -> 3,810 tok/s, TTFT 812 -> 790 ms"]
+
+
+def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreadable():
+    import random
+
+    from judge_traffic import side
+
+    from fleet.deploy import judge
+    from fleet.policy import Canary
+
+    rng = random.Random(1)
+    verdict = judge.sequential(side(rng, 2.0, 600), side(rng, 2.0, 600, slower=0.10), Canary())
+    older, tuned, broken = _releases()
+    tuned.canary = verdict.to_json()
+    broken.canary = {**verdict.to_json(), "metrics": [{"part": "[red]x[/]"}]}
+    lines = drawn(200, lambda c: deploy_view.render_history("sbx0", [older, tuned, broken], tuned.id, c))
+    row = {r.id: next(line for line in lines if line.startswith(r.id + " ")) for r in (older, tuned, broken)}
+    assert "canary" in " ".join(lines)
+    assert verdict.summary() in row[tuned.id] and verdict.summary().startswith("fail: ")
+    assert "unreadable verdict" in row[broken.id] and "[red]" not in row[broken.id]
+    assert " - " in row[older.id]
+    plain = drawn(200, lambda c: deploy_view.render_history("sbx0", [older], None, c))
+    assert "canary" not in " ".join(plain)  # no release was a canary: no column

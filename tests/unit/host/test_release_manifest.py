@@ -49,3 +49,10 @@ def test_a_release_says_when_it_is_one_node_of_a_multi_node_deployment():
     hostile = node_of(rel({"count": 2, "rank": "[red]x", "hosts": ["n0", "$(reboot)", 7]}, playbook="[b]x"))
     assert hostile == "node ? of 2 of the multi-node deployment of ? (n0)"
     assert node_of(rel({"count": True})) is None and node_of(rel("nodes")) is None
+
+
+def test_a_canary_verdict_is_kept_and_one_of_another_type_is_damage():
+    data = {**_written(), "canary": {"decision": "fail"}}
+    assert releases.Release.from_json(releases._manifest(data, data["id"])).canary == {"decision": "fail"}
+    with pytest.raises(ValueError, match="canary is a list"):
+        releases._manifest({**data, "canary": ["fail"]}, data["id"])

@@ -10,17 +10,24 @@ stream sends a chunk. Requests beyond --max-running-requests wait in a queue.
 Text: a known-answer prompt ("2+2=" -> "4", the warm-up's "The capital city of France is" ->
 " Paris") is answered correctly unless the kernels are broken, in which case every generation is
 garbage (the empty-bodied lamport kernel returns whatever the buffer held, with no error).
+
+A release can play a regression (`Regression`, README.md "A release that regresses"): every request
+draws its quantile u; its delays are times exp(jitter * z(u)), and times 1 + slower where u is at or
+above `percentile`; `differ` answers other prompts than the known ones otherwise after four tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import random
 import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 KNOWN_ANSWERS: list[tuple[str, list[str]]] = [
     ("2+2=", ["4"]),
@@ -54,8 +61,10 @@ def _seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
-def plan_tokens(prompt: str, max_new: int, ignore_eos: bool, garbage: bool) -> tuple[list[str], str]:
-    """The tokens the model will produce and the finish reason ("length" or "stop")."""
+def plan_tokens(prompt: str, max_new: int, ignore_eos: bool, garbage: bool,
+                differ: bool = False) -> tuple[list[str], str]:
+    """The tokens the model will produce and the finish reason ("length" or "stop"); `differ`: another
+    release's numerics (the known answers alike, any other prompt's answer otherwise after 4 tokens)."""
     seed = _seed(prompt)
     if garbage:
         return [GARBAGE[(seed + 7 * i) % len(GARBAGE)] for i in range(max_new)], "length"
@@ -67,7 +76,7 @@ def plan_tokens(prompt: str, max_new: int, ignore_eos: bool, garbage: bool) -> t
             break
     if answer is None:
         natural = 8 + seed % 24
-        answer = [FILLER[(seed + i) % len(FILLER)] for i in range(natural)]
+        answer = [FILLER[(seed + i + (differ and i >= 4)) % len(FILLER)] for i in range(natural)]
     if not ignore_eos and len(answer) <= max_new:
         return list(answer), "stop"
     tokens = list(answer[:max_new])
@@ -80,6 +89,21 @@ def plan_tokens(prompt: str, max_new: int, ignore_eos: bool, garbage: bool) -> t
 
 def token_id(tok: str) -> int:
     return 10 + _seed(tok) % 151_000
+
+
+@dataclass(frozen=True)
+class Regression:
+    """What a release plays against its predecessor (none by default)."""
+
+    slower: float = 0.0  # a fraction: 0.10 = every delay of a slowed request 10% longer
+    percentile: float = 0.0  # 0..1: requests whose quantile is at or above it are slowed (0: all)
+    jitter: float = 0.0  # sigma of each request's log-normal delay factor (0: every request on the model)
+    differ: bool = False  # answers differently (plan_tokens)
+
+    def factor(self, u: float) -> float:
+        """The delay factor of a request whose quantile is u (0 < u < 1)."""
+        spread = math.exp(self.jitter * NormalDist().inv_cdf(u)) if self.jitter else 1.0
+        return spread * (1 + self.slower if u >= self.percentile else 1.0)
 
 
 @dataclass
@@ -115,6 +139,8 @@ class Engine:
         garbage: bool,
         max_total_tokens: int,
         stream_slice: float = 0.04,
+        regression: Regression = Regression(),
+        seed: int | None = None,
     ) -> None:
         self.rate = max(rate, 0.01)
         self.per_request = self.rate / max(saturation, 1)
@@ -124,6 +150,8 @@ class Engine:
         self.max_running_requests = max_running_requests
         self.max_total_tokens = max_total_tokens
         self.slice = stream_slice
+        self.regression = regression
+        self._draw = random.Random(seed)  # each request's quantile; no seed: this process's own
         self._slots = threading.BoundedSemaphore(max(max_running_requests, 1))
         self._lock = threading.Lock()
         self.running = 0
@@ -171,13 +199,14 @@ class Engine:
     ) -> Result:
         """Generate at the modelled pace (scaled by SGLANG_SIM_TOKEN_TIME_SCALE)."""
         start = time.monotonic()
-        scale = self.scale
         max_new_tokens = max(0, int(max_new_tokens))
-        tokens, finish = plan_tokens(prompt, max_new_tokens, ignore_eos, self.garbage)
+        tokens, finish = plan_tokens(prompt, max_new_tokens, ignore_eos, self.garbage, self.regression.differ)
         with self._lock:
             self.queued += 1
             self._counter += 1
             rid = f"{self._counter:032x}"
+            u = min(max(self._draw.random(), 1e-9), 1 - 1e-9)
+        scale = self.scale * self.regression.factor(u)
         self._slots.acquire()
         with self._lock:
             self.queued -= 1

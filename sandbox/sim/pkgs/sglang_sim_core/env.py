@@ -84,3 +84,28 @@ def profile_switches() -> dict[str, object]:
 def stream_slice() -> float:
     """SGLANG_SIM_STREAM_SLICE_MS: a stream sends at most one chunk per this many ms of wall time."""
     return _float_env("SGLANG_SIM_STREAM_SLICE_MS", 40.0) / 1000.0
+
+
+def regression(released: dict[str, object] | None = None) -> dict[str, object]:
+    """The regression this server plays (engine.Regression's fields): the release's own (its
+    sim_release.json `regression`), each field overridden by its knob: SGLANG_SIM_SLOWER
+    (`FRACTION[@PERCENTILE]`, 0.10@99 = 10% slower from p99 up), SGLANG_SIM_JITTER (sigma),
+    SGLANG_SIM_ANSWERS (`differ`). A knob that does not parse is ignored, as the other knobs are."""
+    out = dict(released or {})
+    raw = os.environ.get("SGLANG_SIM_SLOWER", "").strip()
+    if raw:
+        fraction, _, at = raw.partition("@")
+        try:
+            slower, percentile = float(fraction), float(at or 0) / 100
+        except ValueError:
+            pass
+        else:
+            if -1 < slower and 0 <= percentile < 1:
+                out.update(slower=slower, percentile=percentile)
+    jitter = _float_env("SGLANG_SIM_JITTER", -1.0)
+    if jitter >= 0:
+        out["jitter"] = jitter
+    answers = os.environ.get("SGLANG_SIM_ANSWERS", "").strip()
+    if answers in ("differ", "same"):
+        out["differ"] = answers == "differ"
+    return out

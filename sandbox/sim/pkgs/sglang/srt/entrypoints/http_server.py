@@ -31,6 +31,7 @@ from sglang_sim_core import device, engine, env, livestate
 from sglang_sim_core.logs import uvicorn, uvicorn_error
 from sglang_sim_core.rank import RankContext
 
+from sglang.srt import sim_release
 from sglang.srt.managers.scheduler import run_scheduler_process
 from sglang.srt.server_args import ServerArgs
 from sglang.version import __version__
@@ -496,6 +497,17 @@ def _generate_obj(res: engine.Result, state: _State) -> dict[str, Any]:
 _BUCKETS = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0]
 
 
+def _regression() -> engine.Regression:
+    """What this release plays against its predecessor: its sim_release.json's `regression`, then the knobs."""
+    released = sim_release.release().get("regression")
+    fields = env.regression(released if isinstance(released, dict) else None)
+    known = {k: v for k, v in fields.items() if k in engine.Regression.__dataclass_fields__}
+    try:
+        return engine.Regression(**known)
+    except TypeError:
+        return engine.Regression()
+
+
 def _histogram(name: str, help_text: str, samples: list[float], labels: str) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
     for b in _BUCKETS:
@@ -697,6 +709,7 @@ def launch_server(server_args: ServerArgs) -> int:
         garbage=profile["output"] == "garbage",
         max_total_tokens=tp0["max_total_num_tokens"],
         stream_slice=env.stream_slice(),
+        regression=_regression(),
     )
     _Handler.state = state
     try:

@@ -1,0 +1,80 @@
+"""The canary judge alone (fleet.deploy.judge, the playbook's default policy) over simulated rollouts: the
+false-abort rate of an identical release (A/A), and the detection rate of a release 10% slower from p99 up and
+of one 10% slower everywhere, each over --seeds seeded windows of synthetic traffic (tests/unit/judge_traffic.py,
+the simulator's regression model) at --rate requests a second a side. Each rate with its 95% Wilson interval,
+and when the window stopped. No host, no sandbox: the judge's statistics, not a rollout's.
+
+usage: .venv/bin/python bench/bench_canary_judge.py [--seeds 200] [--rate 10] [--jobs 2]   (a table, then JSON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests/unit")]
+
+from judge_traffic import side  # noqa: E402
+
+from fleet.deploy import judge  # noqa: E402
+from fleet.policy import Canary  # noqa: E402
+
+CASES = {"A/A (identical)": {}, "10% slower from p99": {"slower": 0.10, "percentile": 0.99},
+         "10% slower everywhere": {"slower": 0.10}}
+
+
+def one(args: tuple[str, int, float]) -> tuple[str, str, float]:
+    case, seed, rate = args
+    policy = Canary()
+    rng = random.Random(seed)
+    verdict = judge.sequential(side(rng, rate, policy.max_window), side(rng, rate, policy.max_window,
+                                                                          **CASES[case]), policy)
+    return case, verdict.decision.value, verdict.seconds
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=200)
+    ap.add_argument("--rate", type=float, default=Canary().rate)
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    start = time.monotonic()
+    jobs = [(case, seed, a.rate) for case in CASES for seed in range(a.seeds)]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        done = list(pool.map(one, jobs, chunksize=8))
+    out = {}
+    print(f"{'case':<24} {'fail':>6} {'pass':>6} {'inconcl':>8}  fail rate (95% CI)      median stop")
+    for case in CASES:
+        rows = [(d, s) for c, d, s in done if c == case]
+        n = len(rows)
+        count = {k: sum(d == k for d, _ in rows) for k in ("fail", "pass", "inconclusive")}
+        lo, hi = wilson(count["fail"], n)
+        stop = statistics.median(s for _, s in rows)
+        print(f"{case:<24} {count['fail']:>6} {count['pass']:>6} {count['inconclusive']:>8}  "
+              f"{count['fail'] / n:6.1%} ({lo:.1%}-{hi:.1%})   {stop:g} s")
+        out[case] = {**count, "seeds": n, "fail_rate": count["fail"] / n, "fail_ci95": [lo, hi],
+                     "median_stop_s": stop}
+    print(json.dumps({"rate_per_side": a.rate, "policy": Canary().model_dump(), "cases": out,
+                      "seconds": round(time.monotonic() - start, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

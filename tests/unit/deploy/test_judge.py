@@ -1,0 +1,125 @@
+"""fleet.deploy.judge: the canary's verdict on known distributions (tests/unit/judge_traffic.py, seeded): a known
+shift found, no shift passing at the stated rate, the tail, errors, strata, the sequential rule, the record."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from judge_traffic import side
+
+from fleet.deploy import judge
+from fleet.deploy.judge import Decision, Metric, Recorded, Sample
+from fleet.policy import Canary
+
+# the playbook's defaults (5%, 98%, looks every 120 s up to 600 s) but the tail at p95: at the few requests a
+# second these tests afford, p99 leaves too few requests above it to judge (bench/bench_canary_judge.py: p99)
+POLICY = Canary(tail=0.95)
+
+
+def pair(seed: int, rate: float, **canary) -> tuple[list[Sample], list[Sample]]:
+    rng = random.Random(seed)
+    return side(rng, rate, POLICY.max_window), side(rng, rate, POLICY.max_window, **canary)
+
+
+def part(verdict: judge.Verdict, metric: Metric, name: str) -> judge.MetricVerdict:
+    return next(m for m in verdict.metrics if m.metric == metric and m.part == name)
+
+
+def test_a_known_shift_is_found_early_with_its_size():
+    base, canary = pair(1, 2.0, slower=0.10)
+    verdict = judge.sequential(base, canary, POLICY)
+    assert verdict.decision == Decision.FAIL and verdict.final and not verdict.promotes
+    assert verdict.look < POLICY.looks  # clear: the window stopped early
+    failed = [m for m in verdict.metrics if m.decision == Decision.FAIL]
+    assert failed and all(m.part == "location" and m.low <= 0.10 <= m.high for m in failed)
+    whole = judge.judge(base, canary, POLICY, POLICY.max_window)  # the whole window measures it closely
+    for metric in (Metric.TTFT, Metric.TPOT, Metric.E2E):
+        m = part(whole, metric, "location")
+        assert m.decision == Decision.FAIL and m.low <= 0.10 <= m.high
+        assert m.estimate == pytest.approx(0.10, abs=0.03)
+
+
+def test_no_shift_passes_at_the_stated_rate():
+    # A/A over 100 seeds: at most 1 - confidence (2%) fail; the rest pass (none left unclear at this rate)
+    verdicts = [judge.sequential(*pair(seed, 1.0), POLICY) for seed in range(100)]
+    decisions = [v.decision for v in verdicts]
+    assert decisions.count(Decision.FAIL) <= 2
+    assert decisions.count(Decision.PASS) >= 95
+    assert all(v.final for v in verdicts)
+
+
+def test_a_slowdown_only_above_the_tail_quantile_fails_by_its_tail():
+    # the slowest 5% 10% slower: found in 9 of these 10 seeds at 5 requests a second (a tail needs traffic)
+    verdicts = [judge.sequential(*pair(seed, 5.0, slower=0.10, percentile=0.95), POLICY) for seed in range(10)]
+    failed = [v for v in verdicts if v.decision == Decision.FAIL]
+    assert len(failed) >= 8
+    assert all(part(v, Metric.TTFT, "location").decision != Decision.FAIL for v in failed)  # the median is alike
+    assert all(part(v, Metric.TTFT, "p95").decision == Decision.FAIL for v in failed)
+    tail = part(failed[0], Metric.TTFT, "p95")
+    assert tail.low <= 0.10 <= tail.high
+
+
+def test_a_faster_canary_is_no_regression():
+    verdict = judge.sequential(*pair(3, 1.0, slower=-0.20), POLICY)
+    assert verdict.decision == Decision.PASS
+    assert part(verdict, Metric.TTFT, "location").estimate < -0.1
+
+
+def test_errors_fail_on_their_rate():
+    rng = random.Random(5)
+    base, canary = side(rng, 1.0, 600), side(rng, 1.0, 600, errors=0.08)
+    verdict = judge.sequential(base, canary, POLICY)
+    assert verdict.decision == Decision.FAIL
+    assert part(verdict, Metric.ERRORS, "rate").decision == Decision.FAIL
+
+
+def test_strata_compare_like_with_like():
+    # the canary got more long prompts, each served as fast: alone in its strata it is no slower
+    rng = random.Random(9)
+    base = side(rng, 1.0, 600)
+    canary = [s for s in side(rng, 3.0, 600) if s.prompt_tokens >= 512 or rng.random() < 0.25][:len(base)]
+    canary = [Sample(i + 1.0, s.prompt_tokens, s.output_tokens, s.ttft, s.e2e) for i, s in enumerate(canary)]
+    stratified = judge.sequential(base, canary, POLICY)
+    pooled = judge.sequential(base, canary, POLICY.model_copy(update={"length_bins": 1}))
+    assert part(stratified, Metric.TTFT, "location").decision != Decision.FAIL
+    assert part(pooled, Metric.TTFT, "location").decision == Decision.FAIL
+
+
+def test_unclear_extends_the_window_and_is_inconclusive_at_the_cap():
+    base, canary = pair(4, 0.2)  # 120 requests a side in the whole window: too few for the p95
+    first = judge.judge([s for s in base if s.at <= 120], [s for s in canary if s.at <= 120], POLICY, 120)
+    assert first.decision == Decision.INCONCLUSIVE and not first.final  # extend
+    verdict = judge.sequential(base, canary, POLICY)
+    assert verdict.decision == Decision.INCONCLUSIVE and verdict.final and verdict.look == POLICY.looks
+    assert not verdict.promotes
+    assert any(line.startswith("ttft p95 inconclusive") for line in verdict.reasons())
+
+
+def test_each_look_and_part_spends_its_share_of_the_confidence():
+    assert judge.look_confidence(POLICY) == pytest.approx(1 - 0.02 / (5 * 7))
+    assert judge.look_confidence(POLICY.model_copy(update={"window": 600})) == pytest.approx(1 - 0.02 / 7)
+
+
+def test_a_recording_round_trips_and_replays_to_its_verdict():
+    base, canary = pair(2, 1.0, slower=0.10)
+    verdict = judge.sequential(base, canary, POLICY)
+    recorded = Recorded(POLICY, tuple(base), tuple(canary), verdict)
+    again = Recorded.from_json(json.loads(json.dumps(recorded.to_json())))
+    assert again == recorded
+    assert judge.replay(again) == verdict
+    stricter = judge.replay(again, POLICY.model_copy(update={"min_effect": 0.5, "tail_min_effect": 0.5}))
+    assert stricter.decision == Decision.PASS  # another policy judges the same samples again
+
+
+@pytest.mark.parametrize("bad", [[1, 2, 3], [0, -1, 4, 0.1, 0.2], [0, 1, 4, "0.1", 0.2], [0, 1, 4, float("nan"), 1],
+                                 [0, 1.5, 4, 0.1, 0.2]])
+def test_a_recorded_sample_of_another_shape_is_refused(bad):
+    with pytest.raises(ValueError):
+        Sample.from_json(bad)
+
+
+def test_a_recording_missing_a_side_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="not a canary recording"):
+        Recorded.from_json({"policy": {}, "base": []})
