@@ -6,6 +6,9 @@ concurrency up to the modelled ceiling `rate` and a benchmark MEASURES it. The f
 after the prefill (prompt tokens at 5x the decode ceiling) plus its own decode step.
 SGLANG_SIM_TOKEN_TIME_SCALE multiplies every delay; SGLANG_SIM_STREAM_SLICE_MS caps how often a
 stream sends a chunk. Requests beyond --max-running-requests wait in a queue.
+The profile's perf_model (sglang_sim_core.perfmodel.Shape) adds: prefills one at a time, a decode stall
+while a large prefill chunk runs, eager (slower) steps above the captured graph batch, and each request's
+own pace spread.
 
 Text: a known-answer prompt ("2+2=" -> "4", the warm-up's "The capital city of France is" ->
 " Paris") is answered correctly unless the kernels are broken, in which case every generation is
@@ -15,12 +18,16 @@ garbage (the empty-bodied lamport kernel returns whatever the buffer held, with 
 from __future__ import annotations
 
 import hashlib
+import math
+import random
 import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from sglang_sim_core.perfmodel import Shape
 
 KNOWN_ANSWERS: list[tuple[str, list[str]]] = [
     ("2+2=", ["4"]),
@@ -115,10 +122,17 @@ class Engine:
         garbage: bool,
         max_total_tokens: int,
         stream_slice: float = 0.04,
+        shape: Shape | None = None,
     ) -> None:
+        self.shape = shape or Shape()
         self.rate = max(rate, 0.01)
         self.per_request = self.rate / max(saturation, 1)
-        self.prefill_rate = self.rate * 5.0  # prompt tok/s: prefill runs ~5x the decode ceiling
+        # prompt tok/s: prefill runs ~5x the decode ceiling (the profile's chunk size moves it)
+        self.prefill_rate = self.rate * 5.0 * self.shape.prefill_factor
+        self._prefill_lock = threading.Lock()
+        self._rng = random.Random()
+        self.prefilling = 0
+        self.decoding = 0  # requests past their prefill (with serial prefills, the decode batch)
         self.scale = token_time_scale
         self.garbage = garbage
         self.max_running_requests = max_running_requests
@@ -161,6 +175,32 @@ class Engine:
             time.sleep(delay)
 
     # -- generation -------------------------------------------------------------------------
+    def _prefill(self, prompt_tokens: int) -> float:
+        """Run the prompt's prefill; the monotonic time its first decode step starts from."""
+        seconds = prompt_tokens / self.prefill_rate * self.scale
+        if not self.shape.serial_prefill:
+            return time.monotonic() + seconds
+        with self._prefill_lock:  # one prefill batch at a time: under load the next prompt waits
+            with self._lock:
+                self.prefilling += 1
+            try:
+                if seconds > 0:
+                    time.sleep(seconds)
+            finally:
+                with self._lock:
+                    self.prefilling -= 1
+        return time.monotonic()
+
+    def _step(self, running: int) -> float:
+        """Modelled seconds of one decode step of one request with `running` requests in the batch."""
+        step = 1.0 / min(self.per_request, self.rate / running)
+        shape = self.shape
+        if shape.graph_bs is not None and running > shape.graph_bs:
+            step /= shape.eager_factor
+        if self.prefilling:
+            step *= shape.decode_stall
+        return step
+
     def generate(
         self,
         prompt: str,
@@ -184,9 +224,14 @@ class Engine:
             self.running += 1
             self.tokens_in_use += prompt_tokens + len(tokens)
             self.stats.prompt_tokens_total += prompt_tokens
+        decoding = False
         try:
             # deadline-based pacing: oversleeping in one step is made up in the next
-            due = time.monotonic() + prompt_tokens / self.prefill_rate * scale
+            due = self._prefill(prompt_tokens)
+            with self._lock:
+                pace = math.exp(self._rng.gauss(0.0, self.shape.request_sigma)) if self.shape.request_sigma else 1.0
+                self.decoding += 1
+                decoding = True
             out_ids: list[int] = []
             text = ""
             last = start
@@ -197,9 +242,7 @@ class Engine:
                 # comes out of the prefill's step); a stream wakes at most every `slice` seconds of
                 # wall time and sends the tokens due meanwhile together (keeps a Python server able
                 # to deliver thousands of tok/s; throughput and TPOT are unaffected, ITL is coarser)
-                with self._lock:
-                    running = max(self.running, 1)
-                due += scale / min(self.per_request, self.rate / running)
+                due += scale * pace * self._step(max(self.decoding if self.shape.serial_prefill else self.running, 1))
                 text += tok
                 out_ids.append(token_id(tok))
                 if 0 < i < len(tokens) - 1 and due - last < self.slice:
@@ -230,6 +273,7 @@ class Engine:
             return Result(text, out_ids, prompt_tokens, len(out_ids), finish, ttft, latency, rid)
         finally:
             with self._lock:
+                self.decoding -= decoding
                 self.running -= 1
                 self.tokens_in_use -= prompt_tokens + len(tokens)
             self._slots.release()
