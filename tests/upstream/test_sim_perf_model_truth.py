@@ -5,6 +5,7 @@ playbooks/upstream/backend-gates.yaml where both speak of the same flag value.""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,6 @@ def _perfmodel():
     spec = importlib.util.spec_from_file_location("sim_perfmodel", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    import sys
     sys.path.insert(0, str(REPO / "sandbox/sim/pkgs"))
     try:
         spec.loader.exec_module(module)
@@ -30,7 +30,8 @@ def _perfmodel():
     return module
 
 
-CRASHES = [(p.parent.name, c) for p in PROFILES for c in (_perfmodel().read(p.read_text()) or {}).get("crashes", [])]
+_READ = _perfmodel().read
+CRASHES = [(p.parent.name, c) for p in PROFILES for c in (_READ(p.read_text()) or {}).get("crashes", [])]
 
 
 @pytest.mark.parametrize("profile, crash", CRASHES, ids=[f"{p}:{c['flag']}={c['value']}" for p, c in CRASHES])
