@@ -80,17 +80,20 @@ def search(measure: Callable[[float], Verdict], start: float, ceiling: float,
 
 def samples_of(record: Mapping[str, Any]) -> dict[Metric, list[float]]:
     """Per-request TTFT, TPOT and end-to-end seconds from bench_serving's `--output-details` JSON line
-    (`ttfts`, `itls`: a request's inter-token gaps; a request that failed has no TTFT and is left out)."""
+    (`ttfts`; `itls`: the gaps between a request's streamed chunks, several tokens each; `output_lens`: its tokens,
+    so TPOT is the time after the first token over the tokens after it, as bench_serving computes it; a request
+    that failed has no TTFT and is left out)."""
     ttfts = record.get("ttfts") or []
     itls = record.get("itls") or []
+    lens = record.get("output_lens") or [None] * len(ttfts)
     errors = record.get("errors") or [""] * len(ttfts)
     out: dict[Metric, list[float]] = {Metric.TTFT: [], Metric.TPOT: [], Metric.E2E: []}
-    for ttft, gaps, error in zip(ttfts, itls, errors, strict=False):
+    for ttft, gaps, n, error in zip(ttfts, itls, lens, errors, strict=False):
         if error or not isinstance(ttft, (int, float)) or ttft <= 0:
             continue
-        gaps = [float(g) for g in gaps or []]
+        after = sum(float(g) for g in gaps or [])
         out[Metric.TTFT].append(float(ttft))
-        out[Metric.E2E].append(float(ttft) + sum(gaps))
-        if gaps:
-            out[Metric.TPOT].append(sum(gaps) / len(gaps))
+        out[Metric.E2E].append(float(ttft) + after)
+        if isinstance(n, int) and n > 1:
+            out[Metric.TPOT].append(after / (n - 1))
     return out

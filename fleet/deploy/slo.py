@@ -57,9 +57,10 @@ def parse(text: str) -> Slo:
         if not 0 < pct < 100 or value <= 0:
             raise InputError(f"--slo: {item!r}: the percentile must be above 0 and below 100, the limit above 0")
         metric = Metric(m.group(1))
-        if any(t.metric is metric and t.quantile == pct / 100 for t in targets):
+        q = round(pct / 100, 9)
+        if any(t.metric is metric and t.quantile == q for t in targets):
             raise InputError(f"--slo: {item!r} is given twice")
-        targets.append(Target(metric, pct / 100, value / 1000 if m.group(4) == "ms" else value))
+        targets.append(Target(metric, q, value / 1000 if m.group(4) == "ms" else value))
     return Slo(tuple(targets))
 
 

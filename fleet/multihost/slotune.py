@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from fabric import Connection
 
@@ -91,7 +91,7 @@ class SloTuner(Tuner):
 
     @classmethod
     def with_settings(cls, settings: SloSettings) -> type[SloTuner]:
-        return type("SloTunerFor", (cls,), {"settings": settings})
+        return cast(type[SloTuner], type("SloTunerFor", (cls,), {"settings": settings}))
 
     def point(self, conn: Connection, rate: float) -> slo.Verdict:
         s = self.settings

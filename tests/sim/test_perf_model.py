@@ -28,6 +28,7 @@ def perfmodel():
                                                       "perfmodel.py")
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
         return module
     finally:

@@ -22,6 +22,7 @@ def _perfmodel():
     spec = importlib.util.spec_from_file_location("sim_perfmodel", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     sys.path.insert(0, str(REPO / "sandbox/sim/pkgs"))
     try:
         spec.loader.exec_module(module)

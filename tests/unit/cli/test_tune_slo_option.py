@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-INV = REPO / ".venv" / "bin" / "inv"
+INV = Path(sys.executable).parent / "inv"
 
 
 @pytest.mark.parametrize(("args", "says"), [

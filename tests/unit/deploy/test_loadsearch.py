@@ -83,7 +83,8 @@ def test_samples_come_from_bench_servings_recorded_details():
 
 
 def test_a_failed_request_is_left_out_of_the_samples():
-    record = {"ttfts": [0.1, 0.0, 0.2], "itls": [[0.01, 0.03], [], [0.02]], "errors": ["", "boom", ""]}
+    record = {"ttfts": [0.1, 0.0, 0.2], "itls": [[0.01, 0.03], [], [0.02]], "errors": ["", "boom", ""],
+              "output_lens": [5, 0, 3]}  # chunks of several tokens: TPOT is over the tokens, not the chunks
     samples = loadsearch.samples_of(record)
-    assert samples[Metric.TTFT] == [0.1, 0.2] and samples[Metric.TPOT] == pytest.approx([0.02, 0.02])
+    assert samples[Metric.TTFT] == [0.1, 0.2] and samples[Metric.TPOT] == pytest.approx([0.01, 0.01])
     assert samples[Metric.E2E] == pytest.approx([0.14, 0.22])

@@ -102,7 +102,8 @@ def shape(model: dict[str, Any] | None, server_args: Any, rng: random.Random) ->
     prefill = (chunk / reference) ** float(chunk_model.get("prefill_exponent", 0.0))
     stall = 1.0 + float(chunk_model.get("decode_stall_per_1k", 0.0)) * max(0.0, chunk - reference) / 1024
     graphs = model.get("cuda_graph", {})
-    graph_bs = 0 if getattr(server_args, "disable_cuda_graph", False) else getattr(server_args, "cuda_graph_max_bs", None)
+    eager = getattr(server_args, "disable_cuda_graph", False)
+    graph_bs = 0 if eager else getattr(server_args, "cuda_graph_max_bs", None)
     return Shape(
         rate_factor=factor,
         prefill_factor=prefill,
