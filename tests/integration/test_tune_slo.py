@@ -1,7 +1,7 @@
 """`inv tune --slo` end to end on the simulated seed machine (sbx0: 8x RTX PRO 6000, SM 12.0) with a small budget:
 a value whose kernels exclude SM120 is never started, every trial is one start of the server with its load points
 on it, and the winner (the most requests per second kept under the SLO) serves and comes back as a rung.
-Prompts of 2,048 tokens at 10x the modelled token speed: prefills of about 11 ms queue one after another, so TTFT
+Prompts of 16,384 tokens at 10x the modelled token speed: prefills of about 11 ms queue one after another, so TTFT
 is what the promise binds."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_tune_slo_keeps_the_promise_never_starts_a_gated_backend_and_writes_the_
     book = glm5_playbook(tmp_path, "glm5-slo", ladder=[{"name": "no-fusion"}], tune=SPACE,
                          serve={"unit": "sglang", "port": 30000,
                                 "env": {"NCCL_P2P_DISABLE": "1", "SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"}},
-                         bench={"input_len": 2048, "output_len": 4, "timeout": 120})
+                         bench={"input_len": 16384, "output_len": 4, "timeout": 120})
     rc, data, err = fleetcli.inv_json(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
                                       "--slo", "ttft_p99=250ms", "--budget", "4", "--requests", "100")
     assert rc == 0 and data["status"] == "ok", err[-4000:]

@@ -87,11 +87,11 @@ def test_decode_slows_eager_above_the_graph_batch_and_on_a_slower_backend(make_h
 def test_prefills_queue_so_ttft_grows_with_the_load(make_host):
     server = make_host().start(*SEED_ARGS, env=ONE)
     server.wait_ready()
-    # 2,048-token prompts: about 0.11 s of prefill each at the modelled 18,700 prompt tok/s
-    _, alone, _ = bench(server, prompts=8, concurrency=1, out_len=4, in_len=2048, env=ONE)
-    _, crowd, _ = bench(server, prompts=24, concurrency=24, out_len=4, in_len=2048, env=ONE)
+    # 4,096-token prompts: about 27 ms of prefill each at the modelled 149,600 prompt tok/s (prefill_speedup 8)
+    _, alone, _ = bench(server, prompts=8, concurrency=1, out_len=4, in_len=4096, env=ONE)
+    _, crowd, _ = bench(server, prompts=24, concurrency=24, out_len=4, in_len=4096, env=ONE)
     server.stop()
-    assert 0.07 <= alone["median_ttft_ms"] / 1000 <= 0.2, alone["median_ttft_ms"]
+    assert 0.03 <= alone["median_ttft_ms"] / 1000 <= 0.08, alone["median_ttft_ms"]
     assert crowd["p99_ttft_ms"] >= 10 * alone["median_ttft_ms"], (crowd["p99_ttft_ms"], alone["median_ttft_ms"])
 
 
@@ -111,7 +111,7 @@ def test_run_to_run_noise_moves_each_start_a_little(make_host):
 def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_host):
     """fleet's load search against the simulator: one start, only the offered rate changes between points."""
     host = make_host()
-    fast = {"SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"}  # 2,048-token prefills of 11 ms: about 91 prompts/s at most
+    fast = {"SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"}  # 16,384-token prefills of 11 ms: about 91 prompts/s at most
     server = host.start(*SEED_ARGS, env=fast)
     server.wait_ready()
     promise, rng, requests = slo.parse("ttft_p99=100ms"), random.Random(1), 150
@@ -119,7 +119,7 @@ def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_h
     def measure(rate: float) -> slo.Verdict:
         out = host.root / f"rate-{rate:.4f}.jsonl"
         proc = host.run("sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
-                        str(server.port), "--dataset-name", "random-ids", "--random-input-len", "2048",
+                        str(server.port), "--dataset-name", "random-ids", "--random-input-len", "16384",
                         "--random-output-len", "4", "--random-range-ratio", "1.0", "--num-prompts", str(requests),
                         "--request-rate", f"{rate:.6g}", "--output-file", str(out), "--output-details",
                         "--disable-tqdm", "--warmup-requests", "0", env=fast, timeout=120)
@@ -130,6 +130,6 @@ def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_h
     found = loadsearch.search(measure, start=32.0, ceiling=256.0, rel_tol=0.1, max_points=8)
     assert server.proc.poll() is None and server.log().count("The server is fired up") == 1
     assert all(p.verdict.requests == requests for p in found.points)
-    capacity = 1 / (2048 / (3740 * 5.0) * 0.1)
+    capacity = 1 / (16384 / (3740 * 5.0 * 8.0) * 0.1)
     assert found.highest is not None and 0.3 * capacity <= found.highest < capacity, found.points
     server.stop()

@@ -129,10 +129,8 @@ class Engine:
         self.per_request = self.rate / max(saturation, 1)
         # prompt tok/s: prefill runs ~5x the decode ceiling (the profile's chunk size moves it)
         self.prefill_rate = self.rate * 5.0 * self.shape.prefill_factor
-        self._prefill_lock = threading.Lock()
+        self._prefill_free_at = 0.0  # serial prefills: when the prefill engine is free again
         self._rng = random.Random()
-        self.prefilling = 0
-        self.decoding = 0  # requests past their prefill (with serial prefills, the decode batch)
         self.scale = token_time_scale
         self.garbage = garbage
         self.max_running_requests = max_running_requests
@@ -176,20 +174,15 @@ class Engine:
 
     # -- generation -------------------------------------------------------------------------
     def _prefill(self, prompt_tokens: int) -> float:
-        """Run the prompt's prefill; the monotonic time its first decode step starts from."""
+        """When the prompt's prefill ends (monotonic time). Serial: after the prefills queued before it, as one
+        prefill engine works through them (deadlines, not sleeps, so a busy machine's oversleeping never adds up)."""
         seconds = prompt_tokens / self.prefill_rate * self.scale
+        now = time.monotonic()
         if not self.shape.serial_prefill:
-            return time.monotonic() + seconds
-        with self._prefill_lock:  # one prefill batch at a time: under load the next prompt waits
-            with self._lock:
-                self.prefilling += 1
-            try:
-                if seconds > 0:
-                    time.sleep(seconds)
-            finally:
-                with self._lock:
-                    self.prefilling -= 1
-        return time.monotonic()
+            return now + seconds
+        with self._lock:
+            self._prefill_free_at = max(now, self._prefill_free_at) + seconds
+            return self._prefill_free_at
 
     def _step(self, running: int) -> float:
         """Modelled seconds of one decode step of one request with `running` requests in the batch."""
@@ -197,7 +190,7 @@ class Engine:
         shape = self.shape
         if shape.graph_bs is not None and running > shape.graph_bs:
             step /= shape.eager_factor
-        if self.prefilling:
+        if shape.decode_stall != 1.0 and self._prefill_free_at > time.monotonic():  # a prefill chunk is running
             step *= shape.decode_stall
         return step
 
@@ -224,14 +217,11 @@ class Engine:
             self.running += 1
             self.tokens_in_use += prompt_tokens + len(tokens)
             self.stats.prompt_tokens_total += prompt_tokens
-        decoding = False
         try:
             # deadline-based pacing: oversleeping in one step is made up in the next
             due = self._prefill(prompt_tokens)
             with self._lock:
                 pace = math.exp(self._rng.gauss(0.0, self.shape.request_sigma)) if self.shape.request_sigma else 1.0
-                self.decoding += 1
-                decoding = True
             out_ids: list[int] = []
             text = ""
             last = start
@@ -242,7 +232,7 @@ class Engine:
                 # comes out of the prefill's step); a stream wakes at most every `slice` seconds of
                 # wall time and sends the tokens due meanwhile together (keeps a Python server able
                 # to deliver thousands of tok/s; throughput and TPOT are unaffected, ITL is coarser)
-                due += scale * pace * self._step(max(self.decoding if self.shape.serial_prefill else self.running, 1))
+                due += scale * pace * self._step(max(self.running, 1))
                 text += tok
                 out_ids.append(token_id(tok))
                 if 0 < i < len(tokens) - 1 and due - last < self.slice:
@@ -273,7 +263,6 @@ class Engine:
             return Result(text, out_ids, prompt_tokens, len(out_ids), finish, ttft, latency, rid)
         finally:
             with self._lock:
-                self.decoding -= decoding
                 self.running -= 1
                 self.tokens_in_use -= prompt_tokens + len(tokens)
             self._slots.release()

@@ -100,6 +100,7 @@ def shape(model: dict[str, Any] | None, server_args: Any, rng: random.Random) ->
     reference = float(chunk_model.get("reference", 8192))
     chunk = float(getattr(server_args, "chunked_prefill_size", None) or reference)
     prefill = (chunk / reference) ** float(chunk_model.get("prefill_exponent", 0.0))
+    prefill *= float(model.get("prefill_speedup", 1.0))
     stall = 1.0 + float(chunk_model.get("decode_stall_per_1k", 0.0)) * max(0.0, chunk - reference) / 1024
     graphs = model.get("cuda_graph", {})
     eager = getattr(server_args, "disable_cuda_graph", False)
