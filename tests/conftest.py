@@ -1,8 +1,8 @@
 """Test-wide setup: the sandbox guard is on, real inventory addresses are blackholed, and sandbox tests share one
 sandbox fleet per process that is always torn down.
 
-With `-n 3` the suite runs in parallel (pytest-xdist workers; serial is still the default): each worker has a
-sandbox instance of its own (lane0, lane1, ...; FLEET_SANDBOX_LANES names others), so its own hosts, bridge,
+The suite runs in parallel (pytest-xdist, `-n 3` in pyproject's addopts): each worker takes a free sandbox instance
+of its own (lane0..lane3; FLEET_SANDBOX_LANES names others) and holds it for its life, so its own hosts, bridge,
 addresses, inventory and known_hosts, and its own FLEET_STATE_DIR and FLEET_WHEELHOUSE. A test module runs whole
 on one worker (its module fixtures are set up once); a module that sets SPREAD_OVER_WORKERS = True (the fault
 matrix) has its tests spread over the workers. Run serially with `-n 0` (the 'test' instance), or with
@@ -12,6 +12,8 @@ so that run is serial.
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import shutil
 import signal
@@ -31,23 +33,54 @@ os.environ.setdefault("FLEET_WHEELHOUSE", tempfile.mkdtemp(prefix="fleet-test-wh
 
 
 def lanes() -> list[str]:
-    """The sandbox instances of a parallel run's workers, in worker order (gw0 takes the first)."""
+    """The sandbox instances a parallel run's workers take from: lane0..lane3, or those FLEET_SANDBOX_LANES names."""
     from sandbox.config import LANES
 
     named = os.environ.get("FLEET_SANDBOX_LANES", "")
     return [n.strip() for n in named.split(",") if n.strip()] or list(LANES[:4])
 
 
+_HELD: dict[str, int] = {}  # instance -> the fd of its lock, held for this process's life (the kernel lets go)
+
+
+def hold(instance: str) -> bool:
+    """Take this machine's lock on a sandbox instance for as long as this process lives; False when another
+    live test run holds it. A run killed in the middle holds nothing: its next run takes the lock and downs
+    what the dead one left."""
+    if instance in _HELD:
+        return True
+    folder = Path(tempfile.gettempdir()) / f"fleet-sandbox-locks-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(folder / f"{instance}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD[instance] = fd
+    return True
+
+
+def _free_lane(worker: str) -> str:
+    """gwN takes the first lane free from the Nth on: two parallel runs on one machine never share a lane."""
+    pool = lanes()
+    n = int(worker.removeprefix("gw"))
+    for lane in pool[n:] + pool[:n]:
+        if hold(lane):
+            return lane
+    raise RuntimeError(f"worker {worker}: every sandbox lane is in use ({', '.join(pool)}); run fewer workers "
+                       f"(-n), wait for the other test run, or name free lanes in FLEET_SANDBOX_LANES")
+
+
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...: this process is one of a parallel run's workers
-if WORKER:
+# Once per process: this file loaded again by path (a test reads lanes() from it) must not take a second lane.
+if WORKER and os.environ.get("FLEET_TEST_LANE_OF") != str(os.getpid()):
+    os.environ["FLEET_TEST_LANE_OF"] = str(os.getpid())
     # Everything a sandbox test shares with the other workers is made per worker here, before any test (or fleet)
     # reads it: the fleet (instance: hosts, addresses, bridge, inventory, known_hosts) and the local state folders.
-    _lanes = lanes()
-    _n = int(WORKER.removeprefix("gw"))
-    if _n >= len(_lanes):
-        raise RuntimeError(f"worker {WORKER}: no sandbox lane for it (lanes: {', '.join(_lanes)}); "
-                           f"run fewer workers (-n) or name more lanes in FLEET_SANDBOX_LANES")
-    os.environ["FLEET_SANDBOX_INSTANCE"] = _lanes[_n]
+    os.environ["FLEET_SANDBOX_INSTANCE"] = _free_lane(WORKER)
     for _var in ("FLEET_STATE_DIR", "FLEET_WHEELHOUSE"):
         _mine = Path(os.environ[_var]) / WORKER
         _mine.mkdir(parents=True, exist_ok=True)
@@ -90,7 +123,7 @@ def pytest_cmdline_main(config):
 
 def pytest_report_header(config):
     if getattr(config.option, "numprocesses", None):
-        return f"sandbox lanes: {', '.join(lanes()[:config.option.numprocesses])} (one per worker)"
+        return f"sandbox lanes: each worker takes a free one of {', '.join(lanes())}"
     return f"sandbox instance: {os.environ['FLEET_SANDBOX_INSTANCE']}"
 
 
@@ -100,18 +133,41 @@ ORDER = ["faults", "integration", "hostile", "sim", "upstream", "unit"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """A module's tests run on one worker, in order, its module fixtures set up once (--dist loadgroup); a module
-    with SPREAD_OVER_WORKERS = True (the fault matrix: every point of every kind) has its tests spread over them."""
+    """A parallel run hands out the sandbox's long waits first (ORDER), in the same order on every worker."""
     if WORKER:
         def rank(item):
             parts = Path(str(item.path)).relative_to(REPO / "tests").parts
-            spread = getattr(getattr(item, "module", None), "SPREAD_OVER_WORKERS", False)
-            return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not spread)
+            return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not _spread(item.nodeid))
         items.sort(key=rank)  # stable: the order within a module (and between modules of a folder) is kept
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and not getattr(module, "SPREAD_OVER_WORKERS", False):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@functools.cache
+def _spread_module(path: str) -> bool:
+    """The module says `SPREAD_OVER_WORKERS = True` (read as text: the controller of a parallel run collects
+    nothing, it sees node ids only)."""
+    try:
+        text = (REPO / path).read_text()
+    except OSError:
+        return False
+    return any(line.strip() == "SPREAD_OVER_WORKERS = True" for line in text.splitlines())
+
+
+def _spread(nodeid: str) -> bool:
+    return _spread_module(nodeid.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A module's tests run on one worker, in order, its module fixtures set up once; a module that sets
+    SPREAD_OVER_WORKERS = True (the fault matrix: every point of every kind) has its tests spread over them.
+    Our own scope, not xdist_group marks: pytest 9.2 no longer reads the group xdist 3.8 writes into the node id,
+    and every test went its own way (a module's tests on three workers, each finding the others' hosts)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if _spread(nodeid) else nodeid.split("::", 1)[0]
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_sessionstart(session):
@@ -156,6 +212,10 @@ def _sandbox_session(bare_profile):
 
     if os.geteuid() != 0:
         pytest.fail("sandbox tests need root (CI runs as root); a sandbox that cannot start is a failure")
+    instance = os.environ["FLEET_SANDBOX_INSTANCE"]
+    if not hold(instance):
+        pytest.fail(f"sandbox instance {instance} is in use by another test run on this machine; name another "
+                    f"with FLEET_SANDBOX_INSTANCE (dev, dev2, ...) or wait for it")
     sb = Sandbox(config(), log=lambda m: None)
     profiles = [*PROFILES, str(bare_profile)]
     try:

@@ -291,11 +291,12 @@ def test_the_contract_catches_an_instance_or_an_address_in_a_test():
     assert _SANDBOX_FIXTURES.search(bad)
 
 
-def test_every_sandbox_instance_has_its_own_subnet_bridge_and_namespaces():
+def test_every_sandbox_instance_has_its_own_subnet_bridge_and_namespaces(monkeypatch):
     """The parallel suite's lanes (one per worker) and the named instances never share an address or a link."""
+    monkeypatch.delenv("FLEET_SANDBOX_LANES", raising=False)  # the default pool, whatever this run was given
     from sandbox.config import _INSTANCES, LANES, SANDBOX_SUPERNET, config
 
-    # tests/conftest.py's lanes (the instances a parallel run's workers take, in order), by path: in a worker that
+    # tests/conftest.py's lanes (the instances a parallel run's workers take from), by path: in a worker that
     # already ran another folder's tests, "conftest" in sys.modules is that folder's
     spec = importlib.util.spec_from_file_location("tests_root_conftest", REPO / "tests" / "conftest.py")
     assert spec is not None and spec.loader is not None
