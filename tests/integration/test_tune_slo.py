@@ -21,10 +21,12 @@ def test_tune_slo_keeps_the_promise_never_starts_a_gated_backend_and_writes_the_
         sandbox, sandbox_inventory, tmp_path):
     book = glm5_playbook(tmp_path, "glm5-slo", ladder=[{"name": "no-fusion"}], tune=SPACE,
                          serve={"unit": "sglang", "port": 30000,
-                                "env": {"NCCL_P2P_DISABLE": "1", "SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"}},
+                                "env": {"NCCL_P2P_DISABLE": "1",
+                                        "SGLANG_SIM_TOKEN_TIME_SCALE": {"env": "SGLANG_SIM_TOKEN_TIME_SCALE"}}},
                          bench={"input_len": 16384, "output_len": 4, "timeout": 120})
     rc, data, err = fleetcli.inv_json(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
-                                      "--slo", "ttft_p99=250ms", "--budget", "4", "--requests", "100")
+                                      "--slo", "ttft_p99=250ms", "--budget", "4", "--requests", "100",
+                                      env={"SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"})  # a *TOKEN* name reads as a secret
     assert rc == 0 and data["status"] == "ok", err[-4000:]
     assert any("--attention-backend fa3" in r and "SM8x, SM9x only" in r for r in data["ruled_out"])
     trials = data["trials"]
