@@ -147,7 +147,8 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
                                         "since": "where to start, as journalctl takes it, on the host's clock: a "
                                                  "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
                                                  "20:00'), today, yesterday (default: the whole journal)",
-                                        "lines": "only the last N lines (with --since: of that span)",
+                                        "lines": "only the last N lines, as tail -n and journalctl -n (with --since: "
+                                                 "of that span)",
                                         "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
@@ -245,10 +246,12 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
             "unreachable": "a Proxmox guest SSH cannot reach (timed out, refused, dropped): reset it through the API",
             "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
             "json": "print the result as JSON", "accept_new_host_keys": HOST_HELP["accept_new_host_keys"],
-            "ask_become_pass": HOST_HELP["ask_become_pass"]})
+            "ask_become_pass": HOST_HELP["ask_become_pass"],
+            "playbook": "the host's playbook (default: the one its group binds): a replica behind its router: is "
+                        "taken out of the router before the reset or reboot, and put back once it serves"})
 @reports_errors
 def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_run=False, wait=600, json=False,
-            accept_new_host_keys=False, ask_become_pass=False):
+            accept_new_host_keys=False, ask_become_pass=False, playbook=None):
     """Recover a host's GPUs as their state asks: GPU reset, else reboot or Proxmox VM reset; then probe again."""
     from fleet.cli import recover as recovering
 
@@ -257,7 +260,7 @@ def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_r
         raise cli.bad_input(f"--host {host}: inv recover takes one host ({len(chosen)} matched)")
     (target,) = chosen
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
-    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable))
+    raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable, playbook))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
@@ -384,11 +387,13 @@ def classify(c, file, json=False, rules=None, sglang=None, flashinfer=None, wide
             "offline": "with --against: refuse a release not in the cache instead of fetching it",
             "no_deps": "with --against: releases installed beside each other with pip --no-deps (their "
                        "Requires-Dist not checked)",
+            "playbook": "the hosts' playbook: a dead run's put-back uses it and, with a router:, takes each replica "
+                        "out of the router while it restarts the server",
             "wide": WIDE_HELP})
 @reports_errors
 def patch(c, set=None, check=False, revert=False, inventory=None, host=None, group=None, all_=False, yes=False,
           json=False, accept_new_host_keys=False, ask_become_pass=False, allow_prebuilt_jit=False, audit=False,
-          against=None, sm="120", offline=False, no_deps=False, wide=False):
+          against=None, sm="120", offline=False, no_deps=False, wide=False, playbook=None):
     """Apply, check or revert patch sets on hosts: all or nothing, idempotent, backed up, under the host lock."""
     from fleet.cli import patch as patching
 
@@ -405,7 +410,7 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
         cli.targets.confirm("patch", hosts, yes, [f"{'revert' if revert else 'apply'}: {', '.join(set or [])}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=patching.patch_command(hosts, set or [], check, revert, json, opts,
-                                          allow_prebuilt_jit, audit=audit, wide=wide))
+                                          allow_prebuilt_jit, audit=audit, wide=wide, playbook=playbook))
 
 
 @task(help={"sglang": "only this sglang release (with --flashinfer: only that pair)",

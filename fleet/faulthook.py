@@ -71,6 +71,13 @@ def remote_step(label: Callable[[], str]) -> str | None:
     return kind
 
 
+def number_from_one() -> None:
+    """Remote steps are numbered from 1 again: a new flow in this process (each test of the hooks is one)."""
+    global _steps
+    with _counting:
+        _steps = 0
+
+
 def fill_command() -> str:
     """The shell command that fills the host's disks for a `full` fault (the harness names its folders)."""
     return os.environ.get(FILL, "")

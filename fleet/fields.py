@@ -11,7 +11,7 @@ import ipaddress
 import posixpath
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
@@ -98,3 +98,11 @@ Name = Annotated[str, AfterValidator(name)]
 AbsPath = Annotated[str, AfterValidator(abs_path)]
 HostAddr = Annotated[str, AfterValidator(host_addr)]
 LocalPath = Annotated[str, AfterValidator(local_path)]
+
+
+def env_text(env: Any) -> Any:
+    """A number or true/false in an env mapping is text, as Python spells it (`8`, `True`), as vars.env takes it
+    (`OMP_NUM_THREADS: 8` was refused with pydantic's own 'Input should be a valid string')."""
+    if not isinstance(env, dict):
+        return env
+    return {k: str(v) if isinstance(v, int | float | bool) else v for k, v in env.items()}

@@ -70,7 +70,7 @@ class HostVars(BaseModel):
         return out
 
 
-def _vars(v: HostVars | None) -> dict[str, Any]:
+def _vars(v: HostVars | None) -> dict[str, object]:
     if v is None:
         return {}
     return {k: val for k, val in v.model_dump().items() if k != "env" or val is not None}
@@ -130,7 +130,7 @@ class InventoryFile(BaseModel):
 
 _SETTINGS = [f for f in HostSettings.model_fields if f != "vars"]
 # user and port stay None when unset, so ssh_config can supply them (connect.route).
-_FALLBACKS: dict[str, Any] = {"become": False, "venv": "/root/ml-env", "unit": "sglang"}
+_FALLBACKS: dict[str, bool | str] = {"become": False, "venv": "/root/ml-env", "unit": "sglang"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class Host:
     unit: str
     groups: tuple[str, ...]
     source: Path
-    vars: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    vars: dict[str, object] = field(default_factory=dict, compare=False, hash=False)  # the site's, free-form
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
     playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
     wheelhouse: Path | None = None  # its inventory file's `wheelhouse:`, made absolute
@@ -254,9 +254,11 @@ def only_narrowing(patterns: Iterable[str]) -> bool:
 
 
 def _nearest(name: str, known: Iterable[str]) -> str:
-    """ "; did you mean sbx1?" (difflib's closest name), or nothing."""
-    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {near[0]}?" if near else ""
+    """ "; did you mean sbx1?" (difflib's closest name, the case of the letters aside: SBX0 is sbx0), or
+    nothing."""
+    names = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
+    return f"; did you mean {names[near[0]]}?" if near else ""
 
 
 def load(inventory: Path) -> Inventory:
@@ -334,7 +336,7 @@ def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: Invent
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,
              groups: list[str]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
-    variables: dict[str, Any] = _vars(model.defaults.vars)
+    variables = _vars(model.defaults.vars)
     from_group: dict[str, str] = {}
     for g in groups:
         group = model.groups[g]

@@ -14,8 +14,7 @@
         flags_by_sglang:                                      # merged too where the host's sglang is in range
           "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
-      - name: no-fusion
-        after: [ARCH_UNSUPPORTED, TMA_FAILURE]               # worth trying after these failure classes
+      - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
 
 A rung's flags and env are merged onto the base; patch sets it does not list are reverted."""
 
@@ -109,7 +108,7 @@ class Serve(Strict):
     secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
     env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
-
+    _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, EnvValue], info: ValidationInfo) -> dict[str, EnvValue]:
@@ -177,6 +176,7 @@ class Rung(Strict):
     flags_by_sglang: dict[str, dict[str, FlagValue]] = {}  # version range -> flags, merged after `flags`
 
     _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+    _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     _env = field_validator("env")(classmethod(lambda cls, v: _check_env(v)))
 
     @field_validator("flags_by_sglang")
@@ -495,6 +495,6 @@ def shipped(name: str, directories: list[Path] | None = None) -> Path:
     raise InputError(f"no playbook {name} in {', '.join(f'{f}/' for f in folders)} (known: {known or 'none'})")
 
 
-def host_env(host_vars: dict[str, Any]) -> dict[str, str]:
+def host_env(host_vars: dict[str, object]) -> dict[str, str]:
     """Per-host environment from the inventory's vars.env, checked where it loads (fleet.inventory.HostVars)."""
-    return {str(k): str(v) for k, v in (host_vars.get("env") or {}).items()}
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env := host_vars.get("env"), dict) else {}

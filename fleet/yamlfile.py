@@ -1,15 +1,21 @@
-"""YAML files that can say where a key lives: errors name the file and line, not only the key."""
+"""YAML files that can say where a key lives: errors name the file and line, not only the key; and the JSON
+values fleet writes and reads (`--json`, manifests, events, state files, the host programs' answers)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from fleet.errors import InputError
+
+# One JSON object as fleet builds it (`to_json`, `--json`) or json.loads reads it (a manifest, an event, a state
+# file, a host program's answer): each value is read only after a check of its type (a host's JSON is data).
+# A shape fleet knows field by field is a TypedDict or a typed value instead.
+JsonObject: TypeAlias = dict[str, object]
 
 # Where a value sits in a YAML document: the keys and list indexes down to it, e.g. ("ladder", 0, "flags").
 Loc = tuple[str | int, ...]

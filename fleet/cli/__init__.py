@@ -58,11 +58,30 @@ class _Deferred:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(**self._kwargs)
+            class Quiet(Console):
+                def on_broken_pipe(self) -> None:
+                    """The reader went away (`inv status | head -3`): the rest is dropped and the task ends with
+                    its own exit code (rich's own exits 1, which reads as `some host failed`)."""
+                    self.quiet = True
+                    reader_gone(self.file)
+
+            self._console = Quiet(**self._kwargs)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real(), name)
+
+
+def reader_gone(stream: Any) -> None:
+    """What is still written to `stream` (stdout or stderr, whose reader went away) goes to /dev/null, Python's own
+    flush at exit included."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):  # not a file of this process (a test's StringIO)
+        pass
+    finally:
+        os.close(devnull)
 
 
 def real_console(out: Console) -> Console:
@@ -150,8 +169,11 @@ def print_json(data: Any) -> None:
     used when it indents), and it is loaded already on every --json path (the inventory is pydantic)."""
     from pydantic_core import to_json
 
-    sys.stdout.write(to_json(data, indent=2, fallback=str).decode() + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(to_json(data, indent=2, fallback=str).decode() + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (| head): the task ends with its own exit code
+        reader_gone(sys.stdout)
 
 
 def print_results(results: Sequence[Any], as_json: bool, draw: Callable[[Any], None]) -> None:
@@ -162,7 +184,10 @@ def print_results(results: Sequence[Any], as_json: bool, draw: Callable[[Any], N
     else:
         for r in results:
             draw(r)
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_gone(sys.stdout)
 
 
 def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

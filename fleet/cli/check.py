@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from fleet import inventory, playbook, site, yamlfile
 from fleet.cli import print_json
@@ -17,6 +16,7 @@ from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
+from fleet.yamlfile import JsonObject
 
 
 def command(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool = False) -> int:
@@ -88,6 +88,6 @@ def name_of(r: Checked) -> str:
     return named if isinstance(named, str) and named.strip() else r.path.stem
 
 
-def _json(r: Checked) -> dict[str, Any]:
+def _json(r: Checked) -> JsonObject:
     return {"path": str(r.path), "name": name_of(r), "releases": r.releases,
             "errors": [str(p) for p in r.errors], "warnings": [str(p) for p in r.warnings]}

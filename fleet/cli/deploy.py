@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet import parallel
-from fleet.cli import console, print_json, print_results, real_console, say_on_stderr, targets
+from fleet.cli import console, err_console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import LiveLine
+from fleet.cli.liveline import Heartbeat, LiveLine, clear_all
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -38,34 +38,45 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def host_say(as_json: bool, live: bool = False) -> routing.HostSay:
+def host_say(as_json: bool, live: bool = False, heartbeat: Heartbeat | None = None,
+             board: bool = False) -> routing.HostSay:
     """Progress lines, each prefixed with its host's name: on the terminal, dimmed; with --json (stdout
     carries only the JSON document), plain lines on stderr, without loading rich. A Live line (where a long step
-    stands now) is drawn in place on a terminal where `live` (no board shows it), else dropped: each phase has its
-    own ordinary line."""
+    stands now) is drawn in place on a terminal where `live` (one host: the line is wiped before anything else the
+    consoles print), is the host's note where a `board` is drawn on the terminal; elsewhere one is printed as a
+    line of its own when the host has said nothing for `heartbeat`'s while (30 s): each phase has its own line, and
+    a long one is never silent (fleet.cli.liveline)."""
+    beat = heartbeat or Heartbeat()
     if as_json:
         def plain(name: str, m: str) -> None:
-            if isinstance(m, Live):
+            if isinstance(m, Live) and not beat.due(name):
                 return
+            beat.said(name)
             sys.stderr.write(f"{name} {visible(m)}\n")
             sys.stderr.flush()
         return plain
 
     screen = real_console(console)
     line = LiveLine(screen.file, live and screen.is_terminal, screen.width)
+    if line.on:
+        line.wiped_by(screen, real_console(err_console))
 
     def drawn(name: str, m: str) -> None:
         if isinstance(m, Live):
-            line.show(f"{name} {visible(m, lines=False)}")
-            return
+            if line.on:
+                line.show(f"{name} {visible(m, lines=False)}")
+                return
+            if (board and screen.is_terminal) or not beat.due(name):
+                return
+        beat.said(name)
         line.clear()
         console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
     return drawn
 
 
-def progress_to(as_json: bool, live: bool = False) -> Callable[[Host], Progress]:
+def progress_to(as_json: bool, live: bool = False, board: bool = False) -> Callable[[Host], Progress]:
     """Each host's progress lines (host_say), for the library's Progress of one host."""
-    say = host_say(as_json, live)
+    say = host_say(as_json, live, board=board)
 
     def for_host(host: Host) -> Progress:
         return lambda m: say(host.name, m)
@@ -117,7 +128,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
 
 
 def _say_now(line: str) -> None:
-    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output."""
+    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output (wiped first)."""
+    clear_all()
     sys.stderr.write(f"{line}\n")
     sys.stderr.flush()
 
@@ -161,13 +173,13 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name, checked=False)[0].serve.unit if name else None
-        say_for = progress_to(as_json)
+        say_for = progress_to(as_json, live=len(hosts) == 1)
         outcomes = parallel.run_all(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
-        say_for = progress_to(as_json)
+        say_for = progress_to(as_json, live=len(hosts) == 1)
         outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, None, opts, to, say_for(h)))
         return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
     book, path = load_playbook(name, checked=False)  # back to what was deployed, even if a check now objects
@@ -196,7 +208,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             return rollbacks.rollback(host, book, opts, to, say, before_stop=out)
 
         return _rollout(list(hosts), book, path, opts, secrets, as_json, False, sizes, limit, None, hooks, wide, back)
-    say_for = progress_to(as_json)
+    say_for = progress_to(as_json, live=len(hosts) == 1)
     outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, book, opts, to, say_for(h)))
     return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
 
@@ -245,7 +257,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json), board, hooks, notice=_say_now, job=job,
+                                progress_to(as_json, board=True), board, hooks, notice=_say_now, job=job,
                                 deployer_of=deployer_of)
     if done.background and timeout is not None:
         grace = min(timeout, rolling.GRACE_MAX_S)

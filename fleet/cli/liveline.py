@@ -1,10 +1,20 @@
-"""One transient line at the bottom of a terminal: where a long step stands now (fleet.progress.Live), redrawn in
-place and wiped before the next ordinary line; nothing at all where the output is not a terminal."""
+"""Where a long step stands now (fleet.progress.Live): on a terminal, one transient line at the bottom, redrawn in
+place and wiped before anything else is printed; elsewhere (a pipe, a log file, --json's stderr), a heartbeat:
+one such line printed now and then, so that a log never goes quiet for longer than that while a phase runs."""
 
 from __future__ import annotations
 
 import threading
-from typing import IO
+import time
+import weakref
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleRenderable
+
+HEARTBEAT_S = 30.0  # off a terminal: the longest a running phase goes without a line
+_DRAWN: weakref.WeakSet[LiveLine] = weakref.WeakSet()
 
 
 class LiveLine:
@@ -12,6 +22,7 @@ class LiveLine:
         self.out, self.on, self.width = out, is_terminal, max(20, width)
         self.shown = False
         self.lock = threading.Lock()
+        _DRAWN.add(self)
 
     def show(self, text: str) -> None:
         """Draw `text` (one line, cut to the width) in place of the last one."""
@@ -31,3 +42,43 @@ class LiveLine:
                 self.out.write("\r\x1b[2K")
                 self.out.flush()
                 self.shown = False
+
+    def wiped_by(self, *consoles: Console) -> None:
+        """Each of `consoles` wipes this line before it prints anything (a table, an error)."""
+        from rich.console import RenderHook
+
+        line = self
+
+        class Wipe(RenderHook):
+            def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+                line.clear()
+                return renderables
+
+        for out in consoles:
+            out.push_render_hook(Wipe())
+
+
+def clear_all() -> None:
+    """Wipe every line drawn, before a line written past the consoles (a Ctrl-C notice on stderr)."""
+    for line in list(_DRAWN):
+        line.clear()
+
+
+class Heartbeat:
+    """Off a terminal: whether a Live line of `key` (a host) is due to be printed, `every` seconds after the last
+    line printed for it (`said`)."""
+
+    def __init__(self, every: float = HEARTBEAT_S, clock: Callable[[], float] = time.monotonic):
+        self.every, self.clock = every, clock
+        self.start = clock()
+        self.last: dict[str, float] = {}
+
+    def due(self, key: str) -> bool:
+        now = self.clock()
+        if now - self.last.get(key, self.start) < self.every:
+            return False
+        self.last[key] = now
+        return True
+
+    def said(self, key: str) -> None:
+        self.last[key] = self.clock()

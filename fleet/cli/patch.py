@@ -8,14 +8,18 @@ from typing import TYPE_CHECKING
 from fleet import site
 from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.audit import render_audit
+from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
+from fleet.deploy.inputs import load_playbook
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import patch as patch_run
+from fleet.multihost import router as routing
 from fleet.patches import offline
 from fleet.patches import sets as patchsets
 from fleet.patches.engine import HostResult
 from fleet.patches.plan import APPLICABLE, APPLIED, CANNOT, NOT_APPLICABLE, NOT_NEEDED, NOTHING, REVERTED, REVERTIBLE
+from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import corpus as upstream
 
@@ -106,13 +110,22 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool, 
 
 def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: bool, as_json: bool,
                   opts: ConnectOptions | None = None, allow_prebuilt: bool = False, sets_dir: Path | None = None,
-                  audit: bool = False, wide: bool = False) -> int:
-    """What `inv patch` does; returns the exit code (0 ok/already applied, 1 cannot apply / host failed)."""
+                  audit: bool = False, wide: bool = False, playbook: str | None = None) -> int:
+    """What `inv patch` does; returns the exit code (0 ok/already applied, 1 cannot apply / host failed).
+    `playbook`: the replicas' (a dead run's put-back uses it; with a `router:`, each replica is out of the router
+    while a put-back restarts it)."""
     if check and revert:
         raise InputError("--check and --revert: pick one")
     sets = patchsets.load_sets(set_names, sets_dir or patchsets.DEFAULT_DIR)
     action = "check" if check else "revert" if revert else "apply"
-    results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit)
+    book: Playbook | None = None
+    hooks: routing.RouterHooks | None = None
+    progress = progress_to(as_json)
+    if playbook:  # bad input (the playbook, its router host) ends here, before any host is contacted
+        book, path = load_playbook(playbook)
+        if action != "check":
+            hooks = routing.hooks_for(hosts, book, path, opts or ConnectOptions(), {}, progress)
+    results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit, book, hooks, progress)
     if as_json:
         print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
     else:

@@ -63,10 +63,12 @@ RETIRED = {
 def _retired(flag: str, binary: str, task: str | None) -> str | None:
     """What a tired operator gets for an invoke option fleet dropped (None: not one of them). A short letter
     fleet's tasks use (-p, -w, -f, -c, -e...) is named as the task option it is (tasking.SHORT)."""
-    long = {f"-{letter}": f"--{name.replace('_', '-')}" for name, letter in tasking.SHORT.items()}
+    long: dict[str, list[str]] = {}
+    for name, letter in tasking.SHORT.items():
+        long.setdefault(f"-{letter}", []).append(f"--{name.replace('_', '-')}")
     if flag in long:
-        return f"{flag} is {long[flag]}, " + ("an option of some tasks, not of this one" if task else
-                                               "a task's option, given after the task's name")
+        return f"{flag} is {' or '.join(long[flag])}, " + ("an option of some tasks, not of this one" if task else
+                                                             "a task's option, given after the task's name")
     why = RETIRED.get(flag)
     if why is None:
         return None
@@ -80,7 +82,16 @@ def _nearest(flag: str, context: object) -> str:
     return f"; did you mean {near[0]}?" if near else ""
 
 
-def refusal(exc: ParseError, binary: str) -> str:
+def _typed(flag: str, argv: list[str]) -> str:
+    """The word the operator typed that invoke read `flag` from: `-host` for -o (one dash before a long name is
+    read as letters, -h -o -s -t), else the flag itself."""
+    if len(flag) != 2 or flag.startswith("--"):
+        return flag
+    words = [w.partition("=")[0] for w in argv if w.startswith("-") and not w.startswith("--") and len(w) > 2]
+    return next((w for w in words if w[1:].isalpha() and flag[1] in w[1:]), flag)
+
+
+def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
     """invoke's parse error as one line naming the option (or task) and where the right ones are listed."""
     task = getattr(getattr(exc, "context", None), "name", None)
     said = str(exc)
@@ -88,7 +99,10 @@ def refusal(exc: ParseError, binary: str) -> str:
     helps = f"`{binary} {task} --help` lists its options" if task else f"`{binary} --list` lists the tasks"
     m = _UNKNOWN.match(said)
     if m and m.group(1).startswith("-"):
-        flag = m.group(1)
+        flag = _typed(m.group(1), argv or [])
+        if flag != m.group(1):  # `-host`: one dash, a long name
+            near = _nearest("-" + flag, getattr(exc, "context", None))
+            return f"{where}: no such option {flag} (one dash takes one letter){near} ({helps})"
         helps = helps if task else f"`{binary} --help` lists the options before a task, `{binary} TASK --help` a task's"
         retired = _retired(flag, binary, task)
         if retired:
@@ -179,7 +193,7 @@ class FleetProgram(Program):
         return Exit(code=EXIT_BAD_INPUT)
 
     def _refused(self, exc: ParseError) -> Exit:
-        sys.stderr.write(f"error: {refusal(exc, self.binary)}\n")
+        sys.stderr.write(f"error: {refusal(exc, self.binary, list(self.argv or []))}\n")
         sys.stderr.flush()
         return Exit(code=EXIT_BAD_INPUT)
 

@@ -4,22 +4,44 @@ what the GPUs say after, as lines or --json. Exit 0 when no GPU fault is left, 1
 from __future__ import annotations
 
 from fleet.cli import console, print_json
+from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
+from fleet.deploy.inputs import load_playbook
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.multihost import proxmox as pve
 from fleet.multihost import recover as rec
+from fleet.multihost import router as routing
+from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
 
 def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, dry_run: bool,
-            wait: float, unreachable: bool = False) -> int:
+            wait: float, unreachable: bool = False, playbook: str | None = None) -> int:
+    """`playbook` (--playbook, else the one the inventory binds to the host): a replica behind its `router:` is
+    taken out of the router before the reset or reboot stops its server, and put back once it serves."""
+    name = playbook or host.playbook
+    loaded = load_playbook(name) if name and not dry_run else None  # bad input: exit 2, before any host
     guest = pve.guest_of(host)  # bad input ends here, exit 2, before any host or API is contacted
     client = pve.Proxmox.of(host, guest) if guest else None
     say = (lambda m: None) if as_json else (lambda m: console.print(f"{escape(host.name)} {escape(m)}",
                                                                    highlight=False))
-    result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say,
-                         unreachable=unreachable)
+    progress = progress_to(as_json)
+    hooks = routing.hooks_for([host], *loaded, opts, {}, progress) if loaded else None
+    taken: list[str] = []
+
+    def out(s: HostSession) -> None:
+        assert hooks is not None
+        taken.append(host.name)
+        hooks.take_out(host, s.conn, progress(host))
+
+    try:
+        result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say,
+                             unreachable=unreachable, before_stop=out if hooks else None)
+    finally:  # back in once it serves (started again after the reset or the reboot)
+        if hooks is not None:
+            routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready if taken else 0.0)
     if as_json:
         print_json(result.to_json())
     else:

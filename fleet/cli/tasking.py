@@ -1,7 +1,8 @@
 """How fleet's tasks read their command line, the same in every task:
 
 - one option vocabulary: an option's short letter is the same in every task that has it (SHORT), and no other
-  option gets one (invoke's automatic letters made `-h` mean --host and `-s` six different things);
+  option gets one (invoke's automatic letters made `-h` mean --host and `-s` six different things); one letter
+  has two meanings, each the one its Unix tools give it, never both in one task (TWO_MEANINGS: -n);
 - `-h` and `--help` are help wherever they are typed, before or after positional arguments: usage is printed
   and the task's body never runs (no inventory read, no host contacted);
 - numbers are numbers: an option of NUMBERS that is not one is `--port abc: ...`, exit 2, before anything runs.
@@ -34,13 +35,19 @@ SHORT = {
     "playbook": "p",
     "yes": "y",
     "json": "j",
-    "dry_run": "n",
+    "dry_run": "n",  # make -n, rsync -n: in the tasks that change hosts
+    "lines": "n",  # tail -n, journalctl -n: in inv logs
     "verbose": "v",
     "follow": "f",
     "watch": "w",
     "ask_become_pass": "k",
     "cmd": "c",
 }
+
+# the one letter with two meanings: what an operator types from habit in each kind of task (a deploy's dry run as
+# make's and rsync's; the last N lines of a journal as tail's and journalctl's). A task has one of them at most
+# (FleetTask refuses both), and each typed in the other's task is refused, never taken for the other.
+TWO_MEANINGS = {"n": ("dry_run", "lines")}
 
 EXIT_CODES = (
     (0, "all done: every host ok (or nothing to do)"),
@@ -126,6 +133,9 @@ class FleetTask(Task[Any]):
                 if name not in NUMBERS:  # those stay text until __call__ says what is wrong with them
                     opts["kind"] = type(param.default)
             args.append(_Positional(helper, **opts) if opts["positional"] else Argument(**opts))
+        letters = [n for a in args for n in a.names if len(n) == 1]
+        if len(letters) != len(set(letters)):
+            raise ValueError(f"{self.name}: one short letter for two options: {sorted(letters)}")
         unknown = set(self.help) - {p.name for p in params} - {p.name.strip("_") for p in params}
         if unknown and not ignore_unknown_help:
             raise ValueError(f"help for options that do not exist: {sorted(unknown)}")

@@ -17,7 +17,7 @@ from fleet.ssh.connect import ConnectOptions
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool,
                   wide: bool = False) -> int:
-    results = tune.bench_hosts(hosts, name, opts, progress_to(as_json))
+    results = tune.bench_hosts(hosts, name, opts, progress_to(as_json, live=len(hosts) == 1))
     def draw(r: tune.BenchOutcome) -> None:
         from fleet.cli.deploy_view import render_bench
 
@@ -51,7 +51,8 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
         render_tune(r, console, wide=wide)
 
     fill_wheelhouse(hosts, book, path, opts)  # packages: every rung's venv can be built (exit 2 otherwise)
-    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm, count)
+    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
+                              confirm, count)
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status in (DeployStatus.OK, DeployStatus.UNCHANGED) for r in results) else EXIT_HOST_FAILED
 

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet.deploy import hardware, restore
-from fleet.deploy.health import health_check
+from fleet.deploy import hardware, health, restore
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, Planned
@@ -24,7 +23,7 @@ from fleet.logs import journal
 from fleet.logs.rules import LogClass
 from fleet.outcomes import Outcome
 from fleet.playbook import Rung
-from fleet.progress import Progress, prefixed
+from fleet.progress import Progress, prefixed, ticking
 
 BeforeStop = Callable[[Connection], None]  # what must happen before the server first stops (out of the router)
 
@@ -63,7 +62,8 @@ class AttemptRunner:
         say("stopping the running server and emptying the GPUs")
         self.touched = True
         run.event("stop", rung=rung.name)
-        stop_and_empty_gpus(conn, host, serve.unit, serve.book.budgets.stop, say)
+        with ticking(say, "stop", serve.book.budgets.stop):
+            stop_and_empty_gpus(conn, host, serve.unit, serve.book.budgets.stop, say)
         problem = restore.set_patches(conn, host, rung.patches, say)
         if problem:
             return Attempt(rung.name, Outcome.PREFLIGHT, problem, time.monotonic() - start), planned
@@ -79,7 +79,7 @@ class AttemptRunner:
         say("started; following the journal")
         outcome, evidence = journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang)
         if outcome == Outcome.READY:
-            outcome, evidence = health_check(conn, host, serve.book)
+            outcome, evidence = health.verify(conn, host, serve.book, say)
         record = None
         measure = measure if measure is not None else self.measure
         measure = measure if measure is not None else bool(serve.book.bench and serve.book.bench.gate)

@@ -13,7 +13,8 @@ from fleet.deploy.hostrun import host_run, lock_only
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
 from fleet.host import venvs
-from fleet.host.releases import BeforeFleet, ReleaseStore
+from fleet.host.found_files import BeforeFleet, BeforeFleetFile
+from fleet.host.releases import ReleaseStore
 from fleet.host.render import env_file, key_file, unit_file
 from fleet.host.service import sha256
 from fleet.host.session import ConnectionLost, HostSession
@@ -64,7 +65,7 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
 
 
 def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], wanted: list[str],
-                files: dict[str, dict[str, str]], progress: Progress) -> None:
+                files: dict[str, BeforeFleetFile], progress: Progress) -> None:
     """The files first, while the unit runs on what systemd and the server loaded (a write that fails puts back
     those already written, by rename); then the patch sets; then the stop. A failure raises Settled when the host
     was put back as it was, else a FleetError that leaves the mark for the next run's recovery."""
@@ -159,7 +160,7 @@ def _serve_again(s: HostSession, unit: str, progress: Progress) -> tuple[str, bo
     current = ReleaseStore.on(s).current()
     if current is None:
         return "no release is current to put back", True
-    problem = restore.set_patches(s.conn, venvs.in_own_venv(s.host, current), current.config.get("patches", []),
+    problem = restore.set_patches(s.conn, venvs.in_own_venv(s.host, current), current.patch_sets(),
                                   progress)
     if problem:
         return (f"release {current.id}'s patch sets could not be put back ({problem}): the next deploy or rollback "

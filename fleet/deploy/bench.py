@@ -40,6 +40,7 @@ from fleet.host.service import names_in, read_file, write_atomic
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook
+from fleet.yamlfile import JsonObject
 
 _MARK = benchrun.MARK
 
@@ -278,7 +279,7 @@ def evaluate(measured: float, fraction: float, history: Baseline | None = None,
                    f"{tok(measured)} tok/s (no earlier result, floor or rung to compare with)")
 
 
-def result_of(manifest: dict[str, Any], key: BenchSettings | None = None) -> BenchRecord | None:
+def result_of(manifest: JsonObject, key: BenchSettings | None = None) -> BenchRecord | None:
     """A release manifest's stored benchmark (on these settings, when key is given): its own `bench`
     (inv bench), else the newest measured attempt of the rung it serves, never a rung that lost. What a host's
     manifest holds is data: a record of the wrong shape is no record."""
@@ -304,7 +305,7 @@ def measured(record: BenchRecord | None) -> tuple[float, float | None] | None:
     return float(record.tok_s), record.spread
 
 
-def known_good(manifests: list[dict[str, Any]], current: str | None, key: BenchSettings) -> Baseline | None:
+def known_good(manifests: list[JsonObject], current: str | None, key: BenchSettings) -> Baseline | None:
     """The last known-good release's result on these settings (the median and spread of its runs where the
     tuner repeated them): the current release first, then the newest other one that served."""
     ordered = sorted((m for m in manifests if m.get("status") == ReleaseStatus.OK),
@@ -350,9 +351,10 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
                        at=datetime.now(UTC).isoformat(timespec="seconds"), seconds=round(seconds, 1))
 
 
-def read_manifest(conn: Connection, host: Host, release_dir: str) -> dict[str, Any] | None:
+def read_manifest(conn: Connection, host: Host, release_dir: str) -> JsonObject | None:
     data = read_file(conn, host, f"{release_dir}/manifest.json")
-    return json.loads(data) if data else None
+    manifest: JsonObject | None = json.loads(data) if data else None
+    return manifest
 
 
 def store_in_release(conn: Connection, host: Host, release_dir: str, record: BenchRecord) -> None:
@@ -364,10 +366,10 @@ def store_in_release(conn: Connection, host: Host, release_dir: str, record: Ben
     write_atomic(conn, host, f"{release_dir}/manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
 
 
-def manifests(conn: Connection, host: Host) -> tuple[list[dict[str, Any]], str | None]:
+def manifests(conn: Connection, host: Host) -> tuple[list[JsonObject], str | None]:
     """Every release manifest on the host (raw, so fields this fleet does not model survive) and the current id."""
     store = ReleaseStore(conn, host)
-    found = []
+    found: list[JsonObject] = []
     for rid in sorted(names_in(conn, host, RELEASES)):
         m = read_manifest(conn, host, f"{RELEASES}/{rid}")
         if m:

@@ -15,6 +15,7 @@ from typing import Any
 
 from fleet.deploy.noise import Runs
 from fleet.errors import FleetError
+from fleet.yamlfile import JsonObject
 
 
 class BenchRecordError(FleetError):
@@ -78,7 +79,7 @@ class BenchSettings:
     num_prompts: int
     max_concurrency: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
@@ -124,7 +125,7 @@ class BenchResult:
     def stat(self, metric: str, which: str) -> float | None:
         return self.latency_ms.get(metric, {}).get(which)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
@@ -173,7 +174,7 @@ class Power:
     underutilised: bool | None = None
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "gpus": [asdict(g) for g in self.gpus]}
 
     @classmethod
@@ -201,7 +202,7 @@ class GateVerdict:
     against: str  # e.g. "release 20261130T...", "rung no-fusion in this run"
     evidence: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
@@ -246,10 +247,10 @@ class BenchRecord:
     def spread(self) -> float | None:
         return self.runs.spread if self.runs else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The manifest's shape, keys in the order the fleet has always written them; parts not there are left
         out (a gate's record has no release, `inv bench`'s no verdict)."""
-        parts: dict[str, Any] = {
+        parts: JsonObject = {
             "settings": self.settings.to_json() if self.settings else None, "result": self.result.to_json(),
             "power": self.power.to_json() if self.power else None, "command": self.command, "at": self.at,
             "seconds": self.seconds, "verdict": self.verdict.to_json() if self.verdict else None,

@@ -263,9 +263,9 @@ class EvidenceSummary:
     flags: Flags | None = None  # the winner's; None when there is none
     why: str = ""  # how the winner was decided (decide)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rung": self.rung, "tok_s": self.tok_s, "spread": self.spread, "host": self.host,
-                               "release": self.release, "failed": {n: f.to_json() for n, f in self.failed.items()}}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"rung": self.rung, "tok_s": self.tok_s, "spread": self.spread, "host": self.host,
+                                  "release": self.release, "failed": {n: f.to_json() for n, f in self.failed.items()}}
         if self.flags is not None:
             out["flags"] = self.flags
         out["why"] = self.why

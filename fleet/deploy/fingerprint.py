@@ -25,14 +25,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from fleet import site
 from fleet.deploy import evidence, noise
+from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts
 from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, merged_flags, sglang_version
 from fleet.upstream.versions import version_key
+from fleet.yamlfile import JsonObject
 
 VERSION = 2
 _NEW_PARTS = ("p2p", "virtualization")  # what version 1 fingerprints lacked
@@ -81,13 +82,13 @@ def path() -> Path:
     return site.find().state / "known-good.json"
 
 
-def legacy(entry: Any) -> bool:
+def legacy(entry: object) -> bool:
     """An entry a version 1 fleet wrote: its fingerprint lacks P2P and virtualisation."""
     fp = entry.get("fingerprint") if isinstance(entry, dict) else None
     return isinstance(fp, dict) and not all(part in fp for part in _NEW_PARTS)
 
 
-def load() -> dict[str, Any]:
+def load() -> dict[str, dict[str, object]]:
     """Every entry, each with its `rungs` evidence (built from a version 1 entry's winner and failures)."""
     try:
         data = json.loads(path().read_text())
@@ -96,7 +97,7 @@ def load() -> dict[str, Any]:
     entries = data.get("entries", {}) if isinstance(data, dict) else {}
     if not isinstance(entries, dict):
         return {}
-    out = {}
+    out: dict[str, dict[str, object]] = {}
     for k, entry in entries.items():
         if isinstance(entry, dict):
             rungs = entry.get("rungs")
@@ -109,7 +110,8 @@ def sglang_versions() -> list[str]:
     """The sglang versions this site's hosts reported when a deploy or tune remembered them."""
     found = set()
     for entry in load().values():
-        packages = entry.get("fingerprint", {}).get("packages", {}) if isinstance(entry, dict) else {}
+        fp = entry.get("fingerprint")
+        packages = fp.get("packages") if isinstance(fp, dict) else None
         version = packages.get("sglang") if isinstance(packages, dict) else None
         if isinstance(version, str) and len(version) <= 40 and re.fullmatch(r"[0-9][0-9A-Za-z.+!_-]*", version):
             with suppress(ValueError):
@@ -117,8 +119,8 @@ def sglang_versions() -> list[str]:
     return sorted(found, key=version_key)
 
 
-def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> dict[str, Any]:
-    flags: dict[str, Any] = json.loads(json.dumps(merged_flags(book.flags, rung, sglang_version(facts))))
+def _flags(book: Playbook, rung: Rung, facts: HostFacts) -> evidence.Flags:
+    flags: evidence.Flags = json.loads(json.dumps(merged_flags(book.flags, rung, sglang_version(facts))))
     return flags
 
 
@@ -126,7 +128,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _write(entries: dict[str, Any]) -> None:
+def _write(entries: dict[str, dict[str, object]]) -> None:
     target = path()
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -145,25 +147,25 @@ def _min_gain(book: Playbook) -> float:
     return book.bench.min_gain if book.bench else noise.MIN_GAIN
 
 
-def _entry(fp: Fingerprint, book: Playbook, rungs: evidence.Rungs) -> dict[str, Any]:
+def _entry(fp: Fingerprint, book: Playbook, rungs: evidence.Rungs) -> dict[str, object]:
     ladder, gain = [r.name for r in book.ladder], _min_gain(book)
     return {"fingerprint": fp.to_json(), "playbook": book.name, **evidence.summary(rungs, ladder, gain).to_json(),
             "rungs": evidence.rungs_to_json(rungs), "ladder": ladder, "min_gain": gain, "at": _now()}
 
 
-def _entry_gain(entry: Mapping[str, Any]) -> float:
+def _entry_gain(entry: Mapping[str, object]) -> float:
     """The min_gain an entry was decided with (an older fleet's entry has none: the default)."""
     gain = entry.get("min_gain")
     return float(gain) if isinstance(gain, int | float) and not isinstance(gain, bool) and 0 <= gain < 1 \
         else noise.MIN_GAIN
 
 
-def _rungs(entry: Mapping[str, Any] | None) -> evidence.Rungs:
+def _rungs(entry: Mapping[str, object] | None) -> evidence.Rungs:
     """An entry's evidence, typed (load gave every entry its `rungs`)."""
     return evidence.rungs_from_json((entry or {}).get("rungs"))
 
 
-def _adopt(entries: dict[str, Any], fp: Fingerprint, book: Playbook, host: str) -> evidence.Rungs:
+def _adopt(entries: dict[str, dict[str, object]], fp: Fingerprint, book: Playbook, host: str) -> evidence.Rungs:
     """This host's part of version 1 entries of its hardware, moved into its fingerprint's entry's evidence
     (the rest stays for the other hosts, an emptied entry goes). Returns the entry's evidence."""
     rungs = _rungs(entries.get(f"{fp.key}/{book.name}"))
@@ -207,34 +209,36 @@ def _merge(book: Playbook, facts: HostFacts, host: str, results: list[tuple[str,
     return k
 
 
-def _measured(attempt: dict[str, Any]) -> tuple[float | None, float | None]:
+def _measured(attempt: JsonObject) -> tuple[float | None, float | None]:
     """A tune attempt's median tok/s and spread over its counted runs (a deploy's single gate run is not one)."""
-    runs = (attempt.get("bench") or {}).get("runs") if isinstance(attempt.get("bench"), dict) else None
+    bench = attempt.get("bench")
+    runs = bench.get("runs") if isinstance(bench, dict) else None
     if not isinstance(runs, dict):
         return None, None
     record = evidence.HostEvidence.from_json({"tok_s": runs.get("median"), "spread": runs.get("spread")})
     return record.tok_s, record.spread
 
 
-def remember(book: Playbook, facts: HostFacts, host: str, release: str, attempts: list[dict[str, Any]]) -> str:
-    """A tune's results on `host` (every rung it ran, with the measured tok/s and spread) added to the
-    fingerprint's evidence; what other hosts and earlier tunes found stays. Returns the key."""
+def remember(book: Playbook, facts: HostFacts, host: str, release: str, attempts: list[JsonObject]) -> str:
+    """A tune's results on `host` (every rung it ran, with the measured tok/s and spread: its release's
+    recorded attempts) added to the fingerprint's evidence; what other hosts and earlier tunes found stays.
+    Returns the key."""
     results = []
     for a in attempts:
-        if not a.get("final") and isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str):
+        rung, outcome = a.get("rung"), a.get("outcome")
+        if not a.get("final") and isinstance(rung, str) and isinstance(outcome, str):
             tok, spread = _measured(a)
-            results.append((a["rung"], a["outcome"], tok, spread, release if a["outcome"] == Outcome.READY else None))
+            results.append((rung, outcome, tok, spread, release if outcome == Outcome.READY else None))
     return _merge(book, facts, host, results)
 
 
 def learn(book: Playbook, facts: HostFacts, rung: Rung | None, host: str, release: str,
-          attempts: list[dict[str, Any]]) -> str:
+          attempts: list[Attempt]) -> str:
     """A deploy's results added to the fingerprint's evidence: the rungs that failed and the serve on `rung`
     (None: nothing served, the host rolled back). Safe from several threads and processes at once."""
     served = rung.name if rung else None
     results: list[tuple[str, str, float | None, float | None, str | None]] = [
-        (a["rung"], a["outcome"], None, None, None) for a in attempts
-        if isinstance(a.get("rung"), str) and isinstance(a.get("outcome"), str) and a["rung"] != served]
+        (a.rung, a.outcome, None, None, None) for a in attempts if a.rung != served]
     return _merge(book, facts, host, [*results, *([(served, Outcome.READY.value, None, None, release)]
                                                   if served else [])])
 
@@ -256,7 +260,7 @@ def _locked() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _lookup(book: Playbook, facts: HostFacts) -> dict[str, Any] | None:
+def _lookup(book: Playbook, facts: HostFacts) -> dict[str, object] | None:
     """The fingerprint's entry, with this host's part of version 1 entries moved in first (written back)."""
     fp = of(facts)
     entries = load()
@@ -344,7 +348,7 @@ class Learned:
     legacy: bool  # learned before P2P and virtualisation were in the fingerprint; not applied as it is
     why: str = ""  # why the rung stands where it does: how the winner was decided, or why it is (not) known-bad
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"fingerprint": self.key.split("/", 1)[0], "playbook": self.playbook, "rung": self.rung,
                 "host": self.host, "served": self.served, "tok_s": self.tok_s, "spread": self.spread,
                 "failures": self.failures, "last": self.last, "at": self.at, "winner": self.winner,
@@ -360,7 +364,7 @@ class Selection:
     rungs: frozenset[str] = frozenset()
     fingerprint: str | None = None
 
-    def entry(self, k: str, entry: dict[str, Any]) -> bool:
+    def entry(self, k: str, entry: Mapping[str, object]) -> bool:
         return ((self.playbook is None or entry.get("playbook") == self.playbook)
                 and (self.fingerprint is None or k.split("/", 1)[0] == self.fingerprint))
 
@@ -368,14 +372,19 @@ class Selection:
         return (not self.rungs or rung in self.rungs) and (not self.hosts or host in self.hosts)
 
 
-def _rows(entries: dict[str, Any], pick: Selection) -> list[Learned]:
+def _ladder(entry: Mapping[str, object], rungs: evidence.Rungs) -> list[str]:
+    """The ladder an entry was decided on (an older fleet's entry has none: its rungs, in order)."""
+    ladder = entry.get("ladder")
+    return [str(n) for n in ladder] if isinstance(ladder, list) else list(rungs)
+
+
+def _rows(entries: dict[str, dict[str, object]], pick: Selection) -> list[Learned]:
     out = []
     for k, entry in sorted(entries.items()):
         if not pick.entry(k, entry):
             continue
         rungs = _rungs(entry)
-        ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
-        best, decided = evidence.decide(rungs, [str(n) for n in ladder], _entry_gain(entry))
+        best, decided = evidence.decide(rungs, _ladder(entry, rungs), _entry_gain(entry))
         for rung, record in rungs.items():
             why = None if legacy(entry) else evidence.skip_reason(record)  # a version 1 entry is never applied
             said = ("learned before P2P and virtualisation were in the fingerprint: not applied as it is"
@@ -412,8 +421,7 @@ def forget(pick: Selection, dry_run: bool = False) -> list[Learned]:
             if not rungs:
                 del entries[k]
                 continue
-            ladder = entry.get("ladder") if isinstance(entry.get("ladder"), list) else list(rungs)
-            fields = {} if legacy(entry) else evidence.summary(rungs, [str(n) for n in ladder],
+            fields = {} if legacy(entry) else evidence.summary(rungs, _ladder(entry, rungs),
                                                                _entry_gain(entry)).to_json()
             entries[k] = {**entry, **fields, "rungs": evidence.rungs_to_json(rungs)}
         backup = path().with_name(path().name + ".bak")

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from fabric import Connection
 from paramiko import SSHException
@@ -46,9 +45,10 @@ from fleet.playbook import (
 )
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
+from fleet.yamlfile import JsonObject
 
 
-def facts_summary(facts: HostFacts) -> dict[str, Any]:
+def facts_summary(facts: HostFacts) -> JsonObject:
     """What a release records of the host it was made on."""
     return {"gpus": len(facts.gpus), "sm": sorted({g.sm for g in facts.gpus if g.sm}),
             "arch_family": facts.arch_family, "interconnect": facts.interconnect, "p2p": facts.p2p,
@@ -200,7 +200,7 @@ class Deployer:
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(), facts=facts_summary(facts))
         if self.book.packages:
-            release.facts["venv"] = self.serve.venv
+            release.runs_in(self.serve.venv)
         rungs = plan.rungs
         result.attempts += plan.refused
         if not rungs:

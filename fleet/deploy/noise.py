@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.yamlfile import JsonObject
+
 
 @dataclass(frozen=True)
 class Runs:
@@ -29,7 +31,7 @@ class Runs:
     def spread(self) -> float:
         return max(self.tok_s) - min(self.tok_s) if len(self.tok_s) > 1 else 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"warmup": self.warmup, "tok_s": list(self.tok_s), "median": self.median, "spread": self.spread}
 
     @classmethod

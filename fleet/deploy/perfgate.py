@@ -12,7 +12,7 @@ from fleet.deploy.bench_record import BenchRecord
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
 from fleet.playbook import Bench, Playbook, Rung
-from fleet.progress import Progress
+from fleet.progress import Progress, ticking
 
 
 class PerfGate:
@@ -26,16 +26,17 @@ class PerfGate:
         # the host's known-good result, looked up once; tune compares rungs with each other, not history
         self._history: list[benching.Baseline | None] | None = None if compare_history else [None]
 
-    def _bench(self, conn: Connection) -> BenchRecord:
-        return benching.run(conn, self.host, self.book, self.spec, self.venv, self.key_path)
+    def _bench(self, conn: Connection, say: Progress) -> BenchRecord:
+        with ticking(say, "bench", self.spec.timeout):
+            return benching.run(conn, self.host, self.book, self.spec, self.venv, self.key_path)
 
     def check(self, conn: Connection, rung: Rung, evidence: str,
               say: Progress) -> tuple[str, str, BenchRecord | None]:
         spec = self.spec
         say(f"benchmarking: {spec.num_prompts} prompts of {spec.input_len}+{spec.output_len} tokens, "
-            f"concurrency {spec.max_concurrency}")
+            f"concurrency {spec.max_concurrency} (budget {spec.timeout:.0f}s)")
         try:
-            record = self._bench(conn)
+            record = self._bench(conn, say)
         except benching.BenchError as exc:
             return Outcome.BENCH_FAILED, str(exc), None
         if self._history is None:
@@ -46,7 +47,7 @@ class PerfGate:
         if not verdict.ok and verdict.required and measured >= 0.75 * verdict.required:
             say(f"{benching.tok(measured)} tok/s is just short of {benching.tok(verdict.required)}: measuring again")
             try:  # a near miss may be noise: the better of two runs counts
-                again = self._bench(conn)
+                again = self._bench(conn, say)
             except benching.BenchError as exc:
                 return Outcome.BENCH_FAILED, str(exc), None
             if (again.result.output_throughput or 0.0) > measured:

@@ -19,7 +19,7 @@ from fleet.outcomes import Outcome
 from fleet.patches import engine as patches
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
-from fleet.playbook import Playbook, Rung, host_env, merged_flags, sglang_version
+from fleet.playbook import FlagValue, Playbook, Rung, host_env, merged_flags, sglang_version
 from fleet.progress import Progress
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream import pins
@@ -103,7 +103,7 @@ def not_needed_notes(sets: list[patchplan.SetPlan]) -> list[str]:
     return notes
 
 
-def flag_problems(flags: dict[str, Any], version: str | None, known: set[str] | None,
+def flag_problems(flags: dict[str, FlagValue], version: str | None, known: set[str] | None,
                   table: sglang_cli.Table) -> tuple[list[str], list[str]]:
     """Why these flags cannot start this host's sglang, and what upstream deprecated among them (pure).
     `known`: the flags its `launch_server --help` lists (None: no answer, then the table judges alone); the
@@ -127,7 +127,7 @@ def _int(value: Any) -> int:
         return 1
 
 
-def gpus_needed(flags: dict[str, Any]) -> int:
+def gpus_needed(flags: dict[str, FlagValue]) -> int:
     """TP x PP x DP, under either spelling of each flag (pure)."""
     return (_int(flags.get("tp-size", flags.get("tensor-parallel-size", 1)))
             * _int(flags.get("pp-size", flags.get("pipeline-parallel-size", 1)))

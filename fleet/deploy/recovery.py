@@ -28,7 +28,6 @@ from fleet.host.releases import (
     ReleaseDamaged,
     ReleaseStore,
     node_of,
-    now,
 )
 from fleet.host.service import read_quiet, remove_file, sha256s, stop_and_empty_gpus
 from fleet.inventory import Host
@@ -90,7 +89,7 @@ def finish_commits(store: ReleaseStore) -> list[str]:
             continue
         if release is None or not release.committing or release.status != ReleaseStatus.OK:
             continue
-        release.committing = False
+        release.settled()
         if not runs_files_of(store.session, release):  # e.g. a fall-back put the previous one back, then died
             release.status = ReleaseStatus.INTERRUPTED
             store.save(release)
@@ -108,8 +107,8 @@ def close_interrupted(store: ReleaseStore, found: list[Interrupted]) -> list[str
     """Mark each release a dead run left in progress as interrupted, with the step it died after."""
     notes = []
     for it in found:
-        it.release.status, it.release.finished = ReleaseStatus.INTERRUPTED, now()
-        it.release.attempts.append({"rung": it.last_rung or "-", "outcome": Outcome.INTERRUPTED,
+        it.release.ended(ReleaseStatus.INTERRUPTED)
+        it.release.add_attempt({"rung": it.last_rung or "-", "outcome": Outcome.INTERRUPTED,
                                     "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
         store.save(it.release)
         store.event(it.release, {"step": "interrupted", "after": it.last_step})

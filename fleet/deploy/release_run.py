@@ -7,8 +7,9 @@ from typing import Any
 
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
-from fleet.host.releases import Release, ReleaseStore, now
+from fleet.host.releases import Release, ReleaseStore
 from fleet.outcomes import ReleaseStatus
+from fleet.yamlfile import JsonObject
 
 
 class ReleaseRun:
@@ -27,18 +28,18 @@ class ReleaseRun:
 
     def record(self, attempt: Attempt) -> None:
         """An attempt that ended, added to the release's manifest (saved at once) as --json writes it."""
-        self.release.attempts.append(attempt.to_json())
+        self.release.add_attempt(attempt.to_json())
         self.store.save(self.release)
 
-    def succeed(self, rung: str, config: dict[str, Any], keep: int, **current: Any) -> str | None:
+    def succeed(self, rung: str, config: JsonObject, keep: int, **current: Any) -> str | None:
         """It served: ok, made current (a symlink swapped atomically), the oldest beyond `keep` pruned. Once
         current, the release stands: a failure to prune or log after that is returned as a note, not raised."""
         r = self.release
-        r.status, r.rung, r.config, r.finished, r.committing = ReleaseStatus.OK, rung, config, now(), True
+        r.served(rung, config)
         self.store.save(r)  # ok and "committing": a run that dies before `current` moves is finished by recovery
         self.store.mark_current(r)
         try:
-            r.committing = False
+            r.settled()
             self.store.save(r)
             self.store.prune(keep)
             self.store.event(r, {"step": "current", **current})
@@ -47,5 +48,5 @@ class ReleaseRun:
         return None
 
     def fail(self) -> None:
-        self.release.status, self.release.finished = ReleaseStatus.FAILED, now()
+        self.release.ended(ReleaseStatus.FAILED)
         self.store.save(self.release)

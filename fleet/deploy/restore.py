@@ -13,10 +13,11 @@ from typing import Protocol
 from fabric import Connection
 
 from fleet.deploy.fallback import attempted
-from fleet.deploy.health import health_check
+from fleet.deploy.health import verify
 from fleet.deploy.results import Attempt
 from fleet.host import venvs
-from fleet.host.releases import BeforeFleet, Release, ReleaseStore, new_id, now, recorded_sglang
+from fleet.host.found_files import BeforeFleet
+from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang
 from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
 from fleet.host.service import (
     ServiceError,
@@ -136,7 +137,7 @@ def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, sa
     restart(conn, host, unit)
     outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang)
     if outcome == Outcome.READY:
-        outcome, evidence = health_check(conn, host, book)
+        outcome, evidence = verify(conn, host, book, say)
     return outcome, evidence
 
 
@@ -180,10 +181,10 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
 
     host = venvs.in_own_venv(host, release)  # its patch sets are in the venv it ran from
     # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
-    problem = set_patches(conn, host, release.config.get("patches", []), say)
+    problem = set_patches(conn, host, release.patch_sets(), say)
     if problem:
         return refused(problem)
-    expected = (release.patches or {}).get("files") or {}
+    expected = release.patched_files()
     current = patched_files(conn, host) if expected else {}
     for path, sha in expected.items():
         if current.get(path) != sha:
@@ -263,7 +264,8 @@ class ServerSteps:
 
 def close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
     """The release closed as failed; a save that fails (a full disk) is said, and left to recovery."""
-    release.status, release.finished, release.committing = ReleaseStatus.FAILED, now(), False
+    release.ended(ReleaseStatus.FAILED)
+    release.settled()
     problem = attempted(lambda: store.save(release))
     if problem:  # e.g. a full /var/lib/fleet: the next run's recovery marks it interrupted instead
         say(f"could not close release {release.id} as failed: {problem}")
@@ -277,7 +279,7 @@ def record_patch_release(conn: Connection, host: Host, current: Release | None, 
     store = ReleaseStore(conn, host)
     if current is None:
         return None
-    applied = list(current.config.get("patches", []))
+    applied = current.patch_sets()
     applied = [*applied, *(s for s in sets if s not in applied)] if action == "apply" else \
         [s for s in applied if s not in sets]
     release = Release(id=new_id(), host=host.name, playbook=current.playbook,
@@ -289,7 +291,7 @@ def record_patch_release(conn: Connection, host: Host, current: Release | None, 
         data = None if path.startswith("before:") else store.file(current, path)
         if data is not None:
             store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
-            release.files[path] = dict(meta)
+            release.files[path] = meta.copy()
     release.patches = {"sets": applied, "files": patched_files(conn, host)}
     release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
     store.save(release)

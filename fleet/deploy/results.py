@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fleet.deploy.bench_record import BenchRecord
 from fleet.host.venvs import VenvRecord
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Rung, shown_env
+from fleet.yamlfile import JsonObject
 
 
 @dataclass
@@ -23,9 +23,9 @@ class Attempt:
     seconds: float
     bench: BenchRecord | None = None  # the performance gate's record (fleet.deploy.bench.run + verdict)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rung": self.rung, "outcome": self.outcome, "evidence": self.evidence,
-                               "seconds": round(self.seconds, 1)}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"rung": self.rung, "outcome": self.outcome, "evidence": self.evidence,
+                          "seconds": round(self.seconds, 1)}
         if self.bench is not None:
             out["bench"] = self.bench.to_json()
         return out
@@ -41,7 +41,7 @@ class BenchPoint:
     tok_s: float
     ttft_ms: float | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"release": self.release, "rung": self.rung, "tok_s": self.tok_s, "ttft_ms": self.ttft_ms}
 
 
@@ -61,7 +61,7 @@ class DeployResult:
     host: str
     status: DeployStatus = DeployStatus.FAILED
     release: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
+    config: JsonObject = field(default_factory=dict)
     attempts: list[Attempt] = field(default_factory=list)
     error: str | None = None
     diff: str | None = None
@@ -75,17 +75,23 @@ class DeployResult:
     unchanged: bool | None = None  # a dry run: the deploy would find the host serving its plan (nothing to do)
 
 
+    @property
+    def rung(self) -> str | None:
+        """The rung its config names: what serves, when it served."""
+        rung = self.config.get("rung")
+        return rung if isinstance(rung, str) else None
+
     def ended_on(self, fell: FellBack) -> DeployResult:
         """The run ends where its fall-back left the host."""
         self.status, self.release, self.config, self.error = fell.status, fell.release, fell.config, fell.error
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         config = self.config
-        if isinstance(config.get("env"), dict):  # a release an older fleet recorded may hold values unmasked
-            config = {**config, "env": shown_env({str(k): str(v) for k, v in config["env"].items()})}
-        out: dict[str, Any] = {"host": self.host, "status": self.status, "release": self.release, "config": config,
-               "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
+        if isinstance(env := config.get("env"), dict):  # a release an older fleet recorded may hold values unmasked
+            config = {**config, "env": shown_env({str(k): str(v) for k, v in env.items()})}
+        out: JsonObject = {"host": self.host, "status": self.status, "release": self.release, "config": config,
+                           "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
         if self.diff is not None:
             out["diff"] = self.diff
         if self.unchanged is not None:
@@ -133,7 +139,7 @@ class DeployResult:
         return (f"served on rung {served[-1].rung} after "
                 f"{', '.join(f'{a.rung} ({a.outcome})' for a in failed)} failed")
 
-    def _attempt_json(self, a: Attempt) -> dict[str, Any]:
+    def _attempt_json(self, a: Attempt) -> JsonObject:
         """An attempt that failed carries its remedy, the next thing to try, as the summary shows it."""
         out = a.to_json()
         if a.outcome != Outcome.READY and (a.outcome != Outcome.PREFLIGHT or self.status == DeployStatus.FAILED):
@@ -149,7 +155,7 @@ class FellBack:
 
     status: DeployStatus
     release: str
-    config: dict[str, Any]
+    config: JsonObject
     error: str
     evidence: str = ""  # what the put-back release's check said
 
@@ -165,7 +171,7 @@ class Planned:
     rung: Rung
     argv: list[str]
     env: dict[str, str]
-    config: dict[str, Any]
+    config: JsonObject
     unit_text: str
     env_text: str
     key: str | None = field(default=None, repr=False)  # the API key, for the key file; never recorded

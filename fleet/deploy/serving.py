@@ -22,6 +22,7 @@ from fleet.outcomes import Outcome
 from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, plain_env, secret_names, shown_env
 from fleet.progress import Progress
 from fleet.upstream import lockfile
+from fleet.yamlfile import JsonObject
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ class Serving:
                         workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
                         env_file=self.env_path, argv=argv, env=env, key_file=self.key_path if key else None,
                         stop_timeout=int(book.budgets.stop))
-        config = {"playbook": book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
-                  "env": shown_env(env, secret_names(book))}
+        config: JsonObject = {"playbook": book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
+                              "env": shown_env(env, secret_names(book))}
         return Planned(rung, argv, env, config, render_unit(spec), render_env(spec), key, spec.key_file)
 
     def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:

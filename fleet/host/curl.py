@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from collections.abc import Mapping
 
 from fabric import Connection
 
@@ -17,7 +17,7 @@ from fleet.inventory import Host
 
 
 def command(url: str, method: str = "GET", key_path: str | None = None, query: dict[str, str] | None = None,
-            body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False,
+            body: Mapping[str, object] | None = None, timeout: float = 30, key_in_query: bool = False,
             key_in_body: str | None = None) -> str:
     """A shell command that calls `url` and prints the body, then a newline and the status code.
     key_path: the key file, sent as `Authorization: Bearer`; key_in_query: also as `api_key=` in the query;
@@ -45,7 +45,7 @@ def command(url: str, method: str = "GET", key_path: str | None = None, query: d
             f"{' '.join(shlex.quote(d) for d in data)} {shlex.quote(url)} || true")
 
 
-def _keyed_body(body: dict[str, Any], field: str) -> str:
+def _keyed_body(body: Mapping[str, object], field: str) -> str:
     """A printf writing curl's `data = "..."` line: the JSON body with `field` set to the key ($J)."""
     mark = "\x00KEY\x00"
     text = json.dumps({**body, field: mark}).replace("\\", "\\\\").replace('"', '\\"')
@@ -82,7 +82,7 @@ def answer(conn: Connection, host: Host, curl_command: str, wait: float = 120) -
 
 
 def request(conn: Connection, host: Host, url: str, method: str = "GET", key_path: str | None = None,
-         query: dict[str, str] | None = None, body: dict[str, Any] | None = None, timeout: float = 30,
+         query: dict[str, str] | None = None, body: Mapping[str, object] | None = None, timeout: float = 30,
          key_in_query: bool = False, wait: float = 120) -> tuple[int | None, str]:
     """`command` run on the host (under `wait` seconds) and its answer parsed: (status code, body)."""
     return answer(conn, host, command(url, method, key_path, query, body, timeout, key_in_query), wait)

@@ -5,7 +5,7 @@
     /var/lib/fleet/releases/<id>/events.jsonl    the deploy's event log, one JSON object per line
     /var/lib/fleet/current -> releases/<id>      the last known-good release (swapped atomically)
     /var/lib/fleet/before-fleet/                 the unit and env file as fleet found them at its first write
-                                                 (or that there were none): `inv rollback --to before-fleet`
+                                                 (or none): `inv rollback --to before-fleet` (fleet.host.found_files)
     /var/lib/fleet/rollback.json                 while `inv rollback` changes the host (its target, from where)
 """
 
@@ -20,7 +20,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from fabric import Connection
 
@@ -29,11 +29,11 @@ from fleet.errors import FleetError
 from fleet.host import service
 from fleet.host.facts import STACK, VERSION_SHAPE
 from fleet.host.render import LAUNCHER, env_file, key_file, unit_file
-from fleet.host.service import sha256 as sha256_of
 from fleet.inventory import Host
 from fleet.outcomes import ReleaseStatus
 from fleet.ssh.remote import ConnectionLost
 from fleet.upstream.versions import is_version
+from fleet.yamlfile import JsonObject
 
 ROOT = "/var/lib/fleet"
 CURRENT_TEMP = ".current."  # ROOT/.current.HEX: mark_current's new link before its rename over `current`
@@ -66,7 +66,7 @@ def release_id(v: object) -> str:
     return v
 
 
-def _manifest(data: object, rid: str) -> dict[str, Any]:
+def _manifest(data: object, rid: str) -> JsonObject:
     """A release manifest's fields, each of the type fleet writes; its id the folder's, its playbook a plain
     name, its files absolute paths in MANAGED_DIRS (or their 'before:' copies) with a sha256 and a mode."""
     if not isinstance(data, dict):
@@ -121,6 +121,13 @@ def file_key(path: str) -> str:
     return path.strip("/").replace("/", "__")
 
 
+class FileMeta(TypedDict):
+    """What a release records of a file it installed (or of its `before:` copy, which has no mode)."""
+
+    sha256: str
+    mode: NotRequired[str]  # oct(mode): '0o600'; the env file's when absent
+
+
 @dataclass
 class Release:
     id: str
@@ -130,24 +137,55 @@ class Release:
     created: str
     status: str = ReleaseStatus.IN_PROGRESS
     rung: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {sha256, mode}
-    patches: dict[str, Any] = field(default_factory=dict)  # set names applied and file hashes after
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    config: JsonObject = field(default_factory=dict)
+    facts: JsonObject = field(default_factory=dict)  # fleet.deploy.ladder.facts_summary
+    files: dict[str, FileMeta] = field(default_factory=dict)  # path -> {sha256, mode}
+    patches: JsonObject = field(default_factory=dict)  # set names applied and file hashes after
+    attempts: list[JsonObject] = field(default_factory=list)  # each Attempt's to_json
     finished: str | None = None
-    bench: dict[str, Any] | None = None  # the latest `inv bench` result on this release
+    bench: JsonObject | None = None  # the latest `inv bench` result on this release (a BenchRecord's to_json)
     committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
 
     @property
     def dir(self) -> str:
         return f"{RELEASES}/{self.id}"
 
-    def to_json(self) -> dict[str, Any]:
+    def patch_sets(self) -> list[str]:
+        """The patch sets its config names, in order (what putting it back applies again)."""
+        sets = self.config.get("patches", [])
+        return [str(s) for s in sets] if isinstance(sets, list) else []
+
+    def patched_files(self) -> dict[str, str]:
+        """The sha256 of each file its patch sets left, as it recorded them (path -> sha256)."""
+        files = self.patches.get("files")
+        return {str(p): str(h) for p, h in files.items()} if isinstance(files, dict) else {}
+
+    def served(self, rung: str, config: JsonObject) -> None:
+        """It served on `rung` with `config`: ok and finished now; `current` is about to move to it (committing)."""
+        self.status, self.rung, self.config, self.finished = ReleaseStatus.OK, rung, config, now()
+        self.committing = True
+
+    def settled(self) -> None:
+        """No longer being made current: `current` names it, or the run that made it ended otherwise."""
+        self.committing = False
+
+    def ended(self, status: str) -> None:
+        """Its run ended as `status` now (failed; interrupted, as the next run's recovery found it)."""
+        self.status, self.finished = status, now()
+
+    def runs_in(self, venv: str) -> None:
+        """Its own venv (a release of `packages:` pins), kept with its facts (fleet.host.venvs.recorded)."""
+        self.facts["venv"] = venv
+
+    def add_attempt(self, attempt: JsonObject) -> None:
+        """One attempt as --json writes it (fleet.deploy.results.Attempt.to_json)."""
+        self.attempts.append(attempt)
+
+    def to_json(self) -> JsonObject:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Release:
+    def from_json(cls, data: dict[str, Any]) -> Release:  # a manifest _manifest checked, or one fleet wrote
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
@@ -202,9 +240,10 @@ def node_of(release: Release | None) -> str | None:
     book = release.playbook if isinstance(release.playbook, str) and _NAME.fullmatch(release.playbook) else "?"
     where = f"node {rank if type(rank) is int else '?'} of {count} of the multi-node deployment of {book}"
     return where + (f" ({', '.join(names)})" if names else "")
-def parse_events(data: bytes) -> tuple[list[dict[str, Any]], int]:
+def parse_events(data: bytes) -> tuple[list[JsonObject], int]:
     """events.jsonl -> (its events, how many lines were skipped as torn or not an event). Pure."""
-    events, torn = [], 0
+    events: list[JsonObject] = []
+    torn = 0
     for line in data.decode("utf-8", "replace").splitlines():
         if not line.strip():
             continue
@@ -284,7 +323,7 @@ class ReleaseStore:
     def file(self, release: Release, path: str) -> bytes | None:
         return self.session.read(f"{self.dir(release)}/files/{file_key(path)}")
 
-    def event(self, release: Release, event: dict[str, Any]) -> None:
+    def event(self, release: Release, event: JsonObject) -> None:
         """Append one whole line: after a torn tail (a writer killed mid-append, a full disk) a new line starts
         first, so one torn line never swallows the next."""
         line = json.dumps({"t": round(time.time(), 3), **event}) + "\n"
@@ -299,11 +338,11 @@ class ReleaseStore:
         except ValueError as exc:
             raise ReleaseDamaged(f"{self.host.name}: {what}: {exc}") from None
 
-    def events(self, release_id: str) -> list[dict[str, Any]]:
+    def events(self, release_id: str) -> list[JsonObject]:
         """The release's events, torn or garbled lines skipped (events_read says how many)."""
         return self.events_read(release_id)[0]
 
-    def events_read(self, release_id: str) -> tuple[list[dict[str, Any]], int]:
+    def events_read(self, release_id: str) -> tuple[list[JsonObject], int]:
         rid = self._id(release_id, "release")
         data = self.session.read(f"{self.releases}/{rid}/events.jsonl") or b""
         return parse_events(data)
@@ -424,48 +463,3 @@ def prune_plan(releases: list[Release], current: str | None, keep: int,
     spared = {current, earlier[-1].id if earlier else None}
     doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
     return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]
-
-
-class BeforeFleet:
-    """What stood at each path fleet manages before its first write there: a copy, or that nothing did. A file
-    that already carries fleet's header was written by a fleet that kept no record: unknown, never guessed."""
-
-    def __init__(self, conn: Connection, host: Host, root: str = BEFORE_FLEET):
-        self.session: HostFiles = _Direct(conn, host)
-        self.host, self.root = host, root
-
-    @classmethod
-    def on(cls, session: HostFiles, root: str = BEFORE_FLEET) -> BeforeFleet:
-        """The record on a host session's host, read and written through it."""
-        record = cls.__new__(cls)
-        record.session, record.host, record.root = session, session.host, root
-        return record
-
-    def manifest(self) -> dict[str, dict[str, Any]]:
-        raw = self.session.read(f"{self.root}/manifest.json")
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            return {}
-        return data.get("files", {}) if isinstance(data, dict) else {}
-
-    def note(self, path: str, old: bytes | None) -> None:
-        """Record what fleet is about to replace at `path`, the first time only."""
-        files = self.manifest()
-        if path in files or (old is not None and old.startswith(MANAGED_MARK)):
-            return
-        mode = 0
-        if old is not None:  # its mode, read as root on a become host (as the file was)
-            out = self.session.sh(f"stat -c %a -- {shlex.quote(path)}").strip()
-            mode = int(out, 8) & 0o7777 if out and all(c in "01234567" for c in out) else 0o600
-        self.session.sh(f"mkdir -p -m 0700 {shlex.quote(self.root)}/files")
-        if old is None:
-            files[path] = {"absent": True}
-        else:
-            self.session.write_atomic(f"{self.root}/files/{file_key(path)}", old, 0o600)
-            files[path] = {"sha256": sha256_of(old), "mode": oct(mode)}
-        self.session.write_atomic(f"{self.root}/manifest.json",
-                                  json.dumps({"files": files, "recorded": now()}, indent=2).encode(), 0o600)
-
-    def copy(self, path: str) -> bytes | None:
-        return self.session.read(f"{self.root}/files/{file_key(path)}")

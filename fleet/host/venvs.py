@@ -30,7 +30,7 @@ from fleet.host import programs as hostside
 from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
-from fleet.progress import Progress
+from fleet.progress import Progress, ticking
 from fleet.ssh.remote import CommandTimedOut, OutputTooLarge, run
 from fleet.upstream import lockfile, resolver, wheelhouse
 from fleet.upstream.wheelhouse import Wheel
@@ -208,8 +208,10 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
         except OSError as exc:  # the wheelhouse changed under the run (an OSError past here is the link's)
             raise VenvError(f"{host.name}: reading {w.path}: {exc.strerror or exc}; nothing more was sent") from None
         with f:
-            say(f"sending {w.filename} ({length / 1e6:.1f} MB)")
-            write_atomic(conn, host, f"{WHEELS}/{w.filename}", f, 0o644, timeout=120 + length / SEND_RATE)
+            budget = 120 + length / SEND_RATE
+            say(f"sending {w.filename} ({length / 1e6:.1f} MB; budget {budget:.0f}s)")
+            with ticking(say, "send", budget):
+                write_atomic(conn, host, f"{WHEELS}/{w.filename}", f, 0o644, timeout=budget)
         sent.append(w.filename)
         size += length
     return sent, size
@@ -258,11 +260,12 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
         if problem:
             raise VenvError(f"{host.name}: {problem}; nothing was sent")
         venv.sent, venv.bytes_sent = _send(conn, host, lacking, say)
-        say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent)")
+        say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent; budget {BUILD_TIMEOUT_S}s)")
         marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
         args = [f"{w.sha256} {w.filename}" for w in wheels]  # installed by path: these files and no others
-        res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
-                  timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
+        with ticking(say, "venv build", BUILD_TIMEOUT_S):
+            res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
+                      timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
     except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet
         raise VenvError(f"{host.name}: the venv {venv.path} could not be built: {said(str(exc))}") from None
     if not res.ok:

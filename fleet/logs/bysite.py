@@ -18,7 +18,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -225,6 +225,6 @@ def _load(sglang: str) -> SiteClassifier | None:
         return None
 
 
-def describe(site: IndexedSite | None) -> dict[str, Any] | None:
+def describe(site: IndexedSite | None) -> dict[str, object] | None:
     """A site as --json shows it: where (one line) and its parts."""
     return None if site is None else {"where": site.where(), **site.to_json()}

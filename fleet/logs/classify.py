@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.normalise import Line, normalise
 from fleet.logs.rules import LogClass, Rule, RuleSet, Severity, default_rules
 from fleet.upstream.siteindex import IndexedSite
+from fleet.yamlfile import JsonObject
 
 NONE = "NONE"  # the verdict when no line says anything
 
@@ -49,7 +49,7 @@ class Event:
         """'sglang 0.5.23 srt/mem_cache/allocation.py:344 (alloc_req_slots)', when the site is known."""
         return self.site.where() if self.site is not None else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"line": self.line, "first_line": self.first_line, "class": str(self.log_class),
                 "severity": str(self.severity), "text": self.text, "rule": self.rule,
                 "explanation": self.explanation, "remedy": self.remedy, "remedies": list(self.remedies),
@@ -73,7 +73,7 @@ class LogVerdict:
     def ready(self) -> bool:
         return self.log_class == LogClass.READY
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {"verdict": self.log_class, "fatal": self.fatal,
                "decided_by": self.event.to_json() if self.event is not None else None,
                "events": [e.to_json() for e in self.events]}

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from fabric import Connection
 
@@ -46,10 +47,24 @@ def check_since(since: str | None) -> str | None:
     since = since.strip()
     if _SPAN.fullmatch(since):
         return since if since.startswith("-") else f"-{since}"
-    if since in _WORDS or (since and _AT.fullmatch(since)):
+    if since in _WORDS or (since and _AT.fullmatch(since) and _real(since)):
         return since
     raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d), a time on the host's clock (20:00, "
                      "20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), today or yesterday")
+
+
+def _real(at: str) -> bool:
+    """A date and time of the calendar and the clock (journalctl refuses 25:00 and 2026-13-45 on the host, and
+    fleet showed nothing, exit 0)."""
+    date, _, clock = at.rpartition(" ") if " " in at else (("", "", at) if ":" in at else (at, "", ""))
+    try:
+        if date:
+            datetime.strptime(date, "%Y-%m-%d")
+        if clock:
+            datetime.strptime(clock, "%H:%M:%S" if clock.count(":") == 2 else "%H:%M")
+    except ValueError:
+        return False
+    return True
 
 
 def check_lines(lines: int | str | None) -> int | None:

@@ -28,11 +28,11 @@ from fleet.logs.rules import Severity
 from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Budgets
-from fleet.progress import Live, Progress
+from fleet.progress import EVERY_S, Progress, standing
 from fleet.ssh import keepalive
 
 READ_S = 0.5  # the longest a tick waits for a line
-LIVE_S = 1.0  # how often a start in progress says where it stands (fleet.progress.Live)
+LIVE_S = EVERY_S  # how often a start in progress says where it stands (fleet.progress.Live)
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
 MAX_LINE = 64 << 10  # a longer line is cut here and the rest of it dropped: no host can grow the buffer further
 OPEN_S = 30.0  # opening the follower's channel and the answer to its exec request
@@ -148,9 +148,7 @@ class Startup:
         if now - self._live_at < every:
             return
         self._live_at = now
-        budget = getattr(self.budgets, self.phase)
-        self.say(Live(f"phase {self.phase}: {now - self.since:.0f}s of {budget:.0f}s budget; last line: "
-                      f"{self.last_line.strip()[:120] or '(none yet)'}"))
+        self.say(standing(self.phase, now - self.since, getattr(self.budgets, self.phase), self.last_line))
 
     def overdue(self) -> ServerVerdict | None:
         budget = getattr(self.budgets, self.phase)

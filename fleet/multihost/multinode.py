@@ -37,7 +37,6 @@ from fleet.errors import FleetError
 from fleet.host import venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
-from fleet.host.service import stop_and_empty_gpus
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
@@ -216,7 +215,7 @@ class MultiNode:
         """Every node stopped, then each node's files as its `previous` release has them, then all started."""
         try:
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
-                stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
+                n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
             for n in nodes:
                 failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
                 if failed:
@@ -248,7 +247,8 @@ class MultiNode:
                 raise FleetError(f"{self.book.name}: no earlier release that served on every node ({', '.join(names)})")
             target = earlier[-1]
         head = self.nodes[0].store.load(target)
-        spans = ((head.config if head else {}).get("nodes") or {}).get("hosts")
+        nodes = head.config.get("nodes") if head else None
+        spans = nodes.get("hosts") if isinstance(nodes, dict) else None
         if spans and spans != names:
             raise FleetError(f"release {target} was deployed over {', '.join(spans)} (rank 0 first), not "
                              f"{', '.join(names)}: give those hosts in that order")
@@ -257,7 +257,8 @@ class MultiNode:
     @staticmethod
     def _aim_at_previous(n: Node) -> None:
         n.unit = restore.unit_of(n.prior)
-        n.serves_api = n.prior.config.get("nodes", {}).get("rank", 0) == 0
+        nodes = n.prior.config.get("nodes")
+        n.serves_api = (nodes.get("rank", 0) if isinstance(nodes, dict) else 0) == 0
 
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
@@ -287,7 +288,7 @@ class MultiNode:
                                                       "node_rank": n.rank,
                                                       "versions": stack_versions(n.facts)})
             if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
-                n.release.facts["venv"] = n.deployer.serve.venv
+                n.release.runs_in(n.deployer.serve.venv)
             n.run = n.host_run.open_release(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
                                     nodes=[m.host.name for m in self.nodes], rank=n.rank)
             n.result.release = rid
@@ -379,7 +380,7 @@ class MultiNode:
         for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
             n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
             n.run.event("stop", rung=rung.name)
-            stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
+            n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
         for n in self.nodes:
             where = n.deployer.host  # the pins' venv where the playbook has packages: its patch sets go there
             problem = restore.set_patches(n.conn, where, rung.patches, n.say)
@@ -443,7 +444,7 @@ class MultiNode:
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
         for n in reversed(self.nodes):
             try:
-                stop_and_empty_gpus(n.conn, n.host, n.deployer.serve.unit, self.book.budgets.stop, n.say)
+                n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
         back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]

@@ -1,8 +1,12 @@
 """`inv patch` across hosts: check, apply or revert patch sets on each host in parallel; a change is made
 under the host lock together with its release record (so `inv rollback` undoes it), optionally followed
-by an audit of the gates that still exclude the host's SM."""
+by an audit of the gates that still exclude the host's SM. A patch never stops the server (its edits take effect at
+the next start); the put-back of what a dead run left does: a replica behind a router (`--playbook` with a
+`router:`) is taken out of it first and put back once it serves (fleet.multihost.router), one host at a time."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fleet import parallel, playbook
 from fleet.deploy import recovery
@@ -15,22 +19,40 @@ from fleet.host import venvs
 from fleet.host.releases import ReleaseStore
 from fleet.host.session import HostSession
 from fleet.inventory import Host
+from fleet.multihost import router as routing
+from fleet.outcomes import DeployStatus
 from fleet.patches import audit as archgate
 from fleet.patches.engine import HostResult, apply_host, check_host, revert_host
 from fleet.patches.sets import PatchSet
+from fleet.playbook import Playbook
+from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
 
 ACTIONS = ("check", "apply", "revert")
 
 
 def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: ConnectOptions | None = None,
-              allow_prebuilt: bool = False, audit: bool = False) -> list[HostResult]:
+              allow_prebuilt: bool = False, audit: bool = False, book: Playbook | None = None,
+              hooks: routing.RouterHooks | None = None,
+              progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[HostResult]:
     """check | apply | revert on every host in parallel; a host that fails gets a result with its error.
-    With audit, each result also carries the arch gates that still exclude the host's SM afterwards."""
+    With audit, each result also carries the arch gates that still exclude the host's SM afterwards. `book`: the
+    playbook a dead run's put-back uses when the current release names it; `hooks`: its router's (replicas one
+    at a time, each out of the router before a put-back stops it, back once it serves)."""
     if action not in ACTIONS:
         raise ValueError(f"patch action {action!r}: one of {', '.join(ACTIONS)}")
 
+    taken: set[str] = set()
+
     def one(host: Host) -> HostResult:
+        def out(s: HostSession) -> None:  # before a put-back stops the server: out of the router
+            if hooks is not None:
+                taken.add(host.name)
+                hooks.take_out(host, s.conn, progress_for(host))
+
+        def recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
+            return _recover(s, lock, book, out if hooks is not None else None)
+
         session = HostSession.open(host, opts)
         conn = session.conn
         try:
@@ -40,7 +62,7 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
             else:
                 # One lock over the change and its release record, so no deploy slips in between.
                 with host_run(host, opts, f"patch {'--revert ' if action == 'revert' else ''}"
-                                          + " ".join(s.name for s in sets), unit=None, recover=_recover,
+                                          + " ".join(s.name for s in sets), unit=None, recover=recover,
                               session=session) as run:
                     store = ReleaseStore(conn, host)
                     current = store.current()  # recovery may have made a dead deploy's release current
@@ -60,28 +82,43 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
         finally:
             session.close()
 
-    out = []
-    for o in parallel.run_all(hosts, one):
-        out.append(o.value if o.ok and o.value is not None else HostResult(o.host.name, action, False, error=o.error))
-    return out
+    if hooks is None or action == "check":
+        return [o.value if o.ok and o.value is not None else HostResult(o.host.name, action, False, error=o.error)
+                for o in parallel.run_all(hosts, one)]
+    results = []
+    for host in hosts:  # one replica out of the router at a time
+        try:
+            results.append(one(host))
+        except Exception as exc:  # one host's surprise must not hide the others (as parallel.run_all)
+            error = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {type(exc).__name__}: {exc}"
+            results.append(HostResult(host.name, action, False, error=error))
+        finally:  # back in once it serves (a put-back started it again: waited for)
+            routing.back_in(hooks, host, DeployStatus.FAILED,
+                            wait=hooks.book.budgets.ready if host.name in taken else 0.0)
+    return results
 
 
-def _recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
+def _recover(s: HostSession, lock: hostlock.Lock, given: Playbook | None = None,
+             before_stop: Callable[[HostSession], None] | None = None) -> list[str]:
     """What a dead run left, finished or undone before patching (as deploy, rollback and tune do), with the
-    playbook the current release was deployed with. When that cannot be loaded from playbooks/ and a put-back
-    would need it, the patch refuses with nothing changed. `current` is read before any change: one that cannot
-    be read refuses with the host untouched."""
+    playbook the current release was deployed with (`given` when it is that playbook, else the one in
+    playbooks/). When that cannot be loaded and a put-back would need it, the patch refuses with nothing changed.
+    `current` is read before any change: one that cannot be read refuses with the host untouched. `before_stop`:
+    called before a put-back, which stops the server."""
     conn, host = s.conn, s.host
     current = ReleaseStore(conn, host).current()
-    book = None
-    if current is not None:
+    book = given if given is not None and current is not None and given.name == current.playbook else None
+    if book is None and current is not None:
         try:
             book = load_playbook(str(playbook.shipped(current.playbook)), checked=False)[0]
         except InputError:
             book = None
-    if book is None and (left := recovery.needs_playbook(conn, host)):
+    left = recovery.needs_playbook(conn, host) if book is None or before_stop is not None else []
+    if book is None and left:
         raise FleetError(f"{host.name}: a dead run left {', '.join(left[:3])}; putting the host back needs the "
                          f"playbook of release {current.id if current else '(none)'}, which is not in playbooks/: "
                          "run `inv deploy` or `inv rollback` with its --playbook first; nothing was changed")
+    if left and before_stop is not None:  # the put-back stops the server: out of its router first
+        before_stop(s)
     unit = (book.serve.unit if book is not None else None) or host.unit
     return recovery.after_lock(conn, host, book, unit, lock, lambda line: None)

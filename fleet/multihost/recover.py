@@ -19,7 +19,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from paramiko import SSHException
 
@@ -34,6 +33,7 @@ from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
 from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions
+from fleet.yamlfile import JsonObject
 
 GPU_RESET = "gpu-reset"
 REBOOT = "reboot"
@@ -56,7 +56,7 @@ class RecoverResult:
     faults_after: list[str] = field(default_factory=list)
     ok: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return self.__dict__.copy()
 
 
@@ -228,11 +228,12 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
             unreachable: bool = False, sessions: Sessions = HostSession.open,
-            sleep: Sleep = time.sleep) -> RecoverResult:
+            sleep: Sleep = time.sleep, before_stop: Callable[[HostSession], None] | None = None) -> RecoverResult:
     """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
     Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
-    guest that serves."""
+    guest that serves. `before_stop`: called under the lock before the reset, reboot or VM reset stops the
+    server (a replica taken out of its router: fleet.multihost.router)."""
     result = RecoverResult(host.name)
     try:
         s = sessions(host, opts)
@@ -258,6 +259,8 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
                       session=s) as run:
+            if before_stop is not None:
+                before_stop(s)
             if result.action == GPU_RESET:
                 try:
                     refused = gpu_reset(run, gpus, facts, say)

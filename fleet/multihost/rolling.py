@@ -98,13 +98,12 @@ def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, 
     """What a deploy's host showed (one host alone or in a rollout), added to its fingerprint's evidence: the rung
     that served (when one did) and the failures before it, a host that rolled back included; never a reason to
     fail the deploy. Only the evidence's rules decide what a failure means (fleet.deploy.evidence)."""
-    served = result.config.get("rung") if result.status == DeployStatus.OK else None
-    attempts = [a.to_json() for a in result.attempts]
-    if deployer.facts is None or not (served or attempts):
+    served = result.rung if result.status == DeployStatus.OK else None
+    if deployer.facts is None or not (served or result.attempts):
         return
     try:
         k = fingerprint.learn(book, deployer.facts, book.rung(served) if served else None, host.name,
-                              result.release or "", attempts)
+                              result.release or "", result.attempts)
     except (OSError, KeyError, ValueError) as exc:
         say(f"could not remember what this deploy showed: {exc}")
         return

@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -229,8 +229,8 @@ class RouterHooks:
         started = previous.config.get("workers") if previous else None
         running = plan(book, host, [u for u in started if is_worker_url(u)], self.secrets) \
             if isinstance(started, list) else planned
-        same = (read_file(conn, host, unit_path(book)) == running.unit_text.encode()
-                and read_file(conn, host, env_path(book)) == running.env_text.encode()
+        same = (host_run.session.read(unit_path(book)) == running.unit_text.encode()
+                and host_run.session.read(env_path(book)) == running.env_text.encode()
                 and restore.key_installed(conn, host, running))
         if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
             outcome, evidence = self._ready(conn)
@@ -431,6 +431,34 @@ def prepare(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions,
             say: HostSay) -> RouterHooks:
     """Bad input (an unknown router host) fails here, before any host is contacted."""
     return RouterHooks(book, path, router_host(book, path, hosts), opts, secrets, say)
+
+
+def hooks_for(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+              progress_for: Callable[[Host], Progress]) -> RouterHooks | None:
+    """For an operation on replicas (tune, bench, patch, recover): a playbook with a router gives the hooks that
+    take its replicas out and put them back (a router that does not answer: none is taken out)."""
+    if book.router is None:
+        return None
+    named = {h.name: h for h in hosts}
+    hooks = prepare(list(hosts), book, path, opts, secrets,
+                    lambda name, m: progress_for(named.get(name) or hooks.host)(m))
+    hooks.start()
+    return hooks
+
+
+def back_in(hooks: RouterHooks, host: Host, status: DeployStatus, wait: float = 0.0,
+            sleep: Callable[[float], None] = time.sleep) -> None:
+    """The replica back into the router when it serves (whatever the operation's status: a tune that failed may
+    have put back the release that served), waiting up to `wait` seconds for its /health (a server an operation
+    started again); else left out. Never raised."""
+    with suppress(FleetError):
+        url = worker_url(host, hooks.book)
+        deadline = time.monotonic() + wait
+        serves = status in SERVING or hooks.live.serves(url)
+        while not serves and time.monotonic() < deadline:
+            sleep(1)
+            serves = hooks.live.serves(url)
+        hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
 
 
 def dry_run(hooks: RouterHooks, hosts: list[Host]) -> RouterReport:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from fleet import inventory, yamlfile
 from fleet.host import curl as hostcurl
@@ -29,6 +29,7 @@ from fleet.inventory import Host
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Playbook, flag_args
 from fleet.ssh.connect import check_guard
+from fleet.yamlfile import JsonObject
 
 TEMPLATE = "sglang-router.service.j2"
 
@@ -58,7 +59,7 @@ def members(known: list[str], ran: list[str], serves: dict[str, bool]) -> list[s
 class RouterPlan:
     argv: list[str]
     workers: list[str]
-    config: dict[str, Any]
+    config: JsonObject
     unit_text: str
     env_text: str
     key: str | None = field(default=None, repr=False)  # the API key, for the key file; never recorded
@@ -122,7 +123,7 @@ def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
 
 
 def curl(book: Playbook, method: str, path: str, query: dict[str, str] | None = None,
-         body: dict[str, Any] | None = None, timeout: float = 30, key_in_query: bool = False,
+         body: Mapping[str, object] | None = None, timeout: float = 30, key_in_query: bool = False,
          key_in_body: str | None = None) -> str:
     """A shell command calling the router on its host, with the router's key read from its file there
     (fleet.host.curl). Prints the body, then the status code. key_in_query / key_in_body: the key also as

@@ -151,7 +151,7 @@ def parse(host: Host, output: str) -> HostStatus:
     st = HostStatus(host.name, host.address)
     st.unit = {k: v[:300] for k, _, v in (line.partition("=") for line in parts[0].splitlines())
                if _UNIT_KEY.fullmatch(k)}
-    manifest: dict[str, Any] = {}
+    manifest: dict[str, object] = {}
     if len(parts) > 1 and parts[1].strip():
         try:
             loaded: Any = json.loads(parts[1])

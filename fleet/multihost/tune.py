@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from fabric import Connection
 
@@ -30,7 +29,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, FellBack
+from fleet.deploy.results import Attempt, FellBack
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
@@ -41,11 +40,11 @@ from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.multihost import router as routing
-from fleet.multihost.router_plan import worker_url
-from fleet.outcomes import SERVING, DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
+from fleet.yamlfile import JsonObject
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
 
@@ -63,7 +62,7 @@ class BenchOutcome:
     record: BenchRecord | None = None
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
                 "bench": self.record.to_json() if self.record else None, "error": self.error}
 
@@ -81,7 +80,11 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
-        record = benching.run(conn, host, book, spec, venv, serve.bench_key)
+        say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "
+            f"{spec.input_len}+{spec.output_len} tokens, concurrency {spec.max_concurrency} (budget "
+            f"{spec.timeout:.0f}s)")
+        with ticking(say, "bench", spec.timeout):
+            record = benching.run(conn, host, book, spec, venv, serve.bench_key)
         record = replace(record, release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
@@ -91,9 +94,9 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
                 progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[BenchOutcome]:
     """Each host's benchmark; replicas behind a router one at a time, each out of it while it is measured."""
     book, path = load_playbook(name or "glm5-nvfp4")
-    hooks = router_hooks(hosts, book, path, opts, {}, progress_for)
+    hooks = routing.hooks_for(hosts, book, path, opts, {}, progress_for)
     if hooks is None:
-        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts))
+        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts, say=progress_for(h)))
         return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
     results = []
     for host in hosts:  # one replica out of the router at a time
@@ -102,29 +105,8 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
         except FleetError as exc:
             results.append(BenchOutcome(host.name, False, error=str(exc)))
         finally:  # a benchmark changes no server: back in when it serves, whatever the benchmark said
-            back_in(hooks, host, DeployStatus.FAILED)
+            routing.back_in(hooks, host, DeployStatus.FAILED)
     return results
-
-
-def router_hooks(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
-                 progress_for: Callable[[Host], Progress]) -> routing.RouterHooks | None:
-    """A playbook with a router: the hooks that take its replicas out and put them back (a router that does not
-    answer: none is taken out, as in a rolling deploy)."""
-    if book.router is None:
-        return None
-    named = {h.name: h for h in hosts}
-    hooks = routing.prepare(list(hosts), book, path, opts, secrets,
-                            lambda name, m: progress_for(named.get(name) or hooks.host)(m))
-    hooks.start()
-    return hooks
-
-
-def back_in(hooks: routing.RouterHooks, host: Host, status: DeployStatus) -> None:
-    """The replica back into the router when it serves (whatever the operation's status: a tune that failed may
-    have put back the release that served), else left out; never raised."""
-    with suppress(FleetError):
-        serves = status in SERVING or hooks.live.serves(worker_url(host, hooks.book))
-        hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
 
 
 # ---------------------------------------------------------------------- inv tune
@@ -166,7 +148,7 @@ class TuneResult:
         self.status, self.release, self.error = fell.status, fell.release, fell.error
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
                 "baseline": self.baseline.to_json() if self.baseline else None,
                 "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
@@ -210,11 +192,18 @@ def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Att
     return best, choice.decisions
 
 
+def _attempts(manifest: JsonObject) -> list[JsonObject]:
+    """A manifest's recorded attempts, as the host holds them (one not an object is none)."""
+    listed = manifest.get("attempts")
+    return [a for a in listed if isinstance(a, dict)] if isinstance(listed, list) else []
+
+
 def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, float]:
     """(restarts, seconds): one per rung and one to bring the winner back; seconds from this host's past
     attempts that served (their median), else DEFAULT_RESTART_S each."""
     found, _ = benching.manifests(conn, host)
-    past = [a.get("seconds", 0) for m in found for a in m.get("attempts") or [] if a.get("outcome") == Outcome.READY]
+    past = [seconds for m in found for a in _attempts(m)
+            if a.get("outcome") == Outcome.READY and isinstance(seconds := a.get("seconds", 0), int | float)]
     each = statistics.median(past) if past else DEFAULT_RESTART_S
     return rungs + 1, (rungs + 1) * each
 
@@ -270,7 +259,8 @@ class Tuner:
         return fallback.fall_back(steps, previous, why, self.progress)
 
     def bench(self, conn: Connection) -> BenchRecord:
-        return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
+        with ticking(self.progress, "bench", self.spec.timeout):
+            return benching.run(conn, self.host, self.book, self.spec, self.serve.venv, self.serve.bench_key)
 
     def measure_serving(self, conn: Connection, previous: Release) -> Runs | None:
         """The release serving before the tune, measured as each rung will be (a warm-up, then `runs` runs), so
@@ -340,7 +330,7 @@ class Tuner:
                           playbook_sha256=self.serve.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
         if self.book.packages:
-            release.facts["venv"] = self.serve.venv
+            release.runs_in(self.serve.venv)
             result.venv = self.venv
         rungs, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit, facts, rungs,
                                          self.progress)
@@ -423,7 +413,7 @@ class Tuner:
                 self.progress(f"starting {best.rung} again")
                 result.final, _ = self.runner.attempt(conn, run, self.book.rung(best.rung), sglang_version(facts),
                                                       measure=False)
-                release.attempts.append({**result.final.to_json(), "final": True})
+                release.add_attempt({**result.final.to_json(), "final": True})
                 final_ok = result.final.outcome == Outcome.READY
             if final_ok:
                 run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
@@ -465,7 +455,7 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
     def ask(question: str) -> bool:  # at the terminal, on the main thread: a Ctrl-C there ends the tune at once
         return parallel.on_main(lambda: confirm(question))
 
-    hooks = router_hooks(hosts, book, path, opts, secrets, progress_for)
+    hooks = routing.hooks_for(hosts, book, path, opts, secrets, progress_for)
 
     def each() -> list[TuneResult]:
         results = []
@@ -482,7 +472,7 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
                 results.append(TuneResult(host.name, DeployStatus.FAILED, error=str(exc)))
             finally:
                 if hooks is not None:  # back in once it serves (the winner, or the release put back)
-                    back_in(hooks, host, status)
+                    routing.back_in(hooks, host, status)
         return results
 
     # on a worker thread: a Ctrl-C never lands inside an SSH exchange (fleet.parallel.on_worker says why)

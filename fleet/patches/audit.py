@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
 from fabric import Connection
 
@@ -42,6 +42,7 @@ from fleet.patches.kept import Kept
 from fleet.patches.sets import PatchSet
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.upstream.cppexpr import ExprError, eval_cpp, strip_comments
+from fleet.yamlfile import JsonObject
 
 REFERENCE = (900, 1000)
 FUSION_SCOPE: dict[str, list[str]] = {
@@ -232,7 +233,7 @@ def py_gate(file: str, n: int, code: str, sm: int, reference: tuple[int, ...] = 
     return None
 
 
-def gate_lines(text: str) -> list[list[Any]]:
+def gate_lines(text: str) -> list[list[int | str]]:
     """What the host scan returns for one Python file: [line, text, function] of every gate-looking line."""
     lines = text.split("\n")
     return [[i + 1, t, enclosing_def(lines, i)] for i, t in enumerate(lines) if _PYGATE.search(t)]
@@ -258,10 +259,28 @@ def enclosing_def(lines: list[str], index: int) -> str:
     return ""
 
 
-def file_gates(file: str, item: dict[str, Any], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+class ScannedFile(TypedDict):
+    """One file as the gate scan read it (scan.py on a host, scan_text here): its kind, and [line, text(,
+    code lines after it or the enclosing function)] of each gate-looking line."""
+
+    kind: str  # c | py
+    lines: list[list[int | str]]
+
+
+class Scan(TypedDict):
+    """scan.py's answer: the packages resolved, each file scanned (package/relative path), the GPUs' SMs."""
+
+    packages: dict[str, keptgates.PackageInfo]
+    files: dict[str, ScannedFile]
+    sms: list[int]
+    sm_error: str | None
+
+
+def file_gates(file: str, item: ScannedFile, sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
     """Gates of one scanned file ({"kind": "c"|"py", "lines": [[n, text(, code)], ...]})."""
     if item["kind"] == "c":
-        ds = [Directive(int(x[0]), *_kind_cond(x[1]), x[1], int(x[2]) if len(x) > 2 else 1) for x in item["lines"]]
+        ds = [Directive(int(x[0]), *_kind_cond(str(x[1])), str(x[1]), int(x[2]) if len(x) > 2 else 1)
+              for x in item["lines"]]
         return cpp_gates(file, [d for d in ds if d.kind], sm, reference)
     return py_gates(file, [(int(x[0]), str(x[1]), str(x[2]) if len(x) > 2 else "") for x in item["lines"]], sm,
                     reference)
@@ -272,14 +291,14 @@ def _kind_cond(raw: str) -> tuple[str, str]:
     return (m.group(1), strip_comments(m.group(2)).strip()) if m else ("", "")
 
 
-def scan_text(file: str, text: str) -> dict[str, Any]:
+def scan_text(file: str, text: str) -> ScannedFile:
     """The host scan of one file, done locally (the patched contents, the upstream corpus)."""
     if file.endswith(".py"):
         return {"kind": "py", "lines": gate_lines(text)}
     return {"kind": "c", "lines": [[d.line, d.raw, d.code] for d in cpp_directives(text)]}
 
 
-def evaluate(scan: dict[str, Any], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
+def evaluate(scan: dict[str, ScannedFile], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
     """Every gate of a scan ({file: {"kind", "lines"}}) for `sm`."""
     gates: list[Gate] = []
     for file, item in sorted(scan.items()):
@@ -287,7 +306,7 @@ def evaluate(scan: dict[str, Any], sm: int, reference: tuple[int, ...] = REFEREN
     return gates
 
 
-def mark_kept(gates: list[Gate], sm: int, packages: dict[str, Any],
+def mark_kept(gates: list[Gate], sm: int, packages: dict[str, keptgates.PackageInfo],
               entries: tuple[keptgates.KeptGate, ...] | None = None) -> None:
     """Mark each excluding gate that upstream keeps off `sm` on purpose in the releases read (packages), as
     `entries` name them (default: playbooks' kept gates, keptgates.load)."""
@@ -334,7 +353,7 @@ class AuditResult:
     host: str
     sm: int | None
     gates: list[Gate]
-    packages: dict[str, Any]
+    packages: dict[str, keptgates.PackageInfo]
     error: str | None = None
 
     @property
@@ -368,7 +387,7 @@ class AuditResult:
             said += f", {len(self.remaining)} remain"
         return said
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"host": self.host, "sm": self.sm, "packages": self.packages, "error": self.error,
                 "excluding": [asdict(g) for g in self.excluding], "gates_seen": len(self.gates),
                 "remaining": len(self.remaining), "kept_by_upstream": len(self.kept), "verdict": self.verdict(),
@@ -389,14 +408,13 @@ def scope_for(packages: list[str] | None = None, full: bool = False) -> dict[str
 SCAN_MAX = 32 << 20  # a full scan (--full) of every package lists many files
 
 
-def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> dict[str, Any]:
+def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> Scan:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps({"scope": scope}).encode()).decode()
     res = run_python(conn, host, python, "scan.py", payload, timeout=300, max_output=SCAN_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
-            scan: dict[str, Any] = json.loads(line[len("FLEET-JSON:"):])
-            return scan
+            return cast(Scan, json.loads(line[len("FLEET-JSON:"):]))  # as scan.py writes it
     raise FleetError(f"{host.name}: gate scan failed (exit {res.exited}): {(res.stderr or res.stdout).strip()[-300:]}")
 
 

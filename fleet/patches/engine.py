@@ -24,7 +24,7 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from fabric import Connection
 
@@ -34,6 +34,7 @@ from fleet.host import leftovers
 from fleet.host import lock as hostlock
 from fleet.host.service import run_python
 from fleet.inventory import Host
+from fleet.patches.kept import PackageInfo
 from fleet.patches.plan import (
     APPLICABLE,
     APPLIED,
@@ -42,6 +43,7 @@ from fleet.patches.plan import (
     NOTHING,
     FileInfo,
     HostState,
+    PatchRun,
     Plan,
     RevertPlan,
     SetPlan,
@@ -49,18 +51,61 @@ from fleet.patches.plan import (
     plan_revert,
 )
 from fleet.patches.sets import PatchSet, available, load_sets
+from fleet.yamlfile import JsonObject
 
 _MARK = "FLEET-JSON:"
 ANSWER_MAX = 32 << 20  # patch_host.py's answer carries the target files themselves (base64)
 
 
-def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+class FileAnswer(TypedDict, total=False):
+    """One target file as patch_host.py's `read` found it (its contents base64, where it exists)."""
+
+    package: str
+    file: str
+    path: str | None
+    exists: bool
+    b64: str | None
+    sha256: str | None
+    mode: int | None
+    uid: int | None
+    gid: int | None
+    dist: str | None
+    version: str | None
+    record_sha256: str | None
+    error: str | None
+
+
+class ReadAnswer(TypedDict, total=False):
+    """patch_host.py's `read`: packages, versions, target files, SMs, prebuilt modules, runs."""
+
+    packages: dict[str, PackageInfo]
+    dists: dict[str, str | None]
+    files: list[FileAnswer]
+    sms: list[int]
+    sm_error: str | None
+    prebuilt: list[str]
+    runs: list[PatchRun]
+    cache_bases: list[str]
+
+
+class Answer(TypedDict, total=False):
+    """patch_host.py's `apply`, `revert` and `cleanup`: ok, or the error; what was written or restored."""
+
+    ok: bool
+    error: str
+    manifest: str
+    written: list[str]
+    restored: list[str]
+    cleared: list[str]
+
+
+def _call(conn: Connection, host: Host, mode: str, req: JsonObject, timeout: float = 300) -> JsonObject:
     python = f"{host.venv.rstrip('/')}/bin/python"
     payload = base64.b64encode(json.dumps(req).encode()).decode()
     res = run_python(conn, host, python, "patch_host.py", mode, payload, timeout=timeout, max_output=ANSWER_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(_MARK):
-            answer: dict[str, Any] = json.loads(line[len(_MARK):])
+            answer: JsonObject = json.loads(line[len(_MARK):])
             return answer
     detail = (res.stderr or res.stdout).strip().splitlines()
     raise FleetError(f"{host.name}: patch {mode} on the host failed (exit {res.exited}) with {python}: "
@@ -70,7 +115,7 @@ def _call(conn: Connection, host: Host, mode: str, req: dict[str, Any], timeout:
 def read_state(conn: Connection, host: Host, sets: list[PatchSet]) -> HostState:
     """One round trip: packages, versions, target files with hashes, SMs, prebuilt modules, runs."""
     files = list(dict.fromkeys(f for s in sets for f in s.files()))
-    req = {
+    req: JsonObject = {
         "packages": list(dict.fromkeys(p for p, _ in files)),
         "dists": list(dict.fromkeys(d for s in sets for d in [*s.applies_to.packages, *s.dists()])),
         "files": files,
@@ -78,11 +123,11 @@ def read_state(conn: Connection, host: Host, sets: list[PatchSet]) -> HostState:
         "root": BACKUP_ROOT,
         "unit": host.unit,
     }
-    raw = _call(conn, host, "read", req)
+    raw = cast(ReadAnswer, _call(conn, host, "read", req))  # as patch_host.py writes it
     st = HostState(packages=raw["packages"], dists=raw["dists"], sms=raw["sms"], sm_error=raw["sm_error"],
                    prebuilt=raw["prebuilt"], runs=raw["runs"], cache_bases=raw.get("cache_bases", []))
     for f in raw["files"]:
-        content = base64.b64decode(f["b64"]) if f.get("b64") is not None else None
+        content = base64.b64decode(b64) if (b64 := f.get("b64")) is not None else None
         st.files[(f["package"], f["file"])] = FileInfo(
             package=f["package"], file=f["file"], path=f.get("path"), exists=bool(f.get("exists")), content=content,
             sha256=f.get("sha256"), mode=f.get("mode"), uid=f.get("uid"), gid=f.get("gid"), dist=f.get("dist"),
@@ -98,9 +143,13 @@ def _b64b(b: bytes) -> str:
     return base64.b64encode(b).decode()
 
 
-def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, state: HostState) -> dict[str, Any]:
+def _change(conn: Connection, host: Host, mode: str, req: JsonObject) -> Answer:
+    return cast(Answer, _call(conn, host, mode, req))  # as patch_host.py writes it
+
+
+def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, state: HostState) -> Answer:
     run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    req: dict[str, Any] = {
+    req: JsonObject = {
         "root": BACKUP_ROOT, "run": run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "by": _who(),
         "sets": [s.name for s in sets if any(sp.name == s.name and sp.state == APPLICABLE for sp in p.sets)],
         "modules": p.clear_jit_cache, "bases": state.cache_bases,
@@ -111,7 +160,7 @@ def write_changes(conn: Connection, host: Host, sets: list[PatchSet], p: Plan, s
     if faulthook.armed(faulthook.MID_PATCH):
         req["die_after"] = 1
     try:
-        return _call(conn, host, "apply", req)
+        return _change(conn, host, "apply", req)
     finally:
         faulthook.reached(faulthook.MID_PATCH)
 
@@ -126,11 +175,13 @@ def undo_interrupted_runs(conn: Connection, host: Host) -> list[str]:
     notes = []
     for run in (r for r in state.runs if r.get("status") in ("applying", "reverting")):
         paths = [f["path"] for f in run.get("files", [])]
-        _call(conn, host, "cleanup", {"paths": paths})
-        req = {"root": BACKUP_ROOT, "run": run["run"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "by": _who(), "bases": state.cache_bases,
-               "files": [{k: f[k] for k in ("path", "sha_before", "sha_after")} for f in run.get("files", [])]}
-        res = _call(conn, host, "revert", req)
+        _change(conn, host, "cleanup", {"paths": paths})
+        req: JsonObject = {
+            "root": BACKUP_ROOT, "run": run["run"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "by": _who(), "bases": state.cache_bases,
+            "files": [{"path": f["path"], "sha_before": f["sha_before"], "sha_after": f["sha_after"]}
+                      for f in run.get("files", [])]}
+        res = _change(conn, host, "revert", req)
         if not res.get("ok"):
             raise FleetError(f"{host.name}: patch run {run['run']} ({', '.join(run['sets'])}) was interrupted "
                              f"half-way and cannot be undone: {res.get('error')}")
@@ -160,7 +211,7 @@ class HostResult:
     drift: bool = False  # refused only because files' text is not what the sets expect; nothing written
     recovered: list[str] = field(default_factory=list)  # what a dead run left, closed first (`inv patch`)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         audit, self.audit = self.audit, None
         try:
             out = asdict(self)
@@ -218,10 +269,11 @@ def revert_host(conn: Connection, host: Host, sets: list[PatchSet]) -> HostResul
             result.error = (f"{host.name}: {', '.join(still)} applied but not by fleet (no backup run): "
                             f"cannot revert")
         return result
-    req = {"root": BACKUP_ROOT, "run": rp.run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "by": _who(), "bases": state.cache_bases,
-           "files": [{"path": f.path, "sha_before": f.sha_before, "sha_after": f.sha_after} for f in rp.files]}
-    res = _call(conn, host, "revert", req)
+    req: JsonObject = {
+        "root": BACKUP_ROOT, "run": rp.run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "by": _who(), "bases": state.cache_bases,
+        "files": [{"path": f.path, "sha_before": f.sha_before, "sha_after": f.sha_after} for f in rp.files]}
+    res = _change(conn, host, "revert", req)
     if not res.get("ok"):
         result.ok, result.error = False, f"{host.name}: {res.get('error')}"
         return result

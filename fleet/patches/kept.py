@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -22,6 +22,16 @@ from fleet.upstream.versions import in_range, parse_range
 FILE = SHIPPED / "playbooks" / "upstream" / "kept-gates.yaml"  # shipped, whatever the working folder
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z0-9_.-]+)+$")
+
+
+class PackageInfo(TypedDict, total=False):
+    """One import name as a host program resolved it in the venv (patch_host.py, scan.py): where it lives and
+    the distribution and version that installed it, or why it could not be imported."""
+
+    path: str
+    dist: str | None
+    version: str | None
+    error: str
 
 
 class Evidence(BaseModel):
@@ -112,7 +122,7 @@ def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
 
-def find(file: str, where: str, condition: str, sm: int, packages: dict[str, Any],
+def find(file: str, where: str, condition: str, sm: int, packages: dict[str, PackageInfo],
          entries: tuple[KeptGate, ...] | None = None) -> Kept | None:
     """The entry naming this gate of the release the audit read (packages: import name -> {dist, version}), if any.
     An unknown release or distribution never matches."""

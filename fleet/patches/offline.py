@@ -16,6 +16,7 @@ from fleet.errors import InputError
 from fleet.host.service import sha256
 from fleet.patches import audit as archgate
 from fleet.patches import plan as patchplan
+from fleet.patches.kept import PackageInfo
 from fleet.patches.sets import PatchSet
 from fleet.progress import Progress, quiet
 from fleet.upstream import corpus as upstream
@@ -99,8 +100,9 @@ class OfflineAudit:
     result: archgate.AuditResult
 
 
-def scan_tree(rels: dict[str, upstream.UpstreamRelease], scope: dict[str, list[str]]) -> dict[str, dict[str, object]]:
-    files: dict[str, dict[str, object]] = {}
+def scan_tree(rels: dict[str, upstream.UpstreamRelease], scope: dict[str, list[str]]
+              ) -> dict[str, archgate.ScannedFile]:
+    files: dict[str, archgate.ScannedFile] = {}
     for package, patterns in scope.items():
         rel = rels.get(package)
         if rel is None:
@@ -125,7 +127,8 @@ def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None,
     rels = releases(versions, fetch, say)
     scope = archgate.scope_for(list(rels), full)
     gates = archgate.evaluate(scan_tree(rels, scope), sm)
-    packages = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version} for name, r in rels.items()}
+    packages: dict[str, PackageInfo] = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version}
+                                        for name, r in rels.items()}
     archgate.mark_kept(gates, sm, packages)
     if sets and any(g.excludes for g in gates):
         archgate.lift(gates, state(versions, sets, sm, fetch, say), sets, sm)

@@ -4,10 +4,11 @@ round trip (fleet.patches.engine reads and writes; the host side is fleet/host/p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from fleet.host import facts as factsmod
 from fleet.host.service import sha256
+from fleet.patches.kept import PackageInfo
 from fleet.patches.sets import Edit, PatchSet
 from fleet.upstream.versions import in_range
 
@@ -37,17 +38,48 @@ class FileInfo:
     error: str | None = None
 
 
+class RunFile(TypedDict, total=False):
+    """One file a patch run wrote, as its manifest on the host records it (patch_host.py's apply)."""
+
+    path: str
+    package: str
+    file: str
+    dist: str | None
+    version: str | None
+    sha_before: str
+    sha_after: str
+    mode: int
+    uid: int
+    gid: int
+
+
+class PatchRun(TypedDict, total=False):
+    """A patch run's manifest on the host (BACKUP_ROOT/runs/<run>/manifest.json), as patch_host.py writes it."""
+
+    run: str
+    sets: list[str]
+    status: str  # applying | applied | failed | reverting | reverted
+    created: str
+    by: str
+    clear_jit_cache: list[str]
+    files: list[RunFile]
+    cleared: list[str]
+    error: str
+    reverted_at: str
+    reverted_by: str
+
+
 @dataclass
 class HostState:
     """Everything planning needs from a host, as read in one round trip."""
 
-    packages: dict[str, dict[str, Any]] = field(default_factory=dict)  # import name -> {path, dist, version, error}
+    packages: dict[str, PackageInfo] = field(default_factory=dict)  # import name -> {path, dist, version, error}
     dists: dict[str, str | None] = field(default_factory=dict)  # distribution -> version (None: not installed)
     files: dict[tuple[str, str], FileInfo] = field(default_factory=dict)
     sms: list[int] = field(default_factory=list)
     sm_error: str | None = None
     prebuilt: list[str] = field(default_factory=list)  # AOT / flashinfer-jit-cache modules that beat the sources
-    runs: list[dict[str, Any]] = field(default_factory=list)  # manifests, oldest first
+    runs: list[PatchRun] = field(default_factory=list)  # manifests, oldest first
     cache_bases: list[str] = field(default_factory=list)
 
 
@@ -311,7 +343,7 @@ class RevertPlan:
         return self.state != CANNOT
 
 
-def _why_changed(path: str, now: str | None, f: dict[str, Any], run: dict[str, Any], runs: list[dict[str, Any]],
+def _why_changed(path: str, now: str | None, f: RunFile, run: PatchRun, runs: list[PatchRun],
                  info: FileInfo | None) -> str:
     if now is None:
         return f"{path}: file is gone since fleet wrote it"

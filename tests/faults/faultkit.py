@@ -7,6 +7,7 @@ import signal
 import time
 from pathlib import Path
 
+import fleetcli
 import pytest
 from fleetcli import inv, llama_playbook, sh
 
@@ -22,15 +23,7 @@ PLAIN = [{"name": "plain", **NO_P2P}]
 PATCHED = [{"name": "patched", **NO_P2P, "patches": ["sm120-allreduce-fusion"]}]
 
 
-# GPU 0's driver asks for a reset (Xid 154 to "GPU Reset Required", the recovery action nvidia-smi reports), as
-# after an uncorrectable ECC error (Xid 48) on a board that remaps rows; the stand-in keeps it in /run/fleet-sim.
-WANTS_RESET = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
-               "echo \"[ 902.1] NVRM: Xid (PCI:$s): 48, pid=1, An uncorrectable double bit error (DBE) has been "
-               "detected on GPU in the framebuffer.\" >> /run/fleet-sim/kmsg && echo \"[ 902.1] NVRM: Xid (PCI:$s): "
-               "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\" "
-               ">> /run/fleet-sim/kmsg && "
-               "printf '%s\\n' \"$b gpu_recovery_action=GPU Reset\" \"$b remapped_rows.pending=Yes\" "
-               ">> /run/fleet-sim/gpustate")
+WANTS_RESET = fleetcli.WANTS_RESET  # GPU 0's driver asks for a reset (tests/integration/fleetcli.py)
 
 
 def rung(name: str, **env) -> list[dict]:

@@ -65,3 +65,14 @@ def inv_json(sandbox, *args, env=None):
 
 def sh(inventory, name, command) -> str:
     return sshutil.sh(inventory.hosts[name], command).stdout
+
+
+# GPU 0's driver asks for a reset (Xid 154 to "GPU Reset Required", the recovery action nvidia-smi reports), as
+# after an uncorrectable ECC error (Xid 48) on a board that remaps rows; the stand-in keeps it in /run/fleet-sim.
+WANTS_RESET = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
+               "echo \"[ 902.1] NVRM: Xid (PCI:$s): 48, pid=1, An uncorrectable double bit error (DBE) has been "
+               "detected on GPU in the framebuffer.\" >> /run/fleet-sim/kmsg && echo \"[ 902.1] NVRM: Xid (PCI:$s): "
+               "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\" "
+               ">> /run/fleet-sim/kmsg && "
+               "printf '%s\\n' \"$b gpu_recovery_action=GPU Reset\" \"$b remapped_rows.pending=Yes\" "
+               ">> /run/fleet-sim/gpustate")

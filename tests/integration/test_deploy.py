@@ -323,7 +323,7 @@ def test_logs_classify_the_journal_and_follow_ends_cleanly_on_ctrl_c(seed, sandb
 def test_logs_show_host_time_fold_rank_copies_and_take_lines_and_a_clock_time(seed, sandbox, sandbox_inventory):
     """Issue 46 finding 9: the seed's fusion-sm120 crash is printed by each of sbx0's 8 TP ranks; `inv logs` shows
     it once with a count, each line with its time on the host's clock; --lines and --since 20:00 as journalctl
-    takes them."""
+    takes them (-n as tail's)."""
     proc = inv(sandbox, "logs", "--host", "sbx0", "--json")
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert proc.returncode == 1 and rows and all(r["time"] for r in rows), proc.stderr[-2000:]
@@ -338,7 +338,7 @@ def test_logs_show_host_time_fold_rank_copies_and_take_lines_and_a_clock_time(se
     later = inv(sandbox, "logs", "--host", "sbx0", "--since", "23:59:59", "--json")  # today, on the host's clock
     texts = [json.loads(line)["text"] for line in later.stdout.splitlines()]
     assert later.returncode == 0 and texts in ([], ["-- No entries --"]), later.stdout
-    dated = inv(sandbox, "logs", "--host", "sbx0", "--since", f"{rows[0]['time'][:10]} 00:00", "--lines", "3")
+    dated = inv(sandbox, "logs", "--host", "sbx0", "--since", f"{rows[0]['time'][:10]} 00:00", "-n", "3")
     assert dated.returncode in (0, 1) and "--since" not in dated.stderr, dated.stderr
 
 
@@ -346,6 +346,8 @@ def test_bad_since_is_bad_input(sandbox):
     proc = inv(sandbox, "logs", "--host", "sbx0", "--since", "yesterday; rm -rf /")
     assert proc.returncode == 2 and "--since" in proc.stderr
     proc = inv(sandbox, "logs", "--host", "sbx0", "--lines", "ten")
+    assert proc.returncode == 2 and "--lines ten" in proc.stderr
+    proc = inv(sandbox, "logs", "--host", "sbx0", "-n", "ten")  # -n is --lines here, as tail's
     assert proc.returncode == 2 and "--lines ten" in proc.stderr
 
 

@@ -126,3 +126,52 @@ def test_bad_serial_is_bad_input_before_any_host(sandbox, state, tmp_path):
                    env={"FLEET_STATE_DIR": str(state)})
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert args[0] in proc.stderr and "probing" not in proc.stderr
+
+
+def test_a_canary_that_serves_only_by_falling_back_stops_a_playbook_change_before_the_next_batch(sandbox, state,
+                                                                                                 sandbox_inventory,
+                                                                                                 tmp_path):
+    """Issue 52, 3: the change is the playbook, not the versions: its first rung runs out of memory on the canary,
+    which falls back to the next rung and serves. That is no canary that passed: the rollout stops after it, the
+    later batch never touched (before: the canary counted as passed and every host ran on the fall-back)."""
+    book = llama_playbook(tmp_path, [{"name": "greedy", "flags": {"mem-fraction-static": 0.99}}, {"name": "plain"}],
+                          name="llama-canary-oom", serve=P2P_OFF)
+    before = {h: releases(sandbox_inventory, h) for h in HOSTS}
+    rc, data, err = rollout(sandbox, state, book, "--serial", "1,2")
+    assert rc == 1, err[-3000:]
+    one, *rest = data["hosts"]
+    assert one["status"] == "ok" and [(a["rung"], a["outcome"]) for a in one["attempts"]] == [
+        ("greedy", "CUDA_OOM"), ("plain", "READY")]
+    assert [(h["host"], h["status"]) for h in rest] == [("sbx2", "skipped"), ("sbx3", "skipped")]
+    assert [(b["status"], b.get("canary")) for b in data["batches"]] == [("failed", True), ("skipped", None)]
+    assert data["batches"][0]["fell_back"] == ["sbx1 served on rung plain after greedy (CUDA_OOM) failed"]
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               "of 2 (the canary: sbx1 served on rung plain after greedy (CUDA_OOM) failed); "
+                               "batch 2 not started")
+    for h in ("sbx2", "sbx3"):
+        assert releases(sandbox_inventory, h) == before[h]
+        assert f"{h} probing" not in err  # never contacted
+
+
+def test_a_canary_left_unchanged_deployed_nothing_and_stops_the_rollout(sandbox, state, sandbox_inventory,
+                                                                       tmp_path):
+    """Issue 52, 4: the canary already serves the new playbook (deployed there alone before), so the rollout's
+    canary deploys nothing and proves nothing: it stops after it, the later batch never touched (before: an
+    `unchanged` canary passed and the change ran unguarded on the rest)."""
+    book = llama_playbook(tmp_path, [{"name": "plain", "env": {"CANARY_TEST": "1"}}], name="llama-canary-same",
+                          serve=P2P_OFF)
+    rc, data, err = rollout(sandbox, state, book, hosts=["sbx1"])
+    assert rc == 0 and data["status"] == "ok", err[-3000:]  # one host: its own result
+    before = {h: releases(sandbox_inventory, h) for h in HOSTS}
+    rc, data, err = rollout(sandbox, state, book, "--serial", "1,2")
+    assert rc == 1, err[-3000:]
+    one, *rest = data["hosts"]
+    assert one["status"] == "unchanged"
+    assert [(h["host"], h["status"]) for h in rest] == [("sbx2", "skipped"), ("sbx3", "skipped")]
+    assert data["stopped"] == ("a canary that fell back or deployed nothing is no change that passed after batch 1 "
+                               f"of 2 (the canary: sbx1 unchanged (release {one['release']} already served this "
+                               "playbook: nothing was tried)); batch 2 not started")
+    for h in HOSTS:
+        assert releases(sandbox_inventory, h) == before[h]
+    for h in ("sbx2", "sbx3"):
+        assert f"{h} probing" not in err

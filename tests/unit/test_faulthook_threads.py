@@ -12,7 +12,7 @@ from fleet import faulthook
 
 
 def test_steps_on_many_threads_get_one_number_each_and_the_armed_one_faults_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(faulthook, "_steps", 0)
+    faulthook.number_from_one()
     trace = tmp_path / "trace"
     monkeypatch.setenv(faulthook.TRACE, str(trace))
     monkeypatch.setenv(faulthook.AT, "150:fail")

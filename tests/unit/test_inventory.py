@@ -195,6 +195,8 @@ def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
 @pytest.mark.parametrize(("hosts", "groups", "said"), [
     (["pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
     (["!pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
+    (["PVE-GPU-03"], [], "--host PVE-GPU-03: no such host in the inventory; did you mean pve-gpu-03?"),
+    ([], ["PCIE"], "--group PCIE: no such group; did you mean pcie?"),
     (["pve-gpu-1*"], [], "--host pve-gpu-1*: matches no host of the inventory"),
     (["pcie"], [], "--host pcie: no such host in the inventory; it is a group: --group pcie"),
     ([], ["pice"], "--group pice: no such group; did you mean pcie?"),

@@ -58,6 +58,18 @@ def test_injection_in_flag_or_env_values_is_refused(tmp_path):
         playbook.load(write(tmp_path, text))
 
 
+def test_a_number_or_boolean_in_env_is_text_as_the_inventory_takes_it(tmp_path):
+    """`OMP_NUM_THREADS: 8` in serve.env or a rung's env was refused with pydantic's own words ('...str: Input
+    should be a valid string'); vars.env took it. Both take it now, as Python spells it."""
+    text = MINIMAL.replace("model: {path: /models/m}", "model: {path: /models/m}\nserve: {env: {OMP_NUM_THREADS: 8, "
+                           "NCCL_P2P_DISABLE: true, X: 0.5}}").replace("  - name: plain", "  - name: plain\n    env: "
+                                                                        "{NCCL_IB_DISABLE: 1}")
+    book = playbook.load(write(tmp_path, text), known_classes={"ARCH_UNSUPPORTED"},
+                         known_patches={"sm120-allreduce-fusion"})
+    assert book.serve.env == {"OMP_NUM_THREADS": "8", "NCCL_P2P_DISABLE": "True", "X": "0.5"}
+    assert book.ladder[1].env == {"NCCL_IB_DISABLE": "1"}
+
+
 def test_merged_flags_add_override_and_drop():
     rung = playbook.Rung(name="r", flags={"tp-size": 4, "pp-size": 2, "enable-metrics": None})
     assert playbook.merged_flags({"tp-size": 8, "enable-metrics": True}, rung) == {"tp-size": 4, "pp-size": 2}

@@ -13,6 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from fleet.cli import logs, status
+from fleet.host.facts import HostFacts
+from fleet.host.gpuhealth import LostGpu
 from fleet.logs.follow import LogLine
 from fleet.logs.rules import Severity
 from fleet.multihost.status import HostStatus, RouterStatus
@@ -100,7 +102,7 @@ def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to,
 
 PROBES = [
     ("every host healthy", {"a": [], "b": []}, 0),
-    ("a GPU off the bus", {"a": [], "b": ["GPU 0000:01:00 cannot be opened (fell off the bus)"]}, 1),
+    ("a GPU off the bus", {"a": [], "b": [LostGpu(pci_bus_id="0000:01:00", reason="fell off the bus")]}, 1),
     ("unreachable", {"a": None}, 1),
 ]
 
@@ -109,13 +111,10 @@ PROBES = [
 def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, capsys):
     """What the probe checks (GPU health) not clean is 1, as `inv status` with a GPU fault is."""
     from fleet.cli import probe
-    from fleet.deploy import hardware
 
-    facts = [SimpleNamespace(host=h, ok=f is not None, error=None if f is not None else "down", p2p_check=None)
-             for h, f in faults.items()]
+    facts = [HostFacts(host=h, address="10.0.0.1", ok=f is not None, error=None if f is not None else "down",
+                       lost_gpus=f or []) for h, f in faults.items()]
     monkeypatch.setattr(probe.probe_run, "probe_hosts", lambda hosts, opts, p2p_check=False: facts)
-    monkeypatch.setattr(hardware, "assess", lambda f: SimpleNamespace(fault=faults[f.host]))
-    monkeypatch.setattr(probe, "print_json", lambda data: None)
     assert probe.command([], None, True) == code  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")

@@ -45,6 +45,10 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["deploy", "-H", "x", "--serial"], "inv deploy: --serial needs a value (`inv deploy --help` lists its options)"),
     (["recover", "--host"], "inv recover: --host needs a value (`inv recover --help` lists its options)"),
     (["unlock"], "inv unlock: missing host, token (`inv unlock --help` lists its options)"),
+    (["deploy", "-host", "x"], "inv deploy: no such option -host (one dash takes one letter); did you mean --host? "
+                               "(`inv deploy --help` lists its options)"),
+    (["status", "-json"], "inv status: no such option -json (one dash takes one letter); did you mean --json? "
+                          "(`inv status --help` lists its options)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
@@ -101,6 +105,7 @@ def test_invokes_own_options_are_refused_in_one_line_and_nothing_runs(option, wh
                           "--dry-run (-n): `fleet deploy --dry-run ...`"),
     (["status", "-w"], None),
     (["status", "-p", "x"], "fleet status: -p is --playbook, an option of some tasks, not of this one"),
+    (["status", "-n", "5"], "fleet status: -n is --dry-run or --lines, an option of some tasks, not of this one"),
     (["--prompt-for-sudo-password", "probe"], "fleet: --prompt-for-sudo-password is an option of invoke, not of "
                                               "fleet: sudo's password is asked once by the task's --ask-become-pass "
                                               "(-k): `fleet deploy -k ...`"),

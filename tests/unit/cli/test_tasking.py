@@ -34,14 +34,45 @@ def _flags() -> dict[str, dict[str, list[str]]]:
 
 
 def test_a_short_letter_means_one_option_in_every_task_and_h_is_only_help():
-    meaning: dict[str, str] = {}
+    """-n alone has two meanings (tasking.TWO_MEANINGS), never both in one task."""
+    meaning: dict[str, set[str]] = {}
     for task, options in _flags().items():
+        letters = [n for names in options.values() for n in names if len(n) == 1]
+        assert len(letters) == len(set(letters)), task
         for option, names in options.items():
             for letter in (n for n in names if len(n) == 1):
-                assert meaning.setdefault(letter, option) == option, (
-                    f"-{letter} is --{meaning[letter]} elsewhere but {option} in {task}")
-    assert meaning["h"] == "help" and meaning["H"] == "host"
-    assert {k: v for k, v in meaning.items() if k != "h"} == {v: k for k, v in tasking.SHORT.items()} | {}
+                meaning.setdefault(letter, set()).add(option)
+    for letter, options in meaning.items():
+        assert options == set(tasking.TWO_MEANINGS.get(letter, options)) and (
+            len(options) == 1 or letter in tasking.TWO_MEANINGS), f"-{letter} is {sorted(options)}"
+    assert meaning["h"] == {"help"} and meaning["H"] == {"host"} and meaning["n"] == {"dry_run", "lines"}
+    assert {(k, o) for k, v in meaning.items() if k != "h" for o in v} == {(v, k) for k, v in tasking.SHORT.items()}
+
+
+def _parsed(task: str, *argv: str) -> dict[str, object]:
+    """What invoke's parser makes of `inv TASK ARGV` with the task's own arguments."""
+    from invoke.parser import Parser, ParserContext
+
+    context = ParserContext(name=task, args=NS[task].get_arguments())
+    done = Parser(initial=ParserContext(), contexts=[context]).parse_argv([task, *argv])
+    parsed = next(c for c in done if c.name == task)
+    return {name: arg.value for name, arg in parsed.args.items()}
+
+
+def test_logs_takes_n_as_lines_as_tail_and_journalctl_do():
+    """`inv logs -n 50` is the last 50 lines (it was refused: -n was --dry-run only); deploy's -n stays its dry
+    run."""
+    assert _parsed("logs", "-n", "50", "-f")["lines"] == "50"
+    assert _parsed("logs", "-n50")["lines"] == "50"
+    assert _parsed("deploy", "-n")["dry-run"] is True
+
+
+def test_a_task_given_one_letter_for_two_options_is_refused_when_it_is_defined():
+    def both(c, dry_run=False, lines=None):
+        """Both meanings of -n in one task."""
+
+    with pytest.raises(ValueError, match="one short letter for two options"):
+        tasking.task(both).get_arguments()
 
 
 def test_every_task_has_h_and_help():

@@ -12,12 +12,18 @@ import pytest
 
 from fleet.deploy import fingerprint
 from fleet.deploy.fingerprint import Selection
+from fleet.deploy.results import Attempt
 from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.playbook import Playbook
 
 BOOK = Playbook.model_validate({"name": "glm5", "model": {"path": "/m"}, "flags": {"tp-size": 8},
                                 "ladder": [{"name": "no-fusion"}]})
 LEARNERS, EACH = 8, 4
+
+
+def _tried(rung: str, outcome: str) -> Attempt:
+    """A deploy's attempt as fingerprint.learn reads it (its rung and how it ended)."""
+    return Attempt(rung, outcome, "", 0)
 
 
 def _facts(driver: str) -> HostFacts:
@@ -86,14 +92,14 @@ def test_the_fingerprint_names_p2p_and_virtualisation():
 def test_one_crash_is_tried_again_before_the_winner_and_a_second_skips_it(state):
     said: list[str] = []
     key = fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", "r1",
-                            [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
+                            [_tried("greedy", "CUDA_OOM"), _tried("fast", "READY")])
     rungs, skipped = fingerprint.arrange(LADDER, h100("sbx5"), list(LADDER.ladder), said.append)
     assert names(rungs) == ["greedy", "fast", "safe"] and skipped == []
     assert any("seen to fail on this hardware, not confirmed (CUDA_OOM seen 1x on sbx1 only: not known-bad until a "
                "second host): trying it again" in m for m in said)
     assert any("known-good on this hardware (served on sbx1" in m and "trying it next" in m for m in said)
     fingerprint.learn(LADDER, h100("sbx5"), LADDER.rung("fast"), "sbx5", "r2",
-                      [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
+                      [_tried("greedy", "CUDA_OOM"), _tried("fast", "READY")])
     rungs, skipped = fingerprint.arrange(LADDER, h100(), list(LADDER.ladder), said.append)
     assert names(rungs) == ["fast", "safe"]
     assert skipped == [("greedy", f"known to fail on this hardware (CUDA_OOM, seen 2x on 2 hosts: sbx1, "
@@ -107,8 +113,7 @@ def test_one_hosts_fallback_keeps_the_tuned_winner_and_its_speed(state):
     key = fingerprint.remember(LADDER, h100(), "sbx1", "r0", [{"rung": "fast", "outcome": "READY",
                                                                "bench": {"runs": runs}}])
     for outcome in ("HANG", "COMM_FAILURE", "INSTALL_FAILED", "TMA_FAILURE"):  # one host's, each once
-        fingerprint.learn(LADDER, h100("sbx5"), LADDER.rung("safe"), "sbx5", "r1", [{"rung": "fast",
-                                                                                   "outcome": outcome}])
+        fingerprint.learn(LADDER, h100("sbx5"), LADDER.rung("safe"), "sbx5", "r1", [_tried("fast", outcome)])
     entry = json.loads(state.read_text())["entries"][f"{key}/llama"]
     assert (entry["rung"], entry["tok_s"], entry["spread"], entry["host"]) == ("fast", 3740.0, 40.0, "sbx1")
     assert entry["rungs"]["fast"]["hosts"]["sbx5"]["failures"] == {"HANG": 1, "COMM_FAILURE": 1,
@@ -175,7 +180,7 @@ def test_a_recorded_version_1_file_is_moved_host_by_host_never_applied_as_it_is(
 def test_forget_clears_what_it_selects_under_the_lock_and_keeps_a_backup(state):
     for host in ("sbx1", "sbx5"):
         fingerprint.learn(LADDER, h100(host), LADDER.rung("fast"), host, "r",
-                          [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+                          [_tried("greedy", "CUDA_OOM")])
     assert fingerprint.arrange(LADDER, h100(), list(LADDER.ladder), lambda m: None)[1] != []
     before = state.read_bytes()
     gone = fingerprint.forget(Selection(hosts=frozenset({"sbx5"}), rungs=frozenset({"greedy"})), dry_run=True)
@@ -268,7 +273,7 @@ def test_two_ooms_on_one_host_skip_nothing_for_the_fingerprint(state):
     """Issue 52, 6: another tenant's memory on sbx1, twice: the rung is tried again on every host."""
     for release in ("r1", "r2"):
         fingerprint.learn(LADDER, h100(), LADDER.rung("fast"), "sbx1", release,
-                          [{"rung": "greedy", "outcome": "CUDA_OOM"}, {"rung": "fast", "outcome": "READY"}])
+                          [_tried("greedy", "CUDA_OOM"), _tried("fast", "READY")])
     rungs, skipped = fingerprint.arrange(LADDER, h100("sbx5"), list(LADDER.ladder), lambda _: None)
     assert names(rungs) == ["greedy", "fast", "safe"] and skipped == []
     row = next(r for r in fingerprint.learned(fingerprint.Selection()) if r.rung == "greedy")
@@ -278,21 +283,21 @@ def test_two_ooms_on_one_host_skip_nothing_for_the_fingerprint(state):
 def test_two_inventories_naming_a_host_alike_never_mix_what_was_learned(state):
     # inventory A's sbx0 (10.0.0.2) crashed on greedy once; inventory B's sbx0 (10.0.0.9), same hardware, served
     a, b = h100("sbx0"), h100("sbx0").model_copy(update={"address": "10.0.0.9"})
-    key = fingerprint.learn(LADDER, a, None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    key = fingerprint.learn(LADDER, a, None, "sbx0", "r1", [_tried("greedy", "CUDA_OOM")])
     fingerprint.learn(LADDER, b, LADDER.rung("greedy"), "sbx0", "r2", [])
     hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
     assert hosts["sbx0"]["failures"] == {"CUDA_OOM": 1} and hosts["sbx0"]["address"] == "10.0.0.2"
     assert hosts["sbx0@10.0.0.9"]["served"] == 1 and hosts["sbx0@10.0.0.9"]["address"] == "10.0.0.9"
-    fingerprint.learn(LADDER, a, None, "sbx0", "r3", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    fingerprint.learn(LADDER, a, None, "sbx0", "r3", [_tried("greedy", "CUDA_OOM")])
     greedy = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
     assert greedy["sbx0"]["failures"] == {"CUDA_OOM": 2} and greedy["sbx0@10.0.0.9"]["failures"] == {}
 
 
 def test_a_result_recorded_without_an_address_is_the_first_such_hosts(state):
-    key = fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r1", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    key = fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r1", [_tried("greedy", "CUDA_OOM")])
     data = json.loads(state.read_text())
     del data["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]["sbx0"]["address"]  # as an older fleet wrote it
     state.write_text(json.dumps(data))
-    fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r2", [{"rung": "greedy", "outcome": "CUDA_OOM"}])
+    fingerprint.learn(LADDER, h100("sbx0"), None, "sbx0", "r2", [_tried("greedy", "CUDA_OOM")])
     hosts = json.loads(state.read_text())["entries"][f"{key}/llama"]["rungs"]["greedy"]["hosts"]
     assert list(hosts) == ["sbx0"] and hosts["sbx0"]["failures"] == {"CUDA_OOM": 2}

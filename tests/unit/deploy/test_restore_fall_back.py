@@ -13,7 +13,6 @@ from fakesession import Here, here
 
 from fleet.deploy import fallback, restore
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt
 from fleet.host.releases import Release, ReleaseStore
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
@@ -23,7 +22,7 @@ HOST = Host(name="h1", address="10.0.0.1", port=None, user=None, become=False, i
             ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(), source=Path("x.yaml"))
 
 
-def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp_path, monkeypatch):
+def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp_path):
     lost = {"n": -1}  # armed once the host is set up
 
     def answer(command):
@@ -52,12 +51,12 @@ def test_fall_back_after_a_lost_answer_of_the_move_of_current_points_it_back(tmp
     except CommandTimedOut as exc:  # what ladder._climb's `except Exception` gets
         why = f"error: {exc}"
 
-    def fake_restore(conn, host, st, release, book, say):
-        served["files of"] = release.id
-        return Attempt(release.rung or "-", Outcome.READY, "up", 0)
+    class Steps(restore.ServerSteps):
+        def put_back(self, previous):  # the restore itself: its files serve at once
+            served["files of"] = previous.id
+            return Outcome.READY, "up"
 
-    monkeypatch.setattr(restore, "restore", fake_restore)
-    steps = restore.ServerSteps(None, HOST, store, new, None, "sglang", lambda m: None)  # type: ignore[arg-type]
+    steps = Steps(None, HOST, store, new, None, "sglang", lambda m: None)  # type: ignore[arg-type]
     fell = fallback.fall_back(steps, old, why, lambda m: None)
     assert fell.status == DeployStatus.ROLLED_BACK and fell.release == old.id and served["files of"] == old.id
     assert store.load(new.id).status == ReleaseStatus.FAILED

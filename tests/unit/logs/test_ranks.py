@@ -63,7 +63,8 @@ def test_since_takes_what_journalctl_takes(given, journalctl):
     assert check_since(given) == journalctl
 
 
-@pytest.mark.parametrize("given", ["20:00; rm -rf /", "8pm", "2026-12-05T20:00", "", "10 minutes", "25"])
+@pytest.mark.parametrize("given", ["20:00; rm -rf /", "8pm", "2026-12-05T20:00", "", "10 minutes", "25",
+                                   "25:00", "20:61", "20:00:60", "2026-13-45", "2026-02-30 20:00", "2026-12-05 24:00"])
 def test_since_refuses_the_rest_in_one_line(given):
     with pytest.raises(InputError, match="--since"):
         check_since(given)

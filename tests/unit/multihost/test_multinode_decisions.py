@@ -86,10 +86,14 @@ def deployment(tmp_path, monkeypatch):
             raise OSError("connection lost")
         steps.append((what, host.name))
 
-    monkeypatch.setattr(multinode, "stop_and_empty_gpus", lambda conn, host, *a: step("stop", host))
+    class Stops(FakeSession):
+        def stop_and_empty_gpus(self, unit, budget, log):
+            step("stop", self.host)
+            return []
+
     monkeypatch.setattr(multinode.restore, "put_back", lambda conn, host, *a: step("put back", host))
     for n in m.nodes:
-        n.conn = None  # type: ignore[assignment]
+        n.session, n.conn = Stops(n.host), None  # type: ignore[assignment]
         n.run = Run()  # type: ignore[assignment]
         n.store = Store("r-b")  # type: ignore[assignment]
         n.release = Release(id="r-new", host=n.host.name, playbook="two", playbook_sha256="0" * 64, created="now")

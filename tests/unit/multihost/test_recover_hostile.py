@@ -313,6 +313,37 @@ def test_a_link_lost_under_the_gpu_reset_reboots_the_host_and_says_so():
     assert new_boot < link.calls.index("systemctl start sglang", new_boot) < link.calls.index("unlock")
 
 
+class Resets(Link):
+    """A driver that resets the GPU when asked."""
+
+    def answer(self, command: str) -> tuple[int, str]:
+        if "-r -i" in command:
+            return 0, "GPU 00000000:01:00.0 was successfully reset."
+        return super().answer(command)
+
+
+@pytest.mark.parametrize("action,stop", [("reset", "systemctl stop sglang"), ("reboot", "systemctl reboot")])
+def test_a_replica_is_taken_out_of_its_router_under_the_lock_before_recover_stops_its_server(action, stop):
+    """Issue 52: `before_stop` (the router's take-out, fleet.cli.recover) runs once the host is recover's and
+    before the GPU reset stops the unit or the reboot takes the machine down."""
+    link = Resets()
+    link.facts = iter([wants_reset(action), healthy()])
+    result = rec.recover(HOST, ConnectOptions(), None, wait_s=5, sessions=link.open,
+                         before_stop=lambda s: link.calls.append("out of the router"))
+    assert result.ok and link.calls.count("out of the router") == 1
+    lock = next(c for c in link.calls if c.startswith("lock recover"))
+    assert link.calls.index(lock) < link.calls.index("out of the router") < link.calls.index(stop)
+
+
+@pytest.mark.parametrize("facts,dry_run", [(wants_reset(), True), (healthy(), False)])
+def test_a_dry_run_or_a_host_with_no_gpu_fault_is_never_taken_out_of_its_router(facts, dry_run):
+    link = Resets()
+    link.facts = iter([facts, healthy()])
+    rec.recover(HOST, ConnectOptions(), None, dry_run=dry_run, wait_s=5, sessions=link.open,
+                before_stop=lambda s: link.calls.append("out of the router"))
+    assert "out of the router" not in link.calls
+
+
 def test_recover_does_not_touch_a_host_another_operator_holds():
     link = Link(lock_error=hostlock.HostLockError("h1: locked by ana@ops1 pid 4242 for deploy glm5 since 16:40"))
     link.facts = iter([wants_reset()])

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from fleet import parallel
 from fleet.cli import deploy as deploy_cmd
@@ -26,7 +27,14 @@ from fleet.outcomes import DeployStatus
 from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 
-BOOK = Playbook.model_validate({"name": "llama", "model": {"path": "/m"}, "ladder": [{"name": "fast"}]})
+LLAMA = "name: llama\nmodel: {path: /m}\nladder:\n  - name: fast\n"
+BOOK = Playbook.model_validate(yaml.safe_load(LLAMA))
+
+
+def site(tmp_path: Path, name: str, text: str) -> None:
+    """A site of its own (FLEET_SITE, set by the caller) whose playbooks/ holds `name`, as deploy reads it."""
+    (tmp_path / "site/playbooks").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "site/playbooks" / f"{name}.yaml").write_text(text)
 
 
 def hosts(n: int) -> list[Host]:
@@ -69,7 +77,8 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
     book_path = tmp_path / "llama.yaml"
     book_path.write_text("name: llama\n")
-    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (BOOK, book_path))
+    site(tmp_path, "llama", LLAMA)
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path / "site"))
     monkeypatch.setattr(parallel, "MAX_WORKERS", 1)  # h1 waits in h0's batch behind it: a queued host
 
     def install(**kw):
@@ -210,9 +219,13 @@ def test_the_router_cleanup_runs_after_ctrl_c_with_every_hosts_place(fake, tmp_p
     assert done.router is not None and done.router.status == DeployStatus.OK and done.router.workers == ()
 
 
-ROUTED = Playbook.model_validate({"name": "replicas", "model": {"path": "/m"}, "ladder": [{"name": "fast"}],
-                                  "serve": {"host": "0.0.0.0", "api_key": {"env": "SGLANG_API_KEY"}},
-                                  "router": {"host": "h0"}})
+ROUTED = """name: replicas
+model: {path: /m}
+serve: {host: 0.0.0.0, api_key: {env: SGLANG_API_KEY}}
+router: {host: h0}
+ladder:
+  - name: fast
+"""
 
 
 @pytest.mark.parametrize(("serial", "batches"), [(None, [["h0"], ["h1"], ["h2"]]), ("2", [["h0", "h1"], ["h2"]])])
@@ -220,8 +233,8 @@ def test_a_router_playbook_without_serial_takes_one_replica_out_at_a_time(monkey
                                                                           batches):
     monkeypatch.setenv("SGLANG_API_KEY", "k")
     monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
-    (tmp_path / "replicas.yaml").write_text("name: replicas\n")
-    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (ROUTED, tmp_path / "replicas.yaml"))
+    site(tmp_path, "replicas", ROUTED)
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path / "site"))
     monkeypatch.setattr(deploy_cmd.routing, "prepare", lambda *a: Hooks(lambda d: DeployResult(
         d.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})))
     rc = deploy_cmd.deploy(hosts(3), "replicas", ConnectOptions(), True, False, False, serial=serial)

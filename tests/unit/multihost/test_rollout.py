@@ -19,7 +19,6 @@ from fleet.errors import InputError
 from fleet.inventory import Host
 from fleet.multihost import rollout
 from fleet.multihost.rollout import Amount
-from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 
 
@@ -90,9 +89,14 @@ def test_stop_reason():
     assert rollout.stop_reason(1, Amount(0), 3) == "1 host failed, more than --max-fail 0"
 
 
-BOOK = Playbook.model_validate({
-    "name": "llama", "model": {"path": "/m"}, "flags": {"tp-size": 2},
-    "ladder": [{"name": "greedy", "flags": {"mem-fraction-static": 0.99}}, {"name": "fast"}, {"name": "safe"}]})
+LLAMA = """name: llama
+model: {path: /m}
+flags: {tp-size: 2}
+ladder:
+  - {name: greedy, flags: {mem-fraction-static: 0.99}}
+  - name: fast
+  - name: safe
+"""
 
 
 @pytest.fixture
@@ -131,16 +135,24 @@ class Fake:
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path, state):
-    book_path = tmp_path / "llama.yaml"
-    book_path.write_text("name: llama\n")
-    monkeypatch.setattr(deploy_cmd, "load_playbook", lambda name: (BOOK, book_path))
+    (tmp_path / "site/playbooks").mkdir(parents=True)
+    (tmp_path / "site/playbooks/llama.yaml").write_text(LLAMA)  # the site's own playbook, as deploy reads it
+    monkeypatch.setenv("FLEET_SITE", str(tmp_path / "site"))
 
     def install(outcomes=None, **kw):
-        f = Fake(outcomes or {}, **kw)
-        monkeypatch.setattr(Deployer, "run", lambda self, dry_run=False, force=False: f.run(self))
-        return f
+        Scripted.fake = Fake(outcomes or {}, **kw)
+        return Scripted.fake
 
     return install
+
+
+class Scripted(Deployer):
+    """What deploys one host here (deploy's `deployer_of`): the test's Fake."""
+
+    fake: Fake
+
+    def run(self, dry_run=False, force=False):
+        return self.fake.run(self)
 
 
 def hosts(n: int) -> list[Host]:
@@ -150,7 +162,7 @@ def hosts(n: int) -> list[Host]:
 
 
 def run(capsys, n, **kw) -> tuple[int, dict]:
-    rc = deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, **kw)
+    rc = deploy_cmd.deploy(hosts(n), "llama", ConnectOptions(), True, False, False, deployer_of=Scripted, **kw)
     return rc, json.loads(capsys.readouterr().out)
 
 
@@ -203,7 +215,8 @@ def test_host_timeout_marks_the_host_failed_and_stops(fake, capsys):
 def test_host_timeout_waits_as_long_again_then_abandons_a_deploy_that_never_ends(fake, capsys):
     fake(slow={"h0": 3600})  # h0's thread never ends within the test: the run must not wait for it
     start = time.monotonic()
-    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False, host_timeout="0.3")
+    rc = deploy_cmd.deploy(hosts(2), "llama", ConnectOptions(), True, False, False, host_timeout="0.3",
+                           deployer_of=Scripted)
     assert time.monotonic() - start < 3
     out, err = capsys.readouterr()
     data = json.loads(out)
@@ -222,15 +235,17 @@ def test_the_next_batch_never_waits_for_the_thread_of_a_host_given_up_on(fake, c
 def test_bad_flags_fail_before_the_playbook_or_a_host(fake, capsys):
     f = fake()
     with pytest.raises(InputError, match="--serial"):
-        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, serial="0")
+        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, serial="0", deployer_of=Scripted)
     with pytest.raises(InputError, match="--max-fail"):
-        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, max_fail="lots")
+        deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), True, False, False, max_fail="lots",
+                          deployer_of=Scripted)
     assert f.log == [] and capsys.readouterr().out == ""
 
 
 def test_summary_and_board_render(fake, capsys):
     fake({"h1": "failed"})
-    rc = deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), False, False, False, serial="1,1")
+    rc = deploy_cmd.deploy(hosts(3), "llama", ConnectOptions(), False, False, False, serial="1,1",
+                           deployer_of=Scripted)
     out = capsys.readouterr().out
     assert rc == 1 and "rollout" in out and "3 hosts in 3 batches" in out and "skipped" in out
     board = Board([("h0", 1), ("h1", 2)], 2)

@@ -97,11 +97,10 @@ def hooks(tmp_path, monkeypatch):
     book = playbook.load(path)
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
     Run.runs = []
-    monkeypatch.setattr(routing, "read_file", lambda conn, host, path: b"")  # not the same unit: a new release
+    # the session's files are empty: not the same unit, a new release
     monkeypatch.setattr(routing, "port_problem", lambda *a: None)
     monkeypatch.setattr(routing, "venv_problem", lambda *a: None)
     monkeypatch.setattr(routing.restore, "unit_problem", lambda *a: None)
-    monkeypatch.setattr(routing.restore, "key_installed", lambda *a: True)
     monkeypatch.setattr(routing.restore, "install", lambda *a: None)
     monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
     h = Hooks(book, Path(path), host, ConnectOptions(), {"SGLANG_API_KEY": "k3y"}, lambda h, m: None,

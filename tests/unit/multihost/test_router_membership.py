@@ -170,3 +170,25 @@ def test_a_live_list_of_the_wrong_shape_is_data_not_a_crash(setup):
     live.list = [{"url": "x"}, ["y"], 7, None, url(0), "http://a b:1"]  # type: ignore[list-item]
     make(live).finish([replicas[1]], [result(replicas[1], DeployStatus.OK)])
     assert deployed == [[url(0), url(1)]]
+
+
+def test_a_replica_an_operation_started_again_goes_back_in_once_it_answers_and_not_before(setup):
+    """back_in after `inv recover` or a patch's put-back (issue 52): the server starts again only after the
+    operation, so the replica is put back once its /health answers, within the wait; never before it does."""
+    make, replicas, _ = setup
+    r0 = replicas[0]
+    live = Live([url(1)], set())
+    hooks = make(live)
+    looks: list[float] = []
+
+    def sleep(s: float) -> None:  # the server answers after the third look
+        looks.append(s)
+        if len(looks) == 3:
+            live.serving.add(url(0))
+
+    routing.back_in(hooks, r0, DeployStatus.FAILED, wait=60, sleep=sleep)
+    assert len(looks) == 3 and live.calls == [("add", url(0))] and live.list == [url(1), url(0)]
+
+    live = Live([url(1)], set())  # never answers: not put back, whatever the wait
+    routing.back_in(make(live), r0, DeployStatus.FAILED, wait=0.05, sleep=lambda s: None)
+    assert live.calls == [] and live.list == [url(1)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from rich.console import Console
 
@@ -122,23 +124,27 @@ def test_tune_table_shows_each_rungs_median_and_spread_and_the_decisions_below()
     assert below.startswith("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise")
 
 
-def _tuner(tmp_path, monkeypatch, answers):
+class Scripted(tuning.Tuner):
+    """A tuner whose benchmarks answer `answers` in turn (a record, or the error a run raises)."""
+
+    answers: Iterator[BenchRecord | Exception]
+
+    def bench(self, conn):
+        answer = next(self.answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _tuner(tmp_path, answers):
     path = tmp_path / "glm5.yaml"
     path.write_text("name: glm5\n")
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory/hosts.yaml").write_text("hosts:\n  sbx0: {address: 10.0.0.1}\n")
     host = load_inventory(tmp_path / "inventory/hosts.yaml").hosts["sbx0"]
     said: list[str] = []
-    t = tuning.Tuner(host, BOOK, path, ConnectOptions(), said.append, {}, lambda q: True, runs=2)
-    feed = iter(answers)
-
-    def run(*args, **kwargs):
-        answer = next(feed)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    monkeypatch.setattr(tuning.benching, "run", run)
+    t = Scripted(host, BOOK, path, ConnectOptions(), said.append, {}, lambda q: True, runs=2)
+    t.answers = iter(answers)
     previous = Release(id="r-before", host="sbx0", playbook="glm5", playbook_sha256="0" * 64, created="t")
     return t.measure_serving(object(), previous), said
 
@@ -147,16 +153,15 @@ def ok(tok):
     return BenchRecord(result=BenchResult(ok=True, output_throughput=tok))
 
 
-def test_the_release_serving_before_a_tune_is_measured_as_each_rung_is(tmp_path, monkeypatch):
-    runs, said = _tuner(tmp_path, monkeypatch, [ok(3000.0), ok(3700.0), ok(3740.0)])
+def test_the_release_serving_before_a_tune_is_measured_as_each_rung_is(tmp_path):
+    runs, said = _tuner(tmp_path, [ok(3000.0), ok(3700.0), ok(3740.0)])
     assert (runs.warmup, runs.tok_s, runs.median, runs.spread) == (3000.0, (3700.0, 3740.0), 3720.0, 40.0)
     assert any("release r-before: median of 2 runs" in m for m in said)
 
 
 @pytest.mark.parametrize("answers", [[ok(1.0), BenchRecord(result=BenchResult())], [ok(1.0), BenchError("refused")],
                                      [BenchRecord(result=BenchResult(ok=True))]])
-def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goes_on(tmp_path, monkeypatch,
-                                                                                    answers):
+def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goes_on(tmp_path, answers):
     answers = [*answers, BenchError("unused")]
-    runs, said = _tuner(tmp_path, monkeypatch, answers + [ok(1.0)] * 3)
+    runs, said = _tuner(tmp_path, answers + [ok(1.0)] * 3)
     assert runs is None and any("could not be measured" in m and "the fastest rung wins" in m for m in said)

@@ -35,7 +35,7 @@ class Conn:
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    monkeypatch.setattr(faulthook, "_steps", 0)
+    faulthook.number_from_one()
     for name in (faulthook.TRACE, faulthook.AT):
         monkeypatch.delenv(name, raising=False)
 
