@@ -188,17 +188,25 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, y
                                         "runs": "benchmark runs counted per serving rung, after one warm-up "
                                                 "(default: the playbook's bench.runs, 3); a later rung wins only "
                                                 "beyond both rungs' spreads and bench.min_gain",
+                                        "slo": "search the playbook's space (tune:) for the most requests per "
+                                               "second within this latency promise, e.g. ttft_p99=2s,tpot_p99=60ms",
+                                        "budget": "with --slo: server starts at most (default 6)",
+                                        "requests": "with --slo: requests per load point (default 1000)",
                                         "wide": WIDE_HELP})
 @reports_errors
 def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, json=False, yes=False,
-         accept_new_host_keys=False, ask_become_pass=False, runs=None, wide=False):
+         accept_new_host_keys=False, ask_become_pass=False, runs=None, wide=False, slo=None, budget=None,
+         requests=None):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
+    settings = tuning.slo_settings(slo, budget, requests)  # bad input: one line, exit 2, before any host
     hosts = cli.changing_hosts("tune", inventory, host, group, all_)
     playbook = cli.targets.playbook_for(hosts, playbook)
     cli.targets.confirm("tune", hosts, yes, [f"playbook: {playbook}", "every eligible rung restarts each host"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
+    if settings is not None:
+        raise Exit(code=tuning.slo_tune_command(hosts, playbook, opts, json, yes, settings, wide))
     raise Exit(code=tuning.tune_command(hosts, playbook, opts, json, yes, runs, wide))
 
 

@@ -321,8 +321,8 @@ class Playbook(Strict):
     router: Router | None = None
     canary: policy.Canary = policy.Canary()
     packages: dict[DistName, Pin] = {}  # none: the venv served as found, its versions recorded
-
-    _flags = field_validator("flags")(classmethod(lambda cls, v: _check_flags(v)))
+    tune: dict[str, list[FlagValue]] = {}  # `inv tune --slo`'s space narrowed: flag -> values (deploy/searchspace)
+    _flags = field_validator("flags", "tune")(classmethod(lambda cls, v: _check_flags(v)))
     _packages = field_validator("packages")(classmethod(lambda cls, v: pin_set(v)))
 
     @field_validator("ladder")

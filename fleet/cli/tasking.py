@@ -99,6 +99,8 @@ NUMBERS: dict[str, Callable[[str], Any]] = {
     "host_timeout": _seconds,
     "wait": _seconds,
     "runs": _whole(1, 20, "a whole number of benchmark runs"),
+    "budget": _whole(1, 100, "a whole number of server starts"),
+    "requests": _whole(10, 100_000, "a whole number of requests per load point"),
     "hosts": _whole(1, 64, "a whole number of hosts"),
     "sm": parse_sm,
 }

@@ -10,7 +10,7 @@ from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
-from fleet.multihost import tune
+from fleet.multihost import slotune, tune
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
@@ -55,3 +55,47 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
                               confirm, count)
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status in (DeployStatus.OK, DeployStatus.UNCHANGED) for r in results) else EXIT_HOST_FAILED
+
+
+def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json: bool, yes: bool,
+                     settings: slotune.SloSettings, wide: bool = False) -> int:
+    """`inv tune --slo`: the same questions and exit codes as a ladder tune; each trial and the winner's rung."""
+    book, path = load_playbook(name)
+    secrets = secrets_for(book)
+    check_units(book, hosts)
+
+    def confirm(question: str) -> bool:
+        if yes:
+            return True
+        raise InputError(f"{question.rsplit(' Go ahead?', 1)[0]} Pass --yes to go ahead")
+
+    def draw(r: tune.TuneResult) -> None:
+        from fleet.cli.hosttext import escape
+
+        console.print(f"{escape(r.host)}: {r.status}" + (f" ({escape(r.error)})" if r.error else ""))
+        if isinstance(r, slotune.SloTuneResult):
+            for reason in r.ruled_out:
+                console.print(f"  ruled out: {escape(reason)}")
+            for t in r.trials:
+                kept = f"{t.rate:.3g} req/s kept" if t.rate is not None else "none kept"
+                console.print(f"  {escape(t.name)}: {escape(str(t.outcome))}, {kept if t.outcome == 'READY' else ''}")
+            if r.rung_yaml:
+                console.print(f"winner within {escape(r.slo)}, as a rung for the playbook's ladder:")
+                console.print(escape(r.rung_yaml), end="")
+
+    fill_wheelhouse(hosts, book, path, opts)
+    results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm,
+                              tuner=slotune.SloTuner.with_settings(settings))
+    print_results(results, as_json, draw)
+    return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED
+
+
+def slo_settings(text: str | None, budget: int | None, requests: int | None) -> slotune.SloSettings | None:
+    """--slo and its numbers (None: a ladder tune); --budget or --requests without --slo is bad input."""
+    if text is None:
+        if budget is not None or requests is not None:
+            raise InputError("--budget and --requests go with --slo")
+        return None
+    from fleet.deploy import slo
+
+    return slotune.SloSettings(slo.parse(text), text, budget=budget or 6, requests=requests or slo.DEFAULT_REQUESTS)

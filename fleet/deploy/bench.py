@@ -58,7 +58,8 @@ class BenchError(FleetError):
 
 
 def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: str | None = None,
-            tokenizer: str | None = None, output_file: str | None = None, key_path: str | None = None) -> str:
+            tokenizer: str | None = None, output_file: str | None = None, key_path: str | None = None,
+            extra: tuple[str, ...] = ()) -> str:
     """The bench_serving invocation, shell-quoted: offline-safe dataset, fixed lengths, no progress bar.
     The tokenizer should be the local model folder: bench_serving otherwise loads it by the served model
     name, from the Hub, which an offline host cannot reach. With key_path (the server's key file), fleet's
@@ -79,6 +80,7 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
         argv += ["--tokenizer", tokenizer]
     if output_file:
         argv += ["--output-file", output_file]
+    argv += extra
     return benchrun.line(argv, {"CREDENTIALS_DIRECTORY": posixpath.dirname(key_path)} if key_path else None)
 
 

@@ -13,6 +13,7 @@ from fleet.ssh.remote import CommandResult, run
 
 SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
 MARK = "@@FLEET-BENCH"
+DETAILS = "details.jsonl"  # a relative --output-file lands in the script's temp folder; `details` prints it
 
 
 def line(argv: list[str], env: dict[str, str] | None = None) -> str:
@@ -22,9 +23,9 @@ def line(argv: list[str], env: dict[str, str] | None = None) -> str:
     return shlex.join(argv)
 
 
-def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25) -> str:
+def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: bool = False) -> str:
     """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
-    between markers."""
+    between markers (with `details`, bench_serving's output file DETAILS last)."""
     return (
         "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
         f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "
@@ -33,9 +34,10 @@ def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25) -> str:
         "kill $s 2>/dev/null; wait $s 2>/dev/null; "
         f"echo '{MARK} rc='$rc; echo '{MARK} out'; cat \"$d/out\"; "
         f"echo '{MARK} err'; tail -c 4000 \"$d/err\"; echo '{MARK} smi'; cat \"$d/smi\""
+        + (f"; echo '{MARK} details'; cat \"$d/{DETAILS}\" 2>/dev/null" if details else "")
     )
 
 
-def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float) -> CommandResult:
+def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float, details: bool = False) -> CommandResult:
     """`script` of `bench_cmd` on the host, given a minute past the benchmark's own timeout to answer."""
-    return run(conn, host, script(bench_cmd, timeout_s), timeout=timeout_s + 60)
+    return run(conn, host, script(bench_cmd, timeout_s, details=details), timeout=timeout_s + 60)

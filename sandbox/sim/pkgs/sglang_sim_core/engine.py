@@ -6,6 +6,9 @@ concurrency up to the modelled ceiling `rate` and a benchmark MEASURES it. The f
 after the prefill (prompt tokens at 5x the decode ceiling) plus its own decode step.
 SGLANG_SIM_TOKEN_TIME_SCALE multiplies every delay; SGLANG_SIM_STREAM_SLICE_MS caps how often a
 stream sends a chunk. Requests beyond --max-running-requests wait in a queue.
+The profile's perf_model (sglang_sim_core.perfmodel.Shape) adds: prefills one at a time, a decode stall
+while a large prefill chunk runs, eager (slower) steps above the captured graph batch, and each request's
+own pace spread.
 
 Text: a known-answer prompt ("2+2=" -> "4", the warm-up's "The capital city of France is" ->
 " Paris") is answered correctly unless the kernels are broken, in which case every generation is
@@ -28,6 +31,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
+
+from sglang_sim_core.perfmodel import Shape
 
 KNOWN_ANSWERS: list[tuple[str, list[str]]] = [
     ("2+2=", ["4"]),
@@ -141,10 +146,15 @@ class Engine:
         stream_slice: float = 0.04,
         regression: Regression = Regression(),
         seed: int | None = None,
+        shape: Shape | None = None,
     ) -> None:
+        self.shape = shape or Shape()
         self.rate = max(rate, 0.01)
         self.per_request = self.rate / max(saturation, 1)
-        self.prefill_rate = self.rate * 5.0  # prompt tok/s: prefill runs ~5x the decode ceiling
+        # prompt tok/s: prefill runs ~5x the decode ceiling (the profile's chunk size moves it)
+        self.prefill_rate = self.rate * 5.0 * self.shape.prefill_factor
+        self._prefill_free_at = 0.0  # serial prefills: when the prefill engine is free again
+        self._rng = random.Random()
         self.scale = token_time_scale
         self.garbage = garbage
         self.max_running_requests = max_running_requests
@@ -189,6 +199,28 @@ class Engine:
             time.sleep(delay)
 
     # -- generation -------------------------------------------------------------------------
+    def _prefill(self, prompt_tokens: int, scale: float) -> float:
+        """When the prompt's prefill ends (monotonic time), at `scale` (the request's, a regression's included).
+        Serial: after the prefills queued before it, as one prefill engine works through them (deadlines, not
+        sleeps, so a busy machine's oversleeping never adds up)."""
+        seconds = prompt_tokens / self.prefill_rate * scale
+        now = time.monotonic()
+        if not self.shape.serial_prefill:
+            return now + seconds
+        with self._lock:
+            self._prefill_free_at = max(now, self._prefill_free_at) + seconds
+            return self._prefill_free_at
+
+    def _step(self, running: int) -> float:
+        """Modelled seconds of one decode step of one request with `running` requests in the batch."""
+        step = 1.0 / min(self.per_request, self.rate / running)
+        shape = self.shape
+        if shape.graph_bs is not None and running > shape.graph_bs:
+            step /= shape.eager_factor
+        if shape.decode_stall != 1.0 and self._prefill_free_at > time.monotonic():  # a prefill chunk is running
+            step *= shape.decode_stall
+        return step
+
     def generate(
         self,
         prompt: str,
@@ -215,7 +247,9 @@ class Engine:
             self.stats.prompt_tokens_total += prompt_tokens
         try:
             # deadline-based pacing: oversleeping in one step is made up in the next
-            due = time.monotonic() + prompt_tokens / self.prefill_rate * scale
+            due = self._prefill(prompt_tokens, scale)
+            with self._lock:
+                pace = math.exp(self._rng.gauss(0.0, self.shape.request_sigma)) if self.shape.request_sigma else 1.0
             out_ids: list[int] = []
             text = ""
             last = start
@@ -226,9 +260,7 @@ class Engine:
                 # comes out of the prefill's step); a stream wakes at most every `slice` seconds of
                 # wall time and sends the tokens due meanwhile together (keeps a Python server able
                 # to deliver thousands of tok/s; throughput and TPOT are unaffected, ITL is coarser)
-                with self._lock:
-                    running = max(self.running, 1)
-                due += scale / min(self.per_request, self.rate / running)
+                due += scale * pace * self._step(max(self.running, 1))
                 text += tok
                 out_ids.append(token_id(tok))
                 if 0 < i < len(tokens) - 1 and due - last < self.slice:

@@ -19,6 +19,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import random
 import signal
 import sys
 import threading
@@ -27,7 +28,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sglang_sim_core import device, engine, env, livestate
+from sglang_sim_core import device, engine, env, livestate, perfmodel
 from sglang_sim_core.logs import uvicorn, uvicorn_error
 from sglang_sim_core.rank import RankContext
 
@@ -701,8 +702,9 @@ def launch_server(server_args: ServerArgs) -> int:
 
     tp0 = state.ready[0]
     profile = tp0["profile"]
+    shape = perfmodel.shape(perfmodel.load(), server_args, random.Random())  # this start's factors and noise
     state.engine = engine.Engine(
-        rate=profile["rate"],
+        rate=profile["rate"] * shape.rate_factor,
         saturation=profile["saturation"],
         max_running_requests=tp0["max_running_requests"],
         token_time_scale=env.token_time_scale(),
@@ -710,6 +712,7 @@ def launch_server(server_args: ServerArgs) -> int:
         max_total_tokens=tp0["max_total_num_tokens"],
         stream_slice=env.stream_slice(),
         regression=_regression(),
+        shape=shape,
     )
     _Handler.state = state
     try:

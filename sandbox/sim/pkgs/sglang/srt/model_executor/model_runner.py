@@ -15,7 +15,7 @@ import sys
 import time
 
 import torch
-from sglang_sim_core import env, gpufault, rendezvous
+from sglang_sim_core import env, gpufault, perfmodel, rendezvous
 from sglang_sim_core.rank import RankContext
 
 from sglang.srt import sim_release
@@ -46,8 +46,21 @@ class ModelRunner:
         self.init_torch_distributed()
         self.load_model()
         self.init_memory_pool()
+        self.profile_crash("attention")  # init_attention_backend follows the memory pool, as in sglang
         self.kernel_warmup()
         self.init_device_graphs()
+
+    def profile_crash(self, phase: str) -> None:
+        """A flag value the profile's perf_model says has no kernels for this SM dies here, in the release's words."""
+        import flashinfer
+
+        import sglang
+
+        installed = {"sglang": sglang.__version__, "flashinfer-python": flashinfer.__version__}
+        found = perfmodel.crash(perfmodel.load(), phase, self.server_args, self.rank.gpu.major, installed)
+        if found is not None:
+            kind, message = found
+            raise {"AssertionError": AssertionError, "ValueError": ValueError}.get(kind, RuntimeError)(message)
 
     # ------------------------------------------------------------------ phases
     def init_torch_distributed(self) -> None:
@@ -185,6 +198,7 @@ class ModelRunner:
         )
         self.facts["autotune"] = autotune
         self.facts["moe_tuned"] = autotune or not self.model.is_moe
+        self.profile_crash("moe")  # the MoE runner's JIT module is built at the first MoE warm-up
         if not autotune:
             return
         from flashinfer.autotuner import autotune as flashinfer_autotune

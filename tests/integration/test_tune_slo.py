@@ -1,0 +1,51 @@
+"""`inv tune --slo` end to end on the simulated seed machine (sbx0: 8x RTX PRO 6000, SM 12.0) with a small budget:
+a value whose kernels exclude SM120 is never started, every trial is one start of the server with its load points
+on it, and the winner (the most requests per second kept under the SLO) serves and comes back as a rung.
+Prompts of 16,384 tokens at 10x the modelled token speed: prefills of about 11 ms queue one after another, so TTFT
+is what the promise binds."""
+
+from __future__ import annotations
+
+import json
+
+import fleetcli
+import yaml
+from fleetcli import glm5_playbook, sh
+
+from fleet.playbook import Playbook
+
+SPACE = {"max-running-requests": [1024, 16], "attention-backend": ["fa3", "triton"], "chunked-prefill-size": [16384]}
+
+
+def test_tune_slo_keeps_the_promise_never_starts_a_gated_backend_and_writes_the_winner_as_a_rung(
+        sandbox, sandbox_inventory, tmp_path):
+    book = glm5_playbook(tmp_path, "glm5-slo", ladder=[{"name": "no-fusion"}], tune=SPACE,
+                         serve={"unit": "sglang", "port": 30000,
+                                "env": {"NCCL_P2P_DISABLE": "1",
+                                        "SGLANG_SIM_TOKEN_TIME_SCALE": {"env": "SGLANG_SIM_TOKEN_TIME_SCALE"}}},
+                         bench={"input_len": 16384, "output_len": 4, "timeout": 120})
+    rc, data, err = fleetcli.inv_json(sandbox, "tune", "--host", "sbx0", "--playbook", str(book), "--yes",
+                                      "--slo", "ttft_p99=250ms", "--budget", "4", "--requests", "100",
+                                      env={"SGLANG_SIM_TOKEN_TIME_SCALE": "0.1"})  # a *TOKEN* name reads as a secret
+    assert rc == 0 and data["status"] == "ok", err[-4000:]
+    assert any("--attention-backend fa3" in r and "SM8x, SM9x only" in r for r in data["ruled_out"])
+    trials = data["trials"]
+    assert [t["flags"] for t in trials] == [{}, {"max-running-requests": 16}, {"attention-backend": "triton"},
+                                            {"chunked-prefill-size": 16384}][:len(trials)]
+    assert all("fa3" not in json.dumps(t["flags"]) for t in trials) and len(trials) == 4
+    assert all(t["outcome"] == "READY" and t["rate"] and all(p["requests"] == 100 for p in t["points"]
+                                                             if p["passed"]) for t in trials)
+    rates = {t["name"]: t["rate"] for t in trials}
+    assert data["winner"] == max(rates, key=rates.get) and data["winner_rate"] == max(rates.values())
+    rung = yaml.safe_load(data["rung"])[0]
+    assert Playbook.model_validate({"name": "x", "model": {"path": "/m"}, "ladder": [rung]}).ladder[0].name \
+        == data["winner"]
+    unit = sh(sandbox_inventory, "sbx0", "cat /etc/systemd/system/sglang.service")
+    for flag, value in rung["flags"].items():
+        assert f"--{flag} {value}" in unit or f"--{flag}={value}" in unit, unit
+    assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(data["release"])
+    # one start per trial (and the winner's again when it was not the last): the load points restart nothing
+    starts = len(trials) + (1 if data["final"] else 0)
+    log = sh(sandbox_inventory, "sbx0", "journalctl -u sglang -o cat --no-pager")
+    assert log.count("The server is fired up and ready to roll!") >= starts
+    print(json.dumps({t["name"]: t["rate"] for t in trials}), data["winner"])  # figures for the commit message
