@@ -26,10 +26,14 @@ os.environ["FLEET_SANDBOX_ONLY"] = "1"
 # The instance the person running the suite named (before this file names one): one instance, one serial run.
 _NAMED_INSTANCE = os.environ.get("FLEET_SANDBOX_INSTANCE") if not os.environ.get("PYTEST_XDIST_WORKER") else None
 os.environ.setdefault("FLEET_SANDBOX_INSTANCE", "test")  # "dev" runs a second suite alongside
-# fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/.
-os.environ.setdefault("FLEET_STATE_DIR", tempfile.mkdtemp(prefix="fleet-test-state-"))
-# nor reads the user's wheelhouse: a test that installs packages: builds its own (sandbox/sim/wheels.py)
-os.environ.setdefault("FLEET_WHEELHOUSE", tempfile.mkdtemp(prefix="fleet-test-wheelhouse-"))
+# fleet's local state (facts, known-good rungs) of the tests never mixes with the user's .fleet/, nor reads the
+# user's wheelhouse (a test that installs packages builds its own: sandbox/sim/wheels.py). Made here once per run
+# (a worker inherits its controller's and takes a folder in it by lane), removed when this process ends.
+_MADE: list[Path] = []
+for _var, _prefix in (("FLEET_STATE_DIR", "fleet-test-state-"), ("FLEET_WHEELHOUSE", "fleet-test-wheelhouse-")):
+    if _var not in os.environ:
+        _MADE.append(Path(tempfile.mkdtemp(prefix=_prefix)))
+        os.environ[_var] = str(_MADE[-1])
 
 
 def lanes() -> list[str]:
@@ -41,6 +45,9 @@ def lanes() -> list[str]:
 
 
 _HELD: dict[str, int] = {}  # instance -> the fd of its lock, held for this process's life (the kernel lets go)
+# Where the locks live: root's under /run/lock (no clean-up of /tmp removes a lock a live run holds), others' in /tmp.
+_LOCKS = (Path("/run/lock/fleet-sandbox") if os.geteuid() == 0 and Path("/run/lock").is_dir()
+          else Path(tempfile.gettempdir()) / f"fleet-sandbox-locks-{os.getuid()}")
 
 
 def hold(instance: str) -> bool:
@@ -49,7 +56,7 @@ def hold(instance: str) -> bool:
     what the dead one left."""
     if instance in _HELD:
         return True
-    folder = Path(tempfile.gettempdir()) / f"fleet-sandbox-locks-{os.getuid()}"
+    folder = _LOCKS
     folder.mkdir(mode=0o700, exist_ok=True)
     fd = os.open(folder / f"{instance}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -75,14 +82,16 @@ def _free_lane(worker: str) -> str:
 
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...: this process is one of a parallel run's workers
-# Once per process: this file loaded again by path (a test reads lanes() from it) must not take a second lane.
-if WORKER and os.environ.get("FLEET_TEST_LANE_OF") != str(os.getpid()):
+# Once per worker: this file loaded again by path (a test reads lanes() from it), or by a process the worker started
+# (it inherits PYTEST_XDIST_WORKER), takes no second lane.
+if WORKER and "FLEET_TEST_LANE_OF" not in os.environ:
     os.environ["FLEET_TEST_LANE_OF"] = str(os.getpid())
     # Everything a sandbox test shares with the other workers is made per worker here, before any test (or fleet)
-    # reads it: the fleet (instance: hosts, addresses, bridge, inventory, known_hosts) and the local state folders.
+    # reads it: the fleet (instance: hosts, addresses, bridge, inventory, known_hosts) and the local state folders,
+    # by lane (a lane is one run's at a time, even when two runs were given the same FLEET_STATE_DIR).
     os.environ["FLEET_SANDBOX_INSTANCE"] = _free_lane(WORKER)
     for _var in ("FLEET_STATE_DIR", "FLEET_WHEELHOUSE"):
-        _mine = Path(os.environ[_var]) / WORKER
+        _mine = Path(os.environ[_var]) / os.environ["FLEET_SANDBOX_INSTANCE"]
         _mine.mkdir(parents=True, exist_ok=True)
         os.environ[_var] = str(_mine)
 
@@ -110,6 +119,12 @@ def _own_fleet_state(tmp_path_factory):
 def pytest_cmdline_main(config):
     """Before pytest-xdist starts workers: a run on one named instance is serial (one instance is one fleet), and a
     parallel run has a lane for every worker."""
+    from sandbox.config import _INSTANCES
+
+    unknown = [name for name in lanes() if name not in _INSTANCES]
+    if unknown:
+        raise pytest.UsageError(f"FLEET_SANDBOX_LANES: no sandbox instance {', '.join(unknown)} (lanes are "
+                                f"lane0..lane7; sandbox/config.py)")
     n = getattr(config.option, "numprocesses", None)
     if not n:
         return
@@ -176,16 +191,34 @@ def pytest_sessionstart(session):
 
         blackhole.install()
         if WORKER and os.environ["FLEET_SANDBOX_INSTANCE"] in _HELD:
-            _down_what_a_dead_run_left()
+            _down_what_a_dead_run_left(os.environ["FLEET_SANDBOX_INSTANCE"])
 
 
-def _down_what_a_dead_run_left() -> None:
-    """A worker's lane as a run killed in the middle left it (hosts still running, its namespaces and bridge) goes
-    down before anything else, even on a worker that runs no sandbox test (the session fixture downs it too)."""
+def pytest_sessionfinish(session):
+    """The controller of a parallel run, at its end: a lane nobody holds that still has hosts (a worker that
+    crashed mid-run, its replacement on another lane) goes down, so the run leaves no fleet behind."""
+    if WORKER or not getattr(session.config.option, "numprocesses", None) or os.geteuid() != 0:
+        return
+    for lane in lanes():
+        if hold(lane):
+            try:
+                _down_what_a_dead_run_left(lane)
+            finally:
+                os.close(_HELD.pop(lane))
+
+
+def pytest_unconfigure(config):
+    for made in _MADE:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+def _down_what_a_dead_run_left(instance: str) -> None:
+    """A lane as a run killed in the middle left it (hosts still running, its namespaces and bridge) goes down:
+    on a worker before anything else, even one that runs no sandbox test (the session fixture downs it too)."""
     from sandbox.config import config
     from sandbox.hosts import Sandbox
 
-    sb = Sandbox(config(), log=lambda m: None)
+    sb = Sandbox(config(instance), log=lambda m: None)
     if sb.load_state() is not None:
         sb.down()
 
