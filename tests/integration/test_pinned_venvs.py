@@ -101,8 +101,10 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     rc, fourth, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=env)
     assert rc == 0 and fourth["status"] == "ok", err[-3000:]
     assert f"pruned venvs no release refers to: {new_venv.rsplit('/', 1)[1]}" in err
-    assert sh(sandbox_inventory, HOST, "ls /var/lib/fleet/venvs /var/lib/fleet/venvs/.build").split() == [
-        "/var/lib/fleet/venvs:", old_venv.rsplit("/", 1)[1], "builds.log", "/var/lib/fleet/venvs/.build:",
+    # ls sorts by name: the venv's id is a digest, before or after builds.log
+    assert sorted(sh(sandbox_inventory, HOST, "ls /var/lib/fleet/venvs").split()) == sorted(
+        [old_venv.rsplit("/", 1)[1], "builds.log"])
+    assert sh(sandbox_inventory, HOST, "ls /var/lib/fleet/venvs/.build").split() == [
         sh(sandbox_inventory, HOST, f"readlink {old_venv}").strip().split("/")[1]]
 
 
@@ -120,10 +122,19 @@ def test_a_pin_with_no_wheel_is_one_line_exit_2_and_nothing_stopped(sandbox, san
 def test_a_venv_that_fails_to_build_leaves_the_old_server_serving(sandbox, sandbox_inventory, house, tmp_path):
     broken = tmp_path / "house"
     shutil.copytree(house, broken)
-    # a wheel pip resolves (its METADATA and WHEEL are whole) but refuses to install: a file outside the venv (one
-    # that is not a zip at all is refused on the controller, by the resolve, before any host)
-    with zipfile.ZipFile(broken / "flashinfer_python-0.6.3-py3-none-any.whl", "a") as zf:
-        zf.writestr("../outside.py", "x = 1\n")
+    # a wheel pip resolves (its METADATA and WHEEL are whole, every name inside the venv) but cannot install: a
+    # member whose bytes fail their CRC (one that is not a zip at all is refused on the controller by the resolve,
+    # one with a path outside the venv by the wheel check, before any host)
+    wheel = broken / "flashinfer_python-0.6.3-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr(zipfile.ZipInfo("flashinfer/broken_member.py"), "x = 1\n" * 64)
+    with zipfile.ZipFile(wheel) as zf:
+        info = zf.getinfo("flashinfer/broken_member.py")
+    with open(wheel, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        f.write(b"y")  # stored, not compressed: the member's first byte, so its CRC no longer holds
     before = state(sandbox_inventory)
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages={"sglang": "0.5.9",
                                                                            "flashinfer-python": "0.6.3"})

@@ -14,6 +14,19 @@ VERBATIM = {"topo-m.txt": "topo -m", "L.txt": "-L", "version.txt": "--version",
             "topo-p2p-r.txt": "topo -p2p r", "topo-p2p-w.txt": "topo -p2p w"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _idle_hosts(_sandbox_session):
+    """The stand-ins answer as the profile's idle GPUs only with no simulated server left running on the host by
+    an earlier module of this worker (in a parallel run the modules come in another order than the serial one)."""
+    from fleet import inventory
+
+    sandbox, profiles = _sandbox_session
+    sandbox.up(len(profiles), profiles)
+    hosts = inventory.load(str(sandbox.cfg.inventory_path)).hosts
+    for host in hosts.values():
+        sh(host, "systemctl stop 'sglang*' 'simrow*' 2>/dev/null; pkill -KILL -f 'sglang.launch_server' ; true")
+
+
 def _sh(inv, name, command):
     return sh(inv.hosts[name], command)
 
