@@ -286,8 +286,9 @@ def stray(path: Path) -> str | None:
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
-                if outside(info.filename):
-                    return f"holds {said(info.filename)[:120]!r}, a path outside the venv"
+                # zipfile cuts a name at its NUL (`filename`); installers may read the whole (`orig_filename`)
+                if outside(info.filename) or outside(info.orig_filename):
+                    return f"holds {said(info.orig_filename)[:120]!r}, a path outside the venv"
                 if stat.S_ISLNK(info.external_attr >> 16):
                     return f"holds {said(info.filename)[:120]!r} as a symbolic link"
                 try:

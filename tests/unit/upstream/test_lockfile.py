@@ -181,3 +181,17 @@ def test_a_wheel_with_a_link_or_a_local_header_naming_another_path_is_refused(ho
     torch.write_bytes(data.replace(b"torch/okfile.py", b"torch/../out.py", 1))  # the first: the local header
     with pytest.raises(WheelhouseError, match=r"names 'torch/okfile.py' otherwise in its local header"):
         lockfile.ensure(tmp_path / "b.lock", PINS, HOST, house)
+
+
+def test_a_wheel_whose_member_name_holds_a_nul_is_refused(house, tmp_path):
+    # the review: zipfile's `filename` stops at the NUL, so the check read 'torch/ok.py' and passed the wheel
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    _add(torch, "torch/ok.py@/../../../outside.py")
+    data = torch.read_bytes()
+    assert data.count(b"ok.py@") == 2  # the local header and the directory
+    torch.write_bytes(data.replace(b"ok.py@", b"ok.py\0"))
+    with pytest.raises(WheelhouseError) as caught:
+        lockfile.ensure(tmp_path / "a.lock", PINS, HOST, house)
+    assert str(caught.value) == (f"{torch}: holds 'torch/ok.py?/../../../outside.py', a path outside the venv: "
+                                 "refused, nothing was sent")
+    assert not (tmp_path / "a.lock").exists()
