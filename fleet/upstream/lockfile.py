@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ HEADER = ("# fleet's lock of this playbook's packages: (written by `inv check --
           "# Review it like code. A wheel whose sha256 differs from the one here is refused; to take a rebuilt wheel\n"
           "# or new pins on purpose: inv check --lock --playbook NAME, then review and commit the diff.\n")
 MAX_LOCK = 4 << 20  # a lock larger than this is not read
+NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE | re.ASCII)  # PEP 508's name
 
 
 class LockError(WheelhouseError):
@@ -84,13 +86,19 @@ def load(path: Path) -> list[Entry]:
         raise _bad(path, f"is larger than {MAX_LOCK} bytes")
     try:
         data = yaml.load(text, Loader=_NoAliases) or {}
-        return [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
-                      Target(str(e["python"]), str(e["machine"]), _opt(e.get("glibc")), _opt(e.get("python_full"))),
-                      tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
-                            for w in e["wheels"]))
-                for e in data["locked"]]
+        entries = [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
+                         Target(str(e["python"]), str(e["machine"]), _opt(e.get("glibc")),
+                                _opt(e.get("python_full"))),
+                         tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
+                               for w in e["wheels"]))
+                   for e in data["locked"]]
     except (yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad(path, f"is not a lock fleet wrote ({type(exc).__name__})") from None
+    for e in entries:  # a name is given to pip: '--requirement' would be read as its option
+        for name in (*(d for d, _ in e.pins), *(w.name for w in e.wheels)):
+            if not NAME.fullmatch(name):
+                raise _bad(path, f"locks {wheelhouse.said(name)[:60]!r}, which is no distribution name (PEP 508)")
+    return entries
 
 
 def _opt(value: object) -> str | None:

@@ -213,12 +213,13 @@ def fetch_refused() -> str | None:
 
 def download_command(requirement: str, target: Target, dest: Path | str) -> list[str]:
     """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them).
-    No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it."""
+    No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it. `--`
+    before the requirement: one that begins with '-' is never read as pip's option."""
     abi = "cp" + target.python.replace(".", "")
     return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.full or target.python,
             "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
             *(a for p in target.platforms() for a in ("--platform", p)),
-            "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), requirement]
+            "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), "--", requirement]
 
 
 def _meets(filename: str, requirement: Requirement) -> bool:
