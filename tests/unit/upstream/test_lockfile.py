@@ -12,7 +12,7 @@ import pytest
 from test_resolver import HOST, wheel
 from test_wheelhouse_fetch import index
 
-from fleet.upstream import lockfile
+from fleet.upstream import lockfile, wheelhouse
 from fleet.upstream.lockfile import LockError
 from fleet.upstream.wheelhouse import Target, WheelhouseError
 
@@ -195,3 +195,30 @@ def test_a_wheel_whose_member_name_holds_a_nul_is_refused(house, tmp_path):
     assert str(caught.value) == (f"{torch}: holds 'torch/ok.py?/../../../outside.py', a path outside the venv: "
                                  "refused, nothing was sent")
     assert not (tmp_path / "a.lock").exists()
+
+
+@pytest.mark.parametrize("script", ["../../../tmp/outside", "sub/tool", "..\\tool", "tool..x"])
+def test_a_wheel_naming_a_script_as_a_path_is_refused_before_any_host(house, tmp_path, script):
+    # the review: pip refused '../x = os:getcwd' in entry_points.txt only on the host, after the wheel was sent
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    with zipfile.ZipFile(torch, "a") as zf:
+        zf.writestr("torch-2.9.1.dist-info/entry_points.txt", f"[gui_scripts]\nok = a:b\n{script} = os:getcwd\n")
+    with pytest.raises(WheelhouseError) as caught:
+        lockfile.ensure(tmp_path / "a.lock", PINS, HOST, house)
+    assert str(caught.value) == (f"{torch}: names the script {script!r} in entry_points.txt, a path outside the "
+                                 "venv's bin/: refused, nothing was sent")
+
+
+def test_a_wheel_whose_dist_info_is_another_distribution_or_version_is_refused(house):
+    # pip's resolve passes over such a wheel, but a lock may name it (its sha256 is the lock's): the host's pip
+    # refused it only once it was sent
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    (house / "torch-2.14.1-py3-none-any.whl").rename(torch)  # its .dist-info says 2.14.1
+    assert wheelhouse.stray(torch) == "holds 'torch-2.14.1.dist-info', which is not torch 2.9.1 as its file name says"
+    torch.unlink()
+    wheel(house, "torch", "2.9.1")
+    assert wheelhouse.stray(torch) is None
+    _add(torch, "Torch-2.9.1.dist-info/RECORD")  # another spelling of the same: pip sees two
+    assert wheelhouse.stray(torch) == "holds 2 .dist-info folders, not one"
+    sglang = house / "sglang-0.5.9-py3-none-any.whl"
+    assert wheelhouse.stray(sglang.rename(house / "sglang-0.5.9-py2-none-any.whl")) is None  # tags are not its name
