@@ -31,7 +31,7 @@ from fleet.host import programs as hostside
 from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
-from fleet.progress import Progress, ticking
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.remote import CommandTimedOut, OutputTooLarge, run
 from fleet.upstream import lockfile, resolver, wheelhouse
 from fleet.upstream.wheelhouse import Wheel
@@ -225,13 +225,13 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
 
 
 def _plan(conn: Connection, host: Host, pins: dict[str, str], lock: Path | None,
-          write: bool = True) -> tuple[str, list[Wheel]]:
+          write: bool = True, say: Progress = quiet) -> tuple[str, list[Wheel]]:
     """The host's Python and the wheels of its venv: the lock's, verified (fleet.upstream.lockfile), where a lock
     is given; else pip's resolve over the wheelhouse."""
     target = host_target(conn, host)
     try:
         if lock is not None:
-            wheels = lockfile.ensure(lock, pins, target, write=write)
+            wheels = lockfile.ensure(lock, pins, target, write=write, say=say)
         else:
             wheels = resolver.resolve(pins, target)
             wheelhouse.contained(wheels)
@@ -252,7 +252,7 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
     where a lock is given; VenvError with one line otherwise (a lost link is raised as it is). Never stops or
     touches a server."""
     start = time.monotonic()
-    python, wheels = _plan(conn, host, pins, lock)
+    python, wheels = _plan(conn, host, pins, lock, say=say)
     digest = wheelhouse.digest(pins, python, [w.sha256 for w in wheels])
     venv = Venv(path_of(digest), digest, python)
     if exists(conn, host, venv.path):

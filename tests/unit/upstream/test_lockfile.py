@@ -55,9 +55,9 @@ def test_an_entry_is_the_hosts_full_python_version_and_one_that_states_none_stan
     lockfile.ensure(lock, PINS, seven, house)
     assert "python_full: 3.11.7" in lock.read_text()
     assert lockfile.find(lockfile.load(lock), PINS, seven).target == seven
-    assert lockfile.find(lockfile.load(lock), PINS, two) is None  # resolved for its own version, and locked
-    lockfile.ensure(lock, PINS, two, house)
-    assert {e.target.full for e in lockfile.load(lock)} == {"3.11.7", "3.11.2"}
+    assert lockfile.find(lockfile.load(lock), PINS, two) is None  # not this entry's own version
+    lockfile.ensure(lock, PINS, Target("3.12", "x86_64", "2.36", "3.12.1"), house)  # another X.Y: its own entry
+    assert {e.target.full for e in lockfile.load(lock)} == {"3.11.7", "3.12.1"}
     older = tmp_path / "older.lock"  # written before hosts said their full version (or by inv check --lock)
     lockfile.ensure(older, PINS, HOST, house)
     assert "python_full" not in older.read_text()
@@ -222,3 +222,46 @@ def test_a_wheel_whose_dist_info_is_another_distribution_or_version_is_refused(h
     assert wheelhouse.stray(torch) == "holds 2 .dist-info folders, not one"
     sglang = house / "sglang-0.5.9-py3-none-any.whl"
     assert wheelhouse.stray(sglang.rename(house / "sglang-0.5.9-py2-none-any.whl")) is None  # tags are not its name
+
+
+
+def _small(tmp_path: Path, *sglang_requires: str, torch_python: str | None = None) -> Path:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    wheel(folder, "sglang", "0.5.9", "torch==2.9.1", *sglang_requires)
+    wheel(folder, "torch", "2.9.1", python=torch_python)
+    wheel(folder, "typing-extensions", "4.15.0")
+    return folder
+
+
+TWO, NINE = Target("3.11", "x86_64", "2.36", "3.11.2"), Target("3.11", "x86_64", "2.36", "3.11.9")
+
+
+def test_an_entry_of_an_older_full_version_covers_the_host_where_every_wheel_reads_both_alike(tmp_path):
+    # the review: a host upgraded from 3.11.2 to 3.11.9 no longer matched its entry; the deploy resolved again and
+    # wrote a second entry without a word
+    folder, lock, said = _small(tmp_path, torch_python=">=3.9"), tmp_path / "llama.lock", []
+    first = lockfile.ensure(lock, {"sglang": "0.5.9"}, TWO, folder)
+    text = lock.read_text()
+    again = lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder, say=said.append)
+    assert [w.sha256 for w in again] == [w.sha256 for w in first] and lock.read_text() == text
+    assert said == ["llama.lock: the entry locked for Python 3.11.2 holds for this host's 3.11.9 (every wheel's "
+                    "Requires-Python and markers read both alike)"]
+
+
+@pytest.mark.parametrize(("requires", "torch_python", "why"), [
+    ((), ">=3.11,<3.11.5", "torch-2.9.1-py3-none-any.whl requires Python >=3.11,<3.11.5"),
+    (('typing-extensions; python_full_version < "3.11.5"',), None,
+     'sglang-0.5.9-py3-none-any.whl requires typing-extensions; python_full_version < "3.11.5"')])
+def test_an_entry_of_an_older_full_version_that_reads_the_new_one_otherwise_is_refused_in_one_line(
+        tmp_path, requires, torch_python, why):
+    folder, lock = _small(tmp_path, *requires, torch_python=torch_python), tmp_path / "llama.lock"
+    lockfile.ensure(lock, {"sglang": "0.5.9"}, TWO, folder)
+    text = lock.read_text()
+    with pytest.raises(LockError) as caught:
+        lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder)
+    assert str(caught.value) == (
+        f"{lock}: these pins are locked for Python 3.11.2, not this host's 3.11.9, and {why}: refused, nothing was "
+        "sent (to lock 3.11.9 on purpose: delete that entry from llama.lock, deploy again, review and commit the "
+        "diff; README, 'Pinned packages and their lock')")
+    assert lock.read_text() == text
