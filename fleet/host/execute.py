@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 120.0  # what `inv exec` waits for one host's command when no --timeout is given
 MAX_TIMEOUT_S = 86400.0  # a deadline, not a way to wait forever (and what timers can hold)
+MIN_TIMEOUT_S = 0.001  # what the host is given is written in milliseconds at most
 KILL_AFTER_S = 5  # exec.sh's KILL_AFTER: from TERM to KILL on the host
 # timeout(1)'s exit status when it ended the command: 124 after TERM, 128+9 when KILL was needed
 ENDED_BY_TIMEOUT = (124, 137)
@@ -38,9 +39,17 @@ def parse_timeout(text: str | float | None) -> float:
         raise InputError(f"--timeout {str(text)[:40]!r}: not a number of seconds") from None
     if not value > 0 or not math.isfinite(value):
         raise InputError(f"--timeout {str(text)[:40]!r}: must be a positive number of seconds")
+    if value < MIN_TIMEOUT_S:
+        raise InputError(f"--timeout {str(text)[:40]!r}: at least {MIN_TIMEOUT_S:.3f} seconds (a millisecond)")
     if value > MAX_TIMEOUT_S:
         raise InputError(f"--timeout {str(text)[:40]!r}: at most {MAX_TIMEOUT_S:g} seconds (a day)")
     return value
+
+
+def seconds(value: float) -> str:
+    """A deadline as the host is given it: a plain decimal, at most milliseconds ('0.001', '2.5', '120'), never
+    Python's '1e-05', which systemd's time spans (RuntimeMaxSec) refuse."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
@@ -60,7 +69,7 @@ def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
 
 def run_one(conn: Connection, host: Host, command: str, timeout: float) -> CommandResult:
     """One host's command through exec.sh; the channel waits a little longer than the host's own deadline."""
-    wrapped = programs.sh_command("exec.sh", f"{timeout:g}", command)
+    wrapped = programs.sh_command("exec.sh", seconds(timeout), command)
     grace = KILL_AFTER_S + CHANNEL_SLACK_S
     start = time.monotonic()
     try:
@@ -78,6 +87,7 @@ def run_one(conn: Connection, host: Host, command: str, timeout: float) -> Comma
 def ended(exited: int, stderr: str) -> str:
     """How exec.sh ended a command at its deadline, from its exit status and its own line on stderr."""
     how = "TERM" if exited == 124 else f"TERM, then KILL {KILL_AFTER_S}s later"
-    if any(line.startswith(GROUP_ONLY) for line in stderr.splitlines()):
+    # exec.sh writes its line before the command runs: only stderr's first line can be its
+    if stderr.split("\n", 1)[0].startswith(GROUP_ONLY):
         return f"its process group sent {how} by timeout(1); this host has no systemd scope for what left it"
     return f"everything it started, in its own systemd scope, sent {how}"

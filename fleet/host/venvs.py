@@ -24,13 +24,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fabric import Connection
+from packaging.version import Version
 
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
-from fleet.progress import Progress, ticking
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.remote import CommandTimedOut, OutputTooLarge, run
 from fleet.upstream import lockfile, resolver, wheelhouse
 from fleet.upstream.wheelhouse import Wheel
@@ -39,7 +40,9 @@ VENVS = f"{ROOT}/venvs"
 WHEELS = f"{ROOT}/wheels"
 BUILD_TIMEOUT_S = 1800  # a real torch + flashinfer install from local wheels takes minutes
 SEND_RATE = 5e6  # bytes/s a wheel is given at least to reach the host (torch's wheel is about 900 MB)
-_TARGET = re.compile(r"(3\.\d{1,2}) (3\.\d{1,2}\.\d{1,3}) ([A-Za-z0-9_]{1,20}) (2\.\d{1,3}|-)")
+# ASCII digits only: `\d` also takes '\uff11' (a full-width 1), which int() reads and markers then compare as text
+_TARGET = re.compile(r"(3\.[0-9]{1,2}) (3\.[0-9]{1,2}\.[0-9]{1,3}) ([A-Za-z0-9_]{1,20}) (2\.[0-9]{1,3}|-)", re.ASCII)
+MAX_MICRO = 99  # a CPython X.Y.Z past this is no release (3.11 stopped at 3.11.14 in 2025)
 _FREE = re.compile(r"\d{1,15}")
 SPACE_MARGIN = 1.25  # an installed venv grows past its wheels' unpacked size (bytecode, pip's temp files)
 _VENV = re.compile(re.escape(VENVS) + r"/[0-9a-f]{16}")
@@ -98,9 +101,13 @@ def parse_target(output: str) -> wheelhouse.Target:
     """'3.11 3.11.2 x86_64 2.36' (python3's version, its full version, machine, glibc; '-' without glibc) from the
     host's answer; VenvError for anything else (the host's text is never trusted)."""
     m = _TARGET.fullmatch(output.strip())
-    if not m or not m.group(2).startswith(m.group(1) + "."):
-        raise VenvError(f"the host's python3 did not say its version and platform (said {output.strip()[:60]!r})")
-    return wheelhouse.Target(m.group(1), m.group(3), None if m.group(4) == "-" else m.group(4), m.group(2))
+    if m:  # '3.11.007' is 3.11.7, as packaging reads it; what the lock and pip are given
+        short, full = Version(m.group(1)).release, Version(m.group(2)).release
+        if full[:2] == short and full[2] <= MAX_MICRO:
+            python = f"{short[0]}.{short[1]}"
+            glibc = None if m.group(4) == "-" else f"2.{int(m.group(4)[2:])}"
+            return wheelhouse.Target(python, m.group(3), glibc, f"{python}.{full[2]}")
+    raise VenvError(f"the host's python3 did not say its version and platform (said {output.strip()[:60]!r})")
 
 
 def space_problem(free: int, send: int, venv: int) -> str | None:
@@ -218,13 +225,13 @@ def _send(conn: Connection, host: Host, wheels: list[Wheel], say: Progress) -> t
 
 
 def _plan(conn: Connection, host: Host, pins: dict[str, str], lock: Path | None,
-          write: bool = True) -> tuple[str, list[Wheel]]:
+          write: bool = True, say: Progress = quiet) -> tuple[str, list[Wheel]]:
     """The host's Python and the wheels of its venv: the lock's, verified (fleet.upstream.lockfile), where a lock
     is given; else pip's resolve over the wheelhouse."""
     target = host_target(conn, host)
     try:
         if lock is not None:
-            wheels = lockfile.ensure(lock, pins, target, write=write)
+            wheels = lockfile.ensure(lock, pins, target, write=write, say=say)
         else:
             wheels = resolver.resolve(pins, target)
             wheelhouse.contained(wheels)
@@ -245,7 +252,7 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
     where a lock is given; VenvError with one line otherwise (a lost link is raised as it is). Never stops or
     touches a server."""
     start = time.monotonic()
-    python, wheels = _plan(conn, host, pins, lock)
+    python, wheels = _plan(conn, host, pins, lock, say=say)
     digest = wheelhouse.digest(pins, python, [w.sha256 for w in wheels])
     venv = Venv(path_of(digest), digest, python)
     if exists(conn, host, venv.path):

@@ -16,25 +16,30 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from fleet.errors import InputError
 from fleet.progress import Progress, quiet
 from fleet.upstream import corpus, resolver, wheelhouse
-from fleet.upstream.pins import canonical
+from fleet.upstream.pins import canonical, environment, requirements
 from fleet.upstream.wheelhouse import Target, Wheel, WheelhouseError
 
 HEADER = ("# fleet's lock of this playbook's packages: (written by `inv check --lock` or a pin set's first deploy).\n"
           "# Review it like code. A wheel whose sha256 differs from the one here is refused; to take a rebuilt wheel\n"
           "# or new pins on purpose: inv check --lock --playbook NAME, then review and commit the diff.\n")
 MAX_LOCK = 4 << 20  # a lock larger than this is not read
+NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE | re.ASCII)  # PEP 508's name
 
 
 class LockError(WheelhouseError):
@@ -84,13 +89,19 @@ def load(path: Path) -> list[Entry]:
         raise _bad(path, f"is larger than {MAX_LOCK} bytes")
     try:
         data = yaml.load(text, Loader=_NoAliases) or {}
-        return [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
-                      Target(str(e["python"]), str(e["machine"]), _opt(e.get("glibc")), _opt(e.get("python_full"))),
-                      tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
-                            for w in e["wheels"]))
-                for e in data["locked"]]
+        entries = [Entry(key({str(k): str(v) for k, v in e["pins"].items()}),
+                         Target(str(e["python"]), str(e["machine"]), _opt(e.get("glibc")),
+                                _opt(e.get("python_full"))),
+                         tuple(Locked(str(w["name"]), str(w["version"]), str(w["file"]), str(w["sha256"]))
+                               for w in e["wheels"]))
+                   for e in data["locked"]]
     except (yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad(path, f"is not a lock fleet wrote ({type(exc).__name__})") from None
+    for e in entries:  # a name is given to pip: '--requirement' would be read as its option
+        for name in (*(d for d, _ in e.pins), *(w.name for w in e.wheels)):
+            if not NAME.fullmatch(name):
+                raise _bad(path, f"locks {wheelhouse.said(name)[:60]!r}, which is no distribution name (PEP 508)")
+    return entries
 
 
 def _opt(value: object) -> str | None:
@@ -141,6 +152,46 @@ def find(entries: list[Entry], pins: dict[str, str], target: Target) -> Entry | 
 
     fits = sorted((e for e in mine if covers(e)), key=lambda e: (e.target.glibc is None) + (e.target.full is None))
     return fits[0] if fits else None  # the one that states the most of the host first
+
+
+def near(entries: list[Entry], pins: dict[str, str], target: Target) -> list[Entry]:
+    """The entries of these pins for the host's Python X.Y, machine and glibc that state another full version
+    (locked on a host before its `apt upgrade`, say), the newest first."""
+    def same_kind(e: Entry) -> bool:
+        t = e.target
+        return ((t.python, t.machine) == (target.python, target.machine) and t.glibc in (None, target.glibc)
+                and t.full is not None and target.full is not None and t.full != target.full)
+
+    return sorted((e for e in entries if e.pins == key(pins) and same_kind(e)),
+                  key=lambda e: Version(e.target.full or "0"), reverse=True)
+
+
+def moved(wheels: list[Wheel], was: str, now: str, machine: str) -> str | None:
+    """What of these wheels reads Python `now` otherwise than `was` (full versions), in a few words: a wheel's
+    Requires-Python, or a Requires-Dist marker (under each of its extras), that holds for one and not the other;
+    None when every one reads them alike (the resolve would be the same: tags depend on X.Y alone)."""
+    old, new = environment(was, machine), environment(now, machine)
+    for w in wheels:
+        try:
+            with zipfile.ZipFile(w.path) as zf:
+                meta = next((zf.read(n).decode("utf-8", "replace") for n in zf.namelist()
+                             if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), "")
+        except (OSError, zipfile.BadZipFile):
+            return f"{w.filename} cannot be read"
+        headers = HeaderParser().parsestr(meta)
+        if (needs := headers.get("Requires-Python")) is not None:
+            try:
+                spec = SpecifierSet(needs)
+            except InvalidSpecifier:
+                return f"{w.filename} has a Requires-Python no installer reads"
+            if spec.contains(was, prereleases=True) != spec.contains(now, prereleases=True):
+                return f"{w.filename} requires Python {wheelhouse.said(needs)[:40]}"
+        extras = ["", *(headers.get_all("Provides-Extra") or [])]
+        for r in requirements(meta):
+            if r.marker is not None and any(r.marker.evaluate({**old, "extra": x}) != r.marker.evaluate(
+                    {**new, "extra": x}) for x in extras):
+                return f"{w.filename} requires {wheelhouse.said(str(r))[:80]}"
+    return None
 
 
 def _sha256(path: Path) -> str | None:
@@ -222,6 +273,19 @@ def ensure(lock: Path, pins: dict[str, str], target: Target, folder: Path | None
         wheels = verified(found, lock, folder, target, say)
         wheelhouse.contained(wheels)
         return wheels
+    if others := near(entries, pins, target):  # the host's Python moved on within X.Y since it was locked
+        why = ""
+        for e in others:
+            wheels = verified(e, lock, folder, target, say)
+            wheelhouse.contained(wheels)
+            if not (why := moved(wheels, str(e.target.full), str(target.full), target.machine) or ""):
+                say(f"{lock.name}: the entry locked for Python {e.target.full} holds for this host's "
+                    f"{target.full} (every wheel's Requires-Python and markers read both alike)")
+                return wheels
+        raise LockError(f"{lock}: these pins are locked for Python {others[0].target.full}, not this host's "
+                        f"{target.full}, and {why}: refused, nothing was sent (to lock {target.full} on purpose: "
+                        f"delete that entry from {lock.name}, deploy again, review and commit the diff; README, "
+                        f"'Pinned packages and their lock')")
     wheels = resolver.resolve(pins, target, folder)
     wheelhouse.contained(wheels)  # never locked
     locked = {w.file: w.sha256 for e in entries for w in e.wheels}

@@ -11,6 +11,7 @@ download --no-deps --only-binary :all:`, as fleet.upstream.corpus fetches releas
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import json
 import os
@@ -213,12 +214,13 @@ def fetch_refused() -> str | None:
 
 def download_command(requirement: str, target: Target, dest: Path | str) -> list[str]:
     """pip download of one requirement's wheel for the target host, never its dependencies (fill follows them).
-    No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it."""
+    No index on it: pip reads the index from its environment (corpus.pip_env), where `ps` does not show it. `--`
+    before the requirement: one that begins with '-' is never read as pip's option."""
     abi = "cp" + target.python.replace(".", "")
     return ["pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", target.full or target.python,
             "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
             *(a for p in target.platforms() for a in ("--platform", p)),
-            "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), requirement]
+            "--disable-pip-version-check", "--no-input", "-q", "-d", str(dest), "--", requirement]
 
 
 def _meets(filename: str, requirement: Requirement) -> bool:
@@ -286,8 +288,9 @@ def stray(path: Path) -> str | None:
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
-                if outside(info.filename):
-                    return f"holds {said(info.filename)[:120]!r}, a path outside the venv"
+                # zipfile cuts a name at its NUL (`filename`); installers may read the whole (`orig_filename`)
+                if outside(info.filename) or outside(info.orig_filename):
+                    return f"holds {said(info.orig_filename)[:120]!r}, a path outside the venv"
                 if stat.S_ISLNK(info.external_attr >> 16):
                     return f"holds {said(info.filename)[:120]!r} as a symbolic link"
                 try:
@@ -295,9 +298,48 @@ def stray(path: Path) -> str | None:
                         pass
                 except zipfile.BadZipFile as exc:
                     return f"names {said(info.filename)[:120]!r} otherwise in its local header ({said(str(exc))})"
+            return misnamed(zf, path.name)
     except (OSError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
         raise WheelhouseError(f"{path}: cannot be read as a wheel ({said(str(exc))}): refused, nothing was sent"
                               ) from None
+    return None
+
+
+def misnamed(zf: zipfile.ZipFile, filename: str) -> str | None:
+    """Why a wheel's own .dist-info would make an installer write elsewhere than its file name says, in a few
+    words: not one .dist-info folder, one of another distribution or version than the file name's (pip refuses
+    it only on the host), or a console or GUI script named as a path (its launcher is written in the venv's bin/
+    under that name); None when it is the wheel its name says."""
+    try:
+        name, version = parse_wheel_filename(filename)[:2]
+    except InvalidWheelFilename:
+        return "has no wheel's file name"
+    folders = sorted({i.filename.split("/", 1)[0] for i in zf.infolist()
+                      if i.filename.split("/", 1)[0].endswith(".dist-info")})
+    if len(folders) != 1:
+        return f"holds {len(folders)} .dist-info folders, not one"
+    stem = folders[0].removesuffix(".dist-info")
+    own, _, said_version = stem.rpartition("-")
+    try:
+        same = canonicalize_name(own) == name and Version(said_version) == version
+    except ValueError:
+        same = False
+    if not same:
+        return f"holds {said(folders[0])[:120]!r}, which is not {name} {version} as its file name says"
+    try:
+        text = zf.read(f"{folders[0]}/entry_points.txt").decode("utf-8", "replace")
+    except KeyError:
+        return None
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return "has an entry_points.txt no installer reads"
+    for section in ("console_scripts", "gui_scripts"):
+        for script in parser.options(section) if parser.has_section(section) else ():
+            if "/" in script or "\\" in script or ".." in script or "\0" in script:
+                return f"names the script {said(script)[:120]!r} in entry_points.txt, a path outside the venv's bin/"
     return None
 
 

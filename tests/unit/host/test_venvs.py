@@ -52,6 +52,16 @@ def test_the_hosts_python_and_platform_are_read_as_such_or_refused():
             venvs.parse_target(said)
 
 
+def test_the_hosts_version_is_ascii_digits_written_as_packaging_reads_it():
+    # the review: `\d` took full-width digits ('\uff11' is int 1), and '3.11.007' went to the lock as written
+    for said in ("3.\uff11\uff11 3.\uff11\uff11.\uff12 x86_64 2.\uff13\uff16", "3.11 3.11.\u0662 x86_64 2.36",
+                 "3.11 3.11.2 x86_64 2.\u0663\u0666", "3.11 3.11.999 x86_64 2.36", "3.11 3.11.100 x86_64 -"):
+        with pytest.raises(venvs.VenvError, match="did not say its version and platform"):
+            venvs.parse_target(said)
+    assert venvs.parse_target("3.11 3.11.007 x86_64 2.036") == Target("3.11", "x86_64", "2.36", "3.11.7")
+    assert venvs.parse_target("3.09 3.9.01 x86_64 -") == Target("3.9", "x86_64", None, "3.9.1")
+
+
 @pytest.mark.parametrize(("free", "send", "venv", "ok"), [
     (10 * 10**9, 10**9, 4 * 10**9, True), (6 * 10**9, 10**9, 4 * 10**9, True),
     (5 * 10**9, 10**9, 4 * 10**9, False),  # 1 GB + 4 GB x 1.25 = 6 GB

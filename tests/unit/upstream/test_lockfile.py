@@ -12,7 +12,7 @@ import pytest
 from test_resolver import HOST, wheel
 from test_wheelhouse_fetch import index
 
-from fleet.upstream import lockfile
+from fleet.upstream import lockfile, wheelhouse
 from fleet.upstream.lockfile import LockError
 from fleet.upstream.wheelhouse import Target, WheelhouseError
 
@@ -55,9 +55,9 @@ def test_an_entry_is_the_hosts_full_python_version_and_one_that_states_none_stan
     lockfile.ensure(lock, PINS, seven, house)
     assert "python_full: 3.11.7" in lock.read_text()
     assert lockfile.find(lockfile.load(lock), PINS, seven).target == seven
-    assert lockfile.find(lockfile.load(lock), PINS, two) is None  # resolved for its own version, and locked
-    lockfile.ensure(lock, PINS, two, house)
-    assert {e.target.full for e in lockfile.load(lock)} == {"3.11.7", "3.11.2"}
+    assert lockfile.find(lockfile.load(lock), PINS, two) is None  # not this entry's own version
+    lockfile.ensure(lock, PINS, Target("3.12", "x86_64", "2.36", "3.12.1"), house)  # another X.Y: its own entry
+    assert {e.target.full for e in lockfile.load(lock)} == {"3.11.7", "3.12.1"}
     older = tmp_path / "older.lock"  # written before hosts said their full version (or by inv check --lock)
     lockfile.ensure(older, PINS, HOST, house)
     assert "python_full" not in older.read_text()
@@ -181,3 +181,87 @@ def test_a_wheel_with_a_link_or_a_local_header_naming_another_path_is_refused(ho
     torch.write_bytes(data.replace(b"torch/okfile.py", b"torch/../out.py", 1))  # the first: the local header
     with pytest.raises(WheelhouseError, match=r"names 'torch/okfile.py' otherwise in its local header"):
         lockfile.ensure(tmp_path / "b.lock", PINS, HOST, house)
+
+
+def test_a_wheel_whose_member_name_holds_a_nul_is_refused(house, tmp_path):
+    # the review: zipfile's `filename` stops at the NUL, so the check read 'torch/ok.py' and passed the wheel
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    _add(torch, "torch/ok.py@/../../../outside.py")
+    data = torch.read_bytes()
+    assert data.count(b"ok.py@") == 2  # the local header and the directory
+    torch.write_bytes(data.replace(b"ok.py@", b"ok.py\0"))
+    with pytest.raises(WheelhouseError) as caught:
+        lockfile.ensure(tmp_path / "a.lock", PINS, HOST, house)
+    assert str(caught.value) == (f"{torch}: holds 'torch/ok.py?/../../../outside.py', a path outside the venv: "
+                                 "refused, nothing was sent")
+    assert not (tmp_path / "a.lock").exists()
+
+
+@pytest.mark.parametrize("script", ["../../../tmp/outside", "sub/tool", "..\\tool", "tool..x"])
+def test_a_wheel_naming_a_script_as_a_path_is_refused_before_any_host(house, tmp_path, script):
+    # the review: pip refused '../x = os:getcwd' in entry_points.txt only on the host, after the wheel was sent
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    with zipfile.ZipFile(torch, "a") as zf:
+        zf.writestr("torch-2.9.1.dist-info/entry_points.txt", f"[gui_scripts]\nok = a:b\n{script} = os:getcwd\n")
+    with pytest.raises(WheelhouseError) as caught:
+        lockfile.ensure(tmp_path / "a.lock", PINS, HOST, house)
+    assert str(caught.value) == (f"{torch}: names the script {script!r} in entry_points.txt, a path outside the "
+                                 "venv's bin/: refused, nothing was sent")
+
+
+def test_a_wheel_whose_dist_info_is_another_distribution_or_version_is_refused(house):
+    # pip's resolve passes over such a wheel, but a lock may name it (its sha256 is the lock's): the host's pip
+    # refused it only once it was sent
+    torch = house / "torch-2.9.1-py3-none-any.whl"
+    (house / "torch-2.14.1-py3-none-any.whl").rename(torch)  # its .dist-info says 2.14.1
+    assert wheelhouse.stray(torch) == "holds 'torch-2.14.1.dist-info', which is not torch 2.9.1 as its file name says"
+    torch.unlink()
+    wheel(house, "torch", "2.9.1")
+    assert wheelhouse.stray(torch) is None
+    _add(torch, "Torch-2.9.1.dist-info/RECORD")  # another spelling of the same: pip sees two
+    assert wheelhouse.stray(torch) == "holds 2 .dist-info folders, not one"
+    sglang = house / "sglang-0.5.9-py3-none-any.whl"
+    assert wheelhouse.stray(sglang.rename(house / "sglang-0.5.9-py2-none-any.whl")) is None  # tags are not its name
+
+
+
+def _small(tmp_path: Path, *sglang_requires: str, torch_python: str | None = None) -> Path:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    wheel(folder, "sglang", "0.5.9", "torch==2.9.1", *sglang_requires)
+    wheel(folder, "torch", "2.9.1", python=torch_python)
+    wheel(folder, "typing-extensions", "4.15.0")
+    return folder
+
+
+TWO, NINE = Target("3.11", "x86_64", "2.36", "3.11.2"), Target("3.11", "x86_64", "2.36", "3.11.9")
+
+
+def test_an_entry_of_an_older_full_version_covers_the_host_where_every_wheel_reads_both_alike(tmp_path):
+    # the review: a host upgraded from 3.11.2 to 3.11.9 no longer matched its entry; the deploy resolved again and
+    # wrote a second entry without a word
+    folder, lock, said = _small(tmp_path, torch_python=">=3.9"), tmp_path / "llama.lock", []
+    first = lockfile.ensure(lock, {"sglang": "0.5.9"}, TWO, folder)
+    text = lock.read_text()
+    again = lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder, say=said.append)
+    assert [w.sha256 for w in again] == [w.sha256 for w in first] and lock.read_text() == text
+    assert said == ["llama.lock: the entry locked for Python 3.11.2 holds for this host's 3.11.9 (every wheel's "
+                    "Requires-Python and markers read both alike)"]
+
+
+@pytest.mark.parametrize(("requires", "torch_python", "why"), [
+    ((), ">=3.11,<3.11.5", "torch-2.9.1-py3-none-any.whl requires Python >=3.11,<3.11.5"),
+    (('typing-extensions; python_full_version < "3.11.5"',), None,
+     'sglang-0.5.9-py3-none-any.whl requires typing-extensions; python_full_version < "3.11.5"')])
+def test_an_entry_of_an_older_full_version_that_reads_the_new_one_otherwise_is_refused_in_one_line(
+        tmp_path, requires, torch_python, why):
+    folder, lock = _small(tmp_path, *requires, torch_python=torch_python), tmp_path / "llama.lock"
+    lockfile.ensure(lock, {"sglang": "0.5.9"}, TWO, folder)
+    text = lock.read_text()
+    with pytest.raises(LockError) as caught:
+        lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder)
+    assert str(caught.value) == (
+        f"{lock}: these pins are locked for Python 3.11.2, not this host's 3.11.9, and {why}: refused, nothing was "
+        "sent (to lock 3.11.9 on purpose: delete that entry from llama.lock, deploy again, review and commit the "
+        "diff; README, 'Pinned packages and their lock')")
+    assert lock.read_text() == text

@@ -86,3 +86,26 @@ def test_a_lock_written_by_check_before_any_deploy_covers_the_hosts(house, tmp_p
     (entry,) = lockfile.relock(lock, PINS, [], house)  # `inv check --lock` on a new playbook: no host asked
     # a glibc host says its glibc (venvs.host_target): its deploy must find the reviewed entry, not lock anew
     assert lockfile.find(lockfile.load(lock), PINS, Target(entry.target.python, "x86_64", "2.36")) is not None
+
+
+@pytest.mark.parametrize("name", ["--requirement", "-e", "torch ", "tor ch", "torch\u0661"])
+def test_a_lock_entry_name_that_is_no_distribution_name_is_refused_when_the_lock_is_read(tmp_path, name):
+    # the review: '--requirement' locked as _requirement-1.0-py3-none-any.whl passed the file name check, and
+    # `pip download --requirement==1.0` read it as pip's option
+    lock = tmp_path / "llama.lock"
+    bad = lockfile.Locked(name, "1.0", "_requirement-1.0-py3-none-any.whl", "0" * 64)
+    lockfile.dump(lock, [lockfile.Entry(lockfile.key(PINS), HOST, (bad,))])
+    with pytest.raises(LockError) as caught:
+        lockfile.load(lock)
+    assert str(caught.value).startswith(f"{lock}: locks {name!r}, which is no distribution name (PEP 508)")
+    assert "\n" not in str(caught.value)
+
+
+def test_pip_reads_a_requirement_that_begins_with_a_dash_as_a_requirement_not_its_option():
+    from pip._internal.commands import create_command
+
+    from fleet.upstream import wheelhouse
+    argv = wheelhouse.download_command("--requirement==1.0", HOST, "/nowhere")
+    assert argv[:2] == ["pip", "download"]
+    options, args = create_command("download").parse_args(argv[2:])  # pip's own parser, as `pip download` runs it
+    assert args == ["--requirement==1.0"] and options.requirements == []
