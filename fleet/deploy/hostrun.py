@@ -161,7 +161,7 @@ def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool
                     and (router is None or all(u == router for u in routed))):
                 raise TypeError(named)
             units += [u for u in [*named, *(routed if router else [])] if u not in units]
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not fleet's writing: nothing in it is started
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not fleet's writing: none started
             said.append(f"removed a stop mark fleet did not write: {one_line(raw[:200].decode(errors='replace'), 80)}")
     said += [note for note in (_unit_back(s, unit) for unit in units) if note]
     if raw is None or keep_mark:
@@ -225,7 +225,7 @@ def _end(run: HostRun) -> None:
     through a reboot)."""
     if run.lock_kept:
         return
-    if run.stopped or run.router:  # the body started them again (its promise): the mark has done its job; one left behind
+    if run.stopped or run.router:  # the body started them again (its promise): the mark did its job; one left
         try:  # names units that run: the next run's start finds nothing to start and removes it
             run.session.remove(STOPPED_MARK)
         except ConnectionLost:

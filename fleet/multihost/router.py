@@ -103,14 +103,12 @@ class RouterHooks:
     def start(self) -> None:
         """Before any replica: is a router serving already (then replicas go out and back in one by one)?"""
         try:
-            self.running = self.live.workers() is not None
+            self.running, why = self.live.workers() is not None, "not running, or it answered no list"
         except FleetError as exc:
-            self.say(self.host.name, f"router: cannot reach its host ({exc}); replicas are not taken out of it")
-            self.running = False
-            return
+            self.running, why = False, f"cannot reach its host: {exc}"
         if not self.running:
-            self.say(self.host.name, f"router: no worker list could be read from {self.host.name} (not running, "
-                                     "or it answered no list); replicas are not taken out of it")
+            self.say(self.host.name, f"router: no worker list could be read from {self.host.name} ({why}); "
+                                     "replicas are not taken out of it")
 
     def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
                  secrets: dict[str, str]) -> Deployer:
@@ -135,15 +133,12 @@ class RouterHooks:
             if workers is None or url not in workers:
                 return
             code, body = self.live.remove(url)
+            if code not in router_api.DONE:
+                raise FleetError(f"answered {code}: {body.strip()[:120]}")
         except FleetError as exc:
             if strict:
                 raise self._not_out(host, url, str(exc)) from None
             say(f"router: could not take {url} out: {exc}")
-            return
-        if code not in router_api.DONE:
-            if strict:
-                raise self._not_out(host, url, f"taking it out answered {code}: {body.strip()[:120]}")
-            say(f"router: taking {url} out answered {code}: {body[:120]}")
             return
         self._event(host.name, "removed", url)
         say(f"taken out of the router on {self.host.name} before its server stops")
@@ -159,8 +154,7 @@ class RouterHooks:
                           f"{self.host.name} ({one_line(why, 160)}); fix the router, or go on without it "
                           "(no --playbook); nothing was stopped")
 
-    def taken_out(self, host: Host) -> bool:
-        """Whether this run took `host` out of the router (or tried: its stop went ahead)."""
+    def taken_out(self, host: Host) -> bool:  # this run took it out (or tried: its stop went ahead)
         with self._lock:
             return host.name in self._taken_out
 

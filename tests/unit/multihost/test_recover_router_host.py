@@ -96,7 +96,7 @@ def test_a_router_not_shown_out_stops_nothing():
     assert "systemctl reboot" not in m.steps and m.active and m.router and not m.locked
 
 
-def test_after_a_killed_recover_the_next_one_puts_the_replica_back_once_it_serves(monkeypatch, setup):
+def test_after_a_killed_recover_the_next_one_puts_the_replica_back_once_it_serves(monkeypatch, setup):  # noqa: F811
     """Issue 52: a recover killed after its take-out leaves the replica out and its unit stopped (the mark). The
     next `inv recover -p` finds no fault: the dead run's clean-up starts the unit, and nothing was taken out;
     the replica goes back in once its /health answers (it starts slowly), not given up on at once."""
@@ -127,3 +127,35 @@ def test_after_a_killed_recover_the_next_one_puts_the_replica_back_once_it_serve
     monkeypatch.setattr(rec, "recover", partial(rec.recover, sleep=no_pause, sessions=lambda h, o: Wants(m)))
     assert cli.command(HOST, ConnectOptions(), True, False, False, 0.05, playbook="replicas") == 0
     assert m.active and ("add", worker_url(HOST, hooks.book)) in live.calls, live.calls
+
+
+CHECK_FAILS = """name: bound
+model: {path: /models/Llama-3.1-8B-Instruct}
+ladder:
+  - name: plain
+  - name: never
+    after: []
+"""
+
+
+def test_a_bound_playbook_a_check_objects_to_does_not_block_recover_but_a_given_one_is_checked(monkeypatch, tmp_path):
+    """Issue 52: the playbook the inventory binds is loaded as deployed (schema only, as rollback does), so an
+    emergency recover is not refused for what `inv check` finds now; one given with -p is checked, --dry-run too."""
+    import dataclasses
+    from functools import partial
+
+    import pytest
+
+    from fleet.cli import recover as cli
+    from fleet.errors import InputError
+
+    path = tmp_path / "bound.yaml"
+    path.write_text(CHECK_FAILS)
+    m = RouterHost(refuse=False)
+    m.boot = 2  # healthy: nothing to do
+    monkeypatch.setattr(rec, "recover", partial(rec.recover, sleep=no_pause, sessions=lambda h, o: Wants(m)))
+    bound = dataclasses.replace(HOST, playbook=str(path))
+    assert cli.command(bound, ConnectOptions(), True, False, False, 0.05) == 0
+    for dry_run in (False, True):
+        with pytest.raises(InputError, match="never runs"):
+            cli.command(HOST, ConnectOptions(), True, False, dry_run, 0.05, playbook=str(path))
