@@ -6,6 +6,7 @@ from __future__ import annotations
 from fleet.cli import console, print_json
 from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
+from fleet.deploy.hostrun import started_again
 from fleet.deploy.inputs import load_playbook
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host.session import HostSession
@@ -22,26 +23,29 @@ def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, 
     """`playbook` (--playbook, else the one the inventory binds to the host): a replica behind its `router:` is
     taken out of the router before the reset or reboot stops its server, and put back once it serves."""
     name = playbook or host.playbook
-    loaded = load_playbook(name) if name and not dry_run else None  # bad input: exit 2, before any host
+    # bad input: exit 2, before any host; one the inventory binds is loaded as deployed (schema only, as a
+    # rollback does): a check that objects now must not block an emergency recover
+    loaded = load_playbook(name, checked=playbook is not None) if name else None
     guest = pve.guest_of(host)  # bad input ends here, exit 2, before any host or API is contacted
     client = pve.Proxmox.of(host, guest) if guest else None
     say = (lambda m: None) if as_json else (lambda m: console.print(f"{escape(host.name)} {escape(m)}",
                                                                    highlight=False))
     progress = progress_to(as_json)
-    hooks = routing.hooks_for([host], *loaded, opts, {}, progress) if loaded else None
-    taken: list[str] = []
+    hooks = routing.hooks_for([host], *loaded, opts, {}, progress) if loaded and not dry_run else None
+    router = hooks.book.router.unit if hooks and hooks.book.router and hooks.host.name == host.name else None
 
     def out(s: HostSession) -> None:
         assert hooks is not None
-        taken.append(host.name)
-        hooks.take_out(host, s.conn, progress(host))
+        hooks.take_out(host, s.conn, progress(host), strict=True)
 
+    result: rec.RecoverResult | None = None
     try:
         result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say,
-                             unreachable=unreachable, before_stop=out if hooks else None)
-    finally:  # back in once it serves (started again after the reset or the reboot)
+                             unreachable=unreachable, before_stop=out if hooks else None, router=router)
+    finally:  # back in once it serves (started again after the reset, the reboot or a dead run's clean-up)
         if hooks is not None:
-            routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready if taken else 0.0)
+            waits = hooks.taken_out(host) or (result is not None and started_again(result.steps))
+            routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready if waits else 0.0)
     if as_json:
         print_json(result.to_json())
     else:

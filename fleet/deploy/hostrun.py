@@ -38,6 +38,7 @@ from fleet.ssh.connect import ConnectOptions
 
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
 NOT_STARTED = "starting it again failed"
+STARTED_AGAIN = "was started again"
 RAN = RUNNING | {"deactivating"}  # a unit caught mid-restart ran: it is started again after
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
 UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
@@ -55,6 +56,7 @@ class HostRun:
     progress: Progress
     recovered: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # units that ran until this run stopped them (stop_unit)
+    router: list[str] = field(default_factory=list)  # the playbook router's unit on this host, stopped too
     releases: list[ReleaseRun] = field(default_factory=list)
     marked: bool = False  # a rollback mark written by this run and not yet removed
     lock_kept: bool = False  # carried through a reboot: released by the caller on the next boot
@@ -87,8 +89,18 @@ class HostRun:
         next run under the lock starts it if this one dies before it does (a reboot stops it too)."""
         if unit not in self.stopped:
             self.stopped.append(unit)
-            self.session.write_atomic(STOPPED_MARK, json.dumps({"units": self.stopped, "at": now()}).encode(),
-                                      0o600)
+            self._mark()
+
+    def name_router_for_restart(self, unit: str) -> None:
+        """The playbook router's unit on this host, stopped by this run (a reboot): named in the mark apart
+        from the host's own units, so only a run that knows the router (`host_run(router=...)`) starts it."""
+        if unit not in self.router:
+            self.router.append(unit)
+            self._mark()
+
+    def _mark(self) -> None:
+        self.session.write_atomic(STOPPED_MARK, json.dumps({"units": self.stopped, "router": self.router,
+                                                            "at": now()}).encode(), 0o600)
 
     def mark_rollback(self, **what: Any) -> None:
         """Marked first: a run that dies from here on leaves the next run's recovery to put `current` back."""
@@ -110,13 +122,18 @@ class HostRun:
         return self.marked or any(r.release.status == ReleaseStatus.IN_PROGRESS for r in self.releases)
 
 
+def started_again(notes: list[str]) -> bool:
+    """Whether a run's clean-up (a dead run's stop mark) started a unit again, by what it said."""
+    return any(STARTED_AGAIN in note for note in notes)
+
+
 def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str],
-                         keep_mark: bool = False) -> list[str]:
+                         keep_mark: bool = False, router: str | None = None) -> list[str]:
     """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (a unit
     fleet installs is not enabled: nothing else starts it), then the lock it kept through the reboot released.
     What was done or why not, never raised."""
     try:
-        said = start_stopped(session, stopped, keep_mark)
+        said = start_stopped(session, stopped, keep_mark, router)
     except FleetError as exc:
         said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
     try:
@@ -126,19 +143,25 @@ def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: lis
     return said
 
 
-def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool = False) -> list[str]:
+def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool = False,
+                  router: str | None = None) -> list[str]:
     """The units a run stopped and named in STOPPED_MARK (a dead run's, or one carried through a reboot), and
     `also`, started again, the mark removed once each runs; what was done. The caller holds the lock, so the
-    mark's writer is gone."""
+    mark's writer is gone. `router`: the playbook router's unit when this host is its router's host (the mark's
+    `router` entry is started only when it names that unit; a run that does not know the router leaves it)."""
     raw, units, said = s.read(STOPPED_MARK), list(also or []), []
     if raw is not None:
         try:
-            named = json.loads(raw)["units"]
-            # only this host's own unit: a mark naming another (poweroff.target) is none of fleet's writing
-            if not (isinstance(named, list) and all(isinstance(u, str) and u == s.host.unit for u in named)):
+            mark = json.loads(raw)
+            named, routed = mark["units"], mark.get("router", [])
+            # only this host's own unit (and the router's, as the caller knows it): a mark naming another
+            # (poweroff.target) is none of fleet's writing
+            if not (isinstance(named, list) and all(isinstance(u, str) and u == s.host.unit for u in named)
+                    and isinstance(routed, list) and all(isinstance(u, str) for u in routed)
+                    and (router is None or all(u == router for u in routed))):
                 raise TypeError(named)
-            units += [u for u in named if u not in units]
-        except (ValueError, KeyError, TypeError, RecursionError):  # not fleet's writing: nothing in it is started
+            units += [u for u in [*named, *(routed if router else [])] if u not in units]
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not fleet's writing: none started
             said.append(f"removed a stop mark fleet did not write: {one_line(raw[:200].decode(errors='replace'), 80)}")
     said += [note for note in (_unit_back(s, unit) for unit in units) if note]
     if raw is None or keep_mark:
@@ -165,11 +188,12 @@ def lock_only(say: Progress) -> Recover:
 @contextmanager
 def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str | None, recover: Recover,
              progress: Progress = quiet, session: HostSession | None = None,
-             strict_end: bool = True) -> Iterator[HostRun]:
+             strict_end: bool = True, router: str | None = None) -> Iterator[HostRun]:
     """The run skeleton (see the module's doc). `unit`: the unit whose files the run may write (their kept
     copies are dropped when it ends; None: it writes none); `recover`: what a dead run left, closed first;
     `session`: one already open (the caller closes it), else one is opened and closed here; `strict_end` False:
-    a run's end that fails (a node lost mid-deploy keeps its lock) is `end_problem`, not raised."""
+    a run's end that fails (a node lost mid-deploy keeps its lock) is `end_problem`, not raised; `router`: the
+    playbook router's unit when this host is its router's host (a dead recover's mark may name it)."""
     own = session is None
     s = session or HostSession.open(host, opts)
     try:
@@ -177,7 +201,7 @@ def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str
         run = HostRun(s, lock, unit, progress)
         try:
             run.recovered = recover(s, lock)
-            run.recovered += [f"after a dead run: {note}" for note in start_stopped(s)]
+            run.recovered += [f"after a dead run: {note}" for note in start_stopped(s, router=router)]
             yield run
         except BaseException as exc:
             _settle_failed(run, exc)
@@ -201,7 +225,7 @@ def _end(run: HostRun) -> None:
     through a reboot)."""
     if run.lock_kept:
         return
-    if run.stopped:  # the body started them again (its promise): the mark has done its job; one left behind
+    if run.stopped or run.router:  # the body started them again (its promise): the mark did its job; one left
         try:  # names units that run: the next run's start finds nothing to start and removes it
             run.session.remove(STOPPED_MARK)
         except ConnectionLost:
@@ -226,8 +250,8 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
     if _link_gone(run.session, exc):
         return  # nothing reaches the host: the lock and what the run left are the next run's recovery's
     notes: list[str | None] = []
-    if not run.handed_over() and run.stopped:
-        notes += [_unit_back(run.session, unit) for unit in run.stopped]
+    if not run.handed_over() and (run.stopped or run.router):
+        notes += [_unit_back(run.session, unit) for unit in [*run.stopped, *run.router]]
         if not any(note and NOT_STARTED in note for note in notes):
             notes.append(_attempted(lambda: run.session.remove(STOPPED_MARK), "removing the stop mark"))
     run.lock_kept = False  # a reboot that was not sent: the lock goes with the run
@@ -251,7 +275,7 @@ def _unit_back(s: HostSession, unit: str) -> str | None:
                 return None
             s.start(unit)
             state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
-            return f"{unit} was started again ({state})"
+            return f"{unit} {STARTED_AGAIN} ({state})"
         except ConnectionLost as exc:  # no second try over a dead link
             problem = exc
             break

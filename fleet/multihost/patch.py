@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from fleet import parallel, playbook
 from fleet.deploy import recovery
-from fleet.deploy.hostrun import host_run
+from fleet.deploy.hostrun import host_run, started_again
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.restore import record_patch_release
 from fleet.errors import FleetError, InputError
@@ -42,13 +42,12 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
     if action not in ACTIONS:
         raise ValueError(f"patch action {action!r}: one of {', '.join(ACTIONS)}")
 
-    taken: set[str] = set()
+    cleaned: set[str] = set()  # hosts where a dead run's clean-up started the unit again
 
     def one(host: Host) -> HostResult:
-        def out(s: HostSession) -> None:  # before a put-back stops the server: out of the router
+        def out(s: HostSession) -> None:  # before a put-back stops the server: out of the router, or no stop
             if hooks is not None:
-                taken.add(host.name)
-                hooks.take_out(host, s.conn, progress_for(host))
+                hooks.take_out(host, s.conn, progress_for(host), strict=True)
 
         def recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
             return _recover(s, lock, book, out if hooks is not None else None)
@@ -71,6 +70,8 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                     result = (apply_host(conn, host, sets, allow_prebuilt) if action == "apply"
                               else revert_host(conn, host, sets))
                     result.recovered = run.recovered
+                    if started_again(run.recovered):
+                        cleaned.add(host.name)
                     if result.ok and result.written:
                         result.release = record_patch_release(conn, host, current, action, [s.name for s in sets])
             if audit:
@@ -92,9 +93,9 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
         except Exception as exc:  # one host's surprise must not hide the others (as parallel.run_all)
             error = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {type(exc).__name__}: {exc}"
             results.append(HostResult(host.name, action, False, error=error))
-        finally:  # back in once it serves (a put-back started it again: waited for)
-            routing.back_in(hooks, host, DeployStatus.FAILED,
-                            wait=hooks.book.budgets.ready if host.name in taken else 0.0)
+        finally:  # taken out, or started again by a clean-up: back in once it serves (waited for)
+            if hooks.taken_out(host) or host.name in cleaned:
+                routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready)
     return results
 
 

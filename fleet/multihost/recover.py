@@ -228,12 +228,15 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
             dry_run: bool = False, wait_s: float = 600.0, say: Progress = quiet,
             unreachable: bool = False, sessions: Sessions = HostSession.open,
-            sleep: Sleep = time.sleep, before_stop: Callable[[HostSession], None] | None = None) -> RecoverResult:
+            sleep: Sleep = time.sleep, before_stop: Callable[[HostSession], None] | None = None,
+            router: str | None = None) -> RecoverResult:
     """`unreachable`: the operator's word that a Proxmox guest SSH cannot reach may be reset through the API.
     Without it a guest that does not answer, refuses or drops the connection is an error, never a reset: a
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
     guest that serves. `before_stop`: called under the lock before the reset, reboot or VM reset stops the
-    server (a replica taken out of its router: fleet.multihost.router)."""
+    server (a replica taken out of its router: fleet.multihost.router). `router`: the playbook router's unit when
+    this host is its router's host: one that ran is started again on the new boot, as the host's unit is (fleet
+    does not enable it either)."""
     result = RecoverResult(host.name)
     try:
         s = sessions(host, opts)
@@ -252,13 +255,13 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         result.faults_before = hardware.assess(facts).fault
         result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
         if result.action == NOTHING and not dry_run:
-            result.steps += after_dead_run(s, say)
+            result.steps += after_dead_run(s, say, router)
         if result.action == NOTHING or dry_run:
             result.ok = (result.action == NOTHING or dry_run) and not unit_left_stopped(result)
             return result
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
-                      session=s) as run:
+                      session=s, router=router) as run:
             if before_stop is not None:
                 before_stop(s)
             if result.action == GPU_RESET:
@@ -275,8 +278,11 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 ran = [host.unit] if facts.unit and facts.unit.active_state in RAN else []
                 if ran and not lost:  # named on the host before the machine goes down: a recover cut after
                     run.name_for_restart(host.unit)  # it leaves the unit to the next run
+                if router is not None and not lost and s.is_active(router) in RAN:  # the router's host: its
+                    run.name_router_for_restart(router)  # unit goes down with the machine too
                 lock = run.keep_lock_through_reboot()  # what ran is started on the new boot (fleet's unit is
-                stopped = list(dict.fromkeys([*run.stopped, *ran]))  # not enabled: nothing else starts it)
+                stopped = list(dict.fromkeys([*run.stopped, *ran, *run.router]))  # not enabled: nothing else
+                # starts it)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
                 reboot_or_reset(s, proxmox, result, wait_s, say, sleep)
     finally:
@@ -294,11 +300,11 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     except FleetError as exc:
         raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(result))}") from None
     if lock is not None:
-        result.steps += release_after_reboot(s, lock, stopped)
+        result.steps += release_after_reboot(s, lock, stopped, router=router)
     return probed_again(s, result)
 
 
-def after_dead_run(s: HostSession, say: Progress) -> list[str]:
+def after_dead_run(s: HostSession, say: Progress, router: str | None = None) -> list[str]:
     """No GPU fault: still, what a recover (or another run) that died here left is closed, as any run's start
     does (its lock taken over, a unit it stopped started again). Nothing when nothing is left, or when a live
     run holds the lock (said)."""
@@ -306,7 +312,7 @@ def after_dead_run(s: HostSession, say: Progress) -> list[str]:
         return []
     try:
         with host_run(s.host, None, "recover (after a dead run)", unit=None, recover=lock_only(say),
-                      progress=say, session=s) as run:
+                      progress=say, session=s, router=router) as run:
             return run.recovered
     except HostLockError as exc:
         return [f"left alone: {exc}"]

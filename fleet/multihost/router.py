@@ -46,7 +46,7 @@ from fleet.host import lock as hostlock
 from fleet.host.journal import journal_tail
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
 from fleet.host.service import can_import, daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
-from fleet.host.session import ConnectionLost, HostSession
+from fleet.host.session import ConnectionLost, HostSession, one_line
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.multihost import router_api
@@ -103,35 +103,42 @@ class RouterHooks:
     def start(self) -> None:
         """Before any replica: is a router serving already (then replicas go out and back in one by one)?"""
         try:
-            self.running = self.live.workers() is not None
+            self.running, why = self.live.workers() is not None, "not running, or it answered no list"
         except FleetError as exc:
-            self.say(self.host.name, f"router: cannot reach its host ({exc}); replicas are not taken out of it")
-            self.running = False
+            self.running, why = False, f"cannot reach its host: {exc}"
+        if not self.running:
+            self.say(self.host.name, f"router: no worker list could be read from {self.host.name} ({why}); "
+                                     "replicas are not taken out of it")
 
     def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
                  secrets: dict[str, str]) -> Deployer:
         """A replica's deploy: out of the router before its server first stops."""
         return Deployer(host, book, path, opts, say, secrets, before_stop=lambda conn: self.take_out(host, conn, say))
 
-    def take_out(self, host: Host, conn: Connection, say: Progress) -> None:
-        """Once per replica, before its server stops: out of the router, then its running requests drain."""
+    def take_out(self, host: Host, conn: Connection, say: Progress, strict: bool = False) -> None:
+        """Once per replica, before its server stops: out of the router, then its running requests drain.
+        `strict` (patch, recover): a replica not shown to be out (the router's list unreadable, a remove that
+        failed) raises, so its server is not stopped while the router may still send it requests."""
         with self._lock:
             if host.name in self._taken_out:
                 return
             self._taken_out.add(host.name)
-        if not self.running:
+        if not self.running and not strict:
             return
         url = worker_url(host, self.book)
         try:
             workers = self.live.workers()
+            if workers is None and strict:
+                raise FleetError("its worker list cannot be read (not running, or it answered no list)")
             if workers is None or url not in workers:
                 return
             code, body = self.live.remove(url)
+            if code not in router_api.DONE:
+                raise FleetError(f"answered {code}: {body.strip()[:120]}")
         except FleetError as exc:
+            if strict:
+                raise self._not_out(host, url, str(exc)) from None
             say(f"router: could not take {url} out: {exc}")
-            return
-        if code not in router_api.DONE:
-            say(f"router: taking {url} out answered {code}: {body[:120]}")
             return
         self._event(host.name, "removed", url)
         say(f"taken out of the router on {self.host.name} before its server stops")
@@ -139,6 +146,17 @@ class RouterHooks:
             say("warning: the router has no other replica: it cannot serve until this one is back "
                 "(deploy more replicas, one batch at a time: --serial 1)")
         drain(conn, host, self.book, say)
+
+    def _not_out(self, host: Host, url: str, why: str) -> FleetError:
+        with self._lock:
+            self._taken_out.discard(host.name)  # not out: a later look may try again
+        return FleetError(f"{host.name}: not stopped: {url} could not be shown out of the router on "
+                          f"{self.host.name} ({one_line(why, 160)}); fix the router, or go on without it "
+                          "(no --playbook); nothing was stopped")
+
+    def taken_out(self, host: Host) -> bool:  # this run took it out (or tried: its stop went ahead)
+        with self._lock:
+            return host.name in self._taken_out
 
     def after(self, host: Host, result: DeployResult) -> DeployResult:
         """A replica that serves (its deploy's release, or the one it rolled back to) goes (back) into a
@@ -450,7 +468,8 @@ def back_in(hooks: RouterHooks, host: Host, status: DeployStatus, wait: float = 
             sleep: Callable[[float], None] = time.sleep) -> None:
     """The replica back into the router when it serves (whatever the operation's status: a tune that failed may
     have put back the release that served), waiting up to `wait` seconds for its /health (a server an operation
-    started again); else left out. Never raised."""
+    started again); else left out. A replica this run did not take out is only ever added: a missed /health
+    (a busy server) never removes it. Never raised."""
     with suppress(FleetError):
         url = worker_url(host, hooks.book)
         deadline = time.monotonic() + wait
@@ -458,7 +477,8 @@ def back_in(hooks: RouterHooks, host: Host, status: DeployStatus, wait: float = 
         while not serves and time.monotonic() < deadline:
             sleep(1)
             serves = hooks.live.serves(url)
-        hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
+        if serves or hooks.taken_out(host):
+            hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
 
 
 def dry_run(hooks: RouterHooks, hosts: list[Host]) -> RouterReport:

@@ -12,6 +12,7 @@ from fakesession import FakeSession
 
 from fleet import playbook
 from fleet.deploy.results import DeployResult
+from fleet.errors import FleetError
 from fleet.inventory import load as load_inventory
 from fleet.multihost import router as routing
 from fleet.multihost import router_plan
@@ -192,3 +193,47 @@ def test_a_replica_an_operation_started_again_goes_back_in_once_it_answers_and_n
     live = Live([url(1)], set())  # never answers: not put back, whatever the wait
     routing.back_in(make(live), r0, DeployStatus.FAILED, wait=0.05, sleep=lambda s: None)
     assert live.calls == [] and live.list == [url(1)]
+
+
+def test_a_replica_not_taken_out_is_never_removed_for_a_missed_health_check(setup):
+    """`inv patch -p` (issue 52): a busy replica that misses /health twice stays in when nothing took it out."""
+    make, replicas, _ = setup
+    live = Live([url(0), url(1)], serving={url(1)})  # r0 is busy: its /health does not answer in time
+    routing.back_in(make(live), replicas[0], DeployStatus.FAILED, wait=0.0, sleep=lambda s: None)
+    assert live.calls == [] and live.list == [url(0), url(1)]
+    live = Live([url(1)], serving={url(0), url(1)})  # one that serves and is out: added, as before
+    routing.back_in(make(live), replicas[0], DeployStatus.FAILED, wait=0.0, sleep=lambda s: None)
+    assert live.calls == [("add", url(0))]
+
+
+class Unreadable(Live):
+    def workers(self):
+        return None  # a 503, an HTML page: no list
+
+
+class RemoveFails(Live):
+    def remove(self, u):
+        self.calls.append(("remove", u))
+        return 500, "internal error"
+
+
+@pytest.mark.parametrize("live", [Unreadable([url(0), url(1)], {url(0), url(1)}),
+                                  RemoveFails([url(0), url(1)], {url(0), url(1)})])
+def test_a_strict_take_out_refuses_when_the_replica_is_not_shown_out(setup, live):
+    """patch and recover: the stop does not go ahead while the router may still send the replica requests."""
+    make, replicas, _ = setup
+    hooks = make(live)
+    said: list[str] = []
+    with pytest.raises(FleetError) as exc:
+        hooks.take_out(replicas[0], None, said.append, strict=True)
+    assert "\n" not in str(exc.value) and "could not be shown out of the router" in str(exc.value)
+    assert "nothing was stopped" in str(exc.value) and not hooks.taken_out(replicas[0])
+
+
+def test_start_says_when_the_list_cannot_be_read(setup):
+    make, _, _ = setup
+    said: list[str] = []
+    hooks = make(Unreadable(None, set()))
+    hooks.say = lambda h, m: said.append(m)
+    hooks.start()
+    assert not hooks.running and said and "no worker list could be read" in said[0]
