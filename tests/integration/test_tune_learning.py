@@ -2,10 +2,10 @@
 `no-cuda-graph +10 tok/s is within noise: plain stays` and rolled back, yet the fingerprint's winner became
 `no-cuda-graph` (the raw highest tok/s), and every later deploy on that fingerprint served it.
 
-Here the ladder's first rung is made 1% slower by the simulator (SGLANG_SIM_SLOWER, data the simulated release
-plays, never read by fleet), so the second usually measures a little faster, by less than the playbook's min_gain:
-the tune keeps the first, and `inv learned` and the next deploy's plan must say the same rung, whatever the noise
-made of the measurements (the test holds the two to each other, not to a figure)."""
+Here the ladder's first rung is made 3% slower by the simulator (SGLANG_SIM_SLOWER, data the simulated release
+plays, never read by fleet), so the second measures faster, by far less than the playbook's min_gain (50%): the
+tune keeps the first, and `inv learned` and the next deploy's plan must say the same rung (the raw highest tok/s,
+the rule before, made it the second)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 import yaml
 from fleetcli import inv_at, llama_playbook
 
-HOST = "sbx1"  # 8x H100: a profile without a performance model, so the 1% is the only difference
+HOST = "sbx1"  # 8x H100: a profile without a performance model, so the 3% is the only difference
 NO_P2P = {"NCCL_P2P_DISABLE": "1"}
-LADDER = [{"name": "plain", "env": {**NO_P2P, "SGLANG_SIM_SLOWER": "0.01"}},
+LADDER = [{"name": "plain", "env": {**NO_P2P, "SGLANG_SIM_SLOWER": "0.03"}},
           {"name": "other", "env": {**NO_P2P}}]
 BENCH = {"gate": True, "input_len": 32, "output_len": 16, "num_prompts": 64, "max_concurrency": 64,
-         "fraction": 0.5, "floor": 50, "timeout": 120, "min_gain": 0.05}
+         "fraction": 0.5, "floor": 50, "timeout": 120, "min_gain": 0.5}
 
 
 def _inventory(sandbox, tmp_path: Path) -> Path:
@@ -43,7 +43,7 @@ def test_the_rung_a_tune_keeps_within_noise_is_the_one_the_fleet_learns_and_depl
     rows = {a["rung"]: a for a in tuned["attempts"]}
     assert {rows["plain"]["outcome"], rows["other"]["outcome"]} <= {"READY", "PERF_REGRESSION"}, rows
     winner = tuned["winner"]
-    # 1% against a min_gain of 5%: only noise far beyond the bench's own spread could make `other` the winner
+    # 3% against a min_gain of 50%
     assert winner == "plain", proc.stderr[-3000:]
 
     learned = inv_at(inventory, "learned", "--host", HOST, "--playbook", "llama-noise", "--json", env=env)
