@@ -108,7 +108,7 @@ SNAPSHOT = "/root/fleet-fault-snapshot.tar"
 # reboot during the lane (recover) saved its state into them, a dead run's stop mark and lock included, and the
 # next module on the host (a parallel run's order is not the serial one) would find them there.
 BEFORE = "/root/fleet-fault-before.tar"
-KEEP_BEFORE = f"cd / && tar -cpf {BEFORE} {' '.join(d.lstrip('/') for d in FOLDERS)}"
+KEEP_BEFORE = f"mkdir -p {' '.join(FOLDERS)} && cd / && tar -cpf {BEFORE} {' '.join(d.lstrip('/') for d in FOLDERS)}"
 PUT_BEFORE_BACK = ("for d in " + " ".join(FOLDERS) + "; do find $d -mindepth 1 -maxdepth 1 -exec rm -rf {} +; done; "
                    f"cd / && tar -xpf {BEFORE} && rm -f {BEFORE}")
 SNAPPED = ["var/lib/fleet", "etc/fleet", "etc/systemd/system/sglang.service", *(p.lstrip("/") for p in PATCHABLE)]
