@@ -6,6 +6,7 @@ beside its release (siteindex.load_or_build); a release takes seconds, once.
 
     for package, version in missing():      # ("sglang", "0.5.14"), ...
     built = build_missing(progress=say)     # -> [("sglang", "0.5.14", 41233 sites), ...]
+    joined = union("sglang", progress=say)  # every release's sites in one index (unionindex.py)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 from fleet.progress import Live, Progress, quiet
-from fleet.upstream import corpus, siteindex
+from fleet.upstream import corpus, siteindex, unionindex
 from fleet.upstream.versions import is_version, version_key
 
 PACKAGES = tuple(siteindex.MODULE_GLOBS)  # sglang, flashinfer-python
@@ -68,6 +69,22 @@ def build_missing(cache: Path | None = None, packages: tuple[str, ...] = PACKAGE
         progress(f"indexed the sites of {len(built)} release{'s' if len(built) > 1 else ''} "
                  f"in {time.monotonic() - start:.0f} s (kept beside each release in {cache or corpus.cache_dir()})")
     return built
+
+
+def union(package: str, cache: Path | None = None, progress: Progress = quiet) -> unionindex.UnionIndex | None:
+    """The union of every cached release's site index of `package` (fleet/upstream/unionindex.py): the one written
+    beside the releases when it is current, else built from them and written (a second or two, said); None when
+    no release of it has an index."""
+    found = unionindex.load(package, cache)
+    if found is not None or not unionindex.sources(package, cache):
+        return found
+    start = time.monotonic()
+    progress(Live(f"joining the site indexes of {package}'s releases"))
+    found = unionindex.build(package, cache)
+    if found is not None:
+        progress(f"joined the site indexes of {len(found.versions)} {package} releases ({len(found)} distinct sites) "
+                 f"in {time.monotonic() - start:.1f} s")
+    return found
 
 
 def _build(package: str, version: str, cache: Path | None) -> int | None:

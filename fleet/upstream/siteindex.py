@@ -91,29 +91,30 @@ class _Entry:
 class SiteIndex:
     """The sites of one or more releases (sglang and the flashinfer beside it), looked up by a line's text."""
 
-    def __init__(self, sites: Iterable[IndexedSite], start: int = _START) -> None:
+    def __init__(self, sites: Iterable[IndexedSite], start: int = _START,
+                 words: Sequence[Sequence[str]] | None = None) -> None:
         """`start`: characters of a message's start it is keyed by; fewer for a small index (the logger.error
-        sites every plain line is looked up in) means fewer probes per line, each with a few more candidates."""
+        sites every plain line is looked up in) means fewer probes per line, each with a few more candidates.
+        `words`: each site's key words, chosen before (`key_words`; a union of releases holds each release's
+        choice, fleet/upstream/unionindex.py); none: a site too short or wordless to be found."""
         self.sites: tuple[IndexedSite, ...] = tuple(sites)
-        heads = [_first_line(s.text) for s in self.sites]
-        words_of = [_words(head) for head in heads]
-        frequency = Counter(w for words in words_of for w in words)
+        heads = [first_line(s.text) for s in self.sites]
+        keys = words if words is not None else [() if w is None else (w,) for w in key_words(heads)]
         self._by_word: dict[str, list[_Entry]] = {}  # templates that start with a placeholder: by a rare word
         self._by_start: dict[str, list[_Entry]] = {}  # the others: by the first characters the message starts with
         self.unindexed = 0  # sites whose text is too short or has no word to find it by
-        for site, head, words in zip(self.sites, heads, words_of, strict=True):
-            fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
-            if fixed < _MIN_FIXED or not words:
+        for site, head, found in zip(self.sites, heads, keys, strict=True):
+            if not found:
                 self.unindexed += 1
                 continue
-            key = min(words, key=lambda w: (frequency[w], -len(w), w))
             parts = head.split(sourcetext.PLACEHOLDER)
             pieces = tuple(p.strip() for p in parts if p.strip())
-            entry = _Entry(site, pieces, bool(parts[0].strip()), fixed)
+            entry = _Entry(site, pieces, bool(parts[0].strip()), sum(len(p) for p in pieces))
             if entry.anchored:
                 self._by_start.setdefault(pieces[0][:start], []).append(entry)
             else:
-                self._by_word.setdefault(key, []).append(entry)
+                for key in found:
+                    self._by_word.setdefault(key, []).append(entry)
         self._start_lengths = sorted({len(k) for k in self._by_start}, reverse=True)
         # one probe rules out most lines: a key of _GATE or more characters starts with one of these
         self._gate = frozenset(k[:_GATE] for k in self._by_start if len(k) >= _GATE)
@@ -134,12 +135,7 @@ class SiteIndex:
         message = message.lstrip()
         best: tuple[int, int] | None = None
         found: IndexedSite | None = None
-        lengths = self._start_lengths if message[:_GATE] in self._gate else self._short_lengths
-        candidates = [e for n in lengths for e in self._by_start.get(message[:n], ())]
-        words = ([w for w in self._few_words if w in message] if self._few_words is not None
-                 else set(_WORD.findall(message)))
-        candidates += [e for word in words for e in self._by_word.get(word, ())]
-        for entry in candidates:
+        for entry in self._candidates(message):
             if not entry.matches(message):
                 continue
             score = (entry.fixed, int(exception is not None and entry.site.exception == exception))
@@ -147,8 +143,51 @@ class SiteIndex:
                 best, found = score, entry.site
         return found
 
+    def located(self, line: str) -> list[tuple[tuple[int, int], IndexedSite, str | None]]:
+        """Every site `line` is an instance of, in the order `locate` weighs them, each with the score it weighs
+        (characters of fixed text, whether it raises the exception the line names) and the key word it was found
+        by (None: by the start of its message). A site keyed by several words comes once for each found."""
+        exception, message = _split(line[:_MAX_LINE])
+        message = message.lstrip()
+        out: list[tuple[tuple[int, int], IndexedSite, str | None]] = []
+        for entry, word in self._keyed(message):
+            if entry.matches(message):
+                out.append(((entry.fixed, int(exception is not None and entry.site.exception == exception)),
+                            entry.site, word))
+        return out
 
-def _first_line(text: str) -> str:
+    def _candidates(self, message: str) -> list[_Entry]:
+        lengths = self._start_lengths if message[:_GATE] in self._gate else self._short_lengths
+        candidates = [e for n in lengths for e in self._by_start.get(message[:n], ())]
+        candidates += [e for word in self._words_in(message) for e in self._by_word.get(word, ())]
+        return candidates
+
+    def _keyed(self, message: str) -> list[tuple[_Entry, str | None]]:
+        """`_candidates`, each with the key word it was found by."""
+        lengths = self._start_lengths if message[:_GATE] in self._gate else self._short_lengths
+        out: list[tuple[_Entry, str | None]] = [(e, None) for n in lengths for e in self._by_start.get(message[:n], ())]
+        out += [(e, word) for word in self._words_in(message) for e in self._by_word.get(word, ())]
+        return out
+
+    def _words_in(self, message: str) -> Iterable[str]:
+        return ([w for w in self._few_words if w in message] if self._few_words is not None
+                else set(_WORD.findall(message)))
+
+
+def key_words(heads: Sequence[str]) -> list[str | None]:
+    """Each message's key word (`heads`: the first lines of the sites of one index, `first_line`): the rarest of its
+    words among them (a template that starts with a placeholder is found by it); None for one too short or
+    wordless to be found."""
+    words_of = [_words(head) for head in heads]
+    frequency = Counter(w for words in words_of for w in words)
+    out: list[str | None] = []
+    for head, words in zip(heads, words_of, strict=True):
+        fixed = sum(len(p.strip()) for p in head.split(sourcetext.PLACEHOLDER))
+        out.append(min(words, key=lambda w: (frequency[w], -len(w), w)) if fixed >= _MIN_FIXED and words else None)
+    return out
+
+
+def first_line(text: str) -> str:
     """What one log line shows of a message: its first line (the rest comes on the lines after it), printf-style
     placeholders as `{}`."""
     return _PRINTF.sub(sourcetext.PLACEHOLDER, text.strip().split("\n", 1)[0])
