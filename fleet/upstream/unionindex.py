@@ -59,13 +59,13 @@ class UnionIndex:
     """Every release's sites of one package in one index: a line is looked up once, whatever the releases."""
 
     def __init__(self, package: str, versions: tuple[str, ...], sites: list[IndexedSite],
-                 variants: list[list[Variant]], words: list[list[str]]) -> None:
+                 variants: list[list[Variant]], words: list[list[str]], starts: list[str | None]) -> None:
         """`sites[i]`: one message as its first release has it; `variants[i]`: [release, line, function, k] of
         each release that prints it, `words[i][k]` the key word that release's own index finds it by (`words[i]`
-        empty: too short to be found)."""
+        empty: too short to be found); `starts[i]`: the start it is keyed by (siteindex.starts)."""
         self.package = package
         self.versions = versions
-        self.index = SiteIndex(sites, words=words)
+        self.index = SiteIndex(sites, words=words, starts=starts)
         self._variants = {id(site): (found, keys)
                           for site, found, keys in zip(self.index.sites, variants, words, strict=True)}
 
@@ -111,6 +111,11 @@ def sources(package: str, cache: Path | None = None) -> dict[str, Path]:
 def build(package: str, cache: Path | None = None) -> UnionIndex | None:
     """The union of the per-release indexes `sources` names, written (atomically) beside the releases; None when
     no release has an index. Rows of the wrong shape are left out (a release's index written by something else)."""
+    with siteindex.collector_paused():
+        return _build(package, cache)
+
+
+def _build(package: str, cache: Path | None) -> UnionIndex | None:
     digests: dict[str, str] = {}
     rows_of: dict[str, list[list[object]]] = {}
     for version, source in sources(package, cache).items():
@@ -129,7 +134,8 @@ def build(package: str, cache: Path | None = None) -> UnionIndex | None:
         return None
     versions = tuple(rows_of)
     at: dict[tuple[object, ...], int] = {}
-    entries: list[list[Any]] = []  # [module, kind, exception, text, [[release, line, function, k], ...], words]
+    # [module, kind, exception, text, [[release, line, function, k], ...], words, start (siteindex.starts)]
+    entries: list[list[Any]] = []
     for i, version in enumerate(versions):
         rows = [row for row in rows_of[version] if _row(row)]
         # each site's key word as the release's own index chooses it (the rarest among its own sites)
@@ -146,20 +152,27 @@ def build(package: str, cache: Path | None = None) -> UnionIndex | None:
     # in the order each release's own index holds its sites (module, then line; here the newest release's line):
     # among sites that weigh the same for a line, the one looked at first is the one named, as in its own index
     entries.sort(key=lambda e: (e[0], e[4][-1][1]))
-    sites, variants, words = _sites(package, versions, entries)
+    for entry, first in zip(entries, siteindex.starts(_sites(package, versions, entries)[0]), strict=True):
+        entry.append(first)
+    sites, variants, words, firsts = _sites(package, versions, entries)
     if not sites:
         return None
     body = json.dumps({"versions": list(versions), "entries": entries}, separators=(",", ":")).encode()
     head = json.dumps({"format": FORMAT, "package": package, "sha256": hashlib.sha256(body).hexdigest(),
                        "sources": digests}, separators=(",", ":")).encode()
     _write(path(package, cache), head + b"\n" + body)
-    return UnionIndex(package, versions, sites, variants, words)
+    return UnionIndex(package, versions, sites, variants, words, firsts)
 
 
 def load(package: str, cache: Path | None = None) -> UnionIndex | None:
     """The union written beside the releases, when its body is the one its digest names and it was built from
     the per-release indexes the cache holds now (the same releases, each index unchanged); None otherwise
     (never built, torn, altered, or a release fetched or re-indexed since): build it again."""
+    with siteindex.collector_paused():
+        return _load(package, cache)
+
+
+def _load(package: str, cache: Path | None) -> UnionIndex | None:
     try:
         data = path(package, cache).read_bytes()
         head_bytes, _, body = data.partition(b"\n")
@@ -172,8 +185,8 @@ def load(package: str, cache: Path | None = None) -> UnionIndex | None:
         versions = tuple(v for v in doc["versions"] if is_version(v))
         if len(versions) != len(doc["versions"]):
             return None
-        sites, variants, words = _sites(package, versions, doc["entries"])
-        return UnionIndex(package, versions, sites, variants, words) if sites else None
+        sites, variants, words, firsts = _sites(package, versions, doc["entries"])
+        return UnionIndex(package, versions, sites, variants, words, firsts) if sites else None
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None
 
@@ -188,30 +201,34 @@ def _digests(package: str, cache: Path | None) -> dict[str, str]:
     return out
 
 
-def _sites(package: str, versions: tuple[str, ...],
-           entries: object) -> tuple[list[IndexedSite], list[list[Variant]], list[list[str]]]:
+def _sites(package: str, versions: tuple[str, ...], entries: object) -> tuple[
+        list[IndexedSite], list[list[Variant]], list[list[str]], list[str | None]]:
     """Each entry's site as its first release has it, its [release, line, function, k] in every release that
-    prints it, and its key words; ValueError for an entry of the wrong shape or types (a file written by something
-    else). Plain type checks: this runs over every entry each time a union is loaded."""
+    prints it, its key words and the start it is keyed by (an entry of 6 fields, before its start is known: None);
+    ValueError for an entry of the wrong shape or types (a file written by something else). Plain type checks:
+    this runs over every entry each time a union is loaded."""
     if type(entries) is not list:
         raise ValueError("a union's entries are a list")
     sites: list[IndexedSite] = []
     variants: list[list[Variant]] = []
     words: list[list[str]] = []
+    firsts: list[str | None] = []
     for entry in entries:
-        if type(entry) is not list or len(entry) != 6:
+        if type(entry) is not list or len(entry) not in (6, 7):
             raise ValueError("a union entry of the wrong shape")
-        module, kind, exception, text, found, keys = entry
+        module, kind, exception, text, found, keys = entry[:6]
+        first = entry[6] if len(entry) == 7 else None
         if not (type(module) is str and type(kind) is str and type(text) is str
-                and (exception is None or type(exception) is str) and type(keys) is list
-                and all(type(k) is str for k in keys) and type(found) is list and found
+                and (exception is None or type(exception) is str) and (first is None or type(first) is str)
+                and type(keys) is list and all(type(k) is str for k in keys) and type(found) is list and found
                 and all(_variant(v, len(versions), len(keys)) for v in found)):
             raise ValueError("a union entry of the wrong types")
-        first, line, function, _ = found[0]
-        sites.append(IndexedSite(package, versions[first], module, line, function, kind, exception, text))
+        at, line, function, _ = found[0]
+        sites.append(IndexedSite(package, versions[at], module, line, function, kind, exception, text))
         variants.append(found)
         words.append(keys)
-    return sites, variants, words
+        firsts.append(first)
+    return sites, variants, words, firsts
 
 
 def _row(row: object) -> bool:
