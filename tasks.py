@@ -53,8 +53,11 @@ def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_
 
 DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path (default: the one the inventory "
                                           "binds to the hosts' group; no playbook is ever assumed)",
-               "dry_run": "print the unit and patch diffs against what is installed; touch nothing",
-               "force": "deploy even when the current release already serves this playbook and is healthy",
+               "dry_run": "the deploy's own plan, touching nothing: the rung it tries first with the unit, env "
+                          "and patch diffs against what is installed, or 'nothing to do' exactly when it would",
+               "force": "deploy even when the host already serves, healthy, what this deploy would install (unit, "
+                        "env file with the inventory's vars.env, patch sets, venv, key, rung): where it would say "
+                        "unchanged",
                "serial": "rolling deploy: batch sizes in order, the last repeating, e.g. 1,2,25% (percent of the "
                          "hosts, rounded down, at least 1); default: every host in one batch",
                "max_fail": "stop the rollout once more than N hosts (or P% of all) failed, e.g. 1 or 10%; later "

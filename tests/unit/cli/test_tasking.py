@@ -170,3 +170,25 @@ def test_a_number_that_is_not_one_is_one_line_and_exit_2(args, says, tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == f"error: {done.stderr.strip()[7:]}" and says in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_line_names_commands_as_the_program_the_operator_ran():
+    line = "t.yaml:3: flags.x: ... (and 1 more: inv check --playbook t); `inv unlock --host h` or ~/.venv/bin/inv probe"
+    assert tasking.as_run(line, "inv") == line
+    assert tasking.as_run(line, "fleet") == ("t.yaml:3: flags.x: ... (and 1 more: fleet check --playbook t); `fleet "
+                                             "unlock --host h` or ~/.venv/bin/inv probe")
+    assert tasking.as_run("invalid inventory; inv", "fleet") == "invalid inventory; inv"
+
+
+def test_the_help_of_deploy_and_of_the_targets_says_what_they_do_now():
+    """The newcomer's second hour: `inv deploy --help` said --force is for a release that 'already serves this
+    playbook' (the old "unchanged", before the dry run and the deploy shared one plan), and every task's --host
+    and --group said 'host name or address' / 'inventory group', never the patterns they take (docs/cli.md)."""
+    deploy = NS["deploy"].help
+    assert "this playbook" not in deploy["force"] and "unchanged" in deploy["force"]
+    assert all(word in deploy["force"] for word in ("unit", "env", "patch sets", "venv", "rung"))
+    assert "nothing to do" in deploy["dry_run"] and "rung" in deploy["dry_run"]
+    for task in ("probe", "status", "logs", "history", "deploy", "rollback", "tune", "bench", "exec", "patch"):
+        helps = NS[task].help
+        assert "pattern" in helps["host"] and "'!" in helps["host"], task
+        assert "'!" in helps["group"] and "'&" in helps["group"], task
