@@ -247,7 +247,8 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
                                   set or [], full, json, cli.console, wide))
 
 
-@task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
+@task(help={"host": "the one host to recover (name or address)",
+            "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet-site.yaml)",
             "power_cycle": "a Proxmox guest: stop then start the VM instead of a reset; any host: no GPU reset",
             "unreachable": "a Proxmox guest SSH cannot reach (timed out, refused, dropped): reset it through the API",
             "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
