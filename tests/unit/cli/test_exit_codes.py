@@ -87,6 +87,21 @@ def test_logs_exit_1_when_they_show_a_fatal_line(case, lines, only, code, as_jso
     assert ("fatal lines (exit 1): sbx0: " in err) == (code == 1)
 
 
+def test_logs_count_the_fatal_lines_they_show_not_each_rank_s_copy(capsys):
+    """The README tour's crash: 8 processes' copies of the TMA error, shown as one line, were said as 8."""
+    copies = [LogLine("sbx0", None, "RuntimeError: TMA", _event(Severity.FATAL), f"python[{pid}]")  # type: ignore[arg-type]
+              for pid in range(340, 348)]
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        for line in copies:
+            emit(line)
+
+    console = SimpleNamespace(print=lambda *a, **k: None)
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, "fatal", False, console,  # type: ignore[list-item, arg-type]
+                    read=stream) == 1
+    assert capsys.readouterr().err == "fleet: fatal lines (exit 1): sbx0: 1\n"
+
+
 @pytest.mark.parametrize("to", ["nonsense", "", "../../../../tmp/x", "2026-12-02", "latest", "before_fleet",
                                 f"{RELEASE} ", "20261202T142659Z"])
 def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to, tmp_path):
