@@ -139,8 +139,10 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
 @reports_errors
 def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
            accept_new_host_keys=False, ask_become_pass=False, wide=False, detail=None):
-    """One line per host, the columns that fit the terminal: unit state, health, release and rung, gen tok/s
-    (/metrics), drift, last failure, then requests, bench tok/s, power, GPUs and the sglang router."""
+    """The fleet board: one line per host, with the columns that fit the terminal.
+
+    Unit state, health, release and rung, drift, playbook, gen tok/s (/metrics), GPU health, last failure, then
+    requests, bench tok/s, power, GPUs and the sglang router."""
     from fleet.cli import status as board
 
     hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
@@ -426,8 +428,10 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
                            "matrix (their launch_server flags, read with ast)", "wide": WIDE_HELP})
 @reports_errors
 def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wide=False):
-    """Fetch the real sglang / flashinfer-python wheels of playbooks/upstream/matrix.yaml (or the ones named)
-    into ~/.cache/fleet/upstream: pip download --no-deps, sha256 checked against the registry, text files kept.
+    """Fetch the real sglang / flashinfer-python wheels fleet's checks are read from (~/.cache/fleet/upstream).
+
+    Those of playbooks/upstream/matrix.yaml, or the ones named: pip download --no-deps, sha256 checked against
+    the registry, text files kept.
 
     Exit codes: 0 all cached, 1 a fetch failed (the registry unreachable, a hash mismatch), 2 bad input.
     """
@@ -443,9 +447,11 @@ def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wid
             "lock": "resolve each playbook's packages: again and rewrite its lock (playbooks/NAME.lock)"})
 @reports_errors
 def check(c, playbook=None, inventory=None, json=False, lock=False):
-    """Check playbooks without touching any host: schema, every flag against the sglang releases they can
-    meet, when: values, rungs that never run, the exposure rule, literal secrets, health.expect, and that the
-    lock beside each (playbooks/NAME.lock) still locks its packages: pins. --lock resolves the pins again from
+    """Check playbooks without touching any host, every problem in one pass.
+
+    Schema, every flag against the sglang releases they can meet, when: values, rungs that never run, the
+    exposure rule, literal secrets, health.expect, and that the lock beside each (playbooks/NAME.lock) still
+    locks its packages: pins. --lock resolves the pins again from
     the wheelhouse and rewrites the lock (for the kinds of host it knows): review the diff and commit it.
 
     Exit codes: 0 no error (warnings allowed), 2 an error (one line each, naming file:line).
@@ -467,8 +473,10 @@ LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",
 @task(iterable=["host", "group", "rung"], help=LEARNED_HELP)
 @reports_errors
 def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, json=False):
-    """What the fleet learned per hardware fingerprint, playbook, rung and host (.fleet/known-good.json):
-    serves, tuned tok/s and spread, failures by class, the winner and the rungs skipped. Reads nothing else.
+    """What the fleet learned per hardware fingerprint, playbook, rung and host.
+
+    From known-good.json in the state folder (.fleet/, or FLEET_STATE_DIR): serves, tuned tok/s and spread,
+    failures by class, the winner and the rungs skipped. Reads nothing else.
 
     Exit codes: 0 shown, 2 bad input.
     """
@@ -484,8 +492,9 @@ def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, 
 @reports_errors
 def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, all_=False,
            dry_run=False, json=False):
-    """Clear what the fleet learned (what `inv learned` shows) for the hosts, playbook, rungs or fingerprint
-    given, under the lock deploys and tunes take; the file before is kept as known-good.json.bak. No host is
+    """Clear what the fleet learned (what `inv learned` shows), under the lock deploys and tunes take.
+
+    For the hosts, playbook, rungs or fingerprint given; the file before is kept as known-good.json.bak. No host is
     contacted.
 
     Exit codes: 0 done (or nothing matched), 2 bad input (nothing changed).

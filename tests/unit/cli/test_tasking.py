@@ -222,3 +222,10 @@ def test_the_docs_option_table_names_the_tasks_each_option_is_in():
         if documented is not None and documented != real:
             wrong.append(f"{', '.join(names)}: docs {sorted(documented)}, tasks {sorted(real)}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_task_s_line_in_the_list_is_a_whole_sentence():
+    """The newcomer's second hour: `inv --list` shows each docstring's first line, and five stopped mid-sentence
+    ('check  Check playbooks ...: schema, every flag against the sglang releases they can')."""
+    cut = [t for t in TASKS if not (NS[t].__doc__ or "").strip().splitlines()[0].rstrip().endswith(".")]
+    assert not cut, cut
