@@ -338,3 +338,21 @@ def test_the_readme_s_board_is_the_board_at_80_columns():
     console.print(table_of([served, *idle], width=80))
     drawn = [line.rstrip() for line in console.export_text().splitlines()]
     assert [line.rstrip() for line in block.splitlines()] == drawn
+
+
+@pytest.mark.parametrize(("kernel_log", "xid", "said"), [
+    ("dmesg", [], "none (read from dmesg)"),
+    ("journalctl", [], "none (read from journalctl)"),
+    ("kernel log not readable: dmesg (permission denied)", [], "kernel log not readable: dmesg (permission denied)"),
+    (None, [], "-"),
+])
+def test_the_detail_says_no_xid_as_none_and_where_it_was_read(kernel_log, xid, said):
+    """The newcomer's second hour: `inv status --detail sbx0` said 'Xid since boot: dmesg', the name of the
+    kernel log it read, where it means none were found there."""
+    from fleet.cli.status_view import render_detail
+
+    st = dataclasses.replace(status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n")),
+                             kernel_log=kernel_log, xid=xid)
+    console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    render_detail(st, console)
+    assert f"  Xid since boot:        {said}\n" in console.export_text()
