@@ -119,7 +119,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         if as_json:
             sys.stderr.write(f"error: {message}\n")
         else:
-            console.print(f"[red]{escape(message)}[/]", soft_wrap=True)
+            console.print(f"[red]{escape(message)}[/]", highlight=False)  # a sentence: folded to the terminal
     if fatal:
         from fleet.cli import say_on_stderr
 

@@ -4,6 +4,7 @@ anything changed (a `--to` that is no release id), 130 interrupted."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import threading
@@ -133,3 +134,21 @@ def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, 
     assert probe.command([], None, True) == code  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
+
+
+def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():
+    """The newcomer's second hour: a host that took the connection and sent no banner was one 200-column line in
+    `inv logs` (every other task folds its sentences to the terminal, docs/cli.md#width)."""
+    from rich.console import Console
+
+    from fleet.errors import FleetError
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        raise FleetError("mute (root@127.0.0.1:2299): took the connection but sent no SSH banner within 10s (a "
+                         "wedged sshd, MaxStartups, a middlebox, or no SSH server on that port); check sshd there")
+
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    assert logs.run([SimpleNamespace(name="mute")], None, False, None, None, False, console,  # type: ignore[list-item, arg-type]
+                    read=stream) == 1
+    lines = console.export_text().splitlines()
+    assert len(lines) > 1 and max(len(line) for line in lines) <= 80 and "no SSH banner" in " ".join(lines)
