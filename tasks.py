@@ -145,6 +145,10 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
     requests, bench tok/s, power, GPUs and the sglang router."""
     from fleet.cli import status as board
 
+    if interval is not None and not watch:  # it would be taken and do nothing
+        raise cli.bad_input("--interval is the seconds between --watch's refreshes; add --watch")
+    if detail and (host or group):  # one of them would be left unread, silently
+        raise cli.bad_input(f"--detail {detail} names its one host: leave out --host and --group")
     hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=board.command(hosts, opts, port, json, watch, interval,

@@ -157,6 +157,18 @@ def test_help_is_help_before_and_after_positionals_and_reads_nothing(args, tmp_p
 
 
 @pytest.mark.parametrize(("args", "says"), [
+    (("status", "--interval", "2"), "--interval is the seconds between --watch's refreshes; add --watch"),
+    (("status", "--detail", "sbx0", "-H", "sbx1"), "--detail sbx0 names its one host: leave out --host and --group"),
+    (("status", "--detail", "sbx0", "-g", "pcie"), "--detail sbx0 names its one host"),
+])
+def test_an_option_that_would_do_nothing_is_refused(args, says, tmp_path):
+    """The newcomer's second hour: `inv status --interval 2` drew one board and ended (--interval is --watch's),
+    `inv status --detail sbx0 -H sbx1` showed sbx0 alone: each option taken and silently left unused."""
+    done = _inv(*args[:1], "-i", str(tmp_path / "none.yaml"), *args[1:])
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.startswith(f"error: {says}"), done.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
     (("status", "--port", "abc"), "--port 'abc': a port from 1 to 65535"),
     (("audit", "--sm", "abc"), "--sm 'abc': an SM like 120"),
     (("tune", "--runs", "lots"), "--runs 'lots'"),
