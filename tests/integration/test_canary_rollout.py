@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from fleetcli import inv_json, llama_playbook, sh
+from fleetcli import BUDGETS, inv_json, llama_playbook, sh, write_book
 
 HOSTS = ["sbx1", "sbx2", "sbx3"]
 
@@ -44,3 +44,69 @@ def test_a_release_that_answers_otherwise_fails_its_canary_before_traffic_and_is
     assert json.loads(out)["text"].strip().startswith("4")  # serving the old release again
     for h in ("sbx2", "sbx3"):
         assert sh(sandbox_inventory, h, "readlink /var/lib/fleet/current").strip().endswith(previous[h])
+
+
+# Four replicas behind the real router on sbx0; sbx4's profile is a copy of sbx2's (tests/conftest.py: bare_profile),
+# so the canary sbx2 has a baseline of its own hardware although the later batches begin with other GPUs.
+ROUTER = "sbx0"
+REPLICAS = ["sbx2", "sbx1", "sbx3", "sbx4"]
+KEY = "canary-router-key"
+JITTER = {"NCCL_P2P_DISABLE": "1", "SGLANG_SIM_JITTER": "0.1"}  # each request's delays spread, as on a real GPU
+# short looks for a test: 20 s each, 40 s at most, 4 requests a second a host; the tail at p90 (p99 wants
+# thousands of requests a side: bench/bench_canary_judge.py is where the p99 is measured)
+WINDOW = {"window": 20, "max_window": 40, "rate": 4, "tail": 0.9}
+
+
+def routed_book(tmp_path, env):
+    return write_book(tmp_path, {
+        "name": "llama-canary-dp", "model": {"path": "/models/Llama-3.1-8B-Instruct"},
+        "serve": {"host": "0.0.0.0", "port": 30000, "api_key": {"env": "SGLANG_API_KEY"}, "env": env},
+        "flags": {"tp-size": 1}, "ladder": [{"name": "plain"}], "budgets": {**BUDGETS, "start": 12, "weight_load": 12},
+        "router": {"host": ROUTER, "port": 30080, "policy": "round_robin",
+                   "flags": {"health-check-interval-secs": 2}},
+        "canary": WINDOW})
+
+
+def routed(sandbox, state, book, *args):
+    picks = [a for h in REPLICAS for a in ("--host", h)]
+    return inv_json(sandbox, "deploy", *picks, "--playbook", str(book), "--yes", "--serial", "1,3", *args,
+                    env={"SGLANG_API_KEY": KEY, "FLEET_STATE_DIR": str(state)})
+
+
+def workers(inventory) -> list[str]:
+    out = sh(inventory, ROUTER, f"curl -s -H 'Authorization: Bearer {KEY}' http://127.0.0.1:30080/workers")
+    return sorted(w["url"] for w in json.loads(out)["workers"])
+
+
+def test_behind_the_router_an_identical_release_passes_and_a_slower_one_fails_and_is_put_back(
+        _sandbox_session, sandbox_inventory, tmp_path):
+    sandbox, profiles = _sandbox_session
+    sandbox.up(len(profiles), profiles)
+    state = tmp_path / "state"
+    every = sorted(f"http://{sandbox_inventory.hosts[h].address}:30000" for h in REPLICAS)
+    rc, data, err = routed(sandbox, state, routed_book(tmp_path, JITTER))
+    assert rc == 0, err[-3000:]
+    assert workers(sandbox_inventory) == every
+    # A/A: a release that changes nothing the server does passes its canary and the rollout goes on
+    same = routed_book(tmp_path, {**JITTER, "FLEET_TEST_NOTE": "a release alike"})
+    rc, data, err = routed(sandbox, state, same, "--canary")
+    assert rc == 0, err[-3000:]
+    judged = data["judged"]
+    assert judged["ok"] and judged["verdict"]["decision"] == "pass", judged
+    assert judged["baselines"] == ["sbx4"]  # sbx1, first of the later batches, has other GPUs
+    assert [h["status"] for h in data["hosts"]] == ["ok"] * 4, data["hosts"]
+    passed = {h["host"]: h["release"] for h in data["hosts"]}
+    # 30% slower on every request (SGLANG_SIM_SLOWER): the judge fails it, the canary goes back, the rest wait
+    slower = routed_book(tmp_path, {**JITTER, "FLEET_TEST_NOTE": "a release alike", "SGLANG_SIM_SLOWER": "0.30"})
+    rc, data, err = routed(sandbox, state, slower, "--canary")
+    assert rc == 1, err[-3000:]
+    verdict = data["judged"]["verdict"]
+    assert verdict["decision"] == "fail" and data["judged"]["numerics"]["ok"]
+    failed = [m for m in verdict["metrics"] if m["decision"] == "fail"]
+    assert failed and all(m["metric"] in ("ttft", "tpot", "e2e") and m["estimate"] >= 0.05 for m in failed), failed
+    one, *rest = data["hosts"]
+    assert one["host"] == "sbx2" and one["status"] == "failed"
+    assert one["error"].endswith(f"put back on release {passed['sbx2']}"), one["error"]
+    assert [h["status"] for h in rest] == ["skipped"] * 3
+    assert sh(sandbox_inventory, "sbx2", "readlink /var/lib/fleet/current").strip().endswith(passed["sbx2"])
+    assert workers(sandbox_inventory) == every  # every replica serves, the canary back in the router
