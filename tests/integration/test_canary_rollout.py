@@ -5,6 +5,8 @@ the later batches are never touched (sandbox/sim/README.md: SGLANG_SIM_ANSWERS p
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 from fleetcli import BUDGETS, inv_json, llama_playbook, sh, write_book
 
@@ -110,3 +112,55 @@ def test_behind_the_router_an_identical_release_passes_and_a_slower_one_fails_an
     assert [h["status"] for h in rest] == ["skipped"] * 3
     assert sh(sandbox_inventory, "sbx2", "readlink /var/lib/fleet/current").strip().endswith(passed["sbx2"])
     assert workers(sandbox_inventory) == every  # every replica serves, the canary back in the router
+
+
+XID79 = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
+         "echo \"[ 902.1] NVRM: Xid (PCI:$s): 79, pid=1, GPU has fallen off the bus.\" >> /run/fleet-sim/kmsg")
+
+
+def test_a_hardware_xid_on_the_canary_during_its_window_fails_it(_sandbox_session, sandbox_inventory, tmp_path):
+    sandbox, profiles = _sandbox_session
+    sandbox.up(len(profiles), profiles)
+    state = tmp_path / "state"
+    hosts = ["sbx2", "sbx4", "sbx3"]  # the canary sbx2 and its baseline sbx4 of the same hardware
+
+    def deploy(book, *args):
+        picks = [a for h in hosts for a in ("--host", h)]
+        return inv_json(sandbox, "deploy", *picks, "--playbook", str(book), "--yes", "--serial", "1,2", *args,
+                        env={"FLEET_STATE_DIR": str(state)})
+
+    rc, data, err = deploy(llama_playbook(tmp_path, [{"name": "plain"}], name="llama-canary-xid", flags={"tp-size": 1},
+                                          serve={"env": JITTER}))
+    assert rc == 0, err[-3000:]
+    before = {h["host"]: h["release"] for h in data["hosts"]}
+    new = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-canary-xid", flags={"tp-size": 1},
+                         serve={"env": {**JITTER, "FLEET_TEST_NOTE": "a release alike"}}, canary=WINDOW)
+    injected = threading.Event()
+
+    def xid_once_the_window_runs():  # canary_load.py load runs (python -c PROGRAM load PORT): the window is open;
+        # [l]: the pattern must not match the shell that runs pgrep (it did: the Xid came before the window)
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and not injected.is_set():
+            if sh(sandbox_inventory, "sbx2", "pgrep -f ' [l]oad 30000 ' >/dev/null && echo on || true").strip() == "on":
+                sh(sandbox_inventory, "sbx2", XID79)
+                injected.set()
+                return
+            time.sleep(1)
+
+    watcher = threading.Thread(target=xid_once_the_window_runs, daemon=True)
+    watcher.start()
+    rc, data, err = deploy(new, "--canary")
+    injected.set()
+    watcher.join(10)
+    assert rc == 1, err[-3000:]
+    judged = data["judged"]
+    assert judged["numerics"]["ok"] and judged["baselines"] == ["sbx4"]
+    assert judged["faults"] and judged["faults"][0].startswith("sbx2: Xid 79"), judged
+    assert judged["reasons"][0].startswith("hardware fault on a canary: sbx2: Xid 79")
+    assert judged["verdict"]["look"] == 1  # the look that saw it ends the window
+    one, *rest = data["hosts"]
+    assert one["host"] == "sbx2" and one["status"] == "failed", one
+    # the Xid line alone (the stand-in still lists the GPU): the release before starts and serves again
+    assert one["error"].endswith(f"put back on release {before['sbx2']}"), one["error"]
+    assert sh(sandbox_inventory, "sbx2", "readlink /var/lib/fleet/current").strip().endswith(before["sbx2"])
+    assert [h["status"] for h in rest] == ["skipped", "skipped"]
