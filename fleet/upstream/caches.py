@@ -92,7 +92,33 @@ class CacheModel(BaseModel):
 class CachesFile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    kernel_flags: list[str]
+    kernel_env: list[str]
     caches: list[CacheModel]
+
+    @field_validator("kernel_flags")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if not re.fullmatch(r"--[a-z0-9][a-z0-9-]*", f)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is no long flag (--name)")
+        return v
+
+    @field_validator("kernel_env")
+    @classmethod
+    def _env(cls, v: list[str]) -> list[str]:
+        bad = [e for e in v if not _ENV.match(e)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is no environment variable name")
+        return v
+
+
+@dataclass(frozen=True)
+class KernelInputs:
+    """The launch flags and environment variables that change kernels or tactics (part of fleet's cache key)."""
+
+    flags: frozenset[str]
+    env: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -141,11 +167,22 @@ def _overlap(a: str, b: str) -> bool:
 
 
 @cache
+def _parsed(path: Path) -> tuple[yamlfile.Document, CachesFile]:
+    doc = yamlfile.load(path)
+    return doc, doc.parse(CachesFile)
+
+
+def kernel_inputs(path: Path = FILE) -> KernelInputs:
+    parsed = _parsed(path)[1]
+    return KernelInputs(frozenset(parsed.kernel_flags), frozenset(parsed.kernel_env))
+
+
+@cache
 def load(path: Path = FILE) -> tuple[CacheSpec, ...]:
     """Every entry; InputError naming file, line and key for a bad one or two entries of one name that cover one
     release."""
-    doc = yamlfile.load(path)
-    models = doc.parse(CachesFile).caches
+    doc, parsed = _parsed(path)
+    models = parsed.caches
     for i, m in enumerate(models):
         for n in models[:i]:
             if n.name == m.name and _overlap(n.releases, m.releases):

@@ -66,6 +66,7 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+HEAD = "kernel_flags: [--tp-size]\nkernel_env: [FLASHINFER_CUDA_ARCH_LIST]\n"
 ENTRY = """  - name: triton
     releases: "{r}"
     where:
@@ -78,13 +79,13 @@ ENTRY = """  - name: triton
 
 
 def test_two_entries_of_one_name_over_one_release_are_refused_naming_the_line(tmp_path: Path) -> None:
-    path = _write(tmp_path, "caches:\n" + ENTRY.format(r="<0.5.18") + ENTRY.format(r=">=0.5.14"))
-    with pytest.raises(InputError, match=r"caches.yaml:11: caches.1.releases: 'triton' already covers"):
+    path = _write(tmp_path, HEAD + "caches:\n" + ENTRY.format(r="<0.5.18") + ENTRY.format(r=">=0.5.14"))
+    with pytest.raises(InputError, match=r"caches.yaml:13: caches.1.releases: 'triton' already covers"):
         caches.load(path)
 
 
 def test_adjacent_ranges_of_one_name_are_accepted(tmp_path: Path) -> None:
-    path = _write(tmp_path, "caches:\n" + ENTRY.format(r="<0.5.18") + ENTRY.format(r=">=0.5.18"))
+    path = _write(tmp_path, HEAD + "caches:\n" + ENTRY.format(r="<0.5.18") + ENTRY.format(r=">=0.5.18"))
     assert len(caches.load(path)) == 2
 
 
@@ -95,6 +96,18 @@ def test_adjacent_ranges_of_one_name_are_accepted(tmp_path: Path) -> None:
     ('{env: lower}', "no environment variable name"),
 ])
 def test_a_bad_folder_is_refused_in_one_line(tmp_path: Path, bad: str, says: str) -> None:
-    text = "caches:\n" + ENTRY.format(r="<1").replace('{base: "{home}", path: .triton/cache}', bad)
+    text = HEAD + "caches:\n" + ENTRY.format(r="<1").replace('{base: "{home}", path: .triton/cache}', bad)
     with pytest.raises(InputError, match=says):
         caches.load(_write(tmp_path, text))
+
+
+def test_the_kernel_inputs_name_the_flags_that_change_kernels() -> None:
+    inputs = caches.kernel_inputs()
+    assert {"--attention-backend", "--moe-runner-backend", "--tp-size"} <= inputs.flags
+    assert "FLASHINFER_CUDA_ARCH_LIST" in inputs.env
+
+
+def test_a_kernel_flag_that_is_no_flag_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "kernel_flags: [tp-size]\nkernel_env: []\ncaches:\n" + ENTRY.format(r="<1"))
+    with pytest.raises(InputError, match=r"caches.yaml:1: kernel_flags: 'tp-size' is no long flag"):
+        caches.load(path)
