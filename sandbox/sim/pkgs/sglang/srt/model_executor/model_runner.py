@@ -199,6 +199,8 @@ class ModelRunner:
         self.facts["autotune"] = autotune
         self.facts["moe_tuned"] = autotune or not self.model.is_moe
         self.profile_crash("moe")  # the MoE runner's JIT module is built at the first MoE warm-up
+        if sa.attention_backend == "flashinfer":
+            self.build_attention_modules()
         if not autotune:
             return
         from flashinfer.autotuner import autotune as flashinfer_autotune
@@ -209,6 +211,13 @@ class ModelRunner:
                 if row["then"].get("warn") == "tma_skip":
                     _tma_tactic_warnings(skip_tactic, self.rank)
             env.sleep(90.0)
+
+    def build_attention_modules(self) -> None:
+        """flashinfer's prefill and decode modules: built (silently, as 0.6.3) unless the JIT cache has them."""
+        from flashinfer.jit.attention.modules import gen_batch_module
+
+        for kind in ("prefill", "decode"):
+            gen_batch_module(kind).build_and_load()
 
     def init_device_graphs(self) -> None:
         if self.server_args.disable_cuda_graph:

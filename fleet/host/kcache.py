@@ -1,0 +1,50 @@
+"""A host's compile and tune caches, through fleet/host/programs/kcache.py (one round trip each): collected as
+a bounded tar, placed after its checksum by rename, cleared. Typed answers; nothing here decides whether to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabric import Connection
+
+from fleet.host import programs
+from fleet.inventory import Host
+from fleet.ssh.remote import run_bytes
+
+TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class HostRefused:
+    """What the host's program said when it would not collect or place (nothing changed on the host)."""
+
+    reason: str
+
+
+def _said(stderr: bytes, exited: int) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"exit {exited}"
+
+
+def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int) -> bytes | HostRefused:
+    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes."""
+    cmd = programs.python_command(python, "kcache.py", "collect", str(limit), *folders)
+    res = run_bytes(conn, host, cmd, timeout=TIMEOUT_S, max_output=limit + (16 << 20))
+    return res.stdout if res.exited == 0 else HostRefused(_said(res.stderr, res.exited))
+
+
+def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
+          folders: list[str]) -> list[str] | HostRefused:
+    """The tar put in place, each folder by rename; the folders placed, or why the host refused it."""
+    cmd = programs.python_command(python, "kcache.py", "place", sha256, *folders)
+    res = run_bytes(conn, host, cmd, data, timeout=TIMEOUT_S, max_output=1 << 20)
+    if res.exited != 0:
+        return HostRefused(_said(res.stderr, res.exited))
+    return res.stdout.decode("utf-8", "replace").split()
+
+
+def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
+    """The folders removed (renamed aside first); why not, or None."""
+    cmd = programs.python_command(python, "kcache.py", "clear", *folders)
+    res = run_bytes(conn, host, cmd, timeout=TIMEOUT_S, max_output=1 << 20)
+    return None if res.exited == 0 else _said(res.stderr, res.exited)
