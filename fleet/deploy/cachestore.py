@@ -87,6 +87,10 @@ class CacheStore:
             return self._drop(folder, "its tar's sha256 is not the one recorded (truncated or altered)")
         return Entry(key, data, str(meta["sha256"]), str(meta.get("host", "")))
 
+    def drop(self, key: CacheKey, reason: str) -> Refused:
+        """The entry of `key` removed (a start with it failed and one without it served)."""
+        return self._drop(self._dir(key), reason)
+
     def _drop(self, folder: Path, reason: str) -> Refused:
         aside = folder.with_name(f"{_TMP}drop-{folder.name}-{time.monotonic_ns()}")
         try:

@@ -54,6 +54,7 @@ class WarmStart:
     folders: list[str]
     python: str
     placed: list[str] = field(default_factory=list)
+    failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
@@ -89,7 +90,7 @@ class WarmStart:
         if not self.placed:
             return False
         why = kcache.clear(conn, host, self.python, self.placed)
-        self.placed = []
+        self.placed, self.failed_with_cache = [], True
         if why:
             say(f"could not remove the placed caches: {why}")
             return False
@@ -97,8 +98,12 @@ class WarmStart:
         return True
 
     def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
-        """This host's caches into the store, when it holds none of this key."""
-        if self.store.has(self.key):
+        """This host's caches into the store, when it holds none of this key (or one that failed a start that
+        served without it: replaced)."""
+        if self.failed_with_cache:
+            self.store.drop(self.key, "a start failed with it and served without it")
+            say("the stored caches failed a start that served without them: replaced by this host's")
+        elif self.store.has(self.key):
             return
         data = kcache.collect(conn, host, self.python, self.folders, self.store.limit)
         if isinstance(data, kcache.HostRefused):

@@ -199,8 +199,6 @@ class ModelRunner:
         self.facts["autotune"] = autotune
         self.facts["moe_tuned"] = autotune or not self.model.is_moe
         self.profile_crash("moe")  # the MoE runner's JIT module is built at the first MoE warm-up
-        if sa.attention_backend == "flashinfer":
-            self.build_attention_modules()
         if not autotune:
             return
         from flashinfer.autotuner import autotune as flashinfer_autotune
@@ -228,6 +226,8 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ first forward
     def first_forward(self, batch_sizes: list[int]) -> None:
+        if self.server_args.attention_backend == "flashinfer":  # the first forward plans: the modules load
+            self.build_attention_modules()
         if sim_release.gates_as_released():  # 0.5.2x: the backend is resolved, then add_norm's gate decides
             from sglang.srt.layers.flashinfer_comm_fusion import _resolve_backend
             from sglang.srt.layers.layer_boundary.residual.add_norm import flashinfer_ar_fusion_applies
