@@ -8,8 +8,9 @@ module whose sources and flags match is loaded without a build, as ninja leaves 
 
 from __future__ import annotations
 
-from flashinfer.compilation_context import CompilationContext
 from sglang_sim_core import env as sim_env
+
+from flashinfer.compilation_context import CompilationContext
 
 from .. import env as jit_env
 from ..core import JitSpec, gen_jit_spec
