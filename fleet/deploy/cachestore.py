@@ -1,8 +1,9 @@
 """The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49):
 STATE/kcache/<key digest>/{key.json, cache.tar, meta.json}. An entry is written whole or not at all (a folder
-built beside the others, renamed in), never replaced (the first host of a key gives it), bounded in size, and
-read back only when its key.json is the key asked for and its tar's sha256 is the one recorded: anything else is
-dropped and reported, never placed."""
+built beside the others, renamed in), never replaced (the first host of a key gives it; one that failed a start
+is dropped), bounded in size (the least recently used dropped first), and read back only when its key.json is
+the key asked for and its tar's sha256 is the one recorded: anything else is dropped and reported, never
+placed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from fleet.deploy.cachekey import CacheKey
 
-LIMIT = 4 << 30  # bytes one entry may hold
+LIMIT = 2 << 30  # bytes one entry may hold (it passes through the controller's memory)
 TOTAL = 32 << 30  # bytes the store may hold; the oldest entries go first
 _TMP = ".tmp-"
 
@@ -85,6 +86,7 @@ class CacheStore:
             return self._drop(folder, "its key.json is another key's")
         if not isinstance(meta, dict) or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             return self._drop(folder, "its tar's sha256 is not the one recorded (truncated or altered)")
+        os.utime(folder / "meta.json")  # last used: the store drops the least recently used first
         return Entry(key, data, str(meta["sha256"]), str(meta.get("host", "")))
 
     def drop(self, key: CacheKey, reason: str) -> Refused:
@@ -101,13 +103,14 @@ class CacheStore:
         return Refused(reason)
 
     def prune(self, keep: CacheKey | None = None) -> list[str]:
-        """Oldest entries dropped until the store holds at most `total` bytes (`keep` never); their digests."""
+        """The least recently used entries dropped until the store holds at most `total` bytes (`keep` never);
+        their digests."""
         entries = []
         for folder in self.root.iterdir() if self.root.is_dir() else ():
             if folder.name.startswith(_TMP) or not (folder / "cache.tar").is_file():
                 continue
-            stat = (folder / "cache.tar").stat()
-            entries.append((stat.st_mtime, stat.st_size, folder))
+            used_at = (folder / "meta.json").stat().st_mtime if (folder / "meta.json").is_file() else 0.0
+            entries.append((used_at, (folder / "cache.tar").stat().st_size, folder))
         used = sum(size for _, size, _ in entries)
         dropped = []
         for _, size, folder in sorted(entries):

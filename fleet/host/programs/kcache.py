@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shutil
 import sys
@@ -44,11 +43,9 @@ def collect(limit: int, folders: list[str]) -> None:
     size = sum(os.path.getsize(p) for p, d in found if not d)
     if size > limit:
         _fail(3, f"the caches hold {size} bytes, more than the {limit} allowed")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # streamed
         for path, _ in found:
             tar.add(path, arcname=path.lstrip("/"), recursive=False)
-    sys.stdout.buffer.write(buf.getvalue())
 
 
 def _inside(name: str, folders: list[str]) -> str | None:
@@ -58,12 +55,37 @@ def _inside(name: str, folders: list[str]) -> str | None:
     return next((f for f in folders if path == f or path.startswith(f.rstrip("/") + "/")), None)
 
 
+def _spool(folders: list[str]) -> str:
+    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked."""
+    parent = os.path.dirname(folders[0].rstrip("/")) or "/"
+    os.makedirs(parent, exist_ok=True)
+    path = os.path.join(parent, f"{ASIDE}in-{os.getpid()}")
+    with open(path, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return path
+
+
 def place(want: str, folders: list[str]) -> None:
-    data = sys.stdin.buffer.read()
-    if hashlib.sha256(data).hexdigest() != want:
+    spooled = _spool(folders)
+    try:
+        _place_from(spooled, want, folders)
+    finally:
+        os.unlink(spooled)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _place_from(spooled: str, want: str, folders: list[str]) -> None:
+    if _sha256(spooled) != want:
         _fail(4, "refused: the cache's sha256 is not the one the store recorded (truncated or altered)")
     try:
-        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+        tar = tarfile.open(spooled, mode="r:")
         members = tar.getmembers()
     except (tarfile.TarError, EOFError) as exc:
         _fail(4, f"refused: not a whole tar ({exc})")

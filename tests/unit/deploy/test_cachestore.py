@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from fleet.deploy.cachekey import CacheKey
@@ -62,3 +63,15 @@ def test_the_store_stays_under_its_total_dropping_the_oldest(tmp_path: Path) -> 
     store.put(old, b"a" * 10, "h0")
     store.put(new, b"b" * 10, "h1")
     assert not store.has(old) and store.has(new)
+
+
+def test_the_least_recently_used_entry_goes_first(tmp_path: Path) -> None:
+    store = CacheStore(tmp_path, limit=10, total=25)
+    a, b, c = _key(sm="90"), _key(sm="100"), _key(sm="120")
+    store.put(a, b"a" * 10, "h0")
+    store.put(b, b"b" * 10, "h1")
+    os.utime(tmp_path / a.digest / "meta.json", (1, 1))
+    os.utime(tmp_path / b.digest / "meta.json", (2, 2))
+    assert isinstance(store.get(a), Entry)  # a used now: b is the least recently used
+    store.put(c, b"c" * 10, "h2")
+    assert store.has(a) and not store.has(b) and store.has(c)
