@@ -89,6 +89,7 @@ class AttemptRunner:
         if outcome == Outcome.READY:
             outcome, evidence = health.verify(conn, host, serve.book, say)
         if outcome == Outcome.READY and warm is not None:
+            warm.check_used(conn, host, say)
             warm.after_serving(conn, host, say)
         record = None
         measure = measure if measure is not None else self.measure

@@ -5,6 +5,9 @@ the folders: each release's own (fleet.upstream.caches, playbooks/upstream/cache
 
 from __future__ import annotations
 
+import hashlib
+import io
+import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,6 +58,7 @@ class WarmStart:
     python: str
     placed: list[str] = field(default_factory=list)
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
+    modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
@@ -82,7 +86,7 @@ class WarmStart:
         if isinstance(placed, kcache.HostRefused):
             say(f"cold start: the host refused the caches: {placed.reason}")
             return
-        self.placed = placed
+        self.placed, self.modules = placed, modules_in(got.data)
         say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
 
     def without_cache(self, conn: Connection, host: Host, say: Say) -> bool:
@@ -96,6 +100,16 @@ class WarmStart:
             return False
         say("the start failed with placed caches: starting again without them")
         return True
+
+    def check_used(self, conn: Connection, host: Host, say: Say) -> None:
+        """After a start with placed caches served: were the placed modules used, or rebuilt?"""
+        if not self.placed or not self.modules:
+            return
+        now = kcache.modules(conn, host, self.python, self.placed)
+        if isinstance(now, kcache.HostRefused):
+            say(f"could not read the modules back: {now.reason}")
+            return
+        say(judge_modules(self.modules, now))
 
     def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
         """This host's caches into the store, when it holds none of this key (or one that failed a start that
@@ -114,3 +128,28 @@ class WarmStart:
             say(f"caches collected for key {self.key.digest[:12]} ({len(data)} bytes)")
         else:
             say(f"caches not stored: {stored.reason}")
+
+
+def modules_in(tar: bytes) -> dict[str, str]:
+    """The sha256 of every compiled module (.so) in a collected tar, by absolute path."""
+    out = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
+            for m in t.getmembers():
+                f = t.extractfile(m) if m.isfile() and m.name.endswith(".so") else None
+                if f is not None:
+                    out["/" + m.name] = hashlib.sha256(f.read()).hexdigest()
+    except (tarfile.TarError, EOFError):
+        return {}
+    return out
+
+
+def judge_modules(placed: dict[str, str], now: dict[str, str]) -> str:
+    """What a warm start did with the modules placed: used as placed, or rebuilt (the release saw a changed
+    source, flag or mtime that the key does not hold) or removed."""
+    rebuilt = sorted(p for p, d in placed.items() if now.get(p) != d)
+    if not rebuilt:
+        return f"warm start: the {len(placed)} placed modules were used as placed (no JIT build)"
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in rebuilt[:3]) + (" ..." if len(rebuilt) > 3 else "")
+    return (f"warm start: {len(rebuilt)} of {len(placed)} placed modules were rebuilt by the release ({names}): "
+            "something the cache key does not hold differs (a source's mtime, a flag)")

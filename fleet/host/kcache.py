@@ -48,3 +48,21 @@ def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str 
     cmd = programs.python_command(python, "kcache.py", "clear", *folders)
     res = run_bytes(conn, host, cmd, timeout=TIMEOUT_S, max_output=1 << 20)
     return None if res.exited == 0 else _said(res.stderr, res.exited)
+
+
+def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:
+    """The sha256 of every compiled module (.so) in the folders, by path."""
+    cmd = programs.python_command(python, "kcache.py", "modules", *folders)
+    res = run_bytes(conn, host, cmd, timeout=TIMEOUT_S, max_output=4 << 20)
+    if res.exited != 0:
+        return HostRefused(_said(res.stderr, res.exited))
+    return parse_modules(res.stdout.decode("utf-8", "replace"))
+
+
+def parse_modules(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        digest, _, path = line.partition(" ")
+        if len(digest) == 64 and path.startswith("/"):
+            out[path] = digest
+    return out

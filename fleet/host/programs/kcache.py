@@ -10,6 +10,8 @@
                                         placed, one a line
     kcache.py clear FOLDER...           each folder renamed aside, then removed (a start that failed with a
                                         placed cache starts again without it)
+    kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
+                                        used as placed, or rebuilt?)
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def _place_from(spooled: str, want: str, folders: list[str]) -> None:
                 out.flush()
                 os.fsync(out.fileno())
             os.chmod(dest, m.mode & 0o755)
+            os.utime(dest, (m.mtime, m.mtime))  # as built: ninja compares mtimes with its deps log
         _swap(new, folder)
         placed.append(folder)
     sys.stdout.write("".join(f + "\n" for f in placed))
@@ -137,17 +140,27 @@ def clear(folders: list[str]) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def modules(folders: list[str]) -> None:
+    for folder in folders:
+        if os.path.isdir(folder):
+            for path, is_dir in _files(folder):
+                if not is_dir and path.endswith(".so"):
+                    sys.stdout.write(f"{_sha256(path)} {path}\n")
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 or argv[0] not in ("collect", "place", "clear"):
-        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear FOLDER...")
+    if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
+        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
     verb, rest = argv[0], argv[1:]
-    folders = [f for f in (rest[1:] if verb != "clear" else rest)]
+    folders = rest[1:] if verb in ("collect", "place") else rest
     if any(not f.startswith("/") or ".." in f.split("/") or f.rstrip("/") == "" for f in folders):
         _fail(2, "cache folders are absolute, without '..', and not /")
     if verb == "collect":
         collect(int(rest[0]), folders)
     elif verb == "place":
         place(rest[0], folders)
+    elif verb == "modules":
+        modules(folders)
     else:
         clear(folders)
 

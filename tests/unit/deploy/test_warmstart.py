@@ -3,6 +3,10 @@ release uses with the unit's environment."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import tarfile
+
 from fleet.deploy import warmstart
 from fleet.host.facts import Gpu, HostFacts, Package
 
@@ -34,3 +38,26 @@ def test_sglang_0_5_23_caches_follow_sglang_cache_dir() -> None:
 
 def test_a_host_whose_versions_are_unknown_has_no_folders() -> None:
     assert warmstart.folders(_facts("0.5.9", "0.6.3").model_copy(update={"packages": {}}), {}, "root") == []
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, body in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return buf.getvalue()
+
+
+def test_the_placed_modules_are_read_from_the_tar_by_path() -> None:
+    got = warmstart.modules_in(_tar({"root/ops/a/a.so": b"A", "root/ops/a/.ninja_log": b"x"}))
+    assert got == {"/root/ops/a/a.so": hashlib.sha256(b"A").hexdigest()}
+    assert warmstart.modules_in(b"not a tar") == {}
+
+
+def test_a_warm_start_says_whether_its_modules_were_used_or_rebuilt() -> None:
+    placed = {"/o/a/a.so": "1" * 64, "/o/b/b.so": "2" * 64}
+    assert "the 2 placed modules were used as placed" in warmstart.judge_modules(placed, dict(placed))
+    said = warmstart.judge_modules(placed, {"/o/a/a.so": "1" * 64, "/o/b/b.so": "3" * 64})
+    assert said.startswith("warm start: 1 of 2 placed modules were rebuilt by the release (b.so)")

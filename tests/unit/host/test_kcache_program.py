@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
-from fleet.host import programs
+from fleet.host import kcache, programs
 
 
 def _run(*args: str, data: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -96,3 +98,15 @@ def test_relative_or_root_folders_are_refused(tmp_path: Path) -> None:
     for bad in ("relative/x", "/", "/a/../etc"):
         done = _run("clear", bad)
         assert done.returncode == 2, bad
+
+
+def test_modules_lists_each_compiled_module_and_place_keeps_their_mtimes(tmp_path: Path) -> None:
+    ops = _cache(tmp_path)
+    so = ops / "batch_prefill" / "batch_prefill.so"
+    os.utime(so, (1_700_000_000, 1_700_000_000))
+    tar = _collect(ops)
+    shutil.rmtree(ops)
+    assert _run("place", hashlib.sha256(tar).hexdigest(), str(ops), data=tar).returncode == 0
+    assert so.stat().st_mtime == 1_700_000_000  # ninja's deps log holds the built mtime
+    done = _run("modules", str(ops))
+    assert kcache.parse_modules(done.stdout.decode()) == {str(so): hashlib.sha256(so.read_bytes()).hexdigest()}
