@@ -45,8 +45,7 @@ def _modelled_start(inv, host: str, since: float) -> float:
     return (lines[ready][0] - lines[first][0]) / SCALE
 
 
-def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_placed(sandbox, tmp_path,
-                                                                                    record_property):
+def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_placed(sandbox, tmp_path):
     path = _inventory(sandbox, tmp_path)
     inv = fleet_inventory.load(path)
     state = tmp_path / "state"
@@ -76,7 +75,6 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert "placed modules were used as placed (no JIT build)" in said, said[-2000:]
     warm = _modelled_start(inv, HOST, since)
     assert warm <= 0.3 * cold, (warm, cold)
-    record_property("modelled_start_s", {"cold": round(cold), "warm": round(warm)})
     assert "batch_prefill" in sh(inv, HOST, f"ls {OPS}")
 
     # another GPU (SM 120 too): another key, nothing placed, its own entry
