@@ -123,7 +123,11 @@ class WarmStart:
         if isinstance(data, kcache.HostRefused):
             say(f"caches not collected: {data.reason}")
             return
-        stored = self.store.put(self.key, data, host.name)
+        try:
+            stored = self.store.put(self.key, data, host.name)
+        except OSError as exc:  # the controller's disk: the host serves all the same
+            say(f"caches not stored: {exc}")
+            return
         if isinstance(stored, Entry):
             say(f"caches collected for key {self.key.digest[:12]} ({len(data)} bytes)")
         else:
