@@ -1,8 +1,9 @@
 """Warm starts on sandbox hosts (issue 49): the first deploy of a key builds flashinfer's attention modules (the
 seed profile's modelled 240 s) and fleet collects the caches into the controller's store; a host of the same key
 without caches of its own (its caches removed: a fresh host of the kind) gets them placed and reaches READY in at
-most 30% of the first start's modelled time. A host of another GPU gets none; a truncated store entry is refused
-and the host starts cold; a cache that kills the start is removed and the server started once more without it."""
+most 30% of the first start's modelled time. A host of another GPU gets none, nor a rung with a patch set; a
+truncated store entry is refused and the host starts cold; a cache that kills the start is removed and the server
+started once more without it."""
 
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     store = state / "kcache"
     book = llama_playbook(tmp_path, LADDER, name="llama-warm", serve={"warm_start": True})
 
-    def deploy(host: str) -> tuple[dict, str, float]:
+    def deploy(host: str, playbook: Path = book) -> tuple[dict, str, float]:
         since = time.time() - 1
-        proc = inv_at(path, "deploy", "--host", host, "--playbook", str(book), "--force", "--json",
+        proc = inv_at(path, "deploy", "--host", host, "--playbook", str(playbook), "--force", "--json",
                       env={"FLEET_STATE_DIR": str(state)})
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout), proc.stderr, since
@@ -100,7 +101,14 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert "the start failed with placed caches: starting again without them" in said, said[-2000:]
     assert [a["outcome"] for a in data["attempts"]] == ["READY"]
     assert "replaced by this host's" in said
-    _, said, _ = deploy(HOST)  # the replaced entry serves
+    # the seed's patch set applied: another key (never a kernel built from other sources), nothing placed
+    patched = llama_playbook(tmp_path, [{**LADDER[0], "name": "patched", "patches": ["sm120-allreduce-fusion"]}],
+                             name="llama-warm-patched", serve={"warm_start": True})
+    _, said, _ = deploy(HOST, patched)
+    assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
+    assert len([p for p in store.iterdir() if not p.name.startswith(".")]) == 3
+
+    _, said, _ = deploy(HOST)  # patches reverted: the replaced entry serves
     assert f"warm start: caches of {HOST} placed" in said and "starting again" not in said, said[-2000:]
 
 
