@@ -15,7 +15,6 @@
           "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
       - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
-
 A rung's flags and env are merged onto the base; patch sets it does not list are reverted."""
 
 from __future__ import annotations
@@ -111,6 +110,7 @@ class Serve(Strict):
     secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
     env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
+    warm_start: bool = False  # caches of hosts of the same key put in place before a start (issue 49)
     _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     @field_validator("env")
     @classmethod

@@ -269,6 +269,7 @@ class Deployer:
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
+            self.runner.facts = self.facts or facts
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
             self.runner.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)
