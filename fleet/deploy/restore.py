@@ -294,8 +294,8 @@ def record_patch_release(conn: Connection, host: Host, current: Release | None, 
         if data is not None:
             store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
             release.files[path] = meta.copy()
-    release.patches = {"sets": applied, "files": patched_files(conn, host)}
-    release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
+    release.patched(applied, patched_files(conn, host))
+    release.tried([{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}])
     store.save(release)
     store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
     store.mark_current(release)
