@@ -178,6 +178,10 @@ class Release:
         """Its run finished, and a later run found it to be `status` (when it finished stays as recorded)."""
         self.status = status
 
+    def judged(self, verdict: JsonObject) -> None:
+        """The canary's verdict on it (fleet.deploy.judge.Verdict's to_json)."""
+        self.canary = verdict
+
     def runs_in(self, venv: str) -> None:
         """Its own venv (a release of `packages:` pins), kept with its facts (fleet.host.venvs.recorded)."""
         self.facts["venv"] = venv
