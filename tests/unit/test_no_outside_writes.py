@@ -17,6 +17,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("fleet/cli/fit.py", "console.width"): "rich's Console prints at its width: --wide widens it for one print, "
                                            "then puts it back",
     ("fleet/cli/fit.py", "renderable.min_width"): "a rich Table already built, measured, then kept that wide",
+    ("fleet/cli/fit.py", "renderable.caption"): "--wide prints a rich Table's caption under it, whole, apart",
     ("fleet/cli/program.py", "sys.dont_write_bytecode"): "the interpreter's flag (no .pyc files), as invoke's",
     ("fleet/host/programs/launch.py", "sys.argv"): "the server module's argv, as runpy runs it in this process",
     ("fleet/deploy/hostrun.py", "exc.args"): "the operator's one-line error gains what the skeleton did; the "
