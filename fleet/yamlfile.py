@@ -3,7 +3,7 @@ values fleet writes and reads (`--json`, manifests, events, state files, the hos
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
@@ -86,8 +86,7 @@ def load(path: Path) -> Document:
             return doc
         doc.lines[()] = node.start_mark.line + 1
         _walk(node, (), doc, set(), [0])
-        doc.data = loader.construct_document(node)  # from the checked nodes: the text is parsed once
-        return doc
+        return replace(doc, data=loader.construct_document(node))  # from the checked nodes: the text is parsed once
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -24,6 +24,16 @@ class _Row:
     started: float | None = None
     ended: float | None = None
 
+    def update(self, state: str | None, note: str | None) -> None:
+        if state is not None:
+            if state == "deploying" and self.started is None:
+                self.started = time.monotonic()
+            elif state not in ("waiting", "deploying") and self.started is not None and self.ended is None:
+                self.ended = time.monotonic()
+            self.state = state
+        if note is not None:
+            self.note = note
+
     def elapsed(self) -> str:
         if self.started is None:
             return "-"
@@ -42,15 +52,10 @@ class Board:
 
     def update(self, host: str, state: str | None = None, note: str | None = None) -> None:
         with self._lock:
-            row = self.rows[host]
-            if state is not None:
-                if state == "deploying" and row.started is None:
-                    row.started = time.monotonic()
-                elif state not in ("waiting", "deploying") and row.started is not None and row.ended is None:
-                    row.ended = time.monotonic()
-                row.state = state
-            if note is not None:
-                row.note = note
+            self.rows[host].update(state, note)
+
+    def says(self, headline: str) -> None:
+        self.headline = headline
 
     def table(self) -> Table:
         from rich.table import Table

@@ -292,7 +292,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         grace = min(timeout, rolling.GRACE_MAX_S)
         sys.stderr.write(f"still deploying after --host-timeout: {', '.join(done.background)}; fleet waits up to "
                          f"{grace:g}s more for those deploys to end on their own budgets (falling back on failure)\n")
-        left = rolling.settle(done, grace, hooks, path)
+        done, left = rolling.settle(done, grace, hooks, path)
         if left:
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")

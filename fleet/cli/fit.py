@@ -5,7 +5,7 @@ capped. No borders: two spaces between columns, as `ls -l` and `kubectl get` pri
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
@@ -25,7 +25,7 @@ def plain_terminal(console: Console) -> bool:
     return not (console.encoding or "").lower().startswith("utf") or locale in ("C", "POSIX")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Col:
     header: str
     cells: list[tuple[str, str]] = field(default_factory=list)  # (text, style) per row
@@ -70,14 +70,17 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
         full.append(shown)
         used += extra
     if grow and not wide:
-        used = _grow(chosen, full, width, used, ascii_only)
+        return _grow(chosen, full, width, used, ascii_only)
     return chosen
 
 
-def _grow(chosen: list[Col], full: list[list[tuple[str, str]]], width: int, used: int, ascii_only: bool) -> int:
+def _grow(chosen: list[Col], full: list[list[tuple[str, str]]], width: int, used: int,
+          ascii_only: bool) -> list[Col]:
     """Room left over to the folding column first (the text a reader reads), then to the shortened cells."""
-    pairs = list(zip(chosen, full, strict=True))
-    for col, shown in [p for p in pairs if p[0].fold] + [p for p in pairs if not p[0].fold]:
+    grown = list(chosen)
+    order = [i for i, c in enumerate(chosen) if c.fold] + [i for i, c in enumerate(chosen) if not c.fold]
+    for i in order:
+        col, shown = chosen[i], full[i]
         have = max([len(col.header), *(len(t) for t, _ in col.cells)])
         if col.fold:
             have = min(have, max(FOLD_MIN, len(col.header)))
@@ -86,18 +89,20 @@ def _grow(chosen: list[Col], full: list[list[tuple[str, str]]], width: int, used
             continue
         more = min(width - used, natural - have)
         if not col.fold:
-            col.cells = [(shorten(t, have + more, ascii_only, col.keep_end), s) for t, s in shown]
+            grown[i] = replace(col, cells=[(shorten(t, have + more, ascii_only, col.keep_end), s) for t, s in shown])
         used += more
-    return used
+    return grown
 
 
 def width_of(cols: list[Col]) -> int:
     return sum(max([len(c.header), *(len(t) for t, _ in c.cells)]) for c in cols) + GAP * max(len(cols) - 1, 0)
 
 
-def table(cols: list[Col], title: str | None = None) -> Table:
+def table(cols: list[Col], title: str | None = None, caption: str | None = None,
+          caption_style: str | None = None) -> Table:
+    """The columns as a table; `caption`: whole sentences under it, left-justified."""
     out = Table(title=title, box=None, show_edge=False, pad_edge=False, header_style="bold", title_justify="left",
-                expand=False)
+                expand=False, caption=caption, caption_justify="left", caption_style=caption_style)
     for col in cols:
         out.add_column(col.header, justify="right" if col.right else "left", no_wrap=not col.fold,
                        overflow="fold" if col.fold else "ellipsis")

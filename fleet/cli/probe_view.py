@@ -179,11 +179,9 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
             fit.Col("VM", cell(lambda f: f.virtualization or "?"), cap=10),
             fit.Col("driver", cell(lambda f: f.driver_version or "-")),
             fit.Col("address", [(f.address, "") for f in facts])]
-    table = fit.table(fit.choose(cols, width, wide, ascii_only), "probe")
     errors = [escape(f"{f.host}: {f.error}") for f in facts if not f.ok and f.error]  # host text: not markup
-    if errors:
-        table.caption, table.caption_justify, table.caption_style = "\n".join(errors), "left", "red"
-    return table
+    return fit.table(fit.choose(cols, width, wide, ascii_only), "probe", "\n".join(errors) or None,
+                     "red" if errors else None)
 
 
 def render(facts: list[HostFacts], console: Console, wide: bool = False) -> None:

@@ -66,11 +66,7 @@ def watch(hosts: Sequence[Host], opts: ConnectOptions, port: int, interval: floa
                     drawn = True
                     rows, waiting = poller.board.snapshot()
                     table = table_of(rows, title=title, width=screen.width, wide=wide,
-                                     ascii_only=plain_terminal(screen))
-                    if waiting:
-                        caption = str(table.caption or "")
-                        table.caption = "\n".join(filter(None, ["reading: " + ", ".join(waiting), caption]))
-                        table.caption_justify = "left"
+                                     ascii_only=plain_terminal(screen), reading=waiting)
                     live.update(table, refresh=True)
             return 0
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ is unreachable) go below the table, folded, never into a cell. `--wide` shows ev
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -113,12 +113,13 @@ def router_cell(router: RouterStatus | None, full: bool = False) -> tuple[str, s
 
 
 def table_of(rows: list[HostStatus], title: str = "fleet status", width: int = 80, wide: bool = False,
-             ascii_only: bool = False) -> Table:
-    table = fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only), title)
+             ascii_only: bool = False, reading: Sequence[str] = ()) -> Table:
+    """`reading`: the hosts a live view still waits for, said over the errors."""
+    # whole sentences read better under the table, folded to the terminal
     errors = [escape(r.error) for r in rows if not r.ok and r.error]
-    if errors:  # whole sentences read better under the table, folded to the terminal
-        table.caption, table.caption_justify, table.caption_style = "\n".join(errors), "left", "red"
-    return table
+    caption = [*(["reading: " + ", ".join(reading)] if reading else []), *errors]
+    return fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only), title, "\n".join(caption) or None,
+                     "red" if errors else None)
 
 
 def render(rows: list[HostStatus], console: Console, wide: bool = False) -> None:

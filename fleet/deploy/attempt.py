@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from fabric import Connection
 from paramiko import SSHException
@@ -44,6 +45,10 @@ class AttemptRunner:
         self.touched = False
         self.facts: HostFacts | None = None  # as this run probed the host: its warm start's key (issue 49)
 
+    def key_by(self, facts: HostFacts) -> None:
+        """The host as this run probed it: the key of its attempts' warm starts (serve.warm_start)."""
+        self.facts = facts
+
     def serve_from(self, serve: Serving, gate: PerfGate) -> None:
         """The run serves from another venv (the pins'): its attempts, and their gate, go there."""
         self.serve, self.gate = serve, gate
@@ -72,7 +77,7 @@ class AttemptRunner:
         problem = restore.set_patches(conn, host, rung.patches, say)
         if problem:
             return Attempt(rung.name, Outcome.PREFLIGHT, problem, time.monotonic() - start), planned
-        release.patches = {"sets": list(rung.patches), "files": restore.patched_files(conn, host)}
+        release.patched(list(rung.patches), restore.patched_files(conn, host))
         try:
             restore.install(conn, host, run.store, release, planned, serve.unit_path, serve.env_path)
         except restore.InstallError as exc:  # e.g. a full disk: the next rung or the fall-back puts a release back
@@ -121,15 +126,17 @@ class AttemptRunner:
             return None
         return got
 
-    def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
+    def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt,
+                       facts: HostFacts) -> tuple[Attempt, bool]:
         """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which
-        ends the ladder and is never learned as the rung's failure."""
+        ends the ladder and is never learned as the rung's failure; else the attempt as it was (False)."""
         if attempt.outcome == Outcome.READY or not (fault := self.hardware_after(conn, facts)):
-            return False
-        attempt.outcome, attempt.evidence = LogClass.GPU_FAULT, f"{fault} (the server said: {attempt.evidence})"
+            return attempt, False
+        attempt = replace(attempt, outcome=LogClass.GPU_FAULT,
+                          evidence=f"{fault} (the server said: {attempt.evidence})")
         run.event("attempt", rung=attempt.rung, outcome=attempt.outcome, evidence=attempt.evidence)
         self.progress(f"{attempt.outcome}: {fault}; no further rungs (the hardware, not the flags)")
-        return True
+        return attempt, True
 
     def hardware_after(self, conn: Connection, before: HostFacts) -> str | None:
         """After an attempt that did not serve, one more probe: did the hardware fail under it?"""

@@ -51,7 +51,7 @@ class Problem:
         return self.text
 
 
-@dataclass
+@dataclass(frozen=True)
 class Checked:
     path: Path
     book: Playbook | None
@@ -73,28 +73,24 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one)."""
     table = table or sglang_cli.default_table()
     releases = sorted({*table.versions, *site_versions}, key=version_key)
-    out = Checked(path, None, releases)
     try:
         doc = yamlfile.load(path)
     except InputError as exc:
-        out.problems.append(Problem(str(exc)))
-        return out
-    c = _Checker(doc, table, releases, out.problems)
+        return Checked(path, None, releases, [Problem(str(exc))])
     try:
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
-        out.problems.sort(key=lambda p: p.line)
-        return out
+        return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
-    out.problems += [Problem(str(e), line=_line(str(e))) for e in found]
-    if not found:
-        out.book = book
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
-        c.releases = out.releases = [pinned]
+        releases = [pinned]
+    problems = [Problem(str(e), line=_line(str(e))) for e in found]
+    c = _Checker(doc, table, releases, problems)
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
     for dist, problem in pin_problems(book.packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
@@ -110,8 +106,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
-    out.problems.sort(key=lambda p: p.line)
-    return out
+    return Checked(path, None if found else book, releases, sorted(problems, key=lambda p: p.line))
 
 
 def stale_lock(path: Path, packages: dict[str, str]) -> str | None:

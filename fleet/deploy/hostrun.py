@@ -66,6 +66,22 @@ class HostRun:
     def host(self) -> Host:
         return self.session.host
 
+    def writes_unit(self, unit: str) -> None:
+        """The unit whose files the run may write, known only once the body's recovery chose its playbook."""
+        self.unit = unit
+
+    def recovered_first(self, notes: list[str]) -> None:
+        """What recovery closed before the body ran (what a dead earlier run left)."""
+        self.recovered = [*self.recovered, *notes]
+
+    def end_failed(self, problem: str) -> None:
+        """The run's end failed, not raised (`strict_end` False): said with its result."""
+        self.end_problem = problem
+
+    def lock_goes_with_run(self) -> None:
+        """The body failed before any reboot: a lock it meant to keep through one is released with the run."""
+        self.lock_kept = False
+
     def open_release(self, store: ReleaseStore, release: Release, **opened: Any) -> ReleaseRun:
         """The release, in progress on the host: until it is closed, a failure leaves it to recovery."""
         run = ReleaseRun.open(store, release, **opened)
@@ -200,8 +216,8 @@ def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str
         lock = s.acquire_lock(purpose)
         run = HostRun(s, lock, unit, progress)
         try:
-            run.recovered = recover(s, lock)
-            run.recovered += [f"after a dead run: {note}" for note in start_stopped(s, router=router)]
+            run.recovered_first(recover(s, lock))
+            run.recovered_first([f"after a dead run: {note}" for note in start_stopped(s, router=router)])
             yield run
         except BaseException as exc:
             _settle_failed(run, exc)
@@ -211,7 +227,7 @@ def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str
         except Exception as exc:
             if strict_end:
                 raise
-            run.end_problem = f"its lock could not be released: {exc}"
+            run.end_failed(f"its lock could not be released: {exc}")
     except (EOFError, OSError, SSHException) as exc:  # an SFTP or channel call on a link that died
         s.lost(f"mid-{purpose.split()[0]}", exc)
         raise
@@ -254,7 +270,7 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
         notes += [_unit_back(run.session, unit) for unit in [*run.stopped, *run.router]]
         if not any(note and NOT_STARTED in note for note in notes):
             notes.append(_attempted(lambda: run.session.remove(STOPPED_MARK), "removing the stop mark"))
-    run.lock_kept = False  # a reboot that was not sent: the lock goes with the run
+    run.lock_goes_with_run()  # a reboot that was not sent
     try:
         run.session.release_lock(run.lock)
         if any(notes):

@@ -153,30 +153,26 @@ class Deployer:
         try:
             with host_run(self.host, self.opts, f"deploy {self.book.name}", unit=unit, progress=self.progress,
                           recover=deploy_recovery(self.book, unit, self.progress), session=session) as run:
-                result = self._deploy(run, force)
-                result.recovered = run.recovered
-                return result
+                return replace(self._deploy(run, force), recovered=run.recovered)
         finally:
             session.close()
 
     def _deploy(self, host_run: HostRun, force: bool) -> DeployResult:
         conn = host_run.session.conn
-        result = DeployResult(host=self.host.name)
         self.progress("probing")
         facts = probe_run.probe_on(conn, self.host)
-        result.sglang = sglang_version(facts)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
-        result.versions = stack_versions(facts)
-        result.versions_before = versions_of(previous.facts) if previous else {}
-        if previous is not None:  # what the upgrade is measured against: the gate's record of what serves now
-            result.bench_before = bench_point(benching.result_of(previous.to_json()), previous.id, previous.rung)
+        # what the upgrade is measured against: the gate's record of what serves now
+        before = bench_point(benching.result_of(previous.to_json()), previous.id, previous.rung) if previous else None
+        result = DeployResult(host=self.host.name, sglang=sglang_version(facts), versions=stack_versions(facts),
+                              versions_before=versions_of(previous.facts) if previous else {}, bench_before=before)
         where = node_of(previous) if self.book.nodes is None else None
         if where and not force:
-            result.error = (f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the "
-                            "other nodes without it; deploy or roll back that deployment with every node's --host, "
-                            "or give --force to replace it here; nothing was changed")
-            return result
+            return replace(result, error=(
+                f"{self.host.name} is {where}: {self.book.name} would serve it alone and leave the other nodes "
+                "without it; deploy or roll back that deployment with every node's --host, or give --force to "
+                "replace it here; nothing was changed"))
         plan = None
         if previous is not None and not force:
             plan_facts = facts
@@ -185,17 +181,15 @@ class Deployer:
                     plan_facts, _ = self.pins_view(conn, facts)
             plan = self.plan(conn, plan_facts, previous)
         if plan is not None and plan.serves is not None:
-            result.status, result.release, result.config = DeployStatus.UNCHANGED, plan.serves.id, plan.serves.config
             self.progress(f"release {plan.serves.id} already serves what this deploy would install (rung "
                           f"{plan.serves.rung}) and is healthy: nothing to do")
-            return result
+            return replace(result, status=DeployStatus.UNCHANGED, release=plan.serves.id, config=plan.serves.config)
         if (hw := hardware.assess(facts)).fault:  # nothing changed: no rung can serve on a faulty GPU
-            result.attempts.append(Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0))
-            result.error = (f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
-                            f"(inv recover --host {self.host.name})")
-            return result
+            return replace(result, attempts=[*result.attempts, Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0)],
+                           error=(f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
+                                  f"(inv recover --host {self.host.name})"))
         if self.book.packages:
-            pinned = self.pinned_venv(conn, result)
+            result, pinned = self.pinned_venv(conn, result)
             if pinned is None:
                 return result
             facts = pinned
@@ -207,15 +201,17 @@ class Deployer:
         if self.book.packages:
             release.runs_in(self.serve.venv)
         rungs = plan.rungs
-        result.attempts += plan.refused
+        result = replace(result, attempts=[*result.attempts, *plan.refused])
         if not rungs:
-            result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
-            return result
+            return replace(result, error=f"{self.host.name}: no rung of {self.book.name} can run here; nothing "
+                                         "was changed")
         run = host_run.open_release(store, release, rungs=[r.name for r in rungs])
-        result.release = release.id
+        result = replace(result, release=release.id)
+        tried: list[Attempt] = []  # each attempt as it ends (an exception may end the climb)
         try:
-            if self._climb(conn, run, rungs, result, facts):
-                return result
+            served = self._climb(conn, run, rungs, facts, tried)
+            if served is not None:
+                return replace(result, status=DeployStatus.OK, config=served, attempts=[*result.attempts, *tried])
         except ConnectionLost:
             raise  # nothing more can be done from here: the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
@@ -225,14 +221,15 @@ class Deployer:
                 raise
             why = f"{type(exc).__name__ if not isinstance(exc, FleetError) else 'error'}: {_first_line(exc)}"
             self.progress(f"{why}; falling back")
+            result = replace(result, attempts=[*result.attempts, *tried])
             return result.ended_on(self.fall_back(conn, store, release, previous, why))
+        result = replace(result, attempts=[*result.attempts, *tried])
         if not self.runner.touched:  # every rung failed before anything was stopped or written: leave the host be
             run.fail()
-            result.status = DeployStatus.FAILED
-            result.release, result.config = (previous.id, previous.config) if previous else (release.id, {})
-            result.error = (f"{self.host.name}: every rung failed before anything on the host changed; it stays "
-                            + (f"on release {previous.id}" if previous else "as it was"))
-            return result
+            return replace(result, status=DeployStatus.FAILED,
+                           release=previous.id if previous else release.id, config=previous.config if previous else {},
+                           error=(f"{self.host.name}: every rung failed before anything on the host changed; it "
+                                  "stays " + (f"on release {previous.id}" if previous else "as it was")))
         return result.ended_on(self.fall_back(conn, store, release, previous, "every rung failed"))
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
@@ -241,18 +238,16 @@ class Deployer:
         steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
         return fallback.fall_back(steps, previous, why, self.progress)
 
-    def pinned_venv(self, conn: Connection, result: DeployResult) -> HostFacts | None:
+    def pinned_venv(self, conn: Connection, result: DeployResult) -> tuple[DeployResult, HostFacts | None]:
         """`packages:`: the venv of the pins, built now when the host has none (before anything is stopped: a
-        failure leaves the old server serving), then the host probed in it; None with result.error set."""
+        failure leaves the old server serving), then the host probed in it; None with the result's error set."""
         try:
             venv = self.use_pins(conn)
         except venvs.VenvError as exc:
-            result.error = f"{exc}; nothing was stopped"
-            return None
-        result.venv = venv.record()
+            return replace(result, error=f"{exc}; nothing was stopped"), None
         facts = probe_run.probe_on(conn, self.host)
-        result.versions, result.sglang = stack_versions(facts), sglang_version(facts)
-        return facts
+        return replace(result, venv=venv.record(), versions=stack_versions(facts),
+                       sglang=sglang_version(facts)), facts
 
     def use_pins(self, conn: Connection) -> venvs.Venv:
         """The venv of the playbook's pins, built when the host has none (nothing stopped; VenvError with one
@@ -261,18 +256,19 @@ class Deployer:
         self.runner.serve_from(self.serve, self.serve.gate())
         return venv
 
-    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], result: DeployResult,
-               facts: HostFacts) -> bool:
-        """Try the rungs in order; True once one serves and its release is current."""
+    def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts,
+               tried: list[Attempt]) -> JsonObject | None:
+        """Try the rungs in order, each attempt added to `tried` as it ends; the config that serves once a rung
+        serves and its release is current, else None."""
         last: str | None = None
         for rung in rungs:
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
-            self.runner.facts = self.facts or facts
+            self.runner.key_by(self.facts or facts)
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
-            self.runner.judge_hardware(conn, run, attempt, facts)
-            result.attempts.append(attempt)
+            attempt, _ = self.runner.judge_hardware(conn, run, attempt, facts)
+            tried.append(attempt)
             run.record(attempt)
             if attempt.outcome == Outcome.READY:
                 note = run.succeed(rung.name, planned.config, self.book.keep_releases)
@@ -280,12 +276,11 @@ class Deployer:
                     self.progress(note)
                 if self.book.packages:
                     prune_venvs(conn, self.host, self.progress)
-                result.status, result.config = DeployStatus.OK, planned.config
-                return True
+                return planned.config
             last = attempt.outcome
             if last == LogClass.GPU_FAULT:
                 break
-        return False
+        return None
 
     # ------------------------------------------------------------------ dry run
     def pins_view(self, conn: Connection, facts: HostFacts) -> tuple[HostFacts, str]:

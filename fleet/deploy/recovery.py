@@ -91,7 +91,7 @@ def finish_commits(store: ReleaseStore) -> list[str]:
             continue
         release.settled()
         if not runs_files_of(store.session, release):  # e.g. a fall-back put the previous one back, then died
-            release.status = ReleaseStatus.INTERRUPTED
+            release.found_as(ReleaseStatus.INTERRUPTED)
             store.save(release)
             notes.append(f"release {release.id} was being made current, but the host does not run its files: "
                          "closed interrupted")
@@ -107,7 +107,7 @@ def close_interrupted(store: ReleaseStore, found: list[Interrupted]) -> list[str
     """Mark each release a dead run left in progress as interrupted, with the step it died after."""
     notes = []
     for it in found:
-        it.release.ended(ReleaseStatus.INTERRUPTED)
+        it.release.found_as(ReleaseStatus.INTERRUPTED)
         it.release.add_attempt({"rung": it.last_rung or "-", "outcome": Outcome.INTERRUPTED,
                                     "evidence": f"the fleet run died after step {it.last_step}", "seconds": 0})
         store.save(it.release)

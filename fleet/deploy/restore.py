@@ -69,7 +69,7 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
         make_folders(conn, host, list(folders), [posixpath.dirname(LAUNCHER)] if planned.key else [])
         for path, text, mode in files:
             old = read_file(conn, host, path)
-            BeforeFleet(conn, host).note(path, old)
+            BeforeFleet.direct(conn, host).note(path, old)
             if old is not None and f"before:{path}" not in release.files:
                 store.keep_file(release, "before" + path, old, 0o600)
                 release.files[f"before:{path}"] = {"sha256": sha256(old)}
@@ -78,7 +78,7 @@ def install(conn: Connection, host: Host, store: ReleaseStore, release: Release,
             store.keep_file(release, path, data, mode)
             release.files[path] = {"sha256": sha256(data), "mode": oct(mode)}
         if planned.key is not None and planned.key_path:
-            BeforeFleet(conn, host).note(planned.key_path, read_file(conn, host, planned.key_path))
+            BeforeFleet.direct(conn, host).note(planned.key_path, read_file(conn, host, planned.key_path))
             write_atomic(conn, host, planned.key_path, planned.key.encode(), 0o600)
         daemon_reload(conn, host)
         store.save(release)
@@ -294,8 +294,8 @@ def record_patch_release(conn: Connection, host: Host, current: Release | None, 
         if data is not None:
             store.keep_file(release, path, data, int(meta.get("mode", "0o600"), 8))
             release.files[path] = meta.copy()
-    release.patches = {"sets": applied, "files": patched_files(conn, host)}
-    release.attempts = [{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}]
+    release.patched(applied, patched_files(conn, host))
+    release.tried([{"rung": "inv patch", "outcome": action, "evidence": " ".join(sets), "seconds": 0}])
     store.save(release)
     store.event(release, {"step": "patch", "action": action, "sets": sets, "after": current.id})
     store.mark_current(release)

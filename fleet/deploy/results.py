@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleet.deploy.bench_record import BenchRecord
 from fleet.host.venvs import VenvRecord
@@ -12,7 +12,7 @@ from fleet.playbook import Rung, shown_env
 from fleet.yamlfile import JsonObject
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attempt:
     """One rung tried on one host: how it ended (an Outcome or a log class), why, how long, and the gate's
     benchmark where it measured one."""
@@ -53,7 +53,7 @@ def bench_point(record: BenchRecord | None, release: str | None = None, rung: st
     return BenchPoint(release, rung, float(record.tok_s), record.result.stat("ttft", "median"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeployResult:
     """One host's deploy (or rollback, or multi-node deploy) as `--json` prints it: its status, the release it
     serves, each rung tried, the stack before and after, and the bench gate before and after."""
@@ -83,8 +83,7 @@ class DeployResult:
 
     def ended_on(self, fell: FellBack) -> DeployResult:
         """The run ends where its fall-back left the host."""
-        self.status, self.release, self.config, self.error = fell.status, fell.release, fell.config, fell.error
-        return self
+        return replace(self, status=fell.status, release=fell.release, config=fell.config, error=fell.error)
 
     def to_json(self) -> JsonObject:
         config = self.config

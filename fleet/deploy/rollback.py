@@ -76,7 +76,7 @@ def rollback(host: Host, book: Playbook | None, opts: ConnectOptions, to: str | 
         return recovery.after_lock(s.conn, s.host, chosen[0], chosen[0].serve.unit or host.unit, lock, progress)
 
     with host_run(host, opts, "rollback", unit=None, recover=recover, progress=progress) as run:
-        run.unit = chosen[0].serve.unit or host.unit
+        run.writes_unit(chosen[0].serve.unit or host.unit)
         return _rollback(run, chosen[0], to, progress, before_stop)
 
 
@@ -108,21 +108,20 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
     result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
                           attempts=[attempt], recovered=run.recovered, notes=notes)
     if attempt.outcome == Outcome.READY:
-        result.status = DeployStatus.OK
+        result = replace(result, status=DeployStatus.OK)
     else:
-        result.error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
-                        f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} "
-                        f"{attempt.evidence}")
+        error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
+                 f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} {attempt.evidence}")
         if before is not None and before.id != back.id:
             progress(f"rollback failed: putting back release {before.id}")
             again = _restore(conn, host, store, before, book, progress)
-            result.release, result.config = before.id, before.config
             if again.outcome == Outcome.READY:
                 problem = store.point_back(before)
-                result.error += f"; back on release {before.id}" + (f", but {problem}" if problem else "")
+                error += f"; back on release {before.id}" + (f", but {problem}" if problem else "")
             else:
-                result.error += (f"; putting back release {before.id} failed too: {again.outcome} "
-                                 f"{again.evidence}")
+                error += f"; putting back release {before.id} failed too: {again.outcome} {again.evidence}"
+            result = replace(result, release=before.id, config=before.config)
+        result = replace(result, error=error)
     run.unmark_rollback()
     return result
 

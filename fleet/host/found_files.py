@@ -27,16 +27,18 @@ class BeforeFleet:
     """What stood at each path fleet manages before its first write there: a copy, or that nothing did. A file
     that already carries fleet's header was written by a fleet that kept no record: unknown, never guessed."""
 
-    def __init__(self, conn: Connection, host: Host, root: str = BEFORE_FLEET):
-        self.session: HostFiles = _Direct(conn, host)
-        self.host, self.root = host, root
+    def __init__(self, session: HostFiles, root: str = BEFORE_FLEET):
+        """The record on `session`'s host, read and written through it."""
+        self.session, self.host, self.root = session, session.host, root
 
     @classmethod
     def on(cls, session: HostFiles, root: str = BEFORE_FLEET) -> BeforeFleet:
-        """The record on a host session's host, read and written through it."""
-        record = cls.__new__(cls)
-        record.session, record.host, record.root = session, session.host, root
-        return record
+        return cls(session, root)
+
+    @classmethod
+    def direct(cls, conn: Connection, host: Host, root: str = BEFORE_FLEET) -> BeforeFleet:
+        """The record over `conn`, without a host session."""
+        return cls(_Direct(conn, host), root)
 
     def manifest(self) -> dict[str, BeforeFleetFile]:
         raw = self.session.read(f"{self.root}/manifest.json")

@@ -153,22 +153,24 @@ def parse_kernel_log(text: str) -> KernelLog:
     tried: list[str] = []
     current: str | None = None
     usable = False
-    out = KernelLog()
+    source: str | None = None
+    events: list[XidEvent] = []
     for line in text.splitlines():
         if m := _SOURCE.match(line):
-            if out.source:
+            if source:
                 break
             name, rc, lines, denied = m.group(1), int(m.group(2)), int(m.group(3)), bool(m.group(4))
             usable = rc == 0 and lines > 0 and not denied
             current = name
             if usable:
-                out.source = name
+                source = name
             else:
                 why = "permission denied" if denied else (f"rc={rc}" if rc else "no kernel lines")
                 tried.append(f"{name} ({why})")
-        elif current and usable and (x := _XID.match(line)) and len(out.events) < MAX_EVENTS:
-            out.events.append(XidEvent(pci=x.group(1).lower(), code=int(x.group(2)), count=int(x.group(3)),
-                                       last=printable(x.group(4))[:MAX_LINE]))
-    if out.source is None:
-        out.problem = "kernel log not readable: " + (", ".join(tried) if tried else "neither journalctl nor dmesg")
-    return out
+        elif current and usable and (x := _XID.match(line)) and len(events) < MAX_EVENTS:
+            events.append(XidEvent(pci=x.group(1).lower(), code=int(x.group(2)), count=int(x.group(3)),
+                                   last=printable(x.group(4))[:MAX_LINE]))
+    if source is None:
+        return KernelLog(events=events, problem="kernel log not readable: "
+                         + (", ".join(tried) if tried else "neither journalctl nor dmesg"))
+    return KernelLog(source=source, events=events)

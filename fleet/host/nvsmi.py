@@ -38,23 +38,26 @@ class QueryGpu:
 
 def parse_query_gpu(text: str, fields: list[str] | tuple[str, ...] | None = None) -> QueryGpu:
     """`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`; columns by header name when present."""
-    out = QueryGpu(fields=[field_name(f) for f in fields] if fields else [])
+    names = [field_name(f) for f in fields] if fields else []
+    rows: list[dict[str, str | None]] = []
+    rejected: list[str] = []
+    skipped: list[str] = []
     header_seen = False
     for line in text.splitlines():
         if not line.strip():
             continue
         if m := _REJECTED.search(line):
-            out.rejected.append(m.group(1))
+            rejected.append(m.group(1))
             continue
         cells = [c.strip() for c in line.split(",")]  # names contain spaces, never commas
-        if not header_seen and not out.rows and all(_FIELD_NAME.match(c) for c in cells):
-            out.fields, header_seen = [field_name(c) for c in cells], True
+        if not header_seen and not rows and all(_FIELD_NAME.match(c) for c in cells):
+            names, header_seen = [field_name(c) for c in cells], True
             continue
-        if not out.fields or len(cells) != len(out.fields):
-            out.skipped.append(line)
+        if not names or len(cells) != len(names):
+            skipped.append(line)
             continue
-        out.rows.append({k: na(v) for k, v in zip(out.fields, cells, strict=True)})
-    return out
+        rows.append({k: na(v) for k, v in zip(names, cells, strict=True)})
+    return QueryGpu(rows, names, rejected, skipped)
 
 
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z%/]+)?$")  # "97887", "97887 MiB", "28.00 W"
@@ -155,14 +158,13 @@ class SmiVersion:
 def parse_smi_version(text: str) -> SmiVersion:
     """`nvidia-smi --version` (newer drivers) or the banner of a bare `nvidia-smi` (any driver)."""
     kv = parse_key_colon(text)
-    out = SmiVersion(driver=kv.get("driver version"), cuda=kv.get("cuda version"))
+    driver, cuda = kv.get("driver version"), kv.get("cuda version")
     banner_driver = re.search(r"Driver Version:\s*(\d[\w.]*)", text)
     banner_cuda = re.search(r"CUDA Version:\s*(\d[\d.]*)", text)
-    out.driver = out.driver if out.driver and out.driver[0].isdigit() else None
-    out.driver = out.driver or (banner_driver.group(1) if banner_driver else None)
-    out.cuda = out.cuda if out.cuda and out.cuda[0].isdigit() else None
-    out.cuda = out.cuda or (banner_cuda.group(1) if banner_cuda else None)
-    return out
+    driver = driver if driver and driver[0].isdigit() else None
+    cuda = cuda if cuda and cuda[0].isdigit() else None
+    return SmiVersion(driver=driver or (banner_driver.group(1) if banner_driver else None),
+                      cuda=cuda or (banner_cuda.group(1) if banner_cuda else None))
 
 
 def parse_proc_driver_version(text: str) -> str | None:

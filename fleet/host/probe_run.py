@@ -28,11 +28,10 @@ def facts_dir() -> Path:
 def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> HostFacts:
     conn = open_connection(host, opts)
     try:
-        facts = probe_on(conn, host)
-        facts.connection = trace_of(conn)
+        facts = probe_on(conn, host).model_copy(update={"connection": trace_of(conn)})
         if p2p_check:  # opt-in, a second round trip: it moves data through every pair of GPUs
             res = run(conn, host, p2pcheck.command(host.venv), timeout=p2pcheck.LIMIT_S + 15)
-            facts.p2p_check = p2pcheck.parse(res.stdout, res.exited)
+            facts = facts.model_copy(update={"p2p_check": p2pcheck.parse(res.stdout, res.exited)})
         return facts
     finally:
         conn.close()
@@ -41,8 +40,8 @@ def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> Hos
 def probe_on(conn: Connection, host: Host) -> HostFacts:
     """The probe over an open connection: one exec channel."""
     res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
-    facts = probe.parse(res.stdout, host.name, host.address)
-    facts.probed_at = datetime.now(UTC).isoformat(timespec="seconds")
+    facts = probe.parse(res.stdout, host.name, host.address).model_copy(
+        update={"probed_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if res.stderr.strip():
         facts.warn(f"probe script stderr: {res.stderr.strip().splitlines()[-1][:200]}")
     return facts
@@ -55,8 +54,8 @@ def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
     now = datetime.now(UTC).isoformat(timespec="seconds")
     results = []
     for o in outcomes:
-        facts = o.value if o.ok and o.value else HostFacts.failed(o.host.name, o.host.address, o.error or "failed")
-        facts.probed_at = now
+        facts = (o.value if o.ok and o.value else HostFacts.failed(o.host.name, o.host.address, o.error or "failed")
+                 ).model_copy(update={"probed_at": now})
         results.append(facts)
         if save and facts.ok:
             save_facts(facts, o.host)

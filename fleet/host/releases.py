@@ -174,9 +174,25 @@ class Release:
         """Its run ended as `status` now (failed; interrupted, as the next run's recovery found it)."""
         self.status, self.finished = status, now()
 
+    def found_as(self, status: str) -> None:
+        """Its run finished, and a later run found it to be `status` (when it finished stays as recorded)."""
+        self.status = status
+
+    def judged(self, verdict: JsonObject) -> None:
+        """The canary's verdict on it (fleet.deploy.judge.Verdict's to_json)."""
+        self.canary = verdict
+
     def runs_in(self, venv: str) -> None:
         """Its own venv (a release of `packages:` pins), kept with its facts (fleet.host.venvs.recorded)."""
         self.facts["venv"] = venv
+
+    def patched(self, sets: list[str], files: dict[str, str]) -> None:
+        """The patch sets it applies, and the sha256 of each file they left (path -> sha256)."""
+        self.patches = {"sets": sets, "files": files}
+
+    def tried(self, attempts: list[JsonObject]) -> None:
+        """Every attempt of its run, as --json writes them (each fleet.deploy.results.Attempt.to_json)."""
+        self.attempts = attempts
 
     def add_attempt(self, attempt: JsonObject) -> None:
         """One attempt as --json writes it (fleet.deploy.results.Attempt.to_json)."""

@@ -98,11 +98,10 @@ def parse_packages(text: str) -> tuple[dict[str, Package], list[str]]:
         site = dist_info.rsplit("/", 1)[0]
         key = normalize(name)
         top = f"{site}/{PACKAGE_DIRS[key]}" if key in PACKAGE_DIRS else None
-        pkg = Package(version=version, path=top if top in dirs else None)
         editable_src = _editable_source("\n".join(files.get(f"{dist_info}/direct_url.json", [])))
-        if editable_src:
-            pkg.editable, pkg.path = True, editable_src
-        elif pkg.path is None:
+        pkg = (Package(version=version, path=editable_src, editable=True) if editable_src
+               else Package(version=version, path=top if top in dirs else None))
+        if not editable_src and pkg.path is None:
             warnings.append(f"{key} {version}: metadata found but no package folder in {site}")
         if key in packages:
             warnings.append(f"{key} is installed twice ({packages[key].version} and {version})")
@@ -164,15 +163,18 @@ def parse_unit(text: str) -> UnitState:
 
 
 def parse_flashinfer_cache(text: str) -> FlashinferCache:
-    out = FlashinferCache()
+    path: str | None = None
+    exists = False
+    workspaces: list[str] = []
+    modules: list[str] = []
     for line in text.splitlines():
         kind, _, value = line.partition(" ")
         if kind == "path":
-            out.path = value
+            path = value
         elif kind == "exists":
-            out.exists = True
+            exists = True
         elif kind == "ws" and value[:1].isdigit():  # <version>/<archs>; skips e.g. cubins/
-            out.workspaces.append(value)
+            workspaces.append(value)
         elif kind == "op" and value[:1].isdigit():
-            out.modules.append(value.replace("/cached_ops/", "/"))
-    return out
+            modules.append(value.replace("/cached_ops/", "/"))
+    return FlashinferCache(path=path, exists=exists, workspaces=workspaces, modules=modules)

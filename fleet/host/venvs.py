@@ -75,7 +75,7 @@ class VenvRecord:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Venv:
     """A venv of one pin set on one host (/var/lib/fleet/venvs/<digest>), and what getting it took this run."""
 
@@ -269,8 +269,8 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
                                 wheelhouse.unpacked_size(wheels)) if free is not None else None
         if problem:
             raise VenvError(f"{host.name}: {problem}; nothing was sent")
-        venv.sent, venv.bytes_sent = _send(conn, host, lacking, say)
-        say(f"building venv {venv.path} ({len(wheels)} wheels, {len(venv.sent)} sent; budget {BUILD_TIMEOUT_S}s)")
+        sent, bytes_sent = _send(conn, host, lacking, say)
+        say(f"building venv {venv.path} ({len(wheels)} wheels, {len(sent)} sent; budget {BUILD_TIMEOUT_S}s)")
         marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
         args = [f"{w.sha256} {w.filename}" for w in wheels]  # installed by path: these files and no others
         with ticking(say, "venv build", BUILD_TIMEOUT_S):
@@ -282,9 +282,8 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
         raise VenvError(f"{host.name}: building the venv {venv.path} failed (exit {res.exited}): "
                         f"{build_failure(res.stderr)}")
     last = res.stdout.strip().splitlines()[-1:] or [""]
-    venv.built = {"built pip": "pip", "built uv": "uv"}.get(last[0])
-    venv.seconds = time.monotonic() - start
-    return venv
+    return replace(venv, built={"built pip": "pip", "built uv": "uv"}.get(last[0]), sent=sent, bytes_sent=bytes_sent,
+                   seconds=time.monotonic() - start)
 
 
 def prune(conn: Connection, host: Host) -> list[str]:

@@ -102,6 +102,25 @@ class _Group:
     reported: _Hit | None = None
     size: int = 0
 
+    def takes(self, text: str) -> None:
+        """One more line: where in a traceback the group is now."""
+        self.size += 1
+        if _CHAIN.match(text):
+            self.state = "chain"
+        elif _TRACEBACK.search(text):
+            self.state = "frames"
+        elif self.state == "frames" and text and not text[0].isspace() and self.size > 1:
+            self.state = "message"  # the exception line closes the frames
+
+    def weighs(self, hit: _Hit) -> None:
+        """A line a rule matched: the group's best cause so far."""
+        if _better(hit, self.best):
+            self.best = hit
+
+    def reports(self, hit: _Hit) -> None:
+        """Its cause, reported now: its tail is read silently."""
+        self.reported = hit
+
 
 @dataclass(frozen=True, slots=True)
 class LineMatch:
@@ -200,26 +219,20 @@ class LineClassifier:
         return group.severity is Severity.FATAL and not line.header and not _TRACEBACK.search(text)
 
     def _absorb(self, group: _Group, line: Line, match: LineMatch | None, out: list[Event]) -> None:
-        group.size += 1
         text = line.text
-        if _CHAIN.match(text):
-            group.state = "chain"
-        elif _TRACEBACK.search(text):
-            group.state = "frames"
-        elif group.state == "frames" and text and not text[0].isspace() and group.size > 1:
-            group.state = "message"  # the exception line closes the frames
+        group.takes(text)
         if match is not None:
             hit = _Hit(match.rule, self._lineno, text, in_frames=group.state == "frames" and group.size > 1,
                        site=match.site)
             if group.severity is Severity.FATAL and match.severity is not Severity.FATAL:
                 if not hit.in_frames:  # a frame's source line is code, not a message
                     out.append(self._event(hit, self._lineno, match.severity))
-            elif _better(hit, group.best):
-                group.best = hit
+            else:
+                group.weighs(hit)
         best = group.best
         if (group.severity is Severity.FATAL and best is not None and not best.rule.wraps
                 and group.state != "frames" and best is not group.reported):
-            group.reported = best  # a specific cause: report now, keep reading its tail silently
+            group.reports(best)  # a specific cause: report now, keep reading its tail silently
             out.append(self._event(best, group.first, Severity.FATAL))
         if group.size >= _MAX_GROUP_LINES:
             out.extend(self._close())

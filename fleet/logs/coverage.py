@@ -107,13 +107,12 @@ def measure(root: Path, modules: list[str], rules: RuleSet, classes: SiteClasses
 
 def tally(classified: list[tuple[str, Site, LineMatch | None]]) -> Coverage:
     """The coverage of sites classify_sites classified."""
-    cov = Coverage()
+    by_rule: Counter[str] = Counter()
+    uncovered: list[tuple[str, Site]] = []
     for module, site, match in classified:
-        cov.sites += 1
         if specific(match):
             assert match is not None
-            cov.specific += 1
-            cov.by_rule[match.rule.name] += 1
+            by_rule[match.rule.name] += 1
         else:
-            cov.uncovered.append((module, site))
-    return cov
+            uncovered.append((module, site))
+    return Coverage(len(classified), sum(by_rule.values()), by_rule, uncovered)

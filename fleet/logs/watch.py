@@ -61,6 +61,21 @@ class _Cursor:
     offset: int = 0
     tail: str = ""  # the partial last line, classified by finish() if its newline never comes
 
+    def waits_on(self, tail: str) -> None:
+        """A partial last line, waiting for its newline."""
+        self.tail = tail
+
+    def read_to(self, offset: int) -> None:
+        self.offset = offset
+
+    def dropped(self, chars: int) -> None:
+        """The caller dropped the first `chars` characters of its stream (all of them read)."""
+        self.offset -= chars
+
+    def drained(self) -> None:
+        """The partial last line, classified all the same at the stream's end."""
+        self.offset, self.tail = self.offset + len(self.tail), ""
+
 
 # events kept for the verdict; past it only fatal ones, as many again (`inv logs -f` of a host flooding for days)
 MAX_EVENTS = 10_000
@@ -80,6 +95,10 @@ class _Shared:
     events: list[Event] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
     fatal: Event | None = None
+
+    def fatal_seen(self, event: Event) -> None:
+        """A fatal event: the first one stays the stream's."""
+        self.fatal = self.fatal or event
 
 
 class LogWatcher(StreamWatcher):
@@ -110,10 +129,10 @@ class LogWatcher(StreamWatcher):
         while True:
             end = stream.find("\n", cursor.offset)
             if end < 0:
-                cursor.tail = stream[cursor.offset:]
+                cursor.waits_on(stream[cursor.offset:])
                 return []  # a partial last line waits for its newline
             line = stream[cursor.offset:end]
-            cursor.offset = end + 1  # advance first: after a raise, the next submit starts at the next line
+            cursor.read_to(end + 1)  # advance first: after a raise, the next submit starts at the next line
             if self._shared.on_line is not None:
                 line = self._shared.on_line(line)
             self._record(cursor.classifier.feed(line))
@@ -124,7 +143,7 @@ class LogWatcher(StreamWatcher):
         cursor = self._cursor()
         if chars > cursor.offset:
             raise ValueError(f"forget({chars}): only {cursor.offset} characters were read")
-        cursor.offset -= chars
+        cursor.dropped(chars)
 
     def _cursor(self) -> _Cursor:
         cursor: _Cursor | None = getattr(self, "_stream_cursor", None)  # thread-local, as all but slots
@@ -144,7 +163,7 @@ class LogWatcher(StreamWatcher):
         for cursor in list(shared.cursors):
             if cursor.tail:
                 new.extend(cursor.classifier.feed(cursor.tail))
-                cursor.offset, cursor.tail = cursor.offset + len(cursor.tail), ""
+                cursor.drained()
             new.extend(cursor.classifier.flush())
         self._record(new, raise_fatal=False)
         return new
@@ -187,7 +206,7 @@ class LogWatcher(StreamWatcher):
                     shared.on_event(event)
                 if event.severity is Severity.FATAL and first_fatal is None:
                     first_fatal = event
-                    shared.fatal = shared.fatal or event
+                    shared.fatal_seen(event)
                 if event.log_class is LogClass.READY:
                     ready = event
                     shared.ready.set()

@@ -198,7 +198,7 @@ class SessionTraffic:
                 current = store.current()
                 if current is None:
                     return None
-                current.canary = verdict.to_json()
+                current.judged(verdict.to_json())
                 store.save(current)
                 return current.id
         except FleetError:

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric import Connection
@@ -30,59 +29,21 @@ from fleet.deploy.health import health_check, node_health
 from fleet.deploy.hostrun import HostRun, Recover, deploy_recovery, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
-from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, DeployResult, Planned
+from fleet.deploy.results import Attempt, DeployResult
 from fleet.deploy.serving import prune_venvs
 from fleet.errors import FleetError
 from fleet.host import venvs
-from fleet.host.facts import HostFacts, stack_versions
-from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_sglang, versions_of
+from fleet.host.facts import stack_versions
+from fleet.host.releases import Release, ReleaseStore, new_id, now, versions_of
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
+from fleet.multihost.multinode_node import Node
 from fleet.multihost.multinode_plan import check_hosts, dist_init_addr, node_args
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung, sglang_version
 from fleet.progress import Progress
 from fleet.ssh.connect import ConnectOptions
-
-
-@dataclass
-class Node:
-    rank: int
-    host: Host
-    deployer: Deployer
-    say: Progress
-    result: DeployResult
-    # Set as the deployment goes (connected, probed, planned, opened): read before it is set is a bug, and
-    # raises AttributeError rather than passing None along.
-    session: HostSession = field(init=False)
-    conn: Connection = field(init=False)
-    host_run: HostRun = field(init=False)
-    store: ReleaseStore = field(init=False)
-    facts: HostFacts = field(init=False)
-    planned: Planned = field(init=False)
-    release: Release = field(init=False)
-    run: ReleaseRun = field(init=False)
-    previous: Release | None = None  # what the node ran before (None: nothing yet)
-    @property
-    def prior(self) -> Release:
-        """`previous` where the step at hand has made sure there is one."""
-        if self.previous is None:
-            raise FleetError(f"{self.host.name}: node {self.rank} has no earlier release")
-        return self.previous
-
-    @property
-    def sglang(self) -> str | None:
-        """The sglang the node runs, for its journal's sites and remedies: as a deploy probed it, or (a rollback
-        or restore, which probes nothing) as the release being started recorded it."""
-        facts: HostFacts | None = getattr(self, "facts", None)  # unset until a deploy's probe
-        if facts is not None:
-            return sglang_version(facts)
-        return recorded_sglang(self.previous.facts) if self.previous else None
-
-    unit: str = ""  # the unit started in the current step (the new one, or the previous release's)
-    serves_api: bool = False  # rank 0 of what runs now: health goes through its /generate
 
 
 class MultiNode:
@@ -129,52 +90,50 @@ class MultiNode:
             for n in self.nodes:
                 session = self.sessions(n.host, self.opts)
                 stack.callback(session.close)
-                n.session, n.conn = session, session.conn
+                n.connected(session)
             for n in self.nodes:
                 purpose = f"{action} {self.book.name} (node {n.rank} of {len(self.nodes)})"
-                n.host_run = stack.enter_context(host_run(
+                n.runs_under(stack.enter_context(host_run(
                     n.host, self.opts, purpose, unit=n.deployer.serve.unit, session=n.session, progress=n.say,
-                    recover=self.recover(self.book, n.deployer.serve.unit, n.say), strict_end=False))
-                n.result.recovered = n.host_run.recovered
+                    recover=self.recover(self.book, n.deployer.serve.unit, n.say), strict_end=False)))
                 runs.append((n, n.host_run))
             yield
         for n, run in runs:
             if run.end_problem:
-                n.result.status = DeployStatus.FAILED
-                n.result.error = f"{n.result.error or n.host.name}; {run.end_problem}"
+                n.end_failed(run.end_problem)
 
     def _rollback(self, to: str | None) -> None:
         for n in self.nodes:
-            n.store = self.stores(n.conn, n.host)
+            n.reads(self.stores(n.conn, n.host))
         try:
             target = self._rollback_target(to)
         except FleetError as exc:  # refused before anything changed: said for every node
             for n in self.nodes:
-                n.result.error = str(exc)
+                n.said(str(exc))
             return
         running = {n.rank: n.store.current() for n in self.nodes}  # what to go back to if the target fails
         for n in self.nodes:
-            n.result.release = target
-            n.previous = n.store.load(target)
+            n.serves(n.result.status, target, n.result.config)
+            n.goes_back_to(n.store.load(target))
             n.say(f"rolling back to {target} ({n.prior.rung})")
         start = time.monotonic()
         outcome, evidence = self._put_back_and_start(self.nodes, "rollback")
         for n in self.nodes:
-            n.result.config = n.prior.config
-            n.result.attempts.append(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
+            n.serves(n.result.status, n.result.release, n.prior.config)
+            n.tried(Attempt(n.prior.rung or "-", outcome, evidence, time.monotonic() - start))
         why = f"did not come up: {outcome} {evidence}"
         if outcome == Outcome.READY:
             moved = self._move_current(running)
             if moved is None:
                 for n in self.nodes:
-                    n.result.status = DeployStatus.OK
+                    n.serves(DeployStatus.OK, n.result.release, n.result.config)
                 return
             why = f"served, but {moved}"
         note = self._back_to(running)
         for n in self.nodes:
-            n.result.error = f"{n.host.name}: rollback to {target} {why}; {note}"
+            n.said(f"{n.host.name}: rollback to {target} {why}; {note}")
             if note.startswith("back on"):
-                n.result.release, n.result.config = n.prior.id, n.prior.config
+                n.serves(n.result.status, n.prior.id, n.prior.config)
 
     def _move_current(self, running: dict[int, Release | None]) -> str | None:
         """Every node's `current` to its `previous` (the target, serving); None when all moved. When one move
@@ -204,7 +163,7 @@ class MultiNode:
         if any(r is None for r in running.values()):
             return "no node may go back (one had no current release): they are stopped"
         for n in self.nodes:
-            n.previous = running[n.rank]
+            n.goes_back_to(running[n.rank])
             n.say(f"going back to {n.prior.id}")
         outcome, evidence = self._put_back_and_start(self.nodes, "restore")
         if outcome == Outcome.READY:
@@ -256,20 +215,18 @@ class MultiNode:
 
     @staticmethod
     def _aim_at_previous(n: Node) -> None:
-        n.unit = restore.unit_of(n.prior)
         nodes = n.prior.config.get("nodes")
-        n.serves_api = (nodes.get("rank", 0) if isinstance(nodes, dict) else 0) == 0
+        n.starts(restore.unit_of(n.prior), (nodes.get("rank", 0) if isinstance(nodes, dict) else 0) == 0)
 
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
             n.say("probing")
-            n.facts = n.session.probe()
-            n.store = self.stores(n.conn, n.host)
-            n.previous = n.store.current()
+            n.probed(n.session.probe())
+            n.reads(self.stores(n.conn, n.host))
+            n.goes_back_to(n.store.current())
         if not force and self._unchanged():
             for n in self.nodes:
-                n.result.status, n.result.release, n.result.config = (DeployStatus.UNCHANGED, n.prior.id,
-                                                                      n.prior.config)
+                n.serves(DeployStatus.UNCHANGED, n.prior.id, n.prior.config)
                 n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
             return
         if self.book.packages and not self._pinned():
@@ -278,20 +235,20 @@ class MultiNode:
         rungs = self._preflight()
         if not rungs:
             for n in self.nodes:
-                n.result.error = (f"{n.host.name}: no rung of {self.book.name} can run on all "
-                                  f"{len(self.nodes)} nodes; nothing was changed")
+                n.said(f"{n.host.name}: no rung of {self.book.name} can run on all {len(self.nodes)} nodes; "
+                       "nothing was changed")
             return
         for n in self.nodes:
-            n.release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
-                                created=now(), facts={"gpus": len(n.facts.gpus),
-                                                      "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
-                                                      "node_rank": n.rank,
-                                                      "versions": stack_versions(n.facts)})
+            release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
+                              created=now(), facts={"gpus": len(n.facts.gpus),
+                                                    "sm": sorted({g.sm for g in n.facts.gpus if g.sm}),
+                                                    "node_rank": n.rank,
+                                                    "versions": stack_versions(n.facts)})
             if self.book.packages:  # every node runs the same pin set, each from its own copy of the venv
-                n.release.runs_in(n.deployer.serve.venv)
-            n.run = n.host_run.open_release(n.store, n.release, rungs=[r.name for r in rungs], deployment=rid,
-                                    nodes=[m.host.name for m in self.nodes], rank=n.rank)
-            n.result.release = rid
+                release.runs_in(n.deployer.serve.venv)
+            n.opened(release, n.host_run.open_release(n.store, release, rungs=[r.name for r in rungs],
+                                                      deployment=rid, nodes=[m.host.name for m in self.nodes],
+                                                      rank=n.rank))
         last_class: str | None = None
         for rung in rungs:
             if not rung.worth_trying_after(last_class):
@@ -301,15 +258,15 @@ class MultiNode:
             try:
                 outcome, evidence, record = self._attempt(rung, rid)
                 for n in self.nodes:  # in the results first: a node lost while writing its record is still told
-                    n.result.attempts.append(Attempt(rung.name, outcome, evidence, time.monotonic() - start,
-                                                     record if n.rank == 0 else None))
+                    n.tried(Attempt(rung.name, outcome, evidence, time.monotonic() - start,
+                                    record if n.rank == 0 else None))
                 for n in self.nodes:
                     n.run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
                     n.run.record(n.result.attempts[-1])
                 if outcome == Outcome.READY:
                     for n in self.nodes:
                         n.run.succeed(rung.name, n.planned.config, self.book.keep_releases)
-                        n.result.status, n.result.config = DeployStatus.OK, n.planned.config
+                        n.serves(DeployStatus.OK, n.result.release, n.planned.config)
                     if self.book.packages:
                         for n in self.nodes:
                             prune_venvs(n.conn, n.deployer.host, n.say)
@@ -324,16 +281,14 @@ class MultiNode:
         """`packages:`: every node gets the pins' venv (built where it has none) before any node is stopped, then
         is probed in it; False, with every node's error set, when one node cannot (nothing stopped anywhere)."""
         for n in self.nodes:
-            n.result.versions_before = versions_of(n.previous.facts) if n.previous else {}
+            n.was_on(versions_of(n.previous.facts) if n.previous else {})
             try:
                 venv = n.deployer.use_pins(n.conn)
             except venvs.VenvError as exc:
                 for m in self.nodes:
-                    m.result.error = f"{exc}; nothing was stopped on any node"
+                    m.said(f"{exc}; nothing was stopped on any node")
                 return False
-            n.result.venv = venv.record()
-            n.facts = n.session.as_host(n.deployer.host).probe()
-            n.result.versions, n.result.sglang = stack_versions(n.facts), sglang_version(n.facts)
+            n.in_venv(venv.record(), n.session.as_host(n.deployer.host).probe())
         return True
 
     def _unchanged(self) -> bool:
@@ -356,21 +311,21 @@ class MultiNode:
         for n in self.nodes:
             rungs = n.deployer.eligible(n.facts)
             rungs, skipped = n.deployer.preflight(n.conn, n.facts, rungs)
-            n.result.attempts += skipped
+            n.tried(*skipped)
             kept &= {r.name for r in rungs}
         head = self.nodes[0]
         assert self.book.nodes is not None  # check_hosts made sure
         busy = port_problem(head.conn, head.host, self.book.nodes.dist_port, head.deployer.serve.unit)
         if busy:
             for n in self.nodes:
-                n.result.attempts.append(Attempt("-", Outcome.PREFLIGHT, f"{head.host.name} (rank 0): dist {busy}", 0))
+                n.tried(Attempt("-", Outcome.PREFLIGHT, f"{head.host.name} (rank 0): dist {busy}", 0))
             return []
         return [r for r in self.book.ladder if r.name in kept]
 
     # ------------------------------------------------------------------ one rung on every node
     def _attempt(self, rung: Rung, rid: str) -> tuple[str, str, BenchRecord | None]:
         for n in self.nodes:
-            n.planned = n.deployer.serve.plan(rung, rid, sglang_version(n.facts))
+            n.plans(n.deployer.serve.plan(rung, rid, sglang_version(n.facts)))
             n.planned.config["nodes"] = {"count": len(self.nodes), "rank": n.rank, "dist_init_addr": self.addr,
                                          "hosts": [m.host.name for m in self.nodes], "deployment": rid}
         for n in self.nodes:
@@ -386,11 +341,11 @@ class MultiNode:
             problem = restore.set_patches(n.conn, where, rung.patches, n.say)
             if problem:
                 return Outcome.PREFLIGHT, f"{n.host.name} (node {n.rank}): {problem}", None
-            n.release.patches = {"sets": list(rung.patches), "files": restore.patched_files(n.conn, where)}
+            n.release.patched(list(rung.patches), restore.patched_files(n.conn, where))
             serve = n.deployer.serve
             restore.install(n.conn, n.host, n.store, n.release, n.planned, serve.unit_path, serve.env_path)
             n.run.event("installed", rung=rung.name, files=n.release.files)
-            n.unit, n.serves_api = n.deployer.serve.unit, n.rank == 0
+            n.starts(n.deployer.serve.unit, n.rank == 0)
         outcome, evidence = self._start_together(self.nodes, rung.name)
         record = None
         head = self.nodes[0]
@@ -488,4 +443,4 @@ class MultiNode:
                 fell = fallback.failed_too(name, n.prior, why, problems.get(n.rank) or f"{outcome} {evidence}")
             else:
                 fell = fallback.back_on(name, n.prior, why)
-            n.result.ended_on(fell)
+            n.ended_on(fell)

@@ -7,6 +7,7 @@ the next start); the put-back of what a dead run left does: a replica behind a r
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from fleet import parallel, playbook
 from fleet.deploy import recovery
@@ -69,16 +70,17 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                         host = venvs.in_own_venv(host, current)
                     result = (apply_host(conn, host, sets, allow_prebuilt) if action == "apply"
                               else revert_host(conn, host, sets))
-                    result.recovered = run.recovered
+                    result = replace(result, recovered=run.recovered)
                     if started_again(run.recovered):
                         cleaned.add(host.name)
                     if result.ok and result.written:
-                        result.release = record_patch_release(conn, host, current, action, [s.name for s in sets])
+                        result = replace(result, release=record_patch_release(conn, host, current, action,
+                                                                              [s.name for s in sets]))
             if audit:
                 try:
-                    result.audit = archgate.audit_host(conn, host, sets=sets)
+                    result = replace(result, audit=archgate.audit_host(conn, host, sets=sets))
                 except FleetError as exc:
-                    result.audit_error = str(exc)
+                    result = replace(result, audit_error=str(exc))
             return result
         finally:
             session.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from paramiko import SSHException
 
@@ -43,7 +43,7 @@ NOTHING = "none"
 RESET_ACTIONS = frozenset({"reset", "drain_and_reset"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecoverResult:
     """One host's `inv recover` as `--json` prints it: the action taken (or NOTHING) and why, each step, the GPU
     faults before and after, and whether the host can serve again."""
@@ -193,20 +193,21 @@ def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep:
     return [*steps, f"Proxmox {action} of VM {proxmox.guest.vmid} on {proxmox.guest.node}"]
 
 
-def unit_left_stopped(result: RecoverResult) -> bool:
+def unit_left_stopped(steps: list[str]) -> bool:
     """A unit that ran and could not be started again: recover did not end well, whatever the GPUs say."""
-    return any(NOT_STARTED in step for step in result.steps)
+    return any(NOT_STARTED in step for step in steps)
 
 
 def probed_again(s: HostSession, result: RecoverResult) -> RecoverResult:
+    """The result, ended by a probe of the host after the recovery: its faults, and whether it can serve."""
     try:
         after = s.probe()
     finally:
         s.close()
-    result.faults_after = hardware.assess(after).fault
-    result.ok = not result.faults_after and not unit_left_stopped(result)
-    result.steps.append("probed again: " + ("no GPU fault" if result.ok else "; ".join(result.faults_after)))
-    return result
+    faults = hardware.assess(after).fault
+    ok = not faults and not unit_left_stopped(result.steps)
+    return replace(result, faults_after=faults, ok=ok,
+                   steps=[*result.steps, "probed again: " + ("no GPU fault" if ok else "; ".join(faults))])
 
 
 def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent: ConnectError, power_cycle: bool,
@@ -215,14 +216,14 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
     """SSH cannot reach a Proxmox guest and the operator said --unreachable: the VM reset (or stop/start)
     without a probe, then its next boot."""
     why = f"SSH cannot reach it: {silent}"
-    result = RecoverResult(host.name, VM_POWER_CYCLE if power_cycle else VM_RESET, why, faults_before=[why])
+    action = VM_POWER_CYCLE if power_cycle else VM_RESET
     if dry_run:
-        result.ok = True
-        return result
+        return RecoverResult(host.name, action, why, faults_before=[why], ok=True)
     say(f"{why}; the VM goes through the Proxmox API")
-    result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
+    steps = vm_steps(proxmox, action, wait_s, say, sleep)
     say("waiting for SSH")
-    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep), result)
+    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep),
+                        RecoverResult(host.name, action, why, steps, faults_before=[why]))
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
@@ -237,7 +238,6 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     server (a replica taken out of its router: fleet.multihost.router). `router`: the playbook router's unit when
     this host is its router's host: one that ran is started again on the new boot, as the host's unit is (fleet
     does not enable it either)."""
-    result = RecoverResult(host.name)
     try:
         s = sessions(host, opts)
     except ConnectError as exc:
@@ -249,32 +249,32 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                                "what it serves)", unreachable=True) from None
         return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions, sleep)
     lost, lock, stopped = False, None, []
+    steps: list[str] = []  # each step as it is done (what an error says was sent reads them)
     try:
         facts = s.probe()
         boot = s.boot_id()
-        result.faults_before = hardware.assess(facts).fault
-        result.action, gpus, result.why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
-        if result.action == NOTHING and not dry_run:
-            result.steps += after_dead_run(s, say, router)
-        if result.action == NOTHING or dry_run:
-            result.ok = (result.action == NOTHING or dry_run) and not unit_left_stopped(result)
-            return result
+        faults = hardware.assess(facts).fault
+        action, gpus, why = plan(facts, proxmox.guest if proxmox else None, power_cycle)
+        if action == NOTHING and not dry_run:
+            steps += after_dead_run(s, say, router)
+        if action == NOTHING or dry_run:
+            return RecoverResult(host.name, action, why, steps, faults, ok=not unit_left_stopped(steps))
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
-        with host_run(host, opts, f"recover ({result.action})", unit=None, recover=lock_only(say), progress=say,
+        with host_run(host, opts, f"recover ({action})", unit=None, recover=lock_only(say), progress=say,
                       session=s, router=router) as run:
             if before_stop is not None:
                 before_stop(s)
-            if result.action == GPU_RESET:
+            if action == GPU_RESET:
                 try:
                     refused = gpu_reset(run, gpus, facts, say)
                 except (CommandTimedOut, ChannelFailed, OutputTooLarge) as exc:  # a reset that hangs: the machine
                     refused = str(exc)
                 except ConnectError as exc:  # the link (or sudo) lost under the reset: its outcome is unknown
                     refused, lost = f"the connection was lost: {exc}", True
-                result.steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
+                steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
                 if refused:
-                    result.action = VM_RESET if proxmox else REBOOT
-            if result.action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
+                    action = VM_RESET if proxmox else REBOOT
+            if action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
                 ran = [host.unit] if facts.unit and facts.unit.active_state in RAN else []
                 if ran and not lost:  # named on the host before the machine goes down: a recover cut after
                     run.name_for_restart(host.unit)  # it leaves the unit to the next run
@@ -284,24 +284,24 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 stopped = list(dict.fromkeys([*run.stopped, *ran, *run.router]))  # not enabled: nothing else
                 # starts it)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
-                reboot_or_reset(s, proxmox, result, wait_s, say, sleep)
+                steps += reboot_or_reset(s, proxmox, action, wait_s, say, sleep)
     finally:
         s.close()
-    if lost and result.action != GPU_RESET:  # over a new connection (or the API); refused: put back over one too
+    if lost and action != GPU_RESET:  # over a new connection (or the API); refused: put back over one too
         try:
-            _after_lost_link(host, opts, proxmox, result, wait_s, say, sessions, sleep)
+            steps += _after_lost_link(host, opts, proxmox, action, wait_s, say, sessions, sleep)
         except FleetError as exc:
-            raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(result))}") from None
-    if result.action == GPU_RESET:
-        return probed_again(sessions(host, opts), result)
+            raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(steps))}") from None
+    if action == GPU_RESET:
+        return probed_again(sessions(host, opts), RecoverResult(host.name, action, why, steps, faults))
     say("waiting for SSH")
     try:
         s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep)
     except FleetError as exc:
-        raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(result))}") from None
+        raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(steps))}") from None
     if lock is not None:
-        result.steps += release_after_reboot(s, lock, stopped, router=router)
-    return probed_again(s, result)
+        steps += release_after_reboot(s, lock, stopped, router=router)
+    return probed_again(s, RecoverResult(host.name, action, why, steps, faults))
 
 
 def after_dead_run(s: HostSession, say: Progress, router: str | None = None) -> list[str]:
@@ -318,26 +318,27 @@ def after_dead_run(s: HostSession, say: Progress, router: str | None = None) -> 
         return [f"left alone: {exc}"]
 
 
-def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, result: RecoverResult, wait_s: float,
-                    say: Progress, sleep: Sleep = time.sleep) -> None:
-    """The whole machine, as the plan says: `systemctl reboot` on `s`, or the VM's reset through the API."""
-    if result.action == REBOOT:
+def reboot_or_reset(s: HostSession, proxmox: Proxmox | None, action: str, wait_s: float,
+                    say: Progress, sleep: Sleep = time.sleep) -> list[str]:
+    """The whole machine, as the plan says: `systemctl reboot` on `s`, or the VM's reset through the API; the
+    steps done."""
+    if action == REBOOT:
         say("rebooting")
         reboot(s)
-        result.steps.append("systemctl reboot")
-    elif result.action in (VM_RESET, VM_POWER_CYCLE):
+        return ["systemctl reboot"]
+    if action in (VM_RESET, VM_POWER_CYCLE):
         assert proxmox is not None
-        result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
+        return vm_steps(proxmox, action, wait_s, say, sleep)
+    return []
 
 
-def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, result: RecoverResult,
-                     wait_s: float, say: Progress, sessions: Sessions, sleep: Sleep = time.sleep) -> None:
+def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, action: str,
+                     wait_s: float, say: Progress, sessions: Sessions, sleep: Sleep = time.sleep) -> list[str]:
     """The link was lost under `nvidia-smi -r`: the reset's outcome is unknown, so the machine goes through a
-    reboot (on a new connection) or the VM's reset."""
-    if result.action != REBOOT:  # the API needs no connection to the host
+    reboot (on a new connection) or the VM's reset; the steps done."""
+    if action != REBOOT:  # the API needs no connection to the host
         assert proxmox is not None
-        result.steps += vm_steps(proxmox, result.action, wait_s, say, sleep)
-        return
+        return vm_steps(proxmox, action, wait_s, say, sleep)
     say("the connection was lost under the GPU reset: waiting for SSH to reboot")
     try:
         again = wait_for_ssh(host, opts, wait_s, "", sessions, sleep)
@@ -349,12 +350,12 @@ def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, 
         reboot(again)
     finally:
         again.close()
-    result.steps.append("systemctl reboot (on a new connection)")
+    return ["systemctl reboot (on a new connection)"]
 
 
-def sent(result: RecoverResult) -> bool:
+def sent(steps: list[str]) -> bool:
     """A reboot or a VM reset was sent and accepted: the machine may still go down after the wait."""
-    return any(step.startswith(("systemctl reboot", "Proxmox")) for step in result.steps)
+    return any(step.startswith(("systemctl reboot", "Proxmox")) for step in steps)
 
 
 def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, stopped: list[str],

@@ -35,9 +35,10 @@ from fleet.ssh.connect import ConnectOptions
 class Board(Protocol):
     """Who watches a rollout: told of each host's state and the batch under way."""
 
-    headline: str
-
     def update(self, host: str, state: str | None = None, note: str | None = None) -> None: ...
+
+    def says(self, headline: str) -> None:
+        """The line over the hosts: the batch under way, or what an interrupt waits for."""
 
 
 def collect(outcomes: Sequence[parallel.HostOutcome[DeployResult]]) -> list[DeployResult]:
@@ -139,19 +140,26 @@ class BatchRecord:
         return out
 
 
-@dataclass
-class Rollout:
-    """A rolling deploy: its batches planned (groups), then filled in as it runs: each host's result, each
-    batch's record, why it stopped, the hosts still deploying after --host-timeout, the router's report."""
+@dataclass(frozen=True)
+class RolloutPlan:
+    """A rolling deploy's batches, planned before anything runs."""
 
     hosts: list[Host]
     groups: list[list[Host]]  # the batches, in order
-    results: list[DeployResult] = field(default_factory=list)  # in the order of `hosts`
     batch_of: dict[str, int] = field(default_factory=dict)
+    canary: bool = False  # --serial gave batch 1 a size of its own: a canary (fleet.multihost.rollout.is_canary)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A rolling deploy as it ran (its plan apart): each host's result, each batch's record, why it stopped, the
+    hosts still deploying after --host-timeout, the router's report."""
+
+    plan: RolloutPlan
+    results: list[DeployResult]  # in the order of the plan's hosts
     seconds: dict[str, float] = field(default_factory=dict)
     batches: list[BatchRecord] = field(default_factory=list)
     stopped: str | None = None
-    canary: bool = False  # --serial gave batch 1 a size of its own: a canary (fleet.multihost.rollout.is_canary)
     interrupted: bool = False  # the operator pressed Ctrl-C
     background: list[str] = field(default_factory=list)  # still deploying after --host-timeout
     pending: dict[str, Future[DeployResult]] = field(default_factory=dict, repr=False)  # their deploys
@@ -159,15 +167,27 @@ class Rollout:
     judged: CanaryResult | None = None  # --canary: how batch 1's window ended
 
     @property
+    def hosts(self) -> list[Host]:
+        return self.plan.hosts
+
+    @property
+    def batch_of(self) -> dict[str, int]:
+        return self.plan.batch_of
+
+    @property
+    def canary(self) -> bool:
+        return self.plan.canary
+
+    @property
     def ok(self) -> bool:
         router_ok = self.router is None or self.router.serves
         return router_ok and not self.background and all(r.status in SERVING for r in self.results)
 
 
-def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> Rollout:
+def plan_batches(hosts: list[Host], sizes: list[rollout.Amount] | None) -> RolloutPlan:
     """The batches --serial makes of the hosts (bad input was refused by rollout.parse_serial)."""
     groups = rollout.batches(hosts, sizes)
-    return Rollout(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group},
+    return RolloutPlan(hosts, groups, batch_of={h.name: i for i, group in enumerate(groups, 1) for h in group},
                    canary=rollout.is_canary(sizes, len(groups)))
 
 
@@ -175,12 +195,12 @@ Job = Callable[[Host, Progress, "RouterHooks | None"], DeployResult]  # one host
 JudgeCanary = Callable[[list[Host], list[Host]], CanaryResult]  # (canary hosts, baseline hosts): the window
 
 
-def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
              board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
              job: Job | None = None, deployer_of: type[Deployer] = Deployer, judge_canary: JudgeCanary | None = None,
              put_back_canary: Job | None = None) -> Rollout:
-    """The batches of `plan` one after the other; `plan` filled in with the results and returned. `job`: each
+    """The batches of `plan` one after the other; what they did, made once they end. `job`: each
     host's work when it is not a deploy (a rollback: it takes its replica out through the hooks it is given).
     `deployer_of`: what deploys one host (Deployer; a router playbook's hooks make their own). `judge_canary`
     (--canary): a canary batch that served is judged against the later batches' hosts, still on the old
@@ -189,6 +209,14 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
     results: dict[str, DeployResult] = {}
     began: dict[str, float] = {}
     failed = 0
+    # what the report holds, as the batches go
+    seconds: dict[str, float] = {}
+    batches: list[BatchRecord] = []
+    stopped: str | None = None
+    was_interrupted = False
+    background: list[str] = []
+    pending_deploys: dict[str, Future[DeployResult]] = {}
+    judged_window: CanaryResult | None = None
 
     def one(host: Host) -> DeployResult:
         began[host.name] = time.monotonic()
@@ -222,7 +250,7 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
         if hooks:  # back into the router once healthy, before the next batch starts
             result = hooks.after(host, result)
         results[host.name] = result
-        plan.seconds[host.name] = time.monotonic() - began.get(host.name, time.monotonic())
+        seconds[host.name] = time.monotonic() - began.get(host.name, time.monotonic())
         note = result.error or (f"rung {result.config.get('rung')}, release {result.release}"
                                 if result.config.get("rung") else "")
         board.update(host.name, result.status, note)
@@ -230,8 +258,9 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
     def interrupted(futures: dict[Future[DeployResult], Host]) -> None:
         """Ctrl-C: queued hosts are cancelled, in-flight ones end on their own budgets (falling back where
         they fail) unless a second Ctrl-C gives up on them; no later batch starts."""
-        plan.interrupted = True
-        plan.stopped = "interrupted by the operator (Ctrl-C)"
+        nonlocal was_interrupted, stopped
+        was_interrupted = True
+        stopped = "interrupted by the operator (Ctrl-C)"
         running = []
         for f, h in futures.items():
             if h.name in results:
@@ -249,8 +278,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                    else "nothing was under way"))
         try:
             while running:
-                board.headline = (f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
-                                  "(Ctrl-C again to stop waiting)")
+                board.says(f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
+                           "(Ctrl-C again to stop waiting)")
                 done, left = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 running = list(left)
                 for f in done:
@@ -274,15 +303,15 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             hooks.start()
         for i, group in enumerate(groups, 1):
             names = [h.name for h in group]
-            if plan.stopped:
+            if stopped:
                 for h in group:
                     results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED,
-                                                   error=f"{h.name}: not started: {plan.stopped}")
+                                                   error=f"{h.name}: not started: {stopped}")
                     board.update(h.name, DeployStatus.SKIPPED, "not started")
-                plan.batches.append(BatchRecord(i, tuple(names), DeployStatus.SKIPPED))
+                batches.append(BatchRecord(i, tuple(names), DeployStatus.SKIPPED))
                 continue
-            board.headline = (f"{'canary, ' if plan.canary and i == 1 else ''}batch {i} of {len(groups)}: "
-                              f"{', '.join(names)}")
+            board.says(f"{'canary, ' if plan.canary and i == 1 else ''}batch {i} of {len(groups)}: "
+                       f"{', '.join(names)}")
             start, started = time.monotonic(), now("milliseconds")
             futures = {}
             for h in group:  # recorded before it is queued: a Ctrl-C here still finds every host that may run
@@ -300,8 +329,8 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
                     h = futures[f]
                     if h.name in began and time.monotonic() - began[h.name] > timeout:
                         pending.discard(f)
-                        plan.background.append(h.name)
-                        plan.pending[h.name] = f
+                        background.append(h.name)
+                        pending_deploys[h.name] = f
                         pool.abandon()  # the next batch never waits for this host's thread
                         finish(h, DeployResult(
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
@@ -311,41 +340,42 @@ def roll_out(plan: Rollout, book: Playbook, path: Path, opts: ConnectOptions, se
             fell = canary_misses([results[n] for n in names]) if plan.canary and i == 1 else []
             judged: list[str] = []
             if plan.canary and i == 1 and judge_canary is not None and not bad and not fell:
-                board.headline = f"canary, batch 1: {', '.join(names)} judged against the release before"
-                plan.judged = judge_canary(group, [h for g in groups[1:] for h in g])
-                if not plan.judged.ok:
-                    judged = plan.judged.reasons()[:3]
+                board.says(f"canary, batch 1: {', '.join(names)} judged against the release before")
+                judged_window = judge_canary(group, [h for g in groups[1:] for h in g])
+                if not judged_window.ok:
+                    judged = judged_window.reasons()[:3]
                     for h in group:  # back on the release before; the router's finish lists it again
                         results[h.name] = judged_back(h, results[h.name], judged, put_back_canary,
                                                       hooks, say_for)
                         board.update(h.name, results[h.name].status, results[h.name].error or "")
             failed += len(bad) + len(group if judged else [])
-            plan.batches.append(BatchRecord(i, tuple(names),
+            batches.append(BatchRecord(i, tuple(names),
                                             DeployStatus.FAILED if bad or fell or judged else DeployStatus.OK,
                                             tuple(bad or (names if judged else [])), plan.canary and i == 1,
                                             tuple(fell), started, now("milliseconds"),
                                             round(time.monotonic() - start, 1)))
-            plan.stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell,
-                                              judged)
+            stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell, judged)
     except KeyboardInterrupt:
         interrupted(futures)
     finally:
         pool.shutdown()
     for h in hosts:  # the batches an interrupt kept from starting
         if h.name not in results:
-            results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: {plan.stopped}")
+            results[h.name] = DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: {stopped}")
             board.update(h.name, DeployStatus.SKIPPED, "not started")
-    plan.results = [results[h.name] for h in hosts]
+    in_order = [results[h.name] for h in hosts]
+    router = None
     if hooks:
         try:
-            plan.router = hooks.finish(hosts, plan.results)  # puts back every replica that serves
+            router = hooks.finish(hosts, in_order)  # puts back every replica that serves
         except KeyboardInterrupt:  # Ctrl-C again: said, never hidden behind a traceback
-            plan.interrupted = True
-            plan.router = RouterReport(RouterRun.INTERRUPTED, hooks.host.name, DeployStatus.FAILED,
-                                       events=tuple(hooks.events),
-                                       error=f"{hooks.host.name}: interrupted while the router was brought to the "
-                                             "replicas that serve: deploy again to finish it")
-    return plan
+            was_interrupted = True
+            router = RouterReport(RouterRun.INTERRUPTED, hooks.host.name, DeployStatus.FAILED,
+                                  events=tuple(hooks.events),
+                                  error=f"{hooks.host.name}: interrupted while the router was brought to the "
+                                        "replicas that serve: deploy again to finish it")
+    return Rollout(plan, in_order, seconds, batches, stopped, was_interrupted, background, pending_deploys, router,
+                   judged_window)
 
 
 def judged_back(host: Host, served: DeployResult, why: Sequence[str], back_job: Job | None,
@@ -386,33 +416,35 @@ def put_back(host: Host, path: Path, hooks: RouterHooks) -> str:
 GRACE_MAX_S = 300.0  # the most a run waits, after --host-timeout, for the deploys it gave up on
 
 
-def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None, path: Path | None = None) -> list[str]:
+def settle(plan: Rollout, grace: float, hooks: RouterHooks | None = None,
+           path: Path | None = None) -> tuple[Rollout, list[str]]:
     """Give the deploys that outlived --host-timeout up to `grace` seconds more to end on their own budgets
     (falling back where they fail). One that ended is reported as it ended (still a failure of the run: it
-    missed its deadline) and, behind a router, put back in it when it serves. Returns the hosts whose deploy
-    still runs then, which the caller abandons: their threads end with the process, and the next run on such a
-    host takes over its lock and recovers it."""
+    missed its deadline) and, behind a router, put back in it when it serves. Returns the rollout so reported,
+    and the hosts whose deploy still runs then, which the caller abandons: their threads end with the process,
+    and the next run on such a host takes over its lock and recovers it."""
     if not plan.pending:
-        return []
+        return plan, []
     try:
         wait(list(plan.pending.values()), timeout=grace)
     except KeyboardInterrupt:  # the operator stops waiting: the summary still comes
         pass
     where = {h.name: i for i, h in enumerate(plan.hosts)}
-    left = []
+    left, results = [], list(plan.results)
     for name, f in plan.pending.items():
         if not f.done():
             left.append(name)
             continue
         exc = f.exception()
         late = f.result() if exc is None else DeployResult(name, DeployStatus.FAILED, error=f"{name}: {exc}")
-        late.error = (f"{late.error + '; ' if late.error else ''}{name}: ended {late.status} after --host-timeout "
-                      "gave up on it")
+        late = replace(late, error=(f"{late.error + '; ' if late.error else ''}{name}: ended {late.status} after "
+                                    "--host-timeout gave up on it"))
         if hooks:
             late = hooks.after(plan.hosts[where[name]], late)
             if late.status not in SERVING and path is not None:
-                late.error = f"{late.error}; {put_back(plan.hosts[where[name]], path, hooks)}"
-        plan.results[where[name]] = late
-    if hooks and plan.router is not None:  # the late replicas' moves in and out of the router
-        plan.router = replace(plan.router, events=tuple(hooks.events))
-    return left
+                late = replace(late, error=f"{late.error}; {put_back(plan.hosts[where[name]], path, hooks)}")
+        results[where[name]] = late
+    router = plan.router
+    if hooks and router is not None:  # the late replicas' moves in and out of the router
+        router = replace(router, events=tuple(hooks.events))
+    return replace(plan, results=results, router=router), left

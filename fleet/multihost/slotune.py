@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, cast
 
 from fabric import Connection
@@ -26,6 +26,7 @@ from fleet.deploy.bench import BenchError
 from fleet.deploy.hostrun import HostRun
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, now
@@ -46,7 +47,7 @@ class SloSettings:
     max_points: int = 8  # load points per trial
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrialRecord:
     name: str
     flags: dict[str, Any]
@@ -59,7 +60,7 @@ class TrialRecord:
                 "points": self.points}
 
 
-@dataclass
+@dataclass(frozen=True)
 class SloTuneResult(TuneResult):
     slo: str = ""
     trials: list[TrialRecord] = field(default_factory=list)
@@ -70,6 +71,17 @@ class SloTuneResult(TuneResult):
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "slo": self.slo, "trials": [t.to_json() for t in self.trials],
                 "ruled_out": self.ruled_out, "winner_rate": self.winner_rate, "rung": self.rung_yaml}
+
+
+@dataclass(frozen=True)
+class Tried:
+    """What a search has tried so far, filled in as it goes; the result gets it once, at the end."""
+
+    attempts: list[Attempt]
+    trials: list[TrialRecord]
+
+    def into(self, result: SloTuneResult) -> SloTuneResult:
+        return replace(result, attempts=[*result.attempts, *self.attempts], trials=[*result.trials, *self.trials])
 
 
 def space_host(facts: HostFacts) -> searchspace.Host:
@@ -111,12 +123,12 @@ class SloTuner(Tuner):
     def _tune(self, host_run: HostRun, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
         conn = host_run.session.conn
         s = self.settings
-        result = SloTuneResult(self.host.name, DeployStatus.FAILED, slo=s.text,
-                               fingerprint=fingerprint.key(fingerprint.of(facts)))
         space = searchspace.build(space_host(facts), self.book.tune)
         for r in space.ruled_out:
             self.progress(f"ruled out before any trial: {r.reason}")
-        result.ruled_out = [r.reason for r in space.ruled_out]
+        result = SloTuneResult(self.host.name, DeployStatus.FAILED, slo=s.text,
+                               fingerprint=fingerprint.key(fingerprint.of(facts)),
+                               ruled_out=[r.reason for r in space.ruled_out])
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
@@ -125,10 +137,11 @@ class SloTuner(Tuner):
         if self.hooks is not None:
             self.hooks.take_out(self.host, conn, self.progress)
         run = host_run.open_release(store, release, tune=True, rungs=[])
-        result.release = release.id
-        self.runner.facts = facts  # the key of each trial's warm start (serve.warm_start)
+        result = replace(result, release=release.id)
+        self.runner.key_by(facts)  # the key of each trial's warm start (serve.warm_start)
+        tried = Tried([], [])  # each attempt and trial as it ends (an exception may end the search)
         try:
-            return self._search(conn, run, facts, space, result, previous)
+            return self._search(conn, run, facts, space, result, previous, tried)
         except ConnectionLost:
             raise
         except Exception as exc:  # any step after the stop: the previous release goes back
@@ -138,10 +151,10 @@ class SloTuner(Tuner):
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
             self.progress(f"{why}; falling back")
-            return result.ended_on(self.fall_back(conn, store, release, previous, why))
+            return tried.into(result).ended_on(self.fall_back(conn, store, release, previous, why))
 
     def _search(self, conn: Connection, run: ReleaseRun, facts: HostFacts, space: searchspace.Space,
-                result: SloTuneResult, previous: Release | None) -> TuneResult:
+                result: SloTuneResult, previous: Release | None, tried: Tried) -> TuneResult:
         s, version = self.settings, sglang_version(facts)
         self.sglang = version
         results: dict[trials.Trial, trials.Outcome] = {}
@@ -155,28 +168,28 @@ class SloTuner(Tuner):
                     ok, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit,
                                                   facts, [rung], self.progress)
                     if not ok:
-                        result.attempts += refused
+                        tried.attempts.extend(refused)
                         results[trial] = trials.Outcome(None, crashed=True)
-                        result.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.PREFLIGHT))
+                        tried.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.PREFLIGHT))
                         continue
                     attempt, planned[trial] = self.runner.attempt(conn, run, rung, version, measure=False)
                     last = trial
-                    fault = self.runner.judge_hardware(conn, run, attempt, facts)
-                    result.attempts.append(attempt)
+                    attempt, fault = self.runner.judge_hardware(conn, run, attempt, facts)
+                    tried.attempts.append(attempt)
                     run.record(attempt)
                     if fault:
-                        return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
-                                                               f"GPU fault: {attempt.evidence}"))
+                        return tried.into(result).ended_on(self.fall_back(conn, run.store, run.release, previous,
+                                                                          f"GPU fault: {attempt.evidence}"))
                     if attempt.outcome != Outcome.READY:
                         results[trial] = trials.Outcome(None, crashed=True)
-                        result.trials.append(TrialRecord(rung.name, trial.as_dict(), attempt.outcome))
+                        tried.trials.append(TrialRecord(rung.name, trial.as_dict(), attempt.outcome))
                         continue
                     start = min(s.requests / s.first_point_s, s.ceiling)
                     found = loadsearch.search(lambda rate: self.point(conn, rate), start, s.ceiling,
                                               max_points=s.max_points)
                     results[trial] = trials.Outcome(found.highest)
-                    result.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.READY, found.highest,
-                                                     [point_json(p) for p in found.points]))
+                    tried.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.READY, found.highest,
+                                                    [point_json(p) for p in found.points]))
                     self.progress(f"{rung.name}: {found.highest or 0:.3g} req/s kept")
                     parallel.checkpoint()
         except KeyboardInterrupt:
@@ -184,7 +197,7 @@ class SloTuner(Tuner):
             fell = self.fall_back(conn, run.store, run.release, previous, "tune interrupted")
             self.progress(fell.error or f"back on release {fell.release}")
             raise
-        return self._finish(conn, run, results, planned, last, result, previous)
+        return self._finish(conn, run, results, planned, last, tried.into(result), previous)
 
     def _finish(self, conn: Connection, run: ReleaseRun, results: dict[trials.Trial, trials.Outcome],
                 planned: dict[trials.Trial, Any], last: trials.Trial | None, result: SloTuneResult,
@@ -194,16 +207,16 @@ class SloTuner(Tuner):
             return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                    f"no trial kept {self.settings.text}"))
         name, rate = best.name(), results[best].rate or 0.0
-        result.winner, result.winner_rate = name, rate
-        result.rung_yaml = trials.rung_yaml(best, self.settings.text, rate, self.host.name)
+        result = replace(result, winner=name, winner_rate=rate,
+                         rung_yaml=trials.rung_yaml(best, self.settings.text, rate, self.host.name))
         self.progress(f"winner: {name} at {rate:.3g} req/s within {self.settings.text}")
         if best != last:  # the server runs another trial now: start the winner again
             rung = Rung(name=name, description="inv tune --slo winner", flags=best.as_dict())
-            result.final, _ = self.runner.attempt(conn, run, rung, self.sglang, measure=False)
-            run.release.attempts.append({**result.final.to_json(), "final": True})
-            if result.final.outcome != Outcome.READY:
+            final, _ = self.runner.attempt(conn, run, rung, self.sglang, measure=False)
+            result = replace(result, final=final)
+            run.release.add_attempt({**final.to_json(), "final": True})
+            if final.outcome != Outcome.READY:
                 return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                        f"the winner {name} did not start again"))
         run.succeed(name, planned[best].config, self.book.keep_releases, tune=True)
-        result.status = DeployStatus.OK
-        return result
+        return replace(result, status=DeployStatus.OK)

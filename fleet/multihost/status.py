@@ -148,9 +148,8 @@ def parse(host: Host, output: str) -> HostStatus:
     """status.sh's answer; what the host sent is data of any shape: a section of another type or shape than
     fleet writes is reported as unreadable, never an exception that hides the row."""
     parts = output.split(_MARK + "\n")
-    st = HostStatus(host.name, host.address)
-    st.unit = {k: v[:300] for k, _, v in (line.partition("=") for line in parts[0].splitlines())
-               if _UNIT_KEY.fullmatch(k)}
+    unit = {k: v[:300] for k, _, v in (line.partition("=") for line in parts[0].splitlines()) if _UNIT_KEY.fullmatch(k)}
+    drift: list[str] = []
     manifest: dict[str, object] = {}
     if len(parts) > 1 and parts[1].strip():
         try:
@@ -160,12 +159,9 @@ def parse(host: Host, output: str) -> HostStatus:
         if isinstance(loaded, dict):
             manifest = loaded
         else:
-            st.drift.append("release manifest unreadable")
-    st.release, st.rung, st.playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
-    st.versions = versions_of(manifest.get("facts"))
-    st.sglang = recorded_sglang(manifest.get("facts"))
+            drift.append("release manifest unreadable")
+    release, rung, playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
     code = parts[2].strip() if len(parts) > 2 else ""
-    st.health = code if code and code != "000" else None
     actual = {}
     for line in (parts[3] if len(parts) > 3 else "").splitlines():
         bits = line.split(None, 1)
@@ -176,52 +172,54 @@ def parse(host: Host, output: str) -> HostStatus:
     expected.update(_of(_of(manifest.get("patches"), dict).get("files"), dict))
     for path, sha in expected.items():
         if actual.get(path) != sha:
-            st.drift.append(path + (" (missing)" if path not in actual else " (changed)"))
+            drift.append(path + (" (missing)" if path not in actual else " (changed)"))
     draws, limits = [], []
     for line in (parts[4] if len(parts) > 4 else "").splitlines():
         bits = [b.strip() for b in line.split(",")]
         if len(bits) == 2:
             draws.append(_float(bits[0]))
             limits.append(_float(bits[1]))
-    st.gpus = len(draws)
-    if draws and None not in draws:
-        st.power_w = round(sum(draws), 1)  # type: ignore[arg-type]
-    if limits and None not in limits:
-        st.power_limit_w = round(sum(limits), 1)  # type: ignore[arg-type]
+    bench_tok_s = None
     try:
         speed = benching.measured(benching.result_of(manifest))  # the serving rung's, never a rung that lost
-        st.bench_tok_s = float(speed[0]) if speed else None
+        bench_tok_s = float(speed[0]) if speed else None
     except _HOST_DATA_ERRORS:
-        st.drift.append("release benchmark unreadable")
+        drift.append("release benchmark unreadable")
     failures = [a for a in _of(manifest.get("attempts"), list)
                 if isinstance(a, dict) and a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
-    if failures:
-        st.last_failure, st.last_failure_evidence = (_text(failures[-1].get(k)) for k in ("outcome", "evidence"))
-    st.metrics = parse_metrics(parts[5] if len(parts) > 5 else "")
+    last_failure, last_failure_evidence = ((_text(failures[-1].get(k)) for k in ("outcome", "evidence"))
+                                           if failures else (None, None))
     try:
-        st.interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+        interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
     except _HOST_DATA_ERRORS:
-        st.interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
-    st.router = RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else ""))
-    if len(parts) > 8:
-        _gpu_health(st, parts[8])
-    return st
+        interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
+    return HostStatus(
+        host.name, host.address, unit=unit, release=release, rung=rung, playbook=playbook,
+        sglang=recorded_sglang(manifest.get("facts")), health=code if code and code != "000" else None,
+        drift=drift, gpus=len(draws),
+        power_w=round(sum(draws), 1) if draws and None not in draws else None,  # type: ignore[arg-type]
+        power_limit_w=round(sum(limits), 1) if limits and None not in limits else None,  # type: ignore[arg-type]
+        bench_tok_s=bench_tok_s, last_failure=last_failure, last_failure_evidence=last_failure_evidence,
+        interrupted=interrupted, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
+        router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
+        **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),
+        versions=versions_of(manifest.get("facts")))
 
 
-def _gpu_health(st: HostStatus, text: str) -> None:
-    """Section 9: the health query (GPUs that cannot be opened say so), then @xid and the kernel's Xid counts."""
+def _gpu_health(host: Host, text: str) -> dict[str, Any]:
+    """Section 9: the health query (GPUs that cannot be opened say so), then @xid and the kernel's Xid counts;
+    the row's fields they give."""
     query, _, xid = text.partition("@xid\n")
     gpus = [Gpu(index=int(i) if (i := r.get("index")) and i.isdigit() else None, pci_bus_id=r.get("pci.bus_id"),
                 health=health_from_row(r)) for r in parse_query_gpu(query).rows]
     log = parse_kernel_log(xid)
     by_bus = {pci_key(g.pci_bus_id): g.index for g in gpus}
-    for event in log.events:
-        event.gpu_index = by_bus.get(event.pci)
-    hw = hardware.assess(HostFacts(host=st.host, address=st.address, gpus=gpus, lost_gpus=lost_gpus(query),
+    log = log.model_copy(update={"events": [e.model_copy(update={"gpu_index": by_bus.get(e.pci)})
+                                            for e in log.events]})
+    hw = hardware.assess(HostFacts(host=host.name, address=host.address, gpus=gpus, lost_gpus=lost_gpus(query),
                                    kernel_log=log))
-    st.gpu_faults, st.gpu_notes = hw.fault, hw.notes
-    st.xid = list(log.events)
-    st.kernel_log = log.source or log.problem
+    return {"gpu_faults": hw.fault, "gpu_notes": hw.notes, "xid": list(log.events),
+            "kernel_log": log.source or log.problem}
 
 
 def _json_line(text: str) -> dict[str, object] | None:

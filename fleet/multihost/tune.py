@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fabric import Connection
@@ -29,7 +29,7 @@ from fleet.deploy.inputs import load_playbook
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
-from fleet.deploy.results import Attempt, FellBack
+from fleet.deploy.results import Attempt, FellBack, Planned
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError, InputError
 from fleet.host import probe_run, venvs
@@ -40,6 +40,9 @@ from fleet.host.venvs import VenvRecord
 from fleet.inventory import Host
 from fleet.logs.rules import LogClass
 from fleet.multihost import router as routing
+from fleet.multihost.tune_result import Draft
+from fleet.multihost.tune_result import TuneBaseline as TuneBaseline  # what callers of the tune import from it
+from fleet.multihost.tune_result import TuneResult as TuneResult
 from fleet.outcomes import DeployStatus, Outcome
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet, ticking
@@ -112,52 +115,6 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
 # ---------------------------------------------------------------------- inv tune
 
 
-@dataclass(frozen=True)
-class TuneBaseline:
-    """The release that served before a tune, measured as each rung is: the bar a winner must clear."""
-
-    release: str
-    rung: str | None
-    runs: Runs
-
-    def to_json(self) -> dict[str, object]:
-        return {"release": self.release, "rung": self.rung, "runs": self.runs.to_json()}
-
-
-@dataclass
-class TuneResult:
-    """One host's `inv tune` as `--json` prints it: the rungs measured, the winner against the release that
-    served before, and where the host was left."""
-
-    host: str
-    status: DeployStatus  # ok | rolled_back | failed
-    release: str | None = None
-    winner: str | None = None
-    winner_tok_s: float | None = None  # the median of its runs
-    winner_spread: float | None = None
-    decisions: tuple[str, ...] = ()  # each later rung against the one chosen so far (fleet.deploy.noise)
-    attempts: list[Attempt] = field(default_factory=list)  # one per rung tried (the final restart is apart)
-    final: Attempt | None = None  # the winner started again, when it was not the last rung tried
-    fingerprint: str | None = None
-    error: str | None = None
-    baseline: TuneBaseline | None = None  # the release serving before, measured the same way
-    venv: VenvRecord | None = None  # packages: the venv every rung ran in
-
-    def ended_on(self, fell: FellBack) -> TuneResult:
-        """The tune ends where its fall-back left the host."""
-        self.status, self.release, self.error = fell.status, fell.release, fell.error
-        return self
-
-    def to_json(self) -> JsonObject:
-        return {"host": self.host, "status": self.status, "release": self.release, "winner": self.winner,
-                "baseline": self.baseline.to_json() if self.baseline else None,
-                "winner_tok_s": self.winner_tok_s, "winner_spread": self.winner_spread,
-                "decisions": list(self.decisions), "fingerprint": self.fingerprint,
-                "attempts": [a.to_json() for a in self.attempts],
-                "final": self.final.to_json() if self.final else None, "error": self.error,
-                **({"venv": self.venv.to_json()} if self.venv else {})}
-
-
 def runs_of(a: Attempt) -> Runs | None:
     """The attempt's repeated runs, or its one measurement as a run of one."""
     if a.bench is None:
@@ -172,24 +129,30 @@ def tok_s(a: Attempt) -> float | None:
     return runs.median if runs else None
 
 
-def pick(attempts: list[Attempt], fraction: float, min_gain: float) -> tuple[Attempt | None, tuple[str, ...]]:
-    """The winner among the READY attempts in ladder order (fleet.deploy.noise.choose: a later rung must beat the
-    earlier beyond the noise), and the decisions; every other READY one below `fraction` of the winner
-    becomes PERF_REGRESSION."""
+def pick(attempts: list[Attempt], fraction: float,
+         min_gain: float) -> tuple[list[Attempt], Attempt | None, tuple[str, ...]]:
+    """The attempts judged, the winner among the READY ones in ladder order (fleet.deploy.noise.choose: a later
+    rung must beat the earlier beyond the noise), and the decisions; every other READY one below `fraction` of
+    the winner becomes PERF_REGRESSION (the others are returned as they were)."""
     served = [(a, r) for a in attempts if a.outcome == Outcome.READY and (r := runs_of(a)) is not None]
     choice = noise.choose([(a.rung, r) for a, r in served], min_gain)
     if choice.winner is None:
-        return None, ()
+        return attempts, None, ()
     best, best_runs = served[choice.winner]
-    for a, r in served:
-        if a is best:
-            continue
-        verdict = benching.evaluate(r.median, fraction, best=benching.Baseline(best_runs.median, f"rung {best.rung}",
-                                                                               best_runs.spread))
-        if not verdict.ok:
-            a.outcome, a.evidence = Outcome.PERF_REGRESSION, verdict.evidence
-            a.bench = replace(a.bench, verdict=verdict) if a.bench else None
-    return best, choice.decisions
+    runs = {id(a): r for a, r in served}
+    judged = [a if a is best or id(a) not in runs else _against(a, runs[id(a)], best, best_runs, fraction)
+              for a in attempts]
+    return judged, best, choice.decisions
+
+
+def _against(a: Attempt, runs: Runs, best: Attempt, best_runs: Runs, fraction: float) -> Attempt:
+    """A READY attempt against the winner: PERF_REGRESSION below `fraction` of it, else as it was."""
+    verdict = benching.evaluate(runs.median, fraction, best=benching.Baseline(best_runs.median, f"rung {best.rung}",
+                                                                              best_runs.spread))
+    if verdict.ok:
+        return a
+    return replace(a, outcome=Outcome.PERF_REGRESSION, evidence=verdict.evidence,
+                   bench=replace(a.bench, verdict=verdict) if a.bench else None)
 
 
 def _attempts(manifest: JsonObject) -> list[JsonObject]:
@@ -222,35 +185,35 @@ class Tuner:
         self.fastest: Runs | None = None  # the best median so far in this run
         self.venv: VenvRecord | None = None  # packages: the pins' venv
 
-    def repeat(self, conn: Connection, attempt: Attempt) -> None:
-        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted. A rung whose
-        warm-up is already below `fraction` of the fastest so far (less its spread) is not repeated: it loses
-        to it whatever the noise."""
+    def repeat(self, conn: Connection, attempt: Attempt) -> Attempt:
+        """A rung that served: the gate's benchmark was the warm-up; `runs` more are counted (the attempt
+        returned with them). A rung whose warm-up is already below `fraction` of the fastest so far (less its
+        spread) is not repeated: it loses to it whatever the noise."""
         if attempt.outcome != Outcome.READY or not attempt.bench or self.runs < 1:
-            return
+            return attempt
         warmup = attempt.bench.output_tok_s()
         if self.fastest is not None:
             verdict = benching.evaluate(warmup, self.spec.fraction, best=benching.Baseline(
                 self.fastest.median, "the fastest so far", self.fastest.spread))
             if not verdict.ok:
                 self.progress(f"{attempt.rung}: {verdict.evidence}: not repeated")
-                return
+                return attempt
         values, last = [], attempt.bench
         for i in range(self.runs):
             parallel.checkpoint()
             try:
                 last = self.bench(conn)
             except benching.BenchError as exc:
-                attempt.outcome, attempt.evidence = Outcome.BENCH_FAILED, f"run {i + 1} of {self.runs}: {exc}"
-                return
+                return replace(attempt, outcome=Outcome.BENCH_FAILED, evidence=f"run {i + 1} of {self.runs}: {exc}")
             values.append(last.output_tok_s())
             self.progress(f"{attempt.rung}: run {i + 1} of {self.runs}: {benching.tok(values[-1])} tok/s")
         runs = Runs(tuple(values), warmup)
         if self.fastest is None or runs.median > self.fastest.median:
             self.fastest = runs
-        attempt.bench = replace(last, verdict=attempt.bench.verdict, runs=runs)
-        attempt.evidence += (f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
-                             f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)")
+        return replace(attempt, bench=replace(last, verdict=attempt.bench.verdict, runs=runs),
+                       evidence=attempt.evidence + (
+                           f"; median of {len(values)} runs {benching.tok(runs.median)} tok/s, spread "
+                           f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)"))
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:
@@ -323,21 +286,21 @@ class Tuner:
 
     def _tune(self, host_run: HostRun, facts: HostFacts, rungs: list[Rung]) -> TuneResult:
         conn = host_run.session.conn
-        result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=fingerprint.key(fingerprint.of(facts)))
+        key = fingerprint.key(fingerprint.of(facts))
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(),
-                          facts={**facts_summary(facts), "fingerprint": result.fingerprint})
+                          facts={**facts_summary(facts), "fingerprint": key})
         if self.book.packages:
             release.runs_in(self.serve.venv)
-            result.venv = self.venv
         rungs, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit, facts, rungs,
                                          self.progress)
-        result.attempts += refused
+        result = TuneResult(self.host.name, DeployStatus.FAILED, fingerprint=key, attempts=list(refused),
+                            venv=self.venv if self.book.packages else None)
         if not rungs:
-            result.error = f"{self.host.name}: no rung of {self.book.name} can run here; nothing was changed"
-            return result
+            return replace(result, error=f"{self.host.name}: no rung of {self.book.name} can run here; nothing was "
+                                         "changed")
         baseline = None  # only the same playbook's release is comparable (the same model, the same bench)
         if self.hooks is not None:  # before anything is measured or stopped: the replica alone, no client sent
             self.hooks.take_out(self.host, conn, self.progress)
@@ -347,38 +310,48 @@ class Tuner:
                     and self.serve.healthy(conn)):
                 baseline = self.measure_serving(conn, previous)
                 if baseline is not None:
-                    result.baseline = TuneBaseline(previous.id, previous.rung, baseline)
+                    result = replace(result, baseline=TuneBaseline(previous.id, previous.rung, baseline))
             parallel.checkpoint()
         run = host_run.open_release(store, release, tune=True, rungs=[r.name for r in rungs])
-        result.release = release.id
+        draft = Draft(replace(result, release=release.id))  # an exception may end the climb
         try:
-            return self._climb(conn, run, rungs, facts, result, previous, baseline)
+            return self._climb(conn, run, rungs, facts, draft.result, previous, baseline, draft)
         except ConnectionLost:
             raise  # the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back
-            if not self.runner.touched:
-                with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
-                    run.fail()
-                raise
-            why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-            self.progress(f"{why}; falling back")
-            return result.ended_on(self.fall_back(conn, store, release, previous, why))
+            return self._failed(conn, run, draft.result, previous, exc)
+
+    def _failed(self, conn: Connection, run: ReleaseRun, result: TuneResult, previous: Release | None,
+                exc: Exception) -> TuneResult:
+        """A step failed: before anything was stopped, the error is raised (the release closed failed); after,
+        the previous release goes back and the result says so."""
+        if not self.runner.touched:
+            with suppress(Exception):  # the error to report is the first; an unclosed release is recovered
+                run.fail()
+            raise exc
+        why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        self.progress(f"{why}; falling back")
+        return result.ended_on(self.fall_back(conn, run.store, run.release, previous, why))
 
     def _climb(self, conn: Connection, run: ReleaseRun, rungs: list[Rung], facts: HostFacts, result: TuneResult,
-               previous: Release | None, baseline: Runs | None = None) -> TuneResult:
+               previous: Release | None, baseline: Runs | None = None, draft: Draft | None = None) -> TuneResult:
+        """Each rung in turn, the `draft` as each attempt leaves it; then the winner, kept or the release before
+        put back."""
         store, release = run.store, run.release
         planned = {}
         fault = False
-        self.runner.facts = facts  # the key of each trial's warm start (serve.warm_start)
+        self.runner.key_by(facts)  # the key of each trial's warm start (serve.warm_start)
+        draft = draft or Draft(result)
         try:
             with parallel.interruptible():  # Ctrl-C is taken between steps (fleet.parallel.checkpoint)
                 for rung in rungs:
                     parallel.checkpoint()
                     attempt, planned[rung.name] = self.runner.attempt(conn, run, rung, sglang_version(facts))
                     parallel.checkpoint()
-                    self.repeat(conn, attempt)
-                    fault = self.runner.judge_hardware(conn, run, attempt, facts)  # after the runs: a GPU may die
-                    result.attempts.append(attempt)
+                    attempt = self.repeat(conn, attempt)
+                    # after the runs: a GPU may die
+                    attempt, fault = self.runner.judge_hardware(conn, run, attempt, facts)
+                    result = draft.now(replace(result, attempts=[*result.attempts, attempt]))
                     run.record(attempt)
                     if fault:
                         break
@@ -389,33 +362,43 @@ class Tuner:
             self.progress(fell.error or f"back on release {fell.release}")
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
-            release.attempts = [a.to_json() for a in result.attempts]
+            release.tried([a.to_json() for a in result.attempts])
             return result.ended_on(self.fall_back(conn, store, release, previous,
                                                    f"GPU fault: {result.attempts[-1].evidence}"))
-        best, result.decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
-        release.attempts = [a.to_json() for a in result.attempts]
+        tried, best, decisions = pick(result.attempts, self.spec.fraction, self.spec.min_gain)
+        release.tried([a.to_json() for a in tried])
         kept = None
         if best is not None and baseline is not None and previous is not None and (best_runs := runs_of(best)):
             held = f"release {previous.id} (serving before)"
             choice = noise.choose([(held, baseline), (best.rung, best_runs)], self.spec.min_gain)
-            result.decisions += choice.decisions
+            decisions += choice.decisions
             kept = previous if choice.winner == 0 else None
+        result = draft.now(replace(result, attempts=tried, decisions=decisions))
         for line in result.decisions:
             self.progress(line)
+        return self._settle(conn, run, facts, result, previous, kept, best, planned, draft)
+
+    def _settle(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
+                previous: Release | None, kept: Release | None, best: Attempt | None,
+                planned: dict[str, Planned], draft: Draft) -> TuneResult:
+        """The rungs judged: the release before kept, or the winner serving (started again when another rung
+        ran last), or the release before put back."""
+        store, release = run.store, run.release
         if kept is not None:
             return self._keep(conn, run, facts, result, kept)
         if best is not None:
             best_runs = runs_of(best)
-            result.winner, result.winner_tok_s = best.rung, tok_s(best)
-            result.winner_spread = best_runs.spread if best_runs else None
+            result = draft.now(replace(result, winner=best.rung, winner_tok_s=tok_s(best),
+                                       winner_spread=best_runs.spread if best_runs else None))
             self.progress(f"winner: {best.rung} at {benching.tok(tok_s(best) or 0)} tok/s")
             final_ok = True
             if result.attempts[-1] is not best:  # the server now runs another rung: start the winner again
                 self.progress(f"starting {best.rung} again")
-                result.final, _ = self.runner.attempt(conn, run, self.book.rung(best.rung), sglang_version(facts),
-                                                      measure=False)
-                release.add_attempt({**result.final.to_json(), "final": True})
-                final_ok = result.final.outcome == Outcome.READY
+                final, _ = self.runner.attempt(conn, run, self.book.rung(best.rung), sglang_version(facts),
+                                               measure=False)
+                result = draft.now(replace(result, final=final))
+                release.add_attempt({**final.to_json(), "final": True})
+                final_ok = final.outcome == Outcome.READY
             if final_ok:
                 run.succeed(best.rung, planned[best.rung].config, self.book.keep_releases, tune=True)
                 try:  # the winner serves and is current: what follows is a record, never a reason to stop it
@@ -427,8 +410,7 @@ class Tuner:
                     self.progress(f"note: the winner serves, but its record was not kept: {exc}")
                 if self.book.packages:  # venvs no kept release names go, as after a deploy
                     prune_venvs(conn, self.host, self.progress)
-                result.status = DeployStatus.OK
-                return result
+                return replace(result, status=DeployStatus.OK)
         return result.ended_on(self.fall_back(conn, store, release, previous, "no rung served"))
 
     def _keep(self, conn: Connection, run: ReleaseRun, facts: HostFacts, result: TuneResult,
@@ -437,9 +419,9 @@ class Tuner:
         verified) and stays current; the tune's release is closed as failed; what the rungs showed is learned."""
         why = f"no rung beats release {previous.id} beyond the noise"
         fell = self.fall_back(conn, run.store, run.release, previous, why)
-        result.ended_on(fell)
+        result = result.ended_on(fell)
         if fell.served_again:
-            result.status, result.error = DeployStatus.UNCHANGED, None
+            result = replace(result, status=DeployStatus.UNCHANGED, error=None)
         try:
             fingerprint.remember(self.book, facts, self.host.name, run.release.id, run.release.attempts)
         except (FleetError, OSError, ValueError) as exc:

@@ -24,7 +24,7 @@ import base64
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TypedDict, cast
 
 from fabric import Connection
@@ -114,7 +114,7 @@ def cpp_directives(text: str) -> list[Directive]:
         if m:
             out.append(Directive(start, m.group(1), strip_comments(m.group(2)).strip(), line))
         elif out and is_code(line) and not line.lstrip().startswith("#"):
-            out[-1].code += 1
+            out[-1] = replace(out[-1], code=out[-1].code + 1)
         i += 1
     return out
 
@@ -152,14 +152,13 @@ def _chain_gates(file: str, branches: list[_Branch], sm: int, ref: int) -> list[
     try:
         mine, theirs = _taken(branches, arch_of_sm(sm)), _taken(branches, ref)
     except ExprError as exc:
-        for g in gates:
-            g.error = str(exc)
-        return gates
+        return [replace(g, error=str(exc)) for g in gates]
     lacks = mine is None or not branches[mine].code or branches[mine].error
-    for g in gates:
+
+    def excludes(g: Gate) -> bool:
         i = next(k for k, b in enumerate(branches) if b.d.line == g.line)
-        g.excludes = theirs == i and mine != i and lacks and not branches[i].error
-    return gates
+        return bool(theirs == i and mine != i and lacks and not branches[i].error)
+    return [replace(g, excludes=excludes(g)) for g in gates]
 
 
 def cpp_gates(file: str, directives: list[Directive], sm: int, reference: tuple[int, ...] = REFERENCE) -> list[Gate]:
@@ -169,17 +168,17 @@ def cpp_gates(file: str, directives: list[Directive], sm: int, reference: tuple[
     gates: list[Gate] = []
     for d in directives:
         if d.kind in ("if", "ifdef", "ifndef"):
-            if chains:
-                chains[-1][-1].code = True  # a nested block counts as code of the branch around it
+            if chains:  # a nested block counts as code of the branch around it
+                chains[-1][-1] = replace(chains[-1][-1], code=True)
             chains.append([_Branch(d, _as_expr(d.kind, d.cond), d.code > 0)])
         elif d.kind in ("elif", "else") and chains:
             chains[-1].append(_Branch(d, _as_expr(d.kind, d.cond), d.code > 0))
         elif d.kind == "error" and chains:
-            chains[-1][-1].error = True
+            chains[-1][-1] = replace(chains[-1][-1], error=True)
         elif d.kind == "endif" and chains:
             gates += _chain_gates(file, chains.pop(), sm, ref)
             if chains and d.code:
-                chains[-1][-1].code = True
+                chains[-1][-1] = replace(chains[-1][-1], code=True)
     for left in chains:  # unterminated (a scan cut short): judge what was read
         gates += _chain_gates(file, left, sm, ref)
     return sorted(gates, key=lambda g: g.line)
@@ -199,8 +198,7 @@ def py_gates(file: str, lines: list[tuple[int, str, str]], sm: int,
         code = text.split("#", 1)[0]
         g = py_gate(file, n, code, sm, reference)
         if g:
-            g.text, g.where = text.strip(), where
-            out.append(g)
+            out.append(replace(g, text=text.strip(), where=where))
     return out
 
 
@@ -307,12 +305,11 @@ def evaluate(scan: dict[str, ScannedFile], sm: int, reference: tuple[int, ...] =
 
 
 def mark_kept(gates: list[Gate], sm: int, packages: dict[str, keptgates.PackageInfo],
-              entries: tuple[keptgates.KeptGate, ...] | None = None) -> None:
-    """Mark each excluding gate that upstream keeps off `sm` on purpose in the releases read (packages), as
-    `entries` name them (default: playbooks' kept gates, keptgates.load)."""
-    for g in gates:
-        if g.excludes:
-            g.kept = keptgates.find(g.file, g.where, g.condition, sm, packages, entries)
+              entries: tuple[keptgates.KeptGate, ...] | None = None) -> list[Gate]:
+    """The gates, each excluding one that upstream keeps off `sm` on purpose in the releases read (packages)
+    marked so, as `entries` name them (default: playbooks' kept gates, keptgates.load)."""
+    return [replace(g, kept=keptgates.find(g.file, g.where, g.condition, sm, packages, entries)) if g.excludes
+            else g for g in gates]
 
 
 def _moved(line: int, content: bytes, steps: list[tuple[int, bytes, bytes]]) -> int:
@@ -429,8 +426,7 @@ def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: li
         if len(sms) > 1:
             raise InputError(f"{host.name}: GPUs of several SMs ({sms}); pass sm= to pick one")
         sm = sms[0]
-    gates = evaluate(scan["files"], sm)
-    mark_kept(gates, sm, scan["packages"])
+    gates = mark_kept(evaluate(scan["files"], sm), sm, scan["packages"])
     if sets and any(g.excludes for g in gates):
         lift(gates, patches.read_state(conn, host, sets), sets, sm)
     return AuditResult(host.name, sm, gates, scan["packages"])

@@ -23,7 +23,7 @@ import base64
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypedDict, cast
 
 from fabric import Connection
@@ -193,7 +193,7 @@ def undo_interrupted_runs(conn: Connection, host: Host) -> list[str]:
 # --- per host ---------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostResult:
     host: str
     action: str  # check | apply | revert
@@ -212,12 +212,8 @@ class HostResult:
     recovered: list[str] = field(default_factory=list)  # what a dead run left, closed first (`inv patch`)
 
     def to_json(self) -> JsonObject:
-        audit, self.audit = self.audit, None
-        try:
-            out = asdict(self)
-        finally:
-            self.audit = audit
-        out["audit"] = audit.to_json() if audit is not None else None
+        out = asdict(replace(self, audit=None))
+        out["audit"] = self.audit.to_json() if self.audit is not None else None
         return out
 
 
@@ -247,10 +243,8 @@ def apply_host(conn: Connection, host: Host, sets: list[PatchSet], allow_prebuil
         return result
     res = write_changes(conn, host, sets, p, state)
     if not res.get("ok"):
-        result.ok, result.error = False, f"{host.name}: {res.get('error')}"
-        return result
-    result.written, result.cleared, result.manifest = res["written"], res["cleared"], res["manifest"]
-    return result
+        return replace(result, ok=False, error=f"{host.name}: {res.get('error')}")
+    return replace(result, written=res["written"], cleared=res["cleared"], manifest=res["manifest"])
 
 
 def revert_host(conn: Connection, host: Host, sets: list[PatchSet]) -> HostResult:
@@ -260,14 +254,12 @@ def revert_host(conn: Connection, host: Host, sets: list[PatchSet]) -> HostResul
     result = HostResult(host.name, "revert", rp.ok, plan(sets, state, allow_prebuilt=True).sets, revert=rp,
                         sms=state.sms)
     if rp.state == CANNOT:
-        result.error = f"{host.name}: cannot revert: {rp.reason}; nothing restored"
-        return result
+        return replace(result, error=f"{host.name}: cannot revert: {rp.reason}; nothing restored")
     if rp.state == NOTHING:
         still = [s.name for s in result.sets if s.state == APPLIED]
         if still:
-            result.ok = False
-            result.error = (f"{host.name}: {', '.join(still)} applied but not by fleet (no backup run): "
-                            f"cannot revert")
+            return replace(result, ok=False, error=(f"{host.name}: {', '.join(still)} applied but not by fleet "
+                                                    "(no backup run): cannot revert"))
         return result
     req: JsonObject = {
         "root": BACKUP_ROOT, "run": rp.run, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -275,9 +267,7 @@ def revert_host(conn: Connection, host: Host, sets: list[PatchSet]) -> HostResul
         "files": [{"path": f.path, "sha_before": f.sha_before, "sha_after": f.sha_after} for f in rp.files]}
     res = _change(conn, host, "revert", req)
     if not res.get("ok"):
-        result.ok, result.error = False, f"{host.name}: {res.get('error')}"
-        return result
-    result.written, result.cleared, result.manifest = res["restored"], res["cleared"], res["manifest"]
-    return result
+        return replace(result, ok=False, error=f"{host.name}: {res.get('error')}")
+    return replace(result, written=res["restored"], cleared=res["cleared"], manifest=res["manifest"])
 
 

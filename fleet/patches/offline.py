@@ -61,6 +61,17 @@ def releases(versions: dict[str, str], fetch: bool = True,
     return out
 
 
+def _file_info(found: upstream.UpstreamRelease | None, package: str, file: str) -> patchplan.FileInfo:
+    """What a host with the release `found` (None: not among those given) would report of one file."""
+    if found is None:
+        return patchplan.FileInfo(package, file, error=f"{package} is not among the releases given")
+    path = found.package(package.split(".")[0]) / file
+    content = path.read_bytes() if path.is_file() else None
+    return patchplan.FileInfo(package, file, str(path), content is not None, content,
+                              sha256(content) if content is not None else None, dist=found.dist,
+                              version=found.version)
+
+
 def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool = True,
           say: Progress = quiet) -> patchplan.HostState:
     """A HostState as a host with exactly these releases (and GPUs of `sm`) would report it."""
@@ -70,17 +81,7 @@ def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool =
         st.packages[name] = {"path": str(rel.package()), "dist": rel.dist, "version": rel.version}
     for ps in sets:
         for package, file in ps.files():
-            found = rels.get(package.split(".")[0])
-            info = patchplan.FileInfo(package, file)
-            if found is None:
-                info.error = f"{package} is not among the releases given"
-            else:
-                path = found.package(package.split(".")[0]) / file
-                info.path, info.dist, info.version = str(path), found.dist, found.version
-                if path.is_file():
-                    info.exists, info.content = True, path.read_bytes()
-                    info.sha256 = sha256(info.content)
-            st.files[(package, file)] = info
+            st.files[(package, file)] = _file_info(rels.get(package.split(".")[0]), package, file)
     return st
 
 
@@ -129,7 +130,7 @@ def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None,
     gates = archgate.evaluate(scan_tree(rels, scope), sm)
     packages: dict[str, PackageInfo] = {name: {"path": str(r.package()), "dist": r.dist, "version": r.version}
                                         for name, r in rels.items()}
-    archgate.mark_kept(gates, sm, packages)
+    gates = archgate.mark_kept(gates, sm, packages)
     if sets and any(g.excludes for g in gates):
         archgate.lift(gates, state(versions, sets, sm, fetch, say), sets, sm)
     label = ", ".join(f"{d} {v}" for d, v in versions.items())

@@ -4,6 +4,7 @@ round trip (fleet.patches.engine reads and writes; the host side is fleet/host/p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypedDict
 
 from fleet.host import facts as factsmod
@@ -272,22 +273,20 @@ def plan(sets: list[PatchSet], state: HostState, allow_prebuilt: bool = False) -
         plans: list[EditPlan] = []
         for i, e in enumerate(sel.edits):
             key = (e.package, e.file)
-            ep = EditPlan(ps.name, i, e.name or f"edit {i + 1}", e.package, e.file, CANNOT, e.count)
-            plans.append(ep)
+            ep = partial(EditPlan, ps.name, i, e.name or f"edit {i + 1}", e.package, e.file)
             pkg = state.packages.get(e.package, {})
             info = state.files.get(key)
             if pkg.get("error") or not pkg.get("path"):
-                ep.reason = f"package {e.package}: {pkg.get('error') or 'not resolved'}"
+                plans.append(ep(CANNOT, e.count, reason=f"package {e.package}: {pkg.get('error') or 'not resolved'}"))
                 continue
             if info is None or not info.exists or info.content is None:
                 where = info.path if info and info.path else e.file
-                ep.reason = f"{where}: {info.error if info and info.error else 'missing'}"
+                plans.append(ep(CANNOT, e.count, reason=f"{where}: {info.error if info and info.error else 'missing'}"))
                 continue
             content = staged.get(key, info.content)
             check = plan_edit(content, e)
-            ep.state, ep.found, ep.replaced, ep.reason = check.state, check.found, check.replaced, check.reason
-            ep.drift = check.state == CANNOT
-            if ep.state == APPLICABLE:
+            plans.append(ep(check.state, e.count, check.found, check.replaced, check.reason, check.state == CANNOT))
+            if check.state == APPLICABLE:
                 staged[key], steps = check.apply(content, e)
                 staged_steps.setdefault(key, []).extend(steps)
         states = {p.state for p in plans}
@@ -382,25 +381,27 @@ def plan_revert(sets: list[PatchSet], state: HostState) -> RevertPlan:
                           f"the latest run {run['run']} has {', '.join(run['sets'])} only; revert {', '.join(missing)} "
                           f"separately")
     by_path = {i.path: i for i in state.files.values() if i.path}
-    out = RevertPlan(names, REVERTIBLE, run["run"], clear_jit_cache=list(run.get("clear_jit_cache", [])))
+    files: list[FileRevert] = []
     for f in run.get("files", []):
         info = by_path.get(f["path"])
         now = info.sha256 if info and info.exists else None
-        fr = FileRevert(f["path"], REVERTIBLE, now, f["sha_before"], f["sha_after"],
-                        info.mode if info else None, info.uid if info else None, info.gid if info else None)
+        fr = partial(FileRevert, f["path"])
+        owner = (info.mode, info.uid, info.gid) if info else (None, None, None)
         if now == f["sha_after"]:
-            pass
+            files.append(fr(REVERTIBLE, now, f["sha_before"], f["sha_after"], *owner))
         elif now == f["sha_before"]:
-            fr.state, fr.reason = REVERTED, "already the original"
+            files.append(fr(REVERTED, now, f["sha_before"], f["sha_after"], *owner, reason="already the original"))
         else:
-            fr.state, fr.reason = CANNOT, _why_changed(f["path"], now, f, run, state.runs, info)
-        out.files.append(fr)
-    bad = [f for f in out.files if f.state == CANNOT]
+            files.append(fr(CANNOT, now, f["sha_before"], f["sha_after"], *owner,
+                            reason=_why_changed(f["path"], now, f, run, state.runs, info)))
+    out = partial(RevertPlan, names, run=run["run"], files=files,
+                  clear_jit_cache=list(run.get("clear_jit_cache", [])))
+    bad = [f for f in files if f.state == CANNOT]
     if bad:
-        out.state, out.reason = CANNOT, "; ".join(f.reason or "" for f in bad)
-    elif all(f.state == REVERTED for f in out.files):
-        out.state, out.reason = REVERTIBLE, "files are already the originals; the run is marked reverted"
-    return out
+        return out(CANNOT, reason="; ".join(f.reason or "" for f in bad))
+    if all(f.state == REVERTED for f in files):
+        return out(REVERTIBLE, reason="files are already the originals; the run is marked reverted")
+    return out(REVERTIBLE)
 
 
 # --- the host side: one Python program run by the venv's interpreter --------------------------------

@@ -196,24 +196,24 @@ class PatchSet(BaseModel):
 
     def select(self, versions: dict[str, str | None]) -> Selection:
         """The edits for these installed versions (distribution -> version, None: not installed)."""
-        out = Selection(list(self.edits), [], [])
+        edits, missing, not_needed, uncovered = list(self.edits), [], [], False
         for dist in self.dists():
             mine = [v for v in self.variants if v.dist == dist]
             version = versions.get(dist)
             if version is None:
-                out.missing.append(f"{dist} is not installed in the venv")
+                missing.append(f"{dist} is not installed in the venv")
                 continue
             hit = [v for v in mine if in_range(version, v.versions)]
             if len(hit) != 1:
                 known = ", ".join(v.versions for v in mine)
-                out.missing.append(f"no variant for {dist} {version} (variants cover {known})" if not hit else
-                                   f"{dist} {version} matches {len(hit)} variants ({known})")
-                out.uncovered = True
+                missing.append(f"no variant for {dist} {version} (variants cover {known})" if not hit else
+                               f"{dist} {version} matches {len(hit)} variants ({known})")
+                uncovered = True
                 continue
             if hit[0].not_needed:
-                out.not_needed.append(f"{dist} {version}: {hit[0].not_needed}")
-            out.edits += hit[0].edits
-        return out
+                not_needed.append(f"{dist} {version}: {hit[0].not_needed}")
+            edits += hit[0].edits
+        return Selection(edits, not_needed, missing, uncovered)
 
 
 def load_file(path: Path) -> PatchSet:
@@ -233,8 +233,7 @@ def load_file(path: Path) -> PatchSet:
                 raise doc.error((*where, i - len(ps.edits) if where[0] == "variants" else i, "find"),
                                 "same find text (and anchor) as another edit of the same file")
             seen[key] = i
-    ps.source = str(path)
-    return ps
+    return ps.model_copy(update={"source": str(path)})
 
 
 def available(directory: Path = DEFAULT_DIR) -> list[str]:

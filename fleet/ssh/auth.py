@@ -29,6 +29,9 @@ class Note:
     what: str  # "agent key SHA256:… (comment)" or the file's path
     fate: str = "not tried"  # offered and accepted | refused by the server | passphrase-protected, … | …
 
+    def ended(self, fate: str) -> None:
+        self.fate = fate
+
 
 class _Key(PrivateKey):
     def __init__(self, username: str, pkey: paramiko.PKey, note: Note):
@@ -39,12 +42,12 @@ class _Key(PrivateKey):
         try:
             result: list[str] = super().authenticate(transport)
         except paramiko.AuthenticationException:
-            self.note.fate = "refused by the server"
+            self.note.ended("refused by the server")
             raise
         except Exception as exc:
-            self.note.fate = f"failed ({str(exc).strip() or type(exc).__name__})"
+            self.note.ended(f"failed ({str(exc).strip() or type(exc).__name__})")
             raise
-        self.note.fate = "accepted"
+        self.note.ended("accepted")
         return result
 
     def __repr__(self) -> str:
@@ -122,16 +125,16 @@ class Strategy(AuthStrategy):
             try:
                 pkey = _load_key(path)
             except FileNotFoundError:
-                note.fate = "no such file"
+                note.ended("no such file")
                 continue
             except (PasswordRequiredException, TypeError) as exc:
                 # paramiko 4 says so with a TypeError for OpenSSH-format keys, older ones with its own exception
                 if isinstance(exc, TypeError) and "password" not in str(exc):
                     raise
-                note.fate = "passphrase-protected and no ssh-agent holds it (run ssh-add on it)"
+                note.ended("passphrase-protected and no ssh-agent holds it (run ssh-add on it)")
                 continue
             except (OSError, SSHException, ValueError) as exc:
-                note.fate = f"cannot be used ({str(exc).strip() or type(exc).__name__})"
+                note.ended(f"cannot be used ({str(exc).strip() or type(exc).__name__})")
                 continue
             yield _Key(self.ep.user, pkey, note)
 

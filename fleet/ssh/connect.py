@@ -226,6 +226,25 @@ class Hop(Connection):  # type: ignore[misc]
     shared_key: tuple[Any, ...] | None = None
     opening: threading.Lock | None = None
 
+    def bind(self, ep: Endpoint, role: str, pin: str | None, via: Hop | None, known: knownhosts.KnownHosts,
+             strategy: sshauth.Strategy, timeouts: Timeouts) -> None:
+        """Where and how it connects: its endpoint, pinned address, the hop before it, host keys and auth."""
+        self.endpoint, self.role, self.pin, self.via, self.known = ep, role, pin, via, known
+        self.strategy, self.timeouts = strategy, timeouts
+
+    def share_as(self, key: tuple[Any, ...]) -> None:
+        """A jump host every target behind the same chain rides (`_shared[key]`)."""
+        self.shared_key, self.opening = key, threading.Lock()
+
+    def take(self) -> None:
+        """One more target or hop rides it."""
+        self.users += 1
+
+    def let_go(self) -> bool:
+        """One fewer rides it; True when none does any longer."""
+        self.users -= 1
+        return self.users <= 0
+
     def _socket(self) -> Any:
         ep = self.endpoint
         assert ep is not None
@@ -280,8 +299,7 @@ _shared: dict[tuple[Any, ...], Hop] = {}
 
 def _release(hop: Hop) -> None:
     with _shared_lock:
-        hop.users -= 1
-        if hop.users > 0:
+        if not hop.let_go():
             return
         if hop.shared_key is not None and _shared.get(hop.shared_key) is hop:
             del _shared[hop.shared_key]
@@ -302,9 +320,9 @@ def _jump(host: Host, chain: list[Endpoint], opts: ConnectOptions, pins: dict[En
         if hop is None:
             via = _jump(host, chain[:-1], opts, pins)
             hop = _connection(host, ep, f"jump host {len(chain)}", opts, via, pins.get(ep))
-            hop.shared_key, hop.opening = key, threading.Lock()
+            hop.share_as(key)
             _shared[key] = hop
-        hop.users += 1
+        hop.take()
         return hop
 
 
@@ -330,8 +348,7 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     )
     files, record_in = known_hosts_files(host, ep)
     known = knownhosts.load_all(files)
-    conn.endpoint, conn.role, conn.pin, conn.via, conn.known = ep, role, pin, via, known
-    conn.strategy, conn.timeouts = strategy, t
+    conn.bind(ep, role, pin, via, known, strategy, t)
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
     label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"

@@ -25,6 +25,15 @@ class Token:
     def __init__(self, at: float, target: Closable):
         self.at, self.target, self.expired = at, target, False
 
+    def disarm(self) -> None:
+        """Nothing to close when its time comes."""
+        self.target = _DONE
+
+    def expire(self) -> Closable:
+        """Its time came: what it closes now (nothing more after)."""
+        target, self.target, self.expired = self.target, _DONE, True
+        return target
+
 
 class _Clock:
     def __init__(self) -> None:
@@ -46,7 +55,7 @@ class _Clock:
 
     def disarm(self, token: Token) -> None:
         with self._cv:
-            token.target = _DONE  # dropped from the heap when its time comes; nothing to close then
+            token.disarm()  # dropped from the heap when its time comes; nothing to close then
 
     def _run(self) -> None:
         while True:
@@ -61,7 +70,7 @@ class _Clock:
                     self._cv.wait(wait)
                     continue
                 token = heapq.heappop(self._heap)[2]
-                target, token.target, token.expired = token.target, _DONE, True
+                target = token.expire()
             try:
                 target.close()
             except Exception:  # noqa: BLE001 - a close that fails still ends the wait it was meant to end

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,15 @@ def recorded_deploy() -> DeployResult:
 
 
 def test_a_deploy_over_a_new_stack_says_old_and_new_versions_under_its_first_line():
-    result = recorded_deploy()
-    result.versions = {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"}
-    result.versions_before = {"sglang": "0.5.9", "flashinfer-python": "0.6.3", "driver": "580.95.05"}
+    result = replace(recorded_deploy(),
+                     versions={"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"},
+                     versions_before={"sglang": "0.5.9", "flashinfer-python": "0.6.3", "driver": "580.95.05"})
     lines = drawn(80, lambda c: deploy_view.render(result, c))
     assert lines[1] == "  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2"
-    result.versions_before = dict(result.versions)
+    result = replace(result, versions_before=dict(result.versions))
     assert not any("versions:" in line for line in drawn(80, lambda c: deploy_view.render(result, c)))
-    result.notes = ["release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]"]  # host text, not markup
+    # host text, not markup
+    result = replace(result, notes=["release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]"])
     assert lines[0].startswith("sbx0") and "  note: release r1 ran sglang 0.5.9 -> 0.5.23 now in the venv: [red]x[/]" \
         in drawn(200, lambda c: deploy_view.render(result, c))
 

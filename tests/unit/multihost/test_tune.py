@@ -32,14 +32,18 @@ def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
     attempts = [measured("fusion-sm120", "READY", 78.6), measured("no-fusion", "READY", 3740.0),
                 measured("tp4-pp2", "READY", 3600.0), measured("lower-mem", "CUDA_OOM", None),
                 measured("triton-moe", "READY", 880.0)]
-    best, decisions = pick(attempts, 0.9, 0.02)
-    assert best is attempts[1]
+    judged, best, decisions = pick(attempts, 0.9, 0.02)
+    assert best is attempts[1] and judged[1] is best
+    # the attempts given stay as they were
+    assert [a.outcome for a in attempts] == ["READY"] * 3 + ["CUDA_OOM", "READY"]
+    attempts = judged
     assert [a.outcome for a in attempts] == ["PERF_REGRESSION", "READY", "READY", "CUDA_OOM", "PERF_REGRESSION"]
     assert attempts[0].evidence == "78.6 tok/s < 90% of 3,740 tok/s (rung no-fusion)"
     assert attempts[0].bench.verdict.basis == "run"
     assert attempts[0].to_json()["bench"]["verdict"]["basis"] == "run"
     assert len(decisions) == 3 and decisions[1].startswith("tp4-pp2 against no-fusion: 3,600 against 3,740")
-    assert pick([measured("x", "CUDA_OOM", None)], 0.9, 0.02) == (None, ())
+    oom = [measured("x", "CUDA_OOM", None)]
+    assert pick(oom, 0.9, 0.02) == (oom, None, ())
 
 
 def test_the_seeds_three_way_tie_is_within_noise_and_the_ladders_first_rung_stays():
@@ -48,8 +52,8 @@ def test_the_seeds_three_way_tie_is_within_noise_and_the_ladders_first_rung_stay
     attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
                 measured("tp4-pp2", "READY", 3542.0, [3500.0, 3542.0, 3561.0]),
                 measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
-    best, decisions = pick(attempts, 0.9, 0.02)
-    assert best is attempts[0] and [a.outcome for a in attempts] == ["READY"] * 3
+    judged, best, decisions = pick(attempts, 0.9, 0.02)
+    assert best is attempts[0] and [a.outcome for a in judged] == ["READY"] * 3
     assert decisions[0] == "tp4-pp2 against no-fusion: 3,542 against 3,553 tok/s, slower: no-fusion stays"
     assert decisions[1] == ("lower-mem-fraction against no-fusion: 3,583 against 3,553 tok/s, +30 is within noise "
                             "(needs more than 71: spreads 62, 59; min gain 2%): no-fusion stays")
@@ -59,16 +63,16 @@ def test_a_later_rung_wins_only_beyond_both_spreads_and_the_minimum_gain():
     steady = measured("no-fusion", "READY", 3550.0, [3540.0, 3550.0, 3560.0])
     # 5% faster but one of its runs swings by 400: within its own spread
     noisy = measured("fusion", "READY", 3730.0, [3500.0, 3730.0, 3900.0])
-    assert pick([steady, noisy], 0.9, 0.02)[0] is steady
+    assert pick([steady, noisy], 0.9, 0.02)[1] is steady
     # 5% faster and steady: beyond both spreads and 2%
     fast = measured("fusion", "READY", 3730.0, [3720.0, 3730.0, 3745.0])
-    best, decisions = pick([steady, fast], 0.9, 0.02)
+    _, best, decisions = pick([steady, fast], 0.9, 0.02)
     assert best is fast and decisions[0].startswith("fusion beats no-fusion: 3,730 against 3,550 tok/s, +180 > 71")
     # the same gain with a playbook asking for 10%
-    assert pick([steady, fast], 0.9, 0.10)[0] is steady
+    assert pick([steady, fast], 0.9, 0.10)[1] is steady
     # the winner changes as the ladder goes on: each later rung is compared with the one chosen so far
     faster = measured("greedy", "READY", 3900.0, [3890.0, 3900.0, 3910.0])
-    assert pick([steady, fast, faster], 0.9, 0.02)[0] is faster
+    assert pick([steady, fast, faster], 0.9, 0.02)[1] is faster
 
 
 def test_attempt_json_carries_the_bench_only_when_measured():
@@ -109,7 +113,7 @@ def test_tune_table_has_a_bar_per_rung_and_marks_the_winner():
 def test_tune_table_shows_each_rungs_median_and_spread_and_the_decisions_below():
     attempts = [measured("no-fusion", "READY", 3553.0, [3521.0, 3553.0, 3580.0]),
                 measured("lower-mem-fraction", "READY", 3583.0, [3549.0, 3583.0, 3611.0])]
-    best, decisions = pick(attempts, 0.9, 0.02)
+    attempts, best, decisions = pick(attempts, 0.9, 0.02)
     result = TuneResult("sbx0", "ok", "r1", best.rung, 3553.0, 59.0, decisions, attempts, fingerprint="abc")
     console = Console(record=True, width=80)
     deploy_view.render_tune(result, console)

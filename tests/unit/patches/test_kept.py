@@ -57,7 +57,7 @@ def _gate(where: str, excludes: bool = True) -> archgate.Gate:
 def test_kept_gates_are_shown_but_never_remain_and_the_verdict_says_how_many():
     gates = [_gate("gen_trtllm_mnnvl_comm_module"), _gate("gen_trtllm_comm_module"),
              _gate("gen_trtllm_mnnvl_comm_module", excludes=False)]
-    archgate.mark_kept(gates, 120, FI, (ENTRY,))
+    gates = archgate.mark_kept(gates, 120, FI, (ENTRY,))
     assert [g.kept is not None for g in gates] == [True, False, False]  # a gate that lets the SM through: unmarked
     res = archgate.AuditResult("h", 120, gates, FI)
     assert res.kept == [gates[0]] and res.remaining == [gates[1]]
