@@ -78,7 +78,13 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
                 console.print(f"  ruled out: {escape(reason)}")
             for t in r.trials:
                 kept = f"{t.rate:.3g} req/s kept" if t.rate is not None else "none kept"
-                console.print(f"  {escape(t.name)}: {escape(str(t.outcome))}, {kept if t.outcome == 'READY' else ''}")
+                how = "full search" if t.full else "short probe"
+                said = f"{kept} ({how})" if t.outcome == "READY" else ""
+                console.print(f"  {escape(t.name)}: {escape(str(t.outcome))} {said}; {escape(t.why)}")
+            if r.stopped:
+                console.print(f"  search stopped: {escape(r.stopped)}")
+            if r.comparison:
+                console.print(f"  finalists: {escape(r.comparison)}")
             if r.rung_yaml:
                 console.print(f"winner within {escape(r.slo)}, as a rung for the playbook's ladder:")
                 console.print(escape(r.rung_yaml), end="")

@@ -2,8 +2,9 @@
 earn a full-length measurement (pure).
 
 Multi-fidelity: every trial is one start of the server with a short load search first (few requests a point:
-cheap, noisier, biased low by its wider p99 interval); only a trial whose short result comes within `margin` of
-the best full result (or the first) goes on, on the same running server, to the full-length search. Finalists
+cheap, noisier, and biased: a wider p99 interval keeps less, a shorter burst queues less and keeps more; the
+bias is measured on the trials run both ways); only a trial whose corrected short result comes within `margin`
+of the best full result (or the first) goes on, on the same running server, to the full-length search. Finalists
 are then compared by interleaved replicates (fleet.deploy.replicates).
 
 Model-guided: the log of the kept request rate is fitted as a sum of one effect per flag value set (ridge
@@ -73,11 +74,13 @@ def incumbent(seen: Sequence[Seen]) -> Seen | None:
 
 
 def promote(short_rate: float | None, seen: Sequence[Seen], settings: Settings = Settings()) -> bool:
-    """Whether a trial whose short probe kept `short_rate` goes on to the full-length search."""
+    """Whether a trial whose short probe kept `short_rate` goes on to the full-length search: its short rate,
+    corrected by the short probes' measured bias (fewer requests queue less, so they may keep more, not only
+    less), within `margin` of the best full result."""
     if short_rate is None:
         return False
     top = best_full(seen)
-    return top is None or short_rate >= (top.rate or 0.0) * (1 - settings.margin)
+    return top is None or short_rate * math.exp(short_bias(seen)) >= (top.rate or 0.0) * (1 - settings.margin)
 
 
 @dataclass(frozen=True, slots=True)

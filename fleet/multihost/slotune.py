@@ -1,19 +1,22 @@
-"""`inv tune --slo`: the configuration that serves the most requests per second within a latency promise (issue 47,
-first cut: one host, a small budget).
+"""`inv tune --slo`: the configuration that serves the most requests per second within a latency promise (issue 47:
+one host, a small budget).
 
 The trials come from the search space (fleet.deploy.searchspace: the flag table's flags for the host's release,
-narrowed by the playbook's `tune:`, values whose kernels exclude the host's SM ruled out before any start), one
-flag at a time from the best so far (fleet.deploy.trials; a value that crashed is not started again). Each trial
-is one start of the server, as a rung (fleet.deploy.attempt); on it, without a restart, a load search
+narrowed by the playbook's `tune:`, values whose kernels exclude the host's SM ruled out before any start), chosen
+one at a time by a model of what was measured (fleet.deploy.guided; what crashed is not started again). Each trial
+is one start of the server, as a rung (fleet.deploy.attempt); on it, without a restart, a short load search
 (fleet.deploy.loadsearch over fleet.deploy.loadprobe) finds the highest request rate whose p99s keep the SLO
-(each point judged on its bootstrap interval's upper bound, fleet.deploy.slo). The winner serves as a release of
-its own and is printed as a rung for the playbook. After the first stop, any failure or a Ctrl-C puts back the
-release that served before, as `inv tune` does.
+(each point judged on its bootstrap interval's upper bound, fleet.deploy.slo), and a trial whose short result
+comes near the best goes on to the full-length search on the same server. Two finalists within `band` of each
+other are started in turn (ABBA) and compared by their replicates (fleet.deploy.replicates): a winner only when
+the interval says so. The winner serves as a release of its own and is printed as a rung for the playbook. After
+the first stop, any failure or a Ctrl-C puts back the release that served before, as `inv tune` does.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
@@ -21,11 +24,12 @@ from typing import Any, ClassVar, cast
 from fabric import Connection
 
 from fleet import parallel
-from fleet.deploy import fingerprint, loadprobe, loadsearch, preflight, searchspace, slo, trials
+from fleet.deploy import fingerprint, guided, loadprobe, loadsearch, preflight, replicates, searchspace, slo, trials
 from fleet.deploy.bench import BenchError
 from fleet.deploy.hostrun import HostRun
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.release_run import ReleaseRun
+from fleet.deploy.results import FellBack
 from fleet.errors import FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, now
@@ -43,7 +47,14 @@ class SloSettings:
     requests: int = slo.DEFAULT_REQUESTS  # per load point
     first_point_s: float = 10.0  # the first load point offers its requests over about this long
     ceiling: float = 1024.0  # requests per second
-    max_points: int = 8  # load points per trial
+    max_points: int = 8  # load points per search
+    short_requests: int = 0  # per point of the short probe (0: a fifth of `requests`, at least 10)
+    pairs: int = 3  # interleaved replicate pairs of two finalists (0: none)
+    band: float = 0.05  # finalists: the runner-up's full rate within this of the best's
+
+    @property
+    def short(self) -> int:
+        return self.short_requests or max(self.requests // 5, 10)
 
 
 @dataclass
@@ -51,12 +62,15 @@ class TrialRecord:
     name: str
     flags: dict[str, Any]
     outcome: str
-    rate: float | None = None  # the highest request rate kept
+    rate: float | None = None  # the highest request rate kept, at the highest fidelity reached
     points: list[dict[str, Any]] = field(default_factory=list)
+    short_rate: float | None = None  # the short probe's
+    full: bool = False  # `rate` is the full-length search's
+    why: str = ""  # why this trial (the search's choice), or "replicate A" / "replicate B"
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "flags": self.flags, "outcome": self.outcome, "rate": self.rate,
-                "points": self.points}
+                "short_rate": self.short_rate, "full": self.full, "why": self.why, "points": self.points}
 
 
 @dataclass
@@ -66,10 +80,13 @@ class SloTuneResult(TuneResult):
     ruled_out: list[str] = field(default_factory=list)
     winner_rate: float | None = None
     rung_yaml: str | None = None
+    comparison: str | None = None  # the finalists' replicates, as said to the operator
+    stopped: str = ""  # why the search stopped
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "slo": self.slo, "trials": [t.to_json() for t in self.trials],
-                "ruled_out": self.ruled_out, "winner_rate": self.winner_rate, "rung": self.rung_yaml}
+                "ruled_out": self.ruled_out, "winner_rate": self.winner_rate, "rung": self.rung_yaml,
+                "comparison": self.comparison, "stopped": self.stopped}
 
 
 def space_host(facts: HostFacts) -> searchspace.Host:
@@ -88,21 +105,22 @@ def point_json(p: loadsearch.Point) -> dict[str, Any]:
 class SloTuner(Tuner):
     settings: ClassVar[SloSettings]
     sglang: str | None = None  # the host's release, for the winner's restart
+    previous: Release | None = None  # the release that served before the tune
 
     @classmethod
     def with_settings(cls, settings: SloSettings) -> type[SloTuner]:
         return cast(type[SloTuner], type("SloTunerFor", (cls,), {"settings": settings}))
 
-    def point(self, conn: Connection, rate: float) -> slo.Verdict:
+    def point(self, conn: Connection, rate: float, requests: int) -> slo.Verdict:
         s = self.settings
-        self.progress(f"load point: {rate:.3g} req/s, {s.requests} requests")
+        self.progress(f"load point: {rate:.3g} req/s, {requests} requests")
         try:
-            samples = loadprobe.measure(conn, self.host, self.book, self.spec, self.serve.venv, rate, s.requests,
+            samples = loadprobe.measure(conn, self.host, self.book, self.spec, self.serve.venv, rate, requests,
                                         self.serve.bench_key)
         except BenchError as exc:  # a point the server cannot carry: it fails, the search goes lower
             self.progress(f"load point at {rate:.3g} req/s failed: {exc}")
             return slo.Verdict(0, (), False)
-        verdict = slo.judge(samples, s.promise, random.Random(), min_requests=s.requests)
+        verdict = slo.judge(samples, s.promise, random.Random(), min_requests=requests)
         for c in verdict.checks:
             self.progress(f"  {c.target}: p99 {c.interval.estimate * 1000:.0f} ms, upper {c.interval.high * 1000:.0f}"
                           f" ms: {'kept' if c.passed else 'not kept'}")
@@ -118,7 +136,7 @@ class SloTuner(Tuner):
             self.progress(f"ruled out before any trial: {r.reason}")
         result.ruled_out = [r.reason for r in space.ruled_out]
         store = ReleaseStore(conn, self.host)
-        previous = store.current()
+        previous = self.previous = store.current()
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
@@ -143,56 +161,115 @@ class SloTuner(Tuner):
                 result: SloTuneResult, previous: Release | None) -> TuneResult:
         s, version = self.settings, sglang_version(facts)
         self.sglang = version
-        results: dict[trials.Trial, trials.Outcome] = {}
+        seen: list[guided.Seen] = []
         planned: dict[trials.Trial, Any] = {}
-        last: trials.Trial | None = None
+        last: list[trials.Trial] = []  # the trial the server runs now, if any
         try:
             with parallel.interruptible():
-                while (trial := trials.next_trial(space, results, s.budget, self.book.flags)) is not None:
+                while (choice := guided.next_trial(space, seen, s.budget, self.book.flags)).trial is not None:
                     parallel.checkpoint()
-                    rung = Rung(name=trial.name(), description="inv tune --slo trial", flags=trial.as_dict())
-                    ok, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit,
-                                                  facts, [rung], self.progress)
-                    if not ok:
-                        result.attempts += refused
-                        results[trial] = trials.Outcome(None, crashed=True)
-                        result.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.PREFLIGHT))
+                    trial = choice.trial
+                    started = self._start(conn, run, facts, trial, version, result, planned, choice.why)
+                    if isinstance(started, FellBack):
+                        return result.ended_on(started)
+                    if not started:
+                        seen.append(guided.Seen(trial, None, crashed=True))
                         continue
-                    attempt, planned[trial] = self.runner.attempt(conn, run, rung, version, measure=False)
-                    last = trial
-                    fault = self.runner.judge_hardware(conn, run, attempt, facts)
-                    result.attempts.append(attempt)
-                    run.record(attempt)
-                    if fault:
-                        return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
-                                                               f"GPU fault: {attempt.evidence}"))
-                    if attempt.outcome != Outcome.READY:
-                        results[trial] = trials.Outcome(None, crashed=True)
-                        result.trials.append(TrialRecord(rung.name, trial.as_dict(), attempt.outcome))
-                        continue
-                    start = min(s.requests / s.first_point_s, s.ceiling)
-                    found = loadsearch.search(lambda rate: self.point(conn, rate), start, s.ceiling,
-                                              max_points=s.max_points)
-                    results[trial] = trials.Outcome(found.highest)
-                    result.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.READY, found.highest,
-                                                     [point_json(p) for p in found.points]))
-                    self.progress(f"{rung.name}: {found.highest or 0:.3g} req/s kept")
+                    last[:] = [trial]
+                    seen.append(self._measure(conn, trial, seen, result.trials[-1]))
                     parallel.checkpoint()
+                result.stopped = choice.why
+                self.progress(f"search stopped: {choice.why}")
+                chosen = self._final(conn, run, facts, seen, version, result, planned, last)
         except KeyboardInterrupt:
             self.progress("interrupted: putting back the release that served before the tune")
             fell = self.fall_back(conn, run.store, run.release, previous, "tune interrupted")
             self.progress(fell.error or f"back on release {fell.release}")
             raise
-        return self._finish(conn, run, results, planned, last, result, previous)
+        if isinstance(chosen, FellBack):
+            return result.ended_on(chosen)
+        return self._finish(conn, run, chosen, planned, last[0] if last else None, result, previous)
 
-    def _finish(self, conn: Connection, run: ReleaseRun, results: dict[trials.Trial, trials.Outcome],
+    def _start(self, conn: Connection, run: ReleaseRun, facts: HostFacts, trial: trials.Trial, version: str | None,
+               result: SloTuneResult, planned: dict[trials.Trial, Any], why: str) -> bool | FellBack:
+        """One start of the server with `trial`'s flags: True when it serves (its record appended), False when
+        preflight refused it or it crashed, FellBack after a GPU fault (the previous release is back)."""
+        rung = Rung(name=trial.name(), description="inv tune --slo trial", flags=trial.as_dict())
+        ok, refused = preflight.check(conn, self.host, self.book, self.serve.venv, self.serve.unit, facts, [rung],
+                                      self.progress)
+        if not ok:
+            result.attempts += refused
+            result.trials.append(TrialRecord(rung.name, trial.as_dict(), Outcome.PREFLIGHT, why=why))
+            return False
+        attempt, planned[trial] = self.runner.attempt(conn, run, rung, version, measure=False)
+        fault = self.runner.judge_hardware(conn, run, attempt, facts)
+        result.attempts.append(attempt)
+        run.record(attempt)
+        if fault:
+            return self.fall_back(conn, run.store, run.release, self.previous, f"GPU fault: {attempt.evidence}")
+        result.trials.append(TrialRecord(rung.name, trial.as_dict(), attempt.outcome, why=why))
+        return attempt.outcome == Outcome.READY
+
+    def _search_load(self, conn: Connection, requests: int, start: float, rel_tol: float) -> loadsearch.LoadSearch:
+        s = self.settings
+        return loadsearch.search(lambda rate: self.point(conn, rate, requests), min(start, s.ceiling), s.ceiling,
+                                 rel_tol=rel_tol, max_points=s.max_points)
+
+    def _measure(self, conn: Connection, trial: trials.Trial, seen: list[guided.Seen], record: TrialRecord,
+                 ) -> guided.Seen:
+        """The short probe on the running server, then the full-length search when the short result earns it."""
+        s = self.settings
+        short = self._search_load(conn, s.short, s.short / s.first_point_s, 0.10)
+        record.short_rate = record.rate = short.highest
+        record.points += [point_json(p) for p in short.points]
+        self.progress(f"{record.name}: {short.highest or 0:.3g} req/s kept over {s.short} requests a point")
+        if not guided.promote(short.highest, seen):
+            return guided.Seen(trial, short.highest)
+        full = self._search_load(conn, s.requests, short.highest or s.requests / s.first_point_s, 0.05)
+        record.rate, record.full = full.highest, True
+        record.points += [point_json(p) for p in full.points]
+        self.progress(f"{record.name}: {full.highest or 0:.3g} req/s kept over {s.requests} requests a point")
+        return guided.Seen(trial, full.highest, full=True, short=short.highest)
+
+    def _final(self, conn: Connection, run: ReleaseRun, facts: HostFacts, seen: list[guided.Seen],
+               version: str | None, result: SloTuneResult, planned: dict[trials.Trial, Any],
+               last: list[trials.Trial]) -> tuple[trials.Trial, float] | None | FellBack:
+        """The winner and its rate: the best full result, unless the runner-up is within the band and beats it
+        over interleaved replicates (equal within noise: the best full result stays, and the report says so)."""
+        top = guided.best_full(seen)
+        if top is None or top.rate is None:
+            return None
+        pair = guided.finalists(seen, self.settings.band)
+        if pair is None or self.settings.pairs < 1:
+            return top.trial, top.rate
+        rates: dict[trials.Trial, list[float]] = {pair[0]: [], pair[1]: []}
+        for side in replicates.order(self.settings.pairs):
+            parallel.checkpoint()
+            trial = pair[0] if side is replicates.Side.A else pair[1]
+            started = self._start(conn, run, facts, trial, version, result, planned, f"replicate {side.upper()}")
+            if isinstance(started, FellBack):
+                return started
+            last[:] = [trial] if started else []
+            kept = self._search_load(conn, self.settings.requests, top.rate, 0.05).highest if started else None
+            result.trials[-1].rate, result.trials[-1].full = kept, True
+            if kept is None:
+                result.comparison = f"replicate {side.upper()} of {trial.name()} kept none: {pair[0].name()} stays"
+                return top.trial, top.rate
+            rates[trial].append(kept)
+        cmp = replicates.compare(rates[pair[0]], rates[pair[1]])
+        result.comparison = cmp.says(pair[0].name(), pair[1].name())
+        self.progress(result.comparison)
+        won = pair[1] if cmp.winner is replicates.Side.B else pair[0]
+        return won, statistics.median(rates[won])
+
+    def _finish(self, conn: Connection, run: ReleaseRun, chosen: tuple[trials.Trial, float] | None,
                 planned: dict[trials.Trial, Any], last: trials.Trial | None, result: SloTuneResult,
                 previous: Release | None) -> TuneResult:
-        best = trials.best(results)
-        if best is None:
+        if chosen is None:
             return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                    f"no trial kept {self.settings.text}"))
-        name, rate = best.name(), results[best].rate or 0.0
+        best, rate = chosen
+        name = best.name()
         result.winner, result.winner_rate = name, rate
         result.rung_yaml = trials.rung_yaml(best, self.settings.text, rate, self.host.name)
         self.progress(f"winner: {name} at {rate:.3g} req/s within {self.settings.text}")

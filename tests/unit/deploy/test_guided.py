@@ -32,6 +32,9 @@ def test_a_short_probe_earns_the_full_run_only_within_the_margin_of_the_best_ful
     assert guided.promote(9.1, seen, Settings(margin=0.1))
     assert not guided.promote(8.9, seen, Settings(margin=0.1))
     assert not guided.promote(None, seen)
+    # short probes that kept 1.6x what the full search kept on the same start are read at that bias
+    biased = [Seen(BASE, 10.0, full=True, short=16.0)]
+    assert not guided.promote(14.0, biased, Settings(margin=0.1)) and guided.promote(14.6, biased, Settings(margin=0.1))
 
 
 def test_the_fit_recovers_additive_effects_with_the_base_as_intercept():
