@@ -76,6 +76,8 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
         if isinstance(r, slotune.SloTuneResult):
             for reason in r.ruled_out:
                 console.print(f"  ruled out: {escape(reason)}")
+            if r.resumed:
+                console.print(f"  resumed: {r.resumed} trials measured by the interrupted search before")
             for t in r.trials:
                 kept = f"{t.rate:.3g} req/s kept" if t.rate is not None else "none kept"
                 how = "full search" if t.full else "short probe"

@@ -10,7 +10,8 @@ is one start of the server, as a rung (fleet.deploy.attempt); on it, without a r
 comes near the best goes on to the full-length search on the same server. Two finalists within `band` of each
 other are started in turn (ABBA) and compared by their replicates (fleet.deploy.replicates): a winner only when
 the interval says so. The winner serves as a release of its own and is printed as a rung for the playbook. After
-the first stop, any failure or a Ctrl-C puts back the release that served before, as `inv tune` does.
+the first stop, any failure or a Ctrl-C puts back the release that served before, as `inv tune` does, and what
+was measured stays on the controller (fleet.deploy.tunelog): `inv tune --slo` again resumes the search.
 """
 
 from __future__ import annotations
@@ -19,12 +20,24 @@ import random
 import statistics
 from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from fabric import Connection
 
 from fleet import parallel
-from fleet.deploy import fingerprint, guided, loadprobe, loadsearch, preflight, replicates, searchspace, slo, trials
+from fleet.deploy import (
+    fingerprint,
+    guided,
+    loadprobe,
+    loadsearch,
+    preflight,
+    replicates,
+    searchspace,
+    slo,
+    trials,
+    tunelog,
+)
 from fleet.deploy.bench import BenchError
 from fleet.deploy.hostrun import HostRun
 from fleet.deploy.ladder import facts_summary
@@ -72,6 +85,12 @@ class TrialRecord:
         return {"name": self.name, "flags": self.flags, "outcome": self.outcome, "rate": self.rate,
                 "short_rate": self.short_rate, "full": self.full, "why": self.why, "points": self.points}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialRecord:
+        return cls(str(data["name"]), dict(data["flags"]), str(data["outcome"]), data.get("rate"),
+                   list(data.get("points") or []), data.get("short_rate"), bool(data.get("full")),
+                   f"{data.get('why') or ''} (before the resume)")
+
 
 @dataclass
 class SloTuneResult(TuneResult):
@@ -82,11 +101,12 @@ class SloTuneResult(TuneResult):
     rung_yaml: str | None = None
     comparison: str | None = None  # the finalists' replicates, as said to the operator
     stopped: str = ""  # why the search stopped
+    resumed: int = 0  # trials measured by an interrupted search before this one (fleet.deploy.tunelog)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "slo": self.slo, "trials": [t.to_json() for t in self.trials],
                 "ruled_out": self.ruled_out, "winner_rate": self.winner_rate, "rung": self.rung_yaml,
-                "comparison": self.comparison, "stopped": self.stopped}
+                "comparison": self.comparison, "stopped": self.stopped, "resumed": self.resumed}
 
 
 def space_host(facts: HostFacts) -> searchspace.Host:
@@ -106,6 +126,8 @@ class SloTuner(Tuner):
     settings: ClassVar[SloSettings]
     sglang: str | None = None  # the host's release, for the winner's restart
     previous: Release | None = None  # the release that served before the tune
+    journal: Path = Path()  # where the search so far is kept (fleet.deploy.tunelog)
+    digest: str = ""
 
     @classmethod
     def with_settings(cls, settings: SloSettings) -> type[SloTuner]:
@@ -161,7 +183,7 @@ class SloTuner(Tuner):
                 result: SloTuneResult, previous: Release | None) -> TuneResult:
         s, version = self.settings, sglang_version(facts)
         self.sglang = version
-        seen: list[guided.Seen] = []
+        seen = self._resume(space, result)
         planned: dict[trials.Trial, Any] = {}
         last: list[trials.Trial] = []  # the trial the server runs now, if any
         try:
@@ -174,9 +196,10 @@ class SloTuner(Tuner):
                         return result.ended_on(started)
                     if not started:
                         seen.append(guided.Seen(trial, None, crashed=True))
-                        continue
-                    last[:] = [trial]
-                    seen.append(self._measure(conn, trial, seen, result.trials[-1]))
+                    else:
+                        last[:] = [trial]
+                        seen.append(self._measure(conn, trial, seen, result.trials[-1]))
+                    tunelog.save(self.journal, self.digest, seen, [t.to_json() for t in result.trials])
                     parallel.checkpoint()
                 result.stopped = choice.why
                 self.progress(f"search stopped: {choice.why}")
@@ -189,6 +212,21 @@ class SloTuner(Tuner):
         if isinstance(chosen, FellBack):
             return result.ended_on(chosen)
         return self._finish(conn, run, chosen, planned, last[0] if last else None, result, previous)
+
+    def _resume(self, space: searchspace.Space, result: SloTuneResult) -> list[guided.Seen]:
+        """What an earlier, interrupted search of the same host, hardware, playbook, promise and space measured."""
+        self.digest = tunelog.key(self.host.name, result.fingerprint or "", self.serve.book_sha, self.settings.text,
+                                  space)
+        self.journal = tunelog.path(self.host.name, self.digest)
+        journal, why = tunelog.load(self.journal, self.digest)
+        if why:
+            self.progress(why)
+        if journal is None:
+            return []
+        result.trials = [TrialRecord.from_json(r) for r in journal.records]
+        result.resumed = len(journal.seen)
+        self.progress(f"resuming the search: {len(journal.seen)} trials measured before ({self.journal})")
+        return list(journal.seen)
 
     def _start(self, conn: Connection, run: ReleaseRun, facts: HostFacts, trial: trials.Trial, version: str | None,
                result: SloTuneResult, planned: dict[trials.Trial, Any], why: str) -> bool | FellBack:
@@ -273,13 +311,14 @@ class SloTuner(Tuner):
         result.winner, result.winner_rate = name, rate
         result.rung_yaml = trials.rung_yaml(best, self.settings.text, rate, self.host.name)
         self.progress(f"winner: {name} at {rate:.3g} req/s within {self.settings.text}")
-        if best != last:  # the server runs another trial now: start the winner again
+        if best != last or best not in planned:  # the server runs another trial, or it ran before a resume
             rung = Rung(name=name, description="inv tune --slo winner", flags=best.as_dict())
-            result.final, _ = self.runner.attempt(conn, run, rung, self.sglang, measure=False)
+            result.final, planned[best] = self.runner.attempt(conn, run, rung, self.sglang, measure=False)
             run.release.attempts.append({**result.final.to_json(), "final": True})
             if result.final.outcome != Outcome.READY:
                 return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                        f"the winner {name} did not start again"))
         run.succeed(name, planned[best].config, self.book.keep_releases, tune=True)
+        tunelog.done(self.journal)
         result.status = DeployStatus.OK
         return result
