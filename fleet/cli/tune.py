@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from fleet.cli import console, err_console, print_results
+from fleet import site
+from fleet.cli import console, err_console, pareto_chart, print_results
 from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
@@ -87,6 +88,15 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
                 console.print(f"  search stopped: {escape(r.stopped)}")
             if r.comparison:
                 console.print(f"  finalists: {escape(r.comparison)}")
+            if r.front:
+                console.print("  Pareto front within the promise (output tok/s per GPU against tok/s per user):")
+                for line in pareto_chart.chart(r.served, r.front, min(console.width, 100) - 2):
+                    console.print(f"  {line}", markup=False, highlight=False)
+                for p in r.front:
+                    console.print(f"    {escape(p.trial)}: {p.per_gpu:.4g} tok/s per GPU at {p.per_user:.4g} tok/s "
+                                  f"per user ({p.rate:.3g} req/s)", highlight=False)
+            if r.picture:
+                console.print(f"  picture: {escape(r.picture)}")
             if r.rung_yaml:
                 console.print(f"winner within {escape(r.slo)}, as a rung for the playbook's ladder:")
                 console.print(escape(r.rung_yaml), end="")
@@ -94,6 +104,12 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
     fill_wheelhouse(hosts, book, path, opts)
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm,
                               tuner=slotune.SloTuner.with_settings(settings))
+    for r in results:
+        if isinstance(r, slotune.SloTuneResult) and r.served:
+            picture = site.find().state / "tune" / f"{r.host}-pareto.svg"
+            picture.parent.mkdir(parents=True, exist_ok=True)
+            picture.write_text(pareto_chart.svg(r.served, r.front, f"{r.host}: inv tune --slo {r.slo}"))
+            r.picture = str(picture)
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED
 

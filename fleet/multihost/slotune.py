@@ -31,6 +31,7 @@ from fleet.deploy import (
     guided,
     loadprobe,
     loadsearch,
+    pareto,
     preflight,
     replicates,
     searchspace,
@@ -102,11 +103,27 @@ class SloTuneResult(TuneResult):
     comparison: str | None = None  # the finalists' replicates, as said to the operator
     stopped: str = ""  # why the search stopped
     resumed: int = 0  # trials measured by an interrupted search before this one (fleet.deploy.tunelog)
+    served: list[pareto.Served] = field(default_factory=list)  # every load point that kept the promise
+    front: list[pareto.Served] = field(default_factory=list)  # their Pareto front
+    picture: str | None = None  # the front as an SVG file (the CLI writes it)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "slo": self.slo, "trials": [t.to_json() for t in self.trials],
                 "ruled_out": self.ruled_out, "winner_rate": self.winner_rate, "rung": self.rung_yaml,
-                "comparison": self.comparison, "stopped": self.stopped, "resumed": self.resumed}
+                "comparison": self.comparison, "stopped": self.stopped, "resumed": self.resumed,
+                "pareto": [{"trial": p.trial, "rate": p.rate, "tok_s_per_gpu": p.per_gpu,
+                            "tok_s_per_user": p.per_user} for p in self.front], "picture": self.picture}
+
+
+def served(records: list[TrialRecord], gpus: int) -> list[pareto.Served]:
+    """Every load point that kept the promise and said what it served, per GPU and per user."""
+    out = []
+    for t in records:
+        for p in t.points:
+            tok_s, per_user = p.get("tok_s"), p.get("tok_s_per_user")
+            if p.get("passed") and tok_s and per_user:
+                out.append(pareto.Served(t.name, float(p["rate"]), float(tok_s) / max(gpus, 1), float(per_user)))
+    return out
 
 
 def space_host(facts: HostFacts) -> searchspace.Host:
@@ -117,9 +134,10 @@ def space_host(facts: HostFacts) -> searchspace.Host:
     return searchspace.Host(sm=sms.pop(), gpus=len(facts.gpus), versions=versions)
 
 
-def point_json(p: loadsearch.Point) -> dict[str, Any]:
+def point_json(p: loadsearch.Point, speed: loadsearch.Speed | None = None) -> dict[str, Any]:
     return {"rate": p.rate, "passed": p.passed, "requests": p.verdict.requests,
-            "p99": {str(c.target): [c.interval.low, c.interval.estimate, c.interval.high] for c in p.verdict.checks}}
+            "p99": {str(c.target): [c.interval.low, c.interval.estimate, c.interval.high] for c in p.verdict.checks},
+            "tok_s": speed.tok_s if speed else None, "tok_s_per_user": speed.tok_s_per_user if speed else None}
 
 
 class SloTuner(Tuner):
@@ -127,6 +145,8 @@ class SloTuner(Tuner):
     sglang: str | None = None  # the host's release, for the winner's restart
     previous: Release | None = None  # the release that served before the tune
     journal: Path = Path()  # where the search so far is kept (fleet.deploy.tunelog)
+    speeds: dict[float, loadsearch.Speed | None]  # the last load point at each rate: what it served
+    gpus: int = 1
     digest: str = ""
 
     @classmethod
@@ -137,8 +157,8 @@ class SloTuner(Tuner):
         s = self.settings
         self.progress(f"load point: {rate:.3g} req/s, {requests} requests")
         try:
-            samples = loadprobe.measure(conn, self.host, self.book, self.spec, self.serve.venv, rate, requests,
-                                        self.serve.bench_key)
+            samples, self.speeds[rate] = loadprobe.measure(conn, self.host, self.book, self.spec, self.serve.venv,
+                                                           rate, requests, self.serve.bench_key)
         except BenchError as exc:  # a point the server cannot carry: it fails, the search goes lower
             self.progress(f"load point at {rate:.3g} req/s failed: {exc}")
             return slo.Verdict(0, (), False)
@@ -159,6 +179,7 @@ class SloTuner(Tuner):
         result.ruled_out = [r.reason for r in space.ruled_out]
         store = ReleaseStore(conn, self.host)
         previous = self.previous = store.current()
+        self.speeds, self.gpus = {}, len(facts.gpus)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(),
                           facts={**facts_summary(facts), "fingerprint": result.fingerprint})
@@ -259,13 +280,13 @@ class SloTuner(Tuner):
         s = self.settings
         short = self._search_load(conn, s.short, s.short / s.first_point_s, 0.10)
         record.short_rate = record.rate = short.highest
-        record.points += [point_json(p) for p in short.points]
+        record.points += [point_json(p, self.speeds.get(p.rate)) for p in short.points]
         self.progress(f"{record.name}: {short.highest or 0:.3g} req/s kept over {s.short} requests a point")
         if not guided.promote(short.highest, seen):
             return guided.Seen(trial, short.highest)
         full = self._search_load(conn, s.requests, short.highest or s.requests / s.first_point_s, 0.05)
         record.rate, record.full = full.highest, True
-        record.points += [point_json(p) for p in full.points]
+        record.points += [point_json(p, self.speeds.get(p.rate)) for p in full.points]
         self.progress(f"{record.name}: {full.highest or 0:.3g} req/s kept over {s.requests} requests a point")
         return guided.Seen(trial, full.highest, full=True, short=short.highest)
 
@@ -303,6 +324,8 @@ class SloTuner(Tuner):
     def _finish(self, conn: Connection, run: ReleaseRun, chosen: tuple[trials.Trial, float] | None,
                 planned: dict[trials.Trial, Any], last: trials.Trial | None, result: SloTuneResult,
                 previous: Release | None) -> TuneResult:
+        result.served = served(result.trials, self.gpus)
+        result.front = pareto.front(result.served)
         if chosen is None:
             return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                    f"no trial kept {self.settings.text}"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import fleetcli
 import yaml
@@ -52,6 +53,12 @@ def test_tune_slo_keeps_the_promise_never_starts_a_gated_backend_and_writes_the_
         reps = [t for t in trials if t["why"].startswith("replicate")]
         assert [t["why"][-1] for t in reps] == ["A", "B", "B", "A", "A", "B"]
         assert data["winner"] in {t["name"] for t in reps}
+    # the front of what the kept load points served: tok/s per GPU against tok/s per user, and its picture
+    kept = [p for t in searched for p in t["points"] if p["passed"]]
+    assert kept and all(p["tok_s"] > 0 and p["tok_s_per_user"] > 0 for p in kept)
+    assert data["pareto"] and all(f["trial"] in {t["name"] for t in trials} for f in data["pareto"])
+    assert max(f["tok_s_per_gpu"] for f in data["pareto"]) == max(p["tok_s"] for p in kept) / 8
+    assert data["picture"].endswith("sbx0-pareto.svg") and "<svg" in Path(data["picture"]).read_text()
     rung = yaml.safe_load(data["rung"])[0]
     assert Playbook.model_validate({"name": "x", "model": {"path": "/m"}, "ladder": [rung]}).ladder[0].name \
         == data["winner"]
@@ -64,4 +71,4 @@ def test_tune_slo_keeps_the_promise_never_starts_a_gated_backend_and_writes_the_
     log = sh(sandbox_inventory, "sbx0", "journalctl -u sglang -o cat --no-pager")
     assert log.count("The server is fired up and ready to roll!") >= starts
     print(json.dumps([(t["name"], t["short_rate"], t["rate"], t["full"], t["why"]) for t in trials]),
-          data["winner"], data["comparison"], data["stopped"])  # figures for the commit message
+          data["winner"], data["comparison"], data["stopped"], json.dumps(data["pareto"]))  # figures
