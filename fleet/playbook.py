@@ -16,8 +16,7 @@
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
       - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
 
-A rung's flags and env are merged onto the base; patch sets it does not list are reverted. A playbook without a
-ladder has one rung, `base`: its flags as they are."""
+A rung's flags and env are merged onto the base; patch sets it does not list are reverted. No ladder: one, `base`."""
 
 from __future__ import annotations
 
@@ -313,9 +312,7 @@ class Playbook(Strict):
     model: Model
     serve: Serve = Serve()
     flags: dict[str, FlagValue] = {}
-    # no ladder: the base flags are the one rung (`inv tune --slo` finds better ones and writes them as rungs)
-    ladder: list[Rung] = Field(default_factory=lambda: [Rung(name="base", description="the playbook's flags as they "
-                                                              "are (the playbook gives no ladder)")], min_length=1)
+    ladder: list[Rung] = Field(default_factory=lambda: [Rung(name="base")], min_length=1)  # none: the base flags
     health: Health = Health()
     budgets: Budgets = Budgets()
     bench: Bench | None = None
