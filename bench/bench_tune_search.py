@@ -1,7 +1,8 @@
 """`inv tune --slo`'s search (fleet.deploy.guided: model-guided, multi-fidelity, crash-aware, finalists compared by
 interleaved replicates) against a grid search and against a re-implementation of sglang's auto_benchmark tiered
-strategy, on the same simulated surfaces in the same run, over --seeds surfaces; then the A/A false-winner rate
-of the replicate comparison (fleet.deploy.replicates) on two identical configurations.
+strategy, on the same simulated surfaces in the same run, over --seeds surfaces (and the guided search without its
+short probes, every trial searched in full: what multi-fidelity saves); then the A/A false-winner rate of the
+replicate comparison (fleet.deploy.replicates) on two identical configurations.
 
 No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml,
 its `factors` and `noise.run_sigma`; seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and
@@ -59,6 +60,7 @@ NARROW = {"max-running-requests": [256, 512, 1024, 2048], "cuda-graph-max-bs": [
           "mem-fraction-static": [0.8, 0.85, 0.9], "attention-backend": ["flashinfer", "triton"]}
 START_S, CRASH_S, OVERHEAD_S = 420.0, 300.0, 10.0
 SHORT, FULL = 200, 1000
+STRATEGIES = ("grid", "tiered", "guided", "one-fid")  # one-fid: guided without short probes
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Run:
         self.wall = 0.0
         self.starts = 0
         self.crashes = 0
+        self.full_runs = 0  # load searches with the full number of requests (the finalists' included)
 
     def start(self, trial: Trial) -> float | None:
         """A start's run noise, or None when it crashed."""
@@ -133,6 +136,7 @@ class Run:
     def search(self, trial: Trial, run: float, n: int, points: int, tol: float) -> float:
         true = self.s.rate(trial)
         self.wall += points * (n / true + OVERHEAD_S)
+        self.full_runs += 1
         return true * run * math.exp(self.rng.gauss(0, 0.25 / math.sqrt(n))) * (1 - 0.3 / math.sqrt(n)) \
             * self.rng.uniform(1 - tol, 1)
 
@@ -173,7 +177,10 @@ def tiered(space: Space, s: Surface, rng: random.Random) -> tuple[Trial, Run]:
     return best[1], run
 
 
-def guided_search(space: Space, s: Surface, rng: random.Random, budget: int, pairs: int) -> tuple[Trial, Run, str]:
+def guided_search(space: Space, s: Surface, rng: random.Random, budget: int, pairs: int,
+                  short_probes: bool = True) -> tuple[Trial, Run, str]:
+    """`inv tune --slo`'s loop (fleet/multihost/slotune.py); without short probes every trial is searched in full
+    from scratch (the model-guided choice alone)."""
     run, seen = Run(s, rng), []
     while (choice := guided.next_trial(space, seen, budget, SERVER_DEFAULT)).trial is not None:
         t = choice.trial
@@ -181,7 +188,11 @@ def guided_search(space: Space, s: Surface, rng: random.Random, budget: int, pai
         if noise is None:
             seen.append(guided.Seen(t, None, crashed=True))
             continue
+        if not short_probes:
+            seen.append(guided.Seen(t, run.search(t, noise, FULL, 7, 0.02), full=True))
+            continue
         short = run.search(t, noise, SHORT, 5, 0.05)
+        run.full_runs -= 1
         if guided.promote(short, seen):
             seen.append(guided.Seen(t, run.search(t, noise, FULL, 3, 0.02), full=True, short=short))
         else:
@@ -252,32 +263,36 @@ def main() -> int:
         g_pick, g = grid(space, s, random.Random(seed * 3))
         t_pick, t = tiered(loose, s, random.Random(seed * 3 + 1))
         m_pick, m, final = guided_search(space, s, random.Random(seed * 3 + 2), a.budget, a.pairs)
+        o_pick, o, _ = guided_search(space, s, random.Random(seed * 3 + 2), a.budget, a.pairs, short_probes=False)
         rows.append({"seed": seed, "truth": truth, "final": final,
                      **{f"{k}_{x}": v for k, (pick, r) in {"grid": (g_pick, g), "tiered": (t_pick, t),
-                                                            "guided": (m_pick, m)}.items()
+                                                            "guided": (m_pick, m), "one-fid": (o_pick, o)}.items()
                         for x, v in {"quality": s.rate(pick) / truth, "wall_s": r.wall, "starts": r.starts,
-                                     "served": 1 - r.crashes / r.starts, "crashes": r.crashes}.items()}})
+                                     "served": 1 - r.crashes / r.starts, "crashes": r.crashes,
+                                     "full": r.full_runs}.items()}})
     near = math.exp(-2 * math.sqrt(2) * surface(0).run_sigma)
     out: dict[str, object] = {"space": a.space, "size": space.size(), "seeds": a.seeds, "budget": a.budget,
                               "within_noise": near}
-    for k in ("grid", "tiered", "guided"):
+    for k in STRATEGIES:
         q = [r[f"{k}_quality"] for r in rows]
         out[k] = {"quality": spread(q), "within_noise_of_best": sum(x >= near for x in q) / len(q),
                   "wall_vs_grid": spread([r[f"{k}_wall_s"] / r["grid_wall_s"] for r in rows]),
                   "starts": spread([float(r[f"{k}_starts"]) for r in rows]),
+                  "full_searches": spread([float(r[f"{k}_full"]) for r in rows]),
                   "served": spread([r[f"{k}_served"] for r in rows]),
                   "served_pooled": 1 - sum(r[f"{k}_crashes"] for r in rows) / sum(r[f"{k}_starts"] for r in rows)}
     out["guided_finals"] = {f: sum(r["final"] == f for r in rows) for f in ("clear", "b", "equal")}
     out["aa"] = aa(a.aa, a.pairs, surface(0).run_sigma)
     out["seconds"] = round(time.monotonic() - t0, 1)
     print(f"{'strategy':8} {'within noise':>12} {'quality med [min,max]':>24} {'wall/grid med [max]':>20} "
-          f"{'starts':>7} {'served all, med [min]':>21}")
-    for k in ("grid", "tiered", "guided"):
+          f"{'starts':>7} {'full':>5} {'served all, med [min]':>21}")
+    for k in STRATEGIES:
         r = out[k]
         assert isinstance(r, dict)
         q, w = r["quality"], r["wall_vs_grid"]
         print(f"{k:8} {r['within_noise_of_best']:>12.0%} {q['median']:>10.3f} [{q['min']:.3f},{q['max']:.3f}]"
               f" {w['median']:>11.3f} [{w['max']:.3f}] {r['starts']['median']:>7.0f}"
+              f" {r['full_searches']['median']:>5.0f}"
               f" {r['served_pooled']:>8.1%}, {r['served']['median']:.0%} [{r['served']['min']:.0%}]")
     print(f"A/A: a winner declared in {out['aa']['winner_declared']:.1%} of {a.aa} comparisons "  # type: ignore[index]
           f"(95% interval {out['aa']['interval'][0]:.1%}-{out['aa']['interval'][1]:.1%})")  # type: ignore[index]
