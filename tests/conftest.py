@@ -154,6 +154,7 @@ def pytest_collection_modifyitems(config, items):
             parts = Path(str(item.path)).relative_to(REPO / "tests").parts
             return (ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER), not _spread(item.nodeid))
         items.sort(key=rank)  # stable: the order within a module (and between modules of a folder) is kept
+    _SANDBOX_MODULES.update(item.path for item in items if "_sandbox_session" in item.fixturenames)
 
 
 @functools.cache
@@ -258,6 +259,27 @@ def _sandbox_session(bare_profile):
         yield sb, profiles
     finally:
         sb.down()
+
+
+_SANDBOX_MODULES: set[Path] = set()  # the test modules that use the sandbox (collected)
+_SERVED: list[Path] = []  # the modules this process's fleet has served
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_fleet(request):
+    """Each test module that uses the sandbox starts on fresh hosts (about 2 s: down and up again). A module leaves
+    what it did on its hosts (releases, venvs, patched files, a lock, a sim server holding GPU memory), and which
+    module ran before it on a lane depends on how the parallel run handed them out: seven tests passed alone and
+    in the serial order and failed after another module in a parallel run."""
+    if request.node.path not in _SANDBOX_MODULES:
+        yield
+        return
+    sb, profiles = request.getfixturevalue("_sandbox_session")
+    if _SERVED:
+        sb.down()
+        sb.up(len(profiles), profiles)
+    _SERVED.append(request.node.path)
+    yield
 
 
 @pytest.fixture

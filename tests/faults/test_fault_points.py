@@ -104,13 +104,6 @@ DISKS_UP = (f"printf '%s' {shlex.quote(DISKS)} > {DISKS_SCRIPT} && "
 DISKS_DOWN = ("systemctl disable -q --now fleet-fault-disks; rm -f /usr/lib/systemd/system/fleet-fault-disks.service "
               f"{DISKS_SCRIPT}")
 SNAPSHOT = "/root/fleet-fault-snapshot.tar"
-# The folders as the lane found them (once made clean), put back under the small disks when the lane ends: a
-# reboot during the lane (recover) saved its state into them, a dead run's stop mark and lock included, and the
-# next module on the host (a parallel run's order is not the serial one) would find them there.
-BEFORE = "/root/fleet-fault-before.tar"
-KEEP_BEFORE = f"mkdir -p {' '.join(FOLDERS)} && cd / && tar -cpf {BEFORE} {' '.join(d.lstrip('/') for d in FOLDERS)}"
-PUT_BEFORE_BACK = ("for d in " + " ".join(FOLDERS) + "; do find $d -mindepth 1 -maxdepth 1 -exec rm -rf {} +; done; "
-                   f"cd / && tar -xpf {BEFORE} && rm -f {BEFORE}")
 SNAPPED = ["var/lib/fleet", "etc/fleet", "etc/systemd/system/sglang.service", *(p.lstrip("/") for p in PATCHABLE)]
 RESULTS: list[tuple[str, str, int, str, str]] = []  # (flow, kind, point, label, what broke) for the summary
 
@@ -208,7 +201,7 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
          "fork": ForkInv(tmp)}
     try:
         _sh(c, f"systemctl stop sglang 2>/dev/null; {PRISTINE}; rm -rf /var/lib/fleet/* /var/lib/fleet/.c*; "
-               f"{KEEP_BEFORE} && {DISKS_UP}; systemctl daemon-reload")
+               f"{DISKS_UP}; systemctl daemon-reload")
         for book in ("a", "b"):
             proc = _inv(c, "deploy", "--host", host, "--playbook", str(c[book]), "--force", "--json")
             assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-3000:]
@@ -225,7 +218,7 @@ def _lane(sandbox, host: str, tmp: Path) -> dict:
 def _end_lane(c: dict) -> None:
     c["fork"].close()
     try:
-        _sh(c, f"{UNFILL}; systemctl stop sglang; {DISKS_DOWN}; [ -f {BEFORE} ] && ({PUT_BEFORE_BACK}); "
+        _sh(c, f"{UNFILL}; systemctl stop sglang; {DISKS_DOWN}; "
                f"rm -f {SNAPSHOT} {DIGEST}; systemctl daemon-reload; true")
     finally:
         if c.get("conn") is not None:

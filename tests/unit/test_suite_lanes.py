@@ -93,3 +93,62 @@ def test_a_lane_name_that_is_no_instance_is_refused_in_one_line():
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "FLEET_SANDBOX_LANES: no sandbox instance lane8" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+SANDBOX_FOLDERS = ("integration", "faults", "hostile", "sim", "tools")
+
+
+def _fixed_sandbox_places(source: str) -> list[str]:
+    """What in a test module ties it to one sandbox instance: an address of an instance's host written out
+    (172.30.78.10 is the `test` instance's sbx0; a worker's lane has other addresses), an instance named as the
+    one to use (config("test"), FLEET_SANDBOX_INSTANCE set to a name), or an instance's folder written out."""
+    import ast
+    import ipaddress
+
+    from sandbox.config import _INSTANCES, config
+
+    subnets = {config(name).subnet: name for name in _INSTANCES}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            try:
+                address = ipaddress.ip_address(text)
+            except ValueError:
+                address = None
+            for subnet, name in subnets.items():
+                if address is not None and address in subnet:
+                    found.append(f"line {node.lineno}: {text} (an address of instance {name})")
+            if "/var/lib/fleet-sandbox/" in text:
+                found.append(f"line {node.lineno}: {text!r} (an instance's folder)")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "config":
+            named = [a.value for a in node.args if isinstance(a, ast.Constant) and a.value in _INSTANCES]
+            found += [f"line {node.lineno}: config({n!r})" for n in named]
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (isinstance(key, ast.Constant) and key.value == "FLEET_SANDBOX_INSTANCE"
+                        and isinstance(value, ast.Constant)):
+                    found.append(f"line {node.lineno}: FLEET_SANDBOX_INSTANCE = {value.value!r}")
+    return found
+
+
+def test_no_sandbox_test_assumes_an_instance_or_its_addresses():
+    """Issue 50: each worker runs on a lane of its own (its addresses, its folder); a test that writes out the
+    `test` instance's address or names an instance would pass serially and fail (or touch another run's fleet)
+    in parallel. Read them from the fixtures (sandbox.cfg, sandbox_inventory)."""
+    tied = {}
+    for folder in SANDBOX_FOLDERS:
+        for path in sorted((REPO / "tests" / folder).rglob("*.py")):
+            if found := _fixed_sandbox_places(path.read_text()):
+                tied[str(path.relative_to(REPO))] = found
+    assert tied == {}
+
+
+def test_the_contract_sees_each_way_a_test_ties_itself_to_an_instance():
+    caught = _fixed_sandbox_places(
+        'ADDR = "172.30.78.10"\n'
+        'env = {"FLEET_SANDBOX_INSTANCE": "test"}\n'
+        'cfg = config("dev")\n'
+        'INV = "/var/lib/fleet-sandbox/test/inventory.yaml"\n')
+    assert [line.split(":")[0] for line in caught] == ["line 1", "line 2", "line 3", "line 4"], caught
+    assert _fixed_sandbox_places('BAD = "172.30.75.10; touch /tmp/pwned"\nOUT = "10.1.230.174"\n') == []
