@@ -88,9 +88,10 @@ class TrialRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrialRecord:
+        why, mark = str(data.get("why") or ""), " (before the resume)"
         return cls(str(data["name"]), dict(data["flags"]), str(data["outcome"]), data.get("rate"),
                    list(data.get("points") or []), data.get("short_rate"), bool(data.get("full")),
-                   f"{data.get('why') or ''} (before the resume)")
+                   why if why.endswith(mark) else why + mark)
 
 
 @dataclass
