@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleet.deploy.searchspace import Space
@@ -215,8 +215,11 @@ class Choice:
 
 
 def next_trial(space: Space, seen: Sequence[Seen], budget: int, defaults: Mapping[str, FlagValue] | None = None,
-               settings: Settings = Settings()) -> Choice:
-    """The next configuration to start: the base first, then the best optimistic score around the incumbent."""
+               settings: Settings = Settings(), hint: Trial | None = None,
+               known_bad: Collection[Feature] = ()) -> Choice:
+    """The next configuration to start: the base first, then `hint` (what served best on this hardware before),
+    then the best optimistic score around the incumbent. `known_bad`: values that crashed on this hardware
+    before, never started."""
     defaults = defaults or {}
     base = Trial.of({})
     if len(seen) >= budget:
@@ -224,10 +227,13 @@ def next_trial(space: Space, seen: Sequence[Seen], budget: int, defaults: Mappin
     tried = {s.trial for s in seen}
     if base not in tried:
         return Choice(base, why="the playbook's base")
+    if hint is not None and hint not in tried and not set(effective(hint, defaults)) & set(known_bad):
+        return Choice(hint, why="the winner on this hardware before (inv learned)")
     centre = incumbent(seen)
     if centre is None:
         return Choice(None, why="nothing served")
     avoid, retry = blamed(seen, defaults)
+    avoid |= set(known_bad)
     bad_pairs, doubtful = suspect_pairs(seen, defaults)
     started = {f for s in seen for f in effective(s.trial, defaults)}
     model = fit(seen, defaults, settings.ridge)

@@ -36,6 +36,7 @@ from fleet.deploy import (
     replicates,
     searchspace,
     slo,
+    slolearned,
     trials,
     tunelog,
 )
@@ -148,6 +149,7 @@ class SloTuner(Tuner):
     journal: Path = Path()  # where the search so far is kept (fleet.deploy.tunelog)
     speeds: dict[float, loadsearch.Speed | None]  # the last load point at each rate: what it served
     gpus: int = 1
+    seen: list[guided.Seen]  # what this search measured (set when it starts)
     digest: str = ""
 
     @classmethod
@@ -205,12 +207,14 @@ class SloTuner(Tuner):
                 result: SloTuneResult, previous: Release | None) -> TuneResult:
         s, version = self.settings, sglang_version(facts)
         self.sglang = version
-        seen = self._resume(space, result)
+        seen = self.seen = self._resume(space, result)
+        hint, known_bad = self._learned(result)
         planned: dict[trials.Trial, Any] = {}
         last: list[trials.Trial] = []  # the trial the server runs now, if any
         try:
             with parallel.interruptible():
-                while (choice := guided.next_trial(space, seen, s.budget, self.book.flags)).trial is not None:
+                while (choice := guided.next_trial(space, seen, s.budget, self.book.flags, hint=hint,
+                                                   known_bad=known_bad)).trial is not None:
                     parallel.checkpoint()
                     trial = choice.trial
                     started = self._start(conn, run, facts, trial, version, result, planned, choice.why)
@@ -234,6 +238,26 @@ class SloTuner(Tuner):
         if isinstance(chosen, FellBack):
             return result.ended_on(chosen)
         return self._finish(conn, run, chosen, planned, last[0] if last else None, result, previous)
+
+    def _learned(self, result: SloTuneResult) -> tuple[trials.Trial | None, set[guided.Feature]]:
+        """What earlier searches on this fingerprint, playbook and promise found (fleet.deploy.slolearned): the
+        best winner, tried right after the base, and the values that crashed, never started."""
+        learned = slolearned.lookup(result.fingerprint or "", self.book.name, self.settings.text)
+        if learned is None:
+            return None, set()
+        for flag, value in learned.crashed:
+            result.ruled_out.append(f"--{flag} {value}: crashed a start on this hardware before (inv learned)")
+            self.progress(f"ruled out before any trial: {result.ruled_out[-1]}")
+        best = learned.best()
+        if best is not None:
+            self.progress(f"the winner on this hardware before: {dict(best.flags)} at {best.rate:.3g} req/s on "
+                          f"{best.host}")
+        return (trials.Trial.of(dict(best.flags)) if best else None), set(learned.crashed)
+
+    def _remember(self, result: SloTuneResult, winner: trials.Trial | None, rate: float | None) -> None:
+        bad = sorted(guided.blamed(self.seen, self.book.flags)[0], key=repr)
+        slolearned.remember(result.fingerprint or "", self.book.name, self.settings.text, self.host.name, winner,
+                            rate, result.release or "", bad)
 
     def _resume(self, space: searchspace.Space, result: SloTuneResult) -> list[guided.Seen]:
         """What an earlier, interrupted search of the same host, hardware, playbook, promise and space measured."""
@@ -328,6 +352,7 @@ class SloTuner(Tuner):
         result.served = served(result.trials, self.gpus)
         result.front = pareto.front(result.served)
         if chosen is None:
+            self._remember(result, None, None)
             return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                    f"no trial kept {self.settings.text}"))
         best, rate = chosen
@@ -343,6 +368,7 @@ class SloTuner(Tuner):
                 return result.ended_on(self.fall_back(conn, run.store, run.release, previous,
                                                        f"the winner {name} did not start again"))
         run.succeed(name, planned[best].config, self.book.keep_releases, tune=True)
+        self._remember(result, best, rate)
         tunelog.done(self.journal)
         result.status = DeployStatus.OK
         return result

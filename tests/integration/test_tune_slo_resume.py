@@ -1,6 +1,7 @@
 """`inv tune --slo` with a playbook that has no ladder, interrupted by Ctrl-C after its first trial, leaves sbx0 on
 the release it served before, and `inv tune --slo` again resumes the search from the trials already measured (the
-journal on the controller), then deploys its winner and removes the journal."""
+journal on the controller), then deploys its winner, removes the journal and teaches the fleet the winner for
+the fingerprint (`inv learned`)."""
 
 from __future__ import annotations
 
@@ -55,4 +56,10 @@ def test_a_tune_interrupted_after_a_trial_puts_back_what_served_and_the_next_tun
     assert len(names) == len(set(names)) <= 3  # no trial measured twice; the budget counts the earlier ones
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(data["release"])
     assert not journals[0].exists()
+    # what it found is the fleet's for this hardware: the next search of it starts the winner after the base
+    learned = json.loads(inv(sandbox, "learned", "--json").stdout)["slo"]
+    mine = [e for e in learned if e["playbook"] == "glm5-slo-resume"]
+    assert len(mine) == 1 and mine[0]["fingerprint"] == data["fingerprint"] and mine[0]["slo"] == "ttft_p99=250ms"
+    assert [(w["host"], w["release"]) for w in mine[0]["wins"]] == [("sbx0", data["release"])]
+    assert mine[0]["wins"][0]["flags"] == yaml.safe_load(data["rung"])[0]["flags"]
     print(json.dumps([(t["name"], t["rate"], t["why"]) for t in data["trials"]]), data["winner"])

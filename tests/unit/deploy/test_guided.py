@@ -144,3 +144,19 @@ def test_it_finds_the_best_of_a_small_surface_in_fewer_starts_than_the_grid():
     top = guided.best_full(seen)
     assert top is not None and surface(top.trial) == surface(best)
     assert len(seen) < len(grid) and sum(s.crashed for s in seen) <= 1
+
+
+def test_what_served_best_on_this_hardware_comes_right_after_the_base_and_its_crashes_never_start():
+    hint = Trial.of({MRR: 2048, CG: 1024})
+    seen = [Seen(BASE, 10.0, full=True)]
+    c = guided.next_trial(SPACE, seen, 10, hint=hint, known_bad={(ATT, "triton")})
+    assert c.trial == hint and "before" in c.why
+    seen.append(Seen(hint, 12.0, full=True))
+    order = []
+    while (c := guided.next_trial(SPACE, seen, 12, hint=hint, known_bad={(ATT, "triton")})).trial is not None:
+        order.append(c.trial)
+        seen.append(Seen(c.trial, 11.0, full=True))
+    assert hint not in order and all(t.as_dict().get(ATT) != "triton" for t in order)
+    # a hint holding a value that crashed here is not started
+    assert guided.next_trial(SPACE, seen[:1], 10, hint=Trial.of({ATT: "triton"}),
+                             known_bad={(ATT, "triton")}).trial != Trial.of({ATT: "triton"})
