@@ -97,12 +97,20 @@ def forget(pick: Selection, every: bool, dry_run: bool, as_json: bool) -> int:
     if every and pick != Selection():
         raise InputError("--all forgets everything: give it alone, or drop it to forget what the others select")
     gone = fingerprint.forget(pick, dry_run)
+    slo = [] if pick.rungs else slolearned.forget(pick.hosts, pick.playbook, pick.fingerprint, dry_run)
     verb = "would forget" if dry_run else "forgot"
     if as_json:
-        print_json({"file": str(fingerprint.path()), "dry_run": dry_run, "forgotten": [r.to_json() for r in gone]})
-    elif gone:
+        print_json({"file": str(fingerprint.path()), "dry_run": dry_run, "forgotten": [r.to_json() for r in gone],
+                    "slo_file": str(slolearned.path()), "slo_forgotten": [e.to_json() for e in slo]})
+        return EXIT_OK
+    if gone:
         _table(gone, f"{verb} {len(gone)} result{'s' * (len(gone) != 1)} ({fingerprint.path()}"
                      f"{'' if dry_run else '; the file before is known-good.json.bak'})")
-    else:
+    for e in slo:
+        what = ", ".join(f"{w.host}'s winner" for w in e.wins) or "every winner and crash"
+        console.print(f"{verb} {escape(what)} of {e.key} {escape(e.playbook)} within {escape(e.promise)} "
+                      f"({slolearned.path()}{'' if dry_run else '; the file before is slo-learned.json.bak'})",
+                      highlight=False, soft_wrap=True)
+    if not gone and not slo:
         sys.stdout.write(f"nothing learned matches; nothing changed ({fingerprint.path()})\n")
     return EXIT_OK

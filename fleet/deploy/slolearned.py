@@ -127,3 +127,38 @@ def remember(fp: str, playbook: str, promise: str, host: str, winner: Trial | No
                                   indent=2) + "\n")
         os.replace(tmp, target)
         return entries[k]
+
+
+def forget(hosts: frozenset[str], playbook: str | None, fp: str | None, dry_run: bool = False) -> list[SloLearned]:
+    """Clear what the selection names (empty sets and None: everything): the selected hosts' winners (an entry
+    left with neither winners nor crashes goes; with no host named, the whole entry). Returns what went, each
+    entry as far as it went; the file before is kept as slo-learned.json.bak."""
+    with _locked():
+        entries = load()
+        gone: list[SloLearned] = []
+        kept: list[SloLearned] = []
+        for e in entries:
+            if (playbook is not None and e.playbook != playbook) or (fp is not None and e.key != fp):
+                kept.append(e)
+                continue
+            if not hosts:
+                gone.append(e)
+                continue
+            mine = tuple(w for w in e.wins if w.host in hosts)
+            if mine:
+                gone.append(SloLearned(e.key, e.playbook, e.promise, mine, ()))
+            kept.append(SloLearned(e.key, e.playbook, e.promise, tuple(w for w in e.wins if w.host not in hosts),
+                                   e.crashed))
+        if dry_run or not gone:
+            return gone
+        target = path()
+        backup = target.with_name(target.name + ".bak")
+        tmp = backup.with_name(f".{backup.name}.{os.getpid()}")
+        tmp.write_bytes(target.read_bytes())
+        os.replace(tmp, backup)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps({"version": VERSION, "entries": {
+            _entry_key(e.key, e.playbook, e.promise): e.to_json() for e in kept if e.wins or e.crashed}},
+            indent=2) + "\n")
+        os.replace(tmp, target)
+        return gone

@@ -43,3 +43,23 @@ def test_a_broken_file_is_nothing_learned_and_the_next_write_replaces_it(tmp_pat
     assert slolearned.load() == []
     slolearned.remember(FP, BOOK, SLO, "sbx0", Trial.of({}), 5.0, "r1", [])
     assert [e.key for e in slolearned.load()] == [FP]
+
+
+def test_forget_clears_a_hosts_winner_or_whole_entries_and_keeps_the_file_before(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path))
+    slolearned.remember(FP, BOOK, SLO, "sbx0", Trial.of({"max-running-requests": 512}), 9.0, "r1",
+                        [("mem-fraction-static", 0.9)])
+    slolearned.remember(FP, BOOK, SLO, "sbx5", Trial.of({}), 8.0, "r2", [])
+    slolearned.remember(FP, "other", SLO, "sbx0", Trial.of({}), 7.0, "r3", [])
+    before = (tmp_path / "slo-learned.json").read_bytes()
+    dry = slolearned.forget(frozenset({"sbx0"}), BOOK, None, dry_run=True)
+    assert [(e.playbook, [w.host for w in e.wins]) for e in dry] == [(BOOK, ["sbx0"])]
+    assert (tmp_path / "slo-learned.json").read_bytes() == before
+    slolearned.forget(frozenset({"sbx0"}), BOOK, None)
+    assert (tmp_path / "slo-learned.json.bak").read_bytes() == before
+    got = slolearned.lookup(FP, BOOK, SLO)
+    assert got is not None and [w.host for w in got.wins] == ["sbx5"] and got.crashed  # crashes are the hardware's
+    assert slolearned.lookup(FP, "other", SLO) is not None
+    assert slolearned.forget(frozenset({"sbx9"}), None, None) == []
+    assert [e.playbook for e in slolearned.forget(frozenset(), None, FP)] == [BOOK, "other"]
+    assert slolearned.load() == []
