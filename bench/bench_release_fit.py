@@ -39,6 +39,7 @@ from fleet.logs.rules import default_rules  # noqa: E402
 from fleet.upstream import corpus  # noqa: E402
 from fleet.upstream.siteindex import IndexedSite, SiteIndex  # noqa: E402
 from fleet.upstream.sourcetext import sites  # noqa: E402
+from fleet.upstream.unionindex import PerRelease  # noqa: E402
 
 PREFIX = "[2026-12-04 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):"
 
@@ -98,7 +99,7 @@ def main() -> int:
             alone = classify_text(text, rules).log_class
             fit = fits(clues(text), "sglang")
             if fit is None or not fit.versions:  # no clue: the releases whose sites print its lines
-                indexes = {v: releases.classifier(v).index for v in releases.modules if v in versions}
+                indexes = PerRelease({v: releases.classifier(v).index for v in releases.modules if v in versions})
                 fit = fits_by_sites(catch_all_lines(text, rules), "sglang", indexes)
             pick = fit.pick if fit is not None else None
             auto = classify_text(text, rules, releases.classifier(pick) if pick else None).log_class

@@ -9,13 +9,14 @@ from pathlib import Path
 from fleet.cli import console, print_json
 from fleet.cli.liveline import progress_on_stderr
 from fleet.errors import InputError
-from fleet.logs import releasefit, whichrelease
+from fleet.logs import whichrelease
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import Event, LogVerdict, classify_text
 from fleet.logs.releasefit import ReleaseFit
 from fleet.logs.rules import RULES_DIR, Severity, load_rules
 from fleet.upstream import corpus, indexes, siteindex
 from fleet.upstream.flags import default_table
+from fleet.upstream.unionindex import PerRelease, Placer
 from fleet.upstream.versions import is_version
 
 EXIT_NOT_FATAL = 0  # READY, a warning, or nothing at all
@@ -51,11 +52,13 @@ def run(file: str, as_json: bool = False, rules_dir: str | None = None, sglang: 
     return EXIT_FATAL if verdict.fatal else EXIT_NOT_FATAL
 
 
-def _indexes_of(package: str) -> dict[str, siteindex.SiteIndex]:
-    """The site index of every cached release of `package`, building those not built yet (on first need, the
-    progress on stderr: the --json answer on stdout stays whole)."""
-    indexes.build_missing(packages=(package,), progress=progress_on_stderr())
-    return releasefit.cached_indexes(package)
+def _indexes_of(package: str) -> Placer:
+    """Every cached release of `package`'s sites in one index, building the releases' indexes and their union
+    when missing or stale (on first need, the progress on stderr: the --json answer on stdout stays whole)."""
+    say = progress_on_stderr()
+    indexes.build_missing(packages=(package,), progress=say)
+    found = indexes.union(package, progress=say)
+    return found if found is not None else PerRelease({})
 
 
 def _site_classifier(sglang: str | None, flashinfer: str | None) -> SiteClassifier | None:

@@ -29,7 +29,10 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
         rels = upstream.fetch_all(matrix, wanted)
     took = time.monotonic() - start
     # every release's site index, built once beside it: `inv classify` told no release places a log among them
-    built = indexes.build_missing(progress=quiet if as_json else progress_on_stderr())
+    say = quiet if as_json else progress_on_stderr()
+    built = indexes.build_missing(progress=say)
+    for package in indexes.PACKAGES:  # and their union, so that a log placed among them loads one index
+        indexes.union(package, progress=say)
     if write_flags:
         table = sglang_cli.build((v, sglang_cli.flags_of(Path(upstream.require("sglang", v).root)))
                                  for v in matrix.sglang)

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.logs.release import Frame, ReleaseClues
-from fleet.upstream import corpus, indexes, siteindex, sourcetext
+from fleet.upstream import corpus, indexes, siteindex, sourcetext, unionindex
 from fleet.upstream.flags import Table, default_table
 from fleet.upstream.siteindex import SiteIndex
+from fleet.upstream.unionindex import PerRelease, Placer
 from fleet.upstream.versions import is_version, version_key
 
 
@@ -116,32 +117,36 @@ def _source(package: str, version: str, module: str, cache: str | None) -> tuple
     return tuple(text.split("\n"))
 
 
-def fits_by_sites(lines: list[str], package: str, indexes: dict[str, SiteIndex]) -> ReleaseFit | None:
+def fits_by_sites(lines: list[str], package: str, releases: Placer) -> ReleaseFit | None:
     """The releases whose sites print these lines (exception lines only catch-alls matched, in order), from
-    `indexes` (version -> that release's site index): the releases that print the most of them, oldest first;
-    None when no index places any line."""
-    if not lines or not indexes:
+    `releases` (the union of every release's sites, or each release's own index): the releases that print the most
+    of them, oldest first; None when no release places any line."""
+    if not lines or not releases.versions:
         return None
-    placed = {v: [index.locate(line) for line in lines] for v, index in indexes.items()}
+    placed = [releases.place(line) for line in lines]
     # the releases that place the most lines, then by the surest sites (the most fixed text: a release where only a
     # looser template fits a line has lost the site that printed it)
-    score = {v: (sum(s is not None for s in found), sum(_fixed(s.text) for s in found if s is not None))
-             for v, found in placed.items()}
+    score = {v: (sum(v in found for found in placed), sum(_fixed(found[v].text) for found in placed if v in found))
+             for v in releases.versions}
     best = max(score.values())
     if best[0] == 0:
         return None
     versions = sorted((v for v, n in score.items() if n == best), key=version_key)
     return ReleaseFit(package, tuple(versions),
                       (f"{best[0]} of {len(lines)} exception line{'s' if len(lines) > 1 else ''} printed by its "
-                       f"sites ({len(indexes)} releases indexed)",))
+                       f"sites ({len(releases.versions)} releases indexed)",))
 
 
 def _fixed(template: str) -> int:
     return len(template.replace(sourcetext.PLACEHOLDER, ""))
 
 
-def cached_indexes(package: str, cache: Path | None = None) -> dict[str, SiteIndex]:
-    """The site index of each release of `package` whose index is already cached beside it (nothing is built)."""
+def cached_indexes(package: str, cache: Path | None = None) -> Placer:
+    """Every release of `package` whose site index is already cached: their union when it is built and current
+    (unionindex.load), else each release's own index (nothing is built)."""
+    union = unionindex.load(package, cache)
+    if union is not None:
+        return union
     out: dict[str, SiteIndex] = {}
     for version in cached_versions(package, cache):
         release = corpus.cached(package, version, cache)
@@ -150,4 +155,4 @@ def cached_indexes(package: str, cache: Path | None = None) -> dict[str, SiteInd
         found = siteindex.load_cached(package, version, corpus.tree(release, cache))
         if found:
             out[version] = SiteIndex(found)
-    return out
+    return PerRelease(out)

@@ -2,7 +2,8 @@
 
 The log's own clues (fleet/logs/release.py: versions, traceback frames, echoed arguments) are matched against the
 corpus first (fleet/logs/releasefit.fits); with none, its exception lines that only a catch-all rule names are
-placed among the site indexes of every release (releasefit.fits_by_sites). A release named by an option wins.
+placed among the sites of every release (releasefit.fits_by_sites over their union, fleet/upstream/unionindex.py).
+A release named by an option wins.
 
     found = find(text, rules)           # -> [ReleaseFit("sglang", ("0.5.22", "0.5.23"), ...)]
     used(found, "sglang")               # -> "0.5.23"
@@ -17,9 +18,9 @@ from fleet.logs.classify import catch_all_lines
 from fleet.logs.release import clues
 from fleet.logs.releasefit import ReleaseFit, cached_indexes, fits, fits_by_sites
 from fleet.logs.rules import RuleSet
-from fleet.upstream.siteindex import SiteIndex
+from fleet.upstream.unionindex import Placer
 
-Indexes = Callable[[str], dict[str, SiteIndex]]  # package -> {version: that release's site index}
+Indexes = Callable[[str], Placer]  # package -> its releases' sites (the union of their indexes, or each one's)
 
 
 def find(text: str, rules: RuleSet, sglang: str | None = None, flashinfer: str | None = None,

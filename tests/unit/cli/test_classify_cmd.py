@@ -173,6 +173,7 @@ def test_told_no_release_a_pasted_line_is_placed_among_every_release_built_on_fi
                                 "why": ["1 of 1 exception line printed by its sites (2 releases indexed)"]}]
     assert data["decided_by"]["source"] == ("sglang 0.5.23 srt/mem_cache/allocation.py:513 "
                                             "(_alloc_extend_loc_with_kv_reuse)")
-    assert "fleet: indexed the sites of 2 releases in " in first.stderr
+    assert "fleet: indexed the sites of 2 releases (2 distinct modules of 2) in " in first.stderr
+    assert "fleet: joined the site indexes of 2 sglang releases (" in first.stderr  # one union, read next time
     again = run()
     assert (json.loads(again.stdout), again.stderr) == (data, "")  # built once, kept beside each release

@@ -12,6 +12,7 @@ from fleet.logs.release import Frame, clues, server_arg_keys
 from fleet.logs.releasefit import cached_versions, fits, fits_by_sites
 from fleet.upstream.flags import FlagSpan, Table
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
+from fleet.upstream.unionindex import PerRelease
 
 SCHEDULER = "sglang/srt/managers/scheduler.py"
 
@@ -114,9 +115,9 @@ def _index(version: str, *texts: str) -> SiteIndex:
 
 
 def test_bare_exception_lines_fit_the_releases_whose_sites_print_them_surest_first():
-    indexes = {"0.5.9": _index("0.5.9", "page size {} is not supported by the backend here"),
-               "0.5.23": _index("0.5.23", "page size {} is not supported by the {} backend"),
-               "0.5.22": _index("0.5.22", "something else entirely happened here")}
+    indexes = PerRelease({"0.5.9": _index("0.5.9", "page size {} is not supported by the backend here"),
+                          "0.5.23": _index("0.5.23", "page size {} is not supported by the {} backend"),
+                          "0.5.22": _index("0.5.22", "something else entirely happened here")})
     found = fits_by_sites(["ValueError: page size 3 is not supported by the backend here"], "sglang", indexes)
     assert found is not None and found.versions == ("0.5.9",)
     assert fits_by_sites(["ValueError: nothing any release prints"], "sglang", indexes) is None

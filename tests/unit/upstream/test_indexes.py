@@ -41,6 +41,23 @@ def test_build_missing_writes_each_index_says_where_it_stands_and_builds_nothing
     live = [s for s in said if isinstance(s, Live)]
     assert live[0] == "indexing the sites of 2 releases" and len(live) == 3
     assert {s.split(" (")[0] for s in live[1:]} == {"indexed sglang 0.5.9's sites", "indexed sglang 0.5.23's sites"}
-    assert said[-1].startswith("indexed the sites of 2 releases in ") and not isinstance(said[-1], Live)
+    # both releases hold the same module: read once for both
+    assert said[-1].startswith("indexed the sites of 2 releases (1 distinct module of 2) in ")
+    assert not isinstance(said[-1], Live)
     assert siteindex.cache_path(tmp_path / "sglang" / "0.5.9").is_file()
     assert indexes.missing(tmp_path) == [] and indexes.build_missing(tmp_path, progress=said.append) == []
+
+
+def test_an_index_built_with_the_others_is_the_one_built_alone(tmp_path):
+    # 0.5.23's file in two releases, a changed copy in a third, and a module only one release has
+    text = SOURCE.read_text()
+    for version in ("0.5.9", "0.5.22", "0.5.23"):
+        _release(tmp_path, "sglang", version)
+    changed = tmp_path / "sglang" / "0.5.22" / MODULE
+    changed.write_text("\n" + text.replace("runs out of memory", "ran out of memory"))
+    (changed.parent / "other.py").write_text('def f():\n    raise ValueError(f"page size {n} is not supported")\n')
+    built = indexes.build_missing(tmp_path, workers=2)
+    assert [n for _, _, n in built] == [8, 9, 8]  # the file's 8 sites, and the other module's
+    for version in ("0.5.9", "0.5.22", "0.5.23"):
+        root = tmp_path / "sglang" / version
+        assert siteindex.load_cached("sglang", version, root) == siteindex.build("sglang", version, root)

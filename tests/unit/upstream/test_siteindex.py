@@ -121,3 +121,20 @@ def test_a_line_crafted_to_backtrack_costs_one_pass():
     hostile = "ValueError: zyxwvu " + " ".join(f"piece{i % 11}" for i in range(400))  # never piece11
     assert index.locate(hostile) is None
     assert index.locate("ValueError: zyxwvu " + " x ".join(f"piece{i}" for i in range(12))).line == 1
+
+
+def test_loading_pauses_the_cyclic_collector_and_puts_it_back_as_it_was():
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(ValueError), siteindex.collector_paused():
+        assert not gc.isenabled()
+        raise ValueError("a torn index")
+    assert gc.isenabled()
+    gc.disable()  # a caller that paused it itself keeps it paused
+    try:
+        with siteindex.collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
