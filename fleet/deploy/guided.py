@@ -73,12 +73,16 @@ def incumbent(seen: Sequence[Seen]) -> Seen | None:
     return best_full(seen) or (max(short, key=lambda s: s.rate or 0.0) if short else None)
 
 
-def promote(short_rate: float | None, seen: Sequence[Seen], settings: Settings = Settings()) -> bool:
+def promote(short_rate: float | None, seen: Sequence[Seen], settings: Settings = Settings(),
+            bounded: bool = True) -> bool:
     """Whether a trial whose short probe kept `short_rate` goes on to the full-length search: its short rate,
     corrected by the short probes' measured bias (fewer requests queue less, so they may keep more, not only
-    less), within `margin` of the best full result."""
+    less), within `margin` of the best full result. A short probe that never failed (`bounded` False: it kept
+    every rate up to the ceiling or its last point) is only a lower bound: it goes on."""
     if short_rate is None:
         return False
+    if not bounded:
+        return True
     top = best_full(seen)
     return top is None or short_rate * math.exp(short_bias(seen)) >= (top.rate or 0.0) * (1 - settings.margin)
 

@@ -307,7 +307,7 @@ class SloTuner(Tuner):
         record.short_rate = record.rate = short.highest
         record.points += [point_json(p, self.speeds.get(p.rate)) for p in short.points]
         self.progress(f"{record.name}: {short.highest or 0:.3g} req/s kept over {s.short} requests a point")
-        if not guided.promote(short.highest, seen):
+        if not guided.promote(short.highest, seen, bounded=short.lowest_failing is not None):
             return guided.Seen(trial, short.highest)
         full = self._search_load(conn, s.requests, short.highest or s.requests / s.first_point_s, 0.05)
         record.rate, record.full = full.highest, True

@@ -35,6 +35,8 @@ def test_a_short_probe_earns_the_full_run_only_within_the_margin_of_the_best_ful
     # short probes that kept 1.6x what the full search kept on the same start are read at that bias
     biased = [Seen(BASE, 10.0, full=True, short=16.0)]
     assert not guided.promote(14.0, biased, Settings(margin=0.1)) and guided.promote(14.6, biased, Settings(margin=0.1))
+    # a short probe that never failed kept a lower bound only: it goes on, however low
+    assert guided.promote(1.0, biased, bounded=False)
 
 
 def test_the_fit_recovers_additive_effects_with_the_base_as_intercept():
