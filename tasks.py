@@ -53,8 +53,11 @@ def probe(c, inventory=None, host=None, group=None, json=False, accept_new_host_
 
 DEPLOY_HELP = {**CHANGE_HELP, "playbook": "playbook name in playbooks/ or a path (default: the one the inventory "
                                           "binds to the hosts' group; no playbook is ever assumed)",
-               "dry_run": "print the unit and patch diffs against what is installed; touch nothing",
-               "force": "deploy even when the current release already serves this playbook and is healthy",
+               "dry_run": "the deploy's own plan, touching nothing: the rung it tries first with the unit, env "
+                          "and patch diffs against what is installed, or 'nothing to do' exactly when it would",
+               "force": "deploy even when the host already serves, healthy, what this deploy would install (unit, "
+                        "env file with the inventory's vars.env, patch sets, venv, key, rung): where it would say "
+                        "unchanged",
                "serial": "rolling deploy: batch sizes in order, the last repeating, e.g. 1,2,25% (percent of the "
                          "hosts, rounded down, at least 1); default: every host in one batch",
                "max_fail": "stop the rollout once more than N hosts (or P% of all) failed, e.g. 1 or 10%; later "
@@ -136,10 +139,16 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
 @reports_errors
 def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
            accept_new_host_keys=False, ask_become_pass=False, wide=False, detail=None):
-    """One line per host, the columns that fit the terminal: unit state, health, release and rung, gen tok/s
-    (/metrics), drift, last failure, then requests, bench tok/s, power, GPUs and the sglang router."""
+    """The fleet board: one line per host, with the columns that fit the terminal.
+
+    Unit state, health, release and rung, drift, playbook, gen tok/s (/metrics), GPU health, last failure, then
+    requests, bench tok/s, power, GPUs and the sglang router."""
     from fleet.cli import status as board
 
+    if interval is not None and not watch:  # it would be taken and do nothing
+        raise cli.bad_input("--interval is the seconds between --watch's refreshes; add --watch")
+    if detail and (host or group):  # one of them would be left unread, silently
+        raise cli.bad_input(f"--detail {detail} names its one host: leave out --host and --group")
     hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=board.command(hosts, opts, port, json, watch, interval,
@@ -244,7 +253,8 @@ def audit(c, inventory=None, host=None, group=None, package=None, sm=None, set=N
                                   set or [], full, json, cli.console, wide))
 
 
-@task(help={"host": "the one host to recover (name or address)", "inventory": HOST_HELP["inventory"],
+@task(help={"host": "the one host to recover (name or address)",
+            "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet-site.yaml)",
             "power_cycle": "a Proxmox guest: stop then start the VM instead of a reset; any host: no GPU reset",
             "unreachable": "a Proxmox guest SSH cannot reach (timed out, refused, dropped): reset it through the API",
             "dry_run": "probe and say what would be done; change nothing", "wait": "seconds to wait for SSH after",
@@ -422,8 +432,10 @@ def patch(c, set=None, check=False, revert=False, inventory=None, host=None, gro
                            "matrix (their launch_server flags, read with ast)", "wide": WIDE_HELP})
 @reports_errors
 def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wide=False):
-    """Fetch the real sglang / flashinfer-python wheels of playbooks/upstream/matrix.yaml (or the ones named)
-    into ~/.cache/fleet/upstream: pip download --no-deps, sha256 checked against the registry, text files kept.
+    """Fetch the real sglang / flashinfer-python wheels fleet's checks are read from (~/.cache/fleet/upstream).
+
+    Those of playbooks/upstream/matrix.yaml, or the ones named: pip download --no-deps, sha256 checked against
+    the registry, text files kept.
 
     Exit codes: 0 all cached, 1 a fetch failed (the registry unreachable, a hash mismatch), 2 bad input.
     """
@@ -439,9 +451,11 @@ def upstream(c, sglang=None, flashinfer=None, json=False, write_flags=False, wid
             "lock": "resolve each playbook's packages: again and rewrite its lock (playbooks/NAME.lock)"})
 @reports_errors
 def check(c, playbook=None, inventory=None, json=False, lock=False):
-    """Check playbooks without touching any host: schema, every flag against the sglang releases they can
-    meet, when: values, rungs that never run, the exposure rule, literal secrets, health.expect, and that the
-    lock beside each (playbooks/NAME.lock) still locks its packages: pins. --lock resolves the pins again from
+    """Check playbooks without touching any host, every problem in one pass.
+
+    Schema, every flag against the sglang releases they can meet, when: values, rungs that never run, the
+    exposure rule, literal secrets, health.expect, and that the lock beside each (playbooks/NAME.lock) still
+    locks its packages: pins. --lock resolves the pins again from
     the wheelhouse and rewrites the lock (for the kinds of host it knows): review the diff and commit it.
 
     Exit codes: 0 no error (warnings allowed), 2 an error (one line each, naming file:line).
@@ -463,8 +477,10 @@ LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",
 @task(iterable=["host", "group", "rung"], help=LEARNED_HELP)
 @reports_errors
 def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, json=False):
-    """What the fleet learned per hardware fingerprint, playbook, rung and host (.fleet/known-good.json):
-    serves, tuned tok/s and spread, failures by class, the winner and the rungs skipped. Reads nothing else.
+    """What the fleet learned per hardware fingerprint, playbook, rung and host.
+
+    From known-good.json in the state folder (.fleet/, or FLEET_STATE_DIR): serves, tuned tok/s and spread,
+    failures by class, the winner and the rungs skipped. Reads nothing else.
 
     Exit codes: 0 shown, 2 bad input.
     """
@@ -480,8 +496,9 @@ def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, 
 @reports_errors
 def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, fingerprint=None, all_=False,
            dry_run=False, json=False):
-    """Clear what the fleet learned (what `inv learned` shows) for the hosts, playbook, rungs or fingerprint
-    given, under the lock deploys and tunes take; the file before is kept as known-good.json.bak. No host is
+    """Clear what the fleet learned (what `inv learned` shows), under the lock deploys and tunes take.
+
+    For the hosts, playbook, rungs or fingerprint given; the file before is kept as known-good.json.bak. No host is
     contacted.
 
     Exit codes: 0 done (or nothing matched), 2 bad input (nothing changed).

@@ -1,10 +1,13 @@
 """The canary judge alone (fleet.deploy.judge, the playbook's default policy) over simulated rollouts: the
 false-abort rate of an identical release (A/A), and the detection rate of a release 10% slower from p99 up and
 of one 10% slower everywhere, each over --seeds seeded windows of synthetic traffic (tests/unit/judge_traffic.py,
-the simulator's regression model) at --rate requests a second a side. Each rate with its 95% Wilson interval,
-and when the window stopped. No host, no sandbox: the judge's statistics, not a rollout's.
+the simulator's regression model) at --rate requests a second on the canary and on each of --baselines hosts
+(`--canary` loads every baseline host alike: a fleet of 4 replicas has 1 canary and 3 baselines). Each rate with
+its 95% Wilson interval, and when the window stopped. No host, no sandbox: the judge's statistics, not a
+rollout's.
 
-usage: .venv/bin/python bench/bench_canary_judge.py [--seeds 200] [--rate 10] [--jobs 2]   (a table, then JSON)
+usage: .venv/bin/python bench/bench_canary_judge.py [--seeds 200] [--rate 10] [--baselines 1] [--jobs 2]
+       (a table, then JSON)
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ CASES = {"A/A (identical)": {}, "10% slower from p99": {"slower": 0.10, "percent
          "10% slower everywhere": {"slower": 0.10}}
 
 
-def one(args: tuple[str, int, float]) -> tuple[str, str, float]:
-    case, seed, rate = args
+def one(args: tuple[str, int, float, int]) -> tuple[str, str, float]:
+    case, seed, rate, baselines = args
     policy = Canary()
     rng = random.Random(seed)
-    verdict = judge.sequential(side(rng, rate, policy.max_window), side(rng, rate, policy.max_window,
-                                                                          **CASES[case]), policy)
+    base = [s for _ in range(baselines) for s in side(rng, rate, policy.max_window)]
+    verdict = judge.sequential(base, side(rng, rate, policy.max_window, **CASES[case]), policy)
     return case, verdict.decision.value, verdict.seconds
 
 
@@ -53,27 +56,32 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--rate", type=float, default=Canary().rate)
+    ap.add_argument("--baselines", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args()
     start = time.monotonic()
-    jobs = [(case, seed, a.rate) for case in CASES for seed in range(a.seeds)]
-    with ProcessPoolExecutor(a.jobs) as pool:
-        done = list(pool.map(one, jobs, chunksize=8))
+    jobs = [(case, seed, a.rate, a.baselines) for case in CASES for seed in range(a.seeds)]
     out = {}
-    print(f"{'case':<24} {'fail':>6} {'pass':>6} {'inconcl':>8}  fail rate (95% CI)      median stop")
-    for case in CASES:
-        rows = [(d, s) for c, d, s in done if c == case]
-        n = len(rows)
-        count = {k: sum(d == k for d, _ in rows) for k in ("fail", "pass", "inconclusive")}
-        lo, hi = wilson(count["fail"], n)
-        stop = statistics.median(s for _, s in rows)
-        print(f"{case:<24} {count['fail']:>6} {count['pass']:>6} {count['inconclusive']:>8}  "
-              f"{count['fail'] / n:6.1%} ({lo:.1%}-{hi:.1%})   {stop:g} s")
-        out[case] = {**count, "seeds": n, "fail_rate": count["fail"] / n, "fail_ci95": [lo, hi],
-                     "median_stop_s": stop}
-    print(json.dumps({"rate_per_side": a.rate, "policy": Canary().model_dump(), "cases": out,
-                      "seconds": round(time.monotonic() - start, 1)}))
+    print(f"{'case':<24} {'fail':>6} {'pass':>6} {'inconcl':>8}  fail rate (95% CI)      median stop", flush=True)
+    with ProcessPoolExecutor(a.jobs) as pool:
+        done = pool.map(one, jobs, chunksize=4)  # in order: each case's row as soon as its rollouts are judged
+        for case in CASES:
+            rows = [(d, s) for _, d, s in (next(done) for _ in range(a.seeds))]
+            out[case] = row(case, rows)
+    print(json.dumps({"rate_per_host": a.rate, "baselines": a.baselines, "policy": Canary().model_dump(),
+                      "cases": out, "seconds": round(time.monotonic() - start, 1)}))
     return 0
+
+
+def row(case: str, rows: list[tuple[str, float]]) -> dict[str, object]:
+    """One case's line of the table, and its JSON."""
+    n = len(rows)
+    count = {k: sum(d == k for d, _ in rows) for k in ("fail", "pass", "inconclusive")}
+    lo, hi = wilson(count["fail"], n)
+    stop = statistics.median(s for _, s in rows)
+    print(f"{case:<24} {count['fail']:>6} {count['pass']:>6} {count['inconclusive']:>8}  "
+          f"{count['fail'] / n:6.1%} ({lo:.1%}-{hi:.1%})   {stop:g} s", flush=True)
+    return {**count, "seeds": n, "fail_rate": count["fail"] / n, "fail_ci95": [lo, hi], "median_stop_s": stop}
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator
 
@@ -22,6 +23,7 @@ _HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-
 _ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an interface name: 15 characters (IFNAMSIZ), no shell syntax
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, Unicode line breaks
 MAX_TEXT = 4096
+T = TypeVar("T")
 
 
 def text(v: str) -> str:
@@ -106,3 +108,15 @@ def env_text(env: Any) -> Any:
     if not isinstance(env, dict):
         return env
     return {k: str(v) if isinstance(v, int | float | bool) else v for k, v in env.items()}
+
+
+def each(items: Iterable[T], check: Callable[[T], object]) -> None:
+    """Every item checked: what is wrong with each, said at once in one ValueError (a field has one error)."""
+    wrong = []
+    for item in items:
+        try:
+            check(item)
+        except ValueError as exc:
+            wrong.append(str(exc))
+    if wrong:
+        raise ValueError("; ".join(wrong))

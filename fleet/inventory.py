@@ -55,19 +55,19 @@ class HostVars(BaseModel):
             return None
         if not isinstance(v, dict):
             raise ValueError("a mapping of NAME: value")
-        out = {}
-        for name, value in v.items():
-            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"environment variable name {name!r} is not valid")
-            if not isinstance(value, str | int | float | bool):
-                raise ValueError(f"env {name}: a value is text, a number or true/false")
-            text = str(value)
-            try:
-                fields.text(text)
-            except ValueError as exc:
-                raise ValueError(f"env {name}: {exc}") from None
-            out[name] = text
-        return out
+        fields.each(v.items(), lambda item: _variable(*item))  # what is wrong with each, said at once
+        return {name: str(value) for name, value in v.items()}
+
+
+def _variable(name: object, value: object) -> None:
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+        raise ValueError(f"environment variable name {name!r} is not valid")
+    if not isinstance(value, str | int | float | bool):
+        raise ValueError(f"env {name}: a value is text, a number or true/false")
+    try:
+        fields.text(str(value))
+    except ValueError as exc:
+        raise ValueError(f"env {name}: {exc}") from None
 
 
 def _vars(v: HostVars | None) -> dict[str, object]:

@@ -15,7 +15,6 @@
           "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
       - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
-
 A rung's flags and env are merged onto the base; patch sets it does not list are reverted. No ladder: one, `base`."""
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.secretref import MASK, SecretRef, is_secret_name
 from fleet.upstream.pins import DistName, Pin, pin_set
-from fleet.upstream.versions import in_range, parse_range
+from fleet.upstream.versions import checked_range, in_range
 
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 FLAG_NAME = _FLAG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # fullmatch: a "$" would let a trailing newline through
@@ -77,16 +76,19 @@ E = TypeVar("E", bound=dict[str, EnvValue] | dict[str, str])
 
 
 def _check_env(env: E, secret_names: Iterable[str] = (), literal_secrets: bool = False) -> E:
-    for name, value in env.items():
-        if not _ENV.fullmatch(name):
-            raise ValueError(f"environment variable name {name!r} is not valid")
-        if isinstance(value, SecretRef):
-            continue
-        if not literal_secrets and is_secret_name(name, secret_names) and value.strip():
-            raise ValueError(f"{name}: a literal secret in a playbook; name it instead: "
-                             f"{name}: {{env: {name}}} (fleet's environment) or {{file: PATH}}")
-        _check_text(str(value), f"env {name}")
+    fields.each(env.items(), lambda item: _check_variable(*item, secret_names, literal_secrets))  # all said at once
     return env
+
+
+def _check_variable(name: str, value: EnvValue | str, secret_names: Iterable[str], literal_secrets: bool) -> None:
+    if not _ENV.fullmatch(name):
+        raise ValueError(f"environment variable name {name!r} is not valid")
+    if isinstance(value, SecretRef):
+        return
+    if not literal_secrets and is_secret_name(name, secret_names) and value.strip():
+        raise ValueError(f"{name}: a literal secret in a playbook; name it instead: "
+                         f"{name}: {{env: {name}}} (fleet's environment) or {{file: PATH}}")
+    _check_text(str(value), f"env {name}")
 
 
 class Strict(BaseModel):
@@ -108,6 +110,7 @@ class Serve(Strict):
     secret_env: list[str] = []  # more names whose values are secret (masked wherever fleet shows them)
     env: dict[str, EnvValue] = {}
     api_key: SecretRef | None = None
+    warm_start: bool = False  # caches of hosts of the same key put in place before a start (issue 49)
     _env_numbers = field_validator("env", mode="before")(classmethod(lambda cls, v: fields.env_text(v)))
     @field_validator("env")
     @classmethod
@@ -132,7 +135,7 @@ class Conditions(Strict):
     min_gpus: int | None = None
     sglang: str | None = None  # a version range of the host's sglang, e.g. ">=0.5.20"
 
-    _sglang = field_validator("sglang")(classmethod(lambda cls, v: _check_range(v)))
+    _sglang = field_validator("sglang")(classmethod(lambda cls, v: checked_range(v)))
 
     def failed(self, facts: HostFacts) -> str | None:
         """Why the facts rule this rung out, or None when they allow it."""
@@ -159,12 +162,6 @@ def sglang_version(facts: HostFacts | None) -> str | None:
     return pkg.version if pkg else None
 
 
-def _check_range(spec: str | None) -> str | None:
-    if spec is not None:
-        parse_range(spec)  # ValueError names the clause
-    return spec
-
-
 class Rung(Strict):
     name: str
     description: fields.Text = ""
@@ -183,7 +180,7 @@ class Rung(Strict):
     @classmethod
     def _by_version(cls, v: dict[str, dict[str, FlagValue]]) -> dict[str, dict[str, FlagValue]]:
         for spec, flags in v.items():
-            parse_range(spec)
+            checked_range(spec)
             _check_flags(flags)
         return v
 

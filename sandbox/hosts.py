@@ -134,10 +134,14 @@ class Sandbox:
         return total / 1e6
 
     def host(self, name: str) -> HostRecord:
-        for h in self.hosts():
+        hosts = self.hosts()
+        for h in hosts:
             if h.name == name:
                 return h
-        raise SandboxError(f"no sandbox host named {name!r} (have: {', '.join(h.name for h in self.hosts())})")
+        if not hosts:
+            raise SandboxError(f"no sandbox fleet ({self.cfg.instance}) is up, so no host {name!r}: bring it up "
+                               "with `inv sandbox.up` (or `inv demo`)")
+        raise SandboxError(f"no sandbox host named {name!r} (have: {', '.join(h.name for h in hosts)})")
 
     def nspawn_pid(self, name: str) -> int | None:
         pid = _read_pid(self.cfg.host_dir(name) / "nspawn.pid")

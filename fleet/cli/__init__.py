@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 HOST_HELP = {
     "inventory": "inventory file (default: the site's inventory/hosts.yaml, see fleet-site.yaml); a task that only "
                  "reads uses its hosts when no --host/--group is given",
-    "host": "host name or address (repeatable)",
-    "group": "inventory group (repeatable)",
+    "host": "host name, address or pattern, as Ansible's --limit: globs ('gpu-0*'), '!NAME' leaves one out, commas "
+            "(repeatable)",
+    "group": "inventory group or pattern: globs ('pcie-*'), '!GROUP' leaves its hosts out, '&GROUP' keeps only its "
+             "hosts (repeatable)",
     "json": "print pure JSON on stdout, nothing else",
     "accept_new_host_keys": "first contact: record unknown host keys in known_hosts (a changed key still fails)",
     "ask_become_pass": "prompt once for the sudo password of become hosts that name no become_password "
@@ -41,7 +43,7 @@ WIDE_HELP = "every column and value in full, however wide the terminal (for less
 # Tasks that change hosts: they act only on hosts named by --host/--group/--all, and ask before several.
 CHANGE_HELP = {
     **HOST_HELP,
-    "host": "host name or address (repeatable); a task that changes hosts needs --host, --group or --all",
+    "host": HOST_HELP["host"] + "; a task that changes hosts needs --host, --group or --all",
     "all": "every host of the inventory file (in place of --host/--group)",
     "yes": "go ahead on several hosts without showing the plan and asking (needed without a terminal)",
 }
@@ -214,7 +216,9 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def say_error(message: str, prefix: str = "error: ") -> None:
     """One line on stderr: coloured on a terminal, plain text (and no rich) otherwise."""
     from fleet.cli.hosttext import escape, visible  # rich-free until escape() is called
+    from fleet.cli.tasking import as_run
 
+    message = as_run(message)
     if sys.stderr.isatty():
         err_console.print((f"[bold red]{prefix}[/]" if prefix else "") + escape(message), soft_wrap=True)
     else:
@@ -224,7 +228,9 @@ def say_error(message: str, prefix: str = "error: ") -> None:
 
 def say_on_stderr(message: str) -> None:
     """A progress line on stderr, plain, never on stdout (which --json keeps for its document)."""
-    sys.stderr.write(f"fleet: {message}\n")
+    from fleet.cli.tasking import as_run
+
+    sys.stderr.write(f"fleet: {as_run(message)}\n")
     sys.stderr.flush()
 
 

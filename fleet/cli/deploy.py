@@ -255,7 +255,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
     say = host_say(as_json)
 
     def judge(canaries: list[Host], baselines: list[Host]) -> canary_window.CanaryResult:
-        return canary_window.run(canaries, baselines[:len(canaries)], book.canary, traffic, book.canary.rate,
+        return canary_window.run(canaries, baselines, book.canary, traffic, book.canary.rate,
                                  lambda m: say(canaries[0].name, f"canary: {m}"))
 
     def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:

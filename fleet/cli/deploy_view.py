@@ -102,6 +102,9 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
     """One line per release, ids in full (`--to` needs them); with bench, its tok/s as a bar (a trend); with wide
     every column and value in full (rung, versions, failure, playbook)."""
     screen = real_console(console)
+    if not releases:
+        screen.print(f"{escape(host)}: no releases (fleet has not deployed here)", highlight=False)
+        return
     ascii_only = fit.plain_terminal(screen)
     speeds = [benching.measured(benching.result_of(r.to_json())) or (None, None) for r in releases]
     failed = [next((str(a.get("outcome")) for a in r.attempts if a.get("outcome") not in (Outcome.READY, "apply",

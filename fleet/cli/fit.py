@@ -163,9 +163,16 @@ def emit(console: Console, renderable: RenderableType, wide: bool = False) -> No
     """Any renderable (a rich Table, a grid of notes): within the console's width, rich folding or shortening what
     does not fit; or with --wide at its full measured width, nothing folded or shortened."""
     if wide:
+        caption = renderable.caption if isinstance(renderable, Table) else None
+        if isinstance(renderable, Table) and caption is not None:
+            renderable.caption = None  # said under the table, whole: a long sentence never pads out the columns
         width = measured(console, renderable)
         if isinstance(renderable, Table):
-            renderable.min_width = width  # a title or caption wider than the columns stays on one line too
+            renderable.min_width = width  # a title wider than the columns stays on one line too
         print_wide(console, renderable, width)
+        if isinstance(renderable, Table) and caption is not None:
+            text = caption if isinstance(caption, Text) else console.render_str(str(caption),
+                                                                                style=renderable.caption_style or "")
+            print_wide(console, text, max(line.cell_len for line in text.split("\n")))
     else:
         console.print(renderable)

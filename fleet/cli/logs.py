@@ -44,9 +44,12 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
+    fatal: dict[str, int] = {}  # host -> fatal lines shown (a line its ranks all print: once): exit 1
 
     def shown(folded: Folded) -> None:
         line = folded.line
+        if line.event and line.event.severity == Severity.FATAL:  # counted whatever --only shows, copies once
+            fatal[line.host] = fatal.get(line.host, 0) + 1
         rank = _RANK[line.event.severity] if line.event else -1
         if rank < floor or (floor >= 0 and line.event is None):
             return
@@ -82,12 +85,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     folders = {h.name: RankFolder(shown) for h in hosts}
 
     errors: dict[str, str] = {}
-    fatal: dict[str, int] = {}  # host -> fatal lines shown: the journal is not clean (exit 1)
 
     def counted(line: LogLine) -> None:
         with lock:
-            if line.event and line.event.severity == Severity.FATAL:  # counted whatever --only shows
-                fatal[line.host] = fatal.get(line.host, 0) + 1
             folders[line.host].add(line)
 
     def one(host: Host) -> None:
@@ -119,7 +119,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         if as_json:
             sys.stderr.write(f"error: {message}\n")
         else:
-            console.print(f"[red]{escape(message)}[/]", soft_wrap=True)
+            console.print(f"[red]{escape(message)}[/]", highlight=False)  # a sentence: folded to the terminal
     if fatal:
         from fleet.cli import say_on_stderr
 
@@ -128,7 +128,11 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
 
 
 def _ranks(ranks: list[str]) -> str:
-    """'TP0-TP7' for a run of one kind of rank, else the names."""
+    """'TP0-TP7' for a run of one kind of rank, 'pids 342-349' for processes, else the names."""
+    if all(r.startswith("pid ") for r in ranks):
+        pids = sorted(int(r[4:]) for r in ranks)
+        run = len(pids) > 2 and pids == list(range(pids[0], pids[-1] + 1))
+        return f"pids {pids[0]}-{pids[-1]}" if run else "pids " + " ".join(map(str, pids))
     nums = [int(r[2:]) for r in ranks if len(r) > 2 and r[:2].isalpha() and r[2:].isdigit()]
     kinds = {r[:2] for r in ranks}
     if len(nums) == len(ranks) > 2 and len(kinds) == 1 and sorted(nums) == list(range(min(nums), max(nums) + 1)):

@@ -30,7 +30,7 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import liblog, tasking
+from fleet.cli import liblog, reader_gone, tasking
 from fleet.errors import EXIT_BAD_INPUT
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
@@ -215,7 +215,10 @@ def main() -> None:
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
     liblog.install()
-    FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
+    try:
+        FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
+    except BrokenPipeError:  # `fleet --help | head -5`: invoke's own help, list and version, the reader gone
+        reader_gone(sys.stdout)
 
 
 if __name__ == "__main__":

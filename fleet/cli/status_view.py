@@ -157,8 +157,10 @@ def render_detail(r: HostStatus, console: Console) -> None:
         console.print(f"    [red]{escape(fault)}[/]", highlight=False)
     for note in r.gpu_notes:
         console.print(f"    [yellow]{escape(note)}[/]", highlight=False)
-    console.print(f"  {'Xid since boot:':<22} " + (escape(r.kernel_log or "-") if not r.xid else
-                  f"{sum(e.count for e in r.xid)} ({escape(r.kernel_log or '?')})"), highlight=False)
+    read = r.kernel_log in ("journalctl", "dmesg")  # else why it could not be read (or not asked)
+    said = (f"{sum(e.count for e in r.xid)} (read from {r.kernel_log})" if r.xid else
+            f"none (read from {r.kernel_log})" if read else escape(r.kernel_log or "-"))
+    console.print(f"  {'Xid since boot:':<22} {said}", highlight=False)
     for e in r.xid:
         gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
         console.print(f"    Xid {e.code} on {escape(gpu)} x{e.count}, last: {escape(e.last)}",

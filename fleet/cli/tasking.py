@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import shutil
 import sys
 import textwrap
@@ -59,6 +60,14 @@ EXIT_CODES = (
 EXIT_CODES_HELP = "Exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in EXIT_CODES)
 BINARY = ["inv"]  # what usage lines call the program: `fleet` when fleet.cli.program runs the tasks
 HELP_HELP = "show this help and exit (nothing is read or contacted)"
+_COMMAND = re.compile(r"(?<![\w./-])inv(?= [a-z][\w.-]*)")  # `inv deploy`, not a path's .venv/bin/inv
+
+
+def as_run(line: str, binary: str | None = None) -> str:
+    """A line fleet prints that names a command (`inv deploy ...`, the library's advice included) as the program the
+    operator ran (`binary`, default BINARY's): `fleet deploy ...` under `fleet`."""
+    binary = binary or BINARY[0]
+    return line if binary == "inv" else _COMMAND.sub(binary, line)
 
 
 def _whole(low: int, high: int, what: str) -> Callable[[str], int]:

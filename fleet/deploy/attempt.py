@@ -11,10 +11,13 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import hardware, health, restore
+from fleet.deploy.cachekey import NoKey
+from fleet.deploy.cachestore import CacheStore
 from fleet.deploy.perfgate import PerfGate
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, Planned
 from fleet.deploy.serving import Serving
+from fleet.deploy.warmstart import WarmStart
 from fleet.errors import FleetError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
@@ -24,6 +27,7 @@ from fleet.logs.rules import LogClass
 from fleet.outcomes import Outcome
 from fleet.playbook import Rung
 from fleet.progress import Progress, prefixed, ticking
+from fleet.site import find as find_site
 
 BeforeStop = Callable[[Connection], None]  # what must happen before the server first stops (out of the router)
 
@@ -38,6 +42,7 @@ class AttemptRunner:
         self.serve, self.progress, self.measure, self.before_stop = serve, progress, measure, before_stop
         self.gate = gate or serve.gate()
         self.touched = False
+        self.facts: HostFacts | None = None  # as this run probed the host: its warm start's key (issue 49)
 
     def serve_from(self, serve: Serving, gate: PerfGate) -> None:
         """The run serves from another venv (the pins'): its attempts, and their gate, go there."""
@@ -73,13 +78,19 @@ class AttemptRunner:
         except restore.InstallError as exc:  # e.g. a full disk: the next rung or the fall-back puts a release back
             return Attempt(rung.name, Outcome.INSTALL_FAILED, str(exc), time.monotonic() - start), planned
         run.event("installed", rung=rung.name, files=release.files)
-        cursor = journal.cursor(conn, host)
-        restore.restart(conn, host, serve.unit)
-        run.event("restarted", rung=rung.name)
-        say("started; following the journal")
-        outcome, evidence = journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang)
+        warm = self.warm_start(rung, planned, say)
+        if warm is not None:
+            warm.before_start(conn, host, say)
+        outcome, evidence = self._start(conn, run, rung, sglang, say)
+        if outcome != Outcome.READY and warm is not None and warm.without_cache(conn, host, say):
+            run.event("cold-retry", rung=rung.name, evidence=evidence)
+            stop_and_empty_gpus(conn, host, serve.unit, serve.book.budgets.stop, say)
+            outcome, evidence = self._start(conn, run, rung, sglang, say)
         if outcome == Outcome.READY:
             outcome, evidence = health.verify(conn, host, serve.book, say)
+        if outcome == Outcome.READY and warm is not None:
+            warm.check_used(conn, host, say)
+            warm.after_serving(conn, host, say)
         record = None
         measure = measure if measure is not None else self.measure
         measure = measure if measure is not None else bool(serve.book.bench and serve.book.bench.gate)
@@ -88,6 +99,27 @@ class AttemptRunner:
         run.event("attempt", rung=rung.name, outcome=outcome, evidence=evidence)
         say(f"{outcome}: {evidence}")
         return Attempt(rung.name, outcome, evidence, time.monotonic() - start, record), planned
+
+    def _start(self, conn: Connection, run: ReleaseRun, rung: Rung, sglang: str | None,
+               say: Callable[[str], None]) -> tuple[str, str]:
+        serve, host = self.serve, self.serve.host
+        cursor = journal.cursor(conn, host)
+        restore.restart(conn, host, serve.unit)
+        run.event("restarted", rung=rung.name)
+        say("started; following the journal")
+        return journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang)
+
+    def warm_start(self, rung: Rung, planned: Planned, say: Callable[[str], None]) -> WarmStart | None:
+        """The warm start of this attempt, when the playbook asks for one and the host has a key."""
+        if not self.serve.book.serve.warm_start or self.facts is None:
+            return None
+        store = CacheStore(find_site().state / "kcache")
+        got = WarmStart.of(store, self.facts, list(rung.patches), planned.argv, planned.env, self.serve.venv,
+                           self.serve.book.serve.user)
+        if isinstance(got, NoKey):
+            say(f"cold start: no cache key ({got.reason})")
+            return None
+        return got
 
     def judge_hardware(self, conn: Connection, run: ReleaseRun, attempt: Attempt, facts: HostFacts) -> bool:
         """An attempt that did not serve, and the hardware failed under it: it becomes GPU_FAULT (True), which

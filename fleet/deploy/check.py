@@ -34,7 +34,7 @@ from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Rung
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
@@ -86,6 +86,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         out.problems += [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
+        _check_raw_sections(c, doc.data, err, hosts)
         out.problems.sort(key=lambda p: p.line)
         return out
     found = playbook_problems(doc, book, known_classes, known_patches)
@@ -134,6 +135,33 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
     written = {pins.canonical(k): k for k in raw}
     for dist, problem in pin_problems(packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+
+
+def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
+    """A playbook the schema refused: the rules of serve (the exposure rule) and of the router (against serve and
+    the inventory) run all the same where their sections hold up on their own; a serve section refused only for
+    its env (said already) is judged without it."""
+    if not isinstance(data, dict):
+        return
+    refused = {tuple(e["loc"][:2]) for e in err.errors()}
+    serve = router = None
+    raw = data.get("serve", {})
+    if isinstance(raw, dict) and not refused & {("serve", k) for k in raw} - {("serve", "env"),
+                                                                                ("serve", "secret_env")}:
+        fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env")}
+        try:
+            serve = Serve.model_validate(fields)
+        except ValidationError as hidden:  # a rule of the whole section, which its env kept from running
+            for e in hidden.errors() if ("serve",) not in refused else ():
+                c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
+            serve = Serve.model_construct(**fields)  # each field held up: the router is judged against them
+    raw = data.get("router")
+    if isinstance(raw, dict) and not any(loc[0] == "router" for loc in refused):
+        router = Router.model_validate(raw)
+        if hosts is not None and router.host not in hosts:
+            c.error(("router", "host"), f"{router.host} is no host of the inventory")
+        if serve is not None and (problem := router.problem(serve)):
+            c.error(*problem)
 
 
 def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:

@@ -111,9 +111,14 @@ class Deployer:
         preflight and are not known to fail here, in the order they are tried; and `previous` where it
         already serves exactly what would be installed (None: compare nothing, as --force)."""
         rungs, refused = self.preflight(conn, facts, self.eligible(facts))
-        rungs, remembered = fingerprint.arrange(self.book, facts, rungs, self.progress)
+        said: list[str] = []
+        rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
         serves = previous if previous is not None and self.serves(conn, facts, rungs, previous) else None
+        skips = {f"rung {name}: {why}" for name, why in remembered}
+        for line in said:  # the order of attempts ("trying it again") only where this deploy makes attempts
+            if serves is None or line in skips:
+                self.progress(line)
         return Plan(rungs, refused, serves)
 
     def serves(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> bool:
@@ -264,6 +269,7 @@ class Deployer:
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
+            self.runner.facts = self.facts or facts
             attempt, planned = self.runner.attempt(conn, run, rung, sglang_version(self.facts))
             self.runner.judge_hardware(conn, run, attempt, facts)
             result.attempts.append(attempt)

@@ -288,5 +288,7 @@ def break_lock(conn: Connection, host: Host, token: str) -> None:
     if (why := token_problem(token)):
         raise InputError(f"{host.name}: {why}; nothing was changed")
     if not _remove_if_token(conn, host, token):
+        if not remote.run(conn, host, f"test -e {shlex.quote(LOCK_DIR)}", timeout=30).ok:
+            raise HostLockError(f"{host.name}: not locked (no {LOCK_DIR}): nothing to unlock, nothing was changed")
         raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
                             f"now {describe(read_owner(conn, host))}")

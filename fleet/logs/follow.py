@@ -36,6 +36,7 @@ class LogLine:
     time: str | None
     text: str
     event: Event | None
+    process: str | None = None  # the journal's 'python[342]': each rank is a process of its own (fleet.logs.ranks)
 
 
 def check_since(since: str | None) -> str | None:
@@ -92,8 +93,14 @@ def is_separator(line: str) -> bool:
 
 def split_time(line: str) -> tuple[str | None, str]:
     """`2026-11-30T13:05:39+0000 host proc[pid]: text` -> (time, text)."""
-    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) \S+ [^:]+: (.*)$", line)
-    return (m.group(1), m.group(2)) if m else (None, line)
+    when, _, text = split_line(line)
+    return when, text
+
+
+def split_line(line: str) -> tuple[str | None, str | None, str]:
+    """`2026-11-30T13:05:39+0000 host proc[pid]: text` -> (time, 'proc[pid]', text)."""
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) \S+ ([^:]+): (.*)$", line)
+    return (m.group(1), m.group(2), m.group(3)) if m else (None, None, line)
 
 
 def _serving(conn: Connection, host: Host) -> tuple[str | None, str | None]:
@@ -126,16 +133,17 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
     try:
         sglang, flashinfer = _serving(conn, host)
         when: str | None = None
+        process: str | None = None
 
         def line(raw: str) -> str:
-            nonlocal when
+            nonlocal when, process
             if is_separator(raw):
                 return ""
-            when, text = split_time(raw)
-            emit(LogLine(host.name, when, text, None))
+            when, process, text = split_line(raw)
+            emit(LogLine(host.name, when, text, None, process))
             return text
 
-        watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang))),
+        watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang), process)),
                              on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
         def tick() -> ServerVerdict | None:
             if end is not None and time.monotonic() > end:

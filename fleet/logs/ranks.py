@@ -5,21 +5,38 @@ from __future__ import annotations
 
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from fleet.logs.normalise import normalise
 
 # sglang's header names the rank: "[2026-02-23 10:00:00 TP3] ", "[2026-02-23 10:00:00 DP0 TP3] "
 _TAG = re.compile(r"^\[[^\]]*?((?:\b(?:TP|DP|EP|PP|CP)\d+ ?)+)\]")
+_PID = re.compile(r"\[(\d+)\]$")  # the journal's SYSLOG_IDENTIFIER[PID]
 HOLD_S = 0.5  # how long a rank's line waits for the others' copies (they come within milliseconds)
+NEAR_S = 2.0  # copies further apart on the host's clock are other lines
+_ISO = "%Y-%m-%dT%H:%M:%S%z"  # journalctl's short-iso
+Said = tuple[str | None, str]  # a line's class and its text without the header
 
 
 def rank_of(text: str) -> str | None:
     """'TP3' (or 'DP0 TP3') of a line a rank printed; None for any other line."""
     m = _TAG.match(text)
     return m.group(1).strip() if m else None
+
+
+def printer_of(line: Any) -> str | None:
+    """Who printed a line, to tell its copies apart: the rank its header names ('TP3'), else the process the journal
+    names ('pid 342'): a traceback's lines carry no header (only the log record's first line has it), and each
+    rank is a process of its own, so the error line of a crash on TP 8 comes 8 times from 8 processes."""
+    rank = rank_of(line.text)
+    if rank is not None:
+        return rank
+    m = _PID.search(getattr(line, "process", None) or "")
+    return f"pid {m.group(1)}" if m else None
 
 
 @dataclass
@@ -34,40 +51,61 @@ class Folded:
         return max(1, len(self.ranks))
 
 
+def _near(held: Any, line: Any) -> bool:
+    """Copies of one line come within moments, on the host's clock: the same text from the next attempt's ranks
+    (their processes new, read in the same breath by `inv logs` without -f) is another line."""
+    try:
+        apart = datetime.strptime(line.time, _ISO) - datetime.strptime(held.time, _ISO)
+    except (TypeError, ValueError):  # no time, or not journalctl's short-iso: the hold alone decides
+        return True
+    return abs(apart.total_seconds()) <= NEAR_S
+
+
 class RankFolder:
     """One host's lines in, Folded out through `emit`: a rank's line is held (at most `hold_s`) until a line that
-    is not a rank's, or the same rank again, or time ends it; copies from other ranks (same text once the header
-    is gone, same class) add to its count. Not thread-safe: the caller holds its lock."""
+    is not a rank's, or time ends it; copies from other ranks (same text once the header is gone, same class) add
+    to the first held line that rank has not said yet, and the same rank saying it again is a new line, after
+    those held (a traceback repeats a frame line; its ranks' copies still fold). Not thread-safe: the caller
+    holds its lock."""
 
     def __init__(self, emit: Callable[[Folded], None], hold_s: float = HOLD_S,
                  clock: Callable[[], float] = time.monotonic):
         self.emit, self.hold_s, self.clock = emit, hold_s, clock
-        self.pending: dict[tuple[str | None, str], tuple[float, Folded]] = {}
+        self.pending: OrderedDict[int, tuple[float, Said, Folded]] = OrderedDict()  # in the order they came
+        self.copies: dict[Said, list[int]] = {}  # the held lines of each text, first first
+        self.seen = 0
 
     def add(self, line: Any) -> None:
-        rank = rank_of(line.text)
+        rank = printer_of(line)
         if rank is None:
             self.flush()
             self.emit(Folded(line))
             return
-        key = (str(line.event.log_class) if line.event else None, normalise(line.text).text)
-        held = self.pending.get(key)
-        if held is not None and rank not in held[1].ranks:
-            held[1].ranks.append(rank)
+        said = (str(line.event.log_class) if line.event else None, normalise(line.text).text)
+        held = self.copies.setdefault(said, [])
+        first = next((f for n in held if rank not in (f := self.pending[n][2]).ranks and _near(f.line, line)), None)
+        if first is not None:
+            first.ranks.append(rank)
         else:
-            if held is not None:  # the same rank says it again: a new line, after what is held
-                self.flush()
-            self.pending[key] = (self.clock(), Folded(line, [rank]))
+            self.seen += 1
+            self.pending[self.seen] = (self.clock(), said, Folded(line, [rank]))
+            held.append(self.seen)
         self.expire()
 
     def expire(self) -> None:
         """Show what has waited `hold_s`, and what came before it (the order is kept)."""
         now = self.clock()
-        keys = list(self.pending)
-        last = max((i for i, k in enumerate(keys) if now - self.pending[k][0] >= self.hold_s), default=-1)
-        for k in keys[:last + 1]:
-            self.emit(self.pending.pop(k)[1])
+        while self.pending and now - self.pending[next(iter(self.pending))][0] >= self.hold_s:
+            self._show_first()
 
     def flush(self) -> None:
-        for k in list(self.pending):
-            self.emit(self.pending.pop(k)[1])
+        while self.pending:
+            self._show_first()
+
+    def _show_first(self) -> None:
+        _, (_, said, folded) = self.pending.popitem(last=False)
+        held = self.copies[said]
+        held.pop(0)
+        if not held:
+            del self.copies[said]
+        self.emit(folded)

@@ -1,10 +1,12 @@
 """A canary window: the canary hosts (the new release) against baseline hosts (the old), on the same traffic.
 
-In order: the numerics gate (the first canary's greedy answers against the first baseline's, before any traffic),
-the canaries' hardware read, then looks of `window` seconds: fleet's own load at one fixed rate on every canary
-and baseline host at once, the samples judged (fleet.deploy.judge) after each look, until a final verdict; a
-hardware fault new on a canary host since the window began (fleet.deploy.hardware.new_faults) fails it at that
-look. What the hosts are asked goes through `Traffic` (sessions in production, a fake in tests).
+In order: the hardware of every canary and candidate baseline host read, the baselines chosen among those of the
+canary's hardware (`alike`: its GPUs, their count and SMs, the interconnect; others only where none is), the
+numerics gate (the first canary's greedy answers against the first baseline's, before any traffic), then looks
+of `window` seconds: fleet's own load at one fixed rate on every canary and baseline host at once, the samples
+judged (fleet.deploy.judge) after each look, until a final verdict; a hardware fault new on a canary host since
+the window began (fleet.deploy.hardware.new_faults) fails it at that look. What the hosts are asked goes through
+`Traffic` (sessions in production, a fake in tests).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fleet import parallel
-from fleet.deploy import hardware, judge, numerics
+from fleet.deploy import fingerprint, hardware, judge, numerics
 from fleet.deploy.hostrun import host_run, lock_only
 from fleet.errors import FleetError
 from fleet.host import canaryrun
@@ -48,6 +50,7 @@ class CanaryResult:
     verdict: judge.Verdict | None = None  # None: the gate failed, no traffic was sent
     faults: tuple[str, ...] = ()  # "host: fault" new on a canary host during the window
     recorded: judge.Recorded | None = None
+    baselines: tuple[str, ...] = ()  # the baseline hosts judged against
 
     @property
     def ok(self) -> bool:
@@ -58,7 +61,8 @@ class CanaryResult:
         return {"ok": self.ok, "reasons": self.reasons(),
                 "numerics": {"ok": self.numerics.ok, "compared": self.numerics.compared,
                              "parted": self.numerics.reasons()},
-                "verdict": self.verdict.to_json() if self.verdict else None, "faults": list(self.faults)}
+                "verdict": self.verdict.to_json() if self.verdict else None, "faults": list(self.faults),
+                "baselines": list(self.baselines)}
 
     def save(self, folder: Path, release: str) -> Path | None:
         """The recording (policy, samples, verdict) as `folder/<release>.json`, for `judge.replay`; None when no
@@ -83,18 +87,41 @@ class CanaryResult:
         return out
 
 
-def run(canaries: Sequence[Host], baselines: Sequence[Host], policy: Canary, traffic: Traffic, rate: float,
-        say: Callable[[str], None] = lambda _: None) -> CanaryResult:
-    """The canary window (see the module's docstring); `rate`: requests a second on each host."""
+def _hardware(facts: HostFacts) -> tuple[object, ...]:
+    fp = fingerprint.of(facts)
+    return fp.gpu, fp.count, fp.sm, fp.interconnect
+
+
+def alike(canaries: Sequence[Host], candidates: Sequence[Host], facts: dict[str, HostFacts],
+          per_canary: int = 1) -> list[Host]:
+    """Up to `per_canary` baselines for each canary among `candidates` (in their order) of the canary's hardware
+    (a canary's latency is judged against the same GPUs' only); where none is, the first candidates, as many."""
+    chosen: list[Host] = []
+    for c in canaries:
+        same = [h for h in candidates if h not in chosen and _hardware(facts[h.name]) == _hardware(facts[c.name])]
+        chosen += same[:per_canary]
+    return chosen or list(candidates[:per_canary * len(canaries)])
+
+
+def run(canaries: Sequence[Host], candidates: Sequence[Host], policy: Canary, traffic: Traffic, rate: float,
+        say: Callable[[str], None] = lambda _: None, per_canary: int = 1) -> CanaryResult:
+    """The canary window (see the module's docstring) against baselines chosen among `candidates` (`alike`);
+    `rate`: requests a second on each host."""
+    hosts = [*canaries, *candidates]
+    facts = {h.name: f for h, f in zip(hosts, _probe_all(hosts, traffic), strict=True)}
+    baselines = alike(canaries, candidates, facts, per_canary)
+    if any(_hardware(facts[b.name]) != _hardware(facts[canaries[0].name]) for b in baselines):
+        say(f"no baseline host has {canaries[0].name}'s hardware: judged against {baselines[0].name} all the same")
     new = traffic.answers(canaries[0], policy.prompts, policy.answer_tokens)
     old = traffic.answers(baselines[0], policy.prompts, policy.answer_tokens)
     gate = numerics.compare(old, new, policy.match_tokens, policy.max_mismatch)
+    names = tuple(b.name for b in baselines)
     if not gate.ok:
-        return CanaryResult(gate)
+        return CanaryResult(gate, baselines=names)
     say(f"numerics: {gate.compared} greedy answers alike; traffic at {rate:g}/s on "
-        f"{len(canaries)} canary and {len(baselines)} baseline hosts")
-    before = {h.name: traffic.probe(h) for h in canaries}
-    hosts, new_ones = [*canaries, *baselines], {h.name for h in canaries}
+        f"{len(canaries)} canary and {len(baselines)} baseline hosts ({', '.join(names)})")
+    before = {h.name: facts[h.name] for h in canaries}
+    hosts, new_ones = [*canaries, *baselines], {h.name for h in canaries}  # the window's hosts
     base: list[judge.Sample] = []
     mine: list[judge.Sample] = []
     verdict, faults = None, []
@@ -117,7 +144,14 @@ def run(canaries: Sequence[Host], baselines: Sequence[Host], policy: Canary, tra
     for h in canaries:  # in the new release, before any put-back: `inv history` shows it
         if (where := traffic.record(h, verdict)) is not None:
             say(f"{h.name}: the verdict is recorded in release {where}")
-    return CanaryResult(gate, verdict, tuple(faults), judge.Recorded(policy, tuple(base), tuple(mine), verdict))
+    return CanaryResult(gate, verdict, tuple(faults), judge.Recorded(policy, tuple(base), tuple(mine), verdict),
+                        names)
+
+
+def _probe_all(hosts: Sequence[Host], traffic: Traffic) -> list[HostFacts]:
+    """Each host's facts; one that could not be read is a host of unknown hardware (no GPUs)."""
+    return [o.value if o.ok and o.value is not None else HostFacts(host=h.name, address=h.address, ok=False)
+            for h, o in zip(hosts, parallel.run_all(hosts, traffic.probe), strict=True)]
 
 
 class SessionTraffic:

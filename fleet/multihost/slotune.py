@@ -190,6 +190,7 @@ class SloTuner(Tuner):
             self.hooks.take_out(self.host, conn, self.progress)
         run = host_run.open_release(store, release, tune=True, rungs=[])
         result.release = release.id
+        self.runner.facts = facts  # the key of each trial's warm start (serve.warm_start)
         try:
             return self._search(conn, run, facts, space, result, previous)
         except ConnectionLost:

@@ -369,6 +369,7 @@ class Tuner:
         store, release = run.store, run.release
         planned = {}
         fault = False
+        self.runner.facts = facts  # the key of each trial's warm start (serve.warm_start)
         try:
             with parallel.interruptible():  # Ctrl-C is taken between steps (fleet.parallel.checkpoint)
                 for rung in rungs:

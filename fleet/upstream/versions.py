@@ -47,6 +47,13 @@ def parse_range(spec: str) -> SpecifierSet:
     return SpecifierSet(spec)
 
 
+def checked_range(spec: str | None) -> str | None:
+    """The range as written, once parse_range takes it (a playbook keeps its own text)."""
+    if spec is not None:
+        parse_range(spec)
+    return spec
+
+
 def _holds(clause: Specifier, version: Version) -> bool:
     ordered = _ORDERED.get(clause.operator)
     if ordered is None:  # ==, !=, ~=, ===: PEP 440's own rules (local labels, zero padding, wildcards)

@@ -329,7 +329,10 @@ def test_logs_show_host_time_fold_rank_copies_and_take_lines_and_a_clock_time(se
     assert proc.returncode == 1 and rows and all(r["time"] for r in rows), proc.stderr[-2000:]
     folded = [r for r in rows if r["count"] > 1]
     assert folded and max(r["count"] for r in folded) == 8, [r["text"] for r in rows][:40]
-    assert all(r["count"] == len(r["ranks"]) and r["ranks"][0].startswith("TP") for r in folded)
+    assert all(r["count"] == len(r["ranks"]) and r["ranks"][0].startswith(("TP", "pid ")) for r in folded)
+    # a traceback's lines carry no rank header: the error line, once per rank's process, is shown once too
+    crash = [r for r in rows if r["class"] == "TMA_FAILURE" and r["severity"] == "fatal"]
+    assert crash and all(r["count"] == 8 and r["ranks"][0].startswith("pid ") for r in crash), crash
     text = inv(sandbox, "logs", "--host", "sbx0").stdout
     assert re.search(r"^sbx0 \d\d-\d\d \d\d:\d\d:\d\d .*\[x8: TP0-TP7\]$", text, re.M), text[-3000:]
     last = inv(sandbox, "logs", "--host", "sbx0", "--lines", "5", "--json")

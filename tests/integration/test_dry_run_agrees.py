@@ -32,11 +32,17 @@ def test_the_dry_run_says_what_the_deploy_then_does(sandbox, sandbox_inventory, 
     inventory = _inventory(sandbox, tmp_path / "inventory" / "hosts.yaml", "one")
     book = llama_playbook(tmp_path, LADDER, name="llama-agrees")
     env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+    said: list[str] = []  # each run's stderr
 
     def run(*args) -> dict:
         proc = inv_at(inventory, "deploy", "--host", HOST, "--playbook", str(book), *args, "--json", env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout)
+        out = json.loads(proc.stdout)
+        # what it says is what it does: no "trying it again" before "nothing to do" (the newcomer's second hour)
+        unchanged = out.get("unchanged") or out["status"] == "unchanged"
+        assert not (unchanged and "trying it" in proc.stderr), proc.stderr[-3000:]
+        said.append(proc.stderr)
+        return out
 
     def both(*args) -> tuple[dict, dict]:
         """The dry run, then the deploy it planned; they must agree."""
@@ -60,6 +66,7 @@ def test_the_dry_run_says_what_the_deploy_then_does(sandbox, sandbox_inventory, 
 
     _inventory(sandbox, inventory, "two")  # the host's env changed in the inventory only
     dry, done = both()  # too-greedy, seen to fail once, is tried again first: its second sighting
+    assert all("too-greedy: seen to fail on this hardware" in err and "trying it again" in err for err in said[-2:])
     assert not dry["unchanged"] and "+FLEET_TEST_MARKER=\"two\"" in dry["diff"], dry
     assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
     assert "FLEET_TEST_MARKER=\"two\"" in sh(sandbox_inventory, HOST, "cat /etc/fleet/sglang.env")

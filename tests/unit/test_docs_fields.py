@@ -84,3 +84,22 @@ def test_every_failure_class_and_deploy_outcome_has_its_troubleshooting_section(
         body = re.search(rf"^### `{name}`\n(.*?)(?=^#|\Z)", text, re.M | re.S).group(1)
         for part in ("On real hardware", "What fleet does", "By hand"):
             assert f"**{part}**" in body, f"troubleshooting.md {name}: no '{part}'"
+
+
+def test_every_inventory_key_is_in_the_inventory_readme_s_example():
+    """Issue 46 finding 8, the newcomer's second hour: inventory/README.md, the page a new operator copies from,
+    still called `vars` free-form and never named `vars.env`, the one key of it fleet reads (it overrides the
+    playbook's env). Every key the inventory's schema takes is in its example, `vars.env` with where its
+    precedence is stated."""
+    from fleet.inventory import GroupEntry, HostEntry, HostVars, InventoryFile
+
+    readme = (DOCS.parent / "inventory" / "README.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", readme, re.S).group(1)
+    keys = {*InventoryFile.model_fields, *HostEntry.model_fields, *GroupEntry.model_fields}
+    missing = sorted(k for k in keys if not re.search(rf"^\s*(?:# )?{k}:", example, re.M))
+    assert not missing, f"inventory/README.md's example lacks: {missing}"
+    vars_block = re.search(r"^(\s*)vars:.*\n((?:\1\s+.*\n)*)", example, re.M).group(2)
+    for key in HostVars.model_fields:  # the keys of vars fleet itself reads
+        assert re.search(rf"^\s*{key}:", vars_block, re.M), f"the example's vars has no {key}: {vars_block!r}"
+    assert "playbooks.md#environment-who-wins" in readme
+    assert "free-form variables" not in example

@@ -74,6 +74,10 @@ def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(
     ("defaults:\n  vars: {env: {A: {nested: 1}}}\n", r"hosts.yaml:2: defaults.vars.env: env A: a value is text"),
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    vars:\n      env: {A: \"x\\ny\"}\n",
      r"hosts.yaml:5: hosts.h1.vars.env: .*env A: .*newline"),
+    # every variable said at once (the newcomer's second hour: fixing one name revealed the next value)
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    vars:\n      env: {BAD-NAME: x, A: \"x\\ny\", B: [1]}\n",
+     r"hosts.yaml:5: hosts.h1.vars.env: environment variable name 'BAD-NAME' is not valid; env A: .*newline.*; "
+     r"env B: a value is text"),
 ])
 def test_bad_inventory_gives_one_line_error_with_file_line_and_key(tmp_path, text, expected):
     path = write(tmp_path, "hosts.yaml", text)

@@ -27,7 +27,9 @@ NOT_THEIRS = {
                                                     "log line (real sglang answers with pydantic's words)",
     },
     "server_args.py": {r"^No CUDA GPUs are available$": "torch (torch/cuda/__init__.py _lazy_init)"},
-    "core.py": {r"^\[\{\}/\{\}\] c\+\+ -shared": "ninja -v echoing build.ninja's link rule (FLASHINFER_JIT_VERBOSE=1)"},
+    "core.py": {r"^\[\{\}/\{\}\] c\+\+ -shared": "ninja -v echoing build.ninja's link rule (FLASHINFER_JIT_VERBOSE=1)",
+                r"^\{\}: file too short$": "glibc's dlopen refusing a truncated shared object (tvm_ffi.load_module, "
+                                            "flashinfer 0.6.3 jit/core.py l.305-306, passes it on; inferred)"},
 }
 
 

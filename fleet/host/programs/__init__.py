@@ -19,6 +19,8 @@ save the launcher, which a unit starts.
     venv_prune.sh   the venvs no kept release names, dropped (fleet.host.venvs)
     canary_load.py  a canary's traffic: requests at a fixed rate to the local server, each timed (fleet.deploy.judge
                     reads the samples), or the greedy answers to prompts (fleet.deploy.numerics)
+    kcache.py       compile and tune caches: collected as a bounded tar, placed after a checksum by rename,
+                    cleared (fleet.host.kcache)
     launch.py       installed as /var/lib/fleet/bin/fleet-launch where a server has an API key: hands the
                     key to the server inside its process and masks it in its output (fleet.host.render)
 
@@ -34,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
-           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py")
+           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py")
 _INCLUDE = "#@include "
 
 

@@ -4,6 +4,7 @@ anything changed (a `--to` that is no release id), 130 interrupted."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import threading
@@ -87,6 +88,21 @@ def test_logs_exit_1_when_they_show_a_fatal_line(case, lines, only, code, as_jso
     assert ("fatal lines (exit 1): sbx0: " in err) == (code == 1)
 
 
+def test_logs_count_the_fatal_lines_they_show_not_each_rank_s_copy(capsys):
+    """The README tour's crash: 8 processes' copies of the TMA error, shown as one line, were said as 8."""
+    copies = [LogLine("sbx0", None, "RuntimeError: TMA", _event(Severity.FATAL), f"python[{pid}]")  # type: ignore[arg-type]
+              for pid in range(340, 348)]
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        for line in copies:
+            emit(line)
+
+    console = SimpleNamespace(print=lambda *a, **k: None)
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, "fatal", False, console,  # type: ignore[list-item, arg-type]
+                    read=stream) == 1
+    assert capsys.readouterr().err == "fleet: fatal lines (exit 1): sbx0: 1\n"
+
+
 @pytest.mark.parametrize("to", ["nonsense", "", "../../../../tmp/x", "2026-12-02", "latest", "before_fleet",
                                 f"{RELEASE} ", "20261202T142659Z"])
 def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to, tmp_path):
@@ -118,3 +134,21 @@ def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, 
     assert probe.command([], None, True) == code  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
+
+
+def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():
+    """The newcomer's second hour: a host that took the connection and sent no banner was one 200-column line in
+    `inv logs` (every other task folds its sentences to the terminal, docs/cli.md#width)."""
+    from rich.console import Console
+
+    from fleet.errors import FleetError
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        raise FleetError("mute (root@127.0.0.1:2299): took the connection but sent no SSH banner within 10s (a "
+                         "wedged sshd, MaxStartups, a middlebox, or no SSH server on that port); check sshd there")
+
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    assert logs.run([SimpleNamespace(name="mute")], None, False, None, None, False, console,  # type: ignore[list-item, arg-type]
+                    read=stream) == 1
+    lines = console.export_text().splitlines()
+    assert len(lines) > 1 and max(len(line) for line in lines) <= 80 and "no SSH banner" in " ".join(lines)

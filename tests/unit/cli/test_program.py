@@ -4,6 +4,7 @@ runs them: the venv's `inv` and `fleet` scripts, in a fresh process each, from a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -63,6 +64,33 @@ def test_fleet_names_itself_in_the_error(tmp_path):
     done = run("fleet", "deploy", "--hots", "x", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (2, "error: fleet deploy: no such option --hots; did you mean --host? "
                                                  "(`fleet deploy --help` lists its options)\n")
+
+
+def test_fleet_names_itself_in_a_task_s_own_error_lines(tmp_path):
+    """The newcomer's second hour: parse errors said `fleet`, but a task's own refusals (and the library's
+    advice in them) said `inv deploy ...`, a command the operator who typed `fleet` may not have."""
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("hosts:\n  a: {address: 127.0.0.1}\n  b: {address: 127.0.0.2}\n")
+    done = run("fleet", "deploy", "-i", str(inventory), "-H", "a", "-H", "b", "-p", "glm5-nvfp4", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: fleet deploy would change 2 hosts (a, b): no terminal to ask on; pass --yes to " \
+                          "go ahead\n"
+    done = run("inv", "deploy", "-i", str(inventory), "-H", "a", "-H", "b", "-p", "glm5-nvfp4", cwd=tmp_path)
+    assert done.stderr.startswith("error: inv deploy would change 2 hosts")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--list"], ["deploy", "--help"], ["--version"]])
+def test_help_to_a_reader_already_gone_is_no_traceback(args):
+    """`fleet --help | head -5` printed a BrokenPipeError traceback from invoke's help (when head had gone before
+    the rest was written); now what is left is dropped, exit 0, as the tasks' own output does."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run([str(BIN / "fleet"), *args], cwd=REPO, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 # invoke's core options, which act on shell commands run through invoke (fleet runs none): `fleet --dry deploy`

@@ -136,6 +136,14 @@ def test_history_of_releases_that_recorded_no_versions_has_no_versions_column():
     assert not any("sglang/flashinfer" in line for line in lines)
 
 
+@pytest.mark.parametrize("width", [80, 200])
+def test_history_of_a_host_fleet_never_deployed_to_is_one_line(width):
+    """The newcomer's second hour: `inv history` over the tour's fleet drew sbx1's empty table as a title folded
+    into a 7-character column ('sbx1:', 'release', 's', '(newest', 'last)', 'release')."""
+    assert drawn(width, lambda c: deploy_view.render_history("sbx1", [], None, c)) == [
+        "sbx1: no releases (fleet has not deployed here)"]
+
+
 def test_bench_gpus_have_a_bar_of_power_against_the_limit_at_80_columns():
     result = bench.parse((FIXTURES / "bench/sglang-v0.5.9.txt").read_text())
     power = bench.parse_power((FIXTURES / "bench/nvidia-smi-samples.txt").read_text())

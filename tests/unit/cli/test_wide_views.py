@@ -237,6 +237,23 @@ def test_a_raw_table_is_printed_at_its_full_measured_width_title_and_caption_inc
     assert all(len(line) <= 40 for line in console.export_text().splitlines())
 
 
+def test_a_long_caption_never_pads_out_the_columns_with_wide():
+    """The newcomer's second hour: `inv probe --wide` with one host unreachable drew every row 174 columns wide,
+    each column padded out to the length of the error sentence under the table."""
+    from rich.table import Table
+
+    table = Table(caption="sbx1: " + "timed out " * 16, box=None)
+    table.add_column("host")
+    table.add_column("GPUs")
+    table.add_row("sbx0", "8x B200")
+    console = Console(width=40, record=True, file=io.StringIO(), color_system=None)
+    fit.emit(console, table, wide=True)
+    lines = console.export_text().splitlines()
+    row = next(line for line in lines if line.strip().startswith("sbx0"))
+    assert len(row) < 20, row
+    assert any(line.startswith("sbx1: timed out") and len(line.rstrip()) > 150 for line in lines), lines
+
+
 def test_a_probe_error_that_looks_like_markup_is_shown_as_sent():
     """Host text in the caption is data: `[/]` from a host neither vanishes nor raises a MarkupError."""
     assert "connection timed out after 5 s [/] (no" in "\n".join(drawn(80, lambda c: probe_view.render(probed(), c)))

@@ -167,6 +167,25 @@ def test_every_problem_of_every_kind_is_found_in_one_pass(tmp_path, corpus_of):
                                                             "ladder.1.patches", "packages.flashinfer_python"], refused
 
 
+def test_a_schema_error_hides_no_rule_of_the_sections_that_hold_up(tmp_path):
+    """Issue 46 finding 7, the newcomer's second hour: fixing one problem revealed the next, three rounds: a literal
+    secret hid a bad variable name of the same env, a bad env hid the exposure rule of its serve section, and
+    any schema error hid the router's rules (its host not in the inventory, its port the server's)."""
+    book = BOOK.replace("name: t", "name: t\nserve:\n  host: 0.0.0.0\n  env: {HF_TOKEN: hf_abcdefghijklmnopqrstuvw"
+                        "xyz0123, bad name: x}\nrouter: {host: nosuchhost, port: 30000}")
+    found = lines(run(tmp_path, book, hosts={"sbx0"}))
+    assert [line.split(": ", 2)[1] for line in found] == ["serve", "serve.env", "router.host", "router.port"], found
+    assert "'bad name' is not valid" in found[1] and "HF_TOKEN: a literal secret" in found[1]
+    assert "listens beyond loopback" in found[0]
+    # the sections' rules are not guessed where the section itself was refused
+    refused = lines(run(tmp_path, book.replace("port: 30000}", "port: 99999}"), hosts={"sbx0"}))
+    assert [line.split(": ", 2)[1] for line in refused] == ["serve", "serve.env", "router.port"], refused
+    # the exposure rule said by the schema, another section refused: the router's rules still run
+    clean_env = re.sub(r"env: \{.*\}", "env: {X: y}", book)
+    alone = lines(run(tmp_path, clean_env.replace("name: t", "name: t\ncolour: red"), hosts={"sbx0"}))
+    assert [line.split(": ", 2)[1] for line in alone] == ["colour", "serve", "router.host", "router.port"], alone
+
+
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first

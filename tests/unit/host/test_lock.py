@@ -83,6 +83,15 @@ def test_unlock_removes_the_lock_only_for_its_exact_token(lock_dir):
     assert not lock_dir.exists()
 
 
+def test_unlock_of_a_host_nobody_locked_says_so(lock_dir):
+    """The newcomer's second hour: `inv unlock -H sbx0 --token T` on a host with no lock said the lock 'does not
+    carry token T; now held by an unknown owner (owner.json missing or unreadable ...)': nobody held it."""
+    with pytest.raises(hostlock.HostLockError) as err:
+        hostlock.break_lock(None, HOST, "0e" * 16)
+    assert str(err.value) == f"h1: not locked (no {lock_dir}): nothing to unlock, nothing was changed"
+    assert not lock_dir.exists()
+
+
 def test_a_clone_s_live_lock_is_refused_and_kept(lock_dir):
     lock_dir.mkdir(parents=True)
     clone = _owner(machine_id=None, boot_id="another-boot", pid=DEAD_PID)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import InputError
-from fleet.logs.follow import LogLine, check_lines, check_since, is_separator, split_time
+from fleet.logs.follow import LogLine, check_lines, check_since, is_separator, split_line, split_time
 from fleet.logs.ranks import Folded, RankFolder, rank_of
 
 CRASH = (Path(__file__).resolve().parents[2] / "fixtures/logs/sglang_sm120_allreduce_fusion_crash.log").read_text()
@@ -41,6 +41,33 @@ def test_a_line_every_rank_prints_is_shown_once_with_its_ranks():
     folder.expire()
     assert [(f.count, f.ranks[:2]) for f in out] == [(1, []), (8, ["TP0", "TP1"])]
     assert out[1].line.text == said
+
+
+def test_a_traceback_line_every_rank_s_process_prints_is_shown_once():
+    """The newcomer's second hour: the README tour's `inv logs --only fatal` showed the TMA RuntimeError 8 times.
+    Only a log record's first line has sglang's rank header; the traceback under it (the recorded crash's
+    `RuntimeError: ...`, line 17) has none, so each of the 8 ranks' copies came alone. Each rank is a process of
+    its own, which the journal names (`python[342]`): the copies of one process each are folded."""
+    error = next(line for line in CRASH.splitlines() if line.startswith("RuntimeError:"))
+    assert rank_of(error) is None
+    out: list[Folded] = []
+    clock = Clock()
+    folder = RankFolder(out.append, clock=clock)
+    frame = "1       0x7c6dd0a58b16 tensorrt_llm::common::throwRuntimeError(char const*, int)"  # twice in each
+    journal = [f"2026-03-02T11:41:43+0000 sbx0 python[{pid}]: {text}" for pid in range(342, 350)
+               for text in (frame, error, frame)]
+    for raw in journal + ["2026-03-02T11:41:43+0000 sbx0 python[342]: " + error]:  # 342 says it again: new
+        when, process, text = split_line(raw)
+        folder.add(LogLine("sbx0", when, text, None, process))
+    # the next attempt's ranks (new processes) say it 12 s later on the host's clock, read in the same breath
+    for pid in (400, 401):
+        folder.add(LogLine("sbx0", "2026-03-02T11:41:55+0000", error, None, f"python[{pid}]"))
+    clock.now += 0.6
+    folder.expire()
+    errors = [(f.count, f.ranks[:2]) for f in out if f.line.text == error]
+    assert errors == [(8, ["pid 342", "pid 343"]), (1, ["pid 342"]), (2, ["pid 400", "pid 401"])], errors
+    assert split_line("2026-12-05T02:56:32+0000 sbx0 python3[812]: ready") == (
+        "2026-12-05T02:56:32+0000", "python3[812]", "ready")
 
 
 def test_the_order_is_kept_and_a_rank_saying_it_again_is_a_new_line():
@@ -84,3 +111,11 @@ def test_journalctls_mark_between_two_boots_is_no_line_of_the_unit():
     assert not is_separator("2026-12-05T02:56:32+0000 sbx0 python3[812]: -- Boot d4b3908c65a845c3b9e5e606d56c96df --")
     assert not is_separator("-- No entries --")
     assert split_time("2026-12-05T02:56:32+0000 sbx0 python3[812]: ready") == ("2026-12-05T02:56:32+0000", "ready")
+
+
+def test_the_copies_are_named_as_ranks_or_processes():
+    from fleet.cli.logs import _ranks
+
+    assert _ranks([f"TP{i}" for i in range(8)]) == "TP0-TP7"
+    assert _ranks([f"pid {p}" for p in (345, 342, 343, 344)]) == "pids 342-345"
+    assert _ranks(["pid 342", "pid 400"]) == "pids 342 400"

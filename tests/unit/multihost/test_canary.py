@@ -20,8 +20,8 @@ XID79 = "[  812.10] NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off th
 PROMPTS = ["2+2=", "rivers"]
 
 
-def facts(*events: XidEvent) -> HostFacts:
-    gpus = [Gpu(index=0, pci_bus_id="00000000:01:00.0", health=GpuHealth(recovery_action="none"))]
+def facts(*events: XidEvent, gpu: str = "NVIDIA H100 80GB HBM3") -> HostFacts:
+    gpus = [Gpu(index=0, name=gpu, sm=90, pci_bus_id="00000000:01:00.0", health=GpuHealth(recovery_action="none"))]
     return HostFacts(host="h", address="a", gpus=gpus, kernel_log=KernelLog(source="dmesg", events=list(events)))
 
 
@@ -29,8 +29,10 @@ class FakeTraffic:
     """Hosts named new-* serve the new release: `slower` and `differ` as the simulator plays them; `xid_after`
     probes of a new host, a hardware Xid appears there."""
 
-    def __init__(self, slower: float = 0.0, differ: bool = False, xid_after: int | None = None) -> None:
+    def __init__(self, slower: float = 0.0, differ: bool = False, xid_after: int | None = None,
+                 gpus: dict[str, str] | None = None) -> None:
         self.slower, self.differ, self.xid_after = slower, differ, xid_after
+        self.gpus = gpus or {}  # host: its GPU model, where not an H100
         self.loads: list[tuple[str, float, int]] = []
         self.recorded: list[tuple[str, Decision]] = []
         self.probes = 0
@@ -53,7 +55,7 @@ class FakeTraffic:
         self.probes += 1
         if self.xid_after is not None and host.name.startswith("new") and self.probes > self.xid_after:
             return facts(XidEvent(pci="0000:01:00", code=79, count=1, last=XID79, gpu_index=0))
-        return facts()
+        return facts(**({"gpu": self.gpus[host.name]} if host.name in self.gpus else {}))
 
 
 def host(name: str, i: int) -> Host:
@@ -77,7 +79,7 @@ def test_a_release_that_answers_otherwise_fails_before_any_traffic():
 
 def test_a_slower_release_fails_the_judge_at_an_early_look_on_every_hosts_same_load():
     traffic = FakeTraffic(slower=0.3)
-    result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0)
+    result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0, per_canary=2)
     assert not result.ok and result.verdict is not None and result.verdict.decision == Decision.FAIL
     assert result.verdict.look < POLICY.looks
     looks = {seed for _, _, seed in traffic.loads}
@@ -95,8 +97,26 @@ def test_an_identical_release_passes_after_the_whole_window():
 
 
 def test_a_hardware_xid_on_a_canary_during_the_window_fails_it_at_that_look():
-    traffic = FakeTraffic(xid_after=1)  # the read before the window is clean, the first look's finds Xid 79
+    traffic = FakeTraffic(xid_after=3)  # the reads before the window are clean, the first look's finds Xid 79
     result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0)
     assert not result.ok and result.verdict is not None and result.verdict.look == 1
     assert result.faults and result.faults[0].startswith("new-1: Xid 79")
     assert result.reasons()[0].startswith("hardware fault on a canary: new-1: Xid 79")
+
+
+def test_the_baseline_is_a_host_of_the_canarys_hardware_where_the_fleet_has_one():
+    # the later batches' first host has other GPUs: the canary is judged against the next, of its own
+    traffic = FakeTraffic(gpus={"old-1": "NVIDIA B200"})
+    said: list[str] = []
+    result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0, say=said.append)
+    assert result.baselines == ("old-2",) and result.to_json()["baselines"] == ["old-2"]
+    assert sorted({n for n, _, _ in traffic.loads}) == ["new-1", "old-2"]
+    assert not any(m.startswith("no baseline host") for m in said)
+
+
+def test_a_canary_whose_hardware_no_baseline_has_is_judged_against_the_first_and_says_so():
+    traffic = FakeTraffic(gpus={"new-1": "NVIDIA B200"})
+    said: list[str] = []
+    result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0, say=said.append)
+    assert result.baselines == ("old-1",)
+    assert "no baseline host has new-1's hardware: judged against old-1 all the same" in said

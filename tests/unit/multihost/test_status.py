@@ -321,3 +321,38 @@ def test_the_board_names_each_hosts_playbook_and_keeps_one_line_per_host_at_80_c
     wide = Console(width=300, record=True, file=io.StringIO(), color_system=None)
     wide.print(table_of(rows, width=300, wide=True))
     assert "llama-3.1-8b-instruct-tp2" in wide.export_text()
+
+
+def test_the_readme_s_board_is_the_board_at_80_columns():
+    """The newcomer's second hour: README's board at 80 columns still showed the columns before the playbook one
+    (gen tok/s before drift, a failure column that no longer fits); the demo's own board did not look like it."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    block = readme.split("The board at 80 columns", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    hashes = [f"{UNIT_SHA} /etc/systemd/system/sglang.service", f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"]
+    served = status.parse(dataclasses.replace(HOST, name="sbx0"),
+                          output({**MANIFEST, "id": "20261202T143355Z-2707"}, "200", hashes, "250.10, 600.00\n"))
+    served.metrics = {"sglang:gen_throughput": 0.0}
+    idle = [status.parse(dataclasses.replace(HOST, name=f"sbx{i}"), "ActiveState=inactive\n@@fleet-status@@\n\n"
+                         "@@fleet-status@@\n000\n@@fleet-status@@\n@@fleet-status@@\n") for i in (1, 2, 3)]
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(table_of([served, *idle], width=80))
+    drawn = [line.rstrip() for line in console.export_text().splitlines()]
+    assert [line.rstrip() for line in block.splitlines()] == drawn
+
+
+@pytest.mark.parametrize(("kernel_log", "xid", "said"), [
+    ("dmesg", [], "none (read from dmesg)"),
+    ("journalctl", [], "none (read from journalctl)"),
+    ("kernel log not readable: dmesg (permission denied)", [], "kernel log not readable: dmesg (permission denied)"),
+    (None, [], "-"),
+])
+def test_the_detail_says_no_xid_as_none_and_where_it_was_read(kernel_log, xid, said):
+    """The newcomer's second hour: `inv status --detail sbx0` said 'Xid since boot: dmesg', the name of the
+    kernel log it read, where it means none were found there."""
+    from fleet.cli.status_view import render_detail
+
+    st = dataclasses.replace(status.parse(HOST, output(MANIFEST, "200", [], "250.10, 600.00\n")),
+                             kernel_log=kernel_log, xid=xid)
+    console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    render_detail(st, console)
+    assert f"  Xid since boot:        {said}\n" in console.export_text()

@@ -5,6 +5,9 @@ A build is simulated faithfully where it matters: it targets the archs the modul
 -D__CUDA_ARCH__ for each target (so header edits count), takes a modelled time, and writes the
 module into the JIT cache. Like ninja with depfiles, it rebuilds when a source, an included header
 or the flags changed; a prebuilt AOT module wins over the sources (source patches ignored).
+What ninja knows of a built target sits beside it (`.ninja_log`: the digest of its inputs); ninja never
+reads the .so itself, so a truncated module whose log still matches is loaded, and fails to load
+(dlopen's "file too short"), as a real one would.
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ class JitSpec:
     @property
     def ninja_path(self) -> Path:
         return self.build_dir / "build.ninja"
+
+    @property
+    def ninja_log(self) -> Path:
+        return self.build_dir / ".ninja_log"
 
     @property
     def aot_path(self) -> Path:
@@ -158,6 +165,18 @@ class JitSpec:
         tmp = self.jit_library_path.with_suffix(".so.tmp")
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, self.jit_library_path)
+        log = self.ninja_log.with_suffix(".tmp")
+        log.write_text(digest + "\n")
+        os.replace(log, self.ninja_log)
+
+    def load_built(self, so_path: Path) -> SimModule:
+        """A module this cache built: one that does not parse is a broken shared object."""
+        try:
+            data = json.loads(so_path.read_text())
+            return SimModule(self.name, [int(a) for a in data["archs"]],
+                             {int(a): set(m) for a, m in data["present"].items()}, so_path)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+            raise OSError(f"{so_path}: file too short") from None
 
     def load(self, so_path: Path) -> SimModule:
         try:
@@ -172,7 +191,14 @@ class JitSpec:
         return SimModule(self.name, archs, present, so_path)
 
     def _cached_digest(self) -> str | None:
+        """What ninja's log says the target was built from (None: never built, or the .so is gone)."""
+        if not self.jit_library_path.exists():
+            return None
         try:
+            return self.ninja_log.read_text().strip()
+        except OSError:
+            pass
+        try:  # a cache written before the log
             return json.loads(self.jit_library_path.read_text()).get("deps")
         except (OSError, ValueError, AttributeError):
             return None
@@ -192,7 +218,7 @@ class JitSpec:
                 result = self.build(verbose)
                 self._save(result, digest)
                 _jit_log(f"built {self.name} for {self.archs} in {time.monotonic() - start:.1f} s")
-            return self.load(self.jit_library_path)
+            return self.load_built(self.jit_library_path)
 
 
 def _jit_log(line: str) -> None:

@@ -210,6 +210,13 @@ class ModelRunner:
                     _tma_tactic_warnings(skip_tactic, self.rank)
             env.sleep(90.0)
 
+    def build_attention_modules(self) -> None:
+        """flashinfer's prefill and decode modules: built (silently, as 0.6.3) unless the JIT cache has them."""
+        from flashinfer.jit.attention.modules import gen_batch_module
+
+        for kind in ("prefill", "decode"):
+            gen_batch_module(kind).build_and_load()
+
     def init_device_graphs(self) -> None:
         if self.server_args.disable_cuda_graph:
             # no capture: the first forward comes with the warm-up request
@@ -219,6 +226,8 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ first forward
     def first_forward(self, batch_sizes: list[int]) -> None:
+        if self.server_args.attention_backend == "flashinfer":  # the first forward plans: the modules load
+            self.build_attention_modules()
         if sim_release.gates_as_released():  # 0.5.2x: the backend is resolved, then add_norm's gate decides
             from sglang.srt.layers.flashinfer_comm_fusion import _resolve_backend
             from sglang.srt.layers.layer_boundary.residual.add_norm import flashinfer_ar_fusion_applies

@@ -1,0 +1,159 @@
+"""Warm starts (issue 49): before a server starts, the caches the controller's store holds for this host's key
+are put in place; after it serves, the store gets this host's caches when it has none of its key. A start that
+fails with a placed cache is retried once without it (fleet.deploy.attempt). The key: fleet.deploy.cachekey;
+the folders: each release's own (fleet.upstream.caches, playbooks/upstream/caches.yaml)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fabric import Connection
+
+from fleet.deploy.cachekey import CacheKey, NoKey, key_for, patch_digest
+from fleet.deploy.cachestore import CacheStore, Entry
+from fleet.host import kcache
+from fleet.host.facts import HostFacts
+from fleet.inventory import Host
+from fleet.patches.sets import load_sets
+from fleet.upstream import caches
+from fleet.upstream.versions import in_range
+
+Say = Callable[[str], None]
+
+
+def archs(sm: int, flashinfer: str) -> str:
+    """flashinfer's workspace folder for one SM: a major of 9 or more gets `a`; from 0.6.7 SM 12.0 is `0f`
+    (docs/FACTS.md section 3, "Arch suffixes")."""
+    major, minor = divmod(sm, 10)
+    if major == 12 and minor == 0 and in_range(flashinfer, ">=0.6.7"):
+        return "120f"
+    return f"{sm}a" if major >= 9 else str(sm)
+
+
+def folders(facts: HostFacts, env: dict[str, str], user: str) -> list[str]:
+    """The cache folders the host's release uses with this environment (empty: versions unknown)."""
+    pk = facts.packages
+    sglang = pk["sglang"].version if "sglang" in pk else None
+    flashinfer = pk["flashinfer-python"].version if "flashinfer-python" in pk else None
+    sm = facts.gpus[0].sm if facts.gpus else None
+    if not sglang or not flashinfer or sm is None:
+        return []
+    home = env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
+    places = caches.HostPlaces(home=home, tmp="/tmp", user=user, flashinfer=flashinfer,
+                               archs=archs(sm, flashinfer), sm=str(sm))
+    return sorted({str(spec.folder(env, places)) for spec in caches.for_release(sglang)})
+
+
+@dataclass
+class WarmStart:
+    """One host's warm start for one planned server."""
+
+    store: CacheStore
+    key: CacheKey
+    folders: list[str]
+    python: str
+    placed: list[str] = field(default_factory=list)
+    failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
+    modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
+
+    @classmethod
+    def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
+           venv: str, user: str) -> WarmStart | NoKey:
+        versions: dict[str, str | None] = {n: p.version for n, p in facts.packages.items()}
+        digests = tuple((p.name, patch_digest(p, versions)) for p in load_sets(patches)) if patches else ()
+        key = key_for(facts, digests, argv, env, venv)
+        if isinstance(key, NoKey):
+            return key
+        where = folders(facts, env, user)
+        if not where:
+            return NoKey("the release's cache folders are unknown")
+        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python")
+
+    def before_start(self, conn: Connection, host: Host, say: Say) -> None:
+        """The store's caches of this key in place, or nothing changed (said why)."""
+        got = self.store.get(self.key)
+        if got is None:
+            say(f"cold start: no caches stored for key {self.key.digest[:12]}")
+            return
+        if not isinstance(got, Entry):
+            say(f"cold start: the stored caches were dropped: {got.reason}")
+            return
+        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders)
+        if isinstance(placed, kcache.HostRefused):
+            say(f"cold start: the host refused the caches: {placed.reason}")
+            return
+        self.placed, self.modules = placed, modules_in(got.data)
+        say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
+
+    def without_cache(self, conn: Connection, host: Host, say: Say) -> bool:
+        """After a failed start with placed caches: those folders removed (True: retry cold)."""
+        if not self.placed:
+            return False
+        why = kcache.clear(conn, host, self.python, self.placed)
+        self.placed, self.failed_with_cache = [], True
+        if why:
+            say(f"could not remove the placed caches: {why}")
+            return False
+        say("the start failed with placed caches: starting again without them")
+        return True
+
+    def check_used(self, conn: Connection, host: Host, say: Say) -> None:
+        """After a start with placed caches served: were the placed modules used, or rebuilt?"""
+        if not self.placed or not self.modules:
+            return
+        now = kcache.modules(conn, host, self.python, self.placed)
+        if isinstance(now, kcache.HostRefused):
+            say(f"could not read the modules back: {now.reason}")
+            return
+        say(judge_modules(self.modules, now))
+
+    def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
+        """This host's caches into the store, when it holds none of this key (or one that failed a start that
+        served without it: replaced)."""
+        if self.failed_with_cache:
+            self.store.drop(self.key, "a start failed with it and served without it")
+            say("the stored caches failed a start that served without them: replaced by this host's")
+        elif self.store.has(self.key):
+            return
+        data = kcache.collect(conn, host, self.python, self.folders, self.store.limit)
+        if isinstance(data, kcache.HostRefused):
+            say(f"caches not collected: {data.reason}")
+            return
+        try:
+            stored = self.store.put(self.key, data, host.name)
+        except OSError as exc:  # the controller's disk: the host serves all the same
+            say(f"caches not stored: {exc}")
+            return
+        if isinstance(stored, Entry):
+            say(f"caches collected for key {self.key.digest[:12]} ({len(data)} bytes)")
+        else:
+            say(f"caches not stored: {stored.reason}")
+
+
+def modules_in(tar: bytes) -> dict[str, str]:
+    """The sha256 of every compiled module (.so) in a collected tar, by absolute path."""
+    out = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
+            for m in t.getmembers():
+                f = t.extractfile(m) if m.isfile() and m.name.endswith(".so") else None
+                if f is not None:
+                    out["/" + m.name] = hashlib.sha256(f.read()).hexdigest()
+    except (tarfile.TarError, EOFError):
+        return {}
+    return out
+
+
+def judge_modules(placed: dict[str, str], now: dict[str, str]) -> str:
+    """What a warm start did with the modules placed: used as placed, or rebuilt (the release saw a changed
+    source, flag or mtime that the key does not hold) or removed."""
+    rebuilt = sorted(p for p, d in placed.items() if now.get(p) != d)
+    if not rebuilt:
+        return f"warm start: the {len(placed)} placed modules were used as placed (no JIT build)"
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in rebuilt[:3]) + (" ..." if len(rebuilt) > 3 else "")
+    return (f"warm start: {len(rebuilt)} of {len(placed)} placed modules were rebuilt by the release ({names}): "
+            "something the cache key does not hold differs (a source's mtime, a flag)")

@@ -1,0 +1,84 @@
+"""A host's compile and tune caches, through fleet/host/programs/kcache.py (one round trip each): collected as
+a bounded tar, placed after its checksum by rename, cleared. Typed answers; nothing here decides whether to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabric import Connection
+
+from fleet.host import programs
+from fleet.inventory import Host
+from fleet.ssh.remote import BytesResult, CommandTimedOut, OutputTooLarge, run_bytes
+
+TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class HostRefused:
+    """What the host's program said when it would not collect or place (nothing changed on the host)."""
+
+    reason: str
+
+
+def _run(conn: Connection, host: Host, cmd: str, data: bytes, max_output: int) -> BytesResult | HostRefused:
+    """The program's answer; a timeout or an answer past `max_output` is a refusal (a lost link raises)."""
+    try:
+        return run_bytes(conn, host, cmd, data, timeout=TIMEOUT_S, max_output=max_output)
+    except (CommandTimedOut, OutputTooLarge) as exc:
+        return HostRefused(str(exc))
+
+
+def _said(stderr: bytes, exited: int) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"exit {exited}"
+
+
+def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int) -> bytes | HostRefused:
+    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes."""
+    cmd = programs.python_command(python, "kcache.py", "collect", str(limit), *folders)
+    res = _run(conn, host, cmd, b"", limit + (16 << 20))
+    if isinstance(res, HostRefused):
+        return res
+    return res.stdout if res.exited == 0 else HostRefused(_said(res.stderr, res.exited))
+
+
+def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
+          folders: list[str]) -> list[str] | HostRefused:
+    """The tar put in place, each folder by rename; the folders placed, or why the host refused it."""
+    cmd = programs.python_command(python, "kcache.py", "place", sha256, *folders)
+    res = _run(conn, host, cmd, data, 1 << 20)
+    if isinstance(res, HostRefused):
+        return res
+    if res.exited != 0:
+        return HostRefused(_said(res.stderr, res.exited))
+    return res.stdout.decode("utf-8", "replace").split()
+
+
+def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
+    """The folders removed (renamed aside first); why not, or None."""
+    cmd = programs.python_command(python, "kcache.py", "clear", *folders)
+    res = _run(conn, host, cmd, b"", 1 << 20)
+    if isinstance(res, HostRefused):
+        return res.reason
+    return None if res.exited == 0 else _said(res.stderr, res.exited)
+
+
+def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:
+    """The sha256 of every compiled module (.so) in the folders, by path."""
+    cmd = programs.python_command(python, "kcache.py", "modules", *folders)
+    res = _run(conn, host, cmd, b"", 4 << 20)
+    if isinstance(res, HostRefused):
+        return res
+    if res.exited != 0:
+        return HostRefused(_said(res.stderr, res.exited))
+    return parse_modules(res.stdout.decode("utf-8", "replace"))
+
+
+def parse_modules(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        digest, _, path = line.partition(" ")
+        if len(digest) == 64 and path.startswith("/"):
+            out[path] = digest
+    return out

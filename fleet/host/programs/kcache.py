@@ -1,0 +1,169 @@
+"""fleet's compile and tune caches on a host (issue 49; fleet.host.kcache drives it). Standard library only.
+
+    kcache.py collect LIMIT FOLDER...   stdout: a tar of the folders that exist (regular files and folders only,
+                                        names without the leading /); exit 3 and one line on stderr when they
+                                        hold more than LIMIT bytes (nothing written)
+    kcache.py place SHA256 FOLDER...    stdin: such a tar. Refused (exit 4, nothing changed) unless its sha256 is
+                                        SHA256 and every member is a plain file or folder inside one of the
+                                        FOLDERs; then each folder is built beside itself and renamed into place
+                                        (what stood there moved aside first, then removed). stdout: the folders
+                                        placed, one a line
+    kcache.py clear FOLDER...           each folder renamed aside, then removed (a start that failed with a
+                                        placed cache starts again without it)
+    kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
+                                        used as placed, or rebuilt?)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+
+ASIDE = ".fleet-kcache-"
+
+
+def _fail(code: int, message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.exit(code)
+
+
+def _files(folder: str):
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d)) and ASIDE not in d]
+        yield root, True
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                yield path, False
+
+
+def collect(limit: int, folders: list[str]) -> None:
+    found = [(p, d) for f in folders if os.path.isdir(f) and not os.path.islink(f) for p, d in _files(f)]
+    size = sum(os.path.getsize(p) for p, d in found if not d)
+    if size > limit:
+        _fail(3, f"the caches hold {size} bytes, more than the {limit} allowed")
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # streamed
+        for path, _ in found:
+            tar.add(path, arcname=path.lstrip("/"), recursive=False)
+
+
+def _inside(name: str, folders: list[str]) -> str | None:
+    path = "/" + name
+    if name.startswith("/") or ".." in name.split("/"):
+        return None
+    return next((f for f in folders if path == f or path.startswith(f.rstrip("/") + "/")), None)
+
+
+def _spool(folders: list[str]) -> str:
+    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked."""
+    parent = os.path.dirname(folders[0].rstrip("/")) or "/"
+    os.makedirs(parent, exist_ok=True)
+    path = os.path.join(parent, f"{ASIDE}in-{os.getpid()}")
+    with open(path, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return path
+
+
+def place(want: str, folders: list[str]) -> None:
+    spooled = _spool(folders)
+    try:
+        _place_from(spooled, want, folders)
+    finally:
+        os.unlink(spooled)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _place_from(spooled: str, want: str, folders: list[str]) -> None:
+    if _sha256(spooled) != want:
+        _fail(4, "refused: the cache's sha256 is not the one the store recorded (truncated or altered)")
+    try:
+        tar = tarfile.open(spooled, mode="r:")
+        members = tar.getmembers()
+    except (tarfile.TarError, EOFError) as exc:
+        _fail(4, f"refused: not a whole tar ({exc})")
+    for m in members:
+        if not (m.isfile() or m.isdir()) or _inside(m.name, folders) is None:
+            _fail(4, f"refused: {m.name!r} is no plain file inside the cache folders")
+    placed = []
+    for folder in folders:
+        mine = [m for m in members if _inside(m.name, [folder]) == folder]
+        if not mine:
+            continue
+        parent = os.path.dirname(folder.rstrip("/"))
+        os.makedirs(parent, exist_ok=True)
+        new = f"{folder.rstrip('/')}{ASIDE}new-{os.getpid()}"
+        shutil.rmtree(new, ignore_errors=True)
+        os.makedirs(new)
+        for m in mine:
+            rel = os.path.relpath("/" + m.name, folder)
+            dest = os.path.normpath(os.path.join(new, rel))
+            if m.isdir():
+                os.makedirs(dest, exist_ok=True)
+                continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            src = tar.extractfile(m)
+            assert src is not None
+            with open(dest, "wb") as out:
+                shutil.copyfileobj(src, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(dest, m.mode & 0o755)
+            os.utime(dest, (m.mtime, m.mtime))  # as built: ninja compares mtimes with its deps log
+        _swap(new, folder)
+        placed.append(folder)
+    sys.stdout.write("".join(f + "\n" for f in placed))
+
+
+def _swap(new: str, folder: str) -> None:
+    old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
+    if os.path.lexists(folder):
+        os.rename(folder, old)
+    os.rename(new, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def clear(folders: list[str]) -> None:
+    for folder in folders:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
+            os.rename(folder, old)
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def modules(folders: list[str]) -> None:
+    for folder in folders:
+        if os.path.isdir(folder):
+            for path, is_dir in _files(folder):
+                if not is_dir and path.endswith(".so"):
+                    sys.stdout.write(f"{_sha256(path)} {path}\n")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
+        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
+    verb, rest = argv[0], argv[1:]
+    folders = rest[1:] if verb in ("collect", "place") else rest
+    if any(not f.startswith("/") or ".." in f.split("/") or f.rstrip("/") == "" for f in folders):
+        _fail(2, "cache folders are absolute, without '..', and not /")
+    if verb == "collect":
+        collect(int(rest[0]), folders)
+    elif verb == "place":
+        place(rest[0], folders)
+    elif verb == "modules":
+        modules(folders)
+    else:
+        clear(folders)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,1 @@
+"""Attention JIT modules (SIMULATED flashinfer 0.6.3)."""

@@ -1,0 +1,131 @@
+"""Warm starts on sandbox hosts (issue 49): the first deploy of a key builds flashinfer's attention modules (the
+seed profile's modelled 240 s) and fleet collects the caches into the controller's store; a host of the same key
+without caches of its own (its caches removed: a fresh host of the kind) gets them placed and reaches READY in at
+most 30% of the first start's modelled time. A host of another GPU gets none, nor a rung with a patch set; a
+truncated store entry is refused and the host starts cold; a cache that kills the start is removed and the server
+started once more without it."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+from fleetcli import inv_at, llama_playbook, sh
+
+from fleet import inventory as fleet_inventory
+
+HOST, OTHER_GPU = "sbx0", "sbx2"  # 8x RTX PRO 6000 (SM 120, 240 s modelled JIT); 2x RTX 5090 (SM 120 too)
+SCALE = 0.05
+LADDER = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}]
+OPS = "/root/.cache/flashinfer/0.6.3/120a/cached_ops"
+READY_LINE = "The server is fired up"
+
+
+def _inventory(sandbox, tmp_path: Path) -> Path:
+    doc = yaml.safe_load(Path(sandbox.cfg.inventory_path).read_text())
+    doc["hosts"] = {n: doc["hosts"][n] for n in (HOST, OTHER_GPU)}
+    for name in doc["hosts"]:
+        doc["hosts"][name].setdefault("vars", {}).setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = str(SCALE)
+    path = tmp_path / "inventory" / "hosts.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _modelled_start(inv, host: str, since: float) -> float:
+    """Modelled seconds from the server's first line to READY in its last start (journal times / the scale)."""
+    out = sh(inv, host, f"journalctl -q --no-pager -o short-unix _SYSTEMD_UNIT=sglang.service --since @{since:.0f}")
+    lines = [(float(line.split(" ", 1)[0]), line) for line in out.splitlines() if line[:1].isdigit()]
+    ready = max(i for i, (_, text) in enumerate(lines) if READY_LINE in text)
+    first = max((i for i in range(ready) if "Attention backend" in lines[i][1]), default=0)
+    return (lines[ready][0] - lines[first][0]) / SCALE
+
+
+def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_placed(sandbox, tmp_path):
+    path = _inventory(sandbox, tmp_path)
+    inv = fleet_inventory.load(path)
+    state = tmp_path / "state"
+    store = state / "kcache"
+    book = llama_playbook(tmp_path, LADDER, name="llama-warm", serve={"warm_start": True})
+
+    def deploy(host: str, playbook: Path = book) -> tuple[dict, str, float]:
+        since = time.time() - 1
+        proc = inv_at(path, "deploy", "--host", host, "--playbook", str(playbook), "--force", "--json",
+                      env={"FLEET_STATE_DIR": str(state)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout), proc.stderr, since
+
+    def fresh(host: str) -> None:  # the host's own caches gone, as on a new host of its kind
+        sh(inv, host, "rm -rf /root/.cache/flashinfer /root/.triton /tmp/torchinductor_root")
+
+    fresh(HOST)
+    _, said, since = deploy(HOST)
+    assert "cold start: no caches stored for key" in said and "caches collected for key" in said, said[-2000:]
+    cold = _modelled_start(inv, HOST, since)
+    assert cold > 240, cold  # the attention modules' build is in it
+    [entry] = [p for p in store.iterdir() if not p.name.startswith(".")]
+
+    fresh(HOST)
+    _, said, since = deploy(HOST)
+    assert f"warm start: caches of {HOST} placed" in said, said[-2000:]
+    assert "placed modules were used as placed (no JIT build)" in said, said[-2000:]
+    warm = _modelled_start(inv, HOST, since)
+    assert warm <= 0.3 * cold, (warm, cold)
+    assert "batch_prefill" in sh(inv, HOST, f"ls {OPS}")
+
+    # another GPU (SM 120 too): another key, nothing placed, its own entry
+    _, said, _ = deploy(OTHER_GPU)
+    assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
+    assert len([p for p in store.iterdir() if not p.name.startswith(".")]) == 2
+
+    # a truncated entry: refused by its checksum, dropped, the host starts cold (and gives a new entry)
+    tar = entry / "cache.tar"
+    whole = tar.read_bytes()
+    tar.write_bytes(whole[: len(whole) // 2])
+    fresh(HOST)
+    _, said, since = deploy(HOST)
+    assert "cold start: the stored caches were dropped: its tar's sha256" in said, said[-2000:]
+    assert _modelled_start(inv, HOST, since) > 240
+    assert "caches collected for key" in said
+
+    # a whole entry whose module is broken (the giver's own cache was): placed, the start dies, retried cold
+    _break_module(entry)
+    fresh(HOST)
+    data, said, _ = deploy(HOST)
+    assert f"warm start: caches of {HOST} placed" in said, said[-2000:]
+    assert "the start failed with placed caches: starting again without them" in said, said[-2000:]
+    assert [a["outcome"] for a in data["attempts"]] == ["READY"]
+    assert "replaced by this host's" in said
+    # the seed's patch set applied: another key (never a kernel built from other sources), nothing placed
+    patched = llama_playbook(tmp_path, [{**LADDER[0], "name": "patched", "patches": ["sm120-allreduce-fusion"]}],
+                             name="llama-warm-patched", serve={"warm_start": True})
+    _, said, _ = deploy(HOST, patched)
+    assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
+    assert len([p for p in store.iterdir() if not p.name.startswith(".")]) == 3
+
+    _, said, _ = deploy(HOST)  # patches reverted: the replaced entry serves
+    assert f"warm start: caches of {HOST} placed" in said and "starting again" not in said, said[-2000:]
+
+
+def _break_module(entry: Path) -> None:
+    """The entry's prefill module cut short, its tar and checksum made whole again."""
+    src = tarfile.open(fileobj=io.BytesIO((entry / "cache.tar").read_bytes()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for m in src.getmembers():
+            f = src.extractfile(m) if m.isfile() else None
+            body = f.read() if f else b""
+            if m.name.endswith(".so") and "batch_prefill" in m.name:
+                body = body[:20]
+            m.size = len(body)
+            tar.addfile(m, io.BytesIO(body) if m.isfile() else None)
+    data = out.getvalue()
+    (entry / "cache.tar").write_bytes(data)
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"], meta["size"] = hashlib.sha256(data).hexdigest(), len(data)
+    (entry / "meta.json").write_text(json.dumps(meta))
