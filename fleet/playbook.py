@@ -15,7 +15,7 @@
           "<0.5.14": {cuda-graph-max-bs: 256}                 #   (checked against playbooks/upstream/sglang-flags.yaml)
           ">=0.5.14": {cuda-graph-max-bs-decode: 256}
       - {name: no-fusion, after: [ARCH_UNSUPPORTED, TMA_FAILURE]}  # worth trying after these failure classes
-A rung's flags and env are merged onto the base; patch sets it does not list are reverted."""
+A rung's flags and env are merged onto the base; patch sets it does not list are reverted. No ladder: one, `base`."""
 
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ class Playbook(Strict):
     model: Model
     serve: Serve = Serve()
     flags: dict[str, FlagValue] = {}
-    ladder: list[Rung] = Field(min_length=1)
+    ladder: list[Rung] = Field(default_factory=lambda: [Rung(name="base")], min_length=1)  # none: the base flags
     health: Health = Health()
     budgets: Budgets = Budgets()
     bench: Bench | None = None

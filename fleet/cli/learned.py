@@ -10,7 +10,8 @@ from pathlib import Path
 
 from fleet import inventory, site
 from fleet.cli import console, print_json
-from fleet.deploy import fingerprint
+from fleet.cli.hosttext import escape
+from fleet.deploy import fingerprint, slolearned
 from fleet.deploy.fingerprint import Learned, Selection
 from fleet.errors import EXIT_OK, InputError
 
@@ -62,13 +63,30 @@ def _row(r: Learned) -> list[str]:
             r.why or "-"]
 
 
+def _slo(pick: Selection) -> list[slolearned.SloLearned]:
+    """What `inv tune --slo` learned, as `pick` selects it (a rung selection selects none of it)."""
+    return [e for e in slolearned.load()
+            if (pick.playbook is None or e.playbook == pick.playbook) and not pick.rungs
+            and (pick.fingerprint is None or e.key == pick.fingerprint)
+            and (not pick.hosts or any(w.host in pick.hosts for w in e.wins))]
+
+
 def show(pick: Selection, as_json: bool) -> int:
-    rows = fingerprint.learned(pick)
+    rows, slo = fingerprint.learned(pick), _slo(pick)
     if as_json:
-        print_json({"file": str(fingerprint.path()), "results": [r.to_json() for r in rows]})
-    elif rows:
+        print_json({"file": str(fingerprint.path()), "results": [r.to_json() for r in rows],
+                    "slo_file": str(slolearned.path()), "slo": [e.to_json() for e in slo]})
+        return EXIT_OK
+    if rows:
         _table(rows, f"what the fleet learned ({fingerprint.path()})")
-    else:
+    for e in slo:
+        best = e.best()
+        won = f"{', '.join(f'{k}={v}' for k, v in best.flags.items()) or 'the base'} kept {best.rate:.3g} req/s " \
+              f"on {best.host}" if best else "no winner"
+        crashed = "; crashed: " + ", ".join(f"--{f} {v}" for f, v in e.crashed) if e.crashed else ""
+        console.print(f"{e.key} {escape(e.playbook)} within {escape(e.promise)}: {escape(won)}{escape(crashed)}",
+                      highlight=False, soft_wrap=True)
+    if not rows and not slo:
         sys.stdout.write(f"nothing learned{' matches' if pick != Selection() else ''} ({fingerprint.path()})\n")
     return EXIT_OK
 
@@ -79,12 +97,20 @@ def forget(pick: Selection, every: bool, dry_run: bool, as_json: bool) -> int:
     if every and pick != Selection():
         raise InputError("--all forgets everything: give it alone, or drop it to forget what the others select")
     gone = fingerprint.forget(pick, dry_run)
+    slo = [] if pick.rungs else slolearned.forget(pick.hosts, pick.playbook, pick.fingerprint, dry_run)
     verb = "would forget" if dry_run else "forgot"
     if as_json:
-        print_json({"file": str(fingerprint.path()), "dry_run": dry_run, "forgotten": [r.to_json() for r in gone]})
-    elif gone:
+        print_json({"file": str(fingerprint.path()), "dry_run": dry_run, "forgotten": [r.to_json() for r in gone],
+                    "slo_file": str(slolearned.path()), "slo_forgotten": [e.to_json() for e in slo]})
+        return EXIT_OK
+    if gone:
         _table(gone, f"{verb} {len(gone)} result{'s' * (len(gone) != 1)} ({fingerprint.path()}"
                      f"{'' if dry_run else '; the file before is known-good.json.bak'})")
-    else:
+    for e in slo:
+        what = ", ".join(f"{w.host}'s winner" for w in e.wins) or "every winner and crash"
+        console.print(f"{verb} {escape(what)} of {e.key} {escape(e.playbook)} within {escape(e.promise)} "
+                      f"({slolearned.path()}{'' if dry_run else '; the file before is slo-learned.json.bak'})",
+                      highlight=False, soft_wrap=True)
+    if not gone and not slo:
         sys.stdout.write(f"nothing learned matches; nothing changed ({fingerprint.path()})\n")
     return EXIT_OK

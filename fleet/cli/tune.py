@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
-from fleet.cli import console, err_console, print_results
+from fleet import site
+from fleet.cli import console, err_console, pareto_chart, print_results
 from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
@@ -76,9 +78,26 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
         if isinstance(r, slotune.SloTuneResult):
             for reason in r.ruled_out:
                 console.print(f"  ruled out: {escape(reason)}")
+            if r.resumed:
+                console.print(f"  resumed: {r.resumed} trials measured by the interrupted search before")
             for t in r.trials:
                 kept = f"{t.rate:.3g} req/s kept" if t.rate is not None else "none kept"
-                console.print(f"  {escape(t.name)}: {escape(str(t.outcome))}, {kept if t.outcome == 'READY' else ''}")
+                how = "full search" if t.full else "short probe"
+                said = f"{kept} ({how})" if t.outcome == "READY" else ""
+                console.print(f"  {escape(t.name)}: {escape(str(t.outcome))} {said}; {escape(t.why)}")
+            if r.stopped:
+                console.print(f"  search stopped: {escape(r.stopped)}")
+            if r.comparison:
+                console.print(f"  finalists: {escape(r.comparison)}")
+            if r.front:
+                console.print("  Pareto front within the promise (output tok/s per GPU against tok/s per user):")
+                for line in pareto_chart.chart(r.served, r.front, min(console.width, 100) - 2):
+                    console.print(f"  {line}", markup=False, highlight=False)
+                for p in r.front:
+                    console.print(f"    {escape(p.trial)}: {p.per_gpu:.4g} tok/s per GPU at {p.per_user:.4g} tok/s "
+                                  f"per user ({p.rate:.3g} req/s)", highlight=False)
+            if r.picture:
+                console.print(f"  picture: {escape(r.picture)}")
             if r.rung_yaml:
                 console.print(f"winner within {escape(r.slo)}, as a rung for the playbook's ladder:")
                 console.print(escape(r.rung_yaml), end="")
@@ -86,8 +105,19 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
     fill_wheelhouse(hosts, book, path, opts)
     results = tune.tune_hosts(hosts, book, path, opts, secrets, progress_to(as_json), confirm,
                               tuner=slotune.SloTuner.with_settings(settings))
+    results = [with_picture(r) for r in results]
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.status == DeployStatus.OK for r in results) else EXIT_HOST_FAILED
+
+
+def with_picture(r: tune.TuneResult) -> tune.TuneResult:
+    """An SLO tune's Pareto front drawn as an SVG on the controller, its path in the result."""
+    if not (isinstance(r, slotune.SloTuneResult) and r.served):
+        return r
+    picture = site.find().state / "tune" / f"{r.host}-pareto.svg"
+    picture.parent.mkdir(parents=True, exist_ok=True)
+    picture.write_text(pareto_chart.svg(r.served, r.front, f"{r.host}: inv tune --slo {r.slo}"))
+    return replace(r, picture=str(picture))
 
 
 def slo_settings(text: str | None, budget: int | None, requests: int | None) -> slotune.SloSettings | None:

@@ -11,7 +11,7 @@ from fabric import Connection
 
 from fleet.deploy import bench as benching
 from fleet.deploy.bench import BenchError
-from fleet.deploy.loadsearch import samples_of
+from fleet.deploy.loadsearch import Speed, samples_of, speed_of
 from fleet.deploy.slo import Metric
 from fleet.host import benchrun
 from fleet.inventory import Host
@@ -44,8 +44,9 @@ def details_of(text: str) -> dict[str, Any] | None:
 
 
 def measure(conn: Connection, host: Host, book: Playbook, spec: Bench, venv: str, rate: float, requests: int,
-            key_path: str | None = None) -> dict[Metric, list[float]]:
-    """Per-request samples of one load point; BenchError when the benchmark fails or brings back no details."""
+            key_path: str | None = None) -> tuple[dict[Metric, list[float]], Speed | None]:
+    """Per-request samples of one load point and what it served; BenchError when the benchmark fails or brings
+    back no details."""
     cmd = command(venv, book, spec, rate, requests, key_path)
     try:
         res = benchrun.run_bench(conn, host, cmd, spec.timeout, details=True)
@@ -58,4 +59,4 @@ def measure(conn: Connection, host: Host, book: Playbook, spec: Bench, venv: str
         tail = [line for line in (err or out).splitlines() if line.strip()]
         raise BenchError(f"{host.name}: load point at {rate:g} req/s failed (exit {rc}): "
                          f"{tail[-1][:300] if tail else 'no details came back'}")
-    return samples_of(record)
+    return samples_of(record), speed_of(record)

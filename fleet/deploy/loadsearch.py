@@ -97,3 +97,20 @@ def samples_of(record: Mapping[str, Any]) -> dict[Metric, list[float]]:
         if isinstance(n, int) and n > 1:
             out[Metric.TPOT].append(after / (n - 1))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Speed:
+    """What one load point served, for the Pareto front: all users' output tokens a second, and one user's."""
+
+    tok_s: float  # output tokens per second over the point (bench_serving's output_throughput)
+    tok_s_per_user: float  # a streaming request's tokens per second after its first: 1000 / median_tpot_ms
+
+
+def speed_of(record: Mapping[str, Any]) -> Speed | None:
+    """bench_serving's `output_throughput` and `median_tpot_ms` (sglang 0.5.9 bench_serving.py writes both into
+    its result line, lines 2694 and 2706); None when either is missing or not above 0."""
+    tok_s, tpot_ms = record.get("output_throughput"), record.get("median_tpot_ms")
+    if not isinstance(tok_s, (int, float)) or not isinstance(tpot_ms, (int, float)) or tok_s <= 0 or tpot_ms <= 0:
+        return None
+    return Speed(float(tok_s), 1000.0 / float(tpot_ms))

@@ -36,6 +36,14 @@ def test_a_minimal_playbook_loads_with_defaults(tmp_path):
     assert book.serve.host == "127.0.0.1" and book.health.expect == "4"
 
 
+def test_a_playbook_with_no_ladder_has_its_base_flags_as_the_one_rung(tmp_path):
+    book = playbook.load(write(tmp_path, "name: t\nmodel: {path: /models/m}\nflags: {tp-size: 8}\n"))
+    assert [(r.name, r.flags) for r in book.ladder] == [("base", {})]
+    assert playbook.merged_flags(book.flags, book.ladder[0])["tp-size"] == 8
+    with pytest.raises(InputError, match=r"t.yaml:3: ladder: .*at least 1"):  # an empty one is still an error
+        playbook.load(write(tmp_path, "name: t\nmodel: {path: /models/m}\nladder: []\n"))
+
+
 @pytest.mark.parametrize("change,expected", [
     (("tp-size: 8", "tp-size: 8, '--tp': 1"), r"t.yaml:3: flags: .*without leading dashes"),
     (("after: [ARCH_UNSUPPORTED]", "after: [NOPE]"), r"t.yaml:10: ladder.1.after: unknown failure class 'NOPE'"),

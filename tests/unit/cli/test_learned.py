@@ -67,3 +67,32 @@ def test_learned_shows_every_result_and_forget_clears_a_group_with_a_backup(stat
     assert {r["host"] for r in left} == {"sbx1", "sbx3"}
     nothing = inv(state, "forget", "--host", "sbx9")
     assert nothing.returncode == 0 and "nothing learned matches; nothing changed" in nothing.stdout
+
+
+def test_learned_shows_what_the_slo_tunes_learned_per_fingerprint(state):
+    (state.parent / "slo-learned.json").write_text(json.dumps({"version": 1, "entries": {"k": {
+        "fingerprint": "0123456789abcdef", "playbook": "glm5-nvfp4", "slo": "ttft_p99=2s",
+        "wins": [{"host": "sbx0", "flags": {"max-running-requests": 512}, "rate": 9.5, "release": "r1",
+                  "at": "2026-12-05T08:00:00+00:00"}], "crashed": [["mem-fraction-static", 0.9]]}}}))
+    data = json.loads(inv(state, "learned", "--json").stdout)
+    assert [(e["playbook"], e["wins"][0]["host"], e["crashed"]) for e in data["slo"]] == [
+        ("glm5-nvfp4", "sbx0", [["mem-fraction-static", 0.9]])]
+    table = inv(state, "learned", "--playbook", "glm5-nvfp4").stdout
+    assert "0123456789abcdef glm5-nvfp4 within ttft_p99=2s: max-running-requests=512 kept 9.5 req/s on sbx0" in table
+    assert "crashed: --mem-fraction-static 0.9" in table
+    assert json.loads(inv(state, "learned", "--json", "--rung", "plain").stdout)["slo"] == []
+
+
+def test_forget_clears_what_the_slo_tunes_learned_too_but_not_for_a_rung(state):
+    slo = state.parent / "slo-learned.json"
+    slo.write_text(json.dumps({"version": 1, "entries": {"k": {
+        "fingerprint": "0123456789abcdef", "playbook": "glm5-nvfp4", "slo": "ttft_p99=2s",
+        "wins": [{"host": "sbx0", "flags": {}, "rate": 9.5, "release": "r1", "at": "2026-12-05T08:00:00+00:00"}],
+        "crashed": []}}}))
+    before = slo.read_bytes()
+    assert json.loads(inv(state, "forget", "--rung", "plain", "--json").stdout)["slo_forgotten"] == []
+    assert slo.read_bytes() == before
+    done = inv(state, "forget", "--host", "sbx0")
+    assert done.returncode == 0 and "forgot sbx0's winner of 0123456789abcdef glm5-nvfp4" in done.stdout, done.stderr
+    assert slo.with_name("slo-learned.json.bak").read_bytes() == before
+    assert json.loads(inv(state, "learned", "--json").stdout)["slo"] == []
