@@ -22,9 +22,12 @@ FLEET_SITE (the user chose it), or listed in the user's own config:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
-from contextlib import suppress
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -176,3 +179,17 @@ def check_trusted(root: Path) -> None:
         return
     raise InputError(f"site {root} refused: {why} (another user could plant it); if you trust it, name it with "
                      f"FLEET_SITE={root} or add it to `safe:` in {config_path()}")
+
+
+@contextmanager
+def one_writer(target: Path, threads: threading.Lock) -> Iterator[None]:
+    """One writer of a state file at a time, across threads (`threads`, the file's own) and processes (flock on a
+    file beside it): each reads the file again under the lock and changes only its own entry, so no update is
+    lost."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with threads, open(target.with_name(f".{target.name}.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -14,14 +14,13 @@ them moves to the host's new fingerprint the next time a deploy or tune of that 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -246,18 +245,9 @@ def learn(book: Playbook, facts: HostFacts, rung: Rung | None, host: str, releas
 _LEARNING = threading.Lock()
 
 
-@contextmanager
-def _locked() -> Iterator[None]:
-    """One writer of known-good.json at a time, across threads and processes (flock on a file beside it): each
-    reads the file again under the lock and changes only its own entry, so no update is lost."""
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _LEARNING, open(target.with_name(f".{target.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked() -> AbstractContextManager[None]:
+    """One writer of known-good.json at a time (fleet.site.one_writer)."""
+    return site.one_writer(path(), _LEARNING)
 
 
 def _lookup(book: Playbook, facts: HostFacts) -> dict[str, object] | None:

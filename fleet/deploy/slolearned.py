@@ -9,12 +9,11 @@ only its own entry, and renames a temporary file over the old one.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,16 +94,9 @@ def lookup(fp: str, playbook: str, promise: str) -> SloLearned | None:
     return next((e for e in load() if (e.key, e.playbook, e.promise) == (fp, playbook, promise)), None)
 
 
-@contextmanager
-def _locked() -> Iterator[None]:
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _LOCK, open(target.with_name(f".{target.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked() -> AbstractContextManager[None]:
+    """One writer of slo-learned.json at a time (fleet.site.one_writer)."""
+    return site.one_writer(path(), _LOCK)
 
 
 def remember(fp: str, playbook: str, promise: str, host: str, winner: Trial | None, rate: float | None,
