@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu
 from fleet.host.p2pcheck import P2PCheck
 
 
 class Gpu(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     index: int | None = None
     name: str | None = None
     uuid: str | None = None
@@ -33,6 +35,8 @@ class Gpu(BaseModel):
 
 
 class Topology(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     links: list[list[str | None]] | None = None  # GPUs only; None cell = row missing from the output
     nvlink: bool = False
     p2p_read: list[list[str | None]] | None = None
@@ -51,6 +55,8 @@ class Dmi(BaseModel):
 
 
 class OsInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     id: str | None = None
     version_id: str | None = None
     pretty_name: str | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 # What nvidia-smi --query-gpu names each health fact (probe.sh asks for these; older drivers reject some,
 # and the probe asks again without them). clocks_throttle_reasons.active is the name every driver knows;
@@ -62,6 +62,8 @@ class LostGpu(BaseModel):
 class XidEvent(BaseModel):
     """Xid reports of one code for one GPU since boot: how many, and the last line as the log had it."""
 
+    model_config = ConfigDict(frozen=True)
+
     pci: str  # "0000:01:00", as the driver names the GPU in Xid lines
     code: int
     count: int
@@ -71,6 +73,8 @@ class XidEvent(BaseModel):
 
 class KernelLog(BaseModel):
     """Xid events since boot and where they were read (journalctl -k or dmesg); source None: unreadable."""
+
+    model_config = ConfigDict(frozen=True)
 
     source: str | None = None
     events: list[XidEvent] = Field(default_factory=list)

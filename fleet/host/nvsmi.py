@@ -149,7 +149,7 @@ def parse_key_colon(text: str) -> dict[str, str]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class SmiVersion:
     driver: str | None = None
     cuda: str | None = None
