@@ -11,7 +11,7 @@ from fabric import Connection
 
 from fleet.deploy import bench as benching
 from fleet.deploy.bench import BenchError
-from fleet.deploy.loadsearch import Speed, samples_of, speed_of
+from fleet.deploy.loadsearch import Speed, client_lag, samples_of, speed_of
 from fleet.deploy.slo import Metric
 from fleet.host import benchrun
 from fleet.inventory import Host
@@ -59,4 +59,6 @@ def measure(conn: Connection, host: Host, book: Playbook, spec: Bench, venv: str
         tail = [line for line in (err or out).splitlines() if line.strip()]
         raise BenchError(f"{host.name}: load point at {rate:g} req/s failed (exit {rc}): "
                          f"{tail[-1][:300] if tail else 'no details came back'}")
+    if lag := client_lag(record, rate):
+        raise BenchError(f"{host.name}: load point at {rate:g} req/s: {lag}")
     return samples_of(record), speed_of(record)

@@ -114,3 +114,24 @@ def speed_of(record: Mapping[str, Any]) -> Speed | None:
     if not isinstance(tok_s, (int, float)) or not isinstance(tpot_ms, (int, float)) or tok_s <= 0 or tpot_ms <= 0:
         return None
     return Speed(float(tok_s), 1000.0 / float(tpot_ms))
+
+
+LAGGED = 0.8  # a client that sent below this share of the asked rate did not offer it
+
+
+def client_lag(record: Mapping[str, Any], rate: float) -> str | None:
+    """Why a load point says nothing about `rate` (None: it may): the client sent its requests slower than asked (a
+    busy host's CPU), so the server was offered less. bench_serving's `duration` (sglang 0.5.9 bench_serving.py
+    line 2685) ends with the last answer: the last request was sent at most `duration - max(e2e)` after the start,
+    so (requests - 1) over that is the most the client can have sent at. A request that failed is not counted."""
+    samples = samples_of(record)[Metric.E2E]
+    duration = record.get("duration")
+    if not math.isfinite(rate) or rate <= 0 or len(samples) < 2 or not isinstance(duration, (int, float)):
+        return None
+    span = float(duration) - max(samples)
+    if span <= 0:
+        return None  # every answer took as long as the point: when each was sent cannot be told
+    sent = (len(samples) - 1) / span
+    if sent >= LAGGED * rate:
+        return None
+    return f"the client sent at most {sent:.3g} req/s of the {rate:.3g} asked (a busy host?): the point says nothing"

@@ -88,3 +88,27 @@ def test_a_failed_request_is_left_out_of_the_samples():
     samples = loadsearch.samples_of(record)
     assert samples[Metric.TTFT] == [0.1, 0.2] and samples[Metric.TPOT] == pytest.approx([0.01, 0.01])
     assert samples[Metric.E2E] == pytest.approx([0.14, 0.22])
+
+
+def _point(requests: int, duration: float, e2e: float) -> dict:
+    return {"ttfts": [e2e] * requests, "itls": [[]] * requests, "output_lens": [1] * requests, "duration": duration}
+
+
+def test_a_rate_the_client_did_not_offer_says_nothing_about_it():
+    """The sim test at 107.6 req/s 'kept' a server of 91 prompts/s capacity in a busy run: its client had sent
+    slower than asked. 150 requests at 100 req/s with 0.1 s answers take about 1.6 s."""
+    assert loadsearch.client_lag(_point(150, 1.6, 0.1), 100.0) is None
+    lag = loadsearch.client_lag(_point(150, 4.0, 0.1), 100.0)  # sent over 3.9 s: at most 38 req/s
+    assert lag is not None and "at most 38.2 req/s of the 100 asked" in lag
+
+
+def test_what_cannot_be_told_is_not_called_lag():
+    assert loadsearch.client_lag(_point(150, 4.0, 0.1), math.inf) is None  # --request-rate inf
+    assert loadsearch.client_lag(_point(150, 4.0, 4.0), 100.0) is None  # every answer as long as the point
+    assert loadsearch.client_lag({**_point(150, 4.0, 0.1), "duration": None}, 100.0) is None
+    assert loadsearch.client_lag(_point(1, 4.0, 0.1), 100.0) is None
+
+
+def test_the_recorded_point_was_offered_as_asked():
+    record = json.loads((FIXTURES / "bench_serving_details_sim.jsonl").read_text().splitlines()[-1])
+    assert loadsearch.client_lag(record, float(record["request_rate"])) is None
