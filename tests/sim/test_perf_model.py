@@ -116,6 +116,8 @@ def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_h
     server.wait_ready()
     promise, rng, requests = slo.parse("ttft_p99=100ms"), random.Random(1), 150
 
+    lagged: set[float] = set()  # points a busy machine's client did not offer (judged as not kept)
+
     def measure(rate: float) -> slo.Verdict:
         out = host.root / f"rate-{rate:.4f}.jsonl"
         proc = host.run("sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
@@ -126,12 +128,13 @@ def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_h
         assert proc.returncode == 0, proc.stdout + proc.stderr
         record = json.loads(out.read_text().splitlines()[-1])
         if loadsearch.client_lag(record, rate):  # as fleet's load probe: a rate the client did not offer is not kept
+            lagged.add(rate)
             return slo.Verdict(0, (), False)
         return slo.judge(loadsearch.samples_of(record), promise, rng, min_requests=requests, resamples=200)
 
     found = loadsearch.search(measure, start=32.0, ceiling=256.0, rel_tol=0.1, max_points=8)
     assert server.proc.poll() is None and server.log().count("The server is fired up") == 1
-    assert all(p.verdict.requests == requests for p in found.points)
+    assert all(p.verdict.requests == requests for p in found.points if p.rate not in lagged)
     capacity = 1 / (16384 / (3740 * 5.0 * 8.0) * 0.1)
     assert found.highest is not None and 0.3 * capacity <= found.highest < capacity, found.points
     server.stop()
