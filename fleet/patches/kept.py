@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from fleet import yamlfile
 from fleet.site import SHIPPED
-from fleet.upstream.versions import in_range, parse_range
+from fleet.upstream.versions import ReleaseRange, in_range
 
 FILE = SHIPPED / "playbooks" / "upstream" / "kept-gates.yaml"  # shipped, whatever the working folder
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -49,7 +49,7 @@ class KeptGate(BaseModel):
     where: str  # the function (def) the gate sits in
     condition: str  # as the audit prints it
     dist: str
-    releases: str  # a version range of dist
+    releases: ReleaseRange  # a version range of dist
     sm_majors: list[int]
     reason: str
     evidence: Evidence
@@ -67,12 +67,6 @@ class KeptGate(BaseModel):
     def _file(cls, v: str) -> str:
         if not _PATH.match(v) or ".." in v.split("/"):
             raise ValueError("package/relative/path, as `inv audit` names files")
-        return v
-
-    @field_validator("releases")
-    @classmethod
-    def _releases(cls, v: str) -> str:
-        parse_range(v)
         return v
 
     @field_validator("sm_majors")

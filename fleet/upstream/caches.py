@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from fleet import yamlfile
 from fleet.site import SHIPPED
-from fleet.upstream.versions import in_range, parse_range
+from fleet.upstream.versions import ReleaseRange, in_range
 
 FILE = SHIPPED / "playbooks" / "upstream" / "caches.yaml"
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
@@ -62,7 +62,7 @@ class CacheModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str
-    releases: str
+    releases: ReleaseRange
     where: list[WhereModel]
     keyed_by: list[str]
     invalid: str
@@ -73,12 +73,6 @@ class CacheModel(BaseModel):
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError("lower-case letters, digits and '-'")
-        return v
-
-    @field_validator("releases")
-    @classmethod
-    def _releases(cls, v: str) -> str:
-        parse_range(v)
         return v
 
     @field_validator("where")

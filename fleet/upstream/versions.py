@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Annotated
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator
 
 _ORDERED = {"<": Version.__lt__, "<=": Version.__le__, ">": Version.__gt__, ">=": Version.__ge__}
 
@@ -54,6 +56,13 @@ def checked_range(spec: str | None) -> str | None:
     return spec
 
 
+
+def _range_text(spec: str) -> str:
+    parse_range(spec)
+    return spec
+
+
+ReleaseRange = Annotated[str, AfterValidator(_range_text)]  # a data file's `releases:`, kept as written
 def _holds(clause: Specifier, version: Version) -> bool:
     ordered = _ORDERED.get(clause.operator)
     if ordered is None:  # ==, !=, ~=, ===: PEP 440's own rules (local labels, zero padding, wildcards)
