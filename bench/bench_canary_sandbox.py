@@ -1,0 +1,258 @@
+"""Canary rollouts on the sandbox, through `inv deploy --serial 1,3 --canary` as an operator runs it: 4 replicas
+behind the real sglang router (sbx1..sbx4, the router on sbx0), the canary sbx1 judged against sbx2 (the same
+hardware) by fleet's own traffic, then put back (a canary that did not pass) or followed by the rest.
+
+Two cases, one rollout of each in turn from the same fleet, kept up between rollouts:
+- p99: the new release plays the simulator's regression `SGLANG_SIM_SLOWER=0.10@99` (sandbox/sim/README.md:
+  every delay of the requests at or above p99 of the release's spread 10% longer); it should fail;
+- A/A: the new release differs only by a note in its environment (nothing the server reads); it should pass,
+  and the rollout goes on to the other three, the next rollouts starting from it.
+Both releases keep the old one's spread (`--jitter`, SGLANG_SIM_JITTER, 0.25 as tests/unit/judge_traffic.py).
+
+The simulator's time scale: every host's server runs with SGLANG_SIM_TOKEN_TIME_SCALE=S (`--scale`: every
+per-token delay times S) and its start-up phases at SGLANG_SIM_TIME_SCALE (`--start-scale`), both set in a copy
+of the instance's inventory (the hosts' `vars.env`). The playbook's canary policy is the default one in simulated
+time: looks of 120 s up to 600 s at 10 requests a second a host become 120·S s up to 600·S s at 10/S a second,
+so each look judges as many requests, and a server as loaded, as the defaults would. The verdict's window is
+reported in simulated seconds (its seconds / S).
+
+Each rollout is one JSON line in --out, appended as it ends, so a partial run still gives figures; the table at
+the end (or `--summary FILE` alone) gives each case's fail and pass counts with 95% Wilson intervals, the median
+window to the verdict in simulated seconds and the wall seconds a rollout took. After every rollout the router
+is asked which workers it lists, each replica's /health and one request through the router: whether the
+rollout left every replica serving behind the router.
+
+usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox.up --hosts 5 \
+           --profile rtx5090-x2-workstation
+       FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench .venv/bin/python bench/bench_canary_sandbox.py \
+           [--rollouts 100] [--scale 0.25] [--until 13:00] [--out /tmp/canary-sandbox.jsonl]   (a line a rollout)
+       .venv/bin/python bench/bench_canary_sandbox.py --summary /tmp/canary-sandbox.jsonl   (the table, then JSON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+from bench_canary_judge import wilson  # noqa: E402
+
+from fleet import inventory  # noqa: E402
+from fleet.policy import Canary  # noqa: E402
+from sandbox.config import config  # noqa: E402
+
+ROUTER, REPLICAS = "sbx0", ["sbx1", "sbx2", "sbx3", "sbx4"]  # the canary first: --serial 1,3
+PORT, ROUTER_PORT = 30000, 30080
+BUDGETS = {"start": 20, "weight_load": 20, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
+           "stop": 30}
+SLOWER = {"SGLANG_SIM_SLOWER": "0.10@99"}
+CASES = ("p99", "A/A")
+
+
+def sim_inventory(folder: Path, start_scale: float, scale: float) -> Path:
+    """The instance's inventory with the simulator's time scales in every host's environment."""
+    doc = yaml.safe_load(Path(config().inventory_path).read_text())
+    for name in doc["hosts"]:
+        env = doc["hosts"][name].setdefault("vars", {}).setdefault("env", {})
+        env.update(SGLANG_SIM_TIME_SCALE=str(start_scale), SGLANG_SIM_TOKEN_TIME_SCALE=str(scale))
+    path = folder / "inventory" / "hosts.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def playbook(folder: Path, env: dict[str, str], scale: float) -> Path:
+    """The replicas' playbook (one name: each rollout upgrades it in place) with `env`, the default canary
+    policy in simulated time."""
+    policy = Canary()
+    book = {"name": "canary-bench", "model": {"path": "/models/Llama-3.1-8B-Instruct"},
+            "serve": {"host": "0.0.0.0", "port": PORT, "api_key": {"env": "SGLANG_API_KEY"}, "env": env},
+            "flags": {"tp-size": 1}, "ladder": [{"name": "plain"}], "budgets": BUDGETS, "bench": {"gate": False},
+            "router": {"host": ROUTER, "port": ROUTER_PORT, "policy": "round_robin",
+                       "flags": {"health-check-interval-secs": 2}},
+            "canary": {"window": round(policy.window * scale, 3), "max_window": round(policy.max_window * scale, 3),
+                       "rate": round(policy.rate / scale, 3)}}
+    path = folder / "canary-bench.yaml"
+    path.write_text(yaml.safe_dump(book, sort_keys=False))
+    return path
+
+
+def deploy(inv_path: Path, book: Path, key: str, *args: str) -> tuple[int, dict[str, Any], str, float]:
+    """(exit status, --json, the end of stderr, wall seconds) of `inv deploy` on the replicas."""
+    picks = [a for h in REPLICAS for a in ("--host", h)]
+    cmd = [str(REPO / ".venv/bin/inv"), "deploy", "-i", str(inv_path), *picks, "--playbook", str(book), "--yes",
+           "--serial", "1,3", *args, "--json"]
+    t0 = time.monotonic()
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "SGLANG_API_KEY": key})
+    seconds = time.monotonic() - t0
+    try:
+        data = json.loads(res.stdout)
+    except ValueError:
+        data = {}
+    return res.returncode, data, res.stderr[-1500:], seconds
+
+
+def _http(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError as e:
+        return 0, str(e)
+
+
+def serving(inv: inventory.Inventory, key: str) -> dict[str, Any]:
+    """What the router lists, which replicas answer /health, and whether a request through the router is
+    answered: `every` when all four are listed and healthy and the routed request is answered."""
+    router = f"http://{inv.hosts[ROUTER].address}:{ROUTER_PORT}"
+    status, text = _http(f"{router}/workers", key)
+    try:
+        listed = sorted(w["url"] for w in json.loads(text)["workers"]) if status == 200 else []
+    except (ValueError, KeyError, TypeError):
+        listed = []
+    want = sorted(f"http://{inv.hosts[h].address}:{PORT}" for h in REPLICAS)
+    healthy = [h for h in REPLICAS if _http(f"http://{inv.hosts[h].address}:{PORT}/health", key)[0] == 200]
+    status, text = _http(f"{router}/generate", key, {"text": "2+2=", "sampling_params": {"max_new_tokens": 4,
+                                                                                        "temperature": 0}})
+    try:
+        routed = status == 200 and json.loads(text)["text"].strip().startswith("4")
+    except (ValueError, KeyError, TypeError):
+        routed = False
+    return {"every": listed == want and len(healthy) == len(REPLICAS) and routed,
+            "listed": len(set(listed) & set(want)), "healthy": healthy, "routed": routed}
+
+
+def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: float, scale: float,
+           after: dict[str, Any]) -> dict[str, Any]:
+    """One rollout's JSON line."""
+    judged = data.get("judged") or {}
+    verdict = judged.get("verdict") or {}
+    parts = verdict.get("metrics") or []
+    tail = next((m for m in parts if m["metric"] == "ttft" and m["part"].startswith("p")), None)
+    hosts = data.get("hosts") or []
+    return {"case": case, "n": n, "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "rc": rc, "decision": verdict.get("decision"), "look": verdict.get("look"),
+            "sim_s": round(verdict["seconds"] / scale, 1) if "seconds" in verdict else None,
+            "numerics_ok": (judged.get("numerics") or {}).get("ok"), "faults": judged.get("faults"),
+            "baselines": judged.get("baselines"),
+            "failed": [f"{m['metric']} {m['part']} {m['estimate'] * 100:+.1f}%" for m in parts
+                       if m["decision"] == "fail"],
+            "ttft_tail": None if tail is None else {k: tail[k] for k in ("estimate", "low", "high", "n_base",
+                                                                         "n_canary")},
+            "hosts": [[h.get("host"), h.get("status"), (h.get("error") or "")[-120:]] for h in hosts],
+            "stopped": data.get("stopped"), "wall_s": round(wall, 1), "serving": after,
+            **({"error": err[-600:]} if not verdict else {})}
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table (printed) and its JSON: per case, verdict counts, the expected verdict's rate with its 95% Wilson
+    interval, the median window to the verdict (simulated s), wall seconds a rollout."""
+    out: dict[str, Any] = {}
+    print(f"{'case':<5} {'n':>4} {'fail':>5} {'pass':>5} {'inc':>4} {'none':>5}  "
+          f"{'expected verdict, rate (95% CI)':<34} {'median sim s':>12} {'wall s':>7} {'not all serving':>16}")
+    for case in CASES:
+        mine = [r for r in rows if r["case"] == case]
+        if not mine:
+            continue
+        n = len(mine)
+        count = {d: sum(r["decision"] == d for r in mine) for d in ("fail", "pass", "inconclusive")}
+        count["none"] = sum(r["decision"] is None for r in mine)
+        want = "fail" if case == "p99" else "pass"
+        lo, hi = wilson(count[want], n)
+        stops = [r["sim_s"] for r in mine if r["sim_s"] is not None]
+        stop = statistics.median(stops) if stops else None
+        wall = statistics.median(r["wall_s"] for r in mine)
+        broken = sum(not r["serving"]["every"] for r in mine)
+        print(f"{case:<5} {n:>4} {count['fail']:>5} {count['pass']:>5} {count['inconclusive']:>4} {count['none']:>5}  "
+              f"{want} {count[want] / n:6.1%} ({lo:.1%}-{hi:.1%}){'':<12} {stop if stop is not None else '-':>12} "
+              f"{wall:>7.1f} {broken:>16}")
+        out[case] = {"rollouts": n, **count, "expected": want, "rate": count[want] / n, "ci95": [lo, hi],
+                     "median_sim_s": stop, "median_wall_s": wall, "not_all_serving": broken}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rollouts", type=int, default=100, help="of each case")
+    ap.add_argument("--scale", type=float, default=0.25, help="SGLANG_SIM_TOKEN_TIME_SCALE (0.1 to 1)")
+    ap.add_argument("--start-scale", type=float, default=0.004, help="SGLANG_SIM_TIME_SCALE")
+    ap.add_argument("--jitter", type=float, default=0.25, help="SGLANG_SIM_JITTER of every release")
+    ap.add_argument("--until", help="HH:MM UTC: start no rollout after it")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/canary-sandbox.jsonl"))
+    ap.add_argument("--summary", type=Path, help="only the table of this file's rollouts")
+    a = ap.parse_args()
+    if a.summary:
+        print(json.dumps(summary([json.loads(ln) for ln in a.summary.read_text().splitlines() if ln.strip()])))
+        return 0
+    if not 0.1 <= a.scale <= 1:
+        sys.exit(f"--scale {a.scale}: between 0.1 and 1 (the canary's load is at most 100 requests a second)")
+    until = None
+    if a.until:
+        hh, mm = (int(x) for x in a.until.split(":"))
+        now = datetime.datetime.now(datetime.UTC)
+        until = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    folder = Path(tempfile.mkdtemp(prefix="bench-canary-"))
+    inv_path = sim_inventory(folder, a.start_scale, a.scale)
+    inv = inventory.load(inv_path)
+    missing = [h for h in (ROUTER, *REPLICAS) if h not in inv.hosts]
+    if missing:
+        sys.exit(f"the sandbox has no {', '.join(missing)}: inv sandbox.up --hosts 5 (see usage)")
+    os.environ.setdefault("FLEET_SANDBOX_ONLY", "1")
+    key = secrets.token_hex(16)
+    base = {"NCCL_P2P_DISABLE": "1", "SGLANG_SIM_JITTER": str(a.jitter)}
+    run = secrets.token_hex(3)
+    note = f"{run}-0"
+    rc, data, err, wall = deploy(inv_path, playbook(folder, {**base, "FLEET_BENCH_NOTE": note}, a.scale), key)
+    if rc != 0:
+        sys.exit(f"the first deploy failed (exit {rc}): {err}")
+    print(f"# fleet up in {wall:.0f} s: {', '.join(REPLICAS)} behind {ROUTER}; scale {a.scale}, out {a.out}",
+          flush=True)
+    done = {c: 0 for c in CASES}
+    rows: list[dict[str, Any]] = []
+    i = 0
+    while min(done.values()) < a.rollouts:
+        case = CASES[i % len(CASES)]
+        i += 1
+        if until is not None and datetime.datetime.now(datetime.UTC) >= until:
+            break
+        if done[case] >= a.rollouts:
+            continue
+        new = f"{run}-{i}" if case == "A/A" else note
+        env = {**base, "FLEET_BENCH_NOTE": new, **(SLOWER if case == "p99" else {})}
+        rc, data, err, wall = deploy(inv_path, playbook(folder, env, a.scale), key, "--canary")
+        row = record(case, done[case] + 1, rc, data, err, wall, a.scale, serving(inv, key))
+        if case == "A/A" and rc == 0:
+            note = new  # every replica on it: the next rollouts start from it
+        done[case] += 1
+        rows.append(row)
+        with a.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{case:<4} #{row['n']:<3} rc {rc} {row['decision']} look {row['look']} ({row['sim_s']} sim s) "
+              f"{'; '.join(row['failed'])} wall {wall:.0f} s, serving {row['serving']['every']}", flush=True)
+    print(json.dumps({"scale": a.scale, "jitter": a.jitter, "policy": Canary().model_dump(exclude={"prompts"}),
+                      "cases": summary(rows)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
