@@ -35,6 +35,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import secrets
 import statistics
 import subprocess
@@ -106,7 +107,37 @@ def deploy(inv_path: Path, book: Path, key: str, *args: str) -> tuple[int, dict[
         data = json.loads(res.stdout)
     except ValueError:
         data = {}
+    saved = re.search(r"its samples are in (\S+) ", res.stderr)
+    if saved:
+        data["recording"] = saved.group(1)
     return res.returncode, data, res.stderr[-1500:], seconds
+
+
+def measured(recording: str | None) -> dict[str, Any] | None:
+    """What the window's TTFTs show, judge aside: each side's median TTFT (ms of wall time) and the canary's p50
+    and p99.5 over the baseline's (p99.5: inside the slowed 1%, not on its edge), each request's TTFT taken over
+    its length pair's pooled median (the load has six pairs): how much of the simulated 10% the sandbox kept."""
+    if recording is None:
+        return None
+    try:
+        rec = json.loads(Path(recording).read_text())
+    except (OSError, ValueError):
+        return None
+    sides = {k: [(p, o, t) for _, p, o, t, _ in rec[k] if t is not None] for k in ("base", "canary")}
+    pooled: dict[tuple[int, int], list[float]] = {}
+    for p, o, t in sides["base"] + sides["canary"]:
+        pooled.setdefault((p, o), []).append(t)
+    mid = {k: statistics.median(v) for k, v in pooled.items()}
+    norm = {k: sorted(t / mid[(p, o)] for p, o, t in v) for k, v in sides.items()}
+    if min(len(v) for v in norm.values()) < 100:
+        return None
+
+    def q(v: list[float], f: float) -> float:
+        return v[min(len(v) - 1, int(f * len(v)))]
+
+    return {"ttft_ms": [round(statistics.median(t for *_, t in sides[k]) * 1000, 2) for k in ("base", "canary")],
+            "p50_ratio": round(q(norm["canary"], 0.5) / q(norm["base"], 0.5), 4),
+            "p995_ratio": round(q(norm["canary"], 0.995) / q(norm["base"], 0.995), 4)}
 
 
 def _http(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, str]:
@@ -161,6 +192,7 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
                                                                          "n_canary")},
             "hosts": [[h.get("host"), h.get("status"), (h.get("error") or "")[-120:]] for h in hosts],
             "stopped": data.get("stopped"), "wall_s": round(wall, 1), "serving": after,
+            "measured": measured(data.get("recording")),
             **({"error": err[-600:]} if not verdict else {})}
 
 
@@ -248,7 +280,8 @@ def main() -> int:
         with a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{case:<4} #{row['n']:<3} rc {rc} {row['decision']} look {row['look']} ({row['sim_s']} sim s) "
-              f"{'; '.join(row['failed'])} wall {wall:.0f} s, serving {row['serving']['every']}", flush=True)
+              f"{'; '.join(row['failed'])} wall {wall:.0f} s, serving {row['serving']['every']}, "
+              f"measured {row['measured']}", flush=True)
     print(json.dumps({"scale": a.scale, "jitter": a.jitter, "policy": Canary().model_dump(exclude={"prompts"}),
                       "cases": summary(rows)}))
     return 0
