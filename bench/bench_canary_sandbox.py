@@ -58,7 +58,7 @@ from fleet import inventory  # noqa: E402
 from fleet.policy import Canary  # noqa: E402
 from sandbox.config import config  # noqa: E402
 
-ROUTER, REPLICAS = "sbx0", ["sbx1", "sbx2", "sbx3", "sbx4"]  # the canary first: --serial 1,3
+ROUTER, REPLICAS = "sbx0", ["sbx1", "sbx2", "sbx3", "sbx4"]  # the canary first: --serial 1,3 (--fleet 1: sbx5..9)
 PORT, ROUTER_PORT = 30000, 30080
 BUDGETS = {"start": 20, "weight_load": 20, "jit_compile": 30, "autotune": 30, "graph_capture": 30, "ready": 30,
            "stop": 30}
@@ -181,7 +181,8 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
     parts = verdict.get("metrics") or []
     tail = next((m for m in parts if m["metric"] == "ttft" and m["part"].startswith("p")), None)
     hosts = data.get("hosts") or []
-    return {"case": case, "n": n, "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    return {"case": case, "n": n, "router": ROUTER,
+            "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "rc": rc, "decision": verdict.get("decision"), "look": verdict.get("look"),
             "sim_s": round(verdict["seconds"] / scale, 1) if "seconds" in verdict else None,
             "numerics_ok": (judged.get("numerics") or {}).get("ok"), "faults": judged.get("faults"),
@@ -231,10 +232,16 @@ def main() -> int:
     ap.add_argument("--jitter", type=float, default=0.25, help="SGLANG_SIM_JITTER of every release")
     ap.add_argument("--until", help="HH:MM UTC: start no rollout after it")
     ap.add_argument("--out", type=Path, default=Path("/tmp/canary-sandbox.jsonl"))
-    ap.add_argument("--summary", type=Path, help="only the table of this file's rollouts")
+    ap.add_argument("--summary", type=Path, nargs="+", help="only the table of these files' rollouts")
+    ap.add_argument("--fleet", type=int, default=0, help="N: router sbx{5N}, replicas sbx{5N+1}..sbx{5N+4} "
+                    "(another fleet of the instance, for a second bench beside the first)")
+    ap.add_argument("--first", choices=CASES, default=CASES[0], help="the case of the first rollout")
     a = ap.parse_args()
+    global ROUTER, REPLICAS
+    ROUTER, REPLICAS = f"sbx{5 * a.fleet}", [f"sbx{5 * a.fleet + k}" for k in range(1, 5)]
     if a.summary:
-        print(json.dumps(summary([json.loads(ln) for ln in a.summary.read_text().splitlines() if ln.strip()])))
+        print(json.dumps(summary([json.loads(ln) for f in a.summary for ln in f.read_text().splitlines()
+                                  if ln.strip()])))
         return 0
     if not 0.1 <= a.scale <= 1:
         sys.exit(f"--scale {a.scale}: between 0.1 and 1 (the canary's load is at most 100 requests a second)")
@@ -263,7 +270,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     i = 0
     while min(done.values()) < a.rollouts:
-        case = CASES[i % len(CASES)]
+        case = CASES[(i + CASES.index(a.first)) % len(CASES)]
         i += 1
         if until is not None and datetime.datetime.now(datetime.UTC) >= until:
             break
