@@ -27,6 +27,16 @@ usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox
        FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench .venv/bin/python bench/bench_canary_sandbox.py \
            [--rollouts 100] [--scale 0.25] [--until 13:00] [--out /tmp/canary-sandbox.jsonl]   (a line a rollout)
        .venv/bin/python bench/bench_canary_sandbox.py --summary /tmp/canary-sandbox.jsonl   (the table, then JSON)
+
+Measured 2026-12-05 on instance bench (rtx5090-x2-workstation hosts, --scale 0.25, two fleets side by side with
+--fleet 0 and 1, 2 cores shared, load 4-27), 12:10-12:56 UTC, far short of 100 each:
+  p99  15 rollouts: 13 fail, 2 pass  86.7% (95% Wilson 62.1-96.3%), median verdict at 240 simulated s, 105 s wall
+  A/A  14 rollouts: 14 pass          100%  (78.5-100%),             at the 600 s cap,                  198 s wall
+  (2 A/A left out: they followed a p99 that passed, before `restored`). Every failed canary was put back; after
+  all 31 rollouts the router listed the 4 replicas, each healthy, and answered. The fails came from the TPOT and
+  end-to-end tails (6 tpot, 4 e2e, 3 both), never the TTFT tail: TTFTs of ~7 ms of wall time at this scale are
+  within the busy machine's scheduling noise (TTFT p99.5, canary over baseline: 1.03 sd 0.10 for p99, 1.01 for
+  A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a request's tokens, keeps the 10%.
 """
 
 from __future__ import annotations
