@@ -1,8 +1,9 @@
 """`inv tune --slo`'s search (fleet.deploy.guided: model-guided, multi-fidelity, crash-aware, finalists compared by
 interleaved replicates) against a grid search and against a re-implementation of sglang's auto_benchmark tiered
 strategy, on the same simulated surfaces in the same run, over --seeds surfaces (and the guided search without its
-short probes, every trial searched in full: what multi-fidelity saves); then the A/A false-winner rate of the
-replicate comparison (fleet.deploy.replicates) on two identical configurations.
+short probes, every trial searched in full: what multi-fidelity saves); then the replicate comparison
+(fleet.deploy.replicates) alone, with its 1% margin and without: how often it names a winner of two identical
+configurations (A/A, at most 5% wanted) and how often it finds B truly 5% and 10% faster (its power).
 
 No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml,
 its `factors` and `noise.run_sigma`; seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and
@@ -25,8 +26,8 @@ as a closed form (the simulator paces tokens instead):
   build_candidates and DEFAULT_MAX_CANDIDATES), 5 bisection rounds each relaunching the server.
 "Within noise": a strategy's pick is at least exp(-2 x sqrt(2) x run_sigma) (0.958) of the best true rate.
 
-usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [--aa 2000] [--pairs 4]
-       [--space narrow|full]   (a table, then JSON)
+usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [--aa 2000] [--pairs 3]
+       [--space narrow|full]   (a table, then JSON; --seeds 0: the replicate checks alone)
 """
 
 from __future__ import annotations
@@ -221,17 +222,24 @@ def ungated(kind: str) -> Space:
     return Space(tuple(Dimension(f, tuple(v)) for f, v in flags.items()), ())
 
 
-def aa(trials: int, pairs: int, sigma: float) -> dict[str, float]:
-    """Two identical configurations, `pairs` interleaved pairs each, with a slow drift of the host."""
-    rng, wins = random.Random(4242), 0
+def replicated(trials: int, pairs: int, sigma: float, ratio: float = 1.0,
+               margin: float = replicates.MARGIN) -> dict[str, object]:
+    """How often the replicate comparison names a winner (and names B) of two configurations, B truly `ratio`
+    times A (1.0: A/A, identical), `pairs` interleaved pairs each, with a slow drift of the host; each start's
+    rate as in Run.search (run noise, the p99 bound's spread, the load search's tolerance)."""
+    rng, named, b_won = random.Random(4242), 0, 0
     for _ in range(trials):
         r = {replicates.Side.A: [], replicates.Side.B: []}  # type: dict[replicates.Side, list[float]]
         for i, side in enumerate(replicates.order(pairs)):
             noise = math.exp(rng.gauss(0, sigma) + rng.gauss(0, 0.25 / math.sqrt(FULL)))
-            r[side].append(10.0 * noise * (1 + 0.003 * i) * rng.uniform(0.98, 1))
-        wins += replicates.compare(r[replicates.Side.A], r[replicates.Side.B]).winner is not None
-    lo, hi = wilson(wins, trials)
-    return {"runs": trials, "winner_declared": wins / trials, "interval": [lo, hi]}
+            true = 10.0 * (ratio if side is replicates.Side.B else 1.0)
+            r[side].append(true * noise * (1 + 0.003 * i) * rng.uniform(0.98, 1))
+        won = replicates.compare(r[replicates.Side.A], r[replicates.Side.B], margin).winner
+        named, b_won = named + (won is not None), b_won + (won is replicates.Side.B)
+    k = named if ratio == 1.0 else b_won  # A/A: any winner is false; else: B found
+    lo, hi = wilson(k, trials)
+    return {"runs": trials, "pairs": pairs, "margin": margin, "ratio": ratio,
+            "winner_declared": named / trials, "b_named": b_won / trials, "interval": [lo, hi]}
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -245,15 +253,8 @@ def spread(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--budget", type=int, default=20)
-    ap.add_argument("--pairs", type=int, default=4)
-    ap.add_argument("--aa", type=int, default=2000)
-    ap.add_argument("--space", choices=("narrow", "full"), default="narrow")
-    a = ap.parse_args()
-    t0 = time.monotonic()
+def strategies(a: argparse.Namespace) -> dict[str, object]:
+    """The four strategies on --seeds surfaces: quality against the best true rate, wall time, starts."""
     space, loose = space_of(a.space), ungated(a.space)
     rows = []
     for seed in range(a.seeds):
@@ -282,8 +283,6 @@ def main() -> int:
                   "served": spread([r[f"{k}_served"] for r in rows]),
                   "served_pooled": 1 - sum(r[f"{k}_crashes"] for r in rows) / sum(r[f"{k}_starts"] for r in rows)}
     out["guided_finals"] = {f: sum(r["final"] == f for r in rows) for f in ("clear", "b", "equal")}
-    out["aa"] = aa(a.aa, a.pairs, surface(0).run_sigma)
-    out["seconds"] = round(time.monotonic() - t0, 1)
     print(f"{'strategy':8} {'within noise':>12} {'quality med [min,max]':>24} {'wall/grid med [max]':>20} "
           f"{'starts':>7} {'full':>5} {'served all, med [min]':>21}")
     for k in STRATEGIES:
@@ -294,8 +293,35 @@ def main() -> int:
               f" {w['median']:>11.3f} [{w['max']:.3f}] {r['starts']['median']:>7.0f}"
               f" {r['full_searches']['median']:>5.0f}"
               f" {r['served_pooled']:>8.1%}, {r['served']['median']:.0%} [{r['served']['min']:.0%}]")
-    print(f"A/A: a winner declared in {out['aa']['winner_declared']:.1%} of {a.aa} comparisons "  # type: ignore[index]
-          f"(95% interval {out['aa']['interval'][0]:.1%}-{out['aa']['interval'][1]:.1%})")  # type: ignore[index]
+    return out
+
+
+def replicate_checks(a: argparse.Namespace) -> dict[str, object]:
+    """The replicate comparison alone: false winners on A/A with and without the margin, and its power."""
+    sigma, out = surface(0).run_sigma, {}
+    for ratio in (1.0, 1.05, 1.10):
+        for key, margin in (("margin", replicates.MARGIN), ("none", 0.0)):
+            r = out[f"x{ratio:.2f} {key}"] = replicated(a.aa, a.pairs, sigma, ratio, margin)
+            what = "A/A: a winner declared" if ratio == 1.0 else f"B truly x{ratio:.2f}: B named"
+            rate = r["winner_declared"] if ratio == 1.0 else r["b_named"]
+            lo, hi = r["interval"]  # type: ignore[misc]
+            print(f"{what} in {rate:.1%} of {a.aa} comparisons over {a.pairs} pairs (95% interval {lo:.1%}-{hi:.1%}), "
+                  f"{'with the ' + format(margin, '.0%') + ' margin' if margin else 'without a margin'}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20, help="surfaces (0: the replicate checks alone)")
+    ap.add_argument("--budget", type=int, default=20)
+    ap.add_argument("--pairs", type=int, default=replicates.PAIRS)
+    ap.add_argument("--aa", type=int, default=2000)
+    ap.add_argument("--space", choices=("narrow", "full"), default="narrow")
+    a = ap.parse_args()
+    t0 = time.monotonic()
+    out = strategies(a) if a.seeds else {}
+    out["replicates"] = replicate_checks(a)
+    out["seconds"] = round(time.monotonic() - t0, 1)
     print(json.dumps(out))
     return 0
 

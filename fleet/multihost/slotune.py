@@ -64,7 +64,7 @@ class SloSettings:
     ceiling: float = 1024.0  # requests per second
     max_points: int = 8  # load points per search
     short_requests: int = 0  # per point of the short probe (0: a fifth of `requests`, at least 10)
-    pairs: int = 3  # interleaved replicate pairs of two finalists (0: none)
+    pairs: int = replicates.PAIRS  # interleaved replicate pairs of two finalists (0: none)
     band: float = 0.05  # finalists: the runner-up's full rate within this of the best's
 
     @property
