@@ -201,15 +201,17 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, y
                                                "second within this latency promise, e.g. ttft_p99=2s,tpot_p99=60ms",
                                         "budget": "with --slo: server starts at most (default 6)",
                                         "requests": "with --slo: requests per load point (default 1000)",
+                                        "pairs": "with --slo: interleaved pairs of starts that tell two "
+                                                 "finalists within 5% apart (default 3; 0: none)",
                                         "wide": WIDE_HELP})
 @reports_errors
 def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, json=False, yes=False,
          accept_new_host_keys=False, ask_become_pass=False, runs=None, wide=False, slo=None, budget=None,
-         requests=None):
+         requests=None, pairs=None):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
-    settings = tuning.slo_settings(slo, budget, requests)  # bad input: one line, exit 2, before any host
+    settings = tuning.slo_settings(slo, budget, requests, pairs)  # bad input: one line, exit 2, before any host
     hosts = cli.changing_hosts("tune", inventory, host, group, all_)
     playbook = cli.targets.playbook_for(hosts, playbook)
     cli.targets.confirm("tune", hosts, yes, [f"playbook: {playbook}", "every eligible rung restarts each host"])
