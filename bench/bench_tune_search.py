@@ -5,14 +5,19 @@ short probes, every trial searched in full: what multi-fidelity saves); then the
 (fleet.deploy.replicates) alone, with its 1% margin and without: how often it names a winner of two identical
 configurations (A/A, at most 5% wanted) and how often it finds B truly 5% and 10% faster (its power).
 
-No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml,
-its `factors` and `noise.run_sigma`; seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and
-the batch shape drawn below) with the bench's own model of the numeric flags, which the profile does not give
-as a closed form (the simulator paces tokens instead):
+No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml;
+seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and the batch shape drawn below), read and
+applied by the simulator's own code (sandbox/sim/pkgs/sglang_sim_core/perfmodel.py: read, shape for the flag
+factors, the chunk's prefill gain and decode stall and the CUDA-graph batch, crash for the crash regions on SM 12
+with sglang 0.5.9 / flashinfer 0.6.3). What the simulator does not give as a formula is the bench's own: the
+simulator's kept rate under an SLO is a measurement of its token-pacing engine in real time (a load search per
+trial: test_tune_slo's 4 trials take minutes at 10x token speed, and a run of this bench evaluates thousands), and
+its model has no effect of mem-fraction-static or KV capacity, half of the narrow space, so:
 - the kept request rate is R0 x the factors x batch x graphs x chunk; batch = b / (b + b0), b = min(max running
   requests, KV capacity), capacity 2048 x (mem - 0.7) / 0.1 requests; b above 1,024 (the behaviour table's limit)
   keeps 0.85 of it (TPOT p99 breaks first); graphs: the steps of a batch above cuda-graph-max-bs decode at
-  eager_decode_factor; chunk: (chunk / 8192) ^ 0.15 / (1 + stall x max(0, chunk - 8192) / 1024);
+  eager_decode_factor; chunk: a request half prefill, half decode in log terms, the square root of the
+  simulator's prefill gain (chunk / 8192) ^ 0.3 over its decode stall 1 + stall x max(0, chunk - 8192) / 1024;
 - one hidden crash no gate knows (SCOOT's hidden constraints): mem-fraction-static 0.9 with cuda-graph-max-bs 1024
   runs out of memory capturing graphs; the search space's gates (playbooks/upstream/backend-gates.yaml) rule out
   the rest for SM120 before any start, for every strategy but auto_benchmark, which skips only fa3 off SM8x/9x
@@ -33,6 +38,7 @@ usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [-
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import math
@@ -42,8 +48,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
@@ -53,6 +59,7 @@ from fleet.deploy.searchspace import Dimension, Space  # noqa: E402
 from fleet.deploy.trials import Trial  # noqa: E402
 
 PROFILE = REPO / "sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml"
+SIM_PERFMODEL = "sandbox/sim/pkgs/sglang_sim_core/perfmodel.py"
 HOST = searchspace.Host(sm=120, gpus=8, versions={"sglang": "0.5.9", "flashinfer-python": "0.6.3"})
 SERVER_DEFAULT = {"max-running-requests": 1024, "chunked-prefill-size": 8192, "cuda-graph-max-bs": 512,
                   "mem-fraction-static": 0.85, "schedule-policy": "fcfs", "attention-backend": "flashinfer",
@@ -64,41 +71,62 @@ SHORT, FULL = 200, 1000
 STRATEGIES = ("grid", "tiered", "guided", "one-fid")  # one-fid: guided without short probes
 
 
+def sim_perfmodel() -> ModuleType:
+    """The simulator's own reading of a profile's perf_model (sandbox/sim/pkgs/sglang_sim_core/perfmodel.py)."""
+    sys.path.insert(0, str(REPO / "sandbox/sim/pkgs"))  # its `from sglang_sim_core import env`
+    try:
+        spec = importlib.util.spec_from_file_location("sim_perfmodel", REPO / SIM_PERFMODEL)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.pop(0)
+
+
+PERF = sim_perfmodel()
+
+
 @dataclass(frozen=True)
 class Surface:
     r0: float
-    factors: dict[str, dict[str, float]]
+    model: dict[str, Any]  # a perf_model block (this seed's), its noise left to the bench's measurement
     b0: float
-    eager: float
-    stall: float
     run_sigma: float
-    gates: frozenset[tuple[str, str]]  # (flag, value) whose kernels exclude SM120
 
     def config(self, trial: Trial) -> dict[str, object]:
         return {**SERVER_DEFAULT, **trial.as_dict()}
 
+    @staticmethod
+    def args(config: dict[str, object]) -> SimpleNamespace:
+        """The flags as the simulator reads them off sglang's ServerArgs."""
+        return SimpleNamespace(**{k.replace("-", "_"): v for k, v in config.items()})
+
     def crashes(self, trial: Trial) -> bool:
         c = self.config(trial)
-        if any((k, str(v)) in self.gates for k, v in c.items()):
+        a = self.args(c)
+        if any(PERF.crash(self.model, e["phase"], a, HOST.sm // 10, HOST.versions) for e in self.model["crashes"]):
+            return True
+        if c["attention-backend"] == "trtllm_mha":  # SM100 only (backend-gates.yaml), not in the profile
             return True
         return c["mem-fraction-static"] == 0.9 and c["cuda-graph-max-bs"] == 1024
 
     def rate(self, trial: Trial) -> float:
         c = self.config(trial)
-        r = self.r0
-        for flag, table in self.factors.items():
-            r *= table.get(str(c[flag]), 1.0)
+        shape = PERF.shape(self.model, self.args(c), random.Random())  # no noise in self.model: exact
+        r = self.r0 * shape.rate_factor
         cap = 2048 * (float(c["mem-fraction-static"]) - 0.7) / 0.1  # type: ignore[arg-type]
         b = min(float(c["max-running-requests"]), cap)  # type: ignore[arg-type]
         r *= b / (b + self.b0) * (0.85 if b > 1024 else 1.0)
-        g = float(c["cuda-graph-max-bs"])  # type: ignore[arg-type]
-        r *= 1.0 if b <= g else (g + (b - g) * self.eager) / b
-        chunk = float(c["chunked-prefill-size"])  # type: ignore[arg-type]
-        return r * (chunk / 8192) ** 0.15 / (1 + self.stall * max(0.0, chunk - 8192) / 1024)
+        g = float(shape.graph_bs)
+        r *= 1.0 if b <= g else (g + (b - g) * shape.eager_factor) / b
+        # a request half prefill, half decode (in log terms): the prefill gain's square root, the decode stall
+        return r * math.sqrt(shape.prefill_factor / self.model["prefill_speedup"]) / shape.decode_stall
 
 
 def surface(seed: int) -> Surface:
-    model = yaml.safe_load(PROFILE.read_text())["perf_model"]
+    model = PERF.read(PROFILE.read_text())
     rng = random.Random(seed)
     factors = {f: {v: (x if seed == 0 or x == 1.0 else x * math.exp(rng.gauss(0, 0.05))) for v, x in t.items()}
                for f, t in model["factors"].items()}
@@ -107,11 +135,12 @@ def surface(seed: int) -> Surface:
             for v in SERVER_DEFAULT.values():
                 if str(v) in t and t[str(v)] == 1.0 and f != "tp-size":
                     t[str(v)] = math.exp(rng.gauss(0, 0.03))
-    gates = frozenset((c["flag"], str(c["value"])) for c in model["crashes"])
     b0, eager, stall = (256, model["cuda_graph"]["eager_decode_factor"], 0.03) if seed == 0 else \
         (rng.uniform(128, 768), rng.uniform(0.6, 0.85), rng.uniform(0.01, 0.05))
-    return Surface(rng.uniform(8, 16) if seed else 12.0, factors, b0, eager, stall,
-                   model["noise"]["run_sigma"], gates | {("attention-backend", "trtllm_mha")})
+    chunk = {**model["chunked_prefill"], "decode_stall_per_1k": stall}
+    ours = {**model, "factors": factors, "cuda_graph": {"eager_decode_factor": eager}, "chunked_prefill": chunk,
+            "noise": {}}
+    return Surface(rng.uniform(8, 16) if seed else 12.0, ours, b0, model["noise"]["run_sigma"])
 
 
 class Run:

@@ -8,8 +8,8 @@ is one start of the server, as a rung (fleet.deploy.attempt); on it, without a r
 (fleet.deploy.loadsearch over fleet.deploy.loadprobe) finds the highest request rate whose p99s keep the SLO
 (each point judged on its bootstrap interval's upper bound, fleet.deploy.slo), and a trial whose short result
 comes near the best goes on to the full-length search on the same server. Two finalists within `band` of each
-other are started in turn (ABBA) and compared by their replicates (fleet.deploy.replicates): a winner only when
-the interval says so. The winner serves as a release of its own and is printed as a rung for the playbook. After
+other are started in turn (ABBA, `pairs` of them) and compared by their replicates (fleet.deploy.replicates): a
+winner only when the interval shows it at least 1% faster. The winner serves as a release of its own and is printed as a rung for the playbook. After
 the first stop, any failure or a Ctrl-C puts back the release that served before, as `inv tune` does, and what
 was measured stays on the controller (fleet.deploy.tunelog): `inv tune --slo` again resumes the search.
 """
