@@ -242,7 +242,11 @@ def next_trial(space: Space, seen: Sequence[Seen], budget: int, defaults: Mappin
     started = {f for s in seen for f in effective(s.trial, defaults)}
     model = fit(seen, defaults, settings.ridge)
     best: tuple[float, Trial] | None = None
-    top = (best_full(seen) or centre).rate or 0.0
+    ref = best_full(seen) or centre
+    top = ref.rate or 0.0
+    # scored from the best's own measurement: the ridge shrinks every effect towards the base, so the model predicts
+    # the best itself below what it kept, and around a best far above the base no untried value could beat it
+    anchor = math.log(top) - model.predict(effective(ref.trial, defaults)) if top > 0 else 0.0
     alone = [Trial.of({f: v}) for f, v in sorted(retry, key=repr)]
     for cand in [*neighbours(space, centre.trial, defaults, settings.radius), *alone]:
         feats = effective(cand, defaults)
@@ -250,7 +254,7 @@ def next_trial(space: Space, seen: Sequence[Seen], budget: int, defaults: Mappin
                 or any(f in retry for f in feats) and len(feats) > 1 \
                 or _pairs_held(feats, bad_pairs) or _pairs_held(feats, doubtful) > 1:
             continue
-        optimistic = math.exp(model.predict(feats) + settings.kappa * model.spread(feats, settings.prior_sd))
+        optimistic = math.exp(anchor + model.predict(feats) + settings.kappa * model.spread(feats, settings.prior_sd))
         # a pair in doubt may not start: only that chance of the gain over the best counts
         score = top + DOUBT ** _pairs_held(feats, doubtful) * (optimistic - top)
         if best is None or score > best[0]:
