@@ -37,6 +37,10 @@ def test_a_short_probe_earns_the_full_run_only_within_the_margin_of_the_best_ful
     assert not guided.promote(14.0, biased, Settings(margin=0.1)) and guided.promote(14.6, biased, Settings(margin=0.1))
     # a short probe that never failed kept a lower bound only: it goes on, however low
     assert guided.promote(1.0, biased, bounded=False)
+    # one that failed is read at its failing rate: on the sandbox the base and triton kept 64 short and 43.3, 33.4
+    # in full, and the chunk (the model's best) kept 64 short, failed at 90.5, and was not promoted (64 x 0.594 < 39)
+    sandbox = [Seen(BASE, 43.3, full=True, short=64.0), Seen(Trial.of({ATT: "triton"}), 33.4, full=True, short=64.0)]
+    assert not guided.promote(64.0, sandbox) and guided.promote(64.0, sandbox, failed_at=90.5)
 
 
 def test_the_fit_recovers_additive_effects_with_the_base_as_intercept():
