@@ -111,8 +111,10 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
                              f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path)
-    if not chosen:
-        raise FleetError(f"{path}: no hosts selected")
+    if not chosen:  # an empty group, or a file of no host: no target (exit 2), not a failed host
+        given = " ".join([*(f"--host {h}" for h in hosts or []), *(f"--group {g}" for g in groups or [])])
+        raise InputError(f"{given}: no host is in it; nothing was contacted" if given else
+                         f"{path}: no hosts in this inventory file; nothing was contacted")
     patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
     if any(inventory.is_glob(p) or p.startswith(("!", "&")) for p in patterns):  # say what the patterns resolved to
         say_on_stderr(f"{len(chosen)} host{'s' if len(chosen) > 1 else ''}: {targets.names(chosen)}")

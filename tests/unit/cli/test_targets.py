@@ -193,3 +193,20 @@ def test_a_deploy_builds_from_the_wheelhouse_its_hosts_inventory_names(tmp_path,
     monkeypatch.setenv("FLEET_WHEELHOUSE", "/mine")
     cli.use_wheelhouse([hosts["sbx0"]])
     assert os.environ["FLEET_WHEELHOUSE"] == "/mine"  # set by the operator: it wins
+
+
+@pytest.mark.parametrize(("hosts", "groups", "said"), [
+    ([], ["spare"], "--group spare: no host is in it; nothing was contacted"),
+    ([], ["spa*"], "--group spa*: no host is in it; nothing was contacted"),
+    ([], [], "hosts.yaml: no hosts in this inventory file; nothing was contacted"),
+])
+def test_a_selection_with_no_host_is_bad_input(hosts, groups, said, tmp_path):
+    """Newcomer's third hour: `inv deploy -g spare` (a group with no host yet) and a task on an inventory file of no
+    host said 'no hosts selected' with exit 1, 'some host failed', where docs/cli.md says no target is exit 2."""
+    from fleet import cli
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("groups: {spare: {}}\nhosts: {}\n" if groups else "hosts: {}\n")
+    with pytest.raises(InputError) as err:
+        cli.select_hosts(str(inventory), hosts, groups)
+    assert err.value.exit_code == EXIT_BAD_INPUT and str(err.value).endswith(said), str(err.value)
