@@ -100,10 +100,14 @@ class Interrupted(KeyboardInterrupt):
         self.outcomes = outcomes
 
 
+DEPLOY_ENDS = "a deploy that fails falls back to the release before"  # what the work under way does at its end
+
+
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS,
-            notice: Callable[[str], None] | None = None) -> list[HostOutcome[T]]:
+            notice: Callable[[str], None] | None = None, ends: str = DEPLOY_ENDS) -> list[HostOutcome[T]]:
     """Outcomes in the order of `hosts`. Ctrl-C: no host starts any more, those under way end on their own (a
-    second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once."""
+    second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once,
+    with how the work under way `ends`."""
     if not hosts:
         return []
     pool = Pool(min(max_workers, len(hosts)))
@@ -118,9 +122,8 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     except KeyboardInterrupt:
         busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
         if notice:
-            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way (a "
-                   "deploy that fails falls back to the release before); Ctrl-C again to stop waiting" if busy
-                   else "nothing was under way"))
+            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
+                   f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
         if not settle(futures) and notice:
             left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
             notice(f"Ctrl-C again: stopped waiting for {', '.join(left)}; the next deploy or rollback there takes "
