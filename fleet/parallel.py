@@ -101,13 +101,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 DEPLOY_ENDS = "a deploy that fails falls back to the release before"  # what the work under way does at its end
+DEPLOY_LEFT = "the next deploy or rollback there takes over its lock and recovers what it left"  # and if left
 
 
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS,
-            notice: Callable[[str], None] | None = None, ends: str = DEPLOY_ENDS) -> list[HostOutcome[T]]:
+            notice: Callable[[str], None] | None = None, ends: str = DEPLOY_ENDS,
+            left: str = DEPLOY_LEFT) -> list[HostOutcome[T]]:
     """Outcomes in the order of `hosts`. Ctrl-C: no host starts any more, those under way end on their own (a
     second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once,
-    with how the work under way `ends`."""
+    with how the work under way `ends` and what becomes of work `left` by a second Ctrl-C."""
     if not hosts:
         return []
     pool = Pool(min(max_workers, len(hosts)))
@@ -125,9 +127,8 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
             notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
                    f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
         if not settle(futures) and notice:
-            left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
-            notice(f"Ctrl-C again: stopped waiting for {', '.join(left)}; the next deploy or rollback there takes "
-                   "over its lock and recovers what it left")
+            hosts_left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
+            notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}")
         done = [f.result() if f.done() and not f.cancelled() else None for f in futures]
         raise Interrupted(done + [None] * (len(hosts) - len(done))) from None
     finally:

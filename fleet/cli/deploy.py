@@ -19,7 +19,7 @@ from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import DeployResult
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import canary as canary_window
@@ -32,8 +32,6 @@ from fleet.progress import Live, Progress
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
-
-EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
 
 if TYPE_CHECKING:
     from rich.console import Console
