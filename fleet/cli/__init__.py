@@ -162,7 +162,7 @@ def _ask_become_pass() -> str:
     import getpass
 
     if not sys.stdin.isatty():
-        raise FleetError("--ask-become-pass needs a terminal to prompt on; give the hosts a become_password "
+        raise InputError("--ask-become-pass needs a terminal to prompt on; give the hosts a become_password "
                          "reference (env: or file:) instead")
     return getpass.getpass("BECOME password: ")
 
