@@ -160,7 +160,7 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
                                                  "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
                                                  "20:00'), today, yesterday (default: the whole journal)",
                                         "lines": "only the last N lines, as tail -n and journalctl -n (with --since: "
-                                                 "of that span)",
+                                                 "of that span; with --only: the last N it shows)",
                                         "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
