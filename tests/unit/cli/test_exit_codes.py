@@ -174,3 +174,16 @@ def test_lines_with_only_are_the_last_n_lines_only_shows_as_journalctl_p_n_count
     assert asked == [None] and len(shown) == 2 and "TMA 1" in shown[0] and "TMA 2" in shown[1]
     assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, None, False, console,  # type: ignore[list-item, arg-type]
                     lines=2, read=stream) == 0 and asked[-1] == 2  # without --only: journalctl's own -n
+
+
+def test_recover_json_with_the_host_unreachable_is_still_a_json_document(tmp_path):
+    """Newcomer's third hour: `inv recover -H H --dry-run --json` on a host that could not be reached printed nothing on
+    stdout (its error on stderr only), where every other task's --json names the host's error in its document."""
+    import json
+
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  sbx0: {address: 127.0.0.1, port: 9, user: root}\n")
+    done = subprocess.run([str(BIN / "inv"), "recover", "-H", "sbx0", "-i", "hosts.yaml", "--dry-run", "--json"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    data = json.loads(done.stdout)
+    assert done.returncode == 1 and data["host"] == "sbx0" and not data["ok"] and data["action"] == "none"
+    assert "127.0.0.1" in data["error"] and done.stderr == "", (done.stdout, done.stderr)
