@@ -95,7 +95,9 @@ console = cast("Console", _Deferred(stderr=False, highlight=False))
 err_console = cast("Console", _Deferred(stderr=True, highlight=False))
 
 
-def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
+def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str],
+                 host_flag: str = "--host") -> list[Host]:
+    """The hosts the patterns name (`hosts` given to `host_flag`, --host or --detail), checked before any contact."""
     from fleet import (
         inventory,  # deferred, as below: pydantic is most of what `inv --list` would load
         site,
@@ -110,9 +112,9 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
             raise InputError(f"{path}: no inventory in the site {here.root} (copy "
                              f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
-    chosen = inv.select(hosts or [], groups or [], default_file=path)
+    chosen = inv.select(hosts or [], groups or [], default_file=path, host_flag=host_flag)
     if not chosen:  # an empty group, or a file of no host: no target (exit 2), not a failed host
-        given = " ".join([*(f"--host {h}" for h in hosts or []), *(f"--group {g}" for g in groups or [])])
+        given = " ".join([*(f"{host_flag} {h}" for h in hosts or []), *(f"--group {g}" for g in groups or [])])
         raise InputError(f"{given}: no host is in it; nothing was contacted" if given else
                          f"{path}: no hosts in this inventory file; nothing was contacted")
     patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
