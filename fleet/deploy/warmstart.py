@@ -73,6 +73,14 @@ class WarmStart:
             return NoKey("the release's cache folders are unknown")
         return cls(store, key, where, f"{venv.rstrip('/')}/bin/python")
 
+    def needed_by(self, host: Host, release: str, say: Say) -> None:
+        """The release starts under this key: its entry is kept while the release is (recorded before the store is
+        read or written, so no prune after another host's deploy drops it meanwhile)."""
+        try:
+            self.store.needs.started(host.name, release, self.key.digest)
+        except OSError as exc:  # the controller's disk: the start goes on, its entry may be pruned sooner
+            say(f"could not record that release {release} needs the caches of key {self.key.digest[:12]}: {exc}")
+
     def before_start(self, conn: Connection, host: Host, say: Say) -> None:
         """The store's caches of this key in place, or nothing changed (said why)."""
         got = self.store.get(self.key)
