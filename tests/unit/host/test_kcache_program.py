@@ -110,3 +110,52 @@ def test_modules_lists_each_compiled_module_and_place_keeps_their_mtimes(tmp_pat
     assert so.stat().st_mtime == 1_700_000_000  # ninja's deps log holds the built mtime
     done = _run("modules", str(ops))
     assert kcache.parse_modules(done.stdout.decode()) == {str(so): hashlib.sha256(so.read_bytes()).hexdigest()}
+
+
+def _second(root: Path) -> Path:
+    triton = root / "home" / ".triton" / "cache"
+    (triton / "ab12").mkdir(parents=True)
+    (triton / "ab12" / "kernel.cubin").write_bytes(b"cubin")
+    return triton
+
+
+def test_a_place_that_fails_half_way_leaves_every_folder_as_it_stood_and_nothing_beside(tmp_path: Path) -> None:
+    """Issue 49's fault points: the folders were swapped one by one, so a failure at the second (a full disk, here
+    its parent turned into a file) left the first placed and the second the host's own: half a cache. Now every
+    folder is built first and swapped only then (on the code before, the first folder was the placed one)."""
+    ops, triton = _cache(tmp_path), _second(tmp_path)
+    tar = _collect_all([ops, triton])
+    (ops / "batch_prefill" / "batch_prefill.so").write_bytes(b"mine")
+    shutil.rmtree(triton.parent)
+    triton.parent.write_text("not a folder any more")
+    done = _run("place", hashlib.sha256(tar).hexdigest(), str(ops), str(triton), data=tar)
+    assert done.returncode != 0 and done.stdout == b""
+    assert (ops / "batch_prefill" / "batch_prefill.so").read_bytes() == b"mine"
+    assert not [p for p in (ops.parent, tmp_path / "home") for q in p.iterdir() if ".fleet-kcache-" in q.name]
+
+
+def _collect_all(folders: list[Path]) -> bytes:
+    done = _run("collect", str(1 << 20), *map(str, folders))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_what_a_dead_run_left_beside_the_folders_is_removed_by_the_next(tmp_path: Path) -> None:
+    ops = _cache(tmp_path)
+    dead = _dead_pid()
+    left = [ops.parent / f"cached_ops.fleet-kcache-new-{dead}", ops.parent / f"cached_ops.fleet-kcache-old-{dead}"]
+    for folder in left:
+        (folder / "half").mkdir(parents=True)
+    (ops.parent / f".fleet-kcache-in-{dead}").write_bytes(b"half a spool")
+    live = ops.parent / f"cached_ops.fleet-kcache-new-{os.getpid()}"  # a run still under way: not touched
+    live.mkdir()
+    tar = _collect(ops)
+    assert _run("place", hashlib.sha256(tar).hexdigest(), str(ops), data=tar).returncode == 0
+    assert sorted(p.name for p in ops.parent.iterdir()) == sorted(["cached_ops", live.name])
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
