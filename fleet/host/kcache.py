@@ -9,24 +9,28 @@ from fabric import Connection
 
 from fleet.host import programs
 from fleet.inventory import Host
-from fleet.ssh.remote import BytesResult, CommandTimedOut, OutputTooLarge, run_bytes
+from fleet.ssh.remote import BytesResult, ChannelFailed, CommandTimedOut, OutputTooLarge, run_bytes
 
 TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
 class HostRefused:
-    """What the host's program said when it would not collect or place (nothing changed on the host)."""
+    """What the host's program said when it would not collect or place (nothing changed on the host); `unknown`:
+    no answer came, or one that is not the program's (a timeout, too much output, a closed channel, garbage), so
+    what the command changed is not known."""
 
     reason: str
+    unknown: bool = False
 
 
 def _run(conn: Connection, host: Host, cmd: str, data: bytes, max_output: int) -> BytesResult | HostRefused:
-    """The program's answer; a timeout or an answer past `max_output` is a refusal (a lost link raises)."""
+    """The program's answer; a timeout, a closed channel or an answer past `max_output` is a refusal whose
+    outcome is unknown (a lost link raises)."""
     try:
         return run_bytes(conn, host, cmd, data, timeout=TIMEOUT_S, max_output=max_output)
-    except (CommandTimedOut, OutputTooLarge) as exc:
-        return HostRefused(str(exc))
+    except (CommandTimedOut, OutputTooLarge, ChannelFailed) as exc:
+        return HostRefused(str(exc), unknown=True)
 
 
 def _said(stderr: bytes, exited: int) -> str:
@@ -45,14 +49,18 @@ def collect(conn: Connection, host: Host, python: str, folders: list[str], limit
 
 def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
           folders: list[str]) -> list[str] | HostRefused:
-    """The tar put in place, each folder by rename; the folders placed, or why the host refused it."""
+    """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
+    naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
     cmd = programs.python_command(python, "kcache.py", "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
     if res.exited != 0:
         return HostRefused(_said(res.stderr, res.exited))
-    return res.stdout.decode("utf-8", "replace").split()
+    placed = res.stdout.decode("utf-8", "replace").splitlines()
+    if not set(placed) <= set(folders):
+        return HostRefused(f"its answer names no folder it was given ({placed[:1]!r:.80})", unknown=True)
+    return placed
 
 
 def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
