@@ -128,14 +128,15 @@ class WarmStart:
         return True
 
     def check_used(self, conn: Connection, host: Host, say: Say) -> None:
-        """After a start with placed caches served: were the placed modules used, or rebuilt?"""
-        if not self.placed or not self.modules:
+        """After a start with placed caches served: were the placed modules used, or rebuilt? (Reading them back
+        also proves them: a later put-back of a release leaves them in place.)"""
+        if not self.placed:
             return
-        now = kcache.modules(conn, host, self.python, self.placed)
+        now = kcache.modules(conn, host, self.python, self.placed)  # and the caches proven (kcache.PLACED)
         if isinstance(now, kcache.HostRefused):
             say(f"could not read the modules back: {now.reason}")
-            return
-        say(judge_modules(self.modules, now))
+        elif self.modules:
+            say(judge_modules(self.modules, now))
 
     def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
         """This host's caches into the store, when it holds none of this key (or one that failed a start that

@@ -11,12 +11,16 @@
                                         stdout: the folders placed, one a line
     kcache.py clear FOLDER...           each folder renamed aside, then removed (a start that failed with a
                                         placed cache starts again without it)
+    kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
+                                        used as placed, or rebuilt?)
+
+--mark=PATH (first, before the verb's arguments): place adds the folders it fills to PATH (one a line, written
+whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
+release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
 place and clear first remove what an earlier run whose process is gone (a lost link, a controller killed) left
 beside the folders: its spool, its half-built and set-aside folders; and they ignore SIGHUP, so a link lost
 while they run lets them finish (or undo) rather than stop half-way.
-    kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
-                                        used as placed, or rebuilt?)
 """
 
 from __future__ import annotations
@@ -145,12 +149,42 @@ def _place_from(spooled: str, want: str, folders: list[str]) -> None:
                 new = f"{folder.rstrip('/')}{ASIDE}new-{os.getpid()}"
                 built.append((new, folder))
                 _build(tar, mine, new, folder)
+        if MARK[0] and built:
+            _mark([f for _, f in built])
         _swap_all(built)
     except BaseException:
         for new, _ in built:
             _remove(new)
         raise
     sys.stdout.write("".join(f + "\n" for _, f in built))
+
+
+MARK = [""]  # --mark=PATH
+
+
+def _mark(folders: list[str]) -> None:
+    """The folders about to be filled, added to the mark, written whole (beside it, fsynced, renamed over)."""
+    path = MARK[0]
+    try:
+        with open(path) as f:
+            had = [line.rstrip("\n") for line in f if line.strip()]
+    except FileNotFoundError:
+        had = []
+    tmp = f"{path}{ASIDE}{os.getpid()}"
+    try:
+        with open(tmp, "w") as out:
+            out.write("".join(f + "\n" for f in dict.fromkeys([*had, *folders])))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _unmark() -> None:
+    if MARK[0] and os.path.lexists(MARK[0]):
+        os.unlink(MARK[0])
 
 
 def _build(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str) -> None:
@@ -209,6 +243,7 @@ def clear(folders: list[str]) -> None:
             old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
             os.rename(folder, old)
             shutil.rmtree(old, ignore_errors=True)
+    _unmark()
 
 
 def modules(folders: list[str]) -> None:
@@ -217,9 +252,14 @@ def modules(folders: list[str]) -> None:
             for path, is_dir in _files(folder):
                 if not is_dir and path.endswith(".so"):
                     sys.stdout.write(f"{_sha256(path)} {path}\n")
+    _unmark()
 
 
 def main(argv: list[str]) -> None:
+    if argv and argv[0].startswith("--mark="):
+        MARK[0], argv = argv[0].removeprefix("--mark="), argv[1:]
+        if not MARK[0].startswith("/") or ".." in MARK[0].split("/"):
+            _fail(2, "the mark is an absolute path without '..'")
     if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
         _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
     verb, rest = argv[0], argv[1:]

@@ -8,7 +8,8 @@ sandbox's fault harness (tests/faults/test_fault_points.py, the `warm` flow) inj
 At every point: each cache folder is the host's own as it was, the stored entry's whole, or gone (a cold start),
 never a mix nor with a folder of the other beside it; nothing half-placed or spooled is left beside the folders;
 a host whose folders hold the entry's caches after the placing step is known to (a failed start is retried cold);
-what the store holds is a whole tar of the folders."""
+caches no start served with are named by the host's mark (kcache.PLACED: a put-back drops them before its
+release starts); what the store holds is a whole tar of the folders."""
 
 from __future__ import annotations
 
@@ -36,19 +37,26 @@ FLOWS = {"fails-warm": ("place", "clear", "collect"), "serves-warm": ("place", "
 POINTS = [(flow, step, kind) for flow, steps in FLOWS.items() for step in range(len(steps)) for kind in KINDS]
 
 
+MARKS = [""]  # where the host's mark is, under the test's temporary folder
+
+
 class Died(BaseException):
     """The controller killed at a step: nothing after it runs."""
 
 
 class Runner:
-    """Each command run here; at step `at` (counted from 0) the fault `kind`."""
+    """Each command run here (the host's mark, kcache.PLACED, in MARKS[0]: a temporary folder's); at step `at`
+    (counted from 0) the fault `kind`."""
 
     def __init__(self, at: int | None = None, kind: str = "") -> None:
-        self.at, self.kind, self.n, self.verbs = at, kind, -1, []  # type: ignore[var-annotated]
+        self.at, self.kind, self.n = at, kind, -1
+        self.verbs: list[str] = []  # the steps asked for
+        self.ran: list[str] = []  # those that ran on the host
 
     def run_bytes(self, conn, host, command, data, timeout, max_output) -> BytesResult:
         self.n += 1
-        self.verbs.append(shlex.split(command)[3])  # python -c PROGRAM VERB ...
+        command = command.replace(kcache.PLACED, MARKS[0])
+        self.verbs.append(next(w for w in shlex.split(command)[3:] if not w.startswith("--")))
         fault = self.kind if self.n == self.at else ""
         if fault == "dies":
             raise Died
@@ -58,6 +66,7 @@ class Runner:
             raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish (a hang)")
         python, *rest = shlex.split(command)  # started bare (-S -I): the program needs the standard library only
         done = subprocess.run([python, "-S", "-I", *rest], input=data, capture_output=True, timeout=60)
+        self.ran.append(self.verbs[-1])
         if fault == "late":
             raise CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish; its answer was lost")
         if fault == "too-much":
@@ -100,6 +109,7 @@ def _conn(runner: Runner) -> SimpleNamespace:
 def host(tmp_path: Path) -> dict:
     """The store holds the giver's caches of KEY; the host's folders hold its own, other ones."""
     folders = _folders(tmp_path)
+    MARKS[0] = str(tmp_path / "kcache-placed")
     _fill(folders, b"giver")
     given = kcache.collect(_conn(Runner()), HOST, sys.executable, folders, 1 << 20)  # type: ignore[arg-type]
     assert isinstance(given, bytes)
@@ -136,13 +146,17 @@ def test_every_warm_start_step_keeps_the_invariant(host, flow, step, kind):
     except (Died, ConnectionLost):
         pass  # the run ended there: the host is checked as it stands
     assert runner.verbs[step] == FLOWS[flow][step], runner.verbs  # the fault hit the step it names
-    broken = _broken(host)
+    broken = _broken(host, runner)
     assert not broken, f"{flow} {kind} at {FLOWS[flow][step]}: {broken}; said {said}"
 
 
-def _broken(h: dict) -> list[str]:
+def _broken(h: dict, runner: Runner) -> list[str]:
     """What of the invariant does not hold (empty: all of it)."""
     bad, folders = [], h["folders"]
+    marked = Path(MARKS[0]).read_text().split() if Path(MARKS[0]).exists() else []
+    if "modules" not in runner.ran:  # no start served with them: a put-back must find them named
+        bad += [f"{f} holds the entry's caches, unmarked" for f in folders
+                if _seen(f) == h["giver"][f] and f not in marked]
     now = {f: _seen(f) for f in folders}
     bad += [f"{f} is a mix: {sorted(c)}" for f, c in now.items() if c not in (h["own"][f], h["giver"][f], None)]
     if any(now[f] == h["own"][f] for f in folders) and any(now[f] == h["giver"][f] for f in folders):

@@ -159,3 +159,30 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_a_place_marks_its_folders_until_a_start_proves_them_and_a_put_back_drops_unproven_ones(tmp_path: Path):
+    """A warm start whose run died (or whose clearing failed) left its caches in place, and the release put back
+    next (a dead run's recovery, the fall-back) started on them: a cache that had just killed a start killed
+    that one too. Now place marks the folders it fills; reading the modules back after a start served (or
+    clearing them) unmarks them; a put-back first removes what is still marked (kcache.drop_unproven)."""
+    ops, triton = _cache(tmp_path), _second(tmp_path)
+    mark = tmp_path / "fleet" / "kcache-placed"
+    mark.parent.mkdir()
+    tar = _collect_all([ops, triton])
+    sha = hashlib.sha256(tar).hexdigest()
+    assert _run(f"--mark={mark}", "place", sha, str(ops), str(triton), data=tar).returncode == 0
+    assert mark.read_text().split() == [str(ops), str(triton)]
+    assert _run(f"--mark={mark}", "modules", str(ops)).returncode == 0 and not mark.exists()  # it served
+    assert _run(f"--mark={mark}", "place", sha, str(ops), str(triton), data=tar).returncode == 0
+    assert _run(f"--mark={mark}", "clear", str(ops), str(triton)).returncode == 0 and not mark.exists()
+    assert _run(f"--mark={mark}", "place", sha, str(ops), str(triton), data=tar).returncode == 0
+    mark.write_text(mark.read_text() + "/\n/etc/../x\n" + str(tmp_path / "home") + "/link\n")
+    (tmp_path / "home" / "link").symlink_to(tmp_path / "home" / ".triton")
+    done = subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark))], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not ops.exists() and not triton.exists() and not mark.exists()
+    assert (tmp_path / "home" / ".triton").is_dir() and (tmp_path / "home" / "link").is_symlink()
+    assert not [p for p in (ops.parent, triton.parent) for q in p.iterdir() if ".fleet-kcache-" in q.name]
+    again = subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark))], capture_output=True, text=True)
+    assert again.returncode == 0  # nothing marked: nothing done
