@@ -40,28 +40,29 @@ def rows(store: CacheStore) -> tuple[list[Row], bool]:
     return out, needs is not None
 
 
-def plan(store: CacheStore) -> list[Row]:
-    """What --prune drops: what no kept release needs, then the least recently used beyond the bound."""
+def plan(store: CacheStore) -> tuple[list[Row], bool]:
+    """rows(), each with why --prune drops it: no kept release needs it, then the least recently used beyond the
+    bound."""
     listed, known = rows(store)
     unneeded = {r.entry.digest for r in listed if known and not r.needed_by}
     over = {e.digest for e in store.over_bound(without=unneeded)}
     return [Row(r.entry, r.needed_by, "no release kept needs it" if r.entry.digest in unneeded
-                else "over the store's bound" if r.entry.digest in over else None) for r in listed]
+                else "over the store's bound" if r.entry.digest in over else None) for r in listed], known
 
 
 def command(prune: bool, dry_run: bool, as_json: bool, wide: bool) -> int:
     if dry_run and not prune:
         raise InputError("--dry-run says what --prune would drop: add --prune")
     store = CacheStore.of_site()
-    listed, known = rows(store) if not prune else (plan(store), store.needs.read() is not None)
-    if prune and not dry_run:
-        for r in listed:
-            if r.goes:
-                store.drop_all([r.entry], f"pruned on purpose: {r.goes}")
-    total = sum(r.entry.size for r in listed if not r.goes)
+    listed, known = plan(store) if prune else rows(store)
+    gone = [r for r in listed if r.goes]
+    if not dry_run:
+        store.drop_all([r.entry for r in gone], "pruned on purpose")
+    held = [r for r in listed if dry_run or not r.goes]
+    size = sum(r.entry.size for r in held)
     if as_json:
-        print_json({"store": str(store.root), "bound": store.total, "bytes": total, "needs_known": known,
-                    "dry_run": dry_run, "entries": [r.to_json() for r in listed]})
+        print_json({"store": str(store.root), "bound": store.total, "entries_held": len(held), "bytes_held": size,
+                    "needs_known": known, "dry_run": dry_run, "entries": [r.to_json() for r in listed]})
         return EXIT_OK
     if not known:
         sys.stderr.write(f"fleet: {store.needs.path} is not fleet's: which releases need an entry is unknown, "
@@ -70,9 +71,8 @@ def command(prune: bool, dry_run: bool, as_json: bool, wide: bool) -> int:
         sys.stdout.write(f"no caches stored ({store.root})\n")
         return EXIT_OK
     verb = "would drop" if dry_run else "dropped"
-    gone = [r for r in listed if r.goes]
-    title = (f"{len(listed) - (0 if dry_run else len(gone))} entries, {_size(total)} of the {_size(store.total)} "
-             f"bound ({store.root})" + (f"; {verb} {len(gone)}" if prune else ""))
+    title = (f"{len(held)} entries, {_size(size)} of the {_size(store.total)} bound ({store.root})"
+             + (f"; {verb} {len(gone)} ({_size(sum(r.entry.size for r in gone))})" if prune else ""))
     _table(listed, title, wide)
     return EXIT_OK
 

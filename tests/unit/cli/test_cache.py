@@ -66,6 +66,7 @@ def test_the_store_is_listed_as_a_table_that_fits_and_as_pure_json(store):
     assert "sm120-allreduce-fusion" in wide.stdout and "SM120 NVIDIA RTX PRO 6000 Blackwell Server" in wide.stdout
     data = json.loads(inv(store, "--json").stdout)
     assert data["store"] == str(store.root) and data["bound"] == 32 << 30 and data["needs_known"] is True
+    assert (data["entries_held"], data["bytes_held"]) == (3, (3 << 20) + 5700)
     first = data["entries"][-1]
     assert first["digest"] == NEEDED.digest and first["size"] == 3 << 20 and first["given_by"] == "sbx0"
     assert first["needed_by"] == [{"host": "sbx0", "release": RELEASE}] and first["pruned"] is None
@@ -88,7 +89,7 @@ def test_prune_says_what_would_go_then_drops_what_no_kept_release_needs(store):
 
 def test_prune_keeps_to_the_bound_after_the_unneeded_go(store):
     small = CacheStore(store.root, total=(3 << 20) + 100)
-    goes = {r.entry.digest: r.goes for r in plan(small)}
+    goes = {r.entry.digest: r.goes for r in plan(small)[0]}
     assert goes == {ORPHAN.digest: "no release kept needs it", NEEDED.digest: "over the store's bound",
                     PATCHED.digest: None}  # the least recently used of those needed, once the orphan is gone
 
