@@ -43,8 +43,8 @@ class ReleaseRun:
         try:
             r.settled()
             self.store.save(r)
-            pruned = self.store.prune(keep)
-            dropped = self.caches_kept(pruned.kept)
+            _, kept = self.store.prune(keep)
+            dropped = self.caches_kept(kept)
             self.store.event(r, {"step": "current", **current, **({"caches_dropped": dropped} if dropped else {})})
         except (FleetError, OSError) as exc:
             return f"release {r.id} is current; pruning or logging after it failed: {exc}"

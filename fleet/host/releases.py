@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import posixpath
 import re
@@ -190,8 +191,7 @@ class Release:
         self.facts["venv"] = venv
 
     def keyed(self, digest: str | None) -> None:
-        """Its latest attempt started under this warm start's key (fleet.deploy.cachekey; None: no warm start):
-        the controller's store keeps that key's entry while the release is kept (fleet.deploy.cacheneeds)."""
+        """The warm start key its latest attempt started under (None: none; fleet.deploy.cacheneeds)."""
         self.cache_key = digest
 
     def patched(self, sets: list[str], files: dict[str, str]) -> None:
@@ -472,19 +472,12 @@ class ReleaseStore:
                    and (current is None or r.id < current)]
         return earlier[-1] if earlier else None
 
-    def prune(self, keep: int) -> Pruned:
+    def prune(self, keep: int) -> tuple[builtins.list[str], builtins.list[Release]]:  # list: also a method here
         """Drop what prune_plan dooms: the ids dropped, and the releases kept."""
-        found = self.list()
-        doomed = prune_plan(found, self.current_id(), keep)
+        doomed = prune_plan(found := self.list(), self.current_id(), keep)
         for rid in doomed:
             self.session.sh(f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
-        return Pruned(doomed, [r for r in found if r.id not in doomed])
-
-
-@dataclass(frozen=True)
-class Pruned:
-    dropped: list[str]
-    kept: list[Release]
+        return doomed, [r for r in found if r.id not in doomed]
 
 
 UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`

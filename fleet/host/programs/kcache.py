@@ -214,11 +214,9 @@ def _swap_all(built: list[tuple[str, str]]) -> None:
     swapped: list[tuple[str, str | None]] = []  # (folder, where what stood there was set aside)
     try:
         for new, folder in built:
-            old: str | None = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
-            if os.path.lexists(folder):
+            old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}" if os.path.lexists(folder) else None
+            if old is not None:
                 os.rename(folder, old)
-            else:
-                old = None
             try:
                 os.rename(new, folder)
             except BaseException:

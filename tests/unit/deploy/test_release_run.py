@@ -10,7 +10,7 @@ from fleet.deploy.cachekey import CacheKey
 from fleet.deploy.cachestore import CacheStore
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt
-from fleet.host.releases import ROUTER_ROOT, Pruned, Release, ReleaseStore
+from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
 from fleet.outcomes import ReleaseStatus
 
 
@@ -32,9 +32,9 @@ class Store:
     def mark_current(self, r: Release) -> None:
         self.log.append(("current", r.id))
 
-    def prune(self, keep: int) -> Pruned:
+    def prune(self, keep: int) -> tuple[list[str], list[Release]]:
         self.log.append(("prune", keep))
-        return Pruned([], [])
+        return [], []
 
 
 def _release() -> Release:

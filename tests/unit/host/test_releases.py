@@ -108,9 +108,9 @@ def test_prune_by_the_store_drops_the_doomed_folders(store):
         Path(store.dir(r)).mkdir(parents=True)
         (Path(store.dir(r)) / "manifest.json").write_text(json.dumps(r.to_json()))
     store.mark_current(made[-1])
-    pruned = store.prune(5)
-    assert pruned.dropped == [made[1].id, made[2].id]
-    assert [r.id for r in pruned.kept] == [r.id for r in made if r not in made[1:3]]
+    dropped, kept = store.prune(5)
+    assert dropped == [made[1].id, made[2].id]
+    assert [r.id for r in kept] == [r.id for r in made if r not in made[1:3]]
     assert store.last_good_before_current() == made[0]
     assert sorted(p.name for p in Path(store.releases).iterdir()) == [r.id for r in made if r not in made[1:3]]
 
