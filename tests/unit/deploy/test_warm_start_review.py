@@ -144,7 +144,8 @@ def test_a_refused_place_changes_nothing_on_the_host(tmp_path: Path) -> None:
 # 3 --------------------------------------------------------------------------------------------------------------
 @pytest.mark.xfail(strict=True, reason="rev49 #3: the store takes any bytes a host sends (put never opens the tar) "
                    "and an entry every host refuses is never dropped nor replaced (cachestore.py:48, "
-                   "warmstart.py:86-88 drops nothing, 120-121 keeps it): one hostile or foreign-HOME host makes its key cold for good")
+                   "warmstart.py:86-88 drops nothing, 120-121 keeps it): one hostile or foreign-HOME host makes its "
+                   "key cold for good")
 def test_an_entry_the_hosts_refuse_is_replaced_by_a_host_that_serves(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "host1")
