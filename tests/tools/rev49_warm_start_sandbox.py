@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "tests" / "integration"), str(REPO)]
+sys.path[:0] = [str(REPO / "tests" / "integration"), str(REPO / "tests" / "unit"), str(REPO)]
 
 from fleetcli import inv_at, llama_playbook, sh  # noqa: E402
 

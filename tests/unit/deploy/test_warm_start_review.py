@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fakesession import HOST
 
 from fleet.deploy import warmstart
 from fleet.deploy.cachekey import CacheKey
@@ -27,7 +28,6 @@ from fleet.deploy.warmstart import WarmStart
 from fleet.host import programs
 from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.ssh.remote import BytesResult, use_runner
-from tests.unit.fakesession import HOST
 
 
 def _key() -> CacheKey:
