@@ -509,6 +509,25 @@ def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, f
     raise Exit(code=learning.forget(pick, all_, dry_run, json))
 
 
+@task(help={"prune": "drop the entries no release kept on any host needs, then the least recently used beyond the "
+                     "store's bound (what a deploy's prune does)",
+            "dry_run": "with --prune: say what would be dropped; change nothing",
+            "json": HOST_HELP["json"], "wide": WIDE_HELP})
+@reports_errors
+def cache(c, prune=False, dry_run=False, json=False, wide=False):
+    """The controller's store of compile and tune caches (serve.warm_start), or pruned on purpose.
+
+    From kcache/ in the state folder (.fleet/, or FLEET_STATE_DIR): each entry's key (GPU, sglang and
+    flashinfer, patch sets), size, when it was last used, the host that gave it and the kept releases that need
+    it. No host is contacted.
+
+    Exit codes: 0 shown (or pruned), 2 bad input (nothing changed).
+    """
+    from fleet.cli import cache as caching
+
+    raise Exit(code=caching.command(prune, dry_run, json, wide))
+
+
 sandbox_ns = Collection("sandbox")
 sandbox_ns.add_task(sandbox_up, "up")
 sandbox_ns.add_task(sandbox_down, "down")
@@ -531,6 +550,7 @@ ns.add_task(bench)
 ns.add_task(tune)
 ns.add_task(learned)
 ns.add_task(forget)
+ns.add_task(cache)
 ns.add_task(status)
 ns.add_task(logs)
 ns.add_task(audit)
