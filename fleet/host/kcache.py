@@ -71,7 +71,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
-    if res.exited in (4, 5):  # refused, nothing changed: 4 the tar, 5 this host
+    if res.exited in (2, 4, 5):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
         return HostRefused(_said(res.stderr, res.exited), bad_entry=res.exited == 4)
     if res.exited != 0:  # a crash: what it changed is not known
         return HostRefused(_said(res.stderr, res.exited), unknown=True)

@@ -342,7 +342,7 @@ HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg")
 
 def _broad(folder: str) -> bool:
     """A folder fleet must never swap out nor remove whole: a user's home, the venv, or one that holds either."""
-    f = folder.rstrip("/")
+    f = os.path.realpath(folder)  # a link to a home is a home
     homes = {os.path.expanduser("~"), sys.prefix, *(pw.pw_dir for pw in pwd.getpwall())}
     if any(h.rstrip("/") == f or h.startswith(f + "/") for h in homes if h.startswith("/")):
         return True
