@@ -205,6 +205,8 @@ def not_whole(tar: bytes, folders: list[str]) -> str | None:
         inner = ".." not in m.name.split("/") and any(m.name == f or m.name.startswith(f + "/") for f in inside)
         if m.type not in PLAIN or m.sparse is not None or not inner:
             return f"the host's tar holds {m.name[:80]!r}, no plain file inside the cache folders"
+        if m.type != tarfile.DIRTYPE and m.name in inside:  # every host's place refuses it
+            return f"the host's tar holds a file named as the cache folder {m.name[:80]!r}"
     return None if members else "the cache folders are empty"
 
 

@@ -160,6 +160,7 @@ def test_a_warm_start_that_changed_a_folder_knows_it(tmp_path: Path) -> None:
     warm = WarmStart(store, _key(), [str(first), str(second)], sys.executable)
     warm.before_start(_conn(_Here()), HOST, said.append)
     assert (first / "mine.so").exists() or warm.placed, said
+    assert "a file named as the cache folder" in said[0], said  # never stored: no host would take it
 
 # 3 --------------------------------------------------------------------------------------------------------------
 # rev49 #3 (was xfail strict; fixed on h-fix49): the store takes any bytes a host sends (put never opens the tar)
