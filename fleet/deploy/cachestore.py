@@ -7,13 +7,15 @@ its tar's sha256 is the one recorded: anything else is dropped and reported, nev
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,18 +78,20 @@ class CacheStore:
         if final.exists():
             return self.get(key) or Refused("an entry of this key is already stored")
         self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)  # compiled code and the key's flags: the controller's user's only
         tmp = self.root / f"{_TMP}{key.digest[:16]}-{os.getpid()}-{time.monotonic_ns()}"
-        tmp.mkdir()
-        try:
-            _write(tmp / "key.json", json.dumps(key.to_json(), sort_keys=True).encode())
-            _write(tmp / "cache.tar", data)
-            meta = {"sha256": digest, "size": len(data), "host": host, "stored": time.time()}
-            _write(tmp / "meta.json", json.dumps(meta, sort_keys=True).encode())
-            os.rename(tmp, final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not final.exists():
-                raise
+        with self._writing(fcntl.LOCK_SH):  # no sweep of temporaries while this one is written
+            tmp.mkdir(mode=0o700)
+            try:
+                _write(tmp / "key.json", json.dumps(key.to_json(), sort_keys=True).encode())
+                _write(tmp / "cache.tar", data)
+                meta = {"sha256": digest, "size": len(data), "host": host, "stored": time.time()}
+                _write(tmp / "meta.json", json.dumps(meta, sort_keys=True).encode())
+                os.rename(tmp, final)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not final.exists():
+                    raise
         self.prune(keep=key)
         got = self.get(key)
         return got if isinstance(got, Entry) else Refused("the stored entry did not read back")
@@ -108,7 +112,10 @@ class CacheStore:
             return self._drop(folder, "its key.json is another key's")
         if not isinstance(meta, dict) or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
             return self._drop(folder, "its tar's sha256 is not the one recorded (truncated or altered)")
-        os.utime(folder / "meta.json")  # last used: the store drops the least recently used first
+        try:
+            os.utime(folder / "meta.json")  # last used: the store drops the least recently used first
+        except OSError:  # dropped meanwhile (another deploy's prune): there is none now
+            return None
         return Entry(key, data, str(meta["sha256"]), str(meta.get("host", "")))
 
     def drop(self, key: CacheKey, reason: str) -> Refused:
@@ -161,9 +168,35 @@ class CacheStore:
         needed = self.needs.needed()
         return None if needed is None else [e for e in self.entries() if e.digest not in needed]
 
+    @contextlib.contextmanager
+    def _writing(self, how: int, wait: bool = True) -> Iterator[bool]:
+        """The store's lock (.lock): shared by each put while it writes its temporary folder, exclusive for a
+        sweep of the temporaries; True when held (`wait` False: not waited for)."""
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, how if wait else how | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def sweep(self) -> None:
+        """The temporary folders a put or drop that was killed left (up to an entry's size each) removed, when no
+        put is writing one."""
+        if not self.root.is_dir():
+            return
+        with self._writing(fcntl.LOCK_EX, wait=False) as alone:
+            for folder in self.root.iterdir() if alone else ():
+                if folder.name.startswith(_TMP):
+                    shutil.rmtree(folder, ignore_errors=True)
+
     def prune(self, keep: CacheKey | None = None) -> list[str]:
         """The least recently used entries dropped until the store holds at most `total` bytes (`keep` never);
-        their digests."""
+        their digests. What killed puts and drops left is removed first."""
+        self.sweep()
         return self.drop_all(self.over_bound(keep), "pruned: over the store's bound")
 
     def releases_kept(self, host: str, kept: dict[str, str | None]) -> list[str]:
@@ -194,7 +227,7 @@ def _stat(path: Path) -> os.stat_result:
 
 
 def _write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

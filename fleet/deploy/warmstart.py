@@ -23,6 +23,7 @@ from fleet.upstream import caches
 from fleet.upstream.versions import in_range
 
 Say = Callable[[str], None]
+PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)  # no sparse file, no link, no device
 
 
 def archs(sm: int, flashinfer: str) -> str:
@@ -42,10 +43,28 @@ def folders(facts: HostFacts, env: dict[str, str], user: str) -> list[str]:
     sm = facts.gpus[0].sm if facts.gpus else None
     if not sglang or not flashinfer or sm is None:
         return []
-    home = env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
-    places = caches.HostPlaces(home=home, tmp="/tmp", user=user, flashinfer=flashinfer,
+    places = caches.HostPlaces(home=home_of(env, user), tmp=PRIVATE_TMP, user=user, flashinfer=flashinfer,
                                archs=archs(sm, flashinfer), sm=str(sm))
-    return sorted({str(spec.folder(env, places)) for spec in caches.for_release(sglang)})
+    where = {str(spec.folder(env, places)) for spec in caches.for_release(sglang)}
+    return sorted(f for f in where if not f.startswith(PRIVATE_TMP + "/"))
+
+
+PRIVATE_TMP = "/.fleet-private-tmp"  # the unit's /tmp (PrivateTmp=yes): its own, never the host's /tmp
+
+
+def home_of(env: dict[str, str], user: str) -> str:
+    return env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
+
+
+def too_broad(where: list[str], env: dict[str, str], user: str, venv: str) -> str | None:
+    """The first cache folder that is /, the home, or holds the home or the venv (a cache variable set to
+    $HOME: placing it would swap ~/.ssh out); None when there is none."""
+    keep = [home_of(env, user).rstrip("/"), venv.rstrip("/")]
+    for f in where:
+        f = f.rstrip("/")
+        if not f or any(k == f or k.startswith(f + "/") for k in keep):
+            return f or "/"
+    return None
 
 
 @dataclass
@@ -59,6 +78,7 @@ class WarmStart:
     placed: list[str] = field(default_factory=list)
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
+    user: str = ""  # the server's user: the placed files are its
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
@@ -71,7 +91,10 @@ class WarmStart:
         where = folders(facts, env, user)
         if not where:
             return NoKey("the release's cache folders are unknown")
-        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python")
+        broad = too_broad(where, env, user, venv)
+        if broad:
+            return NoKey(f"cache folder {broad} is the home or holds it or the venv (check the cache variables)")
+        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python", user=user)
 
     def needed_by(self, host: Host, release: str, say: Say) -> None:
         """The release starts under this key: its entry is kept while the release is (recorded before the store is
@@ -90,9 +113,13 @@ class WarmStart:
         if not isinstance(got, Entry):
             say(f"cold start: the stored caches were dropped: {got.reason}")
             return
-        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders)
+        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
             self._unknown(conn, host, placed.reason, say)
+            return
+        if isinstance(placed, kcache.HostRefused) and placed.bad_entry:  # every host would: this host's replace it
+            self.store.drop(self.key, f"a host refused it: {placed.reason}")
+            say(f"cold start: the host refused the caches (dropped from the store): {placed.reason}")
             return
         if isinstance(placed, kcache.HostRefused):
             say(f"cold start: the host refused the caches: {placed.reason}")
@@ -176,8 +203,10 @@ def not_whole(tar: bytes, folders: list[str]) -> str | None:
     inside = tuple(f.strip("/") for f in folders)
     for m in members:
         inner = ".." not in m.name.split("/") and any(m.name == f or m.name.startswith(f + "/") for f in inside)
-        if not (m.isfile() or m.isdir()) or not inner:
+        if m.type not in PLAIN or m.sparse is not None or not inner:
             return f"the host's tar holds {m.name[:80]!r}, no plain file inside the cache folders"
+        if m.type != tarfile.DIRTYPE and m.name in inside:  # every host's place refuses it
+            return f"the host's tar holds a file named as the cache folder {m.name[:80]!r}"
     return None if members else "the cache folders are empty"
 
 
@@ -187,9 +216,12 @@ def modules_in(tar: bytes) -> dict[str, str]:
     try:
         with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
             for m in t.getmembers():
-                f = t.extractfile(m) if m.isfile() and m.name.endswith(".so") else None
-                if f is not None:
-                    out["/" + m.name] = hashlib.sha256(f.read()).hexdigest()
+                f = t.extractfile(m) if m.type in PLAIN and m.sparse is None and m.name.endswith(".so") else None
+                if f is not None:  # read in blocks: a member's size is what its header says
+                    digest = hashlib.sha256()
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+                    out["/" + m.name] = digest.hexdigest()
     except (tarfile.TarError, EOFError):
         return {}
     return out

@@ -36,6 +36,7 @@ class HostRefused:
 
     reason: str
     unknown: bool = False
+    bad_entry: bool = False  # the tar itself was refused (its checksum, format or members): no host takes it
 
 
 def _run(conn: Connection, host: Host, cmd: str, data: bytes, max_output: int) -> BytesResult | HostRefused:
@@ -62,15 +63,18 @@ def collect(conn: Connection, host: Host, python: str, folders: list[str], limit
 
 
 def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
-          folders: list[str]) -> list[str] | HostRefused:
+          folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "place", sha256, *folders)
+    owner = [f"--user={user}"] if user else []
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *owner, "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
-    if res.exited != 0:
-        return HostRefused(_said(res.stderr, res.exited))
+    if res.exited in (2, 4, 5):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
+        return HostRefused(_said(res.stderr, res.exited), bad_entry=res.exited == 4)
+    if res.exited != 0:  # a crash: what it changed is not known
+        return HostRefused(_said(res.stderr, res.exited), unknown=True)
     placed = res.stdout.decode("utf-8", "replace").splitlines()
     if not set(placed) <= set(folders):
         return HostRefused(f"its answer names no folder it was given ({placed[:1]!r:.80})", unknown=True)
