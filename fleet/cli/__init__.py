@@ -202,9 +202,12 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from fleet import parallel
         from fleet.cli import liblog
+        from fleet.cli.liveline import say_now
 
         liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
+        parallel.tell_interrupts_to(say_now)  # every run on hosts answers a Ctrl-C at once, not only a deploy's
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:

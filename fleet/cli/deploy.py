@@ -13,7 +13,7 @@ from fleet import parallel, site
 from fleet.cli import console, err_console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import Heartbeat, LiveLine, clear_all
+from fleet.cli.liveline import Heartbeat, LiveLine, say_now
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -120,7 +120,7 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
                         deployer_of=deployer_of, judging=judging)
     try:
         results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
-                               dry_run=dry_run, force=force, notice=_say_now, deployer_of=deployer_of)
+                               dry_run=dry_run, force=force, notice=say_now, deployer_of=deployer_of)
     except rolling.DeployInterrupted as stop:
         return _interrupted(stop, as_json, wide)
     if hooks:
@@ -139,18 +139,12 @@ def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], 
     """Each host rolled back on its own, in parallel; Ctrl-C is answered at once and ends with each host's line,
     as a deploy's (docs/cli.md#ctrl-c)."""
     try:
-        results = rolling.each_host(hosts, back, _say_now, "rolling back",
+        results = rolling.each_host(hosts, back, say_now, "rolling back",
                                     "a rollback that fails puts back the release before")
     except rolling.DeployInterrupted as stop:
         return _interrupted(stop, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK}, wide=wide)
 
-
-def _say_now(line: str) -> None:
-    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output (wiped first)."""
-    clear_all()
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()
 
 
 def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
@@ -293,7 +287,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json, board=True), board, hooks, notice=_say_now, job=job,
+                                progress_to(as_json, board=True), board, hooks, notice=say_now, job=job,
                                 deployer_of=deployer_of, judge_canary=judging[0] if judging else None,
                                 put_back_canary=judging[1] if judging else None)
     if done.judged is not None and done.results and done.results[0].release:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fleet.cli import console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
+from fleet.cli.liveline import say_now
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from fleet.host import execute
 from fleet.host.session import CommandResult
@@ -82,13 +82,9 @@ def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
     """`run`: what runs the command on the hosts (execute.run_everywhere). Ctrl-C is answered at once on stderr and
     ends with every host's row, exit 130 (docs/cli.md#ctrl-c)."""
     try:
-        return report(run(hosts, cmd, opts, timeout, notice=_say_now), as_json, wide)
+        return report(run(hosts, cmd, opts, timeout, notice=say_now), as_json, wide)
     except execute.Interrupted as stop:
         report(stop.outcomes, as_json, wide)
-        _say_now("interrupted: no host was started after Ctrl-C; each host's row above says where it is")
+        say_now("interrupted: no host was started after Ctrl-C; each host's row above says where it is")
         return EXIT_INTERRUPTED
 
-
-def _say_now(line: str) -> None:
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()

@@ -102,7 +102,8 @@ def each_host(hosts: Sequence[Host], one: Callable[[Host], DeployResult], notice
         return one(host)
 
     try:
-        return collect(parallel.run_all(hosts, run, notice=notice, ends=ends))
+        return collect(parallel.run_all(hosts, run, notice=notice, ends=ends,
+                                             left=parallel.DEPLOY_LEFT))
     except parallel.Interrupted as stop:
         raise DeployInterrupted(interrupted_results(hosts, stop.outcomes, started, doing)) from None
 
