@@ -139,7 +139,7 @@ def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, 
 def test_the_first_ctrl_c_says_at_once_what_it_does_and_the_second_what_it_left(fake, capsys, monkeypatch):
     """Issue 46 finding 4: before, nothing was said until the host in flight ended (50 s on the sandbox)."""
     told: list[tuple[float, str]] = []
-    monkeypatch.setattr(deploy_cmd, "_say_now", lambda line: told.append((time.monotonic(), line)))
+    monkeypatch.setattr(deploy_cmd, "say_now", lambda line: told.append((time.monotonic(), line)))
     f = fake(h0_s=3600, again_after=0.8)
     start = time.monotonic()
     assert deploy(3, "1", f) == 130
@@ -326,7 +326,7 @@ def test_ctrl_c_in_a_rollback_is_answered_at_once_and_ends_with_where_the_host_i
     under way ended (its restart and verify), then a bare 'interrupted', exit 130, no line for the host. A real
     SIGINT, as the terminal sends it (it wakes the main thread's wait)."""
     told: list[tuple[float, str]] = []
-    monkeypatch.setattr(deploy_cmd, "_say_now", lambda line: told.append((time.monotonic(), line)))
+    monkeypatch.setattr(deploy_cmd, "say_now", lambda line: told.append((time.monotonic(), line)))
     main = threading.main_thread().ident
     press = functools.partial(signal.pthread_kill, main, signal.SIGINT)
 
