@@ -41,17 +41,18 @@ def population(version: str) -> list[tuple[str, Site]]:
     return [(m, s) for m in modules for s in sites((root / m).read_text(encoding="utf-8", errors="replace"))]
 
 
-def labelled() -> set[tuple[str, str]]:
-    """(module, text) of every site some file of tests/fixtures/site_labels already holds."""
+def labelled(name: str) -> set[tuple[str, str]]:
+    """(module, text) of every site some file of tests/fixtures/site_labels already holds, but this draw's own
+    files (`--print` after the draw shows the same sites)."""
     out: set[tuple[str, str]] = set()
-    for path in sorted(LABELS.glob("*.yaml")):
+    for path in sorted(p for p in LABELS.glob("*.yaml") if not p.name.endswith(f"-{name}.yaml")):
         out.update((e["module"], e["text"]) for e in yaml.safe_load(path.read_text())["sites"])
     return out
 
 
-def draw(versions: list[str], seed: int, per_release: int) -> dict[str, list[tuple[str, Site]]]:
+def draw(versions: list[str], seed: int, per_release: int, name: str) -> dict[str, list[tuple[str, Site]]]:
     rng = random.Random(seed)
-    seen = labelled()
+    seen = labelled(name)
     out: dict[str, list[tuple[str, Site]]] = {}
     for version in versions:
         pool = [(m, s) for m, s in population(version) if (m, s.text[:TEXT]) not in seen]
@@ -95,7 +96,7 @@ def main() -> None:
     ap.add_argument("--print", action="store_true", help="print each site with the source around it, write nothing")
     ap.add_argument("--around", type=int, default=6)
     args = ap.parse_args()
-    drawn = draw(args.versions, args.seed, args.per_release)
+    drawn = draw(args.versions, args.seed, args.per_release, args.name)
     for version, picked in drawn.items():
         if args.print:
             show(version, picked, args.around)
