@@ -424,6 +424,54 @@ BY_MEANING = [
            " local_gpu_memory={}, local_gpu_memory * 0.9={}"),
      "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
      "pre_model_load_memory=10.5, local_gpu_memory=79.1, local_gpu_memory * 0.9=71.2", "FATAL"),
+    # judged on the second fresh sample (*-fresh2.yaml), fixed after it: a request's field, a server not started for
+    # what a request asks (engine.py's generate() sits among the argument modules)
+    (_real("0.5.9", "sglang/srt/entrypoints/engine.py", 249, "raise", "ValueError",
+           "data_parallel_rank must be non-negative"),
+     "ValueError: data_parallel_rank must be non-negative", "REQUEST_REFUSED"),
+    (_real("0.5.9", "sglang/srt/managers/tokenizer_manager.py", 828, "raise", "ValueError",
+           "The server is not configured to enable custom logit processor. Please set "
+           "`--enable-custom-logit-processor` to enable this feature."),
+     "ValueError: The server is not configured to enable custom logit processor. Please set "
+     "`--enable-custom-logit-processor` to enable this feature.", "REQUEST_REFUSED"),
+    # the parallel sizes by their long names are arguments; "Expected ... tp_size ... to be 0" is a runtime invariant
+    (_real("0.5.21", "sglang/srt/distributed/parallel_state.py", 2633, "raise", "RuntimeError",
+           "world_size ({}) is not equal to tensor_model_parallel_size ({}) x pipeline_model_parallel_size ({})"),
+     "RuntimeError: world_size (8) is not equal to tensor_model_parallel_size (4) x pipeline_model_parallel_size (1)",
+     "CONFIG_REFUSED"),
+    (_real("0.5.9", "sglang/srt/managers/data_parallel_controller.py", 84, "raise", "ValueError",
+           "Invalid load balance method: {}"),
+     "ValueError: Invalid load balance method: FASTEST", "CONFIG_REFUSED"),
+    (_real("0.5.14", "sglang/srt/layers/communicator.py", 699, "assert", "AssertionError",
+           "Expected total tokens {} % tp_size {} to be 0"),
+     "AssertionError: Expected total tokens 7 % tp_size 2 to be 0", "INTERNAL_ERROR"),
+    # how to call a function is told to sglang's own code
+    (_real("0.5.9", "sglang/srt/distributed/parallel_state.py", 766, "assert", "AssertionError",
+           "Invalid params stream ({}, Please specify the stream to use when calling "
+           "cp_all_gather_into_tensor_async.)"),
+     "AssertionError: Invalid params stream (None, Please specify the stream to use when calling "
+     "cp_all_gather_into_tensor_async.)", "INTERNAL_ERROR"),
+    # a failed query of the device is no architecture requirement; an SWA pool too small is a KV pool too small
+    (_real("0.5.9", "sglang/srt/utils/common.py", 2114, "raise", "RuntimeError",
+           "An error occurred while getting device capability of hpu: {}."),
+     "RuntimeError: An error occurred while getting device capability of hpu: boom.", "FATAL"),
+    (_real("0.5.21", "sglang/srt/model_executor/pool_configurator.py", 181, "raise", "ValueError",
+           "SWA pool ({} tokens) cannot hold even one request: the prefill admission floor is sliding_window_size "
+           "({}) + page_size ({}). Increase --swa-full-tokens-ratio or the total KV budget."),
+     "ValueError: SWA pool (4096 tokens) cannot hold even one request: the prefill admission floor is "
+     "sliding_window_size (4096) + page_size (64). Increase --swa-full-tokens-ratio or the total KV budget.",
+     "KV_CACHE_TOO_SMALL"),
+    # guards of those fixes: a group's size checked twice is an invariant; a request field a graph runner names
+    (_real("0.5.8.post1", "sglang/srt/distributed/parallel_state.py", 1750, "assert", "AssertionError",
+           "tensor parallel group already initialized, but of unexpected size: "
+           "get_tensor_model_parallel_world_size()={} vs. tensor_model_parallel_size={}"),
+     "AssertionError: tensor parallel group already initialized, but of unexpected size: "
+     "get_tensor_model_parallel_world_size()=4 vs. tensor_model_parallel_size=8", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 2154, "assert", "AssertionError",
+           "prefill CUDA graph replay needs input_embeds for the static slot, and the model exposes no "
+           "get_input_embeddings()"),
+     "AssertionError: prefill CUDA graph replay needs input_embeds for the static slot, and the model exposes no "
+     "get_input_embeddings()", "CUDA_GRAPH_FAILURE"),
 ]
 
 
