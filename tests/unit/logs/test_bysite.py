@@ -472,6 +472,33 @@ BY_MEANING = [
            "get_input_embeddings()"),
      "AssertionError: prefill CUDA graph replay needs input_embeds for the static slot, and the model exposes no "
      "get_input_embeddings()", "CUDA_GRAPH_FAILURE"),
+    # judged on the third fresh sample (*-fresh3.yaml), fixed after it: a process the launcher started failed (no
+    # refused argument), a failed operation or an unavailable resource (no invariant), a state machine's wrong state
+    (_real("0.5.17", "sglang/srt/entrypoints/engine.py", 777, "raise", "RuntimeError",
+           "Weight cache daemon (pid={}) exited prematurely with code {}"),
+     "RuntimeError: Weight cache daemon (pid=4242) exited prematurely with code 1", "FATAL"),
+    (_real("0.5.17", "sglang/srt/layers/flashinfer_comm_fusion.py", 271, "raise", "RuntimeError",
+           "cuMemGetAllocationGranularity failed for FlashInfer workspace preflight: {}"),
+     "RuntimeError: cuMemGetAllocationGranularity failed for FlashInfer workspace preflight: 1", "FATAL"),
+    (_real("0.5.17", "sglang/srt/managers/data_parallel_controller.py", 770, "raise", "RuntimeError",
+           "Cannot route request: all {} active DP workers are unavailable."),
+     "RuntimeError: Cannot route request: all 2 active DP workers are unavailable.", "FATAL"),
+    (_real("0.5.19", "sglang/srt/model_executor/model_runner_components/startup_weight_load.py", 480, "raise",
+           "RuntimeError", "Cannot prefetch startup weights from state {}"),
+     "RuntimeError: Cannot prefetch startup weights from state StartupWeightLoadState.LOADED", "INTERNAL_ERROR"),
+    # a flag that requires hardware, a list of platforms needed, a toolkit too old
+    (_real("0.5.17", "sglang/srt/server_args.py", 5846, "raise", "ValueError",
+           "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by the FA4 "
+           "MXFP8 attention path."),
+     "ValueError: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by the "
+     "FA4 MXFP8 attention path.", "ARCH_UNSUPPORTED"),
+    (_real("0.5.19", "sglang/srt/arg_groups/mamba_hook.py", 103, "assert", "AssertionError",
+           "extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA)."),
+     "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).", "ARCH_UNSUPPORTED"),
+    (_real("0.5.17", "sglang/srt/server_args.py", 6109, "raise", "ValueError",
+           "--linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA {}"),
+     "ValueError: --linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA 12.8",
+     "MISSING_PACKAGE"),
 ]
 
 
