@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
+from benchstats import wilson  # noqa: E402
 
 from fleet.logs import coverage as rulecoverage  # noqa: E402
 from fleet.logs.bysite import SiteClassifier  # noqa: E402
@@ -37,12 +37,6 @@ LABELS = REPO / "tests" / "fixtures" / "site_labels"
 TEXT = 100
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)
 
 
 @dataclass

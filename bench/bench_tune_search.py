@@ -38,7 +38,6 @@ usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [-
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import math
@@ -48,18 +47,19 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
+from benchstats import wilson  # noqa: E402
 
 from fleet.deploy import guided, replicates, searchspace  # noqa: E402
 from fleet.deploy.searchspace import Dimension, Space  # noqa: E402
 from fleet.deploy.trials import Trial  # noqa: E402
+from sandbox.sim import core  # noqa: E402
 
 PROFILE = REPO / "sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml"
-SIM_PERFMODEL = "sandbox/sim/pkgs/sglang_sim_core/perfmodel.py"
 HOST = searchspace.Host(sm=120, gpus=8, versions={"sglang": "0.5.9", "flashinfer-python": "0.6.3"})
 SERVER_DEFAULT = {"max-running-requests": 1024, "chunked-prefill-size": 8192, "cuda-graph-max-bs": 512,
                   "mem-fraction-static": 0.85, "schedule-policy": "fcfs", "attention-backend": "flashinfer",
@@ -71,21 +71,7 @@ SHORT, FULL = 200, 1000
 STRATEGIES = ("grid", "tiered", "guided", "one-fid")  # one-fid: guided without short probes
 
 
-def sim_perfmodel() -> ModuleType:
-    """The simulator's own reading of a profile's perf_model (sandbox/sim/pkgs/sglang_sim_core/perfmodel.py)."""
-    sys.path.insert(0, str(REPO / "sandbox/sim/pkgs"))  # its `from sglang_sim_core import env`
-    try:
-        spec = importlib.util.spec_from_file_location("sim_perfmodel", REPO / SIM_PERFMODEL)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.pop(0)
-
-
-PERF = sim_perfmodel()
+PERF = core.module("perfmodel")  # the simulator's own reading of a perf_model
 
 
 @dataclass(frozen=True)
@@ -271,11 +257,6 @@ def replicated(trials: int, pairs: int, sigma: float, ratio: float = 1.0,
             "winner_declared": named / trials, "b_named": b_won / trials, "interval": [lo, hi]}
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def spread(xs: list[float]) -> dict[str, float]:
