@@ -149,7 +149,10 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
         raise cli.bad_input("--interval is the seconds between --watch's refreshes; add --watch")
     if detail and (host or group):  # one of them would be left unread, silently
         raise cli.bad_input(f"--detail {detail} names its one host: leave out --host and --group")
-    hosts = cli.select_hosts(inventory, [detail] if detail else host, [] if detail else group)
+    hosts = cli.select_hosts(inventory, [detail], [], "--detail") if detail else cli.select_hosts(inventory, host,
+                                                                                                   group)
+    if detail and len(hosts) != 1:  # a glob may name several: --detail shows one host in full
+        raise cli.bad_input(f"--detail {detail}: one host in full ({len(hosts)} matched); name one")
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=board.command(hosts, opts, port, json, watch, interval,
                                   cli.console, wide=wide, detail=bool(detail)))
@@ -160,7 +163,7 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
                                                  "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
                                                  "20:00'), today, yesterday (default: the whole journal)",
                                         "lines": "only the last N lines, as tail -n and journalctl -n (with --since: "
-                                                 "of that span)",
+                                                 "of that span; with --only: the last N it shows)",
                                         "only": "only classified lines this bad or worse: fatal or warning",
                                         "json": "one JSON object per line: host, time, class, severity, text"})
 @reports_errors
@@ -201,15 +204,17 @@ def bench(c, playbook=None, inventory=None, host=None, group=None, all_=False, y
                                                "second within this latency promise, e.g. ttft_p99=2s,tpot_p99=60ms",
                                         "budget": "with --slo: server starts at most (default 6)",
                                         "requests": "with --slo: requests per load point (default 1000)",
+                                        "pairs": "with --slo: interleaved pairs of starts that tell two "
+                                                 "finalists within 5% apart (default 3; 0: none)",
                                         "wide": WIDE_HELP})
 @reports_errors
 def tune(c, playbook=None, inventory=None, host=None, group=None, all_=False, json=False, yes=False,
          accept_new_host_keys=False, ask_become_pass=False, runs=None, wide=False, slo=None, budget=None,
-         requests=None):
+         requests=None, pairs=None):
     """Try every eligible rung, benchmark each that serves, deploy the fastest and remember it for the hardware."""
     from fleet.cli import tune as tuning
 
-    settings = tuning.slo_settings(slo, budget, requests)  # bad input: one line, exit 2, before any host
+    settings = tuning.slo_settings(slo, budget, requests, pairs)  # bad input: one line, exit 2, before any host
     hosts = cli.changing_hosts("tune", inventory, host, group, all_)
     playbook = cli.targets.playbook_for(hosts, playbook)
     cli.targets.confirm("tune", hosts, yes, [f"playbook: {playbook}", "every eligible rung restarts each host"])
@@ -509,6 +514,25 @@ def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, f
     raise Exit(code=learning.forget(pick, all_, dry_run, json))
 
 
+@task(help={"prune": "drop the entries no release kept on any host needs, then the least recently used beyond the "
+                     "store's bound (what a deploy's prune does)",
+            "dry_run": "with --prune: say what would be dropped; change nothing",
+            "json": HOST_HELP["json"], "wide": WIDE_HELP})
+@reports_errors
+def cache(c, prune=False, dry_run=False, json=False, wide=False):
+    """The controller's store of compile and tune caches (serve.warm_start), or pruned on purpose.
+
+    From kcache/ in the state folder (.fleet/, or FLEET_STATE_DIR): each entry's key (GPU, sglang and
+    flashinfer, patch sets), size, when it was last used, the host that gave it and the kept releases that need
+    it. No host is contacted.
+
+    Exit codes: 0 shown (or pruned), 2 bad input (nothing changed).
+    """
+    from fleet.cli import cache as caching
+
+    raise Exit(code=caching.command(prune, dry_run, json, wide))
+
+
 sandbox_ns = Collection("sandbox")
 sandbox_ns.add_task(sandbox_up, "up")
 sandbox_ns.add_task(sandbox_down, "down")
@@ -531,6 +555,7 @@ ns.add_task(bench)
 ns.add_task(tune)
 ns.add_task(learned)
 ns.add_task(forget)
+ns.add_task(cache)
 ns.add_task(status)
 ns.add_task(logs)
 ns.add_task(audit)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -22,8 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests/upstream")]
-
 import truth  # noqa: E402
+from benchstats import wilson  # noqa: E402
 
 from fleet.patches import audit as archgate  # noqa: E402
 from fleet.patches import offline  # noqa: E402
@@ -32,12 +31,6 @@ VERSIONS = [{"flashinfer-python": "0.6.16"}, {"flashinfer-python": "0.7.4"}, {"s
             {"sglang": "0.5.23"}]
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)
 
 
 def old_archgate(commit: str):  # noqa: ANN201 - a module from history

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests/unit")]
-
+from benchstats import wilson  # noqa: E402
 from judge_traffic import side  # noqa: E402
 
 from fleet.deploy import judge  # noqa: E402
@@ -43,13 +42,6 @@ def one(args: tuple[str, int, float, int]) -> tuple[str, str, float]:
     return case, verdict.decision.value, verdict.seconds
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def main() -> int:

@@ -1,17 +1,23 @@
 """`inv tune --slo`'s search (fleet.deploy.guided: model-guided, multi-fidelity, crash-aware, finalists compared by
 interleaved replicates) against a grid search and against a re-implementation of sglang's auto_benchmark tiered
 strategy, on the same simulated surfaces in the same run, over --seeds surfaces (and the guided search without its
-short probes, every trial searched in full: what multi-fidelity saves); then the A/A false-winner rate of the
-replicate comparison (fleet.deploy.replicates) on two identical configurations.
+short probes, every trial searched in full: what multi-fidelity saves); then the replicate comparison
+(fleet.deploy.replicates) alone, with its 1% margin and without: how often it names a winner of two identical
+configurations (A/A, at most 5% wanted) and how often it finds B truly 5% and 10% faster (its power).
 
-No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml,
-its `factors` and `noise.run_sigma`; seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and
-the batch shape drawn below) with the bench's own model of the numeric flags, which the profile does not give
-as a closed form (the simulator paces tokens instead):
+No host: the surface is the seed profile's perf_model (sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml;
+seed 0 as written, every other seed each factor times exp(N(0, 0.05)) and the batch shape drawn below), read and
+applied by the simulator's own code (sandbox/sim/pkgs/sglang_sim_core/perfmodel.py: read, shape for the flag
+factors, the chunk's prefill gain and decode stall and the CUDA-graph batch, crash for the crash regions on SM 12
+with sglang 0.5.9 / flashinfer 0.6.3). What the simulator does not give as a formula is the bench's own: the
+simulator's kept rate under an SLO is a measurement of its token-pacing engine in real time (a load search per
+trial: test_tune_slo's 4 trials take minutes at 10x token speed, and a run of this bench evaluates thousands), and
+its model has no effect of mem-fraction-static or KV capacity, half of the narrow space, so:
 - the kept request rate is R0 x the factors x batch x graphs x chunk; batch = b / (b + b0), b = min(max running
   requests, KV capacity), capacity 2048 x (mem - 0.7) / 0.1 requests; b above 1,024 (the behaviour table's limit)
   keeps 0.85 of it (TPOT p99 breaks first); graphs: the steps of a batch above cuda-graph-max-bs decode at
-  eager_decode_factor; chunk: (chunk / 8192) ^ 0.15 / (1 + stall x max(0, chunk - 8192) / 1024);
+  eager_decode_factor; chunk: a request half prefill, half decode in log terms, the square root of the
+  simulator's prefill gain (chunk / 8192) ^ 0.3 over its decode stall 1 + stall x max(0, chunk - 8192) / 1024;
 - one hidden crash no gate knows (SCOOT's hidden constraints): mem-fraction-static 0.9 with cuda-graph-max-bs 1024
   runs out of memory capturing graphs; the search space's gates (playbooks/upstream/backend-gates.yaml) rule out
   the rest for SM120 before any start, for every strategy but auto_benchmark, which skips only fa3 off SM8x/9x
@@ -25,8 +31,8 @@ as a closed form (the simulator paces tokens instead):
   build_candidates and DEFAULT_MAX_CANDIDATES), 5 bisection rounds each relaunching the server.
 "Within noise": a strategy's pick is at least exp(-2 x sqrt(2) x run_sigma) (0.958) of the best true rate.
 
-usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [--aa 2000] [--pairs 4]
-       [--space narrow|full]   (a table, then JSON)
+usage: .venv/bin/python bench/bench_tune_search.py [--seeds 20] [--budget 20] [--aa 2000] [--pairs 3]
+       [--space narrow|full]   (a table, then JSON; --seeds 0: the replicate checks alone)
 """
 
 from __future__ import annotations
@@ -41,15 +47,17 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
+from types import SimpleNamespace
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
+from benchstats import wilson  # noqa: E402
 
 from fleet.deploy import guided, replicates, searchspace  # noqa: E402
 from fleet.deploy.searchspace import Dimension, Space  # noqa: E402
 from fleet.deploy.trials import Trial  # noqa: E402
+from sandbox.sim import core  # noqa: E402
 
 PROFILE = REPO / "sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml"
 HOST = searchspace.Host(sm=120, gpus=8, versions={"sglang": "0.5.9", "flashinfer-python": "0.6.3"})
@@ -63,41 +71,48 @@ SHORT, FULL = 200, 1000
 STRATEGIES = ("grid", "tiered", "guided", "one-fid")  # one-fid: guided without short probes
 
 
+PERF = core.module("perfmodel")  # the simulator's own reading of a perf_model
+
+
 @dataclass(frozen=True)
 class Surface:
     r0: float
-    factors: dict[str, dict[str, float]]
+    model: dict[str, Any]  # a perf_model block (this seed's), its noise left to the bench's measurement
     b0: float
-    eager: float
-    stall: float
     run_sigma: float
-    gates: frozenset[tuple[str, str]]  # (flag, value) whose kernels exclude SM120
 
     def config(self, trial: Trial) -> dict[str, object]:
         return {**SERVER_DEFAULT, **trial.as_dict()}
 
+    @staticmethod
+    def args(config: dict[str, object]) -> SimpleNamespace:
+        """The flags as the simulator reads them off sglang's ServerArgs."""
+        return SimpleNamespace(**{k.replace("-", "_"): v for k, v in config.items()})
+
     def crashes(self, trial: Trial) -> bool:
         c = self.config(trial)
-        if any((k, str(v)) in self.gates for k, v in c.items()):
+        a = self.args(c)
+        if any(PERF.crash(self.model, e["phase"], a, HOST.sm // 10, HOST.versions) for e in self.model["crashes"]):
+            return True
+        if c["attention-backend"] == "trtllm_mha":  # SM100 only (backend-gates.yaml), not in the profile
             return True
         return c["mem-fraction-static"] == 0.9 and c["cuda-graph-max-bs"] == 1024
 
     def rate(self, trial: Trial) -> float:
         c = self.config(trial)
-        r = self.r0
-        for flag, table in self.factors.items():
-            r *= table.get(str(c[flag]), 1.0)
+        shape = PERF.shape(self.model, self.args(c), random.Random())  # no noise in self.model: exact
+        r = self.r0 * shape.rate_factor
         cap = 2048 * (float(c["mem-fraction-static"]) - 0.7) / 0.1  # type: ignore[arg-type]
         b = min(float(c["max-running-requests"]), cap)  # type: ignore[arg-type]
         r *= b / (b + self.b0) * (0.85 if b > 1024 else 1.0)
-        g = float(c["cuda-graph-max-bs"])  # type: ignore[arg-type]
-        r *= 1.0 if b <= g else (g + (b - g) * self.eager) / b
-        chunk = float(c["chunked-prefill-size"])  # type: ignore[arg-type]
-        return r * (chunk / 8192) ** 0.15 / (1 + self.stall * max(0.0, chunk - 8192) / 1024)
+        g = float(shape.graph_bs)
+        r *= 1.0 if b <= g else (g + (b - g) * shape.eager_factor) / b
+        # a request half prefill, half decode (in log terms): the prefill gain's square root, the decode stall
+        return r * math.sqrt(shape.prefill_factor / self.model["prefill_speedup"]) / shape.decode_stall
 
 
 def surface(seed: int) -> Surface:
-    model = yaml.safe_load(PROFILE.read_text())["perf_model"]
+    model = PERF.read(PROFILE.read_text())
     rng = random.Random(seed)
     factors = {f: {v: (x if seed == 0 or x == 1.0 else x * math.exp(rng.gauss(0, 0.05))) for v, x in t.items()}
                for f, t in model["factors"].items()}
@@ -106,11 +121,12 @@ def surface(seed: int) -> Surface:
             for v in SERVER_DEFAULT.values():
                 if str(v) in t and t[str(v)] == 1.0 and f != "tp-size":
                     t[str(v)] = math.exp(rng.gauss(0, 0.03))
-    gates = frozenset((c["flag"], str(c["value"])) for c in model["crashes"])
     b0, eager, stall = (256, model["cuda_graph"]["eager_decode_factor"], 0.03) if seed == 0 else \
         (rng.uniform(128, 768), rng.uniform(0.6, 0.85), rng.uniform(0.01, 0.05))
-    return Surface(rng.uniform(8, 16) if seed else 12.0, factors, b0, eager, stall,
-                   model["noise"]["run_sigma"], gates | {("attention-backend", "trtllm_mha")})
+    chunk = {**model["chunked_prefill"], "decode_stall_per_1k": stall}
+    ours = {**model, "factors": factors, "cuda_graph": {"eager_decode_factor": eager}, "chunked_prefill": chunk,
+            "noise": {}}
+    return Surface(rng.uniform(8, 16) if seed else 12.0, ours, b0, model["noise"]["run_sigma"])
 
 
 class Run:
@@ -221,39 +237,34 @@ def ungated(kind: str) -> Space:
     return Space(tuple(Dimension(f, tuple(v)) for f, v in flags.items()), ())
 
 
-def aa(trials: int, pairs: int, sigma: float) -> dict[str, float]:
-    """Two identical configurations, `pairs` interleaved pairs each, with a slow drift of the host."""
-    rng, wins = random.Random(4242), 0
+def replicated(trials: int, pairs: int, sigma: float, ratio: float = 1.0,
+               margin: float = replicates.MARGIN) -> dict[str, object]:
+    """How often the replicate comparison names a winner (and names B) of two configurations, B truly `ratio`
+    times A (1.0: A/A, identical), `pairs` interleaved pairs each, with a slow drift of the host; each start's
+    rate as in Run.search (run noise, the p99 bound's spread, the load search's tolerance)."""
+    rng, named, b_won = random.Random(4242), 0, 0
     for _ in range(trials):
         r = {replicates.Side.A: [], replicates.Side.B: []}  # type: dict[replicates.Side, list[float]]
         for i, side in enumerate(replicates.order(pairs)):
             noise = math.exp(rng.gauss(0, sigma) + rng.gauss(0, 0.25 / math.sqrt(FULL)))
-            r[side].append(10.0 * noise * (1 + 0.003 * i) * rng.uniform(0.98, 1))
-        wins += replicates.compare(r[replicates.Side.A], r[replicates.Side.B]).winner is not None
-    lo, hi = wilson(wins, trials)
-    return {"runs": trials, "winner_declared": wins / trials, "interval": [lo, hi]}
+            true = 10.0 * (ratio if side is replicates.Side.B else 1.0)
+            r[side].append(true * noise * (1 + 0.003 * i) * rng.uniform(0.98, 1))
+        won = replicates.compare(r[replicates.Side.A], r[replicates.Side.B], margin).winner
+        named, b_won = named + (won is not None), b_won + (won is replicates.Side.B)
+    k = named if ratio == 1.0 else b_won  # A/A: any winner is false; else: B found
+    lo, hi = wilson(k, trials)
+    return {"runs": trials, "pairs": pairs, "margin": margin, "ratio": ratio,
+            "winner_declared": named / trials, "b_named": b_won / trials, "interval": [lo, hi]}
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def spread(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--budget", type=int, default=20)
-    ap.add_argument("--pairs", type=int, default=4)
-    ap.add_argument("--aa", type=int, default=2000)
-    ap.add_argument("--space", choices=("narrow", "full"), default="narrow")
-    a = ap.parse_args()
-    t0 = time.monotonic()
+def strategies(a: argparse.Namespace) -> dict[str, object]:
+    """The four strategies on --seeds surfaces: quality against the best true rate, wall time, starts."""
     space, loose = space_of(a.space), ungated(a.space)
     rows = []
     for seed in range(a.seeds):
@@ -282,8 +293,6 @@ def main() -> int:
                   "served": spread([r[f"{k}_served"] for r in rows]),
                   "served_pooled": 1 - sum(r[f"{k}_crashes"] for r in rows) / sum(r[f"{k}_starts"] for r in rows)}
     out["guided_finals"] = {f: sum(r["final"] == f for r in rows) for f in ("clear", "b", "equal")}
-    out["aa"] = aa(a.aa, a.pairs, surface(0).run_sigma)
-    out["seconds"] = round(time.monotonic() - t0, 1)
     print(f"{'strategy':8} {'within noise':>12} {'quality med [min,max]':>24} {'wall/grid med [max]':>20} "
           f"{'starts':>7} {'full':>5} {'served all, med [min]':>21}")
     for k in STRATEGIES:
@@ -294,8 +303,35 @@ def main() -> int:
               f" {w['median']:>11.3f} [{w['max']:.3f}] {r['starts']['median']:>7.0f}"
               f" {r['full_searches']['median']:>5.0f}"
               f" {r['served_pooled']:>8.1%}, {r['served']['median']:.0%} [{r['served']['min']:.0%}]")
-    print(f"A/A: a winner declared in {out['aa']['winner_declared']:.1%} of {a.aa} comparisons "  # type: ignore[index]
-          f"(95% interval {out['aa']['interval'][0]:.1%}-{out['aa']['interval'][1]:.1%})")  # type: ignore[index]
+    return out
+
+
+def replicate_checks(a: argparse.Namespace) -> dict[str, object]:
+    """The replicate comparison alone: false winners on A/A with and without the margin, and its power."""
+    sigma, out = surface(0).run_sigma, {}
+    for ratio in (1.0, 1.05, 1.10):
+        for key, margin in (("margin", replicates.MARGIN), ("none", 0.0)):
+            r = out[f"x{ratio:.2f} {key}"] = replicated(a.aa, a.pairs, sigma, ratio, margin)
+            what = "A/A: a winner declared" if ratio == 1.0 else f"B truly x{ratio:.2f}: B named"
+            rate = r["winner_declared"] if ratio == 1.0 else r["b_named"]
+            lo, hi = r["interval"]  # type: ignore[misc]
+            print(f"{what} in {rate:.1%} of {a.aa} comparisons over {a.pairs} pairs (95% interval {lo:.1%}-{hi:.1%}), "
+                  f"{'with the ' + format(margin, '.0%') + ' margin' if margin else 'without a margin'}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20, help="surfaces (0: the replicate checks alone)")
+    ap.add_argument("--budget", type=int, default=20)
+    ap.add_argument("--pairs", type=int, default=replicates.PAIRS)
+    ap.add_argument("--aa", type=int, default=2000)
+    ap.add_argument("--space", choices=("narrow", "full"), default="narrow")
+    a = ap.parse_args()
+    t0 = time.monotonic()
+    out = strategies(a) if a.seeds else {}
+    out["replicates"] = replicate_checks(a)
+    out["seconds"] = round(time.monotonic() - t0, 1)
     print(json.dumps(out))
     return 0
 

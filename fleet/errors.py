@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-# Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed).
+# Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed), 130 Ctrl-C.
 EXIT_OK = 0
 EXIT_HOST_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's own code for SIGINT (128 + 2)
 
 
 class FleetError(Exception):

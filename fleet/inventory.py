@@ -161,15 +161,16 @@ class Inventory:
     files: dict[Path, list[str]]  # host names each file defines
 
     def select(self, names: Sequence[str] = (), groups: Sequence[str] = (),
-               default_file: Path | None = None) -> list[Host]:
+               default_file: Path | None = None, host_flag: str = "--host") -> list[Host]:
         """Hosts named (by name, address or glob) or in the groups given, in the order given, less those of `!`
         patterns and only those of `&` patterns; with no pattern that adds hosts, every host of default_file (or
-        of the inventory) is the start. InputError for a pattern that matches nothing or a selection left empty."""
+        of the inventory) is the start. InputError for a pattern that matches nothing or a selection left empty,
+        naming the option the names came from (`host_flag`)."""
         chosen: dict[str, Host] = {}
         leave: set[str] = set()
         keep: list[set[str]] = []
         adds = False
-        for flag, patterns, matching in (("--host", names, self._hosts_matching),
+        for flag, patterns, matching in ((host_flag, names, self._hosts_matching),
                                          ("--group", groups, self._group_members)):
             for pattern in split_patterns(patterns):
                 bare = pattern.lstrip("!&")
@@ -185,7 +186,7 @@ class Inventory:
             chosen = {h.name: h for h in self._default(default_file)}
         picked = [h for n, h in chosen.items() if n not in leave and all(n in k for k in keep)]
         if not picked and (leave or keep):
-            given = " ".join([*(f"--host {n}" for n in names), *(f"--group {g}" for g in groups)])
+            given = " ".join([*(f"{host_flag} {n}" for n in names), *(f"--group {g}" for g in groups)])
             raise InputError(f"{given}: leaves no host (of {len(chosen)} matched, every one is left out)")
         return picked
 
@@ -202,7 +203,7 @@ class Inventory:
         if not pattern:
             raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
         if not is_glob(pattern):
-            return [self.find(pattern).name]
+            return [self.find(pattern, flag).name]
         found = [h.name for h in self.hosts.values()
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
@@ -223,18 +224,18 @@ class Inventory:
             raise InputError(f"{flag} {pattern}: {what}{hint}")
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
-    def find(self, name_or_address: str) -> Host:
+    def find(self, name_or_address: str, flag: str = "--host") -> Host:
         if name_or_address in self.hosts:
             return self.hosts[name_or_address]
         matches = [h for h in self.hosts.values() if h.address == name_or_address]
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise InputError(f"--host {name_or_address}: address shared by {', '.join(h.name for h in matches)}")
+            raise InputError(f"{flag} {name_or_address}: address shared by {', '.join(h.name for h in matches)}")
         if name_or_address in self.groups:
-            raise InputError(f"--host {name_or_address}: no such host in the inventory; it is a group: "
+            raise InputError(f"{flag} {name_or_address}: no such host in the inventory; it is a group: "
                              f"--group {name_or_address}")
-        raise InputError(f"--host {name_or_address}: no such host in the inventory"
+        raise InputError(f"{flag} {name_or_address}: no such host in the inventory"
                          + _nearest(name_or_address, self.hosts))
 
 

@@ -100,12 +100,29 @@ class Interrupted(KeyboardInterrupt):
         self.outcomes = outcomes
 
 
+DEPLOY_ENDS = "a deploy that fails falls back to the release before"  # what the work under way does at its end
+DEPLOY_LEFT = "the next deploy or rollback there takes over its lock and recovers what it left"  # and if left
+STEP_ENDS = "each ends the step under way on its own"  # any other run on hosts (a probe, a patch, an audit)
+STEP_LEFT = "what they were doing ends with this run"
+
+_told: list[Callable[[str], None]] = []  # where a Ctrl-C is answered when run_all's caller names no `notice`
+
+
+def tell_interrupts_to(notice: Callable[[str], None] | None) -> None:
+    """Where every run_all answers a Ctrl-C at once when its caller names no `notice` (the CLI: stderr); None: to
+    nobody. A task that never says so still answers its operator's Ctrl-C, not only a deploy (issue 46, finding 4)."""
+    _told[:] = [notice] if notice else []
+
+
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS,
-            notice: Callable[[str], None] | None = None) -> list[HostOutcome[T]]:
+            notice: Callable[[str], None] | None = None, ends: str = STEP_ENDS,
+            left: str = STEP_LEFT) -> list[HostOutcome[T]]:
     """Outcomes in the order of `hosts`. Ctrl-C: no host starts any more, those under way end on their own (a
-    second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once."""
+    second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once,
+    with how the work under way `ends` and what becomes of work `left` by a second Ctrl-C."""
     if not hosts:
         return []
+    notice = notice or next(iter(_told), None)
     pool = Pool(min(max_workers, len(hosts)))
     futures: list[Future[HostOutcome[T]]] = []
     try:
@@ -118,13 +135,11 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     except KeyboardInterrupt:
         busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
         if notice:
-            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way (a "
-                   "deploy that fails falls back to the release before); Ctrl-C again to stop waiting" if busy
-                   else "nothing was under way"))
+            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
+                   f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
         if not settle(futures) and notice:
-            left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
-            notice(f"Ctrl-C again: stopped waiting for {', '.join(left)}; the next deploy or rollback there takes "
-                   "over its lock and recovers what it left")
+            hosts_left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
+            notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}")
         done = [f.result() if f.done() and not f.cancelled() else None for f in futures]
         raise Interrupted(done + [None] * (len(hosts) - len(done))) from None
     finally:

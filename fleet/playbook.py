@@ -214,15 +214,15 @@ class Health(Strict):
 
 
 class Budgets(Strict):
-    """Seconds without progress before an attempt is a HANG, per startup phase."""
+    """Seconds without progress before an attempt is a HANG, per startup phase (stop: the unit's TimeoutStopSec)."""
 
-    start: float = 120
-    weight_load: float = 1800
-    jit_compile: float = 1200
-    autotune: float = 1800
-    graph_capture: float = 900
-    ready: float = 300
-    stop: float = 120
+    start: float = Field(default=120, gt=0, allow_inf_nan=False)
+    weight_load: float = Field(default=1800, gt=0, allow_inf_nan=False)
+    jit_compile: float = Field(default=1200, gt=0, allow_inf_nan=False)
+    autotune: float = Field(default=1800, gt=0, allow_inf_nan=False)
+    graph_capture: float = Field(default=900, gt=0, allow_inf_nan=False)
+    ready: float = Field(default=300, gt=0, allow_inf_nan=False)
+    stop: float = Field(default=120, gt=0, allow_inf_nan=False)
 
 
 class Bench(Strict):

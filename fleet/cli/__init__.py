@@ -95,7 +95,9 @@ console = cast("Console", _Deferred(stderr=False, highlight=False))
 err_console = cast("Console", _Deferred(stderr=True, highlight=False))
 
 
-def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str]) -> list[Host]:
+def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str],
+                 host_flag: str = "--host") -> list[Host]:
+    """The hosts the patterns name (`hosts` given to `host_flag`, --host or --detail), checked before any contact."""
     from fleet import (
         inventory,  # deferred, as below: pydantic is most of what `inv --list` would load
         site,
@@ -110,9 +112,11 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
             raise InputError(f"{path}: no inventory in the site {here.root} (copy "
                              f"{site.SHIPPED / 'inventory/hosts.example.yaml'} there, or pass --inventory)")
     inv = inventory.load(path)
-    chosen = inv.select(hosts or [], groups or [], default_file=path)
-    if not chosen:
-        raise FleetError(f"{path}: no hosts selected")
+    chosen = inv.select(hosts or [], groups or [], default_file=path, host_flag=host_flag)
+    if not chosen:  # an empty group, or a file of no host: no target (exit 2), not a failed host
+        given = " ".join([*(f"{host_flag} {h}" for h in hosts or []), *(f"--group {g}" for g in groups or [])])
+        raise InputError(f"{given}: no host is in it; nothing was contacted" if given else
+                         f"{path}: no hosts in this inventory file; nothing was contacted")
     patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
     if any(inventory.is_glob(p) or p.startswith(("!", "&")) for p in patterns):  # say what the patterns resolved to
         say_on_stderr(f"{len(chosen)} host{'s' if len(chosen) > 1 else ''}: {targets.names(chosen)}")
@@ -160,7 +164,7 @@ def _ask_become_pass() -> str:
     import getpass
 
     if not sys.stdin.isatty():
-        raise FleetError("--ask-become-pass needs a terminal to prompt on; give the hosts a become_password "
+        raise InputError("--ask-become-pass needs a terminal to prompt on; give the hosts a become_password "
                          "reference (env: or file:) instead")
     return getpass.getpass("BECOME password: ")
 
@@ -198,9 +202,12 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from fleet import parallel
         from fleet.cli import liblog
+        from fleet.cli.liveline import say_now
 
         liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
+        parallel.tell_interrupts_to(say_now)  # every run on hosts answers a Ctrl-C at once, not only a deploy's
         try:
             return fn(*args, **kwargs)
         except FleetError as exc:

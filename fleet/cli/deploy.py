@@ -13,13 +13,13 @@ from fleet import parallel, site
 from fleet.cli import console, err_console, print_json, print_results, real_console, say_on_stderr, targets
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import Heartbeat, LiveLine, clear_all
+from fleet.cli.liveline import Heartbeat, LiveLine, say_now
 from fleet.deploy import before_fleet
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import DeployResult
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import canary as canary_window
@@ -32,8 +32,6 @@ from fleet.progress import Live, Progress
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
-
-EXIT_INTERRUPTED = 130  # Ctrl-C, as fleet.cli.reports_errors maps it everywhere else
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -122,21 +120,31 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
                         deployer_of=deployer_of, judging=judging)
     try:
         results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
-                               dry_run=dry_run, force=force, notice=_say_now, deployer_of=deployer_of)
-    except rolling.DeployInterrupted as stop:  # where each host is, then exit 130
-        finish(stop.results, as_json, ok=set(), wide=wide)
-        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
-        return EXIT_INTERRUPTED
+                               dry_run=dry_run, force=force, notice=say_now, deployer_of=deployer_of)
+    except rolling.DeployInterrupted as stop:
+        return _interrupted(stop, as_json, wide)
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
 
 
-def _say_now(line: str) -> None:
-    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output (wiped first)."""
-    clear_all()
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()
+def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> int:
+    """After Ctrl-C: where each host is, then exit 130."""
+    finish(stop.results, as_json, ok=set(), wide=wide)
+    sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+    return EXIT_INTERRUPTED
+
+
+def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], as_json: bool, wide: bool) -> int:
+    """Each host rolled back on its own, in parallel; Ctrl-C is answered at once and ends with each host's line,
+    as a deploy's (docs/cli.md#ctrl-c)."""
+    try:
+        results = rolling.each_host(hosts, back, say_now, "rolling back",
+                                    "a rollback that fails puts back the release before")
+    except rolling.DeployInterrupted as stop:
+        return _interrupted(stop, as_json, wide)
+    return finish(results, as_json, ok={DeployStatus.OK}, wide=wide)
+
 
 
 def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
@@ -171,7 +179,8 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False, wide: bool = False, serial: str | None = None,
-             max_fail: str | None = None) -> int:
+             max_fail: str | None = None, rollback_of: Callable[..., DeployResult] = rollbacks.rollback) -> int:
+    """`rollback_of`: what rolls one host back (fleet.deploy.rollback.rollback)."""
     targets.check_to(to)
     sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
     if to == before_fleet.BEFORE_FLEET:
@@ -179,14 +188,13 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name, checked=False)[0].serve.unit if name else None
         say_for = progress_to(as_json, live=len(hosts) == 1)
-        outcomes = parallel.run_all(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)))
-        return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
+        return _each_rollback(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)),
+                              as_json, wide)
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
         say_for = progress_to(as_json, live=len(hosts) == 1)
-        outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, None, opts, to, say_for(h)))
-        return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
+        return _each_rollback(hosts, lambda h: rollback_of(h, None, opts, to, say_for(h)), as_json, wide)
     book, path = load_playbook(name, checked=False)  # back to what was deployed, even if a check now objects
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
@@ -210,12 +218,11 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
 
         def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
             out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None
-            return rollbacks.rollback(host, book, opts, to, say, before_stop=out)
+            return rollback_of(host, book, opts, to, say, before_stop=out)
 
         return _rollout(list(hosts), book, path, opts, secrets, as_json, False, sizes, limit, None, hooks, wide, back)
     say_for = progress_to(as_json, live=len(hosts) == 1)
-    outcomes = parallel.run_all(hosts, lambda h: rollbacks.rollback(h, book, opts, to, say_for(h)))
-    return finish(rolling.collect(outcomes), as_json, ok={DeployStatus.OK})
+    return _each_rollback(hosts, lambda h: rollback_of(h, book, opts, to, say_for(h)), as_json, wide)
 
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,
@@ -280,7 +287,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
         live = Live(get_renderable=board.table, console=real_console(console), refresh_per_second=4, transient=True)
     with live:
         done = rolling.roll_out(plan, book, path, opts, secrets, force, limit, timeout,
-                                progress_to(as_json, board=True), board, hooks, notice=_say_now, job=job,
+                                progress_to(as_json, board=True), board, hooks, notice=say_now, job=job,
                                 deployer_of=deployer_of, judge_canary=judging[0] if judging else None,
                                 put_back_canary=judging[1] if judging else None)
     if done.judged is not None and done.results and done.results[0].release:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fleet.cli import console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.cli.liveline import say_now
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from fleet.host import execute
 from fleet.host.session import CommandResult
 from fleet.inventory import Host
@@ -75,5 +77,14 @@ def parse_timeout(text: str | float | None) -> float:
 
 
 def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
-            timeout: float = execute.DEFAULT_TIMEOUT_S, wide: bool = False) -> int:
-    return report(execute.run_everywhere(hosts, cmd, opts, timeout), as_json, wide)
+            timeout: float = execute.DEFAULT_TIMEOUT_S, wide: bool = False,
+            run: Callable[..., list[HostOutcome[CommandResult]]] = execute.run_everywhere) -> int:
+    """`run`: what runs the command on the hosts (execute.run_everywhere). Ctrl-C is answered at once on stderr and
+    ends with every host's row, exit 130 (docs/cli.md#ctrl-c)."""
+    try:
+        return report(run(hosts, cmd, opts, timeout, notice=say_now), as_json, wide)
+    except execute.Interrupted as stop:
+        report(stop.outcomes, as_json, wide)
+        say_now("interrupted: no host was started after Ctrl-C; each host's row above says where it is")
+        return EXIT_INTERRUPTED
+

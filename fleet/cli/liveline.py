@@ -68,6 +68,13 @@ def clear_all() -> None:
         line.clear()
 
 
+def say_now(line: str) -> None:
+    """A line the operator needs at once (a Ctrl-C taken), on stderr, whatever the live output (wiped first)."""
+    clear_all()
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
+
+
 class Heartbeat:
     """Off a terminal: whether a Live line of `key` (a host) is due to be printed, `every` seconds after the last
     line printed for it (`said`)."""

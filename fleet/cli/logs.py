@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -40,19 +41,30 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since or --lines fails before any host is contacted
     lines = check_lines(lines)
+    # -n with --only: the last N lines --only shows, as `journalctl -p err -n N` counts (the span read whole)
+    last_shown = int(lines) if lines is not None and only and not follow else None
     from fleet.cli.hosttext import escape
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
     fatal: dict[str, int] = {}  # host -> fatal lines shown (a line its ranks all print: once): exit 1
 
+    kept: dict[str, deque[Folded]] = {h.name: deque(maxlen=last_shown) for h in hosts}
+
     def shown(folded: Folded) -> None:
         line = folded.line
-        if line.event and line.event.severity == Severity.FATAL:  # counted whatever --only shows, copies once
-            fatal[line.host] = fatal.get(line.host, 0) + 1
         rank = _RANK[line.event.severity] if line.event else -1
         if rank < floor or (floor >= 0 and line.event is None):
             return
+        if last_shown is not None:
+            kept[line.host].append(folded)
+        else:
+            draw(folded)
+
+    def draw(folded: Folded) -> None:
+        line = folded.line
+        if line.event and line.event.severity == Severity.FATAL:  # every --only shows it; copies once
+            fatal[line.host] = fatal.get(line.host, 0) + 1
         if as_json:
             try:
                 sys.stdout.write(json.dumps({
@@ -92,7 +104,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
 
     def one(host: Host) -> None:
         try:
-            read(host, opts, follow, since, counted, stop, lines)
+            read(host, opts, follow, since, counted, stop, lines if last_shown is None else None)
         except Exception as exc:  # one host's failure must not end the others' streams
             errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
 
@@ -110,6 +122,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         with lock:
             for folder in folders.values():
                 folder.flush()
+            for host in hosts:
+                for folded in kept[host.name]:
+                    draw(folded)
     except KeyboardInterrupt:
         stop.set()
         for t in threads:

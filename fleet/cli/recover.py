@@ -8,7 +8,7 @@ from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
 from fleet.deploy.hostrun import started_again
 from fleet.deploy.inputs import load_playbook
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.multihost import proxmox as pve
@@ -42,6 +42,10 @@ def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, 
     try:
         result = rec.recover(host, opts, client, power_cycle=power_cycle, dry_run=dry_run, wait_s=wait, say=say,
                              unreachable=unreachable, before_stop=out if hooks else None, router=router)
+    except FleetError as exc:  # --json: the document names the host's error, as every task's does
+        if not as_json or isinstance(exc, InputError):
+            raise
+        result = rec.RecoverResult(host.name, error=str(exc))
     finally:  # back in once it serves (started again after the reset, the reboot or a dead run's clean-up)
         if hooks is not None:
             waits = hooks.taken_out(host) or (result is not None and started_again(result.steps))

@@ -89,6 +89,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _pairs(text: str) -> int:
+    """Replicate pairs: 0 (none) or 2 to 20 (one pair has no spread to judge a difference by)."""
+    text = text.strip()
+    if text.isascii() and text.isdigit() and int(text) in (0, *range(2, 21)):
+        return int(text)
+    raise ValueError("0 (no replicates) or a whole number of interleaved pairs from 2 to 20 "
+                     "(one pair has no spread to judge by)")
+
+
 def parse_sm(text: str) -> int:
     """An SM as fleet writes it (120) or as nvidia-smi's compute_cap does (12.0); 8.6 is SM 86."""
     text = text.strip()
@@ -110,6 +119,7 @@ NUMBERS: dict[str, Callable[[str], Any]] = {
     "runs": _whole(1, 20, "a whole number of benchmark runs"),
     "budget": _whole(1, 100, "a whole number of server starts"),
     "requests": _whole(10, 100_000, "a whole number of requests per load point"),
+    "pairs": _pairs,
     "hosts": _whole(1, 64, "a whole number of hosts"),
     "sm": parse_sm,
 }

@@ -120,12 +120,14 @@ def with_picture(r: tune.TuneResult) -> tune.TuneResult:
     return replace(r, picture=str(picture))
 
 
-def slo_settings(text: str | None, budget: int | None, requests: int | None) -> slotune.SloSettings | None:
-    """--slo and its numbers (None: a ladder tune); --budget or --requests without --slo is bad input."""
+def slo_settings(text: str | None, budget: int | None, requests: int | None,
+                 pairs: int | None = None) -> slotune.SloSettings | None:
+    """--slo and its numbers (None: a ladder tune); --budget, --requests or --pairs without --slo is bad input."""
     if text is None:
-        if budget is not None or requests is not None:
-            raise InputError("--budget and --requests go with --slo")
+        if budget is not None or requests is not None or pairs is not None:
+            raise InputError("--budget, --requests and --pairs go with --slo")
         return None
-    from fleet.deploy import slo
+    from fleet.deploy import replicates, slo
 
-    return slotune.SloSettings(slo.parse(text), text, budget=budget or 6, requests=requests or slo.DEFAULT_REQUESTS)
+    return slotune.SloSettings(slo.parse(text), text, budget=budget or 6, requests=requests or slo.DEFAULT_REQUESTS,
+                               pairs=replicates.PAIRS if pairs is None else pairs)

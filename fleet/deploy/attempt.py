@@ -28,7 +28,6 @@ from fleet.logs.rules import LogClass
 from fleet.outcomes import Outcome
 from fleet.playbook import Rung
 from fleet.progress import Progress, prefixed, ticking
-from fleet.site import find as find_site
 
 BeforeStop = Callable[[Connection], None]  # what must happen before the server first stops (out of the router)
 
@@ -84,7 +83,9 @@ class AttemptRunner:
             return Attempt(rung.name, Outcome.INSTALL_FAILED, str(exc), time.monotonic() - start), planned
         run.event("installed", rung=rung.name, files=release.files)
         warm = self.warm_start(rung, planned, say)
+        release.keyed(warm.key.digest if warm is not None else None)  # saved with the attempt (run.record)
         if warm is not None:
+            warm.needed_by(host, release.id, say)
             warm.before_start(conn, host, say)
         outcome, evidence = self._start(conn, run, rung, sglang, say)
         if outcome != Outcome.READY and warm is not None and warm.without_cache(conn, host, say):
@@ -118,7 +119,7 @@ class AttemptRunner:
         """The warm start of this attempt, when the playbook asks for one and the host has a key."""
         if not self.serve.book.serve.warm_start or self.facts is None:
             return None
-        store = CacheStore(find_site().state / "kcache")
+        store = CacheStore.of_site()
         got = WarmStart.of(store, self.facts, list(rung.patches), planned.argv, planned.env, self.serve.venv,
                            self.serve.book.serve.user)
         if isinstance(got, NoKey):

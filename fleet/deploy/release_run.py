@@ -1,13 +1,15 @@
 """One release's life on a host, the same for a deploy, a node of a multi-node deploy, the router and tune:
-opened (with an event), each attempt recorded, then made current (older ones pruned) or closed failed."""
+opened (with an event), each attempt recorded, then made current (older ones pruned, and the controller's cache
+entries no kept release needs any more with them) or closed failed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleet.deploy.cachestore import CacheStore
 from fleet.deploy.results import Attempt
 from fleet.errors import FleetError
-from fleet.host.releases import Release, ReleaseStore
+from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
 from fleet.outcomes import ReleaseStatus
 from fleet.yamlfile import JsonObject
 
@@ -41,11 +43,21 @@ class ReleaseRun:
         try:
             r.settled()
             self.store.save(r)
-            self.store.prune(keep)
-            self.store.event(r, {"step": "current", **current})
-        except FleetError as exc:
+            _, kept = self.store.prune(keep)
+            dropped = self.caches_kept(kept)
+            self.store.event(r, {"step": "current", **current, **({"caches_dropped": dropped} if dropped else {})})
+        except (FleetError, OSError) as exc:
             return f"release {r.id} is current; pruning or logging after it failed: {exc}"
         return None
+
+    def caches_kept(self, kept: list[Release]) -> list[str]:
+        """The host's releases were pruned: the controller's cache entries no release kept on any host needs are
+        dropped (the digests dropped). Nothing is written where no warm start ever ran (no store), nor for the
+        router's releases (its own folder: its unit starts no server of a key)."""
+        caches = CacheStore.of_site()
+        if self.store.root == ROUTER_ROOT or not caches.root.is_dir():
+            return []
+        return caches.releases_kept(self.store.host.name, {k.id: k.cache_key for k in kept})
 
     def fail(self) -> None:
         self.release.ended(ReleaseStatus.FAILED)

@@ -15,7 +15,7 @@ from fabric import Connection
 from fleet.deploy.fallback import attempted
 from fleet.deploy.health import verify
 from fleet.deploy.results import Attempt
-from fleet.host import venvs
+from fleet.host import kcache, venvs
 from fleet.host.found_files import BeforeFleet
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_flashinfer, recorded_sglang
 from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
@@ -134,7 +134,7 @@ def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, sa
     """Restart the unit, follow its journal to READY (or not; with the release's `sglang` and `flashinfer`,
     classified by their sites), then the health check."""
     cursor = journal.cursor(conn, host)
-    restart(conn, host, unit)
+    restart_unit(conn, host, unit, first=kcache.drop_unproven())  # never on caches no start served with
     outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang,
                                       flashinfer=flashinfer)
     if outcome == Outcome.READY:

@@ -23,6 +23,7 @@ from fleet.upstream import caches
 from fleet.upstream.versions import in_range
 
 Say = Callable[[str], None]
+PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)  # no sparse file, no link, no device
 
 
 def archs(sm: int, flashinfer: str) -> str:
@@ -42,10 +43,28 @@ def folders(facts: HostFacts, env: dict[str, str], user: str) -> list[str]:
     sm = facts.gpus[0].sm if facts.gpus else None
     if not sglang or not flashinfer or sm is None:
         return []
-    home = env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
-    places = caches.HostPlaces(home=home, tmp="/tmp", user=user, flashinfer=flashinfer,
+    places = caches.HostPlaces(home=home_of(env, user), tmp=PRIVATE_TMP, user=user, flashinfer=flashinfer,
                                archs=archs(sm, flashinfer), sm=str(sm))
-    return sorted({str(spec.folder(env, places)) for spec in caches.for_release(sglang)})
+    where = {str(spec.folder(env, places)) for spec in caches.for_release(sglang)}
+    return sorted(f for f in where if not f.startswith(PRIVATE_TMP + "/"))
+
+
+PRIVATE_TMP = "/.fleet-private-tmp"  # the unit's /tmp (PrivateTmp=yes): its own, never the host's /tmp
+
+
+def home_of(env: dict[str, str], user: str) -> str:
+    return env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
+
+
+def too_broad(where: list[str], env: dict[str, str], user: str, venv: str) -> str | None:
+    """The first cache folder that is /, the home, or holds the home or the venv (a cache variable set to
+    $HOME: placing it would swap ~/.ssh out); None when there is none."""
+    keep = [home_of(env, user).rstrip("/"), venv.rstrip("/")]
+    for f in where:
+        f = f.rstrip("/")
+        if not f or any(k == f or k.startswith(f + "/") for k in keep):
+            return f or "/"
+    return None
 
 
 @dataclass
@@ -59,6 +78,7 @@ class WarmStart:
     placed: list[str] = field(default_factory=list)
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
+    user: str = ""  # the server's user: the placed files are its
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
@@ -71,7 +91,18 @@ class WarmStart:
         where = folders(facts, env, user)
         if not where:
             return NoKey("the release's cache folders are unknown")
-        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python")
+        broad = too_broad(where, env, user, venv)
+        if broad:
+            return NoKey(f"cache folder {broad} is the home or holds it or the venv (check the cache variables)")
+        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python", user=user)
+
+    def needed_by(self, host: Host, release: str, say: Say) -> None:
+        """The release starts under this key: its entry is kept while the release is (recorded before the store is
+        read or written, so no prune after another host's deploy drops it meanwhile)."""
+        try:
+            self.store.needs.started(host.name, release, self.key.digest)
+        except OSError as exc:  # the controller's disk: the start goes on, its entry may be pruned sooner
+            say(f"could not record that release {release} needs the caches of key {self.key.digest[:12]}: {exc}")
 
     def before_start(self, conn: Connection, host: Host, say: Say) -> None:
         """The store's caches of this key in place, or nothing changed (said why)."""
@@ -82,18 +113,40 @@ class WarmStart:
         if not isinstance(got, Entry):
             say(f"cold start: the stored caches were dropped: {got.reason}")
             return
-        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders)
+        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
+        if isinstance(placed, kcache.HostRefused) and placed.unknown:
+            self._unknown(conn, host, placed.reason, say)
+            return
+        if isinstance(placed, kcache.HostRefused) and placed.bad_entry:  # every host would: this host's replace it
+            self.store.drop(self.key, f"a host refused it: {placed.reason}")
+            say(f"cold start: the host refused the caches (dropped from the store): {placed.reason}")
+            return
         if isinstance(placed, kcache.HostRefused):
             say(f"cold start: the host refused the caches: {placed.reason}")
             return
         self.placed, self.modules = placed, modules_in(got.data)
         say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
 
+    def _unknown(self, conn: Connection, host: Host, reason: str, say: Say) -> None:
+        """Placing gave no answer (or not the program's): the folders cleared, so the host starts cold; where that
+        fails too, the caches count as placed (a start that fails with them is retried without them)."""
+        why = self._clear(conn, host, self.folders)
+        if why is None:
+            say(f"cold start: placing the caches gave no answer ({reason}); the cache folders were cleared")
+            return
+        self.placed = list(self.folders)
+        say(f"placing the caches gave no answer ({reason}) and clearing them failed ({why}): they may be in place")
+
+    def _clear(self, conn: Connection, host: Host, folders: list[str]) -> str | None:
+        """The folders removed, tried twice (a lost answer or a passing failure); why not, or None."""
+        why = kcache.clear(conn, host, self.python, folders)
+        return None if why is None else kcache.clear(conn, host, self.python, folders)
+
     def without_cache(self, conn: Connection, host: Host, say: Say) -> bool:
         """After a failed start with placed caches: those folders removed (True: retry cold)."""
         if not self.placed:
             return False
-        why = kcache.clear(conn, host, self.python, self.placed)
+        why = self._clear(conn, host, self.placed)
         self.placed, self.failed_with_cache = [], True
         if why:
             say(f"could not remove the placed caches: {why}")
@@ -102,14 +155,15 @@ class WarmStart:
         return True
 
     def check_used(self, conn: Connection, host: Host, say: Say) -> None:
-        """After a start with placed caches served: were the placed modules used, or rebuilt?"""
-        if not self.placed or not self.modules:
+        """After a start with placed caches served: were the placed modules used, or rebuilt? (Reading them back
+        also proves them: a later put-back of a release leaves them in place.)"""
+        if not self.placed:
             return
-        now = kcache.modules(conn, host, self.python, self.placed)
+        now = kcache.modules(conn, host, self.python, self.placed)  # and the caches proven (kcache.PLACED)
         if isinstance(now, kcache.HostRefused):
             say(f"could not read the modules back: {now.reason}")
-            return
-        say(judge_modules(self.modules, now))
+        elif self.modules:
+            say(judge_modules(self.modules, now))
 
     def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
         """This host's caches into the store, when it holds none of this key (or one that failed a start that
@@ -123,6 +177,10 @@ class WarmStart:
         if isinstance(data, kcache.HostRefused):
             say(f"caches not collected: {data.reason}")
             return
+        why = not_whole(data, self.folders)
+        if why:  # stored, it would be every later host's (each refusing it) until pruned
+            say(f"caches not stored: {why}")
+            return
         try:
             stored = self.store.put(self.key, data, host.name)
         except OSError as exc:  # the controller's disk: the host serves all the same
@@ -134,15 +192,36 @@ class WarmStart:
             say(f"caches not stored: {stored.reason}")
 
 
+def not_whole(tar: bytes, folders: list[str]) -> str | None:
+    """Why a collected answer is no tar of the cache folders to store (not a whole tar, a member that is no
+    plain file or folder inside them, nothing in it); None when it is one."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
+            members = t.getmembers()
+    except (tarfile.TarError, EOFError) as exc:
+        return f"the host's answer is not a whole tar ({exc})"
+    inside = tuple(f.strip("/") for f in folders)
+    for m in members:
+        inner = ".." not in m.name.split("/") and any(m.name == f or m.name.startswith(f + "/") for f in inside)
+        if m.type not in PLAIN or m.sparse is not None or not inner:
+            return f"the host's tar holds {m.name[:80]!r}, no plain file inside the cache folders"
+        if m.type != tarfile.DIRTYPE and m.name in inside:  # every host's place refuses it
+            return f"the host's tar holds a file named as the cache folder {m.name[:80]!r}"
+    return None if members else "the cache folders are empty"
+
+
 def modules_in(tar: bytes) -> dict[str, str]:
     """The sha256 of every compiled module (.so) in a collected tar, by absolute path."""
     out = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as t:
             for m in t.getmembers():
-                f = t.extractfile(m) if m.isfile() and m.name.endswith(".so") else None
-                if f is not None:
-                    out["/" + m.name] = hashlib.sha256(f.read()).hexdigest()
+                f = t.extractfile(m) if m.type in PLAIN and m.sparse is None and m.name.endswith(".so") else None
+                if f is not None:  # read in blocks: a member's size is what its header says
+                    digest = hashlib.sha256()
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+                    out["/" + m.name] = digest.hexdigest()
     except (tarfile.TarError, EOFError):
         return {}
     return out

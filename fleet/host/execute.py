@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fleet import parallel
@@ -52,11 +52,11 @@ def seconds(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> list[HostOutcome[CommandResult]]:
+def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions, timeout: float = DEFAULT_TIMEOUT_S,
+                   notice: Callable[[str], None] | None = None) -> list[HostOutcome[CommandResult]]:
     """The command on every host, each under `timeout` and remote.MAX_OUTPUT. The host ends it at the deadline
     (exec.sh: its systemd scope, whatever left the process group): a command that ran past it is a
-    CommandTimedOut that says it was ended there."""
+    CommandTimedOut that says it was ended there. Ctrl-C: as `each`."""
     def one(host: Host) -> CommandResult:
         conn = open_connection(host, opts)
         try:
@@ -64,7 +64,36 @@ def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions,
         finally:
             conn.close()
 
-    return parallel.run_all(hosts, one)
+    return each(hosts, one, timeout, notice)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `inv exec`: every host's outcome, one not ended saying why (not started, or left running)."""
+
+    def __init__(self, outcomes: list[HostOutcome[CommandResult]]) -> None:
+        super().__init__()
+        self.outcomes = outcomes
+
+
+def each(hosts: Sequence[Host], one: Callable[[Host], CommandResult], timeout: float,
+         notice: Callable[[str], None] | None = None) -> list[HostOutcome[CommandResult]]:
+    """`one` on every host in parallel. Ctrl-C: `notice` says at once that no host starts and the commands under way
+    are waited for (a second Ctrl-C stops waiting), then Interrupted with every host's outcome."""
+    started: set[str] = set()
+
+    def run(host: Host) -> CommandResult:
+        started.add(host.name)
+        return one(host)
+
+    try:
+        return parallel.run_all(hosts, run, notice=notice,
+                                ends=f"a command ends by itself or at its --timeout of {seconds(timeout)}s",
+                                left=f"the host ends its command at its --timeout of {seconds(timeout)}s")
+    except parallel.Interrupted as stop:
+        left = f"interrupted while its command ran; the host ends it at its --timeout of {seconds(timeout)}s"
+        raise Interrupted([o if o is not None else HostOutcome(
+            h, False, None, f"{h.name}: {left if h.name in started else 'not started: interrupted'}", 0.0)
+            for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
 
 
 def run_one(conn: Connection, host: Host, command: str, timeout: float) -> CommandResult:

@@ -1,32 +1,51 @@
 """A host's compile and tune caches, through fleet/host/programs/kcache.py (one round trip each): collected as
-a bounded tar, placed after its checksum by rename, cleared. Typed answers; nothing here decides whether to."""
+a bounded tar, placed after its checksum by rename, cleared. Typed answers; nothing here decides whether to.
+
+PLACED names the folders a place filled until a start served with them (`modules`, read after it served) or
+they were cleared: a put-back of a release (a fall-back, a dead run's recovery, a rollback) removes what it names
+before that release starts (drop_unproven), so a cache a dead or failed warm start left never starts it."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from fabric import Connection
 
 from fleet.host import programs
+from fleet.host.releases import ROOT
 from fleet.inventory import Host
-from fleet.ssh.remote import BytesResult, CommandTimedOut, OutputTooLarge, run_bytes
+from fleet.ssh.remote import BytesResult, ChannelFailed, CommandTimedOut, OutputTooLarge, run_bytes
 
 TIMEOUT_S = 300.0
+PLACED = f"{ROOT}/kcache-placed"
+
+
+def drop_unproven(mark: str = PLACED) -> str:
+    """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link), then `mark`."""
+    return (f"m={shlex.quote(mark)}; if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
+            "/?*/?*) if [ -d \"$f\" ] && [ ! -L \"$f\" ]; then mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && "
+            "rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; done < \"$m\"; rm -f -- \"$m\"; fi")
 
 
 @dataclass(frozen=True)
 class HostRefused:
-    """What the host's program said when it would not collect or place (nothing changed on the host)."""
+    """What the host's program said when it would not collect or place (nothing changed on the host); `unknown`:
+    no answer came, or one that is not the program's (a timeout, too much output, a closed channel, garbage), so
+    what the command changed is not known."""
 
     reason: str
+    unknown: bool = False
+    bad_entry: bool = False  # the tar itself was refused (its checksum, format or members): no host takes it
 
 
 def _run(conn: Connection, host: Host, cmd: str, data: bytes, max_output: int) -> BytesResult | HostRefused:
-    """The program's answer; a timeout or an answer past `max_output` is a refusal (a lost link raises)."""
+    """The program's answer; a timeout, a closed channel or an answer past `max_output` is a refusal whose
+    outcome is unknown (a lost link raises)."""
     try:
         return run_bytes(conn, host, cmd, data, timeout=TIMEOUT_S, max_output=max_output)
-    except (CommandTimedOut, OutputTooLarge) as exc:
-        return HostRefused(str(exc))
+    except (CommandTimedOut, OutputTooLarge, ChannelFailed) as exc:
+        return HostRefused(str(exc), unknown=True)
 
 
 def _said(stderr: bytes, exited: int) -> str:
@@ -44,20 +63,27 @@ def collect(conn: Connection, host: Host, python: str, folders: list[str], limit
 
 
 def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
-          folders: list[str]) -> list[str] | HostRefused:
-    """The tar put in place, each folder by rename; the folders placed, or why the host refused it."""
-    cmd = programs.python_command(python, "kcache.py", "place", sha256, *folders)
+          folders: list[str], user: str = "") -> list[str] | HostRefused:
+    """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
+    naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
+    owner = [f"--user={user}"] if user else []
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *owner, "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
-    if res.exited != 0:
-        return HostRefused(_said(res.stderr, res.exited))
-    return res.stdout.decode("utf-8", "replace").split()
+    if res.exited in (2, 4, 5):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
+        return HostRefused(_said(res.stderr, res.exited), bad_entry=res.exited == 4)
+    if res.exited != 0:  # a crash: what it changed is not known
+        return HostRefused(_said(res.stderr, res.exited), unknown=True)
+    placed = res.stdout.decode("utf-8", "replace").splitlines()
+    if not set(placed) <= set(folders):
+        return HostRefused(f"its answer names no folder it was given ({placed[:1]!r:.80})", unknown=True)
+    return placed
 
 
 def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = programs.python_command(python, "kcache.py", "clear", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
@@ -66,7 +92,7 @@ def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str 
 
 def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = programs.python_command(python, "kcache.py", "modules", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res

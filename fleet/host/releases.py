@@ -78,10 +78,13 @@ def _manifest(data: object, rid: str) -> JsonObject:
     kinds: dict[str, type | tuple[type, ...]] = {
              "host": str, "playbook_sha256": str, "created": str, "status": str, "rung": (str, type(None)),
              "config": dict, "facts": dict, "files": dict, "patches": dict, "attempts": list,
-             "finished": (str, type(None)), "bench": (dict, type(None)), "canary": (dict, type(None))}
+             "finished": (str, type(None)), "bench": (dict, type(None)), "canary": (dict, type(None)),
+             "cache_key": (str, type(None))}
     for key, kind in kinds.items():
         if key in data and not isinstance(data[key], kind):
             raise ValueError(f"{key} is a {type(data[key]).__name__}")
+    if isinstance(data.get("cache_key"), str) and not _SHA256.fullmatch(data["cache_key"]):
+        raise ValueError("cache_key is no sha256")
     if "nodes" in (data.get("config") or {}):
         _nodes(data["config"]["nodes"])
     for path, meta in (data.get("files") or {}).items():
@@ -146,6 +149,7 @@ class Release:
     bench: JsonObject | None = None  # the latest `inv bench` result on this release (a BenchRecord's to_json)
     canary: JsonObject | None = None  # the canary's verdict on this release (fleet.deploy.judge.Verdict)
     committing: bool = False  # saved ok, `current` not yet swapped to it (fleet.deploy.recovery finishes that)
+    cache_key: str | None = None  # the digest of the warm start's key its server started under (issue 49)
 
     @property
     def dir(self) -> str:
@@ -185,6 +189,10 @@ class Release:
     def runs_in(self, venv: str) -> None:
         """Its own venv (a release of `packages:` pins), kept with its facts (fleet.host.venvs.recorded)."""
         self.facts["venv"] = venv
+
+    def keyed(self, digest: str | None) -> None:
+        """The warm start key its latest attempt started under (None: none; fleet.deploy.cacheneeds)."""
+        self.cache_key = digest
 
     def patched(self, sets: list[str], files: dict[str, str]) -> None:
         """The patch sets it applies, and the sha256 of each file they left (path -> sha256)."""
@@ -464,12 +472,12 @@ class ReleaseStore:
                    and (current is None or r.id < current)]
         return earlier[-1] if earlier else None
 
-    def prune(self, keep: int) -> builtins.list[str]:  # `list` is also a method of this class
-        """Drop what prune_plan dooms; returns the ids dropped."""
-        doomed = prune_plan(self.list(), self.current_id(), keep)
+    def prune(self, keep: int) -> tuple[builtins.list[str], builtins.list[Release]]:  # list: also a method here
+        """Drop what prune_plan dooms: the ids dropped, and the releases kept."""
+        doomed = prune_plan(found := self.list(), self.current_id(), keep)
         for rid in doomed:
             self.session.sh(f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
-        return doomed
+        return doomed, [r for r in found if r.id not in doomed]
 
 
 UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`

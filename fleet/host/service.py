@@ -287,9 +287,11 @@ def stop_quietly(conn: Connection, host: Host, unit: str) -> None:
     sh(conn, host, f"systemctl stop {shlex.quote(unit)} || true")
 
 
-def restart_unit(conn: Connection, host: Host, unit: str) -> None:
-    """A failed unit's start limit cleared first, so a restart after a crash loop is not refused."""
-    sh(conn, host, f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
+def restart_unit(conn: Connection, host: Host, unit: str, first: str = "") -> None:
+    """A failed unit's start limit cleared first, so a restart after a crash loop is not refused; `first`: shell
+    run before, in the same round trip."""
+    sh(conn, host, (f"{first}; " if first else "") +
+       f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl restart {shlex.quote(unit)}")
 
 
 def make_folders(conn: Connection, host: Host, private: list[str], public: list[str]) -> None:

@@ -131,6 +131,9 @@ class LineMatch:
 
 
 CATCH_ALL_PRIORITY = 14  # FATAL rules at or below it only say that something failed (a traceback, an exception)
+# Rules at or below it know a line by its shape alone (an exception; one that names a flag): when the site that
+# raised it is found, the site's class, read from what its message means, is the better answer.
+BY_SHAPE_PRIORITY = 16
 
 
 def classify_line(text: str, rules: RuleSet | None = None, sites: SiteClassifier | None = None) -> LineMatch | None:
@@ -150,9 +153,8 @@ def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> Li
     if best.consequence:  # a consequence's line that states its cause: the cause names it, as an earlier line would
         best = rules.cause(text) or best
     severity = wrapper.severity if wrapper is not None else best.severity
-    if (sites is not None and best.log_class is LogClass.FATAL and best.priority <= CATCH_ALL_PRIORITY
-            and severity is Severity.FATAL):
-        # only a catch-all matched (an exception line): the site that raised it may name the class
+    if sites is not None and best.priority <= BY_SHAPE_PRIORITY and severity is Severity.FATAL:
+        # only a catch-all or a rule by the line's shape matched: the site that raised it may name the class
         by_site = sites.classify(text)
         if by_site is not None:
             rule = by_site[0]

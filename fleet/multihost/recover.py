@@ -55,6 +55,7 @@ class RecoverResult:
     faults_before: list[str] = field(default_factory=list)
     faults_after: list[str] = field(default_factory=list)
     ok: bool = False
+    error: str | None = None  # why nothing could be done (the host not reached)
 
     def to_json(self) -> JsonObject:
         return self.__dict__.copy()

@@ -56,15 +56,15 @@ class DeployInterrupted(KeyboardInterrupt):
 
 
 def interrupted_results(hosts: Sequence[Host], outcomes: list[parallel.HostOutcome[DeployResult] | None],
-                        started: set[str]) -> list[DeployResult]:
-    """Where each host is after a Ctrl-C (pure): its result where its deploy ended, else not started (it runs what
-    it ran before) or left mid-deploy (a second Ctrl-C: its next run recovers it)."""
+                        started: set[str], doing: str = "deploying") -> list[DeployResult]:
+    """Where each host is after a Ctrl-C (pure): its result where its deploy (or rollback: `doing`) ended, else not
+    started (it runs what it ran before) or left mid-deploy (a second Ctrl-C: its next run recovers it)."""
     out = []
     for h, o in zip(hosts, outcomes, strict=True):
         if o is not None:
             out += collect([o])
         elif h.name in started:
-            out.append(DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while deploying; the "
+            out.append(DeployResult(h.name, DeployStatus.FAILED, error=f"{h.name}: interrupted while {doing}; the "
                                     "next deploy or rollback there takes over its lock and recovers what it left"))
         else:
             out.append(DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: interrupted; it "
@@ -79,10 +79,7 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
     rolling deploy's host teaches it (learn); a dry run changes and learns nothing. Ctrl-C: `notice` says at once
     what happens (no host starts, those under way end), then DeployInterrupted with every host's result.
     `deployer_of`: what deploys one host (Deployer)."""
-    started: set[str] = set()
-
     def one(host: Host) -> DeployResult:
-        started.add(host.name)
         say = say_for(host)
         deployer = deployer_of(host, book, path, opts, say, secrets)
         result = deployer.run(dry_run=dry_run, force=force)
@@ -90,10 +87,25 @@ def each(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions
             learn(book, deployer, host, result, say)
         return result
 
+    return each_host(hosts, one, notice)
+
+
+def each_host(hosts: Sequence[Host], one: Callable[[Host], DeployResult], notice: Callable[[str], None] | None = None,
+              doing: str = "deploying", ends: str = parallel.DEPLOY_ENDS) -> list[DeployResult]:
+    """`one` on every host, in parallel (a deploy, a rollback: `doing`, and how one under way `ends` its work).
+    Ctrl-C: `notice` says at once what happens (no host starts, those under way end), then DeployInterrupted with
+    every host's result."""
+    started: set[str] = set()
+
+    def run(host: Host) -> DeployResult:
+        started.add(host.name)
+        return one(host)
+
     try:
-        return collect(parallel.run_all(hosts, one, notice=notice))
+        return collect(parallel.run_all(hosts, run, notice=notice, ends=ends,
+                                             left=parallel.DEPLOY_LEFT))
     except parallel.Interrupted as stop:
-        raise DeployInterrupted(interrupted_results(hosts, stop.outcomes, started)) from None
+        raise DeployInterrupted(interrupted_results(hosts, stop.outcomes, started, doing)) from None
 
 
 def learn(book: Playbook, deployer: Deployer, host: Host, result: DeployResult, say: Progress) -> None:

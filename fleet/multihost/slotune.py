@@ -8,10 +8,11 @@ is one start of the server, as a rung (fleet.deploy.attempt); on it, without a r
 (fleet.deploy.loadsearch over fleet.deploy.loadprobe) finds the highest request rate whose p99s keep the SLO
 (each point judged on its bootstrap interval's upper bound, fleet.deploy.slo), and a trial whose short result
 comes near the best goes on to the full-length search on the same server. Two finalists within `band` of each
-other are started in turn (ABBA) and compared by their replicates (fleet.deploy.replicates): a winner only when
-the interval says so. The winner serves as a release of its own and is printed as a rung for the playbook. After
-the first stop, any failure or a Ctrl-C puts back the release that served before, as `inv tune` does, and what
-was measured stays on the controller (fleet.deploy.tunelog): `inv tune --slo` again resumes the search.
+other are started in turn (ABBA, `pairs` of them) and compared by their replicates (fleet.deploy.replicates): a
+winner only when the interval shows it at least 1% faster. The winner serves as a release of its own and is
+printed as a rung for the playbook. After the first stop, any failure or a Ctrl-C puts back the release that
+served before, as `inv tune` does, and what was measured stays on the controller (fleet.deploy.tunelog):
+`inv tune --slo` again resumes the search.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class SloSettings:
     ceiling: float = 1024.0  # requests per second
     max_points: int = 8  # load points per search
     short_requests: int = 0  # per point of the short probe (0: a fifth of `requests`, at least 10)
-    pairs: int = 3  # interleaved replicate pairs of two finalists (0: none)
+    pairs: int = replicates.PAIRS  # interleaved replicate pairs of two finalists (0: none)
     band: float = 0.05  # finalists: the runner-up's full rate within this of the best's
 
     @property
@@ -341,7 +342,8 @@ class SloTuner(Tuner):
         record = tried.measured(short_rate=short.highest, rate=short.highest,
                                 points=[*tried.trials[-1].points, *points])
         self.progress(f"{record.name}: {short.highest or 0:.3g} req/s kept over {s.short} requests a point")
-        if not guided.promote(short.highest, seen, bounded=short.lowest_failing is not None):
+        if not guided.promote(short.highest, seen, bounded=short.lowest_failing is not None,
+                              failed_at=short.lowest_failing):
             return guided.Seen(trial, short.highest)
         full = self._search_load(conn, s.requests, short.highest or s.requests / s.first_point_s, 0.05)
         points = [point_json(p, self.speeds.get(p.rate)) for p in full.points]

@@ -115,6 +115,12 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
 # ---------------------------------------------------------------------- inv tune
 
 
+def untouched(previous: Release | None) -> str:
+    """What a Ctrl-C before any rung started leaves: the host as it was."""
+    serving = f"release {previous.id} serves as before" if previous else "no release of fleet's was serving"
+    return f"interrupted before any rung started: {serving}; nothing was changed"
+
+
 def runs_of(a: Attempt) -> Runs | None:
     """The attempt's repeated runs, or its one measurement as a run of one."""
     if a.bench is None:
@@ -304,14 +310,18 @@ class Tuner:
         baseline = None  # only the same playbook's release is comparable (the same model, the same bench)
         if self.hooks is not None:  # before anything is measured or stopped: the replica alone, no client sent
             self.hooks.take_out(self.host, conn, self.progress)
-        with parallel.interruptible():  # nothing changed yet: a Ctrl-C here leaves the host as it is
-            parallel.checkpoint()
-            if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
-                    and self.serve.healthy(conn)):
-                baseline = self.measure_serving(conn, previous)
-                if baseline is not None:
-                    result = replace(result, baseline=TuneBaseline(previous.id, previous.rung, baseline))
-            parallel.checkpoint()
+        try:
+            with parallel.interruptible():  # nothing changed yet: a Ctrl-C here leaves the host as it is
+                parallel.checkpoint()
+                if (previous is not None and previous.playbook == self.book.name and self.runs >= 1
+                        and self.serve.healthy(conn)):
+                    baseline = self.measure_serving(conn, previous)
+                    if baseline is not None:
+                        result = replace(result, baseline=TuneBaseline(previous.id, previous.rung, baseline))
+                parallel.checkpoint()
+        except KeyboardInterrupt:
+            self.progress(untouched(previous))
+            raise
         run = host_run.open_release(store, release, tune=True, rungs=[r.name for r in rungs])
         draft = Draft(replace(result, release=release.id))  # an exception may end the climb
         try:
@@ -357,6 +367,11 @@ class Tuner:
                         break
                     parallel.checkpoint()
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
+            if not self.runner.touched:  # no rung started: nothing was stopped, nothing to put back
+                self.progress(untouched(previous))
+                with suppress(Exception):  # the tune's own release, closed failed (an unclosed one is recovered)
+                    run.fail()
+                raise
             self.progress("interrupted: putting back the release that served before the tune")
             fell = self.fall_back(conn, store, release, previous, "tune interrupted")
             self.progress(fell.error or f"back on release {fell.release}")

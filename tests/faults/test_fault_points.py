@@ -33,6 +33,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -42,8 +43,10 @@ from pathlib import Path
 import pytest
 import yaml
 from faultkit import NO_P2P, PATCHABLE, SITE, WANTS_RESET, inventory_file
-from fleetcli import REPO, llama_playbook
+from fleetcli import REPO, break_module, llama_playbook
 
+from fleet.deploy.cachestore import CacheStore, Entry
+from fleet.deploy.warmstart import not_whole
 from fleet.faulthook import KINDS
 from fleet.ssh.connect import open_connection
 from fleet.ssh.remote import run
@@ -396,6 +399,59 @@ FLOWS = {
 # What a flow needs on the host after the reset (and before its traced run).
 BEFORE = {"recover": "mkdir -p /run/fleet-sim && " + WANTS_RESET}
 
+# The warm start's remote steps (issue 49): B2's files deployed with serve.warm_start, the lane's own controller
+# state holding an entry of the host's key whose prefill module is cut short (made once per lane: a cold deploy,
+# its collected entry broken), so the run places it, the start dies, the folders are cleared, the server starts
+# cold and its caches are collected: fleet.host.kcache's place, clear and collect. Only those points run (every
+# kind): the flow's other steps are the deploy flow's.
+WARM = "warm"
+RUNS = {**FLOWS, WARM: lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["w"]), "--force",
+                                  "--json")}
+CACHES = "/root/.cache/flashinfer /root/.cache/deep_gemm /root/.triton /tmp/torchinductor_root"
+BEFORE[WARM] = f"rm -rf {CACHES}"  # the host's own caches gone, as on a fresh host of its kind
+KCACHE_LEFT = ("find /root/.cache /root/.triton /tmp /var/lib/fleet -maxdepth 6 -name '*.fleet-kcache-*' "
+               "2>/dev/null; true")
+
+
+def _flow_env(c, flow: str) -> dict[str, str]:
+    """What a run of the flow needs on the controller (after the host's reset): the warm flow's state."""
+    return _warm_state(c) if flow == WARM else {}
+
+
+def _warm_state(c) -> dict[str, str]:
+    """The lane's controller state for the warm flow, made again for each run (what one run's faults taught never
+    steers the next), its store holding the host's entry with the broken module."""
+    state = c["tmp"] / "warm-state"
+    env = {"FLEET_STATE_DIR": str(state)}
+    if "warm_entry" not in c:
+        (c["tmp"] / "w").mkdir(exist_ok=True)
+        c["w"] = llama_playbook(c["tmp"] / "w", [{"name": "plain-b", "env": {**NO_P2P["env"], "X": "b2"},
+                                                  "flags": dict(NO_P2P["flags"])}], name="fault-b", keep_releases=10,
+                                serve={"warm_start": True})
+        shutil.rmtree(state, ignore_errors=True)
+        proc = _inv(c, *RUNS[WARM](c), env=env)  # cold: the host's caches collected into the store
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        [entry] = [p for p in (state / "kcache").iterdir() if p.is_dir()]
+        break_module(entry)
+        c["warm_entry"] = c["tmp"] / "warm-entry" / entry.name
+        shutil.copytree(entry, c["warm_entry"])
+        _reset(c, WARM)
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.copytree(c["warm_entry"], state / "kcache" / c["warm_entry"].name)
+    return env
+
+
+def _warm_broken(c) -> list[str]:
+    """The warm flow's own invariant: nothing a place built, set aside or spooled left beside the cache folders,
+    and the store holds only whole tars of them."""
+    bad = [f"left beside the cache folders: {p}" for p in _sh(c, KCACHE_LEFT).split()]
+    store = CacheStore(c["tmp"] / "warm-state" / "kcache")
+    for e in store.entries():
+        got = store.get(e.key) if e.key else None
+        if not isinstance(got, Entry) or not_whole(got.data, ["/root", "/tmp"]):
+            bad.append(f"the store holds {e.digest[:12]}, no whole tar of the caches")
+    return bad
+
 
 def _next(c, flow: str):
     """The next run an operator makes after a cut one: recover again (the GPU may still want its reset), else a
@@ -410,8 +466,9 @@ def _points(c, flow: str) -> list[tuple[int, str]]:
     """The flow's fault points: its remote steps in a clean traced run (then the state is put back)."""
     if f"points_{flow}" not in c:
         _reset(c, flow)
+        env = _flow_env(c, flow)
         trace = c["tmp"] / f"trace-{flow}"
-        proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_TRACE": str(trace)})
+        proc = _inv(c, *RUNS[flow](c), env={**env, "FLEET_FAULT_TRACE": str(trace)})
         assert proc.returncode == 0, proc.stderr[-2000:]
         c[f"points_{flow}"] = [(int(n), label) for n, _, label in
                                (line.split("\t", 2) for line in trace.read_text().splitlines())]
@@ -465,8 +522,9 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
     """The flow with `kind` injected at point n, from the snapshot; what of the invariant broke (empty: none)."""
     t0, cpu0, host0 = time.monotonic(), c["fork"].cpu, _host_cpu(c)
     _reset(c, flow)
+    env = _flow_env(c, flow)
     t1 = time.monotonic()
-    proc = _inv(c, *FLOWS[flow](c), env={"FLEET_FAULT_AT": f"{n}:{kind}", "FLEET_FAULT_FILL": FILL})
+    proc = _inv(c, *RUNS[flow](c), env={**env, "FLEET_FAULT_AT": f"{n}:{kind}", "FLEET_FAULT_FILL": FILL})
     t2 = time.monotonic()
     c["last"] = proc
     if kind == "kill" and proc.returncode != -9:
@@ -484,6 +542,8 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
         if nxt.returncode != 0:
             bad.append(f"the next deploy failed (exit {nxt.returncode}): {nxt.stdout[-300:]} {nxt.stderr[-300:]}")
         bad += [f"after the next deploy: {b}" for b in _broken(c, None, after_next=True)]
+    if flow == WARM:
+        bad += _warm_broken(c)
     RESULTS.append((flow, kind, n, label, "; ".join(bad)))
     if os.environ.get("FLEET_FAULT_LOG"):  # a long run's progress, point by point, with where its time went
         with open(os.environ["FLEET_FAULT_LOG"], "a") as f:
@@ -501,20 +561,32 @@ def test_every_fault_point_keeps_the_invariant(flow, kind, lanes):
     assert not failures, "\n".join(f"{flow} {kind} point {n} ({label}): {b}" for n, label, b in failures)
 
 
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_warm_start_step_keeps_the_invariant(kind, lanes):
+    """Each remote step of the warm start (place, clear, collect) with each kind: the host serves what it served or
+    the new release (or starts cold), no lock or release in progress is left, nothing half-placed stays beside
+    the cache folders, and the store keeps only whole caches (_warm_broken). 3 points x 5 kinds: 15 runs, 84 s on
+    one instance with 3 lanes (2026-12-05, load 6-16 on 2 cores; 20 s of it each lane's traced run and entry)."""
+    failures = _spread(lanes, WARM, kind, only="host.kcache.")
+    assert not failures, "\n".join(f"{WARM} {kind} point {n} ({label}): {b}" for n, label, b in failures)
+
+
 def _steps(points: list[tuple[int, str]]) -> list[str]:
     """Who asked for each step (`module.function`), what a flow's points must share on every lane."""
     return [label.split(":", 1)[0] for _, label in points]
 
 
-def _spread(lanes: list[dict], flow: str, kind: str) -> list[tuple[int, str, str]]:
-    """The flow with `kind` at each selected point, the points spread over the lanes (each takes the next point
-    when its run is done); what broke, by the first lane's point. A lane whose traced flow has other steps than
-    the first lane's (another host, another path) runs none of it: the first lane's points are the flow's."""
+def _spread(lanes: list[dict], flow: str, kind: str, only: str = "") -> list[tuple[int, str, str]]:
+    """The flow with `kind` at each selected point (`only`: those whose label holds it), the points spread over the
+    lanes (each takes the next point when its run is done); what broke, by the first lane's point. A lane whose
+    traced flow has other steps than the first lane's (another host, another path) runs none of it: the first
+    lane's points are the flow's."""
     with ThreadPoolExecutor(len(lanes)) as pool:
         traced = list(pool.map(lambda c: _points(c, flow), lanes))
     usable = [(c, pts) for c, pts in zip(lanes, traced, strict=True) if _steps(pts) == _steps(traced[0])]
     where = {p: i for i, p in enumerate(traced[0])}
-    todo = [where[p] for p in _selected(traced[0], kind)]
+    todo = [where[p] for p in _selected(traced[0], kind) if only in p[1]]
     failures: list[tuple[int, str, str]] = []
     lock = threading.Lock()
 

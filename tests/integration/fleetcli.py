@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,22 @@ WANTS_RESET = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0
                ">> /run/fleet-sim/kmsg && "
                "printf '%s\\n' \"$b gpu_recovery_action=GPU Reset\" \"$b remapped_rows.pending=Yes\" "
                ">> /run/fleet-sim/gpustate")
+
+
+def break_module(entry: Path) -> None:
+    """A warm-start store entry's (issue 49) prefill module cut short, its tar and checksum made whole again."""
+    src = tarfile.open(fileobj=io.BytesIO((entry / "cache.tar").read_bytes()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for m in src.getmembers():
+            f = src.extractfile(m) if m.isfile() else None
+            body = f.read() if f else b""
+            if m.name.endswith(".so") and "batch_prefill" in m.name:
+                body = body[:20]
+            m.size = len(body)
+            tar.addfile(m, io.BytesIO(body) if m.isfile() else None)
+    data = out.getvalue()
+    (entry / "cache.tar").write_bytes(data)
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"], meta["size"] = hashlib.sha256(data).hexdigest(), len(data)
+    (entry / "meta.json").write_text(json.dumps(meta))

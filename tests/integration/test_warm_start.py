@@ -7,15 +7,12 @@ started once more without it."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
-import tarfile
 import time
 from pathlib import Path
 
 import yaml
-from fleetcli import inv_at, llama_playbook, sh
+from fleetcli import break_module, inv_at, llama_playbook, sh
 
 from fleet import inventory as fleet_inventory
 
@@ -64,11 +61,13 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
         sh(inv, host, "rm -rf /root/.cache/flashinfer /root/.triton /tmp/torchinductor_root")
 
     fresh(HOST)
-    _, said, since = deploy(HOST)
+    first, said, since = deploy(HOST)
     assert "cold start: no caches stored for key" in said and "caches collected for key" in said, said[-2000:]
     cold = _modelled_start(inv, HOST, since)
     assert cold > 240, cold  # the attention modules' build is in it
-    [entry] = [p for p in store.iterdir() if not p.name.startswith(".")]
+    [entry] = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    needs = json.loads((store / "needs.json").read_text())["hosts"][HOST]
+    assert needs[first["release"]] == entry.name  # kept while a release kept on a host started under its key
 
     fresh(HOST)
     _, said, since = deploy(HOST)
@@ -81,7 +80,7 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     # another GPU (SM 120 too): another key, nothing placed, its own entry
     _, said, _ = deploy(OTHER_GPU)
     assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
-    assert len([p for p in store.iterdir() if not p.name.startswith(".")]) == 2
+    assert len([p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]) == 2
 
     # a truncated entry: refused by its checksum, dropped, the host starts cold (and gives a new entry)
     tar = entry / "cache.tar"
@@ -94,7 +93,7 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert "caches collected for key" in said
 
     # a whole entry whose module is broken (the giver's own cache was): placed, the start dies, retried cold
-    _break_module(entry)
+    break_module(entry)
     fresh(HOST)
     data, said, _ = deploy(HOST)
     assert f"warm start: caches of {HOST} placed" in said, said[-2000:]
@@ -106,26 +105,7 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
                              name="llama-warm-patched", serve={"warm_start": True})
     _, said, _ = deploy(HOST, patched)
     assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
-    assert len([p for p in store.iterdir() if not p.name.startswith(".")]) == 3
+    assert len([p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]) == 3
 
     _, said, _ = deploy(HOST)  # patches reverted: the replaced entry serves
     assert f"warm start: caches of {HOST} placed" in said and "starting again" not in said, said[-2000:]
-
-
-def _break_module(entry: Path) -> None:
-    """The entry's prefill module cut short, its tar and checksum made whole again."""
-    src = tarfile.open(fileobj=io.BytesIO((entry / "cache.tar").read_bytes()))
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for m in src.getmembers():
-            f = src.extractfile(m) if m.isfile() else None
-            body = f.read() if f else b""
-            if m.name.endswith(".so") and "batch_prefill" in m.name:
-                body = body[:20]
-            m.size = len(body)
-            tar.addfile(m, io.BytesIO(body) if m.isfile() else None)
-    data = out.getvalue()
-    (entry / "cache.tar").write_bytes(data)
-    meta = json.loads((entry / "meta.json").read_text())
-    meta["sha256"], meta["size"] = hashlib.sha256(data).hexdigest(), len(data)
-    (entry / "meta.json").write_text(json.dumps(meta))

@@ -3,17 +3,16 @@ response surface that bench_serving measures (CUDA graph batch, attention backen
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import statistics
-import sys
 
 import yaml
 from sim_helpers import SEED_MODEL, bench
-from simhost import PROFILES, REPO
+from simhost import PROFILES
 
 from fleet.deploy import loadsearch, slo
+from sandbox.sim import core
 
 SEED_ARGS = ("--model-path", SEED_MODEL, "--tp", "8", "--moe-runner-backend", "flashinfer_cutlass",
              "--max-running-requests", "1024")
@@ -22,17 +21,7 @@ SEED_PROFILE = PROFILES / "rtx-pro-6000-x8-proxmox" / "profile.yaml"
 
 
 def perfmodel():
-    sys.path.insert(0, str(REPO / "sandbox/sim/pkgs"))
-    try:
-        spec = importlib.util.spec_from_file_location("sim_perfmodel", REPO / "sandbox/sim/pkgs/sglang_sim_core/"
-                                                      "perfmodel.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.pop(0)
+    return core.module("perfmodel")
 
 
 def decode_rate(record: dict, concurrency: int) -> float:

@@ -3,22 +3,39 @@
     kcache.py collect LIMIT FOLDER...   stdout: a tar of the folders that exist (regular files and folders only,
                                         names without the leading /); exit 3 and one line on stderr when they
                                         hold more than LIMIT bytes (nothing written)
-    kcache.py place SHA256 FOLDER...    stdin: such a tar. Refused (exit 4, nothing changed) unless its sha256 is
-                                        SHA256 and every member is a plain file or folder inside one of the
-                                        FOLDERs; then each folder is built beside itself and renamed into place
-                                        (what stood there moved aside first, then removed). stdout: the folders
-                                        placed, one a line
+    kcache.py place SHA256 FOLDER...    stdin: such a tar. Refused (exit 4, nothing changed: the tar is bad)
+                                        unless its sha256 is SHA256 and every member is a plain file or folder
+                                        inside one of the FOLDERs (no sparse file, no link, no file named as a
+                                        folder, no more bytes than the tar holds); then every folder is built
+                                        beside itself, and only then each is renamed into place (what stood
+                                        there moved aside first, then removed). A build that fails leaves every
+                                        folder as it stood, nothing built beside it (exit 5: not placed here).
+                                        The files and the parents made are --user's (else the owner of the
+                                        nearest folder that stood). stdout: the folders placed, one a line
     kcache.py clear FOLDER...           each folder renamed aside, then removed (a start that failed with a
                                         placed cache starts again without it)
     kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
                                         used as placed, or rebuilt?)
+
+--mark=PATH (first, before the verb's arguments): place adds the folders it fills to PATH (one a line, written
+whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
+release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
+
+--user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
+a folder that is a home, the venv, or holds one (a cache variable set to $HOME must never swap ~/.ssh out).
+
+place and clear first remove what an earlier run whose process is gone (a lost link, a controller killed) left
+beside the folders: its spool, its half-built and set-aside folders; and they ignore SIGHUP, so a link lost
+while they run lets them finish (or undo) rather than stop half-way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import shutil
+import signal
 import sys
 import tarfile
 
@@ -47,6 +64,8 @@ def collect(limit: int, folders: list[str]) -> None:
         _fail(3, f"the caches hold {size} bytes, more than the {limit} allowed")
     with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # streamed
         for path, _ in found:
+            # a second link to a file goes as a plain file too (place takes plain files only)
+            tar.inodes.clear()  # type: ignore[attr-defined]
             tar.add(path, arcname=path.lstrip("/"), recursive=False)
 
 
@@ -57,22 +76,78 @@ def _inside(name: str, folders: list[str]) -> str | None:
     return next((f for f in folders if path == f or path.startswith(f.rstrip("/") + "/")), None)
 
 
-def _spool(folders: list[str]) -> str:
-    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked."""
+def _spool_path(folders: list[str]) -> str:
     parent = os.path.dirname(folders[0].rstrip("/")) or "/"
-    os.makedirs(parent, exist_ok=True)
-    path = os.path.join(parent, f"{ASIDE}in-{os.getpid()}")
+    return os.path.join(parent, f"{ASIDE}in-{os.getpid()}")
+
+
+def _spool(path: str) -> None:
+    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked after."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
-    return path
 
 
 def place(want: str, folders: list[str]) -> None:
-    spooled = _spool(folders)
+    spooled = _spool_path(folders)
+    owners = {f: _owner(f) for f in folders}  # before any parent is made
+    made = {f: _missing(os.path.dirname(f.rstrip("/"))) for f in folders}
     try:
-        _place_from(spooled, want, folders)
+        _spool(spooled)
+        _place_from(spooled, want, folders, owners)
     finally:
-        os.unlink(spooled)
+        if os.path.lexists(spooled):
+            os.unlink(spooled)
+        for f, parents in made.items():
+            _chown([p for p in parents if os.path.isdir(p) and not os.path.islink(p)], *owners[f])
+
+
+def _missing(path: str) -> list[str]:
+    """`path` and its ancestors that do not exist (yet)."""
+    out = []
+    while path not in ("/", "") and not os.path.lexists(path):
+        out.append(path)
+        path = os.path.dirname(path)
+    return out
+
+
+def _chown(paths: list[str], uid: int, gid: int) -> None:
+    if os.geteuid() == 0 and (uid, gid) != (0, 0):  # root places for the server's user: its files
+        for path in paths:
+            os.lchown(path, uid, gid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def stale(folders: list[str]) -> None:
+    """What a run whose process is gone left beside the folders removed: its spool, its half-built (new) and
+    set-aside (old) folders. A folder a dead run had set aside and not replaced stays missing: a cold start."""
+    for folder in folders:
+        parent, base = os.path.split(folder.rstrip("/"))
+        try:
+            names = os.listdir(parent or "/")
+        except OSError:
+            continue
+        for name in names:
+            for prefix in (f"{base}{ASIDE}new-", f"{base}{ASIDE}old-", f"{ASIDE}in-"):
+                pid = name[len(prefix):] if name.startswith(prefix) else ""
+                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                    _remove(os.path.join(parent or "/", name))
 
 
 def _sha256(path: str) -> str:
@@ -83,7 +158,7 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _place_from(spooled: str, want: str, folders: list[str]) -> None:
+def _place_from(spooled: str, want: str, folders: list[str], owners: dict[str, tuple[int, int]]) -> None:
     if _sha256(spooled) != want:
         _fail(4, "refused: the cache's sha256 is not the one the store recorded (truncated or altered)")
     try:
@@ -91,53 +166,166 @@ def _place_from(spooled: str, want: str, folders: list[str]) -> None:
         members = tar.getmembers()
     except (tarfile.TarError, EOFError) as exc:
         _fail(4, f"refused: not a whole tar ({exc})")
+    why = _not_plain(members, folders, os.path.getsize(spooled))
+    if why:
+        _fail(4, f"refused: {why}")
+    built: list[tuple[str, str]] = []  # (new, folder): every folder built beside itself before any is swapped
+    given: list[str] = []  # the folders as named (a link to a folder: the folder it names is built and swapped)
+    try:
+        try:
+            for folder in folders:
+                mine = [m for m in members if _inside(m.name, [folder]) == folder]
+                if mine:
+                    at = _real(folder)
+                    new = f"{at}{ASIDE}new-{os.getpid()}"
+                    built.append((new, at))
+                    given.append(folder)
+                    _build(tar, mine, new, folder, owners[folder])
+        except OSError as exc:  # nothing swapped yet: every folder as it stood
+            for new, _ in built:
+                _remove(new)
+            _fail(5, f"not placed: {exc}")
+        if MARK[0] and built:
+            _mark([f for _, f in built])
+        _swap_all(built)
+    except BaseException:
+        for new, _ in built:
+            _remove(new)
+        raise
+    sys.stdout.write("".join(f + "\n" for f in given))
+
+
+def _real(folder: str) -> str:
+    """Where a cache folder is: the folder a link names (a cache moved to another disk stays a link)."""
+    return os.path.realpath(folder) if os.path.islink(folder) else folder.rstrip("/")
+
+
+MARK = [""]  # --mark=PATH
+USER = [""]  # --user=NAME
+PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)
+
+
+def _not_plain(members: list[tarfile.TarInfo], folders: list[str], stored: int) -> str | None:
+    """Why the members are no cache to place: one that is no plain file or folder inside the folders (a sparse
+    file, a link, a device), a file named as a cache folder or holding another member, or files that would
+    write more bytes than the tar stores; None when they are one."""
+    files = {"/" + m.name for m in members if m.type != tarfile.DIRTYPE}
     for m in members:
-        if not (m.isfile() or m.isdir()) or _inside(m.name, folders) is None:
-            _fail(4, f"refused: {m.name!r} is no plain file inside the cache folders")
-    placed = []
-    for folder in folders:
-        mine = [m for m in members if _inside(m.name, [folder]) == folder]
-        if not mine:
+        if m.type not in PLAIN or m.sparse is not None or _inside(m.name, folders) is None:
+            return f"{m.name!r} is no plain file inside the cache folders"
+        if m.type != tarfile.DIRTYPE and "/" + m.name in folders:
+            return f"{m.name!r} is a file named as a cache folder"
+        parent = os.path.dirname("/" + m.name)
+        while parent not in ("/", ""):
+            if parent in files:
+                return f"{m.name!r} is inside {parent!r}, a file"
+            parent = os.path.dirname(parent)
+    if sum(m.size for m in members if m.type != tarfile.DIRTYPE) > stored:
+        return "its files would write more bytes than the tar holds"
+    return None
+
+
+def _mark(folders: list[str]) -> None:
+    """The folders about to be filled, added to the mark, written whole (beside it, fsynced, renamed over)."""
+    path = MARK[0]
+    try:
+        with open(path) as f:
+            had = [line.rstrip("\n") for line in f if line.strip()]
+    except FileNotFoundError:
+        had = []
+    tmp = f"{path}{ASIDE}{os.getpid()}"
+    try:
+        with open(tmp, "w") as out:
+            out.write("".join(f + "\n" for f in dict.fromkeys([*had, *folders])))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _unmark() -> None:
+    if MARK[0] and os.path.lexists(MARK[0]):
+        os.unlink(MARK[0])
+
+
+def _owner(folder: str) -> tuple[int, int]:
+    """Whose the placed files are: --user's (the server's user and group), else the owner of the folder or of
+    its nearest ancestor that exists (a folder in a user's home is that user's)."""
+    if USER[0]:
+        try:
+            pw = pwd.getpwnam(USER[0])
+            return pw.pw_uid, pw.pw_gid
+        except KeyError:
+            pass
+    path = folder.rstrip("/")
+    while path and not os.path.lexists(path):
+        path = os.path.dirname(path)
+    st = os.stat(path or "/")
+    return st.st_uid, st.st_gid
+
+
+def _build(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str, owner: tuple[int, int]) -> None:
+    os.makedirs(os.path.dirname(folder.rstrip("/")) or "/", exist_ok=True)
+    _remove(new)
+    os.makedirs(new)
+    _fill(tar, mine, new, folder)
+    _chown([os.path.join(r, n) for r, ds, fs in os.walk(new) for n in [".", *ds, *fs]], *owner)
+
+
+def _fill(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str) -> None:
+    for m in mine:
+        rel = os.path.relpath("/" + m.name, folder)
+        dest = os.path.normpath(os.path.join(new, rel))
+        if m.isdir():
+            os.makedirs(dest, exist_ok=True)
             continue
-        parent = os.path.dirname(folder.rstrip("/"))
-        os.makedirs(parent, exist_ok=True)
-        new = f"{folder.rstrip('/')}{ASIDE}new-{os.getpid()}"
-        shutil.rmtree(new, ignore_errors=True)
-        os.makedirs(new)
-        for m in mine:
-            rel = os.path.relpath("/" + m.name, folder)
-            dest = os.path.normpath(os.path.join(new, rel))
-            if m.isdir():
-                os.makedirs(dest, exist_ok=True)
-                continue
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            src = tar.extractfile(m)
-            assert src is not None
-            with open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(dest, m.mode & 0o755)
-            os.utime(dest, (m.mtime, m.mtime))  # as built: ninja compares mtimes with its deps log
-        _swap(new, folder)
-        placed.append(folder)
-    sys.stdout.write("".join(f + "\n" for f in placed))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        src = tar.extractfile(m)
+        assert src is not None
+        with open(dest, "wb") as out:
+            shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(dest, m.mode & 0o755)
+        os.utime(dest, (m.mtime, m.mtime))  # as built: ninja compares mtimes with its deps log
 
 
-def _swap(new: str, folder: str) -> None:
-    old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
-    if os.path.lexists(folder):
-        os.rename(folder, old)
-    os.rename(new, folder)
-    shutil.rmtree(old, ignore_errors=True)
+def _swap_all(built: list[tuple[str, str]]) -> None:
+    """Each built folder renamed into place, what stood there set aside; a rename that fails puts every folder
+    swapped so far back as it stood. Then what was set aside is removed."""
+    swapped: list[tuple[str, str | None]] = []  # (folder, where what stood there was set aside)
+    try:
+        for new, folder in built:
+            old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}" if os.path.lexists(folder) else None
+            if old is not None:
+                os.rename(folder, old)
+            try:
+                os.rename(new, folder)
+            except BaseException:
+                if old is not None:
+                    os.rename(old, folder)
+                raise
+            swapped.append((folder, old))
+    except BaseException:
+        for folder, old in reversed(swapped):
+            os.rename(folder, f"{folder.rstrip('/')}{ASIDE}new-{os.getpid()}")  # removed by the caller
+            if old is not None:
+                os.rename(old, folder)
+        raise
+    for _, old in swapped:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def clear(folders: list[str]) -> None:
-    for folder in folders:
+    for folder in map(_real, folders):
         if os.path.isdir(folder) and not os.path.islink(folder):
             old = f"{folder.rstrip('/')}{ASIDE}old-{os.getpid()}"
             os.rename(folder, old)
             shutil.rmtree(old, ignore_errors=True)
+    _unmark()
 
 
 def modules(folders: list[str]) -> None:
@@ -146,15 +334,39 @@ def modules(folders: list[str]) -> None:
             for path, is_dir in _files(folder):
                 if not is_dir and path.endswith(".so"):
                     sys.stdout.write(f"{_sha256(path)} {path}\n")
+    _unmark()
+
+
+HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg")
+
+
+def _broad(folder: str) -> bool:
+    """A folder fleet must never swap out nor remove whole: a user's home, the venv, or one that holds either."""
+    f = os.path.realpath(folder)  # a link to a home is a home
+    homes = {os.path.expanduser("~"), sys.prefix, *(pw.pw_dir for pw in pwd.getpwall())}
+    if any(h.rstrip("/") == f or h.startswith(f + "/") for h in homes if h.startswith("/")):
+        return True
+    return any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
 
 
 def main(argv: list[str]) -> None:
+    while argv and argv[0].startswith(("--mark=", "--user=")):
+        option, _, value = argv[0].partition("=")
+        (MARK if option == "--mark" else USER)[0], argv = value, argv[1:]
+    if MARK[0] and (not MARK[0].startswith("/") or ".." in MARK[0].split("/")):
+        _fail(2, "the mark is an absolute path without '..'")
     if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
         _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
     verb, rest = argv[0], argv[1:]
     folders = rest[1:] if verb in ("collect", "place") else rest
     if any(not f.startswith("/") or ".." in f.split("/") or f.rstrip("/") == "" for f in folders):
         _fail(2, "cache folders are absolute, without '..', and not /")
+    broad = next((f for f in folders if verb != "modules" and _broad(f)), None)
+    if broad:
+        _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
+    if verb in ("place", "clear"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
+        stale(folders)
     if verb == "collect":
         collect(int(rest[0]), folders)
     elif verb == "place":

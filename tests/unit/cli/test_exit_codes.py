@@ -152,3 +152,38 @@ def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():
                     read=stream) == 1
     lines = console.export_text().splitlines()
     assert len(lines) > 1 and max(len(line) for line in lines) <= 80 and "no SSH banner" in " ".join(lines)
+
+
+def test_lines_with_only_are_the_last_n_lines_only_shows_as_journalctl_p_n_counts():
+    """Newcomer's third hour: `inv logs --only fatal -n 2` read the journal's last 2 lines (two health checks), showed
+    nothing and exited 0, while the journal held 22 fatal lines: -n counted lines before --only kept any, where
+    `journalctl -p err -n 2` (the habit --lines is named after) gives the last 2 matching lines."""
+    journal = [LogLine("sbx0", None, f"RuntimeError: TMA {i}", _event(Severity.FATAL), f"python[{i}]")  # type: ignore[arg-type]
+               for i in range(3)] + [PLAIN, PLAIN]
+    asked = []
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        asked.append(count)
+        for line in journal[-count:] if count else journal:
+            emit(line)
+
+    shown: list[str] = []
+    console = SimpleNamespace(print=lambda text, **k: shown.append(text))
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, "fatal", False, console,  # type: ignore[list-item, arg-type]
+                    lines=2, read=stream) == 1
+    assert asked == [None] and len(shown) == 2 and "TMA 1" in shown[0] and "TMA 2" in shown[1]
+    assert logs.run([SimpleNamespace(name="sbx0")], None, False, None, None, False, console,  # type: ignore[list-item, arg-type]
+                    lines=2, read=stream) == 0 and asked[-1] == 2  # without --only: journalctl's own -n
+
+
+def test_recover_json_with_the_host_unreachable_is_still_a_json_document(tmp_path):
+    """Newcomer's third hour: `inv recover -H H --dry-run --json` on a host that could not be reached printed nothing on
+    stdout (its error on stderr only), where every other task's --json names the host's error in its document."""
+    import json
+
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  sbx0: {address: 127.0.0.1, port: 9, user: root}\n")
+    done = subprocess.run([str(BIN / "inv"), "recover", "-H", "sbx0", "-i", "hosts.yaml", "--dry-run", "--json"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    data = json.loads(done.stdout)
+    assert done.returncode == 1 and data["host"] == "sbx0" and not data["ok"] and data["action"] == "none"
+    assert "127.0.0.1" in data["error"] and done.stderr == "", (done.stdout, done.stderr)

@@ -193,3 +193,33 @@ def test_a_deploy_builds_from_the_wheelhouse_its_hosts_inventory_names(tmp_path,
     monkeypatch.setenv("FLEET_WHEELHOUSE", "/mine")
     cli.use_wheelhouse([hosts["sbx0"]])
     assert os.environ["FLEET_WHEELHOUSE"] == "/mine"  # set by the operator: it wins
+
+
+@pytest.mark.parametrize(("hosts", "groups", "said"), [
+    ([], ["spare"], "--group spare: no host is in it; nothing was contacted"),
+    ([], ["spa*"], "--group spa*: no host is in it; nothing was contacted"),
+    ([], [], "hosts.yaml: no hosts in this inventory file; nothing was contacted"),
+])
+def test_a_selection_with_no_host_is_bad_input(hosts, groups, said, tmp_path):
+    """Newcomer's third hour: `inv deploy -g spare` (a group with no host yet) and a task on an inventory file of no
+    host said 'no hosts selected' with exit 1, 'some host failed', where docs/cli.md says no target is exit 2."""
+    from fleet import cli
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("groups: {spare: {}}\nhosts: {}\n" if groups else "hosts: {}\n")
+    with pytest.raises(InputError) as err:
+        cli.select_hosts(str(inventory), hosts, groups)
+    assert err.value.exit_code == EXIT_BAD_INPUT and str(err.value).endswith(said), str(err.value)
+
+
+def test_ask_become_pass_without_a_terminal_is_refused_as_bad_input(tmp_path):
+    """Newcomer's third hour: `inv probe -k` in a script (no terminal to prompt on) was exit 1, 'some host failed',
+    though no host was contacted; refused before anything changed is exit 2, as --yes without a terminal is."""
+    import subprocess
+
+    (tmp_path / "hosts.yaml").write_text("hosts: {a: {address: 127.0.0.1, port: 9, user: ops, become: true}}\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "inv"), "probe", "-i", "hosts.yaml", "-k"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == EXIT_BAD_INPUT and done.stderr == (
+        "error: --ask-become-pass needs a terminal to prompt on; give the hosts a become_password reference (env: or "
+        "file:) instead\n"), done.stderr

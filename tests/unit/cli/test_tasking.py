@@ -168,6 +168,20 @@ def test_an_option_that_would_do_nothing_is_refused(args, says, tmp_path):
     assert (done.returncode, done.stdout) == (2, "") and done.stderr.startswith(f"error: {says}"), done.stderr
 
 
+@pytest.mark.parametrize(("detail", "says"), [
+    ("sbx9", "--detail sbx9: no such host in the inventory; did you mean sbx1?"),
+    ("sbx*", "--detail sbx*: one host in full (2 matched); name one"),
+])
+def test_detail_names_itself_and_one_host(detail, says, tmp_path):
+    """Newcomer's third hour: `inv status --detail sbx9` (a typo) said '--host sbx9: no such host', an option never
+    typed, and `--detail 'sbx*'` drew every host matched, where --detail is one host in full. Nothing is contacted
+    (the hosts listen nowhere)."""
+    (tmp_path / "hosts.yaml").write_text("hosts: {sbx0: {address: 127.0.0.1, port: 9}, sbx1: {address: 127.0.0.1, "
+                                         "port: 9}}\n")
+    done = _inv("status", "-i", str(tmp_path / "hosts.yaml"), "--detail", detail)
+    assert (done.returncode, done.stdout, done.stderr.splitlines()[-1]) == (2, "", f"error: {says}"), done.stderr
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("status", "--port", "abc"), "--port 'abc': a port from 1 to 65535"),
     (("audit", "--sm", "abc"), "--sm 'abc': an SM like 120"),

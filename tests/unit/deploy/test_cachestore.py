@@ -75,3 +75,36 @@ def test_the_least_recently_used_entry_goes_first(tmp_path: Path) -> None:
     assert isinstance(store.get(a), Entry)  # a used now: b is the least recently used
     store.put(c, b"c" * 10, "h2")
     assert store.has(a) and not store.has(b) and store.has(c)
+
+
+def test_an_entry_goes_with_the_last_release_that_needs_it_on_any_host(tmp_path: Path) -> None:
+    store = CacheStore(tmp_path)
+    old, new, other, orphan = _key(sm="90"), _key(sm="100"), _key(sm="120"), _key(sm="89")
+    for key in (old, new, other, orphan):
+        store.put(key, b"tar", "sbx0")
+    store.needs.started("sbx0", "r1", old.digest)
+    store.needs.started("sbx0", "r2", new.digest)
+    store.needs.started("sbx1", "r7", other.digest)  # another host's release, not pruned now
+    dropped = store.releases_kept("sbx0", {"r2": new.digest, "r3": None})  # r1 pruned on sbx0
+    assert sorted(dropped) == sorted([old.digest, orphan.digest])
+    assert not store.has(old) and not store.has(orphan) and store.has(new) and store.has(other)
+    assert store.releases_kept("sbx1", {}) == [other.digest]  # sbx1 keeps none of it any more
+
+
+def test_nothing_is_dropped_for_want_of_a_release_when_the_needs_are_not_known(tmp_path: Path) -> None:
+    store = CacheStore(tmp_path)
+    store.put(_key(), b"tar", "sbx0")
+    store.needs.path.write_text("{ torn")
+    assert store.unneeded() is None
+    assert store.releases_kept("sbx0", {}) == [] and store.has(_key())
+
+
+def test_an_entry_that_is_not_whole_is_listed_as_never_used_and_pruned_first(tmp_path: Path) -> None:
+    store = CacheStore(tmp_path, limit=10, total=15)
+    a, b = _key(sm="90"), _key(sm="100")
+    store.put(a, b"a" * 10, "h0")
+    (tmp_path / a.digest / "meta.json").unlink()  # a controller that died mid-write of an older fleet's entry
+    listed = store.entries()
+    assert [(e.digest, e.used, e.key) for e in listed][0] == (a.digest, 0.0, a)
+    store.put(b, b"b" * 10, "h1")
+    assert [e.digest for e in store.entries()] == [b.digest]

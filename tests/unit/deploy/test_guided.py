@@ -37,6 +37,10 @@ def test_a_short_probe_earns_the_full_run_only_within_the_margin_of_the_best_ful
     assert not guided.promote(14.0, biased, Settings(margin=0.1)) and guided.promote(14.6, biased, Settings(margin=0.1))
     # a short probe that never failed kept a lower bound only: it goes on, however low
     assert guided.promote(1.0, biased, bounded=False)
+    # one that failed is read at its failing rate: on the sandbox the base and triton kept 64 short and 43.3, 33.4
+    # in full, and the chunk (the model's best) kept 64 short, failed at 90.5, and was not promoted (64 x 0.594 < 39)
+    sandbox = [Seen(BASE, 43.3, full=True, short=64.0), Seen(Trial.of({ATT: "triton"}), 33.4, full=True, short=64.0)]
+    assert not guided.promote(64.0, sandbox) and guided.promote(64.0, sandbox, failed_at=90.5)
 
 
 def test_the_fit_recovers_additive_effects_with_the_base_as_intercept():
@@ -162,3 +166,17 @@ def test_what_served_best_on_this_hardware_comes_right_after_the_base_and_its_cr
     # a hint holding a value that crashed here is not started
     assert guided.next_trial(SPACE, seen[:1], 10, hint=Trial.of({ATT: "triton"}),
                              known_bad={(ATT, "triton")}).trial != Trial.of({ATT: "triton"})
+
+
+def test_an_untried_value_is_still_tried_around_a_best_far_above_the_base():
+    """test_tune_slo on a busy sandbox: the base kept 66.8 req/s in full, max-running-requests 16 24.7 short,
+    triton 98.7 in full; the search stopped ('no configuration is expected to beat the best by 2%') with a start
+    of its budget left and chunked-prefill-size 16384 never tried: the ridge halves triton's effect, so the model
+    put triton itself at 81 req/s and triton with the untried chunk, +18% optimistic, below 98.7 x 1.02."""
+    chunk = "chunked-prefill-size"
+    space = Space((Dimension(MRR, (1024, 16)), Dimension(ATT, ("triton",)), Dimension(chunk, (16384,))), ())
+    seen = [Seen(BASE, 66.8, full=True, short=64.0), Seen(Trial.of({MRR: 16}), 24.7),
+            Seen(Trial.of({ATT: "triton"}), 98.7, full=True, short=90.5)]
+    choice = guided.next_trial(space, seen, 4, {MRR: 1024})
+    assert choice.trial is not None and chunk in choice.trial.as_dict(), choice
+    assert choice.score is not None and choice.score > 98.7 * 1.02

@@ -24,10 +24,12 @@ def test_flashinfer_names_its_arch_folder_as_each_release_does() -> None:
     assert warmstart.archs(80, "0.6.3") == "80"
 
 
-def test_sglang_0_5_9_caches_sit_in_home_and_tmp() -> None:
+def test_sglang_0_5_9_caches_sit_in_home_and_the_units_own_tmp_is_left_alone() -> None:
+    """Inductor's default folder is in /tmp, which the unit has its own of (PrivateTmp=yes): not the host's."""
     got = warmstart.folders(_facts("0.5.9", "0.6.3"), {}, "root")
-    assert got == ["/root/.cache/deep_gemm", "/root/.cache/flashinfer/0.6.3/120a/cached_ops", "/root/.triton/cache",
-                   "/tmp/torchinductor_root"]
+    assert got == ["/root/.cache/deep_gemm", "/root/.cache/flashinfer/0.6.3/120a/cached_ops", "/root/.triton/cache"]
+    with_env = warmstart.folders(_facts("0.5.9", "0.6.3"), {"TORCHINDUCTOR_CACHE_DIR": "/srv/inductor"}, "root")
+    assert "/srv/inductor" in with_env
 
 
 def test_sglang_0_5_23_caches_follow_sglang_cache_dir() -> None:

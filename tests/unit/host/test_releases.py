@@ -64,6 +64,21 @@ def test_a_manifest_that_is_not_one_is_damaged_and_passed_over(store):
     assert store.load(r.id) == r
 
 
+def test_a_manifest_s_cache_key_is_a_sha256_or_none(store):
+    """The key digest a release started under (issue 49) names a folder of the controller's store: read from the
+    host, it is a sha256 or the manifest is damaged."""
+    r = _release()
+    folder = Path(store.dir(r))
+    folder.mkdir(parents=True)
+    for bad in ("../../etc", 5, "A" * 64):
+        (folder / "manifest.json").write_text(json.dumps({**r.to_json(), "cache_key": bad}))
+        with pytest.raises(releases.ReleaseDamaged, match="cache_key"):
+            store.load(r.id)
+    r.keyed("a" * 64)
+    (folder / "manifest.json").write_text(json.dumps(r.to_json()))
+    assert store.load(r.id) == r and r.cache_key == "a" * 64
+
+
 def _made(n: int, status: str) -> Release:
     return Release(id=f"20261201T0000{n:02d}Z-abcd", host="h", playbook="p", playbook_sha256="x", created="t",
                    status=status)
@@ -93,7 +108,9 @@ def test_prune_by_the_store_drops_the_doomed_folders(store):
         Path(store.dir(r)).mkdir(parents=True)
         (Path(store.dir(r)) / "manifest.json").write_text(json.dumps(r.to_json()))
     store.mark_current(made[-1])
-    assert store.prune(5) == [made[1].id, made[2].id]
+    dropped, kept = store.prune(5)
+    assert dropped == [made[1].id, made[2].id]
+    assert [r.id for r in kept] == [r.id for r in made if r not in made[1:3]]
     assert store.last_good_before_current() == made[0]
     assert sorted(p.name for p in Path(store.releases).iterdir()) == [r.id for r in made if r not in made[1:3]]
 

@@ -351,3 +351,162 @@ def test_the_live_watch_reads_the_flashinfer_beside_the_release_too(tmp_path, mo
         assert bysite.for_release("0.5.23", "../0.7.4") is bysite.for_release("0.5.23")  # a hostile version: ignored
     finally:
         bysite.forget_releases()
+
+
+def _real(version: str, module: str, line: int, kind: str, exception: str | None, text: str) -> IndexedSite:
+    return IndexedSite("sglang", version, module, line, "f", kind, exception, text)
+
+
+# Sites of real releases the fresh sample (tests/fixtures/site_labels/*-fresh.yaml) found misclassified by meaning,
+# each with the class its labelled meaning gives: (site, the line a log shows, the class)
+BY_MEANING = [
+    # a line that names a flag (server_args_refused) whose site says what it means: the state cache is too small
+    (_real("0.5.22", "sglang/srt/mem_cache/kv_cache_configurator.py", 2834, "raise", "RuntimeError",
+           "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size={}, "
+           "mamba_ratio={}, resulting max_num_reqs={}. Try: (1) reduce --max-running-requests, "),
+     "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+     "max_mamba_cache_size=0, mamba_ratio=1, resulting max_num_reqs=0. Try: (1) reduce --max-running-requests, ",
+     "KV_CACHE_TOO_SMALL"),
+    (_real("0.5.22", "sglang/srt/distributed/device_communicators/pynccl_allocator.py", 190, "assert",
+           "AssertionError", "--enable-symm-mem requires torch>=2.8 (torch._C._cuda_beginAllocateCurrentThreadToPool"
+           " was added there)."),
+     "AssertionError: --enable-symm-mem requires torch>=2.8 (torch._C._cuda_beginAllocateCurrentThreadToPool was "
+     "added there).", "MISSING_PACKAGE"),
+    (_real("0.5.22", "sglang/srt/arg_groups/mamba_hook.py", 72, "raise", "ValueError",
+           "FlashInfer mamba module not available, please check the FlashInfer installation. Stochastic rounding "
+           "with --mamba-backend flashinfer requires FlashInfer Mamba and --mamba-ssm-dtype float16."),
+     "ValueError: FlashInfer mamba module not available, please check the FlashInfer installation. Stochastic "
+     "rounding with --mamba-backend flashinfer requires FlashInfer Mamba and --mamba-ssm-dtype float16.",
+     "MISSING_PACKAGE"),
+    (_real("0.5.15.post1", "sglang/srt/layers/attention/attention_registry.py", 192, "assert", "AssertionError",
+           "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`."),
+     "AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend "
+     "flashinfer`.", "ARCH_UNSUPPORTED"),
+    # the argument modules' own ordering is sglang's plumbing, not a refused argument
+    (_real("0.5.22", "sglang/srt/arg_groups/cuda_graph_hook.py", 418, "assert", "AssertionError",
+           "page_size must be resolved before prefill CUDA graph max context size"),
+     "AssertionError: page_size must be resolved before prefill CUDA graph max context size", "INTERNAL_ERROR"),
+    (_real("0.5.15.post1", "sglang/srt/server_args.py", 5328, "assert", "AssertionError",
+           "_handle_prefill_only_disable_kv_cache must run after _handle_attention_backend_compatibility() so the "
+           "prefill backend is resolved."),
+     "AssertionError: _handle_prefill_only_disable_kv_cache must run after "
+     "_handle_attention_backend_compatibility() so the prefill backend is resolved.", "INTERNAL_ERROR"),
+    # a bare "Unsupported <thing>: {}" of a value sglang's code chose; one naming a backend stays a refusal
+    (_real("0.5.8.post1", "sglang/srt/utils/common.py", 1443, "raise", "ValueError", "Unsupported socket type: {}"),
+     "ValueError: Unsupported socket type: 7", "INTERNAL_ERROR"),
+    (_real("0.5.15.post1", "sglang/srt/layers/moe/fused_moe_triton/layer.py", 129, "raise", "NotImplementedError",
+           "Unsupported a2a backend: {}"),
+     "NotImplementedError: Unsupported a2a backend: mooncake", "CONFIG_REFUSED"),
+    (_real("0.5.15.post1", "sglang/srt/utils/common.py", 521, "raise", "ValueError",
+           "Unsupported device type: {}. If this is an OOT platform, ensure it is properly registered via the "
+           "'sglang.platform_plugins' entry point."),
+     "ValueError: Unsupported device type: 'hpu'. If this is an OOT platform, ensure it is properly registered via "
+     "the 'sglang.platform_plugins' entry point.", "ARCH_UNSUPPORTED"),
+    (_real("0.5.8.post1", "sglang/srt/server_args.py", 2233, "raise", "ValueError",
+           "Ngram speculative decoding only supports CUDA device."),
+     "ValueError: Ngram speculative decoding only supports CUDA device.", "ARCH_UNSUPPORTED"),
+    # a platform named where a flag is what is asked: a refused argument (sglang 0.5.23 arg_groups/attention_hook.py)
+    (_real("0.5.23", "sglang/srt/arg_groups/attention_hook.py", 55, "raise", "ValueError",
+           "--dcp-size > 1 on Intel XPU needs --attention-backend intel_xpu."),
+     "ValueError: --dcp-size > 1 on Intel XPU needs --attention-backend intel_xpu.", "CONFIG_REFUSED"),
+    # an assert naming NCCL is sglang's invariant, not a failed collective
+    (_real("0.5.8.post1", "sglang/srt/distributed/parallel_state.py", 1914, "assert", "AssertionError",
+           "in_the_same_node_as should be tested with a non-NCCL group."),
+     "AssertionError: in_the_same_node_as should be tested with a non-NCCL group.", "INTERNAL_ERROR"),
+    # a backend this model does not take is a choice refused, not a checkpoint that fails to load
+    (_real("0.5.22", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 655, "raise", "RuntimeError",
+           "{} {} This backend is unsupported for this model architecture."),
+     "RuntimeError: TorchCompileBackend no layers found. This backend is unsupported for this model architecture.",
+     "CONFIG_REFUSED"),
+    # GPUs held by other processes are the host's state, not an sglang invariant: no class rather than a wrong one
+    (_real("0.5.15.post1", "sglang/srt/model_executor/model_runner.py", 1367, "raise", "RuntimeError",
+           "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. pre_model_load_memory={},"
+           " local_gpu_memory={}, local_gpu_memory * 0.9={}"),
+     "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+     "pre_model_load_memory=10.5, local_gpu_memory=79.1, local_gpu_memory * 0.9=71.2", "FATAL"),
+    # judged on the second fresh sample (*-fresh2.yaml), fixed after it: a request's field, a server not started for
+    # what a request asks (engine.py's generate() sits among the argument modules)
+    (_real("0.5.9", "sglang/srt/entrypoints/engine.py", 249, "raise", "ValueError",
+           "data_parallel_rank must be non-negative"),
+     "ValueError: data_parallel_rank must be non-negative", "REQUEST_REFUSED"),
+    (_real("0.5.9", "sglang/srt/managers/tokenizer_manager.py", 828, "raise", "ValueError",
+           "The server is not configured to enable custom logit processor. Please set "
+           "`--enable-custom-logit-processor` to enable this feature."),
+     "ValueError: The server is not configured to enable custom logit processor. Please set "
+     "`--enable-custom-logit-processor` to enable this feature.", "REQUEST_REFUSED"),
+    # the parallel sizes by their long names are arguments; "Expected ... tp_size ... to be 0" is a runtime invariant
+    (_real("0.5.21", "sglang/srt/distributed/parallel_state.py", 2633, "raise", "RuntimeError",
+           "world_size ({}) is not equal to tensor_model_parallel_size ({}) x pipeline_model_parallel_size ({})"),
+     "RuntimeError: world_size (8) is not equal to tensor_model_parallel_size (4) x pipeline_model_parallel_size (1)",
+     "CONFIG_REFUSED"),
+    (_real("0.5.9", "sglang/srt/managers/data_parallel_controller.py", 84, "raise", "ValueError",
+           "Invalid load balance method: {}"),
+     "ValueError: Invalid load balance method: FASTEST", "CONFIG_REFUSED"),
+    (_real("0.5.14", "sglang/srt/layers/communicator.py", 699, "assert", "AssertionError",
+           "Expected total tokens {} % tp_size {} to be 0"),
+     "AssertionError: Expected total tokens 7 % tp_size 2 to be 0", "INTERNAL_ERROR"),
+    # how to call a function is told to sglang's own code
+    (_real("0.5.9", "sglang/srt/distributed/parallel_state.py", 766, "assert", "AssertionError",
+           "Invalid params stream ({}, Please specify the stream to use when calling "
+           "cp_all_gather_into_tensor_async.)"),
+     "AssertionError: Invalid params stream (None, Please specify the stream to use when calling "
+     "cp_all_gather_into_tensor_async.)", "INTERNAL_ERROR"),
+    # a failed query of the device is no architecture requirement; an SWA pool too small is a KV pool too small
+    (_real("0.5.9", "sglang/srt/utils/common.py", 2114, "raise", "RuntimeError",
+           "An error occurred while getting device capability of hpu: {}."),
+     "RuntimeError: An error occurred while getting device capability of hpu: boom.", "FATAL"),
+    (_real("0.5.21", "sglang/srt/model_executor/pool_configurator.py", 181, "raise", "ValueError",
+           "SWA pool ({} tokens) cannot hold even one request: the prefill admission floor is sliding_window_size "
+           "({}) + page_size ({}). Increase --swa-full-tokens-ratio or the total KV budget."),
+     "ValueError: SWA pool (4096 tokens) cannot hold even one request: the prefill admission floor is "
+     "sliding_window_size (4096) + page_size (64). Increase --swa-full-tokens-ratio or the total KV budget.",
+     "KV_CACHE_TOO_SMALL"),
+    # guards of those fixes: a group's size checked twice is an invariant; a request field a graph runner names
+    (_real("0.5.8.post1", "sglang/srt/distributed/parallel_state.py", 1750, "assert", "AssertionError",
+           "tensor parallel group already initialized, but of unexpected size: "
+           "get_tensor_model_parallel_world_size()={} vs. tensor_model_parallel_size={}"),
+     "AssertionError: tensor parallel group already initialized, but of unexpected size: "
+     "get_tensor_model_parallel_world_size()=4 vs. tensor_model_parallel_size=8", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 2154, "assert", "AssertionError",
+           "prefill CUDA graph replay needs input_embeds for the static slot, and the model exposes no "
+           "get_input_embeddings()"),
+     "AssertionError: prefill CUDA graph replay needs input_embeds for the static slot, and the model exposes no "
+     "get_input_embeddings()", "CUDA_GRAPH_FAILURE"),
+    # judged on the third fresh sample (*-fresh3.yaml), fixed after it: a process the launcher started failed (no
+    # refused argument), a failed operation or an unavailable resource (no invariant), a state machine's wrong state
+    (_real("0.5.17", "sglang/srt/entrypoints/engine.py", 777, "raise", "RuntimeError",
+           "Weight cache daemon (pid={}) exited prematurely with code {}"),
+     "RuntimeError: Weight cache daemon (pid=4242) exited prematurely with code 1", "FATAL"),
+    (_real("0.5.17", "sglang/srt/layers/flashinfer_comm_fusion.py", 271, "raise", "RuntimeError",
+           "cuMemGetAllocationGranularity failed for FlashInfer workspace preflight: {}"),
+     "RuntimeError: cuMemGetAllocationGranularity failed for FlashInfer workspace preflight: 1", "FATAL"),
+    (_real("0.5.17", "sglang/srt/managers/data_parallel_controller.py", 770, "raise", "RuntimeError",
+           "Cannot route request: all {} active DP workers are unavailable."),
+     "RuntimeError: Cannot route request: all 2 active DP workers are unavailable.", "FATAL"),
+    (_real("0.5.19", "sglang/srt/model_executor/model_runner_components/startup_weight_load.py", 480, "raise",
+           "RuntimeError", "Cannot prefetch startup weights from state {}"),
+     "RuntimeError: Cannot prefetch startup weights from state StartupWeightLoadState.LOADED", "INTERNAL_ERROR"),
+    # a flag that requires hardware, a list of platforms needed, a toolkit too old
+    (_real("0.5.17", "sglang/srt/server_args.py", 5846, "raise", "ValueError",
+           "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by the FA4 "
+           "MXFP8 attention path."),
+     "ValueError: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by the "
+     "FA4 MXFP8 attention path.", "ARCH_UNSUPPORTED"),
+    (_real("0.5.19", "sglang/srt/arg_groups/mamba_hook.py", 103, "assert", "AssertionError",
+           "extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA)."),
+     "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).", "ARCH_UNSUPPORTED"),
+    (_real("0.5.17", "sglang/srt/server_args.py", 6109, "raise", "ValueError",
+           "--linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA {}"),
+     "ValueError: --linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA 12.8",
+     "MISSING_PACKAGE"),
+]
+
+
+@pytest.mark.parametrize("site,line,cls", BY_MEANING, ids=[f"{s.version}:{s.module.rsplit('/', 1)[-1]}:{s.line}"
+                                                          for s, _, _ in BY_MEANING])
+def test_a_site_gets_the_class_its_message_means(site, line, cls):
+    classifier = SiteClassifier(SiteIndex([site]))
+    verdict = classify_text(line + "\n", sites=classifier)
+    assert verdict.log_class == cls, verdict.event.rule if verdict.event else None
+    if cls != "FATAL":
+        assert verdict.event.source == site.where()

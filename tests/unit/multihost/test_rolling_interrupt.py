@@ -7,7 +7,9 @@ thread. And a router playbook without --serial rolls out one replica at a time."
 from __future__ import annotations
 
 import _thread
+import functools
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -137,7 +139,7 @@ def test_a_second_ctrl_c_stops_waiting_for_an_in_flight_host_and_names_it(fake, 
 def test_the_first_ctrl_c_says_at_once_what_it_does_and_the_second_what_it_left(fake, capsys, monkeypatch):
     """Issue 46 finding 4: before, nothing was said until the host in flight ended (50 s on the sandbox)."""
     told: list[tuple[float, str]] = []
-    monkeypatch.setattr(deploy_cmd, "_say_now", lambda line: told.append((time.monotonic(), line)))
+    monkeypatch.setattr(deploy_cmd, "say_now", lambda line: told.append((time.monotonic(), line)))
     f = fake(h0_s=3600, again_after=0.8)
     start = time.monotonic()
     assert deploy(3, "1", f) == 130
@@ -316,3 +318,35 @@ def test_ctrl_c_while_a_batch_is_being_queued_still_tracks_the_host_already_runn
     assert rc == 130 and data["interrupted"] is True
     assert [h["status"] for h in data["hosts"]] == ["ok", "skipped", "skipped"]
     assert f.started == []  # Fake.run was replaced: the result above came from h0's real run, waited for
+
+
+@pytest.mark.parametrize("again_after", [None, 0.8])
+def test_ctrl_c_in_a_rollback_is_answered_at_once_and_ends_with_where_the_host_is(capsys, monkeypatch, again_after):
+    """Newcomer's third hour (finding 4 in `inv rollback -H sbx3`, the tour's): nothing was said until the rollback
+    under way ended (its restart and verify), then a bare 'interrupted', exit 130, no line for the host. A real
+    SIGINT, as the terminal sends it (it wakes the main thread's wait)."""
+    told: list[tuple[float, str]] = []
+    monkeypatch.setattr(deploy_cmd, "say_now", lambda line: told.append((time.monotonic(), line)))
+    main = threading.main_thread().ident
+    press = functools.partial(signal.pthread_kill, main, signal.SIGINT)
+
+    def back(host, book, opts, to, say, before_stop=None):
+        press()  # Ctrl-C while the rollback is under way
+        if again_after is not None:
+            threading.Timer(again_after, press).start()
+        threading.Event().wait(0.5 if again_after is None else 3600)
+        return DeployResult(host.name, DeployStatus.OK, release="rel-h0", attempts=[Attempt("fast", "READY", "", 1)])
+
+    start = time.monotonic()
+    rc = deploy_cmd.rollback(hosts(1), None, None, ConnectOptions(), True, rollback_of=back)
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert rc == 130 and r["host"] == "h0" and time.monotonic() - start < 5
+    assert told[0][1].startswith("Ctrl-C: no host starts now; waiting for h0 to end the step under way (a rollback "
+                                 "that fails puts back the release before)") and told[0][0] - start < 0.4
+    if again_after is None:
+        assert (r["status"], r["release"]) == ("ok", "rel-h0")
+    else:
+        assert r["status"] == "failed" and "h0: interrupted while rolling back" in r["error"]
+        assert told[1][1].startswith("Ctrl-C again: stopped waiting for h0")
+    assert "interrupted: no host was started after Ctrl-C; each host's line above says where it is" in err

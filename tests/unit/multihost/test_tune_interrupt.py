@@ -237,3 +237,28 @@ def test_a_checkpoint_outside_an_interruptible_region_never_raises(tmp_path):
         world.tune()
     presser.join(5)
     assert world.fall_backs == ["tune interrupted"] and followed == [None]
+
+
+def test_ctrl_c_before_any_rung_started_restarts_nothing(tmp_path):
+    """Newcomer's third hour: Ctrl-C while the tune measured the release serving before it (no rung started, nothing
+    stopped) said 'putting back the release that served before the tune' and restarted that server for nothing: on
+    dev2, sbx0's glm5 server went down and through weight_load, autotune and graph capture again."""
+    world = World(tmp_path)
+
+    class Measuring(world.tuner):  # type: ignore[name-defined, misc]
+        def run(self) -> tune.TuneResult:
+            world.started.set()  # measuring the release before: the operator presses Ctrl-C now
+            assert parallel._STOP.wait(5)
+            result = tune.TuneResult("h0", DeployStatus.FAILED)
+            release = Release(id="rel-tune", host="h0", playbook="llama", playbook_sha256="0", created="now")
+            run = type("Run", (), {"store": None, "release": release})()
+            return self._climb(None, run, list(BOOK.ladder), None, result, release)  # type: ignore[arg-type]
+
+    world.tuner = Measuring
+    presser = interrupt_when(world.started)
+    with pytest.raises(KeyboardInterrupt):
+        world.tune()
+    presser.join(5)
+    assert world.attempts == [] and world.fall_backs == [], "a server that was never stopped was restarted"
+    assert any("interrupted before any rung started: release rel-tune serves as before; nothing was changed" in line
+               for line in world.lines), world.lines

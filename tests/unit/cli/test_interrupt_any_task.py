@@ -1,0 +1,103 @@
+"""Ctrl-C in any task that runs on hosts is answered at once (issue 46, finding 4). The newcomer's third hour
+found it again in `inv rollback`, `inv exec` and `inv tune`, each fixed on its own; the other runs on hosts
+(probe, patch, audit, status, the canary's load) still waited in silence for the step under way. Every run on
+hosts now answers through fleet.parallel, which the CLI tells where to say it. A real `inv probe`, a real
+SIGINT, against a host that takes the connection and never sends an SSH banner (a wedged sshd)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet import parallel
+from fleet.inventory import Host
+
+REPO = Path(__file__).resolve().parents[3]
+INV = Path(sys.executable).parent / "inv"
+
+
+@pytest.fixture
+def mute() -> Iterator[int]:
+    """A port that accepts and says nothing: the probe waits for the banner (10 s) when Ctrl-C comes."""
+    listener, held = socket.socket(), []
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def loop() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=loop, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+def _line(stream, deadline: float) -> str:
+    """The next line of `stream`, or '' at EOF; fails the test past `deadline` (a line never said)."""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    assert got, "nothing said in time"
+    return got[0]
+
+
+def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp_path):
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "hosts.yaml").write_text(
+        f"hosts:\n  wedged:\n    address: 127.0.0.1\n    port: {mute}\n    user: root\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
+           "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    inv = subprocess.Popen([str(INV), "probe", "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
+                           cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # `inv` imported, the connection taken, the banner awaited
+        assert inv.poll() is None, inv.communicate()
+        inv.send_signal(signal.SIGINT)
+        first = _line(inv.stderr, time.monotonic() + 2)
+        assert first.startswith("Ctrl-C: no host starts now; waiting for wedged to end the step under way (each "
+                                "ends the step under way on its own); Ctrl-C again to stop waiting"), first
+        inv.send_signal(signal.SIGINT)
+        second = _line(inv.stderr, time.monotonic() + 2)
+        assert second == "Ctrl-C again: stopped waiting for wedged; what they were doing ends with this run\n"
+        assert inv.wait(10) == 130
+    finally:
+        inv.kill()
+        inv.communicate()
+
+
+def test_a_run_whose_caller_names_no_notice_answers_where_it_was_told():
+    heard: list[str] = []
+    parallel.tell_interrupts_to(heard.append)
+    host = Host(name="a", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                source=Path("hosts.yaml"))
+    main = threading.main_thread().ident
+
+    def work(h: Host) -> str:
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        threading.Event().wait(0.6)
+        return h.name
+
+    try:
+        with pytest.raises(parallel.Interrupted):
+            parallel.run_all([host], work)
+    finally:
+        parallel.tell_interrupts_to(None)
+    assert heard == ["Ctrl-C: no host starts now; waiting for a to end the step under way (each ends the step "
+                     "under way on its own); Ctrl-C again to stop waiting"]
