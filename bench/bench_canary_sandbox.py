@@ -62,7 +62,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from bench_canary_judge import wilson  # noqa: E402
+from benchstats import wilson  # noqa: E402
 
 from fleet import inventory  # noqa: E402
 from fleet.policy import Canary  # noqa: E402
