@@ -266,8 +266,9 @@ def test_recover_power_cycles_a_guest_ssh_cannot_reach_only_when_told(sandbox, s
     try:
         sh(sandbox_inventory, host, "systemctl stop ssh")  # the guest runs, SSH gets no answer
         proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--json", env=env)  # no --unreachable
-        assert proc.returncode == 1 and _Proxmox.calls == [] and proc.stdout == "", proc.stderr[-2000:]
-        assert "connection refused" in proc.stderr and f"inv recover --host {host} --unreachable" in proc.stderr
+        said = json.loads(proc.stdout)  # --json: the host's error is in the document, as every task's
+        assert proc.returncode == 1 and _Proxmox.calls == [] and said["action"] == "none" and not said["ok"], said
+        assert "connection refused" in said["error"] and f"inv recover --host {host} --unreachable" in said["error"]
         proc = inv_at(inventory, "recover", "--host", host, "--power-cycle", "--unreachable", "--dry-run", "--json",
                       env=env)
         plan = json.loads(proc.stdout)
@@ -308,8 +309,9 @@ def test_recover_does_not_reset_a_guest_without_a_proxmox_description_or_one_tha
         doc["hosts"][host]["user"] = "nobody"
         inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
         proc = inv_at(inventory, "recover", "--host", host, "--json", env={"FLEET_TEST_PVE_TOKEN": TOKEN})
-        assert proc.returncode == 1 and _Proxmox.calls == [], (proc.stdout, proc.stderr[-2000:])
-        assert "nobody@" in proc.stderr and "connection refused" not in proc.stderr
+        said = json.loads(proc.stdout)
+        assert proc.returncode == 1 and _Proxmox.calls == [] and said["action"] == "none", (said, proc.stderr[-2000:])
+        assert "nobody@" in said["error"] and "connection refused" not in said["error"]
     finally:
         server.shutdown()
         server.server_close()
