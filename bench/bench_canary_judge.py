@@ -33,9 +33,9 @@ CASES = {"A/A (identical)": {}, "10% slower from p99": {"slower": 0.10, "percent
          "10% slower everywhere": {"slower": 0.10}}
 
 
-def one(args: tuple[str, int, float, int]) -> tuple[str, str, float]:
-    case, seed, rate, baselines = args
-    policy = Canary()
+def one(args: tuple[str, int, float, int, float | None]) -> tuple[str, str, float]:
+    case, seed, rate, baselines, pass_risk = args
+    policy = Canary() if pass_risk is None else Canary(pass_risk=pass_risk)
     rng = random.Random(seed)
     base = [s for _ in range(baselines) for s in side(rng, rate, policy.max_window)]
     verdict = judge.sequential(base, side(rng, rate, policy.max_window, **CASES[case]), policy)
@@ -50,17 +50,20 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=Canary().rate)
     ap.add_argument("--baselines", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--pass-risk", type=float, help="the policy's pass_risk (the early pass); default: the policy's")
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     a = ap.parse_args()
     start = time.monotonic()
-    jobs = [(case, seed, a.rate, a.baselines) for case in CASES for seed in range(a.seeds)]
+    jobs = [(case, seed, a.rate, a.baselines, a.pass_risk) for case in a.cases for seed in range(a.seeds)]
     out = {}
     print(f"{'case':<24} {'fail':>6} {'pass':>6} {'inconcl':>8}  fail rate (95% CI)      median stop", flush=True)
     with ProcessPoolExecutor(a.jobs) as pool:
         done = pool.map(one, jobs, chunksize=4)  # in order: each case's row as soon as its rollouts are judged
-        for case in CASES:
+        for case in a.cases:
             rows = [(d, s) for _, d, s in (next(done) for _ in range(a.seeds))]
             out[case] = row(case, rows)
-    print(json.dumps({"rate_per_host": a.rate, "baselines": a.baselines, "policy": Canary().model_dump(),
+    policy = Canary() if a.pass_risk is None else Canary(pass_risk=a.pass_risk)
+    print(json.dumps({"rate_per_host": a.rate, "baselines": a.baselines, "policy": policy.model_dump(),
                       "cases": out, "seconds": round(time.monotonic() - start, 1)}))
     return 0
 
