@@ -16,11 +16,12 @@ time: looks of 120 s up to 600 s at 10 requests a second a host become 120·S s 
 so each look judges as many requests, and a server as loaded, as the defaults would. The verdict's window is
 reported in simulated seconds (its seconds / S).
 
-Each rollout is one JSON line in --out, appended as it ends, so a partial run still gives figures; the table at
-the end (or `--summary FILE` alone) gives each case's fail and pass counts with 95% Wilson intervals, the median
-window to the verdict in simulated seconds and the wall seconds a rollout took. After every rollout the router
-is asked which workers it lists, each replica's /health and one request through the router: whether the
-rollout left every replica serving behind the router.
+Each rollout is one JSON line in --out, appended as it ends, so a partial run still gives figures (with the fleet
+commit it ran, `+` for changes beside it, and `timeline`: each stderr line of the deploy with its second, where
+the wall time went); the table at the end (or `--summary FILE` alone) gives each case's fail and pass counts
+with 95% Wilson intervals, the median window to the verdict in simulated seconds and the wall seconds a rollout
+took. After every rollout the router is asked which workers it lists, each replica's /health and one request
+through the router: whether the rollout left every replica serving behind the router.
 
 usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox.up --hosts 5 \
            --profile rtx5090-x2-workstation

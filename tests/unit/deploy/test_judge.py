@@ -195,3 +195,17 @@ def test_a_recording_from_before_the_early_pass_replays_by_its_own_rule():
     doc["policy"] = {k: v for k, v in doc["policy"].items() if k != "pass_risk"}  # as it was recorded
     again = Recorded.from_json(json.loads(json.dumps(doc)))
     assert again.policy == old and judge.replay(again) == verdict
+
+
+def test_a_slower_tail_thin_on_the_canarys_side_by_chance_does_not_pass_early():
+    # seed 23 of bench_canary_judge's p99 case: 10% slower from p99, at the first look 16 baseline and 8 canary
+    # requests above the TTFT cut; that passed the tail as "faster", and with every other part passing early the
+    # release passed at 120 s (bench/bench_canary_judge.py); the whole window fails it
+    policy = Canary()
+    rng = random.Random(23)
+    base, canary = side(rng, 10, 600), side(rng, 10, 600, slower=0.10, percentile=0.99)
+    first = judge.judge([s for s in base if s.at <= 120], [s for s in canary if s.at <= 120], policy, 120)
+    tail = part(first, Metric.TTFT, "p99")
+    assert (tail.n_base, tail.n_canary) == (16, 8)
+    assert tail.decision == Decision.INCONCLUSIVE and not first.final
+    assert judge.sequential(base, canary, policy).decision == Decision.FAIL
