@@ -182,8 +182,10 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
     for i, item in enumerate(ladder if isinstance(ladder, list) else []):
         try:
             rung = Rung.model_validate(item)
-        except ValidationError:
-            continue  # its problems are among the schema's
+        except ValidationError as err:  # its problems are among the schema's; what holds up is checked all the same
+            if (held := _holding_up(item, err)) is None:
+                continue
+            rung = held
         c.rung(base, i, rung)
         for cls in rung.after or []:
             if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES:
@@ -191,6 +193,30 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
         for name in rung.patches:
             if known_patches is not None and name not in known_patches:
                 c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
+
+
+def _holding_up(item: Any, err: ValidationError) -> Rung | None:
+    """A rung the schema refused, less what it refused: its other fields, and of its flags each one that holds up
+    alone (a secret flag or one fleet sets refused, its typos are still found); None when nothing is left to check
+    (the rung is not a mapping, or its name is refused)."""
+    if not isinstance(item, dict):
+        return None
+    refused = {e["loc"][0] for e in err.errors() if e["loc"]}
+    kept = {k: v for k, v in item.items() if k not in refused}
+    if "flags" in refused and isinstance(item.get("flags"), dict):
+        kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
+    try:
+        return Rung.model_validate(kept)
+    except ValidationError:
+        return None
+
+
+def _flag_holds(name: Any, value: Any) -> bool:
+    try:
+        Rung.model_validate({"name": "x", "flags": {name: value}})
+    except ValidationError:
+        return False
+    return True
 
 
 @dataclass

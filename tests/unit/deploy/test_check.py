@@ -186,6 +186,25 @@ def test_a_schema_error_hides_no_rule_of_the_sections_that_hold_up(tmp_path):
     assert [line.split(": ", 2)[1] for line in alone] == ["colour", "serve", "router.host", "router.port"], alone
 
 
+def test_a_rung_the_schema_refuses_hides_neither_its_when_nor_the_base_flags(tmp_path):
+    """Issue 46 finding 7 again (the fifth newcomer's hour): one rung whose flags the schema refuses (a secret flag,
+    one fleet sets) was skipped whole, so its `when:` and the base flags it merges were checked only in the next
+    round: fixing four problems revealed two more. What holds up of that rung is checked in the same pass."""
+    book = """name: t
+model: {path: /models/m}
+flags: {tp-sze: 8}
+ladder:
+  - name: only
+    when: {sm: [999]}
+    flags: {api-key: sk-123, enable-flashinfer-allreduce-fuson: true}
+"""
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == [
+        "flags.tp-sze", "ladder.0.when.sm", "ladder.0.flags", "ladder.0.flags.enable-flashinfer-allreduce-fuson"], found
+    assert "--api-key is set by fleet from serve.api_key" in found[2]
+    assert "did you mean --tp-size?" in found[0] and "SM 999 is no GPU fleet knows" in found[1]
+
+
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first
