@@ -10,7 +10,7 @@ from rich.text import Text
 
 from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
-from fleet.cli.hosttext import escape, visible
+from fleet.cli.hosttext import about, escape, visible
 from fleet.deploy import bench as benching
 from fleet.deploy import judge
 from fleet.deploy.bench_record import BenchRecord, Power
@@ -335,7 +335,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, fit.plain_terminal(screen)), "rollout"), wide)
     for r in results:
         if r.error:
-            fit.say(screen, Text(visible(f"{r.host}: {r.error}", lines=False), style="red"), wide)
+            fit.say(screen, Text(visible(about(r.host, r.error), lines=False), style="red"), wide)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
