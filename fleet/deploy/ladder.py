@@ -18,13 +18,14 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fallback, fingerprint, hardware, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, FellBack, bench_point
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError
+from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
@@ -294,6 +295,22 @@ class Deployer:
         self.serve = replace(self.serve, venv=venv)
         return facts, f"venv {venv}: would be built\n"
 
+    def left_behind(self, conn: Connection) -> str:
+        """What an earlier run left in progress here, which the deploy settles before its plan (under the lock,
+        fleet.deploy.recovery): said first by the dry run, whose diff is of the files as they are now."""
+        left = recovery.find(ReleaseStore(conn, self.serve.origin))
+        if not left:
+            return ""
+        owner = hostlock.read_owner(conn, self.host)
+        live = owner is not None and not hostlock.dead_owner(owner)
+        lines = []
+        for it in left:
+            back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
+            then = (f"its run may still hold the host's lock ({hostlock.describe(owner)}): the deploy refuses while "
+                    "it does" if live else f"the deploy first takes over what its run left{back}")
+            lines.append(f"{it.describe()}: {then}; the diff below is of the files as they are now\n")
+        return "".join(lines)
+
     def _dry_run(self, session: HostSession, force: bool) -> DeployResult:
         """The deploy's plan (Deployer.plan), shown: nothing to do, or the first rung it tries and how the unit,
         env and patch sets would change for it."""
@@ -305,6 +322,7 @@ class Deployer:
                 facts, venv_note = self.pins_view(conn, facts)
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
+        venv_note = self.left_behind(conn) + venv_note
         previous = None if force else ReleaseStore(conn, self.serve.origin).current()
         plan = self.plan(conn, facts, previous)
         if plan.serves is not None:
