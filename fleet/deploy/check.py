@@ -80,7 +80,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     try:
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook)]
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)

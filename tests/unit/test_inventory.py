@@ -54,6 +54,11 @@ def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(
 
 @pytest.mark.parametrize("text,expected", [
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    colour: red\n", r"hosts.yaml:4: hosts.h1.colour: unknown key"),
+    # a typo at 3 a.m. says the key meant (the fifth newcomer's hour: `usr: ops` said only "unknown key")
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    usr: ops\n",
+     r"hosts.yaml:4: hosts.h1.usr: unknown key; did you mean user\?$"),
+    ("defaults:\n  identity_fle: /k\n",
+     r"hosts.yaml:2: defaults.identity_fle: unknown key; did you mean identity_file\?$"),
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    port: '22'\n",
      r"hosts.yaml:4: hosts.h1.port: Input should be a valid integer"),
     ("hosts:\n  h1:\n    port: 22\n", r"hosts.yaml:2: hosts.h1.address: required key is missing"),
