@@ -1,9 +1,9 @@
-"""The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49):
-STATE/kcache/<key digest>/{key.json, cache.tar, meta.json}. An entry is written whole or not at all (a folder
-built beside the others, renamed in), never replaced (the first host of a key gives it; one that failed a start
-is dropped), bounded in size (the least recently used dropped first), dropped with the last release that needs
-it (STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key asked for and
-its tar's sha256 is the one recorded: anything else is dropped and reported, never placed."""
+"""The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49): STATE/kcache/<key
+digest>/{key.json, cache.tar, meta.json (its sha256, giver, and the giver's cold phases)}. An entry is written whole
+or not at all (a folder built beside the others, renamed in), never replaced (the first host of a key gives it; one
+that failed a start is dropped), bounded in size (the least recently used dropped first), dropped with the last
+release that needs it (STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key
+asked for and its tar's sha256 is the one recorded: anything else is dropped and reported, never placed."""
 
 from __future__ import annotations
 
