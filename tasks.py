@@ -275,7 +275,7 @@ def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_r
 
     chosen = cli.select_hosts(inventory, [host], [])
     if len(chosen) != 1:  # a glob or a comma may name several: recover acts on one host at a time
-        raise cli.bad_input(f"--host {host}: inv recover takes one host ({len(chosen)} matched)")
+        raise cli.bad_input(f"{cli.targets.typed_host(host)}: inv recover takes one host ({len(chosen)} matched)")
     (target,) = chosen
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
     raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable, playbook))
@@ -290,7 +290,7 @@ def unlock(c, host, token, inventory=None):
 
     chosen = cli.select_hosts(inventory, [host], [])
     if len(chosen) != 1:
-        raise cli.bad_input(f"--host {host}: inv unlock takes one host ({len(chosen)} matched)")
+        raise cli.bad_input(f"{cli.targets.typed_host(host)}: inv unlock takes one host ({len(chosen)} matched)")
     (target,) = chosen
     raise Exit(code=probing.unlock(target, token, _opts([target])))
 

@@ -190,26 +190,33 @@ def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
     path = write(tmp_path, "hosts.yaml", FLEET)
     inv = inventory.load(path)
     if not chosen:
-        with pytest.raises(InputError, match="leaves no host"):
+        with pytest.raises(InputError, match="leaves no host") as err:
             inv.select(hosts, groups, default_file=path)
+        assert all(f"'{p}'" in str(err.value) for p in inventory.split_patterns([*hosts, *groups]) if p[0] in "!&")
         return
     assert [h.name for h in inv.select(hosts, groups, default_file=path)] == chosen
 
 
 @pytest.mark.parametrize(("hosts", "groups", "said"), [
     (["pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
-    (["!pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
+    (["!pve-gpu-3"], [], "--host '!pve-gpu-3': no such host in the inventory; did you mean pve-gpu-03?"),
+    (["dgx-1,&pve-gpu-3"], [], "--host '&pve-gpu-3': no such host in the inventory; did you mean pve-gpu-03?"),
+    (["!pcie"], [], "--host '!pcie': no such host in the inventory; it is a group: --group '!pcie'"),
+    ([], ["!dgx-1"], "--group '!dgx-1': no such group: it is a host, --host '!dgx-1'"),
+    ([], ["&pice"], "--group '&pice': no such group; did you mean pcie?"),
+    (["!pve-gpu-1*"], [], "--host '!pve-gpu-1*': matches no host of the inventory"),
     (["PVE-GPU-03"], [], "--host PVE-GPU-03: no such host in the inventory; did you mean pve-gpu-03?"),
     ([], ["PCIE"], "--group PCIE: no such group; did you mean pcie?"),
-    (["pve-gpu-1*"], [], "--host pve-gpu-1*: matches no host of the inventory"),
+    (["pve-gpu-1*"], [], "--host 'pve-gpu-1*': matches no host of the inventory"),
     (["pcie"], [], "--host pcie: no such host in the inventory; it is a group: --group pcie"),
     ([], ["pice"], "--group pice: no such group; did you mean pcie?"),
     ([], ["dgx-1"], "--group dgx-1: no such group: it is a host, --host dgx-1"),
-    ([], ["gpu*"], "--group gpu*: matches no group (known: canary, pcie, sxm)"),
+    ([], ["gpu*"], "--group 'gpu*': matches no group (known: canary, pcie, sxm)"),
     (["dgx-1,,dgx-2"], [], "--host: an empty name"),
 ])
 def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_path, hosts, groups, said):
-    """A typo in an exclusion would act on the host it meant to spare: refused, never ignored."""
+    """A typo in an exclusion would act on the host it meant to spare: refused, never ignored; the line names the
+    pattern as typed, quoted as a shell needs it again (`-H '!a3'` was said as `--host a3`, the host it spares)."""
     path = write(tmp_path, "hosts.yaml", FLEET)
     with pytest.raises(InputError) as err:
         inventory.load(path).select(hosts, groups, default_file=path)
