@@ -233,6 +233,14 @@ def say_error(message: str, prefix: str = "error: ") -> None:
         sys.stderr.flush()
 
 
+def say_host_error(message: str, wide: bool = False, to: Console | None = None) -> None:
+    """A host that gave no data (its journal, its releases, its gates could not be read): `error: ...` on stderr
+    (`to`), never among the data on stdout; folded to the width as every sentence is (docs/cli.md#width)."""
+    from fleet.cli.hosttext import escape
+
+    real_console(to or err_console).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=wide, highlight=False)
+
+
 def say_on_stderr(message: str) -> None:
     """A progress line on stderr, plain, never on stdout (which --json keeps for its document)."""
     from fleet.cli.tasking import as_run
