@@ -280,13 +280,19 @@ def _nearest(name: str, known: Iterable[str]) -> str:
 
 def load(inventory: Path) -> Inventory:
     """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them (an
-    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named)."""
+    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named; a hidden one, an
+    editor's or a tool's, is not read, as a shell's `*.yaml` leaves it out). A file beside it that is no inventory
+    (a playbook, a compose file) is refused in one line naming it, not read for a schema it never followed."""
     inventory = Path(inventory)
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
-    others = (p.resolve() for p in inventory.parent.glob("*.yaml") if not p.name.endswith(".example.yaml"))
-    paths = {inventory.resolve(), *others}
-    return load_files(sorted(paths))
+    named = inventory.resolve()
+    others = (p.resolve() for p in inventory.parent.glob("*.yaml")
+              if not p.name.endswith(".example.yaml") and not p.name.startswith("."))
+    inv = Inventory(hosts={}, groups={}, files={})
+    for path in sorted({named, *others}):
+        _merge_file(inv, path, None if path == named else inventory)
+    return inv
 
 
 def load_files(paths: Iterable[Path]) -> Inventory:
@@ -296,11 +302,20 @@ def load_files(paths: Iterable[Path]) -> Inventory:
     return inv
 
 
-def _merge_file(inv: Inventory, path: Path) -> None:
+_KEYS = ", ".join(f"{k}:" for k in InventoryFile.model_fields)
+
+
+def _merge_file(inv: Inventory, path: Path, beside: Path | None = None) -> None:
+    """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder."""
     doc = yamlfile.load(path)
     if doc.data is None:
         inv.files[path] = []
         return
+    if beside is not None and not (isinstance(doc.data, dict) and set(doc.data) & set(InventoryFile.model_fields)):
+        what = (f"its keys are {', '.join(f'{k}:' for k in list(doc.data)[:4])}" if isinstance(doc.data, dict)
+                else f"it is a YAML {type(doc.data).__name__}")
+        raise InputError(f"{path}: not an inventory file ({what}; an inventory's are {_KEYS}): fleet reads every "
+                         f"*.yaml beside {beside.name} as inventory; move it out of {path.parent} or rename it (.bak)")
     if not isinstance(doc.data, dict):
         raise doc.error((), "an inventory file must be a mapping with hosts/groups/defaults")
     model = doc.parse(InventoryFile)
@@ -317,7 +332,8 @@ def _merge_file(inv: Inventory, path: Path) -> None:
     inv.files[path] = []
     for name, entry in model.hosts.items():
         if name in inv.hosts:
-            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source}")
+            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source} (every *.yaml of "
+                                             "an inventory's folder is read: a copy kept there must not end in .yaml)")
         groups = list(dict.fromkeys([*entry.groups, *members.get(name, [])]))
         for g in groups:
             if g not in model.groups and g not in inv.groups:

@@ -238,3 +238,40 @@ def test_an_inventory_file_names_its_wheelhouse_relative_to_itself(tmp_path):
     write(tmp_path, "hosts.yaml", "hosts: {gpu1: {address: 10.0.0.1}}\n")
     inv = inventory.load(tmp_path / "hosts.yaml")
     assert inv.hosts["sbx0"].wheelhouse == tmp_path / "wheels" and inv.hosts["gpu1"].wheelhouse is None
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("glm5.yaml", "name: glm5\nmodel: {path: /m}\nladder: [{name: a}]\n",
+     "not an inventory file (its keys are name:, model:, ladder:; an inventory's are defaults:, groups:, hosts:, "
+     "wheelhouse:)"),
+    ("site.yaml", "- hosts: all\n  tasks: []\n", "not an inventory file (it is a YAML list; an inventory's are"),
+    ("compose.yaml", "services: {web: {image: x}}\n", "not an inventory file (its keys are services:;"),
+])
+def test_a_file_beside_the_inventory_that_is_no_inventory_is_one_line_naming_it(tmp_path, name, text, said):
+    """A newcomer's pass: a playbook kept beside hosts.yaml stopped every task with `glm5.yaml:1: name: unknown
+    key` (the inventory's schema, for a file that never was one). Every *.yaml of the folder is read as
+    documented (inventory/README.md); a file that is none is named, with what to do."""
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, name, text)
+    with pytest.raises(InputError) as err:
+        inventory.load(hosts)
+    assert str(err.value).startswith(f"{tmp_path / name}: {said}"), str(err.value)
+    assert str(err.value).endswith(f"fleet reads every *.yaml beside hosts.yaml as inventory; move it out of "
+                                   f"{tmp_path} or rename it (.bak)") and "\n" not in str(err.value)
+
+
+def test_hidden_and_example_files_beside_the_inventory_are_not_read(tmp_path):
+    """As a shell's `*.yaml` leaves out `.#hosts.yaml` (an editor's lock) and `.hosts.yaml`, fleet does."""
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, ".#hosts.yaml", "junk: [\n")
+    write(tmp_path, ".hosts.yaml", "hosts: {a1: {address: 10.0.0.9}}\n")
+    write(tmp_path, "hosts.example.yaml", "hosts: {a1: {address: 10.0.0.8}}\n")
+    assert inventory.load(hosts).hosts["a1"].address == "10.0.0.1"
+
+
+def test_a_copy_of_the_inventory_beside_it_says_why_it_was_read(tmp_path):
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, "hosts-old.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    with pytest.raises(InputError, match=r"hosts.yaml:1: hosts.a1: host also defined in .*hosts-old.yaml \(every "
+                                         r"\*.yaml of an inventory's folder is read"):
+        inventory.load(hosts)
