@@ -374,7 +374,7 @@ class Tuner:
                 raise
             self.progress("interrupted: putting back the release that served before the tune")
             fell = self.fall_back(conn, store, release, previous, "tune interrupted")
-            self.progress(fell.error or f"back on release {fell.release}")
+            self.progress(fell.said_as(self.host.name))
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
             release.tried([a.to_json() for a in result.attempts])
