@@ -22,7 +22,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,9 +249,14 @@ def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--ho
     return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])
 
 
+_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # what a shell reads as itself, unquoted (shlex.quote's set)
+
+
 def as_typed(flag: str, value: str) -> str:
-    """`--host '!a3'`: an option with its value as the operator typed it, quoted as a shell would need it again."""
-    return f"{flag} {shlex.quote(value)}"
+    """`--host '!a3'`: an option with its value as the operator typed it, quoted as a shell would need it again
+    (text for a message: shlex stays in fleet.host and fleet.ssh, where commands are made)."""
+    shown = value if _PLAIN.fullmatch(value) else "'" + value.replace("'", "'\"'\"'") + "'"
+    return f"{flag} {shown}"
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:

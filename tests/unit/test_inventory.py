@@ -275,3 +275,10 @@ def test_a_copy_of_the_inventory_beside_it_says_why_it_was_read(tmp_path):
     with pytest.raises(InputError, match=r"hosts.yaml:1: hosts.a1: host also defined in .*hosts-old.yaml \(every "
                                          r"\*.yaml of an inventory's folder is read"):
         inventory.load(hosts)
+
+
+@pytest.mark.parametrize("value", ["a1", "!a3", "gpu-0*", "a b", "it's", "10.1.2.3", "&canary", "x,y", "", "é1"])
+def test_a_pattern_is_named_as_a_shell_would_need_it_again(value):
+    import shlex
+
+    assert inventory.as_typed("--host", value) == f"--host {shlex.quote(value)}"
