@@ -254,8 +254,9 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
         bars.append((fit.bar(speed, top, cells, ascii_only) + ((" <" if ascii_only else " ◀") if won else ""),
                      "bold green" if won else ""))
     cols.insert(5, fit.Col("", bars))
-    fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
-                               f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"), wide)
+    if result.attempts:  # no rung tried (the host not reached): no table, whose title rich folds to one letter a line
+        fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
+                                   f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"), wide)
     for line in getattr(result, "decisions", ()):
         screen.print(escape(line), highlight=False, soft_wrap=wide)
     items = []

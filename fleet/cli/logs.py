@@ -34,9 +34,11 @@ def clock(time: str | None) -> str:
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
-        as_json: bool, console: Console, lines: int | str | None = None, read: Reader = stream) -> int:
-    """`inv logs`: each host's journal (`read`: fleet.logs.follow.stream), drawn or as --json lines; exit 1 when
-    a fatal line was shown."""
+        as_json: bool, console: Console, lines: int | str | None = None, read: Reader = stream,
+        err: Console | None = None) -> int:
+    """`inv logs`: each host's journal (`read`: fleet.logs.follow.stream), drawn on `console` or as --json lines;
+    a host whose journal could not be read is an error on stderr (`err`), never among the lines. Exit 1 when a
+    fatal line was shown or a host could not be read."""
     if only not in (None, "fatal", "warning"):
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since or --lines fails before any host is contacted
@@ -130,13 +132,14 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         for t in threads:
             t.join(timeout=5)
         return 130
+    from fleet.cli import say_host_error, say_on_stderr
+
     for message in errors.values():
         if as_json:
             sys.stderr.write(f"error: {message}\n")
         else:
-            console.print(f"[red]{escape(message)}[/]", highlight=False)  # a sentence: folded to the terminal
+            say_host_error(message, to=err)  # a sentence: folded to the terminal
     if fatal:
-        from fleet.cli import say_on_stderr
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))
     return 1 if errors or fatal else 0

@@ -291,9 +291,8 @@ class _Checker:
                 self.error((*loc, "p2p"), f"{value!r} is no P2P state a host reports (one of "
                                           f"{', '.join(vocab.P2P_STATES)}, or e.g. 'refused (CNS)')")
         for sm in when.sm or []:
-            if sm not in vocab.KNOWN_SMS:
-                self.error((*loc, "sm"), f"SM {sm} is no GPU fleet knows (major x 10 + minor: 120 for compute "
-                                         f"capability 12.0; known: {', '.join(map(str, vocab.KNOWN_SMS))})")
+            if problem := vocab.unknown_sm(sm):
+                self.error((*loc, "sm"), problem)
         if when.sm and when.arch_family:
             families = {vocab.arch_family(f"{sm // 10}.{sm % 10}") for sm in when.sm}
             if not families & set(when.arch_family):

@@ -69,6 +69,7 @@ class Plan:
     rungs: list[Rung]
     refused: list[Attempt]
     serves: Release | None = None
+    said: tuple[str, ...] = ()  # what planning has to say (a rung not for this host, the order of attempts), once
 
 
 def patches_in_place(conn: Connection, host: Host, wanted: list[str]) -> bool:
@@ -98,14 +99,15 @@ class Deployer:
     def host(self) -> Host:
         return self.serve.host
 
-    def eligible(self, facts: HostFacts) -> list[Rung]:
+    def eligible(self, facts: HostFacts, say: Progress | None = None) -> list[Rung]:
         """The ladder's rungs whose `when:` this host meets, in order (the facts kept: what a run teaches)."""
         self.facts = facts
-        return self.serve.eligible(facts, self.progress)
+        return self.serve.eligible(facts, say or self.progress)
 
-    def preflight(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> tuple[list[Rung], list[Attempt]]:
+    def preflight(self, conn: Connection, facts: HostFacts, rungs: list[Rung],
+                  say: Progress | None = None) -> tuple[list[Rung], list[Attempt]]:
         s = self.serve
-        return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, self.progress)
+        return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, say or self.progress)
 
     @contextmanager
     def saying_to(self, say: Progress) -> Iterator[None]:
@@ -120,16 +122,21 @@ class Deployer:
         """What this deploy does on the host, the one plan its dry run shows: the rungs that fit, pass
         preflight and are not known to fail here, in the order they are tried; and `previous` where it
         already serves exactly what would be installed (None: compare nothing, as --force)."""
-        rungs, refused = self.preflight(conn, facts, self.eligible(facts))
-        said: list[str] = []
+        checked: list[str] = []  # a deploy that plans twice (before and after building the pins' venv) says the
+        rungs, refused = self.preflight(conn, facts, self.eligible(facts, checked.append), checked.append)
+        said: list[str] = []  # lines of the plan it goes by, once (say_plan): not 'trying it first' twice
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
         serves = previous if previous is not None and self.serves(conn, facts, rungs, previous) else None
         skips = {f"rung {name}: {why}" for name, why in remembered}
-        for line in said:  # the order of attempts ("trying it again") only where this deploy makes attempts
-            if serves is None or line in skips:
-                self.progress(line)
-        return Plan(rungs, refused, serves)
+        # the order of attempts ("trying it again") only where this deploy makes attempts
+        ordered = [line for line in said if serves is None or line in skips]
+        return Plan(rungs, refused, serves, tuple(checked + ordered))
+
+    def say_plan(self, plan: Plan) -> Plan:
+        for line in plan.said:
+            self.progress(line)
+        return plan
 
     def serves(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> bool:
         """`previous` serves what the deploy would install: its rung is the one the deploy means to serve (the
@@ -195,6 +202,7 @@ class Deployer:
             for line in said if plan.serves is not None else ():  # else the plan in the pins' venv says it, once
                 self.progress(line)
         if plan is not None and plan.serves is not None:
+            self.say_plan(plan)
             self.progress(f"release {plan.serves.id} already serves what this deploy would install (rung "
                           f"{plan.serves.rung}) and is healthy: nothing to do")
             return replace(result, status=DeployStatus.UNCHANGED, release=plan.serves.id, config=plan.serves.config)
@@ -207,9 +215,10 @@ class Deployer:
             if pinned is None:
                 return result
             facts = pinned
-            plan = self.plan(conn, facts, None)  # in the venv the pins built
+            plan = self.plan(conn, facts, None)  # in the venv the pins built: the plan it goes by, said once
         elif plan is None:
             plan = self.plan(conn, facts, None)
+        self.say_plan(plan)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(), facts=facts_summary(facts))
         if self.book.packages:
@@ -337,7 +346,7 @@ class Deployer:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
         venv_note = self.left_behind(conn) + venv_note
         previous = None if force else ReleaseStore(conn, self.serve.origin).current()
-        plan = self.plan(conn, facts, previous)
+        plan = self.say_plan(self.plan(conn, facts, previous))
         if plan.serves is not None:
             return DeployResult(self.host.name, DeployStatus.DRY_RUN, release=plan.serves.id,
                                 config=plan.serves.config, attempts=plan.refused, unchanged=True,

@@ -221,3 +221,14 @@ def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreada
     assert " - " in row[older.id]
     plain = drawn(200, lambda c: deploy_view.render_history("sbx0", [older], None, c))
     assert "canary" not in " ".join(plain)  # no release was a canary: no column
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_tune_that_tried_no_rung_draws_no_table(width):
+    """Found on the way (issue 46, newcomer items): `inv tune` on a host it could not reach printed its table's
+    title one letter a line (a table of no rows and no width), 60 lines of 'a', '1', ':'."""
+    from fleet.multihost.tune import TuneResult
+
+    result = TuneResult("a1", DeployStatus.FAILED, error="a1 (root@127.0.0.1:1): connection refused")
+    lines = drawn(width, lambda c: deploy_view.render_tune(result, c))
+    assert lines == ["a1: failed", "a1 (root@127.0.0.1:1): connection refused"]
