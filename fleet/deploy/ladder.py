@@ -9,8 +9,8 @@ current, or fall back to the previous release (fleet.deploy.restore). docs/archi
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -109,15 +109,6 @@ class Deployer:
         s = self.serve
         return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, say or self.progress)
 
-    @contextmanager
-    def saying_to(self, say: Progress) -> Iterator[None]:
-        """This run's progress lines go to `say` for a while (a plan made twice is said once)."""
-        keep, self.progress = self.progress, say
-        try:
-            yield
-        finally:
-            self.progress = keep
-
     def plan(self, conn: Connection, facts: HostFacts, previous: Release | None) -> Plan:
         """What this deploy does on the host, the one plan its dry run shows: the rungs that fit, pass
         preflight and are not known to fail here, in the order they are tried; and `previous` where it
@@ -193,14 +184,10 @@ class Deployer:
         plan = None
         if previous is not None and not force:
             plan_facts = facts
-            said: list[str] = []
             if self.book.packages:
                 with suppress(venvs.VenvError):  # else the build below says why, before anything is stopped
                     plan_facts, _ = self.pins_view(conn, facts)
-            with self.saying_to(said.append if self.book.packages else self.progress):
-                plan = self.plan(conn, plan_facts, previous)
-            for line in said if plan.serves is not None else ():  # else the plan in the pins' venv says it, once
-                self.progress(line)
+            plan = self.plan(conn, plan_facts, previous)  # said below, once: here if unchanged, else the pins' plan
         if plan is not None and plan.serves is not None:
             self.say_plan(plan)
             self.progress(f"release {plan.serves.id} already serves what this deploy would install (rung "
