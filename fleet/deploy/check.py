@@ -36,6 +36,7 @@ from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
 from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
 from fleet.playbook import problems as playbook_problems
+from fleet.playbook import twice
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
@@ -85,6 +86,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
+        _check_raw_names(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
@@ -115,6 +117,17 @@ def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
         return lockfile.stale(lockfile.path_for(path), packages)
     except InputError as exc:
         return str(exc)
+
+
+def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A ladder the schema refused for one of its rungs: its rule of one name per rung, which runs only once every
+    rung holds up, applied to the names as written."""
+    ladder = data.get("ladder") if isinstance(data, dict) else None
+    if not isinstance(ladder, list) or any(tuple(e["loc"]) == ("ladder",) for e in err.errors()):
+        return  # not a list, or the schema said it already
+    names = [item["name"] for item in ladder if isinstance(item, dict) and isinstance(item.get("name"), str)]
+    if problem := twice(names):
+        c.error(("ladder",), problem)
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:

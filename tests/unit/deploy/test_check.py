@@ -205,6 +205,19 @@ ladder:
     assert "did you mean --tp-size?" in found[0] and "SM 999 is no GPU fleet knows" in found[1]
 
 
+def test_a_rung_name_given_twice_is_said_beside_the_schemas_other_errors(tmp_path):
+    """Issue 46 finding 7 (the sixth newcomer's hour): the ladder's duplicate-name rule ran only once every rung
+    held up, so a rung the schema refused (an unknown failure class, a `when:` not a list) hid the duplicate name
+    until the next round."""
+    book = BOOK.replace("  - name: second\n", "  - name: first\n    when: {sm: 120}\n  - name: second\n")
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == ["ladder", "ladder.1.when.sm"], found
+    assert "rung 'first' appears twice in the ladder" in found[0]
+    # a ladder that holds up says it once, as the schema does
+    twice = lines(run(tmp_path, BOOK.replace("name: second", "name: first")))
+    assert [line.split(": ", 2)[1] for line in twice] == ["ladder"], twice
+
+
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first
