@@ -34,9 +34,8 @@ from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve, twice
 from fleet.playbook import problems as playbook_problems
-from fleet.playbook import twice
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
