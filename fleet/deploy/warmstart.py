@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,13 +202,26 @@ def not_whole(tar: bytes, folders: list[str]) -> str | None:
     except (tarfile.TarError, EOFError) as exc:
         return f"the host's answer is not a whole tar ({exc})"
     inside = tuple(f.strip("/") for f in folders)
-    for m in members:
+    files = {posixpath.normpath(m.name) for m in members if m.type != tarfile.DIRTYPE}
+    seen: set[str] = set()
+    for m in members:  # what every host's place refuses (fleet/host/programs/kcache.py, _not_plain)
         inner = ".." not in m.name.split("/") and any(m.name == f or m.name.startswith(f + "/") for f in inside)
         if m.type not in PLAIN or m.sparse is not None or not inner:
             return f"the host's tar holds {m.name[:80]!r}, no plain file inside the cache folders"
-        if m.type != tarfile.DIRTYPE and m.name in inside:  # every host's place refuses it
+        path = posixpath.normpath(m.name)
+        if m.type != tarfile.DIRTYPE and path in inside:
             return f"the host's tar holds a file named as the cache folder {m.name[:80]!r}"
+        if path in seen or any(p in files for p in _parents(path)):  # not writable as named
+            return f"the host's tar names {m.name[:80]!r} twice or inside a file"
+        seen.add(path)
     return None if members else "the cache folders are empty"
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    while (path := posixpath.dirname(path)) not in ("", "/"):
+        out.append(path)
+    return out
 
 
 def modules_in(tar: bytes) -> dict[str, str]:

@@ -6,9 +6,9 @@
     kcache.py place SHA256 FOLDER...    stdin: such a tar. Refused (exit 4, nothing changed: the tar is bad)
                                         unless its sha256 is SHA256 and every member is a plain file or folder
                                         inside one of the FOLDERs (no sparse file, no link, no file named as a
-                                        folder, no more bytes than the tar holds); then every folder is built
-                                        beside itself, and only then each is renamed into place (what stood
-                                        there moved aside first, then removed). A build that fails leaves every
+                                        folder, no path named twice, no more bytes than the tar holds); then
+                                        every folder is built beside itself, and only then each is renamed
+                                        into place (what stood there moved aside first, then removed). A build that fails leaves every
                                         folder as it stood, nothing built beside it (exit 5: not placed here).
                                         The files and the parents made are --user's (else the owner of the
                                         nearest folder that stood). stdout: the folders placed, one a line
@@ -208,14 +208,19 @@ PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)
 def _not_plain(members: list[tarfile.TarInfo], folders: list[str], stored: int) -> str | None:
     """Why the members are no cache to place: one that is no plain file or folder inside the folders (a sparse
     file, a link, a device), a file named as a cache folder or holding another member, or files that would
-    write more bytes than the tar stores; None when they are one."""
-    files = {"/" + m.name for m in members if m.type != tarfile.DIRTYPE}
+    write more bytes than the tar stores, a path named twice; None when they are one."""
+    files = {os.path.normpath("/" + m.name) for m in members if m.type != tarfile.DIRTYPE}
+    seen = set()
     for m in members:
         if m.type not in PLAIN or m.sparse is not None or _inside(m.name, folders) is None:
             return f"{m.name!r} is no plain file inside the cache folders"
-        if m.type != tarfile.DIRTYPE and "/" + m.name in folders:
+        path = os.path.normpath("/" + m.name)
+        if m.type != tarfile.DIRTYPE and path in {os.path.normpath(f) for f in folders}:
             return f"{m.name!r} is a file named as a cache folder"
-        parent = os.path.dirname("/" + m.name)
+        if path in seen:  # collect names each path once: a folder and a file of one name can't both be written
+            return f"{m.name!r} is named twice"
+        seen.add(path)
+        parent = os.path.dirname(path)
         while parent not in ("/", ""):
             if parent in files:
                 return f"{m.name!r} is inside {parent!r}, a file"

@@ -5,6 +5,7 @@ review's runner (test_warm_start_review._Here: fleet.ssh.remote's Runner hook, t
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shlex
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from fakesession import HOST
-from test_warm_start_review import _conn, _Here, _key, _ops, _tar
+from test_warm_start_review import _conn, _Here, _key, _ops, _program, _tar
 
 from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.deploy.warmstart import WarmStart
@@ -45,7 +46,7 @@ def _dir_and_file(name: str) -> bytes:
 # rev49b #1: a hostile host's tar naming one path twice, as a folder and as a file, passes the controller's
 # not_whole and place's member checks; every host's place then fails writing it (exit 5, 'not placed here', not
 # 'the tar is bad'), so the entry is never dropped nor replaced: the key starts cold on every host until pruned
-@pytest.mark.xfail(strict=True, reason="rev49b #1: a folder and a file of one name is stored and never dropped")
+# (was xfail strict; fixed: not_whole and place's _not_plain refuse a path named twice or inside a file)
 def test_a_tar_naming_one_path_twice_is_never_the_keys_entry_for_good(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "h1")
@@ -58,6 +59,14 @@ def test_a_tar_naming_one_path_twice_is_never_the_keys_entry_for_good(tmp_path: 
         honest.after_serving(_conn(_Here()), HOST, said.append)
     got = store.get(_key())
     assert not isinstance(got, Entry) or got.host == HOST.name, said
+
+
+def test_place_refuses_a_path_named_twice_as_a_bad_tar(tmp_path: Path) -> None:
+    """rev49b #1, the host's side (an entry stored before the fix): exit 4, so the controller drops it (was 5)."""
+    ops = _ops(tmp_path)
+    evil = _dir_and_file(str(ops / "m" / "x").lstrip("/"))
+    done = _program("place", hashlib.sha256(evil).hexdigest(), str(ops), data=evil)
+    assert (done.returncode, (ops / "m" / "m.so").exists()) == (4, True), done.stderr
 
 
 # r2 -------------------------------------------------------------------------------------------------------------
