@@ -109,10 +109,10 @@ class WarmStart:
         """The store's caches of this key in place, or nothing changed (said why)."""
         got = self.store.get(self.key)
         if got is None:
-            say(f"cold start: no caches stored for key {self.key.digest[:12]}")
+            self._cold(conn, host, f"no caches stored for key {self.key.digest[:12]}", say)
             return
         if not isinstance(got, Entry):
-            say(f"cold start: the stored caches were dropped: {got.reason}")
+            self._cold(conn, host, f"the stored caches were dropped: {got.reason}", say)
             return
         placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
@@ -120,13 +120,25 @@ class WarmStart:
             return
         if isinstance(placed, kcache.HostRefused) and placed.bad_entry:  # every host would: this host's replace it
             self.store.drop(self.key, f"a host refused it: {placed.reason}")
-            say(f"cold start: the host refused the caches (dropped from the store): {placed.reason}")
+            self._cold(conn, host, f"the host refused the caches (dropped from the store): {placed.reason}", say)
             return
         if isinstance(placed, kcache.HostRefused):
-            say(f"cold start: the host refused the caches: {placed.reason}")
+            self._cold(conn, host, f"the host refused the caches: {placed.reason}", say)
             return
         self.placed, self.modules = placed, modules_in(got.data)
         say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
+
+    def _cold(self, conn: Connection, host: Host, why: str, say: Say) -> None:
+        """Nothing placed for this start: what an earlier place left and no start served with (a controller that
+        died, a place past its deadline) removed, or, where that fails, the folders count as placed (a start
+        that fails is retried without them)."""
+        gone = kcache.unproven(conn, host, self.python)
+        if isinstance(gone, kcache.HostRefused):
+            self.placed = list(self.folders)
+            say(f"cold start: {why}; caches an earlier place left may be in place ({gone.reason})")
+            return
+        left = f" (removed {len(gone)} folders an earlier place left unproven)" if gone else ""
+        say(f"cold start: {why}{left}")
 
     def _unknown(self, conn: Connection, host: Host, reason: str, say: Say) -> None:
         """Placing gave no answer (or not the program's): the folders cleared, so the host starts cold; where that

@@ -16,6 +16,9 @@
                                         placed cache starts again without it)
     kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
                                         used as placed, or rebuilt?)
+    kcache.py unproven                  the folders the mark names (placed, no start served with them)
+                                        removed, then the mark; stdout: those removed (a start with no cache
+                                        placed for it never starts on what a dead or refused run left)
 
 --mark=PATH (first, before the verb's arguments): place adds the folders it fills to PATH (one a line, written
 whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
@@ -24,6 +27,10 @@ release finds there was placed and never proven, and is removed before that rele
 --user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
 a folder that is a home, the venv, or holds one (a cache variable set to $HOME must never swap ~/.ssh out).
 
+place, clear and unproven run one at a time on a host: each holds PATH.lock (flock) to its end, and waits for it
+at most LOCK_WAIT_S (then exit 5, nothing changed): a place whose answer came too late to the controller (its
+deadline) finishes or undoes before the clear that follows it runs, never after.
+
 place and clear first remove what an earlier run whose process is gone (a lost link, a controller killed) left
 beside the folders: its spool, its half-built and set-aside folders; and they ignore SIGHUP, so a link lost
 while they run lets them finish (or undo) rather than stop half-way.
@@ -31,6 +38,7 @@ while they run lets them finish (or undo) rather than stop half-way.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import pwd
@@ -38,8 +46,10 @@ import shutil
 import signal
 import sys
 import tarfile
+import time
 
 ASIDE = ".fleet-kcache-"
+LOCK_WAIT_S = 240.0  # under the controller's 300 s deadline (fleet.host.kcache.TIMEOUT_S)
 
 
 def _fail(code: int, message: str) -> None:
@@ -333,6 +343,38 @@ def clear(folders: list[str]) -> None:
     _unmark()
 
 
+def unproven() -> None:
+    try:
+        with open(MARK[0]) as f:
+            named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
+    except FileNotFoundError:
+        return
+    gone = [f for f in named if _sound(f) and f.count("/") >= 2 and not _broad(f) and os.path.isdir(f)]
+    clear(gone)
+    sys.stdout.write("".join(f + "\n" for f in gone))
+
+
+def _sound(folder: str) -> bool:
+    return folder.startswith("/") and ".." not in folder.split("/") and folder.rstrip("/") != ""
+
+
+def _lock() -> None:
+    """The lock beside the mark, held until this process ends; exit 5 when another run holds it too long."""
+    try:
+        fd = os.open(MARK[0] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # no folder for the mark: no run has one, nor marked anything
+        return
+    end = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > end:
+                _fail(5, f"not changed: another kcache run on this host held {MARK[0]}.lock for {LOCK_WAIT_S:g}s")
+            time.sleep(0.1)
+
+
 def modules(folders: list[str]) -> None:
     for folder in folders:
         if os.path.isdir(folder):
@@ -360,17 +402,23 @@ def main(argv: list[str]) -> None:
         (MARK if option == "--mark" else USER)[0], argv = value, argv[1:]
     if MARK[0] and (not MARK[0].startswith("/") or ".." in MARK[0].split("/")):
         _fail(2, "the mark is an absolute path without '..'")
-    if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
-        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
-    verb, rest = argv[0], argv[1:]
+    if argv[:1] == ["unproven"] and MARK[0]:
+        verb, rest = "unproven", []
+    elif len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
+        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER... | "
+                 "--mark=PATH unproven")
+    else:
+        verb, rest = argv[0], argv[1:]
     folders = rest[1:] if verb in ("collect", "place") else rest
-    if any(not f.startswith("/") or ".." in f.split("/") or f.rstrip("/") == "" for f in folders):
+    if not all(map(_sound, folders)):
         _fail(2, "cache folders are absolute, without '..', and not /")
     broad = next((f for f in folders if verb != "modules" and _broad(f)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
-    if verb in ("place", "clear"):
+    if verb in ("place", "clear", "unproven"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
+        if MARK[0]:
+            _lock()
         stale(folders)
     if verb == "collect":
         collect(int(rest[0]), folders)
@@ -378,6 +426,8 @@ def main(argv: list[str]) -> None:
         place(rest[0], folders)
     elif verb == "modules":
         modules(folders)
+    elif verb == "unproven":
+        unproven()
     else:
         clear(folders)
 
