@@ -86,10 +86,10 @@ class WarmStart:
            venv: str, user: str) -> WarmStart | NoKey:
         versions: dict[str, str | None] = {n: p.version for n, p in facts.packages.items()}
         digests = tuple((p.name, patch_digest(p, versions)) for p in load_sets(patches)) if patches else ()
-        key = key_for(facts, digests, argv, env, venv)
+        where = folders(facts, env, user)
+        key = key_for(facts, digests, argv, env, venv, folders=where)
         if isinstance(key, NoKey):
             return key
-        where = folders(facts, env, user)
         if not where:
             return NoKey("the release's cache folders are unknown")
         broad = too_broad(where, env, user, venv)
