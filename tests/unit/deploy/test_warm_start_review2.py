@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fakesession import HOST
 from test_warm_start_review import _conn, _Here, _key, _ops, _program, _tar
 
@@ -218,8 +217,8 @@ def test_a_put_back_waits_for_a_place_still_at_work(tmp_path: Path) -> None:
 # r5 -------------------------------------------------------------------------------------------------------------
 # rev49b #5: the store's folder is made 0700 by put only; needed_by (which comes first at every warm start) makes
 # it with the umask (0755) and writes needs.json 0644: a store whose key never got an entry (every collect refused,
-# every start failed) stays readable by every local user, and needs.json always is
-@pytest.mark.xfail(strict=True, reason="rev49b #5: needs.json makes the store 0755 and itself 0644")
+# every start failed) stays readable by every local user, and needs.json always is (was xfail strict; fixed: Needs
+# makes the folder 0700 and writes 0600)
 def test_the_store_is_private_from_its_first_write(tmp_path: Path) -> None:
     store = CacheStore(tmp_path / "kcache")
     WarmStart(store, _key(), ["/root/.cache/x"], sys.executable).needed_by(HOST, "r1", print)
