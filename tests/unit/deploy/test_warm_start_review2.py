@@ -19,10 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakesession import HOST
 from test_warm_start_review import _conn, _Here, _key, _ops, _program, _tar
 
-from fleet.deploy.cachekey import CacheKey
+from fleet.deploy import warmstart
+from fleet.deploy.cachekey import CacheKey, NoKey
 from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.deploy.warmstart import WarmStart
 from fleet.host import kcache
@@ -224,3 +226,25 @@ def test_the_store_is_private_from_its_first_write(tmp_path: Path) -> None:
     WarmStart(store, _key(), ["/root/.cache/x"], sys.executable).needed_by(HOST, "r1", print)
     modes = {p.name: p.stat().st_mode & 0o777 for p in store.root.iterdir() if not p.name.startswith(".")}
     assert (store.root.stat().st_mode & 0o777, modes) == (0o700, {"needs.json": 0o600})
+
+
+# r6 -------------------------------------------------------------------------------------------------------------
+# rev49b #6: the first review's #7 fix refuses a cache folder that is a home or the venv or holds one; a cache
+# variable naming another shared folder still makes it a cache folder, swapped out whole by place and removed by
+# clear: SGLANG_DG_CACHE_DIR=~/.cache (its own example) holds the Hugging Face models (~/.cache/huggingface), and
+# placing a store entry deletes them, and the flashinfer cache folder nested inside it. The server can't start
+# then, nor the release put back: the host serves nothing because of fleet
+@pytest.mark.xfail(strict=True, reason="rev49b #6: a cache variable naming ~/.cache lets place delete the models")
+def test_a_cache_folder_holding_the_models_is_never_placed_nor_cleared(tmp_path: Path) -> None:
+    home = tmp_path / "root"
+    model = home / ".cache" / "huggingface" / "hub" / "models--x" / "model.safetensors"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"weights")
+    env = {"HOME": str(home), "SGLANG_DG_CACHE_DIR": str(home / ".cache")}
+    ws = WarmStart.of(CacheStore(tmp_path / "store"), _facts(), [], [], env, "/opt/ml-env", "root")
+    where = warmstart.folders(_facts(), env, "root")
+    assert str(home / ".cache") in where
+    tar = _tar({str(home / ".cache" / "k.cubin").lstrip("/"): b"cubin"})
+    done = _program("place", hashlib.sha256(tar).hexdigest(), *where, data=tar)
+    cleared = _program("clear", *where)
+    assert (isinstance(ws, NoKey), model.exists()) == (True, True), (done.stderr, cleared.stderr)
