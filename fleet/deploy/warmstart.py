@@ -58,14 +58,19 @@ def home_of(env: dict[str, str], user: str) -> str:
 
 
 def too_broad(where: list[str], env: dict[str, str], user: str, venv: str) -> str | None:
-    """The first cache folder that is /, the home, or holds the home or the venv (a cache variable set to
-    $HOME: placing it would swap ~/.ssh out); None when there is none."""
+    """The first cache folder that is /, one level deep (/data), the home or a shared cache root (~/.cache), or
+    holds the home, the venv or another cache folder (a cache variable set to $HOME or ~/.cache: placing it would
+    swap ~/.ssh or the models out); None when there is none."""
     keep = [home_of(env, user).rstrip("/"), venv.rstrip("/")]
-    for f in where:
-        f = f.rstrip("/")
-        if not f or any(k == f or k.startswith(f + "/") for k in keep):
+    folders = [f.rstrip("/") for f in where]
+    for f in folders:
+        holds = [k for k in keep + folders if k == f or k.startswith(f + "/")]
+        if f.count("/") < 2 or posixpath.basename(f) in SHARED or holds != [f]:
             return f or "/"
     return None
+
+
+SHARED = (".cache", ".local", ".config")  # the XDG roots every program of the user shares
 
 
 @dataclass
@@ -94,7 +99,8 @@ class WarmStart:
             return NoKey("the release's cache folders are unknown")
         broad = too_broad(where, env, user, venv)
         if broad:
-            return NoKey(f"cache folder {broad} is the home or holds it or the venv (check the cache variables)")
+            return NoKey(f"cache folder {broad} is no folder of one cache (the home, a shared one, or holding the "
+                         "venv or another cache folder: check the cache variables)")
         return cls(store, key, where, f"{venv.rstrip('/')}/bin/python", user=user)
 
     def needed_by(self, host: Host, release: str, say: Say) -> None:

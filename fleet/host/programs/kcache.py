@@ -25,7 +25,9 @@ whole) before it swaps any; clear and modules (a start that served with them) re
 release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
 --user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
-a folder that is a home, the venv, or holds one (a cache variable set to $HOME must never swap ~/.ssh out).
+a folder one level deep, a home, the venv, a shared cache root (~/.cache), or one that holds one of them, model
+weights (huggingface, hub, *.safetensors) or another of the folders (a cache variable set to $HOME or ~/.cache must
+never swap ~/.ssh or the models out).
 
 place, clear and unproven run one at a time on a host: each holds PATH.lock (flock) to its end, and waits for it
 at most LOCK_WAIT_S (then exit 5, nothing changed): a place whose answer came too late to the controller (its
@@ -349,7 +351,7 @@ def unproven() -> None:
             named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
     except FileNotFoundError:
         return
-    gone = [f for f in named if _sound(f) and f.count("/") >= 2 and not _broad(f) and os.path.isdir(f)]
+    gone = [f for f in named if _sound(f) and not _broad(f, named) and os.path.isdir(f)]
     clear(gone)
     sys.stdout.write("".join(f + "\n" for f in gone))
 
@@ -384,16 +386,26 @@ def modules(folders: list[str]) -> None:
     _unmark()
 
 
-HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg")
+HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg", "huggingface", "hub")  # a home, a venv, the models
+SHARED = (".cache", ".local", ".config")  # the XDG roots every program of a user shares
 
 
-def _broad(folder: str) -> bool:
-    """A folder fleet must never swap out nor remove whole: a user's home, the venv, or one that holds either."""
+def _broad(folder: str, folders: list[str]) -> bool:
+    """A folder fleet must never swap out nor remove whole: one level deep (/data), a user's home, the venv, a
+    shared cache root (~/.cache), or one that holds any of them, the models or another of the cache folders."""
     f = os.path.realpath(folder)  # a link to a home is a home
     homes = {os.path.expanduser("~"), sys.prefix, *(pw.pw_dir for pw in pwd.getpwall())}
+    if f.count("/") < 2 or os.path.basename(f) in SHARED:
+        return True
     if any(h.rstrip("/") == f or h.startswith(f + "/") for h in homes if h.startswith("/")):
         return True
-    return any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
+    if any(os.path.realpath(g).startswith(f + "/") for g in folders):
+        return True
+    try:
+        models = any(n.endswith((".safetensors", ".gguf")) for n in os.listdir(f))
+    except OSError:
+        models = False
+    return models or any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
 
 
 def main(argv: list[str]) -> None:
@@ -412,7 +424,7 @@ def main(argv: list[str]) -> None:
     folders = rest[1:] if verb in ("collect", "place") else rest
     if not all(map(_sound, folders)):
         _fail(2, "cache folders are absolute, without '..', and not /")
-    broad = next((f for f in folders if verb != "modules" and _broad(f)), None)
+    broad = next((f for f in folders if verb != "modules" and _broad(f, folders)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
     if verb in ("place", "clear", "unproven"):

@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fakesession import HOST
 from test_warm_start_review import _conn, _Here, _key, _ops, _program, _tar
 
@@ -233,8 +232,8 @@ def test_the_store_is_private_from_its_first_write(tmp_path: Path) -> None:
 # variable naming another shared folder still makes it a cache folder, swapped out whole by place and removed by
 # clear: SGLANG_DG_CACHE_DIR=~/.cache (its own example) holds the Hugging Face models (~/.cache/huggingface), and
 # placing a store entry deletes them, and the flashinfer cache folder nested inside it. The server can't start
-# then, nor the release put back: the host serves nothing because of fleet
-@pytest.mark.xfail(strict=True, reason="rev49b #6: a cache variable naming ~/.cache lets place delete the models")
+# then, nor the release put back: the host serves nothing because of fleet (was xfail strict; fixed: no key, and the
+# host refuses, for a folder one level deep, a shared cache root, one holding models or another cache folder)
 def test_a_cache_folder_holding_the_models_is_never_placed_nor_cleared(tmp_path: Path) -> None:
     home = tmp_path / "root"
     model = home / ".cache" / "huggingface" / "hub" / "models--x" / "model.safetensors"
@@ -248,3 +247,16 @@ def test_a_cache_folder_holding_the_models_is_never_placed_nor_cleared(tmp_path:
     done = _program("place", hashlib.sha256(tar).hexdigest(), *where, data=tar)
     cleared = _program("clear", *where)
     assert (isinstance(ws, NoKey), model.exists()) == (True, True), (done.stderr, cleared.stderr)
+
+
+def test_a_cache_folder_one_level_deep_or_holding_weights_is_refused(tmp_path: Path) -> None:
+    """rev49b #6, the other shared folders: TRITON_CACHE_DIR=/data gives no key; a folder holding a model's
+    weights is neither placed nor cleared on the host (place exited 0 and removed them before)."""
+    assert warmstart.too_broad(["/data", "/root/.triton/cache"], {}, "root", "/opt/ml-env") == "/data"
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    (models / "model-00001.safetensors").write_bytes(b"weights")
+    tar = _tar({str(models / "k.cubin").lstrip("/"): b"cubin"})
+    done = _program("place", hashlib.sha256(tar).hexdigest(), str(models), data=tar)
+    cleared = _program("clear", str(models))
+    assert (done.returncode, cleared.returncode, (models / "model-00001.safetensors").exists()) == (5, 5, True)
