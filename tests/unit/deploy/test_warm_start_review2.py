@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakesession import HOST
 from test_warm_start_review import _conn, _Here, _key, _ops, _program, _tar
 
@@ -261,3 +262,30 @@ def test_a_cache_folder_one_level_deep_or_holding_weights_is_refused(tmp_path: P
     done = _program("place", hashlib.sha256(tar).hexdigest(), str(models), data=tar)
     cleared = _program("clear", str(models))
     assert (done.returncode, cleared.returncode, (models / "model-00001.safetensors").exists()) == (5, 5, True)
+
+
+# r7 -------------------------------------------------------------------------------------------------------------
+# rev49b #7: place and clear run as root (fleet's SSH user or become) in folders of the server's user's home, and
+# follow a cache folder that is a symlink (the first review's #13: a cache moved to a big disk). The server's user
+# (serve.user, unprivileged: it runs the model's code) can point its ~/.cache/deep_gemm at any folder: the next
+# place swaps that folder out, removes what stood there and gives the server's user the new one (chown); a cold
+# retry's clear removes it. Here a stand-in for /etc/ssh: its sshd_config gone, the folder nobody's
+@pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
+@pytest.mark.xfail(strict=True, reason="rev49b #7: a user's symlink makes root place into and clear any folder")
+def test_a_link_the_servers_user_made_never_leads_root_out_of_its_folders(tmp_path: Path) -> None:
+    etc_ssh = tmp_path / "etc" / "ssh"
+    etc_ssh.mkdir(parents=True)
+    (etc_ssh / "sshd_config").write_text("PermitRootLogin no\n")
+    home = tmp_path / "home" / "llm"
+    (home / ".cache").mkdir(parents=True)
+    nobody = 65534
+    os.chown(home, nobody, nobody)
+    os.chown(home / ".cache", nobody, nobody)
+    folder = home / ".cache" / "deep_gemm"
+    os.symlink(etc_ssh, folder)
+    os.lchown(folder, nobody, nobody)  # the server's user made it
+    tar = _tar({str(folder / "k.cubin").lstrip("/"): b"cubin"})
+    placed = _program("--user=nobody", "place", hashlib.sha256(tar).hexdigest(), str(folder), data=tar)
+    after_place = ((etc_ssh / "sshd_config").exists(), etc_ssh.stat().st_uid)
+    cleared = _program("clear", str(folder))
+    assert (after_place, etc_ssh.exists()) == ((True, 0), True), (placed.stderr, cleared.stderr)
