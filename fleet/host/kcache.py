@@ -22,13 +22,14 @@ PLACED = f"{ROOT}/kcache-placed"
 
 
 def drop_unproven(mark: str = PLACED) -> str:
-    """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link), then `mark`;
-    after the place or clear still at work on the host, if any (its lock, kcache.py's, waited for 240 s at most)."""
+    """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
+    mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
+    kcache.py's, waited for 240 s at most)."""
     return (f"m={shlex.quote(mark)}; if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
             "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
-            "/?*/?*) if [ -d \"$f\" ] && [ ! -L \"$f\" ]; then mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && "
-            "rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; done < \"$m\"; rm -f -- \"$m\"; fi; } "
-            "9>>\"$m.lock\"; fi")
+            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then "
+            "mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; "
+            "done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
 
 
 @dataclass(frozen=True)

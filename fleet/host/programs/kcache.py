@@ -24,6 +24,10 @@
 whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
 release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
+Run as root, collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not own
+(the server's user's own links must never lead root's rename, removal or chown elsewhere); unproven removes only
+folders whose path holds no link (the mark names real paths).
+
 --user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
 a folder one level deep, a home, the venv, a shared cache root (~/.cache), or one that holds one of them, model
 weights (huggingface, hub, *.safetensors) or another of the folders (a cache variable set to $HOME or ~/.cache must
@@ -351,7 +355,7 @@ def unproven() -> None:
             named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
     except FileNotFoundError:
         return
-    gone = [f for f in named if _sound(f) and not _broad(f, named) and os.path.isdir(f)]
+    gone = [f for f in named if _sound(f) and os.path.realpath(f) == f and not _broad(f, named) and os.path.isdir(f)]
     clear(gone)
     sys.stdout.write("".join(f + "\n" for f in gone))
 
@@ -408,6 +412,24 @@ def _broad(folder: str, folders: list[str]) -> bool:
     return models or any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
 
 
+def _foreign_link(folder: str) -> str | None:
+    """Run as root: the first link on the folder's path (it or a folder above it) that root does not own (the
+    server's user's: it could lead root's rename and removal to any folder, and give that folder to the user);
+    None when there is none, or not run as root (a user can only do what that user may)."""
+    if os.geteuid() != 0:
+        return None
+    path = ""
+    for part in folder.strip("/").split("/"):
+        path += "/" + part
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None  # nothing further exists: no link below
+        if os.path.islink(path) and st.st_uid != 0:
+            return path
+    return None
+
+
 def main(argv: list[str]) -> None:
     while argv and argv[0].startswith(("--mark=", "--user=")):
         option, _, value = argv[0].partition("=")
@@ -427,6 +449,9 @@ def main(argv: list[str]) -> None:
     broad = next((f for f in folders if verb != "modules" and _broad(f, folders)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
+    link = next((x for f in folders if verb != "modules" and (x := _foreign_link(f))), None)
+    if link:
+        _fail(5, f"refused: {link} is a link root does not own (it could lead fleet out of the cache folders)")
     if verb in ("place", "clear", "unproven"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
         if MARK[0]:
