@@ -307,3 +307,26 @@ def test_a_link_above_the_cache_folder_never_leads_root_out_either(tmp_path: Pat
     mark.write_text(f"{home / '.triton' / 'cache'}\n")
     subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark))], check=True)
     assert (cleared.returncode, (var / "cache" / "apt").exists(), mark.exists()) == (5, True, False)
+
+
+# r8 -------------------------------------------------------------------------------------------------------------
+# rev49b #8: place spools its input to PARENT/.fleet-kcache-in-<its pid> beside the first cache folder, a folder of
+# the server's user (~/.cache), opened by name (open 'wb': a link is followed). The server's user plants links of
+# that name for the pids to come, pointing at any file; stale() removes those of dead pids and keeps the one of
+# place's own pid, which root then truncates and fills with the tar. Here a stand-in for /etc/shadow
+@pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
+@pytest.mark.xfail(strict=True, reason="rev49b #8: a planted spool link makes root overwrite any file")
+def test_a_link_planted_as_the_spool_never_has_root_write_through_it(tmp_path: Path) -> None:
+    shadow = tmp_path / "etc" / "shadow"
+    shadow.parent.mkdir()
+    shadow.write_text("root:$6$secret:20000:0:99999:7:::\n")
+    cache = tmp_path / "home" / "llm" / ".cache"
+    cache.mkdir(parents=True)
+    os.chown(cache, 65534, 65534)
+    first = os.getpid()
+    for pid in range(first, first + 20000):  # the server's user's links, for the pids to come
+        os.symlink(shadow, cache / f"{kcache_aside()}in-{pid}")
+    folder = cache / "deep_gemm"
+    tar = _tar({str(folder / "k.cubin").lstrip("/"): b"cubin"})
+    done = _program("--user=nobody", "place", hashlib.sha256(tar).hexdigest(), str(folder), data=tar)
+    assert shadow.read_text() == "root:$6$secret:20000:0:99999:7:::\n", done.stderr
