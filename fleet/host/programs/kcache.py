@@ -98,9 +98,17 @@ def _spool_path(folders: list[str]) -> str:
 
 
 def _spool(path: str) -> None:
-    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked after."""
+    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked after. The
+    folder is the server's user's: whatever stands under the spool's name is removed, never written through (a
+    link planted there), and the file made new (exit 5 when something took the name again meanwhile)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as out:
+    if os.path.lexists(path):
+        os.unlink(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        _fail(5, f"not placed: {path} was made again by another process meanwhile")
+    with open(fd, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
 
 
@@ -305,7 +313,7 @@ def _fill(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: s
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         src = tar.extractfile(m)
         assert src is not None
-        with open(dest, "wb") as out:
+        with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
             shutil.copyfileobj(src, out)
             out.flush()
             os.fsync(out.fileno())
