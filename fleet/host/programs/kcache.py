@@ -20,7 +20,8 @@
                                         removed, then the mark; stdout: those removed (a start with no cache
                                         placed for it never starts on what a dead or refused run left)
 
---mark=PATH (first, before the verb's arguments): place adds the folders it fills to PATH (one a line, written
+--mark=PATH (first, before the verb's arguments): place first removes the folders PATH names (an earlier place's,
+never proven: as unproven does), then adds the folders it fills to PATH (one a line, written
 whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
 release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
@@ -113,6 +114,8 @@ def _spool(path: str) -> None:
 
 
 def place(want: str, folders: list[str]) -> None:
+    if MARK[0]:  # what an earlier place left unproven goes first: the start never runs on a folder this one skips
+        unproven()
     spooled = _spool_path(folders)
     owners = {f: _owner(f) for f in folders}  # before any parent is made
     made = {f: _missing(os.path.dirname(f.rstrip("/"))) for f in folders}
@@ -357,15 +360,16 @@ def clear(folders: list[str]) -> None:
     _unmark()
 
 
-def unproven() -> None:
+def unproven() -> list[str]:
+    """The folders the mark names removed, then the mark; those removed."""
     try:
         with open(MARK[0]) as f:
             named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
     except FileNotFoundError:
-        return
+        return []
     gone = [f for f in named if _sound(f) and os.path.realpath(f) == f and not _broad(f, named) and os.path.isdir(f)]
     clear(gone)
-    sys.stdout.write("".join(f + "\n" for f in gone))
+    return gone
 
 
 def _sound(folder: str) -> bool:
@@ -472,7 +476,7 @@ def main(argv: list[str]) -> None:
     elif verb == "modules":
         modules(folders)
     elif verb == "unproven":
-        unproven()
+        sys.stdout.write("".join(f + "\n" for f in unproven()))
     else:
         clear(folders)
 
