@@ -19,6 +19,7 @@ from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.host import kcache
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
+from fleet.logs.warmphases import NONE, Expect, PhaseTimes
 from fleet.patches.sets import load_sets
 from fleet.upstream import caches
 from fleet.upstream.versions import in_range
@@ -85,6 +86,7 @@ class WarmStart:
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
     user: str = ""  # the server's user: the placed files are its
+    expect: Expect = field(default_factory=Expect.cold_start)  # what the start's phases should show (placed: warm)
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
@@ -122,7 +124,7 @@ class WarmStart:
             return
         placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
-            self._unknown(conn, host, placed.reason, say)
+            self._unknown(conn, host, placed.reason, got, say)
             return
         if isinstance(placed, kcache.HostRefused) and placed.bad_entry:  # every host would: this host's replace it
             self.store.drop(self.key, f"a host refused it: {placed.reason}")
@@ -132,6 +134,7 @@ class WarmStart:
             self._cold(conn, host, f"the host refused the caches: {placed.reason}", say)
             return
         self.placed, self.modules = placed, modules_in(got.data)
+        self.expect = Expect.placed(got.host, got.phases)
         say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
 
     def _cold(self, conn: Connection, host: Host, why: str, say: Say) -> None:
@@ -146,14 +149,14 @@ class WarmStart:
         left = f" (removed {len(gone)} folders an earlier place left unproven)" if gone else ""
         say(f"cold start: {why}{left}")
 
-    def _unknown(self, conn: Connection, host: Host, reason: str, say: Say) -> None:
+    def _unknown(self, conn: Connection, host: Host, reason: str, got: Entry, say: Say) -> None:
         """Placing gave no answer (or not the program's): the folders cleared, so the host starts cold; where that
         fails too, the caches count as placed (a start that fails with them is retried without them)."""
         why = self._clear(conn, host, self.folders)
         if why is None:
             say(f"cold start: placing the caches gave no answer ({reason}); the cache folders were cleared")
             return
-        self.placed = list(self.folders)
+        self.placed, self.expect = list(self.folders), Expect.placed(got.host, got.phases)
         say(f"placing the caches gave no answer ({reason}) and clearing them failed ({why}): they may be in place")
 
     def _clear(self, conn: Connection, host: Host, folders: list[str]) -> str | None:
@@ -166,7 +169,7 @@ class WarmStart:
         if not self.placed:
             return False
         why = self._clear(conn, host, self.placed)
-        self.placed, self.failed_with_cache = [], True
+        self.placed, self.failed_with_cache, self.expect = [], True, Expect.cold_start()
         if why:
             say(f"could not remove the placed caches: {why}")
             return False
@@ -184,9 +187,10 @@ class WarmStart:
         elif self.modules:
             say(judge_modules(self.modules, now))
 
-    def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
+    def after_serving(self, conn: Connection, host: Host, say: Say, phases: PhaseTimes = NONE) -> None:
         """This host's caches into the store, when it holds none of this key (or one that failed a start that
-        served without it: replaced)."""
+        served without it: replaced), with `phases`, those of the start that served (a cold one: one with caches
+        placed stores none)."""
         if self.failed_with_cache:
             self.store.drop(self.key, "a start failed with it and served without it")
             say("the stored caches failed a start that served without them: replaced by this host's")
@@ -201,7 +205,7 @@ class WarmStart:
             say(f"caches not stored: {why}")
             return
         try:
-            stored = self.store.put(self.key, data, host.name)
+            stored = self.store.put(self.key, data, host.name, phases)
         except OSError as exc:  # the controller's disk: the host serves all the same
             say(f"caches not stored: {exc}")
             return

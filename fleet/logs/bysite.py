@@ -49,6 +49,7 @@ class SiteClassSpec(BaseModel):
     severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
     areas: list[str] | None = None  # any of these areas
     kinds: list[Literal["raise", "assert", "log"]] | None = None  # any of these kinds of site
+    functions: list[str] | None = None  # any of these regexes matches the name of the function the site is in
     exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
     not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
     text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
@@ -57,13 +58,13 @@ class SiteClassSpec(BaseModel):
     remedy: str = Field(min_length=1, max_length=300)
     remedies: list[str] = Field(default_factory=list)
 
-    _re = field_validator("text", "not_text")(classmethod(lambda cls, v: v if v is None else regexes(v)))
+    _re = field_validator("text", "not_text", "functions")(classmethod(lambda cls, v: v if v is None else regexes(v)))
 
     @field_validator("log_class")
     @classmethod
     def _specific(cls, value: LogClass) -> LogClass:
-        if value in (LogClass.FATAL, LogClass.READY):
-            raise ValueError(f"a site class names a specific failure, not {value}")
+        if value is LogClass.READY:  # FATAL: an entry that abstains (the site stays generic, no entry below)
+            raise ValueError(f"a site class names a specific failure or FATAL (abstain), not {value}")
         return value
 
     @field_validator("remedies")
@@ -90,12 +91,15 @@ class _SiteClass:
     logged: Rule  # the same class for a logger.error site: a warning at most
     text: re.Pattern[str] | None
     not_text: re.Pattern[str] | None
+    functions: re.Pattern[str] | None
 
     def fits(self, site: IndexedSite, area: str | None) -> bool:
         spec = self.spec
         if spec.areas is not None and area not in spec.areas:
             return False
         if spec.kinds is not None and site.kind not in spec.kinds:
+            return False
+        if self.functions is not None and not self.functions.search(site.function or ""):
             return False
         if spec.exceptions is not None and site.exception not in spec.exceptions:
             return False
@@ -119,10 +123,10 @@ class SiteClasses:
 
     def rule_for(self, site: IndexedSite, logged: bool = False) -> Rule | None:
         """The rule standing for the first class entry the site fits (its warning form for a logged line);
-        None: no specific class."""
+        None: no specific class (none fits, or the first that fits abstains: its class is FATAL)."""
         area = self.area(site.module)
         entry = next((e for e in self.entries if e.fits(site, area)), None)
-        if entry is None:
+        if entry is None or entry.spec.log_class is LogClass.FATAL:
             return None
         return entry.logged if logged else entry.rule
 
@@ -135,7 +139,7 @@ def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
                 explanation=spec.explanation, remedies=tuple(spec.remedies), wraps=False, patterns=(),
                 source=source, triggers=(), remedy=spec.remedy, sources=(_SOURCE,))
     logged = rule if spec.severity is not Severity.FATAL else dataclasses.replace(rule, severity=Severity.WARNING)
-    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text))
+    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text), joined(spec.functions))
 
 
 def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
