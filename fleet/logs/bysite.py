@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
@@ -66,6 +66,14 @@ class SiteClassSpec(BaseModel):
         if value is LogClass.READY:  # FATAL: an entry that abstains (the site stays generic, no entry below)
             raise ValueError(f"a site class names a specific failure or FATAL (abstain), not {value}")
         return value
+
+    @model_validator(mode="after")
+    def _meaning_not_place(self) -> SiteClassSpec:
+        # where a site sits (its area, its function) is never its meaning: a specific class needs the message's words
+        if self.log_class is not LogClass.FATAL and (self.areas or self.functions) and not self.text:
+            raise ValueError(f"{self.name}: a specific class bound to areas or functions needs `text` (the "
+                             "message's meaning); where a site sits alone gives no class")
+        return self
 
     @field_validator("remedies")
     @classmethod

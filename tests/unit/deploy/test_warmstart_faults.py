@@ -33,8 +33,9 @@ KEY = CacheKey(sm="120", gpu="G", driver="580", cuda="13.0", packages=(("sglang"
                flags=(), env=(), venv="/root/ml-env")
 KINDS = ("fail", "hang", "late", "garbage", "too-much", "drop", "dies")
 # the steps of each flow, in order: the entry kills the start (placed, cleared, collected again); it serves
-# warm (placed, its modules read back); the store has none (collected)
-FLOWS = {"fails-warm": ("place", "clear", "collect"), "serves-warm": ("place", "modules"), "cold": ("collect",)}
+# warm (placed, its modules read back); the store has none (what an earlier place left removed; collected)
+FLOWS = {"fails-warm": ("place", "clear", "collect"), "serves-warm": ("place", "modules"),
+         "cold": ("unproven", "collect")}
 POINTS = [(flow, step, kind) for flow, steps in FLOWS.items() for step in range(len(steps)) for kind in KINDS]
 
 

@@ -183,12 +183,15 @@ def test_the_shipped_site_classes_name_known_areas_classes_and_remedies():
 
 @pytest.mark.parametrize("text,problem", [
     ("areas: []\nclasses:\n  - {name: a, class: READY, explanation: x, remedy: y}\n", "not READY"),
-    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, areas: [nowhere], explanation: x, remedy: y}\n",
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, areas: [nowhere], text: [x], explanation: x, remedy: y}\n",
      "unknown area 'nowhere'"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, text: ['(('], explanation: x, remedy: y}\n", "bad regex"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x, remedy: y, remedies: [reboot]}\n",
      "unknown remedy 'reboot'"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x}\n", "remedy"),
+    # an area alone (no words of the message) gives no specific class; it may abstain (FATAL)
+    ("areas: [{name: m, modules: [x.py]}]\nclasses:\n  - {name: a, class: CONFIG_REFUSED, areas: [m], explanation: x, "
+     "remedy: y}\n", "needs `text`"),
 ])
 def test_a_bad_site_classes_file_is_refused_naming_the_file_and_line(tmp_path, text, problem):
     path = tmp_path / "classes.yaml"
@@ -618,6 +621,24 @@ BY_MEANING = [
     (_real("0.5.23", "sglang/srt/managers/scheduler.py", 975, "raise", "ValueError",
            "Request-selectable reasoning terminator {} could not be encoded"),
      "ValueError: Request-selectable reasoning terminator </think> could not be encoded", "FATAL"),
+    # where a site sits is not its meaning (fresh5's held-out errors): in the server-arguments modules a message
+    # that says no refusal gets no class; a weights-update call refused on sglang's own state (the process group
+    # not initialized) is INTERNAL_ERROR, as the rule says; an internal module's message that says no invariant
+    (_real("0.5.10.post1", "sglang/srt/server_args.py", 3351, "raise", "RuntimeError", "No IB devices found in {}",
+           "_validate_ib_devices"),
+     "RuntimeError: No IB devices found in /sys/class/infiniband", "FATAL"),
+    (_real("0.5.10.post1", "sglang/srt/server_args.py", 2544, "raise", "RuntimeError",
+           "KV4 is not tested on non-CUDA platforms.", "_handle_kv4_compatibility"),
+     "RuntimeError: KV4 is not tested on non-CUDA platforms.", "FATAL"),
+    (_real("0.5.20", "sglang/srt/entrypoints/engine.py", 1830, "raise", "RuntimeError",
+           "Initialization failed. Please see the error messages above.", "_wait_for_scheduler_ready"),
+     "RuntimeError: Initialization failed. Please see the error messages above.", "FATAL"),
+    (_real("0.5.10.post1", "sglang/srt/model_executor/model_runner.py", 1519, "assert", "AssertionError",
+           "Default torch process group must be initialized", "init_weights_update_group"),
+     "AssertionError: Default torch process group must be initialized", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/layers/layer_boundary/factories.py", 1368, "raise", "ValueError",
+           "a declaration takes its source from the layer stack", "_stage_items"),
+     "ValueError: a declaration takes its source from the layer stack", "FATAL"),
 ]
 
 
