@@ -231,6 +231,9 @@ def _flag_holds(name: Any, value: Any) -> bool:
     return True
 
 
+_GPU_COUNTS = ("tp-size", "tensor-parallel-size")  # sglang's type=int in every release (srt/server_args.py)
+
+
 @dataclass
 class _Checker:
     doc: yamlfile.Document
@@ -287,6 +290,9 @@ class _Checker:
         elif not span.switch and value is True:
             self.error(loc, kind="value", message=f"--{name} takes a value: true would pass it bare and sglang "
                                                   "would stop (expected one argument)")
+        elif name in _GPU_COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            self.error(loc, kind="value", message=f"--{name} takes a whole number of GPUs, 1 or more, not {value!r} "
+                                                  "(sglang stops on it at start; preflight would count it as 1)")
 
     def when(self, where: yamlfile.Loc, when: Conditions) -> None:
         loc = (*where, "when")
