@@ -324,9 +324,12 @@ class Playbook(Strict):
 
     @field_validator("ladder")
     @classmethod
-    def _unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
-        if problem := twice([rung.name for rung in ladder]):
-            raise ValueError(problem)
+    def unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
+        seen: set[str] = set()
+        for rung in ladder:
+            if rung.name in seen:
+                raise ValueError(f"rung {rung.name!r} appears twice in the ladder")
+            seen.add(rung.name)
         return ladder
 
     def rung(self, name: str) -> Rung:
@@ -334,16 +337,6 @@ class Playbook(Strict):
             if r.name == name:
                 return r
         raise InputError(f"playbook {self.name}: no rung named {name!r}")
-
-
-def twice(names: list[str]) -> str | None:
-    """The ladder's rule that each rung has a name of its own (inv check applies it to a ladder the schema refused)."""
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            return f"rung {name!r} appears twice in the ladder"
-        seen.add(name)
-    return None
 
 
 # On unless a playbook or rung says `false`: `inv status` reads the server's /metrics.

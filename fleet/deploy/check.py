@@ -34,7 +34,7 @@ from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve, twice
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
@@ -125,8 +125,10 @@ def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
     if not isinstance(ladder, list) or any(tuple(e["loc"]) == ("ladder",) for e in err.errors()):
         return  # not a list, or the schema said it already
     names = [item["name"] for item in ladder if isinstance(item, dict) and isinstance(item.get("name"), str)]
-    if problem := twice(names):
-        c.error(("ladder",), problem)
+    try:  # the schema's own rule, on rungs that are only their names
+        Playbook.unique_rungs([Rung.model_construct(name=name) for name in names])
+    except ValueError as exc:
+        c.error(("ladder",), str(exc))
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:
