@@ -275,24 +275,26 @@ def recover(c, host, inventory=None, power_cycle=False, unreachable=False, dry_r
 
     chosen = cli.select_hosts(inventory, [host], [])
     if len(chosen) != 1:  # a glob or a comma may name several: recover acts on one host at a time
-        raise cli.bad_input(f"--host {host}: inv recover takes one host ({len(chosen)} matched)")
+        raise cli.bad_input(f"{cli.targets.typed_host(host)}: inv recover takes one host ({len(chosen)} matched)")
     (target,) = chosen
     opts = _opts([target], accept_new_host_keys, ask_become_pass)
     raise Exit(code=recovering.command(target, opts, json, power_cycle, dry_run, float(wait), unreachable, playbook))
 
 
 @task(help={"host": "host name or address", "token": "the lock's token, as the lock error printed it",
-            "inventory": HOST_HELP["inventory"]})
+            "inventory": HOST_HELP["inventory"], "json": HOST_HELP["json"]})
 @reports_errors
-def unlock(c, host, token, inventory=None):
-    """Remove a stale host lock left by a crashed run (only the lock carrying this token)."""
+def unlock(c, host, token, inventory=None, json=False):
+    """Remove a stale host lock left by a crashed run (only the lock carrying this token).
+
+    A host with no lock is nothing to do (exit 0, said); a lock with another token is kept (exit 1)."""
     from fleet.cli import probe as probing
 
     chosen = cli.select_hosts(inventory, [host], [])
     if len(chosen) != 1:
-        raise cli.bad_input(f"--host {host}: inv unlock takes one host ({len(chosen)} matched)")
+        raise cli.bad_input(f"{cli.targets.typed_host(host)}: inv unlock takes one host ({len(chosen)} matched)")
     (target,) = chosen
-    raise Exit(code=probing.unlock(target, token, _opts([target])))
+    raise Exit(code=probing.unlock(target, token, _opts([target]), json))
 
 
 @task(name="sandbox.up", help={"hosts": "number of hosts (named sbx0, sbx1, ...)",

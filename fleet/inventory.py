@@ -173,8 +173,7 @@ class Inventory:
         for flag, patterns, matching in ((host_flag, names, self._hosts_matching),
                                          ("--group", groups, self._group_members)):
             for pattern in split_patterns(patterns):
-                bare = pattern.lstrip("!&")
-                found = matching(flag, bare)
+                found = matching(flag, pattern)
                 if pattern.startswith("!"):
                     leave.update(found)
                 elif pattern.startswith("&"):
@@ -186,8 +185,8 @@ class Inventory:
             chosen = {h.name: h for h in self._default(default_file)}
         picked = [h for n, h in chosen.items() if n not in leave and all(n in k for k in keep)]
         if not picked and (leave or keep):
-            given = " ".join([*(f"{host_flag} {n}" for n in names), *(f"--group {g}" for g in groups)])
-            raise InputError(f"{given}: leaves no host (of {len(chosen)} matched, every one is left out)")
+            raise InputError(f"{as_given(names, groups, host_flag)}: leaves no host (of {len(chosen)} matched, every "
+                             "one is left out)")
         return picked
 
     def _default(self, default_file: Path | None) -> list[Host]:
@@ -198,20 +197,25 @@ class Inventory:
             raise InputError(f"--inventory {default_file}: no such inventory file")
         return [self.hosts[n] for n in self.files[key]]
 
-    def _hosts_matching(self, flag: str, pattern: str) -> list[str]:
-        """Host names a --host pattern matches: a name, an address, or a glob over names and addresses."""
+    def _hosts_matching(self, flag: str, typed: str) -> list[str]:
+        """Host names a --host pattern matches (its `!`/`&` aside): a name, an address, or a glob over names and
+        addresses. Errors name the pattern as typed (`--host '!a3'`)."""
+        pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
         if not is_glob(pattern):
-            return [self.find(pattern, flag).name]
+            return [self.find(pattern, flag, typed).name]
         found = [h.name for h in self.hosts.values()
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
-            raise InputError(f"{flag} {pattern}: matches no host of the inventory{_nearest(pattern, self.hosts)}")
+            raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
+                             f"{_nearest(pattern, self.hosts)}")
         return found
 
-    def _group_members(self, flag: str, pattern: str) -> list[str]:
-        """Host names of the groups a --group pattern matches (a name or a glob over group names)."""
+    def _group_members(self, flag: str, typed: str) -> list[str]:
+        """Host names of the groups a --group pattern matches (its `!`/`&` aside: a name or a glob over group
+        names)."""
+        pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty group name (a stray comma, or `!` alone?)")
         names = [g for g in self.groups if fnmatch.fnmatchcase(g, pattern)] if is_glob(pattern) else \
@@ -220,23 +224,39 @@ class Inventory:
             what = "matches no group" if is_glob(pattern) else "no such group"
             hint = _nearest(pattern, self.groups) or f" (known: {', '.join(sorted(self.groups)) or 'none'})"
             if pattern in self.hosts:
-                hint = f": it is a host, --host {pattern}"
-            raise InputError(f"{flag} {pattern}: {what}{hint}")
+                hint = f": it is a host, {as_typed('--host', typed)}"
+            raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
-    def find(self, name_or_address: str, flag: str = "--host") -> Host:
+    def find(self, name_or_address: str, flag: str = "--host", typed: str | None = None) -> Host:
+        """The host of that name or address; errors name it as `typed` (the pattern with its `!`/`&`)."""
         if name_or_address in self.hosts:
             return self.hosts[name_or_address]
+        given = as_typed(flag, typed or name_or_address)
         matches = [h for h in self.hosts.values() if h.address == name_or_address]
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise InputError(f"{flag} {name_or_address}: address shared by {', '.join(h.name for h in matches)}")
+            raise InputError(f"{given}: address shared by {', '.join(h.name for h in matches)}")
         if name_or_address in self.groups:
-            raise InputError(f"{flag} {name_or_address}: no such host in the inventory; it is a group: "
-                             f"--group {name_or_address}")
-        raise InputError(f"{flag} {name_or_address}: no such host in the inventory"
-                         + _nearest(name_or_address, self.hosts))
+            raise InputError(f"{given}: no such host in the inventory; it is a group: "
+                             f"{as_typed('--group', typed or name_or_address)}")
+        raise InputError(f"{given}: no such host in the inventory" + _nearest(name_or_address, self.hosts))
+
+
+def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
+    """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
+    return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])
+
+
+_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # what a shell reads as itself, unquoted (shlex.quote's set)
+
+
+def as_typed(flag: str, value: str) -> str:
+    """`--host '!a3'`: an option with its value as the operator typed it, quoted as a shell would need it again
+    (text for a message: shlex stays in fleet.host and fleet.ssh, where commands are made)."""
+    shown = value if _PLAIN.fullmatch(value) else "'" + value.replace("'", "'\"'\"'") + "'"
+    return f"{flag} {shown}"
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
@@ -264,13 +284,19 @@ def _nearest(name: str, known: Iterable[str]) -> str:
 
 def load(inventory: Path) -> Inventory:
     """Load `inventory` and every other *.yaml of its folder: host names resolve across all of them (an
-    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named)."""
+    `*.example.yaml` beside it is a template to copy, not hosts, unless it is the file named; a hidden one, an
+    editor's or a tool's, is not read, as a shell's `*.yaml` leaves it out). A file beside it that is no inventory
+    (a playbook, a compose file) is refused in one line naming it, not read for a schema it never followed."""
     inventory = Path(inventory)
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
-    others = (p.resolve() for p in inventory.parent.glob("*.yaml") if not p.name.endswith(".example.yaml"))
-    paths = {inventory.resolve(), *others}
-    return load_files(sorted(paths))
+    named = inventory.resolve()
+    others = (p.resolve() for p in inventory.parent.glob("*.yaml")
+              if not p.name.endswith(".example.yaml") and not p.name.startswith("."))
+    inv = Inventory(hosts={}, groups={}, files={})
+    for path in sorted({named, *others}):
+        _merge_file(inv, path, None if path == named else inventory)
+    return inv
 
 
 def load_files(paths: Iterable[Path]) -> Inventory:
@@ -280,11 +306,20 @@ def load_files(paths: Iterable[Path]) -> Inventory:
     return inv
 
 
-def _merge_file(inv: Inventory, path: Path) -> None:
+_KEYS = ", ".join(f"{k}:" for k in InventoryFile.model_fields)
+
+
+def _merge_file(inv: Inventory, path: Path, beside: Path | None = None) -> None:
+    """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder."""
     doc = yamlfile.load(path)
     if doc.data is None:
         inv.files[path] = []
         return
+    if beside is not None and not (isinstance(doc.data, dict) and set(doc.data) & set(InventoryFile.model_fields)):
+        what = (f"its keys are {', '.join(f'{k}:' for k in list(doc.data)[:4])}" if isinstance(doc.data, dict)
+                else f"it is a YAML {type(doc.data).__name__}")
+        raise InputError(f"{path}: not an inventory file ({what}; an inventory's are {_KEYS}): fleet reads every "
+                         f"*.yaml beside {beside.name} as inventory; move it out of {path.parent} or rename it (.bak)")
     if not isinstance(doc.data, dict):
         raise doc.error((), "an inventory file must be a mapping with hosts/groups/defaults")
     model = doc.parse(InventoryFile)
@@ -301,7 +336,8 @@ def _merge_file(inv: Inventory, path: Path) -> None:
     inv.files[path] = []
     for name, entry in model.hosts.items():
         if name in inv.hosts:
-            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source}")
+            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source} (every *.yaml of "
+                                             "an inventory's folder is read: a copy kept there must not end in .yaml)")
         groups = list(dict.fromkeys([*entry.groups, *members.get(name, [])]))
         for g in groups:
             if g not in model.groups and g not in inv.groups:

@@ -324,7 +324,7 @@ class Playbook(Strict):
 
     @field_validator("ladder")
     @classmethod
-    def _unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
+    def unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
         seen: set[str] = set()
         for rung in ladder:
             if rung.name in seen:
@@ -442,6 +442,9 @@ def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
             if candidate.is_file():
                 return candidate
     known = ", ".join(sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}))
+    if "/" in name_or_path or path.suffix in (".yaml", ".yml"):  # a path: said as one, where it was looked for
+        raise InputError(f"--playbook {path}: no such file ({path.absolute()}); a name without .yaml is looked up "
+                         f"in playbooks/ (known: {known or 'none'})")
     raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
 
 

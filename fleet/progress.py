@@ -27,10 +27,11 @@ def prefixed(prefix: str, message: str) -> str:
     return Live(prefix + message) if isinstance(message, Live) else prefix + message
 
 
-def standing(phase: str, elapsed: float, budget: float, last: str | None = None) -> Live:
-    """The one wording of where a phase stands: 'phase jit: 12s of 900s budget; last line: ...'."""
+def standing(phase: str, elapsed: float, budget: float, last: str | None = None, note: str = "") -> Live:
+    """The one wording of where a phase stands: 'phase jit: 12s of 900s budget; ninja 2/3; last line: ...'
+    (`note`: what else is known of the phase, e.g. a count its lines carry)."""
     tail = "" if last is None else f"; last line: {last.strip()[:120] or '(none yet)'}"
-    return Live(f"phase {phase}: {elapsed:.0f}s of {budget:.0f}s budget{tail}")
+    return Live(f"phase {phase}: {elapsed:.0f}s of {budget:.0f}s budget{note}{tail}")
 
 
 @contextmanager

@@ -3,9 +3,11 @@ values fleet writes and reads (`--json`, manifests, events, state files, the hos
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeAlias, TypeVar
+from types import UnionType
+from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -47,24 +49,45 @@ class Document:
         try:
             return model.model_validate(self.data)
         except ValidationError as err:
-            raise self.validation_error(err) from None
+            raise self.validation_error(err, model) from None
 
-    def validation_error(self, err: ValidationError) -> InputError:
+    def validation_error(self, err: ValidationError, model: type[BaseModel] | None = None) -> InputError:
         """The first problem pydantic found, as one line naming file, line and key."""
-        return self.validation_errors(err)[0]
+        return self.validation_errors(err, model)[0]
 
-    def validation_errors(self, err: ValidationError) -> list[InputError]:
-        """Every problem pydantic found, each as one line naming file, line and key."""
+    def validation_errors(self, err: ValidationError, model: type[BaseModel] | None = None) -> list[InputError]:
+        """Every problem pydantic found, each as one line naming file, line and key; an unknown key with the
+        nearest key `model` takes there ("did you mean user?")."""
         out = []
         for found in err.errors():
             loc = tuple(p for p in found["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             msg = found["msg"].removeprefix("Value error, ")
             if found["type"] == "extra_forbidden":
-                msg = "unknown key"
+                near = difflib.get_close_matches(str(loc[-1]), keys_at(model, loc[:-1]), n=1, cutoff=0.6)
+                msg = "unknown key" + (f"; did you mean {near[0]}?" if near and loc else "")
             elif found["type"] == "missing":
                 msg = "required key is missing"
             out.append(self.error(loc, msg))
         return out
+
+
+def keys_at(model: Any, loc: Loc) -> list[str]:
+    """The keys `model` takes in the mapping at `loc` (its fields, by the name a file writes), through nested
+    models, dicts, lists and `X | None`; [] where that is no model."""
+    for part in (*loc, None):
+        args = [a for a in get_args(model) if a is not type(None)]
+        if get_origin(model) in (Union, UnionType) and len(args) == 1:
+            model = args[0]
+        is_model = isinstance(model, type) and issubclass(model, BaseModel)
+        if part is None:
+            return [f.alias or name for name, f in model.model_fields.items()] if is_model else []
+        if get_origin(model) in (dict, list):
+            model = get_args(model)[-1]
+        elif is_model and isinstance(part, str) and part in model.model_fields:
+            model = model.model_fields[part].annotation
+        else:
+            return []
+    return []
 
 
 def load(path: Path) -> Document:

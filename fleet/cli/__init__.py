@@ -114,7 +114,7 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path, host_flag=host_flag)
     if not chosen:  # an empty group, or a file of no host: no target (exit 2), not a failed host
-        given = " ".join([*(f"{host_flag} {h}" for h in hosts or []), *(f"--group {g}" for g in groups or [])])
+        given = inventory.as_given(hosts or [], groups or [], host_flag)
         raise InputError(f"{given}: no host is in it; nothing was contacted" if given else
                          f"{path}: no hosts in this inventory file; nothing was contacted")
     patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])
@@ -231,6 +231,14 @@ def say_error(message: str, prefix: str = "error: ") -> None:
     else:
         sys.stderr.write(f"{prefix}{visible(message)}\n")
         sys.stderr.flush()
+
+
+def say_host_error(message: str, wide: bool = False, to: Console | None = None) -> None:
+    """A host that gave no data (its journal, its releases, its gates could not be read): `error: ...` on stderr
+    (`to`), never among the data on stdout; folded to the width as every sentence is (docs/cli.md#width)."""
+    from fleet.cli.hosttext import escape
+
+    real_console(to or err_console).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=wide, highlight=False)
 
 
 def say_on_stderr(message: str) -> None:

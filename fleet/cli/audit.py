@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet import site
-from fleet.cli import print_json, real_console, say_on_stderr
-from fleet.cli.hosttext import visible
+from fleet.cli import print_json, real_console, say_host_error, say_on_stderr
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
@@ -89,12 +88,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
         print_json({"hosts": [o.value.to_json() if o.value else {"host": o.host.name, "error": o.error}
                               for o in outcomes]})
     for o in outcomes if not as_json else []:
-        if o.value is None:
-            from rich.text import Text
-
-            from fleet.cli import fit
-
-            fit.say(real_console(console), Text(visible(o.error or "", lines=False), style="red"), wide)
+        if o.value is None:  # no gates to show: an error, on stderr
+            say_host_error(o.error or f"{o.host.name}: failed", wide)
             continue
         show(o.value, console, wide)
     if any(not o.ok for o in outcomes):

@@ -1,9 +1,10 @@
 """`inv check`: every playbook checked without a host (fleet.deploy.check), one line per problem, exit 0 or 2.
 `--json` names each playbook (even one that does not load) and the inventory checked against, with its error
-apart (`inventory_error`)."""
+apart (`inventory_error`). Every path it names is absolute."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -22,10 +23,13 @@ from fleet.yamlfile import JsonObject
 def command(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool = False) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
-    paths = [playbook.resolve(n) for n in names] or sorted(p for f in folders for p in f.glob("*.yaml"))
+    # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
+    # which has no relative form the operator gave (docs/cli.md, inv check)
+    paths = [_absolute(playbook.resolve(n)) for n in names] or sorted(
+        _absolute(p) for f in folders for p in f.glob("*.yaml"))
     if not paths:
         raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
-    inv_path = Path(inventory_file or "")
+    inv_path = _absolute(Path(inventory_file or ""))
     hosts: set[str] | None = None
     inv_problem: Problem | None = None
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
@@ -56,6 +60,11 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
                          f"{warnings} warning{'s' * (warnings != 1)}\n")
         sys.stdout.flush()
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def _absolute(path: Path) -> Path:
+    """Absolute with `..` folded, symlinks kept (the file the operator named, not what it points to)."""
+    return Path(os.path.abspath(path))
 
 
 def relock(results: Sequence[Checked]) -> list[str]:

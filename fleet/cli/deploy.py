@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet import parallel, site
-from fleet.cli import console, err_console, print_json, print_results, real_console, say_on_stderr, targets
+from fleet.cli import (
+    console,
+    err_console,
+    print_json,
+    print_results,
+    real_console,
+    say_host_error,
+    say_on_stderr,
+    targets,
+)
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
 from fleet.cli.liveline import Heartbeat, LiveLine, say_now
@@ -240,8 +249,8 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
         for o in outcomes:
             if o.value:
                 render_history(o.host.name, o.value[0], o.value[1], console, bench, wide)
-            else:
-                console.print(f"[red]{escape(o.error or '')}[/]", soft_wrap=wide)
+            else:  # no releases to list: an error, on stderr
+                say_host_error(o.error or f"{o.host.name}: failed", wide)
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from fleet.cli import fit, real_console
 from fleet.cli.board import COLOURS as _COLOURS
-from fleet.cli.hosttext import escape, visible
+from fleet.cli.hosttext import about, escape, visible
 from fleet.deploy import bench as benching
 from fleet.deploy import judge
 from fleet.deploy.bench_record import BenchRecord, Power
@@ -254,8 +254,9 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
         bars.append((fit.bar(speed, top, cells, ascii_only) + ((" <" if ascii_only else " ◀") if won else ""),
                      "bold green" if won else ""))
     cols.insert(5, fit.Col("", bars))
-    fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
-                               f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"), wide)
+    if result.attempts:  # no rung tried (the host not reached): no table, whose title rich folds to one letter a line
+        fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only),
+                                   f"{result.host}: tune (fingerprint {result.fingerprint}; TTFT median, ms)"), wide)
     for line in getattr(result, "decisions", ()):
         screen.print(escape(line), highlight=False, soft_wrap=wide)
     items = []
@@ -335,7 +336,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, fit.plain_terminal(screen)), "rollout"), wide)
     for r in results:
         if r.error:
-            fit.say(screen, Text(visible(f"{r.host}: {r.error}", lines=False), style="red"), wide)
+            fit.say(screen, Text(visible(about(r.host, r.error), lines=False), style="red"), wide)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1

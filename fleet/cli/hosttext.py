@@ -27,3 +27,9 @@ def escape(text: str, lines: bool = True) -> str:
     from rich.markup import escape as markup_escape  # rich only where something is drawn
 
     return markup_escape(visible(text, lines))
+
+
+def about(host: str, text: str) -> str:
+    """`host: text`, unless the text names the host already, as fleet's errors do (`sbx0: ...`, `sbx0 (root@...`):
+    the host said once."""
+    return text if text.startswith((f"{host}:", f"{host} (")) else f"{host}: {text}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.hosttext import visible
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
@@ -44,15 +44,30 @@ def gpu_faults(facts: list[HostFacts]) -> dict[str, int]:
     return {host: n for host, n in found.items() if n}
 
 
-def unlock(target: Host, token: str, opts: ConnectOptions) -> int:
+def unlock(target: Host, token: str, opts: ConnectOptions, as_json: bool = False) -> int:
+    """Exit 0 when the lock is removed or there was none (nothing to do), 1 when the host is not reached or the
+    lock carries another token; --json: {host, lock, result} ("removed", "not locked"), or {host, lock, error}."""
     from fleet.host import lock as hostlock  # deferred: the probe, which shares this module, needs none of it
 
     if why := hostlock.token_problem(token):  # before any contact: a pattern must never reach the host
         raise InputError(f"{target.name}: {why}; nothing was changed")
-    conn = open_connection(target, opts)
     try:
-        hostlock.break_lock(conn, target, token)
-    finally:
-        conn.close()
-    console.print(f"{target.name}: lock {hostlock.LOCK_DIR} removed")
+        conn = open_connection(target, opts)
+        try:
+            done = hostlock.break_lock(conn, target, token)
+        finally:
+            conn.close()
+    except FleetError as exc:  # --json: the document names the host's error, as every task's does
+        if not as_json or isinstance(exc, InputError):
+            raise
+        print_json({"host": target.name, "lock": hostlock.LOCK_DIR, "error": str(exc)})
+        return exc.exit_code
+    if as_json:
+        print_json({"host": target.name, "lock": hostlock.LOCK_DIR, "result": done.value})
+    elif done is hostlock.Unlocked.REMOVED:
+        console.print(f"{target.name}: lock {hostlock.LOCK_DIR} removed", markup=False, highlight=False,
+                      soft_wrap=True)
+    else:
+        console.print(f"{target.name}: not locked (no {hostlock.LOCK_DIR}): nothing to unlock, nothing was changed",
+                      markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

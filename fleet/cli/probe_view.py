@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli import fit, real_console
-from fleet.cli.hosttext import escape, visible
+from fleet.cli.hosttext import about, escape, visible
 from fleet.deploy import hardware
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import SLOWDOWNS
@@ -179,7 +179,7 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
             fit.Col("VM", cell(lambda f: f.virtualization or "?"), cap=10),
             fit.Col("driver", cell(lambda f: f.driver_version or "-")),
             fit.Col("address", [(f.address, "") for f in facts])]
-    errors = [escape(f"{f.host}: {f.error}") for f in facts if not f.ok and f.error]  # host text: not markup
+    errors = [escape(about(f.host, f.error)) for f in facts if not f.ok and f.error]  # host text: not markup
     return fit.table(fit.choose(cols, width, wide, ascii_only), "probe", "\n".join(errors) or None,
                      "red" if errors else None)
 

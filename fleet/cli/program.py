@@ -78,8 +78,19 @@ def _retired(flag: str, binary: str, task: str | None) -> str | None:
 def _nearest(flag: str, context: object) -> str:
     """ "did you mean --host?" for the closest option the task (or the core) has, else nothing."""
     names = [f for f in getattr(context, "flags", {}) if f.startswith("--")] if flag.startswith("--") else []
-    near = difflib.get_close_matches(flag, names, n=1, cutoff=0.7)
+    longer = [f for f in names if f.startswith(flag)]  # a name cut short (--p2p for --p2p-check), as getopt reads
+    near = longer if len(longer) == 1 else difflib.get_close_matches(flag, names, n=1, cutoff=0.7)
     return f"; did you mean {near[0]}?" if near else ""
+
+
+def _switch_before(word: str, argv: list[str]) -> str | None:
+    """The switch a value was given to, which made invoke read the value as a task's name: `-w 2`, `--json=true`."""
+    for i, typed in enumerate(argv):
+        if typed.startswith("-") and "=" in typed and typed.partition("=")[2] == word:
+            return typed.partition("=")[0]
+        if typed == word and i and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
+            return argv[i - 1]
+    return None
 
 
 def _typed(flag: str, argv: list[str]) -> str:
@@ -108,6 +119,8 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
         if retired:
             return f"{where}: {retired} ({helps})"
         return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
+    if m and task and (switch := _switch_before(m.group(1), argv or [])):
+        return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
     if m:
         return f"{where}: no such task {m.group(1)!r} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)

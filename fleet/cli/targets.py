@@ -32,19 +32,25 @@ def names(hosts: Sequence[Host]) -> str:
 
 def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
     """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
-    from fleet.inventory import only_narrowing  # deferred: pydantic is most of what `inv --list` would load
+    from fleet.inventory import as_given, only_narrowing  # deferred: pydantic is most of what `inv --list` loads
 
     narrowing = only_narrowing([*hosts, *groups])
     if every and (hosts or groups) and not narrowing:
         raise InputError("--all with --host/--group: give one or the other (with --all, only `!name` or `&group` "
                          "patterns, which narrow it)")
     if narrowing and not every:
-        given = " ".join([*(f"--host {h}" for h in hosts), *(f"--group {g}" for g in groups)])
-        raise InputError(f"inv {task} changes hosts: {given} only narrows a selection; name the hosts, or add --all "
-                         "for every host of the inventory but those")
+        raise InputError(f"inv {task} changes hosts: {as_given(hosts, groups)} only narrows a selection; name the "
+                         "hosts, or add --all for every host of the inventory but those")
     if not (hosts or groups or every):
         raise InputError(f"inv {task} changes hosts: name them with --host or --group, or --all for every "
                          "host of the inventory")
+
+
+def typed_host(value: str) -> str:
+    """`--host 'gpu-*'`: the one host a task takes, as typed (quoted where a shell needs it)."""
+    from fleet.inventory import as_typed  # deferred, as above
+
+    return as_typed("--host", value)
 
 
 def check_to(to: str | None) -> None:

@@ -99,16 +99,23 @@ def _pairs(text: str) -> int:
 
 
 def parse_sm(text: str) -> int:
-    """An SM as fleet writes it (120) or as nvidia-smi's compute_cap does (12.0); 8.6 is SM 86."""
+    """An SM as fleet writes it (120) or as nvidia-smi's compute_cap does (12.0); 8.6 is SM 86. One fleet knows,
+    by the rule `inv check` holds a playbook's `when: sm` to (fleet.host.facts.unknown_sm)."""
+    from fleet.host.facts import unknown_sm  # deferred: pydantic, only where an --sm is given
+
     text = text.strip()
-    if not text.isascii():
-        raise ValueError("an SM like 120, or a compute capability like 12.0")
     major, dot, minor = text.partition(".")
-    if dot and major.isdigit() and minor.isdigit() and len(minor) == 1:
-        return int(major) * 10 + int(minor)
-    if text.isdigit() and 10 <= int(text) <= 1999:
-        return int(text)
-    raise ValueError("an SM like 120, or a compute capability like 12.0")
+    if not text.isascii():
+        sm = None
+    elif dot and major.isdigit() and minor.isdigit() and len(minor) == 1:
+        sm = int(major) * 10 + int(minor)
+    else:
+        sm = int(text) if text.isdigit() else None
+    if sm is None:
+        raise ValueError("an SM like 120, or a compute capability like 12.0")
+    if problem := unknown_sm(sm):
+        raise ValueError(problem)
+    return sm
 
 
 NUMBERS: dict[str, Callable[[str], Any]] = {

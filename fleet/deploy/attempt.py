@@ -25,6 +25,7 @@ from fleet.host.facts import HostFacts
 from fleet.host.service import stop_and_empty_gpus
 from fleet.logs import journal
 from fleet.logs.rules import LogClass
+from fleet.logs.warmphases import PhaseClock
 from fleet.outcomes import Outcome
 from fleet.playbook import Rung
 from fleet.progress import Progress, prefixed, ticking
@@ -87,16 +88,18 @@ class AttemptRunner:
         if warm is not None:
             warm.needed_by(host, release.id, say)
             warm.before_start(conn, host, say)
-        outcome, evidence = self._start(conn, run, rung, sglang, say)
+        seen = PhaseClock()
+        outcome, evidence = self._start(conn, run, rung, sglang, say, warm, seen)
         if outcome != Outcome.READY and warm is not None and warm.without_cache(conn, host, say):
             run.event("cold-retry", rung=rung.name, evidence=evidence)
             stop_and_empty_gpus(conn, host, serve.unit, serve.book.budgets.stop, say)
-            outcome, evidence = self._start(conn, run, rung, sglang, say)
+            seen = PhaseClock()
+            outcome, evidence = self._start(conn, run, rung, sglang, say, warm, seen)
         if outcome == Outcome.READY:
             outcome, evidence = health.verify(conn, host, serve.book, say)
         if outcome == Outcome.READY and warm is not None:
             warm.check_used(conn, host, say)
-            warm.after_serving(conn, host, say)
+            warm.after_serving(conn, host, say, seen.times())
         record = None
         measure = measure if measure is not None else self.measure
         measure = measure if measure is not None else bool(serve.book.bench and serve.book.bench.gate)
@@ -107,13 +110,16 @@ class AttemptRunner:
         return Attempt(rung.name, outcome, evidence, time.monotonic() - start, record), planned
 
     def _start(self, conn: Connection, run: ReleaseRun, rung: Rung, sglang: str | None,
-               say: Callable[[str], None]) -> tuple[str, str]:
+               say: Callable[[str], None], warm: WarmStart | None, seen: PhaseClock) -> tuple[str, str]:
+        """The server started and watched through its phases (`seen` gets them; a warm start's are judged)."""
         serve, host = self.serve, self.serve.host
         cursor = journal.cursor(conn, host)
         restore.restart(conn, host, serve.unit)
         run.event("restarted", rung=rung.name)
         say("started; following the journal")
-        return journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang)
+        expect = warm.expect if warm is not None else journal.COLD
+        return journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang, expect=expect,
+                             seen=seen)
 
     def warm_start(self, rung: Rung, planned: Planned, say: Callable[[str], None]) -> WarmStart | None:
         """The warm start of this attempt, when the playbook asks for one and the host has a key."""

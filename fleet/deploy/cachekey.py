@@ -5,7 +5,8 @@ Two hosts share caches only when every part agrees: the GPU (SM and name: flashi
 device name), the driver, torch's CUDA, every installed package's version, each applied patch set's digest (the
 edits it made: a patch set that changes kernels changes the key, so no kernel compiled from other sources is
 ever placed), the launch flags and environment that change kernels (playbooks/upstream/caches.yaml), and the
-venv's folder (flashinfer's build.ninja names it). docs/FACTS.md section 8 says why each is there.
+venv's folder (flashinfer's build.ninja names it), and the cache folders (a stored tar names them: a host whose
+folders differ, another home or cache variable, refuses it whole). docs/FACTS.md section 8 says why each is there.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class CacheKey:
     flags: Pairs  # (flag, value) of the kernel flags given, sorted; "" for a switch
     env: Pairs  # (variable, value) of the kernel variables set, sorted
     venv: str
+    folders: tuple[str, ...] = ()  # the cache folders, sorted: a stored tar names them (another home is another key)
 
     @property
     def digest(self) -> str:
@@ -46,7 +48,8 @@ class CacheKey:
         return tuple(k for k in mine if mine[k] != theirs[k])
 
     def to_json(self) -> dict[str, object]:
-        return {k: [list(p) for p in v] if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        return {k: v if not isinstance(v, tuple) else list(v) if k == "folders" else [list(p) for p in v]
+                for k, v in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: object) -> CacheKey:
@@ -57,14 +60,16 @@ class CacheKey:
         for name, value in data.items():
             if isinstance(value, str):
                 out[name] = value
+            elif name == "folders" and isinstance(value, list) and all(isinstance(x, str) for x in value):
+                out[name] = tuple(value)
             elif isinstance(value, list) and all(
                     isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value):
                 out[name] = tuple((p[0], p[1]) for p in value)
             else:
                 raise ValueError(f"cache key field {name!r}: {value!r}")
         key = cls(**out)  # type: ignore[arg-type]
-        if any(not isinstance(getattr(key, f), tuple) for f in ("packages", "patches", "flags", "env")):
-            raise ValueError("cache key: packages, patches, flags and env are lists of pairs")
+        if any(not isinstance(getattr(key, f), tuple) for f in ("packages", "patches", "flags", "env", "folders")):
+            raise ValueError("cache key: packages, patches, flags and env are lists of pairs, folders a list")
         return key
 
 
@@ -100,8 +105,9 @@ def kernel_flags(argv: Sequence[str], names: frozenset[str]) -> Pairs:
 
 
 def key_for(facts: HostFacts, patches: Pairs, argv: Sequence[str], env: Mapping[str, str], venv: str,
-            inputs: KernelInputs | None = None) -> CacheKey | NoKey:
-    """The key of a host about to serve `argv` with `env` from `venv`, its patch sets applied (name, digest)."""
+            inputs: KernelInputs | None = None, folders: Sequence[str] = ()) -> CacheKey | NoKey:
+    """The key of a host about to serve `argv` with `env` from `venv`, its patch sets applied (name, digest), its
+    caches in `folders`."""
     inputs = kernel_inputs() if inputs is None else inputs
     if not facts.ok or not facts.gpus:
         return NoKey("no GPU facts")
@@ -121,4 +127,4 @@ def key_for(facts: HostFacts, patches: Pairs, argv: Sequence[str], env: Mapping[
         patches=tuple(sorted(patches)),
         flags=kernel_flags(argv, inputs.flags),
         env=tuple(sorted((k, v) for k, v in env.items() if k in inputs.env)),
-        venv=venv)
+        venv=venv, folders=tuple(sorted(folders)))

@@ -75,6 +75,8 @@ class Needs:
         """`change` made to the hosts' parts under the lock; False when the file was not fleet's: it is set aside
         (needs.json.bad) and begun again, and until every host's releases were pruned again, an entry only the lost
         part named may be dropped (its key's next host starts cold once)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.path.parent, 0o700)  # the store's folder: private from its first write (compiled code, flags)
         with site.one_writer(self.path, _LOCK):
             hosts, whole = self._hosts(), True
             if hosts is None:
@@ -82,8 +84,11 @@ class Needs:
                 hosts, whole = {}, False
             change(hosts)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(json.dumps({"version": VERSION, "hosts": {h: r for h, r in hosts.items() if r}},
-                                      indent=1, sort_keys=True))
+            text = json.dumps({"version": VERSION, "hosts": {h: r for h, r in hosts.items() if r}}, indent=1,
+                              sort_keys=True)
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                f.write(text)
+            os.chmod(tmp, 0o600)  # a temporary a killed writer left (the umask's) is replaced, never kept as it was
             os.replace(tmp, self.path)
         return whole
 

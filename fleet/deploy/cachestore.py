@@ -1,9 +1,9 @@
-"""The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49):
-STATE/kcache/<key digest>/{key.json, cache.tar, meta.json}. An entry is written whole or not at all (a folder
-built beside the others, renamed in), never replaced (the first host of a key gives it; one that failed a start
-is dropped), bounded in size (the least recently used dropped first), dropped with the last release that needs
-it (STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key asked for and
-its tar's sha256 is the one recorded: anything else is dropped and reported, never placed."""
+"""The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49): STATE/kcache/<key
+digest>/{key.json, cache.tar, meta.json (its sha256, giver, and the giver's cold phases)}. An entry is written whole
+or not at all (a folder built beside the others, renamed in), never replaced (the first host of a key gives it; one
+that failed a start is dropped), bounded in size (the least recently used dropped first), dropped with the last
+release that needs it (STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key
+asked for and its tar's sha256 is the one recorded: anything else is dropped and reported, never placed."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from fleet import site
 from fleet.deploy.cachekey import CacheKey
 from fleet.deploy.cacheneeds import Needs
+from fleet.logs.warmphases import NONE, PhaseTimes
 
 LIMIT = 2 << 30  # bytes one entry may hold (it passes through the controller's memory)
 TOTAL = 32 << 30  # bytes the store may hold; the oldest entries go first
@@ -35,6 +36,7 @@ class Entry:
     data: bytes
     sha256: str
     host: str  # the host that gave it
+    phases: PhaseTimes = NONE  # the giver's cold start, phase by phase (none in an entry from before)
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,9 @@ class CacheStore:
     def has(self, key: CacheKey) -> bool:
         return (self._dir(key) / "meta.json").is_file()
 
-    def put(self, key: CacheKey, data: bytes, host: str) -> Entry | Refused:
-        """Store a host's caches under `key`; the entry already there is kept."""
+    def put(self, key: CacheKey, data: bytes, host: str, phases: PhaseTimes = NONE) -> Entry | Refused:
+        """Store a host's caches under `key` (`phases`: its cold start's, what a warm start is judged against); the
+        entry already there is kept."""
         if len(data) > self.limit:
             return Refused(f"{len(data)} bytes, more than the {self.limit} an entry may hold")
         final = self._dir(key)
@@ -85,7 +88,8 @@ class CacheStore:
             try:
                 _write(tmp / "key.json", json.dumps(key.to_json(), sort_keys=True).encode())
                 _write(tmp / "cache.tar", data)
-                meta = {"sha256": digest, "size": len(data), "host": host, "stored": time.time()}
+                meta = {"sha256": digest, "size": len(data), "host": host, "stored": time.time(),
+                        "phases": phases.to_json()}
                 _write(tmp / "meta.json", json.dumps(meta, sort_keys=True).encode())
                 os.rename(tmp, final)
             except OSError:
@@ -116,7 +120,8 @@ class CacheStore:
             os.utime(folder / "meta.json")  # last used: the store drops the least recently used first
         except OSError:  # dropped meanwhile (another deploy's prune): there is none now
             return None
-        return Entry(key, data, str(meta["sha256"]), str(meta.get("host", "")))
+        return Entry(key, data, str(meta["sha256"]), str(meta.get("host", "")),
+                     PhaseTimes.from_json(meta.get("phases")))
 
     def drop(self, key: CacheKey, reason: str) -> Refused:
         """The entry of `key` removed (a start with it failed and one without it served)."""

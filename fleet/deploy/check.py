@@ -80,11 +80,12 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     try:
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err)]
+        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook)]
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
+        _check_raw_names(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
@@ -115,6 +116,19 @@ def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
         return lockfile.stale(lockfile.path_for(path), packages)
     except InputError as exc:
         return str(exc)
+
+
+def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A ladder the schema refused for one of its rungs: its rule of one name per rung, which runs only once every
+    rung holds up, applied to the names as written."""
+    ladder = data.get("ladder") if isinstance(data, dict) else None
+    if not isinstance(ladder, list) or any(tuple(e["loc"]) == ("ladder",) for e in err.errors()):
+        return  # not a list, or the schema said it already
+    names = [item["name"] for item in ladder if isinstance(item, dict) and isinstance(item.get("name"), str)]
+    try:  # the schema's own rule, on rungs that are only their names
+        Playbook.unique_rungs([Rung.model_construct(name=name) for name in names])
+    except ValueError as exc:
+        c.error(("ladder",), str(exc))
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:
@@ -182,8 +196,10 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
     for i, item in enumerate(ladder if isinstance(ladder, list) else []):
         try:
             rung = Rung.model_validate(item)
-        except ValidationError:
-            continue  # its problems are among the schema's
+        except ValidationError as err:  # its problems are among the schema's; what holds up is checked all the same
+            if (held := _holding_up(item, err)) is None:
+                continue
+            rung = held
         c.rung(base, i, rung)
         for cls in rung.after or []:
             if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES:
@@ -191,6 +207,33 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
         for name in rung.patches:
             if known_patches is not None and name not in known_patches:
                 c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
+
+
+def _holding_up(item: Any, err: ValidationError) -> Rung | None:
+    """A rung the schema refused, less what it refused: its other fields, and of its flags each one that holds up
+    alone (a secret flag or one fleet sets refused, its typos are still found); None when nothing is left to check
+    (the rung is not a mapping, or its name is refused)."""
+    if not isinstance(item, dict):
+        return None
+    refused = {e["loc"][0] for e in err.errors() if e["loc"]}
+    kept = {k: v for k, v in item.items() if k not in refused}
+    if "flags" in refused and isinstance(item.get("flags"), dict):
+        kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
+    try:
+        return Rung.model_validate(kept)
+    except ValidationError:
+        return None
+
+
+def _flag_holds(name: Any, value: Any) -> bool:
+    try:
+        Rung.model_validate({"name": "x", "flags": {name: value}})
+    except ValidationError:
+        return False
+    return True
+
+
+_GPU_COUNTS = ("tp-size", "tensor-parallel-size")  # sglang's type=int in every release (srt/server_args.py)
 
 
 @dataclass
@@ -249,6 +292,9 @@ class _Checker:
         elif not span.switch and value is True:
             self.error(loc, kind="value", message=f"--{name} takes a value: true would pass it bare and sglang "
                                                   "would stop (expected one argument)")
+        elif name in _GPU_COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            self.error(loc, kind="value", message=f"--{name} takes a whole number of GPUs, 1 or more, not {value!r} "
+                                                  "(sglang stops on it at start; preflight would count it as 1)")
 
     def when(self, where: yamlfile.Loc, when: Conditions) -> None:
         loc = (*where, "when")
@@ -265,9 +311,8 @@ class _Checker:
                 self.error((*loc, "p2p"), f"{value!r} is no P2P state a host reports (one of "
                                           f"{', '.join(vocab.P2P_STATES)}, or e.g. 'refused (CNS)')")
         for sm in when.sm or []:
-            if sm not in vocab.KNOWN_SMS:
-                self.error((*loc, "sm"), f"SM {sm} is no GPU fleet knows (major x 10 + minor: 120 for compute "
-                                         f"capability 12.0; known: {', '.join(map(str, vocab.KNOWN_SMS))})")
+            if problem := vocab.unknown_sm(sm):
+                self.error((*loc, "sm"), problem)
         if when.sm and when.arch_family:
             families = {vocab.arch_family(f"{sm // 10}.{sm % 10}") for sm in when.sm}
             if not families & set(when.arch_family):

@@ -18,13 +18,14 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fallback, fingerprint, hardware, preflight, restore
+from fleet.deploy import fallback, fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult, FellBack, bench_point
 from fleet.deploy.serving import Serving, prune_venvs, with_pins
 from fleet.errors import FleetError
+from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
@@ -68,6 +69,7 @@ class Plan:
     rungs: list[Rung]
     refused: list[Attempt]
     serves: Release | None = None
+    said: tuple[str, ...] = ()  # what planning has to say (a rung not for this host, the order of attempts), once
 
 
 def patches_in_place(conn: Connection, host: Host, wanted: list[str]) -> bool:
@@ -97,29 +99,35 @@ class Deployer:
     def host(self) -> Host:
         return self.serve.host
 
-    def eligible(self, facts: HostFacts) -> list[Rung]:
+    def eligible(self, facts: HostFacts, say: Progress | None = None) -> list[Rung]:
         """The ladder's rungs whose `when:` this host meets, in order (the facts kept: what a run teaches)."""
         self.facts = facts
-        return self.serve.eligible(facts, self.progress)
+        return self.serve.eligible(facts, say or self.progress)
 
-    def preflight(self, conn: Connection, facts: HostFacts, rungs: list[Rung]) -> tuple[list[Rung], list[Attempt]]:
+    def preflight(self, conn: Connection, facts: HostFacts, rungs: list[Rung],
+                  say: Progress | None = None) -> tuple[list[Rung], list[Attempt]]:
         s = self.serve
-        return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, self.progress)
+        return preflight.check(conn, s.host, self.book, s.venv, s.unit, facts, rungs, say or self.progress)
 
     def plan(self, conn: Connection, facts: HostFacts, previous: Release | None) -> Plan:
         """What this deploy does on the host, the one plan its dry run shows: the rungs that fit, pass
         preflight and are not known to fail here, in the order they are tried; and `previous` where it
         already serves exactly what would be installed (None: compare nothing, as --force)."""
-        rungs, refused = self.preflight(conn, facts, self.eligible(facts))
-        said: list[str] = []
+        checked: list[str] = []  # a deploy that plans twice (before and after building the pins' venv) says the
+        rungs, refused = self.preflight(conn, facts, self.eligible(facts, checked.append), checked.append)
+        said: list[str] = []  # lines of the plan it goes by, once (say_plan): not 'trying it first' twice
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
         serves = previous if previous is not None and self.serves(conn, facts, rungs, previous) else None
         skips = {f"rung {name}: {why}" for name, why in remembered}
-        for line in said:  # the order of attempts ("trying it again") only where this deploy makes attempts
-            if serves is None or line in skips:
-                self.progress(line)
-        return Plan(rungs, refused, serves)
+        # the order of attempts ("trying it again") only where this deploy makes attempts
+        ordered = [line for line in said if serves is None or line in skips]
+        return Plan(rungs, refused, serves, tuple(checked + ordered))
+
+    def say_plan(self, plan: Plan) -> Plan:
+        for line in plan.said:
+            self.progress(line)
+        return plan
 
     def serves(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> bool:
         """`previous` serves what the deploy would install: its rung is the one the deploy means to serve (the
@@ -179,8 +187,9 @@ class Deployer:
             if self.book.packages:
                 with suppress(venvs.VenvError):  # else the build below says why, before anything is stopped
                     plan_facts, _ = self.pins_view(conn, facts)
-            plan = self.plan(conn, plan_facts, previous)
+            plan = self.plan(conn, plan_facts, previous)  # said below, once: here if unchanged, else the pins' plan
         if plan is not None and plan.serves is not None:
+            self.say_plan(plan)
             self.progress(f"release {plan.serves.id} already serves what this deploy would install (rung "
                           f"{plan.serves.rung}) and is healthy: nothing to do")
             return replace(result, status=DeployStatus.UNCHANGED, release=plan.serves.id, config=plan.serves.config)
@@ -193,9 +202,10 @@ class Deployer:
             if pinned is None:
                 return result
             facts = pinned
-            plan = self.plan(conn, facts, None)  # in the venv the pins built
+            plan = self.plan(conn, facts, None)  # in the venv the pins built: the plan it goes by, said once
         elif plan is None:
             plan = self.plan(conn, facts, None)
+        self.say_plan(plan)
         release = Release(id=new_id(), host=self.host.name, playbook=self.book.name,
                           playbook_sha256=self.serve.book_sha, created=now(), facts=facts_summary(facts))
         if self.book.packages:
@@ -294,6 +304,22 @@ class Deployer:
         self.serve = replace(self.serve, venv=venv)
         return facts, f"venv {venv}: would be built\n"
 
+    def left_behind(self, conn: Connection) -> str:
+        """What an earlier run left in progress here, which the deploy settles before its plan (under the lock,
+        fleet.deploy.recovery): said first by the dry run, whose diff is of the files as they are now."""
+        left = recovery.find(ReleaseStore(conn, self.serve.origin))
+        if not left:
+            return ""
+        owner = hostlock.read_owner(conn, self.host)
+        live = owner is not None and not hostlock.dead_owner(owner)
+        lines = []
+        for it in left:
+            back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
+            then = (f"its run may still hold the host's lock ({hostlock.describe(owner)}): the deploy refuses while "
+                    "it does" if live else f"the deploy first takes over what its run left{back}")
+            lines.append(f"{it.describe()}: {then}; the diff below is of the files as they are now\n")
+        return "".join(lines)
+
     def _dry_run(self, session: HostSession, force: bool) -> DeployResult:
         """The deploy's plan (Deployer.plan), shown: nothing to do, or the first rung it tries and how the unit,
         env and patch sets would change for it."""
@@ -305,8 +331,9 @@ class Deployer:
                 facts, venv_note = self.pins_view(conn, facts)
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
+        venv_note = self.left_behind(conn) + venv_note
         previous = None if force else ReleaseStore(conn, self.serve.origin).current()
-        plan = self.plan(conn, facts, previous)
+        plan = self.say_plan(self.plan(conn, facts, previous))
         if plan.serves is not None:
             return DeployResult(self.host.name, DeployStatus.DRY_RUN, release=plan.serves.id,
                                 config=plan.serves.config, attempts=plan.refused, unchanged=True,

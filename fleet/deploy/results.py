@@ -162,6 +162,11 @@ class FellBack:
     def served_again(self) -> bool:
         return self.status == DeployStatus.ROLLED_BACK
 
+    def said_as(self, label: str) -> str:
+        """The one line as `label`'s own progress says it (the CLI leads each such line with the host's name), not
+        `sbx0 sbx0: tune interrupted; back on release ...`."""
+        return self.error.removeprefix(f"{label}: ") or f"back on release {self.release}"
+
 
 @dataclass
 class Planned:

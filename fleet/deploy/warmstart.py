@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.host import kcache
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
+from fleet.logs.warmphases import NONE, Expect, PhaseTimes
 from fleet.patches.sets import load_sets
 from fleet.upstream import caches
 from fleet.upstream.versions import in_range
@@ -57,14 +59,19 @@ def home_of(env: dict[str, str], user: str) -> str:
 
 
 def too_broad(where: list[str], env: dict[str, str], user: str, venv: str) -> str | None:
-    """The first cache folder that is /, the home, or holds the home or the venv (a cache variable set to
-    $HOME: placing it would swap ~/.ssh out); None when there is none."""
+    """The first cache folder that is /, one level deep (/data), the home or a shared cache root (~/.cache), or
+    holds the home, the venv or another cache folder (a cache variable set to $HOME or ~/.cache: placing it would
+    swap ~/.ssh or the models out); None when there is none."""
     keep = [home_of(env, user).rstrip("/"), venv.rstrip("/")]
-    for f in where:
-        f = f.rstrip("/")
-        if not f or any(k == f or k.startswith(f + "/") for k in keep):
+    folders = [f.rstrip("/") for f in where]
+    for f in folders:
+        holds = [k for k in keep + folders if k == f or k.startswith(f + "/")]
+        if f.count("/") < 2 or posixpath.basename(f) in SHARED or holds != [f]:
             return f or "/"
     return None
+
+
+SHARED = (".cache", ".local", ".config")  # the XDG roots every program of the user shares
 
 
 @dataclass
@@ -79,21 +86,23 @@ class WarmStart:
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
     user: str = ""  # the server's user: the placed files are its
+    expect: Expect = field(default_factory=Expect.cold_start)  # what the start's phases should show (placed: warm)
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
            venv: str, user: str) -> WarmStart | NoKey:
         versions: dict[str, str | None] = {n: p.version for n, p in facts.packages.items()}
         digests = tuple((p.name, patch_digest(p, versions)) for p in load_sets(patches)) if patches else ()
-        key = key_for(facts, digests, argv, env, venv)
+        where = folders(facts, env, user)
+        key = key_for(facts, digests, argv, env, venv, folders=where)
         if isinstance(key, NoKey):
             return key
-        where = folders(facts, env, user)
         if not where:
             return NoKey("the release's cache folders are unknown")
         broad = too_broad(where, env, user, venv)
         if broad:
-            return NoKey(f"cache folder {broad} is the home or holds it or the venv (check the cache variables)")
+            return NoKey(f"cache folder {broad} is no folder of one cache (the home, a shared one, or holding the "
+                         "venv or another cache folder: check the cache variables)")
         return cls(store, key, where, f"{venv.rstrip('/')}/bin/python", user=user)
 
     def needed_by(self, host: Host, release: str, say: Say) -> None:
@@ -108,33 +117,46 @@ class WarmStart:
         """The store's caches of this key in place, or nothing changed (said why)."""
         got = self.store.get(self.key)
         if got is None:
-            say(f"cold start: no caches stored for key {self.key.digest[:12]}")
+            self._cold(conn, host, f"no caches stored for key {self.key.digest[:12]}", say)
             return
         if not isinstance(got, Entry):
-            say(f"cold start: the stored caches were dropped: {got.reason}")
+            self._cold(conn, host, f"the stored caches were dropped: {got.reason}", say)
             return
         placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
-            self._unknown(conn, host, placed.reason, say)
+            self._unknown(conn, host, placed.reason, got, say)
             return
         if isinstance(placed, kcache.HostRefused) and placed.bad_entry:  # every host would: this host's replace it
             self.store.drop(self.key, f"a host refused it: {placed.reason}")
-            say(f"cold start: the host refused the caches (dropped from the store): {placed.reason}")
+            self._cold(conn, host, f"the host refused the caches (dropped from the store): {placed.reason}", say)
             return
         if isinstance(placed, kcache.HostRefused):
-            say(f"cold start: the host refused the caches: {placed.reason}")
+            self._cold(conn, host, f"the host refused the caches: {placed.reason}", say)
             return
         self.placed, self.modules = placed, modules_in(got.data)
+        self.expect = Expect.placed(got.host, got.phases)
         say(f"warm start: caches of {got.host} placed ({len(placed)} folders, key {self.key.digest[:12]})")
 
-    def _unknown(self, conn: Connection, host: Host, reason: str, say: Say) -> None:
+    def _cold(self, conn: Connection, host: Host, why: str, say: Say) -> None:
+        """Nothing placed for this start: what an earlier place left and no start served with (a controller that
+        died, a place past its deadline) removed, or, where that fails, the folders count as placed (a start
+        that fails is retried without them)."""
+        gone = kcache.unproven(conn, host, self.python)
+        if isinstance(gone, kcache.HostRefused):
+            self.placed = list(self.folders)
+            say(f"cold start: {why}; caches an earlier place left may be in place ({gone.reason})")
+            return
+        left = f" (removed {len(gone)} folders an earlier place left unproven)" if gone else ""
+        say(f"cold start: {why}{left}")
+
+    def _unknown(self, conn: Connection, host: Host, reason: str, got: Entry, say: Say) -> None:
         """Placing gave no answer (or not the program's): the folders cleared, so the host starts cold; where that
         fails too, the caches count as placed (a start that fails with them is retried without them)."""
         why = self._clear(conn, host, self.folders)
         if why is None:
             say(f"cold start: placing the caches gave no answer ({reason}); the cache folders were cleared")
             return
-        self.placed = list(self.folders)
+        self.placed, self.expect = list(self.folders), Expect.placed(got.host, got.phases)
         say(f"placing the caches gave no answer ({reason}) and clearing them failed ({why}): they may be in place")
 
     def _clear(self, conn: Connection, host: Host, folders: list[str]) -> str | None:
@@ -147,7 +169,7 @@ class WarmStart:
         if not self.placed:
             return False
         why = self._clear(conn, host, self.placed)
-        self.placed, self.failed_with_cache = [], True
+        self.placed, self.failed_with_cache, self.expect = [], True, Expect.cold_start()
         if why:
             say(f"could not remove the placed caches: {why}")
             return False
@@ -165,9 +187,10 @@ class WarmStart:
         elif self.modules:
             say(judge_modules(self.modules, now))
 
-    def after_serving(self, conn: Connection, host: Host, say: Say) -> None:
+    def after_serving(self, conn: Connection, host: Host, say: Say, phases: PhaseTimes = NONE) -> None:
         """This host's caches into the store, when it holds none of this key (or one that failed a start that
-        served without it: replaced)."""
+        served without it: replaced), with `phases`, those of the start that served (a cold one: one with caches
+        placed stores none)."""
         if self.failed_with_cache:
             self.store.drop(self.key, "a start failed with it and served without it")
             say("the stored caches failed a start that served without them: replaced by this host's")
@@ -182,7 +205,7 @@ class WarmStart:
             say(f"caches not stored: {why}")
             return
         try:
-            stored = self.store.put(self.key, data, host.name)
+            stored = self.store.put(self.key, data, host.name, phases)
         except OSError as exc:  # the controller's disk: the host serves all the same
             say(f"caches not stored: {exc}")
             return
@@ -201,13 +224,26 @@ def not_whole(tar: bytes, folders: list[str]) -> str | None:
     except (tarfile.TarError, EOFError) as exc:
         return f"the host's answer is not a whole tar ({exc})"
     inside = tuple(f.strip("/") for f in folders)
-    for m in members:
+    files = {posixpath.normpath(m.name) for m in members if m.type != tarfile.DIRTYPE}
+    seen: set[str] = set()
+    for m in members:  # what every host's place refuses (fleet/host/programs/kcache.py, _not_plain)
         inner = ".." not in m.name.split("/") and any(m.name == f or m.name.startswith(f + "/") for f in inside)
         if m.type not in PLAIN or m.sparse is not None or not inner:
             return f"the host's tar holds {m.name[:80]!r}, no plain file inside the cache folders"
-        if m.type != tarfile.DIRTYPE and m.name in inside:  # every host's place refuses it
+        path = posixpath.normpath(m.name)
+        if m.type != tarfile.DIRTYPE and path in inside:
             return f"the host's tar holds a file named as the cache folder {m.name[:80]!r}"
+        if path in seen or any(p in files for p in _parents(path)):  # not writable as named
+            return f"the host's tar names {m.name[:80]!r} twice or inside a file"
+        seen.add(path)
     return None if members else "the cache folders are empty"
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    while (path := posixpath.dirname(path)) not in ("", "/"):
+        out.append(path)
+    return out
 
 
 def modules_in(tar: bytes) -> dict[str, str]:

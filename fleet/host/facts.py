@@ -169,6 +169,15 @@ P2P_STATES = ("ok", "refused", "partial", "n/a", "unknown")  # refused and parti
 KNOWN_SMS = (70, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)  # major * 10 + minor of compute_cap
 
 
+def unknown_sm(sm: int) -> str | None:
+    """Why `sm` is no SM fleet knows, or None: the one rule for a playbook's `when: sm` (inv check) and for the
+    `--sm` of inv audit and inv patch."""
+    if sm in KNOWN_SMS:
+        return None
+    return (f"SM {sm} is no GPU fleet knows (major x 10 + minor: 120 for compute capability 12.0; known: "
+            f"{', '.join(map(str, KNOWN_SMS))})")
+
+
 def sm_of(compute_cap: str | None) -> int | None:
     m = re.fullmatch(r"(\d+)\.(\d+)", compute_cap or "")
     return int(m.group(1)) * 10 + int(m.group(2)) if m else None

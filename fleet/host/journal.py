@@ -18,6 +18,8 @@ def command(unit: str, cursor: str | None = None, output: str = "cat", since: st
     """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since` (journalctl's
     own value: '-10m', '20:00'), the last `lines` of it."""
     cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
+    if since and lines is not None and cursor is None:
+        return _last_of_span(cmd, f"{cmd} --since={shlex.quote(since)}", int(lines), follow)
     if cursor is not None:
         cmd += f" --after-cursor={shlex.quote(cursor)}" if cursor else " -n 0"
     if since:
@@ -25,6 +27,19 @@ def command(unit: str, cursor: str | None = None, output: str = "cat", since: st
     if lines is not None and cursor is None:
         cmd += f" -n {int(lines)}"
     return cmd + (" -f" if follow else "")
+
+
+def _last_of_span(base: str, span: str, lines: int, follow: bool) -> str:
+    """The last `lines` entries of the span, then (`follow`) every later one. journalctl seeks to --since before
+    it counts -n (systemd 252, Debian 12's): `--since X -n N` gives the span's first N entries, and with -f the
+    whole span. So the span is cut by tail on the host, and the follower starts after its last entry's cursor
+    (nothing twice, nothing lost in between; an empty span is followed from --since)."""
+    if not follow:
+        return f"{span} | tail -n {lines}"
+    return (f"out=$({span} --show-cursor | tail -n {lines + 1}); "
+            "[ -n \"$out\" ] && printf '%s\\n' \"$out\" | sed '/^-- cursor: /d'; "
+            "c=$(printf '%s\\n' \"$out\" | sed -n 's/^-- cursor: //p'); "
+            f"if [ -n \"$c\" ]; then exec {base} --after-cursor=\"$c\" -f; else exec {span} -f; fi")
 
 
 def cursor_of(conn: Connection, host: Host) -> str:

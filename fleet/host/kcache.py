@@ -22,10 +22,14 @@ PLACED = f"{ROOT}/kcache-placed"
 
 
 def drop_unproven(mark: str = PLACED) -> str:
-    """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link), then `mark`."""
-    return (f"m={shlex.quote(mark)}; if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
-            "/?*/?*) if [ -d \"$f\" ] && [ ! -L \"$f\" ]; then mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && "
-            "rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; done < \"$m\"; rm -f -- \"$m\"; fi")
+    """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
+    mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
+    kcache.py's, waited for 240 s at most)."""
+    return (f"m={shlex.quote(mark)}; if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
+            "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
+            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then "
+            "mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; "
+            "done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,17 @@ def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str 
     if isinstance(res, HostRefused):
         return res.reason
     return None if res.exited == 0 else _said(res.stderr, res.exited)
+
+
+def unproven(conn: Connection, host: Host, python: str) -> list[str] | HostRefused:
+    """The folders a place filled and no start served with (the mark's) removed; those removed."""
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "unproven")
+    res = _run(conn, host, cmd, b"", 1 << 20)
+    if isinstance(res, HostRefused):
+        return res
+    if res.exited != 0:
+        return HostRefused(_said(res.stderr, res.exited), unknown=res.exited != 5)
+    return res.stdout.decode("utf-8", "replace").splitlines()
 
 
 def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:

@@ -22,6 +22,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, fields
+from enum import Enum
 
 from fabric import Connection
 
@@ -282,13 +283,21 @@ def release(conn: Connection, host: Host, lock: Lock) -> None:
                             f"now {describe(read_owner(conn, host))}")
 
 
-def break_lock(conn: Connection, host: Host, token: str) -> None:
+class Unlocked(Enum):
+    """What `inv unlock` did: removed the lock, or found none (nothing to do: exit 0, as docs/cli.md says)."""
+
+    REMOVED = "removed"
+    NOT_LOCKED = "not locked"
+
+
+def break_lock(conn: Connection, host: Host, token: str) -> Unlocked:
     """Remove a (stale) lock whose token the operator has read from the error: never someone else's new one.
     The token must be a whole token and equal to the owner's (no part of it, no pattern)."""
     if (why := token_problem(token)):
         raise InputError(f"{host.name}: {why}; nothing was changed")
-    if not _remove_if_token(conn, host, token):
-        if not remote.run(conn, host, f"test -e {shlex.quote(LOCK_DIR)}", timeout=30).ok:
-            raise HostLockError(f"{host.name}: not locked (no {LOCK_DIR}): nothing to unlock, nothing was changed")
-        raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
-                            f"now {describe(read_owner(conn, host))}")
+    if _remove_if_token(conn, host, token):
+        return Unlocked.REMOVED
+    if not remote.run(conn, host, f"test -e {shlex.quote(LOCK_DIR)}", timeout=30).ok:
+        return Unlocked.NOT_LOCKED
+    raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
+                        f"now {describe(read_owner(conn, host))}")

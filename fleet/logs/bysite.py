@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
@@ -49,6 +49,7 @@ class SiteClassSpec(BaseModel):
     severity: Severity = Severity.FATAL  # warning: the server goes on (a client's request refused)
     areas: list[str] | None = None  # any of these areas
     kinds: list[Literal["raise", "assert", "log"]] | None = None  # any of these kinds of site
+    functions: list[str] | None = None  # any of these regexes matches the name of the function the site is in
     exceptions: list[str] | None = None  # any of these exception types (AssertionError for asserts)
     not_exceptions: list[str] = Field(default_factory=list)  # none of these (a missing package, a programming error)
     text: list[str] | None = None  # any of these regexes finds the site's message (case-insensitive)
@@ -57,14 +58,22 @@ class SiteClassSpec(BaseModel):
     remedy: str = Field(min_length=1, max_length=300)
     remedies: list[str] = Field(default_factory=list)
 
-    _re = field_validator("text", "not_text")(classmethod(lambda cls, v: v if v is None else regexes(v)))
+    _re = field_validator("text", "not_text", "functions")(classmethod(lambda cls, v: v if v is None else regexes(v)))
 
     @field_validator("log_class")
     @classmethod
     def _specific(cls, value: LogClass) -> LogClass:
-        if value in (LogClass.FATAL, LogClass.READY):
-            raise ValueError(f"a site class names a specific failure, not {value}")
+        if value is LogClass.READY:  # FATAL: an entry that abstains (the site stays generic, no entry below)
+            raise ValueError(f"a site class names a specific failure or FATAL (abstain), not {value}")
         return value
+
+    @model_validator(mode="after")
+    def _meaning_not_place(self) -> SiteClassSpec:
+        # where a site sits (its area, its function) is never its meaning: a specific class needs the message's words
+        if self.log_class is not LogClass.FATAL and (self.areas or self.functions) and not self.text:
+            raise ValueError(f"{self.name}: a specific class bound to areas or functions needs `text` (the "
+                             "message's meaning); where a site sits alone gives no class")
+        return self
 
     @field_validator("remedies")
     @classmethod
@@ -90,12 +99,15 @@ class _SiteClass:
     logged: Rule  # the same class for a logger.error site: a warning at most
     text: re.Pattern[str] | None
     not_text: re.Pattern[str] | None
+    functions: re.Pattern[str] | None
 
     def fits(self, site: IndexedSite, area: str | None) -> bool:
         spec = self.spec
         if spec.areas is not None and area not in spec.areas:
             return False
         if spec.kinds is not None and site.kind not in spec.kinds:
+            return False
+        if self.functions is not None and not self.functions.search(site.function or ""):
             return False
         if spec.exceptions is not None and site.exception not in spec.exceptions:
             return False
@@ -119,10 +131,10 @@ class SiteClasses:
 
     def rule_for(self, site: IndexedSite, logged: bool = False) -> Rule | None:
         """The rule standing for the first class entry the site fits (its warning form for a logged line);
-        None: no specific class."""
+        None: no specific class (none fits, or the first that fits abstains: its class is FATAL)."""
         area = self.area(site.module)
         entry = next((e for e in self.entries if e.fits(site, area)), None)
-        if entry is None:
+        if entry is None or entry.spec.log_class is LogClass.FATAL:
             return None
         return entry.logged if logged else entry.rule
 
@@ -135,7 +147,7 @@ def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
                 explanation=spec.explanation, remedies=tuple(spec.remedies), wraps=False, patterns=(),
                 source=source, triggers=(), remedy=spec.remedy, sources=(_SOURCE,))
     logged = rule if spec.severity is not Severity.FATAL else dataclasses.replace(rule, severity=Severity.WARNING)
-    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text))
+    return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text), joined(spec.functions))
 
 
 def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:

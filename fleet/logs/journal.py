@@ -25,12 +25,14 @@ from fleet.logs import bysite, phases, redact
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import Event
 from fleet.logs.rules import Severity
+from fleet.logs.warmphases import Expect, PhaseClock
 from fleet.logs.watch import FatalLogLine, LogWatcher, ServerReady
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.playbook import Budgets
 from fleet.progress import EVERY_S, Progress, standing
 from fleet.ssh import keepalive
 
+COLD = Expect.cold_start()  # no cache placed: the playbook's budgets, nothing expected
 READ_S = 0.5  # the longest a tick waits for a line
 LIVE_S = EVERY_S  # how often a start in progress says where it stands (fleet.progress.Live)
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
@@ -119,22 +121,36 @@ class Startup:
     and the last line for the evidence."""
 
     def __init__(self, budgets: Budgets, say: Progress, clock: Callable[[], float] = time.monotonic,
-                 sites: SiteClassifier | None = None):
-        self.budgets, self.say, self.clock = budgets, say, clock
+                 sites: SiteClassifier | None = None, expect: Expect = COLD, seen: PhaseClock | None = None):
+        self.budgets, self.say, self.clock, self.expect = budgets, say, clock, expect
+        self.seen = seen if seen is not None else PhaseClock()  # the phases gone through, with their seconds
         self.phase, self.since, self.last_line = "start", clock(), ""
+        self.count: phases.Count | None = None  # the last count the phase's lines carried
         self._warned: set[str] = set()
         self._live_at = self.since
         self.watcher = LogWatcher(on_event=self._event, on_line=self._line, stop_on_ready=True, sites=sites)
+        if (opening := expect.opening()) is not None:
+            say(opening)
 
     def _line(self, line: str) -> str:
         self.last_line = line
         new = phases.advance(self.phase, line)
         if new != self.phase:
-            self.say(f"phase {new} (after {self.clock() - self.since:.1f}s in {self.phase}; budget "
-                     f"{getattr(self.budgets, new):.0f}s)")
+            spent = self.clock() - self.since
+            self.say(f"phase {new} (after {spent:.1f}s in {self.phase}; budget {getattr(self.budgets, new):.0f}s)")
+            self.seen.left(self.phase, spent)
+            for note in (self.expect.leaving(self.phase, spent), self.expect.entering(new)):
+                if note is not None:
+                    self.say(note)
             faulthook.reached(f"phase:{new}")
-            self.phase, self.since = new, self.clock()
+            self.phase, self.since, self.count = new, self.clock(), None
+        self.count = phases.count_in(line) or self.count
         return line
+
+    def ready(self) -> None:
+        """The server is ready: what a warm start skipped is said."""
+        for note in self.expect.skipped(self.seen.times()):
+            self.say(note)
 
     def _event(self, event: Event) -> None:
         if event.severity is Severity.WARNING and event.log_class.value not in self._warned:
@@ -148,7 +164,8 @@ class Startup:
         if now - self._live_at < every:
             return
         self._live_at = now
-        self.say(standing(self.phase, now - self.since, getattr(self.budgets, self.phase), self.last_line))
+        note = self.expect.standing_note(self.phase) + (f"; {self.count}" if self.count is not None else "")
+        self.say(standing(self.phase, now - self.since, getattr(self.budgets, self.phase), self.last_line, note))
 
     def overdue(self) -> ServerVerdict | None:
         budget = getattr(self.budgets, self.phase)
@@ -191,6 +208,7 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
     except FatalLogLine as exc:
         return fatal(exc.event)
     except ServerReady as exc:
+        startup.ready()
         return Outcome.READY, exc.event.text[:300]
     finally:
         source.close()
@@ -199,10 +217,11 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
 
 def watch(conn: Connection, host: Host, unit: str, cursor: str, budgets: Budgets, say: Progress,
           stop: threading.Event | None = None, sglang: str | None = None,
-          flashinfer: str | None = None) -> ServerVerdict:
+          flashinfer: str | None = None, expect: Expect = COLD, seen: PhaseClock | None = None) -> ServerVerdict:
     """Follow the unit's journal after `cursor` through its startup (see watch_startup); with the `sglang` (and
     `flashinfer`) version the host runs, lines no rule names are classified by those releases' cached site
-    indexes."""
+    indexes. `expect`: what a warm start expects of its phases (fleet.logs.warmphases); `seen` gets the phases
+    gone through with their seconds."""
     source = Follower(conn, host, command(unit, cursor))
-    startup = Startup(budgets, say, sites=bysite.for_release(sglang, flashinfer))
+    startup = Startup(budgets, say, sites=bysite.for_release(sglang, flashinfer), expect=expect, seen=seen)
     return watch_startup(source, startup, lambda: unit_state(conn, host, unit), stop)

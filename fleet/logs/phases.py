@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -46,16 +47,73 @@ class Marker(BaseModel):
         return self
 
 
+class Counter(BaseModel):
+    """A count (done/total) a real release's lines carry: a regex whose two groups are done and total."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    regex: str
+    examples: list[str] = Field(min_length=1)
+    sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
+
+    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Counter:
+        pattern = re.compile(self.regex)
+        if pattern.groups != 2:
+            raise ValueError(f"count {self.name}: the regex needs two groups (done, total), it has {pattern.groups}")
+        for example in self.examples:
+            if not pattern.search(example):
+                raise ValueError(f"example {example!r} does not match the regex")
+        literals_in_examples(self.sources, self.examples)
+        return self
+
+
 class PhasesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     phases: list[Marker]
+    counts: list[Counter] = []
+
+
+@dataclass(frozen=True)
+class Count:
+    """Where a counted step stands: `done` of `total` (ninja's steps, autotune's profiles, weight shards)."""
+
+    name: str
+    done: int
+    total: int
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.done}/{self.total}"
 
 
 def load(path: Path = PHASES_FILE) -> tuple[Marker, ...]:
     """The markers, most advanced phase first (the order lines are tested in)."""
     spec = yamlfile.load(path).parse(PhasesFile)
     return tuple(sorted(spec.phases, key=lambda m: -ORDER.index(m.name)))
+
+
+def load_counts(path: Path = PHASES_FILE) -> tuple[Counter, ...]:
+    return tuple(yamlfile.load(path).parse(PhasesFile).counts)
+
+
+@functools.cache
+def _counters() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((c.name, re.compile(c.regex)) for c in load_counts())
+
+
+def count_in(line: str, counters: tuple[tuple[str, re.Pattern[str]], ...] | None = None) -> Count | None:
+    """The count a line carries, its last one (a tqdm bar redrawn with carriage returns is one journal line)."""
+    for name, pattern in _counters() if counters is None else counters:
+        found = list(pattern.finditer(line))
+        if found:
+            done, total = (int(g) for g in found[-1].groups())
+            if 0 <= done <= total:
+                return Count(name, done, total)
+    return None
 
 
 @functools.cache

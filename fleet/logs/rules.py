@@ -121,7 +121,7 @@ class RuleFileError(InputError):
 CORPUS_PACKAGES = ("sglang", "flashinfer-python")  # what tests/upstream checks release by release
 PROJECTS = frozenset({"torch", "CUDA", "NCCL", "Triton", "cutlass", "TensorRT-LLM", "vLLM", "nvidia-driver",
                       "systemd", "Linux", "CPython", "libstdc++", "uvicorn", "ninja", "sglang", "flashinfer",
-                      "transformers", "safetensors", "DeepGEMM", "cuBLAS", "gloo"})
+                      "transformers", "safetensors", "DeepGEMM", "cuBLAS", "gloo", "tqdm"})
 
 
 class CorpusSource(BaseModel):

@@ -107,8 +107,8 @@ class RouterHooks:
         except FleetError as exc:
             self.running, why = False, f"cannot reach its host: {exc}"
         if not self.running:
-            self.say(self.host.name, f"router: no worker list could be read from {self.host.name} ({why}); "
-                                     "replicas are not taken out of it")
+            self.say(self.host.name, f"router: no worker list could be read ({why}); replicas are not taken out "
+                                     "of it")  # said as the router host's line: its name leads it already
 
     def deployer(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions, say: Progress,
                  secrets: dict[str, str]) -> Deployer:

@@ -268,7 +268,7 @@ class SloTuner(Tuner):
         except KeyboardInterrupt:
             self.progress("interrupted: putting back the release that served before the tune")
             fell = self.fall_back(conn, run.store, run.release, previous, "tune interrupted")
-            self.progress(fell.error or f"back on release {fell.release}")
+            self.progress(fell.said_as(self.host.name))
             raise
         if isinstance(chosen, FellBack):
             return tried.into(result).ended_on(chosen)

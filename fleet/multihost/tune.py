@@ -258,7 +258,8 @@ class Tuner:
                 return TuneResult(self.host.name, DeployStatus.FAILED, attempts=[
                     Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0)], error=f"{self.host.name}: GPU fault, nothing "
                     f"was changed: {hw.evidence} (inv recover --host {self.host.name})")
-            rungs = self.serve.eligible(facts, self.progress)
+            unfit: list[str] = []  # said once: of the rungs' check in the venv the tune runs them in (below)
+            rungs = self.serve.eligible(facts, unfit.append)
             where = node_of(ReleaseStore(conn, self.host).current())
             if where:
                 raise FleetError(f"{self.host.name} is {where}: tuning it alone would restart one node of that "
@@ -274,7 +275,10 @@ class Tuner:
                           progress=self.progress, recover=deploy_recovery(self.book, unit, self.progress)) as run:
                 if self.book.packages:  # every rung in the pins' venv, built now (before anything is stopped)
                     facts = self.pinned(conn)
-                    rungs = self.serve.eligible(facts, self.progress)
+                    unfit.clear()
+                    rungs = self.serve.eligible(facts, unfit.append)
+                for line in unfit:
+                    self.progress(line)
                 return self._tune(run, facts, rungs)
         finally:
             session.close()
@@ -374,7 +378,7 @@ class Tuner:
                 raise
             self.progress("interrupted: putting back the release that served before the tune")
             fell = self.fall_back(conn, store, release, previous, "tune interrupted")
-            self.progress(fell.error or f"back on release {fell.release}")
+            self.progress(fell.said_as(self.host.name))
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed
             release.tried([a.to_json() for a in result.attempts])

@@ -175,6 +175,14 @@ def _no_banner(exc: BaseException) -> bool:
     return isinstance(exc, SSHException) and ("banner" in said or said == "no existing session")
 
 
+def _gave_up_waiting(exc: BaseException) -> bool:
+    """No banner because fleet stopped waiting, not because the host closed: start_client's own deadline ("No
+    existing session"), or the banner timeout, which paramiko words as a closed connection is ("Error reading
+    SSH protocol banner"), told apart by the exception underneath it (socket.timeout, not EOFError)."""
+    said = str(exc).lower()
+    return said == "no existing session" or "banner" in said and isinstance(exc.__context__, TimeoutError)
+
+
 def _silent(exc: BaseException) -> bool:
     """SSH could not reach the host itself: no TCP connection (timed out, refused) or one closed or silent before
     the SSH banner. That is a wedged machine as often as sshd stopped, a wrong port, hosts.deny or MaxStartups,
@@ -357,7 +365,7 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     return conn
 
 
-def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
+def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> str:
     ep = conn.endpoint
     assert ep is not None
     where = f"{host.name} ({ep.user}@{ep.hostname}:{ep.port}{'' if conn.role == 'target' else ', ' + conn.role})"
@@ -377,10 +385,12 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeout: float) -> str:
                 "--accept-new-host-keys")
     if isinstance(exc, AuthenticationException) and conn.strategy is not None:
         return f"{where}: {conn.strategy.explain()}"
+    timeout = timeouts.connect
     if _no_banner(exc):
-        return (f"{where}: took the connection but sent no SSH banner within {timeout:.0f}s (a wedged sshd, "
+        waited = timeouts.connect if str(exc).lower() == "no existing session" else timeouts.banner
+        return (f"{where}: took the connection but sent no SSH banner within {waited:.0f}s (a wedged sshd, "
                 "MaxStartups, a middlebox, or no SSH server on that port); check sshd there (its console), then retry"
-                if str(exc).lower() == "no existing session" else
+                if _gave_up_waiting(exc) else
                 f"{where}: closed the connection before sending the SSH banner (sshd refusing: MaxStartups, "
                 "hosts.deny, a middlebox, or no SSH server on that port); check sshd there, then retry")
     if isinstance(exc, (socket.timeout, TimeoutError)):
@@ -429,7 +439,7 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             failed = hop if not hop.is_connected else failed
             hop = hop.via
         conn.close()
-        raise ConnectError(_describe(host, failed, exc, opts.timeouts.connect),
+        raise ConnectError(_describe(host, failed, exc, opts.timeouts),
                            unreachable=failed is conn and _silent(exc)) from None
     faulty.install(conn)
     try:

@@ -404,23 +404,25 @@ BEFORE = {"recover": "mkdir -p /run/fleet-sim && " + WANTS_RESET}
 # its collected entry broken), so the run places it, the start dies, the folders are cleared, the server starts
 # cold and its caches are collected: fleet.host.kcache's place, clear and collect. Only those points run (every
 # kind): the flow's other steps are the deploy flow's.
-WARM = "warm"
-RUNS = {**FLOWS, WARM: lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["w"]), "--force",
-                                  "--json")}
+# The `warm-serves` flow: the same deploy with the entry whole, so the start serves with the placed caches and
+# reads their modules back (kcache's modules step, which the broken entry's start never reaches).
+WARM, WARM_SERVES = "warm", "warm-serves"
+RUNS = {**FLOWS, **{f: lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["w"]), "--force",
+                                  "--json") for f in (WARM, WARM_SERVES)}}
 CACHES = "/root/.cache/flashinfer /root/.cache/deep_gemm /root/.triton /tmp/torchinductor_root"
-BEFORE[WARM] = f"rm -rf {CACHES}"  # the host's own caches gone, as on a fresh host of its kind
+BEFORE[WARM] = BEFORE[WARM_SERVES] = f"rm -rf {CACHES}"  # the host's own caches gone, as on a fresh host
 KCACHE_LEFT = ("find /root/.cache /root/.triton /tmp /var/lib/fleet -maxdepth 6 -name '*.fleet-kcache-*' "
                "2>/dev/null; true")
 
 
 def _flow_env(c, flow: str) -> dict[str, str]:
     """What a run of the flow needs on the controller (after the host's reset): the warm flow's state."""
-    return _warm_state(c) if flow == WARM else {}
+    return _warm_state(c, whole=flow == WARM_SERVES) if flow in (WARM, WARM_SERVES) else {}
 
 
-def _warm_state(c) -> dict[str, str]:
-    """The lane's controller state for the warm flow, made again for each run (what one run's faults taught never
-    steers the next), its store holding the host's entry with the broken module."""
+def _warm_state(c, whole: bool = False) -> dict[str, str]:
+    """The lane's controller state for the warm flows, made again for each run (what one run's faults taught never
+    steers the next), its store holding the host's entry with the broken module (`whole`: as collected)."""
     state = c["tmp"] / "warm-state"
     env = {"FLEET_STATE_DIR": str(state)}
     if "warm_entry" not in c:
@@ -432,12 +434,15 @@ def _warm_state(c) -> dict[str, str]:
         proc = _inv(c, *RUNS[WARM](c), env=env)  # cold: the host's caches collected into the store
         assert proc.returncode == 0, proc.stderr[-2000:]
         [entry] = [p for p in (state / "kcache").iterdir() if p.is_dir()]
+        c["warm_whole"] = c["tmp"] / "warm-whole" / entry.name
+        shutil.copytree(entry, c["warm_whole"])
         break_module(entry)
         c["warm_entry"] = c["tmp"] / "warm-entry" / entry.name
         shutil.copytree(entry, c["warm_entry"])
         _reset(c, WARM)
     shutil.rmtree(state, ignore_errors=True)
-    shutil.copytree(c["warm_entry"], state / "kcache" / c["warm_entry"].name)
+    given = c["warm_whole" if whole else "warm_entry"]
+    shutil.copytree(given, state / "kcache" / given.name)
     return env
 
 
@@ -542,7 +547,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
         if nxt.returncode != 0:
             bad.append(f"the next deploy failed (exit {nxt.returncode}): {nxt.stdout[-300:]} {nxt.stderr[-300:]}")
         bad += [f"after the next deploy: {b}" for b in _broken(c, None, after_next=True)]
-    if flow == WARM:
+    if flow in (WARM, WARM_SERVES):
         bad += _warm_broken(c)
     RESULTS.append((flow, kind, n, label, "; ".join(bad)))
     if os.environ.get("FLEET_FAULT_LOG"):  # a long run's progress, point by point, with where its time went
@@ -564,12 +569,19 @@ def test_every_fault_point_keeps_the_invariant(flow, kind, lanes):
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_warm_start_step_keeps_the_invariant(kind, lanes):
-    """Each remote step of the warm start (place, clear, collect) with each kind: the host serves what it served or
-    the new release (or starts cold), no lock or release in progress is left, nothing half-placed stays beside
-    the cache folders, and the store keeps only whole caches (_warm_broken). 3 points x 5 kinds: 15 runs, 84 s on
-    one instance with 3 lanes (2026-12-05, load 6-16 on 2 cores; 20 s of it each lane's traced run and entry)."""
-    failures = _spread(lanes, WARM, kind, only="host.kcache.")
-    assert not failures, "\n".join(f"{WARM} {kind} point {n} ({label}): {b}" for n, label, b in failures)
+    """Each remote step of the warm start (place, clear, collect; and modules, in the flow whose start serves with
+    the placed caches) with each kind: the host serves what it served or the new release (or starts cold), no lock
+    or release in progress is left, nothing half-placed stays beside the cache folders, and the store keeps only
+    whole caches (_warm_broken). 3 points x 5 kinds: 15 runs, 84 s on one instance with 3 lanes (2026-12-05, load
+    6-16 on 2 cores; 20 s of it each lane's traced run and entry); the modules point: 5 runs more, on the last
+    lane while the others run the warm flow's."""
+    # the modules point on a lane of its own (the last), beside the warm flow's points on the others
+    warm, serves = (lanes[:-1], lanes[-1:]) if len(lanes) > 1 else (lanes, lanes)
+    with ThreadPoolExecutor(2 if len(lanes) > 1 else 1) as pool:
+        placing = pool.submit(_spread, warm, WARM, kind, ("host.kcache.",))
+        reading = pool.submit(_spread, serves, WARM_SERVES, kind, ("host.kcache.", " modules"))
+        failures = [(WARM, *f) for f in placing.result()] + [(WARM_SERVES, *f) for f in reading.result()]
+    assert not failures, "\n".join(f"{flow} {kind} point {n} ({label}): {b}" for flow, n, label, b in failures)
 
 
 def _steps(points: list[tuple[int, str]]) -> list[str]:
@@ -577,8 +589,8 @@ def _steps(points: list[tuple[int, str]]) -> list[str]:
     return [label.split(":", 1)[0] for _, label in points]
 
 
-def _spread(lanes: list[dict], flow: str, kind: str, only: str = "") -> list[tuple[int, str, str]]:
-    """The flow with `kind` at each selected point (`only`: those whose label holds it), the points spread over the
+def _spread(lanes: list[dict], flow: str, kind: str, only: tuple[str, ...] = ()) -> list[tuple[int, str, str]]:
+    """The flow with `kind` at each selected point (`only`: those whose label holds each), the points spread over the
     lanes (each takes the next point when its run is done); what broke, by the first lane's point. A lane whose
     traced flow has other steps than the first lane's (another host, another path) runs none of it: the first
     lane's points are the flow's."""
@@ -586,7 +598,9 @@ def _spread(lanes: list[dict], flow: str, kind: str, only: str = "") -> list[tup
         traced = list(pool.map(lambda c: _points(c, flow), lanes))
     usable = [(c, pts) for c, pts in zip(lanes, traced, strict=True) if _steps(pts) == _steps(traced[0])]
     where = {p: i for i, p in enumerate(traced[0])}
-    todo = [where[p] for p in _selected(traced[0], kind) if only in p[1]]
+    matching = [p for p in traced[0] if all(o in p[1] for o in only)]
+    assert matching, f"{flow}: no point's label holds each of {only}: {[label for _, label in traced[0]]}"
+    todo = [where[p] for p in _selected(traced[0], kind) if p in matching]
     failures: list[tuple[int, str, str]] = []
     lock = threading.Lock()
 

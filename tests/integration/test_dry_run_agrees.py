@@ -76,3 +76,25 @@ def test_the_dry_run_says_what_the_deploy_then_does(sandbox, sandbox_inventory, 
     dry, done = both("--force")
     assert dry["config"]["rung"] == "too-greedy" and dry["attempts"] == [], dry
     assert [a["outcome"] for a in done["attempts"]] == ["CUDA_OOM", "READY"], done["attempts"]
+
+    # A run that died after it stopped the server (killed, or a second Ctrl-C) left its release in progress: the
+    # dry run says the deploy settles that first, and the deploy does (the fifth newcomer's hour: a dry run after a
+    # double Ctrl-C said only "dry-run, rung plain", while the deploy rolled back and restarted before its plan).
+    current = sh(sandbox_inventory, HOST, "readlink /var/lib/fleet/current").strip().rsplit("/", 1)[-1]
+    left = current[:-4] + ("dead" if not current.endswith("dead") else "beef")
+    sh(sandbox_inventory, HOST, f"""python3 - <<'PY'
+import json, shutil
+r = "/var/lib/fleet/releases"
+shutil.copytree(f"{{r}}/{current}", f"{{r}}/{left}")
+m = json.load(open(f"{{r}}/{left}/manifest.json"))
+m.update(id="{left}", status="in-progress")
+json.dump(m, open(f"{{r}}/{left}/manifest.json", "w"))
+open(f"{{r}}/{left}/events.jsonl", "w").write(json.dumps({{"step": "stop", "rung": "plain"}}) + "\\n")
+PY
+systemctl stop sglang""")
+    dry = run("--dry-run")
+    assert f"release {left} (llama-agrees) was interrupted after step stop of rung plain: the deploy first takes " \
+           "over what its run left, putting back the last known-good release" in dry["diff"], dry
+    done = run()
+    assert any(left in note for note in done.get("recovered", [])), done
+    assert sh(sandbox_inventory, HOST, "systemctl is-active sglang").strip() == "active"

@@ -63,6 +63,24 @@ def test_logs_from_three_hosts_at_once_show_the_injected_failure_on_its_host_onl
     others = [line for line in text.splitlines() if line.startswith(("sbx0 ", "sbx2 ")) and line.endswith(" serving")]
     assert len(others) == 2
 
+    # -n with --since: the span's LAST lines (journalctl's own -n counts from --since: it gave the first ones)
+    ends = {name: [r["text"] for r in rows if r["host"] == name][-2:] for name in names}
+    last = _inv("logs", "-i", inventory, "--since", "1h", "-n", "2", "--json")
+    got = {name: [r["text"] for r in map(json.loads, last.stdout.splitlines()) if r["host"] == name] for name in names}
+    assert got == ends and "Load weight begin." not in str(got), (got, ends)
+    following = _inv("logs", "-i", inventory, "-H", "sbx0", "--since", "1h", "-n", "2", "-f", "--json", wait=False)
+    try:
+        seen = [json.loads(following.stdout.readline())["text"] for _ in range(2)]
+        sh(sandbox_inventory, "sbx0", f"systemd-run --quiet --wait --unit={unit} --description={unit} "
+                                      "sh -c 'echo after-the-span' && journalctl --sync")
+        while seen[-1] != "after-the-span" and len(seen) < 12:  # systemd's own lines of the second run first
+            seen.append(json.loads(following.stdout.readline())["text"])
+    finally:
+        following.send_signal(signal.SIGINT)
+        following.communicate(timeout=30)
+    assert seen[:2] == ends["sbx0"] and seen[-1] == "after-the-span", seen
+    assert "Load weight begin." not in seen and "sbx0 serving" not in seen[2:], seen  # nothing twice
+
 
 @pytest.mark.timeout(120)
 def test_status_with_a_host_cut_says_unreachable_for_it_and_completes_the_others(sandbox, tmp_path):

@@ -63,6 +63,9 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     assert rc == 0 and second["status"] == "ok", err[-3000:]
     new_venv = second["venv"]["path"]
     assert new_venv != old_venv and second["venv"]["built"] == "pip"
+    # the order of attempts is said of the plan the deploy goes by, in the new venv (no evidence there yet), once:
+    # the plan made before the venv was built (the old pins' known-good) said 'trying it first' too (issue 46)
+    assert "known-good on this hardware" not in err, err[-3000:]
     # only what the host lacked: the simulator's own wheel was sent with the first venv
     assert sorted(second["venv"]["sent"]) == ["flashinfer_python-0.7.2-py3-none-any.whl",
                                               "sglang-0.5.23-py3-none-any.whl",
@@ -91,10 +94,13 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
 
     # the old pins again, keeping one release: the venv is reused; the upgrade's venv stays while its release is
     # where `inv rollback` goes, and goes with that release. The rollback already serves what these render (keep_
-    # releases and a description render nothing: `unchanged`, issue 46), so --force makes the releases
-    book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1)
-    rc, third, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", env=env)
+    # releases and a description render nothing: `unchanged`, issue 46), so an env changes what the unit serves
+    book = llama_playbook(tmp_path, [{"name": "plain", "env": {"FLEET_AGAIN": "1"}}], name="llama-pinned",
+                          packages=OLD, keep_releases=1)
+    rc, third, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
     assert rc == 0 and third["status"] == "ok", err[-3000:]
+    # planned before and after the pins' venv is found (the first deploy's known-good there): said once (issue 46)
+    assert err.count("rung plain: known-good on this hardware") == 1, err[-3000:]
     assert third["venv"] == {**third["venv"], "path": old_venv, "built": None, "sent": [], "bytes_sent": 0}
     assert "pruned venvs" not in err and sh(sandbox_inventory, HOST, f"test -d {new_venv} && echo kept") == "kept\n"
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD, keep_releases=1, description="again")

@@ -80,6 +80,8 @@ def test_deploy_upgrade_and_roll_back_the_seeds_playbook(sandbox, sandbox_invent
     mark = cursor(sandbox_inventory)
     rc, second, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=house)
     assert rc == 0, err[-3000:]
+    # the plan is made twice (is it unchanged? then in the pins' venv) and said once (the fifth newcomer's hour)
+    assert err.count("rung fusion-native: not for this host") == 1, err[-3000:]
     new_venv = second["venv"]["path"]
     assert new_venv != old_venv and second["venv"]["built"] in ("pip", "uv")  # sbx0's first 0.5.23 venv
     assert sorted(second["venv"]["sent"]) == ["flashinfer_python-0.7.2-py3-none-any.whl",

@@ -3,7 +3,8 @@ seed profile's modelled 240 s) and fleet collects the caches into the controller
 without caches of its own (its caches removed: a fresh host of the kind) gets them placed and reaches READY in at
 most 30% of the first start's modelled time. A host of another GPU gets none, nor a rung with a patch set; a
 truncated store entry is refused and the host starts cold; a cache that kills the start is removed and the server
-started once more without it."""
+started once more without it. A warm start says what it expects of its phases, and names the phase where a cache
+that the release rebuilt did not take (the giver's cold phases are kept with its entry)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ SCALE = 0.05
 LADDER = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}}]
 OPS = "/root/.cache/flashinfer/0.6.3/120a/cached_ops"
 READY_LINE = "The server is fired up"
+SOURCE = "/root/ml-env/lib/python3.11/site-packages/flashinfer/data/csrc/batch_attention.cu"  # the modules' source
 
 
 def _inventory(sandbox, tmp_path: Path) -> Path:
@@ -63,9 +65,12 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     fresh(HOST)
     first, said, since = deploy(HOST)
     assert "cold start: no caches stored for key" in said and "caches collected for key" in said, said[-2000:]
+    assert "warm start:" not in said, said[-2000:]  # a cold start expects nothing of its phases
     cold = _modelled_start(inv, HOST, since)
     assert cold > 240, cold  # the attention modules' build is in it
     [entry] = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    phases = dict(json.loads((entry / "meta.json").read_text())["phases"])  # the giver's cold phases, kept
+    assert phases["graph_capture"] > 240 * SCALE, phases  # 0.6.3 builds its attention modules in the capture
     needs = json.loads((store / "needs.json").read_text())["hosts"][HOST]
     assert needs[first["release"]] == entry.name  # kept while a release kept on a host started under its key
 
@@ -73,6 +78,8 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     _, said, since = deploy(HOST)
     assert f"warm start: caches of {HOST} placed" in said, said[-2000:]
     assert "placed modules were used as placed (no JIT build)" in said, said[-2000:]
+    assert f"jit_compile, autotune, graph_capture expected short or skipped (caches of {HOST} placed)" in said
+    assert "warm start: graph_capture took " in said and "did not take" not in said, said[-2000:]
     warm = _modelled_start(inv, HOST, since)
     assert warm <= 0.3 * cold, (warm, cold)
     assert "batch_prefill" in sh(inv, HOST, f"ls {OPS}")
@@ -107,5 +114,13 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert "warm start" not in said and "cold start: no caches stored for key" in said, said[-2000:]
     assert len([p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]) == 3
 
-    _, said, _ = deploy(HOST)  # patches reverted: the replaced entry serves
+    # patches reverted: the replaced entry serves. A source the key does not hold was changed behind fleet's back:
+    # the release rebuilds the placed modules, and the watch names the phase the cache did not take in
+    sh(inv, HOST, f"cp -p {SOURCE} {SOURCE}.keep && echo '// changed' >> {SOURCE}")
+    try:
+        _, said, _ = deploy(HOST)
+    finally:
+        sh(inv, HOST, f"mv -f {SOURCE}.keep {SOURCE}")
     assert f"warm start: caches of {HOST} placed" in said and "starting again" not in said, said[-2000:]
+    assert "warm start: the cache did not take in graph_capture" in said, said[-2000:]
+    assert "placed modules were rebuilt by the release" in said

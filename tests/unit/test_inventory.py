@@ -54,6 +54,11 @@ def test_names_resolve_across_every_file_of_the_folder_and_default_file_selects(
 
 @pytest.mark.parametrize("text,expected", [
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    colour: red\n", r"hosts.yaml:4: hosts.h1.colour: unknown key"),
+    # a typo at 3 a.m. says the key meant (the fifth newcomer's hour: `usr: ops` said only "unknown key")
+    ("hosts:\n  h1:\n    address: 10.0.0.1\n    usr: ops\n",
+     r"hosts.yaml:4: hosts.h1.usr: unknown key; did you mean user\?$"),
+    ("defaults:\n  identity_fle: /k\n",
+     r"hosts.yaml:2: defaults.identity_fle: unknown key; did you mean identity_file\?$"),
     ("hosts:\n  h1:\n    address: 10.0.0.1\n    port: '22'\n",
      r"hosts.yaml:4: hosts.h1.port: Input should be a valid integer"),
     ("hosts:\n  h1:\n    port: 22\n", r"hosts.yaml:2: hosts.h1.address: required key is missing"),
@@ -190,26 +195,33 @@ def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
     path = write(tmp_path, "hosts.yaml", FLEET)
     inv = inventory.load(path)
     if not chosen:
-        with pytest.raises(InputError, match="leaves no host"):
+        with pytest.raises(InputError, match="leaves no host") as err:
             inv.select(hosts, groups, default_file=path)
+        assert all(f"'{p}'" in str(err.value) for p in inventory.split_patterns([*hosts, *groups]) if p[0] in "!&")
         return
     assert [h.name for h in inv.select(hosts, groups, default_file=path)] == chosen
 
 
 @pytest.mark.parametrize(("hosts", "groups", "said"), [
     (["pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
-    (["!pve-gpu-3"], [], "--host pve-gpu-3: no such host in the inventory; did you mean pve-gpu-03?"),
+    (["!pve-gpu-3"], [], "--host '!pve-gpu-3': no such host in the inventory; did you mean pve-gpu-03?"),
+    (["dgx-1,&pve-gpu-3"], [], "--host '&pve-gpu-3': no such host in the inventory; did you mean pve-gpu-03?"),
+    (["!pcie"], [], "--host '!pcie': no such host in the inventory; it is a group: --group '!pcie'"),
+    ([], ["!dgx-1"], "--group '!dgx-1': no such group: it is a host, --host '!dgx-1'"),
+    ([], ["&pice"], "--group '&pice': no such group; did you mean pcie?"),
+    (["!pve-gpu-1*"], [], "--host '!pve-gpu-1*': matches no host of the inventory"),
     (["PVE-GPU-03"], [], "--host PVE-GPU-03: no such host in the inventory; did you mean pve-gpu-03?"),
     ([], ["PCIE"], "--group PCIE: no such group; did you mean pcie?"),
-    (["pve-gpu-1*"], [], "--host pve-gpu-1*: matches no host of the inventory"),
+    (["pve-gpu-1*"], [], "--host 'pve-gpu-1*': matches no host of the inventory"),
     (["pcie"], [], "--host pcie: no such host in the inventory; it is a group: --group pcie"),
     ([], ["pice"], "--group pice: no such group; did you mean pcie?"),
     ([], ["dgx-1"], "--group dgx-1: no such group: it is a host, --host dgx-1"),
-    ([], ["gpu*"], "--group gpu*: matches no group (known: canary, pcie, sxm)"),
+    ([], ["gpu*"], "--group 'gpu*': matches no group (known: canary, pcie, sxm)"),
     (["dgx-1,,dgx-2"], [], "--host: an empty name"),
 ])
 def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_path, hosts, groups, said):
-    """A typo in an exclusion would act on the host it meant to spare: refused, never ignored."""
+    """A typo in an exclusion would act on the host it meant to spare: refused, never ignored; the line names the
+    pattern as typed, quoted as a shell needs it again (`-H '!a3'` was said as `--host a3`, the host it spares)."""
     path = write(tmp_path, "hosts.yaml", FLEET)
     with pytest.raises(InputError) as err:
         inventory.load(path).select(hosts, groups, default_file=path)
@@ -231,3 +243,47 @@ def test_an_inventory_file_names_its_wheelhouse_relative_to_itself(tmp_path):
     write(tmp_path, "hosts.yaml", "hosts: {gpu1: {address: 10.0.0.1}}\n")
     inv = inventory.load(tmp_path / "hosts.yaml")
     assert inv.hosts["sbx0"].wheelhouse == tmp_path / "wheels" and inv.hosts["gpu1"].wheelhouse is None
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("glm5.yaml", "name: glm5\nmodel: {path: /m}\nladder: [{name: a}]\n",
+     "not an inventory file (its keys are name:, model:, ladder:; an inventory's are defaults:, groups:, hosts:, "
+     "wheelhouse:)"),
+    ("site.yaml", "- hosts: all\n  tasks: []\n", "not an inventory file (it is a YAML list; an inventory's are"),
+    ("compose.yaml", "services: {web: {image: x}}\n", "not an inventory file (its keys are services:;"),
+])
+def test_a_file_beside_the_inventory_that_is_no_inventory_is_one_line_naming_it(tmp_path, name, text, said):
+    """A newcomer's pass: a playbook kept beside hosts.yaml stopped every task with `glm5.yaml:1: name: unknown
+    key` (the inventory's schema, for a file that never was one). Every *.yaml of the folder is read as
+    documented (inventory/README.md); a file that is none is named, with what to do."""
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, name, text)
+    with pytest.raises(InputError) as err:
+        inventory.load(hosts)
+    assert str(err.value).startswith(f"{tmp_path / name}: {said}"), str(err.value)
+    assert str(err.value).endswith(f"fleet reads every *.yaml beside hosts.yaml as inventory; move it out of "
+                                   f"{tmp_path} or rename it (.bak)") and "\n" not in str(err.value)
+
+
+def test_hidden_and_example_files_beside_the_inventory_are_not_read(tmp_path):
+    """As a shell's `*.yaml` leaves out `.#hosts.yaml` (an editor's lock) and `.hosts.yaml`, fleet does."""
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, ".#hosts.yaml", "junk: [\n")
+    write(tmp_path, ".hosts.yaml", "hosts: {a1: {address: 10.0.0.9}}\n")
+    write(tmp_path, "hosts.example.yaml", "hosts: {a1: {address: 10.0.0.8}}\n")
+    assert inventory.load(hosts).hosts["a1"].address == "10.0.0.1"
+
+
+def test_a_copy_of_the_inventory_beside_it_says_why_it_was_read(tmp_path):
+    hosts = write(tmp_path, "hosts.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    write(tmp_path, "hosts-old.yaml", "hosts: {a1: {address: 10.0.0.1}}\n")
+    with pytest.raises(InputError, match=r"hosts.yaml:1: hosts.a1: host also defined in .*hosts-old.yaml \(every "
+                                         r"\*.yaml of an inventory's folder is read"):
+        inventory.load(hosts)
+
+
+@pytest.mark.parametrize("value", ["a1", "!a3", "gpu-0*", "a b", "it's", "10.1.2.3", "&canary", "x,y", "", "é1"])
+def test_a_pattern_is_named_as_a_shell_would_need_it_again(value):
+    import shlex
+
+    assert inventory.as_typed("--host", value) == f"--host {shlex.quote(value)}"

@@ -52,6 +52,9 @@ def test_a_playbook_with_no_ladder_has_its_base_flags_as_the_one_rung(tmp_path):
     (("  - name: plain", "  - name: fusion"), r"t.yaml:4: ladder: .*rung 'fusion' appears twice"),
     (("name: t", "name: t\ncolour: red"), r"t.yaml:2: colour: unknown key"),
     (("when: {sm: [120]}", "when: {sm: [120], gpu: x}"), r"t.yaml:6: ladder.0.when.gpu: unknown key"),
+    (("name: t", "name: t\ndescripton: x"), r"t.yaml:2: descripton: unknown key; did you mean description\?$"),
+    (("when: {sm: [120]}", "when: {sm: [120], min_gpu: 2}"),
+     r"t.yaml:6: ladder.0.when.min_gpu: unknown key; did you mean min_gpus\?$"),
     # a budget is seconds of a phase: -5 or 0 made every phase a HANG at once, and budgets.stop is the unit's
     # TimeoutStopSec (newcomer's hour: `inv check` passed `budgets: {start: -5}`)
     (("name: t", "name: t\nbudgets: {start: -5}"), r"t.yaml:2: budgets.start: .*greater than 0"),

@@ -66,6 +66,11 @@ def test_a_playbook_name_is_the_sites_own_first_then_the_shipped_one(tmp_path, h
         playbook.resolve("nosuch")
     with pytest.raises(InputError):
         playbook.resolve("../../etc/passwd")
+    # a path that is not there is said as a missing file, where it was looked for (the fifth newcomer's hour:
+    # `-p sandbox/playbooks/lama.yaml` said "no such playbook (known: ...)", as for an unknown name)
+    with pytest.raises(InputError, match=r"--playbook plays/nosuch.yaml: no such file \(.*/deep/er/plays/nosuch.yaml\);"
+                                         r" a name without .yaml is looked up in playbooks/ \(known: .*mine"):
+        playbook.resolve("plays/nosuch.yaml")
 
 
 def test_the_shipped_data_is_read_whatever_the_working_folder(tmp_path, here):

@@ -89,3 +89,12 @@ def test_the_literal_is_in_the_file_of_every_release_of_its_range(matrix, rule, 
         return None if ok else f"gets {got.rule.name if got else 'no rule'}, not {rule.log_class}"
 
     assert problems_of(matrix, src, rule.examples, judge) == []
+
+
+COUNTS = [(c, src) for c in phases.load_counts() for src in c.sources if isinstance(src, logrules.CorpusSource)]
+
+
+@pytest.mark.parametrize("counter,src", COUNTS, ids=[f"{c.name}:{s.literal[:40]}" for c, s in COUNTS])
+def test_each_count_the_watch_reads_is_printed_by_every_release_of_its_range(matrix, counter, src):
+    """The line a count is read from is the release's (its count is tqdm's or ninja's rendering of it)."""
+    assert problems_of(matrix, src, counter.examples, lambda line: None) == []

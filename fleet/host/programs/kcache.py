@@ -6,9 +6,9 @@
     kcache.py place SHA256 FOLDER...    stdin: such a tar. Refused (exit 4, nothing changed: the tar is bad)
                                         unless its sha256 is SHA256 and every member is a plain file or folder
                                         inside one of the FOLDERs (no sparse file, no link, no file named as a
-                                        folder, no more bytes than the tar holds); then every folder is built
-                                        beside itself, and only then each is renamed into place (what stood
-                                        there moved aside first, then removed). A build that fails leaves every
+                                        folder, no path named twice, no more bytes than the tar holds); then
+                                        every folder is built beside itself, and only then each is renamed
+                                        into place (what stood there moved aside first, then removed). A build that fails leaves every
                                         folder as it stood, nothing built beside it (exit 5: not placed here).
                                         The files and the parents made are --user's (else the owner of the
                                         nearest folder that stood). stdout: the folders placed, one a line
@@ -16,13 +16,27 @@
                                         placed cache starts again without it)
     kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
                                         used as placed, or rebuilt?)
+    kcache.py unproven                  the folders the mark names (placed, no start served with them)
+                                        removed, then the mark; stdout: those removed (a start with no cache
+                                        placed for it never starts on what a dead or refused run left)
 
---mark=PATH (first, before the verb's arguments): place adds the folders it fills to PATH (one a line, written
+--mark=PATH (first, before the verb's arguments): place first removes the folders PATH names (an earlier place's,
+never proven: as unproven does), then adds the folders it fills to PATH (one a line, written
 whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
 release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
+Run as root, collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not own
+(the server's user's own links must never lead root's rename, removal or chown elsewhere); unproven removes only
+folders whose path holds no link (the mark names real paths).
+
 --user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
-a folder that is a home, the venv, or holds one (a cache variable set to $HOME must never swap ~/.ssh out).
+a folder one level deep, a home, the venv, a shared cache root (~/.cache), or one that holds one of them, model
+weights (huggingface, hub, *.safetensors) or another of the folders (a cache variable set to $HOME or ~/.cache must
+never swap ~/.ssh or the models out).
+
+place, clear and unproven run one at a time on a host: each holds PATH.lock (flock) to its end, and waits for it
+at most LOCK_WAIT_S (then exit 5, nothing changed): a place whose answer came too late to the controller (its
+deadline) finishes or undoes before the clear that follows it runs, never after.
 
 place and clear first remove what an earlier run whose process is gone (a lost link, a controller killed) left
 beside the folders: its spool, its half-built and set-aside folders; and they ignore SIGHUP, so a link lost
@@ -31,6 +45,7 @@ while they run lets them finish (or undo) rather than stop half-way.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import pwd
@@ -38,8 +53,10 @@ import shutil
 import signal
 import sys
 import tarfile
+import time
 
 ASIDE = ".fleet-kcache-"
+LOCK_WAIT_S = 240.0  # under the controller's 300 s deadline (fleet.host.kcache.TIMEOUT_S)
 
 
 def _fail(code: int, message: str) -> None:
@@ -82,13 +99,23 @@ def _spool_path(folders: list[str]) -> str:
 
 
 def _spool(path: str) -> None:
-    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked after."""
+    """stdin into a temporary file beside the first folder (never all in memory); its sha256 checked after. The
+    folder is the server's user's: whatever stands under the spool's name is removed, never written through (a
+    link planted there), and the file made new (exit 5 when something took the name again meanwhile)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as out:
+    if os.path.lexists(path):
+        os.unlink(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        _fail(5, f"not placed: {path} was made again by another process meanwhile")
+    with open(fd, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
 
 
 def place(want: str, folders: list[str]) -> None:
+    if MARK[0]:  # what an earlier place left unproven goes first: the start never runs on a folder this one skips
+        unproven()
     spooled = _spool_path(folders)
     owners = {f: _owner(f) for f in folders}  # before any parent is made
     made = {f: _missing(os.path.dirname(f.rstrip("/"))) for f in folders}
@@ -208,14 +235,19 @@ PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)
 def _not_plain(members: list[tarfile.TarInfo], folders: list[str], stored: int) -> str | None:
     """Why the members are no cache to place: one that is no plain file or folder inside the folders (a sparse
     file, a link, a device), a file named as a cache folder or holding another member, or files that would
-    write more bytes than the tar stores; None when they are one."""
-    files = {"/" + m.name for m in members if m.type != tarfile.DIRTYPE}
+    write more bytes than the tar stores, a path named twice; None when they are one."""
+    files = {os.path.normpath("/" + m.name) for m in members if m.type != tarfile.DIRTYPE}
+    seen = set()
     for m in members:
         if m.type not in PLAIN or m.sparse is not None or _inside(m.name, folders) is None:
             return f"{m.name!r} is no plain file inside the cache folders"
-        if m.type != tarfile.DIRTYPE and "/" + m.name in folders:
+        path = os.path.normpath("/" + m.name)
+        if m.type != tarfile.DIRTYPE and path in {os.path.normpath(f) for f in folders}:
             return f"{m.name!r} is a file named as a cache folder"
-        parent = os.path.dirname("/" + m.name)
+        if path in seen:  # collect names each path once: a folder and a file of one name can't both be written
+            return f"{m.name!r} is named twice"
+        seen.add(path)
+        parent = os.path.dirname(path)
         while parent not in ("/", ""):
             if parent in files:
                 return f"{m.name!r} is inside {parent!r}, a file"
@@ -284,7 +316,7 @@ def _fill(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: s
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         src = tar.extractfile(m)
         assert src is not None
-        with open(dest, "wb") as out:
+        with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
             shutil.copyfileobj(src, out)
             out.flush()
             os.fsync(out.fileno())
@@ -328,6 +360,39 @@ def clear(folders: list[str]) -> None:
     _unmark()
 
 
+def unproven() -> list[str]:
+    """The folders the mark names removed, then the mark; those removed."""
+    try:
+        with open(MARK[0]) as f:
+            named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
+    except FileNotFoundError:
+        return []
+    gone = [f for f in named if _sound(f) and os.path.realpath(f) == f and not _broad(f, named) and os.path.isdir(f)]
+    clear(gone)
+    return gone
+
+
+def _sound(folder: str) -> bool:
+    return folder.startswith("/") and ".." not in folder.split("/") and folder.rstrip("/") != ""
+
+
+def _lock() -> None:
+    """The lock beside the mark, held until this process ends; exit 5 when another run holds it too long."""
+    try:
+        fd = os.open(MARK[0] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # no folder for the mark: no run has one, nor marked anything
+        return
+    end = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > end:
+                _fail(5, f"not changed: another kcache run on this host held {MARK[0]}.lock for {LOCK_WAIT_S:g}s")
+            time.sleep(0.1)
+
+
 def modules(folders: list[str]) -> None:
     for folder in folders:
         if os.path.isdir(folder):
@@ -337,16 +402,44 @@ def modules(folders: list[str]) -> None:
     _unmark()
 
 
-HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg")
+HOME_MARKS = (".ssh", ".bashrc", ".profile", "pyvenv.cfg", "huggingface", "hub")  # a home, a venv, the models
+SHARED = (".cache", ".local", ".config")  # the XDG roots every program of a user shares
 
 
-def _broad(folder: str) -> bool:
-    """A folder fleet must never swap out nor remove whole: a user's home, the venv, or one that holds either."""
+def _broad(folder: str, folders: list[str]) -> bool:
+    """A folder fleet must never swap out nor remove whole: one level deep (/data), a user's home, the venv, a
+    shared cache root (~/.cache), or one that holds any of them, the models or another of the cache folders."""
     f = os.path.realpath(folder)  # a link to a home is a home
     homes = {os.path.expanduser("~"), sys.prefix, *(pw.pw_dir for pw in pwd.getpwall())}
+    if f.count("/") < 2 or os.path.basename(f) in SHARED:
+        return True
     if any(h.rstrip("/") == f or h.startswith(f + "/") for h in homes if h.startswith("/")):
         return True
-    return any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
+    if any(os.path.realpath(g).startswith(f + "/") for g in folders):
+        return True
+    try:
+        models = any(n.endswith((".safetensors", ".gguf")) for n in os.listdir(f))
+    except OSError:
+        models = False
+    return models or any(os.path.lexists(os.path.join(f, mark)) for mark in HOME_MARKS)
+
+
+def _foreign_link(folder: str) -> str | None:
+    """Run as root: the first link on the folder's path (it or a folder above it) that root does not own (the
+    server's user's: it could lead root's rename and removal to any folder, and give that folder to the user);
+    None when there is none, or not run as root (a user can only do what that user may)."""
+    if os.geteuid() != 0:
+        return None
+    path = ""
+    for part in folder.strip("/").split("/"):
+        path += "/" + part
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None  # nothing further exists: no link below
+        if os.path.islink(path) and st.st_uid != 0:
+            return path
+    return None
 
 
 def main(argv: list[str]) -> None:
@@ -355,17 +448,26 @@ def main(argv: list[str]) -> None:
         (MARK if option == "--mark" else USER)[0], argv = value, argv[1:]
     if MARK[0] and (not MARK[0].startswith("/") or ".." in MARK[0].split("/")):
         _fail(2, "the mark is an absolute path without '..'")
-    if len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
-        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER...")
-    verb, rest = argv[0], argv[1:]
+    if argv[:1] == ["unproven"] and MARK[0]:
+        verb, rest = "unproven", []
+    elif len(argv) < 2 or argv[0] not in ("collect", "place", "clear", "modules"):
+        _fail(2, "usage: kcache.py collect LIMIT FOLDER... | place SHA256 FOLDER... | clear|modules FOLDER... | "
+                 "--mark=PATH unproven")
+    else:
+        verb, rest = argv[0], argv[1:]
     folders = rest[1:] if verb in ("collect", "place") else rest
-    if any(not f.startswith("/") or ".." in f.split("/") or f.rstrip("/") == "" for f in folders):
+    if not all(map(_sound, folders)):
         _fail(2, "cache folders are absolute, without '..', and not /")
-    broad = next((f for f in folders if verb != "modules" and _broad(f)), None)
+    broad = next((f for f in folders if verb != "modules" and _broad(f, folders)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
-    if verb in ("place", "clear"):
+    link = next((x for f in folders if verb != "modules" and (x := _foreign_link(f))), None)
+    if link:
+        _fail(5, f"refused: {link} is a link root does not own (it could lead fleet out of the cache folders)")
+    if verb in ("place", "clear", "unproven"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
+        if MARK[0]:
+            _lock()
         stale(folders)
     if verb == "collect":
         collect(int(rest[0]), folders)
@@ -373,6 +475,8 @@ def main(argv: list[str]) -> None:
         place(rest[0], folders)
     elif verb == "modules":
         modules(folders)
+    elif verb == "unproven":
+        sys.stdout.write("".join(f + "\n" for f in unproven()))
     else:
         clear(folders)
 

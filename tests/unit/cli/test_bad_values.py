@@ -84,3 +84,20 @@ def test_an_sm_as_nvidia_smi_writes_it_is_taken(tmp_path):
     line = _refused(tmp_path, "audit", "-i", str(path), "--sm", "12.0", "-H", "nosuch")
     assert line == "error: --host nosuch: no such host in the inventory"  # --sm was read as SM 120
     assert "--sm '12.x'" in _refused(tmp_path, "audit", "-i", str(path), "--sm", "12.x", "-H", "a")
+
+
+@pytest.mark.parametrize("args", [["audit", "--sm", "999"], ["audit", "--sm", "9.9", "--sglang", "0.5.9"],
+                                  ["patch", "--check", "--against", "sglang==0.5.9", "--sm", "999"]])
+def test_an_sm_fleet_does_not_know_is_refused_as_inv_check_refuses_it(tmp_path, args):
+    """`inv audit --sm 999` probed the hosts (exit 1 on an unreachable one) where `inv check` refuses `when: sm:
+    [999]`: both now ask fleet.host.facts.unknown_sm, and the option is named."""
+    path = _site(tmp_path)
+    line = _refused(tmp_path, *args, "-i", str(path)) if args[0] == "audit" else _refused(tmp_path, *args)
+    given = args[args.index("--sm") + 1]
+    sm = 99 if given == "9.9" else 999
+    assert line.startswith(f"error: --sm '{given}': SM {sm} is no GPU fleet knows")
+    book = tmp_path / "t.yaml"
+    book.write_text(PLAYBOOK.replace("{name: plain}", f"{{name: plain, when: {{sm: [{sm}]}}}}"))
+    done = subprocess.run([str(INV), "check", "-p", str(book)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "FLEET_TEST_KEY": "k"})
+    assert done.returncode == 2 and line.split(": ", 2)[2] in done.stdout, done.stdout  # its report, as ruff's

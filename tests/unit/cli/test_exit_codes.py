@@ -147,11 +147,43 @@ def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():
         raise FleetError("mute (root@127.0.0.1:2299): took the connection but sent no SSH banner within 10s (a "
                          "wedged sshd, MaxStartups, a middlebox, or no SSH server on that port); check sshd there")
 
-    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
-    assert logs.run([SimpleNamespace(name="mute")], None, False, None, None, False, console,  # type: ignore[list-item, arg-type]
-                    read=stream) == 1
-    lines = console.export_text().splitlines()
+    data, err = (Console(width=80, record=True, file=io.StringIO(), color_system=None) for _ in range(2))
+    assert logs.run([SimpleNamespace(name="mute")], None, False, None, None, False, data,  # type: ignore[list-item, arg-type]
+                    read=stream, err=err) == 1
+    lines = err.export_text().splitlines()  # on stderr: no error among the journal's lines (stdout)
     assert len(lines) > 1 and max(len(line) for line in lines) <= 80 and "no SSH banner" in " ".join(lines)
+    assert lines[0].startswith("error: mute (root@") and data.export_text() == ""
+
+
+def test_a_host_logs_f_cannot_reach_is_said_at_once_while_the_others_are_followed():
+    """The sixth newcomer's hour: `inv logs -f` over two hosts, one of them wedged (sshd stopped): the other's lines
+    came, and the wedged one was never named, neither after its 10 s nor at Ctrl-C (exit 130): the error waited
+    for every stream to end, which a followed one never does. A line still held for its ranks' copies (half a
+    second) is shown at Ctrl-C too, not dropped."""
+    import _thread
+
+    from rich.console import Console
+
+    from fleet.errors import FleetError
+
+    data, err = (Console(width=80, record=True, file=io.StringIO(), color_system=None) for _ in range(2))
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        if host.name == "mute":
+            raise FleetError("mute (root@127.0.0.1:2299): took the connection but sent no SSH banner within 10s")
+        emit(LogLine("sbx0", "2026-12-05T15:38:41+0000", "GET /health 200", None, "python3[2685]"))
+        for _ in range(100):  # following: the operator reads on until Ctrl-C
+            if "no SSH banner" in err.export_text(clear=False) or stop.wait(0.02):
+                break
+        _thread.interrupt_main()
+        stop.wait(5)
+
+    hosts = [SimpleNamespace(name="sbx0"), SimpleNamespace(name="mute")]
+    assert logs.run(hosts, None, True, None, None, False, data,  # type: ignore[arg-type]
+                    read=stream, err=err) == 130
+    said = err.export_text()
+    assert said.startswith("error: mute (root@") and said.count("no SSH banner") == 1, said
+    assert "GET /health 200" in data.export_text()
 
 
 def test_lines_with_only_are_the_last_n_lines_only_shows_as_journalctl_p_n_counts():
@@ -187,3 +219,36 @@ def test_recover_json_with_the_host_unreachable_is_still_a_json_document(tmp_pat
     data = json.loads(done.stdout)
     assert done.returncode == 1 and data["host"] == "sbx0" and not data["ok"] and data["action"] == "none"
     assert "127.0.0.1" in data["error"] and done.stderr == "", (done.stdout, done.stderr)
+
+
+# Every host task with its one host unreachable (nothing listens on 127.0.0.1:9), without --json: where its error
+# is said. "stderr": the task's data is what it read from the host (journal lines, releases, gates), so a host
+# that gave none is an error on stderr, and stdout holds no sentence of it (`inv logs > f`, `| grep` see data
+# only). "report": the task reports a result per host, a failed one included (its row or line names the host and
+# why, as its --json document does), on stdout. A newcomer's pass: `inv logs`, `inv history` and `inv audit`
+# printed the unreached host's error on stdout, where only journal lines, releases and gates belong.
+UNREACHED = [
+    (["logs"], "stderr"),
+    (["history"], "stderr"),
+    (["audit"], "stderr"),
+    (["probe"], "report"),
+    (["status"], "report"),
+    (["exec", "-H", "sbx0", "-c", "true"], "report"),
+    (["deploy", "-H", "sbx0", "-p", "glm5-nvfp4", "--dry-run"], "report"),
+    (["rollback", "-H", "sbx0", "-y"], "report"),
+    (["bench", "-H", "sbx0", "-p", "glm5-nvfp4", "-y"], "report"),
+]
+
+
+@pytest.mark.parametrize(("args", "where"), UNREACHED, ids=[a[0] for a, _ in UNREACHED])
+def test_an_unreached_hosts_error_is_on_stderr_unless_the_task_reports_each_host(args, where, tmp_path):
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  sbx0: {address: 127.0.0.1, port: 9, user: root}\n")
+    done = subprocess.run([str(BIN / "inv"), *args, "-i", "hosts.yaml"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "COLUMNS": "300",
+                                                                       "HOME": str(tmp_path)})
+    error = "sbx0 (root@127.0.0.1:9): connection refused"
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    if where == "stderr":
+        assert done.stdout == "" and f"error: {error}" in done.stderr, (done.stdout, done.stderr)
+    else:
+        assert "sbx0" in done.stdout and error in done.stdout + done.stderr, (done.stdout, done.stderr)

@@ -26,9 +26,10 @@ INV = Path(sys.executable).parent / "inv"
 
 
 @pytest.fixture
-def mute() -> Iterator[int]:
-    """A port that accepts and says nothing: the probe waits for the banner (10 s) when Ctrl-C comes."""
-    listener, held = socket.socket(), []
+def mute() -> Iterator[tuple[int, threading.Event]]:
+    """A port that accepts and says nothing: the probe waits for the banner when Ctrl-C comes. The event is
+    set once the probe's connection is taken (its handlers are in place by then, however slow the import)."""
+    listener, held, taken = socket.socket(), [], threading.Event()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
 
@@ -36,11 +37,12 @@ def mute() -> Iterator[int]:
         while True:
             try:
                 held.append(listener.accept()[0])
+                taken.set()
             except OSError:
                 return
 
     threading.Thread(target=loop, daemon=True).start()
-    yield listener.getsockname()[1]
+    yield listener.getsockname()[1], taken
     listener.close()
     for conn in held:
         conn.close()
@@ -57,23 +59,24 @@ def _line(stream, deadline: float) -> str:
 
 
 def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp_path):
+    port, taken = mute
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(
-        f"hosts:\n  wedged:\n    address: 127.0.0.1\n    port: {mute}\n    user: root\n")
+        f"hosts:\n  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
            "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
     inv = subprocess.Popen([str(INV), "probe", "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
                            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)  # `inv` imported, the connection taken, the banner awaited
+        assert taken.wait(60), "the probe never connected"  # imported, the banner awaited (a loaded CI machine)
         assert inv.poll() is None, inv.communicate()
         inv.send_signal(signal.SIGINT)
-        first = _line(inv.stderr, time.monotonic() + 2)
+        first = _line(inv.stderr, time.monotonic() + 5)
         assert first.startswith("Ctrl-C: no host starts now; waiting for wedged to end the step under way (each "
                                 "ends the step under way on its own); Ctrl-C again to stop waiting"), first
         inv.send_signal(signal.SIGINT)
-        second = _line(inv.stderr, time.monotonic() + 2)
+        second = _line(inv.stderr, time.monotonic() + 5)
         assert second == "Ctrl-C again: stopped waiting for wedged; what they were doing ends with this run\n"
         assert inv.wait(10) == 130
     finally:

@@ -40,3 +40,16 @@ def test_gpu_health_cell_names_the_most_urgent_problem():
         "recovery: reset, ECC 3", "bold red")
     assert probe_view.gpu_health(Gpu(health=GpuHealth(recovery_action="none"))) == ("ok", "green")
     assert probe_view.gpu_health(Gpu()) == ("-", "")
+
+
+def test_an_unreached_hosts_error_names_the_host_once():
+    """The fifth newcomer's hour: `sbx0: sbx0 (root@172.30.76.10:22): host key unknown ...`: the error already
+    names its host (every library error does), and the view put the name before it again."""
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    unreached = HostFacts(host="sbx0", address="172.30.76.10", ok=False,
+                          error="sbx0 (root@172.30.76.10:22): timed out connecting after 10s")
+    other = HostFacts(host="sbx1", address="172.30.76.11", ok=False, error="the probe script sent nothing")
+    probe_view.render([unreached, other], console)
+    text = console.export_text()
+    assert "sbx0: sbx0" not in text and "\nsbx0 (root@172.30.76.10:22): timed out" in text, text
+    assert "sbx1: the probe script sent nothing" in text, text

@@ -50,6 +50,13 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                                "(`inv deploy --help` lists its options)"),
     (["status", "-json"], "inv status: no such option -json (one dash takes one letter); did you mean --json? "
                           "(`inv status --help` lists its options)"),
+    (["probe", "--p2p"], "inv probe: no such option --p2p; did you mean --p2p-check? (`inv probe --help` lists its "
+                         "options)"),
+    (["status", "-w", "2"], "inv status: -w takes no value, so '2' was read as a task's name (`inv status --help` "
+                            "lists its options)"),
+    (["status", "--json=true"], "inv status: --json takes no value, so 'true' was read as a task's name (`inv status "
+                                "--help` lists its options)"),
+    (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "

@@ -147,8 +147,8 @@ def test_ask_become_pass_asks_for_the_password_only_after_the_plan_is_agreed(tmp
 
 
 @pytest.mark.parametrize(("hosts", "groups", "every", "refused"), [
-    (["!a"], [], False, "only narrows a selection"),
-    ([], ["&canary"], False, "only narrows a selection"),
+    (["!a"], [], False, "--host '!a' only narrows a selection"),
+    ([], ["&canary"], False, "--group '&canary' only narrows a selection"),
     (["!a"], [], True, None),  # every host but a
     (["a*"], [], False, None),
     (["a*", "!ab"], [], False, None),
@@ -166,13 +166,16 @@ def test_exclusions_alone_name_no_host_for_a_task_that_changes_hosts(hosts, grou
 @pytest.mark.parametrize("args", [["unlock", "gpu-*", "tok"], ["recover", "-H", "gpu-*", "--dry-run"],
                                   ["recover", "-H", "gpu-1,gpu-2", "--dry-run"]])
 def test_a_task_of_one_host_refuses_a_pattern_naming_several(args, tmp_path):
+    import shlex
     import subprocess
 
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text("hosts:\n  gpu-1: {address: 127.0.0.1, port: 9}\n  gpu-2: {address: 127.0.0.1, port: 9}\n")
     done = subprocess.run([str(Path(sys.executable).parent / "inv"), *args, "-i", str(inventory)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"inv {args[0]} takes one host (2 matched)")
+    typed = args[2] if args[0] == "recover" else args[1]  # as the operator typed it, quoted as a shell needs it
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        f"error: --host {shlex.quote(typed)}: inv {args[0]} takes one host (2 matched)")
 
 
 def test_a_deploy_builds_from_the_wheelhouse_its_hosts_inventory_names(tmp_path, monkeypatch):
@@ -197,7 +200,7 @@ def test_a_deploy_builds_from_the_wheelhouse_its_hosts_inventory_names(tmp_path,
 
 @pytest.mark.parametrize(("hosts", "groups", "said"), [
     ([], ["spare"], "--group spare: no host is in it; nothing was contacted"),
-    ([], ["spa*"], "--group spa*: no host is in it; nothing was contacted"),
+    ([], ["spa*"], "--group 'spa*': no host is in it; nothing was contacted"),
     ([], [], "hosts.yaml: no hosts in this inventory file; nothing was contacted"),
 ])
 def test_a_selection_with_no_host_is_bad_input(hosts, groups, said, tmp_path):

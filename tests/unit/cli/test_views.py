@@ -184,6 +184,16 @@ def test_a_rolling_upgrade_reads_like_one_versions_tok_s_and_ttft_before_and_aft
     assert any("(batch 1 the canary)" in line for line in lines)
 
 
+def test_a_rollouts_lines_name_each_host_once():
+    """The fifth newcomer's hour: `sbx2: sbx2: not started: interrupted by the operator (Ctrl-C)` and `sbx1: sbx1:
+    timed out after 3s (--host-timeout)`: the error names its host already; the view named it again."""
+    results = [DeployResult(host="sbx2", status="skipped", error="sbx2: not started: the canary failed"),
+               DeployResult(host="sbx3", status="failed", error="no rung of llama can run here")]
+    lines = drawn(120, lambda c: deploy_view.render_rollout(results, {"sbx2": 1, "sbx3": 1}, {}, "x", c, False))
+    assert "sbx2: not started: the canary failed" in lines and not any("sbx2: sbx2" in line for line in lines)
+    assert "sbx3: no rung of llama can run here" in lines, lines
+
+
 def test_one_hosts_upgrade_says_the_bench_gate_before_and_after_under_its_versions():
     lines = drawn(100, lambda c: deploy_view.render(_upgraded("sbx1", "ok", 3810.0, 790.0), c))
     assert lines[1:3] == ["  versions: sglang 0.5.9 -> 0.5.23, flashinfer-python 0.6.3 -> 0.7.2",
@@ -211,3 +221,14 @@ def test_history_shows_each_releases_canary_verdict_and_a_hostile_one_as_unreada
     assert " - " in row[older.id]
     plain = drawn(200, lambda c: deploy_view.render_history("sbx0", [older], None, c))
     assert "canary" not in " ".join(plain)  # no release was a canary: no column
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_tune_that_tried_no_rung_draws_no_table(width):
+    """Found on the way (issue 46, newcomer items): `inv tune` on a host it could not reach printed its table's
+    title one letter a line (a table of no rows and no width), 60 lines of 'a', '1', ':'."""
+    from fleet.multihost.tune import TuneResult
+
+    result = TuneResult("a1", DeployStatus.FAILED, error="a1 (root@127.0.0.1:1): connection refused")
+    lines = drawn(width, lambda c: deploy_view.render_tune(result, c))
+    assert lines == ["a1: failed", "a1 (root@127.0.0.1:1): connection refused"]

@@ -26,14 +26,16 @@ from fleet.deploy.cachekey import CacheKey
 from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.deploy.warmstart import WarmStart, not_whole
 from fleet.host import kcache
+from fleet.logs.warmphases import Expect, PhaseTimes
 from fleet.ssh.remote import BytesResult, CommandTimedOut, ConnectionLost, OutputTooLarge, use_runner
 
 KEY = CacheKey(sm="120", gpu="G", driver="580", cuda="13.0", packages=(("sglang", "0.5.9"),), patches=(),
                flags=(), env=(), venv="/root/ml-env")
 KINDS = ("fail", "hang", "late", "garbage", "too-much", "drop", "dies")
 # the steps of each flow, in order: the entry kills the start (placed, cleared, collected again); it serves
-# warm (placed, its modules read back); the store has none (collected)
-FLOWS = {"fails-warm": ("place", "clear", "collect"), "serves-warm": ("place", "modules"), "cold": ("collect",)}
+# warm (placed, its modules read back); the store has none (what an earlier place left removed; collected)
+FLOWS = {"fails-warm": ("place", "clear", "collect"), "serves-warm": ("place", "modules"),
+         "cold": ("unproven", "collect")}
 POINTS = [(flow, step, kind) for flow, steps in FLOWS.items() for step in range(len(steps)) for kind in KINDS]
 
 
@@ -190,3 +192,21 @@ def test_a_garbage_answer_to_place_never_names_a_folder_to_clear(host):
     ws.before_start(_conn(Runner(0, "garbage")), HOST, said.append)  # type: ignore[arg-type]
     assert set(ws.placed) <= set(host["folders"]), ws.placed
     assert any("gave no answer" in s for s in said), said
+
+
+def test_the_phases_of_the_start_that_gave_the_caches_are_what_a_warm_start_expects(host):
+    """The store keeps the giver's cold phases with its caches; a start with them placed hands the watch a warm
+    expectation of them, a start whose placing failed (or that is retried without them) a cold one (issue 49:
+    before, no expectation existed and the store kept no phases)."""
+    cold = PhaseTimes((("weight_load", 40.0), ("graph_capture", 260.0)))
+    host["store"].put(KEY, host["tar"], "giver", cold)
+    assert host["store"].get(KEY).phases == cold
+    ws, said, conn = _warm(host["store"], host["folders"]), [], _conn(Runner())  # type: ignore[var-annotated]
+    assert ws.expect == Expect.cold_start()
+    ws.before_start(conn, HOST, said.append)  # type: ignore[arg-type]
+    assert ws.placed and ws.expect == Expect.placed("giver", cold)
+    assert ws.without_cache(conn, HOST, said.append)  # type: ignore[arg-type]
+    assert ws.expect == Expect.cold_start()
+    refused = _warm(host["store"], host["folders"])
+    refused.before_start(_conn(Runner(0, "fail")), HOST, said.append)  # type: ignore[arg-type]
+    assert not refused.placed and refused.expect == Expect.cold_start()

@@ -86,10 +86,41 @@ def test_unlock_removes_the_lock_only_for_its_exact_token(lock_dir):
 def test_unlock_of_a_host_nobody_locked_says_so(lock_dir):
     """The newcomer's second hour: `inv unlock -H sbx0 --token T` on a host with no lock said the lock 'does not
     carry token T; now held by an unknown owner (owner.json missing or unreadable ...)': nobody held it."""
-    with pytest.raises(hostlock.HostLockError) as err:
-        hostlock.break_lock(None, HOST, "0e" * 16)
-    assert str(err.value) == f"h1: not locked (no {lock_dir}): nothing to unlock, nothing was changed"
+    assert hostlock.break_lock(None, HOST, "0e" * 16) is hostlock.Unlocked.NOT_LOCKED
     assert not lock_dir.exists()
+
+
+class _Link:
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_inv_unlock_of_a_host_not_locked_is_nothing_to_do_exit_0(lock_dir, monkeypatch, capsys, as_json):
+    """A newcomer's pass: `inv unlock` on a host that is not locked exited 1 ('some host failed'); docs/cli.md's
+    exit 0 is 'all done (or nothing to do)': it says so on stdout, exit 0, --json too. A lock with another token
+    is still kept, exit 1 (with --json, the document names the error)."""
+    from fleet.cli import probe as probing
+    from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+    from fleet.ssh.connect import ConnectOptions
+
+    monkeypatch.setattr(probing, "open_connection", lambda host, opts: _Link())
+    assert probing.unlock(HOST, "0e" * 16, ConnectOptions(), as_json) == EXIT_OK
+    out, err = capsys.readouterr()
+    if as_json:
+        assert json.loads(out) == {"host": "h1", "lock": str(lock_dir), "result": "not locked"} and err == ""
+    else:
+        assert out == f"h1: not locked (no {lock_dir}): nothing to unlock, nothing was changed\n" and err == ""
+    lock = hostlock.acquire(None, HOST, "deploy x")
+    if as_json:
+        assert probing.unlock(HOST, "0e" * 16, ConnectOptions(), as_json) == EXIT_HOST_FAILED
+        assert "does not carry token" in json.loads(capsys.readouterr().out)["error"] and lock_dir.exists()
+    else:
+        with pytest.raises(hostlock.HostLockError, match="does not carry token"):
+            probing.unlock(HOST, "0e" * 16, ConnectOptions(), as_json)
+    assert probing.unlock(HOST, lock.token, ConnectOptions(), as_json) == EXIT_OK and not lock_dir.exists()
+    out = capsys.readouterr().out
+    assert (json.loads(out)["result"] == "removed") if as_json else out == f"h1: lock {lock_dir} removed\n"
 
 
 def test_a_clone_s_live_lock_is_refused_and_kept(lock_dir):

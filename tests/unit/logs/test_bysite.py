@@ -182,13 +182,16 @@ def test_the_shipped_site_classes_name_known_areas_classes_and_remedies():
 
 
 @pytest.mark.parametrize("text,problem", [
-    ("areas: []\nclasses:\n  - {name: a, class: FATAL, explanation: x, remedy: y}\n", "not FATAL"),
-    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, areas: [nowhere], explanation: x, remedy: y}\n",
+    ("areas: []\nclasses:\n  - {name: a, class: READY, explanation: x, remedy: y}\n", "not READY"),
+    ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, areas: [nowhere], text: [x], explanation: x, remedy: y}\n",
      "unknown area 'nowhere'"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, text: ['(('], explanation: x, remedy: y}\n", "bad regex"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x, remedy: y, remedies: [reboot]}\n",
      "unknown remedy 'reboot'"),
     ("areas: []\nclasses:\n  - {name: a, class: CUDA_OOM, explanation: x}\n", "remedy"),
+    # an area alone (no words of the message) gives no specific class; it may abstain (FATAL)
+    ("areas: [{name: m, modules: [x.py]}]\nclasses:\n  - {name: a, class: CONFIG_REFUSED, areas: [m], explanation: x, "
+     "remedy: y}\n", "needs `text`"),
 ])
 def test_a_bad_site_classes_file_is_refused_naming_the_file_and_line(tmp_path, text, problem):
     path = tmp_path / "classes.yaml"
@@ -353,8 +356,9 @@ def test_the_live_watch_reads_the_flashinfer_beside_the_release_too(tmp_path, mo
         bysite.forget_releases()
 
 
-def _real(version: str, module: str, line: int, kind: str, exception: str | None, text: str) -> IndexedSite:
-    return IndexedSite("sglang", version, module, line, "f", kind, exception, text)
+def _real(version: str, module: str, line: int, kind: str, exception: str | None, text: str,
+          function: str = "f") -> IndexedSite:
+    return IndexedSite("sglang", version, module, line, function, kind, exception, text)
 
 
 # Sites of real releases the fresh sample (tests/fixtures/site_labels/*-fresh.yaml) found misclassified by meaning,
@@ -499,6 +503,142 @@ BY_MEANING = [
            "--linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA {}"),
      "ValueError: --linear-attn-prefill-backend flashinfer on SM100+ requires CUDA 13+, got CUDA 12.8",
      "MISSING_PACKAGE"),
+    # the false positives left on all four fresh samples (600 sites) and the 0.5.23 samples (400), fixed together:
+    # a wrapper of another error ("Error ...ing ...: %s", "... failed: {}") is no class of its own (a logged line:
+    # no finding at all; the error it wraps is classified on its own line)
+    (_real("0.5.18", "sglang/srt/utils/common.py", 1159, "log", None, "Error getting compute capability: %s"),
+     "Error getting compute capability: [Errno 2] No such file or directory: 'nvidia-smi'", "NONE"),
+    (_real("0.5.18", "sglang/srt/model_executor/model_runner_components/weight_exporter.py", 156, "log", None,
+           "Error when getting parameter {}: {}"),
+     "Error when getting parameter lm_head.weight: 'lm_head.weight'", "NONE"),
+    (_real("0.5.23", "sglang/srt/model_executor/model_runner_components/weight_updater.py", 434, "log", None,
+           "IPC weight update failed: {}"),
+     "IPC weight update failed: CUDA error: invalid resource handle", "FATAL"),
+    # an API call the server answers (a weights update, its group) refused: the caller's, not the server's start
+    (_real("0.5.9", "sglang/srt/model_executor/model_runner.py", 1237, "assert", "AssertionError",
+           "Group name cannot be empty", "send_weights_to_remote_instance"),
+     "AssertionError: Group name cannot be empty", "REQUEST_REFUSED"),
+    (_real("0.5.15.post1", "sglang/srt/model_executor/model_runner.py", 2086, "assert", "AssertionError",
+           "Group {} not in {}. Please call `init_weights_update_group` first.", "update_weights_from_distributed"),
+     "AssertionError: Group rl not in []. Please call `init_weights_update_group` first.", "REQUEST_REFUSED"),
+    (_real("0.5.13.post1", "sglang/srt/model_executor/model_runner.py", 2002, "raise", "NotImplementedError",
+           "Unknown load_format={}", "update_weights_from_tensor"),
+     "NotImplementedError: Unknown load_format=flat", "REQUEST_REFUSED"),
+    # a pool too small told as a remedy ("try to increase --...ratio") or as no request fitting
+    (_real("0.5.13.post1", "sglang/srt/mem_cache/memory_pool.py", 657, "assert", "AssertionError",
+           "Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."),
+     "AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+     "KV_CACHE_TOO_SMALL"),
+    (_real("0.5.15.post1", "sglang/srt/managers/tp_worker.py", 342, "assert", "AssertionError",
+           "max_running_request is zero"),
+     "AssertionError: max_running_request is zero", "KV_CACHE_TOO_SMALL"),
+    # a platform named as the only one a feature runs on (no SM); a dtype refused on a platform is the operator's
+    (_real("0.5.13.post1", "sglang/srt/server_args.py", 7567, "raise", "ValueError",
+           "Communications quantization is only supported for NPU device"),
+     "ValueError: Communications quantization is only supported for NPU device", "ARCH_UNSUPPORTED"),
+    (_real("0.5.15.post1", "sglang/srt/arg_groups/overrides.py", 501, "raise", "NotImplementedError",
+           "GptOssForCausalLM on Intel XPU only supports bfloat16 dtype, but got '{}'. Please use --dtype bfloat16 "
+           "or remove --dtype to use auto."),
+     "NotImplementedError: GptOssForCausalLM on Intel XPU only supports bfloat16 dtype, but got 'float16'. Please "
+     "use --dtype bfloat16 or remove --dtype to use auto.", "CONFIG_REFUSED"),
+    # sglang's own state and tables: a global not set yet, a private step called, its field and override lists
+    (_real("0.5.12.post1", "sglang/srt/server_args.py", 7718, "raise", "ValueError",
+           "Global server args is not set yet!"),
+     "ValueError: Global server args is not set yet!", "INTERNAL_ERROR"),
+    (_real("0.5.17", "sglang/srt/model_loader/loader.py", 483, "raise", "ValueError",
+           "DUMMY load_format should use DummyModelLoader and not call _prepare_weights"),
+     "ValueError: DUMMY load_format should use DummyModelLoader and not call _prepare_weights", "INTERNAL_ERROR"),
+    (_real("0.5.17", "sglang/srt/managers/tokenizer_manager.py", 2038, "raise", "ValueError",
+           "{} are not ServerArgs fields; the readback endpoints overlay these onto a serialized ServerArgs, so an "
+           "unknown key would surface as a phantom config entry."),
+     "ValueError: ['foo'] are not ServerArgs fields; the readback endpoints overlay these onto a serialized "
+     "ServerArgs, so an unknown key would surface as a phantom config entry.", "INTERNAL_ERROR"),
+    (_real("0.5.15.post1", "sglang/srt/arg_groups/overrides.py", 2127, "raise", "ValueError",
+           "{}: {} not model-overridable; declarations are limited to the fields the publish gate accepts."),
+     "ValueError: Qwen3ForCausalLM: page_size not model-overridable; declarations are limited to the fields the "
+     "publish gate accepts.", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/arg_groups/resolution_hooks.py", 116, "raise", "ValueError",
+           "{} is not an overridable resolution hook; the overridable set is {}. A new entry needs a matching "
+           "`run_hook(...)` call at the step's site in pipeline.py, not just a name here."),
+     "ValueError: speculative is not an overridable resolution hook; the overridable set is ['moe']. A new entry "
+     "needs a matching `run_hook(...)` call at the step's site in pipeline.py, not just a name here.",
+     "INTERNAL_ERROR"),
+    # a request asking for what the server was not started with; a client's media type
+    (_real("0.5.12.post1", "sglang/srt/managers/tokenizer_manager.py", 2496, "raise", "ValueError",
+           "LoRA adapter '{}' was requested, but LoRA is not enabled. Please launch the server with --enable-lora "
+           "flag and preload adapters using --lora-paths or /load_lora_adapter endpoint."),
+     "ValueError: LoRA adapter 'sql' was requested, but LoRA is not enabled. Please launch the server with "
+     "--enable-lora flag and preload adapters using --lora-paths or /load_lora_adapter endpoint.", "REQUEST_REFUSED"),
+    (_real("0.5.12.post1", "sglang/srt/utils/common.py", 991, "raise", "ValueError",
+           "Unsupported video input type: {}"),
+     "ValueError: Unsupported video input type: <class 'int'>", "REQUEST_REFUSED"),
+    # a flag named only in the advice after the failure, an extra-config key: no class rather than a refused flag
+    # or broken files; a request or the server's start at fault (a flag beside a request's refusal): no class
+    (_real("0.5.12.post1", "sglang/srt/layers/quantization/modelopt_quant.py", 2204, "raise", "AssertionError",
+           "NVFP4 dispatch scale has stride(-1)={}, dtype={}; .view(float8_e4m3fn) requires stride(-1)==1. Try "
+           "SGLANG_MOE_NVFP4_DISPATCH=0 or check DeepEP version."),
+     "AssertionError: NVFP4 dispatch scale has stride(-1)=4, dtype=torch.uint8; .view(float8_e4m3fn) requires "
+     "stride(-1)==1. Try SGLANG_MOE_NVFP4_DISPATCH=0 or check DeepEP version.", "FATAL"),
+    (_real("0.5.8.post1", "sglang/srt/model_loader/loader.py", 1303, "raise", "ValueError",
+           "Unexpected extra config keys for load format {}: {}"),
+     "ValueError: Unexpected extra config keys for load format LoadFormat.AUTO: {'foo'}", "FATAL"),
+    (_real("0.5.23", "sglang/srt/managers/tokenizer_manager.py", 1729, "raise", "ValueError",
+           "For multimodal input processing do not set `enable_tokenizer_batch_encode`."),
+     "ValueError: For multimodal input processing do not set `enable_tokenizer_batch_encode`.", "FATAL"),
+    # in a graph runner: a feature refused is a choice, an empty list of its own an invariant, a configuration
+    # required on every rank no failed capture
+    (_real("0.5.18", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 423, "assert", "AssertionError",
+           "{} does not support chunked-prefix Full prefill CUDA graphs"),
+     "AssertionError: TritonAttnBackend does not support chunked-prefix Full prefill CUDA graphs", "CONFIG_REFUSED"),
+    (_real("0.5.19", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 306, "assert", "AssertionError",
+           "cuda_graph_config[prefill].bs is empty"),
+     "AssertionError: cuda_graph_config[prefill].bs is empty", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 1095, "assert", "AssertionError",
+           "prefix batch has no captured FullCG variant"),
+     "AssertionError: prefix batch has no captured FullCG variant", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py", 284, "raise",
+           "RuntimeError", "Elastic EP scale-up requires matching CUDA graph configuration and effective capture "
+           "sizes on every rank; local_signature={}, gathered_hashes={}."),
+     "RuntimeError: Elastic EP scale-up requires matching CUDA graph configuration and effective capture sizes on "
+     "every rank; local_signature=ab12, gathered_hashes=[ab12, cd34].", "FATAL"),
+    # a setting's value range in sglang's plumbing, a DP worker gone, an operation that could not: no invariant
+    (_real("0.5.13.post1", "sglang/srt/managers/tp_worker.py", 301, "assert", "AssertionError",
+           "If configured, max_queued_requests must be at least 1 for any work to be scheduled."),
+     "AssertionError: If configured, max_queued_requests must be at least 1 for any work to be scheduled.",
+     "CONFIG_REFUSED"),
+    (_real("0.5.19", "sglang/srt/distributed/parallel_state.py", 2277, "assert", "AssertionError",
+           "timeout must be positive"),
+     "AssertionError: timeout must be positive", "FATAL"),
+    (_real("0.5.23", "sglang/srt/distributed/parallel_state.py", 2653, "raise", "RuntimeError",
+           "decode_context_parallel_size ({}) must be >= 1"),
+     "RuntimeError: decode_context_parallel_size (0) must be >= 1", "FATAL"),
+    (_real("0.5.23", "sglang/srt/managers/data_parallel_controller.py", 874, "raise", "ValueError",
+           "DP rank {} is not active."),
+     "ValueError: DP rank 3 is not active.", "FATAL"),
+    (_real("0.5.23", "sglang/srt/managers/data_parallel_controller.py", 886, "raise", "RuntimeError",
+           "No active DP workers are available for routing."),
+     "RuntimeError: No active DP workers are available for routing.", "FATAL"),
+    (_real("0.5.23", "sglang/srt/managers/scheduler.py", 975, "raise", "ValueError",
+           "Request-selectable reasoning terminator {} could not be encoded"),
+     "ValueError: Request-selectable reasoning terminator </think> could not be encoded", "FATAL"),
+    # where a site sits is not its meaning (fresh5's held-out errors): in the server-arguments modules a message
+    # that says no refusal gets no class; a weights-update call refused on sglang's own state (the process group
+    # not initialized) is INTERNAL_ERROR, as the rule says; an internal module's message that says no invariant
+    (_real("0.5.10.post1", "sglang/srt/server_args.py", 3351, "raise", "RuntimeError", "No IB devices found in {}",
+           "_validate_ib_devices"),
+     "RuntimeError: No IB devices found in /sys/class/infiniband", "FATAL"),
+    (_real("0.5.10.post1", "sglang/srt/server_args.py", 2544, "raise", "RuntimeError",
+           "KV4 is not tested on non-CUDA platforms.", "_handle_kv4_compatibility"),
+     "RuntimeError: KV4 is not tested on non-CUDA platforms.", "FATAL"),
+    (_real("0.5.20", "sglang/srt/entrypoints/engine.py", 1830, "raise", "RuntimeError",
+           "Initialization failed. Please see the error messages above.", "_wait_for_scheduler_ready"),
+     "RuntimeError: Initialization failed. Please see the error messages above.", "FATAL"),
+    (_real("0.5.10.post1", "sglang/srt/model_executor/model_runner.py", 1519, "assert", "AssertionError",
+           "Default torch process group must be initialized", "init_weights_update_group"),
+     "AssertionError: Default torch process group must be initialized", "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/layers/layer_boundary/factories.py", 1368, "raise", "ValueError",
+           "a declaration takes its source from the layer stack", "_stage_items"),
+     "ValueError: a declaration takes its source from the layer stack", "FATAL"),
 ]
 
 
@@ -508,5 +648,5 @@ def test_a_site_gets_the_class_its_message_means(site, line, cls):
     classifier = SiteClassifier(SiteIndex([site]))
     verdict = classify_text(line + "\n", sites=classifier)
     assert verdict.log_class == cls, verdict.event.rule if verdict.event else None
-    if cls != "FATAL":
+    if cls not in ("FATAL", "NONE"):
         assert verdict.event.source == site.where()

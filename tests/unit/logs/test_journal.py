@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from fleet.logs import journal
+from fleet.logs import journal, warmphases
 from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome
 from fleet.playbook import Budgets
+from fleet.progress import Live
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 
@@ -125,8 +126,11 @@ def test_journal_commands_start_after_the_cursor_or_at_the_end():
     assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager -n 0 -f"
     assert journal.command("a b", output="short-iso", since="-10m", follow=False) == \
         "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"
+    # the last 50 of the span: journalctl's own -n counts from --since (tests/integration/test_operator_views.py)
     assert journal.command("sglang", output="short-iso", since="2026-12-05 20:00", follow=False, lines=50) == \
-        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' -n 50"
+        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' | tail -n 50"
+    assert journal.command("sglang", output="short-iso", follow=False, lines=50) == \
+        "journalctl -u sglang -o short-iso --no-pager -n 50"
 
 
 def test_a_long_phase_says_where_it_stands_each_second_and_each_phase_its_budget():
@@ -145,3 +149,50 @@ def test_a_long_phase_says_where_it_stands_each_second_and_each_phase_its_budget
     seconds = [int(m.split(": ")[1].split("s of")[0]) for m in live[1:]]
     assert seconds == sorted(seconds) and seconds[-1] in (29, 30)  # once a second, up to the budget
     assert not any(isinstance(m, Live) for m in said if m.startswith("phase weight_load ("))
+
+
+def _watch_expecting(chunks, expect, step=0.5):
+    clock, said = Clock(), []
+    seen = warmphases.PhaseClock()
+    source = Script(chunks, clock, step=step)
+    startup = journal.Startup(Budgets(), said.append, clock, expect=expect, seen=seen)
+    verdict = journal.watch_startup(source, startup, lambda: {"ActiveState": "activating"})
+    return verdict, said, seen
+
+
+START = ["Init torch distributed begin.\n", "Load weight begin. avail mem=90.1 GB\n",
+         "Capture cuda graph begin. This can take up to several minutes. avail mem=8.10 GB\n"]
+SILENCE = [""] * 30  # 15 s of a silent build in the capture (0.6.3 builds its attention modules there)
+END = ["Capture cuda graph end. Time elapsed: 1.00 s. mem usage=2.10 GB. avail mem=6.00 GB.\n",
+       "The server is fired up and ready to roll!\n"]
+
+
+def test_a_cold_start_records_its_phases_and_expects_nothing():
+    verdict, said, seen = _watch_expecting(START + SILENCE + END, journal.COLD)
+    assert verdict[0] == Outcome.READY and not [m for m in said if "warm start" in m]
+    assert [p for p, _ in seen.spent] == ["start", "weight_load", "graph_capture"]
+    assert seen.times().of("graph_capture") == 15.5
+
+
+def test_a_warm_start_that_builds_as_long_as_the_cold_one_is_reported_in_its_phase():
+    cold = warmphases.PhaseTimes((("start", 0.5), ("jit_compile", 20.0), ("graph_capture", 15.5)))
+    expect = warmphases.Expect.placed("sbx0", cold)
+    _, said, _ = _watch_expecting(START + SILENCE + END, expect)
+    assert said[0].startswith("warm start: jit_compile, autotune, graph_capture expected short")
+    assert "warm start: graph_capture expected short; the cold start of sbx0 took 16s" in said
+    assert any(m.startswith("warm start: the cache did not take in graph_capture: 15.5s") for m in said), said
+    assert "warm start: jit_compile skipped (the cold start took 20.0s in it)" in said
+    _, said, _ = _watch_expecting(START + END, expect)  # the modules were used: capture is short
+    assert "warm start: graph_capture took 0.5s (cold: 15.5s)" in said
+    assert not [m for m in said if "did not take" in m]
+
+
+def test_the_live_line_shows_the_count_a_release_prints_and_a_warm_phases_expectation():
+    ninja = ["[1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c a.cu -o a.cuda.o\n"]
+    _, said, _ = _watch_expecting(START[:2] + ninja + SILENCE[:6], journal.COLD)
+    live = [m for m in said if isinstance(m, Live) and m.startswith("phase jit_compile")]
+    assert live and "; ninja 1/3; last line: [1/3]" in live[-1], said
+    cold = warmphases.PhaseTimes((("graph_capture", 100.0),))
+    _, said, _ = _watch_expecting(START + SILENCE[:6], warmphases.Expect.placed("sbx0", cold))
+    live = [m for m in said if isinstance(m, Live) and m.startswith("phase graph_capture")]
+    assert live and "budget (warm: expected under 70s); last line" in live[-1], said

@@ -65,3 +65,33 @@ def test_a_marker_file_with_an_unknown_phase_or_a_stray_example_is_refused(tmp_p
                    '    sources: [{project: uvicorn, ref: "https://github.com/encode/uvicorn"}]\n')
     with pytest.raises(InputError, match="example 'up and away' does not match the regex"):
         phases.load(bad)
+
+
+# Counts the real releases print (playbooks/phases/startup.yaml `counts`): ninja -v's status (flashinfer 0.6.3
+# cpp_ext.py run_ninja, with FLASHINFER_JIT_VERBOSE=1), flashinfer 0.6.8.post1+'s tqdm bar while it tunes (its
+# redraws joined by carriage returns in one journal line: the last wins), sglang's weight-shard bar (a line each).
+COUNTS = [
+    ("[2/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c batch_prefill.cu -o x.cuda.o",
+     phases.Count("ninja", 2, 3)),
+    ("\r[AutoTuner]: Tuning trtllm::fused_moe::gemm1:   0%|          | 0/5 [00:00<?, ?profile/s]"
+     "\r[AutoTuner]: Tuning trtllm::fused_moe::gemm1:  40%|████      | 2/5 [00:01<00:01,  1.52profile/s]",
+     phases.Count("autotune profiles", 2, 5)),
+    ("Loading safetensors checkpoint shards:  12% Completed | 10/83 [00:40<04:52,  4.01s/it]",
+     phases.Count("weight shards", 10, 83)),
+    ("[2026-12-01 10:00:01 TP0] Init torch distributed begin.", None),
+    ("[Autotuner]: Autotuning process starts ...", None),  # 0.6.3 tunes with no count: none is made up
+    ("[2026-12-01 10:04:00 TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]", None),
+]
+
+
+@pytest.mark.parametrize("line,count", COUNTS)
+def test_a_count_is_read_only_where_a_real_release_prints_one(line, count):
+    assert phases.count_in(line) == count
+
+
+def test_a_count_regex_without_done_and_total_is_refused(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text('phases: []\ncounts:\n  - name: n\n    regex: "\\\\[(\\\\d+)\\\\]"\n    examples: ["[3]"]\n'
+                   '    sources: [{project: ninja, ref: "https://ninja-build.org/manual.html"}]\n')
+    with pytest.raises(InputError, match=r"needs two groups \(done, total\), it has 1"):
+        phases.load_counts(bad)

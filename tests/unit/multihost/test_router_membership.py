@@ -80,8 +80,8 @@ def setup(tmp_path):
             deployed.append(workers)
             return RouterEnd(DeployStatus.OK, "r-new")
 
-    def make(live: Live, **seams):
-        hooks = Hooks(book, Path(path), inv["sbx0"], ConnectOptions(), {}, lambda h, m: None, **seams)
+    def make(live: Live, say=lambda h, m: None, **seams):
+        hooks = Hooks(book, Path(path), inv["sbx0"], ConnectOptions(), {}, say, **seams)
         hooks.live = live  # type: ignore[assignment]
         hooks.sessions = lambda host, opts: FakeSession(host)
         hooks.running = live.list is not None
@@ -237,3 +237,14 @@ def test_start_says_when_the_list_cannot_be_read(setup):
     hooks.say = lambda h, m: said.append(m)
     hooks.start()
     assert not hooks.running and said and "no worker list could be read" in said[0]
+
+
+def test_a_router_that_answers_no_list_is_said_once_under_its_hosts_name(setup):
+    """A newcomer's pass: `inv tune` of replicas whose router was not running said `sbx0 router: no worker list
+    could be read from sbx0 (...)`: the line is its host's already (fleet.cli.deploy.host_say prefixes it)."""
+    make, _, _ = setup
+    said: list[tuple[str, str]] = []
+    hooks = make(Live(None, serving=set()), say=lambda h, m: said.append((h, m)))
+    hooks.start()
+    assert said == [("sbx0", "router: no worker list could be read (not running, or it answered no list); "
+                             "replicas are not taken out of it")]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fleet import parallel
+from fleet.deploy import fallback
 from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.results import Attempt, FellBack
 from fleet.errors import InputError
@@ -109,7 +110,7 @@ class World:
                 world.exchange()
             time.sleep(fall_back_s)
             world.fall_backs.append(why)
-            return FellBack(DeployStatus.ROLLED_BACK, "rel-before", {}, "")
+            return fallback.back_on("h0", previous, why) if previous else FellBack(DeployStatus.FAILED, "", {}, "")
 
         self.fall_back = fall_back  # what the tuner's fall-back does (a test may give another)
 
@@ -167,6 +168,9 @@ def test_ctrl_c_while_a_rung_starts_is_taken_between_exchanges_and_the_release_b
     assert world.attempts == ["fast"], "no rung after the Ctrl-C"
     assert all(s.closed for s in world.sources)
     assert any("putting back the release that served before the tune" in line for line in world.lines)
+    # each line is the host's (fleet.cli.deploy.host_say leads it with h0): the fall-back's own line without its
+    # label, not `h0 h0: tune interrupted; ...` (a newcomer's pass: the tune's progress named the host twice)
+    assert world.lines[-1] == "tune interrupted; back on release rel-tune", world.lines
     assert time.monotonic() - start < 5
 
 

@@ -1,0 +1,66 @@
+"""fleet.ssh.connect against a host that takes the TCP connection and sends no SSH banner: its one line says
+whether the host closed the connection or fleet gave up waiting (real paramiko, a listener on loopback)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import ConnectError
+from fleet.inventory import Host
+from fleet.ssh.connect import ConnectOptions, Timeouts, open_connection
+
+
+def _listener(close: bool) -> tuple[socket.socket, list[socket.socket]]:
+    """Accepts on loopback and sends nothing: holds each connection open (a wedged sshd), or closes it at once
+    (a middlebox, MaxStartups)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                sock, _ = server.accept()
+            except OSError:
+                return
+            if close:
+                sock.close()
+            else:
+                held.append(sock)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, held
+
+
+def _host(tmp_path: Path, port: int) -> Host:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    return Host(name="h", address="127.0.0.1", port=port, user="root", become=False, identity_file=None,
+                known_hosts=str(known), ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang",
+                groups=(), source=tmp_path / "hosts.yaml")
+
+
+@pytest.mark.parametrize("close", [False, True])
+def test_no_banner_says_whether_the_host_closed_or_fleet_gave_up_waiting(tmp_path, close):
+    """The fifth newcomer's hour: `inv status` (connect and banner both 5 s) of a wedged sshd said, as often as
+    not, `closed the connection before sending the SSH banner`: paramiko's banner timeout and its closed socket
+    raise the same words, and only the exception underneath tells them apart."""
+    server, held = _listener(close)
+    try:
+        opts = ConnectOptions(timeouts=Timeouts(connect=5.0, banner=1.0), attempts=1)
+        with pytest.raises(ConnectError) as err:
+            open_connection(_host(tmp_path, server.getsockname()[1]), opts)
+    finally:
+        server.close()
+        for sock in held:
+            sock.close()
+    said = str(err.value)
+    if close:
+        assert "closed the connection before sending the SSH banner" in said, said
+    else:
+        assert "took the connection but sent no SSH banner within 1s" in said, said
+        assert "closed the connection" not in said, said
+    assert err.value.unreachable  # either way SSH never reached the host (recover --unreachable may reset it)
