@@ -7,6 +7,7 @@ before that release starts (drop_unproven), so a cache a dead or failed warm sta
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -19,6 +20,17 @@ from fleet.ssh.remote import BytesResult, ChannelFailed, CommandTimedOut, Output
 
 TIMEOUT_S = 300.0
 PLACED = f"{ROOT}/kcache-placed"
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # an account name (fleet.inventory's serve.user)
+
+
+def _as(user: str) -> list[str]:
+    """kcache.py's --user: run as root, it does its work as that user (root's mark opened first); nothing for
+    root or no user. A name that is no account name is refused here, never sent."""
+    if not user or user == "root":
+        return []
+    if not _USER.fullmatch(user):
+        raise ValueError(f"{user!r} is no user name")
+    return [f"--user={user}"]
 
 
 def drop_unproven(mark: str = PLACED) -> str:
@@ -57,9 +69,11 @@ def _said(stderr: bytes, exited: int) -> str:
     return lines[-1] if lines else f"exit {exited}"
 
 
-def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int) -> bytes | HostRefused:
-    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes."""
-    cmd = programs.python_command(python, "kcache.py", "collect", str(limit), *folders)
+def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int,
+            user: str = "") -> bytes | HostRefused:
+    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes. As
+    `user` (the server's) where kcache.py runs as root, as every verb below."""
+    cmd = programs.python_command(python, "kcache.py", *_as(user), "collect", str(limit), *folders)
     res = _run(conn, host, cmd, b"", limit + (16 << 20))
     if isinstance(res, HostRefused):
         return res
@@ -70,8 +84,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
           folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    owner = [f"--user={user}"] if user else []
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *owner, "place", sha256, *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -85,18 +98,18 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
     return placed
 
 
-def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
+def clear(conn: Connection, host: Host, python: str, folders: list[str], user: str = "") -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "clear", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
     return None if res.exited == 0 else _said(res.stderr, res.exited)
 
 
-def unproven(conn: Connection, host: Host, python: str) -> list[str] | HostRefused:
+def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[str] | HostRefused:
     """The folders a place filled and no start served with (the mark's) removed; those removed."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "unproven")
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "unproven")
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -105,9 +118,10 @@ def unproven(conn: Connection, host: Host, python: str) -> list[str] | HostRefus
     return res.stdout.decode("utf-8", "replace").splitlines()
 
 
-def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:
+def modules(conn: Connection, host: Host, python: str, folders: list[str],
+            user: str = "") -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "modules", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res
