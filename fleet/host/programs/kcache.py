@@ -28,9 +28,10 @@ placed and never proven, and is removed before that release starts (fleet.host.k
 that user (its uid, gid and groups; exit 2 when there is no such user) before it touches any cache folder: the
 folders are that user's, and nothing a process of that user does in them (a link, a folder swapped between a
 check and its use, a planted file) leads this program to write, remove or read what that user could not. What
-it makes is that user's because that user makes it. Without --user (or --user=root) it stays root; then collect,
-place and clear refuse (exit 5) a folder whose path passes through a link root does not own, and unproven removes
-only folders whose path holds no link (the mark names real paths).
+it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. Either way,
+first (as root) collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not
+own (a clear refusal: a link made after that check meets the user, never root), and unproven removes only folders
+whose path holds no link (the mark names real paths).
 
 collect, place and clear refuse (exit 5) a folder one level deep, a home, the venv, a shared cache root (~/.cache),
 or one that holds one of them, model weights (huggingface, hub, *.safetensors) or another of the folders (a cache
@@ -460,13 +461,13 @@ def main(argv: list[str]) -> None:
         if verb != "modules":
             _lock()
         _open_mark(create=verb == "place")
-    _drop()
     broad = next((f for f in folders if verb != "modules" and _broad(f, folders)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
     link = next((x for f in folders if verb != "modules" and (x := _foreign_link(f))), None)
-    if link:
+    if link:  # a clear refusal; a link made after this check meets _drop's user, never root
         _fail(5, f"refused: {link} is a link root does not own (it could lead fleet out of the cache folders)")
+    _drop()
     if verb in ("place", "clear", "unproven"):
         stale(folders)
     if verb == "collect":
