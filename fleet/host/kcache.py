@@ -23,25 +23,33 @@ PLACED = f"{ROOT}/kcache-placed"
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # an account name (fleet.inventory's serve.user)
 
 
-def _as(user: str) -> list[str]:
-    """kcache.py's --user: run as root, it does its work as that user (root's mark opened first); nothing for
-    root or no user. A name that is no account name is refused here, never sent."""
+def _account(user: str) -> str:
+    """The user the host's steps drop to ("" for root or none); a name that is no account name is refused here,
+    never sent."""
     if not user or user == "root":
-        return []
+        return ""
     if not _USER.fullmatch(user):
         raise ValueError(f"{user!r} is no user name")
-    return [f"--user={user}"]
+    return user
 
 
-def drop_unproven(mark: str = PLACED) -> str:
+def _as(user: str) -> list[str]:
+    """kcache.py's --user: run as root, it does its work as that user (root's mark opened first)."""
+    return [f"--user={name}"] if (name := _account(user)) else []
+
+
+def drop_unproven(mark: str = PLACED, user: str = "") -> str:
     """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
     mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
-    kcache.py's, waited for 240 s at most)."""
-    return (f"m={shlex.quote(mark)}; if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
+    kcache.py's, waited for 240 s at most). Run as root for `user` (the unit's User=), each removal runs as that
+    user (runuser): a folder swapped at a marked path after the check is removed only as far as that user may."""
+    name = _account(user)
+    who = f"[ \"$(id -u)\" != 0 ] || r='runuser -u {name} --'; " if name else ""
+    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
             "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
-            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then "
-            "mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; "
-            "done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
+            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then $r sh -c "
+            "'mv -T -- \"$1\" \"$1.fleet-kcache-old-$2\" && rm -rf -- \"$1.fleet-kcache-old-$2\"' sh \"$f\" $$; "
+            "fi ;; esac; done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
 
 
 @dataclass(frozen=True)

@@ -435,3 +435,19 @@ def test_a_folder_swapped_for_a_link_is_never_collected_into_the_store(open_tmp:
     won = 'ns["os"].path.islink = lambda path: False\n'  # every link check passed: a race won
     got = _unchecked(open_tmp, "--user=nobody", "collect", "1048576", str(folder), also=won)
     assert b"PRIVATE KEY" not in got.stdout, got.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a put-back's removal as root, as fleet does")
+def test_a_put_back_removes_a_marked_folder_only_as_far_as_the_units_user_may(open_tmp: Path) -> None:
+    """A put-back's drop_unproven checks each marked path (no link on it), then removes it: a folder of root's
+    swapped in at that path after the check (the user may rename a folder into its own, not empty it) was emptied
+    by root before. As the unit's user, root's file in it stays."""
+    cache = _users_home(open_tmp)
+    swapped = cache / "ops"
+    swapped.mkdir()
+    (swapped / "root-only").write_text("root's")  # root's folder and file, standing where the mark points
+    mark = open_tmp / "kcache-placed"
+    mark.write_text(f"{swapped}\n")
+    done = subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark), "nobody")], capture_output=True, text=True)
+    left = [p.name for p in cache.rglob("root-only")]
+    assert (left, mark.exists()) == (["root-only"], False), done.stderr

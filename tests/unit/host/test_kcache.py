@@ -54,3 +54,10 @@ def test_a_root_unit_runs_as_before() -> None:
 def test_a_name_that_is_no_account_name_is_never_sent(name: str) -> None:
     with pytest.raises(ValueError, match="is no user name"):
         _every_step(name)
+
+
+def test_a_put_back_removes_marked_folders_as_the_units_user() -> None:
+    assert "r='runuser -u llm --'" in kcache.drop_unproven(user="llm")
+    assert "runuser" not in kcache.drop_unproven(user="root") + kcache.drop_unproven()
+    with pytest.raises(ValueError, match="is no user name"):
+        kcache.drop_unproven(user="llm; reboot")
