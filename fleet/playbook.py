@@ -324,7 +324,7 @@ class Playbook(Strict):
 
     @field_validator("ladder")
     @classmethod
-    def _unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
+    def unique_rungs(cls, ladder: list[Rung]) -> list[Rung]:
         seen: set[str] = set()
         for rung in ladder:
             if rung.name in seen:

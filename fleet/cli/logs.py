@@ -99,6 +99,16 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     folders = {h.name: RankFolder(shown) for h in hosts}
 
     errors: dict[str, str] = {}
+    unsaid: list[str] = []  # errors not yet on stderr: with -f each is said at once, as the others go on
+    from fleet.cli import say_host_error, say_on_stderr
+
+    def say_errors() -> None:
+        for message in unsaid:
+            if as_json:
+                sys.stderr.write(f"error: {message}\n")
+            else:
+                say_host_error(message, to=err)  # a sentence: folded to the terminal
+        unsaid.clear()
 
     def counted(line: LogLine) -> None:
         with lock:
@@ -108,7 +118,11 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         try:
             read(host, opts, follow, since, counted, stop, lines if last_shown is None else None)
         except Exception as exc:  # one host's failure must not end the others' streams
-            errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
+            with lock:
+                errors[host.name] = str(exc) if isinstance(exc, FleetError) else f"{host.name}: {exc}"
+                unsaid.append(errors[host.name])
+                if follow:  # a followed stream never ends: the host that gave none is named now, not never
+                    say_errors()
 
     # Plain threads, not a pool: Ctrl-C must set `stop` before anything waits for the streams to end.
     threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
@@ -131,14 +145,12 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         stop.set()
         for t in threads:
             t.join(timeout=5)
+        with lock:  # a line held for its ranks' copies is shown, not dropped
+            for folder in folders.values():
+                folder.flush()
+            say_errors()
         return 130
-    from fleet.cli import say_host_error, say_on_stderr
-
-    for message in errors.values():
-        if as_json:
-            sys.stderr.write(f"error: {message}\n")
-        else:
-            say_host_error(message, to=err)  # a sentence: folded to the terminal
+    say_errors()
     if fatal:
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))

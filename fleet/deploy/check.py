@@ -85,6 +85,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
+        _check_raw_names(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
@@ -115,6 +116,19 @@ def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
         return lockfile.stale(lockfile.path_for(path), packages)
     except InputError as exc:
         return str(exc)
+
+
+def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A ladder the schema refused for one of its rungs: its rule of one name per rung, which runs only once every
+    rung holds up, applied to the names as written."""
+    ladder = data.get("ladder") if isinstance(data, dict) else None
+    if not isinstance(ladder, list) or any(tuple(e["loc"]) == ("ladder",) for e in err.errors()):
+        return  # not a list, or the schema said it already
+    names = [item["name"] for item in ladder if isinstance(item, dict) and isinstance(item.get("name"), str)]
+    try:  # the schema's own rule, on rungs that are only their names
+        Playbook.unique_rungs([Rung.model_construct(name=name) for name in names])
+    except ValueError as exc:
+        c.error(("ladder",), str(exc))
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:
@@ -219,6 +233,9 @@ def _flag_holds(name: Any, value: Any) -> bool:
     return True
 
 
+_GPU_COUNTS = ("tp-size", "tensor-parallel-size")  # sglang's type=int in every release (srt/server_args.py)
+
+
 @dataclass
 class _Checker:
     doc: yamlfile.Document
@@ -275,6 +292,9 @@ class _Checker:
         elif not span.switch and value is True:
             self.error(loc, kind="value", message=f"--{name} takes a value: true would pass it bare and sglang "
                                                   "would stop (expected one argument)")
+        elif name in _GPU_COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            self.error(loc, kind="value", message=f"--{name} takes a whole number of GPUs, 1 or more, not {value!r} "
+                                                  "(sglang stops on it at start; preflight would count it as 1)")
 
     def when(self, where: yamlfile.Loc, when: Conditions) -> None:
         loc = (*where, "when")

@@ -155,6 +155,37 @@ def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():
     assert lines[0].startswith("error: mute (root@") and data.export_text() == ""
 
 
+def test_a_host_logs_f_cannot_reach_is_said_at_once_while_the_others_are_followed():
+    """The sixth newcomer's hour: `inv logs -f` over two hosts, one of them wedged (sshd stopped): the other's lines
+    came, and the wedged one was never named, neither after its 10 s nor at Ctrl-C (exit 130): the error waited
+    for every stream to end, which a followed one never does. A line still held for its ranks' copies (half a
+    second) is shown at Ctrl-C too, not dropped."""
+    import _thread
+
+    from rich.console import Console
+
+    from fleet.errors import FleetError
+
+    data, err = (Console(width=80, record=True, file=io.StringIO(), color_system=None) for _ in range(2))
+
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        if host.name == "mute":
+            raise FleetError("mute (root@127.0.0.1:2299): took the connection but sent no SSH banner within 10s")
+        emit(LogLine("sbx0", "2026-12-05T15:38:41+0000", "GET /health 200", None, "python3[2685]"))
+        for _ in range(100):  # following: the operator reads on until Ctrl-C
+            if "no SSH banner" in err.export_text(clear=False) or stop.wait(0.02):
+                break
+        _thread.interrupt_main()
+        stop.wait(5)
+
+    hosts = [SimpleNamespace(name="sbx0"), SimpleNamespace(name="mute")]
+    assert logs.run(hosts, None, True, None, None, False, data,  # type: ignore[arg-type]
+                    read=stream, err=err) == 130
+    said = err.export_text()
+    assert said.startswith("error: mute (root@") and said.count("no SSH banner") == 1, said
+    assert "GET /health 200" in data.export_text()
+
+
 def test_lines_with_only_are_the_last_n_lines_only_shows_as_journalctl_p_n_counts():
     """Newcomer's third hour: `inv logs --only fatal -n 2` read the journal's last 2 lines (two health checks), showed
     nothing and exited 0, while the journal held 22 fatal lines: -n counted lines before --only kept any, where

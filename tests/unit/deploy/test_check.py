@@ -205,6 +205,29 @@ ladder:
     assert "did you mean --tp-size?" in found[0] and "SM 999 is no GPU fleet knows" in found[1]
 
 
+def test_a_rung_name_given_twice_is_said_beside_the_schemas_other_errors(tmp_path):
+    """Issue 46 finding 7 (the sixth newcomer's hour): the ladder's duplicate-name rule ran only once every rung
+    held up, so a rung the schema refused (an unknown failure class, a `when:` not a list) hid the duplicate name
+    until the next round."""
+    book = BOOK.replace("  - name: second\n", "  - name: first\n    when: {sm: 120}\n  - name: second\n")
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == ["ladder", "ladder.1.when.sm"], found
+    assert "rung 'first' appears twice in the ladder" in found[0]
+    # a ladder that holds up says it once, as the schema does
+    twice = lines(run(tmp_path, BOOK.replace("name: second", "name: first")))
+    assert [line.split(": ", 2)[1] for line in twice] == ["ladder"], twice
+
+
+def test_a_tp_size_that_is_no_whole_number_is_an_error(tmp_path):
+    """The sixth newcomer's hour: `flags: {tp-size: banana}` checked clean; preflight counts such a value as 1 GPU,
+    and sglang stops on it at start (its --tp-size is `type=int` in every release, server_args.py)."""
+    found = lines(run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: banana}").replace(
+        "after: [HANG]", "after: [HANG]\n    flags: {tensor-parallel-size: 0}")))
+    assert [line.split(": ", 2)[1] for line in found] == ["flags.tp-size", "ladder.1.flags.tensor-parallel-size"]
+    assert "--tp-size takes a whole number of GPUs, 1 or more, not 'banana'" in found[0]
+    assert lines(run(tmp_path, BOOK)) == []
+
+
 def test_deploy_refuses_in_one_line_with_the_count_of_the_rest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLEET_SITE", str(tmp_path))  # the site's own playbooks/ come first
