@@ -134,7 +134,8 @@ def start_and_verify(conn: Connection, host: Host, unit: str, book: Playbook, sa
     """Restart the unit, follow its journal to READY (or not; with the release's `sglang` and `flashinfer`,
     classified by their sites), then the health check."""
     cursor = journal.cursor(conn, host)
-    restart_unit(conn, host, unit, first=kcache.drop_unproven())  # never on caches no start served with
+    # never on caches no start served with (removed as the unit's user)
+    restart_unit(conn, host, unit, first=kcache.drop_unproven(user=book.serve.user))
     outcome, evidence = journal.watch(conn, host, unit, cursor, book.budgets, say, sglang=sglang,
                                       flashinfer=flashinfer)
     if outcome == Outcome.READY:

@@ -85,7 +85,7 @@ class WarmStart:
     placed: list[str] = field(default_factory=list)
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
-    user: str = ""  # the server's user: the placed files are its
+    user: str = ""  # the server's user: kcache.py works in its folders as it (fleet.host.kcache._as)
     expect: Expect = field(default_factory=Expect.cold_start)  # what the start's phases should show (placed: warm)
 
     @classmethod
@@ -141,7 +141,7 @@ class WarmStart:
         """Nothing placed for this start: what an earlier place left and no start served with (a controller that
         died, a place past its deadline) removed, or, where that fails, the folders count as placed (a start
         that fails is retried without them)."""
-        gone = kcache.unproven(conn, host, self.python)
+        gone = kcache.unproven(conn, host, self.python, self.user)
         if isinstance(gone, kcache.HostRefused):
             self.placed = list(self.folders)
             say(f"cold start: {why}; caches an earlier place left may be in place ({gone.reason})")
@@ -161,8 +161,8 @@ class WarmStart:
 
     def _clear(self, conn: Connection, host: Host, folders: list[str]) -> str | None:
         """The folders removed, tried twice (a lost answer or a passing failure); why not, or None."""
-        why = kcache.clear(conn, host, self.python, folders)
-        return None if why is None else kcache.clear(conn, host, self.python, folders)
+        why = kcache.clear(conn, host, self.python, folders, self.user)
+        return None if why is None else kcache.clear(conn, host, self.python, folders, self.user)
 
     def without_cache(self, conn: Connection, host: Host, say: Say) -> bool:
         """After a failed start with placed caches: those folders removed (True: retry cold)."""
@@ -181,7 +181,7 @@ class WarmStart:
         also proves them: a later put-back of a release leaves them in place.)"""
         if not self.placed:
             return
-        now = kcache.modules(conn, host, self.python, self.placed)  # and the caches proven (kcache.PLACED)
+        now = kcache.modules(conn, host, self.python, self.placed, self.user)  # and the caches proven (kcache.PLACED)
         if isinstance(now, kcache.HostRefused):
             say(f"could not read the modules back: {now.reason}")
         elif self.modules:
@@ -196,7 +196,7 @@ class WarmStart:
             say("the stored caches failed a start that served without them: replaced by this host's")
         elif self.store.has(self.key):
             return
-        data = kcache.collect(conn, host, self.python, self.folders, self.store.limit)
+        data = kcache.collect(conn, host, self.python, self.folders, self.store.limit, self.user)
         if isinstance(data, kcache.HostRefused):
             say(f"caches not collected: {data.reason}")
             return

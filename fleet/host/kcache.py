@@ -7,6 +7,7 @@ before that release starts (drop_unproven), so a cache a dead or failed warm sta
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -19,17 +20,36 @@ from fleet.ssh.remote import BytesResult, ChannelFailed, CommandTimedOut, Output
 
 TIMEOUT_S = 300.0
 PLACED = f"{ROOT}/kcache-placed"
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # an account name (fleet.inventory's serve.user)
 
 
-def drop_unproven(mark: str = PLACED) -> str:
+def _account(user: str) -> str:
+    """The user the host's steps drop to ("" for root or none); a name that is no account name is refused here,
+    never sent."""
+    if not user or user == "root":
+        return ""
+    if not _USER.fullmatch(user):
+        raise ValueError(f"{user!r} is no user name")
+    return user
+
+
+def _as(user: str) -> list[str]:
+    """kcache.py's --user: run as root, it does its work as that user (root's mark opened first)."""
+    return [f"--user={name}"] if (name := _account(user)) else []
+
+
+def drop_unproven(mark: str = PLACED, user: str = "") -> str:
     """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
     mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
-    kcache.py's, waited for 240 s at most)."""
-    return (f"m={shlex.quote(mark)}; if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
+    kcache.py's, waited for 240 s at most). Run as root for `user` (the unit's User=), each removal runs as that
+    user (runuser): a folder swapped at a marked path after the check is removed only as far as that user may."""
+    name = _account(user)
+    who = f"[ \"$(id -u)\" != 0 ] || r='runuser -u {name} --'; " if name else ""
+    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
             "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
-            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then "
-            "mv -T -- \"$f\" \"$f.fleet-kcache-old-$$\" && rm -rf -- \"$f.fleet-kcache-old-$$\"; fi ;; esac; "
-            "done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
+            "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then $r sh -c "
+            "'mv -T -- \"$1\" \"$1.fleet-kcache-old-$2\" && rm -rf -- \"$1.fleet-kcache-old-$2\"' sh \"$f\" $$; "
+            "fi ;; esac; done < \"$m\"; rm -f -- \"$m\"; fi; } 9>>\"$m.lock\"; fi")
 
 
 @dataclass(frozen=True)
@@ -57,9 +77,11 @@ def _said(stderr: bytes, exited: int) -> str:
     return lines[-1] if lines else f"exit {exited}"
 
 
-def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int) -> bytes | HostRefused:
-    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes."""
-    cmd = programs.python_command(python, "kcache.py", "collect", str(limit), *folders)
+def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int,
+            user: str = "") -> bytes | HostRefused:
+    """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes. As
+    `user` (the server's) where kcache.py runs as root, as every verb below."""
+    cmd = programs.python_command(python, "kcache.py", *_as(user), "collect", str(limit), *folders)
     res = _run(conn, host, cmd, b"", limit + (16 << 20))
     if isinstance(res, HostRefused):
         return res
@@ -70,8 +92,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
           folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    owner = [f"--user={user}"] if user else []
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *owner, "place", sha256, *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -85,18 +106,18 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
     return placed
 
 
-def clear(conn: Connection, host: Host, python: str, folders: list[str]) -> str | None:
+def clear(conn: Connection, host: Host, python: str, folders: list[str], user: str = "") -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "clear", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
     return None if res.exited == 0 else _said(res.stderr, res.exited)
 
 
-def unproven(conn: Connection, host: Host, python: str) -> list[str] | HostRefused:
+def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[str] | HostRefused:
     """The folders a place filled and no start served with (the mark's) removed; those removed."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "unproven")
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "unproven")
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -105,9 +126,10 @@ def unproven(conn: Connection, host: Host, python: str) -> list[str] | HostRefus
     return res.stdout.decode("utf-8", "replace").splitlines()
 
 
-def modules(conn: Connection, host: Host, python: str, folders: list[str]) -> dict[str, str] | HostRefused:
+def modules(conn: Connection, host: Host, python: str, folders: list[str],
+            user: str = "") -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", "modules", *folders)
+    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res

@@ -8,7 +8,10 @@ that the release rebuilt did not take (the giver's cold phases are kept with its
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import tarfile
 import time
 from pathlib import Path
 
@@ -16,6 +19,8 @@ import yaml
 from fleetcli import break_module, inv_at, llama_playbook, sh
 
 from fleet import inventory as fleet_inventory
+from fleet.host import kcache
+from fleet.ssh.connect import open_connection
 
 HOST, OTHER_GPU = "sbx0", "sbx2"  # 8x RTX PRO 6000 (SM 120, 240 s modelled JIT); 2x RTX 5090 (SM 120 too)
 SCALE = 0.05
@@ -124,3 +129,36 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert f"warm start: caches of {HOST} placed" in said and "starting again" not in said, said[-2000:]
     assert "warm start: the cache did not take in graph_capture" in said, said[-2000:]
     assert "placed modules were rebuilt by the release" in said
+
+
+def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
+    """serve.user other than root (the image's `fleet`): fleet's root session runs kcache.py, which drops to that
+    user before it touches its folders (its uid, gid and groups on this Debian); what it places is that user's,
+    the mark stays root's, a put-back removes what the mark names as that user, and a host without the user
+    refuses, nothing changed."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    host, py, folder = inv.hosts[HOST], "/root/ml-env/bin/python", "/home/fleet/.cache/drop49/ops"
+    sh(inv, HOST, "rm -rf /home/fleet/.cache/drop49 && runuser -u fleet -- mkdir -p /home/fleet/.cache && "
+                  "mkdir -p /var/lib/fleet")  # as a deploy's lock makes it
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    data = buf.getvalue()
+    conn = open_connection(host)
+    try:
+        placed = kcache.place(conn, host, py, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
+        owners = sh(inv, HOST, f"stat -c %U:%G {folder}/.. {folder} {folder}/m.so {kcache.PLACED}").split()
+        collected = kcache.collect(conn, host, py, [folder], 1 << 20, "fleet")
+        sh(inv, HOST, kcache.drop_unproven(user="fleet"))  # a put-back's removal, as the user (runuser)
+        dropped = sh(inv, HOST, f"test -e {folder} || echo gone; test -e {kcache.PLACED} || echo unmarked").split()
+        cleared = kcache.clear(conn, host, py, [folder], "fleet")
+        none = kcache.clear(conn, host, py, [folder], "nosuchuser")
+    finally:
+        conn.close()
+        sh(inv, HOST, "rm -rf /home/fleet/.cache/drop49")
+    assert placed == [folder] and owners == ["fleet:fleet"] * 3 + ["root:root"], (placed, owners)
+    assert isinstance(collected, bytes) and b"m.so" in collected and cleared is None
+    assert dropped == ["gone", "unmarked"], dropped
+    assert none == "no user 'nosuchuser' on this host"

@@ -10,8 +10,7 @@
                                         every folder is built beside itself, and only then each is renamed
                                         into place (what stood there moved aside first, then removed). A build that fails leaves every
                                         folder as it stood, nothing built beside it (exit 5: not placed here).
-                                        The files and the parents made are --user's (else the owner of the
-                                        nearest folder that stood). stdout: the folders placed, one a line
+                                        stdout: the folders placed, one a line
     kcache.py clear FOLDER...           each folder renamed aside, then removed (a start that failed with a
                                         placed cache starts again without it)
     kcache.py modules FOLDER...         stdout: `SHA256 PATH` of every .so in the folders (were placed modules
@@ -21,18 +20,22 @@
                                         placed for it never starts on what a dead or refused run left)
 
 --mark=PATH (first, before the verb's arguments): place first removes the folders PATH names (an earlier place's,
-never proven: as unproven does), then adds the folders it fills to PATH (one a line, written
-whole) before it swaps any; clear and modules (a start that served with them) remove PATH: what a put-back of a
-release finds there was placed and never proven, and is removed before that release starts (fleet.host.kcache).
+never proven: as unproven does), then appends the folders it fills to PATH (whole lines, fsynced) before it swaps
+any; clear and modules (a start that served with them) empty PATH: what a put-back of a release finds there was
+placed and never proven, and is removed before that release starts (fleet.host.kcache).
 
-Run as root, collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not own
-(the server's user's own links must never lead root's rename, removal or chown elsewhere); unproven removes only
-folders whose path holds no link (the mark names real paths).
+--user=NAME (the unit's User=): run as root, the program opens the mark and takes its lock as root, then drops to
+that user (its uid, gid and groups; exit 2 when there is no such user) before it touches any cache folder: the
+folders are that user's, and nothing a process of that user does in them (a link, a folder swapped between a
+check and its use, a planted file) leads this program to write, remove or read what that user could not. What
+it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. Either way,
+first (as root) collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not
+own (a clear refusal: a link made after that check meets the user, never root), and unproven removes only folders
+whose path holds no link (the mark names real paths).
 
---user=NAME: whose the placed files are (the server's user and group). collect, place and clear refuse (exit 5)
-a folder one level deep, a home, the venv, a shared cache root (~/.cache), or one that holds one of them, model
-weights (huggingface, hub, *.safetensors) or another of the folders (a cache variable set to $HOME or ~/.cache must
-never swap ~/.ssh or the models out).
+collect, place and clear refuse (exit 5) a folder one level deep, a home, the venv, a shared cache root (~/.cache),
+or one that holds one of them, model weights (huggingface, hub, *.safetensors) or another of the folders (a cache
+variable set to $HOME or ~/.cache must never swap ~/.ssh or the models out).
 
 place, clear and unproven run one at a time on a host: each holds PATH.lock (flock) to its end, and waits for it
 at most LOCK_WAIT_S (then exit 5, nothing changed): a place whose answer came too late to the controller (its
@@ -117,31 +120,15 @@ def place(want: str, folders: list[str]) -> None:
     if MARK[0]:  # what an earlier place left unproven goes first: the start never runs on a folder this one skips
         unproven()
     spooled = _spool_path(folders)
-    owners = {f: _owner(f) for f in folders}  # before any parent is made
-    made = {f: _missing(os.path.dirname(f.rstrip("/"))) for f in folders}
     try:
-        _spool(spooled)
-        _place_from(spooled, want, folders, owners)
+        try:
+            _spool(spooled)
+        except OSError as exc:  # nothing built yet (a parent this user may not make: nor may its server)
+            _fail(5, f"not placed: {exc}")
+        _place_from(spooled, want, folders)
     finally:
         if os.path.lexists(spooled):
             os.unlink(spooled)
-        for f, parents in made.items():
-            _chown([p for p in parents if os.path.isdir(p) and not os.path.islink(p)], *owners[f])
-
-
-def _missing(path: str) -> list[str]:
-    """`path` and its ancestors that do not exist (yet)."""
-    out = []
-    while path not in ("/", "") and not os.path.lexists(path):
-        out.append(path)
-        path = os.path.dirname(path)
-    return out
-
-
-def _chown(paths: list[str], uid: int, gid: int) -> None:
-    if os.geteuid() == 0 and (uid, gid) != (0, 0):  # root places for the server's user: its files
-        for path in paths:
-            os.lchown(path, uid, gid)
 
 
 def _alive(pid: int) -> bool:
@@ -185,7 +172,7 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _place_from(spooled: str, want: str, folders: list[str], owners: dict[str, tuple[int, int]]) -> None:
+def _place_from(spooled: str, want: str, folders: list[str]) -> None:
     if _sha256(spooled) != want:
         _fail(4, "refused: the cache's sha256 is not the one the store recorded (truncated or altered)")
     try:
@@ -207,7 +194,7 @@ def _place_from(spooled: str, want: str, folders: list[str], owners: dict[str, t
                     new = f"{at}{ASIDE}new-{os.getpid()}"
                     built.append((new, at))
                     given.append(folder)
-                    _build(tar, mine, new, folder, owners[folder])
+                    _build(tar, mine, new, folder)
         except OSError as exc:  # nothing swapped yet: every folder as it stood
             for new, _ in built:
                 _remove(new)
@@ -228,6 +215,7 @@ def _real(folder: str) -> str:
 
 
 MARK = [""]  # --mark=PATH
+MARK_FD = [-1]  # the mark, opened as root before the privileges were dropped
 USER = [""]  # --user=NAME
 PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)
 
@@ -257,53 +245,47 @@ def _not_plain(members: list[tarfile.TarInfo], folders: list[str], stored: int) 
     return None
 
 
-def _mark(folders: list[str]) -> None:
-    """The folders about to be filled, added to the mark, written whole (beside it, fsynced, renamed over)."""
-    path = MARK[0]
+def _open_mark(create: bool) -> None:
+    """The mark opened (made, for place) while this process is still root: the server's user it then runs as can
+    write it through MARK_FD, never by its path. No folder for it (or no mark, but for place): no fd."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
     try:
-        with open(path) as f:
-            had = [line.rstrip("\n") for line in f if line.strip()]
+        MARK_FD[0] = os.open(MARK[0], flags, 0o600)
     except FileNotFoundError:
-        had = []
-    tmp = f"{path}{ASIDE}{os.getpid()}"
-    try:
-        with open(tmp, "w") as out:
-            out.write("".join(f + "\n" for f in dict.fromkeys([*had, *folders])))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        MARK_FD[0] = -1
+
+
+def _marked() -> list[str]:
+    """The folders the mark names: its whole lines (one cut short by a crash names nothing)."""
+    if MARK_FD[0] < 0:
+        return []
+    with open(os.dup(MARK_FD[0]), "rb") as f:
+        f.seek(0)
+        text = f.read().decode("utf-8", "replace")
+    return list(dict.fromkeys(line for line in text.split("\n")[:-1] if line.strip()))
+
+
+def _mark(folders: list[str]) -> None:
+    """The folders about to be filled, added to the mark (appended whole lines, fsynced)."""
+    if MARK_FD[0] < 0:
+        _fail(5, f"not placed: no folder for the mark {MARK[0]}")
+    had = _marked()
+    os.write(MARK_FD[0], "".join(f + "\n" for f in dict.fromkeys(folders) if f not in had).encode())
+    os.fsync(MARK_FD[0])
 
 
 def _unmark() -> None:
-    if MARK[0] and os.path.lexists(MARK[0]):
-        os.unlink(MARK[0])
+    """The mark emptied (an empty mark names nothing; the server's user this may run as can't remove it)."""
+    if MARK_FD[0] >= 0:
+        os.ftruncate(MARK_FD[0], 0)
+        os.fsync(MARK_FD[0])
 
 
-def _owner(folder: str) -> tuple[int, int]:
-    """Whose the placed files are: --user's (the server's user and group), else the owner of the folder or of
-    its nearest ancestor that exists (a folder in a user's home is that user's)."""
-    if USER[0]:
-        try:
-            pw = pwd.getpwnam(USER[0])
-            return pw.pw_uid, pw.pw_gid
-        except KeyError:
-            pass
-    path = folder.rstrip("/")
-    while path and not os.path.lexists(path):
-        path = os.path.dirname(path)
-    st = os.stat(path or "/")
-    return st.st_uid, st.st_gid
-
-
-def _build(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str, owner: tuple[int, int]) -> None:
+def _build(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str) -> None:
     os.makedirs(os.path.dirname(folder.rstrip("/")) or "/", exist_ok=True)
     _remove(new)
     os.makedirs(new)
     _fill(tar, mine, new, folder)
-    _chown([os.path.join(r, n) for r, ds, fs in os.walk(new) for n in [".", *ds, *fs]], *owner)
 
 
 def _fill(tar: tarfile.TarFile, mine: list[tarfile.TarInfo], new: str, folder: str) -> None:
@@ -362,11 +344,7 @@ def clear(folders: list[str]) -> None:
 
 def unproven() -> list[str]:
     """The folders the mark names removed, then the mark; those removed."""
-    try:
-        with open(MARK[0]) as f:
-            named = list(dict.fromkeys(line.rstrip("\n") for line in f if line.strip()))
-    except FileNotFoundError:
-        return []
+    named = _marked()
     gone = [f for f in named if _sound(f) and os.path.realpath(f) == f and not _broad(f, named) and os.path.isdir(f)]
     clear(gone)
     return gone
@@ -379,7 +357,7 @@ def _sound(folder: str) -> bool:
 def _lock() -> None:
     """The lock beside the mark, held until this process ends; exit 5 when another run holds it too long."""
     try:
-        fd = os.open(MARK[0] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(MARK[0] + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except FileNotFoundError:  # no folder for the mark: no run has one, nor marked anything
         return
     end = time.monotonic() + LOCK_WAIT_S
@@ -442,6 +420,25 @@ def _foreign_link(folder: str) -> str | None:
     return None
 
 
+def _drop() -> None:
+    """Run as root for a server's user (--user, not root): from here on this process is that user (its uid, gid and
+    groups), so nothing done in its folders reaches what it could not reach itself: a link it made, a folder it
+    swapped between a check and its use, a file it planted. Exit 2 when there is no such user."""
+    if os.geteuid() != 0 or not USER[0]:
+        return
+    try:
+        pw = pwd.getpwnam(USER[0])
+    except KeyError:
+        _fail(2, f"no user {USER[0]!r} on this host")
+    if pw.pw_uid == 0:
+        return
+    os.initgroups(pw.pw_name, pw.pw_gid)
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+    if os.geteuid() != pw.pw_uid or os.getegid() != pw.pw_gid:
+        _fail(5, f"not changed: could not run as {USER[0]}")
+
+
 def main(argv: list[str]) -> None:
     while argv and argv[0].startswith(("--mark=", "--user=")):
         option, _, value = argv[0].partition("=")
@@ -458,16 +455,20 @@ def main(argv: list[str]) -> None:
     folders = rest[1:] if verb in ("collect", "place") else rest
     if not all(map(_sound, folders)):
         _fail(2, "cache folders are absolute, without '..', and not /")
+    if verb in ("place", "clear", "unproven"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
+    if MARK[0] and verb != "collect":  # root's, in root's folder: opened (and locked) before the drop
+        if verb != "modules":
+            _lock()
+        _open_mark(create=verb == "place")
     broad = next((f for f in folders if verb != "modules" and _broad(f, folders)), None)
     if broad:
         _fail(5, f"refused: {broad} is no cache folder (a home, the venv, or a folder holding one)")
     link = next((x for f in folders if verb != "modules" and (x := _foreign_link(f))), None)
-    if link:
+    if link:  # a clear refusal; a link made after this check meets _drop's user, never root
         _fail(5, f"refused: {link} is a link root does not own (it could lead fleet out of the cache folders)")
+    _drop()
     if verb in ("place", "clear", "unproven"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost link: finish (or undo), never stop half-way
-        if MARK[0]:
-            _lock()
         stale(folders)
     if verb == "collect":
         collect(int(rest[0]), folders)

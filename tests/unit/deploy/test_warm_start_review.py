@@ -322,19 +322,20 @@ def test_no_cache_folder_is_in_a_tmp_the_unit_does_not_see() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
 # rev49 #12 (was xfail strict; fixed on h-fix49): place runs as root (fleet's SSH user or become) and leaves the
 # placed folder and the parents it made root's, 0755: a server with serve.user other than root cannot write a new
-# kernel there, nor after the cold retry's clear (programs/kcache.py:62-63,102-106)
-def test_placed_folders_belong_to_the_user_whose_home_they_are_in(tmp_path: Path) -> None:
-    home = tmp_path / "home" / "llm"
+# kernel there, nor after the cold retry's clear (programs/kcache.py:62-63,102-106). Now place works as --user (the
+# unit's User=): what it makes is that user's because that user makes it
+def test_placed_folders_belong_to_the_user_whose_home_they_are_in(open_tmp: Path) -> None:
+    home = open_tmp / "home" / "llm"
     mine = home / ".cache" / "sglang"
     mine.mkdir(parents=True)
-    os.chown(home, 4242, 4242)
-    os.chown(mine, 4242, 4242)
+    for p in (home, home / ".cache", mine):
+        os.chown(p, 65534, 65534)
     target = str(mine / "flashinfer" / "autotune" / "0.6.3" / "sm120")  # its parents not made yet
     renamed = _tar({target.lstrip("/") + "/m.json": b"{}"})
-    done = _program("place", hashlib.sha256(renamed).hexdigest(), target, data=renamed)
+    done = _program("--user=nobody", "place", hashlib.sha256(renamed).hexdigest(), target, data=renamed)
     assert done.returncode == 0, done.stderr
     owners = {str(p): p.stat().st_uid for p in [Path(target), *Path(target).parents] if str(p).startswith(str(mine))}
-    assert set(owners.values()) == {4242}, owners
+    assert set(owners.values()) == {65534}, owners
 
 
 # 13 -------------------------------------------------------------------------------------------------------------
@@ -381,14 +382,22 @@ def test_a_cache_folder_that_is_the_home_or_holds_the_venv_gives_no_key() -> Non
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
-def test_placed_folders_belong_to_the_server_user_named(tmp_path: Path) -> None:
-    """rev49 #12 with --user (the unit's User=): the placed folder and the parents made are its, and its group's."""
+def test_placed_folders_belong_to_the_server_user_named(open_tmp: Path) -> None:
+    """rev49 #12 with --user (the unit's User=): the placed folder and the parents made are its, and its group's;
+    where that user could not make them (a folder of root's), nothing is placed (its server could not write there
+    either)."""
     import pwd
     nobody = pwd.getpwnam("nobody")
-    target = str(tmp_path / "srv" / "cache" / "ops")
+    (open_tmp / "srv").mkdir()
+    os.chown(open_tmp / "srv", nobody.pw_uid, nobody.pw_gid)
+    target = str(open_tmp / "srv" / "cache" / "ops")
     tar = _tar({target.lstrip("/") + "/m.so": b"so"})
     done = _program("--user=nobody", "place", hashlib.sha256(tar).hexdigest(), target, data=tar)
     assert done.returncode == 0, done.stderr
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in (Path(target).parent, Path(target), Path(target) / "m.so")}
     assert owners == {(nobody.pw_uid, nobody.pw_gid)}
-    assert (tmp_path.stat().st_uid, (tmp_path / "srv").stat().st_uid) == (0, nobody.pw_uid)
+    assert (open_tmp.stat().st_uid, (open_tmp / "srv").stat().st_uid) == (0, nobody.pw_uid)
+    roots = str(open_tmp / "opt" / "ops")
+    tar = _tar({roots.lstrip("/") + "/m.so": b"so"})
+    refused = _program("--user=nobody", "place", hashlib.sha256(tar).hexdigest(), roots, data=tar)
+    assert (refused.returncode, (open_tmp / "opt").exists()) == (5, False), refused.stderr

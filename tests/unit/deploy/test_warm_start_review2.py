@@ -27,7 +27,7 @@ from fleet.deploy import warmstart
 from fleet.deploy.cachekey import CacheKey, NoKey
 from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.deploy.warmstart import WarmStart
-from fleet.host import kcache
+from fleet.host import kcache, programs
 from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.ssh.remote import BytesResult, CommandTimedOut
 
@@ -272,11 +272,11 @@ def test_a_cache_folder_one_level_deep_or_holding_weights_is_refused(tmp_path: P
 # retry's clear removes it. Here a stand-in for /etc/ssh: its sshd_config gone, the folder nobody's (was xfail
 # strict; fixed: run as root, kcache.py refuses a folder whose path passes through a link root does not own)
 @pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
-def test_a_link_the_servers_user_made_never_leads_root_out_of_its_folders(tmp_path: Path) -> None:
-    etc_ssh = tmp_path / "etc" / "ssh"
+def test_a_link_the_servers_user_made_never_leads_root_out_of_its_folders(open_tmp: Path) -> None:
+    etc_ssh = open_tmp / "etc" / "ssh"
     etc_ssh.mkdir(parents=True)
     (etc_ssh / "sshd_config").write_text("PermitRootLogin no\n")
-    home = tmp_path / "home" / "llm"
+    home = open_tmp / "home" / "llm"
     (home / ".cache").mkdir(parents=True)
     nobody = 65534
     os.chown(home, nobody, nobody)
@@ -292,18 +292,18 @@ def test_a_link_the_servers_user_made_never_leads_root_out_of_its_folders(tmp_pa
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="clears as root, as fleet does on a root or become host")
-def test_a_link_above_the_cache_folder_never_leads_root_out_either(tmp_path: Path) -> None:
+def test_a_link_above_the_cache_folder_never_leads_root_out_either(open_tmp: Path) -> None:
     """rev49b #7 through a folder above: ~/.triton linked to a stand-in for /var, so ~/.triton/cache is /var/cache
     (clear removed it before); a put-back's drop_unproven skips a marked folder whose path now holds a link."""
-    var = tmp_path / "var"
+    var = open_tmp / "var"
     (var / "cache").mkdir(parents=True)
     (var / "cache" / "apt").write_text("kept")
-    home = tmp_path / "home" / "llm"
+    home = open_tmp / "home" / "llm"
     home.mkdir(parents=True)
     os.symlink(var, home / ".triton")
     os.lchown(home / ".triton", 65534, 65534)
     cleared = _program("clear", str(home / ".triton" / "cache"))
-    mark = tmp_path / "kcache-placed"
+    mark = open_tmp / "kcache-placed"
     mark.write_text(f"{home / '.triton' / 'cache'}\n")
     subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark))], check=True)
     assert (cleared.returncode, (var / "cache" / "apt").exists(), mark.exists()) == (5, True, False)
@@ -316,11 +316,11 @@ def test_a_link_above_the_cache_folder_never_leads_root_out_either(tmp_path: Pat
 # place's own pid, which root then truncates and fills with the tar. Here a stand-in for /etc/shadow (was xfail
 # strict; fixed: the spool is unlinked if it stands, then made new, O_EXCL and O_NOFOLLOW; so is each file placed)
 @pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")
-def test_a_link_planted_as_the_spool_never_has_root_write_through_it(tmp_path: Path) -> None:
-    shadow = tmp_path / "etc" / "shadow"
+def test_a_link_planted_as_the_spool_never_has_root_write_through_it(open_tmp: Path) -> None:
+    shadow = open_tmp / "etc" / "shadow"
     shadow.parent.mkdir()
     shadow.write_text("root:$6$secret:20000:0:99999:7:::\n")
-    cache = tmp_path / "home" / "llm" / ".cache"
+    cache = open_tmp / "home" / "llm" / ".cache"
     cache.mkdir(parents=True)
     os.chown(cache, 65534, 65534)
     first = os.getpid()
@@ -351,3 +351,103 @@ def test_a_place_never_starts_on_an_earlier_keys_unproven_folder(tmp_path: Path)
     second.before_start(_conn(_Marked(mark)), HOST, said.append)
     left = (triton / "k.cubin").exists() and (triton / "k.cubin").read_bytes() == b"first key"
     assert not left or str(triton) in second.placed, (said, second.placed)
+
+
+# r10 ------------------------------------------------------------------------------------------------------------
+# The checks of #7 and #8 are made by path, as root, inside folders the server's user writes: a process of that
+# user that swaps a folder or plants a link between a check and its use (a TOCTOU race) passes them. kcache.py now
+# drops to --user (the unit's User=) before it touches those folders, so what it does there is what that user could
+# do. These run it with those checks off (as a race that won would leave them: passed): a root-owned stand-in is
+# still neither written, removed, given away nor read (each failed on the code before, which did it all as root)
+_UNCHECKED = """import sys
+ns = {"__name__": "kcache"}
+exec(compile(open(sys.argv[1]).read(), "kcache.py", "exec"), ns)
+ns["_foreign_link"] = lambda folder: None  # a link swapped in after the check
+
+
+def _spool(path):  # opened by name, following a link planted there after the check
+    with open(path, "wb") as out:
+        out.write(sys.stdin.buffer.read())
+
+
+ns["_spool"] = _spool
+"""
+
+
+def _unchecked(where: Path, *args: str, data: bytes = b"", also: str = "") -> subprocess.CompletedProcess[bytes]:
+    program = where / "kcache.py"
+    program.write_text(programs.text("kcache.py"))
+    return subprocess.run([sys.executable, "-c", _UNCHECKED + also + 'ns["main"](sys.argv[2:])\n', str(program),
+                           *args], input=data, capture_output=True, timeout=60)
+
+
+def _users_home(open_tmp: Path) -> Path:
+    cache = open_tmp / "home" / "llm" / ".cache"
+    cache.mkdir(parents=True)
+    for p in (cache.parent, cache):
+        os.chown(p, 65534, 65534)
+    return cache
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs kcache.py as root, as fleet does on a root or become host")
+def test_a_folder_swapped_for_a_link_after_the_check_leads_nowhere_root_owns(open_tmp: Path) -> None:
+    etc_ssh = open_tmp / "etc" / "ssh"
+    etc_ssh.mkdir(parents=True)
+    (etc_ssh / "sshd_config").write_text("PermitRootLogin no\n")
+    folder = _users_home(open_tmp) / "deep_gemm"
+    os.symlink(etc_ssh, folder)
+    os.lchown(folder, 65534, 65534)
+    tar = _tar({str(folder / "k.cubin").lstrip("/"): b"cubin"})
+    sha = hashlib.sha256(tar).hexdigest()
+    placed = _unchecked(open_tmp, "--user=nobody", "place", sha, str(folder), data=tar)
+    after_place = ((etc_ssh / "sshd_config").exists(), etc_ssh.stat().st_uid, (etc_ssh / "k.cubin").exists())
+    cleared = _unchecked(open_tmp, "--user=nobody", "clear", str(folder))
+    assert (after_place, (etc_ssh / "sshd_config").exists()) == ((True, 0, False), True), (placed, cleared)
+    assert (placed.returncode, cleared.returncode) != (0, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs kcache.py as root, as fleet does on a root or become host")
+def test_a_spool_link_planted_after_the_check_writes_no_root_file(open_tmp: Path) -> None:
+    shadow = open_tmp / "etc" / "shadow"
+    shadow.parent.mkdir()
+    shadow.write_text("root:$6$secret:20000:0:99999:7:::\n")
+    cache = _users_home(open_tmp)
+    first = os.getpid()
+    for pid in range(first, first + 20000):  # the server's user's links, for the pids to come
+        os.symlink(shadow, cache / f"{kcache_aside()}in-{pid}")
+    folder = cache / "deep_gemm"
+    tar = _tar({str(folder / "k.cubin").lstrip("/"): b"cubin"})
+    done = _unchecked(open_tmp, "--user=nobody", "place", hashlib.sha256(tar).hexdigest(), str(folder), data=tar)
+    assert shadow.read_text() == "root:$6$secret:20000:0:99999:7:::\n", done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs kcache.py as root, as fleet does on a root or become host")
+def test_a_folder_swapped_for_a_link_is_never_collected_into_the_store(open_tmp: Path) -> None:
+    """collect skips a link, by path: a folder swapped after that (or a file swapped for a hard link) had root read
+    a root-only file into the store, placed on every host of the key. As the user: unreadable."""
+    secret = open_tmp / "root" / "keys"
+    secret.mkdir(parents=True)
+    secret.chmod(0o700)
+    (secret / "id_ed25519").write_text("PRIVATE KEY")
+    folder = _users_home(open_tmp) / "deep_gemm"
+    os.symlink(secret, folder)
+    os.lchown(folder, 65534, 65534)
+    won = 'ns["os"].path.islink = lambda path: False\n'  # every link check passed: a race won
+    got = _unchecked(open_tmp, "--user=nobody", "collect", "1048576", str(folder), also=won)
+    assert b"PRIVATE KEY" not in got.stdout, got.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a put-back's removal as root, as fleet does")
+def test_a_put_back_removes_a_marked_folder_only_as_far_as_the_units_user_may(open_tmp: Path) -> None:
+    """A put-back's drop_unproven checks each marked path (no link on it), then removes it: a folder of root's
+    swapped in at that path after the check (the user may rename a folder into its own, not empty it) was emptied
+    by root before. As the unit's user, root's file in it stays."""
+    cache = _users_home(open_tmp)
+    swapped = cache / "ops"
+    swapped.mkdir()
+    (swapped / "root-only").write_text("root's")  # root's folder and file, standing where the mark points
+    mark = open_tmp / "kcache-placed"
+    mark.write_text(f"{swapped}\n")
+    done = subprocess.run(["sh", "-c", kcache.drop_unproven(str(mark), "nobody")], capture_output=True, text=True)
+    left = [p.name for p in cache.rglob("root-only")]
+    assert (left, mark.exists()) == (["root-only"], False), done.stderr

@@ -1,0 +1,63 @@
+"""fleet.host.kcache's command lines: every step in the server's user's folders runs as that user (issue 49, the
+privilege drop), through a fake runner that records what the host would be asked."""
+
+from __future__ import annotations
+
+import shlex
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fakesession import HOST
+
+from fleet.host import kcache
+from fleet.ssh.remote import BytesResult, use_runner
+
+
+class _Asked:
+    """fleet.ssh.remote's Runner: records each command, answers as kcache.py does when it finds nothing."""
+
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+
+    def run_bytes(self, conn: Any, host: Any, command: str, data: Any, timeout: float,
+                  max_output: int) -> BytesResult:
+        self.commands.append(shlex.split(command))
+        return BytesResult(0, b"", b"")
+
+
+def _every_step(user: str) -> list[list[str]]:
+    asked = _Asked()
+    conn = SimpleNamespace(transport=SimpleNamespace())
+    use_runner(conn, asked)  # type: ignore[arg-type]
+    python, folders = "/home/llm/ml-env/bin/python", ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
+    kcache.collect(conn, HOST, python, folders, 1 << 20, user)  # type: ignore[arg-type]
+    kcache.place(conn, HOST, python, b"", "0" * 64, folders, user)  # type: ignore[arg-type]
+    kcache.clear(conn, HOST, python, folders, user)  # type: ignore[arg-type]
+    kcache.unproven(conn, HOST, python, user)  # type: ignore[arg-type]
+    kcache.modules(conn, HOST, python, folders, user)  # type: ignore[arg-type]
+    return asked.commands
+
+
+def test_every_step_runs_as_the_servers_user_and_the_name_is_one_argument() -> None:
+    steps = _every_step("llm")
+    verbs = [next(w for w in argv[3:] if not w.startswith("--")) for argv in steps]
+    assert verbs == ["collect", "place", "clear", "unproven", "modules"]
+    assert all("--user=llm" in argv[3:argv.index(verb)] for argv, verb in zip(steps, verbs, strict=True)), steps
+
+
+def test_a_root_unit_runs_as_before() -> None:
+    assert not [w for argv in _every_step("root") + _every_step("") for w in argv if w.startswith("--user")]
+
+
+@pytest.mark.parametrize("name", ["llm; rm -rf /", "-ollm", "Llm", "a" * 33, "llm\n", "../root"])
+def test_a_name_that_is_no_account_name_is_never_sent(name: str) -> None:
+    with pytest.raises(ValueError, match="is no user name"):
+        _every_step(name)
+
+
+def test_a_put_back_removes_marked_folders_as_the_units_user() -> None:
+    assert "r='runuser -u llm --'" in kcache.drop_unproven(user="llm")
+    assert "runuser" not in kcache.drop_unproven(user="root") + kcache.drop_unproven()
+    with pytest.raises(ValueError, match="is no user name"):
+        kcache.drop_unproven(user="llm; reboot")
