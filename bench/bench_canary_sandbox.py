@@ -16,11 +16,12 @@ time: looks of 120 s up to 600 s at 10 requests a second a host become 120·S s 
 so each look judges as many requests, and a server as loaded, as the defaults would. The verdict's window is
 reported in simulated seconds (its seconds / S).
 
-Each rollout is one JSON line in --out, appended as it ends, so a partial run still gives figures; the table at
-the end (or `--summary FILE` alone) gives each case's fail and pass counts with 95% Wilson intervals, the median
-window to the verdict in simulated seconds and the wall seconds a rollout took. After every rollout the router
-is asked which workers it lists, each replica's /health and one request through the router: whether the
-rollout left every replica serving behind the router.
+Each rollout is one JSON line in --out, appended as it ends, so a partial run still gives figures (with the fleet
+commit it ran, `+` for changes beside it, and `timeline`: each stderr line of the deploy with its second, where
+the wall time went); the table at the end (or `--summary FILE` alone) gives each case's fail and pass counts
+with 95% Wilson intervals, the median window to the verdict in simulated seconds and the wall seconds a rollout
+took. After every rollout the router is asked which workers it lists, each replica's /health and one request
+through the router: whether the rollout left every replica serving behind the router.
 
 usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox.up --hosts 5 \
            --profile rtx5090-x2-workstation
@@ -74,6 +75,7 @@ BUDGETS = {"start": 20, "weight_load": 20, "jit_compile": 30, "autotune": 30, "g
            "stop": 30}
 SLOWER = {"SGLANG_SIM_SLOWER": "0.10@99"}
 CASES = ("p99", "A/A")
+COMMIT = "?"
 
 
 def sim_inventory(folder: Path, start_scale: float, scale: float) -> Path:
@@ -110,17 +112,33 @@ def deploy(inv_path: Path, book: Path, key: str, *args: str) -> tuple[int, dict[
     cmd = [str(REPO / ".venv/bin/inv"), "deploy", "-i", str(inv_path), *picks, "--playbook", str(book), "--yes",
            "--serial", "1,3", *args, "--json"]
     t0 = time.monotonic()
-    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL,
-                         env={**os.environ, "SGLANG_API_KEY": key})
+    with tempfile.TemporaryFile("w+") as out, subprocess.Popen(
+            cmd, cwd=REPO, stdout=out, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+            env={**os.environ, "SGLANG_API_KEY": key}) as proc:
+        assert proc.stderr is not None
+        timeline = [(round(time.monotonic() - t0, 1), line.rstrip()) for line in proc.stderr]  # as it comes
+        rc = proc.wait(timeout=1800)
+        out.seek(0)
+        stdout = out.read()
     seconds = time.monotonic() - t0
+    stderr = "\n".join(line for _, line in timeline)
     try:
-        data = json.loads(res.stdout)
+        data = json.loads(stdout)
     except ValueError:
         data = {}
-    saved = re.search(r"its samples are in (\S+) ", res.stderr)
+    saved = re.search(r"its samples are in (\S+) ", stderr)
     if saved:
         data["recording"] = saved.group(1)
-    return res.returncode, data, res.stderr[-1500:], seconds
+    data["timeline"] = [[t, line[:140]] for t, line in timeline if line.strip()]
+    return rc, data, stderr[-1500:], seconds
+
+
+def commit() -> str:
+    """The fleet commit the rollouts run (`+` when the worktree has changes beside it)."""
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "fleet", "playbooks", "sandbox", "bench"],
+                           cwd=REPO, capture_output=True, text=True).stdout.strip()
+    return head.stdout.strip() + ("+" if dirty else "")
 
 
 def measured(recording: str | None) -> dict[str, Any] | None:
@@ -191,7 +209,7 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
     parts = verdict.get("metrics") or []
     tail = next((m for m in parts if m["metric"] == "ttft" and m["part"].startswith("p")), None)
     hosts = data.get("hosts") or []
-    return {"case": case, "n": n, "router": ROUTER,
+    return {"case": case, "n": n, "router": ROUTER, "commit": COMMIT,
             "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "rc": rc, "decision": verdict.get("decision"), "look": verdict.get("look"),
             "sim_s": round(verdict["seconds"] / scale, 1) if "seconds" in verdict else None,
@@ -203,7 +221,7 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
                                                                          "n_canary")},
             "hosts": [[h.get("host"), h.get("status"), (h.get("error") or "")[-120:]] for h in hosts],
             "stopped": data.get("stopped"), "wall_s": round(wall, 1), "serving": after,
-            "measured": measured(data.get("recording")),
+            "measured": measured(data.get("recording")), "timeline": data.get("timeline"),
             **({"error": err[-600:]} if not verdict else {})}
 
 
@@ -267,7 +285,8 @@ def main() -> int:
                     "(another fleet of the instance, for a second bench beside the first)")
     ap.add_argument("--first", choices=CASES, default=CASES[0], help="the case of the first rollout")
     a = ap.parse_args()
-    global ROUTER, REPLICAS
+    global ROUTER, REPLICAS, COMMIT
+    COMMIT = commit()
     ROUTER, REPLICAS = f"sbx{5 * a.fleet}", [f"sbx{5 * a.fleet + k}" for k in range(1, 5)]
     if a.summary:
         print(json.dumps(summary([json.loads(ln) for f in a.summary for ln in f.read_text().splitlines()
@@ -313,8 +332,8 @@ def main() -> int:
         if case == "A/A" and rc == 0:
             note = new  # every replica on it: the next rollouts start from it
         if case == "p99" and rc == 0:  # the slower release passed and went everywhere: the release before again
-            back, *_ = deploy(inv_path, playbook(folder, {**base, "FLEET_BENCH_NOTE": note}, a.scale), key)
-            row["restored"] = back == 0
+            back, _, _, took = deploy(inv_path, playbook(folder, {**base, "FLEET_BENCH_NOTE": note}, a.scale), key)
+            row["restored"], row["restore_wall_s"] = back == 0, round(took, 1)
         done[case] += 1
         rows.append(row)
         with a.out.open("a") as f:

@@ -47,6 +47,12 @@ class Shift:
     high: float  # +inf likewise
     pairs: int
     confidence: float
+    upper: float = math.inf  # the one-sided upper bound at `upper_confidence` (shift's argument), +inf as high
+
+
+def _k(pairs: int, var: float, z: float) -> int:
+    """The rank of the order statistic that bounds the shift at the normal quantile z (Lehmann)."""
+    return round(pairs / 2 - z * math.sqrt(var))
 
 
 def _midranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
@@ -122,21 +128,22 @@ def _order_stats(strata: Sequence[Stratum], ks: Sequence[int]) -> list[float]:
     return [_kth(ready, k, lo, hi) for k in ks]
 
 
-def shift(strata: Sequence[Stratum], confidence: float) -> Shift:
-    """The Hodges-Lehmann shift of the canary over the baseline and its order-statistic interval."""
+def shift(strata: Sequence[Stratum], confidence: float, upper_confidence: float | None = None) -> Shift:
+    """The Hodges-Lehmann shift of the canary over the baseline and its order-statistic interval; with
+    `upper_confidence`, also the one-sided upper bound at that confidence (`Shift.upper`)."""
     strata = [(b, c) for b, c in strata if b and c]
     pairs = sum(len(b) * len(c) for b, c in strata)
     if not pairs:
         return Shift(0.0, -math.inf, math.inf, 0, confidence)
     var = sum(_u_var(len(b), len(c), _midranks([*b, *c])[1]) for b, c in strata)
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    k = round(pairs / 2 - z * math.sqrt(var))
+    k = _k(pairs, var, NormalDist().inv_cdf(1 - (1 - confidence) / 2))
+    ku = _k(pairs, var, NormalDist().inv_cdf(upper_confidence)) if upper_confidence is not None else 0
     mid = [(pairs + 1) // 2, pairs // 2 + 1]  # the median: one middle difference, or the mean of two
-    if k >= 1:
-        a, b, low, high = _order_stats(strata, [*mid, k, pairs + 1 - k])
-    else:
-        (a, b), low, high = _order_stats(strata, mid), -math.inf, math.inf
-    return Shift((a + b) / 2, low, high, pairs, confidence)
+    ends = [k, pairs + 1 - k] if k >= 1 else []
+    found = _order_stats(strata, [*mid, *ends, *([pairs + 1 - ku] if ku >= 1 else [])])
+    low, high = (found[2], found[3]) if ends else (-math.inf, math.inf)
+    upper = found[-1] if ku >= 1 else math.inf
+    return Shift((found[0] + found[1]) / 2, low, high, pairs, confidence, upper)
 
 
 def quantile(values: Sequence[float], q: float) -> float:

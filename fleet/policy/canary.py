@@ -23,6 +23,8 @@ class Canary(BaseModel):
 
     min_effect: float = Field(default=0.05, gt=0, lt=1)  # the slowdown that matters
     confidence: float = Field(default=0.98, gt=0.5, lt=1)  # over the whole window, its looks together
+    # an early pass: a part truly worse by its effect that matters passes before the cap at most this often
+    pass_risk: float = Field(default=0.05, gt=0, lt=0.5)
     tail: float = Field(default=0.99, gt=0.5, lt=1)  # the quantile judged besides the location
     tail_min_effect: float = Field(default=0.05, gt=0, lt=1)  # the tail quantile's slowdown that matters
     max_error_increase: float = Field(default=0.02, gt=0, lt=1)  # error rate, canary minus baseline

@@ -42,3 +42,7 @@ def test_a_step_is_labelled_by_who_asked_and_what_runs():
             == "?: fleet-write /etc/fleet/sglang.env 0600")
     assert faulty.step_label("systemctl   daemon-reload").endswith(": systemctl daemon-reload")
     assert faulty.step_label("echo 'unbalanced").endswith(": echo 'unbalanced")
+    # a python program of any size (kcache.py's text passed 20000 characters): its verb shows (the fault harness
+    # selects the warm start's modules step by it)
+    done = faulty.step_label(programs.python_command("/root/ml-env/bin/python", "kcache.py", "--mark=/m", "modules"))
+    assert done == "?: python --mark=/m modules"

@@ -118,3 +118,24 @@ def test_quantile_interpolates_as_numpy_does():
 SCIPY_R_P = 0.11033568095992347
 SCIPY_TIES_U = 81.0
 SCIPY_TIES_P = 0.03148101104396656
+
+
+def test_the_upper_bound_is_the_one_sided_order_statistic():
+    # one-sided at 0.99 is the upper end of the two-sided 0.98 interval
+    rng = random.Random(5)
+    strata = [([rng.gauss(0, 1) for _ in range(40)], [rng.gauss(0.2, 1) for _ in range(30)])]
+    got = ranktest.shift(strata, 0.90, upper_confidence=0.99)
+    assert got.upper == pytest.approx(brute_shift(strata, 0.98)[2])
+    assert (got.estimate, got.low, got.high) == pytest.approx(brute_shift(strata, 0.90))
+    assert ranktest.shift(strata, 0.90).upper == math.inf  # not asked for
+
+
+def test_the_upper_bound_falls_below_a_known_shift_at_its_risk():
+    # 400 seeds, samples 0.5 apart: the one-sided 0.95 bound is below 0.5 about 5% of the time
+    below = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        got = ranktest.shift([([rng.gauss(0, 1) for _ in range(40)], [rng.gauss(0.5, 1) for _ in range(35)])],
+                             0.5, upper_confidence=0.95)
+        below += got.upper < 0.5
+    assert abs(below / 400 - 0.05) < 3 * math.sqrt(0.05 * 0.95 / 400) + 0.01
