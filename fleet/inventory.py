@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
@@ -297,6 +297,22 @@ def load(inventory: Path) -> Inventory:
     for path in sorted({named, *others}):
         _merge_file(inv, path, None if path == named else inventory)
     return inv
+
+
+def schema_problems(inventory: Path) -> list[InputError]:
+    """Every schema problem of the file `inventory`, each a line naming file, line and key (inv check: all in one
+    pass; `load` stops at the first)."""
+    try:
+        doc = yamlfile.load(Path(inventory))
+    except InputError:  # no such file, no YAML: load's own line says it
+        return []
+    if not isinstance(doc.data, dict):
+        return []
+    try:
+        InventoryFile.model_validate(doc.data)
+    except ValidationError as err:
+        return doc.validation_errors(err, InventoryFile)
+    return []
 
 
 def load_files(paths: Iterable[Path]) -> Inventory:

@@ -48,8 +48,7 @@ SERVE_FLAGS = {"host": "serve.host", "port": "serve.port", "api-key": "serve.api
 _SECRET_FLAG = re.compile(r"(?:^|-)(?:key|password|passwd|secret|credentials?)$")  # admin-api-key, ...
 
 
-def _check_text(value: str, what: str) -> str:
-    # A newline in a flag or env value could smuggle a second directive into a unit or env file.
+def _check_text(value: str, what: str) -> str:  # a newline could smuggle a directive into a unit or env file
     try:
         fields.text(value)
     except ValueError:
@@ -58,17 +57,18 @@ def _check_text(value: str, what: str) -> str:
 
 
 def _check_flags(flags: dict[str, FlagValue], server: bool = True) -> dict[str, FlagValue]:
-    for name, value in flags.items():
+    def check(name: str, value: FlagValue) -> None:
         if not _FLAG.fullmatch(name):
             raise ValueError(f"flag {name!r}: write it without leading dashes, lower-case words joined by '-'")
         if server and name in SERVE_FLAGS:
-            raise ValueError(f"--{name} is set by fleet from {SERVE_FLAGS[name]}: set it there (a host beyond "
-                             "loopback needs serve.api_key)")
+            raise ValueError(f"--{name} is set by fleet from {SERVE_FLAGS[name]}: set it there"
+                             + " (a host beyond loopback needs serve.api_key)" * (name in ("host", "api-key")))
         if _SECRET_FLAG.search(name) and value not in (None, False):  # the router's flags too
             raise ValueError(f"--{name} would put a secret in the unit file and every process's command line: "
                              "the server's key is serve.api_key ({env: NAME} or {file: PATH})")
         if isinstance(value, str):
             _check_text(value, f"flag {name}")
+    fields.each(flags.items(), lambda item: check(*item))  # every bad flag said at once, not one per run
     return flags
 
 

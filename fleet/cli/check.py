@@ -31,26 +31,28 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
     inv_path = _absolute(Path(inventory_file or ""))
     hosts: set[str] | None = None
-    inv_problem: Problem | None = None
+    inv_problems: list[Problem] = []
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
         try:
             hosts = set(inventory.load(inv_path).hosts)
-        except InputError as exc:
-            inv_problem = Problem(str(exc))
+        except InputError as exc:  # every schema problem of the file at once, else the one load found
+            inv_problems = [Problem(str(e)) for e in inventory.schema_problems(inv_path)] or [Problem(str(exc))]
+    inv_problem = inv_problems[0] if inv_problems else None
     results = [check_playbook(p, hosts) for p in paths]
     locked: list[str] = []
     if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
         locked = relock(results)
         results = [check_playbook(p, hosts) for p in paths]
-    errors = sum(len(r.errors) for r in results) + (inv_problem is not None)
+    errors = sum(len(r.errors) for r in results) + len(inv_problems)
     if as_json:
         print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
                     "inventory_error": str(inv_problem) if inv_problem else None,
+                    "inventory_errors": [str(p) for p in inv_problems],
                     "locked": locked, "errors": errors, "seconds": round(time.monotonic() - start, 3)})
     else:
         for line in locked:
             sys.stdout.write(f"{line}\n")
-        for problem in [*([inv_problem] if inv_problem else []), *(p for r in results for p in r.problems)]:
+        for problem in [*inv_problems, *(p for r in results for p in r.problems)]:
             sys.stdout.write(f"{'warning' if problem.warning else 'error'}: {problem}\n")
         releases = results[0].releases
         warnings = sum(len(r.warnings) for r in results)

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 def host_say(as_json: bool, live: bool = False, heartbeat: Heartbeat | None = None,
              board: bool = False) -> routing.HostSay:
-    """Progress lines, each prefixed with its host's name: on the terminal, dimmed; with --json (stdout
-    carries only the JSON document), plain lines on stderr, without loading rich. A Live line (where a long step
+    """Progress lines, each prefixed with its host's name, on stderr (stdout carries only the task's data): on the
+    terminal, dimmed; with --json, plain lines, without loading rich. A Live line (where a long step
     stands now) is drawn in place on a terminal where `live` (one host: the line is wiped before anything else the
     consoles print), is the host's note where a `board` is drawn on the terminal; elsewhere one is printed as a
     line of its own when the host has said nothing for `heartbeat`'s while (30 s): each phase has its own line, and
@@ -64,10 +64,10 @@ def host_say(as_json: bool, live: bool = False, heartbeat: Heartbeat | None = No
             sys.stderr.flush()
         return plain
 
-    screen = real_console(console)
+    screen = real_console(err_console)  # progress is not the task's data: stdout keeps only that (docs/cli.md)
     line = LiveLine(screen.file, live and screen.is_terminal, screen.width)
     if line.on:
-        line.wiped_by(screen, real_console(err_console))
+        line.wiped_by(real_console(console), screen)
 
     def drawn(name: str, m: str) -> None:
         if isinstance(m, Live):
@@ -78,7 +78,7 @@ def host_say(as_json: bool, live: bool = False, heartbeat: Heartbeat | None = No
                 return
         beat.said(name)
         line.clear()
-        console.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
+        screen.print(f"[dim]{name}[/] {escape(m)}", highlight=False, soft_wrap=True)
     return drawn
 
 

@@ -155,15 +155,17 @@ def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set
     refused = {tuple(e["loc"][:2]) for e in err.errors()}
     serve = router = None
     raw = data.get("serve", {})
-    if isinstance(raw, dict) and not refused & {("serve", k) for k in raw} - {("serve", "env"),
-                                                                                ("serve", "secret_env")}:
-        fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env")}
+    # a key refused on its own (a port that is no number) is left out; host and api_key are what the rule reads
+    if isinstance(raw, dict) and not refused & {("serve", "host"), ("serve", "api_key")}:
+        fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env") and ("serve", k) not in refused}
         try:
             serve = Serve.model_validate(fields)
         except ValidationError as hidden:  # a rule of the whole section, which its env kept from running
             for e in hidden.errors() if ("serve",) not in refused else ():
                 c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
             serve = Serve.model_construct(**fields)  # each field held up: the router is judged against them
+        if any(("serve", k) in refused for k in raw if k not in ("env", "secret_env")):
+            serve = None  # a key left out: the router is not judged against its default
     raw = data.get("router")
     if isinstance(raw, dict) and not any(loc[0] == "router" for loc in refused):
         router = Router.model_validate(raw)

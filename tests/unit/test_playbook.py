@@ -182,6 +182,17 @@ def test_the_server_opens_one_way_and_no_literal_secret_loads(tmp_path, change, 
         playbook.load(write(tmp_path, MINIMAL.replace(*change)))
 
 
+def test_every_bad_flag_of_one_mapping_is_said_at_once(tmp_path):
+    """Issue 46 finding 7, back (a newcomer's hour): `flags: {port: 1, model-path: x, tp_size: 2}` said --port,
+    then --model-path in the next run, then tp_size in the one after."""
+    book = MINIMAL.replace("tp-size: 8,", "tp-size: 8, port: 1, model-path: /m, tp_size: 2, admin-key: k,")
+    with pytest.raises(InputError) as refused:
+        playbook.load(write(tmp_path, book))
+    said = str(refused.value)
+    assert said.count("; ") == 3 and all(f in said for f in ("--port", "--model-path", "'tp_size'", "--admin-key"))
+    assert "--port is set by fleet from serve.port: set it there;" in said  # no word of api_key for a port
+
+
 def test_the_router_takes_no_secret_flag_either(tmp_path):
     text = MINIMAL + ("serve: {host: 0.0.0.0, api_key: {env: K}}\n"
                       "router: {host: r, flags: {health-check-interval-secs: 10, admin-api-key: sk-1}}\n")

@@ -55,3 +55,22 @@ def test_every_path_in_json_is_absolute_however_it_was_given(tmp_path, capsys, m
     check.command(["./bad.yaml"], "../inventory/none.yaml", True)
     assert f"--inventory {tmp_path / 'inventory' / 'none.yaml'}: no such file" == json.loads(
         capsys.readouterr().out)["inventory_error"]
+
+
+def test_every_schema_error_of_the_inventory_in_one_pass(tmp_path, capsys):
+    """A newcomer's hour: an inventory with six errors took six runs of `inv check`, one error each."""
+    book = tmp_path / "b.yaml"
+    book.write_text("name: b\nmodel: {path: /m}\nladder: [{name: plain}]\n")
+    (tmp_path / "inventory").mkdir()
+    hosts = tmp_path / "inventory" / "hosts.yaml"
+    hosts.write_text("defaults:\n  usr: root\n  venv: relative/venv\nhosts:\n  h1:\n    address: 10.0.0.1\n"
+                     "    port: 99999\n    vars:\n      env: {bad-name: x}\n  h2:\n    adress: 10.0.0.2\n"
+                     "    become_password: hunter2\n")
+    assert check.command([str(book)], str(hosts), False) == 2
+    lines = [line for line in capsys.readouterr().out.splitlines() if str(hosts) in line]
+    assert [line.split(": ")[2] for line in lines] == [
+        "defaults.venv", "defaults.usr", "hosts.h1.port", "hosts.h1.vars.env", "hosts.h2.become_password",
+        "hosts.h2.address", "hosts.h2.adress"]
+    assert check.command([str(book)], str(hosts), True) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["inventory_errors"]) == 7 and report["inventory_error"] == report["inventory_errors"][0]

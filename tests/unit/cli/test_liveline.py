@@ -39,6 +39,17 @@ def test_with_json_live_lines_are_dropped_and_phase_lines_kept(capsys):
     assert isinstance(prefixed("[a] ", Live("x")), Live) and not isinstance(prefixed("[a] ", "x"), Live)
 
 
+def test_without_json_progress_lines_go_to_stderr_and_stdout_keeps_only_the_data(capsys):
+    """docs/cli.md: progress is on stderr. Without --json, `sbx0 probing` and the phase lines went to stdout
+    (a newcomer's hour), so `inv deploy > result` caught them."""
+    say = deploy_cmd.host_say(False, live=True)
+    say("sbx0", "probing")
+    say("sbx0", prefixed("[fast] ", "phase jit (after 3.0s in weight_load; budget 900s)"))
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["sbx0 probing", "sbx0 [fast] phase jit (after 3.0s in weight_load; budget 900s)"]
+
+
 def test_off_a_terminal_a_long_phase_says_where_it_stands_every_30_seconds(capsys):
     """A 3-minute JIT with --json (or piped) printed its phase line, then nothing for 3 minutes: it looked like a
     hang. Now a Live line is printed once the host has said nothing for 30 s."""

@@ -177,6 +177,7 @@ def test_a_schema_error_hides_no_rule_of_the_sections_that_hold_up(tmp_path):
     assert [line.split(": ", 2)[1] for line in found] == ["serve", "serve.env", "router.host", "router.port"], found
     assert "'bad name' is not valid" in found[1] and "HF_TOKEN: a literal secret" in found[1]
     assert "listens beyond loopback" in found[0]
+
     # the sections' rules are not guessed where the section itself was refused
     refused = lines(run(tmp_path, book.replace("port: 30000}", "port: 99999}"), hosts={"sbx0"}))
     assert [line.split(": ", 2)[1] for line in refused] == ["serve", "serve.env", "router.port"], refused
@@ -184,6 +185,15 @@ def test_a_schema_error_hides_no_rule_of_the_sections_that_hold_up(tmp_path):
     clean_env = re.sub(r"env: \{.*\}", "env: {X: y}", book)
     alone = lines(run(tmp_path, clean_env.replace("name: t", "name: t\ncolour: red"), hosts={"sbx0"}))
     assert [line.split(": ", 2)[1] for line in alone] == ["colour", "serve", "router.host", "router.port"], alone
+
+
+def test_a_key_of_serve_the_schema_refuses_hides_no_exposure_rule(tmp_path):
+    """Issue 46 finding 7, back (a newcomer's hour): `port: thirty` beside `host: 0.0.0.0` said only the port; the
+    missing api_key came in the next round."""
+    book = BOOK.replace("name: t", "name: t\nserve: {host: 0.0.0.0, port: thirty, colour: blue}")
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == ["serve.port", "serve.colour", "serve"], found
+    assert "listens beyond loopback" in found[2]
 
 
 def test_a_rung_the_schema_refuses_hides_neither_its_when_nor_the_base_flags(tmp_path):
