@@ -20,7 +20,9 @@ PHASES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "phases" / "st
 ORDER = ("start", "weight_load", "jit_compile", "autotune", "graph_capture", "ready")
 
 
-class Marker(BaseModel):
+class _Sourced(BaseModel):
+    """A regex over the lines real releases print, its examples, and the sources of those lines."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str
@@ -28,6 +30,16 @@ class Marker(BaseModel):
     examples: list[str] = Field(min_length=1)
     sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
 
+    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
+
+    def _examples_match(self, pattern: re.Pattern[str]) -> None:
+        for example in self.examples:
+            if not pattern.search(example):
+                raise ValueError(f"example {example!r} does not match the regex")
+        literals_in_examples(self.sources, self.examples)
+
+
+class Marker(_Sourced):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
@@ -35,39 +47,21 @@ class Marker(BaseModel):
             raise ValueError(f"unknown phase {v!r} (known: {', '.join(ORDER)})")
         return v
 
-    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
-
     @model_validator(mode="after")
     def _consistent(self) -> Marker:
-        pattern = re.compile(self.regex)
-        for example in self.examples:
-            if not pattern.search(example):
-                raise ValueError(f"example {example!r} does not match the regex")
-        literals_in_examples(self.sources, self.examples)
+        self._examples_match(re.compile(self.regex))
         return self
 
 
-class Counter(BaseModel):
+class Counter(_Sourced):
     """A count (done/total) a real release's lines carry: a regex whose two groups are done and total."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    regex: str
-    examples: list[str] = Field(min_length=1)
-    sources: list[CorpusSource | ProjectSource] = Field(min_length=1)
-
-    _sources = field_validator("sources", mode="before")(classmethod(lambda cls, v: source_kinds(v)))
 
     @model_validator(mode="after")
     def _consistent(self) -> Counter:
         pattern = re.compile(self.regex)
         if pattern.groups != 2:
             raise ValueError(f"count {self.name}: the regex needs two groups (done, total), it has {pattern.groups}")
-        for example in self.examples:
-            if not pattern.search(example):
-                raise ValueError(f"example {example!r} does not match the regex")
-        literals_in_examples(self.sources, self.examples)
+        self._examples_match(pattern)
         return self
 
 
