@@ -18,8 +18,12 @@ def _grep(root: str, what: str) -> str:
 
 
 def manifests_with(s: Shell, root: str, what: str) -> list[str]:
-    """The release manifests under `root` whose text has `what`."""
-    return s.sh(_grep(root, what)).split()
+    """The release manifests under `root` whose text has `what`: only lines of the form grep names them in (a host
+    that answers anything else has named none)."""
+    folder = f"{root}/releases/"
+    return [path for path in s.sh(_grep(root, what)).split()
+            if path.startswith(folder) and path.endswith("/manifest.json")
+            and path[len(folder):].count("/") == 1 and len(path) > len(folder) + len("/manifest.json")]
 
 
 def patch_runs_open(conn: Connection, host: Host, backup_root: str) -> bool:

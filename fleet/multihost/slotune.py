@@ -169,8 +169,9 @@ def space_host(facts: HostFacts) -> searchspace.Host:
     return searchspace.Host(sm=sms.pop(), gpus=len(facts.gpus), versions=versions)
 
 
-def point_json(p: loadsearch.Point, speed: loadsearch.Speed | None = None) -> dict[str, Any]:
-    return {"rate": p.rate, "passed": p.passed, "requests": p.verdict.requests,
+def point_json(p: loadsearch.Point, asked: int, speed: loadsearch.Speed | None = None) -> dict[str, Any]:
+    """A load point as --json and the tune log show it: `asked` requests offered at `rate`, `requests` finished."""
+    return {"rate": p.rate, "passed": p.passed, "asked": asked, "requests": p.verdict.requests,
             "p99": {str(c.target): [c.interval.low, c.interval.estimate, c.interval.high] for c in p.verdict.checks},
             "tok_s": speed.tok_s if speed else None, "tok_s_per_user": speed.tok_s_per_user if speed else None}
 
@@ -338,7 +339,7 @@ class SloTuner(Tuner):
         result earns it."""
         s = self.settings
         short = self._search_load(conn, s.short, s.short / s.first_point_s, 0.10)
-        points = [point_json(p, self.speeds.get(p.rate)) for p in short.points]
+        points = [point_json(p, s.short, self.speeds.get(p.rate)) for p in short.points]
         record = tried.measured(short_rate=short.highest, rate=short.highest,
                                 points=[*tried.trials[-1].points, *points])
         self.progress(f"{record.name}: {short.highest or 0:.3g} req/s kept over {s.short} requests a point")
@@ -346,7 +347,7 @@ class SloTuner(Tuner):
                               failed_at=short.lowest_failing):
             return guided.Seen(trial, short.highest)
         full = self._search_load(conn, s.requests, short.highest or s.requests / s.first_point_s, 0.05)
-        points = [point_json(p, self.speeds.get(p.rate)) for p in full.points]
+        points = [point_json(p, s.requests, self.speeds.get(p.rate)) for p in full.points]
         record = tried.measured(rate=full.highest, full=True, points=[*record.points, *points])
         self.progress(f"{record.name}: {full.highest or 0:.3g} req/s kept over {s.requests} requests a point")
         return guided.Seen(trial, full.highest, full=True, short=short.highest)

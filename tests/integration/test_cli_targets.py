@@ -111,7 +111,7 @@ def test_globs_and_exclusions_pick_hosts_as_ansibles_limit_and_a_typo_in_one_is_
     since = _now(sandbox_inventory)
     typo = inv_at(path, "exec", "-H", "sbx[01]", "-H", "!sbx11", "--yes", "--cmd", f"touch {MARK}-typo")
     assert (typo.returncode, typo.stdout) == (2, "") and typo.stderr.strip() == (
-        "error: --host sbx11: no such host in the inventory; did you mean sbx1?")
+        "error: --host '!sbx11': no such host in the inventory; did you mean sbx1?")
     alone = inv_at(path, "exec", "-H", "!sbx1", "--cmd", f"touch {MARK}-alone")
     assert alone.returncode == 2 and "only narrows a selection" in alone.stderr
     assert _logins_since(sandbox_inventory, since) == dict.fromkeys(HOSTS, 0)
