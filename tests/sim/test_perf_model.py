@@ -125,5 +125,11 @@ def test_the_highest_rate_under_a_ttft_slo_is_found_on_one_running_server(make_h
     assert server.proc.poll() is None and server.log().count("The server is fired up") == 1
     assert all(p.verdict.requests == requests for p in found.points if p.rate not in lagged)
     capacity = 1 / (16384 / (3740 * 5.0 * 8.0) * 0.1)
-    assert found.highest is not None and 0.3 * capacity <= found.highest < capacity, found.points
+    # A rate above capacity is kept when the queue it builds over the probe stays within the promise: offered r
+    # for `requests`, the last one waits requests * (1 - c/r) / c. With c up to 6% fast (the run-to-run noise)
+    # and that wait at most the promised 100 ms, r < c' / (1 - 0.1 c' / requests): about 1.13 c for 150 requests.
+    # CI kept 98.7 req/s on c = 91.3 (p99 91 ms): a short probe's honest answer, not a wrong one.
+    fast_capacity = 1.06 * capacity
+    kept_at_most = fast_capacity / (1 - 0.1 * fast_capacity / requests)
+    assert found.highest is not None and 0.3 * capacity <= found.highest < kept_at_most, found.points
     server.stop()
