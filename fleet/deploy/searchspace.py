@@ -4,7 +4,8 @@ From three data files and the host's facts: the default flags and values (playbo
 which release declares which flag (playbooks/upstream/sglang-flags.yaml: a deprecated flag is searched under its
 named successor, a flag the release lacks is left out) and which values' kernels exclude an SM
 (playbooks/upstream/backend-gates.yaml). A playbook's `tune:` section narrows the space (flag -> values); a value
-gated away from the host's SM is ruled out before any trial, with the reason kept for the report.
+gated away from the host's SM, or not among the release's argparse choices, is ruled out before any trial, with
+the reason kept for the report.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def build(host: Host, narrowed: Mapping[str, Sequence[FlagValue]] | None = None,
             continue
         kept = []
         for v in values:
-            reason = gated(name, v, host, gates)
+            reason = gated(name, v, host, gates) or (table.value_problem(name, v, sglang) if sglang else None)
             if reason is None and name == "tp-size" and (not isinstance(v, int) or v < 1 or host.gpus % v):
                 reason = f"--tp-size {v} does not divide the host's {host.gpus} GPUs"
             if reason:

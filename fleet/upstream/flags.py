@@ -9,11 +9,18 @@ Where a release declares its flags:
 A field becomes `--` + its name with `_` -> `-` (or `Arg(cli_name=...)`), plus `Arg(aliases=[...])`; `no_cli=True`
 fields are no flag. `argparse.BooleanOptionalAction` adds the `--no-` form. A flag is deprecated when its action
 is one of sglang's `Deprecated*Action`s (their `new_flag=` names the replacement) or its help says so.
+
+A flag's `choices=` (argparse refuses any other value at start) is read where it is a literal list, or a module-level
+list of literals in the files read (up to 0.5.19 `server_args.py`, from 0.5.20 `srt/arg_groups/choices.py` too),
+joined with `+` or wrapped in `list()`/`set()`/`sorted()`; anything built at run time (`list(X.keys())`) is no
+choices: fleet cannot say, so it does not judge the value. Lists that upstream lets plugins extend
+(`add_attention_backend_choices = ATTENTION_BACKEND_CHOICES.extend`, 0.5.23 choices.py line 225) are `open`.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import json
 import re
@@ -28,6 +35,7 @@ from fleet.upstream.versions import version_key
 
 TABLE = Path(__file__).resolve().parents[2] / "playbooks" / "upstream" / "sglang-flags.yaml"
 FIELD_FILES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/*.py")
+CHOICE_FILES = ("sglang/srt/arg_groups/choices.py",)  # named lists only, no flags (0.5.20 on)
 _FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
 _USE = re.compile(r"\buse\s+(`?--[a-z0-9][a-z0-9-]*(?:[=<{][^\s.)`]*)?`?)", re.I)
 
@@ -37,6 +45,8 @@ class Flag:
     name: str  # without the leading dashes, e.g. "cuda-graph-max-bs"
     switch: bool  # takes no value (store_true / store_false / store_const)
     deprecated: str | None = None  # what to use instead, as upstream words it ("" when it names nothing)
+    choices: tuple[str, ...] | None = None  # the values argparse takes, as text (None: any, or not readable)
+    open_choices: bool = False  # upstream lets plugins add to them
 
 
 def flags_of(site_packages: Path) -> dict[str, Flag]:
@@ -46,24 +56,86 @@ def flags_of(site_packages: Path) -> dict[str, Flag]:
         files.extend(sorted(site_packages.glob(pattern)))
     if not files:
         raise FileNotFoundError(f"{site_packages}: no sglang/srt/server_args.py")
+    sources = [path.read_text(encoding="utf-8") for path in files]
+    extra = [p.read_text(encoding="utf-8") for pattern in CHOICE_FILES for p in sorted(site_packages.glob(pattern))]
+    lists = named_lists([*extra, *sources])
     out: dict[str, Flag] = {}
-    for path in files:
-        for flag in parse(path.read_text(encoding="utf-8")):
+    for source in sources:
+        for flag in parse(source, lists):
             out.setdefault(flag.name, flag)
     return out
 
 
-def parse(source: str) -> list[Flag]:
-    """The flags one source file declares, in file order (pure)."""
+@dataclass(frozen=True, slots=True)
+class NamedList:
+    values: tuple[str, ...] | None  # None: defined twice differently, or built at run time
+    open: bool  # something extends it (`NAME.extend`, `.append`, `.add` named anywhere)
+
+
+def named_lists(sources: Iterable[str]) -> dict[str, NamedList]:
+    """Module-level lists of literals across `sources` (pure), by name."""
+    trees = [ast.parse(s) for s in sources]
+    values: dict[str, tuple[str, ...] | None] = {}
+    for tree in trees:
+        for stmt in tree.body:
+            target, value = _assigned(stmt)
+            if target is None or value is None:
+                continue
+            got = _choices(value, {k: NamedList(v, False) for k, v in values.items()})
+            if target in values and values[target] != got:
+                got = None
+            if got is not None or target in values or isinstance(value, ast.List | ast.Tuple | ast.Set):
+                values[target] = got
+    extended = {_dotted(n.value) for tree in trees for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and n.attr in ("extend", "append", "add", "update", "insert")}
+    return {name: NamedList(v, name in extended) for name, v in values.items()}
+
+
+def _assigned(stmt: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id, stmt.value
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return stmt.target.id, stmt.value
+    return None, None
+
+
+def _choices(node: ast.expr | None, lists: dict[str, NamedList]) -> tuple[str, ...] | None:
+    """The values a `choices=` expression names, as text (None: not a literal fleet can read)."""
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        items = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        if len(items) != len(node.elts) or any(isinstance(i, bool) or i is None for i in items):
+            return None
+        return tuple(str(i) for i in items)
+    if isinstance(node, ast.Name):
+        found = lists.get(node.id)
+        return found.values if found else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _choices(node.left, lists), _choices(node.right, lists)
+        return left + right if left is not None and right is not None else None
+    if (isinstance(node, ast.Call) and _dotted(node.func) in ("list", "tuple", "set", "frozenset", "sorted")
+            and len(node.args) == 1 and not node.keywords):
+        return _choices(node.args[0], lists)
+    return None
+
+
+def _open(node: ast.expr | None, lists: dict[str, NamedList]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in lists and lists[n.id].open for n in ast.walk(node)) \
+        if node is not None else False
+
+
+def parse(source: str, lists: dict[str, NamedList] | None = None) -> list[Flag]:
+    """The flags one source file declares, in file order (pure); `lists`: the named lists its `choices=` may
+    name (default: the file's own)."""
     tree = ast.parse(source)
+    lists = named_lists([source]) if lists is None else lists
     found: list[Flag] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            found.extend(_from_call(node))
+            found.extend(_from_call(node, lists))
         elif isinstance(node, ast.ClassDef):
             for stmt in node.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    found.extend(_from_field(stmt.target.id, stmt.annotation))
+                    found.extend(_from_field(stmt.target.id, stmt.annotation, lists))
     return found
 
 
@@ -105,33 +177,39 @@ def _replacement(help_text: str) -> str:
     return m.group(1).strip("`") if m else ""
 
 
-def _flags(names: list[str], action: str, switch: bool, deprecated: str | None) -> list[Flag]:
+def _flags(names: list[str], action: str, switch: bool, deprecated: str | None, choices: ast.expr | None,
+           lists: dict[str, NamedList], kind: ast.expr | None = None) -> list[Flag]:
+    # argparse compares a value's `type=` conversion with the choices: fleet reads them only as text or int
+    plain = kind is None or _dotted(kind) in ("str", "int")
+    values = None if switch or not plain else _choices(choices, lists)
+    opened = values is not None and _open(choices, lists)
     out = []
     for name in names:
         if not name.startswith("--"):
             continue
-        out.append(Flag(name[2:], switch, deprecated))
+        out.append(Flag(name[2:], switch, deprecated, values, opened))
         if action.endswith("BooleanOptionalAction"):
             out.append(Flag("no-" + name[2:], True, deprecated))
     return out
 
 
-def _from_call(call: ast.Call) -> list[Flag]:
+def _from_call(call: ast.Call, lists: dict[str, NamedList]) -> list[Flag]:
     names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     action = _dotted(_kw(call, "action"))
     switch = action in ("store_true", "store_false", "store_const", "count") or action.endswith(
         ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction")) and _kw(call, "nargs") is None
-    return _flags(names, action, switch, _deprecation(action, _kw(call, "new_flag"), _text(_kw(call, "help"))))
+    return _flags(names, action, switch, _deprecation(action, _kw(call, "new_flag"), _text(_kw(call, "help"))),
+                  _kw(call, "choices"), lists, _kw(call, "type"))
 
 
-def _from_field(field: str, annotation: ast.expr) -> list[Flag]:
+def _from_field(field: str, annotation: ast.expr, lists: dict[str, NamedList]) -> list[Flag]:
     if not (isinstance(annotation, ast.Subscript) and _dotted(annotation.value) in ("A", "Annotated")):
         return []
     parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
     if len(parts) < 2:
         return []
     inner, meta = parts[0], parts[1]
-    help_text, cli_name, aliases, action, new_flag = _text(meta), "", [], "", None
+    help_text, cli_name, aliases, action, new_flag, choices = _text(meta), "", [], "", None, None
     if isinstance(meta, ast.Call) and _dotted(meta.func) == "Arg":
         no_cli = _kw(meta, "no_cli")
         if isinstance(no_cli, ast.Constant) and no_cli.value is True:
@@ -143,13 +221,15 @@ def _from_field(field: str, annotation: ast.expr) -> list[Flag]:
             aliases = [_text(e) for e in alias_node.elts]
         action = _dotted(_kw(meta, "action"))
         new_flag = _kw(meta, "new_flag")
+        choices = _kw(meta, "choices")
     elif not help_text and not isinstance(meta, ast.Constant):
         return []  # not a CLI field (an NS marker, a Derived record)
     is_bool = _is_bool(inner) and not action
     switch = is_bool or action in ("store_true", "store_false", "store_const") or action.endswith(
         ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction"))
     names = [cli_name or "--" + field.replace("_", "-"), *aliases]
-    return _flags(names, action, switch, _deprecation(action, new_flag, help_text))
+    kind = _kw(meta, "type") if isinstance(meta, ast.Call) else None
+    return _flags(names, action, switch, _deprecation(action, new_flag, help_text), choices, lists, kind)
 
 
 def _is_bool(node: ast.expr) -> bool:
@@ -173,12 +253,21 @@ class Deprecation(BaseModel):
     use: str  # upstream's replacement ("" when it names none)
 
 
+class Choices(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    spans: list[list[str]]  # [first, last] corpus releases whose argparse takes exactly these values
+    values: list[str]
+    open: bool | None = None  # true: upstream lets plugins add to them
+
+
 class FlagSpan(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     spans: list[list[str]]  # [first, last] corpus releases that declare it, oldest first
     switch: bool
     deprecated: Deprecation | None = None
+    choices: list[Choices] | None = None  # releases not in one: any value (or fleet cannot read them)
 
 
 class Table(BaseModel):
@@ -235,6 +324,25 @@ class Table(BaseModel):
             return new.group(0) if new is not None else m.group(0)
         return _FLAG.sub(successor, text)
 
+    def value_problem(self, flag: str, value: object, version: str) -> str | None:
+        """Why sglang `version`'s argparse would refuse `--flag value` at start (None: it takes it, or the table
+        cannot say). A value of several words (a flag of nargs) is judged word by word."""
+        release = self.release_for(version)
+        span = self.flags.get(flag)
+        if release is None or span is None or not span.choices or isinstance(value, bool) or value is None:
+            return None
+        key = version_key(release)
+        known = next((c for c in span.choices if any(version_key(a) <= key <= version_key(b) for a, b in c.spans)),
+                     None)
+        words = str(value).split() or [str(value)]
+        wrong = [w for w in words if known is not None and w not in known.values]
+        if known is None or not wrong:
+            return None
+        near = difflib.get_close_matches(wrong[0], known.values, n=1, cutoff=0.6)
+        return (f"--{flag} {wrong[0]!r} is not one of sglang {release}'s choices ({', '.join(known.values)}"
+                + ("; plugins may add more" if known.open else "") + ")"
+                + (f"; did you mean {near[0]}?" if near else ""))
+
     def deprecated(self, flag: str, version: str) -> str | None:
         """`--flag` still works on `version` but upstream deprecated it: what it says to use instead."""
         release = self.release_for(version)
@@ -269,8 +377,23 @@ def build(releases: Iterable[tuple[str, dict[str, Flag]]]) -> Table:
                 else:
                     spans.append([v, v])
             prev_in = flag is not None
-        flags[name] = FlagSpan(spans=spans, switch=switch, deprecated=dep)
+        flags[name] = FlagSpan(spans=spans, switch=switch, deprecated=dep,
+                               choices=_choice_spans([(v, fl.get(name)) for v, fl in ordered]))
     return Table(versions=versions, flags=flags)
+
+
+def _choice_spans(releases: list[tuple[str, Flag | None]]) -> list[Choices] | None:
+    """Consecutive releases that take the same values, as one span each (pure)."""
+    out: list[Choices] = []
+    prev: tuple[tuple[str, ...], bool] | None = None
+    for version, flag in releases:
+        now = (flag.choices, flag.open_choices) if flag is not None and flag.choices is not None else None
+        if now is not None and now == prev:
+            out[-1].spans[-1][1] = version
+        elif now is not None:
+            out.append(Choices(spans=[[version, version]], values=list(now[0]), open=now[1] or None))
+        prev = now
+    return out or None
 
 
 def dump(table: Table) -> str:

@@ -310,6 +310,17 @@ def test_a_flag_the_pinned_sglang_removed_is_an_error_for_that_release(tmp_path,
                for p in lines(run(tmp_path, book + "packages: {sglang: 0.5.23, flashinfer-python: 0.7.2}\n")))
 
 
+def test_a_value_sglang_would_refuse_at_start_is_an_error_with_the_nearest_choice(tmp_path):
+    book = BOOK.replace("{tp-size: 8}", "{tp-size: 8, attention-backend: flashinfr}")
+    said = lines(run(tmp_path, book + "packages: {sglang: 0.5.9}\n"))
+    assert len(said) == 1 and said[0].startswith("t.yaml:3: flags.attention-backend: --attention-backend "
+                                                 "'flashinfr' is not one of sglang 0.5.9's choices (")
+    assert said[0].endswith("did you mean flashinfer? (sglang 0.5.9, rung first)")
+    good = BOOK.replace("{tp-size: 8}", "{tp-size: 8, attention-backend: flashinfer, moe-runner-backend: "
+                                        "flashinfer_cutlass}")
+    assert run(tmp_path, good).errors == []
+
+
 def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of):
     result = run(tmp_path, BOOK + "packages: {sglang: 0.5.9, triton: 3.5.0}\n")
     assert result.errors == []

@@ -69,6 +69,14 @@ def test_a_flag_the_release_lacks_is_left_out_with_upstreams_reason():
                                                                  "(host has 0.5.9)"
 
 
+def test_a_value_the_releases_argparse_refuses_is_ruled_out_with_its_nearest_choice():
+    space = searchspace.build(SEED, {"schedule-policy": ["fcfs", "lfu"], "attention-backend": ["flashinfr"]})
+    assert values(space) == {"schedule-policy": ("fcfs",)}
+    out = ruled(space)
+    assert out[("schedule-policy", "lfu")].startswith("--schedule-policy 'lfu' is not one of sglang 0.5.9's choices")
+    assert out[("attention-backend", "flashinfr")].endswith("did you mean flashinfer?")
+
+
 @pytest.mark.parametrize("tune, says", [
     ({"max-running-requests": []}, "playbook tune.max-running-requests: give at least one value"),
     ({"schedule-policy": ["fcfs\nExecStart=/bin/sh"]}, "playbook tune.schedule-policy: 'fcfs\\nExecStart=/bin/sh'"),

@@ -67,3 +67,64 @@ def test_the_table_spans_releases_and_words_removals_and_deprecations():
     assert t.deprecated("a", "0.5.15") == "--a is deprecated since sglang 0.5.14; use --a-decode"
     assert t.deprecated("a", "0.5.9") is None
     assert sglang_cli.Table.model_validate(__import__("yaml").safe_load(sglang_cli.dump(t))) == t
+
+
+CHOICES = '''
+LOAD_FORMAT_CHOICES = ["auto", "pt"]
+ATTENTION_BACKEND_CHOICES = ["triton", "flashinfer"]
+add_attention_backend_choices = ATTENTION_BACKEND_CHOICES.extend
+BOTH = LOAD_FORMAT_CHOICES + ["gguf"]
+
+
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--schedule-policy", type=str, choices=["lpm", "fcfs"])
+        parser.add_argument("--load-format", choices=BOTH)
+        parser.add_argument("--attention-backend", choices=sorted(ATTENTION_BACKEND_CHOICES))
+        parser.add_argument("--log-level-http", type=int, choices=[0, 1, 2])
+        parser.add_argument("--tool-call-parser", choices=list(Parser.Enum.keys()))
+        parser.add_argument("--ratio", type=float, choices=[0.5, 1.0])
+        parser.add_argument("--grammar", choices=IMPORTED_CHOICES)
+
+
+@dataclasses.dataclass
+class ExecArgs:
+    sampling_backend: A[str, Arg(help="h", choices=["flashinfer", "pytorch"])] = "flashinfer"
+'''
+
+
+def test_choices_are_read_where_they_are_literal_lists_and_open_where_upstream_lets_plugins_extend_them():
+    got = {f.name: f for f in sglang_cli.parse(CHOICES)}
+    assert got["schedule-policy"].choices == ("lpm", "fcfs") and not got["schedule-policy"].open_choices
+    assert got["load-format"].choices == ("auto", "pt", "gguf")
+    assert got["attention-backend"].choices == ("triton", "flashinfer") and got["attention-backend"].open_choices
+    assert got["log-level-http"].choices == ("0", "1", "2")
+    assert got["sampling-backend"].choices == ("flashinfer", "pytorch")
+    # built at run time, compared after a type= fleet does not apply, or a name from another module: not judged
+    assert got["tool-call-parser"].choices is None and got["ratio"].choices is None and got["grammar"].choices is None
+
+
+def test_a_list_defined_twice_differently_is_not_judged():
+    lists = sglang_cli.named_lists(['X = ["a"]\n', 'X = ["b"]\n', 'Y = ["c"]\n', 'Y = ["c"]\n'])
+    assert lists["X"].values is None and lists["Y"].values == ("c",)
+
+
+def test_a_value_outside_the_releases_choices_is_named_with_the_nearest_one():
+    def flag(values: tuple[str, ...] | None, opened: bool = False) -> Flag:
+        return Flag("attention-backend", False, choices=values, open_choices=opened)
+
+    t = sglang_cli.build([("0.5.9", {"attention-backend": flag(("triton", "flashinfer"), True)}),
+                          ("0.5.14", {"attention-backend": flag(("triton", "flashinfer", "fa4"), True)}),
+                          ("0.5.20", {"attention-backend": flag(None)})])
+    assert [c.spans for c in t.flags["attention-backend"].choices or []] == [[["0.5.9", "0.5.9"]],
+                                                                             [["0.5.14", "0.5.14"]]]
+    assert t.value_problem("attention-backend", "flashinfr", "0.5.9") == (
+        "--attention-backend 'flashinfr' is not one of sglang 0.5.9's choices (triton, flashinfer; plugins may add "
+        "more); did you mean flashinfer?")
+    assert t.value_problem("attention-backend", "fa4", "0.5.9") is not None
+    assert t.value_problem("attention-backend", "fa4", "0.5.15") is None
+    assert t.value_problem("attention-backend", "anything", "0.5.20") is None  # no readable choices there
+    assert t.value_problem("attention-backend", "anything", "0.5.8") is None  # older than the table
+    assert t.value_problem("attention-backend", "triton fa4", "0.5.9").startswith("--attention-backend 'fa4'")
+    assert sglang_cli.Table.model_validate(__import__("yaml").safe_load(sglang_cli.dump(t))) == t
