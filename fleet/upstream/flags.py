@@ -331,17 +331,26 @@ class Table(BaseModel):
         span = self.flags.get(flag)
         if release is None or span is None or not span.choices or isinstance(value, bool) or value is None:
             return None
-        key = version_key(release)
-        known = next((c for c in span.choices if any(version_key(a) <= key <= version_key(b) for a, b in c.spans)),
-                     None)
+        known = self._choices(span, release)
         words = str(value).split() or [str(value)]
         wrong = [w for w in words if known is not None and w not in known.values]
         if known is None or not wrong:
             return None
+        if version_key(version) != version_key(release):  # between two known releases, or after the newest
+            later = self.versions.index(release) + 1
+            after = self._choices(span, self.versions[later]) if later < len(self.versions) else None
+            if after is None or any(w in after.values for w in wrong):
+                return None  # it may have come in between: the table cannot say
         near = difflib.get_close_matches(wrong[0], known.values, n=1, cutoff=0.6)
         return (f"--{flag} {wrong[0]!r} is not one of sglang {release}'s choices ({', '.join(known.values)}"
                 + ("; plugins may add more" if known.open else "") + ")"
                 + (f"; did you mean {near[0]}?" if near else ""))
+
+    @staticmethod
+    def _choices(span: FlagSpan, release: str) -> Choices | None:
+        key = version_key(release)
+        return next((c for c in span.choices or [] if any(version_key(a) <= key <= version_key(b) for a, b in c.spans)),
+                    None)
 
     def deprecated(self, flag: str, version: str) -> str | None:
         """`--flag` still works on `version` but upstream deprecated it: what it says to use instead."""

@@ -124,6 +124,9 @@ def test_a_value_outside_the_releases_choices_is_named_with_the_nearest_one():
         "more); did you mean flashinfer?")
     assert t.value_problem("attention-backend", "fa4", "0.5.9") is not None
     assert t.value_problem("attention-backend", "fa4", "0.5.15") is None
+    assert t.value_problem("attention-backend", "fa4", "0.5.10") is None  # 0.5.14 takes it: 0.5.10 may
+    assert t.value_problem("attention-backend", "fa5", "0.5.10") is not None  # neither 0.5.9 nor 0.5.14 does
+    assert t.value_problem("attention-backend", "fa5", "0.5.14.post1") is None  # newer than the 0.5.14 of the table
     assert t.value_problem("attention-backend", "anything", "0.5.20") is None  # no readable choices there
     assert t.value_problem("attention-backend", "anything", "0.5.8") is None  # older than the table
     assert t.value_problem("attention-backend", "triton fa4", "0.5.9").startswith("--attention-backend 'fa4'")
