@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli import fit, real_console
+from fleet.cli import fit, real_console, words
 from fleet.cli.board import COLOURS as _COLOURS
 from fleet.cli.hosttext import about, escape, visible
 from fleet.deploy import bench as benching
@@ -341,6 +341,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     line = ", ".join(f"{n} {status}" for status, n in counts.items())
-    screen.print(f"[bold]{len(results)} hosts in {max(batch_of.values(), default=0)} batches[/]"
+    batches = words.count(max(batch_of.values(), default=0), "batch", "batches")
+    screen.print(f"[bold]{words.count(len(results), 'host')} in {batches}[/]"
                  + (" (batch 1 the canary)" if canary else "") + f": {line}"
                  + (f"; [bold red]stopped[/]: {escape(stopped)}" if stopped else ""), highlight=False, soft_wrap=wide)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from fleet.cli import print_json, real_console, say_on_stderr
+from fleet.cli import print_json, real_console, say_on_stderr, words
 from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
 from fleet.host.session import one_line
 from fleet.inventory import Host
@@ -114,7 +114,7 @@ def not_clean(row: HostStatus) -> str | None:
     elif row.release and row.health != "200":
         why.append(f"health {sent(row.health or 'no answer')}")
     if row.drift:
-        why.append(f"drift in {len(row.drift)} file" + ("s" if len(row.drift) > 1 else ""))
+        why.append(f"drift in {words.count(len(row.drift), 'file')}")
     if row.gpu_faults:
         why.append("GPU fault")
     if row.router and not row.router.ok:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from fleet.cli import fit, real_console
+from fleet.cli import fit, real_console, words
 from fleet.cli.fit import Col, plain_terminal
 from fleet.cli.hosttext import escape
 from fleet.logs.remedies import remedy_for
@@ -166,7 +166,8 @@ def render_detail(r: HostStatus, console: Console) -> None:
         gpu = f"GPU {e.gpu_index}" if e.gpu_index is not None else f"PCI {e.pci}"
         console.print(f"    Xid {e.code} on {escape(gpu)} x{e.count}, last: {escape(e.last)}",
                       highlight=False, soft_wrap=False)
-    console.print(f"  {'drift:':<22} " + ("none" if not r.drift else f"{len(r.drift)} files"), highlight=False)
+    drift = words.count(len(r.drift), "file") if r.drift else "none"
+    console.print(f"  {'drift:':<22} {drift}", highlight=False)
     for path in r.drift:
         console.print(f"    [red]{escape(path)}[/]", highlight=False)
     if r.last_failure:

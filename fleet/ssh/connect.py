@@ -11,6 +11,7 @@ name resolved once and connected to at that address.
 
 from __future__ import annotations
 
+import shlex
 import socket
 import subprocess
 import threading
@@ -371,9 +372,14 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
     where = f"{host.name} ({ep.user}@{ep.hostname}:{ep.port}{'' if conn.role == 'target' else ', ' + conn.role})"
     files = ", ".join(str(p) for p in known_hosts_files(host, ep)[0])
     if isinstance(exc, BadHostKeyException):
-        return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.fingerprint}, known_hosts "
-                f"({files}) has another for {ep.key_name}): refusing; if the host was reinstalled, remove its old "
-                "entry")
+        line = conn.known.where(ep.key_name, exc.expected_key)
+        known = (f"{line} has {exc.expected_key.get_name()} {exc.expected_key.fingerprint}" if line else
+                 f"known_hosts ({files}) has another")
+        remove = (f"remove that line (`ssh-keygen -R {shlex.quote(ep.key_name)} -f "
+                  f"{shlex.quote(line.rsplit(':', 1)[0])}`)" if line else "remove its old entry")
+        return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.fingerprint}; {known} for "
+                f"{ep.key_name}): refusing; if the host was reinstalled, check the new key on its console "
+                f"(`ssh-keygen -lf {host_key_file(exc.key.get_name())}`), then {remove}")
     if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
         return f"{where}: {exc}"
     if isinstance(exc, UnknownHostKey):

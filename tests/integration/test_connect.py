@@ -68,8 +68,11 @@ def test_a_changed_host_key_is_refused_even_with_accept_new(sandbox_inventory, t
     forged.write_text(f"{sbx0.address} ssh-ed25519 {other}\n")  # what we'd see if sbx0's key had changed
     host = dataclasses.replace(sbx0, known_hosts=str(forged))
     for opts in (ConnectOptions(), ConnectOptions(accept_new_host_keys=True)):
-        with pytest.raises(ConnectError, match="host key CHANGED"):
+        with pytest.raises(ConnectError, match="host key CHANGED") as err:
             sh(host, "true", opts)
+        # the line that holds the old key, as ssh's "Offending key in FILE:LINE", and the command that removes it
+        assert f"; {forged}:1 has ssh-ed25519 SHA256:" in str(err.value), err.value
+        assert f"then remove that line (`ssh-keygen -R {sbx0.address} -f {forged}`)" in str(err.value)
     assert forged.read_text() == f"{sbx0.address} ssh-ed25519 {other}\n"
 
 
