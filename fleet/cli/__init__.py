@@ -155,6 +155,9 @@ def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_becom
     from fleet.ssh.become_password import become_passwords
     from fleet.ssh.connect import ConnectOptions
 
+    if ask_become_pass and not any(h.become and h.become_password is None for h in hosts):
+        say_on_stderr("--ask-become-pass: no host here uses become without a become_password of its own: nothing "
+                      "to ask")  # -k on root hosts is a slip worth seeing, not a silence
     passwords = become_passwords(hosts, _ask_become_pass if ask_become_pass else None)
     return ConnectOptions(accept_new_host_keys=accept_new_host_keys, become_passwords=passwords,
                           on_new_host_key=say_on_stderr)  # each key recorded, with its fingerprint, always said

@@ -226,3 +226,15 @@ def test_ask_become_pass_without_a_terminal_is_refused_as_bad_input(tmp_path):
     assert done.returncode == EXIT_BAD_INPUT and done.stderr == (
         "error: --ask-become-pass needs a terminal to prompt on; give the hosts a become_password reference (env: or "
         "file:) instead\n"), done.stderr
+
+
+def test_ask_become_pass_where_no_host_would_be_asked_says_so_and_goes_on(tmp_path):
+    """-k on hosts that log in as root (or name their own become_password) used to be ignored in silence."""
+    import subprocess
+
+    (tmp_path / "hosts.yaml").write_text("hosts: {a: {address: 127.0.0.1, port: 9, user: root}}\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "inv"), "probe", "-i", "hosts.yaml", "-k", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.stderr.startswith("fleet: --ask-become-pass: no host here uses become without a become_password of "
+                                  "its own: nothing to ask\n"), done.stderr
+    assert done.returncode == 1 and '"host": "a"' in done.stdout  # port 9: the probe ran and failed on its own
