@@ -278,16 +278,21 @@ class Router(Strict):
             raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
         return _check_flags(v, server=False)
 
-    def problem(self, serve: Serve) -> tuple[yamlfile.Loc, str] | None:
-        """Where and why the router section cannot work with the serve section, or None."""
-        if serve.host in LOOPBACK:
-            return ("serve", "host"), ("replicas behind a router must listen beyond loopback (the router calls "
-                                       "them over the network): set serve.host, e.g. 0.0.0.0, and serve.api_key")
-        if self.port == serve.port:
-            return ("router", "port"), f"{self.port} is serve.port too; the router's host may also be a replica"
-        if self.unit == serve.unit:
-            return ("router", "unit"), f"{self.unit} is serve.unit too"
-        return None
+    def problems(self, serve: Serve, known: Iterable[str] | None = None) -> list[tuple[yamlfile.Loc, str]]:
+        """Where and why the router section cannot work with the serve section, each rule apart; `known`: the serve
+        fields that held up (inv check of a refused section), the rules of the others not judged."""
+        held = set(Serve.model_fields if known is None else known)
+        found: list[tuple[yamlfile.Loc, str]] = []
+        if "host" in held and serve.host in LOOPBACK:
+            found.append((("serve", "host"), "replicas behind a router must listen beyond loopback (the router calls "
+                                             "them over the network): set serve.host, e.g. 0.0.0.0, and "
+                                             "serve.api_key"))
+        if "port" in held and self.port == serve.port:
+            found.append((("router", "port"), f"{self.port} is serve.port too; the router's host may also be a "
+                                              "replica"))
+        if "unit" in held and self.unit == serve.unit:
+            found.append((("router", "unit"), f"{self.unit} is serve.unit too"))
+        return found
 
 
 ROUTER_FLAGS_SET_BY_FLEET = {"worker-urls", "host", "port", "policy", "api-key"}
@@ -383,7 +388,7 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
              known_patches: set[str] | None = None) -> list[InputError]:
     """All the schema cannot see (`inv check` says every one; load refuses on the first): router and serve, the
     nodes, each rung's env by the playbook's secret list, failure classes and patch sets this site knows."""
-    found = [doc.error(*problem)] if book.router and (problem := book.router.problem(book.serve)) else []
+    found = [doc.error(*problem) for problem in book.router.problems(book.serve)] if book.router else []
     if book.router is not None and book.nodes is not None:
         found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
                                             "nodes: cannot have router: too"))

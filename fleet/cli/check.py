@@ -33,10 +33,9 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
     hosts: set[str] | None = None
     inv_problems: list[Problem] = []
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
-        try:
-            hosts = set(inventory.load(inv_path).hosts)
-        except InputError as exc:  # every schema problem of the file at once, else the one load found
-            inv_problems = [Problem(str(e)) for e in inventory.schema_problems(inv_path)] or [Problem(str(exc))]
+        # every problem of the inventory and the files beside it at once; its host names all the same
+        hosts, found = inventory.check(inv_path)
+        inv_problems = [Problem(str(e)) for e in found]
     inv_problem = inv_problems[0] if inv_problems else None
     results = [check_playbook(p, hosts) for p in paths]
     locked: list[str] = []

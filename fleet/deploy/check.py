@@ -25,9 +25,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
 from fleet.errors import InputError
@@ -39,6 +39,8 @@ from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -136,11 +138,15 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
     raw = data.get("packages") if isinstance(data, dict) else None
     if not isinstance(raw, dict) or not raw:
         return
-    try:
-        packages = Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
-                                            "packages": raw}).packages
-    except ValidationError:
-        return  # its problems are among the schema's
+    def held(pins: dict[Any, Any]) -> dict[str, str] | None:
+        try:
+            return Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
+                                            "packages": pins}).packages
+        except ValidationError:
+            return None  # its problems are among the schema's
+    packages = held(raw)
+    if packages is None:  # the pins that hold up alone, checked against each other all the same
+        packages = {k: v for one in (held({k: v}) for k, v in raw.items()) if one for k, v in one.items()}
     written = {pins.canonical(k): k for k in raw}
     for dist, problem in pin_problems(packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
@@ -148,31 +154,43 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
 
 def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
     """A playbook the schema refused: the rules of serve (the exposure rule) and of the router (against serve and
-    the inventory) run all the same where their sections hold up on their own; a serve section refused only for
-    its env (said already) is judged without it."""
+    the inventory) run all the same on the keys of their sections that hold up; a rule that reads a refused key is
+    not judged (its key's problem is said)."""
     if not isinstance(data, dict):
         return
     refused = {tuple(e["loc"][:2]) for e in err.errors()}
-    serve = router = None
+    serve: Serve | None = None
     raw = data.get("serve", {})
-    # a key refused on its own (a port that is no number) is left out; host and api_key are what the rule reads
-    if isinstance(raw, dict) and not refused & {("serve", "host"), ("serve", "api_key")}:
+    known: set[str] = set()
+    if isinstance(raw, dict):
         fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env") and ("serve", k) not in refused}
+        known = set(Serve.model_fields) - {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "serve"}
         try:
             serve = Serve.model_validate(fields)
-        except ValidationError as hidden:  # a rule of the whole section, which its env kept from running
-            for e in hidden.errors() if ("serve",) not in refused else ():
-                c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
+        except ValidationError as hidden:  # a rule of the whole section, which its refused keys kept from running
+            if not {("serve",), ("serve", "host"), ("serve", "api_key")} & refused:  # the rule reads both; said
+                for e in hidden.errors():
+                    c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
             serve = Serve.model_construct(**fields)  # each field held up: the router is judged against them
-        if any(("serve", k) in refused for k in raw if k not in ("env", "secret_env")):
-            serve = None  # a key left out: the router is not judged against its default
     raw = data.get("router")
-    if isinstance(raw, dict) and not any(loc[0] == "router" for loc in refused):
-        router = Router.model_validate(raw)
-        if hosts is not None and router.host not in hosts:
+    if isinstance(raw, dict):
+        router = _held(Router, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "router"})
+        if router is None:
+            return
+        if hosts is not None and ("router", "host") not in refused and router.host not in hosts:
             c.error(("router", "host"), f"{router.host} is no host of the inventory")
-        if serve is not None and (problem := router.problem(serve)):
+        for problem in router.problems(serve, known) if serve is not None else []:
             c.error(*problem)
+
+
+def _held(model: type[M], raw: dict[str, Any], refused: set[str]) -> M | None:
+    """The section less its refused keys, each rule judged on what holds up; None when that does not hold up
+    either (a required key refused: the rules that read it are not judged)."""
+    kept = {k: v for k, v in raw.items() if k not in refused}
+    try:
+        return model.model_validate(kept)
+    except ValidationError:
+        return None
 
 
 def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:
@@ -221,6 +239,12 @@ def _holding_up(item: Any, err: ValidationError) -> Rung | None:
     kept = {k: v for k, v in item.items() if k not in refused}
     if "flags" in refused and isinstance(item.get("flags"), dict):
         kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
+    if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same
+        wrong = {e["loc"][1] for e in err.errors() if len(e["loc"]) > 1 and e["loc"][0] == "when"}
+        kept["when"] = {k: v for k, v in item["when"].items() if k not in wrong}
+    if "flags_by_sglang" in refused and isinstance(item.get("flags_by_sglang"), dict):
+        kept["flags_by_sglang"] = {spec: flags for spec, flags in item["flags_by_sglang"].items()
+                                   if _holds({"name": "x", "flags_by_sglang": {spec: flags}})}
     try:
         return Rung.model_validate(kept)
     except ValidationError:
@@ -228,8 +252,12 @@ def _holding_up(item: Any, err: ValidationError) -> Rung | None:
 
 
 def _flag_holds(name: Any, value: Any) -> bool:
+    return _holds({"name": "x", "flags": {name: value}})
+
+
+def _holds(rung: dict[str, Any]) -> bool:
     try:
-        Rung.model_validate({"name": "x", "flags": {name: value}})
+        Rung.model_validate(rung)
     except ValidationError:
         return False
     return True

@@ -67,7 +67,7 @@ def test_every_schema_error_of_the_inventory_in_one_pass(tmp_path, capsys):
                      "    port: 99999\n    vars:\n      env: {bad-name: x}\n  h2:\n    adress: 10.0.0.2\n"
                      "    become_password: hunter2\n")
     assert check.command([str(book)], str(hosts), False) == 2
-    lines = [line for line in capsys.readouterr().out.splitlines() if str(hosts) in line]
+    lines = [line for line in capsys.readouterr().out.splitlines() if str(hosts) in line and line.startswith("error")]
     assert [line.split(": ")[2] for line in lines] == [
         "defaults.venv", "defaults.usr", "hosts.h1.port", "hosts.h1.vars.env", "hosts.h2.become_password",
         "hosts.h2.address", "hosts.h2.adress"]
