@@ -20,6 +20,7 @@ release before it), its GPUs, the model on disk, the port, patch sets' anchors i
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from collections.abc import Iterable
@@ -88,6 +89,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
         _check_raw_names(c, doc.data, err)
+        _check_raw_rules(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
@@ -133,6 +135,71 @@ def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
         c.error(("ladder",), str(exc))
 
 
+# The keys each whole-section rule reads (Serve._exposure, Health._matchable): such a rule is not judged where one
+# of them was refused (its problem is said; the rule cannot know the value meant).
+_RULE_READS = {"serve": {"host", "api_key"}, "health": {"expect", "max_tokens"}}
+
+
+def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A playbook the schema refused: the rules that a refused key kept from running (a mapping's check of its
+    items, a section's rule of the whole), judged on the rest: each refused value left out, the schema asked
+    again, and what it says now that it did not say before is said (the ladder aside: _check_raw checks its
+    rungs, and not where a rule reads a refused key)."""
+    if not isinstance(data, dict):
+        return
+    said = {_loc(e["loc"]) for e in err.errors()}
+    pruned = copy.deepcopy(data)
+    dropped: set[yamlfile.Loc] = set()
+    news = said
+    for _ in range(8):  # until the schema says nothing new: a rule may wait on one that waited on the schema
+        for loc in sorted(news, key=len, reverse=True):  # deepest first; a value left out once
+            if loc and loc[0] != "ladder" and not any(loc[:n] in dropped for n in range(len(loc) + 1)):
+                if where := _drop(pruned, loc):
+                    dropped.add(where)
+        try:
+            Playbook.model_validate(pruned)
+            return
+        except ValidationError as again:
+            found = [(_loc(e["loc"]), e) for e in again.errors()]
+        news = {loc for loc, e in found if loc and loc[0] != "ladder" and e["type"] != "missing"} - said
+        if not news:
+            return
+        for loc, e in found:
+            if loc not in news:
+                continue
+            refused = {str(r[1]) for r in said if len(r) > 1 and r[0] == loc[0]}
+            if not (len(loc) == 1 and refused & _RULE_READS.get(str(loc[0]), set())):
+                c.error(loc, e["msg"].removeprefix("Value error, "))
+        said |= news
+
+
+def _loc(loc: tuple[Any, ...]) -> yamlfile.Loc:
+    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+
+
+def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
+    """The value at `loc` left out, or the nearest mapping key above it (an item of a list, a type of a union); a
+    required key is left (the schema says it missing again, which is not said twice). Where it was left out."""
+    path = list(loc)
+    while path:
+        parent = data
+        for part in path[:-1]:
+            parent = parent[part] if isinstance(parent, dict | list) and _has(parent, part) else None
+        if isinstance(parent, dict) and path[-1] in parent:
+            if not ((len(path) == 1 and path[0] in ("name", "model")) or tuple(path) in (("model", "path"),
+                                                                                         ("router", "host"))):
+                del parent[path[-1]]
+            return tuple(path)
+        path.pop()
+    return ()
+
+
+def _has(container: Any, part: Any) -> bool:
+    if isinstance(container, dict):
+        return part in container
+    return isinstance(part, int) and 0 <= part < len(container)
+
+
 def _check_raw_pins(c: _Checker, data: Any) -> None:
     """A playbook the schema refused: its pins checked all the same when `packages:` holds up on its own."""
     raw = data.get("packages") if isinstance(data, dict) else None
@@ -150,12 +217,13 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
     written = {pins.canonical(k): k for k in raw}
     for dist, problem in pin_problems(packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+    for dist, problem in wheelhouse.missing(packages):  # as for a playbook the schema takes
+        c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
 
 
 def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
-    """A playbook the schema refused: the rules of serve (the exposure rule) and of the router (against serve and
-    the inventory) run all the same on the keys of their sections that hold up; a rule that reads a refused key is
-    not judged (its key's problem is said)."""
+    """A playbook the schema refused: the rules of the router (against serve and the inventory) run all the same on
+    the keys of both sections that hold up; a rule that reads a refused key is said not checked."""
     if not isinstance(data, dict):
         return
     refused = {tuple(e["loc"][:2]) for e in err.errors()}
@@ -165,13 +233,8 @@ def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set
     if isinstance(raw, dict):
         fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env") and ("serve", k) not in refused}
         known = set(Serve.model_fields) - {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "serve"}
-        try:
-            serve = Serve.model_validate(fields)
-        except ValidationError as hidden:  # a rule of the whole section, which its refused keys kept from running
-            if not {("serve",), ("serve", "host"), ("serve", "api_key")} & refused:  # the rule reads both; said
-                for e in hidden.errors():
-                    c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
-            serve = Serve.model_construct(**fields)  # each field held up: the router is judged against them
+        # each field held up (the exposure rule is _check_raw_rules'): the router is judged against them
+        serve = Serve.model_construct(**fields)
     raw = data.get("router")
     if isinstance(raw, dict):
         router = _held(Router, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "router"})
@@ -181,6 +244,9 @@ def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set
             c.error(("router", "host"), f"{router.host} is no host of the inventory")
         for problem in router.problems(serve, known) if serve is not None else []:
             c.error(*problem)
+        for key in sorted({"port", "unit", "host"} - known):  # a rule that reads a refused serve key: said so
+            c.error(("router",) if key == "host" else ("router", key), f"not checked against serve.{key}, which is "
+                    "refused", warning=True, kind="unchecked")
 
 
 def _held(model: type[M], raw: dict[str, Any], refused: set[str]) -> M | None:
