@@ -182,9 +182,7 @@ def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
     required key is left (the schema says it missing again, which is not said twice). Where it was left out."""
     path = list(loc)
     while path:
-        parent = data
-        for part in path[:-1]:
-            parent = parent[part] if isinstance(parent, dict | list) and _has(parent, part) else None
+        parent = _at(data, path[:-1])
         if isinstance(parent, dict) and path[-1] in parent:
             if not ((len(path) == 1 and path[0] in ("name", "model")) or tuple(path) in (("model", "path"),
                                                                                          ("router", "host"))):
@@ -194,10 +192,16 @@ def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
     return ()
 
 
-def _has(container: Any, part: Any) -> bool:
-    if isinstance(container, dict):
-        return part in container
-    return isinstance(part, int) and 0 <= part < len(container)
+def _at(data: Any, path: list[str | int]) -> Any:
+    """The value at `path`, or None where there is none."""
+    for part in path:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:
