@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -420,17 +420,11 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
         for g in groups:
             if g not in model.groups and g not in inv.groups:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
-        try:
-            settings = _resolve(doc, name, entry, model, groups)
-        except InputError as exc:
-            fail(exc)
-            settings = None
+        settings = _resolve(doc, name, entry, model, groups, fail)
         try:
             bound = _bound_playbook(doc, path, name, model, groups)
         except InputError as exc:
             fail(exc)
-            continue
-        if settings is None:
             continue
         inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
                                playbook=bound,
@@ -461,7 +455,8 @@ def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: Invent
 
 
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,
-             groups: list[str]) -> dict[str, Any]:
+             groups: list[str], fail: Callable[[InputError], None]) -> dict[str, Any]:
+    """The host's settings: defaults < its groups < the host; two groups that disagree each said by `fail`."""
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
     variables = _vars(model.defaults.vars)
     from_group: dict[str, str] = {}
@@ -472,14 +467,14 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
             if value is None:
                 continue
             if key in from_group and merged[key] != value and getattr(entry, key) is None:
-                raise doc.error(("hosts", name, "groups"),
-                                f"groups {from_group[key]} and {g} set {key} differently "
-                                f"({merged[key]!r} vs {value!r}); set it on the host to decide")
+                fail(doc.error(("hosts", name, "groups"),
+                               f"groups {from_group[key]} and {g} set {key} differently "
+                               f"({merged[key]!r} vs {value!r}); set it on the host to decide"))
             merged[key], from_group[key] = value, g
         for key, value in _vars(group.vars).items():
             if key in from_group and variables.get(key) != value and key not in _vars(entry.vars):
-                raise doc.error(("hosts", name, "groups"),
-                                f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host")
+                fail(doc.error(("hosts", name, "groups"),
+                               f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host"))
             variables[key], from_group[key] = value, g
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(_vars(entry.vars))

@@ -179,9 +179,7 @@ class Rung(Strict):
     @field_validator("flags_by_sglang")
     @classmethod
     def _by_version(cls, v: dict[str, dict[str, FlagValue]]) -> dict[str, dict[str, FlagValue]]:
-        for spec, flags in v.items():
-            checked_range(spec)
-            _check_flags(flags)
+        fields.each(v.items(), lambda item: (checked_range(item[0]), _check_flags(item[1])))  # all said at once
         return v
 
     @field_validator("name")
@@ -273,10 +271,12 @@ class Router(Strict):
     @field_validator("flags")
     @classmethod
     def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
-        taken = sorted(set(v) & ROUTER_FLAGS_SET_BY_FLEET)
-        if taken:
-            raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
-        return _check_flags(v, server=False)
+        def check(name: str) -> None:
+            if name in ROUTER_FLAGS_SET_BY_FLEET:
+                raise ValueError(f"--{name} is set by fleet from the router section and the replicas")
+            _check_flags({name: v[name]}, server=False)
+        fields.each(v, check)  # every bad flag said at once
+        return v
 
     def problems(self, serve: Serve, known: Iterable[str] | None = None) -> list[tuple[yamlfile.Loc, str]]:
         """Where and why the router section cannot work with the serve section, each rule apart; `known`: the serve

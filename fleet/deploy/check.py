@@ -138,6 +138,8 @@ def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
 # The keys each whole-section rule reads (Serve._exposure, Health._matchable): such a rule is not judged where one
 # of them was refused (its problem is said; the rule cannot know the value meant).
 _RULE_READS = {"serve": {"host", "api_key"}, "health": {"expect", "max_tokens"}}
+_RULE_NAMES = {"serve": "the exposure rule (serve.host beyond loopback needs serve.api_key)",
+               "health": "health.expect against max_tokens"}
 
 
 def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
@@ -148,6 +150,10 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
     if not isinstance(data, dict):
         return
     said = {_loc(e["loc"]) for e in err.errors()}
+    for section, reads in _RULE_READS.items():
+        if refused := sorted(reads & {str(loc[1]) for loc in said if len(loc) > 1 and loc[0] == section}):
+            c.error((section,), f"{_RULE_NAMES[section]} not checked: {', '.join(f'{section}.{k}' for k in refused)} "
+                    f"{'is' if len(refused) == 1 else 'are'} refused", warning=True, kind="unchecked")
     pruned = copy.deepcopy(data)
     dropped: set[yamlfile.Loc] = set()
     news = said
@@ -167,8 +173,8 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
         for loc, e in found:
             if loc not in news:
                 continue
-            refused = {str(r[1]) for r in said if len(r) > 1 and r[0] == loc[0]}
-            if not (len(loc) == 1 and refused & _RULE_READS.get(str(loc[0]), set())):
+            keys = {str(r[1]) for r in said if len(r) > 1 and r[0] == loc[0]}
+            if not (len(loc) == 1 and keys & _RULE_READS.get(str(loc[0]), set())):  # said not checked above
                 c.error(loc, e["msg"].removeprefix("Value error, "))
         said |= news
 
