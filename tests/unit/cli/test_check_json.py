@@ -74,3 +74,19 @@ def test_every_schema_error_of_the_inventory_in_one_pass(tmp_path, capsys):
     assert check.command([str(book)], str(hosts), True) == 2
     report = json.loads(capsys.readouterr().out)
     assert len(report["inventory_errors"]) == 7 and report["inventory_error"] == report["inventory_errors"][0]
+
+
+def test_every_name_that_is_no_playbook_is_said_beside_the_others_problems(tmp_path, capsys):
+    """Issue 46, finding 7 (h-check7): the first --playbook that named nothing stopped inv check, so two typos took
+    two runs and hid every problem of the playbooks that were there."""
+    book = tmp_path / "b.yaml"
+    book.write_text("name: b\nmodel: {path: /m}\nladder: 3\n")
+    assert check.command(["no-such-one", str(book), "no-such-two"], None, True) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in report["playbooks"]] == ["no-such-one", "b", "no-such-two"]
+    assert ["no such playbook" in p["errors"][0] for p in report["playbooks"]] == [True, False, True]
+    assert report["playbooks"][1]["errors"][0].startswith(f"{book}:3: ladder")
+    assert report["errors"] == 3
+    assert check.command(["no-such-one", "no-such-two"], None, False) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out[:2]] == ["error", "error"] and "2 errors" in out[-1]
