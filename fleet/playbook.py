@@ -282,17 +282,12 @@ class Router(Strict):
         """Where and why the router section cannot work with the serve section, each rule apart; `known`: the serve
         fields that held up (inv check of a refused section), the rules of the others not judged."""
         held = set(Serve.model_fields if known is None else known)
-        found: list[tuple[yamlfile.Loc, str]] = []
-        if "host" in held and serve.host in LOOPBACK:
-            found.append((("serve", "host"), "replicas behind a router must listen beyond loopback (the router calls "
-                                             "them over the network): set serve.host, e.g. 0.0.0.0, and "
-                                             "serve.api_key"))
-        if "port" in held and self.port == serve.port:
-            found.append((("router", "port"), f"{self.port} is serve.port too; the router's host may also be a "
-                                              "replica"))
-        if "unit" in held and self.unit == serve.unit:
-            found.append((("router", "unit"), f"{self.unit} is serve.unit too"))
-        return found
+        rules = [("host", serve.host in LOOPBACK, ("serve", "host"), "replicas behind a router must listen beyond "
+                  "loopback (the router calls them over the network): set serve.host, e.g. 0.0.0.0, and serve.api_key"),
+                 ("port", self.port == serve.port, ("router", "port"),
+                  f"{self.port} is serve.port too; the router's host may also be a replica"),
+                 ("unit", self.unit == serve.unit, ("router", "unit"), f"{self.unit} is serve.unit too")]
+        return [(loc, why) for key, wrong, loc, why in rules if key in held and wrong]
 
 
 ROUTER_FLAGS_SET_BY_FLEET = {"worker-urls", "host", "port", "policy", "api-key"}
