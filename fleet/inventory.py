@@ -381,10 +381,12 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
             raise exc
         found.append(exc)
     try:
-        doc = yamlfile.load(path)
+        doc = yamlfile.load(path, collect=found is not None)
     except InputError as exc:
         fail(exc)
         return None
+    for twice in doc.duplicates or []:  # inv check: each said, the file read all the same
+        fail(twice)
     if doc.data is None:
         inv.files[path] = []
         return set()

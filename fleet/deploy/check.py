@@ -77,13 +77,14 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     table = table or sglang_cli.default_table()
     releases = sorted({*table.versions, *site_versions}, key=version_key)
     try:
-        doc = yamlfile.load(path)
+        doc = yamlfile.load(path, collect=True)  # a key written twice is one problem among the rest
     except InputError as exc:
         return Checked(path, None, releases, [Problem(str(exc))])
+    twice = [Problem(str(e), line=_line(str(e))) for e in doc.duplicates or []]
     try:
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook)]
+        problems = [*twice, *(Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook))]
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
@@ -94,7 +95,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
         releases = [pinned]
-    problems = [Problem(str(e), line=_line(str(e))) for e in found]
+    problems = [*twice, *(Problem(str(e), line=_line(str(e))) for e in found)]
     c = _Checker(doc, table, releases, problems)
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
     for dist, problem in pin_problems(book.packages):
@@ -111,7 +112,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
-    return Checked(path, None if found else book, releases, sorted(problems, key=lambda p: p.line))
+    return Checked(path, None if found or twice else book, releases, sorted(problems, key=lambda p: p.line))
 
 
 def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
