@@ -387,10 +387,7 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
     if book.router is not None and book.nodes is not None:
         found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
                                             "nodes: cannot have router: too"))
-    try:
-        _check_nodes(doc, book) if book.nodes else None
-    except InputError as exc:
-        found.append(exc)
+    found += _check_nodes(doc, book) if book.nodes else []
     for i, rung in enumerate(book.ladder):
         try:  # the rung checked its env by the names' words; here by the playbook's own list too
             _check_env(rung.env, book.serve.secret_env)
@@ -403,23 +400,24 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
     return found
 
 
-def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:
-    """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes."""
+def _check_nodes(doc: yamlfile.Document, book: Playbook) -> list[InputError]:
+    """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes; each
+    problem (load raises the first)."""
     assert book.nodes is not None
-    if book.nodes.dist_port == book.serve.port:
-        raise doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
+    found = [doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
+             ] if book.nodes.dist_port == book.serve.port else []
     for where, flags in [(("flags",), book.flags), *((("ladder", i, "flags"), r.flags) for i, r in
                                                      enumerate(book.ladder))]:
-        for name in NODE_FLAGS:
-            if name in flags:
-                raise doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")
+        found += [doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")
+                  for name in NODE_FLAGS if name in flags]
     for i, rung in enumerate(book.ladder):
         flags = merged_flags(book.flags, rung)
         tp, pp = (_as_int(flags.get(a, flags.get(b, 1))) for a, b in
                   (("tp-size", "tensor-parallel-size"), ("pp-size", "pipeline-parallel-size")))
         if tp is None or pp is None or (tp * pp) % book.nodes.count:
-            raise doc.error(("ladder", i), f"rung {rung.name}: TP x PP = {flags.get('tp-size', 1)} x "
-                            f"{flags.get('pp-size', 1)} does not split over {book.nodes.count} nodes")
+            found.append(doc.error(("ladder", i), f"rung {rung.name}: TP x PP = {flags.get('tp-size', 1)} x "
+                                   f"{flags.get('pp-size', 1)} does not split over {book.nodes.count} nodes"))
+    return found
 
 
 def _as_int(value: Any) -> int | None:
