@@ -387,7 +387,7 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
     if book.router is not None and book.nodes is not None:
         found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
                                             "nodes: cannot have router: too"))
-    found += _check_nodes(doc, book) if book.nodes else []
+    found += check_nodes(doc, book) if book.nodes else []
     for i, rung in enumerate(book.ladder):
         try:  # the rung checked its env by the names' words; here by the playbook's own list too
             _check_env(rung.env, book.serve.secret_env)
@@ -400,7 +400,7 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
     return found
 
 
-def _check_nodes(doc: yamlfile.Document, book: Playbook) -> list[InputError]:
+def check_nodes(doc: yamlfile.Document, book: Playbook) -> list[InputError]:
     """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes; each
     problem (load raises the first)."""
     assert book.nodes is not None

@@ -35,7 +35,8 @@ from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Nodes, Playbook, Router, Rung, Serve
+from fleet.playbook import check_nodes as node_problems
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
@@ -91,6 +92,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         _check_raw_sections(c, doc.data, err, hosts)
         _check_raw_names(c, doc.data, err)
         _check_raw_rules(c, doc.data, err)
+        _check_raw_nodes(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
@@ -209,6 +211,42 @@ def _at(data: Any, path: list[str | int]) -> Any:
         else:
             return None
     return data
+
+
+def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A multi-node playbook the schema refused: the nodes rules (fleet.playbook.node_problems) run on what holds
+    up: the base flags and each rung's that are flags at all; dist_port against serve.port where both held up."""
+    raw = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(raw, dict):
+        return
+    refused = {_loc(e["loc"])[:2] for e in err.errors()}
+    nodes = _held(Nodes, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "nodes"})
+    if nodes is None:  # every TP x PP splits over one node: the rule that reads the count is said not checked
+        c.error(("ladder",), "each rung's TP x PP not checked against nodes.count, which is refused", warning=True,
+                kind="unchecked")
+        port_held = _held(Nodes, {**raw, "count": 2}, set())  # its dist_port alone
+        nodes = Nodes.model_construct(count=1, dist_port=port_held.dist_port if port_held else None)
+    serve = data.get("serve") if isinstance(data.get("serve"), dict) else {}
+    port = serve.get("port", Serve.model_fields["port"].default)
+    if ("serve", "port") in refused or ("nodes", "dist_port") in refused:
+        c.error(("nodes", "dist_port"), "not checked against serve.port: one of them is refused", warning=True,
+                kind="unchecked")
+        port = None
+    ladder = data.get("ladder") if isinstance(data.get("ladder"), list) else []
+    rungs = [Rung.model_construct(name=str(r.get("name", i)) if isinstance(r, dict) else str(i),
+                                  flags=_flags_of(r.get("flags") if isinstance(r, dict) else None), flags_by_sglang={})
+             for i, r in enumerate(ladder)]
+    book = Playbook.model_construct(nodes=nodes, serve=Serve.model_construct(port=port),
+                                    flags=_flags_of(data.get("flags")), ladder=rungs)
+    for problem in node_problems(c.doc, book):
+        if str(problem) not in {str(p) for p in c.problems}:
+            c.problems.append(Problem(str(problem), line=_line(str(problem))))
+
+
+def _flags_of(raw: Any) -> dict[str, FlagValue]:
+    """Of a mapping of flags the schema may refuse, those that are flags at all (a name, a plain value)."""
+    return {k: v for k, v in raw.items() if isinstance(k, str) and FLAG_NAME.fullmatch(k)
+            and isinstance(v, FlagValue)} if isinstance(raw, dict) else {}
 
 
 def _check_raw_pins(c: _Checker, data: Any) -> None:
