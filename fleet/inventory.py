@@ -22,10 +22,10 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -33,6 +33,7 @@ from fleet import fields, yamlfile
 from fleet.errors import InputError
 from fleet.secretref import SecretRef
 
+M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
 
 
@@ -291,28 +292,73 @@ def load(inventory: Path) -> Inventory:
     if not inventory.is_file():
         raise InputError(f"--inventory {inventory}: no such file")
     named = inventory.resolve()
-    others = (p.resolve() for p in inventory.parent.glob("*.yaml")
-              if not p.name.endswith(".example.yaml") and not p.name.startswith("."))
     inv = Inventory(hosts={}, groups={}, files={})
-    for path in sorted({named, *others}):
+    for path in _files(inventory):
         _merge_file(inv, path, None if path == named else inventory)
     return inv
 
 
-def schema_problems(inventory: Path) -> list[InputError]:
-    """Every schema problem of the file `inventory`, each a line naming file, line and key (inv check: all in one
-    pass; `load` stops at the first)."""
+def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
+    """inv check: every problem of the inventory file and of the *.yaml beside it in one pass (`load` stops at the
+    first), and the host names they define, a host refused for one of its keys too; None when the file named
+    cannot be read, so that no name can be checked against it."""
+    inventory = Path(inventory)
+    if not inventory.is_file():
+        return None, [InputError(f"--inventory {inventory}: no such file")]
+    found: list[InputError] = []
+    inv = Inventory(hosts={}, groups={}, files={})
+    named = inventory.resolve()
+    names: set[str] | None = set()
+    for path in _files(inventory):
+        defined = _merge_file(inv, path, None if path == named else inventory, found)
+        names = None if defined is None and path == named else names if defined is None or names is None \
+            else names | defined
+    return names, found
+
+
+def _files(inventory: Path) -> list[Path]:
+    others = (p.resolve() for p in inventory.parent.glob("*.yaml")
+              if not p.name.endswith(".example.yaml") and not p.name.startswith("."))
+    return sorted({inventory.resolve(), *others})
+
+
+def _holding(model: type[M], value: Any, fill: dict[str, Any] | None = None) -> M | None:
+    """`value` as `model`, less the keys it refused (said by the whole file's schema problems), `fill` standing in
+    for a required one; None when even that fails (not a mapping)."""
     try:
-        doc = yamlfile.load(Path(inventory))
-    except InputError:  # no such file, no YAML: load's own line says it
-        return []
-    if not isinstance(doc.data, dict):
-        return []
-    try:
-        InventoryFile.model_validate(doc.data)
+        return model.model_validate(value)
     except ValidationError as err:
-        return doc.validation_errors(err, InventoryFile)
-    return []
+        refused = {e["loc"][0] for e in err.errors() if e["loc"]}
+        if not isinstance(value, dict) or not refused:
+            return None
+        try:
+            return model.model_validate({**{k: v for k, v in value.items() if k not in refused},
+                                         **{k: v for k, v in (fill or {}).items() if k in refused}})
+        except ValidationError:
+            return None
+
+
+_FILL = {"address": "address.invalid"}  # a host whose address is refused: its groups and settings still checked
+
+
+def _lenient(doc: yamlfile.Document, found: list[InputError]) -> InventoryFile:
+    """The file as InventoryFile, every schema problem said in `found`; where there are some, what holds up (each
+    host, group and the defaults less their refused keys), so that the rules of the rest still run."""
+    try:
+        return InventoryFile.model_validate(doc.data)
+    except ValidationError as err:
+        found += doc.validation_errors(err, InventoryFile)
+    data = doc.data
+
+    def entries(key: str, model: type[M]) -> dict[str, M]:
+        raw = data.get(key)
+        held = {str(k): _holding(model, v, _FILL) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        return {k: v for k, v in held.items() if v is not None}
+    defaults = _holding(HostSettings, data.get("defaults", {})) or HostSettings()
+    wheelhouse = _holding(InventoryFile, {"wheelhouse": data.get("wheelhouse")})
+    return InventoryFile.model_construct(defaults=defaults, groups=entries("groups", GroupEntry),
+                                         hosts=entries("hosts", HostEntry),
+                                         wheelhouse=wheelhouse.wheelhouse if wheelhouse else None)
 
 
 def load_files(paths: Iterable[Path]) -> Inventory:
@@ -325,42 +371,65 @@ def load_files(paths: Iterable[Path]) -> Inventory:
 _KEYS = ", ".join(f"{k}:" for k in InventoryFile.model_fields)
 
 
-def _merge_file(inv: Inventory, path: Path, beside: Path | None = None) -> None:
-    """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder."""
-    doc = yamlfile.load(path)
+def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
+                found: list[InputError] | None = None) -> set[str] | None:
+    """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder. `found`:
+    where each problem is said and the rest still checked (inv check), else the first is raised. The host names
+    the file defines (None when it cannot be read as an inventory)."""
+    def fail(exc: InputError) -> None:
+        if found is None:
+            raise exc
+        found.append(exc)
+    try:
+        doc = yamlfile.load(path, collect=found is not None)
+    except InputError as exc:
+        fail(exc)
+        return None
+    for twice in doc.duplicates or []:  # inv check: each said, the file read all the same
+        fail(twice)
     if doc.data is None:
         inv.files[path] = []
-        return
+        return set()
     if beside is not None and not (isinstance(doc.data, dict) and set(doc.data) & set(InventoryFile.model_fields)):
         what = (f"its keys are {', '.join(f'{k}:' for k in list(doc.data)[:4])}" if isinstance(doc.data, dict)
                 else f"it is a YAML {type(doc.data).__name__}")
-        raise InputError(f"{path}: not an inventory file ({what}; an inventory's are {_KEYS}): fleet reads every "
-                         f"*.yaml beside {beside.name} as inventory; move it out of {path.parent} or rename it (.bak)")
+        fail(InputError(f"{path}: not an inventory file ({what}; an inventory's are {_KEYS}): fleet reads every "
+                        f"*.yaml beside {beside.name} as inventory; move it out of {path.parent} or rename it (.bak)"))
+        return None
     if not isinstance(doc.data, dict):
-        raise doc.error((), "an inventory file must be a mapping with hosts/groups/defaults")
-    model = doc.parse(InventoryFile)
-    for kind, names in (("groups", model.groups), ("hosts", model.hosts)):
+        fail(doc.error((), "an inventory file must be a mapping with hosts/groups/defaults"))
+        return None
+    model = doc.parse(InventoryFile) if found is None else _lenient(doc, found)
+    raw = doc.data.get("hosts")
+    defined = {str(k) for k in raw} if isinstance(raw, dict) else set()  # a host refused for a key is defined
+    for kind, names in (("groups", model.groups), ("hosts", defined)):
         for name in names:
             if not _NAME.fullmatch(str(name)):
-                raise doc.error((kind, name), "names may use letters, digits, '.', '_' and '-' only")
+                fail(doc.error((kind, name), "names may use letters, digits, '.', '_' and '-' only"))
     members: dict[str, list[str]] = {}
     for gname, group in model.groups.items():
         for h in group.hosts:
-            if h not in model.hosts:
-                raise doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file")
+            if h not in defined:
+                fail(doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file"))
             members.setdefault(h, []).append(gname)
     inv.files[path] = []
     for name, entry in model.hosts.items():
         if name in inv.hosts:
-            raise doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source} (every *.yaml of "
-                                             "an inventory's folder is read: a copy kept there must not end in .yaml)")
+            fail(doc.error(("hosts", name), f"host also defined in {inv.hosts[name].source} (every *.yaml of "
+                                            "an inventory's folder is read: a copy kept there must not end in .yaml)"))
+            continue
         groups = list(dict.fromkeys([*entry.groups, *members.get(name, [])]))
         for g in groups:
             if g not in model.groups and g not in inv.groups:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
-        settings = _resolve(doc, name, entry, model, groups)
+        settings = _resolve(doc, name, entry, model, groups, fail)
+        try:
+            bound = _bound_playbook(doc, path, name, model, groups)
+        except InputError as exc:
+            fail(exc)
+            continue
         inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
-                               playbook=_bound_playbook(doc, path, name, model, groups),
+                               playbook=bound,
                                wheelhouse=path.parent / Path(model.wheelhouse).expanduser() if model.wheelhouse
                                else None, **settings)
         inv.files[path].append(name)
@@ -368,6 +437,7 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None) -> None:
             inv.groups.setdefault(g, []).append(name)
     for gname in model.groups:
         inv.groups.setdefault(gname, [])
+    return defined
 
 
 def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: InventoryFile,
@@ -387,7 +457,8 @@ def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: Invent
 
 
 def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: InventoryFile,
-             groups: list[str]) -> dict[str, Any]:
+             groups: list[str], fail: Callable[[InputError], None]) -> dict[str, Any]:
+    """The host's settings: defaults < its groups < the host; two groups that disagree each said by `fail`."""
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
     variables = _vars(model.defaults.vars)
     from_group: dict[str, str] = {}
@@ -398,14 +469,14 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
             if value is None:
                 continue
             if key in from_group and merged[key] != value and getattr(entry, key) is None:
-                raise doc.error(("hosts", name, "groups"),
-                                f"groups {from_group[key]} and {g} set {key} differently "
-                                f"({merged[key]!r} vs {value!r}); set it on the host to decide")
+                fail(doc.error(("hosts", name, "groups"),
+                               f"groups {from_group[key]} and {g} set {key} differently "
+                               f"({merged[key]!r} vs {value!r}); set it on the host to decide"))
             merged[key], from_group[key] = value, g
         for key, value in _vars(group.vars).items():
             if key in from_group and variables.get(key) != value and key not in _vars(entry.vars):
-                raise doc.error(("hosts", name, "groups"),
-                                f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host")
+                fail(doc.error(("hosts", name, "groups"),
+                               f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host"))
             variables[key], from_group[key] = value, g
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(_vars(entry.vars))

@@ -179,9 +179,7 @@ class Rung(Strict):
     @field_validator("flags_by_sglang")
     @classmethod
     def _by_version(cls, v: dict[str, dict[str, FlagValue]]) -> dict[str, dict[str, FlagValue]]:
-        for spec, flags in v.items():
-            checked_range(spec)
-            _check_flags(flags)
+        fields.each(v.items(), lambda item: (checked_range(item[0]), _check_flags(item[1])))  # all said at once
         return v
 
     @field_validator("name")
@@ -273,21 +271,23 @@ class Router(Strict):
     @field_validator("flags")
     @classmethod
     def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
-        taken = sorted(set(v) & ROUTER_FLAGS_SET_BY_FLEET)
-        if taken:
-            raise ValueError(f"--{taken[0]} is set by fleet from the router section and the replicas")
-        return _check_flags(v, server=False)
+        def check(name: str) -> None:
+            if name in ROUTER_FLAGS_SET_BY_FLEET:
+                raise ValueError(f"--{name} is set by fleet from the router section and the replicas")
+            _check_flags({name: v[name]}, server=False)
+        fields.each(v, check)  # every bad flag said at once
+        return v
 
-    def problem(self, serve: Serve) -> tuple[yamlfile.Loc, str] | None:
-        """Where and why the router section cannot work with the serve section, or None."""
-        if serve.host in LOOPBACK:
-            return ("serve", "host"), ("replicas behind a router must listen beyond loopback (the router calls "
-                                       "them over the network): set serve.host, e.g. 0.0.0.0, and serve.api_key")
-        if self.port == serve.port:
-            return ("router", "port"), f"{self.port} is serve.port too; the router's host may also be a replica"
-        if self.unit == serve.unit:
-            return ("router", "unit"), f"{self.unit} is serve.unit too"
-        return None
+    def problems(self, serve: Serve, known: Iterable[str] | None = None) -> list[tuple[yamlfile.Loc, str]]:
+        """Where and why the router section cannot work with the serve section, each rule apart; `known`: the serve
+        fields that held up (inv check of a refused section), the rules of the others not judged."""
+        held = set(Serve.model_fields if known is None else known)
+        rules = [("host", serve.host in LOOPBACK, ("serve", "host"), "replicas behind a router must listen beyond "
+                  "loopback (the router calls them over the network): set serve.host, e.g. 0.0.0.0, and serve.api_key"),
+                 ("port", self.port == serve.port, ("router", "port"),
+                  f"{self.port} is serve.port too; the router's host may also be a replica"),
+                 ("unit", self.unit == serve.unit, ("router", "unit"), f"{self.unit} is serve.unit too")]
+        return [(loc, why) for key, wrong, loc, why in rules if key in held and wrong]
 
 
 ROUTER_FLAGS_SET_BY_FLEET = {"worker-urls", "host", "port", "policy", "api-key"}
@@ -383,14 +383,11 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
              known_patches: set[str] | None = None) -> list[InputError]:
     """All the schema cannot see (`inv check` says every one; load refuses on the first): router and serve, the
     nodes, each rung's env by the playbook's secret list, failure classes and patch sets this site knows."""
-    found = [doc.error(*problem)] if book.router and (problem := book.router.problem(book.serve)) else []
+    found = [doc.error(*problem) for problem in book.router.problems(book.serve)] if book.router else []
     if book.router is not None and book.nodes is not None:
         found.append(doc.error(("router",), "replicas behind a router are single-host servers; a playbook with "
                                             "nodes: cannot have router: too"))
-    try:
-        _check_nodes(doc, book) if book.nodes else None
-    except InputError as exc:
-        found.append(exc)
+    found += check_nodes(doc, book) if book.nodes else []
     for i, rung in enumerate(book.ladder):
         try:  # the rung checked its env by the names' words; here by the playbook's own list too
             _check_env(rung.env, book.serve.secret_env)
@@ -403,23 +400,24 @@ def problems(doc: yamlfile.Document, book: Playbook, known_classes: set[str] | N
     return found
 
 
-def _check_nodes(doc: yamlfile.Document, book: Playbook) -> None:
-    """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes."""
+def check_nodes(doc: yamlfile.Document, book: Playbook) -> list[InputError]:
+    """A multi-node playbook: fleet owns the node flags, and every rung's TP x PP must split over the nodes; each
+    problem (load raises the first)."""
     assert book.nodes is not None
-    if book.nodes.dist_port == book.serve.port:
-        raise doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
+    found = [doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
+             ] if book.nodes.dist_port == book.serve.port else []
     for where, flags in [(("flags",), book.flags), *((("ladder", i, "flags"), r.flags) for i, r in
                                                      enumerate(book.ladder))]:
-        for name in NODE_FLAGS:
-            if name in flags:
-                raise doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")
+        found += [doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")
+                  for name in NODE_FLAGS if name in flags]
     for i, rung in enumerate(book.ladder):
         flags = merged_flags(book.flags, rung)
         tp, pp = (_as_int(flags.get(a, flags.get(b, 1))) for a, b in
                   (("tp-size", "tensor-parallel-size"), ("pp-size", "pipeline-parallel-size")))
         if tp is None or pp is None or (tp * pp) % book.nodes.count:
-            raise doc.error(("ladder", i), f"rung {rung.name}: TP x PP = {flags.get('tp-size', 1)} x "
-                            f"{flags.get('pp-size', 1)} does not split over {book.nodes.count} nodes")
+            found.append(doc.error(("ladder", i), f"rung {rung.name}: TP x PP = {flags.get('tp-size', 1)} x "
+                                   f"{flags.get('pp-size', 1)} does not split over {book.nodes.count} nodes"))
+    return found
 
 
 def _as_int(value: Any) -> int | None:

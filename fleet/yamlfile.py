@@ -28,6 +28,8 @@ class Document:
     path: Path
     data: Any
     lines: dict[Loc, int] = field(default_factory=dict)
+    # load(collect=True): each key written twice (the last one read, as YAML does), said here rather than raised
+    duplicates: list[InputError] | None = None
 
     def line_of(self, loc: Loc) -> int | None:
         """The line of the deepest key of `loc` that the file has."""
@@ -90,8 +92,9 @@ def keys_at(model: Any, loc: Loc) -> list[str]:
     return []
 
 
-def load(path: Path) -> Document:
-    """Parse a YAML file, rejecting duplicate keys, and record the line of every mapping key."""
+def load(path: Path, collect: bool = False) -> Document:
+    """Parse a YAML file, rejecting duplicate keys, and record the line of every mapping key. `collect` (inv check):
+    every duplicate key said in the Document's `duplicates`, the file read all the same."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -104,7 +107,7 @@ def load(path: Path) -> Document:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        doc = Document(path=path, data=None)
+        doc = Document(path=path, data=None, duplicates=[] if collect else None)
         if node is None:
             return doc
         doc.lines[()] = node.start_mark.line + 1
@@ -149,8 +152,11 @@ def _walk(node: yaml.Node, loc: Loc, doc: Document, path: set[int], count: list[
                                  "not a list or mapping")
             key = key_node.value
             if key in seen:
-                raise InputError(f"{doc.path}:{key_node.start_mark.line + 1}: "
+                dup = InputError(f"{doc.path}:{key_node.start_mark.line + 1}: "
                                  f"{'.'.join(map(str, (*loc, key)))}: duplicate key")
+                if doc.duplicates is None:
+                    raise dup
+                doc.duplicates.append(dup)
             seen.add(key)
             doc.lines[(*loc, key)] = key_node.start_mark.line + 1
             _walk(value_node, (*loc, key), doc, path, count)

@@ -15,6 +15,7 @@ from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from fleet.upstream import flags as sglang_cli
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
 from fleet.yamlfile import JsonObject
@@ -25,24 +26,32 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
     folders = site.find().playbooks
     # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
     # which has no relative form the operator gave (docs/cli.md, inv check)
-    paths = [_absolute(playbook.resolve(n)) for n in names] or sorted(
-        _absolute(p) for f in folders for p in f.glob("*.yaml"))
-    if not paths:
-        raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
+    paths: list[Path] = []
+    unresolved: dict[int, Checked] = {}  # a name that is no playbook: one error among the rest, in its place
+    for i, name in enumerate(names):
+        try:
+            paths.append(_absolute(playbook.resolve(name)))
+        except InputError as exc:
+            unresolved[i] = Checked(_absolute(Path(name)), None, [], [Problem(str(exc))])
+    if not names:
+        paths = sorted(_absolute(p) for f in folders for p in f.glob("*.yaml"))
+        if not paths:
+            raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
     inv_path = _absolute(Path(inventory_file or ""))
     hosts: set[str] | None = None
     inv_problems: list[Problem] = []
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
-        try:
-            hosts = set(inventory.load(inv_path).hosts)
-        except InputError as exc:  # every schema problem of the file at once, else the one load found
-            inv_problems = [Problem(str(e)) for e in inventory.schema_problems(inv_path)] or [Problem(str(exc))]
+        # every problem of the inventory and the files beside it at once; its host names all the same
+        hosts, found = inventory.check(inv_path)
+        inv_problems = [Problem(str(e)) for e in found]
     inv_problem = inv_problems[0] if inv_problems else None
     results = [check_playbook(p, hosts) for p in paths]
     locked: list[str] = []
     if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
         locked = relock(results)
         results = [check_playbook(p, hosts) for p in paths]
+    for i, missing in sorted(unresolved.items()):
+        results.insert(i, missing)
     errors = sum(len(r.errors) for r in results) + len(inv_problems)
     if as_json:
         print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
@@ -54,7 +63,7 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
             sys.stdout.write(f"{line}\n")
         for problem in [*inv_problems, *(p for r in results for p in r.problems)]:
             sys.stdout.write(f"{'warning' if problem.warning else 'error'}: {problem}\n")
-        releases = results[0].releases
+        releases = next((r.releases for r in results if r.releases), None) or sglang_cli.default_table().versions
         warnings = sum(len(r.warnings) for r in results)
         sys.stdout.write(f"{len(results)} playbook{'s' * (len(results) != 1)} checked against sglang "
                          f"{releases[0]} to {releases[-1]} ({len(releases)} releases)"

@@ -20,25 +20,29 @@ release before it), its GPUs, the model on disk, the port, patch sets' anchors i
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
 from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
-from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Playbook, Router, Rung, Serve
+from fleet.playbook import FLAG_NAME, Conditions, FlagValue, Nodes, Playbook, Router, Rung, Serve
+from fleet.playbook import check_nodes as node_problems
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream.versions import in_range, version_key
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -74,23 +78,26 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
     table = table or sglang_cli.default_table()
     releases = sorted({*table.versions, *site_versions}, key=version_key)
     try:
-        doc = yamlfile.load(path)
+        doc = yamlfile.load(path, collect=True)  # a key written twice is one problem among the rest
     except InputError as exc:
         return Checked(path, None, releases, [Problem(str(exc))])
+    twice = [Problem(str(e), line=_line(str(e))) for e in doc.duplicates or []]
     try:
         book = Playbook.model_validate(doc.data)
     except ValidationError as err:
-        problems = [Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook)]
+        problems = [*twice, *(Problem(str(e), line=_line(str(e))) for e in doc.validation_errors(err, Playbook))]
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
         _check_raw_sections(c, doc.data, err, hosts)
         _check_raw_names(c, doc.data, err)
+        _check_raw_rules(c, doc.data, err)
+        _check_raw_nodes(c, doc.data, err)
         return Checked(path, None, releases, sorted(problems, key=lambda p: p.line))
     found = playbook_problems(doc, book, known_classes, known_patches)
     if pinned := book.packages.get("sglang"):  # the flags need to hold on that release alone
         releases = [pinned]
-    problems = [Problem(str(e), line=_line(str(e))) for e in found]
+    problems = [*twice, *(Problem(str(e), line=_line(str(e))) for e in found)]
     c = _Checker(doc, table, releases, problems)
     written = {pins.canonical(k): k for k in doc.data.get("packages", {})}
     for dist, problem in pin_problems(book.packages):
@@ -107,7 +114,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c.rung(book.flags, i, rung)
     if hosts is not None and book.router is not None and book.router.host not in hosts:
         c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
-    return Checked(path, None if found else book, releases, sorted(problems, key=lambda p: p.line))
+    return Checked(path, None if found or twice else book, releases, sorted(problems, key=lambda p: p.line))
 
 
 def stale_lock(path: Path, packages: dict[str, str]) -> str | None:
@@ -131,48 +138,174 @@ def _check_raw_names(c: _Checker, data: Any, err: ValidationError) -> None:
         c.error(("ladder",), str(exc))
 
 
+# The keys each whole-section rule reads (Serve._exposure, Health._matchable): such a rule is not judged where one
+# of them was refused (its problem is said; the rule cannot know the value meant).
+_RULE_READS = {"serve": {"host", "api_key"}, "health": {"expect", "max_tokens"}}
+_RULE_NAMES = {"serve": "the exposure rule (serve.host beyond loopback needs serve.api_key)",
+               "health": "health.expect against max_tokens"}
+
+
+def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A playbook the schema refused: the rules that a refused key kept from running (a mapping's check of its
+    items, a section's rule of the whole), judged on the rest: each refused value left out, the schema asked
+    again, and what it says now that it did not say before is said (the ladder aside: _check_raw checks its
+    rungs, and not where a rule reads a refused key)."""
+    if not isinstance(data, dict):
+        return
+    said = {_loc(e["loc"]) for e in err.errors()}
+    for section, reads in _RULE_READS.items():
+        if refused := sorted(reads & {str(loc[1]) for loc in said if len(loc) > 1 and loc[0] == section}):
+            c.error((section,), f"{_RULE_NAMES[section]} not checked: {', '.join(f'{section}.{k}' for k in refused)} "
+                    f"{'is' if len(refused) == 1 else 'are'} refused", warning=True, kind="unchecked")
+    pruned = copy.deepcopy(data)
+    dropped: set[yamlfile.Loc] = set()
+    news = said
+    for _ in range(8):  # until the schema says nothing new: a rule may wait on one that waited on the schema
+        for loc in sorted(news, key=len, reverse=True):  # deepest first; a value left out once
+            if loc and loc[0] != "ladder" and not any(loc[:n] in dropped for n in range(len(loc) + 1)):
+                if where := _drop(pruned, loc):
+                    dropped.add(where)
+        try:
+            Playbook.model_validate(pruned)
+            return
+        except ValidationError as again:
+            found = [(_loc(e["loc"]), e) for e in again.errors()]
+        news = {loc for loc, e in found if loc and loc[0] != "ladder" and e["type"] != "missing"} - said
+        if not news:
+            return
+        for loc, e in found:
+            if loc not in news:
+                continue
+            keys = {str(r[1]) for r in said if len(r) > 1 and r[0] == loc[0]}
+            if not (len(loc) == 1 and keys & _RULE_READS.get(str(loc[0]), set())):  # said not checked above
+                c.error(loc, e["msg"].removeprefix("Value error, "))
+        said |= news
+
+
+def _loc(loc: tuple[Any, ...]) -> yamlfile.Loc:
+    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+
+
+def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
+    """The value at `loc` left out, or the nearest mapping key above it (an item of a list, a type of a union); a
+    required key is left (the schema says it missing again, which is not said twice). Where it was left out."""
+    path = list(loc)
+    while path:
+        parent = _at(data, path[:-1])
+        if isinstance(parent, dict) and path[-1] in parent:
+            if not ((len(path) == 1 and path[0] in ("name", "model")) or tuple(path) in (("model", "path"),
+                                                                                         ("router", "host"))):
+                del parent[path[-1]]
+            return tuple(path)
+        path.pop()
+    return ()
+
+
+def _at(data: Any, path: list[str | int]) -> Any:
+    """The value at `path`, or None where there is none."""
+    for part in path:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
+    """A multi-node playbook the schema refused: the nodes rules (fleet.playbook.node_problems) run on what holds
+    up: the base flags and each rung's that are flags at all; dist_port against serve.port where both held up."""
+    raw = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(raw, dict):
+        return
+    refused = {_loc(e["loc"])[:2] for e in err.errors()}
+    nodes = _held(Nodes, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "nodes"})
+    if nodes is None:  # every TP x PP splits over one node: the rule that reads the count is said not checked
+        c.error(("ladder",), "each rung's TP x PP not checked against nodes.count, which is refused", warning=True,
+                kind="unchecked")
+        port_held = _held(Nodes, {**raw, "count": 2}, set())  # its dist_port alone
+        nodes = Nodes.model_construct(count=1, dist_port=port_held.dist_port if port_held else None)
+    serve = data.get("serve") if isinstance(data.get("serve"), dict) else {}
+    port = serve.get("port", Serve.model_fields["port"].default)
+    if ("serve", "port") in refused or ("nodes", "dist_port") in refused:
+        c.error(("nodes", "dist_port"), "not checked against serve.port: one of them is refused", warning=True,
+                kind="unchecked")
+        port = None
+    ladder = data.get("ladder") if isinstance(data.get("ladder"), list) else []
+    rungs = [Rung.model_construct(name=str(r.get("name", i)) if isinstance(r, dict) else str(i),
+                                  flags=_flags_of(r.get("flags") if isinstance(r, dict) else None), flags_by_sglang={})
+             for i, r in enumerate(ladder)]
+    book = Playbook.model_construct(nodes=nodes, serve=Serve.model_construct(port=port),
+                                    flags=_flags_of(data.get("flags")), ladder=rungs)
+    for problem in node_problems(c.doc, book):
+        if str(problem) not in {str(p) for p in c.problems}:
+            c.problems.append(Problem(str(problem), line=_line(str(problem))))
+
+
+def _flags_of(raw: Any) -> dict[str, FlagValue]:
+    """Of a mapping of flags the schema may refuse, those that are flags at all (a name, a plain value)."""
+    return {k: v for k, v in raw.items() if isinstance(k, str) and FLAG_NAME.fullmatch(k)
+            and isinstance(v, FlagValue)} if isinstance(raw, dict) else {}
+
+
 def _check_raw_pins(c: _Checker, data: Any) -> None:
     """A playbook the schema refused: its pins checked all the same when `packages:` holds up on its own."""
     raw = data.get("packages") if isinstance(data, dict) else None
     if not isinstance(raw, dict) or not raw:
         return
-    try:
-        packages = Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
-                                            "packages": raw}).packages
-    except ValidationError:
-        return  # its problems are among the schema's
+    def held(pins: dict[Any, Any]) -> dict[str, str] | None:
+        try:
+            return Playbook.model_validate({"name": "x", "model": {"path": "/x"}, "ladder": [{"name": "x"}],
+                                            "packages": pins}).packages
+        except ValidationError:
+            return None  # its problems are among the schema's
+    packages = held(raw)
+    if packages is None:  # the pins that hold up alone, checked against each other all the same
+        packages = {k: v for one in (held({k: v}) for k, v in raw.items()) if one for k, v in one.items()}
     written = {pins.canonical(k): k for k in raw}
     for dist, problem in pin_problems(packages):
         c.error(("packages", written.get(dist, dist)), problem, kind=problem)
+    for dist, problem in wheelhouse.missing(packages):  # as for a playbook the schema takes
+        c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
 
 
 def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
-    """A playbook the schema refused: the rules of serve (the exposure rule) and of the router (against serve and
-    the inventory) run all the same where their sections hold up on their own; a serve section refused only for
-    its env (said already) is judged without it."""
+    """A playbook the schema refused: the rules of the router (against serve and the inventory) run all the same on
+    the keys of both sections that hold up; a rule that reads a refused key is said not checked."""
     if not isinstance(data, dict):
         return
     refused = {tuple(e["loc"][:2]) for e in err.errors()}
-    serve = router = None
+    serve: Serve | None = None
     raw = data.get("serve", {})
-    # a key refused on its own (a port that is no number) is left out; host and api_key are what the rule reads
-    if isinstance(raw, dict) and not refused & {("serve", "host"), ("serve", "api_key")}:
+    known: set[str] = set()
+    if isinstance(raw, dict):
         fields = {k: v for k, v in raw.items() if k not in ("env", "secret_env") and ("serve", k) not in refused}
-        try:
-            serve = Serve.model_validate(fields)
-        except ValidationError as hidden:  # a rule of the whole section, which its env kept from running
-            for e in hidden.errors() if ("serve",) not in refused else ():
-                c.error(("serve", *e["loc"]), e["msg"].removeprefix("Value error, "))
-            serve = Serve.model_construct(**fields)  # each field held up: the router is judged against them
-        if any(("serve", k) in refused for k in raw if k not in ("env", "secret_env")):
-            serve = None  # a key left out: the router is not judged against its default
+        known = set(Serve.model_fields) - {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "serve"}
+        # each field held up (the exposure rule is _check_raw_rules'): the router is judged against them
+        serve = Serve.model_construct(**fields)
     raw = data.get("router")
-    if isinstance(raw, dict) and not any(loc[0] == "router" for loc in refused):
-        router = Router.model_validate(raw)
-        if hosts is not None and router.host not in hosts:
+    if isinstance(raw, dict):
+        router = _held(Router, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "router"})
+        if router is None:
+            return
+        if hosts is not None and ("router", "host") not in refused and router.host not in hosts:
             c.error(("router", "host"), f"{router.host} is no host of the inventory")
-        if serve is not None and (problem := router.problem(serve)):
+        for problem in router.problems(serve, known) if serve is not None else []:
             c.error(*problem)
+        for key in sorted({"port", "unit", "host"} - known):  # a rule that reads a refused serve key: said so
+            c.error(("router",) if key == "host" else ("router", key), f"not checked against serve.{key}, which is "
+                    "refused", warning=True, kind="unchecked")
+
+
+def _held(model: type[M], raw: dict[str, Any], refused: set[str]) -> M | None:
+    """The section less its refused keys, each rule judged on what holds up; None when that does not hold up
+    either (a required key refused: the rules that read it are not judged)."""
+    kept = {k: v for k, v in raw.items() if k not in refused}
+    try:
+        return model.model_validate(kept)
+    except ValidationError:
+        return None
 
 
 def pin_problems(packages: dict[str, str]) -> list[tuple[str, str]]:
@@ -221,6 +354,12 @@ def _holding_up(item: Any, err: ValidationError) -> Rung | None:
     kept = {k: v for k, v in item.items() if k not in refused}
     if "flags" in refused and isinstance(item.get("flags"), dict):
         kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
+    if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same
+        wrong = {e["loc"][1] for e in err.errors() if len(e["loc"]) > 1 and e["loc"][0] == "when"}
+        kept["when"] = {k: v for k, v in item["when"].items() if k not in wrong}
+    if "flags_by_sglang" in refused and isinstance(item.get("flags_by_sglang"), dict):
+        kept["flags_by_sglang"] = {spec: flags for spec, flags in item["flags_by_sglang"].items()
+                                   if _holds({"name": "x", "flags_by_sglang": {spec: flags}})}
     try:
         return Rung.model_validate(kept)
     except ValidationError:
@@ -228,8 +367,12 @@ def _holding_up(item: Any, err: ValidationError) -> Rung | None:
 
 
 def _flag_holds(name: Any, value: Any) -> bool:
+    return _holds({"name": "x", "flags": {name: value}})
+
+
+def _holds(rung: dict[str, Any]) -> bool:
     try:
-        Rung.model_validate({"name": "x", "flags": {name: value}})
+        Rung.model_validate(rung)
     except ValidationError:
         return False
     return True

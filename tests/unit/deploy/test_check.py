@@ -178,9 +178,11 @@ def test_a_schema_error_hides_no_rule_of_the_sections_that_hold_up(tmp_path):
     assert "'bad name' is not valid" in found[1] and "HF_TOKEN: a literal secret" in found[1]
     assert "listens beyond loopback" in found[0]
 
-    # the sections' rules are not guessed where the section itself was refused
+    # a rule is not guessed where a key it reads was refused; the rules of the keys that held up still run (a
+    # refused router.port hid router.host: h-check7's property test, tests/unit/cli/test_check_no_hiding.py)
     refused = lines(run(tmp_path, book.replace("port: 30000}", "port: 99999}"), hosts={"sbx0"}))
-    assert [line.split(": ", 2)[1] for line in refused] == ["serve", "serve.env", "router.port"], refused
+    assert [line.split(": ", 2)[1] for line in refused] == ["serve", "serve.env", "router.port", "router.host"], \
+        refused
     # the exposure rule said by the schema, another section refused: the router's rules still run
     clean_env = re.sub(r"env: \{.*\}", "env: {X: y}", book)
     alone = lines(run(tmp_path, clean_env.replace("name: t", "name: t\ncolour: red"), hosts={"sbx0"}))
@@ -338,3 +340,13 @@ def test_a_lock_that_no_longer_locks_the_pins_is_a_warning_naming_it(tmp_path, c
     assert stale == [f"t.yaml:8: packages: {lock} locks other pins than packages: (the first deploy of these locks "
                      "them; on purpose now: inv check --lock --playbook t)"]
     assert not [p for p in lines(run(tmp_path, BOOK + "packages: {sglang: 0.5.9}\n"), warnings=True) if ".lock" in p]
+
+
+def test_every_problem_of_a_multi_node_playbook_in_one_pass(tmp_path):
+    """Issue 46, finding 7 (h-check7): the nodes rules stopped at the first (dist_port, then a node flag fleet
+    sets, then a rung's TP x PP), so a multi-node playbook with three took three runs."""
+    book = BOOK.replace("name: t", "name: t\nnodes: {count: 2, dist_port: 30000}").replace(
+        "{tp-size: 8}", "{tp-size: 3, nnodes: 2, node-rank: 0}")
+    found = lines(run(tmp_path, book))
+    assert [line.split(": ", 2)[1] for line in found] == ["nodes.dist_port", "flags.nnodes", "flags.node-rank",
+                                                          "ladder.0", "ladder.1"], found
