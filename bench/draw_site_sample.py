@@ -6,9 +6,9 @@ A site whose message (its first 100 characters, in any module: a message moves b
 in any file of tests/fixtures/site_labels (any release) is left out, and so is one already drawn for an earlier
 release of this draw: every message is labelled once. (Until h-class8 the key was (module, text): fresh6 drew 35 of
 its 150 sites with a text labelled before in another module, all 32 flagged right; its novel sites alone measured
-0.907, not the 0.930 of the whole.) One random.Random(seed) draws `--per-release` sites of each release in the order given; each release's
-draw is sorted by module and line. It runs no classifier: the files it writes have `label: "?"` to be filled in by
-reading the source, before bench/bench_site_precision.py is run on them.
+0.907, not the 0.930 of the whole.) One random.Random(seed) draws `--per-release` sites of each release in the
+order given; each release's draw is sorted by module and line. It runs no classifier: the files it writes have
+`label: "?"` to be filled in by reading the source, before bench/bench_site_precision.py is run on them.
 
 usage: .venv/bin/python bench/draw_site_sample.py --seed 5205 --per-release 50 --name fresh \
            0.5.8.post1 0.5.15.post1 0.5.22
