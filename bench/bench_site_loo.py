@@ -8,12 +8,26 @@ labelled sites, is dropped, as if it had been written without seeing k; then gro
 bench/bench_site_precision.py --index startup does. A proxy: it cannot undo what k taught beyond such alternatives
 (entry order, areas, the precise rules of playbooks/rules).
 
-usage: .venv/bin/python bench/bench_site_loo.py   (prints each wrong site, one row per group, pooled; 95% Wilson)
-Needs the upstream corpus; reads no network.
+Honest form (the default, issue 51): held-out k is k's sites AND their message family. The same message recurs
+across releases (moved to another module, a word edited): a draw that leaves out only the exact (module, text)
+still meets it, and an alternative that matched it in group j and k was learned from that message, not from two
+groups. So an alternative is dropped for k when every labelled site it matches is a site of k or of k's family (a
+site of another group whose message shares >= --family (Jaccard) of its words with a site of k), and the estimate
+of a fresh draw pools the fresh groups only (the 0.5.23 samples are the tuning sample, in-sample: shown apart).
+Checked against the held-out figure: on the classes fresh6 measured (0055d87), fresh6's own row must come out
+near its held-out 0.930 (the old estimate, --family 1.01 --all: 0.938 for it, 0.963 pooled over every group).
+
+--novel scores only the sites whose message no other group holds: what a draw leaving out every labelled text
+(bench/draw_site_sample.py since h-class8) meets. Checked: on fresh6's code, its fresh6 row --novel says
+0.897 (0.821-0.943); held-out, its 97 flagged sites with a text no earlier group held: 0.907, 88/97.
+
+usage: .venv/bin/python bench/bench_site_loo.py [--family 0.5] [--all] [--novel]
+       (prints each wrong site, one row per group, pooled; 95% Wilson). Needs the upstream corpus; reads no network.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -52,36 +66,63 @@ def samples() -> list[tuple[str, siteindex.SiteIndex, list[tuple[str, Site]]]]:
     return out
 
 
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}|%[sdrf]")
+
+
+def words(text: str) -> frozenset[str]:
+    """The words of a message that make it this message (placeholders and short words left out)."""
+    return frozenset(w for w in re.findall(r"[a-z][a-z0-9_]{2,}", _PLACEHOLDER.sub(" ", text.lower())))
+
+
+def same_family(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    return bool(a and b) and len(a & b) / len(a | b) >= threshold
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", type=float, default=0.5, help="Jaccard of words from which two messages are one "
+                    "family (above 1: no family, the old estimate)")
+    ap.add_argument("--all", action="store_true", help="pool the 0.5.23 samples too (the old estimate)")
+    ap.add_argument("--novel", action="store_true", help="score only a group's sites whose message no other group "
+                    "holds (what a draw that leaves out every labelled text meets)")
+    args = ap.parse_args()
     spec = yamlfile.load(bysite.CLASSES_FILE).parse(bysite.SiteClassesFile)
     drawn = samples()
     groups = sorted({g for g, _, _ in drawn}, key=lambda g: (g == "0.5.23", g))
-    seen: dict[tuple[int, str, int], set[str]] = {}  # (entry, field, alternative) -> groups whose sites it matches
-    for g, _, rows in drawn:
-        for _, site in rows:
-            for i, entry in enumerate(spec.classes):
-                for name in ("text", "not_text"):
-                    for j, alt in enumerate(getattr(entry, name) or []):
-                        if re.search(alt, site.text, re.I):
-                            seen.setdefault((i, name, j), set()).add(g)
+    flat = [(g, n, site) for n, (g, site) in enumerate((g, site) for g, _, rows in drawn for _, site in rows)]
+    bag = {(g, n): words(site.text) for g, n, site in flat}
+    matches: dict[tuple[int, str, int], set[tuple[str, int]]] = {}  # alternative -> the labelled sites it matches
+    for g, n, site in flat:
+        for i, entry in enumerate(spec.classes):
+            for name in ("text", "not_text"):
+                for j, alt in enumerate(getattr(entry, name) or []):
+                    if re.search(alt, site.text, re.I):
+                        matches.setdefault((i, name, j), set()).add((g, n))
     rules = default_rules()
     pooled = [0, 0, 0]
     for k in groups:
+        own = [bag[(g, n)] for g, n, _ in flat if g == k]
+        family = {(g, n) for g, n, _ in flat
+                  if g == k or any(same_family(bag[(g, n)], w, args.family) for w in own)}
+        learned = {key for key, hit in matches.items() if hit <= family and any(g == k for g, _ in hit)}
         held = spec.model_copy(deep=True)
         for i, entry in enumerate(held.classes):
             for name in ("text", "not_text"):
                 alts = getattr(entry, name)
                 if alts:
-                    keep = [a for j, a in enumerate(alts) if seen.get((i, name, j)) != {k}]
+                    keep = [a for j, a in enumerate(alts) if (i, name, j) not in learned]
                     setattr(entry, name, keep if keep or name == "not_text" else [NEVER])
         classes = bysite.SiteClasses(held, str(bysite.CLASSES_FILE))
-        dropped = sum(1 for gs in seen.values() if gs == {k})
+        dropped = len(learned)
         flagged = right = specific = 0
+        elsewhere = {site.text for g, _, rows in drawn if g != k for _, site in rows}
         for g, index, rows in drawn:
             if g != k:
                 continue
             by_site = bysite.SiteClassifier(index, classes)
             for label, site in rows:
+                if args.novel and site.text in elsewhere:
+                    continue
                 match = classify_line(site.as_line(), rules, by_site)
                 said = str(match.rule.log_class) if match is not None and rulecoverage.specific(match) else "FATAL"
                 specific += label != "FATAL"
@@ -89,9 +130,10 @@ def main() -> None:
                 right += said == label != "FATAL"
                 if said not in ("FATAL", label):
                     print(f"WRONG  {k}: said {said}, is {label}: {site.text[:80]!r}")
-        pooled = [pooled[0] + flagged, pooled[1] + right, pooled[2] + specific]
-        print(_row(f"{k} ({dropped} alternatives dropped)", flagged, right, specific))
-    print(_row("pooled", *pooled))
+        if args.all or k != "0.5.23":
+            pooled = [pooled[0] + flagged, pooled[1] + right, pooled[2] + specific]
+        print(_row(f"{k} ({dropped} alts, {len(family) - len(own)} kin)", flagged, right, specific))
+    print(_row("pooled" + ("" if args.all else " (fresh groups)"), *pooled))
 
 
 def _row(name: str, flagged: int, right: int, specific: int) -> str:

@@ -639,6 +639,32 @@ BY_MEANING = [
     (_real("0.5.23", "sglang/srt/layers/layer_boundary/factories.py", 1368, "raise", "ValueError",
            "a declaration takes its source from the layer stack", "_stage_items"),
      "ValueError: a declaration takes its source from the layer stack", "FATAL"),
+    # h-class8, by cause of the held-out errors: a platform named only as where a value or a model is refused is a
+    # choice refused; a flag that requires a platform (no toolkit version) is the platform; a refusal deep in the
+    # plumbing naming no choice of the operator abstains; a setting inside the code's own arithmetic is an
+    # invariant; a value's range in the loader is not the files; a feature refused in comm code is no failed link
+    (_real("0.5.12.post1", "sglang/srt/server_args.py", 3253, "raise", "ValueError",
+           "Wrong value of fuse_mode={}, the NPU only support 1 or 2."),
+     "ValueError: Wrong value of fuse_mode=3, the NPU only support 1 or 2.", "CONFIG_REFUSED"),
+    (_real("0.5.23", "sglang/srt/arg_groups/serving_hook.py", 893, "raise", "ValueError",
+           "--mm-feature-transport=cuda_vmm requires NVIDIA CUDA."),
+     "ValueError: --mm-feature-transport=cuda_vmm requires NVIDIA CUDA.", "ARCH_UNSUPPORTED"),
+    (_real("0.5.23", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 2369, "assert",
+           "AssertionError", "CP-v2 BCG replay does not support a fixed prefill context size"),
+     "AssertionError: CP-v2 BCG replay does not support a fixed prefill context size", "FATAL"),
+    (_real("0.5.23", "sglang/srt/distributed/parallel_state.py", 1576, "assert", "AssertionError",
+           "Message queue broadcaster only supports src=0"),
+     "AssertionError: Message queue broadcaster only supports src=0", "FATAL"),
+    (_real("0.5.23", "sglang/srt/mem_cache/memory_pool.py", 2261, "assert", "AssertionError",
+           "HND KV cache needs (size+page_size) divisible by page_size, got size={}, page_size={}"),
+     "AssertionError: HND KV cache needs (size+page_size) divisible by page_size, got size=100, page_size=64",
+     "INTERNAL_ERROR"),
+    (_real("0.5.23", "sglang/srt/model_loader/weight_utils.py", 1020, "raise", "ValueError",
+           "weight loader prefetch num_threads must be >= 1"),
+     "ValueError: weight loader prefetch num_threads must be >= 1", "FATAL"),
+    (_real("0.5.23", "sglang/srt/layers/flashinfer_comm_fusion.py", 74, "raise", "ValueError",
+           "FlashInfer allreduce fusion trtllm backend supports single-node only."),
+     "ValueError: FlashInfer allreduce fusion trtllm backend supports single-node only.", "CONFIG_REFUSED"),
 ]
 
 
