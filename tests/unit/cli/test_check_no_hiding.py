@@ -106,6 +106,7 @@ CATALOGUE: dict[str, Mutation] = {
     "flag-valued-true": lambda b, i, f: b["flags"].update({"context-length": True}),
     "flag-tp-count": lambda b, i, f: b["flags"].update({"tp-size": 0}),
     "flag-removed": lambda b, i, f: b["flags"].update({"cuda-graph-max-bs": 256}),
+    "flag-choice": lambda b, i, f: b["flags"].update({"schedule-policy": "fcsf"}),
     # rungs
     "rung-duplicate": lambda b, i, f: _rung(b, 3).update(name="r2"),
     "rung-bad-name": lambda b, i, f: _rung(b, 4).update(name="bad name"),
@@ -119,6 +120,7 @@ CATALOGUE: dict[str, Mutation] = {
     "rung-flag-bad-name": lambda b, i, f: _rung(b, 0)["flags"].update({"Bad_Flag": 1}),
     "rung-flag-secret": lambda b, i, f: _rung(b, 1)["flags"].update({"api-key": "x"}),
     "rung-flag-switch-valued": lambda b, i, f: _rung(b, 1)["flags"].update({"trust-remote-code": 3}),
+    "rung-flag-choice": lambda b, i, f: _rung(b, 2).update(flags={"attention-backend": "flashinfr"}),
     "rung-after-unknown": lambda b, i, f: _rung(b, 1)["after"].append("NOPE"),
     "rung-after-empty": lambda b, i, f: _rung(b, 2).update(after=[]),
     "rung-patches-unknown": lambda b, i, f: _rung(b, 1).update(patches=["no-such-patch"]),
