@@ -38,6 +38,19 @@ def _as(user: str) -> list[str]:
     return [f"--user={name}"] if (name := _account(user)) else []
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"  # root's, as the host's packages installed it
+
+
+def command(python: str, user: str, *args: str) -> str:
+    """kcache.py's command line. Run as root for a user (--user), it starts as the host's own Python, isolated and
+    without site (-I -S: no PYTHON* variable, no user site, no .pth), never as the venv's: a venv the server's
+    user owns (its bin/python, a .pth in its site-packages) would run that user's code as root before the drop.
+    kcache.py needs the standard library only."""
+    if _account(user):
+        return programs.python_command(SYSTEM_PYTHON, "kcache.py", *_as(user), *args, options=("-I", "-S"))
+    return programs.python_command(python, "kcache.py", *args)
+
+
 def drop_unproven(mark: str = PLACED, user: str = "") -> str:
     """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
     mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
@@ -81,7 +94,7 @@ def collect(conn: Connection, host: Host, python: str, folders: list[str], limit
             user: str = "") -> bytes | HostRefused:
     """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes. As
     `user` (the server's) where kcache.py runs as root, as every verb below."""
-    cmd = programs.python_command(python, "kcache.py", *_as(user), "collect", str(limit), *folders)
+    cmd = command(python, user, "collect", str(limit), *folders)
     res = _run(conn, host, cmd, b"", limit + (16 << 20))
     if isinstance(res, HostRefused):
         return res
@@ -92,7 +105,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
           folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "place", sha256, *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -108,7 +121,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
 
 def clear(conn: Connection, host: Host, python: str, folders: list[str], user: str = "") -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "clear", *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
@@ -117,7 +130,7 @@ def clear(conn: Connection, host: Host, python: str, folders: list[str], user: s
 
 def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[str] | HostRefused:
     """The folders a place filled and no start served with (the mark's) removed; those removed."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "unproven")
+    cmd = command(python, user, f"--mark={PLACED}", "unproven")
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -129,7 +142,7 @@ def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[
 def modules(conn: Connection, host: Host, python: str, folders: list[str],
             user: str = "") -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "modules", *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res

@@ -162,3 +162,39 @@ def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
     assert isinstance(collected, bytes) and b"m.so" in collected and cleared is None
     assert dropped == ["gone", "unmarked"], dropped
     assert none == "no user 'nosuchuser' on this host"
+
+
+def test_a_venv_the_units_user_owns_never_runs_as_root(sandbox, tmp_path):
+    """serve.venv may be the server's user's own (a venv in its home): kcache.py runs as root until it drops to that
+    user, so it must not start as that user's interpreter, nor run that venv's site hooks (a .pth line) as root: the
+    user would be root. Each verb, with the venv's python given, runs no hook as root, and still does its work."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    host, venv, folder = inv.hosts[HOST], "/home/fleet/venv49", "/home/fleet/.cache/venv49/ops"
+    seen = "/home/fleet/venv49-hook"  # each uid the venv's site hook ran as, one a line
+    sh(inv, HOST, f"rm -rf {venv} {seen} /home/fleet/.cache/venv49 && runuser -u fleet -- python3 -m venv "
+                  f"--without-pip {venv} && runuser -u fleet -- sh -c \"echo 'import os; open(\\\"{seen}\\\", "
+                  f"\\\"a\\\").write(str(os.geteuid()) + chr(10))' > $(echo {venv}/lib/python3*/site-packages)"
+                  "/hook49.pth\" && runuser -u fleet -- mkdir -p /home/fleet/.cache && mkdir -p /var/lib/fleet")
+    py = f"{venv}/bin/python"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    data = buf.getvalue()
+    sh(inv, HOST, f"runuser -u fleet -- {py} -c pass")  # the hook works: it runs as the user who owns the venv
+    conn = open_connection(host)
+    try:
+        placed = kcache.place(conn, host, py, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
+        mods = kcache.modules(conn, host, py, [folder], "fleet")
+        collected = kcache.collect(conn, host, py, [folder], 1 << 20, "fleet")
+        gone = kcache.unproven(conn, host, py, "fleet")
+        cleared = kcache.clear(conn, host, py, [folder], "fleet")
+        uids = sh(inv, HOST, f"cat {seen}; stat -c %U /home/fleet/.cache/venv49 2>/dev/null; true").split()
+    finally:
+        conn.close()
+        sh(inv, HOST, f"rm -rf {venv} {seen} /home/fleet/.cache/venv49")
+    assert "0" not in uids, f"the user's venv hook ran as root: {uids}"
+    assert placed == [folder] and isinstance(collected, bytes) and b"m.so" in collected, (placed, collected)
+    assert mods == {f"{folder}/m.so": hashlib.sha256(b"so").hexdigest()} and gone == [] and cleared is None
+    assert uids[-1:] == ["fleet"], uids
