@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -19,6 +22,8 @@ import yaml
 from fleetcli import break_module, inv_at, llama_playbook, sh
 
 from fleet import inventory as fleet_inventory
+from fleet.deploy.cachekey import CacheKey
+from fleet.deploy.cachestore import CacheStore, Entry, Refused
 from fleet.host import kcache
 from fleet.ssh.connect import open_connection
 
@@ -198,3 +203,26 @@ def test_a_venv_the_units_user_owns_never_runs_as_root(sandbox, tmp_path):
     assert placed == [folder] and isinstance(collected, bytes) and b"m.so" in collected, (placed, collected)
     assert mods == {f"{folder}/m.so": hashlib.sha256(b"so").hexdigest()} and gone == [] and cleared is None
     assert uids[-1:] == ["fleet"], uids
+
+
+def test_the_store_never_fills_the_controllers_disk(tmp_path):
+    """The store's bound (32 GiB) is no promise about the disk it is on: entries of new keys (each host kind, patch
+    set, flag set; or a host that reports new facts each time) are stored while they fit under it, and the
+    controller's state (its runs, releases, locks) shares that disk. On a 64 MiB filesystem, 15 MiB entries of
+    distinct keys: the store stops before the disk is nearly full, refusing (never raising), and what it keeps
+    reads back. Run as root (a tmpfs of its own)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
+    try:
+        store = CacheStore(disk / "kcache")
+        keys = [CacheKey(sm="120", gpu="g", driver=f"580.{i}", cuda="13.0", packages=(), patches=(), flags=(),
+                         env=(), venv="/v") for i in range(6)]
+        got = [store.put(k, os.urandom(15 << 20), "sbx0") for k in keys]
+        free = shutil.disk_usage(disk).free
+        kept = [k for k in keys if isinstance(store.get(k), Entry)]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    assert free >= 16 << 20, f"{free >> 20} MiB left on the store's disk: {got}"
+    assert isinstance(got[-1], Refused) and "disk" in got[-1].reason, got[-1]
+    assert kept and all(isinstance(g, Entry) for g in got[:len(kept)]), got
