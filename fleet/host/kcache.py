@@ -39,6 +39,7 @@ def _as(user: str) -> list[str]:
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # root's, as the host's packages installed it
+NOT_RUN = (126, 127)  # the shell found no interpreter to run (a host without python3): nothing changed
 
 
 def command(python: str, user: str, *args: str) -> str:
@@ -109,7 +110,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
-    if res.exited in (2, 4, 5):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
+    if res.exited in (2, 4, 5, *NOT_RUN):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
         return HostRefused(_said(res.stderr, res.exited), bad_entry=res.exited == 4)
     if res.exited != 0:  # a crash: what it changed is not known
         return HostRefused(_said(res.stderr, res.exited), unknown=True)
@@ -135,7 +136,7 @@ def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[
     if isinstance(res, HostRefused):
         return res
     if res.exited != 0:
-        return HostRefused(_said(res.stderr, res.exited), unknown=res.exited != 5)
+        return HostRefused(_said(res.stderr, res.exited), unknown=res.exited not in (5, *NOT_RUN))
     return res.stdout.decode("utf-8", "replace").splitlines()
 
 

@@ -70,3 +70,22 @@ def test_a_put_back_removes_marked_folders_as_the_units_user() -> None:
     assert "runuser" not in kcache.drop_unproven(user="root") + kcache.drop_unproven()
     with pytest.raises(ValueError, match="is no user name"):
         kcache.drop_unproven(user="llm; reboot")
+
+
+class _NoPython(_Asked):
+    def run_bytes(self, conn: Any, host: Any, command: str, data: Any, timeout: float,
+                  max_output: int) -> BytesResult:
+        super().run_bytes(conn, host, command, data, timeout, max_output)
+        return BytesResult(127, b"", b"sh: 1: /usr/bin/python3: not found\n")
+
+
+def test_a_host_without_python3_refuses_plainly_nothing_changed() -> None:
+    # a user's unit runs kcache.py on /usr/bin/python3: a host without it changed nothing (no clear, no guess that
+    # caches may be in place)
+    conn = SimpleNamespace(transport=SimpleNamespace())
+    use_runner(conn, _NoPython())  # type: ignore[arg-type]
+    folders = ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
+    placed = kcache.place(conn, HOST, "/v/bin/python", b"", "0" * 64, folders, "llm")  # type: ignore[arg-type]
+    gone = kcache.unproven(conn, HOST, "/v/bin/python", "llm")  # type: ignore[arg-type]
+    assert isinstance(placed, kcache.HostRefused) and not placed.unknown and not placed.bad_entry, placed
+    assert isinstance(gone, kcache.HostRefused) and not gone.unknown and "not found" in gone.reason, gone
