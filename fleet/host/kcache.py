@@ -52,14 +52,16 @@ def command(python: str, user: str, *args: str) -> str:
     return programs.python_command(python, "kcache.py", *args)
 
 
-def drop_unproven(mark: str = PLACED, user: str = "") -> str:
+def drop_unproven(mark: str = PLACED, user: str = "", wait_s: int = 240) -> str:
     """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
     mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
-    kcache.py's, waited for 240 s at most). Run as root for `user` (the unit's User=), each removal runs as that
-    user (runuser): a folder swapped at a marked path after the check is removed only as far as that user may."""
+    kcache.py's, waited for `wait_s` at most: a place that holds it longer is left to finish and mark what it fills,
+    nothing removed here, so the mark it writes through is never lost and a later put-back removes it). Run as root
+    for `user` (the unit's User=), each removal runs as that user (runuser): a folder swapped at a marked path after
+    the check is removed only as far as that user may."""
     name = _account(user)
     who = f"[ \"$(id -u)\" != 0 ] || r='runuser -u {name} --'; " if name else ""
-    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
+    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w {int(wait_s)} 9 2>/dev/null && "
             "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
             "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then $r sh -c "
             "'mv -T -- \"$1\" \"$1.fleet-kcache-old-$2\" && rm -rf -- \"$1.fleet-kcache-old-$2\"' sh \"$f\" $$; "

@@ -26,6 +26,7 @@ from fleet.deploy.cachekey import CacheKey
 from fleet.deploy.cachestore import CacheStore, Entry, Refused
 from fleet.host import kcache
 from fleet.ssh.connect import open_connection
+from fleet.ssh.remote import run_bytes
 
 HOST, OTHER_GPU = "sbx0", "sbx2"  # 8x RTX PRO 6000 (SM 120, 240 s modelled JIT); 2x RTX 5090 (SM 120 too)
 SCALE = 0.05
@@ -226,3 +227,38 @@ def test_the_store_never_fills_the_controllers_disk(tmp_path):
     assert free >= 16 << 20, f"{free >> 20} MiB left on the store's disk: {got}"
     assert isinstance(got[-1], Refused) and "disk" in got[-1].reason, got[-1]
     assert kept and all(isinstance(g, Entry) for g in got[:len(kept)]), got
+
+
+def test_a_put_back_that_outwaits_a_place_never_loses_what_it_marks(sandbox, tmp_path):
+    """A place still at work (its run's controller gone past its deadline) holds the mark's lock; a put-back's
+    drop_unproven that waited its time for it goes on without it. What that place fills must stay named by the
+    mark (a later put-back or warm start removes it): the put-back never removes the mark file the place writes
+    through. Here the place waits on its stdin, lock held, while the put-back's removal runs (its wait cut to 2 s)."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    folder, mark = "/root/.cache/outwait49/ops", "/var/lib/fleet/outwait49-placed"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    data = buf.getvalue()
+    place = kcache.command("/root/ml-env/bin/python", "", f"--mark={mark}", "place",
+                           hashlib.sha256(data).hexdigest(), folder)
+    sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar && mkdir -p /var/lib/fleet")
+    conn = open_connection(inv.hosts[HOST])
+    try:
+        run_bytes(conn, inv.hosts[HOST], "cat > /root/outwait49.tar", data, timeout=30, max_output=1 << 10)
+    finally:
+        conn.close()
+    try:  # the place: lock taken at once, its tar sent 6 s later
+        sh(inv, HOST, "(sleep 6; cat /root/outwait49.tar) 2>/dev/null </dev/null | "
+                      f"setsid {place} > /root/outwait49.out 2>&1 & "
+                      f"i=0; while flock -n {mark}.lock true 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; "
+                      "i=$((i+1)); done")
+        sh(inv, HOST, kcache.drop_unproven(mark, wait_s=2))
+        after = sh(inv, HOST, f"flock -w 30 {mark}.lock true; cat /root/outwait49.out; ls {folder}; "
+                              f"echo mark:; cat {mark} 2>/dev/null; true")
+    finally:
+        sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar /root/outwait49.out")
+    assert f"{folder}\nm.so\n" in after, after  # placed
+    assert after.split("mark:\n", 1)[1].split() == [folder], after  # and still named by the mark
