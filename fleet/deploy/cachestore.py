@@ -1,8 +1,9 @@
 """The controller's store of hosts' compile and tune caches, one entry per cache key (issue 49): STATE/kcache/<key
 digest>/{key.json, cache.tar, meta.json (its sha256, giver, and the giver's cold phases)}. An entry is written whole
 or not at all (a folder built beside the others, renamed in), never replaced (the first host of a key gives it; one
-that failed a start is dropped), bounded in size (the least recently used dropped first), dropped with the last
-release that needs it (STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key
+that failed a start is dropped), bounded in size (the least recently used dropped first; none stored that would eat
+into its disk's reserve: the controller's state shares that disk), dropped with the last release that needs it
+(STORE/needs.json: fleet.deploy.cacheneeds), and read back only when its key.json is the key
 asked for and its tar's sha256 is the one recorded: anything else is dropped and reported, never placed."""
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from fleet.logs.warmphases import NONE, PhaseTimes
 LIMIT = 2 << 30  # bytes one entry may hold (it passes through the controller's memory)
 TOTAL = 32 << 30  # bytes the store may hold; the oldest entries go first
 _TMP = ".tmp-"
+
+
+def reserve(size: int) -> int:
+    """Bytes of the store's disk (`size` bytes in all) no entry may take: the controller's state shares it. A tenth
+    of it, at least a quarter of it or 1 GiB, whichever is less."""
+    return max(size // 10, min(size // 4, 1 << 30))
 _DIGEST = re.compile(r"[0-9a-f]{64}")  # an entry's folder: its key's digest
 
 
@@ -82,6 +89,10 @@ class CacheStore:
             return self.get(key) or Refused("an entry of this key is already stored")
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # compiled code and the key's flags: the controller's user's only
+        disk = shutil.disk_usage(self.root)
+        if disk.free - len(data) < reserve(disk.total):
+            return Refused(f"the controller's disk would keep less than {reserve(disk.total) >> 20} MiB free "
+                           f"({disk.free >> 20} MiB free now, {len(data) >> 20} MiB to store)")
         tmp = self.root / f"{_TMP}{key.digest[:16]}-{os.getpid()}-{time.monotonic_ns()}"
         with self._writing(fcntl.LOCK_SH):  # no sweep of temporaries while this one is written
             tmp.mkdir(mode=0o700)

@@ -38,14 +38,30 @@ def _as(user: str) -> list[str]:
     return [f"--user={name}"] if (name := _account(user)) else []
 
 
-def drop_unproven(mark: str = PLACED, user: str = "") -> str:
+SYSTEM_PYTHON = "/usr/bin/python3"  # root's, as the host's packages installed it
+NOT_RUN = (126, 127)  # the shell found no interpreter to run (a host without python3): nothing changed
+
+
+def command(python: str, user: str, *args: str) -> str:
+    """kcache.py's command line. Run as root for a user (--user), it starts as the host's own Python, isolated and
+    without site (-I -S: no PYTHON* variable, no user site, no .pth), never as the venv's: a venv the server's
+    user owns (its bin/python, a .pth in its site-packages) would run that user's code as root before the drop.
+    kcache.py needs the standard library only."""
+    if _account(user):
+        return programs.python_command(SYSTEM_PYTHON, "kcache.py", *_as(user), *args, options=("-I", "-S"))
+    return programs.python_command(python, "kcache.py", *args)
+
+
+def drop_unproven(mark: str = PLACED, user: str = "", wait_s: int = 240) -> str:
     """Shell that removes the folders `mark` names (absolute, two parts at least, no '..', no link on the path: the
     mark names real paths), then `mark`; after the place or clear still at work on the host, if any (its lock,
-    kcache.py's, waited for 240 s at most). Run as root for `user` (the unit's User=), each removal runs as that
-    user (runuser): a folder swapped at a marked path after the check is removed only as far as that user may."""
+    kcache.py's, waited for `wait_s` at most: a place that holds it longer is left to finish and mark what it fills,
+    nothing removed here, so the mark it writes through is never lost and a later put-back removes it). Run as root
+    for `user` (the unit's User=), each removal runs as that user (runuser): a folder swapped at a marked path after
+    the check is removed only as far as that user may."""
     name = _account(user)
     who = f"[ \"$(id -u)\" != 0 ] || r='runuser -u {name} --'; " if name else ""
-    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w 240 9 2>/dev/null; "
+    return (f"m={shlex.quote(mark)}; r=; {who}if [ -d \"${{m%/*}}\" ]; then {{ flock -w {int(wait_s)} 9 2>/dev/null && "
             "if [ -f \"$m\" ]; then while IFS= read -r f; do case \"$f\" in *..*) ;; "
             "/?*/?*) if [ -d \"$f\" ] && [ \"$(readlink -f -- \"$f\")\" = \"$f\" ]; then $r sh -c "
             "'mv -T -- \"$1\" \"$1.fleet-kcache-old-$2\" && rm -rf -- \"$1.fleet-kcache-old-$2\"' sh \"$f\" $$; "
@@ -81,7 +97,7 @@ def collect(conn: Connection, host: Host, python: str, folders: list[str], limit
             user: str = "") -> bytes | HostRefused:
     """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes. As
     `user` (the server's) where kcache.py runs as root, as every verb below."""
-    cmd = programs.python_command(python, "kcache.py", *_as(user), "collect", str(limit), *folders)
+    cmd = command(python, user, "collect", str(limit), *folders)
     res = _run(conn, host, cmd, b"", limit + (16 << 20))
     if isinstance(res, HostRefused):
         return res
@@ -92,11 +108,11 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
           folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "place", sha256, *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
-    if res.exited in (2, 4, 5):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
+    if res.exited in (2, 4, 5, *NOT_RUN):  # refused, nothing changed: 4 the tar, 2 and 5 this host or these folders
         return HostRefused(_said(res.stderr, res.exited), bad_entry=res.exited == 4)
     if res.exited != 0:  # a crash: what it changed is not known
         return HostRefused(_said(res.stderr, res.exited), unknown=True)
@@ -108,7 +124,7 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
 
 def clear(conn: Connection, host: Host, python: str, folders: list[str], user: str = "") -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "clear", *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
@@ -117,19 +133,19 @@ def clear(conn: Connection, host: Host, python: str, folders: list[str], user: s
 
 def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[str] | HostRefused:
     """The folders a place filled and no start served with (the mark's) removed; those removed."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "unproven")
+    cmd = command(python, user, f"--mark={PLACED}", "unproven")
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res
     if res.exited != 0:
-        return HostRefused(_said(res.stderr, res.exited), unknown=res.exited != 5)
+        return HostRefused(_said(res.stderr, res.exited), unknown=res.exited not in (5, *NOT_RUN))
     return res.stdout.decode("utf-8", "replace").splitlines()
 
 
 def modules(conn: Connection, host: Host, python: str, folders: list[str],
             user: str = "") -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = programs.python_command(python, "kcache.py", f"--mark={PLACED}", *_as(user), "modules", *folders)
+    cmd = command(python, user, f"--mark={PLACED}", "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res

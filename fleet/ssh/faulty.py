@@ -47,8 +47,9 @@ def step_label(command: str) -> str:
         words = command.split()
     if words[:2] == ["sh", "-c"] and len(words) > 3:
         what = " ".join(words[3:])
-    elif len(words) > 3 and words[1] == "-c" and words[0].endswith("python"):
-        what = "python " + " ".join(w for w in words[3:5] if len(w) < 40)
+    elif len(words) > 3 and "-c" in words[1:4] and words[0].rstrip("0123456789.").endswith("python"):
+        args = [w for w in words[words.index("-c") + 2:] if not w.startswith("--user=")]  # the verb, not who
+        what = "python " + " ".join(w for w in args[:2] if len(w) < 40)
     else:
         what = " ".join(command.split())
     return f"{faulthook.caller(_GENERIC | _VERBS)}: {what[:70]}"

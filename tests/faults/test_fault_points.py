@@ -48,8 +48,9 @@ from fleetcli import REPO, break_module, llama_playbook
 from fleet.deploy.cachestore import CacheStore, Entry
 from fleet.deploy.warmstart import not_whole
 from fleet.faulthook import KINDS
+from fleet.host import kcache
 from fleet.ssh.connect import open_connection
-from fleet.ssh.remote import run
+from fleet.ssh.remote import run, run_bytes
 
 # Each test (a flow with a kind at every point) may run on any worker of a parallel suite, on that worker's own
 # fleet: the matrix is spread over the workers as its points are over the lanes (tests/conftest.py).
@@ -406,18 +407,43 @@ BEFORE = {"recover": "mkdir -p /run/fleet-sim && " + WANTS_RESET}
 # kind): the flow's other steps are the deploy flow's.
 # The `warm-serves` flow: the same deploy with the entry whole, so the start serves with the placed caches and
 # reads their modules back (kcache's modules step, which the broken entry's start never reaches).
-WARM, WARM_SERVES = "warm", "warm-serves"
+# The `warm-unproven` flow: the store holds nothing for the key, and the host holds what a place whose run died
+# left and no start served with (the broken entry's caches, named by the mark): the warm start's cold path first
+# removes them (kcache's unproven step), the server starts cold and its caches are collected. A fault that leaves
+# them in place must still never leave the host serving nothing: a start that dies on them is retried cold.
+WARM, WARM_SERVES, WARM_UNPROVEN = "warm", "warm-serves", "warm-unproven"
+WARM_FLOWS = (WARM, WARM_SERVES, WARM_UNPROVEN)
 RUNS = {**FLOWS, **{f: lambda c: ("deploy", "--host", c.get("host", HOST), "--playbook", str(c["w"]), "--force",
-                                  "--json") for f in (WARM, WARM_SERVES)}}
+                                  "--json") for f in WARM_FLOWS}}
 CACHES = "/root/.cache/flashinfer /root/.cache/deep_gemm /root/.triton /tmp/torchinductor_root"
-BEFORE[WARM] = BEFORE[WARM_SERVES] = f"rm -rf {CACHES}"  # the host's own caches gone, as on a fresh host
+for _flow in WARM_FLOWS:
+    BEFORE[_flow] = f"rm -rf {CACHES}"  # the host's own caches gone, as on a fresh host
 KCACHE_LEFT = ("find /root/.cache /root/.triton /tmp /var/lib/fleet -maxdepth 6 -name '*.fleet-kcache-*' "
                "2>/dev/null; true")
 
 
 def _flow_env(c, flow: str) -> dict[str, str]:
     """What a run of the flow needs on the controller (after the host's reset): the warm flow's state."""
-    return _warm_state(c, whole=flow == WARM_SERVES) if flow in (WARM, WARM_SERVES) else {}
+    if flow == WARM_UNPROVEN:
+        env = _warm_state(c)
+        _leave_unproven(c)
+        return env
+    return _warm_state(c, whole=flow == WARM_SERVES) if flow in WARM_FLOWS else {}
+
+
+def _leave_unproven(c) -> None:
+    """The broken entry's caches on the host, named by the mark as a place names what it fills (a run that died
+    after its place), and the store emptied of them: the next warm start of the key finds no entry."""
+    entry = c["tmp"] / "warm-state" / "kcache" / c["warm_entry"].name
+    folders = json.loads((entry / "key.json").read_text())["folders"]
+    data = (entry / "cache.tar").read_bytes()
+    shutil.rmtree(entry)
+    marked = " ".join(shlex.quote(f) for f in folders)
+    _sh(c, "true")  # the harness's connection opened
+    host = c["inventory"].hosts[c.get("host", HOST)]
+    done = run_bytes(c["conn"], host, f"tar -x -C / && mkdir -p /var/lib/fleet && printf '%s\\n' {marked} "
+                     f">> {kcache.PLACED} && echo planted", data, timeout=120, max_output=1 << 16)
+    assert done.stdout.strip() == b"planted", done
 
 
 def _warm_state(c, whole: bool = False) -> dict[str, str]:
@@ -547,7 +573,7 @@ def _run_point(c, flow: str, n: int, label: str, kind: str) -> list[str]:
         if nxt.returncode != 0:
             bad.append(f"the next deploy failed (exit {nxt.returncode}): {nxt.stdout[-300:]} {nxt.stderr[-300:]}")
         bad += [f"after the next deploy: {b}" for b in _broken(c, None, after_next=True)]
-    if flow in (WARM, WARM_SERVES):
+    if flow in WARM_FLOWS:
         bad += _warm_broken(c)
     RESULTS.append((flow, kind, n, label, "; ".join(bad)))
     if os.environ.get("FLEET_FAULT_LOG"):  # a long run's progress, point by point, with where its time went
@@ -582,6 +608,24 @@ def test_every_warm_start_step_keeps_the_invariant(kind, lanes):
         reading = pool.submit(_spread, serves, WARM_SERVES, kind, ("host.kcache.", " modules"))
         failures = [(WARM, *f) for f in placing.result()] + [(WARM_SERVES, *f) for f in reading.result()]
     assert not failures, "\n".join(f"{flow} {kind} point {n} ({label}): {b}" for flow, n, label, b in failures)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_warm_starts_unproven_step_keeps_the_invariant(kind, lanes):
+    """The warm start's cold path (no entry for the key) with caches a dead run placed and no start proved, poison to
+    the start (the broken prefill module): its unproven step and its collect with each kind; the host serves (a start
+    that dies on what was left is retried cold), nothing is left beside the cache folders, the store keeps only
+    whole caches. The flow's points are checked to hold the unproven step."""
+    points = _points(lanes[0], WARM_UNPROVEN)
+    unproven = [(n, label) for n, label in points if "python --mark=" in label and label.endswith(" unproven")]
+    assert unproven, points
+    failures = _spread(lanes, WARM_UNPROVEN, kind, ("host.kcache.",))
+    assert not failures, "\n".join(f"{WARM_UNPROVEN} {kind} point {n} ({label}): {b}" for n, label, b in failures)
+    if kind == "fail":  # what was left is poison indeed: kept by the failed step, it kills a start, retried cold
+        assert not _run_point(lanes[0], WARM_UNPROVEN, *unproven[0], kind)
+        said = lanes[0]["last"].stdout + lanes[0]["last"].stderr
+        assert "may be in place" in said and "starting again without them" in said, said[-2000:]
 
 
 def _steps(points: list[tuple[int, str]]) -> list[str]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import shutil
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -19,8 +22,11 @@ import yaml
 from fleetcli import break_module, inv_at, llama_playbook, sh
 
 from fleet import inventory as fleet_inventory
+from fleet.deploy.cachekey import CacheKey
+from fleet.deploy.cachestore import CacheStore, Entry, Refused
 from fleet.host import kcache
 from fleet.ssh.connect import open_connection
+from fleet.ssh.remote import run_bytes
 
 HOST, OTHER_GPU = "sbx0", "sbx2"  # 8x RTX PRO 6000 (SM 120, 240 s modelled JIT); 2x RTX 5090 (SM 120 too)
 SCALE = 0.05
@@ -162,3 +168,97 @@ def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
     assert isinstance(collected, bytes) and b"m.so" in collected and cleared is None
     assert dropped == ["gone", "unmarked"], dropped
     assert none == "no user 'nosuchuser' on this host"
+
+
+def test_a_venv_the_units_user_owns_never_runs_as_root(sandbox, tmp_path):
+    """serve.venv may be the server's user's own (a venv in its home): kcache.py runs as root until it drops to that
+    user, so it must not start as that user's interpreter, nor run that venv's site hooks (a .pth line) as root: the
+    user would be root. Each verb, with the venv's python given, runs no hook as root, and still does its work."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    host, venv, folder = inv.hosts[HOST], "/home/fleet/venv49", "/home/fleet/.cache/venv49/ops"
+    seen = "/home/fleet/venv49-hook"  # each uid the venv's site hook ran as, one a line
+    sh(inv, HOST, f"rm -rf {venv} {seen} /home/fleet/.cache/venv49 && runuser -u fleet -- python3 -m venv "
+                  f"--without-pip {venv} && runuser -u fleet -- sh -c \"echo 'import os; open(\\\"{seen}\\\", "
+                  f"\\\"a\\\").write(str(os.geteuid()) + chr(10))' > $(echo {venv}/lib/python3*/site-packages)"
+                  "/hook49.pth\" && runuser -u fleet -- mkdir -p /home/fleet/.cache && mkdir -p /var/lib/fleet")
+    py = f"{venv}/bin/python"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    data = buf.getvalue()
+    sh(inv, HOST, f"runuser -u fleet -- {py} -c pass")  # the hook works: it runs as the user who owns the venv
+    conn = open_connection(host)
+    try:
+        placed = kcache.place(conn, host, py, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
+        mods = kcache.modules(conn, host, py, [folder], "fleet")
+        collected = kcache.collect(conn, host, py, [folder], 1 << 20, "fleet")
+        gone = kcache.unproven(conn, host, py, "fleet")
+        cleared = kcache.clear(conn, host, py, [folder], "fleet")
+        uids = sh(inv, HOST, f"cat {seen}; stat -c %U /home/fleet/.cache/venv49 2>/dev/null; true").split()
+    finally:
+        conn.close()
+        sh(inv, HOST, f"rm -rf {venv} {seen} /home/fleet/.cache/venv49")
+    assert "0" not in uids, f"the user's venv hook ran as root: {uids}"
+    assert placed == [folder] and isinstance(collected, bytes) and b"m.so" in collected, (placed, collected)
+    assert mods == {f"{folder}/m.so": hashlib.sha256(b"so").hexdigest()} and gone == [] and cleared is None
+    assert uids[-1:] == ["fleet"], uids
+
+
+def test_the_store_never_fills_the_controllers_disk(tmp_path):
+    """The store's bound (32 GiB) is no promise about the disk it is on: entries of new keys (each host kind, patch
+    set, flag set; or a host that reports new facts each time) are stored while they fit under it, and the
+    controller's state (its runs, releases, locks) shares that disk. On a 64 MiB filesystem, 15 MiB entries of
+    distinct keys: the store stops before the disk is nearly full, refusing (never raising), and what it keeps
+    reads back. Run as root (a tmpfs of its own)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
+    try:
+        store = CacheStore(disk / "kcache")
+        keys = [CacheKey(sm="120", gpu="g", driver=f"580.{i}", cuda="13.0", packages=(), patches=(), flags=(),
+                         env=(), venv="/v") for i in range(6)]
+        got = [store.put(k, os.urandom(15 << 20), "sbx0") for k in keys]
+        free = shutil.disk_usage(disk).free
+        kept = [k for k in keys if isinstance(store.get(k), Entry)]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    assert free >= 16 << 20, f"{free >> 20} MiB left on the store's disk: {got}"
+    assert isinstance(got[-1], Refused) and "disk" in got[-1].reason, got[-1]
+    assert kept and all(isinstance(g, Entry) for g in got[:len(kept)]), got
+
+
+def test_a_put_back_that_outwaits_a_place_never_loses_what_it_marks(sandbox, tmp_path):
+    """A place still at work (its run's controller gone past its deadline) holds the mark's lock; a put-back's
+    drop_unproven that waited its time for it goes on without it. What that place fills must stay named by the
+    mark (a later put-back or warm start removes it): the put-back never removes the mark file the place writes
+    through. Here the place waits on its stdin, lock held, while the put-back's removal runs (its wait cut to 2 s)."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    folder, mark = "/root/.cache/outwait49/ops", "/var/lib/fleet/outwait49-placed"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    data = buf.getvalue()
+    place = kcache.command("/root/ml-env/bin/python", "", f"--mark={mark}", "place",
+                           hashlib.sha256(data).hexdigest(), folder)
+    sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar && mkdir -p /var/lib/fleet")
+    conn = open_connection(inv.hosts[HOST])
+    try:
+        run_bytes(conn, inv.hosts[HOST], "cat > /root/outwait49.tar", data, timeout=30, max_output=1 << 10)
+    finally:
+        conn.close()
+    try:  # the place: lock taken at once, its tar sent 6 s later
+        sh(inv, HOST, "(sleep 6; cat /root/outwait49.tar) 2>/dev/null </dev/null | "
+                      f"setsid {place} > /root/outwait49.out 2>&1 & "
+                      f"i=0; while flock -n {mark}.lock true 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; "
+                      "i=$((i+1)); done")
+        sh(inv, HOST, kcache.drop_unproven(mark, wait_s=2))
+        after = sh(inv, HOST, f"flock -w 30 {mark}.lock true; cat /root/outwait49.out; ls {folder}; "
+                              f"echo mark:; cat {mark} 2>/dev/null; true")
+    finally:
+        sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar /root/outwait49.out")
+    assert f"{folder}\nm.so\n" in after, after  # placed
+    assert after.split("mark:\n", 1)[1].split() == [folder], after  # and still named by the mark

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet import faulthook
-from fleet.host import programs
+from fleet.host import kcache, programs
 from fleet.ssh import faulty
 
 
@@ -46,3 +46,7 @@ def test_a_step_is_labelled_by_who_asked_and_what_runs():
     # selects the warm start's modules step by it)
     done = faulty.step_label(programs.python_command("/root/ml-env/bin/python", "kcache.py", "--mark=/m", "modules"))
     assert done == "?: python --mark=/m modules"
+    # run for a server's user: the host's own python3, isolated (-I -S), and the verb still shows, not the user
+    as_user = kcache.command("/home/u/venv/bin/python", "u", "--mark=/m", "modules")
+    assert as_user.startswith("/usr/bin/python3 -I -S -c ")
+    assert faulty.step_label(as_user) == "?: python --mark=/m modules"

@@ -54,6 +54,6 @@ def sh_command(name: str, *args: str) -> str:
     return " ".join(shlex.quote(a) for a in ("sh", "-c", text(name), f"fleet-{name.split('.')[0]}", *args))
 
 
-def python_command(python: str, name: str, *args: str) -> str:
-    """`PYTHON -c PROGRAM ARGS...` (sys.argv[1:] are the args), every word quoted."""
-    return " ".join(shlex.quote(a) for a in (python, "-c", text(name), *args))
+def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:
+    """`PYTHON OPTIONS... -c PROGRAM ARGS...` (sys.argv[1:] are the args), every word quoted."""
+    return " ".join(shlex.quote(a) for a in (python, *options, "-c", text(name), *args))

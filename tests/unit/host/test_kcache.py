@@ -41,13 +41,22 @@ def _every_step(user: str) -> list[list[str]]:
 
 def test_every_step_runs_as_the_servers_user_and_the_name_is_one_argument() -> None:
     steps = _every_step("llm")
-    verbs = [next(w for w in argv[3:] if not w.startswith("--")) for argv in steps]
+    verbs = [next(w for w in _args(argv) if not w.startswith("--")) for argv in steps]
     assert verbs == ["collect", "place", "clear", "unproven", "modules"]
-    assert all("--user=llm" in argv[3:argv.index(verb)] for argv, verb in zip(steps, verbs, strict=True)), steps
+    assert all("--user=llm" in argv[:argv.index(verb)] for argv, verb in zip(steps, verbs, strict=True)), steps
+    # root runs it until the drop: on the host's own python3, isolated, never the venv the user may own
+    assert all(argv[:4] == ["/usr/bin/python3", "-I", "-S", "-c"] for argv in steps), steps
 
 
 def test_a_root_unit_runs_as_before() -> None:
-    assert not [w for argv in _every_step("root") + _every_step("") for w in argv if w.startswith("--user")]
+    steps = _every_step("root") + _every_step("")
+    assert not [w for argv in steps for w in argv if w.startswith("--user")]
+    assert all(argv[:2] == ["/home/llm/ml-env/bin/python", "-c"] for argv in steps)
+
+
+def _args(argv: list[str]) -> list[str]:
+    """kcache.py's arguments: the words after its text."""
+    return argv[argv.index("-c") + 2:]
 
 
 @pytest.mark.parametrize("name", ["llm; rm -rf /", "-ollm", "Llm", "a" * 33, "llm\n", "../root"])
@@ -61,3 +70,22 @@ def test_a_put_back_removes_marked_folders_as_the_units_user() -> None:
     assert "runuser" not in kcache.drop_unproven(user="root") + kcache.drop_unproven()
     with pytest.raises(ValueError, match="is no user name"):
         kcache.drop_unproven(user="llm; reboot")
+
+
+class _NoPython(_Asked):
+    def run_bytes(self, conn: Any, host: Any, command: str, data: Any, timeout: float,
+                  max_output: int) -> BytesResult:
+        super().run_bytes(conn, host, command, data, timeout, max_output)
+        return BytesResult(127, b"", b"sh: 1: /usr/bin/python3: not found\n")
+
+
+def test_a_host_without_python3_refuses_plainly_nothing_changed() -> None:
+    # a user's unit runs kcache.py on /usr/bin/python3: a host without it changed nothing (no clear, no guess that
+    # caches may be in place)
+    conn = SimpleNamespace(transport=SimpleNamespace())
+    use_runner(conn, _NoPython())  # type: ignore[arg-type]
+    folders = ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
+    placed = kcache.place(conn, HOST, "/v/bin/python", b"", "0" * 64, folders, "llm")  # type: ignore[arg-type]
+    gone = kcache.unproven(conn, HOST, "/v/bin/python", "llm")  # type: ignore[arg-type]
+    assert isinstance(placed, kcache.HostRefused) and not placed.unknown and not placed.bad_entry, placed
+    assert isinstance(gone, kcache.HostRefused) and not gone.unknown and "not found" in gone.reason, gone
