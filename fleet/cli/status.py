@@ -103,7 +103,8 @@ def sent(text: str) -> str:
 def not_clean(row: HostStatus) -> str | None:
     """Why a host makes `inv status` exit 1 (docs/cli.md: some host failed, or what it checks is not clean), or None.
     A host with a release fleet made current is meant to serve: its unit not active (stopped, killed, failed) or its
-    /health not 200 is not clean; so are drift, a GPU fault and a router of fleet's that does not serve. A host
+    /health not 200 is not clean; so are drift, its unit not enabled (a reboot would not start it), a GPU fault and
+    a router of fleet's that does not serve. A host
     with no current release (fleet never deployed there, or `rollback --to before-fleet`) has nothing to serve."""
     if not row.ok:
         return "unreachable"
@@ -115,6 +116,8 @@ def not_clean(row: HostStatus) -> str | None:
         why.append(f"health {sent(row.health or 'no answer')}")
     if row.drift:
         why.append(f"drift in {len(row.drift)} file" + ("s" if len(row.drift) > 1 else ""))
+    if row.boot:
+        why.append("unit not enabled (no start after a reboot)")
     if row.gpu_faults:
         why.append("GPU fault")
     if row.router and not row.router.ok:
