@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from fleet import parallel
 from fleet.cli import print_json, real_console, say_on_stderr
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.cli.liveline import say_now
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from fleet.host.session import one_line
 from fleet.inventory import Host
 from fleet.multihost.status import HostStatus, collect, collect_one
@@ -138,7 +140,22 @@ def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, w
             interval: float | str | None, console: Console, wide: bool = False, detail: bool = False) -> int:
     if watching:
         return watch(hosts, opts, port, check_interval(interval or 5), as_json, console, wide=wide)
-    rows = collect(hosts, opts, port)
+    try:
+        rows, stopped = collect(hosts, opts, port), False
+    except parallel.PartlyDone as stop:  # what was gathered is shown, the rest marked interrupted
+        rows, stopped = stop.rows, True
+    _show(rows, as_json, console, wide, detail)
+    if stopped:  # 130 whatever the rows say: the board is not whole
+        say_now(INTERRUPTED_LINE)
+        return EXIT_INTERRUPTED
+    return exit_code(rows)
+
+
+INTERRUPTED_LINE = ("interrupted: the hosts that answered are shown; a host marked interrupted was not read "
+                    "(Ctrl-C)")
+
+
+def _show(rows: list[HostStatus], as_json: bool, console: Console, wide: bool, detail: bool) -> None:
     if as_json:
         print_json({"hosts": [r.to_json() for r in rows]})
     elif detail:
@@ -150,4 +167,3 @@ def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, w
         from fleet.cli.status_view import render
 
         render(rows, console, wide=wide)
-    return exit_code(rows)

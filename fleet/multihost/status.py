@@ -267,8 +267,15 @@ def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStat
 
 
 def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
+    """Every host's row, in order. Ctrl-C: parallel.PartlyDone with every row, the hosts it left unread marked
+    interrupted."""
     fast = bounded(opts)
-    return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+    try:
+        return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+    except parallel.Interrupted as stop:
+        raise parallel.PartlyDone([_row(o) if o is not None else
+                                   HostStatus(h.name, h.address, ok=False, error=parallel.INTERRUPTED_ROW)
+                                   for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
 
 
 def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
