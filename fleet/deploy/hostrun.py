@@ -40,6 +40,7 @@ from fleet.ssh.connect import ConnectOptions
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
 NOT_STARTED = "starting it again failed"
 STARTED_AGAIN = "was started again"
+CAME_BACK = "came back with the boot (enabled)"  # a unit a reboot started on its own: nothing for fleet to start
 RAN = RUNNING | {"deactivating"}  # a unit caught mid-restart ran: it is started again after
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
 UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
@@ -151,7 +152,8 @@ def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: lis
     then the lock it kept through the reboot released.
     What was done or why not, never raised."""
     try:
-        said = start_stopped(session, stopped, keep_mark, router)
+        said = [f"{unit} {CAME_BACK}" for unit in stopped if session.unit_running(unit)]
+        said += start_stopped(session, stopped, keep_mark, router)
     except FleetError as exc:
         said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
     try:

@@ -80,6 +80,11 @@ def test_a_host_an_older_fleet_deployed_is_named_by_status_and_the_next_deploy_e
         detail = inv(sandbox, "status", "--detail", HOST)
         assert "after a reboot:" in detail.stdout and "will not start" in detail.stdout
         pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+        proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--dry-run", "--json")
+        plan = json.loads(proc.stdout)
+        assert proc.returncode == 0 and plan["unchanged"] is True, proc.stderr[-2000:]
+        assert f"sglang is disabled: a reboot would not start release {data['release']}" in plan["diff"]
+        assert _enabled(sandbox_inventory) == "disabled"  # the dry run changed nothing
         rc, again, err = _deploy(sandbox, book)
         assert (rc, again["status"]) == (0, "unchanged") and "enabled sglang (it was disabled)" in err
         assert _enabled(sandbox_inventory) == "enabled"
