@@ -151,16 +151,24 @@ def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: lis
     started an enabled one already; the router's, and a unit an older fleet left disabled, nothing else starts),
     then the lock it kept through the reboot released.
     What was done or why not, never raised."""
+    said = [f"{unit} {CAME_BACK}" for unit in stopped if _runs(session, unit)]
     try:
-        said = [f"{unit} {CAME_BACK}" for unit in stopped if session.unit_running(unit)]
         said += start_stopped(session, stopped, keep_mark, router)
     except FleetError as exc:
-        said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
+        said.append(f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})")
     try:
         session.release_lock(lock)
     except FleetError as exc:
         said.append(f"the host lock: {exc}")
     return said
+
+
+def _runs(s: HostSession, unit: str) -> bool:
+    """Whether the unit runs; False where that is not known (start_stopped asks again and starts it)."""
+    try:
+        return s.unit_running(unit)
+    except FleetError:
+        return False
 
 
 def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool = False,
