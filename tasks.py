@@ -95,11 +95,14 @@ def deploy(c, playbook=None, inventory=None, host=None, group=None, all_=False, 
                                         "serial": "batch sizes as deploy's --serial (replicas behind a router: "
                                                   "1 by default, each out of the router and drained first)",
                                         "max_fail": "as deploy's --max-fail",
+                                        "dry_run": "the rollback's own choice, touching nothing: the release it "
+                                                   "goes to, the diff of the unit and env file, its patch sets, "
+                                                   "the router's leave and rejoin, what would be enabled",
                                         "wide": WIDE_HELP})
 @reports_errors
 def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, all_=False, yes=False, json=False,
              accept_new_host_keys=False, ask_become_pass=False, router=False, wide=False, serial=None,
-             max_fail=None):
+             max_fail=None, dry_run=False):
     """Go back to an earlier known-good release: unit, env and patched files byte for byte, then verify."""
     from fleet.cli import deploy as deploy_cmd
 
@@ -110,9 +113,11 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
         hosts = cli.select_hosts(inventory, host, group)
     else:
         hosts = cli.changing_hosts("rollback", inventory, host, group, all_)
-        cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
+        if not dry_run:  # a dry run changes nothing and never asks (docs/cli.md)
+            cli.targets.confirm("rollback", hosts, yes, [f"to: {to or 'the newest known-good before the current'}"])
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router, wide, serial, max_fail))
+    raise Exit(code=deploy_cmd.rollback(hosts, playbook, to, opts, json, router, wide, serial, max_fail,
+                                        dry_run=dry_run))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "bench": "also each release's benchmark (tok/s, its spread "

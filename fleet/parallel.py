@@ -100,6 +100,18 @@ class Interrupted(KeyboardInterrupt):
         self.outcomes = outcomes
 
 
+class PartlyDone(KeyboardInterrupt):
+    """Ctrl-C during a task that reads many hosts (probe, status): a row for every host, those that answered as
+    they answered and the others saying they were interrupted, for the caller to show before it exits 130."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        super().__init__()
+        self.rows = rows
+
+
+INTERRUPTED_ROW = "interrupted (Ctrl-C) before it answered"  # the error of a host a Ctrl-C left unread
+
+
 DEPLOY_ENDS = "a deploy that fails falls back to the release before"  # what the work under way does at its end
 DEPLOY_LEFT = "the next deploy or rollback there takes over its lock and recovers what it left"  # and if left
 STEP_ENDS = "each ends the step under way on its own"  # any other run on hosts (a probe, a patch, an audit)

@@ -23,7 +23,7 @@ from fleet.cli import (
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
 from fleet.cli.liveline import Heartbeat, LiveLine, say_now
-from fleet.deploy import before_fleet
+from fleet.deploy import before_fleet, rollback_plan
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.ladder import Deployer
@@ -144,7 +144,8 @@ def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> 
     return EXIT_INTERRUPTED
 
 
-def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], as_json: bool, wide: bool) -> int:
+def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], as_json: bool, wide: bool,
+                   ok: set[DeployStatus] | None = None) -> int:
     """Each host rolled back on its own, in parallel; Ctrl-C is answered at once and ends with each host's line,
     as a deploy's (docs/cli.md#ctrl-c)."""
     try:
@@ -152,8 +153,7 @@ def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], 
                                     "a rollback that fails puts back the release before")
     except rolling.DeployInterrupted as stop:
         return _interrupted(stop, as_json, wide)
-    return finish(results, as_json, ok={DeployStatus.OK}, wide=wide)
-
+    return finish(results, as_json, ok=ok or {DeployStatus.OK}, wide=wide)
 
 
 def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions) -> None:
@@ -188,10 +188,13 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
              router: bool = False, wide: bool = False, serial: str | None = None,
-             max_fail: str | None = None, rollback_of: Callable[..., DeployResult] = rollbacks.rollback) -> int:
+             max_fail: str | None = None, rollback_of: Callable[..., DeployResult] = rollbacks.rollback,
+             dry_run: bool = False) -> int:
     """`rollback_of`: what rolls one host back (fleet.deploy.rollback.rollback)."""
     targets.check_to(to)
     sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
+    if dry_run:
+        return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide)
     if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
@@ -232,6 +235,28 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
         return _rollout(list(hosts), book, path, opts, secrets, as_json, False, sizes, limit, None, hooks, wide, back)
     say_for = progress_to(as_json, live=len(hosts) == 1)
     return _each_rollback(hosts, lambda h: rollback_of(h, book, opts, to, say_for(h)), as_json, wide)
+
+
+def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
+                      router: bool, wide: bool) -> int:
+    """What each host's rollback would do (fleet.deploy.rollback_plan), nothing changed: a replica behind a router
+    says its leave and rejoin; a refusal is that host's failure (exit 1), as the rollback's."""
+    if to == before_fleet.BEFORE_FLEET or router:
+        raise InputError(f"--dry-run with {'--to before-fleet' if not router else '--router'}: not supported yet; "
+                         "nothing was read or changed")
+    book = load_playbook(name, checked=False)[0] if name else None
+    if book is not None and book.nodes is not None:
+        raise InputError(f"--dry-run: playbook {book.name} spans {book.nodes.count} nodes, whose rollback has no dry "
+                         "run yet; nothing was read or changed")
+
+    def leaves(host: Host) -> str | None:
+        if book is None or book.router is None:
+            return None
+        return (f"{host.name} taken out of the router ({book.router.unit} on {book.router.host}) and drained before "
+                "the stop; put back into it once it serves (one replica at a time unless --serial says otherwise)")
+
+    return _each_rollback(hosts, lambda h: rollback_plan.dry_run(h, book, opts, to, leaves(h)), as_json, wide,
+                          ok={DeployStatus.DRY_RUN})
 
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,

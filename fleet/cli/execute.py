@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fleet.cli import console, print_json, real_console
+from fleet.cli import console, err_console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
 from fleet.cli.liveline import say_now
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 
 def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool = False,
-           out: Console | None = None) -> int:
+           out: Console | None = None, err: Console | None = None) -> int:
     """The host's output is data: escaped before it meets rich, its control characters shown (JSON escapes
-    them its own way). Folded within the terminal's width, or with wide each output line whole."""
+    them its own way). Folded within the terminal's width, or with wide each output line whole, the command's
+    stderr on stderr (`err`)."""
     failed = [o for o in outcomes if not (o.ok and o.value and o.value.ok)]
     if as_json:
         print_json({"hosts": [
@@ -32,7 +33,7 @@ def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool
              "seconds": round(o.seconds, 3)}
             for o in outcomes]})
     elif wide:
-        _lines(outcomes, len(outcomes) - len(failed), real_console(out or console))
+        _lines(outcomes, len(outcomes) - len(failed), real_console(out or console), real_console(err or err_console))
     else:
         from rich.table import Table
 
@@ -52,23 +53,27 @@ def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool
     return EXIT_HOST_FAILED if failed else EXIT_OK
 
 
-def _lines(outcomes: list[HostOutcome[CommandResult]], ok: int, screen: Console) -> None:
+def _lines(outcomes: list[HostOutcome[CommandResult]], ok: int, screen: Console, errors: Console) -> None:
     """--wide: each host's exit status, then every line of its output prefixed by its name, as pdsh prints them:
-    whole at any width, and never padded to the longest line (a table pads every row of a cell to its widest, so
-    one long line from a host times its many short ones could fill the controller's memory)."""
+    the command's stdout on `screen` (stdout), its stderr on `errors` (stderr), as pdsh keeps them apart; whole at
+    any width, and never padded to the longest line (a table pads every row of a cell to its widest, so one long
+    line from a host times its many short ones could fill the controller's memory)."""
     from rich.text import Text
 
-    text = Text(f"{ok}/{len(outcomes)} hosts ok\n")
+    text, said = Text(f"{ok}/{len(outcomes)} hosts ok\n"), Text()
     for o in outcomes:
         good = bool(o.value and o.value.ok)
         state = f"exit {o.value.exited}" if o.value else (o.error or "failed")
         text.append(visible(f"{o.host.name} ({o.host.address}): {state}", lines=False) + "\n",
                     style="bold" if good else "bold red")
-        for stream, style in ((o.value.stdout, ""), (o.value.stderr, "red")) if o.value else ():
+        for stream, into, style in ((o.value.stdout, text, ""), (o.value.stderr, said, "red")) if o.value else ():
             for line in stream.rstrip("\n").split("\n") if stream.strip("\n") else ():
-                text.append(f"{visible(o.host.name, lines=False)}: {visible(line, lines=False)}\n", style=style)
+                into.append(f"{visible(o.host.name, lines=False)}: {visible(line, lines=False)}\n", style=style)
     text.rstrip()
     screen.print(text, soft_wrap=True, highlight=False)
+    if said:
+        said.rstrip()
+        errors.print(said, soft_wrap=True, highlight=False)
 
 
 def parse_timeout(text: str | float | None) -> float:

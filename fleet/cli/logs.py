@@ -110,8 +110,11 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 say_host_error(message, to=err)  # a sentence: folded to the terminal
         unsaid.clear()
 
+    heard: set[str] = set()  # hosts whose journal gave at least one line
+
     def counted(line: LogLine) -> None:
         with lock:
+            heard.add(line.host)
             folders[line.host].add(line)
 
     def one(host: Host) -> None:
@@ -151,6 +154,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             say_errors()
         return 130
     say_errors()
+    silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]
+    if silent:  # journalctl's "-- No entries --" is no log line: said once, here
+        say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent))
     if fatal:
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from fleet import parallel
 from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.hosttext import visible
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, FleetError, InputError
+from fleet.cli.liveline import say_now
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
@@ -13,7 +15,10 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 
 def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: bool = False,
             p2p_check: bool = False, wide: bool = False) -> int:
-    facts = probe_run.probe_hosts(hosts, opts, p2p_check=p2p_check)
+    try:
+        facts, stopped = probe_run.probe_hosts(hosts, opts, p2p_check=p2p_check), False
+    except parallel.PartlyDone as stop:  # what was gathered is shown, the rest marked interrupted
+        facts, stopped = stop.rows, True
     if as_json:
         print_json({"hosts": facts})
     else:
@@ -28,6 +33,9 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
                     console.print(visible(f"{f.host}: {line}"), markup=False, highlight=False, soft_wrap=wide)
             for line in liblog.lines():  # paramiko's own words (a transport thread's failure), tracebacks left out
                 console.print(visible(f"log: {line}"), markup=False, highlight=False, soft_wrap=wide)
+    if stopped:  # 130 whatever the rows say: the probe is not whole
+        say_now("interrupted: the hosts that answered are shown; a host marked interrupted was not read (Ctrl-C)")
+        return EXIT_INTERRUPTED
     bad_p2p = p2p_check and any(f.p2p_check and f.p2p_check.verdict in ("mismatch", "failed") for f in facts)
     faulted = gpu_faults(facts)
     if faulted:  # what the probe checks is not clean (docs/cli.md): said once, as inv status says it

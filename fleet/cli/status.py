@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from fleet import parallel
 from fleet.cli import print_json, real_console, say_on_stderr, words
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK
+from fleet.cli.liveline import say_now
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from fleet.host.session import one_line
 from fleet.inventory import Host
 from fleet.multihost.status import HostStatus, collect, collect_one
@@ -103,7 +105,8 @@ def sent(text: str) -> str:
 def not_clean(row: HostStatus) -> str | None:
     """Why a host makes `inv status` exit 1 (docs/cli.md: some host failed, or what it checks is not clean), or None.
     A host with a release fleet made current is meant to serve: its unit not active (stopped, killed, failed) or its
-    /health not 200 is not clean; so are drift, a GPU fault and a router of fleet's that does not serve. A host
+    /health not 200 is not clean; so are drift, its unit not enabled (a reboot would not start it), a GPU fault and
+    a router of fleet's that does not serve. A host
     with no current release (fleet never deployed there, or `rollback --to before-fleet`) has nothing to serve."""
     if not row.ok:
         return "unreachable"
@@ -115,6 +118,8 @@ def not_clean(row: HostStatus) -> str | None:
         why.append(f"health {sent(row.health or 'no answer')}")
     if row.drift:
         why.append(f"drift in {words.count(len(row.drift), 'file')}")
+    if row.boot:
+        why.append("unit not enabled (no start after a reboot)")
     if row.gpu_faults:
         why.append("GPU fault")
     if row.router and not row.router.ok:
@@ -135,7 +140,22 @@ def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, w
             interval: float | str | None, console: Console, wide: bool = False, detail: bool = False) -> int:
     if watching:
         return watch(hosts, opts, port, check_interval(interval or 5), as_json, console, wide=wide)
-    rows = collect(hosts, opts, port)
+    try:
+        rows, stopped = collect(hosts, opts, port), False
+    except parallel.PartlyDone as stop:  # what was gathered is shown, the rest marked interrupted
+        rows, stopped = stop.rows, True
+    _show(rows, as_json, console, wide, detail)
+    if stopped:  # 130 whatever the rows say: the board is not whole
+        say_now(INTERRUPTED_LINE)
+        return EXIT_INTERRUPTED
+    return exit_code(rows)
+
+
+INTERRUPTED_LINE = ("interrupted: the hosts that answered are shown; a host marked interrupted was not read "
+                    "(Ctrl-C)")
+
+
+def _show(rows: list[HostStatus], as_json: bool, console: Console, wide: bool, detail: bool) -> None:
     if as_json:
         print_json({"hosts": [r.to_json() for r in rows]})
     elif detail:
@@ -147,4 +167,3 @@ def command(hosts: list[Host], opts: ConnectOptions, port: int, as_json: bool, w
         from fleet.cli.status_view import render
 
         render(rows, console, wide=wide)
-    return exit_code(rows)

@@ -57,9 +57,11 @@ def _gpu(r: HostStatus) -> tuple[str, str]:
 def _drift(r: HostStatus, full: bool) -> tuple[str, str]:
     if not r.ok:
         return "-", ""
+    boot = ["not enabled"] if r.boot else []  # a reboot would not start it: what boots drifted from what serves
     if not r.drift:
-        return "none", ""
-    return (", ".join(r.drift) if full else f"{len(r.drift)} file" + ("s" if len(r.drift) > 1 else "")), "red"
+        return (boot[0], "red") if boot else ("none", "")
+    files = ", ".join(r.drift) if full else f"{len(r.drift)} file" + ("s" if len(r.drift) > 1 else "")
+    return ", ".join([files, *boot]), "red"
 
 
 def _metric(r: HostStatus, name: str) -> float | None:
@@ -170,6 +172,9 @@ def render_detail(r: HostStatus, console: Console) -> None:
     console.print(f"  {'drift:':<22} {drift}", highlight=False)
     for path in r.drift:
         console.print(f"    [red]{escape(path)}[/]", highlight=False)
+    at_boot = (f"[red]{escape(r.boot)}[/]" if r.boot else
+               "starts (enabled)" if r.unit.get("UnitFileState") == "enabled" else "-")
+    console.print(f"  {'after a reboot:':<22} {at_boot}", highlight=False)
     if r.last_failure:
         console.print(f"  {'last failure:':<22} [red]{escape(r.last_failure)}[/]", highlight=False)
         if r.last_failure_evidence:

@@ -60,8 +60,8 @@ def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress
                 raise
             run.unmark_rollback()
             return DeployResult(host.name, DeployStatus.OK, release=BEFORE_FLEET,
-                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped "
-                                                  f"(start it with systemctl start {unit} if it should run)", 0)])
+                                attempts=[Attempt(BEFORE_FLEET, Outcome.READY, "restored; the unit is stopped and "
+                                                  f"disabled (systemctl enable --now {unit} if it should run)", 0)])
 
 
 def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], wanted: list[str],
@@ -84,10 +84,8 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
         raise _back_on_release(s, unit, written, exc, progress) from None
     for path in copies:
         progress(f"put back {path} as fleet found it")
-    unit_path = unit_file(unit)
+    s.disable_unit(unit)  # fleet enabled it with its release; a boot must not start what is handed back stopped
     for path in (p for p in wanted if p not in copies):
-        if path == unit_path:
-            s.disable_unit(unit)
         s.remove(path)
         progress(f"removed {path} (there was none before fleet)")
     s.daemon_reload()

@@ -1,7 +1,8 @@
 """One run on one host, written once: every operation that changes a host goes through `host_run`.
 
     open the session -> take the lock -> recover what a dead run left -> the operation's body
-    -> end the run (the copies its writes kept dropped) -> release the lock -> close
+    -> end the run (the current release's unit enabled, no other it wrote; the copies its writes kept dropped)
+    -> release the lock -> close
 
 Whatever the body raises (an error, Ctrl-C), the host is left as the operation promised or as it was:
 - a release the run opened and left in progress, or a rollback it marked, belongs to the next run's recovery
@@ -24,7 +25,7 @@ from typing import Any
 
 from paramiko import SSHException
 
-from fleet.deploy import recovery, restore
+from fleet.deploy import boot, recovery, restore
 from fleet.deploy.release_run import ReleaseRun
 from fleet.errors import FleetError
 from fleet.host import lock as hostlock
@@ -39,6 +40,7 @@ from fleet.ssh.connect import ConnectOptions
 Recover = Callable[[HostSession, hostlock.Lock], list[str]]
 NOT_STARTED = "starting it again failed"
 STARTED_AGAIN = "was started again"
+CAME_BACK = "came back with the boot (enabled)"  # a unit a reboot started on its own: nothing for fleet to start
 RAN = RUNNING | {"deactivating"}  # a unit caught mid-restart ran: it is started again after
 # What `systemctl is-active` prints (systemd's unit active states); anything else is no answer.
 UNIT_STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance",
@@ -145,18 +147,28 @@ def started_again(notes: list[str]) -> bool:
 
 def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str],
                          keep_mark: bool = False, router: str | None = None) -> list[str]:
-    """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (a unit
-    fleet installs is not enabled: nothing else starts it), then the lock it kept through the reboot released.
+    """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (the boot
+    started an enabled one already; the router's, and a unit an older fleet left disabled, nothing else starts),
+    then the lock it kept through the reboot released.
     What was done or why not, never raised."""
+    said = [f"{unit} {CAME_BACK}" for unit in stopped if _runs(session, unit)]
     try:
-        said = start_stopped(session, stopped, keep_mark, router)
+        said += start_stopped(session, stopped, keep_mark, router)
     except FleetError as exc:
-        said = [f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})"]
+        said.append(f"starting {', '.join(stopped) or 'the stopped units'} again failed ({_first_line(exc)})")
     try:
         session.release_lock(lock)
     except FleetError as exc:
         said.append(f"the host lock: {exc}")
     return said
+
+
+def _runs(s: HostSession, unit: str) -> bool:
+    """Whether the unit runs; False where that is not known (start_stopped asks again and starts it)."""
+    try:
+        return s.unit_running(unit)
+    except FleetError:
+        return False
 
 
 def start_stopped(s: HostSession, also: list[str] | None = None, keep_mark: bool = False,
@@ -249,6 +261,7 @@ def _end(run: HostRun) -> None:
         except FleetError as exc:
             run.progress(f"the stop mark stays ({_first_line(exc)}): the next run removes it")
     if run.unit is not None:
+        _settle_boot(run)
         restore.end_run(run.session.conn, run.host, run.unit)
     try:
         run.session.release_lock(run.lock)
@@ -258,6 +271,21 @@ def _end(run: HostRun) -> None:
         unlock = f"inv unlock --host {run.host.name} --token {run.lock.token}"
         raise hostlock.HostLockError(f"{exc}; the host lock may still be held: the next fleet run from this "
                                      f"machine takes it over, or `{unlock}`") from None
+
+
+def _settle_boot(run: HostRun) -> None:
+    """What a boot starts made what serves now (fleet.deploy.boot), said on the progress; a failure is said
+    there too (the next run settles it again), a lost link raised."""
+    assert run.unit is not None
+    try:
+        said = boot.settle(run.session, run.unit)
+    except ConnectionLost:
+        raise
+    except FleetError as exc:
+        said = [f"the unit that starts at boot could not be settled ({_first_line(exc)}): `inv status` says "
+                "whether it is enabled"]
+    for line in said:
+        run.progress(line)
 
 
 def _settle_failed(run: HostRun, exc: BaseException) -> None:
@@ -270,6 +298,8 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
         notes += [_unit_back(run.session, unit) for unit in [*run.stopped, *run.router]]
         if not any(note and NOT_STARTED in note for note in notes):
             notes.append(_attempted(lambda: run.session.remove(STOPPED_MARK), "removing the stop mark"))
+    if not run.handed_over() and run.unit is not None:  # what serves is settled: it is what a boot starts
+        notes.append(_attempted(lambda: _settle_boot(run), "enabling the serving unit"))
     run.lock_goes_with_run()  # a reboot that was not sent
     try:
         run.session.release_lock(run.lock)

@@ -18,7 +18,7 @@ from fabric import Connection
 from paramiko import SSHException
 
 from fleet.deploy import bench as benching
-from fleet.deploy import fallback, fingerprint, hardware, preflight, recovery, restore
+from fleet.deploy import boot, fallback, fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
 from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.release_run import ReleaseRun
@@ -332,7 +332,9 @@ class Deployer:
             except venvs.VenvError as exc:
                 return DeployResult(self.host.name, DeployStatus.FAILED, error=str(exc))
         venv_note = self.left_behind(conn) + venv_note
-        previous = None if force else ReleaseStore(conn, self.serve.origin).current()
+        serving = ReleaseStore(conn, self.serve.origin).current()
+        previous = None if force else serving
+        venv_note += boot_note(session, serving)
         plan = self.say_plan(self.plan(conn, facts, previous))
         if plan.serves is not None:
             return DeployResult(self.host.name, DeployStatus.DRY_RUN, release=plan.serves.id,
@@ -357,3 +359,18 @@ class Deployer:
                 diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
         return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config, attempts=plan.refused,
                             unchanged=False, diff=venv_note + "".join(diffs))
+
+
+def boot_note(s: HostSession, current: Release | None) -> str:
+    """The dry run's line when the current release's unit is not enabled (a host an older fleet deployed): the
+    deploy enables the unit of the release it leaves serving (fleet.deploy.boot); "" otherwise."""
+    if current is None:
+        return ""
+    unit = restore.unit_of(current)
+    state = s.unit_file_states([unit])[unit]
+    if state == boot.ENABLED:
+        return ""
+    if state.startswith("masked"):
+        return f"{unit} is {state}: a reboot would not start release {current.id}; the deploy leaves it masked\n"
+    return (f"{unit} is {state or 'not enabled'}: a reboot would not start release {current.id}; the deploy enables "
+            "the unit of the release it leaves serving, even when it changes nothing else\n")

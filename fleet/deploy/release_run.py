@@ -59,6 +59,8 @@ class ReleaseRun:
             return []
         return caches.releases_kept(self.store.host.name, {k.id: k.cache_key for k in kept})
 
-    def fail(self) -> None:
-        self.release.ended(ReleaseStatus.FAILED)
+    def fail(self, status: ReleaseStatus = ReleaseStatus.FAILED) -> None:
+        """Closed as `status`: failed, or interrupted (Ctrl-C ended it, as the next run's recovery says of a run
+        that died)."""
+        self.release.ended(status)
         self.store.save(self.release)

@@ -242,6 +242,7 @@ class ServerSteps:
     book: Playbook
     unit: str
     say: Progress
+    ends_as: ReleaseStatus = ReleaseStatus.FAILED  # how the new release is closed (interrupted: a Ctrl-C ended it)
 
     @property
     def label(self) -> str:
@@ -259,19 +260,21 @@ class ServerSteps:
         return rolled.outcome, rolled.evidence
 
     def close_failed(self) -> None:
-        close_failed(self.store, self.release, self.say)
+        close_failed(self.store, self.release, self.say, self.ends_as)
 
     def point_back(self, previous: Release) -> str | None:
         return self.store.point_back(previous)
 
 
-def close_failed(store: ReleaseStore, release: Release, say: Progress) -> None:
-    """The release closed as failed; a save that fails (a full disk) is said, and left to recovery."""
-    release.ended(ReleaseStatus.FAILED)
+def close_failed(store: ReleaseStore, release: Release, say: Progress,
+                 status: ReleaseStatus = ReleaseStatus.FAILED) -> None:
+    """The release closed as failed (or `status`: interrupted); a save that fails (a full disk) is said, and left
+    to recovery."""
+    release.ended(status)
     release.settled()
     problem = attempted(lambda: store.save(release))
     if problem:  # e.g. a full /var/lib/fleet: the next run's recovery marks it interrupted instead
-        say(f"could not close release {release.id} as failed: {problem}")
+        say(f"could not close release {release.id} as {status}: {problem}")
 
 
 def record_patch_release(conn: Connection, host: Host, current: Release | None, action: str,

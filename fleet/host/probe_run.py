@@ -49,11 +49,24 @@ def probe_on(conn: Connection, host: Host) -> HostFacts:
 
 def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
                 p2p_check: bool = False) -> list[HostFacts]:
-    """Facts for every host, in order; an unreachable host is a row with its error, never an exception."""
-    outcomes = parallel.run_all(hosts, lambda h: probe_host(h, opts, p2p_check))
+    """Facts for every host, in order; an unreachable host is a row with its error, never an exception. Ctrl-C:
+    parallel.PartlyDone with every row, the hosts it left unread marked interrupted."""
+    try:
+        outcomes: list[parallel.HostOutcome[HostFacts] | None] = list(
+            parallel.run_all(hosts, lambda h: probe_host(h, opts, p2p_check)))
+    except parallel.Interrupted as stop:
+        raise parallel.PartlyDone(_rows(hosts, stop.outcomes, save)) from None
+    return _rows(hosts, outcomes, save)
+
+
+def _rows(hosts: Sequence[Host], outcomes: Sequence[parallel.HostOutcome[HostFacts] | None],
+          save: bool) -> list[HostFacts]:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     results = []
-    for o in outcomes:
+    for host, o in zip(hosts, outcomes, strict=True):
+        if o is None:  # a Ctrl-C left it unread (not started, or no longer waited for)
+            results.append(HostFacts.failed(host.name, host.address, parallel.INTERRUPTED_ROW))
+            continue
         facts = (o.value if o.ok and o.value else HostFacts.failed(o.host.name, o.host.address, o.error or "failed")
                  ).model_copy(update={"probed_at": now})
         results.append(facts)

@@ -126,6 +126,19 @@ class HostSession:
         """`systemctl disable`, never failing (a unit already gone is disabled)."""
         self.sh(f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")
 
+    def enable_unit(self, unit: str) -> None:
+        """`systemctl enable`: started at boot (WantedBy= of its [Install] section)."""
+        self.sh(f"systemctl enable --quiet {shlex.quote(unit)}")
+
+    def unit_file_states(self, units: list[str]) -> dict[str, str]:
+        """`systemctl is-enabled` of each unit (enabled, disabled, masked, not-found ...; "" when systemctl
+        answered nothing), in one round trip; what a host sends is bounded to one printable word."""
+        out = self.sh("for u in " + " ".join(shlex.quote(u) for u in units) + "; do "
+                      's=$(systemctl is-enabled "$u" 2>/dev/null); printf \'%s\\n\' "${s%%[[:space:]]*}"; done',
+                      timeout=60, check=False)
+        lines = out.splitlines()
+        return {u: one_line(lines[i], 40) if i < len(lines) else "" for i, u in enumerate(units)}
+
     def daemon_reload(self) -> None:
         self.sh("systemctl daemon-reload")
 

@@ -83,11 +83,14 @@ def journal_command(unit: str, follow: bool, since: str | None, lines: int | str
                            lines=check_lines(lines))
 
 
-_SEPARATOR = re.compile(r"^-- Boot [0-9a-f]{32} --$")  # journalctl's own line where a journal spans a reboot
+# journalctl's own lines, never the unit's (a unit's line has its time first): its mark where a journal spans a
+# reboot, and what it prints when the span holds no entry (a --since still ahead, a unit that never logged)
+_SEPARATOR = re.compile(r"^-- (Boot [0-9a-f]{32}|No entries) --$")
 
 
 def is_separator(line: str) -> bool:
-    """journalctl's mark between two boots' lines: not the unit's line (no time, nothing to classify)."""
+    """journalctl's mark between two boots' lines, or its word that there is none: not the unit's line (no time,
+    nothing to classify)."""
     return bool(_SEPARATOR.match(line))
 
 

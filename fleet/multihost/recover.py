@@ -237,8 +237,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     refused or reset connection is as often sshd stopped, a wrong port, hosts.deny or MaxStartups on a healthy
     guest that serves. `before_stop`: called under the lock before the reset, reboot or VM reset stops the
     server (a replica taken out of its router: fleet.multihost.router). `router`: the playbook router's unit when
-    this host is its router's host: one that ran is started again on the new boot, as the host's unit is (fleet
-    does not enable it either)."""
+    this host is its router's host: one that ran is started again on the new boot, as the host's unit is where
+    the boot did not start it (fleet does not enable the router's unit; a host an older fleet deployed has its
+    own unit disabled)."""
     try:
         s = sessions(host, opts)
     except ConnectError as exc:
@@ -281,9 +282,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                     run.name_for_restart(host.unit)  # it leaves the unit to the next run
                 if router is not None and not lost and s.is_active(router) in RAN:  # the router's host: its
                     run.name_router_for_restart(router)  # unit goes down with the machine too
-                lock = run.keep_lock_through_reboot()  # what ran is started on the new boot (fleet's unit is
-                stopped = list(dict.fromkeys([*run.stopped, *ran, *run.router]))  # not enabled: nothing else
-                # starts it)
+                lock = run.keep_lock_through_reboot()  # what ran is started on the new boot where the boot
+                stopped = list(dict.fromkeys([*run.stopped, *ran, *run.router]))  # did not (the router's unit
+                # is not enabled, nor a unit an older fleet deployed)
             if not lost:  # a reboot or reset refused here: the skeleton starts the unit and releases the lock
                 steps += reboot_or_reset(s, proxmox, action, wait_s, say, sleep)
     finally:

@@ -51,7 +51,7 @@ from fleet.host.facts import HostFacts
 from fleet.host.releases import Release, ReleaseStore, new_id, now
 from fleet.host.session import ConnectionLost
 from fleet.multihost.tune import Tuner, TuneResult
-from fleet.outcomes import DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Rung, sglang_version
 
 
@@ -268,7 +268,8 @@ class SloTuner(Tuner):
                 chosen = self._final(conn, run, facts, seen, version, tried, planned, last)
         except KeyboardInterrupt:
             self.progress("interrupted: putting back the release that served before the tune")
-            fell = self.fall_back(conn, run.store, run.release, previous, "tune interrupted")
+            fell = self.fall_back(conn, run.store, run.release, previous, "tune interrupted",
+                                  ReleaseStatus.INTERRUPTED)
             self.progress(fell.said_as(self.host.name))
             raise
         if isinstance(chosen, FellBack):

@@ -94,6 +94,7 @@ class HostStatus:
     xid: list[XidEvent] = field(default_factory=list)  # Xid events since boot
     kernel_log: str | None = None  # where they were read (journalctl, dmesg), or why not
     versions: dict[str, str] = field(default_factory=dict)  # what the current release ran (releases.STACK)
+    boot: str | None = None  # why the current release's unit would not come back after a reboot, and the remedy
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = self.__dict__.copy()
@@ -161,6 +162,7 @@ def parse(host: Host, output: str) -> HostStatus:
         else:
             drift.append("release manifest unreadable")
     release, rung, playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
+    boot = not_at_boot(host, unit.get("UnitFileState")) if release else None
     code = parts[2].strip() if len(parts) > 2 else ""
     actual = {}
     for line in (parts[3] if len(parts) > 3 else "").splitlines():
@@ -203,7 +205,19 @@ def parse(host: Host, output: str) -> HostStatus:
         interrupted=interrupted, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
         router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
         **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),
-        versions=versions_of(manifest.get("facts")))
+        versions=versions_of(manifest.get("facts")), boot=boot)
+
+
+def not_at_boot(host: Host, state: str | None) -> str | None:
+    """Why a host's current release would not serve after a reboot (its unit not enabled: a release deployed by a
+    fleet older than its enabling, or disabled by hand), with what enables it; None when enabled, or not asked."""
+    if state is None or state == "enabled":
+        return None
+    unit = host.unit
+    if state.startswith("masked"):
+        return f"{unit} is {state}: it will not start after a reboot (`systemctl unmask {unit}`, then `inv deploy`)"
+    return (f"{unit} is {state or 'not enabled'}: it will not start after a reboot; the next `inv deploy --host "
+            f"{host.name}` (unchanged: nothing restarted) or `inv rollback` enables it, or `systemctl enable {unit}`")
 
 
 def _gpu_health(host: Host, text: str) -> dict[str, Any]:
@@ -253,8 +267,15 @@ def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStat
 
 
 def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
+    """Every host's row, in order. Ctrl-C: parallel.PartlyDone with every row, the hosts it left unread marked
+    interrupted."""
     fast = bounded(opts)
-    return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+    try:
+        return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
+    except parallel.Interrupted as stop:
+        raise parallel.PartlyDone([_row(o) if o is not None else
+                                   HostStatus(h.name, h.address, ok=False, error=parallel.INTERRUPTED_ROW)
+                                   for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
 
 
 def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:

@@ -43,7 +43,7 @@ from fleet.multihost import router as routing
 from fleet.multihost.tune_result import Draft
 from fleet.multihost.tune_result import TuneBaseline as TuneBaseline  # what callers of the tune import from it
 from fleet.multihost.tune_result import TuneResult as TuneResult
-from fleet.outcomes import DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
 from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
@@ -222,9 +222,10 @@ class Tuner:
                            f"{benching.tok(runs.spread)} (warm-up {benching.tok(warmup)} not counted)"))
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
-                  why: str) -> FellBack:
+                  why: str, ends_as: ReleaseStatus = ReleaseStatus.FAILED) -> FellBack:
+        """The release before back (fleet.deploy.fallback), the tune's closed as `ends_as`."""
         s = self.serve
-        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress, ends_as)
         return fallback.fall_back(steps, previous, why, self.progress)
 
     def bench(self, conn: Connection) -> BenchRecord:
@@ -373,11 +374,11 @@ class Tuner:
         except KeyboardInterrupt:  # the rung under test never stays: the release that served before comes back
             if not self.runner.touched:  # no rung started: nothing was stopped, nothing to put back
                 self.progress(untouched(previous))
-                with suppress(Exception):  # the tune's own release, closed failed (an unclosed one is recovered)
-                    run.fail()
+                with suppress(Exception):  # the tune's own release, closed interrupted (an unclosed one is recovered)
+                    run.fail(ReleaseStatus.INTERRUPTED)
                 raise
             self.progress("interrupted: putting back the release that served before the tune")
-            fell = self.fall_back(conn, store, release, previous, "tune interrupted")
+            fell = self.fall_back(conn, store, release, previous, "tune interrupted", ReleaseStatus.INTERRUPTED)
             self.progress(fell.said_as(self.host.name))
             raise
         if fault:  # no winner on hardware that just failed, and nothing learned of the rungs it failed

@@ -32,7 +32,8 @@ from fleet.ssh.remote import (
 # name): a step is labelled by the fleet code that asked for it.
 _GENERIC = frozenset({"run", "run_bytes", "sh", "read_file", "write_atomic", "_space_left", "<lambda>", "file",
                       "keep_file", "save", "event", "load", "events", "events_read"})
-_VERBS = frozenset({"start", "stop_quietly", "restart_unit", "disable_unit", "remove_file", "make_folders",
+_VERBS = frozenset({"start", "stop_quietly", "restart_unit", "disable_unit", "enable_unit", "unit_file_states",
+                    "remove_file", "make_folders",
                     "names_in", "sha256s", "read_quiet", "run_python", "can_import", "cursor_of", "journal_tail",
                     "open_follower", "manifests_with", "patch_runs_open", "dead_run_marks",
                     "drop_temps", "remove", "launch_help", "model_check", "port_users", "health_code", "metrics_text",

@@ -61,9 +61,16 @@ def running(inventory, host: str) -> bool:
     return sh(inventory, host, "systemctl is-active sglang; true").strip() in ("active", "activating")
 
 
-def started_again(ran: bool) -> list[str]:
-    """recover's step for a server that ran before the reboot (the unit fleet installs is not enabled)."""
-    return ["sglang was started again (active)"] if ran else []
+def started_again(ran: bool, enabled: bool = False) -> list[str]:
+    """recover's step for a server that ran before the reboot: the boot started it (fleet enables the unit it
+    deploys), or recover did (a unit not enabled: an older fleet's, or disabled by hand)."""
+    if not ran:
+        return []
+    return ["sglang came back with the boot (enabled)"] if enabled else ["sglang was started again (active)"]
+
+
+def enabled(inventory, host: str) -> bool:
+    return sh(inventory, host, "systemctl is-enabled sglang 2>/dev/null; true").strip() == "enabled"
 
 
 def test_recover_reboots_a_host_whose_gpu_fell_off_and_probes_it_healthy(sandbox, sandbox_inventory):
@@ -72,11 +79,11 @@ def test_recover_reboots_a_host_whose_gpu_fell_off_and_probes_it_healthy(sandbox
     rc, plan, err = inv_json(sandbox, "recover", "--host", host, "--dry-run")
     assert rc == 0 and plan["action"] == "reboot" and plan["steps"] == [], err[-2000:]
     assert plan["why"] == f"GPU {bus.lower()} cannot be opened (Unknown Error)"
-    ran = running(sandbox_inventory, host)  # whatever the fleet's earlier tests left there
+    ran, on = running(sandbox_inventory, host), enabled(sandbox_inventory, host)  # as earlier tests left it
     rc, done, err = inv_json(sandbox, "recover", "--host", host)
     assert rc == 0 and done["ok"] and done["faults_after"] == [], (done, err[-2000:])
-    assert done["steps"] == ["systemctl reboot", *started_again(ran), "probed again: no GPU fault"]
-    assert running(sandbox_inventory, host) == ran  # fleet's unit is not enabled: recover started it
+    assert done["steps"] == ["systemctl reboot", *started_again(ran, on), "probed again: no GPU fault"]
+    assert running(sandbox_inventory, host) == ran  # the boot started it (enabled), or recover did
     assert sh(sandbox_inventory, host, "test -e /run/fleet-sim/lost || echo gone").strip() == "gone"  # /run anew
 
 
@@ -113,10 +120,11 @@ def test_a_gpu_reset_that_a_process_outside_the_unit_blocks_becomes_a_reboot(san
     sh(sandbox_inventory, host, "mkdir -p /run/fleet-sim/apps && " + WANTS_RESET + " && (setsid sleep 600 "
                                 "</dev/null >/dev/null 2>&1 & echo \"0 518 python3\" > /run/fleet-sim/apps/$!)")
     boot, ran = sh(sandbox_inventory, host, BOOT_ID), running(sandbox_inventory, host)
+    on = enabled(sandbox_inventory, host)
     rc, done, err = inv_json(sandbox, "recover", "--host", host)
     assert rc == 0 and done["ok"] and done["action"] == "reboot", (done, err[-2000:])
     assert done["steps"][0].startswith("GPU reset of 0: GPU 0 still has processes (")
-    assert done["steps"][1:] == ["systemctl reboot", *started_again(ran), "probed again: no GPU fault"]
+    assert done["steps"][1:] == ["systemctl reboot", *started_again(ran, on), "probed again: no GPU fault"]
     assert running(sandbox_inventory, host) == ran
     assert sh(sandbox_inventory, host, BOOT_ID) != boot
     assert sh(sandbox_inventory, host, HEALTH_0).strip() == "Enabled, None, No"  # /run anew: as the profile says

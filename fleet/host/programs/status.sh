@@ -1,6 +1,6 @@
 # inv status's one round trip (fleet/multihost/status.py parses it): sections split by lines @@fleet-status@@.
 # usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT    (ROOT: fleet's state, /var/lib/fleet)
-#   1 the unit's state        2 the current release's manifest    3 /health's HTTP code
+#   1 the unit's state (and whether a boot starts it)        2 the current release's manifest    3 /health's HTTP code
 #   4 sha256 of every file the release manages     5 GPU power draw,limit    6 sglang's /metrics gauges
 #   7 what a dead run left (releases in progress, the lock's owner, patch runs left applying)
 #   8 the sglang router a router: playbook runs here (one JSON line), or nothing
@@ -67,7 +67,7 @@ if fleet_out=$(mktemp -d 2>/dev/null); then
 else
   section() { case $1 in 3) health;; 5) power;; 6) metrics;; 8) router;; 9) gpuhealth 2>&1;; esac; }
 fi
-systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result 2>/dev/null
+systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result -p UnitFileState 2>/dev/null
 echo $M; cat "$root/current/manifest.json" 2>/dev/null
 h=$(hashes); l=$(leftovers)
 wait

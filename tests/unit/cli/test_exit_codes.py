@@ -252,3 +252,19 @@ def test_an_unreached_hosts_error_is_on_stderr_unless_the_task_reports_each_host
         assert done.stdout == "" and f"error: {error}" in done.stderr, (done.stdout, done.stderr)
     else:
         assert "sbx0" in done.stdout and error in done.stdout + done.stderr, (done.stdout, done.stderr)
+
+
+def test_logs_of_a_span_with_no_entries_say_so_once_on_stderr_and_print_no_line(capsys):
+    """journalctl's `-- No entries --` is dropped by the reader (fleet.logs.follow.is_separator): the host gave no
+    line, and stderr says so once, naming it; stdout stays empty; nothing failed (exit 0)."""
+    def stream(host, opts, follow, since, emit, stop: threading.Event, count=None) -> None:
+        if host.name == "sbx1":
+            emit(LogLine("sbx1", "2026-12-05T02:56:32+0000", "ready", None))
+
+    printed: list[str] = []
+    console = SimpleNamespace(print=lambda *a, **k: printed.append(a[0]))
+    hosts = [SimpleNamespace(name="sbx0"), SimpleNamespace(name="sbx1")]
+    assert logs.run(hosts, None, False, "2099-01-01", None, False, console, read=stream) == 0  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert err.count("no journal lines") == 1 and "no journal lines since 2099-01-01: sbx0" in err
+    assert len(printed) == 1 and "ready" in printed[0]

@@ -104,3 +104,39 @@ def test_a_run_whose_caller_names_no_notice_answers_where_it_was_told():
         parallel.tell_interrupts_to(None)
     assert heard == ["Ctrl-C: no host starts now; waiting for a to end the step under way (each ends the step "
                      "under way on its own); Ctrl-C again to stop waiting"]
+
+
+@pytest.mark.parametrize("task", ["probe", "status"])
+def test_ctrl_c_shows_the_hosts_that_answered_and_marks_the_rest_interrupted(task, mute, tmp_path):
+    """A host that answered (here: refused at once) keeps its row; the wedged one, left unread by the second
+    Ctrl-C, is a row saying it was interrupted; exit 130 (fails before: nothing on stdout)."""
+    port, taken = mute
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()  # nothing listens there: refused at once
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "hosts.yaml").write_text(
+        f"hosts:\n  refused:\n    address: 127.0.0.1\n    port: {refused}\n    user: root\n"
+        f"  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
+           "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    inv = subprocess.Popen([str(INV), task, "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
+                           cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        assert taken.wait(60), f"the {task} never connected"
+        # the refused host's answer is in: a refusal takes milliseconds, the probe's connect retries (3 attempts,
+        # jittered waits of at most 1 s and 2 s) a few seconds; status connects once
+        time.sleep(4.0 if task == "probe" else 0.5)
+        inv.send_signal(signal.SIGINT)
+        assert _line(inv.stderr, time.monotonic() + 5).startswith("Ctrl-C: no host starts now")
+        inv.send_signal(signal.SIGINT)
+        assert inv.wait(10) == 130
+        out, err = inv.communicate()
+    finally:
+        inv.kill()
+    rows = {r["host"]: r for r in __import__("json").loads(out)["hosts"]}
+    assert rows["wedged"]["error"] == parallel.INTERRUPTED_ROW and not rows["wedged"]["ok"]
+    assert "refused" in (rows["refused"]["error"] or "").lower() and not rows["refused"]["ok"]
+    assert "interrupted: the hosts that answered are shown" in err

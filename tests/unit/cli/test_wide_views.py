@@ -204,10 +204,13 @@ def test_wide_exec_prints_a_hosts_lines_as_sent_and_never_pads_them_to_its_longe
     obeyed."""
     hostile = "x" * 100_000 + "\n" + "\n".join(f"short {i} [red]\x1b[2J" for i in range(2000)) + "\n"
     outcome = HostOutcome(host("evil", "10.0.0.9"), True, CommandResult("cat", 3, hostile, "boom\n"), None, 0.1)
-    lines = drawn(80, lambda c: execute.report([outcome], False, True, c))
+    err = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    lines = drawn(80, lambda c: execute.report([outcome], False, True, c, err))
     assert sum(len(line) for line in lines) < 200_000
     assert lines[:2] == ["0/1 hosts ok", "evil (10.0.0.9): exit 3"] and lines[2] == "evil: " + "x" * 100_000
-    assert lines[3] == "evil: short 0 [red]\\x1b[2J" and lines[-1] == "evil: boom" and len(lines) == 2004
+    assert lines[3] == "evil: short 0 [red]\\x1b[2J" and len(lines) == 2003
+    # the command's stderr on stderr, as pdsh keeps them apart (it was on stdout: `inv exec --wide > f` got it)
+    assert lines[-1] == "evil: short 1999 [red]\\x1b[2J" and err.export_text().splitlines() == ["evil: boom"]
 
 
 def test_wide_history_bounds_a_huge_value_a_host_sent_instead_of_padding_every_row_to_it():

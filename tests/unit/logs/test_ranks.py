@@ -109,7 +109,6 @@ def test_journalctls_mark_between_two_boots_is_no_line_of_the_unit():
     to show or classify (inv logs printed it as a line without a time)."""
     assert is_separator("-- Boot d4b3908c65a845c3b9e5e606d56c96df --")
     assert not is_separator("2026-12-05T02:56:32+0000 sbx0 python3[812]: -- Boot d4b3908c65a845c3b9e5e606d56c96df --")
-    assert not is_separator("-- No entries --")
     assert split_time("2026-12-05T02:56:32+0000 sbx0 python3[812]: ready") == ("2026-12-05T02:56:32+0000", "ready")
 
 
@@ -119,3 +118,10 @@ def test_the_copies_are_named_as_ranks_or_processes():
     assert _ranks([f"TP{i}" for i in range(8)]) == "TP0-TP7"
     assert _ranks([f"pid {p}" for p in (345, 342, 343, 344)]) == "pids 342-345"
     assert _ranks(["pid 342", "pid 400"]) == "pids 342 400"
+
+
+def test_journalctls_no_entries_is_no_line_of_the_unit():
+    """`inv logs --since` a time still ahead: journalctl prints `-- No entries --` (no time): not a log line
+    (inv logs showed it as one, without a time); a unit's own line saying it still is."""
+    assert is_separator("-- No entries --")
+    assert not is_separator("2026-12-05T02:56:32+0000 sbx0 python3[812]: -- No entries --")

@@ -356,3 +356,24 @@ def test_the_detail_says_no_xid_as_none_and_where_it_was_read(kernel_log, xid, s
     console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
     render_detail(st, console)
     assert f"  Xid since boot:        {said}\n" in console.export_text()
+
+
+def test_a_release_whose_unit_is_not_enabled_says_a_reboot_would_not_start_it_and_is_not_clean():
+    """A host deployed by a fleet that did not enable its unit (or disabled by hand): status says so, with what
+    enables it, and exits 1 (fails before: UnitFileState was not read)."""
+    from fleet.cli.status import not_clean
+
+    text = output(MANIFEST, "200", [f"{UNIT_SHA} /etc/systemd/system/sglang.service",
+                                    f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"], "")
+    off = status.parse(HOST, text.replace("Result=success\n", "Result=success\nUnitFileState=disabled\n", 1))
+    assert off.boot and "will not start after a reboot" in off.boot and "systemctl enable sglang" in off.boot
+    assert not_clean(off) == "unit not enabled (no start after a reboot)"
+    on = status.parse(HOST, text.replace("Result=success\n", "Result=success\nUnitFileState=enabled\n", 1))
+    assert (on.boot, not_clean(on)) == (None, None)
+    assert "-p UnitFileState" in status.command("sglang", 30000)  # the round trip asks it
+
+
+def test_a_host_with_no_release_has_no_boot_hint_whatever_its_unit():
+    st = status.parse(HOST, "ActiveState=inactive\nUnitFileState=disabled\n@@fleet-status@@\n\n@@fleet-status@@\n"
+                            "000\n@@fleet-status@@\n@@fleet-status@@\n")
+    assert st.boot is None

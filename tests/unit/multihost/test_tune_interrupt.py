@@ -28,7 +28,7 @@ from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.logs.watch import LogWatcher
 from fleet.multihost import tune
-from fleet.outcomes import DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 
@@ -104,12 +104,15 @@ class World:
             def judge_hardware(self, *a: object) -> bool:
                 return False
 
+        self.ends_as: list[str] = []  # how the fall-back was asked to close the tune's release
+
         def fall_back(conn: object, store: object, release: Release, previous: Release | None,
-                      why: str) -> FellBack:
+                      why: str, ends_as: str = ReleaseStatus.FAILED) -> FellBack:
             for _ in range(3):  # the fall-back's own commands go over the same connection
                 world.exchange()
             time.sleep(fall_back_s)
             world.fall_backs.append(why)
+            world.ends_as.append(ends_as)
             return fallback.back_on("h0", previous, why) if previous else FellBack(DeployStatus.FAILED, "", {}, "")
 
         self.fall_back = fall_back  # what the tuner's fall-back does (a test may give another)
@@ -126,8 +129,8 @@ class World:
                 self.runner = Runner(self.serve, self.progress, self.serve.gate(compare_history=False), measure=True)
 
             def fall_back(self, conn: object, store: object, release: Release, previous: Release | None,
-                          why: str) -> FellBack:
-                return world.fall_back(conn, store, release, previous, why)
+                          why: str, ends_as: ReleaseStatus = ReleaseStatus.FAILED) -> FellBack:
+                return world.fall_back(conn, store, release, previous, why, ends_as)
 
             def run(self) -> tune.TuneResult:
                 self.confirm("h0 is serving: go ahead?")
@@ -165,6 +168,8 @@ def test_ctrl_c_while_a_rung_starts_is_taken_between_exchanges_and_the_release_b
     presser.join(5)
     assert world.exchange.landed_inside == 0, "the Ctrl-C landed inside an SSH exchange"
     assert world.fall_backs == ["tune interrupted"]
+    # history says interrupted, as of a deploy Ctrl-C ended, not failed (fails before: closed as failed)
+    assert world.ends_as == [ReleaseStatus.INTERRUPTED]
     assert world.attempts == ["fast"], "no rung after the Ctrl-C"
     assert all(s.closed for s in world.sources)
     assert any("putting back the release that served before the tune" in line for line in world.lines)
@@ -266,3 +271,32 @@ def test_ctrl_c_before_any_rung_started_restarts_nothing(tmp_path):
     assert world.attempts == [] and world.fall_backs == [], "a server that was never stopped was restarted"
     assert any("interrupted before any rung started: release rel-tune serves as before; nothing was changed" in line
                for line in world.lines), world.lines
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.saved: list[str] = []
+
+    def save(self, release: Release) -> None:
+        self.saved.append(release.status)
+
+
+def test_a_tune_ctrl_c_ended_before_any_rung_started_is_recorded_interrupted():
+    """No rung touched the host: the tune's release closes as interrupted, not failed with 0 tries."""
+    from fleet.deploy.release_run import ReleaseRun
+
+    store = _Store()
+    release = Release(id="rel-tune", host="h0", playbook="llama", playbook_sha256="0", created="now")
+    ReleaseRun(store, release).fail(ReleaseStatus.INTERRUPTED)  # type: ignore[arg-type]
+    assert (release.status, store.saved) == ("interrupted", ["interrupted"])
+
+
+def test_the_fall_back_closes_the_tunes_release_as_it_is_asked():
+    from fleet.deploy import restore
+
+    store = _Store()
+    release = Release(id="rel-tune", host="h0", playbook="llama", playbook_sha256="0", created="now")
+    steps = restore.ServerSteps(None, HOST, store, release, BOOK, "sglang", lambda m: None,  # type: ignore[arg-type]
+                                ReleaseStatus.INTERRUPTED)
+    steps.close_failed()
+    assert store.saved == ["interrupted"]
