@@ -1,0 +1,49 @@
+"""`inv check` in rounds, as the newcomer of issue 46 found it again (finding 7): two problems in one place, where
+fixing the one the check named brought out another it had not. Each case: the report on the playbook with both
+problems holds every problem of the playbook with the first one fixed, or says the rule it could not run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.cli import check
+
+BOOK: dict[str, Any] = {"name": "t", "model": {"path": "/models/m"}, "flags": {"tp-size": 8},
+                        "ladder": [{"name": "r0"}, {"name": "r1", "after": ["HANG"]}]}
+
+
+def _report(root: Path, book: dict[str, Any]) -> list[str]:
+    (root / "t.yaml").write_text(yaml.safe_dump(book, sort_keys=False))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        check.command([str(root / "t.yaml")], None, True)
+    found = json.loads(out.getvalue())["playbooks"][0]
+    return [*found["errors"], *found["warnings"]]
+
+
+def test_a_flag_under_a_refused_version_range_is_checked_all_the_same(tmp_path):
+    """`flags_by_sglang: {"~~0.5": {foo: 1}}`: the range was refused and its flags dropped unchecked; with the
+    range fixed, `--foo is in no sglang release` came out. A flag's name is wrong in every release alike."""
+    broken = {**BOOK, "ladder": [{"name": "r0", "flags_by_sglang": {"~~0.5": {"foo-flag": 1}}}]}
+    fixed = {**BOOK, "ladder": [{"name": "r0", "flags_by_sglang": {"<0.5.14": {"foo-flag": 1}}}]}
+    after = _report(tmp_path, fixed)
+    assert any("--foo-flag is in no sglang release" in p for p in after)
+    before = _report(tmp_path, broken)
+    assert any("bad version range clause '~~0.5'" in p for p in before)
+    assert any("--foo-flag is in no sglang release" in p for p in before), before
+
+
+def test_nodes_that_is_no_mapping_says_the_split_rule_was_not_checked(tmp_path):
+    """`nodes: 3` was refused and nothing said of each rung's TP x PP against the count; with `nodes: {count: 3}`
+    `TP x PP = 8 x 1 does not split over 3 nodes` came out for every rung."""
+    after = _report(tmp_path, {**BOOK, "nodes": {"count": 3}})
+    assert any("does not split over 3 nodes" in p for p in after)
+    before = _report(tmp_path, {**BOOK, "nodes": 3})
+    assert any("nodes:" in p and "valid dictionary" in p for p in before), before
+    assert any("not checked against nodes.count, which is refused" in p for p in before), before
