@@ -47,3 +47,24 @@ def test_nodes_that_is_no_mapping_says_the_split_rule_was_not_checked(tmp_path):
     before = _report(tmp_path, {**BOOK, "nodes": 3})
     assert any("nodes:" in p and "valid dictionary" in p for p in before), before
     assert any("not checked against nodes.count, which is refused" in p for p in before), before
+
+
+def test_a_group_binding_a_playbook_that_names_nothing_is_said(tmp_path):
+    """`inv check -i` said 0 errors of an inventory whose group binds `playbook: nosuch` (or a path to no file);
+    the deploy that relied on it then stopped on `--playbook nosuch: no such playbook`, an option never typed."""
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(BOOK))
+    inv = tmp_path / "inv" / "hosts.yaml"
+    inv.parent.mkdir()
+    inv.write_text(yaml.safe_dump({"groups": {"a": {"hosts": ["h1"], "playbook": "nosuch-pb"},
+                                              "b": {"hosts": ["h2"], "playbook": "gone.yaml"},
+                                              "c": {"hosts": ["h3"], "playbook": "../t.yaml"}},
+                                   "hosts": {"h1": {"address": "10.0.0.1"}, "h2": {"address": "10.0.0.2"},
+                                             "h3": {"address": "10.0.0.3"}}}))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = check.command([str(tmp_path / "t.yaml")], str(inv), True)
+    errors = json.loads(out.getvalue())["inventory_errors"]
+    assert code == 2
+    assert [e.split(": ")[1:3] for e in errors] == [["groups.a.playbook", "nosuch-pb"],
+                                                    ["groups.b.playbook", "gone.yaml"]], errors
+    assert "no such playbook" in errors[0] and "no such file" in errors[1]
