@@ -335,7 +335,7 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
         try:
             rung = Rung.model_validate(item)
         except ValidationError as err:  # its problems are among the schema's; what holds up is checked all the same
-            if (held := _holding_up(item, err)) is None:
+            if (held := _holding_up(item, err, i)) is None:
                 continue
             rung = held
         c.rung(base, i, rung)
@@ -351,14 +351,17 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
                 c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
 
 
-def _holding_up(item: Any, err: ValidationError) -> Rung | None:
+def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
     """A rung the schema refused, less what it refused: its other fields, and of its flags each one that holds up
-    alone (a secret flag or one fleet sets refused, its typos are still found); None when nothing is left to check
-    (the rung is not a mapping, or its name is refused)."""
+    alone (a secret flag or one fleet sets refused, its typos are still found); a name missing or refused stands
+    as `ladder-I` (its flags, classes and patch sets were otherwise found only once it had a good one); None when
+    nothing is left to check (the rung is not a mapping)."""
     if not isinstance(item, dict):
         return None
     refused = {e["loc"][0] for e in err.errors() if e["loc"]}
     kept = {k: v for k, v in item.items() if k not in refused}
+    if "name" in refused:
+        kept["name"] = f"ladder-{index}"
     if "flags" in refused and isinstance(item.get("flags"), dict):
         kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
     if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same

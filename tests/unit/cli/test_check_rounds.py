@@ -68,3 +68,17 @@ def test_a_group_binding_a_playbook_that_names_nothing_is_said(tmp_path):
     assert [e.split(": ")[1:3] for e in errors] == [["groups.a.playbook", "nosuch-pb"],
                                                     ["groups.b.playbook", "gone.yaml"]], errors
     assert "no such playbook" in errors[0] and "no such file" in errors[1]
+
+
+def test_a_rung_whose_name_is_missing_or_refused_is_checked_all_the_same(tmp_path):
+    """A rung with no name (or `name: "bad name!"`) was one error and nothing else: its unknown flag, failure
+    class, patch set and SM came out only once it had a good name (5 errors, 2 before)."""
+    rungs = [{"name": "ok"}, {"flags": {"tp-szie": 2}, "after": ["NOPE"], "patches": ["nope-set"],
+                              "when": {"sm": [999]}}, {"name": "bad name!", "flags": {"enable-fooo": True}}]
+    named = [rungs[0], {"name": "two", **rungs[1]}, {**rungs[2], "name": "three"}]
+    after = _report(tmp_path, {**BOOK, "ladder": named})
+    assert len(after) == 5, after
+    before = _report(tmp_path, {**BOOK, "ladder": rungs})
+    for problem in after:
+        assert any(problem.split(": ", 2)[1:] == p.split(": ", 2)[1:] for p in before), (problem, before)
+    assert any("ladder.1.name: required key is missing" in p for p in before)
