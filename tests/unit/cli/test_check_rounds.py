@@ -82,3 +82,21 @@ def test_a_rung_whose_name_is_missing_or_refused_is_checked_all_the_same(tmp_pat
     for problem in after:
         assert any(problem.split(": ", 2)[1:] == p.split(": ", 2)[1:] for p in before), (problem, before)
     assert any("ladder.1.name: required key is missing" in p for p in before)
+
+
+def test_a_key_written_twice_says_its_first_copy_is_not_checked(tmp_path):
+    """An inventory with a group and a host each written twice: `duplicate key` (6 errors), and once the second copies
+    were deleted, the first ones' problems came out (9): YAML reads the last copy only. The duplicate's line now
+    says the other copy is not checked, so deleting either one brings out nothing that was not announced."""
+    inv = tmp_path / "inv" / "hosts.yaml"
+    inv.parent.mkdir()
+    inv.write_text("groups:\n  g1: {hosts: [h1, h9], colour: 2}\n  g1: {hosts: [h1]}\n"
+                   "hosts:\n  h1: {address: 10.0.0.1}\n")
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(BOOK))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        check.command([str(tmp_path / "t.yaml")], str(inv), True)
+    errors = json.loads(out.getvalue())["inventory_errors"]
+    assert len(errors) == 1 and errors[0].endswith(
+        "hosts.yaml:3: groups.g1: duplicate key (also at line 2: YAML reads only this one, so the one at line 2 is not "
+        "checked)"), errors
