@@ -152,8 +152,11 @@ def _walk(node: yaml.Node, loc: Loc, doc: Document, path: set[int], count: list[
                                  "not a list or mapping")
             key = key_node.value
             if key in seen:
+                first = doc.lines.get((*loc, key))
                 dup = InputError(f"{doc.path}:{key_node.start_mark.line + 1}: "
-                                 f"{'.'.join(map(str, (*loc, key)))}: duplicate key")
+                                 f"{'.'.join(map(str, (*loc, key)))}: duplicate key" + (
+                                     f" (also at line {first}: YAML reads only this one, so the one at line {first} "
+                                     "is not checked)" if first else ""))
                 if doc.duplicates is None:
                     raise dup
                 doc.duplicates.append(dup)

@@ -21,10 +21,10 @@ SANDBOX_SUPERNET = ipaddress.ip_network("172.30.64.0/20")
 HOST_PROFILE_DIR = "/usr/share/fleet-sandbox/profile"
 HOST_VENV = "/root/ml-env"
 
-# Other test runs (e.g. colleagues') use "dev".."dev4" alongside "test" without tearing it down; "bench" is
+# Other test runs (e.g. colleagues') use "dev".."dev5" alongside "test" without tearing it down; "bench" is
 # the benchmarks' own fleet (up to 64 hosts), so a benchmark never replaces a fleet someone is using.
-_INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3, "dev3": 4, "dev4": 5, "bench": 6}
-_THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76, 4: 75, 5: 74, 6: 73}  # all inside SANDBOX_SUPERNET
+_INSTANCES = {"demo": 0, "test": 1, "dev": 2, "dev2": 3, "dev3": 4, "dev4": 5, "bench": 6, "dev5": 7}
+_THIRD_OCTET = {0: 77, 1: 78, 2: 79, 3: 76, 4: 75, 5: 74, 6: 73, 7: 72}  # all inside SANDBOX_SUPERNET
 # The parallel suite's lanes: one instance per pytest-xdist worker (tests/conftest.py), lane0.. by default;
 # FLEET_SANDBOX_LANES picks others (lane4..lane7), so a second parallel run can go alongside the first.
 LANES = tuple(f"lane{i}" for i in range(8))

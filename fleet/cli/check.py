@@ -43,7 +43,7 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
         # every problem of the inventory and the files beside it at once; its host names all the same
         hosts, found = inventory.check(inv_path)
-        inv_problems = [Problem(str(e)) for e in found]
+        inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path)]]
     inv_problem = inv_problems[0] if inv_problems else None
     results = [check_playbook(p, hosts) for p in paths]
     locked: list[str] = []
@@ -71,6 +71,26 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
                          f"{warnings} warning{'s' * (warnings != 1)}\n")
         sys.stdout.flush()
     return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def _bound_playbooks(inv_path: Path) -> list[InputError]:
+    """Each group's `playbook:` that names nothing (a deploy without --playbook would stop on it): a path relative
+    to the inventory file's folder, else a name in the site's playbooks/ or the shipped ones."""
+    try:
+        doc = yamlfile.load(inv_path)
+    except InputError:
+        return []  # said among the inventory's problems
+    groups = doc.data.get("groups") if isinstance(doc.data, dict) else None
+    found = []
+    for name, group in groups.items() if isinstance(groups, dict) else []:
+        book = group.get("playbook") if isinstance(group, dict) else None
+        if not isinstance(book, str) or not book.strip():
+            continue  # a wrong type is the schema's to say
+        try:
+            playbook.resolve(str(inv_path.parent / book) if book.endswith((".yaml", ".yml")) else book)
+        except InputError as exc:
+            found.append(doc.error(("groups", name, "playbook"), f"{book}: {str(exc).partition(': ')[2]}"))
+    return found
 
 
 def _absolute(path: Path) -> Path:

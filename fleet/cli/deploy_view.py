@@ -300,6 +300,17 @@ def _versions_moved(r: DeployResult) -> str:
     return versions_label(found, short=True) if found else "-"
 
 
+def _gate(r: DeployResult, name: str) -> str:
+    """A rollout row's bench figure: before -> after; an unchanged host, not measured again, what it serves (never
+    `3,484 -> -`, which reads as a host that stopped serving)."""
+    fmt = "tok" if name == "tok_s" else "ms"
+    before, after = r.bench_before, r.bench_after()
+    if r.status == DeployStatus.UNCHANGED and after is None:
+        figure = _points(before, None, name)[0]
+        return "-" if figure is None else _moved(figure, figure, fmt).partition(" -> ")[0]
+    return _moved(*_points(before, after, name), fmt)
+
+
 def _moved(before: float | None, after: float | None, fmt: str = "tok") -> str:
     """'3,740 -> 3,810' from the bench gate's figures; one side '-' when it was not measured."""
     def one(v: float | None) -> str:
@@ -326,11 +337,9 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
             fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16)]
     if any(r.versions for r in results):
         cols.append(fit.Col("sglang/flashinfer", [(_versions_moved(r), "") for r in results], cap=30))
-    points = [(r.bench_before, r.bench_after()) for r in results]
-    if any(b or a for b, a in points):
-        cols.append(fit.Col("tok/s", [(_moved(*_points(b, a, "tok_s")), "") for b, a in points], right=True))
-        cols.append(fit.Col("TTFT ms", [(_moved(*_points(b, a, "ttft_ms"), "ms"), "") for b, a in points],
-                            right=True))
+    if any(r.bench_before or r.bench_after() for r in results):
+        cols.append(fit.Col("tok/s", [(_gate(r, "tok_s"), "") for r in results], right=True))
+        cols.append(fit.Col("TTFT ms", [(_gate(r, "ttft_ms"), "") for r in results], right=True))
     cols.append(fit.Col("seconds", [(f"{seconds[r.host]:.0f}" if r.host in seconds else "-", "") for r in results],
                         right=True))
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, fit.plain_terminal(screen)), "rollout"), wide)

@@ -179,5 +179,12 @@ def emit(console: Console, renderable: RenderableType, wide: bool = False) -> No
             text = caption if isinstance(caption, Text) else console.render_str(str(caption),
                                                                                 style=renderable.caption_style or "")
             print_wide(console, text, max(line.cell_len for line in text.split("\n")))
+    elif isinstance(renderable, Table) and renderable.caption is not None:
+        # the sentences under a table fold at the terminal's width, not the table's (a narrow table of three failed
+        # hosts folded their errors at 66 columns of 200)
+        caption, renderable.caption = renderable.caption, None
+        console.print(renderable)
+        console.print(caption if isinstance(caption, Text) else console.render_str(
+            str(caption), style=renderable.caption_style or ""))
     else:
         console.print(renderable)

@@ -183,6 +183,23 @@ class FleetProgram(Program):
     def parse_tasks(self) -> None:
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
             super().parse_tasks()
+            self._repeatable_without_value()
+
+    def _repeatable_without_value(self) -> None:
+        """invoke reads a repeatable option (--host, --group, --set...) given no value as never given (its value
+        starts as [], which its own check takes for one): `inv status -H $HOST` with HOST unset showed every host,
+        exit 0. A value never begins with `-` (invoke would read it as an option), so the next word tells."""
+        words = list(self.core.unparsed)
+        if "-h" in words or "--help" in words:
+            return  # help needs no value
+        context = None
+        for i, word in enumerate(words):
+            if word in self.parser.contexts:
+                context = self.parser.contexts[word]
+            elif context is not None and word in context.flags and context.flags[word].kind is list:
+                if i + 1 == len(words) or words[i + 1].startswith("-"):
+                    raise ParseError(f"Flag {context.flags[word]!r} needed value and was not given one!",
+                                     context)
 
     def parse_cleanup(self) -> None:
         with self._bad_input(casts=False):

@@ -217,6 +217,9 @@ def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
     """A multi-node playbook the schema refused: the nodes rules (fleet.playbook.node_problems) run on what holds
     up: the base flags and each rung's that are flags at all; dist_port against serve.port where both held up."""
     raw = data.get("nodes") if isinstance(data, dict) else None
+    if raw is not None and not isinstance(raw, dict):  # `nodes: 3`: no count to split the rungs over
+        c.error(("ladder",), "each rung's TP x PP not checked against nodes.count, which is refused", warning=True,
+                kind="unchecked")
     if not isinstance(raw, dict):
         return
     refused = {_loc(e["loc"])[:2] for e in err.errors()}
@@ -332,10 +335,14 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
         try:
             rung = Rung.model_validate(item)
         except ValidationError as err:  # its problems are among the schema's; what holds up is checked all the same
-            if (held := _holding_up(item, err)) is None:
+            if (held := _holding_up(item, err, i)) is None:
                 continue
             rung = held
         c.rung(base, i, rung)
+        by_sglang = item.get("flags_by_sglang") if isinstance(item, dict) else None
+        for spec, flags in by_sglang.items() if isinstance(by_sglang, dict) else []:
+            if spec not in rung.flags_by_sglang and isinstance(flags, dict):  # range refused: names checked
+                c.names((("ladder", i, "flags_by_sglang", spec), _flags_of(flags)))
         for cls in rung.after or []:
             if known_classes is not None and cls not in known_classes and cls not in DEPLOY_OUTCOMES:
                 c.error(("ladder", i, "after"), f"unknown failure class {cls!r}", kind=cls)
@@ -344,14 +351,17 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
                 c.error(("ladder", i, "patches"), f"unknown patch set {name!r}", kind=name)
 
 
-def _holding_up(item: Any, err: ValidationError) -> Rung | None:
+def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
     """A rung the schema refused, less what it refused: its other fields, and of its flags each one that holds up
-    alone (a secret flag or one fleet sets refused, its typos are still found); None when nothing is left to check
-    (the rung is not a mapping, or its name is refused)."""
+    alone (a secret flag or one fleet sets refused, its typos are still found); a name missing or refused stands
+    as `ladder-I` (its flags, classes and patch sets were otherwise found only once it had a good one); None when
+    nothing is left to check (the rung is not a mapping)."""
     if not isinstance(item, dict):
         return None
     refused = {e["loc"][0] for e in err.errors() if e["loc"]}
     kept = {k: v for k, v in item.items() if k not in refused}
+    if "name" in refused:
+        kept["name"] = f"ladder-{index}"
     if "flags" in refused and isinstance(item.get("flags"), dict):
         kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
     if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same
@@ -402,13 +412,7 @@ class _Checker:
         layers: list[tuple[yamlfile.Loc, dict[str, FlagValue]]] = [(("flags",), base),
                                                                    ((*where, "flags"), rung.flags)]
         layers += [((*where, "flags_by_sglang", spec), f) for spec, f in rung.flags_by_sglang.items()]
-        for loc, layer in layers:
-            for name in layer:
-                if name not in self.table.flags:
-                    near = difflib.get_close_matches(name, self.table.flags, n=1, cutoff=0.75)
-                    self.error((*loc, name), f"--{name} is in no sglang release from {self.table.versions[0]} to "
-                                             f"{self.table.versions[-1]}" + (f"; did you mean --{near[0]}?" if near
-                                                                             else ""))
+        self.names(*layers)
         meets = [v for v in self.releases if rung.when.sglang is None or in_range(v, rung.when.sglang)]
         if not meets:
             self.error((*where, "when", "sglang"), f"no sglang release fleet knows is in {rung.when.sglang!r} "
@@ -421,6 +425,16 @@ class _Checker:
             for name, (value, loc) in _merged(layers[:2] + [(loc, f) for loc, f in layers[2:]
                                                             if in_range(version, str(loc[-1]))]).items():
                 self.flag(name, value, loc, version, rung.name)
+
+    def names(self, *layers: tuple[yamlfile.Loc, dict[str, FlagValue]]) -> None:
+        """Each flag's name against every release (a name no release has is wrong whatever the range)."""
+        for loc, layer in layers:
+            for name in layer:
+                if name not in self.table.flags:
+                    near = difflib.get_close_matches(name, self.table.flags, n=1, cutoff=0.75)
+                    self.error((*loc, name), f"--{name} is in no sglang release from {self.table.versions[0]} to "
+                                             f"{self.table.versions[-1]}" + (f"; did you mean --{near[0]}?" if near
+                                                                             else ""))
 
     def flag(self, name: str, value: FlagValue, loc: yamlfile.Loc, version: str, rung: str) -> None:
         span = self.table.flags.get(name)

@@ -45,6 +45,13 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["deploy", "--zzz", "x"], "inv deploy: no such option --zzz (`inv deploy --help` lists its options)"),
     (["deploy", "-H", "x", "--serial"], "inv deploy: --serial needs a value (`inv deploy --help` lists its options)"),
     (["recover", "--host"], "inv recover: --host needs a value (`inv recover --help` lists its options)"),
+    # a repeatable option (--host, --group, --set...) left without its value read as never given: `inv status -H
+    # $HOST` with HOST unset showed every host, exit 0; `-H -i FILE` took the inventory for nothing
+    (["history", "-H"], "inv history: --host needs a value (`inv history --help` lists its options)"),
+    (["status", "--group"], "inv status: --group needs a value (`inv status --help` lists its options)"),
+    (["history", "-H", "-i", "x.yaml"], "inv history: --host needs a value (`inv history --help` lists its options)"),
+    (["history", "-H", "a", "-H"], "inv history: --host needs a value (`inv history --help` lists its options)"),
+    (["check", "-p"], "inv check: --playbook needs a value (`inv check --help` lists its options)"),
     (["unlock"], "inv unlock: missing host, token (`inv unlock --help` lists its options)"),
     (["deploy", "-host", "x"], "inv deploy: no such option -host (one dash takes one letter); did you mean --host? "
                                "(`inv deploy --help` lists its options)"),

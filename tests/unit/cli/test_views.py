@@ -184,6 +184,19 @@ def test_a_rolling_upgrade_reads_like_one_versions_tok_s_and_ttft_before_and_aft
     assert any("(batch 1 the canary)" in line for line in lines)
 
 
+def test_a_host_left_unchanged_shows_what_serves_not_a_drop_to_nothing():
+    """A newcomer's two-host deploy: the host already serving was `unchanged` and its row read `3,484 -> -` tok/s and
+    `22 -> -` ms, as if it had stopped serving; nothing was measured because nothing changed."""
+    same = DeployResult(host="sbx0", status="unchanged", release="20261202T090000Z-bbbb", config={"rung": "plain"},
+                        versions={"sglang": "0.5.9", "flashinfer-python": "0.6.3"},
+                        versions_before={"sglang": "0.5.9", "flashinfer-python": "0.6.3"},
+                        bench_before=BenchPoint("20261202T090000Z-bbbb", "plain", 3484.0, 22.0))
+    results = [_upgraded("sbx1", "ok", 3810.0, 790.0), same]
+    lines = drawn(160, lambda c: deploy_view.render_rollout(results, {"sbx0": 1, "sbx1": 1}, {}, None, c, False))
+    row = next(line for line in lines if line.startswith("sbx0 ") and "unchanged" in line)
+    assert "->" not in row and "3,484" in row.split() and "22" in row.split(), row
+
+
 def test_a_rollouts_lines_name_each_host_once():
     """The fifth newcomer's hour: `sbx2: sbx2: not started: interrupted by the operator (Ctrl-C)` and `sbx1: sbx1:
     timed out after 3s (--host-timeout)`: the error names its host already; the view named it again."""

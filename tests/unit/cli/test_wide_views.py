@@ -273,3 +273,23 @@ def test_every_task_with_a_table_offers_wide_with_the_same_help():
     done = subprocess.run([str(Path(sys.executable).parent / "inv"), "probe", "--help"], cwd=REPO,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and "--wide" in done.stdout and "less -S" in done.stdout, done.stderr
+
+
+def test_the_sentences_under_a_narrow_table_fold_at_the_terminal_not_the_table():
+    """A newcomer's `inv probe` of three hosts that failed: the table is 66 columns wide and each host's error under
+    it folded at 66 of a 120-column terminal, a long sentence cut into five short lines."""
+    import io
+
+    from rich.console import Console
+
+    from fleet.cli import fit
+    said = ("silent (root@127.0.0.1:22999): took the connection but sent no SSH banner within 10s (a wedged sshd, "
+            "MaxStartups, a middlebox, or no SSH server on that port); check sshd there (its console), then retry")
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=False, color_system=None)
+    table = fit.table([fit.Col("host", [("silent", "")]), fit.Col("GPUs", [("probe failed", "red")])], "probe", said)
+    fit.emit(console, table)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines[:3]) < 30  # the table: title, header, row
+    under = [line.rstrip() for line in lines[3:]]
+    assert " ".join(under) == said and len(under) == 2 and all(len(line) <= 120 for line in under), under
