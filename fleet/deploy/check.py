@@ -451,11 +451,11 @@ class _Checker:
         elif not span.switch and value is True:
             self.error(loc, kind="value", message=f"--{name} takes a value: true would pass it bare and sglang "
                                                   "would stop (expected one argument)")
-        elif not span.switch and (wrong := self.table.value_problem(name, value, version)):
-            self.error(loc, kind="choice", message=f"{wrong} ({on})")
         elif name in _GPU_COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             self.error(loc, kind="value", message=f"--{name} takes a whole number of GPUs, 1 or more, not {value!r} "
                                                   "(sglang stops on it at start; preflight would count it as 1)")
+        elif not span.switch and (wrong := self.table.value_problem(name, value, version)):
+            self.error(loc, kind="choice", message=f"{wrong} ({on})")
 
     def when(self, where: yamlfile.Loc, when: Conditions) -> None:
         loc = (*where, "when")

@@ -47,6 +47,7 @@ class Flag:
     deprecated: str | None = None  # what to use instead, as upstream words it ("" when it names nothing)
     choices: tuple[str, ...] | None = None  # the values argparse takes, as text (None: any, or not readable)
     open_choices: bool = False  # upstream lets plugins add to them
+    kind: str | None = None  # "int" or "float": argparse's type= (None: text, or a conversion of sglang's own)
 
 
 def flags_of(site_packages: Path) -> dict[str, Flag]:
@@ -177,20 +178,28 @@ def _replacement(help_text: str) -> str:
     return m.group(1).strip("`") if m else ""
 
 
-def _flags(names: list[str], action: str, switch: bool, deprecated: str | None, choices: ast.expr | None,
-           lists: dict[str, NamedList], kind: ast.expr | None = None) -> list[Flag]:
-    # argparse compares a value's `type=` conversion with the choices: fleet reads them only as text or int
-    plain = kind is None or _dotted(kind) in ("str", "int")
-    values = None if switch or not plain else _choices(choices, lists)
-    opened = values is not None and _open(choices, lists)
+def _flags(names: list[str], action: str, switch: bool, deprecated: str | None, values: tuple[str, ...] | None,
+           opened: bool, kind: str | None) -> list[Flag]:
     out = []
     for name in names:
         if not name.startswith("--"):
             continue
-        out.append(Flag(name[2:], switch, deprecated, values, opened))
+        out.append(Flag(name[2:], switch, deprecated, None if switch else values, opened and not switch,
+                        None if switch else kind))
         if action.endswith("BooleanOptionalAction"):
             out.append(Flag("no-" + name[2:], True, deprecated))
     return out
+
+
+def _typed(converter: str, choices: ast.expr | None, lists: dict[str, NamedList]) -> tuple[
+        tuple[str, ...] | None, bool, str | None]:
+    """(choices, open, kind) for a value argparse converts with `converter` (a callable's name): choices are kept
+    only where fleet compares as argparse would (text, or a whole number written as text); kind is int or float."""
+    kind = converter if converter in ("int", "float") else None
+    if converter not in ("str", "int"):
+        return None, False, kind
+    values = _choices(choices, lists)
+    return values, values is not None and _open(choices, lists), kind
 
 
 def _from_call(call: ast.Call, lists: dict[str, NamedList]) -> list[Flag]:
@@ -198,11 +207,16 @@ def _from_call(call: ast.Call, lists: dict[str, NamedList]) -> list[Flag]:
     action = _dotted(_kw(call, "action"))
     switch = action in ("store_true", "store_false", "store_const", "count") or action.endswith(
         ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction")) and _kw(call, "nargs") is None
+    converter = _kw(call, "type")
+    values, opened, kind = _typed(_dotted(converter) if converter is not None else "str", _kw(call, "choices"),
+                                  lists)
     return _flags(names, action, switch, _deprecation(action, _kw(call, "new_flag"), _text(_kw(call, "help"))),
-                  _kw(call, "choices"), lists, _kw(call, "type"))
+                  values, opened, kind)
 
 
 def _from_field(field: str, annotation: ast.expr, lists: dict[str, NamedList]) -> list[Flag]:
+    """A dataclass field as sglang's add_cli_args_from_dataclass makes it a flag (0.5.23 arg_groups/arg_utils.py:
+    Optional unwrapped, a Literal's values its choices, a List's items typed, `type_parser` converting instead)."""
     if not (isinstance(annotation, ast.Subscript) and _dotted(annotation.value) in ("A", "Annotated")):
         return []
     parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
@@ -210,6 +224,7 @@ def _from_field(field: str, annotation: ast.expr, lists: dict[str, NamedList]) -
         return []
     inner, meta = parts[0], parts[1]
     help_text, cli_name, aliases, action, new_flag, choices = _text(meta), "", [], "", None, None
+    parser: ast.expr | None = None
     if isinstance(meta, ast.Call) and _dotted(meta.func) == "Arg":
         no_cli = _kw(meta, "no_cli")
         if isinstance(no_cli, ast.Constant) and no_cli.value is True:
@@ -222,14 +237,41 @@ def _from_field(field: str, annotation: ast.expr, lists: dict[str, NamedList]) -
         action = _dotted(_kw(meta, "action"))
         new_flag = _kw(meta, "new_flag")
         choices = _kw(meta, "choices")
+        parser = _kw(meta, "type_parser") or _kw(meta, "type")
     elif not help_text and not isinstance(meta, ast.Constant):
         return []  # not a CLI field (an NS marker, a Derived record)
     is_bool = _is_bool(inner) and not action
     switch = is_bool or action in ("store_true", "store_false", "store_const") or action.endswith(
         ("StoreTrueAction", "StoreConstAction", "BooleanOptionalAction"))
     names = [cli_name or "--" + field.replace("_", "-"), *aliases]
-    kind = _kw(meta, "type") if isinstance(meta, ast.Call) else None
-    return _flags(names, action, switch, _deprecation(action, new_flag, help_text), choices, lists, kind)
+    base = _unwrap(inner)
+    if isinstance(base, ast.Subscript) and _dotted(base.value) in ("List", "list", "typing.List"):
+        base = base.slice  # nargs: each item converted and checked
+    if isinstance(base, ast.Subscript) and _dotted(base.value) in ("Literal", "typing.Literal"):
+        literal = base.slice if isinstance(base.slice, ast.Tuple) else ast.Tuple(elts=[base.slice])
+        choices = choices or literal
+        first = literal.elts[0] if literal.elts else None
+        converter = type(first.value).__name__ if isinstance(first, ast.Constant) else "str"
+    else:
+        converter = _dotted(base) if isinstance(base, ast.Name) and base.id in ("int", "float") else "str"
+    if parser is not None or action:
+        converter = _dotted(parser) if parser is not None else converter  # its own conversion, or its own action
+    values, opened, kind = _typed(converter, choices, lists)
+    if action:
+        values, opened = None, False
+    return _flags(names, action, switch, _deprecation(action, new_flag, help_text), values, opened, kind)
+
+
+def _unwrap(node: ast.expr) -> ast.expr:
+    """X from Optional[X] or X | None."""
+    if isinstance(node, ast.Subscript) and _dotted(node.value) in ("Optional", "typing.Optional"):
+        return node.slice
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        if isinstance(node.right, ast.Constant) and node.right.value is None:
+            return node.left
+        if isinstance(node.left, ast.Constant) and node.left.value is None:
+            return node.right
+    return node
 
 
 def _is_bool(node: ast.expr) -> bool:
@@ -268,6 +310,7 @@ class FlagSpan(BaseModel):
     switch: bool
     deprecated: Deprecation | None = None
     choices: list[Choices] | None = None  # releases not in one: any value (or fleet cannot read them)
+    type: str | None = None  # "int" or "float" where every release that declares it converts so
 
 
 class Table(BaseModel):
@@ -325,14 +368,18 @@ class Table(BaseModel):
         return _FLAG.sub(successor, text)
 
     def value_problem(self, flag: str, value: object, version: str) -> str | None:
-        """Why sglang `version`'s argparse would refuse `--flag value` at start (None: it takes it, or the table
-        cannot say). A value of several words (a flag of nargs) is judged word by word."""
+        """Why sglang `version`'s argparse would refuse `--flag value` at start: not of its type=, or not among
+        its choices (None: it takes it, or the table cannot say). A value of several words (a flag of nargs) is
+        judged word by word."""
         release = self.release_for(version)
         span = self.flags.get(flag)
-        if release is None or span is None or not span.choices or isinstance(value, bool) or value is None:
+        if release is None or span is None or isinstance(value, bool) or value is None:
             return None
-        known = self._choices(span, release)
         words = str(value).split() or [str(value)]
+        if span.type is not None and (bad := next((w for w in words if not _converts(span.type, w)), None)):
+            what = "a whole number" if span.type == "int" else "a number"
+            return f"--{flag} takes {what} (sglang's type={span.type}), not {bad!r}"
+        known = self._choices(span, release)
         wrong = [w for w in words if known is not None and w not in known.values]
         if known is None or not wrong:
             return None
@@ -386,9 +433,20 @@ def build(releases: Iterable[tuple[str, dict[str, Flag]]]) -> Table:
                 else:
                     spans.append([v, v])
             prev_in = flag is not None
+        kinds = {fl[name].kind for _, fl in ordered if name in fl}
         flags[name] = FlagSpan(spans=spans, switch=switch, deprecated=dep,
-                               choices=_choice_spans([(v, fl.get(name)) for v, fl in ordered]))
+                               choices=_choice_spans([(v, fl.get(name)) for v, fl in ordered]),
+                               type=kinds.pop() if len(kinds) == 1 else None)
     return Table(versions=versions, flags=flags)
+
+
+def _converts(kind: str, word: str) -> bool:
+    """Whether argparse's int() or float() takes `word`."""
+    try:
+        int(word) if kind == "int" else float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def _choice_spans(releases: list[tuple[str, Flag | None]]) -> list[Choices] | None:

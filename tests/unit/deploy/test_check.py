@@ -323,6 +323,13 @@ def test_a_value_sglang_would_refuse_at_start_is_an_error_with_the_nearest_choic
     assert run(tmp_path, good).errors == []
 
 
+def test_a_value_of_the_wrong_type_is_an_error_naming_the_flags_type(tmp_path):
+    book = BOOK.replace("{tp-size: 8}", "{tp-size: 8, max-running-requests: many, mem-fraction-static: 0.85}")
+    said = lines(run(tmp_path, book))
+    assert said == ["t.yaml:3: flags.max-running-requests: --max-running-requests takes a whole number (sglang's "
+                    "type=int), not 'many' (sglang 0.5.8.post1, rung first)"], said
+
+
 def test_a_pin_the_probe_cannot_read_in_a_venv_is_a_warning(tmp_path, corpus_of):
     result = run(tmp_path, BOOK + "packages: {sglang: 0.5.9, triton: 3.5.0}\n")
     assert result.errors == []

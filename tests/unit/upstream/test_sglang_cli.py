@@ -131,3 +131,44 @@ def test_a_value_outside_the_releases_choices_is_named_with_the_nearest_one():
     assert t.value_problem("attention-backend", "anything", "0.5.8") is None  # older than the table
     assert t.value_problem("attention-backend", "triton fa4", "0.5.9").startswith("--attention-backend 'fa4'")
     assert sglang_cli.Table.model_validate(__import__("yaml").safe_load(sglang_cli.dump(t))) == t
+
+
+TYPED = '''
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--max-running-requests", type=int)
+        parser.add_argument("--mem-fraction-static", type=float)
+        parser.add_argument("--json-model-override-args", type=json.loads)
+
+
+@dataclasses.dataclass
+class ScheduleArgs:
+    chunked_prefill_size: A[Optional[int], "The maximum number of tokens in a chunk."] = None
+    ratio: A[float | None, "r"] = None
+    max_total_tokens: A[Optional[int], Arg(help="h", type_parser=human_readable_int)] = None
+    mode: A[Literal["off", "daemon"], "m"] = "off"
+    level: A[Literal[0, 1, 2], "l"] = 0
+    sizes: A[List[int], "s"] = None
+'''
+
+
+def test_types_follow_argparse_and_add_cli_args_from_dataclass():
+    got = {f.name: f for f in sglang_cli.parse(TYPED)}
+    assert [got[n].kind for n in ("max-running-requests", "mem-fraction-static", "json-model-override-args")] == [
+        "int", "float", None]
+    assert got["chunked-prefill-size"].kind == "int" and got["ratio"].kind == "float" and got["sizes"].kind == "int"
+    assert got["max-total-tokens"].kind is None  # sglang's own parser (4k, 1M): not judged
+    assert got["mode"].choices == ("off", "daemon") and got["mode"].kind is None
+    assert got["level"].choices == ("0", "1", "2") and got["level"].kind == "int"
+
+
+def test_a_value_argparse_cannot_convert_is_named():
+    t = sglang_cli.build([("0.5.9", {"max-running-requests": Flag("max-running-requests", False, kind="int"),
+                                     "mem-fraction-static": Flag("mem-fraction-static", False, kind="float")})])
+    assert t.value_problem("max-running-requests", "many", "0.5.9") == (
+        "--max-running-requests takes a whole number (sglang's type=int), not 'many'")
+    assert t.value_problem("max-running-requests", 1000.0, "0.5.9") is not None  # int('1000.0') fails in argparse
+    assert t.value_problem("max-running-requests", 64, "0.5.9") is None
+    assert t.value_problem("mem-fraction-static", "0.85", "0.5.9") is None
+    assert t.value_problem("mem-fraction-static", "most", "0.5.9").startswith("--mem-fraction-static takes a number")
