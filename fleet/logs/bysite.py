@@ -132,11 +132,19 @@ class SiteClasses:
     def rule_for(self, site: IndexedSite, logged: bool = False) -> Rule | None:
         """The rule standing for the first class entry the site fits (its warning form for a logged line);
         None: no specific class (none fits, or the first that fits abstains: its class is FATAL)."""
-        area = self.area(site.module)
-        entry = next((e for e in self.entries if e.fits(site, area)), None)
+        entry = self._first(site)
         if entry is None or entry.spec.log_class is LogClass.FATAL:
             return None
         return entry.logged if logged else entry.rule
+
+    def abstains(self, site: IndexedSite) -> bool:
+        """Whether the site's message names no class: no entry fits it, or the first that fits abstains (FATAL)."""
+        entry = self._first(site)
+        return entry is None or entry.spec.log_class is LogClass.FATAL
+
+    def _first(self, site: IndexedSite) -> _SiteClass | None:
+        area = self.area(site.module)
+        return next((e for e in self.entries if e.fits(site, area)), None)
 
 
 def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
@@ -186,6 +194,11 @@ class SiteClassifier:
             return None
         rule = self.classes.rule_for(site)
         return (rule, site) if rule is not None else None
+
+    def abstains(self, text: str) -> bool:
+        """Whether `text` comes from a site found in the index whose message names no class (see SiteClasses)."""
+        site = self.index.locate(text)
+        return site is not None and self.classes.abstains(site)
 
     def classify_logged(self, text: str) -> tuple[Rule, IndexedSite] | None:
         """For a line no rule matches: the logger.error site that printed it and its class, as a warning at most

@@ -159,6 +159,13 @@ def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> Li
         if by_site is not None:
             rule = by_site[0]
             return LineMatch(rule, rule.severity, rule.severity is Severity.FATAL, by_site[1])
+        if best.priority > CATCH_ALL_PRIORITY and sites.abstains(text):
+            # the site is found and its message names no class ("... requires SM>=80. Please use `--attention-backend
+            # X`" names a flag only as advice; an entry abstains): a rule that knows the line by its shape alone (an
+            # exception naming a flag) does not outrank what the site's classes read; the line stays the catch-all's
+            generic = next((r for r in rules.rules if r.priority <= CATCH_ALL_PRIORITY and r.matches(text)), None)
+            if generic is not None:
+                best = generic
     return LineMatch(best, severity, severity is Severity.FATAL and not best.wraps)
 
 
