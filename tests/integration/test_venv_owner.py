@@ -14,11 +14,14 @@ import shlex
 import pytest
 from fleetcli import sh
 
+from fleet.deploy import bench
 from fleet.errors import FleetError
-from fleet.host import canaryrun, p2pcheck, serverchecks
-from fleet.host.service import can_import, python_says
+from fleet.host import benchrun, canaryrun, p2pcheck, serverchecks
+from fleet.host.render import LAUNCHER, launcher_text
+from fleet.host.service import can_import, python_says, write_atomic
 from fleet.patches import audit, engine
 from fleet.patches import sets as patchsets
+from fleet.playbook import Bench
 from fleet.ssh.connect import open_connection
 from fleet.ssh.remote import run
 
@@ -78,6 +81,24 @@ def test_steps_that_import_a_users_venv_run_as_its_owner(owned):
     assert said.split() == ["1000", VENV], said
     assert importable and "--model-path" in helped, helped[:300]
     assert checked.gpus == 8, checked  # the venv's torch ran (the stand-in's has no arange: the copy fails there)
+
+
+def test_a_benchmark_runs_as_the_venvs_owner_with_the_servers_key(owned):
+    """bench_serving imports the venv: it runs as its owner, in a temp folder of that owner's, the server's key (root's,
+    0600) handed over as a copy there."""
+    inv, host, conn = owned
+    key = "/etc/fleet/venv-owned.key"
+    sh(inv, HOST, f"mkdir -p /etc/fleet && (umask 077 && echo sk-venv-owned > {key})")
+    write_atomic(conn, host, LAUNCHER, launcher_text().encode(), 0o755)
+    cmd = bench.command(VENV, 1, Bench(num_prompts=1, max_concurrency=1), key_path=key)
+    try:
+        res = benchrun.run_bench(conn, host, cmd, 120, venv=VENV, key_path=key)
+    finally:
+        sh(inv, HOST, f"rm -f {key}")
+    rc, out, err, _ = bench.split_output(res.stdout)
+    uids = _uids(inv)
+    assert "0" not in uids and "1000" in uids, f"the user's venv hook ran as {uids}"
+    assert rc not in (None, 0) and "credential" not in err and "bench_serving" in err + out, (rc, out, err)
 
 
 def test_a_canarys_traffic_runs_on_the_hosts_python_never_the_venvs(owned):
