@@ -88,7 +88,7 @@ def test_a_benchmark_runs_as_the_venvs_owner_with_the_servers_key(owned):
     0600) handed over as a copy there."""
     inv, host, conn = owned
     key = "/etc/fleet/venv-owned.key"
-    sh(inv, HOST, f"mkdir -p /etc/fleet && (umask 077 && echo sk-venv-owned > {key})")
+    sh(inv, HOST, f"mkdir -p /etc/fleet /var/lib/fleet/bin && (umask 077 && echo sk-venv-owned > {key})")
     write_atomic(conn, host, LAUNCHER, launcher_text().encode(), 0o755)
     cmd = bench.command(VENV, 1, Bench(num_prompts=1, max_concurrency=1), key_path=key)
     try:
@@ -98,7 +98,7 @@ def test_a_benchmark_runs_as_the_venvs_owner_with_the_servers_key(owned):
     rc, out, err, _ = bench.split_output(res.stdout)
     uids = _uids(inv)
     assert "0" not in uids and "1000" in uids, f"the user's venv hook ran as {uids}"
-    assert rc not in (None, 0) and "credential" not in err and "bench_serving" in err + out, (rc, out, err)
+    assert rc not in (None, 0) and "Connection refused" in err, (rc, out, err)  # the key read, none serves
 
 
 def test_a_canarys_traffic_runs_on_the_hosts_python_never_the_venvs(owned):
