@@ -6,9 +6,10 @@
 v=${1%/}; shift
 [ "$(id -u)" = 0 ] || exec "$@"
 [ -d "$v" ] || exec "$@"  # no venv: the command fails as it would (no such python)
+r=$(readlink -f -- "$v") || r=$v  # a venv reached by a link: the link's folders and the real ones
 py=$(readlink -f -- "$v/bin/python" 2>/dev/null) || py=
 who=$(
-  for p in "$v" "$py"; do
+  for p in "$v" "$r" "$py"; do
     d=$p
     while [ -n "$d" ] && [ "$d" != / ]; do  # the path's folders: whoever may rename one may swap what is below it
       d=${d%/*}; [ -n "$d" ] || d=/
@@ -16,7 +17,7 @@ who=$(
     done
   done
   [ -z "$py" ] || stat -c '%U %G %A %n' -- "$py"
-  find "$v" -xdev \( ! -user root -o \( ! -type l -perm /022 \) \) -printf '%u %g %M %p\n' 2>/dev/null
+  find "$r" -xdev \( ! -user root -o \( ! -type l -perm /022 \) \) -printf '%u %g %M %p\n' 2>/dev/null
 )
 users=$(printf '%s\n' "$who" | awk '$1 != "root" && $1 != "" { print $1 }' | sort -u)
 open=$(printf '%s\n' "$who" | awk 'substr($3, 1, 1) != "l" && substr($3, 10, 1) != "t" &&

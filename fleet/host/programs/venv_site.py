@@ -18,6 +18,14 @@ def venv_site(venv):
                     d = os.path.join(sp, line.rstrip())
                     if os.path.isdir(d):
                         found.append(os.path.abspath(d))
+    try:  # a venv made with --system-site-packages sees the host's own (root's) packages too
+        cfg = open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace").read()
+    except OSError:
+        cfg = ""
+    if any(k.strip() == "include-system-site-packages" and v.strip().lower() == "true"
+           for k, _, v in (line.partition("=") for line in cfg.splitlines())):
+        import site
+        found += [d for d in site.getsitepackages() if os.path.isdir(d)]
     return found
 def find(name, path=None):
     """The module spec of `name` (dotted: each parent's folders searched, none imported), or None."""

@@ -57,3 +57,13 @@ def test_a_venv_others_may_change_or_two_users_own_is_refused_in_one_line(tmp_pa
     assert two.returncode == 77 and two.stdout == "" and two.stderr.strip() == (
         f"fleet runs nothing of {venv} as root: it is owned by "
         f"{','.join(sorted([other.pw_name, 'nobody']))}, not one user"), two
+
+
+def test_a_venv_reached_by_a_link_is_judged_by_the_folder_it_leads_to(tmp_path):
+    venv = _venv(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(venv / "lib", nobody.pw_uid, nobody.pw_gid)
+    link = tmp_path / "link"
+    link.symlink_to(venv)  # root's link, root's folder: only what it leads to is the user's
+    done = _as_owner(link)
+    assert (done.returncode, done.stdout.strip()) == (0, "nobody"), done
