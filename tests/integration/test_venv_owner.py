@@ -81,6 +81,11 @@ def test_steps_that_import_a_users_venv_run_as_its_owner(owned):
     assert said.split() == ["1000", VENV], said
     assert importable and "--model-path" in helped, helped[:300]
     assert checked.gpus == 8, checked  # the venv's torch ran (the stand-in's has no arange: the copy fails there)
+    root = "/root/ml-env"  # root's alone: as root, as before
+    assert python_says(conn, host, f"{root}/bin/python", "import os, sys; print(os.geteuid(), sys.prefix)").split() \
+        == ["0", root]
+    assert "--model-path" in serverchecks.launch_help(conn, host, root) and can_import(conn, host, f"{root}/bin/python",
+                                                                                       "sglang_router")
 
 
 def test_a_benchmark_runs_as_the_venvs_owner_with_the_servers_key(owned):
