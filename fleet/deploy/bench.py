@@ -33,6 +33,7 @@ from fleet.deploy.bench_record import (
 )
 from fleet.errors import FleetError
 from fleet.host import benchrun
+from fleet.host import programs as hostside
 from fleet.host.benchrun import script
 from fleet.host.releases import RELEASES, ReleaseStore
 from fleet.host.render import LAUNCHER
@@ -63,8 +64,8 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
     """The bench_serving invocation, shell-quoted: offline-safe dataset, fixed lengths, no progress bar.
     The tokenizer should be the local model folder: bench_serving otherwise loads it by the served model
     name, from the Hub, which an offline host cannot reach. With key_path (the server's key file), fleet's
-    launcher sets $OPENAI_API_KEY inside bench_serving's process: the key shows in no command line or
-    environment block."""
+    launcher sets $OPENAI_API_KEY inside bench_serving's process (benchrun.script names its folder): the key shows
+    in no command line or environment block. As the venv's owner where that is not root (as_owner.sh)."""
     python = f"{venv}/bin/python"
     start = [python, "-m", "sglang.bench_serving"]
     if key_path:
@@ -81,7 +82,7 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
     if output_file:
         argv += ["--output-file", output_file]
     argv += extra
-    return benchrun.line(argv, {"CREDENTIALS_DIRECTORY": posixpath.dirname(key_path)} if key_path else None)
+    return hostside.as_owner(venv, *argv)
 
 
 def split_output(text: str) -> tuple[int | None, str, str, str]:
@@ -330,7 +331,7 @@ def run(conn: Connection, host: Host, book: Playbook, bench: Bench, venv: str,
                   tokenizer=book.model.path, key_path=key_path)
     start = time.monotonic()
     try:
-        res = benchrun.run_bench(conn, host, cmd, bench.timeout)
+        res = benchrun.run_bench(conn, host, cmd, bench.timeout, venv=venv, key_path=key_path)
     except Exception as exc:  # a dropped connection or fabric's own timeout
         raise BenchError(f"{host.name}: benchmark did not complete: {type(exc).__name__}: {exc}") from None
     rc, out, err, smi = split_output(res.stdout)

@@ -49,7 +49,7 @@ def measure(conn: Connection, host: Host, book: Playbook, spec: Bench, venv: str
     back no details."""
     cmd = command(venv, book, spec, rate, requests, key_path)
     try:
-        res = benchrun.run_bench(conn, host, cmd, spec.timeout, details=True)
+        res = benchrun.run_bench(conn, host, cmd, spec.timeout, details=True, venv=venv, key_path=key_path)
     except Exception as exc:  # a dropped connection or fabric's own timeout
         raise BenchError(f"{host.name}: load point at {rate:g} req/s did not complete: {type(exc).__name__}: {exc}"
                          ) from None

@@ -16,18 +16,24 @@ MARK = "@@FLEET-BENCH"
 DETAILS = "details.jsonl"  # a relative --output-file lands in the script's temp folder; `details` prints it
 
 
-def line(argv: list[str], env: dict[str, str] | None = None) -> str:
-    """`argv` as one shell-quoted command line, under `env` (by `env NAME=VALUE ...`) when given."""
-    if env:
-        return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *argv])
-    return shlex.join(argv)
+def _for_owner(venv: str, key_path: str | None) -> str:
+    """Shell: the temp folder the venv's owner's (bench_serving runs as that user where it is not root:
+    as_owner.sh), and $CREDENTIALS_DIRECTORY the key's folder, or for such an owner a copy of the key in the temp
+    folder (the key is root's, 0600; that owner's code serves with it already)."""
+    key = shlex.quote(key_path or "")
+    return (f"o=$(stat -c %u:%g -- {shlex.quote(venv)} 2>/dev/null) || o=0:0; k={key}; "
+            "[ -z \"$k\" ] || export CREDENTIALS_DIRECTORY=\"${k%/*}\"; "
+            "case $o in 0:*) ;; *) chown -- \"$o\" \"$d\" && "
+            "if [ -n \"$k\" ]; then (umask 077 && cp -- \"$k\" \"$d/${k##*/}\") && chown -- \"$o\" \"$d/${k##*/}\" && "
+            "CREDENTIALS_DIRECTORY=$d; fi ;; esac; ")
 
 
-def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: bool = False) -> str:
+def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: bool = False, venv: str = "/",
+           key_path: str | None = None) -> str:
     """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
     between markers (with `details`, bench_serving's output file DETAILS last)."""
     return (
-        "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; "
+        "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; " + _for_owner(venv, key_path) +
         f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "
         f"--format=csv,noheader,nounits 2>&1; sleep {interval_s}; done ) > \"$d/smi\" 2>&1 & s=$!; "
         + f"cd \"$d\" && timeout {int(timeout_s)} {bench_cmd} > \"$d/out\" 2> \"$d/err\"; rc=$?; "
@@ -38,6 +44,9 @@ def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: 
     )
 
 
-def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float, details: bool = False) -> CommandResult:
-    """`script` of `bench_cmd` on the host, given a minute past the benchmark's own timeout to answer."""
-    return run(conn, host, script(bench_cmd, timeout_s, details=details), timeout=timeout_s + 60)
+def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float, details: bool = False, venv: str = "/",
+              key_path: str | None = None) -> CommandResult:
+    """`script` of `bench_cmd` (of `venv`, with the server's key at `key_path`) on the host, given a minute past the
+    benchmark's own timeout to answer."""
+    return run(conn, host, script(bench_cmd, timeout_s, details=details, venv=venv, key_path=key_path),
+               timeout=timeout_s + 60)

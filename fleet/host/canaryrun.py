@@ -14,19 +14,15 @@ class Runs(Protocol):
     def run(self, command: str, timeout: float = 120.0) -> CommandResult: ...
 
 
-def _python(venv: str) -> str:
-    return f"{venv.rstrip('/')}/bin/python"
-
-
 def load_command(venv: str, port: int, key_file: str | None, seconds: float, rate: float, seed: int) -> str:
-    return f"timeout {int(seconds) + 330} " + hostside.python_command(
-        _python(venv), "canary_load.py", "load", str(int(port)), key_file or "-", f"{seconds:g}", f"{rate:g}",
+    return f"timeout {int(seconds) + 330} " + hostside.system_python_command(
+        "canary_load.py", "load", str(int(port)), key_file or "-", f"{seconds:g}", f"{rate:g}",
         str(int(seed)))
 
 
 def answers_command(venv: str, port: int, key_file: str | None, tokens: int, prompts: list[str]) -> str:
-    return "timeout 600 " + hostside.python_command(
-        _python(venv), "canary_load.py", "answers", str(int(port)), key_file or "-", str(int(tokens)), *prompts)
+    return "timeout 600 " + hostside.system_python_command(
+        "canary_load.py", "answers", str(int(port)), key_file or "-", str(int(tokens)), *prompts)
 
 
 def lines(session: Runs, command: str, timeout: float) -> list[str]:

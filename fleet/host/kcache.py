@@ -38,8 +38,8 @@ def _as(user: str) -> list[str]:
     return [f"--user={name}"] if (name := _account(user)) else []
 
 
-SYSTEM_PYTHON = "/usr/bin/python3"  # root's, as the host's packages installed it
-NOT_RUN = (126, 127)  # the shell found no interpreter to run (a host without python3): nothing changed
+SYSTEM_PYTHON = programs.SYSTEM_PYTHON
+NOT_RUN = programs.NOT_RUN
 
 
 def command(python: str, user: str, *args: str) -> str:

@@ -36,7 +36,7 @@ class P2PCheck(BaseModel):
 
 def command(venv: str, mib: int = DEFAULT_MIB) -> str:
     python = f"{venv.rstrip('/')}/bin/python"
-    return f"timeout {LIMIT_S} " + hostside.python_command(python, "p2p_check.py", str(int(mib)))
+    return f"timeout {LIMIT_S} " + hostside.as_owner(venv, python, "-c", hostside.text("p2p_check.py"), str(int(mib)))
 
 
 def parse(output: str, rc: int) -> P2PCheck:

@@ -7,6 +7,7 @@ import shlex
 
 from fabric import Connection
 
+from fleet.host import programs as hostside
 from fleet.host.service import sh
 from fleet.inventory import Host
 
@@ -23,8 +24,10 @@ _MODEL_CHECK = (
 
 
 def launch_help(conn: Connection, host: Host, venv: str) -> str:
-    """`sglang.launch_server --help` of the venv ("" when it does not run)."""
-    return sh(conn, host, f"{shlex.quote(venv)}/bin/python -m sglang.launch_server --help 2>/dev/null || true")
+    """`sglang.launch_server --help` of the venv, as its owner where that is not root (as_owner.sh); "" when it
+    does not run."""
+    argv = (f"{venv.rstrip('/')}/bin/python", "-m", "sglang.launch_server", "--help")
+    return sh(conn, host, hostside.as_owner(venv, *argv) + " 2>/dev/null || true")
 
 
 def model_check(conn: Connection, host: Host, path: str) -> str:

@@ -321,17 +321,33 @@ def read_quiet(s: Shell, path: str) -> str:
     return s.sh(f"cat -- {shlex.quote(path)} 2>/dev/null; true")
 
 
-def run_python(conn: Connection, host: Host, python: str, program: str, *args: str, timeout: float = 120,
-               max_output: int = MAX_OUTPUT) -> CommandResult:
-    """A program shipped as text (fleet/host/programs) run by the host's `python` with `args`."""
-    return run(conn, host, hostside.python_command(python, program, *args), timeout=timeout, max_output=max_output)
+def run_system_python(conn: Connection, host: Host, program: str, *args: str, timeout: float = 120,
+                      max_output: int = MAX_OUTPUT) -> CommandResult:
+    """A standard-library program shipped as text (fleet/host/programs) run by the host's own Python, isolated
+    (hostside.system_python_command: never a venv's python, which fleet would run as root); a host without
+    /usr/bin/python3 answers one line of why, nothing run."""
+    res = run(conn, host, hostside.system_python_command(program, *args), timeout=timeout, max_output=max_output)
+    if res.exited in hostside.NOT_RUN:
+        why = (f"no {hostside.SYSTEM_PYTHON} on the host: fleet runs {program} on the host's own Python, never on "
+               "a venv's (whose owner may change what it runs); nothing was run")
+        return CommandResult(command=res.command, exited=res.exited, stdout="", stderr=why)
+    return res
+
+
+def _venv_of(python: str) -> str:
+    """The venv of its `bin/python`."""
+    return posixpath.dirname(posixpath.dirname(python))
 
 
 def python_says(conn: Connection, host: Host, python: str, code: str, timeout: float = 60) -> str:
-    """What `python -c code` prints on the host; "" when it fails (no such python, an import error)."""
-    return sh(conn, host, f"{shlex.quote(python)} -c {shlex.quote(code)} 2>/dev/null || true", timeout=timeout)
+    """What `python -c code` prints on the host, as the venv's owner where that is not root (as_owner.sh); "" when
+    it fails (no such python, an import error, a venv others may change)."""
+    return sh(conn, host, hostside.as_owner(_venv_of(python), python, "-c", code) + " 2>/dev/null || true",
+              timeout=timeout)
 
 
 def can_import(conn: Connection, host: Host, python: str, module: str) -> bool:
-    out = sh(conn, host, f"{shlex.quote(python)} -c {shlex.quote('import ' + module)} 2>&1 || echo FLEET-MISSING")
+    """As the venv's owner where that is not root (as_owner.sh)."""
+    out = sh(conn, host, hostside.as_owner(_venv_of(python), python, "-c", "import " + module) +
+             " 2>&1 || echo FLEET-MISSING")
     return "FLEET-MISSING" not in out.strip()

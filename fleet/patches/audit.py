@@ -32,7 +32,7 @@ from fabric import Connection
 from fleet import parallel
 from fleet.errors import FleetError, InputError
 from fleet.host import venvs
-from fleet.host.service import run_python
+from fleet.host.service import run_system_python
 from fleet.inventory import Host
 from fleet.patches import engine as patches
 from fleet.patches import kept as keptgates
@@ -406,9 +406,8 @@ SCAN_MAX = 32 << 20  # a full scan (--full) of every package lists many files
 
 
 def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> Scan:
-    python = f"{host.venv.rstrip('/')}/bin/python"
-    payload = base64.b64encode(json.dumps({"scope": scope}).encode()).decode()
-    res = run_python(conn, host, python, "scan.py", payload, timeout=300, max_output=SCAN_MAX)
+    payload = base64.b64encode(json.dumps({"scope": scope, "venv": host.venv}).encode()).decode()
+    res = run_system_python(conn, host, "scan.py", payload, timeout=300, max_output=SCAN_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
             return cast(Scan, json.loads(line[len("FLEET-JSON:"):]))  # as scan.py writes it

@@ -32,7 +32,7 @@ from fleet import faulthook
 from fleet.errors import FleetError
 from fleet.host import leftovers
 from fleet.host import lock as hostlock
-from fleet.host.service import run_python
+from fleet.host.service import run_system_python
 from fleet.inventory import Host
 from fleet.patches.kept import PackageInfo
 from fleet.patches.plan import (
@@ -100,15 +100,14 @@ class Answer(TypedDict, total=False):
 
 
 def _call(conn: Connection, host: Host, mode: str, req: JsonObject, timeout: float = 300) -> JsonObject:
-    python = f"{host.venv.rstrip('/')}/bin/python"
-    payload = base64.b64encode(json.dumps(req).encode()).decode()
-    res = run_python(conn, host, python, "patch_host.py", mode, payload, timeout=timeout, max_output=ANSWER_MAX)
+    payload = base64.b64encode(json.dumps({**req, "venv": host.venv}).encode()).decode()
+    res = run_system_python(conn, host, "patch_host.py", mode, payload, timeout=timeout, max_output=ANSWER_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(_MARK):
             answer: JsonObject = json.loads(line[len(_MARK):])
             return answer
     detail = (res.stderr or res.stdout).strip().splitlines()
-    raise FleetError(f"{host.name}: patch {mode} on the host failed (exit {res.exited}) with {python}: "
+    raise FleetError(f"{host.name}: patch {mode} on the host failed (exit {res.exited}) for {host.venv}: "
                      f"{detail[-1][:300] if detail else 'no output'}")
 
 

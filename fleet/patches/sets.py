@@ -6,7 +6,7 @@
       sm: [120, 121]                       # or arch_families: [blackwell-consumer]
       packages: {flashinfer-python: "<0.6.17"}   # distribution name -> version range
     edits:
-      - package: flashinfer                # import name, resolved on the host by the venv's python
+      - package: flashinfer                # import name, found on the host in the venv's site-packages
         file: jit/comm.py                  # relative to the package folder
         find: "supported_major_versions=[9, 10]"
         replace: "supported_major_versions=[9, 10, 12]"

@@ -33,8 +33,8 @@ from fleet.ssh.remote import (
 _GENERIC = frozenset({"run", "run_bytes", "sh", "read_file", "write_atomic", "_space_left", "<lambda>", "file",
                       "keep_file", "save", "event", "load", "events", "events_read"})
 _VERBS = frozenset({"start", "stop_quietly", "restart_unit", "disable_unit", "enable_unit", "unit_file_states",
-                    "remove_file", "make_folders",
-                    "names_in", "sha256s", "read_quiet", "run_python", "can_import", "cursor_of", "journal_tail",
+                    "remove_file", "make_folders", "names_in", "sha256s", "read_quiet", "run_system_python",
+                    "can_import", "python_says", "cursor_of", "journal_tail",
                     "open_follower", "manifests_with", "patch_runs_open", "dead_run_marks",
                     "drop_temps", "remove", "launch_help", "model_check", "port_users", "health_code", "metrics_text",
                     "answer", "request", "run_bench", "said"})
@@ -46,6 +46,8 @@ def step_label(command: str) -> str:
         words = shlex.split(command)  # whole: a shipped program's text (kcache.py: 22 KB) is one word
     except ValueError:
         words = command.split()
+    if words[:2] == ["sh", "-c"] and words[3:4] == ["fleet-as_owner"] and len(words) > 5:
+        return step_label(shlex.join(words[5:]))  # the venv's own command, as its owner (as_owner.sh)
     if words[:2] == ["sh", "-c"] and len(words) > 3:
         what = " ".join(words[3:])
     elif len(words) > 3 and "-c" in words[1:4] and words[0].rstrip("0123456789.").endswith("python"):

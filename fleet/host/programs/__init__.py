@@ -6,6 +6,8 @@ save the launcher, which a unit starts.
     status.sh       inv status: unit, release, health, drift hashes, power, metrics, leftovers, router
     patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches.engine)
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
+    venv_site.py    a venv's packages read as data by patch_host.py and scan.py (`#@include venv_site.py`)
+    as_owner.sh     a command that imports a venv's packages, run as the venv's owner where that is not root
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host; with `keep`,
                     the old file stays beside it as a hardlink named by its sha256
@@ -36,7 +38,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
-           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py")
+           "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py",
+           "venv_site.py", "as_owner.sh")
 _INCLUDE = "#@include "
 
 
@@ -52,6 +55,22 @@ def text(name: str) -> str:
 def sh_command(name: str, *args: str) -> str:
     """`sh -c SCRIPT NAME ARGS...`: the script runs with its arguments as $1, $2, ..., every one quoted."""
     return " ".join(shlex.quote(a) for a in ("sh", "-c", text(name), f"fleet-{name.split('.')[0]}", *args))
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # root's, as the host's packages installed it
+NOT_RUN = (126, 127)  # the shell found no interpreter to run (a host without python3): nothing changed
+
+
+def system_python_command(name: str, *args: str) -> str:
+    """A standard-library program on the host's own Python, isolated and without site (-I -S: no PYTHON* variable,
+    no user site, no .pth), never on a venv's: fleet runs as root, and a venv's interpreter, .pth files and
+    packages are whatever its owner made them."""
+    return python_command(SYSTEM_PYTHON, name, *args, options=("-I", "-S"))
+
+
+def as_owner(venv: str, *argv: str) -> str:
+    """`argv`, which imports the venv's packages, run as the venv's owner where that is not root (as_owner.sh)."""
+    return sh_command("as_owner.sh", venv, *argv)
 
 
 def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:

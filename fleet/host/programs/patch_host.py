@@ -1,7 +1,7 @@
 """fleet's patch engine on the host (fleet/patches/engine.py ships this text as `python -c` over one round trip).
 
 usage: python -c TEXT MODE BASE64_JSON_REQUEST, MODE one of read, apply, revert, cleanup; prints one
-line `FLEET-JSON:{...}` with the answer. Runs with the host venv's own python (so it sees its packages).
+line `FLEET-JSON:{...}` with the answer. Runs on the host's own python3 -I -S, the venv (the request's "venv") read as data (venv_site.py).
 """
 import base64, glob, hashlib, json, os, pwd, shutil, subprocess, sys
 MARK = "FLEET-JSON:"
@@ -9,6 +9,10 @@ def out(obj):
     sys.stdout.write(MARK + json.dumps(obj) + "\n"); sys.stdout.flush()
 def sha(b):
     return hashlib.sha256(b).hexdigest()
+#@include venv_site.py
+# ruff: noqa: F821
+# mypy: disable-error-code="name-defined"
+# (find, use_venv: venv_site.py's, put in place of the include line when the text is shipped)
 def dist_of(top):
     import importlib.metadata as md
     try:
@@ -49,17 +53,16 @@ def cache_bases(unit):
             pass
     return list(dict.fromkeys(b for b in bases if b))
 def do_read(req):
-    import importlib.util
     import importlib.metadata as md
     res = {"packages": {}, "dists": {}, "files": [], "sms": [], "sm_error": None, "prebuilt": [], "runs": []}  # type: dict
     dists = {}
     for p in req["packages"]:
         try:
-            spec = importlib.util.find_spec(p)
+            spec = find(p)
         except Exception as e:
             spec = None; err = "%s: %s" % (type(e).__name__, e)
         else:
-            err = "not importable by %s" % sys.executable
+            err = "not importable by %s" % PYTHON
         if spec is None or not spec.submodule_search_locations:
             res["packages"][p] = {"error": err if spec is None else "is a module, not a package"}
             continue
@@ -111,7 +114,7 @@ def do_read(req):
     for m in req["modules"]:
         if fi and os.path.exists(os.path.join(fi, "data", "aot", m, m + ".so")):
             res["prebuilt"].append(os.path.join(fi, "data", "aot", m, m + ".so"))
-    jc = importlib.util.find_spec("flashinfer_jit_cache") if req["modules"] else None
+    jc = find("flashinfer_jit_cache") if req["modules"] else None
     if jc is not None:
         where = list(jc.submodule_search_locations or [str(jc.origin)])[0]
         res["prebuilt"].append("flashinfer-jit-cache package at %s" % where)
@@ -308,4 +311,5 @@ def do_cleanup(req):
     out({"ok": True, "removed": gone})
 mode = sys.argv[1]
 req = json.loads(base64.b64decode(sys.argv[2]))
+PYTHON = use_venv(req)
 {"read": do_read, "apply": do_apply, "revert": do_revert, "cleanup": do_cleanup}[mode](req)

@@ -7,8 +7,13 @@ distribution and version (which releases a gate upstream keeps on purpose is kno
 does the same locally for text that is not on a host (patched contents, the upstream corpus); a test keeps the two
 equal.
 """
-import base64, glob, importlib.util, json, os, re, subprocess, sys
+import base64, glob, json, os, re, subprocess, sys
 req = json.loads(base64.b64decode(sys.argv[1]))
+#@include venv_site.py
+# ruff: noqa: F821
+# mypy: disable-error-code="name-defined"
+# (find, use_venv: venv_site.py's, put in place of the include line when the text is shipped)
+PYTHON = use_venv(req)
 DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|error)\b")
 PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
 DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
@@ -52,9 +57,9 @@ try:  # started first: NVML's start-up (a second or more on an 8-GPU host) overl
 except Exception as e:
     smi, res["sm_error"] = None, "nvidia-smi: %s" % e
 for pkg, patterns in req["scope"].items():
-    spec = importlib.util.find_spec(pkg)
+    spec = find(pkg)
     if spec is None or not spec.submodule_search_locations:
-        res["packages"][pkg] = {"error": "not importable by %s" % sys.executable}; continue
+        res["packages"][pkg] = {"error": "not importable by %s" % PYTHON}; continue
     root = list(spec.submodule_search_locations)[0]
     res["packages"][pkg] = dict(dist_of(pkg), path=root)
     paths = set()

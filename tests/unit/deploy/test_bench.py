@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from fleet.deploy import bench
+from fleet.host import programs as hostside
 from fleet.playbook import Bench, Playbook
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
@@ -30,7 +31,8 @@ def book(**bench_section) -> Playbook:
 def test_command_is_offline_safe_with_fixed_lengths_and_quoted():
     spec = Bench(input_len=32, output_len=16, num_prompts=64, max_concurrency=8)
     cmd = bench.command("/opt/my venv", 30001, spec, model="glm-5", tokenizer="/models/GLM 5")
-    argv = shlex.split(cmd)
+    argv = shlex.split(cmd)[5:]  # sh -c AS_OWNER fleet-as_owner VENV: as the venv's owner where it is not root
+    assert shlex.split(cmd)[:5] == ["sh", "-c", hostside.text("as_owner.sh"), "fleet-as_owner", "/opt/my venv"]
     assert argv[:3] == ["/opt/my venv/bin/python", "-m", "sglang.bench_serving"]
     pairs = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
     assert pairs["--dataset-name"] == "random-ids"  # random and sharegpt download ShareGPT (FACTS.md section 2)
@@ -43,11 +45,12 @@ def test_command_is_offline_safe_with_fixed_lengths_and_quoted():
 
 def test_with_a_key_the_launcher_sets_it_inside_bench_serving():
     cmd = bench.command("/opt/venv", 30001, Bench(), key_path="/etc/fleet/sglang.key")
-    assert shlex.split(cmd)[:7] == ["env", "CREDENTIALS_DIRECTORY=/etc/fleet", "/opt/venv/bin/python",
-                                    "/var/lib/fleet/bin/fleet-launch", "sglang.key", "env:OPENAI_API_KEY",
-                                    "sglang.bench_serving"]
-    assert "OPENAI_API_KEY=" not in cmd and shlex.split(bench.command("/v", 1, Bench()))[1:3] == [
+    assert shlex.split(cmd)[5:10] == ["/opt/venv/bin/python", "/var/lib/fleet/bin/fleet-launch", "sglang.key",
+                                      "env:OPENAI_API_KEY", "sglang.bench_serving"]
+    assert "OPENAI_API_KEY=" not in cmd and shlex.split(bench.command("/v", 1, Bench()))[6:8] == [
         "-m", "sglang.bench_serving"]
+    text = bench.script(cmd, 60, venv="/opt/venv", key_path="/etc/fleet/sglang.key")  # the key's folder, by script
+    assert "k=/etc/fleet/sglang.key; [ -z \"$k\" ] || export CREDENTIALS_DIRECTORY=\"${k%/*}\"" in text
 
 
 def test_script_samples_in_the_background():

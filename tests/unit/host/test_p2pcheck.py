@@ -3,6 +3,7 @@ are right or land wrong, and the parser of what it prints."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -67,9 +68,12 @@ def test_no_torch_timeouts_and_garbage_are_failures_that_say_why(tmp_path):
     assert p2pcheck.parse('{"gpus": 2, "pairs": [{"src": "x"}], "error": null}', 0).verdict == "failed"
 
 
-def test_the_command_runs_the_venv_python_under_a_deadline():
+def test_the_command_runs_the_venv_python_under_a_deadline_as_the_venvs_owner():
     cmd = p2pcheck.command("/root/ml-env/")
-    assert cmd.startswith(f"timeout {p2pcheck.LIMIT_S} /root/ml-env/bin/python -c ") and cmd.endswith(" 64")
+    words = shlex.split(cmd)
+    assert cmd.startswith(f"timeout {p2pcheck.LIMIT_S} sh -c ") and words[4] == hostside.text("as_owner.sh")
+    assert words[5:] == ["fleet-as_owner", "/root/ml-env/", "/root/ml-env/bin/python", "-c",
+                         hostside.text("p2p_check.py"), "64"]
 
 
 def test_on_a_real_one_gpu_h200_the_check_says_there_is_nothing_to_check():

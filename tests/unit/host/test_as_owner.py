@@ -1,0 +1,69 @@
+"""as_owner.sh: a command that runs a venv's code runs as root only where root alone may change that venv, as its
+one other owner where there is one, and not at all where others may change it too (run here as root, on folders
+made here)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.host import programs as hostside
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="as_owner.sh drops privileges: run as root")
+
+
+def _venv(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o755)  # pytest's own folders are root's and 0700: the venv's path is root's alone
+    venv = tmp_path / "venv"
+    (venv / "lib" / "site-packages").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    return venv
+
+
+def _as_owner(venv: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-un")], capture_output=True, text=True)
+
+
+def test_a_venv_root_alone_may_change_runs_as_root(tmp_path):
+    done = _as_owner(_venv(tmp_path))
+    assert (done.returncode, done.stdout.strip()) == (0, "root"), done
+
+
+def test_a_venv_a_user_owns_any_part_of_runs_as_that_user(tmp_path):
+    venv = _venv(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(venv / "lib" / "site-packages", nobody.pw_uid, nobody.pw_gid)  # one folder deep in it is enough
+    done = _as_owner(venv)
+    assert (done.returncode, done.stdout.strip()) == (0, "nobody"), done
+
+
+def test_a_venv_others_may_change_or_two_users_own_is_refused_in_one_line(tmp_path):
+    venv = _venv(tmp_path)
+    (venv / "lib").chmod(0o777)
+    open_ = _as_owner(venv)
+    (venv / "lib").chmod(0o755)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(venv / "lib", nobody.pw_uid, nobody.pw_gid)
+    other = next(p for p in pwd.getpwall() if p.pw_uid not in (0, nobody.pw_uid))
+    os.chown(venv / "bin", other.pw_uid, other.pw_gid)
+    two = _as_owner(venv)
+    assert (open_.returncode, open_.stdout, open_.stderr.strip()) == (
+        77, "", f"fleet runs nothing of {venv} as root: {venv}/lib is writable by others than its owner")
+    assert two.returncode == 77 and two.stdout == "" and two.stderr.strip() == (
+        f"fleet runs nothing of {venv} as root: it is owned by "
+        f"{','.join(sorted([other.pw_name, 'nobody']))}, not one user"), two
+
+
+def test_a_venv_reached_by_a_link_is_judged_by_the_folder_it_leads_to(tmp_path):
+    venv = _venv(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(venv / "lib", nobody.pw_uid, nobody.pw_gid)
+    link = tmp_path / "link"
+    link.symlink_to(venv)  # root's link, root's folder: only what it leads to is the user's
+    done = _as_owner(link)
+    assert (done.returncode, done.stdout.strip()) == (0, "nobody"), done
