@@ -111,13 +111,23 @@ def test_ctrl_c_shows_the_hosts_that_answered_and_marks_the_rest_interrupted(tas
     """A host that answered (here: refused at once) keeps its row; the wedged one, left unread by the second
     Ctrl-C, is a row saying it was interrupted; exit 130 (fails before: nothing on stdout)."""
     port, taken = mute
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    refused = closed.getsockname()[1]
-    closed.close()  # nothing listens there: refused at once
+    closing, accepted = socket.socket(), []  # takes each connection and closes it: an sshd that refuses
+    closing.bind(("127.0.0.1", 0))
+    closing.listen(8)
+
+    def refuse() -> None:
+        while True:
+            try:
+                conn, _ = closing.accept()
+            except OSError:
+                return
+            accepted.append(time.monotonic())
+            conn.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(
-        f"hosts:\n  refused:\n    address: 127.0.0.1\n    port: {refused}\n    user: root\n"
+        f"hosts:\n  refused:\n    address: 127.0.0.1\n    port: {closing.getsockname()[1]}\n    user: root\n"
         f"  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
            "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
@@ -126,17 +136,22 @@ def test_ctrl_c_shows_the_hosts_that_answered_and_marks_the_rest_interrupted(tas
                            stderr=subprocess.PIPE, text=True)
     try:
         assert taken.wait(60), f"the {task} never connected"
-        # the refused host's answer is in: a refusal takes milliseconds, the probe's connect retries (3 attempts,
-        # jittered waits of at most 1 s and 2 s) a few seconds; status connects once
-        time.sleep(4.0 if task == "probe" else 0.5)
+        # the refused host's answer is in once its last attempt was closed (the probe's connect tries 3 times,
+        # with jittered waits between; status once), however slow a loaded machine makes the waits
+        attempts, deadline = (3 if task == "probe" else 1), time.monotonic() + 60
+        while len(accepted) < attempts and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(accepted) == attempts, accepted
+        time.sleep(1.0)  # the closed connection's failure recorded (milliseconds)
         inv.send_signal(signal.SIGINT)
-        assert _line(inv.stderr, time.monotonic() + 5).startswith("Ctrl-C: no host starts now")
+        assert _line(inv.stderr, time.monotonic() + 15).startswith("Ctrl-C: no host starts now")
         inv.send_signal(signal.SIGINT)
         assert inv.wait(10) == 130
         out, err = inv.communicate()
     finally:
         inv.kill()
+        closing.close()
     rows = {r["host"]: r for r in __import__("json").loads(out)["hosts"]}
     assert rows["wedged"]["error"] == parallel.INTERRUPTED_ROW and not rows["wedged"]["ok"]
-    assert "refused" in (rows["refused"]["error"] or "").lower() and not rows["refused"]["ok"]
+    assert "closed the connection" in (rows["refused"]["error"] or "") and not rows["refused"]["ok"], rows
     assert "interrupted: the hosts that answered are shown" in err
