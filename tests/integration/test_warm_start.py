@@ -137,6 +137,16 @@ def test_a_second_host_of_a_key_starts_warm_and_nothing_foreign_or_broken_is_pla
     assert "placed modules were rebuilt by the release" in said
 
 
+def _one_file_tar(folder: str) -> bytes:
+    """A store entry of one two-byte file, m.so, in `folder`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"so"))
+    return buf.getvalue()
+
+
 def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
     """serve.user other than root (the image's `fleet`): fleet's root session runs kcache.py, which drops to that
     user before it touches its folders (its uid, gid and groups on this Debian); what it places is that user's,
@@ -146,12 +156,7 @@ def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
     host, py, folder = inv.hosts[HOST], "/root/ml-env/bin/python", "/home/fleet/.cache/drop49/ops"
     sh(inv, HOST, "rm -rf /home/fleet/.cache/drop49 && runuser -u fleet -- mkdir -p /home/fleet/.cache && "
                   "mkdir -p /var/lib/fleet")  # as a deploy's lock makes it
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"so"))
-    data = buf.getvalue()
+    data = _one_file_tar(folder)
     conn = open_connection(host)
     try:
         placed = kcache.place(conn, host, py, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
@@ -182,12 +187,7 @@ def test_a_venv_the_units_user_owns_never_runs_as_root(sandbox, tmp_path):
                   f"\\\"a\\\").write(str(os.geteuid()) + chr(10))' > $(echo {venv}/lib/python3*/site-packages)"
                   "/hook49.pth\" && runuser -u fleet -- mkdir -p /home/fleet/.cache && mkdir -p /var/lib/fleet")
     py = f"{venv}/bin/python"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"so"))
-    data = buf.getvalue()
+    data = _one_file_tar(folder)
     sh(inv, HOST, f"runuser -u fleet -- {py} -c pass")  # the hook works: it runs as the user who owns the venv
     conn = open_connection(host)
     try:
@@ -236,12 +236,7 @@ def test_a_put_back_that_outwaits_a_place_never_loses_what_it_marks(sandbox, tmp
     through. Here the place waits on its stdin, lock held, while the put-back's removal runs (its wait cut to 2 s)."""
     inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
     folder, mark = "/root/.cache/outwait49/ops", "/var/lib/fleet/outwait49-placed"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(folder.lstrip("/") + "/m.so")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"so"))
-    data = buf.getvalue()
+    data = _one_file_tar(folder)
     place = kcache.command("/root/ml-env/bin/python", "", f"--mark={mark}", "place",
                            hashlib.sha256(data).hexdigest(), folder)
     sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar && mkdir -p /var/lib/fleet")
