@@ -285,8 +285,7 @@ def versions_found(result: DeployResult) -> str | None:
     if result.versions != result.versions_before:
         where = f"in {result.venv.path}" if result.venv and result.venv.path else "probed"
         parts.append(f"{where} {versions_label(result.versions)}")
-    refused = result.status == DeployStatus.FAILED and all(a.outcome == Outcome.PREFLIGHT for a in result.attempts)
-    return "versions as found: " + "; ".join(parts) + ("; nothing changed" if refused else "")
+    return "versions as found: " + "; ".join(parts) + ("; nothing changed" if result.refused_at_preflight() else "")
 
 
 def _versions_moved(r: DeployResult) -> str:
