@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fleet import fields, nearest, yamlfile
+from fleet import errors, fields, yamlfile
 from fleet.errors import InputError
 from fleet.secretref import SecretRef
 
@@ -209,7 +209,7 @@ class Inventory:
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
             raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
-                             f"{nearest.hint(pattern, self.hosts)}")
+                             f"{errors.hint(pattern, self.hosts)}")
         return found
 
     def _group_members(self, flag: str, typed: str) -> list[str]:
@@ -222,7 +222,7 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = nearest.hint(pattern, self.groups)
+            hint = errors.hint(pattern, self.groups)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
@@ -241,7 +241,7 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory" + nearest.hint(name_or_address, self.hosts))
+        raise InputError(f"{given}: no such host in the inventory" + errors.hint(name_or_address, self.hosts))
 
 
 def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:

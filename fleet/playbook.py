@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import fields, nearest, policy, site, yamlfile
+from fleet import errors, fields, policy, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -445,7 +445,7 @@ def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
         raise InputError(f"--playbook {path}: no such file ({path.absolute()}); a name without .yaml is looked up "
                          f"in playbooks/ (known: {known or 'none'})")
     raise InputError(f"--playbook {name_or_path}: no such playbook"
-                     f"{nearest.did_you_mean(name_or_path, stems)} (known: {known or 'none'})")
+                     f"{errors.did_you_mean(name_or_path, stems)} (known: {known or 'none'})")
 
 
 def env_secret_key(scope: str, name: str) -> str:
