@@ -19,7 +19,6 @@ exclusion would act on the host it meant to spare, so an unknown name is an erro
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fleet import fields, yamlfile
+from fleet import errors, fields, yamlfile
 from fleet.errors import InputError
 from fleet.secretref import SecretRef
 
@@ -210,7 +209,7 @@ class Inventory:
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
             raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
-                             f"{_nearest(pattern, self.hosts)}")
+                             f"{errors.hint(pattern, self.hosts)}")
         return found
 
     def _group_members(self, flag: str, typed: str) -> list[str]:
@@ -223,7 +222,7 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = _nearest(pattern, self.groups) or f" (known: {', '.join(sorted(self.groups)) or 'none'})"
+            hint = errors.hint(pattern, self.groups)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
@@ -242,7 +241,7 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory" + _nearest(name_or_address, self.hosts))
+        raise InputError(f"{given}: no such host in the inventory" + errors.hint(name_or_address, self.hosts))
 
 
 def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
@@ -273,14 +272,6 @@ def only_narrowing(patterns: Iterable[str]) -> bool:
     """True when every pattern is `!x` or `&x`: they narrow a selection and name no host by themselves."""
     parts = split_patterns(patterns)
     return bool(parts) and all(p.startswith(("!", "&")) for p in parts)
-
-
-def _nearest(name: str, known: Iterable[str]) -> str:
-    """ "; did you mean sbx1?" (difflib's closest name, the case of the letters aside: SBX0 is sbx0), or
-    nothing."""
-    names = {k.lower(): k for k in known}
-    near = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
-    return f"; did you mean {names[near[0]]}?" if near else ""
 
 
 def load(inventory: Path) -> Inventory:

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from fleet import fields, policy, site, yamlfile
+from fleet import errors, fields, policy, site, yamlfile
 from fleet.errors import InputError
 from fleet.host.facts import HostFacts
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -439,11 +439,13 @@ def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
             candidate = folder / f"{name_or_path}.yaml"
             if candidate.is_file():
                 return candidate
-    known = ", ".join(sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}))
+    stems = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
+    known = ", ".join(stems)
     if "/" in name_or_path or path.suffix in (".yaml", ".yml"):  # a path: said as one, where it was looked for
         raise InputError(f"--playbook {path}: no such file ({path.absolute()}); a name without .yaml is looked up "
                          f"in playbooks/ (known: {known or 'none'})")
-    raise InputError(f"--playbook {name_or_path}: no such playbook (known: {known or 'none'})")
+    raise InputError(f"--playbook {name_or_path}: no such playbook"
+                     f"{errors.did_you_mean(name_or_path, stems)} (known: {known or 'none'})")
 
 
 def env_secret_key(scope: str, name: str) -> str:

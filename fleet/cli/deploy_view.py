@@ -20,9 +20,10 @@ from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
 
 
-def render(result: DeployResult, console: Console, wide: bool = False) -> None:
+def render(result: DeployResult, console: Console, wide: bool = False, error: bool = True) -> None:
     """A host's outcome, its attempts and what to try next: within the terminal's width (sentences folded), or
-    with wide every line whole (the diff, each evidence line, each remedy)."""
+    with wide every line whole (the diff, each evidence line, each remedy); its error last, unless `error` is
+    False (a rollout says each host's error once, below its table)."""
     screen = real_console(console)
     colour = _COLOURS.get(result.status, "white")
     screen.print(f"[bold]{escape(result.host)}[/]: [{colour}]{result.status}[/]"
@@ -61,7 +62,7 @@ def render(result: DeployResult, console: Console, wide: bool = False) -> None:
         steps = next_steps(result)
         if steps:
             fit.emit(screen, notes([("-", line) for line in steps]), wide)
-    if result.error:
+    if result.error and error:
         screen.print(f"[red]{escape(result.error)}[/]", soft_wrap=wide)
 
 
@@ -285,8 +286,7 @@ def versions_found(result: DeployResult) -> str | None:
     if result.versions != result.versions_before:
         where = f"in {result.venv.path}" if result.venv and result.venv.path else "probed"
         parts.append(f"{where} {versions_label(result.versions)}")
-    refused = result.status == DeployStatus.FAILED and all(a.outcome == Outcome.PREFLIGHT for a in result.attempts)
-    return "versions as found: " + "; ".join(parts) + ("; nothing changed" if refused else "")
+    return "versions as found: " + "; ".join(parts) + ("; nothing changed" if result.refused_at_preflight() else "")
 
 
 def _versions_moved(r: DeployResult) -> str:
@@ -328,7 +328,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
     like one), each host's error below the table, folded (with wide: every value and line whole)."""
     for r in results:
         if r.status != DeployStatus.SKIPPED:
-            render(r, console, wide)
+            render(r, console, wide, error=False)  # said once, below the table
     screen = real_console(console)
     cols = [fit.Col("host", [(r.host, "bold") for r in results], cap=24),
             fit.Col("status", [(r.status, _COLOURS.get(r.status, "white")) for r in results]),

@@ -170,7 +170,9 @@ def skip_reason(record: RungEvidence) -> str | None:
     for cls, by_host in sorted(sightings(record).items(), key=lambda kv: -sum(kv[1].values())):
         seen, where = sum(by_host.values()), ", ".join(sorted(by_host))[:200]
         if cls in FINGERPRINT_WIDE and seen >= CONFIRMED:
-            return f"{cls}, seen {seen}x on {where}: no host alone causes it"
+            why = ("no host alone causes it" if len(by_host) > 1 else
+                   "a class of the hardware and stack, not of the host")
+            return f"{cls}, seen {seen}x on {where}: {why}"
         if len(by_host) >= CONFIRMED:
             return f"{cls}, seen {seen}x on {len(by_host)} hosts: {where}"
     return None

@@ -97,7 +97,12 @@ class DeployResult:
             out["unchanged"] = self.unchanged
         if self.recovered:
             out["recovered"] = self.recovered
-        if self.versions:
+        if self.versions and self.refused_at_preflight():
+            out["nothing_changed"] = True  # versions as found, once: no before and after to read as a transition
+            out["versions"] = self.versions_before or self.versions
+            if self.versions_before and self.versions != self.versions_before:
+                out["versions_probed"] = self.versions
+        elif self.versions:
             out["versions"], out["versions_before"] = self.versions, self.versions_before
         if self.notes:
             out["notes"] = self.notes
@@ -108,6 +113,11 @@ class DeployResult:
             out["bench"] = {"before": self.bench_before.to_json() if self.bench_before else None,
                             "after": after.to_json() if after else None}
         return out
+
+    def refused_at_preflight(self) -> bool:
+        """Every rung tried was refused at preflight: the host failed with nothing changed on it."""
+        return (self.status == DeployStatus.FAILED and bool(self.attempts)
+                and all(a.outcome == Outcome.PREFLIGHT for a in self.attempts))
 
     def bench_after(self) -> BenchPoint | None:
         """bench_point of this run's gate: the attempt that served, else the last one measured (a rung the gate

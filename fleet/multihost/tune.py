@@ -177,6 +177,13 @@ def restarts_estimate(conn: Connection, host: Host, rungs: int) -> tuple[int, fl
     return rungs + 1, (rungs + 1) * each
 
 
+def downtime_words(seconds: float) -> str:
+    """'under a minute', 'about a minute', 'about 7 min': never 'about 0 min' for a short one."""
+    if seconds < 60:
+        return "under a minute"
+    return "about a minute" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
 class Tuner:
     def __init__(self, host: Host, book: Playbook, path: Path, opts: ConnectOptions,
                  progress: Progress, secrets: dict[str, str], confirm: Callable[[str], bool], runs: int | None = None,
@@ -268,7 +275,7 @@ class Tuner:
             if self.serve.healthy(conn):
                 n, seconds = restarts_estimate(conn, self.host, len(rungs))
                 question = (f"{self.host.name} is serving: tuning {len(rungs)} rungs restarts it up to {n} times, "
-                            f"about {seconds / 60:.0f} min of downtime in all. Go ahead?")
+                            f"{downtime_words(seconds)} of downtime in all. Go ahead?")
                 if not self.confirm(question):
                     raise InputError(f"{self.host.name}: tune not confirmed; nothing was changed")
             unit = self.serve.unit

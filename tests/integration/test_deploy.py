@@ -200,6 +200,8 @@ def test_workers_of_a_server_run_by_hand_are_named_by_preflight_and_never_killed
     (attempt,) = data["attempts"]
     assert attempt["outcome"] == "PREFLIGHT" and "held by a process that is not the unit's" in attempt["evidence"]
     assert f"pid {workers[0]} (" in attempt["evidence"] and "of user root" in attempt["evidence"]
+    # refused at preflight: the versions as found, once, never a transition a script reads as an up- or downgrade
+    assert data["nothing_changed"] is True and "versions_before" not in data and data["versions"], data
     assert sh(sandbox_inventory, "sbx0", count).strip() == str(len(workers))  # none of them killed
     # the operator ends them; the deploy goes ahead
     sh(sandbox_inventory, "sbx0", "kill -9 " + " ".join(workers))

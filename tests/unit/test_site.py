@@ -64,6 +64,9 @@ def test_a_playbook_name_is_the_sites_own_first_then_the_shipped_one(tmp_path, h
     assert playbook.resolve("glm5-nvfp4") == site.SHIPPED / "playbooks/glm5-nvfp4.yaml"
     with pytest.raises(InputError, match="--playbook nosuch: no such playbook .known: .*glm5-nvfp4.*mine"):
         playbook.resolve("nosuch")
+    with pytest.raises(InputError, match=r"--playbook glm5-nvfp: no such playbook; did you mean glm5-nvfp4\? "
+                                         r"\(known: "):
+        playbook.resolve("glm5-nvfp")  # one letter off: the newcomer of issue 46 was told only the list
     with pytest.raises(InputError):
         playbook.resolve("../../etc/passwd")
     # a path that is not there is said as a missing file, where it was looked for (the fifth newcomer's hour:

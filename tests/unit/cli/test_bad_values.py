@@ -82,7 +82,7 @@ def test_a_unit_name_that_cannot_name_its_key_file_is_refused_before_contact(tmp
 def test_an_sm_as_nvidia_smi_writes_it_is_taken(tmp_path):
     path = _site(tmp_path)
     line = _refused(tmp_path, "audit", "-i", str(path), "--sm", "12.0", "-H", "nosuch")
-    assert line == "error: --host nosuch: no such host in the inventory"  # --sm was read as SM 120
+    assert line == "error: --host nosuch: no such host in the inventory (known: a)"  # --sm was read as SM 120
     assert "--sm '12.x'" in _refused(tmp_path, "audit", "-i", str(path), "--sm", "12.x", "-H", "a")
 
 

@@ -245,3 +245,13 @@ def test_a_tune_that_tried_no_rung_draws_no_table(width):
     result = TuneResult("a1", DeployStatus.FAILED, error="a1 (root@127.0.0.1:1): connection refused")
     lines = drawn(width, lambda c: deploy_view.render_tune(result, c))
     assert lines == ["a1: failed", "a1 (root@127.0.0.1:1): connection refused"]
+
+
+def test_a_rollout_says_each_hosts_error_once_below_its_table():
+    """Issue 46, 7: a failed host's error was printed under its attempts and again under the rollout table."""
+    failed = DeployResult(host="sbx3", status="failed", error="sbx3: no rung of llama served (2 tried)",
+                          attempts=[Attempt("fast", "CUDA_OOM", "torch.OutOfMemoryError: CUDA out of memory", 31.0)])
+    lines = drawn(160, lambda c: deploy_view.render_rollout([failed], {"sbx3": 1}, {}, None, c, False))
+    said = [i for i, line in enumerate(lines) if "no rung of llama served" in line]
+    table = max(i for i, line in enumerate(lines) if line.startswith("sbx3 ") and "failed" in line)
+    assert len(said) == 1 and said[0] > table, lines

@@ -48,7 +48,7 @@ def test_a_class_no_host_alone_causes_is_known_bad_on_its_second_sighting_on_one
     assert skip(rungs, "greedy") is None
     assert evidence.standing(rungs["greedy"]).endswith("not known-bad until a second sighting")
     assert skip(results(*[("greedy", "h1", outcome)] * 2), "greedy") == \
-        f"{outcome}, seen 2x on h1: no host alone causes it"
+        f"{outcome}, seen 2x on h1: a class of the hardware and stack, not of the host"
 
 
 def test_a_rung_within_noise_never_becomes_the_winner():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleet.deploy.bench_record import stored
@@ -83,3 +85,17 @@ def test_the_venv_and_the_tune_baseline_print_as_the_dicts_they_were():
     assert tuned["baseline"] == {"release": "r1", "rung": "fast",
                                  "runs": {"warmup": 9.0, "tok_s": [10.0, 12.0], "median": 11.0, "spread": 2.0}}
     assert "venv" not in TuneResult("h", DeployStatus.OK).to_json()
+
+
+def test_a_deploy_preflight_refused_says_the_versions_as_found_once_and_that_nothing_changed():
+    refused = DeployResult(host="h", status=DeployStatus.FAILED, versions={"sglang": "0.5.9"},
+                           versions_before={"sglang": "0.5.23"},
+                           attempts=[Attempt("fast", Outcome.PREFLIGHT, "needs 8 GPUs, has 1", 0.0),
+                                     Attempt("safe", Outcome.PREFLIGHT, "needs 8 GPUs, has 1", 0.0)])
+    out = refused.to_json()
+    assert out["nothing_changed"] is True and "versions_before" not in out
+    assert out["versions"] == {"sglang": "0.5.23"} and out["versions_probed"] == {"sglang": "0.5.9"}
+    first = replace(refused, versions_before={}).to_json()
+    assert first["versions"] == {"sglang": "0.5.9"} and "versions_probed" not in first
+    failed = replace(refused, attempts=[Attempt("fast", "CUDA_OOM", "out of memory", 30.0)]).to_json()
+    assert "nothing_changed" not in failed and failed["versions_before"] == {"sglang": "0.5.23"}

@@ -14,7 +14,7 @@ from fleet.host.facts import Gpu, HostFacts, Package
 from fleet.host.releases import Release
 from fleet.inventory import load as load_inventory
 from fleet.multihost import tune as tuning
-from fleet.multihost.tune import TuneResult, pick
+from fleet.multihost.tune import TuneResult, downtime_words, pick
 from fleet.playbook import Playbook
 from fleet.ssh.connect import ConnectOptions
 
@@ -169,3 +169,9 @@ def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goe
     answers = [*answers, BenchError("unused")]
     runs, said = _tuner(tmp_path, answers + [ok(1.0)] * 3)
     assert runs is None and any("could not be measured" in m and "the fastest rung wins" in m for m in said)
+
+
+@pytest.mark.parametrize(("seconds", "words"), [(0.4, "under a minute"), (25.0, "under a minute"),
+                                                (60.0, "about a minute"), (420.0, "about 7 min")])
+def test_tunes_question_words_a_short_downtime_honestly_never_about_0_min(seconds, words):
+    assert downtime_words(seconds) == words

@@ -11,7 +11,7 @@ import pytest
 
 from fleet.errors import ConnectError
 from fleet.inventory import Host
-from fleet.ssh.connect import ConnectOptions, Timeouts, open_connection
+from fleet.ssh.connect import ConnectOptions, Timeouts, not_ssh, open_connection
 
 
 def _listener(close: bool) -> tuple[socket.socket, list[socket.socket]]:
@@ -64,3 +64,38 @@ def test_no_banner_says_whether_the_host_closed_or_fleet_gave_up_waiting(tmp_pat
         assert "took the connection but sent no SSH banner within 1s" in said, said
         assert "closed the connection" not in said, said
     assert err.value.unreachable  # either way SSH never reached the host (recover --unreachable may reset it)
+
+
+def test_a_host_answering_http_on_the_ssh_port_is_said_to_answer_with_something_not_ssh(tmp_path):
+    """Issue 46, 6: a web server on the SSH port (it reads the client's version line as a bad request, answers
+    400 and closes) was described as a host that 'closed the connection before sending the SSH banner'."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                sock, _ = server.accept()
+            except OSError:
+                return
+            with sock:
+                sock.recv(256)
+                sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        opts = ConnectOptions(timeouts=Timeouts(connect=5.0, banner=5.0), attempts=1)
+        with pytest.raises(ConnectError) as err:
+            open_connection(_host(tmp_path, server.getsockname()[1]), opts)
+    finally:
+        server.close()
+    said = str(err.value)
+    assert "answered with something that is not SSH on that port: 'HTTP/1.1 400 Bad Request' (an HTTP server)" \
+        in said, said
+    assert "closed the connection" not in said, said
+
+
+@pytest.mark.parametrize(("heard", "said"), [(b"", None), (b"SSH-2.0-OpenSSH_9.2\r\n", None),
+                                             (b"\r\nHTTP/1.0 200 OK\r\n", "'HTTP/1.0 200 OK' (an HTTP server)"),
+                                             (b"+OK redis\x00\r\n", "'+OK redis?'")])
+def test_what_a_host_sent_in_place_of_a_banner_is_its_first_line_printable(heard, said):
+    assert not_ssh(heard) == said
