@@ -236,6 +236,10 @@ def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
                 kind="unchecked")
         port = None
     ladder = data.get("ladder") if isinstance(data.get("ladder"), list) else []
+    if "flags" in data and not isinstance(data["flags"], dict):  # every rung's TP x PP starts from the base flags
+        c.error(("ladder",), "each rung's TP x PP not checked against nodes.count: the base flags are refused",
+                warning=True, kind="unchecked")
+        ladder = []
     rungs = [Rung.model_construct(name=str(r.get("name", i)) if isinstance(r, dict) else str(i),
                                   flags=_flags_of(r.get("flags") if isinstance(r, dict) else None), flags_by_sglang={})
              for i, r in enumerate(ladder)]
