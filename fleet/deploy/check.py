@@ -73,8 +73,9 @@ class Checked:
 
 def check(path: Path, known_classes: set[str] | None = None, known_patches: set[str] | None = None,
           site_versions: Iterable[str] = (), hosts: set[str] | None = None,
-          table: sglang_cli.Table | None = None) -> Checked:
-    """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one)."""
+          table: sglang_cli.Table | None = None, hosts_unread: str | None = None) -> Checked:
+    """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one);
+    `hosts_unread`: why an inventory named has none to check against (router.host is said not checked)."""
     table = table or sglang_cli.default_table()
     releases = sorted({*table.versions, *site_versions}, key=version_key)
     try:
@@ -89,7 +90,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
-        _check_raw_sections(c, doc.data, err, hosts)
+        _check_raw_sections(c, doc.data, err, hosts, hosts_unread)
         _check_raw_names(c, doc.data, err)
         _check_raw_rules(c, doc.data, err)
         _check_raw_nodes(c, doc.data, err)
@@ -112,8 +113,8 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
                 warning=True)
     for i, rung in enumerate(book.ladder):
         c.rung(book.flags, i, rung)
-    if hosts is not None and book.router is not None and book.router.host not in hosts:
-        c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
+    if book.router is not None:
+        _router_host(c, book.router.host, hosts, hosts_unread)
     return Checked(path, None if found or twice else book, releases, sorted(problems, key=lambda p: p.line))
 
 
@@ -277,7 +278,15 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
         c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
 
 
-def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
+def _router_host(c: _Checker, host: str, hosts: set[str] | None, unread: str | None) -> None:
+    if hosts is not None and host not in hosts:
+        c.error(("router", "host"), f"{host} is no host of the inventory")
+    elif hosts is None and unread:
+        c.error(("router", "host"), f"not checked against the inventory: {unread}", warning=True, kind="unchecked")
+
+
+def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None,
+                        hosts_unread: str | None = None) -> None:
     """A playbook the schema refused: the rules of the router (against serve and the inventory) run all the same on
     the keys of both sections that hold up; a rule that reads a refused key is said not checked."""
     if not isinstance(data, dict):
@@ -296,8 +305,8 @@ def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set
         router = _held(Router, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "router"})
         if router is None:
             return
-        if hosts is not None and ("router", "host") not in refused and router.host not in hosts:
-            c.error(("router", "host"), f"{router.host} is no host of the inventory")
+        if ("router", "host") not in refused:
+            _router_host(c, router.host, hosts, hosts_unread)
         for problem in router.problems(serve, known) if serve is not None else []:
             c.error(*problem)
         for key in sorted({"port", "unit", "host"} - known):  # a rule that reads a refused serve key: said so
