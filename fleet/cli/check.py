@@ -50,8 +50,7 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
     locked: list[str] = []
     if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
         locked = relock(results)
-        unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
-    results = [check_playbook(p, hosts, unread) for p in paths]
+        results = [check_playbook(p, hosts, unread) for p in paths]
     for i, missing in sorted(unresolved.items()):
         results.insert(i, missing)
     errors = sum(len(r.errors) for r in results) + len(inv_problems)
