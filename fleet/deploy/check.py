@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
+from fleet.deploy import prune
 from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
@@ -164,7 +165,7 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
     for _ in range(8):  # until the schema says nothing new: a rule may wait on one that waited on the schema
         for loc in sorted(news, key=len, reverse=True):  # deepest first; a value left out once
             if loc and loc[0] != "ladder" and not any(loc[:n] in dropped for n in range(len(loc) + 1)):
-                if where := _drop(pruned, loc):
+                if where := prune.drop(pruned, loc):
                     dropped.add(where)
         try:
             Playbook.model_validate(pruned)
@@ -185,33 +186,6 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
 
 def _loc(loc: tuple[Any, ...]) -> yamlfile.Loc:
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-
-
-def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
-    """The value at `loc` left out, or the nearest mapping key above it (an item of a list, a type of a union); a
-    required key is left (the schema says it missing again, which is not said twice). Where it was left out."""
-    path = list(loc)
-    while path:
-        parent = _at(data, path[:-1])
-        if isinstance(parent, dict) and path[-1] in parent:
-            if not ((len(path) == 1 and path[0] in ("name", "model")) or tuple(path) in (("model", "path"),
-                                                                                         ("router", "host"))):
-                del parent[path[-1]]
-            return tuple(path)
-        path.pop()
-    return ()
-
-
-def _at(data: Any, path: list[str | int]) -> Any:
-    """The value at `path`, or None where there is none."""
-    for part in path:
-        if isinstance(data, dict):
-            data = data.get(part)
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
 
 
 def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
