@@ -300,11 +300,12 @@ def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
     inv = Inventory(hosts={}, groups={}, files={})
     named = inventory.resolve()
     names: set[str] | None = set()
+    unread: list[Path] = []  # files whose `hosts:` is refused whole: no name can be checked against them
     for path in _files(inventory):
-        defined = _merge_file(inv, path, None if path == named else inventory, found)
+        defined = _merge_file(inv, path, None if path == named else inventory, found, unread)
         names = None if defined is None and path == named else names if defined is None or names is None \
             else names | defined
-    return names, found
+    return None if unread else names, found
 
 
 def _files(inventory: Path) -> list[Path]:
@@ -363,7 +364,7 @@ _KEYS = ", ".join(f"{k}:" for k in InventoryFile.model_fields)
 
 
 def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
-                found: list[InputError] | None = None) -> set[str] | None:
+                found: list[InputError] | None = None, unread: list[Path] | None = None) -> set[str] | None:
     """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder. `found`:
     where each problem is said and the rest still checked (inv check), else the first is raised. The host names
     the file defines (None when it cannot be read as an inventory)."""
@@ -393,6 +394,11 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
     model = doc.parse(InventoryFile) if found is None else _lenient(doc, found)
     raw = doc.data.get("hosts")
     defined = {str(k) for k in raw} if isinstance(raw, dict) else set()  # a host refused for a key is defined
+    if raw is not None and not isinstance(raw, dict):  # no host names to check the groups' members against
+        if unread is not None:
+            unread.append(path)
+        if any(group.hosts for group in model.groups.values()):
+            fail(doc.error(("groups",), "members not checked: hosts: is refused, no host name can be read"))
     for kind, names in (("groups", model.groups), ("hosts", defined)):
         for name in names:
             if not _NAME.fullmatch(str(name)):
@@ -400,7 +406,7 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
     members: dict[str, list[str]] = {}
     for gname, group in model.groups.items():
         for h in group.hosts:
-            if h not in defined:
+            if h not in defined and isinstance(raw, dict | None):
                 fail(doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file"))
             members.setdefault(h, []).append(gname)
     inv.files[path] = []

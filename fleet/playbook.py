@@ -405,7 +405,7 @@ def check_nodes(doc: yamlfile.Document, book: Playbook) -> list[InputError]:
     problem (load raises the first)."""
     assert book.nodes is not None
     found = [doc.error(("nodes", "dist_port"), f"dist_port {book.nodes.dist_port} is serve.port too")
-             ] if book.nodes.dist_port == book.serve.port else []
+             ] if book.nodes.dist_port == book.serve.port is not None else []  # None: refused (inv check)
     for where, flags in [(("flags",), book.flags), *((("ladder", i, "flags"), r.flags) for i, r in
                                                      enumerate(book.ladder))]:
         found += [doc.error((*where, name), f"--{name} is set by fleet from nodes: (remove it here)")

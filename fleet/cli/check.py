@@ -45,11 +45,12 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         hosts, found = inventory.check(inv_path)
         inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path)]]
     inv_problem = inv_problems[0] if inv_problems else None
-    results = [check_playbook(p, hosts) for p in paths]
+    unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
+    results = [check_playbook(p, hosts, unread) for p in paths]
     locked: list[str] = []
     if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
         locked = relock(results)
-        results = [check_playbook(p, hosts) for p in paths]
+        results = [check_playbook(p, hosts, unread) for p in paths]
     for i, missing in sorted(unresolved.items()):
         results.insert(i, missing)
     errors = sum(len(r.errors) for r in results) + len(inv_problems)

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
+from fleet.deploy import prune
 from fleet.errors import InputError
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
@@ -73,8 +74,9 @@ class Checked:
 
 def check(path: Path, known_classes: set[str] | None = None, known_patches: set[str] | None = None,
           site_versions: Iterable[str] = (), hosts: set[str] | None = None,
-          table: sglang_cli.Table | None = None) -> Checked:
-    """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one)."""
+          table: sglang_cli.Table | None = None, hosts_unread: str | None = None) -> Checked:
+    """The playbook at `path`, checked; `hosts`: the inventory's host names (router.host must be one);
+    `hosts_unread`: why an inventory named has none to check against (router.host is said not checked)."""
     table = table or sglang_cli.default_table()
     releases = sorted({*table.versions, *site_versions}, key=version_key)
     try:
@@ -89,7 +91,7 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         c = _Checker(doc, table, releases, problems)
         _check_raw(c, doc.data, known_classes, known_patches)
         _check_raw_pins(c, doc.data)
-        _check_raw_sections(c, doc.data, err, hosts)
+        _check_raw_sections(c, doc.data, err, hosts, hosts_unread)
         _check_raw_names(c, doc.data, err)
         _check_raw_rules(c, doc.data, err)
         _check_raw_nodes(c, doc.data, err)
@@ -112,8 +114,8 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
                 warning=True)
     for i, rung in enumerate(book.ladder):
         c.rung(book.flags, i, rung)
-    if hosts is not None and book.router is not None and book.router.host not in hosts:
-        c.error(("router", "host"), f"{book.router.host} is no host of the inventory")
+    if book.router is not None:
+        _router_host(c, book.router.host, hosts, hosts_unread)
     return Checked(path, None if found or twice else book, releases, sorted(problems, key=lambda p: p.line))
 
 
@@ -163,7 +165,7 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
     for _ in range(8):  # until the schema says nothing new: a rule may wait on one that waited on the schema
         for loc in sorted(news, key=len, reverse=True):  # deepest first; a value left out once
             if loc and loc[0] != "ladder" and not any(loc[:n] in dropped for n in range(len(loc) + 1)):
-                if where := _drop(pruned, loc):
+                if where := prune.drop(pruned, loc):
                     dropped.add(where)
         try:
             Playbook.model_validate(pruned)
@@ -184,33 +186,6 @@ def _check_raw_rules(c: _Checker, data: Any, err: ValidationError) -> None:
 
 def _loc(loc: tuple[Any, ...]) -> yamlfile.Loc:
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-
-
-def _drop(data: Any, loc: yamlfile.Loc) -> yamlfile.Loc:
-    """The value at `loc` left out, or the nearest mapping key above it (an item of a list, a type of a union); a
-    required key is left (the schema says it missing again, which is not said twice). Where it was left out."""
-    path = list(loc)
-    while path:
-        parent = _at(data, path[:-1])
-        if isinstance(parent, dict) and path[-1] in parent:
-            if not ((len(path) == 1 and path[0] in ("name", "model")) or tuple(path) in (("model", "path"),
-                                                                                         ("router", "host"))):
-                del parent[path[-1]]
-            return tuple(path)
-        path.pop()
-    return ()
-
-
-def _at(data: Any, path: list[str | int]) -> Any:
-    """The value at `path`, or None where there is none."""
-    for part in path:
-        if isinstance(data, dict):
-            data = data.get(part)
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
 
 
 def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
@@ -236,6 +211,10 @@ def _check_raw_nodes(c: _Checker, data: Any, err: ValidationError) -> None:
                 kind="unchecked")
         port = None
     ladder = data.get("ladder") if isinstance(data.get("ladder"), list) else []
+    if "flags" in data and not isinstance(data["flags"], dict):  # every rung's TP x PP starts from the base flags
+        c.error(("ladder",), "each rung's TP x PP not checked against nodes.count: the base flags are refused",
+                warning=True, kind="unchecked")
+        ladder = []
     rungs = [Rung.model_construct(name=str(r.get("name", i)) if isinstance(r, dict) else str(i),
                                   flags=_flags_of(r.get("flags") if isinstance(r, dict) else None), flags_by_sglang={})
              for i, r in enumerate(ladder)]
@@ -273,7 +252,15 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
         c.error(("packages", written.get(dist, dist)), problem, warning=True, kind="wheelhouse")
 
 
-def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None) -> None:
+def _router_host(c: _Checker, host: str, hosts: set[str] | None, unread: str | None) -> None:
+    if hosts is not None and host not in hosts:
+        c.error(("router", "host"), f"{host} is no host of the inventory")
+    elif hosts is None and unread:
+        c.error(("router", "host"), f"not checked against the inventory: {unread}", warning=True, kind="unchecked")
+
+
+def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set[str] | None,
+                        hosts_unread: str | None = None) -> None:
     """A playbook the schema refused: the rules of the router (against serve and the inventory) run all the same on
     the keys of both sections that hold up; a rule that reads a refused key is said not checked."""
     if not isinstance(data, dict):
@@ -292,8 +279,8 @@ def _check_raw_sections(c: _Checker, data: Any, err: ValidationError, hosts: set
         router = _held(Router, raw, {str(loc[1]) for loc in refused if len(loc) == 2 and loc[0] == "router"})
         if router is None:
             return
-        if hosts is not None and ("router", "host") not in refused and router.host not in hosts:
-            c.error(("router", "host"), f"{router.host} is no host of the inventory")
+        if ("router", "host") not in refused:
+            _router_host(c, router.host, hosts, hosts_unread)
         for problem in router.problems(serve, known) if serve is not None else []:
             c.error(*problem)
         for key in sorted({"port", "unit", "host"} - known):  # a rule that reads a refused serve key: said so

@@ -40,9 +40,10 @@ def known_classes() -> set[str]:
     return {c.value for c in logrules.LogClass}
 
 
-def check_playbook(path: Path, hosts: set[str] | None = None) -> check.Checked:
+def check_playbook(path: Path, hosts: set[str] | None = None, hosts_unread: str | None = None) -> check.Checked:
     """`inv check` of one playbook: the failure classes, patch sets and sglang releases this site knows."""
-    return check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts)
+    return check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts,
+                       hosts_unread=hosts_unread)
 
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:
