@@ -225,6 +225,29 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
             **({"error": err[-600:]} if not verdict else {})}
 
 
+LOOK = re.compile(r"canary: look \d+: ")
+STOP_HANG = re.compile(r"phase stop: \d+s of \d+s budget")
+PARTS = ("start", "to_traffic", "traffic", "per_look", "after")
+
+
+def phases(row: dict[str, Any]) -> dict[str, float] | None:
+    """Where a rollout's wall seconds went, from its `timeline`: `start` (until the deploy's first line: the
+    command's start-up), `to_traffic` (the canary's own deploy, behind the router again, and the numerics gate),
+    `traffic` (the looks: the window's traffic and each look's judging), `per_look` (traffic over the looks, the
+    window's wall seconds included), `after` (after the last look: the verdict recorded, then the put-back or the
+    other replicas, and the router's end); `stop_hangs`: stops that ran to the stop budget. None without a
+    timeline or looks."""
+    timeline = row.get("timeline") or []
+    gate = next((t for t, line in timeline if "canary: numerics:" in line), None)
+    looks = [t for t, line in timeline if LOOK.search(line)]
+    if not timeline or gate is None or not looks:
+        return None
+    start = timeline[0][0]
+    return {"start": start, "to_traffic": round(gate - start, 1), "traffic": round(looks[-1] - gate, 1),
+            "per_look": round((looks[-1] - gate) / len(looks), 1), "after": round(row["wall_s"] - looks[-1], 1),
+            "stop_hangs": sum(bool(STOP_HANG.search(line)) for _, line in timeline)}
+
+
 def fair(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rollouts that started from the release before: an A/A one after a p99 one that passed, on the same
     fleet with no restore between (the bench before `restored`), started from the slower release; left out."""
@@ -269,6 +292,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
               f"{wall:>7.1f} {broken:>16}")
         out[case] = {"rollouts": n, **count, "expected": want, "rate": count[want] / n, "ci95": [lo, hi],
                      "median_sim_s": stop, "median_wall_s": wall, "not_all_serving": broken}
+        timed = [p for r in mine if (p := phases(r)) is not None]
+        if timed:
+            parts = {k: statistics.median(p[k] for p in timed) for k in PARTS}
+            out[case]["wall_parts_median_s"] = parts
+            out[case]["stop_hangs"] = sum(p["stop_hangs"] for p in timed)
+            print(f"      wall s, median of {len(timed)}: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+                  + f"; stops that ran to the budget: {out[case]['stop_hangs']}")
     return out
 
 
