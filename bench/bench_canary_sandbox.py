@@ -38,6 +38,16 @@ Measured 2026-12-05 on instance bench (rtx5090-x2-workstation hosts, --scale 0.2
   end-to-end tails (6 tpot, 4 e2e, 3 both), never the TTFT tail: TTFTs of ~7 ms of wall time at this scale are
   within the busy machine's scheduling noise (TTFT p99.5, canary over baseline: 1.03 sd 0.10 for p99, 1.01 for
   A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a request's tokens, keeps the 10%.
+
+Where a rollout's wall time goes (--summary's `wall s` line, from each line's timeline; h-canary5, one fleet,
+2 cores shared, load 3-6, 17:59-19:30 UTC): a look is the window's 30 s of traffic (120 simulated s at --scale
+0.25) and 1.5-1.8 s besides (the last requests' end, an SSH session a host and look, the canary's fault probe, the
+judge: 0.15 s at 1200 requests a side to 1 s at 4800); before the traffic 2-3 s of `inv` starting and 7-8 s of the
+canary's own deploy, back behind the router, and the numerics gate; after the verdict about 7 s (p99: the put-back)
+or 12 s (A/A: the other three replicas, then the router). The traffic is 75-80% of a pair's wall time and is set by
+the policy in simulated time: only --scale shortens it. Before 5fa88f2 the simulated server at times ignored SIGTERM
+(systemd's and fleet-launch's, a few ms apart, deadlocked its handler): a stop ran to systemd's SIGKILL at the 30 s
+budget, 3 times in 16 rollouts (--summary counts them: `stops that ran to the budget`).
 """
 
 from __future__ import annotations
