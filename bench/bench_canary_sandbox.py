@@ -38,6 +38,16 @@ Measured 2026-12-05 on instance bench (rtx5090-x2-workstation hosts, --scale 0.2
   end-to-end tails (6 tpot, 4 e2e, 3 both), never the TTFT tail: TTFTs of ~7 ms of wall time at this scale are
   within the busy machine's scheduling noise (TTFT p99.5, canary over baseline: 1.03 sd 0.10 for p99, 1.01 for
   A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a request's tokens, keeps the 10%.
+
+Where a rollout's wall time goes (--summary's `wall s` line, from each line's timeline; h-canary5, one fleet,
+2 cores shared, load 3-6, 17:59-19:30 UTC): a look is the window's 30 s of traffic (120 simulated s at --scale
+0.25) and 1.5-1.8 s besides (the last requests' end, an SSH session a host and look, the canary's fault probe, the
+judge: 0.15 s at 1200 requests a side to 1 s at 4800); before the traffic 2-3 s of `inv` starting and 7-8 s of the
+canary's own deploy, back behind the router, and the numerics gate; after the verdict about 7 s (p99: the put-back)
+or 12 s (A/A: the other three replicas, then the router). The traffic is 75-80% of a pair's wall time and is set by
+the policy in simulated time: only --scale shortens it. Before 5fa88f2 the simulated server at times ignored SIGTERM
+(systemd's and fleet-launch's, a few ms apart, deadlocked its handler): a stop ran to systemd's SIGKILL at the 30 s
+budget, 3 times in 16 rollouts (--summary counts them: `stops that ran to the budget`).
 """
 
 from __future__ import annotations
@@ -225,6 +235,29 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
             **({"error": err[-600:]} if not verdict else {})}
 
 
+LOOK = re.compile(r"canary: look \d+: ")
+STOP_HANG = re.compile(r"phase stop: \d+s of \d+s budget")
+PARTS = ("start", "to_traffic", "traffic", "per_look", "after")
+
+
+def phases(row: dict[str, Any]) -> dict[str, float] | None:
+    """Where a rollout's wall seconds went, from its `timeline`: `start` (until the deploy's first line: the
+    command's start-up), `to_traffic` (the canary's own deploy, behind the router again, and the numerics gate),
+    `traffic` (the looks: the window's traffic and each look's judging), `per_look` (traffic over the looks, the
+    window's wall seconds included), `after` (after the last look: the verdict recorded, then the put-back or the
+    other replicas, and the router's end); `stop_hangs`: stops that ran to the stop budget. None without a
+    timeline or looks."""
+    timeline = row.get("timeline") or []
+    gate = next((t for t, line in timeline if "canary: numerics:" in line), None)
+    looks = [t for t, line in timeline if LOOK.search(line)]
+    if not timeline or gate is None or not looks:
+        return None
+    start = timeline[0][0]
+    return {"start": start, "to_traffic": round(gate - start, 1), "traffic": round(looks[-1] - gate, 1),
+            "per_look": round((looks[-1] - gate) / len(looks), 1), "after": round(row["wall_s"] - looks[-1], 1),
+            "stop_hangs": sum(bool(STOP_HANG.search(line)) for _, line in timeline)}
+
+
 def fair(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rollouts that started from the release before: an A/A one after a p99 one that passed, on the same
     fleet with no restore between (the bench before `restored`), started from the slower release; left out."""
@@ -269,6 +302,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
               f"{wall:>7.1f} {broken:>16}")
         out[case] = {"rollouts": n, **count, "expected": want, "rate": count[want] / n, "ci95": [lo, hi],
                      "median_sim_s": stop, "median_wall_s": wall, "not_all_serving": broken}
+        timed = [p for r in mine if (p := phases(r)) is not None]
+        if timed:
+            parts = {k: statistics.median(p[k] for p in timed) for k in PARTS}
+            out[case]["wall_parts_median_s"] = parts
+            out[case]["stop_hangs"] = sum(p["stop_hangs"] for p in timed)
+            print(f"      wall s, median of {len(timed)}: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+                  + f"; stops that ran to the budget: {out[case]['stop_hangs']}")
     return out
 
 
