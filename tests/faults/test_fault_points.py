@@ -288,7 +288,7 @@ if [ $changed = 1 ] || [ "$(systemctl show -p NeedDaemonReload --value sglang)" 
   systemctl daemon-reload || {{ echo "reset failed"; exit 0; }}
 fi
 if [ $changed = 1 ] || [ "$({RUNNING_X})" != b ] || ! systemctl is-active -q sglang || ! {SERVING}; then
-  systemctl restart sglang; i=0
+  systemctl reset-failed sglang 2>/dev/null; systemctl restart sglang; i=0
   until {SERVING}; do
     i=$((i+1)); [ $i -lt 600 ] || {{ echo "the reset server did not come up"; exit 0; }}; sleep 0.1
   done
