@@ -149,8 +149,8 @@ class HostSession:
     def start(self, unit: str, timeout: float = 120.0, check: bool = True) -> None:
         """fleet's start is deliberate: a start limit left by a crash loop (an enabled unit that failed at boot on
         a lost GPU, Restart= on) is cleared first, as restart_unit does, or systemd refuses the start."""
-        self.sh(f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null; systemctl start {shlex.quote(unit)}",
-                timeout=timeout, check=check)
+        self.sh(f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null || true", timeout=timeout, check=False)
+        self.sh(f"systemctl start {shlex.quote(unit)}", timeout=timeout, check=check)
 
     def stop(self, unit: str, timeout: float = 120.0) -> None:
         self.sh(f"systemctl stop {shlex.quote(unit)}", timeout=timeout, check=False)
