@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import loopback
 import pytest
 
 from fleet import parallel
@@ -29,23 +29,8 @@ INV = Path(sys.executable).parent / "inv"
 def mute() -> Iterator[tuple[int, threading.Event]]:
     """A port that accepts and says nothing: the probe waits for the banner when Ctrl-C comes. The event is
     set once the probe's connection is taken (its handlers are in place by then, however slow the import)."""
-    listener, held, taken = socket.socket(), [], threading.Event()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-
-    def loop() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-                taken.set()
-            except OSError:
-                return
-
-    threading.Thread(target=loop, daemon=True).start()
-    yield listener.getsockname()[1], taken
-    listener.close()
-    for conn in held:
-        conn.close()
+    with loopback.silent() as wedged:
+        yield wedged.port, wedged.taken
 
 
 def _line(stream, deadline: float) -> str:
@@ -111,23 +96,11 @@ def test_ctrl_c_shows_the_hosts_that_answered_and_marks_the_rest_interrupted(tas
     """A host that answered (here: refused at once) keeps its row; the wedged one, left unread by the second
     Ctrl-C, is a row saying it was interrupted; exit 130 (fails before: nothing on stdout)."""
     port, taken = mute
-    closing, accepted = socket.socket(), []  # takes each connection and closes it: an sshd that refuses
-    closing.bind(("127.0.0.1", 0))
-    closing.listen(8)
-
-    def refuse() -> None:
-        while True:
-            try:
-                conn, _ = closing.accept()
-            except OSError:
-                return
-            accepted.append(time.monotonic())
-            conn.close()
-
-    threading.Thread(target=refuse, daemon=True).start()
+    closing = loopback.Listener(loopback.close).start()  # an sshd that refuses: closes each connection
+    accepted = closing.accepted
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(
-        f"hosts:\n  refused:\n    address: 127.0.0.1\n    port: {closing.getsockname()[1]}\n    user: root\n"
+        f"hosts:\n  refused:\n    address: 127.0.0.1\n    port: {closing.port}\n    user: root\n"
         f"  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
            "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
@@ -150,7 +123,7 @@ def test_ctrl_c_shows_the_hosts_that_answered_and_marks_the_rest_interrupted(tas
         out, err = inv.communicate()
     finally:
         inv.kill()
-        closing.close()
+        closing.stop()
     rows = {r["host"]: r for r in __import__("json").loads(out)["hosts"]}
     assert rows["wedged"]["error"] == parallel.INTERRUPTED_ROW and not rows["wedged"]["ok"]
     assert "closed the connection" in (rows["refused"]["error"] or "") and not rows["refused"]["ok"], rows

@@ -4,35 +4,14 @@ whether the host closed the connection or fleet gave up waiting (real paramiko, 
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 
+import loopback
 import pytest
 
 from fleet.errors import ConnectError
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, Timeouts, not_ssh, open_connection
-
-
-def _listener(close: bool) -> tuple[socket.socket, list[socket.socket]]:
-    """Accepts on loopback and sends nothing: holds each connection open (a wedged sshd), or closes it at once
-    (a middlebox, MaxStartups)."""
-    server = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                sock, _ = server.accept()
-            except OSError:
-                return
-            if close:
-                sock.close()
-            else:
-                held.append(sock)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server, held
 
 
 def _host(tmp_path: Path, port: int) -> Host:
@@ -48,15 +27,10 @@ def test_no_banner_says_whether_the_host_closed_or_fleet_gave_up_waiting(tmp_pat
     """The fifth newcomer's hour: `inv status` (connect and banner both 5 s) of a wedged sshd said, as often as
     not, `closed the connection before sending the SSH banner`: paramiko's banner timeout and its closed socket
     raise the same words, and only the exception underneath tells them apart."""
-    server, held = _listener(close)
-    try:
+    with loopback.Listener(loopback.close) if close else loopback.silent() as host_port:
         opts = ConnectOptions(timeouts=Timeouts(connect=5.0, banner=1.0), attempts=1)
         with pytest.raises(ConnectError) as err:
-            open_connection(_host(tmp_path, server.getsockname()[1]), opts)
-    finally:
-        server.close()
-        for sock in held:
-            sock.close()
+            open_connection(_host(tmp_path, host_port.port), opts)
     said = str(err.value)
     if close:
         assert "closed the connection before sending the SSH banner" in said, said
@@ -69,25 +43,15 @@ def test_no_banner_says_whether_the_host_closed_or_fleet_gave_up_waiting(tmp_pat
 def test_a_host_answering_http_on_the_ssh_port_is_said_to_answer_with_something_not_ssh(tmp_path):
     """Issue 46, 6: a web server on the SSH port (it reads the client's version line as a bad request, answers
     400 and closes) was described as a host that 'closed the connection before sending the SSH banner'."""
-    server = socket.create_server(("127.0.0.1", 0))
+    def http(sock: socket.socket) -> None:
+        with sock:
+            sock.recv(256)
+            sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
-    def serve() -> None:
-        while True:
-            try:
-                sock, _ = server.accept()
-            except OSError:
-                return
-            with sock:
-                sock.recv(256)
-                sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
+    with loopback.Listener(http) as web:
         opts = ConnectOptions(timeouts=Timeouts(connect=5.0, banner=5.0), attempts=1)
         with pytest.raises(ConnectError) as err:
-            open_connection(_host(tmp_path, server.getsockname()[1]), opts)
-    finally:
-        server.close()
+            open_connection(_host(tmp_path, web.port), opts)
     said = str(err.value)
     assert "answered with something that is not SSH on that port: 'HTTP/1.1 400 Bad Request' (an HTTP server)" \
         in said, said
