@@ -369,9 +369,11 @@ BY_MEANING = [
     # a line that names a flag (server_args_refused) whose site says what it means: the state cache is too small
     (_real("0.5.22", "sglang/srt/mem_cache/kv_cache_configurator.py", 2834, "raise", "RuntimeError",
            "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size={}, "
-           "mamba_ratio={}, resulting max_num_reqs={}. Try: (1) reduce --max-running-requests, "),
+           "mamba_ratio={}, resulting max_num_reqs={}. Try: (1) reduce --max-running-requests, (2) increase "
+           "--mem-fraction-static, or (3) use GPUs with more memory."),
      "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
-     "max_mamba_cache_size=0, mamba_ratio=1, resulting max_num_reqs=0. Try: (1) reduce --max-running-requests, ",
+     "max_mamba_cache_size=0, mamba_ratio=1, resulting max_num_reqs=0. Try: (1) reduce --max-running-requests, "
+     "(2) increase --mem-fraction-static, or (3) use GPUs with more memory.",
      "KV_CACHE_TOO_SMALL"),
     (_real("0.5.22", "sglang/srt/distributed/device_communicators/pynccl_allocator.py", 190, "assert",
            "AssertionError", "--enable-symm-mem requires torch>=2.8 (torch._C._cuda_beginAllocateCurrentThreadToPool"
