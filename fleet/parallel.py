@@ -145,11 +145,15 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
             wait(futures, timeout=WAKE_S)
         return [f.result() for f in futures]
     except KeyboardInterrupt:
-        busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
-        if notice:
-            notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
-                   f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
-        if not settle(futures) and notice:
+        try:  # a second Ctrl-C anywhere from here on (the notice's own write included) means: stop waiting
+            busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
+            if notice:
+                notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
+                       f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
+            waited_all = settle(futures)
+        except KeyboardInterrupt:
+            waited_all = False
+        if not waited_all and notice:
             hosts_left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
             notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}")
         done = [f.result() if f.done() and not f.cancelled() else None for f in futures]
@@ -162,9 +166,9 @@ def settle(futures: Sequence[Future[Any]]) -> bool:
     """After Ctrl-C: work not started is cancelled, work under way runs to its own end (a deploy's fall-back
     included: the threads are daemons, so leaving now would freeze a host mid-step). A second Ctrl-C stops
     waiting (False)."""
-    for f in futures:
-        f.cancel()  # only those not started yet
     try:
+        for f in futures:
+            f.cancel()  # only those not started yet
         for f in futures:
             if not f.cancelled():
                 f.exception()  # waits; the outcome itself was caught by outcome_of

@@ -114,3 +114,36 @@ def test_ctrl_c_between_two_submits_still_waits_for_the_host_already_queued(monk
     else:
         raise AssertionError("the Ctrl-C was swallowed")
     assert finished == ["a"]  # waited for; b never started
+
+
+def test_a_second_ctrl_c_while_the_first_is_answered_still_gives_every_outcome():
+    """The CI run of stop 50: the second Ctrl-C came while the first's notice was still being written (before the
+    wait for the hosts under way began), escaped run_all as a bare KeyboardInterrupt, and `inv probe --json`
+    printed nothing. A second Ctrl-C anywhere after the first is 'stop waiting': Interrupted, with the outcomes."""
+    main, said = threading.main_thread().ident, []
+    answered = threading.Event()
+
+    def notice(line: str) -> None:
+        said.append(line)
+        if len(said) == 1:
+            raise KeyboardInterrupt  # the second Ctrl-C, landing in the first notice's write
+
+    def work(host: Host) -> str:
+        if host.name == "fast":
+            answered.set()
+            return host.name
+        assert answered.wait(5)
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        threading.Event().wait(2.0)  # still under way when the wait is given up
+        return host.name
+
+    try:
+        parallel.run_all([_host("fast"), _host("slow")], work, notice=notice)
+    except KeyboardInterrupt as stop:  # caught whole: a bare one (before) would end the test session
+        assert isinstance(stop, parallel.Interrupted), "the second Ctrl-C escaped without the outcomes"
+        outcomes = stop.outcomes
+    else:
+        raise AssertionError("the Ctrl-C was swallowed")
+    assert [o.value if o else None for o in outcomes] == ["fast", None]
+    assert said[0].startswith("Ctrl-C: no host starts now; waiting for slow")
+    assert said[1] == "Ctrl-C again: stopped waiting for slow; what they were doing ends with this run"
