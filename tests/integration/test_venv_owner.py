@@ -137,3 +137,18 @@ def test_a_host_without_the_system_python_refuses_plainly_and_changes_nothing(ow
     assert _uids(inv) == [] and sums == after
     for exc in (read.value, scan.value):
         assert "no /usr/bin/python3 on the host" in str(exc) and "nothing was run" in str(exc), exc
+
+
+def test_a_users_venv_is_patched_and_reverted_as_that_user(owned):
+    """Over real ssh: the patch engine's writes into the user's venv are the user's (patch_host.py as_owner), the
+    files patched and put back, owned by that user, and no hook ran as root."""
+    inv, host, conn = owned
+    sets = patchsets.load_sets([SET])
+    applied = engine.apply_host(conn, host, sets)
+    assert applied.ok and applied.written, applied.error
+    owners = sh(inv, HOST, "stat -c %U " + " ".join(map(shlex.quote, applied.written))).split()
+    assert set(owners) == {"fleet"}, owners
+    reverted = engine.revert_host(conn, host, sets)
+    assert reverted.ok, reverted.error
+    assert set(sh(inv, HOST, "stat -c %U " + " ".join(map(shlex.quote, applied.written))).split()) == {"fleet"}
+    assert "0" not in _uids(inv)

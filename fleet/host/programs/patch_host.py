@@ -148,7 +148,63 @@ def atomic_write(path, data, mode, uid, gid):
         except OSError: pass
         raise
     fsync_dir(d)
+def owner_of(path):
+    """(uid, gid) of the one user other than root who may change `path` or swap a folder above it (lstat: a link
+    is its own owner's), None where root alone may; more than one such user: PermissionError."""
+    who, p = {}, os.path.abspath(path)
+    while True:
+        try:
+            st = os.lstat(p)
+            if st.st_uid != 0:
+                who[st.st_uid] = st.st_gid
+        except FileNotFoundError:
+            pass
+        if p == "/":
+            break
+        p = os.path.dirname(p)
+    if len(who) > 1:
+        raise PermissionError(1, "changeable by more than one user (uids %s): fleet writes there as none"
+                              % ",".join(map(str, sorted(who))), path)
+    return next(iter(who.items()), None)
+def as_owner(path, fn):
+    """fn() with the rights of the user who may change `path` (owner_of) where this runs as root: a folder that
+    user swaps for a link mid-write then leads nowhere that user could not write anyway. Its OSError raised here."""
+    who = owner_of(path) if os.geteuid() == 0 else None
+    if who is None:
+        return fn()
+    try:
+        gid = pwd.getpwuid(who[0]).pw_gid
+    except KeyError:
+        gid = who[1]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r); code = 0
+        try:
+            os.setgroups([]); os.setgid(gid); os.setuid(who[0])
+            fn()
+        except BaseException as e:
+            err = [getattr(e, "errno", None), getattr(e, "strerror", None) or "%s: %s" % (type(e).__name__, e),
+                   getattr(e, "filename", None)]
+            os.write(w, json.dumps(err).encode()); code = 1
+        os._exit(code)
+    os.close(w); got = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        got += chunk
+    os.close(r)
+    status = os.waitpid(pid, 0)[1]
+    if got or status:
+        no, msg, name = json.loads(got) if got else (None, "its writer (uid %d) died, status %d" % (who[0], status), path)
+        raise OSError(no, msg, name)
+def put(path, data, mode, uid, gid):
+    """atomic_write of a file in the venv, as the user who may change it (as_owner)."""
+    as_owner(path, lambda: atomic_write(path, data, mode, uid, gid))
 def probe_writable(path):
+    as_owner(path, lambda: check_writable(path))
+def check_writable(path):
     d, base = os.path.split(path)
     tmp = os.path.join(d, ".%s.fleet-probe-%d.tmp" % (base, os.getpid()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -172,7 +228,10 @@ def clear_cache(bases, modules):
     for b in bases:
         for m in modules:
             for d in glob.glob(os.path.join(b, ".cache", "flashinfer", "*", "*", "cached_ops", m)):
-                shutil.rmtree(d, ignore_errors=True); gone.append(d)
+                try:  # a user's cache, as that user: a folder swapped for a link leads nowhere of root's
+                    as_owner(d, lambda d=d: shutil.rmtree(d, ignore_errors=True)); gone.append(d)
+                except OSError:
+                    pass
     return gone
 def do_apply(req):
     root = req["root"]; files = req["files"]; new = {}
@@ -213,7 +272,7 @@ def do_apply(req):
     done = []
     try:
         for rec in man["files"]:
-            atomic_write(rec["path"], new[rec["path"]], rec["mode"], rec["uid"], rec["gid"]); done.append(rec)
+            put(rec["path"], new[rec["path"]], rec["mode"], rec["uid"], rec["gid"]); done.append(rec)
             if req.get("die_after") == len(done):
                 os._exit(137)  # test hook (fleet.faulthook): the writer dies between files
     except OSError as e:
@@ -221,7 +280,7 @@ def do_apply(req):
         for rec in done:
             try:
                 orig = open(os.path.join(root, "objects", rec["sha_before"]), "rb").read()
-                atomic_write(rec["path"], orig, rec["mode"], rec["uid"], rec["gid"])
+                put(rec["path"], orig, rec["mode"], rec["uid"], rec["gid"])
             except OSError as e2:
                 undo_err.append("%s: %s" % (rec["path"], e2))
         man["status"] = "failed"; man["error"] = "%s: %s" % (getattr(e, "filename", "?"), e.strerror or e)
@@ -275,12 +334,12 @@ def do_revert(req):
             failing = p
             if req.get("fail_at") == len(done) + 1:  # test hook: this write fails as on a full disk
                 raise OSError(28, "No space left on device", p)
-            atomic_write(p, orig, mode, uid, gid); done.append((p, cur, mode, uid, gid))
+            put(p, orig, mode, uid, gid); done.append((p, cur, mode, uid, gid))
     except OSError as e:
         undo_err = []
         for p, cur, mode, uid, gid in reversed(done):  # all or nothing: what was restored is patched again
             try:
-                atomic_write(p, cur, mode, uid, gid)
+                put(p, cur, mode, uid, gid)
             except OSError as e2:
                 undo_err.append("%s: %s" % (p, e2.strerror or e2))
         msg = "restoring %s failed (%s); " % (failing, e.strerror or e)
@@ -307,7 +366,7 @@ def do_cleanup(req):
     for p in req["paths"]:
         d, base = os.path.split(p)
         for t in glob.glob(os.path.join(glob.escape(d), ".%s.fleet-*.tmp" % glob.escape(base))):
-            os.unlink(t); gone.append(t)
+            as_owner(t, lambda t=t: os.unlink(t)); gone.append(t)
     out({"ok": True, "removed": gone})
 mode = sys.argv[1]
 req = json.loads(base64.b64decode(sys.argv[2]))
