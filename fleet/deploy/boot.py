@@ -2,7 +2,9 @@
 by its [Install] section's WantedBy=), and no other unit a fleet run wrote. Settled at the end of every run that
 may write a unit (fleet.deploy.hostrun), once what serves is settled: a deploy that served, a rollback, the
 put-back of a known-good release after a failed attempt (same unit: the good files, enabled); a first deploy that
-served nothing leaves its unit disabled, so a reboot never starts an attempt that failed.
+served nothing leaves its unit disabled, so a reboot never starts an attempt that failed. The playbook router's unit
+(fleet.multihost.router) is settled the same way by every router run, from its own releases under
+/var/lib/fleet/router (`Serving(unit, ROUTER_ROOT)`): a rebooted router's host routes to the replicas again.
 
 `plan` decides (pure); `settle` reads the host and does it."""
 
@@ -11,12 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleet.deploy.restore import unit_of
-from fleet.host.releases import ReleaseStore
+from fleet.host.releases import ROOT, ReleaseStore
 from fleet.host.session import HostSession
 
 ENABLED = "enabled"
 # What `systemctl is-enabled` says of a unit that a boot starts: enabled, or only for this boot (gone at the next).
 STARTS_AT_BOOT = frozenset({ENABLED, "enabled-runtime"})
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A unit a run settles for boot, and the release store whose current release says what a boot starts."""
+
+    unit: str  # the unit whose files the run may write
+    root: str = ROOT  # the host's own releases; the router's are under ROUTER_ROOT
 
 
 @dataclass(frozen=True)
@@ -48,10 +58,10 @@ def plan(serving: str | None, written: str, states: dict[str, str]) -> BootPlan:
     return BootPlan(enable, disable, tuple(notes))
 
 
-def settle(s: HostSession, written: str) -> list[str]:
-    """The host made to start its current release's unit at boot, and no other unit `written` by fleet; what
-    changed or was left, said in a line each. Raises what the session raises (the caller says it)."""
-    current = ReleaseStore.on(s).current()
+def settle(s: HostSession, written: str, root: str = ROOT) -> list[str]:
+    """The host made to start the unit of the current release under `root` at boot, and no other unit `written`
+    by fleet; what changed or was left, said in a line each. Raises what the session raises (the caller says it)."""
+    current = ReleaseStore.on(s, root).current()
     serving = unit_of(current) if current is not None else None
     units = list(dict.fromkeys([u for u in (serving, written) if u]))
     states = s.unit_file_states(units)

@@ -7,7 +7,9 @@ In one pass, one problem per line naming file:line:
   table (playbooks/upstream/sglang-flags.yaml) for each sglang release the rung can meet: the releases fleet
   knows, those this site's hosts reported (fleet.deploy.fingerprint), narrowed by the rung's `when: sglang`.
   Unknown flags (with the nearest known one), flags a release lacks or removed, switches given values and
-  valued flags given `true` are errors; flags upstream deprecated are warnings;
+  valued flags given `true`, values argparse refuses and values out of the range sglang documents or enforces
+  (playbooks/upstream/sglang-ranges.yaml: mem-fraction-static above 1, a negative base-gpu-id, a port past
+  65535) are errors; flags upstream deprecated are warnings;
 - `when:` values against the facts vocabulary (fleet.host.facts), and rungs that can never run;
 - `packages:` pins against each other: each pinned wheel's Requires-Dist (the corpus's real METADATA) against
   the other pins; a pinned sglang is the one release the flags are checked against; a pin with no wheel in
@@ -41,6 +43,7 @@ from fleet.playbook import check_nodes as node_problems
 from fleet.playbook import problems as playbook_problems
 from fleet.upstream import corpus, lockfile, pins, wheelhouse
 from fleet.upstream import flags as sglang_cli
+from fleet.upstream import ranges as sglang_ranges
 from fleet.upstream.versions import in_range, version_key
 
 M = TypeVar("M", bound=BaseModel)
@@ -385,6 +388,7 @@ class _Checker:
     releases: list[str]
     problems: list[Problem]
     seen: set[tuple[yamlfile.Loc, str]] = field(default_factory=set)
+    ranges: sglang_ranges.Ranges = field(default_factory=sglang_ranges.default_ranges)
 
     def error(self, loc: yamlfile.Loc, message: str, warning: bool = False, kind: str = "") -> None:
         if (loc, kind or str(warning)) not in self.seen:  # a flag wrong for ten releases is one problem, said once
@@ -443,6 +447,9 @@ class _Checker:
                                                   "(sglang stops on it at start; preflight would count it as 1)")
         elif not span.switch and (wrong := self.table.value_problem(name, value, version)):
             self.error(loc, kind="choice", message=f"{wrong} ({on})")
+        elif not span.switch and (release := self.table.release_for(version)) and \
+                (out := self.ranges.problem(name, value, release, span.type)):
+            self.error(loc, out, kind="range")  # wrong for every rung and release it holds on: said once
 
     def when(self, where: yamlfile.Loc, when: Conditions) -> None:
         loc = (*where, "when")

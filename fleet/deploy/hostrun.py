@@ -63,10 +63,16 @@ class HostRun:
     marked: bool = False  # a rollback mark written by this run and not yet removed
     lock_kept: bool = False  # carried through a reboot: released by the caller on the next boot
     end_problem: str | None = None  # why the run's end (its kept copies dropped, its lock released) failed
+    serving: boot.Serving | None = None  # the unit settled for boot where it is not `unit` (the router's)
 
     @property
     def host(self) -> Host:
         return self.session.host
+
+    @property
+    def boot(self) -> boot.Serving | None:
+        """The unit whose start at boot the run settles when it ends (None: it writes no unit)."""
+        return self.serving or (boot.Serving(self.unit) if self.unit is not None else None)
 
     def writes_unit(self, unit: str) -> None:
         """The unit whose files the run may write, known only once the body's recovery chose its playbook."""
@@ -148,7 +154,7 @@ def started_again(notes: list[str]) -> bool:
 def release_after_reboot(session: HostSession, lock: hostlock.Lock, stopped: list[str],
                          keep_mark: bool = False, router: str | None = None) -> list[str]:
     """On the new boot: the units the run stopped (`stopped`, and those its mark names) started again (the boot
-    started an enabled one already; the router's, and a unit an older fleet left disabled, nothing else starts),
+    started an enabled one already; a unit an older fleet left disabled, the router's too, nothing else starts),
     then the lock it kept through the reboot released.
     What was done or why not, never raised."""
     said = [f"{unit} {CAME_BACK}" for unit in stopped if _runs(session, unit)]
@@ -216,17 +222,19 @@ def lock_only(say: Progress) -> Recover:
 @contextmanager
 def host_run(host: Host, opts: ConnectOptions | None, purpose: str, *, unit: str | None, recover: Recover,
              progress: Progress = quiet, session: HostSession | None = None,
-             strict_end: bool = True, router: str | None = None) -> Iterator[HostRun]:
+             strict_end: bool = True, router: str | None = None,
+             serving: boot.Serving | None = None) -> Iterator[HostRun]:
     """The run skeleton (see the module's doc). `unit`: the unit whose files the run may write (their kept
     copies are dropped when it ends; None: it writes none); `recover`: what a dead run left, closed first;
     `session`: one already open (the caller closes it), else one is opened and closed here; `strict_end` False:
     a run's end that fails (a node lost mid-deploy keeps its lock) is `end_problem`, not raised; `router`: the
-    playbook router's unit when this host is its router's host (a dead recover's mark may name it)."""
+    playbook router's unit when this host is its router's host (a dead recover's mark may name it); `serving`: the
+    unit the run settles for boot when it is not `unit`'s under the host's releases (the router's, under its own)."""
     own = session is None
     s = session or HostSession.open(host, opts)
     try:
         lock = s.acquire_lock(purpose)
-        run = HostRun(s, lock, unit, progress)
+        run = HostRun(s, lock, unit, progress, serving=serving)
         try:
             run.recovered_first(recover(s, lock))
             run.recovered_first([f"after a dead run: {note}" for note in start_stopped(s, router=router)])
@@ -260,8 +268,9 @@ def _end(run: HostRun) -> None:
             raise
         except FleetError as exc:
             run.progress(f"the stop mark stays ({_first_line(exc)}): the next run removes it")
-    if run.unit is not None:
+    if run.boot is not None:
         _settle_boot(run)
+    if run.unit is not None:
         restore.end_run(run.session.conn, run.host, run.unit)
     try:
         run.session.release_lock(run.lock)
@@ -276,9 +285,10 @@ def _end(run: HostRun) -> None:
 def _settle_boot(run: HostRun) -> None:
     """What a boot starts made what serves now (fleet.deploy.boot), said on the progress; a failure is said
     there too (the next run settles it again), a lost link raised."""
-    assert run.unit is not None
+    settles = run.boot
+    assert settles is not None
     try:
-        said = boot.settle(run.session, run.unit)
+        said = boot.settle(run.session, settles.unit, settles.root)
     except ConnectionLost:
         raise
     except FleetError as exc:
@@ -298,7 +308,7 @@ def _settle_failed(run: HostRun, exc: BaseException) -> None:
         notes += [_unit_back(run.session, unit) for unit in [*run.stopped, *run.router]]
         if not any(note and NOT_STARTED in note for note in notes):
             notes.append(_attempted(lambda: run.session.remove(STOPPED_MARK), "removing the stop mark"))
-    if not run.handed_over() and run.unit is not None:  # what serves is settled: it is what a boot starts
+    if not run.handed_over() and run.boot is not None:  # what serves is settled: it is what a boot starts
         notes.append(_attempted(lambda: _settle_boot(run), "enabling the serving unit"))
     run.lock_goes_with_run()  # a reboot that was not sent
     try:

@@ -188,6 +188,12 @@ class LineClassifier:
     def lines_read(self) -> int:
         return self._lineno
 
+    @property
+    def undecided_from(self) -> int | None:
+        """The first line fed whose class may still come (an open traceback's or message's first); None: every
+        line fed so far is decided."""
+        return self._group.first if self._group is not None else None
+
     def feed(self, raw: str) -> list[Event]:
         self._lineno += 1
         line = normalise(raw)

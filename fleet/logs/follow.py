@@ -6,6 +6,7 @@ import dataclasses
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +20,7 @@ from fleet.inventory import Host
 from fleet.logs import bysite, journal
 from fleet.logs.classify import Event
 from fleet.logs.remedies import spell
+from fleet.logs.rules import Severity
 from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -126,39 +128,84 @@ def spelled(event: Event, sglang: str | None) -> Event:
     return event if remedy == event.remedy else dataclasses.replace(event, remedy=remedy)
 
 
+class _Held:
+    """A host's journal lines, each emitted once the classifier has decided it, with its event: one record per line
+    (a traceback's event comes lines after the line it names, which waits for it till then)."""
+
+    def __init__(self, emit: Callable[[LogLine], None]) -> None:
+        self.emit = emit
+        self.lines: OrderedDict[int, LogLine] = OrderedDict()  # by the classifier's 1-based line number
+        self.read = 0
+
+    def add(self, line: LogLine | None) -> None:
+        """The next line the classifier is fed (None: journalctl's own, counted by it but never shown)."""
+        self.read += 1
+        if line is not None:
+            self.lines[self.read] = line
+
+    def classified(self, event: Event, host: str) -> None:
+        """The event on the line it names; the more severe where a line has two."""
+        line = self.lines.get(event.line)
+        if line is None:  # already shown (never, while release waits on undecided_from): shown on its own
+            self.emit(LogLine(host, None, event.text, event))
+        elif line.event is None or _SEVERITY[event.severity] > _SEVERITY[line.event.severity]:
+            line.event = event
+
+    def release(self, undecided_from: int | None) -> None:
+        """Every line before `undecided_from` (None: every line) emitted, in order."""
+        while self.lines and (undecided_from is None or next(iter(self.lines)) < undecided_from):
+            self.emit(self.lines.popitem(last=False)[1])
+
+
+_SEVERITY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
+
+
 def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, emit: Callable[[LogLine], None],
            stop: threading.Event, lines: int | str | None = None) -> None:
-    """The unit's journal, each line emitted as it comes and each event (a traceback closes on a later line,
-    a wrapper finds its cause) emitted on its own with its evidence, until the journal ends or `stop`. Without
-    `follow`, a journal that has not ended after READ_ALL_S is CommandTimedOut (a host that never ends it)."""
-    end = None if follow else time.monotonic() + READ_ALL_S
+    """The unit's journal on `host`, read by `read_lines`, until it ends or `stop`. Without `follow`, a journal that
+    has not ended after READ_ALL_S is CommandTimedOut (a host that never ends it)."""
     conn = open_connection(host, opts)
     try:
         sglang, flashinfer = _serving(conn, host)
-        when: str | None = None
-        process: str | None = None
-
-        def line(raw: str) -> str:
-            nonlocal when, process
-            if is_separator(raw):
-                return ""
-            when, process, text = split_line(raw)
-            emit(LogLine(host.name, when, text, None, process))
-            return text
-
-        watcher = LogWatcher(on_event=lambda e: emit(LogLine(host.name, when, e.text, spelled(e, sglang), process)),
-                             on_line=line, raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
-        def tick() -> ServerVerdict | None:
-            if end is not None and time.monotonic() > end:
-                return Outcome.HANG, "deadline"
-            return (Outcome.STOPPED, "stopped") if stop.is_set() else None
-
-        command = journal_command(host.unit, follow, since, lines)
-        verdict = journal.follow(journal.Follower(conn, host, command), watcher, tick)
+        source = journal.Follower(conn, host, journal_command(host.unit, follow, since, lines))
+        verdict = read_lines(source, host.name, emit, stop, None if follow else time.monotonic() + READ_ALL_S,
+                             sglang, flashinfer)
         if verdict is not None and verdict[0] == Outcome.HANG:
             raise CommandTimedOut(f"{host.name}: the journal did not end within {READ_ALL_S:g}s (without -f, "
                                   "journalctl ends on its own): stopped reading it")
-        when = None
-        watcher.finish()
     finally:
         conn.close()
+
+
+def read_lines(source: journal.Source, host: str, emit: Callable[[LogLine], None], stop: threading.Event,
+               end: float | None = None, sglang: str | None = None, flashinfer: str | None = None
+               ) -> ServerVerdict | None:
+    """A journal's lines, each emitted once its class is decided (at once for most; a traceback's lines wait for
+    the line that closes it, or the journal's end) with its event: one LogLine per line. Until `source` ends
+    (None), `stop` (STOPPED) or the monotonic time `end` (HANG); what was read is emitted whatever happens."""
+    held = _Held(emit)
+
+    def line(raw: str) -> str:
+        if is_separator(raw):
+            held.add(None)
+            return ""
+        when, process, text = split_line(raw)
+        held.add(LogLine(host, when, text, None, process))
+        return text
+
+    watcher = LogWatcher(on_event=lambda e: held.classified(spelled(e, sglang), host), on_line=line,
+                         raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
+
+    def tick() -> ServerVerdict | None:
+        held.release(watcher.undecided_from)
+        if end is not None and time.monotonic() > end:
+            return Outcome.HANG, "deadline"
+        return (Outcome.STOPPED, "stopped") if stop.is_set() else None
+
+    try:
+        verdict = journal.follow(source, watcher, tick)
+        if verdict is None or verdict[0] != Outcome.HANG:
+            watcher.finish()
+        return verdict
+    finally:
+        held.release(None)  # what was read is shown, decided or not (a link that dropped mid-traceback)

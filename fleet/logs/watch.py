@@ -180,6 +180,13 @@ class LogWatcher(StreamWatcher):
             return sum(c.classifier.lines_read for c in self._shared.cursors)
 
     @property
+    def undecided_from(self) -> int | None:
+        """The first line (over all streams) whose class may still come; None: every line read is decided."""
+        with self._shared.lock:
+            open_ = [n for c in self._shared.cursors if (n := c.classifier.undecided_from) is not None]
+        return min(open_) if open_ else None
+
+    @property
     def ready(self) -> threading.Event:
         return self._shared.ready
 

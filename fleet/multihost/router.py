@@ -1,8 +1,8 @@
 """Data-parallel replicas behind sglang's router (a playbook's `router:` section).
 
 Every host the playbook is deployed on is a replica (the usual per-host deploy, in rolling batches). The
-router (`python -m sglang_router.launch_router --worker-urls ...`) is its own systemd unit on `router.host`,
-a release of its own under /var/lib/fleet/router (so a replica's host can be the router's host too):
+router (`python -m sglang_router.launch_router ...`) is its own systemd unit on `router.host` (enabled: a reboot
+starts it), a release of its own under /var/lib/fleet/router (so a replica's host can be the router's host too):
 
 - before a replica's server stops (its first attempt), the replica is taken out of the live router and its
   running requests drain; once its deploy ends healthy it is put back (the router checks its health first),
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from fabric import Connection
 
-from fleet.deploy import fallback, recovery, restore
+from fleet.deploy import boot, fallback, recovery, restore
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
@@ -326,7 +326,7 @@ class RouterHooks:
 
     def run(self, purpose: str, say: Progress) -> AbstractContextManager[HostRun]:
         """A run on the router's host (fleet.deploy.hostrun), recovering first what a dead router run left and
-        dropping the copies its writes kept."""
+        dropping the copies its writes kept; it ends with its current release's unit enabled (fleet.deploy.boot)."""
         def recover(s: HostSession, lock: hostlock.Lock) -> list[str]:
             notes = self.recover(s.conn, lock, say)
             self.drop_kept(s.conn)  # a dead run's, used by the recovery above or stale
@@ -336,8 +336,8 @@ class RouterHooks:
         def run() -> Iterator[HostRun]:
             session = self.sessions(self.host, self.opts)
             try:
-                with host_run(self.host, self.opts, purpose, unit=None, recover=recover, progress=say,
-                              session=session) as done:
+                with host_run(self.host, self.opts, purpose, unit=None, recover=recover, progress=say, session=session,
+                              serving=boot.Serving(self.book.router.unit, ROUTER_ROOT)) as done:  # type: ignore[union-attr]
                     yield done
             finally:
                 session.close()

@@ -55,6 +55,10 @@ def test_logs_from_three_hosts_at_once_show_the_injected_failure_on_its_host_onl
     classified = [r for r in rows if r["class"]]
     assert [(r["host"], r["class"], r["severity"]) for r in classified] == [("sbx1", "CUDA_OOM", "fatal")]
     assert "LOWER --mem-fraction-static" in classified[0]["remedy"]
+    # one record per journal line, its class a field of it (before: the OOM line came twice, bare then classified)
+    assert [r["text"] for r in rows if r["host"] == "sbx1"].count(OOM) == 1 and classified[0]["text"] == OOM
+    journal = sh(sandbox_inventory, "sbx1", f"journalctl -u {unit} --since -1h -o cat --no-pager | wc -l")
+    assert len([r for r in rows if r["host"] == "sbx1"]) == int(journal)
 
     text = _inv("logs", "-i", inventory, "--since", "1h").stdout
     marked = [line for line in text.splitlines() if ">> CUDA_OOM" in line]

@@ -98,7 +98,8 @@ def first(_sandbox_session, state, tmp_path_factory):
     from fleet import inventory as inventory_mod
 
     inv_ = inventory_mod.load(sandbox.cfg.inventory_path)
-    sh(inv_, ROUTER, "systemctl stop sglang-router || true")  # the other modules' tests do not expect it
+    # the other modules' tests do not expect it (nor a reboot of sbx0 to start it: fleet enables it)
+    sh(inv_, ROUTER, "systemctl disable --now sglang-router 2>/dev/null || true")
 
 
 def test_the_router_serves_and_sends_generations_to_the_replicas_in_turn(first, sandbox_inventory):

@@ -74,7 +74,8 @@ def router_stopped_after(_sandbox_session):
     from fleet import inventory as inventory_mod
 
     sandbox, _ = _sandbox_session
-    sh(inventory_mod.load(sandbox.cfg.inventory_path), ROUTER, "systemctl stop sglang-router || true")
+    sh(inventory_mod.load(sandbox.cfg.inventory_path), ROUTER,
+       "systemctl disable --now sglang-router 2>/dev/null || true")  # fleet enables it: no later boot starts it
 
 
 @pytest.mark.parametrize("release", list(RELEASES))

@@ -78,7 +78,8 @@ def strict(_sandbox_session, state, tmp_path_factory):
     from fleet import inventory as inventory_mod
 
     inv_ = inventory_mod.load(sandbox.cfg.inventory_path)
-    sh(inv_, ROUTER, "systemctl stop sglang-router || true")  # the other modules' tests do not expect it
+    # the other modules' tests do not expect it (nor a reboot of sbx0 to start it: fleet enables it)
+    sh(inv_, ROUTER, "systemctl disable --now sglang-router 2>/dev/null || true")
 
 
 def served(strict, inventory) -> None:

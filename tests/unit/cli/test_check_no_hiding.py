@@ -107,6 +107,7 @@ CATALOGUE: dict[str, Mutation] = {
     "flag-tp-count": lambda b, i, f: b["flags"].update({"tp-size": 0}),
     "flag-removed": lambda b, i, f: b["flags"].update({"cuda-graph-max-bs": 256}),
     "flag-choice": lambda b, i, f: b["flags"].update({"schedule-policy": "fcsf"}),
+    "flag-range": lambda b, i, f: b["flags"].update({"mem-fraction-static": 1.7}),
     # rungs
     "rung-duplicate": lambda b, i, f: _rung(b, 3).update(name="r2"),
     "rung-bad-name": lambda b, i, f: _rung(b, 4).update(name="bad name"),
@@ -121,6 +122,8 @@ CATALOGUE: dict[str, Mutation] = {
     "rung-flag-secret": lambda b, i, f: _rung(b, 1)["flags"].update({"api-key": "x"}),
     "rung-flag-switch-valued": lambda b, i, f: _rung(b, 1)["flags"].update({"trust-remote-code": 3}),
     "rung-flag-choice": lambda b, i, f: _rung(b, 2).update(flags={"attention-backend": "flashinfr"}),
+    "rung-flag-range": lambda b, i, f: _rung(b, 1)["flags"].update({"base-gpu-id": -1}),
+    "rung-by-sglang-port": lambda b, i, f: _rung(b, 2)["flags_by_sglang"][">=0.5.14"].update({"nccl-port": 70000}),
     "rung-after-unknown": lambda b, i, f: _rung(b, 1)["after"].append("NOPE"),
     "rung-after-empty": lambda b, i, f: _rung(b, 2).update(after=[]),
     "rung-patches-unknown": lambda b, i, f: _rung(b, 1).update(patches=["no-such-patch"]),
@@ -310,6 +313,8 @@ from pydantic import BaseModel  # noqa: E402
 
 from fleet import inventory as fleet_inventory  # noqa: E402
 from fleet import playbook as fleet_playbook  # noqa: E402
+from fleet.upstream import flags as sglang_cli  # noqa: E402
+from fleet.upstream import ranges as sglang_ranges  # noqa: E402
 
 WRONG = ({"zz": 1}, ["zz"], "zz zz!")  # tried in turn: the first the field's own model refuses is its wrong type
 GenPath = tuple[str | int, ...]
@@ -425,7 +430,26 @@ def _generated(base: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
                 container.append(entry)
             else:
                 container[k] = entry
+    found += _out_of_range(book)  # its rungs after the grown ones, whose places were counted without them
     return book, inv, dict(found)
+
+
+def _out_of_range(book: dict[str, Any]) -> list[tuple[str, Gen]]:
+    """Generated from the range table (fleet.upstream.ranges), not by hand: each flag it ranges, and every port flag
+    of the flag table, given a value just out of its range on a rung of its own (appended to `book`)."""
+    table, ranges = sglang_cli.default_table(), sglang_ranges.default_ranges()
+    ports = [f for f, span in table.flags.items() if span.type == "int" and f.endswith("-port")
+             and f not in ranges.ranges and f not in fleet_playbook.SERVE_FLAGS]
+    out: list[tuple[str, Gen]] = []
+    for flag in [*ranges.ranges, *ports]:
+        bounds = ranges.ranges.get(flag, ranges.ports)
+        bad = (bounds.most + 1 if bounds.most is not None
+               else bounds.above if bounds.above is not None else (bounds.least or 0) - 1)
+        k = len(book["ladder"])
+        book["ladder"].append({"name": f"range{k}", "flags": {}})
+        out.append((f"gen:book:range:{flag}", ("book", ("ladder", k, "flags", flag), "set",
+                                               int(bad) if table.flags[flag].type == "int" else bad)))
+    return out
 
 
 def _at(doc: Any, path: GenPath) -> Any:

@@ -4,9 +4,14 @@ served nothing) leaves its unit disabled; a unit masked by hand is never unmaske
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from fakesession import FakeSession
 
 from fleet.deploy import boot, hostrun
+from fleet.errors import FleetError
+from fleet.host.releases import ROUTER_ROOT, Release
 from fleet.progress import quiet
 
 
@@ -75,3 +80,55 @@ def test_a_run_that_writes_no_unit_never_touches_enablement():
     with hostrun.host_run(s.host, None, "bench", unit=None, recover=hostrun.lock_only(quiet), session=s):
         pass
     assert host.state == "enabled" and not any("is-enabled" in c for c in s.sent)
+
+
+class RouterHost:
+    """A router's host: a current router release under /var/lib/fleet/router (whose unit is sglang-router), none
+    of the host's own; each unit's enablement."""
+
+    def __init__(self, router_state: str) -> None:
+        self.states = {"sglang": "disabled", "sglang-router": router_state}
+        release = Release(id="20261205T210000Z-r1", host="h1", playbook="dp", playbook_sha256="0" * 64,
+                          created="2026-12-05T21:00:00Z", status="ok", rung="router",
+                          files={"/etc/systemd/system/sglang-router.service": {"sha256": "0" * 64, "mode": "0o644"}})
+        self.files = {f"{ROUTER_ROOT}/releases/{release.id}/manifest.json": json.dumps(release.to_json()).encode()}
+        self.current = release.id
+
+    def answer(self, command: str) -> tuple[int, str]:
+        if command.startswith(f"readlink {ROUTER_ROOT}/current"):
+            return 0, f"releases/{self.current}\n"
+        if command.startswith("readlink"):  # the host's own `current`: none
+            return 0, ""
+        if "systemctl is-enabled" in command:
+            units = command.split("for u in ", 1)[1].split(";", 1)[0].split()
+            return 0, "".join(f"{self.states[u]}\n" for u in units)
+        for verb, state in (("enable", "enabled"), ("disable", "disabled")):
+            if command.startswith(f"systemctl {verb}"):
+                self.states[command.split()[-1] if verb == "enable" else command.split()[2]] = state
+        return 0, ""
+
+
+def test_a_router_run_enables_the_unit_of_the_current_router_release_and_leaves_the_servers_alone():
+    """The router's run writes no unit of the host's own (`unit=None`): before, nothing settled the router's, so a
+    rebooted router's host served nothing to route (fails before: sglang-router stayed disabled)."""
+    host = RouterHost("disabled")
+    s = FakeSession(answer=host.answer, files=host.files)
+    said: list[str] = []
+    with hostrun.host_run(s.host, None, "deploy router dp", unit=None, recover=hostrun.lock_only(quiet), session=s,
+                          progress=said.append, serving=boot.Serving("sglang-router", ROUTER_ROOT)):
+        pass
+    assert host.states == {"sglang": "disabled", "sglang-router": "enabled"}
+    assert any("enabled sglang-router (it was disabled)" in line for line in said)
+    assert not any("drop kept" in c for c in s.sent)  # the host's own kept copies are not the router run's
+
+
+def test_a_router_run_that_fails_still_leaves_what_serves_enabled():
+    """A rollback of the router whose body raised (its target did not serve; what served was put back): the unit
+    of the current router release is what a boot starts."""
+    host = RouterHost("disabled")
+    s = FakeSession(answer=host.answer, files=host.files)
+    with pytest.raises(FleetError, match="did not serve"), \
+            hostrun.host_run(s.host, None, "rollback router", unit=None, recover=hostrun.lock_only(quiet), session=s,
+                             serving=boot.Serving("sglang-router", ROUTER_ROOT)):
+        raise FleetError("router release x did not serve")
+    assert host.states["sglang-router"] == "enabled"

@@ -61,6 +61,35 @@ def test_switches_given_values_and_valued_flags_given_true_are_errors(tmp_path):
     ]
 
 
+def test_values_out_of_the_range_sglang_documents_or_enforces_are_errors_in_the_same_pass(tmp_path):
+    """mem-fraction-static 1.7 and a negative base-gpu-id passed (argparse takes any float, any int); each is one
+    line naming file, line and flag, beside the pass's other errors; a range that begins in a later release (grpc-port,
+    0.5.11) is judged only on the releases a rung meets from it on, and values in range are clean."""
+    result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: 8, mem-fraction-static: 1.7, nccl-port: 70000}")
+                 .replace("  - name: first\n", "  - name: first\n    flags: {base-gpu-id: -1, schedule-policy: fcsf,"
+                          " tp-szie: 2}\n    flags_by_sglang: {'>=0.5.16': {grpc-port: 0},"
+                          " '<0.5.11': {grpc-port: 0}}\n"))
+    assert lines(result) == [
+        "t.yaml:3: flags.mem-fraction-static: --mem-fraction-static 1.7 is out of range: a fraction of the GPU memory, "
+        "more than 0 and at most 1 (sglang 0.5.8.post1's help: 'The fraction of the memory used for static "
+        "allocation')",
+        "t.yaml:3: flags.nccl-port: --nccl-port 70000 is out of range: a TCP port, at least 0 and at most 65535 (no "
+        "socket takes another: sglang stops where it binds it)",
+        "t.yaml:6: ladder.0.flags.tp-szie: --tp-szie is in no sglang release from 0.5.8.post1 to 0.5.23; did you mean "
+        "--tp-size?",
+        "t.yaml:6: ladder.0.flags.base-gpu-id: --base-gpu-id -1 is out of range: a GPU index, at least 0 (sglang "
+        "0.5.8.post1 stops at start: 'base_gpu_id must be non-negative', sglang/srt/server_args.py)",
+        "t.yaml:6: ladder.0.flags.schedule-policy: --schedule-policy 'fcsf' is not one of sglang 0.5.8.post1's choices "
+        "(lpm, random, fcfs, dfs-weight, lof, priority, routing-key); did you mean fcfs? (sglang 0.5.8.post1)",
+        "t.yaml:7: ladder.0.flags_by_sglang.<0.5.11.grpc-port: --grpc-port needs sglang >= 0.5.16 (sglang 0.5.8.post1)",
+        "t.yaml:7: ladder.0.flags_by_sglang.>=0.5.16.grpc-port: --grpc-port 0 is out of range: a TCP port, at least 1 "
+        "and at most 65535 (sglang 0.5.16 stops at start: 'must be between 1 and 65535', sglang/srt/server_args.py)",
+    ]  # grpc-port under <0.5.11: said by the flag's own check (no release it exists on is one the range holds on)
+    clean = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: 8, mem-fraction-static: 1, base-gpu-id: 0, "
+                                                       "nccl-port: 65535, gpu-id-step: 1}"))
+    assert lines(clean) == []
+
+
 def test_a_flag_removed_in_a_release_the_playbook_can_meet_is_an_error_and_a_deprecated_one_a_warning(tmp_path):
     result = run(tmp_path, BOOK.replace("{tp-size: 8}", "{tp-size: 8, cuda-graph-max-bs: 256, "
                                                           "disable-cuda-graph: true}"))
