@@ -128,13 +128,19 @@ def spelled(event: Event, sglang: str | None) -> Event:
     return event if remedy == event.remedy else dataclasses.replace(event, remedy=remedy)
 
 
+HOLD_S = 2.0  # the longest a line waits for its class: a fatal line a stalled server wrote last is still shown
+
+
 class _Held:
     """A host's journal lines, each emitted once the classifier has decided it, with its event: one record per line
-    (a traceback's event comes lines after the line it names, which waits for it till then)."""
+    (a traceback's event comes lines after the line it names, which waits for it till then, HOLD_S at most: an
+    event decided later comes as a record of its own)."""
 
-    def __init__(self, emit: Callable[[LogLine], None]) -> None:
+    def __init__(self, emit: Callable[[LogLine], None], clock: Callable[[], float] = time.monotonic) -> None:
         self.emit = emit
+        self.clock = clock
         self.lines: OrderedDict[int, LogLine] = OrderedDict()  # by the classifier's 1-based line number
+        self.since: dict[int, float] = {}  # when each held line was read
         self.read = 0
 
     def add(self, line: LogLine | None) -> None:
@@ -142,6 +148,7 @@ class _Held:
         self.read += 1
         if line is not None:
             self.lines[self.read] = line
+            self.since[self.read] = self.clock()
 
     def classified(self, event: Event, host: str) -> None:
         """The event on the line it names; the more severe where a line has two."""
@@ -152,9 +159,13 @@ class _Held:
             line.event = event
 
     def release(self, undecided_from: int | None) -> None:
-        """Every line before `undecided_from` (None: every line) emitted, in order."""
-        while self.lines and (undecided_from is None or next(iter(self.lines)) < undecided_from):
-            self.emit(self.lines.popitem(last=False)[1])
+        """Every line before `undecided_from` (None: every line), and any held HOLD_S, emitted, in order."""
+        stale = self.clock() - HOLD_S
+        while self.lines and (undecided_from is None or next(iter(self.lines)) < undecided_from
+                              or self.since[next(iter(self.lines))] <= stale):
+            number, line = self.lines.popitem(last=False)
+            del self.since[number]
+            self.emit(line)
 
 
 _SEVERITY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
@@ -178,12 +189,12 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
 
 
 def read_lines(source: journal.Source, host: str, emit: Callable[[LogLine], None], stop: threading.Event,
-               end: float | None = None, sglang: str | None = None, flashinfer: str | None = None
-               ) -> ServerVerdict | None:
+               end: float | None = None, sglang: str | None = None, flashinfer: str | None = None,
+               clock: Callable[[], float] = time.monotonic) -> ServerVerdict | None:
     """A journal's lines, each emitted once its class is decided (at once for most; a traceback's lines wait for
-    the line that closes it, or the journal's end) with its event: one LogLine per line. Until `source` ends
+    the line that closes it, the journal's end, or HOLD_S) with its event: one LogLine per line. Until `source` ends
     (None), `stop` (STOPPED) or the monotonic time `end` (HANG); what was read is emitted whatever happens."""
-    held = _Held(emit)
+    held = _Held(emit, clock)
 
     def line(raw: str) -> str:
         if is_separator(raw):

@@ -82,3 +82,25 @@ def test_a_journal_cut_mid_traceback_still_shows_each_line_once():
 
     read_lines(Stopping(JOURNAL[:4]), "sbx0", out.append, stop)
     assert [r.text for r in out] == LINES[:4]
+
+
+def test_a_fatal_line_nothing_follows_is_shown_within_the_hold_while_following():
+    """`inv logs -f` on a server that wrote its fatal line last and stalled: before, the line waited for a next
+    line or Ctrl-C; now HOLD_S at most (a fake clock: each quiet read is a second)."""
+    out: list[LogLine] = []
+    stop, now = threading.Event(), [0.0]
+    quiet_reads: list[int] = []
+
+    class Stalled(Chunks):
+        def read(self, timeout: float) -> str | None:
+            if self.chunks:
+                return super().read(timeout)
+            now[0] += 1.0
+            quiet_reads.append(len(out))
+            if len(quiet_reads) == 5:
+                stop.set()
+            return ""
+
+    read_lines(Stalled(JOURNAL[:2]), "sbx0", out.append, stop, clock=lambda: now[0])
+    assert quiet_reads[0] == 1 and quiet_reads[-1] == 2, quiet_reads  # out before the stop, within HOLD_S
+    assert [r.text for r in out] == LINES[:2]
