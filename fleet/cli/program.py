@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -181,9 +182,40 @@ class FleetProgram(Program):
             self.config.merge()
 
     def parse_tasks(self) -> None:
+        words = list(self.core.unparsed)
+        asked = bool(self.args.help.value or self.args.complete.value or self.args.list.value
+                     or "-h" in words or "--help" in words)
+        if not asked:
+            self._nothing_after_dashes(words)
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
             super().parse_tasks()
             self._repeatable_without_value()
+        if not asked:
+            self._one_task()
+
+    def _nothing_after_dashes(self, words: list[str]) -> None:
+        """Words after `--` went to no task: `inv exec -H a -- nvidia-smi -L` said only `missing cmd`, `inv
+        status -- x` ran as if without them. Refused, exit 2, before anything runs."""
+        rest = self.core.remainder
+        if not rest:
+            return
+        task = words[0] if words and words[0] in self.collection.task_names else None
+        where = f"{self.binary} {task}" if task else self.binary
+        instead = (f"the command goes in --cmd: `{self.binary} exec ... --cmd {shlex.quote(rest)}`"
+                   if task == "exec" else "nothing is passed on")
+        raise self._said(f"{where}: fleet's tasks take no words after `--` ({rest!r}): {instead}")
+
+    def _one_task(self) -> None:
+        """invoke runs every task named on a command line, and fleet's first task ends the process (its exit
+        code): `inv history -H a probe -H b` read a's history and never probed b, exit 0. Refused, exit 2."""
+        if len(self.tasks) < 2:
+            return
+        first, second = str(self.tasks[0].name), str(self.tasks[1].name)
+        switch = _switch_before(second, list(self.argv or []))
+        why = (f"{switch} takes no value, so {second!r} was read as a second task" if switch else
+               f"one task per command, and {second!r} is a second")
+        raise self._said(f"{self.binary} {first}: {why} (run `{self.binary} {second} ...` on its own; "
+                         f"`{self.binary} {first} --help` lists its options)")
 
     def _repeatable_without_value(self) -> None:
         """invoke reads a repeatable option (--host, --group, --set...) given no value as never given (its value
@@ -201,6 +233,10 @@ class FleetProgram(Program):
                     raise ParseError(f"Flag {context.flags[word]!r} needed value and was not given one!",
                                      context)
 
+    def print_task_help(self, name: str) -> None:
+        """`inv --help TASK` as `inv TASK --help` (one task per command: no `[other tasks here ...]`)."""
+        tasking.print_help(name, self.collection[name])
+
     def parse_cleanup(self) -> None:
         with self._bad_input(casts=False):
             super().parse_cleanup()
@@ -216,6 +252,11 @@ class FleetProgram(Program):
             if not casts:
                 raise
             raise self._miscast(exc) from None
+
+    def _said(self, line: str) -> Exit:
+        sys.stderr.write(f"error: {line}\n")
+        sys.stderr.flush()
+        return Exit(code=EXIT_BAD_INPUT)
 
     def _miscast(self, exc: ValueError) -> Exit:
         sys.stderr.write(f"error: {miscast(exc, list(self.argv or []), self.binary)}\n")
