@@ -209,7 +209,7 @@ class Inventory:
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
             raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
-                             f"{errors.hint(pattern, self.hosts)}")
+                             f"{self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.hosts)}")
         return found
 
     def _group_members(self, flag: str, typed: str) -> list[str]:
@@ -222,11 +222,25 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = errors.hint(pattern, self.groups)
+            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
+
+    def ansible_spelling(self, pattern: str, flag: str) -> str:
+        """What an Ansible hand types that fleet spells otherwise (`--limit 'a:!b'`, `~regex`, `all`), said in
+        place of a "did you mean" that would name a host the pattern never meant ('' when it is none of them)."""
+        if pattern == "all":
+            return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
+        if pattern.startswith("~"):
+            return f"; fleet takes globs, not Ansible's ~regex: {as_typed(flag, 'gpu-[12]')}, {as_typed(flag, 'gpu-*')}"
+        parts = [part.strip() for part in pattern.split(":")]
+        if len(parts) < 2 or not all(parts):
+            return ""
+        said = [as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if p.lstrip("!&") in self.hosts
+                         else flag, p) for p in parts]
+        return f"; patterns are given one to an option, or joined with commas, not with Ansible's ':': {' '.join(said)}"
 
     def find(self, name_or_address: str, flag: str = "--host", typed: str | None = None) -> Host:
         """The host of that name or address; errors name it as `typed` (the pattern with its `!`/`&`)."""
@@ -241,7 +255,8 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory" + errors.hint(name_or_address, self.hosts))
+        raise InputError(f"{given}: no such host in the inventory"
+                         + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
 
 
 def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
