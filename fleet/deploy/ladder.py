@@ -115,6 +115,7 @@ class Deployer:
         already serves exactly what would be installed (None: compare nothing, as --force)."""
         checked: list[str] = []  # a deploy that plans twice (before and after building the pins' venv) says the
         rungs, refused = self.preflight(conn, facts, self.eligible(facts, checked.append), checked.append)
+        checked += self.serve.env_overrides(rungs)
         said: list[str] = []  # lines of the plan it goes by, once (say_plan): not 'trying it first' twice
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
