@@ -316,8 +316,9 @@ class Deployer:
         lines = []
         for it in left:
             back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
-            then = (f"its run may still hold the host's lock ({hostlock.describe(owner)}): the deploy refuses while "
-                    "it does" if live else f"the deploy first takes over what its run left{back}")
+            held = hostlock.describe(owner, host=self.host.name)
+            then = (f"its run may still hold the host's lock ({held}): the deploy refuses while it does" if live
+                    else f"the deploy first takes over what its run left{back}")
             lines.append(f"{it.describe()}: {then}; the diff below is of the files as they are now\n")
         return "".join(lines)
 
