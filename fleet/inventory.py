@@ -229,8 +229,7 @@ class Inventory:
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
     def ansible_spelling(self, pattern: str, flag: str) -> str:
-        """What an Ansible hand types that fleet spells otherwise (`--limit 'a:!b'`, `~regex`, `all`), said in
-        place of a "did you mean" that would name a host the pattern never meant ('' when it is none of them)."""
+        """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all` in place of a nearest name ('': none)."""
         if pattern == "all":
             return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
         if pattern.startswith("~"):
@@ -304,10 +303,10 @@ def load(inventory: Path) -> Inventory:
     return inv
 
 
-def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
+def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str] | None, list[InputError]]:
     """inv check: every problem of the inventory file and of the *.yaml beside it in one pass (`load` stops at the
     first), and the host names they define, a host refused for one of its keys too; None when the file named
-    cannot be read, so that no name can be checked against it."""
+    cannot be read, so that no name can be checked against it. `into` gets the hosts that hold up."""
     inventory = Path(inventory)
     if not inventory.is_file():
         return None, [InputError(f"--inventory {inventory}: no such file")]
@@ -320,6 +319,7 @@ def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
         defined = _merge_file(inv, path, None if path == named else inventory, found, unread)
         names = None if defined is None and path == named else names if defined is None or names is None \
             else names | defined
+    into is None or into.update(inv.hosts)
     return None if unread else names, found
 
 
