@@ -209,7 +209,7 @@ class Inventory:
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
         if not found:
             raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
-                             f"{errors.hint(pattern, self.hosts)}")
+                             f"{self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.hosts)}")
         return found
 
     def _group_members(self, flag: str, typed: str) -> list[str]:
@@ -222,11 +222,24 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = errors.hint(pattern, self.groups)
+            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
+
+    def ansible_spelling(self, pattern: str, flag: str) -> str:
+        """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all` in place of a nearest name ('': none)."""
+        if pattern == "all":
+            return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
+        if pattern.startswith("~"):
+            return f"; fleet takes globs, not Ansible's ~regex: {as_typed(flag, 'gpu-[12]')}, {as_typed(flag, 'gpu-*')}"
+        parts = [part.strip() for part in pattern.split(":")]
+        if len(parts) < 2 or not all(parts):
+            return ""
+        said = [as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if p.lstrip("!&") in self.hosts
+                         else flag, p) for p in parts]
+        return f"; patterns are given one to an option, or joined with commas, not with Ansible's ':': {' '.join(said)}"
 
     def find(self, name_or_address: str, flag: str = "--host", typed: str | None = None) -> Host:
         """The host of that name or address; errors name it as `typed` (the pattern with its `!`/`&`)."""
@@ -241,7 +254,8 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory" + errors.hint(name_or_address, self.hosts))
+        raise InputError(f"{given}: no such host in the inventory"
+                         + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
 
 
 def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
@@ -289,10 +303,10 @@ def load(inventory: Path) -> Inventory:
     return inv
 
 
-def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
+def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str] | None, list[InputError]]:
     """inv check: every problem of the inventory file and of the *.yaml beside it in one pass (`load` stops at the
     first), and the host names they define, a host refused for one of its keys too; None when the file named
-    cannot be read, so that no name can be checked against it."""
+    cannot be read, so that no name can be checked against it. `into` gets the hosts that hold up."""
     inventory = Path(inventory)
     if not inventory.is_file():
         return None, [InputError(f"--inventory {inventory}: no such file")]
@@ -305,6 +319,7 @@ def check(inventory: Path) -> tuple[set[str] | None, list[InputError]]:
         defined = _merge_file(inv, path, None if path == named else inventory, found, unread)
         names = None if defined is None and path == named else names if defined is None or names is None \
             else names | defined
+    into is None or into.update(inv.hosts)
     return None if unread else names, found
 
 

@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from fleet.cli import loading  # noqa: F401 (first: a Ctrl-C while invoke loads is exit 130, not a traceback)
+
+# isort: split
 from invoke.exceptions import Exit
 
 from fleet.cli import targets
@@ -205,13 +208,13 @@ def reports_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from fleet import parallel
-        from fleet.cli import liblog
-        from fleet.cli.liveline import say_now
-
-        liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
-        parallel.tell_interrupts_to(say_now)  # every run on hosts answers a Ctrl-C at once, not only a deploy's
         try:
+            from fleet import parallel
+            from fleet.cli import liblog
+            from fleet.cli.liveline import say_now
+
+            liblog.install()  # paramiko's (every library's) log records: to -v, never as tracebacks on stderr
+            parallel.tell_interrupts_to(say_now)  # every run on hosts answers a Ctrl-C at once, not only a deploy's
             return fn(*args, **kwargs)
         except FleetError as exc:
             say_error(str(exc))

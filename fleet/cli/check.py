@@ -15,6 +15,8 @@ from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from fleet.ssh import config as sshconfig
+from fleet.ssh import guard
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
@@ -42,8 +44,9 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
     inv_problems: list[Problem] = []
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
         # every problem of the inventory and the files beside it at once; its host names all the same
-        hosts, found = inventory.check(inv_path)
-        inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path)]]
+        held: dict[str, inventory.Host] = {}
+        hosts, found = inventory.check(inv_path, held)
+        inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path), *_ssh_configs(held)]]
     inv_problem = inv_problems[0] if inv_problems else None
     unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
     results = [check_playbook(p, hosts, unread) for p in paths]
@@ -91,6 +94,23 @@ def _bound_playbooks(inv_path: Path) -> list[InputError]:
             playbook.resolve(str(inv_path.parent / book) if book.endswith((".yaml", ".yml")) else book)
         except InputError as exc:
             found.append(doc.error(("groups", name, "playbook"), f"{book}: {str(exc).partition(': ')[2]}"))
+    return found
+
+
+def _ssh_configs(hosts: dict[str, inventory.Host]) -> list[InputError]:
+    """Each host's `ssh_config:` file read as a connection reads it (no lookup: nothing runs): a missing file, an
+    Include cycle, and under FLEET_SANDBOX_ONLY a Match exec refused every host task at once (exit 2), and `inv
+    check -i` said 0 errors."""
+    found: list[InputError] = []
+    for name, host in hosts.items():
+        if host.ssh_config:
+            where = f"{host.source}: hosts.{name}"
+            try:
+                cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
+                if guard.enabled():
+                    cfg.refuse_risky(where)
+            except InputError as exc:
+                found.append(exc)
     return found
 
 

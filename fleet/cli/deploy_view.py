@@ -176,7 +176,8 @@ def render_bench(host: str, release: str | None, rung: str | None, record: Bench
     """`inv bench`: throughput, latency percentiles, power per GPU against its limit (wide: every line whole)."""
     screen = real_console(console)
     if record is None:
-        screen.print(f"[bold]{escape(host)}[/]: [bold red]failed[/] {escape(error or '')}", soft_wrap=wide)
+        why = (error or "").removeprefix(f"{host}: ")  # the library's error names its host: once is enough
+        screen.print(f"[bold]{escape(host)}[/]: [bold red]failed[/]: {escape(why)}", soft_wrap=wide)
         return
     r, p, s = record.result, record.power or Power(), record.settings
     shape = (f"{s.num_prompts} prompts of {s.input_len}+{s.output_len} tokens, concurrency {s.max_concurrency}, "

@@ -18,11 +18,13 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
+from typing import NoReturn
 
 from invoke.collection import Collection
 from invoke.completion.complete import print_completion_script
@@ -31,7 +33,7 @@ from invoke.parser.argument import Argument
 from invoke.program import Program
 
 from fleet.cli import liblog, reader_gone, tasking
-from fleet.errors import EXIT_BAD_INPUT
+from fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
 _UNKNOWN = re.compile(r"^No idea what '(.*)' is!$")
@@ -153,6 +155,30 @@ class FleetProgram(Program):
     """invoke's Program with only the core options that mean something for fleet (CORE_KEPT), its parse errors
     one line and exit 2 (invoke prints them raw and exits 1)."""
 
+    def run(self, argv: list[str] | None = None, exit: bool = True) -> None:  # noqa: A002 (invoke's name)
+        """invoke's run, but a Ctrl-C before a task's own handling (parsing, a task's first imports) is
+        `interrupted`, exit 130: invoke's ends it as exit 1, which reads as a host that failed. fleet runs no
+        shell commands through invoke, so its UnexpectedExit never comes."""
+        try:
+            self.create_config()
+            self.parse_core(argv)
+            self.parse_collection()
+            self.parse_tasks()
+            self.parse_cleanup()
+            self.update_config()
+            self.execute()
+        except Exit as exc:
+            if exc.message:
+                print(exc.message, file=sys.stderr)
+            if exit:
+                sys.exit(exc.code)
+        except ParseError as exc:
+            sys.stderr.write(f"error: {refusal(exc, self.binary, list(self.argv or []))}\n")
+            if exit:
+                sys.exit(EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            interrupted()
+
     def core_args(self) -> list[Argument]:
         return [arg for arg in super().core_args() if arg.name in CORE_KEPT]
 
@@ -181,9 +207,41 @@ class FleetProgram(Program):
             self.config.merge()
 
     def parse_tasks(self) -> None:
+        words = list(self.core.unparsed)
+        asked = bool(self.args.help.value or self.args.complete.value or self.args.list.value
+                     or "-h" in words or "--help" in words)
+        if not asked:
+            self._nothing_after_dashes(words)
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
             super().parse_tasks()
             self._repeatable_without_value()
+        if not asked:
+            self._one_task()
+
+    def _nothing_after_dashes(self, words: list[str]) -> None:
+        """Words after `--` went to no task: `inv exec -H a -- nvidia-smi -L` said only `missing cmd`, `inv
+        status -- x` ran as if without them. Refused, exit 2, before anything runs."""
+        rest = self.core.remainder
+        if not rest:
+            return
+        task = words[0] if words and words[0] in self.collection.task_names else None
+        where = f"{self.binary} {task}" if task else self.binary
+        quoted = f"'{rest}'" if "'" not in rest else f'"{rest}"'  # shown to retype, never run
+        instead = (f"the command goes in --cmd: `{self.binary} exec ... --cmd {quoted}`"
+                   if task == "exec" else "nothing is passed on")
+        raise self._said(f"{where}: fleet's tasks take no words after `--` ({rest!r}): {instead}")
+
+    def _one_task(self) -> None:
+        """invoke runs every task named on a command line, and fleet's first task ends the process (its exit
+        code): `inv history -H a probe -H b` read a's history and never probed b, exit 0. Refused, exit 2."""
+        if len(self.tasks) < 2:
+            return
+        first, second = str(self.tasks[0].name), str(self.tasks[1].name)
+        switch = _switch_before(second, list(self.argv or []))
+        why = (f"{switch} takes no value, so {second!r} was read as a second task" if switch else
+               f"one task per command, and {second!r} is a second")
+        raise self._said(f"{self.binary} {first}: {why} (run `{self.binary} {second} ...` on its own; "
+                         f"`{self.binary} {first} --help` lists its options)")
 
     def _repeatable_without_value(self) -> None:
         """invoke reads a repeatable option (--host, --group, --set...) given no value as never given (its value
@@ -201,6 +259,10 @@ class FleetProgram(Program):
                     raise ParseError(f"Flag {context.flags[word]!r} needed value and was not given one!",
                                      context)
 
+    def print_task_help(self, name: str) -> None:
+        """`inv --help TASK` as `inv TASK --help` (one task per command: no `[other tasks here ...]`)."""
+        tasking.print_help(name, self.collection[name])
+
     def parse_cleanup(self) -> None:
         with self._bad_input(casts=False):
             super().parse_cleanup()
@@ -216,6 +278,11 @@ class FleetProgram(Program):
             if not casts:
                 raise
             raise self._miscast(exc) from None
+
+    def _said(self, line: str) -> Exit:
+        sys.stderr.write(f"error: {line}\n")
+        sys.stderr.flush()
+        return Exit(code=EXIT_BAD_INPUT)
 
     def _miscast(self, exc: ValueError) -> Exit:
         sys.stderr.write(f"error: {miscast(exc, list(self.argv or []), self.binary)}\n")
@@ -240,15 +307,25 @@ def namespace() -> Collection:
     return Collection.from_module(module)
 
 
+def interrupted() -> NoReturn:
+    """A Ctrl-C before any task could answer it: one word, exit 130, as a task's own Ctrl-C ends."""
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
 def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # fleet.cli's quiet exit while it loaded, ended
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
-    liblog.install()
     try:
+        liblog.install()
         FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
     except BrokenPipeError:  # `fleet --help | head -5`: invoke's own help, list and version, the reader gone
         reader_gone(sys.stdout)
+    except KeyboardInterrupt:  # while tasks.py and the task modules load
+        interrupted()
 
 
 if __name__ == "__main__":

@@ -212,7 +212,7 @@ def print_help(name: str, task: FleetTask) -> None:
     """What `inv --help TASK` prints, from the same arguments; plain text on stdout, no rich."""
     context = ParserContext(name=name, args=task.get_arguments())
     indent, width = "  ", shutil.get_terminal_size((80, 24)).columns
-    lines = [f"Usage: {BINARY[0]} [--core-opts] {name} [--options] [other tasks here ...]", "", "Docstring:"]
+    lines = [f"Usage: {BINARY[0]} {name} [--options]", "", "Docstring:"]
     doc = inspect.getdoc(task) or "none"
     lines += [indent + line if line.strip() else "" for line in doc.splitlines()]
     lines += ["", "Options:"]

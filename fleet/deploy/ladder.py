@@ -115,6 +115,7 @@ class Deployer:
         already serves exactly what would be installed (None: compare nothing, as --force)."""
         checked: list[str] = []  # a deploy that plans twice (before and after building the pins' venv) says the
         rungs, refused = self.preflight(conn, facts, self.eligible(facts, checked.append), checked.append)
+        checked += self.serve.env_overrides(rungs)
         said: list[str] = []  # lines of the plan it goes by, once (say_plan): not 'trying it first' twice
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
@@ -315,8 +316,9 @@ class Deployer:
         lines = []
         for it in left:
             back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
-            then = (f"its run may still hold the host's lock ({hostlock.describe(owner)}): the deploy refuses while "
-                    "it does" if live else f"the deploy first takes over what its run left{back}")
+            held = hostlock.describe(owner, host=self.host.name)
+            then = (f"its run may still hold the host's lock ({held}): the deploy refuses while it does" if live
+                    else f"the deploy first takes over what its run left{back}")
             lines.append(f"{it.describe()}: {then}; the diff below is of the files as they are now\n")
         return "".join(lines)
 

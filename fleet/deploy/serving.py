@@ -19,8 +19,18 @@ from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env,
 from fleet.host.service import read_file, sha256, unit_state
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
-from fleet.playbook import Playbook, Rung, flag_args, host_env, merged_flags, plain_env, secret_names, shown_env
+from fleet.playbook import (
+    Playbook,
+    Rung,
+    flag_args,
+    host_env,
+    merged_flags,
+    plain_env,
+    secret_names,
+    shown_env,
+)
 from fleet.progress import Progress
+from fleet.secretref import is_secret_name
 from fleet.upstream import lockfile
 from fleet.yamlfile import JsonObject
 
@@ -90,6 +100,22 @@ class Serving:
         config: JsonObject = {"playbook": book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,
                               "env": shown_env(env, secret_names(book))}
         return Planned(rung, argv, env, config, render_unit(spec), render_env(spec), key, spec.key_file)
+
+    def env_overrides(self, rungs: list[Rung]) -> list[str]:
+        """A line for each variable of the host's vars.env that replaces another value the playbook's serve.env
+        or a rung's env sets (docs/playbooks.md#environment-who-wins): said, where it was only a diff line."""
+        mine, book = host_env(self.host.vars), self.book
+        secret = secret_names(book)
+        lines = []
+        for name, value in mine.items():
+            theirs = [(scope, env[name]) for scope, env in (("serve.env", book.serve.env),
+                      *((f"rung {r.name}'s env", r.env) for r in rungs)) if name in env and env[name] != value]
+            if theirs:
+                shown = shown_env({name: value}, secret)[name]
+                over = ", ".join(scope if is_secret_name(name, secret) or not isinstance(was, str) else
+                                 f"{scope} {was!r}" for scope, was in theirs)
+                lines.append(f"env {name}={shown!r} from the inventory's vars.env of {self.host.name}, over {over}")
+        return lines
 
     def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:
         """The ladder's rungs whose `when:` this host meets, in order."""

@@ -180,8 +180,9 @@ def _or_unknown(value: str | int | None) -> str | int:
     return "?" if value is None else value
 
 
-def describe(owner: LockOwner | None, now: float | None = None) -> str:
-    """One phrase naming the holder, and why the lock looks stale if it does."""
+def describe(owner: LockOwner | None, now: float | None = None, host: str = "<host>") -> str:
+    """One phrase naming the holder, and why the lock looks stale if it does (with the `inv unlock` that removes
+    it, for `host`)."""
     if owner is None:
         return "held by an unknown owner (owner.json missing or unreadable: a run may be starting or crashed)"
     if owner == LockOwner():  # read, but no field of it is one fleet writes (a hostile or foreign owner.json)
@@ -195,7 +196,7 @@ def describe(owner: LockOwner | None, now: float | None = None) -> str:
         stale.append(f"it is {(now - owner.epoch) / 3600:.1f} h old")
     if stale:
         text += (f"; looks STALE ({', '.join(stale)}): if no fleet run is active, remove it with "
-                 f"`inv unlock --host <host> --token {_or_unknown(owner.token)}`")
+                 f"`inv unlock --host {host} --token {_or_unknown(owner.token)}`")
     return text
 
 
@@ -236,7 +237,7 @@ def _acquire(conn: Connection, host: Host, purpose: str) -> Lock:
         return Lock(host.name, str(me.token), me)
     if res.ok and out.startswith("HELD"):
         owner = LockOwner.from_json(out[4:].strip() or "null")
-        raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner)}", owner)
+        raise _Held(f"{host.name}: host is locked ({LOCK_DIR}) {describe(owner, host=host.name)}", owner)
     raise HostLockError(f"{host.name}: cannot take the host lock {LOCK_DIR} (exit {res.exited}): "
                         f"{(res.stderr or res.stdout).strip()[:300]}")
 
@@ -280,7 +281,7 @@ def release(conn: Connection, host: Host, lock: Lock) -> None:
     """Remove the lock if it is still ours; HostLockError if someone else's lock is there now."""
     if not _remove_if_token(conn, host, lock.token):
         raise HostLockError(f"{host.name}: lock {LOCK_DIR} is no longer ours at release; "
-                            f"now {describe(read_owner(conn, host))}")
+                            f"now {describe(read_owner(conn, host), host=host.name)}")
 
 
 class Unlocked(Enum):
@@ -300,4 +301,4 @@ def break_lock(conn: Connection, host: Host, token: str) -> Unlocked:
     if not remote.run(conn, host, f"test -e {shlex.quote(LOCK_DIR)}", timeout=30).ok:
         return Unlocked.NOT_LOCKED
     raise HostLockError(f"{host.name}: lock {LOCK_DIR} does not carry token {token}; "
-                        f"now {describe(read_owner(conn, host))}")
+                        f"now {describe(read_owner(conn, host), host=host.name)}")

@@ -26,7 +26,10 @@ from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
-_SPAN = re.compile(r"-?\d+(s|m|min|h|d)")
+_SPAN = re.compile(r"-?\d+(s|m|min|h|d|w)")
+_UNITS = r"(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?)"  # systemd.time's spellings
+_AGO = re.compile(rf"(?:(\d+) ?{_UNITS} ago|-(\d+){_UNITS})")  # journalctl's own: '10 min ago', '-2hours'
+_EPOCH = re.compile(r"@\d{1,12}")
 _AT = re.compile(r"(\d{4}-\d\d-\d\d)?(?:(?:^| )\d\d:\d\d(:\d\d)?)?")  # date, time, or both
 _WORDS = ("today", "yesterday", "now")
 MAX_LINES = 1_000_000
@@ -43,17 +46,22 @@ class LogLine:
 
 def check_since(since: str | None) -> str | None:
     """--since as journalctl takes it on the host (its clock and time zone): a span back from now (10m, 2h, 1d,
-    -30s), a time today (20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), or today, yesterday;
-    the value for journalctl's --since. Anything else is InputError before any host is contacted."""
+    -30s, and journalctl's '10 min ago', '-2hours'), seconds since the epoch (@1764968400), a time today (20:00,
+    20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), or today, yesterday, now; the value for
+    journalctl's --since. Anything else is InputError before any host is contacted."""
     if since is None:
         return None
     since = since.strip()
     if _SPAN.fullmatch(since):
         return since if since.startswith("-") else f"-{since}"
-    if since in _WORDS or (since and _AT.fullmatch(since) and _real(since)):
+    if since in _WORDS or _EPOCH.fullmatch(since) or (since and _AT.fullmatch(since) and _real(since)):
         return since
-    raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d), a time on the host's clock (20:00, "
-                     "20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), today or yesterday")
+    ago = _AGO.fullmatch(since)
+    if ago:
+        count, unit = (ago.group(1), ago.group(2)) if ago.group(1) else (ago.group(3), ago.group(4))
+        return f"-{count}{unit}"
+    raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d, '10 min ago'), a time on the host's clock "
+                     "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), today or yesterday")
 
 
 def _real(at: str) -> bool:

@@ -38,6 +38,7 @@ from fleet.ssh import config as sshconfig
 from fleet.ssh import faulty, guard, keepalive, remote
 from fleet.ssh import known_hosts as knownhosts
 from fleet.ssh.config import Endpoint
+from fleet.ssh.heard import Heard, after_banner, not_ssh
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
@@ -194,35 +195,6 @@ def _silent(exc: BaseException) -> bool:
     return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
 
 
-class _Heard:
-    """A socket that keeps the first bytes the host sent: what answered in place of an SSH banner (an HTTP
-    server on the SSH port) is named, not taken for a closed connection. Everything else is the socket's."""
-
-    KEPT = 256
-
-    def __init__(self, sock: socket.socket):
-        self._sock, self.heard = sock, b""
-
-    def recv(self, n: int) -> bytes:
-        data = self._sock.recv(n)
-        if len(self.heard) < self.KEPT:
-            self.heard += data[:self.KEPT - len(self.heard)]
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
-def not_ssh(heard: bytes) -> str | None:
-    """What a host sent where the SSH banner belongs, when it is something else: its first line, printable and
-    cut ('HTTP/1.1 400 Bad Request', an HTTP server), or None (nothing sent, or a banner)."""
-    first = heard.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
-    if not first or first.startswith(b"SSH-"):
-        return None
-    shown = "".join(c if c.isprintable() else "?" for c in first.decode("latin-1"))[:80]
-    return f"{shown!r}" + (" (an HTTP server)" if first.startswith(b"HTTP/") else "")
-
-
 class _ProxyCommand(paramiko.ProxyCommand):
     """paramiko's ProxyCommand run through `sh -c` as OpenSSH runs it, its stderr to ours (as ssh leaves it,
     and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
@@ -293,7 +265,7 @@ class Hop(Connection):  # type: ignore[misc]
             return self.via.transport.open_channel("direct-tcpip", where, ("", 0), timeout=self.timeouts.connect)
         if ep.proxy_command:
             return _ProxyCommand(ep.proxy_command)
-        return _Heard(socket.create_connection(where, timeout=self.timeouts.connect))
+        return Heard(socket.create_connection(where, timeout=self.timeouts.connect))
 
     def open(self) -> Any:
         if self.opening is None:
@@ -422,6 +394,8 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
         return f"{where}: {conn.strategy.explain()}"
     timeout = timeouts.connect
     heard = getattr(conn.connect_kwargs.get("sock"), "heard", b"")
+    if said := after_banner(where, heard, exc, timeouts.connect):
+        return said
     if _no_banner(exc) and (other := not_ssh(heard)):
         return (f"{where}: answered with something that is not SSH on that port: {other}; check the port (another "
                 "service listens there) and where sshd listens")

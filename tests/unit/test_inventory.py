@@ -218,6 +218,18 @@ def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
     ([], ["dgx-1"], "--group dgx-1: no such group: it is a host, --host dgx-1"),
     ([], ["gpu*"], "--group 'gpu*': matches no group (known: canary, pcie, sxm)"),
     (["dgx-1,,dgx-2"], [], "--host: an empty name"),
+    # Ansible's --limit spellings: the nearest name said to an Ansible hand was a host the pattern never meant
+    ([], ["pcie:!canary"], "--group 'pcie:!canary': no such group; patterns are given one to an option, or joined "
+                           "with commas, not with Ansible's ':': --group pcie --group '!canary'"),
+    (["dgx-1:pve-gpu-03"], [], "--host dgx-1:pve-gpu-03: no such host in the inventory; patterns are given one to an "
+                               "option, or joined with commas, not with Ansible's ':': --host dgx-1 --host pve-gpu-03"),
+    (["pve-gpu-0*:!canary"], [], "--host 'pve-gpu-0*:!canary': matches no host of the inventory; patterns are given "
+                                 "one to an option, or joined with commas, not with Ansible's ':': --host 'pve-gpu-0*' "
+                                 "--group '!canary'"),
+    (["~pve-gpu-0[12]"], [], "--host '~pve-gpu-0[12]': matches no host of the inventory; fleet takes globs, not "
+                             "Ansible's ~regex"),
+    (["all"], [], "--host all: no such host in the inventory; every host is --all"),
+    ([], ["all"], "--group all: no such group; every host is --all"),
 ])
 def test_a_pattern_that_matches_nothing_is_one_line_with_the_nearest_name(tmp_path, hosts, groups, said):
     """A typo in an exclusion would act on the host it meant to spare: refused, never ignored; the line names the

@@ -100,3 +100,25 @@ def test_a_key_written_twice_says_its_first_copy_is_not_checked(tmp_path):
     assert len(errors) == 1 and errors[0].endswith(
         "hosts.yaml:3: groups.g1: duplicate key (also at line 2: YAML reads only this one, so the one at line 2 is not "
         "checked)"), errors
+
+
+def _inventory_report(root: Path, hosts: str) -> list[str]:
+    (root / "inv").mkdir(exist_ok=True)
+    (root / "inv" / "hosts.yaml").write_text(hosts)
+    (root / "t.yaml").write_text(yaml.safe_dump(BOOK, sort_keys=False))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        check.command([str(root / "t.yaml")], str(root / "inv" / "hosts.yaml"), True)
+    return json.loads(out.getvalue())["inventory_errors"]
+
+
+def test_a_hosts_ssh_config_that_every_host_task_refuses_is_said_beside_the_schema_errors(tmp_path):
+    """The fifth newcomer: `inv check -i` said 0 errors of an inventory whose host names an ssh_config that does
+    not exist, and `inv probe` then refused it (exit 2); with the schema fixed, a second round found it."""
+    said = _inventory_report(tmp_path, "hosts:\n  a: {address: 10.0.0.1, ssh_config: /nonexistent/cfg}\n"
+                                       "  b: {address: 10.0.0.2, port: 0}\n")
+    assert any("hosts.b.port" in p for p in said), said
+    assert any("hosts.a.ssh_config: no such file /nonexistent/cfg" in p for p in said), said
+    (tmp_path / "cfg").write_text('Host *\n  Match exec "true"\n')
+    said = _inventory_report(tmp_path, f"hosts:\n  a: {{address: 10.0.0.1, ssh_config: {tmp_path / 'cfg'}}}\n")
+    assert any("'Match exec \"true\"' refused: FLEET_SANDBOX_ONLY=1" in p for p in said), said  # tests run under it

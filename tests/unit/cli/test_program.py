@@ -65,6 +65,16 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                                 "--help` lists its options)"),
     (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
+    # invoke runs every task a line names, and fleet's first ends the process: the second was dropped, exit 0
+    (["history", "-H", "a", "probe", "-H", "b"], "inv history: one task per command, and 'probe' is a second (run "
+                                                 "`inv probe ...` on its own; `inv history --help` lists its options)"),
+    (["status", "-w", "probe"], "inv status: -w takes no value, so 'probe' was read as a second task (run `inv probe "
+                                "...` on its own; `inv status --help` lists its options)"),
+    # words after `--` went to no task: exec said only `missing cmd`, status ran as if they were not there
+    (["exec", "-H", "a", "--", "nvidia-smi", "-L"], "inv exec: fleet's tasks take no words after `--` ('nvidia-smi "
+                                                    "-L'): the command goes in --cmd: `inv exec ... --cmd 'nvidia-smi "
+                                                    "-L'`"),
+    (["status", "--", "x"], "inv status: fleet's tasks take no words after `--` ('x'): nothing is passed on"),
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
                  "task's)"),
@@ -176,3 +186,14 @@ def test_a_value_invokes_own_cast_refuses_is_one_line_naming_the_option(argv, sa
     """An int or float option not in tasking.NUMBERS (none today): invoke's int('abc') says which option."""
     line = miscast(ValueError("invalid literal for int() with base 10: 'abc'"), ["inv", *argv], "inv")
     assert line == f"{said} (`inv TASK --help` lists a task's options)"
+
+
+def test_help_before_the_task_is_the_tasks_own_and_names_one_task():
+    before, after = run("inv", "--help", "status"), run("inv", "status", "--help", "probe")
+    assert before.returncode == after.returncode == 0 and before.stdout == after.stdout
+    assert before.stdout.startswith("Usage: inv status [--options]\n") and "other tasks" not in before.stdout
+
+
+def test_completion_still_reads_the_words_after_dashes():
+    done = run("inv", "--complete", "--", "inv", "deploy", "--")
+    assert done.returncode == 0 and "--dry-run" in done.stdout.split()

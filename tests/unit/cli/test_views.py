@@ -255,3 +255,10 @@ def test_a_rollout_says_each_hosts_error_once_below_its_table():
     said = [i for i, line in enumerate(lines) if "no rung of llama served" in line]
     table = max(i for i, line in enumerate(lines) if line.startswith("sbx3 ") and "failed" in line)
     assert len(said) == 1 and said[0] > table, lines
+
+
+def test_a_bench_that_failed_names_its_host_once():
+    """`inv bench` of a host with no release said `sbx1: failed sbx1: no current release to measure`."""
+    lines = drawn(80, lambda c: deploy_view.render_bench("sbx1", None, None, None,
+                                                         "sbx1: no current release to measure (deploy first)", c))
+    assert lines == ["sbx1: failed: no current release to measure (deploy first)"]

@@ -85,12 +85,16 @@ def test_the_order_is_kept_and_a_rank_saying_it_again_is_a_new_line():
 @pytest.mark.parametrize(("given", "journalctl"), [
     ("10m", "-10m"), ("2h", "-2h"), ("-30s", "-30s"), ("20:00", "20:00"), ("20:00:15", "20:00:15"),
     ("2026-12-05", "2026-12-05"), ("2026-12-05 20:00", "2026-12-05 20:00"), ("yesterday", "yesterday"),
+    # journalctl's own spellings, refused before (each read by journalctl 252 on a sandbox host as given)
+    ("10 min ago", "-10min"), ("2 hours ago", "-2hours"), ("1h ago", "-1h"), ("5 seconds ago", "-5seconds"),
+    ("-2hours", "-2hours"), ("-1w", "-1w"), ("@1764968400", "@1764968400"), ("now", "now"),
 ])
 def test_since_takes_what_journalctl_takes(given, journalctl):
     assert check_since(given) == journalctl
 
 
 @pytest.mark.parametrize("given", ["20:00; rm -rf /", "8pm", "2026-12-05T20:00", "", "10 minutes", "25",
+                                   "10 min ago; id", "ten min ago", "@", "-2 fortnights",
                                    "25:00", "20:61", "20:00:60", "2026-13-45", "2026-02-30 20:00", "2026-12-05 24:00"])
 def test_since_refuses_the_rest_in_one_line(given):
     with pytest.raises(InputError, match="--since"):

@@ -279,6 +279,9 @@ def test_lock_owner_descriptions():
     assert hostlock.describe(fresh, now=200) == "held by ann@ctl pid 1 for deploy since T"
     old = hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 3600)
     assert "STALE" in old and "h old" in old and "--token abc" in old
+    # the fifth newcomer was told to run `inv unlock --host <host> --token ...`, the host a placeholder
+    assert "`inv unlock --host gpu-1 --token abc`" in hostlock.describe(fresh, now=100 + hostlock.STALE_AFTER_S + 1,
+                                                                        host="gpu-1")
     me = hostlock.LockOwner.mine("")
     gone = dataclasses.replace(fresh, machine=socket.gethostname(), pid=2 ** 22 + 7, machine_id=me.machine_id,
                                boot_id=me.boot_id)

@@ -63,3 +63,29 @@ def test_a_host_answering_http_on_the_ssh_port_is_said_to_answer_with_something_
                                              (b"+OK redis\x00\r\n", "'+OK redis?'")])
 def test_what_a_host_sent_in_place_of_a_banner_is_its_first_line_printable(heard, said):
     assert not_ssh(heard) == said
+
+
+@pytest.mark.parametrize("then", ["nothing", "close"])
+def test_a_banner_then_nothing_or_a_close_is_said_as_a_stalled_or_refused_key_exchange(tmp_path, then):
+    """The fifth newcomer's hostile sshds: one that sends its banner and then nothing was said to have `sent no
+    SSH banner within 5s`, and one that sends its banner and closes in the key exchange said only `EOFError: `."""
+    held: list[socket.socket] = []
+
+    def banner(sock: socket.socket) -> None:
+        sock.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+        if then == "close":
+            sock.recv(256)  # the client's version line, then gone
+            sock.close()
+        else:
+            held.append(sock)
+
+    with loopback.Listener(banner) as host_port:
+        opts = ConnectOptions(timeouts=Timeouts(connect=2.0, banner=2.0), attempts=1)
+        with pytest.raises(ConnectError) as err:
+            open_connection(_host(tmp_path, host_port.port), opts)
+    for sock in held:
+        sock.close()
+    said = str(err.value)
+    assert "sent its SSH banner ('SSH-2.0-OpenSSH_9.2p1 Debian-2'), then " in said, said
+    assert ("closed the connection in the key exchange" if then == "close" else "then nothing within 2s") in said, said
+    assert "no SSH banner" not in said and "EOFError" not in said, said
