@@ -740,6 +740,10 @@ BY_MEANING = [
     (_real("0.5.16", "sglang/srt/server_args.py", 6616, "raise", "ValueError",
            "--mm-feature-transport=cuda_ipc requires NVIDIA CUDA.", "_handle_multimodal_feature_transport"),
      "ValueError: --mm-feature-transport=cuda_ipc requires NVIDIA CUDA.", "ARCH_UNSUPPORTED"),
+    # an order told to sglang's own code in the imperative, no flag named: a step its caller skipped
+    (_real("0.5.23", "sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py", 257, "raise",
+           "RuntimeError", "Reserve push capacity before CUDA graph capture"),
+     "RuntimeError: Reserve push capacity before CUDA graph capture", "INTERNAL_ERROR"),
 ]
 
 
@@ -797,6 +801,14 @@ HELD_OUT = [
            "'sglang.platform_plugins' entry point."),
      "ValueError: Unsupported device type: hpu. If this is an OOT platform, ensure it is properly registered via the "
      "'sglang.platform_plugins' entry point.", "FATAL"),
+    # h-class10: "other processes", learned from this message's family, held out: its guess at the cause ("may be
+    # occupied") says a check diagnosing the host, not an invariant of sglang's code
+    ({name: [r"\bother process(?:es)?\b"] for name in ("boundary_plumbing", "plumbing_refusal", "internal_invariant")},
+     _real("0.5.8.post1", "sglang/srt/model_executor/model_runner.py", 796, "raise", "RuntimeError",
+           "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory={}, "
+           "local_gpu_memory={}, local_gpu_memory * 0.9={}"),
+     "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+     "min_per_gpu_memory=10.5, local_gpu_memory=79.1, local_gpu_memory * 0.9=71.2", "FATAL"),
 ]
 
 
