@@ -709,6 +709,41 @@ BY_MEANING = [
     (_real("0.5.8.post1", "sglang/srt/model_executor/model_runner.py", 1666, "raise", "ValueError",
            "Invalid attention backend: {}", "_get_attention_backend_from_str"),
      "ValueError: Invalid attention backend: flashinfr", "CONFIG_REFUSED"),
+    # h-class10: advice to verify an installation says a package is missing, though the message names a config
+    (_real("0.5.10.post1", "sglang/srt/model_loader/loader.py", 2828, "raise", "AttributeError",
+           "ModelOpt quantization config '{}' not found. Please verify the ModelOpt library installation.",
+           "_standard_quantization_workflow"),
+     "AttributeError: ModelOpt quantization config 'NVFP4_AWQ_CFG' not found. Please verify the ModelOpt library "
+     "installation.", "MISSING_PACKAGE"),
+    # a directory the loader writes (its presharded dump) is where the operator pointed it, not the checkpoint read:
+    # no model-load failure: the setting that chose it (output_location)
+    (_real("0.5.20", "sglang/srt/model_loader/loader.py", 2232, "raise", "RuntimeError",
+           "Presharded dump directory is not writable: {}. Set model_loader_extra_config '{\"presharded_path\": "
+           "\"...\"}' (or draft_presharded_path for the draft model) to a writable shared filesystem path. Original "
+           "error: {}", "_ensure_presharded_dir_writable"),
+     "RuntimeError: Presharded dump directory is not writable: /models/dump. Set model_loader_extra_config "
+     "'{\"presharded_path\": \"...\"}' (or draft_presharded_path for the draft model) to a writable shared filesystem "
+     "path. Original error: [Errno 13] Permission denied", "CONFIG_REFUSED"),
+    (_real("0.5.23", "sglang/srt/model_loader/loader.py", 2227, "raise", "FileNotFoundError",
+           "Rank {} did not write {}. The presharded dump directory must be on a filesystem shared by all ranks/nodes "
+           "(set presharded_path / draft_presharded_path to a shared path if model_path is node-local).",
+           "_build_dump_plan"),
+     "FileNotFoundError: Rank 1 did not write /local/dump/plan-1.json. The presharded dump directory must be on a "
+     "filesystem shared by all ranks/nodes (set presharded_path / draft_presharded_path to a shared path if "
+     "model_path is node-local).", "CONFIG_REFUSED"),
+    # a value written after startup resolved it: sglang's code out of its order, not an argument refused
+    (_real("0.5.16", "sglang/srt/server_args.py", 7468, "raise", "AttributeError",
+           "server_args.{} assigned after resolution; use server_args.override(source, ...) instead.", "__setattr__"),
+     "AttributeError: server_args.page_size assigned after resolution; use server_args.override(source, ...) "
+     "instead.", "INTERNAL_ERROR"),
+    # a flag's value that needs a platform, named alone: the GPU or platform, not the flag
+    (_real("0.5.16", "sglang/srt/server_args.py", 6616, "raise", "ValueError",
+           "--mm-feature-transport=cuda_ipc requires NVIDIA CUDA.", "_handle_multimodal_feature_transport"),
+     "ValueError: --mm-feature-transport=cuda_ipc requires NVIDIA CUDA.", "ARCH_UNSUPPORTED"),
+    # an order told to sglang's own code in the imperative, no flag named: a step its caller skipped
+    (_real("0.5.23", "sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py", 257, "raise",
+           "RuntimeError", "Reserve push capacity before CUDA graph capture"),
+     "RuntimeError: Reserve push capacity before CUDA graph capture", "INTERNAL_ERROR"),
 ]
 
 
@@ -766,6 +801,14 @@ HELD_OUT = [
            "'sglang.platform_plugins' entry point."),
      "ValueError: Unsupported device type: hpu. If this is an OOT platform, ensure it is properly registered via the "
      "'sglang.platform_plugins' entry point.", "FATAL"),
+    # h-class10: "other processes", learned from this message's family, held out: its guess at the cause ("may be
+    # occupied") says a check diagnosing the host, not an invariant of sglang's code
+    ({name: [r"\bother process(?:es)?\b"] for name in ("boundary_plumbing", "plumbing_refusal", "internal_invariant")},
+     _real("0.5.8.post1", "sglang/srt/model_executor/model_runner.py", 796, "raise", "RuntimeError",
+           "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory={}, "
+           "local_gpu_memory={}, local_gpu_memory * 0.9={}"),
+     "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+     "min_per_gpu_memory=10.5, local_gpu_memory=79.1, local_gpu_memory * 0.9=71.2", "FATAL"),
 ]
 
 
