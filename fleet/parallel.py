@@ -112,10 +112,20 @@ class PartlyDone(KeyboardInterrupt):
 INTERRUPTED_ROW = "interrupted (Ctrl-C) before it answered"  # the error of a host a Ctrl-C left unread
 
 
-DEPLOY_ENDS = "a deploy that fails falls back to the release before"  # what the work under way does at its end
+DEPLOY_ENDS = ("a deploy that has changed nothing yet stops before it does; one that fails falls back to the "
+               "release before")  # what the work under way does at its end
 DEPLOY_LEFT = "the next deploy or rollback there takes over its lock and recovers what it left"  # and if left
 STEP_ENDS = "each ends the step under way on its own"  # any other run on hosts (a probe, a patch, an audit)
 STEP_LEFT = "what they were doing ends with this run"
+
+_STOPPING = threading.Event()  # run_all took a Ctrl-C: work under way that has changed nothing yet stops there
+
+
+def stopping() -> bool:
+    """The operator pressed Ctrl-C during run_all: work under way that has not changed its host yet stops before
+    it does (a deploy asks before its venv build and before its release opens)."""
+    return _STOPPING.is_set()
+
 
 _told: list[Callable[[str], None]] = []  # where a Ctrl-C is answered when run_all's caller names no `notice`
 
@@ -135,6 +145,8 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     if not hosts:
         return []
     notice = notice or next(iter(_told), None)
+    if threading.current_thread() is threading.main_thread():
+        _STOPPING.clear()
     pool = Pool(min(max_workers, len(hosts)))
     futures: list[Future[HostOutcome[T]]] = []
     try:
@@ -145,6 +157,7 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
             wait(futures, timeout=WAKE_S)
         return [f.result() for f in futures]
     except KeyboardInterrupt:
+        _STOPPING.set()
         try:  # a second Ctrl-C anywhere from here on (the notice's own write included) means: stop waiting
             busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
             if notice:

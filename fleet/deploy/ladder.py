@@ -17,6 +17,7 @@ from pathlib import Path
 from fabric import Connection
 from paramiko import SSHException
 
+from fleet import parallel
 from fleet.deploy import bench as benching
 from fleet.deploy import boot, fallback, fingerprint, hardware, preflight, recovery, restore
 from fleet.deploy.attempt import AttemptRunner, BeforeStop
@@ -198,6 +199,8 @@ class Deployer:
             return replace(result, attempts=[*result.attempts, Attempt("-", LogClass.GPU_FAULT, hw.evidence, 0)],
                            error=(f"{self.host.name}: GPU fault, nothing was changed: {hw.evidence} "
                                   f"(inv recover --host {self.host.name})"))
+        if parallel.stopping():
+            return self.stopped(result)
         if self.book.packages:
             result, pinned = self.pinned_venv(conn, result)
             if pinned is None:
@@ -216,6 +219,8 @@ class Deployer:
         if not rungs:
             return replace(result, error=f"{self.host.name}: no rung of {self.book.name} can run here; nothing "
                                          "was changed")
+        if parallel.stopping():
+            return self.stopped(result)
         run = host_run.open_release(store, release, rungs=[r.name for r in rungs])
         result = replace(result, release=release.id)
         tried: list[Attempt] = []  # each attempt as it ends (an exception may end the climb)
@@ -242,6 +247,12 @@ class Deployer:
                            error=(f"{self.host.name}: every rung failed before anything on the host changed; it "
                                   "stays " + (f"on release {previous.id}" if previous else "as it was")))
         return result.ended_on(self.fall_back(conn, store, release, previous, "every rung failed"))
+
+    def stopped(self, result: DeployResult) -> DeployResult:
+        """Ctrl-C came before this deploy changed anything: it stops there, the host as it was."""
+        self.progress("Ctrl-C: stopped before any change")
+        return replace(result, status=DeployStatus.SKIPPED,
+                       error=f"{self.host.name}: stopped by Ctrl-C before any change; it runs what it ran before")
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
                   why: str) -> FellBack:

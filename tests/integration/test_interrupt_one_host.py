@@ -9,7 +9,7 @@ import json
 import signal
 import time
 
-from fleetcli import inv, llama_playbook
+from fleetcli import inv, llama_playbook, sh
 
 HOST = "sbx2"
 
@@ -36,3 +36,28 @@ def test_ctrl_c_on_one_host_is_answered_at_once_and_ends_with_where_the_host_is(
     assert data["status"] in ("ok", "rolled_back", "failed") and (data["release"] or data["error"])
     assert "interrupted: no host was started after Ctrl-C; each host's line above says where it is" in err
     assert "Traceback" not in err
+
+
+def test_ctrl_c_before_the_deploy_changed_anything_stops_it_there(sandbox, sandbox_inventory, tmp_path):
+    """h-new9's friction: Ctrl-C while the deploy was still probing let it go on to stop and restart the server.
+    Now a deploy that has changed nothing yet stops before it does: the same server (its PID), the host skipped,
+    exit 130 (fails before: the server was restarted, status ok)."""
+    book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-interrupt-early")
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+    first = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", "--json", env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+    proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--force", "--json", wait=False, env=env)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.rstrip().endswith("probing"):
+            break
+    else:
+        raise AssertionError("".join(seen)[-3000:])
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    data = json.loads(out)
+    assert proc.returncode == 130 and data["status"] == "skipped", (out, err[-2000:])
+    assert "stopped by Ctrl-C before any change; it runs what it ran before" in data["error"]
+    assert sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid

@@ -147,3 +147,26 @@ def test_a_second_ctrl_c_while_the_first_is_answered_still_gives_every_outcome()
     assert [o.value if o else None for o in outcomes] == ["fast", None]
     assert said[0].startswith("Ctrl-C: no host starts now; waiting for slow")
     assert said[1] == "Ctrl-C again: stopped waiting for slow; what they were doing ends with this run"
+
+
+def test_work_under_way_learns_of_the_ctrl_c_and_a_new_run_starts_without_it():
+    """parallel.stopping(): what a deploy asks before its first change (fleet.deploy.ladder)."""
+    main, seen = threading.main_thread().ident, []
+
+    def work(host: Host) -> str:
+        seen.append(parallel.stopping())
+        threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT)).start()
+        for _ in range(100):
+            if parallel.stopping():
+                return "stopped before any change"
+            threading.Event().wait(0.05)
+        return "went on"
+
+    try:
+        parallel.run_all([_host("a")], work)
+    except parallel.Interrupted as stop:
+        assert stop.outcomes[0].value == "stopped before any change"
+    else:
+        raise AssertionError("the Ctrl-C was swallowed")
+    assert parallel.run_all([_host("b")], lambda h: parallel.stopping())[0].value is False
+    assert seen == [False]
