@@ -164,7 +164,7 @@ class _Held:
         if line is None:  # already shown (never, while release waits on undecided_from): shown on its own
             self.emit(LogLine(host, None, event.text, event))
         elif line.event is None or _SEVERITY[event.severity] > _SEVERITY[line.event.severity]:
-            line.event = event
+            self.lines[event.line] = dataclasses.replace(line, event=event)
 
     def release(self, undecided_from: int | None) -> None:
         """Every line before `undecided_from` (None: every line), and any held HOLD_S, emitted, in order."""
