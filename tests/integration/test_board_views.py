@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -154,9 +155,22 @@ def test_watch_without_a_terminal_prints_whole_boards_not_a_live_one(sandbox):
                              "--host", "sbx0", "--host", "sbx1", "--watch", "--interval", "1"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "80"})
-    time.sleep(8)
+    said: dict[str, list[str]] = {"out": [], "err": []}
+    readers = [threading.Thread(target=lambda k=k, s=s: said[k].extend(s), daemon=True)
+               for k, s in (("out", proc.stdout), ("err", proc.stderr))]
+    for r in readers:
+        r.start()
+    # Ctrl-C once the first whole board is out (its two rows), however long a loaded machine takes to get there
+    header, deadline = "fleet status, every 1s (Ctrl-C ends)", time.monotonic() + 120
+    while not _board_rows(list(said["out"]), header, ("sbx0", "sbx1")):
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(said["out"] + said["err"])[-2000:]
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    proc.wait(30)
+    for r, stream in zip(readers, (proc.stdout, proc.stderr), strict=True):
+        r.join(30)
+        stream.close()
+    out, err = "".join(said["out"]), "".join(said["err"])
     assert proc.returncode == 130, err[-2000:]
     assert "\x1b[" not in out
     boards = out.split("fleet status, every 1s (Ctrl-C ends)")
@@ -164,3 +178,9 @@ def test_watch_without_a_terminal_prints_whole_boards_not_a_live_one(sandbox):
     first = boards[1].splitlines()
     assert len([line for line in first if line.split(" ", 1)[0] in ("sbx0", "sbx1")]) == 2
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def _board_rows(lines: list[str], header: str, hosts: tuple[str, ...]) -> bool:
+    """Whether a board after `header` has a row for each of `hosts`."""
+    after = "".join(lines).split(header, 1)
+    return len(after) == 2 and all(any(line.split(" ", 1)[0] == h for line in after[1].splitlines()) for h in hosts)
