@@ -7,6 +7,7 @@ the limit: with 1,000 requests a p99 rests on about 10 of them, so the point est
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import re
@@ -107,6 +108,15 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.enough and all(c.passed for c in self.checks)
+
+
+def seeded(samples: Mapping[Metric, Sequence[float]]) -> random.Random:
+    """A generator seeded by the samples themselves: the same measurements always get the same verdict (a point
+    near its limit is not passed on one run and failed on a replay by the bootstrap's luck)."""
+    digest = hashlib.sha256()
+    for metric in sorted(samples):
+        digest.update(f"{metric}:{list(samples[metric])!r};".encode())
+    return random.Random(digest.digest())
 
 
 def judge(samples: Mapping[Metric, Sequence[float]], slo: Slo, rng: random.Random,

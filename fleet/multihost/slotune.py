@@ -17,7 +17,6 @@ served before, as `inv tune` does, and what was measured stays on the controller
 
 from __future__ import annotations
 
-import random
 import statistics
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -199,7 +198,7 @@ class SloTuner(Tuner):
         except BenchError as exc:  # a point the server cannot carry: it fails, the search goes lower
             self.progress(f"load point at {rate:.3g} req/s failed: {exc}")
             return slo.Verdict(0, (), False)
-        verdict = slo.judge(samples, s.promise, random.Random(), min_requests=requests)
+        verdict = slo.judge(samples, s.promise, slo.seeded(samples), min_requests=requests)
         for c in verdict.checks:
             self.progress(f"  {c.target}: p99 {c.interval.estimate * 1000:.0f} ms, upper {c.interval.high * 1000:.0f}"
                           f" ms: {'kept' if c.passed else 'not kept'}")

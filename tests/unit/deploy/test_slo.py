@@ -82,3 +82,18 @@ def test_too_few_requests_or_a_metric_not_measured_never_pass():
     assert slo.judge({Metric.TTFT: [0.1] * 20}, target, rng, min_requests=10, resamples=50).passed is False
     assert slo.judge({Metric.TTFT: [0.1] * 20, Metric.TPOT: [0.01] * 20}, target, rng, min_requests=10,
                      resamples=50).passed
+
+
+def test_the_same_samples_always_get_the_same_verdict_near_the_limit():
+    """The tuner seeds the bootstrap from the samples (slo.seeded): a point at its limit was passed on one run and
+    failed on a replay of the same measurements by the bootstrap's luck (an unseeded random.Random())."""
+    rng = random.Random(5)
+    ttft = exponential(rng, 0.2, 300)
+    at_limit = slo.parse(f"ttft_p99={slo.quantile(ttft, 0.99) * 1.08 * 1000:.1f}ms")
+    highs = {slo.judge({Metric.TTFT: ttft}, at_limit, slo.seeded({Metric.TTFT: ttft}), resamples=200,
+                       min_requests=300).checks[0].interval.high for _ in range(20)}
+    assert len(highs) == 1
+    unseeded = {slo.judge({Metric.TTFT: ttft}, at_limit, random.Random(), resamples=200,
+                          min_requests=300).checks[0].interval.high for _ in range(20)}
+    assert len(unseeded) > 1  # what an unseeded generator gave: a different bound run to run
+    assert slo.seeded({Metric.TTFT: ttft}).random() != slo.seeded({Metric.TTFT: ttft[:-1]}).random()
