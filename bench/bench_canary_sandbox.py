@@ -231,7 +231,8 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
                                                                          "n_canary")},
             "hosts": [[h.get("host"), h.get("status"), (h.get("error") or "")[-120:]] for h in hosts],
             "stopped": data.get("stopped"), "wall_s": round(wall, 1), "serving": after,
-            "measured": measured(data.get("recording")), "timeline": data.get("timeline"),
+            "measured": measured(data.get("recording")), "recording": data.get("recording"),
+            "timeline": data.get("timeline"),
             **({"error": err[-600:]} if not verdict else {})}
 
 

@@ -42,7 +42,9 @@ Row = tuple[int, int, float, float]  # prompt tokens, output tokens, ttft, tpot 
 
 
 def recording_of(row: dict[str, Any]) -> Path | None:
-    """The recording a rollout's line names in its timeline (None when it named none, or it is gone)."""
+    """The recording a rollout's line names (its own field, else its timeline; None when none, or it is gone)."""
+    if row.get("recording") and Path(row["recording"]).is_file():
+        return Path(row["recording"])
     for _, line in row.get("timeline") or []:
         m = SAVED.search(line)
         if m and Path(m.group(1)).is_file():
