@@ -466,11 +466,9 @@ class ReleaseStore:
         return found
 
     def last_good_before_current(self) -> Release | None:
-        """The newest release that served and is older than the current one: where a rollback goes."""
-        current = self.current_id()
-        earlier = [r for r in self.list() if r.status == ReleaseStatus.OK and r.id != current
-                   and (current is None or r.id < current)]
-        return earlier[-1] if earlier else None
+        """The newest release that served, older than the current one, and not a canary its judge did not pass:
+        where a rollback goes (`back_to`)."""
+        return back_to(self.list(), self.current_id())
 
     def prune(self, keep: int) -> tuple[builtins.list[str], builtins.list[Release]]:  # list: also a method here
         """Drop what prune_plan dooms: the ids dropped, and the releases kept."""
@@ -478,6 +476,17 @@ class ReleaseStore:
         for rid in doomed:
             self.session.sh(f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
         return doomed, [r for r in found if r.id not in doomed]
+
+
+def back_to(releases: list[Release], current: str | None) -> Release | None:
+    """Where a rollback goes (pure): the newest release that served, older than `current`, and not a canary its
+    judge did not pass. Such a canary served, then was put back on the release before it; taken as the one to go
+    back to, the next failed canary was put back on it (a release 10% slower, judged and put back, served again:
+    bench_canary_sandbox's A/A #7 of h-canary6, then its next p99 rollout found nothing to change)."""
+    earlier = [r for r in releases if r.status == ReleaseStatus.OK and r.id != current
+               and (current is None or r.id < current)
+               and (r.canary is None or r.canary.get("decision") == "pass")]
+    return max(earlier, key=lambda r: r.id) if earlier else None
 
 
 UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`
@@ -491,7 +500,7 @@ def prune_plan(releases: list[Release], current: str | None, keep: int,
     ordered = sorted(releases, key=lambda r: r.id)
     served = [r for r in ordered if r.status == ReleaseStatus.OK]
     unserved_ones = [r for r in ordered if r.status in (ReleaseStatus.FAILED, ReleaseStatus.INTERRUPTED)]
-    earlier = [r for r in served if r.id != current and (current is None or r.id < current)]
-    spared = {current, earlier[-1].id if earlier else None}
+    back = back_to(releases, current)
+    spared = {current, back.id if back else None}
     doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
     return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]
