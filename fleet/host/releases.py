@@ -466,8 +466,7 @@ class ReleaseStore:
         return found
 
     def last_good_before_current(self) -> Release | None:
-        """The newest release that served, older than the current one, and not a canary its judge did not pass:
-        where a rollback goes (`back_to`)."""
+        """Where a rollback goes (`back_to`): the newest release that served before the current one."""
         return back_to(self.list(), self.current_id())
 
     def prune(self, keep: int) -> tuple[builtins.list[str], builtins.list[Release]]:  # list: also a method here
@@ -479,13 +478,9 @@ class ReleaseStore:
 
 
 def back_to(releases: list[Release], current: str | None) -> Release | None:
-    """Where a rollback goes (pure): the newest release that served, older than `current`, and not a canary its
-    judge did not pass. Such a canary served, then was put back on the release before it; taken as the one to go
-    back to, the next failed canary was put back on it (a release 10% slower, judged and put back, served again:
-    bench_canary_sandbox's A/A #7 of h-canary6, then its next p99 rollout found nothing to change)."""
-    earlier = [r for r in releases if r.status == ReleaseStatus.OK and r.id != current
-               and (current is None or r.id < current)
-               and (r.canary is None or r.canary.get("decision") == "pass")]
+    """Where a rollback goes (pure): the newest that served, older than `current`, not a canary not passed."""
+    good = [r for r in releases if r.status == ReleaseStatus.OK and (r.canary or {}).get("decision", "pass") == "pass"]
+    earlier = [r for r in good if r.id != current and (current is None or r.id < current)]
     return max(earlier, key=lambda r: r.id) if earlier else None
 
 
@@ -500,7 +495,6 @@ def prune_plan(releases: list[Release], current: str | None, keep: int,
     ordered = sorted(releases, key=lambda r: r.id)
     served = [r for r in ordered if r.status == ReleaseStatus.OK]
     unserved_ones = [r for r in ordered if r.status in (ReleaseStatus.FAILED, ReleaseStatus.INTERRUPTED)]
-    back = back_to(releases, current)
-    spared = {current, back.id if back else None}
+    spared = {current, getattr(back_to(releases, current), "id", None)}
     doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
     return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]
