@@ -58,14 +58,16 @@ a x factor is 0.5-3 ms, so the pooled top 1% of TTFT residuals is mostly request
 of the canary's slowed requests (its top 1% by TPOT residual) are in it (A/A 18%, the spread's own share), and the
 judge's TTFT p99 estimate is +0.7% sd 1.5% (A/A -1.0% sd 3.0%) where TPOT's is +8.9% sd 2.4% (A/A -0.7% sd 1.0%).
 With the release's part of TTFT 4x larger (the prefill at time scale 1: --part 4) it would be +3.9% sd 3.2%,
-failing 2 of 13. The judge catches what the samples carry (bench_canary_judge: TTFT alone, 98% caught); at this
-scale the sandbox's TTFTs do not carry 10% at p99.
+failing 2 of 13. The judge catches what the samples carry (bench_canary_judge, traffic without b or rest: 98%);
+at this scale the sandbox's TTFTs do not carry 10% at p99.
 
 Two fleets at once (--fleet 0 and 1, h-canary6, 21:14-22:35 UTC): during the window a fleet's canary and baseline
 use about 0.1 core each (server and canary_load, summed over each host's netns), `inv` a few %, so a second fleet
-costs about 0.2 of the 2 cores. WALLS. The risk is the machine's: at load 12-16 (other
-helpers) stalls of 0.3-1 s hit one host of each fleet at 21:47-21:50: fleet 0's A/A #7 failed (e2e p99 +45%, the
-canary's TTFT p99.5 10x the baseline's) and fleet 1's p99 #7 passed (the baseline's 5.6x the canary's). The judge
+costs about 0.2 of the 2 cores. Fleet 0's rollouts took as long alone (22:04-22:16, fleet 1 stopped: p99 126 s,
+A/A 180 s, median of 2 each) as beside fleet 1 (p99 116 s, A/A 185 s, median of 10 each): two fleets gave 67
+rollouts in 84 minutes (fleet 1 off for 12 of them), about twice one fleet's. The risk is the machine's: at load
+12-16 (other helpers) stalls of 0.3-1 s hit one host of each fleet at 21:47-21:50: fleet 0's A/A #7 failed (e2e
+p99 +45%, the canary's TTFT p99.5 10x the baseline's) and fleet 1's p99 #7 passed (the baseline's 5.6x the canary's). The judge
 takes a window's requests as independent; one host's stall is not.
 """
 
