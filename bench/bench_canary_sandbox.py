@@ -67,8 +67,8 @@ costs about 0.2 of the 2 cores. Fleet 0's rollouts took as long alone (22:04-22:
 A/A 180 s, median of 2 each) as beside fleet 1 (p99 116 s, A/A 185 s, median of 10 each): two fleets gave 67
 rollouts in 84 minutes (fleet 1 off for 12 of them), about twice one fleet's. The risk is the machine's: at load
 12-16 (other helpers) stalls of 0.3-1 s hit one host of each fleet at 21:47-21:50: fleet 0's A/A #7 failed (e2e
-p99 +45%, the canary's TTFT p99.5 10x the baseline's) and fleet 1's p99 #7 passed (the baseline's 5.6x the canary's). The judge
-takes a window's requests as independent; one host's stall is not.
+p99 +45%, the canary's TTFT p99.5 10x the baseline's) and fleet 1's p99 #7 passed (the baseline's 5.6x the
+canary's). The judge takes a window's requests as independent; one host's stall is not.
 """
 
 from __future__ import annotations
