@@ -466,11 +466,8 @@ class ReleaseStore:
         return found
 
     def last_good_before_current(self) -> Release | None:
-        """The newest release that served and is older than the current one: where a rollback goes."""
-        current = self.current_id()
-        earlier = [r for r in self.list() if r.status == ReleaseStatus.OK and r.id != current
-                   and (current is None or r.id < current)]
-        return earlier[-1] if earlier else None
+        """Where a rollback goes (`back_to`): the newest release that served before the current one."""
+        return back_to(self.list(), self.current_id())
 
     def prune(self, keep: int) -> tuple[builtins.list[str], builtins.list[Release]]:  # list: also a method here
         """Drop what prune_plan dooms: the ids dropped, and the releases kept."""
@@ -478,6 +475,13 @@ class ReleaseStore:
         for rid in doomed:
             self.session.sh(f"rm -rf -- {shlex.quote(f'{self.releases}/{rid}')}")
         return doomed, [r for r in found if r.id not in doomed]
+
+
+def back_to(releases: list[Release], current: str | None) -> Release | None:
+    """Where a rollback goes (pure): the newest that served, older than `current`, not a canary not passed."""
+    good = [r for r in releases if r.status == ReleaseStatus.OK and (r.canary or {}).get("decision", "pass") == "pass"]
+    earlier = [r for r in good if r.id != current and (current is None or r.id < current)]
+    return max(earlier, key=lambda r: r.id) if earlier else None
 
 
 UNSERVED_KEPT = 3  # failed and interrupted releases kept for their evidence, on top of `keep_releases`
@@ -491,7 +495,6 @@ def prune_plan(releases: list[Release], current: str | None, keep: int,
     ordered = sorted(releases, key=lambda r: r.id)
     served = [r for r in ordered if r.status == ReleaseStatus.OK]
     unserved_ones = [r for r in ordered if r.status in (ReleaseStatus.FAILED, ReleaseStatus.INTERRUPTED)]
-    earlier = [r for r in served if r.id != current and (current is None or r.id < current)]
-    spared = {current, earlier[-1].id if earlier else None}
+    spared = {current, getattr(back_to(releases, current), "id", None)}
     doomed = served[: max(0, len(served) - max(keep, 1))] + unserved_ones[: max(0, len(unserved_ones) - unserved)]
     return [r.id for r in sorted(doomed, key=lambda r: r.id) if r.id not in spared]

@@ -288,3 +288,24 @@ def test_a_move_reported_as_not_done_cannot_land_later(store):
     subprocess.run(["sh", "-c", hung[0]], capture_output=True)  # the stalled rename ends afterwards
     assert store.current_id() == old.id
     assert sorted(p.name for p in Path(store.root).iterdir()) == ["current", "releases"]
+
+
+def _judged(n: int, decision: str) -> Release:
+    made = _made(n, "ok")
+    made.judged({"decision": decision, "final": True, "seconds": 150.0, "look": 2, "metrics": [], "strata": 6,
+                 "dropped": 0})
+    return made
+
+
+def test_a_canary_its_judge_did_not_pass_is_never_where_a_rollback_goes(store):
+    # before, a canary failed and put back on 0, then the next canary (3, current) failed: back on 0, not on the
+    # failed canary 1 (it served before its verdict; the rollback went to it, the slower release served again)
+    made = [_made(0, "ok"), _judged(1, "fail"), _judged(2, "inconclusive"), _judged(3, "fail")]
+    for r in made:
+        Path(store.dir(r)).mkdir(parents=True)
+        (Path(store.dir(r)) / "manifest.json").write_text(json.dumps(r.to_json()))
+    store.mark_current(made[3])
+    assert store.last_good_before_current() == made[0]
+    assert made[0].id not in releases.prune_plan(made, made[3].id, keep=1, unserved=0)
+    passed = _judged(4, "pass")
+    assert releases.back_to([*made, passed, _made(5, "ok")], _made(5, "ok").id) == passed
