@@ -5,33 +5,24 @@ and a part it does not scale with a rest like the sandbox's push them out of it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from pathlib import Path
 from statistics import NormalDist
 
+import benchmodule
 import pytest
 
 from fleet.deploy import judge
 from fleet.policy import Canary
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "bench_canary_ttft.py"
 STRATA = ((64, 16, 2.4), (512, 128, 9.0))  # prompt, output tokens, a (ms)
 
 
 @pytest.fixture(scope="module")
 def ttft():
-    spec = importlib.util.spec_from_file_location("bench_canary_ttft_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path  # the bench puts the repository first: leave the test's path as it was
-    return module
+    return benchmodule.load("bench_canary_ttft")
 
 
 def side(rng: random.Random, n: int, slower: float, b_ms: float, rest_ms: float) -> list[judge.Sample]:

@@ -3,27 +3,15 @@ alternatives only it taught are dropped, and --novel scores only the messages no
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import benchmodule
 import pytest
 
 from fleet.logs import bysite
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "bench_site_loo.py"
-
 
 @pytest.fixture(scope="module")
 def loo():
-    spec = importlib.util.spec_from_file_location("bench_site_loo_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path  # the bench puts the repository and bench/ first: leave the test's path as it was
-    return module
+    return benchmodule.load("bench_site_loo")
 
 
 def test_words_leave_out_placeholders_and_short_words(loo):
