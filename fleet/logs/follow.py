@@ -20,7 +20,6 @@ from fleet.inventory import Host
 from fleet.logs import bysite, journal
 from fleet.logs.classify import Event
 from fleet.logs.remedies import spell
-from fleet.logs.rules import Severity
 from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
@@ -147,36 +146,35 @@ class _Held:
     def __init__(self, emit: Callable[[LogLine], None], clock: Callable[[], float] = time.monotonic) -> None:
         self.emit = emit
         self.clock = clock
-        self.lines: OrderedDict[int, LogLine] = OrderedDict()  # by the classifier's 1-based line number
-        self.since: dict[int, float] = {}  # when each held line was read
+        self.lines: OrderedDict[int, tuple[LogLine, float]] = OrderedDict()  # by the classifier's 1-based line
+        # number: the line and when it was read
         self.read = 0
 
     def add(self, line: LogLine | None) -> None:
         """The next line the classifier is fed (None: journalctl's own, counted by it but never shown)."""
         self.read += 1
         if line is not None:
-            self.lines[self.read] = line
-            self.since[self.read] = self.clock()
+            self.lines[self.read] = (line, self.clock())
 
     def classified(self, event: Event, host: str) -> None:
         """The event on the line it names; the more severe where a line has two."""
-        line = self.lines.get(event.line)
-        if line is None:  # already shown (never, while release waits on undecided_from): shown on its own
+        held = self.lines.get(event.line)
+        if held is None:  # already shown (after HOLD_S): shown on its own
             self.emit(LogLine(host, None, event.text, event))
-        elif line.event is None or _SEVERITY[event.severity] > _SEVERITY[line.event.severity]:
-            self.lines[event.line] = dataclasses.replace(line, event=event)
+            return
+        line, read_at = held
+        if line.event is None or event.severity.rank > line.event.severity.rank:
+            self.lines[event.line] = (dataclasses.replace(line, event=event), read_at)
 
     def release(self, undecided_from: int | None) -> None:
         """Every line before `undecided_from` (None: every line), and any held HOLD_S, emitted, in order."""
         stale = self.clock() - HOLD_S
-        while self.lines and (undecided_from is None or next(iter(self.lines)) < undecided_from
-                              or self.since[next(iter(self.lines))] <= stale):
-            number, line = self.lines.popitem(last=False)
-            del self.since[number]
+        while self.lines:
+            number, (line, read_at) = next(iter(self.lines.items()))
+            if undecided_from is not None and number >= undecided_from and read_at > stale:
+                break
+            self.lines.popitem(last=False)
             self.emit(line)
-
-
-_SEVERITY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 
 
 def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, emit: Callable[[LogLine], None],
