@@ -173,7 +173,7 @@ class FleetProgram(Program):
             if exit:
                 sys.exit(exc.code)
         except ParseError as exc:
-            sys.stderr.write(f"error: {refusal(exc, self.binary, list(self.argv or []))}\n")
+            self._refused(exc)
             if exit:
                 sys.exit(EXIT_BAD_INPUT)
         except KeyboardInterrupt:
@@ -285,14 +285,10 @@ class FleetProgram(Program):
         return Exit(code=EXIT_BAD_INPUT)
 
     def _miscast(self, exc: ValueError) -> Exit:
-        sys.stderr.write(f"error: {miscast(exc, list(self.argv or []), self.binary)}\n")
-        sys.stderr.flush()
-        return Exit(code=EXIT_BAD_INPUT)
+        return self._said(miscast(exc, list(self.argv or []), self.binary))
 
     def _refused(self, exc: ParseError) -> Exit:
-        sys.stderr.write(f"error: {refusal(exc, self.binary, list(self.argv or []))}\n")
-        sys.stderr.flush()
-        return Exit(code=EXIT_BAD_INPUT)
+        return self._said(refusal(exc, self.binary, list(self.argv or [])))
 
 
 def namespace() -> Collection:
