@@ -26,14 +26,18 @@ class Heard:
         return getattr(self._sock, name)
 
 
+def _shown(line: bytes) -> str:
+    """A line a host sent, printable and cut to 80 characters."""
+    return "".join(c if c.isprintable() else "?" for c in line.rstrip(b"\r").decode("latin-1"))[:80]
+
+
 def not_ssh(heard: bytes) -> str | None:
     """What a host sent where the SSH banner belongs, when it is something else: its first line, printable and
     cut ('HTTP/1.1 400 Bad Request', an HTTP server), or None (nothing sent, or a banner)."""
     first = heard.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
     if not first or first.startswith(b"SSH-"):
         return None
-    shown = "".join(c if c.isprintable() else "?" for c in first.decode("latin-1"))[:80]
-    return f"{shown!r}" + (" (an HTTP server)" if first.startswith(b"HTTP/") else "")
+    return f"{_shown(first)!r}" + (" (an HTTP server)" if first.startswith(b"HTTP/") else "")
 
 
 def after_banner(where: str, heard: bytes, exc: BaseException, waited: float) -> str | None:
@@ -43,7 +47,7 @@ def after_banner(where: str, heard: bytes, exc: BaseException, waited: float) ->
     line = next((ln for ln in heard.split(b"\n") if ln.startswith(b"SSH-")), None)
     if line is None or not (isinstance(exc, EOFError) or str(exc).lower() == "no existing session"):
         return None
-    banner = "".join(c if c.isprintable() else "?" for c in line.rstrip(b"\r").decode("latin-1"))[:80]
+    banner = _shown(line)
     if isinstance(exc, EOFError):
         return (f"{where}: sent its SSH banner ({banner!r}), then closed the connection in the key exchange (sshd "
                 "refusing: MaxStartups, hosts.deny, no algorithm in common); check sshd's log there, then retry")
