@@ -15,8 +15,7 @@ from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
-from fleet.ssh import config as sshconfig
-from fleet.ssh import guard
+from fleet.ssh.connect import ssh_config_of
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
@@ -102,13 +101,10 @@ def _ssh_configs(hosts: dict[str, inventory.Host]) -> list[InputError]:
     Include cycle, and under FLEET_SANDBOX_ONLY a Match exec refused every host task at once (exit 2), and `inv
     check -i` said 0 errors."""
     found: list[InputError] = []
-    for name, host in hosts.items():
+    for host in hosts.values():
         if host.ssh_config:
-            where = f"{host.source}: hosts.{name}"
             try:
-                cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
-                if guard.enabled():
-                    cfg.refuse_risky(where)
+                ssh_config_of(host)
             except InputError as exc:
                 found.append(exc)
     return found

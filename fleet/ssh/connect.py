@@ -123,15 +123,23 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                       f"{host_key_file(key.get_name())}` on its console says the same if it is the host)")
 
 
+def ssh_config_of(host: Host) -> sshconfig.Config:
+    """The ssh_config a connection to `host` reads; under FLEET_SANDBOX_ONLY one that would run a command (Match
+    exec) or resolve names on lookup is refused."""
+    where = f"{host.source}: hosts.{host.name}"
+    cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
+    if guard.enabled():
+        cfg.refuse_risky(where)
+    return cfg
+
+
 def route(host: Host) -> tuple[Endpoint, list[Endpoint]]:
     """The target and the jump hops (first hop first), with ssh_config applied. No network I/O. Under
     FLEET_SANDBOX_ONLY a config that would run a command (Match exec) or resolve names on lookup is refused
     first, and a ProxyCommand is taken only as an `ssh -W` hop."""
     where = f"{host.source}: hosts.{host.name}"
-    cfg = sshconfig.load(host.ssh_config, f"{where}.ssh_config")
+    cfg = ssh_config_of(host)
     sandbox = guard.enabled()
-    if sandbox:
-        cfg.refuse_risky(where)
     try:
         # The inventory's own settings win over ssh_config (as ssh's -l, -p, -i, -J do over the file).
         target = sshconfig.endpoint(cfg, host.address, user=host.user, port=host.port, identity=host.identity_file,
