@@ -189,16 +189,18 @@ class SiteClassifier:
 
     def classify(self, text: str) -> tuple[Rule, IndexedSite] | None:
         """The site `text` comes from and the rule of its class; None when no site or no specific class."""
+        return self.judge(text)[0]
+
+    def judge(self, text: str) -> tuple[tuple[Rule, IndexedSite] | None, bool]:
+        """`classify`, and whether `text` comes from a site found whose message names no class (see SiteClasses),
+        from one lookup of the site."""
         site = self.index.locate(text)
         if site is None:
-            return None
+            return None, False
         rule = self.classes.rule_for(site)
-        return (rule, site) if rule is not None else None
-
-    def abstains(self, text: str) -> bool:
-        """Whether `text` comes from a site found in the index whose message names no class (see SiteClasses)."""
-        site = self.index.locate(text)
-        return site is not None and self.classes.abstains(site)
+        if rule is not None:
+            return (rule, site), False
+        return None, self.classes.abstains(site)
 
     def classify_logged(self, text: str) -> tuple[Rule, IndexedSite] | None:
         """For a line no rule matches: the logger.error site that printed it and its class, as a warning at most

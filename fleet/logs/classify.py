@@ -155,11 +155,11 @@ def _match(text: str, rules: RuleSet, sites: SiteClassifier | None = None) -> Li
     severity = wrapper.severity if wrapper is not None else best.severity
     if sites is not None and best.priority <= BY_SHAPE_PRIORITY and severity is Severity.FATAL:
         # only a catch-all or a rule by the line's shape matched: the site that raised it may name the class
-        by_site = sites.classify(text)
+        by_site, abstains = sites.judge(text)
         if by_site is not None:
             rule = by_site[0]
             return LineMatch(rule, rule.severity, rule.severity is Severity.FATAL, by_site[1])
-        if best.priority > CATCH_ALL_PRIORITY and sites.abstains(text):
+        if best.priority > CATCH_ALL_PRIORITY and abstains:
             # the site is found and its message names no class ("... requires SM>=80. Please use `--attention-backend
             # X`" names a flag only as advice; an entry abstains): a rule that knows the line by its shape alone (an
             # exception naming a flag) does not outrank what the site's classes read; the line stays the catch-all's
