@@ -8,6 +8,7 @@ import shlex
 
 from fabric import Connection
 
+from fleet.host import programs as hostside
 from fleet.inventory import Host
 from fleet.ssh.remote import CommandResult, run
 
@@ -18,14 +19,15 @@ DETAILS = "details.jsonl"  # a relative --output-file lands in the script's temp
 
 def _for_owner(venv: str, key_path: str | None) -> str:
     """Shell: the temp folder the venv's owner's (bench_serving runs as that user where it is not root:
-    as_owner.sh), and $CREDENTIALS_DIRECTORY the key's folder, or for such an owner a copy of the key in the temp
-    folder (the key is root's, 0600; that owner's code serves with it already)."""
+    as_owner.py, the same rule asked once more), and $CREDENTIALS_DIRECTORY the key's folder, or for such an owner
+    a copy of the key in the temp folder (the key is root's, 0600; that owner's code serves with it already). A venv
+    the rule refuses gets no copy: its benchmark is refused in its own line."""
     key = shlex.quote(key_path or "")
-    return (f"o=$(stat -c %u:%g -- {shlex.quote(venv)} 2>/dev/null) || o=0:0; k={key}; "
+    return (f"o=$({hostside.owner_of_venv(venv)} 2>/dev/null) || o=; k={key}; "
             "[ -z \"$k\" ] || export CREDENTIALS_DIRECTORY=\"${k%/*}\"; "
-            "case $o in 0:*) ;; *) chown -- \"$o\" \"$d\" && "
+            "if [ -n \"$o\" ]; then chown -- \"$o\" \"$d\" && "
             "if [ -n \"$k\" ]; then (umask 077 && cp -- \"$k\" \"$d/${k##*/}\") && chown -- \"$o\" \"$d/${k##*/}\" && "
-            "CREDENTIALS_DIRECTORY=$d; fi ;; esac; ")
+            "CREDENTIALS_DIRECTORY=$d; fi; fi; ")
 
 
 def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: bool = False, venv: str = "/",

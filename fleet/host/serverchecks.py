@@ -24,7 +24,7 @@ _MODEL_CHECK = (
 
 
 def launch_help(conn: Connection, host: Host, venv: str) -> str:
-    """`sglang.launch_server --help` of the venv, as its owner where that is not root (as_owner.sh); "" when it
+    """`sglang.launch_server --help` of the venv, as its owner where that is not root (as_owner.py); "" when it
     does not run."""
     argv = (f"{venv.rstrip('/')}/bin/python", "-m", "sglang.launch_server", "--help")
     return sh(conn, host, hostside.as_owner(venv, *argv) + " 2>/dev/null || true")

@@ -340,14 +340,14 @@ def _venv_of(python: str) -> str:
 
 
 def python_says(conn: Connection, host: Host, python: str, code: str, timeout: float = 60) -> str:
-    """What `python -c code` prints on the host, as the venv's owner where that is not root (as_owner.sh); "" when
+    """What `python -c code` prints on the host, as the venv's owner where that is not root (as_owner.py); "" when
     it fails (no such python, an import error, a venv others may change)."""
     return sh(conn, host, hostside.as_owner(_venv_of(python), python, "-c", code) + " 2>/dev/null || true",
               timeout=timeout)
 
 
 def can_import(conn: Connection, host: Host, python: str, module: str) -> bool:
-    """As the venv's owner where that is not root (as_owner.sh)."""
+    """As the venv's owner where that is not root (as_owner.py)."""
     out = sh(conn, host, hostside.as_owner(_venv_of(python), python, "-c", "import " + module) +
              " 2>&1 || echo FLEET-MISSING")
     return "FLEET-MISSING" not in out.strip()

@@ -46,8 +46,10 @@ def step_label(command: str) -> str:
         words = shlex.split(command)  # whole: a shipped program's text (kcache.py: 22 KB) is one word
     except ValueError:
         words = command.split()
-    if words[:2] == ["sh", "-c"] and words[3:4] == ["fleet-as_owner"] and len(words) > 5:
-        return step_label(shlex.join(words[5:]))  # the venv's own command, as its owner (as_owner.sh)
+    if "-c" in words[1:4] and words[words.index("-c") + 2:][:1] == ["fleet-as_owner"]:
+        i = words.index("-c") + 4  # past `-c AS_OWNER_TEXT fleet-as_owner VENV`: the venv's own command, as its owner
+        if len(words) > i and words[i] != "--who":
+            return step_label(shlex.join(words[i:]))
     if words[:2] == ["sh", "-c"] and len(words) > 3:
         what = " ".join(words[3:])
     elif len(words) > 3 and "-c" in words[1:4] and words[0].rstrip("0123456789.").endswith("python"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from fleet import faulthook
@@ -50,3 +52,7 @@ def test_a_step_is_labelled_by_who_asked_and_what_runs():
     as_user = kcache.command("/home/u/venv/bin/python", "u", "--mark=/m", "modules")
     assert as_user.startswith("/usr/bin/python3 -I -S -c ")
     assert faulty.step_label(as_user) == "?: python --mark=/m modules"
+    # a venv's own command as its owner (as_owner.py) is labelled as that command, as it was under as_owner.sh
+    owned = programs.as_owner("/v", "/v/bin/python", "-c", "import sglang")
+    assert faulty.step_label(owned) == faulty.step_label(shlex.join(["/v/bin/python", "-c", "import sglang"]))
+    assert faulty.step_label(owned) == "?: /v/bin/python -c 'import sglang'"

@@ -7,7 +7,9 @@ save the launcher, which a unit starts.
     patch_host.py   the patch engine's host side: read, apply, revert, cleanup (fleet.patches.engine)
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     venv_site.py    a venv's packages read as data by patch_host.py and scan.py (`#@include venv_site.py`)
-    as_owner.sh     a command that imports a venv's packages, run as the venv's owner where that is not root
+    owner.py        who may change a venv or a path: the one rule before fleet runs a venv's code or writes
+                    there (as_owner.py and patch_host.py: `#@include owner.py`)
+    as_owner.py     a command that runs a venv's code, run as the venv's owner where that is not root
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host; with `keep`,
                     the old file stays beside it as a hardlink named by its sha256
@@ -39,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
            "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py",
-           "venv_site.py", "as_owner.sh")
+           "venv_site.py", "owner.py", "as_owner.py")
 _INCLUDE = "#@include "
 
 
@@ -68,9 +70,19 @@ def system_python_command(name: str, *args: str) -> str:
     return python_command(SYSTEM_PYTHON, name, *args, options=("-I", "-S"))
 
 
+AS_OWNER = "fleet-as_owner"  # as_owner.py's first argument: its name in `ps` and in the fault harness's labels
+
+
 def as_owner(venv: str, *argv: str) -> str:
-    """`argv`, which imports the venv's packages, run as the venv's owner where that is not root (as_owner.sh)."""
-    return sh_command("as_owner.sh", venv, *argv)
+    """`argv`, which runs the venv's code, run as the venv's owner where that is not root (as_owner.py, on the
+    host's own python: owner.py's rule); a venv others may change too: exit 77, one line on stderr."""
+    return system_python_command("as_owner.py", AS_OWNER, venv, *argv)
+
+
+def owner_of_venv(venv: str) -> str:
+    """Shell: prints `uid:gid` of the user `as_owner` runs the venv's code as, nothing for root; exit 77 where it
+    refuses."""
+    return system_python_command("as_owner.py", AS_OWNER, "--who", venv)
 
 
 def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:

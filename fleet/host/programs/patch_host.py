@@ -10,9 +10,11 @@ def out(obj):
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 #@include venv_site.py
+#@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (find, use_venv: venv_site.py's, put in place of the include line when the text is shipped)
+# (find, use_venv: venv_site.py's; Seen, decide, venv_owner: owner.py's; put in place of the include lines when the
+# text is shipped)
 def dist_of(top):
     import importlib.metadata as md
     try:
@@ -148,34 +150,18 @@ def atomic_write(path, data, mode, uid, gid):
         except OSError: pass
         raise
     fsync_dir(d)
-def owner_of(path):
-    """(uid, gid) of the one user other than root who may change `path` or swap a folder above it (lstat: a link
-    is its own owner's), None where root alone may; more than one such user: PermissionError."""
-    who, p = {}, os.path.abspath(path)
-    while True:
-        try:
-            st = os.lstat(p)
-            if st.st_uid != 0:
-                who[st.st_uid] = st.st_gid
-        except FileNotFoundError:
-            pass
-        if p == "/":
-            break
-        p = os.path.dirname(p)
-    if len(who) > 1:
-        raise PermissionError(1, "changeable by more than one user (uids %s): fleet writes there as none"
-                              % ",".join(map(str, sorted(who))), path)
-    return next(iter(who.items()), None)
-def as_owner(path, fn):
-    """fn() with the rights of the user who may change `path` (owner_of) where this runs as root: a folder that
-    user swaps for a link mid-write then leads nowhere that user could not write anyway. Its OSError raised here."""
-    who = owner_of(path) if os.geteuid() == 0 else None
+SEEN = Seen()  # the venv and every file written in it this run: one writer for all (owner.py)
+def as_owner(path, fn, venv=True):
+    """fn() with the rights of the venv's owner (owner.py: the venv, its python and `path`), or without `venv` of
+    the user who may change `path` (a user's cache), where this runs as root: a folder that user swaps for a link
+    mid-write then leads nowhere that user could not write anyway. Its OSError (Refused too) raised here."""
+    if os.geteuid() != 0:
+        return fn()
+    v = REQ.get("venv")
+    who = venv_owner(v, path, seen=SEEN) if venv and v else decide(paths=(path,))
     if who is None:
         return fn()
-    try:
-        gid = pwd.getpwuid(who[0]).pw_gid
-    except KeyError:
-        gid = who[1]
+    gid = who[1]
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -229,7 +215,7 @@ def clear_cache(bases, modules):
         for m in modules:
             for d in glob.glob(os.path.join(b, ".cache", "flashinfer", "*", "*", "cached_ops", m)):
                 try:  # a user's cache, as that user: a folder swapped for a link leads nowhere of root's
-                    as_owner(d, lambda d=d: shutil.rmtree(d, ignore_errors=True)); gone.append(d)
+                    as_owner(d, lambda d=d: shutil.rmtree(d, ignore_errors=True), venv=False); gone.append(d)
                 except OSError:
                     pass
     return gone
@@ -369,6 +355,6 @@ def do_cleanup(req):
             as_owner(t, lambda t=t: os.unlink(t)); gone.append(t)
     out({"ok": True, "removed": gone})
 mode = sys.argv[1]
-req = json.loads(base64.b64decode(sys.argv[2]))
+REQ = req = json.loads(base64.b64decode(sys.argv[2]))
 PYTHON = use_venv(req)
 {"read": do_read, "apply": do_apply, "revert": do_revert, "cleanup": do_cleanup}[mode](req)

@@ -13,7 +13,7 @@ import pytest
 
 from fleet.host import programs as hostside
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="as_owner.sh drops privileges: run as root")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="as_owner.py drops privileges: run as root")
 
 
 def _venv(tmp_path: Path) -> Path:

@@ -1,0 +1,44 @@
+"""A command that runs a venv's code (its python, its packages), run as the venv's owner (owner.py's rule).
+
+usage: python -I -S -c TEXT fleet-as_owner VENV COMMAND...   run as root: COMMAND as the one user other than root
+                                                              who may change the venv (its groups, HOME, USER),
+                                                              as root where root alone may
+       python -I -S -c TEXT fleet-as_owner --who VENV         prints `uid:gid` of that user, nothing for root
+A venv others may change too is refused: exit 77, one line `fleet runs nothing of VENV as root: WHY`. Not run as
+root, COMMAND runs as it is.
+"""
+import sys
+#@include owner.py
+# ruff: noqa: F821
+# mypy: disable-error-code="name-defined"
+# (venv_owner, Refused: owner.py's, put in place of the include line when the text is shipped)
+def run_as(who, argv):
+    if who is not None:
+        uid, gid, name, home = who
+        if name is not None:
+            os.initgroups(name, gid)
+        else:
+            os.setgroups([])
+        os.setgid(gid); os.setuid(uid)
+        os.environ.update(HOME=home, **({"USER": name, "LOGNAME": name} if name else {}))
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        sys.stderr.write("fleet-as_owner: %s: %s\n" % (argv[0], e.strerror))
+        sys.exit(127 if e.errno == errno.ENOENT else 126)
+def main(args):
+    who_only = args[:1] == ["--who"]
+    venv, argv = (args[1], None) if who_only else (args[0], args[1:])
+    if os.geteuid() != 0:
+        return None if who_only else run_as(None, argv)
+    try:
+        who = venv_owner(venv)
+    except Refused as e:
+        sys.stderr.write("fleet runs nothing of %s as root: %s\n" % (venv.rstrip("/") or "/", e.strerror))
+        sys.exit(77)
+    if who_only:
+        if who is not None:
+            print("%d:%d" % (who[0], who[1]))
+        return None
+    return run_as(who, argv)
+main(sys.argv[2:])

@@ -1,0 +1,265 @@
+"""One rule for who owns a venv, whichever step asks (owner.py): the step that runs the venv's code (as_owner.py),
+the patch engine's writes (patch_host.py) and the benchmark's temp folder and key copy (benchrun) decide alike.
+
+Each layout below is one on which two of the three copies fleet had decided differently (as_owner.sh, patch_host's
+owner_of, benchrun's `stat` of the venv's top folder); each test fails on that code for the copies named in the
+layout's note. Run here as root, on folders made here, the programs run as on a host."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fleet.deploy import bench
+from fleet.host import benchrun
+from fleet.host import programs as hostside
+
+pytestmark = [pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users: needs root (CI runs as root)")]
+
+NOBODY = pwd.getpwnam("nobody")
+OTHER = next(p for p in pwd.getpwall() if p.pw_uid not in (0, NOBODY.pw_uid))
+NO_ENTRY = 4242  # a uid with no passwd entry
+ORIGINAL = b"if major not in (9, 10):\n    raise RuntimeError\n"
+PATCHED = ORIGINAL.replace(b"(9, 10)", b"(9, 10, 12)")
+SECRET = "sk-owner-rule"
+
+
+@pytest.fixture
+def top() -> Iterator[Path]:
+    """A folder of root's others may reach, as /home is (pytest's tmp_path is root's alone: 0700 above it)."""
+    made = Path(tempfile.mkdtemp(prefix="fleet-rule-"))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made)
+
+
+def _venv(at: Path) -> Path:
+    """A root-owned venv at `at`: bin/python a link to the host's, one package file to patch."""
+    sub = at / "lib" / "python3.11" / "site-packages" / "gated" / "sub"
+    sub.mkdir(parents=True)
+    (sub.parent / "__init__.py").write_text("")
+    (sub / "__init__.py").write_text("")
+    (sub / "kernel.py").write_bytes(ORIGINAL)
+    (at / "bin").mkdir()
+    (at / "bin" / "python").symlink_to("/usr/bin/python3")
+    (at / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    return at
+
+
+def _users_folder(top: Path, uid: int = NOBODY.pw_uid) -> Path:
+    home = top / f"home{uid}"
+    home.mkdir()
+    os.chown(home, uid, uid)
+    return home
+
+
+def open_folder(top: Path) -> Path:
+    """as_owner.sh refused; patch_host wrote as root (it read no mode bits)."""
+    venv = _venv(top / "venv")
+    (venv / "lib").chmod(0o777)
+    return venv
+
+
+def group_shared_folder(top: Path) -> Path:
+    """root:nogroup 0775 (nobody is in nogroup): as_owner.sh refused; patch_host wrote as root."""
+    venv = _venv(top / "venv")
+    os.chown(venv / "lib", 0, NOBODY.pw_gid)
+    (venv / "lib").chmod(0o775)
+    return venv
+
+
+def a_users_folder_off_the_files_path(top: Path) -> Path:
+    """bin/ nobody's: as_owner.sh ran as nobody; patch_host wrote lib/ as root; benchrun judged the top folder
+    (root's) and handed nobody's benchmark neither temp folder nor key."""
+    venv = _venv(top / "venv")
+    os.chown(venv / "bin", NOBODY.pw_uid, NOBODY.pw_gid)
+    return venv
+
+
+def its_python_in_a_users_folder(top: Path) -> Path:
+    """bin/python's real file lies in nobody's folder: as_owner.sh ran as nobody; patch_host and benchrun as root."""
+    venv = _venv(top / "venv")
+    real = _users_folder(top) / "python3"
+    shutil.copy2(os.path.realpath("/usr/bin/python3"), real)
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(real)
+    return venv
+
+
+def its_python_a_link_through_a_users_folder(top: Path) -> Path:
+    """bin/python -> nobody's folder/python3 -> /usr/bin/python3: as_owner.sh looked only at the link's end (root's),
+    patch_host and benchrun not at all: all ran as root, nobody may point the link elsewhere."""
+    venv = _venv(top / "venv")
+    (_users_folder(top) / "python3").symlink_to("/usr/bin/python3")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(top / f"home{NOBODY.pw_uid}" / "python3")
+    return venv
+
+
+def a_link_into_a_users_folder(top: Path) -> Path:
+    """top/venv (root's link) -> nobody's folder/venv: as_owner.sh (readlink -f) ran as nobody; patch_host's lstat
+    walk of the path as named and benchrun's lstat of the link saw root alone."""
+    _venv(_users_folder(top) / "venv")
+    (top / "venv").symlink_to(top / f"home{NOBODY.pw_uid}" / "venv")
+    return top / "venv"
+
+
+def a_links_hop_through_a_users_folder(top: Path) -> Path:
+    """top/venv -> nobody's folder/hop -> top/real: the real path and the path as named are root's; nobody may
+    change the hop. as_owner.sh, patch_host and benchrun all ran as root."""
+    _venv(top / "real")
+    (_users_folder(top) / "hop").symlink_to(top / "real")
+    (top / "venv").symlink_to(top / f"home{NOBODY.pw_uid}" / "hop")
+    return top / "venv"
+
+
+def a_users_link_in_a_sticky_folder(top: Path) -> Path:
+    """A link nobody made in a sticky folder (nobody may swap it): patch_host and benchrun (lstat) saw nobody;
+    as_owner.sh never looked at the link and ran as root."""
+    _venv(top / "real")
+    sticky = top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "venv").symlink_to(top / "real")
+    os.lchown(sticky / "venv", NOBODY.pw_uid, NOBODY.pw_gid)
+    return sticky / "venv"
+
+
+def missing_in_a_users_folder(top: Path) -> Path:
+    """No venv yet where nobody may make one: as_owner.sh ran the command as root (`[ -d ] || exec`), a race away
+    from root running nobody's python; patch_host's walk saw nobody."""
+    return _users_folder(top) / "venv"
+
+
+def a_uid_with_no_passwd_entry(top: Path) -> Path:
+    """Everything of uid 4242, which has no name: patch_host wrote as 4242; as_owner.sh's runuser found no such
+    user and nothing ran."""
+    venv = _venv(top / "venv")
+    for here, dirs, files in os.walk(venv):
+        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            os.lchown(name, NO_ENTRY, NO_ENTRY)
+    return venv
+
+
+def two_users(top: Path) -> Path:
+    """nobody's folder, OTHER's venv: all refused, but benchrun first handed a copy of the key to OTHER."""
+    venv = _venv(_users_folder(top) / "venv")
+    for here, dirs, files in os.walk(venv):
+        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            os.lchown(name, OTHER.pw_uid, OTHER.pw_gid)
+    return venv
+
+
+@dataclass(frozen=True)
+class Case:
+    layout: Callable[[Path], Path]
+    runs_as: int | str  # the uid the venv's code runs as, or the refusal's reason (exit 77)
+    patch: str  # what the patch engine's write says: "written", or a part of its error
+
+
+NOT_HIS = "Permission denied"  # written as the venv's owner, who may not write root's folder: nothing written
+CASES = [
+    Case(open_folder, "/venv/lib is writable by others than its owner", "writable by others than its owner"),
+    Case(group_shared_folder, "/venv/lib is writable by others than its owner", "writable by others than its owner"),
+    Case(a_users_folder_off_the_files_path, NOBODY.pw_uid, NOT_HIS),
+    Case(its_python_in_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(its_python_a_link_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(a_link_into_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(a_links_hop_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
+    Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
+    Case(two_users, f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user",
+         f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user"),
+]
+IDS = [c.layout.__name__ for c in CASES]
+
+
+def _key(top: Path) -> Path:
+    keys = top / "etc"
+    keys.mkdir(mode=0o700)
+    key = keys / "fleet.key"
+    key.write_text(SECRET + "\n")
+    key.chmod(0o600)
+    return key
+
+
+def _says(venv: Path, expected: int | str, key: bool = True) -> tuple[int, str, str]:
+    """(exit, stdout, stderr): the uid it ran as and the key it read, or the one line of its refusal."""
+    if isinstance(expected, int):
+        return 0, f"{expected}\n{SECRET}" if key else str(expected), ""
+    why = f"{venv.parent}{expected}" if expected.startswith("/") else expected  # a path: below the layout's top
+    return 77, "", f"fleet runs nothing of {venv} as root: {why}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_the_venvs_code_runs_as_the_rules_owner(top, case):
+    venv = case.layout(top)
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip(), done.stderr.strip()) == _says(venv, case.runs_as, key=False)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_benchmark_gets_its_folder_and_key_as_the_same_owner(top, case):
+    """The benchmark's command reads the key where fleet put it for the owner the rule names, as that owner."""
+    venv = case.layout(top)
+    key = _key(top)
+    cmd = hostside.as_owner(str(venv), "sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+    done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), key_path=str(key))],
+                          capture_output=True, text=True, timeout=60)
+    rc, out, err, _ = bench.split_output(done.stdout)
+    assert (rc, out.strip(), err.strip()) == _says(venv, case.runs_as), done.stdout[-2000:]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not isinstance(c.runs_as, int)], ids=lambda c: c.layout.__name__)
+def test_a_refused_benchmark_gets_no_copy_of_the_key(top, case):
+    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused."""
+    venv = case.layout(top)
+    key = _key(top)
+    done = subprocess.run(["sh", "-c", benchrun.script("ls -A .", 30, interval_s=5, venv=str(venv),
+                                                       key_path=str(key))], capture_output=True, text=True, timeout=60)
+    rc, out, _, _ = bench.split_output(done.stdout)
+    assert rc == 0 and "fleet.key" not in out.split(), out
+
+
+def _apply(top: Path, venv: Path) -> dict:
+    target = venv / "lib" / "python3.11" / "site-packages" / "gated" / "sub" / "kernel.py"
+    off = ORIGINAL.index(b"(9, 10)")
+    step = [off, base64.b64encode(b"(9, 10)").decode(), base64.b64encode(b"(9, 10, 12)").decode()]
+    files = [{"path": str(target), "package": "gated.sub", "file": "kernel.py", "dist": None, "version": None,
+              "sha_before": hashlib.sha256(ORIGINAL).hexdigest(), "sha_after": hashlib.sha256(PATCHED).hexdigest(),
+              "steps": [step]}]
+    req = {"root": str(top / "backups"), "files": files, "run": "r1", "sets": ["demo"], "time": "T", "by": "test",
+           "modules": [], "bases": [], "venv": str(venv)}
+    arg = base64.b64encode(json.dumps(req).encode()).decode()
+    done = subprocess.run(["sh", "-c", hostside.system_python_command("patch_host.py", "apply", arg)],
+                          capture_output=True, text=True, timeout=60)
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("FLEET-JSON:"))
+    answer: dict = json.loads(line[len("FLEET-JSON:"):])
+    answer["uid"] = target.stat().st_uid
+    answer["now"] = target.read_bytes()
+    return answer
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.patch], ids=lambda c: c.layout.__name__)
+def test_the_patch_engine_writes_as_the_rules_owner_or_not_at_all(top, case):
+    venv = case.layout(top)
+    done = _apply(top, venv)
+    if case.patch == "written":
+        assert done["ok"] and done["now"] == PATCHED and done["uid"] == case.runs_as, done
+    else:
+        assert not done["ok"] and case.patch in done["error"] and done["now"] == ORIGINAL, done
