@@ -152,3 +152,27 @@ def test_a_users_venv_is_patched_and_reverted_as_that_user(owned):
     assert reverted.ok, reverted.error
     assert set(sh(inv, HOST, "stat -c %U " + " ".join(map(shlex.quote, applied.written))).split()) == {"fleet"}
     assert "0" not in _uids(inv)
+
+
+def test_a_root_venv_one_folder_of_which_is_a_users_is_that_users_for_every_step(owned):
+    """One rule over real ssh (owner.py): bin/ the user's, all else root's (in the user's home). Fails before:
+    as_owner.sh ran the venv's code as the user, but benchrun judged the venv's top folder (root's) and gave that
+    user neither temp folder nor key. The patch engine writes as the user, whom root's folders refuse."""
+    inv, host, conn = owned
+    sh(inv, HOST, f"chown -R root:root {VENV} && chown fleet:fleet {VENV}/bin")
+    said = python_says(conn, host, f"{VENV}/bin/python", "import os; print(os.geteuid())")
+    sums = sh(inv, HOST, f"find {VENV}/lib -type f -name '*.py' | sort | xargs sha256sum | sha256sum")
+    applied = engine.apply_host(conn, host, patchsets.load_sets([SET]))
+    after = sh(inv, HOST, f"find {VENV}/lib -type f -name '*.py' | sort | xargs sha256sum | sha256sum")
+    key = "/etc/fleet/venv-owned.key"
+    sh(inv, HOST, f"mkdir -p /etc/fleet /var/lib/fleet/bin && (umask 077 && echo sk-venv-owned > {key})")
+    write_atomic(conn, host, LAUNCHER, launcher_text().encode(), 0o755)
+    try:
+        res = benchrun.run_bench(conn, host, bench.command(VENV, 1, Bench(num_prompts=1, max_concurrency=1),
+                                                           key_path=key), 120, venv=VENV, key_path=key)
+    finally:
+        sh(inv, HOST, f"rm -f {key}")
+    rc, out, err, _ = bench.split_output(res.stdout)
+    assert said.strip() == "1000" and "0" not in _uids(inv), said
+    assert not applied.ok and "Permission denied" in (applied.error or "") and sums == after, applied.error
+    assert rc not in (None, 0) and "Connection refused" in out + err, (rc, out, err)  # the key read, none serves
