@@ -30,7 +30,7 @@ def _for_owner(venv: str, key_path: str | None) -> str:
             "CREDENTIALS_DIRECTORY=$d; fi; fi; ")
 
 
-def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: bool = False, venv: str = "/",
+def script(bench_cmd: str, timeout_s: float, *, venv: str, interval_s: float = 0.25, details: bool = False,
            key_path: str | None = None) -> str:
     """Sampler in the background, benchmark in the foreground (under `timeout`), then everything printed
     between markers (with `details`, bench_serving's output file DETAILS last)."""
@@ -46,7 +46,7 @@ def script(bench_cmd: str, timeout_s: float, interval_s: float = 0.25, details: 
     )
 
 
-def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float, details: bool = False, venv: str = "/",
+def run_bench(conn: Connection, host: Host, bench_cmd: str, timeout_s: float, *, venv: str, details: bool = False,
               key_path: str | None = None) -> CommandResult:
     """`script` of `bench_cmd` (of `venv`, with the server's key at `key_path`) on the host, given a minute past the
     benchmark's own timeout to answer."""

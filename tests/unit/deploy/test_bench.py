@@ -55,7 +55,7 @@ def test_with_a_key_the_launcher_sets_it_inside_bench_serving():
 
 
 def test_script_samples_in_the_background():
-    text = bench.script("python -m sglang.bench_serving", 120)
+    text = bench.script("python -m sglang.bench_serving", 120, venv="/opt/venv")
     assert "nvidia-smi --query-gpu=index,power.draw,power.limit,utilization.gpu" in text
     assert "timeout 120 python -m sglang.bench_serving" in text and ") > \"$d/smi\" 2>&1 &" in text
 

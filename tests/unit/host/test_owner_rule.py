@@ -155,6 +155,14 @@ def a_uid_with_no_passwd_entry(top: Path) -> Path:
     return venv
 
 
+def a_group_of_one_may_write(top: Path) -> Path:
+    """lib/ 0775 whose group has no member but its owner (umask 002 of a user private group): not others' to write;
+    that user's (the uid with no passwd entry, its gid no group's)."""
+    venv = a_uid_with_no_passwd_entry(top)
+    (venv / "lib").chmod(0o775)
+    return venv
+
+
 def two_users(top: Path) -> Path:
     """nobody's folder, OTHER's venv: all refused, but benchrun first handed a copy of the key to OTHER."""
     venv = _venv(_users_folder(top) / "venv")
@@ -183,6 +191,7 @@ CASES = [
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
+    Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(two_users, f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user",
          f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user"),
 ]
