@@ -784,6 +784,19 @@ BY_MEANING = [
     (_real("0.5.14", "sglang/srt/server_args.py", 4360, "assert", "AssertionError",
            "no_buffer do not support trtllm_mha attention backend.", "_validate_mamba_no_buffer"),
      "AssertionError: no_buffer do not support trtllm_mha attention backend.", "CONFIG_REFUSED"),
+    # a feature that needs the model's attention heads shaped otherwise: a model / feature mix, not an invariant
+    (_real("0.5.18", "sglang/srt/mem_cache/memory_pool.py", 2781, "raise", "NotImplementedError",
+           "prefix-valid commit requires equal-width K/V rows, got head_dim={} v_head_dim={}.",
+           "set_kv_buffer_prefix_valid"),
+     "NotImplementedError: prefix-valid commit requires equal-width K/V rows, got head_dim=192 v_head_dim=128.",
+     "CONFIG_REFUSED"),
+    (_real("0.5.16", "sglang/srt/mem_cache/memory_pool.py", 3219, "raise", "ValueError",
+           "MXFP8 KV cache requires head_dim divisible by {}, got {}.", "_create_buffers"),
+     "ValueError: MXFP8 KV cache requires head_dim divisible by 32, got 80.", "CONFIG_REFUSED"),
+    # ...but a tensor's shape its own code built is no model's heads (guard: passes before and after)
+    (_real("0.5.20", "sglang/srt/layers/attention/qsa/mqa.py", 27, "raise", "ValueError",
+           "QSA requires q [tokens, heads, head_dim], got {}", "_validate_q"),
+     "ValueError: QSA requires q [tokens, heads, head_dim], got torch.Size([4, 128])", "FATAL"),
 ]
 
 
