@@ -141,7 +141,8 @@ def test_an_invariant_that_names_what_the_operator_chose_is_not_called_an_sglang
     other = _site("sglang/srt/utils/common.py", "retry() observe errors that should not be retried.", "RuntimeError")
     classifier = SiteClassifier(SiteIndex([chose, plumbing, other]))
     assert classify_text("ValueError: MXFP8 KV cache requires head_dim divisible by 32, got 80.\n",
-                         sites=classifier).log_class == "FATAL"  # the operator's dtype: no class rather than a lie
+                         sites=classifier).log_class == "CONFIG_REFUSED"  # the operator's dtype with this model's
+    # heads (model_geometry, as sglang-0.5.23.yaml labels it): a choice refused, never an sglang bug
     assert classify_text("AssertionError: a reused row must carry allocated KV\n",
                          sites=classifier).log_class == "INTERNAL_ERROR"
     assert classify_text("RuntimeError: retry() observe errors that should not be retried.\n",
@@ -744,6 +745,59 @@ BY_MEANING = [
     (_real("0.5.23", "sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py", 257, "raise",
            "RuntimeError", "Reserve push capacity before CUDA graph capture"),
      "RuntimeError: Reserve push capacity before CUDA graph capture", "INTERNAL_ERROR"),
+    # h-class11 (fresh7's wrong sites, by kind): advice to upgrade a library to a version: the one installed is too
+    # old, though the message names a setting's value (decode_attention_backend) and "requires"
+    (_real("0.5.18", "sglang/srt/arg_groups/overrides.py", 424, "raise", "RuntimeError",
+           "Kimi-K3 DCP with decode_attention_backend='cutedsl_mla' requires enable_dcp in the signature of "
+           "flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla; upgrade to FlashInfer 0.6.17 or newer.",
+           "_require_kimi_k3_cutedsl_dcp_support"),
+     "RuntimeError: Kimi-K3 DCP with decode_attention_backend='cutedsl_mla' requires enable_dcp in the signature of "
+     "flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla; upgrade to FlashInfer 0.6.17 or newer.",
+     "MISSING_PACKAGE"),
+    # SIGKILL named alone is the signal sglang sends its own children at shutdown, not the kernel's OOM killer
+    (_real("0.5.21", "sglang/srt/utils/common.py", 2323, "raise", "RuntimeError",
+           "kill_process_tree: {} process(es) not reaped within {}s after SIGKILL; pids={}", "_wait_for_reap_or_raise"),
+     "RuntimeError: kill_process_tree: 2 process(es) not reaped within 30s after SIGKILL; pids=[4121, 4122]", "FATAL"),
+    # a dtype as the subject, refused on a platform: the dtype chosen is refused (the labelling rule), not the GPU
+    (_real("0.5.18", "sglang/srt/mem_cache/memory_pool.py", 3634, "assert", "AssertionError",
+           "FP4 is not supported on NPU yet.", "__init__"),
+     "AssertionError: FP4 is not supported on NPU yet.", "CONFIG_REFUSED"),
+    # a request's field that needs the server started with a flag: the request is refused, as "not configured to"
+    (_real("0.5.18", "sglang/srt/managers/tokenizer_manager.py", 780, "raise", "ValueError",
+           "max_thinking_tokens requires the server to be launched with --enable-strict-thinking", "generate_request"),
+     "ValueError: max_thinking_tokens requires the server to be launched with --enable-strict-thinking",
+     "REQUEST_REFUSED"),
+    # a backend named as invalid, the message ending there, in the loader: a choice refused, not the model's files
+    (_real("0.5.18", "sglang/srt/model_loader/loader.py", 3367, "raise", "ValueError",
+           "Invalid remote instance weight loader backend.", "load_model"),
+     "ValueError: Invalid remote instance weight loader backend.", "CONFIG_REFUSED"),
+    # what a quantization method "found" is what the checkpoint holds: the checkpoint, not a combination refused
+    (_real("0.5.21", "sglang/srt/layers/quantization/modelopt_quant.py", 502, "raise", "ValueError",
+           "ModelOptFp8Config only supports regular FP8 quantization, but found {}. Use the native 'mxfp8' "
+           "quantization method for MXFP8 or ModelOptFp4Config for FP4.", "from_config"),
+     "ValueError: ModelOptFp8Config only supports regular FP8 quantization, but found MXFP8. Use the native 'mxfp8' "
+     "quantization method for MXFP8 or ModelOptFp4Config for FP4.", "MODEL_LOAD_FAILURE"),
+    # an argument module's snake_case name alone is no refusal (sglang's own parity check)...
+    (_real("0.5.15.post1", "sglang/srt/arg_groups/overrides.py", 2174, "raise", "AssertionError",
+           "flag/server_args parity broken: {}", "assert_flag_parity"),
+     "AssertionError: flag/server_args parity broken: {'page_size'}", "FATAL"),
+    # ...a setting's snake_case name with a word saying it is refused still is (guard: passes before and after)
+    (_real("0.5.14", "sglang/srt/server_args.py", 4360, "assert", "AssertionError",
+           "no_buffer do not support trtllm_mha attention backend.", "_validate_mamba_no_buffer"),
+     "AssertionError: no_buffer do not support trtllm_mha attention backend.", "CONFIG_REFUSED"),
+    # a feature that needs the model's attention heads shaped otherwise: a model / feature mix, not an invariant
+    (_real("0.5.18", "sglang/srt/mem_cache/memory_pool.py", 2781, "raise", "NotImplementedError",
+           "prefix-valid commit requires equal-width K/V rows, got head_dim={} v_head_dim={}.",
+           "set_kv_buffer_prefix_valid"),
+     "NotImplementedError: prefix-valid commit requires equal-width K/V rows, got head_dim=192 v_head_dim=128.",
+     "CONFIG_REFUSED"),
+    (_real("0.5.16", "sglang/srt/mem_cache/memory_pool.py", 3219, "raise", "ValueError",
+           "MXFP8 KV cache requires head_dim divisible by {}, got {}.", "_create_buffers"),
+     "ValueError: MXFP8 KV cache requires head_dim divisible by 32, got 80.", "CONFIG_REFUSED"),
+    # ...but a tensor's shape its own code built is no model's heads (guard: passes before and after)
+    (_real("0.5.20", "sglang/srt/layers/attention/qsa/mqa.py", 27, "raise", "ValueError",
+           "QSA requires q [tokens, heads, head_dim], got {}", "_validate_q"),
+     "ValueError: QSA requires q [tokens, heads, head_dim], got torch.Size([4, 128])", "FATAL"),
 ]
 
 
