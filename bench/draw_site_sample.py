@@ -58,7 +58,8 @@ def draw(versions: list[str], seed: int, per_release: int, name: str) -> dict[st
     out: dict[str, list[tuple[str, Site]]] = {}
     for version in versions:
         pool = [(m, s) for m, s in population(version) if s.text[:TEXT] not in seen]
-        picked = sorted(rng.sample(pool, per_release), key=lambda ms: (ms[0], ms[1].line))
+        # a release with fewer sites left than asked gives what it has (the draw is never redone to make up for it)
+        picked = sorted(rng.sample(pool, min(per_release, len(pool))), key=lambda ms: (ms[0], ms[1].line))
         seen.update(s.text[:TEXT] for _, s in picked)
         out[version] = picked
     return out
@@ -68,9 +69,11 @@ def _quoted(text: str) -> str:
     return yaml.safe_dump(text, default_style='"', width=10_000).strip()
 
 
-def fixture(version: str, picked: list[tuple[str, Site]], seed: int, versions: list[str], name: str) -> str:
-    head = (f"# {len(picked)} startup sites of sglang {version}, held out: bench/draw_site_sample.py --seed {seed} "
-            f"--per-release {len(picked)} --name {name} {' '.join(versions)}\n"
+def fixture(version: str, picked: list[tuple[str, Site]], seed: int, versions: list[str], name: str,
+            per_release: int) -> str:
+    short = f" (all it had left of {per_release} asked)" if len(picked) < per_release else ""
+    head = (f"# {len(picked)} startup sites of sglang {version}{short}, held out: "
+            f"bench/draw_site_sample.py --seed {seed} --per-release {per_release} --name {name} {' '.join(versions)}\n"
             "# (one random.Random(seed) over the releases in that order; sites already in a file of this folder or\n"
             "# drawn for an earlier release left out). Labelled by reading each site's source before any classifier\n"
             "# ran on it; see the labelling rule in the README of this folder.\n")
@@ -106,7 +109,7 @@ def main() -> None:
         path = LABELS / f"sglang-{version}-{args.name}.yaml"
         if path.exists():
             sys.exit(f"error: {path} exists: a drawn sample is never drawn again over its labels")
-        path.write_text(fixture(version, picked, args.seed, args.versions, args.name))
+        path.write_text(fixture(version, picked, args.seed, args.versions, args.name, args.per_release))
         print(f"{path.relative_to(REPO)}: {len(picked)} sites")
 
 
