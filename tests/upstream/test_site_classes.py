@@ -51,7 +51,11 @@ def test_sites_given_a_specific_class_get_the_right_one(startup_classified, path
     low, high = wilson(right, right + len(wrong))
     print(f"{path.name}: precision {right}/{right + len(wrong)} = {right / (right + len(wrong)):.3f} "
           f"(95% Wilson {low:.3f}-{high:.3f}); {missed} labelled sites left FATAL")
-    assert len(sample["sites"]) >= 50
+    # draw_site_sample.py gives a release with fewer sites left than asked all it has: a short file must be all
+    if len(sample["sites"]) < 50:
+        labelled = {e["text"] for label in LABELS for e in yaml.safe_load(label.read_text())["sites"]}
+        left = [f"{m}:{s.line}" for m, s, _ in startup_classified(sample["release"]) if s.text[:100] not in labelled]
+        assert not left, f"{path.name} holds {len(sample['sites'])} sites; these of its release are unlabelled: {left}"
     assert right / (right + len(wrong)) >= sample["floor"], wrong  # the figure may not drop (the goal is GOAL)
 
 
