@@ -48,7 +48,7 @@ def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every
 
 def typed_host(value: str) -> str:
     """`--host 'gpu-*'`: the one host a task takes, as typed (quoted where a shell needs it)."""
-    from fleet.inventory import as_typed  # deferred, as above
+    from fleet.errors import as_typed  # deferred, as above
 
     return as_typed("--host", value)
 
