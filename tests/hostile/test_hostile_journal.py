@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hostkit import HANG_EXEC, HostileFleet, answer, one_line, timed
 
+from fleet.errors import FleetError
 from fleet.logs import journal
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandTimedOut
@@ -55,3 +56,25 @@ def test_a_journal_never_started_gives_up(tmp_path, monkeypatch):
     assert isinstance(result, CommandTimedOut), result
     assert "the journal did not start within 1s" in str(result) and seconds < 3
 
+
+
+def test_a_journal_journalctl_refused_is_an_error_naming_why_not_an_empty_one(tmp_path):
+    """`inv logs --since 99999999d` passed fleet's check, journalctl on the host refused it (exit 1, 'Failed to parse
+    timestamp') and fleet said `no journal lines since 99999999d`, exit 0: the refusal is the host's error now."""
+    refused = answer(stderr=b"Failed to parse timestamp: -99999999d\n", status=1)
+    with HostileFleet(tmp_path, {"h": refused}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            seconds, result = timed(lambda: [follower.read(2) for _ in range(20)])
+        finally:
+            conn.close()
+    assert isinstance(result, FleetError), result
+    assert str(result) == "h: journalctl refused (exit 1): Failed to parse timestamp: -99999999d", str(result)
+
+
+def test_a_journal_that_ends_well_is_none_with_its_warnings_aside(tmp_path):
+    done = answer(b"2026-12-05T02:56:32+0000 h python3[1]: ready\n", b"Hint: not seeing messages of other users\n")
+    text, _ = _follow(tmp_path, done, reads=20)
+    assert text == "2026-12-05T02:56:32+0000 h python3[1]: ready\n"
