@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed), 130 Ctrl-C.
 EXIT_OK = 0
@@ -72,3 +72,8 @@ def as_typed(flag: str, value: str) -> str:
     (text for a message: shlex stays in fleet.host and fleet.ssh, where commands are made)."""
     shown = value if _PLAIN.fullmatch(value) else "'" + value.replace("'", "'\"'\"'") + "'"
     return f"{flag} {shown}"
+
+
+def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
+    """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
+    return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])

@@ -29,13 +29,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleet import errors, fields, yamlfile
-from fleet.errors import InputError, as_typed
+from fleet.errors import InputError, as_given, as_typed
 from fleet.secretref import SecretRef
 
 M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
-
-
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -68,6 +66,10 @@ def _variable(name: object, value: object) -> None:
         fields.text(str(value))
     except ValueError as exc:
         raise ValueError(f"env {name}: {exc}") from None
+
+
+def _env(variables: dict[str, object]) -> dict[str, object]:
+    return env if isinstance(env := variables.get("env"), dict) else {}
 
 
 def _vars(v: HostVars | None) -> dict[str, object]:
@@ -152,6 +154,7 @@ class Host:
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
     playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
     wheelhouse: Path | None = None  # its inventory file's `wheelhouse:`, made absolute
+    env_replaced: tuple[str, ...] = ()  # 'NCCL_DEBUG (group gpus)': of a vars.env a later level's replaced whole
 
 
 @dataclass
@@ -264,11 +267,6 @@ class Inventory:
                              f"{as_typed('--group', typed or name_or_address)}")
         raise InputError(f"{given}: no such host in the inventory"
                          + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
-
-
-def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
-    """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
-    return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
@@ -471,6 +469,7 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
     """The host's settings: defaults < its groups < the host; two groups that disagree each said by `fail`."""
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
     variables = _vars(model.defaults.vars)
+    offered = {k: "defaults" for k in _env(variables)}  # each vars.env variable and the last level that set it
     from_group: dict[str, str] = {}
     for g in groups:
         group = model.groups[g]
@@ -488,10 +487,12 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
                 fail(doc.error(("hosts", name, "groups"),
                                f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host"))
             variables[key], from_group[key] = value, g
+        offered.update({k: f"group {g}" for k in _env(_vars(group.vars))})
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(_vars(entry.vars))
     result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
     if isinstance(result["become_password"], dict):  # model_dump turned the reference into a dict
         result["become_password"] = SecretRef(**result["become_password"])
     result["vars"] = variables
+    result["env_replaced"] = tuple(f"{k} ({level})" for k, level in offered.items() if k not in _env(variables))
     return result

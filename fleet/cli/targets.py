@@ -32,7 +32,8 @@ def names(hosts: Sequence[Host]) -> str:
 
 def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
     """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
-    from fleet.inventory import as_given, only_narrowing  # deferred: pydantic is most of what `inv --list` loads
+    from fleet.errors import as_given
+    from fleet.inventory import only_narrowing  # deferred: pydantic is most of what `inv --list` loads
 
     narrowing = only_narrowing([*hosts, *groups])
     if every and (hosts or groups) and not narrowing:
