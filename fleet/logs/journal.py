@@ -76,7 +76,7 @@ class Follower:
             why = keepalive.lost(self.chan.get_transport())
             if why:
                 raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
-            self._refused()
+            self._ended()
             return None
         if self._cutting:
             end = data.find(b"\n")
@@ -92,11 +92,14 @@ class Follower:
             self._buf, self._cutting = b"", True
         return "".join(line + "\n" for line in lines)
 
-    def _refused(self) -> None:
-        """journalctl's own refusal (its status not 0: a --since it cannot parse, a unit name it refuses) is the
-        host's error with journalctl's first line, never an empty journal; a status not sent within STATUS_S is
-        no refusal (the lines were read)."""
-        if not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status in (0, -1):
+    def _ended(self) -> None:
+        """The journal's end said as it came: journalctl's own refusal (its status not 0: a --since it cannot parse,
+        a unit name it refuses) is the host's error with journalctl's first line, and an end without a status (a host
+        powered off, its sshd killed: the channel closed under journalctl) the link lost; never an empty journal."""
+        if not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status == -1:  # paramiko's -1: closed, none
+            raise ConnectionLost(f"{self.host}: connection lost while following the journal: the channel closed "
+                                 f"without journalctl's exit status within {STATUS_S:g}s (the host or its sshd went)")
+        if self.chan.exit_status == 0:
             return
         said = self.chan.recv_stderr(4096).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
         why = next((line.strip() for line in said.splitlines() if line.strip()), "nothing on stderr")

@@ -3,12 +3,13 @@ so no host can grow the follower's buffer; a journal whose exec request is never
 
 from __future__ import annotations
 
-from hostkit import HANG_EXEC, HostileFleet, answer, one_line, timed
+import pytest
+from hostkit import HANG_EXEC, HostileFleet, answer, close_channel, drop, eof_no_status, one_line, timed
 
 from fleet.errors import FleetError
 from fleet.logs import journal
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandTimedOut
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
 
 def _follow(tmp_path, behaviour, reads):
@@ -78,3 +79,19 @@ def test_a_journal_that_ends_well_is_none_with_its_warnings_aside(tmp_path):
     done = answer(b"2026-12-05T02:56:32+0000 h python3[1]: ready\n", b"Hint: not seeing messages of other users\n")
     text, _ = _follow(tmp_path, done, reads=20)
     assert text == "2026-12-05T02:56:32+0000 h python3[1]: ready\n"
+
+
+@pytest.mark.parametrize("behaviour", [close_channel(), eof_no_status(b""), drop()], ids=["closed", "eof", "dropped"])
+def test_a_journal_that_ends_without_journalctls_status_is_the_link_lost(tmp_path, behaviour):
+    """`inv logs -H sbx2 -f` and sbx2 powered off (inv sandbox.kill): the follow ended, 'no journal lines: sbx2',
+    exit 0, as if the unit had logged nothing; journalctl -f never ends by itself."""
+    with HostileFleet(tmp_path, {"h": behaviour}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            seconds, result = timed(lambda: [follower.read(1) for _ in range(10)])
+        finally:
+            conn.close()
+    assert isinstance(result, ConnectionLost), result
+    assert str(result).startswith("h: connection lost while following the journal"), str(result)
