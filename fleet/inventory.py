@@ -247,8 +247,8 @@ class Inventory:
         for join, named in ((":", "Ansible's ':'"), (";", "';'"), (None, "spaces")):
             parts = pattern.split(join)
             if len(parts) > 1 and all(parts):
-                said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if p.lstrip("!&")
-                                         in self.hosts else flag, p) for p in parts)
+                said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if flag == "--group"
+                                         and p.lstrip("!&") in self.hosts else flag, p) for p in parts)
                 return f"; patterns are given one to an option, or joined with commas, not with {named}: {said}"
         return ""
 

@@ -305,6 +305,14 @@ def test_a_copy_of_the_inventory_beside_it_says_why_it_was_read(tmp_path):
         inventory.load(hosts)
 
 
+def test_a_shells_list_is_said_with_the_option_it_was_typed_to(tmp_path):
+    """`inv status --detail 'sbx0 sbx1'` was told `--host sbx0 --host sbx1`, which --detail refuses beside it."""
+    path = write(tmp_path, "hosts.yaml", FLEET)
+    with pytest.raises(InputError) as err:
+        inventory.load(path).select(["dgx-1 dgx-2"], [], default_file=path, host_flag="--detail")
+    assert str(err.value).endswith("not with spaces: --detail dgx-1 --detail dgx-2"), str(err.value)
+
+
 @pytest.mark.parametrize("value", ["a1", "!a3", "gpu-0*", "a b", "it's", "10.1.2.3", "&canary", "x,y", "", "é1"])
 def test_a_pattern_is_named_as_a_shell_would_need_it_again(value):
     import shlex
