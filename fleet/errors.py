@@ -1,10 +1,12 @@
 """Errors fleet reports to people, the exit codes they map to, and the "did you mean" every name lookup shares
-(hosts, groups, playbooks): difflib's closest known name, the case of the letters aside, else the names known."""
+(hosts, groups, playbooks): difflib's closest known name, the case of the letters aside, else the names known;
+an option named with its value as the operator typed it (as_typed)."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 # Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed), 130 Ctrl-C.
 EXIT_OK = 0
@@ -60,3 +62,18 @@ def hint(name: str, known: Iterable[str]) -> str:
     """did_you_mean where a name is near, else known_names."""
     names = list(known)
     return did_you_mean(name, names) or known_names(names)
+
+
+_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # what a shell reads as itself, unquoted (shlex.quote's set)
+
+
+def as_typed(flag: str, value: str) -> str:
+    """`--host '!a3'`: an option with its value as the operator typed it, quoted as a shell would need it again
+    (text for a message: shlex stays in fleet.host and fleet.ssh, where commands are made)."""
+    shown = value if _PLAIN.fullmatch(value) else "'" + value.replace("'", "'\"'\"'") + "'"
+    return f"{flag} {shown}"
+
+
+def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
+    """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
+    return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])

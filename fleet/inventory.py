@@ -29,13 +29,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleet import errors, fields, yamlfile
-from fleet.errors import InputError
+from fleet.errors import InputError, as_given, as_typed
 from fleet.secretref import SecretRef
 
 M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
-
-
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -68,6 +66,10 @@ def _variable(name: object, value: object) -> None:
         fields.text(str(value))
     except ValueError as exc:
         raise ValueError(f"env {name}: {exc}") from None
+
+
+def _env(variables: dict[str, object]) -> dict[str, object]:
+    return env if isinstance(env := variables.get("env"), dict) else {}
 
 
 def _vars(v: HostVars | None) -> dict[str, object]:
@@ -152,6 +154,7 @@ class Host:
     become_password: SecretRef | None = field(default=None, compare=False, hash=False)
     playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
     wheelhouse: Path | None = None  # its inventory file's `wheelhouse:`, made absolute
+    env_replaced: tuple[str, ...] = ()  # 'NCCL_DEBUG (group gpus)': of a vars.env a later level's replaced whole
 
 
 @dataclass
@@ -207,9 +210,12 @@ class Inventory:
             return [self.find(pattern, flag, typed).name]
         found = [h.name for h in self.hosts.values()
                  if fnmatch.fnmatchcase(h.name, pattern) or fnmatch.fnmatchcase(h.address, pattern)]
-        if not found:
+        if not found:  # a glob's nearest is no one host: the case it missed, else the names
+            folded = any(fnmatch.fnmatchcase(h.name, pattern.lower()) for h in self.hosts.values())
+            hint = f"; globs match case as typed: {as_typed(flag, typed.lower())}" if folded else \
+                errors.known_names(list(self.hosts))
             raise InputError(f"{as_typed(flag, typed)}: matches no host of the inventory"
-                             f"{self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.hosts)}")
+                             f"{self.ansible_spelling(pattern, flag) or hint}")
         return found
 
     def _group_members(self, flag: str, typed: str) -> list[str]:
@@ -229,17 +235,22 @@ class Inventory:
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
     def ansible_spelling(self, pattern: str, flag: str) -> str:
-        """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all` in place of a nearest name ('': none)."""
+        """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all`, a shell's list (`'a b'`, `a;b`) and ssh's
+        `host:22`, in place of a nearest name that pattern never meant ('': none)."""
         if pattern == "all":
             return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
         if pattern.startswith("~"):
             return f"; fleet takes globs, not Ansible's ~regex: {as_typed(flag, 'gpu-[12]')}, {as_typed(flag, 'gpu-*')}"
-        parts = [part.strip() for part in pattern.split(":")]
-        if len(parts) < 2 or not all(parts):
-            return ""
-        said = [as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if p.lstrip("!&") in self.hosts
-                         else flag, p) for p in parts]
-        return f"; patterns are given one to an option, or joined with commas, not with Ansible's ':': {' '.join(said)}"
+        host, _, port = pattern.rpartition(":")
+        if port.isdigit() and (host in self.hosts or any(h.address == host for h in self.hosts.values())):
+            return f"; a port is no part of a host's pattern (the inventory's port: is): {as_typed(flag, host)}"
+        for join, named in ((":", "Ansible's ':'"), (";", "';'"), (None, "spaces")):
+            parts = pattern.split(join)
+            if len(parts) > 1 and all(parts):
+                said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if flag == "--group"
+                                         and p.lstrip("!&") in self.hosts else flag, p) for p in parts)
+                return f"; patterns are given one to an option, or joined with commas, not with {named}: {said}"
+        return ""
 
     def find(self, name_or_address: str, flag: str = "--host", typed: str | None = None) -> Host:
         """The host of that name or address; errors name it as `typed` (the pattern with its `!`/`&`)."""
@@ -256,21 +267,6 @@ class Inventory:
                              f"{as_typed('--group', typed or name_or_address)}")
         raise InputError(f"{given}: no such host in the inventory"
                          + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
-
-
-def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
-    """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
-    return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])
-
-
-_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # what a shell reads as itself, unquoted (shlex.quote's set)
-
-
-def as_typed(flag: str, value: str) -> str:
-    """`--host '!a3'`: an option with its value as the operator typed it, quoted as a shell would need it again
-    (text for a message: shlex stays in fleet.host and fleet.ssh, where commands are made)."""
-    shown = value if _PLAIN.fullmatch(value) else "'" + value.replace("'", "'\"'\"'") + "'"
-    return f"{flag} {shown}"
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
@@ -473,6 +469,7 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
     """The host's settings: defaults < its groups < the host; two groups that disagree each said by `fail`."""
     merged: dict[str, Any] = {k: v for k, v in model.defaults.model_dump().items() if v is not None and k != "vars"}
     variables = _vars(model.defaults.vars)
+    offered = {k: "defaults" for k in _env(variables)}  # each vars.env variable and the last level that set it
     from_group: dict[str, str] = {}
     for g in groups:
         group = model.groups[g]
@@ -490,10 +487,12 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
                 fail(doc.error(("hosts", name, "groups"),
                                f"groups {from_group[key]} and {g} set vars.{key} differently; set it on the host"))
             variables[key], from_group[key] = value, g
+        offered.update({k: f"group {g}" for k in _env(_vars(group.vars))})
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(_vars(entry.vars))
     result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
     if isinstance(result["become_password"], dict):  # model_dump turned the reference into a dict
         result["become_password"] = SecretRef(**result["become_password"])
     result["vars"] = variables
+    result["env_replaced"] = tuple(f"{k} ({level})" for k, level in offered.items() if k not in _env(variables))
     return result

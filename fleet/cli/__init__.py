@@ -22,7 +22,7 @@ from fleet.cli import loading  # noqa: F401 (first: a Ctrl-C while invoke loads 
 from invoke.exceptions import Exit
 
 from fleet.cli import targets
-from fleet.errors import EXIT_BAD_INPUT, FleetError, InputError
+from fleet.errors import EXIT_BAD_INPUT, FleetError, InputError, as_given
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -117,7 +117,7 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     inv = inventory.load(path)
     chosen = inv.select(hosts or [], groups or [], default_file=path, host_flag=host_flag)
     if not chosen:  # an empty group, or a file of no host: no target (exit 2), not a failed host
-        given = inventory.as_given(hosts or [], groups or [], host_flag)
+        given = as_given(hosts or [], groups or [], host_flag)
         raise InputError(f"{given}: no host is in it; nothing was contacted" if given else
                          f"{path}: no hosts in this inventory file; nothing was contacted")
     patterns = inventory.split_patterns([*(hosts or []), *(groups or [])])

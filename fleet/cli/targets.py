@@ -32,7 +32,8 @@ def names(hosts: Sequence[Host]) -> str:
 
 def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every: bool) -> None:
     """Exit 2 unless the hosts are named: a task that changes hosts never defaults to the whole inventory."""
-    from fleet.inventory import as_given, only_narrowing  # deferred: pydantic is most of what `inv --list` loads
+    from fleet.errors import as_given
+    from fleet.inventory import only_narrowing  # deferred: pydantic is most of what `inv --list` loads
 
     narrowing = only_narrowing([*hosts, *groups])
     if every and (hosts or groups) and not narrowing:
@@ -48,7 +49,7 @@ def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every
 
 def typed_host(value: str) -> str:
     """`--host 'gpu-*'`: the one host a task takes, as typed (quoted where a shell needs it)."""
-    from fleet.inventory import as_typed  # deferred, as above
+    from fleet.errors import as_typed  # deferred, as above
 
     return as_typed("--host", value)
 

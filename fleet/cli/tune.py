@@ -10,21 +10,26 @@ from fleet import site
 from fleet.cli import console, err_console, pareto_chart, print_results
 from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
-from fleet.multihost import slotune, tune
+from fleet.multihost import bench, slotune, tune
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
 
 def bench_command(hosts: Sequence[Host], name: str | None, opts: ConnectOptions, as_json: bool,
                   wide: bool = False) -> int:
-    results = tune.bench_hosts(hosts, name, opts, progress_to(as_json, live=len(hosts) == 1))
-    def draw(r: tune.BenchOutcome) -> None:
+    def draw(r: bench.BenchOutcome) -> None:
         from fleet.cli.deploy_view import render_bench
 
         render_bench(r.host, r.release, r.rung, r.record, r.error, console, wide)
 
+    try:
+        results = bench.bench_hosts(hosts, name, opts, progress_to(as_json, live=len(hosts) == 1))
+    except bench.BenchInterrupted as stop:  # what was measured is shown, and where each host stands
+        print_results(stop.results, as_json, draw)
+        sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
+        return EXIT_INTERRUPTED
     print_results(results, as_json, draw)
     return EXIT_OK if all(r.ok for r in results) else EXIT_HOST_FAILED
 

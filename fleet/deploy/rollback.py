@@ -107,8 +107,9 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
         attempt = Attempt(attempt.rung, Outcome.INSTALL_FAILED, problem, attempt.seconds)
     result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
                           attempts=[attempt], recovered=run.recovered, notes=notes)
-    if attempt.outcome == Outcome.READY:
-        result = replace(result, status=DeployStatus.OK)
+    if attempt.outcome == Outcome.READY:  # the versions it went from and to, as a deploy says an upgrade's
+        result = replace(result, status=DeployStatus.OK, versions=versions_of(back.facts),
+                         versions_before=versions_of(before.facts) if before else {})
     else:
         error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else
                  f"{host.name}: rollback to {back.id} did not come up: {attempt.outcome} {attempt.evidence}")

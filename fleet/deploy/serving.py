@@ -103,7 +103,8 @@ class Serving:
 
     def env_overrides(self, rungs: list[Rung]) -> list[str]:
         """A line for each variable of the host's vars.env that replaces another value the playbook's serve.env
-        or a rung's env sets (docs/playbooks.md#environment-who-wins): said, where it was only a diff line."""
+        or a rung's env sets (docs/playbooks.md#environment-who-wins): said, where it was only a diff line; and
+        each variable of the defaults' or a group's vars.env that a later level's replaced whole (dropped unsaid)."""
         mine, book = host_env(self.host.vars), self.book
         secret = secret_names(book)
         lines = []
@@ -115,6 +116,9 @@ class Serving:
                 over = ", ".join(scope if is_secret_name(name, secret) or not isinstance(was, str) else
                                  f"{scope} {was!r}" for scope, was in theirs)
                 lines.append(f"env {name}={shown!r} from the inventory's vars.env of {self.host.name}, over {over}")
+        lines += [f"env {dropped} of the inventory's vars.env is not set on {self.host.name}: a later level's vars.env "
+                  "(its group's, its own) replaces it whole (docs/playbooks.md#environment-who-wins)"
+                  for dropped in self.host.env_replaced]
         return lines
 
     def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:

@@ -34,8 +34,8 @@ def _last_of_span(base: str, span: str, lines: int, follow: bool) -> str:
     it counts -n (systemd 252, Debian 12's): `--since X -n N` gives the span's first N entries, and with -f the
     whole span. So the span is cut by tail on the host, and the follower starts after its last entry's cursor
     (nothing twice, nothing lost in between; an empty span is followed from --since)."""
-    if not follow:
-        return f"{span} | tail -n {lines}"
+    if not follow:  # the span read once with -n 0 first: a --since journalctl refuses ends with its status, not tail's
+        return f"{span} -n 0 -q >/dev/null && {span} | tail -n {lines}"
     return (f"out=$({span} --show-cursor | tail -n {lines + 1}); "
             "[ -n \"$out\" ] && printf '%s\\n' \"$out\" | sed '/^-- cursor: /d'; "
             "c=$(printf '%s\\n' \"$out\" | sed -n 's/^-- cursor: //p'); "

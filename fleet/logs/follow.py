@@ -26,10 +26,14 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
 _SPAN = re.compile(r"-?\d+(s|m|min|h|d|w)")
-_UNITS = r"(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?)"  # systemd.time's spellings
-_AGO = re.compile(rf"(?:(\d+) ?{_UNITS} ago|-(\d+){_UNITS})")  # journalctl's own: '10 min ago', '-2hours'
+_UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?)"  # systemd.time's spellings
+_PART = rf"\d+(?:\.\d+)? ?{_UNITS}"  # one part of journalctl's span: '1.5h', '30 min'
+_AGO = re.compile(rf"(?:((?:{_PART} ?)+) ago|-((?:{_PART})+))")  # its own: '10 min ago', '-2hours', '1h 30min ago'
 _EPOCH = re.compile(r"@\d{1,12}")
 _AT = re.compile(r"(\d{4}-\d\d-\d\d)?(?:(?:^| )\d\d:\d\d(:\d\d)?)?")  # date, time, or both
+# as systemctl status and journalctl print a time: 'Sun 2026-12-06 00:29:15.123 UTC' (the weekday with a date)
+_STAMP = re.compile(r"(?:(?P<day>mon|tue|wed|thu|fri|sat|sun)(?:day|sday|nesday|rsday|urday)? (?=\d{4}-))?(?P<at>.+?)"
+                    r"(?:(?<=\d\d:\d\d:\d\d)\.\d{1,6})?(?: (?:UTC|GMT))?", re.IGNORECASE)
 _WORDS = ("today", "yesterday", "now")
 MAX_LINES = 1_000_000
 
@@ -45,22 +49,25 @@ class LogLine:
 
 def check_since(since: str | None) -> str | None:
     """--since as journalctl takes it on the host (its clock and time zone): a span back from now (10m, 2h, 1d,
-    -30s, and journalctl's '10 min ago', '-2hours'), seconds since the epoch (@1764968400), a time today (20:00,
-    20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), or today, yesterday, now; the value for
-    journalctl's --since. Anything else is InputError before any host is contacted."""
+    -30s, and journalctl's '10 min ago', '-2hours', '1h 30min ago', '-1.5h'), seconds since the epoch (@1764968400),
+    a time today (20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'; as systemctl status prints one,
+    'Sun 2026-12-06 00:29:15.123 UTC', too), or today, yesterday, now; the value for journalctl's --since. Anything
+    else is InputError before any host is contacted (what journalctl still refuses is the host's error)."""
     if since is None:
         return None
     since = since.strip()
     if _SPAN.fullmatch(since):
         return since if since.startswith("-") else f"-{since}"
-    if since in _WORDS or _EPOCH.fullmatch(since) or (since and _AT.fullmatch(since) and _real(since)):
+    stamp = _STAMP.fullmatch(since)
+    if since in _WORDS or _EPOCH.fullmatch(since) or (stamp and _AT.fullmatch(stamp["at"]) and _real(stamp["at"])
+                                                      and _weekday(stamp["day"], stamp["at"])):
         return since
     ago = _AGO.fullmatch(since)
     if ago:
-        count, unit = (ago.group(1), ago.group(2)) if ago.group(1) else (ago.group(3), ago.group(4))
-        return f"-{count}{unit}"
+        return "-" + (ago.group(1) or ago.group(2)).replace(" ", "")
     raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d, '10 min ago'), a time on the host's clock "
-                     "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'), today or yesterday")
+                     "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00', or as systemctl status "
+                     "prints it: 'Sun 2026-12-06 00:29:15 UTC'), today or yesterday")
 
 
 def _real(at: str) -> bool:
@@ -75,6 +82,11 @@ def _real(at: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _weekday(day: str | None, at: str) -> bool:
+    """journalctl refuses a weekday its date does not fall on ('Mon 2026-12-06')."""
+    return day is None or datetime.strptime(at[:10], "%Y-%m-%d").strftime("%a").lower() == day[:3].lower()
 
 
 def check_lines(lines: int | str | None) -> int | None:

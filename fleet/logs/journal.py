@@ -16,6 +16,7 @@ from typing import Protocol
 from fabric import Connection
 
 from fleet import faulthook, parallel
+from fleet.errors import FleetError
 from fleet.host import journal as hostjournal
 from fleet.host.journal import command as command  # inv logs' and the tests' name for it
 from fleet.host.service import unit_state
@@ -38,6 +39,7 @@ LIVE_S = EVERY_S  # how often a start in progress says where it stands (fleet.pr
 KEEP_CHARS = 1 << 20  # a follower that runs for days keeps at most this much of the stream
 MAX_LINE = 64 << 10  # a longer line is cut here and the rest of it dropped: no host can grow the buffer further
 OPEN_S = 30.0  # opening the follower's channel and the answer to its exec request
+STATUS_S = 2.0  # journalctl's exit status after its output ended (its refusal said, fleet.logs.journal.Follower)
 CUT = " [line cut by fleet at 64 KiB]"
 
 
@@ -74,6 +76,7 @@ class Follower:
             why = keepalive.lost(self.chan.get_transport())
             if why:
                 raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
+            self._ended()
             return None
         if self._cutting:
             end = data.find(b"\n")
@@ -88,6 +91,19 @@ class Follower:
             lines.append(redact.line(self._buf[:MAX_LINE].decode("utf-8", "replace")) + CUT)
             self._buf, self._cutting = b"", True
         return "".join(line + "\n" for line in lines)
+
+    def _ended(self) -> None:
+        """The journal's end said as it came: journalctl's own refusal (its status not 0: a --since it cannot parse,
+        a unit name it refuses) is the host's error with journalctl's first line, and an end without a status (a host
+        powered off, its sshd killed: the channel closed under journalctl) the link lost; never an empty journal."""
+        if not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status == -1:  # paramiko's -1: closed, none
+            raise ConnectionLost(f"{self.host}: connection lost while following the journal: the channel closed "
+                                 f"without journalctl's exit status within {STATUS_S:g}s (the host or its sshd went)")
+        if self.chan.exit_status == 0:
+            return
+        said = self.chan.recv_stderr(4096).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
+        why = next((line.strip() for line in said.splitlines() if line.strip()), "nothing on stderr")
+        raise FleetError(f"{self.host}: journalctl refused (exit {self.chan.exit_status}): {redact.line(why)[:300]}")
 
     def close(self) -> None:
         self.chan.close()

@@ -1,12 +1,11 @@
-"""`inv bench` and `inv tune`.
+"""`inv tune` (`inv bench` is fleet.multihost.bench's).
 
-bench: the benchmark against the running server, stored in the current release's manifest (`bench`).
 tune: every eligible rung in turn (stop, install, start, watch, health, benchmark), the fastest deployed
 again as a release of its own and remembered for the hardware fingerprint (fleet.deploy.fingerprint). Rungs
 slower than the gate's fraction of the winner are PERF_REGRESSION; the ones that crash keep their class.
 A replica behind a router (a playbook's `router:`) is taken out of it and drained before either loads or stops
-it, and put back once it serves (fleet.multihost.router.RouterHooks, as a rolling deploy does): the benchmark
-measures the replica alone, and no client is sent to a rung under test.
+it, and put back once it serves (fleet.multihost.router.RouterHooks, as a rolling deploy does): no client is sent
+to a rung under test.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from fabric import Connection
@@ -24,8 +23,7 @@ from fleet.deploy import bench as benching
 from fleet.deploy import fallback, fingerprint, hardware, noise, preflight, restore
 from fleet.deploy.attempt import AttemptRunner
 from fleet.deploy.bench_record import BenchRecord
-from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run, lock_only
-from fleet.deploy.inputs import load_playbook
+from fleet.deploy.hostrun import HostRun, deploy_recovery, host_run
 from fleet.deploy.ladder import facts_summary
 from fleet.deploy.noise import Runs
 from fleet.deploy.release_run import ReleaseRun
@@ -45,72 +43,11 @@ from fleet.multihost.tune_result import TuneBaseline as TuneBaseline  # what cal
 from fleet.multihost.tune_result import TuneResult as TuneResult
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Bench, Playbook, Rung, sglang_version
-from fleet.progress import Progress, quiet, ticking
+from fleet.progress import Progress, ticking
 from fleet.ssh.connect import ConnectOptions
 from fleet.yamlfile import JsonObject
 
 DEFAULT_RESTART_S = 600.0  # a GLM-5 TP8 start with a JIT build takes about 6 minutes (sandbox/sim/README.md)
-
-# ---------------------------------------------------------------------- inv bench
-
-
-@dataclass
-class BenchOutcome:
-    """`inv bench` on one host: the record stored in its current release, or why there is none."""
-
-    host: str
-    ok: bool
-    release: str | None = None
-    rung: str | None = None
-    record: BenchRecord | None = None
-    error: str | None = None
-
-    def to_json(self) -> JsonObject:
-        return {"host": self.host, "ok": self.ok, "release": self.release, "rung": self.rung,
-                "bench": self.record.to_json() if self.record else None, "error": self.error}
-
-
-def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
-               hooks: routing.RouterHooks | None = None, say: Progress = quiet) -> BenchOutcome:
-    spec = book.bench or Bench()
-    serve = Serving.of(host, book, path)
-    with host_run(host, opts, "bench", unit=None, recover=lock_only(quiet)) as run:
-        conn = run.session.conn
-        store = ReleaseStore(conn, host)
-        current = store.current()
-        if current is None:
-            raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-        venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
-        if hooks is not None:  # the replica alone is measured: out of the router and drained first
-            hooks.take_out(host, conn, say)
-        say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "
-            f"{spec.input_len}+{spec.output_len} tokens, concurrency {spec.max_concurrency} (budget "
-            f"{spec.timeout:.0f}s)")
-        with ticking(say, "bench", spec.timeout):
-            record = benching.run(conn, host, book, spec, venv, serve.bench_key)
-        record = replace(record, release=current.id, rung=current.rung)
-        benching.store_in_release(conn, host, current.dir, record)
-        return BenchOutcome(host.name, True, current.id, current.rung, record)
-
-
-def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
-                progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[BenchOutcome]:
-    """Each host's benchmark; replicas behind a router one at a time, each out of it while it is measured."""
-    book, path = load_playbook(name or "glm5-nvfp4")
-    hooks = routing.hooks_for(hosts, book, path, opts, {}, progress_for)
-    if hooks is None:
-        outcomes = parallel.run_all(hosts, lambda h: bench_host(h, book, path, opts, say=progress_for(h)))
-        return [o.value if o.ok and o.value else BenchOutcome(o.host.name, False, error=o.error) for o in outcomes]
-    results = []
-    for host in hosts:  # one replica out of the router at a time
-        try:
-            results.append(bench_host(host, book, path, opts, hooks, progress_for(host)))
-        except FleetError as exc:
-            results.append(BenchOutcome(host.name, False, error=str(exc)))
-        finally:  # a benchmark changes no server: back in when it serves, whatever the benchmark said
-            routing.back_in(hooks, host, DeployStatus.FAILED)
-    return results
-
 
 # ---------------------------------------------------------------------- inv tune
 

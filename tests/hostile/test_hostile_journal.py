@@ -3,11 +3,13 @@ so no host can grow the follower's buffer; a journal whose exec request is never
 
 from __future__ import annotations
 
-from hostkit import HANG_EXEC, HostileFleet, answer, one_line, timed
+import pytest
+from hostkit import HANG_EXEC, HostileFleet, answer, close_channel, drop, eof_no_status, one_line, timed
 
+from fleet.errors import FleetError
 from fleet.logs import journal
 from fleet.ssh.connect import ConnectOptions, open_connection
-from fleet.ssh.remote import CommandTimedOut
+from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
 
 def _follow(tmp_path, behaviour, reads):
@@ -55,3 +57,41 @@ def test_a_journal_never_started_gives_up(tmp_path, monkeypatch):
     assert isinstance(result, CommandTimedOut), result
     assert "the journal did not start within 1s" in str(result) and seconds < 3
 
+
+
+def test_a_journal_journalctl_refused_is_an_error_naming_why_not_an_empty_one(tmp_path):
+    """`inv logs --since 99999999d` passed fleet's check, journalctl on the host refused it (exit 1, 'Failed to parse
+    timestamp') and fleet said `no journal lines since 99999999d`, exit 0: the refusal is the host's error now."""
+    refused = answer(stderr=b"Failed to parse timestamp: -99999999d\n", status=1)
+    with HostileFleet(tmp_path, {"h": refused}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            seconds, result = timed(lambda: [follower.read(2) for _ in range(20)])
+        finally:
+            conn.close()
+    assert isinstance(result, FleetError), result
+    assert str(result) == "h: journalctl refused (exit 1): Failed to parse timestamp: -99999999d", str(result)
+
+
+def test_a_journal_that_ends_well_is_none_with_its_warnings_aside(tmp_path):
+    done = answer(b"2026-12-05T02:56:32+0000 h python3[1]: ready\n", b"Hint: not seeing messages of other users\n")
+    text, _ = _follow(tmp_path, done, reads=20)
+    assert text == "2026-12-05T02:56:32+0000 h python3[1]: ready\n"
+
+
+@pytest.mark.parametrize("behaviour", [close_channel(), eof_no_status(b""), drop()], ids=["closed", "eof", "dropped"])
+def test_a_journal_that_ends_without_journalctls_status_is_the_link_lost(tmp_path, behaviour):
+    """`inv logs -H sbx2 -f` and sbx2 powered off (inv sandbox.kill): the follow ended, 'no journal lines: sbx2',
+    exit 0, as if the unit had logged nothing; journalctl -f never ends by itself."""
+    with HostileFleet(tmp_path, {"h": behaviour}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            seconds, result = timed(lambda: [follower.read(1) for _ in range(10)])
+        finally:
+            conn.close()
+    assert isinstance(result, ConnectionLost), result
+    assert str(result).startswith("h: connection lost while following the journal"), str(result)

@@ -79,6 +79,8 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     rc, back, err = inv_json(sandbox, "rollback", "--host", HOST, "--playbook", str(book), env=env)
     assert rc == 0 and back["status"] == "ok" and back["release"] == first["release"], err[-3000:]
     assert not back.get("notes"), back  # the release's own venv: no drift to warn about
+    # the versions it went from and to, as the upgrade said them (issue 46: it changed them and said nothing)
+    assert (back["versions_before"]["sglang"], back["versions"]["sglang"]) == ("0.5.23", "0.5.9"), back
     after = state(sandbox_inventory)
     assert after["builds"] == before["builds"] == "2"  # no venv built
     assert after["listing"] == before["listing"]  # no wheel sent, no venv touched

@@ -228,6 +228,17 @@ def test_selection_reads_as_ansibles_limit(tmp_path, hosts, groups, chosen):
                                  "--group '!canary'"),
     (["~pve-gpu-0[12]"], [], "--host '~pve-gpu-0[12]': matches no host of the inventory; fleet takes globs, not "
                              "Ansible's ~regex"),
+    # a shell's list and ssh's host:port: 'did you mean dgx-2?' named one host of several meant, or a host for a port
+    (["dgx-1 dgx-2"], [], "--host 'dgx-1 dgx-2': no such host in the inventory; patterns are given one to an option, "
+                          "or joined with commas, not with spaces: --host dgx-1 --host dgx-2"),
+    (["dgx-1;pcie"], [], "--host 'dgx-1;pcie': no such host in the inventory; patterns are given one to an option, or "
+                         "joined with commas, not with ';': --host dgx-1 --group pcie"),
+    (["dgx-1:22"], [], "--host dgx-1:22: no such host in the inventory; a port is no part of a host's pattern (the "
+                       "inventory's port: is): --host dgx-1"),
+    (["10.0.1.1:2222"], [], "--host 10.0.1.1:2222: no such host in the inventory; a port is no part of a host's "
+                            "pattern (the inventory's port: is): --host 10.0.1.1"),
+    (["DGX-*"], [], "--host 'DGX-*': matches no host of the inventory; globs match case as typed: --host 'dgx-*'"),
+    (["pve-gpu-1*"], [], "--host 'pve-gpu-1*': matches no host of the inventory (known: dgx-1, dgx-2, pve-gpu-01,"),
     (["all"], [], "--host all: no such host in the inventory; every host is --all"),
     ([], ["all"], "--group all: no such group; every host is --all"),
 ])
@@ -292,6 +303,14 @@ def test_a_copy_of_the_inventory_beside_it_says_why_it_was_read(tmp_path):
     with pytest.raises(InputError, match=r"hosts.yaml:1: hosts.a1: host also defined in .*hosts-old.yaml \(every "
                                          r"\*.yaml of an inventory's folder is read"):
         inventory.load(hosts)
+
+
+def test_a_shells_list_is_said_with_the_option_it_was_typed_to(tmp_path):
+    """`inv status --detail 'sbx0 sbx1'` was told `--host sbx0 --host sbx1`, which --detail refuses beside it."""
+    path = write(tmp_path, "hosts.yaml", FLEET)
+    with pytest.raises(InputError) as err:
+        inventory.load(path).select(["dgx-1 dgx-2"], [], default_file=path, host_flag="--detail")
+    assert str(err.value).endswith("not with spaces: --detail dgx-1 --detail dgx-2"), str(err.value)
 
 
 @pytest.mark.parametrize("value", ["a1", "!a3", "gpu-0*", "a b", "it's", "10.1.2.3", "&canary", "x,y", "", "é1"])

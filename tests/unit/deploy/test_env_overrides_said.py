@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet import playbook
+from fleet import inventory, playbook
 from fleet.deploy.serving import Serving
 from fleet.inventory import Host
 
@@ -43,3 +43,32 @@ def test_a_secret_is_said_masked_and_its_playbook_value_never(tmp_path):
     serve = _serving(tmp_path, {"HF_TOKEN": "hf_site_own_token_value"})
     [line] = serve.env_overrides(serve.book.ladder)
     assert "hf_site_own" not in line and line.endswith("over serve.env"), line
+
+
+INVENTORY = """
+defaults: {vars: {env: {NCCL_IB_DISABLE: "1"}}}
+groups:
+  gpus: {vars: {env: {NCCL_DEBUG: WARN, CUDA_VISIBLE_DEVICES: "0,1"}}, hosts: [gpu-1, gpu-2]}
+hosts:
+  gpu-1: {address: 10.0.0.1, vars: {env: {CUDA_VISIBLE_DEVICES: "1,0"}}}
+  gpu-2: {address: 10.0.0.2}
+"""
+
+
+def test_a_group_variable_the_hosts_own_vars_env_drops_is_said(tmp_path):
+    """The newcomer's group `vars: {env: {NCCL_DEBUG: WARN}}` on the sandbox's hosts (each has a vars.env of its
+    own): the dry run and the deploy both said `nothing to do` and the variable was never set, unsaid. The host's
+    vars.env replaces its groups' whole (docs/playbooks.md, as Ansible's default hash_behaviour): said now."""
+    (tmp_path / "inv").mkdir()
+    (tmp_path / "inv" / "hosts.yaml").write_text(INVENTORY)
+    (tmp_path / "b.yaml").write_text(BOOK)
+    hosts = inventory.load(tmp_path / "inv" / "hosts.yaml").hosts
+    book = playbook.load(tmp_path / "b.yaml")
+    said = {name: Serving.of(hosts[name], book, tmp_path / "b.yaml").env_overrides(book.ladder)[-1:]
+            for name in ("gpu-1", "gpu-2")}
+    tail = "of the inventory's vars.env is not set on {}: a later level's vars.env (its group's, its own) replaces " \
+           "it whole (docs/playbooks.md#environment-who-wins)"
+    assert hosts["gpu-1"].env_replaced == ("NCCL_IB_DISABLE (defaults)", "NCCL_DEBUG (group gpus)")
+    assert said["gpu-1"] == [f"env NCCL_DEBUG (group gpus) {tail.format('gpu-1')}"]
+    assert hosts["gpu-2"].env_replaced == ("NCCL_IB_DISABLE (defaults)",)
+    assert said["gpu-2"] == [f"env NCCL_IB_DISABLE (defaults) {tail.format('gpu-2')}"]

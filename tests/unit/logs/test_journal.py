@@ -128,7 +128,8 @@ def test_journal_commands_start_after_the_cursor_or_at_the_end():
         "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"
     # the last 50 of the span: journalctl's own -n counts from --since (tests/integration/test_operator_views.py)
     assert journal.command("sglang", output="short-iso", since="2026-12-05 20:00", follow=False, lines=50) == \
-        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' | tail -n 50"
+        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' -n 0 -q >/dev/null && " \
+        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' | tail -n 50"  # journalctl's refusal
     assert journal.command("sglang", output="short-iso", follow=False, lines=50) == \
         "journalctl -u sglang -o short-iso --no-pager -n 50"
 

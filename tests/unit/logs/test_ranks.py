@@ -88,6 +88,11 @@ def test_the_order_is_kept_and_a_rank_saying_it_again_is_a_new_line():
     # journalctl's own spellings, refused before (each read by journalctl 252 on a sandbox host as given)
     ("10 min ago", "-10min"), ("2 hours ago", "-2hours"), ("1h ago", "-1h"), ("5 seconds ago", "-5seconds"),
     ("-2hours", "-2hours"), ("-1w", "-1w"), ("@1764968400", "@1764968400"), ("now", "now"),
+    # as systemctl status prints a time, and journalctl's compound and fractional spans (read by journalctl 252 on
+    # sandbox host sbx0 as given; refused before)
+    ("Sun 2026-12-06 00:29:15 UTC", "Sun 2026-12-06 00:29:15 UTC"), ("00:29 UTC", "00:29 UTC"),
+    ("2026-12-06 00:29:15.123456", "2026-12-06 00:29:15.123456"), ("sunday 2026-12-06", "sunday 2026-12-06"),
+    ("1h 30min ago", "-1h30min"), ("-1h30min", "-1h30min"), ("1.5h ago", "-1.5h"), ("-1.5h", "-1.5h"),
 ])
 def test_since_takes_what_journalctl_takes(given, journalctl):
     assert check_since(given) == journalctl
@@ -95,7 +100,8 @@ def test_since_takes_what_journalctl_takes(given, journalctl):
 
 @pytest.mark.parametrize("given", ["20:00; rm -rf /", "8pm", "2026-12-05T20:00", "", "10 minutes", "25",
                                    "10 min ago; id", "ten min ago", "@", "-2 fortnights",
-                                   "25:00", "20:61", "20:00:60", "2026-13-45", "2026-02-30 20:00", "2026-12-05 24:00"])
+                                   "25:00", "20:61", "20:00:60", "2026-13-45", "2026-02-30 20:00", "2026-12-05 24:00",
+                                   "Mon 2026-12-06", "Sun 20:00", "20:00.5", "25:00 UTC", "1.5.5h ago", "00:29 CET;id"])
 def test_since_refuses_the_rest_in_one_line(given):
     with pytest.raises(InputError, match="--since"):
         check_since(given)
