@@ -30,7 +30,7 @@ def test_a_replica_behind_a_router_says_its_leave_and_rejoin_and_the_dry_run_is_
 
     monkeypatch.setattr(rollback_plan, "dry_run", plan)
     code = deploy_cmd.rollback(HOSTS, "llama-replicas", None, ConnectOptions(), True, dry_run=True)
-    assert code == 0 and [h for h, _ in asked] == ["r1", "r2"]
+    assert code == 0 and sorted(h for h, _ in asked) == ["r1", "r2"]  # the dry runs run side by side: any order
     assert all(why and "taken out of the router (sglang-router on" in why and "put back into it once it serves"
                in why for _, why in asked)
     assert '"status": "dry-run"' in capsys.readouterr().out
