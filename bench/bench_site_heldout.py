@@ -10,7 +10,7 @@ pools the record per deciding rule: held-out precision with its 95% Wilson inter
 usage: .venv/bin/python bench/bench_site_heldout.py [--out bench/results/site-heldout.jsonl]
        writes one JSON line per site, then prints the per-rule table (and --summary FILE writes it).
        .venv/bin/python bench/bench_site_heldout.py --replay bench/results/site-heldout.jsonl
-       ... --replay FILE --policy: the record as if playbooks/sites/heldout.yaml's policy had held (fitted on these very draws: say so).
+       ... --replay FILE --policy: as if playbooks/sites/heldout.yaml's policy had held (FITTED on these draws).
 """
 
 from __future__ import annotations
