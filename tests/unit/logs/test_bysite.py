@@ -911,3 +911,22 @@ def test_heldout_record_naming_no_entry_is_refused(tmp_path):
     path.write_text("goal: 0.95\nrecord:\n  no_such_entry: [1, 2]\n")
     with pytest.raises(InputError, match="no class entry 'no_such_entry'"):
         bysite.load_classes(heldout=path)
+
+
+def test_a_patched_library_build_required_is_a_package_and_a_cuda_graph_output_refused_is_no_internal_value():
+    # fresh8 0.5.17 overrides.py:350 (was CONFIG_REFUSED by server_arguments) and fresh7 0.5.19
+    # prefill_cuda_graph_runner.py:221 (was INTERNAL_ERROR by internal_value; labelled CUDA_GRAPH_FAILURE)
+    patched = _real("0.5.17", "sglang/srt/arg_groups/overrides.py", 350, "raise", "RuntimeError",
+                    "Kimi-K3 DCP with decode_attention_backend='cutedsl_mla' requires a DCP-patched FlashInfer "
+                    "trtllm_batch_decode_with_kv_cache_mla exposing enable_dcp in its signature. Apply the patch as "
+                    "shown in {}.", "_require_kimi_k3_cutedsl_dcp_support")
+    graph = _real("0.5.19", "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py", 221, "raise",
+                  "ValueError", "Unsupported full prefill CUDA graph output: {}")
+    index = SiteIndex([patched, graph])
+    line = ("RuntimeError: Kimi-K3 DCP with decode_attention_backend='cutedsl_mla' requires a DCP-patched FlashInfer "
+            "trtllm_batch_decode_with_kv_cache_mla exposing enable_dcp in its signature. Apply the patch as shown in "
+            "docs/kimi.md.\n")
+    assert classify_text(line, sites=SiteClassifier(index)).log_class == "MISSING_PACKAGE"
+    said = classify_text("ValueError: Unsupported full prefill CUDA graph output: <class 'tuple'>\n",
+                         sites=SiteClassifier(index, MEANING)).log_class
+    assert said != "INTERNAL_ERROR"
