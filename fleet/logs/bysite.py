@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from fleet.upstream.siteindex import IndexedSite, SiteIndex
 from fleet.upstream.versions import is_version
 
 CLASSES_FILE = Path(__file__).resolve().parents[2] / "playbooks" / "sites" / "classes.yaml"
+HELDOUT_FILE = CLASSES_FILE.with_name("heldout.yaml")  # the entries' held-out record: who abstains (issue 51)
 _LOGGED_START = 16  # the logger.error index is probed for every plain line: few key lengths, few dict probes
 PRIORITY = 15  # above the catch-alls (<= 14), below every precise rule: precise rules keep priority
 _SOURCE = ProjectSource(project="sglang", ref="https://github.com/sgl-project/sglang")
@@ -84,6 +86,29 @@ class SiteClassSpec(BaseModel):
         return remedies
 
 
+class HeldOutFile(BaseModel):
+    """Each entry's [right, flagged] over the first measurements of the blind draws, and the precision goal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal: float = Field(gt=0, le=1)
+    record: dict[str, tuple[int, int]]
+
+    def untrusted(self) -> frozenset[str]:
+        """The entries whose held-out precision is below the goal at 95% confidence (Wilson upper bound < goal)."""
+        return frozenset(name for name, (right, flagged) in self.record.items() if wilson_upper(right, flagged)
+                         < self.goal)
+
+
+def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
+    """The upper end of Wilson's score interval of k successes in n trials (1 when n is 0)."""
+    if n == 0:
+        return 1.0
+    p = k / n
+    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (mid + half) / (1 + z * z / n)
+
+
 class SiteClassesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -121,9 +146,11 @@ class _SiteClass:
 class SiteClasses:
     """The areas and class entries of playbooks/sites/classes.yaml, compiled."""
 
-    def __init__(self, spec: SiteClassesFile, source: str) -> None:
+    def __init__(self, spec: SiteClassesFile, source: str, untrusted: frozenset[str] = frozenset()) -> None:
         self.areas = tuple((a.name, tuple(a.modules)) for a in spec.areas)
         self.entries = tuple(_compile(c, source) for c in spec.classes)
+        # entries the held-out record shows below the precision goal: their sites abstain (FATAL)
+        self.untrusted = untrusted
 
     def area(self, module: str) -> str | None:
         return next((name for name, globs in self.areas if any(fnmatch.fnmatchcase(module, g) for g in globs)),
@@ -133,14 +160,17 @@ class SiteClasses:
         """The rule standing for the first class entry the site fits (its warning form for a logged line);
         None: no specific class (none fits, or the first that fits abstains: its class is FATAL)."""
         entry = self._first(site)
-        if entry is None or entry.spec.log_class is LogClass.FATAL:
+        if entry is None or self._abstaining(entry):
             return None
         return entry.logged if logged else entry.rule
 
     def abstains(self, site: IndexedSite) -> bool:
         """Whether the site's message names no class: no entry fits it, or the first that fits abstains (FATAL)."""
         entry = self._first(site)
-        return entry is None or entry.spec.log_class is LogClass.FATAL
+        return entry is None or self._abstaining(entry)
+
+    def _abstaining(self, entry: _SiteClass) -> bool:
+        return entry.spec.log_class is LogClass.FATAL or entry.spec.name in self.untrusted
 
     def _first(self, site: IndexedSite) -> _SiteClass | None:
         area = self.area(site.module)
@@ -158,8 +188,9 @@ def _compile(spec: SiteClassSpec, source: str) -> _SiteClass:
     return _SiteClass(spec, rule, logged, joined(spec.text), joined(spec.not_text), joined(spec.functions))
 
 
-def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
-    """The file, validated (InputError naming file and line); every area a class names must exist."""
+def load_classes(path: Path = CLASSES_FILE, heldout: Path | None = HELDOUT_FILE) -> SiteClasses:
+    """The file, validated (InputError naming file and line); every area a class names must exist. `heldout`: the
+    entries' held-out record (playbooks/sites/heldout.yaml); an entry it shows below the goal abstains."""
     doc = yamlfile.load(path)
     spec = doc.parse(SiteClassesFile)
     known = {a.name for a in spec.areas}
@@ -167,7 +198,15 @@ def load_classes(path: Path = CLASSES_FILE) -> SiteClasses:
         for area in entry.areas or []:
             if area not in known:
                 raise doc.error(("classes", i, "areas"), f"unknown area {area!r} (known: {', '.join(sorted(known))})")
-    return SiteClasses(spec, str(path))
+    if heldout is None:
+        return SiteClasses(spec, str(path))
+    held = yamlfile.load(heldout)
+    record = held.parse(HeldOutFile)
+    names = {c.name for c in spec.classes}
+    for name in record.record:
+        if name not in names:
+            raise held.error(("record", name), f"no class entry {name!r} in {path.name}")
+    return SiteClasses(spec, str(path), record.untrusted())
 
 
 @functools.cache
