@@ -2,10 +2,11 @@
 # there as root. as_owner.py and patch_host.py include it (`#@include owner.py`); both run on the host's own
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
-# it), and for a venv everything in it and its python's real file. Root alone may change all of them: root. One
-# user other than root owns any: that user. More than one, or one that its group's other members or anyone may
-# write (not a sticky folder): Refused, errno EPERM, the reason its strerror.
-import errno, grp, os, pwd, stat
+# it), and for a venv everything in it, in every folder a link in it or a .pth path line names, and its python's
+# real file. A POSIX ACL's named users may change what it lets them write, as its owner may. Root alone may change
+# all of them: root. One user other than root owns any: that user. More than one, or one that its group's other
+# members or anyone may write (not a sticky folder): Refused, errno EPERM, the reason its strerror.
+import errno, grp, os, pwd, stat, struct
 class Refused(PermissionError):
     pass
 class Seen:
@@ -28,7 +29,16 @@ class Seen:
             self.owners.setdefault(st.st_uid, st.st_gid)
         if stat.S_ISLNK(st.st_mode) or (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
             return  # a link's own bits mean nothing; in a sticky folder only an entry's owner may rename it
-        others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not self.alone(st.st_gid, st.st_uid))
+        users: set = set()
+        groups: set = set()
+        if st.st_mode & stat.S_IWGRP:  # with an ACL the group bits are its mask: its entries say who
+            if not acl_writers(p, "system.posix_acl_access", st.st_gid, users, groups):
+                groups.add(st.st_gid)
+        if stat.S_ISDIR(st.st_mode):  # a default ACL: what is made here (a patched file) others may write
+            acl_writers(p, "system.posix_acl_default", st.st_gid, users, groups)
+        for uid in users - {0}:
+            self.owners.setdefault(uid, st.st_gid)
+        others = st.st_mode & stat.S_IWOTH or any(not self.alone(gid, st.st_uid) for gid in groups)
         if others and self.open is None:
             self.open = p
     def alone(self, gid, uid):
@@ -45,6 +55,21 @@ class Seen:
                 pass
             self.members[gid] = found
         return self.members[gid] <= {uid}
+def acl_writers(p, name, gid, users, groups):
+    """Whether `p` has the POSIX ACL `name` (its xattr); the uids and gids it lets write (past its mask) added."""
+    try:
+        raw = os.getxattr(p, name, follow_symlinks=False)
+    except OSError:
+        return False
+    entries = [struct.unpack_from("<HHI", raw, at) for at in range(4, len(raw) - 7, 8)]
+    if not any(perm & 2 for tag, perm, _ in entries if tag == 0x10) and any(tag == 0x10 for tag, _, _ in entries):
+        return True  # a mask without write: no named entry nor the group may write
+    for tag, perm, who in entries:
+        if perm & 2 and tag == 2:
+            users.add(who)
+        elif perm & 2 and tag in (4, 8):
+            groups.add(gid if tag == 4 else who)
+    return True
 def lead(path, seen, hops=None):
     """The real path `path` leads to, every object on the way looked at; None where a part is missing (its
     folders counted: whoever may write there may make it) or the links loop."""
@@ -74,13 +99,30 @@ def lead(path, seen, hops=None):
             cur = nxt
     return cur
 def tree(top, seen):
-    """Everything below `top` looked at, links not followed in the walk but led through (what they name counts)."""
+    """Everything below `top` looked at; what its links and its .pth files' path lines name, for the caller to
+    lead through and walk (a folder they name is on sys.path or in a package as much as the venv's own)."""
+    more = []
     for here, dirs, files in os.walk(top):
         for name in dirs + files:
             p = os.path.join(here, name)
             st = seen.look(p)
             if st is not None and stat.S_ISLNK(st.st_mode):
-                lead(p, seen)
+                more.append(p)
+            elif st is not None and stat.S_ISREG(st.st_mode) and name.endswith(".pth"):
+                more += pth_paths(here, p)
+    return more
+def pth_paths(folder, p):
+    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a fifo: no hang
+        with os.fdopen(fd, "rb") as f:
+            lines = f.read(1 << 20).decode("utf-8", "surrogateescape").splitlines()
+    except (OSError, ValueError):
+        return []
+    return [os.path.join(folder, x.rstrip()) for x in lines
+            if x.strip() and not x.startswith(("#", "import ", "import\t"))]
+def within(path, tops):
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 def decide(paths=(), trees=(), seen=None):
     """(uid, gid, name, home) of the one user other than root who may change any of `paths` (or anything in
     `trees`), None where root alone may; Refused where others may too. name None for a uid with no passwd entry
@@ -88,11 +130,12 @@ def decide(paths=(), trees=(), seen=None):
     seen = seen if seen is not None else Seen()
     for p in paths:
         lead(p, seen)
-    for t in trees:
-        real = lead(t, seen)
-        if real is not None and real not in seen.trees and os.path.isdir(real):
+    todo = list(trees)
+    while todo:
+        real = lead(todo.pop(), seen)
+        if real is not None and not within(real, seen.trees) and os.path.isdir(real):
             seen.trees.add(real)
-            tree(real, seen)
+            todo += tree(real, seen)
     if seen.open is not None:
         raise Refused(errno.EPERM, "%s is writable by others than its owner" % seen.open, seen.open)
     if len(seen.owners) > 1:

@@ -13,6 +13,7 @@ import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -172,6 +173,60 @@ def two_users(top: Path) -> Path:
     return venv
 
 
+def _site(venv: Path) -> Path:
+    return venv / "lib" / "python3.11" / "site-packages"
+
+
+def _users_module(folder: Path, name: str) -> None:
+    folder.mkdir()
+    (folder / name).write_text("")
+    os.chown(folder / name, NOBODY.pw_uid, NOBODY.pw_gid)
+
+
+def a_pth_names_a_folder_with_a_users_module(top: Path) -> Path:
+    """An editable install: a root venv whose .pth puts root's folder top/src, with nobody's module in it, on
+    sys.path: the walk never read the .pth and ran as root what nobody may change."""
+    venv = _venv(top / "venv")
+    _users_module(top / "src", "editable.py")
+    (_site(venv) / "__editable__.editable.pth").write_text(f"# a comment\nimport sys\n{top / 'src'}\n")
+    return venv
+
+
+def a_link_to_a_folder_with_a_users_module(top: Path) -> Path:
+    """site-packages/linked -> root's folder top/src with nobody's module: the walk led through the link (root's
+    all the way) but never into the folder it names, and ran its code as root."""
+    venv = _venv(top / "venv")
+    _users_module(top / "src", "__init__.py")
+    (_site(venv) / "linked").symlink_to(top / "src")
+    return venv
+
+
+def _acl(path: Path, *entries: tuple[int, int, int], default: bool = False) -> None:
+    """A POSIX ACL set as its xattr (setfacl is not always there): (tag, perm, id) each."""
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    os.setxattr(path, "system.posix_acl_default" if default else "system.posix_acl_access", raw)
+
+
+ANY = 0xFFFFFFFF  # an ACL entry's id where it names none
+
+
+def an_acl_lets_a_user_write_a_module(top: Path) -> Path:
+    """kernel.py root's, 0664 root:root, its ACL `user:nobody:rw-`: the group bits are the ACL's mask, root's group
+    has root alone, so the rule saw root alone and ran as root what nobody may write."""
+    venv = _venv(top / "venv")
+    _acl(_site(venv) / "gated" / "sub" / "kernel.py", (1, 6, ANY), (2, 6, NOBODY.pw_uid), (4, 4, ANY), (0x10, 6, ANY),
+         (0x20, 4, ANY))
+    return venv
+
+
+def an_acl_lets_a_group_write_a_folder(top: Path) -> Path:
+    """gated/ root's, its ACL `group:nogroup:rwx` (nogroup has nobody, a member other than its owner): refused,
+    where the rule ran it as root."""
+    venv = _venv(top / "venv")
+    _acl(_site(venv) / "gated", (1, 7, ANY), (4, 5, ANY), (8, 7, NOBODY.pw_gid), (0x10, 7, ANY), (0x20, 5, ANY))
+    return venv
+
+
 @dataclass(frozen=True)
 class Case:
     layout: Callable[[Path], Path]
@@ -192,6 +247,12 @@ CASES = [
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
+    Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(a_link_to_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_acl_lets_a_user_write_a_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_acl_lets_a_group_write_a_folder,
+         "/venv/lib/python3.11/site-packages/gated is writable by others than its owner",
+         "writable by others than its owner"),
     Case(two_users, f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user",
          f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user"),
 ]
