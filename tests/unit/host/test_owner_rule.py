@@ -333,3 +333,20 @@ def test_the_patch_engine_writes_as_the_rules_owner_or_not_at_all(top, case):
         assert done["ok"] and done["now"] == PATCHED and done["uid"] == case.runs_as, done
     else:
         assert not done["ok"] and case.patch in done["error"] and done["now"] == ORIGINAL, done
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount of /etc/passwd)")
+def test_a_user_named_as_the_owners_uid_gets_no_copy_of_the_key(top):
+    """A hostile passwd: a user named "65534" (nobody's uid) whose uid is OTHER's. `chown 65534:65534` takes a
+    numeric name first (GNU chown), so the temp folder and the key copy went to OTHER while the benchmark ran as
+    nobody and read nothing: the key handed to a user no step runs as."""
+    venv = a_users_folder_off_the_files_path(top)
+    key = _key(top)
+    passwd = top / "passwd"
+    passwd.write_text(Path("/etc/passwd").read_text() + f"{NOBODY.pw_uid}:x:{OTHER.pw_uid}:{OTHER.pw_gid}::/:/bin/sh\n")
+    cmd = hostside.as_owner(str(venv), "sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+    script = benchrun.script(cmd, 30, interval_s=5, venv=str(venv), key_path=str(key))
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/passwd && exec sh -c "$2"', "-",
+                           str(passwd), script], capture_output=True, text=True, timeout=60)
+    rc, out, err, _ = bench.split_output(done.stdout)
+    assert (rc, out.strip(), err.strip()) == _says(venv, NOBODY.pw_uid), done.stdout[-2000:] + done.stderr
