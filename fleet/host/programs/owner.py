@@ -2,10 +2,11 @@
 # there as root. as_owner.py and patch_host.py include it (`#@include owner.py`); both run on the host's own
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
-# it), and for a venv everything in it, in every folder a link in it or a .pth path line names, and its python's
-# real file. A POSIX ACL's named users may change what it lets them write, as its owner may. Root alone may change
-# all of them: root. One user other than root owns any: that user. More than one, or one that its group's other
-# members or anyone may write (not a sticky folder): Refused, errno EPERM, the reason its strerror.
+# it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
+# install's finder names, and its python's real file. A POSIX ACL's named users may change what it lets them
+# write, as its owner may. Root alone may change all of them: root. One user other than root owns any: that user.
+# More than one, or one that its group's other members or anyone may write (not a sticky folder): Refused, errno
+# EPERM, the reason its strerror.
 import errno, grp, os, pwd, stat, struct
 class Refused(PermissionError):
     pass
@@ -110,17 +111,34 @@ def tree(top, seen):
                 more.append(p)
             elif st is not None and stat.S_ISREG(st.st_mode) and name.endswith(".pth"):
                 more += pth_paths(here, p)
+            elif st is not None and stat.S_ISREG(st.st_mode) and name.startswith("__editable__") and \
+                    name.endswith("_finder.py"):
+                more += finder_paths(p)
     return more
-def pth_paths(folder, p):
-    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
+def lines_of(p):
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a fifo: no hang
         with os.fdopen(fd, "rb") as f:
-            lines = f.read(1 << 20).decode("utf-8", "surrogateescape").splitlines()
+            return f.read(1 << 22).decode("utf-8", "surrogateescape").splitlines()
     except (OSError, ValueError):
         return []
-    return [os.path.join(folder, x.rstrip()) for x in lines
+def pth_paths(folder, p):
+    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
+    return [os.path.join(folder, x.rstrip()) for x in lines_of(p)
             if x.strip() and not x.startswith(("#", "import ", "import\t"))]
+def finder_paths(p):
+    """The folders a setuptools editable finder (its .pth only imports it) maps packages to: MAPPING, NAMESPACES."""
+    import ast
+    found = []
+    for x in lines_of(p):
+        if x.startswith(("MAPPING", "NAMESPACES")) and "=" in x:
+            try:
+                table = ast.literal_eval(x.split("=", 1)[1].strip())
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            for v in (table.values() if isinstance(table, dict) else ()):
+                found += [y for y in (v if isinstance(v, list) else [v]) if isinstance(y, str) and y.startswith("/")]
+    return found
 def within(path, tops):
     return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 def decide(paths=(), trees=(), seen=None):

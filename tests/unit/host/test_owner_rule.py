@@ -201,6 +201,20 @@ def a_link_to_a_folder_with_a_users_module(top: Path) -> Path:
     return venv
 
 
+def an_editable_finder_maps_a_package_to_a_users_module(top: Path) -> Path:
+    """pip install -e of a setuptools project (PEP 660): the .pth only imports a finder module whose MAPPING names
+    root's folder top/src/mapped, with nobody's __init__.py in it: the rule read no MAPPING and ran it as root."""
+    venv = _venv(top / "venv")
+    (top / "src").mkdir()
+    _users_module(top / "src" / "mapped", "__init__.py")
+    finder = "__editable___mapped_0_1_finder"
+    (_site(venv) / f"{finder}.py").write_text(
+        f"import sys\nMAPPING: dict[str, str] = {{'mapped': {str(top / 'src' / 'mapped')!r}}}\n"
+        "NAMESPACES: dict[str, list[str]] = {}\n")
+    (_site(venv) / "__editable__.mapped-0.1.pth").write_text(f"import {finder}; {finder}.install()\n")
+    return venv
+
+
 def _acl(path: Path, *entries: tuple[int, int, int], default: bool = False) -> None:
     """A POSIX ACL set as its xattr (setfacl is not always there): (tag, perm, id) each."""
     raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
@@ -249,6 +263,7 @@ CASES = [
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
     Case(a_link_to_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_editable_finder_maps_a_package_to_a_users_module, NOBODY.pw_uid, NOT_HIS),
     Case(an_acl_lets_a_user_write_a_module, NOBODY.pw_uid, NOT_HIS),
     Case(an_acl_lets_a_group_write_a_folder,
          "/venv/lib/python3.11/site-packages/gated is writable by others than its owner",
