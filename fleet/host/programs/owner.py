@@ -14,6 +14,7 @@ class Seen:
     """What the objects looked at so far say: their owners other than root, the first one others may write."""
     def __init__(self):
         self.stats, self.owners, self.open, self.members, self.trees = {}, {}, None, {}, set()
+        self.made = None  # a missing path in a sticky folder others may write: anyone may make it
     def look(self, p):
         """lstat of `p` (None when missing), counted once."""
         if p not in self.stats:
@@ -30,6 +31,11 @@ class Seen:
             self.owners.setdefault(st.st_uid, st.st_gid)
         if stat.S_ISLNK(st.st_mode) or (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
             return  # a link's own bits mean nothing; in a sticky folder only an entry's owner may rename it
+        if self.others_may_write(p, st) and self.open is None:
+            self.open = p
+    def others_may_write(self, p, st):
+        """Whether others than `p`'s owner may write it (its group's other members, anyone, an ACL's); an ACL's
+        named users counted as owners."""
         users: set = set()
         groups: set = set()
         if st.st_mode & stat.S_IWGRP:  # with an ACL the group bits are its mask: its entries say who
@@ -39,9 +45,7 @@ class Seen:
             acl_writers(p, "system.posix_acl_default", st.st_gid, users, groups)
         for uid in users - {0}:
             self.owners.setdefault(uid, st.st_gid)
-        others = st.st_mode & stat.S_IWOTH or any(not self.alone(gid, st.st_uid) for gid in groups)
-        if others and self.open is None:
-            self.open = p
+        return bool(st.st_mode & stat.S_IWOTH) or any(not self.alone(gid, st.st_uid) for gid in groups)
     def alone(self, gid, uid):
         """Whether the group has no member but `uid` (its members by name and by their own group)."""
         if gid not in self.members:
@@ -84,6 +88,10 @@ def lead(path, seen, hops=None):
         nxt = os.path.join(cur, name)
         st = seen.look(nxt)
         if st is None:
+            above = seen.stats.get(cur)
+            if seen.made is None and above is not None and stat.S_ISDIR(above.st_mode) and \
+                    above.st_mode & stat.S_ISVTX and seen.others_may_write(cur, above):
+                seen.made = nxt
             return None
         if stat.S_ISLNK(st.st_mode):
             hops[0] += 1
@@ -156,6 +164,8 @@ def decide(paths=(), trees=(), seen=None):
             todo += tree(real, seen)
     if seen.open is not None:
         raise Refused(errno.EPERM, "%s is writable by others than its owner" % seen.open, seen.open)
+    if seen.made is not None:
+        raise Refused(errno.EPERM, "%s is missing where others than its owner may make it" % seen.made, seen.made)
     if len(seen.owners) > 1:
         names = sorted(name_of(uid) for uid in seen.owners)
         raise Refused(errno.EPERM, "it is owned by %s, not one user" % ",".join(names), None)

@@ -146,6 +146,16 @@ def missing_in_a_users_folder(top: Path) -> Path:
     return _users_folder(top) / "venv"
 
 
+def missing_in_a_sticky_folder(top: Path) -> Path:
+    """No venv yet in a sticky folder anyone may write (/tmp): the sticky bit keeps others from renaming what is
+    there, not from making what is missing. The rule saw root alone and ran the command as root, a race away from
+    root running whatever python anyone puts there."""
+    sticky = top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    return sticky / "venv"
+
+
 def a_uid_with_no_passwd_entry(top: Path) -> Path:
     """Everything of uid 4242, which has no name: patch_host wrote as 4242; as_owner.sh's runuser found no such
     user and nothing ran."""
@@ -259,6 +269,7 @@ CASES = [
     Case(a_links_hop_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
+    Case(missing_in_a_sticky_folder, "/venv is missing where others than its owner may make it", ""),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
