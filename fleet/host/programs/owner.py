@@ -152,7 +152,8 @@ def within(path, tops):
 def decide(paths=(), trees=(), seen=None):
     """(uid, gid, name, home) of the one user other than root who may change any of `paths` (or anything in
     `trees`), None where root alone may; Refused where others may too. name None for a uid with no passwd entry
-    (gid then the one its objects carry, home /). With `seen`, what it saw before counts too (one writer a run)."""
+    (gid then the one its objects carry where no group has it, else 65534; home /). With `seen`, what it saw
+    before counts too (one writer a run)."""
     seen = seen if seen is not None else Seen()
     for p in paths:
         lead(p, seen)
@@ -172,7 +173,12 @@ def decide(paths=(), trees=(), seen=None):
     for uid, gid in seen.owners.items():
         try:
             pw = pwd.getpwuid(uid)
-        except KeyError:
+        except KeyError:  # in no group: its objects' gid only where that is no group's (built elsewhere)
+            try:
+                grp.getgrgid(gid)
+                gid = 65534  # the overflow group: never a group of others' (root's) it happens to carry
+            except KeyError:
+                pass
             return uid, gid, None, "/"
         return uid, pw.pw_gid, pw.pw_name, pw.pw_dir or "/"
     return None

@@ -376,3 +376,17 @@ def test_a_user_named_as_the_owners_uid_gets_no_copy_of_the_key(top):
                            str(passwd), script], capture_output=True, text=True, timeout=60)
     rc, out, err, _ = bench.split_output(done.stdout)
     assert (rc, out.strip(), err.strip()) == _says(venv, NOBODY.pw_uid), done.stdout[-2000:] + done.stderr
+
+
+def test_a_uid_with_no_passwd_entry_gets_no_group_its_files_carry(top):
+    """Everything of uid 4242 (no passwd entry: in no group) but of group root, as a venv built elsewhere and
+    unpacked keeps: the rule ran its code with gid 0, root's group, which 4242 never had. Now the overflow group."""
+    venv = a_uid_with_no_passwd_entry(top)
+    for here, dirs, files in os.walk(venv):
+        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            os.lchown(name, NO_ENTRY, 0)
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "sh", "-c", "id -u; id -G")], capture_output=True,
+                          text=True)
+    who = subprocess.run(["sh", "-c", hostside.owner_of_venv(str(venv))], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.split(), who.stdout.strip()) == (0, [str(NO_ENTRY), "65534"],
+                                                                           f"{NO_ENTRY}:65534"), done
