@@ -10,14 +10,17 @@
 import errno, grp, os, pwd, stat, struct
 class Refused(PermissionError):
     pass
+LOOKS = 200000  # a venv with torch and CUDA wheels has 20-40k; each look costs 3-30 us
 class Seen:
     """What the objects looked at so far say: their owners other than root, the first one others may write."""
     def __init__(self):
         self.stats, self.owners, self.open, self.members, self.trees = {}, {}, None, {}, set()
         self.made = None  # a missing path in a sticky folder others may write: anyone may make it
     def look(self, p):
-        """lstat of `p` (None when missing), counted once."""
+        """lstat of `p` (None when missing), counted once; past LOOKS objects Refused (a link to / is no venv)."""
         if p not in self.stats:
+            if len(self.stats) >= LOOKS:
+                raise Refused(errno.EPERM, "it leads to more than %d files to look at" % LOOKS, p)
             try:
                 st = os.lstat(p)
             except OSError:

@@ -16,6 +16,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -390,3 +391,17 @@ def test_a_uid_with_no_passwd_entry_gets_no_group_its_files_carry(top):
     who = subprocess.run(["sh", "-c", hostside.owner_of_venv(str(venv))], capture_output=True, text=True)
     assert (done.returncode, done.stdout.split(), who.stdout.strip()) == (0, [str(NO_ENTRY), "65534"],
                                                                            f"{NO_ENTRY}:65534"), done
+
+
+def test_a_link_to_the_root_folder_is_refused_after_a_bounded_walk(top):
+    """site-packages/all -> /: the rule walks what a link names, so the whole disk (here 27 s a step, on a host
+    with datasets far longer) before refusing on whatever it met. Now it stops past owner.py's LOOKS objects."""
+    venv = _venv(top / "venv")
+    (_site(venv) / "all").symlink_to("/")
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True,
+                          timeout=120)
+    took = time.monotonic() - started
+    assert (done.returncode, done.stderr.strip()) == (
+        77, f"fleet runs nothing of {venv} as root: it leads to more than 200000 files to look at"), done
+    assert took < 20, took
