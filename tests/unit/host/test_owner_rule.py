@@ -405,3 +405,26 @@ def test_a_link_to_the_root_folder_is_refused_after_a_bounded_walk(top):
     assert (done.returncode, done.stderr.strip()) == (
         77, f"fleet runs nothing of {venv} as root: it leads to more than 200000 files to look at"), done
     assert took < 20, took
+
+
+def _python38() -> str | None:
+    """A python3.8 (Ubuntu 20.04's /usr/bin/python3) where one is installed here: its real file."""
+    pyenv = sorted(Path("~/.pyenv/versions").expanduser().glob("3.8*/bin/python3.8"))
+    for found in [shutil.which("python3.8"), *pyenv]:
+        done = found and subprocess.run([found, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+                                        capture_output=True, text=True)
+        if done and done.stdout.strip() == "True":
+            return str(found)
+    return None
+
+
+@pytest.mark.skipif(_python38() is None, reason="no python3.8 here")
+def test_the_patch_engine_and_the_rule_run_on_a_hosts_python38(top, monkeypatch):
+    """A root venv, so nothing drops privileges (the interpreter may be in root's home). Fails before: patch_host.py
+    merged two dicts with `|` (3.9+): TypeError, no answer, nothing written."""
+    monkeypatch.setattr(hostside, "SYSTEM_PYTHON", _python38())
+    venv = _venv(top / "venv")
+    ran = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, "0", ""), ran
+    done = _apply(top, venv)
+    assert done["ok"] and done["now"] == PATCHED and done["uid"] == 0, done
