@@ -36,6 +36,12 @@ class Seen:
             return  # a link's own bits mean nothing; in a sticky folder only an entry's owner may rename it
         if self.others_may_write(p, st) and self.open is None:
             self.open = p
+    def missing(self, p, folder):
+        """`p` is missing from `folder`: whoever may write there may make it (a sticky one's too)."""
+        st = self.stats.get(folder)
+        if self.made is None and st is not None and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and \
+                self.others_may_write(folder, st):
+            self.made = p
     def others_may_write(self, p, st):
         """Whether others than `p`'s owner may write it (its group's other members, anyone, an ACL's); an ACL's
         named users counted as owners."""
@@ -91,10 +97,7 @@ def lead(path, seen, hops=None):
         nxt = os.path.join(cur, name)
         st = seen.look(nxt)
         if st is None:
-            above = seen.stats.get(cur)
-            if seen.made is None and above is not None and stat.S_ISDIR(above.st_mode) and \
-                    above.st_mode & stat.S_ISVTX and seen.others_may_write(cur, above):
-                seen.made = nxt
+            seen.missing(nxt, cur)
             return None
         if stat.S_ISLNK(st.st_mode):
             hops[0] += 1
