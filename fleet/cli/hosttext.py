@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 
 # C0 and C1 controls, DEL, Unicode line and paragraph separators, and the bidirectional overrides and
-# isolates that reorder what a terminal shows ("Trojan source").
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# isolates that reorder what a terminal shows ("Trojan source"), and lone surrogates (a host's non-UTF-8 file name
+# through JSON), which a strict UTF-8 stdout refuses to write.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROL_BUT_LINES = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _shown(m: re.Match[str]) -> str:

@@ -25,6 +25,7 @@ def _for_owner(venv: str, key_path: str | None) -> str:
     key = shlex.quote(key_path or "")
     return (f"o=$({hostside.owner_of_venv(venv)} 2>/dev/null) || o=; k={key}; "
             "[ -z \"$k\" ] || export CREDENTIALS_DIRECTORY=\"${k%/*}\"; "
+            "[ -z \"$o\" ] || o=\"+${o%:*}:+${o#*:}\"; "  # +: the ids as numbers (chown takes a numeric name first)
             "if [ -n \"$o\" ]; then chown -- \"$o\" \"$d\" && "
             "if [ -n \"$k\" ]; then (umask 077 && cp -- \"$k\" \"$d/${k##*/}\") && chown -- \"$o\" \"$d/${k##*/}\" && "
             "CREDENTIALS_DIRECTORY=$d; fi; fi; ")

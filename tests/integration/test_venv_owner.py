@@ -176,3 +176,26 @@ def test_a_root_venv_one_folder_of_which_is_a_users_is_that_users_for_every_step
     assert said.strip() == "1000" and "0" not in _uids(inv), said
     assert not applied.ok and "Permission denied" in (applied.error or "") and sums == after, applied.error
     assert rc not in (None, 0) and "Connection refused" in out + err, (rc, out, err)  # the key read, none serves
+
+
+EDITABLE = "/root/ml-env-editable"  # root's venv, a .pth (an editable install) naming root's folder SRC
+SRC = "/srv/fleet-editable"  # root's folder; in it a module of user fleet's that the .pth imports
+
+
+def test_a_root_venvs_pth_naming_a_users_module_runs_it_as_that_user_not_root(sandbox, sandbox_inventory):
+    """Fails before: owner.py read no .pth, saw root alone (every file of the venv and SRC itself root's) and
+    imported fleet's module as root: the hook recorded uid 0."""
+    inv = sandbox_inventory
+    hook = f"import os; open({SEEN!r}, 'a').write(str(os.geteuid()) + chr(10))"
+    sh(inv, HOST, f"rm -rf {EDITABLE} {SRC} {SEEN} && cp -a /root/ml-env {EDITABLE} && mkdir -m 755 {SRC} && "
+                  f"echo {shlex.quote(hook)} > {SRC}/userhook.py && chown fleet:fleet {SRC}/userhook.py && "
+                  f"touch {SEEN} && chmod 666 {SEEN} && printf '%s\\n' {SRC} 'import userhook' > "
+                  f"$(echo {EDITABLE}/lib/python3*/site-packages)/__editable__.userhook.pth")
+    host = dataclasses.replace(inv.hosts[HOST], venv=EDITABLE)
+    conn = open_connection(host)
+    try:
+        assert can_import(conn, host, f"{EDITABLE}/bin/python", "json")
+        assert _uids(inv) == ["1000"], "the .pth's module ran as root, or not at all"
+    finally:
+        conn.close()
+        sh(inv, HOST, f"rm -rf {EDITABLE} {SRC} {SEEN}")

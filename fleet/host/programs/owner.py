@@ -2,19 +2,25 @@
 # there as root. as_owner.py and patch_host.py include it (`#@include owner.py`); both run on the host's own
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
-# it), and for a venv everything in it and its python's real file. Root alone may change all of them: root. One
-# user other than root owns any: that user. More than one, or one that its group's other members or anyone may
-# write (not a sticky folder): Refused, errno EPERM, the reason its strerror.
-import errno, grp, os, pwd, stat
+# it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
+# install's finder names, and its python's real file. A POSIX ACL's named users may change what it lets them
+# write, as its owner may. Root alone may change all of them: root. One user other than root owns any: that user.
+# More than one, or one that its group's other members or anyone may write (not a sticky folder): Refused, errno
+# EPERM, the reason its strerror.
+import errno, grp, os, pwd, stat, struct
 class Refused(PermissionError):
     pass
+LOOKS = 200000  # a venv with torch and CUDA wheels has 20-40k; each look costs 3-30 us
 class Seen:
     """What the objects looked at so far say: their owners other than root, the first one others may write."""
     def __init__(self):
         self.stats, self.owners, self.open, self.members, self.trees = {}, {}, None, {}, set()
+        self.made = None  # a missing path in a sticky folder others may write: anyone may make it
     def look(self, p):
-        """lstat of `p` (None when missing), counted once."""
+        """lstat of `p` (None when missing), counted once; past LOOKS objects Refused (a link to / is no venv)."""
         if p not in self.stats:
+            if len(self.stats) >= LOOKS:
+                raise Refused(errno.EPERM, "it leads to more than %d files to look at" % LOOKS, p)
             try:
                 st = os.lstat(p)
             except OSError:
@@ -28,9 +34,27 @@ class Seen:
             self.owners.setdefault(st.st_uid, st.st_gid)
         if stat.S_ISLNK(st.st_mode) or (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
             return  # a link's own bits mean nothing; in a sticky folder only an entry's owner may rename it
-        others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not self.alone(st.st_gid, st.st_uid))
-        if others and self.open is None:
+        if self.others_may_write(p, st) and self.open is None:
             self.open = p
+    def missing(self, p, folder):
+        """`p` is missing from `folder`: whoever may write there may make it (a sticky one's too)."""
+        st = self.stats.get(folder)
+        if self.made is None and st is not None and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and \
+                self.others_may_write(folder, st):
+            self.made = p
+    def others_may_write(self, p, st):
+        """Whether others than `p`'s owner may write it (its group's other members, anyone, an ACL's); an ACL's
+        named users counted as owners."""
+        users: set = set()
+        groups: set = set()
+        if st.st_mode & stat.S_IWGRP:  # with an ACL the group bits are its mask: its entries say who
+            if not acl_writers(p, "system.posix_acl_access", st.st_gid, users, groups):
+                groups.add(st.st_gid)
+        if stat.S_ISDIR(st.st_mode):  # a default ACL: what is made here (a patched file) others may write
+            acl_writers(p, "system.posix_acl_default", st.st_gid, users, groups)
+        for uid in users - {0}:
+            self.owners.setdefault(uid, st.st_gid)
+        return bool(st.st_mode & stat.S_IWOTH) or any(not self.alone(gid, st.st_uid) for gid in groups)
     def alone(self, gid, uid):
         """Whether the group has no member but `uid` (its members by name and by their own group)."""
         if gid not in self.members:
@@ -45,6 +69,21 @@ class Seen:
                 pass
             self.members[gid] = found
         return self.members[gid] <= {uid}
+def acl_writers(p, name, gid, users, groups):
+    """Whether `p` has the POSIX ACL `name` (its xattr); the uids and gids it lets write (past its mask) added."""
+    try:
+        raw = os.getxattr(p, name, follow_symlinks=False)
+    except OSError:
+        return False
+    entries = [struct.unpack_from("<HHI", raw, at) for at in range(4, len(raw) - 7, 8)]
+    if not any(perm & 2 for tag, perm, _ in entries if tag == 0x10) and any(tag == 0x10 for tag, _, _ in entries):
+        return True  # a mask without write: no named entry nor the group may write
+    for tag, perm, who in entries:
+        if perm & 2 and tag == 2:
+            users.add(who)
+        elif perm & 2 and tag in (4, 8):
+            groups.add(gid if tag == 4 else who)
+    return True
 def lead(path, seen, hops=None):
     """The real path `path` leads to, every object on the way looked at; None where a part is missing (its
     folders counted: whoever may write there may make it) or the links loop."""
@@ -58,6 +97,7 @@ def lead(path, seen, hops=None):
         nxt = os.path.join(cur, name)
         st = seen.look(nxt)
         if st is None:
+            seen.missing(nxt, cur)
             return None
         if stat.S_ISLNK(st.st_mode):
             hops[0] += 1
@@ -74,34 +114,77 @@ def lead(path, seen, hops=None):
             cur = nxt
     return cur
 def tree(top, seen):
-    """Everything below `top` looked at, links not followed in the walk but led through (what they name counts)."""
+    """Everything below `top` looked at; what its links and its .pth files' path lines name, for the caller to
+    lead through and walk (a folder they name is on sys.path or in a package as much as the venv's own)."""
+    more = []
     for here, dirs, files in os.walk(top):
         for name in dirs + files:
             p = os.path.join(here, name)
             st = seen.look(p)
             if st is not None and stat.S_ISLNK(st.st_mode):
-                lead(p, seen)
+                more.append(p)
+            elif st is not None and stat.S_ISREG(st.st_mode) and name.endswith(".pth"):
+                more += pth_paths(here, p)
+            elif st is not None and stat.S_ISREG(st.st_mode) and name.startswith("__editable__") and \
+                    name.endswith("_finder.py"):
+                more += finder_paths(p)
+    return more
+def lines_of(p):
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a fifo: no hang
+        with os.fdopen(fd, "rb") as f:
+            return f.read(1 << 22).decode("utf-8", "surrogateescape").splitlines()
+    except (OSError, ValueError):
+        return []
+def pth_paths(folder, p):
+    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
+    return [os.path.join(folder, x.rstrip()) for x in lines_of(p)
+            if x.strip() and not x.startswith(("#", "import ", "import\t"))]
+def finder_paths(p):
+    """The folders a setuptools editable finder (its .pth only imports it) maps packages to: MAPPING, NAMESPACES."""
+    import ast
+    found = []
+    for x in lines_of(p):
+        if x.startswith(("MAPPING", "NAMESPACES")) and "=" in x:
+            try:
+                table = ast.literal_eval(x.split("=", 1)[1].strip())
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            for v in (table.values() if isinstance(table, dict) else ()):
+                found += [y for y in (v if isinstance(v, list) else [v]) if isinstance(y, str) and y.startswith("/")]
+    return found
+def within(path, tops):
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 def decide(paths=(), trees=(), seen=None):
     """(uid, gid, name, home) of the one user other than root who may change any of `paths` (or anything in
     `trees`), None where root alone may; Refused where others may too. name None for a uid with no passwd entry
-    (gid then the one its objects carry, home /). With `seen`, what it saw before counts too (one writer a run)."""
+    (gid then the one its objects carry where no group has it, else 65534; home /). With `seen`, what it saw
+    before counts too (one writer a run)."""
     seen = seen if seen is not None else Seen()
     for p in paths:
         lead(p, seen)
-    for t in trees:
-        real = lead(t, seen)
-        if real is not None and real not in seen.trees and os.path.isdir(real):
+    todo = list(trees)
+    while todo:
+        real = lead(todo.pop(), seen)
+        if real is not None and not within(real, seen.trees) and os.path.isdir(real):
             seen.trees.add(real)
-            tree(real, seen)
+            todo += tree(real, seen)
     if seen.open is not None:
         raise Refused(errno.EPERM, "%s is writable by others than its owner" % seen.open, seen.open)
+    if seen.made is not None:
+        raise Refused(errno.EPERM, "%s is missing where others than its owner may make it" % seen.made, seen.made)
     if len(seen.owners) > 1:
         names = sorted(name_of(uid) for uid in seen.owners)
         raise Refused(errno.EPERM, "it is owned by %s, not one user" % ",".join(names), None)
     for uid, gid in seen.owners.items():
         try:
             pw = pwd.getpwuid(uid)
-        except KeyError:
+        except KeyError:  # in no group: its objects' gid only where that is no group's (built elsewhere)
+            try:
+                grp.getgrgid(gid)
+                gid = 65534  # the overflow group: never a group of others' (root's) it happens to carry
+            except KeyError:
+                pass
             return uid, gid, None, "/"
         return uid, pw.pw_gid, pw.pw_name, pw.pw_dir or "/"
     return None

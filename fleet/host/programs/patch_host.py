@@ -249,9 +249,9 @@ def do_apply(req):
         for f in files:
             save_object(root, open(f["path"], "rb").read())
             st = os.stat(f["path"])
-            man["files"].append({k: f[k] for k in ("path", "package", "file", "dist", "version", "sha_before",
-                                                   "sha_after")} | {"mode": st.st_mode & 0o7777,
-                                                                    "uid": st.st_uid, "gid": st.st_gid})
+            man["files"].append(dict({k: f[k] for k in ("path", "package", "file", "dist", "version", "sha_before",
+                                                        "sha_after")}, mode=st.st_mode & 0o7777, uid=st.st_uid,
+                                     gid=st.st_gid))  # no `|`: a host's python may be 3.8
         write_manifest(mpath, man)
     except OSError as e:
         return out({"ok": False, "error": "cannot back up to %s: %s; nothing written" % (root, e.strerror or e)})

@@ -13,8 +13,10 @@ import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +147,16 @@ def missing_in_a_users_folder(top: Path) -> Path:
     return _users_folder(top) / "venv"
 
 
+def missing_in_a_sticky_folder(top: Path) -> Path:
+    """No venv yet in a sticky folder anyone may write (/tmp): the sticky bit keeps others from renaming what is
+    there, not from making what is missing. The rule saw root alone and ran the command as root, a race away from
+    root running whatever python anyone puts there."""
+    sticky = top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    return sticky / "venv"
+
+
 def a_uid_with_no_passwd_entry(top: Path) -> Path:
     """Everything of uid 4242, which has no name: patch_host wrote as 4242; as_owner.sh's runuser found no such
     user and nothing ran."""
@@ -172,6 +184,74 @@ def two_users(top: Path) -> Path:
     return venv
 
 
+def _site(venv: Path) -> Path:
+    return venv / "lib" / "python3.11" / "site-packages"
+
+
+def _users_module(folder: Path, name: str) -> None:
+    folder.mkdir()
+    (folder / name).write_text("")
+    os.chown(folder / name, NOBODY.pw_uid, NOBODY.pw_gid)
+
+
+def a_pth_names_a_folder_with_a_users_module(top: Path) -> Path:
+    """An editable install: a root venv whose .pth puts root's folder top/src, with nobody's module in it, on
+    sys.path: the walk never read the .pth and ran as root what nobody may change."""
+    venv = _venv(top / "venv")
+    _users_module(top / "src", "editable.py")
+    (_site(venv) / "__editable__.editable.pth").write_text(f"# a comment\nimport sys\n{top / 'src'}\n")
+    return venv
+
+
+def a_link_to_a_folder_with_a_users_module(top: Path) -> Path:
+    """site-packages/linked -> root's folder top/src with nobody's module: the walk led through the link (root's
+    all the way) but never into the folder it names, and ran its code as root."""
+    venv = _venv(top / "venv")
+    _users_module(top / "src", "__init__.py")
+    (_site(venv) / "linked").symlink_to(top / "src")
+    return venv
+
+
+def an_editable_finder_maps_a_package_to_a_users_module(top: Path) -> Path:
+    """pip install -e of a setuptools project (PEP 660): the .pth only imports a finder module whose MAPPING names
+    root's folder top/src/mapped, with nobody's __init__.py in it: the rule read no MAPPING and ran it as root."""
+    venv = _venv(top / "venv")
+    (top / "src").mkdir()
+    _users_module(top / "src" / "mapped", "__init__.py")
+    finder = "__editable___mapped_0_1_finder"
+    (_site(venv) / f"{finder}.py").write_text(
+        f"import sys\nMAPPING: dict[str, str] = {{'mapped': {str(top / 'src' / 'mapped')!r}}}\n"
+        "NAMESPACES: dict[str, list[str]] = {}\n")
+    (_site(venv) / "__editable__.mapped-0.1.pth").write_text(f"import {finder}; {finder}.install()\n")
+    return venv
+
+
+def _acl(path: Path, *entries: tuple[int, int, int], default: bool = False) -> None:
+    """A POSIX ACL set as its xattr (setfacl is not always there): (tag, perm, id) each."""
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    os.setxattr(path, "system.posix_acl_default" if default else "system.posix_acl_access", raw)
+
+
+ANY = 0xFFFFFFFF  # an ACL entry's id where it names none
+
+
+def an_acl_lets_a_user_write_a_module(top: Path) -> Path:
+    """kernel.py root's, 0664 root:root, its ACL `user:nobody:rw-`: the group bits are the ACL's mask, root's group
+    has root alone, so the rule saw root alone and ran as root what nobody may write."""
+    venv = _venv(top / "venv")
+    _acl(_site(venv) / "gated" / "sub" / "kernel.py", (1, 6, ANY), (2, 6, NOBODY.pw_uid), (4, 4, ANY), (0x10, 6, ANY),
+         (0x20, 4, ANY))
+    return venv
+
+
+def an_acl_lets_a_group_write_a_folder(top: Path) -> Path:
+    """gated/ root's, its ACL `group:nogroup:rwx` (nogroup has nobody, a member other than its owner): refused,
+    where the rule ran it as root."""
+    venv = _venv(top / "venv")
+    _acl(_site(venv) / "gated", (1, 7, ANY), (4, 5, ANY), (8, 7, NOBODY.pw_gid), (0x10, 7, ANY), (0x20, 5, ANY))
+    return venv
+
+
 @dataclass(frozen=True)
 class Case:
     layout: Callable[[Path], Path]
@@ -190,8 +270,16 @@ CASES = [
     Case(a_links_hop_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
+    Case(missing_in_a_sticky_folder, "/venv is missing where others than its owner may make it", ""),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
+    Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(a_link_to_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_editable_finder_maps_a_package_to_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_acl_lets_a_user_write_a_module, NOBODY.pw_uid, NOT_HIS),
+    Case(an_acl_lets_a_group_write_a_folder,
+         "/venv/lib/python3.11/site-packages/gated is writable by others than its owner",
+         "writable by others than its owner"),
     Case(two_users, f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user",
          f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user"),
 ]
@@ -272,3 +360,71 @@ def test_the_patch_engine_writes_as_the_rules_owner_or_not_at_all(top, case):
         assert done["ok"] and done["now"] == PATCHED and done["uid"] == case.runs_as, done
     else:
         assert not done["ok"] and case.patch in done["error"] and done["now"] == ORIGINAL, done
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount of /etc/passwd)")
+def test_a_user_named_as_the_owners_uid_gets_no_copy_of_the_key(top):
+    """A hostile passwd: a user named "65534" (nobody's uid) whose uid is OTHER's. `chown 65534:65534` takes a
+    numeric name first (GNU chown), so the temp folder and the key copy went to OTHER while the benchmark ran as
+    nobody and read nothing: the key handed to a user no step runs as."""
+    venv = a_users_folder_off_the_files_path(top)
+    key = _key(top)
+    passwd = top / "passwd"
+    passwd.write_text(Path("/etc/passwd").read_text() + f"{NOBODY.pw_uid}:x:{OTHER.pw_uid}:{OTHER.pw_gid}::/:/bin/sh\n")
+    cmd = hostside.as_owner(str(venv), "sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+    script = benchrun.script(cmd, 30, interval_s=5, venv=str(venv), key_path=str(key))
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/passwd && exec sh -c "$2"', "-",
+                           str(passwd), script], capture_output=True, text=True, timeout=60)
+    rc, out, err, _ = bench.split_output(done.stdout)
+    assert (rc, out.strip(), err.strip()) == _says(venv, NOBODY.pw_uid), done.stdout[-2000:] + done.stderr
+
+
+def test_a_uid_with_no_passwd_entry_gets_no_group_its_files_carry(top):
+    """Everything of uid 4242 (no passwd entry: in no group) but of group root, as a venv built elsewhere and
+    unpacked keeps: the rule ran its code with gid 0, root's group, which 4242 never had. Now the overflow group."""
+    venv = a_uid_with_no_passwd_entry(top)
+    for here, dirs, files in os.walk(venv):
+        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            os.lchown(name, NO_ENTRY, 0)
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "sh", "-c", "id -u; id -G")], capture_output=True,
+                          text=True)
+    who = subprocess.run(["sh", "-c", hostside.owner_of_venv(str(venv))], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.split(), who.stdout.strip()) == (0, [str(NO_ENTRY), "65534"],
+                                                                           f"{NO_ENTRY}:65534"), done
+
+
+def test_a_link_to_the_root_folder_is_refused_after_a_bounded_walk(top):
+    """site-packages/all -> /: the rule walks what a link names, so the whole disk (here 27 s a step, on a host
+    with datasets far longer) before refusing on whatever it met. Now it stops past owner.py's LOOKS objects."""
+    venv = _venv(top / "venv")
+    (_site(venv) / "all").symlink_to("/")
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True,
+                          timeout=120)
+    took = time.monotonic() - started
+    assert (done.returncode, done.stderr.strip()) == (
+        77, f"fleet runs nothing of {venv} as root: it leads to more than 200000 files to look at"), done
+    assert took < 20, took
+
+
+def _python38() -> str | None:
+    """A python3.8 (Ubuntu 20.04's /usr/bin/python3) where one is installed here: its real file."""
+    pyenv = sorted(Path("~/.pyenv/versions").expanduser().glob("3.8*/bin/python3.8"))
+    for found in [shutil.which("python3.8"), *pyenv]:
+        done = found and subprocess.run([found, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+                                        capture_output=True, text=True)
+        if done and done.stdout.strip() == "True":
+            return str(found)
+    return None
+
+
+@pytest.mark.skipif(_python38() is None, reason="no python3.8 here")
+def test_the_patch_engine_and_the_rule_run_on_a_hosts_python38(top, monkeypatch):
+    """A root venv, so nothing drops privileges (the interpreter may be in root's home). Fails before: patch_host.py
+    merged two dicts with `|` (3.9+): TypeError, no answer, nothing written."""
+    monkeypatch.setattr(hostside, "SYSTEM_PYTHON", _python38())
+    venv = _venv(top / "venv")
+    ran = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, "0", ""), ran
+    done = _apply(top, venv)
+    assert done["ok"] and done["now"] == PATCHED and done["uid"] == 0, done
