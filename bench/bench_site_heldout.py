@@ -31,7 +31,8 @@ LABELS = REPO / "tests" / "fixtures" / "site_labels"
 # draw -> the commit it was labelled on (its code is the code it was drawn after; `git log --grep fresh`).
 # fresh: labelled in 914cfe4, measured in cf09487 (which adds only bench/bench_site_precision.py).
 FIRST = {"fresh": "cf09487", "fresh2": "7d0e767", "fresh3": "8703a9d", "fresh4": "c4ebc78", "fresh5": "8c514df",
-         "fresh6": "08c2a8b", "fresh7": "9af127a", "fresh8": "b85373f"}
+         "fresh6": "08c2a8b", "fresh7": "9af127a", "fresh8": "b85373f",
+         "fresh9": "76c856f"}
 
 # run inside the old worktree, its fleet first on sys.path
 _PROBE = r"""
