@@ -240,7 +240,7 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
     parts = verdict.get("metrics") or []
     tail = next((m for m in parts if m["metric"] == "ttft" and m["part"].startswith("p")), None)
     hosts = data.get("hosts") or []
-    return {"case": case, "n": n, "router": ROUTER, "commit": COMMIT,
+    return {"case": case, "n": n, "router": ROUTER, "instance": config().instance, "commit": COMMIT,
             "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "rc": rc, "decision": verdict.get("decision"), "look": verdict.get("look"),
             "sim_s": round(verdict["seconds"] / scale, 1) if "seconds" in verdict else None,
@@ -282,11 +282,12 @@ def phases(row: dict[str, Any]) -> dict[str, float] | None:
 
 def fair(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rollouts that started from the release before: an A/A one after a p99 one that passed, on the same
-    fleet with no restore between (the bench before `restored`), started from the slower release; left out."""
-    slow: set[str] = set()
+    fleet (instance and router: lines before `instance` all ran on `bench`) with no restore between (the bench
+    before `restored`), started from the slower release; left out."""
+    slow: set[tuple[str, str]] = set()
     out = []
     for r in rows:
-        fleet = r.get("router", ROUTER)
+        fleet = (r.get("instance", "bench"), r.get("router", ROUTER))
         if r["case"] == "p99" and r["rc"] == 0 and not r.get("restored"):
             slow.add(fleet)
         elif r["case"] == "A/A" and fleet in slow:
@@ -355,7 +356,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/canary-sandbox.jsonl"))
     ap.add_argument("--summary", type=Path, nargs="+", help="only the table of these files' rollouts")
     ap.add_argument("--fleet", type=int, default=0, help="N: router sbx{5N}, replicas sbx{5N+1}..sbx{5N+4} "
-                    "(another fleet of the instance, for a second bench beside the first)")
+                    "(another fleet of the instance, for a second bench beside the first; a fleet in an instance "
+                    "of its own, 5 hosts, is 0 there)")
     ap.add_argument("--first", choices=CASES, default=CASES[0], help="the case of the first rollout")
     a = ap.parse_args()
     global ROUTER, REPLICAS, COMMIT
