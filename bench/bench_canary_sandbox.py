@@ -29,15 +29,18 @@ usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox
            [--rollouts 100] [--scale 0.25] [--until 13:00] [--out /tmp/canary-sandbox.jsonl]   (a line a rollout)
        .venv/bin/python bench/bench_canary_sandbox.py --summary /tmp/canary-sandbox.jsonl   (the table, then JSON)
 
-Measured 2026-12-05 on instance bench (rtx5090-x2-workstation hosts, --scale 0.25, two fleets side by side with
---fleet 0 and 1, 2 cores shared, load 4-27), 12:10-12:56 UTC, far short of 100 each:
-  p99  15 rollouts: 13 fail, 2 pass  86.7% (95% Wilson 62.1-96.3%), median verdict at 240 simulated s, 105 s wall
-  A/A  14 rollouts: 14 pass          100%  (78.5-100%),             at the 600 s cap,                  198 s wall
-  (2 A/A left out: they followed a p99 that passed, before `restored`). Every failed canary was put back; after
-  all 31 rollouts the router listed the 4 replicas, each healthy, and answered. The fails came from the TPOT and
-  end-to-end tails (6 tpot, 4 e2e, 3 both), never the TTFT tail: TTFTs of ~7 ms of wall time at this scale are
-  within the busy machine's scheduling noise (TTFT p99.5, canary over baseline: 1.03 sd 0.10 for p99, 1.01 for
-  A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a request's tokens, keeps the 10%.
+Measured 2026-12-06 (h-canary7: three fleets, each its own 5-host instance bench, lane5, lane6, --fleet 0 there;
+rtx5090-x2-workstation, --scale 0.25, 2 cores shared, load 2.9-7.2), 00:30-01:58 UTC, stopped by --until 01:55:
+  p99  60 rollouts: 56 fail, 4 pass  93.3% (95% Wilson 84.1-97.4%), median verdict at 240 simulated s, 87 s wall
+  A/A  59 rollouts: 59 pass          100%  (93.9-100%),             at the 600 s cap,                  175 s wall
+  Pooled with h-canary4 (d621af1 lines), 5, 5b, 6 (same judge; 1 left out, unchanged): p99 116/122 95.1%
+  (89.7-97.7%), A/A 120/121 99.2% (95.5-99.9%). A look took 31.7-32.0 s wall (median), as with one or two fleets.
+  The 4 passed p99s reached the cap or look 3 with TPOT p99 +4.5, +3.2, +6.2, -0.5% (the usual +9%); after every
+  one of the 119 rollouts the router listed the 4 replicas, each healthy, and answered. The fails (h-canary3's 13
+  counted: 6 tpot, 4 e2e, 3 both) come from the TPOT and end-to-end tails, never the TTFT tail: TTFTs of ~7 ms
+  of wall time at this scale are within the busy machine's scheduling noise (TTFT p99.5, canary over baseline:
+  1.03 sd 0.10 for p99, 1.01 for A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a
+  request's tokens, keeps the 10%.
 
 Where a rollout's wall time goes (--summary's `wall s` line, from each line's timeline; h-canary5, one fleet,
 2 cores shared, load 3-6, 17:59-19:30 UTC): a look is the window's 30 s of traffic (120 simulated s at --scale
