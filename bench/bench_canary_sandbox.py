@@ -29,15 +29,18 @@ usage: FLEET_SANDBOX_INSTANCE=bench FLEET_STATE_DIR=/tmp/state-bench inv sandbox
            [--rollouts 100] [--scale 0.25] [--until 13:00] [--out /tmp/canary-sandbox.jsonl]   (a line a rollout)
        .venv/bin/python bench/bench_canary_sandbox.py --summary /tmp/canary-sandbox.jsonl   (the table, then JSON)
 
-Measured 2026-12-05 on instance bench (rtx5090-x2-workstation hosts, --scale 0.25, two fleets side by side with
---fleet 0 and 1, 2 cores shared, load 4-27), 12:10-12:56 UTC, far short of 100 each:
-  p99  15 rollouts: 13 fail, 2 pass  86.7% (95% Wilson 62.1-96.3%), median verdict at 240 simulated s, 105 s wall
-  A/A  14 rollouts: 14 pass          100%  (78.5-100%),             at the 600 s cap,                  198 s wall
-  (2 A/A left out: they followed a p99 that passed, before `restored`). Every failed canary was put back; after
-  all 31 rollouts the router listed the 4 replicas, each healthy, and answered. The fails came from the TPOT and
-  end-to-end tails (6 tpot, 4 e2e, 3 both), never the TTFT tail: TTFTs of ~7 ms of wall time at this scale are
-  within the busy machine's scheduling noise (TTFT p99.5, canary over baseline: 1.03 sd 0.10 for p99, 1.01 for
-  A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a request's tokens, keeps the 10%.
+Measured 2026-12-06 (h-canary7: three fleets, each its own 5-host instance bench, lane5, lane6, --fleet 0 there;
+rtx5090-x2-workstation, --scale 0.25, 2 cores shared, load 2.9-7.2), 00:30-01:58 UTC, stopped by --until 01:55:
+  p99  60 rollouts: 56 fail, 4 pass  93.3% (95% Wilson 84.1-97.4%), median verdict at 240 simulated s, 87 s wall
+  A/A  59 rollouts: 59 pass          100%  (93.9-100%),             at the 600 s cap,                  175 s wall
+  Pooled with h-canary4 (d621af1 lines), 5, 5b, 6 (same judge; 1 left out, unchanged): p99 116/122 95.1%
+  (89.7-97.7%), A/A 120/121 99.2% (95.5-99.9%). A look took 31.7-32.0 s wall (median), as with one or two fleets.
+  The 4 passed p99s reached the cap or look 3 with TPOT p99 +4.5, +3.2, +6.2, -0.5% (the usual +9%); after every
+  one of the 119 rollouts the router listed the 4 replicas, each healthy, and answered. The fails (h-canary3's 13
+  counted: 6 tpot, 4 e2e, 3 both) come from the TPOT and end-to-end tails, never the TTFT tail: TTFTs of ~7 ms
+  of wall time at this scale are within the busy machine's scheduling noise (TTFT p99.5, canary over baseline:
+  1.03 sd 0.10 for p99, 1.01 for A/A; the judge's TTFT tail shift +1.8% sd 5.4%), while TPOT, averaged over a
+  request's tokens, keeps the 10%.
 
 Where a rollout's wall time goes (--summary's `wall s` line, from each line's timeline; h-canary5, one fleet,
 2 cores shared, load 3-6, 17:59-19:30 UTC): a look is the window's 30 s of traffic (120 simulated s at --scale
@@ -240,7 +243,7 @@ def record(case: str, n: int, rc: int, data: dict[str, Any], err: str, wall: flo
     parts = verdict.get("metrics") or []
     tail = next((m for m in parts if m["metric"] == "ttft" and m["part"].startswith("p")), None)
     hosts = data.get("hosts") or []
-    return {"case": case, "n": n, "router": ROUTER, "commit": COMMIT,
+    return {"case": case, "n": n, "router": ROUTER, "instance": config().instance, "commit": COMMIT,
             "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "rc": rc, "decision": verdict.get("decision"), "look": verdict.get("look"),
             "sim_s": round(verdict["seconds"] / scale, 1) if "seconds" in verdict else None,
@@ -282,11 +285,12 @@ def phases(row: dict[str, Any]) -> dict[str, float] | None:
 
 def fair(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rollouts that started from the release before: an A/A one after a p99 one that passed, on the same
-    fleet with no restore between (the bench before `restored`), started from the slower release; left out."""
-    slow: set[str] = set()
+    fleet (instance and router: lines before `instance` all ran on `bench`) with no restore between (the bench
+    before `restored`), started from the slower release; left out."""
+    slow: set[tuple[str, str]] = set()
     out = []
     for r in rows:
-        fleet = r.get("router", ROUTER)
+        fleet = (r.get("instance", "bench"), r.get("router", ROUTER))
         if r["case"] == "p99" and r["rc"] == 0 and not r.get("restored"):
             slow.add(fleet)
         elif r["case"] == "A/A" and fleet in slow:
@@ -355,7 +359,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/canary-sandbox.jsonl"))
     ap.add_argument("--summary", type=Path, nargs="+", help="only the table of these files' rollouts")
     ap.add_argument("--fleet", type=int, default=0, help="N: router sbx{5N}, replicas sbx{5N+1}..sbx{5N+4} "
-                    "(another fleet of the instance, for a second bench beside the first)")
+                    "(another fleet of the instance, for a second bench beside the first; a fleet in an instance "
+                    "of its own, 5 hosts, is 0 there)")
     ap.add_argument("--first", choices=CASES, default=CASES[0], help="the case of the first rollout")
     a = ap.parse_args()
     global ROUTER, REPLICAS, COMMIT
