@@ -31,9 +31,11 @@ _PART = rf"\d+(?:\.\d+)? ?{_UNITS}"  # one part of journalctl's span: '1.5h', '3
 _AGO = re.compile(rf"(?:((?:{_PART} ?)+) ago|-((?:{_PART})+))")  # its own: '10 min ago', '-2hours', '1h 30min ago'
 _EPOCH = re.compile(r"@\d{1,12}")
 _AT = re.compile(r"(\d{4}-\d\d-\d\d)?(?:(?:^| )\d\d:\d\d(:\d\d)?)?")  # date, time, or both
+# the zone as a host prints it (UTC, CET, EEST) or a tz database name (Europe/Berlin): the host's journalctl judges it
+_ZONE = r"[A-Z]{2,5}|[A-Z][A-Za-z_]+/[A-Za-z_+-]+(?:/[A-Za-z_+-]+)?"
 # as systemctl status and journalctl print a time: 'Sun 2026-12-06 00:29:15.123 UTC' (the weekday with a date)
 _STAMP = re.compile(r"(?:(?P<day>mon|tue|wed|thu|fri|sat|sun)(?:day|sday|nesday|rsday|urday)? (?=\d{4}-))?(?P<at>.+?)"
-                    r"(?:(?<=\d\d:\d\d:\d\d)\.\d{1,6})?(?: (?:UTC|GMT))?", re.IGNORECASE)
+                    rf"(?:(?<=\d\d:\d\d:\d\d)\.\d{{1,6}})?(?: (?:{_ZONE}))?", re.IGNORECASE)
 _WORDS = ("today", "yesterday", "now")
 MAX_LINES = 1_000_000
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fabric import Connection
 
@@ -33,6 +33,9 @@ from fleet.playbook import Budgets
 from fleet.progress import EVERY_S, Progress, standing
 from fleet.ssh import keepalive
 
+if TYPE_CHECKING:
+    import paramiko
+
 COLD = Expect.cold_start()  # no cache placed: the playbook's budgets, nothing expected
 READ_S = 0.5  # the longest a tick waits for a line
 LIVE_S = EVERY_S  # how often a start in progress says where it stands (fleet.progress.Live)
@@ -52,6 +55,22 @@ class Source(Protocol):
     def read(self, timeout: float) -> str | None: ...
 
     def close(self) -> None: ...
+
+
+class JournalEnded(FleetError):
+    """journalctl's output ended without its exit status while the connection stayed up: the host's error for
+    `inv logs`, the stream's end for a deploy's watch (as it always was)."""
+
+
+def _link_down(transport: paramiko.Transport | None, wait: float = 1.0) -> bool:
+    """Whether the connection went: paramiko closes a dying transport's channels a moment before it marks the
+    transport inactive, so a channel closed by that is given `wait` seconds to show it."""
+    deadline = time.monotonic() + wait
+    while transport is not None and transport.is_active() and not keepalive.lost(transport):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 class Follower:
@@ -94,11 +113,15 @@ class Follower:
 
     def _ended(self) -> None:
         """The journal's end said as it came: journalctl's own refusal (its status not 0: a --since it cannot parse,
-        a unit name it refuses) is the host's error with journalctl's first line, and an end without a status (a host
-        powered off, its sshd killed: the channel closed under journalctl) the link lost; never an empty journal."""
+        a unit name it refuses) is the host's error with journalctl's first line; an end without a status is the
+        link lost where the connection went with it (a host powered off, its sshd killed), else journalctl ended
+        by a signal (paramiko keeps no exit-signal) on a link still up: JournalEnded. Never an empty journal."""
         if not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status == -1:  # paramiko's -1: closed, none
-            raise ConnectionLost(f"{self.host}: connection lost while following the journal: the channel closed "
-                                 f"without journalctl's exit status within {STATUS_S:g}s (the host or its sshd went)")
+            if _link_down(self.chan.get_transport()):
+                raise ConnectionLost(f"{self.host}: connection lost while following the journal: the channel "
+                                     "closed with the connection (the host or its sshd went)")
+            raise JournalEnded(f"{self.host}: journalctl ended without its exit status within {STATUS_S:g}s while "
+                               "the connection stayed up (killed by a signal?)")
         if self.chan.exit_status == 0:
             return
         said = self.chan.recv_stderr(4096).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
@@ -226,6 +249,8 @@ def watch_startup(source: Source, startup: Startup, state: Callable[[], dict[str
     except ServerReady as exc:
         startup.ready()
         return Outcome.READY, exc.event.text[:300]
+    except JournalEnded as exc:
+        return Outcome.EXITED, f"the journal stream ended: {exc}"
     finally:
         source.close()
     return verdict if verdict is not None else (Outcome.EXITED, "the journal stream ended")

@@ -81,17 +81,31 @@ def test_a_journal_that_ends_well_is_none_with_its_warnings_aside(tmp_path):
     assert text == "2026-12-05T02:56:32+0000 h python3[1]: ready\n"
 
 
-@pytest.mark.parametrize("behaviour", [close_channel(), eof_no_status(b""), drop()], ids=["closed", "eof", "dropped"])
-def test_a_journal_that_ends_without_journalctls_status_is_the_link_lost(tmp_path, behaviour):
-    """`inv logs -H sbx2 -f` and sbx2 powered off (inv sandbox.kill): the follow ended, 'no journal lines: sbx2',
-    exit 0, as if the unit had logged nothing; journalctl -f never ends by itself."""
+def _ended_by(tmp_path, behaviour):
     with HostileFleet(tmp_path, {"h": behaviour}) as fleet:
         host = fleet.hosts()[0]
         conn = open_connection(host, ConnectOptions())
         try:
             follower = journal.Follower(conn, host, journal.command("sglang"))
-            seconds, result = timed(lambda: [follower.read(1) for _ in range(10)])
+            return timed(lambda: [follower.read(1) for _ in range(10)])[1]
         finally:
             conn.close()
+
+
+def test_a_journal_whose_connection_drops_under_it_is_the_link_lost(tmp_path):
+    """`inv logs -H sbx2 -f` and sbx2 powered off (inv sandbox.kill): the follow ended, 'no journal lines: sbx2',
+    exit 0, as if the unit had logged nothing; journalctl -f never ends by itself."""
+    result = _ended_by(tmp_path, drop())
     assert isinstance(result, ConnectionLost), result
     assert str(result).startswith("h: connection lost while following the journal"), str(result)
+
+
+@pytest.mark.parametrize("behaviour", [close_channel(), eof_no_status(b"")], ids=["closed", "eof"])
+def test_a_journal_ended_without_a_status_on_a_live_link_is_not_the_link_lost(tmp_path, behaviour):
+    """journalctl killed by a signal (sshd sends exit-signal, which paramiko keeps not) closes its channel while
+    the connection stays up: the review of stop 52 found it said as 'connection lost' ('the host or its sshd
+    went'), and a deploy's watch took the link-lost path for it. It is JournalEnded: the host's error for
+    `inv logs`, the stream's end for the watch."""
+    result = _ended_by(tmp_path, behaviour)
+    assert isinstance(result, journal.JournalEnded) and not isinstance(result, ConnectionLost), result
+    assert str(result).startswith("h: journalctl ended without its exit status"), str(result)

@@ -197,3 +197,19 @@ def test_the_live_line_shows_the_count_a_release_prints_and_a_warm_phases_expect
     _, said, _ = _watch_expecting(START + SILENCE[:6], warmphases.Expect.placed("sbx0", cold))
     live = [m for m in said if isinstance(m, Live) and m.startswith("phase graph_capture")]
     assert live and "budget (warm: expected under 70s); last line" in live[-1], said
+
+
+def test_a_journal_that_ended_without_its_status_on_a_live_link_ends_the_watch_as_the_stream_did():
+    """journal.JournalEnded (journalctl killed by a signal, the connection up) is no lost link for a deploy's watch:
+    the stream ended, as before stop 52's newcomer made an end without a status the link lost."""
+    class Ends(Script):
+        def read(self, timeout: float) -> str | None:
+            raise journal.JournalEnded("h: journalctl ended without its exit status within 2s while the connection "
+                                       "stayed up (killed by a signal?)")
+
+    clock = Clock()
+    source = Ends([], clock)
+    startup = journal.Startup(Budgets(), [].append, clock)
+    verdict = journal.watch_startup(source, startup, lambda: {"ActiveState": "activating"})
+    assert source.closed
+    assert verdict[0] == Outcome.EXITED and verdict[1].startswith("the journal stream ended: h: journalctl ended")

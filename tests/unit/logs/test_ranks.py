@@ -93,6 +93,10 @@ def test_the_order_is_kept_and_a_rank_saying_it_again_is_a_new_line():
     ("Sun 2026-12-06 00:29:15 UTC", "Sun 2026-12-06 00:29:15 UTC"), ("00:29 UTC", "00:29 UTC"),
     ("2026-12-06 00:29:15.123456", "2026-12-06 00:29:15.123456"), ("sunday 2026-12-06", "sunday 2026-12-06"),
     ("1h 30min ago", "-1h30min"), ("-1h30min", "-1h30min"), ("1.5h ago", "-1.5h"), ("-1.5h", "-1.5h"),
+    # a host not on UTC prints its own zone in systemctl status (the review of stop 52: refused, exit 2); systemd's
+    # parse_timestamp takes the local zone's abbreviation and a tz database name, and the host's journalctl judges
+    ("Sun 2026-12-06 01:29:15 CET", "Sun 2026-12-06 01:29:15 CET"), ("2026-12-06 01:29 EEST", "2026-12-06 01:29 EEST"),
+    ("2026-12-06 01:29 Europe/Berlin", "2026-12-06 01:29 Europe/Berlin"),
 ])
 def test_since_takes_what_journalctl_takes(given, journalctl):
     assert check_since(given) == journalctl
