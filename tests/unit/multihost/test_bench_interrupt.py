@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet import parallel
 from fleet.inventory import Host
 from fleet.multihost import bench
 from fleet.ssh.connect import ConnectOptions
@@ -29,7 +30,10 @@ def test_a_ctrl_c_while_measuring_ends_with_what_each_host_measured(monkeypatch)
 
     def bench_host(host, book, path, opts, hooks=None, say=None):
         measuring.wait(timeout=5)
-        time.sleep(0.3 if host.name == "h0" else 0.6)
+        deadline = time.monotonic() + 10  # each host measures until the Ctrl-C is taken (the load can delay it)
+        while not parallel.stopping() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05 if host.name == "h0" else 0.1)
         if host.name == "h1":
             raise bench.FleetError("h1: the benchmark failed: connection refused")
         return bench.BenchOutcome(host.name, True, "20261206T004552Z-56ba", "fast")
@@ -44,8 +48,6 @@ def test_a_ctrl_c_while_measuring_ends_with_what_each_host_measured(monkeypatch)
 
 
 def test_the_outcomes_of_hosts_cut_or_never_started_say_so():
-    from fleet import parallel
-
     hosts = [_host("h0"), _host("h1"), _host("h2")]
     ended = parallel.HostOutcome(hosts[0], True, bench.BenchOutcome("h0", True, "r1", "fast"), None, 1.0)
     said = bench.interrupted([ended, None, None], hosts, {"h0", "h1"})
