@@ -94,6 +94,15 @@ class HeldOutFile(BaseModel):
     goal: float = Field(gt=0, le=1)
     record: dict[str, tuple[int, int]]
 
+    @field_validator("record")
+    @classmethod
+    def _counts(cls, record: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        for name, (right, flagged) in record.items():
+            if not 0 <= right <= flagged:
+                raise ValueError(f"{name}: [right, flagged] must be counts with right <= flagged, got "
+                                 f"[{right}, {flagged}]")
+        return record
+
     def untrusted(self) -> frozenset[str]:
         """The entries whose held-out precision is below the goal at 95% confidence (Wilson upper bound < goal)."""
         return frozenset(name for name, (right, flagged) in self.record.items() if wilson_upper(right, flagged)

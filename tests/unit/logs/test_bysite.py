@@ -913,6 +913,16 @@ def test_heldout_record_naming_no_entry_is_refused(tmp_path):
         bysite.load_classes(heldout=path)
 
 
+@pytest.mark.parametrize("counts", ["[14, 13]", "[-1, 3]", "[2, -1]"])
+def test_heldout_counts_that_cannot_be_are_refused_in_one_line(tmp_path, counts):
+    """The review of stop 52: [14, 13] or a negative count made wilson_upper's sqrt raise ValueError, a traceback
+    for whoever edits playbooks/sites/heldout.yaml."""
+    path = tmp_path / "heldout.yaml"
+    path.write_text(f"goal: 0.95\nrecord:\n  server_arguments: {counts}\n")
+    with pytest.raises(InputError, match="heldout.yaml.*right <= flagged"):
+        bysite.load_classes(heldout=path)
+
+
 def test_a_patched_library_build_required_is_a_package_and_a_cuda_graph_output_refused_is_no_internal_value():
     # fresh8 0.5.17 overrides.py:350 (was CONFIG_REFUSED by server_arguments) and fresh7 0.5.19
     # prefill_cuda_graph_runner.py:221 (was INTERNAL_ERROR by internal_value; labelled CUDA_GRAPH_FAILURE)
