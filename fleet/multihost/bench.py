@@ -104,12 +104,14 @@ def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
         except parallel.Interrupted as stop:
             raise BenchInterrupted(interrupted(stop.outcomes, hosts, started)) from None
         return [_benched(o) for o in outcomes]
-    results = []
-    for host in hosts:  # one replica out of the router at a time
+    results: list[BenchOutcome] = []
+    for i, host in enumerate(hosts):  # one replica out of the router at a time, on run_all's Ctrl-C handling
         try:
-            results.append(bench_host(host, book, path, opts, hooks, progress_for(host)))
-        except FleetError as exc:
-            results.append(BenchOutcome(host.name, False, error=str(exc)))
+            [outcome] = parallel.run_all([host], lambda h: bench_host(h, book, path, opts, hooks, progress_for(h)))
+            results.append(_benched(outcome))
+        except parallel.Interrupted as stop:
+            rest = [BenchOutcome(h.name, False, error=f"{h.name}: not started: interrupted") for h in hosts[i + 1:]]
+            raise BenchInterrupted([*results, *interrupted(stop.outcomes, [host], {host.name}), *rest]) from None
         finally:  # a benchmark changes no server: back in when it serves, whatever the benchmark said
             routing.back_in(hooks, host, DeployStatus.FAILED)
     return results

@@ -56,3 +56,28 @@ def test_the_outcomes_of_hosts_cut_or_never_started_say_so():
         ("h1", False, "h1: interrupted while benchmarking (the load ends on the host at its budget; the server is "
                       "untouched)"),
         ("h2", False, "h2: not started: interrupted")]
+
+
+def test_a_ctrl_c_while_a_replica_behind_the_router_is_measured_ends_with_every_replicas_outcome(monkeypatch):
+    """The review of stop 52: replicas behind a router are measured one at a time on the main thread, which caught
+    only FleetError: a Ctrl-C there was a bare `interrupted`, nothing on stdout (docs/cli.md says the same summary
+    as for hosts side by side). Each replica goes back into the router whatever happened."""
+    back_in: list[str] = []
+
+    def bench_host(host, book, path, opts, hooks=None, say=None):
+        if host.name == "h0":
+            return bench.BenchOutcome(host.name, True, "20261206T004552Z-56ba", "fast")
+        threading.Timer(0.05, _thread.interrupt_main).start()
+        deadline = time.monotonic() + 10  # h1 measures until the Ctrl-C is taken
+        while not parallel.stopping() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return bench.BenchOutcome(host.name, True, "20261206T004552Z-56ba", "fast")
+
+    monkeypatch.setattr(bench, "bench_host", bench_host)
+    monkeypatch.setattr(bench.routing, "hooks_for", lambda *a, **k: object())
+    monkeypatch.setattr(bench.routing, "back_in", lambda hooks, host, status: back_in.append(host.name))
+    with pytest.raises(bench.BenchInterrupted) as stop:
+        bench.bench_hosts([_host("h0"), _host("h1"), _host("h2")], "llama-replicas", ConnectOptions())
+    assert [(r.host, r.ok, r.error) for r in stop.value.results] == [
+        ("h0", True, None), ("h1", True, None), ("h2", False, "h2: not started: interrupted")]
+    assert back_in == ["h0", "h1"]
