@@ -92,7 +92,8 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
     progress(f"rolling back to {back.id} ({back.rung})")
     own = venvs.recorded(back.facts)  # a release of packages: pins runs in its own venv: no install
     seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host)
-    drift = stack_drift(versions_of(back.facts), stack_versions(seen))
+    serving = stack_versions(seen)  # what the rolled-back release will run: the venv as found, not as recorded
+    drift = stack_drift(versions_of(back.facts), serving)
     notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "
              "env and patch sets, not packages (install the release's versions by hand)"] if drift else []
     for note in notes:
@@ -107,8 +108,8 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
         attempt = Attempt(attempt.rung, Outcome.INSTALL_FAILED, problem, attempt.seconds)
     result = DeployResult(host.name, DeployStatus.FAILED, release=back.id, config=back.config,
                           attempts=[attempt], recovered=run.recovered, notes=notes)
-    if attempt.outcome == Outcome.READY:  # the versions it went from and to, as a deploy says an upgrade's
-        result = replace(result, status=DeployStatus.OK, versions=versions_of(back.facts),
+    if attempt.outcome == Outcome.READY:  # the versions it went from and to (as found), as a deploy says an upgrade's
+        result = replace(result, status=DeployStatus.OK, versions=serving,
                          versions_before=versions_of(before.facts) if before else {})
     else:
         error = (f"{host.name}: rollback to {back.id} failed: {problem}" if problem else

@@ -157,6 +157,9 @@ def test_rollback_restores_the_earlier_release_byte_for_byte(seed, sandbox, sand
     assert back["notes"] == [f"release {first} ran sglang 0.5.9 -> 0.5.9.post1 now in the venv: a rollback puts "
                              "back the unit, env and patch sets, not packages (install the release's versions by "
                              "hand)"], back
+    # what serves is the venv as found, not the release's record (the review of stop 52: it said 0.5.9.post1 -> 0.5.9
+    # beside the note that the venv still holds 0.5.9.post1)
+    assert back["versions"]["sglang"] == "0.5.9.post1", back
     assert sh(sandbox_inventory, "sbx0", "sha256sum /etc/systemd/system/sglang.service").split()[0] == unit_a
     assert sh(sandbox_inventory, "sbx0", "readlink /var/lib/fleet/current").strip().endswith(first)
     # the wrong playbook's port, key and health check would judge another server: refused, nothing changed
