@@ -226,6 +226,23 @@ def an_editable_finder_maps_a_package_to_a_users_module(top: Path) -> Path:
     return venv
 
 
+def a_sticky_site_packages_anyone_may_add_to(top: Path) -> Path:
+    """site-packages root's, 1777 (as /tmp): sticky stops renaming others' files, not adding one; anyone may drop a
+    .pth or sitecustomize.py there that then runs as root. The rule excused every sticky folder and ran it as root."""
+    venv = _venv(top / "venv")
+    _site(venv).chmod(0o1777)
+    return venv
+
+
+def a_pth_names_a_sticky_folder(top: Path) -> Path:
+    """A .pth puts root's 1777 top/src on sys.path: anyone may add a module there. Ran as root before."""
+    venv = _venv(top / "venv")
+    (top / "src").mkdir()
+    (top / "src").chmod(0o1777)
+    (_site(venv) / "src.pth").write_text(f"{top / 'src'}\n")
+    return venv
+
+
 def _acl(path: Path, *entries: tuple[int, int, int], default: bool = False) -> None:
     """A POSIX ACL set as its xattr (setfacl is not always there): (tag, perm, id) each."""
     raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
@@ -271,6 +288,9 @@ CASES = [
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
     Case(missing_in_a_sticky_folder, "/venv is missing where others than its owner may make it", ""),
+    Case(a_sticky_site_packages_anyone_may_add_to, "/venv/lib/python3.11/site-packages is writable by others than "
+         "its owner", "writable by others than its owner"),
+    Case(a_pth_names_a_sticky_folder, "/src is writable by others than its owner", "writable by others than its owner"),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
@@ -405,6 +425,21 @@ def test_a_link_to_the_root_folder_is_refused_after_a_bounded_walk(top):
     assert (done.returncode, done.stderr.strip()) == (
         77, f"fleet runs nothing of {venv} as root: it leads to more than 200000 files to look at"), done
     assert took < 20, took
+
+
+@pytest.mark.parametrize("table", ["{[1]: '/x'}", "{'a': 1 +}", "dict(mapped='/home/someone/src')", "-" * 100000 + "1"],
+                         ids=["unhashable", "no-python", "a-call", "deep"])
+def test_an_editable_finder_whose_table_is_no_literal_is_refused_in_one_line(top, table):
+    """Fails before: a list as a key (TypeError) escaped the catch, a traceback; the others (SyntaxError,
+    ValueError, MemoryError or RecursionError) were skipped, so the folders a call names at import were never looked
+    at and the venv's code ran as root."""
+    venv = _venv(top / "venv")
+    finder = _site(venv) / "__editable___mapped_0_1_finder.py"
+    finder.write_text(f"MAPPING = {table}\nNAMESPACES = {{}}\n")
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (done.returncode, done.stderr.strip()) == (
+        77, f"fleet runs nothing of {venv} as root: {finder} names its packages' folders in no literal fleet can "
+            "read"), done
 
 
 def _python38() -> str | None:
