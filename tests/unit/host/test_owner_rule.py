@@ -344,10 +344,11 @@ def test_a_benchmark_gets_its_folder_and_key_as_the_same_owner(top, case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if not isinstance(c.runs_as, int)], ids=lambda c: c.layout.__name__)
 def test_a_refused_benchmark_gets_no_copy_of_the_key(top, case):
-    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused."""
+    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused. (The
+    command runs as root in $d/w: `..` is all of $d.)"""
     venv = case.layout(top)
     key = _key(top)
-    done = subprocess.run(["sh", "-c", benchrun.script("ls -A .", 30, interval_s=5, venv=str(venv),
+    done = subprocess.run(["sh", "-c", benchrun.script("ls -AR ..", 30, interval_s=5, venv=str(venv),
                                                        key_path=str(key))], capture_output=True, text=True, timeout=60)
     rc, out, _, _ = bench.split_output(done.stdout)
     assert rc == 0 and "fleet.key" not in out.split(), out
@@ -463,3 +464,63 @@ def test_the_patch_engine_and_the_rule_run_on_a_hosts_python38(top, monkeypatch)
     assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, "0", ""), ran
     done = _apply(top, venv)
     assert done["ok"] and done["now"] == PATCHED and done["uid"] == 0, done
+
+
+def _root_only(top: Path, name: str) -> Path:
+    """A file of root's the venv's owner may neither read nor write (as /etc/shadow is)."""
+    victim = top / name
+    victim.write_text(f"root-only {name}\n")
+    victim.chmod(0o600)
+    return victim
+
+
+def test_the_benchmarks_owner_cannot_make_root_read_a_file_through_a_link(top):
+    """The benchmark (nobody's) swaps the outputs root prints for links to a root-only file. Fails before: $d was
+    nobody's, so root's `cat "$d/out"` and `cat "$d/details.jsonl"` printed that file. Now $d is root's (nobody may
+    make nothing there) and the details file is read as nobody."""
+    venv = a_users_folder_off_the_files_path(top)
+    victim = _root_only(top, "victim")
+    plant = (f'for t in "$PWD" "${{PWD%/w}}"; do for f in out err smi; do ln -sf {victim} "$t/$f" 2>/dev/null; done; '
+             f'done; ln -sf {victim} {benchrun.DETAILS}; echo planted')
+    cmd = hostside.as_owner(str(venv), "sh", "-c", plant)
+    done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=60)
+    assert "planted" in done.stdout and "root-only" not in done.stdout, done.stdout[-2000:]
+    wrote = hostside.as_owner(str(venv), "sh", "-c", f"echo '{{\"by\": '$(id -u)'}}' > {benchrun.DETAILS}")
+    done = subprocess.run(["sh", "-c", benchrun.script(wrote, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split(f"{benchrun.MARK} details\n")[1:] == [f'{{"by": {NOBODY.pw_uid}}}\n'], done.stdout
+
+
+SPINNER = """import glob, os, sys, time
+victim, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for d in glob.glob("/tmp/fleet-bench.*"):
+        for name in ("fleet.key", "smi", "out", "err", "c", "c/fleet.key", "w/fleet.key"):
+            try:
+                os.symlink(victim, os.path.join(d, name))
+            except OSError:
+                pass
+"""
+
+
+def test_the_benchmarks_owner_cannot_plant_links_where_root_writes_the_key_or_the_outputs(top):
+    """nobody (the venv's owner) plants links in the temp folder from the moment it is theirs. Fails before (within a
+    few runs): root's `cp` of the key and `chown` wrote the key into the victim and gave it to nobody, or root's
+    redirects truncated it. Now $d stays root's and the key's copy is handed over with `chown -h`."""
+    venv = a_users_folder_off_the_files_path(top)
+    key = _key(top)
+    victim = _root_only(top, "victim")
+    spinner = subprocess.Popen([hostside.SYSTEM_PYTHON, "-c", SPINNER, str(victim), "60"], user=NOBODY.pw_uid,
+                               group=NOBODY.pw_gid, extra_groups=[])
+    try:
+        cmd = hostside.as_owner(str(venv), "sh", "-c", 'cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+        for _ in range(8):
+            done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv),
+                                                               key_path=str(key))],
+                                  capture_output=True, text=True, timeout=60)
+            st = victim.stat()
+            assert (victim.read_text(), st.st_uid, st.st_size) == ("root-only victim\n", 0, 17), done.stdout[-2000:]
+    finally:
+        spinner.kill()
+        spinner.wait()
