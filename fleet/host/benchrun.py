@@ -15,6 +15,7 @@ from fleet.ssh.remote import CommandResult, run
 SMI_QUERY = "index,power.draw,power.limit,utilization.gpu"
 MARK = "@@FLEET-BENCH"
 DETAILS = "details.jsonl"  # a relative --output-file lands in the owner's folder $d/w; `details` prints it
+DETAILS_READ_S = 60  # the owner's details file read within this (a fifo in its place blocks the reader)
 
 
 def _for_owner(venv: str, key_path: str | None) -> str:
@@ -38,7 +39,7 @@ def script(bench_cmd: str, timeout_s: float, *, venv: str, interval_s: float = 0
            key_path: str | None = None) -> str:
     """Sampler in the background, benchmark in the foreground (under `timeout`, in $d/w), then everything printed
     between markers (with `details`, bench_serving's output file DETAILS last, read as the venv's owner)."""
-    read_details = hostside.as_owner(venv, "cat", "--", DETAILS)
+    read_details = f"timeout {DETAILS_READ_S} " + hostside.as_owner(venv, "cat", "--", DETAILS)
     return (
         "d=$(mktemp -d /tmp/fleet-bench.XXXXXX) || exit 1; trap 'rm -rf \"$d\"' EXIT; " + _for_owner(venv, key_path) +
         f"( while :; do echo \"@@ $(date +%s.%N)\"; nvidia-smi --query-gpu={SMI_QUERY} "

@@ -492,6 +492,17 @@ def test_the_benchmarks_owner_cannot_make_root_read_a_file_through_a_link(top):
     assert done.stdout.split(f"{benchrun.MARK} details\n")[1:] == [f'{{"by": {NOBODY.pw_uid}}}\n'], done.stdout
 
 
+def test_a_fifo_in_place_of_the_details_file_holds_the_benchmark_no_longer_than_its_read_limit(top, monkeypatch):
+    """Fails before: root's `cat` of a fifo the owner made blocked until the whole call's timeout."""
+    monkeypatch.setattr(benchrun, "DETAILS_READ_S", 2)
+    venv = a_users_folder_off_the_files_path(top)
+    cmd = hostside.as_owner(str(venv), "mkfifo", benchrun.DETAILS)
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=30)
+    assert bench.split_output(done.stdout)[0] == 0 and time.monotonic() - started < 10, done
+
+
 SPINNER = """import glob, os, sys, time
 victim, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
