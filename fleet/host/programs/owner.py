@@ -5,8 +5,9 @@
 # it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
 # install's finder names, and its python's real file. A POSIX ACL's named users may change what it lets them
 # write, as its owner may. Root alone may change all of them: root. One user other than root owns any: that user.
-# More than one, or one that its group's other members or anyone may write (not a sticky folder): Refused, errno
-# EPERM, the reason its strerror.
+# More than one, or one that its group's other members or anyone may write (a sticky folder only above the venv
+# and what it imports from: there anyone may add a file), an editable finder whose tables are no literal, or more
+# than LOOKS objects to look at: Refused, errno EPERM, the reason its strerror.
 import errno, grp, os, pwd, stat, struct
 class Refused(PermissionError):
     pass
@@ -16,6 +17,7 @@ class Seen:
     def __init__(self):
         self.stats, self.owners, self.open, self.members, self.trees = {}, {}, None, {}, set()
         self.made = None  # a missing path in a sticky folder others may write: anyone may make it
+        self.sticky = []  # sticky folders others may write: anyone may add files there (only above a venv excused)
     def look(self, p):
         """lstat of `p` (None when missing), counted once; past LOOKS objects Refused (a link to / is no venv)."""
         if p not in self.stats:
@@ -32,9 +34,13 @@ class Seen:
     def count(self, p, st):
         if st.st_uid != 0:
             self.owners.setdefault(st.st_uid, st.st_gid)
-        if stat.S_ISLNK(st.st_mode) or (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-            return  # a link's own bits mean nothing; in a sticky folder only an entry's owner may rename it
-        if self.others_may_write(p, st) and self.open is None:
+        if stat.S_ISLNK(st.st_mode):
+            return  # a link's own bits mean nothing
+        if not self.others_may_write(p, st):
+            return
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:
+            self.sticky.append(p)  # only an entry's owner may rename it, but anyone may add one: decide() judges
+        elif self.open is None:
             self.open = p
     def missing(self, p, folder):
         """`p` is missing from `folder`: whoever may write there may make it (a sticky one's too)."""
@@ -148,8 +154,8 @@ def finder_paths(p):
         if x.startswith(("MAPPING", "NAMESPACES")) and "=" in x:
             try:
                 table = ast.literal_eval(x.split("=", 1)[1].strip())
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                continue
+            except (TypeError, ValueError, SyntaxError, MemoryError, RecursionError):
+                raise Refused(errno.EPERM, "%s names its packages' folders in no literal fleet can read" % p, p)
             for v in (table.values() if isinstance(table, dict) else ()):
                 found += [y for y in (v if isinstance(v, list) else [v]) if isinstance(y, str) and y.startswith("/")]
     return found
@@ -169,6 +175,8 @@ def decide(paths=(), trees=(), seen=None):
         if real is not None and not within(real, seen.trees) and os.path.isdir(real):
             seen.trees.add(real)
             todo += tree(real, seen)
+    if seen.open is None:  # a sticky folder in the venv or one it imports from: anyone may add a .pth, a module
+        seen.open = next((p for p in seen.sticky if within(p, seen.trees)), None)
     if seen.open is not None:
         raise Refused(errno.EPERM, "%s is writable by others than its owner" % seen.open, seen.open)
     if seen.made is not None:

@@ -151,14 +151,25 @@ def atomic_write(path, data, mode, uid, gid):
         raise
     fsync_dir(d)
 SEEN = Seen()  # the venv and every file written in it this run: one writer for all (owner.py)
+def venv_holding(path, asked):
+    """The venv whose code `path` is: the nearest folder above it (its real path) with a pyvenv.cfg, `asked` (the
+    request's venv) where none or where it is that one. A put-back of a `packages:` release's file (recovery asks
+    with the inventory's venv) is decided by the release's own venv, not by one that merely ran beside it."""
+    here = os.path.dirname(os.path.realpath(path))
+    while True:
+        if os.path.isfile(os.path.join(here, "pyvenv.cfg")):
+            return asked if asked and os.path.realpath(asked) == here else here
+        if here == "/":
+            return asked
+        here = os.path.dirname(here)
 def as_owner(path, fn, venv=True):
     """fn() with the rights of the venv's owner (owner.py: the venv, its python and `path`), or without `venv` of
     the user who may change `path` (a user's cache), where this runs as root: a folder that user swaps for a link
     mid-write then leads nowhere that user could not write anyway. Its OSError (Refused too) raised here."""
     if os.geteuid() != 0:
         return fn()
-    v = REQ.get("venv")
-    who = venv_owner(v, path, seen=SEEN) if venv and v else decide(paths=(path,))
+    v = venv and venv_holding(path, REQ.get("venv"))
+    who = venv_owner(v, path, seen=SEEN) if v else decide(paths=(path,))
     if who is None:
         return fn()
     gid = who[1]

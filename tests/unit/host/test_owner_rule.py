@@ -226,6 +226,23 @@ def an_editable_finder_maps_a_package_to_a_users_module(top: Path) -> Path:
     return venv
 
 
+def a_sticky_site_packages_anyone_may_add_to(top: Path) -> Path:
+    """site-packages root's, 1777 (as /tmp): sticky stops renaming others' files, not adding one; anyone may drop a
+    .pth or sitecustomize.py there that then runs as root. The rule excused every sticky folder and ran it as root."""
+    venv = _venv(top / "venv")
+    _site(venv).chmod(0o1777)
+    return venv
+
+
+def a_pth_names_a_sticky_folder(top: Path) -> Path:
+    """A .pth puts root's 1777 top/src on sys.path: anyone may add a module there. Ran as root before."""
+    venv = _venv(top / "venv")
+    (top / "src").mkdir()
+    (top / "src").chmod(0o1777)
+    (_site(venv) / "src.pth").write_text(f"{top / 'src'}\n")
+    return venv
+
+
 def _acl(path: Path, *entries: tuple[int, int, int], default: bool = False) -> None:
     """A POSIX ACL set as its xattr (setfacl is not always there): (tag, perm, id) each."""
     raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
@@ -271,6 +288,9 @@ CASES = [
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
     Case(missing_in_a_users_folder, NOBODY.pw_uid, ""),
     Case(missing_in_a_sticky_folder, "/venv is missing where others than its owner may make it", ""),
+    Case(a_sticky_site_packages_anyone_may_add_to, "/venv/lib/python3.11/site-packages is writable by others than "
+         "its owner", "writable by others than its owner"),
+    Case(a_pth_names_a_sticky_folder, "/src is writable by others than its owner", "writable by others than its owner"),
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
@@ -324,10 +344,11 @@ def test_a_benchmark_gets_its_folder_and_key_as_the_same_owner(top, case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if not isinstance(c.runs_as, int)], ids=lambda c: c.layout.__name__)
 def test_a_refused_benchmark_gets_no_copy_of_the_key(top, case):
-    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused."""
+    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused. (The
+    command runs as root in $d/w: `..` is all of $d.)"""
     venv = case.layout(top)
     key = _key(top)
-    done = subprocess.run(["sh", "-c", benchrun.script("ls -A .", 30, interval_s=5, venv=str(venv),
+    done = subprocess.run(["sh", "-c", benchrun.script("ls -AR ..", 30, interval_s=5, venv=str(venv),
                                                        key_path=str(key))], capture_output=True, text=True, timeout=60)
     rc, out, _, _ = bench.split_output(done.stdout)
     assert rc == 0 and "fleet.key" not in out.split(), out
@@ -407,6 +428,21 @@ def test_a_link_to_the_root_folder_is_refused_after_a_bounded_walk(top):
     assert took < 20, took
 
 
+@pytest.mark.parametrize("table", ["{[1]: '/x'}", "{'a': 1 +}", "dict(mapped='/home/someone/src')", "-" * 100000 + "1"],
+                         ids=["unhashable", "no-python", "a-call", "deep"])
+def test_an_editable_finder_whose_table_is_no_literal_is_refused_in_one_line(top, table):
+    """Fails before: a list as a key (TypeError) escaped the catch, a traceback; the others (SyntaxError,
+    ValueError, MemoryError or RecursionError) were skipped, so the folders a call names at import were never looked
+    at and the venv's code ran as root."""
+    venv = _venv(top / "venv")
+    finder = _site(venv) / "__editable___mapped_0_1_finder.py"
+    finder.write_text(f"MAPPING = {table}\nNAMESPACES = {{}}\n")
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (done.returncode, done.stderr.strip()) == (
+        77, f"fleet runs nothing of {venv} as root: {finder} names its packages' folders in no literal fleet can "
+            "read"), done
+
+
 def _python38() -> str | None:
     """A python3.8 (Ubuntu 20.04's /usr/bin/python3) where one is installed here: its real file."""
     pyenv = sorted(Path("~/.pyenv/versions").expanduser().glob("3.8*/bin/python3.8"))
@@ -428,3 +464,74 @@ def test_the_patch_engine_and_the_rule_run_on_a_hosts_python38(top, monkeypatch)
     assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, "0", ""), ran
     done = _apply(top, venv)
     assert done["ok"] and done["now"] == PATCHED and done["uid"] == 0, done
+
+
+def _root_only(top: Path, name: str) -> Path:
+    """A file of root's the venv's owner may neither read nor write (as /etc/shadow is)."""
+    victim = top / name
+    victim.write_text(f"root-only {name}\n")
+    victim.chmod(0o600)
+    return victim
+
+
+def test_the_benchmarks_owner_cannot_make_root_read_a_file_through_a_link(top):
+    """The benchmark (nobody's) swaps the outputs root prints for links to a root-only file. Fails before: $d was
+    nobody's, so root's `cat "$d/out"` and `cat "$d/details.jsonl"` printed that file. Now $d is root's (nobody may
+    make nothing there) and the details file is read as nobody."""
+    venv = a_users_folder_off_the_files_path(top)
+    victim = _root_only(top, "victim")
+    plant = (f'for t in "$PWD" "${{PWD%/w}}"; do for f in out err smi; do ln -sf {victim} "$t/$f" 2>/dev/null; done; '
+             f'done; ln -sf {victim} {benchrun.DETAILS}; echo planted')
+    cmd = hostside.as_owner(str(venv), "sh", "-c", plant)
+    done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=60)
+    assert "planted" in done.stdout and "root-only" not in done.stdout, done.stdout[-2000:]
+    wrote = hostside.as_owner(str(venv), "sh", "-c", f"echo '{{\"by\": '$(id -u)'}}' > {benchrun.DETAILS}")
+    done = subprocess.run(["sh", "-c", benchrun.script(wrote, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split(f"{benchrun.MARK} details\n")[1:] == [f'{{"by": {NOBODY.pw_uid}}}\n'], done.stdout
+
+
+def test_a_fifo_in_place_of_the_details_file_holds_the_benchmark_no_longer_than_its_read_limit(top, monkeypatch):
+    """Fails before: root's `cat` of a fifo the owner made blocked until the whole call's timeout."""
+    monkeypatch.setattr(benchrun, "DETAILS_READ_S", 2)
+    venv = a_users_folder_off_the_files_path(top)
+    cmd = hostside.as_owner(str(venv), "mkfifo", benchrun.DETAILS)
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
+                          capture_output=True, text=True, timeout=30)
+    assert bench.split_output(done.stdout)[0] == 0 and time.monotonic() - started < 10, done
+
+
+SPINNER = """import glob, os, sys, time
+victim, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for d in glob.glob("/tmp/fleet-bench.*"):
+        for name in ("fleet.key", "smi", "out", "err", "c", "c/fleet.key", "w/fleet.key"):
+            try:
+                os.symlink(victim, os.path.join(d, name))
+            except OSError:
+                pass
+"""
+
+
+def test_the_benchmarks_owner_cannot_plant_links_where_root_writes_the_key_or_the_outputs(top):
+    """nobody (the venv's owner) plants links in the temp folder from the moment it is theirs. Fails before (within a
+    few runs): root's `cp` of the key and `chown` wrote the key into the victim and gave it to nobody, or root's
+    redirects truncated it. Now $d stays root's and the key's copy is handed over with `chown -h`."""
+    venv = a_users_folder_off_the_files_path(top)
+    key = _key(top)
+    victim = _root_only(top, "victim")
+    spinner = subprocess.Popen([hostside.SYSTEM_PYTHON, "-c", SPINNER, str(victim), "60"], user=NOBODY.pw_uid,
+                               group=NOBODY.pw_gid, extra_groups=[])
+    try:
+        cmd = hostside.as_owner(str(venv), "sh", "-c", 'cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+        for _ in range(8):
+            done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv),
+                                                               key_path=str(key))],
+                                  capture_output=True, text=True, timeout=60)
+            st = victim.stat()
+            assert (victim.read_text(), st.st_uid, st.st_size) == ("root-only victim\n", 0, 17), done.stdout[-2000:]
+    finally:
+        spinner.kill()
+        spinner.wait()

@@ -67,12 +67,7 @@ def _venv(home: Path, owner: int) -> Path:
 
 
 def _apply(home: Path, target: Path) -> dict:
-    off = ORIGINAL.index(b"(9, 10)")
-    step = [off, base64.b64encode(b"(9, 10)").decode(), base64.b64encode(b"(9, 10, 12)").decode()]
-    files = [{"path": str(target), "package": "gated.sub", "file": "kernel.py", "dist": None, "version": None,
-              "sha_before": hashlib.sha256(ORIGINAL).hexdigest(), "sha_after": hashlib.sha256(PATCHED).hexdigest(),
-              "steps": [step]}]
-    return _run("apply", {"root": str(home / "backups"), "files": files, "run": "r1", "sets": ["demo"],
+    return _run("apply", {"root": str(home / "backups"), "files": _apply_files(target), "run": "r1", "sets": ["demo"],
                           "time": "T", "by": "test", "modules": [], "bases": [], "venv": str(home / "venv")})
 
 
@@ -122,3 +117,50 @@ def test_a_users_venv_is_reverted_as_that_user(home):
     done = _run("revert", {"root": str(home / "backups"), "run": "r1", "files": files, "time": "T2", "by": "test",
                            "bases": [], "venv": str(home / "venv")})
     assert done["ok"] and target.read_bytes() == ORIGINAL and target.stat().st_uid == USER, done
+
+
+def _apply_files(target: Path) -> list:
+    off = ORIGINAL.index(b"(9, 10)")
+    step = [off, base64.b64encode(b"(9, 10)").decode(), base64.b64encode(b"(9, 10, 12)").decode()]
+    return [{"path": str(target), "package": "gated.sub", "file": "kernel.py", "dist": None, "version": None,
+             "sha_before": hashlib.sha256(ORIGINAL).hexdigest(), "sha_after": hashlib.sha256(PATCHED).hexdigest(),
+             "steps": [step]}]
+
+
+def _revert(home: Path, target: Path, venv: Path) -> dict:
+    files = [{"path": str(target), "sha_before": hashlib.sha256(ORIGINAL).hexdigest(),
+              "sha_after": hashlib.sha256(PATCHED).hexdigest()}]
+    return _run("revert", {"root": str(home / "backups"), "run": "r1", "files": files, "time": "T2", "by": "test",
+                           "bases": [], "venv": str(venv)})
+
+
+def _packages_venv(home: Path, inventory_owner: int) -> tuple[Path, Path]:
+    """A `packages:` release's own venv (root's, at home/pkgs/venv) patched, and the inventory's venv beside it
+    (home/venv, of `inventory_owner`): recovery's put-back names the inventory's venv (engine._call: host.venv)."""
+    _venv(home, inventory_owner)
+    (home / "pkgs").mkdir()
+    target = _venv(home / "pkgs", 0)
+    assert _run("apply", {"root": str(home / "backups"), "files": _apply_files(target), "run": "r1", "sets": ["demo"],
+                          "time": "T", "by": "test", "modules": [], "bases": [],
+                          "venv": str(home / "pkgs" / "venv")})["ok"]
+    return target, home / "venv"
+
+
+def test_a_put_back_in_a_packages_venv_is_decided_by_that_venv_not_the_inventorys(home):
+    """Fails before: the inventory's venv is the user's, so the put-back of root's release venv ran as that user
+    (`Permission denied`, the patch left in place)."""
+    target, inventory = _packages_venv(home, USER)
+    done = _revert(home, target, inventory)
+    assert done["ok"] and target.read_bytes() == ORIGINAL and target.stat().st_uid == 0, done
+
+
+def test_a_put_back_where_the_packages_venv_imports_a_users_module_is_not_written_as_root(home):
+    """Fails before: the release's venv gained a .pth naming a user's folder after the apply; the inventory's venv
+    (root's, clean) decided, so root wrote into a venv whose code that user may change."""
+    target, inventory = _packages_venv(home, 0)
+    src = home / "src"
+    src.mkdir()
+    os.chown(src, USER, USER)
+    (target.parents[2] / "users.pth").write_text(f"{src}\n")
+    done = _revert(home, target, inventory)
+    assert not done["ok"] and "Permission denied" in done["error"] and target.read_bytes() == PATCHED, done
