@@ -497,7 +497,8 @@ def test_a_fifo_in_place_of_the_details_file_holds_the_benchmark_no_longer_than_
     started = time.monotonic()
     done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
                           capture_output=True, text=True, timeout=30)
-    assert bench.split_output(done.stdout)[0] == 0 and time.monotonic() - started < 10, done
+    # bounded by the 2 s read limit, not held to the call's 30 s (a wide margin: a loaded machine is slow)
+    assert bench.split_output(done.stdout)[0] == 0 and time.monotonic() - started < 20, done
 
 
 SPINNER = """import glob, os, sys, time
