@@ -168,7 +168,8 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
             waited_all = False
         if not waited_all and notice:
             hosts_left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
-            notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}")
+            notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}" if hosts_left else
+                   "Ctrl-C again: every host had ended its step by then; nothing was left to stop")
         done = [f.result() if f.done() and not f.cancelled() else None for f in futures]
         raise Interrupted(done + [None] * (len(hosts) - len(done))) from None
     finally:

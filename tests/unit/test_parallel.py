@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from fleet import parallel
@@ -147,6 +148,37 @@ def test_a_second_ctrl_c_while_the_first_is_answered_still_gives_every_outcome()
     assert [o.value if o else None for o in outcomes] == ["fast", None]
     assert said[0].startswith("Ctrl-C: no host starts now; waiting for slow")
     assert said[1] == "Ctrl-C again: stopped waiting for slow; what they were doing ends with this run"
+
+
+def test_a_second_ctrl_c_after_every_host_ended_names_no_empty_list():
+    """The CI run of stop 52: the wedged host's step ended on its own as the second Ctrl-C came, and the line read
+    'Ctrl-C again: stopped waiting for ; ...'. Here the second Ctrl-C lands in the first notice's write, after the
+    only host has ended."""
+    main, said = threading.main_thread().ident, []
+    ended = threading.Event()
+
+    def notice(line: str) -> None:
+        said.append(line)
+        if len(said) == 1:
+            assert ended.wait(5)
+            time.sleep(0.1)  # the host's future settled
+            raise KeyboardInterrupt  # the second Ctrl-C
+
+    def work(host: Host) -> str:
+        threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT)).start()
+        threading.Event().wait(0.5)  # under way when the first Ctrl-C comes
+        ended.set()
+        return host.name
+
+    try:
+        parallel.run_all([_host("wedged")], work, notice=notice)
+    except KeyboardInterrupt as stop:
+        assert isinstance(stop, parallel.Interrupted)
+        outcomes = stop.outcomes
+    else:
+        raise AssertionError("the Ctrl-C was swallowed")
+    assert [o.value if o else None for o in outcomes] == ["wedged"]
+    assert said[1] == "Ctrl-C again: every host had ended its step by then; nothing was left to stop", said
 
 
 def test_work_under_way_learns_of_the_ctrl_c_and_a_new_run_starts_without_it():

@@ -62,7 +62,10 @@ def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp
                                 "ends the step under way on its own); Ctrl-C again to stop waiting"), first
         inv.send_signal(signal.SIGINT)
         second = _line(inv.stderr, time.monotonic() + 15)
-        assert second == "Ctrl-C again: stopped waiting for wedged; what they were doing ends with this run\n"
+        # the wedged host's connect gives up on its own 10-15 s after it began: on a loaded machine (CI, stop 52)
+        # the second Ctrl-C can come as it does, and the line then named no host ('stopped waiting for ;')
+        assert second in ("Ctrl-C again: stopped waiting for wedged; what they were doing ends with this run\n",
+                          "Ctrl-C again: every host had ended its step by then; nothing was left to stop\n"), second
         assert inv.wait(10) == 130
     finally:
         inv.kill()
