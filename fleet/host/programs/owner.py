@@ -42,6 +42,12 @@ class Seen:
             self.sticky.append(p)  # only an entry's owner may rename it, but anyone may add one: decide() judges
         elif self.open is None:
             self.open = p
+    def writable(self):
+        """The first object others than its owner may write, a sticky folder within the venv or a folder it imports
+        from included (anyone may add a .pth or a module there); None when there is none."""
+        if self.open is not None:
+            return self.open
+        return next((p for p in self.sticky if within(p, self.trees)), None)
     def missing(self, p, folder):
         """`p` is missing from `folder`: whoever may write there may make it (a sticky one's too)."""
         st = self.stats.get(folder)
@@ -175,10 +181,9 @@ def decide(paths=(), trees=(), seen=None):
         if real is not None and not within(real, seen.trees) and os.path.isdir(real):
             seen.trees.add(real)
             todo += tree(real, seen)
-    if seen.open is None:  # a sticky folder in the venv or one it imports from: anyone may add a .pth, a module
-        seen.open = next((p for p in seen.sticky if within(p, seen.trees)), None)
-    if seen.open is not None:
-        raise Refused(errno.EPERM, "%s is writable by others than its owner" % seen.open, seen.open)
+    opened = seen.writable()
+    if opened is not None:
+        raise Refused(errno.EPERM, "%s is writable by others than its owner" % opened, opened)
     if seen.made is not None:
         raise Refused(errno.EPERM, "%s is missing where others than its owner may make it" % seen.made, seen.made)
     if len(seen.owners) > 1:
