@@ -15,9 +15,8 @@ import pwd
 import shutil
 import struct
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,17 +35,6 @@ NO_ENTRY = 4242  # a uid with no passwd entry
 ORIGINAL = b"if major not in (9, 10):\n    raise RuntimeError\n"
 PATCHED = ORIGINAL.replace(b"(9, 10)", b"(9, 10, 12)")
 SECRET = "sk-owner-rule"
-
-
-@pytest.fixture
-def top() -> Iterator[Path]:
-    """A folder of root's others may reach, as /home is (pytest's tmp_path is root's alone: 0700 above it)."""
-    made = Path(tempfile.mkdtemp(prefix="fleet-rule-"))
-    made.chmod(0o755)
-    try:
-        yield made
-    finally:
-        shutil.rmtree(made)
 
 
 def _venv(at: Path) -> Path:

@@ -12,10 +12,7 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,14 +28,9 @@ PATCHED = ORIGINAL.replace(b"(9, 10)", b"(9, 10, 12)")
 
 
 @pytest.fixture
-def home() -> Iterator[Path]:
-    """A folder the user may reach, as a home is (pytest's tmp_path is root's alone: 0700 above it)."""
-    top = Path(tempfile.mkdtemp(prefix="fleet-owner-"))
-    top.chmod(0o755)
-    try:
-        yield top
-    finally:
-        shutil.rmtree(top)
+def home(top: Path) -> Path:
+    """A folder the user may reach, as a home is (conftest's `top`)."""
+    return top
 
 
 def _run(mode: str, req: dict) -> dict:
