@@ -1,8 +1,15 @@
 """What the benches share to state a rate honestly: its 95% interval (imported by name from bench/, the folder of
-the script that runs): fleet.proportion's, the one the library's held-out policy reads too."""
+the script that runs)."""
 
 from __future__ import annotations
 
-from fleet.proportion import wilson
+import math
 
-__all__ = ["wilson"]
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval of k successes in n trials (0 to 1 when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)

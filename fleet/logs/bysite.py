@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fleet import yamlfile
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
-from fleet.proportion import wilson
 from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
 from fleet.upstream.versions import is_version
@@ -109,9 +109,13 @@ class HeldOutFile(BaseModel):
                          < self.goal)
 
 
-def wilson_upper(k: int, n: int) -> float:
-    """The upper end of Wilson's 95% score interval of k successes in n trials (1 when n is 0)."""
-    return wilson(k, n)[1]
+def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
+    """The upper end of Wilson's score interval of k successes in n trials (1 when n is 0)."""
+    if n == 0:
+        return 1.0
+    p = k / n
+    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (mid + half) / (1 + z * z / n)
 
 
 class SiteClassesFile(BaseModel):
