@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 
 # Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed), 130 Ctrl-C.
 EXIT_OK = 0
@@ -31,14 +32,29 @@ class GuardError(InputError):
     """FLEET_SANDBOX_ONLY refused an address: no packet was sent."""
 
 
-class ConnectError(FleetError):
-    """A host could not be reached or refused us; the message says which and why. `unreachable`: SSH could not
-    reach the host itself (timed out, refused, dropped before the SSH banner), not a host that answered and refused
-    us (key, login), nor a jump host or a name that failed on the way; never by itself a reason to reset it."""
+class NotReached(StrEnum):
+    """Why a host was not reached, in the word every per-host row shows for it (probe, status, exec, deploy):
+    only a host SSH could not reach is `unreachable`; one that answered and refused us says what it refused."""
 
-    def __init__(self, message: str, unreachable: bool = False) -> None:
+    UNREACHABLE = "unreachable"  # no TCP connection, no SSH banner, or silence mid-read: the link, or a wedged host
+    UNKNOWN_KEY = "unknown key"  # it offered a host key no known_hosts line vouches for
+    CHANGED_KEY = "key changed"  # known_hosts has another key for it
+    REFUSED_KEY = "key refused"  # its key is @revoked, or only a @cert-authority line vouches for it
+    LOGIN = "login refused"  # no identity was accepted
+    SUDO = "sudo refused"  # logged in, but `become` failed
+    OTHER = "not reached"  # a name that does not resolve, a jump host that could not open the way
+
+
+class ConnectError(FleetError):
+    """A host could not be reached or refused us; the message says which and why, `cause` in a word. `unreachable`:
+    SSH could not reach the host itself (timed out, refused, dropped before the SSH banner), not a host that answered
+    and refused us (key, login), nor a jump host or a name that failed on the way; never by itself a reason to reset
+    it."""
+
+    def __init__(self, message: str, unreachable: bool = False, cause: NotReached | None = None) -> None:
         super().__init__(message)
         self.unreachable = unreachable
+        self.cause = cause or (NotReached.UNREACHABLE if unreachable else NotReached.OTHER)
 
 
 SHOWN = 12  # names listed in full where none is near; more are counted

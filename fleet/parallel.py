@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleet.errors import FleetError
+from fleet.errors import ConnectError, FleetError, NotReached
 from fleet.inventory import Host
 
 T = TypeVar("T")
@@ -32,6 +32,7 @@ class HostOutcome(Generic[T]):
     value: T | None
     error: str | None
     seconds: float
+    unreached: NotReached | None = None  # why the host was not reached, when that is what stopped it
 
 
 class Pool:
@@ -197,7 +198,8 @@ def outcome_of(host: Host, fn: Callable[[Host], T]) -> HostOutcome[T]:
     try:
         value = fn(host)
     except FleetError as exc:
-        return HostOutcome(host, False, None, str(exc), time.monotonic() - start)
+        return HostOutcome(host, False, None, str(exc), time.monotonic() - start,
+                           exc.cause if isinstance(exc, ConnectError) else None)
     except Exception as exc:  # an unexpected failure on one host must not hide the others
         return HostOutcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
     return HostOutcome(host, True, value, None, time.monotonic() - start)

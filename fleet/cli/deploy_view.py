@@ -332,7 +332,7 @@ def render_rollout(results: list[DeployResult], batch_of: dict[str, int], second
             render(r, console, wide, error=False)  # said once, below the table
     screen = real_console(console)
     cols = [fit.Col("host", [(r.host, "bold") for r in results], cap=24),
-            fit.Col("status", [(r.status, _COLOURS.get(r.status, "white")) for r in results]),
+            fit.Col("status", [(str(r.unreached or r.status), _COLOURS.get(r.status, "white")) for r in results]),
             fit.Col("release", [(r.release or "-", "") for r in results]),  # whole, before the rest: --to takes it
             fit.Col("batch", [(str(batch_of.get(r.host, "-")), "") for r in results], right=True),
             fit.Col("rung", [(str(r.config.get("rung") or "-"), "") for r in results], cap=16)]

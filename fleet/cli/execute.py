@@ -28,7 +28,7 @@ def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool
     if as_json:
         print_json({"hosts": [
             {"host": o.host.name, "address": o.host.address, "ok": bool(o.ok and o.value and o.value.ok),
-             "error": o.error, "exit": o.value.exited if o.value else None,
+             "error": o.error, "unreached": o.unreached, "exit": o.value.exited if o.value else None,
              "stdout": o.value.stdout if o.value else None, "stderr": o.value.stderr if o.value else None,
              "seconds": round(o.seconds, 3)}
             for o in outcomes]})
@@ -44,7 +44,7 @@ def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool
             table.add_column(col, overflow="fold")
         for o in outcomes:
             if o.value is None:
-                table.add_row(o.host.name, o.host.address, "-", f"[red]{escape(o.error or '')}[/]")
+                table.add_row(o.host.name, o.host.address, str(o.unreached or "-"), f"[red]{escape(o.error or '')}[/]")
             else:
                 text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
                     escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")

@@ -171,7 +171,8 @@ def summary_table(facts: list[HostFacts], width: int = 80, ascii_only: bool = Fa
         return [(fn(f), "") if f.ok else ("-", "") for f in facts]
 
     cols = [fit.Col("host", [(f.host, "bold" if f.ok else "bold red") for f in facts], cap=24),
-            fit.Col("GPUs", [(_gpus_cell(f), "") if f.ok else ("probe failed", "red") for f in facts], cap=30),
+            fit.Col("GPUs", [(_gpus_cell(f), "") if f.ok else (str(f.unreached or "probe failed"), "red")
+                                for f in facts], cap=30),
             fit.Col("health", [health_cell(f) if f.ok else ("-", "") for f in facts]),
             fit.Col("SM", cell(lambda f: ",".join(sorted({g.compute_cap or "?" for g in f.gpus})) or "-")),
             fit.Col("link", cell(_link_cell)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from fleet.deploy.bench_record import BenchRecord
+from fleet.errors import ConnectError, FleetError, NotReached
 from fleet.host.venvs import VenvRecord
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
@@ -73,7 +74,14 @@ class DeployResult:
     venv: VenvRecord | None = None  # packages: the pinned venv
     bench_before: BenchPoint | None = None  # bench_point of the release current before (its recorded gate)
     unchanged: bool | None = None  # a dry run: the deploy would find the host serving its plan (nothing to do)
+    unreached: NotReached | None = None  # failed because the host was not reached: why, in a word
 
+
+    @classmethod
+    def failed_by(cls, host: str, exc: FleetError) -> DeployResult:
+        """A host's deploy that an error stopped before it had a result (a host not reached says why in a word)."""
+        return cls(host, DeployStatus.FAILED, error=str(exc),
+                   unreached=exc.cause if isinstance(exc, ConnectError) else None)
 
     @property
     def rung(self) -> str | None:
@@ -91,6 +99,8 @@ class DeployResult:
             config = {**config, "env": shown_env({str(k): str(v) for k, v in env.items()})}
         out: JsonObject = {"host": self.host, "status": self.status, "release": self.release, "config": config,
                            "attempts": [self._attempt_json(a) for a in self.attempts], "error": self.error}
+        if self.unreached is not None:
+            out["unreached"] = self.unreached
         if self.diff is not None:
             out["diff"] = self.diff
         if self.unchanged is not None:

@@ -10,6 +10,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleet.errors import NotReached
 from fleet.host.gpuhealth import GpuHealth, KernelLog, LostGpu
 from fleet.host.p2pcheck import P2PCheck
 
@@ -92,6 +93,7 @@ class HostFacts(BaseModel):
     address: str
     ok: bool = True
     error: str | None = None
+    unreached: NotReached | None = None  # not ok because the host was not reached: why, in a word
     gpus: list[Gpu] = Field(default_factory=list)
     topology: Topology = Field(default_factory=Topology)
     driver_version: str | None = None
@@ -122,9 +124,9 @@ class HostFacts(BaseModel):
     probed_at: str | None = None  # ISO time, set by whoever runs the probe (parse is pure)
 
     @classmethod
-    def failed(cls, host: str, address: str, error: str) -> HostFacts:
+    def failed(cls, host: str, address: str, error: str, unreached: NotReached | None = None) -> HostFacts:
         """The row of a host that could not be probed (unreachable, refused, timed out)."""
-        return cls(host=host, address=address, ok=False, error=error)
+        return cls(host=host, address=address, ok=False, error=error, unreached=unreached)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

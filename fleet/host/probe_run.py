@@ -67,8 +67,8 @@ def _rows(hosts: Sequence[Host], outcomes: Sequence[parallel.HostOutcome[HostFac
         if o is None:  # a Ctrl-C left it unread (not started, or no longer waited for)
             results.append(HostFacts.failed(host.name, host.address, parallel.INTERRUPTED_ROW))
             continue
-        facts = (o.value if o.ok and o.value else HostFacts.failed(o.host.name, o.host.address, o.error or "failed")
-                 ).model_copy(update={"probed_at": now})
+        failed = HostFacts.failed(o.host.name, o.host.address, o.error or "failed", o.unreached)
+        facts = (o.value if o.ok and o.value else failed).model_copy(update={"probed_at": now})
         results.append(facts)
         if save and facts.ok:
             save_facts(facts, o.host)

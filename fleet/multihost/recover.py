@@ -248,7 +248,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         if not unreachable:
             raise ConnectError(f"{exc}; {host.name} is a Proxmox guest: `inv recover --host {host.name} "
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
-                               "what it serves)", unreachable=True) from None
+                               "what it serves)", unreachable=True, cause=exc.cause) from None
         return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions, sleep)
     lost, lock, stopped = False, None, []
     steps: list[str] = []  # each step as it is done (what an error says was sent reads them)

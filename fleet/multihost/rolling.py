@@ -43,8 +43,8 @@ class Board(Protocol):
 
 def collect(outcomes: Sequence[parallel.HostOutcome[DeployResult]]) -> list[DeployResult]:
     """An outcome that raised is a failed result with its error."""
-    return [o.value if o.ok and o.value else DeployResult(o.host.name, DeployStatus.FAILED, error=o.error)
-            for o in outcomes]
+    return [o.value if o.ok and o.value else
+            DeployResult(o.host.name, DeployStatus.FAILED, error=o.error, unreached=o.unreached) for o in outcomes]
 
 
 class DeployInterrupted(KeyboardInterrupt):
@@ -243,7 +243,7 @@ def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions
             try:
                 return job(host, say, hooks)
             except FleetError as exc:
-                return DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
+                return DeployResult.failed_by(host.name, exc)
             except Exception as exc:  # one host's surprise must not hide the others
                 return DeployResult(host.name, DeployStatus.FAILED,
                                     error=f"{host.name}: {type(exc).__name__}: {exc}")
@@ -252,7 +252,7 @@ def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions
         try:
             result = deployer.run(force=force)
         except FleetError as exc:
-            return DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
+            return DeployResult.failed_by(host.name, exc)
         except Exception as exc:  # one host's surprise must not hide the others
             return DeployResult(host.name, DeployStatus.FAILED, error=f"{host.name}: {type(exc).__name__}: {exc}")
         learn(book, deployer, host, result, say)

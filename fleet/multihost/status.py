@@ -13,7 +13,7 @@ from typing import Any
 from fleet import parallel
 from fleet.deploy import bench as benching
 from fleet.deploy import hardware, recovery
-from fleet.errors import ConnectError
+from fleet.errors import ConnectError, NotReached
 from fleet.host import programs as hostside
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_kernel_log, pci_key
@@ -73,6 +73,7 @@ class HostStatus:
     address: str
     ok: bool = True
     error: str | None = None
+    unreached: NotReached | None = None  # not ok because the host was not reached: why, in a word
     unit: dict[str, str] = field(default_factory=dict)
     release: str | None = None
     rung: str | None = None
@@ -108,6 +109,7 @@ class HostStatus:
         known = {f.name for f in dataclasses.fields(cls)}
         row = {k: v for k, v in data.items() if k in known}
         row["router"] = RouterStatus.from_json(row.get("router"))
+        row["unreached"] = NotReached(row["unreached"]) if row.get("unreached") else None
         row["xid"] = [XidEvent.model_validate(e) for e in row.get("xid") or []]
         return cls(**row)
 
@@ -285,7 +287,7 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
     except CommandTimedOut:  # connected, then silence: a link cut mid-read, or a hung host
         raise ConnectError(f"{host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, "
                            f"got nothing; check the host is up and reachable (ping {host.address}, its console), "
-                           "then retry") from None
+                           "then retry", cause=NotReached.UNREACHABLE) from None
     finally:
         s.close()
 
@@ -293,4 +295,4 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
 def _row(o: parallel.HostOutcome[HostStatus]) -> HostStatus:
     if o.ok and o.value:
         return o.value
-    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")
+    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer", unreached=o.unreached)

@@ -31,7 +31,7 @@ from paramiko.ssh_exception import (
 )
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from fleet.errors import ConnectError, InputError
+from fleet.errors import ConnectError, InputError, NotReached
 from fleet.inventory import Host
 from fleet.ssh import auth as sshauth
 from fleet.ssh import config as sshconfig
@@ -201,6 +201,20 @@ def _silent(exc: BaseException) -> bool:
     if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
         return False
     return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
+
+
+def cause_of(exc: BaseException) -> NotReached:
+    """What a failed connection was, in the word every per-host row shows: a host key or a login refused is an
+    answer, never `unreachable` (which reads as the network)."""
+    if isinstance(exc, BadHostKeyException):
+        return NotReached.CHANGED_KEY
+    if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
+        return NotReached.REFUSED_KEY
+    if isinstance(exc, UnknownHostKey) or isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
+        return NotReached.UNKNOWN_KEY
+    if isinstance(exc, AuthenticationException):
+        return NotReached.LOGIN
+    return NotReached.UNREACHABLE if _silent(exc) else NotReached.OTHER
 
 
 class _ProxyCommand(paramiko.ProxyCommand):
@@ -461,7 +475,7 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             hop = hop.via
         conn.close()
         raise ConnectError(_describe(host, failed, exc, opts.timeouts),
-                           unreachable=failed is conn and _silent(exc)) from None
+                           unreachable=failed is conn and _silent(exc), cause=cause_of(exc)) from None
     faulty.install(conn)
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))

@@ -11,7 +11,7 @@ import paramiko
 from fabric import Connection
 from paramiko import SSHException
 
-from fleet.errors import ConnectError, FleetError
+from fleet.errors import ConnectError, FleetError, NotReached
 from fleet.inventory import Host
 from fleet.ssh import become, deadline, keepalive
 
@@ -86,11 +86,11 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
     if how.mode is become.Mode.PASSWORD and become.guard_refused(exited, stderr):
         raise ConnectError(f"{host.name}: sudo ran a command without asking for the password of user "
                            f"{host.user or 'the login user'}, though `{become.CHECK}` asked for it (a sudoers rule "
-                           "for some commands only?): the command was not run and the password was not passed on")
+                           "for some commands only?): the command was not run and the password was not passed on", cause=NotReached.SUDO)
     if how.mode is become.Mode.NOPASSWD and exited == 1 and become.needs_password(stderr):
         raise ConnectError(f"{host.name}: sudo wants a password for user {host.user or 'the login user'} (no NOPASSWD "
                            "rule): give the host a become_password (env: or file:) in the inventory, or run with "
-                           "--ask-become-pass")
+                           "--ask-become-pass", cause=NotReached.SUDO)
 
 
 class Runner(Protocol):
@@ -296,11 +296,11 @@ def establish_become(conn: Connection, host: Host, password: str | None) -> None
         return
     if not become.needs_password(why):
         detail = why.splitlines()[-1] if why else f"exit {res.exited}"
-        raise ConnectError(f"{host.name}: sudo failed for {user}: {detail}")
+        raise ConnectError(f"{host.name}: sudo failed for {user}: {detail}", cause=NotReached.SUDO)
     become.attach(conn, become.Become(become.Mode.PASSWORD, password))
     res = run_bytes(conn, host, "true", timeout=30)
     if res.exited != 0:
         become.attach(conn, become.NONE)
         why = res.stderr.decode("utf-8", "replace").strip()
         raise ConnectError(f"{host.name}: sudo refused the become password for {user}"
-                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"))
+                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"), cause=NotReached.SUDO)

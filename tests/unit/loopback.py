@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import paramiko
+
 
 @dataclass
 class Listener:
@@ -58,3 +60,12 @@ def silent() -> Listener:
     listener = Listener(answer=lambda sock: None)
     listener.answer = listener.held.append
     return listener
+
+
+def ssh_server(key: paramiko.PKey) -> Callable[[socket.socket], None]:
+    """A real SSH server (paramiko's) offering `key` as its host key and accepting no login."""
+    def answer(sock: socket.socket) -> None:
+        transport = paramiko.Transport(sock)
+        transport.add_server_key(key)
+        transport.start_server(server=paramiko.ServerInterface())  # its defaults refuse every login
+    return answer

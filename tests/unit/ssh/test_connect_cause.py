@@ -1,0 +1,48 @@
+"""Why a connection failed, in the word every per-host row shows (fleet.errors.NotReached): a host that answered
+with a key fleet does not know, or another key than known_hosts has, was `unreachable` on `inv status`'s row,
+which an operator reads as the network. Real paramiko on both ends, on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import loopback
+import paramiko
+import pytest
+
+from fleet.errors import ConnectError, NotReached
+from fleet.inventory import Host
+from fleet.ssh.connect import ConnectOptions, Timeouts, open_connection
+
+KEY = paramiko.RSAKey.generate(2048)  # made here: no private key kept in the repository
+
+
+def _connect(tmp_path: Path, port: int, known: str) -> ConnectError:
+    (tmp_path / "known_hosts").write_text(known)
+    host = Host(name="h", address="127.0.0.1", port=port, user="root", become=False, identity_file=None,
+                known_hosts=str(tmp_path / "known_hosts"), ssh_config=None, proxy_jump=None, venv="/root/ml-env",
+                unit="sglang", groups=(), source=tmp_path / "hosts.yaml")
+    with pytest.raises(ConnectError) as err:
+        open_connection(host, ConnectOptions(timeouts=Timeouts(connect=5.0, banner=5.0), attempts=1))
+    return err.value
+
+
+def test_a_host_offering_a_key_no_known_hosts_line_vouches_for_is_an_unknown_key_not_unreachable(tmp_path):
+    with loopback.Listener(loopback.ssh_server(KEY)) as server:
+        err = _connect(tmp_path, server.port, "")
+    assert "host key unknown" in str(err), err
+    assert (err.cause, err.unreachable) == (NotReached.UNKNOWN_KEY, False)
+
+
+def test_a_host_offering_another_key_than_known_hosts_has_is_a_changed_key(tmp_path):
+    other = paramiko.RSAKey.generate(2048)
+    with loopback.Listener(loopback.ssh_server(KEY)) as server:
+        err = _connect(tmp_path, server.port, f"[127.0.0.1]:{server.port} {other.get_name()} {other.get_base64()}\n")
+    assert "host key CHANGED" in str(err), err
+    assert (err.cause, err.unreachable) == (NotReached.CHANGED_KEY, False)
+
+
+def test_a_host_that_closes_before_the_banner_is_unreachable(tmp_path):
+    with loopback.Listener(loopback.close) as server:
+        err = _connect(tmp_path, server.port, "")
+    assert (err.cause, err.unreachable) == (NotReached.UNREACHABLE, True)
