@@ -86,7 +86,8 @@ def _sudo_answer(host: Host, how: become.Become, exited: int, stderr: str) -> No
     if how.mode is become.Mode.PASSWORD and become.guard_refused(exited, stderr):
         raise ConnectError(f"{host.name}: sudo ran a command without asking for the password of user "
                            f"{host.user or 'the login user'}, though `{become.CHECK}` asked for it (a sudoers rule "
-                           "for some commands only?): the command was not run and the password was not passed on", cause=NotReached.SUDO)
+                           "for some commands only?): the command was not run and the password was not passed on",
+                           cause=NotReached.SUDO)
     if how.mode is become.Mode.NOPASSWD and exited == 1 and become.needs_password(stderr):
         raise ConnectError(f"{host.name}: sudo wants a password for user {host.user or 'the login user'} (no NOPASSWD "
                            "rule): give the host a become_password (env: or file:) in the inventory, or run with "
@@ -303,4 +304,5 @@ def establish_become(conn: Connection, host: Host, password: str | None) -> None
         become.attach(conn, become.NONE)
         why = res.stderr.decode("utf-8", "replace").strip()
         raise ConnectError(f"{host.name}: sudo refused the become password for {user}"
-                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"), cause=NotReached.SUDO)
+                           + (" (wrong password)" if become.password_refused(why) or not why else f": {why}"),
+                           cause=NotReached.SUDO)
