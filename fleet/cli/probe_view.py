@@ -87,7 +87,10 @@ def gpu_health(g: Gpu) -> tuple[str, str]:
 def p2p_line(check: P2PCheck) -> tuple[str, str]:
     """What `--p2p-check` found, in one line with its style."""
     if check.verdict == "ok":
-        return f"P2P data check: ok, {len(check.pairs)} GPU pairs copied and compared", "green"
+        peers = sum(p.peer_access for p in check.pairs)
+        how = "all peer to peer" if peers == len(check.pairs) else \
+            "no peer access: through host memory" if not peers else f"{peers} peer to peer"
+        return f"P2P data check: ok, {len(check.pairs)} GPU pairs copied and compared ({how})", "green"
     if check.verdict == "nothing to check":
         return f"P2P data check: nothing to check ({check.gpus} GPU)", ""
     if check.verdict == "mismatch":

@@ -80,7 +80,7 @@ def test_steps_that_import_a_users_venv_run_as_its_owner(owned):
     assert "0" not in uids and len(uids) >= 4, f"the user's venv hook ran as {uids}"
     assert said.split() == ["1000", VENV], said
     assert importable and "--model-path" in helped, helped[:300]
-    assert checked.gpus == 8, checked  # the venv's torch ran (the stand-in's has no arange: the copy fails there)
+    assert checked.gpus == 8, checked  # the venv's torch ran
     root = "/root/ml-env"  # root's alone: as root, as before
     assert python_says(conn, host, f"{root}/bin/python", "import os, sys; print(os.geteuid(), sys.prefix)").split() \
         == ["0", root]

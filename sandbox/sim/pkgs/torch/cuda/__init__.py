@@ -59,6 +59,16 @@ def physical_index(device: int | None = None) -> int:
     return _get(device).index
 
 
+def can_device_access_peer(device: int, peer_device: int) -> bool:
+    """What the driver says of P2P between two GPUs: the profile's `nvidia-smi topo -p2p r` (OK, or CNS, GNS ...)."""
+    a, b = _get(device).index, _get(peer_device).index
+    return a != b and _device.p2p_ok([a, b])
+
+
+def synchronize(device: int | None = None) -> None:
+    _get(device)  # nothing runs asynchronously here; an ordinal the host lacks still fails
+
+
 def mem_get_info(device: int | None = None) -> tuple[int, int]:
     from sglang_sim_core import livestate
 
