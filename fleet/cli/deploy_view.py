@@ -15,6 +15,7 @@ from fleet.deploy import bench as benching
 from fleet.deploy import judge
 from fleet.deploy.bench_record import BenchRecord, Power
 from fleet.deploy.results import BenchPoint, DeployResult
+from fleet.host.attempts import failed_attempts
 from fleet.host.releases import Release, versions_label, versions_of
 from fleet.logs.remedies import remedy_for
 from fleet.outcomes import DeployStatus, Outcome
@@ -108,9 +109,7 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
         return
     ascii_only = fit.plain_terminal(screen)
     speeds = [benching.measured(benching.result_of(r.to_json())) or (None, None) for r in releases]
-    failed = [next((str(a.get("outcome")) for a in r.attempts if a.get("outcome") not in (Outcome.READY, "apply",
-                                                                                         "revert")), "-")
-              for r in releases]
+    failed = [_failures(r) for r in releases]
     colour = {"ok": "green", "failed": "red", "rolled_back": "yellow"}
     cols = [fit.Col("release", [(r.id, "bold" if r.id == current else "") for r in releases]),
             fit.Col("", [("<" if ascii_only else "◀", "bold") if r.id == current else ("", "") for r in releases]),
@@ -132,11 +131,20 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
         cols.append(fit.Col("canary", [(v, _CANARY_COLOUR.get(v.split(":")[0].split()[0], "")) if v else ("-", "")
                                        for v in verdicts], cap=28))
     cols += [fit.Col("tries", [(str(len(r.attempts)), "") for r in releases], right=True),
-             fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=18),
+             fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=30),
              fit.Col("created", [(_when(r.created), "") for r in releases]),
              fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{host}: releases (newest last)"),
              wide)
+
+
+def _failures(r: Release) -> str:
+    """A release's failed attempts, each named by its rung (the first, and how many more): a rung it fell back from
+    or a tune's trial that lost is that attempt's, never the release's, whose rung served."""
+    found = failed_attempts(r.attempts)
+    if not found:
+        return "-"
+    return f"{found[0].rung}: {found[0].outcome}" + (f" +{len(found) - 1}" if len(found) > 1 else "")
 
 
 _CANARY_COLOUR = {"pass": "green", "fail": "red", "inconclusive": "yellow", "unreadable": "red"}

@@ -39,6 +39,14 @@ def _state(r: HostStatus) -> tuple[str, str]:
     return state, {"active": "green", "failed": "red"}.get(state, "yellow")
 
 
+def failure_of(r: HostStatus) -> str | None:
+    """The newest failed attempt of the current release, named by its rung (`triton-moe: PERF_REGRESSION`): a tune's
+    trial that lost, or a rung a deploy fell back from, never the rung that serves."""
+    if not r.last_failure:
+        return None
+    return f"{r.last_failure_rung}: {r.last_failure}" if r.last_failure_rung else r.last_failure
+
+
 def _health(r: HostStatus) -> tuple[str, str]:
     if not r.ok:
         return "-", ""
@@ -89,7 +97,7 @@ def columns(rows: list[HostStatus], wide: bool) -> list[Col]:
         col("playbook", lambda r: (r.playbook or "-" if r.ok else "-", ""), cap=12),
         col("gen tok/s", lambda r: (_num(_metric(r, "sglang:gen_throughput")), ""), right=True),
         col("GPU health", _gpu),
-        col("failure", lambda r: (r.interrupted or r.last_failure or "-", "yellow" if r.interrupted else ""), cap=18),
+        col("failure", lambda r: (r.interrupted or failure_of(r) or "-", "yellow" if r.interrupted else ""), cap=30),
         col("run/queue", lambda r: (f"{_metric(r, 'sglang:num_running_reqs') or 0:.0f}/"
                                     f"{_metric(r, 'sglang:num_queue_reqs') or 0:.0f}" if r.metrics else "-", ""),
             right=True),
@@ -176,7 +184,7 @@ def render_detail(r: HostStatus, console: Console) -> None:
                "starts (enabled)" if r.unit.get("UnitFileState") == "enabled" else "-")
     console.print(f"  {'after a reboot:':<22} {at_boot}", highlight=False)
     if r.last_failure:
-        console.print(f"  {'last failure:':<22} [red]{escape(r.last_failure)}[/]", highlight=False)
+        console.print(f"  {'last failure:':<22} [red]{escape(failure_of(r) or '')}[/]", highlight=False)
         if r.last_failure_evidence:
             console.print(f"    evidence: {escape(r.last_failure_evidence)}", highlight=False)
         remedy = remedy_for(r.last_failure, r.last_failure_evidence or "", sglang=r.sglang)

@@ -15,13 +15,13 @@ from fleet.deploy import bench as benching
 from fleet.deploy import hardware, recovery
 from fleet.errors import ConnectError, NotReached
 from fleet.host import programs as hostside
+from fleet.host.attempts import failed_attempts
 from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT, recorded_sglang, versions_of
 from fleet.host.session import CommandTimedOut, HostSession
 from fleet.inventory import Host
-from fleet.outcomes import Outcome
 from fleet.ssh.connect import ConnectOptions
 
 _MARK = "@@fleet-status@@"
@@ -87,6 +87,7 @@ class HostStatus:
     bench_tok_s: float | None = None  # the release's latest benchmark
     last_failure: str | None = None  # the newest failure class among the release's attempts
     last_failure_evidence: str | None = None  # and the log line or check that showed it
+    last_failure_rung: str | None = None  # the rung of the attempt that failed so (not the release's, which served)
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
     router: RouterStatus | None = None  # the sglang router fleet runs here
@@ -189,10 +190,8 @@ def parse(host: Host, output: str) -> HostStatus:
         bench_tok_s = float(speed[0]) if speed else None
     except _HOST_DATA_ERRORS:
         drift.append("release benchmark unreadable")
-    failures = [a for a in _of(manifest.get("attempts"), list)
-                if isinstance(a, dict) and a.get("outcome") not in (None, Outcome.READY, "apply", "revert")]
-    last_failure, last_failure_evidence = ((_text(failures[-1].get(k)) for k in ("outcome", "evidence"))
-                                           if failures else (None, None))
+    failures = failed_attempts(manifest.get("attempts"))
+    last = failures[-1] if failures else None
     try:
         interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
     except _HOST_DATA_ERRORS:
@@ -203,7 +202,8 @@ def parse(host: Host, output: str) -> HostStatus:
         drift=drift, gpus=len(draws),
         power_w=round(sum(draws), 1) if draws and None not in draws else None,  # type: ignore[arg-type]
         power_limit_w=round(sum(limits), 1) if limits and None not in limits else None,  # type: ignore[arg-type]
-        bench_tok_s=bench_tok_s, last_failure=last_failure, last_failure_evidence=last_failure_evidence,
+        bench_tok_s=bench_tok_s, last_failure=last.outcome if last else None,
+        last_failure_evidence=last.evidence if last else None, last_failure_rung=last.rung if last else None,
         interrupted=interrupted, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
         router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
         **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),
