@@ -61,6 +61,9 @@ class Tensor:
             raise RuntimeError(f"a Tensor with {self.numel} elements cannot be converted to Scalar")
         return self._value(0)
 
+    def tolist(self) -> list[int]:
+        return [self._value(i) for i in range(self.numel)]
+
     def copy_(self, src: Tensor) -> Tensor:
         if src.numel != self.numel:
             raise RuntimeError(f"The size of tensor a ({self.numel}) must match the size of tensor b ({src.numel})")
