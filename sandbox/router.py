@@ -17,6 +17,7 @@ tests replace files (new inodes), never edit them. Nothing is downloaded when th
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -41,25 +42,29 @@ def site_of(version: str) -> Path:
 
 def fetch(versions: tuple[str, ...] = (NEWEST, OLDEST), say=print) -> list[Path]:
     """Each release installed (with what it requires) into its site folder of the cache; the folders."""
-    out = []
-    for version in versions:
-        site = site_of(version)
-        if not (site / ".complete").exists():
-            say(f"sandbox: fetching sglang-router {version} and its requirements into {CACHE}")
-            wheels = CACHE / "wheels"
-            wheels.mkdir(parents=True, exist_ok=True)
-            pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, "download", f"sglang-router=={version}", "-d", str(wheels), *_PIP_TARGET],
-                           check=True)
-            tmp = site.with_name(site.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            subprocess.run([*pip, "install", "--no-index", "--find-links", str(wheels), "--target", str(tmp),
-                            "--no-compile", f"sglang-router=={version}", *_PIP_TARGET], check=True)
-            (tmp / ".complete").write_text(version + "\n")
-            shutil.rmtree(site, ignore_errors=True)
-            tmp.rename(site)
-        out.append(site)
-    return out
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sandboxes brought up at once share one fetch
+        return [_fetched(version, say) for version in versions]
+
+
+def _fetched(version: str, say) -> Path:
+    site = site_of(version)
+    if not (site / ".complete").exists():
+        say(f"sandbox: fetching sglang-router {version} and its requirements into {CACHE}")
+        wheels = CACHE / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, "download", f"sglang-router=={version}", "-d", str(wheels), *_PIP_TARGET],
+                       check=True)
+        tmp = site.with_name(site.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run([*pip, "install", "--no-index", "--find-links", str(wheels), "--target", str(tmp),
+                        "--no-compile", f"sglang-router=={version}", *_PIP_TARGET], check=True)
+        (tmp / ".complete").write_text(version + "\n")
+        shutil.rmtree(site, ignore_errors=True)
+        tmp.rename(site)
+    return site
 
 
 def _link_tree(src: Path, dst: Path) -> None:
