@@ -34,7 +34,7 @@ def short_id(release: str | None) -> str:
 
 def _state(r: HostStatus) -> tuple[str, str]:
     if not r.ok:  # a host that answered and refused us (its key, the login) is never `unreachable`
-        return str(r.unreached or "unreachable"), "red"
+        return str(r.why_not_ok), "red"
     state = r.unit.get("ActiveState", "?")
     return state, {"active": "green", "failed": "red"}.get(state, "yellow")
 

@@ -74,6 +74,7 @@ class HostStatus:
     ok: bool = True
     error: str | None = None
     unreached: NotReached | None = None  # not ok because the host was not reached: why, in a word
+    unread: bool = False  # not ok because a Ctrl-C left it unread
     unit: dict[str, str] = field(default_factory=dict)
     release: str | None = None
     rung: str | None = None
@@ -97,6 +98,14 @@ class HostStatus:
     kernel_log: str | None = None  # where they were read (journalctl, dmesg), or why not
     versions: dict[str, str] = field(default_factory=dict)  # what the current release ran (releases.STACK)
     boot: str | None = None  # why the current release's unit would not come back after a reboot, and the remedy
+
+    @property
+    def why_not_ok(self) -> str | None:
+        """A row that is not ok, in a word: why the host was not reached, `interrupted` where a Ctrl-C left it
+        unread, else `failed` (it answered, then its step failed: the error says how); None for an ok row."""
+        if self.ok:
+            return None
+        return str(self.unreached or ("interrupted" if self.unread else "failed"))
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = self.__dict__.copy()
@@ -276,7 +285,8 @@ def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> l
         return [_row(o) for o in parallel.run_all(hosts, lambda h: _read(h, fast, port))]
     except parallel.Interrupted as stop:
         raise parallel.PartlyDone([_row(o) if o is not None else
-                                   HostStatus(h.name, h.address, ok=False, error=parallel.INTERRUPTED_ROW)
+                                   HostStatus(h.name, h.address, ok=False, error=parallel.INTERRUPTED_ROW,
+                                              unread=True)
                                    for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
 
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleet.cli import logs, status
+from fleet.errors import NotReached
 from fleet.host.facts import HostFacts
 from fleet.host.gpuhealth import LostGpu
 from fleet.logs.follow import LogLine
@@ -42,7 +43,7 @@ STATUS = [
     ("drift", [row(drift=["/etc/systemd/system/sglang.service"])], 1, "sbx0: drift in 1 file"),
     ("a GPU fault", [row(gpu_faults=["GPU 3 fell off the bus"])], 1, "sbx0: GPU fault"),
     ("router down", [row(router=RouterStatus("r1", "sglang-router", "failed", None, 2))], 1, "sbx0: router failed"),
-    ("unreachable", [row(ok=False, error="sbx0: timed out")], 1, "sbx0: unreachable"),
+    ("unreachable", [row(ok=False, error="sbx0: timed out", unreached=NotReached.UNREACHABLE)], 1, "sbx0: unreachable"),
     ("one bad among good", [row(host="a"), row(host="b", drift=["/x", "/y"])], 1, "b: drift in 2 files"),
 ]
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from fleet import parallel
 from fleet.cli.status import watch
 from fleet.cli.status_view import table_of
+from fleet.errors import NotReached
 from fleet.inventory import Host
 from fleet.multihost import status
 
@@ -93,7 +95,8 @@ def test_the_metrics_section_of_the_round_trip_lands_in_the_row_and_the_table():
     from rich.console import Console
 
     console = Console(width=250, record=True)
-    console.print(table_of([st, status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out")], width=250))
+    gone = status.HostStatus("gone", "10.0.0.9", ok=False, error="gone: timed out", unreached=NotReached.UNREACHABLE)
+    console.print(table_of([st, gone], width=250))
     text = console.export_text()
     assert "15/4" in text and "3,530" in text and "unreachable" in text and "gone: timed out" in text
 
@@ -377,3 +380,21 @@ def test_a_host_with_no_release_has_no_boot_hint_whatever_its_unit():
     st = status.parse(HOST, "ActiveState=inactive\nUnitFileState=disabled\n@@fleet-status@@\n\n@@fleet-status@@\n"
                             "000\n@@fleet-status@@\n@@fleet-status@@\n")
     assert st.boot is None
+
+
+@pytest.mark.parametrize(("row", "word"), [
+    (status.HostStatus("a", "10.0.0.1", ok=False, error="a: gone", unreached=NotReached.UNREACHABLE), "unreachable"),
+    (status.HostStatus("b", "10.0.0.2", ok=False, error="b: key", unreached=NotReached.UNKNOWN_KEY), "unknown key"),
+    (status.HostStatus("c", "10.0.0.3", ok=False, error=parallel.INTERRUPTED_ROW, unread=True), "interrupted"),
+    (status.HostStatus("d", "10.0.0.4", ok=False, error="d: status: Traceback ..."), "failed"),
+])
+def test_a_row_that_is_not_ok_says_why_in_the_board_and_the_line_under_it(row, word):
+    """A host a Ctrl-C left unread, or one that answered and whose status step failed, was `unreachable` on the board
+    and under it: an operator reads a network fault into a Ctrl-C."""
+    from fleet.cli.status import not_clean
+
+    console = Console(width=200, record=True)
+    console.print(table_of([row], width=200))
+    assert word in console.export_text()
+    assert not_clean(row) == word
+    assert row.why_not_ok == word
