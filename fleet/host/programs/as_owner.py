@@ -11,15 +11,11 @@ import sys
 #@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (venv_owner, Refused: owner.py's, put in place of the include line when the text is shipped)
+# (venv_owner, drop, Refused: owner.py's, put in place of the include line when the text is shipped)
 def run_as(who, argv):
     if who is not None:
-        uid, gid, name, home = who
-        if name is not None:
-            os.initgroups(name, gid)
-        else:
-            os.setgroups([])
-        os.setgid(gid); os.setuid(uid)
+        drop(who)
+        _, _, name, home = who
         os.environ.update(HOME=home, **({"USER": name, "LOGNAME": name} if name else {}))
     try:
         os.execvp(argv[0], argv)

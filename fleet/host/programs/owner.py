@@ -206,6 +206,15 @@ def name_of(uid):
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+def drop(who):
+    """The rights of `who` (decide()'s) for good, as runuser and su give a user's: its uid, its gid, and its groups
+    (initgroups: every group that lists it, through NSS); a uid with no passwd entry: none but its gid."""
+    uid, gid, name, _ = who
+    if name is not None:
+        os.initgroups(name, gid)
+    else:
+        os.setgroups([])
+    os.setgid(gid); os.setuid(uid)
 def venv_owner(venv, *more, seen=None):
     """decide() for a venv: everything in it, its python's real file, and `more` (a file fleet writes there)."""
     return decide(paths=(os.path.join(venv, "bin", "python"),) + more, trees=(venv,), seen=seen)
