@@ -87,6 +87,17 @@ def owner_of_venv(venv: str) -> str:
     return system_python_command("as_owner.py", AS_OWNER, "--who", venv)
 
 
+def words(*argv: str) -> str:
+    """Shell: `argv`, every word quoted (a venv's command that benchrun.script runs as its owner)."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def as_decided(owner: str, command: str) -> str:
+    """Shell: `command` (shell words) as `owner` (shell text: `"$o"`), the `uid:gid` owner_of_venv printed before,
+    root for "": one rule asked for several commands of one venv (a benchmark's run and the read of its details)."""
+    return f"{system_python_command('as_owner.py', AS_OWNER, '--as')} {owner} {command}"
+
+
 def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:
     """`PYTHON OPTIONS... -c PROGRAM ARGS...` (sys.argv[1:] are the args), every word quoted."""
     return " ".join(shlex.quote(a) for a in (python, *options, "-c", text(name), *args))
