@@ -3,8 +3,9 @@
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
 # it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
-# install's finder names, and its python's real file. A POSIX ACL's named users may change what it lets them
-# write, as its owner may. Root alone may change all of them: root. One user other than root owns any: that user.
+# install's finder names, its python's real file and its standard library (pyvenv.cfg's home). A POSIX ACL's named
+# users may change what it lets them write, as its owner may. Root alone may change all of them: root. One user
+# other than root owns any: that user.
 # More than one, or one that its group's other members or anyone may write (a group NSS cannot list in full, as
 # LDAP's, is others' but the user's own; a sticky folder only above the venv and what it imports from: there anyone
 # may add a file), an editable finder whose tables are no literal, or more than LOOKS objects to look at: Refused,
@@ -241,6 +242,18 @@ def drop(who):
     else:
         os.setgroups([])
     os.setgid(gid); os.setuid(uid)
+def stdlib_of(venv):
+    """Where the venv's python takes its standard library from: pyvenv.cfg's `home` (the interpreter's search starts
+    there, not at bin/python's real file: a copied python finds it only so) and the lib/python3.X beside it."""
+    homes = [v.strip() for k, _, v in (x.partition("=") for x in lines_of(os.path.join(venv, "pyvenv.cfg")))
+             if k.strip() == "home" and v.strip().startswith("/")]
+    try:
+        names = [n for n in os.listdir(os.path.join(venv, "lib")) if n.startswith("python3")]
+    except OSError:
+        names = []
+    return homes, [os.path.join(os.path.dirname(h.rstrip("/")), "lib", n) for h in homes for n in names]
 def venv_owner(venv, *more, seen=None):
-    """decide() for a venv: everything in it, its python's real file, and `more` (a file fleet writes there)."""
-    return decide(paths=(os.path.join(venv, "bin", "python"),) + more, trees=(venv,), seen=seen)
+    """decide() for a venv: everything in it, its python's real file, its standard library and `more` (a file fleet
+    writes there)."""
+    homes, libs = stdlib_of(venv)
+    return decide(paths=(os.path.join(venv, "bin", "python"), *homes) + more, trees=(venv, *libs), seen=seen)

@@ -100,6 +100,15 @@ def its_python_a_link_through_a_users_folder(top: Path) -> Path:
     return venv
 
 
+def its_pyvenv_home_a_users_folder(top: Path) -> Path:
+    """A root venv whose python is a copy (venv --copies) and whose pyvenv.cfg's home is nobody's folder: its python
+    takes its standard library from there (os.py, encodings), nobody's code at every start. The rule never read
+    pyvenv.cfg and ran it as root."""
+    venv = _venv(top / "venv")
+    (venv / "pyvenv.cfg").write_text(f"home = {_users_folder(top)}/bin\ninclude-system-site-packages = false\n")
+    return venv
+
+
 def a_link_into_a_users_folder(top: Path) -> Path:
     """top/venv (root's link) -> nobody's folder/venv: as_owner.sh (readlink -f) ran as nobody; patch_host's lstat
     walk of the path as named and benchrun's lstat of the link saw root alone."""
@@ -271,6 +280,7 @@ CASES = [
     Case(a_users_folder_off_the_files_path, NOBODY.pw_uid, NOT_HIS),
     Case(its_python_in_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(its_python_a_link_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(its_pyvenv_home_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_link_into_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_links_hop_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
