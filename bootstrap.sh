@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 
 missing=""
 for pair in systemd-nspawn:systemd-container mmdebstrap:mmdebstrap ssh-keygen:openssh-client ip:iproute2 \
-            cpp:cpp setsid:util-linux tmux:tmux; do
+            cpp:cpp setsid:util-linux tmux:tmux strace:strace; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 done
 python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \

@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests/upstream")]
 import truth  # noqa: E402
-from benchstats import wilson  # noqa: E402
 
+from fleet.logs.proportion import wilson  # noqa: E402
 from fleet.patches import audit as archgate  # noqa: E402
 from fleet.patches import offline  # noqa: E402
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests/unit")]
-from benchstats import wilson  # noqa: E402
 from judge_traffic import side  # noqa: E402
 
 from fleet.deploy import judge  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 from fleet.policy import Canary  # noqa: E402
 
 CASES = {"A/A (identical)": {}, "10% slower from p99": {"slower": 0.10, "percentile": 0.99},

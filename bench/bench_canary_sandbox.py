@@ -97,9 +97,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from benchstats import wilson  # noqa: E402
-
 from fleet import inventory  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 from fleet.policy import Canary  # noqa: E402
 from sandbox.config import config  # noqa: E402
 

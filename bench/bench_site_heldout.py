@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
-from benchstats import wilson  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 
 LABELS = REPO / "tests" / "fixtures" / "site_labels"
 # draw -> the commit it was labelled on (its code is the code it was drawn after; `git log --grep fresh`).

@@ -48,12 +48,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 import bench_site_precision as precision  # noqa: E402
-from benchstats import wilson  # noqa: E402
 
 from fleet import yamlfile  # noqa: E402
 from fleet.logs import bysite  # noqa: E402
 from fleet.logs import coverage as rulecoverage  # noqa: E402
 from fleet.logs.classify import classify_line  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 from fleet.logs.rules import default_rules  # noqa: E402
 from fleet.upstream import siteindex  # noqa: E402
 from fleet.upstream.sourcetext import Site  # noqa: E402

@@ -24,11 +24,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
-from benchstats import wilson  # noqa: E402
-
 from fleet.logs import coverage as rulecoverage  # noqa: E402
 from fleet.logs.bysite import SiteClassifier  # noqa: E402
 from fleet.logs.classify import classify_line  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 from fleet.logs.rules import default_rules  # noqa: E402
 from fleet.upstream import corpus, siteindex  # noqa: E402
 from fleet.upstream.sourcetext import Site, sites  # noqa: E402

@@ -52,11 +52,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
-from benchstats import wilson  # noqa: E402
-
 from fleet.deploy import guided, replicates, searchspace  # noqa: E402
 from fleet.deploy.searchspace import Dimension, Space  # noqa: E402
 from fleet.deploy.trials import Trial  # noqa: E402
+from fleet.logs.proportion import wilson  # noqa: E402
 from sandbox.sim import core  # noqa: E402
 
 PROFILE = REPO / "sandbox/profiles/rtx-pro-6000-x8-proxmox/profile.yaml"

@@ -65,7 +65,7 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
     The tokenizer should be the local model folder: bench_serving otherwise loads it by the served model
     name, from the Hub, which an offline host cannot reach. With key_path (the server's key file), fleet's
     launcher sets $OPENAI_API_KEY inside bench_serving's process (benchrun.script names its folder): the key shows
-    in no command line or environment block. As the venv's owner where that is not root (as_owner.py)."""
+    in no command line or environment block. benchrun.script runs it as the venv's owner (owner.py's rule)."""
     python = f"{venv}/bin/python"
     start = [python, "-m", "sglang.bench_serving"]
     if key_path:
@@ -82,7 +82,7 @@ def command(venv: str, port: int, bench: Bench, host: str = "127.0.0.1", model: 
     if output_file:
         argv += ["--output-file", output_file]
     argv += extra
-    return hostside.as_owner(venv, *argv)
+    return hostside.words(*argv)
 
 
 def split_output(text: str) -> tuple[int | None, str, str, str]:

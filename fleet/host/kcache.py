@@ -38,7 +38,6 @@ def _as(user: str) -> list[str]:
     return [f"--user={name}"] if (name := _account(user)) else []
 
 
-SYSTEM_PYTHON = programs.SYSTEM_PYTHON
 NOT_RUN = programs.NOT_RUN
 
 
@@ -48,7 +47,7 @@ def command(python: str, user: str, *args: str) -> str:
     user owns (its bin/python, a .pth in its site-packages) would run that user's code as root before the drop.
     kcache.py needs the standard library only."""
     if _account(user):
-        return programs.python_command(SYSTEM_PYTHON, "kcache.py", *_as(user), *args, options=("-I", "-S"))
+        return programs.system_python_command("kcache.py", *_as(user), *args)
     return programs.python_command(python, "kcache.py", *args)
 
 

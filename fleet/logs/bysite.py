@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
-import math
 import re
 import threading
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet import yamlfile
+from fleet.logs.proportion import wilson
 from fleet.logs.rules import REMEDY_STEPS, LogClass, ProjectSource, Rule, Severity, regexes
 from fleet.upstream import corpus, siteindex
 from fleet.upstream.siteindex import IndexedSite, SiteIndex
@@ -105,17 +105,8 @@ class HeldOutFile(BaseModel):
 
     def untrusted(self) -> frozenset[str]:
         """The entries whose held-out precision is below the goal at 95% confidence (Wilson upper bound < goal)."""
-        return frozenset(name for name, (right, flagged) in self.record.items() if wilson_upper(right, flagged)
-                         < self.goal)
-
-
-def wilson_upper(k: int, n: int, z: float = 1.96) -> float:
-    """The upper end of Wilson's score interval of k successes in n trials (1 when n is 0)."""
-    if n == 0:
-        return 1.0
-    p = k / n
-    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (mid + half) / (1 + z * z / n)
+        return frozenset(name for name, (right, flagged) in self.record.items() if wilson(right, flagged)[1] <
+                         self.goal)
 
 
 class SiteClassesFile(BaseModel):

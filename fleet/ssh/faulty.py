@@ -46,6 +46,9 @@ def step_label(command: str) -> str:
         words = shlex.split(command)  # whole: a shipped program's text (kcache.py: 22 KB) is one word
     except ValueError:
         words = command.split()
+    i = words.index("fleet-interpreter") if "fleet-interpreter" in words[3:6] else 0
+    if i and words[i - 3:i - 1] == ["sh", "-c"]:  # the host's python checked first (interpreter.sh): as it runs
+        return step_label(shlex.join(words[:i - 3] + words[i + 1:]))
     if "-c" in words[1:4] and words[words.index("-c") + 2:][:1] == ["fleet-as_owner"]:
         i = words.index("-c") + 4  # past `-c AS_OWNER_TEXT fleet-as_owner VENV`: the venv's own command, as its owner
         if len(words) > i and words[i] != "--who":

@@ -50,7 +50,7 @@ def test_a_step_is_labelled_by_who_asked_and_what_runs():
     assert done == "?: python --mark=/m modules"
     # run for a server's user: the host's own python3, isolated (-I -S), and the verb still shows, not the user
     as_user = kcache.command("/home/u/venv/bin/python", "u", "--mark=/m", "modules")
-    assert as_user.startswith("/usr/bin/python3 -I -S -c ")
+    assert shlex.split(as_user)[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"]
     assert faulty.step_label(as_user) == "?: python --mark=/m modules"
     # a venv's own command as its owner (as_owner.py) is labelled as that command, as it was under as_owner.sh
     owned = programs.as_owner("/v", "/v/bin/python", "-c", "import sglang")

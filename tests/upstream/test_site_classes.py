@@ -5,7 +5,6 @@ Coverage per release is test_rule_coverage.py's figure (measured with the sites 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,18 +13,11 @@ import pytest
 import yaml
 
 from fleet.logs import coverage as rulecoverage
+from fleet.logs.proportion import wilson
 
 REPO = Path(__file__).resolve().parents[2]
 LABELS = sorted((REPO / "tests" / "fixtures" / "site_labels").glob("*.yaml"))
 GOAL = 0.9  # the issue's goal; each sample file's floor is what it measured when committed
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion hits/n."""
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def test_wilson_interval_of_known_proportions():

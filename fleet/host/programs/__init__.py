@@ -10,6 +10,7 @@ save the launcher, which a unit starts.
     owner.py        who may change a venv or a path: the one rule before fleet runs a venv's code or writes
                     there (as_owner.py and patch_host.py: `#@include owner.py`)
     as_owner.py     a command that runs a venv's code, run as the venv's owner where that is not root
+    interpreter.sh  the host's own python checked (root's all the way to its real file) before any program runs on it
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host; with `keep`,
                     the old file stays beside it as a hardlink named by its sha256
@@ -41,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
            "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py",
-           "venv_site.py", "owner.py", "as_owner.py")
+           "venv_site.py", "owner.py", "as_owner.py", "interpreter.sh")
 _INCLUDE = "#@include "
 
 
@@ -66,8 +67,9 @@ NOT_RUN = (126, 127)  # the shell found no interpreter to run (a host without py
 def system_python_command(name: str, *args: str) -> str:
     """A standard-library program on the host's own Python, isolated and without site (-I -S: no PYTHON* variable,
     no user site, no .pth), never on a venv's: fleet runs as root, and a venv's interpreter, .pth files and
-    packages are whatever its owner made them."""
-    return python_command(SYSTEM_PYTHON, name, *args, options=("-I", "-S"))
+    packages are whatever its owner made them. The interpreter is checked first, in the same round trip
+    (interpreter.sh: root's all the way, else exit 77 and one line), as it is what owner.py's rule runs on."""
+    return sh_command("interpreter.sh", SYSTEM_PYTHON, "-I", "-S", "-c", text(name), *args)
 
 
 AS_OWNER = "fleet-as_owner"  # as_owner.py's first argument: its name in `ps` and in the fault harness's labels
@@ -83,6 +85,17 @@ def owner_of_venv(venv: str) -> str:
     """Shell: prints `uid:gid` of the user `as_owner` runs the venv's code as, nothing for root; exit 77 where it
     refuses."""
     return system_python_command("as_owner.py", AS_OWNER, "--who", venv)
+
+
+def words(*argv: str) -> str:
+    """Shell: `argv`, every word quoted (a venv's command that benchrun.script runs as its owner)."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def as_decided(owner: str, command: str) -> str:
+    """Shell: `command` (shell words) as `owner` (shell text: `"$o"`), the `uid:gid` owner_of_venv printed before,
+    root for "": one rule asked for several commands of one venv (a benchmark's run and the read of its details)."""
+    return f"{system_python_command('as_owner.py', AS_OWNER, '--as')} {owner} {command}"
 
 
 def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:

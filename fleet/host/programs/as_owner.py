@@ -4,6 +4,8 @@ usage: python -I -S -c TEXT fleet-as_owner VENV COMMAND...   run as root: COMMAN
                                                               who may change the venv (its groups, HOME, USER),
                                                               as root where root alone may
        python -I -S -c TEXT fleet-as_owner --who VENV         prints `uid:gid` of that user, nothing for root
+       python -I -S -c TEXT fleet-as_owner --as OWNER COMMAND  COMMAND as OWNER, what --who printed before ("": root):
+                                                              the rule asked once for several commands
 A venv others may change too is refused: exit 77, one line `fleet runs nothing of VENV as root: WHY`. Not run as
 root, COMMAND runs as it is.
 """
@@ -11,22 +13,30 @@ import sys
 #@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (venv_owner, Refused: owner.py's, put in place of the include line when the text is shipped)
+# (venv_owner, drop, Refused: owner.py's, put in place of the include line when the text is shipped)
 def run_as(who, argv):
     if who is not None:
-        uid, gid, name, home = who
-        if name is not None:
-            os.initgroups(name, gid)
-        else:
-            os.setgroups([])
-        os.setgid(gid); os.setuid(uid)
+        drop(who)
+        _, _, name, home = who
         os.environ.update(HOME=home, **({"USER": name, "LOGNAME": name} if name else {}))
     try:
         os.execvp(argv[0], argv)
     except OSError as e:
         sys.stderr.write("fleet-as_owner: %s: %s\n" % (argv[0], e.strerror))
         sys.exit(127 if e.errno == errno.ENOENT else 126)
+def decided(owner):
+    """(uid, gid, name, home) of OWNER, `uid:gid` as --who printed it; None for "" (root)."""
+    if not owner:
+        return None
+    uid, gid = (int(x) for x in owner.split(":"))
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return uid, gid, None, "/"
+    return uid, gid, pw.pw_name, pw.pw_dir or "/"
 def main(args):
+    if args[:1] == ["--as"]:
+        return run_as(decided(args[1]) if os.geteuid() == 0 else None, args[2:])
     who_only = args[:1] == ["--who"]
     venv, argv = (args[1], None) if who_only else (args[0], args[1:])
     if os.geteuid() != 0:

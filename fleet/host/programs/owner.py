@@ -3,12 +3,14 @@
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
 # it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
-# install's finder names, and its python's real file. A POSIX ACL's named users may change what it lets them
-# write, as its owner may. Root alone may change all of them: root. One user other than root owns any: that user.
-# More than one, or one that its group's other members or anyone may write (a sticky folder only above the venv
-# and what it imports from: there anyone may add a file), an editable finder whose tables are no literal, or more
-# than LOOKS objects to look at: Refused, errno EPERM, the reason its strerror.
-import errno, grp, os, pwd, stat, struct
+# install's finder names, its python's real file and its standard library (pyvenv.cfg's home). A POSIX ACL's named
+# users may change what it lets them write, as its owner may. Root alone may change all of them: root. One user
+# other than root owns any: that user.
+# More than one, or one that its group's other members or anyone may write (a group NSS cannot list in full, as
+# LDAP's, is others' but the user's own; a sticky folder only above the venv and what it imports from: there anyone
+# may add a file), an editable finder whose tables are no literal, or more than LOOKS objects to look at: Refused,
+# errno EPERM, the reason its strerror.
+import errno, grp, os, pwd, re, stat, struct
 class Refused(PermissionError):
     pass
 LOOKS = 200000  # a venv with torch and CUDA wheels has 20-40k; each look costs 3-30 us
@@ -16,6 +18,7 @@ class Seen:
     """What the objects looked at so far say: their owners other than root, the first one others may write."""
     def __init__(self):
         self.stats, self.owners, self.open, self.members, self.trees = {}, {}, None, {}, set()
+        self.whole = None  # whether NSS lists every user and group member (nss_lists_all), read once
         self.made = None  # a missing path in a sticky folder others may write: anyone may make it
         self.sticky = []  # sticky folders others may write: anyone may add files there (only above a venv excused)
     def look(self, p):
@@ -68,7 +71,9 @@ class Seen:
             self.owners.setdefault(uid, st.st_gid)
         return bool(st.st_mode & stat.S_IWOTH) or any(not self.alone(gid, st.st_uid) for gid in groups)
     def alone(self, gid, uid):
-        """Whether the group has no member but `uid` (its members by name and by their own group)."""
+        """Whether the group has no member but `uid`: none listed (by name, or by their own group) and the lists
+        whole (NSS: files alone), or none listed and it is that user's own group (a member there is the admin's
+        doing). LDAP, SSSD or NIS users getpwall cannot list: another group is not taken for empty."""
         if gid not in self.members:
             found = {pw.pw_uid for pw in pwd.getpwall() if pw.pw_gid == gid}
             try:
@@ -80,7 +85,29 @@ class Seen:
             except KeyError:
                 pass
             self.members[gid] = found
-        return self.members[gid] <= {uid}
+        if not self.members[gid] <= {uid}:
+            return False
+        if self.whole is None:
+            self.whole = nss_lists_all()
+        return self.whole or gid == primary_gid(uid)
+def nss_lists_all(conf="/etc/nsswitch.conf"):
+    """Whether getpwall and getgrgid list every user and every group's members: the passwd and group databases
+    read from files (and systemd's, which lists its own) alone; a missing or unreadable conf: not known."""
+    try:
+        with open(conf, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return False
+    sources = {}
+    for line in text.splitlines():
+        db, _, rest = re.sub(r"#.*|\[[^]]*\]", " ", line).partition(":")
+        sources[db.strip()] = rest.split()
+    return all(sources.get(db) and set(sources[db]) <= {"files", "systemd"} for db in ("passwd", "group"))
+def primary_gid(uid):
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return None
 def acl_writers(p, name, gid, users, groups):
     """Whether `p` has the POSIX ACL `name` (its xattr); the uids and gids it lets write (past its mask) added."""
     try:
@@ -206,6 +233,27 @@ def name_of(uid):
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+def drop(who):
+    """The rights of `who` (decide()'s) for good, as runuser and su give a user's: its uid, its gid, and its groups
+    (initgroups: every group that lists it, through NSS); a uid with no passwd entry: none but its gid."""
+    uid, gid, name, _ = who
+    if name is not None:
+        os.initgroups(name, gid)
+    else:
+        os.setgroups([])
+    os.setgid(gid); os.setuid(uid)
+def stdlib_of(venv):
+    """Where the venv's python takes its standard library from: pyvenv.cfg's `home` (the interpreter's search starts
+    there, not at bin/python's real file: a copied python finds it only so) and the lib/python3.X beside it."""
+    homes = [v.strip() for k, _, v in (x.partition("=") for x in lines_of(os.path.join(venv, "pyvenv.cfg")))
+             if k.strip() == "home" and v.strip().startswith("/")]
+    try:
+        names = [n for n in os.listdir(os.path.join(venv, "lib")) if n.startswith("python3")]
+    except OSError:
+        names = []
+    return homes, [os.path.join(os.path.dirname(h.rstrip("/")), "lib", n) for h in homes for n in names]
 def venv_owner(venv, *more, seen=None):
-    """decide() for a venv: everything in it, its python's real file, and `more` (a file fleet writes there)."""
-    return decide(paths=(os.path.join(venv, "bin", "python"),) + more, trees=(venv,), seen=seen)
+    """decide() for a venv: everything in it, its python's real file, its standard library and `more` (a file fleet
+    writes there)."""
+    homes, libs = stdlib_of(venv)
+    return decide(paths=(os.path.join(venv, "bin", "python"), *homes) + more, trees=(venv, *libs), seen=seen)

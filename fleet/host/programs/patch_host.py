@@ -13,7 +13,7 @@ def sha(b):
 #@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (find, use_venv: venv_site.py's; Seen, decide, venv_owner: owner.py's; put in place of the include lines when the
+# (find, use_venv: venv_site.py's; Seen, decide, venv_owner, drop: owner.py's; put in place of the include lines when the
 # text is shipped)
 def dist_of(top):
     import importlib.metadata as md
@@ -172,13 +172,12 @@ def as_owner(path, fn, venv=True):
     who = venv_owner(v, path, seen=SEEN) if v else decide(paths=(path,))
     if who is None:
         return fn()
-    gid = who[1]
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r); code = 0
         try:
-            os.setgroups([]); os.setgid(gid); os.setuid(who[0])
+            drop(who)
             fn()
         except BaseException as e:
             err = [getattr(e, "errno", None), getattr(e, "strerror", None) or "%s: %s" % (type(e).__name__, e),

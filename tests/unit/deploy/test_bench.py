@@ -31,9 +31,7 @@ def book(**bench_section) -> Playbook:
 def test_command_is_offline_safe_with_fixed_lengths_and_quoted():
     spec = Bench(input_len=32, output_len=16, num_prompts=64, max_concurrency=8)
     cmd = bench.command("/opt/my venv", 30001, spec, model="glm-5", tokenizer="/models/GLM 5")
-    argv = shlex.split(cmd)[7:]  # PYTHON -I -S -c AS_OWNER fleet-as_owner VENV: as the venv's owner, not root
-    assert shlex.split(cmd)[:7] == [hostside.SYSTEM_PYTHON, "-I", "-S", "-c", hostside.text("as_owner.py"),
-                                    "fleet-as_owner", "/opt/my venv"]
+    argv = shlex.split(cmd)  # the venv's own words: benchrun.script runs them as the venv's owner
     assert argv[:3] == ["/opt/my venv/bin/python", "-m", "sglang.bench_serving"]
     pairs = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
     assert pairs["--dataset-name"] == "random-ids"  # random and sharegpt download ShareGPT (FACTS.md section 2)
@@ -46,9 +44,9 @@ def test_command_is_offline_safe_with_fixed_lengths_and_quoted():
 
 def test_with_a_key_the_launcher_sets_it_inside_bench_serving():
     cmd = bench.command("/opt/venv", 30001, Bench(), key_path="/etc/fleet/sglang.key")
-    assert shlex.split(cmd)[7:12] == ["/opt/venv/bin/python", "/var/lib/fleet/bin/fleet-launch", "sglang.key",
+    assert shlex.split(cmd)[:5] == ["/opt/venv/bin/python", "/var/lib/fleet/bin/fleet-launch", "sglang.key",
                                       "env:OPENAI_API_KEY", "sglang.bench_serving"]
-    assert "OPENAI_API_KEY=" not in cmd and shlex.split(bench.command("/v", 1, Bench()))[8:10] == [
+    assert "OPENAI_API_KEY=" not in cmd and shlex.split(bench.command("/v", 1, Bench()))[1:3] == [
         "-m", "sglang.bench_serving"]
     text = bench.script(cmd, 60, venv="/opt/venv", key_path="/etc/fleet/sglang.key")  # the key's folder, by script
     assert "k=/etc/fleet/sglang.key; [ -z \"$k\" ] || export CREDENTIALS_DIRECTORY=\"${k%/*}\"" in text
@@ -57,7 +55,8 @@ def test_with_a_key_the_launcher_sets_it_inside_bench_serving():
 def test_script_samples_in_the_background():
     text = bench.script("python -m sglang.bench_serving", 120, venv="/opt/venv")
     assert "nvidia-smi --query-gpu=index,power.draw,power.limit,utilization.gpu" in text
-    assert "timeout 120 python -m sglang.bench_serving" in text and ") > \"$d/smi\" 2>&1 &" in text
+    as_owner = hostside.as_decided('"$o"', "python -m sglang.bench_serving")  # the owner --who named
+    assert f"timeout 120 {as_owner}" in text and ") > \"$d/smi\" 2>&1 &" in text
 
 
 def test_split_output_separates_the_parts():

@@ -17,7 +17,7 @@ BOOK = Playbook.model_validate({"name": "t", "model": {"path": "/models/GLM-5-NV
 
 
 def test_a_load_point_offers_a_poisson_rate_with_no_concurrency_cap_and_keeps_the_details():
-    argv = shlex.split(loadprobe.command("/root/ml-env", BOOK, Bench(), 12.5, 1000))[7:]  # past as_owner.py's words
+    argv = shlex.split(loadprobe.command("/root/ml-env", BOOK, Bench(), 12.5, 1000))  # run as the owner by benchrun
     assert argv[:3] == ["/root/ml-env/bin/python", "-m", "sglang.bench_serving"]
     opts = dict(zip(argv[3:], argv[4:], strict=False))  # each option -> the word after it
     assert opts["--request-rate"] == "12.5" and opts["--num-prompts"] == "1000" and opts["--max-concurrency"] == "1000"

@@ -11,6 +11,7 @@ import pytest
 
 from fleet.deploy import replicates
 from fleet.deploy.replicates import Side
+from fleet.logs.proportion import wilson
 
 
 def test_the_starts_alternate_in_abba_blocks():
@@ -64,11 +65,6 @@ def test_a_certain_gain_below_the_margin_names_no_winner():
         replicates.compare([10.0, 10.0], [10.0, 10.0], margin=1.0)
 
 
-def wilson_high(k: int, n: int, z: float = 1.96) -> float:
-    p = k / n
-    return (p + z * z / (2 * n) + z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
-
-
 def winners(ratio: float, margin: float, runs: int = 3000, sigma: float = 0.015, pairs: int = replicates.PAIRS,
             seed: int = 7) -> tuple[int, int]:
     """(comparisons naming any winner, naming B) of `runs`, B truly `ratio` times A, each start lognormal."""
@@ -83,10 +79,10 @@ def winners(ratio: float, margin: float, runs: int = 3000, sigma: float = 0.015,
 
 def test_identical_configurations_name_a_winner_in_at_most_five_percent_with_margin():
     named, _ = winners(1.0, replicates.MARGIN)
-    assert wilson_high(named, 3000) <= 0.05, named / 3000  # the interval's upper end, not only the estimate
+    assert wilson(named, 3000)[1] <= 0.05, named / 3000  # the interval's upper end, not only the estimate
     # without the margin the t interval errs in its own 5%: the upper end of what is measured lies above 5%
     plain, _ = winners(1.0, 0.0)
-    assert 0.04 < plain / 3000 < 0.06 and wilson_high(plain, 3000) > 0.05
+    assert 0.04 < plain / 3000 < 0.06 and wilson(plain, 3000)[1] > 0.05
 
 
 def test_a_true_gain_of_ten_percent_is_still_found():

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fakesession import HOST
 
-from fleet.host import kcache
+from fleet.host import kcache, programs
 from fleet.ssh.remote import BytesResult, use_runner
 
 
@@ -44,8 +44,8 @@ def test_every_step_runs_as_the_servers_user_and_the_name_is_one_argument() -> N
     verbs = [next(w for w in _args(argv) if not w.startswith("--")) for argv in steps]
     assert verbs == ["collect", "place", "clear", "unproven", "modules"]
     assert all("--user=llm" in argv[:argv.index(verb)] for argv, verb in zip(steps, verbs, strict=True)), steps
-    # root runs it until the drop: on the host's own python3, isolated, never the venv the user may own
-    assert all(argv[:4] == ["/usr/bin/python3", "-I", "-S", "-c"] for argv in steps), steps
+    # root runs it until the drop: on the host's own python3 (checked first), isolated, never the venv the user may own
+    assert all(argv[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"] for argv in steps), steps
 
 
 def test_a_root_unit_runs_as_before() -> None:
@@ -56,7 +56,7 @@ def test_a_root_unit_runs_as_before() -> None:
 
 def _args(argv: list[str]) -> list[str]:
     """kcache.py's arguments: the words after its text."""
-    return argv[argv.index("-c") + 2:]
+    return argv[argv.index(programs.text("kcache.py")) + 1:]
 
 
 @pytest.mark.parametrize("name", ["llm; rm -rf /", "-ollm", "Llm", "a" * 33, "llm\n", "../root"])

@@ -100,6 +100,15 @@ def its_python_a_link_through_a_users_folder(top: Path) -> Path:
     return venv
 
 
+def its_pyvenv_home_a_users_folder(top: Path) -> Path:
+    """A root venv whose python is a copy (venv --copies) and whose pyvenv.cfg's home is nobody's folder: its python
+    takes its standard library from there (os.py, encodings), nobody's code at every start. The rule never read
+    pyvenv.cfg and ran it as root."""
+    venv = _venv(top / "venv")
+    (venv / "pyvenv.cfg").write_text(f"home = {_users_folder(top)}/bin\ninclude-system-site-packages = false\n")
+    return venv
+
+
 def a_link_into_a_users_folder(top: Path) -> Path:
     """top/venv (root's link) -> nobody's folder/venv: as_owner.sh (readlink -f) ran as nobody; patch_host's lstat
     walk of the path as named and benchrun's lstat of the link saw root alone."""
@@ -271,6 +280,7 @@ CASES = [
     Case(a_users_folder_off_the_files_path, NOBODY.pw_uid, NOT_HIS),
     Case(its_python_in_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(its_python_a_link_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
+    Case(its_pyvenv_home_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_link_into_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_links_hop_through_a_users_folder, NOBODY.pw_uid, NOT_HIS),
     Case(a_users_link_in_a_sticky_folder, NOBODY.pw_uid, NOT_HIS),
@@ -292,6 +302,9 @@ CASES = [
          f"it is owned by {','.join(sorted([OTHER.pw_name, 'nobody']))}, not one user"),
 ]
 IDS = [c.layout.__name__ for c in CASES]
+
+
+STRACE = pytest.mark.skipif(not shutil.which("strace"), reason="needs strace (what ran, what was looked at)")
 
 
 def _key(top: Path) -> Path:
@@ -323,23 +336,45 @@ def test_a_benchmark_gets_its_folder_and_key_as_the_same_owner(top, case):
     """The benchmark's command reads the key where fleet put it for the owner the rule names, as that owner."""
     venv = case.layout(top)
     key = _key(top)
-    cmd = hostside.as_owner(str(venv), "sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+    cmd = hostside.words("sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
     done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), key_path=str(key))],
                           capture_output=True, text=True, timeout=60)
     rc, out, err, _ = bench.split_output(done.stdout)
     assert (rc, out.strip(), err.strip()) == _says(venv, case.runs_as), done.stdout[-2000:]
 
 
+@STRACE
 @pytest.mark.parametrize("case", [c for c in CASES if not isinstance(c.runs_as, int)], ids=lambda c: c.layout.__name__)
 def test_a_refused_benchmark_gets_no_copy_of_the_key(top, case):
-    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused. (The
-    command runs as root in $d/w: `..` is all of $d.)"""
+    """Fails before for two_users: the copy went to the venv's top folder's owner before as_owner.sh refused. Now
+    the one answer of the rule refuses before any copy (no `cp` runs) and nothing of the venv runs."""
     venv = case.layout(top)
     key = _key(top)
-    done = subprocess.run(["sh", "-c", benchrun.script("ls -AR ..", 30, interval_s=5, venv=str(venv),
-                                                       key_path=str(key))], capture_output=True, text=True, timeout=60)
-    rc, out, _, _ = bench.split_output(done.stdout)
-    assert rc == 0 and "fleet.key" not in out.split(), out
+    script = benchrun.script("ls -AR ..", 30, interval_s=5, venv=str(venv), key_path=str(key))
+    done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(top / "trace"), "sh", "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    rc, out, err, _ = bench.split_output(done.stdout)
+    ran = [line.split('"')[1] for line in (top / "trace").read_text().splitlines() if "execve(" in line]
+    assert (rc, out.strip(), err.strip()) == _says(venv, case.runs_as) and not {"/usr/bin/cp", "/bin/cp"} & set(ran)
+
+
+@STRACE
+def test_a_benchmark_asks_the_owner_rule_once(top):
+    """Fails before: owner.py's rule walked the venv three times for one benchmark with its details (--who, the
+    benchmark's own as_owner.py, the read of the details), and each answer could differ. Now once: --who's answer
+    runs the benchmark and reads its details. Counted: the processes that looked at the venv's lib/."""
+    venv = a_users_folder_off_the_files_path(top)
+    ran = top / "ran"
+    ran.touch()
+    ran.chmod(0o666)
+    bench_cmd = hostside.words("sh", "-c", 'id -u >> "$1"', "-", str(ran))  # each run of the venv's code, as whom
+    script = benchrun.script(bench_cmd, 30, interval_s=5, venv=str(venv), details=True)
+    done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=lstat,newfstatat", "-o", str(top / "trace"), "sh", "-c",
+                           script], capture_output=True, text=True, timeout=60)
+    lib = f'"{venv}/lib"'
+    walks = {line.split()[0] for line in (top / "trace").read_text().splitlines() if lib in line}
+    assert (bench.split_output(done.stdout)[0], ran.read_text().split(), len(walks)) == (
+        0, [str(NOBODY.pw_uid)], 1), done.stdout[-2000:]
 
 
 def _apply(top: Path, venv: Path) -> dict:
@@ -380,7 +415,7 @@ def test_a_user_named_as_the_owners_uid_gets_no_copy_of_the_key(top):
     key = _key(top)
     passwd = top / "passwd"
     passwd.write_text(Path("/etc/passwd").read_text() + f"{NOBODY.pw_uid}:x:{OTHER.pw_uid}:{OTHER.pw_gid}::/:/bin/sh\n")
-    cmd = hostside.as_owner(str(venv), "sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+    cmd = hostside.words("sh", "-c", 'id -u && cat "$CREDENTIALS_DIRECTORY/fleet.key"')
     script = benchrun.script(cmd, 30, interval_s=5, venv=str(venv), key_path=str(key))
     done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/passwd && exec sh -c "$2"', "-",
                            str(passwd), script], capture_output=True, text=True, timeout=60)
@@ -467,11 +502,11 @@ def test_the_benchmarks_owner_cannot_make_root_read_a_file_through_a_link(top):
     victim = _root_only(top, "victim")
     plant = (f'for t in "$PWD" "${{PWD%/w}}"; do for f in out err smi; do ln -sf {victim} "$t/$f" 2>/dev/null; done; '
              f'done; ln -sf {victim} {benchrun.DETAILS}; echo planted')
-    cmd = hostside.as_owner(str(venv), "sh", "-c", plant)
+    cmd = hostside.words("sh", "-c", plant)
     done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
                           capture_output=True, text=True, timeout=60)
     assert "planted" in done.stdout and "root-only" not in done.stdout, done.stdout[-2000:]
-    wrote = hostside.as_owner(str(venv), "sh", "-c", f"echo '{{\"by\": '$(id -u)'}}' > {benchrun.DETAILS}")
+    wrote = hostside.words("sh", "-c", f"echo '{{\"by\": '$(id -u)'}}' > {benchrun.DETAILS}")
     done = subprocess.run(["sh", "-c", benchrun.script(wrote, 30, interval_s=5, venv=str(venv), details=True)],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.split(f"{benchrun.MARK} details\n")[1:] == [f'{{"by": {NOBODY.pw_uid}}}\n'], done.stdout
@@ -481,7 +516,7 @@ def test_a_fifo_in_place_of_the_details_file_holds_the_benchmark_no_longer_than_
     """Fails before: root's `cat` of a fifo the owner made blocked until the whole call's timeout."""
     monkeypatch.setattr(benchrun, "DETAILS_READ_S", 2)
     venv = a_users_folder_off_the_files_path(top)
-    cmd = hostside.as_owner(str(venv), "mkfifo", benchrun.DETAILS)
+    cmd = hostside.words("mkfifo", benchrun.DETAILS)
     started = time.monotonic()
     done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv), details=True)],
                           capture_output=True, text=True, timeout=30)
@@ -511,7 +546,7 @@ def test_the_benchmarks_owner_cannot_plant_links_where_root_writes_the_key_or_th
     spinner = subprocess.Popen([hostside.SYSTEM_PYTHON, "-c", SPINNER, str(victim), "60"], user=NOBODY.pw_uid,
                                group=NOBODY.pw_gid, extra_groups=[])
     try:
-        cmd = hostside.as_owner(str(venv), "sh", "-c", 'cat "$CREDENTIALS_DIRECTORY/fleet.key"')
+        cmd = hostside.words("sh", "-c", 'cat "$CREDENTIALS_DIRECTORY/fleet.key"')
         for _ in range(8):
             done = subprocess.run(["sh", "-c", benchrun.script(cmd, 30, interval_s=5, venv=str(venv),
                                                                key_path=str(key))],

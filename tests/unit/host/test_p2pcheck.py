@@ -71,9 +71,10 @@ def test_no_torch_timeouts_and_garbage_are_failures_that_say_why(tmp_path):
 def test_the_command_runs_the_venv_python_under_a_deadline_as_the_venvs_owner():
     cmd = p2pcheck.command("/root/ml-env/")
     words = shlex.split(cmd)
-    assert words[:6] == ["timeout", str(p2pcheck.LIMIT_S), hostside.SYSTEM_PYTHON, "-I", "-S", "-c"]
-    assert words[6] == hostside.text("as_owner.py")
-    assert words[7:] == ["fleet-as_owner", "/root/ml-env/", "/root/ml-env/bin/python", "-c",
+    assert words[:10] == ["timeout", str(p2pcheck.LIMIT_S), "sh", "-c", hostside.text("interpreter.sh"),
+                          "fleet-interpreter", hostside.SYSTEM_PYTHON, "-I", "-S", "-c"]
+    assert words[10] == hostside.text("as_owner.py")
+    assert words[11:] == ["fleet-as_owner", "/root/ml-env/", "/root/ml-env/bin/python", "-c",
                          hostside.text("p2p_check.py"), "64"]
 
 

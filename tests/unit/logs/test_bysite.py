@@ -14,6 +14,7 @@ from fleet.errors import InputError
 from fleet.logs import bysite
 from fleet.logs.bysite import SiteClassifier
 from fleet.logs.classify import classify_line, classify_text
+from fleet.logs.proportion import wilson
 from fleet.logs.rules import LogClass, Severity
 from fleet.logs.watch import LogWatcher
 from fleet.upstream import siteindex
@@ -903,7 +904,7 @@ def test_heldout_policy_is_one_threshold_on_the_wilson_upper_bound():
     record = bysite.HeldOutFile(goal=0.95, record={"low": (29, 42), "high": (489, 511), "one": (1, 1),
                                                    "none": (0, 0), "borderline": (14, 17)})
     assert record.untrusted() == {"low", "borderline"}  # 14/17: upper 0.938 < 0.95; 1/1 and 0/0: no evidence
-    assert bysite.wilson_upper(489, 511) == pytest.approx(0.9713, abs=1e-4)
+    assert wilson(489, 511)[1] == pytest.approx(0.9713, abs=1e-4)
 
 
 def test_heldout_record_naming_no_entry_is_refused(tmp_path):
@@ -915,7 +916,7 @@ def test_heldout_record_naming_no_entry_is_refused(tmp_path):
 
 @pytest.mark.parametrize("counts", ["[14, 13]", "[-1, 3]", "[2, -1]"])
 def test_heldout_counts_that_cannot_be_are_refused_in_one_line(tmp_path, counts):
-    """The review of stop 52: [14, 13] or a negative count made wilson_upper's sqrt raise ValueError, a traceback
+    """The review of stop 52: [14, 13] or a negative count made the Wilson interval's sqrt raise ValueError, a traceback
     for whoever edits playbooks/sites/heldout.yaml."""
     path = tmp_path / "heldout.yaml"
     path.write_text(f"goal: 0.95\nrecord:\n  server_arguments: {counts}\n")

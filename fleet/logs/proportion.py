@@ -1,5 +1,5 @@
-"""What the benches share to state a rate honestly: its 95% interval (imported by name from bench/, the folder of
-the script that runs)."""
+"""Wilson's score interval of a proportion: how far k successes in n trials may lie from the truth, at 95% by default
+(bysite's held-out policy; the benches in bench/ and the tests that state a rate)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson's score interval of k successes in n trials (0 to 1 when n is 0)."""
+    """Wilson's score interval of k successes in n trials (0 to 1 when n is 0: no evidence)."""
     if n == 0:
         return 0.0, 1.0
     p = k / n

@@ -1,0 +1,110 @@
+"""The host's own python is checked before root runs it (interpreter.sh, in system_python_command's round trip):
+owner.py's rule runs on that interpreter, so an interpreter a user may change (a link into their venv, a file of
+theirs in its place) ran their code as root before any rule was asked. Run here as root, on folders made here."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fleet.host import programs as hostside
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="makes files of other users: needs root (CI runs as root)"),
+              pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
+
+NOBODY = pwd.getpwnam("nobody")
+REAL = os.path.realpath(hostside.SYSTEM_PYTHON)
+
+
+def _users_folder(top: Path) -> Path:
+    folder = top / "u"
+    folder.mkdir()
+    os.chown(folder, NOBODY.pw_uid, NOBODY.pw_gid)
+    return folder
+
+
+def a_link_into_a_users_venv(top: Path) -> tuple[Path, str]:
+    (_users_folder(top) / "python3").symlink_to(REAL)
+    (top / "python3").symlink_to(top / "u" / "python3")
+    return top / "python3", f"{top}/u is not root's"
+
+
+def a_users_file_in_its_place(top: Path) -> tuple[Path, str]:
+    shutil.copy2(REAL, top / "python3")
+    os.chown(top / "python3", NOBODY.pw_uid, NOBODY.pw_gid)
+    return top / "python3", f"{top}/python3 is not root's"
+
+
+def a_folder_a_group_may_write(top: Path) -> tuple[Path, str]:
+    (top / "bin").mkdir()
+    os.chown(top / "bin", 0, NOBODY.pw_gid)
+    (top / "bin").chmod(0o775)
+    (top / "bin" / "python3").symlink_to(REAL)
+    return top / "bin" / "python3", f"{top}/bin is writable by others than root"
+
+
+def a_link_a_user_made(top: Path) -> tuple[Path, str]:
+    (top / "python3").symlink_to(REAL)
+    os.lchown(top / "python3", NOBODY.pw_uid, NOBODY.pw_gid)
+    return top / "python3", f"{top}/python3 is not root's"
+
+
+def links_that_loop(top: Path) -> tuple[Path, str]:
+    (top / "a").symlink_to("b")
+    (top / "b").symlink_to("a")
+    return top / "a", "its links loop"
+
+
+def roots_link_through_dot_dot(top: Path) -> tuple[Path, str]:
+    (top / "bin").mkdir()
+    (top / "bin" / "real").symlink_to(REAL)
+    (top / "python3").symlink_to("bin/../bin/./real")
+    return top / "python3", ""
+
+
+def roots_entry_in_a_sticky_folder(top: Path) -> tuple[Path, str]:
+    (top / "tmp").mkdir()
+    (top / "tmp").chmod(0o1777)
+    (top / "tmp" / "python3").symlink_to(REAL)
+    return top / "tmp" / "python3", ""
+
+
+@pytest.mark.parametrize("layout", [a_link_into_a_users_venv, a_users_file_in_its_place, a_folder_a_group_may_write,
+                                    a_link_a_user_made, links_that_loop, roots_link_through_dot_dot,
+                                    roots_entry_in_a_sticky_folder], ids=lambda f: f.__name__)
+def test_an_interpreter_others_may_change_runs_nothing(top: Path, layout: Callable[[Path], tuple[Path, str]]) -> None:
+    python, why = layout(top)
+    cmd = hostside.sh_command("interpreter.sh", str(python), "-I", "-S", "-c", "import os; print(os.getuid())")
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+    said = (77, "", f"fleet runs nothing on {python} as root: {why}") if why else (0, "0", "")
+    assert (done.returncode, done.stdout.strip(), done.stderr.strip()) == said
+
+
+def test_a_missing_interpreter_is_a_command_not_found(top: Path) -> None:
+    """What run_system_python reads as no python3 on the host (NOT_RUN), as when the shell found none."""
+    cmd = hostside.sh_command("interpreter.sh", str(top / "none" / "python3"), "-c", "1")
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+    assert done.returncode in hostside.NOT_RUN and done.stdout == "", done
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount over the host's python)")
+def test_the_hosts_python_a_user_may_write_runs_no_program_as_root(top: Path) -> None:
+    """The host's python3's real file replaced, in a private mount, by a copy a user owns. Fails before: root ran
+    as_owner.py on it (the user's interpreter, as root) before its rule looked at anything, then the command."""
+    users = _users_folder(top) / "python3"
+    shutil.copy2(REAL, users)
+    os.chown(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    venv = top / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(hostside.SYSTEM_PYTHON)
+    cmd = hostside.as_owner(str(venv), "id", "-u")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(users),
+                           REAL, cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        77, "", f"fleet runs nothing on {hostside.SYSTEM_PYTHON} as root: {REAL} is not root's"), done
