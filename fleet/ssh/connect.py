@@ -192,7 +192,8 @@ def _no_banner(exc: BaseException) -> bool:
     reading SSH protocol banner"), or silent past the connect timeout (start_client gives up without a word, and
     the host key lookup after it finds "No existing session")."""
     said = str(exc).lower()
-    return isinstance(exc, SSHException) and ("banner" in said or said == "no existing session")
+    return isinstance(exc, EOFError) or isinstance(exc, SSHException) and (
+        "banner" in said or said == "no existing session" or said.startswith("indecipherable protocol version"))
 
 
 def _gave_up_waiting(exc: BaseException) -> bool:
@@ -437,7 +438,7 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
     if isinstance(exc, (NoValidConnectionsError, ConnectionError, OSError)):
         return (f"{where}: connection refused or unreachable ({getattr(exc, 'strerror', None) or exc}); check "
                 "sshd runs there and the address and port are right")
-    return f"{where}: {type(exc).__name__}: {exc}"
+    return f"{where}: SSH failed: {str(exc).strip() or type(exc).__name__}"
 
 
 def trace_of(conn: Connection) -> list[str]:
