@@ -357,6 +357,10 @@ def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
     if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same
         wrong = {e["loc"][1] for e in err.errors() if len(e["loc"]) > 1 and e["loc"][0] == "when"}
         kept["when"] = {k: v for k, v in item["when"].items() if k not in wrong}
+        kept["when"] |= {k: held for k in wrong if (held := _items(Conditions, {}, k, item["when"].get(k)))}
+    for key in ("patches", "after"):  # a patch set or class named alone, not in a list: still looked up
+        if key in refused and (held := _items(Rung, {"name": "x"}, key, item.get(key))):
+            kept[key] = held
     if "flags_by_sglang" in refused and isinstance(item.get("flags_by_sglang"), dict):
         kept["flags_by_sglang"] = {spec: flags for spec, flags in item["flags_by_sglang"].items()
                                    if _holds({"name": "x", "flags_by_sglang": {spec: flags}})}
@@ -364,6 +368,21 @@ def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
         return Rung.model_validate(kept)
     except ValidationError:
         return None
+
+
+def _items(model: type[BaseModel], base: dict[str, Any], key: str, value: Any) -> list[Any]:
+    """Of a list field the schema refused (one value given alone, `sm: 999`, or a list with a wrong item), the
+    items that hold up alone, so that their own checks run in the same pass (an unknown SM, a patch set no
+    folder has); [] for a field that is no list."""
+    if "list" not in str(model.model_fields[key].annotation if key in model.model_fields else ""):
+        return []
+    held = []
+    for one in value if isinstance(value, list) else [value]:
+        try:
+            held += getattr(model.model_validate({**base, key: [one]}), key)
+        except ValidationError:
+            continue
+    return held
 
 
 def _flag_holds(name: Any, value: Any) -> bool:
