@@ -119,6 +119,11 @@ class Serving:
         lines += [f"env {dropped} of the inventory's vars.env is not set on {self.host.name}: a later level's vars.env "
                   "(its group's, its own) replaces it whole (docs/playbooks.md#environment-who-wins)"
                   for dropped in self.host.env_replaced]
+        origin = self.origin
+        for key, given, wins in (("unit", origin.unit, book.serve.unit), ("venv", origin.venv, book.serve.venv)):
+            if wins is not None and wins != given and key in origin.written:  # the playbook's serve: wins
+                lines.append(f"{key} {wins} from the playbook's serve.{key}, over the inventory's {key} {given} of "
+                             f"{origin.name} (docs/playbooks.md#serve)")
         return lines
 
     def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:
