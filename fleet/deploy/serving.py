@@ -53,8 +53,9 @@ class Serving:
     @classmethod
     def of(cls, host: Host, book: Playbook, book_path: Path, secrets: Mapping[str, str] | None = None,
            extra_args: tuple[str, ...] = ()) -> Serving:
-        return cls(origin=host, host=host, book=book, book_sha=sha256(book_path.read_bytes()),
-                   unit=book.serve.unit or host.unit, venv=book.serve.venv or host.venv, secrets=dict(secrets or {}),
+        venv = book.serve.venv or host.venv  # probed, patched and recorded where the unit runs (as in_venv)
+        return cls(origin=host, host=replace(host, venv=venv), book=book, book_sha=sha256(book_path.read_bytes()),
+                   unit=book.serve.unit or host.unit, venv=venv, secrets=dict(secrets or {}),
                    extra_args=extra_args, lock=lockfile.path_for(book_path))
 
     @property

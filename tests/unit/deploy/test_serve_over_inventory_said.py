@@ -47,3 +47,12 @@ def test_a_playbook_that_names_neither_replaces_nothing(tmp_path: Path) -> None:
     serve = _serving(tmp_path, "defaults: {venv: /root/ml-env, unit: s}\nhosts:\n  gpu-1: {address: 10.0.0.1}\n",
                      book="name: b\nmodel: {path: /models/m}\nladder:\n  - name: plain\n")
     assert serve.env_overrides(serve.book.ladder) == []
+
+
+def test_the_host_is_probed_and_patched_in_the_venv_the_unit_runs(tmp_path: Path) -> None:
+    """The same newcomer's deploy of a playbook whose serve.venv is a venv of sglang 0.5.23 (the README tour's
+    pinned upgrade built it) on a host whose inventory venv has 0.5.9: the unit ran 0.5.23, and the deploy said
+    `versions: sglang 0.5.23 -> 0.5.9` and recorded 0.5.9 (`inv history`): its probe, preflight and patches read
+    the inventory's venv (Serving.host kept it), a downgrade that never happened (issue 46, 11's kind)."""
+    serve = _serving(tmp_path, "defaults: {venv: /root/ml-env}\nhosts:\n  gpu-1: {address: 10.0.0.1}\n")
+    assert (serve.host.venv, serve.venv, serve.origin.venv) == ("/opt/other-venv", "/opt/other-venv", "/root/ml-env")
