@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleet.errors import FleetError
+from fleet.errors import ConnectError, FleetError
 from fleet.inventory import Host
 
 T = TypeVar("T")
@@ -32,6 +32,7 @@ class HostOutcome(Generic[T]):
     value: T | None
     error: str | None
     seconds: float
+    refused: bool = False  # SSH reached the host (or the way to it) and fleet did not go on: a host key, a login
 
 
 class Pool:
@@ -197,7 +198,8 @@ def outcome_of(host: Host, fn: Callable[[Host], T]) -> HostOutcome[T]:
     try:
         value = fn(host)
     except FleetError as exc:
-        return HostOutcome(host, False, None, str(exc), time.monotonic() - start)
+        refused = isinstance(exc, ConnectError) and not exc.unreachable
+        return HostOutcome(host, False, None, str(exc), time.monotonic() - start, refused)
     except Exception as exc:  # an unexpected failure on one host must not hide the others
         return HostOutcome(host, False, None, f"{host.name}: {type(exc).__name__}: {exc}", time.monotonic() - start)
     return HostOutcome(host, True, value, None, time.monotonic() - start)

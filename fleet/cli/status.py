@@ -109,7 +109,7 @@ def not_clean(row: HostStatus) -> str | None:
     a router of fleet's that does not serve. A host
     with no current release (fleet never deployed there, or `rollback --to before-fleet`) has nothing to serve."""
     if not row.ok:
-        return "unreachable"
+        return "not reached" if row.refused else "unreachable"
     why = []
     state = row.unit.get("ActiveState") or "unknown"
     if row.release and state != "active":  # what the host sent, as data on a plain line

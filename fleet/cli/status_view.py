@@ -34,7 +34,7 @@ def short_id(release: str | None) -> str:
 
 def _state(r: HostStatus) -> tuple[str, str]:
     if not r.ok:
-        return "unreachable", "red"
+        return "not reached" if r.refused else "unreachable", "red"
     state = r.unit.get("ActiveState", "?")
     return state, {"active": "green", "failed": "red"}.get(state, "yellow")
 

@@ -73,6 +73,7 @@ class HostStatus:
     address: str
     ok: bool = True
     error: str | None = None
+    refused: bool = False  # not reached for a reason of its answer (a changed host key, a login), not unreachable
     unit: dict[str, str] = field(default_factory=dict)
     release: str | None = None
     rung: str | None = None
@@ -293,4 +294,4 @@ def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
 def _row(o: parallel.HostOutcome[HostStatus]) -> HostStatus:
     if o.ok and o.value:
         return o.value
-    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer")
+    return HostStatus(o.host.name, o.host.address, ok=False, error=o.error or "no answer", refused=o.refused)
