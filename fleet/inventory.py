@@ -155,6 +155,7 @@ class Host:
     playbook: str | None = None  # bound by one of its groups (`playbook:`): a name, or a path made absolute
     wheelhouse: Path | None = None  # its inventory file's `wheelhouse:`, made absolute
     env_replaced: tuple[str, ...] = ()  # 'NCCL_DEBUG (group gpus)': of a vars.env a later level's replaced whole
+    written: frozenset[str] = frozenset()  # the settings the inventory gives (venv, unit...), not fleet's fallbacks
 
 
 @dataclass
@@ -490,7 +491,8 @@ def _resolve(doc: yamlfile.Document, name: str, entry: HostEntry, model: Invento
         offered.update({k: f"group {g}" for k in _env(_vars(group.vars))})
     merged.update({k: v for k, v in entry.model_dump(include=set(_SETTINGS)).items() if v is not None})
     variables.update(_vars(entry.vars))
-    result = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
+    result: dict[str, Any] = {k: merged.get(k, _FALLBACKS.get(k)) for k in _SETTINGS}
+    result["written"] = frozenset(k for k in _SETTINGS if k in merged)
     if isinstance(result["become_password"], dict):  # model_dump turned the reference into a dict
         result["become_password"] = SecretRef(**result["become_password"])
     result["vars"] = variables

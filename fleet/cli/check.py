@@ -15,6 +15,7 @@ from fleet.cli import print_json
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from fleet.ssh.config import parse_jump
 from fleet.ssh.connect import ssh_config_of
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream import lockfile
@@ -107,6 +108,12 @@ def _ssh_configs(hosts: dict[str, inventory.Host]) -> list[InputError]:
                 ssh_config_of(host)
             except InputError as exc:
                 found.append(exc)
+        spec = "" if (host.proxy_jump or "").lower() == "none" else host.proxy_jump or ""
+        for hop in [p.strip() for p in spec.split(",") if p.strip()]:  # as every host task reads it
+            try:
+                parse_jump(hop)
+            except InputError as exc:  # `root@bastion:99999`: 0 errors here, and every task refused the host
+                found.append(InputError(f"{host.source}: hosts.{host.name}.proxy_jump: {exc}"))
     return found
 
 

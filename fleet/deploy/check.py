@@ -353,10 +353,12 @@ def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
     if "name" in refused:
         kept["name"] = f"ladder-{index}"
     if "flags" in refused and isinstance(item.get("flags"), dict):
-        kept["flags"] = {k: v for k, v in item["flags"].items() if _flag_holds(k, v)}
+        kept["flags"] = {k: v for k, v in item["flags"].items() if _holds({"name": "x", "flags": {k: v}})}
     if "when" in refused and isinstance(item.get("when"), dict):  # its other conditions checked all the same
         wrong = {e["loc"][1] for e in err.errors() if len(e["loc"]) > 1 and e["loc"][0] == "when"}
         kept["when"] = {k: v for k, v in item["when"].items() if k not in wrong}
+        kept["when"] |= {k: held for k in wrong if (held := _items(Conditions, {}, str(k), item["when"].get(k)))}
+    kept |= {k: v for k in ("patches", "after") if k in refused and (v := _items(Rung, {"name": "x"}, k, item[k]))}
     if "flags_by_sglang" in refused and isinstance(item.get("flags_by_sglang"), dict):
         kept["flags_by_sglang"] = {spec: flags for spec, flags in item["flags_by_sglang"].items()
                                    if _holds({"name": "x", "flags_by_sglang": {spec: flags}})}
@@ -366,13 +368,17 @@ def _holding_up(item: Any, err: ValidationError, index: int) -> Rung | None:
         return None
 
 
-def _flag_holds(name: Any, value: Any) -> bool:
-    return _holds({"name": "x", "flags": {name: value}})
+def _items(model: type[BaseModel], base: dict[str, Any], key: str, value: Any) -> list[Any]:
+    """Of a list field the schema refused (`sm: 999`, a list with a wrong item), the items that hold up alone: their
+    own checks run in the same pass (an unknown SM, patch set or class); [] for a field that is no list."""
+    listed = "list" in str(getattr(model.model_fields.get(key), "annotation", ""))
+    ones = [{**base, key: [one]} for one in (value if isinstance(value, list) else [value])]
+    return [getattr(model.model_validate(one), key)[0] for one in ones if listed and _holds(one, model)]
 
 
-def _holds(rung: dict[str, Any]) -> bool:
+def _holds(data: dict[str, Any], model: type[BaseModel] = Rung) -> bool:
     try:
-        Rung.model_validate(rung)
+        model.model_validate(data)
     except ValidationError:
         return False
     return True

@@ -53,8 +53,9 @@ class Serving:
     @classmethod
     def of(cls, host: Host, book: Playbook, book_path: Path, secrets: Mapping[str, str] | None = None,
            extra_args: tuple[str, ...] = ()) -> Serving:
-        return cls(origin=host, host=host, book=book, book_sha=sha256(book_path.read_bytes()),
-                   unit=book.serve.unit or host.unit, venv=book.serve.venv or host.venv, secrets=dict(secrets or {}),
+        venv = book.serve.venv or host.venv  # probed, patched and recorded where the unit runs (as in_venv)
+        return cls(origin=host, host=replace(host, venv=venv), book=book, book_sha=sha256(book_path.read_bytes()),
+                   unit=book.serve.unit or host.unit, venv=venv, secrets=dict(secrets or {}),
                    extra_args=extra_args, lock=lockfile.path_for(book_path))
 
     @property
@@ -119,6 +120,11 @@ class Serving:
         lines += [f"env {dropped} of the inventory's vars.env is not set on {self.host.name}: a later level's vars.env "
                   "(its group's, its own) replaces it whole (docs/playbooks.md#environment-who-wins)"
                   for dropped in self.host.env_replaced]
+        origin = self.origin
+        for key, given, wins in (("unit", origin.unit, book.serve.unit), ("venv", origin.venv, book.serve.venv)):
+            if wins is not None and wins != given and key in origin.written:  # the playbook's serve: wins
+                lines.append(f"{key} {wins} from the playbook's serve.{key}, over the inventory's {key} {given} of "
+                             f"{origin.name} (docs/playbooks.md#serve)")
         return lines
 
     def eligible(self, facts: HostFacts, say: Progress) -> list[Rung]:

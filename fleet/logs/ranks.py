@@ -18,6 +18,9 @@ _TAG = re.compile(r"^\[[^\]]*?((?:\b(?:TP|DP|EP|PP|CP)\d+ ?)+)\]")
 _PID = re.compile(r"\[(\d+)\]$")  # the journal's SYSLOG_IDENTIFIER[PID]
 HOLD_S = 0.5  # how long a rank's line waits for the others' copies (they come within milliseconds)
 NEAR_S = 2.0  # copies further apart on the host's clock are other lines
+# an address is each process's own (`<MoERunner object at 0x7c70ccce8350>`, a native frame under ASLR): the ranks'
+# copies of one line differ there and nowhere else
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 _ISO = "%Y-%m-%dT%H:%M:%S%z"  # journalctl's short-iso
 Said = tuple[str | None, str]  # a line's class and its text without the header
 
@@ -81,7 +84,7 @@ class RankFolder:
             self.flush()
             self.emit(Folded(line))
             return
-        said = (str(line.event.log_class) if line.event else None, normalise(line.text).text)
+        said = (str(line.event.log_class) if line.event else None, _ADDRESS.sub("0x?", normalise(line.text).text))
         held = self.copies.setdefault(said, [])
         first = next((f for n in held if rank not in (f := self.pending[n][2]).ranks and _near(f.line, line)), None)
         if first is not None:

@@ -98,6 +98,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool,
                  told: Callable[[str], None] | None = None, label: str = ""):
         self.path, self.known, self.accept_new, self.told, self.label = path, known, accept_new, told, label
+        self.fate: str | None = None  # what became of a key taken on first contact (probe -v says it)
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         where = self.known.revoked(hostname, key)
@@ -112,15 +113,24 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 "against its console) or re-run with --accept-new-host-keys on first contact")
         if not self.accept_new:
             raise UnknownHostKey(hostname, key)
+        check = f"`ssh-keygen -lf {host_key_file(key.get_name())}` on its console says the same if it is the host"
         with _known_hosts_lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                with open(self.path, "a") as f:
+                    f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            except OSError as exc:  # as OpenSSH's accept-new: this run goes on, and says the key stays unrecorded
+                self.fate = f"accepted on first contact, NOT recorded in {self.path} ({exc.strerror or exc})"
+                said = (f"accepted new host key {key.get_name()} {key.fingerprint} for {hostname} for this run "
+                        f"only: it could not be recorded in {self.path} ({exc.strerror or exc}), so a run without "
+                        f"--accept-new-host-keys refuses it ({check})")
+            else:
+                self.fate = f"recorded on first contact in {self.path}"
+                said = (f"recorded new host key {key.get_name()} {key.fingerprint} for {hostname} in {self.path} "
+                        f"(--accept-new-host-keys; {check})")
             client.get_host_keys().add(hostname, key.get_name(), key)
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with open(self.path, "a") as f:
-                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         if self.told is not None:
-            self.told(f"{self.label or hostname}: recorded new host key {key.get_name()} {key.fingerprint} for "
-                      f"{hostname} in {self.path} (--accept-new-host-keys; `ssh-keygen -lf "
-                      f"{host_key_file(key.get_name())}` on its console says the same if it is the host)")
+            self.told(f"{self.label or hostname}: {said}")
 
 
 def ssh_config_of(host: Host) -> sshconfig.Config:
@@ -182,7 +192,8 @@ def _no_banner(exc: BaseException) -> bool:
     reading SSH protocol banner"), or silent past the connect timeout (start_client gives up without a word, and
     the host key lookup after it finds "No existing session")."""
     said = str(exc).lower()
-    return isinstance(exc, SSHException) and ("banner" in said or said == "no existing session")
+    return isinstance(exc, EOFError) or isinstance(exc, SSHException) and (
+        "banner" in said or said == "no existing session" or said.startswith("indecipherable protocol version"))
 
 
 def _gave_up_waiting(exc: BaseException) -> bool:
@@ -257,6 +268,7 @@ class Hop(Connection):  # type: ignore[misc]
     users: int = 0  # targets and hops riding a shared jump host
     shared_key: tuple[Any, ...] | None = None
     opening: threading.Lock | None = None
+    hostkeys: _HostKeyPolicy | None = None  # asked for a key known_hosts lacks
 
     def bind(self, ep: Endpoint, role: str, pin: str | None, via: Hop | None, known: knownhosts.KnownHosts,
              strategy: sshauth.Strategy, timeouts: Timeouts) -> None:
@@ -313,7 +325,8 @@ class Hop(Connection):  # type: ignore[misc]
             f", through {self.via.endpoint.alias}" if self.via is not None and self.via.endpoint else "") + (
             f", through ProxyCommand {ep.proxy_command!r}" if ep.proxy_command else "")
         key = self.transport.get_remote_server_key()
-        where = self.known.where(ep.key_name, key) or "recorded on first contact"
+        where = self.known.where(ep.key_name, key) or (self.hostkeys.fate if self.hostkeys and self.hostkeys.fate
+                                                        else "recorded on first contact")
         lines = [f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})",
                  f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched {where}"]
         notes = self.strategy.notes if self.strategy is not None else []
@@ -384,8 +397,8 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
     label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
-    conn.client.set_missing_host_key_policy(_HostKeyPolicy(record_in, known, opts.accept_new_host_keys,
-                                                           opts.on_new_host_key, label))
+    conn.hostkeys = _HostKeyPolicy(record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label)
+    conn.client.set_missing_host_key_policy(conn.hostkeys)
     return conn
 
 
@@ -439,7 +452,7 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
     if isinstance(exc, (NoValidConnectionsError, ConnectionError, OSError)):
         return (f"{where}: connection refused or unreachable ({getattr(exc, 'strerror', None) or exc}); check "
                 "sshd runs there and the address and port are right")
-    return f"{where}: {type(exc).__name__}: {exc}"
+    return f"{where}: SSH failed: {str(exc).strip() or type(exc).__name__}"
 
 
 def trace_of(conn: Connection) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from paramiko import SSHException
+
 
 class Heard:
     """A socket that keeps the first bytes the host sent: what answered in place of an SSH banner (an HTTP
@@ -45,6 +47,10 @@ def after_banner(where: str, heard: bytes, exc: BaseException, waited: float) ->
     connection (EOFError): its key exchange stalled or was refused. The no-banner words misnamed the first (`sent
     no SSH banner`) and the second said only `EOFError: `. None for anything else."""
     line = next((ln for ln in heard.split(b"\n") if ln.startswith(b"SSH-")), None)
+    if line is not None and isinstance(exc, SSHException) and str(exc).lower() != "no existing session":
+        return (f"{where}: sent its SSH banner ({_shown(line)!r}), then the key exchange failed ({exc}): sshd there "
+                "speaks no SSH fleet can talk to, or something on the path alters the connection; check sshd's log "
+                "there and `ssh -v` from this machine")  # it was `SSHException: Invalid packet blocking`
     if line is None or not (isinstance(exc, EOFError) or str(exc).lower() == "no existing session"):
         return None
     banner = _shown(line)

@@ -172,3 +172,28 @@ def test_an_unknown_host_key_is_shown_by_its_sha256_fingerprint_and_recording_it
             in accepted.stderr), accepted.stderr
     assert known.read_text().startswith(f"[127.0.0.1]:{port} ecdsa-sha2-nistp256 ")
     assert again.returncode == 0 and "recorded" not in again.stderr
+
+
+def test_a_new_key_known_hosts_cannot_take_is_said_as_taken_for_this_run_only(tmp_path, healthy_probe):
+    """A newcomer's form of issue 46, 10: the inventory's known_hosts can be read but not written (immutable, as
+    `chattr +i` makes it for root too; a read-only mount alike). `--accept-new-host-keys` went on, exit 0, saying
+    nothing, and `-v` said `recorded on first contact`; the next run without it refused the host."""
+    from hostkit import _HOST_KEY
+
+    with HostileFleet(tmp_path, {"new": answer(healthy_probe)}) as fleet:
+        known = fleet.folder / "known_hosts"
+        known.write_text("")
+        if subprocess.run(["chattr", "+i", str(known)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not available on this filesystem")
+        try:
+            accepted, _, _ = inv(fleet, "probe", "--host", "new", "--accept-new-host-keys", "-v")
+            again, _, _ = inv(fleet, "probe", "--host", "new", "--json")
+        finally:
+            subprocess.run(["chattr", "-i", str(known)], check=True)
+    words = " ".join(accepted.stderr.split())
+    assert accepted.returncode == 0, accepted.stderr
+    assert (f"fleet: new: accepted new host key ecdsa-sha2-nistp256 {_HOST_KEY.fingerprint} for "
+            f"[127.0.0.1]:{fleet.servers['new'].port} for this run only: it could not be recorded in {known}") in words
+    verbose = " ".join((accepted.stdout + accepted.stderr).split())
+    assert "recorded on first contact" not in verbose and "NOT recorded in" in verbose, verbose
+    assert again.returncode == 1 and "host key unknown" in " ".join(again.stdout.split()), again.stdout

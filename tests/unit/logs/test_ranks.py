@@ -139,3 +139,23 @@ def test_journalctls_no_entries_is_no_line_of_the_unit():
     (inv logs showed it as one, without a time); a unit's own line saying it still is."""
     assert is_separator("-- No entries --")
     assert not is_separator("2026-12-05T02:56:32+0000 sbx0 python3[812]: -- No entries --")
+
+
+def test_the_ranks_copies_of_a_line_naming_their_own_object_address_are_folded():
+    """A newcomer's `inv logs --only warning` on TP 8 (issue 46, 9, a new form): flashinfer's autotuner warns
+    `Skipping tactic <...MoERunner object at 0x7c70ccce8350> 13, ...` from each rank's process, each with its own
+    address (and its own milliseconds, which normalise drops): 192 lines, 8 of each, none folded."""
+    warning = next(line for line in (Path(__file__).resolve().parents[2] / "fixtures/logs/"
+                                     "sglang_startup_ready_sm120_warnings.log").read_text().splitlines()
+                   if "Skipping tactic" in line)
+    out: list[Folded] = []
+    clock = Clock()
+    folder = RankFolder(out.append, clock=clock)
+    for n, pid in enumerate(range(428, 436)):
+        raw = warning.replace("python3[5120]", f"python3[{pid}]").replace("0x7f0c2ce8a350", f"0x7c70ccce{8 + n}350")
+        when, process, text = split_line(raw.replace(",317 -", f",{317 + 13 * n} -"))
+        folder.add(LogLine("sbx0", when, text, None, process))
+    clock.now += 0.6
+    folder.expire()
+    assert [(f.count, f.ranks[0], f.ranks[-1]) for f in out] == [(8, "pid 428", "pid 435")], out
+    assert "object at 0x7c70ccce8350>" in out[0].line.text  # shown as the first copy wrote it

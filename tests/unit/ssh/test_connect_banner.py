@@ -3,7 +3,11 @@ whether the host closed the connection or fleet gave up waiting (real paramiko, 
 
 from __future__ import annotations
 
+import re
 import socket
+import struct
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import loopback
@@ -91,3 +95,52 @@ def test_a_banner_then_nothing_or_a_close_is_said_as_a_stalled_or_refused_key_ex
     assert "sent its SSH banner ('SSH-2.0-OpenSSH_9.2p1 Debian-2'), then " in said, said
     assert ("closed the connection in the key exchange" if then == "close" else "then nothing within 2s") in said, said
     assert "no SSH banner" not in said and "EOFError" not in said, said
+
+
+def _reset(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a TCP reset
+    sock.close()
+
+
+def _banner_then(then: bytes) -> Callable[[socket.socket], None]:
+    def answer(sock: socket.socket) -> None:
+        with sock:
+            sock.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            sock.recv(256)
+            sock.sendall(then)
+            time.sleep(1)
+    return answer
+
+
+def _lines(sock: socket.socket) -> None:
+    with sock:
+        sock.sendall(b"".join(b"hello line %d\r\n" % i for i in range(300)))
+        time.sleep(1)
+
+
+def _ssh1(sock: socket.socket) -> None:
+    with sock:
+        sock.sendall(b"SSH-1.5-OldServer\r\n")
+        time.sleep(1)
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    (_reset, ("closed the connection before sending the SSH banner", "connection refused or unreachable")),
+    (_banner_then(bytes(range(256)) * 32), ("sent its SSH banner ('SSH-2.0-OpenSSH_9.2'), then the key exchange "
+                                            "failed (",)),
+    (_banner_then(struct.pack(">I", 0x7FFFFFFF) + b"\x04" + b"A" * 64), ("then the key exchange failed (",)),
+    (_lines, ("answered with something that is not SSH on that port: 'hello line 0'",)),
+    (_ssh1, ("sent its SSH banner ('SSH-1.5-OldServer'), then the key exchange failed (Incompatible version",)),
+], ids=["reset", "banner-then-garbage", "banner-then-huge-length", "text-lines", "ssh-1.5"])
+def test_a_hostile_host_is_said_in_words_never_as_a_library_exception(tmp_path, answer, words):
+    """A newcomer's hostile hosts (issue 46, 12's kind): a reset before the banner was `EOFError: ` in `inv history`
+    and `inv logs`, a banner then bytes that are no SSH packet `SSHException: Invalid packet blocking`, 300 lines
+    of text `SSHException: Indecipherable protocol version "hello line 99"`, an SSH-1 server `IncompatiblePeer:
+    ...`: a library's exception class and its bare text where every other host gets a sentence."""
+    with loopback.Listener(answer) as host_port:
+        opts = ConnectOptions(timeouts=Timeouts(connect=5.0, banner=5.0), attempts=1)
+        with pytest.raises(ConnectError) as err:
+            open_connection(_host(tmp_path, host_port.port), opts)
+    said = str(err.value)
+    assert any(w in said for w in words), said
+    assert not re.search(r"\b(EOFError|SSHException|IncompatiblePeer)\b", said), said
