@@ -206,7 +206,7 @@ class Inventory:
         pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
-        _no_range(flag, typed)
+        errors.refuse_range(flag, typed)
         if not is_glob(pattern):
             return [self.find(pattern, flag, typed).name]
         found = [h.name for h in self.hosts.values()
@@ -225,7 +225,7 @@ class Inventory:
         pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty group name (a stray comma, or `!` alone?)")
-        _no_range(flag, typed)
+        errors.refuse_range(flag, typed)
         names = [g for g in self.groups if fnmatch.fnmatchcase(g, pattern)] if is_glob(pattern) else \
             [pattern] if pattern in self.groups else []
         if not names:
@@ -269,27 +269,6 @@ class Inventory:
                              f"{as_typed('--group', typed or name_or_address)}")
         raise InputError(f"{given}: no such host in the inventory"
                          + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
-
-
-_RANGE = re.compile(r"\[(\w+):(\w+)\]")  # Ansible's `gpu[01:12]` (a range) or `group[0:2]` (a slice)
-
-
-def _no_range(flag: str, typed: str) -> None:
-    """Ansible's `[1:3]` is refused, naming the hosts it meant: as a glob it is the set {1, :, 3}, which took gpu1 and
-    gpu3 and silently left out gpu2."""
-    m = _RANGE.search(typed)
-    if not m:
-        return
-    lo, hi = m.groups()
-    meant = ""
-    if flag != "--group" and lo.isdigit() and hi.isdigit() and 0 <= int(hi) - int(lo) < 64:
-        sign = typed[:len(typed) - len(typed.lstrip("!&"))]
-        bare = typed[len(sign):]
-        at = m.start() - len(sign)
-        meant = ": " + as_typed(flag, ",".join(f"{sign}{bare[:at]}{str(i).zfill(len(lo))}{bare[at + len(m[0]):]}"
-                                               for i in range(int(lo), int(hi) + 1)))
-    raise InputError(f"{as_typed(flag, typed)}: [{lo}:{hi}] is Ansible's range (or a group's slice), not a glob, "
-                     f"whose [...] is a set of characters{meant}")
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
