@@ -337,6 +337,10 @@ def main() -> None:
         reader_gone(sys.stdout)
     except KeyboardInterrupt:  # while tasks.py and the task modules load
         interrupted()
+    finally:  # the task has said all it says and chosen its exit code: a Ctrl-C in the exit itself (paramiko's
+        # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
+        # silently, exit 130 for a run that had ended and shown its result
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
