@@ -153,11 +153,13 @@ def status(c, inventory=None, host=None, group=None, json=False, port=30000, wat
     if interval is not None and not watch:  # it would be taken and do nothing
         raise cli.bad_input("--interval is the seconds between --watch's refreshes; add --watch")
     if detail and (host or group):  # one of them would be left unread, silently
-        raise cli.bad_input(f"--detail {detail} names its one host: leave out --host and --group")
+        raise cli.bad_input(f"{cli.targets.typed_host(detail, '--detail')} names its one host: leave out --host and "
+                            "--group")
     hosts = cli.select_hosts(inventory, [detail], [], "--detail") if detail else cli.select_hosts(inventory, host,
                                                                                                    group)
     if detail and len(hosts) != 1:  # a glob may name several: --detail shows one host in full
-        raise cli.bad_input(f"--detail {detail}: one host in full ({len(hosts)} matched); name one")
+        raise cli.bad_input(f"{cli.targets.typed_host(detail, '--detail')}: one host in full ({len(hosts)} matched); "
+                            "name one")
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
     raise Exit(code=board.command(hosts, opts, port, json, watch, interval,
                                   cli.console, wide=wide, detail=bool(detail)))

@@ -1,6 +1,6 @@
 """Errors fleet reports to people, the exit codes they map to, and the "did you mean" every name lookup shares
 (hosts, groups, playbooks): difflib's closest known name, the case of the letters aside, else the names known;
-an option named with its value as the operator typed it (as_typed)."""
+an option named with its value as the operator typed it (as_typed), and Ansible's range refused in one."""
 
 from __future__ import annotations
 
@@ -93,3 +93,24 @@ def as_typed(flag: str, value: str) -> str:
 def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--host") -> str:
     """The selection's options as the operator typed them: `--host '!a1' --group pcie`."""
     return " ".join([*(as_typed(host_flag, h) for h in hosts), *(as_typed("--group", g) for g in groups)])
+
+
+_RANGE = re.compile(r"\[(\w+):(\w+)\]")  # Ansible's `gpu[01:12]` (a range) or `group[0:2]` (a slice)
+
+
+def refuse_range(flag: str, typed: str) -> None:
+    """InputError for Ansible's `[1:3]` in a --host/--group pattern, naming the hosts it meant: as a glob it is the
+    set {1, :, 3}, which took gpu1 and gpu3 and silently left out gpu2."""
+    m = _RANGE.search(typed)
+    if not m:
+        return
+    lo, hi = m.groups()
+    meant = ""
+    if flag != "--group" and lo.isdigit() and hi.isdigit() and 0 <= int(hi) - int(lo) < 64:
+        sign = typed[:len(typed) - len(typed.lstrip("!&"))]
+        bare = typed[len(sign):]
+        at = m.start() - len(sign)
+        meant = ": " + as_typed(flag, ",".join(f"{sign}{bare[:at]}{str(i).zfill(len(lo))}{bare[at + len(m[0]):]}"
+                                               for i in range(int(lo), int(hi) + 1)))
+    raise InputError(f"{as_typed(flag, typed)}: [{lo}:{hi}] is Ansible's range (or a group's slice), not a glob, "
+                     f"whose [...] is a set of characters{meant}")

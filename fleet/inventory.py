@@ -207,6 +207,7 @@ class Inventory:
         pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
+        errors.refuse_range(flag, typed)
         if not is_glob(pattern):
             return [self.find(pattern, flag, typed).name]
         found = [h.name for h in self.hosts.values()
@@ -225,6 +226,7 @@ class Inventory:
         pattern = typed.lstrip("!&")
         if not pattern:
             raise InputError(f"{flag}: an empty group name (a stray comma, or `!` alone?)")
+        errors.refuse_range(flag, typed)
         names = [g for g in self.groups if fnmatch.fnmatchcase(g, pattern)] if is_glob(pattern) else \
             [pattern] if pattern in self.groups else []
         if not names:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fleet import site
+from fleet import parallel, site
 from fleet.cli import print_json, real_console, say_host_error, say_on_stderr
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.cli.liveline import say_now
+from fleet.cli.status import INTERRUPTED_LINE
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.patches import audit as archgate
 from fleet.patches import offline
@@ -83,7 +85,11 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
 def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None, sets: list[str],
         full: bool, as_json: bool, console: Console, wide: bool = False) -> int:
     """Exit 0: nothing excludes the SM but what upstream keeps on purpose; 1: gates remain (or a host failed)."""
-    outcomes = archgate.audit_hosts(hosts, opts, packages, sm, sets, full)
+    stopped = False
+    try:
+        outcomes = archgate.audit_hosts(hosts, opts, packages, sm, sets, full)
+    except parallel.PartlyDone as stop:  # Ctrl-C: what was gathered is shown, the rest marked interrupted
+        outcomes, stopped = stop.rows, True
     if as_json:
         print_json({"hosts": [o.value.to_json() if o.value else {"host": o.host.name, "error": o.error}
                               for o in outcomes]})
@@ -92,6 +98,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
             say_host_error(o.error or f"{o.host.name}: failed", wide)
             continue
         show(o.value, console, wide)
+    if stopped:  # 130 whatever the rows say: the audit is not whole
+        say_now(INTERRUPTED_LINE)
+        return EXIT_INTERRUPTED
     if any(not o.ok for o in outcomes):
         return EXIT_HOST_FAILED
     return EXIT_OK if all(o.value is not None and not o.value.remaining for o in outcomes) else EXIT_HOST_FAILED

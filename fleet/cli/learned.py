@@ -8,12 +8,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleet import inventory, site
-from fleet.cli import console, print_json
+from fleet import errors, inventory, site
+from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.hosttext import escape
 from fleet.deploy import fingerprint, slolearned
 from fleet.deploy.fingerprint import Learned, Selection
-from fleet.errors import EXIT_OK, InputError
+from fleet.errors import EXIT_OK, InputError, as_typed
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -28,6 +28,7 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
                 raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)")
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
+    _say_unknown(hosts, playbook, rungs)
     named = set(hosts)
     if groups:
         path = Path(inventory_file) if inventory_file else site.find().inventory
@@ -36,6 +37,19 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
             raise InputError(f"--group {', '.join(groups)}: no hosts in {path}")
         named |= members
     return Selection(frozenset(named), playbook, frozenset(rungs), key)
+
+
+def _say_unknown(hosts: Sequence[str], playbook: str | None, rungs: Sequence[str]) -> None:
+    """Each name given that nothing learned has, said on stderr with the nearest learned one (a typo's `nothing
+    learned matches` named no host, and beside a good name the typo was dropped in silence)."""
+    rows, slo = fingerprint.learned(Selection()), slolearned.load()
+    known = {"--host": {r.host for r in rows} | {w.host for e in slo for w in e.wins},
+             "--playbook": {r.playbook for r in rows} | {e.playbook for e in slo}, "--rung": {r.rung for r in rows}}
+    for option, values in (("--host", hosts), ("--playbook", [playbook] if playbook else []), ("--rung", rungs)):
+        for value in values:
+            if value not in known[option]:
+                say_on_stderr(f"{as_typed(option, value)}: nothing was learned of that name"
+                              f"{errors.hint(value, known[option])}")
 
 
 def _table(rows: list[Learned], title: str) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet import site
+from fleet import parallel, site
 from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.audit import render_audit
 from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
+from fleet.cli.liveline import say_now
 from fleet.deploy.inputs import load_playbook
-from fleet.errors import EXIT_HOST_FAILED, EXIT_OK, InputError
+from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
 from fleet.multihost import patch as patch_run
 from fleet.multihost import router as routing
@@ -125,7 +126,11 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
         book, path = load_playbook(playbook)
         if action != "check":
             hooks = routing.hooks_for(hosts, book, path, opts or ConnectOptions(), {}, progress)
-    results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit, book, hooks, progress)
+    stopped = False
+    try:
+        results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit, book, hooks, progress)
+    except parallel.PartlyDone as stop:  # Ctrl-C: every host's result is shown, those it left saying where they are
+        results, stopped = stop.rows, True
     if as_json:
         print_json({"action": action, "sets": [s.name for s in sets], "hosts": [r.to_json() for r in results]})
     else:
@@ -137,6 +142,9 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
             if r.release:
                 console.print(f"{escape(r.host)}: recorded as release {escape(r.release)} (`inv rollback` undoes it)",
                               soft_wrap=wide)
+    if stopped:  # 130 whatever the rows say: the run is not whole
+        say_now("interrupted: each host's result above says where it is")
+        return EXIT_INTERRUPTED
     return exit_code(results)
 
 

@@ -33,7 +33,7 @@ from invoke.parser.argument import Argument
 from invoke.program import Program
 
 from fleet.cli import liblog, reader_gone, tasking
-from fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, did_you_mean, known_names
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
 _UNKNOWN = re.compile(r"^No idea what '(.*)' is!$")
@@ -264,8 +264,23 @@ class FleetProgram(Program):
         tasking.print_help(name, self.collection[name])
 
     def parse_cleanup(self) -> None:
+        self._list_root()
         with self._bad_input(casts=False):
             super().parse_cleanup()
+
+    def _list_root(self) -> None:
+        """`inv -l deploy` said invoke's `Sub-collection 'deploy' not found!`, exit 1 (a failed host's code)."""
+        root = self.args.list.value
+        if not isinstance(root, str):
+            return
+        try:
+            self.collection.subcollection_from_path(root)
+        except KeyError:
+            spaces = list(self.collection.collections)
+            why = (f"a task, not a namespace of tasks: `{self.binary} {root} --help` is its help"
+                   if root in self.collection.task_names else
+                   f"no such namespace of tasks{did_you_mean(root, spaces) or known_names(spaces)}")
+            raise self._said(f"{self.binary}: --list {root}: {why} (`{self.binary} --list` lists the tasks)") from None
 
     @contextmanager
     def _bad_input(self, casts: bool = True) -> Iterator[None]:
@@ -322,6 +337,10 @@ def main() -> None:
         reader_gone(sys.stdout)
     except KeyboardInterrupt:  # while tasks.py and the task modules load
         interrupted()
+    finally:  # the task has said all it says and chosen its exit code: a Ctrl-C in the exit itself (paramiko's
+        # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
+        # silently, exit 130 for a run that had ended and shown its result
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,8 @@ def command(host: Host, opts: ConnectOptions, as_json: bool, power_cycle: bool, 
     loaded = load_playbook(name, checked=playbook is not None) if name else None
     guest = pve.guest_of(host)  # bad input ends here, exit 2, before any host or API is contacted
     client = pve.Proxmox.of(host, guest) if guest else None
-    say = (lambda m: None) if as_json else (lambda m: console.print(f"{escape(host.name)} {escape(m)}",
-                                                                   highlight=False))
-    progress = progress_to(as_json)
+    progress = progress_to(as_json, live=True)
+    say = progress(host)  # every step on stderr, --json too; a long wait's Live line drawn in place or said each 30 s
     hooks = routing.hooks_for([host], *loaded, opts, {}, progress) if loaded and not dry_run else None
     router = hooks.book.router.unit if hooks and hooks.book.router and hooks.host.name == host.name else None
 

@@ -47,11 +47,11 @@ def require_target(task: str, hosts: Sequence[str], groups: Sequence[str], every
                          "host of the inventory")
 
 
-def typed_host(value: str) -> str:
+def typed_host(value: str, flag: str = "--host") -> str:
     """`--host 'gpu-*'`: the one host a task takes, as typed (quoted where a shell needs it)."""
     from fleet.errors import as_typed  # deferred, as above
 
-    return as_typed("--host", value)
+    return as_typed(flag, value)
 
 
 def check_to(to: str | None) -> None:

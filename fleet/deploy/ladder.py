@@ -35,7 +35,7 @@ from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
 from fleet.logs.rules import LogClass
-from fleet.outcomes import DeployStatus, Outcome
+from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.patches import engine as patches
 from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
@@ -79,6 +79,10 @@ def patches_in_place(conn: Connection, host: Host, wanted: list[str]) -> bool:
     res = patches.check_host(conn, host, patchsets.load_sets(patchsets.available()))
     return all((sp.state != patchplan.APPLICABLE) if sp.name in wanted else (sp.state != patchplan.APPLIED)
                for sp in res.sets)
+
+
+class StoppedBeforeChange(Exception):
+    """Ctrl-C came after the release was opened and before the first rung touched the server."""
 
 
 class Deployer:
@@ -228,6 +232,9 @@ class Deployer:
             served = self._climb(conn, run, rungs, facts, tried)
             if served is not None:
                 return replace(result, status=DeployStatus.OK, config=served, attempts=[*result.attempts, *tried])
+        except StoppedBeforeChange:  # the release was opened, the server never touched: closed, nothing else
+            run.fail(ReleaseStatus.INTERRUPTED)
+            return self.stopped(replace(result, release=previous.id if previous else None))
         except ConnectionLost:
             raise  # nothing more can be done from here: the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
@@ -284,6 +291,8 @@ class Deployer:
         serves and its release is current, else None."""
         last: str | None = None
         for rung in rungs:
+            if parallel.stopping() and not self.runner.touched:  # Ctrl-C while the release opened: still no change
+                raise StoppedBeforeChange
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue

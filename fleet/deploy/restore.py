@@ -39,7 +39,7 @@ from fleet.outcomes import Outcome, ReleaseStatus, ServerVerdict
 from fleet.patches import engine as patches
 from fleet.patches import sets as patchsets
 from fleet.playbook import Playbook
-from fleet.progress import Progress
+from fleet.progress import Progress, ticking
 
 
 class Rendered(Protocol):
@@ -197,7 +197,7 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     if isinstance(copies, str):
         return refused(copies)
     try:
-        stop_and_empty_gpus(conn, host, unit_of(release), book.budgets.stop, say)
+        stop_server(conn, host, unit_of(release), book.budgets.stop, say)
     except ConnectionLost:
         raise
     except ServiceError as exc:  # e.g. nvidia-smi failing once: the files still go back, the start then tells
@@ -207,6 +207,15 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
         return refused(problem)
     daemon_reload(conn, host)
     return None
+
+
+def stop_server(conn: Connection, host: Host, unit: str, budget: float, say: Progress) -> None:
+    """The unit stopped and its GPUs emptied, said first and, while it lasts, where it stands against its budget (a
+    real server's stop takes up to its TimeoutStopSec, then the GPUs' release: a rollback or a fall-back was silent
+    through it)."""
+    say(f"stopping {unit} and emptying the GPUs (budget {budget:.0f}s)")
+    with ticking(say, "stop", budget):
+        stop_and_empty_gpus(conn, host, unit, budget, say)
 
 
 def put_files(conn: Connection, host: Host, release: Release, copies: dict[str, bytes]) -> str | None:
@@ -253,7 +262,7 @@ class ServerSteps:
         return self.release.id
 
     def stop(self) -> None:
-        stop_and_empty_gpus(self.conn, self.host, self.unit, self.book.budgets.stop, self.say)
+        stop_server(self.conn, self.host, self.unit, self.book.budgets.stop, self.say)
 
     def put_back(self, previous: Release) -> ServerVerdict:
         rolled = restore(self.conn, self.host, self.store, previous, self.book, self.say)

@@ -86,8 +86,20 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
             session.close()
 
     if hooks is None or action == "check":
-        return [o.value if o.ok and o.value is not None else HostResult(o.host.name, action, False, error=o.error)
-                for o in parallel.run_all(hosts, one)]
+        started: set[str] = set()
+
+        def begun(host: Host) -> HostResult:
+            started.add(host.name)
+            return one(host)
+
+        try:
+            outcomes: list[parallel.HostOutcome[HostResult] | None] = list(parallel.run_all(
+                hosts, begun, ends=parallel.STEP_ENDS if action == "check" else PATCH_ENDS,
+                left=parallel.STEP_LEFT if action == "check" else PATCH_LEFT))
+        except parallel.Interrupted as stop:  # every host's result, those a Ctrl-C left saying where they are
+            raise parallel.PartlyDone([_result(h, o, action, h.name in started)
+                                       for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
+        return [_result(h, o, action, True) for h, o in zip(hosts, outcomes, strict=True)]
     results = []
     for host in hosts:  # one replica out of the router at a time
         try:
@@ -99,6 +111,23 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
             if hooks.taken_out(host) or host.name in cleaned:
                 routing.back_in(hooks, host, DeployStatus.FAILED, wait=hooks.book.budgets.ready)
     return results
+
+
+PATCH_ENDS = "a patch run ends on its own, all or nothing"  # what a host under way does after a Ctrl-C
+PATCH_LEFT = "the next patch, deploy or rollback there takes over its lock and puts back what it left half-done"
+
+
+def _result(host: Host, outcome: parallel.HostOutcome[HostResult] | None, action: str, started: bool) -> HostResult:
+    """A host's result; one a Ctrl-C left (None) says whether it never started or was left mid-run."""
+    if outcome is None:
+        if action == "check":
+            return HostResult(host.name, action, False, error=f"{host.name}: {parallel.INTERRUPTED_ROW}")
+        why = (f"interrupted while patching (Ctrl-C again): {PATCH_LEFT}" if started else
+               "not started: interrupted (Ctrl-C), nothing changed")
+        return HostResult(host.name, action, False, error=f"{host.name}: {why}")
+    if outcome.ok and outcome.value is not None:
+        return outcome.value
+    return HostResult(host.name, action, False, error=outcome.error)
 
 
 def _recover(s: HostSession, lock: hostlock.Lock, given: Playbook | None = None,

@@ -31,7 +31,7 @@ from fleet.host.releases import STOPPED_MARK
 from fleet.host.session import ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, standing
 from fleet.ssh.connect import ConnectOptions
 from fleet.yamlfile import JsonObject
 
@@ -138,10 +138,11 @@ def vm(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep: Sleep
     late: str | None = None
     try:
         deadline = time.monotonic() + wait_s
-        while proxmox.status() != "stopped":
+        while (state := proxmox.status()) != "stopped":
             if time.monotonic() > deadline:
                 late = f"Proxmox VM {proxmox.guest.vmid} still running {wait_s:g}s after stop"
                 break
+            say(standing("VM stop", wait_s - (deadline - time.monotonic()), wait_s, f"status {state}"))
             sleep(1)
     finally:  # an error or Ctrl-C in the wait goes on after the start
         try:
@@ -158,24 +159,27 @@ Sessions = Callable[[Host, ConnectOptions], HostSession]  # how a session to a h
 Sleep = Callable[[float], None]  # how the waits for a VM and for SSH pause between looks (tests: no pause)
 
 
-def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str,
-                 sessions: Sessions = HostSession.open, sleep: Sleep = time.sleep) -> HostSession:
+def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str, sessions: Sessions = HostSession.open,
+                 sleep: Sleep = time.sleep, say: Progress = quiet) -> HostSession:
     """A session on the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in the old
-    boot, before the reboot takes it down, is not the recovered host)."""
-    deadline = time.monotonic() + wait_s
+    boot, before the reboot takes it down, is not the recovered host). Each look that finds none says where the
+    wait stands, with what the look was told."""
+    start = time.monotonic()
     while True:
         try:
             s = sessions(host, opts)
             try:
                 if s.boot_id() != old_boot:
                     return s
-            except (FleetError, EOFError, OSError, SSHException):
-                pass
+                last = "sshd still in the boot before"
+            except (FleetError, EOFError, OSError, SSHException) as exc:
+                last = str(exc) or type(exc).__name__
             s.close()
-        except (FleetError, EOFError, OSError, SSHException):
-            pass
-        if time.monotonic() > deadline:
+        except (FleetError, EOFError, OSError, SSHException) as exc:
+            last = str(exc) or type(exc).__name__
+        if time.monotonic() - start > wait_s:
             raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
+        say(standing("next boot", time.monotonic() - start, wait_s, last))
         sleep(1)
 
 
@@ -222,8 +226,8 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
         return RecoverResult(host.name, action, why, faults_before=[why], ok=True)
     say(f"{why}; the VM goes through the Proxmox API")
     steps = vm_steps(proxmox, action, wait_s, say, sleep)
-    say("waiting for SSH")
-    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep),
+    say(f"waiting for SSH in the next boot (budget {wait_s:g}s)")
+    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say),
                         RecoverResult(host.name, action, why, steps, faults_before=[why]))
 
 
@@ -296,9 +300,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
             raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(steps))}") from None
     if action == GPU_RESET:
         return probed_again(sessions(host, opts), RecoverResult(host.name, action, why, steps, faults))
-    say("waiting for SSH")
+    say(f"waiting for SSH in the next boot (budget {wait_s:g}s)")
     try:
-        s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep)
+        s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep, say)
     except FleetError as exc:
         raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(steps))}") from None
     if lock is not None:
@@ -341,9 +345,9 @@ def _after_lost_link(host: Host, opts: ConnectOptions, proxmox: Proxmox | None, 
     if action != REBOOT:  # the API needs no connection to the host
         assert proxmox is not None
         return vm_steps(proxmox, action, wait_s, say, sleep)
-    say("the connection was lost under the GPU reset: waiting for SSH to reboot")
+    say(f"the connection was lost under the GPU reset: waiting for SSH to reboot (budget {wait_s:g}s)")
     try:
-        again = wait_for_ssh(host, opts, wait_s, "", sessions, sleep)
+        again = wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say)
     except FleetError:
         raise FleetError(f"{host.name}: the connection was lost under `nvidia-smi -r` and did not come back in "
                          f"{wait_s:g}s; {host.unit} was stopped for the reset: reboot the host (or start "

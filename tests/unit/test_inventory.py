@@ -318,3 +318,29 @@ def test_a_pattern_is_named_as_a_shell_would_need_it_again(value):
     import shlex
 
     assert inventory.as_typed("--host", value) == f"--host {shlex.quote(value)}"
+
+
+@pytest.mark.parametrize(("hosts", "groups", "said"), [
+    # a glob's [1:3] is the set {1, :, 3}: it took pve-gpu-01 and pve-gpu-03 and left out pve-gpu-02, silently
+    (["pve-gpu-0[1:3]"], [], "--host 'pve-gpu-0[1:3]': [1:3] is Ansible's range (or a group's slice), not a glob, "
+                             "whose [...] is a set of characters: --host pve-gpu-01,pve-gpu-02,pve-gpu-03"),
+    (["!pve-gpu-0[2:3]"], [], "--host '!pve-gpu-0[2:3]': [2:3] is Ansible's range (or a group's slice), not a glob, "
+                              "whose [...] is a set of characters: --host '!pve-gpu-02,!pve-gpu-03'"),
+    (["pve-gpu-[01:02]"], [], "--host 'pve-gpu-[01:02]': [01:02] is Ansible's range (or a group's slice), not a "
+                              "glob, whose [...] is a set of characters: --host pve-gpu-01,pve-gpu-02"),
+    ([], ["pcie[0:1]"], "--group 'pcie[0:1]': [0:1] is Ansible's range (or a group's slice), not a glob, whose [...] "
+                        "is a set of characters"),
+])
+def test_ansibles_range_is_said_not_taken_as_a_glob(tmp_path, hosts, groups, said):
+    """Found by the seventh newcomer's hour (issue 46, finding 6): `-H 'sbx[0:3]'`, Ansible's range, selected sbx0
+    and sbx3 and said nothing of sbx1 and sbx2."""
+    path = write(tmp_path, "hosts.yaml", FLEET)
+    with pytest.raises(InputError) as err:
+        inventory.load(path).select(hosts, groups, default_file=path)
+    assert str(err.value) == said
+
+
+def test_a_glob_of_characters_and_an_ipv6_address_are_no_range(tmp_path):
+    path = write(tmp_path, "hosts.yaml", FLEET + "  v6: {address: 'fe80::1'}\n")
+    assert [h.name for h in inventory.load(path).select(["pve-gpu-0[13]", "fe80::1"], [])] == \
+        ["pve-gpu-01", "pve-gpu-03", "v6"]

@@ -96,3 +96,23 @@ def test_forget_clears_what_the_slo_tunes_learned_too_but_not_for_a_rung(state):
     assert done.returncode == 0 and "forgot sbx0's winner of 0123456789abcdef glm5-nvfp4" in done.stdout, done.stderr
     assert slo.with_name("slo-learned.json.bak").read_bytes() == before
     assert json.loads(inv(state, "learned", "--json").stdout)["slo"] == []
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("learned", "--host", "sbx44"), "fleet: --host sbx44: nothing was learned of that name; did you mean sbx4?"),
+    (("forget", "--host", "sbx4", "--host", "sbx44", "--dry-run"),
+     "fleet: --host sbx44: nothing was learned of that name; did you mean sbx4?"),
+    (("forget", "--rung", "plain-c", "--dry-run"), "fleet: --rung plain-c: nothing was learned of that name; did you "
+                                                   "mean plain-b?"),
+    (("learned", "--playbook", "llama-fleet-c"), "fleet: --playbook llama-fleet-c: nothing was learned of that name; "
+                                                 "did you mean llama-fleet-"),
+    (("learned", "--host", "zzz"), "fleet: --host zzz: nothing was learned of that name (known: sbx1, sbx2, sbx3,"),
+])
+def test_a_name_nothing_was_learned_of_says_the_nearest_one(state, args, said):
+    """Found by the seventh newcomer's hour (issue 46, finding 6): `inv forget -H sbx00` (sbx0 meant) said only
+    `nothing learned matches; nothing changed`, and `-H sbx0 -H sbx00` forgot sbx0's and said nothing of sbx00."""
+    before = state.read_bytes()
+    done = inv(state, *args)
+    assert done.returncode == 0, done.stderr
+    assert said in done.stderr, done.stderr
+    assert state.read_bytes() == before

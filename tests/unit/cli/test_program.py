@@ -78,6 +78,11 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
                  "task's)"),
+    # invoke's own words, exit 1 (a failed host's code): `Sub-collection 'deploy' not found!`
+    (["-l", "deploy"], "inv: --list deploy: a task, not a namespace of tasks: `inv deploy --help` is its help "
+                       "(`inv --list` lists the tasks)"),
+    (["--list", "sandbx"], "inv: --list sandbx: no such namespace of tasks; did you mean sandbox? (`inv --list` lists "
+                           "the tasks)"),
 ])
 def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(args, said):
     done = run("inv", *args)

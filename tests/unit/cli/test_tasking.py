@@ -171,7 +171,7 @@ def test_an_option_that_would_do_nothing_is_refused(args, says, tmp_path):
 @pytest.mark.parametrize(("detail", "says"), [
     ("sbx9", "--detail sbx9: no such host in the inventory; did you mean sbx1?"),
     ("nosuch", "--detail nosuch: no such host in the inventory (known: sbx0, sbx1)"),
-    ("sbx*", "--detail sbx*: one host in full (2 matched); name one"),
+    ("sbx*", "--detail 'sbx*': one host in full (2 matched); name one"),  # quoted as typed: it was bare
 ])
 def test_detail_names_itself_and_one_host(detail, says, tmp_path):
     """Newcomer's third hour: `inv status --detail sbx9` (a typo) said '--host sbx9: no such host', an option never
