@@ -98,12 +98,15 @@ def as_given(hosts: Sequence[str], groups: Sequence[str], host_flag: str = "--ho
 _RANGE = re.compile(r"\[(\w+):(\w+)\]")  # Ansible's `gpu[01:12]` (a range) or `group[0:2]` (a slice)
 
 
-def refuse_range(flag: str, typed: str) -> None:
-    """InputError for Ansible's `[1:3]` in a --host/--group pattern, naming the hosts it meant: as a glob it is the
-    set {1, :, 3}, which took gpu1 and gpu3 and silently left out gpu2."""
+def pattern_of(flag: str, typed: str, what: str) -> str:
+    """A --host/--group pattern without its `!`/`&`. InputError for an empty one, and for Ansible's `[1:3]`, naming
+    the hosts it meant: as a glob it is the set {1, :, 3}, which took gpu1 and gpu3 and silently left out gpu2."""
+    pattern = typed.lstrip("!&")
+    if not pattern:
+        raise InputError(f"{flag}: an empty {what} (a stray comma, or `!` alone?)")
     m = _RANGE.search(typed)
     if not m:
-        return
+        return pattern
     lo, hi = m.groups()
     meant = ""
     if flag != "--group" and lo.isdigit() and hi.isdigit() and 0 <= int(hi) - int(lo) < 64:

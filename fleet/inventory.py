@@ -204,10 +204,7 @@ class Inventory:
     def _hosts_matching(self, flag: str, typed: str) -> list[str]:
         """Host names a --host pattern matches (its `!`/`&` aside): a name, an address, or a glob over names and
         addresses. Errors name the pattern as typed (`--host '!a3'`)."""
-        pattern = typed.lstrip("!&")
-        if not pattern:
-            raise InputError(f"{flag}: an empty name (a stray comma, or `!` alone?)")
-        errors.refuse_range(flag, typed)
+        pattern = errors.pattern_of(flag, typed, "name")
         if not is_glob(pattern):
             return [self.find(pattern, flag, typed).name]
         found = [h.name for h in self.hosts.values()
@@ -223,10 +220,7 @@ class Inventory:
     def _group_members(self, flag: str, typed: str) -> list[str]:
         """Host names of the groups a --group pattern matches (its `!`/`&` aside: a name or a glob over group
         names)."""
-        pattern = typed.lstrip("!&")
-        if not pattern:
-            raise InputError(f"{flag}: an empty group name (a stray comma, or `!` alone?)")
-        errors.refuse_range(flag, typed)
+        pattern = errors.pattern_of(flag, typed, "group name")
         names = [g for g in self.groups if fnmatch.fnmatchcase(g, pattern)] if is_glob(pattern) else \
             [pattern] if pattern in self.groups else []
         if not names:
