@@ -8,7 +8,7 @@ save the launcher, which a unit starts.
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     venv_site.py    a venv's packages read as data by patch_host.py and scan.py (`#@include venv_site.py`)
     owner.py        who may change a venv or a path: the one rule before fleet runs a venv's code or writes
-                    there (as_owner.py and patch_host.py: `#@include owner.py`)
+                    there (as_owner.py and patch_host.py: `#@include owner.py`); its drop() is kcache.py's too
     as_owner.py     a command that runs a venv's code, run as the venv's owner where that is not root
     interpreter.sh  the host's own python checked (root's all the way to its real file) before any program runs on it
     pycheck.sh      that check as a shell function (interpreter.sh, status.sh, venv_build.sh: `#@include pycheck.sh`)

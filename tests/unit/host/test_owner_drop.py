@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.host import kcache
 from fleet.host import programs as hostside
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="drops privileges: needs root (CI runs as root)"),
@@ -94,3 +95,19 @@ def test_the_patch_engine_writes_with_the_same_drop_as_the_venvs_code(top):
     assert as_owner == [f"setgroups(2, [{GID}, {EXTRA}])", f"setgid({GID})", f"setuid({UID})"]
     assert patch == as_owner * (len(patch) // 3) and patch, patch  # one drop per write: the probe, the write
 
+
+
+def test_the_cache_steps_drop_to_the_servers_user_as_the_venvs_code_does(top):
+    """kcache.py's --user drop is owner.py's drop(), shipped with it (`#@include owner.py`): the same uid, gid and
+    groups as the venv's code. Failed before (the second part): kcache.py kept a _drop of its own that matched
+    drop() by its calls only, written twice."""
+    _users_venv(top)
+    _as_the_user_exists(top, "sh", "-c", hostside.as_owner(str(top / "venv"), "true"))
+    as_owner = _drop_seen(top)
+    done = _as_the_user_exists(top, "sh", "-c", kcache.command("/unused", "dropper", "collect", "1000000",
+                                                                  str(top / "cache" / "ops")))
+    assert done.returncode == 0, done.stderr
+    assert _drop_seen(top) == as_owner == [f"setgroups(2, [{GID}, {EXTRA}])", f"setgid({GID})", f"setuid({UID})"]
+    source = (Path(hostside.__file__).parent / "kcache.py").read_text()
+    assert not re.search(r"\bos\.(setuid|setgid|setgroups|initgroups)\(", source)
+    assert hostside.text("owner.py") in hostside.text("kcache.py")
