@@ -180,8 +180,8 @@ def test_the_hosts_target_and_the_model_check_run_the_checked_python_never_a_pyt
     conn = _Here(f"{users}:/usr/sbin:/usr/bin:/sbin:/bin")
     remote.use_runner(conn, conn)  # type: ignore[arg-type]
     (top / "model").mkdir()
-    target = venvs.host_target(conn, HOST)  # type: ignore[arg-type]
-    said = serverchecks.model_check(conn, HOST, str(top / "model"))  # type: ignore[arg-type]
+    target = venvs.host_target(conn, HOST)
+    said = serverchecks.model_check(conn, HOST, str(top / "model"))
     assert not (users / "ran").exists()
     version = subprocess.run([REAL, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
                              text=True).stdout.strip()

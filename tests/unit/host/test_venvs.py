@@ -280,7 +280,7 @@ def _users(host: dict[str, Path]) -> Path:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes files of another user: needs root (CI runs as root)")
-def test_root_builds_no_venv_on_a_python_a_user_may_change_nor_with_their_uv(host):
+def test_root_builds_no_venv_on_a_python_a_user_may_change_nor_with_their_uv(host: dict[str, Path]) -> None:
     """Fails before: venv_build.sh ran a bare `python3` from PATH (a user's folder first: their python3, as root,
     and the venv built on it) and the first uv on PATH. Now: $1 absolute and checked (pycheck.sh, exit 77 and one
     line, nothing built); a uv the check refuses is not used (pip builds)."""
