@@ -31,8 +31,9 @@ def launch_help(conn: Connection, host: Host, venv: str) -> str:
 
 
 def model_check(conn: Connection, host: Host, path: str) -> str:
-    """What is missing of the model folder (config.json, shards its index names), "" when it is whole."""
-    return sh(conn, host, f"python3 -c {shlex.quote(_MODEL_CHECK)} {shlex.quote(path)}").strip()
+    """What is missing of the model folder (config.json, shards its index names), "" when it is whole; read as root
+    by the host's own python, checked (hostside.checked_python), never a python3 a PATH finds first."""
+    return sh(conn, host, hostside.checked_python("-c", _MODEL_CHECK, path)).strip()
 
 
 def port_users(conn: Connection, host: Host, port: int, unit: str) -> str:

@@ -8,7 +8,7 @@
 for the host's Python and platform (`host_target`; fleet.upstream.lockfile), and only those the host lacks sent,
 streamed from disk, once the host was seen to have room for them and the venv (`space_problem`); then
 host/programs/venv_build.sh installs exactly those files by path (uv where the host has one that runs, else
-pip; `--no-index`, offline, with the host's own `python3`).
+pip; `--no-index`, offline, on the host's own /usr/bin/python3, checked first: pycheck.sh).
 Nothing here stops or changes a server: a deploy builds before it stops anything. `prune` drops the venvs no
 kept release's unit names (host/programs/venv_prune.sh).
 """
@@ -154,12 +154,17 @@ def host_python(conn: Connection, host: Host) -> str:
     return host_target(conn, host).python
 
 
+_TARGET_CODE = ("import platform, sys; v = sys.version_info; "
+                "print('%d.%d %d.%d.%d' % (v[:2] + v[:3]), platform.machine(), platform.libc_ver()[1] or '-')")
+
+
 def host_target(conn: Connection, host: Host) -> wheelhouse.Target:
     """The Python and platform the host's venvs are built for (one round trip, reads only)."""
-    res = run(conn, host, "python3 -c 'import platform, sys; v = sys.version_info; print(\"%d.%d %d.%d.%d\" % "
-                          "(v[:2] + v[:3]), platform.machine(), platform.libc_ver()[1] or \"-\")'", timeout=60)
+    res = run(conn, host, hostside.checked_python("-c", _TARGET_CODE), timeout=60)
     if not res.ok:
-        raise VenvError(f"{host.name}: no python3 to build a venv with (exit {res.exited})")
+        why = res.stderr.strip().splitlines()[-1:] if res.exited == 77 else []
+        raise VenvError(f"{host.name}: no {hostside.SYSTEM_PYTHON} to build a venv with (exit {res.exited})"
+                        + "".join(f": {w[:200]}" for w in why))
     try:
         return parse_target(res.stdout)
     except VenvError as exc:
@@ -274,8 +279,8 @@ def ensure(conn: Connection, host: Host, pins: dict[str, str], say: Progress, lo
         marker = json.dumps({"pins": pins, "python": python, "wheels": {w.filename: w.sha256 for w in wheels}})
         args = [f"{w.sha256} {w.filename}" for w in wheels]  # installed by path: these files and no others
         with ticking(say, "venv build", BUILD_TIMEOUT_S):
-            res = run(conn, host, hostside.sh_command("venv_build.sh", "python3", venv.path, WHEELS, marker, *args),
-                      timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
+            build = hostside.sh_command("venv_build.sh", hostside.SYSTEM_PYTHON, venv.path, WHEELS, marker, *args)
+            res = run(conn, host, build, timeout=BUILD_TIMEOUT_S, max_output=1 << 20)
     except (ServiceError, CommandTimedOut, OutputTooLarge) as exc:  # sending or building: nothing stopped yet
         raise VenvError(f"{host.name}: the venv {venv.path} could not be built: {said(str(exc))}") from None
     if not res.ok:

@@ -126,7 +126,7 @@ class HostStatus:
 
 def command(unit: str, port: int) -> str:
     """The status round trip: fleet/host/programs/status.sh with the unit, the port and fleet's state folder."""
-    return hostside.sh_command("status.sh", unit, str(int(port)), ROOT)
+    return hostside.sh_command("status.sh", unit, str(int(port)), ROOT, hostside.SYSTEM_PYTHON)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -176,16 +176,20 @@ def parse(host: Host, output: str) -> HostStatus:
     release, rung, playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
     boot = not_at_boot(host, unit.get("UnitFileState")) if release else None
     code = parts[2].strip() if len(parts) > 2 else ""
-    actual = {}
+    actual, unchecked = {}, None
     for line in (parts[3] if len(parts) > 3 else "").splitlines():
         bits = line.split(None, 1)
         if len(bits) == 2 and len(bits[0]) == 64:
             actual[bits[1].strip()] = bits[0]
+        elif bits[:1] == ["refused"]:  # the host's python3 failed status.sh's check: nothing hashed, nothing run
+            unchecked = _text(line[len("refused"):].strip(), 200)
     expected = {p: m.get("sha256") for p, m in _of(manifest.get("files"), dict).items()
                 if not p.startswith("before:") and isinstance(m, dict)}
     expected.update(_of(_of(manifest.get("patches"), dict).get("files"), dict))
+    if unchecked and expected:
+        drift.append(f"files not checked: {unchecked}")
     for path, sha in expected.items():
-        if actual.get(path) != sha:
+        if not unchecked and actual.get(path) != sha:
             drift.append(path + (" (missing)" if path not in actual else " (changed)"))
     draws, limits = [], []
     for line in (parts[4] if len(parts) > 4 else "").splitlines():

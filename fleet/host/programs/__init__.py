@@ -8,9 +8,10 @@ save the launcher, which a unit starts.
     scan.py         inv audit's scan of installed packages for arch gates (fleet.patches.audit)
     venv_site.py    a venv's packages read as data by patch_host.py and scan.py (`#@include venv_site.py`)
     owner.py        who may change a venv or a path: the one rule before fleet runs a venv's code or writes
-                    there (as_owner.py and patch_host.py: `#@include owner.py`)
+                    there (as_owner.py and patch_host.py: `#@include owner.py`); its drop() is kcache.py's too
     as_owner.py     a command that runs a venv's code, run as the venv's owner where that is not root
     interpreter.sh  the host's own python checked (root's all the way to its real file) before any program runs on it
+    pycheck.sh      that check as a shell function (interpreter.sh, status.sh, venv_build.sh: `#@include pycheck.sh`)
     write.sh        every file fleet writes on a host: stdin to a temp file in the same folder, then rename
                     (fleet.host.service.write_atomic), as root through sudo on a become host; with `keep`,
                     the old file stays beside it as a hardlink named by its sha256
@@ -42,7 +43,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("probe.sh", "status.sh", "patch_host.py", "scan.py", "launch.py", "write.sh", "putback.sh", "xid.sh",
            "exec.sh", "p2p_check.py", "venv_build.sh", "venv_prune.sh", "canary_load.py", "kcache.py",
-           "venv_site.py", "owner.py", "as_owner.py", "interpreter.sh")
+           "venv_site.py", "owner.py", "as_owner.py", "interpreter.sh", "pycheck.sh")
 _INCLUDE = "#@include "
 
 
@@ -69,7 +70,12 @@ def system_python_command(name: str, *args: str) -> str:
     no user site, no .pth), never on a venv's: fleet runs as root, and a venv's interpreter, .pth files and
     packages are whatever its owner made them. The interpreter is checked first, in the same round trip
     (interpreter.sh: root's all the way, else exit 77 and one line), as it is what owner.py's rule runs on."""
-    return sh_command("interpreter.sh", SYSTEM_PYTHON, "-I", "-S", "-c", text(name), *args)
+    return checked_python("-c", text(name), *args)
+
+
+def checked_python(*args: str) -> str:
+    """`SYSTEM_PYTHON -I -S ARGS...` after interpreter.sh's check, in the same round trip: every python root runs."""
+    return sh_command("interpreter.sh", SYSTEM_PYTHON, "-I", "-S", *args)
 
 
 AS_OWNER = "fleet-as_owner"  # as_owner.py's first argument: its name in `ps` and in the fault harness's labels

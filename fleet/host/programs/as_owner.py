@@ -1,8 +1,9 @@
 """A command that runs a venv's code (its python, its packages), run as the venv's owner (owner.py's rule).
 
 usage: python -I -S -c TEXT fleet-as_owner VENV COMMAND...   run as root: COMMAND as the one user other than root
-                                                              who may change the venv (its groups, HOME, USER),
-                                                              as root where root alone may
+                                                              who may change the venv (its groups, HOME, USER; none
+                                                              of root's session, root's folder not its working
+                                                              folder: become()), as root where root alone may
        python -I -S -c TEXT fleet-as_owner --who VENV         prints `uid:gid` of that user, nothing for root
        python -I -S -c TEXT fleet-as_owner --as OWNER COMMAND  COMMAND as OWNER, what --who printed before ("": root):
                                                               the rule asked once for several commands
@@ -14,11 +15,41 @@ import sys
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
 # (venv_owner, drop, Refused: owner.py's, put in place of the include line when the text is shipped)
+# root's session, never the owner's: runuser -u keeps them all (and root's working folder); the owner's code must not
+# be pointed at root's runtime folder, bus, agent or config
+ROOTS = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
+         "XDG_STATE_HOME", "XDG_SESSION_ID", "MAIL", "SSH_AUTH_SOCK", "OLDPWD", "PWD")
+def owned(path, uid):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+def become(who):
+    """This process as `who` (drop()), with the owner's environment: HOME, USER, LOGNAME its, root's session (ROOTS)
+    gone, XDG_RUNTIME_DIR the owner's own /run/user/UID where that is its folder; in the working folder where it is
+    the owner's (a benchmark's $d/w), else in its home where it may enter it, else in /."""
+    uid, _, name, home = who
+    here = owned(".", uid)
+    drop(who)
+    for var in ROOTS:
+        os.environ.pop(var, None)
+    for folder in ([] if here else [home, "/"]):
+        try:
+            os.chdir(folder)
+            break
+        except OSError:
+            pass
+    os.environ.update(HOME=home, **({"USER": name, "LOGNAME": name} if name else {}))
+    if owned("/run/user/%d" % uid, uid):
+        os.environ["XDG_RUNTIME_DIR"] = "/run/user/%d" % uid
+    try:
+        os.environ["PWD"] = os.getcwd()
+    except OSError:
+        pass
 def run_as(who, argv):
     if who is not None:
-        drop(who)
-        _, _, name, home = who
-        os.environ.update(HOME=home, **({"USER": name, "LOGNAME": name} if name else {}))
+        become(who)
     try:
         os.execvp(argv[0], argv)
     except OSError as e:

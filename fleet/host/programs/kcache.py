@@ -59,6 +59,9 @@ import sys
 import tarfile
 import time
 
+#@include owner.py
+# (drop: owner.py's, the one privilege drop fleet makes on a host, put in place of the include line when shipped)
+
 ASIDE = ".fleet-kcache-"
 LOCK_WAIT_S = 240.0  # under the controller's 300 s deadline (fleet.host.kcache.TIMEOUT_S)
 
@@ -423,7 +426,7 @@ def _foreign_link(folder: str) -> str | None:
 
 def _drop() -> None:
     """Run as root for a server's user (--user, not root): from here on this process is that user (its uid, gid and
-    groups), so nothing done in its folders reaches what it could not reach itself: a link it made, a folder it
+    groups: owner.py's drop, as the venv's code and the patch engine take them), so nothing done in its folders reaches what it could not reach itself: a link it made, a folder it
     swapped between a check and its use, a file it planted. Exit 2 when there is no such user."""
     if os.geteuid() != 0 or not USER[0]:
         return
@@ -433,9 +436,7 @@ def _drop() -> None:
         _fail(2, f"no user {USER[0]!r} on this host")
     if pw.pw_uid == 0:
         return
-    os.initgroups(pw.pw_name, pw.pw_gid)
-    os.setgid(pw.pw_gid)
-    os.setuid(pw.pw_uid)
+    drop((pw.pw_uid, pw.pw_gid, pw.pw_name, pw.pw_dir))  # type: ignore[name-defined]  # noqa: F821
     if os.geteuid() != pw.pw_uid or os.getegid() != pw.pw_gid:
         _fail(5, f"not changed: could not run as {USER[0]}")
 

@@ -1,5 +1,7 @@
 # inv status's one round trip (fleet/multihost/status.py parses it): sections split by lines @@fleet-status@@.
-# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT    (ROOT: fleet's state, /var/lib/fleet)
+# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT PYTHON   (ROOT: fleet's state, /var/lib/fleet; PYTHON: the
+#   host's own, /usr/bin/python3, run as PYTHON -I -S only after pycheck.sh's check: sections 4 and 8 need it; one
+#   that check refuses runs nothing, and section 4 says `refused WHY`)
 #   1 the unit's state (and whether a boot starts it)        2 the current release's manifest    3 /health's HTTP code
 #   4 sha256 of every file the release manages     5 GPU power draw,limit    6 sglang's /metrics gauges
 #   7 what a dead run left (releases in progress, the lock's owner, patch runs left applying)
@@ -11,6 +13,8 @@
 # section is printed whole and in order (one after the other where the host has no mktemp).
 unit=$1; port=$2; root=$3
 M=@@fleet-status@@
+#@include pycheck.sh
+py=; refused=$(python_checked "$4" 2>&1) && py=$4
 health() { curl -s -o /dev/null -w '%{http_code}' -m 3 "http://127.0.0.1:$port/health"; echo; }
 power() { nvidia-smi --query-gpu=power.draw,power.limit --format=csv,noheader,nounits 2>/dev/null; }
 T=; command -v timeout >/dev/null 2>&1 && T="timeout 5"
@@ -25,7 +29,8 @@ metrics() {
     | grep -E '^(sglang:num_running_reqs|sglang:num_queue_reqs|sglang:gen_throughput|sglang:token_usage)[{ ]'
 }
 router() {
-python3 - "$root/router/current/manifest.json" 2>/dev/null <<'PY'
+[ -n "$py" ] || return 0
+"$py" -I -S - "$root/router/current/manifest.json" 2>/dev/null <<'PY'
 import json, subprocess, sys, urllib.request
 try: m = json.load(open(sys.argv[1]))
 except (OSError, ValueError): raise SystemExit
@@ -40,7 +45,9 @@ print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,
 PY
 }
 hashes() {
-python3 - "$root/current/manifest.json" 2>/dev/null <<'PY'
+case $refused in "fleet runs nothing on "*) echo "refused $refused"; return ;; esac
+[ -n "$py" ] || return 0
+"$py" -I -S - "$root/current/manifest.json" 2>/dev/null <<'PY'
 import hashlib, json, sys
 m = json.load(open(sys.argv[1]))
 for p in list(m.get('files', {})) + list((m.get('patches') or {}).get('files', {})):

@@ -5,8 +5,10 @@
 #   torch-2.9.1+cu130 beside the checked torch-2.9.1) would meet the same requirement and win.
 # The venv is made in <venvs>/.build/<digest>.<pid> (never moved: a venv's scripts name their own path) and
 # published by renaming a symlink onto <venvs>/<digest>: a half-built venv is never used.
-# uv is used when `uv --version` runs (else pip), always with the interpreter $1 resolves to on PATH: uv reads a
-# bare `python3` as "any Python 3" and would take a uv-managed one first (or download one). Its cache is made
+#   $1 is the host's own python (/usr/bin/python3), checked first (pycheck.sh: root's all the way, else exit 77 and
+#   one line, nothing built): root runs it, and the venv is built on it. Never a bare `python3`: a PATH would pick it,
+#   and uv reads one as "any Python 3" (a uv-managed one first, or a download).
+# uv is used when a uv pycheck.sh passes runs `uv --version` (else pip), always with --python $1. Its cache is made
 # beside the build and removed with it: nothing outside /var/lib/fleet grows, no index or download is tried;
 # files are hardlinked from it whatever UV_LINK_MODE says (symlinks into a removed cache would be a dead venv).
 # Exit 0 "built pip|uv" (or "exists"); 70 bad use; 71 a wheel is missing or not the controller's; 72 the build
@@ -14,6 +16,7 @@
 # The host's own pip and uv settings never steer the build: every PIP_* and UV_* of its environment (a PIP_TARGET,
 # PIP_USER, UV_PYTHON ...) and the Python variables that would change what pip imports or where it installs.
 set -u
+#@include pycheck.sh
 for v in $(env | sed -nE 's/^((PIP|UV)_[A-Za-z0-9_]*)=.*/\1/p'); do unset "$v"; done
 unset PYTHONPATH PYTHONHOME PYTHONUSERBASE VIRTUAL_ENV CONDA_PREFIX
 py=$1 final=$2 wheels=$3 marker=$4
@@ -33,8 +36,9 @@ done
 mkdir -p "$root/.build" || exit 73
 build="$root/.build/$name.$$" log="$root/.build/$name.$$.log" cache="$root/.build/$name.$$.uv-cache"
 rm -rf "$build" "$cache"
-python=$(command -v "$py") || { echo "no $py on the host's PATH" >&2; exit 72; }
-uv=$(command -v uv) && timeout 60 "$uv" --version >/dev/null 2>&1 </dev/null || uv=
+python_checked "$py" || exit
+python=$py
+uv=$(command -v uv) && python_checked "$uv" 2>/dev/null && timeout 60 "$uv" --version >/dev/null 2>&1 </dev/null || uv=
 if [ -n "$uv" ]; then
   tool=uv
   "$uv" venv --quiet --no-config --offline --no-project --no-python-downloads --cache-dir "$cache" --python "$python" \
@@ -44,7 +48,7 @@ if [ -n "$uv" ]; then
     { [ ! -f "$build/.lock" ] || chmod 0644 "$build/.lock"; }  # uv makes it world-writable
 else
   tool=pip
-  "$python" -m venv "$build" >"$log" 2>&1 &&
+  "$python" -I -m venv "$build" >"$log" 2>&1 &&
     PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index \
       --disable-pip-version-check --no-cache-dir --no-input --quiet "$@" >>"$log" 2>&1
 fi

@@ -174,7 +174,8 @@ def test_status_script_sees_drift_and_leftovers_in_a_folder_that_mimics_var_lib_
     (root / "releases/r2").mkdir()
     (root / "releases/r2/manifest.json").write_text(json.dumps({"id": "r2", "status": "in-progress"}))
     (root / "releases/r2/events.jsonl").write_text('{"step": "stop", "rung": "x"}\n')
-    done = subprocess.run(["sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root)],
+    done = subprocess.run(["sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root),
+                           hostside.SYSTEM_PYTHON],
                           capture_output=True, text=True, timeout=60)
     host = _host()
     st = status.parse(host, done.stdout)
@@ -214,7 +215,7 @@ def _status_run(tmp: Path, concurrent: bool) -> tuple[str, list[tuple[str, int, 
     for name in ("curl", "nvidia-smi"):
         (bin_dir / name).write_text(_SLOW.replace("__NAME__", name).replace("__LOG__", str(log)))
         (bin_dir / name).chmod(0o755)
-    for tool in ("cat", "grep", "tail", "date", "sleep", "python3", "systemctl", "rm",
+    for tool in ("cat", "grep", "tail", "date", "sleep", "ls", "readlink", "systemctl", "rm",
                  *(("mktemp",) if concurrent else ())):
         if shutil.which(tool):
             (bin_dir / tool).symlink_to(shutil.which(tool))
@@ -222,7 +223,8 @@ def _status_run(tmp: Path, concurrent: bool) -> tuple[str, list[tuple[str, int, 
     (root / "releases/r1").mkdir(parents=True)
     (root / "releases/r1/manifest.json").write_text(json.dumps({"id": "r1", "rung": "x", "status": "ok"}) + "\n")
     (root / "current").symlink_to("releases/r1")
-    done = subprocess.run(["/bin/sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root)],
+    done = subprocess.run(["/bin/sh", "-c", hostside.text("status.sh"), "fleet-status", "sglang", "1", str(root),
+                           hostside.SYSTEM_PYTHON],
                           capture_output=True, text=True, timeout=60, env={"PATH": str(bin_dir), "TMPDIR": str(tmp)})
     assert done.returncode == 0, done.stderr
     calls = [(w, int(t), n) for w, t, n in (line.split() for line in log.read_text().splitlines())]

@@ -4,6 +4,8 @@ theirs in its place) ran their code as root before any rule was asked. Run here 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pwd
 import shutil
@@ -14,12 +16,18 @@ from pathlib import Path
 import pytest
 
 from fleet.host import programs as hostside
+from fleet.host import serverchecks, venvs
+from fleet.inventory import Host
+from fleet.multihost import status
+from fleet.ssh import remote
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="makes files of other users: needs root (CI runs as root)"),
               pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
 
 NOBODY = pwd.getpwnam("nobody")
 REAL = os.path.realpath(hostside.SYSTEM_PYTHON)
+HOST = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
+            ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(), source=Path("hosts.yaml"))
 
 
 def _users_folder(top: Path) -> Path:
@@ -108,3 +116,74 @@ def test_the_hosts_python_a_user_may_write_runs_no_program_as_root(top: Path) ->
                            REAL, cmd], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr.strip()) == (
         77, "", f"fleet runs nothing on {hostside.SYSTEM_PYTHON} as root: {REAL} is not root's"), done
+
+
+def _status(top: Path, python: str, path: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """status.sh over a folder that stands in for /var/lib/fleet: a release managing one file, and a router."""
+    root = top / "fleet"
+    (root / "releases/r1").mkdir(parents=True)
+    (root / "router/current").mkdir(parents=True)
+    managed = top / "unit.service"
+    managed.write_text("[Service]\n")
+    sha = hashlib.sha256(b"[Service]\n").hexdigest()
+    (root / "releases/r1/manifest.json").write_text(json.dumps({"id": "r1", "files": {str(managed): {"sha256": sha}}}))
+    (root / "current").symlink_to("releases/r1")
+    (root / "router/current/manifest.json").write_text(json.dumps({"id": "q1", "config": {"port": 9}}))
+    cmd = hostside.sh_command("status.sh", "sglang", "1", str(root), python)
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60, env={"PATH": path})
+    return done, str(managed)
+
+
+def test_status_runs_the_checked_python_never_a_python3_first_on_path(top: Path) -> None:
+    """A folder a user may write first on root's PATH, holding a python3. Fails before: status.sh's hashes and
+    router ran `python3 -` from PATH (the user's, as root); now the host's own, checked, -I -S."""
+    users = _users_folder(top)
+    (users / "python3").write_text(f"#!/bin/sh\ntouch {users}/ran\nexec {REAL} \"$@\"\n")
+    (users / "python3").chmod(0o755)
+    done, managed = _status(top, hostside.SYSTEM_PYTHON, f"{users}:/usr/sbin:/usr/bin:/sbin:/bin")
+    st = status.parse(HOST, done.stdout)
+    assert not (users / "ran").exists()
+    assert (done.returncode, st.release, st.drift) == (0, "r1", [])
+    assert st.router is not None and st.router.release == "q1"
+
+
+def test_status_runs_no_python_the_check_refuses_and_says_the_files_were_not_checked(top: Path) -> None:
+    users = _users_folder(top) / "python3"
+    shutil.copy2(REAL, users)
+    os.chown(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    done, _ = _status(top, str(users), "/usr/sbin:/usr/bin:/sbin:/bin")
+    st = status.parse(HOST, done.stdout)
+    assert (done.returncode, st.release, st.router) == (0, "r1", None)
+    assert st.drift == [f"files not checked: fleet runs nothing on {users} as root: {users.parent} is not root's"]
+
+
+class _Here:
+    """A connection whose commands run here, as root, under `path` (a host's PATH): the command text fleet sends."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.transport = self
+
+    def run_bytes(self, conn: object, host: Host, command: str, data: bytes, timeout: float,
+                  max_output: int) -> remote.BytesResult:
+        done = subprocess.run(["sh", "-c", command], input=data, capture_output=True, timeout=timeout,
+                              env={"PATH": self.path})
+        return remote.BytesResult(done.returncode, done.stdout, done.stderr)
+
+
+def test_the_hosts_target_and_the_model_check_run_the_checked_python_never_a_python3_first_on_path(top: Path) -> None:
+    """Fails before: venvs.host_target and serverchecks.model_check sent `python3 -c` (the PATH's first: a user's,
+    as root)."""
+    users = _users_folder(top)
+    (users / "python3").write_text(f"#!/bin/sh\ntouch {users}/ran\nexec {REAL} \"$@\"\n")
+    (users / "python3").chmod(0o755)
+    conn = _Here(f"{users}:/usr/sbin:/usr/bin:/sbin:/bin")
+    remote.use_runner(conn, conn)  # type: ignore[arg-type]
+    (top / "model").mkdir()
+    target = venvs.host_target(conn, HOST)
+    said = serverchecks.model_check(conn, HOST, str(top / "model"))
+    assert not (users / "ran").exists()
+    version = subprocess.run([REAL, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                             text=True).stdout.strip()
+    assert target.python == version
+    assert said == f"no config.json in {top / 'model'}"

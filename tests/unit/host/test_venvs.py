@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import re
 import subprocess
 from pathlib import Path
@@ -33,7 +34,8 @@ while [ $# -gt 0 ]; do [ "$1" = --cache-dir ] && mkdir -p "$2"; shift; done
 exit 0
 """
 FAKE_PYTHON = """#!/bin/sh
-# stand-in python3: `-m venv DIR` makes DIR/bin/python (this same stand-in); `-m pip install ...` records its args
+# stand-in python3: `[-I] -m venv DIR` makes DIR/bin/python (this same stand-in); `-m pip install ...` records its args
+[ "$1" = -I ] && shift
 if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
 echo "$@" >> "${FAKE_PIP_ARGS:-/dev/null}"
 env >> "${FAKE_ENV:-/dev/null}"
@@ -104,8 +106,11 @@ def host(tmp_path: Path) -> dict[str, Path]:
     return {"root": root, "wheels": wheels, "bin": bin_dir, "tmp": tmp_path}
 
 
-def build(host: dict[str, Path], *wheel_args: str, name: str = DIGEST, **env: str) -> subprocess.CompletedProcess:
-    args = ["sh", "-c", hostside.text("venv_build.sh"), "fleet-venv_build", "python3", str(host["root"] / name),
+def build(host: dict[str, Path], *wheel_args: str, name: str = DIGEST, python: str = "",
+          **env: str) -> subprocess.CompletedProcess:
+    """venv_build.sh run as venvs.ensure runs it, on the stand-in python3 (root's, as the host's own)."""
+    args = ["sh", "-c", hostside.text("venv_build.sh"), "fleet-venv_build", python or str(host["bin"] / "python3"),
+            str(host["root"] / name),
             str(host["wheels"]), '{"pins": {}}', *wheel_args]
     return subprocess.run(args, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PATH": f"{host['bin']}:{os.environ['PATH']}",
@@ -224,7 +229,7 @@ def test_uv_gets_only_flags_the_real_uv_knows_and_never_an_index_a_download_or_a
 
 def test_uv_builds_with_the_hosts_own_python3_not_any_python_3_it_finds(host):
     """A bare `python3` is uv's request "any Python 3", managed installs first (the recorded real uv took a pyenv
-    shim over /usr/bin/python3): the script resolves it on PATH, as pip's path runs it, and hands uv that file."""
+    shim over /usr/bin/python3): the script hands uv the checked file it was given."""
     assert "Using Python request `3`" in (FIXTURES / "uv-0.13.9-venv-python3-request.txt").read_text()
     done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_UV_ARGS=str(host["tmp"] / "args"))
     assert done.returncode == 0, done.stderr
@@ -259,7 +264,36 @@ def test_a_host_without_uv_builds_with_pip_from_its_python3(host):
     path = f"{host['bin']}:/usr/bin:/bin"
     done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", FAKE_PIP_ARGS=str(host["tmp"] / "pip"), PATH=path)
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
-    assert (host["root"] / DIGEST / "bin" / "python").read_text() == FAKE_PYTHON  # the python3 on PATH made it
+    assert (host["root"] / DIGEST / "bin" / "python").read_text() == FAKE_PYTHON  # the python3 given made it
+
+
+def _users(host: dict[str, Path]) -> Path:
+    """A folder a user (nobody) owns, holding copies of the stand-ins: what a PATH may put before root's."""
+    users = host["tmp"] / "users"
+    users.mkdir()
+    for name in ("uv", "python3"):
+        (users / name).write_bytes((host["bin"] / name).read_bytes())
+        (users / name).chmod(0o755)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(users, nobody.pw_uid, nobody.pw_gid)
+    return users
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes files of another user: needs root (CI runs as root)")
+def test_root_builds_no_venv_on_a_python_a_user_may_change_nor_with_their_uv(host: dict[str, Path]) -> None:
+    """Fails before: venv_build.sh ran a bare `python3` from PATH (a user's folder first: their python3, as root,
+    and the venv built on it) and the first uv on PATH. Now: $1 absolute and checked (pycheck.sh, exit 77 and one
+    line, nothing built); a uv the check refuses is not used (pip builds)."""
+    users, wheel = _users(host), f"{sha(b'wheel a')} a-1.0-py3-none-any.whl"
+    path = f"{users}:{host['bin']}:/usr/bin:/bin"
+    for python, why in (("python3", "it is no absolute path"), (str(users / "python3"), f"{users} is not root's")):
+        done = build(host, wheel, python=python, PATH=path, FAKE_UV_ARGS=str(host["tmp"] / "args"))
+        assert (done.returncode, done.stdout, done.stderr.strip()) == (
+            77, "", f"fleet runs nothing on {python} as root: {why}")
+        assert not (host["tmp"] / "args").exists() and not (host["root"] / DIGEST).exists()
+    done = build(host, wheel, PATH=path, FAKE_UV_ARGS=str(host["tmp"] / "args"), FAKE_PIP_ARGS=str(host["tmp"] / "pip"))
+    assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
+    assert not (host["tmp"] / "args").exists() and (host["tmp"] / "pip").exists()
 
 
 @pytest.mark.parametrize(("fixture", "line"), [

@@ -214,9 +214,11 @@ def test_the_router_section_reads_the_router_release_and_asks_its_health(tmp_pat
             "workers": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]}}))
         script = hostside.text("status.sh")
         # the whole status script, run here against a folder that stands in for /var/lib/fleet
-        here = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path)],
+        here = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path),
+                               hostside.SYSTEM_PYTHON],
                               capture_output=True, text=True, timeout=30).stdout
-        none = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path / "absent")],
+        none = subprocess.run(["sh", "-c", script, "fleet-status", "sglang", "1", str(tmp_path / "absent"),
+                               hostside.SYSTEM_PYTHON],
                               capture_output=True, text=True, timeout=30)
     finally:
         server.shutdown()
