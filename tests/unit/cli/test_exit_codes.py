@@ -138,8 +138,9 @@ def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, 
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
 
 
-MISMATCH = P2PCheck(verdict="mismatch", gpus=2, pairs=[PairCheck(src=0, dst=1, peer_access=True, mib=64, mismatched=7),
-                                                        PairCheck(src=1, dst=0, peer_access=True, mib=64, mismatched=0)])
+MISMATCH = P2PCheck(verdict="mismatch", gpus=2, pairs=[
+    PairCheck(src=0, dst=1, peer_access=True, mib=64, mismatched=7),
+    PairCheck(src=1, dst=0, peer_access=True, mib=64, mismatched=0)])
 NOT_CLEAN = [
     ("p2p mismatch", [HostFacts(host="a", address="10.0.0.1"),
                       HostFacts(host="b", address="10.0.0.2", p2p_check=MISMATCH)],
