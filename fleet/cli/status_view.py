@@ -187,6 +187,8 @@ def render_detail(r: HostStatus, console: Console) -> None:
         console.print(f"  {'last failure:':<22} [red]{escape(failure_of(r) or '')}[/]", highlight=False)
         if r.last_failure_evidence:
             console.print(f"    evidence: {escape(r.last_failure_evidence)}", highlight=False)
-        remedy = remedy_for(r.last_failure, r.last_failure_evidence or "", sglang=r.sglang)
+        remedy = (f"nothing to do: a tune's trial; the tune kept rung {r.last_failure_lost_to}, which was faster"
+                  if r.last_failure_lost_to else remedy_for(r.last_failure, r.last_failure_evidence or "",
+                                                            sglang=r.sglang))
         if remedy:
             console.print(f"    next: {escape(remedy)}", highlight=False)
