@@ -273,7 +273,7 @@ def render_tune(result: Any, console: Console, width: int = 20, wide: bool = Fal
     for i, a in enumerate(result.attempts, 1):
         if a.outcome == Outcome.READY:
             continue
-        remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT else None
+        remedy = remedy_for(a.outcome, a.evidence) if a.outcome != Outcome.PREFLIGHT and not a.lost_to else None
         items.append((f"{i}.", f"{escape(a.rung)}: {escape(a.evidence)}" + (f"; next: {escape(remedy)}" if remedy
                                                                              else "")))
     if items:

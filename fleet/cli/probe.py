@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from fleet import parallel
-from fleet.cli import console, print_json, say_on_stderr
+from fleet.cli import console, print_json, say_on_stderr, words
 from fleet.cli.hosttext import visible
 from fleet.cli.liveline import say_now
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
+from fleet.host.session import one_line
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, open_connection
 
@@ -36,20 +37,34 @@ def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: boo
     if stopped:  # 130 whatever the rows say: the probe is not whole
         say_now("interrupted: the hosts that answered are shown; a host marked interrupted was not read (Ctrl-C)")
         return EXIT_INTERRUPTED
-    bad_p2p = p2p_check and any(f.p2p_check and f.p2p_check.verdict in ("mismatch", "failed") for f in facts)
-    faulted = gpu_faults(facts)
-    if faulted:  # what the probe checks is not clean (docs/cli.md): said once, as inv status says it
-        say_on_stderr("not clean (exit 1): " + "; ".join(f"{host}: GPU fault ({n})" for host, n in faulted.items()))
-    return EXIT_OK if all(f.ok for f in facts) and not bad_p2p and not faulted else EXIT_HOST_FAILED
+    return exit_code(facts)
 
 
-def gpu_faults(facts: list[HostFacts]) -> dict[str, int]:
-    """Hosts whose GPUs cannot serve now (a GPU off the bus, a recovery action, pending memory repair): how many
-    faults each; a deploy would stop on them (fleet.deploy.hardware)."""
+def not_clean(f: HostFacts) -> str | None:
+    """Why a host makes `inv probe` exit 1 (docs/cli.md), in the words of its row, or None: not reached (the GPUs
+    cell's word), a GPU fault (what a deploy would stop on: fleet.deploy.hardware), the P2P data check's mismatch
+    or failure."""
     from fleet.deploy import hardware
 
-    found = {f.host: len(hardware.assess(f).fault) for f in facts if f.ok}
-    return {host: n for host, n in found.items() if n}
+    if not f.ok:
+        return str(f.unreached or "probe failed")
+    why = []
+    if faults := len(hardware.assess(f).fault):
+        why.append(f"GPU fault ({faults})")
+    if f.p2p_check and f.p2p_check.verdict == "mismatch":
+        why.append(f"P2P data check: {words.count(len(f.p2p_check.bad_pairs), 'GPU pair')} mismatched")
+    elif f.p2p_check and f.p2p_check.verdict == "failed":
+        why.append(f"P2P data check failed ({one_line(f.p2p_check.error or 'no reason given', 60)})")
+    return ", ".join(why) or None
+
+
+def exit_code(facts: list[HostFacts]) -> int:
+    """EXIT_HOST_FAILED when any host is not clean, with one line on stderr naming each and why, as inv status's."""
+    bad = [(f.host, why) for f in facts if (why := not_clean(f))]
+    if not bad:
+        return EXIT_OK
+    say_on_stderr("not clean (exit 1): " + "; ".join(f"{host}: {why}" for host, why in bad))
+    return EXIT_HOST_FAILED
 
 
 def unlock(target: Host, token: str, opts: ConnectOptions, as_json: bool = False) -> int:

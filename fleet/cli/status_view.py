@@ -185,8 +185,10 @@ def render_detail(r: HostStatus, console: Console) -> None:
     console.print(f"  {'after a reboot:':<22} {at_boot}", highlight=False)
     if r.last_failure:
         console.print(f"  {'last failure:':<22} [red]{escape(failure_of(r) or '')}[/]", highlight=False)
-        if r.last_failure_evidence:
-            console.print(f"    evidence: {escape(r.last_failure_evidence)}", highlight=False)
-        remedy = remedy_for(r.last_failure, r.last_failure_evidence or "", sglang=r.sglang)
+        if r.last_failure_evidence:  # folded under itself (it ran on from the terminal's first column)
+            fit.say(console, f"evidence: {r.last_failure_evidence}", indent=4)
+        remedy = (f"nothing to do: a tune's trial; the tune kept rung {r.last_failure_lost_to}, which was faster"
+                  if r.last_failure_lost_to else remedy_for(r.last_failure, r.last_failure_evidence or "",
+                                                            sglang=r.sglang))
         if remedy:
-            console.print(f"    next: {escape(remedy)}", highlight=False)
+            fit.say(console, f"next: {remedy}", indent=4)

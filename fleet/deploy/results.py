@@ -23,10 +23,13 @@ class Attempt:
     evidence: str
     seconds: float
     bench: BenchRecord | None = None  # the performance gate's record (fleet.deploy.bench.run + verdict)
+    lost_to: str | None = None  # a tune's trial that served slower than the rung the tune kept: none to act on
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"rung": self.rung, "outcome": self.outcome, "evidence": self.evidence,
                           "seconds": round(self.seconds, 1)}
+        if self.lost_to is not None:
+            out["lost_to"] = self.lost_to
         if self.bench is not None:
             out["bench"] = self.bench.to_json()
         return out

@@ -19,6 +19,7 @@ class FailedAttempt:
     rung: str
     outcome: str
     evidence: str | None = None
+    lost_to: str | None = None  # a tune's trial that served slower than the rung the tune kept: nothing to act on
 
 
 _NOT_FAILED = (Outcome.READY, "apply", "revert", None)  # served, or a patch step's record
@@ -30,7 +31,8 @@ def failed_attempts(attempts: object) -> list[FailedAttempt]:
     found = []
     for number, a in enumerate(attempts if isinstance(attempts, list) else [], 1):
         if isinstance(a, dict) and a.get("outcome") not in _NOT_FAILED:
-            evidence = a.get("evidence")
+            evidence, lost_to = a.get("evidence"), a.get("lost_to")
             found.append(FailedAttempt(number, str(a.get("rung") or "?")[:64], str(a.get("outcome"))[:64],
-                                       evidence[:300] if isinstance(evidence, str) else None))
+                                       evidence[:300] if isinstance(evidence, str) else None,
+                                       lost_to[:64] if isinstance(lost_to, str) else None))
     return found

@@ -89,6 +89,7 @@ class HostStatus:
     last_failure: str | None = None  # the newest failure class among the release's attempts
     last_failure_evidence: str | None = None  # and the log line or check that showed it
     last_failure_rung: str | None = None  # the rung of the attempt that failed so (not the release's, which served)
+    last_failure_lost_to: str | None = None  # it was a tune's trial, slower than this rung, which the tune kept
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
     router: RouterStatus | None = None  # the sglang router fleet runs here
@@ -217,6 +218,7 @@ def parse(host: Host, output: str) -> HostStatus:
         power_limit_w=round(sum(limits), 1) if limits and None not in limits else None,  # type: ignore[arg-type]
         bench_tok_s=bench_tok_s, last_failure=last.outcome if last else None,
         last_failure_evidence=last.evidence if last else None, last_failure_rung=last.rung if last else None,
+        last_failure_lost_to=last.lost_to if last else None,
         interrupted=interrupted, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
         router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
         **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),

@@ -94,7 +94,7 @@ def _against(a: Attempt, runs: Runs, best: Attempt, best_runs: Runs, fraction: f
                                                                               best_runs.spread))
     if verdict.ok:
         return a
-    return replace(a, outcome=Outcome.PERF_REGRESSION, evidence=verdict.evidence,
+    return replace(a, outcome=Outcome.PERF_REGRESSION, evidence=verdict.evidence, lost_to=best.rung,
                    bench=replace(a.bench, verdict=verdict) if a.bench else None)
 
 

@@ -11,6 +11,7 @@ name resolved once and connected to at that address.
 
 from __future__ import annotations
 
+import errno
 import shlex
 import socket
 import subprocess
@@ -211,7 +212,11 @@ def _silent(exc: BaseException) -> bool:
     a host key or a login refused are answers, never this."""
     if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
         return False
-    return isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError, SSHException))
+    # no route to the host on its link (it does not answer ARP): no TCP either; a network this side has no route
+    # to (ENETUNREACH) is not the host's silence
+    no_route = isinstance(exc, OSError) and exc.errno == errno.EHOSTUNREACH
+    return no_route or isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError,
+                                        SSHException))
 
 
 def cause_of(exc: BaseException) -> NotReached:

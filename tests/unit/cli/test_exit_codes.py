@@ -17,6 +17,7 @@ from fleet.cli import logs, status
 from fleet.errors import NotReached
 from fleet.host.facts import HostFacts
 from fleet.host.gpuhealth import LostGpu
+from fleet.host.p2pcheck import P2PCheck, PairCheck
 from fleet.logs.follow import LogLine
 from fleet.logs.rules import Severity
 from fleet.multihost.status import HostStatus, RouterStatus
@@ -135,6 +136,43 @@ def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, 
     assert probe.command([], None, True) == code  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
+
+
+MISMATCH = P2PCheck(verdict="mismatch", gpus=2, pairs=[
+    PairCheck(src=0, dst=1, peer_access=True, mib=64, mismatched=7),
+    PairCheck(src=1, dst=0, peer_access=True, mib=64, mismatched=0)])
+NOT_CLEAN = [
+    ("p2p mismatch", [HostFacts(host="a", address="10.0.0.1"),
+                      HostFacts(host="b", address="10.0.0.2", p2p_check=MISMATCH)],
+     "b: P2P data check: 1 GPU pair mismatched"),
+    ("p2p check failed", [HostFacts(host="a", address="10.0.0.1", p2p_check=P2PCheck(
+        verdict="failed", error="no answer from the check (timed out)\nmore"))],
+     "a: P2P data check failed (no answer from the check (timed out))"),
+    ("unreachable", [HostFacts.failed("a", "10.0.0.1", "timed out", NotReached.UNREACHABLE)], "a: unreachable"),
+    ("probe failed", [HostFacts.failed("a", "10.0.0.1", "rc=2: parse error")], "a: probe failed"),
+    ("fault and mismatch on one host, another unreached",
+     [HostFacts(host="a", address="10.0.0.1", p2p_check=MISMATCH,
+                lost_gpus=[LostGpu(pci_bus_id="0000:01:00", reason="fell off the bus")]),
+      HostFacts.failed("b", "10.0.0.2", "refused", NotReached.UNREACHABLE)],
+     "a: GPU fault (1), P2P data check: 1 GPU pair mismatched; b: unreachable"),
+]
+
+
+@pytest.mark.parametrize(("case", "facts", "line"), NOT_CLEAN, ids=[c[0] for c in NOT_CLEAN])
+def test_every_reason_probe_exits_1_is_one_not_clean_line_naming_the_host(case, facts, line, capsys):
+    """A P2P mismatch or failed check, a host not reached or a failed probe is said as a GPU fault is (exit 1)."""
+    from fleet.cli import probe
+
+    assert probe.exit_code(facts) == 1
+    assert capsys.readouterr().err == f"fleet: not clean (exit 1): {line}\n"
+
+
+def test_a_clean_probe_says_nothing_on_stderr(capsys):
+    from fleet.cli import probe
+
+    ok = P2PCheck(verdict="ok", gpus=2, pairs=[PairCheck(src=0, dst=1, peer_access=True, mib=64, mismatched=0)])
+    assert probe.exit_code([HostFacts(host="a", address="10.0.0.1", p2p_check=ok)]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_a_host_logs_cannot_be_read_from_is_said_folded_to_the_terminal():

@@ -60,3 +60,36 @@ def test_status_names_the_rung_of_the_last_failed_attempt_on_the_board_and_in_th
     detail = Console(width=250, record=True, file=io.StringIO(), color_system=None)
     status_view.render_detail(row, detail)
     assert "last failure:          safe: PERF_REGRESSION" in detail.export_text()
+
+
+def detail_of(attempts: list[dict[str, object]], width: int = 250) -> str:
+    manifest = {"id": "r", "playbook": "glm5-nvfp4", "rung": "no-fusion", "files": {}, "attempts": attempts}
+    m = "@@fleet-status@@\n"
+    row = status.parse(HOST, "ActiveState=active\n" + m + json.dumps(manifest) + "\n" + m + "200\n" + m + "\n" + m)
+    detail = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    status_view.render_detail(row, detail)
+    return detail.export_text()
+
+
+def test_a_tunes_losing_trial_is_shown_as_the_tunes_choice_with_no_remedy_to_apply():
+    """`inv status --detail` right after a tune advised "compare rungs with inv tune" for the trial that lost.
+    TUNED as a tune now records it: each losing trial names the rung the tune kept."""
+    recorded = [{**a, "lost_to": "no-fusion"} if a["outcome"] == "PERF_REGRESSION" else a for a in TUNED]
+    text = detail_of(recorded)
+    assert "compare rungs" not in text
+    assert "next: nothing to do: a tune's trial; the tune kept rung no-fusion, which was faster" in text
+    # a deploy's rung below the gate (no tune kept another) keeps its remedy
+    assert "next: compare rungs with inv tune" in detail_of(TUNED)
+
+
+def test_the_detail_folds_a_long_evidence_and_remedy_under_themselves():
+    """At 120 columns the TMA failure's evidence and remedy ran on from the terminal's first column."""
+    evidence = ("RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped "
+                "gemm. Error: Error Internal (/workspace/flashinfer/csrc/nv_internal/tensorrt_llm/"
+                "cutlass_instantiations/120/gemm_grouped/120/cutlass_kernel_file_gemm_grouped_sm120_M256_BS_group0"
+                ".generated.cu:60)")  # as sbx0 recorded it, 2026-12-06
+    lines = detail_of([{**TUNED[0], "evidence": evidence}, TUNED[1]], width=120).splitlines()
+    below = lines[next(i for i, line in enumerate(lines) if "last failure:" in line) + 1:]
+    assert below[0].startswith("    evidence: RuntimeError")
+    assert any(line.startswith("    next: run MoE") for line in below)
+    assert all(line.startswith("    ") and len(line) <= 120 for line in below), below

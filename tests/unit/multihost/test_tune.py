@@ -46,6 +46,22 @@ def test_pick_keeps_the_fastest_and_marks_the_slow_ones():
     assert pick(oom, 0.9, 0.02) == (oom, None, ())
 
 
+def test_a_tunes_losing_trial_names_the_rung_it_lost_to_and_needs_no_remedy():
+    """A trial slower than the winner is the tune's choice, not a failure to act on: it records the rung the tune
+    kept (`lost_to`), and the tune's report gives it no `next:` (it said "compare rungs with inv tune")."""
+    attempts = [measured("no-fusion", "READY", 3740.0), measured("triton-moe", "READY", 880.0),
+                measured("lower-mem", "CUDA_OOM", None)]
+    judged, best, _ = pick(attempts, 0.9, 0.02)
+    assert [a.lost_to for a in judged] == [None, "no-fusion", None]
+    assert judged[1].to_json()["lost_to"] == "no-fusion" and "lost_to" not in judged[2].to_json()
+    result = TuneResult("sbx0", "ok", "r1", "no-fusion", 3740.0, attempts=judged, fingerprint="abc")
+    console = Console(record=True, width=400)
+    deploy_view.render_tune(result, console)
+    lines = [line.strip() for line in console.export_text().splitlines()]
+    assert "2. triton-moe: 880 tok/s < 90% of 3,740 tok/s (rung no-fusion)" in lines
+    assert any(line.startswith("3. lower-mem: evidence; next: ") for line in lines)
+
+
 def test_the_seeds_three_way_tie_is_within_noise_and_the_ladders_first_rung_stays():
     """The issue's run: lower-mem-fraction 3,583, no-fusion 3,553, tp4-pp2 3,542 tok/s, each a median of
     runs about 60 tok/s apart: no later rung beats the first beyond the noise."""

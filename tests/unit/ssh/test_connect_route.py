@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import socket
 from pathlib import Path
 
@@ -83,6 +84,9 @@ def test_guard_checks_every_hop_after_ssh_config(tmp_path):
     (NoValidConnectionsError({("172.30.73.14", 22): ConnectionRefusedError(111, "refused")}), True),
     (TimeoutError("timed out"), True),
     (ConnectionResetError(104, "reset"), True),
+    (OSError(errno.EHOSTUNREACH, "No route to host"), True),  # a host gone from the link (sandbox.cut): no TCP
+    (OSError(errno.ENETUNREACH, "Network is unreachable"), False),  # this side has no route: no host to reset
+    (OSError(errno.EACCES, "Permission denied"), False),
     (SSHException("Error reading SSH protocol banner"), True),  # TCP accepted, sshd never spoke: a wedged host
     (SSHException("No existing session"), True),  # the same, silent past the connect timeout
     (socket.gaierror(-2, "Name or service not known"), False),  # a name, not a host, failed
