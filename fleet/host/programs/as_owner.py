@@ -14,7 +14,7 @@ import sys
 #@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (venv_owner, drop, Refused: owner.py's, put in place of the include line when the text is shipped)
+# (venv_owner, decide, drop, Refused: owner.py's, put in place of the include line when the text is shipped)
 # root's session, never the owner's: runuser -u keeps them all (and root's working folder); the owner's code must not
 # be pointed at root's runtime folder, bus, agent or config
 ROOTS = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME",
@@ -25,6 +25,13 @@ def owned(path, uid):
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+def root_alone(path):
+    """Whether root alone may change the folder `path` and those above it (owner.py's rule): root's code may start
+    in it."""
+    try:
+        return decide(paths=[os.path.realpath(path)]) is None
+    except (Refused, OSError):
+        return False
 def become(who):
     """This process as `who` (drop()), with the owner's environment: HOME, USER, LOGNAME its, root's session (ROOTS)
     gone, XDG_RUNTIME_DIR the owner's own /run/user/UID where that is its folder; in the working folder where it is
@@ -50,6 +57,9 @@ def become(who):
 def run_as(who, argv):
     if who is not None:
         become(who)
+    elif not root_alone("."):  # sudo keeps the login user's folder, and python -c, -m put it first on sys.path
+        os.chdir("/")
+        os.environ["PWD"] = "/"
     try:
         os.execvp(argv[0], argv)
     except OSError as e:
