@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host import kcache
+from fleet.host import kcache, serverchecks, venvs
 from fleet.host import programs as hostside
+from fleet.host.service import ServiceError
+from fleet.inventory import Host
+from fleet.ssh import remote
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users: needs root (CI runs as root)"),
               pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
@@ -278,3 +281,57 @@ def test_adv13_a_second_group_line_with_the_same_gid_is_not_read(top):
     done = subprocess.run(["unshare", "-m", "sh", "-c", " && ".join([*mounts, 'exec sh -c "$1"']), "-",
                            hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True, timeout=60)
     assert str(team) in nobody_groups and done.returncode == 77, (nobody_groups, done)
+
+
+# 8. bare `python3` as root outside status.sh and venv_build.sh (those are h-left3's)
+
+ROOTS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class _Transport:
+    pass
+
+
+class _Conn:
+    """A connection whose commands run here (fleet.ssh.remote's Runner seam, as fleet.ssh.faulty's), each in a
+    private mount where the host's python3's real file is nobody's program."""
+
+    def __init__(self, users_python: Path) -> None:
+        self.transport = _Transport()
+        self.users_python = users_python
+
+    def run_bytes(self, conn, host, command, data, timeout, max_output):  # fleet.ssh.remote.Runner
+        done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-",
+                               str(self.users_python), REAL, command], input=data, capture_output=True, timeout=60,
+                              env={"PATH": ROOTS_PATH, "HOME": "/root"})  # what sshd gives root, not pytest's
+        return remote.BytesResult(exited=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+
+@UNSHARE
+@pytest.mark.parametrize("step", ["preflight model_check", "venvs host_target"])
+def test_adv13_bare_python3_steps_run_a_users_interpreter_as_root(top, step):
+    """serverchecks.model_check (preflight's model folder check, every deploy) sends `python3 -c ...` and
+    venvs.host_target (every `packages:` venv build, inv wheels) `python3 -c 'import platform...'`: the first
+    python3 on root's PATH, unchecked, with site (no -I -S). Here the host's python3's real file is nobody's
+    program (the layout test_interpreter's interpreter.sh refuses): root ran it. Invariant (a). Severity: MEDIUM
+    (same class as status.sh/venv_build.sh's bare python3, two more call sites). Fix: both through
+    hostside.system_python_command (a program file each, or a `-c` text behind interpreter.sh), or plain sh for the
+    model check (test -f config.json; the shard list read by the controller from the index file)."""
+    ran = _marker(top)
+    users = top / "python3"
+    users.write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    users.chmod(0o755)
+    os.chown(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    conn = _Conn(users)
+    remote.use_runner(conn, conn)  # type: ignore[arg-type]
+    host = Host(name="h1", address="127.0.0.1", port=22, user="root", become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv=str(top / "venv"), unit="sglang", groups=(),
+                source=top / "inv.yaml")
+    try:
+        if step == "preflight model_check":
+            serverchecks.model_check(conn, host, str(top))  # type: ignore[arg-type]
+        else:
+            venvs.host_target(conn, host)  # type: ignore[arg-type]
+    except (ServiceError, venvs.VenvError):
+        pass  # what fleet makes of the answer does not matter: what ran, as whom
+    assert "0" not in ran.read_text().split(), f"root ran {NOBODY.pw_name}'s python3: {ran.read_text()!r}"
