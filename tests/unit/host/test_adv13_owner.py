@@ -335,3 +335,27 @@ def test_adv13_bare_python3_steps_run_a_users_interpreter_as_root(top, step):
     except (ServiceError, venvs.VenvError):
         pass  # what fleet makes of the answer does not matter: what ran, as whom
     assert "0" not in ran.read_text().split(), f"root ran {NOBODY.pw_name}'s python3: {ran.read_text()!r}"
+
+
+# 9. interpreter.sh reads a link's target through $(...), which strips its trailing newlines
+
+def test_adv13_interpreter_sh_checks_another_file_than_the_kernel_runs_for_a_target_ending_in_a_newline(top):
+    """`to=$(readlink -- ...)` drops the target's trailing newline: root's link bin/python3 -> "real\\n" is checked
+    as bin/real (root's, a file) while the kernel follows "real\\n", here root's link to nobody's copy of python:
+    interpreter.sh passed and root ran nobody's interpreter. Invariant (a). Severity: LOW (root's own folder must
+    hold such names: a package or a careless admin). Fix: keep the target whole:
+    `to=$(readlink -- "$p"; echo .); to=${to%.}; to=${to%?}` (readlink adds one newline, the dot keeps the rest)."""
+    ran = _marker(top)
+    (top / "bin").mkdir()
+    (top / "bin" / "real").write_text("#!/bin/sh\nexit 0\n")
+    (top / "bin" / "real").chmod(0o755)
+    users = top / "nobody"
+    users.mkdir()
+    (users / "python3").write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    (users / "python3").chmod(0o755)
+    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    (top / "bin" / "real\n").symlink_to(users / "python3")
+    (top / "bin" / "python3").symlink_to("real\n")
+    cmd = hostside.sh_command("interpreter.sh", str(top / "bin" / "python3"), "-I", "-S", "-c", "pass")
+    done = _sh(cmd)
+    assert (done.returncode, ran.read_text().split()) == (77, []), (done.returncode, done.stderr, ran.read_text())
