@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host import kcache, serverchecks, venvs
+from fleet.host import kcache, serverchecks, service, venvs
 from fleet.host import programs as hostside
 from fleet.host.service import ServiceError
 from fleet.inventory import Host
+from fleet.multihost import router_api
 from fleet.ssh import remote
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users: needs root (CI runs as root)"),
@@ -296,15 +297,22 @@ class _Conn:
     """A connection whose commands run here (fleet.ssh.remote's Runner seam, as fleet.ssh.faulty's), each in a
     private mount where the host's python3's real file is nobody's program."""
 
-    def __init__(self, users_python: Path) -> None:
+    def __init__(self, users_python: Path | None = None, cwd: Path | None = None) -> None:
         self.transport = _Transport()
-        self.users_python = users_python
+        self.users_python, self.cwd = users_python, cwd
 
     def run_bytes(self, conn, host, command, data, timeout, max_output):  # fleet.ssh.remote.Runner
-        done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-",
-                               str(self.users_python), REAL, command], input=data, capture_output=True, timeout=60,
+        mount = ["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(self.users_python),
+                 REAL] if self.users_python else ["sh", "-c", 'exec sh -c "$1"', "-"]
+        done = subprocess.run([*mount, command], input=data, capture_output=True, timeout=60, cwd=self.cwd,
                               env={"PATH": ROOTS_PATH, "HOME": "/root"})  # what sshd gives root, not pytest's
         return remote.BytesResult(exited=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+
+def _host(top: Path, become: bool = False) -> Host:
+    return Host(name="h1", address="127.0.0.1", port=22, user="deploy" if become else "root", become=become,
+                identity_file=None, known_hosts=None, ssh_config=None, proxy_jump=None, venv=str(top / "venv"),
+                unit="sglang", groups=(), source=top / "inv.yaml")
 
 
 @UNSHARE
@@ -324,9 +332,7 @@ def test_adv13_bare_python3_steps_run_a_users_interpreter_as_root(top, step):
     os.chown(users, NOBODY.pw_uid, NOBODY.pw_gid)
     conn = _Conn(users)
     remote.use_runner(conn, conn)  # type: ignore[arg-type]
-    host = Host(name="h1", address="127.0.0.1", port=22, user="root", become=False, identity_file=None,
-                known_hosts=None, ssh_config=None, proxy_jump=None, venv=str(top / "venv"), unit="sglang", groups=(),
-                source=top / "inv.yaml")
+    host = _host(top)
     try:
         if step == "preflight model_check":
             serverchecks.model_check(conn, host, str(top))  # type: ignore[arg-type]
@@ -359,3 +365,32 @@ def test_adv13_interpreter_sh_checks_another_file_than_the_kernel_runs_for_a_tar
     cmd = hostside.sh_command("interpreter.sh", str(top / "bin" / "python3"), "-I", "-S", "-c", "pass")
     done = _sh(cmd)
     assert (done.returncode, ran.read_text().split()) == (77, []), (done.returncode, done.stderr, ran.read_text())
+
+
+# 10. the venv's python runs as root in the login user's folder: sys.path[0] is the working folder
+
+@pytest.mark.parametrize("how", ["can_import", "python_says"])
+def test_adv13_a_root_venvs_python_imports_from_the_login_users_working_folder(top, how):
+    """On a become host fleet logs in as a user (here `deploy`, nobody's uid) and sudo keeps the working folder: the
+    login user's home. as_owner.py runs the command (the venv's python, without -I or -P) there, and python -c / -m
+    put that folder first on sys.path. A root venv's `python -c "import sglang_router"` (can_import, router
+    checks) or `python -c "import importlib.metadata..."` (python_says: router_api.VERSION_COMMAND) imported the
+    login user's sglang_router.py / csv.py as root. The login user may sudo only with a password (become's PASSWORD
+    mode), so code running as that user gets root without it. Invariant (a). Severity: MEDIUM. Fix: as_owner.py
+    chdir("/") before it execs the command as root (the owner's home where it drops), or the venv's python run
+    with -P (3.11+) / -I; benchrun already cds into its own folder."""
+    ran = _marker(top)
+    venv = _venv(top / "venv")
+    home = top / "home"
+    home.mkdir()
+    for name in ("sglang_router", "csv", "email", "zipfile"):
+        (home / f"{name}.py").write_text(_code(ran))
+    _chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
+    conn = _Conn(cwd=home)
+    remote.use_runner(conn, conn)  # type: ignore[arg-type]
+    python = str(venv / "bin" / "python")
+    if how == "can_import":
+        service.can_import(conn, _host(top, become=True), python, "sglang_router")  # type: ignore[arg-type]
+    else:
+        service.python_says(conn, _host(top, become=True), python, router_api.VERSION_COMMAND)  # type: ignore[arg-type]
+    assert "0" not in ran.read_text().split(), f"root ran the login user's module: {ran.read_text()!r}"
