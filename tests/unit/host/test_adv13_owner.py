@@ -394,3 +394,25 @@ def test_adv13_a_root_venvs_python_imports_from_the_login_users_working_folder(t
     else:
         service.python_says(conn, _host(top, become=True), python, router_api.VERSION_COMMAND)  # type: ignore[arg-type]
     assert "0" not in ran.read_text().split(), f"root ran the login user's module: {ran.read_text()!r}"
+
+
+# 11. bin/python's real file is a script: the interpreter its #! line names is never looked at
+
+def test_adv13_a_venv_python_that_is_a_script_runs_the_interpreter_its_shebang_names(top):
+    """owner.venv_owner walks bin/python to its real file and stops there. Where that file is a script (a wrapper a
+    tool or an admin put in place: `#!/path/python3`), the kernel runs the interpreter the #! line names, here
+    nobody's program: the rule saw root alone and as_owner ran it as root. Invariant (a)/(b). Severity: LOW (root's
+    own venv must hold such a wrapper). Fix: where bin/python's real file starts with `#!`, lead the interpreter it
+    names too (a path in `paths`); or refuse a bin/python that is no ELF file."""
+    ran = _marker(top)
+    users = top / "nobody"
+    users.mkdir()
+    (users / "python3").write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    (users / "python3").chmod(0o755)
+    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    venv = _venv(top / "venv")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").write_text(f"#!{users / 'python3'}\n")
+    (venv / "bin" / "python").chmod(0o755)
+    done = _sh(hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "pass"))
+    assert (done.returncode, ran.read_text().split()) in [(0, [str(NOBODY.pw_uid)]), (77, [])], (done, ran.read_text())
