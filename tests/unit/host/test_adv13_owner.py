@@ -1,0 +1,418 @@
+"""Adversarial review (h-adv13) of the owner rule: layouts on which root runs code a user other than root may write,
+or on which a venv's code runs as a user other than its single owner. Each test FAILS on the code at 6afb145 and
+says, in its docstring, what it shows and the fix suggested. Run here as root, on folders made here, with private
+mounts (unshare -m) where the layout needs a system folder changed, as the owner tests do.
+
+A marker file (0666) records the uid of every process that ran the user's code: root's uid there is the failure."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.host import kcache, serverchecks, service, venvs
+from fleet.host import programs as hostside
+from fleet.host.service import ServiceError
+from fleet.inventory import Host
+from fleet.multihost import router_api
+from fleet.ssh import remote
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users: needs root (CI runs as root)"),
+              pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
+UNSHARE = pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount)")
+
+NOBODY = pwd.getpwnam("nobody")
+REAL = os.path.realpath(hostside.SYSTEM_PYTHON)
+_ASK = ("import os, site, sys; print('python%d.%d' % sys.version_info[:2]); print(os.path.dirname(os.__file__)); "
+        "print(site.getsitepackages()[0])")
+_HOST = (subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", _ASK], capture_output=True, text=True).stdout
+         .split("\n") if os.path.exists(hostside.SYSTEM_PYTHON) else ["", "", ""])
+VERSION, STDLIB, SYSTEM_SITE = _HOST[0], Path(_HOST[1]), _HOST[2]  # the host's python's, not the one running pytest
+
+
+def _marker(top: Path) -> Path:
+    ran = top / "ran"
+    ran.touch()
+    ran.chmod(0o666)
+    return ran
+
+
+def _code(ran: Path) -> str:
+    """One line of Python that appends the uid running it to `ran`."""
+    return (f"import os; fd = os.open({str(ran)!r}, os.O_WRONLY | os.O_APPEND); os.write(fd, b'%d\\n' % os.getuid()); "
+            "os.close(fd)\n")  # os.write: `open` is no builtin yet while encodings loads
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    for here, dirs, files in os.walk(top):
+        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
+            os.lchown(name, uid, gid)
+
+
+def _site(venv: Path) -> Path:
+    return venv / "lib" / VERSION / "site-packages"
+
+
+def _venv(at: Path, cfg: str = "home = /usr/bin\ninclude-system-site-packages = false\n") -> Path:
+    """A root venv at `at`: bin/python a link to the host's, one package."""
+    (_site(at) / "gated").mkdir(parents=True)
+    (_site(at) / "gated" / "__init__.py").write_text("")
+    (at / "bin").mkdir()
+    (at / "bin" / "python").symlink_to(hostside.SYSTEM_PYTHON)
+    (at / "pyvenv.cfg").write_text(cfg)
+    return at
+
+
+def _sh(cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=120)
+
+
+# 1. patch_host.py and scan.py put the venv's site-packages first on sys.path, then import standard modules
+
+@pytest.mark.parametrize("program", ["patch_host read", "patch_host apply", "scan"])
+def test_adv13_host_programs_import_a_venv_owners_stdlib_named_module_as_root(top, program):
+    """patch_host.py and scan.py run as root on the host's python -I -S and put the venv's site-packages FIRST on
+    sys.path (venv_site.use_venv), then import standard modules not yet imported: importlib.metadata (its csv,
+    email, zipfile, textwrap, pathlib...: do_read's dist_of, scan.py's dist_of) and `ast` (owner.finder_paths, in
+    apply's rule walk when the venv has an editable finder). A venv owner's csv.py / email.py / ast.py in their
+    site-packages runs as root: invariant (a), no drop, no rule asked (read and scan never ask it). Severity: HIGH
+    (any user whose venv fleet patches or audits gets root; files of that name need no privilege).
+    Fix: import everything the program needs (importlib.metadata, ast) BEFORE use_venv touches sys.path, and append
+    the venv's folders (sys.path += ...) instead of prepending them, or better pass them as `path=` to PathFinder and
+    importlib.metadata.distributions(path=[...]) and leave sys.path alone."""
+    ran = _marker(top)
+    venv = _venv(top / "venv")
+    for name in ("csv", "email", "zipfile", "textwrap", "pathlib", "typing", "ast"):
+        (_site(venv) / f"{name}.py").write_text(_code(ran))
+    if program == "patch_host apply":  # an editable install's finder: the rule reads its tables with `ast`
+        (_site(venv) / "__editable___gated_0_1_finder.py").write_text("MAPPING = {}\nNAMESPACES = {}\n")
+    _chown_tree(venv, NOBODY.pw_uid, NOBODY.pw_gid)
+    target = _site(venv) / "gated" / "__init__.py"
+    if program == "scan":
+        cmd = hostside.system_python_command("scan.py", base64.b64encode(json.dumps(
+            {"scope": {"gated": ["*.py"]}, "venv": str(venv)}).encode()).decode())
+    else:
+        mode = program.split()[1]
+        req = {"packages": ["gated"], "dists": ["gated"], "files": [["gated", "__init__.py"]], "modules": [],
+               "root": str(top / "backups"), "venv": str(venv), "run": "r1", "sets": ["x"], "time": "T", "by": "t",
+               "bases": []}
+        if mode == "apply":
+            req["files"] = [{"path": str(target), "package": "gated", "file": "__init__.py", "dist": None,
+                             "version": None, "sha_before": hashlib.sha256(b"").hexdigest(),
+                             "sha_after": hashlib.sha256(b"").hexdigest(), "steps": []}]
+        cmd = hostside.system_python_command("patch_host.py", mode, base64.b64encode(json.dumps(req).encode()).decode())
+    _sh(cmd)
+    assert "0" not in ran.read_text().split(), f"root ran {NOBODY.pw_name}'s module: {ran.read_text()!r}"
+
+
+# 2. pyvenv.cfg as the interpreter reads it, not as owner.stdlib_of reads it
+
+def _users_stdlib(top: Path, ran: Path) -> Path:
+    """nobody's copy of the standard library's top (enough to start), its encodings package (imported at every
+    start, not frozen) recording who ran it; the `home` (bin folder) a pyvenv.cfg would name returned."""
+    home = top / "nobody"
+    lib = home / "lib" / VERSION
+    lib.mkdir(parents=True)
+    (home / "bin").mkdir()
+    for f in STDLIB.glob("*.py"):
+        shutil.copy2(f, lib / f.name)
+    for pkg in ("encodings", "importlib", "collections", "re"):
+        shutil.copytree(STDLIB / pkg, lib / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    init = lib / "encodings" / "__init__.py"
+    init.write_text(_code(ran) + init.read_text())
+    _chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
+    return home / "bin"
+
+
+def _copied_venv(top: Path) -> Path:
+    """A root venv made with --copies: bin/python root's own copy of the host's interpreter."""
+    venv = top / "venv"
+    (_site(venv)).mkdir(parents=True)
+    (venv / "bin").mkdir()
+    shutil.copy2(REAL, venv / "bin" / "python")
+    return venv
+
+
+@pytest.mark.parametrize("where", ["home", "Home", "bin/pyvenv.cfg"], ids=["control-home-passes", "capital-Home",
+                                                                          "bin-pyvenv-cfg"])
+def test_adv13_a_pyvenv_home_the_rule_does_not_read_runs_a_users_stdlib_as_root(top, where):
+    """CPython reads pyvenv.cfg's key case-insensitively (getpath: key.strip().lower() == 'home') and reads
+    bin/pyvenv.cfg (beside the executable) where VENV/pyvenv.cfg is missing; owner.stdlib_of reads only
+    VENV/pyvenv.cfg and only `home` in lower case. A root venv (--copies) whose `Home = ` (or bin/pyvenv.cfg's home)
+    is nobody's folder takes its standard library (encodings, at every start) from nobody: the rule saw root alone
+    and as_owner ran it as root. Invariant (a)/(b). Severity: MEDIUM (needs a root venv whose cfg names a user's
+    folder: a copied or hand-made venv). Fix: stdlib_of reads the file as getpath does: VENV/bin/pyvenv.cfg too
+    (the executable's folder: both, to be safe), keys lowered and stripped; better, ask the venv's interpreter
+    nothing and walk sys.base_prefix as getpath computes it (landmark search up from home's folder included)."""
+    ran = _marker(top)
+    home = _users_stdlib(top, ran)
+    venv = _copied_venv(top)
+    if where == "bin/pyvenv.cfg":
+        (venv / "bin" / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
+    else:
+        (venv / "pyvenv.cfg").write_text(f"{where} = {home}\ninclude-system-site-packages = false\n")
+    done = _sh(hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"))
+    assert (done.returncode, ran.read_text().split()) in [(0, [str(NOBODY.pw_uid)]), (77, [])], (done, ran.read_text())
+
+
+# 3. a venv that includes the system site-packages imports from folders the rule never walks
+
+@UNSHARE
+@pytest.mark.parametrize("cfg", ["home = /usr/bin\ninclude-system-site-packages = true\n", "home = /usr/bin\n"],
+                         ids=["true", "key-absent-site-py-defaults-to-true"])
+def test_adv13_the_system_site_packages_a_venv_includes_are_not_walked(top, cfg):
+    """A root venv with include-system-site-packages = true (or without the key: site.venv() defaults it to "true")
+    puts /usr/local/lib/python3.X/dist-packages and /usr/lib/python3/dist-packages on sys.path and runs their .pth
+    files. The rule walks the venv, its python and its stdlib, never these: here the first one is nobody's (a
+    private bind mount of nobody's folder, as a Debian /usr/local of group staff, or a user's `pip install --target`
+    there) with a .pth: root ran it. Invariant (a)/(b). Severity: MEDIUM. Fix: venv_owner also walks (as trees)
+    site.getsitepackages() of the base interpreter when pyvenv.cfg's include-system-site-packages is not "false"
+    (read as site.py does: lowered, default true), and the user site (~/.local/lib/pythonX.Y/site-packages of the
+    user it runs as) in that case too."""
+    ran = _marker(top)
+    venv = _venv(top / "venv", cfg)
+    users = top / "syssite"
+    users.mkdir()
+    (users / "adv13.pth").write_text(_code(ran))
+    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    cmd = hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "pass")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mkdir -p "$2" && mount --bind "$1" "$2" && exec sh -c "$3"',
+                           "-", str(users), SYSTEM_SITE, cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, ran.read_text().split()) in [(0, [str(NOBODY.pw_uid)]), (77, [])], (done, ran.read_text())
+
+
+# 4. a .pth `import` line adds a folder the rule never sees
+
+def test_adv13_a_pth_import_line_that_extends_sys_path_is_not_walked(top):
+    """site.addpackage exec()s every .pth line that starts with `import`; owner.pth_paths skips them and only
+    setuptools' __editable__*_finder.py tables are understood. Other editable backends put their folders on the path
+    from such lines: hatchling/editables (`import _editable_impl_x` -> F.map_module(...)), scikit-build-core
+    (`import _x_editable` -> install({...paths...})), meson-python, old easy-install.pth (`import sys; ...`). A root
+    venv whose .pth says `import sys; sys.path.append('<root folder with nobody's module>')`: the rule saw root
+    alone, as_owner ran the import as root. Invariant (a)/(b). Severity: HIGH for ML hosts (sgl-kernel builds with
+    scikit-build-core; an editable install of it in a root venv maps a user's source tree). Fix: refuse a venv any
+    of whose .pth files has an import line other than a known, fully understood set (setuptools' finder install,
+    distutils-precedence, _virtualenv), or decide nothing from code: run those lines' effects only as nobody? (no:
+    simplest is refuse, exit 77)."""
+    ran = _marker(top)
+    venv = _venv(top / "venv")
+    (top / "src").mkdir()
+    (top / "src" / "mapped.py").write_text(_code(ran))
+    os.chown(top / "src" / "mapped.py", NOBODY.pw_uid, NOBODY.pw_gid)
+    (_site(venv) / "_editable_impl_mapped.pth").write_text(f"import sys; sys.path.append({str(top / 'src')!r})\n")
+    done = _sh(hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "import mapped"))
+    assert (done.returncode, ran.read_text().split()) in [(0, [str(NOBODY.pw_uid)]), (77, [])], (done, ran.read_text())
+
+
+# 5. the host's standard library is not checked before root runs it
+
+@UNSHARE
+def test_adv13_the_hosts_stdlib_a_user_may_write_runs_as_root(top):
+    """interpreter.sh checks the path of /usr/bin/python3 to its real file, never the standard library that file
+    loads at every start before owner.py's rule runs (encodings, re, struct, ...: here encodings/__init__.py, in a
+    private bind mount of nobody's copy). The brief's part (a) names "its standard library as found by that python".
+    Root ran nobody's module, then the rule, then the command. Severity: MEDIUM (a host whose stdlib a user may
+    write is broken anyway, but that is what interpreter.sh is for). Fix: interpreter.sh also checks, from sh, the
+    stdlib folders the real file's name implies (dirname(dirname(real))/lib/pythonX.Y, its lib-dynload, and
+    lib/pythonXY.zip's folder): `find DIR \\( ! -user 0 -o -perm /022 \\) -print -quit` empty (sticky aside), and no
+    ACL (getfattr, or owner.py's acl reading done by a python run as nobody first)."""
+    ran = _marker(top)
+    init = top / "encodings_init.py"
+    init.write_text(_code(ran) + (STDLIB / "encodings" / "__init__.py").read_text())
+    os.chown(init, NOBODY.pw_uid, NOBODY.pw_gid)
+    venv = _venv(top / "venv")
+    cmd = hostside.as_owner(str(venv), "true")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(init),
+                          str(STDLIB / "encodings" / "__init__.py"), cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, ran.read_text().split()) == (77, []), (done, ran.read_text())
+
+
+# 6. kcache without a server user runs the venv's python as root
+
+def test_adv13_kcache_without_a_server_user_runs_the_venvs_python_as_root(top):
+    """kcache.command(python, user="") (the unit has no User=, or User=root: warmstart passes serve.user) is
+    python_command(VENV/bin/python, 'kcache.py', ...): the venv's own python, with site, as root, no rule asked. A
+    venv nobody owns (its .pth here) runs as root for every collect/place/clear/modules. Not kcache's --user _drop
+    (h-left3's); the other branch. Invariant (a)/(b). Severity: HIGH where a user-built venv is served by a root
+    unit (fleet never checks the venv's owner against User=). Fix: always system_python_command("kcache.py"),
+    dropping to the venv's owner (owner.py's answer) for its work, or refuse when that owner is not the unit's."""
+    ran = _marker(top)
+    venv = _venv(top / "venv")
+    (_site(venv) / "adv13.pth").write_text(_code(ran))
+    _chown_tree(venv, NOBODY.pw_uid, NOBODY.pw_gid)
+    _sh(kcache.command(str(venv / "bin" / "python"), "", "collect", "1000", str(top / "none")))
+    assert "0" not in ran.read_text().split(), f"root ran {NOBODY.pw_name}'s .pth: {ran.read_text()!r}"
+
+
+# 7. NSS: two groups of one gid
+
+@UNSHARE
+def test_adv13_a_second_group_line_with_the_same_gid_is_not_read(top):
+    """/etc/group may hold two names for one gid (groupadd -o): `team:x:4345:` and `team2:x:4345:nobody`.
+    grp.getgrgid returns the first line only, so Seen.alone saw no member but the owner and ran the user's venv
+    (lib/ 0775 of gid 4345) as that user; initgroups (runuser, su, login) gives nobody gid 4345 from the second
+    line: nobody may write lib/. Invariant (b): more than one may write -> refused. Severity: LOW (duplicate gids
+    are rare). Fix: Seen.alone gathers members over grp.getgrall() entries whose gr_gid is the gid (every line), not
+    getgrgid's first."""
+    uid, own, team = 4343, 4343, 4345
+    venv = top / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to(hostside.SYSTEM_PYTHON)
+    _chown_tree(venv, uid, own)
+    os.chown(venv / "lib", uid, team)
+    (venv / "lib").chmod(0o775)
+    files = {"passwd": Path("/etc/passwd").read_text() + f"user:x:{uid}:{own}::/:/bin/sh\n",
+             "group": Path("/etc/group").read_text() + f"user:x:{own}:\nteam:x:{team}:\nteam2:x:{team}:nobody\n",
+             "nsswitch.conf": "passwd: files\ngroup: files\n"}
+    mounts = []
+    for name, text in files.items():
+        (top / name).write_text(text)
+        mounts.append(f"mount --bind {top / name} /etc/{name}")
+    nobody_groups = subprocess.run(["unshare", "-m", "sh", "-c", " && ".join([*mounts, "runuser -u nobody -- id -G"])],
+                                   capture_output=True, text=True, timeout=60).stdout.split()
+    done = subprocess.run(["unshare", "-m", "sh", "-c", " && ".join([*mounts, 'exec sh -c "$1"']), "-",
+                           hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True, timeout=60)
+    assert str(team) in nobody_groups and done.returncode == 77, (nobody_groups, done)
+
+
+# 8. bare `python3` as root outside status.sh and venv_build.sh (those are h-left3's)
+
+ROOTS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class _Transport:
+    pass
+
+
+class _Conn:
+    """A connection whose commands run here (fleet.ssh.remote's Runner seam, as fleet.ssh.faulty's), each in a
+    private mount where the host's python3's real file is nobody's program."""
+
+    def __init__(self, users_python: Path | None = None, cwd: Path | None = None) -> None:
+        self.transport = _Transport()
+        self.users_python, self.cwd = users_python, cwd
+
+    def run_bytes(self, conn, host, command, data, timeout, max_output):  # fleet.ssh.remote.Runner
+        mount = ["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(self.users_python),
+                 REAL] if self.users_python else ["sh", "-c", 'exec sh -c "$1"', "-"]
+        done = subprocess.run([*mount, command], input=data, capture_output=True, timeout=60, cwd=self.cwd,
+                              env={"PATH": ROOTS_PATH, "HOME": "/root"})  # what sshd gives root, not pytest's
+        return remote.BytesResult(exited=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+
+def _host(top: Path, become: bool = False) -> Host:
+    return Host(name="h1", address="127.0.0.1", port=22, user="deploy" if become else "root", become=become,
+                identity_file=None, known_hosts=None, ssh_config=None, proxy_jump=None, venv=str(top / "venv"),
+                unit="sglang", groups=(), source=top / "inv.yaml")
+
+
+@UNSHARE
+@pytest.mark.parametrize("step", ["preflight model_check", "venvs host_target"])
+def test_adv13_bare_python3_steps_run_a_users_interpreter_as_root(top, step):
+    """serverchecks.model_check (preflight's model folder check, every deploy) sends `python3 -c ...` and
+    venvs.host_target (every `packages:` venv build, inv wheels) `python3 -c 'import platform...'`: the first
+    python3 on root's PATH, unchecked, with site (no -I -S). Here the host's python3's real file is nobody's
+    program (the layout test_interpreter's interpreter.sh refuses): root ran it. Invariant (a). Severity: MEDIUM
+    (same class as status.sh/venv_build.sh's bare python3, two more call sites). Fix: both through
+    hostside.system_python_command (a program file each, or a `-c` text behind interpreter.sh), or plain sh for the
+    model check (test -f config.json; the shard list read by the controller from the index file)."""
+    ran = _marker(top)
+    users = top / "python3"
+    users.write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    users.chmod(0o755)
+    os.chown(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    conn = _Conn(users)
+    remote.use_runner(conn, conn)  # type: ignore[arg-type]
+    host = _host(top)
+    try:
+        if step == "preflight model_check":
+            serverchecks.model_check(conn, host, str(top))  # type: ignore[arg-type]
+        else:
+            venvs.host_target(conn, host)  # type: ignore[arg-type]
+    except (ServiceError, venvs.VenvError):
+        pass  # what fleet makes of the answer does not matter: what ran, as whom
+    assert "0" not in ran.read_text().split(), f"root ran {NOBODY.pw_name}'s python3: {ran.read_text()!r}"
+
+
+# 9. interpreter.sh reads a link's target through $(...), which strips its trailing newlines
+
+def test_adv13_interpreter_sh_checks_another_file_than_the_kernel_runs_for_a_target_ending_in_a_newline(top):
+    """`to=$(readlink -- ...)` drops the target's trailing newline: root's link bin/python3 -> "real\\n" is checked
+    as bin/real (root's, a file) while the kernel follows "real\\n", here root's link to nobody's copy of python:
+    interpreter.sh passed and root ran nobody's interpreter. Invariant (a). Severity: LOW (root's own folder must
+    hold such names: a package or a careless admin). Fix: keep the target whole:
+    `to=$(readlink -- "$p"; echo .); to=${to%.}; to=${to%?}` (readlink adds one newline, the dot keeps the rest)."""
+    ran = _marker(top)
+    (top / "bin").mkdir()
+    (top / "bin" / "real").write_text("#!/bin/sh\nexit 0\n")
+    (top / "bin" / "real").chmod(0o755)
+    users = top / "nobody"
+    users.mkdir()
+    (users / "python3").write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    (users / "python3").chmod(0o755)
+    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    (top / "bin" / "real\n").symlink_to(users / "python3")
+    (top / "bin" / "python3").symlink_to("real\n")
+    cmd = hostside.sh_command("interpreter.sh", str(top / "bin" / "python3"), "-I", "-S", "-c", "pass")
+    done = _sh(cmd)
+    assert (done.returncode, ran.read_text().split()) == (77, []), (done.returncode, done.stderr, ran.read_text())
+
+
+# 10. the venv's python runs as root in the login user's folder: sys.path[0] is the working folder
+
+@pytest.mark.parametrize("how", ["can_import", "python_says"])
+def test_adv13_a_root_venvs_python_imports_from_the_login_users_working_folder(top, how):
+    """On a become host fleet logs in as a user (here `deploy`, nobody's uid) and sudo keeps the working folder: the
+    login user's home. as_owner.py runs the command (the venv's python, without -I or -P) there, and python -c / -m
+    put that folder first on sys.path. A root venv's `python -c "import sglang_router"` (can_import, router
+    checks) or `python -c "import importlib.metadata..."` (python_says: router_api.VERSION_COMMAND) imported the
+    login user's sglang_router.py / csv.py as root. The login user may sudo only with a password (become's PASSWORD
+    mode), so code running as that user gets root without it. Invariant (a). Severity: MEDIUM. Fix: as_owner.py
+    chdir("/") before it execs the command as root (the owner's home where it drops), or the venv's python run
+    with -P (3.11+) / -I; benchrun already cds into its own folder."""
+    ran = _marker(top)
+    venv = _venv(top / "venv")
+    home = top / "home"
+    home.mkdir()
+    for name in ("sglang_router", "csv", "email", "zipfile"):
+        (home / f"{name}.py").write_text(_code(ran))
+    _chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
+    conn = _Conn(cwd=home)
+    remote.use_runner(conn, conn)  # type: ignore[arg-type]
+    python = str(venv / "bin" / "python")
+    if how == "can_import":
+        service.can_import(conn, _host(top, become=True), python, "sglang_router")  # type: ignore[arg-type]
+    else:
+        service.python_says(conn, _host(top, become=True), python, router_api.VERSION_COMMAND)  # type: ignore[arg-type]
+    assert "0" not in ran.read_text().split(), f"root ran the login user's module: {ran.read_text()!r}"
+
+
+# 11. bin/python's real file is a script: the interpreter its #! line names is never looked at
+
+def test_adv13_a_venv_python_that_is_a_script_runs_the_interpreter_its_shebang_names(top):
+    """owner.venv_owner walks bin/python to its real file and stops there. Where that file is a script (a wrapper a
+    tool or an admin put in place: `#!/path/python3`), the kernel runs the interpreter the #! line names, here
+    nobody's program: the rule saw root alone and as_owner ran it as root. Invariant (a)/(b). Severity: LOW (root's
+    own venv must hold such a wrapper). Fix: where bin/python's real file starts with `#!`, lead the interpreter it
+    names too (a path in `paths`); or refuse a bin/python that is no ELF file."""
+    ran = _marker(top)
+    users = top / "nobody"
+    users.mkdir()
+    (users / "python3").write_text(f"#!/bin/sh\nid -u >> {ran}\n")
+    (users / "python3").chmod(0o755)
+    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    venv = _venv(top / "venv")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").write_text(f"#!{users / 'python3'}\n")
+    (venv / "bin" / "python").chmod(0o755)
+    done = _sh(hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "pass"))
+    assert (done.returncode, ran.read_text().split()) in [(0, [str(NOBODY.pw_uid)]), (77, [])], (done, ran.read_text())
