@@ -176,9 +176,33 @@ def lines_of(p):
     except (OSError, ValueError):
         return []
 def pth_paths(folder, p):
-    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
-    return [os.path.join(folder, x.rstrip()) for x in lines_of(p)
-            if x.strip() and not x.startswith(("#", "import ", "import\t"))]
+    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`); Refused where an
+    import line (site exec()s it) is none whose whole effect the rule knows."""
+    lines = [x for x in lines_of(p) if x.strip() and not x.startswith("#")]
+    for x in lines:
+        if x.startswith(("import ", "import\t")) and not understood(x.strip()):
+            raise Refused(errno.EPERM, "%s runs code whose effect fleet cannot read (an import line)" % p, p)
+    return [os.path.join(folder, x.rstrip()) for x in lines if not x.startswith(("import ", "import\t"))]
+SHIM = "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, '%s') == 'local'; " \
+    "enabled and __import__('_distutils_hack').add_shim();"
+NSPKG = ("import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.join(sys._getframe(1).f_locals["
+         "'sitedir'], *%r);importlib = has_mfs and __import__('importlib.util');has_mfs and __import__("
+         "'importlib.machinery');m = has_mfs and sys.modules.setdefault(%r, importlib.util.module_from_spec("
+         "importlib.machinery.PathFinder.find_spec(%r, [os.path.dirname(p)])));m = m or sys.modules.setdefault(%r, "
+         "types.ModuleType(%r));mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)")
+def understood(line):
+    """Whether a .pth import line is one of setuptools' whose whole effect is known: the distutils shim (its module
+    on the walked path), an editable install's finder (its tables read: finder_paths), a namespace package's
+    -nspkg.pth (a folder of the site folder, walked)."""
+    if line in (SHIM % "local", SHIM % "stdlib") or re.fullmatch(r"import (__editable___\w+_finder); \1\.install\(\)", line):
+        return True
+    m = re.search(r"sys\.modules\.setdefault\('([\w.]+)'", line)
+    if m is None:
+        return False
+    pkg = m.group(1)
+    parent, _, child = pkg.rpartition(".")
+    ours = NSPKG % ((tuple(pkg.split(".")),) + (pkg,) * 4)
+    return line.rstrip(";") in (ours, ours + ";m and setattr(sys.modules[%r], %r, m)" % (parent, child))
 def finder_paths(p):
     """The folders a setuptools editable finder (its .pth only imports it) maps packages to: MAPPING, NAMESPACES."""
     import ast
