@@ -34,7 +34,8 @@ while [ -n "$rest" ]; do
   if look "$cur/$name"; then
     hops=$((hops + 1))
     [ "$hops" -le 40 ] || refuse "its links loop"
-    to=$(readlink -- "$cur/$name") || refuse "$cur/$name cannot be read"
+    to=$(readlink -- "$cur/$name" && echo .) || refuse "$cur/$name cannot be read"
+    to=${to%.}; to=${to%?}  # readlink's newline gone, a target's own trailing newlines kept ($(...) strips them)
     case $to in /*) cur= ;; esac
     rest=${to#/}${rest:+/$rest}
   else

@@ -71,19 +71,17 @@ class Seen:
             self.owners.setdefault(uid, st.st_gid)
         return bool(st.st_mode & stat.S_IWOTH) or any(not self.alone(gid, st.st_uid) for gid in groups)
     def alone(self, gid, uid):
-        """Whether the group has no member but `uid`: none listed (by name, or by their own group) and the lists
-        whole (NSS: files alone), or none listed and it is that user's own group (a member there is the admin's
-        doing). LDAP, SSSD or NIS users getpwall cannot list: another group is not taken for empty."""
+        """Whether the group has no member but `uid`: none listed (by name on any group line of that gid, as
+        initgroups reads them all, or by their own group) and the lists whole (NSS: files alone), or none listed and
+        it is that user's own group (a member there is the admin's doing). LDAP, SSSD or NIS users getpwall cannot
+        list: another group is not taken for empty."""
         if gid not in self.members:
             found = {pw.pw_uid for pw in pwd.getpwall() if pw.pw_gid == gid}
-            try:
-                for name in grp.getgrgid(gid).gr_mem:
-                    try:
-                        found.add(pwd.getpwnam(name).pw_uid)
-                    except KeyError:
-                        found.add(-1)  # a member with no passwd entry: someone else
-            except KeyError:
-                pass
+            for name in (m for g in grp.getgrall() if g.gr_gid == gid for m in g.gr_mem):  # every line of that gid
+                try:
+                    found.add(pwd.getpwnam(name).pw_uid)
+                except KeyError:
+                    found.add(-1)  # a member with no passwd entry: someone else
             self.members[gid] = found
         if not self.members[gid] <= {uid}:
             return False

@@ -108,3 +108,22 @@ def test_the_hosts_python_a_user_may_write_runs_no_program_as_root(top: Path) ->
                            REAL, cmd], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr.strip()) == (
         77, "", f"fleet runs nothing on {hostside.SYSTEM_PYTHON} as root: {REAL} is not root's"), done
+
+
+def test_a_link_target_ending_in_a_newline_is_checked_whole(top: Path) -> None:
+    """`to=$(readlink ...)` dropped the target's trailing newline: root's link bin/python3 -> "real\\n" was checked as
+    bin/real (root's file) while the kernel follows "real\\n", here root's link to nobody's program. Fails before:
+    root ran it; now the link's real target is looked at and refused."""
+    users = _users_folder(top)
+    (users / "python3").write_text("#!/bin/sh\nid -u\n")
+    (users / "python3").chmod(0o755)
+    os.chown(users / "python3", NOBODY.pw_uid, NOBODY.pw_gid)
+    (top / "bin").mkdir()
+    (top / "bin" / "real").write_text("#!/bin/sh\nexit 0\n")
+    (top / "bin" / "real").chmod(0o755)
+    (top / "bin" / "real\n").symlink_to(users / "python3")
+    (top / "bin" / "python3").symlink_to("real\n")
+    cmd = hostside.sh_command("interpreter.sh", str(top / "bin" / "python3"), "-I", "-S", "-c", "pass")
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        77, "", f"fleet runs nothing on {top}/bin/python3 as root: {users} is not root's"), done
