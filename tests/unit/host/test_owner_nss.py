@@ -32,6 +32,7 @@ def _venv(top: Path, group: int) -> Path:
     (venv / "lib").mkdir(parents=True)
     (venv / "bin").mkdir()
     (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")  # python3 -m venv's
     for here, dirs, files in os.walk(venv):
         for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
             os.lchown(name, UID, OWN)

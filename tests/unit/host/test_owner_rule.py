@@ -105,7 +105,10 @@ def its_pyvenv_home_a_users_folder(top: Path) -> Path:
     takes its standard library from there (os.py, encodings), nobody's code at every start. The rule never read
     pyvenv.cfg and ran it as root."""
     venv = _venv(top / "venv")
-    (venv / "pyvenv.cfg").write_text(f"home = {_users_folder(top)}/bin\ninclude-system-site-packages = false\n")
+    home = _users_folder(top)
+    (home / "lib" / "python3.11" / "lib-dynload").mkdir(parents=True)  # getpath's search up from home stops here
+    (home / "lib" / "python3.11" / "os.py").write_text("")
+    (venv / "pyvenv.cfg").write_text(f"home = {home}/bin\ninclude-system-site-packages = false\n")
     return venv
 
 
