@@ -28,7 +28,7 @@ def venv_site(venv):
         import site
         found += [d for d in site.getsitepackages() if os.path.isdir(d)]
     return found
-SITE = []  # the venv's folders (use_venv); empty: the python's own sys.path
+SITE = []  # type: list  # the venv's folders (use_venv); empty: the python's own sys.path
 def find(name, path=None):
     """The module spec of `name` (dotted: each parent's folders searched, none imported), or None."""
     spec, where = None, path if path is not None else (SITE or None)
@@ -44,8 +44,7 @@ def find(name, path=None):
 def distributions(name=None):
     """The installed distributions SITE holds (`name`'s alone where given), read as data."""
     import importlib.metadata as md
-    where = {"path": SITE} if SITE else {}
-    return md.distributions(**where) if name is None else md.distributions(name=name, **where)
+    return md.distributions(name=name, path=SITE or sys.path)
 def dist_named(name):
     return next(iter(distributions(name)), None)
 def dists_of(top):

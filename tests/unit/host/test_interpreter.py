@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -127,3 +128,46 @@ def test_a_link_target_ending_in_a_newline_is_checked_whole(top: Path) -> None:
     done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr.strip()) == (
         77, "", f"fleet runs nothing on {top}/bin/python3 as root: {users} is not root's"), done
+
+
+STDLIB = subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "import os; print(os.path.dirname(os.__file__))"],
+                        capture_output=True, text=True).stdout.strip() if Path(hostside.SYSTEM_PYTHON).exists() else ""
+
+
+def _a_users_file(at: Path) -> str:
+    os.chown(at / "__init__.py", NOBODY.pw_uid, NOBODY.pw_gid)
+    return f"{STDLIB}/encodings/__init__.py is not root's"
+
+
+def _anyone_may_write(at: Path) -> str:
+    (at / "__init__.py").chmod(0o666)
+    return f"{STDLIB}/encodings/__init__.py is writable by others than root"
+
+
+def _a_default_acl_lets_a_user_write(at: Path) -> str:
+    """What root makes there (a __pycache__ file) nobody may write: the group bits say nothing of a default ACL."""
+    entries = [(1, 7, ANY), (2, 7, NOBODY.pw_uid), (4, 5, ANY), (0x10, 7, ANY), (0x20, 5, ANY)]
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    os.setxattr(at, "system.posix_acl_default", raw)
+    return f"{STDLIB} holds a file with an ACL"
+
+
+ANY = 0xFFFFFFFF  # an ACL entry's id where it names none
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount over the host's stdlib)")
+@pytest.mark.parametrize("change", [_a_users_file, _anyone_may_write, _a_default_acl_lets_a_user_write],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_the_hosts_standard_library_a_user_may_change_runs_nothing(top: Path, change: Callable[[Path], str]) -> None:
+    """The python's standard library (encodings, imported at every start, before owner.py's rule runs) is checked
+    as its path is: its encodings folder replaced, in a private mount, by a copy a user may change. Fails before:
+    root ran it (interpreter.sh looked at the path to the real file only)."""
+    copy = top / "encodings"
+    shutil.copytree(Path(STDLIB) / "encodings", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy.chmod(0o755)
+    why = change(copy)
+    cmd = hostside.sh_command("interpreter.sh", hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "print('ran')")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(copy),
+                           f"{STDLIB}/encodings", cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        77, "", f"fleet runs nothing on {hostside.SYSTEM_PYTHON} as root: {why}"), done
