@@ -207,19 +207,23 @@ def test_a_venv_python_that_is_a_script_is_refused(top):
 
 
 @UNSHARE
-def test_a_users_module_in_the_system_site_a_venv_includes_runs_as_that_user(top):
-    """The base's site folders a venv includes (include-system-site-packages = true) are walked as its own: nobody's
-    module in the first one (a private bind mount of nobody's folder; the others made empty, root's) makes nobody the
-    owner, and the venv's python runs as nobody. Fails before: it ran as root."""
+@pytest.mark.parametrize("where", ["system site", "user site"])
+def test_a_users_module_in_the_site_folders_a_venv_includes_runs_as_that_user(top, where):
+    """The base's site folders a venv includes (include-system-site-packages = true) and the user site of HOME
+    (site.py enables it then) are walked as its own: nobody's module there (a private bind mount of nobody's folder
+    over the first base site, the others made empty, root's; or HOME's ~/.local) makes nobody the owner, and the
+    venv's python runs as nobody. Fails before: it ran as root."""
     venv = _venv(top / "venv", "home = /usr/bin\ninclude-system-site-packages = true\n")
-    users = top / "syssite"
-    users.mkdir()
+    users = top / "home" / ".local" / "lib" / VERSION / "site-packages" if where == "user site" else top / "syssite"
+    users.mkdir(parents=True)
     (users / "mapped.py").write_text("")
-    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    _chown_tree(top / "home" if where == "user site" else users, NOBODY.pw_uid, NOBODY.pw_gid)
     (top / "empty").mkdir()
+    first = str(users) if where == "system site" else str(top / "empty")
     others = [d for d in _SITES[1:] if os.path.isdir(d)]
     mounts = " && ".join(['mount --bind "$1" "$2"', *(f"mount --bind {top / 'empty'} {d}" for d in others)])
     cmd = hostside.as_owner(str(venv), "id", "-u")
     done = subprocess.run(["unshare", "-m", "sh", "-c", f'mkdir -p "$2" && {mounts} && exec sh -c "$3"', "-",
-                           str(users), SYSTEM_SITE, cmd], capture_output=True, text=True, timeout=60)
+                           first, SYSTEM_SITE, cmd], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOME": str(top / "home")})
     assert (done.returncode, done.stdout.strip()) == (0, str(NOBODY.pw_uid)), done
