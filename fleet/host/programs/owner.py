@@ -3,12 +3,14 @@
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
 # it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
-# install's finder names, its python's real file and its standard library (pyvenv.cfg's home). A POSIX ACL's named
+# install's finder names, its python's real file, its standard library (pyvenv.cfg read as CPython reads it) and,
+# where it includes them, the base's site folders and the user site (venv_reach). A POSIX ACL's named
 # users may change what it lets them write, as its owner may. Root alone may change all of them: root. One user
 # other than root owns any: that user.
 # More than one, or one that its group's other members or anyone may write (a group NSS cannot list in full, as
 # LDAP's, is others' but the user's own; a sticky folder only above the venv and what it imports from: there anyone
-# may add a file), an editable finder whose tables are no literal, or more than LOOKS objects to look at: Refused,
+# may add a file), an editable finder whose tables are no literal, a .pth import line other than setuptools' own, a
+# bin/python that is no ELF program, or more than LOOKS objects to look at: Refused,
 # errno EPERM, the reason its strerror.
 import errno, grp, os, pwd, re, stat, struct
 class Refused(PermissionError):
@@ -283,6 +285,8 @@ def base_of(venv, cfg):
         names = [n for n in os.listdir(os.path.join(venv, "lib")) if n.startswith("python3")]
     except OSError:
         names = []
+    real = os.path.basename(os.path.realpath(os.path.join(venv, "bin", "python")))
+    names = names or ([real] if re.fullmatch(r"python3\.\d+", real) else [])  # no lib/python3.X: its real file's
     looked, libs = [], []
     for landmark, test in (("os.py", os.path.isfile), ("lib-dynload", os.path.isdir)):
         cur = start if start.startswith("/") else "/" + start
