@@ -2,7 +2,8 @@
 
 serve.venv may be a user's own (a venv in that user's home). fleet runs as root on the host, so a step that runs
 that venv's interpreter, its .pth files or its packages as root makes the user root. Here the venv is a copy of
-the sandbox's /root/ml-env given to user `fleet`, with a .pth hook that records each uid it ran as; each step runs
+the sandbox's /root/ml-env given to user `fleet`, with a site hook that records each uid it ran as (in the module
+setuptools' distutils-precedence.pth imports: a .pth import line of another kind is refused outright); each step runs
 no hook as root and still does its work (stdlib programs on the host's own python3 -I -S, the venv read as data;
 steps that import the venv as its owner). A root-owned venv runs as before (the other integration tests)."""
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.sandbox
 HOST = "sbx0"
 VENV = "/home/fleet/venv-owned"
 SEEN = "/home/fleet/venv-owned-hook"  # each uid the venv's site hook ran as, one a line
+HOOKED = "_distutils_hack/__init__.py"  # setuptools' distutils-precedence.pth imports it at every start
 SET = "sm120-allreduce-fusion"
 
 
@@ -44,7 +46,7 @@ def owned(sandbox, sandbox_inventory):
     hook = f"import os; open({SEEN!r}, 'a').write(str(os.geteuid()) + chr(10))"
     sh(inv, HOST, f"rm -rf {VENV} {SEEN} && cp -a /root/ml-env {VENV} && chown -R fleet:fleet {VENV} && "
                   f"runuser -u fleet -- touch {SEEN} && runuser -u fleet -- sh -c "
-                  f"{shlex.quote(f'echo {shlex.quote(hook)} > $(echo {VENV}/lib/python3*/site-packages)/hook.pth')}")
+                  f"{shlex.quote(f'echo {shlex.quote(hook)} >> $(echo {VENV}/lib/python3*/site-packages)/{HOOKED}')}")
     sh(inv, HOST, f"runuser -u fleet -- {VENV}/bin/python -c pass")  # the hook works: as the venv's owner
     assert set(_uids(inv)) == {"1000"}, "the hook records the uid it runs as (fleet: 1000)"
     host = dataclasses.replace(inv.hosts[HOST], venv=VENV)
@@ -179,7 +181,7 @@ def test_a_root_venv_one_folder_of_which_is_a_users_is_that_users_for_every_step
 
 
 EDITABLE = "/root/ml-env-editable"  # root's venv, a .pth (an editable install) naming root's folder SRC
-SRC = "/srv/fleet-editable"  # root's folder; in it a module of user fleet's that the .pth imports
+SRC = "/srv/fleet-editable"  # root's folder; in it a module of user fleet's that the step imports
 
 
 def test_a_root_venvs_pth_naming_a_users_module_runs_it_as_that_user_not_root(sandbox, sandbox_inventory):
@@ -189,12 +191,12 @@ def test_a_root_venvs_pth_naming_a_users_module_runs_it_as_that_user_not_root(sa
     hook = f"import os; open({SEEN!r}, 'a').write(str(os.geteuid()) + chr(10))"
     sh(inv, HOST, f"rm -rf {EDITABLE} {SRC} {SEEN} && cp -a /root/ml-env {EDITABLE} && mkdir -m 755 {SRC} && "
                   f"echo {shlex.quote(hook)} > {SRC}/userhook.py && chown fleet:fleet {SRC}/userhook.py && "
-                  f"touch {SEEN} && chmod 666 {SEEN} && printf '%s\\n' {SRC} 'import userhook' > "
+                  f"touch {SEEN} && chmod 666 {SEEN} && printf '%s\\n' {SRC} > "
                   f"$(echo {EDITABLE}/lib/python3*/site-packages)/__editable__.userhook.pth")
     host = dataclasses.replace(inv.hosts[HOST], venv=EDITABLE)
     conn = open_connection(host)
     try:
-        assert can_import(conn, host, f"{EDITABLE}/bin/python", "json")
+        assert can_import(conn, host, f"{EDITABLE}/bin/python", "userhook")  # found through the .pth's path line
         assert _uids(inv) == ["1000"], "the .pth's module ran as root, or not at all"
     finally:
         conn.close()

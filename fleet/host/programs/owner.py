@@ -3,12 +3,14 @@
 # python3 -I -S. Every object that leads to the path is looked at with lstat: each folder from / down, each link
 # on the way (its maker's) and every folder and link of what it names, the missing part's folders (who may make
 # it), and for a venv everything in it and in every folder a link in it, a .pth path line or an editable
-# install's finder names, its python's real file and its standard library (pyvenv.cfg's home). A POSIX ACL's named
+# install's finder names, its python's real file, its standard library (pyvenv.cfg read as CPython reads it) and,
+# where it includes them, the base's site folders and the user site (venv_reach). A POSIX ACL's named
 # users may change what it lets them write, as its owner may. Root alone may change all of them: root. One user
 # other than root owns any: that user.
 # More than one, or one that its group's other members or anyone may write (a group NSS cannot list in full, as
 # LDAP's, is others' but the user's own; a sticky folder only above the venv and what it imports from: there anyone
-# may add a file), an editable finder whose tables are no literal, or more than LOOKS objects to look at: Refused,
+# may add a file), an editable finder whose tables are no literal, a .pth import line other than setuptools' own, a
+# bin/python that is no ELF program, or more than LOOKS objects to look at: Refused,
 # errno EPERM, the reason its strerror.
 import errno, grp, os, pwd, re, stat, struct
 class Refused(PermissionError):
@@ -71,19 +73,17 @@ class Seen:
             self.owners.setdefault(uid, st.st_gid)
         return bool(st.st_mode & stat.S_IWOTH) or any(not self.alone(gid, st.st_uid) for gid in groups)
     def alone(self, gid, uid):
-        """Whether the group has no member but `uid`: none listed (by name, or by their own group) and the lists
-        whole (NSS: files alone), or none listed and it is that user's own group (a member there is the admin's
-        doing). LDAP, SSSD or NIS users getpwall cannot list: another group is not taken for empty."""
+        """Whether the group has no member but `uid`: none listed (by name on any group line of that gid, as
+        initgroups reads them all, or by their own group) and the lists whole (NSS: files alone), or none listed and
+        it is that user's own group (a member there is the admin's doing). LDAP, SSSD or NIS users getpwall cannot
+        list: another group is not taken for empty."""
         if gid not in self.members:
             found = {pw.pw_uid for pw in pwd.getpwall() if pw.pw_gid == gid}
-            try:
-                for name in grp.getgrgid(gid).gr_mem:
-                    try:
-                        found.add(pwd.getpwnam(name).pw_uid)
-                    except KeyError:
-                        found.add(-1)  # a member with no passwd entry: someone else
-            except KeyError:
-                pass
+            for name in (m for g in grp.getgrall() if g.gr_gid == gid for m in g.gr_mem):  # every line of that gid
+                try:
+                    found.add(pwd.getpwnam(name).pw_uid)
+                except KeyError:
+                    found.add(-1)  # a member with no passwd entry: someone else
             self.members[gid] = found
         if not self.members[gid] <= {uid}:
             return False
@@ -168,17 +168,41 @@ def tree(top, seen):
                     name.endswith("_finder.py"):
                 more += finder_paths(p)
     return more
-def lines_of(p):
+def lines_of(p, follow=False):
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a fifo: no hang
+        fd = os.open(p, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW) | os.O_NONBLOCK)  # swapped for a fifo: no hang
         with os.fdopen(fd, "rb") as f:
             return f.read(1 << 22).decode("utf-8", "surrogateescape").splitlines()
     except (OSError, ValueError):
         return []
 def pth_paths(folder, p):
-    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`)."""
-    return [os.path.join(folder, x.rstrip()) for x in lines_of(p)
-            if x.strip() and not x.startswith(("#", "import ", "import\t"))]
+    """The folders a .pth file's path lines name (site.addpackage's reading: not `#`, not `import`); Refused where an
+    import line (site exec()s it) is none whose whole effect the rule knows."""
+    lines = [x for x in lines_of(p) if x.strip() and not x.startswith("#")]
+    for x in lines:
+        if x.startswith(("import ", "import\t")) and not understood(x.strip()):
+            raise Refused(errno.EPERM, "%s runs code whose effect fleet cannot read (an import line)" % p, p)
+    return [os.path.join(folder, x.rstrip()) for x in lines if not x.startswith(("import ", "import\t"))]
+SHIM = "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, '%s') == 'local'; " \
+    "enabled and __import__('_distutils_hack').add_shim();"
+NSPKG = ("import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.join(sys._getframe(1).f_locals["
+         "'sitedir'], *%r);importlib = has_mfs and __import__('importlib.util');has_mfs and __import__("
+         "'importlib.machinery');m = has_mfs and sys.modules.setdefault(%r, importlib.util.module_from_spec("
+         "importlib.machinery.PathFinder.find_spec(%r, [os.path.dirname(p)])));m = m or sys.modules.setdefault(%r, "
+         "types.ModuleType(%r));mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)")
+def understood(line):
+    """Whether a .pth import line is one of setuptools' whose whole effect is known: the distutils shim (its module
+    on the walked path), an editable install's finder (its tables read: finder_paths), a namespace package's
+    -nspkg.pth (a folder of the site folder, walked)."""
+    if line in (SHIM % "local", SHIM % "stdlib") or re.fullmatch(r"import (__editable___\w+_finder); \1\.install\(\)", line):
+        return True
+    m = re.search(r"sys\.modules\.setdefault\('([\w.]+)'", line)
+    if m is None:
+        return False
+    pkg = m.group(1)
+    parent, _, child = pkg.rpartition(".")
+    ours = NSPKG % ((tuple(pkg.split(".")),) + (pkg,) * 4)
+    return line.rstrip(";") in (ours, ours + ";m and setattr(sys.modules[%r], %r, m)" % (parent, child))
 def finder_paths(p):
     """The folders a setuptools editable finder (its .pth only imports it) maps packages to: MAPPING, NAMESPACES."""
     import ast
@@ -242,18 +266,84 @@ def drop(who):
     else:
         os.setgroups([])
     os.setgid(gid); os.setuid(uid)
-def stdlib_of(venv):
-    """Where the venv's python takes its standard library from: pyvenv.cfg's `home` (the interpreter's search starts
-    there, not at bin/python's real file: a copied python finds it only so) and the lib/python3.X beside it."""
-    homes = [v.strip() for k, _, v in (x.partition("=") for x in lines_of(os.path.join(venv, "pyvenv.cfg")))
-             if k.strip() == "home" and v.strip().startswith("/")]
+def venv_cfg(venv):
+    """pyvenv.cfg's (key, value) pairs as the interpreter reads them (getpath, site.venv): bin/pyvenv.cfg, beside the
+    executable, else the venv's; keys stripped and lowered. None where neither is there (no venv: a plain python)."""
+    for p in (os.path.join(venv, "bin", "pyvenv.cfg"), os.path.join(venv, "pyvenv.cfg")):
+        if os.path.isfile(p):
+            return [(k.strip().lower(), v.strip()) for k, eq, v in (x.partition("=") for x in lines_of(p, True)) if eq]
+    return None
+def base_of(venv, cfg):
+    """(homes, folders looked in, stdlib folders, python3.X names): where the venv's python takes its standard library
+    from, as getpath searches: up from pyvenv.cfg's first `home` (a copied python finds it only so), else from
+    bin/python's real folder, to the first with lib/python3.X/os.py (prefix) and the first with its lib-dynload
+    (exec_prefix), for the venv's lib/python3.X names. Every folder looked in counts: whoever may make a
+    lib/python3.X/os.py there decides what runs."""
+    homes = [v for k, v in cfg or () if k == "home"][:1]
+    start = homes[0] if homes else os.path.dirname(os.path.realpath(os.path.join(venv, "bin", "python")))
     try:
         names = [n for n in os.listdir(os.path.join(venv, "lib")) if n.startswith("python3")]
     except OSError:
         names = []
-    return homes, [os.path.join(os.path.dirname(h.rstrip("/")), "lib", n) for h in homes for n in names]
+    real = os.path.basename(os.path.realpath(os.path.join(venv, "bin", "python")))
+    names = names or ([real] if re.fullmatch(r"python3\.\d+", real) else [])  # no lib/python3.X: its real file's
+    looked, libs = [], []
+    for landmark, test in (("os.py", os.path.isfile), ("lib-dynload", os.path.isdir)):
+        cur = start if start.startswith("/") else "/" + start
+        while True:
+            looked += [os.path.join(cur, "lib", n, landmark) for n in names]
+            if cur == "/" or any(test(os.path.join(cur, "lib", n, landmark)) for n in names):
+                break
+            cur = os.path.dirname(cur.rstrip("/")) or "/"
+        libs += [os.path.join(cur, "lib", n) for n in names]
+    return homes, looked, libs, names
+def venv_reach(venv):
+    """(paths, trees, whether the user site counts) a venv's python may run code from: its python, pyvenv.cfg's
+    home, the standard library getpath finds (base_of), and where include-system-site-packages is not "false"
+    (site.venv's reading; no pyvenv.cfg: a plain python) the base's site-packages and dist-packages folders and the
+    user site (PYTHONUSERBASE or ~/.local). A venv with no bin/python reaches nothing beyond itself; one whose
+    bin/python is no ELF program (a script) is Refused."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.lexists(python):
+        return [python], [], False
+    if not is_elf(python):
+        raise Refused(errno.EPERM, "%s is no ELF program (what a script's #! line runs is not looked at)" % python,
+                      python)
+    cfg = venv_cfg(venv)
+    homes, looked, libs, names = base_of(venv, cfg)
+    paths = [python, *homes, *looked]
+    paths += [os.path.join(os.path.dirname(lib), "python3%s.zip" % lib.rpartition(".")[2]) for lib in libs[:1]]
+    trees = list(libs)
+    system = ([v.lower() for k, v in cfg or () if k == "include-system-site-packages"] or ["true"])[-1] == "true"
+    if system:
+        for prefix in {os.path.dirname(os.path.dirname(lib)) for lib in libs}:
+            for lib in ("lib", "lib64"):
+                for n in names:
+                    trees += [os.path.join(prefix, lib, n, "site-packages"), os.path.join(prefix, lib, n, "dist-packages"),
+                              os.path.join(prefix, "local", lib, n, "dist-packages")]
+                trees.append(os.path.join(prefix, lib, "python3", "dist-packages"))
+        trees += user_sites(os.environ.get("HOME") or "/", names)
+    return paths, trees, system
+def is_elf(p):
+    """Whether the file `p` leads to starts as an ELF program does (a missing one: nothing runs, nothing to refuse)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return not os.path.exists(p)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(4) == b"\x7fELF"
+        except OSError:
+            return False
+def user_sites(home, names):
+    base = os.environ.get("PYTHONUSERBASE") or os.path.join(home, ".local")
+    return [os.path.join(base, "lib", n, "site-packages") for n in names]
 def venv_owner(venv, *more, seen=None):
-    """decide() for a venv: everything in it, its python's real file, its standard library and `more` (a file fleet
-    writes there)."""
-    homes, libs = stdlib_of(venv)
-    return decide(paths=(os.path.join(venv, "bin", "python"), *homes) + more, trees=(venv, *libs), seen=seen)
+    """decide() for a venv: everything in it, what venv_reach names and `more` (a file fleet writes there); where the
+    user site counts, the one of the owner it runs as (their HOME) too."""
+    seen = seen if seen is not None else Seen()
+    paths, trees, user_site = venv_reach(venv)
+    who = decide(paths=tuple(paths) + more, trees=(venv, *trees), seen=seen)
+    if who is not None and user_site:
+        who = decide(trees=user_sites(who[3], base_of(venv, venv_cfg(venv))[3]), seen=seen)
+    return who

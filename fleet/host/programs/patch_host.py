@@ -13,19 +13,20 @@ def sha(b):
 #@include owner.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (find, use_venv: venv_site.py's; Seen, decide, venv_owner, drop: owner.py's; put in place of the include lines when the
+# (find, use_venv, dist_named, dists_of: venv_site.py's; Seen, decide, venv_owner, drop: owner.py's; put in place of the include lines when the
 # text is shipped)
 def dist_of(top):
-    import importlib.metadata as md
     try:
-        names = md.packages_distributions().get(top) or []
+        names = dists_of(top)
     except Exception:
         names = []
     for n in names:
         try:
-            return n, md.distribution(n)
+            d = dist_named(n)
         except Exception:
-            pass
+            d = None
+        if d is not None:
+            return n, d
     return None, None
 def record_sha(d, path):
     if d is None:
@@ -55,7 +56,6 @@ def cache_bases(unit):
             pass
     return list(dict.fromkeys(b for b in bases if b))
 def do_read(req):
-    import importlib.metadata as md
     res = {"packages": {}, "dists": {}, "files": [], "sms": [], "sm_error": None, "prebuilt": [], "runs": []}  # type: dict
     dists = {}
     for p in req["packages"]:
@@ -74,7 +74,7 @@ def do_read(req):
         res["packages"][p] = {"path": path, "dist": dname, "version": d.version if d else None}
     for name in req["dists"]:
         try:
-            res["dists"][name] = md.version(name)
+            res["dists"][name] = dist_named(name).version
         except Exception:
             res["dists"][name] = None
     for p, rel in req["files"]:

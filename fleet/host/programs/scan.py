@@ -12,7 +12,7 @@ req = json.loads(base64.b64decode(sys.argv[1]))
 #@include venv_site.py
 # ruff: noqa: F821
 # mypy: disable-error-code="name-defined"
-# (find, use_venv: venv_site.py's, put in place of the include line when the text is shipped)
+# (find, use_venv, dist_named, dists_of: venv_site.py's, put in place of the include line when the text is shipped)
 PYTHON = use_venv(req)
 DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|error)\b")
 PYGATE = re.compile(r"supported_major_versions|\bmajor\s+(not\s+)?in\b|_supported\b|get_platform\(\)\.is_")
@@ -35,12 +35,10 @@ def enclosing_def(lines, index):
 
 def dist_of(top):
     try:
-        import importlib.metadata as md
-        for name in md.packages_distributions().get(top) or []:
-            try:
-                return {"dist": name, "version": md.version(name)}
-            except Exception:
-                pass
+        for name in dists_of(top):
+            d = dist_named(name)
+            if d is not None:
+                return {"dist": name, "version": d.version}
     except Exception:
         pass
     return {}

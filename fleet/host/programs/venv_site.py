@@ -1,6 +1,7 @@
 # The venv's packages as data (included by patch_host.py and scan.py, which run on the host's own python3 -I -S,
 # never the venv's: its owner may change its interpreter, .pth files and packages, and fleet runs as root). Its
-# site-packages and the folders its .pth files name go on sys.path; a .pth line of code is never run, nor is any
+# site-packages and the folders its .pth files name are searched (SITE), never put on sys.path: a venv owner's csv.py
+# there would be what `import csv` (importlib.metadata's) runs as root. A .pth line of code is never run, nor is any
 # package imported: find() walks the path finder one part at a time (importlib.util.find_spec would import the
 # parents of a dotted name).
 import glob, importlib.machinery, os, sys
@@ -27,9 +28,10 @@ def venv_site(venv):
         import site
         found += [d for d in site.getsitepackages() if os.path.isdir(d)]
     return found
+SITE = []  # type: list  # the venv's folders (use_venv); empty: the python's own sys.path
 def find(name, path=None):
     """The module spec of `name` (dotted: each parent's folders searched, none imported), or None."""
-    spec, where = None, path
+    spec, where = None, path if path is not None else (SITE or None)
     parts = name.split(".")
     for i in range(len(parts)):
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), where)
@@ -39,9 +41,26 @@ def find(name, path=None):
         if i + 1 < len(parts) and not where:
             return None
     return spec
+def distributions(name=None):
+    """The installed distributions SITE holds (`name`'s alone where given), read as data."""
+    import importlib.metadata as md
+    return md.distributions(name=name, path=SITE or sys.path)
+def dist_named(name):
+    return next(iter(distributions(name)), None)
+def dists_of(top):
+    """The names of the distributions that install the top-level package `top` (packages_distributions's reading:
+    top_level.txt, else the files they record)."""
+    found = []
+    for d in distributions():
+        tops = (d.read_text("top_level.txt") or "").split() or \
+            {f.parts[0] if len(f.parts) > 1 else f.stem for f in d.files or () if f.suffix == ".py"}
+        if top in tops:
+            found.append(d.metadata["Name"])
+    return found
 def use_venv(req):
-    """The venv of the request (its "venv") put on sys.path; the python fleet names in what it says."""
+    """The venv of the request (its "venv") searched by find() and distributions(); the python fleet names in what
+    it says."""
     if not req.get("venv"):
         return sys.executable
-    sys.path[:0] = venv_site(req["venv"])
+    SITE[:] = venv_site(req["venv"])
     return req["venv"].rstrip("/") + "/bin/python"

@@ -22,6 +22,7 @@ def _venv(tmp_path: Path) -> Path:
     (venv / "lib" / "site-packages").mkdir(parents=True)
     (venv / "bin").mkdir()
     (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")  # python3 -m venv's
     return venv
 
 

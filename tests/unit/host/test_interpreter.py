@@ -9,6 +9,7 @@ import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -187,3 +188,65 @@ def test_the_hosts_target_and_the_model_check_run_the_checked_python_never_a_pyt
                              text=True).stdout.strip()
     assert target.python == version
     assert said == f"no config.json in {top / 'model'}"
+
+
+def test_a_link_target_ending_in_a_newline_is_checked_whole(top: Path) -> None:
+    """`to=$(readlink ...)` dropped the target's trailing newline: root's link bin/python3 -> "real\\n" was checked as
+    bin/real (root's file) while the kernel follows "real\\n", here root's link to nobody's program. Fails before:
+    root ran it; now the link's real target is looked at and refused."""
+    users = _users_folder(top)
+    (users / "python3").write_text("#!/bin/sh\nid -u\n")
+    (users / "python3").chmod(0o755)
+    os.chown(users / "python3", NOBODY.pw_uid, NOBODY.pw_gid)
+    (top / "bin").mkdir()
+    (top / "bin" / "real").write_text("#!/bin/sh\nexit 0\n")
+    (top / "bin" / "real").chmod(0o755)
+    (top / "bin" / "real\n").symlink_to(users / "python3")
+    (top / "bin" / "python3").symlink_to("real\n")
+    cmd = hostside.sh_command("interpreter.sh", str(top / "bin" / "python3"), "-I", "-S", "-c", "pass")
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        77, "", f"fleet runs nothing on {top}/bin/python3 as root: {users} is not root's"), done
+
+
+STDLIB = subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "import os; print(os.path.dirname(os.__file__))"],
+                        capture_output=True, text=True).stdout.strip() if Path(hostside.SYSTEM_PYTHON).exists() else ""
+
+
+def _a_users_file(at: Path) -> str:
+    os.chown(at / "__init__.py", NOBODY.pw_uid, NOBODY.pw_gid)
+    return f"{STDLIB}/encodings/__init__.py is not root's"
+
+
+def _anyone_may_write(at: Path) -> str:
+    (at / "__init__.py").chmod(0o666)
+    return f"{STDLIB}/encodings/__init__.py is writable by others than root"
+
+
+def _a_default_acl_lets_a_user_write(at: Path) -> str:
+    """What root makes there (a __pycache__ file) nobody may write: the group bits say nothing of a default ACL."""
+    entries = [(1, 7, ANY), (2, 7, NOBODY.pw_uid), (4, 5, ANY), (0x10, 7, ANY), (0x20, 5, ANY)]
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    os.setxattr(at, "system.posix_acl_default", raw)
+    return f"{STDLIB} holds a file with an ACL"
+
+
+ANY = 0xFFFFFFFF  # an ACL entry's id where it names none
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount over the host's stdlib)")
+@pytest.mark.parametrize("change", [_a_users_file, _anyone_may_write, _a_default_acl_lets_a_user_write],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_the_hosts_standard_library_a_user_may_change_runs_nothing(top: Path, change: Callable[[Path], str]) -> None:
+    """The python's standard library (encodings, imported at every start, before owner.py's rule runs) is checked
+    as its path is: its encodings folder replaced, in a private mount, by a copy a user may change. Fails before:
+    root ran it (interpreter.sh looked at the path to the real file only)."""
+    copy = top / "encodings"
+    shutil.copytree(Path(STDLIB) / "encodings", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy.chmod(0o755)
+    why = change(copy)
+    cmd = hostside.sh_command("interpreter.sh", hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "print('ran')")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$1" "$2" && exec sh -c "$3"', "-", str(copy),
+                           f"{STDLIB}/encodings", cmd], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (
+        77, "", f"fleet runs nothing on {hostside.SYSTEM_PYTHON} as root: {why}"), done

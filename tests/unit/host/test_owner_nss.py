@@ -32,6 +32,7 @@ def _venv(top: Path, group: int) -> Path:
     (venv / "lib").mkdir(parents=True)
     (venv / "bin").mkdir()
     (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")  # python3 -m venv's
     for here, dirs, files in os.walk(venv):
         for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
             os.lchown(name, UID, OWN)
@@ -40,10 +41,11 @@ def _venv(top: Path, group: int) -> Path:
     return venv
 
 
-def _runs_as(top: Path, venv: Path, nsswitch: str) -> tuple[int, str, str]:
+def _runs_as(top: Path, venv: Path, nsswitch: str, group: str = "") -> tuple[int, str, str]:
     """(exit, stdout, stderr) of `id -u` run through as_owner where NSS is files of the test's own."""
     files = {"passwd": Path("/etc/passwd").read_text() + f"user:x:{UID}:{OWN}::/:/bin/sh\n",
-             "group": Path("/etc/group").read_text() + f"user:x:{OWN}:\nteam:x:{TEAM}:\n", "nsswitch.conf": nsswitch}
+             "group": group or Path("/etc/group").read_text() + f"user:x:{OWN}:\nteam:x:{TEAM}:\n",
+             "nsswitch.conf": nsswitch}
     mounts = []
     for name, text in files.items():
         (top / name).write_text(text)
@@ -73,3 +75,14 @@ def test_an_nsswitch_conf_naming_no_passwd_source_is_not_taken_for_whole(top):
     """glibc's defaults differ by release (compat with NIS's `+` lines on older ones): not known, so not whole."""
     venv = _venv(top, TEAM)
     assert _runs_as(top, venv, "# passwd and group unsaid\nhosts: files dns\n")[0] == 77
+
+
+def test_a_second_group_line_of_the_same_gid_is_read_too(top):
+    """/etc/group may hold two names for one gid (groupadd -o): `team:x:4345:` and `team2:x:4345:nobody`.
+    grp.getgrgid returns the first line only, so the rule saw no member but the owner and ran the user's venv (lib/
+    0775 of gid 4345) as that user, while initgroups (runuser, su, login) gives nobody gid 4345 from the second line:
+    nobody may write lib/. Fails before: ran as the user; now refused."""
+    venv = _venv(top, TEAM)
+    group = Path("/etc/group").read_text() + f"user:x:{OWN}:\nteam:x:{TEAM}:\nteam2:x:{TEAM}:nobody\n"
+    assert _runs_as(top, venv, FILES, group) == (77, "", f"fleet runs nothing of {venv} as root: {venv}/lib is "
+                                                          "writable by others than its owner")

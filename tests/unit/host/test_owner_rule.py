@@ -105,7 +105,10 @@ def its_pyvenv_home_a_users_folder(top: Path) -> Path:
     takes its standard library from there (os.py, encodings), nobody's code at every start. The rule never read
     pyvenv.cfg and ran it as root."""
     venv = _venv(top / "venv")
-    (venv / "pyvenv.cfg").write_text(f"home = {_users_folder(top)}/bin\ninclude-system-site-packages = false\n")
+    home = _users_folder(top)
+    (home / "lib" / "python3.11" / "lib-dynload").mkdir(parents=True)  # getpath's search up from home stops here
+    (home / "lib" / "python3.11" / "os.py").write_text("")
+    (venv / "pyvenv.cfg").write_text(f"home = {home}/bin\ninclude-system-site-packages = false\n")
     return venv
 
 
@@ -196,7 +199,7 @@ def a_pth_names_a_folder_with_a_users_module(top: Path) -> Path:
     sys.path: the walk never read the .pth and ran as root what nobody may change."""
     venv = _venv(top / "venv")
     _users_module(top / "src", "editable.py")
-    (_site(venv) / "__editable__.editable.pth").write_text(f"# a comment\nimport sys\n{top / 'src'}\n")
+    (_site(venv) / "__editable__.editable.pth").write_text(f"# a comment\n{top / 'src'}\n")
     return venv
 
 
@@ -220,6 +223,16 @@ def an_editable_finder_maps_a_package_to_a_users_module(top: Path) -> Path:
         f"import sys\nMAPPING: dict[str, str] = {{'mapped': {str(top / 'src' / 'mapped')!r}}}\n"
         "NAMESPACES: dict[str, list[str]] = {}\n")
     (_site(venv) / "__editable__.mapped-0.1.pth").write_text(f"import {finder}; {finder}.install()\n")
+    return venv
+
+
+def a_pth_import_line_puts_a_users_module_on_the_path(top: Path) -> Path:
+    """An editable install of another backend (hatchling's editables, scikit-build-core, meson-python: site exec()s
+    their .pth import lines) puts root's top/src, with nobody's module, on sys.path: the rule skipped import lines
+    and ran it as root. Refused now: the rule cannot read what code does."""
+    venv = _venv(top / "venv")
+    _users_module(top / "src", "mapped.py")
+    (_site(venv) / "_editable_impl_mapped.pth").write_text(f"import sys; sys.path.append({str(top / 'src')!r})\n")
     return venv
 
 
@@ -292,6 +305,8 @@ CASES = [
     Case(a_uid_with_no_passwd_entry, NO_ENTRY, "written"),
     Case(a_group_of_one_may_write, NO_ENTRY, "written"),
     Case(a_pth_names_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
+    Case(a_pth_import_line_puts_a_users_module_on_the_path, "/venv/lib/python3.11/site-packages/"
+         "_editable_impl_mapped.pth runs code whose effect fleet cannot read (an import line)", "fleet cannot read"),
     Case(a_link_to_a_folder_with_a_users_module, NOBODY.pw_uid, NOT_HIS),
     Case(an_editable_finder_maps_a_package_to_a_users_module, NOBODY.pw_uid, NOT_HIS),
     Case(an_acl_lets_a_user_write_a_module, NOBODY.pw_uid, NOT_HIS),
@@ -461,6 +476,31 @@ def test_an_editable_finder_whose_table_is_no_literal_is_refused_in_one_line(top
     assert (done.returncode, done.stderr.strip()) == (
         77, f"fleet runs nothing of {venv} as root: {finder} names its packages' folders in no literal fleet can "
             "read"), done
+
+
+NSPKG = ("import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.join(sys._getframe(1).f_locals["
+         "'sitedir'], *('google', 'cloud'));importlib = has_mfs and __import__('importlib.util');has_mfs and "
+         "__import__('importlib.machinery');m = has_mfs and sys.modules.setdefault('google.cloud', "
+         "importlib.util.module_from_spec(importlib.machinery.PathFinder.find_spec('google.cloud', "
+         "[os.path.dirname(p)])));m = m or sys.modules.setdefault('google.cloud', types.ModuleType('google.cloud'));mp "
+         "= (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p);m and "
+         "setattr(sys.modules['google'], 'cloud', m)\n")  # setuptools' Installer._gen_nspkg_line('google.cloud')
+
+
+def test_setuptools_own_pth_import_lines_are_read_and_run_as_the_venvs_owner(top):
+    """The .pth import lines a normal venv holds (pip's setuptools: distutils-precedence.pth, as `python3 -m venv`
+    gives; an editable install's finder; a namespace package's -nspkg.pth) are understood, not refused: a root venv
+    runs as root."""
+    venv = _venv(top / "venv")
+    (_site(venv) / "distutils-precedence.pth").write_text(
+        "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; enabled and "
+        "__import__('_distutils_hack').add_shim(); \n")
+    (_site(venv) / "google_cloud-1.0-py3.11-nspkg.pth").write_text(NSPKG)
+    (_site(venv) / "__editable___mapped_0_1_finder.py").write_text("MAPPING = {}\nNAMESPACES = {}\n")
+    (_site(venv) / "__editable__.mapped-0.1.pth").write_text(
+        "import __editable___mapped_0_1_finder; __editable___mapped_0_1_finder.install()")
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "0"), done
 
 
 def _python38() -> str | None:

@@ -63,3 +63,19 @@ def test_the_patch_engines_read_finds_the_venvs_files_and_runs_none_of_its_code(
                                                "venv": str(venv)}))
     assert read["files"][0]["exists"] and read["files"][0]["path"].endswith("gated/sub/kernel.py"), read["files"]
     assert sorted(p.name for p in ran.iterdir()) == []
+
+
+def test_the_venvs_distributions_are_read_from_its_site_not_from_the_hosts_path(tmp_path):
+    """The distribution that installs a package, and its version, are read from the venv's site-packages as data
+    (importlib.metadata's distributions(path=...)): nothing of the venv goes on sys.path."""
+    venv, _ = _venv(tmp_path)
+    info = venv / "lib" / "python3.11" / "site-packages" / "gated-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gated\nVersion: 1.2.3\n")
+    (info / "top_level.txt").write_text("gated\n")
+    scan = _run("scan.py", _b64({"scope": {"gated": ["*.py"]}, "venv": str(venv)}))
+    assert (scan["packages"]["gated"]["dist"], scan["packages"]["gated"]["version"]) == ("gated", "1.2.3")
+    read = _run("patch_host.py", "read", _b64({"packages": ["gated"], "dists": ["gated", "absent"], "modules": [],
+                                               "files": [], "root": str(tmp_path / "b"), "venv": str(venv)}))
+    assert read["dists"] == {"gated": "1.2.3", "absent": None}
+    assert (read["packages"]["gated"]["dist"], read["packages"]["gated"]["version"]) == ("gated", "1.2.3")
