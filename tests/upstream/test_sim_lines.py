@@ -93,15 +93,17 @@ def test_the_exemptions_are_still_needed():
 
 
 # the simulator's own failures (a broken sandbox), not lines a stand-in prints for the software it models
-SIM_OWN = (r"^the table has a catch-all serve row$", r"^nvidia-smi \{\} failed")
+SIM_OWN = (r"^the table has a catch-all serve row$", r"^nvidia-smi \{\} failed", r"^simulated torch: ")
 
 
 def test_the_simulated_torch_nccl_and_cuda_lines_are_recorded_real_ones():
     """What the stand-ins print for torch, NCCL and CUDA (not in the corpus) matches a line with a public
-    source: a recorded failure (tests/fixtures/logs/real_failures.jsonl, each with its thread) or the example
-    of a log rule whose sources name that project."""
-    fixtures = SIM.parents[2] / "tests" / "fixtures" / "logs" / "real_failures.jsonl"
-    recorded = [json.loads(row)["text"] for row in fixtures.read_text().splitlines() if row.strip()]
+    source: a recorded failure (tests/fixtures/logs/real_failures.jsonl, each with its thread), a message real
+    torch raised on a GPU (torch_messages.jsonl, by tests/tools/record_torch_messages.py) or the example of a log
+    rule whose sources name that project."""
+    logs = SIM.parents[2] / "tests" / "fixtures" / "logs"
+    recorded = [json.loads(row)["text"] for name in ("real_failures.jsonl", "torch_messages.jsonl")
+                for row in (logs / name).read_text().splitlines() if row.strip()]
     sourced = [ex for rule in logrules.default_rules().rules
                if any(isinstance(s, logrules.ProjectSource) and s.project in ("torch", "NCCL", "CUDA")
                       for s in rule.sources) for ex in rule.examples]

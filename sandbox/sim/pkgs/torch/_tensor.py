@@ -66,7 +66,8 @@ class Tensor:
 
     def copy_(self, src: Tensor) -> Tensor:
         if src.numel != self.numel:
-            raise RuntimeError(f"The size of tensor a ({self.numel}) must match the size of tensor b ({src.numel})")
+            raise RuntimeError(f"The size of tensor a ({self.numel}) must match the size of tensor b ({src.numel}) "
+                               "at non-singleton dimension 0")
         if src.device != self.device:
             _hang_if_broken(src.device, self.device)
         self._recipe = src._recipe
@@ -113,7 +114,11 @@ def _device_index(device: object) -> int:
 def _same_device(a: Tensor, b: Tensor) -> None:
     if a.device != b.device:
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"cuda:{a.device} and cuda:{b.device}!")
+                           f"{_cuda(a.device)} and {_cuda(b.device)}!")
+
+
+def _cuda(index: int) -> str:
+    return f"cuda:{index}"
 
 
 def _hang_if_broken(src: int, dst: int) -> None:
