@@ -212,16 +212,14 @@ def _silent(exc: BaseException) -> bool:
     a host key or a login refused are answers, never this."""
     if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
         return False
-    # no route to the host on its link (it does not answer ARP): no TCP either; a network this side has no route
-    # to (ENETUNREACH) is not the host's silence
+    # no route to the host on its link (no ARP answer): no TCP either; ENETUNREACH (this side's network) is not it
     no_route = isinstance(exc, OSError) and exc.errno == errno.EHOSTUNREACH
     return no_route or isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError,
                                         SSHException))
 
 
 def cause_of(exc: BaseException) -> NotReached:
-    """What a failed connection was, in the word every per-host row shows: a host key or a login refused is an
-    answer, never `unreachable` (which reads as the network)."""
+    """A failed connection in the word every per-host row shows: a key or a login refused is never `unreachable`."""
     if isinstance(exc, BadHostKeyException):
         return NotReached.CHANGED_KEY
     if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
@@ -276,10 +274,11 @@ class Hop(Connection):  # type: ignore[misc]
     hostkeys: _HostKeyPolicy | None = None  # asked for a key known_hosts lacks
 
     def bind(self, ep: Endpoint, role: str, pin: str | None, via: Hop | None, known: knownhosts.KnownHosts,
-             strategy: sshauth.Strategy, timeouts: Timeouts) -> None:
+             strategy: sshauth.Strategy, timeouts: Timeouts, hostkeys: _HostKeyPolicy) -> None:
         """Where and how it connects: its endpoint, pinned address, the hop before it, host keys and auth."""
         self.endpoint, self.role, self.pin, self.via, self.known = ep, role, pin, via, known
-        self.strategy, self.timeouts = strategy, timeouts
+        self.strategy, self.timeouts, self.hostkeys = strategy, timeouts, hostkeys
+        self.client.set_missing_host_key_policy(hostkeys)
 
     def share_as(self, key: tuple[Any, ...]) -> None:
         """A jump host every target behind the same chain rides (`_shared[key]`)."""
@@ -330,8 +329,7 @@ class Hop(Connection):  # type: ignore[misc]
             f", through {self.via.endpoint.alias}" if self.via is not None and self.via.endpoint else "") + (
             f", through ProxyCommand {ep.proxy_command!r}" if ep.proxy_command else "")
         key = self.transport.get_remote_server_key()
-        where = self.known.where(ep.key_name, key) or (self.hostkeys.fate if self.hostkeys and self.hostkeys.fate
-                                                        else "recorded on first contact")
+        where = self.known.where(ep.key_name, key) or getattr(self.hostkeys, "fate", None) or "taken on first contact"
         lines = [f"{self.role}: {ep.user}@{ep.hostname}:{ep.port} ({how})",
                  f"{self.role}: host key {key.get_name()} {key.fingerprint} for {ep.key_name} matched {where}"]
         notes = self.strategy.notes if self.strategy is not None else []
@@ -398,12 +396,11 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     )
     files, record_in = known_hosts_files(host, ep)
     known = knownhosts.load_all(files)
-    conn.bind(ep, role, pin, via, known, strategy, t)
+    label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
+    conn.bind(ep, role, pin, via, known, strategy, t,
+              _HostKeyPolicy(record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label))
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
-    label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
-    conn.hostkeys = _HostKeyPolicy(record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label)
-    conn.client.set_missing_host_key_policy(conn.hostkeys)
     return conn
 
 
