@@ -480,8 +480,8 @@ def check(c, playbook=None, inventory=None, json=False, lock=False):
 
 
 LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",
-                "host": "results this host reported: a name, a glob, !name, &name over the learned hosts (repeatable; a "
-                        "host no longer in the inventory too)",
+                "host": "results this host reported: a name, a glob, !name, &name over the learned hosts "
+                        "(repeatable; a host no longer in the inventory too)",
                 "group": "results the hosts of this inventory group reported (repeatable)",
                 "playbook": "only this playbook's (its name, as `inv learned` shows it)",
                 "rung": "only this rung's results (repeatable)",

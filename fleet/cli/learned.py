@@ -7,6 +7,7 @@ import fnmatch
 import re
 import sys
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from fleet import errors, inventory, site
@@ -46,7 +47,8 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
     return Selection(hosts_of(patterns, known["--host"], members), playbook, frozenset(rungs), key)
 
 
-def hosts_of(patterns: Sequence[str], learned: set[str], members: set[str] = frozenset()) -> frozenset[str]:
+def hosts_of(patterns: Sequence[str], learned: AbstractSet[str],
+             members: AbstractSet[str] = frozenset()) -> frozenset[str]:
     """The host names `patterns` (and the groups' `members`) select among those learned of, as --host reads for
     every task: names and globs add, `!` leaves out, `&` keeps only; only `!`/`&` start from every learned host.
     A name nothing was learned of is kept (it selects nothing; _say_unknown says so); a glob, `!` or `&` that

@@ -182,7 +182,8 @@ def test_lines_that_say_their_rank_in_their_words_are_folded_with_the_ranks_list
                         + each("[TP{r}] Warmup put failed after 3 attempts, giving up", header=True)
                         + each("Decode handshake failed for request rank={r} rid=7", header=True))
     assert [(f.count, f.ranks) for f in out] == [(8, [f"TP{r}" for r in range(8)])] * 4
-    assert [f.line.text for f in out][:2] == ["Rank 0 workspace[0] 0x7f00aa001000", "Rank 0 workspace[1] 0x7f00aa001000"]
+    assert [f.line.text for f in out][:2] == ["Rank 0 workspace[0] 0x7f00aa001000",
+                                              "Rank 0 workspace[1] 0x7f00aa001000"]
 
 
 def test_lines_that_say_a_rank_and_differ_in_anything_else_stay_apart():
