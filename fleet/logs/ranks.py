@@ -24,7 +24,8 @@ _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 # a rank spelled in the text itself, as the upstream sources print it (fleet/upstream's wheel corpus): flashinfer's
 # `Rank 3 workspace[0] 0x...` (a print: no header, a process each), sglang's `[TP3] Bound to ...`, `[Rank 3] ...`,
 # `... request rank=3 ...`, `tp_rank=3`: the ranks' copies differ there (and in an address) and nowhere else
-_SPELLED = re.compile(r"\b(?:Rank |TP ?|(?:(tp|dp|ep|pp|cp)_)?rank=)(\d+)\b")
+# (`TP 8` unbracketed is as often a size: only sglang's bracketed prefix is a rank)
+_SPELLED = re.compile(r"\[TP ?(?P<tp>\d+)\]|\bRank (?P<n>\d+)\b|\b(?:(?P<kind>tp|dp|ep|pp|cp)_)?rank=(?P<k>\d+)\b")
 _ISO = "%Y-%m-%dT%H:%M:%S%z"  # journalctl's short-iso
 Said = tuple[str | None, str]  # a line's class and its text without the header
 
@@ -45,7 +46,7 @@ def spelled_rank(text: str) -> tuple[str, str] | None:
     if len(found) != 1:
         return None
     m = found[0]
-    rank = f"{(m.group(1) or 'tp').upper()}{m.group(2)}"
+    rank = f"{(m['kind'] or 'tp').upper()}{m['tp'] or m['n'] or m['k']}"
     if head is not None and rank not in head.group(1).split():
         return None
     return rank, text[:m.start()] + "{rank}" + text[m.end():]

@@ -195,3 +195,6 @@ def test_lines_that_say_a_rank_and_differ_in_anything_else_stay_apart():
                            (343, "[2026-03-02 11:41:43 TP1] peer rank=6 failed"),
                            (342, "Rank 0 talks to Rank 1"), (343, "Rank 1 talks to Rank 0")])
     assert [f.count for f in out] == [1] * 6
+    # `TP 8` unbracketed is a size each rank's process says alike: folded by process, as before
+    out = _fold_journal([(342 + r, "serving Llama with TP 8") for r in range(8)])
+    assert [(f.count, f.ranks[0]) for f in out] == [(8, "pid 342")]
