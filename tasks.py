@@ -480,7 +480,8 @@ def check(c, playbook=None, inventory=None, json=False, lock=False):
 
 
 LEARNED_HELP = {"inventory": "inventory file for --group (default: the site's)",
-                "host": "results this host reported (repeatable; a host no longer in the inventory too)",
+                "host": "results this host reported: a name, a glob, !name, &name over the learned hosts "
+                        "(repeatable; a host no longer in the inventory too)",
                 "group": "results the hosts of this inventory group reported (repeatable)",
                 "playbook": "only this playbook's (its name, as `inv learned` shows it)",
                 "rung": "only this rung's results (repeatable)",
@@ -520,7 +521,7 @@ def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, f
     from fleet.cli import learned as learning
 
     pick = learning.selection(inventory, host or [], group or [], playbook, rung or [], fingerprint)
-    raise Exit(code=learning.forget(pick, all_, dry_run, json))
+    raise Exit(code=learning.forget(pick, all_, dry_run, json, learning.only_narrowing(host or [], group or [])))
 
 
 @task(help={"prune": "drop the entries no release kept on any host needs, then the least recently used beyond the "

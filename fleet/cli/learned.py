@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import sys
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from fleet import errors, inventory, site
@@ -16,35 +18,85 @@ from fleet.deploy.fingerprint import Learned, Selection
 from fleet.errors import EXIT_OK, InputError, as_typed
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_GLOB = re.compile(r"[A-Za-z0-9*?\[][A-Za-z0-9._*?\[\]!-]{0,127}")  # a name, or a glob over names
 
 
 def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str], playbook: str | None,
               rungs: Sequence[str], key: str | None) -> Selection:
-    """The options as a Selection (exit 2 on a bad one). Hosts are taken as named, so what a host no longer in
-    the inventory taught can be forgotten; a group needs the inventory."""
-    for option, values in (("--host", hosts), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
+    """The options as a Selection (exit 2 on a bad one). --host takes the patterns the other tasks take (a name, a
+    glob, `!name`, `&name`), matched against the host names `inv learned` shows, not the inventory's, so what a
+    host no longer in the inventory taught can be forgotten; a group needs the inventory."""
+    patterns = inventory.split_patterns(hosts)
+    for option, values in (("--host", patterns), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
         for value in values:
-            if not _NAME.fullmatch(value):
-                raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)")
+            name = value[len(value) - len(value.lstrip("!&")):] if option == "--host" else value
+            if not (_GLOB if option == "--host" else _NAME).fullmatch(name):
+                raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)"
+                                 + (", a glob of them (* ? [...]), with `!` or `&` before it" * (option == "--host")))
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
-    _say_unknown(hosts, playbook, rungs)
-    named = set(hosts)
+    known = _known()
+    _say_unknown(known, [p for p in patterns if not p.startswith(("!", "&")) and not inventory.is_glob(p)],
+                 playbook, rungs)
+    members: set[str] = set()
     if groups:
         path = Path(inventory_file) if inventory_file else site.find().inventory
         members = {h.name for h in inventory.load(path).select([], list(groups))}
         if not members:  # never an empty selection, which would mean everything
             raise InputError(f"--group {', '.join(groups)}: no hosts in {path}")
-        named |= members
-    return Selection(frozenset(named), playbook, frozenset(rungs), key)
+    return Selection(hosts_of(patterns, known["--host"], members), playbook, frozenset(rungs), key)
 
 
-def _say_unknown(hosts: Sequence[str], playbook: str | None, rungs: Sequence[str]) -> None:
+def hosts_of(patterns: Sequence[str], learned: AbstractSet[str],
+             members: AbstractSet[str] = frozenset()) -> frozenset[str]:
+    """The host names `patterns` (and the groups' `members`) select among those learned of, as --host reads for
+    every task: names and globs add, `!` leaves out, `&` keeps only; only `!`/`&` start from every learned host.
+    A name nothing was learned of is kept (it selects nothing; _say_unknown says so); a glob, `!` or `&` that
+    matches no learned host is exit 2, naming the learned ones (a typo in an exclusion would forget the host it
+    meant to spare); never empty where patterns were given, which would select everything."""
+    adds: set[str] = set(members)
+    leave: set[str] = set()
+    keep: list[set[str]] = []
+    for typed in patterns:
+        name = typed.lstrip("!&")
+        found = {h for h in learned if fnmatch.fnmatchcase(h, name)} if inventory.is_glob(name) else \
+            {name} if name in learned or typed == name else set()
+        if not found:
+            what = "matches no host anything was learned of" if inventory.is_glob(name) else \
+                "nothing was learned of that name"
+            raise InputError(f"{as_typed('--host', typed)}: {what} (matched against the hosts `inv learned` shows, "
+                             f"not the inventory){errors.hint(name, learned)}")
+        if typed.startswith("!"):
+            leave |= found
+        elif typed.startswith("&"):
+            keep.append(found)
+        else:
+            adds |= found
+    if not patterns:
+        return frozenset(adds)
+    start = adds if adds or members else set(learned)
+    picked = {h for h in start if h not in leave and all(h in k for k in keep)}
+    if not picked:
+        raise InputError(f"{' '.join(as_typed('--host', p) for p in patterns)}: leaves no host of those learned of "
+                         f"({len(start)} matched, every one is left out)")
+    return frozenset(picked)
+
+
+def only_narrowing(hosts: Sequence[str], groups: Sequence[str]) -> bool:
+    """Only `!`/`&` host patterns, no group: they narrow what was learned, they name no host by themselves."""
+    return not groups and inventory.only_narrowing(hosts)
+
+
+def _known() -> dict[str, set[str]]:
+    rows, slo = fingerprint.learned(Selection()), slolearned.load()
+    return {"--host": {r.host for r in rows} | {w.host for e in slo for w in e.wins},
+            "--playbook": {r.playbook for r in rows} | {e.playbook for e in slo}, "--rung": {r.rung for r in rows}}
+
+
+def _say_unknown(known: dict[str, set[str]], hosts: Sequence[str], playbook: str | None,
+                 rungs: Sequence[str]) -> None:
     """Each name given that nothing learned has, said on stderr with the nearest learned one (a typo's `nothing
     learned matches` named no host, and beside a good name the typo was dropped in silence)."""
-    rows, slo = fingerprint.learned(Selection()), slolearned.load()
-    known = {"--host": {r.host for r in rows} | {w.host for e in slo for w in e.wins},
-             "--playbook": {r.playbook for r in rows} | {e.playbook for e in slo}, "--rung": {r.rung for r in rows}}
     for option, values in (("--host", hosts), ("--playbook", [playbook] if playbook else []), ("--rung", rungs)):
         for value in values:
             if value not in known[option]:
@@ -105,10 +157,14 @@ def show(pick: Selection, as_json: bool) -> int:
     return EXIT_OK
 
 
-def forget(pick: Selection, every: bool, dry_run: bool, as_json: bool) -> int:
+def forget(pick: Selection, every: bool, dry_run: bool, as_json: bool, narrowing: bool = False) -> int:
+    """`narrowing`: the hosts came of `!`/`&` patterns alone, which need --all (as every task that changes)."""
+    if narrowing and not every:
+        raise InputError("inv forget: `!`/`&` --host patterns only narrow what was learned; name hosts, or add --all "
+                         "for every learned host but those")
     if pick == Selection() and not every:
         raise InputError("say what to forget: --host, --group, --playbook, --rung, --fingerprint, or --all")
-    if every and pick != Selection():
+    if every and pick != Selection() and not narrowing:
         raise InputError("--all forgets everything: give it alone, or drop it to forget what the others select")
     gone = fingerprint.forget(pick, dry_run)
     slo = [] if pick.rungs else slolearned.forget(pick.hosts, pick.playbook, pick.fingerprint, dry_run)

@@ -369,6 +369,10 @@ class Deployer:
         rung = plan.rungs[0]
         planned = self.serve.plan(rung, "dry-run", sglang_version(facts))
         diffs: list[str] = []
+        why = restore.unit_problem(conn, self.host, planned, self.serve.unit_path)  # the deploy's first step of it
+        if why:
+            diffs.append(f"rung {rung.name}: the deploy would fail it {Outcome.INSTALL_FAILED} before stopping "
+                         f"anything: {why}\n")
         names = secret_names(self.book)
         for path, new in ((self.serve.unit_path, planned.unit_text), (self.serve.env_path, planned.env_text)):
             old = read_file(conn, self.host, path)

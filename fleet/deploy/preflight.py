@@ -10,7 +10,7 @@ from fabric import Connection
 
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
-from fleet.host.serverchecks import launch_help, model_check, port_users
+from fleet.host.serverchecks import has_python, launch_help, model_check, port_users
 from fleet.host.service import GpuApp, foreign_holders, gpu_holders
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.inventory import Host
@@ -43,6 +43,16 @@ def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
     res = launch_help(conn, host, venv)
     flags = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", res))
     return flags or None
+
+
+def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str | None:
+    """The venv the unit runs from must be there: a playbook that pins no packages cannot have it built (one that
+    pins is planned in the venv its pins build: fleet.host.venvs)."""
+    if book.packages or has_python(conn, host, venv):
+        return None
+    return (f"venv {venv} does not exist on the host (no {venv.rstrip('/')}/bin/python): the unit could not start; "
+            "create it there, point serve.venv (or the inventory's venv) at one, or pin `packages:` in the playbook "
+            "for the deploy to build it")
 
 
 def model_problem(conn: Connection, host: Host, path: str) -> str | None:
@@ -150,7 +160,8 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     for warning in known_bad(facts):
         say(f"warning: {warning}")
     known = known_flags(conn, host, venv)
-    problem = (model_problem(conn, host, book.model.path) or port_problem(conn, host, book.serve.port, unit)
+    problem = (venv_problem(conn, host, book, venv) or model_problem(conn, host, book.model.path)
+               or port_problem(conn, host, book.serve.port, unit)
                or gpu_problem(conn, host, unit, facts,
                            {**{k: v for k, v in book.serve.env.items() if isinstance(v, str)},
                             **host_env(host.vars)}))

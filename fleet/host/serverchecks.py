@@ -23,6 +23,12 @@ _MODEL_CHECK = (
 )
 
 
+def has_python(conn: Connection, host: Host, venv: str) -> bool:
+    """The venv's bin/python is there and runs (what the unit's ExecStart names)."""
+    python = shlex.quote(venv.rstrip("/") + "/bin/python")
+    return sh(conn, host, f"test -x {python} && echo yes || true").strip() == "yes"
+
+
 def launch_help(conn: Connection, host: Host, venv: str) -> str:
     """`sglang.launch_server --help` of the venv, as its owner where that is not root (as_owner.py); "" when it
     does not run."""

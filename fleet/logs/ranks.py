@@ -21,6 +21,11 @@ NEAR_S = 2.0  # copies further apart on the host's clock are other lines
 # an address is each process's own (`<MoERunner object at 0x7c70ccce8350>`, a native frame under ASLR): the ranks'
 # copies of one line differ there and nowhere else
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+# a rank spelled in the text itself, as the upstream sources print it (fleet/upstream's wheel corpus): flashinfer's
+# `Rank 3 workspace[0] 0x...` (a print: no header, a process each), sglang's `[TP3] Bound to ...`, `[Rank 3] ...`,
+# `... request rank=3 ...`, `tp_rank=3`: the ranks' copies differ there (and in an address) and nowhere else
+# (`TP 8` unbracketed is as often a size: only sglang's bracketed prefix is a rank)
+_SPELLED = re.compile(r"\[TP ?(?P<tp>\d+)\]|\bRank (?P<n>\d+)\b|\b(?:(?P<kind>tp|dp|ep|pp|cp)_)?rank=(?P<k>\d+)\b")
 _ISO = "%Y-%m-%dT%H:%M:%S%z"  # journalctl's short-iso
 Said = tuple[str | None, str]  # a line's class and its text without the header
 
@@ -31,13 +36,33 @@ def rank_of(text: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def spelled_rank(text: str) -> tuple[str, str] | None:
+    """('TP3', the text with that rank as `{rank}`) for a line that says its rank in its words, once; None else.
+    A line whose header names a rank keeps a rank its words name only where it is that same rank (TP0 saying
+    `rank=5 failed` is about another rank: not a copy of TP1's `rank=6 failed`)."""
+    head = _TAG.match(text)
+    start = head.end() if head else 0  # the header's own rank is rank_of's
+    found = list(_SPELLED.finditer(text, start))
+    if len(found) != 1:
+        return None
+    m = found[0]
+    rank = f"{(m['kind'] or 'tp').upper()}{m['tp'] or m['n'] or m['k']}"
+    if head is not None and rank not in head.group(1).split():
+        return None
+    return rank, text[:m.start()] + "{rank}" + text[m.end():]
+
+
 def printer_of(line: Any) -> str | None:
-    """Who printed a line, to tell its copies apart: the rank its header names ('TP3'), else the process the journal
-    names ('pid 342'): a traceback's lines carry no header (only the log record's first line has it), and each
-    rank is a process of its own, so the error line of a crash on TP 8 comes 8 times from 8 processes."""
+    """Who printed a line, to tell its copies apart: the rank its header names ('TP3'), else the rank its words
+    name (`Rank 3 workspace[0] ...`), else the process the journal names ('pid 342'): a traceback's lines carry no
+    header (only the log record's first line has it), and each rank is a process of its own, so the error line of
+    a crash on TP 8 comes 8 times from 8 processes."""
     rank = rank_of(line.text)
     if rank is not None:
         return rank
+    spelled = spelled_rank(line.text)
+    if spelled is not None:
+        return spelled[0]
     m = _PID.search(getattr(line, "process", None) or "")
     return f"pid {m.group(1)}" if m else None
 
@@ -84,7 +109,11 @@ class RankFolder:
             self.flush()
             self.emit(Folded(line))
             return
-        said = (str(line.event.log_class) if line.event else None, _ADDRESS.sub("0x?", normalise(line.text).text))
+        text = normalise(line.text).text
+        spelled = spelled_rank(line.text)
+        if spelled is not None:  # the rank said in words is the printer's: its copies differ there alone
+            text = normalise(spelled[1]).text
+        said = (str(line.event.log_class) if line.event else None, _ADDRESS.sub("0x?", text))
         held = self.copies.setdefault(said, [])
         first = next((f for n in held if rank not in (f := self.pending[n][2]).ranks and _near(f.line, line)), None)
         if first is not None:

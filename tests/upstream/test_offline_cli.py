@@ -140,3 +140,15 @@ def test_gates_upstream_keeps_on_purpose_are_shown_with_reason_and_source_and_do
     assert len(table) == 4 and not any("flashinfer/jit/comm.py" in line for line in table)
     p = inv(*args, "--set", "sm120-allreduce-fusion")
     assert p.returncode == 0 and p.stdout.splitlines()[0].rstrip().endswith("the sets lift 3, 0 remain")
+
+
+def test_upstream_json_that_cannot_fetch_still_prints_a_json_document(tmp_path):
+    """A release the index does not give (9.9.9, or an index not reached: pip says the same for both) is a failed
+    fetch, exit 1, and --json's stdout is a document naming the error, as a failed host's row is elsewhere."""
+    p = subprocess.run([INV, "upstream", "--json", "--sglang", "9.9.9"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120, env=_empty_cache(tmp_path))
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["releases"] == [] and doc["cache"] == str(tmp_path / "cache")
+    assert doc["error"].startswith("pip download sglang==9.9.9 failed")
+    assert p.stderr.strip().splitlines()[-1] == f"error: {doc['error']}"

@@ -116,3 +116,39 @@ def test_a_name_nothing_was_learned_of_says_the_nearest_one(state, args, said):
     assert done.returncode == 0, done.stderr
     assert said in done.stderr, done.stderr
     assert state.read_bytes() == before
+
+
+def test_hosts_of_reads_globs_exclusions_and_intersections_over_the_learned_names():
+    """Issue 46, finding 6: `inv learned -H 'sbx*'` and `inv forget -H '!sbx1'` were refused (`a name as inv learned
+    shows it`); the patterns every other task takes now select among the hosts something was learned of."""
+    from fleet.cli.learned import hosts_of
+    from fleet.errors import InputError
+
+    learned = {"sbx1", "sbx2", "sbx3", "gpu-a"}
+    assert hosts_of(["sbx*"], learned) == {"sbx1", "sbx2", "sbx3"}
+    assert hosts_of(["sbx*", "!sbx2"], learned) == {"sbx1", "sbx3"}
+    assert hosts_of(["!sbx2"], learned) == {"sbx1", "sbx3", "gpu-a"}  # only narrowing: from every learned host
+    assert hosts_of(["sbx[12]", "&sbx2"], learned) == {"sbx2"}
+    assert hosts_of(["!gpu-a"], learned, members={"sbx1", "gpu-a"}) == {"sbx1"}  # a group's members, narrowed
+    assert hosts_of(["old-host"], learned) == {"old-host"}  # a name as named: it selects nothing, said on stderr
+    for patterns, said in ((["!sbx22"], "--host '!sbx22': nothing was learned of that name (matched against the "
+                                        "hosts `inv learned` shows, not the inventory); did you mean sbx2?"),
+                           (["zz*"], "--host 'zz*': matches no host anything was learned of"),
+                           (["sbx1", "!sbx*"], "leaves no host of those learned of")):
+        with pytest.raises(InputError) as err:
+            hosts_of(patterns, learned)
+        assert said in str(err.value)
+
+
+def test_learned_and_forget_take_globs_and_exclusions(state):
+    shown = inv(state, "learned", "--host", "sbx*", "--host", "!sbx2", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert {r["host"] for r in json.loads(shown.stdout)["results"]} == {"sbx1", "sbx3", "sbx4"}
+    before = state.read_bytes()
+    alone = inv(state, "forget", "--host", "!sbx4")  # only narrowing: needs --all, as deploy's does
+    assert alone.returncode == 2 and "add --all" in alone.stderr and state.read_bytes() == before
+    typo = inv(state, "forget", "--all", "--host", "!sbx44")  # a typo in an exclusion never forgets the host spared
+    assert typo.returncode == 2 and "did you mean sbx4?" in typo.stderr and state.read_bytes() == before
+    done = inv(state, "forget", "--all", "--host", "!sbx4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {r["host"] for r in json.loads(inv(state, "learned", "--json").stdout)["results"]} == {"sbx4"}

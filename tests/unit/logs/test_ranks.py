@@ -159,3 +159,42 @@ def test_the_ranks_copies_of_a_line_naming_their_own_object_address_are_folded()
     folder.expire()
     assert [(f.count, f.ranks[0], f.ranks[-1]) for f in out] == [(8, "pid 428", "pid 435")], out
     assert "object at 0x7c70ccce8350>" in out[0].line.text  # shown as the first copy wrote it
+
+
+def _fold_journal(lines: list[tuple[int, str]]) -> list[Folded]:
+    out: list[Folded] = []
+    folder = RankFolder(out.append, clock=Clock())
+    for pid, text in lines:
+        folder.add(LogLine("sbx0", "2026-03-02T11:41:43+0000", text, None, f"python[{pid}]"))
+    folder.flush()
+    return out
+
+
+def test_lines_that_say_their_rank_in_their_words_are_folded_with_the_ranks_listed():
+    """Texts as the upstream sources print them (the wheel corpus): flashinfer 0.6.x comm/trtllm_ar.py
+    `print(f"Rank {tp_rank} workspace[{i}] {hex(workspace[i])}")`, sglang's `[TP{tp_rank}] ...` and
+    `... request rank={self.tp_rank} ...` (disaggregation/decode.py). On TP 8 each came 8 times, one per rank."""
+    def each(template: str, *, header: bool = False) -> list[tuple[int, str]]:
+        return [(342 + r, (f"[2026-03-02 11:41:43 TP{r}] " if header else "")
+                 + template.format(r=r, addr=hex(0x7f00aa001000 + 0x1000 * r))) for r in range(8)]
+
+    out = _fold_journal(each("Rank {r} workspace[0] {addr}") + each("Rank {r} workspace[1] {addr}")
+                        + each("[TP{r}] Warmup put failed after 3 attempts, giving up", header=True)
+                        + each("Decode handshake failed for request rank={r} rid=7", header=True))
+    assert [(f.count, f.ranks) for f in out] == [(8, [f"TP{r}" for r in range(8)])] * 4
+    assert [f.line.text for f in out][:2] == ["Rank 0 workspace[0] 0x7f00aa001000",
+                                              "Rank 0 workspace[1] 0x7f00aa001000"]
+
+
+def test_lines_that_say_a_rank_and_differ_in_anything_else_stay_apart():
+    """The rank said is the one place the copies may differ: `GPU 3` against `GPU 4`, another rank named than the
+    one printing (TP0 `rank=5`, TP1 `rank=6`), or two ranks named, are other lines."""
+    out = _fold_journal([(342 + r, f"[2026-03-02 11:41:43 TP{r}] [TP{r}] Bound to NUMA node 0 for GPU {r}")
+                         for r in range(2)]
+                        + [(342, "[2026-03-02 11:41:43 TP0] peer rank=5 failed"),
+                           (343, "[2026-03-02 11:41:43 TP1] peer rank=6 failed"),
+                           (342, "Rank 0 talks to Rank 1"), (343, "Rank 1 talks to Rank 0")])
+    assert [f.count for f in out] == [1] * 6
+    # `TP 8` unbracketed is a size each rank's process says alike: folded by process, as before
+    out = _fold_journal([(342 + r, "serving Llama with TP 8") for r in range(8)])
+    assert [(f.count, f.ranks[0]) for f in out] == [(8, "pid 342")]
