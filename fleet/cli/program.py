@@ -217,6 +217,7 @@ class FleetProgram(Program):
             self._repeatable_without_value()
         if not asked:
             self._one_task()
+            self._no_empty_value()
 
     def _nothing_after_dashes(self, words: list[str]) -> None:
         """Words after `--` went to no task: `inv exec -H a -- nvidia-smi -L` said only `missing cmd`, `inv
@@ -258,6 +259,17 @@ class FleetProgram(Program):
                 if i + 1 == len(words) or words[i + 1].startswith("-"):
                     raise ParseError(f"Flag {context.flags[word]!r} needed value and was not given one!",
                                      context)
+
+    def _no_empty_value(self) -> None:
+        """An option given '' was read as left out (`--serial "$BATCH"` with BATCH unset deployed every host at
+        once, exit 0; `-i ''` read the site's inventory). Refused, exit 2: no option of fleet's means anything by ''.
+        A repeatable one's empty pattern is the targeting's own refusal."""
+        for context in self.tasks:
+            for arg in context.args.values():
+                if arg.kind is not list and arg.raw_value == "":
+                    where = f"{self.binary} {context.name}"
+                    raise self._said(f"{where}: --{arg.names[0]} '': an empty value (an unset shell variable?); leave "
+                                     f"the option out for its default (`{where} --help` lists its options)")
 
     def print_task_help(self, name: str) -> None:
         """`inv --help TASK` as `inv TASK --help` (one task per command: no `[other tasks here ...]`)."""

@@ -202,3 +202,23 @@ def test_help_before_the_task_is_the_tasks_own_and_names_one_task():
 def test_completion_still_reads_the_words_after_dashes():
     done = run("inv", "--complete", "--", "inv", "deploy", "--")
     assert done.returncode == 0 and "--dry-run" in done.stdout.split()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    # newcomer h-new13: `inv deploy --all --serial "$BATCH"` with BATCH unset deployed every host at once, exit 0;
+    # `-i ''` read the site's inventory, `--max-fail ''` and `exec --timeout ''` their defaults, `-p ''` said "not
+    # given": an empty value was read as the option left out
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial", "", "--yes"], "inv deploy: --serial ''"),
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial=", "--yes"], "inv deploy: --serial ''"),
+    (["deploy", "-H", "a", "-p", "glm5-nvfp4", "--max-fail", "", "--dry-run"], "inv deploy: --max-fail ''"),
+    (["deploy", "-i", "", "-H", "a", "--dry-run"], "inv deploy: --inventory ''"),
+    (["deploy", "-H", "a", "-p", "", "--dry-run"], "inv deploy: --playbook ''"),
+    (["exec", "-H", "a", "--timeout", "", "true"], "inv exec: --timeout ''"),
+    (["exec", "-H", "a", ""], "inv exec: --cmd ''"),
+    (["exec", "-H", "a", "--cmd="], "inv exec: --cmd ''"),
+])
+def test_an_empty_value_is_refused_not_read_as_the_option_left_out(args, said):
+    done = run("inv", *args)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: {said}: an empty value (an unset shell variable?); leave the option out for "
+                           f"its default (`inv {args[0]} --help` lists its options)\n")
