@@ -261,15 +261,16 @@ class FleetProgram(Program):
                                      context)
 
     def _no_empty_value(self) -> None:
-        """An option given '' was read as left out (`--serial "$BATCH"` with BATCH unset deployed every host at
-        once, exit 0; `-i ''` read the site's inventory). Refused, exit 2: no option of fleet's means anything by ''.
-        A repeatable one's empty pattern is the targeting's own refusal."""
+        """An option given '' (or blanks) was read as left out (`--serial "$BATCH"` with BATCH unset deployed every
+        host at once, exit 0; `-i ''` read the site's inventory). Refused, exit 2: no option of fleet's means anything
+        by it. A repeatable one's empty pattern is the targeting's own refusal."""
         for context in self.tasks:
             for arg in context.args.values():
-                if arg.kind is not list and arg.raw_value == "":
+                if arg.kind is not list and isinstance(arg.raw_value, str) and not arg.raw_value.strip():
                     where = f"{self.binary} {context.name}"
-                    raise self._said(f"{where}: --{arg.names[0]} '': an empty value (an unset shell variable?); leave "
-                                     f"the option out for its default (`{where} --help` lists its options)")
+                    raise self._said(f"{where}: --{arg.names[0]} {arg.raw_value!r}: an empty value (an unset shell "
+                                     f"variable?); leave the option out for its default (`{where} --help` lists "
+                                     f"its options)")
 
     def print_task_help(self, name: str) -> None:
         """`inv --help TASK` as `inv TASK --help` (one task per command: no `[other tasks here ...]`)."""

@@ -216,6 +216,9 @@ def test_completion_still_reads_the_words_after_dashes():
     (["exec", "-H", "a", "--timeout", "", "true"], "inv exec: --timeout ''"),
     (["exec", "-H", "a", ""], "inv exec: --cmd ''"),
     (["exec", "-H", "a", "--cmd="], "inv exec: --cmd ''"),
+    # blanks alone were read the same way: `--serial ' '` deployed all at once too
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial= ", "--yes"], "inv deploy: --serial ' '"),
+    (["deploy", "-i", " ", "-H", "a", "--dry-run"], "inv deploy: --inventory ' '"),
 ])
 def test_an_empty_value_is_refused_not_read_as_the_option_left_out(args, said):
     done = run("inv", *args)
