@@ -13,21 +13,26 @@ from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.hosttext import escape
 from fleet.deploy import fingerprint, slolearned
 from fleet.deploy.fingerprint import Learned, Selection
-from fleet.errors import EXIT_OK, InputError, as_typed
+from fleet.errors import EXIT_OK, FleetError, InputError, as_typed
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str], playbook: str | None,
               rungs: Sequence[str], key: str | None) -> Selection:
-    """The options as a Selection (exit 2 on a bad one). Hosts are taken as named, so what a host no longer in
-    the inventory taught can be forgotten; a group needs the inventory."""
+    """The options as a Selection (exit 2 on a bad one; exit 1 where known-good.json cannot be read). Hosts are
+    taken as named, so what a host no longer in the inventory taught can be forgotten; a group needs the
+    inventory."""
     for option, values in (("--host", hosts), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
         for value in values:
             if not _NAME.fullmatch(value):
                 raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)")
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
+    why = fingerprint.unreadable()
+    if why:  # read as empty, it said `nothing learned` while a deploy went on without what it held
+        raise FleetError(f"{fingerprint.path()}: not readable as fleet's ({why}): nothing read from it, nothing "
+                         f"changed; the next deploy or tune that learns keeps it aside as known-good.json.unreadable")
     _say_unknown(hosts, playbook, rungs)
     named = set(hosts)
     if groups:

@@ -116,3 +116,17 @@ def test_a_name_nothing_was_learned_of_says_the_nearest_one(state, args, said):
     assert done.returncode == 0, done.stderr
     assert said in done.stderr, done.stderr
     assert state.read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [("learned",), ("learned", "--json"), ("forget", "--all", "--dry-run")])
+def test_a_store_it_cannot_read_is_said_never_shown_as_nothing_learned(state, args):
+    """Newcomer h-new13: a torn or hand-broken known-good.json was read as empty: `inv learned` said `nothing
+    learned`, exit 0, and `inv forget --all` `nothing learned matches`, while a deploy or tune went on without what
+    it held (and kept it aside only when it wrote). Now the file and why are one line on stderr, exit 1, unchanged."""
+    state.write_text('{"version": 2, "entries": {"d6f7')
+    before = state.read_bytes()
+    done = inv(state, *args)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: {state}: not readable as fleet's (not JSON: "), done.stderr
+    assert "nothing learned" not in done.stdout
+    assert state.read_bytes() == before
