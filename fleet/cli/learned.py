@@ -20,8 +20,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str], playbook: str | None,
               rungs: Sequence[str], key: str | None) -> Selection:
-    """The options as a Selection (exit 2 on a bad one; exit 1 where known-good.json cannot be read). Hosts are
-    taken as named, so what a host no longer in the inventory taught can be forgotten; a group needs the
+    """The options as a Selection (exit 2 on a bad one; exit 1 where a file of what was learned cannot be read). Hosts
+    are taken as named, so what a host no longer in the inventory taught can be forgotten; a group needs the
     inventory."""
     for option, values in (("--host", hosts), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
         for value in values:
@@ -29,10 +29,11 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
                 raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)")
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
-    why = fingerprint.unreadable()
-    if why:  # read as empty, it said `nothing learned` while a deploy went on without what it held
-        raise FleetError(f"{fingerprint.path()}: not readable as fleet's ({why}): nothing read from it, nothing "
-                         f"changed; the next deploy or tune that learns keeps it aside as known-good.json.unreadable")
+    for store in (fingerprint.path(), slolearned.path()):
+        why = fingerprint.unreadable(store)
+        if why:  # read as empty, it said `nothing learned` while a deploy went on without what it held
+            raise FleetError(f"{store}: not readable as fleet's ({why}): nothing read from it, nothing changed; "
+                             f"move it aside (the next deploy or tune that learns writes a new one)")
     _say_unknown(hosts, playbook, rungs)
     named = set(hosts)
     if groups:

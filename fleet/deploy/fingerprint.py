@@ -105,11 +105,11 @@ def load() -> dict[str, dict[str, object]]:
     return out
 
 
-def unreadable() -> str | None:
-    """Why known-good.json is there but not readable as fleet's (torn, hand-broken), which load() reads as
-    empty; None when it reads or is not there yet."""
+def unreadable(store: Path | None = None) -> str | None:
+    """Why known-good.json (or `store`, a file of the same shape: slo-learned.json) is there but not readable as
+    fleet's (torn, hand-broken), which load() reads as empty; None when it reads or is not there yet."""
     try:
-        data = json.loads(path().read_text())
+        data = json.loads((store or path()).read_text())
     except FileNotFoundError:
         return None
     except OSError as exc:

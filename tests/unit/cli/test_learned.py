@@ -130,3 +130,12 @@ def test_a_store_it_cannot_read_is_said_never_shown_as_nothing_learned(state, ar
     assert done.stderr.startswith(f"error: {state}: not readable as fleet's (not JSON: "), done.stderr
     assert "nothing learned" not in done.stdout
     assert state.read_bytes() == before
+
+
+def test_a_slo_store_it_cannot_read_is_said_too(state):
+    """The same for slo-learned.json (tune --slo's winners): read as nothing learned, exit 0."""
+    slo = state.with_name("slo-learned.json")
+    slo.write_text("{bad")
+    done = inv(state, "learned")
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {slo}: not readable as fleet's (not JSON: ")
+    assert slo.read_text() == "{bad"
