@@ -62,6 +62,8 @@ RETIRED = {
 }
 
 
+LIST_FORMATS = ("flat", "nested", "json")  # invoke's list_flat, list_nested, list_json
+
 def _retired(flag: str, binary: str, task: str | None) -> str | None:
     """What a tired operator gets for an invoke option fleet dropped (None: not one of them). A short letter
     fleet's tasks use (-p, -w, -f, -c, -e...) is named as the task option it is (tasking.SHORT)."""
@@ -282,7 +284,12 @@ class FleetProgram(Program):
             super().parse_cleanup()
 
     def _list_root(self) -> None:
-        """`inv -l deploy` said invoke's `Sub-collection 'deploy' not found!`, exit 1 (a failed host's code)."""
+        """`inv -l deploy` said invoke's `Sub-collection 'deploy' not found!`, exit 1 (a failed host's code); `-F` is
+        one of the formats invoke lists in."""
+        shape = self.args["list-format"].value
+        if shape not in LIST_FORMATS:  # invoke's AttributeError traceback ('no attribute list_nosuch'), exit 1
+            raise self._said(f"{self.binary}: --list-format {shape!r}: one of {', '.join(LIST_FORMATS)} "
+                             f"(`{self.binary} --help` lists the options before a task)")
         root = self.args.list.value
         if not isinstance(root, str):
             return

@@ -83,6 +83,11 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                        "(`inv --list` lists the tasks)"),
     (["--list", "sandbx"], "inv: --list sandbx: no such namespace of tasks; did you mean sandbox? (`inv --list` lists "
                            "the tasks)"),
+    # newcomer h-new13: invoke's AttributeError traceback (`'FleetProgram' object has no attribute 'list_nosuch'`)
+    (["-F", "nosuch", "-l"], "inv: --list-format 'nosuch': one of flat, nested, json (`inv --help` lists the options "
+                             "before a task)"),
+    (["--list-format=", "--list"], "inv: --list-format '': one of flat, nested, json (`inv --help` lists the options "
+                                   "before a task)"),
 ])
 def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(args, said):
     done = run("inv", *args)
