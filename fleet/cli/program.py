@@ -290,6 +290,9 @@ class FleetProgram(Program):
         if shape not in LIST_FORMATS:  # invoke's AttributeError traceback ('no attribute list_nosuch'), exit 1
             raise self._said(f"{self.binary}: --list-format {shape!r}: one of {', '.join(LIST_FORMATS)} "
                              f"(`{self.binary} --help` lists the options before a task)")
+        if shape == "json" and self.args["list-depth"].value:  # invoke's own line, exit 1
+            raise self._said(f"{self.binary}: --list-depth with --list-format json: JSON lists every level "
+                             f"(`{self.binary} --help` lists the options before a task)")
         root = self.args.list.value
         if not isinstance(root, str):
             return

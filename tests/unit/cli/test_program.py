@@ -86,6 +86,9 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     # newcomer h-new13: invoke's AttributeError traceback (`'FleetProgram' object has no attribute 'list_nosuch'`)
     (["-F", "nosuch", "-l"], "inv: --list-format 'nosuch': one of flat, nested, json (`inv --help` lists the options "
                              "before a task)"),
+    # invoke's own line, not fleet's form, exit 1 (a failed host's code)
+    (["-D", "1", "-F", "json", "-l"], "inv: --list-depth with --list-format json: JSON lists every level (`inv --help` "
+                                      "lists the options before a task)"),
     (["--list-format=", "--list"], "inv: --list-format '': one of flat, nested, json (`inv --help` lists the options "
                                    "before a task)"),
 ])
