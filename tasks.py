@@ -497,7 +497,7 @@ def learned(c, inventory=None, host=None, group=None, playbook=None, rung=None, 
     From known-good.json in the state folder (.fleet/, or FLEET_STATE_DIR): serves, tuned tok/s and spread,
     failures by class, the winner and the rungs skipped. Reads nothing else.
 
-    Exit codes: 0 shown, 2 bad input.
+    Exit codes: 0 shown, 1 what was learned not readable, 2 bad input.
     """
     from fleet.cli import learned as learning
 
@@ -516,7 +516,7 @@ def forget(c, inventory=None, host=None, group=None, playbook=None, rung=None, f
     For the hosts, playbook, rungs or fingerprint given; the file before is kept as known-good.json.bak. No host is
     contacted.
 
-    Exit codes: 0 done (or nothing matched), 2 bad input (nothing changed).
+    Exit codes: 0 done (or nothing matched), 1 what was learned not readable, 2 bad input (nothing changed).
     """
     from fleet.cli import learned as learning
 

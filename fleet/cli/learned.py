@@ -15,7 +15,7 @@ from fleet.cli import console, print_json, say_on_stderr
 from fleet.cli.hosttext import escape
 from fleet.deploy import fingerprint, slolearned
 from fleet.deploy.fingerprint import Learned, Selection
-from fleet.errors import EXIT_OK, InputError, as_typed
+from fleet.errors import EXIT_OK, FleetError, InputError, as_typed
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _GLOB = re.compile(r"[A-Za-z0-9*?\[][A-Za-z0-9._*?\[\]!-]{0,127}")  # a name, or a glob over names
@@ -23,9 +23,10 @@ _GLOB = re.compile(r"[A-Za-z0-9*?\[][A-Za-z0-9._*?\[\]!-]{0,127}")  # a name, or
 
 def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str], playbook: str | None,
               rungs: Sequence[str], key: str | None) -> Selection:
-    """The options as a Selection (exit 2 on a bad one). --host takes the patterns the other tasks take (a name, a
-    glob, `!name`, `&name`), matched against the host names `inv learned` shows, not the inventory's, so what a
-    host no longer in the inventory taught can be forgotten; a group needs the inventory."""
+    """The options as a Selection (exit 2 on a bad one; exit 1 where a file of what was learned cannot be read).
+    --host takes the patterns the other tasks take (a name, a glob, `!name`, `&name`), matched against the host
+    names `inv learned` shows, not the inventory's, so what a host no longer in the inventory taught can be
+    forgotten; a group needs the inventory."""
     patterns = inventory.split_patterns(hosts)
     for option, values in (("--host", patterns), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
         for value in values:
@@ -35,6 +36,11 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
                                  + (", a glob of them (* ? [...]), with `!` or `&` before it" * (option == "--host")))
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
+    for store in (fingerprint.path(), slolearned.path()):
+        why = fingerprint.unreadable(store)
+        if why:  # read as empty, it said `nothing learned` while a deploy went on without what it held
+            raise FleetError(f"{store}: not readable as fleet's ({why}): nothing read from it, nothing changed; "
+                             f"move it aside (the next deploy or tune that learns writes a new one)")
     known = _known()
     _say_unknown(known, [p for p in patterns if not p.startswith(("!", "&")) and not inventory.is_glob(p)],
                  playbook, rungs)

@@ -62,6 +62,8 @@ RETIRED = {
 }
 
 
+LIST_FORMATS = ("flat", "nested", "json")  # invoke's list_flat, list_nested, list_json
+
 def _retired(flag: str, binary: str, task: str | None) -> str | None:
     """What a tired operator gets for an invoke option fleet dropped (None: not one of them). A short letter
     fleet's tasks use (-p, -w, -f, -c, -e...) is named as the task option it is (tasking.SHORT)."""
@@ -217,6 +219,7 @@ class FleetProgram(Program):
             self._repeatable_without_value()
         if not asked:
             self._one_task()
+            self._no_empty_value()
 
     def _nothing_after_dashes(self, words: list[str]) -> None:
         """Words after `--` went to no task: `inv exec -H a -- nvidia-smi -L` said only `missing cmd`, `inv
@@ -259,6 +262,18 @@ class FleetProgram(Program):
                     raise ParseError(f"Flag {context.flags[word]!r} needed value and was not given one!",
                                      context)
 
+    def _no_empty_value(self) -> None:
+        """An option given '' (or blanks) was read as left out (`--serial "$BATCH"` with BATCH unset deployed every
+        host at once, exit 0; `-i ''` read the site's inventory). Refused, exit 2: no option of fleet's means anything
+        by it. A repeatable one's empty pattern is the targeting's own refusal."""
+        for context in self.tasks:
+            for arg in context.args.values():
+                if arg.kind is not list and isinstance(arg.raw_value, str) and not arg.raw_value.strip():
+                    where = f"{self.binary} {context.name}"
+                    raise self._said(f"{where}: --{arg.names[0]} {arg.raw_value!r}: an empty value (an unset shell "
+                                     f"variable?); leave the option out for its default (`{where} --help` lists "
+                                     f"its options)")
+
     def print_task_help(self, name: str) -> None:
         """`inv --help TASK` as `inv TASK --help` (one task per command: no `[other tasks here ...]`)."""
         tasking.print_help(name, self.collection[name])
@@ -269,7 +284,15 @@ class FleetProgram(Program):
             super().parse_cleanup()
 
     def _list_root(self) -> None:
-        """`inv -l deploy` said invoke's `Sub-collection 'deploy' not found!`, exit 1 (a failed host's code)."""
+        """`inv -l deploy` said invoke's `Sub-collection 'deploy' not found!`, exit 1 (a failed host's code); `-F` is
+        one of the formats invoke lists in."""
+        shape = self.args["list-format"].value
+        if shape not in LIST_FORMATS:  # invoke's AttributeError traceback ('no attribute list_nosuch'), exit 1
+            raise self._said(f"{self.binary}: --list-format {shape!r}: one of {', '.join(LIST_FORMATS)} "
+                             f"(`{self.binary} --help` lists the options before a task)")
+        if shape == "json" and self.args["list-depth"].value:  # invoke's own line, exit 1
+            raise self._said(f"{self.binary}: --list-depth with --list-format json: JSON lists every level "
+                             f"(`{self.binary} --help` lists the options before a task)")
         root = self.args.list.value
         if not isinstance(root, str):
             return

@@ -105,6 +105,22 @@ def load() -> dict[str, dict[str, object]]:
     return out
 
 
+def unreadable(store: Path | None = None) -> str | None:
+    """Why known-good.json (or `store`, a file of the same shape: slo-learned.json) is there but not readable as
+    fleet's (torn, hand-broken), which load() reads as empty; None when it reads or is not there yet."""
+    try:
+        data = json.loads((store or path()).read_text())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    except ValueError as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+        return "no mapping of entries"
+    return None
+
+
 def sglang_versions() -> list[str]:
     """The sglang versions this site's hosts reported when a deploy or tune remembered them."""
     found = set()

@@ -114,7 +114,8 @@ def test_rollback_to_a_value_that_is_no_release_id_is_exit_2_before_any_host(to,
     done = subprocess.run([str(BIN / "inv"), "rollback", "-H", "sbx0", "-i", str(inventory), "--to", to],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
-    assert done.stderr.startswith(f"error: --to not a release id: {to!r}") and done.stderr.count("\n") == 1
+    said = "error: inv rollback: --to '': an empty value" if to == "" else f"error: --to not a release id: {to!r}"
+    assert done.stderr.startswith(said) and done.stderr.count("\n") == 1
     assert "127.0.0.1" not in done.stderr and "sbx0" not in done.stderr
 
 

@@ -152,3 +152,26 @@ def test_learned_and_forget_take_globs_and_exclusions(state):
     done = inv(state, "forget", "--all", "--host", "!sbx4", "--json")
     assert done.returncode == 0, done.stderr
     assert {r["host"] for r in json.loads(inv(state, "learned", "--json").stdout)["results"]} == {"sbx4"}
+
+
+@pytest.mark.parametrize("args", [("learned",), ("learned", "--json"), ("forget", "--all", "--dry-run")])
+def test_a_store_it_cannot_read_is_said_never_shown_as_nothing_learned(state, args):
+    """Newcomer h-new13: a torn or hand-broken known-good.json was read as empty: `inv learned` said `nothing
+    learned`, exit 0, and `inv forget --all` `nothing learned matches`, while a deploy or tune went on without what
+    it held (and kept it aside only when it wrote). Now the file and why are one line on stderr, exit 1, unchanged."""
+    state.write_text('{"version": 2, "entries": {"d6f7')
+    before = state.read_bytes()
+    done = inv(state, *args)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: {state}: not readable as fleet's (not JSON: "), done.stderr
+    assert "nothing learned" not in done.stdout
+    assert state.read_bytes() == before
+
+
+def test_a_slo_store_it_cannot_read_is_said_too(state):
+    """The same for slo-learned.json (tune --slo's winners): read as nothing learned, exit 0."""
+    slo = state.with_name("slo-learned.json")
+    slo.write_text("{bad")
+    done = inv(state, "learned")
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {slo}: not readable as fleet's (not JSON: ")
+    assert slo.read_text() == "{bad"

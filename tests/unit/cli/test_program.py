@@ -83,6 +83,14 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                        "(`inv --list` lists the tasks)"),
     (["--list", "sandbx"], "inv: --list sandbx: no such namespace of tasks; did you mean sandbox? (`inv --list` lists "
                            "the tasks)"),
+    # newcomer h-new13: invoke's AttributeError traceback (`'FleetProgram' object has no attribute 'list_nosuch'`)
+    (["-F", "nosuch", "-l"], "inv: --list-format 'nosuch': one of flat, nested, json (`inv --help` lists the options "
+                             "before a task)"),
+    # invoke's own line, not fleet's form, exit 1 (a failed host's code)
+    (["-D", "1", "-F", "json", "-l"], "inv: --list-depth with --list-format json: JSON lists every level (`inv --help` "
+                                      "lists the options before a task)"),
+    (["--list-format=", "--list"], "inv: --list-format '': one of flat, nested, json (`inv --help` lists the options "
+                                   "before a task)"),
 ])
 def test_a_command_line_invoke_cannot_parse_is_one_line_and_exit_2(args, said):
     done = run("inv", *args)
@@ -202,3 +210,26 @@ def test_help_before_the_task_is_the_tasks_own_and_names_one_task():
 def test_completion_still_reads_the_words_after_dashes():
     done = run("inv", "--complete", "--", "inv", "deploy", "--")
     assert done.returncode == 0 and "--dry-run" in done.stdout.split()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    # newcomer h-new13: `inv deploy --all --serial "$BATCH"` with BATCH unset deployed every host at once, exit 0;
+    # `-i ''` read the site's inventory, `--max-fail ''` and `exec --timeout ''` their defaults, `-p ''` said "not
+    # given": an empty value was read as the option left out
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial", "", "--yes"], "inv deploy: --serial ''"),
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial=", "--yes"], "inv deploy: --serial ''"),
+    (["deploy", "-H", "a", "-p", "glm5-nvfp4", "--max-fail", "", "--dry-run"], "inv deploy: --max-fail ''"),
+    (["deploy", "-i", "", "-H", "a", "--dry-run"], "inv deploy: --inventory ''"),
+    (["deploy", "-H", "a", "-p", "", "--dry-run"], "inv deploy: --playbook ''"),
+    (["exec", "-H", "a", "--timeout", "", "true"], "inv exec: --timeout ''"),
+    (["exec", "-H", "a", ""], "inv exec: --cmd ''"),
+    (["exec", "-H", "a", "--cmd="], "inv exec: --cmd ''"),
+    # blanks alone were read the same way: `--serial ' '` deployed all at once too
+    (["deploy", "--all", "-p", "glm5-nvfp4", "--serial= ", "--yes"], "inv deploy: --serial ' '"),
+    (["deploy", "-i", " ", "-H", "a", "--dry-run"], "inv deploy: --inventory ' '"),
+])
+def test_an_empty_value_is_refused_not_read_as_the_option_left_out(args, said):
+    done = run("inv", *args)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: {said}: an empty value (an unset shell variable?); leave the option out for "
+                           f"its default (`inv {args[0]} --help` lists its options)\n")
