@@ -29,7 +29,8 @@ def root_alone(path):
     """Whether root alone may change the folder `path` and those above it (owner.py's rule): root's code may start
     in it."""
     try:
-        return decide(paths=[os.path.realpath(path)]) is None
+        real = os.path.realpath(path)
+        return not os.lstat(real).st_mode & 0o022 and decide(paths=[real]) is None  # a sticky /tmp: anyone adds
     except (Refused, OSError):
         return False
 def become(who):
@@ -57,7 +58,7 @@ def become(who):
 def run_as(who, argv):
     if who is not None:
         become(who)
-    elif not root_alone("."):  # sudo keeps the login user's folder, and python -c, -m put it first on sys.path
+    elif os.geteuid() == 0 and not root_alone("."):  # sudo keeps the login user's folder, and python -c, -m put it first on sys.path
         os.chdir("/")
         os.environ["PWD"] = "/"
     try:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,27 @@ def test_a_venv_reached_by_a_link_is_judged_by_the_folder_it_leads_to(tmp_path):
     link.symlink_to(venv)  # root's link, root's folder: only what it leads to is the user's
     done = _as_owner(link)
     assert (done.returncode, done.stdout.strip()) == (0, "nobody"), done
+
+
+@pytest.mark.parametrize("folder", ["root's alone", "a sticky folder anyone may write", "not root: its own"])
+def test_a_command_run_as_root_starts_in_a_folder_root_alone_may_change(folder):
+    """Root's run leaves a working folder others may add modules to (python -c puts it first on sys.path): a sticky
+    /tmp passed owner.py's rule, sticky folders being excused above a venv. A run that is not root's (a host fleet
+    logs into as a user, no become) stays where it is: a benchmark's relative --output-file lands there."""
+    top = Path(tempfile.mkdtemp(prefix="fleet-as-owner-"))  # pytest's folders are root's 0700: nobody must reach it
+    try:
+        venv = _venv(top)
+        here = top / "here"
+        here.mkdir(mode=0o755)
+        if folder == "a sticky folder anyone may write":
+            here.chmod(0o1777)
+        if folder == "not root: its own":
+            nobody = pwd.getpwnam("nobody")
+            os.chown(here, nobody.pw_uid, nobody.pw_gid)
+        run = ["runuser", "-u", "nobody", "--"] if folder == "not root: its own" else []
+        done = subprocess.run([*run, "sh", "-c", hostside.as_owner(str(venv), "pwd")], capture_output=True,
+                              text=True, cwd=here)
+        assert done.returncode == 0, done
+        assert done.stdout.strip() == ("/" if folder == "a sticky folder anyone may write" else str(here)), done
+    finally:
+        shutil.rmtree(top)
