@@ -172,7 +172,8 @@ def lines_of(p, follow=False):
     try:
         fd = os.open(p, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW) | os.O_NONBLOCK)  # swapped for a fifo: no hang
         with os.fdopen(fd, "rb") as f:
-            return f.read(1 << 22).decode("utf-8", "surrogateescape").splitlines()
+            text = f.read(1 << 22).decode("utf-8", "surrogateescape")
+        return re.split(r"\r\n|\r|\n", text)  # site's lines: str.splitlines() also splits at \x0c, \x85 ...
     except (OSError, ValueError):
         return []
 def pth_paths(folder, p):
@@ -180,7 +181,7 @@ def pth_paths(folder, p):
     import line (site exec()s it) is none whose whole effect the rule knows."""
     lines = [x for x in lines_of(p) if x.strip() and not x.startswith("#")]
     for x in lines:
-        if x.startswith(("import ", "import\t")) and not understood(x.strip()):
+        if x.startswith(("import ", "import\t")) and not understood(x.strip(), folder):
             raise Refused(errno.EPERM, "%s runs code whose effect fleet cannot read (an import line)" % p, p)
     return [os.path.join(folder, x.rstrip()) for x in lines if not x.startswith(("import ", "import\t"))]
 SHIM = "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, '%s') == 'local'; " \
@@ -190,12 +191,15 @@ NSPKG = ("import sys, types, os;has_mfs = sys.version_info > (3, 5);p = os.path.
          "'importlib.machinery');m = has_mfs and sys.modules.setdefault(%r, importlib.util.module_from_spec("
          "importlib.machinery.PathFinder.find_spec(%r, [os.path.dirname(p)])));m = m or sys.modules.setdefault(%r, "
          "types.ModuleType(%r));mp = (m or []) and m.__dict__.setdefault('__path__',[]);(p not in mp) and mp.append(p)")
-def understood(line):
+def understood(line, folder):
     """Whether a .pth import line is one of setuptools' whose whole effect is known: the distutils shim (its module
     on the walked path), an editable install's finder (its tables read: finder_paths), a namespace package's
-    -nspkg.pth (a folder of the site folder, walked)."""
+    -nspkg.pth (a folder of the site folder, walked); or virtualenv's (and older uv's) `import _virtualenv`, its
+    module in the same walked folder."""
     if line in (SHIM % "local", SHIM % "stdlib") or re.fullmatch(r"import (__editable___\w+_finder); \1\.install\(\)", line):
         return True
+    if line == "import _virtualenv":
+        return os.path.isfile(os.path.join(folder, "_virtualenv.py"))
     m = re.search(r"sys\.modules\.setdefault\('([\w.]+)'", line)
     if m is None:
         return False

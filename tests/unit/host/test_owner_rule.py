@@ -503,6 +503,31 @@ def test_setuptools_own_pth_import_lines_are_read_and_run_as_the_venvs_owner(top
     assert (done.returncode, done.stdout.strip()) == (0, "0"), done
 
 
+def test_virtualenvs_own_pth_line_is_read_where_its_module_is_in_the_walked_folder(top):
+    """virtualenv (and uv before 0.4) writes `_virtualenv.pth`: `import _virtualenv`, its module beside it. Refused
+    before as a line the rule cannot read (every venv virtualenv made, exit 77); runs now, and a line without its
+    module is still refused."""
+    venv = _venv(top / "venv")
+    (_site(venv) / "_virtualenv.pth").write_text("import _virtualenv")
+    (_site(venv) / "_virtualenv.py").write_text("")
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "0"), done
+    (_site(venv) / "_virtualenv.py").unlink()
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert done.returncode == 77 and "_virtualenv.pth runs code" in done.stderr, done
+
+
+def test_a_pth_line_is_split_where_site_splits_it(top):
+    """site reads a .pth by \\n, \\r and \\r\\n only; str.splitlines() also split at a form feed, so the shim
+    followed by \\x0c and code read as two lines, the shim and a path, while site exec()s it whole. Refused now."""
+    venv = _venv(top / "venv")
+    shim = ("import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
+            "enabled and __import__('_distutils_hack').add_shim();")
+    (_site(venv) / "distutils-precedence.pth").write_text(shim + "\x0c__import__('os').system('id')\n")
+    done = subprocess.run(["sh", "-c", hostside.as_owner(str(venv), "id", "-u")], capture_output=True, text=True)
+    assert done.returncode == 77 and "distutils-precedence.pth runs code" in done.stderr, done
+
+
 def _python38() -> str | None:
     """A python3.8 (Ubuntu 20.04's /usr/bin/python3) where one is installed here: its real file."""
     pyenv = sorted(Path("~/.pyenv/versions").expanduser().glob("3.8*/bin/python3.8"))
