@@ -13,8 +13,8 @@ python_checked() (
   }
   look() {
     set -- "$1" $(LC_ALL=C ls -ldn -- "$1" 2>/dev/null)
-    [ -n "$2" ] || { echo "fleet-interpreter: $py: not found" >&2; exit 127; }
-    [ "$4" = 0 ] || refuse "$1 is not root's"
+    [ -n "${2-}" ] || { echo "fleet-interpreter: $py: not found" >&2; exit 127; }
+    [ "${4-}" = 0 ] || refuse "$1 is not root's"
     case $2 in
       l* | d????????[tT]*) ;;  # a link's bits mean nothing; in a sticky folder none but root may swap root's entry
       ?????w*|????????w*) refuse "$1 is writable by others than root" ;;

@@ -49,7 +49,7 @@ if [ -n "$uv" ]; then
 else
   tool=pip
   "$python" -I -m venv "$build" >"$log" 2>&1 &&
-    PIP_CONFIG_FILE=/dev/null "$build/bin/python" -m pip install --no-index \
+    PIP_CONFIG_FILE=/dev/null "$build/bin/python" -I -m pip install --no-index \
       --disable-pip-version-check --no-cache-dir --no-input --quiet "$@" >>"$log" 2>&1
 fi
 rc=$?

@@ -34,10 +34,11 @@ while [ $# -gt 0 ]; do [ "$1" = --cache-dir ] && mkdir -p "$2"; shift; done
 exit 0
 """
 FAKE_PYTHON = """#!/bin/sh
-# stand-in python3: `[-I] -m venv DIR` makes DIR/bin/python (this same stand-in); `-m pip install ...` records its args
-[ "$1" = -I ] && shift
+# stand-in python3: `[-I] -m venv DIR` makes DIR/bin/python (this same stand-in); `[-I] -m pip install ...` records
+# its args
+i=; [ "$1" = -I ] && { shift; i="-I "; }
 if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
-echo "$@" >> "${FAKE_PIP_ARGS:-/dev/null}"
+echo "$i$@" >> "${FAKE_PIP_ARGS:-/dev/null}"
 env >> "${FAKE_ENV:-/dev/null}"
 [ -n "${FAKE_PIP_FAIL:-}" ] && { cat "$FIXTURES/$FAKE_PIP_FAIL" >&2; exit 1; }
 exit 0
@@ -243,7 +244,7 @@ def test_a_uv_that_does_not_run_leaves_the_build_to_pip(host):
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert not (host["tmp"] / "args").exists()
     pip = (host["tmp"] / "pip").read_text().split()
-    assert pip[:3] == ["-m", "pip", "install"] and "--no-index" in pip
+    assert pip[:4] == ["-I", "-m", "pip", "install"] and "--no-index" in pip  # -I: not the folder sudo kept first
     assert pip[-1] == f"{host['wheels']}/a-1.0-py3-none-any.whl" and "--find-links" not in pip
     assert (host["root"] / "builds.log").read_text().split()[1:] == [DIGEST, "pip"]
 
@@ -294,6 +295,15 @@ def test_root_builds_no_venv_on_a_python_a_user_may_change_nor_with_their_uv(hos
     done = build(host, wheel, PATH=path, FAKE_UV_ARGS=str(host["tmp"] / "args"), FAKE_PIP_ARGS=str(host["tmp"] / "pip"))
     assert (done.returncode, done.stdout) == (0, "built pip\n"), done.stderr
     assert not (host["tmp"] / "args").exists() and (host["tmp"] / "pip").exists()
+
+
+def test_a_python_that_is_not_there_is_said_as_such_under_set_u(host: dict[str, Path]) -> None:
+    """venv_build.sh runs under `set -u`: pycheck's `[ -n "$2" ]` on a path ls printed nothing for aborted the check
+    with dash's `parameter not set`, exit 2, where it says `not found`, exit 127 (review of the diff)."""
+    missing = str(host["tmp"] / "no-python3")
+    done = build(host, f"{sha(b'wheel a')} a-1.0-py3-none-any.whl", python=missing)
+    assert (done.returncode, done.stderr.strip()) == (127, f"fleet-interpreter: {missing}: not found"), done
+    assert not (host["root"] / DIGEST).exists()
 
 
 @pytest.mark.parametrize(("fixture", "line"), [
