@@ -489,8 +489,8 @@ def open_connection(host: Host, opts: ConnectOptions | None = None) -> Connectio
             failed = hop if not hop.is_connected else failed
             hop = hop.via
         conn.close()
-        raise ConnectError(_describe(host, failed, exc, opts.timeouts),
-                           unreachable=failed is conn and _silent(exc), cause=cause_of(exc)) from None
+        raise ConnectError(_describe(host, failed, exc, opts.timeouts), unreachable=failed is conn and _silent(exc),
+                           cause=cause_of(exc) if failed is conn else NotReached.OTHER) from None
     faulty.install(conn)
     try:
         remote.establish_become(conn, host, opts.become_passwords.get(host.name))

@@ -46,3 +46,18 @@ def test_a_host_that_closes_before_the_banner_is_unreachable(tmp_path):
     with loopback.Listener(loopback.close) as server:
         err = _connect(tmp_path, server.port, "")
     assert (err.cause, err.unreachable) == (NotReached.UNREACHABLE, True)
+
+
+def test_a_jump_hosts_unknown_key_is_not_the_targets(tmp_path):
+    """The row word is the target's: a jump host that refused the way (its key unknown) left the target `unknown key`,
+    as if the target had offered it, where docs/cli.md says `not reached` (review of the diff)."""
+    (tmp_path / "known_hosts").write_text("")
+    with loopback.Listener(loopback.ssh_server(KEY)) as server:
+        host = Host(name="h", address="127.0.0.2", port=22, user="root", become=False, identity_file=None,
+                    known_hosts=str(tmp_path / "known_hosts"), ssh_config=None,
+                    proxy_jump=f"root@127.0.0.1:{server.port}", venv="/root/ml-env", unit="sglang", groups=(),
+                    source=tmp_path / "hosts.yaml")
+        with pytest.raises(ConnectError) as err:
+            open_connection(host, ConnectOptions(timeouts=Timeouts(connect=5.0, banner=5.0), attempts=1))
+    assert "host key unknown" in str(err.value), err.value
+    assert (err.value.cause, err.value.unreachable) == (NotReached.OTHER, False)
