@@ -210,10 +210,10 @@ def _silent(exc: BaseException) -> bool:
     the SSH banner. That is a wedged machine as often as sshd stopped, a wrong port, hosts.deny or MaxStartups,
     so `inv recover` resets a Proxmox guest for it only when told (--unreachable). A name that does not resolve,
     a host key or a login refused are answers, never this."""
-    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and not _no_banner(exc):
+    if isinstance(exc, socket.gaierror) or isinstance(exc, SSHException) and (
+            not _no_banner(exc) or str(exc).lower().startswith("indecipherable")):  # text, not SSH: an answer
         return False
-    # no route to the host on its link (no ARP answer): no TCP either; ENETUNREACH (this side's network) is not it
-    no_route = isinstance(exc, OSError) and exc.errno == errno.EHOSTUNREACH
+    no_route = isinstance(exc, OSError) and exc.errno == errno.EHOSTUNREACH  # no ARP answer; not ENETUNREACH
     return no_route or isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError,
                                         SSHException))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import loopback
 import pytest
 
-from fleet.errors import ConnectError
+from fleet.errors import ConnectError, NotReached
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, Timeouts, not_ssh, open_connection
 
@@ -124,15 +124,18 @@ def _ssh1(sock: socket.socket) -> None:
         time.sleep(1)
 
 
-@pytest.mark.parametrize(("answer", "words"), [
-    (_reset, ("closed the connection before sending the SSH banner", "connection refused or unreachable")),
+@pytest.mark.parametrize(("answer", "words", "cause"), [
+    (_reset, ("closed the connection before sending the SSH banner", "connection refused or unreachable"),
+     NotReached.UNREACHABLE),
     (_banner_then(bytes(range(256)) * 32), ("sent its SSH banner ('SSH-2.0-OpenSSH_9.2'), then the key exchange "
-                                            "failed (",)),
-    (_banner_then(struct.pack(">I", 0x7FFFFFFF) + b"\x04" + b"A" * 64), ("then the key exchange failed (",)),
-    (_lines, ("answered with something that is not SSH on that port: 'hello line 0'",)),
-    (_ssh1, ("sent its SSH banner ('SSH-1.5-OldServer'), then the key exchange failed (Incompatible version",)),
+                                            "failed (",), NotReached.OTHER),
+    (_banner_then(struct.pack(">I", 0x7FFFFFFF) + b"\x04" + b"A" * 64), ("then the key exchange failed (",),
+     NotReached.OTHER),
+    (_lines, ("answered with something that is not SSH on that port: 'hello line 0'",), NotReached.OTHER),
+    (_ssh1, ("sent its SSH banner ('SSH-1.5-OldServer'), then the key exchange failed (Incompatible version",),
+     NotReached.OTHER),
 ], ids=["reset", "banner-then-garbage", "banner-then-huge-length", "text-lines", "ssh-1.5"])
-def test_a_hostile_host_is_said_in_words_never_as_a_library_exception(tmp_path, answer, words):
+def test_a_hostile_host_is_said_in_words_never_as_a_library_exception(tmp_path, answer, words, cause):
     """A newcomer's hostile hosts (issue 46, 12's kind): a reset before the banner was `EOFError: ` in `inv history`
     and `inv logs`, a banner then bytes that are no SSH packet `SSHException: Invalid packet blocking`, 300 lines
     of text `SSHException: Indecipherable protocol version "hello line 99"`, an SSH-1 server `IncompatiblePeer:
@@ -144,3 +147,6 @@ def test_a_hostile_host_is_said_in_words_never_as_a_library_exception(tmp_path, 
     said = str(err.value)
     assert any(w in said for w in words), said
     assert not re.search(r"\b(EOFError|SSHException|IncompatiblePeer)\b", said), said
+    # a host that answered, even with text that is no SSH, is no silent one (recover --unreachable never resets it);
+    # one dropped before its banner is (docs/cli.md)
+    assert (err.value.cause, err.value.unreachable) == (cause, cause == NotReached.UNREACHABLE), said
