@@ -30,7 +30,7 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
     patterns = inventory.split_patterns(hosts)
     for option, values in (("--host", patterns), ("--rung", rungs), ("--playbook", [playbook] if playbook else [])):
         for value in values:
-            name = value[len(value) - len(value.lstrip("!&")):] if option == "--host" else value
+            name = errors.pattern_of(option, value, "name") if option == "--host" else value  # Ansible's range too
             if not (_GLOB if option == "--host" else _NAME).fullmatch(name):
                 raise InputError(f"{option} {value!r}: a name as `inv learned` shows it (letters, digits, . _ -)"
                                  + (", a glob of them (* ? [...]), with `!` or `&` before it" * (option == "--host")))

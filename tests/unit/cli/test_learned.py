@@ -175,3 +175,14 @@ def test_a_slo_store_it_cannot_read_is_said_too(state):
     done = inv(state, "learned")
     assert done.returncode == 1 and done.stderr.startswith(f"error: {slo}: not readable as fleet's (not JSON: ")
     assert slo.read_text() == "{bad"
+
+
+def test_ansibles_range_is_refused_as_every_task_refuses_it():
+    """`inv forget -H 'sbx[0:3]'` was told `a name as inv learned shows it`, where every other task names the range
+    and the hosts it meant (review of the diff)."""
+    from fleet.cli.learned import selection
+    from fleet.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        selection(None, ["sbx[0:3]"], [], None, [], None)
+    assert "is Ansible's range" in str(err.value) and "sbx0,sbx1,sbx2,sbx3" in str(err.value), err.value
