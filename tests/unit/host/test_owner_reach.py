@@ -12,12 +12,12 @@ import base64
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from uidmark import NOBODY, REAL, STDLIB, SYSTEM_SITE, VERSION, chown_tree, code, marker, site_of, venv_at
 
 from fleet.host import programs as hostside
 
@@ -25,49 +25,9 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users:
               pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
 UNSHARE = pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount)")
 
-NOBODY = pwd.getpwnam("nobody")
-REAL = os.path.realpath(hostside.SYSTEM_PYTHON)
-_ASK = ("import os, site, sys; print('python%d.%d' % sys.version_info[:2]); print(os.path.dirname(os.__file__)); "
-        "print(site.getsitepackages()[0])")
-_HOST = (subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", _ASK], capture_output=True, text=True).stdout
-         .split("\n") if os.path.exists(hostside.SYSTEM_PYTHON) else ["", "", ""])
 _SITES = (subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "import site; print(*site.getsitepackages())"],
                          capture_output=True, text=True).stdout.split()
           if os.path.exists(hostside.SYSTEM_PYTHON) else [])  # the base's site folders, SYSTEM_SITE first
-VERSION, STDLIB, SYSTEM_SITE = _HOST[0], Path(_HOST[1]), _HOST[2]  # the host's python's, not the one running pytest
-
-
-def _marker(top: Path) -> Path:
-    ran = top / "ran"
-    ran.touch()
-    ran.chmod(0o666)
-    return ran
-
-
-def _code(ran: Path) -> str:
-    """One line of Python that appends the uid running it to `ran`."""
-    return (f"import os; fd = os.open({str(ran)!r}, os.O_WRONLY | os.O_APPEND); os.write(fd, b'%d\\n' % os.getuid()); "
-            "os.close(fd)\n")  # os.write: `open` is no builtin yet while encodings loads
-
-
-def _chown_tree(top: Path, uid: int, gid: int) -> None:
-    for here, dirs, files in os.walk(top):
-        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
-            os.lchown(name, uid, gid)
-
-
-def _site(venv: Path) -> Path:
-    return venv / "lib" / VERSION / "site-packages"
-
-
-def _venv(at: Path, cfg: str = "home = /usr/bin\ninclude-system-site-packages = false\n") -> Path:
-    """A root venv at `at`: bin/python a link to the host's, one package."""
-    (_site(at) / "gated").mkdir(parents=True)
-    (_site(at) / "gated" / "__init__.py").write_text("")
-    (at / "bin").mkdir()
-    (at / "bin" / "python").symlink_to(hostside.SYSTEM_PYTHON)
-    (at / "pyvenv.cfg").write_text(cfg)
-    return at
 
 
 def _sh(cmd: str) -> subprocess.CompletedProcess[str]:
@@ -86,14 +46,14 @@ def test_the_host_programs_import_no_module_of_a_venvs_owner_as_root(top, progra
     Fix: import everything the program needs (importlib.metadata, ast) BEFORE use_venv touches sys.path, and append
     the venv's folders (sys.path += ...) instead of prepending them, or better pass them as `path=` to PathFinder and
     importlib.metadata.distributions(path=[...]) and leave sys.path alone."""
-    ran = _marker(top)
-    venv = _venv(top / "venv")
+    ran = marker(top)
+    venv = venv_at(top / "venv")
     for name in ("csv", "email", "zipfile", "textwrap", "pathlib", "typing", "ast"):
-        (_site(venv) / f"{name}.py").write_text(_code(ran))
+        (site_of(venv) / f"{name}.py").write_text(code(ran))
     if program == "patch_host apply":  # an editable install's finder: the rule reads its tables with `ast`
-        (_site(venv) / "__editable___gated_0_1_finder.py").write_text("MAPPING = {}\nNAMESPACES = {}\n")
-    _chown_tree(venv, NOBODY.pw_uid, NOBODY.pw_gid)
-    target = _site(venv) / "gated" / "__init__.py"
+        (site_of(venv) / "__editable___gated_0_1_finder.py").write_text("MAPPING = {}\nNAMESPACES = {}\n")
+    chown_tree(venv, NOBODY.pw_uid, NOBODY.pw_gid)
+    target = site_of(venv) / "gated" / "__init__.py"
     if program == "scan":
         cmd = hostside.system_python_command("scan.py", base64.b64encode(json.dumps(
             {"scope": {"gated": ["*.py"]}, "venv": str(venv)}).encode()).decode())
@@ -124,15 +84,15 @@ def _users_stdlib(top: Path, ran: Path) -> Path:
     for pkg in ("encodings", "importlib", "collections", "re"):
         shutil.copytree(STDLIB / pkg, lib / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     init = lib / "encodings" / "__init__.py"
-    init.write_text(_code(ran) + init.read_text())
-    _chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
+    init.write_text(code(ran) + init.read_text())
+    chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
     return home / "bin"
 
 
-def _copied_venv(top: Path) -> Path:
+def _copiedvenv_at(top: Path) -> Path:
     """A root venv made with --copies: bin/python root's own copy of the host's interpreter."""
     venv = top / "venv"
-    (_site(venv)).mkdir(parents=True)
+    (site_of(venv)).mkdir(parents=True)
     (venv / "bin").mkdir()
     shutil.copy2(REAL, venv / "bin" / "python")
     return venv
@@ -149,9 +109,9 @@ def test_pyvenv_cfg_is_read_as_the_interpreter_reads_it(top, where):
     folder: a copied or hand-made venv). Fix: stdlib_of reads the file as getpath does: VENV/bin/pyvenv.cfg too
     (the executable's folder: both, to be safe), keys lowered and stripped; better, ask the venv's interpreter
     nothing and walk sys.base_prefix as getpath computes it (landmark search up from home's folder included)."""
-    ran = _marker(top)
+    ran = marker(top)
     home = _users_stdlib(top, ran)
-    venv = _copied_venv(top)
+    venv = _copiedvenv_at(top)
     if where == "bin/pyvenv.cfg":
         (venv / "bin" / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
     else:
@@ -173,12 +133,12 @@ def test_the_system_site_packages_a_venv_includes_are_walked(top, cfg):
     site.getsitepackages() of the base interpreter when pyvenv.cfg's include-system-site-packages is not "false"
     (read as site.py does: lowered, default true), and the user site (~/.local/lib/pythonX.Y/site-packages of the
     user it runs as) in that case too."""
-    ran = _marker(top)
-    venv = _venv(top / "venv", cfg)
+    ran = marker(top)
+    venv = venv_at(top / "venv", cfg)
     users = top / "syssite"
     users.mkdir()
-    (users / "adv13.pth").write_text(_code(ran))
-    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    (users / "adv13.pth").write_text(code(ran))
+    chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
     cmd = hostside.as_owner(str(venv), str(venv / "bin" / "python"), "-c", "pass")
     done = subprocess.run(["unshare", "-m", "sh", "-c", 'mkdir -p "$2" && mount --bind "$1" "$2" && exec sh -c "$3"',
                            "-", str(users), SYSTEM_SITE, cmd], capture_output=True, text=True, timeout=60)
@@ -192,13 +152,13 @@ def test_a_venv_python_that_is_a_script_is_refused(top):
     nobody's program: the rule saw root alone and as_owner ran it as root. Invariant (a)/(b). Severity: LOW (root's
     own venv must hold such a wrapper). Fix: where bin/python's real file starts with `#!`, lead the interpreter it
     names too (a path in `paths`); or refuse a bin/python that is no ELF file."""
-    ran = _marker(top)
+    ran = marker(top)
     users = top / "nobody"
     users.mkdir()
     (users / "python3").write_text(f"#!/bin/sh\nid -u >> {ran}\n")
     (users / "python3").chmod(0o755)
-    _chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
-    venv = _venv(top / "venv")
+    chown_tree(users, NOBODY.pw_uid, NOBODY.pw_gid)
+    venv = venv_at(top / "venv")
     (venv / "bin" / "python").unlink()
     (venv / "bin" / "python").write_text(f"#!{users / 'python3'}\n")
     (venv / "bin" / "python").chmod(0o755)
@@ -213,11 +173,11 @@ def test_a_users_module_in_the_site_folders_a_venv_includes_runs_as_that_user(to
     (site.py enables it then) are walked as its own: nobody's module there (a private bind mount of nobody's folder
     over the first base site, the others made empty, root's; or HOME's ~/.local) makes nobody the owner, and the
     venv's python runs as nobody. Fails before: it ran as root."""
-    venv = _venv(top / "venv", "home = /usr/bin\ninclude-system-site-packages = true\n")
+    venv = venv_at(top / "venv", "home = /usr/bin\ninclude-system-site-packages = true\n")
     users = top / "home" / ".local" / "lib" / VERSION / "site-packages" if where == "user site" else top / "syssite"
     users.mkdir(parents=True)
     (users / "mapped.py").write_text("")
-    _chown_tree(top / "home" if where == "user site" else users, NOBODY.pw_uid, NOBODY.pw_gid)
+    chown_tree(top / "home" if where == "user site" else users, NOBODY.pw_uid, NOBODY.pw_gid)
     (top / "empty").mkdir()
     first = str(users) if where == "system site" else str(top / "empty")
     others = [d for d in _SITES[1:] if os.path.isdir(d)]

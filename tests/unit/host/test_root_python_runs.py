@@ -7,12 +7,12 @@ A marker file (0666) records the uid of every process that ran the user's code: 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from uidmark import NOBODY, REAL, chown_tree, code, marker, venv_at
 
 from fleet.host import programs as hostside
 from fleet.host import serverchecks, service, venvs
@@ -24,46 +24,6 @@ from fleet.ssh import remote
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="runs as other users: needs root (CI runs as root)"),
               pytest.mark.skipif(not Path(hostside.SYSTEM_PYTHON).exists(), reason="no /usr/bin/python3 here")]
 UNSHARE = pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (a private mount)")
-
-NOBODY = pwd.getpwnam("nobody")
-REAL = os.path.realpath(hostside.SYSTEM_PYTHON)
-VERSION = subprocess.run([hostside.SYSTEM_PYTHON, "-I", "-S", "-c", "import sys; print('python%d.%d' % "
-                         "sys.version_info[:2])"], capture_output=True, text=True).stdout.strip() \
-    if os.path.exists(hostside.SYSTEM_PYTHON) else ""  # the host's python's, not the one running pytest
-
-
-def _marker(top: Path) -> Path:
-    ran = top / "ran"
-    ran.touch()
-    ran.chmod(0o666)
-    return ran
-
-
-def _code(ran: Path) -> str:
-    """One line of Python that appends the uid running it to `ran`."""
-    return (f"import os; fd = os.open({str(ran)!r}, os.O_WRONLY | os.O_APPEND); os.write(fd, b'%d\\n' % os.getuid()); "
-            "os.close(fd)\n")  # os.write: `open` is no builtin yet while encodings loads
-
-
-def _chown_tree(top: Path, uid: int, gid: int) -> None:
-    for here, dirs, files in os.walk(top):
-        for name in [here, *(os.path.join(here, n) for n in dirs + files)]:
-            os.lchown(name, uid, gid)
-
-
-def _site(venv: Path) -> Path:
-    return venv / "lib" / VERSION / "site-packages"
-
-
-def _venv(at: Path, cfg: str = "home = /usr/bin\ninclude-system-site-packages = false\n") -> Path:
-    """A root venv at `at`: bin/python a link to the host's, one package."""
-    (_site(at) / "gated").mkdir(parents=True)
-    (_site(at) / "gated" / "__init__.py").write_text("")
-    (at / "bin").mkdir()
-    (at / "bin" / "python").symlink_to(hostside.SYSTEM_PYTHON)
-    (at / "pyvenv.cfg").write_text(cfg)
-    return at
-
 
 # bare `python3` as root in a deploy's steps
 
@@ -106,7 +66,7 @@ def test_a_deploys_python_steps_run_the_hosts_checked_python_never_a_users_first
     (same class as status.sh/venv_build.sh's bare python3, two more call sites). Fix: both through
     hostside.system_python_command (a program file each, or a `-c` text behind interpreter.sh), or plain sh for the
     model check (test -f config.json; the shard list read by the controller from the index file)."""
-    ran = _marker(top)
+    ran = marker(top)
     users = top / "python3"
     users.write_text(f"#!/bin/sh\nid -u >> {ran}\n")
     users.chmod(0o755)
@@ -136,13 +96,13 @@ def test_a_root_venvs_python_imports_nothing_from_the_login_users_working_folder
     mode), so code running as that user gets root without it. Invariant (a). Severity: MEDIUM. Fix: as_owner.py
     chdir("/") before it execs the command as root (the owner's home where it drops), or the venv's python run
     with -P (3.11+) / -I; benchrun already cds into its own folder."""
-    ran = _marker(top)
-    venv = _venv(top / "venv")
+    ran = marker(top)
+    venv = venv_at(top / "venv")
     home = top / "home"
     home.mkdir()
     for name in ("sglang_router", "csv", "email", "zipfile"):
-        (home / f"{name}.py").write_text(_code(ran))
-    _chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
+        (home / f"{name}.py").write_text(code(ran))
+    chown_tree(home, NOBODY.pw_uid, NOBODY.pw_gid)
     conn = _Conn(cwd=home)
     remote.use_runner(conn, conn)  # type: ignore[arg-type]
     python = str(venv / "bin" / "python")
