@@ -45,8 +45,7 @@ print(json.dumps({'release': m.get('id'), 'unit': u, 'state': s, 'health': h,
 PY
 }
 hashes() {
-case $refused in "fleet runs nothing on "*) echo "refused $refused"; return ;; esac
-[ -n "$py" ] || return 0
+[ -z "$refused" ] || { echo "refused $refused"; return; }  # refused, or no such python: nothing was hashed
 "$py" -I -S - "$root/current/manifest.json" 2>/dev/null <<'PY'
 import hashlib, json, sys
 m = json.load(open(sys.argv[1]))

@@ -158,6 +158,15 @@ def test_status_runs_no_python_the_check_refuses_and_says_the_files_were_not_che
     assert st.drift == [f"files not checked: fleet runs nothing on {users} as root: {users.parent} is not root's"]
 
 
+def test_status_on_a_host_without_the_python_says_the_files_were_not_checked(top: Path) -> None:
+    """No /usr/bin/python3 (a host whose python3 is in /usr/local/bin alone): every managed file read as missing
+    drift, where nothing was hashed (review of the diff)."""
+    missing = str(top / "no-python3")
+    done, _ = _status(top, missing, "/usr/sbin:/usr/bin:/sbin:/bin")
+    st = status.parse(HOST, done.stdout)
+    assert st.drift == [f"files not checked: fleet-interpreter: {missing}: not found"], st.drift
+
+
 class _Here:
     """A connection whose commands run here, as root, under `path` (a host's PATH): the command text fleet sends."""
 
