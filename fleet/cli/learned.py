@@ -36,8 +36,8 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
                                  + (", a glob of them (* ? [...]), with `!` or `&` before it" * (option == "--host")))
     if key is not None and not re.fullmatch(r"[0-9a-f]{16}", key):
         raise InputError(f"--fingerprint {key!r}: the 16 hex digits `inv learned` shows")
-    for store in (fingerprint.path(), slolearned.path()):
-        why = fingerprint.unreadable(store)
+    for store, version in ((fingerprint.path(), None), (slolearned.path(), slolearned.VERSION)):
+        why = fingerprint.unreadable(store, version)
         if why:  # read as empty, it said `nothing learned` while a deploy went on without what it held
             raise FleetError(f"{store}: not readable as fleet's ({why}): nothing read from it, nothing changed; "
                              f"move it aside (the next deploy or tune that learns writes a new one)")

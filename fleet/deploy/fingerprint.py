@@ -105,9 +105,10 @@ def load() -> dict[str, dict[str, object]]:
     return out
 
 
-def unreadable(store: Path | None = None) -> str | None:
-    """Why known-good.json (or `store`, a file of the same shape: slo-learned.json) is there but not readable as
-    fleet's (torn, hand-broken), which load() reads as empty; None when it reads or is not there yet."""
+def unreadable(store: Path | None = None, version: int | None = None) -> str | None:
+    """Why known-good.json (or `store`, a file of the same shape: slo-learned.json, whose load() reads only its
+    `version`) is there but not readable as fleet's (torn, hand-broken, another version), which load() reads as
+    empty; None when it reads or is not there yet."""
     try:
         data = json.loads((store or path()).read_text())
     except FileNotFoundError:
@@ -118,6 +119,8 @@ def unreadable(store: Path | None = None) -> str | None:
         return f"not JSON: {exc}"
     if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
         return "no mapping of entries"
+    if version is not None and data.get("version") != version:
+        return f"version {str(data.get('version'))[:20]!r}, where this fleet reads {version}"
     return None
 
 

@@ -186,3 +186,13 @@ def test_ansibles_range_is_refused_as_every_task_refuses_it():
     with pytest.raises(InputError) as err:
         selection(None, ["sbx[0:3]"], [], None, [], None)
     assert "is Ansible's range" in str(err.value) and "sbx0,sbx1,sbx2,sbx3" in str(err.value), err.value
+
+
+def test_a_slo_store_of_another_version_is_said_too(state):
+    """slo-learned.json of another version read as nothing learned (its load() reads only its own), exit 0, and the
+    next tune --slo overwrote it (review of the diff)."""
+    slo = state.with_name("slo-learned.json")
+    slo.write_text('{"version": 99, "entries": {}}')
+    done = inv(state, "learned")
+    assert done.returncode == 1 and "version '99', where this fleet reads 1" in done.stderr, done.stderr
+    assert slo.read_text() == '{"version": 99, "entries": {}}'
