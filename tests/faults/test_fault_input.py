@@ -299,7 +299,8 @@ def test_a_blank_or_garbled_api_key_is_refused_before_any_host_is_touched(conten
 
 
 def test_a_unit_systemd_rejects_stops_nothing_and_the_ladder_goes_on(sandbox, sandbox_inventory, tmp_path):
-    """A mistyped serve.venv: systemd-analyze verify rejects the unit before anything is stopped; each rung is
+    """A serve.venv whose bin/python systemd cannot run (a folder: it passes preflight's `test -x`, which refuses a
+    venv the host lacks outright): systemd-analyze verify rejects the unit before anything is stopped; each rung is
     INSTALL_FAILED and the server that was running keeps running, unit and env untouched."""
     good = llama_playbook(tmp_path, PLAIN, name="llama-verify")
     proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(good), "--json", "--force")
@@ -308,7 +309,11 @@ def test_a_unit_systemd_rejects_stops_nothing_and_the_ladder_goes_on(sandbox, sa
                                            "systemctl show sglang -p MainPID -p ActiveState")
     typo = llama_playbook(tmp_path, [*rung("first"), *rung("second")], name="llama-verify-typo",
                           serve={"venv": "/root/ml-envv"})
-    proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(typo), "--json", "--force")
+    sh(sandbox_inventory, "sbx3", "mkdir -p /root/ml-envv/bin/python")
+    try:
+        proc = inv(sandbox, "deploy", "--host", "sbx3", "--playbook", str(typo), "--json", "--force")
+    finally:
+        sh(sandbox_inventory, "sbx3", "rm -rf /root/ml-envv")
     data = json.loads(proc.stdout)
     assert proc.returncode == 1 and [a["outcome"] for a in data["attempts"]] == ["INSTALL_FAILED"] * 2, data
     assert all("systemd-analyze verify rejects the unit" in a["evidence"] and "/root/ml-envv/bin/python" in
