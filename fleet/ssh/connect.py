@@ -215,7 +215,7 @@ def _silent(exc: BaseException) -> bool:
         return False
     no_route = isinstance(exc, OSError) and exc.errno == errno.EHOSTUNREACH  # no ARP answer; not ENETUNREACH
     return no_route or isinstance(exc, (NoValidConnectionsError, socket.timeout, TimeoutError, ConnectionError,
-                                        SSHException))
+                                        SSHException, EOFError))  # EOFError: a reset before the banner
 
 
 def cause_of(exc: BaseException) -> NotReached:
