@@ -80,7 +80,12 @@ def test_a_banner_then_nothing_or_a_close_is_said_as_a_stalled_or_refused_key_ex
     def banner(sock: socket.socket) -> None:
         sock.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
         if then == "close":
-            sock.recv(256)  # the client's version line, then gone
+            sock.settimeout(0.5)  # the client's version line and key exchange read whole, then gone: a close with
+            try:  # unread bytes is a reset, which the client hears before the close (1 run in 3 on loopback)
+                while sock.recv(65536):
+                    pass
+            except OSError:
+                pass
             sock.close()
         else:
             held.append(sock)
