@@ -10,8 +10,8 @@ from fabric import Connection
 
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
-from fleet.host.serverchecks import has_python, launch_help, model_check, port_users
-from fleet.host.service import GpuApp, foreign_holders, gpu_holders
+from fleet.host.serverchecks import VenvRun, launch_help, model_check, port_users, venv_run
+from fleet.host.service import GpuApp, can_import, foreign_holders, gpu_holders
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.inventory import Host
 from fleet.logs import redact
@@ -45,14 +45,57 @@ def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
     return flags or None
 
 
-def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str | None:
-    """The venv the unit runs from must be there: a playbook that pins no packages cannot have it built (one that
-    pins is planned in the venv its pins build: fleet.host.venvs)."""
-    if book.packages or has_python(conn, host, venv):
-        return None
-    return (f"venv {venv} does not exist on the host (no {venv.rstrip('/')}/bin/python): the unit could not start; "
-            "create it there, point serve.venv (or the inventory's venv) at one, or pin `packages:` in the playbook "
-            "for the deploy to build it")
+def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str, say: Progress) -> str | None:
+    """The venv the unit runs from must be there (a playbook that pins `packages:` has it built: fleet.host.venvs),
+    and the unit's user must be one whose running it gives no one else a way in (venv_verdict)."""
+    user = book.serve.user
+    found = venv_run(conn, host, venv, user)
+    if not found.exists and book.packages:
+        return None if found.user_uid is not None else venv_verdict(found, venv, user)[0]
+    problem, warning = venv_verdict(found, venv, user)
+    if warning:
+        say(f"warning: {warning}")
+    return problem
+
+
+def router_venv_problem(conn: Connection, host: Host, python: str, user: str) -> str | None:
+    """The router's unit runs `python` as `user` (serve.user): venv_verdict's rule, then sglang_router must import
+    (as the venv's owner)."""
+    venv = python.rsplit("/bin/", 1)[0]
+    found = venv_run(conn, host, venv, user)
+    if found.exists and (problem := venv_verdict(found, venv, user)[0]):
+        return problem
+    return None if can_import(conn, host, python, "sglang_router") else \
+        f"sglang_router is not importable by {python} (pip install sglang-router)"
+
+
+def venv_verdict(found: VenvRun, venv: str, user: str) -> tuple[str | None, str | None]:
+    """Why the unit must not start from this venv as `user`, and what to say when it may (pure). Refused: no such
+    user on the host (systemd would fail the start: status 217/USER); no bin/python; a venv others may change
+    too (owner.py's rule); a venv whose owner is not root run by a root unit (serve.user root, the default):
+    every start would run that user's code as root. Said: a venv of one user run as another."""
+    where = venv.rstrip("/") or "/"
+    if found.user_uid is None:
+        return (f"serve.user {user!r} has no account on the host: the unit could not start (status 217/USER); "
+                "create the user there, or set serve.user to one it has"), None
+    if not found.exists:
+        return (f"venv {where} does not exist on the host (no {where}/bin/python): the unit could not start; "
+                "create it there, point serve.venv (or the inventory's venv) at one, or pin `packages:` in the "
+                "playbook for the deploy to build it"), None
+    if found.owner is None:
+        return f"venv {where}: {found.said}", None
+    if not found.owner:
+        return None, None
+    uid = int(found.owner.split(":")[0])
+    owner = f"{found.owner_name} (uid {uid})" if found.owner_name else f"uid {uid}"
+    if found.user_uid == 0:
+        return (f"venv {where} is {owner}'s, and the unit runs as root (serve.user: {user}): every start would run "
+                f"that user's code as root; set serve.user to {found.owner_name or 'its owner'}, or use a venv "
+                "root alone may change"), None
+    if uid != found.user_uid:
+        return None, (f"venv {where} is {owner}'s, and the unit runs as {user}: that user's code runs as "
+                      f"{user} at every start")
+    return None, None
 
 
 def model_problem(conn: Connection, host: Host, path: str) -> str | None:
@@ -160,7 +203,7 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     for warning in known_bad(facts):
         say(f"warning: {warning}")
     known = known_flags(conn, host, venv)
-    problem = (venv_problem(conn, host, book, venv) or model_problem(conn, host, book.model.path)
+    problem = (venv_problem(conn, host, book, venv, say) or model_problem(conn, host, book.model.path)
                or port_problem(conn, host, book.serve.port, unit)
                or gpu_problem(conn, host, unit, facts,
                            {**{k: v for k, v in book.serve.env.items() if isinstance(v, str)},

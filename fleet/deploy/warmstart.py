@@ -81,7 +81,7 @@ class WarmStart:
     store: CacheStore
     key: CacheKey
     folders: list[str]
-    python: str
+    venv: str  # the server's: kcache.py never swaps it (it runs on the host's own python, never the venv's)
     placed: list[str] = field(default_factory=list)
     failed_with_cache: bool = False  # a start with the placed caches failed: the stored entry is suspect
     modules: dict[str, str] = field(default_factory=dict)  # the placed compiled modules' sha256, by path
@@ -103,7 +103,7 @@ class WarmStart:
         if broad:
             return NoKey(f"cache folder {broad} is no folder of one cache (the home, a shared one, or holding the "
                          "venv or another cache folder: check the cache variables)")
-        return cls(store, key, where, f"{venv.rstrip('/')}/bin/python", user=user)
+        return cls(store, key, where, venv.rstrip("/") or "/", user=user)
 
     def needed_by(self, host: Host, release: str, say: Say) -> None:
         """The release starts under this key: its entry is kept while the release is (recorded before the store is
@@ -122,7 +122,7 @@ class WarmStart:
         if not isinstance(got, Entry):
             self._cold(conn, host, f"the stored caches were dropped: {got.reason}", say)
             return
-        placed = kcache.place(conn, host, self.python, got.data, got.sha256, self.folders, self.user)
+        placed = kcache.place(conn, host, self.venv, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
             self._unknown(conn, host, placed.reason, got, say)
             return
@@ -141,7 +141,7 @@ class WarmStart:
         """Nothing placed for this start: what an earlier place left and no start served with (a controller that
         died, a place past its deadline) removed, or, where that fails, the folders count as placed (a start
         that fails is retried without them)."""
-        gone = kcache.unproven(conn, host, self.python, self.user)
+        gone = kcache.unproven(conn, host, self.venv, self.user)
         if isinstance(gone, kcache.HostRefused):
             self.placed = list(self.folders)
             say(f"cold start: {why}; caches an earlier place left may be in place ({gone.reason})")
@@ -161,8 +161,8 @@ class WarmStart:
 
     def _clear(self, conn: Connection, host: Host, folders: list[str]) -> str | None:
         """The folders removed, tried twice (a lost answer or a passing failure); why not, or None."""
-        why = kcache.clear(conn, host, self.python, folders, self.user)
-        return None if why is None else kcache.clear(conn, host, self.python, folders, self.user)
+        why = kcache.clear(conn, host, self.venv, folders, self.user)
+        return None if why is None else kcache.clear(conn, host, self.venv, folders, self.user)
 
     def without_cache(self, conn: Connection, host: Host, say: Say) -> bool:
         """After a failed start with placed caches: those folders removed (True: retry cold)."""
@@ -181,7 +181,7 @@ class WarmStart:
         also proves them: a later put-back of a release leaves them in place.)"""
         if not self.placed:
             return
-        now = kcache.modules(conn, host, self.python, self.placed, self.user)  # and the caches proven (kcache.PLACED)
+        now = kcache.modules(conn, host, self.venv, self.placed, self.user)  # and the caches proven (kcache.PLACED)
         if isinstance(now, kcache.HostRefused):
             say(f"could not read the modules back: {now.reason}")
         elif self.modules:
@@ -196,7 +196,7 @@ class WarmStart:
             say("the stored caches failed a start that served without them: replaced by this host's")
         elif self.store.has(self.key):
             return
-        data = kcache.collect(conn, host, self.python, self.folders, self.store.limit, self.user)
+        data = kcache.collect(conn, host, self.venv, self.folders, self.store.limit, self.user)
         if isinstance(data, kcache.HostRefused):
             say(f"caches not collected: {data.reason}")
             return

@@ -41,14 +41,12 @@ def _as(user: str) -> list[str]:
 NOT_RUN = programs.NOT_RUN
 
 
-def command(python: str, user: str, *args: str) -> str:
-    """kcache.py's command line. Run as root for a user (--user), it starts as the host's own Python, isolated and
-    without site (-I -S: no PYTHON* variable, no user site, no .pth), never as the venv's: a venv the server's
-    user owns (its bin/python, a .pth in its site-packages) would run that user's code as root before the drop.
-    kcache.py needs the standard library only."""
-    if _account(user):
-        return programs.system_python_command("kcache.py", *_as(user), *args)
-    return programs.python_command(python, "kcache.py", *args)
+def command(venv: str, user: str, *args: str) -> str:
+    """kcache.py's command line, always on the host's own Python, isolated and without site (-I -S: no PYTHON*
+    variable, no user site, no .pth), never on the venv's: kcache.py needs the standard library only, and a venv's
+    bin/python or a .pth in it is whatever its owner made them, which root must never run. Run as root for a user
+    (--user), it drops to that user before it touches a cache folder; `venv` (--venv) is a folder it never swaps."""
+    return programs.system_python_command("kcache.py", f"--venv={venv}", *_as(user), *args)
 
 
 def drop_unproven(mark: str = PLACED, user: str = "", wait_s: int = 240) -> str:
@@ -92,22 +90,22 @@ def _said(stderr: bytes, exited: int) -> str:
     return lines[-1] if lines else f"exit {exited}"
 
 
-def collect(conn: Connection, host: Host, python: str, folders: list[str], limit: int,
+def collect(conn: Connection, host: Host, venv: str, folders: list[str], limit: int,
             user: str = "") -> bytes | HostRefused:
     """A tar of the cache folders that exist (b"" tars nothing when none does); refused above `limit` bytes. As
     `user` (the server's) where kcache.py runs as root, as every verb below."""
-    cmd = command(python, user, "collect", str(limit), *folders)
+    cmd = command(venv, user, "collect", str(limit), *folders)
     res = _run(conn, host, cmd, b"", limit + (16 << 20))
     if isinstance(res, HostRefused):
         return res
     return res.stdout if res.exited == 0 else HostRefused(_said(res.stderr, res.exited))
 
 
-def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
+def place(conn: Connection, host: Host, venv: str, data: bytes, sha256: str,
           folders: list[str], user: str = "") -> list[str] | HostRefused:
     """The tar put in place, each folder by rename; the folders placed, or why the host refused it. An answer
     naming anything but folders asked for is no answer (its outcome unknown): never a folder to clear later."""
-    cmd = command(python, user, f"--mark={PLACED}", "place", sha256, *folders)
+    cmd = command(venv, user, f"--mark={PLACED}", "place", sha256, *folders)
     res = _run(conn, host, cmd, data, 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -121,18 +119,18 @@ def place(conn: Connection, host: Host, python: str, data: bytes, sha256: str,
     return placed
 
 
-def clear(conn: Connection, host: Host, python: str, folders: list[str], user: str = "") -> str | None:
+def clear(conn: Connection, host: Host, venv: str, folders: list[str], user: str = "") -> str | None:
     """The folders removed (renamed aside first); why not, or None."""
-    cmd = command(python, user, f"--mark={PLACED}", "clear", *folders)
+    cmd = command(venv, user, f"--mark={PLACED}", "clear", *folders)
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res.reason
     return None if res.exited == 0 else _said(res.stderr, res.exited)
 
 
-def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[str] | HostRefused:
+def unproven(conn: Connection, host: Host, venv: str, user: str = "") -> list[str] | HostRefused:
     """The folders a place filled and no start served with (the mark's) removed; those removed."""
-    cmd = command(python, user, f"--mark={PLACED}", "unproven")
+    cmd = command(venv, user, f"--mark={PLACED}", "unproven")
     res = _run(conn, host, cmd, b"", 1 << 20)
     if isinstance(res, HostRefused):
         return res
@@ -141,10 +139,10 @@ def unproven(conn: Connection, host: Host, python: str, user: str = "") -> list[
     return res.stdout.decode("utf-8", "replace").splitlines()
 
 
-def modules(conn: Connection, host: Host, python: str, folders: list[str],
+def modules(conn: Connection, host: Host, venv: str, folders: list[str],
             user: str = "") -> dict[str, str] | HostRefused:
     """The sha256 of every compiled module (.so) in the folders, by path."""
-    cmd = command(python, user, f"--mark={PLACED}", "modules", *folders)
+    cmd = command(venv, user, f"--mark={PLACED}", "modules", *folders)
     res = _run(conn, host, cmd, b"", 4 << 20)
     if isinstance(res, HostRefused):
         return res

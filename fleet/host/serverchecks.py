@@ -4,6 +4,7 @@ a model folder that is whole, a port free or held by the unit itself. The verdic
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from fabric import Connection
 
@@ -23,10 +24,38 @@ _MODEL_CHECK = (
 )
 
 
-def has_python(conn: Connection, host: Host, venv: str) -> bool:
-    """The venv's bin/python is there and runs (what the unit's ExecStart names)."""
-    python = shlex.quote(venv.rstrip("/") + "/bin/python")
-    return sh(conn, host, f"test -x {python} && echo yes || true").strip() == "yes"
+@dataclass(frozen=True)
+class VenvRun:
+    """Who would run the venv's code: whether its bin/python is there (what the unit's ExecStart names), who owns
+    it by owner.py's rule, and the uid of the unit's user."""
+
+    exists: bool
+    owner: str | None  # as_owner.py --who's `uid:gid`, "" for root; None where the rule refused or did not answer
+    owner_name: str  # that uid's account name, "" where it has none
+    said: str  # the rule's refusal or the reason it did not answer, one line; "" where it answered
+    user_uid: int | None  # the unit's user's uid, None: no such account on the host
+
+    @classmethod
+    def parse(cls, text: str) -> VenvRun:
+        """`exists`, the user's uid (or -), the rule's exit, the owner's name, then what the rule printed."""
+        lines = [*text.splitlines(), "", "", "", ""]
+        exists, uid, code, name, said = lines[0] == "yes", lines[1], lines[2], lines[3], lines[4:]
+        answer = next((line for line in said if line.strip()), "")
+        ok = code == "0" and (answer == "" or answer.replace(":", "").isdigit())
+        return cls(exists, answer if ok else None, name if ok else "",
+                   "" if ok else (answer or f"no answer (exit {code or '?'})")[:300],
+                   int(uid) if uid.isdigit() else None)
+
+
+def venv_run(conn: Connection, host: Host, venv: str, user: str) -> VenvRun:
+    """VenvRun of `venv` for a unit run as `user` (an account name, fleet.fields.UserName), one round trip."""
+    root = venv.rstrip("/") or "/"
+    return VenvRun.parse(sh(conn, host, (
+        f"if test -x {shlex.quote(root + '/bin/python')}; then echo yes; else echo no; fi; "
+        f"id -u -- {shlex.quote(user)} 2>/dev/null || echo -; "
+        f"o=$({hostside.owner_of_venv(root)} 2>&1); echo $?; "
+        "n=; case \"$o\" in [0-9]*:[0-9]*) n=$(id -un -- \"${o%%:*}\" 2>/dev/null) ;; esac; "
+        "printf '%s\\n%s\\n' \"$n\" \"$o\""), check=False))
 
 
 def launch_help(conn: Connection, host: Host, venv: str) -> str:

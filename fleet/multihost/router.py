@@ -37,7 +37,7 @@ from fabric import Connection
 from fleet.deploy import boot, fallback, recovery, restore
 from fleet.deploy.hostrun import HostRun, host_run
 from fleet.deploy.ladder import Deployer
-from fleet.deploy.preflight import port_problem
+from fleet.deploy.preflight import port_problem, router_venv_problem
 from fleet.deploy.release_run import ReleaseRun
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.errors import FleetError
@@ -45,7 +45,7 @@ from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
 from fleet.host.journal import journal_tail
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import can_import, daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
+from fleet.host.service import daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
 from fleet.host.session import ConnectionLost, HostSession, one_line
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
@@ -258,7 +258,7 @@ class RouterHooks:
                     f"through its API; {evidence}")
                 return RouterEnd(DeployStatus.UNCHANGED, previous.id, evidence)
         problem = (port_problem(conn, host, book.router.port, unit)  # type: ignore[union-attr]
-                   or venv_problem(conn, host, planned.argv[0])
+                   or router_venv_problem(conn, host, planned.argv[0], book.serve.user)
                    or restore.unit_problem(conn, host, planned, unit_path(book)))
         if problem:
             return RouterEnd(error=f"{host.name}: router preflight: {problem}; nothing was changed")
@@ -435,11 +435,6 @@ def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
             return
         say(f"draining: {running:g} request(s) still running")
         time.sleep(0.5)
-
-
-def venv_problem(conn: Connection, host: Host, python: str) -> str | None:
-    return None if can_import(conn, host, python, "sglang_router") else \
-        f"sglang_router is not importable by {python} (pip install sglang-router)"
 
 
 # ---------------------------------------------------------------------- entry points for the deploy command

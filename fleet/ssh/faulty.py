@@ -56,7 +56,7 @@ def step_label(command: str) -> str:
     if words[:2] == ["sh", "-c"] and len(words) > 3:
         what = " ".join(words[3:])
     elif len(words) > 3 and "-c" in words[1:4] and words[0].rstrip("0123456789.").endswith("python"):
-        args = [w for w in words[words.index("-c") + 2:] if not w.startswith("--user=")]  # the verb, not who
+        args = [w for w in words[words.index("-c") + 2:] if not w.startswith(("--user=", "--venv="))]  # the verb
         what = "python " + " ".join(w for w in args[:2] if len(w) < 40)
     else:
         what = " ".join(command.split())

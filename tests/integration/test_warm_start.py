@@ -153,7 +153,7 @@ def test_a_units_user_has_its_caches_worked_on_as_itself(sandbox, tmp_path):
     the mark stays root's, a put-back removes what the mark names as that user, and a host without the user
     refuses, nothing changed."""
     inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
-    host, py, folder = inv.hosts[HOST], "/root/ml-env/bin/python", "/home/fleet/.cache/drop49/ops"
+    host, py, folder = inv.hosts[HOST], "/root/ml-env", "/home/fleet/.cache/drop49/ops"
     sh(inv, HOST, "rm -rf /home/fleet/.cache/drop49 && runuser -u fleet -- mkdir -p /home/fleet/.cache && "
                   "mkdir -p /var/lib/fleet")  # as a deploy's lock makes it
     data = _one_file_tar(folder)
@@ -186,21 +186,23 @@ def test_a_venv_the_units_user_owns_never_runs_as_root(sandbox, tmp_path):
                   f"--without-pip {venv} && runuser -u fleet -- sh -c \"echo 'import os; open(\\\"{seen}\\\", "
                   f"\\\"a\\\").write(str(os.geteuid()) + chr(10))' > $(echo {venv}/lib/python3*/site-packages)"
                   "/hook49.pth\" && runuser -u fleet -- mkdir -p /home/fleet/.cache && mkdir -p /var/lib/fleet")
-    py = f"{venv}/bin/python"
     data = _one_file_tar(folder)
-    sh(inv, HOST, f"runuser -u fleet -- {py} -c pass")  # the hook works: it runs as the user who owns the venv
+    sh(inv, HOST, f"runuser -u fleet -- {venv}/bin/python -c pass")  # the hook works: it runs as the venv's owner
     conn = open_connection(host)
     try:
-        placed = kcache.place(conn, host, py, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
-        mods = kcache.modules(conn, host, py, [folder], "fleet")
-        collected = kcache.collect(conn, host, py, [folder], 1 << 20, "fleet")
-        gone = kcache.unproven(conn, host, py, "fleet")
-        cleared = kcache.clear(conn, host, py, [folder], "fleet")
+        placed = kcache.place(conn, host, venv, data, hashlib.sha256(data).hexdigest(), [folder], "fleet")
+        mods = kcache.modules(conn, host, venv, [folder], "fleet")
+        collected = kcache.collect(conn, host, venv, [folder], 1 << 20, "fleet")
+        gone = kcache.unproven(conn, host, venv, "fleet")
+        cleared = kcache.clear(conn, host, venv, [folder], "fleet")
+        # a unit with no User= given this venv (preflight refuses such a deploy; a cache step never runs its code)
+        root_side = kcache.collect(conn, host, venv, [f"/root/.cache/venv49-{os.getpid()}"], 1 << 20, "")
         uids = sh(inv, HOST, f"cat {seen}; stat -c %U /home/fleet/.cache/venv49 2>/dev/null; true").split()
     finally:
         conn.close()
         sh(inv, HOST, f"rm -rf {venv} {seen} /home/fleet/.cache/venv49")
     assert "0" not in uids, f"the user's venv hook ran as root: {uids}"
+    assert root_side == b"", root_side  # nothing to tar, and the user's hook ran not (as root) for it
     assert placed == [folder] and isinstance(collected, bytes) and b"m.so" in collected, (placed, collected)
     assert mods == {f"{folder}/m.so": hashlib.sha256(b"so").hexdigest()} and gone == [] and cleared is None
     assert uids[-1:] == ["fleet"], uids
@@ -237,7 +239,7 @@ def test_a_put_back_that_outwaits_a_place_never_loses_what_it_marks(sandbox, tmp
     inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
     folder, mark = "/root/.cache/outwait49/ops", "/var/lib/fleet/outwait49-placed"
     data = _one_file_tar(folder)
-    place = kcache.command("/root/ml-env/bin/python", "", f"--mark={mark}", "place",
+    place = kcache.command("/root/ml-env", "", f"--mark={mark}", "place",
                            hashlib.sha256(data).hexdigest(), folder)
     sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar && mkdir -p /var/lib/fleet")
     conn = open_connection(inv.hosts[HOST])

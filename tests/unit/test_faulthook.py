@@ -49,9 +49,13 @@ def test_a_step_is_labelled_by_who_asked_and_what_runs():
     done = faulty.step_label(programs.python_command("/root/ml-env/bin/python", "kcache.py", "--mark=/m", "modules"))
     assert done == "?: python --mark=/m modules"
     # run for a server's user: the host's own python3, isolated (-I -S), and the verb still shows, not the user
-    as_user = kcache.command("/home/u/venv/bin/python", "u", "--mark=/m", "modules")
+    as_user = kcache.command("/home/u/venv", "u", "--mark=/m", "modules")
     assert shlex.split(as_user)[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"]
     assert faulty.step_label(as_user) == "?: python --mark=/m modules"
+    # for root too (a unit with no User=): never the venv's bin/python, whoever owns it
+    as_root = kcache.command("/home/u/venv", "", "--mark=/m", "modules")
+    assert shlex.split(as_root)[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"]
+    assert "/home/u/venv/bin/python" not in as_root and faulty.step_label(as_root) == "?: python --mark=/m modules"
     # a venv's own command as its owner (as_owner.py) is labelled as that command, as it was under as_owner.sh
     owned = programs.as_owner("/v", "/v/bin/python", "-c", "import sglang")
     assert faulty.step_label(owned) == faulty.step_label(shlex.join(["/v/bin/python", "-c", "import sglang"]))

@@ -28,15 +28,16 @@ placed and never proven, and is removed before that release starts (fleet.host.k
 that user (its uid, gid and groups; exit 2 when there is no such user) before it touches any cache folder: the
 folders are that user's, and nothing a process of that user does in them (a link, a folder swapped between a
 check and its use, a planted file) leads this program to write, remove or read what that user could not. What
-it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. With --user
-it runs on the host's own python3 -I -S (fleet.host.kcache.command), never a venv that user may own. Either way,
+it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. Either way it
+runs on the host's own python3 -I -S (fleet.host.kcache.command), never on a venv's python. Either way,
 first (as root) collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not
 own (a clear refusal: a link made after that check meets the user, never root), and unproven removes only folders
 whose path holds no link (the mark names real paths).
 
 collect, place and clear refuse (exit 5) a folder one level deep, a home, the venv, a shared cache root (~/.cache),
 or one that holds one of them, model weights (huggingface, hub, *.safetensors) or another of the folders (a cache
-variable set to $HOME or ~/.cache must never swap ~/.ssh or the models out).
+variable set to $HOME or ~/.cache must never swap ~/.ssh or the models out). --venv=PATH (first, with --mark and
+--user) names the venv the server runs.
 
 place, clear and unproven run one at a time on a host: each holds PATH.lock (flock) to its end, and waits for it
 at most LOCK_WAIT_S (then exit 5, nothing changed): a place whose answer came too late to the controller (its
@@ -221,6 +222,7 @@ def _real(folder: str) -> str:
 MARK = [""]  # --mark=PATH
 MARK_FD = [-1]  # the mark, opened as root before the privileges were dropped
 USER = [""]  # --user=NAME
+VENV = [""]  # --venv=PATH: the server's venv, never swapped nor removed
 PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE)
 
 
@@ -392,7 +394,8 @@ def _broad(folder: str, folders: list[str]) -> bool:
     """A folder fleet must never swap out nor remove whole: one level deep (/data), a user's home, the venv, a
     shared cache root (~/.cache), or one that holds any of them, the models or another of the cache folders."""
     f = os.path.realpath(folder)  # a link to a home is a home
-    homes = {os.path.expanduser("~"), sys.prefix, *(pw.pw_dir for pw in pwd.getpwall())}
+    venv = os.path.realpath(VENV[0]) if VENV[0].startswith("/") else ""
+    homes = {os.path.expanduser("~"), VENV[0], venv, *(pw.pw_dir for pw in pwd.getpwall())}
     if f.count("/") < 2 or os.path.basename(f) in SHARED:
         return True
     if any(h.rstrip("/") == f or h.startswith(f + "/") for h in homes if h.startswith("/")):
@@ -442,9 +445,10 @@ def _drop() -> None:
 
 
 def main(argv: list[str]) -> None:
-    while argv and argv[0].startswith(("--mark=", "--user=")):
+    given = {"--mark": MARK, "--user": USER, "--venv": VENV}
+    while argv and argv[0].partition("=")[0] in given and "=" in argv[0]:
         option, _, value = argv[0].partition("=")
-        (MARK if option == "--mark" else USER)[0], argv = value, argv[1:]
+        given[option][0], argv = value, argv[1:]
     if MARK[0] and (not MARK[0].startswith("/") or ".." in MARK[0].split("/")):
         _fail(2, "the mark is an absolute path without '..'")
     if argv[:1] == ["unproven"] and MARK[0]:

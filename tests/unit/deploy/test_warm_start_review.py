@@ -155,9 +155,9 @@ def test_a_warm_start_that_changed_a_folder_knows_it(tmp_path: Path) -> None:
     (first / "mine.so").write_bytes(b"mine")
     tar = _tar({str(first / "m" / "m.so").lstrip("/"): b"placed", str(second).lstrip("/"): b"a file, not a folder"})
     store, said = CacheStore(tmp_path / "store"), list[str]()
-    giver = WarmStart(store, _key(), [str(first), str(second)], sys.executable)
+    giver = WarmStart(store, _key(), [str(first), str(second)], sys.prefix)
     giver.after_serving(_conn(_Here(collect=tar)), replace(HOST, name="h0"), said.append)
-    warm = WarmStart(store, _key(), [str(first), str(second)], sys.executable)
+    warm = WarmStart(store, _key(), [str(first), str(second)], sys.prefix)
     warm.before_start(_conn(_Here()), HOST, said.append)
     assert (first / "mine.so").exists() or warm.placed, said
     assert "a file named as the cache folder" in said[0], said  # never stored: no host would take it
@@ -169,10 +169,10 @@ def test_a_warm_start_that_changed_a_folder_knows_it(tmp_path: Path) -> None:
 def test_an_entry_the_hosts_refuse_is_replaced_by_a_host_that_serves(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "host1")
-    hostile = WarmStart(store, _key(), [str(tmp_path / "host0" / "ops")], sys.executable)
+    hostile = WarmStart(store, _key(), [str(tmp_path / "host0" / "ops")], sys.prefix)
     hostile.after_serving(_conn(_Here(collect=b"not a tar at all")), replace(HOST, name="h0"), said.append)
     for _ in range(2):  # host1 starts, is refused, serves cold, collects; then starts again
-        honest = WarmStart(store, _key(), [str(ops)], sys.executable)
+        honest = WarmStart(store, _key(), [str(ops)], sys.prefix)
         honest.before_start(_conn(_Here()), HOST, said.append)
         honest.after_serving(_conn(_Here()), HOST, said.append)
     got = store.get(_key())
@@ -199,7 +199,7 @@ def test_a_concurrent_prune_means_a_cold_start_not_an_exception(tmp_path: Path) 
     CacheStore(tmp_path).put(_key(), b"tar", "h0")
     _Racing.other = CacheStore(tmp_path)
     said: list[str] = []
-    warm = WarmStart(CacheStore(_Racing(tmp_path)), _key(), ["/nowhere/ops"], sys.executable)
+    warm = WarmStart(CacheStore(_Racing(tmp_path)), _key(), ["/nowhere/ops"], sys.prefix)
     warm.before_start(_conn(_Here()), HOST, said.append)
     assert said and said[0].startswith("cold start")
 
@@ -257,9 +257,9 @@ def test_the_review_fakes_are_sound(tmp_path: Path) -> None:
         assert m.isfile() and m.size == 4096 and len(t.extractfile(m).read()) == 4096  # type: ignore[union-attr]
     store, said = CacheStore(tmp_path / "s"), list[str]()
     ops = _ops(tmp_path / "h0")
-    WarmStart(store, _key(), [str(ops)], sys.executable).after_serving(_conn(_Here()), HOST, said.append)
+    WarmStart(store, _key(), [str(ops)], sys.prefix).after_serving(_conn(_Here()), HOST, said.append)
     (ops / "m" / "m.so").unlink()
-    WarmStart(store, _key(), [str(ops)], sys.executable).before_start(_conn(_Here()), HOST, said.append)
+    WarmStart(store, _key(), [str(ops)], sys.prefix).before_start(_conn(_Here()), HOST, said.append)
     assert (ops / "m" / "m.so").read_bytes().startswith(b"\x7fELF"), said
     assert json.loads((tmp_path / "s" / _key().digest / "meta.json").read_text())["host"] == HOST.name
 
@@ -271,10 +271,10 @@ def test_the_review_fakes_are_sound(tmp_path: Path) -> None:
 # warmstart.py:120-121 keeps it)
 def test_an_empty_collection_does_not_become_the_keys_entry(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
-    first = WarmStart(store, _key(), [str(tmp_path / "h0" / "not-built-yet")], sys.executable)
+    first = WarmStart(store, _key(), [str(tmp_path / "h0" / "not-built-yet")], sys.prefix)
     first.after_serving(_conn(_Here()), replace(HOST, name="h0"), said.append)
     ops = _ops(tmp_path / "h1")  # the next host of the key serves with its caches built
-    WarmStart(store, _key(), [str(ops)], sys.executable).after_serving(_conn(_Here()), HOST, said.append)
+    WarmStart(store, _key(), [str(ops)], sys.prefix).after_serving(_conn(_Here()), HOST, said.append)
     got = store.get(_key())
     assert got is None or (isinstance(got, Entry) and warmstart.modules_in(got.data)), said
 
@@ -286,8 +286,8 @@ def test_an_empty_collection_does_not_become_the_keys_entry(tmp_path: Path) -> N
 def test_a_cache_folder_with_a_space_is_cleared_for_the_cold_retry(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "my cache")
-    WarmStart(store, _key(), [str(ops)], sys.executable).after_serving(_conn(_Here()), HOST, said.append)
-    warm = WarmStart(store, _key(), [str(ops)], sys.executable)
+    WarmStart(store, _key(), [str(ops)], sys.prefix).after_serving(_conn(_Here()), HOST, said.append)
+    warm = WarmStart(store, _key(), [str(ops)], sys.prefix)
     warm.before_start(_conn(_Here()), HOST, said.append)
     assert warm.placed == [str(ops)], warm.placed
     assert warm.without_cache(_conn(_Here()), HOST, said.append) and not ops.exists(), said
@@ -364,7 +364,7 @@ def test_an_entry_a_host_refuses_as_bad_is_dropped_and_replaced(tmp_path: Path) 
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "h1")
     store.put(_key(), _sparse_tar(str(ops / "m" / "bomb.so").lstrip("/"), 1 << 20), "h0")
-    warm = WarmStart(store, _key(), [str(ops)], sys.executable)
+    warm = WarmStart(store, _key(), [str(ops)], sys.prefix)
     warm.before_start(_conn(_Here()), HOST, said.append)
     warm.after_serving(_conn(_Here()), HOST, said.append)
     got = store.get(_key())

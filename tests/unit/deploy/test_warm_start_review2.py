@@ -54,10 +54,10 @@ def test_a_tar_naming_one_path_twice_is_never_the_keys_entry_for_good(tmp_path: 
     store, said = CacheStore(tmp_path / "store"), list[str]()
     ops = _ops(tmp_path / "h1")
     evil = _dir_and_file(str(ops / "m" / "x").lstrip("/"))
-    hostile = WarmStart(store, _key(), [str(ops)], sys.executable)
+    hostile = WarmStart(store, _key(), [str(ops)], sys.prefix)
     hostile.after_serving(_conn(_Here(collect=evil)), replace(HOST, name="h0"), said.append)
     for _ in range(2):  # an honest host of the key starts, serves, starts again
-        honest = WarmStart(store, _key(), [str(ops)], sys.executable)
+        honest = WarmStart(store, _key(), [str(ops)], sys.prefix)
         honest.before_start(_conn(_Here()), HOST, said.append)
         honest.after_serving(_conn(_Here()), HOST, said.append)
     got = store.get(_key())
@@ -104,7 +104,7 @@ def test_two_hosts_of_one_key_never_drop_each_others_entry(tmp_path: Path) -> No
     assert [a] == [Path(f) for f in first.folders if f.endswith("cached_ops")]
     assert [b] == [Path(f) for f in second.folders if f.endswith("cached_ops")]
     for ws in (first, second):
-        ws.python = sys.executable
+        ws.venv = sys.prefix
     first.after_serving(_conn(_Here()), replace(HOST, name="h0"), said.append)
     second.before_start(_conn(_Here()), HOST, said.append)
     assert not [s for s in said if "dropped" in s], said
@@ -135,10 +135,10 @@ def test_caches_a_failed_rung_placed_never_start_another_keys_rung_unknown(tmp_p
     ops = _ops(tmp_path / "h1")
     first = _tar({str(ops / "m" / "m.so").lstrip("/"): b"compiled under the first key"})
     store.put(_key(), first, "h0")
-    warm = WarmStart(store, _key(), [str(ops)], sys.executable)
+    warm = WarmStart(store, _key(), [str(ops)], sys.prefix)
     warm.before_start(_conn(_Marked(mark)), HOST, said.append)
     assert warm.placed and mark.exists(), said  # it starts, serves, fails its health check: no modules, no clear
-    other = WarmStart(store, replace(_key(), flags=(("--tp-size", "4"),)), [str(ops)], sys.executable)
+    other = WarmStart(store, replace(_key(), flags=(("--tp-size", "4"),)), [str(ops)], sys.prefix)
     other.before_start(_conn(_Marked(mark)), HOST, said.append)
     so = ops / "m" / "m.so"
     placed_there = so.exists() and so.read_bytes() == b"compiled under the first key"
@@ -158,7 +158,7 @@ class _SlowPlace(_Marked):
     def run_bytes(self, conn: Any, host: Any, command: str, data: Any, timeout: float,
                   max_output: int) -> BytesResult:
         command = command.replace(kcache.PLACED, str(self.mark))
-        if next(w for w in shlex.split(command)[3:] if not w.startswith("--")) == "place":
+        if "place" in shlex.split(command):  # the verb: a word of its own (the program's text is one word)
             self.place = subprocess.Popen(["sh", "-c", "exec " + command], stdin=subprocess.PIPE,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             assert self.place.stdin is not None
@@ -198,7 +198,7 @@ def test_a_place_that_outlives_its_deadline_never_lands_after_the_clear(tmp_path
     ops = _ops(tmp_path / "h1")
     store.put(_key(), _tar({str(ops / "m" / "big.so").lstrip("/"): b"\x7fELF" + b"k" * (32 << 20)}), "h0")
     runner = _SlowPlace(mark)
-    warm = WarmStart(store, _key(), [str(ops)], sys.executable)
+    warm = WarmStart(store, _key(), [str(ops)], sys.prefix)
     warm.before_start(_conn(runner), HOST, said.append)
     assert runner.place is not None and runner.place.returncode is not None, said
     assert warm.placed or not (ops / "m" / "big.so").exists(), said
@@ -226,7 +226,7 @@ def test_a_put_back_waits_for_a_place_still_at_work(tmp_path: Path) -> None:
 # makes the folder 0700 and writes 0600)
 def test_the_store_is_private_from_its_first_write(tmp_path: Path) -> None:
     store = CacheStore(tmp_path / "kcache")
-    WarmStart(store, _key(), ["/root/.cache/x"], sys.executable).needed_by(HOST, "r1", print)
+    WarmStart(store, _key(), ["/root/.cache/x"], sys.prefix).needed_by(HOST, "r1", print)
     modes = {p.name: p.stat().st_mode & 0o777 for p in store.root.iterdir() if not p.name.startswith(".")}
     assert (store.root.stat().st_mode & 0o777, modes) == (0o700, {"needs.json": 0o600})
 
@@ -347,9 +347,9 @@ def test_a_place_never_starts_on_an_earlier_keys_unproven_folder(tmp_path: Path)
     store.put(_key(), _tar({str(ops / "m" / "m.so").lstrip("/"): b"first key",
                             str(triton / "k.cubin").lstrip("/"): b"first key"}), "h0")
     store.put(other, _tar({str(ops / "m" / "m.so").lstrip("/"): b"second key"}), "h2")
-    first = WarmStart(store, _key(), [str(ops), str(triton)], sys.executable)
+    first = WarmStart(store, _key(), [str(ops), str(triton)], sys.prefix)
     first.before_start(_conn(_Marked(mark)), HOST, said.append)  # it starts, fails its health check
-    second = WarmStart(store, other, [str(ops), str(triton)], sys.executable)
+    second = WarmStart(store, other, [str(ops), str(triton)], sys.prefix)
     second.before_start(_conn(_Marked(mark)), HOST, said.append)
     left = (triton / "k.cubin").exists() and (triton / "k.cubin").read_bytes() == b"first key"
     assert not left or str(triton) in second.placed, (said, second.placed)

@@ -30,12 +30,12 @@ def _every_step(user: str) -> list[list[str]]:
     asked = _Asked()
     conn = SimpleNamespace(transport=SimpleNamespace())
     use_runner(conn, asked)  # type: ignore[arg-type]
-    python, folders = "/home/llm/ml-env/bin/python", ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
-    kcache.collect(conn, HOST, python, folders, 1 << 20, user)  # type: ignore[arg-type]
-    kcache.place(conn, HOST, python, b"", "0" * 64, folders, user)  # type: ignore[arg-type]
-    kcache.clear(conn, HOST, python, folders, user)  # type: ignore[arg-type]
-    kcache.unproven(conn, HOST, python, user)  # type: ignore[arg-type]
-    kcache.modules(conn, HOST, python, folders, user)  # type: ignore[arg-type]
+    venv, folders = "/home/llm/ml-env", ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
+    kcache.collect(conn, HOST, venv, folders, 1 << 20, user)  # type: ignore[arg-type]
+    kcache.place(conn, HOST, venv, b"", "0" * 64, folders, user)  # type: ignore[arg-type]
+    kcache.clear(conn, HOST, venv, folders, user)  # type: ignore[arg-type]
+    kcache.unproven(conn, HOST, venv, user)  # type: ignore[arg-type]
+    kcache.modules(conn, HOST, venv, folders, user)  # type: ignore[arg-type]
     return asked.commands
 
 
@@ -48,10 +48,14 @@ def test_every_step_runs_as_the_servers_user_and_the_name_is_one_argument() -> N
     assert all(argv[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"] for argv in steps), steps
 
 
-def test_a_root_unit_runs_as_before() -> None:
+def test_a_root_unit_stays_root_on_the_hosts_own_python_never_the_venvs() -> None:
+    # a unit with no User= (or root): kcache.py stays root, and root runs the host's python3, isolated, never the
+    # venv's bin/python (before: the venv's python ran as root, whoever owned it)
     steps = _every_step("root") + _every_step("")
     assert not [w for argv in steps for w in argv if w.startswith("--user")]
-    assert all(argv[:2] == ["/home/llm/ml-env/bin/python", "-c"] for argv in steps)
+    assert all(argv[3:8] == ["fleet-interpreter", "/usr/bin/python3", "-I", "-S", "-c"] for argv in steps), steps
+    assert not [w for argv in steps for w in argv if w.endswith("/bin/python")]
+    assert all(argv[argv.index(programs.text("kcache.py")) + 1] == "--venv=/home/llm/ml-env" for argv in steps)
 
 
 def _args(argv: list[str]) -> list[str]:
@@ -85,7 +89,7 @@ def test_a_host_without_python3_refuses_plainly_nothing_changed() -> None:
     conn = SimpleNamespace(transport=SimpleNamespace())
     use_runner(conn, _NoPython())  # type: ignore[arg-type]
     folders = ["/home/llm/.cache/flashinfer/0.6.3/120a/cached_ops"]
-    placed = kcache.place(conn, HOST, "/v/bin/python", b"", "0" * 64, folders, "llm")  # type: ignore[arg-type]
-    gone = kcache.unproven(conn, HOST, "/v/bin/python", "llm")  # type: ignore[arg-type]
+    placed = kcache.place(conn, HOST, "/v", b"", "0" * 64, folders, "llm")  # type: ignore[arg-type]
+    gone = kcache.unproven(conn, HOST, "/v", "llm")  # type: ignore[arg-type]
     assert isinstance(placed, kcache.HostRefused) and not placed.unknown and not placed.bad_entry, placed
     assert isinstance(gone, kcache.HostRefused) and not gone.unknown and "not found" in gone.reason, gone

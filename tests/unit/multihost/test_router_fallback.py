@@ -99,7 +99,7 @@ def hooks(tmp_path, monkeypatch):
     Run.runs = []
     # the session's files are empty: not the same unit, a new release
     monkeypatch.setattr(routing, "port_problem", lambda *a: None)
-    monkeypatch.setattr(routing, "venv_problem", lambda *a: None)
+    monkeypatch.setattr(routing, "router_venv_problem", lambda *a: None)
     monkeypatch.setattr(routing.restore, "unit_problem", lambda *a: None)
     monkeypatch.setattr(routing.restore, "install", lambda *a: None)
     monkeypatch.setattr(routing.restore, "restart", lambda *a: None)
