@@ -40,7 +40,7 @@ class VenvRun:
         """`exists`, the user's uid (or -), the rule's exit, the owner's name, then what the rule printed."""
         lines = [*text.splitlines(), "", "", "", ""]
         exists, uid, code, name, said = lines[0] == "yes", lines[1], lines[2], lines[3], lines[4:]
-        answer = next((line for line in said if line.strip()), "")
+        answer = next((line for line in reversed(said) if line.strip()), "")  # a traceback's last line says why
         ok = code == "0" and (answer == "" or answer.replace(":", "").isdigit())
         return cls(exists, answer if ok else None, name if ok else "",
                    "" if ok else (answer or f"no answer (exit {code or '?'})")[:300],

@@ -334,11 +334,12 @@ def is_elf(p):
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return not os.path.exists(p)
-    with os.fdopen(fd, "rb") as f:
-        try:
-            return f.read(4) == b"\x7fELF"
-        except OSError:
-            return False
+    try:
+        return os.read(fd, 4) == b"\x7fELF"
+    except OSError:  # a folder (EISDIR), a file it cannot read: no program the rule can tell is one
+        return False
+    finally:
+        os.close(fd)
 def user_sites(home, names):
     base = os.environ.get("PYTHONUSERBASE") or os.path.join(home, ".local")
     return [os.path.join(base, "lib", n, "site-packages") for n in names]
