@@ -35,11 +35,19 @@ class CacheKey:
     env: Pairs  # (variable, value) of the kernel variables set, sorted
     venv: str
     folders: tuple[str, ...] = ()  # the cache folders, sorted: a stored tar names them (another home is another key)
+    user: str = "root"  # the server's (serve.user): what one user's server compiled never starts another's
+
+    def _fields(self) -> dict[str, object]:
+        """The key's parts; a root server's without `user` (its keys and stores as they were before it was one)."""
+        parts = asdict(self)
+        if parts["user"] == "root":
+            del parts["user"]
+        return parts
 
     @property
     def digest(self) -> str:
         """sha256 of the key's canonical JSON: the store's folder name."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def differences(self, other: CacheKey) -> tuple[str, ...]:
@@ -49,12 +57,12 @@ class CacheKey:
 
     def to_json(self) -> dict[str, object]:
         return {k: v if not isinstance(v, tuple) else list(v) if k == "folders" else [list(p) for p in v]
-                for k, v in asdict(self).items()}
+                for k, v in self._fields().items()}
 
     @classmethod
     def from_json(cls, data: object) -> CacheKey:
         """A key read back from a store's manifest; ValueError for anything else."""
-        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
+        if not isinstance(data, dict) or set(data) | {"user"} != set(cls.__dataclass_fields__):
             raise ValueError("not a cache key")
         out: dict[str, object] = {}
         for name, value in data.items():
@@ -105,9 +113,9 @@ def kernel_flags(argv: Sequence[str], names: frozenset[str]) -> Pairs:
 
 
 def key_for(facts: HostFacts, patches: Pairs, argv: Sequence[str], env: Mapping[str, str], venv: str,
-            inputs: KernelInputs | None = None, folders: Sequence[str] = ()) -> CacheKey | NoKey:
-    """The key of a host about to serve `argv` with `env` from `venv`, its patch sets applied (name, digest), its
-    caches in `folders`."""
+            inputs: KernelInputs | None = None, folders: Sequence[str] = (), user: str = "root") -> CacheKey | NoKey:
+    """The key of a host about to serve `argv` with `env` from `venv` as `user`, its patch sets applied (name,
+    digest), its caches in `folders`."""
     inputs = kernel_inputs() if inputs is None else inputs
     if not facts.ok or not facts.gpus:
         return NoKey("no GPU facts")
@@ -127,4 +135,4 @@ def key_for(facts: HostFacts, patches: Pairs, argv: Sequence[str], env: Mapping[
         patches=tuple(sorted(patches)),
         flags=kernel_flags(argv, inputs.flags),
         env=tuple(sorted((k, v) for k, v in env.items() if k in inputs.env)),
-        venv=venv, folders=tuple(sorted(folders)))
+        venv=venv, folders=tuple(sorted(folders)), user=user or "root")

@@ -4,6 +4,8 @@ can be). A rung that fails a check is a PREFLIGHT attempt; the host is left as i
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fabric import Connection
@@ -45,17 +47,31 @@ def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
     return flags or None
 
 
-def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str, say: Progress) -> str | None:
+LOADS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")  # code it loads
+
+
+def loaded(envs: Iterable[Mapping[str, object]]) -> tuple[str, ...]:
+    """The absolute paths the unit's environment has its python (or the loader) take code from (pure): LOADS'
+    entries, split as python and ld.so split them."""
+    found: list[str] = []
+    for env in envs:
+        for name in LOADS:
+            value = env.get(name)
+            if isinstance(value, str):
+                found += [p for p in re.split(r"[:\s]+" if name == "LD_PRELOAD" else ":", value) if p.startswith("/")]
+    return tuple(dict.fromkeys(found))
+
+
+def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str | None:
     """The venv the unit runs from must be there (a playbook that pins `packages:` has it built: fleet.host.venvs),
-    and the unit's user must be one whose running it gives no one else a way in (venv_verdict)."""
+    and the unit's user must be one whose running it gives no one else a way in (venv_verdict), with what the
+    unit's environment has it load (any rung's)."""
     user = book.serve.user
-    found = venv_run(conn, host, venv, user)
+    also = loaded([book.serve.env, host_env(host.vars), *(r.env for r in book.ladder)])
+    found = venv_run(conn, host, venv, user, also)
     if not found.exists and book.packages:
-        return None if found.user_uid is not None else venv_verdict(found, venv, user)[0]
-    problem, warning = venv_verdict(found, venv, user)
-    if warning:
-        say(f"warning: {warning}")
-    return problem
+        return None if found.user_uid is not None else venv_verdict(found, venv, user, also)
+    return venv_verdict(found, venv, user, also)
 
 
 def router_venv_problem(conn: Connection, host: Host, python: str, user: str) -> str | None:
@@ -63,39 +79,86 @@ def router_venv_problem(conn: Connection, host: Host, python: str, user: str) ->
     (as the venv's owner)."""
     venv = python.rsplit("/bin/", 1)[0]
     found = venv_run(conn, host, venv, user)
-    if found.exists and (problem := venv_verdict(found, venv, user)[0]):
+    if found.exists and (problem := venv_verdict(found, venv, user)):
         return problem
     return None if can_import(conn, host, python, "sglang_router") else \
         f"sglang_router is not importable by {python} (pip install sglang-router)"
 
 
-def venv_verdict(found: VenvRun, venv: str, user: str) -> tuple[str | None, str | None]:
-    """Why the unit must not start from this venv as `user`, and what to say when it may (pure). Refused: no such
-    user on the host (systemd would fail the start: status 217/USER); no bin/python; a venv others may change
-    too (owner.py's rule); a venv whose owner is not root run by a root unit (serve.user root, the default):
-    every start would run that user's code as root. Said: a venv of one user run as another."""
+def unit_runs(text: str) -> tuple[str, str] | None:
+    """(User=, the venv of ExecStart's program) of a unit's text (pure): root where no User= is set; None where
+    ExecStart names no program in a venv's bin/."""
+    user, program = "root", ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "User":
+            user = value.strip() or "root"
+        elif key.strip() == "ExecStart":
+            try:
+                program = (shlex.split(value) or [""])[0].lstrip("@-:+!")
+            except ValueError:
+                program = ""
+    venv = program.rsplit("/bin/", 1)[0] if program.startswith("/") and "/bin/" in program else ""
+    return (user, venv) if venv else None
+
+
+def env_file_values(text: str) -> dict[str, str]:
+    """An env file as fleet renders it (KEY="value", `\\`, `"`, `$` and backquote escaped: render.envfile_quote),
+    read back (pure)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            out[key.strip()] = value
+    return out
+
+
+def unit_owner_problem(conn: Connection, host: Host, unit_text: str, env_text: str = "") -> str | None:
+    """venv_verdict's refusal for a unit as written (a release's, put back by a rollback or a fall-back) with its
+    env file, None where it may start: the owners may have changed since that release was made."""
+    runs = unit_runs(unit_text)
+    if runs is None:
+        return None
+    user, venv = runs
+    also = loaded([env_file_values(env_text)])
+    found = venv_run(conn, host, venv, user, also)
+    return venv_verdict(found, venv, user, also) if found.exists else None
+
+
+def venv_verdict(found: VenvRun, venv: str, user: str, also: tuple[str, ...] = ()) -> str | None:
+    """Why the unit must not start from this venv as `user` (pure), None where it may: a venv's code runs as its
+    single owner or as root's venv. Refused: no such user on the host (systemd would fail the start: status
+    217/USER); no bin/python; a venv others may change too (owner.py's rule); a venv whose owner is another user
+    than the unit's: a root unit (serve.user root, the default) would run that user's code as root at every
+    start, another user's unit would run it as that user. `also`: what the unit's environment has it load, judged
+    with the venv (LOADS)."""
     where = venv.rstrip("/") or "/"
+    what = f"venv {where}" + (f" with {', '.join(also[:3])}{' ...' if len(also) > 3 else ''} (its env)" if also else "")
     if found.user_uid is None:
         return (f"serve.user {user!r} has no account on the host: the unit could not start (status 217/USER); "
-                "create the user there, or set serve.user to one it has"), None
+                "create the user there, or set serve.user to one it has")
     if not found.exists:
         return (f"venv {where} does not exist on the host (no {where}/bin/python): the unit could not start; "
                 "create it there, point serve.venv (or the inventory's venv) at one, or pin `packages:` in the "
-                "playbook for the deploy to build it"), None
+                "playbook for the deploy to build it")
     if found.owner is None:
-        return f"venv {where}: {found.said}", None
+        return f"{what}: {found.said}"
     if not found.owner:
-        return None, None
+        return None
     uid = int(found.owner.split(":")[0])
     owner = f"{found.owner_name} (uid {uid})" if found.owner_name else f"uid {uid}"
     if found.user_uid == 0:
-        return (f"venv {where} is {owner}'s, and the unit runs as root (serve.user: {user}): every start would run "
+        return (f"{what} is {owner}'s, and the unit runs as root (serve.user: {user}): every start would run "
                 f"that user's code as root; set serve.user to {found.owner_name or 'its owner'}, or use a venv "
-                "root alone may change"), None
+                "root alone may change")
     if uid != found.user_uid:
-        return None, (f"venv {where} is {owner}'s, and the unit runs as {user}: that user's code runs as "
-                      f"{user} at every start")
-    return None, None
+        return (f"{what} is {owner}'s, and the unit runs as {user}: every start would run that user's code "
+                f"as {user} (its API key, model and GPUs); set serve.user to {found.owner_name or 'its owner'}, or "
+                f"use a venv root or {user} alone may change")
+    return None
 
 
 def model_problem(conn: Connection, host: Host, path: str) -> str | None:
@@ -203,7 +266,7 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
     for warning in known_bad(facts):
         say(f"warning: {warning}")
     known = known_flags(conn, host, venv)
-    problem = (venv_problem(conn, host, book, venv, say) or model_problem(conn, host, book.model.path)
+    problem = (venv_problem(conn, host, book, venv) or model_problem(conn, host, book.model.path)
                or port_problem(conn, host, book.serve.port, unit)
                or gpu_problem(conn, host, unit, facts,
                            {**{k: v for k, v in book.serve.env.items() if isinstance(v, str)},

@@ -14,6 +14,7 @@ from fabric import Connection
 
 from fleet.deploy.fallback import attempted
 from fleet.deploy.health import verify
+from fleet.deploy.preflight import unit_owner_problem
 from fleet.deploy.results import Attempt
 from fleet.host import kcache, venvs
 from fleet.host.found_files import BeforeFleet
@@ -147,12 +148,28 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
             say: Progress) -> Attempt:
     """Put a release's unit, env and patch sets back byte for byte, restart, and wait for READY + health."""
     start = time.monotonic()
+    refused = owner_problem(conn, host, store, release)
+    if refused:  # asked before anything stops or changes: a put-back never starts a unit on another user's code
+        return Attempt(release.rung or "-", Outcome.PREFLIGHT, refused, 0)
     failed = put_back(conn, host, store, release, book, say)
     if failed:
         return failed
     outcome, evidence = start_and_verify(conn, host, unit_of(release), book, say, recorded_sglang(release.facts),
                                          recorded_flashinfer(release.facts))
     return Attempt(release.rung or "-", outcome, evidence, time.monotonic() - start)
+
+
+def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Release) -> str | None:
+    """Why the release's unit must not start now (fleet.deploy.preflight.unit_owner_problem: its venv's owner may
+    have changed since it was made), None where it may. A release whose copies are damaged is left to put_back,
+    which refuses it."""
+    copies = verified_copies(store, release)
+    if isinstance(copies, str):
+        return None
+    unit = next((data for path, data in copies.items() if path.endswith(".service")), None)
+    env = next((data for path, data in copies.items() if path.endswith(".env")), b"")
+    return unit_owner_problem(conn, host, unit.decode("utf-8", "replace"), env.decode("utf-8", "replace")) \
+        if unit is not None else None
 
 
 def mode_of(release: Release, path: str) -> int:

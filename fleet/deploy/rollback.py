@@ -99,6 +99,7 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
     for note in notes:
         progress(f"warning: {note}")
     before = store.current()
+    refuse_owner(conn, host, store, back)
     if before_stop is not None:
         before_stop(conn)
     run.mark_rollback(to=back.id, **{"from": before.id if before else None})
@@ -145,6 +146,14 @@ def _made_current(store: ReleaseStore, release: Release) -> str | None:
     except FleetError as exc:
         return f"release {release.id} served, but making it current failed: {exc}"
     return None
+
+
+def refuse_owner(conn: Connection, host: Host, store: ReleaseStore, release: Release) -> None:
+    """FleetError when the release's unit must not start now (restore.owner_problem), asked before anything stops;
+    the dry run asks it too."""
+    problem = restore.owner_problem(conn, host, store, release)
+    if problem:
+        raise FleetError(f"{host.name}: rollback to {release.id} refused: {problem}; nothing was changed")
 
 
 def _restore(conn: Connection, host: Host, store: ReleaseStore, release: Release, book: Playbook,

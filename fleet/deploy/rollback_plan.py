@@ -11,7 +11,7 @@ import difflib
 from fleet.deploy import recovery, restore
 from fleet.deploy.boot import ENABLED
 from fleet.deploy.results import DeployResult
-from fleet.deploy.rollback import recorded_playbook, refuse_node, target
+from fleet.deploy.rollback import recorded_playbook, refuse_node, refuse_owner, target
 from fleet.errors import FleetError
 from fleet.host import probe_run, venvs
 from fleet.host.facts import stack_versions
@@ -54,6 +54,7 @@ def _plan(s: HostSession, book: Playbook | None, to: str | None, before_stop: st
     copies = restore.verified_copies(store, back)
     if isinstance(copies, str):
         raise FleetError(f"{host.name}: {copies}; the rollback would refuse; nothing was changed")
+    refuse_owner(conn, host, store, back)
     names = secret_names(book)
     diffs: list[str] = []
     for path, data in copies.items():

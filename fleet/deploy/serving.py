@@ -15,7 +15,17 @@ from fleet.deploy.results import Planned
 from fleet.errors import FleetError
 from fleet.host import venvs
 from fleet.host.facts import HostFacts
-from fleet.host.render import API_KEY, UnitSpec, env_file, key_file, render_env, render_unit, server_argv, unit_file
+from fleet.host.render import (
+    API_KEY,
+    UnitSpec,
+    env_file,
+    key_file,
+    render_env,
+    render_unit,
+    server_argv,
+    unit_file,
+    workdir,
+)
 from fleet.host.service import read_file, sha256, unit_state
 from fleet.inventory import Host
 from fleet.outcomes import Outcome
@@ -95,7 +105,7 @@ class Serving:
                            keyed=key is not None)
         env = {**plain_env(book, rung, dict(self.secrets)), **host_env(self.host.vars)}
         spec = UnitSpec(playbook=book.name, rung=rung.name, release=release_id, user=book.serve.user,
-                        workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
+                        workdir=workdir(book.serve.user),
                         env_file=self.env_path, argv=argv, env=env, key_file=self.key_path if key else None,
                         stop_timeout=int(book.budgets.stop))
         config: JsonObject = {"playbook": book.name, "rung": rung.name, "flags": flags, "patches": rung.patches,

@@ -94,7 +94,7 @@ class WarmStart:
         versions: dict[str, str | None] = {n: p.version for n, p in facts.packages.items()}
         digests = tuple((p.name, patch_digest(p, versions)) for p in load_sets(patches)) if patches else ()
         where = folders(facts, env, user)
-        key = key_for(facts, digests, argv, env, venv, folders=where)
+        key = key_for(facts, digests, argv, env, venv, folders=where, user=user)
         if isinstance(key, NoKey):
             return key
         if not where:

@@ -99,6 +99,13 @@ def load_credential(key_path: str | None) -> str | None:
     return f"{API_KEY}:{key_path.replace('%', '%%')}"  # specifiers expand there; backslashes are taken as they are
 
 
+def workdir(user: str) -> str:
+    """The unit's WorkingDirectory=: / for root, else the account's own home as the host has it (`~`, systemd's
+    User= home; `-`: a service account without one starts in / rather than failing 200/CHDIR), never a guessed
+    /home/NAME (useradd -r puts a service user's home elsewhere)."""
+    return "/" if user == "root" else "-~"
+
+
 @dataclass
 class UnitSpec:
     playbook: str

@@ -37,23 +37,35 @@ class VenvRun:
 
     @classmethod
     def parse(cls, text: str) -> VenvRun:
-        """`exists`, the user's uid (or -), the rule's exit, the owner's name, then what the rule printed."""
-        lines = [*text.splitlines(), "", "", "", ""]
+        """After the marker line (what a login banner or profile printed before it is not the answer): `exists`,
+        the user's uid (or -), the rule's exit, the owner's name, then what the rule printed. Anything else, or
+        digits that are not ASCII ones, reads as no answer."""
+        lines = text.splitlines()
+        lines = [*lines[lines.index(MARK) + 1:], "", "", "", ""] if MARK in lines else ["", "", "?", "", ""]
         exists, uid, code, name, said = lines[0] == "yes", lines[1], lines[2], lines[3], lines[4:]
         answer = next((line for line in reversed(said) if line.strip()), "")  # a traceback's last line says why
-        ok = code == "0" and (answer == "" or answer.replace(":", "").isdigit())
+        owner = answer.split(":")
+        ok = code == "0" and (answer == "" or (len(owner) == 2 and all(map(_number, owner))))
         return cls(exists, answer if ok else None, name if ok else "",
                    "" if ok else (answer or f"no answer (exit {code or '?'})")[:300],
-                   int(uid) if uid.isdigit() else None)
+                   int(uid) if _number(uid) else None)
 
 
-def venv_run(conn: Connection, host: Host, venv: str, user: str) -> VenvRun:
-    """VenvRun of `venv` for a unit run as `user` (an account name, fleet.fields.UserName), one round trip."""
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+MARK = "fleet-venv-run"
+
+
+def venv_run(conn: Connection, host: Host, venv: str, user: str, also: tuple[str, ...] = ()) -> VenvRun:
+    """VenvRun of `venv` for a unit run as `user` (an account name, fleet.fields.UserName), one round trip; `also`
+    (files and folders the unit's environment has its python load) counts as part of the venv."""
     root = venv.rstrip("/") or "/"
     return VenvRun.parse(sh(conn, host, (
-        f"if test -x {shlex.quote(root + '/bin/python')}; then echo yes; else echo no; fi; "
+        f"echo {MARK}; if test -x {shlex.quote(root + '/bin/python')}; then echo yes; else echo no; fi; "
         f"id -u -- {shlex.quote(user)} 2>/dev/null || echo -; "
-        f"o=$({hostside.owner_of_venv(root)} 2>&1); echo $?; "
+        f"o=$({hostside.owner_of_venv(root, *also)} 2>&1); echo $?; "
         "n=; case \"$o\" in [0-9]*:[0-9]*) n=$(id -un -- \"${o%%:*}\" 2>/dev/null) ;; esac; "
         "printf '%s\\n%s\\n' \"$n\" \"$o\""), check=False))
 

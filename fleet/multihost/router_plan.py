@@ -24,6 +24,7 @@ from fleet.host.render import (
     render_env,
     server_argv,
     unit_file,
+    workdir,
 )
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ServerVerdict
@@ -84,7 +85,7 @@ def plan(book: Playbook, host: Host, workers: list[str], secrets: dict[str, str]
                        ["--host", r.listen, "--port", str(r.port), "--policy", r.policy, *flag_args(r.flags),
                         "--worker-urls", *workers], keyed=key is not None)
     spec = UnitSpec(playbook=book.name, rung="router", release="-", user=book.serve.user,
-                    workdir="/" if book.serve.user == "root" else f"/home/{book.serve.user}",
+                    workdir=workdir(book.serve.user),
                     env_file=env_path(book), argv=argv, env={}, key_file=key_path(book) if key else None,
                     stop_timeout=int(book.budgets.stop))
     unit_text = _env().get_template(TEMPLATE).render(

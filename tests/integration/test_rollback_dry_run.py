@@ -68,3 +68,32 @@ def test_what_has_no_dry_run_yet_is_refused_before_any_host_is_read(sandbox):
     for extra in (["--to", "before-fleet"], ["--router", "--playbook", "glm5-nvfp4"]):
         proc = inv(sandbox, "rollback", "--host", HOST, "--dry-run", *extra)
         assert proc.returncode == 2 and "not supported yet" in proc.stderr, proc.stderr
+
+
+def test_a_release_whose_venv_another_user_may_now_change_is_refused_before_anything_stops(sandbox,
+                                                                                          sandbox_inventory, tmp_path):
+    """The release's unit runs as root (no serve.user); since it was made, a file of its venv became another user's
+    (here pyvenv.cfg, `fleet`'s). Before, the rollback stopped the server and started that unit as root. Now the
+    dry run and the rollback refuse it in the same words, before anything stops: nothing changed."""
+    _fresh(sandbox_inventory)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = (llama_playbook(tmp_path / d, ladder, name="llama-rbown") for d, ladder in (("a", A), ("b", B)))
+    said = []
+    try:
+        for book in (first, second):
+            proc = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+            assert proc.returncode == 0, proc.stderr[-2000:]
+        sh(sandbox_inventory, HOST, "chown fleet /root/ml-env/pyvenv.cfg")
+        before = _state(sandbox_inventory)
+        for extra in (("--dry-run",), ("--yes",)):
+            proc = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(first), *extra)
+            assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr[-2000:])
+            said.append(next(line for line in proc.stderr.splitlines() if "refused" in line))
+            assert _state(sandbox_inventory) == before
+    finally:
+        sh(sandbox_inventory, HOST, "chown root /root/ml-env/pyvenv.cfg")
+        _fresh(sandbox_inventory)
+    assert said[0] == said[1], said
+    assert "refused: venv /root/ml-env: fleet runs nothing of /root/ml-env as root:" in said[0], said
+    assert said[0].endswith("; nothing was changed"), said

@@ -87,10 +87,10 @@ def as_owner(venv: str, *argv: str) -> str:
     return system_python_command("as_owner.py", AS_OWNER, venv, *argv)
 
 
-def owner_of_venv(venv: str) -> str:
+def owner_of_venv(venv: str, *also: str) -> str:
     """Shell: prints `uid:gid` of the user `as_owner` runs the venv's code as, nothing for root; exit 77 where it
-    refuses."""
-    return system_python_command("as_owner.py", AS_OWNER, "--who", venv)
+    refuses. `also`: files and folders (walked whole) that count as the venv's (what else its python loads)."""
+    return system_python_command("as_owner.py", AS_OWNER, "--who", venv, *also)
 
 
 def words(*argv: str) -> str:

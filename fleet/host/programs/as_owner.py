@@ -4,7 +4,9 @@ usage: python -I -S -c TEXT fleet-as_owner VENV COMMAND...   run as root: COMMAN
                                                               who may change the venv (its groups, HOME, USER; none
                                                               of root's session, root's folder not its working
                                                               folder: become()), as root where root alone may
-       python -I -S -c TEXT fleet-as_owner --who VENV         prints `uid:gid` of that user, nothing for root
+       python -I -S -c TEXT fleet-as_owner --who VENV [PATH...]  prints `uid:gid` of that user, nothing for root;
+                                                              each PATH (a file or a folder, walked whole) counts
+                                                              as part of the venv: what else its python loads
        python -I -S -c TEXT fleet-as_owner --as OWNER COMMAND  COMMAND as OWNER, what --who printed before ("": root):
                                                               the rule asked once for several commands
 A venv others may change too is refused: exit 77, one line `fleet runs nothing of VENV as root: WHY`. Not run as
@@ -84,7 +86,7 @@ def main(args):
     if os.geteuid() != 0:
         return None if who_only else run_as(None, argv)
     try:
-        who = venv_owner(venv)
+        who = venv_owner(venv, also=tuple(args[2:]) if who_only else ())
     except Refused as e:
         sys.stderr.write("fleet runs nothing of %s as root: %s\n" % (venv.rstrip("/") or "/", e.strerror))
         sys.exit(77)

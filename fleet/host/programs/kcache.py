@@ -28,9 +28,9 @@ placed and never proven, and is removed before that release starts (fleet.host.k
 that user (its uid, gid and groups; exit 2 when there is no such user) before it touches any cache folder: the
 folders are that user's, and nothing a process of that user does in them (a link, a folder swapped between a
 check and its use, a planted file) leads this program to write, remove or read what that user could not. What
-it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. Either way it
-runs on the host's own python3 -I -S (fleet.host.kcache.command), never on a venv's python. Either way,
-first (as root) collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not
+it makes is that user's because that user makes it. Without --user (or --user=root) it stays root. It always
+runs on the host's own python3 -I -S (fleet.host.kcache.command), never on a venv's python. Either way, first
+(as root) collect, place and clear refuse (exit 5) a folder whose path passes through a link root does not
 own (a clear refusal: a link made after that check meets the user, never root), and unproven removes only folders
 whose path holds no link (the mark names real paths).
 

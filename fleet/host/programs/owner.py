@@ -343,12 +343,13 @@ def is_elf(p):
 def user_sites(home, names):
     base = os.environ.get("PYTHONUSERBASE") or os.path.join(home, ".local")
     return [os.path.join(base, "lib", n, "site-packages") for n in names]
-def venv_owner(venv, *more, seen=None):
-    """decide() for a venv: everything in it, what venv_reach names and `more` (a file fleet writes there); where the
-    user site counts, the one of the owner it runs as (their HOME) too."""
+def venv_owner(venv, *more, seen=None, also=()):
+    """decide() for a venv: everything in it, what venv_reach names, `more` (a file fleet writes there) and the
+    trees `also` names (what else its python is told to load: a unit's PYTHONPATH, LD_PRELOAD); where the user
+    site counts, the one of the owner it runs as (their HOME) too."""
     seen = seen if seen is not None else Seen()
     paths, trees, user_site = venv_reach(venv)
-    who = decide(paths=tuple(paths) + more, trees=(venv, *trees), seen=seen)
+    who = decide(paths=tuple(paths) + more, trees=(venv, *trees, *also), seen=seen)
     if who is not None and user_site:
         who = decide(trees=user_sites(who[3], base_of(venv, venv_cfg(venv))[3]), seen=seen)
     return who
