@@ -4,7 +4,6 @@ can be). A rung that fails a check is a PREFLIGHT attempt; the host is left as i
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,6 +11,7 @@ from fabric import Connection
 
 from fleet.deploy.results import Attempt
 from fleet.host.facts import HostFacts, known_bad
+from fleet.host.render import env_file_values, unit_runs
 from fleet.host.serverchecks import VenvRun, launch_help, model_check, port_users, venv_run
 from fleet.host.service import GpuApp, can_import, foreign_holders, gpu_holders
 from fleet.host.sysinfo import PACKAGE_DIRS
@@ -83,37 +83,6 @@ def router_venv_problem(conn: Connection, host: Host, python: str, user: str) ->
         return problem
     return None if can_import(conn, host, python, "sglang_router") else \
         f"sglang_router is not importable by {python} (pip install sglang-router)"
-
-
-def unit_runs(text: str) -> tuple[str, str] | None:
-    """(User=, the venv of ExecStart's program) of a unit's text (pure): root where no User= is set; None where
-    ExecStart names no program in a venv's bin/."""
-    user, program = "root", ""
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "User":
-            user = value.strip() or "root"
-        elif key.strip() == "ExecStart":
-            try:
-                program = (shlex.split(value) or [""])[0].lstrip("@-:+!")
-            except ValueError:
-                program = ""
-    venv = program.rsplit("/bin/", 1)[0] if program.startswith("/") and "/bin/" in program else ""
-    return (user, venv) if venv else None
-
-
-def env_file_values(text: str) -> dict[str, str]:
-    """An env file as fleet renders it (KEY="value", `\\`, `"`, `$` and backquote escaped: render.envfile_quote),
-    read back (pure)."""
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and not key.lstrip().startswith("#"):
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = re.sub(r"\\(.)", r"\1", value[1:-1])
-            out[key.strip()] = value
-    return out
 
 
 def unit_owner_problem(conn: Connection, host: Host, unit_text: str, env_text: str = "") -> str | None:

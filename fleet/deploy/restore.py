@@ -199,7 +199,10 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
     def refused(why: str) -> Attempt:
         return Attempt(release.rung or "-", Outcome.PREFLIGHT, why, time.monotonic() - start)
 
-    host = venvs.in_own_venv(host, release)  # its patch sets are in the venv it ran from
+    copies = verified_copies(store, release)
+    if isinstance(copies, str):
+        return refused(copies)
+    host = venvs.in_unit_venv(host, release, copies)  # its patch sets are in the venv it ran from
     # Patch sets first: a refusal (a hand-edited file) must leave the running server alone.
     problem = set_patches(conn, host, release.patch_sets(), say)
     if problem:
@@ -210,9 +213,6 @@ def put_back(conn: Connection, host: Host, store: ReleaseStore, release: Release
         if current.get(path) != sha:
             return refused(f"{path} is not as release {release.id} left it (sha256 {str(current.get(path))[:12]} "
                            f"!= {sha[:12]}) after re-applying its patch sets")
-    copies = verified_copies(store, release)
-    if isinstance(copies, str):
-        return refused(copies)
     try:
         stop_server(conn, host, unit_of(release), book.budgets.stop, say)
     except ConnectionLost:

@@ -62,7 +62,7 @@ def _plan(s: HostSession, book: Playbook | None, to: str | None, before_stop: st
         old_text = redact_env(old, names) if old is not None else ""
         diffs += difflib.unified_diff(old_text.splitlines(True), redact_env(data, names).splitlines(True),
                                       fromfile=f"{path} (installed)", tofile=f"{path} (release {back.id})")
-    own = venvs.in_own_venv(host, back)
+    own = venvs.in_unit_venv(host, back, copies)
     wanted = back.patch_sets()
     for sp in patches.check_host(conn, own, patchsets.load_sets(wanted)).sets if wanted else []:
         diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +138,34 @@ def render_unit(spec: UnitSpec) -> str:
 
 def render_env(spec: UnitSpec) -> str:
     return _env().get_template("sglang.env.j2").render(env=spec.env, release=spec.release)
+
+
+def unit_runs(text: str) -> tuple[str, str] | None:
+    """(User=, the venv of ExecStart's program) of a unit's text (pure): root where no User= is set; None where
+    ExecStart names no program in a venv's bin/."""
+    user, program = "root", ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "User":
+            user = value.strip() or "root"
+        elif key.strip() == "ExecStart":
+            try:
+                program = (shlex.split(value) or [""])[0].lstrip("@-:+!")
+            except ValueError:
+                program = ""
+    venv = program.rsplit("/bin/", 1)[0] if program.startswith("/") and "/bin/" in program else ""
+    return (user, venv) if venv else None
+
+
+def env_file_values(text: str) -> dict[str, str]:
+    """An env file as fleet renders it (KEY="value", `\\`, `"`, `$` and backquote escaped: render.envfile_quote),
+    read back (pure)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            out[key.strip()] = value
+    return out

@@ -29,6 +29,7 @@ from packaging.version import Version
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
+from fleet.host.render import unit_runs
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
 from fleet.progress import Progress, quiet, ticking
@@ -148,6 +149,15 @@ def in_own_venv(host: Host, release: Release) -> Host:
     """The host as a release of `packages:` pins saw it: its venv the release's own; else the inventory's."""
     own = recorded(release.facts)
     return replace(host, venv=own) if own else host
+
+
+def in_unit_venv(host: Host, release: Release, copies: dict[str, bytes]) -> Host:
+    """The host as the release's unit runs it: in the venv its own unit's ExecStart names (`copies`, its files as
+    restore.verified_copies checked them: what a put-back installs), e.g. a playbook's serve.venv; else as
+    in_own_venv."""
+    unit = next((data for path, data in copies.items() if path.endswith(".service")), None)
+    runs = unit_runs(unit.decode("utf-8", "replace")) if unit is not None else None
+    return replace(host, venv=runs[1]) if runs else in_own_venv(host, release)
 
 
 def host_python(conn: Connection, host: Host) -> str:

@@ -3,7 +3,8 @@ a root unit never serves a venv another user may change, and a unit whose user t
 
 from __future__ import annotations
 
-from fleet.deploy.preflight import env_file_values, loaded, unit_runs, venv_verdict
+from fleet.deploy.preflight import loaded, venv_verdict
+from fleet.host.render import env_file_values, unit_runs
 from fleet.host.serverchecks import MARK, VenvRun
 
 REFUSED = "fleet runs nothing of /srv/venv as root: /srv/venv is writable by group team (several users)"
