@@ -28,6 +28,7 @@ from typing import NoReturn
 
 from invoke.collection import Collection
 from invoke.completion.complete import print_completion_script
+from invoke.config import Config
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
@@ -153,9 +154,27 @@ def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
     return f"{binary}: {option} {shown}: want {kind} (`{binary} TASK --help` lists a task's options)"
 
 
+class FleetConfig(Config):
+    """invoke's config without its files or INVOKE_* variables: they set how invoke runs shell commands, which fleet
+    never does (`_NO_CONFIG`). A broken ~/.invoke.yaml (or /etc/invoke.yaml, INVOKE_RUNTIME_CONFIG) made every
+    command, `--version` too, a YAML traceback, exit 1; a ~/.invoke.py ran."""
+
+    def load_base_conf_files(self) -> None:
+        pass
+
+    def load_project(self, merge: bool = True) -> None:
+        pass
+
+    def load_runtime(self, merge: bool = True) -> None:
+        pass
+
+    def load_shell_env(self) -> None:
+        pass
+
+
 class FleetProgram(Program):
     """invoke's Program with only the core options that mean something for fleet (CORE_KEPT), its parse errors
-    one line and exit 2 (invoke prints them raw and exits 1)."""
+    one line and exit 2 (invoke prints them raw and exits 1), and no config of invoke's read (FleetConfig)."""
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:  # noqa: A002 (invoke's name)
         """invoke's run, but a Ctrl-C before a task's own handling (parsing, a task's first imports) is
@@ -355,7 +374,8 @@ def main() -> None:
     tasking.BINARY[0] = binary
     try:
         liblog.install()
-        FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
+        FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet"),
+                     config_class=FleetConfig).run()
     except BrokenPipeError:  # `fleet --help | head -5`: invoke's own help, list and version, the reader gone
         reader_gone(sys.stdout)
     except KeyboardInterrupt:  # while tasks.py and the task modules load

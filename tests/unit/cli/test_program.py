@@ -233,3 +233,21 @@ def test_an_empty_value_is_refused_not_read_as_the_option_left_out(args, said):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"error: {said}: an empty value (an unset shell variable?); leave the option out for "
                            f"its default (`inv {args[0]} --help` lists its options)\n")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["learned", "--json"], ["deploi"]])
+def test_invokes_config_files_are_never_read(args, tmp_path):
+    """newcomer h-new14: fleet read invoke's config files (/etc/invoke.yaml, ~/.invoke.yaml, the clone's
+    invoke.yaml) though it runs no shell command through invoke: a broken ~/.invoke.yaml left by Fabric work made
+    every command, `--version` and `--help` too, a YAML ParserError traceback, exit 1; a ~/.invoke.py ran."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".invoke.yaml").write_text("run: [unclosed\n")
+    (home / ".invoke.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    env = {**os.environ, "HOME": str(home), "FLEET_STATE_DIR": str(tmp_path / "state"),
+           "INVOKE_RUNTIME_CONFIG": str(home / ".invoke.yaml"), "INVOKE_RUN_ENV": "not a dict"}
+    done = subprocess.run([str(BIN / "inv"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)
+    assert "Traceback" not in done.stderr and "invoke.yaml" not in done.stderr, done.stderr
+    assert done.returncode == (2 if args == ["deploi"] else 0), done.stderr
+    assert not (tmp_path / "ran").exists()
