@@ -222,7 +222,8 @@ def parse(host: Host, output: str) -> HostStatus:
         bench_tok_s=bench_tok_s, last_failure=last.outcome if last else None,
         last_failure_evidence=last.evidence if last else None, last_failure_rung=last.rung if last else None,
         last_failure_lost_to=last.lost_to if last else None,
-        interrupted=interrupted, left_by_dead_run=left_by_dead_run, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
+        interrupted=interrupted, left_by_dead_run=left_by_dead_run,
+        metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
         router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
         **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),
         versions=versions_of(manifest.get("facts")), boot=boot)
