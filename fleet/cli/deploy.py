@@ -115,7 +115,11 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     opts = connect() if callable(connect) else connect
     if not dry_run:
-        fill_wheelhouse(hosts, book, path, opts)
+        try:
+            fill_wheelhouse(hosts, book, path, opts)
+        except KeyboardInterrupt:  # it said only `interrupted`: no host's line, nothing said of what changed
+            return _interrupted(rolling.DeployInterrupted(_not_started(hosts, "while the wheels its pins need were "
+                                                                              "gathered")), as_json, wide)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -142,6 +146,12 @@ def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> 
     finish(stop.results, as_json, ok=set(), wide=wide)
     sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
     return EXIT_INTERRUPTED
+
+
+def _not_started(hosts: Sequence[Host], step: str) -> list[DeployResult]:
+    """Every host's line after a Ctrl-C before any host's deploy began (the wheelhouse, the router's read)."""
+    return [DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: interrupted (Ctrl-C) {step}; "
+                                                             "nothing was changed") for h in hosts]
 
 
 def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], as_json: bool, wide: bool,
@@ -261,7 +271,15 @@ def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, o
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,
             wide: bool = False) -> int:
-    outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
+    """Ctrl-C: the histories read are shown, the hosts left unread marked so, exit 130 (they were thrown away)."""
+    stopped = False
+    try:
+        outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
+    except parallel.Interrupted as stop:
+        stopped = True
+        outcomes = [o if o is not None else parallel.HostOutcome(h, False, None,
+                                                                 f"{h.name}: {parallel.INTERRUPTED_ROW}", 0.0)
+                    for h, o in zip(hosts, stop.outcomes, strict=True)]
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
                                "current": o.value[1] if o.value else None,
@@ -276,6 +294,11 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
                 render_history(o.host.name, o.value[0], o.value[1], console, bench, wide)
             else:  # no releases to list: an error, on stderr
                 say_host_error(o.error or f"{o.host.name}: failed", wide)
+    if stopped:
+        from fleet.cli.status import INTERRUPTED_LINE
+
+        say_now(INTERRUPTED_LINE)
+        return EXIT_INTERRUPTED
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
