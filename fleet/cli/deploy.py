@@ -138,7 +138,45 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         return _interrupted(stop, as_json, wide)
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
+    if dry_run and len(hosts) > 1:
+        return _dry_rollout(results, sizes, limit, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
+
+
+def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None, limit: rollout.Amount,
+                 as_json: bool, wide: bool) -> int:
+    """Several hosts: each host's dry run, then the rollout the deploy would run and where it would stop by what the
+    dry run found. It showed diffs for hosts the deploy never starts (a canary left unchanged stops it), exit 0,
+    where the deploy exited 1; exit 1 now where the deploy would leave hosts not started."""
+    names = [r.host for r in results]
+    first = set(rollout.batches(names, sizes)[0])
+    misses = [why for r in results if r.host in first and (why := _canary_miss(r))]
+    plan = rollout.dry_rollout(names, sizes, limit, [r.host for r in results if r.status != DeployStatus.DRY_RUN],
+                               misses)
+    if as_json:
+        print_json({"hosts": [r.to_json() for r in results], "rollout": plan.to_json()})
+    else:
+        for r in results:
+            draw(r, wide)
+        for line in deploy_plan_batches(plan.batches, plan.canary):
+            console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
+        if plan.stopped:
+            hosts = f" ({', '.join(plan.not_started)})" if plan.not_started else ""
+            console.print(escape(f"the deploy would stop: {plan.stopped}{hosts}"), highlight=False, soft_wrap=wide)
+    ok = all(r.status == DeployStatus.DRY_RUN for r in results) and not plan.not_started
+    return EXIT_OK if ok else EXIT_HOST_FAILED
+
+
+def _canary_miss(r: DeployResult) -> str | None:
+    """Why a canary host's dry run says its deploy would prove nothing (rolling.canary_misses, ahead of time)."""
+    if r.status != DeployStatus.DRY_RUN:
+        return None
+    if r.unchanged:
+        return f"{r.host} unchanged (release {r.release} already serves this playbook: nothing would be tried)"
+    if r.attempts:  # rungs preflight or the fleet's learning refuses: it would serve only after them
+        return (f"{r.host} would serve rung {r.rung} only after "
+                f"{', '.join(f'{a.rung} ({a.outcome})' for a in r.attempts)} failed")
+    return None
 
 
 def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> int:
@@ -186,14 +224,17 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
         return [*plan, f"one server over {book.nodes.count} nodes, deployed together"]
     batches = rollout.batches([h.name for h in hosts], sizes)
     canary = rollout.is_canary(sizes, len(batches))
-    for n, batch in enumerate(batches[:8], 1):
-        plan.append(f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
-                    + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
-    if len(batches) > 8:
-        plan.append(f"... {len(batches) - 8} more batches")
+    plan += deploy_plan_batches(batches, canary)
     plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)"
                 + (", or when the canary fails" if canary else ""))
     return plan
+
+
+def deploy_plan_batches(batches: list[list[str]], canary: bool) -> list[str]:
+    """The batches in the order they run, as the go-ahead and the dry run show them."""
+    lines = [f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
+             + (f" and {len(batch) - 8} more" if len(batch) > 8 else "") for n, batch in enumerate(batches[:8], 1)]
+    return lines + ([f"... {len(batches) - 8} more batches"] if len(batches) > 8 else [])
 
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
