@@ -160,9 +160,9 @@ def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None
             draw(r, wide)
         for line in deploy_plan_batches(plan.batches, plan.canary):
             console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
-        if plan.stopped:
-            hosts = f" ({', '.join(plan.not_started)})" if plan.not_started else ""
-            console.print(escape(f"the deploy would stop: {plan.stopped}{hosts}"), highlight=False, soft_wrap=wide)
+        if plan.not_started:  # a stop after the last batch leaves nothing out: each host's line says it all
+            console.print(escape(f"the deploy would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
+                          highlight=False, soft_wrap=wide)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and not plan.not_started
     return EXIT_OK if ok else EXIT_HOST_FAILED
 
