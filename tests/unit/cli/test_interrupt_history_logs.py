@@ -110,3 +110,10 @@ def test_ctrl_c_while_the_wheelhouse_is_filled_ends_with_every_host_s_line(tmp_p
     assert rows[0]["error"] == ("h0: not started: interrupted (Ctrl-C) while the wheels its pins need were gathered; "
                                 "nothing was changed")
     assert "interrupted: no host was started after Ctrl-C" in err
+
+
+def test_ctrl_c_in_audit_names_the_host_it_left_unread(tmp_path):
+    """Without --json, the host left unread was `error: interrupted (Ctrl-C) before it answered`: which host?"""
+    code, _, err = _interrupted(tmp_path, ["audit", "--sm", "120"], times=2)
+    assert code == 130, err
+    assert f"error: wedged: {parallel.INTERRUPTED_ROW}" in err, err
