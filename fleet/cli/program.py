@@ -20,7 +20,7 @@ import importlib.util
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -107,8 +107,10 @@ def _typed(flag: str, argv: list[str]) -> str:
     return next((w for w in words if w[1:].isalpha() and flag[1] in w[1:]), flag)
 
 
-def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
-    """invoke's parse error as one line naming the option (or task) and where the right ones are listed."""
+def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: Sequence[str] = (),
+            spaces: Sequence[str] = ()) -> str:
+    """invoke's parse error as one line naming the option (or task) and where the right ones are listed; an unknown
+    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one."""
     task = getattr(getattr(exc, "context", None), "name", None)
     said = str(exc)
     where = f"{binary} {task}" if task else binary
@@ -127,7 +129,12 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
     if m:
-        return f"{where}: no such task {m.group(1)!r} (`{binary} --list` lists the tasks)"
+        word = m.group(1)
+        if word in spaces:  # `inv sandbox`: a namespace, not a task
+            return (f"{where}: {word!r} is a namespace of tasks, not a task: `{binary} --list {word}` lists its tasks "
+                    f"(`{binary} {word}.TASK ...`)")
+        near = did_you_mean(word.strip(), tasks) if word.strip() and not task else ""  # after a task: a stray word
+        return f"{where}: no such task {word!r}{near} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)
     if m:
         return f"{where}: --{m.group(1)} needs a value ({helps})"
@@ -345,7 +352,10 @@ class FleetProgram(Program):
         return self._said(miscast(exc, list(self.argv or []), self.binary))
 
     def _refused(self, exc: ParseError) -> Exit:
-        return self._said(refusal(exc, self.binary, list(self.argv or [])))
+        collection = getattr(self, "collection", None)
+        return self._said(refusal(exc, self.binary, list(self.argv or []),
+                                  list(collection.task_names) if collection else (),
+                                  list(collection.collections) if collection else ()))
 
 
 def namespace() -> Collection:

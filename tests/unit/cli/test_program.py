@@ -64,7 +64,15 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["status", "--json=true"], "inv status: --json takes no value, so 'true' was read as a task's name (`inv status "
                                 "--help` lists its options)"),
     (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
-    (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
+    # newcomer h-new14: a mistyped task had no nearest name, as hosts, playbooks and options have; a namespace was
+    # "no such task"
+    (["deploi"], "inv: no such task 'deploi'; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["Deploy"], "inv: no such task 'Deploy'; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["deploy "], "inv: no such task 'deploy '; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["sandbox_up"], "inv: no such task 'sandbox_up'; did you mean sandbox.up? (`inv --list` lists the tasks)"),
+    (["sandbox"], "inv: 'sandbox' is a namespace of tasks, not a task: `inv --list sandbox` lists its tasks (`inv "
+                  "sandbox.TASK ...`)"),
+    (["zzz"], "inv: no such task 'zzz' (`inv --list` lists the tasks)"),
     # invoke runs every task a line names, and fleet's first ends the process: the second was dropped, exit 0
     (["history", "-H", "a", "probe", "-H", "b"], "inv history: one task per command, and 'probe' is a second (run "
                                                  "`inv probe ...` on its own; `inv history --help` lists its options)"),
@@ -75,7 +83,7 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                                                     "-L'): the command goes in --cmd: `inv exec ... --cmd 'nvidia-smi "
                                                     "-L'`"),
     (["status", "--", "x"], "inv status: fleet's tasks take no words after `--` ('x'): nothing is passed on"),
-    (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
+    (["--help", "deploi"], "inv: no such task 'deploi'; did you mean deploy? (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
                  "task's)"),
     # invoke's own words, exit 1 (a failed host's code): `Sub-collection 'deploy' not found!`
