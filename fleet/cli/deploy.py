@@ -256,6 +256,9 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
+        if sizes or max_fail is not None:  # in batches, as with --playbook: they were ignored, every host at once
+            return _rollout(list(hosts), None, None, opts, {}, as_json, False, sizes, limit, None, None, wide,
+                            lambda h, say, _: rollback_of(h, None, opts, to, say))
         say_for = progress_to(as_json, live=len(hosts) == 1)
         return _each_rollback(hosts, lambda h: rollback_of(h, None, opts, to, say_for(h)), as_json, wide)
     book, path = load_playbook(name, checked=False)  # back to what was deployed, even if a check now objects
@@ -371,7 +374,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
     return judge, back
 
 
-def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+def _rollout(hosts: list[Host], book: Playbook | None, path: Path | None, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
              timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False,
              job: rolling.Job | None = None, deployer_of: type[Deployer] = Deployer,
@@ -402,7 +405,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
             for host in [h for h in hosts if h.name in left]:
-                if hooks is not None:
+                if hooks is not None and path is not None:
                     sys.stderr.write(f"{host.name}: {rolling.put_back(host, path, hooks)}\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],

@@ -96,3 +96,21 @@ def test_the_stop_is_the_deploys_own_rule():
                                ["a", "c"], [])
     assert said.batches == [["a", "b"], ["c", "d"]] and not said.canary
     assert said.stopped == "2 hosts failed, more than --max-fail 1 after batch 2 of 2" and said.not_started == ()
+
+
+def test_a_rollback_without_playbook_honours_serial_and_max_fail(site, capsys):
+    """newcomer h-new14: `inv rollback -H sbx1,sbx0 --serial 1` (each host's release names its playbook) rolled every
+    host back at once: sbx1 had no earlier release and failed, and sbx0 was rolled back anyway, where with
+    --playbook the same rollback stops after sbx1's batch (--max-fail 0), sbx0 skipped."""
+    called: list[str] = []
+
+    def back(host, book, opts, to, say, before_stop=None):
+        called.append(host.name)
+        if host.name == "h0":
+            return DeployResult("h0", DeployStatus.FAILED, error="h0: no earlier known-good release to roll back to")
+        return DeployResult(host.name, DeployStatus.OK, release="rel-0", config={"rung": "fast"})
+
+    rc = deploy_cmd.rollback(hosts(2), None, None, ConnectOptions(), True, serial="1", rollback_of=back)
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and called == ["h0"]
+    assert [h["status"] for h in data["hosts"]] == ["failed", "skipped"] and "after batch 1 of 2" in data["stopped"]
