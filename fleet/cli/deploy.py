@@ -144,7 +144,7 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
 
 
 def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None, limit: rollout.Amount,
-                 as_json: bool, wide: bool) -> int:
+                 as_json: bool, wide: bool, what: str = "deploy") -> int:
     """Several hosts: each host's dry run, then the rollout the deploy would run and where it would stop by what the
     dry run found. It showed diffs for hosts the deploy never starts (a canary left unchanged stops it), exit 0,
     where the deploy exited 1; exit 1 now where the deploy would leave hosts not started."""
@@ -161,7 +161,7 @@ def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None
         for line in deploy_plan_batches(plan.batches, plan.canary):
             console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
         if plan.not_started:  # a stop after the last batch leaves nothing out: each host's line says it all
-            console.print(escape(f"the deploy would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
+            console.print(escape(f"the {what} would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
                           highlight=False, soft_wrap=wide)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and not plan.not_started
     return EXIT_OK if ok else EXIT_HOST_FAILED
@@ -245,7 +245,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     targets.check_to(to)
     sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
     if dry_run:
-        return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide)
+        return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide, sizes, max_fail)
     if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
@@ -292,9 +292,11 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
 
 
 def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
-                      router: bool, wide: bool) -> int:
+                      router: bool, wide: bool, sizes: list[rollout.Amount] | None = None,
+                      max_fail: str | None = None) -> int:
     """What each host's rollback would do (fleet.deploy.rollback_plan), nothing changed: a replica behind a router
-    says its leave and rejoin; a refusal is that host's failure (exit 1), as the rollback's."""
+    says its leave and rejoin; a refusal is that host's failure (exit 1), as the rollback's. A rollback in batches
+    (--serial, --max-fail, a router's replicas) says them, and where it would stop (_dry_rollout)."""
     if to == before_fleet.BEFORE_FLEET or router:
         raise InputError(f"--dry-run with {'--to before-fleet' if not router else '--router'}: not supported yet; "
                          "nothing was read or changed")
@@ -309,8 +311,19 @@ def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, o
         return (f"{host.name} taken out of the router ({book.router.unit} on {book.router.host}) and drained before "
                 "the stop; put back into it once it serves (one replica at a time unless --serial says otherwise)")
 
-    return _each_rollback(hosts, lambda h: rollback_plan.dry_run(h, book, opts, to, leaves(h)), as_json, wide,
-                          ok={DeployStatus.DRY_RUN})
+    def job(h: Host) -> DeployResult:
+        return rollback_plan.dry_run(h, book, opts, to, leaves(h))
+
+    batched = sizes or max_fail is not None or (book is not None and book.router is not None)
+    if not batched or len(hosts) < 2:
+        return _each_rollback(hosts, job, as_json, wide, ok={DeployStatus.DRY_RUN})
+    try:
+        results = rolling.each_host(hosts, job, say_now, "rolling back", "a rollback that fails puts back the release "
+                                    "before")
+    except rolling.DeployInterrupted as stop:
+        return _interrupted(stop, as_json, wide)
+    return _dry_rollout(results, sizes or [rollout.Amount(1)], rollout.parse_max_fail(max_fail), as_json, wide,
+                        "rollback")
 
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,

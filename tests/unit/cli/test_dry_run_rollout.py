@@ -114,3 +114,21 @@ def test_a_rollback_without_playbook_honours_serial_and_max_fail(site, capsys):
     data = json.loads(capsys.readouterr().out)
     assert rc == 1 and called == ["h0"]
     assert [h["status"] for h in data["hosts"]] == ["failed", "skipped"] and "after batch 1 of 2" in data["stopped"]
+
+
+def test_a_rollback_dry_run_in_batches_says_where_the_rollback_would_stop(site, monkeypatch, capsys):
+    """The rollback's dry run ran each host's plan side by side and said nothing of --serial: exit 1 for h0's
+    refusal, and h1's plan shown as if the rollback would reach it."""
+    from fleet.deploy import rollback_plan
+    from fleet.errors import FleetError
+
+    def plan(host, book, opts, to, before_stop=None):
+        if host.name == "h0":
+            raise FleetError("h0: no earlier known-good release to roll back to")
+        return DeployResult(host.name, DeployStatus.DRY_RUN, release="20261201T000000Z-0001", diff="x\n")
+
+    monkeypatch.setattr(rollback_plan, "dry_run", plan)
+    assert deploy_cmd.rollback(hosts(2), None, None, ConnectOptions(), False, dry_run=True, serial="1", wide=True) == 1
+    out = capsys.readouterr().out
+    assert ("the rollback would stop: 1 host failed, more than --max-fail 0 after batch 1 of 2; batch 2 not started "
+            "(h1)") in out
