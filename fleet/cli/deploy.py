@@ -115,7 +115,11 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         targets.confirm("deploy", hosts, yes, deploy_plan(hosts, book, path, sizes, limit))
     opts = connect() if callable(connect) else connect
     if not dry_run:
-        fill_wheelhouse(hosts, book, path, opts)
+        try:
+            fill_wheelhouse(hosts, book, path, opts)
+        except KeyboardInterrupt:  # it said only `interrupted`: no host's line, nothing said of what changed
+            return _interrupted(rolling.DeployInterrupted(_not_started(hosts, "while the wheels its pins need were "
+                                                                              "gathered")), as_json, wide)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
         results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -134,7 +138,45 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         return _interrupted(stop, as_json, wide)
     if hooks:
         return _router_dry_run(hooks, list(hosts), results, as_json, wide)
+    if dry_run and len(hosts) > 1:
+        return _dry_rollout(results, sizes, limit, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
+
+
+def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None, limit: rollout.Amount,
+                 as_json: bool, wide: bool, what: str = "deploy") -> int:
+    """Several hosts: each host's dry run, then the rollout the deploy would run and where it would stop by what the
+    dry run found. It showed diffs for hosts the deploy never starts (a canary left unchanged stops it), exit 0,
+    where the deploy exited 1; exit 1 now where the deploy would leave hosts not started."""
+    names = [r.host for r in results]
+    first = set(rollout.batches(names, sizes)[0])
+    misses = [why for r in results if r.host in first and (why := _canary_miss(r))]
+    plan = rollout.dry_rollout(names, sizes, limit, [r.host for r in results if r.status != DeployStatus.DRY_RUN],
+                               misses)
+    if as_json:
+        print_json({"hosts": [r.to_json() for r in results], "rollout": plan.to_json()})
+    else:
+        for r in results:
+            draw(r, wide)
+        for line in deploy_plan_batches(plan.batches, plan.canary):
+            console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
+        if plan.not_started:  # a stop after the last batch leaves nothing out: each host's line says it all
+            console.print(escape(f"the {what} would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
+                          highlight=False, soft_wrap=wide)
+    ok = all(r.status == DeployStatus.DRY_RUN for r in results) and not plan.not_started
+    return EXIT_OK if ok else EXIT_HOST_FAILED
+
+
+def _canary_miss(r: DeployResult) -> str | None:
+    """Why a canary host's dry run says its deploy would prove nothing (rolling.canary_misses, ahead of time)."""
+    if r.status != DeployStatus.DRY_RUN:
+        return None
+    if r.unchanged:
+        return f"{r.host} unchanged (release {r.release} already serves this playbook: nothing would be tried)"
+    if r.attempts:  # rungs preflight or the fleet's learning refuses: it would serve only after them
+        return (f"{r.host} would serve rung {r.rung} only after "
+                f"{', '.join(f'{a.rung} ({a.outcome})' for a in r.attempts)} failed")
+    return None
 
 
 def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> int:
@@ -142,6 +184,12 @@ def _interrupted(stop: rolling.DeployInterrupted, as_json: bool, wide: bool) -> 
     finish(stop.results, as_json, ok=set(), wide=wide)
     sys.stderr.write("interrupted: no host was started after Ctrl-C; each host's line above says where it is\n")
     return EXIT_INTERRUPTED
+
+
+def _not_started(hosts: Sequence[Host], step: str) -> list[DeployResult]:
+    """Every host's line after a Ctrl-C before any host's deploy began (the wheelhouse, the router's read)."""
+    return [DeployResult(h.name, DeployStatus.SKIPPED, error=f"{h.name}: not started: interrupted (Ctrl-C) {step}; "
+                                                             "nothing was changed") for h in hosts]
 
 
 def _each_rollback(hosts: Sequence[Host], back: Callable[[Host], DeployResult], as_json: bool, wide: bool,
@@ -176,14 +224,17 @@ def deploy_plan(hosts: Sequence[Host], book: Playbook, path: Path, sizes: list[r
         return [*plan, f"one server over {book.nodes.count} nodes, deployed together"]
     batches = rollout.batches([h.name for h in hosts], sizes)
     canary = rollout.is_canary(sizes, len(batches))
-    for n, batch in enumerate(batches[:8], 1):
-        plan.append(f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
-                    + (f" and {len(batch) - 8} more" if len(batch) > 8 else ""))
-    if len(batches) > 8:
-        plan.append(f"... {len(batches) - 8} more batches")
+    plan += deploy_plan_batches(batches, canary)
     plan.append(f"stops once more than {rollout.fail_limit(limit, len(hosts))} host(s) failed (--max-fail)"
                 + (", or when the canary fails" if canary else ""))
     return plan
+
+
+def deploy_plan_batches(batches: list[list[str]], canary: bool) -> list[str]:
+    """The batches in the order they run, as the go-ahead and the dry run show them."""
+    lines = [f"batch {n}{' (canary)' if canary and n == 1 else ''}: {', '.join(batch[:8])}"
+             + (f" and {len(batch) - 8} more" if len(batch) > 8 else "") for n, batch in enumerate(batches[:8], 1)]
+    return lines + ([f"... {len(batches) - 8} more batches"] if len(batches) > 8 else [])
 
 
 def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
@@ -194,7 +245,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     targets.check_to(to)
     sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
     if dry_run:
-        return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide)
+        return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide, sizes, max_fail)
     if to == before_fleet.BEFORE_FLEET:
         if router:
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
@@ -205,6 +256,9 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
             raise InputError("--router: give --playbook (the playbook whose router section to roll back)")
+        if sizes or max_fail is not None:  # in batches, as with --playbook: they were ignored, every host at once
+            return _rollout(list(hosts), None, None, opts, {}, as_json, False, sizes, limit, None, None, wide,
+                            lambda h, say, _: rollback_of(h, None, opts, to, say))
         say_for = progress_to(as_json, live=len(hosts) == 1)
         return _each_rollback(hosts, lambda h: rollback_of(h, None, opts, to, say_for(h)), as_json, wide)
     book, path = load_playbook(name, checked=False)  # back to what was deployed, even if a check now objects
@@ -238,9 +292,11 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
 
 
 def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, opts: ConnectOptions, as_json: bool,
-                      router: bool, wide: bool) -> int:
+                      router: bool, wide: bool, sizes: list[rollout.Amount] | None = None,
+                      max_fail: str | None = None) -> int:
     """What each host's rollback would do (fleet.deploy.rollback_plan), nothing changed: a replica behind a router
-    says its leave and rejoin; a refusal is that host's failure (exit 1), as the rollback's."""
+    says its leave and rejoin; a refusal is that host's failure (exit 1), as the rollback's. A rollback in batches
+    (--serial, --max-fail, a router's replicas) says them, and where it would stop (_dry_rollout)."""
     if to == before_fleet.BEFORE_FLEET or router:
         raise InputError(f"--dry-run with {'--to before-fleet' if not router else '--router'}: not supported yet; "
                          "nothing was read or changed")
@@ -255,13 +311,32 @@ def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, o
         return (f"{host.name} taken out of the router ({book.router.unit} on {book.router.host}) and drained before "
                 "the stop; put back into it once it serves (one replica at a time unless --serial says otherwise)")
 
-    return _each_rollback(hosts, lambda h: rollback_plan.dry_run(h, book, opts, to, leaves(h)), as_json, wide,
-                          ok={DeployStatus.DRY_RUN})
+    def job(h: Host) -> DeployResult:
+        return rollback_plan.dry_run(h, book, opts, to, leaves(h))
+
+    batched = sizes or max_fail is not None or (book is not None and book.router is not None)
+    if not batched or len(hosts) < 2:
+        return _each_rollback(hosts, job, as_json, wide, ok={DeployStatus.DRY_RUN})
+    try:
+        results = rolling.each_host(hosts, job, say_now, "rolling back", "a rollback that fails puts back the release "
+                                    "before")
+    except rolling.DeployInterrupted as stop:
+        return _interrupted(stop, as_json, wide)
+    return _dry_rollout(results, sizes or [rollout.Amount(1)], rollout.parse_max_fail(max_fail), as_json, wide,
+                        "rollback")
 
 
 def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,
             wide: bool = False) -> int:
-    outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
+    """Ctrl-C: the histories read are shown, the hosts left unread marked so, exit 130 (they were thrown away)."""
+    stopped = False
+    try:
+        outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
+    except parallel.Interrupted as stop:
+        stopped = True
+        outcomes = [o if o is not None else parallel.HostOutcome(h, False, None,
+                                                                 f"{h.name}: {parallel.INTERRUPTED_ROW}", 0.0)
+                    for h, o in zip(hosts, stop.outcomes, strict=True)]
     if as_json:
         print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
                                "current": o.value[1] if o.value else None,
@@ -276,6 +351,11 @@ def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: b
                 render_history(o.host.name, o.value[0], o.value[1], console, bench, wide)
             else:  # no releases to list: an error, on stderr
                 say_host_error(o.error or f"{o.host.name}: failed", wide)
+    if stopped:
+        from fleet.cli.status import INTERRUPTED_LINE
+
+        say_now(INTERRUPTED_LINE)
+        return EXIT_INTERRUPTED
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
@@ -307,7 +387,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
     return judge, back
 
 
-def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+def _rollout(hosts: list[Host], book: Playbook | None, path: Path | None, opts: ConnectOptions, secrets: dict[str, str],
              as_json: bool, force: bool, sizes: list[rollout.Amount] | None, limit: rollout.Amount,
              timeout: float | None, hooks: routing.RouterHooks | None, wide: bool = False,
              job: rolling.Job | None = None, deployer_of: type[Deployer] = Deployer,
@@ -338,7 +418,7 @@ def _rollout(hosts: list[Host], book: Playbook, path: Path, opts: ConnectOptions
             sys.stderr.write(f"abandoned: {', '.join(left)}: still deploying when fleet exited; the next deploy or "
                              "rollback there takes over its lock and recovers what it left\n")
             for host in [h for h in hosts if h.name in left]:
-                if hooks is not None:
+                if hooks is not None and path is not None:
                     sys.stderr.write(f"{host.name}: {rolling.put_back(host, path, hooks)}\n")
     if as_json:
         print_json({"hosts": [r.to_json() for r in done.results], "batches": [b.to_json() for b in done.batches],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -117,6 +118,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             heard.add(line.host)
             folders[line.host].add(line)
 
+    ended: set[str] = set()  # hosts whose read is over: a join that Ctrl-C interrupted leaves is_alive() False
+    # for a thread still reading (CPython 3.11's bpo-45274 handling marks it stopped)
+
     def one(host: Host) -> None:
         try:
             read(host, opts, follow, since, counted, stop, lines if last_shown is None else None)
@@ -126,6 +130,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 unsaid.append(errors[host.name])
                 if follow:  # a followed stream never ends: the host that gave none is named now, not never
                     say_errors()
+        finally:
+            ended.add(host.name)
 
     # Plain threads, not a pool: Ctrl-C must set `stop` before anything waits for the streams to end.
     threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
@@ -145,13 +151,22 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                 for folded in kept[host.name]:
                     draw(folded)
     except KeyboardInterrupt:
+        reading = [h.name for h in hosts if h.name not in ended]  # not is_alive(): see one()
         stop.set()
+        end = time.monotonic() + 5  # in all: a wedged host's thread each waited 5 s, one after the other
         for t in threads:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, end - time.monotonic()))
         with lock:  # a line held for its ranks' copies is shown, not dropped
             for folder in folders.values():
                 folder.flush()
+            if not follow:  # --only with -n: the last N kept so far
+                for host in hosts:
+                    for folded in kept[host.name]:
+                        draw(folded)
             say_errors()
+        if not follow:  # -f ends so by design; a read cut short said nothing, its lines looking whole
+            say_on_stderr("interrupted (Ctrl-C): the journal lines read are shown" + (
+                f"; not read to the end: {', '.join(reading)}" if reading else ""))
         return 130
     say_errors()
     silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]

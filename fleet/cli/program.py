@@ -20,7 +20,7 @@ import importlib.util
 import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import NoReturn
 
 from invoke.collection import Collection
 from invoke.completion.complete import print_completion_script
+from invoke.config import Config
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
@@ -106,8 +107,10 @@ def _typed(flag: str, argv: list[str]) -> str:
     return next((w for w in words if w[1:].isalpha() and flag[1] in w[1:]), flag)
 
 
-def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
-    """invoke's parse error as one line naming the option (or task) and where the right ones are listed."""
+def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: Sequence[str] = (),
+            spaces: Sequence[str] = ()) -> str:
+    """invoke's parse error as one line naming the option (or task) and where the right ones are listed; an unknown
+    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one."""
     task = getattr(getattr(exc, "context", None), "name", None)
     said = str(exc)
     where = f"{binary} {task}" if task else binary
@@ -126,7 +129,12 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
     if m:
-        return f"{where}: no such task {m.group(1)!r} (`{binary} --list` lists the tasks)"
+        word = m.group(1)
+        if word in spaces:  # `inv sandbox`: a namespace, not a task
+            return (f"{where}: {word!r} is a namespace of tasks, not a task: `{binary} --list {word}` lists its tasks "
+                    f"(`{binary} {word}.TASK ...`)")
+        near = did_you_mean(word.strip(), tasks) if word.strip() and not task else ""  # after a task: a stray word
+        return f"{where}: no such task {word!r}{near} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)
     if m:
         return f"{where}: --{m.group(1)} needs a value ({helps})"
@@ -153,9 +161,27 @@ def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
     return f"{binary}: {option} {shown}: want {kind} (`{binary} TASK --help` lists a task's options)"
 
 
+class FleetConfig(Config):
+    """invoke's config without its files or INVOKE_* variables: they set how invoke runs shell commands, which fleet
+    never does (`_NO_CONFIG`). A broken ~/.invoke.yaml (or /etc/invoke.yaml, INVOKE_RUNTIME_CONFIG) made every
+    command, `--version` too, a YAML traceback, exit 1; a ~/.invoke.py ran."""
+
+    def load_base_conf_files(self) -> None:
+        pass
+
+    def load_project(self, merge: bool = True) -> None:
+        pass
+
+    def load_runtime(self, merge: bool = True) -> None:
+        pass
+
+    def load_shell_env(self) -> None:
+        pass
+
+
 class FleetProgram(Program):
     """invoke's Program with only the core options that mean something for fleet (CORE_KEPT), its parse errors
-    one line and exit 2 (invoke prints them raw and exits 1)."""
+    one line and exit 2 (invoke prints them raw and exits 1), and no config of invoke's read (FleetConfig)."""
 
     def run(self, argv: list[str] | None = None, exit: bool = True) -> None:  # noqa: A002 (invoke's name)
         """invoke's run, but a Ctrl-C before a task's own handling (parsing, a task's first imports) is
@@ -326,7 +352,10 @@ class FleetProgram(Program):
         return self._said(miscast(exc, list(self.argv or []), self.binary))
 
     def _refused(self, exc: ParseError) -> Exit:
-        return self._said(refusal(exc, self.binary, list(self.argv or [])))
+        collection = getattr(self, "collection", None)
+        return self._said(refusal(exc, self.binary, list(self.argv or []),
+                                  list(collection.task_names) if collection else (),
+                                  list(collection.collections) if collection else ()))
 
 
 def namespace() -> Collection:
@@ -355,7 +384,8 @@ def main() -> None:
     tasking.BINARY[0] = binary
     try:
         liblog.install()
-        FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet")).run()
+        FleetProgram(namespace=namespace(), name="fleet", binary=binary, version=version("fleet"),
+                     config_class=FleetConfig).run()
     except BrokenPipeError:  # `fleet --help | head -5`: invoke's own help, list and version, the reader gone
         reader_gone(sys.stdout)
     except KeyboardInterrupt:  # while tasks.py and the task modules load

@@ -105,8 +105,8 @@ def sent(text: str) -> str:
 def not_clean(row: HostStatus) -> str | None:
     """Why a host makes `inv status` exit 1 (docs/cli.md: some host failed, or what it checks is not clean), or None.
     A host with a release fleet made current is meant to serve: its unit not active (stopped, killed, failed) or its
-    /health not 200 is not clean; so are drift, its unit not enabled (a reboot would not start it), a GPU fault and
-    a router of fleet's that does not serve. A host
+    /health not 200 is not clean; so are drift, its unit not enabled (a reboot would not start it), a GPU fault,
+    a router of fleet's that does not serve, and what a run that died left (its lock, a release in progress). A host
     with no current release (fleet never deployed there, or `rollback --to before-fleet`) has nothing to serve."""
     if not row.ok:
         return row.why_not_ok
@@ -120,6 +120,8 @@ def not_clean(row: HostStatus) -> str | None:
         why.append(f"drift in {words.count(len(row.drift), 'file')}")
     if row.boot:
         why.append("unit not enabled (no start after a reboot)")
+    if row.left_by_dead_run:  # a deploy killed (or stopped by a second Ctrl-C) mid-step: it read as clean, exit 0
+        why.append("left half-done by a run that died (the next deploy or rollback puts it back)")
     if row.gpu_faults:
         why.append("GPU fault")
     if row.router and not row.router.ok:

@@ -222,6 +222,34 @@ def drop_temp_files(s: HostFiles, unit: str, root: str = ROOT) -> list[str]:
 def parse_probe(text: str) -> str | None:
     """status.sh's leftovers section -> one line saying what a dead run left and what the next deploy does, or what a
     live one is doing; None when the host is clean."""
+    owner, releases, runs = _leftovers(text)
+    live = owner is not None and not hostlock.dead_owner(owner)
+    notes = []
+    if owner is not None:
+        dead = hostlock.dead_owner(owner)
+        notes.append(f"lock left by a dead run ({dead}): the next deploy recovers it" if dead else
+                     f"locked: {hostlock.describe(owner)}")
+    for rid, step in releases:
+        notes.append(f"deploy {rid} in progress (at step {step})" if live else
+                     f"release {rid} was interrupted after step {step}: the next deploy rolls back to the "
+                     f"last known-good release, then deploys")
+    for run in runs:
+        notes.append(f"patch run {run} in progress" if live else
+                     f"patch run {run} was interrupted half-way: the next deploy puts its files back")
+    return "; ".join(notes) or None
+
+
+def left_by_dead_run(text: str) -> bool:
+    """Whether status.sh's leftovers section shows what a run that is gone left (a lock whose owner is provably dead,
+    a release or patch run no live run holds): `inv status` is not clean there (exit 1), as the next deploy has to
+    put it back first. A live run's lock is a deploy under way, not a leftover."""
+    owner, releases, runs = _leftovers(text)
+    if owner is not None and not hostlock.dead_owner(owner):
+        return False
+    return owner is not None or bool(releases or runs)
+
+
+def _leftovers(text: str) -> tuple[hostlock.LockOwner | None, list[tuple[str, str]], list[str]]:
     owner: hostlock.LockOwner | None = None
     releases: list[tuple[str, str]] = []
     runs: list[str] = []
@@ -238,17 +266,4 @@ def parse_probe(text: str) -> str | None:
             releases.append((rid, step))
         elif kind == "patch-run" and rest.strip():
             runs.append(rest.strip())
-    live = owner is not None and not hostlock.dead_owner(owner)
-    notes = []
-    if owner is not None:
-        dead = hostlock.dead_owner(owner)
-        notes.append(f"lock left by a dead run ({dead}): the next deploy recovers it" if dead else
-                     f"locked: {hostlock.describe(owner)}")
-    for rid, step in releases:
-        notes.append(f"deploy {rid} in progress (at step {step})" if live else
-                     f"release {rid} was interrupted after step {step}: the next deploy rolls back to the "
-                     f"last known-good release, then deploys")
-    for run in runs:
-        notes.append(f"patch run {run} in progress" if live else
-                     f"patch run {run} was interrupted half-way: the next deploy puts its files back")
-    return "; ".join(notes) or None
+    return owner, releases, runs

@@ -207,7 +207,7 @@ Job = Callable[[Host, Progress, "RouterHooks | None"], DeployResult]  # one host
 JudgeCanary = Callable[[list[Host], list[Host]], CanaryResult]  # (canary hosts, baseline hosts): the window
 
 
-def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
+def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
              board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
              job: Job | None = None, deployer_of: type[Deployer] = Deployer, judge_canary: JudgeCanary | None = None,
@@ -247,6 +247,7 @@ def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions
             except Exception as exc:  # one host's surprise must not hide the others
                 return DeployResult(host.name, DeployStatus.FAILED,
                                     error=f"{host.name}: {type(exc).__name__}: {exc}")
+        assert book is not None and path is not None, "a deploy's rollout has its playbook (a job may go without)"
         deployer = hooks.deployer(host, book, path, opts, say, secrets) if hooks else \
             deployer_of(host, book, path, opts, say, secrets)
         try:
@@ -347,7 +348,7 @@ def roll_out(plan: RolloutPlan, book: Playbook, path: Path, opts: ConnectOptions
                         finish(h, DeployResult(
                             h.name, DeployStatus.FAILED, error=f"{h.name}: timed out after {timeout:g}s "
                             "(--host-timeout); its deploy may go on to its own end until fleet exits"
-                            + (f"; {put_back(h, path, hooks)}" if hooks else "")))
+                            + (f"; {put_back(h, path, hooks)}" if hooks and path else "")))
             bad = [n for n in names if results[n].status not in SERVING]
             fell = canary_misses([results[n] for n in names]) if plan.canary and i == 1 else []
             judged: list[str] = []

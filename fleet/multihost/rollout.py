@@ -157,3 +157,36 @@ def _later(batch: int, batch_count: int) -> str:
     left = batch_count - batch
     return "" if left < 1 else f"; batch {batch + 1} not started" if left == 1 else \
         f"; batches {batch + 1}-{batch_count} not started"
+
+
+@dataclass(frozen=True)
+class DryRollout:
+    """What `deploy --dry-run` says of the rollout the deploy would run on several hosts: its batches, and where the
+    deploy would stop given what the dry run found (its failed hosts; a canary that would deploy nothing or serve
+    only after refused rungs), by the rule the deploy stops by (stop_after)."""
+
+    batches: list[list[str]]
+    canary: bool
+    stopped: str | None = None  # why it would stop, as the deploy's own summary words it
+    not_started: tuple[str, ...] = ()  # the later batches' hosts, which the deploy would never start
+
+    def to_json(self) -> dict[str, object]:
+        return {"batches": self.batches, "canary": self.canary, "stopped": self.stopped,
+                "not_started": list(self.not_started)}
+
+
+def dry_rollout(names: Sequence[str], serial: Sequence[Amount] | None, max_fail: Amount, failed: Sequence[str],
+                canary_misses: Sequence[str]) -> DryRollout:
+    """`failed`: the hosts whose dry run failed (refused by preflight, not reached); `canary_misses`: why batch 1's
+    hosts that would serve prove nothing ('h0 unchanged (...)'), as rolling.canary_misses words them."""
+    groups = batches(list(names), serial)
+    canary = is_canary(serial, len(groups))
+    count = 0
+    for i, group in enumerate(groups, 1):
+        bad = [h for h in group if h in failed]
+        count += len(bad)
+        why = stop_after(i, len(groups), canary, bad, count, max_fail, len(names),
+                         canary_misses if canary and i == 1 else ())
+        if why:
+            return DryRollout(groups, canary, why, tuple(h for g in groups[i:] for h in g))
+    return DryRollout(groups, canary)

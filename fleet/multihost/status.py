@@ -91,6 +91,7 @@ class HostStatus:
     last_failure_rung: str | None = None  # the rung of the attempt that failed so (not the release's, which served)
     last_failure_lost_to: str | None = None  # it was a tune's trial, slower than this rung, which the tune kept
     interrupted: str | None = None  # a dead run's leftovers or a live run's lock (fleet.deploy.recovery), None if clean
+    left_by_dead_run: bool = False  # `interrupted` is what a run that died left: not clean (exit 1)
     metrics: dict[str, float] = field(default_factory=dict)  # sglang's /metrics gauges (METRICS), now
     router: RouterStatus | None = None  # the sglang router fleet runs here
     gpu_faults: list[str] = field(default_factory=list)  # fleet.deploy.hardware: why the GPUs cannot serve now
@@ -206,8 +207,10 @@ def parse(host: Host, output: str) -> HostStatus:
         drift.append("release benchmark unreadable")
     failures = failed_attempts(manifest.get("attempts"))
     last = failures[-1] if failures else None
+    left_by_dead_run = False
     try:
         interrupted = recovery.parse_probe(parts[6] if len(parts) > 6 else "")
+        left_by_dead_run = recovery.left_by_dead_run(parts[6] if len(parts) > 6 else "")
     except _HOST_DATA_ERRORS:
         interrupted = "unreadable (the host's lock or release events are not as fleet writes them)"
     return HostStatus(
@@ -219,7 +222,8 @@ def parse(host: Host, output: str) -> HostStatus:
         bench_tok_s=bench_tok_s, last_failure=last.outcome if last else None,
         last_failure_evidence=last.evidence if last else None, last_failure_rung=last.rung if last else None,
         last_failure_lost_to=last.lost_to if last else None,
-        interrupted=interrupted, metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
+        interrupted=interrupted, left_by_dead_run=left_by_dead_run,
+        metrics=parse_metrics(parts[5] if len(parts) > 5 else ""),
         router=RouterStatus.from_json(_json_line(parts[7] if len(parts) > 7 else "")),
         **(_gpu_health(host, parts[8]) if len(parts) > 8 else {}),
         versions=versions_of(manifest.get("facts")), boot=boot)

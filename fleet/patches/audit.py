@@ -448,6 +448,7 @@ def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str]
     try:
         return parallel.run_all(hosts, one)
     except parallel.Interrupted as stop:  # what was gathered is shown, the hosts left unread marked so
-        left = parallel.INTERRUPTED_ROW
-        raise parallel.PartlyDone([o if o is not None else parallel.HostOutcome(h, False, None, left, 0.0)
+        left = parallel.INTERRUPTED_ROW  # named: without --json the row is a line of its own on stderr
+        raise parallel.PartlyDone([o if o is not None else
+                                   parallel.HostOutcome(h, False, None, f"{h.name}: {left}", 0.0)
                                    for h, o in zip(hosts, stop.outcomes, strict=True)]) from None

@@ -308,3 +308,36 @@ def test_logs_of_a_span_with_no_entries_say_so_once_on_stderr_and_print_no_line(
     err = capsys.readouterr().err
     assert err.count("no journal lines") == 1 and "no journal lines since 2099-01-01: sbx0" in err
     assert len(printed) == 1 and "ready" in printed[0]
+
+
+def _leftovers_row(lock_pid: int) -> HostStatus:
+    """A host a first deploy left mid-step (killed, or a second Ctrl-C): its unit runs the attempt, no release is
+    current yet, the lock and the release in progress are still there; status.sh's sections as status reads them."""
+    import dataclasses
+    import json
+    import socket
+
+    from fleet.host import lock as hostlock
+    from fleet.inventory import Host
+    from fleet.multihost import status as host_status
+
+    owner = dataclasses.replace(hostlock.LockOwner.mine("deploy glm5-nvfp4"), owner="me@" + socket.gethostname(),
+                                pid=lock_pid)
+    m = "@@fleet-status@@\n"
+    left = f'release 20261206T074310Z-4054 {{"step": "restarted"}}\nlock {json.dumps(owner.to_json())}\n'
+    host = Host(name="sbx3", address="172.30.78.13", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                source=Path("x"))
+    return host_status.parse(host, "ActiveState=active\nSubState=running\n" + m + "\n" + m + "000\n" + m + m + m + m
+                             + left)
+
+
+def test_status_exits_1_where_a_run_that_died_left_the_host_half_done(capsys):
+    """newcomer h-new14: after a deploy's second Ctrl-C (or a kill) mid-step, `inv status` said exit 0 and a clean
+    row, though `--detail` read `lock left by a dead run ...; release ... was interrupted after step restarted`."""
+    from fleet.host import lock as hostlock
+
+    assert status.exit_code([_leftovers_row(hostlock.PID_MAX)]) == 1  # pids stay below pid_max: a dead owner
+    assert "sbx3: left half-done by a run that died" in capsys.readouterr().err
+    import os
+    assert status.exit_code([_leftovers_row(os.getpid())]) == 0  # a live run's lock: a deploy under way

@@ -64,7 +64,15 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["status", "--json=true"], "inv status: --json takes no value, so 'true' was read as a task's name (`inv status "
                                 "--help` lists its options)"),
     (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
-    (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
+    # newcomer h-new14: a mistyped task had no nearest name, as hosts, playbooks and options have; a namespace was
+    # "no such task"
+    (["deploi"], "inv: no such task 'deploi'; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["Deploy"], "inv: no such task 'Deploy'; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["deploy "], "inv: no such task 'deploy '; did you mean deploy? (`inv --list` lists the tasks)"),
+    (["sandbox_up"], "inv: no such task 'sandbox_up'; did you mean sandbox.up? (`inv --list` lists the tasks)"),
+    (["sandbox"], "inv: 'sandbox' is a namespace of tasks, not a task: `inv --list sandbox` lists its tasks (`inv "
+                  "sandbox.TASK ...`)"),
+    (["zzz"], "inv: no such task 'zzz' (`inv --list` lists the tasks)"),
     # invoke runs every task a line names, and fleet's first ends the process: the second was dropped, exit 0
     (["history", "-H", "a", "probe", "-H", "b"], "inv history: one task per command, and 'probe' is a second (run "
                                                  "`inv probe ...` on its own; `inv history --help` lists its options)"),
@@ -75,7 +83,7 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                                                     "-L'): the command goes in --cmd: `inv exec ... --cmd 'nvidia-smi "
                                                     "-L'`"),
     (["status", "--", "x"], "inv status: fleet's tasks take no words after `--` ('x'): nothing is passed on"),
-    (["--help", "deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
+    (["--help", "deploi"], "inv: no such task 'deploi'; did you mean deploy? (`inv --list` lists the tasks)"),
     (["--hots"], "inv: no such option --hots (`inv --help` lists the options before a task, `inv TASK --help` a "
                  "task's)"),
     # invoke's own words, exit 1 (a failed host's code): `Sub-collection 'deploy' not found!`
@@ -233,3 +241,21 @@ def test_an_empty_value_is_refused_not_read_as_the_option_left_out(args, said):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (f"error: {said}: an empty value (an unset shell variable?); leave the option out for "
                            f"its default (`inv {args[0]} --help` lists its options)\n")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["learned", "--json"], ["deploi"]])
+def test_invokes_config_files_are_never_read(args, tmp_path):
+    """newcomer h-new14: fleet read invoke's config files (/etc/invoke.yaml, ~/.invoke.yaml, the clone's
+    invoke.yaml) though it runs no shell command through invoke: a broken ~/.invoke.yaml left by Fabric work made
+    every command, `--version` and `--help` too, a YAML ParserError traceback, exit 1; a ~/.invoke.py ran."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".invoke.yaml").write_text("run: [unclosed\n")
+    (home / ".invoke.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    env = {**os.environ, "HOME": str(home), "FLEET_STATE_DIR": str(tmp_path / "state"),
+           "INVOKE_RUNTIME_CONFIG": str(home / ".invoke.yaml"), "INVOKE_RUN_ENV": "not a dict"}
+    done = subprocess.run([str(BIN / "inv"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)
+    assert "Traceback" not in done.stderr and "invoke.yaml" not in done.stderr, done.stderr
+    assert done.returncode == (2 if args == ["deploi"] else 0), done.stderr
+    assert not (tmp_path / "ran").exists()
