@@ -1,4 +1,4 @@
-"""Adversarial (h-adv14): the owner rule is asked by the deploy's preflight only, and of the venv only. A
+"""Found by review (h-adv14, stop 54): the owner rule is asked by the deploy's preflight only, and of the venv only. A
 put-back (a deploy's fall-back, `inv rollback`) restores a recorded unit byte for byte and starts it, never
 asking who owns the venv now; and serve.env may point the unit's python at a user's folder. Each test fails on
 main at 5244a74 and shows root running the `fleet` user's code."""

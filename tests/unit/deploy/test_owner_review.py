@@ -1,4 +1,4 @@
-"""Adversarial review (h-adv14) of the owner rule at preflight (fleet.deploy.preflight.venv_verdict,
+"""Found by review (h-adv14, stop 54) of the owner rule at preflight (fleet.deploy.preflight.venv_verdict,
 fleet.host.serverchecks.VenvRun): each test states what should hold; those that fail show a finding."""
 
 from __future__ import annotations
