@@ -37,17 +37,10 @@ class CacheKey:
     folders: tuple[str, ...] = ()  # the cache folders, sorted: a stored tar names them (another home is another key)
     user: str = "root"  # the server's (serve.user): what one user's server compiled never starts another's
 
-    def _fields(self) -> dict[str, object]:
-        """The key's parts; a root server's without `user` (its keys and stores as they were before it was one)."""
-        parts = asdict(self)
-        if parts["user"] == "root":
-            del parts["user"]
-        return parts
-
     @property
     def digest(self) -> str:
         """sha256 of the key's canonical JSON: the store's folder name."""
-        text = json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def differences(self, other: CacheKey) -> tuple[str, ...]:
@@ -57,12 +50,12 @@ class CacheKey:
 
     def to_json(self) -> dict[str, object]:
         return {k: v if not isinstance(v, tuple) else list(v) if k == "folders" else [list(p) for p in v]
-                for k, v in self._fields().items()}
+                for k, v in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: object) -> CacheKey:
         """A key read back from a store's manifest; ValueError for anything else."""
-        if not isinstance(data, dict) or set(data) | {"user"} != set(cls.__dataclass_fields__):
+        if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):  # one without `user`: none
             raise ValueError("not a cache key")
         out: dict[str, object] = {}
         for name, value in data.items():

@@ -55,16 +55,23 @@ def fall_back(steps: FallBackSteps, previous: Release | None, why: str, say: Pro
         raise
     except Exception as exc:  # e.g. a full disk, a command that failed: said, and the release closed
         outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    if outcome == Outcome.PREFLIGHT:  # refused before anything of it changed: the failed release's unit is stopped
+        problem = attempted(steps.stop)
+        steps.close_failed()
+        return replace(nothing_before(steps.label, steps.new_release, why, problem, f"release {previous.id} was not "
+                                      f"put back ({evidence})"), evidence=evidence)
     steps.close_failed()
     if outcome == Outcome.READY:
         return replace(back_on(steps.label, previous, why, steps.point_back(previous)), evidence=evidence)
     return replace(failed_too(steps.label, previous, why, f"{outcome} {evidence}"), evidence=evidence)
 
 
-def nothing_before(label: str, new_release: str, why: str, problem: str | None = None) -> FellBack:
-    """No earlier release: the unit is left stopped (and says so when even stopping it failed)."""
+def nothing_before(label: str, new_release: str, why: str, problem: str | None = None,
+                   instead: str = "there is no earlier release") -> FellBack:
+    """No earlier release (or, `instead`, none that may start): the unit is left stopped (and says so when even
+    stopping it failed)."""
     return FellBack(DeployStatus.FAILED, new_release, {},
-                    f"{label}: {why} and there is no earlier release; the unit is stopped"
+                    f"{label}: {why} and {instead}; the unit is stopped"
                     + (f" (stopping it failed too: {problem})" if problem else ""))
 
 

@@ -47,19 +47,37 @@ def known_flags(conn: Connection, host: Host, venv: str) -> set[str] | None:
     return flags or None
 
 
-LOADS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")  # code it loads
+# What a unit's environment has its python, the loader or the JIT compilers take code from, and how each splits
+LOADS = {"PYTHONPATH": ":", "PYTHONHOME": ":", "PYTHONUSERBASE": "", "LD_PRELOAD": r"[:\s]+",
+         "LD_LIBRARY_PATH": "[:;]", "LD_AUDIT": "[:;]", "PATH": ":", "CC": "", "CXX": "", "CUDA_HOME": "",
+         "TRITON_CACHE_DIR": "", "TRITON_HOME": "", "TORCH_EXTENSIONS_DIR": "", "SGLANG_CACHE_DIR": "",
+         "FLASHINFER_WORKSPACE_BASE": "", "XDG_CACHE_HOME": ""}  # the JIT caches: compiled modules it loads
 
 
 def loaded(envs: Iterable[Mapping[str, object]]) -> tuple[str, ...]:
-    """The absolute paths the unit's environment has its python (or the loader) take code from (pure): LOADS'
-    entries, split as python and ld.so split them."""
+    """Every entry the unit's environment gives LOADS (pure), split as python, ld.so or the shell split them: an
+    empty entry is "" (the working folder, to python and ld.so), a relative or `$ORIGIN`/`$LIB` one as written."""
     found: list[str] = []
     for env in envs:
-        for name in LOADS:
+        for name, split in LOADS.items():
             value = env.get(name)
             if isinstance(value, str):
-                found += [p for p in re.split(r"[:\s]+" if name == "LD_PRELOAD" else ":", value) if p.startswith("/")]
+                found += re.split(split, value) if split else [value]
     return tuple(dict.fromkeys(found))
+
+
+def unclear(envs: Iterable[Mapping[str, object]]) -> str | None:
+    """Why fleet cannot tell who may change what the unit loads (pure): an entry of LOADS that is not a plain
+    absolute path (relative or empty: the working folder; a `$` token ld.so expands), None where each is one."""
+    for env in envs:
+        for name, split in LOADS.items():
+            value = env.get(name)
+            entries = (re.split(split, value) if split else [value]) if isinstance(value, str) else []
+            odd = next((p for p in entries if not p.startswith("/") or "$" in p), None)
+            if odd is not None:
+                return (f"env {name} names {odd!r}: a relative, empty or $-token entry leads where fleet cannot "
+                        "tell who may change what the unit loads from it; write plain absolute paths")
+    return None
 
 
 def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str | None:
@@ -67,7 +85,10 @@ def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str
     and the unit's user must be one whose running it gives no one else a way in (venv_verdict), with what the
     unit's environment has it load (any rung's)."""
     user = book.serve.user
-    also = loaded([book.serve.env, host_env(host.vars), *(r.env for r in book.ladder)])
+    envs: list[Mapping[str, object]] = [book.serve.env, host_env(host.vars), *(r.env for r in book.ladder)]
+    if why := unclear(envs):
+        return why
+    also = loaded(envs)
     found = venv_run(conn, host, venv, user, also)
     if not found.exists and book.packages:
         return None if found.user_uid is not None else venv_verdict(found, venv, user, also)
@@ -92,9 +113,11 @@ def unit_owner_problem(conn: Connection, host: Host, unit_text: str, env_text: s
     if runs is None:
         return None
     user, venv = runs
-    also = loaded([env_file_values(env_text)])
-    found = venv_run(conn, host, venv, user, also)
-    return venv_verdict(found, venv, user, also) if found.exists else None
+    envs = [env_file_values(env_text)]
+    if why := unclear(envs):
+        return why
+    also = loaded(envs)
+    return venv_verdict(venv_run(conn, host, venv, user, also), venv, user, also)
 
 
 def venv_verdict(found: VenvRun, venv: str, user: str, also: tuple[str, ...] = ()) -> str | None:

@@ -150,7 +150,7 @@ def unit_runs(text: str) -> tuple[str, str] | None:
             user = value.strip() or "root"
         elif key.strip() == "ExecStart":
             try:
-                program = (shlex.split(value) or [""])[0].lstrip("@-:+!")
+                program = (shlex.split(value) or [""])[0].lstrip("@-:+!").replace("%%", "%")  # systemd_quote's
             except ValueError:
                 program = ""
     venv = program.rsplit("/bin/", 1)[0] if program.startswith("/") and "/bin/" in program else ""

@@ -116,6 +116,10 @@ class MultiNode:
             n.serves(n.result.status, target, n.result.config)
             n.goes_back_to(n.store.load(target))
             n.say(f"rolling back to {target} ({n.prior.rung})")
+        if refused := self._owner_refused(self.nodes):  # as a host's rollback: before anything stops
+            for n in self.nodes:
+                n.said(f"{n.host.name}: rollback to {target} refused: {refused}; nothing was changed")
+            return
         start = time.monotonic()
         outcome, evidence = self._put_back_and_start(self.nodes, "rollback")
         for n in self.nodes:
@@ -171,8 +175,11 @@ class MultiNode:
         return f"going back to {self.nodes[0].prior.id} failed too: {outcome} {evidence}"
 
     def _put_back_and_start(self, nodes: list[Node], label: str) -> tuple[str, str]:
-        """Every node stopped, then each node's files as its `previous` release has them, then all started."""
+        """Every node stopped, then each node's files as its `previous` release has them, then all started; none
+        stopped where a node's release must not start (restore.owner_problem)."""
         try:
+            if refused := self._owner_refused(nodes):
+                return Outcome.PREFLIGHT, refused
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
                 n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
             for n in nodes:
@@ -183,6 +190,18 @@ class MultiNode:
             return self._start_together(nodes, label)
         except Exception as exc:  # noqa: BLE001 - a node lost (fabric's reconnect raises plain OSError)
             return Outcome.EXITED, f"a node was lost: {exc or type(exc).__name__}"
+
+    def _owner_refused(self, nodes: list[Node]) -> str | None:
+        """Why a node's release to put back must not start (its venv's owner now: restore.owner_problem), asked of
+        every node before any stops; None where each may."""
+        for n in nodes:
+            try:
+                problem = restore.owner_problem(n.conn, n.host, n.store, n.prior)
+            except Exception:  # noqa: BLE001 - a node that cannot be asked (lost) fails its own put-back, said there
+                continue
+            if problem:
+                return f"{n.host.name} (node {n.rank}): {problem}"
+        return None
 
     def _rollback_target(self, to: str | None) -> str:
         """The deployment every node has as a release that served: `to`, or the latest before the current."""
@@ -397,7 +416,9 @@ class MultiNode:
         """Every node back on its previous release, started together again, then the releases closed as failed
         (as fleet.deploy.fallback: until then a run cut here leaves them in progress to the next run's recovery)."""
         problems: dict[int, str] = {}  # a node that cannot be reached must not keep the others from rolling back
-        for n in reversed(self.nodes):
+        if refused := self._owner_refused([n for n in self.nodes if n.previous is not None]):
+            problems = {n.rank: f"{Outcome.PREFLIGHT} {refused}; nothing was stopped" for n in self.nodes}
+        for n in reversed(self.nodes if not refused else []):
             try:
                 n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on

@@ -379,6 +379,8 @@ class RouterHooks:
         copies = restore.verified_copies(store, release)
         if isinstance(copies, str):
             return Outcome.PREFLIGHT, copies
+        if problem := restore.owner_problem(conn, self.host, store, release):  # before anything stops
+            return Outcome.PREFLIGHT, problem
         stop_quietly(conn, self.host, unit)
         problem = restore.put_files(conn, self.host, release, copies)  # by rename where kept: a full disk too
         if problem:

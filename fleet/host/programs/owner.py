@@ -152,9 +152,10 @@ def lead(path, seen, hops=None):
         else:
             cur = nxt
     return cur
-def tree(top, seen):
-    """Everything below `top` looked at; what its links and its .pth files' path lines name, for the caller to
-    lead through and walk (a folder they name is on sys.path or in a package as much as the venv's own)."""
+def tree(top, seen, site=True):
+    """Everything below `top` looked at; what its links and (`site`: python reads them there) its .pth files' path
+    lines name, for the caller to lead through and walk (a folder they name is on sys.path or in a package as much
+    as the venv's own)."""
     more = []
     for here, dirs, files in os.walk(top):
         for name in dirs + files:
@@ -162,6 +163,8 @@ def tree(top, seen):
             st = seen.look(p)
             if st is not None and stat.S_ISLNK(st.st_mode):
                 more.append(p)
+            elif not site:
+                continue
             elif st is not None and stat.S_ISREG(st.st_mode) and name.endswith(".pth"):
                 more += pth_paths(here, p)
             elif st is not None and stat.S_ISREG(st.st_mode) and name.startswith("__editable__") and \
@@ -222,20 +225,23 @@ def finder_paths(p):
     return found
 def within(path, tops):
     return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
-def decide(paths=(), trees=(), seen=None):
+def decide(paths=(), trees=(), seen=None, plain=()):
     """(uid, gid, name, home) of the one user other than root who may change any of `paths` (or anything in
-    `trees`), None where root alone may; Refused where others may too. name None for a uid with no passwd entry
-    (gid then the one its objects carry where no group has it, else 65534; home /). With `seen`, what it saw
-    before counts too (one writer a run)."""
+    `trees` and `plain`), None where root alone may; Refused where others may too. name None for a uid with no
+    passwd entry (gid then the one its objects carry where no group has it, else 65534; home /). With `seen`, what
+    it saw before counts too (one writer a run). `plain` trees are no site folders: their .pth files are no code
+    (python reads them in site folders only; a library folder may hold python's dist-packages below it)."""
     seen = seen if seen is not None else Seen()
     for p in paths:
         lead(p, seen)
-    todo = list(trees)
+    todo = [(t, False) for t in plain] + [(t, True) for t in trees]  # site trees first: their .pth files read
+    walked = {True: seen.trees, False: set()}
     while todo:
-        real = lead(todo.pop(), seen)
-        if real is not None and not within(real, seen.trees) and os.path.isdir(real):
-            seen.trees.add(real)
-            todo += tree(real, seen)
+        top, site = todo.pop()
+        real = lead(top, seen)
+        if real is not None and not within(real, walked[site] | seen.trees) and os.path.isdir(real):
+            walked[site].add(real)
+            todo += [(more, site) for more in tree(real, seen, site)]
     opened = seen.writable()
     if opened is not None:
         raise Refused(errno.EPERM, "%s is writable by others than its owner" % opened, opened)
@@ -349,7 +355,7 @@ def venv_owner(venv, *more, seen=None, also=()):
     site counts, the one of the owner it runs as (their HOME) too."""
     seen = seen if seen is not None else Seen()
     paths, trees, user_site = venv_reach(venv)
-    who = decide(paths=tuple(paths) + more, trees=(venv, *trees, *also), seen=seen)
+    who = decide(paths=tuple(paths) + more, trees=(venv, *trees), seen=seen, plain=also)
     if who is not None and user_site:
         who = decide(trees=user_sites(who[3], base_of(venv, venv_cfg(venv))[3]), seen=seen)
     return who

@@ -85,7 +85,7 @@ def test_what_the_units_environment_has_its_python_load_is_judged_with_the_venv(
     # serve.env PYTHONPATH at a user's folder: root imported that user's sitecustomize.py at each start (h-adv14)
     envs = [{"PYTHONPATH": "/home/ops/pp:relative:/opt/lib", "NCCL_P2P_DISABLE": "1"},
             {"LD_PRELOAD": "/home/ops/hook.so /usr/lib/x.so:/home/ops/hook.so", "PYTHONHOME": "/srv/py"}, {}]
-    assert loaded(envs) == ("/home/ops/pp", "/opt/lib", "/srv/py", "/home/ops/hook.so", "/usr/lib/x.so")
+    assert loaded(envs) == ("/home/ops/pp", "relative", "/opt/lib", "/srv/py", "/home/ops/hook.so", "/usr/lib/x.so")
     problem = venv_verdict(_run("yes\n0\n0\nops\n1000:1000\n"), "/opt/venv", "root", ("/home/ops/pp",))
     assert problem and problem.startswith("venv /opt/venv with /home/ops/pp (its env) is ops (uid 1000)'s"), problem
 
