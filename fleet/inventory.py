@@ -241,7 +241,7 @@ class Inventory:
         host, _, port = pattern.rpartition(":")
         if port.isdigit() and (host in self.hosts or any(h.address == host for h in self.hosts.values())):
             return f"; a port is no part of a host's pattern (the inventory's port: is): {as_typed(flag, host)}"
-        for join, named in ((":", "Ansible's ':'"), (";", "';'"), (None, "spaces")):
+        for join, named in ((":", "Ansible's ':'"), (";", "';'"), ("|", "'|'"), (None, "spaces")):
             parts = pattern.split(join)
             if len(parts) > 1 and all(parts):
                 said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if flag == "--group"
@@ -267,8 +267,8 @@ class Inventory:
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
-    """`-H 'a,b' -H '!c'` -> ['a', 'b', '!c'] (spaces around commas dropped)."""
-    return [part.strip() for value in values for part in value.split(",")]
+    """`-H 'a,b' -H '!c'` -> ['a', 'b', '!c'] (spaces around commas dropped; a comma in a shell's `{a,b}` is its)."""
+    return [part.strip() for value in values for part in re.split(r",(?![^{}]*\})", value)]
 
 
 def is_glob(pattern: str) -> bool:
