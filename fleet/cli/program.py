@@ -214,6 +214,7 @@ class FleetProgram(Program):
                      or "-h" in words or "--help" in words)
         if not asked:
             self._nothing_after_dashes(words)
+            self._no_option_as_a_value(words)
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
             super().parse_tasks()
             self._repeatable_without_value()
@@ -233,6 +234,27 @@ class FleetProgram(Program):
         instead = (f"the command goes in --cmd: `{self.binary} exec ... --cmd {quoted}`"
                    if task == "exec" else "nothing is passed on")
         raise self._said(f"{where}: fleet's tasks take no words after `--` ({rest!r}): {instead}")
+
+    def _no_option_as_a_value(self, words: list[str]) -> None:
+        """invoke gives a task's positional parameter (unlock's host and token, recover's host) any next word that is
+        no option of the task: `inv recover -g sandbox` said `--group takes no value`, `inv recover -i X -g` looked for
+        a host named `-g`. An option word the task lacks is refused as the option it is elsewhere, exit 2."""
+        contexts = {c.name: c for c in self.collection.to_contexts()}
+        context = None
+        for word in words:
+            context = contexts.get(word, context)
+            flag = word.partition("=")[0]
+            if context is None or not context.positional_args or word in contexts or len(flag) < 2 \
+                    or not flag.startswith("-") or flag in context.flags or flag in context.inverse_flags:
+                continue
+            where, helps = f"{self.binary} {context.name}", f"`{self.binary} {context.name} --help` lists its options"
+            named = next((c.flags[flag].name for c in contexts.values() if flag in c.flags), None)
+            if named is None:
+                raise self._refused(ParseError(f"No idea what {flag!r} is!", context))
+            long = "--" + named.strip("_").replace("_", "-")  # `all_`: --all
+            one = ": it acts on the one host --host names" if "--host" in context.flags else ""
+            said = f"{flag} is" if flag == long else f"{flag} is {long},"
+            raise self._said(f"{where}: {said} an option of some tasks, not of this one{one} ({helps})")
 
     def _one_task(self) -> None:
         """invoke runs every task named on a command line, and fleet's first task ends the process (its exit
