@@ -200,7 +200,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name, checked=False)[0].serve.unit if name else None
         say_for = progress_to(as_json, live=len(hosts) == 1)
-        return _each_rollback(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)),
+        return _each_rollback(hosts, lambda h: before_fleet.before_fleet(h, unit, opts, say_for(h)),
                               as_json, wide)
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:
