@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet import parallel, site
-from fleet.cli import print_json, real_console, say_host_error, say_on_stderr
-from fleet.cli.liveline import say_now
+from fleet.cli import print_json, real_console, say_host_error
+from fleet.cli.liveline import progress_on_stderr, say_now
 from fleet.cli.status import INTERRUPTED_LINE
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -74,7 +74,7 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
         offline.parse_against(f"sglang=={v}")
     loaded = patchsets.load_sets(sets) if sets else None
     fetch = not (offline_only or site.find().defaults.offline)
-    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=say_on_stderr).result
+    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=progress_on_stderr()).result
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:

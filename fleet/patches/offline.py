@@ -55,7 +55,7 @@ def releases(versions: dict[str, str], fetch: bool = True,
         if have is None:
             say(f"fetching {dist}=={version} from {upstream.shown_index()} (not in the cache "
                 f"{upstream.cache_dir()}; --offline refuses instead)")
-            have = upstream.fetch(dist, version, matrix)
+            have = upstream.fetch(dist, version, matrix, say=say)  # and where it stands while it goes on
             say(f"fetched {dist}=={version}: {have.files} files in {have.fetched_s:.0f} s")
         out[DISTS[dist]] = have
     return out
