@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet import parallel, site
+from fleet import parallel
 from fleet.cli import console, print_json
-from fleet.cli.audit import render_audit
+from fleet.cli.audit import fetch_allowed, render_audit
 from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
 from fleet.cli.liveline import progress_on_stderr, say_now
@@ -89,7 +89,7 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool, 
     pair whose Requires-Dist disagree is refused unless `no_deps` (installed by hand with pip --no-deps)."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
-    fetch = not (offline_only or site.find().defaults.offline)
+    fetch = fetch_allowed(offline_only)
     say = progress_on_stderr()  # each fetch, and where it stands while it goes on
     offline.releases(versions, fetch, say)  # their METADATA: the pins checked against each other first
     conflicts = [] if no_deps else [line for _, line in upstream.check_pins(versions, source="--against")]
