@@ -97,6 +97,18 @@ def _switch_before(word: str, argv: list[str]) -> str | None:
     return None
 
 
+def _option_two_words_before(word: str, argv: list[str]) -> str | None:
+    """The option whose value came just before `word`, a second value it cannot take: `-p playbooks/*.yaml`, which
+    the shell made `-p a.yaml b.yaml` (said as `no such task 'b.yaml'`)."""
+    for i, typed in enumerate(argv):
+        if typed == word and i >= 2 and not argv[i - 1].startswith("-") and argv[i - 2].startswith("-") \
+                and "=" not in argv[i - 2]:
+            return argv[i - 2]
+        if typed == word and i >= 1 and argv[i - 1].startswith("--") and "=" in argv[i - 1]:
+            return argv[i - 1].partition("=")[0]
+    return None
+
+
 def _typed(flag: str, argv: list[str]) -> str:
     """The word the operator typed that invoke read `flag` from: `-host` for -o (one dash before a long name is
     read as letters, -h -o -s -t), else the flag itself."""
@@ -125,6 +137,9 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None) -> str:
         return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
+    if m and task and (option := _option_two_words_before(m.group(1), argv or [])):
+        return (f"{where}: {option} takes one value, so {m.group(1)!r} after it was read as a task's name (a shell's "
+                f"glob or list gives several words: give each its own {option}) ({helps})")
     if m:
         return f"{where}: no such task {m.group(1)!r} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)

@@ -63,7 +63,10 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                             "lists its options)"),
     (["status", "--json=true"], "inv status: --json takes no value, so 'true' was read as a task's name (`inv status "
                                 "--help` lists its options)"),
-    (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
+    # a second word after an option's value (a shell's glob or list): said as the option's, no longer `no such task`
+    (["status", "-H", "sbx0", "extra"], "inv status: -H takes one value, so 'extra' after it was read as a task's "
+                                        "name (a shell's glob or list gives several words: give each its own -H) "
+                                        "(`inv status --help` lists its options)"),
     (["deploi"], "inv: no such task 'deploi' (`inv --list` lists the tasks)"),
     # invoke runs every task a line names, and fleet's first ends the process: the second was dropped, exit 0
     (["history", "-H", "a", "probe", "-H", "b"], "inv history: one task per command, and 'probe' is a second (run "

@@ -35,3 +35,19 @@ def test_an_option_a_task_of_one_host_lacks_is_named_never_taken_as_its_host(arg
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.startswith(f"error: {said}") and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["check", "-p", "a.yaml", "b.yaml"], "inv check: -p takes one value, so 'b.yaml' after it was read as a task's "
+                                          "name (a shell's glob or list gives several words: give each its own -p)"),
+    (["check", "--playbook=a.yaml", "b.yaml"], "inv check: --playbook takes one value, so 'b.yaml' after it"),
+    (["status", "-H", "sbx0", "sbx1"], "inv status: -H takes one value, so 'sbx1' after it was read as a task's "
+                                       "name"),
+])
+def test_a_second_word_for_an_option_of_one_value_is_said_as_the_options(args, said, tmp_path):
+    """`inv check -p playbooks/*.yaml` (the shell's glob: `-p a.yaml b.yaml`) said `no such task 'b.yaml'` (issue 46,
+    finding 7: checking several playbooks at once; the fifteenth newcomer's hour)."""
+    done = subprocess.run([str(BIN / "inv"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith(f"error: {said}") and done.stderr.count("\n") == 1, done.stderr
