@@ -17,12 +17,11 @@ from fleet.cli import (
     print_results,
     real_console,
     say_host_error,
-    say_on_stderr,
     targets,
 )
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import Heartbeat, LiveLine, say_now
+from fleet.cli.liveline import Heartbeat, LiveLine, progress_on_stderr, say_now
 from fleet.deploy import before_fleet, rollback_plan
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -163,7 +162,7 @@ def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: Con
     if not book.packages:
         return
     try:
-        wheels.prepare(hosts, book.packages, opts, say_on_stderr, lockfile.path_for(path))
+        wheels.prepare(hosts, book.packages, opts, progress_on_stderr(), lockfile.path_for(path))
     except WheelhouseError as exc:
         raise InputError(f"{path}: packages: {exc}; nothing was changed") from None
 
