@@ -18,6 +18,7 @@ from fleet.cli import (
     real_console,
     say_host_error,
     targets,
+    wheelhouse_over_inventory,
 )
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
@@ -161,6 +162,7 @@ def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: Con
     (exit 2), nothing changed anywhere."""
     if not book.packages:
         return
+    wheelhouse_over_inventory(hosts)
     try:
         wheels.prepare(hosts, book.packages, opts, progress_on_stderr(), lockfile.path_for(path))
     except WheelhouseError as exc:
