@@ -134,7 +134,9 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
     raise Exit(code=deploy_cmd.history(hosts, opts, json, bench, wide))
 
 
-@task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on",
+@task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on "
+                                                "(default: the one the host's current release serves on, its "
+                                                "playbook's serve.port; else 30000)",
                                         "watch": "refresh in place until Ctrl-C (with --json: one JSON row per "
                                                  "host and refresh)",
                                         "interval": "seconds between refreshes of --watch (default 5)",
@@ -142,7 +144,7 @@ def history(c, inventory=None, host=None, group=None, json=False, accept_new_hos
                                         "detail": "one host in full: every fact, each drifted file and why, the "
                                                   "last failure's evidence and what to try next"})
 @reports_errors
-def status(c, inventory=None, host=None, group=None, json=False, port=30000, watch=False, interval=None,
+def status(c, inventory=None, host=None, group=None, json=False, port=None, watch=False, interval=None,
            accept_new_host_keys=False, ask_become_pass=False, wide=False, detail=None):
     """The fleet board: one line per host, with the columns that fit the terminal.
 

@@ -1,6 +1,7 @@
 """Errors fleet reports to people, the exit codes they map to, and the "did you mean" every name lookup shares
 (hosts, groups, playbooks): difflib's closest known name, the case of the letters aside, else the names known;
-an option named with its value as the operator typed it (as_typed), and Ansible's range refused in one."""
+an option named with its value as the operator typed it (as_typed), and Ansible's range, its @FILE, a shell's
+brace expansion and bash's kept `\\!` refused in one."""
 
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def pattern_of(flag: str, typed: str, what: str) -> str:
     pattern = typed.lstrip("!&")
     if not pattern:
         raise InputError(f"{flag}: an empty {what} (a stray comma, or `!` alone?)")
+    _shell_spelling(flag, typed)
     m = _RANGE.search(typed)
     if not m:
         return pattern
@@ -117,3 +119,32 @@ def pattern_of(flag: str, typed: str, what: str) -> str:
                                                for i in range(int(lo), int(hi) + 1)))
     raise InputError(f"{as_typed(flag, typed)}: [{lo}:{hi}] is Ansible's range (or a group's slice), not a glob, "
                      f"whose [...] is a set of characters{meant}")
+
+
+_BRACES = re.compile(r"\{([^{}]*)\}")  # a shell's `gpu{1,3}` or `gpu{01..12}`
+
+
+def _shell_spelling(flag: str, typed: str) -> None:
+    """InputError for what a shell or Ansible hand types that fleet takes as a name: bash's `\\!a` (it keeps the
+    backslash before `!` inside double quotes), a brace expansion the shell left quoted, Ansible's `@FILE`. Each was
+    answered with a nearest name the pattern never meant (`\\!a`: did you mean a?, the host it meant to spare)."""
+    if typed.startswith("\\!") and typed[2:]:
+        raise InputError(f"{as_typed(flag, typed)}: a backslash before `!` is kept as typed (bash keeps it inside "
+                         f"double quotes); to leave {typed[2:]} out: {as_typed(flag, typed[1:])} (single quotes)")
+    if typed.startswith("@") and typed[1:]:
+        raise InputError(f"{as_typed(flag, typed)}: Ansible's --limit @FILE (a file of host names) is not read; name "
+                         f'the hosts, joined with commas: {flag} "$(paste -sd, {typed[1:]})"')
+    m = _BRACES.search(typed)
+    if not m:
+        return
+    seq = re.fullmatch(r"(\d+)\.\.(\d+)", m[1])
+    if seq and 0 <= int(seq[2]) - int(seq[1]) < 64:
+        items = [str(i).zfill(len(seq[1])) for i in range(int(seq[1]), int(seq[2]) + 1)]
+    elif "," in m[1]:
+        items = m[1].split(",")
+    else:
+        return
+    sign = typed[:len(typed) - len(typed.lstrip("!&"))]
+    meant = ",".join(f"{sign}{typed[len(sign):m.start()]}{item}{typed[m.end():]}" for item in items)
+    raise InputError(f"{as_typed(flag, typed)}: {m[0]} is the shell's brace expansion, which a shell does only "
+                     f"unquoted; the hosts it meant: {as_typed(flag, meant)}")

@@ -241,7 +241,7 @@ class Inventory:
         host, _, port = pattern.rpartition(":")
         if port.isdigit() and (host in self.hosts or any(h.address == host for h in self.hosts.values())):
             return f"; a port is no part of a host's pattern (the inventory's port: is): {as_typed(flag, host)}"
-        for join, named in ((":", "Ansible's ':'"), (";", "';'"), (None, "spaces")):
+        for join, named in ((":", "Ansible's ':'"), (";", "';'"), ("|", "'|'"), (None, "spaces")):
             parts = pattern.split(join)
             if len(parts) > 1 and all(parts):
                 said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if flag == "--group"
@@ -267,8 +267,8 @@ class Inventory:
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
-    """`-H 'a,b' -H '!c'` -> ['a', 'b', '!c'] (spaces around commas dropped)."""
-    return [part.strip() for value in values for part in value.split(",")]
+    """`-H 'a,b' -H '!c'` -> ['a', 'b', '!c'] (spaces around commas dropped; a comma in a shell's `{a,b}` is its)."""
+    return [part.strip() for value in values for part in re.split(r",(?![^{}]*\})", value)]
 
 
 def is_glob(pattern: str) -> bool:
@@ -291,7 +291,7 @@ def load(inventory: Path) -> Inventory:
         raise InputError(f"--inventory {inventory}: no such file")
     named = inventory.resolve()
     inv = Inventory(hosts={}, groups={}, files={})
-    for path in _files(inventory):
+    for path in files_of(inventory):
         _merge_file(inv, path, None if path == named else inventory)
     return inv
 
@@ -308,7 +308,7 @@ def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str
     named = inventory.resolve()
     names: set[str] | None = set()
     unread: list[Path] = []  # files whose `hosts:` is refused whole: no name can be checked against them
-    for path in _files(inventory):
+    for path in files_of(inventory):
         defined = _merge_file(inv, path, None if path == named else inventory, found, unread)
         names = None if defined is None and path == named else names if defined is None or names is None \
             else names | defined
@@ -316,7 +316,8 @@ def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str
     return None if unread else names, found
 
 
-def _files(inventory: Path) -> list[Path]:
+def files_of(inventory: Path) -> list[Path]:
+    """The inventory file and every *.yaml read beside it (not an `*.example.yaml` nor a hidden one), sorted."""
     others = (p.resolve() for p in inventory.parent.glob("*.yaml")
               if not p.name.endswith(".example.yaml") and not p.name.startswith("."))
     return sorted({inventory.resolve(), *others})
@@ -431,8 +432,8 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
         try:
             bound = _bound_playbook(doc, path, name, model, groups)
         except InputError as exc:
-            fail(exc)
-            continue
+            fail(exc)  # raised, but by inv check: the host's other keys still checked (proxy_jump, ssh_config)
+            bound = None
         inv.hosts[name] = Host(name=name, address=entry.address, groups=tuple(groups), source=path,
                                playbook=bound,
                                wheelhouse=path.parent / Path(model.wheelhouse).expanduser() if model.wheelhouse

@@ -444,7 +444,7 @@ def resolve(name_or_path: str, directories: list[Path] | None = None) -> Path:
     if "/" in name_or_path or path.suffix in (".yaml", ".yml"):  # a path: said as one, where it was looked for
         raise InputError(f"--playbook {path}: no such file ({path.absolute()}); a name without .yaml is looked up "
                          f"in playbooks/ (known: {known or 'none'})")
-    raise InputError(f"--playbook {name_or_path}: no such playbook"
+    raise InputError(f"{errors.as_typed('--playbook', name_or_path)}: no such playbook"
                      f"{errors.did_you_mean(name_or_path, stems)} (known: {known or 'none'})")
 
 

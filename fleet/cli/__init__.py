@@ -140,8 +140,9 @@ def changing_hosts(task: str, inventory_file: str | None, hosts: Sequence[str], 
 
 
 def use_wheelhouse(hosts: Sequence[Host]) -> None:
-    """The wheelhouse the hosts' inventory names (the sandbox's own), unless FLEET_WHEELHOUSE is set; hosts whose
-    files name different ones are refused in one line (one deploy builds from one wheelhouse)."""
+    """The wheelhouse the hosts' inventory names (the sandbox's own), unless FLEET_WHEELHOUSE is set (a deploy that
+    builds from it says so: wheelhouse_over_inventory); hosts whose files name different ones are refused in one line
+    (one deploy builds from one wheelhouse)."""
     if os.environ.get("FLEET_WHEELHOUSE"):
         return
     named = {h.wheelhouse for h in hosts}
@@ -151,6 +152,16 @@ def use_wheelhouse(hosts: Sequence[Host]) -> None:
                          "set FLEET_WHEELHOUSE")
     if (only := next(iter(named), None)) is not None:
         os.environ["FLEET_WHEELHOUSE"] = str(only)
+
+
+def wheelhouse_over_inventory(hosts: Sequence[Host]) -> None:
+    """FLEET_WHEELHOUSE, the operator's, said where it replaces the wheelhouse the hosts' inventory names (after
+    use_wheelhouse, which sets it to the inventory's where it was not set): a sandbox deploy built from the real
+    wheelhouse without a word of it."""
+    given = os.environ.get("FLEET_WHEELHOUSE")
+    for named in sorted({str(h.wheelhouse) for h in hosts if given and h.wheelhouse and h.wheelhouse != Path(given)}):
+        say_on_stderr(f"FLEET_WHEELHOUSE={given} over the wheelhouse {named} the inventory names "
+                      f"({', '.join(h.name for h in hosts if str(h.wheelhouse) == named)[:200]})")
 
 
 def options(hosts: Sequence[Host], accept_new_host_keys: bool = False, ask_become_pass: bool = False) -> ConnectOptions:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fleet import parallel, site
-from fleet.cli import print_json, real_console, say_host_error, say_on_stderr
-from fleet.cli.liveline import say_now
+from fleet.cli import print_json, real_console, say_host_error
+from fleet.cli.liveline import progress_on_stderr, say_now
 from fleet.cli.status import INTERRUPTED_LINE
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -73,8 +73,8 @@ def upgrade(sglang: str | None, flashinfer: str | None, sm: int | None, packages
     for v in versions.values():
         offline.parse_against(f"sglang=={v}")
     loaded = patchsets.load_sets(sets) if sets else None
-    fetch = not (offline_only or site.find().defaults.offline)
-    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=say_on_stderr).result
+    fetch = fetch_allowed(offline_only)
+    res = offline.audit(versions, sm, loaded, full, fetch=fetch, say=progress_on_stderr()).result
     if as_json:
         print_json({"hosts": [res.to_json()]})
     else:
@@ -109,3 +109,12 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
 def render_audit(results: list[archgate.AuditResult], console: Console, wide: bool = False) -> None:
     for r in results:
         show(r, console, wide, title=f"{r.host} (SM{r.sm}): {r.verdict().removeprefix(r.host + ': ')}")
+
+
+def fetch_allowed(offline_only: bool) -> bool | str:
+    """Whether a release missing from the upstream cache may be fetched: False for --offline; the site's
+    `offline: true` named as where it comes from (it was said as `--offline`, an option never typed)."""
+    if offline_only:
+        return False
+    found = site.find()
+    return f"offline: true in {found.root / site.MARKER}" if found.defaults.offline else True

@@ -78,22 +78,24 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
 
 
 def _bound_playbooks(inv_path: Path) -> list[InputError]:
-    """Each group's `playbook:` that names nothing (a deploy without --playbook would stop on it): a path relative
-    to the inventory file's folder, else a name in the site's playbooks/ or the shipped ones."""
-    try:
-        doc = yamlfile.load(inv_path)
-    except InputError:
-        return []  # said among the inventory's problems
-    groups = doc.data.get("groups") if isinstance(doc.data, dict) else None
+    """Each group's `playbook:` that names nothing (a deploy without --playbook would stop on it), in the inventory
+    file and every *.yaml read beside it, a file with a duplicate key too: a path relative to the inventory file's
+    folder, else a name in the site's playbooks/ or the shipped ones."""
     found = []
-    for name, group in groups.items() if isinstance(groups, dict) else []:
-        book = group.get("playbook") if isinstance(group, dict) else None
-        if not isinstance(book, str) or not book.strip():
-            continue  # a wrong type is the schema's to say
+    for path in inventory.files_of(inv_path) if inv_path.is_file() else []:
         try:
-            playbook.resolve(str(inv_path.parent / book) if book.endswith((".yaml", ".yml")) else book)
-        except InputError as exc:
-            found.append(doc.error(("groups", name, "playbook"), f"{book}: {str(exc).partition(': ')[2]}"))
+            doc = yamlfile.load(path, collect=True)
+        except InputError:
+            continue  # said among the inventory's problems
+        groups = doc.data.get("groups") if isinstance(doc.data, dict) else None
+        for name, group in groups.items() if isinstance(groups, dict) else []:
+            book = group.get("playbook") if isinstance(group, dict) else None
+            if not isinstance(book, str) or not book.strip():
+                continue  # a wrong type is the schema's to say
+            try:
+                playbook.resolve(str(inv_path.parent / book) if book.endswith((".yaml", ".yml")) else book)
+            except InputError as exc:
+                found.append(doc.error(("groups", name, "playbook"), f"{book}: {str(exc).partition(': ')[2]}"))
     return found
 
 

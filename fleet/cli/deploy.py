@@ -17,12 +17,12 @@ from fleet.cli import (
     print_results,
     real_console,
     say_host_error,
-    say_on_stderr,
     targets,
+    wheelhouse_over_inventory,
 )
 from fleet.cli.board import Board
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import Heartbeat, LiveLine, say_now
+from fleet.cli.liveline import Heartbeat, LiveLine, progress_on_stderr, say_now
 from fleet.deploy import before_fleet, rollback_plan
 from fleet.deploy import rollback as rollbacks
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
@@ -210,8 +210,9 @@ def fill_wheelhouse(hosts: Sequence[Host], book: Playbook, path: Path, opts: Con
     (exit 2), nothing changed anywhere."""
     if not book.packages:
         return
+    wheelhouse_over_inventory(hosts)
     try:
-        wheels.prepare(hosts, book.packages, opts, say_on_stderr, lockfile.path_for(path))
+        wheels.prepare(hosts, book.packages, opts, progress_on_stderr(), lockfile.path_for(path))
     except WheelhouseError as exc:
         raise InputError(f"{path}: packages: {exc}; nothing was changed") from None
 
@@ -251,7 +252,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
             raise InputError("--router --to before-fleet: not supported; roll the router back to a release")
         unit = load_playbook(name, checked=False)[0].serve.unit if name else None
         say_for = progress_to(as_json, live=len(hosts) == 1)
-        return _each_rollback(hosts, lambda h: before_fleet.before_fleet(h, unit or h.unit, opts, say_for(h)),
+        return _each_rollback(hosts, lambda h: before_fleet.before_fleet(h, unit, opts, say_for(h)),
                               as_json, wide)
     if name is None:  # each host's release names its playbook: health, port and key come from that one
         if router:

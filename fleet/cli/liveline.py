@@ -95,17 +95,23 @@ class Heartbeat:
         self.last[key] = self.clock()
 
 
-def progress_on_stderr() -> Progress:
-    """A Progress for a long step of a command: its Live lines redrawn in place on a terminal's stderr, its other
-    lines said on stderr (stdout stays the command's answer, --json's document whole)."""
+def progress_on_stderr(heartbeat: Heartbeat | None = None) -> Progress:
+    """A Progress for a long step of a command: its Live lines redrawn in place on a terminal's stderr, elsewhere (a
+    pipe, a log, --json's stderr) one printed when nothing was said for the heartbeat's while (30 s); its other lines
+    said on stderr (stdout stays the command's answer, --json's document whole)."""
     from fleet.cli import say_on_stderr
 
     line = LiveLine(sys.stderr, sys.stderr.isatty(), shutil.get_terminal_size().columns)
+    beat = heartbeat or Heartbeat()
 
     def say(message: str) -> None:
         if isinstance(message, Live):
-            line.show(message)
-            return
+            if line.on:
+                line.show(message)
+                return
+            if not beat.due(""):
+                return
+        beat.said("")
         line.clear()
         say_on_stderr(message)
     return say

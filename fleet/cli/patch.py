@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet import parallel, site
-from fleet.cli import console, print_json, say_on_stderr
-from fleet.cli.audit import render_audit
+from fleet import parallel
+from fleet.cli import console, print_json
+from fleet.cli.audit import fetch_allowed, render_audit
 from fleet.cli.deploy import progress_to
 from fleet.cli.hosttext import escape
-from fleet.cli.liveline import say_now
+from fleet.cli.liveline import progress_on_stderr, say_now
 from fleet.deploy.inputs import load_playbook
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
@@ -89,12 +89,13 @@ def against_command(set_names: list[str], against: str, sm: int, as_json: bool, 
     pair whose Requires-Dist disagree is refused unless `no_deps` (installed by hand with pip --no-deps)."""
     versions = offline.parse_against(against)
     sets = patchsets.load_sets(set_names)
-    fetch = not (offline_only or site.find().defaults.offline)
-    offline.releases(versions, fetch, say_on_stderr)  # their METADATA: the pins checked against each other first
+    fetch = fetch_allowed(offline_only)
+    say = progress_on_stderr()  # each fetch, and where it stands while it goes on
+    offline.releases(versions, fetch, say)  # their METADATA: the pins checked against each other first
     conflicts = [] if no_deps else [line for _, line in upstream.check_pins(versions, source="--against")]
     if conflicts:
         raise InputError("; ".join(f"--against {against}: {line}" for line in conflicts))
-    plan = offline.check(sets, versions, sm, fetch=fetch, say=say_on_stderr)
+    plan = offline.check(sets, versions, sm, fetch=fetch, say=say)
     label = ", ".join(f"{d}=={v}" for d, v in versions.items())
     bad = [f"set {sp.name}, {e.label} ({e.package}/{e.file}): {e.reason}" for sp in plan.sets
            for e in sp.edits if e.state == CANNOT] + [f"set {sp.name}: {sp.reason}" for sp in plan.sets

@@ -98,6 +98,18 @@ def _switch_before(word: str, argv: list[str]) -> str | None:
     return None
 
 
+def _option_two_words_before(word: str, argv: list[str]) -> str | None:
+    """The option whose value came just before `word`, a second value it cannot take: `-p playbooks/*.yaml`, which
+    the shell made `-p a.yaml b.yaml` (said as `no such task 'b.yaml'`)."""
+    for i, typed in enumerate(argv):
+        if typed == word and i >= 2 and not argv[i - 1].startswith("-") and argv[i - 2].startswith("-") \
+                and "=" not in argv[i - 2]:
+            return argv[i - 2]
+        if typed == word and i >= 1 and argv[i - 1].startswith("--") and "=" in argv[i - 1]:
+            return argv[i - 1].partition("=")[0]
+    return None
+
+
 def _typed(flag: str, argv: list[str]) -> str:
     """The word the operator typed that invoke read `flag` from: `-host` for -o (one dash before a long name is
     read as letters, -h -o -s -t), else the flag itself."""
@@ -128,6 +140,9 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
+    if m and task and (option := _option_two_words_before(m.group(1), argv or [])):
+        return (f"{where}: {option} takes one value, so {m.group(1)!r} after it was read as a task's name (a shell's "
+                f"glob or list gives several words: give each its own {option}) ({helps})")
     if m:
         word = m.group(1)
         if word in spaces:  # `inv sandbox`: a namespace, not a task
@@ -240,6 +255,7 @@ class FleetProgram(Program):
                      or "-h" in words or "--help" in words)
         if not asked:
             self._nothing_after_dashes(words)
+            self._no_option_as_a_value(words)
         with self._bad_input():  # an option's kind (int, float) refuses its value while invoke parses it
             super().parse_tasks()
             self._repeatable_without_value()
@@ -259,6 +275,27 @@ class FleetProgram(Program):
         instead = (f"the command goes in --cmd: `{self.binary} exec ... --cmd {quoted}`"
                    if task == "exec" else "nothing is passed on")
         raise self._said(f"{where}: fleet's tasks take no words after `--` ({rest!r}): {instead}")
+
+    def _no_option_as_a_value(self, words: list[str]) -> None:
+        """invoke gives a task's positional parameter (unlock's host and token, recover's host) any next word that is
+        no option of the task: `inv recover -g sandbox` said `--group takes no value`, `inv recover -i X -g` looked for
+        a host named `-g`. An option word the task lacks is refused as the option it is elsewhere, exit 2."""
+        contexts = {c.name: c for c in self.collection.to_contexts()}
+        context = None
+        for word in words:
+            context = contexts.get(word, context)
+            flag = word.partition("=")[0]
+            if context is None or not context.positional_args or word in contexts or len(flag) < 2 \
+                    or not flag.startswith("-") or flag in context.flags or flag in context.inverse_flags:
+                continue
+            where, helps = f"{self.binary} {context.name}", f"`{self.binary} {context.name} --help` lists its options"
+            named = next((c.flags[flag].name for c in contexts.values() if flag in c.flags), None)
+            if named is None:
+                raise self._refused(ParseError(f"No idea what {flag!r} is!", context))
+            long = "--" + named.strip("_").replace("_", "-")  # `all_`: --all
+            one = ": it acts on the one host --host names" if "--host" in context.flags else ""
+            said = f"{flag} is" if flag == long else f"{flag} is {long},"
+            raise self._said(f"{where}: {said} an option of some tasks, not of this one{one} ({helps})")
 
     def _one_task(self) -> None:
         """invoke runs every task named on a command line, and fleet's first task ends the process (its exit

@@ -64,8 +64,10 @@ def check_to(to: str | None) -> None:
 
 
 def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
-    """--playbook when given, else the playbook the inventory binds to every one of the hosts."""
+    """--playbook when given (said where it replaces the playbook a host's group binds), else the playbook the
+    inventory binds to every one of the hosts."""
     if given:
+        _over_binding(hosts, given)
         return given
     unbound = [h for h in hosts if h.playbook is None]
     if unbound:
@@ -79,6 +81,25 @@ def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
     (name,) = bound
     assert name is not None
     return name
+
+
+def _over_binding(hosts: Sequence[Host], given: str) -> None:
+    """--playbook wins over the playbook the hosts' groups bind (docs/cli.md#which-playbook): where they differ it
+    is said on stderr before anything is contacted, as a playbook's serve.unit over the inventory's unit is (a
+    deploy of another playbook over a group's hosts was silent)."""
+    from fleet import playbook  # deferred: pydantic, only where a playbook is given
+
+    def same(a: str, b: str) -> bool:
+        try:
+            return playbook.resolve(a) == playbook.resolve(b)
+        except InputError:
+            return a == b
+    over = [h for h in hosts if h.playbook is not None and not same(given, h.playbook)]
+    for bound in sorted({str(h.playbook) for h in over}):
+        which = [h for h in over if h.playbook == bound]
+        sys.stderr.write(f"fleet: --playbook {given} over {bound}, which the inventory's groups bind "
+                         f"to {names(which)}\n")
+    sys.stderr.flush()
 
 
 def confirm(task: str, hosts: Sequence[Host], yes: bool, plan: Sequence[str] = (),

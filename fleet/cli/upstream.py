@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,6 @@ from typing import TYPE_CHECKING
 from fleet.cli import console, print_json, real_console
 from fleet.cli.liveline import progress_on_stderr
 from fleet.errors import EXIT_OK, FleetError
-from fleet.progress import quiet
 from fleet.upstream import corpus as upstream
 from fleet.upstream import flags as sglang_cli
 from fleet.upstream import indexes
@@ -25,16 +23,15 @@ def command(sglang: str | None, flashinfer: str | None, as_json: bool, write_fla
     matrix = upstream.load_matrix()
     wanted = [(d, v) for d, v in (("sglang", sglang), ("flashinfer-python", flashinfer)) if v] or None
     start = time.monotonic()
-    with console.status("fetching upstream releases", spinner="dots") if not as_json else nullcontext():
-        try:
-            rels = upstream.fetch_all(matrix, wanted)
-        except FleetError as exc:  # --json's stdout is a document on failure too; stderr's line and the code as ever
-            if as_json:
-                print_json({"cache": str(upstream.cache_dir()), "error": str(exc), "releases": [], "indexed": []})
-            raise
+    say = progress_on_stderr()  # each fetch and where it stands, on stderr, with --json too (stdout: its document)
+    try:
+        rels = upstream.fetch_all(matrix, wanted, say=say)
+    except FleetError as exc:  # --json's stdout is a document on failure too; stderr's line and the code as ever
+        if as_json:
+            print_json({"cache": str(upstream.cache_dir()), "error": str(exc), "releases": [], "indexed": []})
+        raise
     took = time.monotonic() - start
     # every release's site index, built once beside it: `inv classify` told no release places a log among them
-    say = quiet if as_json else progress_on_stderr()
     built = indexes.build_missing(progress=say)
     for package in indexes.PACKAGES:  # and their union, so that a log placed among them loads one index
         indexes.union(package, progress=say)

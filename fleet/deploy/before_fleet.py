@@ -15,29 +15,34 @@ from fleet.errors import FleetError
 from fleet.host import venvs
 from fleet.host.found_files import BeforeFleet, BeforeFleetFile
 from fleet.host.releases import ReleaseStore
-from fleet.host.render import env_file, key_file, unit_file
+from fleet.host.render import env_file, key_file, unit_file, unit_of_files
 from fleet.host.service import sha256
 from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.outcomes import DeployStatus, Outcome
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
 
 BEFORE_FLEET = "before-fleet"  # `inv rollback --to before-fleet`
 RUNNING = ("active", "activating", "reloading")
+STOP_S = 120  # the unit's stop and its processes off the GPUs
 
 
 class Settled(FleetError):
     """The run failed and put the host back as it was (serving its current release): no recovery needed."""
 
 
-def before_fleet(host: Host, unit: str, opts: ConnectOptions, progress: Progress = quiet,
+def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: Progress = quiet,
                  session: HostSession | None = None) -> DeployResult:
     """Back to what the host had before fleet's first deploy: every patch set reverted, the unit, env and key
     file as fleet found them (or removed, where there were none), the unit stopped and `current` cleared. The
-    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back."""
+    releases and fleet's launcher stay, so `inv rollback --to <id>` can come back. `unit`: the --playbook's
+    serve.unit; None: the unit the current release serves from (a playbook's serve.unit wins over the inventory's
+    `unit`), else the inventory's."""
     with host_run(host, opts, "rollback to before fleet", unit=None, recover=lock_only(progress),
                   progress=progress, session=session) as run:
+            current = ReleaseStore.on(run.session).current() if unit is None else None
+            unit = unit or (unit_of_files(current.files) if current is not None else None) or host.unit
             record = BeforeFleet.on(run.session)
             files = record.manifest()
             unit_path = unit_file(unit)
@@ -78,8 +83,10 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
     if problem:
         undone, ok = _undo_writes(s, written, whole=True)
         raise (Settled if ok else FleetError)(f"{s.name}: {problem}; {undone}")
+    progress(f"stopping {unit} and emptying the GPUs (budget {STOP_S}s)")  # where it stands too, as it goes on
     try:
-        s.stop_and_empty_gpus(unit, 120, progress)
+        with ticking(progress, "stop", STOP_S):
+            s.stop_and_empty_gpus(unit, STOP_S, progress)
     except FleetError as exc:  # the release's files and patch sets go back, and it serves again
         raise _back_on_release(s, unit, written, exc, progress) from None
     for path in copies:

@@ -320,8 +320,8 @@ def _check_raw(c: _Checker, data: Any, known_classes: set[str] | None = None,
     raw = data.get("flags")
     base = {k: v for k, v in raw.items() if isinstance(k, str) and FLAG_NAME.fullmatch(k)  # printed: never raw
             and isinstance(v, FlagValue)} if isinstance(raw, dict) else {}
-    ladder = data.get("ladder")
-    for i, item in enumerate(ladder if isinstance(ladder, list) else []):
+    ladder = data.get("ladder")  # one rung written without its dash (a mapping) is checked as the rung it is
+    for i, item in enumerate(ladder if isinstance(ladder, list) else [ladder] if isinstance(ladder, dict) else []):
         try:
             rung = Rung.model_validate(item)
         except ValidationError as err:  # its problems are among the schema's; what holds up is checked all the same

@@ -29,7 +29,7 @@ from fleet.host.releases import (
     ReleaseStore,
     node_of,
 )
-from fleet.host.service import read_quiet, remove_file, sha256s, stop_and_empty_gpus
+from fleet.host.service import read_quiet, remove_file, sha256s
 from fleet.inventory import Host
 from fleet.outcomes import Outcome, ReleaseStatus
 from fleet.patches import engine as patches
@@ -161,8 +161,8 @@ def recover(conn: Connection, host: Host, book: Playbook | None, unit: str, say:
     if book is None:
         raise FleetError(f"{host.name}: a dead run left the host to be put back ({'; '.join(notes)[:300]}), which "
                          "needs the release's playbook: run `inv deploy` or `inv rollback` with --playbook first")
-    if current is None:
-        stop_and_empty_gpus(conn, host, unit, book.budgets.stop, say)
+    if current is None:  # the stop said with its budget, and where it stands while it goes on
+        restore.stop_server(conn, host, unit, book.budgets.stop, say)
         problem = restore.set_patches(conn, host, [], say)
         if problem:
             raise FleetError(f"{host.name}: after an interrupted deploy, reverting fleet's patches failed: {problem}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,14 @@ FORBIDDEN_HARDENING = ("PrivateDevices", "DevicePolicy=closed", "MemoryDenyWrite
 def unit_file(unit: str) -> str:
     """Where fleet installs a unit's file."""
     return f"/etc/systemd/system/{unit}.service"
+
+
+def unit_of_files(files: Iterable[str]) -> str | None:
+    """The unit whose file a release's manifest lists (a `before:` copy aside): the one its deploy installed, a
+    playbook's serve.unit where it won over the inventory's `unit`; None where it lists none."""
+    found = (p[len("/etc/systemd/system/"):-len(".service")] for p in files
+             if p.startswith("/etc/systemd/system/") and p.endswith(".service") and p.count("/") == 4)
+    return next(found, None)
 
 
 def env_file(unit: str) -> str:

@@ -15,6 +15,7 @@ from fabric import Connection
 
 from fleet.errors import FleetError, InputError
 from fleet.host.releases import ReleaseStore, recorded_flashinfer, recorded_sglang
+from fleet.host.render import unit_of_files
 from fleet.host.session import CommandTimedOut
 from fleet.inventory import Host
 from fleet.logs import bysite, journal
@@ -129,16 +130,18 @@ def split_line(line: str) -> tuple[str | None, str | None, str]:
     return (m.group(1), m.group(2), m.group(3)) if m else (None, None, line)
 
 
-def _serving(conn: Connection, host: Host) -> tuple[str | None, str | None]:
-    """The sglang and flashinfer versions the host's current release was deployed on (its recorded facts); None
-    when unknown or unreadable: the rules alone classify then, as before."""
+def _serving(conn: Connection, host: Host) -> tuple[str | None, str | None, str]:
+    """The sglang and flashinfer versions the host's current release was deployed on (its recorded facts; None when
+    unknown or unreadable: the rules alone classify then, as before), and the unit it serves from: its playbook's
+    serve.unit wins over the inventory's `unit` (a journal read from the inventory's said `no journal lines`)."""
     try:
         release = ReleaseStore(conn, host).current()
     except FleetError:
-        return None, None
+        return None, None, host.unit
     if release is None:
-        return None, None
-    return recorded_sglang(release.facts), recorded_flashinfer(release.facts)
+        return None, None, host.unit
+    unit = unit_of_files(release.files) or host.unit
+    return recorded_sglang(release.facts), recorded_flashinfer(release.facts), unit
 
 
 def spelled(event: Event, sglang: str | None) -> Event:
@@ -197,8 +200,8 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
     has not ended after READ_ALL_S is CommandTimedOut (a host that never ends it)."""
     conn = open_connection(host, opts)
     try:
-        sglang, flashinfer = _serving(conn, host)
-        source = journal.Follower(conn, host, journal_command(host.unit, follow, since, lines))
+        sglang, flashinfer, unit = _serving(conn, host)
+        source = journal.Follower(conn, host, journal_command(unit, follow, since, lines))
         verdict = read_lines(source, host.name, emit, stop, None if follow else time.monotonic() + READ_ALL_S,
                              sglang, flashinfer)
         if verdict is not None and verdict[0] == Outcome.HANG:

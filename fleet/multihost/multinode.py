@@ -42,7 +42,7 @@ from fleet.multihost.multinode_node import Node
 from fleet.multihost.multinode_plan import check_hosts, dist_init_addr, node_args
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Playbook, Rung, sglang_version
-from fleet.progress import Progress
+from fleet.progress import Progress, prefixed, ticking
 from fleet.ssh.connect import ConnectOptions
 
 
@@ -181,7 +181,7 @@ class MultiNode:
             if refused := self._owner_refused(nodes):
                 return Outcome.PREFLIGHT, refused
             for n in reversed(nodes):  # a node stopped makes its peers fail: stop them all first
-                n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
+                _stop(n, self.book.budgets.stop)
             for n in nodes:
                 failed = restore.put_back(n.conn, n.host, n.store, n.prior, self.book, n.say)
                 if failed:
@@ -352,9 +352,8 @@ class MultiNode:
             if why:  # nothing stopped on any node yet
                 return Outcome.INSTALL_FAILED, f"{n.host.name} (node {n.rank}): {why}", None
         for n in reversed(self.nodes):  # a node stopped makes its peers fail: stop them all before anything else
-            n.say(f"[{rung.name}] stopping the running server and emptying the GPUs")
             n.run.event("stop", rung=rung.name)
-            n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
+            _stop(n, self.book.budgets.stop, f"[{rung.name}] ")
         for n in self.nodes:
             where = n.deployer.host  # the pins' venv where the playbook has packages: its patch sets go there
             problem = restore.set_patches(n.conn, where, rung.patches, n.say)
@@ -420,7 +419,7 @@ class MultiNode:
             problems = {n.rank: f"{Outcome.PREFLIGHT} {refused}; nothing was stopped" for n in self.nodes}
         for n in reversed(self.nodes if not refused else []):
             try:
-                n.session.stop_and_empty_gpus(n.deployer.serve.unit, self.book.budgets.stop, n.say)
+                _stop(n, self.book.budgets.stop)
             except Exception as exc:  # noqa: BLE001 - a lost node is left as it is, the others go on
                 problems[n.rank] = f"{n.host.name}: {exc or type(exc).__name__}"
         back = [n for n in self.nodes if n.previous is not None and n.rank not in problems]
@@ -465,3 +464,11 @@ class MultiNode:
             else:
                 fell = fallback.back_on(name, n.prior, why)
             n.ended_on(fell)
+
+
+def _stop(n: Node, budget: float, label: str = "") -> None:
+    """A node's server stopped and its GPUs emptied, said with its budget and, while it goes on, where it stands (a
+    multi-node deploy's stops, its fall-back's and its rollback's were silent, up to the budget each node)."""
+    n.say(f"{label}stopping {n.deployer.serve.unit} and emptying the GPUs (budget {budget:.0f}s)")
+    with ticking(lambda m: n.say(prefixed(label, m)), "stop", budget):
+        n.session.stop_and_empty_gpus(n.deployer.serve.unit, budget, n.say)

@@ -27,7 +27,8 @@ from fleet.deploy.hostrun import NOT_STARTED, RAN, HostRun, host_run, lock_only,
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.lock import LOCK_DIR, HostLockError, Lock
-from fleet.host.releases import STOPPED_MARK
+from fleet.host.releases import STOPPED_MARK, ReleaseStore
+from fleet.host.render import unit_of_files
 from fleet.host.session import ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
@@ -85,6 +86,20 @@ def refusal(said: str) -> str:
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     named = [line for line in lines if re.match(r"(GPU [0-9A-Fa-f:.]+: |Unable to )", line)]
     return ((named or lines)[0 if named else -1] if lines else "no output")[:160]
+
+
+def served(host: Host, s: HostSession) -> tuple[Host, HostSession]:
+    """The host as its current release serves it: a playbook's serve.unit wins over the inventory's `unit` (recover
+    stopped, named and started the inventory's, a unit fleet never wrote there); as it is where none is current."""
+    try:
+        current = ReleaseStore.on(s).current()
+    except FleetError:
+        return host, s
+    unit = unit_of_files(current.files) if current is not None else None
+    if unit is None or unit == host.unit:
+        return host, s
+    host = replace(host, unit=unit)
+    return host, s.as_host(host)
 
 
 def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
@@ -254,6 +269,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                                "--unreachable` resets it through the API (only if it is hung: a reset stops "
                                "what it serves)", unreachable=True, cause=exc.cause) from None
         return unreachable_guest(host, opts, proxmox, exc, power_cycle, dry_run, wait_s, say, sessions, sleep)
+    host, s = served(host, s)
     lost, lock, stopped = False, None, []
     steps: list[str] = []  # each step as it is done (what an error says was sent reads them)
     try:

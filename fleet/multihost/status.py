@@ -20,6 +20,7 @@ from fleet.host.facts import Gpu, HostFacts
 from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_kernel_log, pci_key
 from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT, recorded_sglang, versions_of
+from fleet.host.render import unit_of_files
 from fleet.host.session import CommandTimedOut, HostSession
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions
@@ -126,9 +127,10 @@ class HostStatus:
         return cls(**row)
 
 
-def command(unit: str, port: int) -> str:
-    """The status round trip: fleet/host/programs/status.sh with the unit, the port and fleet's state folder."""
-    return hostside.sh_command("status.sh", unit, str(int(port)), ROOT, hostside.SYSTEM_PYTHON)
+def command(unit: str, port: int | None) -> str:
+    """The status round trip: fleet/host/programs/status.sh with the unit, the port (None: the current release's,
+    else 30000; the release's unit wins over `unit` likewise) and fleet's state folder."""
+    return hostside.sh_command("status.sh", unit, "" if port is None else str(int(port)), ROOT, hostside.SYSTEM_PYTHON)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -176,7 +178,8 @@ def parse(host: Host, output: str) -> HostStatus:
         else:
             drift.append("release manifest unreadable")
     release, rung, playbook = (_text(manifest.get(k), 80) for k in ("id", "rung", "playbook"))
-    boot = not_at_boot(host, unit.get("UnitFileState")) if release else None
+    served = unit_of_files(_of(manifest.get("files"), dict)) or host.unit  # the playbook's serve.unit wins
+    boot = not_at_boot(host, unit.get("UnitFileState"), served) if release else None
     code = parts[2].strip() if len(parts) > 2 else ""
     actual, unchecked = {}, None
     for line in (parts[3] if len(parts) > 3 else "").splitlines():
@@ -229,12 +232,12 @@ def parse(host: Host, output: str) -> HostStatus:
         versions=versions_of(manifest.get("facts")), boot=boot)
 
 
-def not_at_boot(host: Host, state: str | None) -> str | None:
-    """Why a host's current release would not serve after a reboot (its unit not enabled: a release deployed by a
-    fleet older than its enabling, or disabled by hand), with what enables it; None when enabled, or not asked."""
+def not_at_boot(host: Host, state: str | None, unit: str | None = None) -> str | None:
+    """Why a host's current release would not serve after a reboot (its unit, `unit`, not enabled: a release deployed
+    by a fleet older than its enabling, or disabled by hand), with what enables it; None when enabled, or not asked."""
     if state is None or state == "enabled":
         return None
-    unit = host.unit
+    unit = unit or host.unit
     if state.startswith("masked"):
         return f"{unit} is {state}: it will not start after a reboot (`systemctl unmask {unit}`, then `inv deploy`)"
     return (f"{unit} is {state or 'not enabled'}: it will not start after a reboot; the next `inv deploy --host "
@@ -282,12 +285,12 @@ def bounded(opts: ConnectOptions) -> ConnectOptions:
         auth=min(opts.timeouts.auth, CONNECT_S)))
 
 
-def collect_one(host: Host, opts: ConnectOptions, port: int = 30000) -> HostStatus:
+def collect_one(host: Host, opts: ConnectOptions, port: int | None = None) -> HostStatus:
     """One host's row; never raises: a host that cannot be read is a row that says so."""
     return _row(parallel.outcome_of(host, lambda h: _read(h, bounded(opts), port)))
 
 
-def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> list[HostStatus]:
+def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int | None = None) -> list[HostStatus]:
     """Every host's row, in order. Ctrl-C: parallel.PartlyDone with every row, the hosts it left unread marked
     interrupted."""
     fast = bounded(opts)
@@ -300,7 +303,7 @@ def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int = 30000) -> l
                                    for h, o in zip(hosts, stop.outcomes, strict=True)]) from None
 
 
-def _read(host: Host, opts: ConnectOptions, port: int) -> HostStatus:
+def _read(host: Host, opts: ConnectOptions, port: int | None) -> HostStatus:
     s = HostSession.open(host, opts)
     try:
         return parse(host, s.run(command(host.unit, port), timeout=COMMAND_S).stdout)

@@ -40,22 +40,23 @@ def parse_against(spec: str) -> dict[str, str]:
     return out
 
 
-def releases(versions: dict[str, str], fetch: bool = True,
+def releases(versions: dict[str, str], fetch: bool | str = True,
              say: Progress = quiet) -> dict[str, upstream.UpstreamRelease]:
     """The corpus releases of these versions (import name -> release), fetched when missing and allowed: each
-    fetch is said first (it reaches the package index); without fetch a missing one is InputError."""
+    fetch is said first (it reaches the package index); without fetch a missing one is InputError, naming what
+    forbids the fetch (`fetch`: False for --offline, else the words for a site's `offline: true`)."""
     matrix = upstream.load_matrix()
     out = {}
     for dist, version in versions.items():
         have = upstream.cached(dist, version)
-        if have is None and not fetch:
-            raise InputError(f"{dist} {version} is not in the upstream cache {upstream.cache_dir()} and --offline "
-                             f"forbids fetching it: run `inv upstream --{DISTS[dist]} {version}` where "
-                             f"{upstream.shown_index()} is reachable")
+        if have is None and fetch is not True:
+            raise InputError(f"{dist} {version} is not in the upstream cache {upstream.cache_dir()} and "
+                             f"{fetch or '--offline'} forbids fetching it: run `inv upstream --{DISTS[dist]} "
+                             f"{version}` where {upstream.shown_index()} is reachable")
         if have is None:
             say(f"fetching {dist}=={version} from {upstream.shown_index()} (not in the cache "
                 f"{upstream.cache_dir()}; --offline refuses instead)")
-            have = upstream.fetch(dist, version, matrix)
+            have = upstream.fetch(dist, version, matrix, say=say)  # and where it stands while it goes on
             say(f"fetched {dist}=={version}: {have.files} files in {have.fetched_s:.0f} s")
         out[DISTS[dist]] = have
     return out
@@ -72,7 +73,7 @@ def _file_info(found: upstream.UpstreamRelease | None, package: str, file: str) 
                               version=found.version)
 
 
-def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool = True,
+def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool | str = True,
           say: Progress = quiet) -> patchplan.HostState:
     """A HostState as a host with exactly these releases (and GPUs of `sm`) would report it."""
     rels = releases(versions, fetch, say)
@@ -85,7 +86,7 @@ def state(versions: dict[str, str], sets: list[PatchSet], sm: int, fetch: bool =
     return st
 
 
-def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool = True,
+def check(sets: list[PatchSet], versions: dict[str, str], sm: int, fetch: bool | str = True,
           say: Progress = quiet) -> patchplan.Plan:
     """The sets planned on these releases; InputError when a set picks its edits by a release not given."""
     for ps in sets:
@@ -121,7 +122,7 @@ def scan_tree(rels: dict[str, upstream.UpstreamRelease], scope: dict[str, list[s
 
 
 def audit(versions: dict[str, str], sm: int, sets: list[PatchSet] | None = None, full: bool = False,
-          fetch: bool = True, say: Progress = quiet) -> OfflineAudit:
+          fetch: bool | str = True, say: Progress = quiet) -> OfflineAudit:
     """The audit of these releases for `sm`, as a host with them installed would get it."""
     if not versions:
         raise InputError("--sglang / --flashinfer: name at least one release to audit")

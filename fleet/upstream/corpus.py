@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fleet import yamlfile
 from fleet.errors import FleetError, InputError
+from fleet.progress import Progress, quiet, ticking
 from fleet.secretref import without_userinfo
 from fleet.site import SHIPPED
 from fleet.upstream import pins as pinning
@@ -207,10 +208,14 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+DOWNLOAD_S = 900  # pip's download of one release at most
+
+
 def _pip_download(dist: str, version: str, dest: Path, python: str, platform: str) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
            python, "--platform", platform, "--disable-pip-version-check", "-q", "-d", str(dest), f"{dist}=={version}"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=pip_env(), stdin=subprocess.DEVNULL)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_S, env=pip_env(),
+                         stdin=subprocess.DEVNULL)
     wheels = sorted(dest.glob("*.whl"))
     if res.returncode != 0 or len(wheels) != 1:
         tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no wheel"]
@@ -236,9 +241,10 @@ def _unpack(wheel: Path, into: Path) -> tuple[int, int]:
 
 
 def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, index: str | None = None,
-          download: Callable[[str, str, Path, str, str], Path] = _pip_download) -> UpstreamRelease:
-    """The release from the cache, else downloaded (`download`: with pip, _pip_download), checked against the
-    registry, unpacked."""
+          download: Callable[[str, str, Path, str, str], Path] = _pip_download, say: Progress = quiet
+          ) -> UpstreamRelease:
+    """The release from the cache, else downloaded (`download`: with pip, _pip_download; `say` hears where the
+    download stands, against its DOWNLOAD_S), checked against the registry, unpacked."""
     cache = cache or cache_dir()
     have = cached(dist, version, cache)
     if have is not None:
@@ -247,7 +253,8 @@ def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, in
     folder.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{version}.") as tmp:
-        wheel = download(dist, version, Path(tmp) / "wheel", matrix.python, matrix.platform)
+        with ticking(say, f"fetch {dist}=={version}", DOWNLOAD_S):
+            wheel = download(dist, version, Path(tmp) / "wheel", matrix.python, matrix.platform)
         got, want = _sha256(wheel), registry_sha256(dist, wheel.name, index)
         if got != want:
             raise FleetError(f"{wheel.name}: sha256 {got} differs from the registry's {want}: refusing it")
@@ -263,8 +270,21 @@ def fetch(dist: str, version: str, matrix: Matrix, cache: Path | None = None, in
 
 
 def fetch_all(matrix: Matrix, wanted: list[tuple[str, str]] | None = None, cache: Path | None = None,
-              workers: int = 4) -> list[UpstreamRelease]:
-    """Every release of the matrix (or `wanted`), four downloads at a time; the first failure raises."""
+              workers: int = 4, say: Progress = quiet,
+              download: Callable[[str, str, Path, str, str], Path] = _pip_download) -> list[UpstreamRelease]:
+    """Every release of the matrix (or `wanted`), four downloads at a time; the first failure raises. Each one not
+    in the cache is said as it starts and ends, and while any goes on, where the fetch stands (it was silent: a
+    stalled index, or a 900 MB wheel, left `inv upstream` without a word for minutes)."""
     todo = wanted or matrix.releases()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda dv: fetch(dv[0], dv[1], matrix, cache), todo))
+    missing = [dv for dv in todo if cached(dv[0], dv[1], cache) is None]
+
+    def one(dv: tuple[str, str]) -> UpstreamRelease:
+        if dv not in missing:
+            return fetch(dv[0], dv[1], matrix, cache, download=download)
+        say(f"fetching {dv[0]}=={dv[1]} from {shown_index()} (not in the cache {cache or cache_dir()})")
+        rel = fetch(dv[0], dv[1], matrix, cache, download=download)
+        say(f"fetched {dv[0]}=={dv[1]}: {rel.files} files in {rel.fetched_s:.0f} s")
+        return rel
+    with ticking(say if missing else quiet, f"fetch of {len(missing)} release(s)", DOWNLOAD_S), \
+            concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, todo))

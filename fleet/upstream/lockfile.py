@@ -30,7 +30,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from fleet.errors import InputError
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, ticking
 from fleet.upstream import corpus, resolver, wheelhouse
 from fleet.upstream.pins import canonical, environment, requirements
 from fleet.upstream.wheelhouse import Target, Wheel, WheelhouseError
@@ -217,8 +217,9 @@ def fetch(w: Locked, lock: Path, target: Target, where: Path, say: Progress = qu
     say(f"downloading {w.file} (locked in {lock}) for {target} from {corpus.shown_index()} into {where}")
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=where) as tmp:
-        try:
-            got = wheelhouse.pip_download(f"{w.name}=={w.version}", target, Path(tmp), run)
+        try:  # where the download stands is said while it goes on (torch's wheel: minutes)
+            with ticking(say, f"download {w.file}", wheelhouse.FETCH_TIMEOUT_S):
+                got = wheelhouse.pip_download(f"{w.name}=={w.version}", target, Path(tmp), run)
         except WheelhouseError as exc:
             raise LockError(f"{where / w.file}: locked in {lock} but not in the wheelhouse, and {exc} ({keep}); "
                             "nothing was sent") from None

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, quiet, ticking
 from fleet.upstream import corpus, wheelhouse
 from fleet.upstream.pins import canonical, environment
 from fleet.upstream.wheelhouse import MissingWheel, Target, Wheel, WheelhouseError
@@ -147,8 +147,9 @@ def fill(pins: dict[str, str], target: Target, folder: Path | None = None, say: 
             why = wheelhouse.fetch_refused()
             if why is None:
                 say(f"downloading {exc.requirement} for {target} from {corpus.shown_index()} into {where}")
-                try:
-                    fetched += wheelhouse.download(exc.requirement, target, where, run)
+                try:  # where the download stands is said while it goes on (torch's wheel: minutes)
+                    with ticking(say, f"download {exc.requirement}", wheelhouse.FETCH_TIMEOUT_S):
+                        fetched += wheelhouse.download(exc.requirement, target, where, run)
                     continue
                 except wheelhouse.UnfitWheel as unfit:
                     raise MissingWheel(f"{exc}; {unfit}. Put a wheel of {exc.requirement} that host installs in "

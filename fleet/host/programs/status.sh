@@ -1,5 +1,7 @@
 # inv status's one round trip (fleet/multihost/status.py parses it): sections split by lines @@fleet-status@@.
-# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT PYTHON   (ROOT: fleet's state, /var/lib/fleet; PYTHON: the
+# usage: sh -c "$(this file)" fleet-status UNIT PORT ROOT PYTHON   (ROOT: fleet's state, /var/lib/fleet; UNIT, PORT:
+#   the inventory's unit and --port, '' where not given: the unit and port of the current release's unit file win
+#   over UNIT, and over the default 30000 (a playbook's serve.unit and serve.port win over the inventory's); PYTHON: the
 #   host's own, /usr/bin/python3, run as PYTHON -I -S only after pycheck.sh's check: sections 4 and 8 need it; one
 #   that check refuses runs nothing, and section 4 says `refused WHY`)
 #   1 the unit's state (and whether a boot starts it)        2 the current release's manifest    3 /health's HTTP code
@@ -12,6 +14,12 @@
 # the router's unit and /health) are independent: they run at once, each into a file of its own, and every
 # section is printed whole and in order (one after the other where the host has no mktemp).
 unit=$1; port=$2; root=$3
+served=$(sed -n 's|.*"/etc/systemd/system/\([-A-Za-z0-9:_.@\\]*\)\.service"[[:space:]]*:.*|\1|p' \
+  "$root/current/manifest.json" 2>/dev/null | head -n 1)
+[ -n "$served" ] && unit=$served
+[ -n "$port" ] || port=$(sed -n '/^ExecStart=/s/.* --port \([0-9][0-9]*\).*/\1/p' \
+  "$root/current/files/etc__systemd__system__$unit.service" 2>/dev/null | head -n 1)
+[ -n "$port" ] || port=30000
 M=@@fleet-status@@
 #@include pycheck.sh
 py=; refused=$(python_checked "$4" 2>&1) && py=$4

@@ -63,7 +63,10 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
                             "lists its options)"),
     (["status", "--json=true"], "inv status: --json takes no value, so 'true' was read as a task's name (`inv status "
                                 "--help` lists its options)"),
-    (["status", "-H", "sbx0", "extra"], "inv status: no such task 'extra' (`inv --list` lists the tasks)"),
+    # a second word after an option's value (a shell's glob or list): said as the option's, no longer `no such task`
+    (["status", "-H", "sbx0", "extra"], "inv status: -H takes one value, so 'extra' after it was read as a task's "
+                                        "name (a shell's glob or list gives several words: give each its own -H) "
+                                        "(`inv status --help` lists its options)"),
     # newcomer h-new14: a mistyped task had no nearest name, as hosts, playbooks and options have; a namespace was
     # "no such task"
     (["deploi"], "inv: no such task 'deploi'; did you mean deploy? (`inv --list` lists the tasks)"),

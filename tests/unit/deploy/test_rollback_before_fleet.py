@@ -190,3 +190,40 @@ def test_a_run_killed_after_the_stop_leaves_its_mark_and_the_next_recovery_puts_
     assert restored == [CURRENT.id]
     assert any("a rollback was interrupted (to before-fleet" in n for n in notes), notes
     assert ROLLBACK_MARK not in host  # finished: the next run does not restore again
+
+
+def test_without_a_playbook_it_takes_the_unit_the_current_release_serves_from(host):
+    """The fifteenth newcomer (issue 46, finding 8): a playbook's serve.unit wins over the inventory's `unit` in
+    the deploy, but `rollback --to before-fleet` without --playbook took the inventory's: on a host serving
+    `sglang-b` it said what stood at /etc/systemd/system/sglang.service was not recorded (a unit it never wrote)."""
+    served = Release(**{**CURRENT.to_json(), "files": {unit_file("sglang-b"): {"sha256": "0" * 64, "mode": "0o644"},
+                                                       env_file("sglang-b"): {"sha256": "1" * 64, "mode": "0o600"}}})
+    host[f"{RELEASES}/{CURRENT.id}/manifest.json"] = json.dumps(served.to_json()).encode()
+    with pytest.raises(FleetError) as exc:
+        rollback.before_fleet(HOST, None, None, session=host["session"])
+    assert f"what stood at {unit_file('sglang-b')}, {env_file('sglang-b')} before fleet" in str(exc.value), exc.value
+
+
+def test_the_stop_is_said_with_its_budget_and_where_it_stands(host):
+    """issue 46, finding 5: the before-fleet rollback went silent through the stop of the server (up to 120 s, and
+    systemctl's own TimeoutStopSec before that), as the rollback and the fall-back did before stop 53."""
+    import threading
+
+    from fleet.progress import Live
+
+    said: list[str] = []
+    ticked = threading.Event()
+
+    def say(message: str) -> None:
+        said.append(message)
+        if isinstance(message, Live):
+            ticked.set()
+
+    def stop():
+        host["unit"] = "inactive"
+        assert ticked.wait(10), said  # a line of where the stop stands came while it went on
+
+    host["session"].stop = stop
+    rollback.before_fleet(HOST, "sglang", None, say, session=host["session"])
+    assert "stopping sglang and emptying the GPUs (budget 120s)" in said, said
+    assert any(isinstance(m, Live) and m.startswith("phase stop: ") and "of 120s budget" in m for m in said), said

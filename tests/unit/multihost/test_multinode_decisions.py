@@ -189,3 +189,14 @@ def test_a_rollback_whose_move_of_current_fails_on_a_node_puts_every_node_back(d
         assert n.result.status == DeployStatus.FAILED and n.result.release == "r-b"
         assert "rollback to r-a served, but making it current on n1 failed" in n.result.error  # issue 31's words
         assert "fleet fault hook: injected failure" in n.result.error and "back on r-b" in n.result.error
+
+
+def test_each_nodes_stop_in_a_fall_back_is_said_with_its_budget(deployment):
+    """issue 46, finding 5 (the fifteenth newcomer's hour): a multi-node fall-back (and its deploy's and
+    rollback's stops) went silent through each node's stop, up to the playbook's stop budget a node."""
+    m, steps, said, _ = deployment
+    m._fall_back("rung base broke off")
+    assert [s for s in steps if s[0] == "stop"] == [("stop", "n1"), ("stop", "n0")]
+    budget = f"{m.book.budgets.stop:.0f}s"
+    assert f"n1 stopping sglang and emptying the GPUs (budget {budget})" in said, said
+    assert f"n0 stopping sglang and emptying the GPUs (budget {budget})" in said, said

@@ -24,6 +24,7 @@ from fleet.errors import FleetError
 from fleet.host import lock as hostlock
 from fleet.host.facts import Gpu, HostFacts, UnitState
 from fleet.host.gpuhealth import GpuHealth
+from fleet.host.releases import CURRENT
 from fleet.host.session import BOOT_ID
 from fleet.inventory import Host
 from fleet.multihost import proxmox as pve
@@ -183,7 +184,9 @@ def no_pause(seconds: float) -> None:
 
 
 def test_every_path_is_learnt_from_a_clean_run():
-    assert points("gpu-reset")[:3] == ["probe", BOOT_ID, "lock"]
+    # `current` read first: the unit the release serves from is the one recover stops and starts (a playbook's
+    # serve.unit over the inventory's unit)
+    assert points("gpu-reset")[:4] == [f"readlink {CURRENT} || true", "probe", BOOT_ID, "lock"]
     assert "systemctl reboot" in points("refused-then-reboot")
     assert "api reset" in points("refused-then-vm-reset")
 

@@ -12,11 +12,17 @@ import pytest
 from test_resolver import HOST, wheel
 from test_wheelhouse_fetch import index
 
+from fleet.progress import Live
 from fleet.upstream import lockfile, wheelhouse
 from fleet.upstream.lockfile import LockError
 from fleet.upstream.wheelhouse import Target, WheelhouseError
 
 PINS = {"sglang": "0.5.9", "flashinfer-python": "0.6.3"}
+
+
+def lines_of(said: list[str]):
+    """A Progress keeping the lines said, not where a download stands now (a Live line each second it goes on)."""
+    return lambda message: None if isinstance(message, Live) else said.append(message)
 
 
 @pytest.fixture
@@ -118,7 +124,7 @@ def test_a_locked_file_the_wheelhouse_lacks_is_downloaded_and_held_to_the_lock(h
     good = torch.read_bytes()
     torch.unlink()
     said: list[str] = []
-    assert [w.filename for w in lockfile.ensure(lock, PINS, HOST, house, say=said.append)] == first
+    assert [w.filename for w in lockfile.ensure(lock, PINS, HOST, house, say=lines_of(said))] == first
     assert torch.read_bytes() == good
     assert said == [f"downloading {torch.name} (locked in {lock}) for {HOST} from {url} into {house}"]
     assert sorted(p.name for p in house.iterdir()) == sorted([*first, "torch-2.14.1-py3-none-any.whl"])
@@ -243,7 +249,7 @@ def test_an_entry_of_an_older_full_version_covers_the_host_where_every_wheel_rea
     folder, lock, said = _small(tmp_path, torch_python=">=3.9"), tmp_path / "llama.lock", []
     first = lockfile.ensure(lock, {"sglang": "0.5.9"}, TWO, folder)
     text = lock.read_text()
-    again = lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder, say=said.append)
+    again = lockfile.ensure(lock, {"sglang": "0.5.9"}, NINE, folder, say=lines_of(said))
     assert [w.sha256 for w in again] == [w.sha256 for w in first] and lock.read_text() == text
     assert said == ["llama.lock: the entry locked for Python 3.11.2 holds for this host's 3.11.9 (every wheel's "
                     "Requires-Python and markers read both alike)"]

@@ -13,10 +13,16 @@ from typing import Any
 
 import pytest
 
+from fleet.progress import Live
 from fleet.upstream import resolver, wheelhouse
 from fleet.upstream.wheelhouse import MissingWheel, Target
 
 HOST = Target("3.11", "x86_64", "2.36")
+
+
+def lines_of(said: list[str]):
+    """A Progress keeping the lines said, not where a download stands now (a Live line each second it goes on)."""
+    return lambda message: None if isinstance(message, Live) else said.append(message)
 
 
 def wheel(folder: Path, name: str, version: str, *requires: str, tag: str = "py3-none-any") -> Path:
@@ -84,13 +90,13 @@ def test_fill_downloads_what_the_host_needs_from_a_file_index_saying_each(remote
     monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
     house = tmp_path / "house"
     said: list[str] = []
-    got = resolver.fill({"sglang": "0.5.9"}, HOST, house, said.append)
+    got = resolver.fill({"sglang": "0.5.9"}, HOST, house, lines_of(said))
     assert got == ["sglang-0.5.9-py3-none-any.whl", "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
     assert sorted(p.name for p in house.iterdir()) == got  # no other platform's torch, no temporary folder left
     assert said[0] == (f"downloading sglang==0.5.9 for CPython 3.11 on x86_64 (glibc 2.36) from "
                        f"{os.environ['PIP_INDEX_URL']} into {house}")
     assert said[1].startswith("downloading torch==2.9.1 for CPython 3.11")
-    assert resolver.fill({"sglang": "0.5.9"}, HOST, house, said.append) == [] and len(said) == 2  # all there
+    assert resolver.fill({"sglang": "0.5.9"}, HOST, house, lines_of(said)) == [] and len(said) == 2  # all there
 
 
 def test_a_wheel_the_index_lacks_is_one_line_naming_it_the_host_and_how_to_provide_it(remote, tmp_path, monkeypatch):
@@ -115,7 +121,7 @@ def test_the_sandbox_guard_asks_no_index_but_a_local_one(remote, tmp_path, monke
     assert "FLEET_SANDBOX_ONLY=1 allows no index but a file:// one" in (wheelhouse.fetch_refused() or "")
     said: list[str] = []
     with pytest.raises(MissingWheel, match="FLEET_SANDBOX_ONLY=1 allows no index"):
-        resolver.fill({"sglang": "0.5.9"}, HOST, tmp_path / "house", said.append)
+        resolver.fill({"sglang": "0.5.9"}, HOST, tmp_path / "house", lines_of(said))
     assert said == []  # nothing was asked of the network
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
     assert wheelhouse.fetch_refused() is None
@@ -158,7 +164,7 @@ def test_fill_takes_a_manylinux1_wheel_pip_downloads_for_a_newer_glibc(tmp_path,
     wheel(remote, "foo", "1.0", tag="cp311-cp311-manylinux1_x86_64")
     monkeypatch.setenv("PIP_INDEX_URL", index(remote, tmp_path / "simple"))
     said: list[str] = []
-    assert resolver.fill({"foo": "1.0"}, HOST, tmp_path / "house", said.append) == [
+    assert resolver.fill({"foo": "1.0"}, HOST, tmp_path / "house", lines_of(said)) == [
         "foo-1.0-cp311-cp311-manylinux1_x86_64.whl"]
     assert len(said) == 1  # one download; fleet took what pip took (it downloaded it up to 400 times, then refused)
 
@@ -196,7 +202,7 @@ def test_a_download_that_adds_nothing_the_host_installs_stops_fill_at_once_in_on
     house = tmp_path / "house"
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        resolver.fill({"foo": "1.0"}, HOST, house, said.append, run=pip)
+        resolver.fill({"foo": "1.0"}, HOST, house, lines_of(said), run=pip)
     text = str(caught.value)
     assert len(pip.calls) == 1 and len(said) == 1  # asked once, never again for the same wheel
     assert "\n" not in text and caught.value.requirement == "foo==1.0"
@@ -214,7 +220,7 @@ def test_index_credentials_reach_pip_only_in_its_environment_and_are_masked_wher
     pip = Pip(fail="ERROR: Could not find https://ci:s3cr3t-token@pypi.internal.example/simple/torch/")
     said: list[str] = []
     with pytest.raises(MissingWheel) as caught:
-        resolver.fill({"torch": "2.9.1"}, HOST, tmp_path, said.append, run=pip)  # nothing reaches any index
+        resolver.fill({"torch": "2.9.1"}, HOST, tmp_path, lines_of(said), run=pip)  # nothing reaches any index
     (cmd, env), = pip.calls
     assert not any("s3cr3t" in a or "t0ken" in a or "tok3n" in a for a in cmd)  # argv: read by ps
     assert "--index-url" not in cmd and "--extra-index-url" not in cmd
