@@ -174,4 +174,4 @@ def _ranks(ranks: list[str]) -> str:
     if len(nums) == len(ranks) > 2 and len(kinds) == 1 and sorted(nums) == list(range(min(nums), max(nums) + 1)):
         kind = next(iter(kinds))
         return f"{kind}{min(nums)}-{kind}{max(nums)}"
-    return " ".join(ranks)
+    return " ".join(sorted(ranks, key=lambda r: (r[:2], int(r[2:]) if r[2:].isdigit() else -1, r)))
