@@ -5,6 +5,7 @@ classified lines coloured with their remedy; Ctrl-C ends it (exit 130)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections import deque
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
+
+
+_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # a colour (or cursor) code: left out, never obeyed
+
+
+def on_screen(text: str) -> str:
+    """What a terminal shows of a journal line: a progress bar's last state (tqdm writes each update after a
+    `\\r`, one line at the end), its colour codes left out; every other control character is escape()'s."""
+    parts = [part for part in _CSI.sub("", text).split("\r") if part.strip()]
+    return parts[-1] if parts else text
 
 
 def clock(time: str | None) -> str:
@@ -89,12 +100,12 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             style = _STYLE[line.event.severity]
             console.print(f"{lead} [{style}]>> {line.event.log_class} "
                           f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
-                          f"{pad} [{style}]   {escape(line.text)}[/]{times}"
+                          f"{pad} [{style}]   {escape(on_screen(line.text))}[/]{times}"
                           + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source else "")
                           + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy else ""),
                           soft_wrap=True, highlight=False)
         else:
-            console.print(f"{lead} {escape(line.text)}{times}", soft_wrap=True, highlight=False)
+            console.print(f"{lead} {escape(on_screen(line.text))}{times}", soft_wrap=True, highlight=False)
 
     folders = {h.name: RankFolder(shown) for h in hosts}
 
