@@ -29,13 +29,13 @@ _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
 
 
-_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # a colour (or cursor) code: left out, never obeyed
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # a colour code (SGR): left out; any other escape is shown, never obeyed
 
 
 def on_screen(text: str) -> str:
     """What a terminal shows of a journal line: a progress bar's last state (tqdm writes each update after a
     `\\r`, one line at the end), its colour codes left out; every other control character is escape()'s."""
-    parts = [part for part in _CSI.sub("", text).split("\r") if part.strip()]
+    parts = [part for part in _COLOUR.sub("", text).split("\r") if part.strip()]
     return parts[-1] if parts else text
 
 

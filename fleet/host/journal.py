@@ -10,7 +10,9 @@ from fabric import Connection
 
 from fleet.host.service import sh
 from fleet.inventory import Host
+from fleet.ssh.remote import MARK as MARK  # the follower leaves out what the login shell printed before it
 from fleet.ssh.remote import open_channel
+from fleet.ssh.remote import unmarked as unmarked
 
 
 def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
