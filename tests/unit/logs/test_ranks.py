@@ -257,3 +257,9 @@ def test_copies_that_keep_coming_are_held_for_while_they_come_up_to_the_hosts_tw
         clock.now += 0.3
         folder.expire()
     assert out[2].count == 7, out  # shown at 2.1 s with the first 1.8 s's copies; the later ones a line of their own
+
+
+def test_lines_all_is_journalctls_no_limit():
+    """`inv logs -n all` (issue 46, 9, a new form): journalctl takes `-n all` (no limit: with --since, the whole
+    span); fleet refused it, exit 2, `give a number of lines from 1 to 1,000,000`."""
+    assert check_lines("all") is None and check_lines(" ALL ") is None
