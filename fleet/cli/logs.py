@@ -10,6 +10,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
@@ -39,9 +40,17 @@ def on_screen(text: str) -> str:
     return parts[-1] if parts else text
 
 
-def clock(time: str | None) -> str:
-    """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'."""
-    return f"{time[5:10]} {time[11:19]}" if time and len(time) >= 19 else "-" * 14
+def clock(time: str | None, zone: bool = False) -> str:
+    """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'; with `zone`, and
+    the host's clock in another zone than this machine's at that moment, its offset too ('11-30 22:05:39+0900')."""
+    if not time or len(time) < 19:
+        return "-" * 14
+    shown = f"{time[5:10]} {time[11:19]}"
+    try:
+        at = datetime.strptime(time, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return shown
+    return shown + time[19:] if zone and at.utcoffset() != at.astimezone().utcoffset() else shown
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
@@ -93,8 +102,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             except BrokenPipeError:  # the reader went away (| head): stop quietly
                 stop.set()
             return
-        lead = f"[dim]{line.host:<{width}} {clock(line.time)}[/]"
-        pad = f"[dim]{'':<{width + 15}}[/]"
+        when = clock(line.time, zone=True)  # a host's clock in another zone than this machine's says its offset
+        lead = f"[dim]{line.host:<{width}} {when}[/]"
+        pad = f"[dim]{'':<{width + 1 + len(when)}}[/]"
         times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
         if line.event:
             style = _STYLE[line.event.severity]
