@@ -39,12 +39,17 @@ def report(outcomes: list[HostOutcome[CommandResult]], as_json: bool, wide: bool
 
         from fleet.cli import fit  # rich: loaded only where a table is drawn, never on the --json path
 
-        table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok")
+        # why a host gave no output is a sentence: under the table, folded at the terminal's width (in the cell,
+        # 40 columns at 80, a host key's fingerprint broke in two)
+        said = [escape(o.error) for o in outcomes if o.value is None and o.error]
+        table = Table(title=f"{len(outcomes) - len(failed)}/{len(outcomes)} hosts ok",
+                      caption="\n".join(said) or None, caption_justify="left", caption_style="red")
         for col in ("host", "address", "exit", "output"):
             table.add_column(col, overflow="fold")
         for o in outcomes:
             if o.value is None:
-                table.add_row(o.host.name, o.host.address, str(o.unreached or "-"), f"[red]{escape(o.error or '')}[/]")
+                table.add_row(o.host.name, o.host.address, str(o.unreached or "-"), "[red]no output: below[/]"
+                              if o.error else "")
             else:
                 text = escape(o.value.stdout.rstrip()) if not o.value.stderr else (
                     escape(o.value.stdout) + f"[red]{escape(o.value.stderr.rstrip())}[/]")

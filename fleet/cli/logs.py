@@ -5,11 +5,13 @@ classified lines coloured with their remedy; Ctrl-C ends it (exit 130)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
@@ -29,9 +31,27 @@ _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.FATAL: 2}
 _STYLE = {Severity.FATAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "green"}
 
 
-def clock(time: str | None) -> str:
-    """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'."""
-    return f"{time[5:10]} {time[11:19]}" if time and len(time) >= 19 else "-" * 14
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # a colour code (SGR): left out; any other escape is shown, never obeyed
+
+
+def on_screen(text: str) -> str:
+    """What a terminal shows of a journal line: a progress bar's last state (tqdm writes each update after a
+    `\\r`, one line at the end), its colour codes left out; every other control character is escape()'s."""
+    parts = [part for part in _COLOUR.sub("", text).split("\r") if part.strip()]
+    return parts[-1] if parts else text
+
+
+def clock(time: str | None, zone: bool = False) -> str:
+    """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'; with `zone`, and
+    the host's clock in another zone than this machine's at that moment, its offset too ('11-30 22:05:39+0900')."""
+    if not time or len(time) < 19:
+        return "-" * 14
+    shown = f"{time[5:10]} {time[11:19]}"
+    try:
+        at = datetime.strptime(time, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return shown
+    return shown + time[19:] if zone and at.utcoffset() != at.astimezone().utcoffset() else shown
 
 
 def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | None, only: str | None,
@@ -83,19 +103,20 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             except BrokenPipeError:  # the reader went away (| head): stop quietly
                 stop.set()
             return
-        lead = f"[dim]{line.host:<{width}} {clock(line.time)}[/]"
-        pad = f"[dim]{'':<{width + 15}}[/]"
+        when = clock(line.time, zone=True)  # a host's clock in another zone than this machine's says its offset
+        lead = f"[dim]{line.host:<{width}} {when}[/]"
+        pad = f"[dim]{'':<{width + 1 + len(when)}}[/]"
         times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
         if line.event:
             style = _STYLE[line.event.severity]
             console.print(f"{lead} [{style}]>> {line.event.log_class} "
                           f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
-                          f"{pad} [{style}]   {escape(line.text)}[/]{times}"
+                          f"{pad} [{style}]   {escape(on_screen(line.text))}[/]{times}"
                           + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source else "")
                           + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy else ""),
                           soft_wrap=True, highlight=False)
         else:
-            console.print(f"{lead} {escape(line.text)}{times}", soft_wrap=True, highlight=False)
+            console.print(f"{lead} {escape(on_screen(line.text))}{times}", soft_wrap=True, highlight=False)
 
     folders = {h.name: RankFolder(shown) for h in hosts}
 
@@ -189,4 +210,4 @@ def _ranks(ranks: list[str]) -> str:
     if len(nums) == len(ranks) > 2 and len(kinds) == 1 and sorted(nums) == list(range(min(nums), max(nums) + 1)):
         kind = next(iter(kinds))
         return f"{kind}{min(nums)}-{kind}{max(nums)}"
-    return " ".join(ranks)
+    return " ".join(sorted(ranks, key=lambda r: (r[:2], int(r[2:]) if r[2:].isdigit() else -1, r)))

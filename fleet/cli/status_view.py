@@ -128,7 +128,9 @@ def table_of(rows: list[HostStatus], title: str = "fleet status", width: int = 8
     # whole sentences read better under the table, folded to the terminal
     errors = [escape(r.error) for r in rows if not r.ok and r.error]
     caption = [*(["reading: " + ", ".join(reading)] if reading else []), *errors]
-    return fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only), title, "\n".join(caption) or None,
+    # room left over goes back to the cells cut to their caps (two playbooks alike in their first 12 characters)
+    return fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only, grow=True), title,
+                     "\n".join(caption) or None,
                      "red" if errors else None)
 
 

@@ -10,14 +10,17 @@ from fabric import Connection
 
 from fleet.host.service import sh
 from fleet.inventory import Host
+from fleet.ssh.remote import MARK as MARK  # the follower leaves out what the login shell printed before it
 from fleet.ssh.remote import open_channel
+from fleet.ssh.remote import unmarked as unmarked
 
 
 def command(unit: str, cursor: str | None = None, output: str = "cat", since: str | None = None,
             follow: bool = True, lines: int | None = None) -> str:
     """journalctl for the unit: after `cursor` (nothing before it, nothing twice), else from `since` (journalctl's
     own value: '-10m', '20:00'), the last `lines` of it."""
-    cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager"
+    cmd = f"journalctl -u {shlex.quote(unit)} -o {output} --no-pager --all"  # --all: a line with \r or a colour
+    # code is the line, never `[82B blob data]`
     if since and lines is not None and cursor is None:
         return _last_of_span(cmd, f"{cmd} --since={shlex.quote(since)}", int(lines), follow)
     if cursor is not None:
@@ -53,7 +56,7 @@ def cursor_of(conn: Connection, host: Host) -> str:
 
 def journal_tail(conn: Connection, host: Host, unit: str, lines: int = 3) -> str:
     """The unit's last `lines` lines, as printed ("" when none could be read)."""
-    return sh(conn, host, f"journalctl -u {shlex.quote(unit)} -n {int(lines)} -o cat --no-pager || true")
+    return sh(conn, host, f"journalctl -u {shlex.quote(unit)} -n {int(lines)} -o cat --no-pager --all || true")
 
 
 def open_follower(conn: Connection, host: Host, journal_command: str, open_s: float) -> paramiko.Channel:

@@ -156,7 +156,8 @@ def parse_compute_apps(text: str) -> list[GpuApp]:
 
 _APPS = "nvidia-smi --query-compute-apps=pid,gpu_bus_id,used_gpu_memory,process_name --format=csv,noheader,nounits"
 # Each holder's user, cgroups and command line, from /proc (nothing when the pid is not visible here).
-HOLDERS = (f"apps=$({_APPS}) || {{ echo \"nvidia-smi failed (exit $?): $apps\" | head -c 300 >&2; exit 3; }}; "
+HOLDERS = (f"apps=$({_APPS}) || {{ printf 'nvidia-smi failed (exit %s): %s\\n' \"$?\" \"$(printf '%s' \"$apps\" | "
+           "tr '\\n' ' ' | head -c 300)\" >&2; exit 3; }; "
            "printf '%s\\n' \"$apps\"; echo @@; "
            "for p in $(printf '%s\\n' \"$apps\" | cut -d, -f1); do case $p in ''|*[!0-9]*) continue;; esac; "
            "[ -r /proc/$p/cgroup ] || continue; "
@@ -186,7 +187,14 @@ def parse_holders(text: str) -> list[GpuApp]:
 
 
 def gpu_holders(conn: Connection, host: Host) -> list[GpuApp]:
-    return parse_holders(sh(conn, host, HOLDERS))
+    res = run(conn, host, HOLDERS, timeout=120)
+    said = res.stderr.strip().splitlines()
+    if res.exited == 3 and said and said[-1].startswith("nvidia-smi failed"):  # its words, not fleet's shell
+        why = said[-1].strip()
+        raise ServiceError(f"{host.name}: listing what holds the GPUs: {why}" + (
+            "; the driver was upgraded under its loaded kernel module: reboot the host (or reload the nvidia "
+            "modules)" if "version mismatch" in why else ""))
+    return parse_holders(checked(host.name, res))
 
 
 def gpu_apps(conn: Connection, host: Host) -> list[GpuApp]:

@@ -93,12 +93,13 @@ def _weekday(day: str | None, at: str) -> bool:
 
 
 def check_lines(lines: int | str | None) -> int | None:
-    """-n/--lines as a count (the command line gives text); InputError for anything but 1..MAX_LINES."""
-    if lines is None:
+    """-n/--lines as a count (the command line gives text); `all` is journalctl's no limit (None); InputError for
+    anything else but 1..MAX_LINES."""
+    if lines is None or str(lines).strip().lower() == "all":
         return None
     text = str(lines).strip()
     if not text.isdigit() or not 1 <= int(text) <= MAX_LINES:
-        raise InputError(f"--lines {lines}: give a number of lines from 1 to {MAX_LINES:,}")
+        raise InputError(f"--lines {lines}: give a number of lines from 1 to {MAX_LINES:,}, or all")
     return int(text)
 
 

@@ -18,6 +18,7 @@ from fabric import Connection
 from fleet import faulthook, parallel
 from fleet.errors import FleetError
 from fleet.host import journal as hostjournal
+from fleet.host.journal import MARK, unmarked
 from fleet.host.journal import command as command  # inv logs' and the tests' name for it
 from fleet.host.service import unit_state
 from fleet.host.session import ConnectionLost
@@ -81,6 +82,7 @@ class Follower:
         self.chan = hostjournal.open_follower(conn, host, journal_command, OPEN_S)
         self._buf = b""
         self._cutting = False  # dropping the rest of a line that was cut
+        self._greeted = False  # past the mark: what the login shell printed before journalctl left out
 
     def read(self, timeout: float) -> str | None:
         """Complete lines that arrive within timeout ("" if none), newline-terminated; None once ended."""
@@ -91,12 +93,20 @@ class Follower:
             data = self.chan.recv(65536)
         except TimeoutError:
             return ""
-        if not data:
+        if not data and not self._greeted and self._buf:  # no mark came (no shell ran it): what came is the journal
+            self._greeted = True
+        elif not data:
             why = keepalive.lost(self.chan.get_transport())
             if why:
                 raise ConnectionLost(f"{self.host}: connection lost while following the journal: {why}")
             self._ended()
             return None
+        if not self._greeted:
+            self._buf += data
+            at = self._buf.find(MARK)
+            if at < 0 and len(self._buf) <= MAX_LINE:
+                return ""
+            self._greeted, data, self._buf = True, self._buf[at + len(MARK):] if at >= 0 else self._buf, b""
         if self._cutting:
             end = data.find(b"\n")
             if end < 0:
@@ -124,7 +134,7 @@ class Follower:
                                "the connection stayed up (killed by a signal?)")
         if self.chan.exit_status == 0:
             return
-        said = self.chan.recv_stderr(4096).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
+        said = unmarked(self.chan.recv_stderr(4096)).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
         why = next((line.strip() for line in said.splitlines() if line.strip()), "nothing on stderr")
         raise FleetError(f"{self.host}: journalctl refused (exit {self.chan.exit_status}): {redact.line(why)[:300]}")
 

@@ -16,16 +16,17 @@ from fleet.logs.normalise import normalise
 # sglang's header names the rank: "[2026-02-23 10:00:00 TP3] ", "[2026-02-23 10:00:00 DP0 TP3] "
 _TAG = re.compile(r"^\[[^\]]*?((?:\b(?:TP|DP|EP|PP|CP)\d+ ?)+)\]")
 _PID = re.compile(r"\[(\d+)\]$")  # the journal's SYSLOG_IDENTIFIER[PID]
-HOLD_S = 0.5  # how long a rank's line waits for the others' copies (they come within milliseconds)
-NEAR_S = 2.0  # copies further apart on the host's clock are other lines
+HOLD_S = 0.5  # how long a rank's line waits for its next copy (most come within milliseconds)
+NEAR_S = 2.0  # copies further apart on the host's clock are other lines; the longest a line waits for its copies
 # an address is each process's own (`<MoERunner object at 0x7c70ccce8350>`, a native frame under ASLR): the ranks'
 # copies of one line differ there and nowhere else
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 # a rank spelled in the text itself, as the upstream sources print it (fleet/upstream's wheel corpus): flashinfer's
-# `Rank 3 workspace[0] 0x...` (a print: no header, a process each), sglang's `[TP3] Bound to ...`, `[Rank 3] ...`,
+# `Rank 3 workspace[0] 0x...` and `rank 3 allocated ipc_handles: [[...]]` (prints: no header, a process each),
+# sglang's `[TP3] Bound to ...`, `[Rank 3] ...`, `FlashInfer workspace initialized for rank 3, world_size 8`,
 # `... request rank=3 ...`, `tp_rank=3`: the ranks' copies differ there (and in an address) and nowhere else
 # (`TP 8` unbracketed is as often a size: only sglang's bracketed prefix is a rank)
-_SPELLED = re.compile(r"\[TP ?(?P<tp>\d+)\]|\bRank (?P<n>\d+)\b|\b(?:(?P<kind>tp|dp|ep|pp|cp)_)?rank=(?P<k>\d+)\b")
+_SPELLED = re.compile(r"\[TP ?(?P<tp>\d+)\]|\b[Rr]ank (?P<n>\d+)\b|\b(?:(?P<kind>tp|dp|ep|pp|cp)_)?rank=(?P<k>\d+)\b")
 _ISO = "%Y-%m-%dT%H:%M:%S%z"  # journalctl's short-iso
 Said = tuple[str | None, str]  # a line's class and its text without the header
 
@@ -90,16 +91,18 @@ def _near(held: Any, line: Any) -> bool:
 
 
 class RankFolder:
-    """One host's lines in, Folded out through `emit`: a rank's line is held (at most `hold_s`) until a line that
-    is not a rank's, or time ends it; copies from other ranks (same text once the header is gone, same class) add
-    to the first held line that rank has not said yet, and the same rank saying it again is a new line, after
-    those held (a traceback repeats a frame line; its ranks' copies still fold). Not thread-safe: the caller
-    holds its lock."""
+    """One host's lines in, Folded out through `emit`: a rank's line is held until a line that is not a rank's, or
+    time ends it: `hold_s` after its last copy came (a rank's autotuner warnings come a few hundred ms apart), at
+    most NEAR_S after its first (copies further apart are other lines); copies from other ranks (same text once
+    the header is gone, same class) add to the first held line that rank has not said yet, and the same rank saying
+    it again is a new line, after those held (a traceback repeats a frame line; its ranks' copies still fold). Not
+    thread-safe: the caller holds its lock."""
 
     def __init__(self, emit: Callable[[Folded], None], hold_s: float = HOLD_S,
                  clock: Callable[[], float] = time.monotonic):
         self.emit, self.hold_s, self.clock = emit, hold_s, clock
-        self.pending: OrderedDict[int, tuple[float, Said, Folded]] = OrderedDict()  # in the order they came
+        # in the order they came: when its first and its last copy came, what it says, the line
+        self.pending: OrderedDict[int, tuple[float, list[float], Said, Folded]] = OrderedDict()
         self.copies: dict[Said, list[int]] = {}  # the held lines of each text, first first
         self.seen = 0
 
@@ -115,19 +118,27 @@ class RankFolder:
             text = normalise(spelled[1]).text
         said = (str(line.event.log_class) if line.event else None, _ADDRESS.sub("0x?", text))
         held = self.copies.setdefault(said, [])
-        first = next((f for n in held if rank not in (f := self.pending[n][2]).ranks and _near(f.line, line)), None)
+        first = next((n for n in held if rank not in self.pending[n][3].ranks and _near(self.pending[n][3].line, line)),
+                     None)
         if first is not None:
-            first.ranks.append(rank)
+            _, last, _, folded = self.pending[first]
+            folded.ranks.append(rank)
+            last[0] = self.clock()
         else:
             self.seen += 1
-            self.pending[self.seen] = (self.clock(), said, Folded(line, [rank]))
+            now = self.clock()
+            self.pending[self.seen] = (now, [now], said, Folded(line, [rank]))
             held.append(self.seen)
         self.expire()
 
     def expire(self) -> None:
-        """Show what has waited `hold_s`, and what came before it (the order is kept)."""
+        """Show what has waited `hold_s` for its next copy or NEAR_S since its first, and what came before it (the
+        order is kept)."""
         now = self.clock()
-        while self.pending and now - self.pending[next(iter(self.pending))][0] >= self.hold_s:
+        while self.pending:
+            first, last, _, _ = self.pending[next(iter(self.pending))]
+            if now - last[0] < self.hold_s and now - first < max(NEAR_S, self.hold_s):
+                break
             self._show_first()
 
     def flush(self) -> None:
@@ -135,7 +146,7 @@ class RankFolder:
             self._show_first()
 
     def _show_first(self) -> None:
-        _, (_, said, folded) = self.pending.popitem(last=False)
+        _, (_, _, said, folded) = self.pending.popitem(last=False)
         held = self.copies[said]
         held.pop(0)
         if not held:

@@ -186,6 +186,7 @@ class Endpoint:
     host_key_alias: str | None = None
     user_known_hosts: tuple[str, ...] = USER_KNOWN_HOSTS
     global_known_hosts: tuple[str, ...] = GLOBAL_KNOWN_HOSTS
+    hash_known_hosts: bool = False  # HashKnownHosts yes: a key taken on first contact is recorded as |1|salt|hash
     proxy_command: str | None = None  # honoured as is outside FLEET_SANDBOX_ONLY
     hops: tuple[Endpoint, ...] = field(default=(), compare=False)  # the jump hosts before it, first first
 
@@ -345,6 +346,7 @@ def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | No
         host_key_alias=found.get("hostkeyalias"),
         user_known_hosts=_files(found.get("userknownhostsfile"), USER_KNOWN_HOSTS),
         global_known_hosts=_files(found.get("globalknownhostsfile"), GLOBAL_KNOWN_HOSTS),
+        hash_known_hosts=found.get("hashknownhosts", "no").lower() == "yes",
         proxy_command=command,
         hops=hops,
     )

@@ -40,6 +40,7 @@ from fleet.ssh import faulty, guard, keepalive, remote
 from fleet.ssh import known_hosts as knownhosts
 from fleet.ssh.config import Endpoint
 from fleet.ssh.heard import Heard, after_banner, not_ssh
+from fleet.ssh.known_hosts import host_key_file
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
@@ -84,12 +85,6 @@ class UnknownHostKey(SSHException):
         self.key_type, self.fingerprint = key.get_name(), key.fingerprint
 
 
-def host_key_file(key_type: str) -> str:
-    """Where sshd keeps a host key of this type, for `ssh-keygen -lf` on the host's console."""
-    kind = "ed25519" if "ed25519" in key_type else "ecdsa" if "ecdsa" in key_type else "rsa"
-    return f"/etc/ssh/ssh_host_{kind}_key.pub"
-
-
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     """Asked before authentication when the host's key is not among its known (unrevoked) keys: a revoked key
     and a host only a @cert-authority line vouches for are refused; an unknown key is refused too, or on
@@ -97,8 +92,9 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
     fails (BadHostKeyException)."""
 
     def __init__(self, path: Path, known: knownhosts.KnownHosts, accept_new: bool,
-                 told: Callable[[str], None] | None = None, label: str = ""):
+                 told: Callable[[str], None] | None = None, label: str = "", hashed: bool = False):
         self.path, self.known, self.accept_new, self.told, self.label = path, known, accept_new, told, label
+        self.hashed = hashed  # ssh_config's HashKnownHosts yes: the name written as ssh writes it, |1|salt|hash
         self.fate: str | None = None  # what became of a key taken on first contact (probe -v says it)
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
@@ -119,7 +115,8 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 with open(self.path, "a") as f:
-                    f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+                    f.write(f"{paramiko.HostKeys.hash_host(hostname) if self.hashed else hostname} "
+                            f"{key.get_name()} {key.get_base64()}\n")
             except OSError as exc:  # as OpenSSH's accept-new: this run goes on, and says the key stays unrecorded
                 self.fate = f"accepted on first contact, NOT recorded in {self.path} ({exc.strerror or exc})"
                 said = (f"accepted new host key {key.get_name()} {key.fingerprint} for {hostname} for this run "
@@ -127,7 +124,8 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                         f"--accept-new-host-keys refuses it ({check})")
             else:
                 self.fate = f"recorded on first contact in {self.path}"
-                said = (f"recorded new host key {key.get_name()} {key.fingerprint} for {hostname} in {self.path} "
+                said = (f"recorded new host key {key.get_name()} {key.fingerprint} for {hostname}"
+                        f"{' (hashed: HashKnownHosts yes)' if self.hashed else ''} in {self.path} "
                         f"(--accept-new-host-keys; {check})")
             client.get_host_keys().add(hostname, key.get_name(), key)
         if self.told is not None:
@@ -397,8 +395,8 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
     files, record_in = known_hosts_files(host, ep)
     known = knownhosts.load_all(files)
     label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
-    conn.bind(ep, role, pin, via, known, strategy, t,
-              _HostKeyPolicy(record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label))
+    conn.bind(ep, role, pin, via, known, strategy, t, _HostKeyPolicy(
+        record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label, ep.hash_known_hosts))
     for keytype, key in known.keys_for(ep.key_name).items():
         conn.client.get_host_keys().add(ep.key_name, keytype, key)
     return conn

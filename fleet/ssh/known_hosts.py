@@ -102,6 +102,12 @@ class KnownHosts:
         return KnownHosts(self.entries + other.entries, self.marked + other.marked)
 
 
+def host_key_file(key_type: str) -> str:
+    """Where sshd keeps a host key of this type, for `ssh-keygen -lf` on the host's console."""
+    kind = "ed25519" if "ed25519" in key_type else "ecdsa" if "ecdsa" in key_type else "rsa"
+    return f"/etc/ssh/ssh_host_{kind}_key.pub"
+
+
 def matches(patterns: tuple[str, ...], hostname: str) -> bool:
     """OpenSSH's match of a host against a known_hosts hostnames field: any positive pattern (or hashed
     name) matches and no negated one does."""

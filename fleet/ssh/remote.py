@@ -31,6 +31,16 @@ def lost_link(conn: Connection, host: Host, where: str, exc: BaseException | Non
 
 
 DEFAULT_TIMEOUT_S = 120.0  # a call that names no deadline of its own
+# What the login shell prints before the command runs (a ~/.bashrc that greets: bash reads it for the commands sshd
+# runs) comes before this mark, on stdout and on stderr, and is left out: it is no output of fleet's command.
+MARK = b"\x1e\x1ffleet\x1f\x1e"
+_MARKED = "printf '\\036\\037fleet\\037\\036'; printf '\\036\\037fleet\\037\\036' >&2; "
+
+
+def unmarked(data: bytes) -> bytes:
+    """What the command wrote: the output after the mark (all of it where no mark came)."""
+    at = data.find(MARK)
+    return data[at + len(MARK):] if at >= 0 else data
 MAX_OUTPUT = 4 << 20  # bytes of stdout (and as many of stderr) one call may make the controller hold
 STREAM_BLOCK = 1 << 20  # bytes of a file given as stdin read and sent at a time
 
@@ -176,7 +186,7 @@ def exchange(conn: Connection, host: Host, command: str, data: bytes | BinaryIO,
     try:
         chan = transport.open_session(timeout=timeout)
         token = deadline.arm(max(0.0, end - time.monotonic()), chan)
-        chan.exec_command(how.wrap(command))
+        chan.exec_command(_MARKED + how.wrap(command))
         chan.settimeout(max(0.01, end - time.monotonic()))
         try:
             if isinstance(data, bytes | bytearray):
@@ -219,7 +229,7 @@ def exchange(conn: Connection, host: Host, command: str, data: bytes | BinaryIO,
         lost_link(conn, host, f"during `{short}`",
                   EOFError("the channel closed without an exit status") if exited == -1 else None)
         _sudo_answer(host, how, exited, err.decode("utf-8", "replace"))
-        return BytesResult(exited=exited, stdout=bytes(out), stderr=bytes(err))
+        return BytesResult(exited=exited, stdout=unmarked(bytes(out)), stderr=unmarked(bytes(err)))
     except (EOFError, OSError, SSHException) as exc:
         lost_link(conn, host, f"during `{short}`", exc)
         if (token is not None and token.expired) or time.monotonic() >= end:
@@ -251,7 +261,7 @@ def start_channel(conn: Connection, host: Host, command: str, open_s: float, wha
     chan = transport.open_session(timeout=open_s)
     token = deadline.arm(open_s, chan)
     try:
-        chan.exec_command(how.wrap(command))
+        chan.exec_command(_MARKED + how.wrap(command))  # its reader leaves out what comes before the mark
         if how.stdin():
             chan.settimeout(open_s)
             chan.sendall(how.stdin())  # sudo's password; the command reads nothing more

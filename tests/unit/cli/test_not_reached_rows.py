@@ -58,3 +58,22 @@ def test_an_unknown_key_is_never_called_unreachable_on_any_row():
     for name, draw in views.items():
         row = row_of(drawn(draw))
         assert "unknown key" in row and "unreachable" not in row, (name, row)
+
+
+def test_exec_says_an_unknown_keys_fingerprint_whole_on_one_line_at_80_columns():
+    """A newcomer's `inv exec` of a host whose key is unknown (issue 46, 10, a new form): the sentence sat in the
+    table's output cell, 40 columns wide at 80, and its fingerprint broke in two (`SHA256:8lHIVTugetnCdc4wo0zepO
+    Fqna3fmO69H` / `XXQWHy+BzM`): nothing to compare with `ssh-keygen -lf` on the console, nothing to paste."""
+    fingerprint = "SHA256:8lHIVTugetnCdc4wo0zepOFqna3fmO69HXXQWHy+BzM"
+    said = (f"sbx1 (root@172.30.74.11:22): host key unknown (no entry for 172.30.74.11 in /tmp/kh, "
+            f"/etc/ssh/ssh_known_hosts, /etc/ssh/ssh_known_hosts2); it offers ssh-ed25519 {fingerprint}: first "
+            "contact? check that against `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on its console, then "
+            "re-run with --accept-new-host-keys")
+    host = Host(name="sbx1", address="172.30.74.11", port=22, user="root", become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/root/ml-env", unit="sglang", groups=(),
+                source=Path("hosts.yaml"))
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    execute.report([HostOutcome(host, False, None, said, 0.1, NotReached.UNKNOWN_KEY)], False, False, console)
+    text = console.export_text()
+    assert any(fingerprint in line for line in text.splitlines()), text
+    assert "unknown key" in row_of(text) and max(len(line) for line in text.splitlines()) <= 80, text

@@ -122,16 +122,16 @@ def test_a_long_follow_keeps_little_of_the_stream_and_misses_no_line():
 
 def test_journal_commands_start_after_the_cursor_or_at_the_end():
     assert journal.command("sglang", "s=abc;i=1") == \
-        "journalctl -u sglang -o cat --no-pager --after-cursor='s=abc;i=1' -f"
-    assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager -n 0 -f"
+        "journalctl -u sglang -o cat --no-pager --all --after-cursor='s=abc;i=1' -f"
+    assert journal.command("sglang", "") == "journalctl -u sglang -o cat --no-pager --all -n 0 -f"
     assert journal.command("a b", output="short-iso", since="-10m", follow=False) == \
-        "journalctl -u 'a b' -o short-iso --no-pager --since=-10m"
+        "journalctl -u 'a b' -o short-iso --no-pager --all --since=-10m"
     # the last 50 of the span: journalctl's own -n counts from --since (tests/integration/test_operator_views.py)
     assert journal.command("sglang", output="short-iso", since="2026-12-05 20:00", follow=False, lines=50) == \
-        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' -n 0 -q >/dev/null && " \
-        "journalctl -u sglang -o short-iso --no-pager --since='2026-12-05 20:00' | tail -n 50"  # journalctl's refusal
+        "journalctl -u sglang -o short-iso --no-pager --all --since='2026-12-05 20:00' -n 0 -q >/dev/null && " \
+        "journalctl -u sglang -o short-iso --no-pager --all --since='2026-12-05 20:00' | tail -n 50"  # its refusal
     assert journal.command("sglang", output="short-iso", follow=False, lines=50) == \
-        "journalctl -u sglang -o short-iso --no-pager -n 50"
+        "journalctl -u sglang -o short-iso --no-pager --all -n 50"
 
 
 def test_a_long_phase_says_where_it_stands_each_second_and_each_phase_its_budget():

@@ -198,3 +198,68 @@ def test_lines_that_say_a_rank_and_differ_in_anything_else_stay_apart():
     # `TP 8` unbracketed is a size each rank's process says alike: folded by process, as before
     out = _fold_journal([(342 + r, "serving Llama with TP 8") for r in range(8)])
     assert [(f.count, f.ranks[0]) for f in out] == [(8, "pid 342")]
+
+
+def test_lines_that_say_their_rank_in_lower_case_words_are_folded():
+    """A newcomer's `inv logs` after the seed's deploy on TP 8 (issue 46, 9, a new form): flashinfer 0.6.x
+    comm/trtllm_ar.py `print(f"rank {tp_rank} allocated ipc_handles: {...}")` (a list of each rank's own
+    addresses) and sglang's layers/flashinfer_comm_fusion.py `logger.info(f"FlashInfer workspace initialized for
+    rank {rank}, world_size {world_size}")` say the rank in lower case: 16 lines on TP 8, none folded."""
+    def handles(r: int) -> str:
+        return "[" + ", ".join(f"['{hex(0x7f00aa001000 + 0x1000 * (r * 8 + i))}']" for i in range(3)) + "]"
+
+    out = _fold_journal([(342 + r, f"rank {r} allocated ipc_handles: {handles(r)}") for r in range(8)]
+                        + [(342 + r, f"[2026-03-02 11:41:43 TP{r}] FlashInfer workspace initialized for rank {r}, "
+                                     "world_size 8") for r in range(8)])
+    assert [(f.count, f.ranks) for f in out] == [(8, [f"TP{r}" for r in range(8)])] * 2, out
+    # a lower-case rank another rank's header names is about that other rank, as in upper case
+    out = _fold_journal([(342, "[2026-03-02 11:41:43 TP0] waiting for rank 5"),
+                         (343, "[2026-03-02 11:41:43 TP1] waiting for rank 6")])
+    assert [f.count for f in out] == [1, 1]
+
+
+def test_the_ranks_of_a_folded_line_are_listed_in_order():
+    """`[x2: TP4 TP3]`: the ranks were listed as their copies came, not in order."""
+    from fleet.cli.logs import _ranks
+
+    assert _ranks(["TP4", "TP3"]) == "TP3 TP4"
+    assert _ranks(["TP5", "TP1", "TP3"]) == "TP1 TP3 TP5"
+    assert _ranks(["TP10", "TP9"]) == "TP9 TP10"
+
+
+def test_copies_that_keep_coming_are_held_for_while_they_come_up_to_the_hosts_two_seconds():
+    """A newcomer's `inv logs -f` through the seed's deploy (issue 46, 9, a new form): flashinfer's autotuner warns
+    from each rank as it finishes a tactic, the copies a few hundred ms apart, and the half-second hold showed them
+    as `[x6: pids 472-477]`, `[x2: pids 478 479]` and then 8 single lines, where `inv logs` read afterwards showed
+    `[x8: pids 472-479]` (copies within 2 s on the host's clock are one line)."""
+    out: list[Folded] = []
+    clock = Clock()
+    folder = RankFolder(out.append, clock=clock)
+    said = "2026-12-06 07:54:20,119 - WARNING - autotuner.py:25 - flashinfer.jit: [Autotuner]: Skipping tactic 12"
+    for n in range(8):
+        folder.add(LogLine("sbx0", "2026-12-06T07:54:20+0000", said, None, f"python[{472 + n}]"))
+        clock.now += 0.2
+        folder.expire()
+    assert out == []  # still coming: held
+    clock.now += 0.6
+    folder.expire()
+    assert [(f.count, f.ranks[0], f.ranks[-1]) for f in out] == [(8, "pid 472", "pid 479")], out
+    # a line no other rank copies is still shown after the half second
+    folder.add(LogLine("sbx0", "2026-12-06T07:54:22+0000", "[2026-12-06 07:54:22 TP0] Decode batch", None,
+                       "python[472]"))
+    clock.now += 0.6
+    folder.expire()
+    assert [f.count for f in out] == [8, 1]
+    # and copies that keep coming are never held past the host's two seconds
+    for n in range(12):
+        folder.add(LogLine("sbx0", "2026-12-06T07:54:23+0000", said.replace("12", "13"), None,
+                           f"python[{472 + n % 8}]" if n < 8 else f"python[{600 + n}]"))
+        clock.now += 0.3
+        folder.expire()
+    assert out[2].count == 7, out  # shown at 2.1 s with the first 1.8 s's copies; the later ones a line of their own
+
+
+def test_lines_all_is_journalctls_no_limit():
+    """`inv logs -n all` (issue 46, 9, a new form): journalctl takes `-n all` (no limit: with --since, the whole
+    span); fleet refused it, exit 2, `give a number of lines from 1 to 1,000,000`."""
+    assert check_lines("all") is None and check_lines(" ALL ") is None

@@ -328,6 +328,23 @@ def test_the_board_names_each_hosts_playbook_and_keeps_one_line_per_host_at_80_c
     assert "llama-3.1-8b-instruct-tp2" in wide.export_text()
 
 
+@pytest.mark.parametrize("width", [170, 200])
+def test_two_playbooks_that_begin_alike_read_apart_on_a_terminal_wide_enough(width):
+    """A newcomer's board after README step 5 (issue 46, 11, a new form): sbx2 on llama-pinned-0.5.23 and sbx3 on
+    llama-pinned-0.5.9 both read `llama-pinne…` on a 200-column terminal, the board 160 wide: the playbook column
+    was cut at 12 characters whatever room was left."""
+    hashes = [f"{UNIT_SHA} /etc/systemd/system/sglang.service", f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"]
+    rows = [status.parse(dataclasses.replace(HOST, name=f"sbx{i}"),
+                         output({**MANIFEST, "playbook": book}, "200", hashes, "250.10, 600.00\n"))
+            for i, book in enumerate(["llama-pinned-0.5.23", "llama-pinned-0.5.9"])]
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(table_of(rows, width=width))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= width
+    body = [line.split() for line in lines if line.split()[:1] and line.split()[0].startswith("sbx")]
+    assert "llama-pinned-0.5.23" in body[0] and "llama-pinned-0.5.9" in body[1], lines
+
+
 def test_the_readme_s_board_is_the_board_at_80_columns():
     """The newcomer's second hour: README's board at 80 columns still showed the columns before the playbook one
     (gen tok/s before drift, a failure column that no longer fits); the demo's own board did not look like it."""
