@@ -369,7 +369,9 @@ class Deployer:
         rung = plan.rungs[0]
         planned = self.serve.plan(rung, "dry-run", sglang_version(facts))
         diffs: list[str] = []
-        why = restore.unit_problem(conn, self.host, planned, self.serve.unit_path)  # the deploy's first step of it
+        # the deploy's first step of it, once the venv it names is there (one to build: after the build)
+        building = ": would be built\n" in venv_note
+        why = None if building else restore.unit_problem(conn, self.host, planned, self.serve.unit_path)
         if why:
             diffs.append(f"rung {rung.name}: the deploy would fail it {Outcome.INSTALL_FAILED} before stopping "
                          f"anything: {why}\n")

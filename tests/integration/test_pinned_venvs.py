@@ -49,6 +49,10 @@ def test_deploy_upgrade_and_rollback_switch_venvs_and_rollback_installs_nothing(
     sh(sandbox_inventory, HOST, "rm -rf /var/lib/fleet/venvs /var/lib/fleet/wheels")
     env = run_env(house)
     book = llama_playbook(tmp_path, LADDER, name="llama-pinned", packages=OLD)
+    # the dry run checks no unit against the venv it would build (newcomer h-new16: it said the deploy would fail
+    # INSTALL_FAILED, `bin/python is not executable`, and the deploy then served)
+    rc, dry, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--dry-run", env=env)
+    assert rc == 0 and ": would be built" in dry["diff"] and "INSTALL_FAILED" not in dry["diff"], (dry, err[-2000:])
     rc, first, err = inv_json(sandbox, "deploy", "--host", HOST, "--playbook", str(book), env=env)
     assert rc == 0 and first["status"] == "ok", err[-3000:]
     old_venv = first["venv"]["path"]
