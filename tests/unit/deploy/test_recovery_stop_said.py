@@ -4,14 +4,14 @@ its next line, up to the playbook's stop budget."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from types import SimpleNamespace
+
+from ticking import Said
 
 from fleet import playbook
 from fleet.deploy import recovery
 from fleet.inventory import Host
-from fleet.progress import Live
 
 HOST = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, identity_file=None, known_hosts=None,
             ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(), source=Path("hosts.yaml"))
@@ -20,13 +20,8 @@ HOST = Host(name="h", address="10.0.0.1", port=None, user=None, become=False, id
 def test_the_stop_of_a_recovery_with_no_release_is_said(tmp_path, monkeypatch):
     (tmp_path / "p.yaml").write_text("name: p\nmodel: {path: /m}\nladder: [{name: base}]\n")
     book = playbook.load(tmp_path / "p.yaml")
-    said: list[str] = []
-    ticked = threading.Event()
-
-    def say(message: str) -> None:
-        said.append(message)
-        if isinstance(message, Live):
-            ticked.set()
+    say = Said()
+    said, ticked = say, say.ticked
 
     def stop(conn, host, unit, budget, log):
         assert ticked.wait(10), said  # where the stop stands was said while it went on

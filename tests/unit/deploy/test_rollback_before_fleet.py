@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakesession import FakeSession
+from ticking import Said
 
 from fleet.deploy import before_fleet as rollback
 from fleet.deploy import recovery
@@ -207,17 +208,11 @@ def test_without_a_playbook_it_takes_the_unit_the_current_release_serves_from(ho
 def test_the_stop_is_said_with_its_budget_and_where_it_stands(host):
     """issue 46, finding 5: the before-fleet rollback went silent through the stop of the server (up to 120 s, and
     systemctl's own TimeoutStopSec before that), as the rollback and the fall-back did before stop 53."""
-    import threading
 
     from fleet.progress import Live
 
-    said: list[str] = []
-    ticked = threading.Event()
-
-    def say(message: str) -> None:
-        said.append(message)
-        if isinstance(message, Live):
-            ticked.set()
+    say = Said()
+    said, ticked = say, say.ticked
 
     def stop():
         host["unit"] = "inactive"

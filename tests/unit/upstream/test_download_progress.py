@@ -5,9 +5,9 @@ once, then nothing for as long as pip took (its budget: 30 minutes), before any 
 from __future__ import annotations
 
 import subprocess
-import threading
 
 import pytest
+from ticking import Said
 
 from fleet.progress import Live
 from fleet.upstream import lockfile, wheelhouse
@@ -16,13 +16,8 @@ from fleet.upstream.wheelhouse import Target
 
 def test_a_locked_wheels_download_says_where_it_stands(tmp_path, monkeypatch):
     monkeypatch.delenv("FLEET_SANDBOX_ONLY", raising=False)  # the index is never reached: pip is a stand-in
-    said: list[str] = []
-    ticked = threading.Event()
-
-    def say(message: str) -> None:
-        said.append(message)
-        if isinstance(message, Live):
-            ticked.set()
+    say = Said()
+    said, ticked = say, say.ticked
 
     def pip(cmd, **kwargs):
         assert ticked.wait(10), said  # where the download stands was said while pip ran

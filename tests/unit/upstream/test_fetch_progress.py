@@ -9,12 +9,12 @@ import io
 import os
 import subprocess
 import sys
-import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 from loopback import silent
+from ticking import Said
 
 from fleet.cli import liveline
 from fleet.progress import Live
@@ -24,13 +24,8 @@ BIN = Path(sys.executable).parent
 
 
 def test_fetch_all_says_each_fetch_and_where_it_stands_while_a_download_goes_on(tmp_path, monkeypatch):
-    said: list[str] = []
-    ticked = threading.Event()
-
-    def say(message: str) -> None:
-        said.append(message)
-        if isinstance(message, Live):
-            ticked.set()
+    say = Said()
+    said, ticked = say, say.ticked
 
     def download(dist: str, version: str, dest: Path, python: str, platform: str) -> Path:
         assert ticked.wait(10), said  # where it stands was said while the download went on
