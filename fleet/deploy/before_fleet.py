@@ -41,7 +41,9 @@ def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: P
     `unit`), else the inventory's."""
     with host_run(host, opts, "rollback to before fleet", unit=None, recover=lock_only(progress),
                   progress=progress, session=session) as run:
-            current = ReleaseStore.on(run.session).current() if unit is None else None
+            store = ReleaseStore.on(run.session)
+            current = store.current()
+            served = venvs.release_venv(store, host, current) if current is not None else host  # its patch sets'
             unit = unit or (unit_of_files(current.files) if current is not None else None) or host.unit
             record = BeforeFleet.on(run.session)
             files = record.manifest()
@@ -59,7 +61,7 @@ def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: P
                                  "nothing was changed")
             run.mark_rollback(to=BEFORE_FLEET)
             try:
-                _undo_fleet(run.session, unit, copies, wanted, files, progress)
+                _undo_fleet(run.session, served, unit, copies, wanted, files, progress)
             except Settled:
                 run.unmark_rollback(check=False)
                 raise
@@ -69,17 +71,18 @@ def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: P
                                                   f"disabled (systemctl enable --now {unit} if it should run)", 0)])
 
 
-def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], wanted: list[str],
+def _undo_fleet(s: HostSession, served: Host, unit: str, copies: dict[str, bytes | None], wanted: list[str],
                 files: dict[str, BeforeFleetFile], progress: Progress) -> None:
-    """The files first, while the unit runs on what systemd and the server loaded (a write that fails puts back
+    """`served`: the host as its current release's unit runs it (the venv its patch sets are in).
+    The files first, while the unit runs on what systemd and the server loaded (a write that fails puts back
     those already written, by rename); then the patch sets; then the stop. A failure raises Settled when the host
     was put back as it was, else a FleetError that leaves the mark for the next run's recovery."""
     writes = [(p, d, int(files[p]["mode"], 8)) for p, d in copies.items() if d is not None]
     written = _write_all(s, writes)
     try:
-        problem = restore.set_patches(s.conn, s.host, [], progress)  # a hand-edited file refuses: nothing changed
+        problem = restore.set_patches(s.conn, served, [], progress)  # a hand-edited file refuses: nothing changed
     except FleetError as exc:  # a revert that timed out may have run: the files and patch sets go back
-        raise _back_on_release(s, unit, written, exc, progress) from None
+        raise _back_on_release(s, served, unit, written, exc, progress) from None
     if problem:
         undone, ok = _undo_writes(s, written, whole=True)
         raise (Settled if ok else FleetError)(f"{s.name}: {problem}; {undone}")
@@ -88,7 +91,7 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
         with ticking(progress, "stop", STOP_S):
             s.stop_and_empty_gpus(unit, STOP_S, progress)
     except FleetError as exc:  # the release's files and patch sets go back, and it serves again
-        raise _back_on_release(s, unit, written, exc, progress) from None
+        raise _back_on_release(s, served, unit, written, exc, progress) from None
     for path in copies:
         progress(f"put back {path} as fleet found it")
     s.disable_unit(unit)  # fleet enabled it with its release; a boot must not start what is handed back stopped
@@ -100,7 +103,7 @@ def _undo_fleet(s: HostSession, unit: str, copies: dict[str, bytes | None], want
     ReleaseStore.on(s).clear_current()
 
 
-def _back_on_release(s: HostSession, unit: str, written: list[tuple[str, str | None]],
+def _back_on_release(s: HostSession, served: Host, unit: str, written: list[tuple[str, str | None]],
                      exc: FleetError, progress: Progress) -> FleetError:
     """After a failure past the writes: the files as the release has them, its patch sets, its unit running. The
     error to raise: Settled when all of that held; a lost link as it is (the mark is the next run's)."""
@@ -109,7 +112,7 @@ def _back_on_release(s: HostSession, unit: str, written: list[tuple[str, str | N
     why = str(exc)
     try:
         undone, files_ok = _undo_writes(s, written)
-        served, serves = _serve_again(s, unit, progress)
+        served, serves = _serve_again(s, served, unit, progress)
     except ConnectionLost as lost:
         return FleetError(f"{why}; the link was lost putting the release back ({lost}): the next deploy or rollback "
                           "puts it back")
@@ -158,15 +161,14 @@ def _undo_writes(s: HostSession, done: list[tuple[str, str | None]],
     return "the files already written were put back" + ("; nothing was changed" if whole else ""), True
 
 
-def _serve_again(s: HostSession, unit: str, progress: Progress) -> tuple[str, bool]:
+def _serve_again(s: HostSession, served: Host, unit: str, progress: Progress) -> tuple[str, bool]:
     """After a revert or a stop that failed (maybe after `systemctl stop` ran): the current release's patch sets
     back in its venv, and its unit started again if it no longer runs. What became of the host, and whether it
     serves as before."""
     current = ReleaseStore.on(s).current()
     if current is None:
         return "no release is current to put back", True
-    problem = restore.set_patches(s.conn, venvs.in_own_venv(s.host, current), current.patch_sets(),
-                                  progress)
+    problem = restore.set_patches(s.conn, served, current.patch_sets(), progress)
     if problem:
         return (f"release {current.id}'s patch sets could not be put back ({problem}): the next deploy or rollback "
                 "puts them back"), False

@@ -15,6 +15,7 @@ kept release's unit names (host/programs/venv_prune.sh).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from packaging.version import Version
 
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
-from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseStore
+from fleet.host.releases import RELEASES, ROOT, ROUTER_ROOT, Release, ReleaseDamaged, ReleaseStore
 from fleet.host.render import unit_runs
 from fleet.host.service import ServiceError, sh, write_atomic
 from fleet.inventory import Host
@@ -138,11 +139,25 @@ def recorded(facts: dict[str, object]) -> str | None:
 
 
 def serving(conn: Connection, host: Host) -> Host:
-    """The host as its current release runs it: in the venv a `packages:` release recorded (what patch, audit
-    and bench must act on), else the inventory's venv. A `current` that cannot be read raises (ReleaseDamaged):
-    nothing is acted on in a venv that may not be the one serving."""
-    current = ReleaseStore(conn, host).current()
-    return in_own_venv(host, current) if current is not None else host
+    """The host as its current release runs it (what patch, audit and bench must act on): see release_venv; the
+    inventory's venv where no release is current. A `current` or unit copy that cannot be read raises
+    (ReleaseDamaged): nothing is acted on in a venv that may not be the one serving."""
+    store = ReleaseStore(conn, host)
+    current = store.current()
+    return release_venv(store, host, current) if current is not None else host
+
+
+def release_venv(store: ReleaseStore, host: Host, release: Release) -> Host:
+    """The host as the release's unit runs it: in the venv its kept unit's ExecStart names (a playbook's
+    serve.venv too), read from the store and checked against its recorded sha256; else as in_own_venv."""
+    units = [path for path in release.files if path.endswith(".service") and not path.startswith("before:")]
+    if not units:
+        return in_own_venv(host, release)
+    data = store.file(release, units[0])
+    if data is None or hashlib.sha256(data).hexdigest() != release.files[units[0]].get("sha256"):
+        raise ReleaseDamaged(f"{host.name}: release {release.id} copy of {units[0]} is missing or damaged "
+                             "(sha256 mismatch): which venv it serves from is not known")
+    return in_unit_venv(host, release, {units[0]: data})
 
 
 def in_own_venv(host: Host, release: Release) -> Host:

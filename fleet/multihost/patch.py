@@ -56,7 +56,7 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
         session = HostSession.open(host, opts)
         conn = session.conn
         try:
-            if action == "check":  # the venv the current release serves from (packages:), not the inventory's
+            if action == "check":  # the venv the current release's unit serves from, not the inventory's
                 host = venvs.serving(conn, host)
                 result = check_host(conn, host, sets, allow_prebuilt)
             else:
@@ -66,8 +66,8 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
                               session=session) as run:
                     store = ReleaseStore(conn, host)
                     current = store.current()  # recovery may have made a dead deploy's release current
-                    if current is not None:  # its patch sets go into the venv it serves from
-                        host = venvs.in_own_venv(host, current)
+                    if current is not None:  # its patch sets go into the venv its unit serves from
+                        host = venvs.release_venv(store, host, current)
                     result = (apply_host(conn, host, sets, allow_prebuilt) if action == "apply"
                               else revert_host(conn, host, sets))
                     result = replace(result, recovered=run.recovered)
