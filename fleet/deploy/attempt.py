@@ -20,7 +20,7 @@ from fleet.deploy.results import Attempt, Planned
 from fleet.deploy.serving import Serving
 from fleet.deploy.warmstart import WarmStart
 from fleet.errors import FleetError
-from fleet.host import probe_run
+from fleet.host import kcache, probe_run
 from fleet.host.facts import HostFacts
 from fleet.host.service import stop_and_empty_gpus
 from fleet.logs import journal
@@ -83,7 +83,7 @@ class AttemptRunner:
         except restore.InstallError as exc:  # e.g. a full disk: the next rung or the fall-back puts a release back
             return Attempt(rung.name, Outcome.INSTALL_FAILED, str(exc), time.monotonic() - start), planned
         run.event("installed", rung=rung.name, files=release.files)
-        warm = self.warm_start(rung, planned, say)
+        warm = self.warm_start(conn, rung, planned, say)
         release.keyed(warm.key.digest if warm is not None else None)  # saved with the attempt (run.record)
         if warm is not None:
             warm.needed_by(host, release.id, say)
@@ -121,13 +121,19 @@ class AttemptRunner:
         return journal.watch(conn, host, serve.unit, cursor, serve.book.budgets, say, sglang=sglang, expect=expect,
                              seen=seen)
 
-    def warm_start(self, rung: Rung, planned: Planned, say: Callable[[str], None]) -> WarmStart | None:
+    def warm_start(self, conn: Connection, rung: Rung, planned: Planned,
+                   say: Callable[[str], None]) -> WarmStart | None:
         """The warm start of this attempt, when the playbook asks for one and the host has a key."""
         if not self.serve.book.serve.warm_start or self.facts is None:
             return None
+        user = self.serve.book.serve.user
+        home = planned.env.get("HOME") or kcache.home(conn, self.serve.host, user)  # systemd's User= sets HOME
+        if home is None:
+            say(f"cold start: the home of {user} on the host is not known (getent passwd {user})")
+            return None
         store = CacheStore.of_site()
         got = WarmStart.of(store, self.facts, list(rung.patches), planned.argv, planned.env, self.serve.venv,
-                           self.serve.book.serve.user)
+                           user, home)
         if isinstance(got, NoKey):
             say(f"cold start: no cache key ({got.reason})")
             return None

@@ -37,15 +37,16 @@ def archs(sm: int, flashinfer: str) -> str:
     return f"{sm}a" if major >= 9 else str(sm)
 
 
-def folders(facts: HostFacts, env: dict[str, str], user: str) -> list[str]:
-    """The cache folders the host's release uses with this environment (empty: versions unknown)."""
+def folders(facts: HostFacts, env: dict[str, str], user: str, home: str) -> list[str]:
+    """The cache folders the host's release uses with this environment, run as `user` whose passwd home is `home`
+    (kcache.home) (empty: versions unknown)."""
     pk = facts.packages
     sglang = pk["sglang"].version if "sglang" in pk else None
     flashinfer = pk["flashinfer-python"].version if "flashinfer-python" in pk else None
     sm = facts.gpus[0].sm if facts.gpus else None
     if not sglang or not flashinfer or sm is None:
         return []
-    places = caches.HostPlaces(home=home_of(env, user), tmp=PRIVATE_TMP, user=user, flashinfer=flashinfer,
+    places = caches.HostPlaces(home=home_of(env, home), tmp=PRIVATE_TMP, user=user, flashinfer=flashinfer,
                                archs=archs(sm, flashinfer), sm=str(sm))
     where = {str(spec.folder(env, places)) for spec in caches.for_release(sglang)}
     return sorted(f for f in where if not f.startswith(PRIVATE_TMP + "/"))
@@ -54,15 +55,16 @@ def folders(facts: HostFacts, env: dict[str, str], user: str) -> list[str]:
 PRIVATE_TMP = "/.fleet-private-tmp"  # the unit's /tmp (PrivateTmp=yes): its own, never the host's /tmp
 
 
-def home_of(env: dict[str, str], user: str) -> str:
-    return env.get("HOME") or ("/root" if user == "root" else f"/home/{user}")
+def home_of(env: dict[str, str], home: str) -> str:
+    """The server's HOME: the unit's environment's, else its account's (`home`, systemd's User= sets it)."""
+    return env.get("HOME") or home
 
 
-def too_broad(where: list[str], env: dict[str, str], user: str, venv: str) -> str | None:
+def too_broad(where: list[str], env: dict[str, str], home: str, venv: str) -> str | None:
     """The first cache folder that is /, one level deep (/data), the home or a shared cache root (~/.cache), or
     holds the home, the venv or another cache folder (a cache variable set to $HOME or ~/.cache: placing it would
     swap ~/.ssh or the models out); None when there is none."""
-    keep = [home_of(env, user).rstrip("/"), venv.rstrip("/")]
+    keep = [home_of(env, home).rstrip("/"), venv.rstrip("/")]
     folders = [f.rstrip("/") for f in where]
     for f in folders:
         holds = [k for k in keep + folders if k == f or k.startswith(f + "/")]
@@ -90,16 +92,17 @@ class WarmStart:
 
     @classmethod
     def of(cls, store: CacheStore, facts: HostFacts, patches: list[str], argv: list[str], env: dict[str, str],
-           venv: str, user: str) -> WarmStart | NoKey:
+           venv: str, user: str, home: str) -> WarmStart | NoKey:
+        """`home`: the passwd home of `user` on the host (kcache.home)."""
         versions: dict[str, str | None] = {n: p.version for n, p in facts.packages.items()}
         digests = tuple((p.name, patch_digest(p, versions)) for p in load_sets(patches)) if patches else ()
-        where = folders(facts, env, user)
+        where = folders(facts, env, user, home)
         key = key_for(facts, digests, argv, env, venv, folders=where, user=user)
         if isinstance(key, NoKey):
             return key
         if not where:
             return NoKey("the release's cache folders are unknown")
-        broad = too_broad(where, env, user, venv)
+        broad = too_broad(where, env, home, venv)
         if broad:
             return NoKey(f"cache folder {broad} is no folder of one cache (the home, a shared one, or holding the "
                          "venv or another cache folder: check the cache variables)")

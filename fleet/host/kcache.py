@@ -41,6 +41,34 @@ def _as(user: str) -> list[str]:
 NOT_RUN = programs.NOT_RUN
 
 
+_HOME = re.compile(r"/(?:[A-Za-z0-9_.@+-]+/)*[A-Za-z0-9_.@+-]+")  # absolute, plain names, no `..` (checked below)
+
+
+def home(conn: Connection, host: Host, user: str) -> str | None:
+    """The home of `user` as systemd hands it to a unit run as that user (the passwd entry's: User= sets HOME),
+    one round trip; root's is /root, asked nothing. None where the host has no such account or does not answer
+    (parse_home)."""
+    name = _account(user)
+    if not name:
+        return "/root"
+    try:
+        res = run_bytes(conn, host, f"getent passwd {shlex.quote(name)}", timeout=30, max_output=4096)
+    except (CommandTimedOut, OutputTooLarge, ChannelFailed):
+        return None
+    return parse_home(name, res.stdout.decode("ascii", "replace")) if res.exited == 0 else None
+
+
+def parse_home(name: str, text: str) -> str | None:
+    """The home folder of `name`'s passwd line (pure): None unless it is one line for that name whose home is a
+    plain absolute folder two levels deep at least (a hostile host's answer never names a folder the warm start
+    acts in: `/`, `..`, spaces, another account's line)."""
+    lines = text.strip("\n").split("\n")
+    fields = lines[0].split(":") if len(lines) == 1 else []
+    found = fields[5] if len(fields) == 7 and fields[0] == name else ""
+    plain = _HOME.fullmatch(found) and ".." not in found.split("/") and found.count("/") >= 2
+    return found.rstrip("/") if plain else None
+
+
 def command(venv: str, user: str, *args: str) -> str:
     """kcache.py's command line, always on the host's own Python, isolated and without site (-I -S: no PYTHON*
     variable, no user site, no .pth), never on the venv's: kcache.py needs the standard library only, and a venv's

@@ -259,3 +259,19 @@ def test_a_put_back_that_outwaits_a_place_never_loses_what_it_marks(sandbox, tmp
         sh(inv, HOST, f"rm -rf /root/.cache/outwait49 {mark} {mark}.lock /root/outwait49.tar /root/outwait49.out")
     assert f"{folder}\nm.so\n" in after, after  # placed
     assert after.split("mark:\n", 1)[1].split() == [folder], after  # and still named by the mark
+
+
+def test_the_warm_starts_home_is_the_accounts_own(sandbox, tmp_path):
+    """The home the warm start places a non-root server's caches under is the one systemd gives the unit (User=
+    sets HOME from the passwd entry), as the host's getent says: a service account's (useradd -r -d
+    /var/lib/NAME) is not /home/NAME. Before (h-adv15, stop 54): warmstart.home_of guessed /home/NAME, so such a
+    server's caches were never placed where it looks, nor collected from where it wrote them."""
+    inv = fleet_inventory.load(_inventory(sandbox, tmp_path))
+    sh(inv, HOST, "id fxsvc >/dev/null 2>&1 || useradd -r -d /var/lib/fxsvc -s /usr/sbin/nologin fxsvc")
+    conn = open_connection(inv.hosts[HOST])
+    try:
+        got = {u: kcache.home(conn, inv.hosts[HOST], u) for u in ("fxsvc", "fleet", "root", "nosuchuser")}
+    finally:
+        conn.close()
+        sh(inv, HOST, "userdel fxsvc 2>/dev/null; true")
+    assert got == {"fxsvc": "/var/lib/fxsvc", "fleet": "/home/fleet", "root": "/root", "nosuchuser": None}, got

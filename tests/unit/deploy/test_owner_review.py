@@ -37,7 +37,7 @@ def test_a_root_units_warm_start_never_gets_caches_a_users_server_made(tmp_path)
                       driver_version="580.95.05", torch_cuda="13.0",
                       packages={"sglang": Package(version="0.5.9"), "flashinfer-python": Package(version="0.6.3")})
     store, env = CacheStore(tmp_path / "store"), {"HOME": "/srv/sglang"}
-    as_llm = WarmStart.of(store, facts, [], ["--tp-size", "2"], env, "/opt/ml-env", "llm")
-    as_root = WarmStart.of(store, facts, [], ["--tp-size", "2"], env, "/opt/ml-env", "root")
+    as_llm = WarmStart.of(store, facts, [], ["--tp-size", "2"], env, "/opt/ml-env", "llm", "/home/llm")
+    as_root = WarmStart.of(store, facts, [], ["--tp-size", "2"], env, "/opt/ml-env", "root", "/root")
     assert isinstance(as_llm, WarmStart) and isinstance(as_root, WarmStart)
     assert as_llm.key.digest != as_root.key.digest  # before: equal: root places and runs llm's compiled modules

@@ -243,7 +243,7 @@ def test_placing_a_cache_never_removes_files_that_are_no_cache(tmp_path: Path) -
     (home / ".ssh" / "authorized_keys").write_text("ssh-ed25519 AAAA operator\n")
     facts = HostFacts(host="h", address="a", gpus=[Gpu(index=0, name="G", sm=120)],
                       packages={"sglang": Package(version="0.5.9"), "flashinfer-python": Package(version="0.6.3")})
-    where = warmstart.folders(facts, {"HOME": str(home), "TRITON_CACHE_DIR": str(home)}, "llm")
+    where = warmstart.folders(facts, {"HOME": str(home), "TRITON_CACHE_DIR": str(home)}, "llm", "/home/llm")
     assert str(home) in where  # the folder fleet would place and clear
     tar = _tar({str(home / "ab12").lstrip("/"): None, str(home / "ab12" / "k.cubin").lstrip("/"): b"cubin"})
     done = _program("place", hashlib.sha256(tar).hexdigest(), str(home), data=tar)
@@ -315,7 +315,7 @@ def test_no_cache_folder_is_in_a_tmp_the_unit_does_not_see() -> None:
     facts = HostFacts(host="h", address="a", gpus=[Gpu(index=0, name="G", sm=120)],
                       packages={"sglang": Package(version="0.5.9"), "flashinfer-python": Package(version="0.6.3")})
     assert "PrivateTmp=yes" in HARDENING["service"]
-    assert not [f for f in warmstart.folders(facts, {}, "root") if f.startswith("/tmp/")]
+    assert not [f for f in warmstart.folders(facts, {}, "root", "/root") if f.startswith("/tmp/")]
 
 
 # 12 -------------------------------------------------------------------------------------------------------------
@@ -375,10 +375,10 @@ def test_an_entry_a_host_refuses_as_bad_is_dropped_and_replaced(tmp_path: Path) 
 def test_a_cache_folder_that_is_the_home_or_holds_the_venv_gives_no_key() -> None:
     """rev49 #7, the controller's side: one clear line, a cold start, before anything is sent to the host."""
     home, venv = "/home/llm", "/home/llm/ml-env"
-    assert warmstart.too_broad(["/home/llm/.cache/sglang", "/home/llm"], {}, "llm", venv) == "/home/llm"
-    assert warmstart.too_broad(["/home"], {"HOME": home}, "llm", venv) == "/home"
-    assert warmstart.too_broad(["/home/llm/ml-env/lib"], {}, "llm", venv) is None
-    assert warmstart.too_broad(["/home/llm/.cache/triton"], {}, "llm", venv) is None
+    assert warmstart.too_broad(["/home/llm/.cache/sglang", "/home/llm"], {}, "/home/llm", venv) == "/home/llm"
+    assert warmstart.too_broad(["/home"], {"HOME": home}, "/home/llm", venv) == "/home"
+    assert warmstart.too_broad(["/home/llm/ml-env/lib"], {}, "/home/llm", venv) is None
+    assert warmstart.too_broad(["/home/llm/.cache/triton"], {}, "/home/llm", venv) is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="places as root, as fleet does on a root or become host")

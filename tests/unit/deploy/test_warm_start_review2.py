@@ -85,10 +85,10 @@ def _facts() -> HostFacts:
 
 def test_hosts_whose_cache_folders_differ_never_share_a_key(tmp_path: Path) -> None:
     store = CacheStore(tmp_path / "store")
-    root = WarmStart.of(store, _facts(), [], ["--tp-size", "2"], {}, "/opt/ml-env", "root")
-    llm = WarmStart.of(store, _facts(), [], ["--tp-size", "2"], {}, "/opt/ml-env", "llm")
+    root = WarmStart.of(store, _facts(), [], ["--tp-size", "2"], {}, "/opt/ml-env", "root", "/root")
+    llm = WarmStart.of(store, _facts(), [], ["--tp-size", "2"], {}, "/opt/ml-env", "llm", "/home/llm")
     moved = WarmStart.of(store, _facts(), [], ["--tp-size", "2"], {"FLASHINFER_WORKSPACE_BASE": "/data"},
-                         "/opt/ml-env", "root")
+                         "/opt/ml-env", "root", "/root")
     assert isinstance(root, WarmStart) and isinstance(llm, WarmStart) and isinstance(moved, WarmStart)
     assert root.folders != llm.folders and root.folders != moved.folders
     assert len({root.key.digest, llm.key.digest, moved.key.digest}) == 3
@@ -98,8 +98,9 @@ def test_hosts_whose_cache_folders_differ_never_share_a_key(tmp_path: Path) -> N
 def test_two_hosts_of_one_key_never_drop_each_others_entry(tmp_path: Path) -> None:
     store, said = CacheStore(tmp_path / "store"), list[str]()
     a, b = _ops(tmp_path / "root"), _ops(tmp_path / "home" / "llm")
-    first = WarmStart.of(store, _facts(), [], [], {"HOME": str(tmp_path / "root")}, "/opt/ml-env", "root")
-    second = WarmStart.of(store, _facts(), [], [], {"HOME": str(tmp_path / "home" / "llm")}, "/opt/ml-env", "llm")
+    first = WarmStart.of(store, _facts(), [], [], {"HOME": str(tmp_path / "root")}, "/opt/ml-env", "root", "/root")
+    second = WarmStart.of(store, _facts(), [], [], {"HOME": str(tmp_path / "home" / "llm")}, "/opt/ml-env", "llm",
+                          "/home/llm")
     assert isinstance(first, WarmStart) and isinstance(second, WarmStart)
     assert [a] == [Path(f) for f in first.folders if f.endswith("cached_ops")]
     assert [b] == [Path(f) for f in second.folders if f.endswith("cached_ops")]
@@ -244,8 +245,8 @@ def test_a_cache_folder_holding_the_models_is_never_placed_nor_cleared(tmp_path:
     model.parent.mkdir(parents=True)
     model.write_bytes(b"weights")
     env = {"HOME": str(home), "SGLANG_DG_CACHE_DIR": str(home / ".cache")}
-    ws = WarmStart.of(CacheStore(tmp_path / "store"), _facts(), [], [], env, "/opt/ml-env", "root")
-    where = warmstart.folders(_facts(), env, "root")
+    ws = WarmStart.of(CacheStore(tmp_path / "store"), _facts(), [], [], env, "/opt/ml-env", "root", "/root")
+    where = warmstart.folders(_facts(), env, "root", "/root")
     assert str(home / ".cache") in where
     tar = _tar({str(home / ".cache" / "k.cubin").lstrip("/"): b"cubin"})
     done = _program("place", hashlib.sha256(tar).hexdigest(), *where, data=tar)
@@ -256,7 +257,7 @@ def test_a_cache_folder_holding_the_models_is_never_placed_nor_cleared(tmp_path:
 def test_a_cache_folder_one_level_deep_or_holding_weights_is_refused(tmp_path: Path) -> None:
     """rev49b #6, the other shared folders: TRITON_CACHE_DIR=/data gives no key; a folder holding a model's
     weights is neither placed nor cleared on the host (place exited 0 and removed them before)."""
-    assert warmstart.too_broad(["/data", "/root/.triton/cache"], {}, "root", "/opt/ml-env") == "/data"
+    assert warmstart.too_broad(["/data", "/root/.triton/cache"], {}, "/root", "/opt/ml-env") == "/data"
     models = tmp_path / "srv" / "models"
     models.mkdir(parents=True)
     (models / "model-00001.safetensors").write_bytes(b"weights")

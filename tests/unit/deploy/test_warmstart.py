@@ -26,20 +26,21 @@ def test_flashinfer_names_its_arch_folder_as_each_release_does() -> None:
 
 def test_sglang_0_5_9_caches_sit_in_home_and_the_units_own_tmp_is_left_alone() -> None:
     """Inductor's default folder is in /tmp, which the unit has its own of (PrivateTmp=yes): not the host's."""
-    got = warmstart.folders(_facts("0.5.9", "0.6.3"), {}, "root")
+    got = warmstart.folders(_facts("0.5.9", "0.6.3"), {}, "root", "/root")
     assert got == ["/root/.cache/deep_gemm", "/root/.cache/flashinfer/0.6.3/120a/cached_ops", "/root/.triton/cache"]
-    with_env = warmstart.folders(_facts("0.5.9", "0.6.3"), {"TORCHINDUCTOR_CACHE_DIR": "/srv/inductor"}, "root")
+    with_env = warmstart.folders(_facts("0.5.9", "0.6.3"), {"TORCHINDUCTOR_CACHE_DIR": "/srv/inductor"}, "root",
+                                 "/root")
     assert "/srv/inductor" in with_env
 
 
 def test_sglang_0_5_23_caches_follow_sglang_cache_dir() -> None:
-    got = warmstart.folders(_facts("0.5.23", "0.7.2"), {"SGLANG_CACHE_DIR": "/srv/c"}, "llm")
+    got = warmstart.folders(_facts("0.5.23", "0.7.2"), {"SGLANG_CACHE_DIR": "/srv/c"}, "llm", "/home/llm")
     assert got == ["/srv/c/.cache/flashinfer/0.7.2/120f/cached_ops", "/srv/c/deep_gemm",
                    "/srv/c/flashinfer/autotune/0.7.2/sm120", "/srv/c/inductor", "/srv/c/triton"]
 
 
 def test_a_host_whose_versions_are_unknown_has_no_folders() -> None:
-    assert warmstart.folders(_facts("0.5.9", "0.6.3").model_copy(update={"packages": {}}), {}, "root") == []
+    assert warmstart.folders(_facts("0.5.9", "0.6.3").model_copy(update={"packages": {}}), {}, "root", "/root") == []
 
 
 def _tar(files: dict[str, bytes]) -> bytes:

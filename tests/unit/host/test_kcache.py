@@ -11,7 +11,7 @@ import pytest
 from fakesession import HOST
 
 from fleet.host import kcache, programs
-from fleet.ssh.remote import BytesResult, use_runner
+from fleet.ssh.remote import BytesResult, CommandTimedOut, use_runner
 
 
 class _Asked:
@@ -93,3 +93,48 @@ def test_a_host_without_python3_refuses_plainly_nothing_changed() -> None:
     gone = kcache.unproven(conn, HOST, "/v", "llm")  # type: ignore[arg-type]
     assert isinstance(placed, kcache.HostRefused) and not placed.unknown and not placed.bad_entry, placed
     assert isinstance(gone, kcache.HostRefused) and not gone.unknown and "not found" in gone.reason, gone
+
+
+def test_a_users_home_is_its_passwd_lines_plain_absolute_folder_or_unknown():
+    """The warm start's folders are under the home systemd gives the unit (the passwd entry's), never a guessed
+    /home/NAME: a service account's is /var/lib/NAME (useradd -r -d, adduser --system). A host's odd answer is no
+    home (the start goes cold), never a folder to act in. Found by review (h-adv15, stop 54)."""
+    line = "sglang:x:998:998::/var/lib/sglang:/usr/sbin/nologin\n"
+    assert kcache.parse_home("sglang", line) == "/var/lib/sglang"
+    assert kcache.parse_home("llm", "llm:x:1000:1000:LLM,,,:/home/llm:/bin/bash") == "/home/llm"
+    for odd in ("", "\n", "root:x:0:0:root:/root:/bin/bash\n", line + line, "sglang:x:998:998::/:/bin/sh",
+                "sglang:x:998:998::/srv:/bin/sh", "sglang:x:998:998::/var/../etc:/bin/sh",
+                "sglang:x:998:998::var/lib/x:/bin/sh", "sglang:x:998:998::/var/lib/a b:/bin/sh",
+                "sglang:x:998:998::/var/lib/x\x1b[2J:/bin/sh", "sglang:x:998:998:/var/lib/x:/bin/sh"):
+        assert kcache.parse_home("sglang", odd) is None, odd
+
+
+class _Says:
+    """A Runner that answers every command with one result, or raises one error."""
+
+    def __init__(self, answer: BytesResult | Exception) -> None:
+        self.answer, self.commands = answer, []  # type: ignore[var-annotated]
+
+    def run_bytes(self, conn: Any, host: Any, command: str, data: Any, timeout: float,
+                  max_output: int) -> BytesResult:
+        self.commands.append(command)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _home(user: str, answer: BytesResult | Exception) -> tuple[str | None, list[str]]:
+    says = _Says(answer)
+    conn = SimpleNamespace(transport=SimpleNamespace())
+    use_runner(conn, says)  # type: ignore[arg-type]
+    return kcache.home(conn, HOST, user), says.commands  # type: ignore[arg-type]
+
+
+def test_the_home_is_asked_of_the_host_for_a_user_and_a_failure_is_no_home() -> None:
+    line = b"sglang:x:998:998::/var/lib/sglang:/usr/sbin/nologin\n"
+    assert _home("sglang", BytesResult(0, line, b"")) == ("/var/lib/sglang", ["getent passwd sglang"])
+    assert _home("root", BytesResult(0, line, b"")) == ("/root", [])  # root's: asked nothing
+    assert _home("sglang", BytesResult(2, b"", b""))[0] is None  # getent: no such account
+    assert _home("sglang", CommandTimedOut("getent passwd sglang: no answer in 30 s"))[0] is None
+    with pytest.raises(ValueError):
+        _home("x; rm -rf /", BytesResult(0, line, b""))  # no account name: refused before anything is sent
