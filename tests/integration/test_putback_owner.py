@@ -134,3 +134,34 @@ def test_the_remedy_set_serve_user_to_the_owner_starts_for_a_system_user(sandbox
                                     f"systemctl daemon-reload; userdel -r {user} 2>/dev/null; rm -rf {home}; true")
     print(json.dumps({"attempts": out.get("attempts"), "unit": unit, "journal": said}, indent=1))
     assert "/home/" not in unit, (unit, said)  # before: WorkingDirectory=/home/adv14sys, a folder the host lacks
+
+
+def test_recover_never_starts_a_root_unit_again_on_a_venv_a_user_may_change(sandbox, sandbox_inventory, tmp_path):
+    """`inv recover` of a GPU that asks for a reset stops the unit, resets the GPU and starts the unit again. Where
+    the venv the root unit runs got a file of the `fleet` user's since it started, that start would run the user's
+    code as root. Before: recover did it (uids ['0']). Now it is refused before anything stops: the unit still
+    serves, the GPU is left as it was, and the error says how to go on."""
+    from fleetcli import WANTS_RESET
+
+    book = llama_playbook(tmp_path, BASE, name="llama-recover-owner")
+    seen: dict[str, object] = {}
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} && mkdir -m 1777 {RAN} && cp -p {SITE} {SITE}.adv14 && "
+                                    f"printf %s {shlex.quote(PLANT)} >> {SITE} && chown fleet:fleet {SITE} && "
+                                    "mkdir -p /run/fleet-sim && " + WANTS_RESET)
+        pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+        out = inv(sandbox, "recover", "--host", HOST, "--json")
+        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
+                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
+                "same pid": sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid}
+    finally:
+        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv14 || mv -f {SITE}.adv14 {SITE}; rm -rf {RAN}; "
+                                    "rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate; systemctl stop sglang; "
+                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
+                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+    print(json.dumps(seen, indent=1, default=str))
+    assert "0" not in seen["uids"], seen  # before: ['0']: root ran fleet's sglang/__init__.py at the start again
+    assert seen["rc"] == 1 and seen["same pid"], seen  # refused before the stop: the server never went down
+    assert "owner rule" in json.dumps(seen["result"]) + str(seen["err"]), seen
