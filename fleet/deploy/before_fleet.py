@@ -43,7 +43,6 @@ def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: P
                   progress=progress, session=session) as run:
             store = ReleaseStore.on(run.session)
             current = store.current()
-            served = venvs.release_venv(store, host, current) if current is not None else host  # its patch sets'
             unit = unit or (unit_of_files(current.files) if current is not None else None) or host.unit
             record = BeforeFleet.on(run.session)
             files = record.manifest()
@@ -59,6 +58,7 @@ def before_fleet(host: Host, unit: str | None, opts: ConnectOptions, progress: P
             if damaged:
                 raise FleetError(f"{host.name}: the before-fleet copy of {damaged[0]} is missing or damaged; "
                                  "nothing was changed")
+            served = venvs.release_venv(store, host, current) if current is not None else host  # its patch sets'
             run.mark_rollback(to=BEFORE_FLEET)
             try:
                 _undo_fleet(run.session, served, unit, copies, wanted, files, progress)
@@ -174,6 +174,8 @@ def _serve_again(s: HostSession, served: Host, unit: str, progress: Progress) ->
                 "puts them back"), False
     if s.unit_state(unit).get("ActiveState") in RUNNING:
         return f"release {current.id} still serves, its patch sets back", True
+    if why := restore.installed_problem(s, unit):
+        return f"release {current.id} was not started again: the owner rule refuses it ({why})", False
     s.start(unit, check=False)
     state = s.unit_state(unit).get("ActiveState", "unknown")
     return f"the stop had gone through: release {current.id} was started again (the unit is {state})", \

@@ -329,6 +329,8 @@ def _unit_back(s: HostSession, unit: str) -> str | None:
         try:
             if s.unit_running(unit):
                 return None
+            if why := restore.installed_problem(s, unit):  # its venv's owner may have changed
+                return f"{unit} was stopped and {NOT_STARTED}: the owner rule refuses it ({why})"
             s.start(unit)
             state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
             return f"{unit} {STARTED_AGAIN} ({state})"

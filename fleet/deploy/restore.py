@@ -33,7 +33,7 @@ from fleet.host.service import (
     verify_unit_text,
     write_atomic,
 )
-from fleet.host.session import ConnectionLost
+from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs import journal
 from fleet.outcomes import Outcome, ReleaseStatus, ServerVerdict
@@ -170,6 +170,17 @@ def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Re
     env = next((data for path, data in copies.items() if path.endswith(".env")), b"")
     return unit_owner_problem(conn, host, unit.decode("utf-8", "replace"), env.decode("utf-8", "replace")) \
         if unit is not None else None
+
+
+def installed_problem(s: HostSession, unit: str) -> str | None:
+    """Why the unit as installed now (its unit and env files) must not be started again, as the owner rule says
+    (fleet.deploy.preflight.unit_owner_problem: its venv's owner may have changed since it started), None where it
+    may: what a run that stopped it, a recover or a put-back after a failure start again as it was."""
+    text = s.read(unit_file(unit))
+    if text is None:
+        return None
+    env = s.read(env_file(unit)) or b""
+    return unit_owner_problem(s.conn, s.host, text.decode("utf-8", "replace"), env.decode("utf-8", "replace"))
 
 
 def mode_of(release: Release, path: str) -> int:

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field, replace
 
 from paramiko import SSHException
 
-from fleet.deploy import hardware
+from fleet.deploy import hardware, restore
 from fleet.deploy.hostrun import NOT_STARTED, RAN, HostRun, host_run, lock_only, release_after_reboot
-from fleet.deploy.preflight import unit_owner_problem
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
 from fleet.host.lock import LOCK_DIR, HostLockError, Lock
 from fleet.host.releases import STOPPED_MARK, ReleaseStore
-from fleet.host.render import env_file, unit_file, unit_of_files
+from fleet.host.render import unit_of_files
 from fleet.host.session import ChannelFailed, CommandTimedOut, HostSession, OutputTooLarge, one_line
 from fleet.inventory import Host
 from fleet.multihost.proxmox import Proxmox, ProxmoxError, ProxmoxGuest
@@ -101,17 +100,6 @@ def served(host: Host, s: HostSession) -> tuple[Host, HostSession]:
         return host, s
     host = replace(host, unit=unit)
     return host, s.as_host(host)
-
-
-def start_refused(s: HostSession, unit: str) -> str | None:
-    """Why the unit as installed (its unit and env files) must not be started again (the owner rule:
-    fleet.deploy.preflight.unit_owner_problem; its venv's owner may have changed since it started), None where it
-    may."""
-    text = s.read(unit_file(unit))
-    if text is None:
-        return None
-    env = s.read(env_file(unit)) or b""
-    return unit_owner_problem(s.conn, s.host, text.decode("utf-8", "replace"), env.decode("utf-8", "replace"))
 
 
 def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
@@ -296,7 +284,8 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({action})", unit=None, recover=lock_only(say), progress=say,
                       session=s, router=router) as run:
-            if facts.unit and facts.unit.active_state in RAN and (problem := start_refused(s, host.unit)):
+            ran = facts.unit is not None and facts.unit.active_state in RAN
+            if ran and (problem := restore.installed_problem(s, host.unit)):
                 raise FleetError(f"{host.name}: {host.unit} runs and would be started again after the {action}, "
                                  f"which the owner rule refuses: {problem}; nothing was changed (stop {host.unit} "
                                  "first to recover the GPUs with it stopped)")
@@ -424,6 +413,8 @@ def _still_in(host: Host, opts: ConnectOptions, boot: str, lock: Lock | None, st
 
 def _start(s: HostSession, unit: str) -> str:
     try:
+        if problem := restore.installed_problem(s, unit):
+            return f"{unit} was stopped and {NOT_STARTED}: the owner rule refuses it ({problem})"
         s.start(unit)
     except FleetError as exc:
         return f"starting {unit} again failed ({one_line(str(exc))})"

@@ -165,3 +165,33 @@ def test_recover_never_starts_a_root_unit_again_on_a_venv_a_user_may_change(sand
     assert "0" not in seen["uids"], seen  # before: ['0']: root ran fleet's sglang/__init__.py at the start again
     assert seen["rc"] == 1 and seen["same pid"], seen  # refused before the stop: the server never went down
     assert "owner rule" in json.dumps(seen["result"]) + str(seen["err"]), seen
+
+
+def test_a_dead_runs_stopped_unit_is_not_started_again_as_root_on_a_users_venv(sandbox, sandbox_inventory, tmp_path):
+    """A run that stopped the unit outside a release (a GPU reset) and died leaves it named in the stop mark; the
+    next run under the lock starts it again as it was (fleet.deploy.hostrun). Where the root unit's venv got a
+    file of the `fleet` user's meanwhile, that start ran the user's code as root (before: uids ['0']). Now the
+    next run leaves it stopped and says the owner rule refused it; the mark stays for the run after a fix."""
+    book = llama_playbook(tmp_path, BASE, name="llama-deadrun-owner")
+    seen: dict[str, object] = {}
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        sh(sandbox_inventory, HOST, "systemctl stop sglang && echo '{\"units\": [\"sglang\"]}' > "
+                                    f"/var/lib/fleet/stopped.json && rm -rf {RAN} && mkdir -m 1777 {RAN} && "
+                                    f"cp -p {SITE} {SITE}.adv14 && printf %s {shlex.quote(PLANT)} >> {SITE} && "
+                                    f"chown fleet:fleet {SITE}")
+        out = inv(sandbox, "recover", "--host", HOST, "--json")
+        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
+                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
+                "active": sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip(),
+                "mark": sh(sandbox_inventory, HOST, "cat /var/lib/fleet/stopped.json 2>/dev/null; true")}
+    finally:
+        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv14 || mv -f {SITE}.adv14 {SITE}; rm -rf {RAN}; "
+                                    "systemctl stop sglang; systemctl disable sglang 2>/dev/null; "
+                                    "rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env /var/lib/fleet; "
+                                    "systemctl daemon-reload; true")
+    print(json.dumps(seen, indent=1, default=str))
+    assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
+    assert "the owner rule refuses it" in json.dumps(seen["result"]), seen
+    assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
