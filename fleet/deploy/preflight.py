@@ -82,17 +82,33 @@ def unclear(envs: Iterable[Mapping[str, object]]) -> str | None:
 
 def venv_problem(conn: Connection, host: Host, book: Playbook, venv: str) -> str | None:
     """The venv the unit runs from must be there (a playbook that pins `packages:` has it built: fleet.host.venvs),
-    and the unit's user must be one whose running it gives no one else a way in (venv_verdict), with what the
-    unit's environment has it load (any rung's)."""
-    user = book.serve.user
-    envs: list[Mapping[str, object]] = [book.serve.env, host_env(host.vars), *(r.env for r in book.ladder)]
+    and the unit's user must be one whose running it gives no one else a way in (venv_verdict), with what every
+    rung's environment has it load (serve.env and the host's; a rung's own: rung_env_problem)."""
+    envs: list[Mapping[str, object]] = [book.serve.env, host_env(host.vars)]
     if why := unclear(envs):
         return why
-    also = loaded(envs)
+    return _judged(conn, host, book, venv, loaded(envs))
+
+
+def _judged(conn: Connection, host: Host, book: Playbook, venv: str, also: tuple[str, ...]) -> str | None:
+    """venv_verdict of the venv with `also`; a venv the deploy builds (`packages:`) is judged once built."""
+    user = book.serve.user
     found = venv_run(conn, host, venv, user, also)
     if not found.exists and book.packages:
         return None if found.user_uid is not None else venv_verdict(found, venv, user, also)
     return venv_verdict(found, venv, user, also)
+
+
+def rung_env_problem(conn: Connection, host: Host, book: Playbook, venv: str, rung: Rung) -> str | None:
+    """venv_problem's rule for what the rung's own env adds to what the unit loads (None where it adds nothing):
+    a rung whose env names a folder another user may change is refused, the other rungs go on."""
+    base: list[Mapping[str, object]] = [book.serve.env, host_env(host.vars)]
+    if why := unclear([rung.env]):
+        return why
+    also = loaded([*base, rung.env])
+    if set(also) <= set(loaded(base)):
+        return None
+    return _judged(conn, host, book, venv, also)
 
 
 def router_venv_problem(conn: Connection, host: Host, python: str, user: str) -> str | None:
@@ -281,6 +297,8 @@ def check(conn: Connection, host: Host, book: Playbook, venv: str, unit: str, fa
             why = "; ".join(unknown)
         elif (need := gpus_needed(flags)) > gpus:
             why = f"TP x PP x DP = {need} GPUs, host has {len(facts.gpus)}"
+        elif env_why := rung_env_problem(conn, host, book, venv, rung):
+            why = env_why
         else:
             for s in rung.patches:
                 if s not in sets_cache:

@@ -195,3 +195,24 @@ def test_a_dead_runs_stopped_unit_is_not_started_again_as_root_on_a_users_venv(s
     assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
     assert "the owner rule refuses it" in json.dumps(seen["result"]), seen
     assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
+
+
+def test_a_rung_whose_env_loads_a_users_folder_is_skipped_and_the_next_rung_serves(sandbox, sandbox_inventory,
+                                                                                   tmp_path):
+    """A rung's env naming a folder the `fleet` user owns (PYTHONPATH) is that rung's preflight refusal; the
+    ladder goes on to the next rung. Before: the whole host was refused, no rung tried."""
+    pp = "/home/fleet/rung-pp"
+    sh(sandbox_inventory, HOST, f"rm -rf {pp} && runuser -u fleet -- mkdir {pp}")
+    ladder = [{**BASE[0], "name": "user-path", "env": {**BASE[0]["env"], "PYTHONPATH": pp}}, BASE[0]]
+    book = llama_playbook(tmp_path, ladder, name="llama-rung-env")
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        out = json.loads(done.stdout)
+    finally:
+        sh(sandbox_inventory, HOST, f"rm -rf {pp}; systemctl stop sglang 2>/dev/null; systemctl disable sglang "
+                                    "2>/dev/null; rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env "
+                                    "/var/lib/fleet; systemctl daemon-reload; true")
+    assert out["status"] == "ok", (out.get("error"), out.get("attempts"))
+    assert out["attempts"][-1]["rung"] == "plain" and out["attempts"][-1]["outcome"] == "READY", out["attempts"]
+    refused = [a for a in out["attempts"] if a["rung"] == "user-path"]
+    assert refused and refused[0]["outcome"] == "PREFLIGHT" and "fleet (uid 1000)" in refused[0]["evidence"], refused
