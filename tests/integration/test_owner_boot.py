@@ -54,3 +54,41 @@ def test_recover_never_reboots_into_an_enabled_root_unit_on_a_venv_a_user_may_ch
     assert seen["rc"] == 1 and seen["same boot"], seen  # refused before the reboot
     said = json.dumps(seen["result"]) + str(seen["err"])
     assert "owner rule" in said and "disable" in said, seen
+
+
+DROPIN = "/etc/systemd/system/sglang.service.d/adv16.conf"
+
+
+def test_a_stopped_unit_is_not_started_again_where_a_drop_in_makes_it_run_a_users_code(sandbox, sandbox_inventory,
+                                                                                       tmp_path):
+    """The owner rule of a unit as installed (restore.installed_problem: the run skeleton's start again, recover's)
+    read /etc/systemd/system/UNIT.service alone; systemd runs it with its drop-ins (`systemctl edit sglang`), which
+    may name another User=, ExecStart= or Environment=. A drop-in's PYTHONPATH naming a folder of the `fleet`
+    user's: a dead run's stopped root unit was started again and root imported that user's sitecustomize.py (uids
+    ['0']). Now the rule reads the unit as systemd has it (`systemctl cat`): left stopped, said, the mark kept."""
+    pp = "/home/fleet/adv16-pp"
+    book = llama_playbook(tmp_path, BASE, name="llama-adv16-dropin")
+    seen: dict[str, object] = {}
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        sh(sandbox_inventory, HOST, f"systemctl stop sglang && echo '{{\"units\": [\"sglang\"]}}' > "
+                                    f"/var/lib/fleet/stopped.json && rm -rf {RAN} {pp} && mkdir -m 1777 {RAN} && "
+                                    f"runuser -u fleet -- mkdir {pp} && printf %s {shlex.quote(PLANT)} | "
+                                    f"runuser -u fleet -- tee {pp}/sitecustomize.py >/dev/null && "
+                                    f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && "
+                                    f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {DROPIN} && "
+                                    "systemctl daemon-reload")
+        out = inv(sandbox, "recover", "--host", HOST, "--json")
+        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
+                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
+                "active": sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip(),
+                "mark": sh(sandbox_inventory, HOST, "cat /var/lib/fleet/stopped.json 2>/dev/null; true")}
+    finally:
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; systemctl stop sglang; "
+                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
+                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+    print(json.dumps(seen, indent=1, default=str))
+    assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
+    assert "the owner rule refuses it" in json.dumps(seen["result"]) and pp in json.dumps(seen["result"])
+    assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
