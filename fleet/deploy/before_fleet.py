@@ -112,14 +112,14 @@ def _back_on_release(s: HostSession, served: Host, unit: str, written: list[tupl
     why = str(exc)
     try:
         undone, files_ok = _undo_writes(s, written)
-        served, serves = _serve_again(s, served, unit, progress)
+        became, serves = _serve_again(s, served, unit, progress)
     except ConnectionLost as lost:
         return FleetError(f"{why}; the link was lost putting the release back ({lost}): the next deploy or rollback "
                           "puts it back")
     except FleetError as lost:
         return FleetError(f"{why}; putting the release back failed too ({lost}): the next deploy or rollback puts "
                           "it back")
-    return (Settled if files_ok and serves else FleetError)(f"{why}; {undone}; {served}")
+    return (Settled if files_ok and serves else FleetError)(f"{why}; {undone}; {became}")
 
 
 def _write_all(s: HostSession, writes: list[tuple[str, bytes, int]]) -> list[tuple[str, str | None]]:

@@ -330,7 +330,7 @@ def _unit_back(s: HostSession, unit: str) -> str | None:
             if s.unit_running(unit):
                 return None
             if why := restore.installed_problem(s, unit):  # its venv's owner may have changed
-                return f"{unit} was stopped and {NOT_STARTED}: the owner rule refuses it ({why})"
+                return f"{unit} was stopped and {NOT_STARTED}: the owner rule refuses it ({why})" + _boots(s, unit)
             s.start(unit)
             state = one_line(s.unit_state(unit).get("ActiveState", "unknown"), 40)
             return f"{unit} {STARTED_AGAIN} ({state})"
@@ -340,6 +340,13 @@ def _unit_back(s: HostSession, unit: str) -> str | None:
         except Exception as exc:  # noqa: BLE001 - said with the body's own error
             problem = exc
     return f"{unit} was stopped and {NOT_STARTED} ({_first_line(problem) if problem else '?'})"
+
+
+def _boots(s: HostSession, unit: str) -> str:
+    """A unit left stopped by the owner rule that is still enabled, said: the next boot starts it as installed."""
+    if s.unit_file_states([unit]).get(unit, "") not in boot.STARTS_AT_BOOT:
+        return ""
+    return f"; it is still enabled, so a boot starts it as it is (`systemctl disable {unit}` until it is fixed)"
 
 
 def _attempted(step: Callable[[], object], what: str) -> str | None:

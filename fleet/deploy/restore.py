@@ -19,7 +19,7 @@ from fleet.deploy.results import Attempt
 from fleet.host import kcache, venvs
 from fleet.host.found_files import BeforeFleet
 from fleet.host.releases import Release, ReleaseStore, new_id, now, recorded_flashinfer, recorded_sglang
-from fleet.host.render import LAUNCHER, env_file, launcher_text, unit_file
+from fleet.host.render import LAUNCHER, env_file, environment_files, launcher_text, unit_environment, unit_file
 from fleet.host.service import (
     ServiceError,
     daemon_reload,
@@ -173,14 +173,22 @@ def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Re
 
 
 def installed_problem(s: HostSession, unit: str) -> str | None:
-    """Why the unit as installed now (its unit and env files) must not be started again, as the owner rule says
+    """Why the unit as installed now must not be started again, as the owner rule says
     (fleet.deploy.preflight.unit_owner_problem: its venv's owner may have changed since it started), None where it
-    may: what a run that stopped it, a recover or a put-back after a failure start again as it was."""
-    text = s.read(unit_file(unit))
+    may: what a run that stopped it, a recover or a put-back after a failure start again as it was. The unit as
+    systemd runs it (`systemctl cat`: its file wherever it is and its drop-ins, whose User=, ExecStart= and
+    Environment= win), with its Environment= and each EnvironmentFile= it names; fleet's files where systemd says
+    nothing."""
+    text = s.unit_text(unit)
     if text is None:
-        return None
-    env = s.read(env_file(unit)) or b""
-    return unit_owner_problem(s.conn, s.host, text.decode("utf-8", "replace"), env.decode("utf-8", "replace"))
+        raw = s.read(unit_file(unit))
+        if raw is None:
+            return None
+        text = f"EnvironmentFile={env_file(unit)}\n" + raw.decode("utf-8", "replace")
+    env = unit_environment(text)
+    for path in environment_files(text):
+        env += (s.read(path) or b"").decode("utf-8", "replace") + "\n"  # an env file wins over Environment=
+    return unit_owner_problem(s.conn, s.host, text, env)
 
 
 def mode_of(release: Release, path: str) -> int:

@@ -178,3 +178,33 @@ def env_file_values(text: str) -> dict[str, str]:
                 value = re.sub(r"\\(.)", r"\1", value[1:-1])
             out[key.strip()] = value
     return out
+
+
+def unit_environment(text: str) -> str:
+    """The unit's Environment= assignments (systemd's quoting, read as shlex does), as env file lines (pure); an
+    empty Environment= drops those before it, as systemd does."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() != "Environment":
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = value.split()
+        if not words:
+            lines = []
+        lines += [w for w in words if "=" in w]
+    return "".join(line + "\n" for line in lines)
+
+
+def environment_files(text: str) -> list[str]:
+    """The files the unit's EnvironmentFile= lines name, in order (pure; `-`: optional); an empty one drops those
+    before it."""
+    found: list[str] = []
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "EnvironmentFile":
+            path = value.strip().removeprefix("-")
+            found = [*found, path] if path else []
+    return found

@@ -122,6 +122,12 @@ class HostSession:
         failed command is no answer, never "inactive"); what a host sends is bounded to one printable line."""
         return one_line(self.run(f"systemctl is-active {shlex.quote(unit)}", timeout=60).stdout, 80)
 
+    def unit_text(self, unit: str) -> str | None:
+        """`systemctl cat` of the unit: its file wherever it is, then its drop-ins, as systemd runs it; None where
+        systemctl said nothing (no such unit)."""
+        res = self.run(f"systemctl cat -- {shlex.quote(unit)}.service 2>/dev/null", timeout=60)
+        return res.stdout if res.ok and res.stdout.strip() else None
+
     def disable_unit(self, unit: str) -> None:
         """`systemctl disable`, never failing (a unit already gone is disabled)."""
         self.sh(f"systemctl disable {shlex.quote(unit)} 2>/dev/null; true")

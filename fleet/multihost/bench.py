@@ -75,7 +75,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         current = store.current()
         if current is None:
             raise FleetError(f"{host.name}: no current release to measure (deploy first)")
-        venv = venvs.recorded(current.facts) or serve.venv  # the venv the release serves from (packages:)
+        venv = venvs.release_venv(store, host, current).venv  # the one its unit runs, never the playbook's guess
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
         say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from paramiko import SSHException
 
 from fleet.deploy import hardware, restore
+from fleet.deploy.boot import STARTS_AT_BOOT
 from fleet.deploy.hostrun import NOT_STARTED, RAN, HostRun, host_run, lock_only, release_after_reboot
 from fleet.errors import ConnectError, FleetError
 from fleet.host.facts import HostFacts
@@ -100,6 +101,36 @@ def served(host: Host, s: HostSession) -> tuple[Host, HostSession]:
         return host, s
     host = replace(host, unit=unit)
     return host, s.as_host(host)
+
+
+def start_problems(s: HostSession, facts: HostFacts, action: str, router: str | None) -> list[tuple[str, str]]:
+    """(unit, why) for each unit this recover would have started again that the owner rule refuses as installed
+    (restore.installed_problem), asked before anything stops: the host's unit where it runs (recover starts it after
+    the reset or the boot), and for a reboot or a VM reset also where it is enabled (the boot starts it: a unit that
+    died with the GPU fault, or one stopped as a GPU reset's refusal advises), and the router's unit there."""
+    whole = action != GPU_RESET
+    state = facts.unit
+    ran = state is not None and state.active_state in RAN
+    boots = whole and state is not None and (state.unit_file_state or "") in STARTS_AT_BOOT
+    found = []
+    if (ran or boots) and (why := restore.installed_problem(s, s.host.unit)):
+        found.append((s.host.unit, f"{s.host.unit} " + ("runs and would be started again after" if ran else
+                                                          "is enabled and would be started by the boot after")
+                      + f" the {action}, which the owner rule refuses: {why}"))
+    if whole and router is not None and (s.is_active(router) in RAN or s.unit_file_states([router]).get(router, "")
+                                         in STARTS_AT_BOOT) and (why := restore.installed_problem(s, router)):
+        found.append((router, f"the router's {router} would be started again after the {action}, which the owner "
+                              f"rule refuses: {why}"))
+    return found
+
+
+def refuse_starts(s: HostSession, facts: HostFacts, action: str, router: str | None,
+                  done: str = "nothing was changed") -> None:
+    """FleetError, before the action, where start_problems finds a unit it would start that the rule refuses."""
+    for unit, problem in start_problems(s, facts, action, router):
+        raise FleetError(f"{s.host.name}: {problem}; {done} (" + (
+            f"stop {unit} first to recover the GPUs with it stopped" if action == GPU_RESET else
+            f"`systemctl disable --now {unit}` first: a boot starts an enabled unit") + ")")
 
 
 def gpu_reset(run: HostRun, gpus: list[int], facts: HostFacts, say: Progress) -> str | None:
@@ -284,11 +315,7 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
         # not under another's deploy or tune; a failure before the machine goes down starts the unit again
         with host_run(host, opts, f"recover ({action})", unit=None, recover=lock_only(say), progress=say,
                       session=s, router=router) as run:
-            ran = facts.unit is not None and facts.unit.active_state in RAN
-            if ran and (problem := restore.installed_problem(s, host.unit)):
-                raise FleetError(f"{host.name}: {host.unit} runs and would be started again after the {action}, "
-                                 f"which the owner rule refuses: {problem}; nothing was changed (stop {host.unit} "
-                                 "first to recover the GPUs with it stopped)")
+            refuse_starts(s, facts, action, router)
             if before_stop is not None:
                 before_stop(s)
             if action == GPU_RESET:
@@ -301,6 +328,9 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
                 steps.append(f"GPU reset of {', '.join(map(str, gpus))}" + (f": {refused}" if refused else ""))
                 if refused:
                     action = VM_RESET if proxmox else REBOOT
+                    if not lost:  # the boot starts what is enabled: asked again before the reboot
+                        refuse_starts(s, facts, action, router, f"the GPU reset was refused ({refused}); no "
+                                      f"{action} was sent")
             if action != GPU_RESET:  # kept through the reboot (/var/lib): released on the next boot
                 ran = [host.unit] if facts.unit and facts.unit.active_state in RAN else []
                 if ran and not lost:  # named on the host before the machine goes down: a recover cut after

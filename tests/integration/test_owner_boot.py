@@ -1,0 +1,94 @@
+"""Found by review (h-adv16, of 8788d47..f7fb7f0): `inv recover` asks the owner rule before it stops a unit that
+runs, as it would start it again. A reboot (or a VM reset) starts more than recover does: the boot starts every
+enabled unit, and fleet enables the unit of the release it deploys. A unit that does not run when recover looks (it
+died with the GPU fault, the usual reason to recover; or an operator stopped it, as recover's own refusal advises:
+`stop sglang first to recover the GPUs with it stopped`) was never asked of: the reboot went ahead and the boot
+started the root unit on a venv the `fleet` user had got a file in (uids ['0'])."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from fleetcli import inv, llama_playbook, sh
+
+HOST = "sbx2"
+BASE = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"disable-custom-all-reduce": True}}]
+SITE = "/root/ml-env/lib/python3.11/site-packages/sglang/__init__.py"  # a module the server imports
+RAN = "/var/lib/adv16-ran"  # kept through the reboot (/run is a tmpfs; the unit's /tmp is its own)
+PLANT = "\nimport os\nopen('" + RAN + "/%d' % os.getpid(), 'w').write('%d\\n' % os.getuid())\n"
+# GPU 0 falls off the bus: recover's plan is a reboot
+LOST = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
+        "echo \"[ 901.5] NVRM: Xid (PCI:$s): 79, pid=1, GPU has fallen off the bus.\" >> /run/fleet-sim/kmsg && "
+        "echo $b >> /run/fleet-sim/lost")
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+
+
+def test_recover_never_reboots_into_an_enabled_root_unit_on_a_venv_a_user_may_change(sandbox, sandbox_inventory,
+                                                                                        tmp_path):
+    """The unit was stopped (as recover's refusal advises) and is enabled; GPU 0 is lost, so recover reboots. Before:
+    the reboot went ahead, the boot started sglang as root on the `fleet` user's file (uids ['0']) and recover said
+    `ok`. Now refused before anything is done: same boot, no start, the error says to disable the unit."""
+    book = llama_playbook(tmp_path, BASE, name="llama-adv16-boot")
+    seen: dict[str, object] = {}
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        sh(sandbox_inventory, HOST, f"systemctl stop sglang && rm -rf {RAN} && mkdir -m 1777 {RAN} && "
+                                    f"cp -p {SITE} {SITE}.adv16 && printf %s {shlex.quote(PLANT)} >> {SITE} && "
+                                    f"chown fleet:fleet {SITE} && mkdir -p /run/fleet-sim && {LOST}")
+        boot = sh(sandbox_inventory, HOST, BOOT_ID)
+        enabled = sh(sandbox_inventory, HOST, "systemctl is-enabled sglang; true").strip()
+        out = inv(sandbox, "recover", "--host", HOST, "--json")
+        seen = {"enabled before": enabled, "rc": out.returncode, "result": json.loads(out.stdout or "{}"),
+                "err": out.stderr[-1500:], "same boot": sh(sandbox_inventory, HOST, BOOT_ID) == boot,
+                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split()))}
+    finally:
+        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv16 || mv -f {SITE}.adv16 {SITE}; rm -rf {RAN}; "
+                                    "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost; systemctl stop sglang; "
+                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
+                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+    print(json.dumps(seen, indent=1, default=str))
+    assert seen["enabled before"] == "enabled", seen
+    assert "0" not in seen["uids"], seen  # before: ['0']: the boot ran fleet's sglang/__init__.py as root
+    assert seen["rc"] == 1 and seen["same boot"], seen  # refused before the reboot
+    said = json.dumps(seen["result"]) + str(seen["err"])
+    assert "owner rule" in said and "disable" in said, seen
+
+
+DROPIN = "/etc/systemd/system/sglang.service.d/adv16.conf"
+
+
+def test_a_stopped_unit_is_not_started_again_where_a_drop_in_makes_it_run_a_users_code(sandbox, sandbox_inventory,
+                                                                                       tmp_path):
+    """The owner rule of a unit as installed (restore.installed_problem: the run skeleton's start again, recover's)
+    read /etc/systemd/system/UNIT.service alone; systemd runs it with its drop-ins (`systemctl edit sglang`), which
+    may name another User=, ExecStart= or Environment=. A drop-in's PYTHONPATH naming a folder of the `fleet`
+    user's: a dead run's stopped root unit was started again and root imported that user's sitecustomize.py (uids
+    ['0']). Now the rule reads the unit as systemd has it (`systemctl cat`): left stopped, said, the mark kept."""
+    pp = "/home/fleet/adv16-pp"
+    book = llama_playbook(tmp_path, BASE, name="llama-adv16-dropin")
+    seen: dict[str, object] = {}
+    try:
+        done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        sh(sandbox_inventory, HOST, f"systemctl stop sglang && echo '{{\"units\": [\"sglang\"]}}' > "
+                                    f"/var/lib/fleet/stopped.json && rm -rf {RAN} {pp} && mkdir -m 1777 {RAN} && "
+                                    f"runuser -u fleet -- mkdir {pp} && printf %s {shlex.quote(PLANT)} | "
+                                    f"runuser -u fleet -- tee {pp}/sitecustomize.py >/dev/null && "
+                                    f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && "
+                                    f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {DROPIN} && "
+                                    "systemctl daemon-reload")
+        out = inv(sandbox, "recover", "--host", HOST, "--json")
+        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
+                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
+                "active": sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip(),
+                "mark": sh(sandbox_inventory, HOST, "cat /var/lib/fleet/stopped.json 2>/dev/null; true")}
+    finally:
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; systemctl stop sglang; "
+                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
+                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+    print(json.dumps(seen, indent=1, default=str))
+    assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
+    assert "the owner rule refuses it" in json.dumps(seen["result"]) and pp in json.dumps(seen["result"])
+    assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
