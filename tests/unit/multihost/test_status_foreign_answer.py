@@ -23,7 +23,7 @@ def test_a_status_answer_without_its_sections_is_a_failed_row_that_says_what_ran
         lambda cls, host, opts: FakeSession(host, lambda command: (1, said))))
     row = status.collect_one(HOST, ConnectOptions())
     assert not row.ok and not_clean(row) == "failed"
-    assert "status answered none of its sections (exit 1" in (row.error or "")
+    assert "status did not run (exit 1" in (row.error or "")
     assert (repr(said) if said else "no output") in (row.error or "")
     assert "ForceCommand" in (row.error or "") and "nologin" in (row.error or "")
 
@@ -33,5 +33,5 @@ def test_a_probe_answer_without_its_sections_names_what_ran_instead(monkeypatch)
     monkeypatch.setattr(probe_run, "run", lambda conn, host, command, timeout: CommandResult(command, 1, "", ""))
     facts = probe_run.probe_on(None, HOST)  # type: ignore[arg-type]
     assert not facts.ok
-    assert facts.error and facts.error.startswith("the probe answered none of its sections (exit 1, no output)")
+    assert facts.error and facts.error.startswith("the probe did not run (exit 1, no output)")
     assert "authorized_keys" in facts.error
