@@ -26,8 +26,11 @@ from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
-_SPAN = re.compile(r"-?\d+(s|m|min|h|d|w)")
-_UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?)"  # systemd.time's spellings
+# systemd.time's spellings ('m' minutes, 'M' months)
+_UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?|M|months?|y|years?)"
+# fleet's own span back from now, without journalctl's '-': one part or several, fractions too ('2h', '1h30m', '1.5h';
+# '1h30m' and '1.5h' were refused while '2h' and '-1h30m' were taken)
+_SPAN = re.compile(rf"-?(?:\d+(?:\.\d+)?{_UNITS})+")
 _PART = rf"\d+(?:\.\d+)? ?{_UNITS}"  # one part of journalctl's span: '1.5h', '30 min'
 _AGO = re.compile(rf"(?:((?:{_PART} ?)+) ago|-((?:{_PART})+))")  # its own: '10 min ago', '-2hours', '1h 30min ago'
 _EPOCH = re.compile(r"@\d{1,12}")
