@@ -78,19 +78,24 @@ def notes(items: list[tuple[str, str]]) -> Table:
 
 
 def next_steps(result: DeployResult) -> list[str]:
-    """One line per distinct failure of the attempts: the host, the rung (the step), the class found, the
-    remedy (what to try next); what was expected is each outcome's opposite: READY."""
-    lines, seen = [], set()
+    """One line per distinct failure of the attempts: the host, the rungs (the step) that failed alike, the class
+    found, the remedy (what to try next); what was expected is each outcome's opposite: READY. Rungs refused alike
+    share their line (a 2-GPU host refused the 8 rungs of a TP 8 playbook: the same remedy said 8 times)."""
+    alike: dict[tuple[str, str], list[str]] = {}
     for a in result.attempts:
-        if a.outcome == Outcome.READY or (a.outcome, a.rung) in seen:
+        if a.outcome == Outcome.READY:
             continue
         if a.outcome == Outcome.PREFLIGHT and result.status != DeployStatus.FAILED:
             continue  # a rung that did not fit this host, while another served: nothing to do
-        seen.add((a.outcome, a.rung))
         remedy = remedy_for(a.outcome, a.evidence, sglang=result.sglang)
-        if remedy:
-            lines.append(f"[bold]{result.host}[/] rung {escape(a.rung)}: expected READY, got [red]{a.outcome}[/]; "
-                         f"next: {escape(remedy)}")
+        rungs = alike.setdefault((a.outcome, remedy), []) if remedy else []
+        if remedy and a.rung not in rungs:
+            rungs.append(a.rung)
+    lines = []
+    for (outcome, remedy), rungs in alike.items():
+        named = [escape(r) for r in rungs if r != "-"]  # '-': refused before any rung (the host's packages)
+        who = (f" rung {named[0]}" if len(named) == 1 else f" rungs {', '.join(named)}" if named else "")
+        lines.append(f"[bold]{result.host}[/]{who}: expected READY, got [red]{outcome}[/]; next: {escape(remedy)}")
     return lines
 
 
