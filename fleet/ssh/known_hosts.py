@@ -146,8 +146,8 @@ def parse(text: str, path: str = "known_hosts") -> KnownHosts:
             continue  # an unknown marker: OpenSSH ignores the line too
         try:
             entry = HostKeyEntry.from_line(line, number)
-        except (InvalidHostKey, ValueError):
-            continue
+        except (InvalidHostKey, ValueError, paramiko.SSHException):  # a key its type cannot read ('ssh-ed25519 AAAA'):
+            continue  # skipped as OpenSSH skips it; it failed every host, `SSHException: Invalid key (class: ...`
         if entry is not None and entry.key is not None:
             known.entries.append(Entry(tuple(entry.hostnames), entry.key, f"{path}:{number}"))
     return known

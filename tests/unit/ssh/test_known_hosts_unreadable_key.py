@@ -1,0 +1,21 @@
+"""A known_hosts line whose key its type cannot read is skipped, as OpenSSH skips it: issue 46, findings 10 and 12,
+a newcomer's form (h-new19). One line `|1|salt|hash ssh-ed25519 AAAA` (a key cut short, a hand edit) made every
+host of the fleet `probe failed` / `failed`, each saying `SSHException: Invalid key (class: Ed25519Key, data
+type: ` (paramiko's message, cut at its newline), the file and line named nowhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.ssh import known_hosts
+
+GOOD = ("172.30.74.10 ssh-ed25519 "
+        "AAAAC3NzaC1lZDI1NTE5AAAAIEt4oH9i8xxIek1edLXqvVHpg0+E4mnGQ2p2n2b2vF1v")
+
+
+@pytest.mark.parametrize("bad", ["|1|bad|hash ssh-ed25519 AAAA", "10.0.0.9 ssh-ed25519 AAAA",
+                                 "10.0.0.9 ecdsa-sha2-nistp256 AAAA"])
+def test_a_line_whose_key_cannot_be_read_is_skipped_and_the_others_still_vouch(bad):
+    known = known_hosts.parse(f"{bad}\n{GOOD}\n", "/x/known_hosts")
+    assert [e.where for e in known.entries] == ["/x/known_hosts:2"]
+    assert set(known.keys_for("172.30.74.10")) == {"ssh-ed25519"}
