@@ -393,7 +393,7 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
         connect_kwargs={"auth_strategy": strategy, "banner_timeout": t.banner, "auth_timeout": t.auth},
     )
     files, record_in = known_hosts_files(host, ep)
-    known = knownhosts.load_all(files)
+    known = knownhosts.load_all(files, host.name)
     label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
     conn.bind(ep, role, pin, via, known, strategy, t, _HostKeyPolicy(
         record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label, ep.hash_known_hosts))

@@ -22,6 +22,7 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
+from fleet.errors import FleetError
 from fleet.ssh import filestamp
 
 
@@ -160,11 +161,16 @@ _combined: dict[tuple[tuple[Path, filestamp.Stamp], ...], KnownHosts] = {}
 _MISSING = (-1, -1)
 
 
-def _stamped(path: Path) -> tuple[filestamp.Stamp, KnownHosts]:
+def _stamped(path: Path, who: str = "") -> tuple[filestamp.Stamp, KnownHosts]:
     try:
         return _files.get(path)
     except FileNotFoundError:
         return _MISSING, KnownHosts()
+    except OSError as exc:  # a folder, a file root cannot read: it was Python's `IsADirectoryError: [Errno 21] ...`
+        said = f"{who}: " if who else ""
+        raise FleetError(f"{said}known_hosts {path}: cannot be read ({exc.strerror or exc}): name the file itself "
+                         "(the inventory's known_hosts: ~/.ssh/known_hosts, or ssh_config's UserKnownHostsFile)"
+                         ) from None
 
 
 def load(path: Path) -> KnownHosts:
@@ -173,10 +179,10 @@ def load(path: Path) -> KnownHosts:
     return _stamped(path)[1]
 
 
-def load_all(paths: Sequence[Path]) -> KnownHosts:
+def load_all(paths: Sequence[Path], who: str = "") -> KnownHosts:
     """Several files as OpenSSH reads them for one host (the user's files, then the global ones). The same
     files with the same contents give the same object, so its index is built once for a whole fleet."""
-    parts = [(path, *_stamped(path)) for path in paths]
+    parts = [(path, *_stamped(path, who)) for path in paths]  # who: the host it is read for, named in an error
     key = tuple((path, stamp) for path, stamp, _ in parts)
     with _lock:
         known = _combined.get(key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.errors import FleetError
 from fleet.ssh import known_hosts
 
 GOOD = ("172.30.74.10 ssh-ed25519 "
@@ -19,3 +20,12 @@ def test_a_line_whose_key_cannot_be_read_is_skipped_and_the_others_still_vouch(b
     known = known_hosts.parse(f"{bad}\n{GOOD}\n", "/x/known_hosts")
     assert [e.where for e in known.entries] == ["/x/known_hosts:2"]
     assert set(known.keys_for("172.30.74.10")) == {"ssh-ed25519"}
+
+
+def test_a_known_hosts_that_is_a_folder_is_one_line_naming_it_and_the_host(tmp_path):
+    """`known_hosts: ~/.ssh` (the folder) in the inventory: every host's row said Python's `IsADirectoryError:
+    [Errno 21] Is a directory: '/root/.ssh'`."""
+    with pytest.raises(FleetError) as said:
+        known_hosts.load_all([tmp_path], "sbx0")
+    assert str(said.value).startswith(f"sbx0: known_hosts {tmp_path}: cannot be read (Is a directory): name the "
+                                      "file itself"), said.value
