@@ -73,6 +73,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     fatal: dict[str, int] = {}  # host -> fatal lines shown (a line its ranks all print: once): exit 1
 
     kept: dict[str, deque[Folded]] = {h.name: deque(maxlen=last_shown) for h in hosts}
+    explained: dict[str, tuple[object, ...]] = {}  # host -> the last classified line's words: said once in a row
 
     def shown(folded: Folded) -> None:
         line = folded.line
@@ -109,12 +110,17 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
         if line.event:
             style = _STYLE[line.event.severity]
+            said = (line.event.log_class, line.event.severity, line.event.explanation, line.event.source,
+                    line.event.remedy)
+            again = explained.get(line.host) == said  # the autotuner's 8 tactics: its remedy said 8 times, 24 lines
+            explained[line.host] = said
             console.print(f"{lead} [{style}]>> {line.event.log_class} "
-                          f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
+                          f"({line.event.severity}): {'as above' if again else escape(line.event.explanation)}[/]\n"
                           f"{pad} [{style}]   {escape(on_screen(line.text))}[/]{times}"
-                          + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source else "")
-                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy else ""),
-                          soft_wrap=True, highlight=False)
+                          + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source and not again
+                             else "")
+                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy and not again
+                             else ""), soft_wrap=True, highlight=False)
         else:
             console.print(f"{lead} {escape(on_screen(line.text))}{times}", soft_wrap=True, highlight=False)
 
