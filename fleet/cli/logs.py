@@ -64,6 +64,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since or --lines fails before any host is contacted
     lines = check_lines(lines)
+    if lines == 0 and not follow:
+        raise InputError("--lines 0 shows nothing without -f; with -f it follows only the lines that come from now on "
+                         "(as tail -n 0 -f)")
     # -n with --only: the last N lines --only shows, as `journalctl -p err -n N` counts (the span read whole)
     last_shown = int(lines) if lines is not None and only and not follow else None
     from fleet.cli.hosttext import escape

@@ -101,8 +101,8 @@ def check_lines(lines: int | str | None) -> int | None:
     if lines is None or str(lines).strip().lower() == "all":
         return None
     text = str(lines).strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LINES:
-        raise InputError(f"--lines {lines}: give a number of lines from 1 to {MAX_LINES:,}, or all")
+    if not text.isdigit() or not 0 <= int(text) <= MAX_LINES:  # 0: with -f, only what comes (tail -n 0 -f)
+        raise InputError(f"--lines {lines}: give a number of lines from 0 to {MAX_LINES:,}, or all")
     return int(text)
 
 
