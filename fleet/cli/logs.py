@@ -85,8 +85,28 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             return
         if last_shown is not None:
             kept[line.host].append(folded)
+        elif ordered and line.host != hosts[min(head[0], len(hosts) - 1)].name:
+            waiting[line.host].append(folded)
         else:
             draw(folded)
+
+    # Without -f, hosts' lines in the order the hosts were given (each host's whole, the first one still read
+    # streamed as it comes), not in the order the hosts answered: two runs of `inv logs -n 3` read alike.
+    ordered = not follow and last_shown is None and len(hosts) > 1
+    waiting: dict[str, list[Folded]] = {h.name: [] for h in hosts}
+    head = [0]
+
+    def advance() -> None:
+        """Draw what the hosts before the first one still read have said (under the lock)."""
+        while head[0] < len(hosts):
+            name = hosts[head[0]].name
+            for folded in waiting[name]:
+                draw(folded)
+            waiting[name].clear()
+            if name not in ended:
+                return
+            folders[name].flush()  # its lines held for their ranks' copies, drawn while it is first
+            head[0] += 1
 
     def draw(folded: Folded) -> None:
         line = folded.line
@@ -174,7 +194,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             with lock:  # a rank's line waits a moment for its copies, no longer
                 for folder in folders.values():
                     folder.expire()
+                advance()
         with lock:
+            advance()
             for folder in folders.values():
                 folder.flush()
             for host in hosts:
@@ -189,6 +211,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         with lock:  # a line held for its ranks' copies is shown, not dropped
             for folder in folders.values():
                 folder.flush()
+            for host in hosts:  # what the hosts after the first one still read had said, in their order
+                for folded in waiting[host.name]:
+                    draw(folded)
             if not follow:  # --only with -n: the last N kept so far
                 for host in hosts:
                     for folded in kept[host.name]:
