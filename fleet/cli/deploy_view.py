@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.console import Console
@@ -120,6 +121,9 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             fit.Col("", [("<" if ascii_only else "◀", "bold") if r.id == current else ("", "") for r in releases]),
             fit.Col("status", [(r.status, colour.get(r.status, "")) for r in releases]),
             fit.Col("rung", [(r.rung or "-", "") for r in releases], cap=16)]
+    books = fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)
+    several = len({r.playbook for r in releases}) > 1  # which release ran which, after what it ran and measured
+    # (it came last, left out first: at 80 columns no release said its playbook)
     stacks = [versions_of(r.facts) for r in releases]  # what each release ran: tok/s is read beside it
     if any(stacks):
         cols.append(fit.Col("sglang/flashinfer", [(versions_label(v, short=True) if v else "", "")
@@ -131,14 +135,17 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             cols.append(fit.Col("±", [(f"{sp:,.0f}" if sp is not None else "", "") for _, sp in speeds], right=True))
         cols.append(fit.Col("", [(fit.bar(s, top, 16, ascii_only), "green" if r.id == current else "")
                                  for r, (s, _) in zip(releases, speeds, strict=True)]))
+    if several:
+        cols.append(dataclasses.replace(books, cap=14))
     if any(r.canary for r in releases):
         verdicts = [_canary(r.canary) for r in releases]
         cols.append(fit.Col("canary", [(v, _CANARY_COLOUR.get(v.split(":")[0].split()[0], "")) if v else ("-", "")
                                        for v in verdicts], cap=28))
     cols += [fit.Col("tries", [(str(len(r.attempts)), "") for r in releases], right=True),
              fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=30),
-             fit.Col("created", [(_when(r.created), "") for r in releases]),
-             fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
+             fit.Col("created", [(_when(r.created), "") for r in releases])]
+    if not several:
+        cols.append(books)
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{host}: releases (newest last)"),
              wide)
 
