@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
@@ -226,7 +226,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     say_errors()
     silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]
     if silent:  # journalctl's "-- No entries --" is no log line: said once, here
-        say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent))
+        say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent)
+                      + today_only(since))
     if fatal:
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))
@@ -245,3 +246,17 @@ def _ranks(ranks: list[str]) -> str:
         kind = next(iter(kinds))
         return f"{kind}{min(nums)}-{kind}{max(nums)}"
     return " ".join(sorted(ranks, key=lambda r: (r[:2], int(r[2:]) if r[2:].isdigit() else -1, r)))
+
+
+_TIME_ALONE = re.compile(r"\d\d:\d\d(:\d\d)?(?: \S+)?")
+
+
+def today_only(since: str | None, now: datetime | None = None) -> str:
+    """A time alone is today's on the host's clock, as journalctl reads it: at 3 a.m. `--since 23:00` meant last
+    night and read as `no journal lines since 23:00`, a quiet server. Said beside it, with yesterday's spelling."""
+    if not since or not _TIME_ALONE.fullmatch(since.strip()):
+        return ""
+    day = (now or datetime.now()).date() - timedelta(days=1)
+    return (f" ({since.strip()} alone is today's on each host's clock, as journalctl reads it: a time still ahead "
+            f"there has no lines yet; yesterday's is '{day.isoformat()} {since.strip()}')")
+
