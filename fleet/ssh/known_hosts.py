@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,22 @@ class KnownHosts:
             if kind not in found and matches(e.patterns, hostname) and self.revoked(hostname, e.key) is None:
                 found[kind] = e.key
         return found
+
+    def shared(self, hostname: str, key: paramiko.PKey) -> str | None:
+        """The pattern of the line that vouches for this host's key where it covers other hosts too (`10.1.230.*`,
+        `gpu-?`): `ssh-keygen -R HOST` drops such a line for all of them. None for a line naming hosts alone."""
+        entry = next((e for e in self._candidates(hostname) if e.key == key and matches(e.patterns, hostname)), None)
+        return ",".join(entry.patterns) if entry and not all(_LITERAL.fullmatch(p) for p in entry.patterns) and not \
+            all(p.startswith("|1|") for p in entry.patterns) else None
+
+    def how_to_remove(self, hostname: str, key: paramiko.PKey, line: str | None) -> str:
+        """What to do with the line (FILE:N) that has the host's old key, its key changed."""
+        shared = self.shared(hostname, key)
+        if line and shared:  # the advice was `ssh-keygen -R HOST`, which drops the line for every host it covers
+            return (f"edit that line by hand: its pattern {shared} vouches for other hosts too, which `ssh-keygen -R` "
+                    "would drop with it")
+        return (f"remove that line (`ssh-keygen -R {shlex.quote(hostname)} -f {shlex.quote(line.rsplit(':', 1)[0])}`)"
+                if line else "remove its old entry")
 
     def where(self, hostname: str, key: paramiko.PKey) -> str | None:
         """The line that vouches for this host's key, for `-v`."""

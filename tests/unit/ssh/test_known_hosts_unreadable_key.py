@@ -29,3 +29,17 @@ def test_a_known_hosts_that_is_a_folder_is_one_line_naming_it_and_the_host(tmp_p
         known_hosts.load_all([tmp_path], "sbx0")
     assert str(said.value).startswith(f"sbx0: known_hosts {tmp_path}: cannot be read (Is a directory): name the "
                                       "file itself"), said.value
+
+
+def test_a_changed_key_vouched_for_by_a_pattern_line_is_not_advised_ssh_keygen_r():
+    """Cloned VM images with one host key, vouched for by `172.30.74.* ssh-ed25519 ...`: one host reinstalled was
+    `key changed` with the advice `ssh-keygen -R 172.30.74.10 -f FILE`, which drops the pattern line, and with it
+    every other host's key (ssh-keygen -R removes a line whose pattern matches)."""
+    known = known_hosts.parse(GOOD.replace("172.30.74.10", "172.30.74.*", 1) + "\n", "/x/known_hosts")
+    (key,) = known.keys_for("172.30.74.10").values()
+    said = known.how_to_remove("172.30.74.10", key, known.where("172.30.74.10", key))
+    assert said.startswith("edit that line by hand: its pattern 172.30.74.* vouches for other hosts too"), said
+    plain = known_hosts.parse(GOOD + "\n", "/x/known_hosts")
+    (key,) = plain.keys_for("172.30.74.10").values()
+    assert plain.how_to_remove("172.30.74.10", key, "/x/known_hosts:1") == (
+        "remove that line (`ssh-keygen -R 172.30.74.10 -f /x/known_hosts`)")
