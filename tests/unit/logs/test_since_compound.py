@@ -22,3 +22,14 @@ def test_a_span_of_several_parts_or_a_fraction_is_taken_as_journalctl_takes_it(g
 def test_what_is_no_span_is_still_refused(given):
     with pytest.raises(InputError, match="--since"):
         check_since(given)
+
+
+@pytest.mark.parametrize(("given", "journalctl"), [
+    ("2026-12-06T11:26:17+0000", "@1796556377"), ("2026-12-06T11:26:17Z", "@1796556377"),
+    ("2026-12-06T12:26:17+01:00", "@1796556377"), ("2026-12-06T11:26", "2026-12-06 11:26:00"),
+])
+def test_a_time_as_logs_json_writes_it_is_taken(given, journalctl):
+    """`inv logs --json` writes a line's time as `2026-12-06T11:26:17+0000`; given back to --since it was refused,
+    exit 2 (journalctl 252 refuses the T): with its offset it is that moment (seconds since the epoch, whatever the
+    host's zone), without one a time on the host's clock."""
+    assert check_since(given) == journalctl
