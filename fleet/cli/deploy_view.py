@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.console import Console
@@ -78,19 +79,24 @@ def notes(items: list[tuple[str, str]]) -> Table:
 
 
 def next_steps(result: DeployResult) -> list[str]:
-    """One line per distinct failure of the attempts: the host, the rung (the step), the class found, the
-    remedy (what to try next); what was expected is each outcome's opposite: READY."""
-    lines, seen = [], set()
+    """One line per distinct failure of the attempts: the host, the rungs (the step) that failed alike, the class
+    found, the remedy (what to try next); what was expected is each outcome's opposite: READY. Rungs refused alike
+    share their line (a 2-GPU host refused the 8 rungs of a TP 8 playbook: the same remedy said 8 times)."""
+    alike: dict[tuple[str, str], list[str]] = {}
     for a in result.attempts:
-        if a.outcome == Outcome.READY or (a.outcome, a.rung) in seen:
+        if a.outcome == Outcome.READY:
             continue
         if a.outcome == Outcome.PREFLIGHT and result.status != DeployStatus.FAILED:
             continue  # a rung that did not fit this host, while another served: nothing to do
-        seen.add((a.outcome, a.rung))
         remedy = remedy_for(a.outcome, a.evidence, sglang=result.sglang)
-        if remedy:
-            lines.append(f"[bold]{result.host}[/] rung {escape(a.rung)}: expected READY, got [red]{a.outcome}[/]; "
-                         f"next: {escape(remedy)}")
+        rungs = alike.setdefault((a.outcome, remedy), []) if remedy else []
+        if remedy and a.rung not in rungs:
+            rungs.append(a.rung)
+    lines = []
+    for (outcome, remedy), rungs in alike.items():
+        named = [escape(r) for r in rungs if r != "-"]  # '-': refused before any rung (the host's packages)
+        who = (f" rung {named[0]}" if len(named) == 1 else f" rungs {', '.join(named)}" if named else "")
+        lines.append(f"[bold]{result.host}[/]{who}: expected READY, got [red]{outcome}[/]; next: {escape(remedy)}")
     return lines
 
 
@@ -115,6 +121,9 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             fit.Col("", [("<" if ascii_only else "◀", "bold") if r.id == current else ("", "") for r in releases]),
             fit.Col("status", [(r.status, colour.get(r.status, "")) for r in releases]),
             fit.Col("rung", [(r.rung or "-", "") for r in releases], cap=16)]
+    books = fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)
+    several = len({r.playbook for r in releases}) > 1  # which release ran which, after what it ran and measured
+    # (it came last, left out first: at 80 columns no release said its playbook)
     stacks = [versions_of(r.facts) for r in releases]  # what each release ran: tok/s is read beside it
     if any(stacks):
         cols.append(fit.Col("sglang/flashinfer", [(versions_label(v, short=True) if v else "", "")
@@ -126,14 +135,17 @@ def render_history(host: str, releases: list[Release], current: str | None, cons
             cols.append(fit.Col("±", [(f"{sp:,.0f}" if sp is not None else "", "") for _, sp in speeds], right=True))
         cols.append(fit.Col("", [(fit.bar(s, top, 16, ascii_only), "green" if r.id == current else "")
                                  for r, (s, _) in zip(releases, speeds, strict=True)]))
+    if several:
+        cols.append(dataclasses.replace(books, cap=14))
     if any(r.canary for r in releases):
         verdicts = [_canary(r.canary) for r in releases]
         cols.append(fit.Col("canary", [(v, _CANARY_COLOUR.get(v.split(":")[0].split()[0], "")) if v else ("-", "")
                                        for v in verdicts], cap=28))
     cols += [fit.Col("tries", [(str(len(r.attempts)), "") for r in releases], right=True),
              fit.Col("failure", [(f, "red" if f != "-" else "") for f in failed], cap=30),
-             fit.Col("created", [(_when(r.created), "") for r in releases]),
-             fit.Col("playbook", [(r.playbook, "") for r in releases], cap=20)]
+             fit.Col("created", [(_when(r.created), "") for r in releases])]
+    if not several:
+        cols.append(books)
     fit.emit(screen, fit.table(fit.choose(cols, screen.width, wide, ascii_only), f"{host}: releases (newest last)"),
              wide)
 

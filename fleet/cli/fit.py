@@ -48,6 +48,28 @@ def shorten(text: str, cap: int | None, ascii_only: bool = False, keep_end: bool
     return mark + text[len(text) - cap + 1:] if keep_end else text[:cap - 1] + mark
 
 
+def shorten_apart(texts: list[str], cap: int | None, ascii_only: bool = False, keep_end: bool = False) -> list[str]:
+    """Each text shortened to cap, values that differ kept apart: where the plain cut makes two alike
+    (`llama-pinned-0.5.23` and `llama-pinned-0.5.9` both `llama-pinne…`), the mark moves into the middle, as far
+    right as keeps every one apart (`llama-…0.5.23`, `llama-p…0.5.9`)."""
+    cut = [shorten(t, cap, ascii_only, keep_end) for t in texts]
+    if cap is None or cap < 3 or len(set(cut)) == len(set(texts)):
+        return cut
+    mark = "~" if ascii_only else "…"
+    long = sorted({t for t in texts if len(t) > cap})
+    same = len(os.path.commonprefix(long))  # where they part: each keeps its end from the word that holds it
+    ends = {t: t[max(t.rfind(c, 0, same) for c in "-_/ ") + 1:] for t in long}
+    if all(len(end) <= cap - 2 for end in ends.values()):
+        tried = [t if len(t) <= cap else t[:cap - 1 - len(ends[t])] + mark + ends[t] for t in texts]
+        if len(set(tried)) == len(set(texts)):
+            return tried
+    for tail in range(1, cap - 1):
+        tried = [t if len(t) <= cap else t[:cap - 1 - tail] + mark + t[len(t) - tail:] for t in texts]
+        if len(set(tried)) == len(set(texts)):
+            return tried
+    return cut
+
+
 def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = False, grow: bool = False) -> list[Col]:
     """The columns that fit width, in priority order (all of them when wide), their cells shortened to caps; with
     grow, the room left over then given back to shortened cells, in the same order (nothing cut that fits)."""
@@ -57,7 +79,8 @@ def choose(cols: list[Col], width: int, wide: bool = False, ascii_only: bool = F
     for col in cols:
         shown = [(visible(t, lines=False), s) for t, s in col.cells]  # host text: controls shown, not obeyed
         cap = WIDE_MAX if wide else col.cap
-        cells = [(shorten(t, cap, ascii_only, col.keep_end), s) for t, s in shown]
+        cells = list(zip(shorten_apart([t for t, _ in shown], cap, ascii_only, col.keep_end),
+                         [s for _, s in shown], strict=True))
         if not wide and chosen and not any(t for t, _ in cells):
             continue  # nothing to say in it
         need = max([len(col.header), *(len(t) for t, _ in cells)])
@@ -89,7 +112,8 @@ def _grow(chosen: list[Col], full: list[list[tuple[str, str]]], width: int, used
             continue
         more = min(width - used, natural - have)
         if not col.fold:
-            grown[i] = replace(col, cells=[(shorten(t, have + more, ascii_only, col.keep_end), s) for t, s in shown])
+            grown[i] = replace(col, cells=list(zip(shorten_apart([t for t, _ in shown], have + more, ascii_only,
+                                                                 col.keep_end), [s for _, s in shown], strict=True)))
         used += more
     return grown
 

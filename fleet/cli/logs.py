@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InputError
@@ -64,6 +64,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         raise InputError(f"--only {only}: use fatal or warning")
     check_since(since)  # bad --since or --lines fails before any host is contacted
     lines = check_lines(lines)
+    if lines == 0 and not follow:
+        raise InputError("--lines 0 shows nothing without -f; with -f it follows only the lines that come from now on "
+                         "(as tail -n 0 -f)")
     # -n with --only: the last N lines --only shows, as `journalctl -p err -n N` counts (the span read whole)
     last_shown = int(lines) if lines is not None and only and not follow else None
     from fleet.cli.hosttext import escape
@@ -73,6 +76,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     fatal: dict[str, int] = {}  # host -> fatal lines shown (a line its ranks all print: once): exit 1
 
     kept: dict[str, deque[Folded]] = {h.name: deque(maxlen=last_shown) for h in hosts}
+    explained: dict[str, tuple[object, ...]] = {}  # host -> the last classified line's words: said once in a row
 
     def shown(folded: Folded) -> None:
         line = folded.line
@@ -81,8 +85,28 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             return
         if last_shown is not None:
             kept[line.host].append(folded)
+        elif ordered and line.host != hosts[min(head[0], len(hosts) - 1)].name:
+            waiting[line.host].append(folded)
         else:
             draw(folded)
+
+    # Without -f, hosts' lines in the order the hosts were given (each host's whole, the first one still read
+    # streamed as it comes), not in the order the hosts answered: two runs of `inv logs -n 3` read alike.
+    ordered = not follow and last_shown is None and len(hosts) > 1
+    waiting: dict[str, list[Folded]] = {h.name: [] for h in hosts}
+    head = [0]
+
+    def advance() -> None:
+        """Draw what the hosts before the first one still read have said (under the lock)."""
+        while head[0] < len(hosts):
+            name = hosts[head[0]].name
+            for folded in waiting[name]:
+                draw(folded)
+            waiting[name].clear()
+            if name not in ended:
+                return
+            folders[name].flush()  # its lines held for their ranks' copies, drawn while it is first
+            head[0] += 1
 
     def draw(folded: Folded) -> None:
         line = folded.line
@@ -109,12 +133,17 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
         if line.event:
             style = _STYLE[line.event.severity]
+            said = (line.event.log_class, line.event.severity, line.event.explanation, line.event.source,
+                    line.event.remedy)
+            again = explained.get(line.host) == said  # the autotuner's 8 tactics: its remedy said 8 times, 24 lines
+            explained[line.host] = said
             console.print(f"{lead} [{style}]>> {line.event.log_class} "
-                          f"({line.event.severity}): {escape(line.event.explanation)}[/]\n"
+                          f"({line.event.severity}): {'as above' if again else escape(line.event.explanation)}[/]\n"
                           f"{pad} [{style}]   {escape(on_screen(line.text))}[/]{times}"
-                          + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source else "")
-                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy else ""),
-                          soft_wrap=True, highlight=False)
+                          + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source and not again
+                             else "")
+                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy and not again
+                             else ""), soft_wrap=True, highlight=False)
         else:
             console.print(f"{lead} {escape(on_screen(line.text))}{times}", soft_wrap=True, highlight=False)
 
@@ -165,7 +194,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
             with lock:  # a rank's line waits a moment for its copies, no longer
                 for folder in folders.values():
                     folder.expire()
+                advance()
         with lock:
+            advance()
             for folder in folders.values():
                 folder.flush()
             for host in hosts:
@@ -180,6 +211,9 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         with lock:  # a line held for its ranks' copies is shown, not dropped
             for folder in folders.values():
                 folder.flush()
+            for host in hosts:  # what the hosts after the first one still read had said, in their order
+                for folded in waiting[host.name]:
+                    draw(folded)
             if not follow:  # --only with -n: the last N kept so far
                 for host in hosts:
                     for folded in kept[host.name]:
@@ -192,7 +226,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     say_errors()
     silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]
     if silent:  # journalctl's "-- No entries --" is no log line: said once, here
-        say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent))
+        say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent)
+                      + today_only(since))
     if fatal:
 
         say_on_stderr("fatal lines (exit 1): " + ", ".join(f"{host}: {n}" for host, n in sorted(fatal.items())))
@@ -211,3 +246,17 @@ def _ranks(ranks: list[str]) -> str:
         kind = next(iter(kinds))
         return f"{kind}{min(nums)}-{kind}{max(nums)}"
     return " ".join(sorted(ranks, key=lambda r: (r[:2], int(r[2:]) if r[2:].isdigit() else -1, r)))
+
+
+_TIME_ALONE = re.compile(r"\d\d:\d\d(:\d\d)?(?: \S+)?")
+
+
+def today_only(since: str | None, now: datetime | None = None) -> str:
+    """A time alone is today's on the host's clock, as journalctl reads it: at 3 a.m. `--since 23:00` meant last
+    night and read as `no journal lines since 23:00`, a quiet server. Said beside it, with yesterday's spelling."""
+    if not since or not _TIME_ALONE.fullmatch(since.strip()):
+        return ""
+    day = (now or datetime.now()).date() - timedelta(days=1)
+    return (f" ({since.strip()} alone is today's on each host's clock, as journalctl reads it: a time still ahead "
+            f"there has no lines yet; yesterday's is '{day.isoformat()} {since.strip()}')")
+

@@ -13,6 +13,7 @@ from fabric import Connection
 
 from fleet import parallel, site
 from fleet.host import p2pcheck, probe
+from fleet.host import programs as hostside
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions, open_connection, trace_of
@@ -40,6 +41,9 @@ def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> Hos
 def probe_on(conn: Connection, host: Host) -> HostFacts:
     """The probe over an open connection: one exec channel."""
     res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
+    if not probe.split_sections(res.stdout):  # probe.sh prints its sections whatever it finds: something else ran
+        return HostFacts.failed(host.name, host.address, hostside.answered_otherwise(
+            "the probe", res.exited, res.stdout, res.stderr))
     facts = probe.parse(res.stdout, host.name, host.address).model_copy(
         update={"probed_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if res.stderr.strip():

@@ -26,11 +26,15 @@ from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
-_SPAN = re.compile(r"-?\d+(s|m|min|h|d|w)")
-_UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?)"  # systemd.time's spellings
+# systemd.time's spellings ('m' minutes, 'M' months)
+_UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?|M|months?|y|years?)"
+# fleet's own span back from now, without journalctl's '-': one part or several, fractions too ('2h', '1h30m', '1.5h';
+# '1h30m' and '1.5h' were refused while '2h' and '-1h30m' were taken)
+_SPAN = re.compile(rf"-?(?:\d+(?:\.\d+)?{_UNITS})+")
 _PART = rf"\d+(?:\.\d+)? ?{_UNITS}"  # one part of journalctl's span: '1.5h', '30 min'
 _AGO = re.compile(rf"(?:((?:{_PART} ?)+) ago|-((?:{_PART})+))")  # its own: '10 min ago', '-2hours', '1h 30min ago'
 _EPOCH = re.compile(r"@\d{1,12}")
+_ISO_T = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d{1,6})?)?(?:Z|[+-]\d\d:?\d\d)?")
 _AT = re.compile(r"(\d{4}-\d\d-\d\d)?(?:(?:^| )\d\d:\d\d(:\d\d)?)?")  # date, time, or both
 # the zone as a host prints it (UTC, CET, EEST) or a tz database name (Europe/Berlin): the host's journalctl judges it
 _ZONE = r"[A-Z]{2,5}|[A-Z][A-Za-z_]+/[A-Za-z_+-]+(?:/[A-Za-z_+-]+)?"
@@ -68,6 +72,13 @@ def check_since(since: str | None) -> str | None:
     ago = _AGO.fullmatch(since)
     if ago:
         return "-" + (ago.group(1) or ago.group(2)).replace(" ", "")
+    if _ISO_T.fullmatch(since):  # ISO 8601, as `inv logs --json` writes a line's time: journalctl 252 refuses the T
+        try:
+            at = datetime.fromisoformat(since)
+        except ValueError:
+            at = None
+        if at is not None:  # with its offset: that moment whatever the host's zone; without: the host's clock
+            return f"@{int(at.timestamp())}" if at.tzinfo else at.strftime("%Y-%m-%d %H:%M:%S")
     raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d, '10 min ago'), a time on the host's clock "
                      "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00', or as systemctl status "
                      "prints it: 'Sun 2026-12-06 00:29:15 UTC'), today or yesterday")
@@ -98,8 +109,8 @@ def check_lines(lines: int | str | None) -> int | None:
     if lines is None or str(lines).strip().lower() == "all":
         return None
     text = str(lines).strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LINES:
-        raise InputError(f"--lines {lines}: give a number of lines from 1 to {MAX_LINES:,}, or all")
+    if not text.isdigit() or not 0 <= int(text) <= MAX_LINES:  # 0: with -f, only what comes (tail -n 0 -f)
+        raise InputError(f"--lines {lines}: give a number of lines from 0 to {MAX_LINES:,}, or all")
     return int(text)
 
 

@@ -18,6 +18,7 @@ from fabric import Connection
 from fleet import faulthook, parallel
 from fleet.errors import FleetError
 from fleet.host import journal as hostjournal
+from fleet.host import programs as hostside
 from fleet.host.journal import MARK, unmarked
 from fleet.host.journal import command as command  # inv logs' and the tests' name for it
 from fleet.host.service import unit_state
@@ -94,6 +95,7 @@ class Follower:
         except TimeoutError:
             return ""
         if not data and not self._greeted and self._buf:  # no mark came (no shell ran it): what came is the journal
+            self._refused_unmarked(self._buf)  # unless it failed: something else ran (nologin said its line)
             self._greeted = True
         elif not data:
             why = keepalive.lost(self.chan.get_transport())
@@ -134,9 +136,21 @@ class Follower:
                                "the connection stayed up (killed by a signal?)")
         if self.chan.exit_status == 0:
             return
+        self._refused_unmarked(b"")
         said = unmarked(self.chan.recv_stderr(4096)).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
         why = next((line.strip() for line in said.splitlines() if line.strip()), "nothing on stderr")
         raise FleetError(f"{self.host}: journalctl refused (exit {self.chan.exit_status}): {redact.line(why)[:300]}")
+
+    def _refused_unmarked(self, out: bytes) -> None:
+        """No mark came and the command failed: the host ran something else in its place (a ForceCommand, an
+        authorized_keys command=, nologin), not journalctl: it said `journalctl refused (exit 1): nothing on stderr`
+        below nologin's line shown as a journal line."""
+        if self._greeted or not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status in (0, -1):
+            return
+        err = unmarked(self.chan.recv_stderr(4096)) if self.chan.recv_stderr_ready() else b""
+        raise FleetError(f"{self.host}: " + redact.line(hostside.answered_otherwise(
+            "the journal's command", self.chan.exit_status, out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"))))
 
     def close(self) -> None:
         self.chan.close()

@@ -13,7 +13,7 @@ from typing import Any
 from fleet import parallel
 from fleet.deploy import bench as benching
 from fleet.deploy import hardware, recovery
-from fleet.errors import ConnectError, NotReached
+from fleet.errors import ConnectError, FleetError, NotReached
 from fleet.host import programs as hostside
 from fleet.host.attempts import failed_attempts
 from fleet.host.facts import Gpu, HostFacts
@@ -306,7 +306,11 @@ def collect(hosts: Sequence[Host], opts: ConnectOptions, port: int | None = None
 def _read(host: Host, opts: ConnectOptions, port: int | None) -> HostStatus:
     s = HostSession.open(host, opts)
     try:
-        return parse(host, s.run(command(host.unit, port), timeout=COMMAND_S).stdout)
+        res = s.run(command(host.unit, port), timeout=COMMAND_S)
+        if _MARK not in res.stdout:  # status.sh prints its marks whatever it finds: something else ran
+            raise FleetError(f"{host.name}: " + hostside.answered_otherwise("status", res.exited, res.stdout,
+                                                                           res.stderr))
+        return parse(host, res.stdout)
     except CommandTimedOut:  # connected, then silence: a link cut mid-read, or a hung host
         raise ConnectError(f"{host.name}: status: expected the status command to answer within {COMMAND_S:.0f}s, "
                            f"got nothing; check the host is up and reachable (ping {host.address}, its console), "

@@ -12,7 +12,6 @@ name resolved once and connected to at that address.
 from __future__ import annotations
 
 import errno
-import shlex
 import socket
 import subprocess
 import threading
@@ -393,7 +392,7 @@ def _connection(host: Host, ep: Endpoint, role: str, opts: ConnectOptions, via: 
         connect_kwargs={"auth_strategy": strategy, "banner_timeout": t.banner, "auth_timeout": t.auth},
     )
     files, record_in = known_hosts_files(host, ep)
-    known = knownhosts.load_all(files)
+    known = knownhosts.load_all(files, host.name)
     label = host.name if role == "target" else f"{host.name} ({role} {ep.alias})"
     conn.bind(ep, role, pin, via, known, strategy, t, _HostKeyPolicy(
         record_in, known, opts.accept_new_host_keys, opts.on_new_host_key, label, ep.hash_known_hosts))
@@ -411,8 +410,7 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
         line = conn.known.where(ep.key_name, exc.expected_key)
         known = (f"{line} has {exc.expected_key.get_name()} {exc.expected_key.fingerprint}" if line else
                  f"known_hosts ({files}) has another")
-        remove = (f"remove that line (`ssh-keygen -R {shlex.quote(ep.key_name)} -f "
-                  f"{shlex.quote(line.rsplit(':', 1)[0])}`)" if line else "remove its old entry")
+        remove = conn.known.how_to_remove(ep.key_name, exc.expected_key, line)
         return (f"{where}: host key CHANGED (offered {exc.key.get_name()} {exc.key.fingerprint}; {known} for "
                 f"{ep.key_name}): refusing; if the host was reinstalled, check the new key on its console "
                 f"(`ssh-keygen -lf {host_key_file(exc.key.get_name())}`), then {remove}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
+from fleet.errors import FleetError
 from fleet.ssh import filestamp
 
 
@@ -93,6 +95,22 @@ class KnownHosts:
                 found[kind] = e.key
         return found
 
+    def shared(self, hostname: str, key: paramiko.PKey) -> str | None:
+        """The pattern of the line that vouches for this host's key where it covers other hosts too (`10.1.230.*`,
+        `gpu-?`): `ssh-keygen -R HOST` drops such a line for all of them. None for a line naming hosts alone."""
+        entry = next((e for e in self._candidates(hostname) if e.key == key and matches(e.patterns, hostname)), None)
+        return ",".join(entry.patterns) if entry and not all(_LITERAL.fullmatch(p) for p in entry.patterns) and not \
+            all(p.startswith("|1|") for p in entry.patterns) else None
+
+    def how_to_remove(self, hostname: str, key: paramiko.PKey, line: str | None) -> str:
+        """What to do with the line (FILE:N) that has the host's old key, its key changed."""
+        shared = self.shared(hostname, key)
+        if line and shared:  # the advice was `ssh-keygen -R HOST`, which drops the line for every host it covers
+            return (f"edit that line by hand: its pattern {shared} vouches for other hosts too, which `ssh-keygen -R` "
+                    "would drop with it")
+        return (f"remove that line (`ssh-keygen -R {shlex.quote(hostname)} -f {shlex.quote(line.rsplit(':', 1)[0])}`)"
+                if line else "remove its old entry")
+
     def where(self, hostname: str, key: paramiko.PKey) -> str | None:
         """The line that vouches for this host's key, for `-v`."""
         return next((e.where for e in self._candidates(hostname) if e.key == key and matches(e.patterns, hostname)),
@@ -146,8 +164,8 @@ def parse(text: str, path: str = "known_hosts") -> KnownHosts:
             continue  # an unknown marker: OpenSSH ignores the line too
         try:
             entry = HostKeyEntry.from_line(line, number)
-        except (InvalidHostKey, ValueError):
-            continue
+        except (InvalidHostKey, ValueError, paramiko.SSHException):  # a key its type cannot read ('ssh-ed25519 AAAA'):
+            continue  # skipped as OpenSSH skips it; it failed every host, `SSHException: Invalid key (class: ...`
         if entry is not None and entry.key is not None:
             known.entries.append(Entry(tuple(entry.hostnames), entry.key, f"{path}:{number}"))
     return known
@@ -160,11 +178,16 @@ _combined: dict[tuple[tuple[Path, filestamp.Stamp], ...], KnownHosts] = {}
 _MISSING = (-1, -1)
 
 
-def _stamped(path: Path) -> tuple[filestamp.Stamp, KnownHosts]:
+def _stamped(path: Path, who: str = "") -> tuple[filestamp.Stamp, KnownHosts]:
     try:
         return _files.get(path)
     except FileNotFoundError:
         return _MISSING, KnownHosts()
+    except OSError as exc:  # a folder, a file root cannot read: it was Python's `IsADirectoryError: [Errno 21] ...`
+        said = f"{who}: " if who else ""
+        raise FleetError(f"{said}known_hosts {path}: cannot be read ({exc.strerror or exc}): name the file itself "
+                         "(the inventory's known_hosts: ~/.ssh/known_hosts, or ssh_config's UserKnownHostsFile)"
+                         ) from None
 
 
 def load(path: Path) -> KnownHosts:
@@ -173,10 +196,10 @@ def load(path: Path) -> KnownHosts:
     return _stamped(path)[1]
 
 
-def load_all(paths: Sequence[Path]) -> KnownHosts:
+def load_all(paths: Sequence[Path], who: str = "") -> KnownHosts:
     """Several files as OpenSSH reads them for one host (the user's files, then the global ones). The same
     files with the same contents give the same object, so its index is built once for a whole fleet."""
-    parts = [(path, *_stamped(path)) for path in paths]
+    parts = [(path, *_stamped(path, who)) for path in paths]  # who: the host it is read for, named in an error
     key = tuple((path, stamp) for path, stamp, _ in parts)
     with _lock:
         known = _combined.get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from typing import BinaryIO, Protocol
 
 import paramiko
 from fabric import Connection
-from paramiko import SSHException
+from paramiko import ChannelException, SSHException
 
 from fleet.errors import ConnectError, FleetError, NotReached
 from fleet.inventory import Host
@@ -163,6 +164,24 @@ def connected(conn: Connection, host: Host, command: str) -> paramiko.Transport:
     return live
 
 
+def label(command: str) -> str:
+    """A command as an error names it: a program fleet ships by its name (`fleet-status`, its $0), not the first
+    60 characters of its quoted text (`sh -c '# inv status'"'"'s one round trip (fl`); else those characters."""
+    try:
+        words = shlex.split(command[:200_000])
+    except ValueError:
+        return command[:60]
+    shipped = len(words) > 3 and words[0] in ("sh", "bash") and words[1] == "-c" and words[3].startswith("fleet-")
+    return words[3] if shipped else command[:60]
+
+
+def refused_session(host: Host, what: str, exc: ChannelException) -> ChannelFailed:
+    """sshd would not open a session channel (paramiko's `ChannelException(2, 'Connect failed')`, said as such)."""
+    return ChannelFailed(f"{host.name}: sshd there refused to open a session for {what} (SSH channel open failure "
+                         f"{exc.code}: {exc.text}): its MaxSessions, or a limit on the user's logins (pam_limits "
+                         "maxlogins); check sshd's log there (journalctl -u ssh)")
+
+
 def late(host: Host, command: str, timeout: float, what: str = "") -> CommandTimedOut:
     return CommandTimedOut(f"{host.name}: `{command[:60]}` did not finish within {timeout:g}s{what}; the channel "
                            "was closed (the host is slow, stuck or hostile)")
@@ -184,7 +203,10 @@ def exchange(conn: Connection, host: Host, command: str, data: bytes | BinaryIO,
                               "reading and closed the channel (a runaway or hostile command)")
 
     try:
-        chan = transport.open_session(timeout=timeout)
+        try:
+            chan = transport.open_session(timeout=timeout)
+        except ChannelException as exc:
+            raise refused_session(host, f"`{label(command)}`", exc) from None
         token = deadline.arm(max(0.0, end - time.monotonic()), chan)
         chan.exec_command(_MARKED + how.wrap(command))
         chan.settimeout(max(0.01, end - time.monotonic()))
@@ -235,7 +257,7 @@ def exchange(conn: Connection, host: Host, command: str, data: bytes | BinaryIO,
         if (token is not None and token.expired) or time.monotonic() >= end:
             raise late(host, command, timeout) from None
         if isinstance(exc, SSHException):
-            raise ChannelFailed(f"{host.name}: `{short}`: the host refused or closed the channel "
+            raise ChannelFailed(f"{host.name}: `{label(command)}`: the host refused or closed the channel "
                                 f"({type(exc).__name__}: {str(exc)[:160]})") from None
         raise
     finally:
@@ -258,7 +280,10 @@ def start_channel(conn: Connection, host: Host, command: str, open_s: float, wha
     transport = conn.client.get_transport()
     assert transport is not None  # open_channel checked
     how = become.of(conn, host.become)
-    chan = transport.open_session(timeout=open_s)
+    try:
+        chan = transport.open_session(timeout=open_s)
+    except ChannelException as exc:
+        raise refused_session(host, what, exc) from None
     token = deadline.arm(open_s, chan)
     try:
         chan.exec_command(_MARKED + how.wrap(command))  # its reader leaves out what comes before the mark

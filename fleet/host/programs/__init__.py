@@ -107,3 +107,13 @@ def as_decided(owner: str, command: str) -> str:
 def python_command(python: str, name: str, *args: str, options: tuple[str, ...] = ()) -> str:
     """`PYTHON OPTIONS... -c PROGRAM ARGS...` (sys.argv[1:] are the args), every word quoted."""
     return " ".join(shlex.quote(a) for a in (python, *options, "-c", text(name), *args))
+
+
+def answered_otherwise(what: str, exited: int, stdout: str, stderr: str) -> str:
+    """Why a program's answer holds none of its marks: the host ran something else in its place, or its session
+    failed before it ran (the status row read as a healthy host with nothing deployed, exit 0)."""
+    said = next((x.strip() for x in (stdout + "\n" + stderr).splitlines() if x.strip()), "")[:160]
+    return (f"{what} did not run (exit {exited}, {f'it printed {said!r}' if said else 'no output'}): the host ran "
+            "something else in its place or failed the session first (a ForceCommand in sshd_config, a command= in "
+            "authorized_keys, a login shell such as nologin, a ChrootDirectory sshd cannot enter); "
+            "`ssh USER@HOST true` shows which")
