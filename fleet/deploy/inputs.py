@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from fleet import playbook, secretref
@@ -88,8 +89,7 @@ def resolved_secrets(book: playbook.Playbook) -> tuple[dict[str, str], list[str]
     for scope, where, env in envs:
         for name, val in env.items():
             if isinstance(val, secretref.SecretRef):
-                take(playbook.env_secret_key(scope, name),
-                     lambda val=val, key=f"{where}.{name}": secretref.resolve(val, owner, key))
+                take(playbook.env_secret_key(scope, name), partial(secretref.resolve, val, owner, f"{where}.{name}"))
     return found, problems
 
 
