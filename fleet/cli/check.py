@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet import inventory, playbook, site, yamlfile
-from fleet.cli import print_json
+from fleet.cli import print_json, use_wheelhouse
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
@@ -47,6 +47,10 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         held: dict[str, inventory.Host] = {}
         hosts, found = inventory.check(inv_path, held)
         inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path), *_ssh_configs(held)]]
+        try:  # the pins are checked against the wheelhouse a deploy of these hosts builds from (the inventory's)
+            use_wheelhouse(list(held.values()))
+        except InputError as exc:
+            inv_problems.append(Problem(f"{inv_path}: {exc}"))
     inv_problem = inv_problems[0] if inv_problems else None
     unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
     results = [check_playbook(p, hosts, unread) for p in paths]
