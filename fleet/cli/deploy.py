@@ -37,7 +37,7 @@ from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
-from fleet.progress import Live, Progress
+from fleet.progress import Live, Progress, prefixed
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
@@ -378,7 +378,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
 
     def judge(canaries: list[Host], baselines: list[Host]) -> canary_window.CanaryResult:
         return canary_window.run(canaries, baselines, book.canary, traffic, book.canary.rate,
-                                 lambda m: say(canaries[0].name, f"canary: {m}"))
+                                 lambda m: say(canaries[0].name, prefixed("canary: ", m)))  # Live stays Live
 
     def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
         out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None
