@@ -129,6 +129,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         judging = _judging(book, opts, as_json) if canary else None
+        if note := rollout.host_timeout_note(timeout, book.budgets):
+            say_now(f"fleet: {note}")
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide,
                         deployer_of=deployer_of, judging=judging)
     try:
