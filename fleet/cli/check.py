@@ -24,6 +24,18 @@ from fleet.yamlfile import JsonObject
 
 
 def command(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool = False) -> int:
+    """The report (_report), FLEET_WHEELHOUSE as it was after it: the inventory's wheelhouse is the check's alone."""
+    before = os.environ.get("FLEET_WHEELHOUSE")
+    try:
+        return _report(names, inventory_file, as_json, lock)
+    finally:
+        if before is None:
+            os.environ.pop("FLEET_WHEELHOUSE", None)
+        else:
+            os.environ["FLEET_WHEELHOUSE"] = before
+
+
+def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
     # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
