@@ -1,4 +1,7 @@
-"""TEST HOOKS, inert unless their variables are set: the fault suite (tests/faults/) injects faults through them.
+"""TEST HOOKS, inert unless their variables are set, and only under FLEET_SANDBOX_ONLY=1 (the sandbox's guard): the
+fault suite (tests/faults/) injects faults through them. Outside the sandbox they were live, and undocumented: a
+FLEET_FAULT_AT left in a shell failed, dropped or SIGKILLed a real deploy at its step, FLEET_FAULT_FILL ran its
+shell command on the real host (issue 46, finding 8).
 
 FLEET_FAULT_KILL_AT=<step>: SIGKILL this fleet process at a named step of a deploy, as a crash or `kill -9`
 would. Steps are the release journal's (opened, stop, installed, restarted, attempt, current), `phase:<name>`
@@ -34,8 +37,13 @@ _steps = 0
 _counting = threading.Lock()
 
 
+def sandboxed() -> bool:
+    """As fleet.ssh.guard.enabled (a layer above this one): the hooks act only where it guards."""
+    return os.environ.get("FLEET_SANDBOX_ONLY", "") not in ("", "0", "false", "no")
+
+
 def armed(step: str) -> bool:
-    return os.environ.get(ENV) == step
+    return sandboxed() and os.environ.get(ENV) == step
 
 
 def reached(step: str) -> None:
@@ -46,14 +54,14 @@ def reached(step: str) -> None:
 
 def active() -> bool:
     """Whether the fault harness counts remote steps in this process (fleet.ssh.faulty wraps connections then)."""
-    return bool(os.environ.get(TRACE) or os.environ.get(AT))
+    return sandboxed() and bool(os.environ.get(TRACE) or os.environ.get(AT))
 
 
 def remote_step(label: Callable[[], str]) -> str | None:
     """Count one remote step; the fault kind to inject at it (fail, drop, full or late), or None. A `kill` never
     returns. `label` (called only when tracing) names the step: its caller and what it runs."""
     trace, at = os.environ.get(TRACE), os.environ.get(AT)
-    if not trace and not at:
+    if not trace and not at or not sandboxed():
         return None
     global _steps
     with _counting:  # steps on several threads (a multi-node deployment's journals) get one number each

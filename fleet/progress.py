@@ -36,14 +36,15 @@ def standing(phase: str, elapsed: float, budget: float, last: str | None = None,
 
 @contextmanager
 def ticking(say: Progress, phase: str, budget: float, every: float = EVERY_S,
-            clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+            clock: Callable[[], float] = time.monotonic, note: Callable[[], str] | None = None) -> Iterator[None]:
     """While the body runs (one blocking call: the verify's requests, the bench, a venv build, a stop), a thread
-    says where it stands as Live every `every` seconds; none is said once the body has returned."""
+    says where it stands as Live every `every` seconds (`note`: what else is known now, e.g. the hosts still
+    running); none is said once the body has returned."""
     since, done = clock(), threading.Event()
 
     def tick() -> None:
         while not done.wait(every):
-            say(standing(phase, clock() - since, budget))
+            say(standing(phase, clock() - since, budget, note=note() if note else ""))
 
     thread = threading.Thread(target=tick, name=f"progress {phase}", daemon=True)
     thread.start()

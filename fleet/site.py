@@ -33,7 +33,7 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fleet import fields, yamlfile
 from fleet.errors import InputError
@@ -103,7 +103,11 @@ def _load(root: Path) -> Site:
         return Site(root, Defaults())
     if not isinstance(doc.data, dict):
         raise doc.error((), "a mapping of inventory, offline")
-    return Site(root, doc.parse(Defaults))
+    try:
+        return Site(root, Defaults.model_validate(doc.data))
+    except ValidationError as err:  # every problem at once: they came one per run (fixing one showed the next)
+        found = doc.validation_errors(err, Defaults)
+        raise InputError("; and ".join(map(str, found))) from None
 
 
 def config_path() -> Path:

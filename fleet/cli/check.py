@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet import inventory, playbook, site, yamlfile
-from fleet.cli import print_json
+from fleet.cli import print_json, use_wheelhouse
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
@@ -24,6 +24,18 @@ from fleet.yamlfile import JsonObject
 
 
 def command(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool = False) -> int:
+    """The report (_report), FLEET_WHEELHOUSE as it was after it: the inventory's wheelhouse is the check's alone."""
+    before = os.environ.get("FLEET_WHEELHOUSE")
+    try:
+        return _report(names, inventory_file, as_json, lock)
+    finally:
+        if before is None:
+            os.environ.pop("FLEET_WHEELHOUSE", None)
+        else:
+            os.environ["FLEET_WHEELHOUSE"] = before
+
+
+def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
     # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
@@ -47,6 +59,10 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         held: dict[str, inventory.Host] = {}
         hosts, found = inventory.check(inv_path, held)
         inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path), *_ssh_configs(held)]]
+        try:  # the pins are checked against the wheelhouse a deploy of these hosts builds from (the inventory's)
+            use_wheelhouse(list(held.values()))
+        except InputError as exc:
+            inv_problems.append(Problem(f"{inv_path}: {exc}"))
     inv_problem = inv_problems[0] if inv_problems else None
     unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
     results = [check_playbook(p, hosts, unread) for p in paths]

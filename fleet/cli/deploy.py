@@ -37,7 +37,7 @@ from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
-from fleet.progress import Live, Progress
+from fleet.progress import Live, Progress, prefixed
 from fleet.ssh.connect import ConnectOptions
 from fleet.upstream import lockfile
 from fleet.upstream.wheelhouse import WheelhouseError
@@ -129,6 +129,8 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         judging = _judging(book, opts, as_json) if canary else None
+        if note := rollout.host_timeout_note(timeout, book.budgets):
+            say_now(f"fleet: {note}")
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide,
                         deployer_of=deployer_of, judging=judging)
     try:
@@ -378,7 +380,7 @@ def _judging(book: Playbook, opts: ConnectOptions, as_json: bool) -> tuple[rolli
 
     def judge(canaries: list[Host], baselines: list[Host]) -> canary_window.CanaryResult:
         return canary_window.run(canaries, baselines, book.canary, traffic, book.canary.rate,
-                                 lambda m: say(canaries[0].name, f"canary: {m}"))
+                                 lambda m: say(canaries[0].name, prefixed("canary: ", m)))  # Live stays Live
 
     def back(host: Host, say: Progress, hooks: routing.RouterHooks | None) -> DeployResult:
         out = (lambda conn: hooks.take_out(host, conn, say)) if hooks else None

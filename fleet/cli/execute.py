@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from fleet.cli import console, err_console, print_json, real_console
 from fleet.cli.hosttext import escape, visible
-from fleet.cli.liveline import say_now
+from fleet.cli.liveline import clear_all, progress_on_stderr, say_now
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from fleet.host import execute
 from fleet.host.session import CommandResult
@@ -91,9 +91,15 @@ def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
             run: Callable[..., list[HostOutcome[CommandResult]]] = execute.run_everywhere) -> int:
     """`run`: what runs the command on the hosts (execute.run_everywhere). Ctrl-C is answered at once on stderr and
     ends with every host's row, exit 130 (docs/cli.md#ctrl-c)."""
+    # where the commands stand, while they run: on a terminal in place (kept referenced until wiped: the line is
+    # held weakly), off one a line every 30 s
+    progress = progress_on_stderr()
     try:
-        return report(run(hosts, cmd, opts, timeout, notice=say_now), as_json, wide)
+        outcomes = run(hosts, cmd, opts, timeout, notice=say_now, progress=progress)
+        clear_all()
+        return report(outcomes, as_json, wide)
     except execute.Interrupted as stop:
+        clear_all()
         report(stop.outcomes, as_json, wide)
         say_now("interrupted: no host was started after Ctrl-C; each host's row above says where it is")
         return EXIT_INTERRUPTED

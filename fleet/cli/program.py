@@ -33,7 +33,7 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import liblog, reader_gone, tasking
+from fleet.cli import liblog, reader_gone, spellings, tasking
 from fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, did_you_mean, known_names
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
@@ -134,13 +134,25 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
             near = _nearest("-" + flag, getattr(exc, "context", None))
             return f"{where}: no such option {flag} (one dash takes one letter){near} ({helps})"
         helps = helps if task else f"`{binary} --help` lists the options before a task, `{binary} TASK --help` a task's"
+        context = getattr(exc, "context", None)
+        hosts = spellings.host_flag(flag) if task and "--host" in getattr(context, "flags", {}) else ""
         retired = _retired(flag, binary, task)
         if retired:
-            return f"{where}: {retired} ({helps})"
-        return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
+            return f"{where}: {retired}{hosts} ({helps})"
+        return f"{where}: no such option {flag}{_nearest(flag, context)}{hosts} ({helps})"
+    flags = getattr(getattr(exc, "context", None), "flags", {})
+    host = spellings.host_word(m.group(1), binary, task) if m and task and "--host" in flags else ""
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
-        return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
+        arg = flags[switch] if switch in flags else None  # a Lexicon: .get() misses the short aliases
+        if arg is not None and arg.positional:  # `inv exec sbx0 --cmd uptime`: sbx0 was taken as the command
+            return (f"{where}: {switch} given twice: {arg.value!r} before it was read as its value (the task's first "
+                    f"word){spellings.host_word(str(arg.value), binary, task) if '--host' in flags else ''} ({helps})")
+        if arg is None or arg.kind is bool:
+            return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
     if m and task and (option := _option_two_words_before(m.group(1), argv or [])):
+        if option in flags and flags[option].kind is not list:  # `-i FILE sbx0`: not a second -i, a host
+            return f"{where}: {option} takes one value, so {m.group(1)!r} after it was read as a task's name{host} " \
+                   f"({helps})"
         return (f"{where}: {option} takes one value, so {m.group(1)!r} after it was read as a task's name (a shell's "
                 f"glob or list gives several words: give each its own {option}) ({helps})")
     if m:
@@ -149,7 +161,7 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
             return (f"{where}: {word!r} is a namespace of tasks, not a task: `{binary} --list {word}` lists its tasks "
                     f"(`{binary} {word}.TASK ...`)")
         near = did_you_mean(word.strip(), tasks) if word.strip() and not task else ""  # after a task: a stray word
-        return f"{where}: no such task {word!r}{near} (`{binary} --list` lists the tasks)"
+        return f"{where}: no such task {word!r}{near}{host} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)
     if m:
         return f"{where}: --{m.group(1)} needs a value ({helps})"
@@ -293,7 +305,8 @@ class FleetProgram(Program):
             if named is None:
                 raise self._refused(ParseError(f"No idea what {flag!r} is!", context))
             long = "--" + named.strip("_").replace("_", "-")  # `all_`: --all
-            one = ": it acts on the one host --host names" if "--host" in context.flags else ""
+            one = (": it acts on the one host --host names" if any(a.name == "host" for a in context.positional_args)
+                   else spellings.host_flag(flag) if "--host" in context.flags else "")
             said = f"{flag} is" if flag == long else f"{flag} is {long},"
             raise self._said(f"{where}: {said} an option of some tasks, not of this one{one} ({helps})")
 
@@ -357,6 +370,11 @@ class FleetProgram(Program):
             raise self._said(f"{self.binary}: --list-depth with --list-format json: JSON lists every level "
                              f"(`{self.binary} --help` lists the options before a task)")
         root = self.args.list.value
+        words = list(self.argv or [])[1:]
+        at = next((i for i, w in enumerate(words) if w in ("-l", "--list") or w.startswith("--list=")), None)
+        task = next((w for w in words[:at] if w in self.collection.task_names), None) if at is not None else None
+        if root and task:  # `inv history -l sbx0`: Ansible's -l (--limit), read as invoke's --list
+            raise self._said(f"{self.binary} {task}: {spellings.list_after_task(root, self.binary, task)}")
         if not isinstance(root, str):
             return
         try:

@@ -4,7 +4,9 @@ fleet.ssh.become_password)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from fleet import playbook, secretref
@@ -41,29 +43,54 @@ def known_classes() -> set[str]:
 
 
 def check_playbook(path: Path, hosts: set[str] | None = None, hosts_unread: str | None = None) -> check.Checked:
-    """`inv check` of one playbook: the failure classes, patch sets and sglang releases this site knows."""
-    return check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts,
-                       hosts_unread=hosts_unread)
+    """`inv check` of one playbook: the failure classes, patch sets and sglang releases this site knows; each secret
+    reference this machine cannot resolve is a warning (a deploy from here refuses it; CI may have none set)."""
+    found = check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts,
+                        hosts_unread=hosts_unread)
+    if found.book is None:
+        return found
+    unresolved = [check.Problem(f"{path}: {p} (on this machine: a deploy from here refuses it)", warning=True)
+                  for p in resolved_secrets(found.book)[1]]
+    return replace(found, problems=[*found.problems, *unresolved])
 
 
 def secrets_for(book: playbook.Playbook) -> dict[str, str]:
     """Resolve the playbook's secret references locally (the API key, and env values given as {env: ...} or
-    {file: ...}, under playbook.env_secret_key); values never reach the output."""
+    {file: ...}, under playbook.env_secret_key); values never reach the output. Every one that cannot be resolved
+    is said at once (the first, and the others after it): a deploy refused them one per run."""
+    found, problems = resolved_secrets(book)
+    if problems:
+        raise InputError(problems[0] + "".join(f"; and {p}" for p in problems[1:]))
+    return found
+
+
+def resolved_secrets(book: playbook.Playbook) -> tuple[dict[str, str], list[str]]:
+    """Each secret reference resolved here, and why each one that cannot be is not (all of them)."""
     owner = f"playbook {book.name}"
     found: dict[str, str] = {}
+    problems: list[str] = []
+
+    def take(key: str, resolve: Callable[[], str]) -> None:
+        try:
+            found[key] = resolve()
+        except InputError as exc:
+            problems.append(str(exc))
+
     ref = book.serve.api_key
     if ref is not None:
-        value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
-        if any(c.isspace() for c in value):
-            raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
-        found[API_KEY] = value
+        def api_key(ref: secretref.SecretRef = ref) -> str:
+            value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
+            if any(c.isspace() for c in value):
+                raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
+            return value
+        take(API_KEY, api_key)
     envs = [("serve", "serve.env", book.serve.env),
             *((r.name, f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
     for scope, where, env in envs:
         for name, val in env.items():
             if isinstance(val, secretref.SecretRef):
-                found[playbook.env_secret_key(scope, name)] = secretref.resolve(val, owner, f"{where}.{name}")
-    return found
+                take(playbook.env_secret_key(scope, name), partial(secretref.resolve, val, owner, f"{where}.{name}"))
+    return found, problems
 
 
 def check_units(book: playbook.Playbook, hosts: Sequence[Host]) -> None:

@@ -3,6 +3,7 @@ current once it serves; the releases a host keeps."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 
 from fabric import Connection
@@ -37,7 +38,8 @@ def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
     if to:
         found = store.load(to)
         if found is None:
-            raise FleetError(f"{host.name}: no release {to} (see `inv history --host {host.name}`)")
+            raise FleetError(f"{host.name}: no release {to}{nearest_id(store, to)} (see `inv history --host "
+                             f"{host.name}`)")
         if found.status != ReleaseStatus.OK:
             raise FleetError(f"{host.name}: release {to} never served ({found.status}); refusing")
         return found
@@ -47,12 +49,20 @@ def target(store: ReleaseStore, host: Host, to: str | None) -> Release:
     return earlier
 
 
+def nearest_id(store: ReleaseStore, to: str) -> str:
+    """ "; did you mean 20261206T112544Z-c214?" for an id one or two characters off one of the host's releases (ids
+    of one day share most of their characters: only a near one is named), else nothing."""
+    near = difflib.get_close_matches(to, [r.id for r in store.list()], n=1, cutoff=0.9)
+    return f"; did you mean {near[0]}?" if near else ""
+
+
 def recorded_playbook(store: ReleaseStore, host: Host, to: str | None) -> Playbook:
     """The playbook the release a rollback goes to was deployed with, from playbooks/ by the name it records
     (a name the host sends: only a playbook of that name in playbooks/, never a path)."""
     rel = store.load(to) if to else (store.last_good_before_current() or store.current())
     if rel is None:
-        raise FleetError(f"{host.name}: no release to roll back to" + (f" named {to}" if to else ""))
+        raise FleetError(f"{host.name}: no release to roll back to" + (f" named {to}{nearest_id(store, to)}" if to
+                                                                        else ""))
     try:
         return load_playbook(str(playbook.shipped(rel.playbook)), checked=False)[0]
     except InputError as exc:

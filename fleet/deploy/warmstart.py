@@ -21,6 +21,7 @@ from fleet.host.facts import HostFacts
 from fleet.inventory import Host
 from fleet.logs.warmphases import NONE, Expect, PhaseTimes
 from fleet.patches.sets import load_sets
+from fleet.progress import ticking
 from fleet.upstream import caches
 from fleet.upstream.versions import in_range
 
@@ -125,7 +126,10 @@ class WarmStart:
         if not isinstance(got, Entry):
             self._cold(conn, host, f"the stored caches were dropped: {got.reason}", say)
             return
-        placed = kcache.place(conn, host, self.venv, got.data, got.sha256, self.folders, self.user)
+        say(f"warm start: placing the caches of {got.host} ({len(got.data) / 2**20:.1f} MiB; budget "
+            f"{kcache.TIMEOUT_S:.0f}s)")  # up to the store's 2 GiB through the link: never a quiet wait
+        with ticking(say, "cache place", kcache.TIMEOUT_S):
+            placed = kcache.place(conn, host, self.venv, got.data, got.sha256, self.folders, self.user)
         if isinstance(placed, kcache.HostRefused) and placed.unknown:
             self._unknown(conn, host, placed.reason, got, say)
             return
@@ -199,7 +203,9 @@ class WarmStart:
             say("the stored caches failed a start that served without them: replaced by this host's")
         elif self.store.has(self.key):
             return
-        data = kcache.collect(conn, host, self.venv, self.folders, self.store.limit, self.user)
+        say(f"collecting this host's caches for key {self.key.digest[:12]} (budget {kcache.TIMEOUT_S:.0f}s)")
+        with ticking(say, "cache collect", kcache.TIMEOUT_S):
+            data = kcache.collect(conn, host, self.venv, self.folders, self.store.limit, self.user)
         if isinstance(data, kcache.HostRefused):
             say(f"caches not collected: {data.reason}")
             return

@@ -12,6 +12,7 @@ from fleet.errors import InputError
 from fleet.host import programs
 from fleet.inventory import Host
 from fleet.parallel import HostOutcome
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh import remote
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import CommandResult, CommandTimedOut
@@ -53,7 +54,8 @@ def seconds(value: float) -> str:
 
 
 def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions, timeout: float = DEFAULT_TIMEOUT_S,
-                   notice: Callable[[str], None] | None = None) -> list[HostOutcome[CommandResult]]:
+                   notice: Callable[[str], None] | None = None,
+                   progress: Progress = quiet) -> list[HostOutcome[CommandResult]]:
     """The command on every host, each under `timeout` and remote.MAX_OUTPUT. The host ends it at the deadline
     (exec.sh: its systemd scope, whatever left the process group): a command that ran past it is a
     CommandTimedOut that says it was ended there. Ctrl-C: as `each`."""
@@ -64,7 +66,7 @@ def run_everywhere(hosts: Sequence[Host], command: str, opts: ConnectOptions, ti
         finally:
             conn.close()
 
-    return each(hosts, one, timeout, notice)
+    return each(hosts, one, timeout, notice, progress)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -76,19 +78,31 @@ class Interrupted(KeyboardInterrupt):
 
 
 def each(hosts: Sequence[Host], one: Callable[[Host], CommandResult], timeout: float,
-         notice: Callable[[str], None] | None = None) -> list[HostOutcome[CommandResult]]:
-    """`one` on every host in parallel. Ctrl-C: `notice` says at once that no host starts and the commands under way
-    are waited for (a second Ctrl-C stops waiting), then Interrupted with every host's outcome."""
+         notice: Callable[[str], None] | None = None, progress: Progress = quiet) -> list[HostOutcome[CommandResult]]:
+    """`one` on every host in parallel; `progress` is told where the commands stand while they run (the hosts done,
+    those still running: the table comes once every host ended, up to --timeout). Ctrl-C: `notice` says at once
+    that no host starts and the commands under way are waited for (a second Ctrl-C stops waiting), then Interrupted
+    with every host's outcome."""
     started: set[str] = set()
+    ended: set[str] = set()
 
     def run(host: Host) -> CommandResult:
         started.add(host.name)
-        return one(host)
+        try:
+            return one(host)
+        finally:
+            ended.add(host.name)
+
+    def note() -> str:
+        running = [h.name for h in hosts if h.name in started and h.name not in ended]
+        shown = ", ".join(running[:8]) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
+        return f"; {len(ended)} of {len(hosts)} hosts done" + (f", still running: {shown}" if running else "")
 
     try:
-        return parallel.run_all(hosts, run, notice=notice,
-                                ends=f"a command ends by itself or at its --timeout of {seconds(timeout)}s",
-                                left=f"the host ends its command at its --timeout of {seconds(timeout)}s")
+        with ticking(progress, "exec", timeout, note=note):
+            return parallel.run_all(hosts, run, notice=notice,
+                                    ends=f"a command ends by itself or at its --timeout of {seconds(timeout)}s",
+                                    left=f"the host ends its command at its --timeout of {seconds(timeout)}s")
     except parallel.Interrupted as stop:
         left = f"interrupted while its command ran; the host ends it at its --timeout of {seconds(timeout)}s"
         raise Interrupted([o if o is not None else HostOutcome(

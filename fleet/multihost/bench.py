@@ -76,6 +76,9 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         if current is None:
             raise FleetError(f"{host.name}: no current release to measure (deploy first)")
         venv = venvs.release_venv(store, host, current).venv  # the one its unit runs, never the playbook's guess
+        if current.playbook and current.playbook != book.name:  # --playbook (or the group's) wins: said, not silent
+            say(f"release {current.id} serves playbook {current.playbook}: measured with {book.name}'s bench "
+                f"settings and port (serve.port {book.serve.port}), as --playbook or the inventory's group names it")
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
         say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "

@@ -29,6 +29,7 @@ from fleet.host.session import HostSession
 from fleet.inventory import Host
 from fleet.playbook import Playbook
 from fleet.policy import Canary
+from fleet.progress import ticking
 from fleet.ssh.connect import ConnectOptions
 
 
@@ -132,7 +133,9 @@ def run(canaries: Sequence[Host], candidates: Sequence[Host], policy: Canary, tr
         def load(h: Host, seconds: float = seconds, seed: int = look) -> list[judge.Sample]:
             return traffic.load(h, seconds, seed)  # the same seed everywhere: the same requests in the same order
 
-        for h, o in zip(hosts, parallel.run_all(hosts, load), strict=True):
+        with ticking(say, f"canary look {look} of {policy.looks}, traffic", seconds):  # never a quiet window
+            outcomes = parallel.run_all(hosts, load)
+        for h, o in zip(hosts, outcomes, strict=True):
             samples = [replace(x, at=x.at + start) for x in (o.value or [])] if o.ok else []
             (mine if h.name in new_ones else base).extend(samples)
         faults = [f"{h.name}: {f}" for h in canaries for f in hardware.new_faults(before[h.name], traffic.probe(h))]

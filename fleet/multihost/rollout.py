@@ -82,6 +82,25 @@ def parse_timeout(text: str | float | None) -> float | None:
     return value
 
 
+STARTUP_PHASES = ("start", "weight_load", "jit_compile", "autotune", "graph_capture", "ready")
+
+
+def host_timeout_note(timeout: float | None, budgets: object) -> str | None:
+    """What an operator needs before a rollout whose --host-timeout is shorter than a start's phase budgets: the
+    progress lines count each phase against its own budget (`budget 1800s`), never against --host-timeout, which
+    gives the host up mid-phase (issue 46, findings 5 and 8: which deadline wins was unsaid). None: it is not."""
+    if timeout is None:
+        return None
+    phases = {name: float(getattr(budgets, name)) for name in STARTUP_PHASES}
+    start = sum(phases.values())
+    if timeout >= start:
+        return None
+    over = ", ".join(f"{name} {b:g}s" for name, b in phases.items() if b > timeout)
+    return (f"--host-timeout {timeout:g}s wins over the playbook's budgets: a host still deploying then is given up "
+            f"on mid-phase, whatever its phase's budget (a start may take {start:g}s"
+            + (f"; longer than it alone: {over}" if over else "") + ")")
+
+
 def batch_sizes(serial: Sequence[Amount] | None, total: int) -> list[int]:
     """How many hosts each batch takes; they add up to `total`."""
     if total <= 0:

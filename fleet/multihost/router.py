@@ -65,7 +65,7 @@ from fleet.multihost.router_plan import (
 from fleet.multihost.router_report import RouterEnd, RouterEvent, RouterReport, RouterRun, worker_list
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
 from fleet.playbook import Playbook, secret_names
-from fleet.progress import Progress
+from fleet.progress import Progress, standing
 from fleet.ssh.connect import ConnectOptions, open_connection
 
 HostSay = Callable[[str, str], None]  # (host name, message)
@@ -428,15 +428,18 @@ class RouterSteps:
         return self.store.point_back(previous)
 
 
-def drain(conn: Connection, host: Host, book: Playbook, say: Progress) -> None:
-    """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics)."""
-    deadline = time.monotonic() + book.budgets.stop
-    while time.monotonic() < deadline:
+def drain(conn: Connection, host: Host, book: Playbook, say: Progress,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Wait (up to budgets.stop) until the replica runs no request (sglang:num_running_reqs in /metrics), saying where
+    it stands as Live (it said a line every 0.5 s) and, past the budget, that the stop goes on (it said nothing)."""
+    start, budget, running = clock(), book.budgets.stop, 0.0
+    while clock() - start < budget:
         running = running_requests(hostcurl.metrics_text(conn, host, book.serve.port))
         if not running:
             return
-        say(f"draining: {running:g} request(s) still running")
-        time.sleep(0.5)
+        say(standing("drain", clock() - start, budget, note=f"; {running:g} request(s) still running"))
+        sleep(0.5)
+    say(f"drain: {running:g} request(s) still running after {budget:.0f}s (budgets.stop): stopping all the same")
 
 
 # ---------------------------------------------------------------------- entry points for the deploy command

@@ -52,6 +52,7 @@ from fleet.host.session import ConnectionLost
 from fleet.multihost.tune import Tuner, TuneResult
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
 from fleet.playbook import Rung, sglang_version
+from fleet.progress import ticking
 
 
 @dataclass(frozen=True)
@@ -192,9 +193,10 @@ class SloTuner(Tuner):
     def point(self, conn: Connection, rate: float, requests: int) -> slo.Verdict:
         s = self.settings
         self.progress(f"load point: {rate:.3g} req/s, {requests} requests")
-        try:
-            samples, self.speeds[rate] = loadprobe.measure(conn, self.host, self.book, self.spec, self.serve.venv,
-                                                           rate, requests, self.serve.bench_key)
+        try:  # a point is requests/rate seconds (1000 at 2 req/s: 500 s): never a quiet one
+            with ticking(self.progress, f"load point {rate:.3g} req/s", self.spec.timeout):
+                samples, self.speeds[rate] = loadprobe.measure(conn, self.host, self.book, self.spec,
+                                                               self.serve.venv, rate, requests, self.serve.bench_key)
         except BenchError as exc:  # a point the server cannot carry: it fails, the search goes lower
             self.progress(f"load point at {rate:.3g} req/s failed: {exc}")
             return slo.Verdict(0, (), False)

@@ -54,6 +54,20 @@ def test_a_bad_defaults_file_names_its_line(tmp_path, here):
         here(tmp_path)
 
 
+def test_every_problem_of_the_defaults_file_is_said_at_once(tmp_path, here):
+    """Issue 46, finding 7 (the eighteenth newcomer's hour): three problems of fleet-site.yaml came one per run
+    (`inv check` included), each fix showing the next."""
+    (tmp_path / "fleet-site.yaml").write_text('inventory: x.yaml\noffline: "no"\nofline: true\ninventry: y\n')
+    with pytest.raises(InputError) as refused:
+        here(tmp_path)
+    said = str(refused.value)
+    assert "\n" not in said
+    for problem in ("fleet-site.yaml:2: offline: Input should be a valid boolean",
+                    "fleet-site.yaml:3: ofline: unknown key; did you mean offline?",
+                    "fleet-site.yaml:4: inventry: unknown key; did you mean inventory?"):
+        assert problem in said, said
+
+
 def test_a_playbook_name_is_the_sites_own_first_then_the_shipped_one(tmp_path, here):
     (tmp_path / "fleet-site.yaml").write_text("")
     (tmp_path / "playbooks").mkdir()

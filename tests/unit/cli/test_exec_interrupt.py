@@ -44,7 +44,7 @@ def test_ctrl_c_in_exec_is_answered_at_once_and_ends_with_every_host_s_row(capsy
         threading.Timer(0.05, h1_done.set).start()  # once this host's result is in
         return CommandResult("sleep", 0, f"{host.name} done\n", "")
 
-    def run(hosts, cmd, opts, timeout, notice=None):
+    def run(hosts, cmd, opts, timeout, notice=None, progress=None):
         return execute.each(hosts, one, timeout, notice)
 
     start = time.monotonic()

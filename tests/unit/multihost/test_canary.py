@@ -120,3 +120,20 @@ def test_a_canary_whose_hardware_no_baseline_has_is_judged_against_the_first_and
     result = canary.run(CANARIES, BASELINES, POLICY, traffic, rate=1.0, say=said.append)
     assert result.baselines == ("old-1",)
     assert "no baseline host has new-1's hardware: judged against old-1 all the same" in said
+
+
+def test_where_the_window_stands_is_said_while_its_traffic_runs():
+    """Issue 46, finding 5 (the eighteenth newcomer's hour): from `traffic at 10/s ...` to `look 1: ...` a log got
+    no line for the whole look (120 s by default, looks up to 600 s), where every long step says where it stands."""
+    from ticking import Said
+
+    said = Said()
+
+    class Slow(FakeTraffic):
+        def load(self, host, seconds, seed):
+            assert said.ticked.wait(10), said  # where the look stands was said while its traffic ran
+            return super().load(host, seconds, seed)
+
+    canary.run(CANARIES, BASELINES[:1], POLICY, Slow(), rate=1.0, say=said)
+    live = [m for m in said if type(m).__name__ == "Live"]
+    assert live and str(live[0]).startswith(f"phase canary look 1 of {POLICY.looks}, traffic: "), live
