@@ -20,7 +20,8 @@ import importlib.util
 import re
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection as Names
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -120,10 +121,14 @@ def _typed(flag: str, argv: list[str]) -> str:
 
 
 def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: Sequence[str] = (),
-            spaces: Sequence[str] = ()) -> str:
+            spaces: Sequence[str] = (),
+            task_flags: Mapping[str, Names[str]] | None = None) -> str:
     """invoke's parse error as one line naming the option (or task) and where the right ones are listed; an unknown
-    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one."""
+    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one; an
+    option of a task (`task_flags`) typed before the task's name said as one (`inv --dry-run deploy` said `no such
+    option --dry-run`, as if fleet had no dry run)."""
     task = getattr(getattr(exc, "context", None), "name", None)
+    task_flags = task_flags or {}
     said = str(exc)
     where = f"{binary} {task}" if task else binary
     helps = f"`{binary} {task} --help` lists its options" if task else f"`{binary} --list` lists the tasks"
@@ -135,8 +140,16 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
             return f"{where}: no such option {flag} (one dash takes one letter){near} ({helps})"
         helps = helps if task else f"`{binary} --help` lists the options before a task, `{binary} TASK --help` a task's"
         retired = _retired(flag, binary, task)
+        if flag in ("--dry-run", "-n") and "--check" in getattr(getattr(exc, "context", None), "flags", {}):
+            retired = f"{flag} is no option of {task}: its dry run is --check, which changes nothing"  # inv patch
         if retired:
             return f"{where}: {retired} ({helps})"
+        if not task and any(flag in flags for flags in task_flags.values()):
+            named = next((w for w in argv or [] if w in task_flags), None)
+            if named is None or flag in task_flags[named]:
+                return (f"{where}: {flag} is a task's option, given after the task's name: `{binary} "
+                        f"{named or 'TASK'} {flag} ...`")
+            return f"{where}: {flag} is an option of some tasks, not of {named} ({helps})"
         return f"{where}: no such option {flag}{_nearest(flag, getattr(exc, 'context', None))} ({helps})"
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
@@ -261,6 +274,7 @@ class FleetProgram(Program):
             self._repeatable_without_value()
         if not asked:
             self._one_task()
+            self._no_core_after_task()
             self._no_empty_value()
 
     def _nothing_after_dashes(self, words: list[str]) -> None:
@@ -293,7 +307,8 @@ class FleetProgram(Program):
             if named is None:
                 raise self._refused(ParseError(f"No idea what {flag!r} is!", context))
             long = "--" + named.strip("_").replace("_", "-")  # `all_`: --all
-            one = ": it acts on the one host --host names" if "--host" in context.flags else ""
+            one = (": it acts on the one host --host names" if "--host" in context.flags  # unlock, recover; not exec
+                   and context.flags["--host"].kind is not list else "")
             said = f"{flag} is" if flag == long else f"{flag} is {long},"
             raise self._said(f"{where}: {said} an option of some tasks, not of this one{one} ({helps})")
 
@@ -308,6 +323,23 @@ class FleetProgram(Program):
                f"one task per command, and {second!r} is a second")
         raise self._said(f"{self.binary} {first}: {why} (run `{self.binary} {second} ...` on its own; "
                          f"`{self.binary} {first} --help` lists its options)")
+
+    def _no_core_after_task(self) -> None:
+        """invoke takes its own options after a task's name too (for `inv deploy --help`), so the others were taken
+        there without a word: `inv status -F json` printed the board, exit 0 (`| jq` failed), `inv deploy ... -V`
+        deployed, and `inv status -H x -l` listed the tasks instead. Refused, exit 2: they are the program's, typed
+        before a task's name."""
+        given = [arg for arg in self.core_via_tasks.args.values() if arg.got_value and arg.name != "help"]
+        if not given:
+            return
+        task = str(self.tasks[0].name) if self.tasks else None
+        names = {f"--{n}" if len(n) > 1 else f"-{n}" for n in given[0].names}
+        typed = next((w.partition("=")[0] for w in self.argv or [] if w.partition("=")[0] in names),
+                     f"--{given[0].name}")
+        instead = "; a task's JSON is its --json (-j)" if given[0].name == "list-format" else ""
+        raise self._said(f"{self.binary} {task}: {typed} is an option of `{self.binary}` itself, given before a "
+                         f"task's name (`{self.binary} {typed} ...`), not of {task}{instead} (`{self.binary} {task} "
+                         "--help` lists its options)")
 
     def _repeatable_without_value(self) -> None:
         """invoke reads a repeatable option (--host, --group, --set...) given no value as never given (its value
@@ -390,9 +422,10 @@ class FleetProgram(Program):
 
     def _refused(self, exc: ParseError) -> Exit:
         collection = getattr(self, "collection", None)
+        flags = {str(c.name): set(c.flags) for c in collection.to_contexts()} if collection else {}
         return self._said(refusal(exc, self.binary, list(self.argv or []),
                                   list(collection.task_names) if collection else (),
-                                  list(collection.collections) if collection else ()))
+                                  list(collection.collections) if collection else (), flags))
 
 
 def namespace() -> Collection:
