@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import os
 import re
 import signal
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 from invoke.collection import Collection
@@ -447,9 +449,18 @@ def interrupted() -> NoReturn:
     raise SystemExit(EXIT_INTERRUPTED)
 
 
+def terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (timeout(1), a CI job cancelled, `kill`) answered as a Ctrl-C: said, then the task's own Ctrl-C (no
+    host starts, those under way end their step, a line per host, exit 130; a second one stops waiting). It killed
+    the run silently, exit 143, a deploy's host left mid-step and its lock held, nothing said."""
+    os.write(2, f"fleet: {signal.Signals(signum).name}: taken as Ctrl-C\n".encode())
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # fleet.cli's quiet exit while it loaded, ended
+    signal.signal(signal.SIGTERM, terminated)
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
     try:
@@ -464,6 +475,7 @@ def main() -> None:
         # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
         # silently, exit 130 for a run that had ended and shown its result
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
