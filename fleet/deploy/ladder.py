@@ -344,14 +344,21 @@ class Deployer:
     def left_behind(self, conn: Connection) -> str:
         """What an earlier run left in progress here, which the deploy settles before its plan (under the lock,
         fleet.deploy.recovery): said first by the dry run, whose diff is of the files as they are now."""
-        left = recovery.find(ReleaseStore(conn, self.serve.origin))
+        store = ReleaseStore(conn, self.serve.origin)
+        left = recovery.find(store)
         if not left:
             return ""
         owner = hostlock.read_owner(conn, self.host)
         live = owner is not None and not hostlock.dead_owner(owner)
+        current = store.current()
+        # a node of a multi-node server is put back but not started alone (fleet.deploy.recovery): it said
+        # "restarted and verified", and the deploy left it stopped for its peers
+        putting = (f", putting back the files of node release {current.id} (unit left stopped: it starts with its "
+                "peers)" if current is not None and node_of(current) else
+                ", putting back the last known-good release (restarted and verified)")
         lines = []
         for it in left:
-            back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
+            back = putting if it.touched_host else ""
             held = hostlock.describe(owner, host=self.host.name)
             then = (f"its run may still hold the host's lock ({held}): the deploy refuses while it does" if live
                     else f"the deploy first takes over what its run left{back}")
