@@ -264,8 +264,13 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
     say(f"{why}; the VM goes through the Proxmox API")
     steps = vm_steps(proxmox, action, wait_s, say, sleep)
     say(f"waiting for SSH in the next boot (budget {wait_s:g}s)")
-    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say),
-                        RecoverResult(host.name, action, why, steps, faults_before=[why]))
+    first, again = interrupted_wait(host, None, [], say)
+    try:
+        s = wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say, first)
+    except KeyboardInterrupt:
+        say(again)
+        raise
+    return probed_again(s, RecoverResult(host.name, action, why, steps, faults_before=[why]))
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fakesession import HOST
-from test_recover_hostile import Link, wants_reset
+from test_recover_hostile import Api, Link, client, closer, host_at, serve, wants_reset  # noqa: F401 (fixtures)
 
 from fleet.errors import ConnectError
 from fleet.multihost import recover as rec
@@ -50,3 +50,16 @@ def refused(host, opts):
 def test_the_wait_without_an_answer_for_ctrl_c_ends_at_the_first():
     with pytest.raises(KeyboardInterrupt):
         rec.wait_for_ssh(HOST, ConnectOptions(), 600, "old", refused, sleep=CtrlC(1))
+
+
+def test_a_guest_reset_through_the_api_says_what_is_left_when_the_wait_is_stopped(serve, closer, tmp_path):  # noqa: F811
+    api = serve(Api)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        rec.recover(host_at(closer, tmp_path), ConnectOptions(attempts=1), client(api), wait_s=600, unreachable=True,
+                    sleep=CtrlC(1, 2), say=said.append)
+    assert Api.posts == ["/api2/json/nodes/pve1/qemu/101/status/reset"]
+    assert [str(m) for m in said if str(m).startswith("Ctrl-C")] == [
+        "Ctrl-C: waiting for h1's next boot to probe it; Ctrl-C again to stop waiting (the reboot goes on there)",
+        "Ctrl-C again: stopped waiting for h1's next boot; the reboot goes on there; `inv probe --host h1` once it "
+        "is back"]
