@@ -349,14 +349,14 @@ def _fault(action, doc):
 
 
 def _sandbox(fn):
-    from sandbox.hosts import SandboxError
+    from sandbox.hosts import SandboxError, SandboxInputError
 
     os.environ["FLEET_SANDBOX_ONLY"] = "1"
     try:
         fn()
     except (SandboxError, ValueError) as exc:
         cli.say_error(str(exc))
-        raise Exit(code=2 if isinstance(exc, ValueError) else 1) from None
+        raise Exit(code=2 if isinstance(exc, (ValueError, SandboxInputError)) else 1) from None
 
 
 @task(help={"hosts": "number of sandbox hosts", "profile": "profile(s) to use (default: all four shipped)"},

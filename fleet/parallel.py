@@ -139,10 +139,11 @@ def tell_interrupts_to(notice: Callable[[str], None] | None) -> None:
 
 def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = MAX_WORKERS,
             notice: Callable[[str], None] | None = None, ends: str = STEP_ENDS,
-            left: str = STEP_LEFT) -> list[HostOutcome[T]]:
+            left: str = STEP_LEFT, name_of: Callable[[Host], str] = lambda h: h.name) -> list[HostOutcome[T]]:
     """Outcomes in the order of `hosts`. Ctrl-C: no host starts any more, those under way end on their own (a
     second Ctrl-C stops waiting for them), then Interrupted with the outcomes; `notice` is told each step at once,
-    with how the work under way `ends` and what becomes of work `left` by a second Ctrl-C."""
+    with how the work under way `ends` and what becomes of work `left` by a second Ctrl-C, each host as `name_of`
+    names it (a multi-node deployment's one run: every node)."""
     if not hosts:
         return []
     notice = notice or next(iter(_told), None)
@@ -160,7 +161,7 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     except KeyboardInterrupt:
         _STOPPING.set()
         try:  # a second Ctrl-C anywhere from here on (the notice's own write included) means: stop waiting
-            busy = [h.name for h, f in zip(hosts, futures, strict=False) if f.running()]
+            busy = [name_of(h) for h, f in zip(hosts, futures, strict=False) if f.running()]
             if notice:
                 notice("Ctrl-C: no host starts now; " + (f"waiting for {', '.join(busy)} to end the step under way "
                        f"({ends}); Ctrl-C again to stop waiting" if busy else "nothing was under way"))
@@ -168,7 +169,7 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
         except KeyboardInterrupt:
             waited_all = False
         if not waited_all and notice:
-            hosts_left = [h.name for h, f in zip(hosts, futures, strict=False) if not f.done()]
+            hosts_left = [name_of(h) for h, f in zip(hosts, futures, strict=False) if not f.done()]
             notice(f"Ctrl-C again: stopped waiting for {', '.join(hosts_left)}; {left}" if hosts_left else
                    "Ctrl-C again: every host had ended its step by then; nothing was left to stop")
         done = [f.result() if f.done() and not f.cancelled() else None for f in futures]

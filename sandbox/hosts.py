@@ -41,6 +41,11 @@ class SandboxError(RuntimeError):
     pass
 
 
+class SandboxInputError(SandboxError):
+    """Bad input to a sandbox task (a host or profile it does not have, a count out of range): exit 2, refused before
+    anything changed, as every task's --help says (it was 1, a failed host's code)."""
+
+
 @dataclass
 class HostRecord:
     name: str
@@ -68,7 +73,7 @@ def resolve_profile(spec: str) -> Path:
         path = PROFILES_DIR / spec
     if not (path / "nvidia-smi" / "query-gpu.csv").is_file():
         known = ", ".join(sorted(p.name for p in PROFILES_DIR.iterdir() if p.is_dir()))
-        raise SandboxError(f"--profile {spec}: not a profile folder (no nvidia-smi/query-gpu.csv); "
+        raise SandboxInputError(f"--profile {spec}: not a profile folder (no nvidia-smi/query-gpu.csv); "
                            f"shipped profiles: {known}")
     return path.resolve()
 
@@ -139,9 +144,9 @@ class Sandbox:
             if h.name == name:
                 return h
         if not hosts:
-            raise SandboxError(f"no sandbox fleet ({self.cfg.instance}) is up, so no host {name!r}: bring it up "
+            raise SandboxInputError(f"no sandbox fleet ({self.cfg.instance}) is up, so no host {name!r}: bring it up "
                                "with `inv sandbox.up` (or `inv demo`)")
-        raise SandboxError(f"no sandbox host named {name!r} (have: {', '.join(h.name for h in hosts)})")
+        raise SandboxInputError(f"no sandbox host named {name!r} (have: {', '.join(h.name for h in hosts)})")
 
     def nspawn_pid(self, name: str) -> int | None:
         pid = _read_pid(self.cfg.host_dir(name) / "nspawn.pid")
@@ -156,9 +161,9 @@ class Sandbox:
         if os.geteuid() != 0:
             raise SandboxError("the sandbox needs root (network namespaces, overlayfs, nspawn)")
         if count < 1:
-            raise SandboxError(f"--hosts {count}: need at least 1 host")
+            raise SandboxInputError(f"--hosts {count}: need at least 1 host")
         if count > 200:
-            raise SandboxError(f"--hosts {count}: at most 200 hosts fit the sandbox subnet")
+            raise SandboxInputError(f"--hosts {count}: at most 200 hosts fit the sandbox subnet")
         resolved = [resolve_profile(p) for p in (profiles or ["rtx-pro-6000-x8-proxmox"])]
         args = {"hosts": count, "profiles": [[str(p), _profile_digest(p)] for p in resolved],
                 "image": image.recipe_key()}

@@ -35,6 +35,7 @@ from fleet.multihost import canary as canary_window
 from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
+from fleet.multihost.together import together
 from fleet.outcomes import SERVING, DeployStatus
 from fleet.playbook import Playbook
 from fleet.progress import Live, Progress, prefixed
@@ -121,7 +122,11 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
             return _interrupted(rolling.DeployInterrupted(_not_started(hosts, "while the wheels its pins need were "
                                                                               "gathered")), as_json, wide)
     if book.nodes is not None:  # one server over several hosts: deployed together, not rolled out
-        results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets).run(dry_run, force)
+        nodes = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json), secrets)
+        try:
+            results = together(hosts, lambda: nodes.run(dry_run, force), say_now)
+        except rolling.DeployInterrupted as stop:
+            return _interrupted(stop, as_json, wide)
         return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
     hooks = None
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
@@ -278,7 +283,12 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
         if sizes or max_fail is not None:
             raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial and --max-fail do "
                              "not apply (its nodes are rolled back together)")
-        results = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json)).rollback(to)
+        nodes = multinode.MultiNode(hosts, book, path, opts, progress_to(as_json))
+        try:
+            results = together(hosts, lambda: nodes.rollback(to), say_now, "rolling back",
+                               "a rollback that fails puts back the release before")
+        except rolling.DeployInterrupted as stop:
+            return _interrupted(stop, as_json, wide)
         return finish(results, as_json, ok={DeployStatus.OK})
     if book.router is not None or sizes or max_fail is not None:  # replicas behind a router: rolling, in batches
         secrets = secrets_for(book) if book.router else {}  # the router's env file holds the key: kept as it is

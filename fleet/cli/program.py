@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import os
 import re
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection as Names
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 from invoke.collection import Collection
@@ -120,10 +123,14 @@ def _typed(flag: str, argv: list[str]) -> str:
 
 
 def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: Sequence[str] = (),
-            spaces: Sequence[str] = ()) -> str:
+            spaces: Sequence[str] = (),
+            task_flags: Mapping[str, Names[str]] | None = None) -> str:
     """invoke's parse error as one line naming the option (or task) and where the right ones are listed; an unknown
-    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one."""
+    task with the nearest of `tasks` (`deploi`: did you mean deploy?), a namespace of them (`spaces`) said as one; an
+    option of a task (`task_flags`) typed before the task's name said as one (`inv --dry-run deploy` said `no such
+    option --dry-run`, as if fleet had no dry run)."""
     task = getattr(getattr(exc, "context", None), "name", None)
+    task_flags = task_flags or {}
     said = str(exc)
     where = f"{binary} {task}" if task else binary
     helps = f"`{binary} {task} --help` lists its options" if task else f"`{binary} --list` lists the tasks"
@@ -137,8 +144,16 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         context = getattr(exc, "context", None)
         hosts = spellings.host_flag(flag) if task and "--host" in getattr(context, "flags", {}) else ""
         retired = _retired(flag, binary, task)
+        if flag in ("--dry-run", "-n") and "--check" in getattr(getattr(exc, "context", None), "flags", {}):
+            retired = f"{flag} is no option of {task}: its dry run is --check, which changes nothing"  # inv patch
         if retired:
             return f"{where}: {retired}{hosts} ({helps})"
+        if not task and any(flag in names for names in task_flags.values()):
+            named = next((w for w in argv or [] if w in task_flags), None)
+            if named is None or flag in task_flags[named]:
+                return (f"{where}: {flag} is a task's option, given after the task's name: `{binary} "
+                        f"{named or 'TASK'} {flag} ...`")
+            return f"{where}: {flag} is an option of some tasks, not of {named} ({helps})"
         return f"{where}: no such option {flag}{_nearest(flag, context)}{hosts} ({helps})"
     flags = getattr(getattr(exc, "context", None), "flags", {})
     host = spellings.host_word(m.group(1), binary, task) if m and task and "--host" in flags else ""
@@ -273,6 +288,7 @@ class FleetProgram(Program):
             self._repeatable_without_value()
         if not asked:
             self._one_task()
+            self._no_core_after_task()
             self._no_empty_value()
 
     def _nothing_after_dashes(self, words: list[str]) -> None:
@@ -322,6 +338,25 @@ class FleetProgram(Program):
         raise self._said(f"{self.binary} {first}: {why} (run `{self.binary} {second} ...` on its own; "
                          f"`{self.binary} {first} --help` lists its options)")
 
+    def _no_core_after_task(self) -> None:
+        """invoke takes its own options after a task's name too (for `inv deploy --help`), so the others were taken
+        there without a word: `inv status -F json` printed the board, exit 0 (`| jq` failed), `inv deploy ... -V`
+        deployed, and `inv status -H x -l` listed the tasks instead. Refused, exit 2: they are the program's, typed
+        before a task's name."""
+        given = [arg for arg in self.core_via_tasks.args.values() if arg.got_value and arg.name != "help"]
+        if not given:
+            return
+        task = str(self.tasks[0].name) if self.tasks else None
+        if given[0].name == "list" and task and isinstance(given[0].value, str) and given[0].value:  # Ansible's -l
+            raise self._said(f"{self.binary} {task}: {spellings.list_after_task(given[0].value, self.binary, task)}")
+        names = {f"--{n}" if len(n) > 1 else f"-{n}" for n in given[0].names}
+        typed = next((w.partition("=")[0] for w in self.argv or [] if w.partition("=")[0] in names),
+                     f"--{given[0].name}")
+        instead = "; a task's JSON is its --json (-j)" if given[0].name == "list-format" else ""
+        raise self._said(f"{self.binary} {task}: {typed} is an option of `{self.binary}` itself, given before a "
+                         f"task's name (`{self.binary} {typed} ...`), not of {task}{instead} (`{self.binary} {task} "
+                         "--help` lists its options)")
+
     def _repeatable_without_value(self) -> None:
         """invoke reads a repeatable option (--host, --group, --set...) given no value as never given (its value
         starts as [], which its own check takes for one): `inv status -H $HOST` with HOST unset showed every host,
@@ -369,12 +404,7 @@ class FleetProgram(Program):
         if shape == "json" and self.args["list-depth"].value:  # invoke's own line, exit 1
             raise self._said(f"{self.binary}: --list-depth with --list-format json: JSON lists every level "
                              f"(`{self.binary} --help` lists the options before a task)")
-        root = self.args.list.value
-        words = list(self.argv or [])[1:]
-        at = next((i for i, w in enumerate(words) if w in ("-l", "--list") or w.startswith("--list=")), None)
-        task = next((w for w in words[:at] if w in self.collection.task_names), None) if at is not None else None
-        if root and task:  # `inv history -l sbx0`: Ansible's -l (--limit), read as invoke's --list
-            raise self._said(f"{self.binary} {task}: {spellings.list_after_task(root, self.binary, task)}")
+        root = self.args.list.value  # `inv history -l sbx0` (Ansible's -l) was refused after the task (core_after)
         if not isinstance(root, str):
             return
         try:
@@ -408,9 +438,10 @@ class FleetProgram(Program):
 
     def _refused(self, exc: ParseError) -> Exit:
         collection = getattr(self, "collection", None)
+        flags = {str(c.name): set(c.flags) for c in collection.to_contexts()} if collection else {}
         return self._said(refusal(exc, self.binary, list(self.argv or []),
                                   list(collection.task_names) if collection else (),
-                                  list(collection.collections) if collection else ()))
+                                  list(collection.collections) if collection else (), flags))
 
 
 def namespace() -> Collection:
@@ -432,9 +463,18 @@ def interrupted() -> NoReturn:
     raise SystemExit(EXIT_INTERRUPTED)
 
 
+def terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (timeout(1), a CI job cancelled, `kill`) answered as a Ctrl-C: said, then the task's own Ctrl-C (no
+    host starts, those under way end their step, a line per host, exit 130; a second one stops waiting). It killed
+    the run silently, exit 143, a deploy's host left mid-step and its lock held, nothing said."""
+    os.write(2, f"fleet: {signal.Signals(signum).name}: taken as Ctrl-C\n".encode())
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # fleet.cli's quiet exit while it loaded, ended
+    signal.signal(signal.SIGTERM, terminated)
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
     try:
@@ -449,6 +489,7 @@ def main() -> None:
         # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
         # silently, exit 130 for a run that had ended and shown its result
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
-from fleet.host.service import read_file
+from fleet.host.service import read_file, unit_state
 from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
@@ -71,6 +71,7 @@ class Plan:
     refused: list[Attempt]
     serves: Release | None = None
     said: tuple[str, ...] = ()  # what planning has to say (a rung not for this host, the order of attempts), once
+    why: str = ""  # why the current release is not what it would serve (the dry run says it: a diff may show none)
 
 
 def patches_in_place(conn: Connection, host: Host, wanted: list[str]) -> bool:
@@ -124,33 +125,48 @@ class Deployer:
         said: list[str] = []  # lines of the plan it goes by, once (say_plan): not 'trying it first' twice
         rungs, remembered = fingerprint.arrange(self.book, facts, rungs, said.append)
         refused += [Attempt(name, Outcome.PREFLIGHT, why, 0) for name, why in remembered]
-        serves = previous if previous is not None and self.serves(conn, facts, rungs, previous) else None
+        why = self.differs(conn, facts, rungs, previous) if previous is not None else ""
+        serves = previous if previous is not None and not why else None
         skips = {f"rung {name}: {why}" for name, why in remembered}
         # the order of attempts ("trying it again") only where this deploy makes attempts
         ordered = [line for line in said if serves is None or line in skips]
-        return Plan(rungs, refused, serves, tuple(checked + ordered))
+        return Plan(rungs, refused, serves, tuple(checked + ordered), why)
 
     def say_plan(self, plan: Plan) -> Plan:
         for line in plan.said:
             self.progress(line)
         return plan
 
-    def serves(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> bool:
-        """`previous` serves what the deploy would install: its rung is the one the deploy means to serve (the
-        fingerprint's winner, else the one serving, still fit and not known to fail), and the unit, env,
-        patch sets, venv and key it would install for that rung are what is there, healthy."""
+    def differs(self, conn: Connection, facts: HostFacts, rungs: list[Rung], previous: Release) -> str:
+        """Why `previous` does not serve what the deploy would install ("": it does): its rung must be the one the
+        deploy means to serve (the fingerprint's winner, else the one serving, still fit and not known to fail),
+        and the unit, env, patch sets, venv and key it would install for that rung what is there, healthy. The dry
+        run says it: a new API key or a stopped server showed `(no differences)`, and the deploy restarted."""
         s = self.serve
         target = fingerprint.winner(self.book, facts, rungs) or previous.rung
         rung = next((r for r in rungs if r.name == target), None)
         if rung is None or rung.name != previous.rung:
-            return False
+            return f"it serves rung {previous.rung}, and the deploy serves " + (
+                f"rung {rung.name}" if rung else f"another ({previous.rung} is not fit here or known to fail)")
         if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the venv it runs from is gone: the
-            return False  # server would not start again; the deploy builds it
+            return f"the venv it runs from ({s.venv}) is gone: the deploy builds it"  # server would not start again
         planned = s.plan(rung, previous.id, sglang_version(facts))
-        return (read_file(conn, s.host, s.unit_path) == planned.unit_text.encode()
-                and read_file(conn, s.host, s.env_path) == planned.env_text.encode()
-                and patches_in_place(conn, s.host, rung.patches)
-                and s.key_unchanged(conn) and s.healthy(conn))
+        if read_file(conn, s.host, s.unit_path) != planned.unit_text.encode():
+            return f"its unit file {s.unit_path} is not the one the deploy writes (the diff below)"
+        if read_file(conn, s.host, s.env_path) != planned.env_text.encode():
+            return f"its env file {s.env_path} is not the one the deploy writes (the diff below)"
+        if not patches_in_place(conn, s.host, rung.patches):
+            return "its patch sets are not as the rung wants them (below)"
+        if not s.key_unchanged(conn):
+            return (f"the API key the playbook names (serve.api_key) is not the one in {s.key_path}: the deploy "
+                    "installs it")
+        if not s.healthy(conn):
+            state = unit_state(conn, s.host, s.unit)
+            active, sub = state.get("ActiveState", "?"), state.get("SubState", "?")
+            if active != "active":
+                return f"its server is not running (unit {active} ({sub}))"
+            return "its server is not healthy (/health or the known answer fails)"
+        return ""
 
     # ------------------------------------------------------------------ the run
     def run(self, dry_run: bool = False, force: bool = False) -> DeployResult:
@@ -328,14 +344,21 @@ class Deployer:
     def left_behind(self, conn: Connection) -> str:
         """What an earlier run left in progress here, which the deploy settles before its plan (under the lock,
         fleet.deploy.recovery): said first by the dry run, whose diff is of the files as they are now."""
-        left = recovery.find(ReleaseStore(conn, self.serve.origin))
+        store = ReleaseStore(conn, self.serve.origin)
+        left = recovery.find(store)
         if not left:
             return ""
         owner = hostlock.read_owner(conn, self.host)
         live = owner is not None and not hostlock.dead_owner(owner)
+        current = store.current()
+        # a node of a multi-node server is put back but not started alone (fleet.deploy.recovery): it said
+        # "restarted and verified", and the deploy left it stopped for its peers
+        putting = (f", putting back the files of node release {current.id} (unit left stopped: it starts with its "
+                "peers)" if current is not None and node_of(current) else
+                ", putting back the last known-good release (restarted and verified)")
         lines = []
         for it in left:
-            back = ", putting back the last known-good release (restarted and verified)" if it.touched_host else ""
+            back = putting if it.touched_host else ""
             held = hostlock.describe(owner, host=self.host.name)
             then = (f"its run may still hold the host's lock ({held}): the deploy refuses while it does" if live
                     else f"the deploy first takes over what its run left{back}")
@@ -369,6 +392,14 @@ class Deployer:
         rung = plan.rungs[0]
         planned = self.serve.plan(rung, "dry-run", sglang_version(facts))
         diffs: list[str] = []
+        if serving is not None and plan.why:
+            running = unit_state(conn, self.host, self.serve.unit).get("ActiveState") in ("active", "activating")
+            diffs.append(f"release {serving.id} (rung {serving.rung}) is not what this deploy would serve: {plan.why}; "
+                         f"the deploy {'stops its server and ' if running else ''}starts rung {rung.name}\n")
+        elif serving is not None and force:
+            running = unit_state(conn, self.host, self.serve.unit).get("ActiveState") in ("active", "activating")
+            diffs.append(f"--force: release {serving.id} (rung {serving.rung}) is not compared; the deploy "
+                         f"{'stops its server and ' if running else ''}starts rung {rung.name}\n")
         # the deploy's first step of it, once the venv it names is there (one to build: after the build)
         building = ": would be built\n" in venv_note
         why = None if building else restore.unit_problem(conn, self.host, planned, self.serve.unit_path)

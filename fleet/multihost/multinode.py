@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fabric import Connection
 
+from fleet import parallel
 from fleet.deploy import fallback, recovery, restore
 from fleet.deploy.bench_record import BenchRecord
 from fleet.deploy.health import health_check, node_health
@@ -248,7 +249,7 @@ class MultiNode:
                 n.serves(DeployStatus.UNCHANGED, n.prior.id, n.prior.config)
                 n.say(f"deployment {n.prior.id} already serves this playbook and is healthy: nothing to do")
             return
-        if self.book.packages and not self._pinned():
+        if self._stopping() or (self.book.packages and not self._pinned()):
             return
         rid = new_id()
         rungs = self._preflight()
@@ -256,6 +257,8 @@ class MultiNode:
             for n in self.nodes:
                 n.said(f"{n.host.name}: no rung of {self.book.name} can run on all {len(self.nodes)} nodes; "
                        "nothing was changed")
+            return
+        if self._stopping():
             return
         for n in self.nodes:
             release = Release(id=rid, host=n.host.name, playbook=self.book.name, playbook_sha256=self.book_sha,
@@ -295,6 +298,17 @@ class MultiNode:
                 return
             last_class = outcome
         self._fall_back("every rung failed")
+
+    def _stopping(self) -> bool:
+        """Ctrl-C before any node changed: every node stops here, as one host's deploy does (Deployer.stopped)."""
+        if not parallel.stopping():
+            return False
+        for n in self.nodes:
+            n.say("Ctrl-C: stopped before any change")
+            before = n.previous
+            n.serves(DeployStatus.SKIPPED, before.id if before else None, before.config if before else {})
+            n.said(f"{n.host.name}: stopped by Ctrl-C before any change; it runs what it ran before")
+        return True
 
     def _pinned(self) -> bool:
         """`packages:`: every node gets the pins' venv (built where it has none) before any node is stopped, then

@@ -206,27 +206,49 @@ Sleep = Callable[[float], None]  # how the waits for a VM and for SSH pause betw
 
 
 def wait_for_ssh(host: Host, opts: ConnectOptions, wait_s: float, old_boot: str, sessions: Sessions = HostSession.open,
-                 sleep: Sleep = time.sleep, say: Progress = quiet) -> HostSession:
+                 sleep: Sleep = time.sleep, say: Progress = quiet,
+                 interrupted: Callable[[], None] | None = None) -> HostSession:
     """A session on the host's next boot: one whose boot id differs from `old_boot` (an sshd still up in the old
     boot, before the reboot takes it down, is not the recovered host). Each look that finds none says where the
-    wait stands, with what the look was told."""
-    start = time.monotonic()
+    wait stands, with what the look was told. A first Ctrl-C is `interrupted()` and the wait goes on; a second
+    (or one without `interrupted`) ends it (KeyboardInterrupt)."""
+    start, asked = time.monotonic(), False
     while True:
         try:
-            s = sessions(host, opts)
             try:
-                if s.boot_id() != old_boot:
-                    return s
-                last = "sshd still in the boot before"
+                s = sessions(host, opts)
+                try:
+                    if s.boot_id() != old_boot:
+                        return s
+                    last = "sshd still in the boot before"
+                except (FleetError, EOFError, OSError, SSHException) as exc:
+                    last = str(exc) or type(exc).__name__
+                s.close()
             except (FleetError, EOFError, OSError, SSHException) as exc:
                 last = str(exc) or type(exc).__name__
-            s.close()
-        except (FleetError, EOFError, OSError, SSHException) as exc:
-            last = str(exc) or type(exc).__name__
-        if time.monotonic() - start > wait_s:
-            raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
-        say(standing("next boot", time.monotonic() - start, wait_s, last))
-        sleep(1)
+            if time.monotonic() - start > wait_s:
+                raise FleetError(f"{host.name}: not back in a new boot {wait_s:g}s after the recovery")
+            say(standing("next boot", time.monotonic() - start, wait_s, last))
+            sleep(1)
+        except KeyboardInterrupt:
+            if asked or interrupted is None:
+                raise
+            asked = True
+            interrupted()
+
+
+def interrupted_wait(host: Host, lock: Lock | None, stopped: list[str],
+                     say: Progress) -> tuple[Callable[[], None], str]:
+    """What a Ctrl-C in the wait for the next boot says at once, and what a second one says it left (issue 46,
+    finding 4: a bare `interrupted`, the host's lock left held through the reboot, nothing said of it)."""
+    units = ", ".join(stopped)
+    todo = "probe it" if lock is None else f"release its lock{f' and start {units} again' if units else ''}"
+    left = (f"`inv probe --host {host.name}` once it is back" if lock is None else
+            f"its lock stays until the next deploy, rollback or `inv recover --host {host.name}` there takes it "
+            f"over{f' (and starts {units} again)' if units else ''}")
+    return (lambda: say(f"Ctrl-C: waiting for {host.name}'s next boot to {todo}; Ctrl-C again to stop waiting (the "
+                        "reboot goes on there)"),
+            f"Ctrl-C again: stopped waiting for {host.name}'s next boot; the reboot goes on there; {left}")
 
 
 def vm_steps(proxmox: Proxmox, action: str, wait_s: float, say: Progress, sleep: Sleep = time.sleep) -> list[str]:
@@ -273,8 +295,13 @@ def unreachable_guest(host: Host, opts: ConnectOptions, proxmox: Proxmox, silent
     say(f"{why}; the VM goes through the Proxmox API")
     steps = vm_steps(proxmox, action, wait_s, say, sleep)
     say(f"waiting for SSH in the next boot (budget {wait_s:g}s)")
-    return probed_again(wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say),
-                        RecoverResult(host.name, action, why, steps, faults_before=[why]))
+    first, again = interrupted_wait(host, None, [], say)
+    try:
+        s = wait_for_ssh(host, opts, wait_s, "", sessions, sleep, say, first)
+    except KeyboardInterrupt:
+        say(again)
+        raise
+    return probed_again(s, RecoverResult(host.name, action, why, steps, faults_before=[why]))
 
 
 def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, power_cycle: bool = False,
@@ -352,10 +379,14 @@ def recover(host: Host, opts: ConnectOptions, proxmox: Proxmox | None = None, po
     if action == GPU_RESET:
         return probed_again(sessions(host, opts), RecoverResult(host.name, action, why, steps, faults))
     say(f"waiting for SSH in the next boot (budget {wait_s:g}s)")
+    first, again = interrupted_wait(host, lock, stopped, say)
     try:
-        s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep, say)
+        s = wait_for_ssh(host, opts, wait_s, boot, sessions, sleep, say, first)
     except FleetError as exc:
         raise FleetError(f"{exc}; {_still_in(host, opts, boot, lock, stopped, sessions, sent(steps))}") from None
+    except KeyboardInterrupt:
+        say(again)
+        raise
     if lock is not None:
         steps += release_after_reboot(s, lock, stopped, router=router)
     return probed_again(s, RecoverResult(host.name, action, why, steps, faults))

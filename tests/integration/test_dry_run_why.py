@@ -1,0 +1,48 @@
+"""`deploy --dry-run` says why the deploy will not answer `unchanged` where the files it would write are the ones
+there (issue 46, finding 1; newcomer h-new17). A new API key (serve.api_key), a server stopped by hand and --force
+each showed `dry-run, rung plain` over `(no differences)`, and the deploy then stopped and restarted the server:
+read at 3 a.m., no differences means nothing happens."""
+
+from __future__ import annotations
+
+import json
+
+from fleetcli import inv_at, llama_playbook, sh
+
+HOST = "sbx3"
+
+
+def test_the_dry_run_says_why_the_deploy_restarts_a_server_whose_files_are_unchanged(sandbox, sandbox_inventory,
+                                                                                      tmp_path):
+    key = tmp_path / "api.key"
+    key.write_text("key-one-0123456789abcdef\n")
+    book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-why",
+                          serve={"host": "0.0.0.0", "api_key": {"file": str(key)}})
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+
+    def run(*args: str) -> dict:
+        proc = inv_at(sandbox.cfg.inventory_path, "deploy", "--host", HOST, "--playbook", str(book), *args, "--json",
+                      env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    assert run("--force")["status"] == "ok"  # whatever an earlier test left there
+    assert run("--dry-run")["unchanged"]
+
+    key.write_text("key-two-fedcba9876543210\n")  # the key rotated: the deploy installs it and restarts
+    dry = run("--dry-run")
+    assert not dry["unchanged"] and "(no differences)" not in dry["diff"], dry
+    assert ("is not what this deploy would serve: the API key the playbook names (serve.api_key) is not the one in "
+            "/etc/fleet/sglang.key: the deploy installs it; the deploy stops its server and starts rung plain"
+            in " ".join(dry["diff"].split())), dry["diff"]
+    assert run()["status"] == "ok"
+
+    sh(sandbox_inventory, HOST, "systemctl stop sglang")  # stopped by hand: the deploy starts it again
+    dry = run("--dry-run")
+    assert ("its server is not running (unit inactive (dead)); the deploy starts rung plain"
+            in " ".join(dry["diff"].split())), dry["diff"]
+    assert run()["status"] == "ok"
+
+    dry = run("--dry-run", "--force")  # --force compares nothing: the server is restarted all the same
+    assert ("--force: release" in dry["diff"] and "is not compared; the deploy stops its server and starts rung "
+            "plain" in " ".join(dry["diff"].split())), dry["diff"]

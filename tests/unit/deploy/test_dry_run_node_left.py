@@ -1,0 +1,52 @@
+"""`deploy --dry-run` over a node of a multi-node deployment that a dead run left in progress (issue 46, finding 1;
+newcomer h-new17): it said the deploy would put back `the last known-good release (restarted and verified)`, and
+the deploy put back that node's files and left its unit stopped, as a node cannot start alone
+(fleet.deploy.recovery). Now it says what the deploy does."""
+
+from __future__ import annotations
+
+from fakesession import HOST
+
+from fleet import playbook
+from fleet.deploy import ladder, recovery
+from fleet.host.releases import Release
+from fleet.ssh.connect import ConnectOptions
+
+BOOK = "name: one\nmodel: {path: /models/m}\nladder:\n  - name: base\n"
+
+
+def node_release(rid: str, rank: int) -> Release:
+    return Release(id=rid, host=HOST.name, playbook="two", playbook_sha256="0" * 64, created="then", status="ok",
+                   config={"nodes": {"count": 2, "rank": rank, "hosts": [HOST.name, "n1"], "deployment": rid}})
+
+
+def left_said(monkeypatch, tmp_path, current: Release) -> str:
+    path = tmp_path / "one.yaml"
+    path.write_text(BOOK)
+
+    class Store:
+        def __init__(self, *args):
+            pass
+
+        def current(self) -> Release:
+            return current
+
+    dead = recovery.Interrupted(node_release("r-new", 0), "stop", "base", 0)
+    monkeypatch.setattr(ladder, "ReleaseStore", Store)
+    monkeypatch.setattr(ladder.recovery, "find", lambda store: [dead])
+    monkeypatch.setattr(ladder.hostlock, "read_owner", lambda conn, host: None)
+    d = ladder.Deployer(HOST, playbook.load(path), path, ConnectOptions())
+    return d.left_behind(None)  # type: ignore[arg-type]
+
+
+def test_a_node_left_in_progress_is_said_put_back_and_left_stopped(monkeypatch, tmp_path):
+    said = left_said(monkeypatch, tmp_path, node_release("r-old", 0))
+    assert "putting back the files of node release r-old (unit left stopped: it starts with its peers)" in said
+    assert "restarted and verified" not in said
+
+
+def test_a_single_host_release_left_in_progress_is_said_restarted_and_verified(monkeypatch, tmp_path):
+    single = Release(id="r-old", host=HOST.name, playbook="one", playbook_sha256="0" * 64, created="then",
+                     status="ok", config={"rung": "base"})
+    assert "putting back the last known-good release (restarted and verified)" in left_said(monkeypatch, tmp_path,
+                                                                                            single)
