@@ -11,12 +11,12 @@ import json
 import shlex
 
 from fleetcli import inv, llama_playbook, sh
+from ownerkit import UNDEPLOY, Plant, recovered
 
 HOST = "sbx2"
 BASE = [{"name": "plain", "env": {"NCCL_P2P_DISABLE": "1"}, "flags": {"disable-custom-all-reduce": True}}]
-SITE = "/root/ml-env/lib/python3.11/site-packages/sglang/__init__.py"  # a module the server imports
 RAN = "/var/lib/adv16-ran"  # kept through the reboot (/run is a tmpfs; the unit's /tmp is its own)
-PLANT = "\nimport os\nopen('" + RAN + "/%d' % os.getpid(), 'w').write('%d\\n' % os.getuid())\n"
+PLANTED = Plant(RAN)
 # GPU 0 falls off the bus: recover's plan is a reboot
 LOST = ("b=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0) && s=${b#0000} && s=${s%.0} && "
         "echo \"[ 901.5] NVRM: Xid (PCI:$s): 79, pid=1, GPU has fallen off the bus.\" >> /run/fleet-sim/kmsg && "
@@ -34,20 +34,13 @@ def test_recover_never_reboots_into_an_enabled_root_unit_on_a_venv_a_user_may_ch
     try:
         done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
         assert done.returncode == 0, done.stderr[-2000:]
-        sh(sandbox_inventory, HOST, f"systemctl stop sglang && rm -rf {RAN} && mkdir -m 1777 {RAN} && "
-                                    f"cp -p {SITE} {SITE}.adv16 && printf %s {shlex.quote(PLANT)} >> {SITE} && "
-                                    f"chown fleet:fleet {SITE} && mkdir -p /run/fleet-sim && {LOST}")
+        sh(sandbox_inventory, HOST, f"systemctl stop sglang && {PLANTED.plant()} && mkdir -p /run/fleet-sim && {LOST}")
         boot = sh(sandbox_inventory, HOST, BOOT_ID)
         enabled = sh(sandbox_inventory, HOST, "systemctl is-enabled sglang; true").strip()
-        out = inv(sandbox, "recover", "--host", HOST, "--json")
-        seen = {"enabled before": enabled, "rc": out.returncode, "result": json.loads(out.stdout or "{}"),
-                "err": out.stderr[-1500:], "same boot": sh(sandbox_inventory, HOST, BOOT_ID) == boot,
-                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split()))}
+        seen = {"enabled before": enabled, **recovered(sandbox, sandbox_inventory, HOST, PLANTED),
+                "same boot": sh(sandbox_inventory, HOST, BOOT_ID) == boot}
     finally:
-        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv16 || mv -f {SITE}.adv16 {SITE}; rm -rf {RAN}; "
-                                    "rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost; systemctl stop sglang; "
-                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
-                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"{PLANTED.undo()} rm -f /run/fleet-sim/kmsg /run/fleet-sim/lost; {UNDEPLOY}")
     print(json.dumps(seen, indent=1, default=str))
     assert seen["enabled before"] == "enabled", seen
     assert "0" not in seen["uids"], seen  # before: ['0']: the boot ran fleet's sglang/__init__.py as root
@@ -73,21 +66,15 @@ def test_a_stopped_unit_is_not_started_again_where_a_drop_in_makes_it_run_a_user
         done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
         assert done.returncode == 0, done.stderr[-2000:]
         sh(sandbox_inventory, HOST, f"systemctl stop sglang && echo '{{\"units\": [\"sglang\"]}}' > "
-                                    f"/var/lib/fleet/stopped.json && rm -rf {RAN} {pp} && mkdir -m 1777 {RAN} && "
-                                    f"runuser -u fleet -- mkdir {pp} && printf %s {shlex.quote(PLANT)} | "
+                                    f"/var/lib/fleet/stopped.json && {PLANTED.recorder()} && rm -rf {pp} && "
+                                    f"runuser -u fleet -- mkdir {pp} && printf %s {shlex.quote(PLANTED.line)} | "
                                     f"runuser -u fleet -- tee {pp}/sitecustomize.py >/dev/null && "
                                     f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && "
                                     f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {DROPIN} && "
                                     "systemctl daemon-reload")
-        out = inv(sandbox, "recover", "--host", HOST, "--json")
-        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
-                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
-                "active": sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip(),
-                "mark": sh(sandbox_inventory, HOST, "cat /var/lib/fleet/stopped.json 2>/dev/null; true")}
+        seen = recovered(sandbox, sandbox_inventory, HOST, PLANTED)
     finally:
-        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; systemctl stop sglang; "
-                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
-                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; {UNDEPLOY}")
     print(json.dumps(seen, indent=1, default=str))
     assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
     assert "the owner rule refuses it" in json.dumps(seen["result"]) and pp in json.dumps(seen["result"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from fleetcli import inv, llama_playbook, sh
+from ownerkit import UNDEPLOY
 
 HOST = "sbx0"  # SM120: the patch set writes files there
 VENV = "/opt/fx-serve-venv"
@@ -34,9 +35,7 @@ def test_patch_apply_check_and_rollback_act_on_the_units_serve_venv(sandbox, san
         back = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(book), "--json")
         rolled = sums()
     finally:
-        sh(sandbox_inventory, HOST, "systemctl stop sglang 2>/dev/null; systemctl disable sglang 2>/dev/null; "
-                                    "rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env /var/lib/fleet "
-                                    f"{VENV}; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {VENV}; {UNDEPLOY}")
     assert after["inventory"] == before["inventory"]  # before: the inventory's venv was patched
     assert after["serve"] != before["serve"]  # and the venv that serves was not
     assert check.returncode == 0, check.stdout + check.stderr[-2000:]
@@ -58,9 +57,7 @@ def test_rollback_to_before_fleet_reverts_the_sets_in_the_serve_venv(sandbox, sa
         back = inv(sandbox, "rollback", "--host", HOST, "--to", "before-fleet", "--yes", "--json")
         after = sh(sandbox_inventory, HOST, f"sha256sum {VENV}/{FILE}").split()[0]
     finally:
-        sh(sandbox_inventory, HOST, "systemctl stop sglang 2>/dev/null; systemctl disable sglang 2>/dev/null; "
-                                    "rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env /var/lib/fleet "
-                                    f"{VENV}; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {VENV}; {UNDEPLOY}")
     assert served != original  # the deploy patched the serve.venv
     assert back.returncode == 0, back.stdout + back.stderr[-2000:]
     assert after == original  # before: still patched

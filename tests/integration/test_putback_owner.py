@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import shlex
 
-from fleetcli import inv, llama_playbook, sh
+from fleetcli import WANTS_RESET, inv, llama_playbook, sh
+from ownerkit import UNDEPLOY, Plant, recovered
 
 HOST = "sbx2"
 VENV = "/opt/fx-adv14-venv"
@@ -37,15 +38,13 @@ def test_a_rollback_of_a_serve_venv_release_puts_it_back(sandbox, sandbox_invent
         back = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(plain), "--json")
         out = json.loads(back.stdout)
     finally:
-        sh(sandbox_inventory, HOST, "systemctl stop sglang 2>/dev/null; systemctl disable sglang 2>/dev/null; "
-                                    "rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env /var/lib/fleet "
-                                    f"{VENV}; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {VENV}; {UNDEPLOY}")
     assert out["status"] == "ok", (out.get("error"), back.stderr[-2000:])
 
 
-SITE = "/root/ml-env/lib/python3.11/site-packages/sglang/__init__.py"  # a module the server imports
 RAN = "/run/adv14-ran"  # not /tmp: the unit has PrivateTmp=yes
-PLANT = "\nimport os\nopen('" + RAN + "/%d' % os.getpid(), 'w').write('%d\\n' % os.getuid())\n"
+PLANTED = Plant(RAN)
+PLANT = PLANTED.line
 
 
 def test_a_fall_back_and_a_rollback_never_run_a_users_code_as_root(sandbox, sandbox_inventory, tmp_path):
@@ -67,24 +66,18 @@ def test_a_fall_back_and_a_rollback_never_run_a_users_code_as_root(sandbox, sand
         for book in (plain, other):
             done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
             assert done.returncode == 0, done.stderr[-2000:]
-        sh(sandbox_inventory, HOST, f"rm -rf {RAN} && mkdir -m 1777 {RAN} && cp -p {SITE} {SITE}.adv14 && "
-                                    f"printf %s {shlex.quote(PLANT)} >> {SITE} && chown fleet:fleet {SITE}")
+        sh(sandbox_inventory, HOST, PLANTED.plant())
         again = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(plain), "--force", "--json")
         seen["deploy as root"] = json.loads(again.stdout)["status"]
         fell = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(asfleet), "--json")
         seen["deploy as fleet"] = json.loads(fell.stdout)["status"]
-        seen["uids after the fall-back"] = sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true")
-                                                      .split()))
+        seen["uids after the fall-back"] = PLANTED.uids(sandbox_inventory, HOST)
         sh(sandbox_inventory, HOST, f"rm -f {RAN}/*")
         back = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(plain), "--json")
         seen["rollback"] = json.loads(back.stdout)["status"]
-        seen["uids after the rollback"] = sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true")
-                                                     .split()))
+        seen["uids after the rollback"] = PLANTED.uids(sandbox_inventory, HOST)
     finally:
-        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv14 || mv -f {SITE}.adv14 {SITE}; rm -rf {RAN}; "
-                                    "systemctl stop sglang 2>/dev/null; "
-                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
-                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, PLANTED.undo() + UNDEPLOY)
     print(json.dumps(seen, indent=1))
     assert seen["deploy as root"] == "failed", seen  # the fix's preflight
     assert "0" not in seen["uids after the fall-back"], seen  # before: ['0', '1000']: root ran fleet's file
@@ -106,9 +99,7 @@ def test_a_root_unit_never_imports_from_a_folder_of_a_users_named_by_serve_env(s
         status = json.loads(done.stdout)["status"]
         uids = sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split()))
     finally:
-        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp}; systemctl stop sglang 2>/dev/null; "
-                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
-                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp}; {UNDEPLOY}")
     print(status, uids)
     assert "0" not in uids, (status, uids)  # before: status ok, uids ['0']: root ran fleet's sitecustomize.py
 
@@ -141,26 +132,17 @@ def test_recover_never_starts_a_root_unit_again_on_a_venv_a_user_may_change(sand
     the venv the root unit runs got a file of the `fleet` user's since it started, that start would run the user's
     code as root. Before: recover did it (uids ['0']). Now it is refused before anything stops: the unit still
     serves, the GPU is left as it was, and the error says how to go on."""
-    from fleetcli import WANTS_RESET
-
     book = llama_playbook(tmp_path, BASE, name="llama-recover-owner")
     seen: dict[str, object] = {}
     try:
         done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
         assert done.returncode == 0, done.stderr[-2000:]
-        sh(sandbox_inventory, HOST, f"rm -rf {RAN} && mkdir -m 1777 {RAN} && cp -p {SITE} {SITE}.adv14 && "
-                                    f"printf %s {shlex.quote(PLANT)} >> {SITE} && chown fleet:fleet {SITE} && "
-                                    "mkdir -p /run/fleet-sim && " + WANTS_RESET)
+        sh(sandbox_inventory, HOST, f"{PLANTED.plant()} && mkdir -p /run/fleet-sim && {WANTS_RESET}")
         pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
-        out = inv(sandbox, "recover", "--host", HOST, "--json")
-        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
-                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
-                "same pid": sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid}
+        seen = recovered(sandbox, sandbox_inventory, HOST, PLANTED)
+        seen["same pid"] = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid
     finally:
-        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv14 || mv -f {SITE}.adv14 {SITE}; rm -rf {RAN}; "
-                                    "rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate; systemctl stop sglang; "
-                                    "systemctl disable sglang 2>/dev/null; rm -rf /etc/systemd/system/sglang.service "
-                                    "/etc/fleet/sglang.env /var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"{PLANTED.undo()} rm -f /run/fleet-sim/kmsg /run/fleet-sim/gpustate; {UNDEPLOY}")
     print(json.dumps(seen, indent=1, default=str))
     assert "0" not in seen["uids"], seen  # before: ['0']: root ran fleet's sglang/__init__.py at the start again
     assert seen["rc"] == 1 and seen["same pid"], seen  # refused before the stop: the server never went down
@@ -178,19 +160,10 @@ def test_a_dead_runs_stopped_unit_is_not_started_again_as_root_on_a_users_venv(s
         done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
         assert done.returncode == 0, done.stderr[-2000:]
         sh(sandbox_inventory, HOST, "systemctl stop sglang && echo '{\"units\": [\"sglang\"]}' > "
-                                    f"/var/lib/fleet/stopped.json && rm -rf {RAN} && mkdir -m 1777 {RAN} && "
-                                    f"cp -p {SITE} {SITE}.adv14 && printf %s {shlex.quote(PLANT)} >> {SITE} && "
-                                    f"chown fleet:fleet {SITE}")
-        out = inv(sandbox, "recover", "--host", HOST, "--json")
-        seen = {"rc": out.returncode, "result": json.loads(out.stdout or "{}"), "err": out.stderr[-1500:],
-                "uids": sorted(set(sh(sandbox_inventory, HOST, f"cat {RAN}/* 2>/dev/null; true").split())),
-                "active": sh(sandbox_inventory, HOST, "systemctl is-active sglang; true").strip(),
-                "mark": sh(sandbox_inventory, HOST, "cat /var/lib/fleet/stopped.json 2>/dev/null; true")}
+                                    f"/var/lib/fleet/stopped.json && {PLANTED.plant()}")
+        seen = recovered(sandbox, sandbox_inventory, HOST, PLANTED)
     finally:
-        sh(sandbox_inventory, HOST, f"! test -f {SITE}.adv14 || mv -f {SITE}.adv14 {SITE}; rm -rf {RAN}; "
-                                    "systemctl stop sglang; systemctl disable sglang 2>/dev/null; "
-                                    "rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env /var/lib/fleet; "
-                                    "systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, PLANTED.undo() + UNDEPLOY)
     print(json.dumps(seen, indent=1, default=str))
     assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
     assert "the owner rule refuses it" in json.dumps(seen["result"]), seen
@@ -209,9 +182,7 @@ def test_a_rung_whose_env_loads_a_users_folder_is_skipped_and_the_next_rung_serv
         done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
         out = json.loads(done.stdout)
     finally:
-        sh(sandbox_inventory, HOST, f"rm -rf {pp}; systemctl stop sglang 2>/dev/null; systemctl disable sglang "
-                                    "2>/dev/null; rm -rf /etc/systemd/system/sglang.service /etc/fleet/sglang.env "
-                                    "/var/lib/fleet; systemctl daemon-reload; true")
+        sh(sandbox_inventory, HOST, f"rm -rf {pp}; {UNDEPLOY}")
     assert out["status"] == "ok", (out.get("error"), out.get("attempts"))
     assert out["attempts"][-1]["rung"] == "plain" and out["attempts"][-1]["outcome"] == "READY", out["attempts"]
     refused = [a for a in out["attempts"] if a["rung"] == "user-path"]

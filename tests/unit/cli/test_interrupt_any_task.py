@@ -2,10 +2,12 @@
 found it again in `inv rollback`, `inv exec` and `inv tune`, each fixed on its own; the other runs on hosts
 (probe, patch, audit, status, the canary's load) still waited in silence for the step under way. Every run on
 hosts now answers through fleet.parallel, which the CLI tells where to say it. A real `inv probe`, a real
-SIGINT, against a host that takes the connection and never sends an SSH banner (a wedged sshd)."""
+SIGINT (and SIGTERM, taken as one), against a host that takes the connection and never sends an SSH banner (a
+wedged sshd)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,16 +45,21 @@ def _line(stream, deadline: float) -> str:
     return got[0]
 
 
-def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp_path):
-    port, taken = mute
+def _probe(tmp_path: Path, port: int) -> subprocess.Popen:
+    """`inv probe --json` of one host at `port` (a listener that never sends a banner), in its own home and state."""
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(
         f"hosts:\n  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
            "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
-    inv = subprocess.Popen([str(INV), "probe", "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
-                           cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([str(INV), "probe", "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
+                            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp_path):
+    port, taken = mute
+    inv = _probe(tmp_path, port)
     try:
         assert taken.wait(60), "the probe never connected"  # imported, the banner awaited (a loaded CI machine)
         assert inv.poll() is None, inv.communicate()
@@ -70,6 +77,29 @@ def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp
     finally:
         inv.kill()
         inv.communicate()
+
+
+def test_sigterm_is_said_at_once_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path):
+    """SIGTERM is answered as Ctrl-C (newcomer h-new17). `timeout 600 inv deploy ...`, a CI job cancelled or a
+    `kill` send SIGTERM, which killed the run silently, exit 143: a deploy's host left mid-step with its lock held,
+    nothing said, no host's line. Now it is said at once, the task's Ctrl-C follows, exit 130; a second one stops
+    waiting."""
+    port, taken = mute
+    inv = _probe(tmp_path, port)
+    try:
+        assert taken.wait(60), "the probe never connected"
+        assert inv.poll() is None, inv.communicate()
+        inv.send_signal(signal.SIGTERM)
+        assert _line(inv.stderr, time.monotonic() + 15) == "fleet: SIGTERM: taken as Ctrl-C\n"
+        assert _line(inv.stderr, time.monotonic() + 15).startswith("Ctrl-C: no host starts now; waiting for wedged")
+        inv.send_signal(signal.SIGTERM)  # a second one: stop waiting, as a second Ctrl-C
+        assert inv.wait(10) == 130
+        out, err = inv.communicate()
+    finally:
+        inv.kill()
+    [row] = json.loads(out)["hosts"]
+    assert row["host"] == "wedged" and not row["ok"] and "interrupted" in row["error"], row
+    assert "Traceback" not in err
 
 
 def test_a_run_whose_caller_names_no_notice_answers_where_it_was_told():
