@@ -346,10 +346,12 @@ class Deployer:
         fleet.deploy.recovery): said first by the dry run, whose diff is of the files as they are now."""
         store = ReleaseStore(conn, self.serve.origin)
         left = recovery.find(store)
-        if not left:
-            return ""
         owner = hostlock.read_owner(conn, self.host)
-        live = owner is not None and not hostlock.dead_owner(owner)
+        dead = hostlock.dead_owner(owner)
+        if not left:  # a lock alone (a run given up on before its release opened: --host-timeout, kill -9)
+            return f"the host's lock was left by a run that died ({dead}): the deploy takes it over first\n" \
+                if dead else ""
+        live = owner is not None and not dead
         current = store.current()
         # a node of a multi-node server is put back but not started alone (fleet.deploy.recovery): it said
         # "restarted and verified", and the deploy left it stopped for its peers

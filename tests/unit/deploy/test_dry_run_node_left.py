@@ -20,7 +20,7 @@ def node_release(rid: str, rank: int) -> Release:
                    config={"nodes": {"count": 2, "rank": rank, "hosts": [HOST.name, "n1"], "deployment": rid}})
 
 
-def left_said(monkeypatch, tmp_path, current: Release) -> str:
+def left_said(monkeypatch, tmp_path, current: Release, left: bool = True, owner=None) -> str:
     path = tmp_path / "one.yaml"
     path.write_text(BOOK)
 
@@ -33,8 +33,8 @@ def left_said(monkeypatch, tmp_path, current: Release) -> str:
 
     dead = recovery.Interrupted(node_release("r-new", 0), "stop", "base", 0)
     monkeypatch.setattr(ladder, "ReleaseStore", Store)
-    monkeypatch.setattr(ladder.recovery, "find", lambda store: [dead])
-    monkeypatch.setattr(ladder.hostlock, "read_owner", lambda conn, host: None)
+    monkeypatch.setattr(ladder.recovery, "find", lambda store: [dead] if left else [])
+    monkeypatch.setattr(ladder.hostlock, "read_owner", lambda conn, host: owner)
     d = ladder.Deployer(HOST, playbook.load(path), path, ConnectOptions())
     return d.left_behind(None)  # type: ignore[arg-type]
 
@@ -50,3 +50,21 @@ def test_a_single_host_release_left_in_progress_is_said_restarted_and_verified(m
                      status="ok", config={"rung": "base"})
     assert "putting back the last known-good release (restarted and verified)" in left_said(monkeypatch, tmp_path,
                                                                                             single)
+
+
+def test_a_lock_a_dead_run_left_alone_is_said_first(monkeypatch, tmp_path):
+    """h-new19: after `--host-timeout 4` gave a deploy up before its release opened, `inv status` said `left half-done
+    by a run that died` (its lock's pid gone) and the dry run said nothing of it, though docs/cli.md says it does."""
+    import os
+    import socket
+    from pathlib import Path
+
+    from fleet.host import lock as hostlock
+
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    machine = Path("/etc/machine-id").read_text().strip()
+    gone = hostlock.LockOwner(owner="root@x", machine=socket.gethostname(), machine_id=machine, boot_id=boot,
+                              pid=2 ** 22 + os.getpid() % 1000)
+    said = left_said(monkeypatch, tmp_path, node_release("r-old", 0), left=False, owner=gone)
+    assert said.startswith("the host's lock was left by a run that died (pid "), said
+    assert left_said(monkeypatch, tmp_path, node_release("r-old", 0), left=False, owner=None) == ""
