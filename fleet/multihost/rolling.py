@@ -367,7 +367,9 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                                             tuple(bad or (names if judged else [])), plan.canary and i == 1,
                                             tuple(fell), started, now("milliseconds"),
                                             round(time.monotonic() - start, 1)))
-            stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell, judged)
+            not_back = [h.name for h in group if judged and not put_back_on(results[h.name])]
+            stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell, judged,
+                                         not_back)
     except KeyboardInterrupt:
         interrupted(futures)
     finally:
@@ -391,6 +393,9 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                    judged_window)
 
 
+PUT_BACK = "put back on release"
+
+
 def judged_back(host: Host, served: DeployResult, why: Sequence[str], back_job: Job | None,
                 hooks: RouterHooks | None, say_for: Callable[[Host], Progress]) -> DeployResult:
     """A canary host its judge did not pass, put back on the release before (`back_job`, a rollback): failed,
@@ -402,9 +407,14 @@ def judged_back(host: Host, served: DeployResult, why: Sequence[str], back_job: 
         back = back_job(host, say_for(host), hooks)
     except FleetError as exc:
         back = DeployResult(host.name, DeployStatus.FAILED, error=str(exc))
-    where = f"put back on release {back.release}" if back.status == DeployStatus.OK else \
+    where = f"{PUT_BACK} {back.release}" if back.status == DeployStatus.OK else \
         f"not put back: {back.error}"
     return replace(served, status=DeployStatus.FAILED, error=f"{head}; {where}")
+
+
+def put_back_on(result: DeployResult) -> bool:
+    """Whether judged_back put the canary host back on the release before."""
+    return f"; {PUT_BACK} " in (result.error or "")
 
 
 def canary_misses(results: Sequence[DeployResult]) -> list[str]:

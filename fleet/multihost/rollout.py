@@ -151,16 +151,18 @@ def is_canary(serial: Sequence[Amount] | None, batch_count: int) -> bool:
 
 
 def stop_after(batch: int, batch_count: int, canary: bool, bad: Sequence[str], failed: int, max_fail: Amount,
-               total: int, fell_back: Sequence[str] = (), judged: Sequence[str] = ()) -> str | None:
+               total: int, fell_back: Sequence[str] = (), judged: Sequence[str] = (),
+               not_back: Sequence[str] = ()) -> str | None:
     """Why the rollout stops after batch `batch` (1-based) whose hosts `bad` failed, `failed` hosts having failed
     in all, and `fell_back` ('h0 served on rung safe after ...', 'h0 unchanged (...)') served only on a later
     rung or deployed nothing (rolling.canary_misses), `judged` why the canary's judge did not pass it (--canary,
-    fleet.multihost.canary); None when it goes on."""
+    fleet.multihost.canary), `not_back` the canary's hosts that were not put back after it; None when it goes on."""
     over = should_stop(failed, max_fail, total)
     fell = list(fell_back) if canary and batch == 1 else []
     if canary and batch == 1 and judged and not bad and not fell:
         return (f"the canary did not pass its judge after batch {batch} of {batch_count} (the canary: "
-                f"{'; '.join(judged)}); its hosts were put back" + _later(batch, batch_count))
+                f"{'; '.join(judged)}); " + (f"{', '.join(not_back)} not put back (see its line)" if not_back
+                                             else "its hosts were put back") + _later(batch, batch_count))
     canary_down = canary and batch == 1 and bool(bad or fell)
     if not over and not canary_down:
         return None

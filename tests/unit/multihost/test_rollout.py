@@ -380,3 +380,29 @@ def test_a_canary_that_was_unchanged_deployed_nothing_and_stops_the_rollout(fake
     fake(results={"h1": DeployResult("h1", "unchanged", release="rel-h1", config={"rung": "fast"})})
     rc, data = run(capsys, 3, serial="1,2")  # after the canary, unchanged serves as before
     assert rc == 0 and data["stopped"] is None
+
+
+def test_a_canary_the_judge_failed_says_which_host_was_not_put_back():
+    """h-new18: a canary its judge failed whose put-back failed too (its line: `not put back: ... roll back with
+    --playbook`) was summed up as `its hosts were put back`, while it kept serving the failed release."""
+    from fleet.multihost import rolling
+
+    judged = ["p99 latency worse than the release before"]
+    assert rollout.stop_after(1, 2, True, [], 1, Amount(1), 4, [], judged).endswith(
+        "(the canary: p99 latency worse than the release before); its hosts were put back; batch 2 not started")
+    assert rollout.stop_after(1, 2, True, [], 1, Amount(1), 4, [], judged, ["sbx1"]).endswith(
+        "(the canary: p99 latency worse than the release before); sbx1 not put back (see its line); batch 2 not "
+        "started")
+    served = DeployResult("sbx1", "ok", release="rel-new")
+
+    def back(ok: bool):
+        return lambda host, say, hooks: DeployResult(host.name, "ok" if ok else "failed", release="rel-old",
+                                                     error=None if ok else "sbx1: the unit did not start")
+
+    host = Host(name="sbx1", address="10.0.0.1", port=None, user=None, become=False, identity_file=None,
+                known_hosts=None, ssh_config=None, proxy_jump=None, venv="/v", unit="sglang", groups=(),
+                source=Path("x.yaml"))
+    kept = rolling.judged_back(host, served, judged, back(False), None, lambda h: print)
+    put = rolling.judged_back(host, served, judged, back(True), None, lambda h: print)
+    left = rolling.judged_back(host, served, judged, None, None, lambda h: print)
+    assert [rolling.put_back_on(r) for r in (kept, put, left)] == [False, True, False], (kept, put, left)
