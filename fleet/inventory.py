@@ -287,8 +287,8 @@ def load(inventory: Path) -> Inventory:
     editor's or a tool's, is not read, as a shell's `*.yaml` leaves it out). A file beside it that is no inventory
     (a playbook, a compose file) is refused in one line naming it, not read for a schema it never followed."""
     inventory = Path(inventory)
-    if not inventory.is_file():
-        raise InputError(f"--inventory {inventory}: no such file")
+    if why := yamlfile.not_a_file(inventory, "--inventory", "hosts.yaml"):
+        raise InputError(why)
     named = inventory.resolve()
     inv = Inventory(hosts={}, groups={}, files={})
     for path in files_of(inventory):
@@ -301,8 +301,8 @@ def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str
     first), and the host names they define, a host refused for one of its keys too; None when the file named
     cannot be read, so that no name can be checked against it. `into` gets the hosts that hold up."""
     inventory = Path(inventory)
-    if not inventory.is_file():
-        return None, [InputError(f"--inventory {inventory}: no such file")]
+    if why := yamlfile.not_a_file(inventory, "--inventory", "hosts.yaml"):
+        return None, [InputError(why)]
     found: list[InputError] = []
     inv = Inventory(hosts={}, groups={}, files={})
     named = inventory.resolve()

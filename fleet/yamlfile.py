@@ -92,6 +92,16 @@ def keys_at(model: Any, loc: Loc) -> list[str]:
     return []
 
 
+def not_a_file(path: Path, option: str, example: str) -> str | None:
+    """Why `path` (given to `option`) is no file to read, None where it is one: a folder or a device was said as
+    `no such file` (`-i inventory/`, `-i /dev/null`); a folder is answered with the file to name in it."""
+    if path.is_file():
+        return None
+    why = (f"a folder: name the file in it, e.g. {option} {path / example}" if path.is_dir() else
+           "not a regular file" if path.exists() else "no such file")
+    return f"{option} {path}: {why}"
+
+
 def load(path: Path, collect: bool = False) -> Document:
     """Parse a YAML file, rejecting duplicate keys, and record the line of every mapping key. `collect` (inv check):
     every duplicate key said in the Document's `duplicates`, the file read all the same."""

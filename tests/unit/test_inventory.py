@@ -344,3 +344,14 @@ def test_a_glob_of_characters_and_an_ipv6_address_are_no_range(tmp_path):
     path = write(tmp_path, "hosts.yaml", FLEET + "  v6: {address: 'fe80::1'}\n")
     assert [h.name for h in inventory.load(path).select(["pve-gpu-0[13]", "fe80::1"], [])] == \
         ["pve-gpu-01", "pve-gpu-03", "v6"]
+
+
+def test_a_folder_or_a_device_given_as_the_inventory_is_said_as_what_it_is(tmp_path):
+    """h-new18: `inv check -i inventory/` and `-i /dev/null` said `no such file`, of a folder that is there."""
+    with pytest.raises(InputError, match=r"^--inventory .*: a folder: name the file in it, e.g. --inventory "
+                                         r".*/hosts.yaml$"):
+        inventory.load(tmp_path)
+    assert [str(e) for e in inventory.check(Path("/dev/null"))[1]] == [
+        "--inventory /dev/null: not a regular file"]
+    assert [str(e) for e in inventory.check(tmp_path / "nosuch.yaml")[1]] == [
+        f"--inventory {tmp_path / 'nosuch.yaml'}: no such file"]
