@@ -109,10 +109,14 @@ def serve(module, args, flag, secret, out_fd):
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
+PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def relay(pid, read_fd, secrets):
     """The parent: pass signals on to the server, its output to the journal; exit as the server did."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in PASSED_ON:
         signal.signal(sig, lambda signum, frame: _pass_on(pid, signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)  # one held since the fork is passed on now
     status = None
     deadline = None
     lines = Filter(secrets)
@@ -162,8 +166,12 @@ def main(argv):
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    # A stop signal that comes between the fork and relay's handlers is held, never lost: it killed this parent
+    # (its default action) and left the server running with the journal's pipe, or reached neither.
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)  # the server's own: their default actions
         os.close(read_fd)
         serve(module, args, flag, secret, write_fd)
         return 0

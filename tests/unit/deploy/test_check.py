@@ -33,7 +33,8 @@ def lines(result: check.Checked, warnings: bool = False) -> list[str]:
     return [re.sub(r"^.*/t\.yaml", "t.yaml", str(p)) for p in (result.warnings if warnings else result.errors)]
 
 
-def test_every_shipped_playbook_checks_clean():
+def test_every_shipped_playbook_checks_clean(monkeypatch):
+    monkeypatch.setenv("SGLANG_API_KEY", "sk-test")  # the key a shipped playbook names is set (else: a warning)
     for path in sorted((site.SHIPPED / "playbooks").glob("*.yaml")):
         result = inputs.check_playbook(path)
         assert result.book is not None and result.problems == [], (path, [str(p) for p in result.problems])

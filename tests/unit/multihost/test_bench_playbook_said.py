@@ -33,7 +33,8 @@ def measured(tmp_path, monkeypatch, served: str) -> list[str]:
     def run(*args, **kwargs):
         yield SimpleNamespace(session=SimpleNamespace(conn=None))
 
-    release = SimpleNamespace(id="20261206T112544Z-c214", rung="no-fusion", playbook=served, facts={}, dir="/d")
+    release = SimpleNamespace(id="20261206T112544Z-c214", rung="no-fusion", playbook=served, facts={}, dir="/d",
+                              files={})
     monkeypatch.setattr(bench, "host_run", run)
     monkeypatch.setattr(bench, "ReleaseStore", lambda conn, host: SimpleNamespace(current=lambda: release))
     monkeypatch.setattr(bench.benching, "run", lambda *args: Record())
