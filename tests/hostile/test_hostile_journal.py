@@ -59,20 +59,25 @@ def test_a_journal_never_started_gives_up(tmp_path, monkeypatch):
 
 
 
+def _read_through(tmp_path, behaviour):
+    """What 20 reads of the journal's follower end in, on a host that answers as `behaviour`."""
+    with HostileFleet(tmp_path, {"h": behaviour}) as fleet:
+        host = fleet.hosts()[0]
+        conn = open_connection(host, ConnectOptions())
+        try:
+            follower = journal.Follower(conn, host, journal.command("sglang"))
+            return timed(lambda: [follower.read(2) for _ in range(20)])[1]
+        finally:
+            conn.close()
+
+
 def test_a_journal_journalctl_refused_is_an_error_naming_why_not_an_empty_one(tmp_path):
     """`inv logs --since 99999999d` passed fleet's check, journalctl on the host refused it (exit 1, 'Failed to parse
     timestamp') and fleet said `no journal lines since 99999999d`, exit 0: the refusal is the host's error now."""
     # as fleet's command runs it: its mark on both streams (it ran), then journalctl's refusal. Without the mark
     # the host ran something else in its place (a ForceCommand, nologin: the next test)
     refused = answer(stdout=MARK, stderr=MARK + b"Failed to parse timestamp: -99999999d\n", status=1)
-    with HostileFleet(tmp_path, {"h": refused}) as fleet:
-        host = fleet.hosts()[0]
-        conn = open_connection(host, ConnectOptions())
-        try:
-            follower = journal.Follower(conn, host, journal.command("sglang"))
-            seconds, result = timed(lambda: [follower.read(2) for _ in range(20)])
-        finally:
-            conn.close()
+    result = _read_through(tmp_path, refused)
     assert isinstance(result, FleetError), result
     assert str(result) == "h: journalctl refused (exit 1): Failed to parse timestamp: -99999999d", str(result)
 
@@ -81,14 +86,7 @@ def test_a_refusal_with_no_mark_is_a_command_that_did_not_run(tmp_path):
     """No mark and exit 1: what ran was not fleet's command (nologin's `This account is currently not available.`,
     a ForceCommand): said as such, never as journalctl's refusal (newcomer h-new19)."""
     nologin = answer(stdout=b"This account is currently not available.\n", status=1)
-    with HostileFleet(tmp_path, {"h": nologin}) as fleet:
-        host = fleet.hosts()[0]
-        conn = open_connection(host, ConnectOptions())
-        try:
-            follower = journal.Follower(conn, host, journal.command("sglang"))
-            seconds, result = timed(lambda: [follower.read(2) for _ in range(20)])
-        finally:
-            conn.close()
+    result = _read_through(tmp_path, nologin)
     assert isinstance(result, FleetError), result
     assert str(result).startswith("h: the journal's command did not run (exit 1, it printed 'This account is "
                                   "currently not available.')"), str(result)
