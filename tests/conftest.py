@@ -115,6 +115,25 @@ def _own_fleet_state(tmp_path_factory):
         yield
 
 
+_INHERITED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_found():
+    """A test leaves this worker's signals as it found them. An ignored or blocked signal is inherited by every
+    process the worker starts after it: a test that ran `inv` in-process left SIGTERM ignored, and a later probe
+    test's `kill` of a stuck job then did nothing (the job held the probe's pipe, 60 s, a flake by test order)."""
+    handlers = {sig: signal.getsignal(sig) for sig in _INHERITED}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    changed = [sig.name for sig, h in handlers.items() if signal.getsignal(sig) is not h]
+    held = signal.pthread_sigmask(signal.SIG_SETMASK, blocked) != blocked
+    for sig, h in handlers.items():
+        signal.signal(sig, h)
+    assert not changed and not held, (f"the test left signal handlers changed ({', '.join(changed) or 'none'}) "
+                                      f"or signals blocked ({held}): restore them")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """Before pytest-xdist starts workers: a run on one named instance is serial (one instance is one fleet), and a

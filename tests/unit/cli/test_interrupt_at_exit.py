@@ -15,11 +15,13 @@ from fleet.cli import program
 
 def test_once_a_task_has_ended_its_exit_is_not_ended_by_a_ctrl_c(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["inv", "--version"])
-    before = signal.getsignal(signal.SIGINT)
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with pytest.raises(SystemExit) as done:
             program.main()
         assert done.value.code in (0, None)
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGINT, before)
+        assert signal.getsignal(signal.SIGINT) is signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:  # an ignored signal is inherited by every process this worker starts after (a probe test's
+        # `kill` of a stuck job then did nothing, and the job held the probe's pipe for a minute)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
