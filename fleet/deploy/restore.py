@@ -23,6 +23,7 @@ from fleet.host.render import LAUNCHER, env_file, environment_files, launcher_te
 from fleet.host.service import (
     ServiceError,
     daemon_reload,
+    drop_ins,
     drop_kept,
     make_folders,
     put_back_kept,
@@ -96,9 +97,17 @@ def key_installed(conn: Connection, host: Host, planned: Rendered) -> bool:
 
 def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str) -> str | None:
     """Why the host's systemd would refuse the rendered unit (`systemd-analyze verify` of its text at a
-    temporary path): asked before anything on the host is stopped or written, by every path that installs."""
+    temporary path), or would not run it as rendered (a drop-in fleet did not write overrides it): asked before
+    anything on the host is stopped or written, by every path that installs."""
     complaint = verify_unit_text(conn, host, planned.unit_text, unit_path)
-    return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}" if complaint else None
+    if complaint:
+        return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}"
+    foreign = drop_ins(conn, host, unit_path)
+    if foreign:
+        return (f"drop-ins fleet did not write override the unit: {', '.join(foreign)} (systemd applies them over "
+                "the unit fleet renders, so what would run is not what fleet checked); move their settings into the "
+                "playbook, delete them and run `systemctl daemon-reload`")
+    return None
 
 
 def patched_files(conn: Connection, host: Host) -> dict[str, str]:

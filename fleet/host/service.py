@@ -275,6 +275,22 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
+def overriding(drop_in_paths: str) -> list[str]:
+    """The drop-ins of `systemctl show -p DropInPaths` that override this unit alone (a `NAME.service.d/` or a
+    `systemctl set-property` file; not a distribution's `service.d/` for every service), each one printable path,
+    at most 10 (pure: what a host sent)."""
+    paths = ["".join(c if c.isprintable() else "?" for c in p)[:200] for p in drop_in_paths.split()]
+    return [p for p in paths if p.startswith("/") and posixpath.basename(posixpath.dirname(p)) != "service.d"][:10]
+
+
+def drop_ins(conn: Connection, host: Host, unit_path: str) -> list[str]:
+    """The drop-ins systemd would apply over the unit at `unit_path`: their Environment=, ExecStart= and User= win
+    over the unit fleet renders, so what would run is not what fleet checked."""
+    name = shlex.quote(posixpath.basename(unit_path))
+    return overriding(sh(conn, host, f"systemctl show -p DropInPaths --value -- {name} 2>/dev/null",
+                         timeout=60, check=False))
+
+
 def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:
     return parse_unit_state(sh(conn, host, unit_show(unit), check=False))
 

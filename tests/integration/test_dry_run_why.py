@@ -46,3 +46,37 @@ def test_the_dry_run_says_why_the_deploy_restarts_a_server_whose_files_are_uncha
     dry = run("--dry-run", "--force")  # --force compares nothing: the server is restarted all the same
     assert ("--force: release" in dry["diff"] and "is not compared; the deploy stops its server and starts rung "
             "plain" in " ".join(dry["diff"].split())), dry["diff"]
+
+
+DROPIN = "/etc/systemd/system/sglang.service.d/override.conf"
+
+
+def test_a_drop_in_fleet_did_not_write_is_said_by_status_and_the_dry_run_and_the_deploy_refuses_before_a_stop(
+        sandbox, sandbox_inventory, tmp_path):
+    """`systemctl edit sglang` by hand: its drop-in's Environment= (ExecStart=, User=) wins over fleet's unit, so
+    what serves is not what fleet checked. Before: status was clean, the dry run said `nothing to do`, and a deploy
+    that changed the unit restarted the server with the drop-in over it. Now status shows it as drift, the dry run
+    says why the deploy does not leave it, and the deploy refuses every rung before it stops anything."""
+    book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-dropin")
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+
+    def run(task: str, *args: str) -> tuple[int, dict]:
+        proc = inv_at(sandbox.cfg.inventory_path, task, "--host", HOST, *args, "--json", env=env)
+        return proc.returncode, json.loads(proc.stdout)
+
+    assert run("deploy", "--playbook", str(book), "--force")[1]["status"] == "ok"
+    try:
+        sh(sandbox_inventory, HOST, f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && printf '[Service]\\n"
+                                    f"Environment=SGLANG_BY_HAND=1\\n' > {DROPIN} && systemctl daemon-reload")
+        pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+        rc, st = run("status")
+        assert rc == 1 and f"{DROPIN} (a drop-in fleet did not write)" in st["hosts"][0]["drift"], st
+        rc, dry = run("deploy", "--playbook", str(book), "--dry-run")
+        assert not dry["unchanged"] and f"drop-ins fleet did not write override its unit: {DROPIN}" in dry["diff"]
+        assert "the deploy would fail it" in dry["diff"], dry["diff"]
+        rc, done = run("deploy", "--playbook", str(book))
+        assert rc == 1 and done["status"] != "ok" and DROPIN in json.dumps(done), done
+        assert sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid  # never stopped
+    finally:
+        sh(sandbox_inventory, HOST, f"rm -rf {DROPIN.rsplit('/', 1)[0]} && systemctl daemon-reload")
+    assert run("deploy", "--playbook", str(book), "--dry-run")[1]["unchanged"]  # gone: nothing to do again

@@ -81,7 +81,7 @@ if fleet_out=$(mktemp -d 2>/dev/null); then
 else
   section() { case $1 in 3) health;; 5) power;; 6) metrics;; 8) router;; 9) gpuhealth 2>&1;; esac; }
 fi
-systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result -p UnitFileState 2>/dev/null
+systemctl show "$unit" -p ActiveState -p SubState -p MainPID -p Result -p UnitFileState -p DropInPaths 2>/dev/null
 echo $M; cat "$root/current/manifest.json" 2>/dev/null
 h=$(hashes); l=$(leftovers)
 wait

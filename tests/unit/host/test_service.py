@@ -54,3 +54,16 @@ def test_garbage_from_the_host_is_no_holder():
 
 def test_the_holders_command_parses_under_posix_sh():
     assert subprocess.run(["sh", "-n", "-c", HOLDERS]).returncode == 0
+
+
+def test_only_drop_ins_of_the_unit_itself_override_it_and_what_a_host_sends_is_bounded():
+    from fleet.host.service import overriding
+
+    said = ("/etc/systemd/system/sglang.service.d/a.conf /run/systemd/system/sglang.service.d/b.conf "
+            "/etc/systemd/system.control/sglang.service.d/50-CPUQuota.conf /usr/lib/systemd/system/service.d/x.conf "
+            "relative/c.conf /etc/systemd/system/sglang.service.d/\x1b[31mred.conf")
+    assert overriding(said) == ["/etc/systemd/system/sglang.service.d/a.conf",
+                                "/run/systemd/system/sglang.service.d/b.conf",
+                                "/etc/systemd/system.control/sglang.service.d/50-CPUQuota.conf",
+                                "/etc/systemd/system/sglang.service.d/?[31mred.conf"]
+    assert overriding("") == [] and len(overriding("/a.d/x " * 500)) == 10

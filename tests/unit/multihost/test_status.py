@@ -417,3 +417,20 @@ def test_a_row_that_is_not_ok_says_why_in_the_board_and_the_line_under_it(row, w
     assert word in console.export_text()
     assert not_clean(row) == word
     assert row.why_not_ok == word
+
+
+def test_a_drop_in_fleet_did_not_write_is_drift():
+    """`systemctl edit sglang` leaves /etc/systemd/system/sglang.service.d/override.conf, whose Environment=,
+    ExecStart= and User= win over fleet's unit: what serves is not what fleet checked, and status said the host was
+    clean (fails before: DropInPaths was not asked). A distribution's drop-in for every service is not drift."""
+    from fleet.cli.status import not_clean
+
+    text = output(MANIFEST, "200", [f"{UNIT_SHA} /etc/systemd/system/sglang.service",
+                                    f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"], "")
+    mine = "/etc/systemd/system/sglang.service.d/override.conf"
+    distro = "/usr/lib/systemd/system/service.d/10-timeout-abort.conf"
+    st = status.parse(HOST, text.replace("Result=success\n", f"Result=success\nDropInPaths={distro} {mine}\n", 1))
+    assert st.drift == [f"{mine} (a drop-in fleet did not write)"] and not_clean(st)
+    clean = status.parse(HOST, text.replace("Result=success\n", f"Result=success\nDropInPaths={distro}\n", 1))
+    assert clean.drift == []
+    assert "-p DropInPaths" in status.command("sglang", 30000)
