@@ -170,15 +170,22 @@ def restore(conn: Connection, host: Host, store: ReleaseStore, release: Release,
 
 def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Release) -> str | None:
     """Why the release's unit must not start now (fleet.deploy.preflight.unit_owner_problem: its venv's owner may
-    have changed since it was made), None where it may. A release whose copies are damaged is left to put_back,
-    which refuses it."""
+    have changed since it was made), None where it may: the unit as systemd would run it, with the drop-ins on the
+    host now. A release whose copies are damaged is left to put_back, which refuses it."""
     copies = verified_copies(store, release)
     if isinstance(copies, str):
         return None
-    unit = next((data for path, data in copies.items() if path.endswith(".service")), None)
-    env = next((data for path, data in copies.items() if path.endswith(".env")), b"")
-    return unit_owner_problem(conn, host, unit.decode("utf-8", "replace"), env.decode("utf-8", "replace")) \
-        if unit is not None else None
+    unit_path = next((path for path in copies if path.endswith(".service")), None)
+    if unit_path is None:
+        return None
+    env = next((data for path, data in copies.items() if path.endswith(".env")), b"").decode("utf-8", "replace")
+    # systemd starts it with the host's drop-ins over it, whose User=, ExecStart= and Environment= win
+    over = "".join("\n" + (read_file(conn, host, p) or b"").decode("utf-8", "replace")
+                   for p in drop_ins(conn, host, unit_path))
+    for path in environment_files(over):
+        env += "\n" + (read_file(conn, host, path) or b"").decode("utf-8", "replace")
+    unit = copies[unit_path].decode("utf-8", "replace") + over
+    return unit_owner_problem(conn, host, unit, unit_environment(unit) + env)
 
 
 def installed_problem(s: HostSession, unit: str) -> str | None:

@@ -79,3 +79,38 @@ def test_a_stopped_unit_is_not_started_again_where_a_drop_in_makes_it_run_a_user
     assert "0" not in seen["uids"] and seen["active"] != "active", seen  # before: ['0'], active
     assert "the owner rule refuses it" in json.dumps(seen["result"]) and pp in json.dumps(seen["result"])
     assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
+
+
+def test_a_rollback_never_starts_a_release_whose_unit_a_drop_in_makes_run_a_users_code(sandbox, sandbox_inventory,
+                                                                                       tmp_path):
+    """The owner rule of a release put back (restore.owner_problem: rollback, a deploy's fall-back, the router's,
+    multi-node's) read the release's own unit alone; systemd starts it with the host's drop-ins over it. A drop-in's
+    PYTHONPATH naming a folder of the `fleet` user's: `inv rollback` put the old release back and root imported
+    that user's sitecustomize.py (fails before: uids ['0']). Now it is refused before anything stops."""
+    pp = "/home/fleet/dropin-pp"
+    folders = [tmp_path / d for d in ("a", "b")]
+    books = []
+    for folder, mark in zip(folders, "ab", strict=True):
+        folder.mkdir()
+        ladder = [{**BASE[0], "env": {**BASE[0]["env"], "FLEET_TEST_MARK": mark}}]
+        books.append(llama_playbook(folder, ladder, name="llama-dropin-back"))
+    try:
+        for book in books:
+            done = inv(sandbox, "deploy", "--host", HOST, "--playbook", str(book), "--json")
+            assert done.returncode == 0, done.stderr[-2000:]
+        pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+        sh(sandbox_inventory, HOST, f"{PLANTED.recorder()} && rm -rf {pp} && runuser -u fleet -- mkdir {pp} && "
+                                    f"printf %s {shlex.quote(PLANTED.line)} | "
+                                    f"runuser -u fleet -- tee {pp}/sitecustomize.py >/dev/null && "
+                                    f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && "
+                                    f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {DROPIN} && "
+                                    "systemctl daemon-reload")
+        back = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(books[0]), "--json")
+        uids = PLANTED.uids(sandbox_inventory, HOST)
+        same = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid
+    finally:
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; {UNDEPLOY}")
+    print(back.returncode, back.stdout[-1500:], uids)
+    assert "0" not in uids, uids  # before: ['0']
+    assert back.returncode == 1 and "code as root" in back.stdout and pp in back.stdout, back.stdout[-1500:]
+    assert same  # refused before anything stopped: the server that served still serves
