@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-import os
 import re
 import signal
 import sys
@@ -26,8 +25,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn
 
 from invoke.collection import Collection
 from invoke.completion.complete import print_completion_script
@@ -36,8 +33,9 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import liblog, reader_gone, spellings, tasking
-from fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, did_you_mean, known_names
+from fleet.cli import liblog, reader_gone, spellings, stopsignals, tasking
+from fleet.cli.stopsignals import interrupted
+from fleet.errors import EXIT_BAD_INPUT, did_you_mean, known_names
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks.py"  # the clone's (fleet.site.SHIPPED, without pydantic)
 _UNKNOWN = re.compile(r"^No idea what '(.*)' is!$")
@@ -456,25 +454,9 @@ def namespace() -> Collection:
     return Collection.from_module(module)
 
 
-def interrupted() -> NoReturn:
-    """A Ctrl-C before any task could answer it: one word, exit 130, as a task's own Ctrl-C ends."""
-    sys.stderr.write("interrupted\n")
-    sys.stderr.flush()
-    raise SystemExit(EXIT_INTERRUPTED)
-
-
-def terminated(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM (timeout(1), a CI job cancelled, `kill`) answered as a Ctrl-C: said, then the task's own Ctrl-C (no
-    host starts, those under way end their step, a line per host, exit 130; a second one stops waiting). It killed
-    the run silently, exit 143, a deploy's host left mid-step and its lock held, nothing said."""
-    os.write(2, f"fleet: {signal.Signals(signum).name}: taken as Ctrl-C\n".encode())
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # fleet.cli's quiet exit while it loaded, ended
-    signal.signal(signal.SIGTERM, terminated)
+    stopsignals.answer()  # fleet.cli's quiet exit while it loaded, ended
     binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
     tasking.BINARY[0] = binary
     try:
@@ -488,8 +470,8 @@ def main() -> None:
     finally:  # the task has said all it says and chosen its exit code: a Ctrl-C in the exit itself (paramiko's
         # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
         # silently, exit 130 for a run that had ended and shown its result
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

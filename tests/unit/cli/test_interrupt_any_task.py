@@ -45,8 +45,9 @@ def _line(stream, deadline: float) -> str:
     return got[0]
 
 
-def _probe(tmp_path: Path, port: int) -> subprocess.Popen:
-    """`inv probe --json` of one host at `port` (a listener that never sends a banner), in its own home and state."""
+def _probe(tmp_path: Path, port: int, **popen: object) -> subprocess.Popen:
+    """`inv probe --json` of one host at `port` (a listener that never sends a banner), in its own home and state;
+    `popen`: Popen's arguments that differ (stderr, preexec_fn)."""
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yaml").write_text(
         f"hosts:\n  wedged:\n    address: 127.0.0.1\n    port: {port}\n    user: root\n")
@@ -54,7 +55,7 @@ def _probe(tmp_path: Path, port: int) -> subprocess.Popen:
            "FLEET_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
     return subprocess.Popen([str(INV), "probe", "-i", str(tmp_path / "inventory" / "hosts.yaml"), "--json"],
                             cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            text=True, **{"stderr": subprocess.PIPE, **popen})  # type: ignore[call-overload]
 
 
 def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp_path):

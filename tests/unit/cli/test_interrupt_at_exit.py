@@ -15,12 +15,12 @@ from fleet.cli import program
 
 def test_once_a_task_has_ended_its_exit_is_not_ended_by_a_ctrl_c(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["inv", "--version"])
-    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with pytest.raises(SystemExit) as done:
             program.main()
         assert done.value.code in (0, None)
-        assert signal.getsignal(signal.SIGINT) is signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        assert {signal.getsignal(sig) for sig in before} == {signal.SIG_IGN}
     finally:  # an ignored signal is inherited by every process this worker starts after (a probe test's
         # `kill` of a stuck job then did nothing, and the job held the probe's pipe for a minute)
         for sig, handler in before.items():

@@ -1,0 +1,72 @@
+"""SIGHUP, the terminal fleet ran in gone (the ssh session to the bastion dropped, the window closed), killed the
+run silently: a deploy's host left mid-step with its lock held, nothing recorded of how it ended. It is a Ctrl-C
+now, as SIGTERM is; what went to the terminal goes nowhere (a write to a hung-up terminal fails), what went to a
+file or a pipe is whole. Under nohup, SIGHUP stays ignored. A real `inv probe` of a host that never sends an SSH
+banner, a real pty."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import time
+
+import pytest
+from test_interrupt_any_task import _line, _probe, mute  # noqa: F401 (mute: a fixture)
+
+
+def test_a_hangup_is_said_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path):  # noqa: F811
+    port, taken = mute
+    inv = _probe(tmp_path, port)
+    try:
+        assert taken.wait(60), "the probe never connected"
+        assert inv.poll() is None, inv.communicate()
+        inv.send_signal(signal.SIGHUP)
+        assert _line(inv.stderr, time.monotonic() + 15) == "fleet: SIGHUP: taken as Ctrl-C\n"  # before: killed
+        assert _line(inv.stderr, time.monotonic() + 15).startswith("Ctrl-C: no host starts now; waiting for wedged")
+        inv.send_signal(signal.SIGHUP)
+        assert inv.wait(10) == 130
+        out, err = inv.communicate()
+    finally:
+        inv.kill()
+    [row] = json.loads(out)["hosts"]
+    assert row["host"] == "wedged" and "interrupted" in row["error"] and "Traceback" not in err, row
+
+
+def test_a_terminal_that_hung_up_costs_nothing_written_to_a_file(mute, tmp_path):  # noqa: F811
+    """stderr on a pty whose other end closed (the terminal gone): the run still ends as Ctrl-C, its --json whole
+    in the file it was sent to, no traceback (a write to the dead terminal is EIO)."""
+    port, taken = mute
+    master, slave = pty.openpty()
+    inv = _probe(tmp_path, port, stderr=slave)
+    os.close(slave)
+    try:
+        assert taken.wait(60), "the probe never connected"
+        os.close(master)  # the terminal is gone: the kernel hangs the pty up
+        inv.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        inv.send_signal(signal.SIGHUP)  # a second: stop waiting for the wedged host
+        assert inv.wait(30) == 130
+        out, _ = inv.communicate()
+    finally:
+        inv.kill()
+    [row] = json.loads(out)["hosts"]
+    assert row["host"] == "wedged" and "interrupted" in row["error"], row
+
+
+def test_under_nohup_a_hangup_is_ignored(mute, tmp_path):  # noqa: F811
+    port, taken = mute
+    inv = _probe(tmp_path, port, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        assert taken.wait(60), "the probe never connected"
+        inv.send_signal(signal.SIGHUP)
+        with pytest.raises(subprocess.TimeoutExpired):
+            inv.wait(2)  # still running: nohup's choice stands
+        inv.send_signal(signal.SIGINT)
+        inv.send_signal(signal.SIGINT)
+        assert inv.wait(30) == 130
+    finally:
+        inv.kill()
+        inv.communicate()
