@@ -87,8 +87,8 @@ def check_since(since: str | None, now: datetime | None = None) -> str | None:
             return f"@{int(at.timestamp())}" if at.tzinfo else at.strftime("%Y-%m-%d %H:%M:%S")
     raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d, '10 min ago'), a time on the host's clock "
                      "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00', or as systemctl status "
-                     "prints it: 'Sun 2026-12-06 00:29:15 UTC'), a line's time as inv logs prints it ('12-06 20:00:15'), "
-                     "today or yesterday")
+                     "prints it: 'Sun 2026-12-06 00:29:15 UTC'), a line's time as inv logs prints it "
+                     "('12-06 20:00:15'), today or yesterday")
 
 
 def _shown_time(shown: re.Match[str], now: datetime) -> str | None:
