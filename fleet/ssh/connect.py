@@ -420,7 +420,7 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
         return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); it offers {exc.key_type} "
                 f"{exc.fingerprint}" + (knownhosts.other_names_said(exc.known_as) or ": first contact? check that "
                 f"against `ssh-keygen -lf {host_key_file(exc.key_type)}` on its console, then re-run with "
-                "--accept-new-host-keys"))
+                "--accept-new-host-keys") + sshconfig.strict_said(ep))
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); first contact? re-run with "
                 "--accept-new-host-keys")
