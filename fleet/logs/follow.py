@@ -67,8 +67,8 @@ def check_since(since: str | None, now: datetime | None = None) -> str | None:
     if since is None:
         return None
     since = _COMMA_MS.sub(".", since.strip())
-    if (shown := _SHOWN.fullmatch(since)) and (at := _shown_time(shown, now or datetime.now())):
-        return at
+    if (shown := _SHOWN.fullmatch(since)) and (copied := _shown_time(shown, now or datetime.now())):
+        return copied
     if _SPAN.fullmatch(since):
         return since if since.startswith("-") else f"-{since}"
     stamp = _STAMP.fullmatch(since)
