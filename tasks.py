@@ -170,7 +170,8 @@ def status(c, inventory=None, host=None, group=None, json=False, port=None, watc
 @task(iterable=["host", "group"], help={**HOST_HELP, "follow": "keep following new lines (Ctrl-C ends it)",
                                         "since": "where to start, as journalctl takes it, on the host's clock: a "
                                                  "span (10m, 2h), a time (20:00), a date or both ('2026-12-05 "
-                                                 "20:00'), today, yesterday (default: the whole journal)",
+                                                 "20:00'), a line's time as shown ('12-06 20:00:15'), today, "
+                                                 "yesterday (default: the whole journal)",
                                         "lines": "only the last N lines, as tail -n and journalctl -n (with --since: "
                                                  "of that span; with --only: the last N it shows)",
                                         "only": "only classified lines this bad or worse: fatal or warning",

@@ -41,6 +41,21 @@ def on_screen(text: str) -> str:
     return parts[-1] if parts else text
 
 
+_TO_JOURNAL = re.compile(r"inv logs --host H --since 10m")  # the rules' pointer to the lines around a failure
+BEFORE = timedelta(minutes=2)  # the lines before a failure (a worker's traceback) come within seconds of it
+
+
+def here(remedy: str, host: str, time: str | None) -> str:
+    """A remedy's `inv logs --host H --since 10m` for this host and this line's time: read later (at 3 a.m., of a
+    failure at 20:00), `--since 10m` showed the last ten minutes, never the lines before it."""
+    try:
+        at = datetime.strptime(time or "", "%Y-%m-%dT%H:%M:%S%z") - BEFORE
+    except ValueError:
+        return _TO_JOURNAL.sub(f"inv logs --host {host} --since 10m", remedy)
+    since = clock(at.strftime("%Y-%m-%dT%H:%M:%S%z"), zone=True)
+    return _TO_JOURNAL.sub(f"inv logs --host {host} --since '{since}'", remedy)
+
+
 def clock(time: str | None, zone: bool = False) -> str:
     """'2026-11-30T13:05:39+0000' (journalctl's short-iso, the host's clock) -> '11-30 13:05:39'; with `zone`, and
     the host's clock in another zone than this machine's at that moment, its offset too ('11-30 22:05:39+0900')."""
@@ -142,7 +157,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                           f"{pad} [{style}]   {escape(on_screen(line.text))}[/]{times}"
                           + (f"\n{pad}    from: {escape(line.event.source)}" if line.event.source and not again
                              else "")
-                          + (f"\n{pad}    next: {escape(line.event.remedy)}" if line.event.remedy and not again
+                          + (f"\n{pad}    next: {escape(here(line.event.remedy, line.host, line.time))}"
+                             if line.event.remedy and not again
                              else ""), soft_wrap=True, highlight=False)
         else:
             console.print(f"{lead} {escape(on_screen(line.text))}{times}", soft_wrap=True, highlight=False)

@@ -127,11 +127,15 @@ def table_of(rows: list[HostStatus], title: str = "fleet status", width: int = 8
     """`reading`: the hosts a live view still waits for, said over the errors."""
     # whole sentences read better under the table, folded to the terminal
     errors = [escape(r.error) for r in rows if not r.ok and r.error]
-    caption = [*(["reading: " + ", ".join(reading)] if reading else []), *errors]
+    every = columns(rows, wide)
     # room left over goes back to the cells cut to their caps (two playbooks alike in their first 12 characters)
-    return fit.table(fit.choose(columns(rows, wide), width, wide, ascii_only, grow=True), title,
-                     "\n".join(caption) or None,
-                     "red" if errors else None)
+    shown = fit.choose(every, width, wide, ascii_only, grow=True)
+    # a narrow pane dropped the playbook column (and the rung, at 45) without a word: the board read as one without
+    left = [c.header for c in every if c.header not in {s.header for s in shown}
+            and any(t.strip() not in ("", "-") for t, _ in c.cells)]
+    caption = [*(["reading: " + ", ".join(reading)] if reading else []), *errors,
+               *([f"[default]a wider terminal (or --wide) adds: {', '.join(left)}[/]"] if left else [])]
+    return fit.table(shown, title, "\n".join(caption) or None, "red" if errors else None)
 
 
 def render(rows: list[HostStatus], console: Console, wide: bool = False) -> None:

@@ -110,8 +110,11 @@ class DeployResult:
             out["unchanged"] = self.unchanged
         if self.recovered:
             out["recovered"] = self.recovered
-        if self.versions and self.refused_at_preflight():
-            out["nothing_changed"] = True  # versions as found, once: no before and after to read as a transition
+        if self.versions and self.status in (DeployStatus.FAILED, DeployStatus.ROLLED_BACK):
+            # nothing new serves: versions as found, once, as the terminal says them (a failed upgrade put back
+            # read `versions` 0.5.23 `versions_before` 0.5.9, an upgrade's shape, while 0.5.9 served)
+            if self.refused_at_preflight():
+                out["nothing_changed"] = True
             out["versions"] = self.versions_before or self.versions
             if self.versions_before and self.versions != self.versions_before:
                 out["versions_probed"] = self.versions

@@ -9,7 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fabric import Connection
 
@@ -42,6 +42,9 @@ _ZONE = r"[A-Z]{2,5}|[A-Z][A-Za-z_]+/[A-Za-z_+-]+(?:/[A-Za-z_+-]+)?"
 _STAMP = re.compile(r"(?:(?P<day>mon|tue|wed|thu|fri|sat|sun)(?:day|sday|nesday|rsday|urday)? (?=\d{4}-))?(?P<at>.+?)"
                     rf"(?:(?<=\d\d:\d\d:\d\d)\.\d{{1,6}})?(?: (?:{_ZONE}))?", re.IGNORECASE)
 _WORDS = ("today", "yesterday", "now")
+# a line's time as `inv logs` prints it (fleet.cli.logs.clock): '12-06 15:37:01', '12-06 05:01:13+0900'
+_SHOWN = re.compile(r"(?P<md>\d\d-\d\d) (?P<hm>\d\d:\d\d)(?P<s>:\d\d)?(?P<off>[+-]\d{4})?")
+_COMMA_MS = re.compile(r"(?<=\d\d:\d\d:\d\d),(?=\d{1,6}$)")  # python logging's '15:37:02,851', in sglang's lines
 MAX_LINES = 1_000_000
 
 
@@ -54,15 +57,18 @@ class LogLine:
     process: str | None = None  # the journal's 'python[342]': each rank is a process of its own (fleet.logs.ranks)
 
 
-def check_since(since: str | None) -> str | None:
+def check_since(since: str | None, now: datetime | None = None) -> str | None:
     """--since as journalctl takes it on the host (its clock and time zone): a span back from now (10m, 2h, 1d,
     -30s, and journalctl's '10 min ago', '-2hours', '1h 30min ago', '-1.5h'), seconds since the epoch (@1764968400),
     a time today (20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00'; as systemctl status prints one,
-    'Sun 2026-12-06 00:29:15.123 UTC', too), or today, yesterday, now; the value for journalctl's --since. Anything
-    else is InputError before any host is contacted (what journalctl still refuses is the host's error)."""
+    'Sun 2026-12-06 00:29:15.123 UTC', too), or today, yesterday, now, or a line's time as `inv logs` prints it
+    ('12-06 15:37:01'); the value for journalctl's --since. Anything else is InputError before any host is contacted
+    (what journalctl still refuses is the host's error)."""
     if since is None:
         return None
-    since = since.strip()
+    since = _COMMA_MS.sub(".", since.strip())
+    if (shown := _SHOWN.fullmatch(since)) and (copied := _shown_time(shown, now or datetime.now())):
+        return copied
     if _SPAN.fullmatch(since):
         return since if since.startswith("-") else f"-{since}"
     stamp = _STAMP.fullmatch(since)
@@ -81,7 +87,24 @@ def check_since(since: str | None) -> str | None:
             return f"@{int(at.timestamp())}" if at.tzinfo else at.strftime("%Y-%m-%d %H:%M:%S")
     raise InputError(f"--since {since}: use a span (30s, 10m, 2h, 1d, '10 min ago'), a time on the host's clock "
                      "(20:00, 20:00:15), a date (2026-12-05), both ('2026-12-05 20:00', or as systemctl status "
-                     "prints it: 'Sun 2026-12-06 00:29:15 UTC'), today or yesterday")
+                     "prints it: 'Sun 2026-12-06 00:29:15 UTC'), a line's time as inv logs prints it "
+                     "('12-06 20:00:15'), today or yesterday")
+
+
+def _shown_time(shown: re.Match[str], now: datetime) -> str | None:
+    """'12-06 15:37:01' as `inv logs` prints a line's time (copied back to read from that line on: it was refused):
+    this year's date, last year's for a day still ahead, on the host's clock; with its offset, that moment."""
+    clock = f"{shown['hm']}{shown['s'] or ':00'}"
+    try:
+        at = datetime.strptime(f"{now.year}-{shown['md']} {clock}", "%Y-%m-%d %H:%M:%S")
+        if at.date() > now.date() + timedelta(days=1):
+            at = at.replace(year=now.year - 1)
+        if offset := shown["off"]:
+            moment = datetime.strptime(f"{at:%Y-%m-%d %H:%M:%S}{offset}", "%Y-%m-%d %H:%M:%S%z")
+            return f"@{int(moment.timestamp())}"
+    except ValueError:  # 02-30, 25:00: refused below with the forms it takes
+        return None
+    return f"{at:%Y-%m-%d %H:%M:%S}"
 
 
 def _real(at: str) -> bool:

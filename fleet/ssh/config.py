@@ -187,6 +187,7 @@ class Endpoint:
     user_known_hosts: tuple[str, ...] = USER_KNOWN_HOSTS
     global_known_hosts: tuple[str, ...] = GLOBAL_KNOWN_HOSTS
     hash_known_hosts: bool = False  # HashKnownHosts yes: a key taken on first contact is recorded as |1|salt|hash
+    strict_host_keys: str = "ask"  # StrictHostKeyChecking: not followed (fleet takes keys on --accept-new-host-keys)
     proxy_command: str | None = None  # honoured as is outside FLEET_SANDBOX_ONLY
     hops: tuple[Endpoint, ...] = field(default=(), compare=False)  # the jump hosts before it, first first
 
@@ -347,6 +348,16 @@ def endpoint(cfg: Config, alias: str, *, user: str | None = None, port: int | No
         user_known_hosts=_files(found.get("userknownhostsfile"), USER_KNOWN_HOSTS),
         global_known_hosts=_files(found.get("globalknownhostsfile"), GLOBAL_KNOWN_HOSTS),
         hash_known_hosts=found.get("hashknownhosts", "no").lower() == "yes",
+        strict_host_keys=found.get("stricthostkeychecking", "ask"),
         proxy_command=command,
         hops=hops,
     )
+
+
+def strict_said(ep: Endpoint) -> str:
+    """Where ssh_config lets `ssh` take a new key without asking (StrictHostKeyChecking accept-new, no, off), the
+    refusal of an unknown key says fleet does not follow it: `ssh HOST` logged in, fleet said only `first contact?`."""
+    if ep.strict_host_keys.lower() not in ("accept-new", "no", "off"):
+        return ""
+    return (f" (ssh_config's StrictHostKeyChecking {ep.strict_host_keys}, which `ssh` follows, is not fleet's: it "
+            "records a new key only with --accept-new-host-keys)")

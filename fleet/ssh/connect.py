@@ -79,9 +79,9 @@ class HostCertificatesUnsupported(SSHException):
 class UnknownHostKey(SSHException):
     """The host offered a key no known_hosts line vouches for (and --accept-new-host-keys was not given)."""
 
-    def __init__(self, hostname: str, key: paramiko.PKey):
-        super().__init__(f"Server {hostname!r} not found in known_hosts")
-        self.key_type, self.fingerprint = key.get_name(), key.fingerprint
+    def __init__(self, hostname: str, key: paramiko.PKey, known_as: list[str] | None = None):
+        super().__init__(f"Server {hostname!r} not found in known_hosts")  # known_as: this key's lines, other names
+        self.key_type, self.fingerprint, self.known_as = key.get_name(), key.fingerprint, known_as or []
 
 
 class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
@@ -108,7 +108,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
                 "verify host certificates: add the host's own key to known_hosts (ssh-keyscan, checked "
                 "against its console) or re-run with --accept-new-host-keys on first contact")
         if not self.accept_new:
-            raise UnknownHostKey(hostname, key)
+            raise UnknownHostKey(hostname, key, self.known.known_as(key))
         check = f"`ssh-keygen -lf {host_key_file(key.get_name())}` on its console says the same if it is the host"
         with _known_hosts_lock:
             try:
@@ -416,10 +416,11 @@ def _describe(host: Host, conn: Hop, exc: BaseException, timeouts: Timeouts) -> 
                 f"(`ssh-keygen -lf {host_key_file(exc.key.get_name())}`), then {remove}")
     if isinstance(exc, (RevokedHostKey, HostCertificatesUnsupported)):
         return f"{where}: {exc}"
-    if isinstance(exc, UnknownHostKey):
+    if isinstance(exc, UnknownHostKey):  # a key known_hosts has for other names says so, as ssh's prompt does
         return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); it offers {exc.key_type} "
-                f"{exc.fingerprint}: first contact? check that against `ssh-keygen -lf {host_key_file(exc.key_type)}` "
-                "on its console, then re-run with --accept-new-host-keys")
+                f"{exc.fingerprint}" + (knownhosts.other_names_said(exc.known_as) or ": first contact? check that "
+                f"against `ssh-keygen -lf {host_key_file(exc.key_type)}` on its console, then re-run with "
+                "--accept-new-host-keys") + sshconfig.strict_said(ep))
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return (f"{where}: host key unknown (no entry for {ep.key_name} in {files}); first contact? re-run with "
                 "--accept-new-host-keys")

@@ -111,6 +111,13 @@ class KnownHosts:
         return (f"remove that line (`ssh-keygen -R {shlex.quote(hostname)} -f {shlex.quote(line.rsplit(':', 1)[0])}`)"
                 if line else "remove its old entry")
 
+    def known_as(self, key: paramiko.PKey) -> list[str]:
+        """The lines that hold this very key for other names, `FILE:N (names)`: what ssh's prompt says of an unknown
+        key (`This host key is known by the following other names/addresses`), a host named otherwise in known_hosts
+        (`ssh gpu-node-1`) than in the inventory (its address)."""
+        return [f"{e.where} (" + ("a hashed name" if all(p.startswith("|1|") for p in e.patterns) else
+                                  ",".join(e.patterns)) + ")" for e in self.entries if e.key == key]
+
     def where(self, hostname: str, key: paramiko.PKey) -> str | None:
         """The line that vouches for this host's key, for `-v`."""
         return next((e.where for e in self._candidates(hostname) if e.key == key and matches(e.patterns, hostname)),
@@ -118,6 +125,15 @@ class KnownHosts:
 
     def __add__(self, other: KnownHosts) -> KnownHosts:
         return KnownHosts(self.entries + other.entries, self.marked + other.marked)
+
+
+def other_names_said(lines: list[str]) -> str:
+    """', which known_hosts has for another name: FILE:N (gpu-node-1); ...', or '' where no line has the key."""
+    if not lines:
+        return ""
+    more = f" and {len(lines) - 3} more" if lines[3:] else ""
+    return (f", which known_hosts has for another name: {', '.join(lines[:3])}{more}; the same host named "
+            "otherwise (or a clone of its image)? re-run with --accept-new-host-keys to record it under this name too")
 
 
 def host_key_file(key_type: str) -> str:

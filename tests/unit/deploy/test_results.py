@@ -12,17 +12,18 @@ from fleet.outcomes import DeployStatus, Outcome
 
 
 def test_a_deploy_says_what_changed_in_the_stack_since_the_release_before():
-    r = DeployResult(host="h", versions={"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"},
+    r = DeployResult(host="h", status=DeployStatus.OK,
+                     versions={"sglang": "0.5.23", "flashinfer-python": "0.7.2", "driver": "580.95.05"},
                      versions_before={"sglang": "0.5.9", "flashinfer-python": "0.6.3", "driver": "580.95.05"})
     assert r.upgrade() == [("sglang", "0.5.9", "0.5.23"), ("flashinfer-python", "0.6.3", "0.7.2")]
     assert r.to_json()["versions_before"]["sglang"] == "0.5.9" and r.to_json()["versions"]["sglang"] == "0.5.23"
 
 
 def test_a_first_deploy_or_one_refused_before_the_probe_compares_nothing():
-    first = DeployResult(host="h", versions={"sglang": "0.5.9"})
+    first = DeployResult(host="h", status=DeployStatus.OK, versions={"sglang": "0.5.9"})
     assert first.upgrade() == [] and first.to_json()["versions_before"] == {}
     assert "versions" not in DeployResult(host="h").to_json()
-    gained = DeployResult(host="h", versions={"sglang": "0.5.9", "sgl-kernel": "0.3.21"},
+    gained = DeployResult(host="h", status=DeployStatus.OK, versions={"sglang": "0.5.9", "sgl-kernel": "0.3.21"},
                           versions_before={"sglang": "0.5.9"})
     assert gained.upgrade() == [("sgl-kernel", None, "0.3.21")]
 
@@ -98,4 +99,24 @@ def test_a_deploy_preflight_refused_says_the_versions_as_found_once_and_that_not
     first = replace(refused, versions_before={}).to_json()
     assert first["versions"] == {"sglang": "0.5.9"} and "versions_probed" not in first
     failed = replace(refused, attempts=[Attempt("fast", "CUDA_OOM", "out of memory", 30.0)]).to_json()
-    assert "nothing_changed" not in failed and failed["versions_before"] == {"sglang": "0.5.23"}
+    assert "nothing_changed" not in failed and failed["versions"] == {"sglang": "0.5.23"}  # what serves, as found
+    assert failed["versions_probed"] == {"sglang": "0.5.9"} and "versions_before" not in failed
+
+
+@pytest.mark.parametrize("status", [DeployStatus.ROLLED_BACK, DeployStatus.FAILED])
+def test_a_deploy_that_did_not_serve_says_in_json_the_versions_the_host_serves_not_a_transition(status):
+    """Issue 46, finding 11, a newcomer's form (h-new22): an upgrade to sglang 0.5.23 whose rung failed its bench gate
+    was put back on the 0.5.9 release (`rolled_back`); the terminal said `versions as found: serving sglang 0.5.9; in
+    <venv> sglang 0.5.23`, while `--json` said `"versions": {"sglang": "0.5.23"}, "versions_before": {"sglang":
+    "0.5.9"}`, the upgrade's own shape: a script read the host as upgraded. What serves is `versions`, the venv that
+    was tried `versions_probed`, and there is no before and after to read as a transition."""
+    put_back = DeployResult(host="h", status=status, release="r-before", versions={"sglang": "0.5.23"},
+                            versions_before={"sglang": "0.5.9"},
+                            attempts=[Attempt("plain", Outcome.PERF_REGRESSION, "8,957 tok/s < the floor", 8.1)])
+    out = put_back.to_json()
+    assert out["versions"] == {"sglang": "0.5.9"} and out["versions_probed"] == {"sglang": "0.5.23"}, out
+    assert "versions_before" not in out and "nothing_changed" not in out  # it stopped and started the server
+    same = replace(put_back, versions={"sglang": "0.5.9"}).to_json()
+    assert same["versions"] == {"sglang": "0.5.9"} and "versions_probed" not in same
+    served = replace(put_back, status=DeployStatus.OK).to_json()  # an upgrade that served keeps its transition
+    assert served["versions"] == {"sglang": "0.5.23"} and served["versions_before"] == {"sglang": "0.5.9"}

@@ -33,3 +33,18 @@ def test_a_time_as_logs_json_writes_it_is_taken(given, journalctl):
     exit 2 (journalctl 252 refuses the T): with its offset it is that moment (seconds since the epoch, whatever the
     host's zone), without one a time on the host's clock."""
     assert check_since(given) == journalctl
+
+
+@pytest.mark.parametrize(("given", "journalctl"), [
+    ("12-06 15:37:01", "2026-12-06 15:37:01"), ("12-06 15:37", "2026-12-06 15:37:00"),
+    ("12-31 23:59:59", "2025-12-31 23:59:59"),  # a day still ahead this year is last year's, as syslog's stamps
+    ("12-06 05:01:13+0900", "@1796500873"),  # another zone's line, with the offset fleet shows: that moment
+    ("2026-12-06 15:37:02,851", "2026-12-06 15:37:02.851"),  # python logging's, as sglang's lines carry it
+])
+def test_a_time_as_inv_logs_prints_it_is_taken(given, journalctl):
+    """Issue 46, finding 9, a newcomer's form (h-new22): `inv logs` prefixes each line with its time on the host's
+    clock, `sbx0 12-06 15:37:01 ...` (`12-06 05:01:13+0900` for a host in another zone); copied back into
+    `--since '12-06 15:37:01'` to read from that line on, it was refused, exit 2, and so was the time in an sglang
+    line's own words (`2026-12-06 15:37:02,851`). The year is this one's, or last year's for a day still ahead."""
+    from datetime import datetime
+    assert check_since(given, now=datetime(2026, 12, 6, 16, 0)) == journalctl

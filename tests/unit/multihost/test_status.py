@@ -434,3 +434,23 @@ def test_a_drop_in_fleet_did_not_write_is_drift():
     clean = status.parse(HOST, text.replace("Result=success\n", f"Result=success\nDropInPaths={distro}\n", 1))
     assert clean.drift == []
     assert "-p DropInPaths" in status.command("sglang", 30000)
+
+
+@pytest.mark.parametrize(("width", "left_out"), [(60, "playbook, gen tok/s"), (45, "rung, playbook, gen tok/s")])
+def test_a_board_too_narrow_for_its_columns_says_which_it_left_out(width, left_out):
+    """Issue 46, finding 11, a newcomer's form (h-new22): in a 60-column pane (tmux split) the board dropped its
+    playbook column, the one the issue asked for, and at 45 the rung too, without a word: the operator read a board
+    with no model column, as before the fix. Now a line under it names the columns left out and how to see them."""
+    hashes = [f"{UNIT_SHA} /etc/systemd/system/sglang.service", f"{PATCHED_SHA} /venv/sglang/srt/server_args.py"]
+    served = status.parse(dataclasses.replace(HOST, name="sbx0"),
+                          output({**MANIFEST, "id": "20261202T143355Z-2707"}, "200", hashes, "250.10, 600.00\n"))
+    served.metrics = {"sglang:gen_throughput": 0.0}
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(table_of([served], width=width))
+    text = console.export_text()
+    said = " ".join(text.split())
+    assert f"a wider terminal (or --wide) adds: {left_out}" in said, said
+    assert max(len(line) for line in text.splitlines()) <= width
+    wide = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    wide.print(table_of([served], width=200))
+    assert "adds:" not in wide.export_text()  # every column fits: nothing to say
