@@ -128,6 +128,18 @@ def stopping() -> bool:
     return _STOPPING.is_set()
 
 
+def stop_starting() -> None:
+    """A Ctrl-C taken outside run_all (a rollout's batches): the same request to the work under way, which stops
+    before its first change where it has made none (it went on to restart a server the operator meant to spare)."""
+    _STOPPING.set()
+
+
+def no_stop_yet() -> None:
+    """A run begins on the main thread: no Ctrl-C taken yet (an earlier run's is forgotten)."""
+    if threading.current_thread() is threading.main_thread():
+        _STOPPING.clear()
+
+
 _told: list[Callable[[str], None]] = []  # where a Ctrl-C is answered when run_all's caller names no `notice`
 
 
@@ -147,8 +159,7 @@ def run_all(hosts: Sequence[Host], fn: Callable[[Host], T], max_workers: int = M
     if not hosts:
         return []
     notice = notice or next(iter(_told), None)
-    if threading.current_thread() is threading.main_thread():
-        _STOPPING.clear()
+    no_stop_yet()
     pool = Pool(min(max_workers, len(hosts)))
     futures: list[Future[HostOutcome[T]]] = []
     try:

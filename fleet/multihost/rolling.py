@@ -272,6 +272,7 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
         """Ctrl-C: queued hosts are cancelled, in-flight ones end on their own budgets (falling back where
         they fail) unless a second Ctrl-C gives up on them; no later batch starts."""
         nonlocal was_interrupted, stopped
+        parallel.stop_starting()  # a host still probing or planning stops before its first change, as under run_all
         was_interrupted = True
         stopped = "interrupted by the operator (Ctrl-C)"
         running = []
@@ -286,9 +287,8 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                 running.append(f)
         if notice:  # at once, whatever the board shows
             busy = ", ".join(futures[f].name for f in running)
-            notice("Ctrl-C: no host or batch starts now; " + (f"waiting for {busy} to end the deploy under way (one "
-                   "that fails falls back to the release before); Ctrl-C again to stop waiting" if running
-                   else "nothing was under way"))
+            notice("Ctrl-C: no host or batch starts now; " + (f"waiting for {busy} to end the deploy under way ("
+                   f"{parallel.DEPLOY_ENDS}); Ctrl-C again to stop waiting" if running else "nothing was under way"))
         try:
             while running:
                 board.says(f"interrupted: waiting for {', '.join(futures[f].name for f in running)} to end "
@@ -309,6 +309,7 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                 board.update(h.name, DeployStatus.FAILED, "interrupted mid-deploy")
 
     # daemon threads: a host abandoned after --host-timeout never keeps `inv` from exiting (see settle)
+    parallel.no_stop_yet()
     pool = parallel.Pool(min(parallel.MAX_WORKERS, max(len(g) for g in groups)), name="fleet-deploy")
     futures: dict[Future[DeployResult], Host] = {}
     try:

@@ -355,3 +355,29 @@ def test_ctrl_c_in_a_rollback_is_answered_at_once_and_ends_with_where_the_host_i
         assert r["status"] == "failed" and "h0: interrupted while rolling back" in r["error"]
         assert told[1][1].startswith("Ctrl-C again: stopped waiting for h0")
     assert "interrupted: no host was started after Ctrl-C; each host's line above says where it is" in err
+
+
+def test_a_ctrl_c_in_a_rollout_stops_a_host_that_has_changed_nothing_yet(fake, capsys, monkeypatch):
+    """h-new20 (issue 46 finding 4): `inv deploy -H sbx1,sbx2 --yes` and Ctrl-C while both hosts were still
+    probing: the rollout's Ctrl-C never told the deploys under way (parallel.stopping() stayed False, as only
+    run_all set it), so both went on to stop and restart their servers after it; a single host's deploy stopped
+    there, `skipped`, as docs/cli.md says. Now the rollout's Ctrl-C is the same request to its hosts."""
+    told: list[str] = []
+    monkeypatch.setattr(deploy_cmd, "say_now", told.append)
+    seen: list[bool] = []
+
+    def run(deployer):  # presses Ctrl-C while it is still planning, then asks as Deployer._deploy does
+        _thread.interrupt_main()
+        end = time.monotonic() + 3
+        while not parallel.stopping() and time.monotonic() < end:
+            time.sleep(0.01)
+        seen.append(parallel.stopping())
+        if parallel.stopping():
+            return DeployResult(deployer.host.name, DeployStatus.SKIPPED, error="stopped by Ctrl-C before any change")
+        return DeployResult(deployer.host.name, DeployStatus.OK, release="r", config={"rung": "fast"})
+
+    rc = deploy_cmd.deploy(hosts(1), "llama", ConnectOptions(), True, False, False, serial="1",
+                           deployer_of=scripted(run))
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 130 and seen == [True] and data["hosts"][0]["status"] == "skipped"
+    assert "a deploy that has changed nothing yet stops before it does" in told[0]
