@@ -9,8 +9,8 @@ Both console scripts (pyproject.toml) run FleetProgram: invoke's Program with fl
   ones): invoke's others (`--dry`, `--echo`, `--warn-only`, `--prompt-for-sudo-password`, `-T`, `-f`, ...) act on
   shell commands run through invoke, which fleet never runs, so `fleet --dry deploy` deployed for real. They are
   gone from `--help` and refused, before a task or after it, in one line saying what fleet has instead (RETIRED).
-fleet's `inv` replaces invoke's in the venv (pip writes fleet's scripts after its dependencies'); `python -m invoke`
-still runs invoke's own. The site is found from the working folder (fleet.site).
+fleet's `inv` and `invoke` replace invoke's in the venv (pip writes fleet's scripts after its dependencies');
+`python -m invoke` still runs invoke's own. The site is found from the working folder (fleet.site).
 """
 
 from __future__ import annotations
@@ -455,9 +455,10 @@ def namespace() -> Collection:
 
 
 def main() -> None:
-    """`inv ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the same)."""
+    """`inv ...`, `invoke ...` or `fleet ...`, named after the script that ran it (usage lines and errors say the
+    same)."""
     stopsignals.answer()  # fleet.cli's quiet exit while it loaded, ended
-    binary = "inv" if Path(sys.argv[0]).name == "inv" else "fleet"
+    binary = name if (name := Path(sys.argv[0]).name) in ("inv", "invoke") else "fleet"
     tasking.BINARY[0] = binary
     try:
         liblog.install()

@@ -262,3 +262,15 @@ def test_invokes_config_files_are_never_read(args, tmp_path):
     assert "Traceback" not in done.stderr and "invoke.yaml" not in done.stderr, done.stderr
     assert done.returncode == (2 if args == ["deploi"] else 0), done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_every_script_invoke_installs_is_fleets_program_too():
+    """h-new20 (issue 46 finding 2): the venv's `invoke` (Invoke's documented name for `inv`) stayed invoke's own
+    program, with every core option fleet refuses: `invoke --dry deploy ... --force` restarted sbx0's server for
+    real (a new release), as `fleet --dry` did. pip writes fleet's scripts over its dependencies' of the same name."""
+    from importlib.metadata import distribution
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    invokes = {e.name for e in distribution("invoke").entry_points if e.group == "console_scripts"}
+    assert invokes >= {"inv", "invoke"}
+    assert {name: scripts.get(name) for name in invokes} == dict.fromkeys(invokes, "fleet.cli.program:main")
