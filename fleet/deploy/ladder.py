@@ -359,7 +359,9 @@ class Deployer:
         # "restarted and verified", and the deploy left it stopped for its peers
         putting = (f", putting back the files of node release {current.id} (unit left stopped: it starts with its "
                 "peers)" if current is not None and node_of(current) else
-                ", putting back the last known-good release (restarted and verified)")
+                ", putting back the last known-good release (restarted and verified)" if current is not None else
+                # fleet.deploy.recovery's words: it said "putting back ... restarted" where there was none
+                ", with no earlier release to put back: the unit stopped and fleet's patches reverted")
         lines = []
         for it in left:
             back = putting if it.touched_host else ""
@@ -406,6 +408,8 @@ class Deployer:
                          f"{'stops its server and ' if running else ''}starts rung {rung.name}\n")
         # the deploy's first step of it, once the venv it names is there (one to build: after the build)
         building = ": would be built\n" in venv_note
+        if not building:  # a venv to build is probed only once built: what it holds is the playbook's pins
+            diffs.append(versions_moved(serving, stack_versions(facts)))
         why = None if building else restore.unit_problem(conn, self.host, planned, self.serve.unit_path)
         if why:
             diffs.append(f"rung {rung.name}: the deploy would fail it {Outcome.INSTALL_FAILED} before stopping "
@@ -422,6 +426,14 @@ class Deployer:
                 diffs.append(f"patch set {sp.name}: {sp.state}" + (f" ({sp.reason})" if sp.reason else "") + "\n")
         return DeployResult(self.host.name, DeployStatus.DRY_RUN, config=planned.config, attempts=plan.refused,
                             unchanged=False, diff=venv_note + "".join(diffs))
+
+
+def versions_moved(serving: Release | None, versions: dict[str, str]) -> str:
+    """The dry run's line for the stack the deploy moves the host between, in the deploy's words (a downgrade it
+    kept quiet about: only the unit's venv path differed); "" when nothing moves or nothing was recorded."""
+    before = versions_of(serving.facts) if serving is not None else {}
+    moved = [f"{k} {before.get(k) or '-'} -> {v}" for k, v in versions.items() if before and before.get(k) != v]
+    return f"versions: {', '.join(moved)} (what serves now -> what the deploy would serve)\n" if moved else ""
 
 
 def boot_note(s: HostSession, current: Release | None) -> str:

@@ -68,3 +68,12 @@ def test_a_lock_a_dead_run_left_alone_is_said_first(monkeypatch, tmp_path):
     said = left_said(monkeypatch, tmp_path, node_release("r-old", 0), left=False, owner=gone)
     assert said.startswith("the host's lock was left by a run that died (pid "), said
     assert left_said(monkeypatch, tmp_path, node_release("r-old", 0), left=False, owner=None) == ""
+
+
+def test_a_first_release_left_in_progress_is_said_stopped_not_put_back(monkeypatch, tmp_path):
+    """h-new20: sbx3's first deploy given up by `--host-timeout 2`: the dry run said the deploy would put back `the
+    last known-good release (restarted and verified)`, and the deploy said `no earlier release: unit stopped and
+    fleet's patches reverted` (fleet.deploy.recovery): there was none to put back."""
+    said = left_said(monkeypatch, tmp_path, None)  # type: ignore[arg-type]
+    assert "no earlier release to put back: the unit stopped and fleet's patches reverted" in said, said
+    assert "restarted and verified" not in said
