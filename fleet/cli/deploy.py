@@ -132,12 +132,15 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     if book.router is not None:  # data-parallel replicas behind sglang's router (fleet.multihost.router)
         hooks = routing.prepare(list(hosts), book, path, opts, secrets, host_say(as_json))
         sizes = sizes or [rollout.Amount(1)]  # one replica out at a time unless --serial says otherwise
+    note = rollout.host_timeout_note(timeout, book.budgets)
     if not dry_run and (hooks or len(hosts) > 1 or sizes or max_fail is not None or timeout):
         judging = _judging(book, opts, as_json) if canary else None
-        if note := rollout.host_timeout_note(timeout, book.budgets):
+        if note:
             say_now(f"fleet: {note}")
         return _rollout(list(hosts), book, path, opts, secrets, as_json, force, sizes, limit, timeout, hooks, wide,
                         deployer_of=deployer_of, judging=judging)
+    if note:  # the dry run too: it said nothing, exit 0, and the deploy gave the host up mid-step
+        say_now(f"fleet: {note}")
     try:
         results = rolling.each(hosts, book, path, opts, secrets, progress_to(as_json, live=len(hosts) == 1),
                                dry_run=dry_run, force=force, notice=say_now, deployer_of=deployer_of)
