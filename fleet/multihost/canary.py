@@ -134,7 +134,8 @@ def run(canaries: Sequence[Host], candidates: Sequence[Host], policy: Canary, tr
             return traffic.load(h, seconds, seed)  # the same seed everywhere: the same requests in the same order
 
         with ticking(say, f"canary look {look} of {policy.looks}, traffic", seconds):  # never a quiet window
-            outcomes = parallel.run_all(hosts, load)
+            outcomes = parallel.run_all(hosts, load, ends=f"the traffic of the canary window ends within {seconds:g}s; "
+                                        "the canary then stays on the new release, not judged")
         for h, o in zip(hosts, outcomes, strict=True):
             samples = [replace(x, at=x.at + start) for x in (o.value or [])] if o.ok else []
             (mine if h.name in new_ones else base).extend(samples)

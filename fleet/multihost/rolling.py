@@ -207,6 +207,13 @@ Job = Callable[[Host, Progress, "RouterHooks | None"], DeployResult]  # one host
 JudgeCanary = Callable[[list[Host], list[Host]], CanaryResult]  # (canary hosts, baseline hosts): the window
 
 
+def not_judged(result: DeployResult) -> DeployResult:
+    """A canary a Ctrl-C kept from its judge's verdict: it serves the new release, said as none passed."""
+    return replace(result, notes=[*result.notes, f"the canary was not judged (Ctrl-C during its window): it serves "
+                                  f"release {result.release}, which no judge passed; `inv rollback --host "
+                                  f"{result.host}` puts back the release before"])
+
+
 def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: ConnectOptions, secrets: dict[str, str],
              force: bool, limit: rollout.Amount, timeout: float | None, say_for: Callable[[Host], Progress],
              board: Board, hooks: RouterHooks | None = None, notice: Callable[[str], None] | None = None,
@@ -268,7 +275,7 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                                 if result.config.get("rung") else "")
         board.update(host.name, result.status, note)
 
-    def interrupted(futures: dict[Future[DeployResult], Host]) -> None:
+    def interrupted(futures: dict[Future[DeployResult], Host], said: bool = False) -> None:
         """Ctrl-C: queued hosts are cancelled, in-flight ones end on their own budgets (falling back where
         they fail) unless a second Ctrl-C gives up on them; no later batch starts."""
         nonlocal was_interrupted, stopped
@@ -285,7 +292,7 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
                 board.update(h.name, DeployStatus.SKIPPED, "not started (interrupted)")
             else:
                 running.append(f)
-        if notice:  # at once, whatever the board shows
+        if notice and not (said and not running):  # at once (the canary's window said it: not again, "nothing")
             busy = ", ".join(futures[f].name for f in running)
             notice("Ctrl-C: no host or batch starts now; " + (f"waiting for {busy} to end the deploy under way ("
                    f"{parallel.DEPLOY_ENDS}); Ctrl-C again to stop waiting" if running else "nothing was under way"))
@@ -355,7 +362,12 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
             judged: list[str] = []
             if plan.canary and i == 1 and judge_canary is not None and not bad and not fell:
                 board.says(f"canary, batch 1: {', '.join(names)} judged against the release before")
-                judged_window = judge_canary(group, [h for g in groups[1:] for h in g])
+                try:
+                    judged_window = judge_canary(group, [h for g in groups[1:] for h in g])
+                except KeyboardInterrupt:  # the summary said the canary `ok`, as if a judge had passed it
+                    for h in group:
+                        results[h.name] = not_judged(results[h.name])
+                    raise
                 if not judged_window.ok:
                     judged = judged_window.reasons()[:3]
                     for h in group:  # back on the release before; the router's finish lists it again
@@ -371,8 +383,8 @@ def roll_out(plan: RolloutPlan, book: Playbook | None, path: Path | None, opts: 
             not_back = [h.name for h in group if judged and not put_back_on(results[h.name])]
             stopped = rollout.stop_after(i, len(groups), plan.canary, bad, failed, limit, len(hosts), fell, judged,
                                          not_back)
-    except KeyboardInterrupt:
-        interrupted(futures)
+    except KeyboardInterrupt as exc:
+        interrupted(futures, said=isinstance(exc, parallel.Interrupted))
     finally:
         pool.shutdown()
     for h in hosts:  # the batches an interrupt kept from starting

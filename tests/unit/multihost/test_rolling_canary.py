@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet import parallel
 from fleet.deploy.judge import Decision, Verdict
 from fleet.deploy.numerics import NumericsVerdict
 from fleet.deploy.results import DeployResult
@@ -90,3 +91,22 @@ def test_an_inconclusive_canary_never_promotes(tmp_path, monkeypatch):
     judge, _ = window(Decision.INCONCLUSIVE)
     done = roll(judge, tmp_path, monkeypatch)
     assert done.stopped is not None and [r.status for r in done.results][1:] == [DeployStatus.SKIPPED] * 3
+
+
+def test_a_ctrl_c_in_the_canary_window_leaves_the_canary_said_not_judged(tmp_path, monkeypatch):
+    """h-new20 (issue 46 finding 4): Ctrl-C while sbx1 was judged (`--serial 1,50% --canary`): the window ran to its
+    end, then the summary said `sbx1 ok`, `1 ok, 2 skipped`, nothing of the canary left on the new release that no
+    judge passed. Its row now says so, and how to put back the release before."""
+    def judge(canaries, baselines):
+        raise parallel.Interrupted([None])  # the window's run_all said the Ctrl-C at once
+
+    told: list[str] = []
+    monkeypatch.setenv("FLEET_STATE_DIR", str(tmp_path / "state"))
+    plan = rolling.plan_batches(hosts(4), rollout.parse_serial("1,50%"))
+    done = rolling.roll_out(plan, BOOK, tmp_path / "llama.yaml", ConnectOptions(), {}, False, rollout.Amount(0),
+                            None, lambda h: (lambda m: None), Board(), notice=told.append,  # type: ignore[arg-type]
+                            deployer_of=Deploys, judge_canary=judge, put_back_canary=put_back)
+    assert told == []  # not a second `Ctrl-C: ... nothing was under way` after the window's own line
+    assert done.interrupted and [r.status for r in done.results] == [DeployStatus.OK, *[DeployStatus.SKIPPED] * 3]
+    assert done.results[0].notes == ["the canary was not judged (Ctrl-C during its window): it serves release new, "
+                                     "which no judge passed; `inv rollback --host h0` puts back the release before"]
