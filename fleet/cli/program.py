@@ -173,6 +173,8 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         if word in spaces:  # `inv sandbox`: a namespace, not a task
             return (f"{where}: {word!r} is a namespace of tasks, not a task: `{binary} --list {word}` lists its tasks "
                     f"(`{binary} {word}.TASK ...`)")
+        if word in ("help", "version") and not task:  # git's words for them: the way to each said
+            return spellings.help_word(word, binary, argv or [], tasks)
         near = did_you_mean(word.strip(), tasks) if word.strip() and not task else ""  # after a task: a stray word
         return f"{where}: no such task {word!r}{near}{host} (`{binary} --list` lists the tasks)"
     m = _NO_VALUE.match(said)

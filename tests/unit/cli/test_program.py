@@ -76,6 +76,11 @@ def test_version_is_fleets_from_any_folder(script, tmp_path):
     (["sandbox"], "inv: 'sandbox' is a namespace of tasks, not a task: `inv --list sandbox` lists its tasks (`inv "
                   "sandbox.TASK ...`)"),
     (["zzz"], "inv: no such task 'zzz' (`inv --list` lists the tasks)"),
+    # h-new20: git's and many tools' `help` and `version` words were `no such task 'help'`, the way to help unsaid
+    (["help"], "inv: no such task 'help': help is `inv --help` (a task's: `inv TASK --help`; `inv --list` lists the "
+               "tasks)"),
+    (["help", "deploy"], "inv: no such task 'help': deploy's help is `inv deploy --help`"),
+    (["version"], "inv: no such task 'version': fleet's version is `inv --version`"),
     # invoke runs every task a line names, and fleet's first ends the process: the second was dropped, exit 0
     (["history", "-H", "a", "probe", "-H", "b"], "inv history: one task per command, and 'probe' is a second (run "
                                                  "`inv probe ...` on its own; `inv history --help` lists its options)"),
