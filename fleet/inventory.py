@@ -198,7 +198,7 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups)
+            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups, flag)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
@@ -221,8 +221,8 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory"
-                         + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
+        hint = self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts, flag)
+        raise InputError(f"{given}: no such host in the inventory{hint}")
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
