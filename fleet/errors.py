@@ -79,8 +79,8 @@ def hint(name: str, known: Iterable[str], flag: str | None = None) -> str:
     """did_you_mean where a name is near, else known_names. With `flag` (an option taking globs), a name that begins
     several is answered with the glob (`-H sbx`: it said `did you mean sbx3?`, one of four alike)."""
     names = list(known)
-    begun = sorted(n for n in names if n.startswith(name) and n != name) if flag and name else []
-    if len(begun) > 1:
+    begun = sorted(n for n in names if n.startswith(name) and n != name) if name else []
+    if flag and len(begun) > 1:
         listed = ", ".join(begun[:SHOWN]) + (f" and {len(begun) - SHOWN} more" if len(begun) > SHOWN else "")
         return f"; did you mean {as_typed(flag, name + '*')}? ({len(begun)} begin so: {listed})"
     return did_you_mean(name, names) or known_names(names)
