@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 
 # Exit codes every task documents: 0 all ok, 1 some host failed, 2 bad input (nothing was changed), 130 Ctrl-C.
@@ -75,9 +75,14 @@ def known_names(known: Iterable[str]) -> str:
     return f" (known: {listed or 'none'})"
 
 
-def hint(name: str, known: Iterable[str]) -> str:
-    """did_you_mean where a name is near, else known_names."""
+def hint(name: str, known: Iterable[str], flag: str | None = None) -> str:
+    """did_you_mean where a name is near, else known_names. With `flag` (an option taking globs), a name that begins
+    several is answered with the glob (`-H sbx`: it said `did you mean sbx3?`, one of four alike)."""
     names = list(known)
+    begun = sorted(n for n in names if n.startswith(name) and n != name) if name else []
+    if flag and len(begun) > 1:
+        listed = ", ".join(begun[:SHOWN]) + (f" and {len(begun) - SHOWN} more" if len(begun) > SHOWN else "")
+        return f"; did you mean {as_typed(flag, name + '*')}? ({len(begun)} begin so: {listed})"
     return did_you_mean(name, names) or known_names(names)
 
 
@@ -148,3 +153,23 @@ def _shell_spelling(flag: str, typed: str) -> None:
     meant = ",".join(f"{sign}{typed[len(sign):m.start()]}{item}{typed[m.end():]}" for item in items)
     raise InputError(f"{as_typed(flag, typed)}: {m[0]} is the shell's brace expansion, which a shell does only "
                      f"unquoted; the hosts it meant: {as_typed(flag, meant)}")
+
+
+def ansible_spelling(pattern: str, flag: str, hosts: Mapping[str, str], groups: Iterable[str]) -> str:
+    """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all`, a shell's list (`'a b'`, `a;b`) and ssh's
+    `host:22`, in place of a nearest name that pattern never meant ('': none). `hosts`: name to address."""
+    if pattern == "all":
+        return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
+    if pattern.startswith("~"):
+        return f"; fleet takes globs, not Ansible's ~regex: {as_typed(flag, 'gpu-[12]')}, {as_typed(flag, 'gpu-*')}"
+    host, _, port = pattern.rpartition(":")
+    if port.isdigit() and (host in hosts or host in hosts.values()):
+        return f"; a port is no part of a host's pattern (the inventory's port: is): {as_typed(flag, host)}"
+    groups = set(groups)
+    for join, named in ((":", "Ansible's ':'"), (";", "';'"), ("|", "'|'"), (None, "spaces")):
+        parts = pattern.split(join)
+        if len(parts) > 1 and all(parts):
+            said = " ".join(as_typed("--group" if p.lstrip("!&") in groups else "--host" if flag == "--group"
+                                     and p.lstrip("!&") in hosts else flag, p) for p in parts)
+            return f"; patterns are given one to an option, or joined with commas, not with {named}: {said}"
+    return ""

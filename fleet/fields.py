@@ -2,7 +2,8 @@
 
 Each is a typed pydantic field (`Annotated[str, AfterValidator(...)]`) with a whole-string match (a `$` in a
 regex would let a trailing newline through: `re.match(r"^x$", "x\\n")` matches). Free text that is legal in a
-unit is escaped where it is written (fleet.host.render); here it only must not hold control characters.
+unit is escaped where it is written (fleet.host.render); here it only must not hold control characters. And the
+inventory's `vars.env` (HostVars), whose values reach the env file.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator
 
 _UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]{0,200}(?:@[A-Za-z0-9:_.\\-]{0,50})?")  # systemd.unit(5)
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # useradd's default NAME_REGEX, without the trailing $
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*")
 _ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an interface name: 15 characters (IFNAMSIZ), no shell syntax
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, Unicode line breaks
 MAX_TEXT = 4096
 T = TypeVar("T")
@@ -120,3 +122,34 @@ def each(items: Iterable[T], check: Callable[[T], object]) -> None:
             wrong.append(str(exc))
     if wrong:
         raise ValueError("; ".join(wrong))
+
+
+class HostVars(BaseModel):
+    """A host's `vars:`: the site's own keys (rack, proxmox, ...), free-form, and `env`, which fleet reads: the
+    server's environment on this host, over the playbook's `serve.env` and the rung's `env` (docs/playbooks.md,
+    "Environment: who wins"). A number or a boolean is written as Python spells it (`1`, `True`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    env: dict[str, str] | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> dict[str, str] | None:
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ValueError("a mapping of NAME: value")
+        each(v.items(), lambda item: _variable(*item))  # what is wrong with each, said at once
+        return {name: str(value) for name, value in v.items()}
+
+
+def _variable(name: object, value: object) -> None:
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+        raise ValueError(f"environment variable name {name!r} is not valid")
+    if not isinstance(value, str | int | float | bool):
+        raise ValueError(f"env {name}: a value is text, a number or true/false")
+    try:
+        text(str(value))
+    except ValueError as exc:
+        raise ValueError(f"env {name}: {exc}") from None

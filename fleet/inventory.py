@@ -30,42 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fleet import errors, fields, yamlfile
 from fleet.errors import InputError, as_given, as_typed
+from fleet.fields import HostVars
 from fleet.secretref import SecretRef
 
 M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # fullmatch
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-
-
-class HostVars(BaseModel):
-    """A host's `vars:`: the site's own keys (rack, proxmox, ...), free-form, and `env`, which fleet reads: the
-    server's environment on this host, over the playbook's `serve.env` and the rung's `env` (docs/playbooks.md,
-    "Environment: who wins"). A number or a boolean is written as Python spells it (`1`, `True`)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    env: dict[str, str] | None = None
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: Any) -> dict[str, str] | None:
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            raise ValueError("a mapping of NAME: value")
-        fields.each(v.items(), lambda item: _variable(*item))  # what is wrong with each, said at once
-        return {name: str(value) for name, value in v.items()}
-
-
-def _variable(name: object, value: object) -> None:
-    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-        raise ValueError(f"environment variable name {name!r} is not valid")
-    if not isinstance(value, str | int | float | bool):
-        raise ValueError(f"env {name}: a value is text, a number or true/false")
-    try:
-        fields.text(str(value))
-    except ValueError as exc:
-        raise ValueError(f"env {name}: {exc}") from None
 
 
 def _env(variables: dict[str, object]) -> dict[str, object]:
@@ -133,6 +102,10 @@ class InventoryFile(BaseModel):
 _SETTINGS = [f for f in HostSettings.model_fields if f != "vars"]
 # user and port stay None when unset, so ssh_config can supply them (connect.route).
 _FALLBACKS: dict[str, bool | str] = {"become": False, "venv": "/root/ml-env", "unit": "sglang"}
+# keys that are settings of their own, never read inside vars: (it loaded, and the deploy used the default venv)
+_NOT_VARS = {**{k: k for k in [*_SETTINGS, "address", "groups", "hosts", "playbook"]}, "ansible_host": "address",
+             "ansible_user": "user", "ansible_port": "port", "ansible_ssh_private_key_file": "identity_file",
+             "ansible_become": "become", "ansible_become_password": "become_password"}
 
 
 @dataclass(frozen=True)
@@ -225,29 +198,15 @@ class Inventory:
             [pattern] if pattern in self.groups else []
         if not names:
             what = "matches no group" if is_glob(pattern) else "no such group"
-            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups)
+            hint = self.ansible_spelling(pattern, flag) or errors.hint(pattern, self.groups, flag)
             if pattern in self.hosts:
                 hint = f": it is a host, {as_typed('--host', typed)}"
             raise InputError(f"{as_typed(flag, typed)}: {what}{hint}")
         return list(dict.fromkeys(n for g in names for n in self.groups[g]))
 
     def ansible_spelling(self, pattern: str, flag: str) -> str:
-        """What fleet says to Ansible's `--limit 'a:!b'`, `~regex`, `all`, a shell's list (`'a b'`, `a;b`) and ssh's
-        `host:22`, in place of a nearest name that pattern never meant ('': none)."""
-        if pattern == "all":
-            return "; every host is --all (a task that only reads takes the inventory's hosts without --host)"
-        if pattern.startswith("~"):
-            return f"; fleet takes globs, not Ansible's ~regex: {as_typed(flag, 'gpu-[12]')}, {as_typed(flag, 'gpu-*')}"
-        host, _, port = pattern.rpartition(":")
-        if port.isdigit() and (host in self.hosts or any(h.address == host for h in self.hosts.values())):
-            return f"; a port is no part of a host's pattern (the inventory's port: is): {as_typed(flag, host)}"
-        for join, named in ((":", "Ansible's ':'"), (";", "';'"), ("|", "'|'"), (None, "spaces")):
-            parts = pattern.split(join)
-            if len(parts) > 1 and all(parts):
-                said = " ".join(as_typed("--group" if p.lstrip("!&") in self.groups else "--host" if flag == "--group"
-                                         and p.lstrip("!&") in self.hosts else flag, p) for p in parts)
-                return f"; patterns are given one to an option, or joined with commas, not with {named}: {said}"
-        return ""
+        """errors.ansible_spelling over this inventory's names."""
+        return errors.ansible_spelling(pattern, flag, {h.name: h.address for h in self.hosts.values()}, self.groups)
 
     def find(self, name_or_address: str, flag: str = "--host", typed: str | None = None) -> Host:
         """The host of that name or address; errors name it as `typed` (the pattern with its `!`/`&`)."""
@@ -262,8 +221,8 @@ class Inventory:
         if name_or_address in self.groups:
             raise InputError(f"{given}: no such host in the inventory; it is a group: "
                              f"{as_typed('--group', typed or name_or_address)}")
-        raise InputError(f"{given}: no such host in the inventory"
-                         + (self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts)))
+        hint = self.ansible_spelling(name_or_address, flag) or errors.hint(name_or_address, self.hosts, flag)
+        raise InputError(f"{given}: no such host in the inventory{hint}")
 
 
 def split_patterns(values: Iterable[str]) -> list[str]:
@@ -291,8 +250,9 @@ def load(inventory: Path) -> Inventory:
         raise InputError(why)
     named = inventory.resolve()
     inv = Inventory(hosts={}, groups={}, files={})
+    shared = _shared_groups(files_of(inventory))
     for path in files_of(inventory):
-        _merge_file(inv, path, None if path == named else inventory)
+        _merge_file(inv, path, None if path == named else inventory, shared=shared)
     return inv
 
 
@@ -308,8 +268,9 @@ def check(inventory: Path, into: dict[str, Host] | None = None) -> tuple[set[str
     named = inventory.resolve()
     names: set[str] | None = set()
     unread: list[Path] = []  # files whose `hosts:` is refused whole: no name can be checked against them
+    shared = _shared_groups(files_of(inventory))
     for path in files_of(inventory):
-        defined = _merge_file(inv, path, None if path == named else inventory, found, unread)
+        defined = _merge_file(inv, path, None if path == named else inventory, found, unread, shared)
         names = None if defined is None and path == named else names if defined is None or names is None \
             else names | defined
     into is None or into.update(inv.hosts)
@@ -362,21 +323,39 @@ def _lenient(doc: yamlfile.Document, found: list[InputError]) -> InventoryFile:
                                          wheelhouse=wheelhouse.wheelhouse if wheelhouse else None)
 
 
-def load_files(paths: Iterable[Path]) -> Inventory:
-    inv = Inventory(hosts={}, groups={}, files={})
+def _settings_of(group: GroupEntry) -> dict[str, Any]:
+    """What a group gives its hosts (its members and description aside)."""
+    given = group.model_dump(exclude={"hosts", "description"}, exclude_none=True)
+    return {k: v for k, v in given.items() if v not in ({}, [])}
+
+
+def _shared_groups(paths: Iterable[Path]) -> dict[str, tuple[Path, GroupEntry]]:
+    """Each group that some file of the folder gives settings, with the first such file: a group is one for the
+    folder, its hosts in any file take them (a host naming a group another file defined was a KeyError)."""
+    shared: dict[str, tuple[Path, GroupEntry]] = {}
     for path in paths:
-        _merge_file(inv, path)
-    return inv
+        try:
+            data = yamlfile.load(path).data
+        except InputError:
+            continue  # said where the file itself is read
+        groups = data.get("groups") if isinstance(data, dict) else None
+        for name, raw in groups.items() if isinstance(groups, dict) else []:
+            entry = _holding(GroupEntry, raw)
+            if entry is not None and _settings_of(entry) and str(name) not in shared:
+                shared[str(name)] = (path, entry)
+    return shared
 
 
 _KEYS = ", ".join(f"{k}:" for k in InventoryFile.model_fields)
 
 
-def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
-                found: list[InputError] | None = None, unread: list[Path] | None = None) -> set[str] | None:
+def _merge_file(inv: Inventory, path: Path, beside: Path | None = None, found: list[InputError] | None = None,
+                unread: list[Path] | None = None,
+                shared: dict[str, tuple[Path, GroupEntry]] | None = None) -> set[str] | None:
     """`beside`: the inventory file the operator named, where `path` is another *.yaml of its folder. `found`:
-    where each problem is said and the rest still checked (inv check), else the first is raised. The host names
-    the file defines (None when it cannot be read as an inventory)."""
+    where each problem is said and the rest still checked (inv check), else the first is raised. `shared`: the
+    groups the folder's files give settings (_shared_groups). The host names the file defines (None when it
+    cannot be read as an inventory)."""
     def fail(exc: InputError) -> None:
         if found is None:
             raise exc
@@ -418,6 +397,14 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
             if h not in defined and isinstance(raw, dict | None):
                 fail(doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file"))
             members.setdefault(h, []).append(gname)
+    _share_groups(doc, path, model, shared or {}, fail)
+    levels = [(("defaults",), model.defaults), *((("groups", g), e) for g, e in model.groups.items()),
+              *((("hosts", h), e) for h, e in model.hosts.items())]
+    for where, entry in levels:
+        for key in (k for k in _vars(entry.vars) if k in _NOT_VARS):
+            own = "" if _NOT_VARS[key] == key else f" is Ansible's; fleet's is {_NOT_VARS[key]}: it"
+            fail(doc.error((*where, "vars"), f"{key}{own} is a setting of its own, written beside vars: "
+                           f"({_NOT_VARS[key]}: {_vars(entry.vars)[key]}), not inside it: fleet reads no vars.{key}"))
     inv.files[path] = []
     for name, entry in model.hosts.items():
         if name in inv.hosts:
@@ -426,7 +413,7 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
             continue
         groups = list(dict.fromkeys([*entry.groups, *members.get(name, [])]))
         for g in groups:
-            if g not in model.groups and g not in inv.groups:
+            if g not in model.groups:
                 model.groups[g] = GroupEntry()  # a group named only by its members is fine
         settings = _resolve(doc, name, entry, model, groups, fail)
         try:
@@ -444,6 +431,21 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None,
     for gname in model.groups:
         inv.groups.setdefault(gname, [])
     return defined
+
+
+def _share_groups(doc: yamlfile.Document, path: Path, model: InventoryFile,
+                  shared: dict[str, tuple[Path, GroupEntry]], fail: Callable[[InputError], None]) -> None:
+    """The file's groups as the folder has them: one another file gives settings, with them (this file may list
+    members); one given other settings here than there, said."""
+    for name, (source, entry) in shared.items():
+        own = model.groups.get(name)
+        if own is None or not _settings_of(own):
+            model.groups[name] = entry.model_copy(update={"hosts": own.hosts if own else []})
+        elif source != path and (mine := _settings_of(own)) != (theirs := _settings_of(entry)):
+            differ = ", ".join(f"{k} {mine.get(k)!r} vs {theirs.get(k)!r}".replace("None", "unset")
+                               for k in GroupEntry.model_fields if mine.get(k) != theirs.get(k))
+            fail(doc.error(("groups", name), f"also defined in {source} with other settings ({differ}): a group is "
+                           "one for the inventory's folder; give its settings in one file (its members in any)"))
 
 
 def _bound_playbook(doc: yamlfile.Document, path: Path, name: str, model: InventoryFile,

@@ -65,7 +65,9 @@ class Document:
             loc = tuple(p for p in found["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             msg = found["msg"].removeprefix("Value error, ")
             if found["type"] == "extra_forbidden":
-                near = difflib.get_close_matches(str(loc[-1]), keys_at(model, loc[:-1]), n=1, cutoff=0.6)
+                # a key one level too high first (env: beside vars: is vars.env, not venv)
+                near = _one_level_down(model, loc, found.get("input")) or \
+                    difflib.get_close_matches(str(loc[-1]), keys_at(model, loc[:-1]), n=1, cutoff=0.6)
                 msg = "unknown key" + (f"; did you mean {near[0]}?" if near and loc else "")
             elif found["type"] == "missing":
                 msg = "required key is missing"
@@ -76,20 +78,35 @@ class Document:
 def keys_at(model: Any, loc: Loc) -> list[str]:
     """The keys `model` takes in the mapping at `loc` (its fields, by the name a file writes), through nested
     models, dicts, lists and `X | None`; [] where that is no model."""
+    found = _type_at(model, loc)
+    is_model = isinstance(found, type) and issubclass(found, BaseModel)
+    return [f.alias or name for name, f in found.model_fields.items()] if is_model else []
+
+
+def _type_at(model: Any, loc: Loc) -> Any:
+    """What `model` takes at `loc` (None where no field is there)."""
     for part in (*loc, None):
         args = [a for a in get_args(model) if a is not type(None)]
         if get_origin(model) in (Union, UnionType) and len(args) == 1:
             model = args[0]
         is_model = isinstance(model, type) and issubclass(model, BaseModel)
         if part is None:
-            return [f.alias or name for name, f in model.model_fields.items()] if is_model else []
+            return model
         if get_origin(model) in (dict, list):
             model = get_args(model)[-1]
         elif is_model and isinstance(part, str) and part in model.model_fields:
             model = model.model_fields[part].annotation
         else:
-            return []
-    return []
+            return None
+    return None
+
+
+def _one_level_down(model: Any, loc: Loc, value: Any) -> list[str]:
+    """`vars.env` for `env:` written beside vars: a key of the mapping next to it that takes a value of this kind."""
+    def kind(t: Any) -> bool:
+        return get_origin(t) is dict or (isinstance(t, type) and issubclass(t, BaseModel))
+    return [f"{k}.{loc[-1]}" for k in keys_at(model, loc[:-1]) if str(loc[-1]) in keys_at(model, (*loc[:-1], k))
+            and kind(_type_at(model, (*loc[:-1], k, loc[-1]))) == isinstance(value, dict)]
 
 
 def not_a_file(path: Path, option: str, example: str) -> str | None:

@@ -8,13 +8,14 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 
 from fleet import inventory, playbook, site, yamlfile
 from fleet.cli import print_json, use_wheelhouse
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
-from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, did_you_mean
 from fleet.ssh.config import parse_jump
 from fleet.ssh.connect import ssh_config_of
 from fleet.upstream import flags as sglang_cli
@@ -51,25 +52,32 @@ def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         paths = sorted(_absolute(p) for f in folders for p in f.glob("*.yaml"))
         if not paths:
             raise InputError(f"{', '.join(map(str, folders))}: no playbooks to check (give --playbook)")
+    # without -i, the inventory the site names, when there is one: it said 0 errors while every host task refused it
+    # (its own problems only: a shipped playbook's router.host is no host of a site's, so none is checked against it)
+    defaulted = not inventory_file and site.find().inventory.is_file()
+    inventory_file = str(site.find().inventory) if defaulted else inventory_file
     inv_path = _absolute(Path(inventory_file or ""))
     hosts: set[str] | None = None
     inv_problems: list[Problem] = []
+    inv_warnings: list[Problem] = []
     if inventory_file:  # a playbook may be meant for any site: its router host is checked against one named
         # every problem of the inventory and the files beside it at once; its host names all the same
         held: dict[str, inventory.Host] = {}
         hosts, found = inventory.check(inv_path, held)
         inv_problems = [Problem(str(e)) for e in [*found, *_bound_playbooks(inv_path), *_ssh_configs(held)]]
+        inv_warnings = [Problem(str(e), warning=True) for e in _group_slips(inv_path)]
         try:  # the pins are checked against the wheelhouse a deploy of these hosts builds from (the inventory's)
             use_wheelhouse(list(held.values()))
         except InputError as exc:
             inv_problems.append(Problem(f"{inv_path}: {exc}"))
     inv_problem = inv_problems[0] if inv_problems else None
     unread = f"{inv_path}: its host names cannot be read" if inventory_file and hosts is None else None
-    results = [check_playbook(p, hosts, unread) for p in paths]
+    against, unread = (None, None) if defaulted else (hosts, unread)
+    results = [check_playbook(p, against, unread) for p in paths]
     locked: list[str] = []
     if lock:  # on purpose: the locks rewritten from the wheelhouse, then checked again
         locked = relock(results)
-        results = [check_playbook(p, hosts, unread) for p in paths]
+        results = [check_playbook(p, against, unread) for p in paths]
     for i, missing in sorted(unresolved.items()):
         results.insert(i, missing)
     errors = sum(len(r.errors) for r in results) + len(inv_problems)
@@ -77,17 +85,18 @@ def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
                     "inventory_error": str(inv_problem) if inv_problem else None,
                     "inventory_errors": [str(p) for p in inv_problems],
+                    "inventory_warnings": [str(p) for p in inv_warnings],
                     "locked": locked, "errors": errors, "seconds": round(time.monotonic() - start, 3)})
     else:
         for line in locked:
             sys.stdout.write(f"{line}\n")
-        for problem in [*inv_problems, *(p for r in results for p in r.problems)]:
+        for problem in [*inv_problems, *inv_warnings, *(p for r in results for p in r.problems)]:
             sys.stdout.write(f"{'warning' if problem.warning else 'error'}: {problem}\n")
         releases = next((r.releases for r in results if r.releases), None) or sglang_cli.default_table().versions
-        warnings = sum(len(r.warnings) for r in results)
+        warnings = sum(len(r.warnings) for r in results) + len(inv_warnings)
         sys.stdout.write(f"{len(results)} playbook{'s' * (len(results) != 1)} checked against sglang "
                          f"{releases[0]} to {releases[-1]} ({len(releases)} releases)"
-                         f"{'' if hosts is None else f' and {inv_path}'}: {errors} error{'s' * (errors != 1)}, "
+                         f"{'' if not inventory_file else f' and {inv_path}'}: {errors} error{'s' * (errors != 1)}, "
                          f"{warnings} warning{'s' * (warnings != 1)}\n")
         sys.stdout.flush()
     return EXIT_BAD_INPUT if errors else EXIT_OK
@@ -112,6 +121,31 @@ def _bound_playbooks(inv_path: Path) -> list[InputError]:
                 playbook.resolve(str(inv_path.parent / book) if book.endswith((".yaml", ".yml")) else book)
             except InputError as exc:
                 found.append(doc.error(("groups", name, "playbook"), f"{book}: {str(exc).partition(': ')[2]}"))
+    return found
+
+
+def _group_slips(inv_path: Path) -> list[InputError]:
+    """A host's group that no file's `groups:` defines, a letter or two from one that is (`canry` beside `canary`): a
+    group named only by its hosts is fine (membership), but this one takes none of the group's settings and
+    `--group canary` leaves the host out: inv check said nothing."""
+    paths = inventory.files_of(inv_path) if inv_path.is_file() else []
+    docs = []
+    for path in paths:
+        with suppress(InputError):
+            docs.append(yamlfile.load(path, collect=True))
+    defined = {str(g) for d in docs if isinstance(d.data, dict) and isinstance(d.data.get("groups"), dict)
+               for g in d.data["groups"]}
+    found = []
+    for doc in docs:
+        hosts = doc.data.get("hosts") if isinstance(doc.data, dict) else None
+        for name, host in hosts.items() if isinstance(hosts, dict) else []:
+            groups = host.get("groups") if isinstance(host, dict) else None
+            for g in [str(g) for g in groups if str(g) not in defined] if isinstance(groups, list) else []:
+                near = did_you_mean(g, defined).removeprefix("; did you mean ").removesuffix("?")
+                if near:
+                    found.append(doc.error(("hosts", name, "groups"), f"{g} is no group of groups:; did you mean "
+                                           f"{near}? (--group {near} leaves {name} out; a group named only by its "
+                                           "hosts has no settings)"))
     return found
 
 

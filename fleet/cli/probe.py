@@ -5,7 +5,7 @@ from __future__ import annotations
 from fleet import parallel
 from fleet.cli import console, print_json, say_on_stderr, words
 from fleet.cli.hosttext import visible
-from fleet.cli.liveline import say_now
+from fleet.cli.liveline import clear_all, progress_on_stderr, say_now
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host import probe_run
 from fleet.host.facts import HostFacts
@@ -16,10 +16,11 @@ from fleet.ssh.connect import ConnectOptions, open_connection
 
 def command(hosts: list[Host], opts: ConnectOptions, as_json: bool, verbose: bool = False,
             p2p_check: bool = False, wide: bool = False) -> int:
-    try:
-        facts, stopped = probe_run.probe_hosts(hosts, opts, p2p_check=p2p_check), False
+    try:  # the P2P data check says where it stands (up to 2 min a host: it was silent until the table)
+        facts, stopped = probe_run.probe_hosts(hosts, opts, p2p_check=p2p_check, progress=progress_on_stderr()), False
     except parallel.PartlyDone as stop:  # what was gathered is shown, the rest marked interrupted
         facts, stopped = stop.rows, True
+    clear_all()
     if as_json:
         print_json({"hosts": facts})
     else:

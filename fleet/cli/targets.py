@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, TextIO
 
 from fleet.errors import InputError
@@ -68,6 +69,7 @@ def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
     inventory binds to every one of the hosts."""
     if given:
         _over_binding(hosts, given)
+        _over_shipped(given)
         return given
     unbound = [h for h in hosts if h.playbook is None]
     if unbound:
@@ -80,7 +82,20 @@ def playbook_for(hosts: Sequence[Host], given: str | None) -> str:
                          "deploy one group at a time, or pass --playbook")
     (name,) = bound
     assert name is not None
+    _over_shipped(name)
     return name
+
+
+def _over_shipped(name: str) -> None:
+    """A name the site's playbooks/ and the shipped ones both hold is the site's (fleet.site): said on stderr, as a
+    stale copy kept in a site would otherwise win over the clone's newer one of that name without a word."""
+    from fleet import playbook, site  # deferred, as above
+
+    shipped = site.SHIPPED / "playbooks" / f"{name}.yaml"
+    with suppress(InputError):
+        if "/" not in name and shipped.is_file() and (used := playbook.resolve(name)).resolve() != shipped.resolve():
+            sys.stderr.write(f"fleet: playbook {name} is the site's {used}, over the shipped {shipped}\n")
+            sys.stderr.flush()
 
 
 def _over_binding(hosts: Sequence[Host], given: str) -> None:

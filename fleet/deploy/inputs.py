@@ -5,11 +5,15 @@ fleet.ssh.become_password)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-from fleet import playbook, secretref
+from pydantic import ValidationError
+
+from fleet import playbook, secretref, yamlfile
 from fleet.deploy import check, fingerprint
 from fleet.errors import InputError
 from fleet.host.render import API_KEY, RenderError, key_file, load_credential
@@ -47,10 +51,11 @@ def check_playbook(path: Path, hosts: set[str] | None = None, hosts_unread: str 
     reference this machine cannot resolve is a warning (a deploy from here refuses it; CI may have none set)."""
     found = check.check(path, known_classes(), set(patchsets.available()), fingerprint.sglang_versions(), hosts,
                         hosts_unread=hosts_unread)
-    if found.book is None:
-        return found
+    # a playbook with errors is not loaded: its references read as written, so they come in this round too (they
+    # were said only once every error was fixed, and the deploy refused them)
+    refs = _refs(found.book) if found.book is not None else _written_refs(path)
     unresolved = [check.Problem(f"{path}: {p} (on this machine: a deploy from here refuses it)", warning=True)
-                  for p in resolved_secrets(found.book)[1]]
+                  for p in (_resolved(*refs)[1] if refs else [])]
     return replace(found, problems=[*found.problems, *unresolved])
 
 
@@ -64,9 +69,43 @@ def secrets_for(book: playbook.Playbook) -> dict[str, str]:
     return found
 
 
+Envs = list[tuple[str, str, dict[str, Any]]]  # (scope, where, env): serve's and each rung's
+
+
 def resolved_secrets(book: playbook.Playbook) -> tuple[dict[str, str], list[str]]:
     """Each secret reference resolved here, and why each one that cannot be is not (all of them)."""
-    owner = f"playbook {book.name}"
+    return _resolved(*_refs(book))
+
+
+def _refs(book: playbook.Playbook) -> tuple[str, secretref.SecretRef | None, Envs]:
+    rungs = [(r.name, f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder)]
+    return f"playbook {book.name}", book.serve.api_key, [("serve", "serve.env", book.serve.env), *rungs]
+
+
+def _written_refs(path: Path) -> tuple[str, secretref.SecretRef | None, Envs] | None:
+    """The references of a playbook that does not load, as its file writes them (one written wrong left out)."""
+    try:
+        data = yamlfile.load(path).data
+    except InputError:
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def ref(value: Any) -> secretref.SecretRef | None:
+        with suppress(ValidationError):
+            return secretref.SecretRef.model_validate(value) if isinstance(value, dict) else None
+        return None
+
+    def env(raw: Any) -> dict[str, Any]:
+        return {str(k): r for k, v in raw.items() if (r := ref(v))} if isinstance(raw, dict) else {}
+    serve: dict[str, Any] = data["serve"] if isinstance(data.get("serve"), dict) else {}
+    rungs: list[Any] = data["ladder"] if isinstance(data.get("ladder"), list) else []
+    name = data.get("name") if isinstance(data.get("name"), str) else path.stem
+    return f"playbook {name}", ref(serve.get("api_key")), [("serve", "serve.env", env(serve.get("env"))), *(
+        (str(r.get("name")), f"ladder.{i}.env", env(r.get("env"))) for i, r in enumerate(rungs) if isinstance(r, dict))]
+
+
+def _resolved(owner: str, ref: secretref.SecretRef | None, envs: Envs) -> tuple[dict[str, str], list[str]]:
     found: dict[str, str] = {}
     problems: list[str] = []
 
@@ -76,7 +115,6 @@ def resolved_secrets(book: playbook.Playbook) -> tuple[dict[str, str], list[str]
         except InputError as exc:
             problems.append(str(exc))
 
-    ref = book.serve.api_key
     if ref is not None:
         def api_key(ref: secretref.SecretRef = ref) -> str:
             value = secretref.resolve(ref, owner, "serve.api_key", "key", " (an empty key turns auth off)")
@@ -84,8 +122,6 @@ def resolved_secrets(book: playbook.Playbook) -> tuple[dict[str, str], list[str]
                 raise InputError(f"{owner}: {ref.where('serve.api_key')}: the key has spaces or control characters")
             return value
         take(API_KEY, api_key)
-    envs = [("serve", "serve.env", book.serve.env),
-            *((r.name, f"ladder.{i}.env", r.env) for i, r in enumerate(book.ladder))]
     for scope, where, env in envs:
         for name, val in env.items():
             if isinstance(val, secretref.SecretRef):

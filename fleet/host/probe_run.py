@@ -16,6 +16,7 @@ from fleet.host import p2pcheck, probe
 from fleet.host import programs as hostside
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
+from fleet.progress import Progress, quiet, ticking
 from fleet.ssh.connect import ConnectOptions, open_connection, trace_of
 from fleet.ssh.remote import run
 
@@ -52,12 +53,29 @@ def probe_on(conn: Connection, host: Host) -> HostFacts:
 
 
 def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
-                p2p_check: bool = False) -> list[HostFacts]:
+                p2p_check: bool = False, progress: Progress = quiet) -> list[HostFacts]:
     """Facts for every host, in order; an unreachable host is a row with its error, never an exception. Ctrl-C:
-    parallel.PartlyDone with every row, the hosts it left unread marked interrupted."""
+    parallel.PartlyDone with every row, the hosts it left unread marked interrupted. With the P2P data check (up to
+    its LIMIT_S a host), `progress` is told where it stands: it was silent until the table."""
+    ended: list[str] = []
+
+    def one(host: Host) -> HostFacts:
+        try:
+            return probe_host(host, opts, p2p_check)
+        finally:
+            ended.append(host.name)
+
+    def note() -> str:
+        running = [h.name for h in hosts if h.name not in ended]
+        return f"; {len(ended)} of {len(hosts)} hosts done" + (f", still running: {', '.join(running[:8])}"
+                                                              + (" ..." if len(running) > 8 else "") if running else "")
+    budget = PROBE_TIMEOUT_S + p2pcheck.LIMIT_S + 15
+    if p2p_check:
+        progress(f"P2P data check: a buffer copied between each pair of GPUs of {len(hosts)} host"
+                 f"{'s' * (len(hosts) != 1)} (budget {budget:.0f}s)")
     try:
-        outcomes: list[parallel.HostOutcome[HostFacts] | None] = list(
-            parallel.run_all(hosts, lambda h: probe_host(h, opts, p2p_check)))
+        with ticking(progress if p2p_check else quiet, "probe and P2P data check", budget, note=note):
+            outcomes: list[parallel.HostOutcome[HostFacts] | None] = list(parallel.run_all(hosts, one))
     except parallel.Interrupted as stop:
         raise parallel.PartlyDone(_rows(hosts, stop.outcomes, save)) from None
     return _rows(hosts, outcomes, save)

@@ -182,10 +182,13 @@ class Tuner:
         self.progress(f"measuring release {previous.id} (serving before the tune) as each rung will be")
         try:
             warmup = self.bench(conn)
+            self.progress(f"release {previous.id}: warm-up {benching.tok(warmup.output_tok_s())} tok/s (not counted)")
             values = []
-            for _ in range(self.runs):
+            for i in range(self.runs):  # each said, as a rung's runs are (the same bench line came back for each)
                 parallel.checkpoint()  # a Ctrl-C here changes nothing: the release still serves
                 values.append(self.bench(conn))
+                self.progress(f"release {previous.id}: run {i + 1} of {self.runs}: "
+                              f"{benching.tok(values[-1].output_tok_s())} tok/s")
             runs = Runs(tuple(v.output_tok_s() for v in values), warmup.output_tok_s())
         except (benching.BenchError, benching.BenchRecordError) as exc:  # what the host sent is data
             self.progress(f"release {previous.id} could not be measured ({exc!r}): the fastest rung wins")
@@ -303,8 +306,9 @@ class Tuner:
         draft = draft or Draft(result)
         try:
             with parallel.interruptible():  # Ctrl-C is taken between steps (fleet.parallel.checkpoint)
-                for rung in rungs:
+                for i, rung in enumerate(rungs):
                     parallel.checkpoint()
+                    self.progress(f"rung {i + 1} of {len(rungs)}: {rung.name}")  # where the tune stands in its ladder
                     attempt, planned[rung.name] = self.runner.attempt(conn, run, rung, sglang_version(facts))
                     parallel.checkpoint()
                     attempt = self.repeat(conn, attempt)

@@ -133,7 +133,7 @@ def test_probe_exits_1_when_a_gpu_cannot_serve(case, faults, code, monkeypatch, 
 
     facts = [HostFacts(host=h, address="10.0.0.1", ok=f is not None, error=None if f is not None else "down",
                        lost_gpus=f or []) for h, f in faults.items()]
-    monkeypatch.setattr(probe.probe_run, "probe_hosts", lambda hosts, opts, p2p_check=False: facts)
+    monkeypatch.setattr(probe.probe_run, "probe_hosts", lambda hosts, opts, p2p_check=False, progress=None: facts)
     assert probe.command([], None, True) == code  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert ("GPU fault (1)" in err) == (case == "a GPU off the bus")
