@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
-import signal
 import sys
 from collections.abc import Collection as Names
 from collections.abc import Iterator, Mapping, Sequence
@@ -473,8 +472,10 @@ def main() -> None:
     finally:  # the task has said all it says and chosen its exit code: a Ctrl-C in the exit itself (paramiko's
         # clean-up, the interpreter's: ~0.2 s, after Python put SIGINT's default action back) killed the process
         # silently, exit 130 for a run that had ended and shown its result
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        try:
+            stopsignals.ignore()
+        except KeyboardInterrupt:  # one that came just before: its handler ran as ignore() began
+            stopsignals.ignore()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,24 @@ def terminated(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def ignore() -> None:
+    """The three ignored from now on: the run has chosen its exit code. One that came just before has its
+    handler run between two of these calls, its KeyboardInterrupt dropped here (it replaced the exit chosen: a
+    SIGHUP just after the prompt's failed read died of SIGINT, status -2, a traceback)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)  # none trips a handler from here; ignored, dropped
+    for sig in STOPS:
+        for _ in range(len(STOPS) + 1):  # each handler tripped before the block runs once
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+                break
+            except KeyboardInterrupt:
+                continue
+    signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def answer() -> None:
     """From now on SIGINT is Ctrl-C, and SIGTERM and SIGHUP are taken as one (nohup's ignored SIGHUP stays so)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)

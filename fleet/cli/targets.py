@@ -130,6 +130,9 @@ def confirm(task: str, hosts: Sequence[Host], yes: bool, plan: Sequence[str] = (
     lines = [f"inv {task} on {len(hosts)} hosts: {names(hosts)}", *(f"  {line}" for line in plan)]
     sys.stderr.write("\n".join(lines) + "\nGo ahead? [y/N] ")
     sys.stderr.flush()
-    answer = answers.readline().strip().lower()
+    try:
+        answer = answers.readline().strip().lower()
+    except OSError:  # EIO: the terminal hung up while it asked (its SIGHUP may end the run as a Ctrl-C first)
+        answer = ""
     if answer not in ("y", "yes"):
         raise InputError(f"inv {task}: not confirmed ({answer or 'no answer'}); nothing changed")

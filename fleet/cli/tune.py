@@ -50,7 +50,10 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
         from fleet.cli.hosttext import escape
 
         out = err_console if as_json else console
-        return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
+        try:
+            return out.input(f"{escape(question)} [y/N] ").strip().lower() in ("y", "yes")
+        except (EOFError, OSError):  # Ctrl-D, or the terminal hung up while it asked: no answer
+            return False
 
     def draw(r: tune.TuneResult) -> None:
         from fleet.cli.deploy_view import render_tune

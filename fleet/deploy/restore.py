@@ -30,6 +30,7 @@ from fleet.host.service import (
     read_file,
     restart_unit,
     sha256,
+    shown,
     stop_and_empty_gpus,
     verify_unit_text,
     write_atomic,
@@ -104,7 +105,7 @@ def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str
         return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}"
     foreign = drop_ins(conn, host, unit_path)
     if foreign:
-        return (f"drop-ins fleet did not write override the unit: {', '.join(foreign)} (systemd applies them over "
+        return (f"drop-ins fleet did not write override the unit: {shown(foreign)} (systemd applies them over "
                 "the unit fleet renders, so what would run is not what fleet checked); move their settings into the "
                 "playbook, delete them and run `systemctl daemon-reload`")
     return None
@@ -179,9 +180,15 @@ def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Re
     if unit_path is None:
         return None
     env = next((data for path, data in copies.items() if path.endswith(".env")), b"").decode("utf-8", "replace")
-    # systemd starts it with the host's drop-ins over it, whose User=, ExecStart= and Environment= win
-    over = "".join("\n" + (read_file(conn, host, p) or b"").decode("utf-8", "replace")
-                   for p in drop_ins(conn, host, unit_path))
+    # systemd starts it with every drop-in on the host over it (the distribution's and an admin's for every
+    # service too), whose User=, ExecStart= and Environment= win; one fleet cannot read is not judged: refused
+    over = ""
+    for path in drop_ins(conn, host, unit_path, every=True):
+        data = read_file(conn, host, path) if path.startswith("/") else None
+        if data is None:
+            return (f"the drop-in {shown([path])} applies over the unit and fleet could not read it, so the owner rule "
+                    "cannot judge what would run; delete it or make it a file, and run `systemctl daemon-reload`")
+        over += "\n" + data.decode("utf-8", "replace")
     for path in environment_files(over):
         env += "\n" + (read_file(conn, host, path) or b"").decode("utf-8", "replace")
     unit = copies[unit_path].decode("utf-8", "replace") + over

@@ -275,20 +275,44 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
+DISTRIBUTION_DROP_INS = ("/usr/lib/systemd/system/service.d/", "/lib/systemd/system/service.d/")
+
+
+def drop_in_files(drop_in_paths: str) -> list[str]:
+    """Every path of `systemctl show -p DropInPaths --value`, as systemd names it: a path with a space in it comes
+    quoted as a shell quotes it (`"/etc/systemd/system/sglang.service.d/by hand.conf"`); a word that does not parse
+    is kept as it came, so it still counts (pure: what a host sent)."""
+    try:
+        return shlex.split(drop_in_paths)
+    except ValueError:  # an unbalanced quote: garbage, kept
+        return drop_in_paths.split()
+
+
 def overriding(drop_in_paths: str) -> list[str]:
-    """The drop-ins of `systemctl show -p DropInPaths` that override this unit alone (a `NAME.service.d/` or a
-    `systemctl set-property` file; not a distribution's `service.d/` for every service), each one printable path,
-    at most 10 (pure: what a host sent)."""
-    paths = ["".join(c if c.isprintable() else "?" for c in p)[:200] for p in drop_in_paths.split()]
-    return [p for p in paths if p.startswith("/") and posixpath.basename(posixpath.dirname(p)) != "service.d"][:10]
+    """The drop-ins of `systemctl show -p DropInPaths` that override this unit as nobody checked: all but the
+    distribution's `service.d/` for every service (an admin's /etc/systemd/system/service.d/ is one), each as
+    drop_in_files reads it (pure: what a host sent)."""
+    return [p for p in drop_in_files(drop_in_paths) if not p.startswith(DISTRIBUTION_DROP_INS)]
 
 
-def drop_ins(conn: Connection, host: Host, unit_path: str) -> list[str]:
-    """The drop-ins systemd would apply over the unit at `unit_path`: their Environment=, ExecStart= and User= win
-    over the unit fleet renders, so what would run is not what fleet checked."""
+def printable(path: str) -> str:
+    """A path a host sent, for a line: printable, at most 200 characters."""
+    return "".join(c if c.isprintable() else "?" for c in path)[:200]
+
+
+def shown(paths: list[str], most: int = 10) -> str:
+    """Paths a host sent, for a line: each printable, at most `most` of them."""
+    said = [printable(p) for p in paths[:most]]
+    return ", ".join(said + ([f"and {len(paths) - most} more"] if len(paths) > most else []))
+
+
+def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) -> list[str]:
+    """The drop-ins systemd would apply over the unit at `unit_path` that nobody checked (`every`: the
+    distribution's for every service too): their Environment=, ExecStart= and User= win over the unit fleet
+    renders, so what would run is not what fleet checked."""
     name = shlex.quote(posixpath.basename(unit_path))
-    return overriding(sh(conn, host, f"systemctl show -p DropInPaths --value -- {name} 2>/dev/null",
-                         timeout=60, check=False))
+    said = sh(conn, host, f"systemctl show -p DropInPaths --value -- {name} 2>/dev/null", timeout=60, check=False)
+    return drop_in_files(said) if every else overriding(said)
 
 
 def unit_state(conn: Connection, host: Host, unit: str) -> dict[str, str]:

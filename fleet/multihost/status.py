@@ -21,7 +21,7 @@ from fleet.host.gpuhealth import XidEvent, health_from_row, lost_gpus, parse_ker
 from fleet.host.nvsmi import parse_query_gpu
 from fleet.host.releases import ROOT, recorded_sglang, versions_of
 from fleet.host.render import unit_of_files
-from fleet.host.service import overriding
+from fleet.host.service import overriding, printable
 from fleet.host.session import CommandTimedOut, HostSession
 from fleet.inventory import Host
 from fleet.ssh.connect import ConnectOptions
@@ -197,7 +197,7 @@ def parse(host: Host, output: str) -> HostStatus:
     for path, sha in expected.items():
         if not unchecked and actual.get(path) != sha:
             drift.append(path + (" (missing)" if path not in actual else " (changed)"))
-    drift += [f"{path} (a drop-in fleet did not write)" for path in overriding(unit.get("DropInPaths", ""))]
+    drift += [f"{printable(p)} (a drop-in fleet did not write)" for p in overriding(unit.get("DropInPaths", ""))[:10]]
     draws, limits = [], []
     for line in (parts[4] if len(parts) > 4 else "").splitlines():
         bits = [b.strip() for b in line.split(",")]

@@ -233,7 +233,9 @@ class _ProxyCommand(paramiko.ProxyCommand):
     and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
 
     def __init__(self, command: str):  # not super().__init__: it splits the command and pipes its stderr
-        self.cmd = ["sh", "-c", command]
+        # a terminal's Ctrl-C and hang-up reach its whole job: ignored here (ssh and sh leave an ignored one so), the
+        # link stays up while fleet answers them by ending its hosts' steps; close() still ends it
+        self.cmd = ["sh", "-c", "trap '' HUP INT; " + command]
         self.process = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.timeout = None
 

@@ -6,7 +6,9 @@ read at 3 a.m., no differences means nothing happens."""
 from __future__ import annotations
 
 import json
+import shlex
 
+import pytest
 from fleetcli import inv_at, llama_playbook, sh
 
 HOST = "sbx3"
@@ -48,11 +50,13 @@ def test_the_dry_run_says_why_the_deploy_restarts_a_server_whose_files_are_uncha
             "plain" in " ".join(dry["diff"].split())), dry["diff"]
 
 
-DROPIN = "/etc/systemd/system/sglang.service.d/override.conf"
-
-
+@pytest.mark.parametrize("DROPIN", ["/etc/systemd/system/sglang.service.d/override.conf",
+                                    # systemd quotes it: it was no drop-in at all (status clean, deploy not refused)
+                                    "/etc/systemd/system/sglang.service.d/by hand.conf",
+                                    # an admin's for every service applies to sglang too (it was exempt)
+                                    "/etc/systemd/system/service.d/override.conf"])
 def test_a_drop_in_fleet_did_not_write_is_said_by_status_and_the_dry_run_and_the_deploy_refuses_before_a_stop(
-        sandbox, sandbox_inventory, tmp_path):
+        sandbox, sandbox_inventory, tmp_path, DROPIN):  # noqa: N803
     """`systemctl edit sglang` by hand: its drop-in's Environment= (ExecStart=, User=) wins over fleet's unit, so
     what serves is not what fleet checked. Before: status was clean, the dry run said `nothing to do`, and a deploy
     that changed the unit restarted the server with the drop-in over it. Now status shows it as drift, the dry run
@@ -67,7 +71,8 @@ def test_a_drop_in_fleet_did_not_write_is_said_by_status_and_the_dry_run_and_the
     assert run("deploy", "--playbook", str(book), "--force")[1]["status"] == "ok"
     try:
         sh(sandbox_inventory, HOST, f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && printf '[Service]\\n"
-                                    f"Environment=SGLANG_BY_HAND=1\\n' > {DROPIN} && systemctl daemon-reload")
+                                    f"Environment=SGLANG_BY_HAND=1\\n' > {shlex.quote(DROPIN)} && "
+                                    "systemctl daemon-reload")
         pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
         rc, st = run("status")
         assert rc == 1 and f"{DROPIN} (a drop-in fleet did not write)" in st["hosts"][0]["drift"], st

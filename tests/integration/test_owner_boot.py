@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 from fleetcli import inv, llama_playbook, sh
 from ownerkit import UNDEPLOY, Plant, recovered
 
@@ -81,8 +82,9 @@ def test_a_stopped_unit_is_not_started_again_where_a_drop_in_makes_it_run_a_user
     assert "sglang" in str(seen["mark"]), seen  # kept: the next run after a fix starts it
 
 
+@pytest.mark.parametrize("dropin", [DROPIN, "/etc/systemd/system/sglang.service.d/by hand.conf"])  # systemd quotes
 def test_a_rollback_never_starts_a_release_whose_unit_a_drop_in_makes_run_a_users_code(sandbox, sandbox_inventory,
-                                                                                       tmp_path):
+                                                                                       tmp_path, dropin):
     """The owner rule of a release put back (restore.owner_problem: rollback, a deploy's fall-back, the router's,
     multi-node's) read the release's own unit alone; systemd starts it with the host's drop-ins over it. A drop-in's
     PYTHONPATH naming a folder of the `fleet` user's: `inv rollback` put the old release back and root imported
@@ -102,14 +104,14 @@ def test_a_rollback_never_starts_a_release_whose_unit_a_drop_in_makes_run_a_user
         sh(sandbox_inventory, HOST, f"{PLANTED.recorder()} && rm -rf {pp} && runuser -u fleet -- mkdir {pp} && "
                                     f"printf %s {shlex.quote(PLANTED.line)} | "
                                     f"runuser -u fleet -- tee {pp}/sitecustomize.py >/dev/null && "
-                                    f"mkdir -p {DROPIN.rsplit('/', 1)[0]} && "
-                                    f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {DROPIN} && "
+                                    f"mkdir -p {dropin.rsplit('/', 1)[0]} && "
+                                    f"printf '[Service]\\nEnvironment=PYTHONPATH={pp}\\n' > {shlex.quote(dropin)} && "
                                     "systemctl daemon-reload")
         back = inv(sandbox, "rollback", "--host", HOST, "--playbook", str(books[0]), "--json")
         uids = PLANTED.uids(sandbox_inventory, HOST)
         same = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid
     finally:
-        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {DROPIN.rsplit('/', 1)[0]}; {UNDEPLOY}")
+        sh(sandbox_inventory, HOST, f"rm -rf {RAN} {pp} {dropin.rsplit('/', 1)[0]}; {UNDEPLOY}")
     print(back.returncode, back.stdout[-1500:], uids)
     assert "0" not in uids, uids  # before: ['0']
     assert back.returncode == 1 and "code as root" in back.stdout and pp in back.stdout, back.stdout[-1500:]

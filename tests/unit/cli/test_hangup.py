@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from test_interrupt_any_task import _line, _probe, mute  # noqa: F401 (mute: a fixture)
+from test_interrupt_any_task import INV, REPO, _line, _probe, mute  # noqa: F401 (mute: a fixture)
 
 
 def test_a_hangup_is_said_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path):  # noqa: F811
@@ -70,3 +70,32 @@ def test_under_nohup_a_hangup_is_ignored(mute, tmp_path):  # noqa: F811
     finally:
         inv.kill()
         inv.communicate()
+
+
+def test_a_terminal_that_hangs_up_at_the_prompt_ends_the_run_with_nothing_changed_and_no_traceback(tmp_path):
+    """`inv exec --all` without --yes asks on the terminal; the terminal goes (the ssh session to the bastion
+    dropped) while it waits. The read failed (EIO) with a traceback, then the SIGHUP's KeyboardInterrupt came in
+    main's exit and the process died of SIGINT (status -2). Now it ends as a Ctrl-C at the prompt does, nothing run."""
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  a:\n    address: 127.0.0.1\n    port: 9\n"
+                                         "  b:\n    address: 127.0.0.1\n    port: 9\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FLEET_SANDBOX_ONLY": "1", "PYTHONPATH": str(REPO),
+           "FLEET_STATE_DIR": str(tmp_path / "state")}
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    err = tmp_path / "stderr"
+    with err.open("w") as errfile:
+        inv = subprocess.Popen([str(INV), "exec", "-i", str(tmp_path / "hosts.yaml"), "--all", "--cmd", "true"],
+                               cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=errfile, start_new_session=True,
+                               preexec_fn=lambda: os.close(os.open(name, os.O_RDWR)))  # the terminal its session's
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 60
+        while "Go ahead? [y/N]" not in err.read_text():
+            assert time.monotonic() < deadline and inv.poll() is None, err.read_text()
+            time.sleep(0.05)
+        os.close(master)  # the terminal is gone: the kernel hangs it up and sends SIGHUP to its session's leader
+        rc = inv.wait(30)
+    finally:
+        inv.kill()
+    said = err.read_text()
+    assert rc in (130, 2) and "Traceback" not in said, (rc, said)  # before: -2, OSError EIO then KeyboardInterrupt

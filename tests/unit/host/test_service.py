@@ -57,7 +57,7 @@ def test_the_holders_command_parses_under_posix_sh():
 
 
 def test_only_drop_ins_of_the_unit_itself_override_it_and_what_a_host_sends_is_bounded():
-    from fleet.host.service import overriding
+    from fleet.host.service import overriding, shown
 
     said = ("/etc/systemd/system/sglang.service.d/a.conf /run/systemd/system/sglang.service.d/b.conf "
             "/etc/systemd/system.control/sglang.service.d/50-CPUQuota.conf /usr/lib/systemd/system/service.d/x.conf "
@@ -65,5 +65,24 @@ def test_only_drop_ins_of_the_unit_itself_override_it_and_what_a_host_sends_is_b
     assert overriding(said) == ["/etc/systemd/system/sglang.service.d/a.conf",
                                 "/run/systemd/system/sglang.service.d/b.conf",
                                 "/etc/systemd/system.control/sglang.service.d/50-CPUQuota.conf",
-                                "/etc/systemd/system/sglang.service.d/?[31mred.conf"]
-    assert overriding("") == [] and len(overriding("/a.d/x " * 500)) == 10
+                                "relative/c.conf",  # garbage counts: what a host sends is never taken as nothing
+                                "/etc/systemd/system/sglang.service.d/\x1b[31mred.conf"]
+    assert shown(overriding(said)).endswith("/etc/systemd/system/sglang.service.d/?[31mred.conf")
+    assert overriding("") == [] and shown(overriding("/a.d/x " * 500)).endswith(", and 490 more")
+    assert len(shown(["/" + "x" * 5000])) == 200
+
+
+def test_a_drop_in_with_a_space_in_its_name_or_for_every_service_overrides_the_unit_too():
+    """systemd quotes a path with a space (`systemctl show -p DropInPaths`, as read from systemd 252): it was split
+    on the space and both halves dropped (neither begins with /), so `by hand.conf` was no drop-in at all: status
+    clean, the deploy not refused, the owner rule blind to it. An admin's /etc/systemd/system/service.d/ applies to
+    sglang as much as its own NAME.service.d/ does; the distribution's /usr/lib one alone is not fleet's concern."""
+    from fleet.host.service import drop_in_files, overriding
+
+    said = ('/etc/systemd/system/sglang-.service.d/c.conf "/etc/systemd/system/sglang.service.d/by hand.conf" '
+            '/etc/systemd/system/service.d/pp.conf /usr/lib/systemd/system/service.d/10-timeout-abort.conf')
+    assert overriding(said) == ["/etc/systemd/system/sglang-.service.d/c.conf",
+                                "/etc/systemd/system/sglang.service.d/by hand.conf",  # before: missing
+                                "/etc/systemd/system/service.d/pp.conf"]  # before: missing
+    assert drop_in_files(said)[-1] == "/usr/lib/systemd/system/service.d/10-timeout-abort.conf"
+    assert overriding('/etc/a.d/"unbalanced x') == ['/etc/a.d/"unbalanced', "x"]  # garbage kept, not dropped
