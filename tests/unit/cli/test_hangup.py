@@ -14,25 +14,7 @@ import subprocess
 import time
 
 import pytest
-from test_interrupt_any_task import INV, REPO, _line, _probe, mute  # noqa: F401 (mute: a fixture)
-
-
-def test_a_hangup_is_said_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path):  # noqa: F811
-    port, taken = mute
-    inv = _probe(tmp_path, port)
-    try:
-        assert taken.wait(60), "the probe never connected"
-        assert inv.poll() is None, inv.communicate()
-        inv.send_signal(signal.SIGHUP)
-        assert _line(inv.stderr, time.monotonic() + 15) == "fleet: SIGHUP: taken as Ctrl-C\n"  # before: killed
-        assert _line(inv.stderr, time.monotonic() + 15).startswith("Ctrl-C: no host starts now; waiting for wedged")
-        inv.send_signal(signal.SIGHUP)
-        assert inv.wait(10) == 130
-        out, err = inv.communicate()
-    finally:
-        inv.kill()
-    [row] = json.loads(out)["hosts"]
-    assert row["host"] == "wedged" and "interrupted" in row["error"] and "Traceback" not in err, row
+from test_interrupt_any_task import INV, REPO, _probe, mute  # noqa: F401 (mute: a fixture)
 
 
 def test_a_terminal_that_hung_up_costs_nothing_written_to_a_file(mute, tmp_path):  # noqa: F811

@@ -80,20 +80,21 @@ def test_ctrl_c_in_a_probe_is_answered_at_once_and_again_stops_waiting(mute, tmp
         inv.communicate()
 
 
-def test_sigterm_is_said_at_once_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_is_said_at_once_and_ends_as_ctrl_c_with_every_hosts_row(mute, tmp_path, sig):
     """SIGTERM is answered as Ctrl-C (newcomer h-new17). `timeout 600 inv deploy ...`, a CI job cancelled or a
     `kill` send SIGTERM, which killed the run silently, exit 143: a deploy's host left mid-step with its lock held,
     nothing said, no host's line. Now it is said at once, the task's Ctrl-C follows, exit 130; a second one stops
-    waiting."""
+    waiting. SIGHUP too, the terminal gone (tests/unit/cli/test_hangup.py): it killed the run as silently."""
     port, taken = mute
     inv = _probe(tmp_path, port)
     try:
         assert taken.wait(60), "the probe never connected"
         assert inv.poll() is None, inv.communicate()
-        inv.send_signal(signal.SIGTERM)
-        assert _line(inv.stderr, time.monotonic() + 15) == "fleet: SIGTERM: taken as Ctrl-C\n"
+        inv.send_signal(sig)
+        assert _line(inv.stderr, time.monotonic() + 15) == f"fleet: {sig.name}: taken as Ctrl-C\n"
         assert _line(inv.stderr, time.monotonic() + 15).startswith("Ctrl-C: no host starts now; waiting for wedged")
-        inv.send_signal(signal.SIGTERM)  # a second one: stop waiting, as a second Ctrl-C
+        inv.send_signal(sig)  # a second one: stop waiting, as a second Ctrl-C
         assert inv.wait(10) == 130
         out, err = inv.communicate()
     finally:
