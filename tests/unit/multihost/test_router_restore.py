@@ -46,7 +46,7 @@ class Host:
         for path, data in OLD.items():  # the new release's install kept what served
             self.kept[(path, sha256(data))] = data
         monkeypatch.setattr(routing.restore, "read_file", lambda conn, host, path: self.files.get(path))
-        monkeypatch.setattr(routing.restore, "drop_ins", lambda conn, host, unit_path: [])  # none on this host
+        monkeypatch.setattr(routing.restore, "drop_ins", lambda conn, host, unit_path, every=False: [])
         monkeypatch.setattr(routing.restore, "put_back_kept", self.put_back_kept)
         monkeypatch.setattr(routing.restore, "write_atomic", self.write_atomic)
 
