@@ -295,9 +295,9 @@ def overriding(drop_in_paths: str) -> list[str]:
     return [p for p in drop_in_files(drop_in_paths) if not p.startswith(DISTRIBUTION_DROP_INS)]
 
 
-def printable(path: str) -> str:
-    """A path a host sent, for a line: printable, at most 200 characters."""
-    return "".join(c if c.isprintable() else "?" for c in path)[:200]
+def printable(text: str, limit: int = 200) -> str:
+    """What a host sent (a path, a line), for an operator's line: printable, at most `limit` characters."""
+    return "".join(c if c.isprintable() else "?" for c in text)[:limit]
 
 
 def shown(paths: list[str], most: int = 10) -> str:

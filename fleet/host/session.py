@@ -36,7 +36,7 @@ RUNNING = frozenset({"active", "activating", "reloading"})  # running, or trying
 def one_line(text: str, limit: int = 200) -> str:
     """What a host sent, fit for an operator's one line: its first non-empty line, printable, at most `limit`."""
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return "".join(c if c.isprintable() else "?" for c in first)[:limit]
+    return service.printable(first, limit)
 
 
 @dataclass
