@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fabric import Connection
+
 from fleet import parallel
 from fleet.deploy import bench as benching
 from fleet.deploy.bench_record import BenchRecord
@@ -16,8 +18,10 @@ from fleet.deploy.hostrun import host_run, lock_only
 from fleet.deploy.inputs import load_playbook
 from fleet.deploy.serving import Serving
 from fleet.errors import FleetError
+from fleet.host import curl as hostcurl
 from fleet.host import venvs
 from fleet.host.releases import ReleaseStore
+from fleet.host.service import unit_state
 from fleet.inventory import Host
 from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
@@ -79,6 +83,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         if current.playbook and current.playbook != book.name:  # --playbook (or the group's) wins: said, not silent
             say(f"release {current.id} serves playbook {current.playbook}: measured with {book.name}'s bench "
                 f"settings and port (serve.port {book.serve.port}), as --playbook or the inventory's group names it")
+        _refuse_unless_serving(conn, host, serve, current.id)
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
         say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "
@@ -89,6 +94,20 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         record = replace(record, release=current.id, rung=current.rung)
         benching.store_in_release(conn, host, current.dir, record)
         return BenchOutcome(host.name, True, current.id, current.rung, record)
+
+
+def _refuse_unless_serving(conn: Connection, host: Host, serve: Serving, release: str) -> None:
+    """A server that does not answer /health is not measured: bench_serving's own words for it are a Python
+    ValueError about its warm-up. Said with the unit's state, before the router is touched."""
+    port = serve.book.serve.port
+    code = hostcurl.health_code(conn, host, port)
+    if code == "200":
+        return
+    state = unit_state(conn, host, serve.unit)
+    active = " ".join(filter(None, (state.get("ActiveState"), state.get("SubState") and f"({state['SubState']})")))
+    raise FleetError(f"{host.name}: the server does not serve (unit {serve.unit} {active or 'unknown'}, GET /health "
+                     f"on port {port} answered {code if code not in ('', '000') else 'nothing'}): release {release} "
+                     f"not measured; `inv status -H {host.name}` says more, `inv deploy` starts it")
 
 
 def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,

@@ -111,14 +111,31 @@ def test_the_gate_compares_with_the_last_known_good_release(first, sandbox, tmp_
     assert "% of" in data["attempts"][-1]["evidence"]  # no-fusion passed against the same release
 
 
-def test_a_bench_that_fails_is_an_error_not_a_zero(first, sandbox, sandbox_inventory, state):
+def test_a_stopped_server_is_said_not_measured(first, sandbox, sandbox_inventory, state):
+    before = sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json")
     sh(sandbox_inventory, "sbx0", "systemctl stop sglang")
     try:
         rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
         assert rc == 1 and not data["ok"] and data["bench"] is None
-        assert "benchmark failed" in data["error"] and "Warmup failed" in data["error"]
+        # sglang's bench_serving said "ValueError: Warmup failed - Please make sure benchmark arguments ..."
+        assert data["error"].startswith("sbx0: the server does not serve (unit sglang inactive (dead), GET /health "
+                                        "on port 30000 answered nothing): release "), data["error"]
+        assert "Warmup" not in data["error"] and "`inv deploy` starts it" in data["error"]
+        assert sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json") == before
     finally:
         sh(sandbox_inventory, "sbx0", "systemctl start sglang")
+        _wait_healthy(sandbox_inventory)
+
+
+def test_a_bench_that_fails_is_an_error_not_a_zero(first, sandbox, sandbox_inventory, state):
+    module = "$(/root/ml-env/bin/python -c 'import sglang, os; print(os.path.dirname(sglang.__file__))')"
+    sh(sandbox_inventory, "sbx0", f"mv {module}/bench_serving.py /root/bench_serving.py.away")
+    try:  # the server serves; the benchmark program is what fails
+        rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
+        assert rc == 1 and not data["ok"] and data["bench"] is None
+        assert "benchmark failed (exit 1)" in data["error"] and "sglang.bench_serving" in data["error"]
+    finally:
+        sh(sandbox_inventory, "sbx0", f"mv /root/bench_serving.py.away {module}/bench_serving.py")
 
 
 def test_tune_asks_first_on_a_serving_host_and_refuses_without_a_terminal(first, sandbox, sandbox_inventory,
