@@ -30,7 +30,7 @@ from fleet.host import lock as hostlock
 from fleet.host import probe_run, venvs
 from fleet.host.facts import HostFacts, stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, node_of, now, versions_of
-from fleet.host.service import drop_ins, read_file, shown, unit_state
+from fleet.host.service import ServiceError, drop_ins, read_file, shown, unit_state
 from fleet.host.session import ConnectionLost, HostSession
 from fleet.inventory import Host
 from fleet.logs.redact import env_text as redact_env
@@ -155,7 +155,11 @@ class Deployer:
             return f"its unit file {s.unit_path} is not the one the deploy writes (the diff below)"
         if read_file(conn, s.host, s.env_path) != planned.env_text.encode():
             return f"its env file {s.env_path} is not the one the deploy writes (the diff below)"
-        if foreign := drop_ins(conn, s.host, s.unit_path):
+        try:
+            foreign = drop_ins(conn, s.host, s.unit_path)
+        except ServiceError as e:  # never read as "none": what it cannot see may override the unit
+            return f"fleet cannot read the drop-ins systemd would apply over its unit: {e}"
+        if foreign:
             return f"drop-ins fleet did not write override its unit: {shown(foreign)}"
         if not patches_in_place(conn, s.host, rung.patches):
             return "its patch sets are not as the rung wants them (below)"

@@ -103,7 +103,10 @@ def unit_problem(conn: Connection, host: Host, planned: Rendered, unit_path: str
     complaint = verify_unit_text(conn, host, planned.unit_text, unit_path)
     if complaint:
         return f"systemd-analyze verify rejects the unit: {complaint.splitlines()[0]}"
-    foreign = drop_ins(conn, host, unit_path)
+    try:
+        foreign = drop_ins(conn, host, unit_path)
+    except ServiceError as e:
+        return f"fleet cannot read the drop-ins systemd would apply over the unit: {e}"
     if foreign:
         return (f"drop-ins fleet did not write override the unit: {shown(foreign)} (systemd applies them over "
                 "the unit fleet renders, so what would run is not what fleet checked); move their settings into the "
@@ -183,7 +186,11 @@ def owner_problem(conn: Connection, host: Host, store: ReleaseStore, release: Re
     # systemd starts it with every drop-in on the host over it (the distribution's and an admin's for every
     # service too), whose User=, ExecStart= and Environment= win; one fleet cannot read is not judged: refused
     over = ""
-    for path in drop_ins(conn, host, unit_path, every=True):
+    try:
+        over_paths = drop_ins(conn, host, unit_path, every=True)
+    except ServiceError as e:
+        return f"fleet cannot read the drop-ins systemd would apply over the unit, so the owner rule cannot judge: {e}"
+    for path in over_paths:
         data = read_file(conn, host, path) if path.startswith("/") else None
         if data is None:
             return (f"the drop-in {shown([path])} applies over the unit and fleet could not read it, so the owner rule "

@@ -309,9 +309,10 @@ def shown(paths: list[str], most: int = 10) -> str:
 def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) -> list[str]:
     """The drop-ins systemd would apply over the unit at `unit_path` that nobody checked (`every`: the
     distribution's for every service too): their Environment=, ExecStart= and User= win over the unit fleet
-    renders, so what would run is not what fleet checked."""
+    renders, so what would run is not what fleet checked. A host that cannot say (systemctl fails: no bus) is
+    ServiceError, never "none": the question is asked before a server is stopped or a put-back judged."""
     name = shlex.quote(posixpath.basename(unit_path))
-    said = sh(conn, host, f"systemctl show -p DropInPaths --value -- {name} 2>/dev/null", timeout=60, check=False)
+    said = sh(conn, host, f"systemctl show -p DropInPaths --value -- {name}", timeout=60)
     return drop_in_files(said) if every else overriding(said)
 
 

@@ -85,3 +85,34 @@ def test_a_drop_in_fleet_did_not_write_is_said_by_status_and_the_dry_run_and_the
     finally:
         sh(sandbox_inventory, HOST, f"rm -rf {DROPIN.rsplit('/', 1)[0]} && systemctl daemon-reload")
     assert run("deploy", "--playbook", str(book), "--dry-run")[1]["unchanged"]  # gone: nothing to do again
+
+
+def test_a_host_that_cannot_say_its_drop_ins_is_refused_not_taken_as_having_none(sandbox, sandbox_inventory,
+                                                                                 tmp_path):
+    """`systemctl show -p DropInPaths` failing (no bus, a broken systemctl) was read as "no drop-ins": the dry run
+    said `nothing to do` and a deploy that changed the unit stopped the server with whatever drop-in it could not
+    see. Now the host's failure is said and nothing is stopped."""
+    book = llama_playbook(tmp_path, [{"name": "plain"}], name="llama-dropin-blind")
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}
+
+    def run(*args: str) -> tuple[int, dict]:
+        proc = inv_at(sandbox.cfg.inventory_path, "deploy", "--host", HOST, "--playbook", str(book), *args,
+                      "--json", env=env)
+        return proc.returncode, json.loads(proc.stdout)
+
+    assert run("--force")[1]["status"] == "ok"
+    wrapper = ('#!/bin/sh\ncase "$*" in *DropInPaths*) echo "Failed to connect to bus: No such file or directory" '
+               '>&2; exit 1;; esac\nexec /usr/bin/systemctl "$@"\n')
+    sh(sandbox_inventory, HOST, f"printf %s {shlex.quote(wrapper)} > /usr/local/bin/systemctl && "
+                                "chmod 755 /usr/local/bin/systemctl")
+    try:
+        pid = sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip()
+        rc, dry = run("--dry-run")
+        assert not dry["unchanged"], dry  # before: unchanged
+        assert "Failed to connect to bus" in json.dumps(dry), dry
+        rc, done = run("--force")
+        assert rc == 1 and done["status"] != "ok" and "Failed to connect to bus" in json.dumps(done), done
+        assert sh(sandbox_inventory, HOST, "systemctl show -p MainPID --value sglang").strip() == pid  # never stopped
+    finally:
+        sh(sandbox_inventory, HOST, "rm -f /usr/local/bin/systemctl")
+    assert run("--dry-run")[1]["unchanged"]
