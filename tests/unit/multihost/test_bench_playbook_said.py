@@ -39,6 +39,7 @@ def measured(tmp_path, monkeypatch, served: str) -> list[str]:
     monkeypatch.setattr(bench, "ReleaseStore", lambda conn, host: SimpleNamespace(current=lambda: release))
     monkeypatch.setattr(bench.benching, "run", lambda *args: Record())
     monkeypatch.setattr(bench.benching, "store_in_release", lambda *args: None)
+    monkeypatch.setattr(bench, "_refuse_unless_serving", lambda *args: None)  # it serves (test_bench_gate asks)
     said: list[str] = []
     assert bench.bench_host(HOST, book, tmp_path / "llama.yaml", None, say=said.append).ok  # type: ignore[arg-type]
     return said
