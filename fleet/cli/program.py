@@ -186,6 +186,14 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
     return f"{where}: {said.rstrip('!')} ({helps})"
 
 
+def help_first(argv: list[str], tasks: Names[str]) -> list[str]:
+    """`inv --help deploy --host x` as `inv deploy --help`: invoke read `deploy` as --help's value and refused
+    `--host` as a core option it does not know. Help runs nothing, whatever words follow the task's name."""
+    if len(argv) > 3 and argv[1] in ("-h", "--help") and argv[2] in tasks:
+        return [argv[0], argv[2], "--help"]
+    return argv
+
+
 def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
     """invoke's cast error (`invalid literal for int() with base 10: 'abc'`) as one line naming the option the
     value was given to (the word before it on the command line, or `--opt=value`)."""
@@ -258,6 +266,7 @@ class FleetProgram(Program):
         """invoke's, less what the dropped options did (debug logging, .pyc writing: never, as invoke's default)."""
         with self._bad_input():
             self.normalize_argv(argv)
+            self.argv = help_first(self.argv, self.namespace.task_names if self.namespace else {})
             self.parse_core_args()
         sys.dont_write_bytecode = True
         if self.args.version.value:

@@ -223,6 +223,15 @@ def test_help_before_the_task_is_the_tasks_own_and_names_one_task():
     assert before.stdout.startswith("Usage: inv status [--options]\n") and "other tasks" not in before.stdout
 
 
+@pytest.mark.parametrize("args", [["--help", "deploy", "--host"], ["-h", "deploy", "-H", "sbx0", "--dry-run"],
+                                  ["--help", "deploy", "--nosuch"]])
+def test_help_before_the_task_is_its_help_whatever_follows(args):
+    """`inv --help deploy --host` said `--host is a task's option, given after the task's name` (it was), exit 2:
+    invoke read `deploy` as --help's value and `--host` as one of its own options."""
+    asked, plain = run("inv", *args), run("inv", "deploy", "--help")
+    assert (asked.returncode, asked.stdout, asked.stderr) == (0, plain.stdout, ""), asked.stderr
+
+
 def test_completion_still_reads_the_words_after_dashes():
     done = run("inv", "--complete", "--", "inv", "deploy", "--")
     assert done.returncode == 0 and "--dry-run" in done.stdout.split()
