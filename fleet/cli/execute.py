@@ -101,6 +101,7 @@ def command(hosts: list[Host], cmd: str, opts: ConnectOptions, as_json: bool,
     except execute.Interrupted as stop:
         clear_all()
         report(stop.outcomes, as_json, wide)
-        say_now("interrupted: no host was started after Ctrl-C; each host's row above says where it is")
+        where = "entry in the JSON on stdout" if as_json else "row above"
+        say_now(f"interrupted: no host was started after Ctrl-C; each host's {where} says where it is")
         return EXIT_INTERRUPTED
 

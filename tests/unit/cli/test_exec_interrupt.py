@@ -62,4 +62,6 @@ def test_ctrl_c_in_exec_is_answered_at_once_and_ends_with_every_host_s_row(capsy
                                        "30s")
     else:
         assert rows["h0"]["ok"] and rows["h0"]["stdout"] == "h0 done\n"
-    assert said[-1] == "interrupted: no host was started after Ctrl-C; each host's row above says where it is"
+    # before: "each host's row above", where --json printed no row
+    assert said[-1] == ("interrupted: no host was started after Ctrl-C; each host's entry in the JSON on stdout says "
+                        "where it is")
