@@ -233,23 +233,21 @@ class _ProxyCommand(paramiko.ProxyCommand):
     and so a chatty command cannot fill a pipe nobody reads), and on close ended, reaped and its pipes shut."""
 
     def __init__(self, command: str):  # not super().__init__: it splits the command and pipes its stderr
-        # a terminal's Ctrl-C and hang-up reach its whole job: ignored here (ssh and sh leave an ignored one so), the
-        # link stays up while fleet answers them by ending its hosts' steps; close() still ends it
-        self.cmd = ["sh", "-c", "trap '' HUP INT; " + command]
+        # a terminal's Ctrl-C and hang-up reach its whole job, and so does `timeout`'s SIGTERM: ignored here (ssh and
+        # sh leave an ignored one so), the link stays up while fleet answers them by ending its hosts' steps
+        self.cmd = ["sh", "-c", "trap '' HUP INT TERM; " + command]
         self.process = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.timeout = None
 
     def close(self) -> None:
+        """Its input ended (`ssh -W` ends with it), then killed: it ignores SIGTERM."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
         if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                pipe.close()
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 class Hop(Connection):  # type: ignore[misc]

@@ -1,7 +1,8 @@
 """A terminal's Ctrl-C and hang-up go to the whole job: fleet and the ProxyCommand it runs (`ssh -W` through a
 bastion, outside FLEET_SANDBOX_ONLY). fleet answers them by waiting for its hosts' steps to end, but the proxy's
-ssh died at once, so every link through it was lost mid-step (a deploy's host left with its lock held). The proxy
-now leaves both signals ignored; fleet still ends it when the connection closes."""
+ssh died at once, so every link through it was lost mid-step (a deploy's host left with its lock held). `timeout N
+inv ...` sends SIGTERM to the job the same way. The proxy now leaves the three ignored; fleet still ends it when the
+connection closes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sshutil import sh
 MARK = "/tmp/fleet-hangup-proxy-under-way"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT, signal.SIGTERM])  # TERM: `timeout` sends it to the job
 def test_a_hang_up_or_ctrl_c_to_the_job_leaves_a_proxycommand_link_up_while_the_host_ends_its_step(
         sandbox_inventory, tmp_path, monkeypatch, sig):
     monkeypatch.setenv("FLEET_SANDBOX_ONLY", "0")  # a ProxyCommand runs as written; every address is a sandbox host's
