@@ -84,6 +84,8 @@ class Follower:
         self._buf = b""
         self._cutting = False  # dropping the rest of a line that was cut
         self._greeted = False  # past the mark: what the login shell printed before journalctl left out
+        self.said: list[str] = []  # journalctl's stderr where it ended well: `Journal file ... is truncated, ignoring
+        # file.` (a power cut's), `Hint: You are currently not seeing messages from other users ...`: lines left out
 
     def read(self, timeout: float) -> str | None:
         """Complete lines that arrive within timeout ("" if none), newline-terminated; None once ended."""
@@ -135,6 +137,7 @@ class Follower:
             raise JournalEnded(f"{self.host}: journalctl ended without its exit status within {STATUS_S:g}s while "
                                "the connection stayed up (killed by a signal?)")
         if self.chan.exit_status == 0:
+            self.said = _warnings(self.chan)
             return
         self._refused_unmarked(b"")
         said = unmarked(self.chan.recv_stderr(4096)).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
@@ -154,6 +157,20 @@ class Follower:
 
     def close(self) -> None:
         self.chan.close()
+
+
+SAID_LINES = 5  # journalctl's warnings kept of a read that ended well; the others counted
+
+
+def _warnings(chan: paramiko.Channel) -> list[str]:
+    """What journalctl said on stderr though it ended well (exit 0): each a line it did not show, said once."""
+    err = b""
+    while chan.recv_stderr_ready() and len(err) < MAX_LINE:
+        err += chan.recv_stderr(65536)
+    lines = list(dict.fromkeys(line.strip() for line in unmarked(err).decode("utf-8", "replace").splitlines()
+                               if line.strip()))
+    said = [redact.line(line)[:300] for line in lines[:SAID_LINES]]
+    return said + ([f"and {len(lines) - SAID_LINES} more lines on its stderr"] if lines[SAID_LINES:] else [])
 
 
 def follow(source: Source, watcher: LogWatcher, tick: Callable[[], ServerVerdict | None],
