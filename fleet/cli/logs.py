@@ -84,7 +84,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                          "(as tail -n 0 -f)")
     # -n with --only: the last N lines --only shows, as `journalctl -p err -n N` counts (the span read whole)
     last_shown = int(lines) if lines is not None and only and not follow else None
-    from fleet.cli.hosttext import escape
+    from fleet.cli.hosttext import escape, visible
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
@@ -187,7 +187,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     def counted(line: LogLine) -> None:
         with lock:
             if line.aside:  # journalctl's warning: on stderr, never a line of the unit
-                asides.append(f"{line.host}: journalctl said: {line.text}")
+                asides.append(f"{line.host}: journalctl said: {visible(line.text, lines=False)}")
                 return
             heard.add(line.host)
             folders[line.host].add(line)

@@ -113,7 +113,8 @@ def test_the_boot_mark_is_a_record_of_its_own_in_json_and_shows_with_only(monkey
 
 def test_a_journal_file_journalctl_skipped_is_said_on_stderr(monkeypatch, capsys, utc):
     skipped = (b"Journal file /var/log/journal/7aa6/system@883b-35e.journal is truncated, ignoring file.\n"
-               b"Journal file /var/log/journal/7aa6/system@883b-35e.journal is truncated, ignoring file.\n")
+               b"Journal file /var/log/journal/7aa6/system@883b-35e.journal is truncated, ignoring file.\n"
+               b"\x1b[2J\x1b]0;owned\x07 a hostile host's words\n")
     _host(monkeypatch, Channel([(JOURNAL[2] + "\n").encode()], err=journal.MARK + skipped))
     rc, out, _ = _run()
     err = capsys.readouterr().err
@@ -122,6 +123,7 @@ def test_a_journal_file_journalctl_skipped_is_said_on_stderr(monkeypatch, capsys
     assert err.count("fleet: h1: journalctl said: Journal file /var/log/journal/7aa6/system@883b-35e.journal is "
                      "truncated, ignoring file.") == 1, err
     assert "Journal file" not in out
+    assert "journalctl said: \\x1b[2J\\x1b]0;owned\\x07 a hostile host's words" in err, err  # shown, never obeyed
 
 
 def test_a_journal_still_sending_lines_is_read_to_its_end_however_long(monkeypatch):
