@@ -184,10 +184,17 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     heard: set[str] = set()  # hosts whose journal gave at least one line
     asides: list[str] = []  # journalctl's own warnings (a journal file it skipped): said on stderr at the end
 
+    def say_asides() -> None:
+        for aside in asides:  # a journal file journalctl skipped (a power cut left it truncated) is a hole
+            say_on_stderr(aside)
+        asides.clear()
+
     def counted(line: LogLine) -> None:
         with lock:
-            if line.aside:  # journalctl's warning: on stderr, never a line of the unit
+            if line.aside:  # journalctl's warning: on stderr, never a line of the unit; with -f at once
                 asides.append(f"{line.host}: journalctl said: {visible(line.text, lines=False)}")
+                if follow:
+                    say_asides()
                 return
             heard.add(line.host)
             folders[line.host].add(line)
@@ -243,13 +250,13 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                     for folded in kept[host.name]:
                         draw(folded)
             say_errors()
+            say_asides()
         if not follow:  # -f ends so by design; a read cut short said nothing, its lines looking whole
             say_on_stderr("interrupted (Ctrl-C): the journal lines read are shown" + (
                 f"; not read to the end: {', '.join(reading)}" if reading else ""))
         return 130
     say_errors()
-    for aside in asides:  # a journal file journalctl skipped (a power cut left it truncated) is a hole in the lines
-        say_on_stderr(aside)
+    say_asides()
     silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]
     if silent:  # journalctl's "-- No entries --" is no log line: said once, here
         say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent)

@@ -304,8 +304,12 @@ def read_lines(source: journal.Source, host: str, emit: Callable[[LogLine], None
     watcher = LogWatcher(on_event=lambda e: held.classified(spelled(e, sglang), host), on_line=line,
                          raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
 
+    news: Callable[[], list[str]] = getattr(source, "news", list)
+
     def tick() -> ServerVerdict | None:
         held.release(watcher.undecided_from)
+        for said in news():  # journalctl's warnings while it runs (-f: it never ends)
+            emit(LogLine(host, None, said, None, aside=True))
         if quiet_s is not None and time.monotonic() - heard[0] > quiet_s:
             return Outcome.HANG, "deadline"
         return (Outcome.STOPPED, "stopped") if stop.is_set() else None

@@ -59,6 +59,9 @@ class Channel:
         said, self.err = self.err[:size], self.err[size:]
         return said
 
+    def exit_status_ready(self) -> bool:
+        return not self.chunks and not self.silent
+
     def get_transport(self) -> None:
         return None
 
@@ -147,3 +150,20 @@ def test_a_journal_that_goes_silent_is_given_up_saying_how_far_it_got(monkeypatc
     assert rc == 1 and "GET /health" in out, out
     assert "h1: the journal sent no line for 0.5s before its end (without -f, journalctl ends on its own); 1 line " \
            "read, the last of 2026-12-06T19:00:01+0000: stopped reading it" in " ".join(err.split()), err
+
+
+def test_journalctls_hint_is_said_while_it_follows(monkeypatch):
+    """`inv logs -f` as a login outside systemd-journal (user: fleet, no become; sbx0): journalctl prints its Hint
+    (`You are currently not seeing messages from other users and the system.`) and then no line, ever: -f showed
+    nothing at all, with nothing said. Its words come on stderr once it has run STATUS_S without refusing."""
+    monkeypatch.setattr(journal, "STATUS_S", 0.2)
+    hint = (b"Hint: You are currently not seeing messages from other users and the system.\n"
+            b"      Users in groups 'adm', 'systemd-journal' can see all messages.\n")
+    _host(monkeypatch, Channel([], err=journal.MARK + hint, silent=True))
+    got: list[follow.LogLine] = []
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    follow.stream(HOST, None, True, None, got.append, stop)  # type: ignore[arg-type]
+    assert [(line.aside, line.text) for line in got] == [
+        (True, "Hint: You are currently not seeing messages from other users and the system."),
+        (True, "Users in groups 'adm', 'systemd-journal' can see all messages.")], got  # fails before: none
