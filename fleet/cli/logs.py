@@ -84,7 +84,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                          "(as tail -n 0 -f)")
     # -n with --only: the last N lines --only shows, as `journalctl -p err -n N` counts (the span read whole)
     last_shown = int(lines) if lines is not None and only and not follow else None
-    from fleet.cli.hosttext import escape
+    from fleet.cli.hosttext import escape, visible
     floor = {"fatal": 2, "warning": 1, None: -1}[only]
     lock, stop = threading.Lock(), threading.Event()
     width = max(len(h.name) for h in hosts)
@@ -96,8 +96,8 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
     def shown(folded: Folded) -> None:
         line = folded.line
         rank = _RANK[line.event.severity] if line.event else -1
-        if rank < floor or (floor >= 0 and line.event is None):
-            return
+        if line.boot is None and (rank < floor or (floor >= 0 and line.event is None)):  # a boot shows with --only
+            return  # too, as `journalctl -p err` shows it: the host started again between two fatal lines
         if last_shown is not None:
             kept[line.host].append(folded)
         elif ordered and line.host != hosts[min(head[0], len(hosts) - 1)].name:
@@ -137,13 +137,17 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                     "explanation": line.event.explanation if line.event else None,
                     "rule": line.event.rule if line.event else None,
                     "source": line.event.source if line.event else None,
-                    "count": folded.count, "ranks": folded.ranks}) + "\n")
+                    "count": folded.count, "ranks": folded.ranks, "boot": line.boot}) + "\n")
                 sys.stdout.flush()
             except BrokenPipeError:  # the reader went away (| head): stop quietly
                 stop.set()
             return
         when = clock(line.time, zone=True)  # a host's clock in another zone than this machine's says its offset
         lead = f"[dim]{line.host:<{width}} {when}[/]"
+        if line.boot:  # journalctl's mark, said as what it means: it was left out, and a power cut read as a restart
+            console.print(f"[dim]{line.host:<{width}} {'':{len(when)}}[/] [bold]-- Boot {escape(line.boot)} --: "
+                          "the host started again here (a reboot or a power cut)[/]", soft_wrap=True, highlight=False)
+            return
         pad = f"[dim]{'':<{width + 1 + len(when)}}[/]"
         times = f" [dim]\\[x{folded.count}: {escape(_ranks(folded.ranks))}][/]" if folded.count > 1 else ""
         if line.event:
@@ -178,9 +182,20 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
         unsaid.clear()
 
     heard: set[str] = set()  # hosts whose journal gave at least one line
+    asides: list[str] = []  # journalctl's own warnings (a journal file it skipped): said on stderr at the end
+
+    def say_asides() -> None:
+        for aside in asides:  # a journal file journalctl skipped (a power cut left it truncated) is a hole
+            say_on_stderr(aside)
+        asides.clear()
 
     def counted(line: LogLine) -> None:
         with lock:
+            if line.aside:  # journalctl's warning: on stderr, never a line of the unit; with -f at once
+                asides.append(f"{line.host}: journalctl said: {visible(line.text, lines=False)}")
+                if follow:
+                    say_asides()
+                return
             heard.add(line.host)
             folders[line.host].add(line)
 
@@ -235,11 +250,13 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, follow: bool, since: str | 
                     for folded in kept[host.name]:
                         draw(folded)
             say_errors()
+            say_asides()
         if not follow:  # -f ends so by design; a read cut short said nothing, its lines looking whole
             say_on_stderr("interrupted (Ctrl-C): the journal lines read are shown" + (
                 f"; not read to the end: {', '.join(reading)}" if reading else ""))
         return 130
     say_errors()
+    say_asides()
     silent = [h.name for h in hosts if h.name not in heard and h.name not in errors]
     if silent:  # journalctl's "-- No entries --" is no log line: said once, here
         say_on_stderr("no journal lines" + (f" since {since}" if since else "") + ": " + ", ".join(silent)

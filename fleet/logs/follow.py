@@ -25,7 +25,9 @@ from fleet.logs.watch import LogWatcher
 from fleet.outcomes import Outcome, ServerVerdict
 from fleet.ssh.connect import ConnectOptions, open_connection
 
-READ_ALL_S = 300.0  # without -f: the most reading a host's journal may take (journalctl ends on its own)
+READ_ALL_S = 300.0  # without -f: the longest a host's journal may send no line before its end (journalctl ends on
+# its own); a journal still sending lines is read to its end, however long (a busy server's, millions of lines: a
+# deadline on the whole read gave up before the latest lines, which `--only fatal` was asked for)
 # systemd.time's spellings ('m' minutes, 'M' months)
 _UNITS = r"(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|weeks?|M|months?|y|years?)"
 # fleet's own span back from now, without journalctl's '-': one part or several, fractions too ('2h', '1h30m', '1.5h';
@@ -55,6 +57,8 @@ class LogLine:
     text: str
     event: Event | None
     process: str | None = None  # the journal's 'python[342]': each rank is a process of its own (fleet.logs.ranks)
+    boot: str | None = None  # journalctl's `-- Boot <id> --` between two boots' lines: this id, the next boot's
+    aside: bool = False  # journalctl's own words on its stderr (a journal file it skipped): no line of the unit
 
 
 def check_since(since: str | None, now: datetime | None = None) -> str | None:
@@ -144,13 +148,19 @@ def journal_command(unit: str, follow: bool, since: str | None, lines: int | str
 
 # journalctl's own lines, never the unit's (a unit's line has its time first): its mark where a journal spans a
 # reboot, and what it prints when the span holds no entry (a --since still ahead, a unit that never logged)
-_SEPARATOR = re.compile(r"^-- (Boot [0-9a-f]{32}|No entries) --$")
+_SEPARATOR = re.compile(r"^-- (Boot (?P<boot>[0-9a-f]{32})|No entries) --$")
 
 
 def is_separator(line: str) -> bool:
     """journalctl's mark between two boots' lines, or its word that there is none: not the unit's line (no time,
     nothing to classify)."""
     return bool(_SEPARATOR.match(line))
+
+
+def boot_of(line: str) -> str | None:
+    """The next boot's id where the line is journalctl's mark between two boots (`-- Boot <id> --`), else None."""
+    m = _SEPARATOR.match(line)
+    return m["boot"] if m else None
 
 
 def split_time(line: str) -> tuple[str | None, str]:
@@ -237,26 +247,55 @@ def stream(host: Host, opts: ConnectOptions, follow: bool, since: str | None, em
     try:
         sglang, flashinfer, unit = _serving(conn, host)
         source = journal.Follower(conn, host, journal_command(unit, follow, since, lines))
-        verdict = read_lines(source, host.name, emit, stop, None if follow else time.monotonic() + READ_ALL_S,
+        read = _Tally()
+        verdict = read_lines(source, host.name, read.counting(emit), stop, None if follow else READ_ALL_S,
                              sglang, flashinfer)
+        for said in getattr(source, "said", ()):  # journalctl's warnings (a file it skipped: a hole in what was shown)
+            emit(LogLine(host.name, None, said, None, aside=True))
         if verdict is not None and verdict[0] == Outcome.HANG:
-            raise CommandTimedOut(f"{host.name}: the journal did not end within {READ_ALL_S:g}s (without -f, "
-                                  "journalctl ends on its own): stopped reading it")
+            raise CommandTimedOut(f"{host.name}: the journal sent no line for {READ_ALL_S:g}s before its end "
+                                  f"(without -f, journalctl ends on its own){read.so_far()}: stopped reading it")
     finally:
         conn.close()
 
 
+class _Tally:
+    """The lines a host's journal gave, and the host's time of the last: how far a read got."""
+
+    def __init__(self) -> None:
+        self.lines: int = 0
+        self.last: str | None = None
+
+    def counting(self, emit: Callable[[LogLine], None]) -> Callable[[LogLine], None]:
+        def counted(line: LogLine) -> None:
+            self.lines += 1
+            self.last = line.time or self.last
+            emit(line)
+        return counted
+
+    def so_far(self) -> str:
+        if not self.lines:
+            return "; no line read"
+        return f"; {self.lines:,} line{'s' if self.lines > 1 else ''} read" + (f", the last of {self.last}"
+                                                                            if self.last else "")
+
+
 def read_lines(source: journal.Source, host: str, emit: Callable[[LogLine], None], stop: threading.Event,
-               end: float | None = None, sglang: str | None = None, flashinfer: str | None = None,
+               quiet_s: float | None = None, sglang: str | None = None, flashinfer: str | None = None,
                clock: Callable[[], float] = time.monotonic) -> ServerVerdict | None:
     """A journal's lines, each emitted once its class is decided (at once for most; a traceback's lines wait for
-    the line that closes it, the journal's end, or HOLD_S) with its event: one LogLine per line. Until `source` ends
-    (None), `stop` (STOPPED) or the monotonic time `end` (HANG); what was read is emitted whatever happens."""
+    the line that closes it, the journal's end, or HOLD_S) with its event: one LogLine per line; journalctl's mark
+    between two boots is one too (`boot`: the host started again there, a reboot or a power cut). Until `source`
+    ends (None), `stop` (STOPPED) or `quiet_s` seconds without a line (HANG); what was read is emitted whatever
+    happens."""
     held = _Held(emit, clock)
+    heard = [time.monotonic()]
 
     def line(raw: str) -> str:
+        heard[0] = time.monotonic()
         if is_separator(raw):
-            held.add(None)
+            boot = boot_of(raw)  # `-- No entries --` is no line; a boot's mark is where the host started again
+            held.add(LogLine(host, None, raw, None, boot=boot) if boot else None)
             return ""
         when, process, text = split_line(raw)
         held.add(LogLine(host, when, text, None, process))
@@ -265,9 +304,13 @@ def read_lines(source: journal.Source, host: str, emit: Callable[[LogLine], None
     watcher = LogWatcher(on_event=lambda e: held.classified(spelled(e, sglang), host), on_line=line,
                          raise_on_fatal=False, sites=bysite.for_release(sglang, flashinfer))
 
+    news: Callable[[], list[str]] = getattr(source, "news", list)
+
     def tick() -> ServerVerdict | None:
         held.release(watcher.undecided_from)
-        if end is not None and time.monotonic() > end:
+        for said in news():  # journalctl's warnings while it runs (-f: it never ends)
+            emit(LogLine(host, None, said, None, aside=True))
+        if quiet_s is not None and time.monotonic() - heard[0] > quiet_s:
             return Outcome.HANG, "deadline"
         return (Outcome.STOPPED, "stopped") if stop.is_set() else None
 

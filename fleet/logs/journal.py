@@ -84,6 +84,11 @@ class Follower:
         self._buf = b""
         self._cutting = False  # dropping the rest of a line that was cut
         self._greeted = False  # past the mark: what the login shell printed before journalctl left out
+        self.said: list[str] = []  # journalctl's stderr where it ended well: `Journal file ... is truncated, ignoring
+        # file.` (a power cut's), `Hint: You are currently not seeing messages from other users ...`: lines left out
+        self._err = b""  # its stderr so far (MAX_LINE at most)
+        self._told = 0  # its warnings said while it ran (news)
+        self._opened = time.monotonic()
 
     def read(self, timeout: float) -> str | None:
         """Complete lines that arrive within timeout ("" if none), newline-terminated; None once ended."""
@@ -135,9 +140,10 @@ class Follower:
             raise JournalEnded(f"{self.host}: journalctl ended without its exit status within {STATUS_S:g}s while "
                                "the connection stayed up (killed by a signal?)")
         if self.chan.exit_status == 0:
+            self.said = _said(_warnings(self._stderr())[self._told:])
             return
         self._refused_unmarked(b"")
-        said = unmarked(self.chan.recv_stderr(4096)).decode("utf-8", "replace") if self.chan.recv_stderr_ready() else ""
+        said = unmarked(self._stderr()[:4096]).decode("utf-8", "replace")
         why = next((line.strip() for line in said.splitlines() if line.strip()), "nothing on stderr")
         raise FleetError(f"{self.host}: journalctl refused (exit {self.chan.exit_status}): {redact.line(why)[:300]}")
 
@@ -147,13 +153,45 @@ class Follower:
         below nologin's line shown as a journal line."""
         if self._greeted or not self.chan.status_event.wait(STATUS_S) or self.chan.exit_status in (0, -1):
             return
-        err = unmarked(self.chan.recv_stderr(4096)) if self.chan.recv_stderr_ready() else b""
+        err = unmarked(self._stderr()[:4096])
         raise FleetError(f"{self.host}: " + redact.line(hostside.answered_otherwise(
             "the journal's command", self.chan.exit_status, out.decode("utf-8", "replace"),
             err.decode("utf-8", "replace"))))
 
+    def _stderr(self) -> bytes:
+        """journalctl's stderr so far, what is waiting read in (MAX_LINE at most: no host can grow it further)."""
+        while self.chan.recv_stderr_ready() and len(self._err) < MAX_LINE:
+            self._err += self.chan.recv_stderr(65536)
+        return self._err
+
+    def news(self) -> list[str]:
+        """journalctl's warnings while it still runs, once it has run STATUS_S (a refusal ends it before, said as
+        its error): `inv logs -f` of a login outside systemd-journal got its Hint never, and no line either."""
+        if time.monotonic() - self._opened < STATUS_S or self.chan.exit_status_ready():
+            return []
+        err = self._stderr()
+        lines = _warnings(err[:err.rfind(b"\n") + 1])  # complete lines only
+        fresh = lines[self._told:SAID_LINES]
+        self._told += len(fresh)
+        return fresh
+
     def close(self) -> None:
         self.chan.close()
+
+
+SAID_LINES = 5  # journalctl's warnings kept of a read that ended well; the others counted
+
+
+def _warnings(err: bytes) -> list[str]:
+    """What journalctl said on stderr though it did not refuse: each a line it did not show, once, in order."""
+    return [redact.line(line)[:300] for line in dict.fromkeys(
+        line.strip() for line in unmarked(err).decode("utf-8", "replace").splitlines() if line.strip())]
+
+
+def _said(lines: list[str]) -> list[str]:
+    """The first SAID_LINES, the others counted."""
+    return lines[:SAID_LINES] + ([f"and {len(lines) - SAID_LINES} more lines on its stderr"]
+                                 if lines[SAID_LINES:] else [])
 
 
 def follow(source: Source, watcher: LogWatcher, tick: Callable[[], ServerVerdict | None],

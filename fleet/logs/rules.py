@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -50,12 +51,22 @@ RULES_DIR = Path(__file__).resolve().parents[2] / "playbooks" / "rules"
 
 
 def regexes(patterns: list[str]) -> list[str]:
-    """The patterns, each checked to compile (a schema validator's ValueError names the bad one)."""
+    """The patterns, each checked to compile (a schema validator's ValueError names the bad one). A pattern Python's
+    re reads otherwise than it looks (grep's `[[:digit:]]`, a set of `[`, `:`, `d` ...) is one too: re said so
+    only as a FutureWarning, printed raw on the terminal naming fleet's source line, never the rule."""
     for pattern in patterns:
         try:
-            re.compile(pattern)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", FutureWarning)
+                re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+        except FutureWarning as exc:
+            posix = re.search(r"\[\[:[a-z]+:\]\]", pattern)
+            raise ValueError(f"bad regex {pattern!r}: {exc}" + (
+                f" ({posix.group()} is grep's class, which Python's re reads as a set of its letters: write \\d, \\s, "
+                "\\w or a range such as [0-9])" if posix else " (Python's re would read it otherwise than it looks: "
+                "escape the [ or the doubled sign)")) from None
     return patterns
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from fleet.deploy.noise import Runs
 from fleet.deploy.results import Attempt, FellBack
 from fleet.host.venvs import VenvRecord
-from fleet.outcomes import DeployStatus
+from fleet.outcomes import DeployStatus, Outcome
 from fleet.yamlfile import JsonObject
 
 
@@ -54,7 +54,14 @@ class TuneResult:
                 "decisions": list(self.decisions), "fingerprint": self.fingerprint,
                 "attempts": [a.to_json() for a in self.attempts],
                 "final": self.final.to_json() if self.final else None, "error": self.error,
+                **({"nothing_changed": True} if self.refused_at_preflight() else {}),
                 **({"venv": self.venv.to_json()} if self.venv else {})}
+
+    def refused_at_preflight(self) -> bool:
+        """Every rung tried was refused at preflight: the host failed with nothing changed on it (as a deploy's
+        --json says it: a script read `"status": "failed"` alike for a host put back and one never touched)."""
+        return (self.status == DeployStatus.FAILED and bool(self.attempts) and self.final is None
+                and all(a.outcome == Outcome.PREFLIGHT for a in self.attempts))
 
 
 @dataclass

@@ -331,7 +331,8 @@ def test_logs_show_host_time_fold_rank_copies_and_take_lines_and_a_clock_time(se
     takes them (-n as tail's)."""
     proc = inv(sandbox, "logs", "--host", "sbx0", "--json")
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert proc.returncode == 1 and rows and all(r["time"] for r in rows), proc.stderr[-2000:]
+    # every line has its time; journalctl's mark between two boots, where the journal spans one, has none
+    assert proc.returncode == 1 and rows and all(r["time"] for r in rows if not r["boot"]), proc.stderr[-2000:]
     folded = [r for r in rows if r["count"] > 1]
     assert folded and max(r["count"] for r in folded) == 8, [r["text"] for r in rows][:40]
     assert all(r["count"] == len(r["ranks"]) and r["ranks"][0].startswith(("TP", "pid ")) for r in folded)

@@ -191,3 +191,17 @@ def test_a_serving_release_that_answers_garbage_is_not_measured_and_the_tune_goe
                                                 (60.0, "about a minute"), (420.0, "about 7 min")])
 def test_tunes_question_words_a_short_downtime_honestly_never_about_0_min(seconds, words):
     assert downtime_words(seconds) == words
+
+
+def test_a_tune_refused_at_preflight_says_nothing_changed_in_json_as_deploy_does():
+    """`inv tune -H sbx2 -p glm5-nvfp4 --json` on a host of 2 GPUs (issue 46, 11, newcomer h-new25's form): every
+    rung refused at preflight (`TP x PP x DP = 8 GPUs, host has 2`), the terminal said `nothing was changed`, and
+    the JSON only `"status": "failed"`, as for a host a tune had stopped and put back; deploy's JSON says
+    `"nothing_changed": true` there."""
+    refused = [Attempt(rung, "PREFLIGHT", "TP x PP x DP = 8 GPUs, host has 2", 0.0) for rung in ("a", "b")]
+    error = "sbx2: no rung of glm5-nvfp4 can run here; nothing was changed"
+    assert TuneResult("sbx2", "failed", attempts=refused, error=error).to_json()["nothing_changed"] is True
+    tried = [*refused, measured("c", "CUDA_OOM", None)]  # a rung started: what served was stopped, then put back
+    assert "nothing_changed" not in TuneResult("sbx2", "failed", attempts=tried).to_json()
+    assert "nothing_changed" not in TuneResult("sbx2", "ok", "r1", "a", attempts=[measured("a", "READY", 3740.0)]
+                                               ).to_json()
