@@ -86,6 +86,10 @@ class StoppedBeforeChange(Exception):
     """Ctrl-C came after the release was opened and before the first rung touched the server."""
 
 
+class StoppedAfterFailure(Exception):
+    """Ctrl-C came while a rung was tried, and it failed: no later rung starts, the release before comes back."""
+
+
 class Deployer:
     """The ladder's policy on one host: which rungs to try, in what order, after what; then current, or the
     fall-back. What a rung renders to is `serve` (fleet.deploy.serving); trying one is `runner`
@@ -253,6 +257,9 @@ class Deployer:
         except StoppedBeforeChange:  # the release was opened, the server never touched: closed, nothing else
             run.fail(ReleaseStatus.INTERRUPTED)
             return self.stopped(replace(result, release=previous.id if previous else None))
+        except StoppedAfterFailure as stop:  # it went on to the next rung, a configuration that never served
+            result = replace(result, attempts=[*result.attempts, *tried])
+            return result.ended_on(self.fall_back(conn, store, release, previous, str(stop), ReleaseStatus.INTERRUPTED))
         except ConnectionLost:
             raise  # nothing more can be done from here: the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
@@ -280,9 +287,9 @@ class Deployer:
                        error=f"{self.host.name}: stopped by Ctrl-C before any change; it runs what it ran before")
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
-                  why: str) -> FellBack:
+                  why: str, ends_as: ReleaseStatus = ReleaseStatus.FAILED) -> FellBack:
         s = self.serve
-        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress, ends_as)
         return fallback.fall_back(steps, previous, why, self.progress)
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> tuple[DeployResult, HostFacts | None]:
@@ -311,6 +318,9 @@ class Deployer:
         for rung in rungs:
             if parallel.stopping() and not self.runner.touched:  # Ctrl-C while the release opened: still no change
                 raise StoppedBeforeChange
+            if parallel.stopping():  # Ctrl-C while a rung was tried, which failed: as the Ctrl-C said
+                raise StoppedAfterFailure(f"Ctrl-C: no rung is tried after {tried[-1].rung if tried else 'one'} "
+                                          f"failed ({last})")
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue
