@@ -147,13 +147,17 @@ class Deployer:
         and the unit, env, patch sets, venv and key it would install for that rung what is there, healthy. The dry
         run says it: a new API key or a stopped server showed `(no differences)`, and the deploy restarted."""
         s = self.serve
+        if previous.playbook != self.book.name:  # it said `plain is not fit here or known to fail`
+            return f"it serves playbook {previous.playbook}, and the deploy serves {self.book.name}"
         target = fingerprint.winner(self.book, facts, rungs) or previous.rung
         rung = next((r for r in rungs if r.name == target), None)
         if rung is None or rung.name != previous.rung:
             return f"it serves rung {previous.rung}, and the deploy serves " + (
                 f"rung {rung.name}" if rung else f"another ({previous.rung} is not fit here or known to fail)")
-        if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the venv it runs from is gone: the
-            return f"the venv it runs from ({s.venv}) is gone: the deploy builds it"  # server would not start again
+        if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the server would not start again
+            if venvs.recorded(previous.facts) == s.venv:
+                return f"the venv it runs from ({s.venv}) is gone: the deploy builds it"
+            return f"it runs from another venv than the playbook's pins build ({s.venv}, not on the host yet)"
         planned = s.plan(rung, previous.id, sglang_version(facts))
         if read_file(conn, s.host, s.unit_path) != planned.unit_text.encode():
             return f"its unit file {s.unit_path} is not the one the deploy writes (the diff below)"
