@@ -32,7 +32,7 @@ from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import canary as canary_window
-from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
+from fleet.multihost import multinode, rolling, rollout, router_dry, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.multihost.together import together
@@ -459,7 +459,7 @@ def _rollout(hosts: list[Host], book: Playbook | None, path: Path | None, opts: 
 def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list[DeployResult],
                     as_json: bool, wide: bool = False) -> int:
     try:
-        report = routing.dry_run(hooks, hosts)
+        report = router_dry.dry_run(hooks, hosts, results)
     except FleetError as exc:
         report = RouterReport(RouterRun.DRY_RUN_FAILED, hooks.host.name, DeployStatus.FAILED, error=str(exc))
     if as_json:
@@ -484,5 +484,7 @@ def render_router(report: RouterReport, console: Console, wide: bool = False) ->
                   highlight=False, soft_wrap=wide)
     if report.error:
         console.print(f"  [red]{escape(report.error)}[/]", soft_wrap=wide)
+    if report.unchanged and report.evidence:  # a dry run's: the router kept as it is
+        console.print(f"  {escape(report.evidence)}", highlight=False, soft_wrap=wide)
     if report.diff:
         console.print(escape(report.diff), highlight=False, soft_wrap=wide)
