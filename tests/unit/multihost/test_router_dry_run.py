@@ -16,7 +16,7 @@ from fleet.deploy import restore
 from fleet.deploy.results import DeployResult
 from fleet.inventory import load as load_inventory
 from fleet.multihost import router as routing
-from fleet.multihost import router_plan
+from fleet.multihost import rollout, router_plan
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
@@ -47,7 +47,8 @@ class Conn:
         pass
 
 
-def _dry_run(tmp_path, monkeypatch, capsys, live: Live, active: str, port_taken: str | None = None) -> dict:
+def _dry_run(tmp_path, monkeypatch, capsys, live: Live, active: str, port_taken: str | None = None,
+             serial: str | None = None) -> dict:
     (tmp_path / "hosts.yaml").write_text(INVENTORY)
     hosts = load_inventory(tmp_path / "hosts.yaml").hosts
     (tmp_path / "replicas.yaml").write_text(BOOK)
@@ -72,8 +73,14 @@ def _dry_run(tmp_path, monkeypatch, capsys, live: Live, active: str, port_taken:
                                 lambda h, m: None, stores=lambda *a: store)
     hooks.live = live  # type: ignore[assignment]
     capsys.readouterr()
-    code = deploy_cli._router_dry_run(hooks, [hosts["r1"]], [DeployResult("r1", DeployStatus.DRY_RUN)], True)
-    return {"code": code, **json.loads(capsys.readouterr().out)["router"]}
+    if serial is None:
+        code = deploy_cli._router_dry_run(hooks, [hosts["r1"]], [DeployResult("r1", DeployStatus.DRY_RUN)], True)
+        return {"code": code, **json.loads(capsys.readouterr().out)["router"]}
+    results = [DeployResult("r1", DeployStatus.DRY_RUN, release="20261206T185911Z-8506", unchanged=True),
+               DeployResult("r3", DeployStatus.DRY_RUN)]
+    plan = deploy_cli._dry_plan(results, rollout.parse_serial(serial), rollout.Amount(0))
+    code = deploy_cli._router_dry_run(hooks, [hosts["r1"], hosts["r3"]], results, True, plan=plan)
+    return {"code": code, **json.loads(capsys.readouterr().out)}
 
 
 def test_a_dry_run_on_one_replica_keeps_the_others_in_the_router_as_the_deploy_does(tmp_path, monkeypatch, capsys):
@@ -89,3 +96,12 @@ def test_a_router_preflight_the_deploy_fails_fails_the_dry_run(tmp_path, monkeyp
     assert router["status"] == "failed" and router["code"] == 1  # before: dry-run, exit 0
     assert "router preflight: port 30080 is in use by another process" in router["error"]
     assert router["config"]["workers"] == BOTH  # the router's release routes to both: neither is dropped
+
+
+def test_a_canary_left_unchanged_stops_the_dry_run_of_replicas_as_it_stops_their_deploy(tmp_path, monkeypatch, capsys):
+    """`--serial 1,50%` with the canary unchanged: the deploy stops after batch 1, exit 1; the dry run said no batch
+    and no stop, exit 0 (the rollout's dry run of hosts without a router said both)."""
+    done = _dry_run(tmp_path, monkeypatch, capsys, Live(list(BOTH)), "active", serial="1,50%")
+    assert done["code"] == 1 and done["rollout"]["not_started"] == ["r3"], done.get("rollout")
+    assert "a canary that fell back or deployed nothing" in done["rollout"]["stopped"]
+    assert done["router"]["config"]["workers"] == BOTH  # r3, never started, serves as it is: it stays in
