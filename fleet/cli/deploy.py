@@ -284,12 +284,12 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")
-        report = router_rollback.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
-        if as_json:
-            print_json(report.to_json())
-        else:
-            render_router(report, console, wide)
-        return EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
+        hooks = routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json))
+        report, stopped = router_rollback.waited(hooks, to, say_now)  # a Ctrl-C: the rollback under way ends first
+        print_json(report.to_json()) if as_json else render_router(report, console, wide)
+        if stopped:
+            sys.stderr.write("interrupted (Ctrl-C): the router's line above says where it is\n")
+        return EXIT_INTERRUPTED if stopped else EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
         if sizes or max_fail is not None:
             raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial and --max-fail do "
