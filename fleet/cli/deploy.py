@@ -284,8 +284,8 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")
-        hooks = routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json))
-        report, stopped = router_rollback.waited(hooks, to, say_now)  # a Ctrl-C: the rollback under way ends first
+        on_router = routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json))
+        report, stopped = router_rollback.waited(on_router, to, say_now)  # a Ctrl-C: the rollback under way ends first
         print_json(report.to_json()) if as_json else render_router(report, console, wide)
         if stopped:
             sys.stderr.write("interrupted (Ctrl-C): the router's line above says where it is\n")
