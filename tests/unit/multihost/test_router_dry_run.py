@@ -15,8 +15,8 @@ from fleet.cli import deploy as deploy_cli
 from fleet.deploy import restore
 from fleet.deploy.results import DeployResult
 from fleet.inventory import load as load_inventory
-from fleet.multihost import router as routing
 from fleet.multihost import rollout, router_plan
+from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
