@@ -229,20 +229,33 @@ _CALLS: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQ
 _local = threading.local()
 
 
-def on_worker(fn: Callable[[], T]) -> T:
+def on_worker(fn: Callable[[], T], busy: Callable[[], str] = lambda: "", ends: str = STEP_ENDS,
+              left: str = STEP_LEFT) -> T:
     """fn() on a daemon thread, this (main) thread only waiting (and answering on_main). The first Ctrl-C asks fn
     to stop (it takes the request at its next checkpoint, puts back what it took and ends with KeyboardInterrupt);
-    the wait goes on. A second Ctrl-C stops waiting (KeyboardInterrupt here; fn's thread ends with the process)."""
+    the wait goes on. A second Ctrl-C stops waiting (KeyboardInterrupt here; fn's thread ends with the process).
+    Each is answered at once where interrupts are told (tell_interrupts_to), naming what `busy` says is under way,
+    how it `ends` and what a second leaves: a tune's load point (up to 600 s) showed nothing until it ended."""
     _STOP.clear()
     _TAKEN.clear()
     pool = Pool(1, "fleet-work")
+    notice = next(iter(_told), None)
     try:
         future = pool.submit(fn)
         try:
             return waited(future)
         except KeyboardInterrupt:
             _STOP.set()
-        return waited(future)
+            who = busy() or "the work"
+            if notice:
+                notice(f"Ctrl-C: no host starts now; waiting for {who} to end the step under way ({ends}); Ctrl-C "
+                       "again to stop waiting")
+        try:
+            return waited(future)
+        except KeyboardInterrupt:
+            if notice and not future.done():  # done: the work took the first one and ended so
+                notice(f"Ctrl-C again: stopped waiting for {who}; {left}")
+            raise
     finally:
         pool.shutdown()
 

@@ -32,7 +32,7 @@ from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.multihost import canary as canary_window
-from fleet.multihost import multinode, rolling, rollout, router_rollback, wheels
+from fleet.multihost import multinode, rolling, rollout, router_dry, router_rollback, wheels
 from fleet.multihost import router as routing
 from fleet.multihost.router_report import RouterReport, RouterRun
 from fleet.multihost.together import together
@@ -147,7 +147,7 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     except rolling.DeployInterrupted as stop:
         return _interrupted(stop, as_json, wide)
     if hooks:
-        return _router_dry_run(hooks, list(hosts), results, as_json, wide)
+        return _router_dry_run(hooks, list(hosts), results, as_json, wide, _dry_plan(results, sizes, limit))
     if dry_run and len(hosts) > 1:
         return _dry_rollout(results, sizes, limit, as_json, wide)
     return finish(results, as_json, ok={DeployStatus.OK, DeployStatus.UNCHANGED, DeployStatus.DRY_RUN}, wide=wide)
@@ -155,26 +155,34 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
 
 def _dry_rollout(results: list[DeployResult], sizes: list[rollout.Amount] | None, limit: rollout.Amount,
                  as_json: bool, wide: bool, what: str = "deploy") -> int:
-    """Several hosts: each host's dry run, then the rollout the deploy would run and where it would stop by what the
-    dry run found. It showed diffs for hosts the deploy never starts (a canary left unchanged stops it), exit 0,
-    where the deploy exited 1; exit 1 now where the deploy would leave hosts not started."""
-    names = [r.host for r in results]
-    first = set(rollout.batches(names, sizes)[0])
-    misses = [why for r in results if r.host in first and (why := _canary_miss(r))]
-    plan = rollout.dry_rollout(names, sizes, limit, [r.host for r in results if r.status != DeployStatus.DRY_RUN],
-                               misses)
+    """Several hosts: each host's dry run, the rollout and where it would stop by what the dry run found; exit 1
+    where the deploy would leave hosts not started (it showed their diffs, exit 0, where the deploy exited 1)."""
+    plan = _dry_plan(results, sizes, limit)
     if as_json:
         print_json({"hosts": [r.to_json() for r in results], "rollout": plan.to_json()})
     else:
-        for r in results:
-            draw(r, wide)
-        for line in deploy_plan_batches(plan.batches, plan.canary):
-            console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
-        if plan.not_started:  # a stop after the last batch leaves nothing out: each host's line says it all
-            console.print(escape(f"the {what} would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
-                          highlight=False, soft_wrap=wide)
+        _draw_dry_rollout(results, plan, wide, what)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and not plan.not_started
     return EXIT_OK if ok else EXIT_HOST_FAILED
+
+
+def _dry_plan(results: list[DeployResult], sizes: list[rollout.Amount] | None,
+              limit: rollout.Amount) -> rollout.DryRollout:
+    names = [r.host for r in results]
+    first = set(rollout.batches(names, sizes)[0])
+    misses = [why for r in results if r.host in first and (why := _canary_miss(r))]
+    return rollout.dry_rollout(names, sizes, limit, [r.host for r in results if r.status != DeployStatus.DRY_RUN],
+                               misses)
+
+
+def _draw_dry_rollout(results: list[DeployResult], plan: rollout.DryRollout, wide: bool, what: str = "deploy") -> None:
+    for r in results:
+        draw(r, wide)
+    for line in deploy_plan_batches(plan.batches, plan.canary):
+        console.print(escape(f"rollout {line}"), highlight=False, soft_wrap=wide)
+    if plan.not_started:  # a stop after the last batch leaves nothing out: each host's line says it all
+        console.print(escape(f"the {what} would stop: {plan.stopped} ({', '.join(plan.not_started)})"),
+                      highlight=False, soft_wrap=wide)
 
 
 def _canary_miss(r: DeployResult) -> str | None:
@@ -276,12 +284,12 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     if router:  # the playbook's router unit on router.host, not the replicas
         if book.router is None:
             raise InputError(f"--router: playbook {book.name} has no router section")
-        report = router_rollback.rollback(routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json)), to)
-        if as_json:
-            print_json(report.to_json())
-        else:
-            render_router(report, console, wide)
-        return EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
+        on_router = routing.prepare(list(hosts), book, path, opts, {}, host_say(as_json))
+        report, stopped = router_rollback.waited(on_router, to, say_now)  # a Ctrl-C: the rollback under way ends first
+        print_json(report.to_json()) if as_json else render_router(report, console, wide)
+        if stopped:
+            sys.stderr.write("interrupted (Ctrl-C): the router's line above says where it is\n")
+        return EXIT_INTERRUPTED if stopped else EXIT_OK if report.status == DeployStatus.OK else EXIT_HOST_FAILED
     if book.nodes is not None:  # one server over several hosts: every node back to the same deployment
         if sizes or max_fail is not None:
             raise InputError(f"playbook {book.name} spans {book.nodes.count} nodes: --serial and --max-fail do "
@@ -457,19 +465,21 @@ def _rollout(hosts: list[Host], book: Playbook | None, path: Path | None, opts: 
 
 
 def _router_dry_run(hooks: routing.RouterHooks, hosts: list[Host], results: list[DeployResult],
-                    as_json: bool, wide: bool = False) -> int:
+                    as_json: bool, wide: bool = False, plan: rollout.DryRollout | None = None) -> int:
+    """The replicas' dry runs, their rollout and its stop (it said neither, exit 0), then the router it leaves."""
+    plan = plan or _dry_plan(results, [rollout.Amount(1)], rollout.Amount(0))
+    after = [DeployResult(r.host, DeployStatus.SKIPPED) if r.host in plan.not_started else r for r in results]
     try:
-        report = routing.dry_run(hooks, hosts)
+        report = router_dry.dry_run(hooks, hosts, after)
     except FleetError as exc:
         report = RouterReport(RouterRun.DRY_RUN_FAILED, hooks.host.name, DeployStatus.FAILED, error=str(exc))
     if as_json:
-        print_json({"hosts": [r.to_json() for r in results], "router": report.to_json()})
+        print_json({"hosts": [r.to_json() for r in results], "rollout": plan.to_json(), "router": report.to_json()})
     else:
-        for r in results:
-            draw(r, wide)
+        _draw_dry_rollout(results, plan, wide)
         render_router(report, console, wide)
     ok = all(r.status == DeployStatus.DRY_RUN for r in results) and report.status == DeployStatus.DRY_RUN
-    return EXIT_OK if ok else EXIT_HOST_FAILED
+    return EXIT_OK if ok and not plan.not_started else EXIT_HOST_FAILED
 
 
 def render_router(report: RouterReport, console: Console, wide: bool = False) -> None:
@@ -484,5 +494,7 @@ def render_router(report: RouterReport, console: Console, wide: bool = False) ->
                   highlight=False, soft_wrap=wide)
     if report.error:
         console.print(f"  [red]{escape(report.error)}[/]", soft_wrap=wide)
+    if report.unchanged and report.evidence:  # a dry run's: the router kept as it is
+        console.print(f"  {escape(report.evidence)}", highlight=False, soft_wrap=wide)
     if report.diff:
         console.print(escape(report.diff), highlight=False, soft_wrap=wide)

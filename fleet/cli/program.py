@@ -110,6 +110,20 @@ def _option_two_words_before(word: str, argv: list[str]) -> str | None:
     return None
 
 
+def _given_again(word: str, argv: list[str], flags: Mapping[str, Argument]) -> tuple[str, str] | None:
+    """An option of one value typed again, `word` its second value, which invoke read as a task's name (`-p a -p b`
+    said `no such task 'b'` and offered `--host b`): the option as typed again, and its first value."""
+    for i, typed in enumerate(argv):
+        if typed != word or i < 2 or argv[i - 1] not in flags or "=" in argv[i - 1]:
+            continue
+        arg = flags[argv[i - 1]]
+        if arg.kind in (list, bool):
+            continue
+        if any(w.partition("=")[0] in flags and flags[w.partition("=")[0]] is arg for w in argv[:i - 1]):
+            return argv[i - 1], str(arg.value)
+    return None
+
+
 def _typed(flag: str, argv: list[str]) -> str:
     """The word the operator typed that invoke read `flag` from: `-host` for -o (one dash before a long name is
     read as letters, -h -o -s -t), else the flag itself."""
@@ -154,6 +168,9 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         return f"{where}: no such option {flag}{_nearest(flag, context)}{hosts} ({helps})"
     flags = getattr(getattr(exc, "context", None), "flags", {})
     host = spellings.host_word(m.group(1), binary, task) if m and task and "--host" in flags else ""
+    if m and task and (again := _given_again(m.group(1), argv or [], flags)):
+        return (f"{where}: {again[0]} given twice ({again[1]!r}, then {m.group(1)!r}): it takes one value; give it "
+                f"once ({helps})")
     if m and task and (switch := _switch_before(m.group(1), argv or [])):
         arg = flags[switch] if switch in flags else None  # a Lexicon: .get() misses the short aliases
         if arg is not None and arg.positional:  # `inv exec sbx0 --cmd uptime`: sbx0 was taken as the command

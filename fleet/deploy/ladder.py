@@ -86,6 +86,10 @@ class StoppedBeforeChange(Exception):
     """Ctrl-C came after the release was opened and before the first rung touched the server."""
 
 
+class StoppedAfterFailure(Exception):
+    """Ctrl-C came while a rung was tried, and it failed: no later rung starts, the release before comes back."""
+
+
 class Deployer:
     """The ladder's policy on one host: which rungs to try, in what order, after what; then current, or the
     fall-back. What a rung renders to is `serve` (fleet.deploy.serving); trying one is `runner`
@@ -143,13 +147,17 @@ class Deployer:
         and the unit, env, patch sets, venv and key it would install for that rung what is there, healthy. The dry
         run says it: a new API key or a stopped server showed `(no differences)`, and the deploy restarted."""
         s = self.serve
+        if previous.playbook != self.book.name:  # it said `plain is not fit here or known to fail`
+            return f"it serves playbook {previous.playbook}, and the deploy serves {self.book.name}"
         target = fingerprint.winner(self.book, facts, rungs) or previous.rung
         rung = next((r for r in rungs if r.name == target), None)
         if rung is None or rung.name != previous.rung:
             return f"it serves rung {previous.rung}, and the deploy serves " + (
                 f"rung {rung.name}" if rung else f"another ({previous.rung} is not fit here or known to fail)")
-        if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the venv it runs from is gone: the
-            return f"the venv it runs from ({s.venv}) is gone: the deploy builds it"  # server would not start again
+        if self.book.packages and not venvs.exists(conn, s.host, s.venv):  # the server would not start again
+            if venvs.recorded(previous.facts) == s.venv:
+                return f"the venv it runs from ({s.venv}) is gone: the deploy builds it"
+            return f"it runs from another venv than the playbook's pins build ({s.venv}, not on the host yet)"
         planned = s.plan(rung, previous.id, sglang_version(facts))
         if read_file(conn, s.host, s.unit_path) != planned.unit_text.encode():
             return f"its unit file {s.unit_path} is not the one the deploy writes (the diff below)"
@@ -257,6 +265,9 @@ class Deployer:
         except StoppedBeforeChange:  # the release was opened, the server never touched: closed, nothing else
             run.fail(ReleaseStatus.INTERRUPTED)
             return self.stopped(replace(result, release=previous.id if previous else None))
+        except StoppedAfterFailure as stop:  # it went on to the next rung, a configuration that never served
+            result = replace(result, attempts=[*result.attempts, *tried])
+            return result.ended_on(self.fall_back(conn, store, release, previous, str(stop), ReleaseStatus.INTERRUPTED))
         except ConnectionLost:
             raise  # nothing more can be done from here: the next run's recovery finds the release in progress
         except Exception as exc:  # any step after the stop: the previous release goes back, as when nothing served
@@ -284,9 +295,9 @@ class Deployer:
                        error=f"{self.host.name}: stopped by Ctrl-C before any change; it runs what it ran before")
 
     def fall_back(self, conn: Connection, store: ReleaseStore, release: Release, previous: Release | None,
-                  why: str) -> FellBack:
+                  why: str, ends_as: ReleaseStatus = ReleaseStatus.FAILED) -> FellBack:
         s = self.serve
-        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress)
+        steps = restore.ServerSteps(conn, s.origin, store, release, self.book, s.unit, self.progress, ends_as)
         return fallback.fall_back(steps, previous, why, self.progress)
 
     def pinned_venv(self, conn: Connection, result: DeployResult) -> tuple[DeployResult, HostFacts | None]:
@@ -315,6 +326,9 @@ class Deployer:
         for rung in rungs:
             if parallel.stopping() and not self.runner.touched:  # Ctrl-C while the release opened: still no change
                 raise StoppedBeforeChange
+            if parallel.stopping():  # Ctrl-C while a rung was tried, which failed: as the Ctrl-C said
+                raise StoppedAfterFailure(f"Ctrl-C: no rung is tried after {tried[-1].rung if tried else 'one'} "
+                                          f"failed ({last})")
             if not rung.worth_trying_after(last):
                 self.progress(f"rung {rung.name}: not worth trying after {last}")
                 continue

@@ -24,7 +24,6 @@ Replicas added later are given it explicitly (`api_key` with the URL), as sgl-ro
 
 from __future__ import annotations
 
-import difflib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -45,10 +44,9 @@ from fleet.host import curl as hostcurl
 from fleet.host import lock as hostlock
 from fleet.host.journal import journal_tail
 from fleet.host.releases import CURRENT_TEMP, ROUTER_ROOT, Release, ReleaseStore, new_id, now
-from fleet.host.service import daemon_reload, drop_kept, read_file, sha256, stop_quietly, unit_state
+from fleet.host.service import daemon_reload, drop_kept, sha256, stop_quietly, unit_state
 from fleet.host.session import ConnectionLost, HostSession, one_line
 from fleet.inventory import Host
-from fleet.logs.redact import env_text as redact_env
 from fleet.multihost import router_api
 from fleet.multihost.router_live import LiveRouter
 from fleet.multihost.router_plan import (
@@ -64,9 +62,9 @@ from fleet.multihost.router_plan import (
 )
 from fleet.multihost.router_report import RouterEnd, RouterEvent, RouterReport, RouterRun, worker_list
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
-from fleet.playbook import Playbook, secret_names
+from fleet.playbook import Playbook
 from fleet.progress import Progress, standing
-from fleet.ssh.connect import ConnectOptions, open_connection
+from fleet.ssh.connect import ConnectOptions
 
 HostSay = Callable[[str, str], None]  # (host name, message)
 MAX_WORKERS = 64  # workers a router's list may name that fleet asks after (each a /health of up to 5 s)
@@ -243,14 +241,7 @@ class RouterHooks:
         store = self.stores(conn, host, ROUTER_ROOT)
         previous = store.current()
         planned = plan(book, host, workers, self.secrets)
-        # the running router's own configuration: its unit as rendered with the workers it started with
-        started = previous.config.get("workers") if previous else None
-        running = plan(book, host, [u for u in started if is_worker_url(u)], self.secrets) \
-            if isinstance(started, list) else planned
-        same = (host_run.session.read(unit_path(book)) == running.unit_text.encode()
-                and host_run.session.read(env_path(book)) == running.env_text.encode()
-                and restore.key_installed(conn, host, running))
-        if same and previous and unit_state(conn, host, unit).get("ActiveState") == "active":
+        if previous and self.keeps(conn, previous, workers, host_run.session.read):
             outcome, evidence = self._ready(conn)
             if outcome == Outcome.READY:
                 self._reconcile(workers, say)
@@ -284,6 +275,20 @@ class RouterHooks:
             outcome, evidence = Outcome.INSTALL_FAILED, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
         say(f"{outcome}: {evidence}")
         return self._fall_back(conn, store, run, previous, f"{outcome}: {evidence}", say)
+
+    def keeps(self, conn: Connection, previous: Release, workers: list[str],
+              read: Callable[[str], bytes | None]) -> bool:
+        """Whether the router's current release runs with its own configuration unchanged, active: its unit as
+        rendered with the workers it started with (else with `workers`), its env file and key as installed. Such
+        a router keeps running, its live list synced (the deploy and its dry run both go by this)."""
+        book, host = self.book, self.host
+        started = previous.config.get("workers")
+        running = plan(book, host, [u for u in started if is_worker_url(u)] if isinstance(started, list) else workers,
+                       self.secrets)
+        return (read(unit_path(book)) == running.unit_text.encode()
+                and read(env_path(book)) == running.env_text.encode()
+                and restore.key_installed(conn, host, running)
+                and unit_state(conn, host, book.router.unit).get("ActiveState") == "active")  # type: ignore[union-attr]
 
     def _ready(self, conn: Connection) -> ServerVerdict:
         """The router's port answers /health within budgets.ready, then a real generation passes through it."""
@@ -479,22 +484,3 @@ def back_in(hooks: RouterHooks, host: Host, status: DeployStatus, wait: float = 
             serves = hooks.live.serves(url)
         if serves or hooks.taken_out(host):
             hooks.after(host, DeployResult(host.name, DeployStatus.OK if serves else status))
-
-
-def dry_run(hooks: RouterHooks, hosts: list[Host]) -> RouterReport:
-    """What the router's unit and env file would become with every selected replica (none is contacted)."""
-    book = hooks.book
-    planned = plan(book, hooks.host, [worker_url(h, book) for h in hosts], hooks.secrets)
-    conn = open_connection(hooks.host, hooks.opts)
-    try:
-        diffs: list[str] = []
-        names = secret_names(book)
-        for path, new in ((unit_path(book), planned.unit_text), (env_path(book), planned.env_text)):
-            old = read_file(conn, hooks.host, path)
-            old_text, new = (redact_env(old, names) if old is not None else ""), redact_env(new, names)
-            diffs += difflib.unified_diff(old_text.splitlines(True), new.splitlines(True),
-                                          fromfile=f"{path} (installed)", tofile=f"{path} (router)")
-    finally:
-        conn.close()
-    return RouterReport(RouterRun.DRY_RUN, hooks.host.name, DeployStatus.DRY_RUN, book.router.unit,  # type: ignore[union-attr]
-                        config=planned.config, diff="".join(diffs))

@@ -47,7 +47,7 @@ _KEYS: dict[RouterRun, tuple[str, ...]] = {
     RouterRun.DEPLOY: ("host", "unit", "port", "policy", "status", "release", "workers", "error", "evidence",
                        "events"),
     RouterRun.ROLLBACK: ("host", "unit", "port", "status", "release", "workers", "error", "evidence"),
-    RouterRun.DRY_RUN: ("host", "unit", "status", "config", "diff"),
+    RouterRun.DRY_RUN: ("host", "unit", "status", "config", "diff", "release", "unchanged", "evidence", "error"),
     RouterRun.DRY_RUN_FAILED: ("host", "status", "error"),
     RouterRun.INTERRUPTED: ("host", "status", "workers", "events", "error"),
 }
@@ -72,6 +72,7 @@ class RouterReport:
     recovered: tuple[str, ...] | None = None
     config: dict[str, object] | None = None  # a dry run's: the router's flags as a release records them
     diff: str = ""
+    unchanged: bool = False  # a dry run's: the router keeps running as it is, its workers synced through its API
 
     @property
     def serves(self) -> bool:
@@ -89,7 +90,7 @@ class RouterReport:
             "host": self.host, "unit": self.unit, "port": self.port, "policy": self.policy,
             "status": self.status, "release": self.release, "workers": list(self.workers), "error": self.error,
             "evidence": self.evidence, "events": [e.to_json() for e in self.events], "config": self.config,
-            "diff": self.diff}
+            "diff": self.diff, "unchanged": self.unchanged}
         out = {k: values[k] for k in _KEYS[self.run]}
         if self.recovered is not None:
             out["recovered"] = list(self.recovered)

@@ -4,16 +4,41 @@ served before goes back, by rename where the rollback's writes kept its files (a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from fabric import Connection
 
+from fleet import parallel
 from fleet.errors import FleetError
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
 from fleet.host.session import ConnectionLost
 from fleet.multihost.router import RouterHooks
 from fleet.multihost.router_report import RouterReport, RouterRun, worker_list
 from fleet.outcomes import DeployStatus, Outcome, ReleaseStatus
+
+ENDS = "the router's rollback ends on its own; a router release that does not serve puts back the one before"
+
+
+def waited(hooks: RouterHooks, to: str | None, notice: Callable[[str], None]) -> tuple[RouterReport, bool]:
+    """rollback() on a worker thread (fleet.parallel.run_all), and whether a Ctrl-C came: the first is answered at
+    once and the rollback under way ends on its own, a second stops waiting. It ran on the main thread, where a
+    Ctrl-C lands inside any SSH exchange, and said a bare `interrupted`, the router's state unsaid."""
+    host = hooks.host.name
+    try:
+        [outcome] = parallel.run_all([hooks.host], lambda _: rollback(hooks, to), notice=notice, ends=ENDS,
+                                     left=parallel.DEPLOY_LEFT.replace("rollback", "rollback --router"))
+    except parallel.Interrupted as stop:
+        done = stop.outcomes[0]
+        if done is None:  # a second Ctrl-C: left mid-step
+            return RouterReport(RouterRun.INTERRUPTED, host, DeployStatus.FAILED, error=(
+                f"{host}: interrupted while rolling back the router; the next deploy or rollback --router there "
+                "takes over its lock and recovers what it left")), True
+        return done.value if done.ok and done.value else RouterReport(RouterRun.INTERRUPTED, host, DeployStatus.FAILED,
+                                                                       error=done.error), True
+    if not outcome.ok or outcome.value is None:
+        raise FleetError(outcome.error or f"{host}: the router's rollback failed")
+    return outcome.value, False
 
 
 def rollback(hooks: RouterHooks, to: str | None) -> RouterReport:

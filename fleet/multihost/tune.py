@@ -397,6 +397,12 @@ class Tuner:
         return result
 
 
+TUNE_ENDS = ("a server start, a benchmark or a load point ends within its budget; then the release that served "
+             "before the tune is put back")
+TUNE_LEFT = ("its tune is left mid-step, its release in progress: the next deploy or rollback there puts back the "
+             "release that served")
+
+
 def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectOptions, secrets: dict[str, str],
                progress_for: Callable[[Host], Progress], confirm: Callable[[str], bool],
                runs: int | None = None, tuner: type[Tuner] | None = None) -> list[TuneResult]:
@@ -408,11 +414,14 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
 
     hooks = routing.hooks_for(hosts, book, path, opts, secrets, progress_for)
 
+    under_way: list[str] = []  # the host whose tune runs now, for the Ctrl-C's answer
+
     def each() -> list[TuneResult]:
         results = []
         for host in hosts:
             with parallel.interruptible():
                 parallel.checkpoint()  # no later host is started after a Ctrl-C
+            under_way[:] = [host.name]
             status = DeployStatus.FAILED
             try:
                 results.append(tuner_of(host, book, path, opts, progress_for(host), secrets, ask, runs, hooks).run())
@@ -427,4 +436,4 @@ def tune_hosts(hosts: Sequence[Host], book: Playbook, path: Path, opts: ConnectO
         return results
 
     # on a worker thread: a Ctrl-C never lands inside an SSH exchange (fleet.parallel.on_worker says why)
-    return parallel.on_worker(each)
+    return parallel.on_worker(each, lambda: ", ".join(under_way), TUNE_ENDS, TUNE_LEFT)

@@ -43,7 +43,8 @@ def test_dry_runs_print_their_planned_unit_and_a_failed_one_its_error():
     dry = RouterReport(RouterRun.DRY_RUN, "r", DeployStatus.DRY_RUN, "sglang-router",
                        config={"workers": ["http://a:1"]}, diff="+x\n")
     assert _printed(dry) == ('{"host":"r","unit":"sglang-router","status":"dry-run","config":{"workers":'
-                             '["http://a:1"]},"diff":"+x\\n"}')
+                             '["http://a:1"]},"diff":"+x\\n","release":null,"unchanged":false,"evidence":null,'
+                             '"error":null}')  # what the deploy would keep, and its preflight, after the keys it had
     assert dry.shown_workers() == ["http://a:1"]
     failed = RouterReport(RouterRun.DRY_RUN_FAILED, "r", DeployStatus.FAILED, error="r: unreachable")
     assert _printed(failed) == '{"host":"r","status":"failed","error":"r: unreachable"}'
