@@ -32,7 +32,7 @@ from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.program import Program
 
-from fleet.cli import liblog, reader_gone, spellings, stopsignals, tasking
+from fleet.cli import liblog, reader_gone, spellings, stopsignals, tasking, typedwords
 from fleet.cli.stopsignals import interrupted
 from fleet.errors import EXIT_BAD_INPUT, did_you_mean, known_names
 
@@ -88,51 +88,6 @@ def _nearest(flag: str, context: object) -> str:
     return f"; did you mean {near[0]}?" if near else ""
 
 
-def _switch_before(word: str, argv: list[str]) -> str | None:
-    """The switch a value was given to, which made invoke read the value as a task's name: `-w 2`, `--json=true`."""
-    for i, typed in enumerate(argv):
-        if typed.startswith("-") and "=" in typed and typed.partition("=")[2] == word:
-            return typed.partition("=")[0]
-        if typed == word and i and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
-            return argv[i - 1]
-    return None
-
-
-def _option_two_words_before(word: str, argv: list[str]) -> str | None:
-    """The option whose value came just before `word`, a second value it cannot take: `-p playbooks/*.yaml`, which
-    the shell made `-p a.yaml b.yaml` (said as `no such task 'b.yaml'`)."""
-    for i, typed in enumerate(argv):
-        if typed == word and i >= 2 and not argv[i - 1].startswith("-") and argv[i - 2].startswith("-") \
-                and "=" not in argv[i - 2]:
-            return argv[i - 2]
-        if typed == word and i >= 1 and argv[i - 1].startswith("--") and "=" in argv[i - 1]:
-            return argv[i - 1].partition("=")[0]
-    return None
-
-
-def _given_again(word: str, argv: list[str], flags: Mapping[str, Argument]) -> tuple[str, str] | None:
-    """An option of one value typed again, `word` its second value, which invoke read as a task's name (`-p a -p b`
-    said `no such task 'b'` and offered `--host b`): the option as typed again, and its first value."""
-    for i, typed in enumerate(argv):
-        if typed != word or i < 2 or argv[i - 1] not in flags or "=" in argv[i - 1]:
-            continue
-        arg = flags[argv[i - 1]]
-        if arg.kind in (list, bool):
-            continue
-        if any(w.partition("=")[0] in flags and flags[w.partition("=")[0]] is arg for w in argv[:i - 1]):
-            return argv[i - 1], str(arg.value)
-    return None
-
-
-def _typed(flag: str, argv: list[str]) -> str:
-    """The word the operator typed that invoke read `flag` from: `-host` for -o (one dash before a long name is
-    read as letters, -h -o -s -t), else the flag itself."""
-    if len(flag) != 2 or flag.startswith("--"):
-        return flag
-    words = [w.partition("=")[0] for w in argv if w.startswith("-") and not w.startswith("--") and len(w) > 2]
-    return next((w for w in words if w[1:].isalpha() and flag[1] in w[1:]), flag)
-
-
 def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: Sequence[str] = (),
             spaces: Sequence[str] = (),
             task_flags: Mapping[str, Names[str]] | None = None) -> str:
@@ -147,7 +102,7 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
     helps = f"`{binary} {task} --help` lists its options" if task else f"`{binary} --list` lists the tasks"
     m = _UNKNOWN.match(said)
     if m and m.group(1).startswith("-"):
-        flag = _typed(m.group(1), argv or [])
+        flag = typedwords.typed(m.group(1), argv or [])
         if flag != m.group(1):  # `-host`: one dash, a long name
             near = _nearest("-" + flag, getattr(exc, "context", None))
             return f"{where}: no such option {flag} (one dash takes one letter){near} ({helps})"
@@ -168,17 +123,17 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         return f"{where}: no such option {flag}{_nearest(flag, context)}{hosts} ({helps})"
     flags = getattr(getattr(exc, "context", None), "flags", {})
     host = spellings.host_word(m.group(1), binary, task) if m and task and "--host" in flags else ""
-    if m and task and (again := _given_again(m.group(1), argv or [], flags)):
+    if m and task and (again := typedwords.given_again(m.group(1), argv or [], flags)):
         return (f"{where}: {again[0]} given twice ({again[1]!r}, then {m.group(1)!r}): it takes one value; give it "
                 f"once ({helps})")
-    if m and task and (switch := _switch_before(m.group(1), argv or [])):
+    if m and task and (switch := typedwords.switch_before(m.group(1), argv or [])):
         arg = flags[switch] if switch in flags else None  # a Lexicon: .get() misses the short aliases
         if arg is not None and arg.positional:  # `inv exec sbx0 --cmd uptime`: sbx0 was taken as the command
             return (f"{where}: {switch} given twice: {arg.value!r} before it was read as its value (the task's first "
                     f"word){spellings.host_word(str(arg.value), binary, task) if '--host' in flags else ''} ({helps})")
         if arg is None or arg.kind is bool:
             return f"{where}: {switch} takes no value, so {m.group(1)!r} was read as a task's name ({helps})"
-    if m and task and (option := _option_two_words_before(m.group(1), argv or [])):
+    if m and task and (option := typedwords.option_two_words_before(m.group(1), argv or [])):
         if option in flags and flags[option].kind is not list:  # `-i FILE sbx0`: not a second -i, a host
             return f"{where}: {option} takes one value, so {m.group(1)!r} after it was read as a task's name{host} " \
                    f"({helps})"
@@ -201,14 +156,6 @@ def refusal(exc: ParseError, binary: str, argv: list[str] | None = None, tasks: 
         names = ", ".join(n.strip().strip("'").replace("_", "-") for n in m.group(2).split(","))
         return f"{binary} {m.group(1)}: missing {names} ({helps})"
     return f"{where}: {said.rstrip('!')} ({helps})"
-
-
-def help_first(argv: list[str], tasks: Names[str]) -> list[str]:
-    """`inv --help deploy --host x` as `inv deploy --help`: invoke read `deploy` as --help's value and refused
-    `--host` as a core option it does not know. Help runs nothing, whatever words follow the task's name."""
-    if len(argv) > 3 and argv[1] in ("-h", "--help") and argv[2] in tasks:
-        return [argv[0], argv[2], "--help"]
-    return argv
 
 
 def miscast(exc: ValueError, argv: list[str], binary: str) -> str:
@@ -283,7 +230,7 @@ class FleetProgram(Program):
         """invoke's, less what the dropped options did (debug logging, .pyc writing: never, as invoke's default)."""
         with self._bad_input():
             self.normalize_argv(argv)
-            self.argv = help_first(self.argv, self.namespace.task_names if self.namespace else {})
+            self.argv = typedwords.help_first(self.argv, self.namespace.task_names if self.namespace else {})
             self.parse_core_args()
         sys.dont_write_bytecode = True
         if self.args.version.value:
@@ -357,7 +304,7 @@ class FleetProgram(Program):
         if len(self.tasks) < 2:
             return
         first, second = str(self.tasks[0].name), str(self.tasks[1].name)
-        switch = _switch_before(second, list(self.argv or []))
+        switch = typedwords.switch_before(second, list(self.argv or []))
         why = (f"{switch} takes no value, so {second!r} was read as a second task" if switch else
                f"one task per command, and {second!r} is a second")
         raise self._said(f"{self.binary} {first}: {why} (run `{self.binary} {second} ...` on its own; "
