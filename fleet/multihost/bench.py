@@ -21,7 +21,8 @@ from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import venvs
 from fleet.host.releases import ReleaseStore
-from fleet.host.service import unit_state
+from fleet.host.serverchecks import port_users
+from fleet.host.service import printable, unit_state
 from fleet.inventory import Host
 from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
@@ -98,16 +99,27 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
 
 def _refuse_unless_serving(conn: Connection, host: Host, serve: Serving, release: str) -> None:
     """A server that does not answer /health is not measured: bench_serving's own words for it are a Python
-    ValueError about its warm-up. Said with the unit's state, before the router is touched."""
+    ValueError about its warm-up. Nor is one that answers but is not the unit's (the unit stopped or restarting, or
+    the port held by another process): its figures would be stored as the release's. Said with the unit's state,
+    before the router is touched."""
     port = serve.book.serve.port
     code = hostcurl.health_code(conn, host, port)
-    if code == "200":
-        return
     state = unit_state(conn, host, serve.unit)
+    other = printable(port_users(conn, host, port, serve.unit), 160) if code == "200" else ""
+    if code == "200" and state.get("ActiveState") == "active" and not other:
+        return
     active = " ".join(filter(None, (state.get("ActiveState"), state.get("SubState") and f"({state['SubState']})")))
-    raise FleetError(f"{host.name}: the server does not serve (unit {serve.unit} {active or 'unknown'}, GET /health "
-                     f"on port {port} answered {code if code not in ('', '000') else 'nothing'}): release {release} "
-                     f"not measured; `inv status -H {host.name}` says more, `inv deploy` starts it")
+    unit, then = f"unit {serve.unit} {active or 'unknown'}", f"release {release} not measured"
+    if code == "200" and state.get("ActiveState") == "active":
+        raise FleetError(f"{host.name}: GET /health on port {port} answered 200, but port {port} is held by a process "
+                         f"that is not unit {serve.unit}'s ({other}): {then}; stop that process")
+    if code == "200":
+        raise FleetError(f"{host.name}: GET /health on port {port} answered 200, but not from unit {serve.unit} "
+                         f"({active or 'unknown'})" + (f"; the port is held by {other}" if other else "")
+                         + f": {then} (its figures would not be the release's); `inv status -H {host.name}` says more")
+    raise FleetError(f"{host.name}: the server does not serve ({unit}, GET /health on port {port} answered "
+                     f"{code if code not in ('', '000') else 'nothing'}): {then}; `inv status -H {host.name}` says "
+                     f"more, `inv deploy` starts it")
 
 
 def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,
