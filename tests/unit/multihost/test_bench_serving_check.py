@@ -21,11 +21,15 @@ SERVE = SimpleNamespace(unit="sglang", book=SimpleNamespace(serve=SimpleNamespac
 LISTENER = 'LISTEN 0 2048 0.0.0.0:30000 0.0.0.0:* users:(("python3",pid=4242,fd=7))'
 
 
-def check(monkeypatch, code: str, active: str, sub: str, other: str = "") -> None:
+def check(monkeypatch, code: str, active: str, sub: str, other: str = "", files: tuple[str, ...] = (),
+          serve: SimpleNamespace = SERVE) -> None:
     monkeypatch.setattr(bench.hostcurl, "health_code", lambda conn, host, port: code)
-    monkeypatch.setattr(bench, "unit_state", lambda conn, host, unit: {"ActiveState": active, "SubState": sub})
-    monkeypatch.setattr(bench, "port_users", lambda conn, host, port, unit: other, raising=False)
-    bench._refuse_unless_serving(None, HOST, SERVE, "r1")  # type: ignore[arg-type]
+    monkeypatch.setattr(bench, "unit_state", lambda conn, host, unit: {"ActiveState": active if unit == "sglang"
+                                                                       else "inactive", "SubState": sub})
+    monkeypatch.setattr(bench, "port_users", lambda conn, host, port, unit: other if unit == "sglang" else LISTENER,
+                        raising=False)
+    release = SimpleNamespace(id="r1", files={f: {} for f in files})
+    bench._refuse_unless_serving(None, HOST, serve, release)  # type: ignore[arg-type]
 
 
 def test_the_units_own_server_is_measured(monkeypatch):
@@ -55,3 +59,13 @@ def test_a_server_that_answers_nothing_is_said_as_before(monkeypatch):
         check(monkeypatch, "000", "inactive", "dead")
     assert str(refused.value).startswith("sbx0: the server does not serve (unit sglang inactive (dead), GET /health "
                                          "on port 30000 answered nothing): release r1 not measured")
+
+
+def test_the_unit_asked_after_is_the_releases_own_under_another_playbook(monkeypatch):
+    """--playbook naming another unit (serve.unit sglang-b) than the one the release installed (sglang): its server
+    is measured, as the line before the benchmark says."""
+    other = SimpleNamespace(unit="sglang-b", book=SERVE.book)
+    files = ("before:/etc/systemd/system/x.service", "/etc/systemd/system/sglang.service", "/etc/fleet/sglang.env")
+    check(monkeypatch, "200", "active", "running", files=files, serve=other)
+    with pytest.raises(FleetError):
+        check(monkeypatch, "200", "active", "running", serve=other)  # no unit recorded: the playbook's
