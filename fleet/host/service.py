@@ -275,6 +275,7 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
+DROP_INS_AGAIN_S = 2.0  # a `systemctl show -p DropInPaths` that failed is asked again after this
 DISTRIBUTION_DROP_INS = ("/usr/lib/systemd/system/service.d/", "/lib/systemd/system/service.d/")
 
 
@@ -313,10 +314,15 @@ def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) 
     answers without end) is ServiceError, never "none": the question is asked before a server is stopped or a
     put-back judged. A lost link still raises as itself (the run's recovery finishes the job)."""
     name = shlex.quote(posixpath.basename(unit_path))
+    command = f"systemctl show -p DropInPaths --value -- {name}"
     try:
-        said = sh(conn, host, f"systemctl show -p DropInPaths --value -- {name}", timeout=60)
+        res = run(conn, host, command, timeout=60)
+        if not res.ok:  # asked once more: systemd re-executing (a package upgrade's daemon-reexec) refuses a moment
+            time.sleep(DROP_INS_AGAIN_S)
+            res = run(conn, host, command, timeout=60)
     except (CommandTimedOut, OutputTooLarge) as e:
         raise ServiceError(str(e)) from None
+    said = checked(host.name, res)
     return drop_in_files(said) if every else overriding(said)
 
 

@@ -50,3 +50,20 @@ def test_the_preflight_and_the_owner_rule_refuse_in_one_line(unanswered, monkeyp
     why = restore.owner_problem(None, HOST, None, None)  # type: ignore[arg-type]
     assert why is not None and why.startswith("fleet cannot read the drop-ins systemd would apply over the unit, so "
                                               "the owner rule cannot judge: ")
+
+
+def test_a_systemctl_that_fails_a_moment_is_asked_once_more(monkeypatch):
+    """A put-back in a deploy's fall-back asks the drop-ins after the server stopped: one refused question (systemd
+    re-executing under a package upgrade: `Failed to connect to bus`) refused the put-back and left the host
+    serving nothing; it is asked once more, 2 s later. Two failures are still a refusal."""
+    answers = [CommandResult("systemctl show", 1, "", "Failed to connect to bus: Connection refused"),
+               CommandResult("systemctl show", 0, "/etc/systemd/system/sglang.service.d/x.conf\n", "")]
+    asked: list[str] = []
+    monkeypatch.setattr(service, "run", lambda conn, host, command, timeout=120.0, **kw: (
+        asked.append(command), answers.pop(0))[1])
+    monkeypatch.setattr(service.time, "sleep", lambda s: asked.append(f"sleep {s:g}"))
+    assert service.drop_ins(None, HOST, UNIT) == ["/etc/systemd/system/sglang.service.d/x.conf"]  # type: ignore[arg-type]
+    assert asked[1] == "sleep 2" and len(asked) == 3
+    answers[:] = [CommandResult("systemctl show", 1, "", "Failed to connect to bus: Connection refused")] * 2
+    with pytest.raises(service.ServiceError, match="Failed to connect to bus"):
+        service.drop_ins(None, HOST, UNIT)  # type: ignore[arg-type]
