@@ -25,3 +25,30 @@ def test_a_node_whose_drop_ins_do_not_answer_is_not_started_unjudged(deployment,
                         lambda store, release: {"/etc/systemd/system/sglang.service": b"[Service]\n"})
     m._fall_back("every rung failed")
     assert not [s for s in steps if s[0] == "start"], steps  # before: ('start', 'n0,n1'): put back unjudged
+
+
+def test_a_node_whose_owner_question_fails_is_refused_and_a_lost_one_still_skipped(deployment, monkeypatch):  # noqa: F811
+    m, steps, said, _ = deployment
+
+    def owner_problem(conn, host, store, release):
+        if host.name == "n1":
+            raise service.ServiceError("n1: reading /etc/systemd/system/sglang.service.d/x.conf: Is a directory")
+        return None
+
+    monkeypatch.setattr(multinode.restore, "owner_problem", owner_problem)
+    m._fall_back("every rung failed")
+    assert not [s for s in steps if s[0] == "start"], steps  # before: started, n1's drop-ins never judged
+
+
+def test_a_lost_node_is_still_left_to_its_own_put_back(deployment, monkeypatch):  # noqa: F811
+    from fleet.errors import ConnectError
+
+    m, steps, said, _ = deployment
+
+    def owner_problem(conn, host, store, release):
+        if host.name == "n1":
+            raise ConnectError("n1: connection lost")
+        return None
+
+    monkeypatch.setattr(multinode.restore, "owner_problem", owner_problem)
+    assert multinode.MultiNode._owner_refused(m, m.nodes) is None
