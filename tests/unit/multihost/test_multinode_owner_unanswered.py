@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from test_multinode_decisions import deployment  # noqa: F401 - the fixture
 
+from fleet.deploy.restore import owner_problem
 from fleet.host import service
 from fleet.multihost import multinode
 from fleet.ssh.remote import CommandResult, CommandTimedOut
@@ -21,6 +22,7 @@ def test_a_node_whose_drop_ins_do_not_answer_is_not_started_unjudged(deployment,
         return CommandResult(command, 0, "", "")
 
     monkeypatch.setattr(service, "run", run)
+    monkeypatch.setattr(multinode.restore, "owner_problem", owner_problem)  # the rule itself, not the fixture's
     monkeypatch.setattr(multinode.restore, "verified_copies",
                         lambda store, release: {"/etc/systemd/system/sglang.service": b"[Service]\n"})
     m._fall_back("every rung failed")
