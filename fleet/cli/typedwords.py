@@ -54,8 +54,13 @@ def typed(flag: str, argv: list[str]) -> str:
 
 
 def help_first(argv: list[str], tasks: Collection[str]) -> list[str]:
-    """`inv --help deploy --host x` as `inv deploy --help`: invoke read `deploy` as --help's value and refused
-    `--host` as a core option it does not know. Help runs nothing, whatever words follow the task's name."""
-    if len(argv) > 3 and argv[1] in ("-h", "--help") and argv[2] in tasks:
-        return [argv[0], argv[2], "--help"]
-    return argv
+    """`inv --help deploy --host x` (or `--help=deploy`, `-h deploy`) as `inv deploy --help`: invoke read `deploy` as
+    --help's value and refused `--host` as a core option it does not know. Help runs nothing, whatever words follow
+    the task's name; a word there that is no task is refused as `inv WORD --help` refuses it (`deploi`: did you
+    mean deploy?; `sandbox`: a namespace), not as the words after it."""
+    flag, eq, word = argv[1].partition("=") if len(argv) > 1 else ("", "", "")
+    rest = argv[2:] if eq else argv[3:]
+    word = word if eq else (argv[2] if len(argv) > 2 else "")
+    if flag not in ("-h", "--help") or not word or word.startswith("-") or not (rest or word in tasks):
+        return argv
+    return [argv[0], word, "--help"]

@@ -19,7 +19,7 @@ from fabric import Connection
 from fleet.errors import FleetError
 from fleet.host import programs as hostside
 from fleet.inventory import Host
-from fleet.ssh.remote import MAX_OUTPUT, CommandResult, run, run_bytes
+from fleet.ssh.remote import MAX_OUTPUT, CommandResult, CommandTimedOut, OutputTooLarge, run, run_bytes
 
 
 class Shell(Protocol):
@@ -275,6 +275,7 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
+DROP_INS_AGAIN_S = 2.0  # a `systemctl show -p DropInPaths` that failed is asked again after this
 DISTRIBUTION_DROP_INS = ("/usr/lib/systemd/system/service.d/", "/lib/systemd/system/service.d/")
 
 
@@ -309,10 +310,19 @@ def shown(paths: list[str], most: int = 10) -> str:
 def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) -> list[str]:
     """The drop-ins systemd would apply over the unit at `unit_path` that nobody checked (`every`: the
     distribution's for every service too): their Environment=, ExecStart= and User= win over the unit fleet
-    renders, so what would run is not what fleet checked. A host that cannot say (systemctl fails: no bus) is
-    ServiceError, never "none": the question is asked before a server is stopped or a put-back judged."""
+    renders, so what would run is not what fleet checked. A host that cannot say (systemctl fails: no bus; hangs;
+    answers without end) is ServiceError, never "none": the question is asked before a server is stopped or a
+    put-back judged. A lost link still raises as itself (the run's recovery finishes the job)."""
     name = shlex.quote(posixpath.basename(unit_path))
-    said = sh(conn, host, f"systemctl show -p DropInPaths --value -- {name}", timeout=60)
+    command = f"systemctl show -p DropInPaths --value -- {name}"
+    try:
+        res = run(conn, host, command, timeout=60)
+        if not res.ok:  # asked once more: systemd re-executing (a package upgrade's daemon-reexec) refuses a moment
+            time.sleep(DROP_INS_AGAIN_S)
+            res = run(conn, host, command, timeout=60)
+    except (CommandTimedOut, OutputTooLarge) as e:
+        raise ServiceError(str(e)) from None
+    said = checked(host.name, res)
     return drop_in_files(said) if every else overriding(said)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from fabric import Connection
 
@@ -20,8 +20,9 @@ from fleet.deploy.serving import Serving
 from fleet.errors import FleetError
 from fleet.host import curl as hostcurl
 from fleet.host import venvs
-from fleet.host.releases import ReleaseStore
-from fleet.host.service import unit_state
+from fleet.host.releases import Release, ReleaseStore
+from fleet.host.serverchecks import port_users
+from fleet.host.service import printable, unit_state
 from fleet.inventory import Host
 from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
@@ -83,7 +84,7 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         if current.playbook and current.playbook != book.name:  # --playbook (or the group's) wins: said, not silent
             say(f"release {current.id} serves playbook {current.playbook}: measured with {book.name}'s bench "
                 f"settings and port (serve.port {book.serve.port}), as --playbook or the inventory's group names it")
-        _refuse_unless_serving(conn, host, serve, current.id)
+        _refuse_unless_serving(conn, host, serve, current)
         if hooks is not None:  # the replica alone is measured: out of the router and drained first
             hooks.take_out(host, conn, say)
         say(f"benchmarking release {current.id} ({current.rung}): {spec.num_prompts} prompts of "
@@ -96,18 +97,32 @@ def bench_host(host: Host, book: Playbook, path: Path, opts: ConnectOptions,
         return BenchOutcome(host.name, True, current.id, current.rung, record)
 
 
-def _refuse_unless_serving(conn: Connection, host: Host, serve: Serving, release: str) -> None:
+def _refuse_unless_serving(conn: Connection, host: Host, serve: Serving, current: Release) -> None:
     """A server that does not answer /health is not measured: bench_serving's own words for it are a Python
-    ValueError about its warm-up. Said with the unit's state, before the router is touched."""
-    port = serve.book.serve.port
+    ValueError about its warm-up. Nor is one that answers but is not the unit's (the unit stopped or restarting, or
+    the port held by another process): its figures would be stored as the release's. Said with the unit's state,
+    before the router is touched. The unit is the release's own (under --playbook, another playbook may name
+    another), else the playbook's."""
+    port, then = serve.book.serve.port, f"release {current.id} not measured"
+    units = [PurePosixPath(p).stem for p in current.files if p.endswith(".service") and not p.startswith("before:")]
+    unit = units[0] if units else serve.unit
     code = hostcurl.health_code(conn, host, port)
-    if code == "200":
+    state = unit_state(conn, host, unit)
+    other = printable(port_users(conn, host, port, unit), 160) if code == "200" else ""
+    running = state.get("ActiveState") == "active"
+    if code == "200" and running and not other:
         return
-    state = unit_state(conn, host, serve.unit)
     active = " ".join(filter(None, (state.get("ActiveState"), state.get("SubState") and f"({state['SubState']})")))
-    raise FleetError(f"{host.name}: the server does not serve (unit {serve.unit} {active or 'unknown'}, GET /health "
-                     f"on port {port} answered {code if code not in ('', '000') else 'nothing'}): release {release} "
-                     f"not measured; `inv status -H {host.name}` says more, `inv deploy` starts it")
+    if code == "200" and running:
+        raise FleetError(f"{host.name}: GET /health on port {port} answered 200, but port {port} is held by a process "
+                         f"that is not unit {unit}'s ({other}): {then}; stop that process")
+    if code == "200":
+        raise FleetError(f"{host.name}: GET /health on port {port} answered 200, but not from unit {unit} "
+                         f"({active or 'unknown'})" + (f"; the port is held by {other}" if other else "")
+                         + f": {then} (its figures would not be the release's); `inv status -H {host.name}` says more")
+    raise FleetError(f"{host.name}: the server does not serve (unit {unit} {active or 'unknown'}, GET /health on port "
+                     f"{port} answered {code if code not in ('', '000') else 'nothing'}): {then}; `inv status -H "
+                     f"{host.name}` says more, `inv deploy` starts it")
 
 
 def bench_hosts(hosts: Sequence[Host], name: str | None, opts: ConnectOptions,

@@ -32,7 +32,7 @@ from fleet.deploy.ladder import Deployer
 from fleet.deploy.preflight import port_problem
 from fleet.deploy.results import Attempt, DeployResult
 from fleet.deploy.serving import prune_venvs
-from fleet.errors import FleetError
+from fleet.errors import ConnectError, FleetError
 from fleet.host import venvs
 from fleet.host.facts import stack_versions
 from fleet.host.releases import Release, ReleaseStore, new_id, now, versions_of
@@ -198,8 +198,10 @@ class MultiNode:
         for n in nodes:
             try:
                 problem = restore.owner_problem(n.conn, n.host, n.store, n.prior)
-            except Exception:  # noqa: BLE001 - a node that cannot be asked (lost) fails its own put-back, said there
+            except (ConnectError, OSError):  # a node that cannot be asked (lost) fails its own put-back, said there
                 continue
+            except Exception as exc:  # noqa: BLE001 - asked and not answered (a drop-in it cannot read): not judged
+                problem = f"the owner rule cannot judge its release ({exc}), so it is not started"
             if problem:
                 return f"{n.host.name} (node {n.rank}): {problem}"
         return None

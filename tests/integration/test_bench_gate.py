@@ -127,6 +127,27 @@ def test_a_stopped_server_is_said_not_measured(first, sandbox, sandbox_inventory
         _wait_healthy(sandbox_inventory)
 
 
+def test_a_server_outside_the_unit_is_not_measured_as_the_release(first, sandbox, sandbox_inventory, state):
+    """The unit stopped and the same server started by hand outside it (an orphan, an older copy): /health answered
+    200, so the benchmark measured that process and stored its figures in the current release, exit 0 (h-adv18)."""
+    before = sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json")
+    shown = sh(sandbox_inventory, "sbx0", "systemctl show -p ExecStart --value sglang")
+    argv = shown.split("argv[]=")[1].split(" ;")[0]
+    sh(sandbox_inventory, "sbx0", "systemctl stop sglang && systemd-run --unit=orphan-sglang -p "
+                                  f"EnvironmentFile=/etc/fleet/sglang.env {argv} && for i in $(seq 60); do curl -sf "
+                                  "-o /dev/null http://127.0.0.1:30000/health && break; sleep 0.5; done")
+    try:
+        rc, data, _ = inv_json(sandbox, state, "bench", "--host", "sbx0", "--playbook", "glm5-nvfp4")
+        assert rc == 1 and not data["ok"] and data["bench"] is None, data  # before: ok, exit 0
+        assert data["error"].startswith("sbx0: GET /health on port 30000 answered 200, but not from unit sglang "
+                                        "(inactive (dead)); the port is held by "), data["error"]
+        assert sh(sandbox_inventory, "sbx0", "cat /var/lib/fleet/current/manifest.json") == before
+    finally:
+        sh(sandbox_inventory, "sbx0", "systemctl stop orphan-sglang; systemctl reset-failed orphan-sglang 2>/dev/null; "
+                                      "systemctl start sglang")
+        _wait_healthy(sandbox_inventory)
+
+
 def test_a_bench_that_fails_is_an_error_not_a_zero(first, sandbox, sandbox_inventory, state):
     module = "$(/root/ml-env/bin/python -c 'import sglang, os; print(os.path.dirname(sglang.__file__))')"
     sh(sandbox_inventory, "sbx0", f"mv {module}/bench_serving.py /root/bench_serving.py.away")
