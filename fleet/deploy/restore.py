@@ -209,7 +209,10 @@ def installed_problem(s: HostSession, unit: str) -> str | None:
     systemd runs it (`systemctl cat`: its file wherever it is and its drop-ins, whose User=, ExecStart= and
     Environment= win), with its Environment= and each EnvironmentFile= it names; fleet's files where systemd says
     nothing."""
-    text = s.unit_text(unit)
+    try:
+        text = s.unit_text(unit)
+    except ServiceError as e:  # its drop-ins unseen: not judged, so not started
+        return f"fleet cannot read the unit as systemd would run it: {e}"
     if text is None:
         raw = s.read(unit_file(unit))
         if raw is None:

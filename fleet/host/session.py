@@ -124,9 +124,12 @@ class HostSession:
 
     def unit_text(self, unit: str) -> str | None:
         """`systemctl cat` of the unit: its file wherever it is, then its drop-ins, as systemd runs it; None where
-        systemctl said nothing (no such unit)."""
-        res = self.run(f"systemctl cat -- {shlex.quote(unit)}.service 2>/dev/null", timeout=60)
-        return res.stdout if res.ok and res.stdout.strip() else None
+        systemctl said nothing or knows no such unit (`No files found for`). ServiceError where it failed otherwise
+        (no bus): never read as a unit without drop-ins."""
+        res = self.run(f"systemctl cat -- {shlex.quote(unit)}.service", timeout=60)
+        if res.ok or "No files found for" in res.stderr + res.stdout:
+            return res.stdout if res.ok and res.stdout.strip() else None
+        return service.checked(self.name, res) or None  # raises: it failed
 
     def disable_unit(self, unit: str) -> None:
         """`systemctl disable`, never failing (a unit already gone is disabled)."""

@@ -59,3 +59,18 @@ def test_where_systemctl_says_nothing_fleets_files_are_read_as_before(monkeypatc
     runs, env = judged(monkeypatch, cat(""), files)
     assert runs == ("fleet", "/home/fleet/venv") and env["PYTHONPATH"] == "/p"
     assert judged(monkeypatch, cat(""), {}) is None  # no unit at all: nothing to start
+
+
+def test_a_systemctl_that_cannot_say_the_unit_is_a_refusal_not_the_file_without_its_drop_ins(monkeypatch):
+    """`systemctl cat` failing for another reason than no such unit (no bus) was read as "no unit": the file at
+    fleet's path was judged without the drop-ins over it (h-adv18's finding, left by it)."""
+    files = {"/etc/systemd/system/sglang.service": UNIT.encode()}
+    bus = lambda command: (1, "Failed to connect to bus: No such file or directory") \
+        if command.startswith("systemctl cat") else (0, "")  # noqa: E731
+    assert judged(monkeypatch, bus, files) is None  # not asked: refused before
+    why = restore.installed_problem(FakeSession(answer=bus, files=files), "sglang")
+    assert why is not None and why.startswith("fleet cannot read the unit as systemd would run it: h1: `systemctl cat")
+    assert why.endswith("Failed to connect to bus: No such file or directory")
+    gone = lambda command: (1, "No files found for sglang.service.") \
+        if command.startswith("systemctl cat") else (0, "")  # noqa: E731
+    assert judged(monkeypatch, gone, files) == (("fleet", "/home/fleet/venv"), {})  # no such unit: fleet's file
