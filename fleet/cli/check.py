@@ -12,7 +12,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from fleet import inventory, playbook, site, yamlfile
-from fleet.cli import print_json, use_wheelhouse
+from fleet.cli import print_json, say_site_over, use_wheelhouse
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, did_you_mean
@@ -40,6 +40,7 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
 def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
+    say_site_over(site.find().root)
     # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
     # which has no relative form the operator gave (docs/cli.md, inv check)
     paths: list[Path] = []
