@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
 from fleet.deploy import prune
-from fleet.errors import InputError
+from fleet.errors import InputError, hint
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -257,7 +257,7 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
 
 def _router_host(c: _Checker, host: str, hosts: set[str] | None, unread: str | None) -> None:
     if hosts is not None and host not in hosts:
-        c.error(("router", "host"), f"{host} is no host of the inventory")
+        c.error(("router", "host"), f"{host} is no host of the inventory{hint(host, hosts)}")
     elif hosts is None and unread:
         c.error(("router", "host"), f"not checked against the inventory: {unread}", warning=True, kind="unchecked")
 
