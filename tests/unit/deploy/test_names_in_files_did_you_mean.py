@@ -22,10 +22,10 @@ def test_check_names_the_nearest_router_host(tmp_path):
     assert found == ["t.yaml:3: router.host: sbx00 is no host of the inventory; did you mean sbx0?"], found
 
 
-def test_check_names_the_hosts_where_none_is_near(tmp_path):
+def test_check_says_no_nearest_where_none_is_near(tmp_path):
     found = [line for line in lines(run(tmp_path, ROUTED.replace("sbx00", "gpu7"), hosts={"sbx0", "sbx1"}))
              if "router.host" in line]
-    assert found == ["t.yaml:3: router.host: gpu7 is no host of the inventory (known: sbx0, sbx1)"], found
+    assert found == ["t.yaml:3: router.host: gpu7 is no host of the inventory"], found
 
 
 def test_the_deploy_names_the_nearest_router_host(tmp_path, monkeypatch):
