@@ -105,6 +105,7 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     limit = rollout.parse_max_fail(max_fail)
     timeout = rollout.parse_timeout(host_timeout)
     book, path = load_playbook(name)
+    datafiles.refuse_broken()  # the watcher of its starts reads them: it failed there, after the server stopped
     secrets = secrets_for(book)
     check_units(book, hosts)
     if canary and not rollout.is_canary(sizes, len(rollout.batches(list(hosts), sizes))):

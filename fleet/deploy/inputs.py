@@ -18,7 +18,6 @@ from fleet.deploy import check, fingerprint
 from fleet.errors import InputError
 from fleet.host.render import API_KEY, RenderError, key_file, load_credential
 from fleet.inventory import Host
-from fleet.logs import datafiles
 from fleet.logs import rules as logrules
 from fleet.patches import sets as patchsets
 from fleet.upstream import wheelhouse
@@ -26,14 +25,11 @@ from fleet.upstream import wheelhouse
 
 def load_playbook(name: str, checked: bool = True) -> tuple[playbook.Playbook, Path]:
     """The playbook, with everything `inv check` finds (fleet.deploy.check): an error refuses it in one line
-    (the first, and how many more). `checked=False`: the schema only (a rollback to what was deployed). A
-    log-reading file that does not load (a rule file edited by hand) refuses it too, as the deploy's watcher
-    would fail on it only after the server was stopped."""
+    (the first, and how many more). `checked=False`: the schema only (a rollback to what was deployed)."""
     path = playbook.resolve(name)
     if not checked:
         return playbook.load(path, known_classes=known_classes(), known_patches=set(patchsets.available())), path
     result = check_playbook(path)
-    datafiles.refuse_broken()
     unfilled = [p for p in result.warnings if wheelhouse.NO_WHEEL in p.text]  # a deploy cannot build that venv
     refused = wheelhouse.fetch_refused()  # else the wheels are downloaded for the hosts (fleet.multihost.wheels)
     if unfilled and not result.errors and refused:

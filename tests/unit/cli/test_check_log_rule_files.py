@@ -16,6 +16,7 @@ from fleet.cli import check
 from fleet.deploy import inputs
 from fleet.errors import InputError
 from fleet.logs import datafiles, rules
+from fleet.ssh.connect import ConnectOptions
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,11 +54,30 @@ def test_shipped_files_load_and_say_nothing(capsys):
     assert json.loads(capsys.readouterr().out)["rules_errors"] == []
 
 
-def test_a_deploy_refuses_them_before_any_host(broken_rules):
+@pytest.mark.parametrize("task", ["deploy", "tune", "rollback"])
+def test_a_deploy_tune_or_rollback_refuses_them_before_any_host(broken_rules, monkeypatch, task):
+    from fleet.cli import deploy, tune
+
+    def contacted(*args, **kwargs):
+        raise AssertionError("a host was contacted")
+
+    monkeypatch.setattr(deploy, "check_units", contacted)
+    monkeypatch.setattr(tune, "check_units", contacted)
+    monkeypatch.setattr(deploy, "_each_rollback", contacted)
     with pytest.raises(InputError) as refused:
-        inputs.load_playbook("glm5-nvfp4")
+        if task == "deploy":
+            deploy.deploy([], "glm5-nvfp4", ConnectOptions(), False, False, False)
+        elif task == "tune":
+            tune.tune_command([], "glm5-nvfp4", ConnectOptions(), False, True)
+        else:
+            deploy.rollback([], None, None, ConnectOptions(), False)
     assert str(refused.value).startswith(f"{broken_rules}:8: rule 'cuda_out_of_memory': severity: unknown")
     assert "(and 1 more: inv check); nothing was contacted" in str(refused.value)
+
+
+def test_a_bench_or_patch_still_loads_the_playbook(broken_rules):
+    """They watch no start: a broken rule file is no reason to refuse them."""
+    assert inputs.load_playbook("glm5-nvfp4")[0].name == "glm5-nvfp4"
 
 
 def test_a_broken_phases_file_is_said_too(tmp_path, monkeypatch):
