@@ -13,11 +13,11 @@ def problems() -> list[str]:
     """Every problem of the log-reading files, one line each naming file and line ([]: they load)."""
     found: list[str] = []
     try:
-        rules.load_rules(rules.RULES_DIR)
+        rules.default_rules()  # loaded once a process (what the watcher then uses): a deploy starts no slower
     except rules.RuleFileError as exc:
         found += exc.problems
-    for load in (lambda: bysite.load_classes(bysite.CLASSES_FILE, bysite.HELDOUT_FILE),
-                 lambda: phases.load(phases.PHASES_FILE), lambda: phases.load_counts(phases.PHASES_FILE)):
+    for load in (bysite.default_classes, lambda: phases.load(phases.PHASES_FILE),
+                 lambda: phases.load_counts(phases.PHASES_FILE)):
         try:
             load()
         except InputError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def broken_rules(tmp_path, monkeypatch) -> Path:
+def broken_rules(tmp_path, monkeypatch) -> Iterator[Path]:
     folder = tmp_path / "rules"
     shutil.copytree(REPO / "playbooks" / "rules", folder)
     cuda = folder / "cuda.yaml"
@@ -30,7 +31,9 @@ def broken_rules(tmp_path, monkeypatch) -> Path:
     cuda.write_text(text.replace("      - 'CUDA out of memory'\n", "      - 'CUDA out of (memory'\n", 1)
                     .replace("    severity: fatal\n", "    severity: fatl\n", 1))
     monkeypatch.setattr(rules, "RULES_DIR", folder)
-    return cuda
+    rules.default_rules.cache_clear()  # the shipped rules, loaded once a process, are read again from the copy
+    yield cuda
+    rules.default_rules.cache_clear()
 
 
 def test_check_reports_every_problem_of_a_rule_file(broken_rules, capsys):
