@@ -395,7 +395,8 @@ def _merge_file(inv: Inventory, path: Path, beside: Path | None = None, found: l
     for gname, group in model.groups.items():
         for h in group.hosts:
             if h not in defined and isinstance(raw, dict | None):
-                fail(doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file"))
+                fail(doc.error(("groups", gname, "hosts"), f"host {h!r} is not defined in this file"
+                                                                       f"{errors.did_you_mean(h, defined)}"))
             members.setdefault(h, []).append(gname)
     _share_groups(doc, path, model, shared or {}, fail)
     levels = [(("defaults",), model.defaults), *((("groups", g), e) for g, e in model.groups.items()),

@@ -53,3 +53,10 @@ def ticking(say: Progress, phase: str, budget: float, every: float = EVERY_S,
     finally:
         done.set()
         thread.join()
+
+
+def hosts_note(names: list[str], ended: set[str]) -> str:
+    """Where a run over several hosts stands, for `ticking`'s note: '; 1 of 2 hosts done, still running: h1'."""
+    running = [n for n in names if n not in ended]
+    shown = ", ".join(running[:8]) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
+    return f"; {len(ended)} of {len(names)} hosts done" + (f", still running: {shown}" if running else "")

@@ -80,6 +80,23 @@ def find() -> Site:
     return _find(os.environ.get("FLEET_SITE") or None, cwd)
 
 
+def shadowed() -> Path | None:
+    """The site of the working folder that FLEET_SITE wins over (the folder of its fleet-site.yaml); None where
+    FLEET_SITE is unset, or names that site, or the working folder is in none. A FLEET_SITE left exported in a
+    shell's profile took another site's inventory and playbooks without a word, in a folder of this one."""
+    named = os.environ.get("FLEET_SITE")
+    try:
+        cwd = Path.cwd()
+    except OSError:
+        return None
+    if not named:
+        return None
+    for folder in [cwd, *cwd.parents][:MAX_UP]:
+        if (folder / MARKER).is_file():
+            return None if folder.resolve() == Path(named).expanduser().resolve() else folder
+    return None
+
+
 @cache
 def _find(named: str | None, cwd: Path) -> Site:
     if named is not None:

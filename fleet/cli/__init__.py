@@ -107,6 +107,7 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     )
 
     here = site.find()  # FLEET_SITE or fleet-site.yaml wrong: exit 2 here, before any host (state lives there)
+    say_site_over(here.root)
     if inventory_file:
         path = Path(inventory_file)
     else:
@@ -128,6 +129,21 @@ def select_hosts(inventory_file: str | None, hosts: Sequence[str], groups: Seque
     for host in chosen:  # refuse the whole run before any host is contacted
         check_guard(host)
     return chosen
+
+
+_SAID_SITES: set[Path] = set()
+
+
+def say_site_over(root: Path) -> None:
+    """Once a process, on stderr: FLEET_SITE's site is used, not the one of the working folder (fleet.site.shadowed)."""
+    from fleet import site
+
+    other = site.shadowed()
+    if other is None or other in _SAID_SITES:
+        return
+    _SAID_SITES.add(other)
+    say_on_stderr(f"FLEET_SITE={os.environ.get('FLEET_SITE')} wins over the site of the working folder, {other}: "
+                  f"the inventory and playbooks of {root} are used, not {other}'s (unset FLEET_SITE to use it)")
 
 
 def changing_hosts(task: str, inventory_file: str | None, hosts: Sequence[str], groups: Sequence[str],

@@ -87,7 +87,7 @@ def run(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: in
     """Exit 0: nothing excludes the SM but what upstream keeps on purpose; 1: gates remain (or a host failed)."""
     stopped = False
     try:
-        outcomes = archgate.audit_hosts(hosts, opts, packages, sm, sets, full)
+        outcomes = archgate.audit_hosts(hosts, opts, packages, sm, sets, full, progress_on_stderr())
     except parallel.PartlyDone as stop:  # Ctrl-C: what was gathered is shown, the rest marked interrupted
         outcomes, stopped = stop.rows, True
     if as_json:

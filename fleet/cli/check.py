@@ -12,10 +12,11 @@ from contextlib import suppress
 from pathlib import Path
 
 from fleet import inventory, playbook, site, yamlfile
-from fleet.cli import print_json, use_wheelhouse
+from fleet.cli import print_json, say_site_over, use_wheelhouse
 from fleet.deploy.check import Checked, Problem
 from fleet.deploy.inputs import check_playbook
 from fleet.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, did_you_mean
+from fleet.logs import datafiles
 from fleet.ssh.config import parse_jump
 from fleet.ssh.connect import ssh_config_of
 from fleet.upstream import flags as sglang_cli
@@ -39,6 +40,7 @@ def command(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
 def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, lock: bool) -> int:
     start = time.monotonic()
     folders = site.find().playbooks
+    say_site_over(site.find().root)
     # every path absolute, in the lines and in --json alike: a name resolves to a file of the site or the clone,
     # which has no relative form the operator gave (docs/cli.md, inv check)
     paths: list[Path] = []
@@ -80,17 +82,20 @@ def _report(names: Sequence[str], inventory_file: str | None, as_json: bool, loc
         results = [check_playbook(p, against, unread) for p in paths]
     for i, missing in sorted(unresolved.items()):
         results.insert(i, missing)
-    errors = sum(len(r.errors) for r in results) + len(inv_problems)
+    # the files a deploy reads the server's log with: 0 errors here, and the deploy failed on them mid-start
+    log_problems = [Problem(p) for p in datafiles.problems()]
+    errors = sum(len(r.errors) for r in results) + len(inv_problems) + len(log_problems)
     if as_json:
         print_json({"playbooks": [_json(r) for r in results], "inventory": str(inv_path) if inventory_file else None,
                     "inventory_error": str(inv_problem) if inv_problem else None,
                     "inventory_errors": [str(p) for p in inv_problems],
                     "inventory_warnings": [str(p) for p in inv_warnings],
+                    "rules_errors": [str(p) for p in log_problems],
                     "locked": locked, "errors": errors, "seconds": round(time.monotonic() - start, 3)})
     else:
         for line in locked:
             sys.stdout.write(f"{line}\n")
-        for problem in [*inv_problems, *inv_warnings, *(p for r in results for p in r.problems)]:
+        for problem in [*log_problems, *inv_problems, *inv_warnings, *(p for r in results for p in r.problems)]:
             sys.stdout.write(f"{'warning' if problem.warning else 'error'}: {problem}\n")
         releases = next((r.releases for r in results if r.releases), None) or sglang_cli.default_table().versions
         warnings = sum(len(r.warnings) for r in results) + len(inv_warnings)

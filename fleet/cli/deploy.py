@@ -31,6 +31,7 @@ from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
 from fleet.host.releases import versions_of
 from fleet.inventory import Host
+from fleet.logs import datafiles
 from fleet.multihost import canary as canary_window
 from fleet.multihost import multinode, rolling, rollout, router_dry, router_rollback, wheels
 from fleet.multihost import router as routing
@@ -104,6 +105,7 @@ def deploy(hosts: Sequence[Host], name: str, connect: ConnectOptions | Callable[
     limit = rollout.parse_max_fail(max_fail)
     timeout = rollout.parse_timeout(host_timeout)
     book, path = load_playbook(name)
+    datafiles.refuse_broken()  # the watcher of its starts reads them: it failed there, after the server stopped
     secrets = secrets_for(book)
     check_units(book, hosts)
     if canary and not rollout.is_canary(sizes, len(rollout.batches(list(hosts), sizes))):
@@ -263,6 +265,7 @@ def rollback(hosts: Sequence[Host], name: str | None, to: str | None, opts: Conn
     """`rollback_of`: what rolls one host back (fleet.deploy.rollback.rollback)."""
     targets.check_to(to)
     sizes, limit = rollout.parse_serial(serial), rollout.parse_max_fail(max_fail)
+    datafiles.refuse_broken()  # its start is watched with them: it failed there, the release before it stopped
     if dry_run:
         return _rollback_dry_run(hosts, name, to, opts, as_json, router, wide, sizes, max_fail)
     if to == before_fleet.BEFORE_FLEET:

@@ -43,7 +43,7 @@ def selection(inventory_file: str | None, hosts: Sequence[str], groups: Sequence
                              f"move it aside (the next deploy or tune that learns writes a new one)")
     known = _known()
     _say_unknown(known, [p for p in patterns if not p.startswith(("!", "&")) and not inventory.is_glob(p)],
-                 playbook, rungs)
+                 playbook, rungs, key)
     members: set[str] = set()
     if groups:
         path = Path(inventory_file) if inventory_file else site.find().inventory
@@ -96,14 +96,17 @@ def only_narrowing(hosts: Sequence[str], groups: Sequence[str]) -> bool:
 def _known() -> dict[str, set[str]]:
     rows, slo = fingerprint.learned(Selection()), slolearned.load()
     return {"--host": {r.host for r in rows} | {w.host for e in slo for w in e.wins},
-            "--playbook": {r.playbook for r in rows} | {e.playbook for e in slo}, "--rung": {r.rung for r in rows}}
+            "--playbook": {r.playbook for r in rows} | {e.playbook for e in slo}, "--rung": {r.rung for r in rows},
+            "--fingerprint": {k.partition("/")[0] for k in [*(r.key for r in rows), *(e.key for e in slo)]}}
 
 
 def _say_unknown(known: dict[str, set[str]], hosts: Sequence[str], playbook: str | None,
-                 rungs: Sequence[str]) -> None:
+                 rungs: Sequence[str], key: str | None = None) -> None:
     """Each name given that nothing learned has, said on stderr with the nearest learned one (a typo's `nothing
-    learned matches` named no host, and beside a good name the typo was dropped in silence)."""
-    for option, values in (("--host", hosts), ("--playbook", [playbook] if playbook else []), ("--rung", rungs)):
+    learned matches` named no host, and beside a good name the typo was dropped in silence; a fingerprint a digit
+    off, `inv forget --fingerprint` said `nothing changed` and no more)."""
+    for option, values in (("--host", hosts), ("--playbook", [playbook] if playbook else []), ("--rung", rungs),
+                           ("--fingerprint", [key] if key else [])):
         for value in values:
             if value not in known[option]:
                 say_on_stderr(f"{as_typed(option, value)}: nothing was learned of that name"

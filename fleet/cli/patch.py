@@ -129,7 +129,8 @@ def patch_command(hosts: list[Host], set_names: list[str], check: bool, revert: 
             hooks = routing.hooks_for(hosts, book, path, opts or ConnectOptions(), {}, progress)
     stopped = False
     try:
-        results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit, book, hooks, progress)
+        results = patch_run.run_hosts(hosts, sets, action, opts, allow_prebuilt, audit, book, hooks, progress,
+                                      progress_on_stderr())
     except parallel.PartlyDone as stop:  # Ctrl-C: every host's result is shown, those it left saying where they are
         results, stopped = stop.rows, True
     if as_json:

@@ -12,6 +12,7 @@ from fleet.cli.deploy import fill_wheelhouse, progress_to
 from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, InputError
 from fleet.inventory import Host
+from fleet.logs import datafiles
 from fleet.multihost import bench, slotune, tune
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
@@ -38,6 +39,7 @@ def tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_json
                  runs: int | None = None, wide: bool = False) -> int:
     """runs: already checked as a number by the task (fleet.cli.tasking.NUMBERS)."""
     book, path = load_playbook(name)
+    datafiles.refuse_broken()  # its starts are watched with them
     count = runs
     secrets = secrets_for(book)
     check_units(book, hosts)
@@ -71,6 +73,7 @@ def slo_tune_command(hosts: Sequence[Host], name: str, opts: ConnectOptions, as_
                      settings: slotune.SloSettings, wide: bool = False) -> int:
     """`inv tune --slo`: the same questions and exit codes as a ladder tune; each trial and the winner's rung."""
     book, path = load_playbook(name)
+    datafiles.refuse_broken()  # its starts are watched with them
     secrets = secrets_for(book)
     check_units(book, hosts)
 

@@ -155,7 +155,7 @@ class AttemptRunner:
         """After an attempt that did not serve, one more probe: did the hardware fail under it?"""
         self.progress("probing the GPUs again after the failed attempt")
         try:
-            after = probe_run.probe_on(conn, self.serve.host)
+            after = probe_run.probe_on(conn, self.serve.host, self.progress)
         except (FleetError, EOFError, OSError, SSHException) as exc:  # the host may go down with its GPU
             self.progress(f"could not probe again: {exc}")
             return None

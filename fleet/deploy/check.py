@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fleet import yamlfile
-from fleet.deploy import prune
-from fleet.errors import InputError
+from fleet.deploy import filekind, prune
+from fleet.errors import InputError, did_you_mean
 from fleet.host import facts as vocab
 from fleet.host.sysinfo import PACKAGE_DIRS
 from fleet.outcomes import DEPLOY_OUTCOMES
@@ -86,6 +86,8 @@ def check(path: Path, known_classes: set[str] | None = None, known_patches: set[
         doc = yamlfile.load(path, collect=True)  # a key written twice is one problem among the rest
     except InputError as exc:
         return Checked(path, None, releases, [Problem(str(exc))])
+    if other := filekind.other_kind(doc.data):  # one line, not the schema's every key of another kind of file
+        return Checked(path, None, releases, [Problem(f"{path}: not a playbook: {other}")])
     twice = [Problem(str(e), line=_line(str(e))) for e in doc.duplicates or []]
     try:
         book = Playbook.model_validate(doc.data)
@@ -257,7 +259,7 @@ def _check_raw_pins(c: _Checker, data: Any) -> None:
 
 def _router_host(c: _Checker, host: str, hosts: set[str] | None, unread: str | None) -> None:
     if hosts is not None and host not in hosts:
-        c.error(("router", "host"), f"{host} is no host of the inventory")
+        c.error(("router", "host"), f"{host} is no host of the inventory{did_you_mean(host, hosts)}")
     elif hosts is None and unread:
         c.error(("router", "host"), f"not checked against the inventory: {unread}", warning=True, kind="unchecked")
 

@@ -204,7 +204,7 @@ class Deployer:
     def _deploy(self, host_run: HostRun, force: bool) -> DeployResult:
         conn = host_run.session.conn
         self.progress("probing")
-        facts = probe_run.probe_on(conn, self.host)
+        facts = probe_run.probe_on(conn, self.host, self.progress)
         store = ReleaseStore(conn, self.host)
         previous = store.current()
         # what the upgrade is measured against: the gate's record of what serves now
@@ -307,7 +307,7 @@ class Deployer:
             venv = self.use_pins(conn)
         except venvs.VenvError as exc:
             return replace(result, error=f"{exc}; nothing was stopped"), None
-        facts = probe_run.probe_on(conn, self.host)
+        facts = probe_run.probe_on(conn, self.host, self.progress)
         return replace(result, venv=venv.record(), versions=stack_versions(facts),
                        sglang=sglang_version(facts)), facts
 
@@ -357,7 +357,7 @@ class Deployer:
         venv, there = venvs.planned(conn, self.serve.origin, self.book.packages, self.serve.lock)
         if there:
             self.serve = self.serve.in_venv(venv)
-            return probe_run.probe_on(conn, self.host), f"venv {venv}: there, used as it is\n"
+            return probe_run.probe_on(conn, self.host, self.progress), f"venv {venv}: there, used as it is\n"
         self.serve = replace(self.serve, venv=venv)
         return facts, f"venv {venv}: would be built\n"
 
@@ -393,7 +393,7 @@ class Deployer:
         """The deploy's plan (Deployer.plan), shown: nothing to do, or the first rung it tries and how the unit,
         env and patch sets would change for it."""
         conn = session.conn
-        facts = session.probe()
+        facts = session.probe(self.progress)
         venv_note = ""
         if self.book.packages:  # the unit would name the pins' venv; nothing is sent or built
             try:

@@ -101,7 +101,7 @@ def _rollback(run: HostRun, book: Playbook, to: str | None, progress: Progress,
                          f"roll back with --playbook {back.playbook}, or leave --playbook out")
     progress(f"rolling back to {back.id} ({back.rung})")
     own = venvs.recorded(back.facts)  # a release of packages: pins runs in its own venv: no install
-    seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host)
+    seen = probe_run.probe_on(conn, replace(host, venv=own) if own else host, progress)
     serving = stack_versions(seen)  # what the rolled-back release will run: the venv as found, not as recorded
     drift = stack_drift(versions_of(back.facts), serving)
     notes = [f"release {back.id} ran {', '.join(drift)} now in the venv: a rollback puts back the unit, "

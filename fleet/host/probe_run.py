@@ -39,9 +39,11 @@ def probe_host(host: Host, opts: ConnectOptions, p2p_check: bool = False) -> Hos
         conn.close()
 
 
-def probe_on(conn: Connection, host: Host) -> HostFacts:
-    """The probe over an open connection: one exec channel."""
-    res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
+def probe_on(conn: Connection, host: Host, say: Progress = quiet) -> HostFacts:
+    """The probe over an open connection: one exec channel. `say` is told where it stands while it runs (a host
+    whose nvidia-smi hangs takes up to PROBE_TIMEOUT_S: a deploy said `probing`, then nothing for a minute)."""
+    with ticking(say, "probe", PROBE_TIMEOUT_S):
+        res = run(conn, host, probe.command(host.venv, host.unit), timeout=PROBE_TIMEOUT_S)
     if not probe.split_sections(res.stdout):  # probe.sh prints its sections whatever it finds: something else ran
         return HostFacts.failed(host.name, host.address, hostside.answered_otherwise(
             "the probe", res.exited, res.stdout, res.stderr))
@@ -56,7 +58,8 @@ def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
                 p2p_check: bool = False, progress: Progress = quiet) -> list[HostFacts]:
     """Facts for every host, in order; an unreachable host is a row with its error, never an exception. Ctrl-C:
     parallel.PartlyDone with every row, the hosts it left unread marked interrupted. With the P2P data check (up to
-    its LIMIT_S a host), `progress` is told where it stands: it was silent until the table."""
+    its LIMIT_S a host), `progress` is told where it stands: it was silent until the table; without it too, as a host
+    whose nvidia-smi hangs holds the table up to PROBE_TIMEOUT_S (61 s of silence, then `probe failed`)."""
     ended: list[str] = []
 
     def one(host: Host) -> HostFacts:
@@ -69,12 +72,12 @@ def probe_hosts(hosts: Sequence[Host], opts: ConnectOptions, save: bool = True,
         running = [h.name for h in hosts if h.name not in ended]
         return f"; {len(ended)} of {len(hosts)} hosts done" + (f", still running: {', '.join(running[:8])}"
                                                               + (" ..." if len(running) > 8 else "") if running else "")
-    budget = PROBE_TIMEOUT_S + p2pcheck.LIMIT_S + 15
+    budget = PROBE_TIMEOUT_S + (p2pcheck.LIMIT_S + 15 if p2p_check else 0)
     if p2p_check:
         progress(f"P2P data check: a buffer copied between each pair of GPUs of {len(hosts)} host"
                  f"{'s' * (len(hosts) != 1)} (budget {budget:.0f}s)")
     try:
-        with ticking(progress if p2p_check else quiet, "probe and P2P data check", budget, note=note):
+        with ticking(progress, "probe and P2P data check" if p2p_check else "probe", budget, note=note):
             outcomes: list[parallel.HostOutcome[HostFacts] | None] = list(parallel.run_all(hosts, one))
     except parallel.Interrupted as stop:
         raise parallel.PartlyDone(_rows(hosts, stop.outcomes, save)) from None

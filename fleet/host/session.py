@@ -20,6 +20,7 @@ from fleet.host import lock as hostlock
 from fleet.host import probe_run, service
 from fleet.host.facts import HostFacts
 from fleet.inventory import Host
+from fleet.progress import Progress, quiet
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.ssh.remote import ChannelFailed as ChannelFailed
 from fleet.ssh.remote import CommandResult as CommandResult
@@ -184,8 +185,8 @@ class HostSession:
         hostlock.release(self.conn, self.host, lock)
 
     # ------------------------------------------------------------------ facts
-    def probe(self) -> HostFacts:
-        return probe_run.probe_on(self.conn, self.host)
+    def probe(self, say: Progress = quiet) -> HostFacts:
+        return probe_run.probe_on(self.conn, self.host, say)
 
     def lost(self, where: str, exc: BaseException | None = None) -> None:
         """Raise ConnectionLost when the link died under `exc` (the keepalive watchdog, a dropped transport)."""

@@ -243,7 +243,7 @@ class MultiNode:
     def _deploy(self, force: bool) -> None:
         for n in self.nodes:
             n.say("probing")
-            n.probed(n.session.probe())
+            n.probed(n.session.probe(n.say))
             n.reads(self.stores(n.conn, n.host))
             n.goes_back_to(n.store.current())
         if not force and self._unchanged():

@@ -23,10 +23,10 @@ from fleet.inventory import Host
 from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
 from fleet.patches import audit as archgate
-from fleet.patches.engine import HostResult, apply_host, check_host, revert_host
+from fleet.patches.engine import PATCH_S, HostResult, apply_host, check_host, revert_host
 from fleet.patches.sets import PatchSet
 from fleet.playbook import Playbook
-from fleet.progress import Progress, quiet
+from fleet.progress import Progress, hosts_note, quiet, ticking
 from fleet.ssh.connect import ConnectOptions
 
 ACTIONS = ("check", "apply", "revert")
@@ -35,11 +35,14 @@ ACTIONS = ("check", "apply", "revert")
 def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: ConnectOptions | None = None,
               allow_prebuilt: bool = False, audit: bool = False, book: Playbook | None = None,
               hooks: routing.RouterHooks | None = None,
-              progress_for: Callable[[Host], Progress] = lambda _: quiet) -> list[HostResult]:
+              progress_for: Callable[[Host], Progress] = lambda _: quiet,
+              progress: Progress = quiet) -> list[HostResult]:
     """check | apply | revert on every host in parallel; a host that fails gets a result with its error.
     With audit, each result also carries the arch gates that still exclude the host's SM afterwards. `book`: the
     playbook a dead run's put-back uses when the current release names it; `hooks`: its router's (replicas one
-    at a time, each out of the router before a put-back stops it, back once it serves)."""
+    at a time, each out of the router before a put-back stops it, back once it serves). `progress` is told where
+    the hosts stand while they run (a host's patch program takes up to PATCH_S: a slow one was silent until the
+    table)."""
     if action not in ACTIONS:
         raise ValueError(f"patch action {action!r}: one of {', '.join(ACTIONS)}")
 
@@ -87,15 +90,21 @@ def run_hosts(hosts: list[Host], sets: list[PatchSet], action: str, opts: Connec
 
     if hooks is None or action == "check":
         started: set[str] = set()
+        ended: set[str] = set()
 
         def begun(host: Host) -> HostResult:
             started.add(host.name)
-            return one(host)
+            try:
+                return one(host)
+            finally:
+                ended.add(host.name)
 
         try:
-            outcomes: list[parallel.HostOutcome[HostResult] | None] = list(parallel.run_all(
-                hosts, begun, ends=parallel.STEP_ENDS if action == "check" else PATCH_ENDS,
-                left=parallel.STEP_LEFT if action == "check" else PATCH_LEFT))
+            with ticking(progress, f"patch {action}", PATCH_S,
+                         note=lambda: hosts_note([h.name for h in hosts], ended)):
+                outcomes: list[parallel.HostOutcome[HostResult] | None] = list(parallel.run_all(
+                    hosts, begun, ends=parallel.STEP_ENDS if action == "check" else PATCH_ENDS,
+                    left=parallel.STEP_LEFT if action == "check" else PATCH_LEFT))
         except parallel.Interrupted as stop:  # every host's result, those a Ctrl-C left saying where they are
             raise parallel.PartlyDone([_result(h, o, action, h.name in started)
                                        for h, o in zip(hosts, stop.outcomes, strict=True)]) from None

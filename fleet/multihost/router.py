@@ -19,8 +19,7 @@ starts it), a release of its own under /var/lib/fleet/router (so a replica's hos
 
 The router calls replicas over the network, so replicas listen beyond loopback with serve.api_key; the
 router gets the same key (`--api-key`): clients need it, and the replicas it starts with inherit it.
-Replicas added later are given it explicitly (`api_key` with the URL), as sgl-router requires.
-"""
+Replicas added later are given it explicitly (`api_key` with the URL), as sgl-router requires."""
 
 from __future__ import annotations
 
@@ -63,7 +62,7 @@ from fleet.multihost.router_plan import (
 from fleet.multihost.router_report import RouterEnd, RouterEvent, RouterReport, RouterRun, worker_list
 from fleet.outcomes import SERVING, DeployStatus, Outcome, ServerVerdict
 from fleet.playbook import Playbook
-from fleet.progress import Progress, standing
+from fleet.progress import Progress, standing, ticking
 from fleet.ssh.connect import ConnectOptions
 
 HostSay = Callable[[str, str], None]  # (host name, message)
@@ -262,7 +261,8 @@ class RouterHooks:
             restore.restart(conn, host, unit)
             run.event("restarted")
             say(f"started with {len(workers)} replica(s): {' '.join(workers)}")
-            outcome, evidence = self._ready(conn)
+            with ticking(say, "router ready: GET /health", book.budgets.ready):  # it was silent up to that
+                outcome, evidence = self._ready(conn)
             run.event("attempt", outcome=outcome, evidence=evidence)
             run.record(Attempt("router", outcome, evidence, 0))
             if outcome == Outcome.READY:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet import inventory, yamlfile
+from fleet.errors import did_you_mean
 from fleet.host import curl as hostcurl
 from fleet.host.render import (
     API_KEY,
@@ -117,7 +118,8 @@ def router_host(book: Playbook, path: Path, hosts: list[Host]) -> Host:
     inv = inventory.load(source)
     if r.host not in inv.hosts:
         raise yamlfile.load(path).error(("router", "host"), f"no host named {r.host!r} in the inventory "
-                                        f"({source.name} and the other files of its folder)")
+                                        f"({source.name} and the other files of its folder)"
+                                        f"{did_you_mean(r.host, inv.hosts)}")
     host = inv.hosts[r.host]
     check_guard(host)
     return host

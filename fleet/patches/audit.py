@@ -40,6 +40,7 @@ from fleet.patches import plan as patchplan
 from fleet.patches import sets as patchsets
 from fleet.patches.kept import Kept
 from fleet.patches.sets import PatchSet
+from fleet.progress import Progress, hosts_note, quiet, ticking
 from fleet.ssh.connect import ConnectOptions, open_connection
 from fleet.upstream.cppexpr import ExprError, eval_cpp, strip_comments
 from fleet.yamlfile import JsonObject
@@ -403,11 +404,12 @@ def scope_for(packages: list[str] | None = None, full: bool = False) -> dict[str
 
 
 SCAN_MAX = 32 << 20  # a full scan (--full) of every package lists many files
+SCAN_S = 300.0  # one host's scan: every file of the packages read
 
 
 def scan_host(conn: Connection, host: Host, scope: dict[str, list[str]]) -> Scan:
     payload = base64.b64encode(json.dumps({"scope": scope, "venv": host.venv}).encode()).decode()
-    res = run_system_python(conn, host, "scan.py", payload, timeout=300, max_output=SCAN_MAX)
+    res = run_system_python(conn, host, "scan.py", payload, timeout=SCAN_S, max_output=SCAN_MAX)
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("FLEET-JSON:"):
             return cast(Scan, json.loads(line[len("FLEET-JSON:"):]))  # as scan.py writes it
@@ -432,9 +434,11 @@ def audit_host(conn: Connection, host: Host, sm: int | None = None, packages: li
 
 
 def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str], sm: int | None,
-                sets: list[str], full: bool) -> list[parallel.HostOutcome[AuditResult]]:
-    """Every host audited in parallel; unknown set names fail first, before any host is contacted."""
+                sets: list[str], full: bool, progress: Progress = quiet) -> list[parallel.HostOutcome[AuditResult]]:
+    """Every host audited in parallel; unknown set names fail first, before any host is contacted. `progress` is
+    told where the scans stand while they run (up to SCAN_S a host: a slow host's was silent until the table)."""
     loaded = patchsets.load_sets(sets) if sets else None
+    ended: set[str] = set()
 
     def one(host: Host) -> AuditResult:
         conn = open_connection(host, opts)
@@ -444,9 +448,11 @@ def audit_hosts(hosts: Sequence[Host], opts: ConnectOptions, packages: list[str]
                               full=full)
         finally:
             conn.close()
+            ended.add(host.name)
 
     try:
-        return parallel.run_all(hosts, one)
+        with ticking(progress, "audit scan", SCAN_S, note=lambda: hosts_note([h.name for h in hosts], ended)):
+            return parallel.run_all(hosts, one)
     except parallel.Interrupted as stop:  # what was gathered is shown, the hosts left unread marked so
         left = parallel.INTERRUPTED_ROW  # named: without --json the row is a line of its own on stderr
         raise parallel.PartlyDone([o if o is not None else

@@ -99,7 +99,10 @@ class Answer(TypedDict, total=False):
     cleared: list[str]
 
 
-def _call(conn: Connection, host: Host, mode: str, req: JsonObject, timeout: float = 300) -> JsonObject:
+PATCH_S = 300.0  # one call of the host's patch program
+
+
+def _call(conn: Connection, host: Host, mode: str, req: JsonObject, timeout: float = PATCH_S) -> JsonObject:
     payload = base64.b64encode(json.dumps({**req, "venv": host.venv}).encode()).decode()
     res = run_system_python(conn, host, "patch_host.py", mode, payload, timeout=timeout, max_output=ANSWER_MAX)
     for line in reversed(res.stdout.splitlines()):

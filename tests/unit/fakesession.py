@@ -86,7 +86,7 @@ class FakeSession(HostSession):
     def release_lock(self, lock: hostlock.Lock) -> None:
         self.sent.append("unlock")
 
-    def probe(self) -> HostFacts:
+    def probe(self, say=None) -> HostFacts:
         return next(self.facts)
 
     def as_host(self, host: Host) -> HostSession:

@@ -107,6 +107,11 @@ def test_forget_clears_what_the_slo_tunes_learned_too_but_not_for_a_rung(state):
     (("learned", "--playbook", "llama-fleet-c"), "fleet: --playbook llama-fleet-c: nothing was learned of that name; "
                                                  "did you mean llama-fleet-"),
     (("learned", "--host", "zzz"), "fleet: --host zzz: nothing was learned of that name (known: sbx1, sbx2, sbx3,"),
+    # h-new24's hour: a fingerprint a digit off said only `nothing learned matches; nothing changed`
+    (("forget", "--fingerprint", "d6f73daca608472e", "--dry-run"),
+     "fleet: --fingerprint d6f73daca608472e: nothing was learned of that name; did you mean d6f73daca608472f?"),
+    (("learned", "--fingerprint", "0000000000000000"), "fleet: --fingerprint 0000000000000000: nothing was learned "
+                                                       "of that name (known: 4cccecf04bfaf987, d6f73daca608472f"),
 ])
 def test_a_name_nothing_was_learned_of_says_the_nearest_one(state, args, said):
     """Found by the seventh newcomer's hour (issue 46, finding 6): `inv forget -H sbx00` (sbx0 meant) said only

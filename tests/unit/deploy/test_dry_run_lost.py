@@ -22,7 +22,7 @@ class Dropped(FakeSession):
     """Its link drops mid-probe: the probe's SFTP call sees a plain EOFError, and the link is found gone (what
     fleet.ssh.remote.lost_link finds on a transport that is no longer active)."""
 
-    def probe(self):
+    def probe(self, say=None):
         raise EOFError()
 
     def lost(self, where, exc=None):

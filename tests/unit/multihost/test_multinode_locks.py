@@ -25,7 +25,7 @@ class Session(FakeSession):
         if self.dead and exc is not None:
             raise ConnectionLost(f"{self.host.name}: connection lost {where}: the link dropped")
 
-    def probe(self):
+    def probe(self, say=None):
         if self.probe_error is not None:
             raise self.probe_error
         return object()

@@ -159,7 +159,7 @@ def pinned_nodes(tmp_path, monkeypatch, fail: set[str]) -> tuple[multinode.Multi
     monkeypatch.setattr(ladder, "with_pins", built)
 
     class Session(FakeSession):
-        def probe(self):
+        def probe(self, say=None):
             probed.append(self.host.venv)
             return HostFacts(host=self.host.name, address=self.host.address)
 

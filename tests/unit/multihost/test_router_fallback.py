@@ -176,3 +176,23 @@ def test_a_router_deploy_whose_move_of_current_lost_its_answer_names_what_serves
     report = h._deploy(host_run(opened=Lost.open), ["http://10.0.0.1:30000"], lambda m: None)
     assert report.status == DeployStatus.ROLLED_BACK and put_back == [PREVIOUS.id]
     assert state["current"].id == PREVIOUS.id
+
+
+def test_the_wait_for_a_new_router_to_answer_says_where_it_stands(hooks):
+    """Issue 46, finding 5 (h-new24's hour): a new router release said `started with N replica(s)`, then nothing until
+    its /health answered or budgets.ready ran out (120 s for llama-replicas): a slow start looked like a hang."""
+    from ticking import Said
+
+    h, put_back, monkeypatch = hooks
+    said = Said()
+
+    class Slow(Hooks):
+        def _ready(self, conn):
+            assert said.ticked.wait(10), said  # the router answers once where the wait stands was said
+            return Outcome.READY, "2+2= -> 4 through the router"
+
+    slow = Slow(h.book, h.book_path, h.host, h.opts, h.secrets, h.say, stores=h.stores)
+    report = slow._deploy(host_run(opened=Run.open), ["http://10.0.0.1:30000"], said)
+    assert report.status == DeployStatus.OK, report
+    assert any(str(m).startswith("phase router ready: GET /health: ") and str(m).endswith(
+        f"of {h.book.budgets.ready:.0f}s budget") for m in said), said
