@@ -127,11 +127,11 @@ def rollback(c, playbook=None, to=None, inventory=None, host=None, group=None, a
 def history(c, inventory=None, host=None, group=None, json=False, accept_new_host_keys=False, ask_become_pass=False,
             bench=False, wide=False):
     """List a host's releases with their outcome (the current one marked); ids in full, for --to."""
-    from fleet.cli import deploy as deploy_cmd
+    from fleet.cli import history as history_cmd
 
     hosts = cli.select_hosts(inventory, host, group)
     opts = _opts(hosts, accept_new_host_keys, ask_become_pass)
-    raise Exit(code=deploy_cmd.history(hosts, opts, json, bench, wide))
+    raise Exit(code=history_cmd.history(hosts, opts, json, bench, wide))
 
 
 @task(iterable=["host", "group"], help={**HOST_HELP, "port": "the sglang port health and /metrics are read on "

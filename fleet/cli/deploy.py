@@ -9,14 +9,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet import parallel, site
+from fleet import site
 from fleet.cli import (
     console,
     err_console,
     print_json,
     print_results,
     real_console,
-    say_host_error,
     targets,
     wheelhouse_over_inventory,
 )
@@ -29,7 +28,6 @@ from fleet.deploy.inputs import check_units, load_playbook, secrets_for
 from fleet.deploy.ladder import Deployer
 from fleet.deploy.results import DeployResult
 from fleet.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, FleetError, InputError
-from fleet.host.releases import versions_of
 from fleet.inventory import Host
 from fleet.logs import datafiles
 from fleet.multihost import canary as canary_window
@@ -351,39 +349,6 @@ def _rollback_dry_run(hosts: Sequence[Host], name: str | None, to: str | None, o
         return _interrupted(stop, as_json, wide)
     return _dry_rollout(results, sizes or [rollout.Amount(1)], rollout.parse_max_fail(max_fail), as_json, wide,
                         "rollback")
-
-
-def history(hosts: Sequence[Host], opts: ConnectOptions, as_json: bool, bench: bool = False,
-            wide: bool = False) -> int:
-    """Ctrl-C: the histories read are shown, the hosts left unread marked so, exit 130 (they were thrown away)."""
-    stopped = False
-    try:
-        outcomes = parallel.run_all(hosts, lambda h: rollbacks.history(h, opts))
-    except parallel.Interrupted as stop:
-        stopped = True
-        outcomes = [o if o is not None else parallel.HostOutcome(h, False, None,
-                                                                 f"{h.name}: {parallel.INTERRUPTED_ROW}", 0.0)
-                    for h, o in zip(hosts, stop.outcomes, strict=True)]
-    if as_json:
-        print_json({"hosts": [{"host": o.host.name, "ok": o.ok, "error": o.error,
-                               "current": o.value[1] if o.value else None,
-                               "releases": [{**r.to_json(), "versions": versions_of(r.facts)} for r in o.value[0]]
-                               if o.value else []}
-                              for o in outcomes]})
-    else:
-        from fleet.cli.deploy_view import render_history
-
-        for o in outcomes:
-            if o.value:
-                render_history(o.host.name, o.value[0], o.value[1], console, bench, wide)
-            else:  # no releases to list: an error, on stderr
-                say_host_error(o.error or f"{o.host.name}: failed", wide)
-    if stopped:
-        from fleet.cli.status import INTERRUPTED_LINE
-
-        say_now(INTERRUPTED_LINE)
-        return EXIT_INTERRUPTED
-    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_HOST_FAILED
 
 
 def draw(result: DeployResult, wide: bool = False) -> None:

@@ -14,6 +14,7 @@ from hostkit import HostileFleet, answer, eof_no_status, flood, no_eof, one_line
 
 from fleet.cli import console
 from fleet.cli import deploy as deploy_cmd
+from fleet.cli import history as history_cmd
 from fleet.cli import logs as logs_cmd
 from fleet.cli import probe as probe_cmd
 from fleet.cli import status as status_cmd
@@ -89,7 +90,7 @@ GOOD = {"id": RID, "host": "h", "playbook": "tiny", "playbook_sha256": SHA, "cre
 def test_history_passes_over_hostile_releases_and_keeps_the_sound_one(tmp_path, capsys):
     bad = {**GOOD, "id": "20261202T101010Z-cd34", "files": {"/root/.ssh/authorized_keys": {"sha256": SHA}}}
     with HostileFleet(tmp_path, {"h": (answer(b""), _releases(GOOD, bad)), "stuck": no_eof()}) as fleet:
-        rc = deploy_cmd.history(fleet.hosts("h"), ConnectOptions(), True)
+        rc = history_cmd.history(fleet.hosts("h"), ConnectOptions(), True)
     data = json.loads(capsys.readouterr().out)["hosts"][0]
     assert rc == 0 and [r["id"] for r in data["releases"]] == [RID] and data["current"] == RID
 
