@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-import warnings
 from collections import deque
 
 KEPT = 500  # records held; the oldest go first
@@ -32,12 +31,6 @@ class _Held(logging.Handler):
 HELD = _Held()
 
 
-def _warned(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: object = None,
-            line: str | None = None) -> None:
-    """A Python warning (a library's, re's FutureWarning on a pattern): held as a record, one line, for -v."""
-    HELD.records.append(("py.warnings", f"{category.__name__}: {message} ({filename}:{lineno})"))
-
-
 def install() -> None:
     """A handler on the root logger, so no library record reaches logging.lastResort (stderr), and Python's
     warnings held the same way (they were printed raw, `.../rules.py:56: FutureWarning: Possible nested set ...`
@@ -45,7 +38,7 @@ def install() -> None:
     root = logging.getLogger()
     if HELD not in root.handlers:
         root.addHandler(HELD)
-    warnings.showwarning = _warned
+    logging.captureWarnings(True)  # to the `py.warnings` logger, so to HELD
 
 
 def lines() -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -127,10 +128,14 @@ class HostSession:
         """`systemctl cat` of the unit: its file wherever it is, then its drop-ins, as systemd runs it; None where
         systemctl said nothing or knows no such unit (`No files found for`). ServiceError where it failed otherwise
         (no bus): never read as a unit without drop-ins."""
-        res = self.run(f"systemctl cat -- {shlex.quote(unit)}.service", timeout=60)
+        command = f"systemctl cat -- {shlex.quote(unit)}.service"
+        res = self.run(command, timeout=60)
+        if not res.ok and "No files found for" not in res.stderr + res.stdout:
+            time.sleep(service.DROP_INS_AGAIN_S)  # asked once more, as drop_ins asks: systemd re-executing a moment
+            res = self.run(command, timeout=60)
         if res.ok or "No files found for" in res.stderr + res.stdout:
             return res.stdout if res.ok and res.stdout.strip() else None
-        return service.checked(self.name, res) or None  # raises: it failed
+        return service.checked(self.name, res) or None  # raises: it failed twice
 
     def disable_unit(self, unit: str) -> None:
         """`systemctl disable`, never failing (a unit already gone is disabled)."""

@@ -64,9 +64,10 @@ def test_a_librarys_python_warning_is_held_for_verbose_not_printed(monkeypatch, 
     monkeypatch.setattr(liblog.HELD, "records", type(liblog.HELD.records)(maxlen=liblog.KEPT))
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [h for h in root.handlers if h is not liblog.HELD])
+    monkeypatch.setattr(logging, "_warnings_showwarning", None)  # captureWarnings' own state, as in a fresh process
     with warnings.catch_warnings():
         warnings.simplefilter("default")  # as outside pytest (its filter here is "error")
         liblog.install()
         warnings.warn_explicit("TripleDES has been moved", UserWarning, "/x/paramiko/transport.py", 51)
     assert capsys.readouterr().err == ""  # fails before: printed raw, with the file and line
-    assert liblog.lines() == ["py.warnings: UserWarning: TripleDES has been moved (/x/paramiko/transport.py:51)"]
+    assert liblog.lines() == ["py.warnings: /x/paramiko/transport.py:51: UserWarning: TripleDES has been moved"]

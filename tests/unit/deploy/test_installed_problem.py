@@ -9,6 +9,7 @@ from __future__ import annotations
 from fakesession import FakeSession
 
 from fleet.deploy import restore
+from fleet.host import service
 
 UNIT = ("# /etc/systemd/system/sglang.service\n[Service]\nUser=fleet\nEnvironmentFile=/etc/fleet/sglang.env\n"
         "ExecStart=/home/fleet/venv/bin/python -m sglang.launch_server --port 30000\n")
@@ -64,6 +65,7 @@ def test_where_systemctl_says_nothing_fleets_files_are_read_as_before(monkeypatc
 def test_a_systemctl_that_cannot_say_the_unit_is_a_refusal_not_the_file_without_its_drop_ins(monkeypatch):
     """`systemctl cat` failing for another reason than no such unit (no bus) was read as "no unit": the file at
     fleet's path was judged without the drop-ins over it (h-adv18's finding, left by it)."""
+    monkeypatch.setattr(service, "DROP_INS_AGAIN_S", 0)
     files = {"/etc/systemd/system/sglang.service": UNIT.encode()}
     bus = lambda command: (1, "Failed to connect to bus: No such file or directory") \
         if command.startswith("systemctl cat") else (0, "")  # noqa: E731
@@ -74,3 +76,17 @@ def test_a_systemctl_that_cannot_say_the_unit_is_a_refusal_not_the_file_without_
     gone = lambda command: (1, "No files found for sglang.service.") \
         if command.startswith("systemctl cat") else (0, "")  # noqa: E731
     assert judged(monkeypatch, gone, files) == (("fleet", "/home/fleet/venv"), {})  # no such unit: fleet's file
+
+
+def test_a_systemctl_cat_that_fails_once_is_asked_again(monkeypatch):
+    """One refused answer (systemd re-executing) left a recovered host stopped (tests/unit/multihost/
+    test_recover_points.py, a fault at `systemctl cat`): asked once more, as drop_ins asks."""
+    monkeypatch.setattr(service, "DROP_INS_AGAIN_S", 0)
+    asked = []
+
+    def once(command):
+        if command.startswith("systemctl cat"):
+            asked.append(command)
+            return (1, "Failed to connect to bus") if len(asked) == 1 else (0, UNIT + DROPIN)
+        return 0, ""
+    assert judged(monkeypatch, once, {})[0] == ("root", "/home/fleet/venv") and len(asked) == 2
