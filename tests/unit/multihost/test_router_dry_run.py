@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import json
 
+from routerbook import BOOK
+
 from fleet import playbook
 from fleet.cli import deploy as deploy_cli
 from fleet.deploy import restore
@@ -20,13 +22,6 @@ from fleet.multihost import router as routing
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
 
-BOOK = """name: replicas
-model: {path: /models/Llama-3.1-8B-Instruct}
-serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
-ladder:
-  - name: plain
-router: {host: sbx0, port: 30080}
-"""
 INVENTORY = "hosts:\n  r1: {address: 10.0.0.2}\n  r3: {address: 10.0.0.4}\n  sbx0: {address: 10.0.0.9}\n"
 BOTH = ["http://10.0.0.2:30000", "http://10.0.0.4:30000"]
 

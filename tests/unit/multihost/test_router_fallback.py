@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakesession import host_run
+from routerbook import BOOK
 
 from fleet import playbook
 from fleet.errors import FleetError
@@ -19,13 +20,6 @@ from fleet.outcomes import DeployStatus, Outcome
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandTimedOut, ConnectionLost
 
-BOOK = """name: replicas
-model: {path: /models/Llama-3.1-8B-Instruct}
-serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
-ladder:
-  - name: plain
-router: {host: sbx0, port: 30080}
-"""
 PREVIOUS = Release(id="20261203T100000Z-prev", host="sbx0", playbook="replicas", playbook_sha256="0" * 64,
                    created="2026-12-03T10:00:00Z", rung="router", status="ok")
 

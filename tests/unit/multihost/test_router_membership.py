@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakesession import FakeSession
+from routerbook import BOOK
 
 from fleet import playbook
 from fleet.deploy.results import DeployResult
@@ -19,14 +20,6 @@ from fleet.multihost import router_plan
 from fleet.multihost.router_report import RouterEnd
 from fleet.outcomes import DeployStatus
 from fleet.ssh.connect import ConnectOptions
-
-BOOK = """name: replicas
-model: {path: /models/Llama-3.1-8B-Instruct}
-serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
-ladder:
-  - name: plain
-router: {host: sbx0, port: 30080}
-"""
 
 INVENTORY = "hosts:\n" + "".join(f"  r{i}: {{address: 10.0.0.{i + 1}}}\n" for i in range(4)) + \
     "  sbx0: {address: 10.0.0.9}\n"

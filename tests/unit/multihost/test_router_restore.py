@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from fakesession import FakeSession
+from routerbook import BOOK
 
 from fleet import playbook
 from fleet.host.releases import ROUTER_ROOT, Release, ReleaseStore
@@ -21,13 +22,6 @@ from fleet.outcomes import DeployStatus, Outcome
 from fleet.ssh.connect import ConnectOptions
 from fleet.ssh.remote import CommandTimedOut
 
-BOOK = """name: replicas
-model: {path: /models/Llama-3.1-8B-Instruct}
-serve: {host: 0.0.0.0, port: 30000, api_key: {env: SGLANG_API_KEY}}
-ladder:
-  - name: plain
-router: {host: sbx0, port: 30080}
-"""
 UNIT, ENV = "/etc/systemd/system/sglang-router.service", "/etc/fleet/sglang-router.env"
 OLD = {UNIT: b"[Service]\nExecStart=/old\n", ENV: b"A=old\n"}
 NEW = {UNIT: b"[Service]\nExecStart=/new\n", ENV: b"A=new\n"}
