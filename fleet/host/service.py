@@ -275,7 +275,7 @@ def verify_unit_text(conn: Connection, host: Host, text: str, unit_path: str) ->
         run(conn, host, f"rm -rf {shlex.quote(folder)}")
 
 
-DROP_INS_AGAIN_S = 2.0  # a `systemctl show -p DropInPaths` that failed is asked again after this
+DROP_INS_AGAIN_S = 2.0  # a systemctl question that failed is asked again after this (asked_twice)
 DISTRIBUTION_DROP_INS = ("/usr/lib/systemd/system/service.d/", "/lib/systemd/system/service.d/")
 
 
@@ -307,6 +307,18 @@ def shown(paths: list[str], most: int = 10) -> str:
     return ", ".join(said + ([f"and {len(paths) - most} more"] if len(paths) > most else []))
 
 
+def asked_twice(ask: Callable[[], CommandResult], answered: Callable[[CommandResult], bool] = lambda r: r.ok
+                ) -> CommandResult:
+    """A systemctl question asked once more, DROP_INS_AGAIN_S later, where its first answer failed: systemd
+    re-executing (a package upgrade's daemon-reexec) refuses for a moment, and a refusal there may leave a host
+    stopped."""
+    res = ask()
+    if not answered(res):
+        time.sleep(DROP_INS_AGAIN_S)
+        res = ask()
+    return res
+
+
 def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) -> list[str]:
     """The drop-ins systemd would apply over the unit at `unit_path` that nobody checked (`every`: the
     distribution's for every service too): their Environment=, ExecStart= and User= win over the unit fleet
@@ -316,10 +328,7 @@ def drop_ins(conn: Connection, host: Host, unit_path: str, every: bool = False) 
     name = shlex.quote(posixpath.basename(unit_path))
     command = f"systemctl show -p DropInPaths --value -- {name}"
     try:
-        res = run(conn, host, command, timeout=60)
-        if not res.ok:  # asked once more: systemd re-executing (a package upgrade's daemon-reexec) refuses a moment
-            time.sleep(DROP_INS_AGAIN_S)
-            res = run(conn, host, command, timeout=60)
+        res = asked_twice(lambda: run(conn, host, command, timeout=60))
     except (CommandTimedOut, OutputTooLarge) as e:
         raise ServiceError(str(e)) from None
     said = checked(host.name, res)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -129,11 +128,8 @@ class HostSession:
         systemctl said nothing or knows no such unit (`No files found for`). ServiceError where it failed otherwise
         (no bus): never read as a unit without drop-ins."""
         command = f"systemctl cat -- {shlex.quote(unit)}.service"
-        res = self.run(command, timeout=60)
-        if not res.ok and "No files found for" not in res.stderr + res.stdout:
-            time.sleep(service.DROP_INS_AGAIN_S)  # asked once more, as drop_ins asks: systemd re-executing a moment
-            res = self.run(command, timeout=60)
-        if res.ok or "No files found for" in res.stderr + res.stdout:
+        res = service.asked_twice(lambda: self.run(command, timeout=60), _said_cat)
+        if _said_cat(res):
             return res.stdout if res.ok and res.stdout.strip() else None
         return service.checked(self.name, res) or None  # raises: it failed twice
 
@@ -196,3 +192,8 @@ class HostSession:
     def lost(self, where: str, exc: BaseException | None = None) -> None:
         """Raise ConnectionLost when the link died under `exc` (the keepalive watchdog, a dropped transport)."""
         lost_link(self.conn, self.host, where, exc)
+
+
+def _said_cat(res: CommandResult) -> bool:
+    """`systemctl cat` answered: the unit's text, or that it knows no such unit."""
+    return res.ok or "No files found for" in res.stderr + res.stdout
